@@ -1,0 +1,157 @@
+"""``archive import``: bring WARC, ARC and WACZ files into an archive, atomically.
+
+All sources of one call land in a single transaction (or, for a new archive, in a file that is
+renamed into place at the end): the import fails as a whole or lands as a whole. Each source file
+becomes one capture session whose id is derived from the file's SHA-256, so importing the same
+file twice is recognised and skipped.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import BadInput
+from .store import Archive, new_archive_atomically
+from .wacz import open_checked, read_pages, warc_members
+from .warc_import import ImportStats, WarcImporter, file_sha256
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class SourceResult:
+    source: str
+    kind: str
+    session_id: str
+    skipped: bool = False
+    stats: ImportStats = field(default_factory=ImportStats)
+    pages: int = 0
+
+
+def sniff(path: Path) -> str:
+    """Tell ``warc``, ``arc`` or ``wacz`` from a file's first bytes; raise BadInput otherwise."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(512)
+    except IsADirectoryError:
+        raise BadInput(f"{path}: is a directory") from None
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror}") from None
+    if head.startswith(b"PK\x03\x04"):
+        return "wacz"
+    if head.startswith(b"\x1f\x8b"):
+        try:
+            with gzip.open(path, "rb") as gz:
+                head = gz.read(64)
+        except (OSError, EOFError, zlib.error):
+            raise BadInput(f"{path}: corrupt or truncated gzip data") from None
+    stripped = head.lstrip(b"\r\n")
+    if stripped.startswith(b"WARC/"):
+        return "warc"
+    if stripped.startswith(b"filedesc:"):
+        return "arc"
+    if not head:
+        raise BadInput(f"{path}: empty file")
+    raise BadInput(f"{path}: not a WARC, ARC or WACZ file")
+
+
+def import_files(archive_path: str | os.PathLike, sources: list[str | os.PathLike], *,
+                 progress: Progress | None = None, create_meta: dict | None = None) -> list[SourceResult]:
+    """Import ``sources`` into the archive at ``archive_path`` (created if missing)."""
+    paths = [Path(s) for s in sources]
+    kinds = []
+    for p in paths:
+        if not p.exists():
+            raise BadInput(f"{p}: no such file")
+        kinds.append(sniff(p))
+    target = Path(archive_path)
+    if target.exists():
+        with Archive.open(target, write=True) as arc:
+            with arc.transaction():
+                return _import_all(arc, paths, kinds, progress)
+    with new_archive_atomically(target, **(create_meta or {})) as arc:
+        with arc.transaction():
+            return _import_all(arc, paths, kinds, progress)
+
+
+def _import_all(arc: Archive, paths: list[Path], kinds: list[str], progress: Progress | None) -> list[SourceResult]:
+    results = []
+    importers: list[tuple[SourceResult, WarcImporter]] = []
+    for p, kind in zip(paths, kinds):
+        try:
+            result, parts = _import_one(arc, p, kind, progress)
+        except BadInput as exc:
+            raise BadInput(f"{p}: {exc}") from None
+        except MemoryError:
+            raise BadInput(f"{p}: a record is too large to import") from None
+        results.append(result)
+        importers.extend((result, imp) for imp in parts)
+    # Revisits may point at originals in any file of this import: retry until nothing moves.
+    while any([imp.retry_revisits() for _, imp in importers]):
+        pass
+    for result, imp in importers:
+        imp.finish()
+        _merge_stats(result.stats, imp.stats)
+    return results
+
+
+def _import_one(arc: Archive, path: Path, kind: str,
+                progress: Progress | None) -> tuple[SourceResult, list[WarcImporter]]:
+    sid = "i" + file_sha256(path)[:16]
+    if arc.session(sid) is not None:
+        if progress:
+            progress(path.stat().st_size)
+        return SourceResult(str(path), kind, sid, skipped=True), []
+    arc.new_session("import", source=path.name, tool=f"{kind} import", session_id=sid)
+    result = SourceResult(str(path), kind, sid)
+    if kind == "wacz":
+        return result, _import_wacz(arc, path, sid, result, progress)
+    importer = WarcImporter(arc, sid, path.name)
+    with open(path, "rb") as fh:
+        importer.run(fh, progress)
+    arc.end_session(sid, {"warcinfo": importer.warcinfo})
+    return result, [importer]
+
+
+def _import_wacz(arc: Archive, path: Path, sid: str, result: SourceResult,
+                 progress: Progress | None) -> list[WarcImporter]:
+    zf, package = open_checked(str(path))
+    importers = []
+    with zf:
+        members = warc_members(package)
+        if not members:
+            raise BadInput("the WACZ holds no WARC files under archive/")
+        infos = []
+        for name in members:
+            importer = WarcImporter(arc, sid, f"{path.name}#{name}")
+            with zf.open(name) as fh:
+                importer.run(fh)
+            importers.append(importer)
+            infos.extend(importer.warcinfo)
+        for entry in read_pages(zf, package):
+            ts = entry.get("ts")
+            if not ts:
+                continue
+            arc.add_page(session_id=sid, url=entry["url"], captured_at=str(ts), title=entry.get("title") or "",
+                         extra={"wacz_page_id": entry["id"]} if entry.get("id") else None)
+            result.pages += 1
+        arc.end_session(sid, {"warcinfo": infos, "wacz": {k: package.get(k) for k in ("title", "software", "created")}})
+    if progress:
+        progress(path.stat().st_size)
+    return importers
+
+
+def _merge_stats(total: ImportStats, part: ImportStats) -> None:
+    total.exchanges += part.exchanges
+    total.requests_paired += part.requests_paired
+    total.revisits += part.revisits
+    total.resources += part.resources
+    total.warnings += part.warnings
+    for k, v in part.skipped.items():
+        total.skipped[k] = total.skipped.get(k, 0) + v
+    total.unresolved_revisits.extend(part.unresolved_revisits)

@@ -1,0 +1,541 @@
+"""The archive: one SQLite file (WAL mode) holding the index and the content-addressed blobs.
+
+Why one file: a transaction covers the index rows and the blobs they point to, so a crash at any
+moment leaves an archive that opens and verifies, and sharing an archive means copying one file.
+Nothing read from an archive is ever executed: headers and metadata are JSON, payloads are bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlite_utils
+
+from . import blobs
+from .bodykey import body_key as compute_body_key
+from .errors import ArchiveError, ArchiveLocked
+from .timeutil import normalize_time, now, parse_time
+from .urlkey import surt_key
+
+FORMAT_NAME = "webfreeze-archive"
+FORMAT_VERSION = 1
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+Headers = list[tuple[str, str]]
+
+
+def header_value(headers: Headers, name: str) -> str | None:
+    """First value of header ``name`` (case-insensitive), or None."""
+    lname = name.lower()
+    for k, v in headers:
+        if k.lower() == lname:
+            return v
+    return None
+
+
+def mime_of(headers: Headers) -> str:
+    """The media type of a Content-Type header, lower-cased, without parameters."""
+    value = header_value(headers, "content-type") or ""
+    return value.split(";")[0].strip().lower()
+
+
+@dataclass
+class Exchange:
+    """One HTTP request and its response as captured.
+
+    ``payload`` is the response entity as the server sent it, transfer coding removed and content
+    coding (gzip, br) kept; ``extra`` holds protocol details needed to replay or re-export exactly.
+    """
+
+    url: str
+    captured_at: str
+    status: int
+    resp_headers: Headers
+    payload: bytes = b""
+    method: str = "GET"
+    req_headers: Headers | None = None
+    req_body: bytes | None = None
+    reason: str = ""
+    http_version: str = "HTTP/1.1"
+    kind: str = "response"  # "response" (HTTP) or "resource" (no HTTP envelope)
+    extra: dict = field(default_factory=dict)
+    session_id: str | None = None
+
+
+def _create_schema(db: sqlite_utils.Database) -> None:
+    db["meta"].create({"key": str, "value": str}, pk="key")
+    db["blobs"].create(
+        {"digest": str, "size": int, "stored_size": int, "codec": str, "data": bytes},
+        pk="digest",
+        not_null={"size", "stored_size", "codec", "data"},
+    )
+    db["sessions"].create(
+        {"id": str, "kind": str, "source": str, "tool": str, "started_at": str, "ended_at": str, "info": str},
+        pk="id",
+    )
+    db["exchanges"].create(
+        {
+            "id": int,
+            "session_id": str,
+            "captured_at": str,
+            "method": str,
+            "url": str,
+            "surt": str,
+            "body_key": str,
+            "status": int,
+            "reason": str,
+            "mime": str,
+            "http_version": str,
+            "kind": str,
+            "req_headers": str,
+            "req_body": str,
+            "req_body_size": int,
+            "resp_headers": str,
+            "payload": str,
+            "payload_size": int,
+            "extra": str,
+        },
+        pk="id",
+        not_null={"session_id", "captured_at", "method", "url", "surt", "body_key", "status", "kind",
+                  "resp_headers", "payload", "payload_size"},
+        foreign_keys=[("session_id", "sessions", "id")],
+    )
+    ex = db["exchanges"]
+    ex.create_index(["method", "url", "body_key", "captured_at"], index_name="ix_exchanges_exact")
+    ex.create_index(["surt", "captured_at"], index_name="ix_exchanges_surt")
+    ex.create_index(["payload"], index_name="ix_exchanges_payload")
+    ex.create_index(["session_id"], index_name="ix_exchanges_session")
+    db["pages"].create(
+        {"id": int, "session_id": str, "url": str, "captured_at": str, "title": str,
+         "screenshot": str, "dom": str, "extra": str},
+        pk="id",
+        not_null={"session_id", "url", "captured_at"},
+    )
+    db["pages"].create_index(["url", "captured_at"], index_name="ix_pages_url")
+    db["documents"].create(
+        {"name": str, "digest": str, "size": int, "updated_at": str}, pk="name", not_null={"digest"}
+    )
+    # Digests other tools use for a payload (WARC-Payload-Digest), so revisits resolve to our blob.
+    db["digest_aliases"].create({"alias": str, "digest": str}, pk="alias", not_null={"digest"})
+
+
+class Archive:
+    """An open archive. Use :meth:`open` or :meth:`create`; close it (or use ``with``)."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, writable: bool, lock_fd: int | None):
+        self.path = path
+        self.conn = conn
+        self.db = sqlite_utils.Database(conn)
+        self.writable = writable
+        self._lock_fd = lock_fd
+        self._in_tx = False
+        self._known_blobs: set[str] = set()
+
+    # ----------------------------------------------------------------- opening and closing
+    @classmethod
+    def create(cls, path: str | os.PathLike, *, creator: str = "", description: str = "",
+               license: str = "", replay_rules: dict | None = None) -> "Archive":
+        """Create a new, empty archive at ``path`` (which must not exist) and open it for writing."""
+        p = Path(path)
+        if p.exists():
+            raise ArchiveError(f"{p}: already exists")
+        if not p.parent.exists():
+            raise ArchiveError(f"{p.parent}: no such directory")
+        if not os.access(p.parent, os.W_OK):
+            raise ArchiveError(f"{p.parent}: directory is not writable")
+        conn = cls._connect(p, readonly=False)
+        arc = cls(p, conn, True, cls._lock(p))
+        db = arc.db
+        db.execute("PRAGMA journal_mode=WAL")
+        with arc.transaction():
+            _create_schema(db)
+            from webfreeze import __version__
+
+            for key, value in {
+                "format": FORMAT_NAME,
+                "format_version": FORMAT_VERSION,
+                "created_at": now(),
+                "tool": "webfreeze",
+                "tool_version": __version__,
+                "creator": creator,
+                "description": description,
+                "license": license,
+                "replay_rules": replay_rules or {},
+            }.items():
+                arc._set_meta(key, value)
+        return arc
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, write: bool = False) -> "Archive":
+        """Open an existing archive, read-only unless ``write``; one writer at a time."""
+        p = Path(path)
+        if not p.exists():
+            raise ArchiveError(f"{p}: no such archive")
+        if p.is_dir():
+            raise ArchiveError(f"{p}: is a directory, not an archive file")
+        try:
+            with open(p, "rb") as fh:
+                head = fh.read(len(SQLITE_MAGIC))
+        except OSError as exc:
+            raise ArchiveError(f"{p}: cannot read: {exc.strerror}") from None
+        if head != SQLITE_MAGIC:
+            raise ArchiveError(f"{p}: not a webfreeze archive")
+        if write and not os.access(p, os.W_OK):
+            raise ArchiveError(f"{p}: archive is not writable")
+        lock_fd = cls._lock(p) if write else None
+        try:
+            conn = cls._connect(p, readonly=not write)
+            arc = cls(p, conn, write, lock_fd)
+            arc._check_format()
+        except BaseException:
+            if lock_fd is not None:
+                os.close(lock_fd)
+            raise
+        return arc
+
+    @staticmethod
+    def _connect(p: Path, readonly: bool) -> sqlite3.Connection:
+        try:
+            if readonly and not os.access(p.parent, os.W_OK):
+                uri = f"file:{p}?mode=ro&immutable=1"
+            elif readonly:
+                uri = f"file:{p}?mode=ro"
+            else:
+                uri = f"file:{p}"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=10, check_same_thread=False)
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA busy_timeout=10000")
+            if not readonly:
+                conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.Error as exc:
+            raise ArchiveError(f"{p}: cannot open archive: {exc}") from None
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    @staticmethod
+    def _lock(p: Path) -> int:
+        """Take the single-writer lock (flock on the file itself; released if the process dies)."""
+        fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ArchiveLocked(f"{p}: archive is already open for writing by another process") from None
+        return fd
+
+    def _check_format(self) -> None:
+        try:
+            row = self.conn.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+            ver = self.conn.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()
+        except sqlite3.DatabaseError:
+            raise ArchiveError(f"{self.path}: not a webfreeze archive") from None
+        if not row or json.loads(row[0]) != FORMAT_NAME:
+            raise ArchiveError(f"{self.path}: not a webfreeze archive")
+        if json.loads(ver[0]) > FORMAT_VERSION:
+            raise ArchiveError(
+                f"{self.path}: archive format version {json.loads(ver[0])} is newer than this webfreeze "
+                f"supports ({FORMAT_VERSION}); upgrade webfreeze"
+            )
+
+    def close(self) -> None:
+        """Close the archive; the WAL is checkpointed so the file stands alone."""
+        if self.conn is None:
+            return
+        try:
+            if self.writable:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            self.conn.close()
+            self.conn = None
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def __enter__(self) -> "Archive":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- transactions
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All writes inside land together or not at all. Nested calls join the outer one."""
+        self._require_write()
+        if self._in_tx:
+            yield
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        self._in_tx = True
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            self._known_blobs.clear()
+            raise
+        else:
+            self.conn.execute("COMMIT")
+        finally:
+            self._in_tx = False
+
+    def _require_write(self) -> None:
+        if not self.writable:
+            raise ArchiveError(f"{self.path}: archive is open read-only")
+
+    # ----------------------------------------------------------------- metadata
+    def _set_meta(self, key: str, value) -> None:
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            (key, json.dumps(value, sort_keys=True)),
+        )
+
+    def set_meta(self, key: str, value) -> None:
+        """Set one metadata field (creator, description, license, replay_rules, ...)."""
+        with self.transaction():
+            self._set_meta(key, value)
+
+    def meta(self) -> dict:
+        """All metadata fields, JSON-decoded."""
+        return {r["key"]: json.loads(r["value"]) for r in self.conn.execute("SELECT key, value FROM meta")}
+
+    # ----------------------------------------------------------------- blobs
+    def put_blob(self, data: bytes) -> str:
+        """Store ``data`` once (deduplicated by SHA-256) and return its hex digest."""
+        self._require_write()
+        digest = blobs.digest_of(data)
+        if digest in self._known_blobs:
+            return digest
+        if self.conn.execute("SELECT 1 FROM blobs WHERE digest=?", (digest,)).fetchone() is None:
+            codec, stored = blobs.encode(data)
+            with self.transaction():
+                self.conn.execute(
+                    "INSERT INTO blobs(digest, size, stored_size, codec, data) VALUES (?, ?, ?, ?, ?)",
+                    (digest, len(data), len(stored), codec, stored),
+                )
+        if len(self._known_blobs) > 200_000:
+            self._known_blobs.clear()
+        self._known_blobs.add(digest)
+        return digest
+
+    def has_blob(self, digest: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM blobs WHERE digest=?", (digest,)).fetchone() is not None
+
+    def get_blob(self, digest: str) -> bytes:
+        """The uncompressed bytes of blob ``digest`` (not re-verified; see ``verify``)."""
+        row = self.conn.execute("SELECT size, codec, data FROM blobs WHERE digest=?", (digest,)).fetchone()
+        if row is None:
+            raise ArchiveError(f"{self.path}: blob sha256:{digest} is missing")
+        try:
+            return blobs.decode(row["codec"], row["data"], row["size"])
+        except Exception as exc:  # corrupt frame: report, do not crash the caller
+            raise ArchiveError(f"{self.path}: blob sha256:{digest} is corrupt ({exc})") from None
+
+    def add_alias(self, alias: str, digest: str) -> None:
+        """Remember that another tool's digest ``alias`` (e.g. ``sha1:BASE32``) names blob ``digest``."""
+        with self.transaction():
+            self.conn.execute("INSERT OR IGNORE INTO digest_aliases(alias, digest) VALUES (?, ?)", (alias, digest))
+
+    def resolve_alias(self, alias: str) -> str | None:
+        row = self.conn.execute("SELECT digest FROM digest_aliases WHERE alias=?", (alias,)).fetchone()
+        return row[0] if row else None
+
+    # ----------------------------------------------------------------- sessions
+    def new_session(self, kind: str, *, source: str = "", tool: str = "", info: dict | None = None,
+                    session_id: str | None = None, started_at: str | None = None) -> str:
+        """Start a capture session and return its id (one per recording run or imported file)."""
+        sid = session_id or uuid.uuid4().hex[:16]
+        with self.transaction():
+            self.conn.execute(
+                "INSERT INTO sessions(id, kind, source, tool, started_at, ended_at, info) VALUES (?,?,?,?,?,?,?)",
+                (sid, kind, source, tool, started_at or now(), None, json.dumps(info or {}, sort_keys=True)),
+            )
+        return sid
+
+    def end_session(self, session_id: str, info: dict | None = None) -> None:
+        with self.transaction():
+            self.conn.execute("UPDATE sessions SET ended_at=? WHERE id=?", (now(), session_id))
+            if info is not None:
+                self.conn.execute("UPDATE sessions SET info=? WHERE id=?", (json.dumps(info, sort_keys=True), session_id))
+
+    def session(self, session_id: str) -> sqlite3.Row | None:
+        return self.conn.execute("SELECT * FROM sessions WHERE id=?", (session_id,)).fetchone()
+
+    # ----------------------------------------------------------------- exchanges
+    def add_exchange(self, ex: Exchange) -> int:
+        """Store one exchange (its payload and request body as blobs) and return its row id."""
+        if not ex.session_id:
+            raise ArchiveError("an exchange needs a capture session")
+        with self.transaction():
+            payload = self.put_blob(ex.payload)
+            req_digest = self.put_blob(ex.req_body) if ex.req_body else None
+            bkey = compute_body_key(header_value(ex.req_headers or [], "content-type"), ex.req_body)
+            cur = self.conn.execute(
+                """INSERT INTO exchanges(session_id, captured_at, method, url, surt, body_key, status, reason,
+                       mime, http_version, kind, req_headers, req_body, req_body_size, resp_headers, payload,
+                       payload_size, extra)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                (
+                    ex.session_id, normalize_time(ex.captured_at), ex.method.upper(), ex.url, surt_key(ex.url),
+                    bkey, int(ex.status), ex.reason, mime_of(ex.resp_headers), ex.http_version, ex.kind,
+                    None if ex.req_headers is None else json.dumps(ex.req_headers),
+                    req_digest, len(ex.req_body) if ex.req_body else 0,
+                    json.dumps(ex.resp_headers), payload, len(ex.payload),
+                    json.dumps(ex.extra, sort_keys=True) if ex.extra else None,
+                ),
+            )
+            return cur.lastrowid
+
+    def set_request(self, exchange_id: int, method: str, req_headers: Headers, req_body: bytes | None) -> None:
+        """Attach the request side to an exchange stored before its request was seen."""
+        with self.transaction():
+            req_digest = self.put_blob(req_body) if req_body else None
+            bkey = compute_body_key(header_value(req_headers, "content-type"), req_body)
+            self.conn.execute(
+                "UPDATE exchanges SET method=?, req_headers=?, req_body=?, req_body_size=?, body_key=? WHERE id=?",
+                (method.upper(), json.dumps(req_headers), req_digest, len(req_body) if req_body else 0, bkey,
+                 exchange_id),
+            )
+
+    def exchange(self, exchange_id: int) -> sqlite3.Row | None:
+        return self.conn.execute("SELECT * FROM exchanges WHERE id=?", (exchange_id,)).fetchone()
+
+    def exchanges(self, where: str = "", params: tuple = (), order: str = "id") -> Iterator[sqlite3.Row]:
+        """Iterate exchange rows (SQL ``where`` fragment with ``?`` params)."""
+        sql = "SELECT * FROM exchanges" + (f" WHERE {where}" if where else "") + f" ORDER BY {order}"
+        yield from self.conn.execute(sql, params)
+
+    def lookup_exact(self, method: str, url: str, body_key: str = "") -> list[sqlite3.Row]:
+        """Captures of exactly (method, URL, body key), oldest first (recorded order)."""
+        return self.conn.execute(
+            "SELECT * FROM exchanges WHERE method=? AND url=? AND body_key=? ORDER BY captured_at, id",
+            (method.upper(), url, body_key),
+        ).fetchall()
+
+    def lookup_surt(self, key: str, *, prefix: bool = False, limit: int | None = None) -> list[sqlite3.Row]:
+        """Captures whose SURT key equals ``key`` or, with ``prefix``, starts with it."""
+        if prefix:
+            # Range scan on the index instead of LIKE (which would not use it for arbitrary bytes).
+            sql = "SELECT * FROM exchanges WHERE surt >= ? AND surt < ? ORDER BY surt, captured_at, id"
+            params: tuple = (key, key + "\U0010ffff")
+        else:
+            sql = "SELECT * FROM exchanges WHERE surt = ? ORDER BY captured_at, id"
+            params = (key,)
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return self.conn.execute(sql, params).fetchall()
+
+    def closest(self, url: str, when: str, *, method: str | None = None) -> sqlite3.Row | None:
+        """The capture of ``url`` (by SURT key) closest in time to ``when``; ties go to the earlier."""
+        key = surt_key(url)
+        t = normalize_time(when)
+        extra = " AND method=?" if method else ""
+        params = (key, t) + ((method.upper(),) if method else ())
+        before = self.conn.execute(
+            f"SELECT * FROM exchanges WHERE surt=? AND captured_at<=?{extra} ORDER BY captured_at DESC, id DESC LIMIT 1",
+            params,
+        ).fetchone()
+        after = self.conn.execute(
+            f"SELECT * FROM exchanges WHERE surt=? AND captured_at>?{extra} ORDER BY captured_at, id LIMIT 1",
+            params,
+        ).fetchone()
+        if before is None or after is None:
+            return before or after
+        target = parse_time(t)
+        d_before = target - parse_time(before["captured_at"])
+        d_after = parse_time(after["captured_at"]) - target
+        return before if d_before <= d_after else after
+
+    # ----------------------------------------------------------------- pages and documents
+    def add_page(self, *, session_id: str, url: str, captured_at: str, title: str = "",
+                 screenshot: bytes | None = None, dom: bytes | None = None, extra: dict | None = None) -> int:
+        """Store a page record (screenshot PNG and DOM snapshot as blobs)."""
+        with self.transaction():
+            shot = self.put_blob(screenshot) if screenshot else None
+            dom_digest = self.put_blob(dom) if dom else None
+            cur = self.conn.execute(
+                "INSERT INTO pages(session_id, url, captured_at, title, screenshot, dom, extra) VALUES (?,?,?,?,?,?,?)",
+                (session_id, url, normalize_time(captured_at), title, shot, dom_digest,
+                 json.dumps(extra, sort_keys=True) if extra else None),
+            )
+            return cur.lastrowid
+
+    def pages(self) -> Iterator[sqlite3.Row]:
+        yield from self.conn.execute("SELECT * FROM pages ORDER BY id")
+
+    def put_document(self, name: str, value) -> str:
+        """Store a named JSON document (task suite, ground truth, trajectory); returns its digest."""
+        if not name or name.startswith("/") or ".." in name.split("/"):
+            raise ArchiveError(f"bad document name {name!r}")
+        data = json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        with self.transaction():
+            digest = self.put_blob(data)
+            self.conn.execute(
+                "INSERT INTO documents(name, digest, size, updated_at) VALUES (?,?,?,?) "
+                "ON CONFLICT(name) DO UPDATE SET digest=excluded.digest, size=excluded.size, "
+                "updated_at=excluded.updated_at",
+                (name, digest, len(data), now()),
+            )
+        return digest
+
+    def get_document(self, name: str):
+        row = self.conn.execute("SELECT digest FROM documents WHERE name=?", (name,)).fetchone()
+        if row is None:
+            raise ArchiveError(f"{self.path}: no document named {name!r}")
+        return json.loads(self.get_blob(row[0]))
+
+    def document_names(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT name FROM documents ORDER BY name")]
+
+
+def headers_of(row: sqlite3.Row, column: str) -> Headers:
+    """Decode a JSON header list column of an exchange row."""
+    raw = row[column]
+    return [tuple(h) for h in json.loads(raw)] if raw else []
+
+
+def extra_of(row: sqlite3.Row) -> dict:
+    raw = row["extra"]
+    return json.loads(raw) if raw else {}
+
+
+@contextlib.contextmanager
+def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]:
+    """Create an archive that appears at ``path`` only if the block succeeds.
+
+    It is built under a temporary name in the same folder and renamed into place at the end, so a
+    failed or interrupted job never leaves a half-written archive behind.
+    """
+    final = Path(path)
+    if final.exists():
+        raise ArchiveError(f"{final}: already exists")
+    if not final.parent.exists():
+        raise ArchiveError(f"{final.parent}: no such directory")
+    if not os.access(final.parent, os.W_OK):
+        raise ArchiveError(f"{final.parent}: directory is not writable")
+    tmp = final.with_name(f".{final.name}.partial-{os.getpid()}")
+    _remove_db_files(tmp)
+    arc = Archive.create(tmp, **meta)
+    try:
+        yield arc
+        arc.close()
+        if final.exists():
+            raise ArchiveError(f"{final}: was created by someone else meanwhile")
+        os.replace(tmp, final)
+    except BaseException:
+        arc.close()
+        _remove_db_files(tmp)
+        raise
+
+
+def _remove_db_files(p: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{p}{suffix}")

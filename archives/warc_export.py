@@ -1,0 +1,141 @@
+"""``archive export``: write an archive as WARC 1.1 (gzip per record) or as a WACZ.
+
+Each exchange becomes a ``response`` record (or ``resource`` for captures without an HTTP envelope)
+followed by its ``request`` record, linked by WARC-Concurrent-To, so warcio, pywb and py-wacz read
+it as they would a crawler's output. Payloads whose transfer coding was removed on capture are
+framed again as a single chunk, so the HTTP headers stay true to the original response.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from .errors import ArchiveError
+from .store import Archive, extra_of, headers_of
+from .timeutil import to_warc_date
+from .wacz import page_entry, wacz_created_now, write_wacz
+
+
+def _chunked(body: bytes) -> bytes:
+    if not body:
+        return b"0\r\n\r\n"
+    return b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+
+
+def _request_target(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None = None) -> int:
+    """Write every exchange of ``archive`` to the binary file ``fh`` as gzipped WARC 1.1."""
+    writer = WARCWriter(fh, gzip=True, warc_version="WARC/1.1")
+    meta = archive.meta()
+    info = {
+        "software": f"webfreeze {meta.get('tool_version', '')}".strip(),
+        "format": "WARC File Format 1.1",
+        "description": meta.get("description") or "",
+        "creator": meta.get("creator") or "",
+        "license": meta.get("license") or "",
+    }
+    writer.write_record(writer.create_warcinfo_record("data.warc.gz", {k: v for k, v in info.items() if v}))
+    count = 0
+    for row in archive.exchanges():
+        payload = archive.get_blob(row["payload"])
+        extra = extra_of(row)
+        date = to_warc_date(row["captured_at"])
+        warc_headers = {"WARC-Date": date}
+        if extra.get("ip"):
+            warc_headers["WARC-IP-Address"] = extra["ip"]
+        if row["kind"] == "resource":
+            ctype = row["mime"] or "application/octet-stream"
+            for k, v in headers_of(row, "resp_headers"):
+                if k.lower() == "content-type":
+                    ctype = v
+            rec = writer.create_warc_record(row["url"], "resource", payload=io.BytesIO(payload),
+                                            length=len(payload), warc_content_type=ctype,
+                                            warc_headers_dict=warc_headers)
+            writer.write_record(rec)
+            count += 1
+            if progress:
+                progress(1)
+            continue
+        resp_headers = headers_of(row, "resp_headers")
+        body = _chunked(payload) if extra.get("dechunked") else payload
+        statusline = f"{row['status']} {row['reason'] or ''}".rstrip()
+        http = StatusAndHeaders(statusline, resp_headers, protocol=row["http_version"] or "HTTP/1.1")
+        resp = writer.create_warc_record(row["url"], "response", payload=io.BytesIO(body), length=len(body),
+                                         http_headers=http, warc_headers_dict=warc_headers)
+        writer.write_record(resp)
+        if row["req_headers"] is not None:
+            req_body = archive.get_blob(row["req_body"]) if row["req_body"] else b""
+            req_line = f"{row['method']} {_request_target(row['url'])}"
+            req_http = StatusAndHeaders(req_line, headers_of(row, "req_headers"), protocol="HTTP/1.1",
+                                        is_http_request=True)
+            req = writer.create_warc_record(
+                row["url"], "request", payload=io.BytesIO(req_body), length=len(req_body), http_headers=req_http,
+                warc_headers_dict={"WARC-Date": date,
+                                   "WARC-Concurrent-To": resp.rec_headers.get_header("WARC-Record-ID")},
+            )
+            writer.write_record(req)
+        count += 1
+        if progress:
+            progress(1)
+    return count
+
+
+def export(archive_path: str | os.PathLike, out: str | os.PathLike, fmt: str,
+           progress: Callable[[int], None] | None = None) -> int:
+    """Export to ``out`` atomically (written beside it, renamed into place when complete)."""
+    out = Path(out)
+    if out.is_dir():
+        raise ArchiveError(f"{out}: is a directory")
+    if not out.parent.exists():
+        raise ArchiveError(f"{out.parent}: no such directory")
+    if not os.access(out.parent, os.W_OK):
+        raise ArchiveError(f"{out.parent}: directory is not writable")
+    with Archive.open(archive_path) as arc:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+        try:
+            if fmt == "warc":
+                with os.fdopen(fd, "wb") as fh:
+                    count = write_warc(arc, fh, progress=progress)
+            elif fmt == "wacz":
+                os.close(fd)
+                count = _export_wacz(arc, tmp, progress)
+            else:
+                raise ArchiveError(f"unknown export format {fmt!r}")
+            os.replace(tmp, out)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    return count
+
+
+def _export_wacz(arc: Archive, tmp: str, progress) -> int:
+    fd, warc_tmp = tempfile.mkstemp(prefix="webfreeze-export-", suffix=".warc.gz")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            count = write_warc(arc, fh, progress=progress)
+        meta = arc.meta()
+        pages = [page_entry(p["url"], p["captured_at"], p["title"], f"p{p['id']}") for p in arc.pages()]
+        if not pages:
+            # No page records (an imported crawl): list the HTML documents as the pages.
+            for row in arc.exchanges("method='GET' AND status=200 AND mime IN ('text/html','application/xhtml+xml')"):
+                pages.append(page_entry(row["url"], row["captured_at"], None, f"e{row['id']}"))
+        write_wacz(warc_tmp, pages, tmp, title=meta.get("description") or arc.path.stem,
+                   description=meta.get("description") or "", software=f"webfreeze {meta.get('tool_version', '')}",
+                   created=wacz_created_now())
+        return count
+    finally:
+        os.unlink(warc_tmp)

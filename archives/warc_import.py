@@ -1,0 +1,376 @@
+"""Importing WARC (1.0/1.1, plain, gzip, per-record gzip) and ARC files, read by warcio.
+
+Request records are paired with their responses (by WARC-Concurrent-To, else by URL and date);
+revisit records resolve to the original payload by WARC-Payload-Digest (URL-agnostic revisits
+included) or by WARC-Refers-To. Every record is checked: declared digests, declared lengths,
+gzip integrity and decompression ratio. Any problem fails the whole import (see ``importer``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.bufferedreaders import ChunkedDataReader
+from warcio.exceptions import ArchiveLoadFailed
+
+from .errors import ArchiveError, BadInput
+from .store import Archive, Exchange, header_value
+from .timeutil import normalize_time
+from .urlkey import surt_key
+
+CHUNK = 1 << 20
+# A record that expands past BOMB_MIN_BYTES at more than BOMB_RATIO times the compressed bytes
+# read so far is treated as a decompression bomb.
+BOMB_MIN_BYTES = 64 << 20
+BOMB_RATIO = 200
+
+
+class CountingReader(io.RawIOBase):
+    """Wraps a binary file, counting the compressed bytes consumed (for progress and bomb checks)."""
+
+    def __init__(self, fh, on_progress: Callable[[int], None] | None = None):
+        self.fh = fh
+        self.count = 0
+        self.on_progress = on_progress
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fh.read(n)
+        self.count += len(data)
+        if self.on_progress and data:
+            self.on_progress(len(data))
+        return data
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def tell(self) -> int:
+        return self.count
+
+
+@dataclass
+class ImportStats:
+    exchanges: int = 0
+    requests_paired: int = 0
+    revisits: int = 0
+    resources: int = 0
+    warnings: int = 0
+    skipped: dict = field(default_factory=dict)
+    unresolved_revisits: list = field(default_factory=list)
+
+    def skip(self, kind: str) -> None:
+        self.skipped[kind] = self.skipped.get(kind, 0) + 1
+
+
+def _http_headers(record) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in record.http_headers.headers] if record.http_headers else []
+
+
+def _status_line(record) -> tuple[int, str, str]:
+    """(status, reason, protocol) of a response record's HTTP status line."""
+    hh = record.http_headers
+    protocol = (hh.protocol or "HTTP/1.1").strip()
+    line = (hh.statusline or "").strip()
+    code, _, reason = line.partition(" ")
+    try:
+        status = int(code)
+    except ValueError:
+        raise BadInput(f"malformed HTTP status line {hh.statusline!r}") from None
+    return status, reason, protocol
+
+
+class WarcImporter:
+    """Imports one WARC/ARC stream into an open archive, inside the caller's transaction."""
+
+    def __init__(self, archive: Archive, session_id: str, source_name: str):
+        self.archive = archive
+        self.session_id = session_id
+        self.source = source_name
+        self.stats = ImportStats()
+        self.by_record_id: dict[str, int] = {}  # WARC-Record-ID of a response -> exchange row id
+        self.requests_waiting: dict[str, tuple] = {}  # response record id -> request fields
+        self.requests_loose: list[tuple] = []  # requests with no WARC-Concurrent-To
+        self.revisits_waiting: list[tuple] = []
+        self.warcinfo: list[dict] = []
+
+    # -------------------------------------------------------------- reading a record safely
+    def _read_block(self, record, counter: CountingReader, stream=None) -> bytes:
+        """Read the rest of a record's content, enforcing the bomb limit and declared length."""
+        src = stream if stream is not None else record.raw_stream
+        parts = []
+        total = 0
+        start_in = counter.count
+        while True:
+            chunk = src.read(CHUNK)
+            if not chunk:
+                break
+            parts.append(chunk)
+            total += len(chunk)
+            consumed = max(counter.count - start_in, 1)
+            if total > BOMB_MIN_BYTES and total > BOMB_RATIO * consumed:
+                raise BadInput(
+                    f"record {self._rid(record)} expands to over {total >> 20} MiB from "
+                    f"{consumed} compressed bytes: refusing a likely decompression bomb"
+                )
+        if stream is None and getattr(record.raw_stream, "limit", 0) > 0:
+            raise BadInput(f"record {self._rid(record)} is truncated (Content-Length says more than the file holds)")
+        return b"".join(parts)
+
+    @staticmethod
+    def _rid(record) -> str:
+        h = record.rec_headers
+        return h.get_header("WARC-Record-ID") or h.get_header("WARC-Target-URI") or "?"
+
+    def _check_digest(self, record) -> None:
+        checker = record.digest_checker
+        if checker is not None and checker.passed is False:
+            problems = "; ".join(checker.problems) or "digest mismatch"
+            raise BadInput(f"record {self._rid(record)}: {problems}")
+
+    # -------------------------------------------------------------- the import loop
+    def run(self, fh, on_progress: Callable[[int], None] | None = None) -> ImportStats:
+        counter = CountingReader(fh, on_progress)
+        buffered = io.BufferedReader(counter, buffer_size=CHUNK)
+        # warcio reports tolerable oddities (a missing blank line after a record) on stderr;
+        # collect them as warnings of this import instead of letting them interleave with output.
+        noise = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(noise):
+                it = ArchiveIterator(buffered, arc2warc=True, check_digests=True)
+                for record in it:
+                    self._one(record, counter)
+        except ArchiveLoadFailed as exc:
+            raise BadInput(f"not a valid WARC/ARC file: {str(exc).strip().splitlines()[0]}") from None
+        except (zlib.error, EOFError) as exc:
+            raise BadInput(f"corrupt or truncated gzip data: {exc}") from None
+        except (ValueError, IndexError, KeyError) as exc:
+            raise BadInput(f"malformed record: {exc}") from None
+        if counter.count == 0:
+            raise BadInput("empty file")
+        if self.stats.exchanges == 0 and not self.warcinfo and not self.stats.skipped:
+            raise BadInput("no WARC or ARC records found")
+        self.stats.warnings += sum(1 for line in noise.getvalue().splitlines() if "WARNING" in line)
+        return self.stats
+
+    def _one(self, record, counter: CountingReader) -> None:
+        rtype = record.rec_type
+        length = record.rec_headers.get_header("Content-Length")
+        if length is None or not length.strip().isdigit():
+            raise BadInput(f"record {self._rid(record)} has a malformed Content-Length {length!r}")
+        if rtype == "response":
+            self._response(record, counter)
+        elif rtype == "request":
+            self._request(record, counter)
+        elif rtype == "revisit":
+            self._revisit(record, counter)
+        elif rtype == "resource":
+            self._resource(record, counter)
+        elif rtype == "warcinfo":
+            body = self._read_block(record, counter)
+            self._check_digest(record)
+            self.warcinfo.append({"record_id": self._rid(record), "fields": body.decode("utf-8", "replace")})
+        else:  # metadata, conversion, continuation: nothing to replay
+            self._read_block(record, counter)
+            self._check_digest(record)
+            self.stats.skip(rtype)
+
+    def _common(self, record) -> tuple[str, str, dict]:
+        h = record.rec_headers
+        url = h.get_header("WARC-Target-URI")
+        if not url:
+            raise BadInput(f"record {self._rid(record)} has no WARC-Target-URI")
+        date = h.get_header("WARC-Date")
+        if not date:
+            raise BadInput(f"record {self._rid(record)} has no WARC-Date")
+        try:
+            when = normalize_time(date)
+        except ArchiveError:
+            raise BadInput(f"record {self._rid(record)} has a malformed WARC-Date {date!r}") from None
+        extra = {}
+        ip = h.get_header("WARC-IP-Address")
+        if ip:
+            extra["ip"] = ip
+        if record.format == "arc":
+            extra["from_arc"] = True
+        return url, when, extra
+
+    def _payload(self, record, counter: CountingReader, headers) -> tuple[bytes, bool]:
+        """The entity body with transfer coding removed (content coding kept)."""
+        raw = self._read_block(record, counter)
+        self._check_digest(record)
+        te = (header_value(headers, "transfer-encoding") or "").lower()
+        if "chunked" in te:
+            body = ChunkedDataReader(io.BytesIO(raw)).read()
+            return body, body != raw
+        return raw, False
+
+    def _response(self, record, counter: CountingReader) -> None:
+        url, when, extra = self._common(record)
+        if not record.http_headers:
+            # A response without HTTP headers (dns:, or a tool's oddity): keep as a resource.
+            return self._resource(record, counter)
+        headers = _http_headers(record)
+        status, reason, protocol = _status_line(record)
+        payload, dechunked = self._payload(record, counter, headers)
+        if dechunked:
+            extra["dechunked"] = True
+        self._store(record, url, when, extra, status, reason, protocol, headers, payload, "response")
+
+    def _store(self, record, url, when, extra, status, reason, protocol, headers, payload, kind) -> int:
+        ex_id = self.archive.add_exchange(
+            Exchange(url=url, captured_at=when, status=status, reason=reason, http_version=protocol,
+                     resp_headers=headers, payload=payload, kind=kind, extra=extra,
+                     session_id=self.session_id)
+        )
+        self.stats.exchanges += 1
+        wdigest = record.rec_headers.get_header("WARC-Payload-Digest")
+        row = self.archive.exchange(ex_id)
+        if wdigest and record.rec_type != "revisit":
+            self.archive.add_alias(wdigest.strip(), row["payload"])
+        rid = record.rec_headers.get_header("WARC-Record-ID")
+        if rid:
+            self.by_record_id[rid] = ex_id
+            waiting = self.requests_waiting.pop(rid, None)
+            if waiting:
+                self._attach(ex_id, *waiting)
+        return ex_id
+
+    def _resource(self, record, counter: CountingReader) -> None:
+        url, when, extra = self._common(record)
+        body = self._read_block(record, counter)
+        self._check_digest(record)
+        ctype = record.rec_headers.get_header("Content-Type") or "application/octet-stream"
+        headers = [("Content-Type", ctype), ("Content-Length", str(len(body)))]
+        self.stats.resources += 1
+        self._store(record, url, when, extra, 200, "OK", "HTTP/1.1", headers, body, "resource")
+
+    def _request(self, record, counter: CountingReader) -> None:
+        url, when, _ = self._common(record)
+        body = self._read_block(record, counter)
+        self._check_digest(record)
+        if not record.http_headers:
+            self.stats.skip("request without HTTP headers")
+            return
+        method = (record.http_headers.protocol or "GET").split(" ")[0].upper()
+        headers = _http_headers(record)
+        te = (header_value(headers, "transfer-encoding") or "").lower()
+        if "chunked" in te:
+            body = ChunkedDataReader(io.BytesIO(body)).read()
+        fields = (method, headers, body or None)
+        target = record.rec_headers.get_header("WARC-Concurrent-To")
+        if target and target in self.by_record_id:
+            self._attach(self.by_record_id[target], *fields)
+        elif target:
+            self.requests_waiting[target] = fields
+        else:
+            self.requests_loose.append((url, when) + fields)
+
+    def _attach(self, ex_id: int, method: str, headers, body) -> None:
+        self.archive.set_request(ex_id, method, headers, body)
+        self.stats.requests_paired += 1
+
+    def _revisit(self, record, counter: CountingReader) -> None:
+        url, when, extra = self._common(record)
+        self._read_block(record, counter)  # a revisit carries at most HTTP headers
+        h = record.rec_headers
+        ref = {
+            "payload_digest": (h.get_header("WARC-Payload-Digest") or "").strip(),
+            "refers_to_uri": h.get_header("WARC-Refers-To-Target-URI"),
+            "refers_to_date": h.get_header("WARC-Refers-To-Date"),
+            "refers_to": h.get_header("WARC-Refers-To"),
+        }
+        extra["revisit"] = {k: v for k, v in ref.items() if v}
+        headers = _http_headers(record) if record.http_headers else None
+        status_line = _status_line(record) if record.http_headers else None
+        if not self._resolve_revisit(record, url, when, extra, ref, headers, status_line):
+            self.revisits_waiting.append((record.rec_headers, url, when, extra, ref, headers, status_line))
+
+    def _resolve_revisit(self, record, url, when, extra, ref, headers, status_line) -> bool:
+        original = None
+        digest = self.archive.resolve_alias(ref["payload_digest"]) if ref["payload_digest"] else None
+        if ref["refers_to"] and ref["refers_to"] in self.by_record_id:
+            original = self.archive.exchange(self.by_record_id[ref["refers_to"]])
+        if original is None and ref["refers_to_uri"]:
+            rows = self.archive.lookup_surt(surt_key(ref["refers_to_uri"]))
+            if ref["refers_to_date"]:
+                want = normalize_time(ref["refers_to_date"])
+                rows = [r for r in rows if r["captured_at"] == want] or rows
+            if digest:
+                rows = [r for r in rows if r["payload"] == digest] or rows
+            original = rows[0] if rows else None
+        if original is None and digest:
+            rows = list(self.archive.exchanges("payload=?", (digest,)))
+            original = rows[0] if rows else None
+        if original is None:
+            return False
+        from .store import headers_of
+
+        if headers is None or (status_line and status_line[0] == 304):
+            headers = headers_of(original, "resp_headers")
+            status, reason, protocol = original["status"], original["reason"], original["http_version"]
+        else:
+            status, reason, protocol = status_line
+        payload = self.archive.get_blob(original["payload"])
+        te = (header_value(headers, "transfer-encoding") or "").lower()
+        if "chunked" in te:
+            extra["dechunked"] = True
+        self.stats.revisits += 1
+        self._store(record, url, when, extra, status, reason, protocol, headers, payload, original["kind"])
+        return True
+
+    def retry_revisits(self) -> bool:
+        """Try the revisits whose original was not yet known; True when any resolved.
+
+        Called after every source of an import has been read, so a revisit may point into
+        another file of the same import (or an earlier import into the same archive).
+        """
+        waiting, self.revisits_waiting = self.revisits_waiting, []
+        for item in waiting:
+            rec_headers, url, when, extra, ref, headers, status_line = item
+            if not self._resolve_revisit(_HeadersOnly(rec_headers), url, when, extra, ref, headers, status_line):
+                self.revisits_waiting.append(item)
+        return len(self.revisits_waiting) < len(waiting)
+
+    def finish(self) -> None:
+        """Record what could not be resolved and pair requests that named no response."""
+        self.stats.unresolved_revisits.extend(item[1] for item in self.revisits_waiting)
+        # Requests that named no response: pair with a response of the same URL and date.
+        for url, when, method, headers, body in self.requests_loose:
+            row = self.archive.conn.execute(
+                "SELECT id FROM exchanges WHERE session_id=? AND url=? AND req_headers IS NULL "
+                "ORDER BY abs(julianday(captured_at) - julianday(?)), id LIMIT 1",
+                (self.session_id, url, when),
+            ).fetchone()
+            if row:
+                self._attach(row[0], method, headers, body)
+            else:
+                self.stats.skip("unpaired request")
+        for _ in self.requests_waiting:
+            self.stats.skip("unpaired request")
+
+
+class _HeadersOnly:
+    """Just enough of a warcio record for deferred revisits (their content was already read)."""
+
+    rec_type = "revisit"
+
+    def __init__(self, rec_headers):
+        self.rec_headers = rec_headers
+
+
+def file_sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()

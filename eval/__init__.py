@@ -1,0 +1,1 @@
+"""Tasks, ground truth, evaluators and reports. Built in a later issue."""

@@ -1,0 +1,1 @@
+"""Capturing live traffic into an archive (mitmproxy addon, crawls, sessions). Built in a later issue."""

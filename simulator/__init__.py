@@ -1,0 +1,1 @@
+"""The agent environment over replayed archives and the simulated live sites. Built in a later issue."""

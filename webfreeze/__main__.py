@@ -1,0 +1,3 @@
+from webfreeze.cli import main
+
+main()

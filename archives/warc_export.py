@@ -2,7 +2,8 @@
 
 Each exchange becomes a ``response`` record (or ``resource`` for captures without an HTTP envelope)
 followed by its ``request`` record, linked by WARC-Concurrent-To, so warcio, pywb and py-wacz read
-it as they would a crawler's output. Payloads whose transfer coding was removed on capture are
+it as they would a crawler's output. A payload already written once is written again as an
+identical-payload-digest ``revisit`` record pointing at the first, so deduplication survives export. Payloads whose transfer coding was removed on capture are
 framed again as a single chunk, so the HTTP headers stay true to the original response.
 """
 
@@ -49,6 +50,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
     }
     writer.write_record(writer.create_warcinfo_record("data.warc.gz", {k: v for k, v in info.items() if v}))
     count = 0
+    written: dict[str, tuple[str, str, str]] = {}  # blob digest -> (WARC payload digest, URL, date) of its record
     for row in archive.exchanges():
         payload = archive.get_blob(row["payload"])
         extra = extra_of(row)
@@ -70,12 +72,20 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
                 progress(1)
             continue
         resp_headers = headers_of(row, "resp_headers")
-        body = _chunked(payload) if extra.get("dechunked") else payload
         statusline = f"{row['status']} {row['reason'] or ''}".rstrip()
         http = StatusAndHeaders(statusline, resp_headers, protocol=row["http_version"] or "HTTP/1.1")
-        resp = writer.create_warc_record(row["url"], "response", payload=io.BytesIO(body), length=len(body),
-                                         http_headers=http, warc_headers_dict=warc_headers)
+        first = written.get(row["payload"])
+        if first is not None and row["payload_size"] > 0:
+            # Same payload as an earlier record: an identical-payload-digest revisit, as crawlers write.
+            resp = writer.create_revisit_record(row["url"], first[0], first[1], first[2], http_headers=http,
+                                                warc_headers_dict=warc_headers)
+        else:
+            body = _chunked(payload) if extra.get("dechunked") else payload
+            resp = writer.create_warc_record(row["url"], "response", payload=io.BytesIO(body), length=len(body),
+                                             http_headers=http, warc_headers_dict=warc_headers)
         writer.write_record(resp)
+        if first is None:
+            written[row["payload"]] = (resp.rec_headers.get_header("WARC-Payload-Digest"), row["url"], date)
         if row["req_headers"] is not None:
             req_body = archive.get_blob(row["req_body"]) if row["req_body"] else b""
             req_line = f"{row['method']} {_request_target(row['url'])}"

@@ -20,7 +20,7 @@ from warcio.bufferedreaders import ChunkedDataReader
 from warcio.exceptions import ArchiveLoadFailed
 
 from .errors import ArchiveError, BadInput
-from .store import Archive, Exchange, header_value
+from .store import Archive, Exchange, extra_of, header_value, headers_of
 from .timeutil import normalize_time
 from .urlkey import surt_key
 
@@ -313,16 +313,13 @@ class WarcImporter:
             original = rows[0] if rows else None
         if original is None:
             return False
-        from .store import headers_of
-
         if headers is None or (status_line and status_line[0] == 304):
             headers = headers_of(original, "resp_headers")
             status, reason, protocol = original["status"], original["reason"], original["http_version"]
         else:
             status, reason, protocol = status_line
         payload = self.archive.get_blob(original["payload"])
-        te = (header_value(headers, "transfer-encoding") or "").lower()
-        if "chunked" in te:
+        if extra_of(original).get("dechunked") and "chunked" in (header_value(headers, "transfer-encoding") or "").lower():
             extra["dechunked"] = True
         self.stats.revisits += 1
         self._store(record, url, when, extra, status, reason, protocol, headers, payload, original["kind"])

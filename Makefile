@@ -1,0 +1,17 @@
+# Each target sets up what it needs (idempotently) and then runs.
+.PHONY: setup demo test bench clean
+
+setup:
+	@scripts/bootstrap.sh test
+
+demo: setup
+	.venv/bin/python -m webfreeze.demo
+
+test: setup
+	.venv/bin/python -m pytest -q
+
+bench: setup
+	.venv/bin/python -m benchmarks
+
+clean:
+	rm -rf .venv demo-out bench-out .pytest_cache

@@ -1,0 +1,101 @@
+"""``archive verify``: recompute every blob digest and check the index against the blobs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import blobs
+from .bodykey import body_key
+from .store import Archive, header_value
+from .urlkey import surt_key
+
+
+@dataclass
+class Problem:
+    where: str  # "blob", "exchange 12", "page 3", "document tasks.json", "sqlite"
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.what}"
+
+
+@dataclass
+class VerifyReport:
+    blobs_checked: int = 0
+    exchanges_checked: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify(arc: Archive, progress: Callable[[int], None] | None = None) -> VerifyReport:
+    """Check SQLite integrity, every blob's digest and size, and every reference to a blob."""
+    report = VerifyReport()
+    for (msg,) in arc.conn.execute("PRAGMA quick_check"):
+        if msg != "ok":
+            report.problems.append(Problem("sqlite", msg))
+    bad_blobs: dict[str, str] = {}
+    for row in arc.conn.execute("SELECT digest, size, codec, data FROM blobs"):
+        report.blobs_checked += 1
+        try:
+            data = blobs.decode(row["codec"], row["data"], row["size"])
+        except Exception as exc:
+            bad_blobs[row["digest"]] = f"cannot be decompressed ({exc})"
+        else:
+            if len(data) != row["size"]:
+                bad_blobs[row["digest"]] = f"is {len(data)} bytes, index says {row['size']}"
+            elif hashlib.sha256(data).hexdigest() != row["digest"]:
+                bad_blobs[row["digest"]] = "content does not match its SHA-256 digest"
+        if progress:
+            progress(row["size"])
+    known = {d for (d,) in arc.conn.execute("SELECT digest FROM blobs")}
+
+    def check_ref(where: str, label: str, digest: str | None) -> None:
+        if digest is None:
+            return
+        if digest not in known:
+            report.problems.append(Problem(where, f"{label} blob sha256:{digest} is missing"))
+        elif digest in bad_blobs:
+            report.problems.append(Problem(where, f"{label} blob sha256:{digest} {bad_blobs[digest]}"))
+
+    referenced: set[str] = set()
+    for row in arc.exchanges():
+        report.exchanges_checked += 1
+        where = f"exchange {row['id']} {row['method']} {row['url']}"
+        check_ref(where, "payload", row["payload"])
+        check_ref(where, "request body", row["req_body"])
+        referenced.update(d for d in (row["payload"], row["req_body"]) if d)
+        if row["surt"] != surt_key(row["url"]):
+            report.problems.append(Problem(where, "SURT key does not match the URL"))
+        try:
+            req_headers = json.loads(row["req_headers"]) if row["req_headers"] else []
+            json.loads(row["resp_headers"])
+        except ValueError:
+            report.problems.append(Problem(where, "headers are not valid JSON"))
+            continue
+        if row["req_body"] and row["req_body"] in known and row["req_body"] not in bad_blobs:
+            expect = body_key(header_value(req_headers, "content-type"), arc.get_blob(row["req_body"]))
+            if expect != row["body_key"]:
+                report.problems.append(Problem(where, "request body key does not match the body"))
+        if row["payload"] in known and row["payload"] not in bad_blobs:
+            size = arc.conn.execute("SELECT size FROM blobs WHERE digest=?", (row["payload"],)).fetchone()[0]
+            if size != row["payload_size"]:
+                report.problems.append(Problem(where, f"payload size {row['payload_size']} does not match blob ({size})"))
+    for row in arc.pages():
+        where = f"page {row['id']} {row['url']}"
+        check_ref(where, "screenshot", row["screenshot"])
+        check_ref(where, "DOM snapshot", row["dom"])
+        referenced.update(d for d in (row["screenshot"], row["dom"]) if d)
+    for row in arc.conn.execute("SELECT name, digest FROM documents"):
+        check_ref(f"document {row['name']}", "content", row["digest"])
+        referenced.add(row["digest"])
+    # A damaged blob nothing points at still deserves a line (gc would remove it).
+    for digest, what in sorted(bad_blobs.items()):
+        if digest not in referenced:
+            report.problems.append(Problem(f"unreferenced blob sha256:{digest}", what))
+    return report

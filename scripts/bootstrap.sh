@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Idempotent set-up: a .venv in the repo with webfreeze installed in editable mode plus extras.
+# Usage: scripts/bootstrap.sh [EXTRAS]   (EXTRAS defaults to "test")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-test}"
+py="${PYTHON:-python3}"
+stamp=".venv/.installed-${extras//,/-}"
+
+if ! "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+  echo "bootstrap: webfreeze needs Python 3.11 or newer as '$py'" >&2
+  exit 1
+fi
+
+# Debian and Ubuntu ship venv support in a separate package.
+if ! "$py" -c 'import ensurepip, venv' 2>/dev/null; then
+  ver=$("$py" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+  echo "bootstrap: installing python${ver}-venv with apt-get" >&2
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "python${ver}-venv" || \
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq python3-venv
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  "$py" -m venv .venv
+fi
+
+# Reinstall only when the dependency list changed since the last successful install.
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[${extras}]"
+  touch "$stamp"
+fi

@@ -1,0 +1,404 @@
+"""The ``webfreeze`` command line.
+
+Every error a user can cause is printed as one line on stderr with a non-zero exit status:
+1 for a problem with the data or the environment, 2 for a bad command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from webfreeze import __version__
+from webfreeze.archives import Archive, ArchiveError
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> None:
+    """Print one error line and exit."""
+    click.echo(f"webfreeze: error: {message}", err=True)
+    sys.exit(code)
+
+
+def byte_progress(total: int, description: str):
+    """A rich progress bar on stderr (silent when stderr is not a terminal)."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                        TimeRemainingColumn(), console=console, transient=True, disable=not console.is_terminal)
+    task = progress.add_task(description, total=total)
+    return progress, lambda n: progress.advance(task, n)
+
+
+def count_progress(total: int, description: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                        console=console, transient=True, disable=not console.is_terminal)
+    task = progress.add_task(description, total=total)
+    return progress, lambda n: progress.advance(task, n)
+
+
+def human_bytes(n: int | float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "-V", "--version", prog_name="webfreeze")
+def cli() -> None:
+    """Record websites into content-addressed archives, replay them offline and deterministically,
+    and benchmark web agents against the replay."""
+
+
+# ============================================================================== archive
+@cli.group()
+def archive() -> None:
+    """Create, inspect, verify, convert and maintain archives.
+
+    An archive is one SQLite file (WAL mode) holding the capture index and every payload once,
+    keyed by SHA-256 and zstd-compressed. See the README for the layout.
+    """
+
+
+@archive.command("import")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--to", "target", required=True, type=click.Path(dir_okay=False),
+              help="Archive to import into; created if it does not exist.")
+@click.option("--creator", default="", help="Creator recorded in a new archive's metadata.")
+@click.option("--description", default="", help="Description recorded in a new archive's metadata.")
+@click.option("--license", "license_", default="", help="Licence recorded in a new archive's metadata.")
+def archive_import(sources, target, creator, description, license_):
+    """Import WARC (1.0/1.1, plain or gzip), ARC (plain or gzip) and WACZ files.
+
+    The import is atomic: if any source is bad, nothing lands. A file imported before is skipped.
+    """
+    from webfreeze.archives.importer import import_files
+
+    total = sum(os.path.getsize(s) for s in sources if os.path.isfile(s))
+    progress, advance = byte_progress(total, "importing")
+    with progress:
+        results = import_files(target, list(sources), progress=advance,
+                               create_meta={"creator": creator, "description": description, "license": license_})
+    for r in results:
+        if r.skipped:
+            click.echo(f"{r.source}: already imported (session {r.session_id}), skipped")
+            continue
+        s = r.stats
+        parts = [f"{s.exchanges} exchanges", f"{s.requests_paired} requests paired", f"{s.revisits} revisits resolved"]
+        if s.resources:
+            parts.append(f"{s.resources} resource records")
+        if r.pages:
+            parts.append(f"{r.pages} pages")
+        click.echo(f"{r.source}: " + ", ".join(parts))
+        if s.unresolved_revisits:
+            click.echo(f"  warning: {len(s.unresolved_revisits)} revisit records point at captures that are not in "
+                       f"the archive and were skipped (import the original WARC too), e.g. {s.unresolved_revisits[0]}",
+                       err=True)
+        for kind, n in sorted(s.skipped.items()):
+            click.echo(f"  note: {n} {kind} record(s) not stored", err=True)
+        if s.warnings:
+            click.echo(f"  note: {s.warnings} record(s) had a missing separator line (tolerated)", err=True)
+    click.echo(f"imported into {target}")
+
+
+@archive.command("export")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["warc", "wacz"]), required=True, help="Output format.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
+def archive_export(archive_path, fmt, output):
+    """Export as WARC 1.1 (gzip per record) or WACZ 1.1.1 (with CDXJ index and pages.jsonl)."""
+    from webfreeze.archives.warc_export import export
+
+    with Archive.open(archive_path) as arc:
+        total = arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0]
+    progress, advance = count_progress(total, f"exporting {fmt}")
+    with progress:
+        n = export(archive_path, output, fmt, progress=advance)
+    click.echo(f"wrote {n} exchanges to {output} ({human_bytes(os.path.getsize(output))})")
+
+
+@archive.command("verify")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def archive_verify(archive_path, as_json):
+    """Recompute every blob digest and check the index; exit 1 when anything is wrong."""
+    from webfreeze.archives.verify import verify
+
+    with Archive.open(archive_path) as arc:
+        total = arc.conn.execute("SELECT coalesce(sum(size),0) FROM blobs").fetchone()[0]
+        progress, advance = byte_progress(total, "verifying")
+        with progress:
+            report = verify(arc, progress=advance)
+    if as_json:
+        click.echo(json.dumps({"ok": report.ok, "blobs_checked": report.blobs_checked,
+                               "exchanges_checked": report.exchanges_checked,
+                               "problems": [{"where": p.where, "what": p.what} for p in report.problems]}, indent=2))
+    else:
+        for p in report.problems:
+            click.echo(f"BAD {p}")
+        status = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+        click.echo(f"{archive_path}: {report.blobs_checked} blobs, {report.exchanges_checked} exchanges checked: {status}")
+    sys.exit(0 if report.ok else EXIT_ERROR)
+
+
+@archive.command("info")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def archive_info(archive_path, as_json):
+    """Counts, bytes, dedup ratio, hosts and capture time range."""
+    from webfreeze.archives.maintenance import info
+
+    with Archive.open(archive_path) as arc:
+        data = info(arc)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    rng = data["time_range"] or ["-", "-"]
+    lines = [
+        ("archive", data["path"]),
+        ("exchanges", data["exchanges"]),
+        ("pages", data["pages"]),
+        ("documents", data["documents"]),
+        ("sessions", data["sessions"]),
+        ("blobs", data["blobs"]),
+        ("payload bytes", f"{human_bytes(data['payload_bytes'])} ({data['payload_bytes']})"),
+        ("unique bytes", f"{human_bytes(data['unique_bytes'])}  dedup {data['dedup_ratio'] or '-'}x"),
+        ("stored bytes", f"{human_bytes(data['stored_blob_bytes'])}  compression {data['compression_ratio'] or '-'}x"),
+        ("file size", human_bytes(data["file_bytes"])),
+        ("captured", f"{rng[0]} .. {rng[1]}"),
+        ("hosts", ", ".join(f"{h or '(none)'} ({n})" for h, n in list(data["hosts"].items())[:10])
+         + (f" and {len(data['hosts']) - 10} more" if len(data["hosts"]) > 10 else "")),
+        ("statuses", ", ".join(f"{k}: {v}" for k, v in data["statuses"].items())),
+    ]
+    for key in ("creator", "description", "license"):
+        if data.get(key):
+            lines.append((key, data[key]))
+    for k, v in lines:
+        click.echo(f"{k:>14}  {v}")
+
+
+@archive.command("ls")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.option("--prefix", help="Only URLs under this URL prefix (compared in SURT form).")
+@click.option("--host", help="Only this host.")
+@click.option("--mime", help="Only this media type (wildcards: 'image/*').")
+@click.option("--status", type=int, help="Only this HTTP status.")
+@click.option("--method", help="Only this HTTP method.")
+@click.option("--since", help="Captured at or after (ISO 8601 or 1-14 digit timestamp).")
+@click.option("--until", help="Captured at or before.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many lines.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def archive_ls(archive_path, prefix, host, mime, status, method, since, until, limit, as_json):
+    """List captured URLs: time, status, method, type, size, URL."""
+    from webfreeze.archives.maintenance import list_exchanges
+
+    with Archive.open(archive_path) as arc:
+        for row in list_exchanges(arc, host=host, prefix=prefix, mime=mime, status=status, method=method,
+                                  since=since, until=until, limit=limit):
+            if as_json:
+                click.echo(json.dumps({k: row[k] for k in ("id", "captured_at", "status", "method", "mime",
+                                                            "payload_size", "url", "payload", "body_key")}))
+            else:
+                click.echo(f"{row['captured_at']}  {row['status']}  {row['method']:<6} "
+                           f"{(row['mime'] or '-'):<24} {row['payload_size']:>9}  {row['url']}")
+
+
+@archive.command("show")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.argument("url")
+@click.option("--at", "when", help="Pick the capture closest to this time (default: the latest).")
+@click.option("--method", default=None, help="HTTP method (default: any).")
+@click.option("--raw", is_flag=True, help="Print the body as stored (no content decoding).")
+@click.option("--headers-only", is_flag=True, help="Print the request and response headers only.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the body to this file instead.")
+def archive_show(archive_path, url, when, method, raw, headers_only, output):
+    """Show the request and response headers and the body of one capture of URL."""
+    from webfreeze.archives.store import headers_of
+
+    with Archive.open(archive_path) as arc:
+        if when:
+            row = arc.closest(url, when, method=method)
+        else:
+            sql = "url=?" + (" AND method=?" if method else "")
+            params = (url,) + ((method.upper(),) if method else ())
+            rows = list(arc.exchanges(sql, params, order="captured_at DESC, id DESC"))
+            row = rows[0] if rows else None
+        if row is None:
+            fail(f"{url}: not in {archive_path}")
+        body = arc.get_blob(row["payload"])
+        click.echo(f"# exchange {row['id']}, captured {row['captured_at']}, payload sha256:{row['payload']}")
+        if row["req_headers"] is not None:
+            click.echo(f"{row['method']} {row['url']}")
+            for k, v in headers_of(row, "req_headers"):
+                click.echo(f"{k}: {v}")
+            click.echo("")
+        click.echo(f"{row['http_version']} {row['status']} {row['reason'] or ''}".rstrip())
+        resp_headers = headers_of(row, "resp_headers")
+        for k, v in resp_headers:
+            click.echo(f"{k}: {v}")
+        if headers_only:
+            return
+        click.echo("")
+        if not raw:
+            body = _decode_content(body, resp_headers)
+        if output:
+            with open(output, "wb") as fh:
+                fh.write(body)
+            click.echo(f"# body ({len(body)} bytes) written to {output}")
+        elif _looks_textual(row["mime"], body):
+            click.echo(body.decode("utf-8", "replace"))
+        else:
+            click.echo(f"# binary body, {len(body)} bytes; use -o FILE to save it")
+
+
+def _decode_content(body: bytes, headers) -> bytes:
+    """Undo Content-Encoding for display (gzip, deflate, br when brotli is installed)."""
+    import zlib
+
+    enc = next((v for k, v in headers if k.lower() == "content-encoding"), "").strip().lower()
+    try:
+        if enc in ("gzip", "x-gzip"):
+            return zlib.decompress(body, 16 + zlib.MAX_WBITS)
+        if enc == "deflate":
+            try:
+                return zlib.decompress(body)
+            except zlib.error:
+                return zlib.decompress(body, -zlib.MAX_WBITS)
+        if enc == "br":
+            import brotli  # optional; shipped with pywb's dependencies
+
+            return brotli.decompress(body)
+    except Exception:
+        pass
+    return body
+
+
+def _looks_textual(mime: str | None, body: bytes) -> bool:
+    mime = mime or ""
+    if mime.startswith("text/") or mime.endswith(("json", "xml", "javascript")) or "+xml" in mime:
+        return True
+    return b"\x00" not in body[:1024] and bool(body)
+
+
+@archive.command("diff")
+@click.argument("a", type=click.Path(dir_okay=False))
+@click.argument("b", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option("--exit-code", is_flag=True, help="Exit with status 1 when the archives differ.")
+def archive_diff(a, b, as_json, exit_code):
+    """What B adds (+), removes (-) and changes (~) relative to A, by payload digest."""
+    from webfreeze.archives.maintenance import diff
+
+    with Archive.open(a) as arc_a, Archive.open(b) as arc_b:
+        entries = diff(arc_a, arc_b)
+    marks = {"added": "+", "removed": "-", "changed": "~"}
+    for e in entries:
+        if as_json:
+            click.echo(json.dumps(e.__dict__))
+        else:
+            suffix = f"  [{e.body_key}]" if e.body_key else ""
+            click.echo(f"{marks[e.change]} {e.method} {e.url}{suffix}")
+    if not as_json:
+        counts = {k: sum(1 for e in entries if e.change == k) for k in marks}
+        click.echo(f"{counts['added']} added, {counts['removed']} removed, {counts['changed']} changed", err=True)
+    sys.exit(1 if exit_code and entries else 0)
+
+
+@archive.command("merge")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--into", "dest", required=True, type=click.Path(dir_okay=False),
+              help="Destination archive; created if it does not exist.")
+def archive_merge(sources, dest):
+    """Merge archives into one, deduplicating blobs; sessions already present are skipped."""
+    from webfreeze.archives.maintenance import merge
+
+    stats = merge(list(sources), dest)
+    click.echo(f"merged into {dest}: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(stats.items())))
+
+
+@archive.command("gc")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Report what would be removed without removing it.")
+def archive_gc(archive_path, dry_run):
+    """Remove blobs nothing refers to and compact the file."""
+    from webfreeze.archives.maintenance import gc
+
+    with Archive.open(archive_path, write=True) as arc:
+        stats = gc(arc, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    click.echo(f"{verb} {stats['blobs_removed']} blobs ({human_bytes(stats['blob_bytes_freed'])}); file "
+               f"{human_bytes(stats['file_bytes_before'])} -> {human_bytes(stats['file_bytes_after'])}")
+
+
+@archive.command("meta")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.option("--set", "assignments", multiple=True, metavar="KEY=VALUE",
+              help="Set creator, description or license (repeatable); replay_rules takes JSON.")
+def archive_meta(archive_path, assignments):
+    """Print the archive's metadata, or set fields of it."""
+    editable = {"creator", "description", "license", "replay_rules"}
+    if not assignments:
+        with Archive.open(archive_path) as arc:
+            click.echo(json.dumps(arc.meta(), indent=2, sort_keys=True))
+        return
+    updates = {}
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        if not sep or key not in editable:
+            fail(f"--set expects KEY=VALUE with KEY one of {', '.join(sorted(editable))}", EXIT_USAGE)
+        if key == "replay_rules":
+            try:
+                value = json.loads(value)
+            except ValueError:
+                fail("replay_rules must be JSON", EXIT_USAGE)
+        updates[key] = value
+    with Archive.open(archive_path, write=True) as arc:
+        with arc.transaction():
+            for k, v in updates.items():
+                arc.set_meta(k, v)
+    click.echo(f"updated {', '.join(sorted(updates))}")
+
+
+# ============================================================================== entry point
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI with one-line errors and meaningful exit codes."""
+    try:
+        cli.main(args=argv, prog_name="webfreeze", standalone_mode=False)
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        fail(f"{exc.format_message()}{hint}", EXIT_USAGE)
+    except click.ClickException as exc:
+        fail(exc.format_message())
+    except click.exceptions.Abort:
+        fail("aborted", 130)
+    except ArchiveError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except BrokenPipeError:
+        sys.stderr.close()  # output piped into `head`: not an error
+        sys.exit(0)
+    except OSError as exc:
+        fail(f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}")
+    except Exception as exc:  # a bug: still one line, with a way to see more
+        if os.environ.get("WEBFREEZE_DEBUG"):
+            raise
+        fail(f"internal error: {type(exc).__name__}: {exc} (set WEBFREEZE_DEBUG=1 for a traceback)", 70)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -520,6 +520,7 @@ def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]
         raise ArchiveError(f"{final.parent}: no such directory")
     if not os.access(final.parent, os.W_OK):
         raise ArchiveError(f"{final.parent}: directory is not writable")
+    _remove_stale_partials(final)
     tmp = final.with_name(f".{final.name}.partial-{os.getpid()}")
     _remove_db_files(tmp)
     arc = Archive.create(tmp, **meta)
@@ -539,3 +540,17 @@ def _remove_db_files(p: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(f"{p}{suffix}")
+
+
+def _remove_stale_partials(final: Path) -> None:
+    """Delete what a killed job left under a temporary name (its process no longer exists)."""
+    for leftover in final.parent.glob(f".{final.name}.partial-*"):
+        pid_text = leftover.name.rsplit("-", 1)[-1] if not leftover.name.endswith(("-wal", "-shm", "-journal")) \
+            else leftover.name.rsplit("-", 2)[-2]
+        try:
+            os.kill(int(pid_text), 0)
+        except (ValueError, ProcessLookupError):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+        except PermissionError:
+            pass  # alive, someone else's

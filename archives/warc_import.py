@@ -164,6 +164,8 @@ class WarcImporter:
 
     def _one(self, record, counter: CountingReader) -> None:
         rtype = record.rec_type
+        if not rtype:
+            raise BadInput(f"record {self._rid(record)} has no valid WARC-Type header (malformed WARC headers)")
         length = record.rec_headers.get_header("Content-Length")
         if length is None or not length.strip().isdigit():
             raise BadInput(f"record {self._rid(record)} has a malformed Content-Length {length!r}")
@@ -216,8 +218,12 @@ class WarcImporter:
 
     def _response(self, record, counter: CountingReader) -> None:
         url, when, extra = self._common(record)
-        if not record.http_headers:
-            # A response without HTTP headers (dns:, or a tool's oddity): keep as a resource.
+        hh = record.http_headers
+        if not hh or not (hh.protocol or "").upper().startswith("HTTP/"):
+            if url.lower().startswith(("http:", "https:")):
+                raise BadInput(f"record {self._rid(record)}: the response for {url} does not start with an "
+                               "HTTP status line")
+            # A response for another scheme (dns:, whois:): keep its block as a resource.
             return self._resource(record, counter)
         headers = _http_headers(record)
         status, reason, protocol = _status_line(record)

@@ -1,0 +1,179 @@
+"""Bad input gets one clear line on stderr, a non-zero exit, and leaves nothing half-written."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import zipfile
+import zlib
+
+import pytest
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from webfreeze.archives import Archive
+
+
+def assert_one_line_error(result, *, code: int = 1, contains: str = "") -> str:
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("webfreeze: error:"), lines[0]
+    assert contains.lower() in lines[0].lower(), lines[0]
+    return lines[0]
+
+
+def write_warc(path, records, gz=True):
+    """records: (url, body) pairs written as response records by warcio."""
+    with open(path, "wb") as fh:
+        writer = WARCWriter(fh, gzip=gz)
+        for url, body in records:
+            http = StatusAndHeaders("200 OK", [("Content-Type", "text/html"), ("Content-Length", str(len(body)))],
+                                    protocol="HTTP/1.1")
+            writer.write_record(writer.create_warc_record(url, "response", payload=io.BytesIO(body),
+                                                          length=len(body), http_headers=http))
+
+
+def leftovers(tmp_path, keep):
+    return sorted(p.name for p in tmp_path.iterdir() if p.name not in keep)
+
+
+def test_truncated_gzip(samples, tmp_path, cli):
+    data = (samples / "iana.warc.gz").read_bytes()
+    src = tmp_path / "cut.warc.gz"
+    src.write_bytes(data[: len(data) // 2])
+    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="truncated")
+    assert leftovers(tmp_path, {"cut.warc.gz"}) == []
+
+
+def test_truncated_inside_gzip_member(tmp_path, cli):
+    """A gzip stream cut in the middle of a member (not at a record boundary)."""
+    src = tmp_path / "x.warc.gz"
+    write_warc(src, [("http://example.com/", b"<html>" + b"a" * 50000 + b"</html>")])
+    raw = src.read_bytes()
+    src.write_bytes(raw[:-30])
+    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"))
+    assert leftovers(tmp_path, {"x.warc.gz"}) == []
+
+
+def test_malformed_warc_headers(tmp_path, cli):
+    src = tmp_path / "bad.warc"
+    src.write_bytes(b"WARC/1.0\r\nWARC-Type response\r\nContent-Length: 5\r\n\r\nhello\r\n\r\n")
+    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="WARC-Type")
+    src.write_bytes(b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://x/\r\nWARC-Date: 2020-01-01T00:00:00Z\r\n"
+                    b"Content-Length: 5\r\n\r\nhello\r\n\r\n")
+    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="HTTP status line")
+    src.write_bytes(b"WARC/1.0\r\nWARC-Type: resource\r\nWARC-Target-URI: http://x/\r\nWARC-Date: yesterday\r\n"
+                    b"Content-Length: 5\r\n\r\nhello\r\n\r\n")
+    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="WARC-Date")
+    assert leftovers(tmp_path, {"bad.warc"}) == []
+
+
+def test_record_whose_digest_lies(tmp_path, cli):
+    src = tmp_path / "liar.warc"
+    body = b"<html>the honest payload</html>"
+    write_warc(src, [("http://example.com/", body)], gz=False)
+    data = src.read_bytes()
+    assert b"WARC-Payload-Digest" in data
+    src.write_bytes(data.replace(b"honest", b"HONEST"))  # same length, different bytes
+    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="digest")
+    assert leftovers(tmp_path, {"liar.warc"}) == []
+
+
+def test_gzip_decompression_bomb(tmp_path, cli):
+    src = tmp_path / "bomb.warc.gz"
+    size = 96 << 20
+    header = (f"WARC/1.0\r\nWARC-Type: resource\r\nWARC-Target-URI: http://example.com/zeros\r\n"
+              f"WARC-Date: 2020-01-01T00:00:00Z\r\nWARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-000000000001>\r\n"
+              f"Content-Type: application/octet-stream\r\nContent-Length: {size}\r\n\r\n").encode()
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with open(src, "wb") as fh:
+        fh.write(comp.compress(header))
+        block = bytes(1 << 20)
+        for _ in range(size >> 20):
+            fh.write(comp.compress(block))
+        fh.write(comp.compress(b"\r\n\r\n"))
+        fh.write(comp.flush())
+    assert src.stat().st_size < 200_000
+    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="bomb")
+    assert leftovers(tmp_path, {"bomb.warc.gz"}) == []
+
+
+def test_zip_bomb_wacz(tmp_path, cli):
+    src = tmp_path / "bomb.wacz"
+    with zipfile.ZipFile(src, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("datapackage.json", '{"profile": "data-package", "resources": []}')
+        with zf.open("archive/data.warc", "w") as member:
+            block = bytes(1 << 20)
+            for _ in range(80):
+                member.write(block)
+    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="bomb")
+    assert leftovers(tmp_path, {"bomb.wacz"}) == []
+
+
+@pytest.mark.parametrize("content,expect", [
+    (b"just some text\n", "not a WARC, ARC or WACZ"),
+    (b"\x89PNG\r\n\x1a\n" + bytes(100), "not a WARC, ARC or WACZ"),
+    (b"", "empty file"),
+    (gzip.compress(b"<html>gzip but not a WARC</html>"), "not a WARC, ARC or WACZ"),
+    (b"PK\x03\x04 definitely not a zip", "not a valid zip"),
+])
+def test_non_archive_files(tmp_path, cli, content, expect):
+    src = tmp_path / "input.warc"
+    src.write_bytes(content)
+    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains=expect)
+    assert leftovers(tmp_path, {"input.warc"}) == []
+
+
+def test_missing_source_and_directory_source(tmp_path, cli):
+    assert_one_line_error(cli("archive", "import", tmp_path / "nope.warc.gz", "--to", tmp_path / "a.wfz"),
+                          contains="no such file")
+    d = tmp_path / "adir"
+    d.mkdir()
+    result = cli("archive", "import", d, "--to", tmp_path / "a.wfz")
+    assert_one_line_error(result, code=2, contains="directory")
+
+
+def test_archive_already_open_for_writing(samples, tmp_path, cli):
+    target = tmp_path / "busy.wfz"
+    Archive.create(target).close()
+    holder = Archive.open(target, write=True)
+    try:
+        result = cli("archive", "import", samples / "example.warc.gz", "--to", target)
+        assert_one_line_error(result, contains="already open for writing")
+    finally:
+        holder.close()
+    with Archive.open(target) as arc:
+        assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 0
+    assert cli("archive", "import", samples / "example.warc.gz", "--to", target).returncode == 0
+
+
+def test_target_that_is_not_an_archive(samples, tmp_path, cli):
+    target = tmp_path / "notes.txt"
+    target.write_text("my notes")
+    assert_one_line_error(cli("archive", "import", samples / "example.warc.gz", "--to", target),
+                          contains="not a webfreeze archive")
+    assert target.read_text() == "my notes"
+
+
+def test_commands_on_missing_archive(tmp_path, cli):
+    missing = tmp_path / "missing.wfz"
+    for args in (["info", missing], ["ls", missing], ["verify", missing], ["show", missing, "http://x/"],
+                 ["export", missing, "--format", "warc", "-o", tmp_path / "o.warc.gz"], ["gc", missing],
+                 ["diff", missing, missing]):
+        assert_one_line_error(cli("archive", *args), contains="no such archive")
+    assert leftovers(tmp_path, set()) == []
+
+
+def test_bad_flags_are_one_line_usage_errors(cli, tmp_path):
+    assert_one_line_error(cli("archive", "import", "--bogus"), code=2, contains="--bogus")
+    assert_one_line_error(cli("archive", "export", tmp_path / "a.wfz", "--format", "tar", "-o", "x"), code=2,
+                          contains="tar")
+    assert_one_line_error(cli("archive", "nosuchcommand"), code=2, contains="nosuchcommand")
+
+
+def test_export_to_missing_folder(samples, tmp_path, cli):
+    arc = tmp_path / "a.wfz"
+    assert cli("archive", "import", samples / "example.warc.gz", "--to", arc).returncode == 0
+    assert_one_line_error(cli("archive", "export", arc, "--format", "warc", "-o", tmp_path / "no" / "x.warc.gz"),
+                          contains="no such directory")

@@ -1,0 +1,140 @@
+"""The CLI as a user runs it: help everywhere, version, and the inspection and maintenance commands."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+
+from webfreeze import __version__
+from webfreeze.archives import Archive, Exchange
+from webfreeze.cli import cli as cli_group
+
+
+def all_command_paths(group=cli_group, prefix=()):
+    yield prefix
+    if isinstance(group, click.Group):
+        for name, cmd in group.commands.items():
+            yield from all_command_paths(cmd, prefix + (name,))
+
+
+@pytest.mark.parametrize("path", list(all_command_paths()), ids=lambda p: " ".join(p) or "webfreeze")
+def test_every_command_has_help(cli, path):
+    result = cli(*path, "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Usage: webfreeze")
+    doc_lines = [ln for ln in result.stdout.splitlines()[1:] if ln.strip()]
+    assert doc_lines and not doc_lines[0].strip().startswith("Options:"), "command has no description"
+
+
+def test_version(cli):
+    result = cli("--version")
+    assert result.returncode == 0 and __version__ in result.stdout
+
+
+@pytest.fixture
+def two_archives(tmp_path):
+    """A and B: B changes one page, removes one and adds one, and shares a session with A."""
+    a, b = tmp_path / "a.wfz", tmp_path / "b.wfz"
+    pages = {f"http://site.example/p{i}": f"<p>page {i}</p>".encode() * 20 for i in range(5)}
+    with Archive.create(a, description="crawl one") as arc:
+        sid = arc.new_session("crawl", session_id="s-a")
+        for url, body in pages.items():
+            arc.add_exchange(Exchange(url=url, captured_at="2024-01-01T00:00:00Z", status=200,
+                                      resp_headers=[("Content-Type", "text/html")], payload=body, session_id=sid))
+    pages_b = dict(pages)
+    pages_b["http://site.example/p1"] = b"<p>page 1, revised</p>"
+    del pages_b["http://site.example/p4"]
+    pages_b["http://site.example/new"] = b"<p>new page</p>"
+    with Archive.create(b) as arc:
+        sid = arc.new_session("crawl", session_id="s-b")
+        for url, body in pages_b.items():
+            arc.add_exchange(Exchange(url=url, captured_at="2024-02-01T00:00:00Z", status=200,
+                                      resp_headers=[("Content-Type", "text/html")], payload=body, session_id=sid))
+        arc.add_exchange(Exchange(url="http://img.example/logo.png", captured_at="2024-02-01T00:00:01Z", status=200,
+                                  resp_headers=[("Content-Type", "image/png")], payload=b"\x89PNG\r\n\x1a\n\x00\x01",
+                                  session_id=sid))
+    return a, b
+
+
+def test_info_json_and_text(cli, two_archives):
+    a, b = two_archives
+    data = json.loads(cli("archive", "info", b, "--json").stdout)
+    assert data["exchanges"] == 6 and data["hosts"] == {"site.example": 5, "img.example": 1}
+    assert data["time_range"] == ["2024-02-01T00:00:00.000000Z", "2024-02-01T00:00:01.000000Z"]
+    text = cli("archive", "info", a).stdout
+    assert "exchanges  5" in text and "crawl one" in text
+    # five identical-size pages, each distinct: no dedup; the same body twice would be 2x
+    assert json.loads(cli("archive", "info", a, "--json").stdout)["dedup_ratio"] == 1.0
+
+
+def test_ls_filters(cli, two_archives):
+    _, b = two_archives
+    lines = cli("archive", "ls", b).stdout.splitlines()
+    assert len(lines) == 6
+    assert [json.loads(x)["url"] for x in cli("archive", "ls", b, "--mime", "image/*", "--json").stdout.splitlines()] \
+        == ["http://img.example/logo.png"]
+    assert len(cli("archive", "ls", b, "--prefix", "http://site.example/p").stdout.splitlines()) == 4
+    assert len(cli("archive", "ls", b, "--host", "img.example").stdout.splitlines()) == 1
+    assert len(cli("archive", "ls", b, "--limit", "2").stdout.splitlines()) == 2
+    assert cli("archive", "ls", b, "--since", "2030").stdout == ""
+
+
+def test_show(cli, two_archives):
+    _, b = two_archives
+    out = cli("archive", "show", b, "http://site.example/p1").stdout
+    assert "HTTP/1.1 200" in out and "Content-Type: text/html" in out and "<p>page 1, revised</p>" in out
+    binary = cli("archive", "show", b, "http://img.example/logo.png")
+    assert "binary body, 10 bytes" in binary.stdout
+    missing = cli("archive", "show", b, "http://site.example/none")
+    assert missing.returncode == 1 and "not in" in missing.stderr
+
+
+def test_diff(cli, two_archives):
+    a, b = two_archives
+    result = cli("archive", "diff", a, b)
+    assert result.returncode == 0
+    assert sorted(result.stdout.splitlines()) == sorted([
+        "~ GET http://site.example/p1", "- GET http://site.example/p4", "+ GET http://site.example/new",
+        "+ GET http://img.example/logo.png"])
+    assert cli("archive", "diff", a, a, "--exit-code").returncode == 0
+    assert cli("archive", "diff", a, b, "--exit-code").returncode == 1
+
+
+def test_merge_dedups_and_is_idempotent(cli, two_archives, tmp_path):
+    a, b = two_archives
+    m = tmp_path / "m.wfz"
+    assert cli("archive", "merge", a, b, "--into", m).returncode == 0
+    with Archive.open(m) as arc:
+        n_ex = arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0]
+        n_blobs = arc.conn.execute("SELECT count(*) FROM blobs").fetchone()[0]
+    assert n_ex == 11
+    assert n_blobs == 5 + 3  # p0, p2, p3 are shared between A and B
+    assert cli("archive", "merge", a, "--into", m).returncode == 0
+    with Archive.open(m) as arc:
+        assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 11
+    assert cli("archive", "verify", m).returncode == 0
+    same = cli("archive", "merge", m, "--into", m)
+    assert same.returncode == 1 and "into itself" in same.stderr
+
+
+def test_gc_removes_only_unreferenced(cli, two_archives):
+    _, b = two_archives
+    with Archive.open(b, write=True) as arc:
+        arc.conn.execute("DELETE FROM exchanges WHERE url='http://site.example/new'")
+    dry = cli("archive", "gc", b, "--dry-run")
+    assert "would remove 1 blobs" in dry.stdout
+    assert "removed 1 blobs" in cli("archive", "gc", b).stdout
+    assert "removed 0 blobs" in cli("archive", "gc", b).stdout
+    assert cli("archive", "verify", b).returncode == 0
+    assert len(cli("archive", "ls", b).stdout.splitlines()) == 5
+
+
+def test_meta(cli, two_archives):
+    a, _ = two_archives
+    assert cli("archive", "meta", a, "--set", "license=CC-BY-4.0", "--set", "creator=lab").returncode == 0
+    meta = json.loads(cli("archive", "meta", a).stdout)
+    assert meta["license"] == "CC-BY-4.0" and meta["creator"] == "lab"
+    bad = cli("archive", "meta", a, "--set", "format=evil")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1

@@ -1,0 +1,155 @@
+"""Crash safety and corruption detection on real files and real processes."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from webfreeze.archives import Archive, Exchange
+
+
+def big_warc(path, n_records=120, size=512 * 1024, seed=7):
+    """An uncompressed WARC of incompressible pages, large enough that importing takes a while."""
+    import random
+
+    rnd = random.Random(seed)
+    with open(path, "wb") as fh:
+        writer = WARCWriter(fh, gzip=False)
+        for i in range(n_records):
+            body = rnd.randbytes(size)
+            http = StatusAndHeaders("200 OK", [("Content-Type", "application/octet-stream"),
+                                               ("Content-Length", str(len(body)))], protocol="HTTP/1.1")
+            writer.write_record(writer.create_warc_record(f"http://big.example/{i}", "response",
+                                                          payload=io.BytesIO(body), length=len(body),
+                                                          http_headers=http))
+
+
+def count(path):
+    with Archive.open(path) as arc:
+        return arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0]
+
+
+def kill_midway(args, watch, min_bytes=8 << 20, timeout=60):
+    """Start the CLI, SIGKILL it once ``watch`` (a file it writes) has grown past ``min_bytes``."""
+    proc = subprocess.Popen([sys.executable, "-m", "webfreeze", *map(str, args)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError("the import finished before it could be killed; make the input larger")
+            if os.path.exists(watch) and os.path.getsize(watch) > min_bytes:
+                break
+            time.sleep(0.02)
+        else:
+            raise AssertionError("the import never started writing")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_sigkill_during_import_into_existing_archive(samples, tmp_path, cli):
+    target = tmp_path / "a.wfz"
+    assert cli("archive", "import", samples / "iana.warc.gz", "--to", target).returncode == 0
+    before = count(target)
+    src = tmp_path / "big.warc"
+    big_warc(src)
+    kill_midway(["archive", "import", src, "--to", target], watch=f"{target}-wal")
+    # reopens, verifies, and holds exactly what had completed (the killed import is all-or-nothing)
+    verify = cli("archive", "verify", target)
+    assert verify.returncode == 0, verify.stdout
+    assert count(target) == before
+    # and the archive is writable again: the lock died with the process
+    assert cli("archive", "import", samples / "example.warc.gz", "--to", target).returncode == 0
+    assert count(target) > before
+
+
+def test_sigkill_during_import_into_new_archive(tmp_path, cli, samples):
+    target = tmp_path / "new.wfz"
+    src = tmp_path / "big.warc"
+    big_warc(src)
+    kill_midway(["archive", "import", src, "--to", target], watch=_partial_wal(tmp_path, "new.wfz"))
+    assert not target.exists()  # never half-written under its real name
+    # the next run clears the dead run's temporary files and succeeds
+    assert cli("archive", "import", samples / "example.warc.gz", "--to", target).returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.warc", "new.wfz"]
+
+
+def _partial_wal(folder, name):
+    class Watch(os.PathLike):
+        def __fspath__(self):
+            found = [p for p in folder.iterdir() if p.name.startswith(f".{name}.partial-") and p.name.endswith("-wal")]
+            return str(found[0]) if found else str(folder / "none-yet")
+    return Watch()
+
+
+def test_committed_exchanges_survive_a_kill(tmp_path):
+    """Exchanges written one transaction each (as the recorder will) are all there after SIGKILL."""
+    target = tmp_path / "rec.wfz"
+    Archive.create(target).close()
+    script = f"""
+import sys
+from webfreeze.archives import Archive, Exchange
+arc = Archive.open({str(target)!r}, write=True)
+sid = arc.new_session("record")
+i = 0
+while True:
+    arc.add_exchange(Exchange(url=f"http://site.example/{{i}}", captured_at="2024-01-01T00:00:00Z", status=200,
+                              resp_headers=[("Content-Type", "text/plain")], payload=str(i).encode() * 100,
+                              session_id=sid))
+    print(i, flush=True)
+    i += 1
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    done = -1
+    try:
+        for line in proc.stdout:
+            done = int(line)
+            if done >= 300:
+                break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with Archive.open(target) as arc:
+        n = arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0]
+        assert n >= done + 1  # every exchange reported as written is there
+        from webfreeze.archives.verify import verify
+
+        assert verify(arc).ok
+
+
+def test_flipped_byte_in_one_blob_is_named_by_verify(tmp_path, cli):
+    target = tmp_path / "f.wfz"
+    with Archive.create(target) as arc:
+        sid = arc.new_session("crawl")
+        for i in range(20):
+            body = (f"<html><body><h1>Page {i}</h1>" + "lorem ipsum dolor sit amet " * (40 + i) + "</body></html>")
+            arc.add_exchange(Exchange(url=f"http://example.com/page/{i}", captured_at="2024-01-01T00:00:00Z",
+                                      status=200, resp_headers=[("Content-Type", "text/html")],
+                                      payload=body.encode(), session_id=sid))
+    with Archive.open(target) as arc:
+        victim = arc.lookup_exact("GET", "http://example.com/page/7")[0]
+        stored = arc.conn.execute("SELECT data FROM blobs WHERE digest=?", (victim["payload"],)).fetchone()[0]
+    raw = bytearray(target.read_bytes())
+    at = raw.find(stored)
+    assert at > 0 and raw.find(stored, at + 1) == -1
+    raw[at + len(stored) // 2] ^= 0x01
+    target.write_bytes(bytes(raw))
+    result = cli("archive", "verify", target)
+    assert result.returncode == 1
+    bad = [line for line in result.stdout.splitlines() if line.startswith("BAD ")]
+    assert len(bad) == 1, result.stdout
+    assert f"exchange {victim['id']} GET http://example.com/page/7:" in bad[0]
+    assert victim["payload"] in bad[0]

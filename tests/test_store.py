@@ -1,0 +1,187 @@
+"""The archive store on real SQLite: dedup, lookups, transactions, locking, documents."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from webfreeze.archives import Archive, ArchiveError, ArchiveLocked, Exchange
+from webfreeze.archives.bodykey import body_key
+from webfreeze.archives.store import new_archive_atomically
+
+
+def _ex(sid, url, when="2024-05-01T10:00:00Z", payload=b"<html>hello</html>", **kw):
+    return Exchange(url=url, captured_at=when, status=200, reason="OK",
+                    resp_headers=[("Content-Type", "text/html; charset=utf-8")], payload=payload,
+                    session_id=sid, **kw)
+
+
+@pytest.fixture
+def arc(tmp_path):
+    a = Archive.create(tmp_path / "a.wfz", creator="tests", description="store tests", license="CC0")
+    yield a
+    a.close()
+
+
+def test_payloads_are_stored_once_across_sessions(arc):
+    s1 = arc.new_session("crawl")
+    s2 = arc.new_session("crawl")
+    body = b"<html>" + b"same page " * 500 + b"</html>"
+    for sid in (s1, s2):
+        for i in range(3):
+            arc.add_exchange(_ex(sid, f"http://example.com/p{i}", payload=body))
+    n_blobs, stored = arc.conn.execute("SELECT count(*), sum(stored_size) FROM blobs").fetchone()
+    assert n_blobs == 1
+    assert stored < len(body)  # zstd-compressed
+    assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 6
+    digest = arc.lookup_exact("GET", "http://example.com/p1")[0]["payload"]
+    assert arc.get_blob(digest) == body
+
+
+def test_index_columns_and_lookups(arc):
+    sid = arc.new_session("crawl")
+    arc.add_exchange(_ex(sid, "http://Example.com/a/b?y=2&x=1", when="2024-01-01T00:00:00Z", payload=b"one"))
+    arc.add_exchange(_ex(sid, "http://Example.com/a/b?y=2&x=1", when="2024-03-01T00:00:00Z", payload=b"two"))
+    arc.add_exchange(_ex(sid, "http://example.com/a/c", payload=b"three"))
+    arc.add_exchange(_ex(sid, "http://other.org/", payload=b"four"))
+    row = arc.lookup_exact("GET", "http://Example.com/a/b?y=2&x=1")[0]
+    assert row["surt"] == "com,example)/a/b?x=1&y=2"
+    assert row["mime"] == "text/html"
+    assert row["captured_at"] == "2024-01-01T00:00:00.000000Z"
+    # recorded order for repeated identical requests
+    assert [arc.get_blob(r["payload"]) for r in arc.lookup_exact("GET", "http://Example.com/a/b?y=2&x=1")] == [
+        b"one", b"two"]
+    under = arc.lookup_surt("com,example)/a/", prefix=True)
+    assert sorted(r["url"] for r in under) == ["http://Example.com/a/b?y=2&x=1"] * 2 + ["http://example.com/a/c"]
+    assert arc.lookup_surt("org,other)/")[0]["url"] == "http://other.org/"
+    assert arc.closest("http://example.com/a/b?x=1&y=2", "2024-02-20")["captured_at"].startswith("2024-03-01")
+    assert arc.closest("http://example.com/a/b?x=1&y=2", "20240110")["captured_at"].startswith("2024-01-01")
+    assert arc.closest("http://nowhere.example/", "2024") is None
+
+
+def test_the_lookups_use_indexes(arc):
+    plans = {
+        "exact": "SELECT * FROM exchanges WHERE method=? AND url=? AND body_key=? ORDER BY captured_at, id",
+        "surt": "SELECT * FROM exchanges WHERE surt >= ? AND surt < ? ORDER BY surt, captured_at, id",
+        "closest": "SELECT * FROM exchanges WHERE surt=? AND captured_at<=? ORDER BY captured_at DESC, id DESC",
+    }
+    for name, sql in plans.items():
+        plan = " ".join(r[3] for r in arc.conn.execute("EXPLAIN QUERY PLAN " + sql, ("a",) * sql.count("?")))
+        assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, (name, plan)
+
+
+def test_post_bodies_get_canonical_keys(arc):
+    sid = arc.new_session("crawl")
+    arc.add_exchange(_ex(sid, "http://example.com/search", method="POST",
+                         req_headers=[("Content-Type", "application/x-www-form-urlencoded")], req_body=b"q=cats&page=2"))
+    row = arc.lookup_exact("POST", "http://example.com/search", body_key("application/x-www-form-urlencoded",
+                                                                           b"page=2&q=cats"))[0]
+    assert arc.get_blob(row["req_body"]) == b"q=cats&page=2"
+
+
+def test_body_key_canonical_forms():
+    form = "application/x-www-form-urlencoded"
+    assert body_key(form, b"b=2&a=1") == body_key(form, b"a=1&b=2") != body_key(form, b"a=1&b=3")
+    assert body_key("application/json", b'{"a": 1, "b": [1, 2]}') == body_key("application/json", b'{"b":[1,2],"a":1}')
+    assert body_key("application/json", b'{"a": 1}') != body_key("application/json", b'{"a": 2}')
+    mp1 = (b"--XyZ\r\nContent-Disposition: form-data; name=\"q\"\r\n\r\ncats\r\n--XyZ--\r\n")
+    mp2 = (b"--other\r\nContent-Disposition: form-data; name=\"q\"\r\n\r\ncats\r\n--other--\r\n")
+    assert body_key("multipart/form-data; boundary=XyZ", mp1) == body_key("multipart/form-data; boundary=other", mp2)
+    assert body_key("application/octet-stream", b"\x00\x01").startswith("sha256:")
+    assert body_key(None, b"") == ""
+    assert body_key("application/json", b"{not json").startswith("sha256:")
+
+
+def test_failed_transaction_leaves_nothing(arc):
+    sid = arc.new_session("crawl")
+    with pytest.raises(RuntimeError):
+        with arc.transaction():
+            arc.add_exchange(_ex(sid, "http://example.com/x", payload=b"to be rolled back" * 10))
+            raise RuntimeError("boom")
+    assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 0
+    assert arc.conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == 0
+    # the store still works after a rollback, and dedup does not trust a rolled-back blob
+    arc.add_exchange(_ex(sid, "http://example.com/x", payload=b"to be rolled back" * 10))
+    row = arc.lookup_exact("GET", "http://example.com/x")[0]
+    assert arc.get_blob(row["payload"]) == b"to be rolled back" * 10
+
+
+def test_single_writer(tmp_path):
+    path = tmp_path / "w.wfz"
+    Archive.create(path).close()
+    writer = Archive.open(path, write=True)
+    try:
+        with pytest.raises(ArchiveLocked):
+            Archive.open(path, write=True)
+        reader = Archive.open(path)  # readers are never blocked
+        assert reader.meta()["format"] == "webfreeze-archive"
+        reader.close()
+    finally:
+        writer.close()
+    Archive.open(path, write=True).close()
+
+
+def test_metadata_and_documents(arc):
+    meta = arc.meta()
+    assert meta["creator"] == "tests" and meta["license"] == "CC0" and meta["format_version"] == 1
+    arc.set_meta("replay_rules", {"ignore_params": ["_"]})
+    assert arc.meta()["replay_rules"] == {"ignore_params": ["_"]}
+    suite = {"version": 1, "tasks": [{"id": "t1", "instruction": "find the paper"}]}
+    arc.put_document("suites/demo.json", suite)
+    assert arc.get_document("suites/demo.json") == suite
+    assert arc.document_names() == ["suites/demo.json"]
+    with pytest.raises(ArchiveError):
+        arc.put_document("../escape.json", {})
+    with pytest.raises(ArchiveError):
+        arc.get_document("missing.json")
+
+
+def test_pages_hold_screenshot_and_dom(arc):
+    sid = arc.new_session("crawl")
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
+    pid = arc.add_page(session_id=sid, url="http://example.com/", captured_at="2024-05-01T00:00:00Z",
+                       title="Example", screenshot=png, dom=b"<html><body>Example</body></html>")
+    page = next(arc.pages())
+    assert page["id"] == pid and page["title"] == "Example"
+    assert arc.get_blob(page["screenshot"]) == png
+
+
+def test_reading_is_plain_data(tmp_path):
+    """Another lab reads an archive with nothing but sqlite3, json and zstandard."""
+    import zstandard
+
+    path = tmp_path / "plain.wfz"
+    with Archive.create(path) as a:
+        sid = a.new_session("crawl")
+        a.add_exchange(_ex(sid, "http://example.com/", payload=b"<p>plain</p>" * 100))
+    conn = sqlite3.connect(path)
+    url, headers, digest = conn.execute("SELECT url, resp_headers, payload FROM exchanges").fetchone()
+    codec, data = conn.execute("SELECT codec, data FROM blobs WHERE digest=?", (digest,)).fetchone()
+    assert codec == "zstd"
+    assert zstandard.ZstdDecompressor().decompress(data) == b"<p>plain</p>" * 100
+    assert json.loads(headers) == [["Content-Type", "text/html; charset=utf-8"]]
+    assert url == "http://example.com/"
+
+
+def test_not_an_archive(tmp_path):
+    junk = tmp_path / "junk.wfz"
+    junk.write_bytes(b"this is not sqlite")
+    with pytest.raises(ArchiveError, match="not a webfreeze archive"):
+        Archive.open(junk)
+    other = tmp_path / "other.sqlite"
+    sqlite3.connect(other).execute("CREATE TABLE t(x)").connection.close()
+    with pytest.raises(ArchiveError, match="not a webfreeze archive"):
+        Archive.open(other)
+    with pytest.raises(ArchiveError, match="no such archive"):
+        Archive.open(tmp_path / "missing.wfz")
+
+
+def test_atomic_creation_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "new.wfz"
+    with pytest.raises(RuntimeError):
+        with new_archive_atomically(target) as a:
+            a.new_session("x")
+            raise RuntimeError("fail midway")
+    assert list(tmp_path.iterdir()) == []

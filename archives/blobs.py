@@ -13,12 +13,23 @@ import zstandard
 
 from .errors import ArchiveError
 
-ZSTD_LEVEL = 9
+# Capture-time level: fast enough that compression is not what limits an import or a recording.
+# `archive pack` recompresses at PACK_LEVEL for the copy people share.
+ZSTD_LEVEL = 3
+PACK_LEVEL = 19
 # A single SQLite value is capped near 1 GB; stay well clear of it.
 MAX_BLOB_SIZE = 900 * 1024 * 1024
 
-_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True, write_content_size=True)
+_compressors: dict[int, zstandard.ZstdCompressor] = {}
 _decompressor = zstandard.ZstdDecompressor()
+
+
+def _compressor(level: int) -> zstandard.ZstdCompressor:
+    # One compressor per level and thread would be needed for concurrent use; callers that
+    # compress from several threads pass fresh=True.
+    if level not in _compressors:
+        _compressors[level] = zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True)
+    return _compressors[level]
 
 
 def digest_of(data: bytes) -> str:
@@ -26,13 +37,15 @@ def digest_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def encode(data: bytes) -> tuple[str, bytes]:
-    """Return ``(codec, stored_bytes)`` for ``data``."""
+def encode(data: bytes, level: int = ZSTD_LEVEL, fresh: bool = False) -> tuple[str, bytes]:
+    """Return ``(codec, stored_bytes)`` for ``data``; ``fresh`` uses a private compressor (thread-safe)."""
     if len(data) > MAX_BLOB_SIZE:
         raise ArchiveError(f"payload of {len(data)} bytes exceeds the {MAX_BLOB_SIZE}-byte limit per blob")
     if len(data) < 64:
         return "raw", data
-    packed = _compressor.compress(data)
+    comp = (zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True)
+            if fresh else _compressor(level))
+    packed = comp.compress(data)
     if len(packed) >= len(data):
         return "raw", data
     return "zstd", packed

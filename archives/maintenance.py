@@ -20,7 +20,10 @@ def info(arc: Archive) -> dict:
         "SELECT count(*), coalesce(sum(payload_size),0) + coalesce(sum(req_body_size),0), "
         "min(captured_at), max(captured_at) FROM exchanges"
     ).fetchone()
-    n_blobs, unique, stored = q("SELECT count(*), coalesce(sum(size),0), coalesce(sum(stored_size),0) FROM blobs").fetchone()
+    n_blobs, stored = q("SELECT count(*), coalesce(sum(stored_size),0) FROM blobs").fetchone()
+    # dedup counts only what exchanges refer to (not page records, documents or the header dictionary)
+    (unique,) = q("SELECT coalesce(sum(size),0) FROM blobs WHERE digest IN "
+                  "(SELECT payload FROM exchanges UNION SELECT req_body FROM exchanges)").fetchone()
     hosts = Counter()
     statuses = Counter()
     mimes = Counter()
@@ -48,7 +51,8 @@ def info(arc: Archive) -> dict:
         "stored_blob_bytes": stored,
         "file_bytes": file_bytes,
         "dedup_ratio": round(logical / unique, 3) if unique else None,
-        "compression_ratio": round(unique / stored, 3) if stored else None,
+        "compression_ratio": round(q("SELECT coalesce(sum(size),0) FROM blobs").fetchone()[0] / stored, 3)
+        if stored else None,
         "time_range": [first, last] if first else None,
         "hosts": dict(hosts.most_common()),
         "statuses": dict(sorted(statuses.items())),
@@ -178,9 +182,11 @@ def _merge_into(arc: Archive, aliases) -> dict:
         before = arc.conn.total_changes
         q(f"INSERT OR IGNORE INTO main.blobs SELECT * FROM {alias}.blobs")
         stats["blobs_added"] += arc.conn.total_changes - before
+        req_h, resp_h = _header_transcoder(arc, alias)
         cols = ("session_id, captured_at, method, url, surt, body_key, status, reason, mime, http_version, kind, "
                 "req_headers, req_body, req_body_size, resp_headers, payload, payload_size, extra")
-        cur = q(f"INSERT INTO main.exchanges ({cols}) SELECT {cols} FROM {alias}.exchanges "
+        select = cols.replace("req_headers,", f"{req_h},").replace("resp_headers,", f"{resp_h},")
+        cur = q(f"INSERT INTO main.exchanges ({cols}) SELECT {select} FROM {alias}.exchanges "
                 "WHERE session_id IN temp.merge_sessions ORDER BY id")
         stats["exchanges_added"] += cur.rowcount
         pcols = "session_id, url, captured_at, title, screenshot, dom, extra"
@@ -196,6 +202,33 @@ def _merge_into(arc: Archive, aliases) -> dict:
             elif mine[0] != digest:
                 raise ArchiveError(f"{src}: document {name!r} differs from the one already in the destination")
     return dict(stats)
+
+
+def _header_transcoder(arc: Archive, alias: str) -> tuple[str, str]:
+    """SQL expressions that turn a source's stored header lists into the destination's encoding."""
+    import json
+
+    import zstandard
+
+    from . import blobs
+
+    src_dict = json.loads(arc.conn.execute(
+        f"SELECT value FROM {alias}.meta WHERE key='header_dictionary'").fetchone()[0])
+    if src_dict == arc.meta().get("header_dictionary"):
+        return "req_headers", "resp_headers"
+    row = arc.conn.execute(f"SELECT codec, data, size FROM {alias}.blobs WHERE digest=?", (src_dict,)).fetchone()
+    if row is None:
+        raise ArchiveError(f"{alias}: the source's header dictionary is missing")
+    dictionary = zstandard.ZstdCompressionDict(blobs.decode(*row), dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+    source = zstandard.ZstdDecompressor(dict_data=dictionary)
+
+    def transcode(value):
+        if value is None:
+            return None
+        return arc.encode_headers(json.loads(source.decompress(value, max_output_size=4 << 20)))
+
+    arc.conn.create_function(f"wf_headers_{alias}", 1, transcode, deterministic=True)
+    return f"wf_headers_{alias}(req_headers)", f"wf_headers_{alias}(resp_headers)"
 
 
 # ------------------------------------------------------------------------------------ gc
@@ -222,3 +255,74 @@ def gc(arc: Archive, *, dry_run: bool = False) -> dict:
         q("PRAGMA wal_checkpoint(TRUNCATE)")
     return {"blobs_removed": len(rows), "blob_bytes_freed": freed, "file_bytes_before": before,
             "file_bytes_after": os.path.getsize(arc.path)}
+
+
+# ------------------------------------------------------------------------------------ pack
+def pack(archive_path: str | os.PathLike, out: str | os.PathLike | None = None, *, level: int | None = None,
+         progress=None) -> dict:
+    """Recompress every blob at a high zstd level and compact the file: the form to share.
+
+    With ``out``, the original is left untouched and the packed copy appears at ``out`` only when
+    complete. Content and digests never change, only how the bytes are stored.
+    """
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import blobs
+
+    level = level or blobs.PACK_LEVEL
+    src = Path(archive_path)
+    if out is not None:
+        dest = Path(out)
+        if dest.exists():
+            raise ArchiveError(f"{dest}: already exists")
+        if not dest.parent.is_dir():
+            raise ArchiveError(f"{dest.parent}: no such directory")
+        with Archive.open(src):
+            pass  # format check with a clear error
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent)
+        os.close(fd)
+        os.unlink(tmp_name)
+        try:
+            with Archive.open(src) as arc:
+                arc.conn.execute("VACUUM INTO ?", (tmp_name,))
+            stats = _pack_in_place(Path(tmp_name), level, progress, ThreadPoolExecutor, blobs)
+            os.replace(tmp_name, dest)
+        except BaseException:
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(tmp_name + suffix):
+                    os.unlink(tmp_name + suffix)
+            raise
+        stats["file_bytes_before"] = os.path.getsize(src)
+        return stats
+    return _pack_in_place(src, level, progress, ThreadPoolExecutor, blobs)
+
+
+def _pack_in_place(path: Path, level: int, progress, executor_cls, blobs) -> dict:
+    before = os.path.getsize(path)
+    changed = 0
+
+    def recode(row):
+        digest, codec, data, size = row
+        raw = blobs.decode(codec, data, size)
+        new_codec, new_data = blobs.encode(raw, level=level, fresh=True)
+        return digest, new_codec, new_data, len(data)
+
+    with Archive.open(path, write=True) as arc:
+        digests = [r[0] for r in arc.conn.execute("SELECT digest FROM blobs ORDER BY rowid")]
+        with arc.transaction(), executor_cls(max_workers=os.cpu_count() or 1) as pool:
+            for start in range(0, len(digests), 64):
+                batch = arc.conn.execute(
+                    f"SELECT digest, codec, data, size FROM blobs WHERE digest IN ({','.join('?' * len(digests[start:start + 64]))})",
+                    digests[start:start + 64]).fetchall()
+                for digest, codec, data, old_len in pool.map(recode, [tuple(r) for r in batch]):
+                    if len(data) < old_len:
+                        arc.conn.execute("UPDATE blobs SET codec=?, data=?, stored_size=? WHERE digest=?",
+                                         (codec, data, len(data), digest))
+                        changed += 1
+                    if progress:
+                        progress(1)
+        arc.conn.execute("VACUUM")
+        arc.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return {"blobs": len(digests), "blobs_recompressed": changed, "file_bytes_before": before,
+            "file_bytes_after": os.path.getsize(path)}

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import sqlite_utils
+import zstandard
 
-from . import blobs
+from . import blobs, header_dictionary
 from .bodykey import body_key as compute_body_key
 from .errors import ArchiveError, ArchiveLocked
 from .timeutil import normalize_time, now, parse_time
@@ -28,6 +29,8 @@ from .urlkey import surt_key
 FORMAT_NAME = "webfreeze-archive"
 FORMAT_VERSION = 1
 SQLITE_MAGIC = b"SQLite format 3\x00"
+HEADER_LEVEL = 9
+MAX_HEADER_BYTES = 4 << 20
 
 Headers = list[tuple[str, str]]
 
@@ -68,6 +71,8 @@ class Exchange:
     kind: str = "response"  # "response" (HTTP) or "resource" (no HTTP envelope)
     extra: dict = field(default_factory=dict)
     session_id: str | None = None
+    # Set instead of ``payload`` when the payload is already stored (a revisit of a known capture).
+    payload_digest: str | None = None
 
 
 def _create_schema(db: sqlite_utils.Database) -> None:
@@ -95,10 +100,10 @@ def _create_schema(db: sqlite_utils.Database) -> None:
             "mime": str,
             "http_version": str,
             "kind": str,
-            "req_headers": str,
+            "req_headers": bytes,
             "req_body": str,
             "req_body_size": int,
-            "resp_headers": str,
+            "resp_headers": bytes,
             "payload": str,
             "payload_size": int,
             "extra": str,
@@ -111,7 +116,6 @@ def _create_schema(db: sqlite_utils.Database) -> None:
     ex = db["exchanges"]
     ex.create_index(["method", "url", "body_key", "captured_at"], index_name="ix_exchanges_exact")
     ex.create_index(["surt", "captured_at"], index_name="ix_exchanges_surt")
-    ex.create_index(["payload"], index_name="ix_exchanges_payload")
     ex.create_index(["session_id"], index_name="ix_exchanges_session")
     db["pages"].create(
         {"id": int, "session_id": str, "url": str, "captured_at": str, "title": str,
@@ -138,6 +142,7 @@ class Archive:
         self._lock_fd = lock_fd
         self._in_tx = False
         self._known_blobs: set[str] = set()
+        self._header_codec: tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor] | None = None
 
     # ----------------------------------------------------------------- opening and closing
     @classmethod
@@ -169,6 +174,7 @@ class Archive:
                 "description": description,
                 "license": license,
                 "replay_rules": replay_rules or {},
+                "header_dictionary": arc.put_blob(header_dictionary.RAW),
             }.items():
                 arc._set_meta(key, value)
         return arc
@@ -347,6 +353,39 @@ class Archive:
         row = self.conn.execute("SELECT digest FROM digest_aliases WHERE alias=?", (alias,)).fetchone()
         return row[0] if row else None
 
+    # ----------------------------------------------------------------- header lists
+    def _codec(self) -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
+        if self._header_codec is None:
+            digest = self.meta().get("header_dictionary")
+            if not digest:
+                raise ArchiveError(f"{self.path}: archive has no header dictionary")
+            d = zstandard.ZstdCompressionDict(self.get_blob(digest), dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+            d.precompute_compress(level=HEADER_LEVEL)
+            self._header_codec = (
+                zstandard.ZstdCompressor(dict_data=d, level=HEADER_LEVEL, write_checksum=False),
+                zstandard.ZstdDecompressor(dict_data=d),
+            )
+        return self._header_codec
+
+    def encode_headers(self, headers: Headers) -> bytes:
+        """A header list as stored: compact JSON, zstd-compressed against the archive's dictionary."""
+        text = json.dumps([list(h) for h in headers], separators=(",", ":"), ensure_ascii=False)
+        return self._codec()[0].compress(text.encode("utf-8"))
+
+    def decode_headers(self, value: bytes | None) -> Headers:
+        """Inverse of :meth:`encode_headers` (an absent request side decodes to ``[]``)."""
+        if value is None:
+            return []
+        try:
+            data = self._codec()[1].decompress(value, max_output_size=MAX_HEADER_BYTES)
+            return [(str(k), str(v)) for k, v in json.loads(data)]
+        except (zstandard.ZstdError, ValueError, TypeError) as exc:
+            raise ArchiveError(f"{self.path}: a stored header list is corrupt ({exc})") from None
+
+    def headers(self, row: sqlite3.Row, column: str) -> Headers:
+        """The decoded ``req_headers`` or ``resp_headers`` of an exchange row."""
+        return self.decode_headers(row[column])
+
     # ----------------------------------------------------------------- sessions
     def new_session(self, kind: str, *, source: str = "", tool: str = "", info: dict | None = None,
                     session_id: str | None = None, started_at: str | None = None) -> str:
@@ -374,7 +413,13 @@ class Archive:
         if not ex.session_id:
             raise ArchiveError("an exchange needs a capture session")
         with self.transaction():
-            payload = self.put_blob(ex.payload)
+            if ex.payload_digest:
+                row = self.conn.execute("SELECT size FROM blobs WHERE digest=?", (ex.payload_digest,)).fetchone()
+                if row is None:
+                    raise ArchiveError(f"blob sha256:{ex.payload_digest} is not in the archive")
+                payload, payload_size = ex.payload_digest, row[0]
+            else:
+                payload, payload_size = self.put_blob(ex.payload), len(ex.payload)
             req_digest = self.put_blob(ex.req_body) if ex.req_body else None
             bkey = compute_body_key(header_value(ex.req_headers or [], "content-type"), ex.req_body)
             cur = self.conn.execute(
@@ -385,9 +430,9 @@ class Archive:
                 (
                     ex.session_id, normalize_time(ex.captured_at), ex.method.upper(), ex.url, surt_key(ex.url),
                     bkey, int(ex.status), ex.reason, mime_of(ex.resp_headers), ex.http_version, ex.kind,
-                    None if ex.req_headers is None else json.dumps(ex.req_headers),
+                    None if ex.req_headers is None else self.encode_headers(ex.req_headers),
                     req_digest, len(ex.req_body) if ex.req_body else 0,
-                    json.dumps(ex.resp_headers), payload, len(ex.payload),
+                    self.encode_headers(ex.resp_headers), payload, payload_size,
                     json.dumps(ex.extra, sort_keys=True) if ex.extra else None,
                 ),
             )
@@ -400,7 +445,7 @@ class Archive:
             bkey = compute_body_key(header_value(req_headers, "content-type"), req_body)
             self.conn.execute(
                 "UPDATE exchanges SET method=?, req_headers=?, req_body=?, req_body_size=?, body_key=? WHERE id=?",
-                (method.upper(), json.dumps(req_headers), req_digest, len(req_body) if req_body else 0, bkey,
+                (method.upper(), self.encode_headers(req_headers), req_digest, len(req_body) if req_body else 0, bkey,
                  exchange_id),
             )
 
@@ -493,12 +538,6 @@ class Archive:
 
     def document_names(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT name FROM documents ORDER BY name")]
-
-
-def headers_of(row: sqlite3.Row, column: str) -> Headers:
-    """Decode a JSON header list column of an exchange row."""
-    raw = row[column]
-    return [tuple(h) for h in json.loads(raw)] if raw else []
 
 
 def extra_of(row: sqlite3.Row) -> dict:

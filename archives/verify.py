@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import blobs
 from .bodykey import body_key
+from .errors import ArchiveError
 from .store import Archive, header_value
 from .urlkey import surt_key
 
@@ -73,10 +73,10 @@ def verify(arc: Archive, progress: Callable[[int], None] | None = None) -> Verif
         if row["surt"] != surt_key(row["url"]):
             report.problems.append(Problem(where, "SURT key does not match the URL"))
         try:
-            req_headers = json.loads(row["req_headers"]) if row["req_headers"] else []
-            json.loads(row["resp_headers"])
-        except ValueError:
-            report.problems.append(Problem(where, "headers are not valid JSON"))
+            req_headers = arc.headers(row, "req_headers")
+            arc.headers(row, "resp_headers")
+        except ArchiveError:
+            report.problems.append(Problem(where, "a stored header list is corrupt"))
             continue
         if row["req_body"] and row["req_body"] in known and row["req_body"] not in bad_blobs:
             expect = body_key(header_value(req_headers, "content-type"), arc.get_blob(row["req_body"]))

@@ -19,7 +19,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from .errors import ArchiveError
-from .store import Archive, extra_of, headers_of
+from .store import Archive, extra_of
 from .timeutil import to_warc_date
 from .wacz import page_entry, wacz_created_now, write_wacz
 
@@ -60,7 +60,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
             warc_headers["WARC-IP-Address"] = extra["ip"]
         if row["kind"] == "resource":
             ctype = row["mime"] or "application/octet-stream"
-            for k, v in headers_of(row, "resp_headers"):
+            for k, v in archive.headers(row, "resp_headers"):
                 if k.lower() == "content-type":
                     ctype = v
             rec = writer.create_warc_record(row["url"], "resource", payload=io.BytesIO(payload),
@@ -71,7 +71,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
             if progress:
                 progress(1)
             continue
-        resp_headers = headers_of(row, "resp_headers")
+        resp_headers = archive.headers(row, "resp_headers")
         statusline = f"{row['status']} {row['reason'] or ''}".rstrip()
         http = StatusAndHeaders(statusline, resp_headers, protocol=row["http_version"] or "HTTP/1.1")
         first = written.get(row["payload"])
@@ -89,7 +89,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
         if row["req_headers"] is not None:
             req_body = archive.get_blob(row["req_body"]) if row["req_body"] else b""
             req_line = f"{row['method']} {_request_target(row['url'])}"
-            req_http = StatusAndHeaders(req_line, headers_of(row, "req_headers"), protocol="HTTP/1.1",
+            req_http = StatusAndHeaders(req_line, archive.headers(row, "req_headers"), protocol="HTTP/1.1",
                                         is_http_request=True)
             req = writer.create_warc_record(
                 row["url"], "request", payload=io.BytesIO(req_body), length=len(req_body), http_headers=req_http,

@@ -20,7 +20,7 @@ from warcio.bufferedreaders import ChunkedDataReader
 from warcio.exceptions import ArchiveLoadFailed
 
 from .errors import ArchiveError, BadInput
-from .store import Archive, Exchange, extra_of, header_value, headers_of
+from .store import Archive, Exchange, extra_of, header_value
 from .timeutil import normalize_time
 from .urlkey import surt_key
 
@@ -233,16 +233,15 @@ class WarcImporter:
         self._store(record, url, when, extra, status, reason, protocol, headers, payload, "response")
 
     def _store(self, record, url, when, extra, status, reason, protocol, headers, payload, kind) -> int:
-        ex_id = self.archive.add_exchange(
-            Exchange(url=url, captured_at=when, status=status, reason=reason, http_version=protocol,
-                     resp_headers=headers, payload=payload, kind=kind, extra=extra,
-                     session_id=self.session_id)
-        )
+        """Store one exchange; ``payload`` is the body, or the digest of a stored blob (revisits)."""
+        ex = Exchange(url=url, captured_at=when, status=status, reason=reason, http_version=protocol,
+                      resp_headers=headers, kind=kind, extra=extra, session_id=self.session_id)
+        ex.payload_digest = payload if isinstance(payload, str) else self.archive.put_blob(payload)
+        ex_id = self.archive.add_exchange(ex)
         self.stats.exchanges += 1
         wdigest = record.rec_headers.get_header("WARC-Payload-Digest")
-        row = self.archive.exchange(ex_id)
         if wdigest and record.rec_type != "revisit":
-            self.archive.add_alias(wdigest.strip(), row["payload"])
+            self.archive.add_alias(wdigest.strip(), ex.payload_digest)
         rid = record.rec_headers.get_header("WARC-Record-ID")
         if rid:
             self.by_record_id[rid] = ex_id
@@ -295,7 +294,8 @@ class WarcImporter:
             "refers_to_date": h.get_header("WARC-Refers-To-Date"),
             "refers_to": h.get_header("WARC-Refers-To"),
         }
-        extra["revisit"] = {k: v for k, v in ref.items() if v}
+        # Provenance kept small: that this was a revisit, and of which URL when it is another one.
+        extra["revisit"] = ref["refers_to_uri"] if ref["refers_to_uri"] and ref["refers_to_uri"] != url else True
         headers = _http_headers(record) if record.http_headers else None
         status_line = _status_line(record) if record.http_headers else None
         if not self._resolve_revisit(record, url, when, extra, ref, headers, status_line):
@@ -320,11 +320,11 @@ class WarcImporter:
         if original is None:
             return False
         if headers is None or (status_line and status_line[0] == 304):
-            headers = headers_of(original, "resp_headers")
+            headers = self.archive.headers(original, "resp_headers")
             status, reason, protocol = original["status"], original["reason"], original["http_version"]
         else:
             status, reason, protocol = status_line
-        payload = self.archive.get_blob(original["payload"])
+        payload = original["payload"]
         if extra_of(original).get("dechunked") and "chunked" in (header_value(headers, "transfer-encoding") or "").lower():
             extra["dechunked"] = True
         self.stats.revisits += 1

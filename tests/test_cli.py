@@ -110,7 +110,7 @@ def test_merge_dedups_and_is_idempotent(cli, two_archives, tmp_path):
         n_ex = arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0]
         n_blobs = arc.conn.execute("SELECT count(*) FROM blobs").fetchone()[0]
     assert n_ex == 11
-    assert n_blobs == 5 + 3  # p0, p2, p3 are shared between A and B
+    assert n_blobs == 5 + 3 + 1  # p0, p2, p3 are shared between A and B; +1 the header dictionary
     assert cli("archive", "merge", a, "--into", m).returncode == 0
     with Archive.open(m) as arc:
         assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 11

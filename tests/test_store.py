@@ -161,7 +161,13 @@ def test_reading_is_plain_data(tmp_path):
     codec, data = conn.execute("SELECT codec, data FROM blobs WHERE digest=?", (digest,)).fetchone()
     assert codec == "zstd"
     assert zstandard.ZstdDecompressor().decompress(data) == b"<p>plain</p>" * 100
-    assert json.loads(headers) == [["Content-Type", "text/html; charset=utf-8"]]
+    # header lists: compact JSON, zstd against the dictionary the archive itself carries
+    dict_digest = json.loads(conn.execute("SELECT value FROM meta WHERE key='header_dictionary'").fetchone()[0])
+    (raw_dict,) = conn.execute("SELECT data FROM blobs WHERE digest=?", (dict_digest,)).fetchone()
+    raw_dict = zstandard.ZstdDecompressor().decompress(raw_dict)
+    d = zstandard.ZstdCompressionDict(raw_dict, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+    assert json.loads(zstandard.ZstdDecompressor(dict_data=d).decompress(headers)) == [
+        ["Content-Type", "text/html; charset=utf-8"]]
     assert url == "http://example.com/"
 
 

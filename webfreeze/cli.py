@@ -226,8 +226,6 @@ def archive_ls(archive_path, prefix, host, mime, status, method, since, until, l
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the body to this file instead.")
 def archive_show(archive_path, url, when, method, raw, headers_only, output):
     """Show the request and response headers and the body of one capture of URL."""
-    from webfreeze.archives.store import headers_of
-
     with Archive.open(archive_path) as arc:
         if when:
             row = arc.closest(url, when, method=method)
@@ -242,11 +240,11 @@ def archive_show(archive_path, url, when, method, raw, headers_only, output):
         click.echo(f"# exchange {row['id']}, captured {row['captured_at']}, payload sha256:{row['payload']}")
         if row["req_headers"] is not None:
             click.echo(f"{row['method']} {row['url']}")
-            for k, v in headers_of(row, "req_headers"):
+            for k, v in arc.headers(row, "req_headers"):
                 click.echo(f"{k}: {v}")
             click.echo("")
         click.echo(f"{row['http_version']} {row['status']} {row['reason'] or ''}".rstrip())
-        resp_headers = headers_of(row, "resp_headers")
+        resp_headers = arc.headers(row, "resp_headers")
         for k, v in resp_headers:
             click.echo(f"{k}: {v}")
         if headers_only:

@@ -240,7 +240,8 @@ def gc(arc: Archive, *, dry_run: bool = False) -> dict:
             SELECT payload FROM exchanges UNION SELECT req_body FROM exchanges WHERE req_body IS NOT NULL
             UNION SELECT screenshot FROM pages WHERE screenshot IS NOT NULL
             UNION SELECT dom FROM pages WHERE dom IS NOT NULL
-            UNION SELECT digest FROM documents)"""
+            UNION SELECT digest FROM documents
+            UNION SELECT json_extract(value, '$') FROM meta WHERE key = 'header_dictionary')"""
     rows = q(unreferenced).fetchall()
     freed = sum(r[1] for r in rows)
     before = os.path.getsize(arc.path)

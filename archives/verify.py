@@ -91,6 +91,9 @@ def verify(arc: Archive, progress: Callable[[int], None] | None = None) -> Verif
         check_ref(where, "screenshot", row["screenshot"])
         check_ref(where, "DOM snapshot", row["dom"])
         referenced.update(d for d in (row["screenshot"], row["dom"]) if d)
+    dictionary = arc.meta().get("header_dictionary")
+    check_ref("metadata", "header dictionary", dictionary)
+    referenced.add(dictionary)
     for row in arc.conn.execute("SELECT name, digest FROM documents"):
         check_ref(f"document {row['name']}", "content", row["digest"])
         referenced.add(row["digest"])

@@ -138,3 +138,21 @@ def test_meta(cli, two_archives):
     assert meta["license"] == "CC-BY-4.0" and meta["creator"] == "lab"
     bad = cli("archive", "meta", a, "--set", "format=evil")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_pack_keeps_content_and_shrinks(cli, samples, tmp_path):
+    src, packed = tmp_path / "src.wfz", tmp_path / "packed.wfz"
+    assert cli("archive", "import", samples / "iana.warc.gz", "--to", src).returncode == 0
+    result = cli("archive", "pack", src, "-o", packed)
+    assert result.returncode == 0, result.stderr
+    assert packed.stat().st_size < src.stat().st_size
+    assert cli("archive", "verify", packed).returncode == 0
+    assert cli("archive", "diff", src, packed, "--exit-code").returncode == 0
+    with Archive.open(src) as a, Archive.open(packed) as b:
+        rows_a = [(r["url"], r["payload"], a.headers(r, "resp_headers")) for r in a.exchanges()]
+        rows_b = [(r["url"], r["payload"], b.headers(r, "resp_headers")) for r in b.exchanges()]
+        assert rows_a == rows_b
+        for r in b.exchanges("status=200", order="id LIMIT 20"):
+            assert b.get_blob(r["payload"]) == a.get_blob(r["payload"])
+    again = cli("archive", "pack", src, "-o", packed)
+    assert again.returncode == 1 and "already exists" in again.stderr

@@ -1,8 +1,10 @@
 """Content addressing and compression of payloads.
 
 A blob is keyed by the SHA-256 (hex) of its uncompressed bytes and stored as a zstd frame with
-a content checksum, or raw when zstd would not make it smaller (already-compressed images,
-gzip bodies): raw storage costs nothing to read back on the replay hot path.
+a content checksum (``zstd``), or raw when zstd would not make it smaller (already-compressed
+images, gzip bodies): raw storage costs nothing to read back on the replay hot path. A packed
+archive may also hold ``zstd-delta`` blobs: a zstd frame compressed against another blob (its
+``base``, never itself a delta) used as a raw-content dictionary.
 """
 
 from __future__ import annotations
@@ -51,10 +53,27 @@ def encode(data: bytes, level: int = ZSTD_LEVEL, fresh: bool = False) -> tuple[s
     return "zstd", packed
 
 
-def decode(codec: str, stored: bytes, size: int) -> bytes:
-    """Inverse of :func:`encode`; ``size`` bounds the output so a hostile frame cannot balloon."""
+def encode_delta(data: bytes, base: bytes, level: int = PACK_LEVEL) -> bytes:
+    """``data`` as a zstd frame compressed against ``base`` (a raw-content dictionary).
+
+    Used by `archive pack` for a blob that resembles another one (the next version of a page,
+    another weight of a font): only the differences cost bytes.
+    """
+    d = zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+    return zstandard.ZstdCompressor(level=level, dict_data=d, write_checksum=True,
+                                    write_content_size=True).compress(data)
+
+
+def decode(codec: str, stored: bytes, size: int, base: bytes | None = None) -> bytes:
+    """Inverse of :func:`encode` and :func:`encode_delta`; ``size`` bounds the output so a hostile
+    frame cannot balloon. ``base`` is the uncompressed base blob of a ``zstd-delta`` blob."""
     if codec == "raw":
         return bytes(stored)
     if codec == "zstd":
         return _decompressor.decompress(stored, max_output_size=max(size, 1))
+    if codec == "zstd-delta":
+        if base is None:
+            raise ArchiveError("a zstd-delta blob needs its base")
+        d = zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+        return zstandard.ZstdDecompressor(dict_data=d).decompress(stored, max_output_size=max(size, 1))
     raise ArchiveError(f"unknown blob codec {codec!r}")

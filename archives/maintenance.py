@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -206,8 +207,6 @@ def _merge_into(arc: Archive, aliases) -> dict:
 
 def _header_transcoder(arc: Archive, alias: str) -> tuple[str, str]:
     """SQL expressions that turn a source's stored header lists into the destination's encoding."""
-    import json
-
     import zstandard
 
     from . import blobs
@@ -232,29 +231,38 @@ def _header_transcoder(arc: Archive, alias: str) -> tuple[str, str]:
 
 
 # ------------------------------------------------------------------------------------ gc
+_REFERENCED = """
+    SELECT payload FROM exchanges UNION SELECT req_body FROM exchanges WHERE req_body IS NOT NULL
+    UNION SELECT screenshot FROM pages WHERE screenshot IS NOT NULL
+    UNION SELECT dom FROM pages WHERE dom IS NOT NULL
+    UNION SELECT digest FROM documents
+    UNION SELECT json_extract(value, '$') FROM meta WHERE key = 'header_dictionary'"""
+
+
+def _unreferenced_blobs(arc: Archive) -> list[tuple[str, int]]:
+    """(digest, stored size) of blobs nothing refers to, keeping the bases of kept delta blobs."""
+    rows = arc.conn.execute(f"SELECT digest, stored_size FROM blobs WHERE digest NOT IN ({_REFERENCED})").fetchall()
+    doomed = {r[0] for r in rows}
+    keep = {b for d, b in arc.conn.execute("SELECT digest, base FROM blobs WHERE base IS NOT NULL") if d not in doomed}
+    return [(r[0], r[1]) for r in rows if r[0] not in keep]
+
+
+def _delete_blobs(arc: Archive, digests: list[str]) -> None:
+    with arc.transaction():
+        arc.conn.executemany("DELETE FROM blobs WHERE digest=?", [(d,) for d in digests])
+        arc.conn.execute("DELETE FROM digest_aliases WHERE digest NOT IN (SELECT digest FROM blobs)")
+
+
 def gc(arc: Archive, *, dry_run: bool = False) -> dict:
     """Delete blobs nothing refers to, then compact the file."""
-    q = arc.conn.execute
-    unreferenced = """
-        SELECT digest, stored_size FROM blobs WHERE digest NOT IN (
-            SELECT payload FROM exchanges UNION SELECT req_body FROM exchanges WHERE req_body IS NOT NULL
-            UNION SELECT screenshot FROM pages WHERE screenshot IS NOT NULL
-            UNION SELECT dom FROM pages WHERE dom IS NOT NULL
-            UNION SELECT digest FROM documents
-            UNION SELECT json_extract(value, '$') FROM meta WHERE key = 'header_dictionary')"""
-    rows = q(unreferenced).fetchall()
-    freed = sum(r[1] for r in rows)
+    rows = _unreferenced_blobs(arc)
     before = os.path.getsize(arc.path)
-    if not dry_run and rows:
-        with arc.transaction():
-            q("CREATE TEMP TABLE gc_doomed AS " + unreferenced)
-            q("DELETE FROM blobs WHERE digest IN (SELECT digest FROM temp.gc_doomed)")
-            q("DELETE FROM digest_aliases WHERE digest NOT IN (SELECT digest FROM blobs)")
-            q("DROP TABLE temp.gc_doomed")
     if not dry_run:
-        q("VACUUM")
-        q("PRAGMA wal_checkpoint(TRUNCATE)")
-    return {"blobs_removed": len(rows), "blob_bytes_freed": freed, "file_bytes_before": before,
+        if rows:
+            _delete_blobs(arc, [d for d, _ in rows])
+        arc.conn.execute("VACUUM")
+        arc.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return {"blobs_removed": len(rows), "blob_bytes_freed": sum(n for _, n in rows), "file_bytes_before": before,
             "file_bytes_after": os.path.getsize(arc.path)}
 
 
@@ -299,31 +307,124 @@ def pack(archive_path: str | os.PathLike, out: str | os.PathLike | None = None, 
     return _pack_in_place(src, level, progress, ThreadPoolExecutor, blobs)
 
 
+PACK_PAGE_SIZE = 1024
+HEADER_DICT_BYTES = 32 * 1024
+
+
+def _retrain_header_dictionary(arc: Archive) -> None:
+    """Replace the header dictionary with one made from this archive's own header lists.
+
+    The samples are the header lists of the first capture of each (host, media type, status):
+    every row then compresses against headers from its own servers.
+    """
+    from .urlkey import host_of
+
+    q = arc.conn.execute
+    seen: set[tuple] = set()
+    samples: list[bytes] = []
+    total = 0
+    rows = q("SELECT id, url, mime, status, req_headers, resp_headers FROM exchanges ORDER BY id").fetchall()
+    for row in rows:
+        key = (host_of(row["url"]), row["mime"], row["status"])
+        if key in seen:
+            continue
+        seen.add(key)
+        for col in ("req_headers", "resp_headers"):
+            if row[col] is not None:
+                text = json.dumps([list(h) for h in arc.headers(row, col)], separators=(",", ":"),
+                                  ensure_ascii=False).encode("utf-8")
+                samples.append(text)
+                total += len(text)
+        if total >= HEADER_DICT_BYTES:
+            break
+    if not samples:
+        return
+    # zstd finds matches best near the end of a raw-content dictionary: most common last.
+    new_dict = b"".join(reversed(samples))[-HEADER_DICT_BYTES:]
+    decoded = [(r["id"], arc.headers(r, "req_headers") if r["req_headers"] is not None else None,
+                arc.headers(r, "resp_headers")) for r in rows]
+    with arc.transaction():
+        arc._set_meta("header_dictionary", arc.put_blob(new_dict))
+        arc._header_codec = None
+        for ex_id, req, resp in decoded:
+            q("UPDATE exchanges SET req_headers=?, resp_headers=? WHERE id=?",
+              (None if req is None else arc.encode_headers(req), arc.encode_headers(resp), ex_id))
+
+
 def _pack_in_place(path: Path, level: int, progress, executor_cls, blobs) -> dict:
+    """Recompress every blob; a blob that resembles an earlier one is stored as a delta against it.
+
+    Candidates for a blob's base, tried in this order: the payloads of earlier captures of the same
+    URL (the previous version of a page), then earlier blobs of the same media type and similar
+    size. Bases are never deltas themselves, so reading any blob takes at most two decompressions.
+    """
     before = os.path.getsize(path)
-    changed = 0
+    stats = Counter()
+    trial_level = min(level, 6)  # rank candidate bases cheaply; compress the winner at `level`
 
-    def recode(row):
-        digest, codec, data, size = row
-        raw = blobs.decode(codec, data, size)
-        new_codec, new_data = blobs.encode(raw, level=level, fresh=True)
-        return digest, new_codec, new_data, len(data)
+    with Archive.open(path, write=True) as arc, executor_cls(max_workers=os.cpu_count() or 1) as pool:
+        q = arc.conn.execute
+        first_use: dict[str, tuple[str, str]] = {}
+        for payload, surt, mime in q("SELECT payload, surt, mime FROM exchanges ORDER BY id"):
+            first_use.setdefault(payload, (surt, mime or ""))
+        blob_rows = q("SELECT rowid, digest, size, codec FROM blobs ORDER BY rowid").fetchall()
+        by_surt: dict[str, list[str]] = {}
+        by_mime: dict[str, list[tuple[int, str]]] = {}
+        is_delta: set[str] = set()
+        raw_cache: dict[str, bytes] = {}
 
-    with Archive.open(path, write=True) as arc:
-        digests = [r[0] for r in arc.conn.execute("SELECT digest FROM blobs ORDER BY rowid")]
-        with arc.transaction(), executor_cls(max_workers=os.cpu_count() or 1) as pool:
-            for start in range(0, len(digests), 64):
-                batch = arc.conn.execute(
-                    f"SELECT digest, codec, data, size FROM blobs WHERE digest IN ({','.join('?' * len(digests[start:start + 64]))})",
-                    digests[start:start + 64]).fetchall()
-                for digest, codec, data, old_len in pool.map(recode, [tuple(r) for r in batch]):
-                    if len(data) < old_len:
-                        arc.conn.execute("UPDATE blobs SET codec=?, data=?, stored_size=? WHERE digest=?",
-                                         (codec, data, len(data), digest))
-                        changed += 1
-                    if progress:
-                        progress(1)
-        arc.conn.execute("VACUUM")
-        arc.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return {"blobs": len(digests), "blobs_recompressed": changed, "file_bytes_before": before,
-            "file_bytes_after": os.path.getsize(path)}
+        def raw_of(digest: str) -> bytes:
+            data = raw_cache.get(digest)
+            if data is None:
+                data = arc.get_blob(digest)
+                if len(raw_cache) > 64:
+                    raw_cache.pop(next(iter(raw_cache)))
+                raw_cache[digest] = data
+            return data
+
+        with arc.transaction():
+            for _, digest, size, codec in blob_rows:
+                raw = raw_of(digest)
+                surt, mime = first_use.get(digest, ("", ""))
+                candidates: list[str] = []
+                if size >= 512:
+                    candidates += [d for d in reversed(by_surt.get(surt, [])) if d not in is_delta][:2]
+                    similar = sorted((abs(s - size), d) for s, d in by_mime.get(mime, [])
+                                     if d not in is_delta and size / 2 <= s <= size * 2)
+                    candidates += [d for _, d in similar if d not in candidates][: 4 - len(candidates)]
+                solo = pool.submit(blobs.encode, raw, level, True)
+                trials = [(c, pool.submit(blobs.encode_delta, raw, raw_of(c), trial_level)) for c in candidates]
+                new_codec, new_data = solo.result()
+                best_base, best_trial = None, None
+                for c, fut in trials:
+                    n = len(fut.result())
+                    if best_trial is None or n < best_trial:
+                        best_base, best_trial = c, n
+                base = None
+                if best_base is not None and best_trial < 0.9 * len(new_data):
+                    delta = blobs.encode_delta(raw, raw_of(best_base), level)
+                    if len(delta) < 0.9 * len(new_data):
+                        new_codec, new_data, base = "zstd-delta", delta, best_base
+                        is_delta.add(digest)
+                        stats["deltas"] += 1
+                old = q("SELECT stored_size, codec, base FROM blobs WHERE digest=?", (digest,)).fetchone()
+                if len(new_data) < old["stored_size"] or (old["codec"] == "zstd-delta" and base is None):
+                    q("UPDATE blobs SET codec=?, data=?, stored_size=?, base=? WHERE digest=?",
+                      (new_codec, new_data, len(new_data), base, digest))
+                    stats["recompressed"] += 1
+                elif old["codec"] == "zstd-delta":
+                    is_delta.add(digest)  # kept as it was: still a delta, so never a base
+                if surt:
+                    by_surt.setdefault(surt, []).append(digest)
+                by_mime.setdefault(mime, []).append((size, digest))
+                if progress:
+                    progress(1)
+        _retrain_header_dictionary(arc)
+        _delete_blobs(arc, [d for d, _ in _unreferenced_blobs(arc)])  # the replaced header dictionary
+        # Small pages waste less at the tail of each blob and in small tables; a packed archive is
+        # read far more than it is written. WAL must be off while the page size changes.
+        for pragma in ("PRAGMA wal_checkpoint(TRUNCATE)", "PRAGMA journal_mode=DELETE",
+                       f"PRAGMA page_size={PACK_PAGE_SIZE}", "VACUUM", "PRAGMA journal_mode=WAL"):
+            q(pragma).fetchall()  # a pragma's unread result row would keep its statement (and a lock) open
+    return {"blobs": len(blob_rows), "blobs_recompressed": stats["recompressed"], "deltas": stats["deltas"],
+            "file_bytes_before": before, "file_bytes_after": os.path.getsize(path)}

@@ -78,7 +78,7 @@ class Exchange:
 def _create_schema(db: sqlite_utils.Database) -> None:
     db["meta"].create({"key": str, "value": str}, pk="key")
     db["blobs"].create(
-        {"digest": str, "size": int, "stored_size": int, "codec": str, "data": bytes},
+        {"digest": str, "size": int, "stored_size": int, "codec": str, "data": bytes, "base": str},
         pk="digest",
         not_null={"size", "stored_size", "codec", "data"},
     )
@@ -116,7 +116,6 @@ def _create_schema(db: sqlite_utils.Database) -> None:
     ex = db["exchanges"]
     ex.create_index(["method", "url", "body_key", "captured_at"], index_name="ix_exchanges_exact")
     ex.create_index(["surt", "captured_at"], index_name="ix_exchanges_surt")
-    ex.create_index(["session_id"], index_name="ix_exchanges_session")
     db["pages"].create(
         {"id": int, "session_id": str, "url": str, "captured_at": str, "title": str,
          "screenshot": str, "dom": str, "extra": str},
@@ -143,6 +142,7 @@ class Archive:
         self._in_tx = False
         self._known_blobs: set[str] = set()
         self._header_codec: tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor] | None = None
+        self._base_cache: dict[str, bytes] = {}  # decoded bases of delta blobs, a few at a time
 
     # ----------------------------------------------------------------- opening and closing
     @classmethod
@@ -336,12 +336,34 @@ class Archive:
 
     def get_blob(self, digest: str) -> bytes:
         """The uncompressed bytes of blob ``digest`` (not re-verified; see ``verify``)."""
-        row = self.conn.execute("SELECT size, codec, data FROM blobs WHERE digest=?", (digest,)).fetchone()
+        row = self.conn.execute("SELECT digest, size, codec, data, base FROM blobs WHERE digest=?",
+                                (digest,)).fetchone()
         if row is None:
             raise ArchiveError(f"{self.path}: blob sha256:{digest} is missing")
+        return self.decode_blob(row)
+
+    def decode_blob(self, row: sqlite3.Row) -> bytes:
+        """Decode a ``blobs`` row (digest, size, codec, data, base), fetching a delta's base."""
+        base = None
+        if row["codec"] == "zstd-delta":
+            base = self._base_cache.get(row["base"])
+            if base is None:
+                brow = self.conn.execute("SELECT size, codec, data FROM blobs WHERE digest=?", (row["base"],)).fetchone()
+                if brow is None or brow["codec"] == "zstd-delta":
+                    raise ArchiveError(f"{self.path}: blob sha256:{row['digest']} has a missing or invalid base")
+                base = self._decode_plain(row["base"], brow)
+                if len(self._base_cache) >= 8:
+                    self._base_cache.pop(next(iter(self._base_cache)))
+                self._base_cache[row["base"]] = base
+        try:
+            return blobs.decode(row["codec"], row["data"], row["size"], base)
+        except Exception as exc:  # corrupt frame: report, do not crash the caller
+            raise ArchiveError(f"{self.path}: blob sha256:{row['digest']} is corrupt ({exc})") from None
+
+    def _decode_plain(self, digest: str, row) -> bytes:
         try:
             return blobs.decode(row["codec"], row["data"], row["size"])
-        except Exception as exc:  # corrupt frame: report, do not crash the caller
+        except Exception as exc:
             raise ArchiveError(f"{self.path}: blob sha256:{digest} is corrupt ({exc})") from None
 
     def add_alias(self, alias: str, digest: str) -> None:

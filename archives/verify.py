@@ -6,7 +6,6 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import blobs
 from .bodykey import body_key
 from .errors import ArchiveError
 from .store import Archive, header_value
@@ -40,10 +39,10 @@ def verify(arc: Archive, progress: Callable[[int], None] | None = None) -> Verif
         if msg != "ok":
             report.problems.append(Problem("sqlite", msg))
     bad_blobs: dict[str, str] = {}
-    for row in arc.conn.execute("SELECT digest, size, codec, data FROM blobs"):
+    for row in arc.conn.execute("SELECT digest, size, codec, data, base FROM blobs"):
         report.blobs_checked += 1
         try:
-            data = blobs.decode(row["codec"], row["data"], row["size"])
+            data = arc.decode_blob(row)
         except Exception as exc:
             bad_blobs[row["digest"]] = f"cannot be decompressed ({exc})"
         else:

@@ -301,22 +301,33 @@ class WarcImporter:
         if not self._resolve_revisit(record, url, when, extra, ref, headers, status_line):
             self.revisits_waiting.append((record.rec_headers, url, when, extra, ref, headers, status_line))
 
-    def _resolve_revisit(self, record, url, when, extra, ref, headers, status_line) -> bool:
-        original = None
-        digest = self.archive.resolve_alias(ref["payload_digest"]) if ref["payload_digest"] else None
+    def _find_original(self, ref: dict, digest: str | None):
+        """The exchange a revisit refers to, or None while it is not (yet) in the archive.
+
+        Only an exact match counts: same WARC-Refers-To record, or same target URL and (when
+        given) the same date and payload. Guessing from a near match would silently attach the
+        wrong body; the caller retries once every source of the import has been read.
+        """
         if ref["refers_to"] and ref["refers_to"] in self.by_record_id:
-            original = self.archive.exchange(self.by_record_id[ref["refers_to"]])
-        if original is None and ref["refers_to_uri"]:
-            rows = self.archive.lookup_surt(surt_key(ref["refers_to_uri"]))
+            return self.archive.exchange(self.by_record_id[ref["refers_to"]])
+        target = ref["refers_to_uri"]
+        if target:
+            rows = [r for r in self.archive.lookup_surt(surt_key(target)) if r["url"] == target]
             if ref["refers_to_date"]:
                 want = normalize_time(ref["refers_to_date"])
-                rows = [r for r in rows if r["captured_at"] == want] or rows
+                rows = [r for r in rows if r["captured_at"] == want]
             if digest:
-                rows = [r for r in rows if r["payload"] == digest] or rows
-            original = rows[0] if rows else None
-        if original is None and digest:
-            rows = list(self.archive.exchanges("payload=?", (digest,)))
-            original = rows[0] if rows else None
+                rows = [r for r in rows if r["payload"] == digest]
+            if rows:
+                return rows[0]
+        if digest:
+            return self.archive.conn.execute("SELECT * FROM exchanges WHERE payload=? ORDER BY id LIMIT 1",
+                                             (digest,)).fetchone()
+        return None
+
+    def _resolve_revisit(self, record, url, when, extra, ref, headers, status_line) -> bool:
+        digest = self.archive.resolve_alias(ref["payload_digest"]) if ref["payload_digest"] else None
+        original = self._find_original(ref, digest)
         if original is None:
             return False
         if headers is None or (status_line and status_line[0] == 304):

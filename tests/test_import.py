@@ -127,3 +127,19 @@ def test_import_is_atomic_across_sources(samples, tmp_path, cli):
     bad = cli("archive", "import", samples / "iana.warc.gz", samples / "example-extra.warc", "--to", target)
     assert bad.returncode == 1
     assert rows(target) == before  # iana.warc.gz was fine but did not land either
+
+
+def test_revisit_never_borrows_a_near_miss(samples, tmp_path, cli):
+    """dupes.warc.gz first: its revisit of http://www.iana.org/ must wait for iana.warc.gz rather than
+    take the empty body of the http://iana.org 302 that shares its SURT key."""
+    results = []
+    for i, order in enumerate([("dupes.warc.gz", "iana.warc.gz"), ("iana.warc.gz", "dupes.warc.gz")]):
+        target = tmp_path / f"o{i}.wfz"
+        assert cli("archive", "import", *(samples / n for n in order), "--to", target).returncode == 0
+        with Archive.open(target) as arc:
+            results.append(sorted((r["url"], r["captured_at"], r["status"], r["payload"]) for r in arc.exchanges()))
+    assert results[0] == results[1]
+    assert [r for r in results[0] if r[0] == "http://www.iana.org/"]
+    with Archive.open(tmp_path / "o0.wfz") as arc:
+        for r in arc.exchanges("url='http://www.iana.org/' AND status=200"):
+            assert r["payload_size"] == 5678

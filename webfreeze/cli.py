@@ -360,7 +360,8 @@ def archive_pack(archive_path, output, level):
     with progress:
         stats = pack(archive_path, output, level=level, progress=advance)
     click.echo(f"packed {output or archive_path}: {stats['blobs_recompressed']} of {stats['blobs']} blobs "
-               f"recompressed; {human_bytes(stats['file_bytes_before'])} -> {human_bytes(stats['file_bytes_after'])}")
+               f"recompressed ({stats['deltas']} as deltas against a similar blob); "
+               f"{human_bytes(stats['file_bytes_before'])} -> {human_bytes(stats['file_bytes_after'])}")
 
 
 @archive.command("meta")

@@ -71,12 +71,10 @@ def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
 
 # ------------------------------------------------------------------------------------ reading archives
 def _decoded_headers(arc: Archive, row, column: str):
-    """A header column as a list of pairs, whatever its storage form (compressed or JSON text)."""
+    """A header column as a list of pairs (None when the request side was not captured)."""
     if row[column] is None:
         return None
-    if hasattr(arc, "headers"):
-        return [tuple(h) for h in arc.headers(row, column)]
-    return [tuple(h) for h in json.loads(row[column])]
+    return [tuple(h) for h in arc.headers(row, column)]
 
 
 def index_rows(path: Path) -> list[tuple]:

@@ -605,12 +605,16 @@ def _remove_db_files(p: Path) -> None:
 
 def _remove_stale_partials(final: Path) -> None:
     """Delete what a killed job left under a temporary name (its process no longer exists)."""
-    for leftover in final.parent.glob(f".{final.name}.partial-*"):
-        pid_text = leftover.name.rsplit("-", 1)[-1] if not leftover.name.endswith(("-wal", "-shm", "-journal")) \
-            else leftover.name.rsplit("-", 2)[-2]
+    import re
+
+    pattern = re.compile(re.escape(f".{final.name}.partial-") + r"(\d+)(?:-wal|-shm|-journal)?$")
+    for leftover in final.parent.iterdir():
+        m = pattern.match(leftover.name)
+        if not m:
+            continue
         try:
-            os.kill(int(pid_text), 0)
-        except (ValueError, ProcessLookupError):
+            os.kill(int(m.group(1)), 0)
+        except ProcessLookupError:
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
         except PermissionError:

@@ -33,6 +33,33 @@ class SourceResult:
     pages: int = 0
 
 
+def is_whole_file_gzip(path: Path, scan_limit: int = 64 << 20) -> bool:
+    """True when a gzip file is one member holding many records (``gzip file.warc``).
+
+    Per-record gzip (the WARC norm, read member by member by warcio, which tolerates a record's
+    slack inside its own member) ends its first member after the first record, long before the end
+    of the file; a file compressed as a whole does not. A first member larger than ``scan_limit``
+    is streamed as a whole too.
+    """
+    with open(path, "rb") as fh:
+        if fh.read(2) != b"\x1f\x8b":
+            return False
+        fh.seek(0)
+        d = zlib.decompressobj(31)
+        produced = 0
+        while not d.eof:
+            chunk = fh.read(1 << 16)
+            if not chunk:
+                return False  # truncated: the importer reports it
+            try:
+                produced += len(d.decompress(chunk))
+            except zlib.error:
+                return False  # corrupt: the importer reports it
+            if produced > scan_limit:
+                return True
+        return not (d.unused_data + fh.read(1))
+
+
 def sniff(path: Path) -> str:
     """Tell ``warc``, ``arc`` or ``wacz`` from a file's first bytes; raise BadInput otherwise."""
     try:
@@ -113,7 +140,7 @@ def _import_one(arc: Archive, path: Path, kind: str,
         return result, _import_wacz(arc, path, sid, result, progress)
     importer = WarcImporter(arc, sid, path.name)
     with open(path, "rb") as fh:
-        importer.run(fh, progress)
+        importer.run(fh, progress, whole_gzip=is_whole_file_gzip(path))
     arc.end_session(sid, {"warcinfo": importer.warcinfo})
     return result, [importer]
 

@@ -9,6 +9,7 @@ gzip integrity and decompression ratio. Any problem fails the whole import (see 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import io
 import zlib
@@ -138,9 +139,17 @@ class WarcImporter:
             raise BadInput(f"record {self._rid(record)}: {problems}")
 
     # -------------------------------------------------------------- the import loop
-    def run(self, fh, on_progress: Callable[[int], None] | None = None) -> ImportStats:
+    def run(self, fh, on_progress: Callable[[int], None] | None = None, *, whole_gzip: bool = False) -> ImportStats:
+        """Import every record of ``fh``.
+
+        ``whole_gzip``: the file is one gzip member holding many records (``gzip file.warc``), which
+        warcio refuses on its own because it cannot seek to a record inside it; an import never
+        needs to seek, so it reads the decompressed stream.
+        """
         counter = CountingReader(fh, on_progress)
         buffered = io.BufferedReader(counter, buffer_size=CHUNK)
+        if whole_gzip:
+            buffered = io.BufferedReader(gzip.GzipFile(fileobj=buffered, mode="rb"), buffer_size=CHUNK)
         # warcio reports tolerable oddities (a missing blank line after a record) on stderr;
         # collect them as warnings of this import instead of letting them interleave with output.
         noise = io.StringIO()
@@ -151,7 +160,7 @@ class WarcImporter:
                     self._one(record, counter)
         except ArchiveLoadFailed as exc:
             raise BadInput(f"not a valid WARC/ARC file: {str(exc).strip().splitlines()[0]}") from None
-        except (zlib.error, EOFError) as exc:
+        except (zlib.error, EOFError, gzip.BadGzipFile) as exc:
             raise BadInput(f"corrupt or truncated gzip data: {exc}") from None
         except (ValueError, IndexError, KeyError) as exc:
             raise BadInput(f"malformed record: {exc}") from None

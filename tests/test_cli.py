@@ -136,6 +136,8 @@ def test_meta(cli, two_archives):
     assert cli("archive", "meta", a, "--set", "license=CC-BY-4.0", "--set", "creator=lab").returncode == 0
     meta = json.loads(cli("archive", "meta", a).stdout)
     assert meta["license"] == "CC-BY-4.0" and meta["creator"] == "lab"
+    assert meta["capture_time_range"] == ["2024-01-01T00:00:00.000000Z"] * 2
+    assert meta["tool"] == "webfreeze" and meta["tool_version"] == __version__
     bad = cli("archive", "meta", a, "--set", "format=evil")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 

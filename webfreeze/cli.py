@@ -369,11 +369,14 @@ def archive_pack(archive_path, output, level):
 @click.option("--set", "assignments", multiple=True, metavar="KEY=VALUE",
               help="Set creator, description or license (repeatable); replay_rules takes JSON.")
 def archive_meta(archive_path, assignments):
-    """Print the archive's metadata, or set fields of it."""
+    """Print the archive's metadata (with its capture time range), or set fields of it."""
     editable = {"creator", "description", "license", "replay_rules"}
     if not assignments:
         with Archive.open(archive_path) as arc:
-            click.echo(json.dumps(arc.meta(), indent=2, sort_keys=True))
+            meta = arc.meta()
+            first, last = arc.conn.execute("SELECT min(captured_at), max(captured_at) FROM exchanges").fetchone()
+            meta["capture_time_range"] = [first, last] if first else None  # derived, never stored
+            click.echo(json.dumps(meta, indent=2, sort_keys=True))
         return
     updates = {}
     for item in assignments:

@@ -396,6 +396,33 @@ def archive_meta(archive_path, assignments):
     click.echo(f"updated {', '.join(sorted(updates))}")
 
 
+# ============================================================================== sites
+@cli.group()
+def sites() -> None:
+    """Simulated live sites (deterministic for a seed) that stand in for the web in tests and demos."""
+
+
+@sites.command("serve")
+@click.argument("name", type=click.Choice(["scholar"]))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the generated content.")
+def sites_serve(name, host, port, seed):
+    """Serve a simulated site until Ctrl-C (scholar: a preprint archive shaped like arxiv.org)."""
+    from webfreeze.simulator.sites import SITES
+    from webfreeze.simulator.sites.common import SiteServer
+
+    try:
+        server = SiteServer(SITES[name](seed), host, port, log_requests=True)
+    except OSError as exc:
+        fail(f"{exc.strerror or exc}")
+    click.echo(f"serving {name} (seed {seed}) at {server.url}/  (Ctrl-C to stop)", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+
+
 # ============================================================================== entry point
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI with one-line errors and meaningful exit codes."""

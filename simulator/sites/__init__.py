@@ -1,0 +1,32 @@
+"""Simulated live sites, served on loopback, deterministic for a seed.
+
+They stand in for the live web (no machine here reaches it): the recorder records them in tests
+and in the demo, the benchmarks never talk to them. ``SITES`` maps a name to a factory taking the
+seed and returning a WSGI application.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .common import SiteServer
+
+
+def _scholar(seed: int):
+    from .scholar import ScholarSite
+
+    return ScholarSite(seed)
+
+
+SITES: dict[str, Callable[[int], object]] = {"scholar": _scholar}
+
+
+def serve(name: str, *, host: str = "127.0.0.1", port: int = 0, seed: int = 0,
+          log_requests: bool = False) -> SiteServer:
+    """A started server for site ``name`` (port 0 picks a free one); stop it with ``.stop()``."""
+    if name not in SITES:
+        raise KeyError(name)
+    return SiteServer(SITES[name](seed), host, port, log_requests=log_requests).start()
+
+
+__all__ = ["SITES", "SiteServer", "serve"]

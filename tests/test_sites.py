@@ -215,3 +215,52 @@ def test_serve_port_in_use_is_one_line(cli):
         result = cli("sites", "serve", "scholar", "--port", port, timeout=30)
     assert result.returncode == 1
     assert result.stderr.strip() == f"webfreeze: error: cannot listen on 127.0.0.1:{port}: port already in use"
+
+
+# ---------------------------------------------------------------------------------------- shop
+@pytest.fixture(scope="module")
+def shop():
+    server = serve("shop", seed=0)
+    yield Client(server)
+    server.stop()
+
+
+def test_shop_catalogue_and_filters(shop):
+    from webfreeze.simulator.sites.shop import CATEGORIES, build_catalogue
+
+    products = build_catalogue(0)
+    assert len(products) >= 500 and len({p.category for p in products}) == len(CATEGORIES)
+    doc = shop.page("/c/shoes?" + urlencode({"brand": "Acme", "size": "42", "max_price": "150", "sort": "price_asc"}))
+    skus = doc.xpath("//li[@class='product']/@data-sku")
+    expected = sorted((p for p in products if p.category == "shoes" and p.brand == "Acme" and "42" in p.sizes
+                       and p.price <= 150), key=lambda p: (p.price, p.sku))
+    assert skus == [p.sku for p in expected][:24] and skus
+    prices = [float(x.strip("$")) for x in doc.xpath("//li[@class='product']/span[@class='price']/text()")]
+    assert prices == sorted(prices)
+    found = shop.page("/search?q=" + products[3].brand.lower())
+    assert found.xpath("string(//p[@class='count'])").split()[0] == str(
+        sum(products[3].brand.lower() in f"{p.name} {p.brand} {p.category} {p.description}".lower() for p in products))
+
+
+def test_shop_cart_and_checkout_by_post_and_cookie(shop):
+    from webfreeze.simulator.sites.shop import build_catalogue
+
+    p = next(p for p in build_catalogue(0) if len(p.sizes) > 1)
+    status, headers, _ = shop.get("/")
+    cookie = headers["set-cookie"].split(";")[0]
+    form = {"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie}
+    status, headers, _ = shop.get("/cart/add", form, "POST", urlencode({"sku": p.sku, "size": p.sizes[1], "qty": 2}))
+    assert status == 303 and headers["location"].endswith("/cart")
+    _, _, body = shop.get("/cart", {"Cookie": cookie})
+    cart = lxml.html.fromstring(body)
+    assert cart.xpath("//table[@class='cart']//tr[@data-sku]/@data-sku") == [p.sku]
+    assert f"{p.price * 2:.2f}" in cart.xpath("string(//p[@class='total'])")
+    # another session sees its own, empty cart
+    _, _, other = shop.get("/cart", {"Cookie": "shop_session=someone-else"})
+    assert b"Your cart is empty" in other
+    status, headers, _ = shop.get("/checkout", form, "POST", urlencode({"name": "Ada", "address": "1 Main St"}))
+    assert status == 303 and "/order/" in headers["location"]
+    _, _, body = shop.get(headers["location"].split(str(shop.server.port))[-1], {"Cookie": cookie})
+    assert b"Thank you, Ada" in body
+    _, _, body = shop.get("/cart", {"Cookie": cookie})
+    assert b"Your cart is empty" in body

@@ -18,7 +18,13 @@ def _scholar(seed: int):
     return ScholarSite(seed)
 
 
-SITES: dict[str, Callable[[int], object]] = {"scholar": _scholar}
+def _shop(seed: int):
+    from .shop import ShopSite
+
+    return ShopSite(seed)
+
+
+SITES: dict[str, Callable[[int], object]] = {"scholar": _scholar, "shop": _shop}
 
 
 def serve(name: str, *, host: str = "127.0.0.1", port: int = 0, seed: int = 0,

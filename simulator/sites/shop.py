@@ -1,0 +1,337 @@
+"""``shop``: an online store (Persona2Web-style shopping site), served on loopback.
+
+Routes: ``/`` categories and featured products; ``/c/<category>`` listing with filters
+(``brand``, ``color``, ``size``, ``min_price``, ``max_price``, ``min_rating``), sorting (``sort`` =
+relevance|price_asc|price_desc|rating|reviews) and paging (``page``); ``/search?q=`` the same over
+all products; ``/p/<sku>`` product page with an add-to-cart form; ``/cart`` (GET view, POST
+``/cart/add``, ``/cart/remove``: form posts, 303 back, cart kept per ``shop_session`` cookie);
+``/checkout`` (GET form, POST places the order and redirects to ``/order/<n>``); ``/api/cart``
+(JSON XHR with a timestamp). Catalogue deterministic for a seed; cart state lives in the server.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import urlencode
+
+from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.utils import redirect
+from werkzeug.wrappers import Request, Response
+
+from .common import esc, json_response, page_shell, png, respond, static_response
+
+SITE = "Northwind Market"
+COLOR = (20, 110, 180)
+
+CATEGORIES = {
+    "shoes": ("Shoes", ["Running Shoe", "Trail Runner", "Leather Boot", "Canvas Sneaker", "Sandal", "Loafer"],
+              ["36", "37", "38", "39", "40", "41", "42", "43", "44", "45"]),
+    "clothing": ("Clothing", ["Linen Shirt", "Wool Sweater", "Rain Jacket", "Denim Jeans", "Hoodie", "Chinos"],
+                 ["XS", "S", "M", "L", "XL", "XXL"]),
+    "electronics": ("Electronics", ["Wireless Earbuds", "Bluetooth Speaker", "Smartwatch", "E-Reader",
+                                    "Noise-Cancelling Headphones", "Portable Charger"], ["one size"]),
+    "home": ("Home & Kitchen", ["Coffee Grinder", "Chef Knife", "Cast Iron Pan", "Desk Lamp", "Throw Blanket",
+                                "French Press"], ["one size"]),
+    "books": ("Books", ["Mystery Novel", "Cookbook", "Travel Guide", "Science Fiction Novel", "Biography",
+                        "Poetry Collection"], ["paperback", "hardcover"]),
+    "sports": ("Sports & Outdoors", ["Yoga Mat", "Camping Tent", "Water Bottle", "Cycling Helmet", "Trekking Poles",
+                                     "Sleeping Bag"], ["S", "M", "L"]),
+    "beauty": ("Beauty", ["Face Serum", "Sunscreen", "Shampoo", "Lip Balm", "Hand Cream", "Perfume"], ["one size"]),
+    "toys": ("Toys & Games", ["Puzzle", "Board Game", "Building Blocks", "Plush Bear", "Kite", "Card Game"],
+             ["one size"]),
+}
+BRANDS = ["Acme", "Borealis", "Cobalt", "Dune", "Evergreen", "Fjord", "Granite", "Harbor", "Ionic", "Juniper",
+          "Kestrel", "Lumen"]
+COLORS = ["black", "white", "grey", "navy", "red", "green", "blue", "beige", "brown", "pink"]
+
+
+@dataclass
+class Product:
+    sku: str
+    name: str
+    category: str
+    brand: str
+    color: str
+    sizes: list[str]
+    price: float
+    rating: float
+    reviews: int
+    description: str
+
+
+@lru_cache(maxsize=8)
+def build_catalogue(seed: int = 0, n: int = 560) -> list[Product]:
+    """The shop's products for ``seed``, in catalogue order (deterministic)."""
+    rnd = random.Random(f"shop-{seed}")
+    products = []
+    cats = list(CATEGORIES)
+    for i in range(n):
+        cat = cats[i % len(cats)]
+        _, kinds, sizes = CATEGORIES[cat]
+        kind = rnd.choice(kinds)
+        brand = rnd.choice(BRANDS)
+        color = rnd.choice(COLORS)
+        avail = sorted(rnd.sample(sizes, k=rnd.randint(1, len(sizes))), key=sizes.index)
+        price = round(rnd.uniform(5, 300) * (1.6 if cat == "electronics" else 1.0), 2)
+        products.append(Product(
+            sku=f"{cat[:2].upper()}{i:05d}", name=f"{brand} {color.title()} {kind}", category=cat, brand=brand,
+            color=color, sizes=avail, price=price, rating=round(rnd.uniform(2.5, 5.0), 1), reviews=rnd.randint(0, 4200),
+            description=f"The {brand} {kind.lower()} in {color}: "
+                        f"{rnd.choice(['durable', 'lightweight', 'classic', 'award-winning', 'eco-friendly'])}, "
+                        f"{rnd.choice(['comfortable', 'compact', 'easy to clean', 'water-resistant', 'versatile'])} "
+                        f"and backed by a {rnd.choice([1, 2, 3])}-year warranty."))
+    return products
+
+
+NAV = """<nav><a href="/">Home</a> <a href="/cart">Cart</a>
+<form class="search" action="/search" method="get" role="search"><input type="search" name="q"
+aria-label="Search products" placeholder="Search products"><button type="submit">Search</button></form></nav>"""
+
+
+class ShopSite:
+    """The WSGI application. Carts are per-session server state (a stateful site, as real shops are)."""
+
+    def __init__(self, seed: int = 0):
+        self.products = build_catalogue(seed)
+        self.by_sku = {p.sku: p for p in self.products}
+        self._sessions = itertools.count(1)
+        self._orders = itertools.count(1001)
+        self._lock = threading.Lock()
+        self.carts: dict[str, dict[tuple[str, str], int]] = {}
+        self.orders: dict[int, dict] = {}
+        self.url_map = Map([
+            Rule("/", endpoint="home"),
+            Rule("/c/<category>", endpoint="category"),
+            Rule("/search", endpoint="search"),
+            Rule("/p/<sku>", endpoint="product"),
+            Rule("/p/<sku>/image.png", endpoint="image"),
+            Rule("/cart", endpoint="cart", methods=["GET"]),
+            Rule("/cart/add", endpoint="cart_add", methods=["POST"]),
+            Rule("/cart/remove", endpoint="cart_remove", methods=["POST"]),
+            Rule("/checkout", endpoint="checkout", methods=["GET", "POST"]),
+            Rule("/order/<int:number>", endpoint="order"),
+            Rule("/api/cart", endpoint="api_cart"),
+            Rule("/api/stats", endpoint="api_cart"),
+            Rule("/static/<name>", endpoint="static"),
+            Rule("/shop", endpoint="legacy"),
+        ], strict_slashes=False)
+
+    def __call__(self, environ, start_response):
+        request = Request(environ)
+        session = request.cookies.get("shop_session")
+        new_session = session is None
+        if new_session:
+            session = f"c{next(self._sessions):06d}"
+        try:
+            endpoint, values = self.url_map.bind_to_environ(environ).match()
+            response = getattr(self, f"on_{endpoint}")(request, session, **values)
+        except HTTPException as exc:
+            if exc.code in (301, 302, 303, 307, 308):
+                response = exc
+            else:
+                body = f"<h1>{exc.code} {esc(exc.name)}</h1><p>{esc(exc.description or '')}</p>"
+                response = respond(request, page_shell(site=SITE, title=str(exc.code), body=body, nav=NAV),
+                                   "text/html; charset=utf-8", status=exc.code, cache="no-cache")
+        if new_session and isinstance(response, Response):
+            response.set_cookie("shop_session", session, path="/", httponly=True, samesite="Lax")
+        return response(environ, start_response)
+
+    def html(self, request: Request, title: str, body: str) -> Response:
+        return respond(request, page_shell(site=SITE, title=title, body=body, nav=NAV, stats_src="/api/cart"),
+                       "text/html; charset=utf-8", cache="no-cache")
+
+    # ------------------------------------------------------------------ catalogue
+    def on_home(self, request: Request, session: str) -> Response:
+        cats = "".join(f'<li><a href="/c/{c}">{esc(name)}</a></li>' for c, (name, _, _) in CATEGORIES.items())
+        featured = sorted(self.products, key=lambda p: (-p.reviews, p.sku))[:8]
+        return self.html(request, SITE, f"<h1>{SITE}</h1><h2>Departments</h2><ul class='departments'>{cats}</ul>"
+                                        f"<h2>Popular now</h2>{self._grid(featured)}")
+
+    def on_legacy(self, request: Request, session: str) -> Response:
+        return redirect("/", code=301)
+
+    def on_category(self, request: Request, session: str, category: str) -> Response:
+        if category not in CATEGORIES:
+            raise NotFound(f"No department named '{category}'.")
+        items = [p for p in self.products if p.category == category]
+        return self._listing(request, f"/c/{category}", CATEGORIES[category][0], items)
+
+    def on_search(self, request: Request, session: str) -> Response:
+        q = request.args.get("q", "").strip().lower()
+        items = [p for p in self.products if all(w in f"{p.name} {p.brand} {p.category} {p.description}".lower()
+                                                 for w in q.split())] if q else []
+        return self._listing(request, "/search", f"Results for \u201c{q}\u201d" if q else "Search", items)
+
+    def _listing(self, request: Request, path: str, heading: str, items: list[Product]) -> Response:
+        args = request.args
+        facets = {"brand": sorted({p.brand for p in items}), "color": sorted({p.color for p in items}),
+                  "size": sorted({s for p in items for s in p.sizes})}
+        if args.get("brand"):
+            items = [p for p in items if p.brand == args["brand"]]
+        if args.get("color"):
+            items = [p for p in items if p.color == args["color"]]
+        if args.get("size"):
+            items = [p for p in items if args["size"] in p.sizes]
+        lo, hi, rmin = _float(args.get("min_price")), _float(args.get("max_price")), _float(args.get("min_rating"))
+        items = [p for p in items if (lo is None or p.price >= lo) and (hi is None or p.price <= hi)
+                 and (rmin is None or p.rating >= rmin)]
+        sort = args.get("sort", "relevance")
+        keys = {"price_asc": lambda p: (p.price, p.sku), "price_desc": lambda p: (-p.price, p.sku),
+                "rating": lambda p: (-p.rating, -p.reviews, p.sku), "reviews": lambda p: (-p.reviews, p.sku)}
+        if sort in keys:
+            items = sorted(items, key=keys[sort])
+        page = max(1, int(args.get("page", "1")) if args.get("page", "1").isdigit() else 1)
+        per = 24
+        total = len(items)
+        base = {k: v for k, v in args.items() if k != "page"}
+        filters = []
+        for name, values in facets.items():
+            options = "".join(f'<option value="{esc(v)}"{" selected" if args.get(name) == v else ""}>{esc(v)}</option>'
+                              for v in values)
+            filters.append(f'<label>{name.title()} <select name="{name}"><option value="">any</option>{options}'
+                           f'</select></label>')
+        hidden = f'<input type="hidden" name="q" value="{esc(args["q"])}">' if "q" in args else ""
+        form = (f'<form class="filters" method="get" action="{path}">{hidden}{"".join(filters)}'
+                f'<label>Min price <input type="number" name="min_price" value="{esc(args.get("min_price", ""))}"></label>'
+                f'<label>Max price <input type="number" name="max_price" value="{esc(args.get("max_price", ""))}"></label>'
+                f'<label>Min rating <select name="min_rating"><option value="">any</option>'
+                + "".join(f'<option value="{r}"{" selected" if args.get("min_rating") == str(r) else ""}>{r}+</option>'
+                          for r in (3, 4, 4.5)) + '</select></label>'
+                f'<label>Sort <select name="sort">' + "".join(
+                    f'<option value="{k}"{" selected" if sort == k else ""}>{label}</option>' for k, label in (
+                        ("relevance", "Featured"), ("price_asc", "Price: low to high"),
+                        ("price_desc", "Price: high to low"), ("rating", "Avg. rating"), ("reviews", "Most reviews")))
+                + '</select></label><button type="submit">Apply</button></form>')
+        pages = "".join(f'<a href="{path}?{urlencode({**base, "page": n})}">{n}</a>' if n != page else f"<span>{n}</span>"
+                        for n in range(1, (total + per - 1) // per + 1))
+        body = (f"<h1>{esc(heading)}</h1>{form}<p class='count'>{total} products</p>"
+                f"{self._grid(items[(page - 1) * per: page * per])}<div class='pagination'>{pages}</div>")
+        return self.html(request, heading, body)
+
+    def _grid(self, items: list[Product]) -> str:
+        cells = "".join(
+            f'<li class="product" data-sku="{p.sku}"><a href="/p/{p.sku}"><img src="/p/{p.sku}/image.png" '
+            f'srcset="/p/{p.sku}/image.png 1x, /p/{p.sku}/image.png?w=2 2x" width="120" height="120" alt="{esc(p.name)}">'
+            f'<span class="name">{esc(p.name)}</span></a> <span class="price">${p.price:.2f}</span> '
+            f'<span class="rating" aria-label="{p.rating} out of 5 stars">{p.rating}</span> '
+            f'<span class="reviews">({p.reviews} reviews)</span></li>' for p in items)
+        return f'<ul class="grid">{cells}</ul>'
+
+    def _product(self, sku: str) -> Product:
+        if sku not in self.by_sku:
+            raise NotFound(f"No product {sku}.")
+        return self.by_sku[sku]
+
+    def on_product(self, request: Request, session: str, sku: str) -> Response:
+        p = self._product(sku)
+        sizes = "".join(f'<option value="{esc(s)}">{esc(s)}</option>' for s in p.sizes)
+        body = (f'<div class="product-page" data-sku="{p.sku}"><h1>{esc(p.name)}</h1>'
+                f'<img src="/p/{p.sku}/image.png" srcset="/p/{p.sku}/image.png 1x, /p/{p.sku}/image.png?w=2 2x" '
+                f'width="240" height="240" alt="{esc(p.name)}">'
+                f'<dl class="attributes"><dt>Brand</dt><dd>{esc(p.brand)}</dd><dt>Colour</dt><dd>{esc(p.color)}</dd>'
+                f'<dt>Department</dt><dd><a href="/c/{p.category}">{esc(CATEGORIES[p.category][0])}</a></dd>'
+                f'<dt>Price</dt><dd class="price">${p.price:.2f}</dd><dt>Rating</dt><dd>{p.rating} out of 5 '
+                f'({p.reviews} reviews)</dd></dl><p class="description">{esc(p.description)}</p>'
+                f'<form method="post" action="/cart/add" class="add-to-cart"><input type="hidden" name="sku" '
+                f'value="{p.sku}"><label>Size <select name="size">{sizes}</select></label><label>Quantity '
+                f'<input type="number" name="qty" value="1" min="1" max="10"></label>'
+                f'<button type="submit">Add to cart</button></form></div>')
+        return self.html(request, p.name, body)
+
+    def on_image(self, request: Request, session: str, sku: str) -> Response:
+        p = self._product(sku)
+        scale = 2 if request.args.get("w") == "2" else 1
+        shade = sum(map(ord, p.color)) % 200
+        return respond(request, png(60 * scale, 60 * scale, (shade, 255 - shade, (shade * 3) % 255)), "image/png",
+                       cache="public, max-age=86400")
+
+    # ------------------------------------------------------------------ cart and checkout
+    def on_cart_add(self, request: Request, session: str) -> Response:
+        p = self._product(request.form.get("sku", ""))
+        size = request.form.get("size") or p.sizes[0]
+        if size not in p.sizes:
+            return self.html(request, "Cart", f"<h1>Size {esc(size)} is not available for {esc(p.name)}</h1>")
+        qty = max(1, min(10, int(request.form.get("qty", "1")) if request.form.get("qty", "1").isdigit() else 1))
+        with self._lock:
+            cart = self.carts.setdefault(session, {})
+            cart[(p.sku, size)] = cart.get((p.sku, size), 0) + qty
+        return redirect("/cart", code=303)
+
+    def on_cart_remove(self, request: Request, session: str) -> Response:
+        with self._lock:
+            self.carts.get(session, {}).pop((request.form.get("sku", ""), request.form.get("size", "")), None)
+        return redirect("/cart", code=303)
+
+    def _cart_lines(self, session: str) -> list[tuple[Product, str, int]]:
+        with self._lock:
+            return [(self.by_sku[sku], size, qty) for (sku, size), qty in sorted(self.carts.get(session, {}).items())]
+
+    def on_cart(self, request: Request, session: str) -> Response:
+        lines = self._cart_lines(session)
+        if not lines:
+            return self.html(request, "Cart", "<h1>Your cart is empty</h1>")
+        rows = "".join(
+            f'<tr data-sku="{p.sku}"><td><a href="/p/{p.sku}">{esc(p.name)}</a></td><td>{esc(size)}</td><td>{qty}</td>'
+            f'<td>${p.price * qty:.2f}</td><td><form method="post" action="/cart/remove"><input type="hidden" '
+            f'name="sku" value="{p.sku}"><input type="hidden" name="size" value="{esc(size)}"><button '
+            f'type="submit">Remove</button></form></td></tr>' for p, size, qty in lines)
+        total = sum(p.price * q for p, _, q in lines)
+        return self.html(request, "Cart", f'<h1>Your cart</h1><table class="cart"><tr><th>Item</th><th>Size</th>'
+                                          f'<th>Qty</th><th>Subtotal</th><th></th></tr>{rows}</table>'
+                                          f'<p class="total">Total: ${total:.2f}</p><a href="/checkout">Checkout</a>')
+
+    def on_checkout(self, request: Request, session: str) -> Response:
+        lines = self._cart_lines(session)
+        if request.method == "GET":
+            if not lines:
+                return redirect("/cart", code=302)
+            return self.html(request, "Checkout", '<h1>Checkout</h1><form method="post" action="/checkout">'
+                             '<label>Name <input name="name" required></label><label>Address <input name="address" '
+                             'required></label><label>Delivery <select name="delivery"><option value="standard">'
+                             'Standard</option><option value="express">Express</option></select></label>'
+                             '<button type="submit">Place order</button></form>')
+        if not lines:
+            return redirect("/cart", code=303)
+        name, address = request.form.get("name", "").strip(), request.form.get("address", "").strip()
+        if not name or not address:
+            return self.html(request, "Checkout", "<h1>Please give a name and an address</h1>")
+        with self._lock:
+            number = next(self._orders)
+            self.orders[number] = {"session": session, "name": name, "address": address,
+                                   "delivery": request.form.get("delivery", "standard"),
+                                   "items": [{"sku": p.sku, "size": s, "qty": q, "price": p.price} for p, s, q in lines]}
+            self.carts.pop(session, None)
+        return redirect(f"/order/{number}", code=303)
+
+    def on_order(self, request: Request, session: str, number: int) -> Response:
+        order = self.orders.get(number)
+        if order is None or order["session"] != session:
+            raise NotFound("No such order.")
+        items = "".join(f"<li>{esc(self.by_sku[i['sku']].name)} ({esc(i['size'])}) x {i['qty']}</li>"
+                        for i in order["items"])
+        return self.html(request, f"Order {number}", f'<h1>Thank you, {esc(order["name"])}</h1><p class="order-number">'
+                                                     f'Order #{number}</p><ul>{items}</ul>')
+
+    def on_api_cart(self, request: Request, session: str) -> Response:
+        lines = self._cart_lines(session)
+        return json_response(request, {"summary": f"{sum(q for _, _, q in lines)} items in cart",
+                                       "served_at": int(time.time() * 1000), "echo": request.args.get("_", "")})
+
+    def on_static(self, request: Request, session: str, name: str) -> Response:
+        response = static_response(request, name, COLOR)
+        if response is None:
+            raise NotFound()
+        return response
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value not in (None, "") else None
+    except ValueError:
+        return None

@@ -203,7 +203,7 @@ class ShopSite:
                 f'<label>Min rating <select name="min_rating"><option value="">any</option>'
                 + "".join(f'<option value="{r}"{" selected" if args.get("min_rating") == str(r) else ""}>{r}+</option>'
                           for r in (3, 4, 4.5)) + '</select></label>'
-                f'<label>Sort <select name="sort">' + "".join(
+                '<label>Sort <select name="sort">' + "".join(
                     f'<option value="{k}"{" selected" if sort == k else ""}>{label}</option>' for k, label in (
                         ("relevance", "Featured"), ("price_asc", "Price: low to high"),
                         ("price_desc", "Price: high to low"), ("rating", "Avg. rating"), ("reviews", "Most reviews")))

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ArchiveError
-from .store import Archive, new_archive_atomically
+from . import blobs
+from .store import Archive, _remove_db_files, surt_prefix_range, check_new_file, headers_json, new_archive_atomically, sqlite_uri
 from .urlkey import host_of
 
 
 # ------------------------------------------------------------------------------------ info
 def info(arc: Archive) -> dict:
     """Counts, sizes, dedup and compression ratios, hosts and capture time range."""
+    with arc.snapshot():
+        return _info(arc)
+
+
+def _info(arc: Archive) -> dict:
     q = arc.conn.execute
     n_ex, logical, first, last = q(
         "SELECT count(*), coalesce(sum(payload_size),0) + coalesce(sum(req_body_size),0), "
@@ -71,9 +77,8 @@ def list_exchanges(arc: Archive, *, host: str | None = None, prefix: str | None 
 
     where, params = [], []
     if prefix:
-        key = surt_key(prefix)
         where.append("surt >= ? AND surt < ?")
-        params += [key, key + "\U0010ffff"]
+        params += list(surt_prefix_range(surt_key(prefix)))
     if mime:
         where.append("mime LIKE ?" if "*" in mime else "mime = ?")
         params.append(mime.replace("*", "%").lower())
@@ -136,7 +141,8 @@ def diff(a: Archive, b: Archive) -> list[DiffEntry]:
 
 # ------------------------------------------------------------------------------------ merge
 def merge(sources: list[str | os.PathLike], dest: str | os.PathLike) -> dict:
-    """Merge archives into ``dest`` (created if missing), in one transaction.
+    """Merge archives into ``dest`` (created if missing, with the first source's metadata), in one
+    transaction.
 
     Blobs are deduplicated; sessions the destination already has are skipped with their
     exchanges and pages, so merging the same archive twice changes nothing. A document that
@@ -145,22 +151,28 @@ def merge(sources: list[str | os.PathLike], dest: str | os.PathLike) -> dict:
     for s in sources:
         if not Path(s).exists():
             raise ArchiveError(f"{s}: no such archive")
-        if Path(s).resolve() == Path(dest).resolve():
+        if Path(dest).exists() and Path(s).resolve() == Path(dest).resolve():
             raise ArchiveError(f"{s}: cannot merge an archive into itself")
-        Archive.open(s).close()  # format check with a clear error
-    if Path(dest).exists():
-        with Archive.open(dest, write=True) as arc:
-            return _merge_attached(arc, sources)
-    with new_archive_atomically(dest) as arc:
-        return _merge_attached(arc, sources)
+    opened = [Archive.open(s) for s in sources]
+    try:
+        if Path(dest).exists():
+            with Archive.open(dest, write=True) as arc:
+                return _merge_attached(arc, opened)
+        first = opened[0].meta()
+        seed = {k: first.get(k) or "" for k in ("creator", "description", "license")}
+        with new_archive_atomically(dest, replay_rules=first.get("replay_rules") or {}, **seed) as arc:
+            return _merge_attached(arc, opened)
+    finally:
+        for src in opened:
+            src.close()
 
 
-def _merge_attached(arc: Archive, sources) -> dict:
+def _merge_attached(arc: Archive, sources: list[Archive]) -> dict:
     # SQLite cannot ATTACH inside a transaction: attach every source first, then copy in one.
     aliases = []
     try:
         for i, src in enumerate(sources):
-            arc.conn.execute(f"ATTACH DATABASE ? AS src{i}", (f"file:{Path(src).resolve()}?mode=ro",))
+            arc.conn.execute(f"ATTACH DATABASE ? AS src{i}", (sqlite_uri(src.path, mode="ro"),))
             aliases.append((f"src{i}", src))
         with arc.transaction():
             return _merge_into(arc, aliases)
@@ -169,7 +181,11 @@ def _merge_attached(arc: Archive, sources) -> dict:
             arc.conn.execute(f"DETACH DATABASE {alias}")
 
 
-def _merge_into(arc: Archive, aliases) -> dict:
+_COPY_COLUMNS = ("session_id, captured_at, method, url, surt, body_key, status, reason, mime, http_version, kind, "
+                 "req_headers, req_body, req_body_size, resp_headers, payload, payload_size, extra")
+
+
+def _merge_into(arc: Archive, aliases: list[tuple[str, Archive]]) -> dict:
     stats = Counter()
     q = arc.conn.execute
     for alias, src in aliases:
@@ -181,15 +197,31 @@ def _merge_into(arc: Archive, aliases) -> dict:
         arc.conn.executemany("INSERT INTO temp.merge_sessions VALUES (?)", [(s,) for s in new_sessions])
         q(f"INSERT INTO main.sessions SELECT * FROM {alias}.sessions WHERE id IN temp.merge_sessions")
         before = arc.conn.total_changes
-        q(f"INSERT OR IGNORE INTO main.blobs SELECT * FROM {alias}.blobs")
+        q(f"INSERT OR IGNORE INTO main.blobs SELECT * FROM {alias}.blobs WHERE codec != 'zstd-delta'")
         stats["blobs_added"] += arc.conn.total_changes - before
-        req_h, resp_h = _header_transcoder(arc, alias)
-        cols = ("session_id, captured_at, method, url, surt, body_key, status, reason, mime, http_version, kind, "
-                "req_headers, req_body, req_body_size, resp_headers, payload, payload_size, extra")
-        select = cols.replace("req_headers,", f"{req_h},").replace("resp_headers,", f"{resp_h},")
-        cur = q(f"INSERT INTO main.exchanges ({cols}) SELECT {select} FROM {alias}.exchanges "
-                "WHERE session_id IN temp.merge_sessions ORDER BY id")
-        stats["exchanges_added"] += cur.rowcount
+        # A delta's base may be a delta here: copy deltas as plain blobs (packing can redo them).
+        for (digest,) in q(f"SELECT digest FROM {alias}.blobs WHERE codec = 'zstd-delta' "
+                           "AND digest NOT IN (SELECT digest FROM main.blobs)").fetchall():
+            data = src.get_blob(digest)
+            codec, stored = blobs.encode(data)
+            q("INSERT INTO main.blobs(digest, size, stored_size, codec, data) VALUES (?,?,?,?,?)",
+              (digest, len(data), len(stored), codec, stored))
+            stats["blobs_added"] += 1
+        same_dict = src.meta().get("header_dictionary") == arc.meta().get("header_dictionary")
+        if same_dict:
+            cur = q(f"INSERT INTO main.exchanges ({_COPY_COLUMNS}) SELECT {_COPY_COLUMNS} FROM {alias}.exchanges "
+                    "WHERE session_id IN temp.merge_sessions ORDER BY id")
+            stats["exchanges_added"] += cur.rowcount
+        else:  # header lists are compressed against each archive's own dictionary: re-encode them
+            placeholders = ",".join("?" * len(_COPY_COLUMNS.split(",")))
+            for row in src.conn.execute(f"SELECT {_COPY_COLUMNS} FROM exchanges WHERE session_id IN "
+                                        f"({','.join('?' * len(new_sessions))}) ORDER BY id", new_sessions):
+                values = dict(row)
+                for col in ("req_headers", "resp_headers"):
+                    if values[col] is not None:
+                        values[col] = arc.encode_headers(src.decode_headers(values[col]))
+                q(f"INSERT INTO main.exchanges ({_COPY_COLUMNS}) VALUES ({placeholders})", tuple(values.values()))
+                stats["exchanges_added"] += 1
         pcols = "session_id, url, captured_at, title, screenshot, dom, extra"
         cur = q(f"INSERT INTO main.pages ({pcols}) SELECT {pcols} FROM {alias}.pages "
                 "WHERE session_id IN temp.merge_sessions ORDER BY id")
@@ -201,33 +233,8 @@ def _merge_into(arc: Archive, aliases) -> dict:
                 q("INSERT INTO main.documents VALUES (?,?,?,?)", (name, digest, size, updated))
                 stats["documents_added"] += 1
             elif mine[0] != digest:
-                raise ArchiveError(f"{src}: document {name!r} differs from the one already in the destination")
+                raise ArchiveError(f"{src.path}: document {name!r} differs from the one already in the destination")
     return dict(stats)
-
-
-def _header_transcoder(arc: Archive, alias: str) -> tuple[str, str]:
-    """SQL expressions that turn a source's stored header lists into the destination's encoding."""
-    import zstandard
-
-    from . import blobs
-
-    src_dict = json.loads(arc.conn.execute(
-        f"SELECT value FROM {alias}.meta WHERE key='header_dictionary'").fetchone()[0])
-    if src_dict == arc.meta().get("header_dictionary"):
-        return "req_headers", "resp_headers"
-    row = arc.conn.execute(f"SELECT codec, data, size FROM {alias}.blobs WHERE digest=?", (src_dict,)).fetchone()
-    if row is None:
-        raise ArchiveError(f"{alias}: the source's header dictionary is missing")
-    dictionary = zstandard.ZstdCompressionDict(blobs.decode(*row), dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-    source = zstandard.ZstdDecompressor(dict_data=dictionary)
-
-    def transcode(value):
-        if value is None:
-            return None
-        return arc.encode_headers(json.loads(source.decompress(value, max_output_size=4 << 20)))
-
-    arc.conn.create_function(f"wf_headers_{alias}", 1, transcode, deterministic=True)
-    return f"wf_headers_{alias}(req_headers)", f"wf_headers_{alias}(resp_headers)"
 
 
 # ------------------------------------------------------------------------------------ gc
@@ -250,6 +257,7 @@ def _unreferenced_blobs(arc: Archive) -> list[tuple[str, int]]:
 def _delete_blobs(arc: Archive, digests: list[str]) -> None:
     with arc.transaction():
         arc.conn.executemany("DELETE FROM blobs WHERE digest=?", [(d,) for d in digests])
+        arc._known_blobs.clear()
         arc.conn.execute("DELETE FROM digest_aliases WHERE digest NOT IN (SELECT digest FROM blobs)")
 
 
@@ -274,37 +282,24 @@ def pack(archive_path: str | os.PathLike, out: str | os.PathLike | None = None, 
     With ``out``, the original is left untouched and the packed copy appears at ``out`` only when
     complete. Content and digests never change, only how the bytes are stored.
     """
-    import tempfile
-    from concurrent.futures import ThreadPoolExecutor
-
-    from . import blobs
-
     level = level or blobs.PACK_LEVEL
     src = Path(archive_path)
-    if out is not None:
-        dest = Path(out)
-        if dest.exists():
-            raise ArchiveError(f"{dest}: already exists")
-        if not dest.parent.is_dir():
-            raise ArchiveError(f"{dest.parent}: no such directory")
-        with Archive.open(src):
-            pass  # format check with a clear error
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent)
-        os.close(fd)
-        os.unlink(tmp_name)
-        try:
-            with Archive.open(src) as arc:
-                arc.conn.execute("VACUUM INTO ?", (tmp_name,))
-            stats = _pack_in_place(Path(tmp_name), level, progress, ThreadPoolExecutor, blobs)
-            os.replace(tmp_name, dest)
-        except BaseException:
-            for suffix in ("", "-wal", "-shm"):
-                if os.path.exists(tmp_name + suffix):
-                    os.unlink(tmp_name + suffix)
-            raise
-        stats["file_bytes_before"] = os.path.getsize(src)
-        return stats
-    return _pack_in_place(src, level, progress, ThreadPoolExecutor, blobs)
+    if out is None:
+        return _pack_in_place(src, level, progress)
+    dest = Path(out)
+    check_new_file(dest)
+    tmp = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
+    _remove_db_files(tmp)
+    try:
+        with Archive.open(src) as arc:
+            arc.conn.execute("VACUUM INTO ?", (sqlite_uri(tmp),))
+        stats = _pack_in_place(tmp, level, progress)
+        os.replace(tmp, dest)
+    except BaseException:
+        _remove_db_files(tmp)
+        raise
+    stats["file_bytes_before"] = os.path.getsize(src)
+    return stats
 
 
 PACK_PAGE_SIZE = 1024
@@ -331,8 +326,7 @@ def _retrain_header_dictionary(arc: Archive) -> None:
         seen.add(key)
         for col in ("req_headers", "resp_headers"):
             if row[col] is not None:
-                text = json.dumps([list(h) for h in arc.headers(row, col)], separators=(",", ":"),
-                                  ensure_ascii=False).encode("utf-8")
+                text = headers_json(arc.headers(row, col))
                 samples.append(text)
                 total += len(text)
         if total >= HEADER_DICT_BYTES:
@@ -351,7 +345,7 @@ def _retrain_header_dictionary(arc: Archive) -> None:
               (None if req is None else arc.encode_headers(req), arc.encode_headers(resp), ex_id))
 
 
-def _pack_in_place(path: Path, level: int, progress, executor_cls, blobs) -> dict:
+def _pack_in_place(path: Path, level: int, progress) -> dict:
     """Recompress every blob; a blob that resembles an earlier one is stored as a delta against it.
 
     Candidates for a blob's base, tried in this order: the payloads of earlier captures of the same
@@ -362,12 +356,14 @@ def _pack_in_place(path: Path, level: int, progress, executor_cls, blobs) -> dic
     stats = Counter()
     trial_level = min(level, 6)  # rank candidate bases cheaply; compress the winner at `level`
 
-    with Archive.open(path, write=True) as arc, executor_cls(max_workers=os.cpu_count() or 1) as pool:
+    with Archive.open(path, write=True) as arc, ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         q = arc.conn.execute
         first_use: dict[str, tuple[str, str]] = {}
         for payload, surt, mime in q("SELECT payload, surt, mime FROM exchanges ORDER BY id"):
             first_use.setdefault(payload, (surt, mime or ""))
         blob_rows = q("SELECT rowid, digest, size, codec FROM blobs ORDER BY rowid").fetchall()
+        # Bases of deltas kept from an earlier pack must stay plain, or those deltas would break.
+        old_bases = {b for (b,) in q("SELECT DISTINCT base FROM blobs WHERE base IS NOT NULL")}
         by_surt: dict[str, list[str]] = {}
         by_mime: dict[str, list[tuple[int, str]]] = {}
         is_delta: set[str] = set()
@@ -387,7 +383,7 @@ def _pack_in_place(path: Path, level: int, progress, executor_cls, blobs) -> dic
                 raw = raw_of(digest)
                 surt, mime = first_use.get(digest, ("", ""))
                 candidates: list[str] = []
-                if size >= 512:
+                if size >= 512 and digest not in old_bases:
                     candidates += [d for d in reversed(by_surt.get(surt, [])) if d not in is_delta][:2]
                     similar = sorted((abs(s - size), d) for s, d in by_mime.get(mime, [])
                                      if d not in is_delta and size / 2 <= s <= size * 2)
@@ -405,13 +401,14 @@ def _pack_in_place(path: Path, level: int, progress, executor_cls, blobs) -> dic
                     delta = blobs.encode_delta(raw, raw_of(best_base), level)
                     if len(delta) < 0.9 * len(new_data):
                         new_codec, new_data, base = "zstd-delta", delta, best_base
-                        is_delta.add(digest)
-                        stats["deltas"] += 1
                 old = q("SELECT stored_size, codec, base FROM blobs WHERE digest=?", (digest,)).fetchone()
-                if len(new_data) < old["stored_size"] or (old["codec"] == "zstd-delta" and base is None):
+                if len(new_data) < old["stored_size"]:
                     q("UPDATE blobs SET codec=?, data=?, stored_size=?, base=? WHERE digest=?",
                       (new_codec, new_data, len(new_data), base, digest))
                     stats["recompressed"] += 1
+                    if base:
+                        is_delta.add(digest)
+                        stats["deltas"] += 1
                 elif old["codec"] == "zstd-delta":
                     is_delta.add(digest)  # kept as it was: still a delta, so never a base
                 if surt:

@@ -50,6 +50,44 @@ def mime_of(headers: Headers) -> str:
     return value.split(";")[0].strip().lower()
 
 
+def tool_version() -> str:
+    """The installed webfreeze version, recorded in every archive we create."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("webfreeze")
+    except PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
+def surt_prefix_range(key: str) -> tuple[str, str]:
+    """Bounds of an indexed range scan for SURT keys starting with ``key`` (LIKE would not use the index)."""
+    return key, key + "\U0010ffff"
+
+
+def headers_json(headers: Headers) -> bytes:
+    """The canonical JSON form of a header list (what the header dictionary is made of)."""
+    return json.dumps([list(h) for h in headers], separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def sqlite_uri(path: str | os.PathLike, **params: str) -> str:
+    """A ``file:`` URI for SQLite; ``#``, ``?`` and ``%`` in the path are escaped, not interpreted."""
+    from urllib.parse import urlencode
+
+    uri = Path(path).resolve().as_uri()
+    return f"{uri}?{urlencode(params)}" if params else uri
+
+
+def check_new_file(path: Path) -> None:
+    """Refuse, in one line, a path where a new file cannot be created."""
+    if path.exists():
+        raise ArchiveError(f"{path}: already exists")
+    if not path.parent.exists():
+        raise ArchiveError(f"{path.parent}: no such directory")
+    if not os.access(path.parent, os.W_OK):
+        raise ArchiveError(f"{path.parent}: directory is not writable")
+
+
 @dataclass
 class Exchange:
     """One HTTP request and its response as captured.
@@ -150,26 +188,19 @@ class Archive:
                license: str = "", replay_rules: dict | None = None) -> "Archive":
         """Create a new, empty archive at ``path`` (which must not exist) and open it for writing."""
         p = Path(path)
-        if p.exists():
-            raise ArchiveError(f"{p}: already exists")
-        if not p.parent.exists():
-            raise ArchiveError(f"{p.parent}: no such directory")
-        if not os.access(p.parent, os.W_OK):
-            raise ArchiveError(f"{p.parent}: directory is not writable")
+        check_new_file(p)
         conn = cls._connect(p, readonly=False)
         arc = cls(p, conn, True, cls._lock(p))
         db = arc.db
         db.execute("PRAGMA journal_mode=WAL")
         with arc.transaction():
             _create_schema(db)
-            from webfreeze import __version__
-
             for key, value in {
                 "format": FORMAT_NAME,
                 "format_version": FORMAT_VERSION,
                 "created_at": now(),
                 "tool": "webfreeze",
-                "tool_version": __version__,
+                "tool_version": tool_version(),
                 "creator": creator,
                 "description": description,
                 "license": license,
@@ -197,11 +228,14 @@ class Archive:
         if write and not os.access(p, os.W_OK):
             raise ArchiveError(f"{p}: archive is not writable")
         lock_fd = cls._lock(p) if write else None
+        conn = None
         try:
             conn = cls._connect(p, readonly=not write)
             arc = cls(p, conn, write, lock_fd)
             arc._check_format()
         except BaseException:
+            if conn is not None:
+                conn.close()
             if lock_fd is not None:
                 os.close(lock_fd)
             raise
@@ -210,12 +244,13 @@ class Archive:
     @staticmethod
     def _connect(p: Path, readonly: bool) -> sqlite3.Connection:
         try:
-            if readonly and not os.access(p.parent, os.W_OK):
-                uri = f"file:{p}?mode=ro&immutable=1"
+            if readonly and not os.access(p.parent, os.W_OK) and not os.path.exists(f"{p}-wal"):
+                # a read-only folder (a mounted share): nothing can change the file under us
+                uri = sqlite_uri(p, mode="ro", immutable="1")
             elif readonly:
-                uri = f"file:{p}?mode=ro"
+                uri = sqlite_uri(p, mode="ro")
             else:
-                uri = f"file:{p}"
+                uri = sqlite_uri(p)
             conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=10, check_same_thread=False)
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA busy_timeout=10000")
@@ -243,11 +278,15 @@ class Archive:
             ver = self.conn.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()
         except sqlite3.DatabaseError:
             raise ArchiveError(f"{self.path}: not a webfreeze archive") from None
-        if not row or json.loads(row[0]) != FORMAT_NAME:
+        try:
+            name, version = json.loads(row[0]), json.loads(ver[0])
+        except (TypeError, ValueError):
+            raise ArchiveError(f"{self.path}: not a webfreeze archive") from None
+        if name != FORMAT_NAME or not isinstance(version, int):
             raise ArchiveError(f"{self.path}: not a webfreeze archive")
-        if json.loads(ver[0]) > FORMAT_VERSION:
+        if version > FORMAT_VERSION:
             raise ArchiveError(
-                f"{self.path}: archive format version {json.loads(ver[0])} is newer than this webfreeze "
+                f"{self.path}: archive format version {version} is newer than this webfreeze "
                 f"supports ({FORMAT_VERSION}); upgrade webfreeze"
             )
 
@@ -291,6 +330,26 @@ class Archive:
             self.conn.execute("COMMIT")
         finally:
             self._in_tx = False
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside see one consistent state, whatever a concurrent writer commits meanwhile."""
+        if self._in_tx:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        self._in_tx = True
+        try:
+            self.conn.execute("SELECT count(*) FROM meta").fetchone()  # start the read now
+            yield
+        finally:
+            self._in_tx = False
+            self.conn.execute("COMMIT")
+
+    def capture_range(self) -> tuple[str, str] | None:
+        """(first, last) capture time of the exchanges, or None for an empty archive."""
+        first, last = self.conn.execute("SELECT min(captured_at), max(captured_at) FROM exchanges").fetchone()
+        return (first, last) if first else None
 
     def _require_write(self) -> None:
         if not self.writable:
@@ -391,8 +450,7 @@ class Archive:
 
     def encode_headers(self, headers: Headers) -> bytes:
         """A header list as stored: compact JSON, zstd-compressed against the archive's dictionary."""
-        text = json.dumps([list(h) for h in headers], separators=(",", ":"), ensure_ascii=False)
-        return self._codec()[0].compress(text.encode("utf-8"))
+        return self._codec()[0].compress(headers_json(headers))
 
     def decode_headers(self, value: bytes | None) -> Headers:
         """Inverse of :meth:`encode_headers` (an absent request side decodes to ``[]``)."""
@@ -489,9 +547,8 @@ class Archive:
     def lookup_surt(self, key: str, *, prefix: bool = False, limit: int | None = None) -> list[sqlite3.Row]:
         """Captures whose SURT key equals ``key`` or, with ``prefix``, starts with it."""
         if prefix:
-            # Range scan on the index instead of LIKE (which would not use it for arbitrary bytes).
             sql = "SELECT * FROM exchanges WHERE surt >= ? AND surt < ? ORDER BY surt, captured_at, id"
-            params: tuple = (key, key + "\U0010ffff")
+            params: tuple = surt_prefix_range(key)
         else:
             sql = "SELECT * FROM exchanges WHERE surt = ? ORDER BY captured_at, id"
             params = (key,)
@@ -575,12 +632,7 @@ def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]
     failed or interrupted job never leaves a half-written archive behind.
     """
     final = Path(path)
-    if final.exists():
-        raise ArchiveError(f"{final}: already exists")
-    if not final.parent.exists():
-        raise ArchiveError(f"{final.parent}: no such directory")
-    if not os.access(final.parent, os.W_OK):
-        raise ArchiveError(f"{final.parent}: directory is not writable")
+    check_new_file(final)
     _remove_stale_partials(final)
     tmp = final.with_name(f".{final.name}.partial-{os.getpid()}")
     _remove_db_files(tmp)

@@ -33,7 +33,14 @@ class VerifyReport:
 
 
 def verify(arc: Archive, progress: Callable[[int], None] | None = None) -> VerifyReport:
-    """Check SQLite integrity, every blob's digest and size, and every reference to a blob."""
+    """Check SQLite integrity, every blob's digest and size, and every reference to a blob.
+
+    Runs on one snapshot, so a recorder writing meanwhile cannot cause false alarms."""
+    with arc.snapshot():
+        return _verify(arc, progress)
+
+
+def _verify(arc: Archive, progress: Callable[[int], None] | None) -> VerifyReport:
     report = VerifyReport()
     for (msg,) in arc.conn.execute("PRAGMA quick_check"):
         if msg != "ok":

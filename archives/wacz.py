@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 import zipfile
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import PurePosixPath
 
 from .errors import BadInput
@@ -177,13 +177,24 @@ def write_wacz(warc_path: str, pages: list[dict], out_path: str, *, title: str, 
         package = {k: v for k, v in package.items() if v is not None}
         package_bytes = json.dumps(package, indent=2).encode("utf-8")
         digest = {"path": "datapackage.json", "hash": f"sha256:{hashlib.sha256(package_bytes).hexdigest()}"}
+        stamp = datetime.strptime(created[:19], "%Y-%m-%dT%H:%M:%S").timetuple()[:6]
+        stamp = max(stamp, (1980, 1, 1, 0, 0, 0))  # the zip format starts in 1980
+
+        def entry(name: str, compress: int) -> zipfile.ZipInfo:
+            info = zipfile.ZipInfo(name, date_time=stamp)  # fixed times: the same archive, the same bytes
+            info.compress_type = compress
+            info.external_attr = 0o644 << 16
+            return info
+
         with zipfile.ZipFile(out_path, "w", allowZip64=True) as zf:
             # WARCs are already gzip-compressed; store them so replay tools can seek into them.
             for name, src in members:
                 compress = zipfile.ZIP_STORED if name.endswith(".gz") else zipfile.ZIP_DEFLATED
-                zf.write(src, name, compress_type=compress)
-            zf.writestr("datapackage.json", package_bytes, compress_type=zipfile.ZIP_DEFLATED)
-            zf.writestr("datapackage-digest.json", json.dumps(digest, indent=2), compress_type=zipfile.ZIP_DEFLATED)
+                with open(src, "rb") as fh, zf.open(entry(name, compress), "w", force_zip64=True) as dst:
+                    for chunk in iter(lambda: fh.read(CHUNK), b""):
+                        dst.write(chunk)
+            zf.writestr(entry("datapackage.json", zipfile.ZIP_DEFLATED), package_bytes)
+            zf.writestr(entry("datapackage-digest.json", zipfile.ZIP_DEFLATED), json.dumps(digest, indent=2))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -192,8 +203,3 @@ def page_entry(url: str, captured_at: str, title: str | None, page_id: str) -> d
     """A pages.jsonl entry for a stored page (ISO timestamp, as py-wacz and ReplayWeb.page read it)."""
     ts = normalize_time(captured_at)
     return {"id": page_id, "url": url, "ts": ts.replace(".000000Z", "Z"), "title": title or ""}
-
-
-def wacz_created_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-

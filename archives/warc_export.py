@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,9 +20,9 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from .errors import ArchiveError
-from .store import Archive, extra_of
-from .timeutil import to_warc_date
-from .wacz import page_entry, wacz_created_now, write_wacz
+from .store import Archive, check_new_file, extra_of
+from .timeutil import normalize_time, to_warc_date
+from .wacz import page_entry, write_wacz
 
 
 def _chunked(body: bytes) -> bytes:
@@ -41,6 +42,12 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
     """Write every exchange of ``archive`` to the binary file ``fh`` as gzipped WARC 1.1."""
     writer = WARCWriter(fh, gzip=True, warc_version="WARC/1.1")
     meta = archive.meta()
+    # Exports are byte-reproducible: record ids and the warcinfo date derive from the archive.
+    namespace = uuid.uuid5(uuid.NAMESPACE_URL, f"webfreeze:{meta.get('created_at')}:{meta.get('header_dictionary')}")
+
+    def record_id(*parts) -> str:
+        return f"<urn:uuid:{uuid.uuid5(namespace, '/'.join(map(str, parts)))}>"
+
     info = {
         "software": f"webfreeze {meta.get('tool_version', '')}".strip(),
         "format": "WARC File Format 1.1",
@@ -48,14 +55,17 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
         "creator": meta.get("creator") or "",
         "license": meta.get("license") or "",
     }
-    writer.write_record(writer.create_warcinfo_record("data.warc.gz", {k: v for k, v in info.items() if v}))
+    warcinfo = writer.create_warcinfo_record("data.warc.gz", {k: v for k, v in info.items() if v})
+    warcinfo.rec_headers.replace_header("WARC-Record-ID", record_id("warcinfo"))
+    warcinfo.rec_headers.replace_header("WARC-Date", to_warc_date(normalize_time(meta.get("created_at") or "1970")))
+    writer.write_record(warcinfo)
     count = 0
     written: dict[str, tuple[str, str, str]] = {}  # blob digest -> (WARC payload digest, URL, date) of its record
     for row in archive.exchanges():
         payload = archive.get_blob(row["payload"])
         extra = extra_of(row)
         date = to_warc_date(row["captured_at"])
-        warc_headers = {"WARC-Date": date}
+        warc_headers = {"WARC-Date": date, "WARC-Record-ID": record_id(row["id"], "response")}
         if extra.get("ip"):
             warc_headers["WARC-IP-Address"] = extra["ip"]
         if row["kind"] == "resource":
@@ -88,12 +98,12 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
             written[row["payload"]] = (resp.rec_headers.get_header("WARC-Payload-Digest"), row["url"], date)
         if row["req_headers"] is not None:
             req_body = archive.get_blob(row["req_body"]) if row["req_body"] else b""
-            req_line = f"{row['method']} {_request_target(row['url'])}"
+            req_line = f"{row['method']} {_request_target(row['url'])} HTTP/1.1"
             req_http = StatusAndHeaders(req_line, archive.headers(row, "req_headers"), protocol="HTTP/1.1",
                                         is_http_request=True)
             req = writer.create_warc_record(
                 row["url"], "request", payload=io.BytesIO(req_body), length=len(req_body), http_headers=req_http,
-                warc_headers_dict={"WARC-Date": date,
+                warc_headers_dict={"WARC-Date": date, "WARC-Record-ID": record_id(row["id"], "request"),
                                    "WARC-Concurrent-To": resp.rec_headers.get_header("WARC-Record-ID")},
             )
             writer.write_record(req)
@@ -104,17 +114,24 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
 
 
 def export(archive_path: str | os.PathLike, out: str | os.PathLike, fmt: str,
-           progress: Callable[[int], None] | None = None) -> int:
-    """Export to ``out`` atomically (written beside it, renamed into place when complete)."""
+           progress: Callable[[int], None] | None = None, *, overwrite: bool = False) -> int:
+    """Export to ``out`` atomically (written beside it, renamed into place when complete).
+
+    An existing ``out`` is replaced only with ``overwrite``, and never when it is the archive."""
     out = Path(out)
+    if out.exists() and out.resolve() == Path(archive_path).resolve():
+        raise ArchiveError(f"{out}: is the archive being exported")
+    if out.exists() and not overwrite:
+        raise ArchiveError(f"{out}: already exists (use --force to replace it)")
     if out.is_dir():
         raise ArchiveError(f"{out}: is a directory")
-    if not out.parent.exists():
-        raise ArchiveError(f"{out.parent}: no such directory")
-    if not os.access(out.parent, os.W_OK):
-        raise ArchiveError(f"{out.parent}: directory is not writable")
+    if not out.exists():
+        check_new_file(out)
     with Archive.open(archive_path) as arc:
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; an export is an ordinary file
         try:
             if fmt == "warc":
                 with os.fdopen(fd, "wb") as fh:
@@ -143,9 +160,10 @@ def _export_wacz(arc: Archive, tmp: str, progress) -> int:
             # No page records (an imported crawl): list the HTML documents as the pages.
             for row in arc.exchanges("method='GET' AND status=200 AND mime IN ('text/html','application/xhtml+xml')"):
                 pages.append(page_entry(row["url"], row["captured_at"], None, f"e{row['id']}"))
+        created = to_warc_date(normalize_time(meta.get("created_at") or "1970"))
         write_wacz(warc_tmp, pages, tmp, title=meta.get("description") or arc.path.stem,
                    description=meta.get("description") or "", software=f"webfreeze {meta.get('tool_version', '')}",
-                   created=wacz_created_now())
+                   created=created.split(".")[0].rstrip("Z") + "Z")
         return count
     finally:
         os.unlink(warc_tmp)

@@ -162,8 +162,9 @@ class WarcImporter:
             raise BadInput(f"not a valid WARC/ARC file: {str(exc).strip().splitlines()[0]}") from None
         except (zlib.error, EOFError, gzip.BadGzipFile) as exc:
             raise BadInput(f"corrupt or truncated gzip data: {exc}") from None
-        except (ValueError, IndexError, KeyError) as exc:
-            raise BadInput(f"malformed record: {exc}") from None
+        except (ValueError, IndexError, KeyError, AttributeError, TypeError) as exc:
+            # warcio meets some malformed headers (no WARC-Target-URI on a response) with these
+            raise BadInput(f"malformed record: {type(exc).__name__}: {exc}") from None
         if counter.count == 0:
             raise BadInput("empty file")
         if self.stats.exchanges == 0 and not self.warcinfo and not self.stats.skipped:

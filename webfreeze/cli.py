@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import sys
 
 import click
@@ -25,24 +26,15 @@ def fail(message: str, code: int = EXIT_ERROR) -> None:
     sys.exit(code)
 
 
-def byte_progress(total: int, description: str):
-    """A rich progress bar on stderr (silent when stderr is not a terminal)."""
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+def progress_bar(total: int, description: str, *, unit: str = "bytes"):
+    """A rich progress bar on stderr (silent when stderr is not a terminal) and its advance function."""
     from rich.console import Console
+    from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeRemainingColumn, TransferSpeedColumn)
 
     console = Console(stderr=True)
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                        TimeRemainingColumn(), console=console, transient=True, disable=not console.is_terminal)
-    task = progress.add_task(description, total=total)
-    return progress, lambda n: progress.advance(task, n)
-
-
-def count_progress(total: int, description: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+    counter = [DownloadColumn(), TransferSpeedColumn()] if unit == "bytes" else [MofNCompleteColumn()]
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), *counter, TimeRemainingColumn(),
                         console=console, transient=True, disable=not console.is_terminal)
     task = progress.add_task(description, total=total)
     return progress, lambda n: progress.advance(task, n)
@@ -88,7 +80,7 @@ def archive_import(sources, target, creator, description, license_):
     from webfreeze.archives.importer import import_files
 
     total = sum(os.path.getsize(s) for s in sources if os.path.isfile(s))
-    progress, advance = byte_progress(total, "importing")
+    progress, advance = progress_bar(total, "importing")
     with progress:
         results = import_files(target, list(sources), progress=advance,
                                create_meta={"creator": creator, "description": description, "license": license_})
@@ -118,15 +110,16 @@ def archive_import(sources, target, creator, description, license_):
 @click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["warc", "wacz"]), required=True, help="Output format.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
-def archive_export(archive_path, fmt, output):
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+def archive_export(archive_path, fmt, output, force):
     """Export as WARC 1.1 (gzip per record) or WACZ 1.1.1 (with CDXJ index and pages.jsonl)."""
     from webfreeze.archives.warc_export import export
 
     with Archive.open(archive_path) as arc:
         total = arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0]
-    progress, advance = count_progress(total, f"exporting {fmt}")
+    progress, advance = progress_bar(total, f"exporting {fmt}", unit="exchanges")
     with progress:
-        n = export(archive_path, output, fmt, progress=advance)
+        n = export(archive_path, output, fmt, progress=advance, overwrite=force)
     click.echo(f"wrote {n} exchanges to {output} ({human_bytes(os.path.getsize(output))})")
 
 
@@ -139,7 +132,7 @@ def archive_verify(archive_path, as_json):
 
     with Archive.open(archive_path) as arc:
         total = arc.conn.execute("SELECT coalesce(sum(size),0) FROM blobs").fetchone()[0]
-        progress, advance = byte_progress(total, "verifying")
+        progress, advance = progress_bar(total, "verifying")
         with progress:
             report = verify(arc, progress=advance)
     if as_json:
@@ -218,30 +211,43 @@ def archive_ls(archive_path, prefix, host, mime, status, method, since, until, l
 
 @archive.command("show")
 @click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
-@click.argument("url")
+@click.argument("url", required=False)
+@click.option("--id", "exchange_id", type=int, help="Show exchange number ID (as `ls --json` prints it).")
 @click.option("--at", "when", help="Pick the capture closest to this time (default: the latest).")
 @click.option("--method", default=None, help="HTTP method (default: any).")
 @click.option("--raw", is_flag=True, help="Print the body as stored (no content decoding).")
 @click.option("--headers-only", is_flag=True, help="Print the request and response headers only.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the body to this file instead.")
-def archive_show(archive_path, url, when, method, raw, headers_only, output):
-    """Show the request and response headers and the body of one capture of URL."""
+def archive_show(archive_path, url, exchange_id, when, method, raw, headers_only, output):
+    """Show one capture of URL (or exchange --id): request line, headers and body, response
+    status, headers and body. URLs match in SURT form (host case, www., query order)."""
+    from webfreeze.archives.urlkey import surt_key
+
+    if not url and exchange_id is None:
+        fail("give a URL or --id", EXIT_USAGE)
+    if output and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+        fail(f"{os.path.dirname(output)}: no such directory")
     with Archive.open(archive_path) as arc:
-        if when:
+        if exchange_id is not None:
+            row = arc.exchange(exchange_id)
+        elif when:
             row = arc.closest(url, when, method=method)
         else:
-            sql = "url=?" + (" AND method=?" if method else "")
-            params = (url,) + ((method.upper(),) if method else ())
-            rows = list(arc.exchanges(sql, params, order="captured_at DESC, id DESC"))
-            row = rows[0] if rows else None
+            rows = [r for r in arc.lookup_surt(surt_key(url)) if not method or r["method"] == method.upper()]
+            row = rows[-1] if rows else None
         if row is None:
-            fail(f"{url}: not in {archive_path}")
+            fail(f"{url or f'exchange {exchange_id}'}: not in {archive_path}")
         body = arc.get_blob(row["payload"])
+        req_body = arc.get_blob(row["req_body"]) if row["req_body"] else b""
         click.echo(f"# exchange {row['id']}, captured {row['captured_at']}, payload sha256:{row['payload']}")
         if row["req_headers"] is not None:
             click.echo(f"{row['method']} {row['url']}")
             for k, v in arc.headers(row, "req_headers"):
                 click.echo(f"{k}: {v}")
+            if req_body and not headers_only:
+                click.echo("")
+                click.echo(req_body.decode("utf-8", "replace") if _looks_textual("", req_body)
+                           else f"# binary request body, {len(req_body)} bytes")
             click.echo("")
         click.echo(f"{row['http_version']} {row['status']} {row['reason'] or ''}".rstrip())
         resp_headers = arc.headers(row, "resp_headers")
@@ -356,7 +362,7 @@ def archive_pack(archive_path, output, level):
 
     with Archive.open(archive_path) as arc:
         total = arc.conn.execute("SELECT count(*) FROM blobs").fetchone()[0]
-    progress, advance = count_progress(total, "packing")
+    progress, advance = progress_bar(total, "packing", unit="blobs")
     with progress:
         stats = pack(archive_path, output, level=level, progress=advance)
     click.echo(f"packed {output or archive_path}: {stats['blobs_recompressed']} of {stats['blobs']} blobs "
@@ -374,8 +380,8 @@ def archive_meta(archive_path, assignments):
     if not assignments:
         with Archive.open(archive_path) as arc:
             meta = arc.meta()
-            first, last = arc.conn.execute("SELECT min(captured_at), max(captured_at) FROM exchanges").fetchone()
-            meta["capture_time_range"] = [first, last] if first else None  # derived, never stored
+            span = arc.capture_range()
+            meta["capture_time_range"] = list(span) if span else None  # derived, never stored
             click.echo(json.dumps(meta, indent=2, sort_keys=True))
         return
     updates = {}
@@ -447,6 +453,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except OSError as exc:
         fail(f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}")
+    except sqlite3.Error as exc:  # disk full, a locked or damaged file
+        fail(f"archive storage error: {exc}")
     except Exception as exc:  # a bug: still one line, with a way to see more
         if os.environ.get("WEBFREEZE_DEBUG"):
             raise

@@ -8,6 +8,7 @@ file twice is recognised and skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import os
 import zlib
@@ -174,11 +175,12 @@ def _import_wacz(arc: Archive, path: Path, sid: str, result: SourceResult,
 
 
 def _merge_stats(total: ImportStats, part: ImportStats) -> None:
-    total.exchanges += part.exchanges
-    total.requests_paired += part.requests_paired
-    total.revisits += part.revisits
-    total.resources += part.resources
-    total.warnings += part.warnings
-    for k, v in part.skipped.items():
-        total.skipped[k] = total.skipped.get(k, 0) + v
-    total.unresolved_revisits.extend(part.unresolved_revisits)
+    for f in dataclasses.fields(ImportStats):
+        mine, theirs = getattr(total, f.name), getattr(part, f.name)
+        if isinstance(mine, dict):
+            for k, v in theirs.items():
+                mine[k] = mine.get(k, 0) + v
+        elif isinstance(mine, list):
+            mine.extend(theirs)
+        else:
+            setattr(total, f.name, mine + theirs)

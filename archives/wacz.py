@@ -17,12 +17,10 @@ from datetime import datetime
 from pathlib import PurePosixPath
 
 from .errors import BadInput
+from .warc_import import BOMB_MIN_BYTES, BOMB_RATIO, CHUNK
 from .timeutil import normalize_time
 
 WACZ_VERSION = "1.1.1"
-BOMB_MIN_BYTES = 64 << 20
-BOMB_RATIO = 200
-CHUNK = 1 << 20
 
 
 def _safe_name(name: str) -> bool:

@@ -49,8 +49,13 @@ def main() -> None:
     step("Import the WACZ back (hashes checked)", "archive", "import", str(OUT / "iana.wacz"),
          "--to", str(OUT / "roundtrip.wfz"))
     step("The round trip changed nothing", "archive", "diff", arc, str(OUT / "roundtrip.wfz"), "--exit-code")
-    step("Damaged input is refused in one line", "archive", "import",
-         str(samples / "example-bad.warc.gz.bad"), "--to", str(OUT / "bad.wfz"), check=False)
+    step("Pack it for sharing (zstd 19, deltas between similar payloads)", "archive", "pack", arc,
+         "-o", str(OUT / "iana-packed.wfz"))
+    cut = OUT / "truncated.warc.gz"
+    data = (samples / "iana.warc.gz").read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    step("Damaged input (a WARC cut in half) is refused in one line, and nothing is written", "archive", "import",
+         str(cut), "--to", str(OUT / "bad.wfz"), check=False)
     print(f"\nDemo finished; files are in {OUT}/")
 
 

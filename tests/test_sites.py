@@ -264,3 +264,41 @@ def test_shop_cart_and_checkout_by_post_and_cookie(shop):
     assert b"Thank you, Ada" in body
     _, _, body = shop.get("/cart", {"Cookie": cookie})
     assert b"Your cart is empty" in body
+
+
+# ---------------------------------------------------------------------------------------- booking
+def test_booking_search_and_reservation():
+    from webfreeze.simulator.sites.booking import build_venues
+
+    server = serve("booking", seed=0)
+    try:
+        site = Client(server)
+        venues = build_venues(0)
+        assert {v.kind for v in venues} == {"restaurant", "doctor", "hotel"}
+        doc = site.page("/search?" + urlencode({"kind": "restaurant", "city": "Kyoto", "q": "italian", "sort": "price"}))
+        ids = doc.xpath("//li[@class='venue']/@data-id")
+        expected = sorted((v for v in venues if v.kind == "restaurant" and v.city == "Kyoto"
+                           and "italian" in f"{v.category} {v.name}".lower()), key=lambda v: (v.tier, v.id))
+        assert ids == [v.id for v in expected]
+        v = next(v for v in venues if v.kind == "restaurant" and len(v.slots) > 2)
+        page = site.page(f"/venue/{v.id}")
+        assert page.xpath("//form[@class='reserve']//select[@name='slot']/option/@value") == v.slots
+        _, headers, _ = site.get("/")
+        cookie = headers["set-cookie"].split(";")[0]
+        form = {"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie}
+        status, headers, _ = site.get("/reserve", form, "POST",
+                                      urlencode({"venue": v.id, "slot": v.slots[0], "party": 4, "name": "Kai"}))
+        assert status == 303 and "/reservation/" in headers["location"]
+        path = "/reservation/" + headers["location"].rsplit("/", 1)[1]
+        _, _, body = site.get(path, {"Cookie": cookie})
+        assert b"Confirmed" in body and v.slots[0].encode() in body and b"4 guest(s)" in body
+        # the slot is gone for everyone, and a second booking of it is refused
+        assert v.slots[0] not in site.page(f"/venue/{v.id}").xpath("//select[@name='slot']/option/@value")
+        status, _, body = site.get("/reserve", form, "POST",
+                                   urlencode({"venue": v.id, "slot": v.slots[0], "party": 2, "name": "Ana"}))
+        assert status == 200 and b"just taken" in body
+        assert json.loads(site.get(f"/api/availability/{v.id}")[2])["free"] == v.slots[1:]
+        # another session cannot see this reservation
+        assert site.get(path, {"Cookie": "booking_session=other"})[0] == 404
+    finally:
+        server.stop()

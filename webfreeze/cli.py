@@ -409,14 +409,15 @@ def sites() -> None:
 
 
 @sites.command("serve")
-@click.argument("name", type=click.Choice(["scholar", "shop"]))
+@click.argument("name", type=click.Choice(["scholar", "shop", "booking"]))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the generated content.")
 def sites_serve(name, host, port, seed):
     """Serve a simulated site until Ctrl-C.
 
-    scholar: a preprint archive shaped like arxiv.org; shop: a store with search, filters and a cart.
+    scholar: a preprint archive shaped like arxiv.org; shop: a store with search, filters and a cart;
+    booking: restaurants, doctors and hotels with availability and a reservation form.
     """
     from webfreeze.simulator.sites import SITES
     from webfreeze.simulator.sites.common import SiteServer

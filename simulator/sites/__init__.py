@@ -24,7 +24,13 @@ def _shop(seed: int):
     return ShopSite(seed)
 
 
-SITES: dict[str, Callable[[int], object]] = {"scholar": _scholar, "shop": _shop}
+def _booking(seed: int):
+    from .booking import BookingSite
+
+    return BookingSite(seed)
+
+
+SITES: dict[str, Callable[[int], object]] = {"scholar": _scholar, "shop": _shop, "booking": _booking}
 
 
 def serve(name: str, *, host: str = "127.0.0.1", port: int = 0, seed: int = 0,

@@ -1,0 +1,253 @@
+"""``booking``: reservations for restaurants, doctors and hotels (Persona2Web-style), on loopback.
+
+Routes: ``/`` the three verticals; ``/search?kind=restaurant|doctor|hotel&city=&q=&tier=&min_rating=&sort=``
+results (cuisine or speciality in ``q``; ``sort`` = rating|price|name); ``/venue/<id>`` details with
+the free slots of the next days and a reservation form (POST ``/reserve``: ``slot``, ``name``,
+``party``; 303 to ``/reservation/<n>``); ``/reservations`` the session's bookings;
+``/api/availability/<id>`` (JSON XHR with a timestamp). Venues deterministic for a seed; booked
+slots are server state per ``booking_session`` cookie, and a booked slot is gone for everyone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from dataclasses import dataclass
+from datetime import date, timedelta
+from functools import lru_cache
+from urllib.parse import urlencode
+
+from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.utils import redirect
+from werkzeug.wrappers import Request, Response
+
+from .common import esc, json_response, page_shell, respond, static_response
+
+SITE = "TableTime Bookings"
+COLOR = (30, 140, 90)
+CITIES = ["Lisbon", "Oslo", "Austin", "Kyoto", "Nairobi", "Toronto", "Melbourne", "Porto"]
+KINDS = {
+    "restaurant": ("Restaurants", ["Italian", "Japanese", "Mexican", "Indian", "Vegan", "Seafood", "Thai", "French"]),
+    "doctor": ("Doctors", ["Dentist", "Dermatologist", "General Practitioner", "Pediatrician", "Optometrist",
+                           "Physiotherapist"]),
+    "hotel": ("Hotels", ["Boutique", "Business", "Resort", "Hostel", "Apartment"]),
+}
+FIRST_DAY = date(2024, 3, 18)  # the simulated "today": availability is shown from here
+DAYS = 7
+
+
+@dataclass
+class Venue:
+    id: str
+    kind: str
+    name: str
+    city: str
+    category: str  # cuisine, speciality or hotel type
+    tier: int  # 1-4 ($ to $$$$)
+    rating: float
+    reviews: int
+    address: str
+    slots: list[str]  # "YYYY-MM-DD HH:MM" (hotels: check-in dates "YYYY-MM-DD")
+
+
+@lru_cache(maxsize=8)
+def build_venues(seed: int = 0, per_kind: int = 80) -> list[Venue]:
+    """The site's venues for ``seed`` (deterministic)."""
+    rnd = random.Random(f"booking-{seed}")
+    words = ["Olive", "Harbor", "Maple", "Cedar", "Lantern", "Juniper", "Saffron", "Willow", "Summit", "Coral"]
+    venues = []
+    for kind, (_, cats) in KINDS.items():
+        for i in range(per_kind):
+            cat = cats[i % len(cats)]
+            city = CITIES[(i // len(cats) + i) % len(CITIES)]
+            if kind == "restaurant":
+                name = f"{rnd.choice(words)} {cat} Kitchen"
+            elif kind == "doctor":
+                name = f"Dr. {rnd.choice(['Ana', 'Ben', 'Chen', 'Dara', 'Eli', 'Fay'])} {rnd.choice(words)}, {cat}"
+            else:
+                name = f"The {rnd.choice(words)} {cat} Hotel"
+            slots = []
+            for d in range(DAYS):
+                day = FIRST_DAY + timedelta(days=d)
+                if kind == "hotel":
+                    if rnd.random() < 0.7:
+                        slots.append(day.isoformat())
+                else:
+                    hours = [12, 13, 18, 19, 20, 21] if kind == "restaurant" else [9, 10, 11, 14, 15, 16]
+                    slots += [f"{day.isoformat()} {h:02d}:{m:02d}" for h in hours for m in (0, 30)
+                              if rnd.random() < 0.35]
+            venues.append(Venue(id=f"{kind[0]}{i:04d}", kind=kind, name=name, city=city, category=cat,
+                                tier=rnd.randint(1, 4), rating=round(rnd.uniform(3.0, 5.0), 1),
+                                reviews=rnd.randint(3, 2500), address=f"{rnd.randint(1, 300)} {rnd.choice(words)} "
+                                                                       f"Street, {city}", slots=slots))
+    return venues
+
+
+NAV = """<nav><a href="/">Home</a> <a href="/reservations">My reservations</a></nav>"""
+
+
+class BookingSite:
+    """The WSGI application; reservations are per-session server state."""
+
+    def __init__(self, seed: int = 0):
+        self.venues = build_venues(seed)
+        self.by_id = {v.id: v for v in self.venues}
+        self._sessions = itertools.count(1)
+        self._numbers = itertools.count(5001)
+        self._lock = threading.Lock()
+        self.booked: dict[tuple[str, str], int] = {}  # (venue, slot) -> reservation number
+        self.reservations: dict[int, dict] = {}
+        self.url_map = Map([
+            Rule("/", endpoint="home"),
+            Rule("/search", endpoint="search"),
+            Rule("/venue/<vid>", endpoint="venue"),
+            Rule("/reserve", endpoint="reserve", methods=["POST"]),
+            Rule("/reservation/<int:number>", endpoint="reservation"),
+            Rule("/reservations", endpoint="reservations"),
+            Rule("/api/availability/<vid>", endpoint="availability"),
+            Rule("/api/stats", endpoint="stats"),
+            Rule("/static/<name>", endpoint="static"),
+        ], strict_slashes=False)
+
+    def __call__(self, environ, start_response):
+        request = Request(environ)
+        session = request.cookies.get("booking_session")
+        new_session = session is None
+        if new_session:
+            session = f"b{next(self._sessions):06d}"
+        try:
+            endpoint, values = self.url_map.bind_to_environ(environ).match()
+            response = getattr(self, f"on_{endpoint}")(request, session, **values)
+        except HTTPException as exc:
+            if exc.code in (301, 302, 303, 307, 308):
+                response = exc
+            else:
+                body = f"<h1>{exc.code} {esc(exc.name)}</h1><p>{esc(exc.description or '')}</p>"
+                response = respond(request, page_shell(site=SITE, title=str(exc.code), body=body, nav=NAV),
+                                   "text/html; charset=utf-8", status=exc.code, cache="no-cache")
+        if new_session and isinstance(response, Response):
+            response.set_cookie("booking_session", session, path="/", httponly=True, samesite="Lax")
+        return response(environ, start_response)
+
+    def html(self, request: Request, title: str, body: str) -> Response:
+        return respond(request, page_shell(site=SITE, title=title, body=body, nav=NAV), "text/html; charset=utf-8",
+                       cache="no-cache")
+
+    def free_slots(self, v: Venue) -> list[str]:
+        with self._lock:
+            return [s for s in v.slots if (v.id, s) not in self.booked]
+
+    # ------------------------------------------------------------------ pages
+    def on_home(self, request: Request, session: str) -> Response:
+        forms = []
+        for kind, (label, cats) in KINDS.items():
+            cities = "".join(f"<option>{c}</option>" for c in CITIES)
+            options = "".join(f"<option>{c}</option>" for c in cats)
+            forms.append(f'<section><h2>{label}</h2><form method="get" action="/search"><input type="hidden" '
+                         f'name="kind" value="{kind}"><label>City <select name="city"><option value="">any</option>'
+                         f'{cities}</select></label><label>Type <select name="q"><option value="">any</option>'
+                         f'{options}</select></label><button type="submit">Find {label.lower()}</button></form>'
+                         f'</section>')
+        return self.html(request, SITE, f"<h1>{SITE}</h1>" + "".join(forms))
+
+    def on_search(self, request: Request, session: str) -> Response:
+        args = request.args
+        kind = args.get("kind", "restaurant")
+        if kind not in KINDS:
+            raise NotFound(f"Nothing to book of kind '{kind}'.")
+        city, q = args.get("city", ""), args.get("q", "").strip().lower()
+        items = [v for v in self.venues if v.kind == kind and (not city or v.city == city)
+                 and (not q or q in f"{v.category} {v.name}".lower())]
+        if args.get("tier", "").isdigit():
+            items = [v for v in items if v.tier <= int(args["tier"])]
+        try:
+            min_rating = float(args.get("min_rating", "") or 0)
+        except ValueError:
+            min_rating = 0.0
+        items = [v for v in items if v.rating >= min_rating]
+        sort = args.get("sort", "rating")
+        key = {"price": lambda v: (v.tier, v.id), "name": lambda v: (v.name, v.id)}.get(
+            sort, lambda v: (-v.rating, -v.reviews, v.id))
+        items = sorted(items, key=key)
+        base = {k: v for k, v in args.items() if k != "sort"}
+        sorts = " | ".join(f'<a href="/search?{urlencode({**base, "sort": s})}">{s}</a>' for s in ("rating", "price", "name"))
+        rows = "".join(
+            f'<li class="venue" data-id="{v.id}"><a href="/venue/{v.id}">{esc(v.name)}</a> '
+            f'<span class="city">{esc(v.city)}</span> <span class="category">{esc(v.category)}</span> '
+            f'<span class="tier">{"$" * v.tier}</span> <span class="rating">{v.rating}</span> '
+            f'<span class="free">{len(self.free_slots(v))} free slots</span></li>' for v in items)
+        title = f"{KINDS[kind][0]}{' in ' + city if city else ''}"
+        return self.html(request, title, f"<h1>{esc(title)}</h1><p class='count'>{len(items)} results</p>"
+                                         f"<p>Sort: {sorts}</p><ul class='results'>{rows}</ul>")
+
+    def _venue(self, vid: str) -> Venue:
+        if vid not in self.by_id:
+            raise NotFound(f"No venue {vid}.")
+        return self.by_id[vid]
+
+    def on_venue(self, request: Request, session: str, vid: str) -> Response:
+        v = self._venue(vid)
+        free = self.free_slots(v)
+        label = "Check-in date" if v.kind == "hotel" else "Time"
+        options = "".join(f'<option value="{s}">{s}</option>' for s in free)
+        party = '<label>Guests <input type="number" name="party" value="2" min="1" max="12"></label>' \
+            if v.kind != "doctor" else '<input type="hidden" name="party" value="1">'
+        body = (f'<div class="venue-page" data-id="{v.id}"><h1>{esc(v.name)}</h1>'
+                f'<dl><dt>City</dt><dd>{esc(v.city)}</dd><dt>Address</dt><dd>{esc(v.address)}</dd>'
+                f'<dt>Type</dt><dd>{esc(v.category)}</dd><dt>Price</dt><dd>{"$" * v.tier}</dd>'
+                f'<dt>Rating</dt><dd>{v.rating} ({v.reviews} reviews)</dd></dl>'
+                f'<p id="site-availability" data-src="/api/availability/{v.id}">{len(free)} slots free</p>'
+                + (f'<form method="post" action="/reserve" class="reserve"><input type="hidden" name="venue" '
+                   f'value="{v.id}"><label>{label} <select name="slot">{options}</select></label>{party}'
+                   f'<label>Name <input name="name" required></label><button type="submit">Reserve</button></form>'
+                   if free else '<p class="full">Fully booked this week.</p>') + "</div>")
+        return self.html(request, v.name, body)
+
+    def on_reserve(self, request: Request, session: str) -> Response:
+        v = self._venue(request.form.get("venue", ""))
+        slot, name = request.form.get("slot", ""), request.form.get("name", "").strip()
+        party = request.form.get("party", "1")
+        if not name or slot not in v.slots or not party.isdigit() or not 1 <= int(party) <= 12:
+            return self.html(request, "Reservation", "<h1>Please choose a time, a party size and give a name</h1>")
+        with self._lock:
+            if (v.id, slot) in self.booked:
+                return self.html(request, "Reservation", f"<h1>Sorry, {esc(slot)} was just taken</h1>")
+            number = next(self._numbers)
+            self.booked[(v.id, slot)] = number
+            self.reservations[number] = {"session": session, "venue": v.id, "slot": slot, "name": name,
+                                         "party": int(party)}
+        return redirect(f"/reservation/{number}", code=303)
+
+    def on_reservation(self, request: Request, session: str, number: int) -> Response:
+        r = self.reservations.get(number)
+        if r is None or r["session"] != session:
+            raise NotFound("No such reservation.")
+        v = self.by_id[r["venue"]]
+        return self.html(request, f"Reservation {number}",
+                         f'<h1>Confirmed: {esc(v.name)}</h1><p class="reservation-number">Reservation #{number}</p>'
+                         f'<p class="slot">{esc(r["slot"])}, {r["party"]} guest(s), under {esc(r["name"])}</p>')
+
+    def on_reservations(self, request: Request, session: str) -> Response:
+        with self._lock:
+            mine = sorted((n, r) for n, r in self.reservations.items() if r["session"] == session)
+        items = "".join(f'<li><a href="/reservation/{n}">#{n}</a> {esc(self.by_id[r["venue"]].name)}, '
+                        f'{esc(r["slot"])}</li>' for n, r in mine)
+        return self.html(request, "My reservations", f"<h1>My reservations</h1><ul>{items or '<li>none yet</li>'}</ul>")
+
+    def on_availability(self, request: Request, session: str, vid: str) -> Response:
+        v = self._venue(vid)
+        return json_response(request, {"venue": v.id, "free": self.free_slots(v), "served_at": int(time.time() * 1000),
+                                       "summary": f"{len(self.free_slots(v))} slots free"})
+
+    def on_stats(self, request: Request, session: str) -> Response:
+        return json_response(request, {"summary": f"{len(self.venues)} places to book",
+                                       "served_at": int(time.time() * 1000), "echo": request.args.get("_", "")})
+
+    def on_static(self, request: Request, session: str, name: str) -> Response:
+        response = static_response(request, name, COLOR)
+        if response is None:
+            raise NotFound()
+        return response

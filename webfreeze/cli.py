@@ -402,6 +402,47 @@ def archive_meta(archive_path, assignments):
     click.echo(f"updated {', '.join(sorted(updates))}")
 
 
+# ============================================================================== record
+@cli.group()
+def record() -> None:
+    """Record live traffic into an archive (a recording proxy on mitmproxy)."""
+
+
+@record.command("proxy")
+@click.option("--archive", "archive_path", required=True, type=click.Path(dir_okay=False),
+              help="Archive to record into; created if it does not exist.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535), help="Port to listen on.")
+def record_proxy(archive_path, host, port):
+    """Run a recording HTTP/HTTPS proxy until Ctrl-C; every exchange is committed as it completes.
+
+    Point any client at it (HTTPS clients must trust the CA that `webfreeze record ca` prints).
+    """
+    from webfreeze.recorder.proxy import RecordingProxy, check_port, open_for_recording
+
+    check_port(host, port)
+    with open_for_recording(archive_path) as arc:
+        proxy = RecordingProxy(arc, host=host, port=port)
+        click.echo(f"recording into {archive_path} through proxy {proxy.url} (session {proxy.session_id}); "
+                   "Ctrl-C to stop", err=True)
+        proxy.run()
+        click.echo(f"recorded {proxy.recorder.recorded} exchanges", err=True)
+
+
+@record.command("ca")
+def record_ca():
+    """Print where the recording CA certificate is (created on first use) and how to trust it."""
+    from webfreeze.recorder.proxy import ensure_ca
+
+    path = ensure_ca()
+    click.echo(str(path))
+    click.echo(f"# trust it for one client:   curl --cacert {path} ...  |  SSL_CERT_FILE={path}", err=True)
+    click.echo(f"# system-wide (Debian):      cp {path} /usr/local/share/ca-certificates/webfreeze.crt && "
+               "update-ca-certificates", err=True)
+    click.echo("# a browser: import it as an authority under Settings > Privacy and security > Certificates",
+               err=True)
+
+
 # ============================================================================== sites
 @cli.group()
 def sites() -> None:

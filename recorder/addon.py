@@ -1,0 +1,104 @@
+"""The mitmproxy addon that writes every completed exchange into an archive.
+
+Each exchange is committed in its own transaction the moment its response is complete, so a
+recorder killed at any moment leaves an archive holding every exchange it had finished. Bodies
+are kept as they travelled (content coding such as gzip kept, transfer coding removed); large
+bodies are streamed to the client and teed into a spooled temporary file on the way.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+from datetime import datetime, timezone
+
+from mitmproxy import http
+
+from webfreeze.archives import Archive, Exchange
+
+log = logging.getLogger("webfreeze.recorder")
+
+# Bodies larger than this are streamed through the proxy instead of buffered by mitmproxy.
+STREAM_THRESHOLD = 4 << 20
+
+
+def _headers(fields) -> list[tuple[str, str]]:
+    # latin-1 maps bytes to code points one to one: nothing a server sent is lost or altered.
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in fields]
+
+
+class _Tee:
+    """A mitmproxy stream callback that keeps a copy of what passes through."""
+
+    def __init__(self):
+        self.file = tempfile.SpooledTemporaryFile(max_size=16 << 20)
+
+    def __call__(self, chunk: bytes) -> bytes:
+        self.file.write(chunk)
+        return chunk
+
+    def read(self) -> bytes:
+        self.file.seek(0)
+        return self.file.read()
+
+
+class ArchiveRecorder:
+    """Records HTTP(S) exchanges, and WebSocket messages as a JSON document per connection."""
+
+    def __init__(self, archive: Archive, session_id: str):
+        self.archive = archive
+        self.session_id = session_id
+        self.recorded = 0
+        self.errors = 0
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ HTTP
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        length = flow.response.headers.get("content-length", "")
+        chunked = "chunked" in flow.response.headers.get("transfer-encoding", "").lower()
+        if (length.isdigit() and int(length) > STREAM_THRESHOLD) or (chunked and not length):
+            tee = _Tee()
+            flow.response.stream = tee
+            flow.metadata["webfreeze_tee"] = tee
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        tee = flow.metadata.pop("webfreeze_tee", None)
+        payload = tee.read() if tee is not None else (flow.response.raw_content or b"")
+        req, resp = flow.request, flow.response
+        peer = flow.server_conn.peername[0] if flow.server_conn and flow.server_conn.peername else None
+        extra = {"ip": peer} if peer else {}
+        if tee is not None and "chunked" in resp.headers.get("transfer-encoding", "").lower():
+            extra["dechunked"] = True
+        ex = Exchange(
+            url=req.url,
+            captured_at=datetime.fromtimestamp(req.timestamp_start, timezone.utc),
+            method=req.method,
+            req_headers=_headers(req.headers.fields),
+            req_body=req.raw_content or None,
+            status=resp.status_code,
+            reason=resp.reason or "",
+            http_version=resp.http_version,
+            resp_headers=_headers(resp.headers.fields),
+            payload=payload,
+            extra=extra,
+            session_id=self.session_id,
+        )
+        with self._lock:
+            try:
+                self.archive.add_exchange(ex)
+                self.recorded += 1
+            except Exception as exc:  # never take the proxy down; the miss is logged and counted
+                self.errors += 1
+                log.error("could not record %s %s: %s", req.method, req.url, exc)
+
+    # ------------------------------------------------------------------ WebSocket
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        if flow.websocket is None:
+            return
+        messages = [{"from_client": m.from_client, "type": "text" if m.is_text else "binary",
+                     "content": m.text if m.is_text else m.content.hex(), "time": m.timestamp}
+                    for m in flow.websocket.messages]
+        with self._lock:
+            self.archive.put_document(f"websocket/{self.session_id}/{flow.id}.json",
+                                      {"version": 1, "url": flow.request.url, "messages": messages})

@@ -1,0 +1,132 @@
+"""The recording proxy: mitmproxy with our addon, HTTP and HTTPS, one capture session per run."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import signal
+import socket
+import threading
+from pathlib import Path
+
+from webfreeze.archives import Archive, ArchiveError
+from webfreeze.archives.store import new_archive_atomically
+
+from .addon import ArchiveRecorder
+
+CA_NAME = "mitmproxy-ca-cert.pem"
+
+
+def default_confdir() -> Path:
+    """Where the recording CA lives: $WEBFREEZE_HOME/mitmproxy, else ~/.webfreeze/mitmproxy."""
+    home = os.environ.get("WEBFREEZE_HOME") or os.path.join(os.path.expanduser("~"), ".webfreeze")
+    return Path(home) / "mitmproxy"
+
+
+def ensure_ca(confdir: Path | None = None) -> Path:
+    """Create the recording CA if needed and return the path of its certificate (PEM)."""
+    from mitmproxy.certs import CertStore
+
+    confdir = Path(confdir or default_confdir())
+    confdir.mkdir(parents=True, exist_ok=True)
+    CertStore.from_store(str(confdir), "mitmproxy", 2048)
+    return confdir / CA_NAME
+
+
+def check_port(host: str, port: int) -> None:
+    """Fail in one line when the port is taken (mitmproxy would only log it)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            reason = "port already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+            raise ArchiveError(f"cannot listen on {host}:{port}: {reason}") from None
+
+
+def open_for_recording(path: str | os.PathLike) -> Archive:
+    """Open (or create) the archive a recording writes into."""
+    p = Path(path)
+    if p.exists():
+        return Archive.open(p, write=True)
+    with new_archive_atomically(p):
+        pass  # an empty archive appears whole, then recording appends to it
+    return Archive.open(p, write=True)
+
+
+class RecordingProxy:
+    """A mitmproxy instance recording into ``archive``; run it in the foreground or a thread."""
+
+    def __init__(self, archive: Archive, *, host: str = "127.0.0.1", port: int = 8080,
+                 confdir: Path | None = None, session_kind: str = "proxy"):
+        check_port(host, port)
+        self.archive = archive
+        self.host, self.port = host, port
+        self.confdir = Path(confdir or default_confdir())
+        ensure_ca(self.confdir)
+        from mitmproxy import version
+
+        self.session_id = archive.new_session(session_kind, source=f"proxy {host}:{port}",
+                                              tool=f"webfreeze recorder, mitmproxy {version.VERSION}")
+        self.recorder = ArchiveRecorder(archive, self.session_id)
+        self._master = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+
+    async def _main(self) -> None:
+        from mitmproxy import options
+        from mitmproxy.tools.dump import DumpMaster
+
+        opts = options.Options(listen_host=self.host, listen_port=self.port, confdir=str(self.confdir),
+                               ssl_insecure=True)  # record sites with self-signed certificates too
+        master = DumpMaster(opts, with_termlog=False, with_dumper=False)
+        master.addons.add(self.recorder)
+        self._master = master
+        self._loop = asyncio.get_running_loop()
+        if threading.current_thread() is threading.main_thread():
+            # Ctrl-C and SIGTERM end the run cleanly: the session is closed, the archive checkpointed.
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._loop.add_signal_handler(sig, master.shutdown)
+        self._loop.call_soon(self._ready.set)
+        await master.run()
+
+    def run(self) -> None:
+        """Serve in the foreground until :meth:`stop` (or Ctrl-C in the CLI)."""
+        try:
+            asyncio.run(self._main())
+        finally:
+            self.archive.end_session(self.session_id, {"recorded": self.recorder.recorded,
+                                                       "errors": self.recorder.errors})
+
+    def start(self) -> "RecordingProxy":
+        """Serve in a background thread; returns once the proxy listens."""
+        self._thread = threading.Thread(target=self.run, name="recording-proxy", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(30):
+            raise ArchiveError("the recording proxy did not start")
+        _wait_listening(self.host, self.port)
+        return self
+
+    def stop(self) -> None:
+        if self._master is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._master.shutdown)
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def _wait_listening(host: str, port: int, timeout: float = 15.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise ArchiveError(f"the recording proxy is not listening on {host}:{port}")

@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import sqlite3
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -178,6 +179,7 @@ class Archive:
         self.writable = writable
         self._lock_fd = lock_fd
         self._in_tx = False
+        self._write_lock = threading.RLock()
         self._known_blobs: set[str] = set()
         self._header_codec: tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor] | None = None
         self._base_cache: dict[str, bytes] = {}  # decoded bases of delta blobs, a few at a time
@@ -313,23 +315,26 @@ class Archive:
     # ----------------------------------------------------------------- transactions
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        """All writes inside land together or not at all. Nested calls join the outer one."""
+        """All writes inside land together or not at all. Nested calls join the outer one.
+
+        Threads sharing one open archive (a recording proxy and a crawler) take turns here."""
         self._require_write()
-        if self._in_tx:
-            yield
-            return
-        self.conn.execute("BEGIN IMMEDIATE")
-        self._in_tx = True
-        try:
-            yield
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            self._known_blobs.clear()
-            raise
-        else:
-            self.conn.execute("COMMIT")
-        finally:
-            self._in_tx = False
+        with self._write_lock:
+            if self._in_tx:
+                yield
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._in_tx = True
+            try:
+                yield
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                self._known_blobs.clear()
+                raise
+            else:
+                self.conn.execute("COMMIT")
+            finally:
+                self._in_tx = False
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -382,7 +387,7 @@ class Archive:
             codec, stored = blobs.encode(data)
             with self.transaction():
                 self.conn.execute(
-                    "INSERT INTO blobs(digest, size, stored_size, codec, data) VALUES (?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO blobs(digest, size, stored_size, codec, data) VALUES (?, ?, ?, ?, ?)",
                     (digest, len(data), len(stored), codec, stored),
                 )
         if len(self._known_blobs) > 200_000:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import tempfile
-import threading
 from datetime import datetime, timezone
 
 from mitmproxy import http
@@ -51,7 +50,6 @@ class ArchiveRecorder:
         self.session_id = session_id
         self.recorded = 0
         self.errors = 0
-        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ HTTP
     def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -84,13 +82,12 @@ class ArchiveRecorder:
             extra=extra,
             session_id=self.session_id,
         )
-        with self._lock:
-            try:
-                self.archive.add_exchange(ex)
-                self.recorded += 1
-            except Exception as exc:  # never take the proxy down; the miss is logged and counted
-                self.errors += 1
-                log.error("could not record %s %s: %s", req.method, req.url, exc)
+        try:
+            self.archive.add_exchange(ex)
+            self.recorded += 1
+        except Exception as exc:  # never take the proxy down; the miss is logged and counted
+            self.errors += 1
+            log.error("could not record %s %s: %s", req.method, req.url, exc)
 
     # ------------------------------------------------------------------ WebSocket
     def websocket_end(self, flow: http.HTTPFlow) -> None:
@@ -99,6 +96,5 @@ class ArchiveRecorder:
         messages = [{"from_client": m.from_client, "type": "text" if m.is_text else "binary",
                      "content": m.text if m.is_text else m.content.hex(), "time": m.timestamp}
                     for m in flow.websocket.messages]
-        with self._lock:
-            self.archive.put_document(f"websocket/{self.session_id}/{flow.id}.json",
-                                      {"version": 1, "url": flow.request.url, "messages": messages})
+        self.archive.put_document(f"websocket/{self.session_id}/{flow.id}.json",
+                                  {"version": 1, "url": flow.request.url, "messages": messages})

@@ -23,6 +23,15 @@ if ! "$py" -c 'import ensurepip, venv' 2>/dev/null; then
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq python3-venv
 fi
 
+# The recorder's crawls drive Debian's Chromium through Playwright (no browser downloads here).
+if [ -z "${WEBFREEZE_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
+  echo "bootstrap: installing Debian's chromium with apt-get" >&2
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+fi
+
 if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv
 fi

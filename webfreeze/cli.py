@@ -429,6 +429,32 @@ def record_proxy(archive_path, host, port):
         click.echo(f"recorded {proxy.recorder.recorded} exchanges", err=True)
 
 
+@record.command("crawl")
+@click.argument("url")
+@click.option("--archive", "archive_path", required=True, type=click.Path(dir_okay=False),
+              help="Archive to record into; created if it does not exist.")
+@click.option("--depth", default=2, show_default=True, type=click.IntRange(0, 50), help="Link depth from URL.")
+@click.option("--max-pages", default=100, show_default=True, type=click.IntRange(1), help="Stop after this many pages.")
+@click.option("--scope", default="host", show_default=True,
+              help="Which links to follow: host (same host), prefix (under URL) or a regular expression.")
+def record_crawl(url, archive_path, depth, max_pages, scope):
+    """Crawl URL breadth-first in real Chromium through the recording proxy (1920x1080).
+
+    Each page gets a full-page screenshot and a DOM snapshot; every request is recorded. Running the
+    same crawl again resumes it.
+    """
+    from webfreeze.recorder.crawl import crawl, scope_matcher
+
+    scope_matcher(url, scope)  # a bad regex fails before anything starts
+    progress, advance = progress_bar(max_pages, "crawling", unit="pages")
+    with progress:
+        result = crawl(archive_path, url, depth=depth, max_pages=max_pages, scope=scope,
+                       progress=lambda done, _url: advance(1))
+    state = "complete" if result.complete else "interrupted"
+    click.echo(f"{'resumed, ' if result.resumed else ''}{result.pages_this_run} pages and "
+               f"{result.exchanges_this_run} exchanges recorded this run; {result.pages} pages in total ({state})")
+
+
 @record.command("ca")
 def record_ca():
     """Print where the recording CA certificate is (created on first use) and how to trust it."""
@@ -497,6 +523,10 @@ def main(argv: list[str] | None = None) -> None:
         fail(f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}")
     except sqlite3.Error as exc:  # disk full, a locked or damaged file
         fail(f"archive storage error: {exc}")
+    except RuntimeError as exc:
+        if type(exc).__name__ != "BrowserUnavailable":
+            raise
+        fail(str(exc))
     except Exception as exc:  # a bug: still one line, with a way to see more
         if os.environ.get("WEBFREEZE_DEBUG"):
             raise

@@ -1,0 +1,156 @@
+"""``record crawl``: real Chromium through the recording proxy, breadth-first, resumable.
+
+Every page visited gets a page record (full-page screenshot, DOM snapshot, title) and every
+request the browser makes is recorded by the proxy. The crawl's frontier is a JSON document in the
+archive, updated in the same transaction as each page record, so a crawl killed at any moment
+resumes where it stopped when run again with the same start URL, scope and depth.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urldefrag, urlsplit
+
+from webfreeze.archives import ArchiveError
+from webfreeze.archives.timeutil import now
+
+from .proxy import RecordingProxy, open_for_recording
+
+STATE_VERSION = 1
+QUIET_MS = 150  # the network counts as settled after this long without a request in flight
+SETTLE_TIMEOUT_S = 10
+
+
+@dataclass
+class CrawlResult:
+    pages: int
+    pages_this_run: int
+    exchanges_this_run: int
+    resumed: bool
+    complete: bool
+
+
+def scope_matcher(start: str, scope: str) -> Callable[[str], bool]:
+    """``host``: same host and port; ``prefix``: URLs under the start URL; anything else: a regex."""
+    start_parts = urlsplit(start)
+    if scope == "host":
+        return lambda u: urlsplit(u).netloc == start_parts.netloc and urlsplit(u).scheme in ("http", "https")
+    if scope == "prefix":
+        return lambda u: u.startswith(start)
+    try:
+        rx = re.compile(scope)
+    except re.error as exc:
+        raise ArchiveError(f"invalid --scope regular expression {scope!r}: {exc}") from None
+    return lambda u: bool(rx.search(u))
+
+
+def check_reachable(url: str) -> None:
+    """Fail in one line, before anything is written, when the start URL cannot be fetched."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ArchiveError(f"{url}: not an http(s) URL")
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=15) as resp:
+            resp.read(1)
+    except urllib.error.HTTPError:
+        return  # the server answered; the crawl records whatever it says
+    except (urllib.error.URLError, socket.timeout, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ArchiveError(f"{url}: unreachable ({reason})") from None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, scope: str = "host",
+          progress: Callable[[int, str], None] | None = None) -> CrawlResult:
+    """Crawl from ``start`` into the archive (created if missing); resumes an interrupted crawl."""
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.simulator.browser import launch_chromium, new_context
+
+    start = urldefrag(start)[0]
+    in_scope = scope_matcher(start, scope)
+    check_reachable(start)
+    state_name = "crawls/" + hashlib.sha256(f"{start}\n{scope}\n{depth}".encode()).hexdigest()[:16] + ".json"
+    with open_for_recording(archive_path) as arc:
+        try:
+            state = arc.get_document(state_name)
+            resumed = True
+        except ArchiveError:
+            state = {"version": STATE_VERSION, "start": start, "scope": scope, "depth": depth,
+                     "queue": [[start, 0]], "seen": [start], "done": 0}
+            resumed = False
+        seen = set(state["seen"])
+        proxy = RecordingProxy(arc, port=_free_port(), session_kind="crawl").start()
+        before = proxy.recorder.recorded
+        visited = 0
+        try:
+            with sync_playwright() as pw:
+                browser = launch_chromium(pw, proxy=proxy.url)
+                context = new_context(browser)
+                page = context.new_page()
+                inflight = set()
+                page.on("request", lambda r: inflight.add(r))
+                page.on("requestfinished", lambda r: inflight.discard(r))
+                page.on("requestfailed", lambda r: inflight.discard(r))
+                while state["queue"] and state["done"] < max_pages:
+                    url, level = state["queue"][0]
+                    status = None
+                    inflight.clear()
+                    try:
+                        response = page.goto(url, wait_until="load", timeout=30_000)
+                        status = response.status if response else None
+                        _settle(page, inflight)
+                        title = page.title()
+                        dom = page.content().encode("utf-8")
+                        shot = page.screenshot(full_page=True, type="png")
+                        links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+                    except PlaywrightError as exc:
+                        title, dom, shot, links = "", None, None, []
+                        status = f"error: {str(exc).splitlines()[0]}"
+                    new = sorted({urldefrag(link)[0] for link in links} - seen) if level < depth else []
+                    new = [u for u in new if in_scope(u)]
+                    seen.update(new)
+                    state["queue"] = state["queue"][1:] + [[u, level + 1] for u in new]
+                    state["seen"] = sorted(seen)
+                    state["done"] += 1
+                    with arc.transaction():  # the page and the frontier land together
+                        arc.add_page(session_id=proxy.session_id, url=url, captured_at=now(), title=title,
+                                     screenshot=shot, dom=dom,
+                                     extra={"final_url": page.url, "status": status, "depth": level})
+                        arc.put_document(state_name, state)
+                    visited += 1
+                    if progress:
+                        progress(state["done"], url)
+                browser.close()
+        finally:
+            proxy.stop()
+        return CrawlResult(pages=state["done"], pages_this_run=visited,
+                           exchanges_this_run=proxy.recorder.recorded - before, resumed=resumed,
+                           complete=not state["queue"] or state["done"] >= max_pages)
+
+
+def _settle(page, inflight: set) -> None:
+    """Wait until no request has been in flight for QUIET_MS (XHRs after load included)."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    quiet_since = None
+    while time.monotonic() < deadline:
+        if inflight:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif (time.monotonic() - quiet_since) * 1000 >= QUIET_MS:
+            return
+        page.wait_for_timeout(25)

@@ -1,0 +1,49 @@
+"""Launching Chromium the one way that works here: Debian's build, driven by Playwright.
+
+``playwright install`` cannot download browsers on these machines, so the executable is Debian's
+``chromium`` (or ``$WEBFREEZE_CHROMIUM``), started with flags that keep it off the network except
+through the proxy it is given.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+CHROMIUM_FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage",
+]
+VIEWPORT = {"width": 1920, "height": 1080}
+
+
+class BrowserUnavailable(RuntimeError):
+    """No Chromium executable could be found."""
+
+
+def chromium_path() -> str:
+    """The Chromium executable: $WEBFREEZE_CHROMIUM, else ``chromium`` on PATH."""
+    path = os.environ.get("WEBFREEZE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        raise BrowserUnavailable("Chromium not found: install Debian's chromium (apt-get install chromium) "
+                                 "or set WEBFREEZE_CHROMIUM")
+    return path
+
+
+def launch_chromium(playwright, *, proxy: str | None = None, headless: bool = True):
+    """A Playwright Browser on Debian's Chromium; with ``proxy``, every request (loopback included)
+    goes through it."""
+    kwargs = {"executable_path": chromium_path(), "headless": headless, "args": list(CHROMIUM_FLAGS)}
+    if proxy:
+        # Chromium bypasses proxies for loopback unless told otherwise.
+        kwargs["proxy"] = {"server": proxy, "bypass": "<-loopback>"}
+    return playwright.chromium.launch(**kwargs)
+
+
+def new_context(browser, **overrides):
+    """A context with the fixed rendering settings of DESIGN.md: 1920x1080, scale 1, en-US, UTC, no
+    service workers."""
+    settings = {"viewport": VIEWPORT, "device_scale_factor": 1, "locale": "en-US", "timezone_id": "UTC",
+                "service_workers": "block", "ignore_https_errors": True}
+    settings.update(overrides)
+    return browser.new_context(**settings)

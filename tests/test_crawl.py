@@ -1,0 +1,123 @@
+"""`record crawl`: real Chromium through real mitmproxy over the simulated scholar site."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from webfreeze.archives import Archive
+from webfreeze.archives.verify import verify
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+from webfreeze.simulator.sites.common import SiteServer
+from webfreeze.simulator.sites.scholar import ScholarSite
+
+try:
+    chromium_path()
+except BrowserUnavailable as exc:  # `make test` installs it; a bare checkout may not have it
+    pytestmark = pytest.mark.skip(reason=str(exc))
+
+
+class Logged:
+    """WSGI middleware remembering every URL the site served."""
+
+    def __init__(self, app):
+        self.app, self.served, self.lock = app, set(), threading.Lock()
+
+    def __call__(self, environ, start_response):
+        qs = environ.get("QUERY_STRING")
+        url = f"http://{environ['HTTP_HOST']}{environ['PATH_INFO']}" + (f"?{qs}" if qs else "")
+        with self.lock:
+            self.served.add(url)
+        return self.app(environ, start_response)
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_depth_two_crawl_of_scholar(tmp_path, home, cli):
+    logged = Logged(ScholarSite(0))
+    site = SiteServer(logged).start()
+    archive = tmp_path / "scholar.wfz"
+    try:
+        result = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "2", "--max-pages", "205",
+                     timeout=600)
+    finally:
+        site.stop()
+    assert result.returncode == 0, result.stderr
+    with Archive.open(archive) as arc:
+        pages = list(arc.pages())
+        assert len(pages) == 205 and len({p["url"] for p in pages}) == 205
+        for p in pages:
+            assert p["screenshot"] and p["dom"], p["url"]
+        shot = arc.get_blob(pages[3]["screenshot"])
+        assert shot.startswith(b"\x89PNG") and int.from_bytes(shot[16:20], "big") == 1920
+        assert b"</html>" in arc.get_blob(pages[3]["dom"])
+        recorded = {r["url"] for r in arc.exchanges()}
+        assert logged.served <= recorded, sorted(logged.served - recorded)[:5]
+        # the page scripts ran in the browser: the XHR with its cache-busting timestamp was recorded
+        assert any("/api/stats?_=" in u for u in recorded)
+        assert verify(arc).ok
+
+
+def _page_count(path) -> int:
+    try:
+        with Archive.open(path) as arc:
+            return arc.conn.execute("SELECT count(*) FROM pages").fetchone()[0]
+    except Exception:
+        return 0
+
+
+def test_sigkill_mid_crawl_then_resume(tmp_path, home):
+    site = SiteServer(ScholarSite(0)).start()
+    archive = tmp_path / "killed.wfz"
+    args = [sys.executable, "-m", "webfreeze", "record", "crawl", f"{site.url}/list/cs/recent", "--archive",
+            str(archive), "--depth", "1", "--max-pages", "30"]
+    env = {**os.environ, "WEBFREEZE_HOME": str(home)}
+    try:
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and _page_count(archive) < 6 and proc.poll() is None:
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=20)
+        assert proc.returncode == -signal.SIGKILL
+        before = _page_count(archive)
+        assert 6 <= before < 30
+        with Archive.open(archive) as arc:
+            assert verify(arc).ok
+        again = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert "resumed" in again.stdout
+    finally:
+        site.stop()
+    with Archive.open(archive) as arc:
+        urls = [p["url"] for p in arc.pages()]
+        assert len(urls) == 30 and len(set(urls)) == 30  # nothing visited twice, nothing skipped
+        assert verify(arc).ok
+
+
+def test_crawl_bad_input_is_one_line(tmp_path, home, cli):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]  # nothing listens once the socket is closed
+    r = cli("record", "crawl", f"http://127.0.0.1:{dead}/", "--archive", tmp_path / "a.wfz")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "unreachable" in r.stderr
+    r = cli("record", "crawl", "http://127.0.0.1:1/", "--archive", tmp_path / "a.wfz", "--scope", "([a-z")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "invalid --scope" in r.stderr
+    site = SiteServer(ScholarSite(0)).start()
+    try:
+        r = cli("record", "crawl", f"{site.url}/", "--archive", tmp_path / "no" / "a.wfz")
+    finally:
+        site.stop()
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "no such directory" in r.stderr
+    assert [p.name for p in tmp_path.iterdir() if p.name != "home"] == []  # no archive, no partial file

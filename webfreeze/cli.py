@@ -455,6 +455,28 @@ def record_crawl(url, archive_path, depth, max_pages, scope):
                f"{result.exchanges_this_run} exchanges recorded this run; {result.pages} pages in total ({state})")
 
 
+@record.command("session")
+@click.argument("url")
+@click.option("--archive", "archive_path", required=True, type=click.Path(dir_okay=False),
+              help="Archive to record into; created if it does not exist.")
+@click.option("--trajectory", "trajectory", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the reference trajectory (JSON).")
+@click.option("--headed", is_flag=True, help="Show the browser and let a person drive it; close it to finish.")
+@click.option("--script", type=click.Path(dir_okay=False),
+              help="A Python file defining run(page) (a Playwright page) that drives the session.")
+def record_session(url, archive_path, trajectory, headed, script):
+    """Record a browsing session and log every action as a reference trajectory.
+
+    Clicks, text entry, selects, form submissions, scrolls and navigations are logged with the
+    target's role, accessible name, CSS path and text, plus URL and time.
+    """
+    from webfreeze.recorder.session import record_session as run_session
+
+    result = run_session(archive_path, url, trajectory, headed=headed, script=script)
+    click.echo(f"{len(result['steps'])} steps written to {trajectory}; exchanges recorded into {archive_path} "
+               f"(session {result['archive_session']})")
+
+
 @record.command("ca")
 def record_ca():
     """Print where the recording CA certificate is (created on first use) and how to trust it."""

@@ -1,0 +1,202 @@
+"""``record session``: a browser through the recording proxy, driven by a person or a script, whose
+every action is logged as a reference trajectory (the way benchmark authors annotate ground truth).
+
+The page side is a small listener injected into every document: clicks, text entry, selects,
+form submissions and scrolls are reported with the target's role, accessible name, CSS path and
+text; navigations come from the browser itself. The trajectory is plain JSON, written atomically
+and also stored in the archive as ``trajectories/<session>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from webfreeze.archives import ArchiveError
+
+from .proxy import RecordingProxy, open_for_recording
+
+TRAJECTORY_VERSION = 1
+
+# Reports user actions to the recorder. Runs before any page script; keeps to the DOM standard.
+LISTENER_JS = r"""
+(() => {
+  if (window.__webfreezeInstalled) return;
+  window.__webfreezeInstalled = true;
+  const IMPLICIT = {A: 'link', BUTTON: 'button', SELECT: 'combobox', TEXTAREA: 'textbox', IMG: 'img',
+                    H1: 'heading', H2: 'heading', H3: 'heading', H4: 'heading', FORM: 'form', OPTION: 'option'};
+  const INPUT_ROLES = {checkbox: 'checkbox', radio: 'radio', search: 'searchbox', submit: 'button',
+                       button: 'button', reset: 'button', number: 'spinbutton', range: 'slider'};
+  const role = (el) => el.getAttribute('role') ||
+    (el.tagName === 'INPUT' ? (INPUT_ROLES[el.type] || 'textbox') :
+     el.tagName === 'A' && !el.hasAttribute('href') ? 'generic' : (IMPLICIT[el.tagName] || 'generic'));
+  const clean = (s) => (s || '').replace(/\s+/g, ' ').trim().slice(0, 200);
+  const name = (el) => {
+    if (el.getAttribute('aria-label')) return clean(el.getAttribute('aria-label'));
+    const by = el.getAttribute('aria-labelledby');
+    if (by) return clean(by.split(/\s+/).map((id) => (document.getElementById(id) || {}).textContent).join(' '));
+    if (el.id) { const l = document.querySelector('label[for="' + CSS.escape(el.id) + '"]'); if (l) return clean(l.textContent); }
+    const wrap = el.closest('label');
+    if (wrap && wrap !== el) {
+      const copy = wrap.cloneNode(true);
+      copy.querySelectorAll('select, input, textarea').forEach((n) => n.remove());
+      if (clean(copy.textContent)) return clean(copy.textContent);
+    }
+    if (el.getAttribute('alt')) return clean(el.getAttribute('alt'));
+    if (el.tagName === 'INPUT' && ['submit', 'button'].includes(el.type)) return clean(el.value);
+    if (el.getAttribute('title')) return clean(el.getAttribute('title'));
+    if (el.getAttribute('placeholder')) return clean(el.getAttribute('placeholder'));
+    if (['A', 'BUTTON', 'OPTION', 'H1', 'H2', 'H3', 'H4'].includes(el.tagName) || el.getAttribute('role')) return clean(el.textContent);
+    return '';
+  };
+  const cssPath = (el) => {
+    const parts = [];
+    for (let n = el; n && n.nodeType === 1 && n !== document.documentElement; n = n.parentElement) {
+      if (n.id) { parts.unshift('#' + CSS.escape(n.id)); break; }
+      let i = 1;
+      for (let s = n.previousElementSibling; s; s = s.previousElementSibling) if (s.tagName === n.tagName) i++;
+      parts.unshift(n.tagName.toLowerCase() + ':nth-of-type(' + i + ')');
+    }
+    return parts.join(' > ');
+  };
+  const describe = (el) => ({role: role(el), name: name(el), css: cssPath(el), tag: el.tagName.toLowerCase(),
+                             text: clean(el.innerText || el.textContent).slice(0, 120)});
+  const actionable = 'a, button, input, select, textarea, label, summary, [role], [onclick]';
+  const send = (action, el, value) => window.__webfreezeLog({action, target: el ? describe(el) : null,
+                                                            value: value === undefined ? null : value,
+                                                            url: location.href, time: Date.now()});
+  document.addEventListener('click', (e) => {
+    const el = e.target.closest(actionable) || e.target;
+    if (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) && !['submit', 'button', 'checkbox', 'radio'].includes(el.type)) return;
+    send('click', el);
+  }, true);
+  document.addEventListener('input', (e) => {
+    const el = e.target;
+    if (el.tagName === 'SELECT' || ['checkbox', 'radio'].includes(el.type)) return;
+    send('type', el, el.value);
+  }, true);
+  document.addEventListener('change', (e) => {
+    const el = e.target;
+    if (el.tagName === 'SELECT') send('select', el, {value: el.value, label: clean((el.selectedOptions[0] || {}).textContent)});
+  }, true);
+  document.addEventListener('submit', (e) => send('submit', e.target), true);
+  let scrollTimer = null;
+  window.addEventListener('scroll', () => {
+    clearTimeout(scrollTimer);
+    scrollTimer = setTimeout(() => send('scroll', null, {x: window.scrollX, y: window.scrollY}), 150);
+  }, true);
+})();
+"""
+
+
+class TrajectoryLog:
+    """Collects steps from the page listener and the browser, in order; consecutive typing into the
+    same field is one step holding the final text."""
+
+    def __init__(self):
+        self.steps: list[dict] = []
+        self._lock = threading.Lock()
+        self._t0 = time.time()
+
+    def add(self, step: dict) -> None:
+        with self._lock:
+            last = self.steps[-1] if self.steps else None
+            if (step["action"] == "type" and last and last["action"] == "type"
+                    and last["target"] and step["target"] and last["target"]["css"] == step["target"]["css"]):
+                last["value"] = step["value"]
+                last["time"] = step["time"]
+                return
+            if step["action"] == "navigate" and last and last["action"] == "navigate" and last["url"] == step["url"]:
+                return
+            step["step"] = len(self.steps)
+            self.steps.append(step)
+
+    def from_page(self, source, event: dict) -> None:
+        self.add({"action": event["action"], "target": event.get("target"), "value": event.get("value"),
+                  "url": event.get("url"), "time": round(event.get("time", 0) / 1000.0, 3)})
+
+    def navigated(self, url: str) -> None:
+        self.add({"action": "navigate", "target": None, "value": None, "url": url, "time": round(time.time(), 3)})
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_atomically(path: Path, data: dict) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def record_session(archive_path, start: str, trajectory_path, *, headed: bool = False,
+                   script: str | None = None) -> dict:
+    """Open ``start`` in Chromium through the recording proxy; a ``script`` (a Python file defining
+    ``run(page)``) drives it, else a person does until the window is closed. Returns the trajectory."""
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.simulator.browser import launch_chromium, new_context
+
+    from .crawl import check_reachable
+
+    out = Path(trajectory_path)
+    if not out.parent.is_dir():
+        raise ArchiveError(f"{out.parent}: no such directory")
+    run = None
+    if script:
+        if not Path(script).is_file():
+            raise ArchiveError(f"{script}: no such script")
+        run = runpy.run_path(script).get("run")
+        if not callable(run):
+            raise ArchiveError(f"{script}: defines no run(page) function")
+    elif not headed:
+        raise ArchiveError("a session needs --headed (a person drives) or --script FILE")
+    check_reachable(start)
+    log = TrajectoryLog()
+    with open_for_recording(archive_path) as arc:
+        proxy = RecordingProxy(arc, port=_free_port(), session_kind="session").start()
+        try:
+            with sync_playwright() as pw:
+                browser = launch_chromium(pw, proxy=proxy.url, headless=not headed)
+                context = new_context(browser)
+                context.expose_binding("__webfreezeLog", log.from_page)
+                context.add_init_script(LISTENER_JS)
+                page = context.new_page()
+                page.on("framenavigated", lambda frame: log.navigated(frame.url) if frame == page.main_frame else None)
+                page.goto(start, wait_until="load")
+                if run is not None:
+                    run(page)
+                    page.wait_for_timeout(300)  # let the last events arrive
+                else:
+                    page.wait_for_event("close", timeout=0)
+                browser.close()
+        finally:
+            proxy.stop()
+        trajectory = {
+            "version": TRAJECTORY_VERSION,
+            "kind": "reference_trajectory",
+            "start_url": start,
+            "archive_session": proxy.session_id,
+            "viewport": {"width": 1920, "height": 1080},
+            "recorded_by": "script" if run else "person",
+            "steps": log.steps,
+        }
+        arc.put_document(f"trajectories/{proxy.session_id}.json", trajectory)
+    _write_atomically(out, trajectory)
+    return trajectory

@@ -1,0 +1,77 @@
+"""`record session`: a scripted shopping session on the simulated shop, logged as a trajectory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from webfreeze.archives import Archive
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+from webfreeze.simulator.sites import serve
+
+try:
+    chromium_path()
+except BrowserUnavailable as exc:
+    pytestmark = pytest.mark.skip(reason=str(exc))
+
+SCRIPT = '''
+def run(page):
+    page.get_by_label("Search products").fill("running shoe")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_load_state("load")
+    page.mouse.wheel(0, 600)
+    page.wait_for_timeout(300)
+    page.select_option("select[name=brand]", label=page.locator("select[name=brand] option").nth(1).inner_text())
+    page.get_by_role("button", name="Apply").click()
+    page.wait_for_load_state("load")
+    page.locator("li.product a").first.click()
+    page.wait_for_load_state("load")
+    page.get_by_label("Quantity").fill("2")
+    page.get_by_role("button", name="Add to cart").click()
+    page.wait_for_url("**/cart")
+'''
+
+
+def test_scripted_shop_session(tmp_path, monkeypatch, cli):
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    script = tmp_path / "shop_script.py"
+    script.write_text(SCRIPT)
+    archive, out = tmp_path / "shop.wfz", tmp_path / "trajectory.json"
+    site = serve("shop")
+    try:
+        result = cli("record", "session", f"{site.url}/", "--archive", archive, "--trajectory", out,
+                     "--script", script, timeout=300)
+    finally:
+        site.stop()
+    assert result.returncode == 0, result.stderr
+    traj = json.loads(out.read_text())
+    assert traj["version"] == 1 and traj["kind"] == "reference_trajectory"
+    steps = traj["steps"]
+    assert [s["step"] for s in steps] == list(range(len(steps)))
+    actions = [(s["action"], (s["target"] or {}).get("role"), (s["target"] or {}).get("name")) for s in steps]
+    typed = [s for s in steps if s["action"] == "type"]
+    assert typed[0]["target"]["name"] == "Search products" and typed[0]["value"] == "running shoe"
+    assert typed[0]["target"]["role"] == "searchbox" and typed[0]["target"]["css"]
+    assert ("click", "button", "Search") in actions
+    assert any(a == "select" and name == "Brand" for a, _, name in actions)
+    assert ("click", "button", "Apply") in actions
+    assert any(s["action"] == "scroll" and s["value"]["y"] > 0 for s in steps)
+    assert any(a == "click" and role == "link" for a, role, _ in actions)
+    assert ("type", "spinbutton", "Quantity") in actions
+    assert ("click", "button", "Add to cart") in actions
+    navs = [s["url"] for s in steps if s["action"] == "navigate"]
+    assert any("/search?q=running+shoe" in u for u in navs) and navs[-1].endswith("/cart")
+    with Archive.open(archive) as arc:
+        posts = list(arc.exchanges("method='POST'"))
+        assert len(posts) == 1 and posts[0]["url"].endswith("/cart/add")
+        body = arc.get_blob(posts[0]["req_body"]).decode()
+        assert "sku=" in body and "qty=2" in body
+        assert arc.get_document(f"trajectories/{traj['archive_session']}.json") == traj
+
+
+def test_session_needs_a_driver(tmp_path, cli):
+    r = cli("record", "session", "http://127.0.0.1:1/", "--archive", tmp_path / "a.wfz", "--trajectory",
+            tmp_path / "t.json")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--headed" in r.stderr
+    assert list(tmp_path.iterdir()) == []

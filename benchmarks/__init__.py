@@ -154,10 +154,14 @@ def fmt_num(value: float, unit: str) -> str:
         return f"{value:,.1f} MB/s"
     if unit == "us":
         return f"{value:,.1f} us"
+    if unit == "ms":
+        return f"{value:,.1f} ms"
+    if unit == "s":
+        return f"{value:,.2f} s"
     return f"{value:,.3g} {unit}".strip()
 
 
 def all_modules() -> Iterable:
-    from . import disk_size, import_speed, lookup_latency
+    from . import disk_size, import_speed, lookup_latency, recorder_overhead
 
-    return [disk_size, import_speed, lookup_latency]
+    return [disk_size, import_speed, lookup_latency, recorder_overhead]

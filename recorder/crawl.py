@@ -112,7 +112,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                     try:
                         response = page.goto(url, wait_until="load", timeout=30_000)
                         status = response.status if response else None
-                        _settle(page, inflight)
+                        wait_network_quiet(page, inflight)
                         title = page.title()
                         dom = page.content().encode("utf-8")
                         shot = page.screenshot(full_page=True, type="png")
@@ -142,7 +142,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                            complete=not state["queue"] or state["done"] >= max_pages)
 
 
-def _settle(page, inflight: set) -> None:
+def wait_network_quiet(page, inflight: set) -> None:
     """Wait until no request has been in flight for QUIET_MS (XHRs after load included)."""
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
     quiet_since = None

@@ -89,6 +89,24 @@ class ArchiveRecorder:
             self.errors += 1
             log.error("could not record %s %s: %s", req.method, req.url, exc)
 
+    def error(self, flow: http.HTTPFlow) -> None:
+        """An exchange that failed upstream (refused, reset, TLS failure) is kept too: the client
+        got a 502 from the proxy, and a replay must answer the same way."""
+        if flow.response is not None or flow.request is None:
+            return
+        req = flow.request
+        ex = Exchange(url=req.url, captured_at=datetime.fromtimestamp(req.timestamp_start, timezone.utc),
+                      method=req.method, req_headers=_headers(req.headers.fields), req_body=req.raw_content or None,
+                      status=502, reason="Bad Gateway", http_version=req.http_version, resp_headers=[],
+                      payload=b"", extra={"error": str(flow.error) if flow.error else "upstream failure"},
+                      session_id=self.session_id)
+        try:
+            self.archive.add_exchange(ex)
+            self.recorded += 1
+        except Exception as exc:
+            self.errors += 1
+            log.error("could not record failed %s %s: %s", req.method, req.url, exc)
+
     # ------------------------------------------------------------------ WebSocket
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         if flow.websocket is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import gzip
 import http.server
 import os
@@ -209,3 +210,156 @@ def test_bad_input_is_one_line(tmp_path, home, cli):
     r = cli("record", "proxy", "--archive", tmp_path / "missing-dir" / "a.wfz", "--port", free_port())
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "no such directory" in r.stderr
     assert not (tmp_path / "a.wfz").exists()
+
+
+class _Statuses(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/cached":
+            self.send_response(304)
+            self.send_header("ETag", '"v1"')
+            self.end_headers()
+            return
+        code = 500 if self.path == "/broken" else 404
+        body = b"server trouble" if code == 500 else b"not here"
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_304s_errors_and_upstream_failures_are_kept(proxy):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Statuses)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    dead = free_port()  # nothing listens there
+    try:
+        op = opener(proxy.url)
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        assert fetch(op, base + "/cached", headers={"If-None-Match": '"v1"'})[0] == 304
+        assert fetch(op, base + "/broken") == (500, b"server trouble")
+        assert fetch(op, base + "/missing")[0] == 404
+        assert fetch(op, f"http://127.0.0.1:{dead}/gone")[0] == 502
+    finally:
+        server.shutdown()
+        server.server_close()
+    rows = {r["url"]: r for r in rows_of(proxy.archive)}
+    assert rows[base + "/cached"]["status"] == 304
+    assert rows[base + "/broken"]["status"] == 500
+    assert proxy.archive.get_blob(rows[base + "/broken"]["payload"]) == b"server trouble"
+    assert rows[base + "/missing"]["status"] == 404
+    failed = rows[f"http://127.0.0.1:{dead}/gone"]
+    assert failed["status"] == 502 and "error" in json.loads(failed["extra"])
+
+
+def test_ctrl_c_flushes_and_closes(tmp_path, home):
+    site = serve("scholar")
+    port = free_port()
+    archive = tmp_path / "interrupted.wfz"
+    env = {**os.environ, "WEBFREEZE_HOME": str(home)}
+    proc = subprocess.Popen([sys.executable, "-m", "webfreeze", "record", "proxy", "--archive", str(archive),
+                             "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        op = opener(f"http://127.0.0.1:{port}")
+        for path in ("/", "/about", "/help"):
+            assert fetch(op, site.url + path)[0] == 200
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        site.stop()
+    assert proc.returncode == 0, err
+    assert "recorded 3 exchanges" in err
+    assert not os.path.exists(f"{archive}-wal") or os.path.getsize(f"{archive}-wal") == 0  # checkpointed
+    with Archive.open(archive) as arc:
+        (session,) = list(arc.conn.execute("SELECT * FROM sessions"))
+        assert session["ended_at"] and json.loads(session["info"])["recorded"] == 3
+        assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 3
+
+
+def _ws_echo_server():
+    """A WebSocket echo server on loopback, built on wsproto (the library mitmproxy uses)."""
+    import wsproto
+    from wsproto.events import AcceptConnection, CloseConnection, Message, Request, TextMessage
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+
+    def serve_one(conn):
+        ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
+        with conn:
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                ws.receive_data(data)
+                for event in ws.events():
+                    if isinstance(event, Request):
+                        conn.sendall(ws.send(AcceptConnection()))
+                    elif isinstance(event, Message):
+                        conn.sendall(ws.send(TextMessage(data=f"echo: {event.data}")))
+                    elif isinstance(event, CloseConnection):
+                        conn.sendall(ws.send(event.response()))
+                        return
+
+    def loop():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=loop, daemon=True).start()
+    return listener
+
+
+def test_websocket_messages_are_stored(proxy):
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.simulator.browser import BrowserUnavailable, chromium_path, launch_chromium, new_context
+
+    try:
+        chromium_path()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    listener = _ws_echo_server()
+    site = serve("scholar")
+    port = listener.getsockname()[1]
+    try:
+        with sync_playwright() as pw:
+            browser = launch_chromium(pw, proxy=proxy.url)
+            page = new_context(browser).new_page()
+            page.goto(site.url + "/about")
+            reply = page.evaluate("""port => new Promise((resolve, reject) => {
+                const ws = new WebSocket('ws://127.0.0.1:' + port + '/chat');
+                ws.onopen = () => ws.send('hello');
+                ws.onmessage = (e) => { ws.close(); resolve(e.data); };
+                ws.onerror = () => reject('websocket error');
+                setTimeout(() => reject('timeout'), 10000);
+            })""", port)
+            page.wait_for_timeout(500)
+            browser.close()
+    finally:
+        listener.close()
+        site.stop()
+    assert reply == "echo: hello"
+    deadline = time.monotonic() + 10
+    docs = []
+    while time.monotonic() < deadline and not docs:
+        docs = [n for n in proxy.archive.document_names() if n.startswith("websocket/")]
+        time.sleep(0.1)
+    assert len(docs) == 1
+    doc = proxy.archive.get_document(docs[0])
+    assert doc["url"] == f"ws://127.0.0.1:{port}/chat" or doc["url"].endswith(f"127.0.0.1:{port}/chat")
+    assert [(m["from_client"], m["content"]) for m in doc["messages"]] == [(True, "hello"), (False, "echo: hello")]

@@ -15,6 +15,11 @@ CHROMIUM_FLAGS = [
     "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage",
 ]
 VIEWPORT = {"width": 1920, "height": 1080}
+# Chromium's own background traffic (component and model updates) that the flags above do not stop
+# entirely; it bypasses the proxy (and fails offline) so recordings hold only what pages asked for.
+BROWSER_INTERNAL_HOSTS = ["update.googleapis.com", "clients2.google.com", "clients2.googleusercontent.com",
+                          "optimizationguide-pa.googleapis.com", "content-autofill.googleapis.com",
+                          "safebrowsingohttpgateway.googleapis.com", "edgedl.me.gvt1.com", "redirector.gvt1.com"]
 
 
 class BrowserUnavailable(RuntimeError):
@@ -36,7 +41,7 @@ def launch_chromium(playwright, *, proxy: str | None = None, headless: bool = Tr
     kwargs = {"executable_path": chromium_path(), "headless": headless, "args": list(CHROMIUM_FLAGS)}
     if proxy:
         # Chromium bypasses proxies for loopback unless told otherwise.
-        kwargs["proxy"] = {"server": proxy, "bypass": "<-loopback>"}
+        kwargs["proxy"] = {"server": proxy, "bypass": ";".join(["<-loopback>", *BROWSER_INTERNAL_HOSTS])}
     return playwright.chromium.launch(**kwargs)
 
 

@@ -64,6 +64,7 @@ def test_depth_two_crawl_of_scholar(tmp_path, home, cli):
         assert b"</html>" in arc.get_blob(pages[3]["dom"])
         recorded = {r["url"] for r in arc.exchanges()}
         assert logged.served <= recorded, sorted(logged.served - recorded)[:5]
+        assert {u.split("/")[2] for u in recorded} == {site.url.split("/")[2]}  # no browser-internal traffic
         # the page scripts ran in the browser: the XHR with its cache-busting timestamp was recorded
         assert any("/api/stats?_=" in u for u in recorded)
         assert verify(arc).ok

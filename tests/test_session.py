@@ -68,6 +68,8 @@ def test_scripted_shop_session(tmp_path, monkeypatch, cli):
         body = arc.get_blob(posts[0]["req_body"]).decode()
         assert "sku=" in body and "qty=2" in body
         assert arc.get_document(f"trajectories/{traj['archive_session']}.json") == traj
+        # only the site's traffic was recorded (no browser-internal requests)
+        assert {r["url"].split("/")[2] for r in arc.exchanges()} == {site.url.split("/")[2]}
 
 
 def test_session_needs_a_driver(tmp_path, cli):

@@ -19,12 +19,12 @@ from datetime import date, timedelta
 from functools import lru_cache
 from urllib.parse import urlencode
 
-from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.exceptions import NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
-from .common import esc, json_response, page_shell, respond, static_response
+from .common import SimulatedSite, esc, json_response
 
 SITE = "TableTime Bookings"
 COLOR = (30, 140, 90)
@@ -89,13 +89,16 @@ def build_venues(seed: int = 0, per_kind: int = 80) -> list[Venue]:
 NAV = """<nav><a href="/">Home</a> <a href="/reservations">My reservations</a></nav>"""
 
 
-class BookingSite:
+class BookingSite(SimulatedSite):
     """The WSGI application; reservations are per-session server state."""
 
+    title, color, nav = SITE, COLOR, NAV
+    session_cookie, session_prefix = "booking_session", "b"
+
     def __init__(self, seed: int = 0):
+        super().__init__()
         self.venues = build_venues(seed)
         self.by_id = {v.id: v for v in self.venues}
-        self._sessions = itertools.count(1)
         self._numbers = itertools.count(5001)
         self._lock = threading.Lock()
         self.booked: dict[tuple[str, str], int] = {}  # (venue, slot) -> reservation number
@@ -112,36 +115,12 @@ class BookingSite:
             Rule("/static/<name>", endpoint="static"),
         ], strict_slashes=False)
 
-    def __call__(self, environ, start_response):
-        request = Request(environ)
-        session = request.cookies.get("booking_session")
-        new_session = session is None
-        if new_session:
-            session = f"b{next(self._sessions):06d}"
-        try:
-            endpoint, values = self.url_map.bind_to_environ(environ).match()
-            response = getattr(self, f"on_{endpoint}")(request, session, **values)
-        except HTTPException as exc:
-            if exc.code in (301, 302, 303, 307, 308):
-                response = exc
-            else:
-                body = f"<h1>{exc.code} {esc(exc.name)}</h1><p>{esc(exc.description or '')}</p>"
-                response = respond(request, page_shell(site=SITE, title=str(exc.code), body=body, nav=NAV),
-                                   "text/html; charset=utf-8", status=exc.code, cache="no-cache")
-        if new_session and isinstance(response, Response):
-            response.set_cookie("booking_session", session, path="/", httponly=True, samesite="Lax")
-        return response(environ, start_response)
-
-    def html(self, request: Request, title: str, body: str) -> Response:
-        return respond(request, page_shell(site=SITE, title=title, body=body, nav=NAV), "text/html; charset=utf-8",
-                       cache="no-cache")
-
     def free_slots(self, v: Venue) -> list[str]:
         with self._lock:
             return [s for s in v.slots if (v.id, s) not in self.booked]
 
     # ------------------------------------------------------------------ pages
-    def on_home(self, request: Request, session: str) -> Response:
+    def on_home(self, request: Request) -> Response:
         forms = []
         for kind, (label, cats) in KINDS.items():
             cities = "".join(f"<option>{c}</option>" for c in CITIES)
@@ -153,7 +132,7 @@ class BookingSite:
                          f'</section>')
         return self.html(request, SITE, f"<h1>{SITE}</h1>" + "".join(forms))
 
-    def on_search(self, request: Request, session: str) -> Response:
+    def on_search(self, request: Request) -> Response:
         args = request.args
         kind = args.get("kind", "restaurant")
         if kind not in KINDS:
@@ -188,7 +167,7 @@ class BookingSite:
             raise NotFound(f"No venue {vid}.")
         return self.by_id[vid]
 
-    def on_venue(self, request: Request, session: str, vid: str) -> Response:
+    def on_venue(self, request: Request, vid: str) -> Response:
         v = self._venue(vid)
         free = self.free_slots(v)
         label = "Check-in date" if v.kind == "hotel" else "Time"
@@ -206,7 +185,8 @@ class BookingSite:
                    if free else '<p class="full">Fully booked this week.</p>') + "</div>")
         return self.html(request, v.name, body)
 
-    def on_reserve(self, request: Request, session: str) -> Response:
+    def on_reserve(self, request: Request) -> Response:
+        session = self.session(request)
         v = self._venue(request.form.get("venue", ""))
         slot, name = request.form.get("slot", ""), request.form.get("name", "").strip()
         party = request.form.get("party", "1")
@@ -221,7 +201,8 @@ class BookingSite:
                                          "party": int(party)}
         return redirect(f"/reservation/{number}", code=303)
 
-    def on_reservation(self, request: Request, session: str, number: int) -> Response:
+    def on_reservation(self, request: Request, number: int) -> Response:
+        session = self.session(request)
         r = self.reservations.get(number)
         if r is None or r["session"] != session:
             raise NotFound("No such reservation.")
@@ -230,24 +211,19 @@ class BookingSite:
                          f'<h1>Confirmed: {esc(v.name)}</h1><p class="reservation-number">Reservation #{number}</p>'
                          f'<p class="slot">{esc(r["slot"])}, {r["party"]} guest(s), under {esc(r["name"])}</p>')
 
-    def on_reservations(self, request: Request, session: str) -> Response:
+    def on_reservations(self, request: Request) -> Response:
+        session = self.session(request)
         with self._lock:
             mine = sorted((n, r) for n, r in self.reservations.items() if r["session"] == session)
         items = "".join(f'<li><a href="/reservation/{n}">#{n}</a> {esc(self.by_id[r["venue"]].name)}, '
                         f'{esc(r["slot"])}</li>' for n, r in mine)
         return self.html(request, "My reservations", f"<h1>My reservations</h1><ul>{items or '<li>none yet</li>'}</ul>")
 
-    def on_availability(self, request: Request, session: str, vid: str) -> Response:
+    def on_availability(self, request: Request, vid: str) -> Response:
         v = self._venue(vid)
         return json_response(request, {"venue": v.id, "free": self.free_slots(v), "served_at": int(time.time() * 1000),
                                        "summary": f"{len(self.free_slots(v))} slots free"})
 
-    def on_stats(self, request: Request, session: str) -> Response:
+    def on_stats(self, request: Request) -> Response:
         return json_response(request, {"summary": f"{len(self.venues)} places to book",
                                        "served_at": int(time.time() * 1000), "echo": request.args.get("_", "")})
-
-    def on_static(self, request: Request, session: str, name: str) -> Response:
-        response = static_response(request, name, COLOR)
-        if response is None:
-            raise NotFound()
-        return response

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import gzip
 import html
+import itertools
 import json
 import socket
 import struct
@@ -18,6 +19,7 @@ import threading
 import zlib
 from collections.abc import Callable
 
+from werkzeug.exceptions import HTTPException, NotFound
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
@@ -138,6 +140,60 @@ def static_response(request: Request, name: str, site_color: tuple[int, int, int
     if name == "logo@2x.png":
         return respond(request, png(240, 80, site_color), "image/png", cache=year_cache)
     return None
+
+
+class SimulatedSite:
+    """The plumbing every simulated site shares: routing by ``url_map`` to ``on_<endpoint>(request,
+    **values)`` methods, a session cookie, error pages and the page shell. Subclasses set the class
+    attributes and build ``self.url_map``."""
+
+    title = "Simulated site"
+    color = (80, 80, 80)
+    nav = ""
+    session_cookie = "session"
+    session_prefix = "s"
+    stats_src = "/api/stats"
+
+    def __init__(self):
+        self._sessions = itertools.count(1)
+        self._session_lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        request = Request(environ)
+        session = request.cookies.get(self.session_cookie)
+        new_session = session is None
+        if new_session:
+            with self._session_lock:
+                session = f"{self.session_prefix}{next(self._sessions):06d}"
+        environ["webfreeze.session"] = session
+        try:
+            endpoint, values = self.url_map.bind_to_environ(environ).match()
+            response = getattr(self, f"on_{endpoint}")(request, **values)
+        except HTTPException as exc:
+            response = exc if exc.code in (301, 302, 303, 307, 308) else self.error_page(request, exc)
+        if new_session and isinstance(response, Response):
+            response.set_cookie(self.session_cookie, session, path="/", httponly=True, samesite="Lax")
+        return response(environ, start_response)
+
+    @staticmethod
+    def session(request: Request) -> str:
+        """The visitor's session id (from the cookie, or the one this response is about to set)."""
+        return request.environ["webfreeze.session"]
+
+    def html(self, request: Request, title: str, body: str, *, status: int = 200) -> Response:
+        return respond(request, page_shell(site=self.title, title=title, body=body, nav=self.nav,
+                                           stats_src=self.stats_src),
+                       "text/html; charset=utf-8", status=status, cache="no-cache")
+
+    def error_page(self, request: Request, exc: HTTPException) -> Response:
+        body = f"<h1>{exc.code} {esc(exc.name)}</h1><p>{esc(exc.description or '')}</p>"
+        return self.html(request, f"{exc.code} {exc.name}", body, status=exc.code)
+
+    def on_static(self, request: Request, name: str) -> Response:
+        response = static_response(request, name, self.color)
+        if response is None:
+            raise NotFound()
+        return response
 
 
 class _QuietHandler(WSGIRequestHandler):

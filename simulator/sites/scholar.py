@@ -16,18 +16,17 @@ Routes (all server-rendered HTML unless noted):
 
 from __future__ import annotations
 
-import itertools
 import re
 import time
 from datetime import date, timedelta
 from urllib.parse import urlencode
 
-from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.exceptions import NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
-from .common import esc, json_response, page_shell, png, respond, static_response
+from .common import SimulatedSite, esc, json_response, png, respond
 from .scholar_data import ARCHIVES, SNAPSHOT, Paper, announce_date, build_corpus
 
 SITE = "Scholar Preprints"
@@ -73,13 +72,16 @@ STATIC_PAGES = {
 }
 
 
-class ScholarSite:
+class ScholarSite(SimulatedSite):
     """The WSGI application; deterministic for a seed (dynamic bits are the page's own scripts)."""
 
+    title, color, nav = SITE, COLOR, NAV
+    session_cookie, session_prefix = "scholar_session", "s"
+
     def __init__(self, seed: int = 0):
+        super().__init__()
         self.corpus = build_corpus(seed)
         self.by_id = self.corpus.by_id
-        self._sessions = itertools.count(1)
         self.url_map = Map([
             Rule("/", endpoint="home"),
             Rule("/list/<name>", endpoint="list_redirect"),
@@ -100,30 +102,9 @@ class ScholarSite:
         ], strict_slashes=False)
 
     # ------------------------------------------------------------------ plumbing
-    def __call__(self, environ, start_response):
-        request = Request(environ)
-        adapter = self.url_map.bind_to_environ(environ)
-        try:
-            endpoint, values = adapter.match()
-            response = getattr(self, f"on_{endpoint}")(request, **values)
-        except HTTPException as exc:
-            response = exc if exc.code in (301, 302, 303, 307, 308) else self.error(request, exc)
-        if isinstance(response, Response) and response.mimetype == "text/html" and \
-                "scholar_session" not in request.cookies:
-            response.set_cookie("scholar_session", f"s{next(self._sessions):06d}", path="/", httponly=True,
-                                samesite="Lax")
-        return response(environ, start_response)
-
-    def error(self, request: Request, exc: HTTPException) -> Response:
-        body = f"<h1>{exc.code} {esc(exc.name)}</h1><p>{esc(exc.description or '')}</p>"
-        return respond(request, page_shell(site=SITE, title=f"{exc.code} {exc.name}", body=body, nav=NAV),
-                       "text/html; charset=utf-8", status=exc.code, cache="no-cache")
-
-    def html(self, request: Request, title: str, body: str) -> Response:
+    def html(self, request: Request, title: str, body: str, *, status: int = 200) -> Response:
         theme = request.cookies.get("theme", "light")
-        body = f'<div class="theme-{esc(theme)}">{body}</div>'
-        return respond(request, page_shell(site=SITE, title=title, body=body, nav=NAV), "text/html; charset=utf-8",
-                       cache="no-cache")
+        return super().html(request, title, f'<div class="theme-{esc(theme)}">{body}</div>', status=status)
 
     def paper(self, ident: str) -> tuple[Paper, int | None]:
         m = re.fullmatch(rf"({ID_RE})(?:v(\d+))?", ident)
@@ -348,11 +329,6 @@ class ScholarSite:
         return json_response(request, {"summary": f"{len(self.corpus.papers)} e-prints", "per_archive": counts,
                                        "served_at": int(time.time() * 1000), "echo": request.args.get("_", "")})
 
-    def on_static(self, request: Request, name: str) -> Response:
-        response = static_response(request, name, COLOR)
-        if response is None:
-            raise NotFound()
-        return response
 
 
 ADVANCED_FORM = """<h1>Advanced search</h1>

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlencode
 
-from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.exceptions import NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
-from .common import esc, json_response, page_shell, png, respond, static_response
+from .common import SimulatedSite, esc, json_response, png, respond
 
 SITE = "Northwind Market"
 COLOR = (20, 110, 180)
@@ -94,13 +94,16 @@ NAV = """<nav><a href="/">Home</a> <a href="/cart">Cart</a>
 aria-label="Search products" placeholder="Search products"><button type="submit">Search</button></form></nav>"""
 
 
-class ShopSite:
+class ShopSite(SimulatedSite):
     """The WSGI application. Carts are per-session server state (a stateful site, as real shops are)."""
 
+    title, color, nav = SITE, COLOR, NAV
+    session_cookie, session_prefix, stats_src = "shop_session", "c", "/api/cart"
+
     def __init__(self, seed: int = 0):
+        super().__init__()
         self.products = build_catalogue(seed)
         self.by_sku = {p.sku: p for p in self.products}
-        self._sessions = itertools.count(1)
         self._orders = itertools.count(1001)
         self._lock = threading.Lock()
         self.carts: dict[str, dict[tuple[str, str], int]] = {}
@@ -122,47 +125,23 @@ class ShopSite:
             Rule("/shop", endpoint="legacy"),
         ], strict_slashes=False)
 
-    def __call__(self, environ, start_response):
-        request = Request(environ)
-        session = request.cookies.get("shop_session")
-        new_session = session is None
-        if new_session:
-            session = f"c{next(self._sessions):06d}"
-        try:
-            endpoint, values = self.url_map.bind_to_environ(environ).match()
-            response = getattr(self, f"on_{endpoint}")(request, session, **values)
-        except HTTPException as exc:
-            if exc.code in (301, 302, 303, 307, 308):
-                response = exc
-            else:
-                body = f"<h1>{exc.code} {esc(exc.name)}</h1><p>{esc(exc.description or '')}</p>"
-                response = respond(request, page_shell(site=SITE, title=str(exc.code), body=body, nav=NAV),
-                                   "text/html; charset=utf-8", status=exc.code, cache="no-cache")
-        if new_session and isinstance(response, Response):
-            response.set_cookie("shop_session", session, path="/", httponly=True, samesite="Lax")
-        return response(environ, start_response)
-
-    def html(self, request: Request, title: str, body: str) -> Response:
-        return respond(request, page_shell(site=SITE, title=title, body=body, nav=NAV, stats_src="/api/cart"),
-                       "text/html; charset=utf-8", cache="no-cache")
-
     # ------------------------------------------------------------------ catalogue
-    def on_home(self, request: Request, session: str) -> Response:
+    def on_home(self, request: Request) -> Response:
         cats = "".join(f'<li><a href="/c/{c}">{esc(name)}</a></li>' for c, (name, _, _) in CATEGORIES.items())
         featured = sorted(self.products, key=lambda p: (-p.reviews, p.sku))[:8]
         return self.html(request, SITE, f"<h1>{SITE}</h1><h2>Departments</h2><ul class='departments'>{cats}</ul>"
                                         f"<h2>Popular now</h2>{self._grid(featured)}")
 
-    def on_legacy(self, request: Request, session: str) -> Response:
+    def on_legacy(self, request: Request) -> Response:
         return redirect("/", code=301)
 
-    def on_category(self, request: Request, session: str, category: str) -> Response:
+    def on_category(self, request: Request, category: str) -> Response:
         if category not in CATEGORIES:
             raise NotFound(f"No department named '{category}'.")
         items = [p for p in self.products if p.category == category]
         return self._listing(request, f"/c/{category}", CATEGORIES[category][0], items)
 
-    def on_search(self, request: Request, session: str) -> Response:
+    def on_search(self, request: Request) -> Response:
         q = request.args.get("q", "").strip().lower()
         items = [p for p in self.products if all(w in f"{p.name} {p.brand} {p.category} {p.description}".lower()
                                                  for w in q.split())] if q else []
@@ -228,7 +207,7 @@ class ShopSite:
             raise NotFound(f"No product {sku}.")
         return self.by_sku[sku]
 
-    def on_product(self, request: Request, session: str, sku: str) -> Response:
+    def on_product(self, request: Request, sku: str) -> Response:
         p = self._product(sku)
         sizes = "".join(f'<option value="{esc(s)}">{esc(s)}</option>' for s in p.sizes)
         body = (f'<div class="product-page" data-sku="{p.sku}"><h1>{esc(p.name)}</h1>'
@@ -244,7 +223,7 @@ class ShopSite:
                 f'<button type="submit">Add to cart</button></form></div>')
         return self.html(request, p.name, body)
 
-    def on_image(self, request: Request, session: str, sku: str) -> Response:
+    def on_image(self, request: Request, sku: str) -> Response:
         p = self._product(sku)
         scale = 2 if request.args.get("w") == "2" else 1
         shade = sum(map(ord, p.color)) % 200
@@ -252,7 +231,8 @@ class ShopSite:
                        cache="public, max-age=86400")
 
     # ------------------------------------------------------------------ cart and checkout
-    def on_cart_add(self, request: Request, session: str) -> Response:
+    def on_cart_add(self, request: Request) -> Response:
+        session = self.session(request)
         p = self._product(request.form.get("sku", ""))
         size = request.form.get("size") or p.sizes[0]
         if size not in p.sizes:
@@ -263,7 +243,8 @@ class ShopSite:
             cart[(p.sku, size)] = cart.get((p.sku, size), 0) + qty
         return redirect("/cart", code=303)
 
-    def on_cart_remove(self, request: Request, session: str) -> Response:
+    def on_cart_remove(self, request: Request) -> Response:
+        session = self.session(request)
         with self._lock:
             self.carts.get(session, {}).pop((request.form.get("sku", ""), request.form.get("size", "")), None)
         return redirect("/cart", code=303)
@@ -272,7 +253,8 @@ class ShopSite:
         with self._lock:
             return [(self.by_sku[sku], size, qty) for (sku, size), qty in sorted(self.carts.get(session, {}).items())]
 
-    def on_cart(self, request: Request, session: str) -> Response:
+    def on_cart(self, request: Request) -> Response:
+        session = self.session(request)
         lines = self._cart_lines(session)
         if not lines:
             return self.html(request, "Cart", "<h1>Your cart is empty</h1>")
@@ -286,7 +268,8 @@ class ShopSite:
                                           f'<th>Qty</th><th>Subtotal</th><th></th></tr>{rows}</table>'
                                           f'<p class="total">Total: ${total:.2f}</p><a href="/checkout">Checkout</a>')
 
-    def on_checkout(self, request: Request, session: str) -> Response:
+    def on_checkout(self, request: Request) -> Response:
+        session = self.session(request)
         lines = self._cart_lines(session)
         if request.method == "GET":
             if not lines:
@@ -309,7 +292,8 @@ class ShopSite:
             self.carts.pop(session, None)
         return redirect(f"/order/{number}", code=303)
 
-    def on_order(self, request: Request, session: str, number: int) -> Response:
+    def on_order(self, request: Request, number: int) -> Response:
+        session = self.session(request)
         order = self.orders.get(number)
         if order is None or order["session"] != session:
             raise NotFound("No such order.")
@@ -318,16 +302,12 @@ class ShopSite:
         return self.html(request, f"Order {number}", f'<h1>Thank you, {esc(order["name"])}</h1><p class="order-number">'
                                                      f'Order #{number}</p><ul>{items}</ul>')
 
-    def on_api_cart(self, request: Request, session: str) -> Response:
+    def on_api_cart(self, request: Request) -> Response:
+        session = self.session(request)
         lines = self._cart_lines(session)
         return json_response(request, {"summary": f"{sum(q for _, _, q in lines)} items in cart",
                                        "served_at": int(time.time() * 1000), "echo": request.args.get("_", "")})
 
-    def on_static(self, request: Request, session: str, name: str) -> Response:
-        response = static_response(request, name, COLOR)
-        if response is None:
-            raise NotFound()
-        return response
 
 
 def _float(value: str | None) -> float | None:

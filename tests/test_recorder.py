@@ -30,6 +30,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_listening(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A private WEBFREEZE_HOME, so the test's CA never touches the user's."""
@@ -176,13 +187,7 @@ def test_sigkill_keeps_every_completed_exchange(tmp_path, home):
     proc = subprocess.Popen([sys.executable, "-m", "webfreeze", "record", "proxy", "--archive", str(archive),
                              "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_listening(port)
         op = opener(f"http://127.0.0.1:{port}")
         done = 0
         for i in range(25):
@@ -261,13 +266,7 @@ def test_ctrl_c_flushes_and_closes(tmp_path, home):
     proc = subprocess.Popen([sys.executable, "-m", "webfreeze", "record", "proxy", "--archive", str(archive),
                              "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_listening(port)
         op = opener(f"http://127.0.0.1:{port}")
         for path in ("/", "/about", "/help"):
             assert fetch(op, site.url + path)[0] == 200

@@ -23,7 +23,10 @@ TITLE = "Bytes on disk vs WARC.gz"
 
 def _breakdown(path: Path) -> dict:
     """Where the archive's bytes go (for the people tuning compression)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    from webfreeze.archives import Archive
+
+    arc = Archive.open(path)  # only the archives package opens archive files
+    conn = arc.conn
     try:
         q = lambda sql: conn.execute(sql).fetchone()  # noqa: E731
         page_size, page_count, free = q("PRAGMA page_size")[0], q("PRAGMA page_count")[0], q("PRAGMA freelist_count")[0]
@@ -48,7 +51,7 @@ def _breakdown(path: Path) -> dict:
             pass
         return out
     finally:
-        conn.close()
+        arc.close()
 
 
 def _import(ctx: Context, name: str, sources: list[Path]) -> tuple[Path, int]:

@@ -41,6 +41,19 @@ def wait_listening(port: int, timeout: float = 60) -> None:
     raise AssertionError(f"nothing listens on port {port}")
 
 
+def recorder_process(archive, port: int, home, *, stdout) -> subprocess.Popen:
+    """`webfreeze record proxy` in its own process, returned once it listens."""
+    env = {**os.environ, "WEBFREEZE_HOME": str(home)}
+    proc = subprocess.Popen([sys.executable, "-m", "webfreeze", "record", "proxy", "--archive", str(archive),
+                             "--port", str(port)], env=env, stdout=stdout, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_listening(port)
+    except AssertionError:
+        proc.kill()
+        raise
+    return proc
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A private WEBFREEZE_HOME, so the test's CA never touches the user's."""
@@ -183,11 +196,8 @@ def test_sigkill_keeps_every_completed_exchange(tmp_path, home):
     site = serve("scholar")
     port = free_port()
     archive = tmp_path / "killed.wfz"
-    env = {**os.environ, "WEBFREEZE_HOME": str(home)}
-    proc = subprocess.Popen([sys.executable, "-m", "webfreeze", "record", "proxy", "--archive", str(archive),
-                             "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = recorder_process(archive, port, home, stdout=subprocess.DEVNULL)
     try:
-        wait_listening(port)
         op = opener(f"http://127.0.0.1:{port}")
         done = 0
         for i in range(25):
@@ -262,11 +272,8 @@ def test_ctrl_c_flushes_and_closes(tmp_path, home):
     site = serve("scholar")
     port = free_port()
     archive = tmp_path / "interrupted.wfz"
-    env = {**os.environ, "WEBFREEZE_HOME": str(home)}
-    proc = subprocess.Popen([sys.executable, "-m", "webfreeze", "record", "proxy", "--archive", str(archive),
-                             "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = recorder_process(archive, port, home, stdout=subprocess.PIPE)
     try:
-        wait_listening(port)
         op = opener(f"http://127.0.0.1:{port}")
         for path in ("/", "/about", "/help"):
             assert fetch(op, site.url + path)[0] == 200

@@ -1,0 +1,363 @@
+"""Request matching: which archived exchange answers a replayed request.
+
+Levels, tried in order (the first level with a candidate wins):
+
+1. ``exact``: method, URL and canonical request-body key (``archives.bodykey``) are equal.
+2. ``canonical``: equal after canonicalisation: scheme and host lower-cased, default port and
+   fragment dropped, query parameters sorted, and cache busters and trackers removed (see
+   :class:`Rules`; by default numeric ``_``, ``cb``, ``uncache``, ``utm_*``, ``fbclid``, ``gclid``,
+   JSONP callback names, and parameters whose name contains ``bust`` or ``ts`` holding a 13-15
+   digit epoch).
+3. ``fuzzy``: captures under the same scheme, host and path with the same method, scored by how
+   similar their query (and request body fields) are: equal values score 1, two numbers score by
+   their relative distance, two JSON values recursively, other strings by ``difflib`` ratio; a
+   parameter missing on one side scores 0; parameters starting with ``_`` weigh
+   ``Rules.underscore_weight``. The best score wins if it reaches ``Rules.fuzzy_threshold``. For
+   static files (by extension or MIME type: scripts, styles, images, fonts, media) the query is
+   ignored when ``Rules.ignore_static_query`` is on.
+4. Among candidates that are equally good, the capture closest in time to the target time.
+
+Repeated identical requests are answered in recorded order: the n-th time the same request
+(same level and key) is asked in one replay session it gets the n-th capture of that key, then the
+last one repeats (:class:`Sequencer`). With a target time, only the captures from the capture
+session closest to it take part in the sequence, so a crawl repeated a month later does not
+interleave with the first.
+
+Request bodies compare as fields: form-encoded and multipart bodies (boundary ignored) by their
+fields, JSON by flattened leaves, anything else by SHA-256; that is what ``body_key`` encodes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+import threading
+from bisect import bisect_left
+from dataclasses import dataclass, field, fields
+from urllib.parse import parse_qsl, quote, unquote_plus, urlencode, urlsplit, urlunsplit
+
+from webfreeze.archives.bodykey import body_key as compute_body_key
+from webfreeze.archives.timeutil import normalize_time, parse_time
+
+STATIC_EXTENSIONS = frozenset(
+    "js mjs css png jpg jpeg gif webp avif svg ico bmp woff woff2 ttf otf eot mp4 webm ogg mp3 wav m4a "
+    "flac mov m3u8 ts map".split()
+)
+STATIC_MIME_PREFIXES = ("image/", "font/", "audio/", "video/", "text/css", "application/javascript",
+                        "text/javascript", "application/font", "application/x-font")
+_DIGITS = re.compile(r"^\d+$")
+_JSONP_NAME = re.compile(r"^[A-Za-z_$][\w$.]*$")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass
+class Rules:
+    """Matching rules. Stored per archive (meta ``replay_rules``) and overridable per run."""
+
+    canonical: bool = True
+    fuzzy: bool = True
+    # Parameters always dropped from the canonical form.
+    drop_params: tuple[str, ...] = ("cb", "uncache", "fbclid", "gclid", "msclkid", "_hsenc", "_hsmi")
+    drop_prefixes: tuple[str, ...] = ("utm_",)
+    # Parameters dropped when their value is all digits.
+    drop_numeric_params: tuple[str, ...] = ("_",)
+    # JSONP callback parameter names: dropped when their value looks like a function name.
+    jsonp_params: tuple[str, ...] = ("callback", "jsonp", "jsoncallback")
+    # Names containing one of these, holding a 13-15 digit epoch (or 10 digits, seconds), are dropped.
+    epoch_name_parts: tuple[str, ...] = ("bust", "ts")
+    fuzzy_threshold: float = 0.5
+    underscore_weight: float = 0.1
+    ignore_static_query: bool = True
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "Rules":
+        if not data:
+            return cls()
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ValueError(f"unknown replay rule(s): {', '.join(unknown)}")
+        kwargs = {}
+        for name, value in data.items():
+            default = getattr(cls, name) if not isinstance(getattr(cls, name, None), property) else None
+            kwargs[name] = tuple(value) if isinstance(default, tuple) else value
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict:
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
+
+    def merged(self, overrides: dict | None) -> "Rules":
+        data = self.to_dict()
+        data.update(overrides or {})
+        return Rules.from_dict(data)
+
+    # ------------------------------------------------------------------ canonical URLs
+    def keep_param(self, name: str, value: str) -> bool:
+        low = name.lower()
+        if low in self.drop_params or low.startswith(self.drop_prefixes):
+            return False
+        if low in self.drop_numeric_params and _DIGITS.match(value):
+            return False
+        if low in self.jsonp_params and _JSONP_NAME.match(value):
+            return False
+        if any(part in low for part in self.epoch_name_parts) and _DIGITS.match(value) and (
+            13 <= len(value) <= 15 or len(value) == 10
+        ):
+            return False
+        return True
+
+
+def split_url(url: str) -> tuple[str, str, str, list[tuple[str, str]]]:
+    """(scheme, host[:port], path, query pairs) with scheme/host lower-cased and default port dropped."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = host if port is None or DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
+    path = parts.path or "/"
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    return scheme, netloc, path, query
+
+
+def canonical_url(url: str, rules: Rules) -> str:
+    """The canonical form used by the ``canonical`` level (documented in the module docstring)."""
+    scheme, netloc, path, query = split_url(url)
+    kept = sorted((k, v) for k, v in query if rules.keep_param(k, v))
+    return urlunsplit((scheme, netloc, quote(unquote_plus(path), safe="/:@!$&'()*+,;=~%-._"), urlencode(kept), ""))
+
+
+def path_key(url: str) -> str:
+    scheme, netloc, path, _ = split_url(url)
+    return f"{scheme}://{netloc}{path}"
+
+
+def is_static(url: str, mime: str | None = None) -> bool:
+    path = urlsplit(url).path
+    ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+    if ext in STATIC_EXTENSIONS:
+        return True
+    return bool(mime) and mime.startswith(STATIC_MIME_PREFIXES)
+
+
+# ---------------------------------------------------------------------- similarity
+def _number(v: str) -> float | None:
+    try:
+        f = float(v)
+    except ValueError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def value_similarity(a, b) -> float:
+    """Similarity of two parameter values in [0, 1]."""
+    if a == b:
+        return 1.0
+    if isinstance(a, str) and isinstance(b, str):
+        na, nb = _number(a), _number(b)
+        if na is not None and nb is not None:
+            return 1.0 / (1.0 + abs(na - nb) / max(abs(na), abs(nb), 1.0))
+        ja, jb = _json(a), _json(b)
+        if isinstance(ja, (dict, list)) and isinstance(jb, (dict, list)):
+            return json_similarity(ja, jb)
+        return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
+        return json_similarity(a, b)
+    return value_similarity(json.dumps(a), json.dumps(b))
+
+
+def _json(v: str):
+    if not v or v[0] not in "[{":
+        return None
+    try:
+        return json.loads(v)
+    except ValueError:
+        return None
+
+
+def json_similarity(a, b) -> float:
+    """Recursive comparison: dicts by key, lists by position, leaves by :func:`value_similarity`."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = set(a) | set(b)
+        if not keys:
+            return 1.0
+        return sum(json_similarity(a[k], b[k]) if k in a and k in b else 0.0 for k in keys) / len(keys)
+    if isinstance(a, list) and isinstance(b, list):
+        n = max(len(a), len(b))
+        if n == 0:
+            return 1.0
+        return sum(json_similarity(x, y) for x, y in zip(a, b)) / n
+    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
+        return 0.0
+    return value_similarity(str(a) if not isinstance(a, str) else a, str(b) if not isinstance(b, str) else b)
+
+
+def fields_similarity(qa: list[tuple[str, str]], qb: list[tuple[str, str]], underscore_weight: float) -> float:
+    """Weighted similarity of two parameter lists (repeated names compared in order)."""
+    da: dict[str, list[str]] = {}
+    db: dict[str, list[str]] = {}
+    for k, v in qa:
+        da.setdefault(k, []).append(v)
+    for k, v in qb:
+        db.setdefault(k, []).append(v)
+    names = set(da) | set(db)
+    if not names:
+        return 1.0
+    total = score = 0.0
+    for name in names:
+        w = underscore_weight if name.startswith("_") else 1.0
+        va, vb = da.get(name, []), db.get(name, [])
+        n = max(len(va), len(vb))
+        total += w * n
+        score += w * sum(value_similarity(x, y) for x, y in zip(va, vb))
+    return score / total if total else 1.0
+
+
+def body_fields(key: str) -> list[tuple[str, str]] | None:
+    """The fields behind a body key (``form:`` / ``json:``), or None when only equality can tell."""
+    if key.startswith(("form:", "json:")):
+        return parse_qsl(key.split(":", 1)[1], keep_blank_values=True)
+    return None
+
+
+# ---------------------------------------------------------------------- the index
+@dataclass(slots=True)
+class Capture:
+    id: int
+    method: str
+    url: str
+    body_key: str
+    captured_at: str
+    session_id: str
+    mime: str
+    time: float  # seconds since the epoch, for "closest in time"
+
+
+@dataclass
+class Match:
+    capture: Capture
+    level: str  # exact | canonical | fuzzy
+    score: float
+    key: tuple  # identity of the request at that level, for ordered repeats
+
+
+@dataclass
+class _Entry:
+    captures: list[Capture] = field(default_factory=list)
+
+
+class Matcher:
+    """An in-memory index over an archive's exchanges, built once per replay."""
+
+    def __init__(self, rows, rules: Rules | None = None):
+        self.rules = rules or Rules()
+        self.exact: dict[tuple, list[Capture]] = {}
+        self.canonical: dict[tuple, list[Capture]] = {}
+        self.by_path: dict[tuple, list[Capture]] = {}
+        self._query: dict[int, list[tuple[str, str]]] = {}
+        self.count = 0
+        for r in rows:
+            t = normalize_time(r["captured_at"])
+            cap = Capture(r["id"], r["method"].upper(), r["url"], r["body_key"] or "", t,
+                          r["session_id"], (r["mime"] or "").lower(), parse_time(t).timestamp())
+            self.exact.setdefault((cap.method, cap.url, cap.body_key), []).append(cap)
+            self.canonical.setdefault((cap.method, canonical_url(cap.url, self.rules), cap.body_key), []).append(cap)
+            self.by_path.setdefault((cap.method, path_key(cap.url)), []).append(cap)
+            self.count += 1
+        for table in (self.exact, self.canonical, self.by_path):
+            for caps in table.values():
+                caps.sort(key=lambda c: (c.captured_at, c.id))
+
+    @classmethod
+    def from_archive(cls, archive, rules: Rules | None = None) -> "Matcher":
+        rows = archive.conn.execute(
+            "SELECT id, method, url, body_key, captured_at, session_id, mime FROM exchanges WHERE kind='response'"
+        )
+        return cls(rows, rules)
+
+    def candidates(self, method: str, url: str, body_key: str = "") -> tuple[str, tuple, list[Capture], float]:
+        """(level, key, equally good captures oldest first, score); level '' when nothing matches."""
+        method = method.upper()
+        key = (method, url, body_key)
+        caps = self.exact.get(key)
+        if caps:
+            return "exact", ("exact",) + key, caps, 1.0
+        if self.rules.canonical:
+            ckey = (method, canonical_url(url, self.rules), body_key)
+            caps = self.canonical.get(ckey)
+            if caps:
+                return "canonical", ("canonical",) + ckey, caps, 1.0
+        if self.rules.fuzzy:
+            pool = self.by_path.get((method, path_key(url)))
+            if pool:
+                return self._fuzzy(method, url, body_key, pool)
+        return "", (), [], 0.0
+
+    def _fuzzy(self, method: str, url: str, body_key: str, pool: list[Capture]):
+        rules = self.rules
+        q = [(k, v) for k, v in split_url(url)[3] if rules.keep_param(k, v)]
+        bf = body_fields(body_key)
+        static = rules.ignore_static_query and is_static(url)
+        best: list[Capture] = []
+        best_score = -1.0
+        for cap in pool:
+            if static or is_static(cap.url, cap.mime) and rules.ignore_static_query:
+                s = 1.0 if cap.body_key == body_key else 0.5
+            else:
+                cq = self._query.get(cap.id)
+                if cq is None:
+                    cq = [(k, v) for k, v in split_url(cap.url)[3] if rules.keep_param(k, v)]
+                    self._query[cap.id] = cq
+                s = fields_similarity(q, cq, rules.underscore_weight)
+                if body_key != cap.body_key:
+                    cbf = body_fields(cap.body_key)
+                    s = (s + (fields_similarity(bf, cbf, rules.underscore_weight)
+                              if bf is not None and cbf is not None else 0.0)) / 2
+            if s > best_score + 1e-12:
+                best, best_score = [cap], s
+            elif abs(s - best_score) <= 1e-12:
+                best.append(cap)
+        if best_score < rules.fuzzy_threshold:
+            return "", (), [], best_score
+        return "fuzzy", ("fuzzy", method, url, body_key), best, best_score
+
+
+def closest(caps: list[Capture], when: float | None) -> Capture:
+    """The capture closest in time to ``when`` (ties to the earlier); the first without a time."""
+    if when is None or len(caps) == 1:
+        return caps[0]
+    times = [c.time for c in caps]
+    i = bisect_left(times, when)
+    options = [caps[j] for j in (i - 1, i) if 0 <= j < len(caps)]
+    return min(options, key=lambda c: (abs(c.time - when), c.time, c.id))
+
+
+class Sequencer:
+    """Ordered answers for repeated identical requests within one replay session (thread-safe)."""
+
+    def __init__(self):
+        self._seen: dict[tuple, int] = {}
+        self._lock = threading.Lock()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._seen.clear()
+
+    def pick(self, key: tuple, caps: list[Capture], when: float | None) -> Capture:
+        if len(caps) > 1 and when is not None:
+            # Only the capture session closest to the target time takes part.
+            session = closest(caps, when).session_id
+            caps = [c for c in caps if c.session_id == session]
+        with self._lock:
+            n = self._seen.get(key, 0)
+            self._seen[key] = n + 1
+        return caps[min(n, len(caps) - 1)]
+
+
+def request_body_key(headers: list[tuple[str, str]], body: bytes | None) -> str:
+    ctype = next((v for k, v in headers if k.lower() == "content-type"), None)
+    return compute_body_key(ctype, body)

@@ -1,0 +1,752 @@
+"""The replay server: answers HTTP(S) from an archive and never opens an upstream connection.
+
+One asyncio event loop (uvloop when installed) parses HTTP/1.1 with httptools and answers each
+request synchronously from an in-memory match index and a cache of ready-made responses, so a
+request costs a dictionary lookup and one write. Two ways in, on the same port:
+
+- proxy: absolute-form requests (``GET http://host/...``) and ``CONNECT host:443`` tunnels whose
+  TLS is terminated with a per-host certificate from the webfreeze CA; origin-form requests whose
+  Host is another site are served as that site (transparent use).
+- direct: ``/<1-14 digit timestamp>id_/<original URL>`` returns the raw archived response closest
+  in time (pywb's raw URL scheme without a collection name); ``/`` lists the archive.
+
+Control endpoints under ``/_webfreeze/`` (status, reset, state, misses) serve tools that drive a
+replay from another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import json
+import logging
+import re
+import signal
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from urllib.parse import parse_qsl, quote, urlsplit
+
+import httptools
+
+from webfreeze.archives import Archive, ArchiveError
+from webfreeze.archives.timeutil import parse_time, to_timestamp14
+
+from .content import DecodeError, content_encoding, decode_content
+from .determinism import inject as inject_script
+from .determinism import page_seed, runtime_script
+from .hooks import ReplayRequest, ReplayResponse, SiteModel, host_key
+from .matching import Matcher, Rules, Sequencer, closest, request_body_key
+
+log = logging.getLogger("webfreeze.replay")
+
+MAX_BODY = 64 * 1024 * 1024
+MAX_HEADER_BYTES = 64 * 1024
+IDLE_TIMEOUT = 120.0
+CACHE_BYTES = 256 * 1024 * 1024
+ON_MISS = ("404", "502", "abort")
+DIRECT = re.compile(r"^/(\d{1,14})id_/(.+)$", re.DOTALL)
+HOP_BY_HOP = frozenset({
+    "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
+    "trailer", "transfer-encoding", "upgrade", "content-length", "alt-svc",
+})
+NO_BODY_STATUS = frozenset({204, 304}) | set(range(100, 200))
+HTML_MIMES = ("text/html", "application/xhtml+xml")
+
+
+class ReplayError(ArchiveError):
+    """A replay could not start (bad archive, port in use, bad rules): one line for the user."""
+
+
+@dataclass
+class Built:
+    """A ready-to-send archived response (without the status line's connection headers)."""
+
+    status: int
+    reason: str
+    header_block: bytes  # "Name: value\r\n" lines, hop-by-hop and length removed
+    body: bytes
+    range_ok: bool
+    size: int  # bytes counted against the cache
+
+
+def _status_line(status: int, reason: str) -> bytes:
+    if not reason:
+        try:
+            reason = http.HTTPStatus(status).phrase
+        except ValueError:
+            reason = "Unknown"
+    return f"HTTP/1.1 {status} {reason}\r\n".encode("latin-1", "replace")
+
+
+def _header_block(headers) -> bytes:
+    return "".join(f"{k}: {v}\r\n" for k, v in headers).encode("latin-1", "replace")
+
+
+class ResponseCache:
+    """Least-recently-used cache of :class:`Built` responses, bounded in bytes."""
+
+    def __init__(self, limit: int = CACHE_BYTES):
+        self.limit = limit
+        self.used = 0
+        self._items: OrderedDict = OrderedDict()
+
+    def get(self, key):
+        item = self._items.get(key)
+        if item is not None:
+            self._items.move_to_end(key)
+        return item
+
+    def put(self, key, item: Built) -> None:
+        if item.size > self.limit // 4:
+            return
+        self._items[key] = item
+        self.used += item.size
+        while self.used > self.limit:
+            _, old = self._items.popitem(last=False)
+            self.used -= old.size
+
+    def clear(self) -> None:
+        self._items.clear()
+        self.used = 0
+
+
+class ReplayServer:
+    """Serve one archive. Use :meth:`start` (background thread) or :meth:`serve_forever`."""
+
+    def __init__(self, archive_path: str | Path, *, mode: str = "proxy", host: str = "127.0.0.1", port: int = 0,
+                 on_miss: str = "404", miss_report: str | Path | None = None, inject: bool = True,
+                 seed: int = 0, rules: dict | None = None, when: str | None = None,
+                 confdir: str | Path | None = None, cache_bytes: int = CACHE_BYTES):
+        if mode not in ("proxy", "direct"):
+            raise ReplayError(f"unknown mode {mode!r} (proxy or direct)")
+        if on_miss not in ON_MISS:
+            raise ReplayError(f"--on-miss must be one of {', '.join(ON_MISS)}")
+        self.archive_path = Path(archive_path)
+        self.mode = mode
+        self.host = host
+        self.port = port
+        self.on_miss = on_miss
+        self.miss_report = Path(miss_report) if miss_report else None
+        self.inject = inject
+        self.seed = seed
+        self.rule_overrides = rules or {}
+        self.when = parse_time(when).timestamp() if when else None
+        self.confdir = confdir
+        self.cache = ResponseCache(cache_bytes)
+        self.sequencer = Sequencer()
+        self.models: dict[str, SiteModel] = {}
+        self.model_state: dict[str, dict] = {}
+        self.misses: list[dict] = []
+        self.stats = {"requests": 0, "hits": 0, "misses": 0, "errors": 0, "model": 0, "bad_requests": 0}
+        self._miss_file = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+        self._stopping: asyncio.Event | None = None
+        self._conns: set = set()
+        self._state_lock = threading.RLock()
+        self.archive: Archive | None = None
+        self.matcher: Matcher | None = None
+        self.tls = None
+
+    # ------------------------------------------------------------------ set-up
+    def _open(self) -> None:
+        if not self.archive_path.exists():
+            raise ReplayError(f"{self.archive_path}: no such archive")
+        self.archive = Archive.open(self.archive_path)
+        stored = self.archive.meta().get("replay_rules") or {}
+        try:
+            base = Rules.from_dict(stored if isinstance(stored, dict) else {})
+            self.rules = base.merged(self.rule_overrides)
+        except (TypeError, ValueError) as exc:
+            raise ReplayError(f"bad replay rules: {exc}") from None
+        self.matcher = Matcher.from_archive(self.archive, self.rules)
+        if self.mode == "proxy":
+            self.tls = _tls_contexts(self.confdir)
+
+    def register(self, model: SiteModel) -> None:
+        """Let ``model`` answer requests for its hosts (before the archive)."""
+        with self._state_lock:
+            for h in model.hosts:
+                self.models[h.lower()] = model
+            self.model_state[model.name] = model.initial_state(self.seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        """Start a new replay session: ordered repeats start over, site models get fresh state."""
+        with self._state_lock:
+            if seed is not None:
+                self.seed = seed
+            self.sequencer.reset()
+            self.cache.clear()  # injected pages depend on the seed
+            for model in {id(m): m for m in self.models.values()}.values():
+                self.model_state[model.name] = model.initial_state(self.seed)
+            self.misses = []
+
+    def site_state(self) -> dict:
+        """Every site model's exported state, by model name (JSON-serialisable)."""
+        with self._state_lock:
+            seen = {}
+            for model in self.models.values():
+                seen[model.name] = model.export_state(self.model_state[model.name])
+            return json.loads(json.dumps(seen, sort_keys=True))
+
+    # ------------------------------------------------------------------ running
+    def start(self) -> "ReplayServer":
+        """Serve from a background thread; returns once listening (raises if it cannot start)."""
+        self._thread = threading.Thread(target=self._thread_main, name="webfreeze-replay", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._startup_error is not None:
+            raise self._startup_error
+        return self
+
+    def _thread_main(self) -> None:
+        loop = _new_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._serve(install_signals=False))
+        except BaseException as exc:  # reported by start()
+            if not self._ready.is_set():
+                self._startup_error = exc
+                self._ready.set()
+            else:
+                log.exception("replay server crashed")
+        finally:
+            loop.close()
+
+    def serve_forever(self, on_ready=None) -> None:
+        """Serve in this thread until SIGINT/SIGTERM or :meth:`stop`."""
+        loop = _new_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._serve(install_signals=True, on_ready=on_ready))
+        finally:
+            loop.close()
+
+    async def _serve(self, install_signals: bool, on_ready=None) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        try:
+            self._open()
+            try:
+                self._server = await self._loop.create_server(lambda: _Connection(self), self.host, self.port,
+                                                              reuse_address=True, backlog=1024)
+            except OSError as exc:
+                reason = "port already in use" if exc.errno == 98 else exc.strerror
+                raise ReplayError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
+        except BaseException:
+            self._close_resources()
+            raise
+        self.port = self._server.sockets[0].getsockname()[1]
+        if install_signals:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._loop.add_signal_handler(sig, self._stopping.set)
+        sweeper = self._loop.create_task(self._sweep_idle())
+        self._ready.set()
+        if on_ready:
+            on_ready(self)
+        try:
+            await self._stopping.wait()
+        finally:
+            sweeper.cancel()
+            self._server.close()
+            for conn in list(self._conns):
+                conn.close()
+            await self._server.wait_closed()
+            self._close_resources()
+
+    def _close_resources(self) -> None:
+        if self._miss_file:
+            self._miss_file.close()
+            self._miss_file = None
+        if self.archive is not None:
+            self.archive.close()
+            self.archive = None
+        if self.tls is not None:
+            self.tls.close()
+
+    async def _sweep_idle(self) -> None:
+        while True:
+            await asyncio.sleep(5)
+            cutoff = time.monotonic() - IDLE_TIMEOUT
+            for conn in list(self._conns):
+                if conn.last_active < cutoff and not conn.busy():
+                    conn.close()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stopping is not None and not self._loop.is_closed():
+            try:
+                self._loop.call_soon_threadsafe(self._stopping.set)
+            except RuntimeError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def __enter__(self) -> "ReplayServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def ca_file(self) -> Path | None:
+        return self.tls.ca_file if self.tls else None
+
+    # ------------------------------------------------------------------ answering
+    def answer(self, method: str, url: str, headers: list[tuple[str, str]], body: bytes, *,
+               when: float | None = None, ordered: bool = True):
+        """(status line + headers bytes, body bytes or None for abort) for one replayed request."""
+        self.stats["requests"] += 1
+        hk = host_key(url)
+        model = self.models.get(hk)
+        if model is not None:
+            resp = self._ask_model(model, method, url, headers, body)
+            if resp is not None:
+                self.stats["model"] += 1
+                return self._serialise_plain(resp, method, "model")
+        bkey = request_body_key(headers, body)
+        level, key, caps, score = self.matcher.candidates(method, url, bkey)
+        if not caps:
+            return self._miss(method, url, headers, bkey, score)
+        target = when if when is not None else self.when
+        cap = self.sequencer.pick(key, caps, target) if ordered else closest(caps, target)
+        built = self._build(cap.id)
+        self.stats["hits"] += 1
+        extra = f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {cap.id}\r\n".encode()
+        if level == "canonical" or level == "fuzzy":
+            built = self._rewrite_jsonp(built, cap.url, url)
+        return self._serialise(built, method, headers, extra)
+
+    def _ask_model(self, model: SiteModel, method, url, headers, body) -> ReplayResponse | None:
+        req = ReplayRequest(method.upper(), url, list(headers), body or b"")
+        with self._state_lock:
+            state = self.model_state.setdefault(model.name, model.initial_state(self.seed))
+            try:
+                return model.handle(req, state)
+            except Exception as exc:  # a model bug answers 500 and is logged; the server stays up
+                log.exception("site model %s failed on %s %s", model.name, method, url)
+                self.stats["errors"] += 1
+                return ReplayResponse(500, [("Content-Type", "text/plain")],
+                                      f"webfreeze: site model {model.name} failed: {exc}\n".encode())
+
+    def _miss(self, method, url, headers, bkey, score):
+        self.stats["misses"] += 1
+        referer = next((v for k, v in headers if k.lower() == "referer"), None)
+        entry = {"method": method.upper(), "url": url, "body_key": bkey, "referer": referer,
+                 "best_fuzzy_score": round(score, 4) if score else None, "on_miss": self.on_miss}
+        with self._state_lock:
+            self.misses.append(entry)
+            if self.miss_report is not None:
+                if self._miss_file is None:
+                    self._miss_file = open(self.miss_report, "a", encoding="utf-8")
+                self._miss_file.write(json.dumps(entry, sort_keys=True) + "\n")
+                self._miss_file.flush()
+        if self.on_miss == "abort":
+            return None, None
+        status = 404 if self.on_miss == "404" else 502
+        body = f"webfreeze: not in archive: {method.upper()} {url}\n".encode("utf-8", "replace")
+        head = (_status_line(status, "") + b"Content-Type: text/plain; charset=utf-8\r\nX-Webfreeze-Miss: 1\r\n"
+                + b"Cache-Control: no-store\r\n" + f"Content-Length: {len(body)}\r\n".encode())
+        return head, (b"" if method.upper() == "HEAD" else body)
+
+    def _build(self, exchange_id: int) -> Built:
+        key = (exchange_id, self.inject)
+        built = self.cache.get(key)
+        if built is not None:
+            return built
+        row = self.archive.exchange(exchange_id)
+        headers = self.archive.headers(row, "resp_headers")
+        body = self.archive.get_blob(row["payload"])
+        status = row["status"]
+        mime = (row["mime"] or "").lower()
+        out_headers = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
+        if self.inject and mime.startswith(HTML_MIMES) and 200 <= status < 300 and row["method"] != "HEAD":
+            try:
+                html = decode_content(body, content_encoding(headers))
+            except DecodeError:
+                html = None
+            if html is not None:
+                seed = page_seed(self.seed, row["url"])
+                body = inject_script(html, runtime_script(row["captured_at"], seed))
+                drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only",
+                        "etag", "content-md5", "digest")
+                out_headers = [(k, v) for k, v in out_headers if k.lower() not in drop]
+        built = Built(status, row["reason"] or "", _header_block(out_headers), body,
+                      range_ok=status == 200, size=len(body) + 512)
+        self.cache.put(key, built)
+        return built
+
+    def _rewrite_jsonp(self, built: Built, captured_url: str, url: str) -> Built:
+        """A JSONP body names the captured callback; answer with the one the page asked for."""
+        names = self.rules.jsonp_params
+        old = {k: v for k, v in parse_qsl(urlsplit(captured_url).query) if k.lower() in names}
+        new = {k: v for k, v in parse_qsl(urlsplit(url).query) if k.lower() in names}
+        for k, v in new.items():
+            o = old.get(k)
+            if o and o != v:
+                head = built.body[:512]
+                i = head.find(o.encode() + b"(")
+                if i >= 0 and not head[:i].strip(b" \t\r\n;/*"):
+                    body = built.body[:i] + v.encode() + built.body[i + len(o):]
+                    return Built(built.status, built.reason, built.header_block, body, built.range_ok, len(body) + 512)
+        return built
+
+    def _serialise(self, built: Built, method: str, req_headers, extra: bytes):
+        status, body = built.status, built.body
+        head_extra = b""
+        if built.range_ok:
+            rng = next((v for k, v in req_headers if k.lower() == "range"), None)
+            if rng:
+                part = _parse_range(rng, len(body))
+                if part == "unsatisfiable":
+                    head = (_status_line(416, "") + f"Content-Range: bytes */{len(body)}\r\n".encode()
+                            + extra + b"Content-Length: 0\r\n")
+                    return head, b""
+                if part is not None:
+                    start, end = part
+                    status = 206
+                    head_extra = f"Content-Range: bytes {start}-{end}/{len(body)}\r\n".encode()
+                    body = body[start:end + 1]
+            head_extra += b"Accept-Ranges: bytes\r\n"
+        reason = built.reason if status == built.status else ""
+        head = _status_line(status, reason) + built.header_block + head_extra + extra
+        if status not in NO_BODY_STATUS:
+            head += f"Content-Length: {len(body)}\r\n".encode()
+        else:
+            body = b""
+        return head, (b"" if method.upper() == "HEAD" else body)
+
+    def _serialise_plain(self, resp: ReplayResponse, method: str, level: str):
+        headers = [(k, v) for k, v in resp.headers if k.lower() not in HOP_BY_HOP]
+        head = (_status_line(resp.status, resp.reason) + _header_block(headers)
+                + f"X-Webfreeze-Match: {level}\r\nContent-Length: {len(resp.body)}\r\n".encode())
+        return head, (b"" if method.upper() == "HEAD" else resp.body)
+
+    # ------------------------------------------------------------------ direct mode and control
+    def direct(self, target: str, method: str, headers, body):
+        m = DIRECT.match(target)
+        ts, original = m.group(1), m.group(2)
+        if not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", original):
+            original = "http://" + original
+        try:
+            when = parse_time(ts).timestamp()
+        except ArchiveError:
+            return self._plain(400, f"bad timestamp {ts}\n")
+        return self.answer(method, original, headers, body, when=when, ordered=False)
+
+    def control(self, target: str, method: str):
+        parts = urlsplit(target)
+        name = parts.path[len("/_webfreeze/"):]
+        if name == "status":
+            data = {"archive": str(self.archive_path), "mode": self.mode, "exchanges": self.matcher.count,
+                    "seed": self.seed, **self.stats}
+        elif name == "reset" and method == "POST":
+            q = dict(parse_qsl(parts.query))
+            try:
+                self.reset(int(q["seed"]) if "seed" in q else None)
+            except ValueError:
+                return self._plain(400, "seed must be an integer\n")
+            data = {"reset": True, "seed": self.seed}
+        elif name == "state":
+            data = self.site_state()
+        elif name == "misses":
+            data = list(self.misses)
+        else:
+            return self._plain(404, "unknown control endpoint (status, reset (POST), state, misses)\n")
+        body = json.dumps(data, sort_keys=True, indent=1).encode()
+        head = _status_line(200, "") + b"Content-Type: application/json\r\nCache-Control: no-store\r\n" + \
+            f"Content-Length: {len(body)}\r\n".encode()
+        return head, body
+
+    def listing(self, target: str):
+        q = dict(parse_qsl(urlsplit(target).query))
+        try:
+            page = max(1, int(q.get("page", "1")))
+        except ValueError:
+            page = 1
+        per = 500
+        rows = self.archive.conn.execute(
+            "SELECT method, url, status, mime, captured_at FROM exchanges WHERE kind='response' "
+            "ORDER BY url, captured_at LIMIT ? OFFSET ?", (per + 1, (page - 1) * per)).fetchall()
+        more = len(rows) > per
+        items = []
+        for r in rows[:per]:
+            ts = to_timestamp14(r["captured_at"])
+            link = f"/{ts}id_/{quote(r['url'], safe=':/?&=%#;+,@!$~*()')}"
+            items.append(f"<tr><td>{escape(r['method'])}</td><td>{r['status']}</td><td>{escape(r['mime'] or '')}</td>"
+                         f"<td>{escape(r['captured_at'])}</td><td><a href=\"{escape(link)}\">{escape(r['url'])}</a></td></tr>")
+        nav = f'<p><a href="/?page={page + 1}">next page</a></p>' if more else ""
+        html = (f"<!doctype html><html><head><meta charset=utf-8><title>webfreeze replay: "
+                f"{escape(self.archive_path.name)}</title></head><body><h1>{escape(self.archive_path.name)}</h1>"
+                f"<p>{self.matcher.count} exchanges; raw replay at <code>/&lt;timestamp&gt;id_/&lt;url&gt;</code>."
+                f" Page {page}.</p><table><tr><th>method</th><th>status</th><th>type</th><th>captured</th>"
+                f"<th>url</th></tr>{''.join(items)}</table>{nav}</body></html>").encode("utf-8")
+        head = _status_line(200, "") + b"Content-Type: text/html; charset=utf-8\r\n" + \
+            f"Content-Length: {len(html)}\r\n".encode()
+        return head, html
+
+    def _plain(self, status: int, text: str):
+        body = text.encode("utf-8", "replace")
+        head = _status_line(status, "") + b"Content-Type: text/plain; charset=utf-8\r\n" + \
+            f"Content-Length: {len(body)}\r\n".encode()
+        return head, body
+
+    def own_address(self, host_header: str) -> bool:
+        host = host_header.rsplit(":", 1)[0].strip("[]").lower() if host_header else ""
+        port = host_header.rsplit(":", 1)[1] if host_header and ":" in host_header.strip("[]") else ""
+        local = {"127.0.0.1", "localhost", "::1", self.host.lower(), "0.0.0.0"}
+        return not host_header or (host in local and port == str(self.port))
+
+
+def _parse_range(value: str, size: int):
+    """(start, end) for one ``bytes=`` range, 'unsatisfiable', or None to ignore the header."""
+    value = value.strip()
+    if not value.lower().startswith("bytes=") or "," in value:
+        return None
+    spec = value[6:].strip()
+    try:
+        first, _, last = spec.partition("-")
+        if first == "":
+            n = int(last)
+            if n <= 0:
+                return "unsatisfiable"
+            return max(0, size - n), size - 1
+        start = int(first)
+        end = int(last) if last else size - 1
+    except ValueError:
+        return None
+    if start >= size or end < start:
+        return "unsatisfiable"
+    return start, min(end, size - 1)
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:
+        return asyncio.new_event_loop()
+
+
+def _tls_contexts(confdir):
+    from .tls import TlsContexts
+
+    try:
+        return TlsContexts(confdir)
+    except ImportError:
+        raise ReplayError("proxy mode needs mitmproxy for its certificates: pip install 'webfreeze[replay]'") from None
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection (plain, or the inside of a CONNECT tunnel when ``tunnel_host`` is set)."""
+
+    def __init__(self, server: ReplayServer, tunnel_host: str | None = None):
+        self.server = server
+        self.tunnel_host = tunnel_host
+        self.transport = None
+        self.parser = httptools.HttpRequestParser(self)
+        self.last_active = time.monotonic()
+        self.closed = False
+        self._url = b""
+        self._headers: list[tuple[str, str]] = []
+        self._header_bytes = 0
+        self._body: list[bytes] = []
+        self._body_size = 0
+        self._upgrading = False
+        self._paused = False
+
+    # asyncio.Protocol
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.server._conns.add(self)
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        self.server._conns.discard(self)
+
+    def pause_writing(self) -> None:
+        if not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+
+    def busy(self) -> bool:
+        return self._paused
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self._upgrading or self.closed:
+            return
+        self.last_active = time.monotonic()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._on_upgrade()
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            if isinstance(cause, _TooLarge):
+                self._bad_request(str(cause), status=413 if "body" in str(cause) else 431)
+            else:
+                log.error("error answering a request: %r", cause)
+                self._bad_request("internal error", status=500)
+        except httptools.HttpParserError:
+            self._bad_request("malformed HTTP request")
+
+    # httptools callbacks
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._headers = []
+        self._header_bytes = 0
+        self._body = []
+        self._body_size = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        if len(self._url) > MAX_HEADER_BYTES:
+            raise _TooLarge("request line too long")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_bytes += len(name) + len(value)
+        if self._header_bytes > MAX_HEADER_BYTES:
+            raise _TooLarge("request headers too large")
+        self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
+
+    def on_body(self, body: bytes) -> None:
+        self._body_size += len(body)
+        if self._body_size > MAX_BODY:
+            raise _TooLarge("request body too large")
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        method = self.parser.get_method().decode("latin-1")
+        if method == "CONNECT":
+            return  # handled by the upgrade path
+        keep = self.parser.should_keep_alive()
+        try:
+            head, body = self._dispatch(method, self._url.decode("latin-1"), self._headers, b"".join(self._body))
+        except Exception:  # never let one request take the server down
+            log.exception("error answering %s %r", method, self._url)
+            self.server.stats["errors"] += 1
+            head, body = self.server._plain(500, "webfreeze: internal error while replaying\n")
+        if body is None:  # on-miss abort: drop the connection, like an unreachable host
+            if self.transport is not None:
+                self.transport.abort()
+            self.closed = True
+            return
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return
+        if keep:
+            self.transport.write(head + b"\r\n" + body if len(body) < 65536 else head + b"\r\n")
+            if len(body) >= 65536:
+                self.transport.write(body)
+        else:
+            self.transport.write(head + b"Connection: close\r\n\r\n")
+            self.transport.write(body)
+            self.transport.close()
+            self.closed = True
+
+    def _dispatch(self, method: str, target: str, headers, body: bytes):
+        server = self.server
+        if self.tunnel_host is not None:
+            if not target.startswith("/"):
+                return server._plain(400, "expected an origin-form request inside the tunnel\n")
+            return server.answer(method, f"https://{self.tunnel_host}{target}", headers, body)
+        if target.startswith(("http://", "https://")) or target[:8].lower().startswith(("http://", "https://")):
+            return server.answer(method, target, headers, body)
+        if not target.startswith("/"):
+            return server._plain(400, "bad request target\n")
+        host = next((v for k, v in headers if k.lower() == "host"), "")
+        if server.own_address(host) or server.mode == "direct":
+            if DIRECT.match(target):
+                return server.direct(target, method, headers, body)
+            if target.startswith("/_webfreeze/"):
+                return server.control(target, method)
+            if target == "/" or target.startswith("/?"):
+                return server.listing(target)
+            return server._plain(404, "not a replay URL: use /<timestamp>id_/<original url>\n")
+        return server.answer(method, f"http://{host}{target}", headers, body)
+
+    def _bad_request(self, why: str, status: int = 400) -> None:
+        self.server.stats["bad_requests"] += 1
+        if self.transport is not None and not self.transport.is_closing():
+            head, body = self.server._plain(status, f"webfreeze: {why}\n")
+            self.transport.write(head + b"Connection: close\r\n\r\n" + body)
+            self.transport.close()
+        self.closed = True
+
+    def _on_upgrade(self) -> None:
+        method = self.parser.get_method().decode("latin-1")
+        if method != "CONNECT":
+            self._bad_request("protocol upgrades (WebSocket) are not replayed")
+            return
+        target = self._url.decode("latin-1")
+        if self.server.tls is None:
+            self._bad_request("CONNECT needs proxy mode", status=405)
+            return
+        host, _, port = target.rpartition(":")
+        if not host or not port.isdigit():
+            self._bad_request("bad CONNECT target")
+            return
+        host = host.strip("[]").lower()
+        tunnel_host = host if port == "443" else f"{host}:{port}"
+        self._upgrading = True
+        self.transport.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        asyncio.get_running_loop().create_task(self._start_tls(host, tunnel_host))
+
+    async def _start_tls(self, host: str, tunnel_host: str) -> None:
+        loop = asyncio.get_running_loop()
+        inner = _Connection(self.server, tunnel_host)
+        try:
+            ctx = self.server.tls.context_for(host)
+            transport = await loop.start_tls(self.transport, inner, ctx, server_side=True,
+                                             ssl_handshake_timeout=15)
+        except (OSError, ConnectionError, asyncio.TimeoutError, ValueError) as exc:
+            log.debug("TLS handshake with client failed: %s", exc)
+            self.close()
+            return
+        except Exception:
+            log.exception("TLS set-up failed")
+            self.close()
+            return
+        self.server._conns.discard(self)
+        inner.connection_made(transport)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def load_rules_file(path: str | Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReplayError(f"{path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ReplayError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ReplayError(f"{path}: replay rules must be a JSON object")
+    try:
+        Rules.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        raise ReplayError(f"{path}: {exc}") from None
+    return data

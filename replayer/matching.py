@@ -19,9 +19,9 @@ Levels, tried in order (the first level with a candidate wins):
 
 Repeated identical requests are answered in recorded order: the n-th time the same request
 (same level and key) is asked in one replay session it gets the n-th capture of that key, then the
-last one repeats (:class:`Sequencer`). With a target time, only the captures from the capture
-session closest to it take part in the sequence, so a crawl repeated a month later does not
-interleave with the first.
+last one repeats (:class:`Sequencer`). With a target time, the sequence starts at the capture
+closest to it and continues in recorded order within that capture's session, so a crawl repeated a
+month later does not interleave with the first.
 
 Request bodies compare as fields: form-encoded and multipart bodies (boundary ignored) by their
 fields, JSON by flattened leaves, anything else by SHA-256; that is what ``body_key`` encodes.
@@ -349,9 +349,11 @@ class Sequencer:
 
     def pick(self, key: tuple, caps: list[Capture], when: float | None) -> Capture:
         if len(caps) > 1 and when is not None:
-            # Only the capture session closest to the target time takes part.
-            session = closest(caps, when).session_id
-            caps = [c for c in caps if c.session_id == session]
+            # The sequence starts at the capture closest to the target time and goes on in recorded
+            # order within its capture session.
+            first = closest(caps, when)
+            caps = [c for c in caps if c.session_id == first.session_id
+                    and (c.captured_at, c.id) >= (first.captured_at, first.id)]
         with self._lock:
             n = self._seen.get(key, 0)
             self._seen[key] = n + 1

@@ -317,6 +317,8 @@ class ReplayServer:
                 return self._serialise_plain(resp, method, "model")
         bkey = request_body_key(headers, body)
         level, key, caps, score = self.matcher.candidates(method, url, bkey)
+        if not caps and method.upper() == "HEAD":  # HEAD is answered from a GET capture's headers
+            level, key, caps, score = self.matcher.candidates("GET", url, bkey)
         if not caps:
             return self._miss(method, url, headers, bkey, score)
         target = when if when is not None else self.when

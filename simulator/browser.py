@@ -35,13 +35,15 @@ def chromium_path() -> str:
     return path
 
 
-def launch_chromium(playwright, *, proxy: str | None = None, headless: bool = True):
+def launch_chromium(playwright, *, proxy: str | None = None, headless: bool = True, bypass_internal: bool = True):
     """A Playwright Browser on Debian's Chromium; with ``proxy``, every request (loopback included)
-    goes through it."""
+    goes through it. ``bypass_internal=False`` sends the browser's own update traffic through the
+    proxy too (replay: it then fails there instead of trying the network)."""
     kwargs = {"executable_path": chromium_path(), "headless": headless, "args": list(CHROMIUM_FLAGS)}
     if proxy:
         # Chromium bypasses proxies for loopback unless told otherwise.
-        kwargs["proxy"] = {"server": proxy, "bypass": ";".join(["<-loopback>", *BROWSER_INTERNAL_HOSTS])}
+        bypass = ["<-loopback>", *(BROWSER_INTERNAL_HOSTS if bypass_internal else [])]
+        kwargs["proxy"] = {"server": proxy, "bypass": ";".join(bypass)}
     return playwright.chromium.launch(**kwargs)
 
 

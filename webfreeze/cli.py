@@ -257,7 +257,9 @@ def archive_show(archive_path, url, exchange_id, when, method, raw, headers_only
             return
         click.echo("")
         if not raw:
-            body = _decode_content(body, resp_headers)
+            from webfreeze.replayer.content import decode_for_display
+
+            body = decode_for_display(body, resp_headers)
         if output:
             with open(output, "wb") as fh:
                 fh.write(body)
@@ -266,28 +268,6 @@ def archive_show(archive_path, url, exchange_id, when, method, raw, headers_only
             click.echo(body.decode("utf-8", "replace"))
         else:
             click.echo(f"# binary body, {len(body)} bytes; use -o FILE to save it")
-
-
-def _decode_content(body: bytes, headers) -> bytes:
-    """Undo Content-Encoding for display (gzip, deflate, br when brotli is installed)."""
-    import zlib
-
-    enc = next((v for k, v in headers if k.lower() == "content-encoding"), "").strip().lower()
-    try:
-        if enc in ("gzip", "x-gzip"):
-            return zlib.decompress(body, 16 + zlib.MAX_WBITS)
-        if enc == "deflate":
-            try:
-                return zlib.decompress(body)
-            except zlib.error:
-                return zlib.decompress(body, -zlib.MAX_WBITS)
-        if enc == "br":
-            import brotli  # optional; shipped with pywb's dependencies
-
-            return brotli.decompress(body)
-    except Exception:
-        pass
-    return body
 
 
 def _looks_textual(mime: str | None, body: bytes) -> bool:
@@ -520,6 +500,81 @@ def sites_serve(name, host, port, seed):
         server.serve_forever()
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
+
+
+# ============================================================================== replay
+@cli.group()
+def replay() -> None:
+    """Replay an archive offline: a hermetic, deterministic HTTP(S) server, and checks against captures."""
+
+
+@replay.command("serve")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.option("--mode", type=click.Choice(["proxy", "direct"]), default="proxy", show_default=True,
+              help="proxy: use as the browser's HTTP/HTTPS proxy; direct: raw responses at /<timestamp>id_/<url>.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8090, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
+@click.option("--on-miss", type=click.Choice(["404", "502", "abort"]), default="404", show_default=True,
+              help="Answer for a request the archive cannot match (abort: drop the connection).")
+@click.option("--miss-report", type=click.Path(dir_okay=False), default="replay-misses.jsonl", show_default=True,
+              help="JSONL file that gets one line per miss (created on the first miss).")
+@click.option("--no-inject", is_flag=True, help="Do not inject the deterministic runtime into HTML pages.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of Math.random and crypto in pages.")
+@click.option("--at", "when", help="Target time (ISO 8601 or 1-14 digits): prefer the captures closest to it.")
+@click.option("--rules", "rules_file", type=click.Path(dir_okay=False),
+              help="JSON file of matching-rule overrides (see README, 'Replay matching').")
+def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject, seed, when, rules_file):
+    """Serve ARCHIVE until Ctrl-C; nothing is ever fetched from the network."""
+    from webfreeze.replayer.server import ReplayServer, load_rules_file
+
+    rules = load_rules_file(rules_file) if rules_file else None
+    if when:
+        from webfreeze.archives.timeutil import parse_time
+
+        parse_time(when)
+    server = ReplayServer(archive_path, mode=mode, host=host, port=port, on_miss=on_miss, miss_report=miss_report,
+                          inject=not no_inject, seed=seed, rules=rules, when=when)
+
+    def ready(srv):
+        click.echo(f"replaying {archive_path} ({srv.matcher.count} exchanges) in {mode} mode at {srv.url}  "
+                   "(Ctrl-C to stop)", err=True)
+        if mode == "proxy":
+            click.echo(f"# e.g. curl --proxy {srv.url} --cacert {srv.ca_file} https://HOST/PATH", err=True)
+        else:
+            click.echo(f"# e.g. curl {srv.url}/2024id_/https://HOST/PATH   (listing at {srv.url}/)", err=True)
+
+    server.serve_forever(on_ready=ready)
+    s = server.stats
+    click.echo(f"served {s['requests']} requests: {s['hits']} from the archive, {s['model']} by site models, "
+               f"{s['misses']} misses" + (f" (listed in {miss_report})" if s["misses"] else ""), err=True)
+
+
+@replay.command("check")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.option("--report", "report_dir", default="replay-check", show_default=True, type=click.Path(file_okay=False),
+              help="Directory for report.json, report.html and the replayed snapshots (replaced).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the deterministic runtime.")
+@click.option("--limit", type=click.IntRange(1), help="Check only the first N page records.")
+def replay_check(archive_path, report_dir, seed, limit):
+    """Load every page record through the replay in Chromium and compare it with its capture.
+
+    Reports requests the archive misses, DOM text similarity and screenshot pixel difference per
+    page. Exit status 1 when any page has a miss or fails to load.
+    """
+    from webfreeze.archives import Archive
+    from webfreeze.replay_check import check
+
+    with Archive.open(archive_path) as arc:
+        total = arc.conn.execute("SELECT count(*) FROM pages").fetchone()[0]
+    progress, advance = progress_bar(min(total, limit or total), "replaying pages", unit="pages")
+    with progress:
+        report = check(archive_path, report_dir, seed=seed, limit=limit, progress=lambda n, url: advance(1))
+    s = report["summary"]
+    click.echo(f"{s['pages']} pages: {s['pages_with_misses']} with misses ({s['missed_requests']} requests), "
+               f"{s['pages_with_errors']} failed; text similarity mean {s['mean_text_similarity']}, "
+               f"pixel difference mean {s['mean_pixel_difference']}; report in {report_dir}/report.html")
+    if s["pages_with_misses"] or s["pages_with_errors"]:
+        sys.exit(1)
 
 
 # ============================================================================== entry point

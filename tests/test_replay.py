@@ -1,0 +1,393 @@
+"""The replay server over real sockets: matching levels, ordered repeats, direct and proxy modes
+(TLS through CONNECT with the webfreeze CA), misses, ranges, injection, site models, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import socket
+import ssl
+import time
+from urllib.parse import quote
+
+import pytest
+
+from webfreeze.archives import Archive, Exchange, new_archive_atomically
+from webfreeze.replayer.hooks import ReplayResponse, SiteModel
+from webfreeze.replayer.matching import Rules, canonical_url
+from webfreeze.replayer.server import ReplayServer
+
+T0 = "2024-03-01T12:00:00Z"
+
+
+def build_archive(path, exchanges, **meta):
+    """An archive holding ``exchanges`` (dicts of Exchange fields), one capture session."""
+    with new_archive_atomically(path, **meta) as arc:
+        sid = arc.new_session("test", source="test_replay")
+        for ex in exchanges:
+            ex = dict(ex)
+            ex.setdefault("captured_at", T0)
+            ex.setdefault("resp_headers", [("Content-Type", "text/plain")])
+            arc.add_exchange(Exchange(session_id=sid, **ex))
+    return path
+
+
+def text(url, body, when=T0, **kw):
+    return {"url": url, "payload": body.encode() if isinstance(body, str) else body, "status": 200,
+            "captured_at": when, **kw}
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    return tmp_path_factory.mktemp("home")
+
+
+@pytest.fixture(scope="module")
+def site_archive(tmp_path_factory):
+    path = tmp_path_factory.mktemp("arc") / "site.wfz"
+    page = b"<!doctype html><html><head><title>t</title></head><body><p id=x></p></body></html>"
+    return build_archive(path, [
+        text("http://site.test/exact?a=1", "exact-body"),
+        text("http://site.test/news?id=7&sort=new", "news-7"),
+        text("http://site.test/api/list?page=3&_=1700000000000", "list-page-3"),
+        text("http://site.test/api/list?page=9&_=1700000000001", "list-page-9"),
+        text("http://site.test/search?q=quantum+computing&n=10", "search-quantum"),
+        text("http://site.test/search?q=neural+networks&n=10", "search-neural"),
+        text("http://site.test/app.js?v=123", "console.log(1)", resp_headers=[("Content-Type", "application/javascript")]),
+        text("http://site.test/jsonp?callback=jQuery111_222&id=5", "jQuery111_222({\"id\": 5});",
+             resp_headers=[("Content-Type", "application/javascript")]),
+        text("http://site.test/counter", "first", when="2024-03-01T12:00:01Z"),
+        text("http://site.test/counter", "second", when="2024-03-01T12:00:02Z"),
+        text("http://site.test/counter", "third", when="2024-03-01T12:00:03Z"),
+        text("http://site.test/timed", "january", when="2024-01-01T00:00:00Z"),
+        text("http://site.test/timed", "june", when="2024-06-01T00:00:00Z"),
+        {"url": "http://site.test/form", "method": "POST", "status": 200, "payload": b"posted-ab",
+         "req_headers": [("Content-Type", "application/x-www-form-urlencoded")], "req_body": b"b=2&a=1",
+         "captured_at": T0, "resp_headers": [("Content-Type", "text/plain")]},
+        {"url": "http://site.test/api/json", "method": "POST", "status": 200, "payload": b"json-answer",
+         "req_headers": [("Content-Type", "application/json")], "req_body": b'{"q": {"x": 1, "y": [1, 2]}}',
+         "captured_at": T0, "resp_headers": [("Content-Type", "application/json")]},
+        {"url": "https://site.test/page", "status": 200, "payload": gzip.compress(page, mtime=0),
+         "resp_headers": [("Content-Type", "text/html; charset=utf-8"), ("Content-Encoding", "gzip"),
+                          ("Content-Security-Policy", "script-src 'self'"), ("Transfer-Encoding", "chunked")],
+         "captured_at": T0},
+        text("http://site.test/big.bin", bytes(range(256)) * 40, resp_headers=[("Content-Type", "application/octet-stream")]),
+        {"url": "http://site.test/moved", "status": 302, "payload": b"",
+         "resp_headers": [("Location", "http://site.test/exact?a=1")], "captured_at": T0},
+    ])
+
+
+@pytest.fixture
+def server(site_archive, home, tmp_path):
+    srv = ReplayServer(site_archive, mode="proxy", confdir=home, miss_report=tmp_path / "misses.jsonl").start()
+    yield srv
+    srv.stop()
+
+
+def proxied(srv, method, url, body=None, headers=None):
+    """A request through the replay server as an HTTP proxy (absolute-form)."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    conn.request(method, url, body=body, headers=headers or {})
+    resp = conn.getresponse()
+    data = resp.read()
+    conn.close()
+    return resp, data
+
+
+# ---------------------------------------------------------------------------- matching
+def test_canonical_form_drops_cache_busters_and_trackers():
+    r = Rules()
+    url = ("HTTP://Site.Test:80/p?b=2&a=1&_=1700000000000&cb=77&uncache=1&utm_source=x&fbclid=abc&callback=jQuery1_2"
+           "&cachebust=1700000000123&ts=170000000012345&keep=yes&_=notnumber")
+    assert canonical_url(url, r) == "http://site.test/p?_=notnumber&a=1&b=2&keep=yes"
+    # a short number under a *ts* name is data, not an epoch
+    assert "ts=42" in canonical_url("http://a.test/?ts=42", r)
+
+
+def test_exact_canonical_and_fuzzy_levels(server):
+    resp, body = proxied(server, "GET", "http://site.test/exact?a=1")
+    assert (resp.status, body, resp.getheader("X-Webfreeze-Match")) == (200, b"exact-body", "exact")
+    resp, body = proxied(server, "GET", "http://SITE.test/news?sort=new&id=7&utm_campaign=spring&fbclid=zz")
+    assert (body, resp.getheader("X-Webfreeze-Match")) == (b"news-7", "canonical")
+    # fuzzy: nearest number wins, the `_` buster weighs little
+    resp, body = proxied(server, "GET", "http://site.test/api/list?page=8&_=1999999999999")
+    assert (body, resp.getheader("X-Webfreeze-Match")) == (b"list-page-9", "fuzzy")
+    resp, body = proxied(server, "GET", "http://site.test/api/list?page=2")
+    assert body == b"list-page-3"
+    # fuzzy: string similarity
+    resp, body = proxied(server, "GET", "http://site.test/search?q=quantum+computers&n=10")
+    assert body == b"search-quantum"
+    # static files: the query is ignored
+    resp, body = proxied(server, "GET", "http://site.test/app.js?v=999")
+    assert (body, resp.getheader("X-Webfreeze-Match")) == (b"console.log(1)", "fuzzy")
+
+
+def test_jsonp_callback_is_renamed(server):
+    resp, body = proxied(server, "GET", "http://site.test/jsonp?id=5&callback=jQuery999_1")
+    assert resp.getheader("X-Webfreeze-Match") == "canonical"
+    assert body == b'jQuery999_1({"id": 5});'
+
+
+def test_repeated_requests_are_answered_in_recorded_order_then_the_last_repeats(server):
+    bodies = [proxied(server, "GET", "http://site.test/counter")[1] for _ in range(5)]
+    assert bodies == [b"first", b"second", b"third", b"third", b"third"]
+    server.reset()
+    assert proxied(server, "GET", "http://site.test/counter")[1] == b"first"
+
+
+def test_target_time_picks_the_closest_capture(site_archive, home):
+    with ReplayServer(site_archive, mode="proxy", confdir=home, when="2024-05-20T00:00:00Z") as srv:
+        assert proxied(srv, "GET", "http://site.test/timed")[1] == b"june"
+    with ReplayServer(site_archive, mode="proxy", confdir=home, when="2024-02-01") as srv:
+        assert proxied(srv, "GET", "http://site.test/timed")[1] == b"january"
+
+
+def test_post_bodies_compare_as_fields(server):
+    ctype = {"Content-Type": "application/x-www-form-urlencoded"}
+    resp, body = proxied(server, "POST", "http://site.test/form", body=b"a=1&b=2", headers=ctype)
+    assert (body, resp.getheader("X-Webfreeze-Match")) == (b"posted-ab", "exact")
+    boundary = "XyZ123"
+    multipart = "".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'
+                        for k, v in (("b", "2"), ("a", "1"))) + f"--{boundary}--\r\n"
+    resp, body = proxied(server, "POST", "http://site.test/form", body=multipart.encode(),
+                         headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert body == b"posted-ab"
+    resp, body = proxied(server, "POST", "http://site.test/api/json", body=b'{"q":{"y":[1,2],"x":1}}',
+                         headers={"Content-Type": "application/json"})
+    assert (body, resp.getheader("X-Webfreeze-Match")) == (b"json-answer", "exact")
+    # a different form value falls to fuzzy (same path, body fields compared)
+    resp, body = proxied(server, "POST", "http://site.test/form", body=b"a=1&b=3", headers=ctype)
+    assert (body, resp.getheader("X-Webfreeze-Match")) == (b"posted-ab", "fuzzy")
+
+
+def test_miss_is_a_marked_404_and_a_report_line(server, tmp_path):
+    resp, body = proxied(server, "GET", "http://elsewhere.test/nothing?x=1", headers={"Referer": "http://site.test/"})
+    assert resp.status == 404 and resp.getheader("X-Webfreeze-Miss") == "1"
+    lines = [json.loads(line) for line in (tmp_path / "misses.jsonl").read_text().splitlines()]
+    assert lines == [{"method": "GET", "url": "http://elsewhere.test/nothing?x=1", "body_key": "",
+                      "referer": "http://site.test/", "best_fuzzy_score": None, "on_miss": "404"}]
+
+
+@pytest.mark.parametrize("on_miss", ["502", "abort"])
+def test_on_miss_modes(site_archive, home, on_miss):
+    with ReplayServer(site_archive, mode="proxy", confdir=home, on_miss=on_miss) as srv:
+        if on_miss == "502":
+            resp, _ = proxied(srv, "GET", "http://elsewhere.test/")
+            assert resp.status == 502 and resp.getheader("X-Webfreeze-Miss") == "1"
+        else:
+            with pytest.raises((http.client.RemoteDisconnected, ConnectionResetError)):
+                proxied(srv, "GET", "http://elsewhere.test/")
+        assert proxied(srv, "GET", "http://site.test/exact?a=1")[1] == b"exact-body"
+
+
+def test_html_gets_the_runtime_first_in_head_decoded_and_without_csp(site_archive, home):
+    with ReplayServer(site_archive, mode="direct", confdir=home) as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        conn.request("GET", "/20240301id_/https://site.test/page")
+        resp = conn.getresponse()
+        body = resp.read()
+        assert resp.status == 200 and resp.getheader("Content-Encoding") is None
+        assert resp.getheader("Content-Security-Policy") is None and resp.getheader("Transfer-Encoding") is None
+        assert body.startswith(b"<!doctype html><html><head><script>(function(){")
+        assert b"T0=1709294400000" in body  # 2024-03-01T12:00:00Z in ms
+        assert body.endswith(b"<title>t</title></head><body><p id=x></p></body></html>")
+    with ReplayServer(site_archive, mode="direct", confdir=home, inject=False) as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        conn.request("GET", "/2024id_/https://site.test/page")
+        resp = conn.getresponse()
+        assert resp.getheader("Content-Encoding") == "gzip"
+        assert gzip.decompress(resp.read()).startswith(b"<!doctype html><html><head><title>")
+
+
+def test_direct_mode_listing_head_range_and_redirect(site_archive, home):
+    with ReplayServer(site_archive, mode="direct", confdir=home) as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        conn.request("GET", "/")
+        resp = conn.getresponse()
+        listing = resp.read().decode()
+        assert resp.status == 200 and "/20240301120001id_/http://site.test/counter" in listing
+        conn.request("HEAD", "/2024id_/http://site.test/big.bin")
+        resp = conn.getresponse()
+        assert resp.read() == b"" and resp.getheader("Content-Length") == "10240"
+        conn.request("GET", "/2024id_/http://site.test/big.bin", headers={"Range": "bytes=256-511"})
+        resp = conn.getresponse()
+        assert resp.status == 206 and resp.getheader("Content-Range") == "bytes 256-511/10240"
+        assert resp.read() == bytes(range(256))
+        conn.request("GET", "/2024id_/http://site.test/big.bin", headers={"Range": "bytes=-16"})
+        resp = conn.getresponse()
+        assert resp.status == 206 and resp.read() == bytes(range(240, 256))
+        conn.request("GET", "/2024id_/http://site.test/big.bin", headers={"Range": "bytes=99999-"})
+        resp = conn.getresponse()
+        assert resp.status == 416 and resp.read() == b""
+        conn.request("GET", "/2024id_/site.test/moved")  # no scheme: http
+        resp = conn.getresponse()
+        assert resp.status == 302 and resp.getheader("Location") == "http://site.test/exact?a=1"
+        resp.read()
+        conn.request("GET", "/_webfreeze/status")
+        status = json.loads(conn.getresponse().read())
+        assert status["exchanges"] == 18 and status["hits"] >= 5
+
+
+def test_https_through_connect_with_the_webfreeze_ca(server):
+    ctx = ssl.create_default_context(cafile=str(server.ca_file))
+    conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=ctx, timeout=10)
+    conn.set_tunnel("site.test", 443)
+    for _ in range(3):  # keep-alive inside the tunnel
+        conn.request("GET", "/page")
+        resp = conn.getresponse()
+        body = resp.read()
+        assert resp.status == 200 and b"<title>t</title>" in body
+    assert conn.sock.getpeercert()["subjectAltName"] == (("DNS", "site.test"),)
+    conn.close()
+
+
+class CartModel(SiteModel):
+    """A tiny stateful host for the hook: POST /cart/add appends, GET /cart lists."""
+
+    hosts = ("site.test",)
+    name = "cart"
+
+    def initial_state(self, seed):
+        return {"items": []}
+
+    def handle(self, request, state):
+        if request.path == "/cart/add" and request.method == "POST":
+            state["items"].append(request.form()["sku"])
+            return ReplayResponse(303, [("Location", "/cart")])
+        if request.path == "/cart":
+            return ReplayResponse(200, [("Content-Type", "application/json")], json.dumps(state["items"]).encode())
+        return None
+
+
+def test_site_model_answers_first_and_exports_state(server):
+    server.register(CartModel())
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert proxied(server, "POST", "http://site.test/cart/add", b"sku=P1", form)[0].status == 303
+    proxied(server, "POST", "http://site.test/cart/add", b"sku=P2", form)
+    resp, body = proxied(server, "GET", "http://site.test/cart")
+    assert json.loads(body) == ["P1", "P2"] and resp.getheader("X-Webfreeze-Match") == "model"
+    assert proxied(server, "GET", "http://site.test/exact?a=1")[1] == b"exact-body"  # falls through
+    assert server.site_state() == {"cart": {"items": ["P1", "P2"]}}
+    server.reset()
+    assert server.site_state() == {"cart": {"items": []}}
+
+
+# ---------------------------------------------------------------------------- faults
+def raw_exchange(port, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(data)
+        out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+
+
+def test_malformed_requests_get_400_and_the_server_stays_up(server):
+    for junk in (b"\x16\x03\x01\x02\x00garbage\r\n\r\n", b"GET / HTTP/1.1\r\nBad Header\r\n\r\n",
+                 b"GET /\x00 HTTP/1.1\r\n\r\n", b"POST http://site.test/form HTTP/1.1\r\nContent-Length: -5\r\n\r\n"):
+        answer = raw_exchange(server.port, junk)
+        assert answer.startswith(b"HTTP/1.1 400 "), (junk, answer[:80])
+    huge = b"GET http://site.test/x HTTP/1.1\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n"
+    assert raw_exchange(server.port, huge).startswith(b"HTTP/1.1 431 ")
+    assert proxied(server, "GET", "http://site.test/exact?a=1")[1] == b"exact-body"
+    assert server.stats["bad_requests"] == 5
+
+
+def test_clients_hanging_up_mid_response_do_not_hurt_others(server):
+    for _ in range(50):
+        s = socket.create_connection(("127.0.0.1", server.port))
+        s.sendall(b"GET http://site.test/big.bin HTTP/1.1\r\nHost: site.test\r\n\r\n" * 20)
+        s.recv(100)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # RST on close
+        s.close()
+    resp, body = proxied(server, "GET", "http://site.test/big.bin")
+    assert resp.status == 200 and body == bytes(range(256)) * 40
+    time.sleep(0.2)
+    assert server.stats["errors"] == 0
+
+
+def test_pipelined_requests_are_answered_in_order(server):
+    reqs = b"".join(f"GET http://site.test/counter HTTP/1.1\r\nHost: site.test\r\n\r\n".encode() for _ in range(3))
+    reqs += b"GET http://site.test/exact?a=1 HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n"
+    out = raw_exchange(server.port, reqs)
+    assert [out.index(w) for w in (b"first", b"second", b"third", b"exact-body")] == sorted(
+        out.index(w) for w in (b"first", b"second", b"third", b"exact-body"))
+
+
+# ---------------------------------------------------------------------------- pywb's sample captures
+def test_pywb_post_and_revisit_captures(samples, tmp_path, home, cli):
+    for name in ("post-test.warc.gz", "dupes.warc.gz"):
+        r = cli("archive", "import", samples / name, "--to", tmp_path / f"{name}.wfz")
+        assert r.returncode == 0, r.stderr
+    with ReplayServer(tmp_path / "post-test.warc.gz.wfz", mode="proxy", confdir=home) as srv:
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        resp, body = proxied(srv, "POST", "http://httpbin.org/post", b"test=abc&foo=bar", form)
+        assert resp.getheader("X-Webfreeze-Match") == "exact"
+        assert json.loads(body)["form"] == {"foo": "bar", "test": "abc"}
+        body = proxied(srv, "POST", "http://httpbin.org/post", b"A=1&B=%5B%5D&C=3", form)[1]
+        assert json.loads(body)["form"] == {"A": "1", "B": "[]", "C": "3"}
+        body = proxied(srv, "POST", "http://httpbin.org/post?foo=bar", b"data=^", form)[1]
+        assert json.loads(body)["args"] == {"foo": "bar"} and json.loads(body)["form"] == {"data": "^"}
+    with Archive.open(tmp_path / "dupes.warc.gz.wfz") as arc:
+        ids = [r["id"] for r in arc.lookup_exact("GET", "http://example.com")]
+        original = arc.get_blob(arc.exchange(ids[0])["payload"])
+    assert len(ids) == 2 and len(original) == 1270
+    with ReplayServer(tmp_path / "dupes.warc.gz.wfz", mode="proxy", confdir=home, inject=False) as srv:
+        answers = [proxied(srv, "GET", "http://example.com/") for _ in range(3)]
+        assert [int(r.getheader("X-Webfreeze-Capture")) for r, _ in answers] == [ids[0], ids[1], ids[1]]
+        assert all(b == original for _, b in answers)  # the revisit resolves to the original payload
+
+
+# ---------------------------------------------------------------------------- the CLI
+def test_cli_errors_are_one_line(site_archive, tmp_path, cli):
+    r = cli("replay", "serve", tmp_path / "missing.wfz", "--port", "0")
+    assert r.returncode == 1 and r.stderr.strip().count("\n") == 0 and "no such archive" in r.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        r = cli("replay", "serve", site_archive, "--mode", "direct", "--port", str(s.getsockname()[1]))
+    assert r.returncode == 1 and "port already in use" in r.stderr and r.stderr.count("\n") == 1
+    bad = tmp_path / "rules.json"
+    bad.write_text('{"fuzzy_treshold": 0.3}')
+    r = cli("replay", "serve", site_archive, "--rules", bad)
+    assert r.returncode == 1 and "unknown replay rule(s): fuzzy_treshold" in r.stderr
+    r = cli("replay", "check", site_archive, "--report", tmp_path / "rep")
+    assert r.returncode == 1 and "no page records" in r.stderr and not (tmp_path / "rep").exists()
+    r = cli("replay", "serve", site_archive, "--on-miss", "418")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+def test_cli_serve_direct_until_sigterm(site_archive, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "webfreeze", "replay", "serve", str(site_archive), "--mode",
+                             "direct", "--port", str(port), "--miss-report", str(tmp_path / "m.jsonl")],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                conn.request("GET", "/2024id_/" + quote("http://site.test/exact?a=1", safe=":/?="))
+                assert conn.getresponse().read() == b"exact-body"
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        conn.request("GET", "/2024id_/http://nowhere.test/")
+        assert conn.getresponse().status == 404
+        conn.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "served 2 requests: 1 from the archive, 0 by site models, 1 misses" in err
+    assert json.loads((tmp_path / "m.jsonl").read_text())["url"] == "http://nowhere.test/"

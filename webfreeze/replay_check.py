@@ -1,0 +1,214 @@
+"""`webfreeze replay check`: load every page record through the replay in Chromium and compare.
+
+For each page record of the archive (ordered by id) a fresh browser context loads the page through
+the replay server in proxy mode, waits for the network to settle as the crawl did, and takes a DOM
+snapshot and a full-page screenshot. Compared with the capture:
+
+- misses: requests of the page the archive could not answer;
+- text similarity: ``difflib`` ratio of the visible text (whitespace-normalised words) of the
+  captured and the replayed DOM, 1.0 = identical;
+- pixel difference: the share of pixels that differ between the two screenshots (pixels outside
+  the smaller image count as different), 0.0 = identical.
+
+Each page replays as a new replay session (ordered repeats start over, seeded runtime), so the
+output is a pure function of the archive and the seed: two checks write identical snapshots.
+The report directory gets ``report.json``, ``report.html``, ``misses.jsonl`` and ``pages/``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html as htmlmod
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+from webfreeze.archives import Archive, ArchiveError
+from webfreeze.replayer.server import ReplayServer
+
+REPORT_VERSION = 1
+
+
+def visible_text(dom: bytes | str) -> str:
+    """Whitespace-normalised text of an HTML document, scripts and styles left out."""
+    import lxml.html
+
+    if isinstance(dom, str):
+        dom = dom.encode("utf-8")
+    if not dom.strip():
+        return ""
+    try:
+        root = lxml.html.document_fromstring(dom)
+    except Exception:
+        return ""
+    for el in root.iter("script", "style", "noscript", "template"):
+        el.text = ""
+    return " ".join(root.text_content().split())
+
+
+def text_similarity(a: str, b: str) -> float:
+    wa, wb = a.split(), b.split()
+    if not wa and not wb:
+        return 1.0
+    return round(difflib.SequenceMatcher(None, wa, wb, autojunk=False).ratio(), 4)
+
+
+def pixel_difference(png_a: bytes | None, png_b: bytes | None) -> float | None:
+    """Share of differing pixels (0..1) between two PNGs, None when either is missing."""
+    if not png_a or not png_b:
+        return None
+    from PIL import Image, ImageChops
+
+    a = Image.open(io.BytesIO(png_a)).convert("RGB")
+    b = Image.open(io.BytesIO(png_b)).convert("RGB")
+    w, h = min(a.width, b.width), min(a.height, b.height)
+    total = max(a.width, b.width) * max(a.height, b.height)
+    if total == 0:
+        return 0.0
+    diff = ImageChops.difference(a.crop((0, 0, w, h)), b.crop((0, 0, w, h))).convert("L")
+    same = diff.histogram()[0]
+    return round(1.0 - same / total, 6)
+
+
+def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, seed: int = 0,
+          limit: int | None = None, progress=None, confdir=None) -> dict:
+    """Run the check and write the report; returns the report dict."""
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.recorder.crawl import wait_network_quiet
+    from webfreeze.simulator.browser import launch_chromium, new_context
+
+    archive_path = Path(archive_path)
+    if not archive_path.exists():
+        raise ArchiveError(f"{archive_path}: no such archive")
+    with Archive.open(archive_path) as arc:
+        pages = [dict(p) for p in arc.pages()]
+        if limit:
+            pages = pages[:limit]
+        captured = {}
+        for p in pages:
+            captured[p["id"]] = (arc.get_blob(p["dom"]) if p["dom"] else b"",
+                                 arc.get_blob(p["screenshot"]) if p["screenshot"] else None)
+    if not pages:
+        raise ArchiveError(f"{archive_path}: no page records to check (record them with `webfreeze record crawl`)")
+    out = Path(report_dir)
+    partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    if partial.exists():
+        shutil.rmtree(partial)
+    (partial / "pages").mkdir(parents=True)
+    results = []
+    server = ReplayServer(archive_path, mode="proxy", seed=seed, miss_report=partial / "misses.jsonl",
+                          confdir=confdir).start()
+    try:
+        with sync_playwright() as pw:
+            browser = launch_chromium(pw, proxy=server.url, bypass_internal=False)
+            for n, rec in enumerate(pages, 1):
+                server.reset(seed)
+                context = new_context(browser)
+                page = context.new_page()
+                inflight: set = set()
+                missed: list[str] = []
+                page.on("request", lambda r: inflight.add(r))
+                page.on("requestfinished", lambda r: inflight.discard(r))
+                page.on("requestfailed", lambda r: (inflight.discard(r), missed.append(r.url)))
+
+                def on_response(resp, missed=missed):
+                    if resp.headers.get("x-webfreeze-miss"):
+                        missed.append(resp.url)
+                page.on("response", on_response)
+                error = None
+                dom, shot = b"", None
+                try:
+                    page.goto(rec["url"], wait_until="load", timeout=30_000)
+                    wait_network_quiet(page, inflight)
+                    dom = page.content().encode("utf-8")
+                    shot = page.screenshot(full_page=True, type="png")
+                except PlaywrightError as exc:
+                    error = str(exc).splitlines()[0]
+                context.close()
+                cap_dom, cap_shot = captured[rec["id"]]
+                stem = f"pages/{rec['id']:06d}"
+                (partial / f"{stem}.replay.html").write_bytes(dom)
+                if shot:
+                    (partial / f"{stem}.replay.png").write_bytes(shot)
+                if cap_shot:
+                    (partial / f"{stem}.capture.png").write_bytes(cap_shot)
+                results.append({
+                    "id": rec["id"], "url": rec["url"], "title": rec["title"] or "",
+                    "captured_at": rec["captured_at"], "error": error,
+                    "misses": sorted(set(missed)),
+                    "text_similarity": text_similarity(visible_text(cap_dom), visible_text(dom)),
+                    "pixel_difference": pixel_difference(cap_shot, shot),
+                    "dom": f"{stem}.replay.html", "screenshot": f"{stem}.replay.png" if shot else None,
+                    "capture_screenshot": f"{stem}.capture.png" if cap_shot else None,
+                })
+                if progress:
+                    progress(n, rec["url"])
+            browser.close()
+    finally:
+        server.stop()
+    sims = [r["text_similarity"] for r in results]
+    diffs = [r["pixel_difference"] for r in results if r["pixel_difference"] is not None]
+    report = {
+        "format": "webfreeze-replay-check", "version": REPORT_VERSION,
+        "archive": archive_path.name, "seed": seed,
+        "summary": {
+            "pages": len(results),
+            "pages_with_misses": sum(1 for r in results if r["misses"]),
+            "pages_with_errors": sum(1 for r in results if r["error"]),
+            "missed_requests": sum(len(r["misses"]) for r in results),
+            "mean_text_similarity": round(sum(sims) / len(sims), 4) if sims else None,
+            "min_text_similarity": min(sims) if sims else None,
+            "mean_pixel_difference": round(sum(diffs) / len(diffs), 6) if diffs else None,
+            "max_pixel_difference": max(diffs) if diffs else None,
+        },
+        "pages": results,
+    }
+    (partial / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    (partial / "report.html").write_text(render_html(report), encoding="utf-8")
+    if out.exists():
+        shutil.rmtree(out)
+    partial.rename(out)
+    return report
+
+
+def render_html(report: dict) -> str:
+    e = htmlmod.escape
+    s = report["summary"]
+    rows = []
+    for r in report["pages"]:
+        bad = r["misses"] or r["error"]
+        shots = "".join(
+            f'<figure><img loading="lazy" src="{e(src)}" alt="{label}"><figcaption>{label}</figcaption></figure>'
+            for src, label in ((r["capture_screenshot"], "captured"), (r["screenshot"], "replayed")) if src)
+        misses = "".join(f"<li>{e(m)}</li>" for m in r["misses"])
+        title = e(r["title"])
+        err = f"<p class=err>{e(r['error'])}</p>" if r["error"] else ""
+        miss_list = f"<ul class=miss>{misses}</ul>" if misses else ""
+        pixels = "" if r["pixel_difference"] is None else f"{r['pixel_difference']:.4f}"
+        url = e(r["url"])
+        rows.append(
+            f'<tr class="{"bad" if bad else "ok"}"><td><a href="{url}">{url}</a><br><small>{title}</small>'
+            f'{err}{miss_list}</td><td>{len(r["misses"])}</td><td>{r["text_similarity"]:.3f}</td>'
+            f'<td>{pixels}</td><td class="shots">{shots}</td></tr>')
+    summary = "".join(f"<tr><th>{e(k.replace('_', ' '))}</th><td>{e(str(v))}</td></tr>" for k, v in s.items())
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Replay check: {e(report["archive"])}</title>
+<style>
+body{{font:14px/1.4 system-ui,sans-serif;margin:2em}} table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}}
+tr.bad td:first-child{{border-left:4px solid #c00}} tr.ok td:first-child{{border-left:4px solid #2a2}}
+.shots{{display:flex;gap:8px}} figure{{margin:0}} img{{width:240px;border:1px solid #999}}
+.err,.miss{{color:#c00}}
+</style></head><body>
+<h1>Replay check: {e(report["archive"])}</h1>
+<table class="summary">{summary}</table>
+<h2>Pages</h2>
+<table class="pages"><tr><th>page</th><th>misses</th><th>text similarity</th><th>pixel difference</th><th>screenshots</th></tr>
+{"".join(rows)}
+</table></body></html>
+"""
+

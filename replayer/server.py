@@ -177,11 +177,14 @@ class ReplayServer:
                 self.models[h.lower()] = model
             self.model_state[model.name] = model.initial_state(self.seed)
 
-    def reset(self, seed: int | None = None) -> None:
-        """Start a new replay session: ordered repeats start over, site models get fresh state."""
+    def reset(self, seed: int | None = None, when: str | None = None) -> None:
+        """Start a new replay session: ordered repeats start over, site models get fresh state;
+        ``when`` (ISO 8601 or 1-14 digits) sets the target time captures are chosen closest to."""
         with self._state_lock:
             if seed is not None:
                 self.seed = seed
+            if when is not None:
+                self.when = parse_time(when).timestamp()
             self.sequencer.reset()
             self.cache.clear()  # injected pages depend on the seed
             for model in {id(m): m for m in self.models.values()}.values():

@@ -10,8 +10,9 @@ snapshot and a full-page screenshot. Compared with the capture:
 - pixel difference: the share of pixels that differ between the two screenshots (pixels outside
   the smaller image count as different), 0.0 = identical.
 
-Each page replays as a new replay session (ordered repeats start over, seeded runtime), so the
-output is a pure function of the archive and the seed: two checks write identical snapshots.
+Each page replays as a new replay session (ordered repeats start over, seeded runtime, captures
+chosen closest to the page record's time), so the output is a pure function of the archive and the
+seed: two checks write identical snapshots.
 The report directory gets ``report.json``, ``report.html``, ``misses.jsonl`` and ``pages/``.
 """
 
@@ -106,7 +107,7 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
         with sync_playwright() as pw:
             browser = launch_chromium(pw, proxy=server.url, bypass_internal=False)
             for n, rec in enumerate(pages, 1):
-                server.reset(seed)
+                server.reset(seed, when=rec["captured_at"])
                 context = new_context(browser)
                 page = context.new_page()
                 inflight: set = set()

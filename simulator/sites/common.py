@@ -208,6 +208,8 @@ class SiteServer:
         handler = WSGIRequestHandler if log_requests else _QuietHandler
         # Bind first, ourselves: werkzeug reports a busy port by printing and exiting the process.
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        # connections left open after stop() must not keep the port from being bound again
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
             sock.listen(128)

@@ -10,7 +10,8 @@ demo: setup
 test: setup
 	.venv/bin/python -m pytest -q
 
-bench: setup
+bench:
+	@WEBFREEZE_BENCH=1 scripts/bootstrap.sh test
 	.venv/bin/python -m benchmarks
 
 clean:

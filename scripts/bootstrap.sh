@@ -23,13 +23,24 @@ if ! "$py" -c 'import ensurepip, venv' 2>/dev/null; then
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq python3-venv
 fi
 
-# The recorder's crawls drive Debian's Chromium through Playwright (no browser downloads here).
+# Debian packages the tools need: Chromium (crawls, replay checks, the browser backend; no
+# browser downloads are possible here), wrk (the replay server's load test), and for benchmarks
+# nginx (the static-file reference). Installed only when missing.
+apt_pkgs=()
 if [ -z "${WEBFREEZE_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
-  echo "bootstrap: installing Debian's chromium with apt-get" >&2
+  apt_pkgs+=(chromium fonts-dejavu-core)
+fi
+command -v wrk >/dev/null 2>&1 || apt_pkgs+=(wrk)
+if [ "${WEBFREEZE_BENCH:-}" = 1 ] && ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  apt_pkgs+=(nginx-light)
+fi
+if [ ${#apt_pkgs[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${apt_pkgs[*]} with apt-get" >&2
   sudo_cmd=""
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+  # no service start-up during install (there may be no init system at all)
+  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo_cmd apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -3,12 +3,12 @@
 Levels, tried in order (the first level with a candidate wins):
 
 1. ``exact``: method, URL and canonical request-body key (``archives.bodykey``) are equal.
-2. ``canonical``: equal after canonicalisation: scheme and host lower-cased, default port and
-   fragment dropped, query parameters sorted, and cache busters and trackers removed (see
+2. ``canonical``: equal after canonicalisation: scheme ignored (http and https are one site, as
+   in SURT keys), host lower-cased, default port and fragment dropped, query parameters sorted, and cache busters and trackers removed (see
    :class:`Rules`; by default numeric ``_``, ``cb``, ``uncache``, ``utm_*``, ``fbclid``, ``gclid``,
    JSONP callback names, and parameters whose name contains ``bust`` or ``ts`` holding a 13-15
    digit epoch).
-3. ``fuzzy``: captures under the same scheme, host and path with the same method, scored by how
+3. ``fuzzy``: captures under the same host and path with the same method, scored by how
    similar their query (and request body fields) are: equal values score 1, two numbers score by
    their relative distance, two JSON values recursively, other strings by ``difflib`` ratio; a
    parameter missing on one side scores 0; parameters starting with ``_`` weigh
@@ -36,7 +36,7 @@ import re
 import threading
 from bisect import bisect_left
 from dataclasses import dataclass, field, fields
-from urllib.parse import parse_qsl, quote, unquote_plus, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote_plus, urlencode, urlsplit
 
 from webfreeze.archives.bodykey import body_key as compute_body_key
 from webfreeze.archives.timeutil import normalize_time, parse_time
@@ -125,15 +125,20 @@ def split_url(url: str) -> tuple[str, str, str, list[tuple[str, str]]]:
 
 
 def canonical_url(url: str, rules: Rules) -> str:
-    """The canonical form used by the ``canonical`` level (documented in the module docstring)."""
-    scheme, netloc, path, query = split_url(url)
+    """The canonical form used by the ``canonical`` level (documented in the module docstring).
+
+    The scheme is left out, as in SURT keys: a page recorded over http answers https and back.
+    """
+    _, netloc, path, query = split_url(url)
     kept = sorted((k, v) for k, v in query if rules.keep_param(k, v))
-    return urlunsplit((scheme, netloc, quote(unquote_plus(path), safe="/:@!$&'()*+,;=~%-._"), urlencode(kept), ""))
+    path = quote(unquote_plus(path), safe="/:@!$&'()*+,;=~%-._")
+    return f"{netloc}{path}?{urlencode(kept)}" if kept else f"{netloc}{path}"
 
 
 def path_key(url: str) -> str:
-    scheme, netloc, path, _ = split_url(url)
-    return f"{scheme}://{netloc}{path}"
+    """Host and path without scheme or query: the pool fuzzy matching scores."""
+    _, netloc, path, _ = split_url(url)
+    return f"{netloc}{path}"
 
 
 def is_static(url: str, mime: str | None = None) -> bool:

@@ -100,7 +100,8 @@ def test_canonical_form_drops_cache_busters_and_trackers():
     r = Rules()
     url = ("HTTP://Site.Test:80/p?b=2&a=1&_=1700000000000&cb=77&uncache=1&utm_source=x&fbclid=abc&callback=jQuery1_2"
            "&cachebust=1700000000123&ts=170000000012345&keep=yes&_=notnumber")
-    assert canonical_url(url, r) == "http://site.test/p?_=notnumber&a=1&b=2&keep=yes"
+    assert canonical_url(url, r) == "site.test/p?_=notnumber&a=1&b=2&keep=yes"
+    assert canonical_url("https://site.test:443/p?b=1&a=2#frag", r) == canonical_url("http://SITE.test/p?a=2&b=1", r)
     # a short number under a *ts* name is data, not an epoch
     assert "ts=42" in canonical_url("http://a.test/?ts=42", r)
 
@@ -109,6 +110,8 @@ def test_exact_canonical_and_fuzzy_levels(server):
     resp, body = proxied(server, "GET", "http://site.test/exact?a=1")
     assert (resp.status, body, resp.getheader("X-Webfreeze-Match")) == (200, b"exact-body", "exact")
     resp, body = proxied(server, "GET", "http://SITE.test/news?sort=new&id=7&utm_campaign=spring&fbclid=zz")
+    assert (body, resp.getheader("X-Webfreeze-Match")) == (b"news-7", "canonical")
+    resp, body = proxied(server, "GET", "https://site.test/news?id=7&sort=new")  # recorded over http
     assert (body, resp.getheader("X-Webfreeze-Match")) == (b"news-7", "canonical")
     # fuzzy: nearest number wins, the `_` buster weighs little
     resp, body = proxied(server, "GET", "http://site.test/api/list?page=8&_=1999999999999")

@@ -1,0 +1,299 @@
+"""Replay throughput: our replay server vs pywb, nginx and mitmdump on the same WARC, same run.
+
+pywb's ``iana.warc.gz`` (from its PyPI sdist) is imported into an archive. Then, each measured
+with ``wrk`` (Debian's; 1 thread, 32 keep-alive connections, 8 s) on loopback:
+
+- the ``http://www.iana.org/`` page and the largest font file of the capture from our direct mode
+  (``/<ts>id_/<url>``, deterministic runtime injected into the page as always) vs pywb's raw mode
+  (``wayback``, ``/<coll>/<ts>id_/<url>``). Goal: >= 20x pywb's requests/s. p99 latency is reported.
+- the same payload bytes as static files from nginx (1 worker process, access log off) as the
+  physical reference. Goal: >= 10% of nginx's requests/s.
+
+And over HTTPS through a proxy (CONNECT, TLS with the proxy's CA, keep-alive inside the tunnel):
+our proxy mode vs ``mitmdump --server-replay`` holding the same exchanges, driven by a small
+asyncio client (16 connections, 8 s, in its own process; wrk cannot use a proxy). Goal: >= 5x.
+Our server runs as ``webfreeze replay serve`` in its own process, like every anchor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import Context, Row, console
+
+NAME = "replay_throughput"
+TITLE = "Replay throughput vs pywb, nginx and mitmdump"
+WRK_ARGS = ["-t1", "-c32", "-d8s", "--latency"]
+PROXY_CONNS = 16
+PROXY_SECONDS = 8.0
+PAGE = "http://www.iana.org/"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wrk(url: str) -> dict:
+    out = subprocess.run(["wrk", *WRK_ARGS, url], capture_output=True, text=True, timeout=120).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    m = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", out)
+    p99_ms = float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
+    errors = re.search(r"Socket errors:.*|Non-2xx or 3xx responses: \d+", out)
+    return {"rps": rps, "p99_ms": p99_ms, "errors": errors.group(0) if errors else None}
+
+
+# ------------------------------------------------------------------------------ HTTPS proxy client
+async def _proxy_worker(port: int, host: str, path: str, until: float, counts: list) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\n\r\n".encode())
+    await writer.drain()
+    status = await reader.readuntil(b"\r\n\r\n")
+    if b" 200 " not in status.split(b"\r\n", 1)[0]:
+        raise RuntimeError(f"CONNECT refused: {status[:60]!r}")
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    await writer.start_tls(ctx, server_hostname=host)
+    request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept-Encoding: identity\r\n\r\n".encode()
+    while time.monotonic() < until:
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
+        if not head.startswith(b"HTTP/1.1 200") or not m:
+            counts[1] += 1
+            raise RuntimeError(f"bad answer {head[:80]!r}")
+        await reader.readexactly(int(m.group(1)))
+        counts[0] += 1
+    writer.close()
+
+
+def _proxy_load(port: int, url: str, queue) -> None:
+    host, path = re.match(r"https://([^/]+)(/.*)", url).groups()
+
+    async def main():
+        counts = [0, 0]
+        start = time.monotonic()
+        until = start + PROXY_SECONDS
+        results = await asyncio.gather(*(_proxy_worker(port, host, path, until, counts) for _ in range(PROXY_CONNS)),
+                                       return_exceptions=True)
+        elapsed = time.monotonic() - start
+        errors = [repr(r) for r in results if isinstance(r, BaseException)]
+        return {"rps": counts[0] / elapsed, "requests": counts[0], "errors": errors[:3]}
+
+    queue.put(asyncio.run(main()))
+
+
+def proxy_load(port: int, url: str) -> dict:
+    q = multiprocessing.get_context("spawn").Queue()
+    p = multiprocessing.get_context("spawn").Process(target=_proxy_load, args=(port, url, q))
+    p.start()
+    result = q.get(timeout=120)
+    p.join(30)
+    return result
+
+
+# ------------------------------------------------------------------------------ set-up of each server
+def _import(ctx: Context, warc: Path) -> Path:
+    from webfreeze.archives.importer import import_files
+
+    dest = ctx.fresh_path("replay-iana.wfz")
+    import_files(dest, [warc])
+    return dest
+
+
+def _largest_font(archive: Path) -> tuple[str, bytes, bytes]:
+    from webfreeze.archives import Archive
+
+    with Archive.open(archive) as arc:
+        row = arc.conn.execute(
+            "SELECT * FROM exchanges WHERE status=200 AND (url LIKE '%.otf' OR url LIKE '%.ttf' OR url LIKE '%.woff%' "
+            "OR mime LIKE 'font/%' OR mime LIKE '%font%') ORDER BY payload_size DESC LIMIT 1").fetchone()
+        page = arc.conn.execute("SELECT payload FROM exchanges WHERE url=? AND status=200", (PAGE,)).fetchone()
+        return row["url"], arc.get_blob(row["payload"]), arc.get_blob(page["payload"])
+
+
+def _https_copy(src: Path, dest: Path) -> None:
+    """The same exchanges under https URLs (both proxy anchors then match exactly)."""
+    from webfreeze.archives import Archive, Exchange, new_archive_atomically
+
+    with Archive.open(src) as a, new_archive_atomically(dest) as b:
+        sid = b.new_session("bench", source=str(src))
+        for r in a.exchanges("kind='response'"):
+            b.add_exchange(Exchange(url=r["url"].replace("http://", "https://", 1), captured_at=r["captured_at"],
+                                    status=r["status"], reason=r["reason"] or "",
+                                    resp_headers=a.headers(r, "resp_headers"), payload=a.get_blob(r["payload"]),
+                                    method=r["method"], req_headers=a.headers(r, "req_headers") or None,
+                                    session_id=sid))
+
+
+def _flows(archive: Path, dest: Path) -> None:
+    """mitmproxy's flow file of the same exchanges, for ``mitmdump --server-replay``."""
+    from mitmproxy import connection, http, io
+
+    from webfreeze.archives import Archive
+
+    with Archive.open(archive) as arc, open(dest, "wb") as fh:
+        writer = io.FlowWriter(fh)
+        for r in arc.exchanges("kind='response' AND method='GET'"):
+            req = http.Request.make("GET", r["url"], b"", [(k.encode(), v.encode()) for k, v in
+                                                           arc.headers(r, "req_headers")])
+            headers = [(k.encode(), v.encode("latin-1", "replace")) for k, v in arc.headers(r, "resp_headers")
+                       if k.lower() not in ("transfer-encoding", "content-length", "connection", "keep-alive")]
+            resp = http.Response.make(r["status"], arc.get_blob(r["payload"]), headers)
+            host = req.host
+            flow = http.HTTPFlow(connection.Client(peername=("127.0.0.1", 1), sockname=("127.0.0.1", 2)),
+                                 connection.Server(address=(host, 443)))
+            flow.request, flow.response = req, resp
+            writer.add(flow)
+
+
+def _pywb(ctx: Context, warc: Path) -> tuple[subprocess.Popen, int]:
+    root = ctx.scratch / "pywb"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    bindir = Path(sys.executable).parent
+    subprocess.run([str(bindir / "wb-manager"), "init", "bench"], cwd=root, check=True, capture_output=True)
+    subprocess.run([str(bindir / "wb-manager"), "add", "bench", str(warc)], cwd=root, check=True, capture_output=True)
+    port = _free_port()
+    proc = subprocess.Popen([str(bindir / "wayback"), "-p", str(port), "-b", "127.0.0.1"], cwd=root,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_port(port, proc)
+    return proc, port
+
+
+def _nginx(ctx: Context, files: dict[str, bytes]) -> tuple[subprocess.Popen, int]:
+    exe = shutil.which("nginx") or "/usr/sbin/nginx"
+    prefix = (ctx.scratch / "nginx").resolve()  # nginx wants absolute paths
+    shutil.rmtree(prefix, ignore_errors=True)
+    (prefix / "root").mkdir(parents=True)
+    (prefix / "logs").mkdir()
+    for name, data in files.items():
+        (prefix / "root" / name).write_bytes(data)
+    port = _free_port()
+    temp = f"client_body_temp_path {prefix}/client_body_temp;\n"  # nginx-light has no other temp paths
+    (prefix / "nginx.conf").write_text(
+        f"daemon off;\nworker_processes 1;\npid {prefix}/nginx.pid;\nerror_log {prefix}/logs/error.log;\n"
+        f"events {{ worker_connections 1024; }}\nhttp {{\naccess_log off;\n{temp}"
+        f"server {{ listen 127.0.0.1:{port}; root {prefix}/root; location / {{ }} }}\n}}\n")
+    proc = subprocess.Popen([exe, "-p", str(prefix), "-c", str(prefix / "nginx.conf")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_port(port, proc)
+    return proc, port
+
+
+def _ours(archive: Path, mode: str, home: Path) -> tuple[subprocess.Popen, int]:
+    port = _free_port()
+    env = dict(os.environ, WEBFREEZE_HOME=str(home))
+    proc = subprocess.Popen([sys.executable, "-m", "webfreeze", "replay", "serve", str(archive), "--mode", mode,
+                             "--port", str(port), "--miss-report", str(home / "misses.jsonl")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_port(port, proc)
+    return proc, port
+
+
+def _mitmdump(flows: Path, home: Path) -> tuple[subprocess.Popen, int]:
+    port = _free_port()
+    exe = Path(sys.executable).parent / "mitmdump"
+    proc = subprocess.Popen([str(exe), "-q", "--listen-host", "127.0.0.1", "-p", str(port), "--server-replay",
+                             str(flows), "--set", "server_replay_reuse=true", "--set", "server_replay_extra=404",
+                             "--set", "connection_strategy=lazy", "--set", f"confdir={home / 'mitmproxy'}",
+                             "--set", "ssl_insecure=true", "--set", "upstream_cert=false"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_port(port, proc)
+    return proc, port
+
+
+def run(ctx: Context) -> list[Row]:
+    from webfreeze.samples import pywb_sample_archive
+
+    if not shutil.which("wrk"):
+        raise RuntimeError("wrk is not installed (make bench installs it with apt-get)")
+    warc = pywb_sample_archive() / "warcs" / "iana.warc.gz"
+    archive = _import(ctx, warc)
+    font_url, font, page = _largest_font(archive)
+    home = ctx.scratch / "replay-home"
+    home.mkdir(exist_ok=True)
+    details = ctx.details.setdefault(NAME, {"font": font_url, "font_bytes": len(font), "page_bytes": len(page)})
+    rows: list[Row] = []
+    targets = {"page": PAGE, "font": font_url}
+
+    measured: dict = {}
+    servers = [
+        ("webfreeze", lambda: _ours(archive, "direct", home), lambda port, url: f"http://127.0.0.1:{port}/2014id_/{url}"),
+        ("pywb", lambda: _pywb(ctx, warc), lambda port, url: f"http://127.0.0.1:{port}/bench/2014id_/{url}"),
+        ("nginx", lambda: _nginx(ctx, {"page.html": page, "font.bin": font}),
+         lambda port, url: f"http://127.0.0.1:{port}/" + ("page.html" if url == PAGE else "font.bin")),
+    ]
+    for name, start, url_of in servers:
+        proc, port = start()
+        try:
+            for what, url in targets.items():
+                console.print(f"  wrk {name} {what}")
+                measured[(name, what)] = wrk(url_of(port, url))
+        finally:
+            _stop(proc)
+    details["direct"] = {f"{n} {w}": v for (n, w), v in measured.items()}
+    for what in targets:
+        ours, pywb, nginx = (measured[(n, what)] for n in ("webfreeze", "pywb", "nginx"))
+        rows.append(Row(f"{NAME} direct", f"{what}: requests/s", ours["rps"], pywb["rps"], "pywb id_", "req/s",
+                        "higher", 20))
+        rows.append(Row(f"{NAME} direct", f"{what}: p99 latency", ours["p99_ms"], pywb["p99_ms"], "pywb id_", "ms",
+                        "lower"))
+        rows.append(Row(f"{NAME} direct", f"{what}: requests/s vs static files", ours["rps"], nginx["rps"],
+                        "nginx static", "req/s", "higher", 0.1))
+
+    https_archive = ctx.fresh_path("replay-iana-https.wfz")
+    _https_copy(archive, https_archive)
+    flows = ctx.scratch / "iana.flows"
+    _flows(https_archive, flows)
+    proxy_results = {}
+    for name, start in (("webfreeze", lambda: _ours(https_archive, "proxy", home)),
+                        ("mitmdump", lambda: _mitmdump(flows, home))):
+        proc, port = start()
+        try:
+            console.print(f"  https proxy load: {name}")
+            proxy_results[name] = proxy_load(port, PAGE.replace("http://", "https://"))
+        finally:
+            _stop(proc)
+    details["proxy_https"] = proxy_results
+    for name, r in proxy_results.items():
+        if r["errors"]:
+            raise RuntimeError(f"{name} proxy load had errors: {r['errors']}")
+    rows.append(Row(f"{NAME} proxy", "HTTPS page through proxy: requests/s", proxy_results["webfreeze"]["rps"],
+                    proxy_results["mitmdump"]["rps"], "mitmdump --server-replay", "req/s", "higher", 5))
+    return rows

@@ -13,15 +13,11 @@ from pathlib import Path
 from webfreeze.archives import Archive, ArchiveError
 from webfreeze.archives.store import new_archive_atomically
 
+from webfreeze.replayer.tls import default_confdir  # one CA for recording and replay
+
 from .addon import ArchiveRecorder
 
 CA_NAME = "mitmproxy-ca-cert.pem"
-
-
-def default_confdir() -> Path:
-    """Where the recording CA lives: $WEBFREEZE_HOME/mitmproxy, else ~/.webfreeze/mitmproxy."""
-    home = os.environ.get("WEBFREEZE_HOME") or os.path.join(os.path.expanduser("~"), ".webfreeze")
-    return Path(home) / "mitmproxy"
 
 
 def ensure_ca(confdir: Path | None = None) -> Path:

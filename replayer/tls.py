@@ -17,6 +17,7 @@ CA_BASENAME = "mitmproxy"
 
 
 def default_confdir() -> Path:
+    """Where the webfreeze CA lives: $WEBFREEZE_HOME/mitmproxy, else ~/.webfreeze/mitmproxy."""
     return Path(os.environ.get("WEBFREEZE_HOME") or Path.home() / ".webfreeze") / "mitmproxy"
 
 

@@ -397,8 +397,9 @@ class _Builder:
             chosen = []
             for w in wanted:
                 w = str(w)
-                match = next((o for o in opts if self.option_value(o) == w), None) or \
-                    next((o for o in opts if _collapse(o.text_content()) == _collapse(w)), None)
+                match = next((o for o in opts if self.option_value(o) == w), None)
+                if match is None:
+                    match = next((o for o in opts if _collapse(o.text_content()) == _collapse(w)), None)
                 if match is not None:
                     chosen.append(match)
             if chosen:
@@ -857,14 +858,14 @@ class Tree:
                 visible = bool(g[4]) if g is not None and len(g) > 4 else True
                 if filter_visible_only and not visible:
                     skip = True
+                # BrowserGym's order: box, clickable, visible
                 if with_bbox and g is not None:
                     x, y, w, h = (float(c) for c in g[:4])
-                    extra.insert(0, f"box='({x:.0f},{y:.0f},{x + w:.0f},{y + h:.0f})'")
-                if with_clickable and self._b.by_bid.get(node.bid) is not None and \
-                        _clickable(self._b.by_bid[node.bid], node.role):
-                    extra.insert(0, "clickable")
+                    extra.append(f"box='({x:.0f},{y:.0f},{x + w:.0f},{y + h:.0f})'")
+                if with_clickable and _clickable(self._b.by_bid[node.bid], node.role):
+                    extra.append("clickable")
                 if with_visible and visible:
-                    extra.insert(0, "visible")
+                    extra.append("visible")
                 attrs = extra + attrs
             if not skip:
                 s = f"{node.role} {node.name.strip()!r}"

@@ -1,0 +1,584 @@
+"""One parser for the three action dialects agents speak, into one frozen ``Action``.
+
+Dialects:
+
+- ``browsergym``: Python-call syntax, e.g. ``click('12')``, ``fill('12', 'text')``, ``scroll(0, 500)``,
+  ``send_msg_to_user('answer')``. Arguments are Python literals read with :mod:`ast` (never evaluated).
+- ``webvoyager`` (also WebArxiv's): ``Click [12]``, ``Type [12]; text`` (Enter is pressed after
+  typing), ``Scroll [WINDOW]; down``, ``Wait``, ``GoBack``, ``Google``, ``ANSWER; text``.
+- ``webarena``: ``click [12]``, ``type [12] [text] [1]`` (the last flag presses Enter, 1 by default),
+  ``hover [12]``, ``press [Enter]``, ``scroll [down]``, ``goto [url]``, ``go_back``, ``go_forward``,
+  ``stop [answer]``.
+
+Agent output often wraps the action in prose ("Thought: ... Action: Click [5]", WebArena's
+"In summary, the next action I will perform is ```click [12]```", ``<think>..</think><action>..</action>``);
+:func:`parse_action` finds the action and keeps the thought.
+
+:func:`parse_action` raises :class:`ActionError` with one line saying what was expected;
+:func:`try_parse` never raises. :func:`format_action` prints an action in any dialect.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import asdict, dataclass, replace
+
+KINDS = ("click", "fill", "select", "scroll", "go_back", "go_forward", "goto", "noop", "answer",
+         "infeasible", "hover", "press")
+DIALECTS = ("browsergym", "webvoyager", "webarena")
+# Other names people use for the dialects.
+DIALECT_ALIASES = {"browsergym": "browsergym", "bgym": "browsergym", "webvoyager": "webvoyager",
+                   "webarxiv": "webvoyager", "voyager": "webvoyager", "webarena": "webarena"}
+DIRECTIONS = ("up", "down", "left", "right")
+# What WebVoyager's ``Google`` action opens.
+GOOGLE_URL = "https://www.google.com/"
+# Pixels a BrowserGym ``scroll`` prints when an action carries no amount (a WebVoyager or WebArena scroll).
+DEFAULT_SCROLL_PX = 500
+
+
+class ActionError(ValueError):
+    """An action string that cannot be parsed (or an action that cannot be printed in a dialect),
+    explained in one line."""
+
+
+@dataclass(frozen=True)
+class Action:
+    """One agent action, whatever dialect it came in.
+
+    ``bid`` is the target element id; ``text`` what ``fill`` types or the ``answer`` /
+    ``infeasible`` message; ``value`` the option ``select`` picks; ``direction`` and ``amount``
+    (pixels) a ``scroll``, ``amount`` also the milliseconds a ``noop`` waits; ``url`` where ``goto``
+    goes; ``key`` the key ``press`` presses, or ``"Enter"`` on a ``fill`` that presses Enter after
+    typing (WebVoyager's ``Type``, WebArena's ``type [..] [..] [1]``). ``raw`` is the text as the
+    agent gave it and ``thought`` the reasoning found around the action, if any.
+    """
+
+    kind: str
+    bid: str | None = None
+    text: str | None = None
+    value: str | None = None
+    direction: str | None = None
+    amount: int | None = None
+    url: str | None = None
+    key: str | None = None
+    dialect: str | None = None
+    raw: str = ""
+    thought: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ActionError(f"unknown action kind {self.kind!r}; expected one of {', '.join(KINDS)}")
+        if self.direction is not None and self.direction not in DIRECTIONS:
+            raise ActionError(f"unknown scroll direction {self.direction!r}; expected up, down, left or right")
+
+    def to_dict(self) -> dict:
+        """The ``parsed`` object of a trajectory step (formats.md), plus ``key``."""
+        d = asdict(self)
+        for extra in ("raw", "thought"):
+            d.pop(extra)
+        return {k: d[k] for k in ("kind", "bid", "text", "value", "direction", "amount", "url", "key", "dialect")}
+
+    @classmethod
+    def from_dict(cls, d: dict, raw: str = "") -> "Action":
+        """The inverse of :meth:`to_dict` (unknown keys are ignored)."""
+        fields = ("kind", "bid", "text", "value", "direction", "amount", "url", "key", "dialect")
+        return cls(**{k: d.get(k) for k in fields}, raw=raw)
+
+    def with_thought(self, thought: str | None) -> "Action":
+        return replace(self, thought=thought)
+
+
+# ---------------------------------------------------------------- finding the action in agent output
+_FENCE = re.compile(r"```[ \t]*(?:[A-Za-z_][\w-]*[ \t]*\n)?(.*?)```", re.S)
+_ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.S | re.I)
+_THINK_TAG = re.compile(r"<think(?:ing)?>(.*?)</think(?:ing)?>", re.S | re.I)
+_ACTION_LABEL = re.compile(r"(?i)(?:^|(?<=\s))[*#]*action[ \t*]*:[ \t*]*")
+_THOUGHT_LABEL = re.compile(r"(?i)^[ \t*#]*thoughts?[ \t*]*:[ \t*]*")
+# Words a line must start with to be taken for an action when nothing else marks it.
+_ACTION_START = re.compile(
+    r"^(?:[a-z_]+\s*\(|(?:click|type|hover|press|scroll|goto|go_back|go_forward|stop|new_tab|tab_focus|"
+    r"close_tab|Click|Type|Scroll|Wait|GoBack|Google|ANSWER)\b)")
+
+
+_SUMMARY_LEAD = re.compile(r"(?is)\s*(?:in summary,\s*)?the next action I will perform is\s*:?\s*$")
+
+
+def _clean_thought(text: str) -> str | None:
+    text = _THINK_TAG.sub(lambda m: m.group(1), text)
+    text = _THOUGHT_LABEL.sub("", text.strip(), count=1).strip()
+    text = _SUMMARY_LEAD.sub("", text).strip()
+    return text or None
+
+
+def _split(text: str) -> tuple[str, str | None]:
+    """(action text, thought) from an agent's whole output."""
+    stripped = text.strip()
+    tags = _ACTION_TAG.findall(stripped)
+    if tags:
+        think = _THINK_TAG.search(stripped)
+        before = stripped[: stripped.lower().rfind("<action>")]
+        thought = think.group(1).strip() if think else _clean_thought(before)
+        return _unfence(tags[-1].strip()), thought or None
+    labels = list(_ACTION_LABEL.finditer(stripped))
+    if labels:
+        last = labels[-1]
+        after = stripped[last.end():].strip()
+        return _unfence(after), _clean_thought(stripped[: last.start()])
+    fences = list(_FENCE.finditer(stripped))
+    if fences:
+        last = fences[-1]
+        return last.group(1).strip(), _clean_thought(stripped[: last.start()] + stripped[last.end():])
+    if "\n" in stripped:
+        lines = stripped.splitlines()
+        for i in range(len(lines) - 1, -1, -1):
+            line = lines[i].strip().strip("`").strip()
+            if _ACTION_START.match(line):
+                return line, _clean_thought("\n".join(lines[:i]))
+    return _unfence(stripped), None
+
+
+def _unfence(text: str) -> str:
+    m = _FENCE.search(text)
+    if m:
+        return m.group(1).strip()
+    text = text.strip()
+    if text.startswith("`") and text.endswith("`") and len(text) > 1:
+        text = text.strip("`").strip()
+    return text
+
+
+def detect_dialect(action_text: str) -> str | None:
+    """The dialect an action string looks like (``None`` when it looks like none)."""
+    s = action_text.strip()
+    if re.match(r"^[A-Za-z_]\w*\s*\(", s):
+        return "browsergym"
+    head = re.match(r"^([A-Za-z_]+)", s)
+    if not head:
+        return None
+    word = head.group(1)
+    if word in _VOYAGER_WORDS:
+        return "webvoyager"
+    if word.lower() in _ARENA_WORDS:
+        return "webarena"
+    if word.lower() in {w.lower() for w in _VOYAGER_WORDS}:
+        return "webvoyager"
+    return None
+
+
+# ---------------------------------------------------------------- BrowserGym
+_BGYM_UNSUPPORTED = {
+    "dblclick": "double clicks", "focus": "focus", "clear": "clear (use fill(bid, ''))",
+    "drag_and_drop": "drag and drop", "upload_file": "file uploads", "keyboard_type": "keyboard_type",
+    "keyboard_down": "keyboard_down", "keyboard_up": "keyboard_up", "keyboard_insert_text": "keyboard_insert_text",
+    "mouse_move": "coordinate actions", "mouse_click": "coordinate actions", "mouse_dblclick": "coordinate actions",
+    "mouse_down": "coordinate actions", "mouse_up": "coordinate actions", "mouse_drag_and_drop": "coordinate actions",
+    "mouse_upload_file": "coordinate actions", "scroll_at": "coordinate actions",
+    "new_tab": "tabs (the environment has one page)", "tab_close": "tabs (the environment has one page)",
+    "tab_focus": "tabs (the environment has one page)",
+}
+# name -> (positional parameter names, {parameter: default}); defaults mark optional parameters.
+_BGYM_SIGNATURES = {
+    "click": (("bid", "button", "modifiers"), {"button": "left", "modifiers": ()}),
+    "fill": (("bid", "value", "enable_autocomplete_menu"), {"enable_autocomplete_menu": False}),
+    "select_option": (("bid", "options"), {}),
+    "scroll": (("delta_x", "delta_y"), {}),
+    "go_back": ((), {}),
+    "go_forward": ((), {}),
+    "goto": (("url",), {}),
+    "noop": (("wait_ms",), {"wait_ms": None}),
+    "send_msg_to_user": (("text",), {}),
+    "report_infeasible": (("reason",), {}),
+    "hover": (("bid",), {}),
+    "press": (("bid", "key_comb"), {}),
+    "keyboard_press": (("key",), {}),
+}
+_BGYM_EXAMPLES = {
+    "click": "click('12')", "fill": "fill('12', 'text')", "select_option": "select_option('12', 'value')",
+    "scroll": "scroll(0, 500)", "go_back": "go_back()", "go_forward": "go_forward()",
+    "goto": "goto('http://example.com/')", "noop": "noop() or noop(1000)",
+    "send_msg_to_user": "send_msg_to_user('the answer')", "report_infeasible": "report_infeasible('why')",
+    "hover": "hover('12')", "press": "press('12', 'Enter')", "keyboard_press": "keyboard_press('Enter')",
+}
+
+
+def _literal(node: ast.AST, name: str):
+    """A Python literal argument (str, int, float, bool, None, or a list/tuple of those)."""
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise ActionError(f"{name}(): arguments must be plain literals such as '12' or 500, "
+                          f"e.g. {_BGYM_EXAMPLES.get(name, name + '()')}") from None
+
+
+def _parse_browsergym(s: str) -> Action:
+    try:
+        module = ast.parse(s.strip(), mode="exec")
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+        msg = getattr(exc, "msg", None) or "not a Python call"
+        raise ActionError(f"not a valid BrowserGym action ({msg}); expected a call such as click('12') "
+                          f"or fill('12', 'text')") from None
+    if len(module.body) > 1:
+        raise ActionError("a BrowserGym action is one function call such as click('12'); "
+                          "several actions at once are not supported")
+    call = module.body[0].value if module.body and isinstance(module.body[0], ast.Expr) else None
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+        raise ActionError("not a BrowserGym action: expected one function call such as click('12') "
+                          "or fill('12', 'text')")
+    name = call.func.id
+    if name in _BGYM_UNSUPPORTED:
+        raise ActionError(f"{name}() is not supported here ({_BGYM_UNSUPPORTED[name]}); supported: "
+                          + ", ".join(_BGYM_SIGNATURES))
+    if name not in _BGYM_SIGNATURES:
+        raise ActionError(f"unknown BrowserGym action {name}(); expected one of " + ", ".join(_BGYM_SIGNATURES))
+    params, defaults = _BGYM_SIGNATURES[name]
+    example = _BGYM_EXAMPLES[name]
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        raise ActionError(f"{name}(): no * or ** arguments, e.g. {example}")
+    if len(call.args) > len(params):
+        raise ActionError(f"{name}() takes at most {len(params)} argument(s), got {len(call.args)}; e.g. {example}")
+    args: dict = {}
+    for pname, node in zip(params, call.args):
+        args[pname] = _literal(node, name)
+    for kw in call.keywords:
+        if kw.arg not in params:
+            raise ActionError(f"{name}() has no argument {kw.arg!r}; e.g. {example}")
+        if kw.arg in args:
+            raise ActionError(f"{name}() got {kw.arg!r} twice; e.g. {example}")
+        args[kw.arg] = _literal(kw.value, name)
+    for pname in params:
+        if pname not in args:
+            if pname not in defaults:
+                raise ActionError(f"{name}() is missing {pname!r}; e.g. {example}")
+            args[pname] = defaults[pname]
+
+    def bid() -> str:
+        v = args["bid"]
+        if isinstance(v, bool) or not isinstance(v, (str, int)) or str(v).strip() == "":
+            raise ActionError(f"{name}(): the element id must be a string such as '12', e.g. {example}")
+        return str(v).strip()
+
+    def string(pname: str, *, allow_empty: bool = True) -> str:
+        v = args[pname]
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            raise ActionError(f"{name}(): {pname} must be a string, e.g. {example}")
+        v = str(v)
+        if not allow_empty and not v.strip():
+            raise ActionError(f"{name}(): {pname} must not be empty, e.g. {example}")
+        return v
+
+    def number(pname: str) -> int:
+        v = args[pname]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ActionError(f"{name}(): {pname} must be a number, e.g. {example}")
+        return int(round(v))
+
+    if name == "click":
+        if args["button"] != "left" or tuple(args["modifiers"] or ()) != ():
+            raise ActionError("click(): only plain left clicks are supported, e.g. click('12')")
+        return Action("click", bid=bid())
+    if name == "fill":
+        return Action("fill", bid=bid(), text=string("value"))
+    if name == "select_option":
+        opts = args["options"]
+        if isinstance(opts, (list, tuple)):
+            if len(opts) != 1:
+                raise ActionError("select_option(): give exactly one option, e.g. select_option('12', 'value')")
+            opts = opts[0]
+        args["options"] = opts
+        return Action("select", bid=bid(), value=string("options"))
+    if name == "scroll":
+        dx, dy = number("delta_x"), number("delta_y")
+        if dx and dy:
+            raise ActionError("scroll(): scroll along one axis at a time, e.g. scroll(0, 500) or scroll(-300, 0)")
+        if dy:
+            return Action("scroll", direction="down" if dy > 0 else "up", amount=abs(dy))
+        if dx:
+            return Action("scroll", direction="right" if dx > 0 else "left", amount=abs(dx))
+        raise ActionError("scroll(): both deltas are 0; e.g. scroll(0, 500) scrolls down 500 pixels")
+    if name in ("go_back", "go_forward"):
+        return Action(name)
+    if name == "goto":
+        return Action("goto", url=string("url", allow_empty=False).strip())
+    if name == "noop":
+        wait = args["wait_ms"]
+        if wait is None:
+            return Action("noop")
+        ms = number("wait_ms")
+        if ms < 0:
+            raise ActionError("noop(): the wait must not be negative, e.g. noop(1000)")
+        return Action("noop", amount=ms)
+    if name == "send_msg_to_user":
+        return Action("answer", text=string("text"))
+    if name == "report_infeasible":
+        return Action("infeasible", text=string("reason"))
+    if name == "hover":
+        return Action("hover", bid=bid())
+    if name == "press":
+        return Action("press", bid=bid(), key=string("key_comb", allow_empty=False).strip())
+    # keyboard_press
+    return Action("press", key=string("key", allow_empty=False).strip())
+
+
+# ---------------------------------------------------------------- WebVoyager / WebArxiv
+_VOYAGER_WORDS = ("Click", "Type", "Scroll", "Wait", "GoBack", "Google", "ANSWER")
+_ID = r"([A-Za-z]*\d+)"
+_VOYAGER_FORMS = ("Click [N]", "Type [N]; text", "Scroll [WINDOW]; up|down", "Scroll [N]; up|down", "Wait",
+                  "GoBack", "Google", "ANSWER; text")
+
+
+def _unbracket(text: str) -> str:
+    text = text.strip()
+    if text.startswith("[") and text.endswith("]") and text.count("[") == 1 and text.count("]") == 1:
+        return text[1:-1].strip()
+    return text
+
+
+def _parse_webvoyager(s: str) -> Action:
+    s = s.strip()
+    m = re.match(r"^([A-Za-z]+)\b\s*(.*)$", s, re.S)
+    if not m:
+        raise ActionError("not a WebVoyager action; expected one of " + ", ".join(_VOYAGER_FORMS))
+    word, rest = m.group(1), m.group(2).strip()
+    lower = word.lower()
+    if lower == "click":
+        m = re.fullmatch(r"\[?\s*" + _ID + r"\s*\]?", rest)
+        if not m:
+            raise ActionError(f"Click needs an element number, e.g. Click [12] (got {s!r})")
+        return Action("click", bid=m.group(1))
+    if lower == "type":
+        m = re.fullmatch(r"\[?\s*" + _ID + r"\s*\]?\s*(?:;|\s)\s*(.*)", rest, re.S)
+        if not m:
+            raise ActionError(f"Type needs an element number and text, e.g. Type [12]; hello (got {s!r})")
+        return Action("fill", bid=m.group(1), text=_unbracket(m.group(2)), key="Enter")
+    if lower == "scroll":
+        m = re.fullmatch(r"\[?\s*(WINDOW|window|Window|[A-Za-z]*\d+)\s*\]?\s*(?:;|\s)\s*\[?\s*([A-Za-z]+)\s*\]?", rest)
+        if not m or m.group(2).lower() not in ("up", "down"):
+            raise ActionError(f"Scroll needs a target and a direction, e.g. Scroll [WINDOW]; down or "
+                              f"Scroll [12]; up (got {s!r})")
+        target = None if m.group(1).upper() == "WINDOW" else m.group(1)
+        return Action("scroll", bid=target, direction=m.group(2).lower())
+    if lower == "wait":
+        if rest:
+            raise ActionError(f"Wait takes no argument (got {s!r})")
+        return Action("noop")
+    if lower == "goback":
+        if rest:
+            raise ActionError(f"GoBack takes no argument (got {s!r})")
+        return Action("go_back")
+    if lower == "google":
+        if rest:
+            raise ActionError(f"Google takes no argument (got {s!r})")
+        return Action("goto", url=GOOGLE_URL)
+    if lower == "answer":
+        m = re.fullmatch(r"(?:;|:)?\s*(.*)", rest, re.S)
+        return Action("answer", text=_unbracket(m.group(1)))
+    raise ActionError(f"unknown WebVoyager action {word!r}; expected one of " + ", ".join(_VOYAGER_FORMS))
+
+
+# ---------------------------------------------------------------- WebArena
+_ARENA_WORDS = ("click", "type", "hover", "press", "scroll", "goto", "go_back", "go_forward", "stop",
+                "new_tab", "tab_focus", "close_tab")
+_ARENA_FORMS = ("click [id]", "type [id] [text] [0|1]", "hover [id]", "press [key]", "scroll [up|down]",
+                "goto [url]", "go_back", "go_forward", "stop [answer]")
+
+
+def _parse_webarena(s: str) -> Action:
+    s = s.strip()
+    m = re.match(r"^([A-Za-z_]+)(.*)$", s, re.S)
+    if not m:
+        raise ActionError("not a WebArena action; expected one of " + ", ".join(_ARENA_FORMS))
+    word, rest = m.group(1).lower(), m.group(2).strip()
+    if word in ("new_tab", "tab_focus", "close_tab"):
+        raise ActionError(f"{word} is not supported: the environment has one page; use goto [url] or go_back")
+    if word in ("click", "hover"):
+        m = re.fullmatch(r"\[\s*" + _ID + r"\s*\]", rest)
+        if not m:
+            raise ActionError(f"{word} needs an element id in brackets, e.g. {word} [12] (got {s!r})")
+        return Action(word, bid=m.group(1))
+    if word == "type":
+        m = re.fullmatch(r"\[\s*" + _ID + r"\s*\]\s*\[(.*)\]\s*\[\s*([01])\s*\]", rest, re.S)
+        if m:
+            return Action("fill", bid=m.group(1), text=m.group(2), key="Enter" if m.group(3) == "1" else None)
+        m = re.fullmatch(r"\[\s*" + _ID + r"\s*\]\s*\[(.*)\]", rest, re.S)
+        if not m:
+            raise ActionError(f"type needs an element id and text in brackets, e.g. type [12] [hello] [1] (got {s!r})")
+        return Action("fill", bid=m.group(1), text=m.group(2), key="Enter")
+    if word == "press":
+        m = re.fullmatch(r"\[\s*([^\]]+?)\s*\]", rest)
+        if not m:
+            raise ActionError(f"press needs a key in brackets, e.g. press [Enter] or press [Control+a] (got {s!r})")
+        return Action("press", key=m.group(1))
+    if word == "scroll":
+        m = re.fullmatch(r"\[\s*(?:direction\s*=\s*)?([A-Za-z]+)\s*\]", rest)
+        if not m or m.group(1).lower() not in ("up", "down"):
+            raise ActionError(f"scroll needs a direction, e.g. scroll [down] or scroll [up] (got {s!r})")
+        return Action("scroll", direction=m.group(1).lower())
+    if word == "goto":
+        m = re.fullmatch(r"\[\s*(\S[^\]]*?)\s*\]", rest)
+        if not m:
+            raise ActionError(f"goto needs a URL in brackets, e.g. goto [http://example.com/] (got {s!r})")
+        return Action("goto", url=m.group(1))
+    if word in ("go_back", "go_forward"):
+        if rest:
+            raise ActionError(f"{word} takes no argument (got {s!r})")
+        return Action(word)
+    if word == "stop":
+        if not rest:
+            return Action("answer", text="")
+        m = re.fullmatch(r"\[(.*)\]", rest, re.S)
+        if not m:
+            raise ActionError(f"stop needs the answer in brackets, e.g. stop [42] (got {s!r})")
+        return Action("answer", text=m.group(1).strip())
+    raise ActionError(f"unknown WebArena action {word!r}; expected one of " + ", ".join(_ARENA_FORMS))
+
+
+_PARSERS = {"browsergym": _parse_browsergym, "webvoyager": _parse_webvoyager, "webarena": _parse_webarena}
+
+
+def normalize_dialect(dialect: str | None) -> str | None:
+    if dialect is None:
+        return None
+    key = dialect.strip().lower().replace("-", "").replace("_", "")
+    if key not in DIALECT_ALIASES:
+        raise ActionError(f"unknown action dialect {dialect!r}; expected one of {', '.join(DIALECTS)} (or webarxiv)")
+    return DIALECT_ALIASES[key]
+
+
+# ---------------------------------------------------------------- public API
+def parse_action(text: str, dialect: str | None = None) -> Action:
+    """Parse an agent's output (the action alone or wrapped in prose) into an :class:`Action`.
+
+    ``dialect`` forces one of ``browsergym``, ``webvoyager`` (``webarxiv``) or ``webarena``;
+    ``None`` detects it. Raises :class:`ActionError` with one line saying what was expected.
+    """
+    if not isinstance(text, str):
+        raise ActionError(f"an action must be a string, got {type(text).__name__}")
+    forced = normalize_dialect(dialect)
+    if not text.strip():
+        raise ActionError("empty action; expected e.g. click('12'), Click [12] or click [12]")
+    whole = text.strip()
+    if forced or detect_dialect(whole):
+        # The whole output may be the action itself, even when its text holds "Action:" or a fence.
+        first, _ = try_parse_exact(whole, forced or detect_dialect(whole))
+        if first is not None:
+            return replace(first, raw=text)
+    action_text, thought = _split(text)
+    if not action_text:
+        raise ActionError("no action found after 'Action:'; expected e.g. click('12'), Click [12] or click [12]")
+    found = forced or detect_dialect(action_text)
+    if found is None:
+        first = action_text.splitlines()[0][:60]
+        raise ActionError(f"no action recognised in {first!r}; expected e.g. click('12') (BrowserGym), "
+                          f"Click [12] (WebVoyager) or click [12] (WebArena)")
+    action = _PARSERS[found](action_text)
+    return replace(action, dialect=found, raw=text, thought=thought)
+
+
+def try_parse_exact(action_text: str, dialect: str) -> tuple[Action | None, str | None]:
+    """Parse ``action_text`` as exactly one action of ``dialect`` (no surrounding prose)."""
+    try:
+        return replace(_PARSERS[dialect](action_text), dialect=dialect, raw=action_text), None
+    except ActionError as exc:
+        return None, str(exc)
+
+
+def try_parse(text, dialect: str | None = None) -> tuple[Action | None, str | None]:
+    """``(action, None)`` or ``(None, one-line error)``; never raises."""
+    try:
+        return parse_action(text, dialect), None
+    except ActionError as exc:
+        return None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - the contract is to never raise on agent input
+        return None, f"unparseable action ({type(exc).__name__}: {exc})"
+
+
+def _pyrepr(s: str) -> str:
+    return repr(str(s))
+
+
+def _bracket_safe(text: str, what: str, dialect: str) -> str:
+    if "\n" in text:
+        raise ActionError(f"{what} with a line break cannot be written in the {dialect} dialect")
+    return text
+
+
+def format_action(action: Action, dialect: str) -> str:
+    """``action`` written in ``dialect``; raises :class:`ActionError` when the dialect has no such action.
+
+    Where a dialect cannot say everything, the closest form is written: a ``fill`` loses its Enter in
+    BrowserGym (WebVoyager's ``Type`` always presses it), a scroll without an amount becomes
+    ``DEFAULT_SCROLL_PX`` pixels in BrowserGym, and amounts are dropped in the bracket dialects.
+    """
+    d = normalize_dialect(dialect)
+    if d is None:
+        raise ActionError("format_action needs a dialect")
+    k = action.kind
+    if d == "browsergym":
+        if k == "click":
+            return f"click({_pyrepr(action.bid)})"
+        if k == "fill":
+            return f"fill({_pyrepr(action.bid)}, {_pyrepr(action.text or '')})"
+        if k == "select":
+            return f"select_option({_pyrepr(action.bid)}, {_pyrepr(action.value or '')})"
+        if k == "scroll":
+            if action.bid is not None:
+                raise ActionError("BrowserGym's scroll() scrolls the page, not an element")
+            px = action.amount if action.amount is not None else DEFAULT_SCROLL_PX
+            dx, dy = {"down": (0, px), "up": (0, -px), "right": (px, 0), "left": (-px, 0)}[action.direction or "down"]
+            return f"scroll({dx}, {dy})"
+        if k in ("go_back", "go_forward"):
+            return f"{k}()"
+        if k == "goto":
+            return f"goto({_pyrepr(action.url)})"
+        if k == "noop":
+            return "noop()" if action.amount is None else f"noop({action.amount})"
+        if k == "answer":
+            return f"send_msg_to_user({_pyrepr(action.text or '')})"
+        if k == "infeasible":
+            return f"report_infeasible({_pyrepr(action.text or '')})"
+        if k == "hover":
+            return f"hover({_pyrepr(action.bid)})"
+        if k == "press":
+            if action.bid is None:
+                return f"keyboard_press({_pyrepr(action.key)})"
+            return f"press({_pyrepr(action.bid)}, {_pyrepr(action.key)})"
+    if d == "webvoyager":
+        if k == "click":
+            return f"Click [{action.bid}]"
+        if k == "fill":
+            return f"Type [{action.bid}]; {_bracket_safe(action.text or '', 'text', d)}"
+        if k == "scroll":
+            if action.direction not in ("up", "down", None):
+                raise ActionError("WebVoyager scrolls up or down only")
+            return f"Scroll [{action.bid or 'WINDOW'}]; {action.direction or 'down'}"
+        if k == "noop":
+            return "Wait"
+        if k == "go_back":
+            return "GoBack"
+        if k == "goto" and action.url == GOOGLE_URL:
+            return "Google"
+        if k == "answer":
+            return f"ANSWER; {_bracket_safe(action.text or '', 'an answer', d)}"
+        raise ActionError(f"WebVoyager has no {k} action; it has Click, Type, Scroll, Wait, GoBack, Google, ANSWER")
+    if d == "webarena":
+        if k in ("click", "hover"):
+            return f"{k} [{action.bid}]"
+        if k == "fill":
+            return f"type [{action.bid}] [{_bracket_safe(action.text or '', 'text', d)}] [{1 if action.key == 'Enter' else 0}]"
+        if k == "press":
+            return f"press [{action.key}]"
+        if k == "scroll":
+            if action.bid is not None or action.direction not in ("up", "down", None):
+                raise ActionError("WebArena scrolls the page up or down only")
+            return f"scroll [{action.direction or 'down'}]"
+        if k == "goto":
+            return f"goto [{action.url}]"
+        if k in ("go_back", "go_forward"):
+            return k
+        if k == "answer":
+            return f"stop [{_bracket_safe(action.text or '', 'an answer', d)}]"
+        if k == "infeasible":
+            return "stop [N/A]"
+        raise ActionError(f"WebArena has no {k} action")
+    raise ActionError(f"BrowserGym has no {k} action")  # unreachable: every kind is covered above

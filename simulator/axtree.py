@@ -1,0 +1,1144 @@
+"""The observation tree, built from HTML with lxml, for both backends.
+
+The **text backend** hands :func:`build_tree` the archived HTML; element ids (bids) are assigned
+here in document order. The **browser backend** runs :data:`MARK_JS` in the page, which stamps
+every element with ``data-wf-bid`` in the same order and returns ``{html, geometry}``: a
+serialisation of the live DOM (with the current form state, focus and computed visibility
+written into it) and ``{bid: [x, y, w, h, visible]}`` in viewport pixels; :func:`build_tree`
+then reads the bids from the HTML. Either way the same DOM gives the same tree, byte for byte.
+
+``Tree.axtree_text`` follows BrowserGym's flattened accessibility tree: one line per node,
+tab-indented by depth, ``[bid] role 'name'`` then `` value='..'`` and ``, prop=value`` pairs;
+``RootWebArea`` first; text as ``StaticText`` lines (dropped when the parent's name already holds
+them); unnamed ``generic`` nodes and line breaks skipped with their children moved up;
+``level``, ``editable``, ``readonly``, ``settable``, ``multiline``, ``invalid`` and ``focusable``
+left out by default as BrowserGym does (``Tree.text(ignored_properties=...)`` to change that).
+
+Roles and names follow HTML-AAM and accname in a practical subset: ``aria-labelledby``,
+``aria-label``, ``label[for]`` and wrapping labels, ``alt``, button values, ``placeholder``,
+``title``, and text content for the roles named from content. Hidden elements (``hidden``,
+``aria-hidden="true"``, an inline ``display:none`` or ``visibility:hidden``, ``type=hidden``,
+closed ``details`` and ``dialog``, and in the browser whatever the page's CSS hides) are left out;
+the text backend cannot see stylesheet-hidden content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+import lxml.html
+from lxml import etree
+
+BID_ATTR = "data-wf-bid"
+HIDDEN_ATTR = "data-wf-hidden"
+FOCUSED_ATTR = "data-wf-focused"
+
+# Subtrees that get no bids and never appear in the tree (MARK_JS skips the same ones).
+SKIPPED_TAGS = frozenset({"head", "script", "style", "template", "noscript"})
+
+# BrowserGym's defaults (browsergym.utils.obs): properties left out of the text, and roles skipped.
+IGNORED_PROPERTIES = ("editable", "readonly", "level", "settable", "multiline", "invalid", "focusable")
+IGNORED_ROLES = ("LineBreak",)
+
+MARK_JS = r"""
+() => {
+  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 'data-wf-focused';
+  const SKIP = new Set(['head', 'script', 'style', 'template', 'noscript']);
+  const root = document.documentElement;
+  if (!root) return {html: '', geometry: {}};
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_ELEMENT, {
+    acceptNode: (n) => SKIP.has(n.localName.toLowerCase()) ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT,
+  });
+  const elements = [];
+  for (let n = walker.currentNode; n; n = walker.nextNode()) {
+    if (n === root || !SKIP.has(n.localName.toLowerCase())) elements.push(n);
+  }
+  const vw = window.innerWidth, vh = window.innerHeight;
+  const round = (v) => Math.round(v * 100) / 100;
+  const geometry = {};
+  const hidden = new Set();
+  elements.forEach((el, i) => {
+    const bid = String(i + 1);
+    el.setAttribute(BID, bid);
+    const parentHidden = el.parentElement && hidden.has(el.parentElement);
+    let rendered = !parentHidden;
+    const tag = el.localName.toLowerCase();
+    if (rendered && tag !== 'option' && tag !== 'optgroup' && el !== root && tag !== 'body') {
+      const style = getComputedStyle(el);
+      if (style.display === 'none') rendered = false;
+      else if (style.display !== 'contents' && typeof el.checkVisibility === 'function' &&
+               !el.checkVisibility({visibilityProperty: true})) rendered = false;
+    }
+    if (!rendered) hidden.add(el);
+    const r = el.getBoundingClientRect();
+    const visible = rendered && r.width > 0 && r.height > 0 && r.right > 0 && r.bottom > 0 && r.left < vw && r.top < vh;
+    geometry[bid] = [round(r.x), round(r.y), round(r.width), round(r.height), visible ? 1 : 0];
+  });
+  // Serialise a copy in an inert document (its images never load) carrying the live state.
+  const inert = document.implementation.createHTMLDocument('');
+  const copy = inert.importNode(root, true);
+  const byBid = new Map();
+  copy.querySelectorAll('[' + BID + ']').forEach((el) => byBid.set(el.getAttribute(BID), el));
+  if (root.hasAttribute(BID)) byBid.set(root.getAttribute(BID), copy);
+  for (const el of hidden) {
+    const c = byBid.get(el.getAttribute(BID));
+    if (c && !(el.parentElement && hidden.has(el.parentElement))) c.setAttribute(HIDDEN, '');
+  }
+  for (const el of elements) {
+    const tag = el.localName.toLowerCase();
+    const c = byBid.get(el.getAttribute(BID));
+    if (!c) continue;
+    if (tag === 'input') {
+      if (el.type === 'checkbox' || el.type === 'radio') {
+        if (el.checked) c.setAttribute('checked', ''); else c.removeAttribute('checked');
+      } else if (el.type !== 'file') {
+        c.setAttribute('value', el.value);
+      }
+    } else if (tag === 'textarea') {
+      c.textContent = el.value;
+    } else if (tag === 'option') {
+      if (el.selected) c.setAttribute('selected', ''); else c.removeAttribute('selected');
+    }
+  }
+  const active = document.activeElement;
+  if (active && active !== document.body && active !== root && active.hasAttribute(BID)) {
+    const c = byBid.get(active.getAttribute(BID));
+    if (c) c.setAttribute(FOCUSED, '');
+  }
+  const doctype = document.doctype ? '<!DOCTYPE ' + document.doctype.name + '>' : '';
+  return {html: doctype + copy.outerHTML, geometry};
+}
+"""
+
+
+class AXTreeError(ValueError):
+    """A request the tree cannot answer (unknown bid, no form, ...), in one line."""
+
+
+# ------------------------------------------------------------------------------------------ parsing
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.I)
+_HTML_WS = re.compile(r"[ \t\n\f\r]+")
+
+
+def _decode(html: str | bytes, encoding: str | None) -> str:
+    if isinstance(html, str):
+        return html
+    if html.startswith(b"\xef\xbb\xbf"):
+        return html[3:].decode("utf-8", "replace")
+    if html.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return html.decode("utf-16", "replace")
+    enc = encoding
+    if not enc:
+        m = _META_CHARSET.search(html[:4096])
+        enc = m.group(1).decode("ascii") if m else "utf-8"
+    try:
+        return html.decode(enc, "replace")
+    except LookupError:
+        return html.decode("utf-8", "replace")
+
+
+def _parse(text: str):
+    # lxml refuses str input with an XML encoding declaration, so parse UTF-8 bytes.
+    data = text.encode("utf-8", "surrogatepass")
+    parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True)
+    if not data.strip():
+        data = b"<html><body></body></html>"
+    try:
+        doc = lxml.html.document_fromstring(data, parser=parser)
+    except (etree.ParserError, ValueError):
+        doc = lxml.html.document_fromstring(b"<html><body></body></html>", parser=parser)
+    _html5_fixups(doc)
+    return doc
+
+
+def _html5_fixups(doc) -> None:
+    """Bring libxml2's tree closer to the HTML5 tree a browser builds (implied ``tbody``)."""
+    for table in doc.iter("table"):
+        run = []
+        for child in list(table):
+            if isinstance(child.tag, str) and child.tag == "tr":
+                run.append(child)
+                continue
+            if run:
+                _wrap(table, run)
+                run = []
+        if run:
+            _wrap(table, run)
+
+
+def _wrap(parent, rows) -> None:
+    tbody = etree.Element("tbody")
+    parent.insert(parent.index(rows[0]), tbody)
+    for row in rows:
+        tail = row.tail
+        tbody.append(row)
+        row.tail = tail
+
+
+def _tag(el) -> str:
+    return el.tag.lower() if isinstance(el.tag, str) else ""
+
+
+def _children(el):
+    return [c for c in el if isinstance(c.tag, str)]
+
+
+# ------------------------------------------------------------------------------------------ roles
+INPUT_ROLES = {"button": "button", "submit": "button", "reset": "button", "image": "button", "file": "button",
+               "checkbox": "checkbox", "radio": "radio", "range": "slider", "number": "spinbutton",
+               "search": "searchbox", "email": "textbox", "tel": "textbox", "text": "textbox", "url": "textbox",
+               "password": "textbox", "date": "textbox", "datetime-local": "textbox", "month": "textbox",
+               "time": "textbox", "week": "textbox", "color": "textbox"}
+TAG_ROLES = {
+    "button": "button", "textarea": "textbox", "nav": "navigation", "main": "main", "aside": "complementary",
+    "article": "article", "form": "form", "ul": "list", "ol": "list", "menu": "list", "li": "listitem",
+    "dl": "list", "dt": "term", "dd": "definition", "table": "table", "thead": "rowgroup", "tbody": "rowgroup",
+    "tfoot": "rowgroup", "tr": "row", "td": "cell", "caption": "caption", "p": "paragraph",
+    "h1": "heading", "h2": "heading", "h3": "heading", "h4": "heading", "h5": "heading", "h6": "heading",
+    "hr": "separator", "br": "LineBreak", "label": "LabelText", "option": "option", "optgroup": "group",
+    "fieldset": "group", "details": "group", "summary": "DisclosureTriangle", "dialog": "dialog",
+    "figure": "figure", "blockquote": "blockquote", "strong": "strong", "em": "emphasis", "code": "code",
+    "sub": "subscript", "sup": "superscript", "mark": "mark", "time": "time", "del": "deletion", "s": "deletion",
+    "ins": "insertion", "progress": "progressbar", "meter": "meter", "output": "status", "math": "math",
+    "iframe": "Iframe", "svg": "image", "search": "search", "address": "group", "hgroup": "group",
+}
+# Roles whose name comes from their content (accname 2F), as Chromium applies it.
+NAME_FROM_CONTENT = frozenset({
+    "button", "link", "heading", "cell", "columnheader", "rowheader", "gridcell", "option", "tab", "menuitem",
+    "menuitemcheckbox", "menuitemradio", "checkbox", "radio", "switch", "treeitem", "tooltip", "row",
+    "DisclosureTriangle", "caption", "term", "sectionhead", "comment", "code",
+})
+LANDMARK_SCOPES = frozenset({"article", "aside", "main", "nav", "section"})
+CLICKABLE_ROLES = frozenset({"button", "link", "checkbox", "radio", "tab", "menuitem", "menuitemcheckbox",
+                             "menuitemradio", "option", "switch", "combobox", "textbox", "searchbox", "slider",
+                             "spinbutton", "treeitem", "DisclosureTriangle", "listbox"})
+FORM_CONTROLS = frozenset({"input", "select", "textarea", "button"})
+BLOCK_TAGS = frozenset({"address", "article", "aside", "blockquote", "br", "dd", "details", "dialog", "div", "dl",
+                        "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5",
+                        "h6", "header", "hgroup", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary",
+                        "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul", "caption", "legend", "option"})
+
+
+def _collapse(text: str) -> str:
+    return _HTML_WS.sub(" ", text).strip()
+
+
+@dataclass
+class _Node:
+    """One accessibility node: an element (with a bid) or a piece of text (``StaticText``)."""
+    role: str
+    name: str
+    bid: str | None = None
+    value: str | None = None
+    props: list = field(default_factory=list)  # [(name, value)] in Chromium's order
+    children: list = field(default_factory=list)
+
+
+class _Builder:
+    def __init__(self, doc, base_url: str, geometry: dict | None, state: dict | None, focused: str | None):
+        self.doc = doc
+        self.page_url = base_url
+        base = doc.find(".//head/base[@href]")
+        self.base_url = urljoin(base_url, base.get("href").strip()) if base is not None else base_url
+        self.geometry = {str(k): v for k, v in (geometry or {}).items()}
+        self.by_bid: dict = {}
+        self.bid_of: dict = {}
+        self.ids: dict = {}
+        self._assign_bids()
+        for el in doc.iter():
+            if isinstance(el.tag, str):
+                i = el.get("id")
+                if i is not None and i not in self.ids:
+                    self.ids[i] = el
+        self.labels_for: dict = {}
+        for label in doc.iter("label"):
+            target = label.get("for")
+            if target:
+                self.labels_for.setdefault(target, []).append(label)
+        self.hidden_cache: dict = {}
+        self.state = {str(k): v for k, v in (state or {}).items()}
+        self.focused = self._focused(focused)
+        self._radio_overrides()
+
+    # ---------------------------------------------------------------- bids
+    def _assign_bids(self) -> None:
+        stamped = any(True for _ in self.doc.iter() if isinstance(_.tag, str) and _.get(BID_ATTR) is not None)
+        counter = 0
+        stack = [self.doc]
+        while stack:
+            el = stack.pop()
+            if not isinstance(el.tag, str):
+                continue
+            tag = _tag(el)
+            if tag in SKIPPED_TAGS:
+                continue
+            if stamped:
+                bid = el.get(BID_ATTR)
+            else:
+                counter += 1
+                bid = str(counter)
+            if bid is not None:
+                self.by_bid.setdefault(bid, el)
+                self.bid_of[el] = bid
+            stack.extend(reversed(_children(el)))
+
+    def _focused(self, focused: str | None):
+        if focused is not None:
+            return self.by_bid.get(str(focused))
+        for el in self.doc.iter():
+            if isinstance(el.tag, str) and el.get(FOCUSED_ATTR) is not None:
+                return el
+        if any(el.get(BID_ATTR) is not None for el in self.doc.iter() if isinstance(el.tag, str)):
+            return None  # the browser said nothing is focused
+        for el in self.doc.iter():
+            if isinstance(el.tag, str) and el.get("autofocus") is not None and not self.hidden(el) \
+                    and not self.disabled(el):
+                return el
+        return None
+
+    # ---------------------------------------------------------------- hiding
+    def hidden_self(self, el) -> bool:
+        tag = _tag(el)
+        if tag in SKIPPED_TAGS:
+            return True
+        if el.get(HIDDEN_ATTR) is not None or el.get("hidden") is not None:
+            return True
+        if (el.get("aria-hidden") or "").strip().lower() == "true":
+            return True
+        if tag == "input" and (el.get("type") or "").strip().lower() == "hidden":
+            return True
+        if tag in ("datalist", "area", "map", "param", "source", "track"):
+            return True
+        if tag == "dialog" and el.get("open") is None:
+            return True
+        style = (el.get("style") or "").lower().replace(" ", "")
+        if "display:none" in style or "visibility:hidden" in style or "visibility:collapse" in style:
+            return True
+        parent = el.getparent()
+        if parent is not None and _tag(parent) == "details" and parent.get("open") is None:
+            first_summary = next((c for c in _children(parent) if _tag(c) == "summary"), None)
+            if el is not first_summary:
+                return True
+        return False
+
+    def hidden(self, el) -> bool:
+        """Not rendered: the element or an ancestor is hidden."""
+        key = el
+        if key in self.hidden_cache:
+            return self.hidden_cache[key]
+        parent = el.getparent()
+        result = self.hidden_self(el) or (parent is not None and self.hidden(parent))
+        self.hidden_cache[key] = result
+        return result
+
+    # ---------------------------------------------------------------- form state
+    def _radio_overrides(self) -> None:
+        """A radio set on in ``state`` turns the others of its group off."""
+        self.radio_off: set = set()
+        for bid, v in self.state.items():
+            el = self.by_bid.get(bid)
+            if el is None or _tag(el) != "input" or self.input_type(el) != "radio" or not _truthy(v):
+                continue
+            for other in self.radio_group(el):
+                if other is not el:
+                    self.radio_off.add(other)
+
+    def radio_group(self, el) -> list:
+        name = el.get("name")
+        if not name:
+            return [el]
+        owner = self.form_owner(el)
+        return [r for r in self.doc.iter("input") if self.input_type(r) == "radio" and r.get("name") == name
+                and self.form_owner(r) is owner]
+
+    @staticmethod
+    def input_type(el) -> str:
+        t = (el.get("type") or "text").strip().lower()
+        return t if t in INPUT_ROLES or t == "hidden" else "text"
+
+    def value_of(self, el) -> str:
+        """Current value of a text-like input or textarea."""
+        bid = self.bid_of.get(el)
+        if bid in self.state and not isinstance(self.state[bid], bool):
+            return str(self.state[bid])
+        if _tag(el) == "textarea":
+            text = el.text_content()
+            return text[1:] if text.startswith("\n") else text
+        return el.get("value") or ""
+
+    def checked(self, el) -> bool:
+        bid = self.bid_of.get(el)
+        if bid in self.state:
+            return _truthy(self.state[bid])
+        if el in self.radio_off:
+            return False
+        if self.input_type(el) == "radio" and el.get("checked") is not None:
+            # Only the last checked radio of a group is checked (HTML parser behaviour).
+            group = [r for r in self.radio_group(el) if r.get("checked") is not None]
+            return group[-1] is el
+        return el.get("checked") is not None
+
+    def options(self, select) -> list:
+        return [o for o in select.iter("option")]
+
+    def option_value(self, option) -> str:
+        v = option.get("value")
+        return v if v is not None else _collapse(option.text_content())
+
+    def selected_options(self, select) -> list:
+        opts = self.options(select)
+        bid = self.bid_of.get(select)
+        if bid in self.state:
+            wanted = self.state[bid]
+            wanted = list(wanted) if isinstance(wanted, (list, tuple)) else [wanted]
+            chosen = []
+            for w in wanted:
+                w = str(w)
+                match = next((o for o in opts if self.option_value(o) == w), None)
+                if match is None:
+                    match = next((o for o in opts if _collapse(o.text_content()) == _collapse(w)), None)
+                if match is not None:
+                    chosen.append(match)
+            if chosen:
+                return chosen if select.get("multiple") is not None else chosen[-1:]
+        chosen = [o for o in opts if o.get("selected") is not None]
+        if select.get("multiple") is not None:
+            return chosen
+        if chosen:
+            return chosen[-1:]
+        size = select.get("size")
+        if size and size.strip().isdigit() and int(size) > 1:
+            return []
+        first = next((o for o in opts if not self.disabled(o)), None)
+        return [first] if first is not None else []
+
+    def disabled(self, el) -> bool:
+        tag = _tag(el)
+        if (el.get("aria-disabled") or "").strip().lower() == "true":
+            return True
+        if tag in ("button", "input", "select", "textarea", "optgroup", "option", "fieldset"):
+            if el.get("disabled") is not None:
+                return True
+            if tag == "option":
+                parent = el.getparent()
+                return parent is not None and _tag(parent) == "optgroup" and parent.get("disabled") is not None
+            for anc in el.iterancestors("fieldset"):
+                if anc.get("disabled") is not None:
+                    legend = next((c for c in _children(anc) if _tag(c) == "legend"), None)
+                    if legend is None or not any(a is legend for a in el.iterancestors()):
+                        return True
+        return False
+
+    def form_owner(self, el):
+        ref = el.get("form")
+        if ref is not None:
+            target = self.ids.get(ref)
+            return target if target is not None and _tag(target) == "form" else None
+        return next(el.iterancestors("form"), None)
+
+    # ---------------------------------------------------------------- roles and names
+    def role(self, el) -> str:
+        explicit = (el.get("role") or "").strip().split()
+        if explicit:
+            r = explicit[0]
+            if r in ("presentation", "none"):
+                return "none"
+            return r
+        tag = _tag(el)
+        if tag == "a" or tag == "area":
+            return "link" if el.get("href") is not None else "generic"
+        if tag == "input":
+            t = self.input_type(el)
+            if t in ("text", "search", "email", "tel", "url") and el.get("list"):
+                return "combobox"
+            return INPUT_ROLES.get(t, "textbox")
+        if tag == "select":
+            size = (el.get("size") or "").strip()
+            if el.get("multiple") is not None or (size.isdigit() and int(size) > 1):
+                return "listbox"
+            return "combobox"
+        if tag == "img":
+            return "none" if el.get("alt") == "" and not el.get("title") else "image"
+        if tag == "th":
+            scope = (el.get("scope") or "").lower()
+            return "rowheader" if scope in ("row", "rowgroup") else "columnheader"
+        if tag == "section":
+            return "region" if self.aria_name(el) else "Section"
+        if tag in ("header", "footer"):
+            scoped = any(_tag(a) in LANDMARK_SCOPES for a in el.iterancestors())
+            if scoped:
+                return "generic"
+            return "banner" if tag == "header" else "contentinfo"
+        return TAG_ROLES.get(tag, "generic")
+
+    def aria_name(self, el) -> str:
+        ids = (el.get("aria-labelledby") or "").split()
+        if ids:
+            parts = [self.text_alternative(self.ids[i], labelledby=True) for i in ids if i in self.ids]
+            name = _collapse(" ".join(p for p in parts if p))
+            if name:
+                return name
+        return _collapse(el.get("aria-label") or "")
+
+    def name(self, el, role: str) -> str:
+        name = self.aria_name(el)
+        if name:
+            return name
+        tag = _tag(el)
+        if tag in ("input", "select", "textarea", "meter", "progress", "output") or \
+                (tag == "button" and role == "button"):
+            t = self.input_type(el) if tag == "input" else ""
+            if tag == "input" and t in ("submit", "reset", "button"):
+                v = el.get("value")
+                if v is not None:
+                    return _collapse(v)
+                return {"submit": "Submit", "reset": "Reset"}.get(t, _collapse(el.get("title") or ""))
+            if tag == "input" and t == "image":
+                return _collapse(el.get("alt") or el.get("value") or el.get("title") or "Submit")
+            labels = self.labels(el)
+            if labels:
+                text = _collapse(" ".join(self.text_alternative(lab, exclude=el) for lab in labels))
+                if text:
+                    return text
+            if tag == "button":
+                return self.content_text(el)
+            if tag in ("input", "textarea"):
+                ph = _collapse(el.get("placeholder") or el.get("aria-placeholder") or "")
+                if ph:
+                    return ph
+            return _collapse(el.get("title") or "")
+        if tag == "img" or (tag == "area"):
+            alt = el.get("alt")
+            if alt is not None and _collapse(alt):
+                return _collapse(alt)
+            return _collapse(el.get("title") or "")
+        if tag == "svg":
+            title = next((c for c in _children(el) if _tag(c) == "title"), None)
+            if title is not None:
+                return _collapse(title.text_content())
+        if tag == "fieldset":
+            legend = next((c for c in _children(el) if _tag(c) == "legend"), None)
+            if legend is not None:
+                return self.content_text(legend)
+        if tag == "table":
+            caption = next((c for c in _children(el) if _tag(c) == "caption"), None)
+            if caption is not None:
+                return self.content_text(caption)
+        if tag == "figure":
+            cap = next((c for c in _children(el) if _tag(c) == "figcaption"), None)
+            if cap is not None:
+                return self.content_text(cap)
+        if role in NAME_FROM_CONTENT:
+            text = self.content_text(el)
+            if text:
+                return text
+        return _collapse(el.get("title") or "")
+
+    def labels(self, el) -> list:
+        found = []
+        i = el.get("id")
+        if i is not None:
+            found.extend(lab for lab in self.labels_for.get(i, []) if not self.hidden(lab))
+        wrap = next(el.iterancestors("label"), None)
+        if wrap is not None and wrap.get("for") is None and wrap not in found:
+            found.append(wrap)
+        return found
+
+    def text_alternative(self, el, *, exclude=None, labelledby: bool = False) -> str:
+        """The text an element contributes when it names another (label, labelledby target)."""
+        if not labelledby:
+            label = _collapse(el.get("aria-label") or "")
+            if label:
+                return label
+        return self.content_text(el, exclude=exclude, include_hidden=labelledby)
+
+    def content_text(self, el, *, exclude=None, include_hidden: bool = False) -> str:
+        parts: list = []
+        self._collect(el, parts, exclude, include_hidden, root=True)
+        return _collapse("".join(parts))
+
+    def _collect(self, el, parts, exclude, include_hidden, root=False) -> None:
+        tag = _tag(el)
+        if not root:
+            if el is exclude or tag in SKIPPED_TAGS:
+                return
+            if not include_hidden and self.hidden_self(el):
+                return
+            label = _collapse(el.get("aria-label") or "")
+            if label:
+                parts.append(" " + label + " ")
+                return
+            if tag == "img" or tag == "area":
+                parts.append(" " + _collapse(el.get("alt") or "") + " ")
+                return
+            if tag == "input":
+                t = self.input_type(el)
+                if t in ("submit", "reset", "button", "image"):
+                    parts.append(" " + self.name(el, "button") + " ")
+                elif t not in ("checkbox", "radio", "file", "hidden"):
+                    parts.append(" " + self.value_of(el) + " ")
+                return
+            if tag == "textarea":
+                parts.append(" " + self.value_of(el) + " ")
+                return
+            if tag == "select":
+                parts.append(" " + " ".join(_collapse(o.text_content()) for o in self.selected_options(el)) + " ")
+                return
+            if tag == "svg":
+                return
+        block = tag in BLOCK_TAGS
+        if block and not root:
+            parts.append(" ")
+        if tag == "br":
+            parts.append(" ")
+        if el.text:
+            parts.append(el.text)
+        for child in el:
+            if isinstance(child.tag, str):
+                self._collect(child, parts, exclude, include_hidden)
+            if child.tail:
+                parts.append(child.tail)
+        if block and not root:
+            parts.append(" ")
+
+    # ---------------------------------------------------------------- properties
+    def props(self, el, role: str) -> tuple[str | None, list]:
+        """(node value, [(property, value)]) in Chromium's order."""
+        tag = _tag(el)
+        props = []
+        value = None
+        if self.focused is el:
+            props.append(("focused", True))
+        if self.disabled(el):
+            props.append(("disabled", True))
+        if role == "combobox" and tag == "input" and el.get("list"):
+            props.append(("autocomplete", "list"))
+        popup = (el.get("aria-haspopup") or "").strip().lower()
+        if tag == "select" and role == "combobox":
+            props.append(("hasPopup", "menu"))
+        elif popup and popup != "false":
+            props.append(("hasPopup", "menu" if popup == "true" else popup))
+        if role == "heading":
+            level = el.get("aria-level") if el.get("role") else None
+            if tag in ("h1", "h2", "h3", "h4", "h5", "h6") and not level:
+                level = tag[1]
+            if level and level.strip().isdigit():
+                props.append(("level", int(level)))
+        if role == "listbox" and el.get("multiple") is not None:
+            props.append(("multiselectable", True))
+        if role == "separator":
+            props.append(("orientation", (el.get("aria-orientation") or "horizontal").lower()))
+        if role in ("textbox", "searchbox") and tag == "textarea":
+            props.append(("multiline", True))
+        if el.get("readonly") is not None and tag in ("input", "textarea"):
+            props.append(("readonly", True))
+        if (el.get("required") is not None and tag in ("input", "select", "textarea")) or \
+                (el.get("aria-required") or "").lower() == "true":
+            props.append(("required", True))
+        if role in ("slider", "spinbutton", "progressbar", "meter"):
+            for attr, pname in (("min", "valuemin"), ("max", "valuemax")):
+                raw = el.get("aria-" + pname) or el.get(attr)
+                num = _number(raw)
+                if num is not None:
+                    props.append((pname, num))
+        if tag == "input" and self.input_type(el) in ("checkbox", "radio"):
+            props.append(("checked", "true" if self.checked(el) else "false"))
+        elif el.get("aria-checked") is not None and role in ("checkbox", "radio", "switch", "menuitemcheckbox",
+                                                            "menuitemradio", "treeitem", "option"):
+            v = el.get("aria-checked").strip().lower()
+            props.append(("checked", v if v in ("true", "false", "mixed") else "false"))
+        if tag == "select" and role == "combobox":
+            props.append(("expanded", False))
+        elif tag == "summary" and role == "DisclosureTriangle":
+            parent = el.getparent()
+            props.append(("expanded", parent is not None and _tag(parent) == "details" and parent.get("open") is not None))
+        elif el.get("aria-expanded") is not None:
+            props.append(("expanded", el.get("aria-expanded").strip().lower() == "true"))
+        if el.get("aria-pressed") is not None:
+            v = el.get("aria-pressed").strip().lower()
+            props.append(("pressed", v if v in ("true", "false", "mixed") else "false"))
+        if tag == "option":
+            select = next(el.iterancestors("select"), None)
+            selected = select is not None and any(o is el for o in self.selected_options(select))
+            props.append(("selected", selected))
+        elif el.get("aria-selected") is not None:
+            props.append(("selected", el.get("aria-selected").strip().lower() == "true"))
+        if role == "link" and el.get("href") is not None:
+            props.append(("url", self.absolute(el.get("href"))))
+        # the node value
+        if tag == "input" and self.input_type(el) not in ("checkbox", "radio", "submit", "reset", "button",
+                                                          "image", "file", "hidden"):
+            value = self.value_of(el) or None
+        elif tag == "textarea":
+            value = self.value_of(el) or None
+        elif tag == "select" and role == "combobox":
+            chosen = self.selected_options(el)
+            value = _collapse(chosen[0].text_content()) if chosen else None
+        return value, props
+
+    def absolute(self, href: str) -> str:
+        href = href.strip()
+        try:
+            return urljoin(self.base_url, href)
+        except ValueError:
+            return href
+
+    # ---------------------------------------------------------------- the tree
+    def build(self):
+        head_title = self.doc.find(".//head/title")
+        if head_title is None:
+            head_title = self.doc.find(".//title")
+        title = _collapse(head_title.text_content()) if head_title is not None else ""
+        root_props = [] if self.focused is not None else [("focused", True)]
+        root_props.append(("url", self.page_url))
+        root = _Node("RootWebArea", title, props=root_props)
+        body = self.doc.find("body")
+        top = body if body is not None else self.doc
+        self.records: list = []
+        root.children = self._children_of(top, preformatted=False)
+        return root, title
+
+    def _children_of(self, el, preformatted: bool) -> list:
+        nodes = []
+        if _tag(el) in ("select", "svg", "textarea", "input", "iframe", "img"):
+            if _tag(el) == "select":
+                for child in _children(el):
+                    nodes.extend(self._element(child, preformatted))
+            return nodes
+        if el.text:
+            nodes.extend(self._text(el.text, preformatted))
+        for child in el:
+            if isinstance(child.tag, str):
+                nodes.extend(self._element(child, preformatted))
+            if child.tail:
+                nodes.extend(self._text(child.tail, preformatted))
+        return nodes
+
+    @staticmethod
+    def _text(text: str, preformatted: bool) -> list:
+        t = text if preformatted else _collapse(text)
+        if not t.strip():
+            return []
+        return [_Node("StaticText", t.strip() if preformatted else t)]
+
+    def _element(self, el, preformatted: bool) -> list:
+        tag = _tag(el)
+        if tag in SKIPPED_TAGS or self.hidden_self(el):
+            return []
+        pre = preformatted or tag in ("pre", "textarea", "listing", "plaintext")
+        role = self.role(el)
+        bid = self.bid_of.get(el)
+        name = self.name(el, role) if role not in ("none", "generic") else ""
+        value, props = self.props(el, role)
+        node = _Node(role, name, bid=bid, value=value, props=props)
+        self.records.append((el, node))
+        node.children = self._children_of(el, pre)
+        return [node]
+
+
+def _number(raw):
+    if raw is None:
+        return None
+    try:
+        f = float(raw)
+    except ValueError:
+        return None
+    return int(f) if f.is_integer() else f
+
+
+def _truthy(v) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() not in ("", "0", "false", "off", "no")
+    return bool(v)
+
+
+# ------------------------------------------------------------------------------------------ paths
+def css_escape(ident: str) -> str:
+    """CSS.escape() as the CSSOM spec defines it."""
+    out = []
+    for i, ch in enumerate(ident):
+        code = ord(ch)
+        if code == 0:
+            out.append("\ufffd")
+        elif 0x1 <= code <= 0x1f or code == 0x7f or (i == 0 and ch.isdigit() and ch.isascii()) or \
+                (i == 1 and ch.isascii() and ch.isdigit() and ident[0] == "-"):
+            out.append(f"\\{code:x} ")
+        elif i == 0 and ch == "-" and len(ident) == 1:
+            out.append("\\-")
+        elif code >= 0x80 or ch in "-_" or (ch.isascii() and ch.isalnum()):
+            out.append(ch)
+        else:
+            out.append("\\" + ch)
+    return "".join(out)
+
+
+def css_path(el) -> str:
+    """The recorder's CSS path (recorder/session.py): ``tag:nth-of-type(i)`` steps up to an id or ``html``."""
+    parts = []
+    node = el
+    while node is not None and isinstance(node.tag, str) and _tag(node) != "html":
+        ident = node.get("id")
+        if ident:
+            parts.insert(0, "#" + css_escape(ident))
+            break
+        i = 1
+        for sib in node.itersiblings(preceding=True):
+            if isinstance(sib.tag, str) and _tag(sib) == _tag(node):
+                i += 1
+        parts.insert(0, f"{_tag(node)}:nth-of-type({i})")
+        node = node.getparent()
+    return " > ".join(parts)
+
+
+def xpath(el) -> str:
+    """Absolute XPath; an index only where siblings share the tag (``/html/body/div[2]/a``)."""
+    steps = []
+    node = el
+    while node is not None and isinstance(node.tag, str):
+        tag = _tag(node)
+        parent = node.getparent()
+        if parent is None:
+            steps.insert(0, tag)
+            break
+        same = [s for s in parent if isinstance(s.tag, str) and _tag(s) == tag]
+        steps.insert(0, f"{tag}[{same.index(node) + 1}]" if len(same) > 1 else tag)
+        node = parent
+    return "/" + "/".join(steps)
+
+
+# ------------------------------------------------------------------------------------------ the Tree
+class Tree:
+    """An observation of one page: ``axtree_text``, ``elements``, ``title`` and lookups by bid."""
+
+    def __init__(self, builder: _Builder, root: _Node, title: str):
+        self._b = builder
+        self._root = root
+        self.url = builder.page_url
+        self.title = title
+        self.axtree_text = self.text()
+        self.elements: list[dict] = []
+        self._element_index: dict = {}
+        for el, node in builder.records:
+            if node.bid is None:
+                continue
+            d = self._describe(el, node)
+            self._element_index[node.bid] = d
+            self.elements.append(d)
+
+    # ---------------------------------------------------------------- text
+    def text(self, *, with_visible: bool = False, with_clickable: bool = False, with_bbox: bool = False,
+             filter_visible_only: bool = False, ignored_properties=IGNORED_PROPERTIES,
+             remove_redundant_static_text: bool = True) -> str:
+        """The flattened tree with BrowserGym's options; ``axtree_text`` is ``text()``."""
+        lines: list = []
+        geometry = self._b.geometry
+
+        def visit(node: _Node, depth: int, parent_name: str) -> None:
+            skip = node.role in IGNORED_ROLES or node.role == "none"
+            attrs = []
+            for pname, pvalue in node.props:
+                if pname in ignored_properties:
+                    continue
+                if pname in ("required", "focused", "atomic"):
+                    if pvalue:
+                        attrs.append(pname)
+                else:
+                    attrs.append(f"{pname}={pvalue!r}")
+            if node.role == "generic" and not attrs:
+                skip = True
+            if node.role == "StaticText":
+                if remove_redundant_static_text and node.name in parent_name:
+                    skip = True
+            elif node.bid is not None and not skip:
+                extra = []
+                g = geometry.get(node.bid)
+                visible = bool(g[4]) if g is not None and len(g) > 4 else True
+                if filter_visible_only and not visible:
+                    skip = True
+                # BrowserGym's order: box, clickable, visible
+                if with_bbox and g is not None:
+                    x, y, w, h = (float(c) for c in g[:4])
+                    extra.append(f"box='({x:.0f},{y:.0f},{x + w:.0f},{y + h:.0f})'")
+                if with_clickable and _clickable(self._b.by_bid[node.bid], node.role):
+                    extra.append("clickable")
+                if with_visible and visible:
+                    extra.append("visible")
+                attrs = extra + attrs
+            if not skip:
+                s = f"{node.role} {node.name.strip()!r}"
+                if node.bid is not None:
+                    s = f"[{node.bid}] " + s
+                if node.value is not None:
+                    s += f" value={node.value!r}"
+                if attrs:
+                    s += ", " + ", ".join(attrs)
+                lines.append("\t" * depth + s)
+            for child in node.children:
+                visit(child, depth if skip else depth + 1, node.name)
+
+        visit(self._root, 0, "")
+        return "\n".join(lines)
+
+    # ---------------------------------------------------------------- elements
+    def _describe(self, el, node: _Node) -> dict:
+        b = self._b
+        g = b.geometry.get(node.bid)
+        bbox = [g[0], g[1], g[2], g[3]] if g is not None else None
+        visible = bool(g[4]) if g is not None and len(g) > 4 else True
+        tag = _tag(el)
+        href = b.absolute(el.get("href")) if tag in ("a", "area") and el.get("href") is not None else None
+        value = node.value
+        if tag == "input" and b.input_type(el) in ("checkbox", "radio"):
+            value = el.get("value") if el.get("value") is not None else "on"
+        d = {"bid": node.bid, "role": node.role, "name": node.name, "tag": tag, "bbox": bbox, "visible": visible,
+             "clickable": _clickable(el, node.role), "value": value, "href": href, "css": css_path(el),
+             "xpath": xpath(el)}
+        if tag == "input" and b.input_type(el) in ("checkbox", "radio"):
+            d["checked"] = b.checked(el)
+        if tag == "select":
+            chosen = b.selected_options(el)
+            d["options"] = [{"value": b.option_value(o), "label": _collapse(o.text_content()),
+                             "selected": any(o is c for c in chosen)} for o in b.options(el)]
+        if tag in ("input", "textarea", "select", "button"):
+            d["disabled"] = b.disabled(el)
+        return d
+
+    def __getitem__(self, bid) -> dict:
+        d = self.get(bid)
+        if d is None:
+            raise AXTreeError(self._missing(bid))
+        return d
+
+    def __contains__(self, bid) -> bool:
+        return str(bid) in self._element_index
+
+    def get(self, bid, default=None):
+        """The element dict for a bid shown in the tree, else ``default``."""
+        return self._element_index.get(str(bid), default)
+
+    def _missing(self, bid) -> str:
+        el = self._b.by_bid.get(str(bid))
+        if el is not None:
+            return f"element {bid!s} is not visible on the page"
+        return f"no element with bid {bid!s} on the page"
+
+    def _element(self, bid):
+        el = self._b.by_bid.get(str(bid))
+        if el is None or self._b.hidden(el):
+            raise AXTreeError(self._missing(bid))
+        return el
+
+    # ---------------------------------------------------------------- text-backend helpers
+    def link_target(self, bid) -> str | None:
+        """Absolute URL a click on ``bid`` follows: its own ``href`` or its nearest link ancestor's;
+        ``None`` when the element is not (inside) a link."""
+        el = self._element(bid)
+        for node in [el, *el.iterancestors()]:
+            if _tag(node) in ("a", "area") and node.get("href") is not None:
+                href = node.get("href").strip()
+                if href.lower().startswith(("javascript:", "mailto:", "tel:", "data:")):
+                    return None
+                return self._b.absolute(href)
+        return None
+
+    def form_of(self, bid):
+        el = self._element(bid)
+        return self._b.form_owner(el) if _tag(el) in FORM_CONTROLS else next(el.iterancestors("form"), None)
+
+    def is_submitter(self, bid) -> bool:
+        """Whether clicking ``bid`` submits its form (a submit button or image input)."""
+        el = self._element(bid)
+        return _is_submit_button(el, self._b) and self._b.form_owner(el) is not None
+
+    def form_submission(self, bid, filled_values: dict | None = None) -> tuple[str, str, bytes, str | None]:
+        """The request a browser sends when the form holding ``bid`` is submitted through it.
+
+        ``bid`` is the submit button clicked, or a field in which Enter was pressed (implicit
+        submission through the form's first submit button). ``filled_values`` maps bids to what
+        the agent entered: text for text fields and textareas, an option's value or label (or a
+        list of them) for selects, a boolean for checkboxes and radios; everything else keeps its
+        default from the HTML. Returns ``(method, url, body, content_type)``: a GET has the entries
+        in the URL's query and an empty body with no content type; a POST body is
+        ``application/x-www-form-urlencoded``, ``multipart/form-data`` (a boundary derived from the
+        entries, so the bytes are deterministic) or ``text/plain``, as the form's enctype says.
+        """
+        b = self._b
+        if filled_values:
+            merged = dict(b.state)
+            merged.update({str(k): v for k, v in filled_values.items()})
+            b = _Builder(b.doc, b.page_url, b.geometry, merged, None)
+        el = b.by_bid.get(str(bid))
+        if el is None or b.hidden(el):
+            raise AXTreeError(self._missing(bid))
+        form = b.form_owner(el) if _tag(el) in FORM_CONTROLS else next(el.iterancestors("form"), None)
+        if form is None:
+            raise AXTreeError(f"element {bid} is not in a form")
+        if b.disabled(el):
+            raise AXTreeError(f"element {bid} is disabled")
+        submitter = el if _is_submit_button(el, b) else None
+        if submitter is None:
+            submitter = next((c for c in _form_controls(b, form) if _is_submit_button(c, b)), None)
+            if submitter is not None and b.disabled(submitter):
+                raise AXTreeError(f"the form's default button is disabled; it cannot be submitted")
+        entries = _entry_list(b, form, submitter)
+
+        def attr(name: str, form_name: str) -> str | None:
+            if submitter is not None and submitter.get(form_name) is not None:
+                return submitter.get(form_name)
+            return form.get(name)
+
+        action = attr("action", "formaction")
+        action_url = b.absolute(action) if action and action.strip() else self.url
+        method = (attr("method", "formmethod") or "get").strip().lower()
+        method = "post" if method == "post" else "get"
+        enctype = (attr("enctype", "formenctype") or "").strip().lower()
+        if method == "get":
+            parts = urlsplit(action_url)
+            query = _urlencode(entries)
+            return "GET", urlunsplit((parts.scheme, parts.netloc, parts.path or "/", query, parts.fragment)), b"", None
+        if enctype == "multipart/form-data":
+            body, ctype = _multipart(entries)
+            return "POST", action_url, body, ctype
+        if enctype == "text/plain":
+            body = "".join(f"{n}={v}\r\n" for n, v, _ in entries).encode("utf-8")
+            return "POST", action_url, body, "text/plain"
+        return "POST", action_url, _urlencode(entries).encode("ascii"), "application/x-www-form-urlencoded"
+
+
+def _clickable(el, role: str) -> bool:
+    tag = _tag(el)
+    if tag == "a" and el.get("href") is not None:
+        return True
+    if tag in ("button", "select", "textarea", "summary", "label", "option"):
+        return True
+    if tag == "input" and (el.get("type") or "").lower() != "hidden":
+        return True
+    if role in CLICKABLE_ROLES:
+        return True
+    if el.get("onclick") is not None:
+        return True
+    tab = (el.get("tabindex") or "").strip()
+    return tab.lstrip("-").isdigit() and int(tab) >= 0
+
+
+def _is_submit_button(el, b: _Builder) -> bool:
+    tag = _tag(el)
+    if tag == "button":
+        return (el.get("type") or "submit").strip().lower() not in ("button", "reset", "menu")
+    return tag == "input" and b.input_type(el) in ("submit", "image")
+
+
+def _form_controls(b: _Builder, form) -> list:
+    """Listed form controls whose owner is ``form``, in tree order."""
+    return [el for el in b.doc.iter("button", "input", "select", "textarea") if b.form_owner(el) is form]
+
+
+def _normalise_newlines(s: str) -> str:
+    return s.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\r\n")
+
+
+def _entry_list(b: _Builder, form, submitter) -> list:
+    """HTML's "constructing the entry list": [(name, value, is_file)]."""
+    entries = []
+    for el in _form_controls(b, form):
+        tag = _tag(el)
+        if b.disabled(el) or next((a for a in el.iterancestors("datalist")), None) is not None:
+            continue
+        if _is_submit_button(el, b) and el is not submitter:
+            continue
+        if tag == "button" and not _is_submit_button(el, b):
+            continue
+        t = b.input_type(el) if tag == "input" else ""
+        if tag == "input" and t in ("reset", "button"):
+            continue
+        name = el.get("name") or ""
+        if tag == "input" and t == "image":
+            prefix = f"{name}." if name else ""
+            entries.append((prefix + "x", "0", False))
+            entries.append((prefix + "y", "0", False))
+            continue
+        if not name:
+            continue
+        if tag == "input" and t in ("checkbox", "radio"):
+            if not b.checked(el):
+                continue
+            entries.append((name, el.get("value") if el.get("value") is not None else "on", False))
+        elif tag == "select":
+            for opt in b.selected_options(el):
+                if not b.disabled(opt):
+                    entries.append((name, b.option_value(opt), False))
+        elif tag == "input" and t == "file":
+            entries.append((name, "", True))
+        elif tag == "input" and t == "hidden" and name.lower() == "_charset_" and el.get("value") is None:
+            entries.append((name, "UTF-8", False))
+        elif tag == "input" and t == "submit":
+            entries.append((name, el.get("value") if el.get("value") is not None else "Submit", False))
+        elif tag == "textarea":
+            entries.append((name, _normalise_newlines(b.value_of(el)), False))
+        elif tag == "button":
+            entries.append((name, el.get("value") or "", False))
+        else:
+            value = b.value_of(el)
+            if t not in ("hidden",):
+                value = value.replace("\r", "").replace("\n", "")
+            entries.append((name, value, False))
+    return [(_normalise_newlines(n), v if f else _normalise_newlines(v), f) for n, v, f in entries]
+
+
+_URLENCODE_SAFE = frozenset(b"*-._0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+def _urlencode_part(s: str) -> str:
+    out = []
+    for byte in s.encode("utf-8", "surrogatepass"):
+        if byte in _URLENCODE_SAFE:
+            out.append(chr(byte))
+        elif byte == 0x20:
+            out.append("+")
+        else:
+            out.append(f"%{byte:02X}")
+    return "".join(out)
+
+
+def _urlencode(entries) -> str:
+    """The application/x-www-form-urlencoded serializer browsers use (UTF-8, space as +)."""
+    return "&".join(f"{_urlencode_part(n)}={_urlencode_part(v)}" for n, v, _ in entries)
+
+
+def _multipart(entries) -> tuple[bytes, str]:
+    digest = hashlib.sha256(repr(entries).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    boundary = f"----WebfreezeFormBoundary{digest}"
+
+    def esc(s: str) -> str:
+        return s.replace("\n", "%0A").replace("\r", "%0D").replace('"', "%22")
+
+    out = bytearray()
+    for name, value, is_file in entries:
+        out += f"--{boundary}\r\n".encode()
+        if is_file:
+            out += f'Content-Disposition: form-data; name="{esc(name)}"; filename=""\r\n'.encode("utf-8")
+            out += b"Content-Type: application/octet-stream\r\n\r\n\r\n"
+        else:
+            out += f'Content-Disposition: form-data; name="{esc(name)}"\r\n\r\n'.encode("utf-8")
+            out += value.encode("utf-8", "surrogatepass") + b"\r\n"
+    out += f"--{boundary}--\r\n".encode()
+    return bytes(out), f"multipart/form-data; boundary={boundary}"
+
+
+def build_tree(html: str | bytes, base_url: str, geometry: dict | None = None, *, state: dict | None = None,
+               focused: str | None = None, encoding: str | None = None) -> Tree:
+    """The observation tree of a page.
+
+    ``html`` is the page's HTML (bytes are decoded with ``encoding``, else the BOM or ``<meta charset>``,
+    else UTF-8); ``base_url`` the page's URL (links resolve against it, or against ``<base href>``).
+    ``geometry`` is MARK_JS's ``{bid: [x, y, w, h, visible]}``. ``state`` maps bids to entered values
+    (text, an option's value or label, True/False for checkboxes and radios) for the text backend;
+    ``focused`` is the focused element's bid. The same arguments always give the same tree.
+    """
+    doc = _parse(_decode(html, encoding))
+    builder = _Builder(doc, base_url, geometry, state, focused)
+    root, title = builder.build()
+    return Tree(builder, root, title)

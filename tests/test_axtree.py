@@ -1,0 +1,571 @@
+"""The observation tree: roles, names, properties, hiding, form requests, and agreement with Chromium."""
+
+from __future__ import annotations
+
+import email.parser
+import email.policy
+import http.server
+import threading
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from webfreeze.simulator.axtree import MARK_JS, AXTreeError, build_tree, css_escape
+
+BASE = "http://site.test/dir/page.html"
+
+
+def tree_of(body: str, head: str = "<title>T</title>", **kw):
+    return build_tree(f"<!DOCTYPE html><html><head>{head}</head><body>{body}</body></html>", BASE, **kw)
+
+
+def lines(body: str, **kw) -> list[str]:
+    return [line.strip() for line in tree_of(body, **kw).axtree_text.splitlines()]
+
+
+# (HTML fragment, a line the flattened tree must hold, stripped of indentation, with bids removed)
+ROLE_NAME_CASES = [
+    ('<a href="/x">Next page</a>', "link 'Next page', url='http://site.test/x'"),
+    ('<a href="rel?q=1">Rel</a>', "link 'Rel', url='http://site.test/dir/rel?q=1'"),
+    ('<a name="anchor">No href</a>', "StaticText 'No href'"),
+    ('<a href="/x" aria-label="Go on">&rarr;</a>', "link 'Go on', url='http://site.test/x'"),
+    ('<a href="/x"><img src="i.png" alt="Logo"></a>', "link 'Logo', url='http://site.test/x'"),
+    ('<a href="/x" title="Tip"></a>', "link 'Tip', url='http://site.test/x'"),
+    ('<button>Save  \n changes</button>', "button 'Save changes'"),
+    ('<button aria-labelledby="l1 l2">x</button><span id="l1">Buy</span><span id="l2">now</span>', "button 'Buy now'"),
+    ('<input type="submit">', "button 'Submit'"),
+    ('<input type="submit" value="Go">', "button 'Go'"),
+    ('<input type="reset">', "button 'Reset'"),
+    ('<input type="image" alt="Send" src="s.png">', "button 'Send'"),
+    ('<input type="button" value="Press">', "button 'Press'"),
+    ('<label for="e">Email</label><input id="e" type="email">', "textbox 'Email'"),
+    ('<label>Name <input name="n"></label>', "textbox 'Name'"),
+    ('<input placeholder="Search...">', "textbox 'Search...'"),
+    ('<input title="Tooltip">', "textbox 'Tooltip'"),
+    ('<input aria-label="Query" value="cats">', "textbox 'Query' value='cats'"),
+    ('<input type="search" aria-label="Find">', "searchbox 'Find'"),
+    ('<input type="number" aria-label="Qty" min="1" max="9" value="2">', "spinbutton 'Qty' value='2', valuemin=1, valuemax=9"),
+    ('<input type="range" aria-label="Vol">', "slider 'Vol' value=''"[:-9]),
+    ('<input aria-label="R" required>', "textbox 'R', required"),
+    ('<input aria-label="D" disabled>', "textbox 'D', disabled=True"),
+    ('<textarea aria-label="Msg">\nline one</textarea>', "textbox 'Msg' value='line one'"),
+    ('<input type="checkbox" aria-label="Agree">', "checkbox 'Agree', checked='false'"),
+    ('<input type="checkbox" aria-label="Agree" checked>', "checkbox 'Agree', checked='true'"),
+    ('<input type="radio" name="r" aria-label="A" checked><input type="radio" name="r" aria-label="B" checked>',
+     "radio 'B', checked='true'"),
+    ('<input type="radio" name="r" aria-label="A" checked><input type="radio" name="r" aria-label="B" checked>',
+     "radio 'A', checked='false'"),
+    ('<select aria-label="Sort"><option>New</option><option>Old</option></select>',
+     "combobox 'Sort' value='New', hasPopup='menu', expanded=False"),
+    ('<select aria-label="Sort"><option>New</option><option>Old</option></select>', "option 'New', selected=True"),
+    ('<select aria-label="Sort"><option disabled>-</option><option>Old</option></select>',
+     "combobox 'Sort' value='Old', hasPopup='menu', expanded=False"),
+    ('<select aria-label="M" multiple><option selected>a</option></select>', "listbox 'M', multiselectable=True"),
+    ('<select aria-label="G"><optgroup label="Grp"><option>x</option></optgroup></select>', "group ''"),
+    ('<input list="dl" aria-label="City"><datalist id="dl"><option>Paris</option></datalist>',
+     "combobox 'City', autocomplete='list'"),
+    ("<h1>Title</h1>", "heading 'Title'"),
+    ("<h3>Sub <small>title</small></h3>", "heading 'Sub title'"),
+    ('<div role="heading" aria-level="2">Fake</div>', "heading 'Fake'"),
+    ('<img src="x.png" alt="A cat">', "image 'A cat'"),
+    ('<img src="x.png" title="T only">', "image 'T only'"),
+    ("<nav>n</nav>", "navigation ''"),
+    ('<nav aria-label="Pages">n</nav>', "navigation 'Pages'"),
+    ("<main>m</main>", "main ''"),
+    ("<aside>a</aside>", "complementary ''"),
+    ("<header>h</header>", "banner ''"),
+    ("<footer>f</footer>", "contentinfo ''"),
+    ("<article><header>h</header></article>", "article ''"),
+    ("<section>s</section>", "Section ''"),
+    ('<section aria-label="Results">s</section>', "region 'Results'"),
+    ("<form>f</form>", "form ''"),
+    ("<ul><li>One</li></ul>", "list ''"),
+    ("<ul><li>One</li></ul>", "listitem ''"),
+    ("<ol><li>One</li></ol>", "StaticText 'One'"),
+    ("<dl><dt>Term</dt><dd>Def</dd></dl>", "term 'Term'"),
+    ("<table><tr><th>H</th></tr><tr><td>C</td></tr></table>", "columnheader 'H'"),
+    ("<table><tr><th scope=row>H</th><td>C</td></tr></table>", "rowheader 'H'"),
+    ("<table><tr><td>C1</td><td>C2</td></tr></table>", "row 'C1 C2'"),
+    ("<table><caption>Cap</caption><tr><td>C</td></tr></table>", "table 'Cap'"),
+    ("<table><thead><tr><th>H</th></tr></thead></table>", "rowgroup ''"),
+    ("<p>Para</p>", "paragraph ''"),
+    ("<p>Para</p>", "StaticText 'Para'"),
+    ("<hr>", "separator '', orientation='horizontal'"),
+    ("<strong>S</strong>", "strong ''"),
+    ("<fieldset><legend>Who</legend><input aria-label='x'></fieldset>", "group 'Who'"),
+    ("<figure><img src=a alt=''><figcaption>Fig 1</figcaption></figure>", "figure 'Fig 1'"),
+    ("<details><summary>More</summary>hidden body</details>", "DisclosureTriangle 'More', expanded=False"),
+    ("<details open><summary>More</summary>shown body</details>", "StaticText 'shown body'"),
+    ('<div role="button" tabindex="0">Fake btn</div>', "button 'Fake btn'"),
+    ('<div role="checkbox" aria-checked="mixed">Some</div>', "checkbox 'Some', checked='mixed'"),
+    ('<button aria-expanded="true" aria-haspopup="true">Menu</button>', "button 'Menu', hasPopup='menu', expanded=True"),
+    ('<button aria-pressed="true">Bold</button>', "button 'Bold', pressed='true'"),
+    ('<div role="tab" aria-selected="true">Tab 1</div>', "tab 'Tab 1', selected=True"),
+    ("<div>It's \"quoted\"</div>", "StaticText 'It\\'s \"quoted\"'"),
+    ("<div>It's here</div>", "StaticText \"It's here\""),
+    ("<pre>a\n  b</pre>", "StaticText 'a\\n  b'"),
+    ("<div>caf&eacute; &amp; cr&egrave;me</div>", "StaticText 'café & crème'"),
+]
+
+
+@pytest.mark.parametrize("html,expected", ROLE_NAME_CASES, ids=[c[0][:50] for c in ROLE_NAME_CASES])
+def test_roles_names_and_properties(html, expected):
+    got = [line.split("] ", 1)[1] if line.startswith("[") else line for line in lines(html)]
+    assert expected in got, "\n".join(got)
+
+
+HIDDEN_CASES = [
+    '<div hidden>SECRET</div>',
+    '<div aria-hidden="true"><a href="/">SECRET</a></div>',
+    '<div style="display:none">SECRET</div>',
+    '<div style="color: red; display : none">SECRET</div>'.replace(" : ", ":"),
+    '<div style="visibility: hidden">SECRET</div>',
+    '<input type="hidden" name="SECRET" value="SECRET">',
+    '<details><summary>S</summary><p>SECRET</p></details>',
+    '<dialog>SECRET</dialog>',
+    '<script>document.write("SECRET")</script>',
+    '<noscript>SECRET</noscript>',
+    '<template><p>SECRET</p></template>',
+    '<style>.SECRET{}</style>',
+    '<div data-wf-hidden>SECRET</div>',
+]
+
+
+@pytest.mark.parametrize("html", HIDDEN_CASES)
+def test_hidden_content_is_left_out(html):
+    tree = tree_of("<p>Visible</p>" + html)
+    assert "SECRET" not in tree.axtree_text
+    assert "Visible" in tree.axtree_text
+    assert all("SECRET" not in (e["name"] or "") for e in tree.elements)
+
+
+def test_flattened_format():
+    html = """<!DOCTYPE html><html><head><title>Page  one</title></head><body>
+    <div><div><a href="/a">Alpha</a></div></div>
+    <a href="/b"><span>Beta</span></a>
+    <p>Text <b>bold</b> tail</p></body></html>"""
+    text = build_tree(html, "http://s.test/").axtree_text
+    assert text.splitlines() == [
+        "RootWebArea 'Page one', focused, url='http://s.test/'",
+        "\t[5] link 'Alpha', url='http://s.test/a'",  # generic divs skipped, the child moves up
+        "\t[6] link 'Beta', url='http://s.test/b'",
+        "\t\tStaticText 'Beta'",  # behind an ignored span the text is not seen as redundant (as in Chromium)
+        "\t[8] paragraph ''",
+        "\t\tStaticText 'Text'",
+        "\t\tStaticText 'bold'",
+        "\t\tStaticText 'tail'",
+    ]
+
+
+def test_bids_in_document_order_skip_head_and_scripts():
+    html = "<html><head><title>x</title><meta charset=utf-8></head><body><script>x</script><p id=a>1</p><p id=b>2</p></body></html>"
+    tree = build_tree(html, BASE)
+    # html=1, body=2 (head, script skipped), then the paragraphs
+    assert tree.get("3")["css"] == "#a" and tree.get("4")["css"] == "#b"
+
+
+def test_stamped_bids_are_used_as_given():
+    html = '<html data-wf-bid="1"><body data-wf-bid="2"><a data-wf-bid="77" href="/x">X</a></body></html>'
+    tree = build_tree(html, BASE)
+    assert "[77] link 'X'" in tree.axtree_text
+    assert tree["77"]["href"] == "http://site.test/x"
+
+
+def test_deterministic_and_encoding_independent():
+    html = open(__file__, encoding="utf-8").read()  # any text: a big page of odd HTML
+    page = f"<html><head><meta charset='utf-8'><title>ö</title></head><body><pre>{html[:5000]}</pre><p>naïve</p></body></html>"
+    a = build_tree(page, BASE)
+    b = build_tree(page.encode("utf-8"), BASE)
+    c = build_tree(page.replace("utf-8", "latin-1").encode("latin-1", "replace"), BASE)
+    assert a.axtree_text == b.axtree_text
+    assert "naïve" in c.axtree_text and c.title == "ö"
+    assert build_tree(page, BASE).axtree_text == a.axtree_text
+    assert build_tree(page, BASE).elements == a.elements
+
+
+def test_garbage_and_empty_input_give_a_tree():
+    for junk in ["", "   ", "<<<>>>", b"\x00\xff\xfe garbage", "<?xml version='1.0' encoding='utf-8'?><html><body>x</body></html>",
+                 "<p>unclosed <b>tags <i>everywhere"]:
+        tree = build_tree(junk, BASE)
+        assert tree.axtree_text.startswith("RootWebArea ")
+
+
+def test_elements_carry_paths_and_lookup():
+    tree = tree_of('<div id="main"><ul><li><a href="/1">One</a></li><li><a href="/2">Two</a></li></ul></div>'
+                   '<div><span>x</span></div>')
+    two = next(e for e in tree.elements if e["name"] == "Two")
+    assert two["role"] == "link" and two["tag"] == "a" and two["clickable"] and two["bbox"] is None
+    assert two["css"] == "#main > ul:nth-of-type(1) > li:nth-of-type(2) > a:nth-of-type(1)"
+    assert two["xpath"] == "/html/body/div[1]/ul/li[2]/a"
+    assert tree[two["bid"]] is two and two["bid"] in tree
+    with pytest.raises(AXTreeError, match="no element with bid 999"):
+        tree["999"]
+    assert tree.get("999") is None
+
+
+def test_css_escape():
+    assert css_escape("main") == "main"
+    assert css_escape("1a") == "\\31 a"
+    assert css_escape("-1") == "-\\31 "
+    assert css_escape("-") == "\\-"
+    assert css_escape("a.b:c") == "a\\.b\\:c"
+    assert css_escape("é") == "é"
+
+
+def test_geometry_gives_bbox_visibility_and_filters():
+    html = '<html><body><a href="/a">A</a><a href="/b">B</a></body></html>'
+    tree = build_tree(html, BASE, geometry={"3": [10, 20, 30, 40, 1], "4": [0, 2000, 30, 40, 0]})
+    assert tree["3"]["bbox"] == [10, 20, 30, 40] and tree["3"]["visible"] is True
+    assert tree["4"]["visible"] is False
+    text = tree.text(with_visible=True, with_clickable=True, with_bbox=True)
+    assert "[3] link 'A', box='(10,20,40,60)', clickable, visible, url='http://site.test/a'" in text
+    assert "[4] link 'B'" in tree.text(filter_visible_only=False)
+    assert "[4] link 'B'" not in tree.text(filter_visible_only=True)
+
+
+def test_ignored_properties_can_be_shown():
+    tree = tree_of("<h2>Level two</h2>")
+    assert "heading 'Level two'" in tree.axtree_text and "level" not in tree.axtree_text
+    assert "heading 'Level two', level=2" in tree.text(ignored_properties=())
+
+
+def test_state_and_focus():
+    body = ('<form><input name="q" aria-label="Q" value="old"><select name="s" aria-label="S"><option value="1">One</option>'
+            '<option value="2">Two</option></select><input type="radio" name="r" value="a" aria-label="A" checked>'
+            '<input type="radio" name="r" value="b" aria-label="B"><input type="checkbox" aria-label="C" checked></form>')
+    t0 = tree_of(body)
+    bid = {e["name"]: e["bid"] for e in t0.elements if e["name"]}
+    t1 = tree_of(body, state={bid["Q"]: "new text", bid["S"]: "Two", bid["B"]: True, bid["C"]: False},
+                 focused=bid["Q"])
+    assert "textbox 'Q' value='old'" in t0.axtree_text and "RootWebArea 'T', focused" in t0.axtree_text
+    assert f"[{bid['Q']}] textbox 'Q', focused value='new text'" not in t1.axtree_text
+    assert f"[{bid['Q']}] textbox 'Q' value='new text', focused" in t1.axtree_text
+    assert "RootWebArea 'T', url=" in t1.axtree_text
+    assert "combobox 'S' value='Two'" in t1.axtree_text
+    assert "radio 'A', checked='false'" in t1.axtree_text and "radio 'B', checked='true'" in t1.axtree_text
+    assert "checkbox 'C', checked='false'" in t1.axtree_text
+    assert tree_of('<input aria-label="F" autofocus>').axtree_text.count("focused") == 1
+    assert "textbox 'F', focused" in tree_of('<input aria-label="F" autofocus>').axtree_text
+
+
+def test_link_target():
+    tree = build_tree('<html><head><base href="http://other.test/base/"></head><body>'
+                      '<a href="p?x=1#f"><span>inner</span></a><a href="javascript:void(0)">js</a><p>plain</p>'
+                      '<a href="//cdn.test/x">proto</a></body></html>', BASE)
+    by_tag = [e for e in tree.elements]
+    link, span, js, p, proto = by_tag[0], by_tag[1], by_tag[2], by_tag[3], by_tag[4]
+    assert tree.link_target(link["bid"]) == "http://other.test/base/p?x=1#f"
+    assert tree.link_target(span["bid"]) == "http://other.test/base/p?x=1#f"  # inside the link
+    assert tree.link_target(js["bid"]) is None
+    assert tree.link_target(p["bid"]) is None
+    assert tree.link_target(proto["bid"]) == "http://cdn.test/x"
+
+
+FORM = """<form id="f" action="/submit" method="{method}" enctype="{enctype}">
+<input name="q" aria-label="Query" value="default text">
+<input name="empty" aria-label="Empty">
+<input type="hidden" name="token" value="t&1">
+<input type="checkbox" name="new" aria-label="New only" checked>
+<input type="checkbox" name="old" value="yes" aria-label="Old too">
+<input type="radio" name="order" value="asc" aria-label="Asc" checked>
+<input type="radio" name="order" value="desc" aria-label="Desc">
+<select name="cat" aria-label="Category"><option value="">Any</option><option value="cs.AI">AI</option>
+<option value="cs.CL" disabled>CL</option></select>
+<select name="tags" multiple aria-label="Tags"><option selected>a</option><option>b</option><option selected>c</option></select>
+<textarea name="note" aria-label="Note">line1
+line2</textarea>
+<input name="off" aria-label="Off" value="x" disabled>
+<fieldset disabled><input name="fs" aria-label="In fieldset" value="x"></fieldset>
+<input type="file" name="upload" aria-label="File">
+<input type="submit" name="go" value="Search" aria-label="Go">
+<button name="alt" value="2" formaction="/other" formmethod="post">Other</button>
+<button type="button" name="nope">Nope</button>
+</form>
+<input form="f" name="outside" value="o" aria-label="Outside">
+<input name="unrelated" value="u" aria-label="Unrelated">"""
+
+
+def form_tree(method="get", enctype="application/x-www-form-urlencoded"):
+    tree = tree_of(FORM.format(method=method, enctype=enctype))
+    return tree, {e["name"]: e["bid"] for e in tree.elements if e["name"]}
+
+
+def test_get_form_submission():
+    tree, bid = form_tree()
+    method, url, body, ctype = tree.form_submission(bid["Go"])
+    assert (method, body, ctype) == ("GET", b"", None)
+    parts = urlsplit(url)
+    assert parts.scheme + "://" + parts.netloc + parts.path == "http://site.test/submit"
+    assert parse_qsl(parts.query, keep_blank_values=True) == [
+        ("q", "default text"), ("empty", ""), ("token", "t&1"), ("new", "on"), ("order", "asc"), ("cat", ""),
+        ("tags", "a"), ("tags", "c"), ("note", "line1\r\nline2"), ("upload", ""), ("go", "Search"), ("outside", "o")]
+    assert "q=default+text" in parts.query and "token=t%261" in parts.query
+
+
+def test_filled_values_and_implicit_submission():
+    tree, bid = form_tree()
+    filled = {bid["Query"]: "quantum  error*~", bid["Old too"]: True, bid["New only"]: False, bid["Desc"]: True,
+              bid["Category"]: "AI", bid["Tags"]: ["b"], bid["Note"]: "x\ny"}
+    method, url, body, _ = tree.form_submission(bid["Query"], filled)  # Enter in the text field
+    query = urlsplit(url).query
+    assert query.startswith("q=quantum++error*%7E&empty=&token=t%261&old=yes&order=desc&cat=cs.AI&tags=b&note=x%0D%0Ay")
+    assert "go=Search" in query  # the default button is the submitter
+    # the tree itself is unchanged: filled values are per call
+    assert tree.form_submission(bid["Go"])[1] != url
+
+
+def test_submitter_overrides_and_post_bodies():
+    tree, bid = form_tree(method="post")
+    method, url, body, ctype = tree.form_submission(bid["Go"])
+    assert (method, url, ctype) == ("POST", "http://site.test/submit", "application/x-www-form-urlencoded")
+    assert body.startswith(b"q=default+text&empty=&token=t%261&new=on&order=asc&cat=&tags=a&tags=c&note=line1%0D%0Aline2")
+    method, url, body, _ = tree.form_submission(bid["Other"])
+    assert (method, url) == ("POST", "http://site.test/other")
+    assert b"alt=2" in body and b"go=" not in body
+
+
+def test_multipart_and_text_plain_bodies():
+    tree, bid = form_tree(method="post", enctype="multipart/form-data")
+    method, url, body, ctype = tree.form_submission(bid["Go"], {bid["Query"]: 'say "hi"'})
+    assert ctype.startswith("multipart/form-data; boundary=")
+    msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + body)
+    fields = [(p.get_param("name", header="content-disposition"), p.get_content()) for p in msg.iter_parts()]
+    assert fields[0] == ("q", 'say "hi"')
+    assert ("upload", b"") in [(n, v if isinstance(v, bytes) else v) for n, v in fields] or ("upload", "") in fields
+    assert tree.form_submission(bid["Go"], {bid["Query"]: 'say "hi"'}) == (method, url, body, ctype)  # deterministic
+    tree, bid = form_tree(method="post", enctype="text/plain")
+    assert tree.form_submission(bid["Go"])[2].startswith(b"q=default text\r\nempty=\r\ntoken=t&1\r\n")
+
+
+def test_form_errors():
+    tree, bid = form_tree()
+    with pytest.raises(AXTreeError, match="not in a form"):
+        tree.form_submission(bid["Unrelated"])
+    with pytest.raises(AXTreeError, match="disabled"):
+        tree.form_submission(bid["Off"])
+    with pytest.raises(AXTreeError, match="no element with bid"):
+        tree.form_submission("4242")
+    assert tree.is_submitter(bid["Go"]) and not tree.is_submitter(bid["Nope"]) and not tree.is_submitter(bid["Query"])
+
+
+def test_get_form_without_submit_button_and_empty_action():
+    tree = tree_of('<form><input name="q" aria-label="Q" value="a b"></form>')
+    bid = tree.elements[1]["bid"]
+    assert tree.form_submission(bid)[1] == "http://site.test/dir/page.html?q=a+b"
+
+
+# ---------------------------------------------------------------------------------- real Chromium
+PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Server page &amp; more</title>
+<style>body { font-family: sans-serif; } .pad { padding: 12px; }</style></head>
+<body>
+<header><nav aria-label="Main"><a href="/">Home</a> | <a href="/help">Help</a> | <a href="/about"><span>About</span> us</a></nav></header>
+<main id="content">
+<h1>Listing for <em>cs.AI</em></h1>
+<p class="pad">Showing 3 of 3 entries. See the <a href="/policy?x=1&amp;y=2">policy</a>.</p>
+<form action="/search" method="get" role="search">
+  <label for="q">Search</label> <input id="q" name="query" placeholder="Search..." value="llm">
+  <select name="searchtype" aria-label="Field"><option value="all">All fields</option><option value="title" selected>Title</option></select>
+  <label><input type="checkbox" name="new" checked> New only</label>
+  <input type="radio" name="o" value="a" aria-label="Ascending" checked><input type="radio" name="o" value="d" aria-label="Descending">
+  <textarea name="note" aria-label="Note">first line
+second line</textarea>
+  <button type="submit" name="go" value="1">Search</button>
+</form>
+<table><tr><th>Id</th><th>Title</th></tr>
+<tr><td>2401.00001</td><td><a href="/abs/2401.00001">Attention, again</a></td></tr>
+<tr><td>2401.00002</td><td><a href="/abs/2401.00002">It's "quoted"</a></td></tr></table>
+<ul><li>One <b>bold</b> item</li><li><img src="/fig.png" alt="Figure 1" width="40" height="20"></li></ul>
+<dl><dt>Comments</dt><dd>12 pages</dd></dl>
+<details><summary>More</summary><p>Hidden until opened</p></details>
+<div hidden>Never shown</div><div style="display:none">Inline hidden</div>
+<p>A <code>snippet</code> and <strong>strong</strong> text.</p>
+<section aria-label="Footer links"><a href="/a#frag">Fragment</a></section>
+<hr>
+<pre>pre  formatted
+  text</pre>
+</main>
+<footer><p>&copy; 2026 Scholar</p></footer>
+</body></html>
+"""
+
+FORM_PAGE = """<!DOCTYPE html><html><head><title>Forms</title></head><body>
+<form id="f" action="/echo" method="{method}" enctype="{enctype}">
+<input name="q" aria-label="Query" value="default"><input type="hidden" name="tok" value="a&b c">
+<input type="checkbox" name="c1" aria-label="C1" checked><input type="checkbox" name="c2" value="yes" aria-label="C2">
+<input type="radio" name="r" value="x" aria-label="RX" checked><input type="radio" name="r" value="y" aria-label="RY">
+<select name="s" aria-label="S"><option value="">Any</option><option value="v2">Two</option></select>
+<select name="m" multiple aria-label="M"><option selected>a</option><option>b</option><option selected>c</option></select>
+<textarea name="t" aria-label="T">l1
+l2</textarea>
+<input name="dis" aria-label="Dis" value="z" disabled>
+<input type="submit" name="go" aria-label="Go">
+<button name="b2" value="two" aria-label="B2">Two</button>
+</form><input form="f" name="outside" value="o" aria-label="Outside"></body></html>"""
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    pages: dict = {}
+    seen: list = []
+
+    def _respond(self, body: bytes, ctype="text/html; charset=utf-8"):
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        path = urlsplit(self.path).path
+        if path == "/echo":
+            self.seen.append(("GET", self.path, b"", None))
+            return self._respond(b"<html><body>ok</body></html>")
+        if path == "/fig.png":
+            return self._respond(b"", "image/png")
+        self._respond(self.pages.get(path, "<html><body>nothing</body></html>").encode("utf-8"))
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        self.seen.append(("POST", self.path, self.rfile.read(length), self.headers.get("Content-Type")))
+        self._respond(b"<html><body>ok</body></html>")
+
+    def log_message(self, *args):
+        pass
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # the browser dropping a connection (a cancelled image load) is not a test failure
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = _QuietServer(("127.0.0.1", 0), _Handler)
+    _Handler.pages = {"/page": PAGE}
+    for method in ("get", "post"):
+        for enc in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            _Handler.pages[f"/form-{method}-{enc.split('/')[1]}"] = FORM_PAGE.format(method=method, enctype=enc)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from webfreeze.simulator.browser import BrowserUnavailable, launch_chromium
+    try:
+        with sync_api.sync_playwright() as p:
+            b = launch_chromium(p)
+            yield b
+            b.close()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def rendered_tree(page):
+    marked = page.evaluate(MARK_JS)
+    return build_tree(marked["html"], page.url, marked["geometry"]), marked
+
+
+def test_chromium_tree_matches_raw_html(server, browser):
+    from webfreeze.simulator.browser import new_context
+    context = new_context(browser)
+    page = context.new_page()
+    try:
+        page.goto(server + "/page")
+        live, marked = rendered_tree(page)
+        raw = build_tree(PAGE, server + "/page")
+        assert live.axtree_text == raw.axtree_text
+        assert "[" in live.axtree_text and "Never shown" not in live.axtree_text
+        assert [(e["bid"], e["role"], e["name"], e["css"], e["xpath"], e["href"]) for e in live.elements] == \
+            [(e["bid"], e["role"], e["name"], e["css"], e["xpath"], e["href"]) for e in raw.elements]
+        # bids and boxes line up with what Playwright itself finds
+        checks = [("link", "Help"), ("textbox", "Search"), ("button", "Search"), ("image", "Figure 1"),
+                  ("heading", "Listing for cs.AI"), ("link", "It's \"quoted\"")]
+        for role, name in checks:
+            el = next(e for e in live.elements if (e["role"], e["name"]) == (role, name))
+            locator = page.locator(f'[data-wf-bid="{el["bid"]}"]')
+            assert locator.count() == 1
+            box = locator.bounding_box()
+            assert box is not None and el["visible"] is True
+            assert el["bbox"] == pytest.approx([box["x"], box["y"], box["width"], box["height"]], abs=0.01)
+            pw_role = {"image": "img"}.get(role, role)
+            assert page.get_by_role(pw_role, name=name, exact=True).first.get_attribute("data-wf-bid") == el["bid"]
+        # the closed details' body is not rendered and not in the tree, in both backends
+        assert "Hidden until opened" not in live.axtree_text
+        # marking twice gives the same bytes (deterministic ids)
+        assert rendered_tree(page)[0].axtree_text == live.axtree_text
+        # live state: typing, choosing and focusing show up like the text backend's state does
+        q = next(e for e in live.elements if e["role"] == "textbox" and e["name"] == "Search")
+        sel = next(e for e in live.elements if e["role"] == "combobox")
+        desc = next(e for e in live.elements if e["name"] == "Descending")
+        page.locator(f'[data-wf-bid="{q["bid"]}"]').fill("new words")
+        page.locator(f'[data-wf-bid="{sel["bid"]}"]').select_option("all")
+        page.locator(f'[data-wf-bid="{desc["bid"]}"]').check()
+        page.locator(f'[data-wf-bid="{q["bid"]}"]').focus()
+        after, _ = rendered_tree(page)
+        expected = build_tree(PAGE, server + "/page", state={q["bid"]: "new words", sel["bid"]: "all", desc["bid"]: True},
+                              focused=q["bid"])
+        assert after.axtree_text == expected.axtree_text
+        assert "value='new words', focused" in after.axtree_text
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("method", ["get", "post"])
+@pytest.mark.parametrize("enctype", ["x-www-form-urlencoded", "multipart/form-data"])
+@pytest.mark.parametrize("submit_with", ["Go", "B2", "enter"])
+def test_form_submission_matches_chromium(server, browser, method, enctype, submit_with):
+    """The request built for the text backend is the one Chromium sends for the same form and input."""
+    from webfreeze.simulator.browser import new_context
+    path = f"/form-{method}-{enctype.split('/')[-1]}"
+    context = new_context(browser)
+    page = context.new_page()
+    try:
+        page.goto(server + path)
+        tree, _ = rendered_tree(page)
+        bid = {e["name"]: e["bid"] for e in tree.elements if e["name"]}
+        filled = {bid["Query"]: "hello wörld & more", bid["C2"]: True, bid["RY"]: True, bid["S"]: "Two",
+                  bid["M"]: ["b", "c"], bid["T"]: "x\ny"}
+        page.locator(f'[data-wf-bid="{bid["Query"]}"]').fill("hello wörld & more")
+        page.locator(f'[data-wf-bid="{bid["C2"]}"]').check()
+        page.locator(f'[data-wf-bid="{bid["RY"]}"]').check()
+        page.locator(f'[data-wf-bid="{bid["S"]}"]').select_option(label="Two")
+        page.locator(f'[data-wf-bid="{bid["M"]}"]').select_option(["b", "c"])
+        page.locator(f'[data-wf-bid="{bid["T"]}"]').fill("x\ny")
+        _Handler.seen.clear()
+        with page.expect_navigation():
+            if submit_with == "enter":
+                page.locator(f'[data-wf-bid="{bid["Query"]}"]').press("Enter")
+            else:
+                page.locator(f'[data-wf-bid="{bid[submit_with]}"]').click()
+        target = bid["Query"] if submit_with == "enter" else bid[submit_with]
+        want_method, want_url, want_body, want_ctype = build_tree(
+            FORM_PAGE.format(method=method, enctype=enctype if "/" in enctype else "application/" + enctype),
+            server + path).form_submission(target, filled)
+        got_method, got_path, got_body, got_ctype = _Handler.seen[-1]
+        assert got_method == want_method
+        assert server + got_path == want_url
+        if want_ctype and want_ctype.startswith("multipart/"):
+            assert got_ctype.startswith("multipart/form-data; boundary=")
+            assert _multipart_fields(got_body, got_ctype) == _multipart_fields(want_body, want_ctype)
+        else:
+            assert got_body == want_body
+            assert (got_ctype or None) == want_ctype
+    finally:
+        context.close()
+
+
+def _multipart_fields(body: bytes, ctype: str) -> list:
+    msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + body)
+    out = []
+    for part in msg.iter_parts():
+        payload = part.get_payload(decode=True)
+        out.append((part.get_param("name", header="content-disposition"),
+                    part.get_param("filename", header="content-disposition"), payload))
+    return out

@@ -306,6 +306,25 @@ class ReplayServer:
     def ca_file(self) -> Path | None:
         return self.tls.ca_file if self.tls else None
 
+    # ------------------------------------------------------------------ in-process use (no socket)
+    def open_local(self) -> "ReplayServer":
+        """Open the archive for :meth:`fetch` in this thread, without listening anywhere."""
+        self._open()
+        return self
+
+    def fetch(self, method: str, url: str, headers: list[tuple[str, str]] | None = None,
+              body: bytes = b"") -> tuple[int, list[tuple[str, str]], bytes]:
+        """(status, headers, body) of one replayed request, through the same matching and site models."""
+        head, data = self.answer(method, url, list(headers or []), body)
+        if data is None:  # --on-miss abort
+            return 0, [], b""
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        return status, [tuple(line.split(": ", 1)) for line in lines[1:] if ": " in line], data
+
+    def close_local(self) -> None:
+        self._close_resources()
+
     # ------------------------------------------------------------------ answering
     def answer(self, method: str, url: str, headers: list[tuple[str, str]], body: bytes, *,
                when: float | None = None, ordered: bool = True):

@@ -1,0 +1,456 @@
+"""The agent environment: a Gymnasium-compatible ``Env`` over a replayed archive.
+
+``reset(seed=None, options={"task": {...}}) -> (obs, info)``, ``step(action) -> (obs, reward,
+terminated, truncated, info)``, ``close()``. Two backends share the observation format
+(:mod:`webfreeze.simulator.axtree`) and the action parser (:mod:`webfreeze.simulator.actions`):
+
+- ``browser``: Debian's Chromium through the replay server (proxy mode, in this process), one
+  browser per environment and a fresh context per episode, 1920x1080, scale 1, en-US, UTC, service
+  workers blocked, the page clock frozen at the capture time by the replay runtime.
+- ``text``: no browser. HTML comes from the archive through the same matching (and site models),
+  is parsed with lxml, scripts are ignored; links are followed and forms submitted (GET and POST)
+  by building the request a browser would send. Cookies are kept per host.
+
+Every episode is recorded as a trajectory (:mod:`webfreeze.simulator.trajectory`). A bad action
+never raises: it sets ``last_action_error`` in the next observation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from http.cookies import SimpleCookie
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import gymnasium as gym
+
+from webfreeze.replayer.content import DecodeError, content_encoding, decode_content
+from webfreeze.replayer.hooks import SiteModel, host_key
+from webfreeze.replayer.server import ReplayServer
+
+from .actions import Action, try_parse
+from .axtree import MARK_JS, AXTreeError, Tree, build_tree
+from .trajectory import TrajectoryRecorder
+
+BACKENDS = ("browser", "text")
+MAX_REDIRECTS = 10
+ACTION_TIMEOUT_MS = 5000
+SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settled
+
+
+class EnvError(RuntimeError):
+    """The environment cannot run (bad configuration, missing archive): one line."""
+
+
+@dataclass
+class EnvConfig:
+    archive: str | Path
+    backend: str = "browser"
+    seed: int = 0
+    max_steps: int = 30
+    action_dialect: str | None = None  # None: detect per action
+    screenshots: bool = False
+    site_models: list[SiteModel] = field(default_factory=list)
+    rules: dict | None = None
+
+
+def _digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class WebEnv(gym.Env):
+    """One environment = one replay of one archive; episodes are tasks (dicts, see eval/FORMATS.md)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, config: EnvConfig):
+        if config.backend not in BACKENDS:
+            raise EnvError(f"unknown backend {config.backend!r} (browser or text)")
+        if not Path(config.archive).exists():
+            raise EnvError(f"{config.archive}: no such archive")
+        self.config = config
+        self.action_space = gym.spaces.Text(max_length=4096)
+        self.observation_space = gym.spaces.Dict({"url": gym.spaces.Text(max_length=8192),
+                                                  "axtree_text": gym.spaces.Text(max_length=10**7)})
+        self.server = ReplayServer(config.archive, mode="proxy" if config.backend == "browser" else "direct",
+                                   inject=config.backend == "browser", seed=config.seed, rules=config.rules)
+        self.backend = _BrowserBackend(self) if config.backend == "browser" else _TextBackend(self)
+        for model in config.site_models:
+            self.server.register(model)
+        self.task: dict | None = None
+        self.steps = 0
+        self.done = False
+        self.tree: Tree | None = None
+        self.recorder: TrajectoryRecorder | None = None
+        self.last_error: str | None = None
+
+    @property
+    def archive_digest(self) -> str:
+        h = hashlib.sha256()
+        with open(self.config.archive, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        return "sha256:" + h.hexdigest()
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        task = (options or {}).get("task")
+        if not task or not task.get("start_url"):
+            raise EnvError("reset needs options={'task': {...}} with a start_url")
+        self.task = task
+        self.steps = 0
+        self.done = False
+        self.last_error = None
+        episode_seed = self.config.seed if seed is None else seed
+        self.server.reset(episode_seed, when=task.get("snapshot_time"))
+        t0 = time.perf_counter()
+        self.last_error = self.backend.reset(task["start_url"])
+        obs = self._observe()
+        self.recorder = TrajectoryRecorder(task, env={
+            "backend": self.config.backend, "seed": episode_seed, "max_steps": self.config.max_steps,
+            "viewport": [1920, 1080], "action_dialect": self.config.action_dialect,
+            "snapshot_time": task.get("snapshot_time")})
+        return obs, {"reset_ms": round((time.perf_counter() - t0) * 1000, 3)}
+
+    def step(self, action: str, agent: dict | None = None):
+        if self.task is None:
+            raise EnvError("call reset() before step()")
+        t0 = time.perf_counter()
+        before_tree, before_url = self.tree, self.backend.url
+        obs_digest = _digest(before_tree.axtree_text) if before_tree else None
+        parsed, error = try_parse(action, self.config.action_dialect)
+        answer = None
+        target = None
+        if self.done:
+            error = "the episode has ended; call reset()"
+            parsed = None
+        elif parsed is not None:
+            if parsed.bid is not None and before_tree is not None:
+                target = before_tree.get(parsed.bid)
+                if target is None and parsed.kind not in ("scroll",):
+                    error = _missing(before_tree, parsed.bid)
+            if error is None:
+                if parsed.kind in ("answer", "infeasible"):
+                    answer = parsed.text or ""
+                    self.done = True
+                else:
+                    error = self.backend.act(parsed, target)
+        self.steps += 1
+        self.last_error = error
+        obs = self._observe()
+        truncated = not self.done and self.steps >= self.config.max_steps
+        end_reason = None
+        if self.done:
+            end_reason = "answer" if parsed and parsed.kind == "answer" else "infeasible"
+        elif truncated:
+            end_reason = "step_limit"
+        env_ms = round((time.perf_counter() - t0) * 1000, 3)
+        shot = obs.get("screenshot")
+        self.recorder.add_step(url=before_url, title=before_tree.title if before_tree else "", obs_digest=obs_digest,
+                               action=action, parsed=parsed, target=target, url_after=self.backend.url,
+                               agent=agent, error=error, env_ms=env_ms, screenshot=shot)
+        if end_reason:
+            self.recorder.finish(end_reason, answer=answer if end_reason == "answer" else None,
+                                 detail=answer if end_reason == "infeasible" else None,
+                                 final_url=self.backend.url, final_state=self.server.site_state())
+        info = {"step_ms": env_ms, "parsed": parsed.to_dict() if parsed else None, "end_reason": end_reason}
+        return obs, 0.0, self.done, truncated, info
+
+    def trajectory(self, *, stopped: bool = False) -> dict:
+        """The episode's trajectory (finishing it as ``stopped`` if it is still open)."""
+        if self.recorder is None:
+            raise EnvError("no episode yet")
+        if not self.recorder.finished:
+            self.recorder.finish("stopped" if stopped else "step_limit", final_url=self.backend.url,
+                                 final_state=self.server.site_state())
+        return self.recorder.data(archive_digest=self._archive_digest_cached())
+
+    def _archive_digest_cached(self) -> str:
+        if not hasattr(self, "_digest_cache"):
+            self._digest_cache = self.archive_digest
+        return self._digest_cache
+
+    def close(self) -> None:
+        self.backend.close()
+
+    # ------------------------------------------------------------------ observations
+    def _observe(self) -> dict:
+        tree, shot = self.backend.observe()
+        self.tree = tree
+        elements = [{k: e[k] for k in ("bid", "role", "name", "bbox", "visible", "clickable")} for e in tree.elements]
+        return {
+            "url": self.backend.url, "title": tree.title, "goal": (self.task or {}).get("instruction", ""),
+            "axtree_text": tree.axtree_text, "elements": elements, "screenshot": shot,
+            "open_pages": self.backend.open_pages(), "last_action_error": self.last_error or "",
+            "step": self.steps,
+        }
+
+
+def _missing(tree: Tree, bid: str) -> str:
+    try:
+        tree[bid]
+    except AXTreeError as exc:
+        return str(exc)
+    return f"no element with bid {bid}"
+
+
+class _TextBackend:
+    """Pages straight from the archive, no browser."""
+
+    def __init__(self, env: WebEnv):
+        self.env = env
+        self.server = env.server.open_local()
+        self.url = ""
+        self.html = b""
+        self.history: list[tuple[str, bytes]] = []
+        self.forward: list[tuple[str, bytes]] = []
+        self.state: dict = {}
+        self.cookies: dict[str, dict[str, str]] = {}
+
+    def reset(self, url: str) -> str | None:
+        self.history, self.forward, self.cookies = [], [], {}
+        self.url, self.html, self.state = "", b"", {}
+        return self._load("GET", url)
+
+    def _request(self, method: str, url: str, body: bytes = b"", ctype: str | None = None):
+        for _ in range(MAX_REDIRECTS):
+            headers = [("Host", urlsplit(url).netloc), ("Accept", "text/html,*/*"), ("Accept-Encoding", "gzip, br")]
+            jar = self.cookies.get(host_key(url))
+            if jar:
+                headers.append(("Cookie", "; ".join(f"{k}={v}" for k, v in sorted(jar.items()))))
+            if ctype:
+                headers.append(("Content-Type", ctype))
+            status, resp_headers, data = self.server.fetch(method, url, headers, body)
+            for k, v in resp_headers:
+                if k.lower() == "set-cookie":
+                    c = SimpleCookie()
+                    try:
+                        c.load(v)
+                    except Exception:
+                        continue
+                    self.cookies.setdefault(host_key(url), {}).update({m.key: m.value for m in c.values()})
+            location = next((v for k, v in resp_headers if k.lower() == "location"), None)
+            if status in (301, 302, 303, 307, 308) and location:
+                from urllib.parse import urljoin
+
+                url = urljoin(url, location)
+                if status in (301, 302, 303):
+                    method, body, ctype = "GET", b"", None
+                continue
+            try:
+                data = decode_content(data, content_encoding(resp_headers))
+            except DecodeError:
+                pass
+            return status, url, data
+        return 0, url, b""
+
+    def _load(self, method: str, url: str, body: bytes = b"", ctype: str | None = None) -> str | None:
+        status, final, data = self._request(method, url, body, ctype)
+        if status == 0:
+            return f"could not load {url}"
+        if self.url:
+            self.history.append((self.url, self.html))
+        self.forward = []
+        self.url, self.html, self.state = final, data, {}
+        return None if status < 400 else f"HTTP {status} for {final}"
+
+    def observe(self):
+        return build_tree(self.html, self.url or "about:blank", state=self.state), None
+
+    def act(self, a: Action, target: dict | None) -> str | None:
+        tree = self.env.tree
+        try:
+            if a.kind == "click":
+                if target.get("tag") == "input" and "checked" in target:
+                    self.state[a.bid] = not target["checked"] if target.get("role") == "checkbox" else True
+                    return None
+                link = tree.link_target(a.bid)
+                if link:
+                    return self._load("GET", link)
+                if tree.is_submitter(a.bid):
+                    return self._submit(tree, a.bid)
+                return None  # nothing a page without scripts would do
+            if a.kind == "fill":
+                self.state[a.bid] = a.text or ""
+                if a.key == "Enter":
+                    return self._submit(tree, a.bid)
+                return None
+            if a.kind == "select":
+                self.state[a.bid] = a.value
+                return None
+            if a.kind == "press":
+                if (a.key or "").lower() == "enter" and a.bid:
+                    return self._submit(tree, a.bid)
+                return None
+            if a.kind == "goto":
+                return self._load("GET", a.url)
+            if a.kind == "go_back":
+                if not self.history:
+                    return "no previous page"
+                self.forward.append((self.url, self.html))
+                self.url, self.html = self.history.pop()
+                self.state = {}
+                return None
+            if a.kind == "go_forward":
+                if not self.forward:
+                    return "no next page"
+                self.history.append((self.url, self.html))
+                self.url, self.html = self.forward.pop()
+                self.state = {}
+                return None
+            return None  # scroll, hover, noop: nothing changes without a viewport
+        except AXTreeError as exc:
+            return str(exc)
+
+    def _submit(self, tree: Tree, bid: str) -> str | None:
+        method, url, body, ctype = tree.form_submission(bid, self.state)
+        return self._load(method.upper(), url, body, ctype)
+
+    def open_pages(self) -> list[str]:
+        return [self.url]
+
+    def close(self) -> None:
+        self.server.close_local()
+
+
+class _BrowserBackend:
+    """Chromium through the in-process replay server."""
+
+    def __init__(self, env: WebEnv):
+        from playwright.sync_api import sync_playwright
+
+        from .browser import launch_chromium
+
+        self.env = env
+        self.server = env.server.start()
+        self._pw = sync_playwright().start()
+        try:
+            self.browser = launch_chromium(self._pw, proxy=self.server.url, bypass_internal=False)
+        except Exception:
+            self._pw.stop()
+            self.server.stop()
+            raise
+        self.context = None
+        self.page = None
+
+    @property
+    def url(self) -> str:
+        return self.page.url if self.page else ""
+
+    def reset(self, url: str) -> str | None:
+        from .browser import new_context
+
+        if self.context is not None:
+            self.context.close()
+        self.context = new_context(self.browser)
+        self.page = self._watch(self.context.new_page())
+        self.page.set_default_timeout(ACTION_TIMEOUT_MS)
+        return self._navigate(lambda: self.page.goto(url, wait_until="load"))
+
+    def _navigate(self, fn) -> str | None:
+        from playwright.sync_api import Error as PlaywrightError
+
+        try:
+            fn()
+            self._settle()
+        except PlaywrightError as exc:
+            return str(exc).splitlines()[0]
+        return None
+
+    def _watch(self, page):
+        page.set_default_timeout(ACTION_TIMEOUT_MS)
+        inflight: set = set()
+        self._inflight = inflight
+        page.on("request", lambda r: inflight.add(r))
+        page.on("requestfinished", lambda r: inflight.discard(r))
+        page.on("requestfailed", lambda r: inflight.discard(r))
+        return page
+
+    def _settle(self) -> None:
+        """Wait for the load event, then until no request has been in flight for SETTLE_MS."""
+        try:
+            self.page.wait_for_load_state("load", timeout=ACTION_TIMEOUT_MS)
+        except Exception:
+            return
+        deadline = time.monotonic() + 3
+        quiet_since = None
+        while time.monotonic() < deadline:
+            if self._inflight:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = time.monotonic()
+            elif (time.monotonic() - quiet_since) * 1000 >= SETTLE_MS:
+                return
+            self.page.wait_for_timeout(10)
+
+    def observe(self):
+        self._follow_new_pages()
+        marked = self.page.evaluate(MARK_JS)
+        tree = build_tree(marked["html"], self.page.url, marked["geometry"])
+        shot = self.page.screenshot(type="png") if self.env.config.screenshots else None
+        return tree, shot
+
+    def _follow_new_pages(self) -> None:
+        pages = self.context.pages
+        if pages and pages[-1] is not self.page:
+            self.page = self._watch(pages[-1])
+            self._settle()
+
+    def act(self, a: Action, target: dict | None) -> str | None:
+        from playwright.sync_api import Error as PlaywrightError
+
+        page = self.page
+        sel = f'[data-wf-bid="{a.bid}"]' if a.bid else None
+        try:
+            if a.kind == "click":
+                page.click(sel)
+            elif a.kind == "fill":
+                page.fill(sel, a.text or "")
+                if a.key == "Enter":
+                    page.press(sel, "Enter")
+            elif a.kind == "select":
+                try:
+                    page.select_option(sel, value=a.value)
+                except PlaywrightError:
+                    page.select_option(sel, label=a.value)
+            elif a.kind == "hover":
+                page.hover(sel)
+            elif a.kind == "press":
+                if sel:
+                    page.press(sel, a.key or "Enter")
+                else:
+                    page.keyboard.press(a.key or "Enter")
+            elif a.kind == "scroll":
+                dy = (a.amount or 500) * (-1 if a.direction == "up" else 1) if a.direction in ("up", "down") else 0
+                dx = (a.amount or 500) * (-1 if a.direction == "left" else 1) if a.direction in ("left", "right") else 0
+                if sel:
+                    page.locator(sel).evaluate("(el, d) => el.scrollBy(d[0], d[1])", [dx, dy])
+                else:
+                    page.mouse.wheel(dx, dy)
+            elif a.kind == "goto":
+                page.goto(a.url, wait_until="load")
+            elif a.kind == "go_back":
+                page.go_back(wait_until="load")
+            elif a.kind == "go_forward":
+                page.go_forward(wait_until="load")
+            elif a.kind == "noop":
+                page.wait_for_timeout(min(a.amount or 0, 5000))
+            self._settle()
+        except PlaywrightError as exc:
+            return str(exc).splitlines()[0]
+        return None
+
+    def open_pages(self) -> list[str]:
+        return [p.url for p in self.context.pages] if self.context else []
+
+    def close(self) -> None:
+        try:
+            if self.context is not None:
+                self.context.close()
+            self.browser.close()
+        finally:
+            self._pw.stop()
+            self.server.stop()

@@ -1,0 +1,60 @@
+"""Site models for the stateful simulated sites, plugged into the replayer's hook.
+
+With the live shop and booking sites gone, their carts, orders and reservations still work in
+replay: a model runs the site's own code (a fresh instance per episode, same seed, so the same
+catalogue) for the stateful paths only; every other request still comes from the archive. The
+state is exported as JSON for evaluation (``final_state`` in trajectories).
+"""
+
+from __future__ import annotations
+
+import re
+
+from webfreeze.replayer.hooks import ReplayRequest, ReplayResponse, SiteModel
+
+STATEFUL_PATHS = {
+    "shop": re.compile(r"^/(cart(/add|/remove)?|checkout|order/\d+|api/cart)$"),
+    "booking": re.compile(r"^/(reserve|reservation/\d+|reservations|venue/[^/]+|api/availability/[^/]+)$"),
+}
+
+
+class SimulatedSiteModel(SiteModel):
+    """Answer ``kind``'s (``shop`` or ``booking``) stateful paths on ``host`` from a fresh site."""
+
+    def __init__(self, kind: str, host: str, seed: int = 0):
+        if kind not in STATEFUL_PATHS:
+            raise ValueError(f"no site model for {kind!r} (shop or booking)")
+        self.kind = kind
+        self.name = kind
+        self.hosts = (host.lower(),)
+        self.site_seed = seed
+
+    def initial_state(self, seed: int) -> dict:
+        from webfreeze.simulator.sites import SITES
+
+        return {"site": SITES[self.kind](self.site_seed)}
+
+    def handle(self, request: ReplayRequest, state: dict) -> ReplayResponse | None:
+        if not STATEFUL_PATHS[self.kind].match(request.path):
+            return None
+        from werkzeug.test import Client
+
+        client = Client(state["site"])
+        parts = request.url.split("/", 3)
+        path_qs = "/" + (parts[3] if len(parts) > 3 else "")
+        headers = [(k, v) for k, v in request.headers if k.lower() not in ("content-length", "host")]
+        resp = client.open(path_qs, method=request.method, headers=headers, data=request.body or None,
+                           base_url=f"{parts[0]}//{parts[2]}")
+        body = resp.get_data()
+        out_headers = [(k, v) for k, v in resp.headers.items() if k.lower() != "content-length"]
+        return ReplayResponse(resp.status_code, out_headers, body)
+
+    def export_state(self, state: dict) -> dict:
+        site = state["site"]
+        if self.kind == "shop":
+            carts = {s: [{"sku": sku, "size": size, "qty": qty} for (sku, size), qty in sorted(c.items())]
+                     for s, c in sorted(site.carts.items()) if c}
+            items = [item for lines in carts.values() for item in lines]
+            return {"carts": carts, "cart": {"items": items},
+                    "orders": [dict(o, number=n) for n, o in sorted(site.orders.items())]}
+        return {"reservations": [dict(r, number=n) for n, r in sorted(site.reservations.items())]}

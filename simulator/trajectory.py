@@ -1,0 +1,98 @@
+"""Trajectories: the versioned JSON record of one episode (``webfreeze-trajectory``, version 1).
+
+Another lab reads it without our code; the format is documented in README ("Trajectories") and
+eval/FORMATS.md. Screenshots are not inlined: :func:`write_trajectory` writes them as PNG files
+beside the JSON (``screenshots/<task_id>/<step>.png``) and the steps name them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+FORMAT = "webfreeze-trajectory"
+VERSION = 1
+TARGET_KEYS = ("bid", "role", "name", "tag", "css", "xpath", "value", "href")
+
+
+class TrajectoryRecorder:
+    def __init__(self, task: dict, env: dict, agent: dict | None = None):
+        self.task = task
+        self.env = env
+        self.agent = agent or {}
+        self.steps: list[dict] = []
+        self.shots: dict[int, bytes] = {}
+        self.end: dict | None = None
+        self.answer: str | None = None
+        self.final_url = ""
+        self.final_state: dict = {}
+
+    @property
+    def finished(self) -> bool:
+        return self.end is not None
+
+    def add_step(self, *, url, title, obs_digest, action, parsed, target, url_after, agent, error, env_ms,
+                 screenshot=None) -> None:
+        n = len(self.steps)
+        agent = dict(agent or {})
+        agent_ms = agent.pop("agent_ms", None)
+        typed = None
+        if parsed is not None and parsed.kind in ("fill", "select"):
+            typed = parsed.text if parsed.kind == "fill" else parsed.value
+        self.steps.append({
+            "step": n, "url": url, "title": title, "obs_digest": obs_digest, "action": action,
+            "parsed": parsed.to_dict() if parsed is not None else None,
+            "target": {k: target.get(k) for k in TARGET_KEYS} if target else None,
+            "typed": typed, "url_after": url_after, "agent_fields": agent, "error": error,
+            "screenshot": None, "timing": {"agent_ms": agent_ms, "env_ms": env_ms},
+        })
+        if screenshot:
+            self.shots[n] = screenshot
+
+    def finish(self, reason: str, *, answer: str | None = None, detail: str | None = None, final_url: str = "",
+               final_state: dict | None = None) -> None:
+        self.end = {"reason": reason, "detail": detail}
+        self.answer = answer
+        self.final_url = final_url
+        self.final_state = final_state or {}
+
+    def data(self, *, archive_digest: str | None = None, suite: dict | None = None) -> dict:
+        env = dict(self.env, archive_digest=archive_digest)
+        return {
+            "format": FORMAT, "version": VERSION, "task_id": self.task.get("id"), "suite": suite,
+            "env": env, "agent": self.agent, "steps": self.steps, "answer": self.answer,
+            "end": self.end, "final_url": self.final_url, "final_state": self.final_state,
+            "timing": {"total_ms": round(sum(s["timing"]["env_ms"] or 0 for s in self.steps), 3)},
+        }
+
+
+def without_timings(traj: dict) -> dict:
+    """A copy without the timing fields (what must be byte-identical across runs)."""
+    out = json.loads(json.dumps(traj))
+    out.pop("timing", None)
+    for s in out.get("steps", []):
+        s.pop("timing", None)
+    return out
+
+
+def dumps(traj: dict) -> str:
+    return json.dumps(traj, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_trajectory(traj: dict, run_dir: str | os.PathLike, shots: dict[int, bytes] | None = None) -> Path:
+    """Write ``trajectories/<task_id>.json`` (atomically) and its screenshots under ``run_dir``."""
+    run_dir = Path(run_dir)
+    tid = traj["task_id"]
+    for n, png in sorted((shots or {}).items()):
+        rel = f"screenshots/{tid}/{n}.png"
+        p = run_dir / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(png)
+        traj["steps"][n]["screenshot"] = rel
+    out = run_dir / "trajectories" / f"{tid}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    tmp.write_text(dumps(traj), encoding="utf-8")
+    os.replace(tmp, out)
+    return out

@@ -37,8 +37,8 @@ SUCCESS_KINDS = ("answer", "key_nodes", "ranking", "final_state", "rubric")
 def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) -> dict:
     """Score one trajectory against every kind of ground truth ``task`` has."""
     gt = task.ground_truth
-    base: dict[str, Any] = {"task_id": task.id, "category": task.category, "kinds": task.kinds,
-                            "judge": judge_name(judge)}
+    base: dict[str, Any] = {"task_id": task.id, "category": task.category, "instruction": task.instruction,
+                            "kinds": task.kinds, "judge": judge_name(judge)}
     if trajectory is None:
         return {**base, "outcome": "missing", "success": False, "partial": False, "score": 0.0, "steps": 0,
                 "answer": None, "results": {}, "behaviour": {"error_category": "missing"}}

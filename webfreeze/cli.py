@@ -558,3 +558,6 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+from webfreeze.cli_eval import register as _register_eval  # noqa: E402  (the eval and tasks groups)
+_register_eval(cli)

@@ -171,7 +171,7 @@ def summary_table(report: dict):
             ("partial", "right"), ("score", "right"), ("avg steps", "right"), ("efficiency", "right"),
             ("false end", "right"), ("loops", "right"), ("missing", "right")]
     for name, justify in cols:
-        table.add_column(name, justify=justify)
+        table.add_column(name, justify=justify, no_wrap=name == "category")
 
     def row(name: str, r: dict, style: str | None = None):
         table.add_row(name, _fmt(r["tasks"]), _fmt(r["success"]), _fmt(r["success_rate"], pct=True),

@@ -49,6 +49,8 @@ def eval_report(run_dir, as_json):
     from rich.console import Console
 
     console = Console()
+    if not console.is_terminal:  # piped or captured: don't squeeze the table into 80 columns
+        console = Console(width=140)
     console.print(summary_table(report))
     for w in report["warnings"]:
         click.echo(f"warning: {w}", err=True)

@@ -336,7 +336,7 @@ def render_html(report: dict, trajectories: dict[str, dict]) -> str:
         out.append(f'<div class="field"><b>task</b> {_e(r.get("instruction"))}</div>')
         out.append(f'<div class="field"><b>answer</b> {_e(r.get("answer"))}</div>')
         for kind, result in r["results"].items():
-            out.append(f'<div class="field"><b>{_e(kind)}</b></div><pre class="kind">{_e(_kind_summary(result))}</pre>')
+            out.append(f'<div class="field"><b>{_e(kind)}</b> result</div><pre class="kind">{_e(_kind_summary(result))}</pre>')
         for i, step in enumerate(traj.get("steps", [])):
             out.append(_render_step(step, i))
         out.append("</details>")

@@ -1,8 +1,9 @@
 """Task suites: loading, validation and the suite digest.
 
 A suite is ``SUITE/manifest.json`` + ``SUITE/tasks.jsonl`` (one task per line), a bare ``.jsonl``
-file, or the Mind2Web-Live key-node file exactly as WebCanvas publishes it (a JSON list of
-``{index, task, reference_task_length, evaluation}``). Every problem is one :class:`TaskError`
+file, the Mind2Web-Live key-node file exactly as WebCanvas publishes it (a JSON list of
+``{index, task, reference_task_length, evaluation}``), or the Persona2Web query file as published
+(rubric ground truth from each persona's level-0 query). Every problem is one :class:`TaskError`
 naming the file and, for JSONL, the line.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -335,6 +337,9 @@ def load_suite(path: str | os.PathLike, *, roots: list[str | os.PathLike] | None
     if not p.exists():
         raise TaskError("no such file or directory", p)
     if p.suffix == ".jsonl":
+        first = next((line for line in _read_text(p).splitlines() if line.strip()), "")
+        if _is_persona2web(first):
+            return load_persona2web(p)
         search = [p.parent, *(Path(r) for r in roots or [])]
         tasks, digest = load_tasks_jsonl(p, roots=search)
         return Suite(name=p.stem, tasks=tasks, digest=digest, categories=sorted({t.category for t in tasks}),
@@ -399,3 +404,75 @@ def load_mind2web_live(path: str | os.PathLike, *, data: list | None = None) -> 
         objects.append(obj)
     return Suite(name="mind2web-live", tasks=tasks, digest=suite_digest(objects), categories=[MIND2WEB_LIVE_CATEGORY],
                  path=str(p), root=str(p.parent))
+
+
+# ------------------------------------------------------------------------------ Persona2Web
+PERSONA2WEB_FIELDS = {"task_id", "persona", "query_set", "level", "intent", "start_url"}
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_SITE = re.compile(r"^\s*At\s+(.+?),")
+_LOCATION = re.compile(r"\(([^()]*)\)\s*\.?\s*$")
+
+
+def persona2web_rubric(level0_intent: str) -> dict:
+    """Rubric ground truth read from a Persona2Web level-0 query: the site after "At", the
+    **bold** values as preferences ``p1, p2, ...``, and a trailing "(...)" as the location."""
+    rubric: dict[str, Any] = {}
+    site = _SITE.match(level0_intent)
+    if site:
+        rubric["website"] = site.group(1).strip().lower()
+    prefs = _BOLD.findall(level0_intent)
+    if prefs:
+        rubric["preferences"] = {f"p{i}": v.strip() for i, v in enumerate(prefs, start=1)}
+    loc = _LOCATION.search(level0_intent)
+    if loc and loc.group(1).strip():
+        rubric["location"] = loc.group(1).strip()
+    return rubric
+
+
+def _is_persona2web(first_line: str) -> bool:
+    try:
+        obj = json.loads(first_line)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and "id" not in obj and PERSONA2WEB_FIELDS <= set(obj)
+
+
+def load_persona2web(path: str | os.PathLike) -> Suite:
+    """The Persona2Web query file as published: every query becomes a task with ``rubric`` ground
+    truth taken from the level-0 query of its persona and query set (which states the site and the
+    preference values the level-1 and level-2 queries leave implicit). Category:
+    ``persona2web-level<N>``; id: the file's ``task_id``."""
+    p = Path(path)
+    rows: list[tuple[int, dict]] = []
+    for lineno, raw in enumerate(_read_text(p).splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError as exc:
+            raise TaskError(f"not valid JSON ({exc.msg} at column {exc.colno})", p, lineno) from None
+        if not isinstance(obj, dict) or not PERSONA2WEB_FIELDS <= set(obj):
+            raise TaskError(f"a Persona2Web query needs {', '.join(sorted(PERSONA2WEB_FIELDS))}", p, lineno)
+        rows.append((lineno, obj))
+    level0 = {(o["persona"], o["query_set"]): o for _, o in rows if o["level"] == 0}
+    tasks, objects, seen = [], [], {}
+    for lineno, o in rows:
+        anchor = level0.get((o["persona"], o["query_set"]))
+        if anchor is None:
+            raise TaskError(f"no level-0 query for persona {o['persona']!r}, set {o['query_set']!r}", p, lineno)
+        rubric = persona2web_rubric(anchor["intent"])
+        if not rubric:
+            raise TaskError(f"level-0 query {anchor['task_id']!r} names no site, preference or location", p, lineno)
+        obj = {"id": o["task_id"], "category": f"persona2web-level{o['level']}", "instruction": o["intent"],
+               "start_url": o["start_url"], "ground_truth": {"rubric": rubric},
+               "persona": o["persona"], "query_set": o["query_set"], "level": o["level"]}
+        task = validate_task(obj, file=p, line=lineno)
+        if task.id in seen:
+            raise TaskError(f"duplicate task id {task.id!r} (first on line {seen[task.id]})", p, lineno)
+        seen[task.id] = lineno
+        tasks.append(task)
+        objects.append(obj)
+    if not tasks:
+        raise TaskError("holds no tasks", p)
+    return Suite(name="persona2web", tasks=tasks, digest=suite_digest(objects),
+                 categories=sorted({t.category for t in tasks}), path=str(p), root=str(p.parent))

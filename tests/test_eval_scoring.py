@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +12,7 @@ from webfreeze.eval.final_state import evaluate_final_state
 from webfreeze.eval.ranking import evaluate_ranking, ranked_ids
 from webfreeze.eval.rubric import evaluate_rubric
 from webfreeze.eval.score import score_task, summarise
-from webfreeze.eval.tasks import validate_task
+from webfreeze.eval.tasks import load_suite, validate_task
 
 RUBRIC = {"website": "shop.test", "preferences": {"size": "M", "max_price": "50"}, "location": "Boston"}
 HISTORY = {"history_queries": ["preferred clothing size", "usual budget"],
@@ -210,3 +211,56 @@ def test_missing_trajectory_and_summary_rows():
     # success 1 of 4; scores 1, 0, 0, 0 -> mean 0.25; steps of the 3 that ran: (5 + 5 + 1) / 3
     assert (ov["tasks"], ov["success"], ov["mean_score"]) == (4, 1, 0.25)
     assert ov["avg_steps"] == pytest.approx(11 / 3)
+
+
+# ------------------------------------------------------------------------------ Persona2Web, as published
+PERSONA2WEB = Path(__file__).resolve().parents[2] / "shared" / "data" / "persona2web_tasks.jsonl"
+
+
+@pytest.fixture(scope="module")
+def persona2web():
+    if not PERSONA2WEB.is_file():
+        pytest.skip("../shared/data/persona2web_tasks.jsonl is not here")
+    return load_suite(PERSONA2WEB)
+
+
+def test_persona2web_loads_with_rubrics_from_level0(persona2web):
+    assert len(persona2web.tasks) == 450
+    assert persona2web.counts() == {"persona2web-level0": 150, "persona2web-level1": 150, "persona2web-level2": 150}
+    t = persona2web.by_id()["Alex_Garcia_A1"]          # level 2: site and preferences masked
+    assert t.ground_truth["rubric"] == {"website": "kohls.com",
+                                        "preferences": {"p1": "32x32", "p2": "visible ratings 4.2+ stars with 50+ reviews"},
+                                        "location": "Los Angeles, CA 90210"}
+    assert t.extra == {"persona": "Alex_Garcia", "query_set": "A", "level": 2}
+
+
+def test_persona2web_scores_retrieval_and_use(persona2web):
+    t = persona2web.by_id()["Alex_Garcia_A1"]
+    fields = {"history_queries": ["chinos size"], "retrieved": [
+        {"id": "e1", "text": "purchase: slim-fit chinos 32x32", "website": "kohls.com", "score": 0.7},
+        {"id": "e2", "text": "review: only buy items with visible ratings 4.2+ stars with 50+ reviews", "score": 0.6},
+        {"id": "e3", "text": "web visit: stores near Los Angeles, CA 90210", "score": 0.55}]}
+    url = "https://www.kohls.com/search.jsp?search=slim+fit+chinos+32x32&zip=Los+Angeles,+CA+90210"
+    traj = trajectory(t.id, [
+        step(f"goto('{url}')", "goto", goto=url, url="https://www.bing.com/", url_after=url, fields=fields),
+        answer_step("Slim chinos 32x32, rated 4.5 (visible ratings 4.2+ stars with 50+ reviews)", url=url)],
+        answer="Slim chinos 32x32, rated 4.5 (visible ratings 4.2+ stars with 50+ reviews)")
+    r = score_task(t, traj)["results"]["rubric"]
+    # everything retrieved and used, the agent answered: 10 / 10 / 10 (intent decided by the rules: no other kind)
+    assert (r["website"]["score"], r["preference"]["score"], r["intent"], r["success"]) == (10.0, 10.0, 10.0, True)
+    fields["retrieved"] = fields["retrieved"][:1]          # the ratings and location entries were not retrieved
+    r = score_task(t, traj)["results"]["rubric"]
+    # retrieval: p1 2.5 (of 5) + location 0 (of 2.5) -> 2.5 * 10/15 = 1.6667; use: 7.5 * 10/15 = 5 -> 6.6667
+    assert r["preference"]["retrieval"] == pytest.approx(2.5 * 10 / 15)
+    assert r["preference"]["score"] == pytest.approx(10 * 10 / 15) and r["success"] is False
+
+
+def test_eval_never_imports_agents():
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "eval"
+    for path in root.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any("agents" in n.split(".") for n in names), path

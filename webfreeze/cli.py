@@ -577,6 +577,12 @@ def replay_check(archive_path, report_dir, seed, limit):
         sys.exit(1)
 
 
+# the eval and tasks groups live in cli_eval.py
+from webfreeze.cli_eval import register as _register_eval  # noqa: E402
+
+_register_eval(cli)
+
+
 # ============================================================================== entry point
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI with one-line errors and meaningful exit codes."""

@@ -1,0 +1,348 @@
+"""Reports for a run directory: ``report.json``, a self-contained ``report.html`` and a rich table.
+
+A run directory (written by ``webfreeze bench run``) holds ``manifest.json``, ``tasks.jsonl`` (a
+copy of the suite's task lines), ``trajectories/<task_id>.json`` and the screenshots those name.
+``report.json`` is deterministic: sorted keys, floats rounded to 6 places, nothing that was not in
+the inputs, and every timing (the trajectories' ``timing`` fields and the manifest's time-like
+fields) kept apart under ``timings``, so two runs compare equal apart from that section.
+``report.html`` has inline CSS and inline SVG charts, loads nothing from the network, and shows
+each trajectory step by step (screenshot by relative path, action, thought, memory, error).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from .errors import ReportError, TaskError
+from .judge import Judge, judge_name
+from .score import score_task, summarise
+from .tasks import load_tasks_jsonl, suite_digest
+from .trajectory import validate_trajectory
+
+REPORT_FORMAT = "webfreeze-report"
+REPORT_VERSION = 1
+_TIME_KEYS = {"timing", "timings", "time", "duration", "started", "finished", "elapsed"}
+_TIME_SUFFIXES = ("_at", "_ms", "_s", "_seconds", "_time")
+
+
+def _is_time_key(key: str) -> bool:
+    return key in _TIME_KEYS or key.endswith(_TIME_SUFFIXES)
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no {what} here") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ReportError(f"{path}: {what} is not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise ReportError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _step_timing_sums(trajectory: dict) -> dict:
+    sums: dict[str, float] = {}
+    for step in trajectory.get("steps", []):
+        for k, v in (step.get("timing") or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                sums[k] = sums.get(k, 0.0) + v
+    return sums
+
+
+def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tuple[dict, dict[str, dict]]:
+    """Score every task of a run directory. Returns (the report, the trajectories by task id)."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise ReportError(f"{run}: not a run directory (no such directory)")
+    manifest = _read_json(run / "manifest.json", "run manifest")
+    if not isinstance(manifest, dict):
+        raise ReportError(f"{run / 'manifest.json'}: the run manifest must be a JSON object")
+    suite_info = manifest.get("suite") if isinstance(manifest.get("suite"), dict) else {}
+    roots = [run]
+    if isinstance(suite_info.get("path"), str):
+        roots.append(Path(suite_info["path"]))
+    tasks, digest = load_tasks_jsonl(run / "tasks.jsonl", roots=roots)
+
+    warnings = []
+    recorded_digest = suite_info.get("digest") or manifest.get("suite_digest")
+    if recorded_digest and recorded_digest != digest:
+        warnings.append(f"tasks.jsonl digest {digest} differs from the manifest's suite digest {recorded_digest}")
+
+    traj_dir = run / "trajectories"
+    trajectories: dict[str, dict] = {}
+    results = []
+    timings: dict[str, Any] = {"manifest": {k: v for k, v in sorted(manifest.items()) if _is_time_key(k)},
+                               "tasks": {}}
+    for task in tasks:
+        path = traj_dir / f"{task.id}.json"
+        trajectory = None
+        if path.is_file():
+            trajectory = validate_trajectory(_read_json(path, "trajectory"), str(path))
+            if trajectory["task_id"] != task.id:
+                raise ReportError(f"{path}: holds task {trajectory['task_id']!r}, not {task.id!r}")
+            trajectories[task.id] = trajectory
+            timings["tasks"][task.id] = {"total_ms": (trajectory.get("timing") or {}).get("total_ms"),
+                                         "steps": _step_timing_sums(trajectory)}
+        results.append(score_task(task, trajectory, judge))
+    known = {f"{t.id}.json" for t in tasks}
+    extra = sorted(p.name for p in traj_dir.glob("*.json") if p.name not in known) if traj_dir.is_dir() else []
+    if extra:
+        warnings.append(f"{len(extra)} trajectory file(s) for tasks not in tasks.jsonl: {', '.join(extra[:5])}")
+
+    report = {
+        "format": REPORT_FORMAT, "version": REPORT_VERSION,
+        "run": {k: v for k, v in sorted(manifest.items()) if not _is_time_key(k)},
+        "suite": {"name": suite_info.get("name"), "digest": digest, "tasks": len(tasks)},
+        "judge": judge_name(judge),
+        "summary": summarise(results),
+        "tasks": {r["task_id"]: r for r in results},
+        "missing": [r["task_id"] for r in results if r["outcome"] == "missing"],
+        "warnings": warnings,
+        "timings": timings,
+    }
+    return _rounded(report), trajectories
+
+
+def report_json(report: dict) -> str:
+    return json.dumps(report, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> dict:
+    """Build the report and write ``report.json`` and ``report.html`` into the run directory
+    (both rendered before either is written; each written to a temporary file and renamed)."""
+    report, trajectories = build_report(run_dir, judge)
+    text_json = report_json(report)
+    text_html = render_html(report, trajectories)
+    run = Path(run_dir)
+    _write_atomically(run / "report.json", text_json)
+    _write_atomically(run / "report.html", text_html)
+    return report
+
+
+# ------------------------------------------------------------------------------ rich table
+def _fmt(v: Any, pct: bool = False) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v * 100:.1f}%" if pct else f"{v:.2f}"
+    return str(v)
+
+
+def summary_table(report: dict):
+    """A rich Table of the summary: one row per category and one overall."""
+    from rich.table import Table
+
+    agent = report["run"].get("agent") if isinstance(report["run"].get("agent"), dict) else {}
+    title = report["suite"].get("name") or "suite"
+    if agent.get("name"):
+        title += f" — {agent['name']}"
+    table = Table(title=title)
+    cols = [("category", "left"), ("tasks", "right"), ("success", "right"), ("rate", "right"),
+            ("partial", "right"), ("score", "right"), ("avg steps", "right"), ("efficiency", "right"),
+            ("false end", "right"), ("loops", "right"), ("missing", "right")]
+    for name, justify in cols:
+        table.add_column(name, justify=justify, no_wrap=name == "category")
+
+    def row(name: str, r: dict, style: str | None = None):
+        table.add_row(name, _fmt(r["tasks"]), _fmt(r["success"]), _fmt(r["success_rate"], pct=True),
+                      _fmt(r["partial"]), _fmt(r["mean_score"]), _fmt(r["avg_steps"]), _fmt(r["mean_efficiency"]),
+                      _fmt(r["false_end"]), _fmt(r["loops"]), _fmt(r["missing"]), style=style)
+
+    for cat, r in report["summary"]["categories"].items():
+        row(cat, r)
+    table.add_section()
+    row("overall", report["summary"]["overall"], style="bold")
+    return table
+
+
+# ------------------------------------------------------------------------------ HTML
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"DejaVu Sans",sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
+header{background:#1d2330;color:#fff;padding:16px 24px}header h1{margin:0 0 4px;font-size:20px}
+header .meta{font-size:12px;color:#c9cfdb;word-break:break-all}
+main{padding:16px 24px;max-width:1400px}
+h2{font-size:17px;margin:24px 0 8px}
+table{border-collapse:collapse;background:#fff;margin-bottom:12px}
+th,td{border:1px solid #dde1e8;padding:4px 8px;text-align:right;vertical-align:top}
+th:first-child,td:first-child{text-align:left}
+tr.overall td{font-weight:bold;background:#eef1f6}
+.charts{display:flex;flex-wrap:wrap;gap:12px}
+figure.chart{background:#fff;border:1px solid #dde1e8;margin:0;padding:8px}
+figure.chart figcaption{font-weight:bold;font-size:13px;margin-bottom:4px}
+svg text{font:11px system-ui,"DejaVu Sans",sans-serif;fill:#1d2330}
+.outcome-success{color:#17803d;font-weight:bold}.outcome-partial{color:#b26b00;font-weight:bold}
+.outcome-fail,.outcome-missing{color:#b3261e;font-weight:bold}
+details.task{background:#fff;border:1px solid #dde1e8;margin:8px 0;padding:6px 10px}
+details.task>summary{cursor:pointer;font-weight:bold}
+.step{display:grid;grid-template-columns:320px 1fr;gap:12px;border-top:1px solid #eceff4;padding:8px 0}
+.step img{max-width:320px;border:1px solid #ccd2dc}
+.step .noshot{width:320px;height:60px;display:flex;align-items:center;justify-content:center;color:#8a93a3;border:1px dashed #ccd2dc}
+.step code{background:#f0f2f6;padding:1px 4px;white-space:pre-wrap;word-break:break-all}
+.field{margin:2px 0}.field b{display:inline-block;min-width:80px;color:#4a5468}
+.error{color:#b3261e}
+pre.kind{background:#f6f7f9;border:1px solid #e3e6ec;padding:6px;overflow:auto;max-height:240px;font-size:12px}
+"""
+
+CHART_METRICS = [("success_rate", "success", "#17803d"), ("partial_rate", "partial", "#d08a1a"),
+                 ("mean_score", "score", "#3b6fd1"), ("key_node_completion", "key nodes", "#7a4fc8"),
+                 ("hit@5", "hit@5", "#1c8c8c"), ("mean_efficiency", "efficiency", "#6d7789")]
+
+
+def _e(v: Any) -> str:
+    return html.escape("" if v is None else str(v), quote=True)
+
+
+def bar_chart(title: str, bars: list[tuple[str, float, str]]) -> str:
+    """An inline SVG horizontal bar chart of values in [0, 1] (clipped), labelled with percentages."""
+    row_h, label_w, bar_w = 22, 90, 240
+    height = row_h * len(bars) + 8
+    parts = [f'<figure class="chart" data-category="{_e(title)}"><figcaption>{_e(title)}</figcaption>'
+             f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 60}" height="{height}" '
+             f'role="img" aria-label="{_e(title)}">']
+    for i, (label, value, colour) in enumerate(bars):
+        y = 4 + i * row_h
+        w = max(0.0, min(1.0, value)) * bar_w
+        parts.append(f'<text x="0" y="{y + 14}">{_e(label)}</text>'
+                     f'<rect x="{label_w}" y="{y + 2}" width="{bar_w}" height="16" fill="#eceff4"/>'
+                     f'<rect class="bar" data-metric="{_e(label)}" x="{label_w}" y="{y + 2}" width="{w:.1f}" '
+                     f'height="16" fill="{colour}"/>'
+                     f'<text x="{label_w + bar_w + 6}" y="{y + 14}">{value * 100:.1f}%</text>')
+    parts.append("</svg></figure>")
+    return "".join(parts)
+
+
+def _chart_bars(row: dict) -> list[tuple[str, float, str]]:
+    return [(label, float(row[key]), colour) for key, label, colour in CHART_METRICS if row.get(key) is not None]
+
+
+def _screenshot_src(path: Any) -> str | None:
+    if not isinstance(path, str) or not path or os.path.isabs(path) or ".." in Path(path).parts or ":" in path:
+        return None
+    return quote(path.replace(os.sep, "/"))
+
+
+def _render_step(step: dict, index: int) -> str:
+    fields = step.get("agent_fields") or {}
+    src = _screenshot_src(step.get("screenshot"))
+    shot = (f'<img src="{_e(src)}" alt="screenshot of step {index}" loading="lazy">' if src
+            else '<div class="noshot">no screenshot</div>')
+    rows = [f'<div class="field"><b>step</b> {index}</div>',
+            f'<div class="field"><b>action</b> <code class="action">{_e(step.get("action"))}</code></div>',
+            f'<div class="field"><b>url</b> {_e(step.get("url"))}</div>']
+    if step.get("url_after") and step.get("url_after") != step.get("url"):
+        rows.append(f'<div class="field"><b>led to</b> {_e(step.get("url_after"))}</div>')
+    for key in ("thought", "memory", "reflection"):
+        if fields.get(key):
+            rows.append(f'<div class="field {key}"><b>{key}</b> {_e(fields[key])}</div>')
+    if fields.get("history_queries"):
+        rows.append(f'<div class="field"><b>history</b> {_e("; ".join(map(str, fields["history_queries"])))}</div>')
+    if step.get("error"):
+        rows.append(f'<div class="field error"><b>error</b> {_e(step["error"])}</div>')
+    return f'<div class="step" data-step="{index}">{shot}<div>{"".join(rows)}</div></div>'
+
+
+def _kind_summary(result: dict) -> str:
+    brief = {k: v for k, v in result.items() if k not in ("reference", "agent")}
+    return json.dumps(brief, sort_keys=True, indent=1, ensure_ascii=False)
+
+
+def render_html(report: dict, trajectories: dict[str, dict]) -> str:
+    """The self-contained HTML report (no scripts, no external resources)."""
+    run = report["run"]
+    agent = run.get("agent") if isinstance(run.get("agent"), dict) else {}
+    suite = report["suite"]
+    title = f"webfreeze report — {suite.get('name') or 'suite'}" + (f" — {agent.get('name')}" if agent.get("name") else "")
+    meta = [f"suite digest {suite.get('digest')}", f"judge: {report['judge']}"]
+    for key in ("archive_digest", "backend"):
+        if run.get(key):
+            meta.append(f"{key.replace('_', ' ')} {run[key]}")
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
+           f"<header><h1>{_e(title)}</h1><div class=\"meta\">{' · '.join(_e(m) for m in meta)}</div></header><main>"]
+    for w in report.get("warnings", []):
+        out.append(f'<p class="error">warning: {_e(w)}</p>')
+
+    summary = report["summary"]
+    out.append('<h2>Summary</h2><table id="summary"><thead><tr><th>category</th><th>tasks</th><th>success</th>'
+               '<th>rate</th><th>partial</th><th>score</th><th>avg steps</th><th>efficiency</th><th>false end</th>'
+               '<th>loops</th><th>step limit (loop / inefficient)</th><th>missing</th></tr></thead><tbody>')
+
+    def row(name: str, r: dict, cls: str = "") -> str:
+        cells = [name, r["tasks"], r["success"], _fmt(r["success_rate"], pct=True), r["partial"], _fmt(r["mean_score"]),
+                 _fmt(r["avg_steps"]), _fmt(r["mean_efficiency"]), r["false_end"], r["loops"],
+                 f"{r['step_limit_loop']} / {r['step_limit_inefficient']}", r["missing"]]
+        return f'<tr class="{cls}">' + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>"
+
+    for cat, r in summary["categories"].items():
+        out.append(row(cat, r))
+    out.append(row("overall", summary["overall"], "overall"))
+    out.append("</tbody></table>")
+
+    out.append('<h2>Per category</h2><div class="charts" id="charts">')
+    for cat, r in summary["categories"].items():
+        out.append(bar_chart(cat, _chart_bars(r)))
+    out.append(bar_chart("overall", _chart_bars(summary["overall"])))
+    out.append("</div>")
+
+    out.append('<h2>Tasks</h2><table id="tasks"><thead><tr><th>task</th><th>category</th><th>outcome</th>'
+               '<th>score</th><th>steps</th><th>end</th><th>error category</th></tr></thead><tbody>')
+    for tid, r in report["tasks"].items():
+        out.append(f'<tr><td><a href="#traj-{_e(tid)}">{_e(tid)}</a></td><td>{_e(r["category"])}</td>'
+                   f'<td class="outcome-{_e(r["outcome"])}">{_e(r["outcome"])}</td><td>{_fmt(r["score"])}</td>'
+                   f'<td>{_e(r["steps"])}</td><td>{_e(r.get("end_reason"))}</td>'
+                   f'<td>{_e(r["behaviour"].get("error_category"))}</td></tr>')
+    out.append("</tbody></table>")
+
+    out.append('<h2>Trajectories</h2><div id="trajectories">')
+    for tid, r in report["tasks"].items():
+        traj = trajectories.get(tid)
+        out.append(f'<details class="task" id="traj-{_e(tid)}"><summary>{_e(tid)} — '
+                   f'<span class="outcome-{_e(r["outcome"])}">{_e(r["outcome"])}</span> '
+                   f'({_e(r["steps"])} steps)</summary>')
+        if traj is None:
+            out.append("<p>No trajectory was written for this task.</p></details>")
+            continue
+        out.append(f'<div class="field"><b>task</b> {_e(r.get("instruction"))}</div>')
+        out.append(f'<div class="field"><b>answer</b> {_e(r.get("answer"))}</div>')
+        for kind, result in r["results"].items():
+            out.append(f'<div class="field"><b>{_e(kind)}</b> result</div><pre class="kind">{_e(_kind_summary(result))}</pre>')
+        for i, step in enumerate(traj.get("steps", [])):
+            out.append(_render_step(step, i))
+        out.append("</details>")
+    out.append("</div></main></body></html>\n")
+    return "\n".join(out)
+
+
+__all__ = ["build_report", "write_report", "render_html", "summary_table", "report_json", "bar_chart",
+           "ReportError", "TaskError", "suite_digest"]

@@ -1,0 +1,137 @@
+"""Scoring one task (every ground-truth kind it has) and summarising a run.
+
+``score_task`` rules (also in FORMATS.md):
+
+- The *success kinds* are answer, key_nodes, rubric, ranking and final_state; the task succeeds
+  when every success kind present succeeds.
+- ``reference_trajectory`` gives partial credit (``partial``: overlap > 0.7) and the reference
+  step count; it decides success only when it is the task's only kind.
+- A rubric's intent satisfaction uses the other success kinds: the intent is done when they all
+  succeed. With no other kind, it is done when the agent ended with an answer and used the
+  website and every preference.
+- ``outcome``: ``success``; else ``partial`` when the reference overlap is above 0.7 (WebArxiv's
+  "partially correct"); else ``fail``. A task with no trajectory: ``missing``.
+- ``score``: the mean over the success kinds present of their scores (answer: share of checks;
+  key_nodes: completion rate; rubric: mean of its 0-10 scores / 10; ranking: Hit@1; final_state:
+  share of checks), or the reference overlap when it is the only kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from .answer import evaluate_answer
+from .behaviour import evaluate_behaviour
+from .final_state import evaluate_final_state
+from .judge import Judge, judge_name
+from .keynodes import evaluate_key_nodes
+from .partial import evaluate_partial
+from .ranking import evaluate_ranking
+from .rubric import evaluate_rubric
+from .tasks import Task
+from .trajectory import reference_actions
+
+SUCCESS_KINDS = ("answer", "key_nodes", "ranking", "final_state", "rubric")
+
+
+def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) -> dict:
+    """Score one trajectory against every kind of ground truth ``task`` has."""
+    gt = task.ground_truth
+    base: dict[str, Any] = {"task_id": task.id, "category": task.category, "instruction": task.instruction,
+                            "kinds": task.kinds, "judge": judge_name(judge)}
+    if trajectory is None:
+        return {**base, "outcome": "missing", "success": False, "partial": False, "score": 0.0, "steps": 0,
+                "answer": None, "results": {}, "behaviour": {"error_category": "missing"}}
+    answer = trajectory.get("answer")
+    results: dict[str, dict] = {}
+    if "answer" in gt:
+        results["answer"] = evaluate_answer(gt["answer"], answer)
+    if "key_nodes" in gt:
+        results["key_nodes"] = evaluate_key_nodes(gt["key_nodes"], trajectory, reference_length=task.reference_length,
+                                                  judge=judge)
+    if "candidates" in gt:
+        results["ranking"] = evaluate_ranking(gt["candidates"], gt["target"], answer)
+    if "final_state" in gt:
+        results["final_state"] = evaluate_final_state(gt["final_state"], trajectory)
+    if "rubric" in gt:
+        others = [results[k]["success"] for k in SUCCESS_KINDS if k in results]
+        intent_done = all(others) if others else None
+        results["rubric"] = evaluate_rubric(gt["rubric"], trajectory, instruction=task.instruction,
+                                            intent_done=intent_done, judge=judge)
+    reference_steps = task.reference_length
+    if task.reference is not None:
+        results["reference_trajectory"] = evaluate_partial(task.reference, trajectory)
+        reference_steps = len(reference_actions(task.reference)) or reference_steps
+
+    present = [k for k in SUCCESS_KINDS if k in results]
+    overlap_result = results.get("reference_trajectory")
+    partial = bool(overlap_result and overlap_result["partial"])
+    if present:
+        success = all(results[k]["success"] for k in present)
+        score = sum(_kind_score(k, results[k]) for k in present) / len(present)
+    else:
+        success = partial
+        score = (overlap_result or {}).get("overlap") or 0.0
+    outcome = "success" if success else "partial" if partial else "fail"
+    behaviour = evaluate_behaviour(trajectory, success=success, reference_steps=reference_steps)
+    return {**base, "outcome": outcome, "success": success, "partial": partial, "score": score,
+            "steps": len(trajectory.get("steps", [])), "answer": answer,
+            "end_reason": (trajectory.get("end") or {}).get("reason"), "results": results, "behaviour": behaviour}
+
+
+def _kind_score(kind: str, result: dict) -> float:
+    if kind == "key_nodes":
+        return result["completion_rate"]
+    return result["score"]
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _rate(flags: list[bool]) -> float | None:
+    return sum(1 for f in flags if f) / len(flags) if flags else None
+
+
+def summary_row(results: list[dict]) -> dict:
+    """Counts and means over some task results (one row of the summary table)."""
+    ran = [r for r in results if r["outcome"] != "missing"]
+    kn = [r["results"]["key_nodes"] for r in ran if "key_nodes" in r["results"]]
+    rk = [r["results"]["ranking"] for r in ran if "ranking" in r["results"]]
+    rb = [r["results"]["rubric"] for r in ran if "rubric" in r["results"]]
+    ov = [r["results"]["reference_trajectory"] for r in ran if "reference_trajectory" in r["results"]]
+    cats = [r["behaviour"]["error_category"] for r in results]
+    n = len(results)
+    return {
+        "tasks": n,
+        "missing": sum(1 for r in results if r["outcome"] == "missing"),
+        "success": sum(1 for r in results if r["success"]),
+        "success_rate": _rate([r["success"] for r in results]),
+        "partial": sum(1 for r in results if r["outcome"] == "partial"),
+        "partial_rate": _rate([r["outcome"] == "partial" for r in results]),
+        "mean_score": _mean(r["score"] for r in results),
+        "avg_steps": _mean(r["steps"] for r in ran),
+        "mean_efficiency": _mean(r["behaviour"].get("efficiency_ratio") for r in ran),
+        "mean_overlap": _mean(o["overlap"] for o in ov),
+        "false_end": cats.count("false_end"),
+        "loops": sum(1 for r in ran if r["behaviour"]["loop"]["detected"]),
+        "step_limit_loop": cats.count("step_limit_loop"),
+        "step_limit_inefficient": cats.count("step_limit_inefficient"),
+        "key_node_completion": _mean(k["completion_rate"] for k in kn),
+        "key_node_near_success": sum(1 for k in kn if k["near_success"]) if kn else None,
+        "hit@1": _rate([k["hit@1"] for k in rk]),
+        "hit@5": _rate([k["hit@5"] for k in rk]),
+        "rubric_website": _mean(b["website"]["score"] for b in rb if "website" in b),
+        "rubric_preference": _mean(b["preference"]["score"] for b in rb if "preference" in b),
+        "rubric_intent": _mean(b["intent"] for b in rb),
+    }
+
+
+def summarise(results: list[dict]) -> dict:
+    """``{"overall": row, "categories": {category: row}}`` (categories sorted)."""
+    by_cat: dict[str, list[dict]] = {}
+    for r in results:
+        by_cat.setdefault(r["category"], []).append(r)
+    return {"overall": summary_row(results),
+            "categories": {c: summary_row(rs) for c, rs in sorted(by_cat.items())}}

@@ -1,0 +1,258 @@
+"""Reading trajectories: validation, normalised actions, the URLs a trajectory shows.
+
+Two shapes are read:
+
+- agent trajectories (``"format": "webfreeze-trajectory"``, written by the runner), which may also
+  serve as reference trajectories;
+- reference trajectories recorded by ``webfreeze record session`` (``"kind": "reference_trajectory"``).
+
+Normalised actions (the unit of partial credit, FORMATS.md) are ``Action(kind, target, texts)``:
+``kind`` one of click, type, select, goto, scroll, go_back, go_forward, press, hover; ``target``
+the element's identity (``role|name`` case-folded and whitespace-collapsed; ``css:<selector>``
+when the element has no accessible name; the normalised URL for goto; the direction for scroll;
+the key for press); ``texts`` the normalised typed or selected text (a select recorded by
+``record session`` accepts its value or its label).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+from .errors import ReportError
+from .text import collapse_ws, normalise
+
+TRAJECTORY_FORMAT = "webfreeze-trajectory"
+TRAJECTORY_VERSION = 1
+END_REASONS = ("answer", "infeasible", "step_limit", "error", "stopped")
+
+# Parsed action kinds that are not moves through the site: dropped from normalised sequences.
+NON_ACTIONS = frozenset({"noop", "wait", "answer", "infeasible"})
+_AGENT_KIND = {"click": "click", "fill": "type", "type": "type", "select": "select", "goto": "goto",
+               "scroll": "scroll", "go_back": "go_back", "go_forward": "go_forward", "press": "press",
+               "hover": "hover"}
+
+
+def validate_trajectory(obj: Any, where: str) -> dict:
+    """Check the parts of an agent trajectory the evaluators read; raise ReportError naming ``where``."""
+    def bad(msg: str):
+        raise ReportError(f"{where}: {msg}")
+
+    if not isinstance(obj, dict):
+        bad("a trajectory must be a JSON object")
+    if obj.get("format") != TRAJECTORY_FORMAT:
+        bad(f"not a trajectory (format must be {TRAJECTORY_FORMAT!r})")
+    if obj.get("version") != TRAJECTORY_VERSION:
+        bad(f"unsupported trajectory version {obj.get('version')!r} (this reads {TRAJECTORY_VERSION})")
+    if not isinstance(obj.get("task_id"), str):
+        bad("'task_id' must be a string")
+    steps = obj.get("steps")
+    if not isinstance(steps, list):
+        bad("'steps' must be a list")
+    for i, s in enumerate(steps):
+        if not isinstance(s, dict):
+            bad(f"step {i} is not an object")
+        if not isinstance(s.get("action", ""), str):
+            bad(f"step {i}: 'action' must be a string")
+        for key in ("parsed", "target", "agent_fields"):
+            if s.get(key) is not None and not isinstance(s[key], dict):
+                bad(f"step {i}: {key!r} must be an object or null")
+    answer = obj.get("answer")
+    if answer is not None and not isinstance(answer, str):
+        bad("'answer' must be a string or null")
+    end = obj.get("end")
+    if end is not None and not isinstance(end, dict):
+        bad("'end' must be an object")
+    if obj.get("final_state") is not None and not isinstance(obj["final_state"], dict):
+        bad("'final_state' must be an object")
+    return obj
+
+
+# ------------------------------------------------------------------------------ URLs
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normalise_url(url: str | None) -> str:
+    """Scheme and host lower-cased, default port dropped, empty path -> ``/``, a trailing ``/``
+    dropped from longer paths, percent-escapes in the path decoded, query pairs sorted, fragment
+    dropped."""
+    if not url:
+        return ""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return url.strip()
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    netloc = host if port is None or _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
+    path = unquote(parts.path) or "/"
+    if len(path) > 1 and path.endswith("/"):
+        path = path.rstrip("/") or "/"
+    query = urlencode(sorted(parse_qsl(parts.query, keep_blank_values=True)))
+    return urlunsplit((scheme, netloc, path, query, ""))
+
+
+def step_urls(step: dict) -> list[str]:
+    """The page URLs a step shows: where the action was chosen and where it led (``url``, ``url_after``)."""
+    out = []
+    for key in ("url", "url_after"):
+        u = step.get(key)
+        if isinstance(u, str) and u and u not in out:
+            out.append(u)
+    return out
+
+
+def all_urls(trajectory: dict) -> list[str]:
+    """Every page URL of a trajectory in order of first appearance, ``final_url`` included."""
+    out: list[str] = []
+    for step in trajectory.get("steps", []):
+        for u in step_urls(step):
+            if u not in out:
+                out.append(u)
+    final = trajectory.get("final_url")
+    if isinstance(final, str) and final and final not in out:
+        out.append(final)
+    return out
+
+
+# ------------------------------------------------------------------------------ actions
+@dataclass(frozen=True)
+class Action:
+    kind: str
+    target: str
+    texts: frozenset[str] = frozenset()
+
+    def matches(self, other: "Action") -> bool:
+        """Same kind and target, and (when either typed text) a text in common."""
+        if self.kind != other.kind or self.target != other.target:
+            return False
+        if self.texts or other.texts:
+            return bool(self.texts & other.texts)
+        return True
+
+    def __str__(self) -> str:
+        text = "/".join(sorted(self.texts))
+        return f"{self.kind}({self.target}{', ' + repr(text) if text else ''})"
+
+
+def element_identity(target: dict | None) -> str:
+    """``role|name`` (normalised) when the element has an accessible name, else ``css:<selector>``,
+    else ``role|``."""
+    if not isinstance(target, dict):
+        return ""
+    role = collapse_ws(str(target.get("role") or "")).casefold()
+    name = collapse_ws(str(target.get("name") or "")).casefold()
+    if name:
+        return f"{role}|{name}"
+    css = target.get("css")
+    if css:
+        return "css:" + normalise_selector(str(css))
+    return f"{role}|"
+
+
+def normalise_selector(selector: str) -> str:
+    """A CSS selector with runs of whitespace collapsed and no spaces around ``>``, ``+``, ``~``
+    (WebCanvas's recorded selectors write ``a >b>c`` and ``a > b > c`` for the same path)."""
+    s = collapse_ws(selector)
+    return re.sub(r"\s*([>+~])\s*", r"\1", s)
+
+
+def _texts(*values: Any) -> frozenset[str]:
+    return frozenset(normalise(str(v)) for v in values if v not in (None, "") and normalise(str(v)))
+
+
+def agent_action(step: dict) -> Action | None:
+    """The normalised action of one agent step (None for noop/wait/answer/infeasible steps and for
+    steps whose action could not be parsed)."""
+    parsed = step.get("parsed")
+    if not isinstance(parsed, dict):
+        return None
+    raw_kind = str(parsed.get("kind") or "")
+    if raw_kind in NON_ACTIONS or raw_kind not in _AGENT_KIND:
+        return None
+    kind = _AGENT_KIND[raw_kind]
+    if kind == "goto":
+        return Action("goto", normalise_url(parsed.get("url")))
+    if kind == "scroll":
+        return Action("scroll", str(parsed.get("direction") or "down"))
+    if kind in ("go_back", "go_forward"):
+        return Action(kind, "")
+    if kind == "press":
+        return Action("press", str(parsed.get("text") or parsed.get("value") or "").casefold(),)
+    target = element_identity(step.get("target"))
+    if kind == "type":
+        typed = step.get("typed") if step.get("typed") is not None else parsed.get("text")
+        return Action("type", target, _texts(typed))
+    if kind == "select":
+        typed = step.get("typed") if step.get("typed") is not None else parsed.get("value")
+        return Action("select", target, _texts(typed))
+    return Action(kind, target)
+
+
+def agent_actions(trajectory: dict) -> list[Action]:
+    return [a for a in (agent_action(s) for s in trajectory.get("steps", [])) if a is not None]
+
+
+def session_actions(reference: dict) -> list[Action]:
+    """Normalised actions of a ``record session`` reference trajectory.
+
+    ``submit`` events are dropped (the click or key press that caused them is logged too); a
+    ``navigate`` is dropped when it comes first, when it follows another navigation (a redirect
+    chain) or when it follows a click, type, select or submit (the navigation that action caused);
+    the rest become ``goto``. A scroll's direction comes from the change of the recorded scroll
+    position (reset to 0,0 on navigation).
+    """
+    out: list[Action] = []
+    prev_kind = None
+    pos = (0, 0)
+    for step in reference.get("steps", []):
+        kind = step.get("action")
+        value = step.get("value")
+        if kind == "navigate":
+            if prev_kind not in (None, "navigate", "click", "type", "select", "submit"):
+                out.append(Action("goto", normalise_url(step.get("url"))))
+            pos = (0, 0)
+        elif kind == "scroll":
+            x = (value or {}).get("x", 0) if isinstance(value, dict) else 0
+            y = (value or {}).get("y", 0) if isinstance(value, dict) else 0
+            dx, dy = x - pos[0], y - pos[1]
+            pos = (x, y)
+            if dx or dy:
+                direction = ("down" if dy > 0 else "up") if abs(dy) >= abs(dx) else ("right" if dx > 0 else "left")
+                out.append(Action("scroll", direction))
+        elif kind == "type":
+            out.append(Action("type", element_identity(step.get("target")), _texts(value)))
+        elif kind == "select":
+            if isinstance(value, dict):
+                texts = _texts(value.get("value"), value.get("label"))
+            else:
+                texts = _texts(value)
+            out.append(Action("select", element_identity(step.get("target")), texts))
+        elif kind == "click":
+            out.append(Action("click", element_identity(step.get("target"))))
+        # submit and unknown actions: nothing
+        if kind != "scroll":
+            prev_kind = kind
+    return out
+
+
+def reference_actions(reference: dict) -> list[Action]:
+    """Normalised actions of a reference trajectory in either shape."""
+    if reference.get("format") == TRAJECTORY_FORMAT:
+        return agent_actions(reference)
+    return session_actions(reference)
+
+
+def action_strings(trajectory: dict) -> list[str]:
+    """The raw action strings of a trajectory (whitespace-trimmed), for consistency comparisons."""
+    return [str(s.get("action") or "").strip() for s in trajectory.get("steps", [])]
+
+
+def iter_agent_fields(trajectory: dict) -> Iterable[dict]:
+    for s in trajectory.get("steps", []):
+        f = s.get("agent_fields")
+        if isinstance(f, dict):
+            yield f

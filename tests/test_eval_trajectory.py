@@ -1,0 +1,142 @@
+"""Partial credit (LCS of normalised actions) and behaviour metrics, on hand-built trajectories."""
+
+from __future__ import annotations
+
+import pytest
+
+from trajectory_builder import answer_step, step, trajectory
+from webfreeze.eval.behaviour import (average_steps, detect_loop, efficiency_ratio, evaluate_behaviour,
+                                      trajectory_consistency)
+from webfreeze.eval.partial import evaluate_partial
+from webfreeze.eval.trajectory import normalise_url, session_actions
+
+SHOP = "http://shop.test"
+
+
+def session_reference() -> dict:
+    """A `record session` reference: search, open a product, pick a size, scroll, add to cart."""
+    def t(role, name, css="body > x"):
+        return {"role": role, "name": name, "css": css, "tag": "x", "text": name}
+    steps = [
+        {"action": "navigate", "target": None, "value": None, "url": f"{SHOP}/"},                          # first: dropped
+        {"action": "type", "target": t("searchbox", "Search products"), "value": "running shoe", "url": f"{SHOP}/"},
+        {"action": "submit", "target": t("form", ""), "value": None, "url": f"{SHOP}/"},                  # dropped
+        {"action": "navigate", "target": None, "value": None, "url": f"{SHOP}/search?q=running+shoe"},     # caused: dropped
+        {"action": "click", "target": t("link", "Trail Runner X"), "value": None, "url": f"{SHOP}/search?q=running+shoe"},
+        {"action": "navigate", "target": None, "value": None, "url": f"{SHOP}/p/42"},                      # caused: dropped
+        {"action": "select", "target": t("combobox", "Size"), "value": {"value": "9", "label": "US 9"}, "url": f"{SHOP}/p/42"},
+        {"action": "scroll", "target": None, "value": {"x": 0, "y": 600}, "url": f"{SHOP}/p/42"},          # y 0 -> 600: down
+        {"action": "click", "target": t("button", "Add to cart"), "value": None, "url": f"{SHOP}/p/42"},
+        {"action": "navigate", "target": None, "value": None, "url": f"{SHOP}/cart"},                      # caused: dropped
+    ]
+    for i, s in enumerate(steps):
+        s["step"] = i
+    return {"version": 1, "kind": "reference_trajectory", "start_url": f"{SHOP}/", "steps": steps}
+
+
+def test_session_reference_normalises_to_five_actions():
+    actions = [str(a) for a in session_actions(session_reference())]
+    assert actions == ["type(searchbox|search products, 'running shoe')", "click(link|trail runner x)",
+                       "select(combobox|size, '9/us 9')", "scroll(down)", "click(button|add to cart)"]
+
+
+def agent(typed="Running  Shoe", product="Trail Runner X", size="US 9", with_select=True) -> dict:
+    steps = [
+        step("fill('12', 'Running  Shoe')", "fill", url=f"{SHOP}/", role="searchbox", name="Search products", typed=typed),
+        step("press('12', 'Enter')", "press", url=f"{SHOP}/", text="Enter", url_after=f"{SHOP}/search?q=running+shoe"),
+        step("click('40')", "click", url=f"{SHOP}/search?q=running+shoe", role="link", name=product,
+             url_after=f"{SHOP}/p/42"),
+        step("scroll(0, 300)", "scroll", url=f"{SHOP}/p/42", direction="down"),
+    ]
+    if with_select:
+        steps.append(step("select_option('51', 'US 9')", "select", url=f"{SHOP}/p/42", role="combobox", name="Size",
+                          value=size, typed=size))
+    steps += [step("click('52')", "click", url=f"{SHOP}/p/42", role="button", name="Add to cart", url_after=f"{SHOP}/cart"),
+              answer_step("added", url=f"{SHOP}/cart")]
+    return trajectory("shop-001", steps, answer="added")
+
+
+def test_partial_credit_lcs_over_reference_length():
+    r = evaluate_partial(session_reference(), agent())
+    # agent (normalised): type, press, click, scroll, select, click  (answer dropped)
+    # reference:          type,        click, select, scroll, click
+    # LCS: type, click, select|scroll, click = 4 -> overlap 4/5 = 0.8 > 0.7 -> partial
+    assert r["agent_actions"] == 6 and r["reference_actions"] == 5
+    assert r["lcs"] == 4 and r["overlap"] == 0.8 and r["partial"] is True
+
+
+def test_partial_credit_fails_below_threshold():
+    r = evaluate_partial(session_reference(), agent(typed="trail shoe", product="Road Runner"))
+    # typed text and clicked product differ: LCS = (select or scroll), click = 2 -> 2/5 = 0.4
+    assert r["lcs"] == 2 and r["overlap"] == 0.4 and r["partial"] is False
+    # the select is matched by its value or its label
+    r = evaluate_partial(session_reference(), agent(size="9"))
+    assert r["lcs"] == 4
+
+
+def test_partial_threshold_is_strict():
+    ref = trajectory("r", [step(f"click('{i}')", "click", role="link", name=f"item {i}") for i in range(10)])
+    got = trajectory("a", [step(f"click('{i}')", "click", role="link", name=f"item {i}") for i in range(7)])
+    r = evaluate_partial(ref, got)
+    assert r["overlap"] == 0.7 and r["partial"] is False         # 7/10 is not above 0.7
+    got["steps"].append(step("click('8')", "click", role="link", name="item 8"))
+    assert evaluate_partial(ref, got)["overlap"] == 0.8
+
+
+def test_goto_compares_normalised_urls():
+    assert normalise_url("HTTP://Shop.Test:80/search/?b=2&a=1#top") == "http://shop.test/search?a=1&b=2"
+    ref = trajectory("r", [step("goto('http://shop.test/cart/')", "goto", goto="http://shop.test/cart/")])
+    got = trajectory("a", [step("goto('http://SHOP.test/cart')", "goto", goto="http://SHOP.test/cart")])
+    assert evaluate_partial(ref, got)["overlap"] == 1.0
+
+
+# ------------------------------------------------------------------------------ behaviour
+def seq(*pairs) -> dict:
+    return trajectory("t", [step(a, "click", obs=o) for a, o in pairs], end="step_limit")
+
+
+def test_loop_detection():
+    # A B A B A B on unchanged observations: a 2-cycle repeated 3 times from step 0
+    loop = detect_loop(seq(("a", "1"), ("b", "2"), ("a", "1"), ("b", "2"), ("a", "1"), ("b", "2")))
+    assert loop == {"detected": True, "cycle_length": 2, "repeats": 3, "start_step": 0, "steps_in_loop": 6}
+    # the same action on a changing page (scrolling down a long list) is progress, not a loop
+    assert detect_loop(seq(("s", "1"), ("s", "2"), ("s", "3"), ("s", "4")))["detected"] is False
+    # two repeats are not enough
+    assert detect_loop(seq(("a", "1"), ("a", "1"), ("x", "9")))["detected"] is False
+    # X A A A A Y: a 1-cycle repeated 4 times from step 1 (preferred over the 2-cycle A A | A A)
+    loop = detect_loop(seq(("x", "0"), ("a", "1"), ("a", "1"), ("a", "1"), ("a", "1"), ("y", "2")))
+    assert (loop["cycle_length"], loop["repeats"], loop["start_step"]) == (1, 4, 1)
+    # a 3-cycle
+    loop = detect_loop(seq(*[(c, c) for c in "abcabcabc"]))
+    assert (loop["cycle_length"], loop["repeats"]) == (3, 3)
+
+
+def test_error_categories():
+    looping = seq(("a", "1"), ("a", "1"), ("a", "1"))
+    b = evaluate_behaviour(looping, success=False)
+    assert b["error_category"] == "step_limit_loop" and b["step_limit"] == "loop"
+    wandering = seq(("a", "1"), ("b", "2"), ("c", "3"))
+    b = evaluate_behaviour(wandering, success=False)
+    assert b["error_category"] == "step_limit_inefficient" and b["step_limit"] == "inefficient_progress"
+    answered = trajectory("t", [answer_step("42")], answer="42")
+    assert evaluate_behaviour(answered, success=False)["false_end"] is True       # said done, was wrong
+    assert evaluate_behaviour(answered, success=True)["error_category"] == "success"
+    assert evaluate_behaviour(trajectory("t", [], end="infeasible"), success=False)["error_category"] == "infeasible"
+    assert evaluate_behaviour(trajectory("t", [], end="error"), success=False)["error_category"] == "error"
+
+
+def test_efficiency_ratio_counts_actions_not_answers():
+    # agent() makes 6 actions (+ 1 answer step); a 5-action reference: 5/6
+    assert efficiency_ratio(5, agent()) == pytest.approx(5 / 6)
+    assert efficiency_ratio(None, agent()) is None
+    assert efficiency_ratio(5, trajectory("t", [answer_step("x")])) is None    # no actions at all
+
+
+def test_consistency_and_average_steps():
+    a = seq(("a", "1"), ("b", "2"))
+    b = seq(("a", "1"), ("b", "2"))
+    c = seq(("a", "1"), ("c", "3"), ("d", "4"))
+    assert trajectory_consistency([a, b, c]) == pytest.approx(2 / 3)   # 2 of 3 runs share the modal sequence
+    assert trajectory_consistency([a, b]) == 1.0
+    assert trajectory_consistency([]) is None
+    assert average_steps([a, b, c]) == pytest.approx((2 + 2 + 3) / 3)

@@ -1,0 +1,94 @@
+"""The ``eval`` and ``tasks`` command groups (scoring runs, checking suites).
+
+Registered on the main CLI at the end of ``webfreeze/cli.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import click
+
+
+def _one_line_errors(fn):
+    """Turn the eval package's errors (bad suites, trajectories, run directories) into click errors,
+    which the CLI prints as one line with exit status 1."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from webfreeze.eval.errors import EvalError
+
+        try:
+            return fn(*args, **kwargs)
+        except EvalError as exc:
+            raise click.ClickException(str(exc)) from None
+    return wrapper
+
+
+@click.group("eval")
+def eval_group() -> None:
+    """Score runs against their tasks' ground truth and write reports."""
+
+
+@eval_group.command("report")
+@click.argument("run_dir", metavar="RUN_DIR", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the summary table.")
+@_one_line_errors
+def eval_report(run_dir, as_json):
+    """Score every trajectory of RUN_DIR; write RUN_DIR/report.json and RUN_DIR/report.html.
+
+    Prints a summary table per category and overall. Semantic key nodes and undecided rubric items
+    use the built-in token-overlap judge, a rule-based stand-in for an LLM judge.
+    """
+    from webfreeze.eval.report import report_json, summary_table, write_report
+
+    report = write_report(run_dir)
+    if as_json:
+        click.echo(report_json(report), nl=False)
+        return
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:  # piped or captured: don't squeeze the table into 80 columns
+        console = Console(width=140)
+    console.print(summary_table(report))
+    for w in report["warnings"]:
+        click.echo(f"warning: {w}", err=True)
+    click.echo(f"wrote {run_dir}/report.json and {run_dir}/report.html", err=True)
+
+
+@click.group("tasks")
+def tasks_group() -> None:
+    """Task suites: validate them and count their tasks."""
+
+
+@tasks_group.command("check")
+@click.argument("suite", metavar="SUITE", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@_one_line_errors
+def tasks_check(suite, as_json):
+    """Load and validate SUITE (a suite directory, its manifest, a tasks .jsonl file, or the
+    Mind2Web-Live key-node JSON) and print the number of tasks per category and kind."""
+    from webfreeze.eval.tasks import load_suite
+
+    s = load_suite(suite)
+    kinds: dict[str, int] = {}
+    for t in s.tasks:
+        for k in t.kinds:
+            kinds[k] = kinds.get(k, 0) + 1
+    if as_json:
+        click.echo(json.dumps({"name": s.name, "digest": s.digest, "tasks": len(s.tasks), "categories": s.counts(),
+                               "kinds": dict(sorted(kinds.items()))}, indent=2, sort_keys=True))
+        return
+    counts = s.counts()
+    width = max(len(c) for c in counts)
+    for cat, n in counts.items():
+        click.echo(f"{cat:<{width}}  {n:>5}")
+    click.echo(f"{'total':<{width}}  {len(s.tasks):>5}")
+    click.echo("kinds: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+    click.echo(f"{s.name}: {len(s.tasks)} tasks ok, digest {s.digest}", err=True)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(eval_group)
+    cli.add_command(tasks_group)

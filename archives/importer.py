@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import fast_import
 from .errors import BadInput
 from .store import Archive, new_archive_atomically
 from .wacz import open_checked, read_pages, warc_members
@@ -59,6 +60,11 @@ def is_whole_file_gzip(path: Path, scan_limit: int = 64 << 20) -> bool:
             if produced > scan_limit:
                 return True
         return not (d.unused_data + fh.read(1))
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
 
 
 def sniff(path: Path) -> str:
@@ -139,9 +145,17 @@ def _import_one(arc: Archive, path: Path, kind: str,
     result = SourceResult(str(path), kind, sid)
     if kind == "wacz":
         return result, _import_wacz(arc, path, sid, result, progress)
-    importer = WarcImporter(arc, sid, path.name)
-    with open(path, "rb") as fh:
-        importer.run(fh, progress, whole_gzip=is_whole_file_gzip(path))
+    whole_gzip = is_whole_file_gzip(path)
+    importer = None
+    if kind == "warc" and not whole_gzip and fast_import.available() and not os.environ.get("WEBFREEZE_NO_FASTWARC"):
+        try:
+            importer = fast_import.import_fast(arc, path, sid, gzipped=_is_gzip(path), on_progress=progress)
+        except fast_import.Fallback:
+            importer = None  # nothing of it was kept; warcio reads the file and gives the verdict
+    if importer is None:
+        importer = WarcImporter(arc, sid, path.name)
+        with open(path, "rb") as fh:
+            importer.run(fh, progress, whole_gzip=whole_gzip)
     arc.end_session(sid, {"warcinfo": importer.warcinfo})
     return result, [importer]
 

@@ -337,6 +337,20 @@ class Archive:
                 self._in_tx = False
 
     @contextlib.contextmanager
+    def savepoint(self, name: str = "part") -> Iterator[None]:
+        """Inside the write transaction: if the block raises, undo only its writes, then re-raise."""
+        with self.transaction():
+            self.conn.execute(f"SAVEPOINT {name}")
+            try:
+                yield
+            except BaseException:
+                self.conn.execute(f"ROLLBACK TO {name}")
+                self.conn.execute(f"RELEASE {name}")
+                self._known_blobs.clear()
+                raise
+            self.conn.execute(f"RELEASE {name}")
+
+    @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
         """Reads inside see one consistent state, whatever a concurrent writer commits meanwhile."""
         if self._in_tx:
@@ -385,14 +399,25 @@ class Archive:
             return digest
         if self.conn.execute("SELECT 1 FROM blobs WHERE digest=?", (digest,)).fetchone() is None:
             codec, stored = blobs.encode(data)
-            with self.transaction():
-                self.conn.execute(
-                    "INSERT OR IGNORE INTO blobs(digest, size, stored_size, codec, data) VALUES (?, ?, ?, ?, ?)",
-                    (digest, len(data), len(stored), codec, stored),
-                )
+            return self.put_encoded_blob(digest, len(data), codec, stored)
         if len(self._known_blobs) > 200_000:
             self._known_blobs.clear()
         self._known_blobs.add(digest)
+        return digest
+
+    def put_encoded_blob(self, digest: str, size: int, codec: str, stored: bytes) -> str:
+        """Store a blob whose digest and encoding (``blobs.encode``) were computed by the caller,
+        e.g. on worker threads during an import; a blob already present is left as it is."""
+        self._require_write()
+        if digest not in self._known_blobs:
+            with self.transaction():
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO blobs(digest, size, stored_size, codec, data) VALUES (?, ?, ?, ?, ?)",
+                    (digest, size, len(stored), codec, stored),
+                )
+            if len(self._known_blobs) > 200_000:
+                self._known_blobs.clear()
+            self._known_blobs.add(digest)
         return digest
 
     def has_blob(self, digest: str) -> bool:

@@ -77,6 +77,15 @@ def _http_headers(record) -> list[tuple[str, str]]:
     return [(k, v) for k, v in record.http_headers.headers] if record.http_headers else []
 
 
+def decode_transfer(raw: bytes, headers) -> tuple[bytes, bool]:
+    """An HTTP body with its transfer coding removed (content coding kept), and whether it changed."""
+    te = (header_value(headers, "transfer-encoding") or "").lower()
+    if "chunked" in te:
+        body = ChunkedDataReader(io.BytesIO(raw)).read()
+        return body, body != raw
+    return raw, False
+
+
 def _status_line(record) -> tuple[int, str, str]:
     """(status, reason, protocol) of a response record's HTTP status line."""
     hh = record.http_headers
@@ -220,11 +229,7 @@ class WarcImporter:
         """The entity body with transfer coding removed (content coding kept)."""
         raw = self._read_block(record, counter)
         self._check_digest(record)
-        te = (header_value(headers, "transfer-encoding") or "").lower()
-        if "chunked" in te:
-            body = ChunkedDataReader(io.BytesIO(raw)).read()
-            return body, body != raw
-        return raw, False
+        return decode_transfer(raw, headers)
 
     def _response(self, record, counter: CountingReader) -> None:
         url, when, extra = self._common(record)
@@ -246,7 +251,7 @@ class WarcImporter:
         """Store one exchange; ``payload`` is the body, or the digest of a stored blob (revisits)."""
         ex = Exchange(url=url, captured_at=when, status=status, reason=reason, http_version=protocol,
                       resp_headers=headers, kind=kind, extra=extra, session_id=self.session_id)
-        ex.payload_digest = payload if isinstance(payload, str) else self.archive.put_blob(payload)
+        ex.payload_digest = payload if isinstance(payload, str) else self._put_payload(record, payload)
         ex_id = self.archive.add_exchange(ex)
         self.stats.exchanges += 1
         wdigest = record.rec_headers.get_header("WARC-Payload-Digest")
@@ -259,6 +264,10 @@ class WarcImporter:
             if waiting:
                 self._attach(ex_id, *waiting)
         return ex_id
+
+    def _put_payload(self, record, payload: bytes) -> str:
+        """Store the payload of ``record`` as a blob and return its digest."""
+        return self.archive.put_blob(payload)
 
     def _resource(self, record, counter: CountingReader) -> None:
         url, when, extra = self._common(record)
@@ -278,9 +287,7 @@ class WarcImporter:
             return
         method = (record.http_headers.protocol or "GET").split(" ")[0].upper()
         headers = _http_headers(record)
-        te = (header_value(headers, "transfer-encoding") or "").lower()
-        if "chunked" in te:
-            body = ChunkedDataReader(io.BytesIO(body)).read()
+        body, _ = decode_transfer(body, headers)
         fields = (method, headers, body or None)
         target = record.rec_headers.get_header("WARC-Concurrent-To")
         if target and target in self.by_record_id:

@@ -1,0 +1,196 @@
+"""The FastWARC import path gives exactly the warcio path's outcome: same rows, blobs and stats for
+files it accepts, and for odd or bad files it hands over to warcio (same error line, same warnings)."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from webfreeze.archives import Archive, ArchiveError, fast_import
+from webfreeze.archives.importer import import_files
+from webfreeze.archives.store import new_archive_atomically
+
+
+def dump(path: Path) -> dict:
+    with Archive.open(path) as arc:
+        q = arc.conn.execute
+        return {
+            "exchanges": [dict(r) for r in q("SELECT * FROM exchanges ORDER BY id")],
+            "blobs": [tuple(r) for r in q("SELECT digest, size, stored_size, codec, data, base FROM blobs ORDER BY digest")],
+            "aliases": [tuple(r) for r in q("SELECT * FROM digest_aliases ORDER BY alias")],
+            "sessions": [(r["id"], r["source"], r["tool"], r["info"]) for r in q("SELECT * FROM sessions ORDER BY id")],
+        }
+
+
+def outcome(sources: list[Path], target: Path, monkeypatch, *, fast: bool):
+    """('ok', stats, archive contents) or ('error', message) of importing ``sources`` one way."""
+    if fast:
+        monkeypatch.delenv("WEBFREEZE_NO_FASTWARC", raising=False)
+    else:
+        monkeypatch.setenv("WEBFREEZE_NO_FASTWARC", "1")
+    try:
+        results = import_files(target, sources)
+    except ArchiveError as exc:
+        return ("error", str(exc))
+    return ("ok", [r.stats for r in results], dump(target))
+
+
+def assert_same_outcome(sources, tmp_path, monkeypatch):
+    fast = outcome(sources, tmp_path / "fast.wfz", monkeypatch, fast=True)
+    slow = outcome(sources, tmp_path / "warcio.wfz", monkeypatch, fast=False)
+    assert fast == slow
+    return fast
+
+
+def fast_accepts(path: Path, tmp_path: Path) -> bool:
+    """Whether the fast path imports ``path`` on its own (no hand-over to warcio)."""
+    with new_archive_atomically(tmp_path / "probe.wfz") as arc, arc.transaction():
+        sid = arc.new_session("import", source=path.name)
+        with open(path, "rb") as fh:
+            gzipped = fh.read(2) == b"\x1f\x8b"
+        try:
+            fast_import.import_fast(arc, path, sid, gzipped=gzipped)
+        except fast_import.Fallback:
+            return False
+    return True
+
+
+WELL_FORMED = ["dupes.warc.gz", "example.warc.gz", "example2.warc.gz", "example-url-agnostic-orig.warc.gz",
+               "example-wget-1-14.warc.gz", "example-wpull.warc.gz", "httpbin-resource.warc.gz", "iana.warc.gz",
+               "post-test.warc.gz"]
+
+
+@pytest.mark.parametrize("name", WELL_FORMED)
+def test_the_fast_path_takes_well_formed_warcs(name, samples, tmp_path):
+    assert fast_import.available()
+    assert fast_accepts(samples / name, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["example-bad.warc.gz.bad", "example-extra.warc", "missing-status-text.warc",
+                                  "example.warc"])
+def test_odd_samples_go_to_warcio(name, samples, tmp_path):
+    # gzipped as a whole; a lying digest; CR CR LF line ends; a record FastWARC reads differently
+    assert not fast_accepts(samples / name, tmp_path)
+
+
+WARC_SAMPLES = ["dupes.warc.gz", "example-bad.warc.gz.bad", "example-extra.warc", "example-url-agnostic-orig.warc.gz",
+                "example-url-agnostic-revisit.warc.gz", "example-wget-1-14.warc.gz", "example-wpull.warc.gz",
+                "example.warc", "example.warc.gz", "example2.warc.gz", "httpbin-resource.warc.gz", "iana.warc.gz",
+                "missing-status-text.warc", "post-test.warc.gz"]
+
+
+@pytest.mark.parametrize("names", [[n] for n in WARC_SAMPLES] + [
+    ["dupes.warc.gz", "iana.warc.gz"],
+    ["example-url-agnostic-revisit.warc.gz", "example-url-agnostic-orig.warc.gz"],
+    ["example.warc.gz", "example-extra.warc"],
+], ids=lambda names: "+".join(names))
+def test_both_paths_agree_on_every_sample(names, samples, tmp_path, monkeypatch):
+    assert_same_outcome([samples / n for n in names], tmp_path, monkeypatch)
+
+
+def test_both_paths_agree_on_an_import_into_an_existing_archive(samples, tmp_path, monkeypatch):
+    for fast in (True, False):
+        target = tmp_path / f"{fast}.wfz"
+        outcome([samples / "example.warc.gz"], target, monkeypatch, fast=fast)
+        # the second file's revisits and payloads meet blobs stored by the first import
+        outcome([samples / "dupes.warc.gz", samples / "iana.warc.gz"], target, monkeypatch, fast=fast)
+    assert dump(tmp_path / "True.wfz")["exchanges"] == dump(tmp_path / "False.wfz")["exchanges"]
+    assert dump(tmp_path / "True.wfz")["blobs"] == dump(tmp_path / "False.wfz")["blobs"]
+
+
+# ---------------------------------------------------------------- hand-made odd files
+def sha1_b32(data: bytes) -> str:
+    return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode()
+
+
+def record(n: int, *, kind="response", body: bytes | None = None, http: bytes | None = None, sep=b"\r\n\r\n",
+           version=b"WARC/1.0", uri: str | None = None, length_delta=0, digests=True, extra: bytes = b"",
+           payload_digest: str | None = None, names_lower=False) -> bytes:
+    body = body if body is not None else f"<html>page {n}</html>".encode()
+    if http is None and kind == "response":
+        http = f"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+    block = (http or b"") + body
+    uri = uri or f"http://example.com/{n}"
+    fields = [("WARC-Type", kind), ("WARC-Target-URI", uri), ("WARC-Date", "2020-01-01T00:00:00Z"),
+              ("WARC-Record-ID", f"<urn:uuid:00000000-0000-0000-0000-{n:012d}>")]
+    if digests:
+        fields += [("WARC-Payload-Digest", payload_digest or sha1_b32(body)), ("WARC-Block-Digest", sha1_b32(block))]
+    fields.append(("Content-Length", str(len(block) + length_delta)))
+    head = version + b"\r\n" + b"".join(
+        f"{k.lower() if names_lower else k}: {v}\r\n".encode() for k, v in fields) + extra + b"\r\n"
+    return head + block + sep
+
+
+def gz(*records: bytes) -> bytes:
+    return b"".join(gzip.compress(r) for r in records)
+
+
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+ODD = {
+    "plain, well formed": (record(1) + record(2), True),
+    "plain, no separator": (record(1, sep=b"") + record(2), False),
+    "plain, extra blank lines": (record(1, sep=b"\r\n\r\n\r\n\r\n") + record(2), True),
+    "plain, LF separator": (record(1, sep=b"\n\n") + record(2), True),
+    "plain, garbage between records": (record(1, sep=b"\r\nxx\r\n") + record(2), False),
+    "plain, Content-Length 2 short": (record(1, length_delta=-2, digests=False) + record(2), False),
+    "plain, Content-Length 2 long": (record(1, length_delta=2, digests=False) + record(2), True),  # both read CRLF
+    "plain, trailing junk": (record(1) + b"junk", False),
+    "plain, leading blank line": (b"\r\n" + record(1), False),
+    "WARC/0.18": (record(1, version=b"WARC/0.18"), False),
+    "lower-case WARC field names": (record(1, names_lower=True) + record(2), False),
+    "field with extra spaces": (record(1, extra=b"X-Note:   spaced   \r\n"), False),
+    "bracketed target URI": (record(1, uri="<http://example.com/b>"), False),
+    "gzip, well formed": (gz(record(1), record(2)), True),
+    "gzip, no separator in a member": (gz(record(1, sep=b""), record(2)), True),
+    "gzip, two records in one member": (gzip.compress(record(1) + record(2)) + gzip.compress(record(3)), False),
+    "gzip, two records in the last member": (gzip.compress(record(1)) + gzip.compress(record(2) + record(3)), False),
+    "gzip, garbage in a member": (gz(record(1, sep=b"\r\nxx\r\n"), record(2)), False),
+    "gzip, trailing junk": (gz(record(1)) + b"junk", False),
+    "lying payload digest": (gz(record(1, payload_digest=sha1_b32(b"other"))), False),
+    "lying block digest": (gz(record(1, http=b"HTTP/1.1 200 OK\r\nX: 1\r\n\r\n").replace(b"X: 1", b"X: 2")), False),
+    "hex payload digest": (gz(record(1, payload_digest="sha1:" + hashlib.sha1(b"<html>page 1</html>").hexdigest())),
+                           True),
+    "unknown digest algorithm": (gz(record(1, payload_digest="crc32:AAAA")), False),
+    "folded HTTP header": (gz(record(1, http=b"HTTP/1.1 200 OK\r\nX-Long: a\r\n b\r\n\r\n")), False),
+    "LF-only HTTP head": (gz(record(1, http=b"HTTP/1.1 200 OK\nContent-Type: text/plain\n\n")), False),
+    "HTTP header without colon": (gz(record(1, http=b"HTTP/1.1 200 OK\r\nnonsense\r\n\r\n")), False),
+    "no HTTP status line": (gz(record(1, http=b"")), False),
+    "malformed status code": (gz(record(1, http=b"HTTP/1.1 2xx OK\r\n\r\n")), False),  # warcio names it
+    "chunked response": (gz(record(1, http=CHUNKED, body=b"5\r\nhello\r\n0\r\n\r\n")), True),
+    "dns: response": (gz(record(1, uri="dns:example.com", http=b"", body=b"example.com. 60 IN A 1.2.3.4\n")), True),
+    "resource and metadata": (gz(record(1, kind="resource", http=b""), record(2, kind="metadata", http=b"")), True),
+    "request before its response": (gz(
+        record(1, kind="request", http=b"GET /1 HTTP/1.1\r\nHost: example.com\r\n\r\n", body=b""), record(1)), True),
+    "POST request with a form body": (gz(record(1), record(
+        2, kind="request", uri="http://example.com/1", body=b"a=1&b=2",
+        http=b"POST /1 HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 7\r\n\r\n")),
+        True),
+    "request with an unusual method": (gz(record(1), record(
+        2, kind="request", uri="http://example.com/1", body=b"", http=b"BREW /pot HTTP/1.1\r\n\r\n")), False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ODD))
+def test_odd_files_have_the_same_outcome_both_ways(case, tmp_path, monkeypatch):
+    data, fast_expected = ODD[case]
+    src = tmp_path / ("input.warc.gz" if data[:2] == b"\x1f\x8b" else "input.warc")
+    src.write_bytes(data)
+    assert_same_outcome([src], tmp_path, monkeypatch)
+    # and the fast path takes exactly the files it is meant to take
+    assert fast_accepts(src, tmp_path) == fast_expected
+
+
+def test_a_fallback_leaves_nothing_of_the_fast_attempt(samples, tmp_path):
+    """Records stored before the fast path hands over are rolled back (a savepoint), so warcio starts clean."""
+    src = tmp_path / "late-lie.warc.gz"
+    src.write_bytes((samples / "iana.warc.gz").read_bytes() + gz(record(9, payload_digest=sha1_b32(b"lie"))))
+    with new_archive_atomically(tmp_path / "a.wfz") as arc, arc.transaction():
+        sid = arc.new_session("import", source=src.name)
+        with pytest.raises(fast_import.Fallback, match="does not match"):
+            fast_import.import_fast(arc, src, sid, gzipped=True)
+        assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 0
+        assert arc.conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == 1  # the header dictionary

@@ -569,3 +569,13 @@ def _multipart_fields(body: bytes, ctype: str) -> list:
         out.append((part.get_param("name", header="content-disposition"),
                     part.get_param("filename", header="content-disposition"), payload))
     return out
+
+
+def test_one_pass_paths_equal_the_per_element_functions():
+    from webfreeze.simulator.axtree import css_path, xpath
+    tree = build_tree(PAGE.replace('<main id="content">', "<main>") + FORM_PAGE, BASE)
+    doc = tree._b.doc
+    for el, (css, xp) in tree._paths.items():
+        if el is doc:
+            continue
+        assert css == css_path(el) and xp == xpath(el)

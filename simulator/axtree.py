@@ -1014,7 +1014,12 @@ class Tree:
         if submitter is None:
             submitter = next((c for c in _form_controls(b, form) if _is_submit_button(c, b)), None)
             if submitter is not None and b.disabled(submitter):
-                raise AXTreeError(f"the form's default button is disabled; it cannot be submitted")
+                raise AXTreeError("the form's default button is disabled; it cannot be submitted")
+            if submitter is None:
+                blocking = [c for c in _form_controls(b, form) if _tag(c) == "input" and b.input_type(c) in
+                            _BLOCKS_IMPLICIT_SUBMISSION]
+                if len(blocking) > 1:
+                    raise AXTreeError("this form has no submit button and several fields, so Enter does not submit it")
         entries = _entry_list(b, form, submitter)
 
         def attr(name: str, form_name: str) -> str | None:
@@ -1054,6 +1059,11 @@ def _clickable(el, role: str) -> bool:
         return True
     tab = (el.get("tabindex") or "").strip()
     return tab.lstrip("-").isdigit() and int(tab) >= 0
+
+
+# Input types whose presence (more than one of them) stops Enter from submitting a form without a button.
+_BLOCKS_IMPLICIT_SUBMISSION = frozenset({"text", "search", "email", "url", "tel", "password", "date",
+                                         "datetime-local", "month", "time", "week", "number"})
 
 
 def _is_submit_button(el, b: _Builder) -> bool:

@@ -179,7 +179,9 @@ def _wrap(parent, rows) -> None:
 
 
 def _tag(el) -> str:
-    return el.tag.lower() if isinstance(el.tag, str) else ""
+    tag = el.tag
+    # libxml2's HTML parser lowercases element names already
+    return tag if type(tag) is str else ""
 
 
 def _children(el):
@@ -775,6 +777,35 @@ def css_escape(ident: str) -> str:
     return "".join(out)
 
 
+def element_paths(doc) -> dict:
+    """``{element: (css_path, xpath)}`` for every element, in one pass (same results as
+    :func:`css_path` and :func:`xpath`)."""
+    out: dict = {}
+    root_tag = _tag(doc)
+    out[doc] = ("", "/" + root_tag)
+    stack = [(doc, "", "/" + root_tag)]
+    while stack:
+        parent, parent_css, parent_x = stack.pop()
+        kids = _children(parent)
+        totals: dict = {}
+        for k in kids:
+            totals[k.tag] = totals.get(k.tag, 0) + 1
+        seen: dict = {}
+        for k in kids:
+            tag = k.tag
+            n = seen[tag] = seen.get(tag, 0) + 1
+            ident = k.get("id")
+            if ident:
+                css = "#" + css_escape(ident)
+            else:
+                step = f"{tag}:nth-of-type({n})"
+                css = f"{parent_css} > {step}" if parent_css else step
+            x = f"{parent_x}/{tag}[{n}]" if totals[tag] > 1 else f"{parent_x}/{tag}"
+            out[k] = (css, x)
+            stack.append((k, css, x))
+    return out
+
+
 def css_path(el) -> str:
     """The recorder's CSS path (recorder/session.py): ``tag:nth-of-type(i)`` steps up to an id or ``html``."""
     parts = []
@@ -821,6 +852,7 @@ class Tree:
         self.axtree_text = self.text()
         self.elements: list[dict] = []
         self._element_index: dict = {}
+        self._paths = element_paths(builder.doc)
         for el, node in builder.records:
             if node.bid is None:
                 continue
@@ -894,8 +926,8 @@ class Tree:
         if tag == "input" and b.input_type(el) in ("checkbox", "radio"):
             value = el.get("value") if el.get("value") is not None else "on"
         d = {"bid": node.bid, "role": node.role, "name": node.name, "tag": tag, "bbox": bbox, "visible": visible,
-             "clickable": _clickable(el, node.role), "value": value, "href": href, "css": css_path(el),
-             "xpath": xpath(el)}
+             "clickable": _clickable(el, node.role), "value": value, "href": href, "css": self._paths[el][0],
+             "xpath": self._paths[el][1]}
         if tag == "input" and b.input_type(el) in ("checkbox", "radio"):
             d["checked"] = b.checked(el)
         if tag == "select":
@@ -982,7 +1014,12 @@ class Tree:
         if submitter is None:
             submitter = next((c for c in _form_controls(b, form) if _is_submit_button(c, b)), None)
             if submitter is not None and b.disabled(submitter):
-                raise AXTreeError(f"the form's default button is disabled; it cannot be submitted")
+                raise AXTreeError("the form's default button is disabled; it cannot be submitted")
+            if submitter is None:
+                blocking = [c for c in _form_controls(b, form) if _tag(c) == "input" and b.input_type(c) in
+                            _BLOCKS_IMPLICIT_SUBMISSION]
+                if len(blocking) > 1:
+                    raise AXTreeError("this form has no submit button and several fields, so Enter does not submit it")
         entries = _entry_list(b, form, submitter)
 
         def attr(name: str, form_name: str) -> str | None:
@@ -1022,6 +1059,11 @@ def _clickable(el, role: str) -> bool:
         return True
     tab = (el.get("tabindex") or "").strip()
     return tab.lstrip("-").isdigit() and int(tab) >= 0
+
+
+# Input types whose presence (more than one of them) stops Enter from submitting a form without a button.
+_BLOCKS_IMPLICIT_SUBMISSION = frozenset({"text", "search", "email", "url", "tel", "password", "date",
+                                         "datetime-local", "month", "time", "week", "number"})
 
 
 def _is_submit_button(el, b: _Builder) -> bool:

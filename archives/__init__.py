@@ -4,4 +4,13 @@ export, verification and maintenance. Imports nothing else of webfreeze's stages
 from .errors import ArchiveError, ArchiveLocked, BadInput
 from .store import Archive, Exchange, new_archive_atomically
 
-__all__ = ["Archive", "ArchiveError", "ArchiveLocked", "BadInput", "Exchange", "new_archive_atomically"]
+
+def archive_digest(path) -> str:
+    """``sha256:<hex>`` of an archive file's bytes: what run manifests and trajectories cite."""
+    from .warc_import import file_sha256  # (keeps warcio out of a plain `import`)
+
+    return "sha256:" + file_sha256(path)
+
+
+__all__ = ["Archive", "ArchiveError", "ArchiveLocked", "BadInput", "Exchange", "archive_digest",
+           "new_archive_atomically"]

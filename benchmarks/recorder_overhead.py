@@ -15,6 +15,8 @@ import statistics
 import threading
 import time
 
+from webfreeze.recorder.proxy import free_port
+
 from . import Context, Row, console
 
 NAME = "recorder_overhead"
@@ -22,17 +24,11 @@ TITLE = "Recorder page-load time vs plain mitmdump"
 ROUNDS = 3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class _PlainMitmproxy:
     """mitmproxy's DumpMaster with no addon of ours: the anchor."""
 
     def __init__(self, confdir: str):
-        self.port = _free_port()
+        self.port = free_port()
         self.confdir = confdir
         self._ready = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
@@ -79,16 +75,12 @@ def _pages(site_url: str) -> list[str]:
 
 
 def _load_times(pw, urls: list[str], proxy: str | None) -> list[float]:
-    from webfreeze.recorder.crawl import wait_network_quiet
-    from webfreeze.simulator.browser import launch_chromium, new_context
+    from webfreeze.simulator.browser import launch_chromium, new_context, track_inflight, wait_network_quiet
 
     browser = launch_chromium(pw, proxy=proxy)
     try:
         page = new_context(browser).new_page()
-        inflight: set = set()
-        page.on("request", lambda r: inflight.add(r))
-        page.on("requestfinished", lambda r: inflight.discard(r))
-        page.on("requestfailed", lambda r: inflight.discard(r))
+        inflight = track_inflight(page)
         page.goto(urls[0], wait_until="load")  # warm-up: process start, first connection
         times = []
         for url in urls:
@@ -130,7 +122,7 @@ def run(ctx: Context) -> list[Row]:
                 finally:
                     plain.stop()
                 with open_for_recording(ctx.fresh_path(f"recorder-{r}.wfz")) as arc:
-                    proxy = RecordingProxy(arc, port=_free_port(), confdir=confdir).start()
+                    proxy = RecordingProxy(arc, port=free_port(), confdir=confdir).start()
                     try:
                         times["recorder"] += _load_times(pw, urls, proxy.url)
                     finally:

@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from webfreeze.recorder.proxy import free_port
+
 from . import Context, Row, console
 
 NAME = "replay_throughput"
@@ -38,12 +40,6 @@ WRK_ARGS = ["-t1", "-c32", "-d8s", "--latency"]
 PROXY_CONNS = 16
 PROXY_SECONDS = 8.0
 PAGE = "http://www.iana.org/"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 60) -> None:
@@ -190,7 +186,7 @@ def _pywb(ctx: Context, warc: Path) -> tuple[subprocess.Popen, int]:
     bindir = Path(sys.executable).parent
     subprocess.run([str(bindir / "wb-manager"), "init", "bench"], cwd=root, check=True, capture_output=True)
     subprocess.run([str(bindir / "wb-manager"), "add", "bench", str(warc)], cwd=root, check=True, capture_output=True)
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([str(bindir / "wayback"), "-p", str(port), "-b", "127.0.0.1"], cwd=root,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_port(port, proc)
@@ -205,7 +201,7 @@ def _nginx(ctx: Context, files: dict[str, bytes]) -> tuple[subprocess.Popen, int
     (prefix / "logs").mkdir()
     for name, data in files.items():
         (prefix / "root" / name).write_bytes(data)
-    port = _free_port()
+    port = free_port()
     temp = f"client_body_temp_path {prefix}/client_body_temp;\n"  # nginx-light has no other temp paths
     (prefix / "nginx.conf").write_text(
         f"daemon off;\nworker_processes 1;\npid {prefix}/nginx.pid;\nerror_log {prefix}/logs/error.log;\n"
@@ -218,7 +214,7 @@ def _nginx(ctx: Context, files: dict[str, bytes]) -> tuple[subprocess.Popen, int
 
 
 def _ours(archive: Path, mode: str, home: Path) -> tuple[subprocess.Popen, int]:
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, WEBFREEZE_HOME=str(home))
     proc = subprocess.Popen([sys.executable, "-m", "webfreeze", "replay", "serve", str(archive), "--mode", mode,
                              "--port", str(port), "--miss-report", str(home / "misses.jsonl")], env=env,
@@ -228,7 +224,7 @@ def _ours(archive: Path, mode: str, home: Path) -> tuple[subprocess.Popen, int]:
 
 
 def _mitmdump(flows: Path, home: Path) -> tuple[subprocess.Popen, int]:
-    port = _free_port()
+    port = free_port()
     exe = Path(sys.executable).parent / "mitmdump"
     proc = subprocess.Popen([str(exe), "-q", "--listen-host", "127.0.0.1", "-p", str(port), "--server-replay",
                              str(flows), "--set", "server_replay_reuse=true", "--set", "server_replay_extra=404",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import re
 import socket
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -21,11 +20,9 @@ from urllib.parse import urldefrag, urlsplit
 from webfreeze.archives import ArchiveError
 from webfreeze.archives.timeutil import now
 
-from .proxy import RecordingProxy, open_for_recording
+from .proxy import RecordingProxy, free_port, open_for_recording
 
 STATE_VERSION = 1
-QUIET_MS = 150  # the network counts as settled after this long without a request in flight
-SETTLE_TIMEOUT_S = 10
 
 
 @dataclass
@@ -66,19 +63,13 @@ def check_reachable(url: str) -> None:
         raise ArchiveError(f"{url}: unreachable ({reason})") from None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, scope: str = "host",
           progress: Callable[[int, str], None] | None = None) -> CrawlResult:
     """Crawl from ``start`` into the archive (created if missing); resumes an interrupted crawl."""
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import launch_chromium, new_context
+    from webfreeze.simulator.browser import launch_chromium, new_context, track_inflight, wait_network_quiet
 
     start = urldefrag(start)[0]
     in_scope = scope_matcher(start, scope)
@@ -93,7 +84,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                      "queue": [[start, 0]], "seen": [start], "done": 0}
             resumed = False
         seen = set(state["seen"])
-        proxy = RecordingProxy(arc, port=_free_port(), session_kind="crawl").start()
+        proxy = RecordingProxy(arc, port=free_port(), session_kind="crawl").start()
         before = proxy.recorder.recorded
         visited = 0
         try:
@@ -101,10 +92,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                 browser = launch_chromium(pw, proxy=proxy.url)
                 context = new_context(browser)
                 page = context.new_page()
-                inflight = set()
-                page.on("request", lambda r: inflight.add(r))
-                page.on("requestfinished", lambda r: inflight.discard(r))
-                page.on("requestfailed", lambda r: inflight.discard(r))
+                inflight = track_inflight(page)
                 while state["queue"] and state["done"] < max_pages:
                     url, level = state["queue"][0]
                     status = None
@@ -142,15 +130,3 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                            complete=not state["queue"] or state["done"] >= max_pages)
 
 
-def wait_network_quiet(page, inflight: set) -> None:
-    """Wait until no request has been in flight for QUIET_MS (XHRs after load included)."""
-    deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    quiet_since = None
-    while time.monotonic() < deadline:
-        if inflight:
-            quiet_since = None
-        elif quiet_since is None:
-            quiet_since = time.monotonic()
-        elif (time.monotonic() - quiet_since) * 1000 >= QUIET_MS:
-            return
-        page.wait_for_timeout(25)

@@ -30,6 +30,13 @@ def ensure_ca(confdir: Path | None = None) -> Path:
     return confdir / CA_NAME
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on right now (for proxies we start ourselves)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def check_port(host: str, port: int) -> None:
     """Fail in one line when the port is taken (mitmproxy would only log it)."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:

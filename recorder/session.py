@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import runpy
-import socket
 import tempfile
 import threading
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from webfreeze.archives import ArchiveError
 
-from .proxy import RecordingProxy, open_for_recording
+from .proxy import RecordingProxy, free_port, open_for_recording
 
 TRAJECTORY_VERSION = 1
 
@@ -125,12 +124,6 @@ class TrajectoryLog:
         self.add({"action": "navigate", "target": None, "value": None, "url": url, "time": round(time.time(), 3)})
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _write_atomically(path: Path, data: dict) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     try:
@@ -170,7 +163,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
     check_reachable(start)
     log = TrajectoryLog()
     with open_for_recording(archive_path) as arc:
-        proxy = RecordingProxy(arc, port=_free_port(), session_kind="session").start()
+        proxy = RecordingProxy(arc, port=free_port(), session_kind="session").start()
         try:
             with sync_playwright() as pw:
                 browser = launch_chromium(pw, proxy=proxy.url, headless=not headed)

@@ -35,7 +35,7 @@ import math
 import re
 import threading
 from bisect import bisect_left
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from urllib.parse import parse_qsl, quote, unquote_plus, urlencode, urlsplit
 
 from webfreeze.archives.bodykey import body_key as compute_body_key
@@ -79,10 +79,8 @@ class Rules:
         unknown = sorted(set(data) - set(known))
         if unknown:
             raise ValueError(f"unknown replay rule(s): {', '.join(unknown)}")
-        kwargs = {}
-        for name, value in data.items():
-            default = getattr(cls, name) if not isinstance(getattr(cls, name, None), property) else None
-            kwargs[name] = tuple(value) if isinstance(default, tuple) else value
+        # lists from JSON become the tuples the defaults are
+        kwargs = {k: tuple(v) if isinstance(known[k].default, tuple) else v for k, v in data.items()}
         return cls(**kwargs)
 
     def to_dict(self) -> dict:
@@ -240,19 +238,7 @@ class Capture:
     session_id: str
     mime: str
     time: float  # seconds since the epoch, for "closest in time"
-
-
-@dataclass
-class Match:
-    capture: Capture
-    level: str  # exact | canonical | fuzzy
-    score: float
-    key: tuple  # identity of the request at that level, for ordered repeats
-
-
-@dataclass
-class _Entry:
-    captures: list[Capture] = field(default_factory=list)
+    static: bool  # a static file (its query may be ignored in fuzzy matching)
 
 
 class Matcher:
@@ -267,8 +253,9 @@ class Matcher:
         self.count = 0
         for r in rows:
             t = normalize_time(r["captured_at"])
+            mime = (r["mime"] or "").lower()
             cap = Capture(r["id"], r["method"].upper(), r["url"], r["body_key"] or "", t,
-                          r["session_id"], (r["mime"] or "").lower(), parse_time(t).timestamp())
+                          r["session_id"], mime, parse_time(t).timestamp(), is_static(r["url"], mime))
             self.exact.setdefault((cap.method, cap.url, cap.body_key), []).append(cap)
             self.canonical.setdefault((cap.method, canonical_url(cap.url, self.rules), cap.body_key), []).append(cap)
             self.by_path.setdefault((cap.method, path_key(cap.url)), []).append(cap)
@@ -310,7 +297,7 @@ class Matcher:
         best: list[Capture] = []
         best_score = -1.0
         for cap in pool:
-            if static or is_static(cap.url, cap.mime) and rules.ignore_static_query:
+            if rules.ignore_static_query and (static or cap.static):
                 s = 1.0 if cap.body_key == body_key else 0.5
             else:
                 cq = self._query.get(cap.id)

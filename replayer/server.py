@@ -86,6 +86,13 @@ def _header_block(headers) -> bytes:
     return "".join(f"{k}: {v}\r\n" for k, v in headers).encode("latin-1", "replace")
 
 
+def _simple(status: int, content_type: str, body: bytes, extra: bytes = b"") -> tuple[bytes, bytes]:
+    """(head, body) of a response made here rather than taken from the archive."""
+    head = (_status_line(status, "") + f"Content-Type: {content_type}\r\n".encode("latin-1") + extra
+            + f"Content-Length: {len(body)}\r\n".encode())
+    return head, body
+
+
 class ResponseCache:
     """Least-recently-used cache of :class:`Built` responses, bounded in bytes."""
 
@@ -378,10 +385,9 @@ class ReplayServer:
                 self._miss_file.flush()
         if self.on_miss == "abort":
             return None, None
-        status = 404 if self.on_miss == "404" else 502
         body = f"webfreeze: not in archive: {method.upper()} {url}\n".encode("utf-8", "replace")
-        head = (_status_line(status, "") + b"Content-Type: text/plain; charset=utf-8\r\nX-Webfreeze-Miss: 1\r\n"
-                + b"Cache-Control: no-store\r\n" + f"Content-Length: {len(body)}\r\n".encode())
+        head, body = _simple(404 if self.on_miss == "404" else 502, "text/plain; charset=utf-8", body,
+                             b"X-Webfreeze-Miss: 1\r\nCache-Control: no-store\r\n")
         return head, (b"" if method.upper() == "HEAD" else body)
 
     def _build(self, exchange_id: int) -> Built:
@@ -488,10 +494,8 @@ class ReplayServer:
             data = list(self.misses)
         else:
             return self._plain(404, "unknown control endpoint (status, reset (POST), state, misses)\n")
-        body = json.dumps(data, sort_keys=True, indent=1).encode()
-        head = _status_line(200, "") + b"Content-Type: application/json\r\nCache-Control: no-store\r\n" + \
-            f"Content-Length: {len(body)}\r\n".encode()
-        return head, body
+        return _simple(200, "application/json", json.dumps(data, sort_keys=True, indent=1).encode(),
+                       b"Cache-Control: no-store\r\n")
 
     def listing(self, target: str):
         q = dict(parse_qsl(urlsplit(target).query))
@@ -516,15 +520,10 @@ class ReplayServer:
                 f"<p>{self.matcher.count} exchanges; raw replay at <code>/&lt;timestamp&gt;id_/&lt;url&gt;</code>."
                 f" Page {page}.</p><table><tr><th>method</th><th>status</th><th>type</th><th>captured</th>"
                 f"<th>url</th></tr>{''.join(items)}</table>{nav}</body></html>").encode("utf-8")
-        head = _status_line(200, "") + b"Content-Type: text/html; charset=utf-8\r\n" + \
-            f"Content-Length: {len(html)}\r\n".encode()
-        return head, html
+        return _simple(200, "text/html; charset=utf-8", html)
 
     def _plain(self, status: int, text: str):
-        body = text.encode("utf-8", "replace")
-        head = _status_line(status, "") + b"Content-Type: text/plain; charset=utf-8\r\n" + \
-            f"Content-Length: {len(body)}\r\n".encode()
-        return head, body
+        return _simple(status, "text/plain; charset=utf-8", text.encode("utf-8", "replace"))
 
     def own_address(self, host_header: str) -> bool:
         host = host_header.rsplit(":", 1)[0].strip("[]").lower() if host_header else ""

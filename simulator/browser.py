@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 
 CHROMIUM_FLAGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -54,3 +55,31 @@ def new_context(browser, **overrides):
                 "service_workers": "block", "ignore_https_errors": True}
     settings.update(overrides)
     return browser.new_context(**settings)
+
+
+QUIET_MS = 150  # the network counts as settled after this long without a request in flight
+SETTLE_TIMEOUT_S = 10
+
+
+def track_inflight(page) -> set:
+    """The set of the page's requests in flight, kept current by Playwright's request events."""
+    inflight: set = set()
+    page.on("request", lambda r: inflight.add(r))
+    page.on("requestfinished", lambda r: inflight.discard(r))
+    page.on("requestfailed", lambda r: inflight.discard(r))
+    return inflight
+
+
+def wait_network_quiet(page, inflight: set, *, quiet_ms: float = QUIET_MS,
+                       timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+    """Wait until no request has been in flight for ``quiet_ms`` (XHRs after load included)."""
+    deadline = time.monotonic() + timeout_s
+    quiet_since = None
+    while time.monotonic() < deadline:
+        if inflight:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif (time.monotonic() - quiet_since) * 1000 >= quiet_ms:
+            return
+        page.wait_for_timeout(10 if quiet_ms < 100 else 25)

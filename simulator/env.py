@@ -17,6 +17,7 @@ never raises: it sets ``last_action_error`` in the next observation.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -26,12 +27,15 @@ from urllib.parse import urlsplit
 
 import gymnasium as gym
 
+from webfreeze.archives import archive_digest
+
 from webfreeze.replayer.content import DecodeError, content_encoding, decode_content
 from webfreeze.replayer.hooks import SiteModel, host_key
 from webfreeze.replayer.server import ReplayServer
 
 from .actions import Action, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
+from .browser import track_inflight, wait_network_quiet
 from .trajectory import TrajectoryRecorder
 
 BACKENDS = ("browser", "text")
@@ -86,13 +90,9 @@ class WebEnv(gym.Env):
         self.recorder: TrajectoryRecorder | None = None
         self.last_error: str | None = None
 
-    @property
+    @functools.cached_property
     def archive_digest(self) -> str:
-        h = hashlib.sha256()
-        with open(self.config.archive, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        return "sha256:" + h.hexdigest()
+        return archive_digest(self.config.archive)
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -166,12 +166,7 @@ class WebEnv(gym.Env):
         if not self.recorder.finished:
             self.recorder.finish("stopped" if stopped else "step_limit", final_url=self.backend.url,
                                  final_state=self.server.site_state())
-        return self.recorder.data(archive_digest=self._archive_digest_cached())
-
-    def _archive_digest_cached(self) -> str:
-        if not hasattr(self, "_digest_cache"):
-            self._digest_cache = self.archive_digest
-        return self._digest_cache
+        return self.recorder.data(archive_digest=self.archive_digest)
 
     def close(self) -> None:
         self.backend.close()
@@ -362,11 +357,7 @@ class _BrowserBackend:
 
     def _watch(self, page):
         page.set_default_timeout(ACTION_TIMEOUT_MS)
-        inflight: set = set()
-        self._inflight = inflight
-        page.on("request", lambda r: inflight.add(r))
-        page.on("requestfinished", lambda r: inflight.discard(r))
-        page.on("requestfailed", lambda r: inflight.discard(r))
+        self._inflight = track_inflight(page)
         return page
 
     def _settle(self) -> None:
@@ -375,16 +366,7 @@ class _BrowserBackend:
             self.page.wait_for_load_state("load", timeout=ACTION_TIMEOUT_MS)
         except Exception:
             return
-        deadline = time.monotonic() + 3
-        quiet_since = None
-        while time.monotonic() < deadline:
-            if self._inflight:
-                quiet_since = None
-            elif quiet_since is None:
-                quiet_since = time.monotonic()
-            elif (time.monotonic() - quiet_since) * 1000 >= SETTLE_MS:
-                return
-            self.page.wait_for_timeout(10)
+        wait_network_quiet(self.page, self._inflight, quiet_ms=SETTLE_MS, timeout_s=3)
 
     def observe(self):
         self._follow_new_pages()

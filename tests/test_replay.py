@@ -313,7 +313,7 @@ def test_clients_hanging_up_mid_response_do_not_hurt_others(server):
 
 
 def test_pipelined_requests_are_answered_in_order(server):
-    reqs = b"".join(f"GET http://site.test/counter HTTP/1.1\r\nHost: site.test\r\n\r\n".encode() for _ in range(3))
+    reqs = b"".join("GET http://site.test/counter HTTP/1.1\r\nHost: site.test\r\n\r\n".encode() for _ in range(3))
     reqs += b"GET http://site.test/exact?a=1 HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n"
     out = raw_exchange(server.port, reqs)
     assert [out.index(w) for w in (b"first", b"second", b"third", b"exact-body")] == sorted(

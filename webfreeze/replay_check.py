@@ -79,8 +79,7 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.recorder.crawl import wait_network_quiet
-    from webfreeze.simulator.browser import launch_chromium, new_context
+    from webfreeze.simulator.browser import launch_chromium, new_context, track_inflight, wait_network_quiet
 
     archive_path = Path(archive_path)
     if not archive_path.exists():
@@ -110,11 +109,9 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
                 server.reset(seed, when=rec["captured_at"])
                 context = new_context(browser)
                 page = context.new_page()
-                inflight: set = set()
+                inflight = track_inflight(page)
                 missed: list[str] = []
-                page.on("request", lambda r: inflight.add(r))
-                page.on("requestfinished", lambda r: inflight.discard(r))
-                page.on("requestfailed", lambda r: (inflight.discard(r), missed.append(r.url)))
+                page.on("requestfailed", lambda r: missed.append(r.url))
 
                 def on_response(resp, missed=missed):
                     if resp.headers.get("x-webfreeze-miss"):

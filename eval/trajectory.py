@@ -181,7 +181,7 @@ def agent_action(step: dict) -> Action | None:
     if kind in ("go_back", "go_forward"):
         return Action(kind, "")
     if kind == "press":
-        return Action("press", str(parsed.get("text") or parsed.get("value") or "").casefold(),)
+        return Action("press", str(parsed.get("key") or parsed.get("text") or parsed.get("value") or "").casefold(),)
     target = element_identity(step.get("target"))
     if kind == "type":
         typed = step.get("typed") if step.get("typed") is not None else parsed.get("text")

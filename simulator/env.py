@@ -41,6 +41,7 @@ from .trajectory import TrajectoryRecorder
 BACKENDS = ("browser", "text")
 MAX_REDIRECTS = 10
 ACTION_TIMEOUT_MS = 5000
+ELEMENT_FIELDS = ("bid", "role", "name", "tag", "css", "bbox", "visible", "clickable")
 SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settled
 
 
@@ -175,7 +176,7 @@ class WebEnv(gym.Env):
     def _observe(self) -> dict:
         tree, shot = self.backend.observe()
         self.tree = tree
-        elements = [{k: e[k] for k in ("bid", "role", "name", "bbox", "visible", "clickable")} for e in tree.elements]
+        elements = [{k: e[k] for k in ELEMENT_FIELDS} for e in tree.elements]
         return {
             "url": self.backend.url, "title": tree.title, "goal": (self.task or {}).get("instruction", ""),
             "axtree_text": tree.axtree_text, "elements": elements, "screenshot": shot,

@@ -1,1 +1,29 @@
-"""Agent policies, LLM backends, memory and user-history retrieval. Built in a later issue."""
+"""Agents: policies that read an observation and return an action string.
+
+An agent is built by name from :data:`AGENTS` (``make_agent``); the runner (``webfreeze bench
+run``) gives it each task with :meth:`Agent.reset` and asks :meth:`Agent.act` for one step at a
+time. Agents here need no model and no network:
+
+- ``reference``: replays the task's reference trajectory (as ``record session`` logs it), finding
+  each target by role, name and CSS path; it answers only when the page showed the evidence.
+- ``keyword``: a simple non-LLM baseline (search, follow the best-matching link, answer with the
+  best-matching text).
+"""
+
+from __future__ import annotations
+
+from .base import Agent, AgentError
+from .baseline import KeywordAgent
+from .reference import ReferenceAgent
+
+AGENTS: dict[str, type[Agent]] = {"reference": ReferenceAgent, "keyword": KeywordAgent}
+
+
+def make_agent(name: str, **config) -> Agent:
+    """A fresh agent called ``name`` (one of :data:`AGENTS`)."""
+    if name not in AGENTS:
+        raise AgentError(f"unknown agent {name!r} (known: {', '.join(sorted(AGENTS))})")
+    return AGENTS[name](**config)
+
+
+__all__ = ["AGENTS", "Agent", "AgentError", "KeywordAgent", "ReferenceAgent", "make_agent"]

@@ -71,6 +71,7 @@ class Suite:
     archive_digest: str | None = None
     path: str = ""  # the manifest, .jsonl or .json file it was loaded from
     root: str = ""  # the directory reference paths are resolved against
+    manifest: dict = field(default_factory=dict)  # the manifest's JSON (e.g. its `archive`, `site_models`)
 
     def by_id(self) -> dict[str, Task]:
         return {t.id: t for t in self.tasks}
@@ -322,7 +323,7 @@ def _load_manifest(manifest_path: Path) -> Suite:
     tasks, digest = load_tasks_jsonl(root / tasks_name, roots=[root], categories=categories)
     cats = categories if categories is not None else sorted({t.category for t in tasks})
     return Suite(name=name, tasks=tasks, digest=digest, categories=list(cats), archive_digest=archive_digest,
-                 path=str(manifest_path), root=str(root))
+                 path=str(manifest_path), root=str(root), manifest=manifest)
 
 
 def load_suite(path: str | os.PathLike, *, roots: list[str | os.PathLike] | None = None) -> Suite:

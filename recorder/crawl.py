@@ -20,7 +20,7 @@ from urllib.parse import urldefrag, urlsplit
 from webfreeze.archives import ArchiveError
 from webfreeze.archives.timeutil import now
 
-from .proxy import RecordingProxy, free_port, open_for_recording
+from .proxy import RecordingProxy, free_port, open_for_recording, resolved_url
 
 STATE_VERSION = 1
 
@@ -64,7 +64,8 @@ def check_reachable(url: str) -> None:
 
 
 def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, scope: str = "host",
-          progress: Callable[[int, str], None] | None = None) -> CrawlResult:
+          progress: Callable[[int, str], None] | None = None,
+          resolve: dict[str, tuple[str, int]] | None = None) -> CrawlResult:
     """Crawl from ``start`` into the archive (created if missing); resumes an interrupted crawl."""
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
@@ -73,7 +74,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
 
     start = urldefrag(start)[0]
     in_scope = scope_matcher(start, scope)
-    check_reachable(start)
+    check_reachable(resolved_url(start, resolve))
     state_name = "crawls/" + hashlib.sha256(f"{start}\n{scope}\n{depth}".encode()).hexdigest()[:16] + ".json"
     with open_for_recording(archive_path) as arc:
         try:
@@ -84,7 +85,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                      "queue": [[start, 0]], "seen": [start], "done": 0}
             resumed = False
         seen = set(state["seen"])
-        proxy = RecordingProxy(arc, port=free_port(), session_kind="crawl").start()
+        proxy = RecordingProxy(arc, port=free_port(), session_kind="crawl", resolve=resolve).start()
         before = proxy.recorder.recorded
         visited = 0
         try:

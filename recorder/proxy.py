@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import threading
+from urllib.parse import urlsplit, urlunsplit
 from pathlib import Path
 
 from webfreeze.archives import Archive, ArchiveError
@@ -61,8 +62,10 @@ class RecordingProxy:
     """A mitmproxy instance recording into ``archive``; run it in the foreground or a thread."""
 
     def __init__(self, archive: Archive, *, host: str = "127.0.0.1", port: int = 8080,
-                 confdir: Path | None = None, session_kind: str = "proxy"):
+                 confdir: Path | None = None, session_kind: str = "proxy",
+                 resolve: dict[str, tuple[str, int]] | None = None):
         check_port(host, port)
+        self.resolve = dict(resolve or {})
         self.archive = archive
         self.host, self.port = host, port
         self.confdir = Path(confdir or default_confdir())
@@ -85,6 +88,8 @@ class RecordingProxy:
                                ssl_insecure=True)  # record sites with self-signed certificates too
         master = DumpMaster(opts, with_termlog=False, with_dumper=False)
         master.addons.add(self.recorder)
+        if self.resolve:
+            master.addons.add(_Resolver(self.resolve))
         self._master = master
         self._loop = asyncio.get_running_loop()
         if threading.current_thread() is threading.main_thread():
@@ -120,6 +125,45 @@ class RecordingProxy:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+
+class _Resolver:
+    """Connects to a fixed address for some host names (like curl's ``--resolve``), so a site on
+    loopback is recorded under its real name: the URLs in the archive keep the name, only the
+    upstream connection goes elsewhere."""
+
+    def __init__(self, table: dict[str, tuple[str, int]]):
+        self.table = {k.lower(): v for k, v in table.items()}
+
+    def server_connect(self, data) -> None:
+        host, port = data.server.address
+        target = self.table.get(f"{host}:{port}".lower()) or self.table.get(str(host).lower())
+        if target is not None:
+            data.server.address = target
+
+
+def parse_resolve(entries) -> dict[str, tuple[str, int]]:
+    """``HOST[:PORT]=ADDRESS:PORT`` entries (the CLI's ``--resolve``) as a table."""
+    table: dict[str, tuple[str, int]] = {}
+    for entry in entries or ():
+        name, sep, target = entry.partition("=")
+        addr, colon, port = target.rpartition(":")
+        if not sep or not name or not colon or not addr or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ArchiveError(f"--resolve {entry!r}: expected HOST=ADDRESS:PORT, e.g. scholar.test=127.0.0.1:8001")
+        table[name.lower()] = (addr.strip("[]"), int(port))
+    return table
+
+
+def resolved_url(url: str, table: dict[str, tuple[str, int]] | None) -> str:
+    """``url`` with its host replaced by the address ``table`` maps it to (for reachability checks)."""
+    if not table:
+        return url
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    target = table.get(f"{parts.hostname}:{port}") or table.get(parts.hostname or "")
+    if target is None:
+        return url
+    return urlunsplit((parts.scheme, f"{target[0]}:{target[1]}", parts.path, parts.query, ""))
 
 
 def _wait_listening(host: str, port: int, timeout: float = 15.0) -> None:

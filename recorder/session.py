@@ -19,7 +19,7 @@ from pathlib import Path
 
 from webfreeze.archives import ArchiveError
 
-from .proxy import RecordingProxy, free_port, open_for_recording
+from .proxy import RecordingProxy, free_port, open_for_recording, resolved_url
 
 TRAJECTORY_VERSION = 1
 
@@ -49,9 +49,13 @@ LISTENER_JS = r"""
     }
     if (el.getAttribute('alt')) return clean(el.getAttribute('alt'));
     if (el.tagName === 'INPUT' && ['submit', 'button'].includes(el.type)) return clean(el.value);
+    // names from content come before the title attribute (which is only a fallback, as in Chromium)
+    if (['A', 'BUTTON', 'OPTION', 'H1', 'H2', 'H3', 'H4'].includes(el.tagName) || el.getAttribute('role')) {
+      const text = clean(el.textContent);
+      if (text) return text;
+    }
     if (el.getAttribute('title')) return clean(el.getAttribute('title'));
     if (el.getAttribute('placeholder')) return clean(el.getAttribute('placeholder'));
-    if (['A', 'BUTTON', 'OPTION', 'H1', 'H2', 'H3', 'H4'].includes(el.tagName) || el.getAttribute('role')) return clean(el.textContent);
     return '';
   };
   const cssPath = (el) => {
@@ -85,6 +89,10 @@ LISTENER_JS = r"""
     if (el.tagName === 'SELECT') send('select', el, {value: el.value, label: clean((el.selectedOptions[0] || {}).textContent)});
   }, true);
   document.addEventListener('submit', (e) => send('submit', e.target), true);
+  // A scripted annotator states the task's answer, optionally pointing at the element that shows it.
+  window.__webfreezeAnswer = (value, el, evidence) => window.__webfreezeLog({action: 'answer',
+    target: el ? describe(el) : null, value: {text: value, evidence: evidence || (el ? [value] : [])},
+    url: location.href, time: Date.now()});
   let scrollTimer = null;
   window.addEventListener('scroll', () => {
     clearTimeout(scrollTimer);
@@ -138,10 +146,22 @@ def _write_atomically(path: Path, data: dict) -> None:
         raise
 
 
+def record_answer(page, text: str, locator=None, evidence: list[str] | None = None) -> None:
+    """For scripts driving a session: log the task's answer ``text``, read from the element
+    ``locator`` points at (a Playwright locator) when given. ``evidence`` lists strings the page must
+    show for the answer to hold (default: the answer itself when a locator is given)."""
+    if locator is not None:
+        locator.evaluate("(el, a) => window.__webfreezeAnswer(a[0], el, a[1])", [text, evidence])
+    else:
+        page.evaluate("(a) => window.__webfreezeAnswer(a[0], null, a[1])", [text, evidence])
+
+
 def record_session(archive_path, start: str, trajectory_path, *, headed: bool = False,
-                   script: str | None = None) -> dict:
+                   script: str | None = None, driver=None,
+                   resolve: dict[str, tuple[str, int]] | None = None, quiet_ms: int = 300) -> dict:
     """Open ``start`` in Chromium through the recording proxy; a ``script`` (a Python file defining
-    ``run(page)``) drives it, else a person does until the window is closed. Returns the trajectory."""
+    ``run(page)``) or a ``driver`` callable drives it, else a person does until the window is
+    closed. Returns the trajectory."""
     from playwright.sync_api import sync_playwright
 
     from webfreeze.simulator.browser import launch_chromium, new_context
@@ -151,19 +171,19 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
     out = Path(trajectory_path)
     if not out.parent.is_dir():
         raise ArchiveError(f"{out.parent}: no such directory")
-    run = None
+    run = driver
     if script:
         if not Path(script).is_file():
             raise ArchiveError(f"{script}: no such script")
         run = runpy.run_path(script).get("run")
         if not callable(run):
             raise ArchiveError(f"{script}: defines no run(page) function")
-    elif not headed:
+    elif run is None and not headed:
         raise ArchiveError("a session needs --headed (a person drives) or --script FILE")
-    check_reachable(start)
+    check_reachable(resolved_url(start, resolve))
     log = TrajectoryLog()
     with open_for_recording(archive_path) as arc:
-        proxy = RecordingProxy(arc, port=free_port(), session_kind="session").start()
+        proxy = RecordingProxy(arc, port=free_port(), session_kind="session", resolve=resolve).start()
         try:
             with sync_playwright() as pw:
                 browser = launch_chromium(pw, proxy=proxy.url, headless=not headed)
@@ -175,7 +195,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
                 page.goto(start, wait_until="load")
                 if run is not None:
                     run(page)
-                    page.wait_for_timeout(300)  # let the last events arrive
+                    page.wait_for_timeout(quiet_ms)  # let the last events arrive
                 else:
                     page.wait_for_event("close", timeout=0)
                 browser.close()
@@ -187,7 +207,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
             "start_url": start,
             "archive_session": proxy.session_id,
             "viewport": {"width": 1920, "height": 1080},
-            "recorded_by": "script" if run else "person",
+            "recorded_by": "person" if run is None else "script",
             "steps": log.steps,
         }
         arc.put_document(f"trajectories/{proxy.session_id}.json", trajectory)

@@ -141,7 +141,7 @@ class ReplayServer:
         self.inject = inject
         self.seed = seed
         self.rule_overrides = rules or {}
-        self.when = parse_time(when).timestamp() if when else None
+        self.when = self.default_when = parse_time(when).timestamp() if when else None
         self.confdir = confdir
         self.cache = ResponseCache(cache_bytes)
         self.sequencer = Sequencer()
@@ -190,8 +190,8 @@ class ReplayServer:
         with self._state_lock:
             if seed is not None:
                 self.seed = seed
-            if when is not None:
-                self.when = parse_time(when).timestamp()
+            # a session without a time of its own goes back to the server's (no carry-over between tasks)
+            self.when = parse_time(when).timestamp() if when is not None else self.default_when
             self.sequencer.reset()
             self.cache.clear()  # injected pages depend on the seed
             for model in {id(m): m for m in self.models.values()}.values():

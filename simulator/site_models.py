@@ -25,7 +25,7 @@ class SimulatedSiteModel(SiteModel):
         if kind not in STATEFUL_PATHS:
             raise ValueError(f"no site model for {kind!r} (shop or booking)")
         self.kind = kind
-        self.name = kind
+        self.name = host.lower()  # the exported state is keyed by host, as final-state checks name it
         self.hosts = (host.lower(),)
         self.site_seed = seed
 
@@ -39,7 +39,7 @@ class SimulatedSiteModel(SiteModel):
             return None
         from werkzeug.test import Client
 
-        client = Client(state["site"])
+        client = Client(state["site"], use_cookies=False)  # the browser's Cookie header, not a jar of its own
         parts = request.url.split("/", 3)
         path_qs = "/" + (parts[3] if len(parts) > 3 else "")
         headers = [(k, v) for k, v in request.headers if k.lower() not in ("content-length", "host")]

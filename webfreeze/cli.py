@@ -582,6 +582,11 @@ from webfreeze.cli_eval import register as _register_eval  # noqa: E402
 
 _register_eval(cli)
 
+# bench run|compare, tasks validate and demo live in cli_bench.py
+from webfreeze.cli_bench import register as _register_bench  # noqa: E402
+
+_register_bench(cli)
+
 
 # ============================================================================== entry point
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,268 @@
+"""The ``bench`` group (run suites, compare runs), ``tasks validate`` and ``demo``.
+
+Registered on the main CLI at the end of ``webfreeze/cli.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+
+def _one_line_errors(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from webfreeze.agents import AgentError
+        from webfreeze.eval.errors import EvalError
+        from webfreeze.runner import RunError
+        from webfreeze.simulator.env import EnvError
+
+        try:
+            return fn(*args, **kwargs)
+        except (EvalError, RunError, AgentError, EnvError) as exc:
+            raise click.ClickException(str(exc)) from None
+    return wrapper
+
+
+def _pairs(entries, what: str) -> dict:
+    out = {}
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{entry!r}: expected KEY=VALUE", param_hint=what)
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def _console():
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=140)
+
+
+def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=0, max_steps=30,
+              screenshots=False, agent_config=None, site_models=None, quiet=False) -> dict:
+    """Prepare and execute a run with a progress bar on stderr; returns the manifest."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from webfreeze.runner import RunConfig, execute, prepare
+
+    prep = prepare(RunConfig(suite=str(suite), archive=str(archive) if archive else None, agent=agent, out=str(out),
+                             workers=workers, backend=backend, seed=seed, max_steps=max_steps,
+                             screenshots=screenshots, agent_config=dict(agent_config or {}),
+                             site_models=dict(site_models or {})))
+    err = Console(stderr=True)
+    if prep.manifest["archive_matches_suite"] is False:
+        err.print(f"warning: {prep.archive} is not the archive the suite was made for (digest differs)")
+    if prep.done and not quiet:
+        err.print(f"resuming {out}: {len(prep.done)} of {len(prep.suite.tasks)} tasks already ran")
+    ends: dict[str, int] = {}
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("{task.fields[ends]}"), console=err, transient=True,
+                        disable=quiet or not err.is_terminal)
+    bar = progress.add_task(f"{agent} on {prep.suite.name} ({backend})", total=len(prep.suite.tasks),
+                            completed=len(prep.done), ends="")
+
+    def advance(summary: dict) -> None:
+        ends[summary["end"]] = ends.get(summary["end"], 0) + 1
+        progress.update(bar, advance=1, ends=" ".join(f"{k} {v}" for k, v in sorted(ends.items())))
+        if not progress.console.is_terminal and not quiet:
+            err.print(f"  {summary['task_id']}: {summary['end']} after {summary['steps']} steps")
+
+    with progress:
+        manifest = execute(prep, progress=advance)
+    return manifest
+
+
+# ==================================================================================== bench
+@click.group("bench")
+def bench_group() -> None:
+    """Run agents on task suites over an archive, and compare runs."""
+
+
+@bench_group.command("run")
+@click.argument("suite", metavar="SUITE", type=click.Path())
+@click.option("--archive", "archive", type=click.Path(dir_okay=False),
+              help="Archive to replay (default: the one the suite's manifest names).")
+@click.option("--agent", required=True, help="Agent name: reference (replays reference trajectories) or keyword "
+                                              "(a non-LLM baseline).")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+              help="Run directory (created; an interrupted run there resumes).")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Episodes in parallel, one process and one environment each.")
+@click.option("--backend", type=click.Choice(["browser", "text"]), default="browser", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the page runtime (Math.random...).")
+@click.option("--max-steps", type=click.IntRange(1, 1000), default=30, show_default=True)
+@click.option("--screenshots", is_flag=True, help="Keep a PNG per step (browser backend).")
+@click.option("--agent-config", "agent_config", multiple=True, metavar="KEY=VALUE",
+              help="Agent setting (JSON value or text); repeatable.")
+@click.option("--site-model", "site_models", multiple=True, metavar="HOST=KIND",
+              help="Serve HOST's stateful pages from a simulated site (shop, booking); repeatable.")
+@click.option("--no-report", is_flag=True, help="Do not score the run at the end.")
+@_one_line_errors
+def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, screenshots, agent_config, site_models,
+              no_report):
+    """Run AGENT on every task of SUITE against the replayed archive; write RUN_DIR.
+
+    RUN_DIR gets manifest.json (archive and suite digests, agent config, versions), tasks.jsonl,
+    one trajectory per task in trajectories/, then report.json and report.html (unless
+    --no-report). Rerunning the same command on an interrupted run finishes it.
+    """
+    models = {k: str(v) for k, v in _pairs(site_models, "--site-model").items()}
+    manifest = run_suite(suite, archive, agent, out, workers=workers, backend=backend, seed=seed,
+                         max_steps=max_steps, screenshots=screenshots,
+                         agent_config=_pairs(agent_config, "--agent-config"), site_models=models)
+    click.echo(f"ran {manifest['tasks_done']} of {manifest['suite']['tasks']} tasks in {manifest['elapsed_s']:.1f} s "
+               f"-> {out}", err=True)
+    if not no_report:
+        _print_report(out)
+
+
+def _print_report(run_dir) -> dict:
+    from webfreeze.eval.report import summary_table, write_report
+
+    report = write_report(run_dir)
+    _console().print(summary_table(report))
+    for w in report["warnings"]:
+        click.echo(f"warning: {w}", err=True)
+    click.echo(f"wrote {run_dir}/report.json and {run_dir}/report.html", err=True)
+    return report
+
+
+@bench_group.command("compare")
+@click.argument("run_a", metavar="RUN_A", type=click.Path(file_okay=False))
+@click.argument("run_b", metavar="RUN_B", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--all", "show_all", is_flag=True, help="List identical tasks too.")
+@_one_line_errors
+def bench_compare(run_a, run_b, as_json, show_all):
+    """Show where two runs differ: per task, the outcome in each and the first step where the
+    trajectories part (action, URL, error), then success rates per category.
+
+    Exit status 0 when every trajectory is the same apart from timings, 1 when any differs.
+    """
+    from webfreeze.compare import compare_runs
+
+    result = compare_runs(run_a, run_b)
+    if as_json:
+        click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
+    else:
+        _print_comparison(result, show_all)
+    sys.exit(0 if result["identical"] else 1)
+
+
+def _print_comparison(result: dict, show_all: bool) -> None:
+    from rich.table import Table
+
+    console = _console()
+    t = Table(title=f"{result['a']['path']} (A) vs {result['b']['path']} (B)", title_justify="left")
+    for col in ("task", "A", "B", "first difference", "A did", "B did"):
+        t.add_column(col, overflow="fold")
+    for row in result["tasks"]:
+        if row["same"] and not show_all:
+            continue
+        d = row.get("first_difference") or {}
+        where = "-" if row["same"] else (f"step {d['step']}: {d['field']}" if d else "only in one run")
+        t.add_row(row["task_id"], row["a_outcome"] or "-", row["b_outcome"] or "-", where,
+                  str(d.get("a", "")), str(d.get("b", "")))
+    console.print(t)
+    c = Table(title="success rate by category", title_justify="left")
+    for col in ("category", "A", "B", "change"):
+        c.add_column(col, justify="left" if col == "category" else "right")
+    for cat, r in result["categories"].items():
+        a, b = r["a"], r["b"]
+        change = "-" if a is None or b is None else f"{(b - a) * 100:+.1f} pts"
+        c.add_row(cat, "-" if a is None else f"{a * 100:.1f}%", "-" if b is None else f"{b * 100:.1f}%", change)
+    console.print(c)
+    s = result["counts"]
+    click.echo(f"{s['same']} tasks identical, {s['different']} different, {s['only_a']} only in A, "
+               f"{s['only_b']} only in B", err=True)
+
+
+# ==================================================================================== tasks validate
+@click.command("validate")
+@click.argument("suite", metavar="SUITE", type=click.Path())
+@click.option("--archive", "archive", type=click.Path(dir_okay=False),
+              help="Archive to check against (default: the one the suite's manifest names).")
+@click.option("--backend", type=click.Choice(["browser", "text"]), default="text", show_default=True,
+              help="text is fast and enough for server-rendered sites; browser runs scripts too.")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--out", type=click.Path(file_okay=False), help="Keep the validation run here (default: discarded).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_one_line_errors
+def tasks_validate(suite, archive, backend, workers, out, as_json):
+    """Replay every task's reference trajectory on the archive with the reference agent and list
+    the tasks whose ground truth cannot be reached there ("expired" tasks).
+
+    Exit status 0 when every task is reachable, 1 when any is expired.
+    """
+    from webfreeze.eval.report import write_report
+    from webfreeze.eval.tasks import load_suite
+    from webfreeze.runner import RunError
+
+    no_ref = [t.id for t in load_suite(suite).tasks if t.reference is None]
+    if no_ref:
+        raise RunError(f"{len(no_ref)} task(s) have no reference trajectory to replay, e.g. {no_ref[0]}")
+    tmp = None
+    if out is None:
+        tmp = tempfile.mkdtemp(prefix="webfreeze-validate-")
+        out = str(Path(tmp) / "run")
+    try:
+        run_suite(suite, archive, "reference", out, workers=workers, backend=backend, quiet=as_json)
+        report = write_report(out)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    expired = []
+    for tid, r in sorted(report["tasks"].items()):
+        if not r["success"]:
+            why = r.get("end_reason") or r["outcome"]
+            traj_answer = r.get("answer")
+            detail = next((res.get("detail") for res in r["results"].values()
+                           if isinstance(res, dict) and not res.get("success") and res.get("detail")), None)
+            expired.append({"task_id": tid, "end": why, "answer": traj_answer, "detail": detail})
+    result = {"suite": report["suite"], "tasks": len(report["tasks"]), "expired": expired, "backend": backend}
+    if as_json:
+        click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
+    else:
+        for e in expired:
+            click.echo(f"expired: {e['task_id']} (ended by {e['end']}; answer {e['answer']!r})")
+        click.echo(f"{report['suite']['name']}: {len(report['tasks']) - len(expired)} of {len(report['tasks'])} tasks "
+                   f"reachable on the archive, {len(expired)} expired ({backend} backend)", err=True)
+    sys.exit(1 if expired else 0)
+
+
+# ==================================================================================== demo
+@click.command("demo")
+@click.option("--print-paths", is_flag=True, help="Print where the demo archive and suite are, as JSON, and exit.")
+@click.option("--backend", type=click.Choice(["browser", "text"]), default="browser", show_default=True)
+@click.option("--workers", type=click.IntRange(1, 64), default=2, show_default=True)
+@click.option("--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True)
+@_one_line_errors
+def demo(print_paths, backend, workers, out):
+    """The whole loop on the shipped demo: validate the suite, run the reference agent and the
+    keyword baseline on the demo archive, and print their reports (runs in OUT/<agent>/)."""
+    from webfreeze.demo import demo_paths, run_demo
+
+    if print_paths:
+        click.echo(json.dumps(demo_paths(), indent=2, sort_keys=True))
+        return
+    run_demo(out=out, backend=backend, workers=workers)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(bench_group)
+    cli.add_command(demo)
+    tasks = cli.commands["tasks"]
+    tasks.add_command(tasks_validate)

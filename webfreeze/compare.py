@@ -1,0 +1,100 @@
+"""``webfreeze bench compare RUN_A RUN_B``: where two runs differ, task by task and step by step.
+
+Trajectories are compared without their timing fields. For each task the first step where the two
+runs part is named with the field that differs (``action``, ``url``, ``error``, ``url_after``,
+``count`` when one run has more steps, or ``answer`` / ``end`` / ``final_state`` after the last
+step). Outcomes come from each run's ``report.json`` (scored afresh when absent).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from webfreeze.eval.errors import ReportError
+
+STEP_FIELDS = ("action", "url", "error", "url_after")
+END_FIELDS = ("answer", "end", "final_state")
+
+
+def _load_run(run_dir) -> tuple[dict, dict[str, dict]]:
+    from webfreeze.eval.report import build_report
+    from webfreeze.simulator.trajectory import without_timings
+
+    run = Path(run_dir)
+    if not (run / "manifest.json").is_file():
+        raise ReportError(f"{run}: not a run directory (no manifest.json)")
+    report_path = run / "report.json"
+    report = None
+    if report_path.is_file():
+        try:
+            report = json.loads(report_path.read_text(encoding="utf-8"))
+        except ValueError:
+            report = None
+    if report is None:
+        report, _ = build_report(run)
+    trajectories = {}
+    for p in sorted((run / "trajectories").glob("*.json")):
+        try:
+            trajectories[p.stem] = without_timings(json.loads(p.read_text(encoding="utf-8")))
+        except ValueError:
+            raise ReportError(f"{p}: not valid JSON") from None
+    return report, trajectories
+
+
+def first_difference(a: dict, b: dict) -> dict | None:
+    """The first place two trajectories (without timings) differ, or None when they are equal."""
+    if a == b:
+        return None
+    sa, sb = a.get("steps", []), b.get("steps", [])
+    for i, (x, y) in enumerate(zip(sa, sb)):
+        for f in STEP_FIELDS:
+            if x.get(f) != y.get(f):
+                return {"step": i, "field": f, "a": x.get(f), "b": y.get(f)}
+        if x != y:
+            f = next((k for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)), "step")
+            return {"step": i, "field": f, "a": x.get(f), "b": y.get(f)}
+    if len(sa) != len(sb):
+        i = min(len(sa), len(sb))
+        return {"step": i, "field": "count", "a": sa[i]["action"] if i < len(sa) else f"ended after {len(sa)} steps",
+                "b": sb[i]["action"] if i < len(sb) else f"ended after {len(sb)} steps"}
+    for f in END_FIELDS:
+        if a.get(f) != b.get(f):
+            return {"step": len(sa), "field": f, "a": a.get(f), "b": b.get(f)}
+    f = next(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+    return {"step": len(sa), "field": f, "a": a.get(f), "b": b.get(f)}
+
+
+def compare_runs(run_a, run_b) -> dict:
+    rep_a, traj_a = _load_run(run_a)
+    rep_b, traj_b = _load_run(run_b)
+    tasks_a, tasks_b = rep_a.get("tasks", {}), rep_b.get("tasks", {})
+    rows = []
+    counts = {"same": 0, "different": 0, "only_a": 0, "only_b": 0}
+    for tid in sorted(set(traj_a) | set(traj_b) | set(tasks_a) | set(tasks_b)):
+        a, b = traj_a.get(tid), traj_b.get(tid)
+        row = {"task_id": tid, "a_outcome": (tasks_a.get(tid) or {}).get("outcome"),
+               "b_outcome": (tasks_b.get(tid) or {}).get("outcome")}
+        if a is None or b is None:
+            row.update(same=False, first_difference=None)
+            counts["only_a" if b is None else "only_b"] += 1
+        else:
+            # the agent and suite blocks name the run, not the episode: compare the episode
+            diff = first_difference({k: v for k, v in a.items() if k not in ("agent", "suite")},
+                                    {k: v for k, v in b.items() if k not in ("agent", "suite")})
+            row.update(same=diff is None, first_difference=diff)
+            counts["same" if diff is None else "different"] += 1
+        rows.append(row)
+    cats = sorted(set((rep_a.get("summary") or {}).get("categories", {})) |
+                  set((rep_b.get("summary") or {}).get("categories", {})))
+    categories = {}
+    for cat in cats + ["overall"]:
+        def rate(rep):
+            s = rep.get("summary") or {}
+            r = s.get("overall") if cat == "overall" else s.get("categories", {}).get(cat)
+            return None if not r else r.get("success_rate")
+        categories[cat] = {"a": rate(rep_a), "b": rate(rep_b)}
+    return {"a": {"path": str(run_a), "agent": (rep_a.get("run") or {}).get("agent")},
+            "b": {"path": str(run_b), "agent": (rep_b.get("run") or {}).get("agent")},
+            "identical": counts["different"] == counts["only_a"] == counts["only_b"] == 0,
+            "counts": counts, "tasks": rows, "categories": categories}

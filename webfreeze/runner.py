@@ -195,7 +195,10 @@ def _worker_init(config: dict, archive: str, manifest: dict) -> None:
 def _worker_close() -> None:
     env = _WORKER.pop("env", None)
     if env is not None:
-        env.close()
+        try:
+            env.close()
+        except Exception:  # interrupted: the browser may already be gone
+            pass
 
 
 def run_episode(task: dict, reference: dict | None) -> dict:

@@ -6,8 +6,9 @@ each action with its target's role, accessible name and CSS path. The agent turn
 BrowserGym action on the current observation, finding the target again by role and name (CSS path
 to choose among equals; CSS path and role alone when the target had no name) rather than by bid.
 
-- ``navigate`` is skipped when the page is already there (the action before it navigated); else it
-  becomes ``goto(url)``. The first one is the start page.
+- ``navigate`` is skipped when it is the start page, when the page is already there, or when it
+  follows a click or a form submission (the action caused it; its URL may hold ids the live site
+  assigned, such as an order number); else it becomes ``goto(url)``.
 - ``submit`` after a click is skipped (the click submitted); otherwise it presses Enter in the last
   field typed into.
 - ``scroll`` is skipped: targets are found in the whole page, not the viewport.
@@ -74,6 +75,15 @@ class ReferenceAgent(Agent):
         self.last_typed = None
         self.last_kind = None
 
+    def _caused_by_action(self) -> bool:
+        """Whether the navigate step just read follows a click or a form submission."""
+        for prev in reversed(self.steps[:self.pos - 1]):
+            kind = prev.get("action")
+            if kind in ("navigate", "scroll"):
+                continue
+            return kind in ("click", "submit")
+        return False
+
     def act(self, obs: dict) -> dict:
         self.seen.append(norm(obs.get("axtree_text")))
         while self.pos < len(self.steps):
@@ -82,7 +92,9 @@ class ReferenceAgent(Agent):
             kind = step.get("action")
             n = step.get("step", self.pos - 1)
             if kind == "navigate":
-                if self.pos == 1 or _same_url(obs.get("url"), step.get("url")):
+                # the start page, a page already open, or the result of the action before (whose URL
+                # may hold ids the live site assigned, like an order number): nothing to do
+                if self.pos == 1 or _same_url(obs.get("url"), step.get("url")) or self._caused_by_action():
                     continue
                 self.last_kind = "goto"
                 return {"action": f"goto({quote(step['url'])})", "thought": f"reference step {n}: open {step['url']}"}

@@ -26,6 +26,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlsplit
@@ -146,6 +147,7 @@ class ReplayServer:
         self.cache = ResponseCache(cache_bytes)
         self.sequencer = Sequencer()
         self.models: dict[str, SiteModel] = {}
+        self._last_capture: str | None = None
         self.model_state: dict[str, dict] = {}
         self.misses: list[dict] = []
         self.stats = {"requests": 0, "hits": 0, "misses": 0, "errors": 0, "model": 0, "bad_requests": 0}
@@ -343,7 +345,7 @@ class ReplayServer:
             resp = self._ask_model(model, method, url, headers, body)
             if resp is not None:
                 self.stats["model"] += 1
-                return self._serialise_plain(resp, method, "model")
+                return self._serialise_plain(self._inject_model(resp, url), method, "model")
         bkey = request_body_key(headers, body)
         level, key, caps, score = self.matcher.candidates(method, url, bkey)
         if not caps and method.upper() == "HEAD":  # HEAD is answered from a GET capture's headers
@@ -370,6 +372,29 @@ class ReplayServer:
                 self.stats["errors"] += 1
                 return ReplayResponse(500, [("Content-Type", "text/plain")],
                                       f"webfreeze: site model {model.name} failed: {exc}\n".encode())
+
+    def _inject_model(self, resp: ReplayResponse, url: str) -> ReplayResponse:
+        """A site model's HTML page gets the same runtime as archived pages: its clock starts at the
+        target time (else the archive's last capture), its random numbers from the run's seed."""
+        ctype = next((v for k, v in resp.headers if k.lower() == "content-type"), "").lower()
+        if not self.inject or not ctype.startswith(HTML_MIMES) or resp.status in (204, 304) or resp.status < 200:
+            return resp  # error pages too: a model's 404 page runs the site's scripts like any other
+        try:
+            html = decode_content(resp.body, content_encoding(resp.headers))
+        except DecodeError:
+            return resp
+        if self.when is not None:
+            at = datetime.fromtimestamp(self.when, timezone.utc).isoformat()
+        else:
+            if self._last_capture is None:
+                self._last_capture = self.archive.conn.execute(
+                    "SELECT max(captured_at) FROM exchanges").fetchone()[0] or "1970-01-01T00:00:00Z"
+            at = self._last_capture
+        body = inject_script(html, runtime_script(at, page_seed(self.seed, url)))
+        drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only", "etag",
+                "content-md5", "digest", "content-length")
+        return ReplayResponse(resp.status, [(k, v) for k, v in resp.headers if k.lower() not in drop], body,
+                              resp.reason)
 
     def _miss(self, method, url, headers, bkey, score):
         self.stats["misses"] += 1
@@ -401,7 +426,8 @@ class ReplayServer:
         status = row["status"]
         mime = (row["mime"] or "").lower()
         out_headers = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
-        if self.inject and mime.startswith(HTML_MIMES) and 200 <= status < 300 and row["method"] != "HEAD":
+        if self.inject and mime.startswith(HTML_MIMES) and status >= 200 and status not in (204, 304) \
+                and row["method"] != "HEAD":  # error pages run scripts too
             try:
                 html = decode_content(body, content_encoding(headers))
             except DecodeError:

@@ -18,6 +18,15 @@ STATEFUL_PATHS = {
 }
 
 
+FROZEN_AT = 1710532800.0  # 2024-03-15T20:00:00Z, the simulated sites' "now"
+
+
+def _frozen_clock():
+    """A clock for one episode: starts at FROZEN_AT and moves 1 ms per reading (deterministic)."""
+    ticks = iter(range(10**12))
+    return lambda: FROZEN_AT + next(ticks) / 1000.0
+
+
 class SimulatedSiteModel(SiteModel):
     """Answer ``kind``'s (``shop`` or ``booking``) stateful paths on ``host`` from a fresh site."""
 
@@ -32,7 +41,9 @@ class SimulatedSiteModel(SiteModel):
     def initial_state(self, seed: int) -> dict:
         from webfreeze.simulator.sites import SITES
 
-        return {"site": SITES[self.kind](self.site_seed)}
+        site = SITES[self.kind](self.site_seed)
+        site.clock = _frozen_clock()
+        return {"site": site}
 
     def handle(self, request: ReplayRequest, state: dict) -> ReplayResponse | None:
         if not STATEFUL_PATHS[self.kind].match(request.path):

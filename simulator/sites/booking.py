@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import random
 import threading
-import time
 from dataclasses import dataclass
 from datetime import date, timedelta
 from functools import lru_cache
@@ -221,9 +220,9 @@ class BookingSite(SimulatedSite):
 
     def on_availability(self, request: Request, vid: str) -> Response:
         v = self._venue(vid)
-        return json_response(request, {"venue": v.id, "free": self.free_slots(v), "served_at": int(time.time() * 1000),
+        return json_response(request, {"venue": v.id, "free": self.free_slots(v), "served_at": int(self.clock() * 1000),
                                        "summary": f"{len(self.free_slots(v))} slots free"})
 
     def on_stats(self, request: Request) -> Response:
         return json_response(request, {"summary": f"{len(self.venues)} places to book",
-                                       "served_at": int(time.time() * 1000), "echo": request.args.get("_", "")})
+                                       "served_at": int(self.clock() * 1000), "echo": request.args.get("_", "")})

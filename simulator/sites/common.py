@@ -16,6 +16,7 @@ import json
 import socket
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Callable
 
@@ -153,6 +154,7 @@ class SimulatedSite:
     session_cookie = "session"
     session_prefix = "s"
     stats_src = "/api/stats"
+    clock = time.time  # what "now" is for the dynamic bits (site models in replay set a frozen one)
 
     def __init__(self):
         self._sessions = itertools.count(1)

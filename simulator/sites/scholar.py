@@ -17,7 +17,6 @@ Routes (all server-rendered HTML unless noted):
 from __future__ import annotations
 
 import re
-import time
 from datetime import date, timedelta
 from urllib.parse import urlencode
 
@@ -327,7 +326,7 @@ class ScholarSite(SimulatedSite):
     def on_stats(self, request: Request) -> Response:
         counts = {a: len(self.corpus.in_archive(a)) for a in ARCHIVES}
         return json_response(request, {"summary": f"{len(self.corpus.papers)} e-prints", "per_archive": counts,
-                                       "served_at": int(time.time() * 1000), "echo": request.args.get("_", "")})
+                                       "served_at": int(self.clock() * 1000), "echo": request.args.get("_", "")})
 
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import random
 import threading
-import time
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlencode
@@ -306,7 +305,7 @@ class ShopSite(SimulatedSite):
         session = self.session(request)
         lines = self._cart_lines(session)
         return json_response(request, {"summary": f"{sum(q for _, _, q in lines)} items in cart",
-                                       "served_at": int(time.time() * 1000), "echo": request.args.get("_", "")})
+                                       "served_at": int(self.clock() * 1000), "echo": request.args.get("_", "")})
 
 
 

@@ -42,7 +42,7 @@ def twenty_ids() -> list[str]:
     suite = load_suite(SUITE)
     ids = []
     for cat in SCHOLAR_CATEGORIES + ["shopping", "booking"]:
-        ids += [t.id for t in suite.tasks if t.category == cat][:3 if cat in ("shopping", "booking") else 2]
+        ids += [t.id for t in suite.tasks if t.category == cat][:4 if cat in ("shopping", "booking") else 2]
     return ids[:20]
 
 
@@ -290,3 +290,22 @@ def test_two_demo_runs_give_identical_results_apart_from_timings(tmp_path):
     ref, kw = results[0]["reference"][0], results[0]["keyword"][0]
     assert ref["summary"]["overall"]["success_rate"] == 1.0
     assert 0 < kw["summary"]["overall"]["success_rate"] < 1.0  # the baseline solves some, not all
+
+
+def test_record_with_resolve_keeps_the_host_name(tmp_path):
+    from webfreeze.simulator.sites import serve
+
+    site = serve("scholar")
+    try:
+        arc = tmp_path / "named.wfz"
+        proc = run_cli("record", "crawl", "http://scholar.test/about", "--archive", arc, "--depth", "0",
+                       "--resolve", f"scholar.test=127.0.0.1:{site.port}")
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        site.stop()
+    out = run_cli("archive", "ls", arc, "--json").stdout
+    urls = {json.loads(line)["url"] for line in out.splitlines() if line.strip()}
+    assert "http://scholar.test/about" in urls and not any("127.0.0.1" in u for u in urls)
+    bad = run_cli("record", "crawl", "http://scholar.test/", "--archive", tmp_path / "b.wfz", "--resolve", "nope")
+    assert bad.returncode != 0 and "expected HOST=ADDRESS:PORT" in bad.stderr
+    assert not (tmp_path / "b.wfz").exists()

@@ -417,19 +417,23 @@ def record_proxy(archive_path, host, port):
 @click.option("--max-pages", default=100, show_default=True, type=click.IntRange(1), help="Stop after this many pages.")
 @click.option("--scope", default="host", show_default=True,
               help="Which links to follow: host (same host), prefix (under URL) or a regular expression.")
-def record_crawl(url, archive_path, depth, max_pages, scope):
+@click.option("--resolve", "resolve", multiple=True, metavar="HOST=ADDRESS:PORT",
+              help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
+def record_crawl(url, archive_path, depth, max_pages, scope, resolve):
     """Crawl URL breadth-first in real Chromium through the recording proxy (1920x1080).
 
     Each page gets a full-page screenshot and a DOM snapshot; every request is recorded. Running the
     same crawl again resumes it.
     """
     from webfreeze.recorder.crawl import crawl, scope_matcher
+    from webfreeze.recorder.proxy import parse_resolve
 
     scope_matcher(url, scope)  # a bad regex fails before anything starts
+    table = parse_resolve(resolve)
     progress, advance = progress_bar(max_pages, "crawling", unit="pages")
     with progress:
         result = crawl(archive_path, url, depth=depth, max_pages=max_pages, scope=scope,
-                       progress=lambda done, _url: advance(1))
+                       progress=lambda done, _url: advance(1), resolve=table)
     state = "complete" if result.complete else "interrupted"
     click.echo(f"{'resumed, ' if result.resumed else ''}{result.pages_this_run} pages and "
                f"{result.exchanges_this_run} exchanges recorded this run; {result.pages} pages in total ({state})")
@@ -444,15 +448,19 @@ def record_crawl(url, archive_path, depth, max_pages, scope):
 @click.option("--headed", is_flag=True, help="Show the browser and let a person drive it; close it to finish.")
 @click.option("--script", type=click.Path(dir_okay=False),
               help="A Python file defining run(page) (a Playwright page) that drives the session.")
-def record_session(url, archive_path, trajectory, headed, script):
+@click.option("--resolve", "resolve", multiple=True, metavar="HOST=ADDRESS:PORT",
+              help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
+def record_session(url, archive_path, trajectory, headed, script, resolve):
     """Record a browsing session and log every action as a reference trajectory.
 
     Clicks, text entry, selects, form submissions, scrolls and navigations are logged with the
     target's role, accessible name, CSS path and text, plus URL and time.
     """
+    from webfreeze.recorder.proxy import parse_resolve
     from webfreeze.recorder.session import record_session as run_session
 
-    result = run_session(archive_path, url, trajectory, headed=headed, script=script)
+    result = run_session(archive_path, url, trajectory, headed=headed, script=script,
+                         resolve=parse_resolve(resolve))
     click.echo(f"{len(result['steps'])} steps written to {trajectory}; exchanges recorded into {archive_path} "
                f"(session {result['archive_session']})")
 

@@ -6,7 +6,7 @@ pure function of the screenshot and the elements: the same page gives the same P
 
 Each element gets a colour from :data:`PALETTE` by its bid (``int(bid) % len(PALETTE)``), a
 :data:`BOX_WIDTH`-pixel outline drawn inside its bounding box (clipped to the image), and a label
-(its bid in white on the same colour) at the box's top-left corner, above the box when there is
+(its bid in white, not anti-aliased, on the same colour) at the box's top-left corner, above the box when there is
 room and inside it otherwise. Elements are drawn in document order, so later ones sit on top.
 """
 
@@ -90,6 +90,7 @@ def draw_marks(png: bytes, elements) -> bytes:
 
     image = Image.open(io.BytesIO(png)).convert("RGB")
     draw = ImageDraw.Draw(image)
+    draw.fontmode = "1"  # no anti-aliasing: label pixels are the mark colour or LABEL_TEXT
     font = _font()
     for bid, box, label in mark_regions(elements, image.size):
         colour = mark_colour(bid)

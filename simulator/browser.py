@@ -88,15 +88,29 @@ def track_inflight(page) -> Inflight:
 
 
 def wait_network_quiet(page, inflight: set, *, quiet_ms: float = QUIET_MS,
-                       timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+                       timeout_s: float = SETTLE_TIMEOUT_S, exact: bool = False) -> None:
     """Wait until no request has been in flight for ``quiet_ms`` (XHRs after load included).
 
-    The quiet period counts from the call (never earlier: a request the last action started may
-    not have been reported yet) or from the last request event after it, whichever is later; the
-    wait sleeps exactly the time still missing instead of polling in fixed steps."""
+    By default the page is polled every 10 or 25 ms and the quiet period starts at the first poll
+    that finds nothing in flight (the polling overhead adds slack, which the crawl and ``replay
+    check`` screenshots keep). With ``exact`` (the agent environment), the quiet period counts
+    from the call (never earlier: a request the last action started may not have been reported
+    yet) or from the last request event after it, whichever is later, and the wait sleeps exactly
+    the time still missing."""
     start = time.monotonic()
     deadline = start + timeout_s
     poll_ms = 10 if quiet_ms < 100 else 25
+    if not exact:
+        quiet_since = None
+        while time.monotonic() < deadline:
+            if inflight:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = time.monotonic()
+            elif (time.monotonic() - quiet_since) * 1000 >= quiet_ms:
+                return
+            page.wait_for_timeout(poll_ms)
+        return
     busy = start  # the last time a request was seen in flight (for a plain set)
     while True:
         now = time.monotonic()

@@ -371,7 +371,7 @@ class _BrowserBackend:
             self.page.wait_for_load_state("load", timeout=ACTION_TIMEOUT_MS)
         except Exception:
             return
-        wait_network_quiet(self.page, self._inflight, quiet_ms=SETTLE_MS, timeout_s=3)
+        wait_network_quiet(self.page, self._inflight, quiet_ms=SETTLE_MS, timeout_s=3, exact=True)
 
     def observe(self):
         self._follow_new_pages()

@@ -61,25 +61,69 @@ QUIET_MS = 150  # the network counts as settled after this long without a reques
 SETTLE_TIMEOUT_S = 10
 
 
-def track_inflight(page) -> set:
+class Inflight(set):
+    """The requests of a page in flight, and when that set last changed (``time.monotonic()`` as
+    Python saw the event: late rather than early, so quiet periods are never overestimated)."""
+
+    def __init__(self):
+        super().__init__()
+        self.changed = time.monotonic()
+
+    def started(self, request) -> None:
+        self.add(request)
+        self.changed = time.monotonic()
+
+    def ended(self, request) -> None:
+        self.discard(request)
+        self.changed = time.monotonic()
+
+
+def track_inflight(page) -> Inflight:
     """The set of the page's requests in flight, kept current by Playwright's request events."""
-    inflight: set = set()
-    page.on("request", lambda r: inflight.add(r))
-    page.on("requestfinished", lambda r: inflight.discard(r))
-    page.on("requestfailed", lambda r: inflight.discard(r))
+    inflight = Inflight()
+    page.on("request", inflight.started)
+    page.on("requestfinished", inflight.ended)
+    page.on("requestfailed", inflight.ended)
     return inflight
 
 
 def wait_network_quiet(page, inflight: set, *, quiet_ms: float = QUIET_MS,
-                       timeout_s: float = SETTLE_TIMEOUT_S) -> None:
-    """Wait until no request has been in flight for ``quiet_ms`` (XHRs after load included)."""
-    deadline = time.monotonic() + timeout_s
-    quiet_since = None
-    while time.monotonic() < deadline:
-        if inflight:
-            quiet_since = None
-        elif quiet_since is None:
-            quiet_since = time.monotonic()
-        elif (time.monotonic() - quiet_since) * 1000 >= quiet_ms:
+                       timeout_s: float = SETTLE_TIMEOUT_S, exact: bool = False) -> None:
+    """Wait until no request has been in flight for ``quiet_ms`` (XHRs after load included).
+
+    By default the page is polled every 10 or 25 ms and the quiet period starts at the first poll
+    that finds nothing in flight (the polling overhead adds slack, which the crawl and ``replay
+    check`` screenshots keep). With ``exact`` (the agent environment), the quiet period counts
+    from the call (never earlier: a request the last action started may not have been reported
+    yet) or from the last request event after it, whichever is later, and the wait sleeps exactly
+    the time still missing."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    poll_ms = 10 if quiet_ms < 100 else 25
+    if not exact:
+        quiet_since = None
+        while time.monotonic() < deadline:
+            if inflight:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = time.monotonic()
+            elif (time.monotonic() - quiet_since) * 1000 >= quiet_ms:
+                return
+            page.wait_for_timeout(poll_ms)
+        return
+    busy = start  # the last time a request was seen in flight (for a plain set)
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
             return
-        page.wait_for_timeout(10 if quiet_ms < 100 else 25)
+        if inflight:
+            busy = now
+            wait_ms = poll_ms
+        else:
+            since = max(busy, getattr(inflight, "changed", start))
+            missing = quiet_ms - (now - since) * 1000
+            if missing <= 0:
+                return
+            wait_ms = missing
+        # Request events are delivered to Python while it waits on the driver.
+        page.wait_for_timeout(max(1.0, min(wait_ms, (deadline - now) * 1000)))

@@ -36,6 +36,7 @@ from webfreeze.replayer.server import ReplayServer
 from .actions import Action, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .browser import track_inflight, wait_network_quiet
+from .marks import draw_marks
 from .trajectory import TrajectoryRecorder
 
 BACKENDS = ("browser", "text")
@@ -57,6 +58,9 @@ class EnvConfig:
     max_steps: int = 30
     action_dialect: str | None = None  # None: detect per action
     screenshots: bool = False
+    # Browser backend: draw each visible clickable element's box and bid on the screenshot
+    # (simulator/marks.py); implies a screenshot in every observation.
+    set_of_marks: bool = False
     site_models: list[SiteModel] = field(default_factory=list)
     rules: dict | None = None
 
@@ -367,13 +371,18 @@ class _BrowserBackend:
             self.page.wait_for_load_state("load", timeout=ACTION_TIMEOUT_MS)
         except Exception:
             return
-        wait_network_quiet(self.page, self._inflight, quiet_ms=SETTLE_MS, timeout_s=3)
+        wait_network_quiet(self.page, self._inflight, quiet_ms=SETTLE_MS, timeout_s=3, exact=True)
 
     def observe(self):
         self._follow_new_pages()
         marked = self.page.evaluate(MARK_JS)
         tree = build_tree(marked["html"], self.page.url, marked["geometry"])
-        shot = self.page.screenshot(type="png") if self.env.config.screenshots else None
+        config = self.env.config
+        shot = None
+        if config.screenshots or config.set_of_marks:
+            shot = self.page.screenshot(type="png")
+            if config.set_of_marks:
+                shot = draw_marks(shot, tree.elements)
         return tree, shot
 
     def _follow_new_pages(self) -> None:

@@ -607,7 +607,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         fail(exc.format_message())
     except click.exceptions.Abort:
-        fail("aborted", 130)
+        fail("interrupted", 130)  # Ctrl-C (click turns KeyboardInterrupt into Abort)
     except ArchiveError as exc:
         fail(str(exc))
     except KeyboardInterrupt:

@@ -90,9 +90,11 @@ def scholar_specs() -> list[Spec]:
         add("site-info", f"Who chairs the editorial committee for {archive_name}? Give the person's name.",
             [("click", "link", "Help"), ("click", "link", "Editorial committee"),
              ("answer", chairs[i], None, [f"{chairs[i]}: chair for {archive_name}"])], {"normalised": chairs[i]})
-    for cat in ("cs.CL", "stat.ML"):
+    names = [n for _, cats in ARCHIVES.values() for n in cats.values()]
+    for cat in ("cs.CL", "stat.ME"):
         archive = cat.split(".")[0]
         cat_name = ARCHIVES[archive][1][cat]
+        assert names.count(cat_name) == 1, cat_name  # the link to click must be unambiguous
         from datetime import timedelta
 
         from webfreeze.simulator.sites.scholar_data import SNAPSHOT, announce_date

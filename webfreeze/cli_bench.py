@@ -64,9 +64,9 @@ def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=
                              site_models=dict(site_models or {})))
     err = Console(stderr=True)
     if prep.manifest["archive_matches_suite"] is False:
-        err.print(f"warning: {prep.archive} is not the archive the suite was made for (digest differs)")
+        click.echo(f"warning: {prep.archive} is not the archive the suite was made for (digest differs)", err=True)
     if prep.done and not quiet:
-        err.print(f"resuming {out}: {len(prep.done)} of {len(prep.suite.tasks)} tasks already ran")
+        click.echo(f"resuming {out}: {len(prep.done)} of {len(prep.suite.tasks)} tasks already ran", err=True)
     ends: dict[str, int] = {}
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("{task.fields[ends]}"), console=err, transient=True,
@@ -78,7 +78,7 @@ def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=
         ends[summary["end"]] = ends.get(summary["end"], 0) + 1
         progress.update(bar, advance=1, ends=" ".join(f"{k} {v}" for k, v in sorted(ends.items())))
         if not progress.console.is_terminal and not quiet:
-            err.print(f"  {summary['task_id']}: {summary['end']} after {summary['steps']} steps")
+            click.echo(f"  {summary['task_id']}: {summary['end']} after {summary['steps']} steps", err=True)
 
     with progress:
         manifest = execute(prep, progress=advance)

@@ -45,8 +45,10 @@ MAX_IN_FLIGHT = 4
 WORKERS = 2
 # Records larger than this take the warcio path (it streams them and checks for bombs).
 MAX_FAST_RECORD = BOMB_MIN_BYTES
-# Buffered exchange rows are written once this many are waiting (and whenever rows are read back).
+# Buffered rows are written once this many, or blobs of this many bytes, are waiting (and whenever
+# rows are read back): batches for SQLite, bounded memory, and a file that grows as it goes.
 FLUSH_ROWS = 512
+FLUSH_BYTES = 4 << 20
 
 _HTTP_RECORDS = ("response", "request", "revisit")
 _HTTP_VERBS = ("GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "OPTIONS", "CONNECT", "PATCH")
@@ -412,7 +414,7 @@ class FastWarcImporter(WarcImporter):
                 r.http_headers.headers.encoded = head
         for r in records:
             self._one(r, None)
-        if len(self.writer.rows) >= FLUSH_ROWS:
+        if len(self.writer.rows) >= FLUSH_ROWS or self.writer.blob_bytes >= FLUSH_BYTES:
             self.writer.flush()
 
     # ---------------------------------------------------------------- WarcImporter hooks

@@ -210,7 +210,7 @@ class Archive:
         ``_private``: the file is not yet visible to anyone (see ``new_archive_atomically``), so it
         is built with an in-memory rollback journal and no syncs (a crash only loses a file that is
         thrown away anyway), which spares writing every page twice (WAL, then checkpoint);
-        :meth:`_publish` turns it into the usual WAL-mode file."""
+        ``_publish`` turns it into the usual WAL-mode file once it is closed."""
         p = Path(path)
         check_new_file(p)
         conn = cls._connect(p, readonly=False)
@@ -331,12 +331,6 @@ class Archive:
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
-
-    def _publish(self) -> None:
-        """End the private build of a new archive: WAL mode as every archive, and the file on disk."""
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        os.fsync(self._lock_fd)
 
     def __enter__(self) -> "Archive":
         return self
@@ -720,6 +714,7 @@ class BulkWriter:
         self.rows: dict[int, list] = {}
         self.blobs: list[tuple] = []
         self.sizes: dict[str, int] = {}  # digest -> size of the blobs in ``blobs``
+        self.blob_bytes = 0  # stored bytes in ``blobs``
         self.aliases: list[tuple[str, str]] = []
         self._times: dict[str, str] = {}
 
@@ -739,6 +734,7 @@ class BulkWriter:
         """:meth:`Archive.put_encoded_blob`, buffered."""
         if digest not in self.arc._known_blobs:
             self.blobs.append((digest, size, len(stored), codec, stored))
+            self.blob_bytes += len(stored)
             self.sizes[digest] = size
             self.arc._remember_blob(digest)
         return digest
@@ -804,6 +800,7 @@ class BulkWriter:
                 conn.executemany(INSERT_ALIAS, self.aliases)
         self.blobs, self.rows, self.aliases = [], {}, []
         self.sizes.clear()
+        self.blob_bytes = 0
 
 
 
@@ -827,8 +824,8 @@ def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]
     arc = Archive.create(tmp, _private=True, **meta)
     try:
         yield arc
-        arc._publish()
         arc.close()
+        _publish(tmp)
         if final.exists():
             raise ArchiveError(f"{final}: was created by someone else meanwhile")
         os.replace(tmp, final)
@@ -836,6 +833,24 @@ def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]
         arc.close()
         _remove_db_files(tmp)
         raise
+
+
+def _publish(p: Path) -> None:
+    """Finish a privately built archive (``Archive.create(_private=True)``, closed): WAL mode, as
+    every archive is, and its bytes on disk before it is renamed into place."""
+    try:
+        conn = sqlite3.connect(sqlite_uri(p), uri=True, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise ArchiveError(f"{p}: cannot finish the new archive: {exc}") from None
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _remove_db_files(p: Path) -> None:

@@ -21,6 +21,7 @@ import base64
 import hashlib
 import os
 import re
+import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from . import blobs
 from .errors import BadInput
-from .store import Archive
+from .store import Archive, BulkWriter, header_compressor, headers_json
 from .warc_import import BOMB_MIN_BYTES, ImportStats, WarcImporter, decode_transfer
 
 try:  # an optional accelerator: without it every import takes the warcio path
@@ -44,6 +45,10 @@ MAX_IN_FLIGHT = 4
 WORKERS = 2
 # Records larger than this take the warcio path (it streams them and checks for bombs).
 MAX_FAST_RECORD = BOMB_MIN_BYTES
+# Buffered rows are written once this many, or blobs of this many bytes, are waiting (and whenever
+# rows are read back): batches for SQLite, bounded memory, and a file that grows as it goes.
+FLUSH_ROWS = 512
+FLUSH_BYTES = 4 << 20
 
 _HTTP_RECORDS = ("response", "request", "revisit")
 _HTTP_VERBS = ("GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "OPTIONS", "CONNECT", "PATCH")
@@ -52,6 +57,12 @@ _TYPES = frozenset(["warcinfo", "response", "resource", "request", "metadata", "
 _ALGOS = frozenset(["sha1", "sha256", "sha512", "md5"])
 _WARC_DATE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 _BLANK = b" \t\r\n\x0b\x0c"
+_GZIP_MAGIC = b"\x1f\x8b"
+# An HTTP header line as the fast path accepts it: not starting with blank space, a colon in it,
+# no CR or LF inside; lines separated by CRLF.
+_LINE = r"(?:[^ \t\r\n:][^:\r\n]*)?:[^\r\n]*"
+_HEAD_FIELDS = re.compile(rf"{_LINE}(?:\r\n{_LINE})*")
+_HEAD_FIELD = re.compile(r"([^:\r\n]*):([^\r\n]*)")
 
 
 class Fallback(Exception):
@@ -60,6 +71,20 @@ class Fallback(Exception):
 
 def available() -> bool:
     return _FastIterator is not None
+
+
+_pool_lock = threading.Lock()
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def workers() -> ThreadPoolExecutor:
+    """The worker threads, started on first use and kept for the process (starting threads costs
+    a small import more than its records do); a forked child starts its own."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(WORKERS, thread_name_prefix="import"))
+        return _pool[1]
 
 
 # ------------------------------------------------------------------ records as warcio shows them
@@ -75,7 +100,22 @@ class _Fields:
         self._d = d
 
     def get_header(self, name: str, default=None):
-        return self._d.get(name.lower(), default)
+        key = _LOWER.get(name)
+        if key is None:
+            key = name.lower()
+            if len(_LOWER) < 1024:
+                _LOWER[name] = key
+        return self._d.get(key, default)
+
+
+_LOWER: dict[str, str] = {}
+
+
+class _HeaderList(list):
+    """An HTTP header list as ``(name, value)`` pairs that also carries its stored form once a worker
+    has encoded it (``encoded``, read by ``BulkWriter``)."""
+
+    __slots__ = ("encoded",)
 
 
 class _Http:
@@ -92,7 +132,7 @@ class _Http:
 class _Record:
     """One parsed record, duck-typing the parts of a warcio record that ``WarcImporter`` reads."""
 
-    __slots__ = ("rec_type", "rec_headers", "http_headers", "body", "payload", "dechunked", "blob")
+    __slots__ = ("rec_type", "rec_headers", "http_headers", "body", "payload", "dechunked", "blob", "http_json")
     format = "warc"
 
     def __init__(self, rec_type, rec_headers, http_headers, body):
@@ -103,6 +143,7 @@ class _Record:
         self.payload = None  # what gets stored as a blob (transfer coding removed), if anything
         self.dechunked = False
         self.blob = None  # (digest, size, codec, stored) once a worker has encoded ``payload``
+        self.http_json = None  # the JSON form of the HTTP header list, for a worker to compress
 
 
 def _parse_http(block: bytes, request: bool) -> tuple[_Http, int]:
@@ -117,23 +158,21 @@ def _parse_http(block: bytes, request: bool) -> tuple[_Http, int]:
         head = block[:end].decode("utf-8")
     except UnicodeDecodeError:
         raise Fallback("non-UTF-8 HTTP head") from None
-    lines = head.split("\r\n")
-    first = lines[0].rstrip()
-    crlf = head.count("\r\n")
-    if not first or head.count("\n") != crlf or head.count("\r") != crlf:
+    first, sep, fields = head.partition("\r\n")
+    first = first.rstrip()
+    if sep and not fields:
         raise Fallback("odd line ends in HTTP head")
+    # Every line after the first must be `Name: value` (no folding, CRLF only): then the pairs
+    # below are what splitting on CRLF and on each line's first colon gives.
+    if not first or "\r" in first or "\n" in first or (fields and not _HEAD_FIELDS.fullmatch(fields)):
+        raise Fallback("odd line ends or header lines in HTTP head")
     protocol, _, rest = first.partition(" ")
     if request:
         if protocol not in _HTTP_VERBS:
             raise Fallback("unusual request method")
     elif not protocol.upper().startswith("HTTP/"):
         raise Fallback("no HTTP status line")
-    headers = []
-    for line in lines[1:]:
-        name, colon, value = line.partition(":")
-        if not colon or not line.strip() or line[0] in " \t":
-            raise Fallback("odd HTTP header line")
-        headers.append((name.rstrip(" \t"), value.strip()))
+    headers = _HeaderList([(name.rstrip(" \t"), value.strip()) for name, value in _HEAD_FIELD.findall(fields)])
     return _Http(protocol, rest.strip(), headers), start
 
 
@@ -164,26 +203,44 @@ def _check(data, declared: str | None) -> None:
         raise Fallback(f"digest {declared!r} does not match")
 
 
-def _work(jobs: list) -> list:
-    """For each (block, payload_start, block_digest, payload_digest, to_store): check the declared
-    digests and key and encode ``to_store``; returns the encoded blobs (or None) in order."""
+_per_thread = threading.local()
+
+
+def _header_compressor(hdict):
+    """This thread's compressor for header lists against ``hdict`` (an archive's dictionary)."""
+    mine = getattr(_per_thread, "headers", None)
+    if mine is None or mine[0] is not hdict:
+        mine = _per_thread.headers = (hdict, header_compressor(hdict))
+    return mine[1]
+
+
+def _work(jobs: list, hdict) -> tuple[list, list]:
+    """For each (block, payload_start, block_digest, payload_digest, to_store, header_json): check the
+    declared digests, key and encode ``to_store`` and compress ``header_json`` against the archive's
+    header dictionary ``hdict``; returns the encoded blobs and header lists (or None), in order."""
     to_store = []
-    for block, start, block_digest, payload_digest, payload in jobs:
-        view = memoryview(block)
-        _check(view, block_digest)
-        _check(view[start:], payload_digest)
+    heads = []
+    for block, start, block_digest, payload_digest, payload, head in jobs:
+        if block_digest is not None or payload_digest is not None:
+            view = memoryview(block)
+            _check(view, block_digest)
+            _check(view[start:], payload_digest)
         if payload is not None:
             to_store.append(payload)
+        if head is not None:
+            heads.append(head)
     encoded = iter(blobs.encode_many(to_store))
-    out = []
+    compressed = iter(_header_compressor(hdict).multi_compress_to_buffer(heads, threads=1) if heads else ())
+    out_blobs, out_heads = [], []
     for job in jobs:
         payload = job[4]
         if payload is None:
-            out.append(None)
+            out_blobs.append(None)
         else:
             codec, stored = next(encoded)
-            out.append((blobs.digest_of(payload), len(payload), codec, stored))
-    return out
+            out_blobs.append((blobs.digest_of(payload), len(payload), codec, stored))
+        out_heads.append(None if job[5] is None else next(compressed).tobytes())
+    return out_blobs, out_heads
 
 
 # ------------------------------------------------------------------ framing checks
@@ -202,28 +259,32 @@ class _Framing:
         self.size = size
         self.prev: tuple[int, int] | None = None  # (start, head + block length) of the last record
 
-    def record(self, pos: int, rec) -> None:
+    def record(self, pos: int, rec, pairs) -> None:
+        """Check the start of record ``rec`` (its WARC header fields ``pairs``) at ``pos``."""
         if self.prev is None:
             if pos != 0:
                 raise Fallback("data before the first record")
+            if self.gzipped and os.pread(self.fd, 2, pos) != _GZIP_MAGIC:
+                raise Fallback("record not at a gzip member start")
         elif pos <= self.prev[0]:
             raise Fallback("two records in one gzip member")
         else:
             self._check_end(pos)
-        if self.gzipped and os.pread(self.fd, 2, pos) != b"\x1f\x8b":
-            raise Fallback("record not at a gzip member start")
-        head = len(rec.headers.status_line) + 4
-        for k, v in rec.headers.to_tuples():
-            head += len(k) + len(v) + 4
+        head = len(rec.headers.status_line) + 4 + 4 * len(pairs) + sum([len(k) + len(v) for k, v in pairs])
         self.prev = (pos, head + rec.content_length)
 
-    def _check_end(self, stop: int) -> None:
+    def _check_end(self, stop: int, last: bool = False) -> None:
+        """Check the end of the previous record, ``stop`` being where the next one starts."""
         start, length = self.prev
         if self.gzipped:
-            isize = int.from_bytes(os.pread(self.fd, 4, stop - 4), "little")
+            # one read: the member's ISIZE field, then the next member's first two bytes
+            tail = os.pread(self.fd, 6, stop - 4)
+            isize = int.from_bytes(tail[:4], "little")
             # the record, then nothing or a blank line or two (FastWARC rejects anything else there)
             if (isize - length) & 0xFFFFFFFF not in (0, 2, 4):
                 raise Fallback("a gzip member that is not exactly one record")
+            if not last and tail[4:] != _GZIP_MAGIC:
+                raise Fallback("record not at a gzip member start")
             return
         gap = os.pread(self.fd, stop - start - length, start + length) if stop - start > length else b""
         # warcio wants at least one line after a block and only blank lines up to the next record
@@ -234,7 +295,7 @@ class _Framing:
         if self.prev is None:
             return
         if self.gzipped:
-            self._check_end(self.size)
+            self._check_end(self.size, last=True)
             return
         start, length = self.prev
         if os.pread(self.fd, max(self.size - start - length, 0), start + length).strip(_BLANK):
@@ -248,43 +309,47 @@ class FastWarcImporter(WarcImporter):
     def run_file(self, path: Path, *, gzipped: bool,
                  on_progress: Callable[[int], None] | None = None) -> ImportStats:
         size = path.stat().st_size
-        with open(path, "rb") as fh, ThreadPoolExecutor(WORKERS, thread_name_prefix="import") as pool:
-            framing = _Framing(fh, gzipped, size)
-            inflight: deque = deque()
-            records: list[_Record] = []
-            jobs: list = []
-            batch_bytes = 0
-            done_pos = 0
-            try:
-                it = _FastIterator(fh, parse_http=False, auto_decode="none", fsspec_args=False)
-                for rec in it:
-                    r, job = self._parse(rec, framing)
-                    records.append(r)
-                    if job is not None:
-                        jobs.append((r, job))
-                        batch_bytes += len(job[0])
-                    if batch_bytes >= BATCH_BYTES or len(records) >= BATCH_RECORDS:
-                        inflight.append((pool.submit(_work, [j for _, j in jobs]), records, jobs))
-                        records, jobs, batch_bytes = [], [], 0
-                        while len(inflight) >= MAX_IN_FLIGHT:
-                            self._apply(*inflight.popleft())
-                    if on_progress:
-                        pos = rec.stream_pos
-                        if pos > done_pos:
-                            on_progress(pos - done_pos)
-                            done_pos = pos
-                framing.finish()
-            except OSError as exc:  # FastWARC's verdict on malformed input: let warcio name the problem
-                for fut, _, _ in inflight:
-                    fut.cancel()
-                raise Fallback(f"FastWARC: {exc}") from None
-            except BaseException:
-                for fut, _, _ in inflight:
-                    fut.cancel()
-                raise
-            inflight.append((pool.submit(_work, [j for _, j in jobs]), records, jobs))
+        self.writer = BulkWriter(self.archive)
+        hdict = self.archive.header_dict()
+        pool = workers()
+        inflight: deque = deque()
+        try:
+            with open(path, "rb") as fh:
+                framing = _Framing(fh, gzipped, size)
+                records: list[_Record] = []
+                jobs: list = []
+                batch_bytes = 0
+                done_pos = 0
+                try:
+                    it = _FastIterator(fh, parse_http=False, auto_decode="none", fsspec_args=False)
+                    for rec in it:
+                        r, job = self._parse(rec, framing)
+                        records.append(r)
+                        if job is not None:
+                            jobs.append((r, job))
+                            batch_bytes += len(job[0])
+                        if batch_bytes >= BATCH_BYTES or len(records) >= BATCH_RECORDS:
+                            inflight.append((pool.submit(_work, [j for _, j in jobs], hdict), records, jobs))
+                            records, jobs, batch_bytes = [], [], 0
+                            while len(inflight) >= MAX_IN_FLIGHT:
+                                self._apply(*inflight.popleft())
+                        if on_progress:
+                            pos = rec.stream_pos
+                            if pos > done_pos:
+                                on_progress(pos - done_pos)
+                                done_pos = pos
+                    framing.finish()
+                except OSError as exc:  # FastWARC's verdict on malformed input: let warcio name the problem
+                    raise Fallback(f"FastWARC: {exc}") from None
+            inflight.append((pool.submit(_work, [j for _, j in jobs], hdict), records, jobs))
             while inflight:
                 self._apply(*inflight.popleft())
+        except BaseException:
+            for fut, _, _ in inflight:
+                fut.cancel()  # the ones running touch nothing shared; their results are dropped
+            raise
+        self.writer.flush()
+        self.writer = self.archive  # what comes later (revisits across files, pairing) writes directly
         if on_progress and size > done_pos:
             on_progress(size - done_pos)
         if self.stats.exchanges == 0 and not self.warcinfo and not self.stats.skipped:
@@ -312,7 +377,7 @@ class FastWarcImporter(WarcImporter):
         uri = d.get("warc-target-uri") or ""
         if uri.startswith("<") or (rtype != "warcinfo" and not _WARC_DATE.match(d.get("warc-date") or "")):
             raise Fallback("unusual WARC-Target-URI or WARC-Date")
-        framing.record(rec.stream_pos, rec)
+        framing.record(rec.stream_pos, rec, pairs)
         block = rec.reader.read()
         if len(block) != n:
             raise Fallback("truncated record")
@@ -321,6 +386,8 @@ class FastWarcImporter(WarcImporter):
         if n and rtype in _HTTP_RECORDS and uri.startswith(("http:", "https:")):
             http, start = _parse_http(block, rtype == "request")
         r = _Record(rtype, fields, http, block[start:] if start else block)
+        if http is not None:
+            r.http_json = headers_json(http.headers)
         if rtype == "resource" or rtype == "response" and http is None:
             if rtype == "response" and uri.lower().startswith(("http:", "https:")):
                 raise Fallback("HTTP response without an HTTP head")
@@ -334,16 +401,21 @@ class FastWarcImporter(WarcImporter):
             block_digest = payload_digest = None  # warcio checks no digests on revisits
         else:
             block_digest, payload_digest = d.get("warc-block-digest"), d.get("warc-payload-digest")
-        if block_digest is None and payload_digest is None and r.payload is None:
+        if block_digest is None and payload_digest is None and r.payload is None and http is None:
             return r, None
-        return r, (block, start, block_digest, payload_digest, r.payload)
+        return r, (block, start, block_digest, payload_digest, r.payload, r.http_json)
 
     def _apply(self, future, records: list[_Record], jobs: list) -> None:
         """Store a batch of records in file order once its worker job is done."""
-        for (r, _), blob in zip(jobs, future.result()):
+        encoded_blobs, encoded_heads = future.result()
+        for (r, _), blob, head in zip(jobs, encoded_blobs, encoded_heads):
             r.blob = blob
+            if head is not None:
+                r.http_headers.headers.encoded = head
         for r in records:
             self._one(r, None)
+        if len(self.writer.rows) >= FLUSH_ROWS or self.writer.blob_bytes >= FLUSH_BYTES:
+            self.writer.flush()
 
     # ---------------------------------------------------------------- WarcImporter hooks
     def _read_block(self, record, counter, stream=None) -> bytes:
@@ -355,11 +427,19 @@ class FastWarcImporter(WarcImporter):
     def _payload(self, record, counter, headers) -> tuple[bytes, bool]:
         return record.payload, record.dechunked
 
+    def _headers_of(self, record) -> list[tuple[str, str]]:
+        return record.http_headers.headers  # a _HeaderList, with its encoded form once a worker made it
+
     def _put_payload(self, record, payload: bytes) -> str:
         blob = getattr(record, "blob", None)
         if blob is not None and payload is record.payload:
-            return self.archive.put_encoded_blob(*blob)
-        return self.archive.put_blob(payload)
+            return self.writer.put_encoded_blob(*blob)
+        return self.writer.put_blob(payload)
+
+    def _resolve_revisit(self, *args) -> bool:
+        if isinstance(self.writer, BulkWriter):
+            self.writer.flush()  # it looks up rows stored before
+        return super()._resolve_revisit(*args)
 
 
 def import_fast(archive: Archive, path: Path, session_id: str, *, gzipped: bool,

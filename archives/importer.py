@@ -13,6 +13,7 @@ import gzip
 import os
 import zlib
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,21 +105,28 @@ def import_files(archive_path: str | os.PathLike, sources: list[str | os.PathLik
             raise BadInput(f"{p}: no such file")
         kinds.append(sniff(p))
     target = Path(archive_path)
-    if target.exists():
-        with Archive.open(target, write=True) as arc:
+    # The files' digests (their session ids) are computed on worker threads while the archive opens.
+    digests = [fast_import.workers().submit(file_sha256, p) for p in paths]
+    try:
+        if target.exists():
+            with Archive.open(target, write=True) as arc:
+                with arc.transaction():
+                    return _import_all(arc, paths, kinds, digests, progress)
+        with new_archive_atomically(target, **(create_meta or {})) as arc:
             with arc.transaction():
-                return _import_all(arc, paths, kinds, progress)
-    with new_archive_atomically(target, **(create_meta or {})) as arc:
-        with arc.transaction():
-            return _import_all(arc, paths, kinds, progress)
+                return _import_all(arc, paths, kinds, digests, progress)
+    finally:
+        for d in digests:
+            d.cancel()
 
 
-def _import_all(arc: Archive, paths: list[Path], kinds: list[str], progress: Progress | None) -> list[SourceResult]:
+def _import_all(arc: Archive, paths: list[Path], kinds: list[str], digests: list[Future],
+                progress: Progress | None) -> list[SourceResult]:
     results = []
     importers: list[tuple[SourceResult, WarcImporter]] = []
-    for p, kind in zip(paths, kinds):
+    for p, kind, digest in zip(paths, kinds, digests):
         try:
-            result, parts = _import_one(arc, p, kind, progress)
+            result, parts = _import_one(arc, p, kind, digest.result(), progress)
         except BadInput as exc:
             raise BadInput(f"{p}: {exc}") from None
         except MemoryError:
@@ -134,9 +142,9 @@ def _import_all(arc: Archive, paths: list[Path], kinds: list[str], progress: Pro
     return results
 
 
-def _import_one(arc: Archive, path: Path, kind: str,
+def _import_one(arc: Archive, path: Path, kind: str, digest: str,
                 progress: Progress | None) -> tuple[SourceResult, list[WarcImporter]]:
-    sid = "i" + file_sha256(path)[:16]
+    sid = "i" + digest[:16]
     if arc.session(sid) is not None:
         if progress:
             progress(path.stat().st_size)

@@ -339,7 +339,7 @@ def _retrain_header_dictionary(arc: Archive) -> None:
                 arc.headers(r, "resp_headers")) for r in rows]
     with arc.transaction():
         arc._set_meta("header_dictionary", arc.put_blob(new_dict))
-        arc._header_codec = None
+        arc._header_codec = arc._header_dict = None
         for ex_id, req, resp in decoded:
             q("UPDATE exchanges SET req_headers=?, resp_headers=? WHERE id=?",
               (None if req is None else arc.encode_headers(req), arc.encode_headers(resp), ex_id))

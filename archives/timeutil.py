@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime, timezone
 
@@ -37,6 +38,13 @@ def parse_time(value: str | datetime) -> datetime:
 
 def normalize_time(value: str | datetime) -> str:
     """Canonical text form: ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
+    if isinstance(value, str):
+        return _normalize_text(value)
+    return parse_time(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@functools.lru_cache(maxsize=4096)  # records of one crawl share their seconds
+def _normalize_text(value: str) -> str:
     return parse_time(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import surt as _surt
 
 
+@functools.lru_cache(maxsize=8192)  # an import asks again for the URLs of revisits and their originals
 def surt_key(url: str) -> str:
     """SURT key of ``url`` (lower-cased host reversed, sorted query), as pywb and CDXJ use it."""
     try:

@@ -104,6 +104,8 @@ class WarcImporter:
 
     def __init__(self, archive: Archive, session_id: str, source_name: str):
         self.archive = archive
+        # where rows go: the archive itself, or a BulkWriter in front of it (the fast path)
+        self.writer = archive
         self.session_id = session_id
         self.source = source_name
         self.stats = ImportStats()
@@ -240,7 +242,7 @@ class WarcImporter:
                                "HTTP status line")
             # A response for another scheme (dns:, whois:): keep its block as a resource.
             return self._resource(record, counter)
-        headers = _http_headers(record)
+        headers = self._headers_of(record)
         status, reason, protocol = _status_line(record)
         payload, dechunked = self._payload(record, counter, headers)
         if dechunked:
@@ -252,11 +254,11 @@ class WarcImporter:
         ex = Exchange(url=url, captured_at=when, status=status, reason=reason, http_version=protocol,
                       resp_headers=headers, kind=kind, extra=extra, session_id=self.session_id)
         ex.payload_digest = payload if isinstance(payload, str) else self._put_payload(record, payload)
-        ex_id = self.archive.add_exchange(ex)
+        ex_id = self._add_exchange(record, ex)
         self.stats.exchanges += 1
         wdigest = record.rec_headers.get_header("WARC-Payload-Digest")
         if wdigest and record.rec_type != "revisit":
-            self.archive.add_alias(wdigest.strip(), ex.payload_digest)
+            self.writer.add_alias(wdigest.strip(), ex.payload_digest)
         rid = record.rec_headers.get_header("WARC-Record-ID")
         if rid:
             self.by_record_id[rid] = ex_id
@@ -265,9 +267,16 @@ class WarcImporter:
                 self._attach(ex_id, *waiting)
         return ex_id
 
+    def _headers_of(self, record) -> list[tuple[str, str]]:
+        """The HTTP header list of a record (it has an HTTP head)."""
+        return _http_headers(record)
+
+    def _add_exchange(self, record, ex: Exchange) -> int:
+        return self.writer.add_exchange(ex)
+
     def _put_payload(self, record, payload: bytes) -> str:
         """Store the payload of ``record`` as a blob and return its digest."""
-        return self.archive.put_blob(payload)
+        return self.writer.put_blob(payload)
 
     def _resource(self, record, counter: CountingReader) -> None:
         url, when, extra = self._common(record)
@@ -286,7 +295,7 @@ class WarcImporter:
             self.stats.skip("request without HTTP headers")
             return
         method = (record.http_headers.protocol or "GET").split(" ")[0].upper()
-        headers = _http_headers(record)
+        headers = self._headers_of(record)
         body, _ = decode_transfer(body, headers)
         fields = (method, headers, body or None)
         target = record.rec_headers.get_header("WARC-Concurrent-To")
@@ -298,7 +307,7 @@ class WarcImporter:
             self.requests_loose.append((url, when) + fields)
 
     def _attach(self, ex_id: int, method: str, headers, body) -> None:
-        self.archive.set_request(ex_id, method, headers, body)
+        self.writer.set_request(ex_id, method, headers, body)
         self.stats.requests_paired += 1
 
     def _revisit(self, record, counter: CountingReader) -> None:
@@ -313,7 +322,7 @@ class WarcImporter:
         }
         # Provenance kept small: that this was a revisit, and of which URL when it is another one.
         extra["revisit"] = ref["refers_to_uri"] if ref["refers_to_uri"] and ref["refers_to_uri"] != url else True
-        headers = _http_headers(record) if record.http_headers else None
+        headers = self._headers_of(record) if record.http_headers else None
         status_line = _status_line(record) if record.http_headers else None
         if not self._resolve_revisit(record, url, when, extra, ref, headers, status_line):
             self.revisits_waiting.append((record.rec_headers, url, when, extra, ref, headers, status_line))
@@ -329,14 +338,17 @@ class WarcImporter:
             return self.archive.exchange(self.by_record_id[ref["refers_to"]])
         target = ref["refers_to_uri"]
         if target:
-            rows = [r for r in self.archive.lookup_surt(surt_key(target)) if r["url"] == target]
+            # the first capture in (captured_at, id) order of that URL (and date and payload, if given)
+            sql, params = "SELECT * FROM exchanges WHERE surt=? AND url=?", [surt_key(target), target]
             if ref["refers_to_date"]:
-                want = normalize_time(ref["refers_to_date"])
-                rows = [r for r in rows if r["captured_at"] == want]
+                sql += " AND captured_at=?"
+                params.append(normalize_time(ref["refers_to_date"]))
             if digest:
-                rows = [r for r in rows if r["payload"] == digest]
-            if rows:
-                return rows[0]
+                sql += " AND payload=?"
+                params.append(digest)
+            row = self.archive.conn.execute(sql + " ORDER BY captured_at, id LIMIT 1", params).fetchone()
+            if row is not None:
+                return row
         if digest:
             return self.archive.conn.execute("SELECT * FROM exchanges WHERE payload=? ORDER BY id LIMIT 1",
                                              (digest,)).fetchone()

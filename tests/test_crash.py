@@ -78,17 +78,18 @@ def test_sigkill_during_import_into_new_archive(tmp_path, cli, samples):
     target = tmp_path / "new.wfz"
     src = tmp_path / "big.warc"
     big_warc(src)
-    kill_midway(["archive", "import", src, "--to", target], watch=_partial_wal(tmp_path, "new.wfz"))
+    kill_midway(["archive", "import", src, "--to", target], watch=_partial(tmp_path, "new.wfz"))
     assert not target.exists()  # never half-written under its real name
     # the next run clears the dead run's temporary files and succeeds
     assert cli("archive", "import", samples / "example.warc.gz", "--to", target).returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.warc", "new.wfz"]
 
 
-def _partial_wal(folder, name):
+def _partial(folder, name):
+    """The file a new archive is built in (private until it is complete: no WAL, pages go there)."""
     class Watch(os.PathLike):
         def __fspath__(self):
-            found = [p for p in folder.iterdir() if p.name.startswith(f".{name}.partial-") and p.name.endswith("-wal")]
+            found = [p for p in folder.iterdir() if p.name.startswith(f".{name}.partial-") and p.name[-1].isdigit()]
             return str(found[0]) if found else str(folder / "none-yet")
     return Watch()
 

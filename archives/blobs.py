@@ -18,7 +18,7 @@ from .errors import ArchiveError
 
 # Capture-time level: fast enough that compression is not what limits an import or a recording.
 # `archive pack` recompresses at PACK_LEVEL for the copy people share.
-ZSTD_LEVEL = 3
+ZSTD_LEVEL = 2
 PACK_LEVEL = 19
 # A single SQLite value is capped near 1 GB; stay well clear of it.
 MAX_BLOB_SIZE = 900 * 1024 * 1024

@@ -1,35 +1,38 @@
-"""The fast path of ``archive import`` for well-formed WARC 1.0/1.1 files: FastWARC parses,
-worker threads verify digests, hash and compress, and ``WarcImporter``'s own logic stores.
+"""The fast path of ``archive import`` for well-formed WARC 1.0/1.1 files.
 
-FastWARC (a compiled WARC reader) is several times faster than warcio, but it is more lenient in
-places (a missing separator line, two records in one gzip member) and it reads no ARC. So this path
-only ever *accepts* input: every record must pass checks at least as strict as warcio's, and on
-anything unusual (a digest that does not match as written, an odd header, a framing doubt, a huge
-record) it raises :class:`Fallback`. The caller then undoes this file's writes (a savepoint) and
-imports it again with warcio, whose verdict and error messages are the reference. So the outcome of
-an import is warcio's in every case; only well-formed files get faster.
+Per-record gzip files (the usual kind) are inflated on worker threads (``gzip_members``) and each
+member's record is read here; plain files are read by FastWARC. Worker threads then verify
+digests, hash and compress, and the records are stored through ``WarcImporter``'s own logic.
+
+This path only ever *accepts* input: every record must pass checks at least as strict as warcio's,
+and on anything unusual (a digest that does not match as written, an odd header, a framing doubt, a
+huge record) it raises :class:`Fallback`. The caller then undoes this file's writes (a savepoint)
+and imports it again with warcio, whose verdict and error messages are the reference. So the
+outcome of an import is warcio's in every case; only well-formed files get faster.
 
 Work per record is split so that two cores help: the main thread (which holds Python's GIL) parses
-and stores, while a small thread pool runs the GIL-free parts (SHA-1 digest checks, SHA-256 keys,
-zstd) for batches of records. Records are stored strictly in file order, through the same
-``WarcImporter`` methods as the warcio path, so row ids, pairing and revisit resolution match.
+and stores, while a small thread pool runs the GIL-free parts (inflating, SHA-1 digest checks,
+SHA-256 keys, zstd) for batches of records. Records are stored strictly in file order, so row ids,
+pairing and revisit resolution match the warcio path.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import re
 import threading
 from collections import deque
 from collections.abc import Callable
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import blobs
+from . import blobs, gzip_members
 from .errors import BadInput
-from .store import Archive, BulkWriter, header_compressor, headers_json
+from .store import Archive, BulkWriter, Exchange, header_compressor, headers_json
 from .warc_import import BOMB_MIN_BYTES, ImportStats, WarcImporter, decode_transfer
 
 try:  # an optional accelerator: without it every import takes the warcio path
@@ -39,9 +42,11 @@ except ImportError:  # pragma: no cover - fastwarc is a base dependency
     _FastIterator = None
 
 # A batch of records handed to a worker: big enough that hand-over costs little per record.
-BATCH_BYTES = 1 << 20
+BATCH_BYTES = 128 << 10
 BATCH_RECORDS = 64
 MAX_IN_FLIGHT = 4
+# gzip batches being inflated ahead of the one being parsed
+INFLATE_AHEAD = 3
 WORKERS = 2
 # Records larger than this take the warcio path (it streams them and checks for bombs).
 MAX_FAST_RECORD = BOMB_MIN_BYTES
@@ -57,12 +62,6 @@ _TYPES = frozenset(["warcinfo", "response", "resource", "request", "metadata", "
 _ALGOS = frozenset(["sha1", "sha256", "sha512", "md5"])
 _WARC_DATE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 _BLANK = b" \t\r\n\x0b\x0c"
-_GZIP_MAGIC = b"\x1f\x8b"
-# An HTTP header line as the fast path accepts it: not starting with blank space, a colon in it,
-# no CR or LF inside; lines separated by CRLF.
-_LINE = r"(?:[^ \t\r\n:][^:\r\n]*)?:[^\r\n]*"
-_HEAD_FIELDS = re.compile(rf"{_LINE}(?:\r\n{_LINE})*")
-_HEAD_FIELD = re.compile(r"([^:\r\n]*):([^\r\n]*)")
 
 
 class Fallback(Exception):
@@ -98,6 +97,13 @@ class _Fields:
         for k, v in pairs:
             d.setdefault(k.lower(), v)
         self._d = d
+
+    @classmethod
+    def of(cls, d: dict) -> "_Fields":
+        """Fields from a dict already keyed by lower-case names."""
+        f = cls.__new__(cls)
+        f._d = d
+        return f
 
     def get_header(self, name: str, default=None):
         key = _LOWER.get(name)
@@ -158,21 +164,26 @@ def _parse_http(block: bytes, request: bool) -> tuple[_Http, int]:
         head = block[:end].decode("utf-8")
     except UnicodeDecodeError:
         raise Fallback("non-UTF-8 HTTP head") from None
-    first, sep, fields = head.partition("\r\n")
-    first = first.rstrip()
-    if sep and not fields:
+    lines = head.split("\r\n")
+    # CR and LF only as line ends: then the lines below are what warcio splits the head into
+    if head.count("\r") != len(lines) - 1 or head.count("\n") != len(lines) - 1:
         raise Fallback("odd line ends in HTTP head")
-    # Every line after the first must be `Name: value` (no folding, CRLF only): then the pairs
-    # below are what splitting on CRLF and on each line's first colon gives.
-    if not first or "\r" in first or "\n" in first or (fields and not _HEAD_FIELDS.fullmatch(fields)):
-        raise Fallback("odd line ends or header lines in HTTP head")
+    first = lines[0].rstrip()
+    if not first:
+        raise Fallback("no HTTP start line")
+    headers = _HeaderList()
+    for line in lines[1:]:
+        # `Name: value` with a name that starts the line (a leading blank would fold it into the last)
+        name, sep, value = line.partition(":")
+        if not sep or not name or name[0] in " \t":
+            raise Fallback("odd header lines in HTTP head")
+        headers.append((name.rstrip(" \t"), value.strip()))
     protocol, _, rest = first.partition(" ")
     if request:
         if protocol not in _HTTP_VERBS:
             raise Fallback("unusual request method")
     elif not protocol.upper().startswith("HTTP/"):
         raise Fallback("no HTTP status line")
-    headers = _HeaderList([(name.rstrip(" \t"), value.strip()) for name, value in _HEAD_FIELD.findall(fields)])
     return _Http(protocol, rest.strip(), headers), start
 
 
@@ -245,17 +256,16 @@ def _work(jobs: list, hdict) -> tuple[list, list]:
 
 # ------------------------------------------------------------------ framing checks
 class _Framing:
-    """Checks what FastWARC tolerates and warcio does not, from the records' offsets.
+    """Checks what FastWARC tolerates in a plain (uncompressed) file and warcio does not, from the
+    records' offsets.
 
     A record's head must be written canonically (``Name: value`` and CRLF), so that its length in
-    bytes follows from the parsed fields. Then, in a plain file, the bytes between two records must
-    be blank lines (warcio warns about anything else); in a per-record gzip file, every record must
-    start a gzip member and fill it alone (the member's ISIZE field gives its uncompressed length).
+    bytes follows from the parsed fields; then the bytes between two records must be blank lines
+    (warcio warns about anything else).
     """
 
-    def __init__(self, fh, gzipped: bool, size: int):
+    def __init__(self, fh, size: int):
         self.fd = fh.fileno()
-        self.gzipped = gzipped
         self.size = size
         self.prev: tuple[int, int] | None = None  # (start, head + block length) of the last record
 
@@ -264,42 +274,63 @@ class _Framing:
         if self.prev is None:
             if pos != 0:
                 raise Fallback("data before the first record")
-            if self.gzipped and os.pread(self.fd, 2, pos) != _GZIP_MAGIC:
-                raise Fallback("record not at a gzip member start")
         elif pos <= self.prev[0]:
-            raise Fallback("two records in one gzip member")
+            raise Fallback("records out of order")
         else:
-            self._check_end(pos)
+            start, length = self.prev
+            gap = os.pread(self.fd, pos - start - length, start + length) if pos - start > length else b""
+            # warcio wants at least one line after a block and only blank lines up to the next record
+            if not gap or not gap.endswith(b"\n") or gap.strip(_BLANK):
+                raise Fallback("missing or odd separator between records")
         head = len(rec.headers.status_line) + 4 + 4 * len(pairs) + sum([len(k) + len(v) for k, v in pairs])
         self.prev = (pos, head + rec.content_length)
-
-    def _check_end(self, stop: int, last: bool = False) -> None:
-        """Check the end of the previous record, ``stop`` being where the next one starts."""
-        start, length = self.prev
-        if self.gzipped:
-            # one read: the member's ISIZE field, then the next member's first two bytes
-            tail = os.pread(self.fd, 6, stop - 4)
-            isize = int.from_bytes(tail[:4], "little")
-            # the record, then nothing or a blank line or two (FastWARC rejects anything else there)
-            if (isize - length) & 0xFFFFFFFF not in (0, 2, 4):
-                raise Fallback("a gzip member that is not exactly one record")
-            if not last and tail[4:] != _GZIP_MAGIC:
-                raise Fallback("record not at a gzip member start")
-            return
-        gap = os.pread(self.fd, stop - start - length, start + length) if stop - start > length else b""
-        # warcio wants at least one line after a block and only blank lines up to the next record
-        if not gap or not gap.endswith(b"\n") or gap.strip(_BLANK):
-            raise Fallback("missing or odd separator between records")
 
     def finish(self) -> None:
         if self.prev is None:
             return
-        if self.gzipped:
-            self._check_end(self.size, last=True)
-            return
         start, length = self.prev
         if os.pread(self.fd, max(self.size - start - length, 0), start + length).strip(_BLANK):
             raise Fallback("data after the last record")
+
+
+# ------------------------------------------------------------------ records of a gzip member
+# What may follow a record's block inside its own gzip member (warcio reads either without a word).
+_MEMBER_TAILS = (b"\r\n\r\n", b"")
+
+
+def _member_record(member: bytes) -> tuple[str, "_Fields", bytes]:
+    """(WARC-Type, fields, block) of the one record a gzip member must hold, written canonically
+    (``Name: value`` lines, CRLF line ends, each name once), as warcio would read it."""
+    end = member.find(b"\r\n\r\n")
+    if end < 0:
+        raise Fallback("a WARC head without its end")
+    try:
+        head = member[:end].decode("utf-8")
+    except UnicodeDecodeError:
+        raise Fallback("non-UTF-8 WARC head") from None
+    lines = head.split("\r\n")
+    if head.count("\n") != len(lines) - 1 or head.count("\r") != len(lines) - 1:
+        raise Fallback("odd line ends in a WARC head")
+    if lines[0] != "WARC/1.0" and lines[0] != "WARC/1.1":
+        raise Fallback("not WARC 1.0 or 1.1")
+    d = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(": ")
+        if not sep or ":" in name or name.strip() != name or value.strip() != value:
+            raise Fallback("a WARC header line not written as 'Name: value'")
+        d.setdefault(name.lower(), value)
+    if len(d) != len(lines) - 1:
+        raise Fallback("a repeated WARC header")
+    length = d.get("content-length")
+    if length is None or not length.isdigit():
+        raise Fallback("unusual Content-Length")
+    start = end + 4
+    stop = start + int(length)
+    if stop > len(member):
+        raise Fallback("truncated record")
+    if member[stop:] not in _MEMBER_TAILS:
+        raise Fallback("a gzip member that is not exactly one record")
+    return d.get("warc-type"), _Fields.of(d), member[start:stop]
 
 
 # ------------------------------------------------------------------ the importer
@@ -308,22 +339,21 @@ class FastWarcImporter(WarcImporter):
 
     def run_file(self, path: Path, *, gzipped: bool,
                  on_progress: Callable[[int], None] | None = None) -> ImportStats:
-        size = path.stat().st_size
         self.writer = BulkWriter(self.archive)
+        self.on_progress = on_progress
+        self.done_pos = 0
         hdict = self.archive.header_dict()
         pool = workers()
         inflight: deque = deque()
         try:
             with open(path, "rb") as fh:
-                framing = _Framing(fh, gzipped, size)
+                size = os.fstat(fh.fileno()).st_size
                 records: list[_Record] = []
                 jobs: list = []
                 batch_bytes = 0
-                done_pos = 0
-                try:
-                    it = _FastIterator(fh, parse_http=False, auto_decode="none", fsspec_args=False)
-                    for rec in it:
-                        r, job = self._parse(rec, framing)
+                source = self._gzip_records(fh, size, pool) if gzipped else self._plain_records(fh, size)
+                with contextlib.closing(source):  # a gzip source unmaps the file when closed
+                    for r, job in source:
                         records.append(r)
                         if job is not None:
                             jobs.append((r, job))
@@ -331,16 +361,10 @@ class FastWarcImporter(WarcImporter):
                         if batch_bytes >= BATCH_BYTES or len(records) >= BATCH_RECORDS:
                             inflight.append((pool.submit(_work, [j for _, j in jobs], hdict), records, jobs))
                             records, jobs, batch_bytes = [], [], 0
-                            while len(inflight) >= MAX_IN_FLIGHT:
-                                self._apply(*inflight.popleft())
-                        if on_progress:
-                            pos = rec.stream_pos
-                            if pos > done_pos:
-                                on_progress(pos - done_pos)
-                                done_pos = pos
-                    framing.finish()
-                except OSError as exc:  # FastWARC's verdict on malformed input: let warcio name the problem
-                    raise Fallback(f"FastWARC: {exc}") from None
+                        # store what the workers have finished while parsing goes on, so that
+                        # little is left to store once the last record is parsed
+                        while inflight and (len(inflight) >= MAX_IN_FLIGHT or inflight[0][0].done()):
+                            self._apply(*inflight.popleft())
             inflight.append((pool.submit(_work, [j for _, j in jobs], hdict), records, jobs))
             while inflight:
                 self._apply(*inflight.popleft())
@@ -350,40 +374,84 @@ class FastWarcImporter(WarcImporter):
             raise
         self.writer.flush()
         self.writer = self.archive  # what comes later (revisits across files, pairing) writes directly
-        if on_progress and size > done_pos:
-            on_progress(size - done_pos)
+        self._progress(size)
         if self.stats.exchanges == 0 and not self.warcinfo and not self.stats.skipped:
             raise Fallback("no records")
         return self.stats
 
-    def _parse(self, rec, framing: _Framing):
-        """Check one FastWARC record and turn it into a ``_Record`` and its worker job."""
-        if not (is_warc_10(rec) or is_warc_11(rec)):
-            raise Fallback("not WARC 1.0 or 1.1")
-        pairs = rec.headers.to_tuples()
-        fields = _Fields(pairs)
-        if len(fields._d) != len(pairs):
-            raise Fallback("a repeated WARC header")
+    def _progress(self, pos: int) -> None:
+        if self.on_progress and pos > self.done_pos:
+            self.on_progress(pos - self.done_pos)
+            self.done_pos = pos
+
+    def _plain_records(self, fh, size: int):
+        """The records of an uncompressed file, read by FastWARC, with their worker jobs."""
+        framing = _Framing(fh, size)
+        try:
+            for rec in _FastIterator(fh, parse_http=False, auto_decode="none", fsspec_args=False):
+                if not (is_warc_10(rec) or is_warc_11(rec)):
+                    raise Fallback("not WARC 1.0 or 1.1")
+                pairs = rec.headers.to_tuples()
+                fields = _Fields(pairs)
+                if len(fields._d) != len(pairs):
+                    raise Fallback("a repeated WARC header")
+                length = fields._d.get("content-length")
+                if length is None or not length.isdigit() or rec.content_length != int(length):
+                    raise Fallback("unusual Content-Length")
+                if rec.content_length > MAX_FAST_RECORD:
+                    raise Fallback("large record")
+                framing.record(rec.stream_pos, rec, pairs)
+                block = rec.reader.read()
+                if len(block) != rec.content_length:
+                    raise Fallback("truncated record")
+                yield self._parse(fields._d.get("warc-type"), fields, block)
+                self._progress(rec.stream_pos)
+            framing.finish()
+        except OSError as exc:  # FastWARC's verdict on malformed input: let warcio name the problem
+            raise Fallback(f"FastWARC: {exc}") from None
+
+    def _gzip_records(self, fh, size: int, pool):
+        """The records of a per-record gzip file, inflated on the worker threads a few batches
+        ahead of the one being parsed here."""
+        buf = gzip_members.open_mapped(fh)
+        ahead: deque = deque()
+        try:
+            cuts = gzip_members.batches(buf, size)
+            for start, end in cuts:
+                ahead.append((pool.submit(gzip_members.inflate, buf, start, end, MAX_FAST_RECORD), end))
+                if len(ahead) < INFLATE_AHEAD:
+                    continue
+                yield from self._members(*ahead.popleft())
+            while ahead:
+                yield from self._members(*ahead.popleft())
+        except gzip_members.Unusual as exc:
+            raise Fallback(str(exc)) from None
+        finally:
+            for fut, _ in ahead:
+                fut.cancel()
+            futures.wait([fut for fut, _ in ahead])  # the map must outlive every reader of it
+            buf.close()
+
+    def _members(self, future, end: int):
+        for member in future.result():
+            yield self._parse(*_member_record(member))
+        self._progress(end)
+
+    def _parse(self, rtype, fields: _Fields, block: bytes):
+        """Check one record's fields and turn it into a ``_Record`` and its worker job."""
         d = fields._d
-        rtype = d.get("warc-type")
-        length = d.get("content-length")
-        if rtype not in _TYPES or length is None or not length.isdigit():
-            raise Fallback("unusual WARC-Type or Content-Length")
-        n = int(length)
-        if n > MAX_FAST_RECORD or rec.content_length != n:
+        if rtype not in _TYPES:
+            raise Fallback("unusual WARC-Type")
+        if len(block) > MAX_FAST_RECORD:
             raise Fallback("large record")
         if "warc-segment-number" in d:
             raise Fallback("segmented record")
         uri = d.get("warc-target-uri") or ""
         if uri.startswith("<") or (rtype != "warcinfo" and not _WARC_DATE.match(d.get("warc-date") or "")):
             raise Fallback("unusual WARC-Target-URI or WARC-Date")
-        framing.record(rec.stream_pos, rec, pairs)
-        block = rec.reader.read()
-        if len(block) != n:
-            raise Fallback("truncated record")
         http = None
         start = 0
-        if n and rtype in _HTTP_RECORDS and uri.startswith(("http:", "https:")):
+        if block and rtype in _HTTP_RECORDS and uri.startswith(("http:", "https:")):
             http, start = _parse_http(block, rtype == "request")
         r = _Record(rtype, fields, http, block[start:] if start else block)
         if http is not None:
@@ -413,9 +481,45 @@ class FastWarcImporter(WarcImporter):
             if head is not None:
                 r.http_headers.headers.encoded = head
         for r in records:
-            self._one(r, None)
+            if r.rec_type == "response" and r.http_headers is not None and r.blob is not None:
+                self._response_fast(r)
+            else:
+                self._one(r, None)
         if len(self.writer.rows) >= FLUSH_ROWS or self.writer.blob_bytes >= FLUSH_BYTES:
             self.writer.flush()
+
+    def _response_fast(self, r: _Record) -> None:
+        """``WarcImporter._response`` for the common case, a response with an HTTP head whose
+        payload a worker has encoded: the same row, without the general path's layers."""
+        d = r.rec_headers._d
+        http = r.http_headers
+        code, _, reason = http.statusline.strip().partition(" ")
+        try:
+            status = int(code)
+        except ValueError:
+            raise BadInput(f"malformed HTTP status line {http.statusline!r}") from None
+        extra = {}
+        ip = d.get("warc-ip-address")
+        if ip:
+            extra["ip"] = ip
+        if r.dechunked:
+            extra["dechunked"] = True
+        writer = self.writer
+        digest = writer.put_encoded_blob(*r.blob)
+        ex = Exchange(url=d["warc-target-uri"], captured_at=d["warc-date"], status=status, reason=reason,
+                      http_version=http.protocol.strip(), resp_headers=http.headers, extra=extra,
+                      session_id=self.session_id, payload_digest=digest)
+        ex_id = writer.add_exchange(ex)
+        self.stats.exchanges += 1
+        wdigest = d.get("warc-payload-digest")
+        if wdigest:
+            writer.add_alias(wdigest.strip(), digest)
+        rid = d.get("warc-record-id")
+        if rid:
+            self.by_record_id[rid] = ex_id
+            waiting = self.requests_waiting.pop(rid, None)
+            if waiting:
+                self._attach(ex_id, *waiting)
 
     # ---------------------------------------------------------------- WarcImporter hooks
     def _read_block(self, record, counter, stream=None) -> bytes:

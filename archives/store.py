@@ -48,8 +48,9 @@ INSERT_EXCHANGE = (f"INSERT INTO exchanges({', '.join(EXCHANGE_COLUMNS)}) "
 def header_value(headers: Headers, name: str) -> str | None:
     """First value of header ``name`` (case-insensitive), or None."""
     lname = name.lower()
+    n = len(lname)
     for k, v in headers:
-        if k.lower() == lname:
+        if len(k) == n and k.lower() == lname:  # lower-casing only names that can match
             return v
     return None
 
@@ -76,9 +77,14 @@ def surt_prefix_range(key: str) -> tuple[str, str]:
     return key, key + "\U0010ffff"
 
 
+# Encoders built once: json.dumps with options builds a new one per call.
+_HEADERS_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_SORTED_JSON = json.JSONEncoder(sort_keys=True)
+
+
 def headers_json(headers: Headers) -> bytes:
     """The canonical JSON form of a header list (what the header dictionary is made of)."""
-    return json.dumps([list(h) for h in headers], separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _HEADERS_JSON.encode(headers).encode("utf-8")  # pairs, as tuples or lists, become arrays
 
 
 def header_compressor(d: zstandard.ZstdCompressionDict) -> zstandard.ZstdCompressor:
@@ -578,7 +584,7 @@ class Archive:
             bkey, int(ex.status), ex.reason, mime_of(ex.resp_headers), ex.http_version, ex.kind,
             req_headers, req_digest, req_body_size,
             self.encode_headers(ex.resp_headers) if resp_headers is None else resp_headers, payload, payload_size,
-            json.dumps(ex.extra, sort_keys=True) if ex.extra else None,
+            _SORTED_JSON.encode(ex.extra) if ex.extra else None,
         ]
 
     def request_values(self, method: str, req_headers: Headers | None, req_body: bytes | None,
@@ -713,7 +719,7 @@ class BulkWriter:
         self.next_id = arc.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM exchanges").fetchone()[0]
         self.rows: dict[int, list] = {}
         self.blobs: list[tuple] = []
-        self.sizes: dict[str, int] = {}  # digest -> size of the blobs in ``blobs``
+        self.sizes: dict[str, int] = {}  # digest -> size of the blobs this writer has stored
         self.blob_bytes = 0  # stored bytes in ``blobs``
         self.aliases: list[tuple[str, str]] = []
         self._times: dict[str, str] = {}
@@ -735,6 +741,8 @@ class BulkWriter:
         if digest not in self.arc._known_blobs:
             self.blobs.append((digest, size, len(stored), codec, stored))
             self.blob_bytes += len(stored)
+            if len(self.sizes) > 200_000:
+                self.sizes.clear()
             self.sizes[digest] = size
             self.arc._remember_blob(digest)
         return digest
@@ -799,7 +807,6 @@ class BulkWriter:
             if self.aliases:
                 conn.executemany(INSERT_ALIAS, self.aliases)
         self.blobs, self.rows, self.aliases = [], {}, []
-        self.sizes.clear()
         self.blob_bytes = 0
 
 

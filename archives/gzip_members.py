@@ -1,0 +1,107 @@
+"""The gzip members of a per-record gzip WARC, inflated on worker threads.
+
+A WARC is normally written with every record compressed as a gzip member of its own, and
+inflating is the largest single cost of reading one. Neither warcio nor FastWARC releases Python's
+GIL while inflating, so an import reading through them inflates on one core. Here the file is
+memory-mapped, the main thread only cuts it into batches at member starts (a gzip header whose
+first inflated bytes read ``WARC/``), and worker threads inflate each batch's members with the GIL
+released: ISA-L's inflate (the ``isal`` package) when it is installed, zlib otherwise.
+
+Inside a batch every member's end is told by the inflater itself (a gzip member carries its own
+end), so bytes that merely look like a gzip header inside compressed data never split a record:
+the member is simply fed on until it ends. Anything unusual (a corrupt or truncated member, bytes
+between members, a record larger than ``limit``) raises :class:`Unusual`, and the caller reads the
+file the careful way instead.
+"""
+
+from __future__ import annotations
+
+import mmap
+import zlib
+from collections.abc import Iterator
+
+try:  # ISA-L inflates about twice as fast as zlib; the results are the same bytes
+    from isal import isal_zlib as _inflate_lib
+except ImportError:  # pragma: no cover - isal is a base dependency; zlib is the portable fallback
+    _inflate_lib = zlib
+
+GZIP_MAGIC = b"\x1f\x8b\x08"  # ID1, ID2 and CM=deflate: how every gzip member starts
+BATCH_BYTES = 256 << 10  # compressed bytes per batch: a few dozen typical records
+_PROBE_BYTES = 4096  # enough compressed bytes to inflate a record's first five bytes
+
+
+class Unusual(Exception):
+    """The file is not a clean sequence of gzip members (the message says what was seen)."""
+
+
+def open_mapped(fh) -> mmap.mmap:
+    """The whole file, memory-mapped read-only (the workers read their batches from it)."""
+    return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _starts_a_record(buf, pos: int) -> bool:
+    """Whether a gzip member starting at ``pos`` inflates to a WARC record's first bytes."""
+    try:
+        return zlib.decompressobj(31).decompress(buf[pos:pos + _PROBE_BYTES], 5) == b"WARC/"
+    except zlib.error:
+        return False
+
+
+def batches(buf, size: int, batch_bytes: int = BATCH_BYTES) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` byte ranges covering the file, each starting at a member that begins a record.
+
+    A cut is only ever placed where a record starts, so a batch's members end inside it; were a cut
+    wrong all the same, the member before it would not end there and :func:`inflate` says so."""
+    start = 0
+    while start < size:
+        end = size
+        probe = start + batch_bytes
+        while probe < size:
+            found = buf.find(GZIP_MAGIC, probe)
+            if found < 0:
+                break
+            if _starts_a_record(buf, found):
+                end = found
+                break
+            probe = found + 1
+        yield start, end
+        start = end
+
+
+def inflate(buf, start: int, end: int, limit: int) -> list[bytes]:
+    """The inflated members in ``buf[start:end]``, in order; raises :class:`Unusual`.
+
+    Runs on a worker thread: the inflating happens with the GIL released."""
+    view = memoryview(buf)
+    try:
+        members = []
+        pos = start
+        while pos < end:
+            d = _inflate_lib.decompressobj(31)
+            parts = []
+            produced = 0
+            fed_to = pos
+            while True:
+                # feed up to the next place that looks like a member start (or the batch end)
+                nxt = buf.find(GZIP_MAGIC, fed_to + 1, end)
+                stop = end if nxt < 0 else nxt
+                try:
+                    out = d.decompress(view[fed_to:stop], limit - produced)
+                except Exception as exc:  # zlib.error, isal's IsalError
+                    raise Unusual(f"corrupt gzip member at byte {pos}: {exc}") from None
+                parts.append(out)
+                produced += len(out)
+                fed_to = stop
+                if d.eof:
+                    if d.unused_data:
+                        raise Unusual(f"bytes after the gzip member at byte {pos}")
+                    break
+                if produced >= limit:
+                    raise Unusual(f"the record at byte {pos} is larger than {limit} bytes")
+                if stop >= end:
+                    raise Unusual(f"the gzip member at byte {pos} does not end before byte {end}")
+            members.append(parts[0] if len(parts) == 1 else b"".join(parts))
+            pos = fed_to
+        return members
+    finally:
+        view.release()

@@ -32,7 +32,9 @@ from pathlib import Path
 
 from . import blobs, gzip_members
 from .errors import BadInput
-from .store import Archive, BulkWriter, Exchange, header_compressor, headers_json
+from .store import EXCHANGE_COLUMNS, Archive, BulkWriter, Exchange, header_compressor, headers_json
+from .timeutil import normalize_time
+from .urlkey import surt_key
 from .warc_import import BOMB_MIN_BYTES, ImportStats, WarcImporter, decode_transfer
 
 try:  # an optional accelerator: without it every import takes the warcio path
@@ -41,6 +43,9 @@ try:  # an optional accelerator: without it every import takes the warcio path
 except ImportError:  # pragma: no cover - fastwarc is a base dependency
     _FastIterator = None
 
+# Positions in a BulkWriter row (``id`` first) of the columns a revisit's lookup compares.
+_CAPTURED_AT = 1 + EXCHANGE_COLUMNS.index("captured_at")
+_PAYLOAD = 1 + EXCHANGE_COLUMNS.index("payload")
 # A batch of records handed to a worker: big enough that hand-over costs little per record.
 BATCH_BYTES = 128 << 10
 BATCH_RECORDS = 64
@@ -481,8 +486,12 @@ class FastWarcImporter(WarcImporter):
             if head is not None:
                 r.http_headers.headers.encoded = head
         for r in records:
-            if r.rec_type == "response" and r.http_headers is not None and r.blob is not None:
+            if r.http_headers is None:
+                self._one(r, None)
+            elif r.rec_type == "response" and r.blob is not None:
                 self._response_fast(r)
+            elif r.rec_type == "request":
+                self._request_fast(r)
             else:
                 self._one(r, None)
         if len(self.writer.rows) >= FLUSH_ROWS or self.writer.blob_bytes >= FLUSH_BYTES:
@@ -521,6 +530,20 @@ class FastWarcImporter(WarcImporter):
             if waiting:
                 self._attach(ex_id, *waiting)
 
+    def _request_fast(self, r: _Record) -> None:
+        """``WarcImporter._request`` for a request with an HTTP head (checked by ``_parse``)."""
+        d = r.rec_headers._d
+        headers = r.http_headers.headers
+        body, _ = decode_transfer(r.body, headers)
+        fields = (r.http_headers.protocol, headers, body or None)  # the method: one of _HTTP_VERBS
+        target = d.get("warc-concurrent-to")
+        if target and target in self.by_record_id:
+            self._attach(self.by_record_id[target], *fields)
+        elif target:
+            self.requests_waiting[target] = fields
+        else:
+            self.requests_loose.append((d["warc-target-uri"], normalize_time(d["warc-date"])) + fields)
+
     # ---------------------------------------------------------------- WarcImporter hooks
     def _read_block(self, record, counter, stream=None) -> bytes:
         return record.body
@@ -540,10 +563,56 @@ class FastWarcImporter(WarcImporter):
             return self.writer.put_encoded_blob(*blob)
         return self.writer.put_blob(payload)
 
-    def _resolve_revisit(self, *args) -> bool:
-        if isinstance(self.writer, BulkWriter):
-            self.writer.flush()  # it looks up rows stored before
-        return super()._resolve_revisit(*args)
+    # A revisit's original is looked up in what the BulkWriter keeps of this file's rows and, for
+    # older rows (ids below its first_id), in the database; same answers as the general queries,
+    # without flushing the buffered rows first.
+    def _resolve_alias(self, alias: str) -> str | None:
+        w = self.writer
+        if isinstance(w, BulkWriter) and w.kept_complete and alias in w.alias_map:
+            return w.alias_map[alias]
+        return super()._resolve_alias(alias)
+
+    def _find_original(self, ref: dict, digest: str | None):
+        w = self.writer
+        if not isinstance(w, BulkWriter) or not w.kept_complete:
+            if isinstance(w, BulkWriter):
+                w.flush()
+            return super()._find_original(ref, digest)
+        conn = self.archive.conn
+        if ref["refers_to"] and ref["refers_to"] in self.by_record_id:
+            ex_id = self.by_record_id[ref["refers_to"]]
+            return w.kept_row(ex_id) if ex_id >= w.first_id else self.archive.exchange(ex_id)
+        target = ref["refers_to_uri"]
+        if target:
+            when = normalize_time(ref["refers_to_date"]) if ref["refers_to_date"] else None
+            sql, params = "SELECT * FROM exchanges WHERE surt=? AND url=? AND id<?", [surt_key(target), target,
+                                                                                      w.first_id]
+            if when:
+                sql += " AND captured_at=?"
+                params.append(when)
+            if digest:
+                sql += " AND payload=?"
+                params.append(digest)
+            older = w.first_id > 1  # an archive that held no rows before has nothing to query
+            best = conn.execute(sql + " ORDER BY captured_at, id LIMIT 1", params).fetchone() if older else None
+            for ex_id in w.by_url.get(target, ()):
+                row = w.kept[ex_id]
+                captured_at = row[_CAPTURED_AT]
+                if (when and captured_at != when) or (digest and row[_PAYLOAD] != digest):
+                    continue
+                if best is None or (captured_at, ex_id) < (best["captured_at"], best["id"]):
+                    best = w.kept_row(ex_id)
+            if best is not None:
+                return best
+        if digest:
+            if w.first_id > 1:
+                row = conn.execute("SELECT * FROM exchanges WHERE payload=? AND id<? ORDER BY id LIMIT 1",
+                                   (digest, w.first_id)).fetchone()
+                if row is not None:
+                    return row
+            ex_id = w.by_payload.get(digest)
+            return None if ex_id is None else w.kept_row(ex_id)
+        return None
 
 
 def import_fast(archive: Archive, path: Path, session_id: str, *, gzipped: bool,

@@ -699,6 +699,8 @@ class Archive:
 # Positions in a BulkWriter row (``id`` first, then EXCHANGE_COLUMNS) of the request-side columns.
 _REQUEST_SLOTS = [1 + EXCHANGE_COLUMNS.index(c) for c in ("method", "req_headers", "req_body", "req_body_size",
                                                           "body_key")]
+_COLUMNS_WITH_ID = ("id", *EXCHANGE_COLUMNS)
+KEEP_ROWS = 200_000  # rows a BulkWriter keeps for lookups (a few hundred bytes each)
 _INSERT_EXCHANGE_WITH_ID = (f"INSERT INTO exchanges(id, {', '.join(EXCHANGE_COLUMNS)}) "
                             f"VALUES ({', '.join('?' * (1 + len(EXCHANGE_COLUMNS)))})")
 
@@ -723,6 +725,15 @@ class BulkWriter:
         self.blob_bytes = 0  # stored bytes in ``blobs``
         self.aliases: list[tuple[str, str]] = []
         self._times: dict[str, str] = {}
+        # What this writer has stored, kept for lookups without flushing and querying (an import's
+        # revisits look for their originals): rows by id, first id per payload, ids per URL, aliases.
+        # ``first_id`` splits the table: below it the rows are older and all in the database.
+        self.first_id = self.next_id
+        self.kept: dict[int, list] = {}
+        self.kept_complete = True  # False once KEEP_ROWS was reached: lookups must query then
+        self.by_payload: dict[str, int] = {}
+        self.by_url: dict[str, list[int]] = {}
+        self.alias_map: dict[str, str] = {}
 
     def put_blob(self, data: bytes) -> str:
         """:meth:`Archive.put_blob`, buffered."""
@@ -750,6 +761,13 @@ class BulkWriter:
     def add_alias(self, alias: str, digest: str) -> None:
         """:meth:`Archive.add_alias`, buffered."""
         self.aliases.append((alias, digest))
+        if self.kept_complete:
+            self.alias_map.setdefault(alias, digest)  # the first one stays, as INSERT OR IGNORE keeps it
+
+    def kept_row(self, exchange_id: int) -> dict | None:
+        """A row this writer stored (column name -> value, as a row read back would give), or None."""
+        row = self.kept.get(exchange_id)
+        return None if row is None else dict(zip(_COLUMNS_WITH_ID, row))
 
     def add_exchange(self, ex: Exchange, resp_headers: bytes | None = None) -> int:
         """:meth:`Archive.add_exchange`, buffered. ``resp_headers``: the header list already encoded
@@ -777,6 +795,14 @@ class BulkWriter:
         row = arc.exchange_values(ex, payload, payload_size, req_digest, captured_at=when, resp_headers=resp_headers)
         row.insert(0, ex_id)
         self.rows[ex_id] = row
+        if self.kept_complete:
+            if len(self.kept) >= KEEP_ROWS:
+                self.kept_complete = False
+                self.kept, self.by_payload, self.by_url, self.alias_map = {}, {}, {}, {}
+            else:
+                self.kept[ex_id] = row
+                self.by_payload.setdefault(payload, ex_id)
+                self.by_url.setdefault(ex.url, []).append(ex_id)
         return ex_id
 
     def set_request(self, exchange_id: int, method: str, req_headers: Headers, req_body: bytes | None,

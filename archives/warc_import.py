@@ -327,6 +327,10 @@ class WarcImporter:
         if not self._resolve_revisit(record, url, when, extra, ref, headers, status_line):
             self.revisits_waiting.append((record.rec_headers, url, when, extra, ref, headers, status_line))
 
+    def _resolve_alias(self, alias: str) -> str | None:
+        """The blob another tool's payload digest names, if it is stored."""
+        return self.archive.resolve_alias(alias)
+
     def _find_original(self, ref: dict, digest: str | None):
         """The exchange a revisit refers to, or None while it is not (yet) in the archive.
 
@@ -355,7 +359,7 @@ class WarcImporter:
         return None
 
     def _resolve_revisit(self, record, url, when, extra, ref, headers, status_line) -> bool:
-        digest = self.archive.resolve_alias(ref["payload_digest"]) if ref["payload_digest"] else None
+        digest = self._resolve_alias(ref["payload_digest"]) if ref["payload_digest"] else None
         original = self._find_original(ref, digest)
         if original is None:
             return False

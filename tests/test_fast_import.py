@@ -125,8 +125,16 @@ def record(n: int, *, kind="response", body: bytes | None = None, http: bytes | 
     return head + block + sep
 
 
-def gz(*records: bytes) -> bytes:
-    return b"".join(gzip.compress(r) for r in records)
+def gz(*records: bytes, level: int = 9) -> bytes:
+    return b"".join(gzip.compress(r, compresslevel=level) for r in records)
+
+
+# Stored (level 0) deflate keeps a body's bytes as they are, so the gzip magic inside a body also
+# stands in the compressed file: it must not be taken for the start of the next record's member.
+_MAGIC_BODY = b"\x1f\x8b\x08\x00" + bytes(range(256)) * 4
+# A body that is itself a gzipped WARC record, just past where the import cuts its first batch of
+# members (256 KiB): that cut looks like a record start, is found wrong, and warcio takes over.
+_WARC_IN_BODY = b"x" * (300 << 10) + gzip.compress(record(8), compresslevel=0) + b"y" * 1000
 
 
 CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -150,6 +158,8 @@ ODD = {
     "gzip, two records in the last member": (gzip.compress(record(1)) + gzip.compress(record(2) + record(3)), False),
     "gzip, garbage in a member": (gz(record(1, sep=b"\r\nxx\r\n"), record(2)), False),
     "gzip, trailing junk": (gz(record(1)) + b"junk", False),
+    "gzip magic inside a stored member": (gz(record(1, body=_MAGIC_BODY), record(2), level=0), True),
+    "gzipped WARC record inside a body": (gz(record(1, body=_WARC_IN_BODY), record(2), level=0), False),
     "lying payload digest": (gz(record(1, payload_digest=sha1_b32(b"other"))), False),
     "lying block digest": (gz(record(1, http=b"HTTP/1.1 200 OK\r\nX: 1\r\n\r\n").replace(b"X: 1", b"X: 2")), False),
     "hex payload digest": (gz(record(1, payload_digest="sha1:" + hashlib.sha1(b"<html>page 1</html>").hexdigest())),

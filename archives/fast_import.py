@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover - fastwarc is a base dependency
 _CAPTURED_AT = 1 + EXCHANGE_COLUMNS.index("captured_at")
 _PAYLOAD = 1 + EXCHANGE_COLUMNS.index("payload")
 # A batch of records handed to a worker: big enough that hand-over costs little per record.
-BATCH_BYTES = 128 << 10
+BATCH_BYTES = 512 << 10
 BATCH_RECORDS = 64
 MAX_IN_FLIGHT = 4
 # gzip batches being inflated ahead of the one being parsed
@@ -78,17 +78,21 @@ def available() -> bool:
 
 
 _pool_lock = threading.Lock()
-_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pools: dict[str, tuple[int, ThreadPoolExecutor]] = {}
 
 
-def workers() -> ThreadPoolExecutor:
-    """The worker threads, started on first use and kept for the process (starting threads costs
-    a small import more than its records do); a forked child starts its own."""
-    global _pool
+def workers(role: str = "work") -> ThreadPoolExecutor:
+    """The worker threads of ``role``, started on first use and kept for the process (starting
+    threads costs a small import more than its records do); a forked child starts its own.
+
+    ``work`` (digests, SHA-256, zstd) has WORKERS threads; ``inflate`` has one of its own, so that
+    inflating the next members never waits behind the work queued for the records before them."""
     with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(WORKERS, thread_name_prefix="import"))
-        return _pool[1]
+        entry = _pools.get(role)
+        if entry is None or entry[0] != os.getpid():
+            entry = _pools[role] = (os.getpid(), ThreadPoolExecutor(WORKERS if role == "work" else 1,
+                                                                    thread_name_prefix=f"import-{role}"))
+        return entry[1]
 
 
 # ------------------------------------------------------------------ records as warcio shows them
@@ -356,7 +360,7 @@ class FastWarcImporter(WarcImporter):
                 records: list[_Record] = []
                 jobs: list = []
                 batch_bytes = 0
-                source = self._gzip_records(fh, size, pool) if gzipped else self._plain_records(fh, size)
+                source = self._gzip_records(fh, size, workers("inflate")) if gzipped else self._plain_records(fh, size)
                 with contextlib.closing(source):  # a gzip source unmaps the file when closed
                     for r, job in source:
                         records.append(r)

@@ -35,7 +35,7 @@ from .errors import BadInput
 from .store import EXCHANGE_COLUMNS, Archive, BulkWriter, Exchange, header_compressor, headers_json
 from .timeutil import normalize_time
 from .urlkey import surt_key
-from .warc_import import BOMB_MIN_BYTES, ImportStats, WarcImporter, decode_transfer
+from .warc_import import BOMB_MIN_BYTES, ImportStats, WarcImporter, status_line_of, decode_transfer
 
 try:  # an optional accelerator: without it every import takes the warcio path
     from fastwarc.warc import ArchiveIterator as _FastIterator
@@ -505,12 +505,7 @@ class FastWarcImporter(WarcImporter):
         """``WarcImporter._response`` for the common case, a response with an HTTP head whose
         payload a worker has encoded: the same row, without the general path's layers."""
         d = r.rec_headers._d
-        http = r.http_headers
-        code, _, reason = http.statusline.strip().partition(" ")
-        try:
-            status = int(code)
-        except ValueError:
-            raise BadInput(f"malformed HTTP status line {http.statusline!r}") from None
+        status, reason, protocol = status_line_of(r)
         extra = {}
         ip = d.get("warc-ip-address")
         if ip:
@@ -520,7 +515,7 @@ class FastWarcImporter(WarcImporter):
         writer = self.writer
         digest = writer.put_encoded_blob(*r.blob)
         ex = Exchange(url=d["warc-target-uri"], captured_at=d["warc-date"], status=status, reason=reason,
-                      http_version=http.protocol.strip(), resp_headers=http.headers, extra=extra,
+                      http_version=protocol, resp_headers=r.http_headers.headers, extra=extra,
                       session_id=self.session_id, payload_digest=digest)
         ex_id = writer.add_exchange(ex)
         self.stats.exchanges += 1

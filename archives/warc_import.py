@@ -86,7 +86,7 @@ def decode_transfer(raw: bytes, headers) -> tuple[bytes, bool]:
     return raw, False
 
 
-def _status_line(record) -> tuple[int, str, str]:
+def status_line_of(record) -> tuple[int, str, str]:
     """(status, reason, protocol) of a response record's HTTP status line."""
     hh = record.http_headers
     protocol = (hh.protocol or "HTTP/1.1").strip()
@@ -243,7 +243,7 @@ class WarcImporter:
             # A response for another scheme (dns:, whois:): keep its block as a resource.
             return self._resource(record, counter)
         headers = self._headers_of(record)
-        status, reason, protocol = _status_line(record)
+        status, reason, protocol = status_line_of(record)
         payload, dechunked = self._payload(record, counter, headers)
         if dechunked:
             extra["dechunked"] = True
@@ -323,7 +323,7 @@ class WarcImporter:
         # Provenance kept small: that this was a revisit, and of which URL when it is another one.
         extra["revisit"] = ref["refers_to_uri"] if ref["refers_to_uri"] and ref["refers_to_uri"] != url else True
         headers = self._headers_of(record) if record.http_headers else None
-        status_line = _status_line(record) if record.http_headers else None
+        status_line = status_line_of(record) if record.http_headers else None
         if not self._resolve_revisit(record, url, when, extra, ref, headers, status_line):
             self.revisits_waiting.append((record.rec_headers, url, when, extra, ref, headers, status_line))
 

@@ -35,7 +35,7 @@ from .errors import BadInput
 from .store import EXCHANGE_COLUMNS, Archive, BulkWriter, Exchange, header_compressor, headers_json
 from .timeutil import normalize_time
 from .urlkey import surt_key
-from .warc_import import BOMB_MIN_BYTES, ImportStats, WarcImporter, status_line_of, decode_transfer
+from .warc_import import BOMB_MIN_BYTES, ImportStats, WarcImporter, decode_transfer, status_line_of
 
 try:  # an optional accelerator: without it every import takes the warcio path
     from fastwarc.warc import ArchiveIterator as _FastIterator

@@ -87,6 +87,78 @@ def track_inflight(page) -> Inflight:
     return inflight
 
 
+NO_COMMIT_STATUSES = (204, 205)
+COMMIT_WAIT_S = 1.0  # a finished navigation request that has not committed by then never will
+
+
+class PageActivity(Inflight):
+    """What :class:`Inflight` tracks, plus the page's main-frame navigations.
+
+    Input sent with ``page.mouse`` does not wait for the navigation it may start, as Playwright's
+    ``click`` does, so this counts as busy while a navigation is pending: from its request to the
+    main frame's commit (``framenavigated``), a failed request, or a response that never commits a
+    document (204, 205, an attachment). ``loaded`` is False from a commit to the next ``load``
+    event (or until a caller saw ``wait_for_load_state`` return)."""
+
+    def __init__(self, page):
+        super().__init__()
+        self.page = page
+        self.pending = None  # the request of the pending navigation
+        self.finished_at: float | None = None
+        self.loaded = True
+        page.on("request", self._request)
+        page.on("response", self._response)
+        page.on("requestfinished", self._finished)
+        page.on("requestfailed", self._failed)
+        page.on("framenavigated", self._committed)
+        page.on("load", self._load)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0 or self.pending is not None
+
+    def _request(self, request) -> None:
+        self.started(request)
+        if request.is_navigation_request() and request.frame == self.page.main_frame:
+            self.pending, self.finished_at = request, None
+
+    def _response(self, response) -> None:
+        if response.request is self.pending and (
+                response.status in NO_COMMIT_STATUSES
+                or "attachment" in response.headers.get("content-disposition", "").lower()):
+            self.pending = None
+
+    def _finished(self, request) -> None:
+        self.ended(request)
+        if request is self.pending:
+            self.finished_at = time.monotonic()
+
+    def _failed(self, request) -> None:
+        self.ended(request)
+        if request is self.pending:
+            self.pending = None
+
+    def _committed(self, frame) -> None:
+        if frame == self.page.main_frame:
+            self.pending = None
+            self.loaded = False
+            self.changed = time.monotonic()
+
+    def _load(self, _page) -> None:
+        self.loaded = True
+        self.changed = time.monotonic()
+
+    def wait_commit(self, timeout_s: float) -> None:
+        """Return once no navigation is pending (or after ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        while self.pending is not None:
+            now = time.monotonic()
+            if now >= deadline or (self.finished_at is not None and now - self.finished_at >= COMMIT_WAIT_S):
+                self.pending = None
+                return
+            # Events reach Python while it waits on the driver.
+            self.page.wait_for_timeout(2)
+
+
 def wait_network_quiet(page, inflight: set, *, quiet_ms: float = QUIET_MS,
                        timeout_s: float = SETTLE_TIMEOUT_S, exact: bool = False) -> None:
     """Wait until no request has been in flight for ``quiet_ms`` (XHRs after load included).

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import time
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
@@ -35,7 +36,7 @@ from webfreeze.replayer.server import ReplayServer
 
 from .actions import Action, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
-from .browser import track_inflight, wait_network_quiet
+from .browser import PageActivity, wait_network_quiet
 from .marks import draw_marks
 from .trajectory import TrajectoryRecorder
 
@@ -44,6 +45,26 @@ MAX_REDIRECTS = 10
 ACTION_TIMEOUT_MS = 5000
 ELEMENT_FIELDS = ("bid", "role", "name", "tag", "css", "bbox", "visible", "clickable")
 SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settled
+SETTLE_TIMEOUT_S = 3
+
+# Where a click on a bid lands: the element scrolled into view if it is not wholly inside the
+# viewport, then the centre of its box, and whether a pointer there would hit the element (or one
+# of its descendants). ``null`` when there is no such element or it is disabled.
+CLICK_POINT_JS = r"""
+(bid) => {
+  const el = document.querySelector('[data-wf-bid="' + bid + '"]');
+  if (!el || el.disabled || el.getAttribute('aria-disabled') === 'true') return null;
+  let r = el.getBoundingClientRect();
+  if (r.width <= 0 || r.height <= 0) return null;
+  if (r.top < 0 || r.left < 0 || r.bottom > window.innerHeight || r.right > window.innerWidth) {
+    el.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});
+    r = el.getBoundingClientRect();
+  }
+  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  const hit = document.elementFromPoint(x, y);
+  return {x, y, hit: !!hit && (hit === el || el.contains(hit))};
+}
+"""
 
 
 class EnvError(RuntimeError):
@@ -362,20 +383,43 @@ class _BrowserBackend:
 
     def _watch(self, page):
         page.set_default_timeout(ACTION_TIMEOUT_MS)
-        self._inflight = track_inflight(page)
+        self._activity = PageActivity(page)
         return page
 
     def _settle(self) -> None:
-        """Wait for the load event, then until no request has been in flight for SETTLE_MS."""
-        try:
-            self.page.wait_for_load_state("load", timeout=ACTION_TIMEOUT_MS)
-        except Exception:
-            return
-        wait_network_quiet(self.page, self._inflight, quiet_ms=SETTLE_MS, timeout_s=3, exact=True)
+        """Wait for a navigation the action started to commit, for the load event, then until
+        nothing (request or navigation) has been in flight for SETTLE_MS; again if a document
+        committed meanwhile and has not loaded yet."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        activity = self._activity
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            activity.wait_commit(left)
+            try:
+                self.page.wait_for_load_state("load", timeout=ACTION_TIMEOUT_MS)
+            except Exception:
+                return
+            activity.loaded = True
+            wait_network_quiet(self.page, activity, quiet_ms=SETTLE_MS,
+                               timeout_s=max(0.0, deadline - time.monotonic()), exact=True)
+            if activity.pending is None and activity.loaded:
+                return
+
+    def _click(self, sel: str, bid: str) -> None:
+        """A left click on the element: straight through the mouse at the centre of its box when
+        a pointer there hits it (no waiting: the observation it comes from is settled), else
+        Playwright's ``click`` with its actionability waits (and its error when they fail)."""
+        point = self.page.evaluate(CLICK_POINT_JS, bid)
+        if point and point["hit"]:
+            self.page.mouse.click(point["x"], point["y"])
+        else:
+            self.page.click(sel)
 
     def observe(self):
         self._follow_new_pages()
-        marked = self.page.evaluate(MARK_JS)
+        marked = json.loads(self.page.evaluate(MARK_JS))
         tree = build_tree(marked["html"], self.page.url, marked["geometry"])
         config = self.env.config
         shot = None
@@ -398,7 +442,7 @@ class _BrowserBackend:
         sel = f'[data-wf-bid="{a.bid}"]' if a.bid else None
         try:
             if a.kind == "click":
-                page.click(sel)
+                self._click(sel, a.bid)
             elif a.kind == "fill":
                 page.fill(sel, a.text or "")
                 if a.key == "Enter":

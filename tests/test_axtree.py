@@ -5,6 +5,7 @@ from __future__ import annotations
 import email.parser
 import email.policy
 import http.server
+import json
 import threading
 from urllib.parse import parse_qsl, urlsplit
 
@@ -471,7 +472,7 @@ def browser():
 
 
 def rendered_tree(page):
-    marked = page.evaluate(MARK_JS)
+    marked = json.loads(page.evaluate(MARK_JS))
     return build_tree(marked["html"], page.url, marked["geometry"]), marked
 
 

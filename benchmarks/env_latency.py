@@ -3,13 +3,14 @@
 The simulated scholar site is crawled (depth 1, 12 pages) into an archive, then replayed by one
 ``WebEnv`` per backend. In interleaved rounds, in this process:
 
-- **browser backend**: ``reset`` to the home page (fresh context, load, network settle,
-  observation) and ``step`` = a click on a ``/list/`` link plus the next observation (each click is
-  followed by an untimed ``go_back()``);
+- **browser backend**: ``reset`` to the home page (a fresh context and page, made while the
+  previous reset loaded its page; load, network settle, observation) and ``step`` = a click on a
+  ``/list/`` link plus the next observation (each click is followed by an untimed ``go_back()``);
 - **text backend**: the same episodes without a browser;
-- **anchor**: plain Playwright in the same Chromium through the same replay server: a fresh
-  context + ``page.goto(url)`` + ``page.locator('body').aria_snapshot()`` for a reset, and
-  ``page.goto(link)`` + ``aria_snapshot()`` for a step (the pages the clicks reach).
+- **anchor**: plain Playwright (sync API) on the same Chromium build and flags, through the same
+  replay server: a fresh context + ``page.goto(url)`` + ``page.locator('body').aria_snapshot()``
+  for a reset, and ``page.goto(link)`` + ``aria_snapshot()`` for a step (the pages the clicks
+  reach).
 
 Rows: median and p90 of ``step`` and ``reset`` for both backends as ratios against the anchor,
 the text backend's steps per second against the browser backend's (goal >= 50x), and the issue's
@@ -203,11 +204,18 @@ def run(ctx: Context) -> list[Row]:
         archive, site_url, crawled = _archive(ctx)
         start = f"{site_url}/"
         times = {k: {"reset": [], "step": [], "back": []} for k in ("browser", "text", "anchor")}
+        from playwright.sync_api import sync_playwright
+
+        from webfreeze.simulator.browser import launch_chromium
+
         browser_env = WebEnv(EnvConfig(archive, backend="browser"))
         text_env = WebEnv(EnvConfig(archive, backend="text"))
+        pw = sync_playwright().start()
         try:
-            # The anchor uses the environment's own Chromium and replay server (proxy mode).
-            chromium, server = browser_env.backend.browser, browser_env.server
+            # The anchor: its own Chromium (same build, same flags) through the environment's
+            # replay server (proxy mode). The environment drives its browser from a loop thread.
+            server = browser_env.server
+            chromium = launch_chromium(pw, proxy=server.url, bypass_internal=False)
             targets = _env_episode(browser_env, start, crawled, {"reset": [], "step": [], "back": []})  # warm-up
             _env_episode(text_env, start, crawled, {"reset": [], "step": [], "back": []})
             _anchor_episode(chromium, server, start, targets, {"reset": [], "step": []})
@@ -230,6 +238,7 @@ def run(ctx: Context) -> list[Row]:
         finally:
             browser_env.close()
             text_env.close()
+            pw.stop()
     finally:
         if old_home is None:
             os.environ.pop("WEBFREEZE_HOME", None)

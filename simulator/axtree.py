@@ -24,6 +24,7 @@ the text backend cannot see stylesheet-hidden content.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -225,8 +226,15 @@ BLOCK_TAGS = frozenset({"address", "article", "aside", "blockquote", "br", "dd",
                         "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul", "caption", "legend", "option"})
 
 
+@functools.lru_cache(maxsize=16384)
 def _collapse(text: str) -> str:
+    # Cached: the same labels and links recur on every page of a site.
     return _HTML_WS.sub(" ", text).strip()
+
+
+@functools.lru_cache(maxsize=16384)
+def _join(base: str, href: str) -> str:
+    return urljoin(base, href)
 
 
 @dataclass
@@ -685,7 +693,7 @@ class _Builder:
     def absolute(self, href: str) -> str:
         href = href.strip()
         try:
-            return urljoin(self.base_url, href)
+            return _join(self.base_url, href)
         except ValueError:
             return href
 

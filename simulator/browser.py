@@ -7,6 +7,7 @@ through the proxy it is given.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import time
@@ -88,11 +89,14 @@ def track_inflight(page) -> Inflight:
 
 
 NO_COMMIT_STATUSES = (204, 205)
-COMMIT_WAIT_S = 1.0  # a finished navigation request that has not committed by then never will
+COMMIT_WAIT_S = 1.0
+EXPECT_WAIT_S = 0.5  # a navigation the page announced whose request has not shown up by then never will
+EXPECTED = object()  # PageActivity.pending before the navigation's request is seen  # a finished navigation request that has not committed by then never will
 
 
 class PageActivity(Inflight):
-    """What :class:`Inflight` tracks, plus the page's main-frame navigations.
+    """What :class:`Inflight` tracks, plus the main-frame navigations of a page of Playwright's
+    async API (the waits are coroutines).
 
     Input sent with ``page.mouse`` does not wait for the navigation it may start, as Playwright's
     ``click`` does, so this counts as busy while a navigation is pending: from its request to the
@@ -106,6 +110,8 @@ class PageActivity(Inflight):
         self.pending = None  # the request of the pending navigation
         self.finished_at: float | None = None
         self.loaded = True
+        self.requests = 0  # main-frame navigation requests seen so far
+        self.commits = 0  # main-frame commits (framenavigated) seen so far
         page.on("request", self._request)
         page.on("response", self._response)
         page.on("requestfinished", self._finished)
@@ -120,6 +126,18 @@ class PageActivity(Inflight):
         self.started(request)
         if request.is_navigation_request() and request.frame == self.page.main_frame:
             self.pending, self.finished_at = request, None
+            self.requests += 1
+
+    def mark(self) -> tuple[int, int]:
+        """What has happened so far, for :meth:`expect_navigation`."""
+        return self.requests, self.commits
+
+    def expect_navigation(self, mark: tuple[int, int]) -> None:
+        """The page said a navigation has started: unless its request or a commit has been seen
+        since ``mark``, pending until the request shows up and commits (or, if no request comes,
+        for at most EXPECT_WAIT_S)."""
+        if self.pending is None and self.mark() == mark:
+            self.pending, self.finished_at = EXPECTED, time.monotonic() - COMMIT_WAIT_S + EXPECT_WAIT_S
 
     def _response(self, response) -> None:
         if response.request is self.pending and (
@@ -141,13 +159,14 @@ class PageActivity(Inflight):
         if frame == self.page.main_frame:
             self.pending = None
             self.loaded = False
+            self.commits += 1
             self.changed = time.monotonic()
 
     def _load(self, _page) -> None:
         self.loaded = True
         self.changed = time.monotonic()
 
-    def wait_commit(self, timeout_s: float) -> None:
+    async def wait_commit(self, timeout_s: float) -> None:
         """Return once no navigation is pending (or after ``timeout_s``)."""
         deadline = time.monotonic() + timeout_s
         while self.pending is not None:
@@ -155,47 +174,44 @@ class PageActivity(Inflight):
             if now >= deadline or (self.finished_at is not None and now - self.finished_at >= COMMIT_WAIT_S):
                 self.pending = None
                 return
-            # Events reach Python while it waits on the driver.
-            self.page.wait_for_timeout(2)
+            await asyncio.sleep(0.002)  # events are handled while the loop waits
+
+    async def wait_quiet(self, quiet_ms: float, timeout_s: float) -> None:
+        """Wait until nothing has been in flight for ``quiet_ms``, counted from the call (never
+        earlier: a request the last action started may not have been reported yet) or from the
+        last event after it, whichever is later; sleeps exactly the time still missing."""
+        start = time.monotonic()
+        deadline = start + timeout_s
+        busy = start
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            if self:
+                busy = now
+                wait = 0.005
+            else:
+                wait = quiet_ms / 1000 - (now - max(busy, self.changed))
+                if wait <= 0:
+                    return
+            await asyncio.sleep(min(wait, deadline - now))
 
 
 def wait_network_quiet(page, inflight: set, *, quiet_ms: float = QUIET_MS,
-                       timeout_s: float = SETTLE_TIMEOUT_S, exact: bool = False) -> None:
+                       timeout_s: float = SETTLE_TIMEOUT_S) -> None:
     """Wait until no request has been in flight for ``quiet_ms`` (XHRs after load included).
 
-    By default the page is polled every 10 or 25 ms and the quiet period starts at the first poll
-    that finds nothing in flight (the polling overhead adds slack, which the crawl and ``replay
-    check`` screenshots keep). With ``exact`` (the agent environment), the quiet period counts
-    from the call (never earlier: a request the last action started may not have been reported
-    yet) or from the last request event after it, whichever is later, and the wait sleeps exactly
-    the time still missing."""
-    start = time.monotonic()
-    deadline = start + timeout_s
+    The page is polled every 10 or 25 ms and the quiet period starts at the first poll that
+    finds nothing in flight (the polling overhead adds slack, which the crawl and ``replay
+    check`` screenshots keep). The agent environment uses the exact :meth:`PageActivity.wait_quiet`."""
+    deadline = time.monotonic() + timeout_s
     poll_ms = 10 if quiet_ms < 100 else 25
-    if not exact:
-        quiet_since = None
-        while time.monotonic() < deadline:
-            if inflight:
-                quiet_since = None
-            elif quiet_since is None:
-                quiet_since = time.monotonic()
-            elif (time.monotonic() - quiet_since) * 1000 >= quiet_ms:
-                return
-            page.wait_for_timeout(poll_ms)
-        return
-    busy = start  # the last time a request was seen in flight (for a plain set)
-    while True:
-        now = time.monotonic()
-        if now >= deadline:
-            return
+    quiet_since = None
+    while time.monotonic() < deadline:
         if inflight:
-            busy = now
-            wait_ms = poll_ms
-        else:
-            since = max(busy, getattr(inflight, "changed", start))
-            missing = quiet_ms - (now - since) * 1000
-            if missing <= 0:
-                return
-            wait_ms = missing
-        # Request events are delivered to Python while it waits on the driver.
-        page.wait_for_timeout(max(1.0, min(wait_ms, (deadline - now) * 1000)))
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif (time.monotonic() - quiet_since) * 1000 >= quiet_ms:
+            return
+        page.wait_for_timeout(poll_ms)

@@ -17,9 +17,11 @@ never raises: it sets ``last_action_error`` in the next observation.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
@@ -36,7 +38,7 @@ from webfreeze.replayer.server import ReplayServer
 
 from .actions import Action, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
-from .browser import PageActivity, wait_network_quiet
+from .browser import PageActivity
 from .marks import draw_marks
 from .trajectory import TrajectoryRecorder
 
@@ -46,6 +48,7 @@ ACTION_TIMEOUT_MS = 5000
 ELEMENT_FIELDS = ("bid", "role", "name", "tag", "css", "bbox", "visible", "clickable")
 SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settled
 SETTLE_TIMEOUT_S = 3
+SNAPSHOT_TRIES = 3
 
 # Where a click on a bid lands: the element scrolled into view if it is not wholly inside the
 # viewport, then the centre of its box, and whether a pointer there would hit the element (or one
@@ -62,9 +65,18 @@ CLICK_POINT_JS = r"""
   }
   const x = r.left + r.width / 2, y = r.top + r.height / 2;
   const hit = document.elementFromPoint(x, y);
-  return {x, y, hit: !!hit && (hit === el || el.contains(hit))};
+  if (!hit || !(hit === el || el.contains(hit))) return {x, y, hit: false};
+  // Note whether the click starts a navigation of this frame: the Navigation API's event fires
+  // before the click returns for a link; a form's submission is only planned then (its navigation
+  // comes in a later task), so an unprevented submit event counts too.
+  window.__wfNavigating = false;
+  const started = () => { window.__wfNavigating = true; };
+  if (window.navigation) window.navigation.addEventListener('navigate', started, {once: true});
+  window.addEventListener('submit', (e) => { if (!e.defaultPrevented) started(); }, {once: true});
+  return {x, y, hit: true};
 }
 """
+NAVIGATING_JS = "() => window.__wfNavigating !== false"
 
 
 class EnvError(RuntimeError):
@@ -337,46 +349,102 @@ class _TextBackend:
         self.server.close_local()
 
 
+class _Loop:
+    """A private asyncio loop on its own thread. The browser backend drives Playwright's async API
+    there, so that work for the next episode (a fresh context and page: Chromium starting a
+    renderer, ~150 ms) goes on between the environment's calls instead of inside ``reset``."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="webfreeze-env-browser", daemon=True)
+        self.thread.start()
+
+    def run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+def _quietly(task: asyncio.Future) -> None:
+    """Retrieve a background task's exception (it has nobody to report to)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class _BrowserBackend:
-    """Chromium through the in-process replay server."""
+    """Chromium through the in-process replay server, driven from a private loop thread.
+
+    Each episode gets a fresh context and page made while the previous episode ran (a *spare*);
+    the first ``reset`` makes its own."""
 
     def __init__(self, env: WebEnv):
-        from playwright.sync_api import sync_playwright
+        from playwright.async_api import async_playwright
 
         from .browser import launch_chromium
 
         self.env = env
         self.server = env.server.start()
-        self._pw = sync_playwright().start()
+        self._loop = _Loop()
+        self._pw = None
         try:
-            self.browser = launch_chromium(self._pw, proxy=self.server.url, bypass_internal=False)
-        except Exception:
-            self._pw.stop()
+            self._pw = self._loop.run(async_playwright().start())
+            self.browser = self._loop.run(launch_chromium(self._pw, proxy=self.server.url, bypass_internal=False))
+        except BaseException:
+            if self._pw is not None:
+                self._loop.run(self._pw.stop())
+            self._loop.stop()
             self.server.stop()
             raise
         self.context = None
         self.page = None
+        self._spare: asyncio.Future | None = None
 
     @property
     def url(self) -> str:
         return self.page.url if self.page else ""
 
     def reset(self, url: str) -> str | None:
+        return self._loop.run(self._reset(url))
+
+    async def _fresh(self):
         from .browser import new_context
 
-        if self.context is not None:
-            self.context.close()
-        self.context = new_context(self.browser)
-        self.page = self._watch(self.context.new_page())
-        self.page.set_default_timeout(ACTION_TIMEOUT_MS)
-        return self._navigate(lambda: self.page.goto(url, wait_until="load"))
+        context = await new_context(self.browser)
+        try:
+            return context, await context.new_page()
+        except BaseException:
+            await context.close()
+            raise
 
-    def _navigate(self, fn) -> str | None:
-        from playwright.sync_api import Error as PlaywrightError
+    async def _reset(self, url: str) -> str | None:
+        old = self.context
+        spare, self._spare = self._spare, None
+        fresh = None
+        if spare is not None:
+            try:
+                fresh = await spare
+            except Exception:
+                fresh = None  # made again below; a browser that went away fails there, loudly
+        self.context, page = fresh or await self._fresh()
+        # The next episode's context and page, made while this one loads its first page (made
+        # after it, they would slow the first steps instead).
+        self._spare = asyncio.ensure_future(self._fresh())
+        self._spare.add_done_callback(_quietly)
+        if old is not None:
+            await old.close()
+        self.page = self._watch(page)
+        return await self._navigate(self.page.goto(url, wait_until="load"))
+
+    async def _navigate(self, awaitable) -> str | None:
+        from playwright.async_api import Error as PlaywrightError
 
         try:
-            fn()
-            self._settle()
+            await awaitable
+            await self._settle()
         except PlaywrightError as exc:
             return str(exc).splitlines()[0]
         return None
@@ -386,7 +454,7 @@ class _BrowserBackend:
         self._activity = PageActivity(page)
         return page
 
-    def _settle(self) -> None:
+    async def _settle(self) -> None:
         """Wait for a navigation the action started to commit, for the load event, then until
         nothing (request or navigation) has been in flight for SETTLE_MS; again if a document
         committed meanwhile and has not loaded yet."""
@@ -396,85 +464,111 @@ class _BrowserBackend:
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            activity.wait_commit(left)
+            await activity.wait_commit(left)
             try:
-                self.page.wait_for_load_state("load", timeout=ACTION_TIMEOUT_MS)
+                await self.page.wait_for_load_state("load", timeout=ACTION_TIMEOUT_MS)
             except Exception:
                 return
             activity.loaded = True
-            wait_network_quiet(self.page, activity, quiet_ms=SETTLE_MS,
-                               timeout_s=max(0.0, deadline - time.monotonic()), exact=True)
+            await activity.wait_quiet(SETTLE_MS, max(0.0, deadline - time.monotonic()))
             if activity.pending is None and activity.loaded:
                 return
 
-    def _click(self, sel: str, bid: str) -> None:
+    async def _click(self, sel: str, bid: str) -> None:
         """A left click on the element: straight through the mouse at the centre of its box when
         a pointer there hits it (no waiting: the observation it comes from is settled), else
         Playwright's ``click`` with its actionability waits (and its error when they fail)."""
-        point = self.page.evaluate(CLICK_POINT_JS, bid)
-        if point and point["hit"]:
-            self.page.mouse.click(point["x"], point["y"])
-        else:
-            self.page.click(sel)
+        from playwright.async_api import Error as PlaywrightError
+
+        point = await self.page.evaluate(CLICK_POINT_JS, bid)
+        if not (point and point["hit"]):
+            await self.page.click(sel)
+            return
+        mark = self._activity.mark()
+        await self.page.mouse.click(point["x"], point["y"])
+        try:
+            navigating = await self.page.evaluate(NAVIGATING_JS)
+        except PlaywrightError:
+            navigating = True  # the document went away under the question
+        if navigating:
+            self._activity.expect_navigation(mark)
 
     def observe(self):
-        self._follow_new_pages()
-        marked = json.loads(self.page.evaluate(MARK_JS))
+        marked, shot = self._loop.run(self._snapshot())
         tree = build_tree(marked["html"], self.page.url, marked["geometry"])
+        if shot is not None and self.env.config.set_of_marks:
+            shot = draw_marks(shot, tree.elements)
+        return tree, shot
+
+    async def _snapshot(self):
+        from playwright.async_api import Error as PlaywrightError
+
+        await self._follow_new_pages()
+        for attempt in range(SNAPSHOT_TRIES):
+            try:
+                marked = json.loads(await self.page.evaluate(MARK_JS))
+                break
+            except PlaywrightError as exc:
+                # A navigation the settle did not see coming (a script's timer, say): wait for
+                # it as for any other, then look again.
+                if attempt == SNAPSHOT_TRIES - 1 or "context was destroyed" not in str(exc):
+                    raise
+                await self._settle()
         config = self.env.config
         shot = None
         if config.screenshots or config.set_of_marks:
-            shot = self.page.screenshot(type="png")
-            if config.set_of_marks:
-                shot = draw_marks(shot, tree.elements)
-        return tree, shot
+            shot = await self.page.screenshot(type="png")
+        return marked, shot
 
-    def _follow_new_pages(self) -> None:
+    async def _follow_new_pages(self) -> None:
         pages = self.context.pages
         if pages and pages[-1] is not self.page:
             self.page = self._watch(pages[-1])
-            self._settle()
+            await self._settle()
 
     def act(self, a: Action, target: dict | None) -> str | None:
-        from playwright.sync_api import Error as PlaywrightError
+        return self._loop.run(self._act(a))
+
+    async def _act(self, a: Action) -> str | None:
+        from playwright.async_api import Error as PlaywrightError
 
         page = self.page
         sel = f'[data-wf-bid="{a.bid}"]' if a.bid else None
         try:
             if a.kind == "click":
-                self._click(sel, a.bid)
+                await self._click(sel, a.bid)
             elif a.kind == "fill":
-                page.fill(sel, a.text or "")
+                await page.fill(sel, a.text or "")
                 if a.key == "Enter":
-                    page.press(sel, "Enter")
+                    await page.press(sel, "Enter")
             elif a.kind == "select":
                 try:
-                    page.select_option(sel, value=a.value)
+                    await page.select_option(sel, value=a.value)
                 except PlaywrightError:
-                    page.select_option(sel, label=a.value)
+                    await page.select_option(sel, label=a.value)
             elif a.kind == "hover":
-                page.hover(sel)
+                await page.hover(sel)
             elif a.kind == "press":
                 if sel:
-                    page.press(sel, a.key or "Enter")
+                    await page.press(sel, a.key or "Enter")
                 else:
-                    page.keyboard.press(a.key or "Enter")
+                    await page.keyboard.press(a.key or "Enter")
             elif a.kind == "scroll":
                 dy = (a.amount or 500) * (-1 if a.direction == "up" else 1) if a.direction in ("up", "down") else 0
                 dx = (a.amount or 500) * (-1 if a.direction == "left" else 1) if a.direction in ("left", "right") else 0
                 if sel:
-                    page.locator(sel).evaluate("(el, d) => el.scrollBy(d[0], d[1])", [dx, dy])
+                    await page.locator(sel).evaluate("(el, d) => el.scrollBy(d[0], d[1])", [dx, dy])
                 else:
-                    page.mouse.wheel(dx, dy)
+                    await page.mouse.wheel(dx, dy)
             elif a.kind == "goto":
-                page.goto(a.url, wait_until="load")
+                await page.goto(a.url, wait_until="load")
             elif a.kind == "go_back":
-                page.go_back(wait_until="load")
+                await page.go_back(wait_until="load")
             elif a.kind == "go_forward":
-                page.go_forward(wait_until="load")
+                await page.go_forward(wait_until="load")
             elif a.kind == "noop":
-                page.wait_for_timeout(min(a.amount or 0, 5000))
-            self._settle()
+                await page.wait_for_timeout(min(a.amount or 0, 5000))
+            await self._settle()
         except PlaywrightError as exc:
             return str(exc).splitlines()[0]
         return None
@@ -483,10 +577,25 @@ class _BrowserBackend:
         return [p.url for p in self.context.pages] if self.context else []
 
     def close(self) -> None:
+        if self._loop is None:
+            return
         try:
-            if self.context is not None:
-                self.context.close()
-            self.browser.close()
+            self._loop.run(self._close())
         finally:
-            self._pw.stop()
+            self._loop.stop()
+            self._loop = None
             self.server.stop()
+
+    async def _close(self) -> None:
+        try:
+            if self._spare is not None:
+                try:
+                    context, _ = await self._spare
+                    await context.close()
+                except Exception:
+                    pass
+            if self.context is not None:
+                await self.context.close()
+            await self.browser.close()
+        finally:
+            await self._pw.stop()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 KINDS = ("click", "fill", "select", "scroll", "go_back", "go_forward", "goto", "noop", "answer",
          "infeasible", "hover", "press")
@@ -40,6 +40,9 @@ DEFAULT_SCROLL_PX = 500
 class ActionError(ValueError):
     """An action string that cannot be parsed (or an action that cannot be printed in a dialect),
     explained in one line."""
+
+
+PARSED_FIELDS = ("kind", "bid", "text", "value", "direction", "amount", "url", "key", "dialect")
 
 
 @dataclass(frozen=True)
@@ -74,16 +77,13 @@ class Action:
 
     def to_dict(self) -> dict:
         """The ``parsed`` object of a trajectory step (formats.md), plus ``key``."""
-        d = asdict(self)
-        for extra in ("raw", "thought"):
-            d.pop(extra)
-        return {k: d[k] for k in ("kind", "bid", "text", "value", "direction", "amount", "url", "key", "dialect")}
+        # Every field is a scalar: no need for asdict's deep copy (it was ~0.1 ms a step).
+        return {k: getattr(self, k) for k in PARSED_FIELDS}
 
     @classmethod
     def from_dict(cls, d: dict, raw: str = "") -> "Action":
         """The inverse of :meth:`to_dict` (unknown keys are ignored)."""
-        fields = ("kind", "bid", "text", "value", "direction", "amount", "url", "key", "dialect")
-        return cls(**{k: d.get(k) for k in fields}, raw=raw)
+        return cls(**{k: d.get(k) for k in PARSED_FIELDS}, raw=raw)
 
     def with_thought(self, thought: str | None) -> "Action":
         return replace(self, thought=thought)

@@ -2,9 +2,9 @@
 
 The **text backend** hands :func:`build_tree` the archived HTML; element ids (bids) are assigned
 here in document order. The **browser backend** runs :data:`MARK_JS` in the page, which stamps
-every element with ``data-wf-bid`` in the same order and returns ``{html, geometry}`` as JSON: a
-serialisation of the live DOM (with the current form state, focus and computed visibility
-written into it) and ``{bid: [x, y, w, h, visible]}`` in viewport pixels; :func:`build_tree`
+every element with ``data-wf-bid`` in the same order and returns ``{html, geometry}`` (as JSON
+text unless the page has replaced ``JSON``): a serialisation of the live DOM (with the current
+form state, focus and computed visibility written into it) and ``{bid: [x, y, w, h, visible]}`` in viewport pixels; :func:`build_tree`
 then reads the bids from the HTML. Either way the same DOM gives the same tree, byte for byte.
 
 ``Tree.axtree_text`` follows BrowserGym's flattened accessibility tree: one line per node,
@@ -49,7 +49,7 @@ MARK_JS = r"""
   const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 'data-wf-focused';
   const SKIP = new Set(['head', 'script', 'style', 'template', 'noscript']);
   const root = document.documentElement;
-  if (!root) return JSON.stringify({html: '', geometry: {}});
+  if (!root) return {html: '', geometry: {}};
   const walker = document.createTreeWalker(root, NodeFilter.SHOW_ELEMENT, {
     acceptNode: (n) => SKIP.has(n.localName.toLowerCase()) ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT,
   });
@@ -110,8 +110,13 @@ MARK_JS = r"""
     if (c) c.setAttribute(FOCUSED, '');
   }
   const doctype = document.doctype ? '<!DOCTYPE ' + document.doctype.name + '>' : '';
-  // One JSON string: Playwright's own serialisation of a large object costs ~10 ms more.
-  return JSON.stringify({html: doctype + copy.outerHTML, geometry});
+  // One JSON string: Playwright's own serialisation of a large object costs ~10 ms more. Not when
+  // the page has replaced JSON or added toJSON methods (Prototype.js, old MooTools): then the
+  // object itself, which Playwright serialises without them.
+  const out = {html: doctype + copy.outerHTML, geometry};
+  const native = typeof JSON.stringify === 'function' && /\[native code\]/.test(Function.prototype.toString.call(JSON.stringify)) &&
+      [Array, Object, String, Number].every((c) => c.prototype.toJSON === undefined);
+  return native ? JSON.stringify(out) : out;
 }
 """
 

@@ -8,6 +8,7 @@ through the proxy it is given.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import shutil
 import time
@@ -89,9 +90,23 @@ def track_inflight(page) -> Inflight:
 
 
 NO_COMMIT_STATUSES = (204, 205)
-COMMIT_WAIT_S = 1.0
+COMMIT_WAIT_S = 1.0  # a finished navigation request that has not committed by then never will
 EXPECT_WAIT_S = 0.5  # a navigation the page announced whose request has not shown up by then never will
-EXPECTED = object()  # PageActivity.pending before the navigation's request is seen  # a finished navigation request that has not committed by then never will
+EXPECTED = object()  # PageActivity.pending before the navigation's request is seen
+
+
+def _guarded(handler):
+    """An event handler that never raises: Playwright would raise its exception from the next,
+    unrelated call. The state it would have updated is left as it was (the settle's timeouts
+    bound what that costs)."""
+
+    @functools.wraps(handler)
+    def run(self, arg) -> None:
+        try:
+            handler(self, arg)
+        except Exception:
+            pass
+    return run
 
 
 class PageActivity(Inflight):
@@ -122,6 +137,7 @@ class PageActivity(Inflight):
     def __bool__(self) -> bool:
         return len(self) > 0 or self.pending is not None
 
+    @_guarded
     def _request(self, request) -> None:
         self.started(request)
         if request.is_navigation_request() and request.frame == self.page.main_frame:
@@ -139,22 +155,26 @@ class PageActivity(Inflight):
         if self.pending is None and self.mark() == mark:
             self.pending, self.finished_at = EXPECTED, time.monotonic() - COMMIT_WAIT_S + EXPECT_WAIT_S
 
+    @_guarded
     def _response(self, response) -> None:
         if response.request is self.pending and (
                 response.status in NO_COMMIT_STATUSES
                 or "attachment" in response.headers.get("content-disposition", "").lower()):
             self.pending = None
 
+    @_guarded
     def _finished(self, request) -> None:
         self.ended(request)
         if request is self.pending:
             self.finished_at = time.monotonic()
 
+    @_guarded
     def _failed(self, request) -> None:
         self.ended(request)
         if request is self.pending:
             self.pending = None
 
+    @_guarded
     def _committed(self, frame) -> None:
         if frame == self.page.main_frame:
             self.pending = None
@@ -162,6 +182,7 @@ class PageActivity(Inflight):
             self.commits += 1
             self.changed = time.monotonic()
 
+    @_guarded
     def _load(self, _page) -> None:
         self.loaded = True
         self.changed = time.monotonic()

@@ -18,6 +18,7 @@ never raises: it sets ``last_action_error`` in the next observation.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import hashlib
 import json
@@ -56,7 +57,7 @@ SNAPSHOT_TRIES = 3
 CLICK_POINT_JS = r"""
 (bid) => {
   const el = document.querySelector('[data-wf-bid="' + bid + '"]');
-  if (!el || el.disabled || el.getAttribute('aria-disabled') === 'true') return null;
+  if (!el || el.matches(':disabled') || el.getAttribute('aria-disabled') === 'true') return null;
   let r = el.getBoundingClientRect();
   if (r.width <= 0 || r.height <= 0) return null;
   if (r.top < 0 || r.left < 0 || r.bottom > window.innerHeight || r.right > window.innerWidth) {
@@ -66,17 +67,28 @@ CLICK_POINT_JS = r"""
   const x = r.left + r.width / 2, y = r.top + r.height / 2;
   const hit = document.elementFromPoint(x, y);
   if (!hit || !(hit === el || el.contains(hit))) return {x, y, hit: false};
-  // Note whether the click starts a navigation of this frame: the Navigation API's event fires
-  // before the click returns for a link; a form's submission is only planned then (its navigation
-  // comes in a later task), so an unprevented submit event counts too.
+  // Note whether the click starts a navigation of this page: the Navigation API's event (not for
+  // a download), or an unprevented submission of a form that targets this page (its navigation
+  // is queued for a later task). Read right after the click and again after the settle.
   window.__wfNavigating = false;
   const started = () => { window.__wfNavigating = true; };
-  if (window.navigation) window.navigation.addEventListener('navigate', started, {once: true});
-  window.addEventListener('submit', (e) => { if (!e.defaultPrevented) started(); }, {once: true});
+  if (window.navigation) {
+    window.navigation.addEventListener('navigate', (e) => { if (!e.downloadRequest) started(); }, {once: true});
+  }
+  window.addEventListener('submit', (e) => {
+    const form = e.target, by = e.submitter;
+    const method = ((by && by.getAttribute('formmethod')) || form.getAttribute('method') || '').toLowerCase();
+    const target = (by && by.getAttribute('formtarget')) || form.getAttribute('target') || '';
+    if (!e.defaultPrevented && method !== 'dialog' && (target === '' || target === '_self')) started();
+  }, {once: true});
   return {x, y, hit: true};
 }
 """
-NAVIGATING_JS = "() => window.__wfNavigating !== false"
+# Right after the click: has a navigation been announced (or is this already another document)?
+NAVIGATING_JS = "() => { const n = window.__wfNavigating; window.__wfNavigating = 'seen'; return n !== false; }"
+# After the settle: was one announced since (a navigation a script queued, say)?
+LATE_NAVIGATION_JS = ("() => { const n = window.__wfNavigating === true; if (n) window.__wfNavigating = 'seen';"
+                      " return n; }")
 
 
 class EnvError(RuntimeError):
@@ -360,7 +372,16 @@ class _Loop:
         self.thread.start()
 
     def run(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            # Interrupted (Ctrl-C): stop the call on the loop too, so that the next one does not
+            # run beside it on the same page.
+            if not future.done():
+                future.cancel()
+                concurrent.futures.wait([future], timeout=5)
+            raise
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -402,10 +423,14 @@ class _BrowserBackend:
         self.context = None
         self.page = None
         self._spare: asyncio.Future | None = None
+        # What the last observation saw: the loop thread goes on handling the page's events
+        # between calls, so the live page.url could change under the caller.
+        self._url = ""
+        self._open_pages: list[str] = []
 
     @property
     def url(self) -> str:
-        return self.page.url if self.page else ""
+        return self._url
 
     def reset(self, url: str) -> str | None:
         return self._loop.run(self._reset(url))
@@ -474,16 +499,17 @@ class _BrowserBackend:
             if activity.pending is None and activity.loaded:
                 return
 
-    async def _click(self, sel: str, bid: str) -> None:
+    async def _click(self, sel: str, bid: str) -> bool:
         """A left click on the element: straight through the mouse at the centre of its box when
         a pointer there hits it (no waiting: the observation it comes from is settled), else
-        Playwright's ``click`` with its actionability waits (and its error when they fail)."""
+        Playwright's ``click`` with its actionability waits (and its error when they fail).
+        True when it went through the mouse."""
         from playwright.async_api import Error as PlaywrightError
 
         point = await self.page.evaluate(CLICK_POINT_JS, bid)
         if not (point and point["hit"]):
             await self.page.click(sel)
-            return
+            return False
         mark = self._activity.mark()
         await self.page.mouse.click(point["x"], point["y"])
         try:
@@ -492,10 +518,25 @@ class _BrowserBackend:
             navigating = True  # the document went away under the question
         if navigating:
             self._activity.expect_navigation(mark)
+        return True
+
+    async def _late_navigation(self) -> bool:
+        """After a mouse click's settle: whether the page announced a navigation meanwhile (it is
+        then expected, and the caller settles again)."""
+        from playwright.async_api import Error as PlaywrightError
+
+        mark = self._activity.mark()
+        try:
+            late = await self.page.evaluate(LATE_NAVIGATION_JS)
+        except PlaywrightError:
+            late = True  # a navigation is replacing the document
+        if late:
+            self._activity.expect_navigation(mark)
+        return late
 
     def observe(self):
-        marked, shot = self._loop.run(self._snapshot())
-        tree = build_tree(marked["html"], self.page.url, marked["geometry"])
+        marked, shot, self._url, self._open_pages = self._loop.run(self._snapshot())
+        tree = build_tree(marked["html"], self._url, marked["geometry"])
         if shot is not None and self.env.config.set_of_marks:
             shot = draw_marks(shot, tree.elements)
         return tree, shot
@@ -506,7 +547,7 @@ class _BrowserBackend:
         await self._follow_new_pages()
         for attempt in range(SNAPSHOT_TRIES):
             try:
-                marked = json.loads(await self.page.evaluate(MARK_JS))
+                marked = await self.page.evaluate(MARK_JS)
                 break
             except PlaywrightError as exc:
                 # A navigation the settle did not see coming (a script's timer, say): wait for
@@ -518,7 +559,8 @@ class _BrowserBackend:
         shot = None
         if config.screenshots or config.set_of_marks:
             shot = await self.page.screenshot(type="png")
-        return marked, shot
+        marked = json.loads(marked) if isinstance(marked, str) else marked
+        return marked, shot, self.page.url, [p.url for p in self.context.pages]
 
     async def _follow_new_pages(self) -> None:
         pages = self.context.pages
@@ -536,7 +578,7 @@ class _BrowserBackend:
         sel = f'[data-wf-bid="{a.bid}"]' if a.bid else None
         try:
             if a.kind == "click":
-                await self._click(sel, a.bid)
+                by_mouse = await self._click(sel, a.bid)
             elif a.kind == "fill":
                 await page.fill(sel, a.text or "")
                 if a.key == "Enter":
@@ -569,12 +611,14 @@ class _BrowserBackend:
             elif a.kind == "noop":
                 await page.wait_for_timeout(min(a.amount or 0, 5000))
             await self._settle()
+            if a.kind == "click" and by_mouse and await self._late_navigation():
+                await self._settle()
         except PlaywrightError as exc:
             return str(exc).splitlines()[0]
         return None
 
     def open_pages(self) -> list[str]:
-        return [p.url for p in self.context.pages] if self.context else []
+        return list(self._open_pages)
 
     def close(self) -> None:
         if self._loop is None:

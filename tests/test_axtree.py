@@ -472,7 +472,8 @@ def browser():
 
 
 def rendered_tree(page):
-    marked = json.loads(page.evaluate(MARK_JS))
+    marked = page.evaluate(MARK_JS)
+    marked = json.loads(marked) if isinstance(marked, str) else marked
     return build_tree(marked["html"], page.url, marked["geometry"]), marked
 
 

@@ -1,0 +1,82 @@
+"""Browser-backend clicks: the mouse path must wait for every navigation a click causes, however
+the page starts it, and observations must survive pages that replace ``JSON``."""
+
+from __future__ import annotations
+
+import pytest
+
+from webfreeze.archives import Exchange, new_archive_atomically
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+from webfreeze.simulator.env import EnvConfig, WebEnv
+from webfreeze.simulator.trajectory import without_timings
+
+try:
+    chromium_path()
+except BrowserUnavailable as exc:
+    pytestmark = pytest.mark.skip(reason=str(exc))
+
+SITE = "http://clicks.test"
+HOME = f"""<!DOCTYPE html><html><head><title>Home</title></head><body>
+<p><a href="/b">plain link</a></p>
+<form name="f" action="/c" method="get"><input type="hidden" name="q" value="1">
+<button type="button" onclick="document.forms.f.submit()">scripted submit</button></form>
+<p><button type="button" onclick="setTimeout(() => {{ location.href = '/d'; }}, 0)">timer navigation</button></p>
+<p><a href="#end">to the end</a></p>
+<p><a href="/e">old library page</a></p>
+<p id="end">end</p>
+</body></html>"""
+PAGES = {
+    "/": HOME,
+    "/b": "<!DOCTYPE html><title>Page B</title><h1>B</h1>",
+    "/c?q=1": "<!DOCTYPE html><title>Page C</title><h1>C</h1>",
+    "/d": "<!DOCTYPE html><title>Page D</title><h1>D</h1>",
+    # What Prototype.js 1.6 did to every page that loaded it.
+    "/e": """<!DOCTYPE html><title>Page E</title><script>
+Array.prototype.toJSON = function () { return 'array'; };
+JSON.stringify = function () { return 'replaced'; };
+</script><h1>E</h1><a href="/b">back to b</a>""",
+}
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    path = tmp_path_factory.mktemp("clicks") / "clicks.wfz"
+    with new_archive_atomically(path) as arc:
+        sid = arc.new_session("test", source="test_env_clicks")
+        for rel, html in PAGES.items():
+            arc.add_exchange(Exchange(url=SITE + rel, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
+                                      resp_headers=[("Content-Type", "text/html; charset=utf-8")],
+                                      payload=html.encode(), session_id=sid))
+    return path
+
+
+CLICKS = [("link", "plain link", "Page B", "/b"), ("button", "scripted submit", "Page C", "/c?q=1"),
+          ("button", "timer navigation", "Page D", "/d"), ("link", "to the end", "Home", "/#end"),
+          ("link", "old library page", "Page E", "/e")]
+
+
+def _episode(env) -> dict:
+    task = {"id": "clicks", "start_url": SITE + "/", "instruction": "click around"}
+    env.reset(options={"task": task})
+    for role, name, title, rel in CLICKS:
+        if env.backend.url != SITE + "/":
+            env.step(f"goto('{SITE}/')")
+        bid = next(e["bid"] for e in env.tree.elements if e["role"] == role and e["name"] == name)
+        obs, *_ = env.step(f"click('{bid}')")
+        assert obs["last_action_error"] == "", (name, obs["last_action_error"])
+        assert (obs["url"], obs["title"]) == (SITE + rel, title), name
+    # The page that replaced JSON still gives a full observation, with numeric boxes.
+    link = next(e for e in obs["elements"] if e["role"] == "link")
+    assert link["name"] == "back to b" and all(isinstance(v, (int, float)) for v in link["bbox"])
+    return without_timings(env.trajectory(stopped=True))
+
+
+def test_clicks_wait_for_every_kind_of_navigation_and_repeat(archive, tmp_path, monkeypatch):
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    env = WebEnv(EnvConfig(archive, backend="browser"))
+    try:
+        first = _episode(env)
+        second = _episode(env)
+    finally:
+        env.close()
+    assert first == second

@@ -50,6 +50,7 @@ ELEMENT_FIELDS = ("bid", "role", "name", "tag", "css", "bbox", "visible", "click
 SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settled
 SETTLE_TIMEOUT_S = 3
 SNAPSHOT_TRIES = 3
+POPUP_WAIT_MS = 1000  # a click on a link aimed at another window: how long its page may take to open
 
 # Where a click on a bid lands: the element scrolled into view if it is not wholly inside the
 # viewport, then the centre of its box, and whether a pointer there would hit the element (or one
@@ -67,6 +68,12 @@ CLICK_POINT_JS = r"""
   const x = r.left + r.width / 2, y = r.top + r.height / 2;
   const hit = document.elementFromPoint(x, y);
   if (!hit || !(hit === el || el.contains(hit))) return {x, y, hit: false};
+  // A link or a form aimed at another window opens a page: the caller waits for it.
+  const link = el.closest('a[href], area[href]');
+  const submits = (el.localName === 'button' || el.localName === 'input') && (el.type === 'submit' || el.type === 'image');
+  const form = link || !submits ? null : el.form;
+  const aim = ((link ? link.target : form ? (el.formTarget || form.target) : '') || '').toLowerCase();
+  const popup = aim !== '' && !['_self', '_top', '_parent'].includes(aim);
   // Note whether the click starts a navigation of this page: the Navigation API's event (not for
   // a download), or an unprevented submission of a form that targets this page (its navigation
   // is queued for a later task). Read right after the click and again after the settle.
@@ -81,7 +88,7 @@ CLICK_POINT_JS = r"""
     const target = (by && by.getAttribute('formtarget')) || form.getAttribute('target') || '';
     if (!e.defaultPrevented && method !== 'dialog' && (target === '' || target === '_self')) started();
   }, {once: true});
-  return {x, y, hit: true};
+  return {x, y, hit: true, popup};
 }
 """
 # Right after the click: has a navigation been announced (or is this already another document)?
@@ -511,7 +518,13 @@ class _BrowserBackend:
             await self.page.click(sel)
             return False
         mark = self._activity.mark()
+        pages = len(self.context.pages)
         await self.page.mouse.click(point["x"], point["y"])
+        if point.get("popup") and len(self.context.pages) == pages:
+            try:
+                await self.context.wait_for_event("page", timeout=POPUP_WAIT_MS)
+            except PlaywrightError:
+                pass  # a target that named an existing frame, or a blocked window
         try:
             navigating = await self.page.evaluate(NAVIGATING_JS)
         except PlaywrightError:

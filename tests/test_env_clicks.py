@@ -23,11 +23,15 @@ HOME = f"""<!DOCTYPE html><html><head><title>Home</title></head><body>
 <p><button type="button" onclick="setTimeout(() => {{ location.href = '/d'; }}, 0)">timer navigation</button></p>
 <p><a href="#end">to the end</a></p>
 <p><a href="/e">old library page</a></p>
+<p><a href="/b" target="_blank">in a new tab</a></p>
+<form action="/b" target="_blank"><select name="s"><option>one</option></select>
+<button type="submit">submit to a new tab</button></form>
 <p id="end">end</p>
 </body></html>"""
 PAGES = {
     "/": HOME,
     "/b": "<!DOCTYPE html><title>Page B</title><h1>B</h1>",
+    "/b?s=one": "<!DOCTYPE html><title>Page B</title><h1>B with one</h1>",
     "/c?q=1": "<!DOCTYPE html><title>Page C</title><h1>C</h1>",
     "/d": "<!DOCTYPE html><title>Page D</title><h1>D</h1>",
     # What Prototype.js 1.6 did to every page that loaded it.
@@ -52,7 +56,7 @@ def archive(tmp_path_factory):
 
 CLICKS = [("link", "plain link", "Page B", "/b"), ("button", "scripted submit", "Page C", "/c?q=1"),
           ("button", "timer navigation", "Page D", "/d"), ("link", "to the end", "Home", "/#end"),
-          ("link", "old library page", "Page E", "/e")]
+          ("link", "in a new tab", "Page B", "/b"), ("button", "submit to a new tab", "Page B", "/b?s=one"), ("link", "old library page", "Page E", "/e")]
 
 
 def _episode(env) -> dict:
@@ -65,6 +69,8 @@ def _episode(env) -> dict:
         obs, *_ = env.step(f"click('{bid}')")
         assert obs["last_action_error"] == "", (name, obs["last_action_error"])
         assert (obs["url"], obs["title"]) == (SITE + rel, title), name
+        if "new tab" in name:  # the observation follows the new page; the opener stays open
+            assert obs["open_pages"][-2:] == [SITE + "/", SITE + rel]
     # The page that replaced JSON still gives a full observation, with numeric boxes.
     link = next(e for e in obs["elements"] if e["role"] == "link")
     assert link["name"] == "back to b" and all(isinstance(v, (int, float)) for v in link["bbox"])

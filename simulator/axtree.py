@@ -3,9 +3,9 @@
 The **text backend** hands :func:`build_tree` the archived HTML; element ids (bids) are assigned
 here in document order. The **browser backend** runs :data:`MARK_JS` in the page, which stamps
 every element with ``data-wf-bid`` in the same order and returns ``{html, geometry}`` (as JSON
-text unless the page has replaced ``JSON``): a serialisation of the live DOM (with the current
-form state, focus and computed visibility written into it) and ``{bid: [x, y, w, h, visible]}`` in viewport pixels; :func:`build_tree`
-then reads the bids from the HTML. Either way the same DOM gives the same tree, byte for byte.
+text unless the page has replaced ``JSON``; :func:`marked` reads either): a serialisation of the
+live DOM (with the current form state, focus and computed visibility written into it) and
+``{bid: [x, y, w, h, visible]}`` in viewport pixels; :func:`build_tree` then reads the bids from the HTML. Either way the same DOM gives the same tree, byte for byte.
 
 ``Tree.axtree_text`` follows BrowserGym's flattened accessibility tree: one line per node,
 tab-indented by depth, ``[bid] role 'name'`` then `` value='..'`` and ``, prop=value`` pairs;
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -119,6 +120,11 @@ MARK_JS = r"""
   return native ? JSON.stringify(out) : out;
 }
 """
+
+
+def marked(result) -> dict:
+    """MARK_JS's result as ``{html, geometry}``: its JSON text, or the object itself."""
+    return json.loads(result) if isinstance(result, str) else result
 
 
 class AXTreeError(ValueError):
@@ -231,14 +237,13 @@ BLOCK_TAGS = frozenset({"address", "article", "aside", "blockquote", "br", "dd",
                         "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul", "caption", "legend", "option"})
 
 
-@functools.lru_cache(maxsize=16384)
 def _collapse(text: str) -> str:
-    # Cached: the same labels and links recur on every page of a site.
     return _HTML_WS.sub(" ", text).strip()
 
 
 @functools.lru_cache(maxsize=16384)
 def _join(base: str, href: str) -> str:
+    # Cached: the same links recur on every page of a site (short keys, unlike text).
     return urljoin(base, href)
 
 

@@ -123,7 +123,7 @@ class PageActivity(Inflight):
         super().__init__()
         self.page = page
         self.pending = None  # the request of the pending navigation
-        self.finished_at: float | None = None
+        self.give_up_at: float | None = None  # when a pending navigation stops counting
         self.loaded = True
         self.requests = 0  # main-frame navigation requests seen so far
         self.commits = 0  # main-frame commits (framenavigated) seen so far
@@ -141,7 +141,7 @@ class PageActivity(Inflight):
     def _request(self, request) -> None:
         self.started(request)
         if request.is_navigation_request() and request.frame == self.page.main_frame:
-            self.pending, self.finished_at = request, None
+            self.pending, self.give_up_at = request, None
             self.requests += 1
 
     def mark(self) -> tuple[int, int]:
@@ -153,7 +153,7 @@ class PageActivity(Inflight):
         since ``mark``, pending until the request shows up and commits (or, if no request comes,
         for at most EXPECT_WAIT_S)."""
         if self.pending is None and self.mark() == mark:
-            self.pending, self.finished_at = EXPECTED, time.monotonic() - COMMIT_WAIT_S + EXPECT_WAIT_S
+            self.pending, self.give_up_at = EXPECTED, time.monotonic() + EXPECT_WAIT_S
 
     @_guarded
     def _response(self, response) -> None:
@@ -166,7 +166,7 @@ class PageActivity(Inflight):
     def _finished(self, request) -> None:
         self.ended(request)
         if request is self.pending:
-            self.finished_at = time.monotonic()
+            self.give_up_at = time.monotonic() + COMMIT_WAIT_S
 
     @_guarded
     def _failed(self, request) -> None:
@@ -192,7 +192,7 @@ class PageActivity(Inflight):
         deadline = time.monotonic() + timeout_s
         while self.pending is not None:
             now = time.monotonic()
-            if now >= deadline or (self.finished_at is not None and now - self.finished_at >= COMMIT_WAIT_S):
+            if now >= deadline or (self.give_up_at is not None and now >= self.give_up_at):
                 self.pending = None
                 return
             await asyncio.sleep(0.002)  # events are handled while the loop waits

@@ -21,7 +21,6 @@ import asyncio
 import concurrent.futures
 import functools
 import hashlib
-import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from webfreeze.replayer.server import ReplayServer
 
 from .actions import Action, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
+from .axtree import marked as read_marked
 from .browser import PageActivity
 from .marks import draw_marks
 from .trajectory import TrajectoryRecorder
@@ -525,27 +525,23 @@ class _BrowserBackend:
                 await self.context.wait_for_event("page", timeout=POPUP_WAIT_MS)
             except PlaywrightError:
                 pass  # a target that named an existing frame, or a blocked window
-        try:
-            navigating = await self.page.evaluate(NAVIGATING_JS)
-        except PlaywrightError:
-            navigating = True  # the document went away under the question
-        if navigating:
-            self._activity.expect_navigation(mark)
+        await self._announced(NAVIGATING_JS, mark)
         return True
 
-    async def _late_navigation(self) -> bool:
-        """After a mouse click's settle: whether the page announced a navigation meanwhile (it is
-        then expected, and the caller settles again)."""
+    async def _announced(self, question: str, mark=None) -> bool:
+        """Ask the page whether a navigation was announced (NAVIGATING_JS right after a mouse
+        click, LATE_NAVIGATION_JS after its settle); if so, expect it unless its request or a
+        commit has been seen since ``mark`` (default: now)."""
         from playwright.async_api import Error as PlaywrightError
 
-        mark = self._activity.mark()
+        mark = self._activity.mark() if mark is None else mark
         try:
-            late = await self.page.evaluate(LATE_NAVIGATION_JS)
+            announced = await self.page.evaluate(question)
         except PlaywrightError:
-            late = True  # a navigation is replacing the document
-        if late:
+            announced = True  # the document went away under the question
+        if announced:
             self._activity.expect_navigation(mark)
-        return late
+        return announced
 
     def observe(self):
         marked, shot, self._url, self._open_pages = self._loop.run(self._snapshot())
@@ -572,8 +568,7 @@ class _BrowserBackend:
         shot = None
         if config.screenshots or config.set_of_marks:
             shot = await self.page.screenshot(type="png")
-        marked = json.loads(marked) if isinstance(marked, str) else marked
-        return marked, shot, self.page.url, [p.url for p in self.context.pages]
+        return read_marked(marked), shot, self.page.url, [p.url for p in self.context.pages]
 
     async def _follow_new_pages(self) -> None:
         pages = self.context.pages
@@ -624,7 +619,7 @@ class _BrowserBackend:
             elif a.kind == "noop":
                 await page.wait_for_timeout(min(a.amount or 0, 5000))
             await self._settle()
-            if a.kind == "click" and by_mouse and await self._late_navigation():
+            if a.kind == "click" and by_mouse and await self._announced(LATE_NAVIGATION_JS):
                 await self._settle()
         except PlaywrightError as exc:
             return str(exc).splitlines()[0]

@@ -5,13 +5,13 @@ from __future__ import annotations
 import email.parser
 import email.policy
 import http.server
-import json
 import threading
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
 from webfreeze.simulator.axtree import MARK_JS, AXTreeError, build_tree, css_escape
+from webfreeze.simulator.axtree import marked as read_marked
 
 BASE = "http://site.test/dir/page.html"
 
@@ -472,8 +472,7 @@ def browser():
 
 
 def rendered_tree(page):
-    marked = page.evaluate(MARK_JS)
-    marked = json.loads(marked) if isinstance(marked, str) else marked
+    marked = read_marked(page.evaluate(MARK_JS))
     return build_tree(marked["html"], page.url, marked["geometry"]), marked
 
 

@@ -169,7 +169,7 @@ def _browsergym(python: str, proxy_url: str, start: str, targets: list[str]) -> 
 
     from webfreeze.simulator.browser import CHROMIUM_FLAGS, chromium_path
 
-    cfg = {"chromium": chromium_path(), "flags": CHROMIUM_FLAGS, "start": start, "targets": targets,
+    cfg = {"chromium": chromium_path(shell=True), "flags": CHROMIUM_FLAGS, "start": start, "targets": targets,
            "rounds": BROWSERGYM_ROUNDS, "proxy": {"server": proxy_url, "bypass": "<-loopback>"}}
     done = subprocess.run([python, "-c", BROWSERGYM_SCRIPT, json.dumps(cfg)], capture_output=True, text=True,
                           timeout=180)
@@ -215,7 +215,7 @@ def run(ctx: Context) -> list[Row]:
             # The anchor: its own Chromium (same build, same flags) through the environment's
             # replay server (proxy mode). The environment drives its browser from a loop thread.
             server = browser_env.server
-            chromium = launch_chromium(pw, proxy=server.url, bypass_internal=False)
+            chromium = launch_chromium(pw, proxy=server.url, bypass_internal=False, shell=True)
             targets = _env_episode(browser_env, start, crawled, {"reset": [], "step": [], "back": []})  # warm-up
             _env_episode(text_env, start, crawled, {"reset": [], "step": [], "back": []})
             _anchor_episode(chromium, server, start, targets, {"reset": [], "step": []})

@@ -29,20 +29,34 @@ class BrowserUnavailable(RuntimeError):
     """No Chromium executable could be found."""
 
 
-def chromium_path() -> str:
-    """The Chromium executable: $WEBFREEZE_CHROMIUM, else ``chromium`` on PATH."""
-    path = os.environ.get("WEBFREEZE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+def chromium_path(*, shell: bool = False) -> str:
+    """The Chromium executable: $WEBFREEZE_CHROMIUM, else (with ``shell``) Debian's
+    ``chromium-headless-shell`` when it is installed, else ``chromium`` on PATH.
+
+    The headless shell is the same Chromium build without the browser's own UI: the full browser,
+    even headless, opens a window per context with two omnibox WebUI pages (two more renderer
+    processes) and preloads other top-chrome WebUI, which doubles what a fresh context costs.
+    It is also what Playwright runs for headless Chromium by default."""
+    path = os.environ.get("WEBFREEZE_CHROMIUM")
+    if not path and shell:
+        path = shutil.which("chromium-headless-shell")
+    path = path or shutil.which("chromium") or shutil.which("chromium-browser")
     if not path:
         raise BrowserUnavailable("Chromium not found: install Debian's chromium (apt-get install chromium) "
                                  "or set WEBFREEZE_CHROMIUM")
     return path
 
 
-def launch_chromium(playwright, *, proxy: str | None = None, headless: bool = True, bypass_internal: bool = True):
+def launch_chromium(playwright, *, proxy: str | None = None, headless: bool = True, bypass_internal: bool = True,
+                    shell: bool = False):
     """A Playwright Browser on Debian's Chromium; with ``proxy``, every request (loopback included)
     goes through it. ``bypass_internal=False`` sends the browser's own update traffic through the
-    proxy too (replay: it then fails there instead of trying the network)."""
-    kwargs = {"executable_path": chromium_path(), "headless": headless, "args": list(CHROMIUM_FLAGS)}
+    proxy too (replay: it then fails there instead of trying the network). ``shell`` (headless
+    only) prefers ``chromium-headless-shell`` (see :func:`chromium_path`): the agent environment,
+    which makes a context per episode, uses it; recording keeps the full browser (its PDF viewer,
+    a headed mode for ``record session``)."""
+    kwargs = {"executable_path": chromium_path(shell=shell and headless), "headless": headless,
+              "args": list(CHROMIUM_FLAGS)}
     if proxy:
         # Chromium bypasses proxies for loopback unless told otherwise.
         bypass = ["<-loopback>", *(BROWSER_INTERNAL_HOSTS if bypass_internal else [])]

@@ -420,7 +420,8 @@ class _BrowserBackend:
         self._pw = None
         try:
             self._pw = self._loop.run(async_playwright().start())
-            self.browser = self._loop.run(launch_chromium(self._pw, proxy=self.server.url, bypass_internal=False))
+            self.browser = self._loop.run(launch_chromium(self._pw, proxy=self.server.url, bypass_internal=False,
+                                                          shell=True))
         except BaseException:
             if self._pw is not None:
                 self._loop.run(self._pw.stop())

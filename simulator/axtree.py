@@ -31,7 +31,6 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-import lxml.html
 from lxml import etree
 
 BID_ATTR = "data-wf-bid"
@@ -156,13 +155,16 @@ def _decode(html: str | bytes, encoding: str | None) -> str:
 def _parse(text: str):
     # lxml refuses str input with an XML encoding declaration, so parse UTF-8 bytes.
     data = text.encode("utf-8", "surrogatepass")
-    parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True)
+    # Plain lxml.etree elements: lxml.html's element classes cost a Python lookup per element.
+    parser = etree.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True)
     if not data.strip():
         data = b"<html><body></body></html>"
     try:
-        doc = lxml.html.document_fromstring(data, parser=parser)
+        doc = etree.fromstring(data, parser)
     except (etree.ParserError, ValueError):
-        doc = lxml.html.document_fromstring(b"<html><body></body></html>", parser=parser)
+        doc = None
+    if doc is None:
+        doc = etree.fromstring(b"<html><body></body></html>", parser)
     _html5_fixups(doc)
     return doc
 
@@ -201,6 +203,43 @@ def _children(el):
     return [c for c in el if isinstance(c.tag, str)]
 
 
+_DISABLEABLE = frozenset({"button", "input", "select", "textarea", "optgroup", "option", "fieldset"})
+# What Builder.props reads besides focus: the tags it looks at and the attributes (a role, as
+# from role=, is an attribute too); an element with neither has no other property.
+_PROP_TAGS = frozenset({"input", "select", "textarea", "button", "optgroup", "option", "fieldset", "summary", "hr",
+                        "h1", "h2", "h3", "h4", "h5", "h6"})
+_PROP_ATTRS = frozenset({"role", "aria-disabled", "disabled", "list", "aria-haspopup", "aria-level", "multiple",
+                         "aria-orientation", "readonly", "required", "aria-required", "aria-valuemin",
+                         "aria-valuemax", "min", "max", "type", "aria-checked", "aria-expanded", "aria-pressed",
+                         "aria-selected", "href"})
+_ANY_STAMPED = f"boolean(//*[@{BID_ATTR}])"
+_FOCUS_MARKED = f"//*[@{FOCUSED_ATTR}][1]"
+# Never rendered, whatever their attributes say.
+_HIDDEN_TAGS = SKIPPED_TAGS | {"datalist", "area", "map", "param", "source", "track"}
+
+
+# Elements whose children are not content (a select's options are; Builder._children_into).
+# Tags whose role Builder.role works out from more than the tag.
+_ROLE_NEEDS_MORE = frozenset({"a", "area", "input", "select", "img", "th", "section", "header", "footer"})
+_NO_CONTENT = frozenset({"select", "svg", "textarea", "input", "iframe", "img"})
+_PREFORMATTED = frozenset({"pre", "textarea", "listing", "plaintext"})
+
+
+def _input_type(attr: str | None) -> str:
+    """An input's type from its ``type`` attribute (unknown types are text)."""
+    t = (attr or "text").strip().lower()
+    return t if t in INPUT_ROLES or t == "hidden" else "text"
+
+
+def _text_content(el) -> str:
+    """All text inside ``el`` (what lxml.html's ``text_content()`` returns)."""
+    return "".join(el.itertext())
+
+
+def _attrs(el) -> dict:
+    return dict(el.items())
+
+
 # ------------------------------------------------------------------------------------------ roles
 INPUT_ROLES = {"button": "button", "submit": "button", "reset": "button", "image": "button", "file": "button",
                "checkbox": "checkbox", "radio": "radio", "range": "slider", "number": "spinbutton",
@@ -237,6 +276,12 @@ BLOCK_TAGS = frozenset({"address", "article", "aside", "blockquote", "br", "dd",
                         "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul", "caption", "legend", "option"})
 
 
+# Tags whose implicit role depends on nothing else (Builder.role handles the others).
+_PLAIN_ROLES = {k: v for k, v in TAG_ROLES.items()
+                if k not in ("a", "area", "input", "select", "img", "th", "section", "header", "footer")}
+
+
+
 def _collapse(text: str) -> str:
     return _HTML_WS.sub(" ", text).strip()
 
@@ -269,13 +314,10 @@ class _Builder:
         self.bid_of: dict = {}
         self.ids: dict = {}
         self._assign_bids()
-        for el in doc.iter():
-            if isinstance(el.tag, str):
-                i = el.get("id")
-                if i is not None and i not in self.ids:
-                    self.ids[i] = el
+        for el in doc.xpath("//*[@id]"):
+            self.ids.setdefault(el.get("id"), el)
         self.labels_for: dict = {}
-        for label in doc.iter("label"):
+        for label in doc.xpath("//label[@for]"):
             target = label.get("for")
             if target:
                 self.labels_for.setdefault(target, []).append(label)
@@ -286,60 +328,65 @@ class _Builder:
 
     # ---------------------------------------------------------------- bids
     def _assign_bids(self) -> None:
-        stamped = any(True for _ in self.doc.iter() if isinstance(_.tag, str) and _.get(BID_ATTR) is not None)
-        counter = 0
-        stack = [self.doc]
-        while stack:
-            el = stack.pop()
-            if not isinstance(el.tag, str):
-                continue
-            tag = _tag(el)
-            if tag in SKIPPED_TAGS:
-                continue
-            if stamped:
+        """Bids in document order for every element outside SKIPPED_TAGS: the ones the page was
+        stamped with (MARK_JS) if any element has one, else 1, 2, 3, ..."""
+        doc = self.doc
+        skipped: set = set()
+        for el in doc.iter(*SKIPPED_TAGS):
+            skipped.update(el.iter())
+        order = [el for el in doc.iter(etree.Element) if el not in skipped]
+        self.stamped = bool(doc.xpath(_ANY_STAMPED))
+        if self.stamped:
+            for el in order:
                 bid = el.get(BID_ATTR)
-            else:
-                counter += 1
-                bid = str(counter)
-            if bid is not None:
-                self.by_bid.setdefault(bid, el)
-                self.bid_of[el] = bid
-            stack.extend(reversed(_children(el)))
+                if bid is not None:
+                    self.by_bid.setdefault(bid, el)
+                    self.bid_of[el] = bid
+        else:
+            bids = [str(i) for i in range(1, len(order) + 1)]
+            self.by_bid = dict(zip(bids, order))
+            self.bid_of = dict(zip(order, bids))
 
     def _focused(self, focused: str | None):
         if focused is not None:
             return self.by_bid.get(str(focused))
-        for el in self.doc.iter():
-            if isinstance(el.tag, str) and el.get(FOCUSED_ATTR) is not None:
-                return el
-        if any(el.get(BID_ATTR) is not None for el in self.doc.iter() if isinstance(el.tag, str)):
+        for el in self.doc.xpath(_FOCUS_MARKED):
+            return el
+        if self.stamped:
             return None  # the browser said nothing is focused
-        for el in self.doc.iter():
-            if isinstance(el.tag, str) and el.get("autofocus") is not None and not self.hidden(el) \
-                    and not self.disabled(el):
+        for el in self.doc.xpath("//*[@autofocus]"):
+            if not self.hidden(el) and not self.disabled(el):
                 return el
         return None
 
     # ---------------------------------------------------------------- hiding
     def hidden_self(self, el) -> bool:
-        tag = _tag(el)
-        if tag in SKIPPED_TAGS:
-            return True
-        if el.get(HIDDEN_ATTR) is not None or el.get("hidden") is not None:
-            return True
-        if (el.get("aria-hidden") or "").strip().lower() == "true":
-            return True
-        if tag == "input" and (el.get("type") or "").strip().lower() == "hidden":
-            return True
-        if tag in ("datalist", "area", "map", "param", "source", "track"):
-            return True
-        if tag == "dialog" and el.get("open") is None:
-            return True
-        style = (el.get("style") or "").lower().replace(" ", "")
-        if "display:none" in style or "visibility:hidden" in style or "visibility:collapse" in style:
-            return True
         parent = el.getparent()
-        if parent is not None and _tag(parent) == "details" and parent.get("open") is None:
+        return self._hidden_self(el, _tag(el), _attrs(el), parent, _tag(parent) if parent is not None else "")
+
+    @staticmethod
+    def _hidden_self(el, tag: str, a: dict, parent, parent_tag: str) -> bool:
+        """``hidden_self`` with the element's tag, attributes, parent and parent's tag known."""
+        if tag in _HIDDEN_TAGS:
+            return True
+        if a:
+            if HIDDEN_ATTR in a or "hidden" in a:
+                return True
+            v = a.get("aria-hidden")
+            if v is not None and v.strip().lower() == "true":
+                return True
+            if tag == "input":
+                v = a.get("type")
+                if v is not None and v.strip().lower() == "hidden":
+                    return True
+            v = a.get("style")
+            if v:
+                style = v.lower().replace(" ", "")
+                if "display:none" in style or "visibility:hidden" in style or "visibility:collapse" in style:
+                    return True
+        if tag == "dialog" and "open" not in a:
+            return True
+        if parent_tag == "details" and parent.get("open") is None:
             first_summary = next((c for c in _children(parent) if _tag(c) == "summary"), None)
             if el is not first_summary:
                 return True
@@ -377,8 +424,7 @@ class _Builder:
 
     @staticmethod
     def input_type(el) -> str:
-        t = (el.get("type") or "text").strip().lower()
-        return t if t in INPUT_ROLES or t == "hidden" else "text"
+        return _input_type(el.get("type"))
 
     def value_of(self, el) -> str:
         """Current value of a text-like input or textarea."""
@@ -386,7 +432,7 @@ class _Builder:
         if bid in self.state and not isinstance(self.state[bid], bool):
             return str(self.state[bid])
         if _tag(el) == "textarea":
-            text = el.text_content()
+            text = _text_content(el)
             return text[1:] if text.startswith("\n") else text
         return el.get("value") or ""
 
@@ -407,7 +453,7 @@ class _Builder:
 
     def option_value(self, option) -> str:
         v = option.get("value")
-        return v if v is not None else _collapse(option.text_content())
+        return v if v is not None else _collapse(_text_content(option))
 
     def selected_options(self, select) -> list:
         opts = self.options(select)
@@ -420,7 +466,7 @@ class _Builder:
                 w = str(w)
                 match = next((o for o in opts if self.option_value(o) == w), None)
                 if match is None:
-                    match = next((o for o in opts if _collapse(o.text_content()) == _collapse(w)), None)
+                    match = next((o for o in opts if _collapse(_text_content(o)) == _collapse(w)), None)
                 if match is not None:
                     chosen.append(match)
             if chosen:
@@ -436,12 +482,16 @@ class _Builder:
         first = next((o for o in opts if not self.disabled(o)), None)
         return [first] if first is not None else []
 
-    def disabled(self, el) -> bool:
-        tag = _tag(el)
-        if (el.get("aria-disabled") or "").strip().lower() == "true":
+    def disabled(self, el, tag: str | None = None, a: dict | None = None) -> bool:
+        if tag is None:
+            tag = _tag(el)
+        if a is None:
+            a = _attrs(el)
+        v = a.get("aria-disabled")
+        if v is not None and v.strip().lower() == "true":
             return True
-        if tag in ("button", "input", "select", "textarea", "optgroup", "option", "fieldset"):
-            if el.get("disabled") is not None:
+        if tag in _DISABLEABLE:
+            if "disabled" in a:
                 return True
             if tag == "option":
                 parent = el.getparent()
@@ -461,33 +511,40 @@ class _Builder:
         return next(el.iterancestors("form"), None)
 
     # ---------------------------------------------------------------- roles and names
-    def role(self, el) -> str:
-        explicit = (el.get("role") or "").strip().split()
+    def role(self, el, tag: str | None = None, a: dict | None = None) -> str:
+        if tag is None:
+            tag = _tag(el)
+        if a is None:
+            a = _attrs(el)
+        explicit = a.get("role")
         if explicit:
-            r = explicit[0]
-            if r in ("presentation", "none"):
-                return "none"
-            return r
-        tag = _tag(el)
+            explicit = explicit.split()
+            if explicit:
+                r = explicit[0]
+                if r in ("presentation", "none"):
+                    return "none"
+                return r
+        if tag in _PLAIN_ROLES:
+            return _PLAIN_ROLES[tag]
         if tag == "a" or tag == "area":
-            return "link" if el.get("href") is not None else "generic"
+            return "link" if "href" in a else "generic"
         if tag == "input":
-            t = self.input_type(el)
-            if t in ("text", "search", "email", "tel", "url") and el.get("list"):
+            t = _input_type(a.get("type"))
+            if t in ("text", "search", "email", "tel", "url") and a.get("list"):
                 return "combobox"
             return INPUT_ROLES.get(t, "textbox")
         if tag == "select":
-            size = (el.get("size") or "").strip()
-            if el.get("multiple") is not None or (size.isdigit() and int(size) > 1):
+            size = (a.get("size") or "").strip()
+            if "multiple" in a or (size.isdigit() and int(size) > 1):
                 return "listbox"
             return "combobox"
         if tag == "img":
-            return "none" if el.get("alt") == "" and not el.get("title") else "image"
+            return "none" if a.get("alt") == "" and not a.get("title") else "image"
         if tag == "th":
-            scope = (el.get("scope") or "").lower()
+            scope = (a.get("scope") or "").lower()
             return "rowheader" if scope in ("row", "rowgroup") else "columnheader"
         if tag == "section":
-            return "region" if self.aria_name(el) else "Section"
+            return "region" if self.aria_name(el, a) else "Section"
         if tag in ("header", "footer"):
             scoped = any(_tag(a) in LANDMARK_SCOPES for a in el.iterancestors())
             if scoped:
@@ -495,30 +552,39 @@ class _Builder:
             return "banner" if tag == "header" else "contentinfo"
         return TAG_ROLES.get(tag, "generic")
 
-    def aria_name(self, el) -> str:
-        ids = (el.get("aria-labelledby") or "").split()
+    def aria_name(self, el, a: dict | None = None) -> str:
+        if a is None:
+            a = _attrs(el)
+        if not a:
+            return ""
+        ids = a.get("aria-labelledby")
         if ids:
+            ids = ids.split()
             parts = [self.text_alternative(self.ids[i], labelledby=True) for i in ids if i in self.ids]
             name = _collapse(" ".join(p for p in parts if p))
             if name:
                 return name
-        return _collapse(el.get("aria-label") or "")
+        label = a.get("aria-label")
+        return _collapse(label) if label else ""
 
-    def name(self, el, role: str) -> str:
-        name = self.aria_name(el)
+    def name(self, el, role: str, tag: str | None = None, a: dict | None = None) -> str:
+        if a is None:
+            a = _attrs(el)
+        name = self.aria_name(el, a)
         if name:
             return name
-        tag = _tag(el)
+        if tag is None:
+            tag = _tag(el)
         if tag in ("input", "select", "textarea", "meter", "progress", "output") or \
                 (tag == "button" and role == "button"):
-            t = self.input_type(el) if tag == "input" else ""
+            t = _input_type(a.get("type")) if tag == "input" else ""
             if tag == "input" and t in ("submit", "reset", "button"):
-                v = el.get("value")
+                v = a.get("value")
                 if v is not None:
                     return _collapse(v)
-                return {"submit": "Submit", "reset": "Reset"}.get(t, _collapse(el.get("title") or ""))
+                return {"submit": "Submit", "reset": "Reset"}.get(t, _collapse(a.get("title") or ""))
             if tag == "input" and t == "image":
-                return _collapse(el.get("alt") or el.get("value") or el.get("title") or "Submit")
+                return _collapse(a.get("alt") or a.get("value") or a.get("title") or "Submit")
             labels = self.labels(el)
             if labels:
                 text = _collapse(" ".join(self.text_alternative(lab, exclude=el) for lab in labels))
@@ -527,19 +593,19 @@ class _Builder:
             if tag == "button":
                 return self.content_text(el)
             if tag in ("input", "textarea"):
-                ph = _collapse(el.get("placeholder") or el.get("aria-placeholder") or "")
+                ph = _collapse(a.get("placeholder") or a.get("aria-placeholder") or "")
                 if ph:
                     return ph
-            return _collapse(el.get("title") or "")
+            return _collapse(a.get("title") or "")
         if tag == "img" or (tag == "area"):
-            alt = el.get("alt")
+            alt = a.get("alt")
             if alt is not None and _collapse(alt):
                 return _collapse(alt)
-            return _collapse(el.get("title") or "")
+            return _collapse(a.get("title") or "")
         if tag == "svg":
             title = next((c for c in _children(el) if _tag(c) == "title"), None)
             if title is not None:
-                return _collapse(title.text_content())
+                return _collapse(_text_content(title))
         if tag == "fieldset":
             legend = next((c for c in _children(el) if _tag(c) == "legend"), None)
             if legend is not None:
@@ -556,7 +622,7 @@ class _Builder:
             text = self.content_text(el)
             if text:
                 return text
-        return _collapse(el.get("title") or "")
+        return _collapse(a.get("title") or "")
 
     def labels(self, el) -> list:
         found = []
@@ -606,7 +672,7 @@ class _Builder:
                 parts.append(" " + self.value_of(el) + " ")
                 return
             if tag == "select":
-                parts.append(" " + " ".join(_collapse(o.text_content()) for o in self.selected_options(el)) + " ")
+                parts.append(" " + " ".join(_collapse(_text_content(o)) for o in self.selected_options(el)) + " ")
                 return
             if tag == "svg":
                 return
@@ -626,78 +692,83 @@ class _Builder:
             parts.append(" ")
 
     # ---------------------------------------------------------------- properties
-    def props(self, el, role: str) -> tuple[str | None, list]:
+    def props(self, el, role: str, tag: str | None = None, a: dict | None = None) -> tuple[str | None, list]:
         """(node value, [(property, value)]) in Chromium's order."""
-        tag = _tag(el)
+        if tag is None:
+            tag = _tag(el)
+        if a is None:
+            a = _attrs(el)
         props = []
         value = None
         if self.focused is el:
             props.append(("focused", True))
-        if self.disabled(el):
+        if tag not in _PROP_TAGS and (not a or a.keys().isdisjoint(_PROP_ATTRS)):
+            return value, props  # nothing below applies (the usual div, span, li, p, td, ...)
+        if self.disabled(el, tag, a):
             props.append(("disabled", True))
-        if role == "combobox" and tag == "input" and el.get("list"):
+        if role == "combobox" and tag == "input" and a.get("list"):
             props.append(("autocomplete", "list"))
-        popup = (el.get("aria-haspopup") or "").strip().lower()
+        popup = (a.get("aria-haspopup") or "").strip().lower()
         if tag == "select" and role == "combobox":
             props.append(("hasPopup", "menu"))
         elif popup and popup != "false":
             props.append(("hasPopup", "menu" if popup == "true" else popup))
         if role == "heading":
-            level = el.get("aria-level") if el.get("role") else None
+            level = a.get("aria-level") if a.get("role") else None
             if tag in ("h1", "h2", "h3", "h4", "h5", "h6") and not level:
                 level = tag[1]
             if level and level.strip().isdigit():
                 props.append(("level", int(level)))
-        if role == "listbox" and el.get("multiple") is not None:
+        if role == "listbox" and a.get("multiple") is not None:
             props.append(("multiselectable", True))
         if role == "separator":
-            props.append(("orientation", (el.get("aria-orientation") or "horizontal").lower()))
+            props.append(("orientation", (a.get("aria-orientation") or "horizontal").lower()))
         if role in ("textbox", "searchbox") and tag == "textarea":
             props.append(("multiline", True))
-        if el.get("readonly") is not None and tag in ("input", "textarea"):
+        if a.get("readonly") is not None and tag in ("input", "textarea"):
             props.append(("readonly", True))
-        if (el.get("required") is not None and tag in ("input", "select", "textarea")) or \
-                (el.get("aria-required") or "").lower() == "true":
+        if (a.get("required") is not None and tag in ("input", "select", "textarea")) or \
+                (a.get("aria-required") or "").lower() == "true":
             props.append(("required", True))
         if role in ("slider", "spinbutton", "progressbar", "meter"):
             for attr, pname in (("min", "valuemin"), ("max", "valuemax")):
-                raw = el.get("aria-" + pname) or el.get(attr)
+                raw = a.get("aria-" + pname) or a.get(attr)
                 num = _number(raw)
                 if num is not None:
                     props.append((pname, num))
-        if tag == "input" and self.input_type(el) in ("checkbox", "radio"):
+        if tag == "input" and _input_type(a.get("type")) in ("checkbox", "radio"):
             props.append(("checked", "true" if self.checked(el) else "false"))
-        elif el.get("aria-checked") is not None and role in ("checkbox", "radio", "switch", "menuitemcheckbox",
+        elif a.get("aria-checked") is not None and role in ("checkbox", "radio", "switch", "menuitemcheckbox",
                                                             "menuitemradio", "treeitem", "option"):
-            v = el.get("aria-checked").strip().lower()
+            v = a.get("aria-checked").strip().lower()
             props.append(("checked", v if v in ("true", "false", "mixed") else "false"))
         if tag == "select" and role == "combobox":
             props.append(("expanded", False))
         elif tag == "summary" and role == "DisclosureTriangle":
             parent = el.getparent()
             props.append(("expanded", parent is not None and _tag(parent) == "details" and parent.get("open") is not None))
-        elif el.get("aria-expanded") is not None:
-            props.append(("expanded", el.get("aria-expanded").strip().lower() == "true"))
-        if el.get("aria-pressed") is not None:
-            v = el.get("aria-pressed").strip().lower()
+        elif a.get("aria-expanded") is not None:
+            props.append(("expanded", a.get("aria-expanded").strip().lower() == "true"))
+        if a.get("aria-pressed") is not None:
+            v = a.get("aria-pressed").strip().lower()
             props.append(("pressed", v if v in ("true", "false", "mixed") else "false"))
         if tag == "option":
             select = next(el.iterancestors("select"), None)
             selected = select is not None and any(o is el for o in self.selected_options(select))
             props.append(("selected", selected))
-        elif el.get("aria-selected") is not None:
-            props.append(("selected", el.get("aria-selected").strip().lower() == "true"))
-        if role == "link" and el.get("href") is not None:
-            props.append(("url", self.absolute(el.get("href"))))
+        elif a.get("aria-selected") is not None:
+            props.append(("selected", a.get("aria-selected").strip().lower() == "true"))
+        if role == "link" and a.get("href") is not None:
+            props.append(("url", self.absolute(a.get("href"))))
         # the node value
-        if tag == "input" and self.input_type(el) not in ("checkbox", "radio", "submit", "reset", "button",
+        if tag == "input" and _input_type(a.get("type")) not in ("checkbox", "radio", "submit", "reset", "button",
                                                           "image", "file", "hidden"):
             value = self.value_of(el) or None
         elif tag == "textarea":
             value = self.value_of(el) or None
         elif tag == "select" and role == "combobox":
             chosen = self.selected_options(el)
-            value = _collapse(chosen[0].text_content()) if chosen else None
+            value = _collapse(_text_content(chosen[0])) if chosen else None
         return value, props
 
     def absolute(self, href: str) -> str:
@@ -712,52 +783,77 @@ class _Builder:
         head_title = self.doc.find(".//head/title")
         if head_title is None:
             head_title = self.doc.find(".//title")
-        title = _collapse(head_title.text_content()) if head_title is not None else ""
+        title = _collapse(_text_content(head_title)) if head_title is not None else ""
         root_props = [] if self.focused is not None else [("focused", True)]
         root_props.append(("url", self.page_url))
         root = _Node("RootWebArea", title, props=root_props)
         body = self.doc.find("body")
         top = body if body is not None else self.doc
+        # [(element, node, tag, attributes, css path, xpath)] in document order
         self.records: list = []
-        root.children = self._children_of(top, preformatted=False)
+        self._children_into(top, _tag(top), False, root.children, css_path(top), xpath(top))
         return root, title
 
-    def _children_of(self, el, preformatted: bool) -> list:
-        nodes = []
-        if _tag(el) in ("select", "svg", "textarea", "input", "iframe", "img"):
-            if _tag(el) == "select":
-                for child in _children(el):
-                    nodes.extend(self._element(child, preformatted))
-            return nodes
-        if el.text:
-            nodes.extend(self._text(el.text, preformatted))
+    def _children_into(self, el, tag: str, preformatted: bool, nodes: list, css: str, xp: str) -> None:
+        """Append the nodes of ``el``'s children (elements and text) to ``nodes``; ``css`` and
+        ``xp`` are ``el``'s paths (:func:`element_paths`)."""
+        if not len(el):  # no children at all
+            if tag not in _NO_CONTENT:
+                text = el.text
+                if text and text.strip():
+                    nodes.append(_Node("StaticText", text.strip() if preformatted else _collapse(text)))
+            return
+        kids = [c.tag for c in el if type(c.tag) is str]  # comments and PIs have a function as tag
+        totals: dict = {}
+        for t in kids:
+            totals[t] = totals.get(t, 0) + 1
+        seen: dict = {}
+        if tag in _NO_CONTENT:
+            if tag == "select":
+                for child in el:
+                    ctag = child.tag
+                    if type(ctag) is str:
+                        n = seen[ctag] = seen.get(ctag, 0) + 1
+                        self._element(child, ctag, el, tag, preformatted, nodes, css, xp, n, totals[ctag])
+            return
+        text = el.text
+        if text and text.strip():
+            nodes.append(_Node("StaticText", text.strip() if preformatted else _collapse(text)))
         for child in el:
-            if isinstance(child.tag, str):
-                nodes.extend(self._element(child, preformatted))
-            if child.tail:
-                nodes.extend(self._text(child.tail, preformatted))
-        return nodes
+            ctag = child.tag
+            if type(ctag) is str:
+                n = seen[ctag] = seen.get(ctag, 0) + 1
+                self._element(child, ctag, el, tag, preformatted, nodes, css, xp, n, totals[ctag])
+            text = child.tail
+            if text and text.strip():
+                nodes.append(_Node("StaticText", text.strip() if preformatted else _collapse(text)))
 
-    @staticmethod
-    def _text(text: str, preformatted: bool) -> list:
-        t = text if preformatted else _collapse(text)
-        if not t.strip():
-            return []
-        return [_Node("StaticText", t.strip() if preformatted else t)]
-
-    def _element(self, el, preformatted: bool) -> list:
-        tag = _tag(el)
-        if tag in SKIPPED_TAGS or self.hidden_self(el):
-            return []
-        pre = preformatted or tag in ("pre", "textarea", "listing", "plaintext")
-        role = self.role(el)
-        bid = self.bid_of.get(el)
-        name = self.name(el, role) if role not in ("none", "generic") else ""
-        value, props = self.props(el, role)
-        node = _Node(role, name, bid=bid, value=value, props=props)
-        self.records.append((el, node))
-        node.children = self._children_of(el, pre)
-        return [node]
+    def _element(self, el, tag: str, parent, parent_tag: str, preformatted: bool, nodes: list,
+                 parent_css: str, parent_xp: str, n: int, same_tag: int) -> None:
+        """The node of ``el``, the ``n``-th of ``same_tag`` children of ``parent`` with its tag."""
+        a = dict(el.items())
+        if tag in _HIDDEN_TAGS or ((a or tag == "dialog" or parent_tag == "details") and
+                                   self._hidden_self(el, tag, a, parent, parent_tag)):
+            return
+        if "role" not in a and tag not in _ROLE_NEEDS_MORE:
+            role = _PLAIN_ROLES.get(tag, "generic")
+        else:
+            role = self.role(el, tag, a)
+        name = self.name(el, role, tag, a) if role != "none" and role != "generic" else ""
+        if tag not in _PROP_TAGS and (not a or a.keys().isdisjoint(_PROP_ATTRS)):
+            node = _Node(role, name, self.bid_of.get(el), None, [("focused", True)] if self.focused is el else [])
+        else:
+            value, props = self.props(el, role, tag, a)
+            node = _Node(role, name, self.bid_of.get(el), value, props)
+        ident = a.get("id")
+        if ident:
+            css = "#" + css_escape(ident)
+        else:
+            css = f"{parent_css} > {tag}:nth-of-type({n})" if parent_css else f"{tag}:nth-of-type({n})"
+        xp = f"{parent_xp}/{tag}[{n}]" if same_tag > 1 else f"{parent_xp}/{tag}"
+        self.records.append((el, node, tag, a, css, xp))
+        nodes.append(node)
+        self._children_into(el, tag, preformatted or tag in _PREFORMATTED, node.children, css, xp)
 
 
 def _number(raw):
@@ -777,8 +873,15 @@ def _truthy(v) -> bool:
 
 
 # ------------------------------------------------------------------------------------------ paths
+# Identifiers CSS.escape() returns unchanged: ASCII letters, digits, - and _, not starting with a
+# digit, "-" + digit, or "--".
+_CSS_PLAIN_IDENT = re.compile(r"-?[A-Za-z_][A-Za-z0-9_-]*\Z")
+
+
 def css_escape(ident: str) -> str:
     """CSS.escape() as the CSSOM spec defines it."""
+    if _CSS_PLAIN_IDENT.match(ident):
+        return ident  # nothing to escape (the usual id)
     out = []
     for i, ch in enumerate(ident):
         code = ord(ch)
@@ -869,15 +972,37 @@ class Tree:
         self.url = builder.page_url
         self.title = title
         self.axtree_text = self.text()
-        self.elements: list[dict] = []
-        self._element_index: dict = {}
-        self._paths = element_paths(builder.doc)
-        for el, node in builder.records:
-            if node.bid is None:
-                continue
-            d = self._describe(el, node)
-            self._element_index[node.bid] = d
-            self.elements.append(d)
+        # The elements shown (records with a bid), and where each bid's record is (the last
+        # record wins, as in ``elements``' index). Their full descriptions are made on demand:
+        # a step needs the summaries and one element's description, not all of them.
+        self._shown = [r for r in builder.records if r[1].bid is not None]
+        self._position = {r[1].bid: i for i, r in enumerate(self._shown)}
+        self._described: dict = {}  # position -> description made by get() before ``elements``
+
+    @functools.cached_property
+    def elements(self) -> list[dict]:
+        """Every element shown, described: bid, role, name, tag, bbox, visible, clickable, value,
+        href, css, xpath (and checked, options, disabled for form controls)."""
+        described = self._described
+        return [described.get(i) or self._describe(*r) for i, r in enumerate(self._shown)]
+
+    @functools.cached_property
+    def _paths(self) -> dict:
+        """``{element: (css path, xpath)}`` of the elements shown."""
+        return {r[0]: (r[4], r[5]) for r in self._b.records}
+
+    def summaries(self) -> list[dict]:
+        """The observation's ``elements``: bid, role, name, tag, css, bbox, visible and clickable of
+        every element shown (a subset of :attr:`elements`' fields, in this order)."""
+        geometry = self._b.geometry
+        out = []
+        for el, node, tag, a, css, _ in self._shown:
+            g = geometry.get(node.bid)
+            out.append({"bid": node.bid, "role": node.role, "name": node.name, "tag": tag, "css": css,
+                        "bbox": [g[0], g[1], g[2], g[3]] if g is not None else None,
+                        "visible": bool(g[4]) if g is not None and len(g) > 4 else True,
+                        "clickable": _clickable(el, node.role, tag, a)})
+        return out
 
     # ---------------------------------------------------------------- text
     def text(self, *, with_visible: bool = False, with_clickable: bool = False, with_bbox: bool = False,
@@ -934,27 +1059,28 @@ class Tree:
         return "\n".join(lines)
 
     # ---------------------------------------------------------------- elements
-    def _describe(self, el, node: _Node) -> dict:
+    def _describe(self, el, node: _Node, tag: str, a: dict, css: str, xp: str) -> dict:
         b = self._b
         g = b.geometry.get(node.bid)
         bbox = [g[0], g[1], g[2], g[3]] if g is not None else None
         visible = bool(g[4]) if g is not None and len(g) > 4 else True
-        tag = _tag(el)
-        href = b.absolute(el.get("href")) if tag in ("a", "area") and el.get("href") is not None else None
+        href = a.get("href") if tag == "a" or tag == "area" else None
+        if href is not None:
+            href = b.absolute(href)
         value = node.value
-        if tag == "input" and b.input_type(el) in ("checkbox", "radio"):
-            value = el.get("value") if el.get("value") is not None else "on"
+        toggle = tag == "input" and _input_type(a.get("type")) in ("checkbox", "radio")
+        if toggle:
+            value = a.get("value", "on")
         d = {"bid": node.bid, "role": node.role, "name": node.name, "tag": tag, "bbox": bbox, "visible": visible,
-             "clickable": _clickable(el, node.role), "value": value, "href": href, "css": self._paths[el][0],
-             "xpath": self._paths[el][1]}
-        if tag == "input" and b.input_type(el) in ("checkbox", "radio"):
+             "clickable": _clickable(el, node.role, tag, a), "value": value, "href": href, "css": css, "xpath": xp}
+        if toggle:
             d["checked"] = b.checked(el)
         if tag == "select":
             chosen = b.selected_options(el)
-            d["options"] = [{"value": b.option_value(o), "label": _collapse(o.text_content()),
+            d["options"] = [{"value": b.option_value(o), "label": _collapse(_text_content(o)),
                              "selected": any(o is c for c in chosen)} for o in b.options(el)]
-        if tag in ("input", "textarea", "select", "button"):
-            d["disabled"] = b.disabled(el)
+        if tag in FORM_CONTROLS:
+            d["disabled"] = b.disabled(el, tag, a)
         return d
 
     def __getitem__(self, bid) -> dict:
@@ -964,11 +1090,19 @@ class Tree:
         return d
 
     def __contains__(self, bid) -> bool:
-        return str(bid) in self._element_index
+        return str(bid) in self._position
 
     def get(self, bid, default=None):
         """The element dict for a bid shown in the tree, else ``default``."""
-        return self._element_index.get(str(bid), default)
+        i = self._position.get(str(bid))
+        if i is None:
+            return default
+        if "elements" in self.__dict__:
+            return self.elements[i]
+        d = self._described.get(i)
+        if d is None:
+            d = self._described[i] = self._describe(*self._shown[i])
+        return d
 
     def _missing(self, bid) -> str:
         el = self._b.by_bid.get(str(bid))
@@ -1064,19 +1198,22 @@ class Tree:
         return "POST", action_url, _urlencode(entries).encode("ascii"), "application/x-www-form-urlencoded"
 
 
-def _clickable(el, role: str) -> bool:
-    tag = _tag(el)
-    if tag == "a" and el.get("href") is not None:
+def _clickable(el, role: str, tag: str | None = None, a: dict | None = None) -> bool:
+    if tag is None:
+        tag = _tag(el)
+    if a is None:
+        a = _attrs(el)
+    if tag == "a" and "href" in a:
         return True
     if tag in ("button", "select", "textarea", "summary", "label", "option"):
         return True
-    if tag == "input" and (el.get("type") or "").lower() != "hidden":
+    if tag == "input" and (a.get("type") or "").lower() != "hidden":
         return True
     if role in CLICKABLE_ROLES:
         return True
-    if el.get("onclick") is not None:
+    if "onclick" in a:
         return True
-    tab = (el.get("tabindex") or "").strip()
+    tab = (a.get("tabindex") or "").strip()
     return tab.lstrip("-").isdigit() and int(tab) >= 0
 
 

@@ -46,7 +46,6 @@ from .trajectory import TrajectoryRecorder
 BACKENDS = ("browser", "text")
 MAX_REDIRECTS = 10
 ACTION_TIMEOUT_MS = 5000
-ELEMENT_FIELDS = ("bid", "role", "name", "tag", "css", "bbox", "visible", "clickable")
 SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settled
 SETTLE_TIMEOUT_S = 3
 SNAPSHOT_TRIES = 3
@@ -232,10 +231,9 @@ class WebEnv(gym.Env):
     def _observe(self) -> dict:
         tree, shot = self.backend.observe()
         self.tree = tree
-        elements = [{k: e[k] for k in ELEMENT_FIELDS} for e in tree.elements]
         return {
             "url": self.backend.url, "title": tree.title, "goal": (self.task or {}).get("instruction", ""),
-            "axtree_text": tree.axtree_text, "elements": elements, "screenshot": shot,
+            "axtree_text": tree.axtree_text, "elements": tree.summaries(), "screenshot": shot,
             "open_pages": self.backend.open_pages(), "last_action_error": self.last_error or "",
             "step": self.steps,
         }

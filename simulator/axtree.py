@@ -28,7 +28,6 @@ import functools
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from lxml import etree
@@ -212,6 +211,11 @@ _PROP_ATTRS = frozenset({"role", "aria-disabled", "disabled", "list", "aria-hasp
                          "aria-orientation", "readonly", "required", "aria-required", "aria-valuemin",
                          "aria-valuemax", "min", "max", "type", "aria-checked", "aria-expanded", "aria-pressed",
                          "aria-selected", "href"})
+_HREF_ONLY = frozenset({"href"})
+# What can hide an element besides its tag (Builder._hidden_self): these attributes, an input's
+# type, a closed dialog, a closed details parent.
+_HIDING_ATTRS = frozenset({HIDDEN_ATTR, "hidden", "aria-hidden", "style"})
+_HIDDEN_BY_TAG = frozenset({"input", "dialog"})
 _ANY_STAMPED = f"boolean(//*[@{BID_ATTR}])"
 _FOCUS_MARKED = f"//*[@{FOCUSED_ATTR}][1]"
 # Never rendered, whatever their attributes say.
@@ -283,7 +287,9 @@ _PLAIN_ROLES = {k: v for k, v in TAG_ROLES.items()
 
 
 def _collapse(text: str) -> str:
-    return _HTML_WS.sub(" ", text).strip()
+    if "\n" in text or "  " in text or "\t" in text or "\r" in text or "\f" in text:
+        text = _HTML_WS.sub(" ", text)
+    return text.strip()
 
 
 @functools.lru_cache(maxsize=16384)
@@ -292,15 +298,18 @@ def _join(base: str, href: str) -> str:
     return urljoin(base, href)
 
 
-@dataclass
 class _Node:
     """One accessibility node: an element (with a bid) or a piece of text (``StaticText``)."""
-    role: str
-    name: str
-    bid: str | None = None
-    value: str | None = None
-    props: list = field(default_factory=list)  # [(name, value)] in Chromium's order
-    children: list = field(default_factory=list)
+    __slots__ = ("role", "name", "bid", "value", "props", "children")
+
+    def __init__(self, role: str, name: str, bid: str | None = None, value: str | None = None,
+                 props: list | None = None):
+        self.role = role
+        self.name = name
+        self.bid = bid
+        self.value = value
+        self.props = [] if props is None else props  # [(name, value)] in Chromium's order
+        self.children: list = []
 
 
 class _Builder:
@@ -643,6 +652,9 @@ class _Builder:
         return self.content_text(el, exclude=exclude, include_hidden=labelledby)
 
     def content_text(self, el, *, exclude=None, include_hidden: bool = False) -> str:
+        if not len(el) and el.tag != "br":
+            text = el.text  # no children: just its text
+            return _collapse(text) if text else ""
         parts: list = []
         self._collect(el, parts, exclude, include_hidden, root=True)
         return _collapse("".join(parts))
@@ -832,16 +844,26 @@ class _Builder:
                  parent_css: str, parent_xp: str, n: int, same_tag: int) -> None:
         """The node of ``el``, the ``n``-th of ``same_tag`` children of ``parent`` with its tag."""
         a = dict(el.items())
-        if tag in _HIDDEN_TAGS or ((a or tag == "dialog" or parent_tag == "details") and
+        if tag in _HIDDEN_TAGS or ((tag in _HIDDEN_BY_TAG or parent_tag == "details" or
+                                    (a and not a.keys().isdisjoint(_HIDING_ATTRS))) and
                                    self._hidden_self(el, tag, a, parent, parent_tag)):
             return
-        if "role" not in a and tag not in _ROLE_NEEDS_MORE:
-            role = _PLAIN_ROLES.get(tag, "generic")
-        else:
+        if "role" in a:
             role = self.role(el, tag, a)
+        elif tag == "a":
+            role = "link" if "href" in a else "generic"
+        elif tag in _ROLE_NEEDS_MORE:
+            role = self.role(el, tag, a)
+        else:
+            role = _PLAIN_ROLES.get(tag, "generic")
         name = self.name(el, role, tag, a) if role != "none" and role != "generic" else ""
+        focused = self.focused is el
         if tag not in _PROP_TAGS and (not a or a.keys().isdisjoint(_PROP_ATTRS)):
-            node = _Node(role, name, self.bid_of.get(el), None, [("focused", True)] if self.focused is el else [])
+            node = _Node(role, name, self.bid_of.get(el), None, [("focused", True)] if focused else [])
+        elif tag == "a" and a.keys() & _PROP_ATTRS == _HREF_ONLY:
+            # a plain link: its url is its only property (role link, from the href)
+            url = ("url", self.absolute(a["href"]))
+            node = _Node(role, name, self.bid_of.get(el), None, [("focused", True), url] if focused else [url])
         else:
             value, props = self.props(el, role, tag, a)
             node = _Node(role, name, self.bid_of.get(el), value, props)
@@ -878,8 +900,9 @@ def _truthy(v) -> bool:
 _CSS_PLAIN_IDENT = re.compile(r"-?[A-Za-z_][A-Za-z0-9_-]*\Z")
 
 
+@functools.lru_cache(maxsize=4096)
 def css_escape(ident: str) -> str:
-    """CSS.escape() as the CSSOM spec defines it."""
+    """CSS.escape() as the CSSOM spec defines it (cached: ids are short and recur across a site's pages)."""
     if _CSS_PLAIN_IDENT.match(ident):
         return ident  # nothing to escape (the usual id)
     out = []
@@ -963,6 +986,44 @@ def xpath(el) -> str:
 
 
 # ------------------------------------------------------------------------------------------ the Tree
+_FLAG_PROPERTIES = frozenset({"required", "focused", "atomic"})
+
+
+def _render_plain(node: _Node, depth: int, parent_name: str, lines: list, ignored: frozenset) -> None:
+    """``Tree.text()`` with no box, clickable or visible marks (the observation's ``axtree_text``)."""
+    role = node.role
+    skip = role == "none" or role in IGNORED_ROLES
+    attrs = None
+    if node.props:
+        attrs = []
+        for pname, pvalue in node.props:
+            if pname in ignored:
+                continue
+            if pname in _FLAG_PROPERTIES:
+                if pvalue:
+                    attrs.append(pname)
+            else:
+                attrs.append(f"{pname}={pvalue!r}")
+    name = node.name
+    if role == "StaticText":
+        if name in parent_name:
+            return  # a text node has no children
+    elif role == "generic" and not attrs:
+        skip = True
+    if not skip:
+        line = f"{role} {name.strip()!r}"
+        if node.bid is not None:
+            line = f"[{node.bid}] {line}"
+        if node.value is not None:
+            line += f" value={node.value!r}"
+        if attrs:
+            line += ", " + ", ".join(attrs)
+        lines.append("\t" * depth + line)
+        depth += 1
+    for child in node.children:
+        _render_plain(child, depth, name, lines, ignored)
+
+
 class Tree:
     """An observation of one page: ``axtree_text``, ``elements``, ``title`` and lookups by bid."""
 
@@ -1010,6 +1071,9 @@ class Tree:
              remove_redundant_static_text: bool = True) -> str:
         """The flattened tree with BrowserGym's options; ``axtree_text`` is ``text()``."""
         lines: list = []
+        if not (with_visible or with_clickable or with_bbox or filter_visible_only) and remove_redundant_static_text:
+            _render_plain(self._root, 0, "", lines, frozenset(ignored_properties))
+            return "\n".join(lines)
         geometry = self._b.geometry
 
         def visit(node: _Node, depth: int, parent_name: str) -> None:

@@ -299,7 +299,7 @@ def _join(base: str, href: str) -> str:
 
 
 class _Node:
-    """One accessibility node: an element (with a bid) or a piece of text (``StaticText``)."""
+    """One element's accessibility node; ``children`` holds nodes and, for text (``StaticText``), strs."""
     __slots__ = ("role", "name", "bid", "value", "props", "children")
 
     def __init__(self, role: str, name: str, bid: str | None = None, value: str | None = None,
@@ -813,7 +813,7 @@ class _Builder:
             if tag not in _NO_CONTENT:
                 text = el.text
                 if text and text.strip():
-                    nodes.append(_Node("StaticText", text.strip() if preformatted else _collapse(text)))
+                    nodes.append(text.strip() if preformatted else _collapse(text))
             return
         kids = [c.tag for c in el if type(c.tag) is str]  # comments and PIs have a function as tag
         totals: dict = {}
@@ -830,7 +830,7 @@ class _Builder:
             return
         text = el.text
         if text and text.strip():
-            nodes.append(_Node("StaticText", text.strip() if preformatted else _collapse(text)))
+            nodes.append(text.strip() if preformatted else _collapse(text))
         for child in el:
             ctag = child.tag
             if type(ctag) is str:
@@ -838,7 +838,7 @@ class _Builder:
                 self._element(child, ctag, el, tag, preformatted, nodes, css, xp, n, totals[ctag])
             text = child.tail
             if text and text.strip():
-                nodes.append(_Node("StaticText", text.strip() if preformatted else _collapse(text)))
+                nodes.append(text.strip() if preformatted else _collapse(text))
 
     def _element(self, el, tag: str, parent, parent_tag: str, preformatted: bool, nodes: list,
                  parent_css: str, parent_xp: str, n: int, same_tag: int) -> None:
@@ -1005,10 +1005,7 @@ def _render_plain(node: _Node, depth: int, parent_name: str, lines: list, ignore
             else:
                 attrs.append(f"{pname}={pvalue!r}")
     name = node.name
-    if role == "StaticText":
-        if name in parent_name:
-            return  # a text node has no children
-    elif role == "generic" and not attrs:
+    if role == "generic" and not attrs:
         skip = True
     if not skip:
         line = f"{role} {name.strip()!r}"
@@ -1020,8 +1017,15 @@ def _render_plain(node: _Node, depth: int, parent_name: str, lines: list, ignore
             line += ", " + ", ".join(attrs)
         lines.append("\t" * depth + line)
         depth += 1
+    indent = None
     for child in node.children:
-        _render_plain(child, depth, name, lines, ignored)
+        if type(child) is str:  # text, unless the name already says it
+            if child not in name:
+                if indent is None:
+                    indent = "\t" * depth
+                lines.append(f"{indent}StaticText {child.strip()!r}")
+        else:
+            _render_plain(child, depth, name, lines, ignored)
 
 
 class Tree:
@@ -1077,6 +1081,10 @@ class Tree:
         geometry = self._b.geometry
 
         def visit(node: _Node, depth: int, parent_name: str) -> None:
+            if type(node) is str:
+                if not (remove_redundant_static_text and node in parent_name):
+                    lines.append("\t" * depth + f"StaticText {node.strip()!r}")
+                return
             skip = node.role in IGNORED_ROLES or node.role == "none"
             attrs = []
             for pname, pvalue in node.props:

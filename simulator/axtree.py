@@ -212,12 +212,15 @@ _PROP_ATTRS = frozenset({"role", "aria-disabled", "disabled", "list", "aria-hasp
                          "aria-valuemax", "min", "max", "type", "aria-checked", "aria-expanded", "aria-pressed",
                          "aria-selected", "href"})
 _HREF_ONLY = frozenset({"href"})
+# Builder.name: the tags named by more than aria-label(ledby), content and title, and those attributes.
+_NAMED_BY_TAG = frozenset({"input", "select", "textarea", "meter", "progress", "output", "button", "img", "area",
+                           "svg", "fieldset", "table", "figure"})
+_NAMING_ATTRS = frozenset({"aria-label", "aria-labelledby", "title"})
 # What can hide an element besides its tag (Builder._hidden_self): these attributes, an input's
 # type, a closed dialog, a closed details parent.
 _HIDING_ATTRS = frozenset({HIDDEN_ATTR, "hidden", "aria-hidden", "style"})
 _HIDDEN_BY_TAG = frozenset({"input", "dialog"})
-_ANY_STAMPED = f"boolean(//*[@{BID_ATTR}])"
-_FOCUS_MARKED = f"//*[@{FOCUSED_ATTR}][1]"
+_FOCUS_CANDIDATES = f"//*[@{FOCUSED_ATTR} or @autofocus]"
 # Never rendered, whatever their attributes say.
 _HIDDEN_TAGS = SKIPPED_TAGS | {"datalist", "area", "map", "param", "source", "track"}
 
@@ -321,19 +324,30 @@ class _Builder:
         self.geometry = {str(k): v for k, v in (geometry or {}).items()}
         self.by_bid: dict = {}
         self.bid_of: dict = {}
-        self.ids: dict = {}
         self._assign_bids()
-        for el in doc.xpath("//*[@id]"):
-            self.ids.setdefault(el.get("id"), el)
-        self.labels_for: dict = {}
-        for label in doc.xpath("//label[@for]"):
-            target = label.get("for")
-            if target:
-                self.labels_for.setdefault(target, []).append(label)
         self.hidden_cache: dict = {}
         self.state = {str(k): v for k, v in (state or {}).items()}
         self.focused = self._focused(focused)
         self._radio_overrides()
+
+    @functools.cached_property
+    def ids(self) -> dict:
+        """``{id: element}``, the first element with each id (made when first needed: most pages
+        never ask)."""
+        ids: dict = {}
+        for el in self.doc.xpath("//*[@id]"):
+            ids.setdefault(el.get("id"), el)
+        return ids
+
+    @functools.cached_property
+    def labels_for(self) -> dict:
+        """``{id: [label elements whose for= names it]}``."""
+        labels: dict = {}
+        for label in self.doc.xpath("//label[@for]"):
+            target = label.get("for")
+            if target:
+                labels.setdefault(target, []).append(label)
+        return labels
 
     # ---------------------------------------------------------------- bids
     def _assign_bids(self) -> None:
@@ -343,8 +357,9 @@ class _Builder:
         skipped: set = set()
         for el in doc.iter(*SKIPPED_TAGS):
             skipped.update(el.iter())
-        order = [el for el in doc.iter(etree.Element) if el not in skipped]
-        self.stamped = bool(doc.xpath(_ANY_STAMPED))
+        every = list(doc.iter(etree.Element))
+        order = [el for el in every if el not in skipped] if skipped else every
+        self.stamped = any(el.get(BID_ATTR) is not None for el in every)
         if self.stamped:
             for el in order:
                 bid = el.get(BID_ATTR)
@@ -359,12 +374,14 @@ class _Builder:
     def _focused(self, focused: str | None):
         if focused is not None:
             return self.by_bid.get(str(focused))
-        for el in self.doc.xpath(_FOCUS_MARKED):
-            return el
+        candidates = self.doc.xpath(_FOCUS_CANDIDATES)
+        for el in candidates:
+            if el.get(FOCUSED_ATTR) is not None:
+                return el
         if self.stamped:
             return None  # the browser said nothing is focused
-        for el in self.doc.xpath("//*[@autofocus]"):
-            if not self.hidden(el) and not self.disabled(el):
+        for el in candidates:
+            if el.get("autofocus") is not None and not self.hidden(el) and not self.disabled(el):
                 return el
         return None
 
@@ -856,7 +873,12 @@ class _Builder:
             role = self.role(el, tag, a)
         else:
             role = _PLAIN_ROLES.get(tag, "generic")
-        name = self.name(el, role, tag, a) if role != "none" and role != "generic" else ""
+        if role == "none" or role == "generic" or (
+                role not in NAME_FROM_CONTENT and tag not in _NAMED_BY_TAG and
+                (not a or a.keys().isdisjoint(_NAMING_ATTRS))):
+            name = ""  # nothing that could name it
+        else:
+            name = self.name(el, role, tag, a)
         focused = self.focused is el
         if tag not in _PROP_TAGS and (not a or a.keys().isdisjoint(_PROP_ATTRS)):
             node = _Node(role, name, self.bid_of.get(el), None, [("focused", True)] if focused else [])

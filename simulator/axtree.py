@@ -216,6 +216,7 @@ _HREF_ONLY = frozenset({"href"})
 _NAMED_BY_TAG = frozenset({"input", "select", "textarea", "meter", "progress", "output", "button", "img", "area",
                            "svg", "fieldset", "table", "figure"})
 _NAMING_ATTRS = frozenset({"aria-label", "aria-labelledby", "title"})
+_ARIA_NAMING = frozenset({"aria-label", "aria-labelledby"})
 # What can hide an element besides its tag (Builder._hidden_self): these attributes, an input's
 # type, a closed dialog, a closed details parent.
 _HIDING_ATTRS = frozenset({HIDDEN_ATTR, "hidden", "aria-hidden", "style"})
@@ -873,16 +874,30 @@ class _Builder:
             role = self.role(el, tag, a)
         else:
             role = _PLAIN_ROLES.get(tag, "generic")
-        if role == "none" or role == "generic" or (
-                role not in NAME_FROM_CONTENT and tag not in _NAMED_BY_TAG and
-                (not a or a.keys().isdisjoint(_NAMING_ATTRS))):
+        leaf = not len(el)
+        if role == "none" or role == "generic":
+            name = ""
+        elif tag in _NAMED_BY_TAG:
+            name = self.name(el, role, tag, a)
+        elif role in NAME_FROM_CONTENT:
+            # Builder.name for these: aria-label(ledby), else the content, else the title
+            name = self.aria_name(el, a) if a and not a.keys().isdisjoint(_ARIA_NAMING) else ""
+            if not name:
+                if leaf and tag != "br":
+                    text = el.text
+                    name = _collapse(text) if text else ""
+                else:
+                    name = self.content_text(el)
+                if not name and "title" in a:
+                    name = _collapse(a["title"])
+        elif not a or a.keys().isdisjoint(_NAMING_ATTRS):
             name = ""  # nothing that could name it
         else:
             name = self.name(el, role, tag, a)
         focused = self.focused is el
         if tag not in _PROP_TAGS and (not a or a.keys().isdisjoint(_PROP_ATTRS)):
             node = _Node(role, name, self.bid_of.get(el), None, [("focused", True)] if focused else [])
-        elif tag == "a" and a.keys() & _PROP_ATTRS == _HREF_ONLY:
+        elif tag == "a" and (len(a) == 1 or a.keys() & _PROP_ATTRS == _HREF_ONLY):
             # a plain link: its url is its only property (role link, from the href)
             url = ("url", self.absolute(a["href"]))
             node = _Node(role, name, self.bid_of.get(el), None, [("focused", True), url] if focused else [url])
@@ -897,7 +912,12 @@ class _Builder:
         xp = f"{parent_xp}/{tag}[{n}]" if same_tag > 1 else f"{parent_xp}/{tag}"
         self.records.append((el, node, tag, a, css, xp))
         nodes.append(node)
-        self._children_into(el, tag, preformatted or tag in _PREFORMATTED, node.children, css, xp)
+        if not leaf:
+            self._children_into(el, tag, preformatted or tag in _PREFORMATTED, node.children, css, xp)
+        elif tag not in _NO_CONTENT:
+            text = el.text
+            if text and text.strip():
+                node.children.append(text.strip() if preformatted or tag in _PREFORMATTED else _collapse(text))
 
 
 def _number(raw):

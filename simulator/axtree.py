@@ -212,6 +212,7 @@ _PROP_ATTRS = frozenset({"role", "aria-disabled", "disabled", "list", "aria-hasp
                          "aria-valuemax", "min", "max", "type", "aria-checked", "aria-expanded", "aria-pressed",
                          "aria-selected", "href"})
 _HREF_ONLY = frozenset({"href"})
+_CLICKABLE_TAGS = frozenset({"button", "select", "textarea", "summary", "label", "option"})
 # Builder.name: the tags named by more than aria-label(ledby), content and title, and those attributes.
 _NAMED_BY_TAG = frozenset({"input", "select", "textarea", "meter", "progress", "output", "button", "img", "area",
                            "svg", "fieldset", "table", "figure"})
@@ -910,7 +911,22 @@ class _Builder:
         else:
             css = f"{parent_css} > {tag}:nth-of-type({n})" if parent_css else f"{tag}:nth-of-type({n})"
         xp = f"{parent_xp}/{tag}[{n}]" if same_tag > 1 else f"{parent_xp}/{tag}"
-        self.records.append((el, node, tag, a, css, xp))
+        bid = node.bid
+        if bid is None:
+            summary = None
+        else:
+            # the observation's element entry (Tree.summaries), made while everything is at hand
+            if role in CLICKABLE_ROLES or tag in _CLICKABLE_TAGS:
+                clickable = True
+            elif a:
+                clickable = _clickable(el, role, tag, a)
+            else:
+                clickable = tag == "input"  # (_clickable with no attributes)
+            g = self.geometry.get(bid) if self.geometry else None
+            summary = {"bid": bid, "role": role, "name": name, "tag": tag, "css": css,
+                       "bbox": [g[0], g[1], g[2], g[3]] if g is not None else None,
+                       "visible": bool(g[4]) if g is not None and len(g) > 4 else True, "clickable": clickable}
+        self.records.append((el, node, tag, a, css, xp, summary))
         nodes.append(node)
         if not leaf:
             self._children_into(el, tag, preformatted or tag in _PREFORMATTED, node.children, css, xp)
@@ -1100,16 +1116,9 @@ class Tree:
 
     def summaries(self) -> list[dict]:
         """The observation's ``elements``: bid, role, name, tag, css, bbox, visible and clickable of
-        every element shown (a subset of :attr:`elements`' fields, in this order)."""
-        geometry = self._b.geometry
-        out = []
-        for el, node, tag, a, css, _ in self._shown:
-            g = geometry.get(node.bid)
-            out.append({"bid": node.bid, "role": node.role, "name": node.name, "tag": tag, "css": css,
-                        "bbox": [g[0], g[1], g[2], g[3]] if g is not None else None,
-                        "visible": bool(g[4]) if g is not None and len(g) > 4 else True,
-                        "clickable": _clickable(el, node.role, tag, a)})
-        return out
+        every element shown (a subset of :attr:`elements`' fields, in this order). Fresh dicts on
+        each call."""
+        return [r[6].copy() for r in self._shown]
 
     # ---------------------------------------------------------------- text
     def text(self, *, with_visible: bool = False, with_clickable: bool = False, with_bbox: bool = False,
@@ -1173,7 +1182,7 @@ class Tree:
         return "\n".join(lines)
 
     # ---------------------------------------------------------------- elements
-    def _describe(self, el, node: _Node, tag: str, a: dict, css: str, xp: str) -> dict:
+    def _describe(self, el, node: _Node, tag: str, a: dict, css: str, xp: str, summary: dict) -> dict:
         b = self._b
         g = b.geometry.get(node.bid)
         bbox = [g[0], g[1], g[2], g[3]] if g is not None else None
@@ -1186,7 +1195,7 @@ class Tree:
         if toggle:
             value = a.get("value", "on")
         d = {"bid": node.bid, "role": node.role, "name": node.name, "tag": tag, "bbox": bbox, "visible": visible,
-             "clickable": _clickable(el, node.role, tag, a), "value": value, "href": href, "css": css, "xpath": xp}
+             "clickable": summary["clickable"], "value": value, "href": href, "css": css, "xpath": xp}
         if toggle:
             d["checked"] = b.checked(el)
         if tag == "select":
@@ -1319,7 +1328,7 @@ def _clickable(el, role: str, tag: str | None = None, a: dict | None = None) -> 
         a = _attrs(el)
     if tag == "a" and "href" in a:
         return True
-    if tag in ("button", "select", "textarea", "summary", "label", "option"):
+    if tag in _CLICKABLE_TAGS:
         return True
     if tag == "input" and (a.get("type") or "").lower() != "hidden":
         return True

@@ -47,6 +47,20 @@ def chromium_path(*, shell: bool = False) -> str:
     return path
 
 
+def browser_build(*, shell: bool = False) -> str | None:
+    """Which Chromium the browser backend runs, for run manifests: ``"<executable> <version>"``
+    (``None`` when there is none, or it will not say)."""
+    import subprocess
+
+    try:
+        path = chromium_path(shell=shell)
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (BrowserUnavailable, OSError, subprocess.SubprocessError):
+        return None
+    line = out.strip().splitlines()[0] if out.strip() else ""
+    return f"{os.path.basename(path)} {line}".strip()
+
+
 def launch_chromium(playwright, *, proxy: str | None = None, headless: bool = True, bypass_internal: bool = True,
                     shell: bool = False):
     """A Playwright Browser on Debian's Chromium; with ``proxy``, every request (loopback included)

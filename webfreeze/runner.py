@@ -139,6 +139,10 @@ def prepare(config: RunConfig) -> Prepared:
                 "screenshots": config.screenshots, "site_models": config.site_models},
         "versions": _versions(),
     }
+    if config.backend == "browser":
+        from webfreeze.simulator.browser import browser_build
+
+        manifest["versions"]["browser"] = browser_build(shell=True)
     out = Path(config.out)
     identity = {k: manifest[k] for k in ("suite", "archive", "agent", "env")}
     if out.exists():

@@ -318,8 +318,12 @@ class _Node:
 
 
 class _Builder:
-    def __init__(self, doc, base_url: str, geometry: dict | None, state: dict | None, focused: str | None):
+    def __init__(self, doc, base_url: str, geometry: dict | None, state: dict | None, focused: str | None,
+                 focus_marks: bool = True):
+        """``focus_marks=False``: the source has no ``autofocus`` or FOCUSED_ATTR attribute (no
+        need to look for one)."""
         self.doc = doc
+        self._focus_marks = focus_marks
         self.page_url = base_url
         base = doc.find(".//head/base[@href]")
         self.base_url = urljoin(base_url, base.get("href").strip()) if base is not None else base_url
@@ -376,6 +380,8 @@ class _Builder:
     def _focused(self, focused: str | None):
         if focused is not None:
             return self.by_bid.get(str(focused))
+        if not self._focus_marks:
+            return None  # nothing marked as focused, nothing to focus on load
         candidates = self.doc.xpath(_FOCUS_CANDIDATES)
         for el in candidates:
             if el.get(FOCUSED_ATTR) is not None:
@@ -834,14 +840,16 @@ class _Builder:
                 if text and text.strip():
                     nodes.append(text.strip() if preformatted else _collapse(text))
             return
-        kids = [c.tag for c in el if type(c.tag) is str]  # comments and PIs have a function as tag
+        children = list(el)  # held, so lxml makes each child's Python object once
         totals: dict = {}
-        for t in kids:
-            totals[t] = totals.get(t, 0) + 1
+        for child in children:
+            t = child.tag
+            if type(t) is str:  # comments and processing instructions have a function as tag
+                totals[t] = totals.get(t, 0) + 1
         seen: dict = {}
         if tag in _NO_CONTENT:
             if tag == "select":
-                for child in el:
+                for child in children:
                     ctag = child.tag
                     if type(ctag) is str:
                         n = seen[ctag] = seen.get(ctag, 0) + 1
@@ -850,7 +858,7 @@ class _Builder:
         text = el.text
         if text and text.strip():
             nodes.append(text.strip() if preformatted else _collapse(text))
-        for child in el:
+        for child in children:
             ctag = child.tag
             if type(ctag) is str:
                 n = seen[ctag] = seen.get(ctag, 0) + 1
@@ -1459,7 +1467,10 @@ def build_tree(html: str | bytes, base_url: str, geometry: dict | None = None, *
     (text, an option's value or label, True/False for checkboxes and radios) for the text backend;
     ``focused`` is the focused element's bid. The same arguments always give the same tree.
     """
-    doc = _parse(_decode(html, encoding))
-    builder = _Builder(doc, base_url, geometry, state, focused)
+    text = _decode(html, encoding)
+    doc = _parse(text)
+    low = text.lower()
+    builder = _Builder(doc, base_url, geometry, state, focused,
+                       focus_marks="autofocus" in low or FOCUSED_ATTR in low)
     root, title = builder.build()
     return Tree(builder, root, title)

@@ -34,31 +34,36 @@ command -v wrk >/dev/null 2>&1 || apt_pkgs+=(wrk)
 if [ "${WEBFREEZE_BENCH:-}" = 1 ] && ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
   apt_pkgs+=(nginx-light)
 fi
-# The agent environment prefers Chromium's headless shell (same build, no browser UI: a fresh
-# context costs half as much); where the distribution has no such package it uses chromium.
-want_shell=""
-if [ -z "${WEBFREEZE_CHROMIUM:-}" ] && ! command -v chromium-headless-shell >/dev/null 2>&1; then
-  if [ ${#apt_pkgs[@]} -gt 0 ] || apt-cache show chromium-headless-shell >/dev/null 2>&1; then
-    want_shell=1
-  fi
-fi
-if [ ${#apt_pkgs[@]} -gt 0 ] || [ -n "$want_shell" ]; then
-  echo "bootstrap: installing ${apt_pkgs[*]} ${want_shell:+chromium-headless-shell} with apt-get" >&2
+if [ ${#apt_pkgs[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${apt_pkgs[*]} with apt-get" >&2
   sudo_cmd=""
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   # no service start-up during install (there may be no init system at all)
-  if [ ${#apt_pkgs[@]} -gt 0 ]; then
-    DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo_cmd apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null
-  fi
-  if [ -n "$want_shell" ]; then
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium-headless-shell >/dev/null 2>&1 || \
-      echo "bootstrap: no chromium-headless-shell package here; the agent environment uses chromium" >&2
-  fi
+  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo_cmd apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv
+fi
+
+# Optional: the agent environment prefers Chromium's headless shell (the same build without the
+# browser's UI: a fresh context costs half as much) and uses chromium without it. Tried where apt
+# knows the package (once more after an apt-get update); a failed try is not repeated (remove .venv/.no-headless-shell to try again)
+# and never stops the set-up.
+if [ -z "${WEBFREEZE_CHROMIUM:-}" ] && ! command -v chromium-headless-shell >/dev/null 2>&1 \
+    && [ ! -f .venv/.no-headless-shell ] && apt-cache show chromium-headless-shell >/dev/null 2>&1; then
+  echo "bootstrap: installing chromium-headless-shell with apt-get" >&2
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  log=$(mktemp)
+  if ! { DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium-headless-shell >"$log" 2>&1 ||
+         { $sudo_cmd apt-get update -qq >"$log" 2>&1 &&
+           DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium-headless-shell >"$log" 2>&1; }; }; then
+    echo "bootstrap: could not install chromium-headless-shell ($(tail -n 1 "$log")); the agent environment uses chromium" >&2
+    touch .venv/.no-headless-shell
+  fi
+  rm -f "$log"
 fi
 
 # Reinstall only when the dependency list changed since the last successful install.

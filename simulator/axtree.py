@@ -906,7 +906,7 @@ class _Builder:
         focused = self.focused is el
         if tag not in _PROP_TAGS and (not a or a.keys().isdisjoint(_PROP_ATTRS)):
             node = _Node(role, name, self.bid_of.get(el), None, [("focused", True)] if focused else [])
-        elif tag == "a" and (len(a) == 1 or a.keys() & _PROP_ATTRS == _HREF_ONLY):
+        elif tag == "a" and "href" in a and (len(a) == 1 or a.keys() & _PROP_ATTRS == _HREF_ONLY):
             # a plain link: its url is its only property (role link, from the href)
             url = ("url", self.absolute(a["href"]))
             node = _Node(role, name, self.bid_of.get(el), None, [("focused", True), url] if focused else [url])
@@ -1117,16 +1117,17 @@ class Tree:
         described = self._described
         return [described.get(i) or self._describe(*r) for i, r in enumerate(self._shown)]
 
-    @functools.cached_property
-    def _paths(self) -> dict:
-        """``{element: (css path, xpath)}`` of the elements shown."""
-        return {r[0]: (r[4], r[5]) for r in self._b.records}
-
     def summaries(self) -> list[dict]:
         """The observation's ``elements``: bid, role, name, tag, css, bbox, visible and clickable of
         every element shown (a subset of :attr:`elements`' fields, in this order). Fresh dicts on
         each call."""
-        return [r[6].copy() for r in self._shown]
+        out = []
+        for r in self._shown:
+            d = r[6].copy()
+            if d["bbox"] is not None:
+                d["bbox"] = list(d["bbox"])
+            out.append(d)
+        return out
 
     # ---------------------------------------------------------------- text
     def text(self, *, with_visible: bool = False, with_clickable: bool = False, with_bbox: bool = False,
@@ -1134,7 +1135,8 @@ class Tree:
              remove_redundant_static_text: bool = True) -> str:
         """The flattened tree with BrowserGym's options; ``axtree_text`` is ``text()``."""
         lines: list = []
-        if not (with_visible or with_clickable or with_bbox or filter_visible_only) and remove_redundant_static_text:
+        if not (with_visible or with_clickable or with_bbox or filter_visible_only or
+                isinstance(ignored_properties, str)) and remove_redundant_static_text:
             _render_plain(self._root, 0, "", lines, frozenset(ignored_properties))
             return "\n".join(lines)
         geometry = self._b.geometry

@@ -546,7 +546,7 @@ class _BrowserBackend:
         marked, shot, self._url, self._open_pages = self._loop.run(self._snapshot())
         tree = build_tree(marked["html"], self._url, marked["geometry"])
         if shot is not None and self.env.config.set_of_marks:
-            shot = draw_marks(shot, tree.elements)
+            shot = draw_marks(shot, tree.summaries())
         return tree, shot
 
     async def _snapshot(self):

@@ -576,11 +576,27 @@ def _multipart_fields(body: bytes, ctype: str) -> list:
     return out
 
 
-def test_one_pass_paths_equal_the_per_element_functions():
-    from webfreeze.simulator.axtree import css_path, xpath
+def test_paths_made_during_the_build_equal_the_per_element_functions():
+    from webfreeze.simulator.axtree import css_path, element_paths, xpath
     tree = build_tree(PAGE.replace('<main id="content">', "<main>") + FORM_PAGE, BASE)
-    doc = tree._b.doc
-    for el, (css, xp) in tree._paths.items():
-        if el is doc:
-            continue
-        assert css == css_path(el) and xp == xpath(el)
+    one_pass = element_paths(tree._b.doc)
+    assert len(tree.elements) > 20
+    for e in tree.elements:
+        el = tree._b.by_bid[e["bid"]]
+        assert e["css"] == css_path(el) == one_pass[el][0]
+        assert e["xpath"] == xpath(el) == one_pass[el][1]
+
+
+@pytest.mark.parametrize("html, role, url", [
+    ('<a role="button">x</a>', "button", False), ("<a aria-expanded=false>x</a>", "generic", False),
+    ('<a role="tab">x</a>', "tab", False), ("<a disabled>x</a>", "generic", False),
+    ("<a aria-haspopup=true>x</a>", "generic", False), ("<a>x</a>", "generic", False),
+    ('<a href="/y">x</a>', "link", True), ('<a href="/y" role="button">x</a>', "button", False),
+    ('<a href="/y" id="k" class="c">x</a>', "link", True)])
+def test_links_with_few_attributes(html, role, url):
+    """The plain-link shortcut of the builder must take only an <a> whose one property is its href."""
+    tree = build_tree(f"<body><p>{html}</p></body>", BASE)
+    (el,) = [e for e in tree.elements if e["tag"] == "a"]
+    assert el["role"] == role
+    assert el["href"] == ("http://site.test/y" if 'href="/y"' in html else None)
+    assert ("url='http://site.test/y'" in tree.axtree_text) == url

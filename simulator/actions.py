@@ -458,11 +458,13 @@ def parse_action(text: str, dialect: str | None = None) -> Action:
     if not text.strip():
         raise ActionError("empty action; expected e.g. click('12'), Click [12] or click [12]")
     whole = text.strip()
-    if forced or detect_dialect(whole):
+    detected = forced or detect_dialect(whole)
+    if detected:
         # The whole output may be the action itself, even when its text holds "Action:" or a fence.
-        first, _ = try_parse_exact(whole, forced or detect_dialect(whole))
-        if first is not None:
-            return replace(first, raw=text)
+        try:
+            return replace(_PARSERS[detected](whole), dialect=detected, raw=text)
+        except ActionError:
+            pass
     action_text, thought = _split(text)
     if not action_text:
         raise ActionError("no action found after 'Action:'; expected e.g. click('12'), Click [12] or click [12]")

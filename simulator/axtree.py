@@ -249,6 +249,11 @@ def _attrs(el) -> dict:
     return dict(el.items())
 
 
+def _given(el, tag: str | None, a: dict | None) -> tuple[str, dict]:
+    """``el``'s tag and attribute dict, unless the caller has read them already."""
+    return (_tag(el) if tag is None else tag), (_attrs(el) if a is None else a)
+
+
 # ------------------------------------------------------------------------------------------ roles
 INPUT_ROLES = {"button": "button", "submit": "button", "reset": "button", "image": "button", "file": "button",
                "checkbox": "checkbox", "radio": "radio", "range": "slider", "number": "spinbutton",
@@ -517,10 +522,7 @@ class _Builder:
         return [first] if first is not None else []
 
     def disabled(self, el, tag: str | None = None, a: dict | None = None) -> bool:
-        if tag is None:
-            tag = _tag(el)
-        if a is None:
-            a = _attrs(el)
+        tag, a = _given(el, tag, a)
         v = a.get("aria-disabled")
         if v is not None and v.strip().lower() == "true":
             return True
@@ -546,10 +548,7 @@ class _Builder:
 
     # ---------------------------------------------------------------- roles and names
     def role(self, el, tag: str | None = None, a: dict | None = None) -> str:
-        if tag is None:
-            tag = _tag(el)
-        if a is None:
-            a = _attrs(el)
+        tag, a = _given(el, tag, a)
         explicit = a.get("role")
         if explicit:
             explicit = explicit.split()
@@ -731,10 +730,7 @@ class _Builder:
     # ---------------------------------------------------------------- properties
     def props(self, el, role: str, tag: str | None = None, a: dict | None = None) -> tuple[str | None, list]:
         """(node value, [(property, value)]) in Chromium's order."""
-        if tag is None:
-            tag = _tag(el)
-        if a is None:
-            a = _attrs(el)
+        tag, a = _given(el, tag, a)
         props = []
         value = None
         if self.focused is el:
@@ -833,7 +829,7 @@ class _Builder:
 
     def _children_into(self, el, tag: str, preformatted: bool, nodes: list, css: str, xp: str) -> None:
         """Append the nodes of ``el``'s children (elements and text) to ``nodes``; ``css`` and
-        ``xp`` are ``el``'s paths (:func:`element_paths`)."""
+        ``xp`` are ``el``'s paths (:func:`css_path`, :func:`xpath`)."""
         if not len(el):  # no children at all
             if tag not in _NO_CONTENT:
                 text = el.text
@@ -986,35 +982,6 @@ def css_escape(ident: str) -> str:
         else:
             out.append("\\" + ch)
     return "".join(out)
-
-
-def element_paths(doc) -> dict:
-    """``{element: (css_path, xpath)}`` for every element, in one pass (same results as
-    :func:`css_path` and :func:`xpath`)."""
-    out: dict = {}
-    root_tag = _tag(doc)
-    out[doc] = ("", "/" + root_tag)
-    stack = [(doc, "", "/" + root_tag)]
-    while stack:
-        parent, parent_css, parent_x = stack.pop()
-        kids = _children(parent)
-        totals: dict = {}
-        for k in kids:
-            totals[k.tag] = totals.get(k.tag, 0) + 1
-        seen: dict = {}
-        for k in kids:
-            tag = k.tag
-            n = seen[tag] = seen.get(tag, 0) + 1
-            ident = k.get("id")
-            if ident:
-                css = "#" + css_escape(ident)
-            else:
-                step = f"{tag}:nth-of-type({n})"
-                css = f"{parent_css} > {step}" if parent_css else step
-            x = f"{parent_x}/{tag}[{n}]" if totals[tag] > 1 else f"{parent_x}/{tag}"
-            out[k] = (css, x)
-            stack.append((k, css, x))
-    return out
 
 
 def css_path(el) -> str:
@@ -1332,10 +1299,7 @@ class Tree:
 
 
 def _clickable(el, role: str, tag: str | None = None, a: dict | None = None) -> bool:
-    if tag is None:
-        tag = _tag(el)
-    if a is None:
-        a = _attrs(el)
+    tag, a = _given(el, tag, a)
     if tag == "a" and "href" in a:
         return True
     if tag in _CLICKABLE_TAGS:

@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 extras="${1:-test}"
 py="${PYTHON:-python3}"
 stamp=".venv/.installed-${extras//,/-}"
+# apt-get runs through sudo unless we are root
+sudo_cmd=""
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd="sudo"; fi
 
 if ! "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
   echo "bootstrap: webfreeze needs Python 3.11 or newer as '$py'" >&2
@@ -16,8 +19,6 @@ fi
 if ! "$py" -c 'import ensurepip, venv' 2>/dev/null; then
   ver=$("$py" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
   echo "bootstrap: installing python${ver}-venv with apt-get" >&2
-  sudo_cmd=""
-  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "python${ver}-venv" || \
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq python3-venv
@@ -36,8 +37,6 @@ if [ "${WEBFREEZE_BENCH:-}" = 1 ] && ! command -v nginx >/dev/null 2>&1 && [ ! -
 fi
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
   echo "bootstrap: installing ${apt_pkgs[*]} with apt-get" >&2
-  sudo_cmd=""
-  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   # no service start-up during install (there may be no init system at all)
   DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $sudo_cmd apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null
@@ -54,8 +53,6 @@ fi
 if [ -z "${WEBFREEZE_CHROMIUM:-}" ] && ! command -v chromium-headless-shell >/dev/null 2>&1 \
     && [ ! -f .venv/.no-headless-shell ] && apt-cache show chromium-headless-shell >/dev/null 2>&1; then
   echo "bootstrap: installing chromium-headless-shell with apt-get" >&2
-  sudo_cmd=""
-  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   log=$(mktemp)
   if ! { DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium-headless-shell >"$log" 2>&1 ||
          { $sudo_cmd apt-get update -qq >"$log" 2>&1 &&

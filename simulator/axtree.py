@@ -1022,33 +1022,39 @@ def xpath(el) -> str:
 _FLAG_PROPERTIES = frozenset({"required", "focused", "atomic"})
 
 
-def _render_plain(node: _Node, depth: int, parent_name: str, lines: list, ignored: frozenset) -> None:
+def _prop_attrs(props: list, ignored) -> list:
+    """A node's properties as the flattened tree shows them (``focused``, ``level=2``)."""
+    attrs = []
+    for pname, pvalue in props:
+        if pname in ignored:
+            continue
+        if pname in _FLAG_PROPERTIES:
+            if pvalue:
+                attrs.append(pname)
+        else:
+            attrs.append(f"{pname}={pvalue!r}")
+    return attrs
+
+
+def _node_line(node: _Node, attrs: list) -> str:
+    """``[bid] role 'name' value='v', attr, attr`` (no indent)."""
+    line = f"{node.role} {node.name.strip()!r}"
+    if node.bid is not None:
+        line = f"[{node.bid}] {line}"
+    if node.value is not None:
+        line += f" value={node.value!r}"
+    if attrs:
+        line += ", " + ", ".join(attrs)
+    return line
+
+
+def _render_plain(node: _Node, depth: int, lines: list, ignored: frozenset) -> None:
     """``Tree.text()`` with no box, clickable or visible marks (the observation's ``axtree_text``)."""
     role = node.role
-    skip = role == "none" or role in IGNORED_ROLES
-    attrs = None
-    if node.props:
-        attrs = []
-        for pname, pvalue in node.props:
-            if pname in ignored:
-                continue
-            if pname in _FLAG_PROPERTIES:
-                if pvalue:
-                    attrs.append(pname)
-            else:
-                attrs.append(f"{pname}={pvalue!r}")
+    attrs = _prop_attrs(node.props, ignored) if node.props else None
     name = node.name
-    if role == "generic" and not attrs:
-        skip = True
-    if not skip:
-        line = f"{role} {name.strip()!r}"
-        if node.bid is not None:
-            line = f"[{node.bid}] {line}"
-        if node.value is not None:
-            line += f" value={node.value!r}"
-        if attrs:
-            line += ", " + ", ".join(attrs)
-        lines.append("\t" * depth + line)
+    if not (role == "none" or role in IGNORED_ROLES or (role == "generic" and not attrs)):
+        lines.append("\t" * depth + _node_line(node, attrs))
         depth += 1
     indent = None
     for child in node.children:
@@ -1058,7 +1064,7 @@ def _render_plain(node: _Node, depth: int, parent_name: str, lines: list, ignore
                     indent = "\t" * depth
                 lines.append(f"{indent}StaticText {child.strip()!r}")
         else:
-            _render_plain(child, depth, name, lines, ignored)
+            _render_plain(child, depth, lines, ignored)
 
 
 class Tree:
@@ -1104,7 +1110,7 @@ class Tree:
         lines: list = []
         if not (with_visible or with_clickable or with_bbox or filter_visible_only or
                 isinstance(ignored_properties, str)) and remove_redundant_static_text:
-            _render_plain(self._root, 0, "", lines, frozenset(ignored_properties))
+            _render_plain(self._root, 0, lines, frozenset(ignored_properties))
             return "\n".join(lines)
         geometry = self._b.geometry
 
@@ -1114,21 +1120,10 @@ class Tree:
                     lines.append("\t" * depth + f"StaticText {node.strip()!r}")
                 return
             skip = node.role in IGNORED_ROLES or node.role == "none"
-            attrs = []
-            for pname, pvalue in node.props:
-                if pname in ignored_properties:
-                    continue
-                if pname in ("required", "focused", "atomic"):
-                    if pvalue:
-                        attrs.append(pname)
-                else:
-                    attrs.append(f"{pname}={pvalue!r}")
+            attrs = _prop_attrs(node.props, ignored_properties)
             if node.role == "generic" and not attrs:
                 skip = True
-            if node.role == "StaticText":
-                if remove_redundant_static_text and node.name in parent_name:
-                    skip = True
-            elif node.bid is not None and not skip:
+            if node.bid is not None and not skip:
                 extra = []
                 g = geometry.get(node.bid)
                 visible = bool(g[4]) if g is not None and len(g) > 4 else True
@@ -1144,14 +1139,7 @@ class Tree:
                     extra.append("visible")
                 attrs = extra + attrs
             if not skip:
-                s = f"{node.role} {node.name.strip()!r}"
-                if node.bid is not None:
-                    s = f"[{node.bid}] " + s
-                if node.value is not None:
-                    s += f" value={node.value!r}"
-                if attrs:
-                    s += ", " + ", ".join(attrs)
-                lines.append("\t" * depth + s)
+                lines.append("\t" * depth + _node_line(node, attrs))
             for child in node.children:
                 visit(child, depth if skip else depth + 1, node.name)
 

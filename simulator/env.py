@@ -369,7 +369,8 @@ class _TextBackend:
 class _Loop:
     """A private asyncio loop on its own thread. The browser backend drives Playwright's async API
     there, so that work for the next episode (a fresh context and page: Chromium starting a
-    renderer, ~150 ms) goes on between the environment's calls instead of inside ``reset``."""
+    renderer, ~80 ms in the headless shell) goes on between the environment's calls instead of
+    inside ``reset``."""
 
     def __init__(self):
         self.loop = asyncio.new_event_loop()

@@ -70,7 +70,8 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import launch_chromium, new_context, track_inflight, wait_network_quiet
+    from webfreeze.simulator.browser import (launch_chromium, new_context, still_screenshot, track_inflight,
+                                             wait_network_quiet)
 
     start = urldefrag(start)[0]
     in_scope = scope_matcher(start, scope)
@@ -104,7 +105,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                         wait_network_quiet(page, inflight)
                         title = page.title()
                         dom = page.content().encode("utf-8")
-                        shot = page.screenshot(full_page=True, type="png")
+                        shot = still_screenshot(page)
                         links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
                     except PlaywrightError as exc:
                         title, dom, shot, links = "", None, None, []

@@ -264,3 +264,27 @@ def wait_network_quiet(page, inflight: set, *, quiet_ms: float = QUIET_MS,
         elif (time.monotonic() - quiet_since) * 1000 >= quiet_ms:
             return
         page.wait_for_timeout(poll_ms)
+
+
+# Before a full-page screenshot that must come out the same on every run: web fonts loaded, every
+# loaded image decoded, then two animation frames (the second starts after the first was painted).
+# Bounded, so a page that never settles still gets its screenshot.
+PAINT_SETTLE_JS = """async (limitMs) => {
+  const settled = (async () => {
+    if (document.fonts && document.fonts.ready) await document.fonts.ready;
+    await Promise.all(Array.from(document.images)
+      .filter((img) => img.complete && img.naturalWidth > 0)
+      .map((img) => img.decode().catch(() => null)));
+    await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+  })();
+  await Promise.race([settled, new Promise((done) => setTimeout(done, limitMs))]);
+}"""
+PAINT_SETTLE_LIMIT_MS = 2000
+
+
+def still_screenshot(page) -> bytes:
+    """A full-page PNG of a settled page (fonts, image decoding, a painted frame; CSS animations
+    and transitions stopped, the caret hidden), for screenshots compared byte for byte: the
+    crawl's and ``replay check``'s."""
+    page.evaluate(PAINT_SETTLE_JS, PAINT_SETTLE_LIMIT_MS)
+    return page.screenshot(full_page=True, type="png", animations="disabled", caret="hide")

@@ -79,7 +79,8 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import launch_chromium, new_context, track_inflight, wait_network_quiet
+    from webfreeze.simulator.browser import (launch_chromium, new_context, still_screenshot, track_inflight,
+                                             wait_network_quiet)
 
     archive_path = Path(archive_path)
     if not archive_path.exists():
@@ -123,7 +124,7 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
                     page.goto(rec["url"], wait_until="load", timeout=30_000)
                     wait_network_quiet(page, inflight)
                     dom = page.content().encode("utf-8")
-                    shot = page.screenshot(full_page=True, type="png")
+                    shot = still_screenshot(page)
                 except PlaywrightError as exc:
                     error = str(exc).splitlines()[0]
                 context.close()

@@ -155,7 +155,8 @@ def _parse(text: str):
     # lxml refuses str input with an XML encoding declaration, so parse UTF-8 bytes.
     data = text.encode("utf-8", "surrogatepass")
     # Plain lxml.etree elements: lxml.html's element classes cost a Python lookup per element.
-    parser = etree.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True)
+    # No libxml2 id table (collect_ids): ids are looked up through _Builder.ids, never XPath id().
+    parser = etree.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True, collect_ids=False)
     if not data.strip():
         data = b"<html><body></body></html>"
     try:

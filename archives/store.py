@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import sqlite3
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -109,6 +110,53 @@ def check_new_file(path: Path) -> None:
         raise ArchiveError(f"{path.parent}: no such directory")
     if not os.access(path.parent, os.W_OK):
         raise ArchiveError(f"{path.parent}: directory is not writable")
+
+
+def archive_files(archive: str | os.PathLike) -> list[Path]:
+    """The files an archive at ``archive`` consists of (the database and SQLite's side files)."""
+    return [Path(f"{archive}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
+
+
+def check_output_file(path: str | os.PathLike, *, overwrite: bool = True, protect=(), what: str = "output") -> Path:
+    """Refuse, in one line, an output path whose writing would destroy something: one of the
+    files of the archives in ``protect`` (the ones being read), something that is not a regular
+    file (a directory, a device), an existing file unless ``overwrite``; or where no file can be
+    made. Returns the path."""
+    path = Path(path)
+    if path.exists():
+        for archive in protect:
+            for f in archive_files(archive):
+                if f.exists() and os.path.samefile(path, f):
+                    raise ArchiveError(f"{path}: is the archive {archive}; choose another {what} file")
+        if not path.is_file():
+            raise ArchiveError(f"{path}: exists and is not a regular file; choose another {what} file")
+        if not overwrite:
+            raise ArchiveError(f"{path}: already exists (use --force to replace it)")
+        if not os.access(path.parent, os.W_OK):
+            raise ArchiveError(f"{path.parent}: directory is not writable")
+    else:
+        check_new_file(path)
+    return path
+
+
+def write_atomically(path: str | os.PathLike, data: bytes | str) -> None:
+    """Write ``data`` to a temporary file beside ``path`` and rename it into place: readers see
+    the old file or the whole new one, and a failure (disk full) leaves nothing behind."""
+    path = Path(path)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; this is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 @dataclass
@@ -854,7 +902,11 @@ def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]
     _remove_stale_partials(final)
     tmp = final.with_name(f".{final.name}.partial-{os.getpid()}")
     _remove_db_files(tmp)
-    arc = Archive.create(tmp, _private=True, **meta)
+    try:
+        arc = Archive.create(tmp, _private=True, **meta)
+    except BaseException:
+        _remove_db_files(tmp)  # the disk filled while the schema was written
+        raise
     try:
         yield arc
         arc.close()
@@ -863,8 +915,12 @@ def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]
             raise ArchiveError(f"{final}: was created by someone else meanwhile")
         os.replace(tmp, final)
     except BaseException:
-        arc.close()
-        _remove_db_files(tmp)
+        try:
+            arc.close()  # may fail too (a full disk): the files go anyway
+        except Exception:
+            pass
+        finally:
+            _remove_db_files(tmp)
         raise
 
 

@@ -20,7 +20,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from .errors import ArchiveError
-from .store import Archive, check_new_file, extra_of
+from .store import Archive, archive_files, check_output_file, extra_of
 from .timeutil import normalize_time, to_warc_date
 from .wacz import page_entry, write_wacz
 
@@ -83,7 +83,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
             continue
         resp_headers = archive.headers(row, "resp_headers")
         statusline = f"{row['status']} {row['reason'] or ''}".rstrip()
-        http = StatusAndHeaders(statusline, resp_headers, protocol=row["http_version"] or "HTTP/1.1")
+        http = _HttpHeaders(statusline, resp_headers, protocol=row["http_version"] or "HTTP/1.1")
         first = written.get(row["payload"])
         if first is not None and row["payload_size"] > 0:
             # Same payload as an earlier record: an identical-payload-digest revisit, as crawlers write.
@@ -99,7 +99,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
         if row["req_headers"] is not None:
             req_body = archive.get_blob(row["req_body"]) if row["req_body"] else b""
             req_line = f"{row['method']} {_request_target(row['url'])} HTTP/1.1"
-            req_http = StatusAndHeaders(req_line, archive.headers(row, "req_headers"), protocol="HTTP/1.1",
+            req_http = _HttpHeaders(req_line, archive.headers(row, "req_headers"), protocol="HTTP/1.1",
                                         is_http_request=True)
             req = writer.create_warc_record(
                 row["url"], "request", payload=io.BytesIO(req_body), length=len(req_body), http_headers=req_http,
@@ -113,20 +113,28 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
     return count
 
 
+class _HttpHeaders(StatusAndHeaders):
+    """HTTP headers as written: warcio percent-encodes values that are not ASCII (RFC 8187), but a
+    header *name* that is not ASCII (an invalid line the import kept) made it fail; such a block is
+    written back as the Latin-1 bytes it was read from."""
+
+    def to_ascii_bytes(self, filter_func=None):
+        try:
+            return super().to_ascii_bytes(filter_func)
+        except UnicodeEncodeError:
+            return self.to_str(filter_func).encode("latin-1", "replace") + b"\r\n"
+
+
 def export(archive_path: str | os.PathLike, out: str | os.PathLike, fmt: str,
            progress: Callable[[int], None] | None = None, *, overwrite: bool = False) -> int:
     """Export to ``out`` atomically (written beside it, renamed into place when complete).
 
     An existing ``out`` is replaced only with ``overwrite``, and never when it is the archive."""
     out = Path(out)
-    if out.exists() and out.resolve() == Path(archive_path).resolve():
+    if out.exists() and any(f.exists() and os.path.samefile(out, f) for f in archive_files(archive_path)):
         raise ArchiveError(f"{out}: is the archive being exported")
-    if out.exists() and not overwrite:
-        raise ArchiveError(f"{out}: already exists (use --force to replace it)")
-    if out.is_dir():
-        raise ArchiveError(f"{out}: is a directory")
-    if not out.exists():
-        check_new_file(out)
+    # an existing file only with overwrite; never a directory or a device (it would be replaced)
+    check_output_file(out, overwrite=overwrite, what="output")
     with Archive.open(archive_path) as arc:
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
         umask = os.umask(0)

@@ -92,11 +92,10 @@ def status_line_of(record) -> tuple[int, str, str]:
     protocol = (hh.protocol or "HTTP/1.1").strip()
     line = (hh.statusline or "").strip()
     code, _, reason = line.partition(" ")
-    try:
-        status = int(code)
-    except ValueError:
-        raise BadInput(f"malformed HTTP status line {hh.statusline!r}") from None
-    return status, reason, protocol
+    # HTTP's status code is three digits, 100 to 999 (RFC 9110, section 15)
+    if len(code) != 3 or not code.isascii() or not code.isdigit() or code[0] == "0":
+        raise BadInput(f"malformed HTTP status line {hh.statusline!r} (the status must be 3 digits, 100-999)")
+    return int(code), reason, protocol
 
 
 class WarcImporter:
@@ -173,7 +172,7 @@ class WarcImporter:
             raise BadInput(f"not a valid WARC/ARC file: {str(exc).strip().splitlines()[0]}") from None
         except (zlib.error, EOFError, gzip.BadGzipFile) as exc:
             raise BadInput(f"corrupt or truncated gzip data: {exc}") from None
-        except (ValueError, IndexError, KeyError, AttributeError, TypeError) as exc:
+        except (ValueError, IndexError, KeyError, AttributeError, TypeError, OverflowError) as exc:
             # warcio meets some malformed headers (no WARC-Target-URI on a response) with these
             raise BadInput(f"malformed record: {type(exc).__name__}: {exc}") from None
         if counter.count == 0:

@@ -9,6 +9,7 @@ resumes where it stopped when run again with the same start URL, scope and depth
 from __future__ import annotations
 
 import hashlib
+import http.client
 import re
 import socket
 import urllib.error
@@ -48,11 +49,20 @@ def scope_matcher(start: str, scope: str) -> Callable[[str], bool]:
     return lambda u: bool(rx.search(u))
 
 
-def check_reachable(url: str) -> None:
-    """Fail in one line, before anything is written, when the start URL cannot be fetched."""
-    parts = urlsplit(url)
+def check_url(url: str) -> None:
+    """Fail in one line on a start URL that is not a well-formed http(s) URL."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        raise ArchiveError(f"{url}: not a valid URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ArchiveError(f"{url}: not an http(s) URL")
+
+
+def check_reachable(url: str) -> None:
+    """Fail in one line, before anything is written, when the start URL cannot be fetched."""
+    check_url(url)
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=15) as resp:
             resp.read(1)
@@ -61,6 +71,8 @@ def check_reachable(url: str) -> None:
     except (urllib.error.URLError, socket.timeout, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ArchiveError(f"{url}: unreachable ({reason})") from None
+    except (ValueError, http.client.HTTPException) as exc:  # a URL urllib cannot send (a space in the host)
+        raise ArchiveError(f"{url}: not a valid URL ({exc})") from None
 
 
 def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, scope: str = "host",

@@ -10,14 +10,13 @@ and also stored in the archive as ``trajectories/<session>.json``.
 from __future__ import annotations
 
 import json
-import os
 import runpy
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from webfreeze.archives import ArchiveError
+from webfreeze.archives.store import check_output_file, write_atomically
 
 from .proxy import RecordingProxy, free_port, open_for_recording, resolved_url
 
@@ -132,20 +131,6 @@ class TrajectoryLog:
         self.add({"action": "navigate", "target": None, "value": None, "url": url, "time": round(time.time(), 3)})
 
 
-def _write_atomically(path: Path, data: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def record_answer(page, text: str, locator=None, evidence: list[str] | None = None) -> None:
     """For scripts driving a session: log the task's answer ``text``, read from the element
     ``locator`` points at (a Playwright locator) when given. ``evidence`` lists strings the page must
@@ -168,14 +153,16 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
 
     from .crawl import check_reachable
 
-    out = Path(trajectory_path)
-    if not out.parent.is_dir():
-        raise ArchiveError(f"{out.parent}: no such directory")
+    # the trajectory goes beside the archive, never over it; checked before anything is recorded
+    out = check_output_file(trajectory_path, protect=[archive_path], what="trajectory")
     run = driver
     if script:
         if not Path(script).is_file():
-            raise ArchiveError(f"{script}: no such script")
-        run = runpy.run_path(script).get("run")
+            raise ArchiveError(f"{script}: no such script (or not a file)")
+        try:
+            run = runpy.run_path(script).get("run")
+        except Exception as exc:  # the script's own error, in one line
+            raise ArchiveError(f"{script}: cannot load it: {_one_line(exc)}") from None
         if not callable(run):
             raise ArchiveError(f"{script}: defines no run(page) function")
     elif run is None and not headed:
@@ -194,7 +181,11 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
                 page.on("framenavigated", lambda frame: log.navigated(frame.url) if frame == page.main_frame else None)
                 page.goto(start, wait_until="load")
                 if run is not None:
-                    run(page)
+                    try:
+                        run(page)
+                    except Exception as exc:
+                        raise ArchiveError(f"the session script failed: {_one_line(exc)} (what it loaded until then "
+                                           f"stays in {archive_path}; no trajectory written)") from None
                     page.wait_for_timeout(quiet_ms)  # let the last events arrive
                 else:
                     page.wait_for_event("close", timeout=0)
@@ -211,5 +202,10 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
             "steps": log.steps,
         }
         arc.put_document(f"trajectories/{proxy.session_id}.json", trajectory)
-    _write_atomically(out, trajectory)
+    write_atomically(out, json.dumps(trajectory, indent=2, ensure_ascii=False) + "\n")
     return trajectory
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

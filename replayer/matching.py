@@ -79,8 +79,21 @@ class Rules:
         unknown = sorted(set(data) - set(known))
         if unknown:
             raise ValueError(f"unknown replay rule(s): {', '.join(unknown)}")
-        # lists from JSON become the tuples the defaults are
-        kwargs = {k: tuple(v) if isinstance(known[k].default, tuple) else v for k, v in data.items()}
+        kwargs = {}
+        for k, v in data.items():
+            default = known[k].default
+            if isinstance(default, tuple):  # a list of strings in JSON, a tuple here
+                if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+                    raise ValueError(f"replay rule {k} must be a list of strings, not {json.dumps(v)}")
+                v = tuple(v)
+            elif isinstance(default, bool):
+                if not isinstance(v, bool):
+                    raise ValueError(f"replay rule {k} must be true or false, not {json.dumps(v)}")
+            elif isinstance(default, float):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+                    raise ValueError(f"replay rule {k} must be a number from 0 to 1, not {json.dumps(v)}")
+                v = float(v)
+            kwargs[k] = v
         return cls(**kwargs)
 
     def to_dict(self) -> dict:
@@ -108,8 +121,12 @@ class Rules:
 
 
 def split_url(url: str) -> tuple[str, str, str, list[tuple[str, str]]]:
-    """(scheme, host[:port], path, query pairs) with scheme/host lower-cased and default port dropped."""
-    parts = urlsplit(url)
+    """(scheme, host[:port], path, query pairs) with scheme/host lower-cased and default port dropped.
+    A URL that cannot be split (an unclosed IPv6 bracket) is all path: it matches only itself."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "", "", url, []
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
     try:
@@ -140,7 +157,10 @@ def path_key(url: str) -> str:
 
 
 def is_static(url: str, mime: str | None = None) -> bool:
-    path = urlsplit(url).path
+    try:
+        path = urlsplit(url).path
+    except ValueError:  # a malformed URL (an unclosed IPv6 bracket) as some archives hold
+        path = ""
     ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
     if ext in STATIC_EXTENSIONS:
         return True

@@ -34,6 +34,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import httptools
 
 from webfreeze.archives import Archive, ArchiveError
+from webfreeze.archives.store import check_output_file
 from webfreeze.archives.timeutil import parse_time, to_timestamp14
 
 from .content import DecodeError, content_encoding, decode_content
@@ -168,6 +169,8 @@ class ReplayServer:
     def _open(self) -> None:
         if not self.archive_path.exists():
             raise ReplayError(f"{self.archive_path}: no such archive")
+        if self.miss_report is not None:  # appended to on the first miss: refuse a bad path now
+            check_output_file(self.miss_report, protect=[self.archive_path], what="miss report")
         self.archive = Archive.open(self.archive_path)
         stored = self.archive.meta().get("replay_rules") or {}
         try:
@@ -693,6 +696,10 @@ class _Connection(asyncio.Protocol):
         keep = self.parser.should_keep_alive()
         try:
             head, body = self._dispatch(method, self._url.decode("latin-1"), self._headers, b"".join(self._body))
+        except ArchiveError as exc:  # a damaged archive (a corrupt blob): one line, not a traceback
+            log.error("cannot answer %s %s: %s", method, self._url.decode("latin-1"), exc)
+            self.server.stats["errors"] += 1
+            head, body = self.server._plain(500, f"webfreeze: cannot replay this request: {exc}\n")
         except Exception:  # never let one request take the server down
             log.exception("error answering %s %r", method, self._url)
             self.server.stats["errors"] += 1

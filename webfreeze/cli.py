@@ -15,14 +15,21 @@ import click
 
 from webfreeze import __version__
 from webfreeze.archives import Archive, ArchiveError
+from webfreeze.archives.store import check_output_file, write_atomically
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+SQLITE_MAX_INT = 2**63 - 1  # the largest number an archive's integer columns can hold
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> None:
-    """Print one error line and exit."""
-    click.echo(f"webfreeze: error: {message}", err=True)
+    """Print one error line and exit (a message of several lines is joined into one when short, as
+    click's list of choices; else its first line is kept, as a browser's launch log)."""
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    joined = " ".join(lines)
+    if len(lines) > 1 and len(joined) > 200:
+        joined = lines[0]
+    click.echo(f"webfreeze: error: {joined}", err=True)
     sys.exit(code)
 
 
@@ -188,7 +195,7 @@ def archive_info(archive_path, as_json):
 @click.option("--prefix", help="Only URLs under this URL prefix (compared in SURT form).")
 @click.option("--host", help="Only this host.")
 @click.option("--mime", help="Only this media type (wildcards: 'image/*').")
-@click.option("--status", type=int, help="Only this HTTP status.")
+@click.option("--status", type=click.IntRange(100, 999), help="Only this HTTP status.")
 @click.option("--method", help="Only this HTTP method.")
 @click.option("--since", help="Captured at or after (ISO 8601 or 1-14 digit timestamp).")
 @click.option("--until", help="Captured at or before.")
@@ -212,7 +219,8 @@ def archive_ls(archive_path, prefix, host, mime, status, method, since, until, l
 @archive.command("show")
 @click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
 @click.argument("url", required=False)
-@click.option("--id", "exchange_id", type=int, help="Show exchange number ID (as `ls --json` prints it).")
+@click.option("--id", "exchange_id", type=click.IntRange(1, SQLITE_MAX_INT),
+              help="Show exchange number ID (as `ls --json` prints it).")
 @click.option("--at", "when", help="Pick the capture closest to this time (default: the latest).")
 @click.option("--method", default=None, help="HTTP method (default: any).")
 @click.option("--raw", is_flag=True, help="Print the body as stored (no content decoding).")
@@ -225,8 +233,8 @@ def archive_show(archive_path, url, exchange_id, when, method, raw, headers_only
 
     if not url and exchange_id is None:
         fail("give a URL or --id", EXIT_USAGE)
-    if output and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
-        fail(f"{os.path.dirname(output)}: no such directory")
+    if output:
+        check_output_file(output, protect=[archive_path], what="output")
     with Archive.open(archive_path) as arc:
         if exchange_id is not None:
             row = arc.exchange(exchange_id)
@@ -261,8 +269,7 @@ def archive_show(archive_path, url, exchange_id, when, method, raw, headers_only
 
             body = decode_for_display(body, resp_headers)
         if output:
-            with open(output, "wb") as fh:
-                fh.write(body)
+            write_atomically(output, body)
             click.echo(f"# body ({len(body)} bytes) written to {output}")
         elif _looks_textual(row["mime"], body):
             click.echo(body.decode("utf-8", "replace"))
@@ -370,10 +377,18 @@ def archive_meta(archive_path, assignments):
         if not sep or key not in editable:
             fail(f"--set expects KEY=VALUE with KEY one of {', '.join(sorted(editable))}", EXIT_USAGE)
         if key == "replay_rules":
+            from webfreeze.replayer.matching import Rules
+
             try:
                 value = json.loads(value)
             except ValueError:
                 fail("replay_rules must be JSON", EXIT_USAGE)
+            if not isinstance(value, dict):
+                fail("replay_rules must be a JSON object", EXIT_USAGE)
+            try:
+                Rules.from_dict(value)
+            except (TypeError, ValueError) as exc:
+                fail(f"bad replay_rules: {exc}", EXIT_USAGE)
         updates[key] = value
     with Archive.open(archive_path, write=True) as arc:
         with arc.transaction():
@@ -425,9 +440,10 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve):
     Each page gets a full-page screenshot and a DOM snapshot; every request is recorded. Running the
     same crawl again resumes it.
     """
-    from webfreeze.recorder.crawl import crawl, scope_matcher
+    from webfreeze.recorder.crawl import check_url, crawl, scope_matcher
     from webfreeze.recorder.proxy import parse_resolve
 
+    check_url(url)
     scope_matcher(url, scope)  # a bad regex fails before anything starts
     table = parse_resolve(resolve)
     progress, advance = progress_bar(max_pages, "crawling", unit="pages")
@@ -456,9 +472,11 @@ def record_session(url, archive_path, trajectory, headed, script, resolve):
     Clicks, text entry, selects, form submissions, scrolls and navigations are logged with the
     target's role, accessible name, CSS path and text, plus URL and time.
     """
+    from webfreeze.recorder.crawl import check_url
     from webfreeze.recorder.proxy import parse_resolve
     from webfreeze.recorder.session import record_session as run_session
 
+    check_url(url)
     result = run_session(archive_path, url, trajectory, headed=headed, script=script,
                          resolve=parse_resolve(resolve))
     click.echo(f"{len(result['steps'])} steps written to {trajectory}; exchanges recorded into {archive_path} "
@@ -616,7 +634,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.close()  # output piped into `head`: not an error
         sys.exit(0)
     except OSError as exc:
-        fail(f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}")
+        fail(f"{str(exc.filename) + ': ' if exc.filename else ''}{exc.strerror or exc}")
     except sqlite3.Error as exc:  # disk full, a locked or damaged file
         fail(f"archive storage error: {exc}")
     except RuntimeError as exc:

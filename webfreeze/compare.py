@@ -19,11 +19,18 @@ END_FIELDS = ("answer", "end", "final_state")
 
 def _load_run(run_dir) -> tuple[dict, dict[str, dict]]:
     from webfreeze.eval.report import build_report
+    from webfreeze.eval.trajectory import validate_trajectory
     from webfreeze.simulator.trajectory import without_timings
 
     run = Path(run_dir)
     if not (run / "manifest.json").is_file():
         raise ReportError(f"{run}: not a run directory (no manifest.json)")
+    try:
+        manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = None
+    if not isinstance(manifest, dict):
+        raise ReportError(f"{run / 'manifest.json'}: not a readable run manifest")
     report_path = run / "report.json"
     report = None
     if report_path.is_file():
@@ -31,14 +38,15 @@ def _load_run(run_dir) -> tuple[dict, dict[str, dict]]:
             report = json.loads(report_path.read_text(encoding="utf-8"))
         except ValueError:
             report = None
-    if report is None:
+    if not isinstance(report, dict) or not isinstance(report.get("tasks", {}), dict):
         report, _ = build_report(run)
     trajectories = {}
     for p in sorted((run / "trajectories").glob("*.json")):
         try:
-            trajectories[p.stem] = without_timings(json.loads(p.read_text(encoding="utf-8")))
+            data = json.loads(p.read_text(encoding="utf-8"))
         except ValueError:
             raise ReportError(f"{p}: not valid JSON") from None
+        trajectories[p.stem] = without_timings(validate_trajectory(data, str(p)))
     return report, trajectories
 
 

@@ -76,15 +76,10 @@ def pixel_difference(png_a: bytes | None, png_b: bytes | None) -> float | None:
 def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, seed: int = 0,
           limit: int | None = None, progress=None, confdir=None) -> dict:
     """Run the check and write the report; returns the report dict."""
-    from playwright.sync_api import Error as PlaywrightError
-    from playwright.sync_api import sync_playwright
-
-    from webfreeze.simulator.browser import (launch_chromium, new_context, still_screenshot, track_inflight,
-                                             wait_network_quiet)
-
     archive_path = Path(archive_path)
     if not archive_path.exists():
         raise ArchiveError(f"{archive_path}: no such archive")
+    out = _report_dir(Path(report_dir), archive_path)
     with Archive.open(archive_path) as arc:
         pages = [dict(p) for p in arc.pages()]
         if limit:
@@ -95,11 +90,47 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
                                  arc.get_blob(p["screenshot"]) if p["screenshot"] else None)
     if not pages:
         raise ArchiveError(f"{archive_path}: no page records to check (record them with `webfreeze record crawl`)")
-    out = Path(report_dir)
     partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
     if partial.exists():
         shutil.rmtree(partial)
     (partial / "pages").mkdir(parents=True)
+    try:
+        return _check(archive_path, pages, captured, out, partial, seed, confdir, progress)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)  # no half-written report left behind
+        raise
+
+
+def _report_dir(out: Path, archive_path: Path) -> Path:
+    """The report directory, resolved; refused when replacing it would delete anything but an
+    earlier report (another directory's files, the archive being checked)."""
+    out = out.resolve()
+    if out.exists():
+        if not out.is_dir():
+            raise ArchiveError(f"{out}: exists and is not a directory; choose a new --report directory")
+        if any(out.iterdir()) and not _holds_report(out):
+            raise ArchiveError(f"{out}: exists, is not empty and holds no replay check report; "
+                               "choose an empty or new --report directory")
+    if out == Path(out.anchor) or out in archive_path.resolve().parents:
+        raise ArchiveError(f"{out}: the archive is inside it; choose another --report directory")
+    return out
+
+
+def _holds_report(path: Path) -> bool:
+    try:
+        return json.loads((path / "report.json").read_text(encoding="utf-8")).get("format") == "webfreeze-replay-check"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: Path, seed: int, confdir,
+           progress) -> dict:
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.simulator.browser import (launch_chromium, new_context, still_screenshot, track_inflight,
+                                             wait_network_quiet)
+
     results = []
     server = ReplayServer(archive_path, mode="proxy", seed=seed, miss_report=partial / "misses.jsonl",
                           confdir=confdir).start()

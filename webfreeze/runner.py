@@ -99,7 +99,7 @@ def prepare(config: RunConfig) -> Prepared:
     """Check everything and create (or reopen) the run directory; nothing is written before all
     checks pass."""
     from webfreeze.agents import AgentError, make_agent
-    from webfreeze.archives import archive_digest
+    from webfreeze.archives import Archive, ArchiveError, archive_digest
     from webfreeze.eval.tasks import TaskError, load_suite
 
     if config.backend not in BACKENDS:
@@ -119,6 +119,10 @@ def prepare(config: RunConfig) -> Prepared:
     if not suite.tasks:
         raise RunError(f"{config.suite}: the suite has no tasks")
     archive = resolve_archive(suite, config.archive)
+    try:  # an archive that cannot be opened is refused before anything is written
+        Archive.open(archive).close()
+    except ArchiveError as exc:
+        raise RunError(str(exc)) from None
     digest = archive_digest(archive)
     site_models = dict((suite.manifest or {}).get("site_models") or {})
     site_models.update(config.site_models)

@@ -1,0 +1,284 @@
+"""Outputs that would destroy something are refused, bad values are one-line errors: what an audit
+of every command's error paths found (an archive overwritten by ``show -o``, ``replay check``
+wiping the folder that held the archive, tracebacks on huge numbers, invalid URLs or bad rules)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+
+import pytest
+from test_bad_input import assert_one_line_error, write_warc
+
+from webfreeze.demo import SUITE
+
+
+@pytest.fixture
+def archive(samples, tmp_path, cli):
+    path = tmp_path / "a.wfz"
+    r = cli("archive", "import", samples / "iana.warc.gz", "--to", path)
+    assert r.returncode == 0, r.stderr
+    return path
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_replay_check_never_replaces_a_folder_that_is_not_a_report(archive, tmp_path, cli):
+    before = digest(archive)
+    # the folder holding the archive (it used to be wiped, archive included)
+    assert_one_line_error(cli("replay", "check", archive, "--report", tmp_path), contains="holds no replay check report")
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "precious.txt").write_text("keep me")
+    assert_one_line_error(cli("replay", "check", archive, "--report", other), contains="not empty")
+    assert (other / "precious.txt").read_text() == "keep me"
+    assert_one_line_error(cli("replay", "check", archive, "--report", "/dev/null"), contains="not a directory")
+    assert_one_line_error(cli("replay", "check", archive, "--report", ".", cwd=tmp_path), contains="not empty")
+    assert digest(archive) == before
+    # an empty folder is fine: the check goes on (and stops here on the archive, which has no pages)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_one_line_error(cli("replay", "check", archive, "--report", empty), contains="no page records")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_show_and_session_outputs_never_overwrite_the_archive(archive, tmp_path, cli):
+    before = digest(archive)
+    assert_one_line_error(cli("archive", "show", archive, "--id", "1", "-o", archive), contains="is the archive")
+    assert_one_line_error(cli("archive", "show", archive, "--id", "1", "-o", tmp_path / "no" / "body"),
+                          contains="no such directory")
+    script = tmp_path / "noop.py"
+    script.write_text("def run(page):\n    pass\n")
+    assert_one_line_error(cli("record", "session", "http://127.0.0.1:9/", "--archive", archive, "--trajectory", archive,
+                              "--script", script), contains="is the archive")
+    assert digest(archive) == before
+    # an ordinary output file is (re)written whole
+    out = tmp_path / "body.html"
+    out.write_text("old")
+    r = cli("archive", "show", archive, "--id", "1", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() != b"old" and out.stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_session_script_errors_are_one_line(archive, tmp_path, cli):
+    broken = tmp_path / "broken.py"
+    broken.write_text("def run(page:\n")
+    assert_one_line_error(cli("record", "session", "http://127.0.0.1:9/", "--archive", tmp_path / "s.wfz",
+                              "--trajectory", tmp_path / "t.json", "--script", broken), contains="SyntaxError")
+    assert not (tmp_path / "s.wfz").exists() and not (tmp_path / "t.json").exists()
+
+
+def test_export_refuses_to_replace_what_is_not_a_regular_file(archive, tmp_path, cli):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert_one_line_error(cli("archive", "export", archive, "--format", "warc", "-o", fifo, "--force"),
+                          contains="not a regular file")
+    assert fifo.is_fifo()
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    assert_one_line_error(cli("archive", "export", archive, "--format", "warc", "-o", folder, "--force"), code=2,
+                          contains="is a directory")
+    # a missing --format lists the choices on one line
+    assert_one_line_error(cli("archive", "export", archive, "-o", tmp_path / "x.warc.gz"), code=2, contains="warc")
+
+
+def test_replay_serve_refuses_a_bad_miss_report_before_serving(archive, tmp_path, cli):
+    before = digest(archive)
+    assert_one_line_error(cli("replay", "serve", archive, "--port", "0", "--miss-report", archive, timeout=60),
+                          contains="is the archive")
+    assert_one_line_error(cli("replay", "serve", archive, "--port", "0", "--miss-report", tmp_path / "no" / "m.jsonl",
+                              timeout=60), contains="no such directory")
+    assert digest(archive) == before
+
+
+@pytest.mark.parametrize("rules, message", [
+    ({"bogus": 1}, "unknown replay rule"),
+    ({"drop_prefixes": [1, 2]}, "list of strings"),
+    ({"fuzzy_threshold": "abc"}, "number from 0 to 1"),
+    ({"fuzzy": "yes"}, "true or false"),
+])
+def test_bad_replay_rules_are_refused_when_set_and_when_served(archive, tmp_path, cli, rules, message):
+    rules_file = tmp_path / "rules.json"
+    rules_file.write_text(json.dumps(rules))
+    assert_one_line_error(cli("replay", "serve", archive, "--port", "0", "--rules", rules_file, timeout=60),
+                          contains=message)
+    assert_one_line_error(cli("archive", "meta", archive, "--set", f"replay_rules={json.dumps(rules)}"), code=2,
+                          contains=message)
+    shown = json.loads(cli("archive", "meta", archive).stdout)
+    assert shown["replay_rules"] == {}
+
+
+def test_numbers_an_archive_cannot_hold_are_usage_errors(archive, cli):
+    huge = "99999999999999999999999"
+    assert_one_line_error(cli("archive", "ls", archive, "--status", huge), code=2, contains="--status")
+    assert_one_line_error(cli("archive", "show", archive, "--id", huge), code=2, contains="--id")
+
+
+def _warc_with(path, status_line: str | None = None, content_length: str | None = None) -> None:
+    body = b"hello"
+    http = f"HTTP/1.1 {status_line or '200 OK'}\r\nContent-Type: text/html\r\nContent-Length: 5\r\n\r\n".encode() + body
+    head = ("WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-000000000001>\r\n"
+            "WARC-Date: 2020-01-01T00:00:00Z\r\nWARC-Target-URI: http://a.example/\r\n"
+            "Content-Type: application/http; msgtype=response\r\n"
+            f"Content-Length: {content_length or len(http)}\r\n\r\n").encode()
+    path.write_bytes(head + http + b"\r\n\r\n")
+
+
+@pytest.mark.parametrize("status", ["99999 OK", "-200 OK", "0 OK", "099 OK", "99999999999999999999999 OK"])
+def test_import_refuses_impossible_http_statuses(tmp_path, cli, status):
+    src = tmp_path / "s.warc"
+    _warc_with(src, status_line=status)
+    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="status")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.warc"]
+
+
+def test_import_of_a_record_with_an_absurd_length_is_one_line(tmp_path, cli):
+    src = tmp_path / "cl.warc"
+    _warc_with(src, content_length="99999999999999999999")
+    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="malformed record")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cl.warc"]
+    # and a valid three-digit status still imports
+    ok = tmp_path / "ok.warc"
+    write_warc(ok, [("http://a.example/", b"<html>fine</html>")], gz=False)
+    assert cli("archive", "import", ok, "--to", tmp_path / "b.wfz").returncode == 0
+
+
+@pytest.mark.parametrize("url, message", [("http://[::1", "not a valid URL"), ("http://a b/", "not a valid URL"),
+                                          ("http://x:99999/", "not a valid URL"), ("ftp://x/", "not an http(s) URL")])
+def test_recording_commands_refuse_invalid_urls(tmp_path, cli, url, message):
+    assert_one_line_error(cli("record", "crawl", url, "--archive", tmp_path / "c.wfz"), contains=message)
+    assert_one_line_error(cli("record", "session", url, "--archive", tmp_path / "c.wfz", "--trajectory",
+                              tmp_path / "t.json", "--headed"), contains=message)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bench_run_refuses_an_archive_it_cannot_open_and_writes_nothing(tmp_path, cli):
+    fake = tmp_path / "fake.wfz"
+    fake.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+    out = tmp_path / "run"
+    r = cli("bench", "run", SUITE, "--agent", "reference", "--backend", "text", "--out", out, "--archive", fake)
+    assert_one_line_error(r, contains="archive")
+    assert not out.exists()
+
+
+def test_bench_compare_refuses_runs_it_cannot_read(tmp_path, cli):
+    runs = []
+    for name, manifest in (("a", "{bad"), ("b", "[]")):
+        run = tmp_path / name
+        (run / "trajectories").mkdir(parents=True)
+        (run / "manifest.json").write_text(manifest)
+        runs.append(run)
+    assert_one_line_error(cli("bench", "compare", *runs), contains="not a readable run manifest")
+    # a trajectory that is not one
+    (runs[0] / "manifest.json").write_text("{}")
+    (runs[0] / "trajectories" / "t1.json").write_text(json.dumps({"steps": "x"}))
+    (runs[1] / "manifest.json").write_text("{}")
+    r = cli("bench", "compare", *runs)
+    assert r.returncode != 0 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_port_in_use_is_one_line(archive, cli):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert_one_line_error(cli("replay", "serve", archive, "--port", str(port), timeout=60), contains=str(port))
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 16 KiB tmpfs: a real full disk (needs root and permission to mount; skipped elsewhere)."""
+    import subprocess
+
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def test_a_full_disk_leaves_no_partial_files(samples, archive, full_disk, cli):
+    r = cli("archive", "import", samples / "iana.warc.gz", "--to", full_disk / "i.wfz")
+    assert_one_line_error(r, contains="full")
+    r = cli("archive", "merge", archive, "--into", full_disk / "m.wfz")
+    assert_one_line_error(r, contains="full")
+    big = next(line for line in cli("archive", "ls", archive, "--json").stdout.splitlines()
+               if json.loads(line)["payload_size"] > 100_000)
+    r = cli("archive", "show", archive, "--id", str(json.loads(big)["id"]), "--raw", "-o", full_disk / "big")
+    assert_one_line_error(r, contains="space")
+    assert list(full_disk.iterdir()) == []
+
+
+def test_a_header_name_that_is_not_ascii_still_exports(tmp_path, cli):
+    http = b"HTTP/1.1 200 OK\r\n\xff\xfe: \xff\r\nContent-Type: text/html\r\n\r\nbody"
+    head = (b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-000000000002>\r\n"
+            b"WARC-Date: 2020-01-01T00:00:00Z\r\nWARC-Target-URI: http://a.example/\r\n"
+            b"Content-Type: application/http; msgtype=response\r\n"
+            b"Content-Length: " + str(len(http)).encode() + b"\r\n\r\n")
+    src = tmp_path / "h.warc"
+    src.write_bytes(head + http + b"\r\n\r\n")
+    assert cli("archive", "import", src, "--to", tmp_path / "h.wfz").returncode == 0
+    for fmt in ("warc", "wacz"):
+        r = cli("archive", "export", tmp_path / "h.wfz", "--format", fmt, "-o", tmp_path / f"out.{fmt}")
+        assert r.returncode == 0, r.stderr
+    again = cli("archive", "import", tmp_path / "out.warc", "--to", tmp_path / "again.wfz")
+    assert again.returncode == 0, again.stderr
+    shown = cli("archive", "show", tmp_path / "again.wfz", "http://a.example/")
+    assert "body" in shown.stdout and "text/html" in shown.stdout
+
+
+def test_replay_of_a_corrupt_blob_is_a_one_line_log_and_a_500(tmp_path, caplog):
+    import logging
+    import urllib.error
+    import urllib.request
+
+    from webfreeze.archives import Archive
+    from webfreeze.archives.store import Exchange
+    from webfreeze.replayer.server import ReplayServer
+
+    target = tmp_path / "c.wfz"
+    body = ("<html><body>" + "lorem ipsum dolor sit amet " * 50 + "</body></html>").encode()
+    with Archive.create(target) as arc:
+        sid = arc.new_session("crawl")
+        arc.add_exchange(Exchange(url="http://example.com/", captured_at="2024-01-01T00:00:00Z", status=200,
+                                  resp_headers=[("Content-Type", "text/html")], payload=body, session_id=sid))
+    with Archive.open(target) as arc:
+        stored = arc.conn.execute("SELECT data FROM blobs").fetchone()[0]
+    raw = bytearray(target.read_bytes())
+    at = raw.find(stored)
+    raw[at + len(stored) // 2] ^= 0x01
+    target.write_bytes(bytes(raw))
+    with caplog.at_level(logging.ERROR), ReplayServer(target, mode="direct", port=0) as srv:
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"{srv.url}/2024id_/http://example.com/", timeout=30)
+        assert err.value.code == 500 and b"corrupt" in err.value.read()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info is None and "corrupt" in errors[0].getMessage()
+
+
+def test_an_archive_holding_a_malformed_url_still_replays(tmp_path, cli):
+    import urllib.request
+
+    from webfreeze.archives import Archive
+    from webfreeze.archives.store import Exchange
+    from webfreeze.replayer.server import ReplayServer
+
+    target = tmp_path / "u.wfz"
+    with Archive.create(target) as arc:
+        sid = arc.new_session("crawl")
+        for url in ("http://[::1", "http://ok.example/"):
+            arc.add_exchange(Exchange(url=url, captured_at="2024-01-01T00:00:00Z", status=200,
+                                      resp_headers=[("Content-Type", "text/plain")], payload=url.encode(),
+                                      session_id=sid))
+    with ReplayServer(target, mode="direct", port=0) as srv:
+        with urllib.request.urlopen(f"{srv.url}/2024id_/http://ok.example/", timeout=30) as resp:
+            assert resp.read() == b"http://ok.example/"

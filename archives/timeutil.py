@@ -24,8 +24,9 @@ def parse_time(value: str | datetime) -> datetime:
             padded = text + "00000101000000"[len(text):] if len(text) < 14 else text
             try:
                 dt = datetime.strptime(padded, "%Y%m%d%H%M%S")
-            except ValueError as exc:
-                raise ArchiveError(f"bad timestamp {value!r}: {exc}") from None
+            except ValueError:
+                raise ArchiveError(f"bad timestamp {value!r}: expected up to 14 digits YYYYMMDDhhmmss "
+                                   "that make a real date, or ISO 8601") from None
         else:
             try:
                 dt = datetime.fromisoformat(text.replace("z", "Z"))

@@ -169,7 +169,10 @@ class WarcImporter:
                 for record in it:
                     self._one(record, counter)
         except ArchiveLoadFailed as exc:
-            raise BadInput(f"not a valid WARC/ARC file: {str(exc).strip().splitlines()[0]}") from None
+            first = str(exc).strip().splitlines()[0]
+            if "\\x1f\\x8b" in first or "\x1f\x8b" in first:  # warcio read a gzip header as text
+                raise BadInput("corrupt gzip data: a member does not inflate (damaged bytes or checksum)") from None
+            raise BadInput(f"not a valid WARC/ARC file: {first}") from None
         except (zlib.error, EOFError, gzip.BadGzipFile) as exc:
             raise BadInput(f"corrupt or truncated gzip data: {exc}") from None
         except (ValueError, IndexError, KeyError, AttributeError, TypeError, OverflowError) as exc:
@@ -178,6 +181,9 @@ class WarcImporter:
         if counter.count == 0:
             raise BadInput("empty file")
         if self.stats.exchanges == 0 and not self.warcinfo and not self.stats.skipped:
+            if self.revisits_waiting:
+                raise BadInput(f"nothing to import: only revisit records ({len(self.revisits_waiting)}), and their "
+                               "originals are not in this file")
             raise BadInput("no WARC or ARC records found")
         self.stats.warnings += sum(1 for line in noise.getvalue().splitlines() if "WARNING" in line)
         return self.stats

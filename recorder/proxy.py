@@ -14,7 +14,7 @@ from pathlib import Path
 from webfreeze.archives import Archive, ArchiveError
 from webfreeze.archives.store import new_archive_atomically
 
-from webfreeze.replayer.tls import default_confdir  # one CA for recording and replay
+from webfreeze.replayer.tls import default_confdir, load_ca  # one CA for recording and replay
 
 from .addon import ArchiveRecorder
 
@@ -23,11 +23,8 @@ CA_NAME = "mitmproxy-ca-cert.pem"
 
 def ensure_ca(confdir: Path | None = None) -> Path:
     """Create the recording CA if needed and return the path of its certificate (PEM)."""
-    from mitmproxy.certs import CertStore
-
     confdir = Path(confdir or default_confdir())
-    confdir.mkdir(parents=True, exist_ok=True)
-    CertStore.from_store(str(confdir), "mitmproxy", 2048)
+    load_ca(confdir)
     return confdir / CA_NAME
 
 
@@ -48,8 +45,10 @@ def check_port(host: str, port: int) -> None:
             raise ArchiveError(f"cannot listen on {host}:{port}: {reason}") from None
 
 
-def open_for_recording(path: str | os.PathLike) -> Archive:
-    """Open (or create) the archive a recording writes into."""
+def open_for_recording(path: str | os.PathLike, confdir: Path | None = None) -> Archive:
+    """Open (or create) the archive a recording writes into; the recording CA (in ``confdir``) is
+    checked first, so that a broken one stops the recording before an archive is made."""
+    ensure_ca(confdir)
     p = Path(path)
     if p.exists():
         return Archive.open(p, write=True)

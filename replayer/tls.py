@@ -13,6 +13,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from webfreeze.archives import ArchiveError
+
 CA_BASENAME = "mitmproxy"
 
 
@@ -21,13 +23,25 @@ def default_confdir() -> Path:
     return Path(os.environ.get("WEBFREEZE_HOME") or Path.home() / ".webfreeze") / "mitmproxy"
 
 
+def load_ca(confdir: Path):
+    """mitmproxy's certificate store in ``confdir``, its CA made on first use; a CA file that
+    cannot be read is one line naming the folder."""
+    from mitmproxy.certs import CertStore  # the record/replay extras install it
+
+    confdir.mkdir(parents=True, exist_ok=True)
+    try:
+        return CertStore.from_store(str(confdir), CA_BASENAME, 2048)
+    except (ValueError, TypeError, OSError) as exc:
+        reason = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc) or type(exc).__name__
+        reason = reason.splitlines()[0].split(". ")[0]
+        raise ArchiveError(f"{confdir}: the webfreeze CA there cannot be read ({reason}); move the folder "
+                           "away to make a new CA (clients must then trust the new one)") from None
+
+
 class TlsContexts:
     def __init__(self, confdir: str | os.PathLike | None = None):
-        from mitmproxy.certs import CertStore  # the record/replay extras install it
-
         self.confdir = Path(confdir or default_confdir())
-        self.confdir.mkdir(parents=True, exist_ok=True)
-        self.store = CertStore.from_store(str(self.confdir), CA_BASENAME, 2048)
+        self.store = load_ca(self.confdir)
         self.ca_file = self.confdir / f"{CA_BASENAME}-ca-cert.pem"
         self._tmp = tempfile.TemporaryDirectory(prefix="webfreeze-tls-")
         self._contexts: dict[str, ssl.SSLContext] = {}

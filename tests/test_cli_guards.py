@@ -282,3 +282,55 @@ def test_an_archive_holding_a_malformed_url_still_replays(tmp_path, cli):
     with ReplayServer(target, mode="direct", port=0) as srv:
         with urllib.request.urlopen(f"{srv.url}/2024id_/http://ok.example/", timeout=30) as resp:
             assert resp.read() == b"http://ok.example/"
+
+
+def test_a_damaged_ca_is_one_line_and_records_nothing(archive, tmp_path, cli, monkeypatch):
+    home = tmp_path / "home"
+    (home / "mitmproxy").mkdir(parents=True)
+    (home / "mitmproxy" / "mitmproxy-ca.pem").write_text("not a key\n")
+    monkeypatch.setenv("WEBFREEZE_HOME", str(home))
+    assert_one_line_error(cli("record", "ca"), contains="CA there cannot be read")
+    assert_one_line_error(cli("replay", "serve", archive, "--port", "0", timeout=60), contains="CA there cannot be read")
+    with socket.socket() as s:  # a free port for the proxy that must not start
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert_one_line_error(cli("record", "proxy", "--archive", tmp_path / "p.wfz", "--port", str(port), timeout=60),
+                          contains="CA there cannot be read")
+    assert not (tmp_path / "p.wfz").exists()
+
+
+def _raw_warc(path, records: list[bytes], gz: bool = False) -> None:
+    import gzip
+
+    data = b"".join(gzip.compress(r) if gz else r for r in records)
+    path.write_bytes(data)
+
+
+def _record(rtype: str, uri: str, block: bytes, extra: str = "", n: int = 1) -> bytes:
+    head = (f"WARC/1.0\r\nWARC-Type: {rtype}\r\nWARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-{n:012d}>\r\n"
+            f"WARC-Date: 2020-01-01T00:00:00Z\r\nWARC-Target-URI: {uri}\r\n{extra}"
+            f"Content-Type: application/http; msgtype=response\r\nContent-Length: {len(block)}\r\n\r\n").encode()
+    return head + block + b"\r\n\r\n"
+
+
+def test_import_messages_name_the_file_and_the_real_problem(tmp_path, cli):
+    ok = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\nhello"
+    # a gzip member whose checksum does not match
+    member = bytearray(__import__("gzip").compress(_record("response", "http://a.example/", ok)))
+    member[-8] ^= 0xFF  # the CRC32 in the trailer
+    src = tmp_path / "crc.warc.gz"
+    src.write_bytes(bytes(member))
+    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="corrupt gzip")
+    # only a revisit whose original is elsewhere
+    src = tmp_path / "revisit.warc"
+    _raw_warc(src, [_record("revisit", "http://a.example/", b"HTTP/1.1 200 OK\r\n\r\n",
+                            "WARC-Profile: http://netpreserve.org/warc/1.0/revisit/identical-payload-digest\r\n"
+                            "WARC-Payload-Digest: sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\r\n")])
+    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="only revisit records")
+    # a date that parses as ISO 8601 syntax but is no real date: the file is named
+    src = tmp_path / "date.warc"
+    _raw_warc(src, [_record("response", "http://a.example/", ok).replace(b"2020-01-01T00:00:00Z",
+                                                                         b"2020-13-45T99:99:99Z")])
+    line = assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="timestamp")
+    assert str(src) in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["crc.warc.gz", "date.warc", "revisit.warc"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import fast_import
-from .errors import ArchiveError, BadInput
+from .errors import BadInput
 from .store import Archive, new_archive_atomically
 from .wacz import open_checked, read_pages, warc_members
 from .warc_import import ImportStats, WarcImporter, file_sha256
@@ -128,10 +128,6 @@ def _import_all(arc: Archive, paths: list[Path], kinds: list[str], digests: list
         try:
             result, parts = _import_one(arc, p, kind, digest.result(), progress)
         except BadInput as exc:
-            raise BadInput(f"{p}: {exc}") from None
-        except ArchiveError as exc:  # a value in the file (a date) that the archive refuses
-            if str(exc).startswith(str(p)):
-                raise
             raise BadInput(f"{p}: {exc}") from None
         except MemoryError:
             raise BadInput(f"{p}: a record is too large to import") from None

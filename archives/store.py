@@ -117,22 +117,47 @@ def archive_files(archive: str | os.PathLike) -> list[Path]:
     return [Path(f"{archive}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
 
 
-def check_output_file(path: str | os.PathLike, *, overwrite: bool = True, protect=(), what: str = "output") -> Path:
-    """Refuse, in one line, an output path whose writing would destroy something: one of the
-    files of the archives in ``protect`` (the ones being read), something that is not a regular
-    file (a directory, a device), an existing file unless ``overwrite``; or where no file can be
-    made. Returns the path."""
+def _file_mode() -> int:
+    """The mode a new ordinary file gets under this process's umask (read once, at import, while
+    no other thread can be changing it)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+FILE_MODE = _file_mode()
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name the same file: the same inode, or (one of them not there yet)
+    the same resolved path."""
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return a.resolve() == b.resolve()
+
+
+def check_output_file(path: str | os.PathLike, *, overwrite: bool = True, protect=(), what: str = "output",
+                      devices_ok: bool = False) -> Path:
+    """Refuse, in one line, an output path whose writing would destroy something: a file this
+    command reads (``protect``: archives, with their SQLite side files, scripts, rule files), an
+    existing file unless ``overwrite``, something that is not a regular file (a directory; a device
+    unless ``devices_ok``: written into, never replaced, see :func:`write_output`), or a place where
+    no file can be made. Returns the path."""
     path = Path(path)
+    for source in protect:
+        if source is None:
+            continue
+        for f in archive_files(source):
+            if _same_path(path, f):
+                raise ArchiveError(f"{path}: is {source}, which this command reads; choose another {what} file")
     if path.exists():
-        for archive in protect:
-            for f in archive_files(archive):
-                if f.exists() and os.path.samefile(path, f):
-                    raise ArchiveError(f"{path}: is the archive {archive}; choose another {what} file")
-        if not path.is_file():
+        if path.is_dir():
+            raise ArchiveError(f"{path}: is a directory; choose another {what} file")
+        if not path.is_file() and not devices_ok:
             raise ArchiveError(f"{path}: exists and is not a regular file; choose another {what} file")
         if not overwrite:
             raise ArchiveError(f"{path}: already exists (use --force to replace it)")
-        if not os.access(path.parent, os.W_OK):
+        if path.is_file() and not path.is_symlink() and not os.access(path.parent, os.W_OK):
             raise ArchiveError(f"{path.parent}: directory is not writable")
     else:
         check_new_file(path)
@@ -141,22 +166,33 @@ def check_output_file(path: str | os.PathLike, *, overwrite: bool = True, protec
 
 def write_atomically(path: str | os.PathLike, data: bytes | str) -> None:
     """Write ``data`` to a temporary file beside ``path`` and rename it into place: readers see
-    the old file or the whole new one, and a failure (disk full) leaves nothing behind."""
+    the old file or the whole new one, and a failure (disk full) leaves nothing behind. A file
+    replaced keeps its permissions."""
     path = Path(path)
     if isinstance(data, str):
         data = data.encode("utf-8")
+    mode = path.stat().st_mode & 0o7777 if path.is_file() else FILE_MODE
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; this is an ordinary file
+        os.chmod(tmp, mode)  # mkstemp makes 0600
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def write_output(path: str | os.PathLike, data: bytes | str) -> None:
+    """A command's output file: a regular file (or a new one) is written atomically; a symbolic
+    link or a device (``/dev/stdout``) is written through, never replaced."""
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        with open(path, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+    else:
+        write_atomically(path, data)
 
 
 @dataclass

@@ -6,7 +6,7 @@ import functools
 import re
 from datetime import datetime, timezone
 
-from .errors import ArchiveError
+from .errors import BadInput  # (an ArchiveError: one line for the user)
 
 _DIGITS = re.compile(r"^\d{1,14}$")
 
@@ -25,13 +25,13 @@ def parse_time(value: str | datetime) -> datetime:
             try:
                 dt = datetime.strptime(padded, "%Y%m%d%H%M%S")
             except ValueError:
-                raise ArchiveError(f"bad timestamp {value!r}: expected up to 14 digits YYYYMMDDhhmmss "
-                                   "that make a real date, or ISO 8601") from None
+                raise BadInput(f"bad timestamp {value!r}: expected up to 14 digits YYYYMMDDhhmmss "
+                               "that make a real date, or ISO 8601") from None
         else:
             try:
                 dt = datetime.fromisoformat(text.replace("z", "Z"))
             except ValueError:
-                raise ArchiveError(f"bad timestamp {value!r}: expected ISO 8601 or 14 digits") from None
+                raise BadInput(f"bad timestamp {value!r}: expected ISO 8601 or 14 digits") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return dt.astimezone(timezone.utc)

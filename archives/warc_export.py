@@ -20,7 +20,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from .errors import ArchiveError
-from .store import Archive, archive_files, check_output_file, extra_of
+from .store import FILE_MODE, Archive, check_output_file, extra_of
 from .timeutil import normalize_time, to_warc_date
 from .wacz import page_entry, write_wacz
 
@@ -115,31 +115,26 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
 
 class _HttpHeaders(StatusAndHeaders):
     """HTTP headers as written: warcio percent-encodes values that are not ASCII (RFC 8187), but a
-    header *name* that is not ASCII (an invalid line the import kept) made it fail; such a block is
-    written back as the Latin-1 bytes it was read from."""
+    header *name* that is not ASCII (an invalid line the import kept) made it fail. Such a block is
+    written as UTF-8, which warcio reads back first: the same header comes out on import."""
 
     def to_ascii_bytes(self, filter_func=None):
         try:
             return super().to_ascii_bytes(filter_func)
         except UnicodeEncodeError:
-            return self.to_str(filter_func).encode("latin-1", "replace") + b"\r\n"
-
+            return self.to_str(filter_func).encode("utf-8") + b"\r\n"
 
 def export(archive_path: str | os.PathLike, out: str | os.PathLike, fmt: str,
            progress: Callable[[int], None] | None = None, *, overwrite: bool = False) -> int:
     """Export to ``out`` atomically (written beside it, renamed into place when complete).
 
     An existing ``out`` is replaced only with ``overwrite``, and never when it is the archive."""
-    out = Path(out)
-    if out.exists() and any(f.exists() and os.path.samefile(out, f) for f in archive_files(archive_path)):
-        raise ArchiveError(f"{out}: is the archive being exported")
-    # an existing file only with overwrite; never a directory or a device (it would be replaced)
-    check_output_file(out, overwrite=overwrite, what="output")
+    # never the archive; an existing file only with overwrite; never a directory or a device (the
+    # export is renamed into place: it would replace them)
+    out = check_output_file(out, overwrite=overwrite, protect=[archive_path])
     with Archive.open(archive_path) as arc:
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; an export is an ordinary file
+        os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; an export is an ordinary file
         try:
             if fmt == "warc":
                 with os.fdopen(fd, "wb") as fh:

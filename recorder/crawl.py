@@ -71,8 +71,10 @@ def check_reachable(url: str) -> None:
     except (urllib.error.URLError, socket.timeout, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ArchiveError(f"{url}: unreachable ({reason})") from None
-    except (ValueError, http.client.HTTPException) as exc:  # a URL urllib cannot send (a space in the host)
+    except (ValueError, http.client.InvalidURL) as exc:  # a URL urllib cannot send (a space in the host)
         raise ArchiveError(f"{url}: not a valid URL ({exc})") from None
+    except http.client.HTTPException as exc:  # something answered, but not in HTTP
+        raise ArchiveError(f"{url}: unreachable (the server does not speak HTTP: {type(exc).__name__})") from None
 
 
 def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, scope: str = "host",

@@ -45,10 +45,10 @@ def check_port(host: str, port: int) -> None:
             raise ArchiveError(f"cannot listen on {host}:{port}: {reason}") from None
 
 
-def open_for_recording(path: str | os.PathLike, confdir: Path | None = None) -> Archive:
-    """Open (or create) the archive a recording writes into; the recording CA (in ``confdir``) is
-    checked first, so that a broken one stops the recording before an archive is made."""
-    ensure_ca(confdir)
+def open_for_recording(path: str | os.PathLike) -> Archive:
+    """Open (or create) the archive a recording writes into; the recording CA is checked first, so
+    that a broken one stops the recording before an archive is made."""
+    ensure_ca()
     p = Path(path)
     if p.exists():
         return Archive.open(p, write=True)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from webfreeze.archives import ArchiveError
-from webfreeze.archives.store import check_output_file, write_atomically
+from webfreeze.archives.store import check_output_file, write_output
 
 from .proxy import RecordingProxy, free_port, open_for_recording, resolved_url
 
@@ -154,7 +154,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
     from .crawl import check_reachable
 
     # the trajectory goes beside the archive, never over it; checked before anything is recorded
-    out = check_output_file(trajectory_path, protect=[archive_path], what="trajectory")
+    out = check_output_file(trajectory_path, protect=[archive_path, script], what="trajectory", devices_ok=True)
     run = driver
     if script:
         if not Path(script).is_file():
@@ -202,7 +202,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
             "steps": log.steps,
         }
         arc.put_document(f"trajectories/{proxy.session_id}.json", trajectory)
-    write_atomically(out, json.dumps(trajectory, indent=2, ensure_ascii=False) + "\n")
+    write_output(out, json.dumps(trajectory, indent=2, ensure_ascii=False) + "\n")
     return trajectory
 
 

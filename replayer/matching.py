@@ -87,22 +87,20 @@ class Rules:
                     raise ValueError(f"replay rule {k} must be a list of strings, not {json.dumps(v)}")
                 v = tuple(v)
             elif isinstance(default, bool):
-                if not isinstance(v, bool):
+                if v not in (True, False):  # (0 and 1 count)
                     raise ValueError(f"replay rule {k} must be true or false, not {json.dumps(v)}")
+                v = bool(v)
             elif isinstance(default, float):
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-                    raise ValueError(f"replay rule {k} must be a number from 0 to 1, not {json.dumps(v)}")
+                top = 1 if k == "fuzzy_threshold" else math.inf  # a score; a weight relative to 1
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= top:
+                    raise ValueError(f"replay rule {k} must be a number from 0{' to 1' if top == 1 else ' up'}, "
+                                     f"not {json.dumps(v)}")
                 v = float(v)
             kwargs[k] = v
         return cls(**kwargs)
 
     def to_dict(self) -> dict:
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in fields(self)}
-
-    def merged(self, overrides: dict | None) -> "Rules":
-        data = self.to_dict()
-        data.update(overrides or {})
-        return Rules.from_dict(data)
 
     # ------------------------------------------------------------------ canonical URLs
     def keep_param(self, name: str, value: str) -> bool:

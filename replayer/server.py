@@ -170,14 +170,14 @@ class ReplayServer:
         if not self.archive_path.exists():
             raise ReplayError(f"{self.archive_path}: no such archive")
         if self.miss_report is not None:  # appended to on the first miss: refuse a bad path now
-            check_output_file(self.miss_report, protect=[self.archive_path], what="miss report")
+            check_output_file(self.miss_report, protect=[self.archive_path], what="miss report", devices_ok=True)
         self.archive = Archive.open(self.archive_path)
         stored = self.archive.meta().get("replay_rules") or {}
-        try:
-            base = Rules.from_dict(stored if isinstance(stored, dict) else {})
-            self.rules = base.merged(self.rule_overrides)
+        try:  # checked together: an override may mend what the archive stores
+            self.rules = Rules.from_dict({**(stored if isinstance(stored, dict) else {}), **self.rule_overrides})
         except (TypeError, ValueError) as exc:
-            raise ReplayError(f"bad replay rules: {exc}") from None
+            where = "the archive's replay_rules" + (" with the --rules overrides" if self.rule_overrides else "")
+            raise ReplayError(f"bad replay rules ({where}): {exc}") from None
         self.matcher = Matcher.from_archive(self.archive, self.rules)
         if self.mode == "proxy":
             self.tls = _tls_contexts(self.confdir)

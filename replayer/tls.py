@@ -34,8 +34,8 @@ def load_ca(confdir: Path):
     except (ValueError, TypeError, OSError) as exc:
         reason = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc) or type(exc).__name__
         reason = reason.splitlines()[0].split(". ")[0]
-        raise ArchiveError(f"{confdir}: the webfreeze CA there cannot be read ({reason}); move the folder "
-                           "away to make a new CA (clients must then trust the new one)") from None
+        raise ArchiveError(f"{confdir}: the webfreeze CA there cannot be read or made ({reason}); if it is "
+                           "damaged, move the folder away to make a new CA (clients must then trust the new one)") from None
 
 
 class TlsContexts:

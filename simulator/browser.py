@@ -286,5 +286,10 @@ def still_screenshot(page) -> bytes:
     """A full-page PNG of a settled page (fonts, image decoding, a painted frame; CSS animations
     and transitions stopped, the caret hidden), for screenshots compared byte for byte: the
     crawl's and ``replay check``'s."""
-    page.evaluate(PAINT_SETTLE_JS, PAINT_SETTLE_LIMIT_MS)
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        page.evaluate(PAINT_SETTLE_JS, PAINT_SETTLE_LIMIT_MS)
+    except PlaywrightError:
+        pass  # the document went away (a late navigation): the screenshot shows what is there now
     return page.screenshot(full_page=True, type="png", animations="disabled", caret="hide")

@@ -31,7 +31,7 @@ def test_export_never_clobbers_by_accident(samples, tmp_path, cli):
     arc = tmp_path / "a.wfz"
     assert cli("archive", "import", samples / "example.warc.gz", "--to", arc).returncode == 0
     onto_self = cli("archive", "export", arc, "--format", "warc", "-o", arc, "--force")
-    assert onto_self.returncode == 1 and "is the archive being exported" in onto_self.stderr
+    assert onto_self.returncode == 1 and "which this command reads" in onto_self.stderr
     assert cli("archive", "verify", arc).returncode == 0
     other = tmp_path / "notes.txt"
     other.write_text("keep me")

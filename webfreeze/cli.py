@@ -15,7 +15,7 @@ import click
 
 from webfreeze import __version__
 from webfreeze.archives import Archive, ArchiveError
-from webfreeze.archives.store import check_output_file, write_atomically
+from webfreeze.archives.store import check_output_file, write_output
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -195,7 +195,7 @@ def archive_info(archive_path, as_json):
 @click.option("--prefix", help="Only URLs under this URL prefix (compared in SURT form).")
 @click.option("--host", help="Only this host.")
 @click.option("--mime", help="Only this media type (wildcards: 'image/*').")
-@click.option("--status", type=click.IntRange(100, 999), help="Only this HTTP status.")
+@click.option("--status", type=click.IntRange(0, SQLITE_MAX_INT), help="Only this HTTP status.")
 @click.option("--method", help="Only this HTTP method.")
 @click.option("--since", help="Captured at or after (ISO 8601 or 1-14 digit timestamp).")
 @click.option("--until", help="Captured at or before.")
@@ -234,7 +234,7 @@ def archive_show(archive_path, url, exchange_id, when, method, raw, headers_only
     if not url and exchange_id is None:
         fail("give a URL or --id", EXIT_USAGE)
     if output:
-        check_output_file(output, protect=[archive_path], what="output")
+        check_output_file(output, protect=[archive_path], devices_ok=True)
     with Archive.open(archive_path) as arc:
         if exchange_id is not None:
             row = arc.exchange(exchange_id)
@@ -269,7 +269,7 @@ def archive_show(archive_path, url, exchange_id, when, method, raw, headers_only
 
             body = decode_for_display(body, resp_headers)
         if output:
-            write_atomically(output, body)
+            write_output(output, body)
             click.echo(f"# body ({len(body)} bytes) written to {output}")
         elif _looks_textual(row["mime"], body):
             click.echo(body.decode("utf-8", "replace"))
@@ -554,6 +554,13 @@ def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject
     from webfreeze.replayer.server import ReplayServer, load_rules_file
 
     rules = load_rules_file(rules_file) if rules_file else None
+    if miss_report is not None:
+        default = click.get_current_context().get_parameter_source("miss_report") == click.core.ParameterSource.DEFAULT
+        if default and not os.access(os.path.dirname(os.path.abspath(miss_report)), os.W_OK):
+            click.echo(f"warning: the current folder is not writable; misses are not written to {miss_report}", err=True)
+            miss_report = None
+        else:  # appended to on the first miss: never one of the files this command reads
+            check_output_file(miss_report, protect=[archive_path, rules_file], what="miss report", devices_ok=True)
     if when:
         from webfreeze.archives.timeutil import parse_time
 
@@ -578,7 +585,8 @@ def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject
 @replay.command("check")
 @click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
 @click.option("--report", "report_dir", default="replay-check", show_default=True, type=click.Path(file_okay=False),
-              help="Directory for report.json, report.html and the replayed snapshots (replaced).")
+              help="Directory for report.json, report.html and the replayed snapshots; replaced when it holds "
+                   "an earlier report, refused when it holds anything else.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the deterministic runtime.")
 @click.option("--limit", type=click.IntRange(1), help="Check only the first N page records.")
 def replay_check(archive_path, report_dir, seed, limit):

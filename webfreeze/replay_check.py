@@ -200,6 +200,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
     (partial / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     (partial / "report.html").write_text(render_html(report), encoding="utf-8")
     if out.exists():
+        _report_dir(out, archive_path)  # again: something may have been put there while the check ran
         shutil.rmtree(out)
     partial.rename(out)
     return report

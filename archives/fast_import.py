@@ -384,7 +384,7 @@ class FastWarcImporter(WarcImporter):
         self.writer.flush()
         self.writer = self.archive  # what comes later (revisits across files, pairing) writes directly
         self._progress(size)
-        if self.stats.exchanges == 0 and not self.warcinfo and not self.stats.skipped:
+        if self.stats.exchanges == 0 and not self.warcinfo and not self.stats.skipped and not self.revisits_waiting:
             raise Fallback("no records")
         return self.stats
 

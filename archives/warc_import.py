@@ -180,10 +180,9 @@ class WarcImporter:
             raise BadInput(f"malformed record: {type(exc).__name__}: {exc}") from None
         if counter.count == 0:
             raise BadInput("empty file")
-        if self.stats.exchanges == 0 and not self.warcinfo and not self.stats.skipped:
-            if self.revisits_waiting:
-                raise BadInput(f"nothing to import: only revisit records ({len(self.revisits_waiting)}), and their "
-                               "originals are not in this file")
+        # (a file of revisits only is fine: their originals may come in a later file of this import;
+        # those never found are reported as unresolved)
+        if self.stats.exchanges == 0 and not self.warcinfo and not self.stats.skipped and not self.revisits_waiting:
             raise BadInput("no WARC or ARC records found")
         self.stats.warnings += sum(1 for line in noise.getvalue().splitlines() if "WARNING" in line)
         return self.stats

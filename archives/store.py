@@ -347,15 +347,20 @@ class Archive:
             raise ArchiveError(f"{p}: archive is not writable")
         lock_fd = cls._lock(p) if write else None
         conn = None
+        side = [f for f in archive_files(p)[1:] if not f.exists()]  # SQLite's files that opening may create
         try:
             conn = cls._connect(p, readonly=not write)
             arc = cls(p, conn, write, lock_fd)
             arc._check_format()
-        except BaseException:
+        except BaseException as exc:
             if conn is not None:
                 conn.close()
             if lock_fd is not None:
                 os.close(lock_fd)
+            if isinstance(exc, ArchiveError) and "not a webfreeze archive" in str(exc):
+                for f in side:  # nothing of ours beside somebody else's file
+                    with contextlib.suppress(FileNotFoundError):
+                        f.unlink()
             raise
         return arc
 

@@ -472,3 +472,20 @@ def test_revisits_find_their_originals_in_a_later_file_of_the_same_import(tmp_pa
         with Archive.open(target) as arc:
             rows = list(arc.exchanges())
             assert len(rows) == 2 and {arc.get_blob(row["payload"]) for row in rows} == {body}
+
+
+def test_reading_a_file_that_is_not_an_archive_leaves_nothing_beside_it(archive, tmp_path, cli):
+    import sqlite3
+
+    other = tmp_path / "other" / "other.sqlite"
+    other.parent.mkdir()
+    with sqlite3.connect(other) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    trunc = other.parent / "trunc.wfz"
+    trunc.write_bytes(archive.read_bytes()[:8192])
+    for path in (other, trunc):
+        for command in ("info", "verify", "ls"):
+            assert_one_line_error(cli("archive", command, path), contains="not a webfreeze archive")
+    assert sorted(p.name for p in other.parent.iterdir()) == ["other.sqlite", "trunc.wfz"]

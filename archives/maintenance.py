@@ -293,7 +293,10 @@ def pack(archive_path: str | os.PathLike, out: str | os.PathLike | None = None, 
     try:
         with Archive.open(src) as arc:
             arc.conn.execute("VACUUM INTO ?", (sqlite_uri(tmp),))
-        stats = _pack_in_place(tmp, level, progress)
+        try:
+            stats = _pack_in_place(tmp, level, progress)
+        except ArchiveError as exc:  # about the copy: name the archive it came from
+            raise ArchiveError(str(exc).replace(str(tmp), str(src))) from None
         os.replace(tmp, dest)
     except BaseException:
         _remove_db_files(tmp)

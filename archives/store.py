@@ -172,15 +172,20 @@ def write_atomically(path: str | os.PathLike, data: bytes | str) -> None:
     if isinstance(data, str):
         data = data.encode("utf-8")
     mode = path.stat().st_mode & 0o7777 if path.is_file() else FILE_MODE
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    except OSError as exc:
+        raise ArchiveError(f"{path}: cannot write: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.chmod(tmp, mode)  # mkstemp makes 0600
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):  # a full disk: name the file the user asked for, not ours
+            raise ArchiveError(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
 
 

@@ -161,7 +161,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
             raise ArchiveError(f"{script}: no such script (or not a file)")
         try:
             run = runpy.run_path(script).get("run")
-        except Exception as exc:  # the script's own error, in one line
+        except (Exception, SystemExit) as exc:  # the script's own error, in one line
             raise ArchiveError(f"{script}: cannot load it: {_one_line(exc)}") from None
         if not callable(run):
             raise ArchiveError(f"{script}: defines no run(page) function")
@@ -183,7 +183,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
                 if run is not None:
                     try:
                         run(page)
-                    except Exception as exc:
+                    except (Exception, SystemExit) as exc:  # (a script calling sys.exit() too)
                         raise ArchiveError(f"the session script failed: {_one_line(exc)} (what it loaded until then "
                                            f"stays in {archive_path}; no trajectory written)") from None
                     page.wait_for_timeout(quiet_ms)  # let the last events arrive

@@ -215,7 +215,7 @@ def test_a_full_disk_leaves_no_partial_files(samples, archive, full_disk, cli):
     big = next(line for line in cli("archive", "ls", archive, "--json").stdout.splitlines()
                if json.loads(line)["payload_size"] > 100_000)
     r = cli("archive", "show", archive, "--id", str(json.loads(big)["id"]), "--raw", "-o", full_disk / "big")
-    assert_one_line_error(r, contains="space")
+    assert_one_line_error(r, contains=f"{full_disk / 'big'}: cannot write: No space left")
     assert list(full_disk.iterdir()) == []
 
 
@@ -489,3 +489,23 @@ def test_reading_a_file_that_is_not_an_archive_leaves_nothing_beside_it(archive,
         for command in ("info", "verify", "ls"):
             assert_one_line_error(cli("archive", command, path), contains="not a webfreeze archive")
     assert sorted(p.name for p in other.parent.iterdir()) == ["other.sqlite", "trunc.wfz"]
+
+
+def test_pack_errors_name_the_archive_not_the_temporary_copy(tmp_path, cli):
+    from webfreeze.archives import Archive
+    from webfreeze.archives.store import Exchange
+
+    target = tmp_path / "c.wfz"
+    body = ("<html><body>" + "lorem ipsum dolor sit amet " * 50 + "</body></html>").encode()
+    with Archive.create(target) as arc:
+        sid = arc.new_session("crawl")
+        arc.add_exchange(Exchange(url="http://example.com/", captured_at="2024-01-01T00:00:00Z", status=200,
+                                  resp_headers=[("Content-Type", "text/html")], payload=body, session_id=sid))
+    with Archive.open(target) as arc:
+        stored = arc.conn.execute("SELECT data FROM blobs").fetchone()[0]
+    raw = bytearray(target.read_bytes())
+    raw[raw.find(stored) + len(stored) // 2] ^= 0x01
+    target.write_bytes(bytes(raw))
+    line = assert_one_line_error(cli("archive", "pack", target, "-o", tmp_path / "p.wfz"), contains="corrupt")
+    assert f"{target}:" in line and ".partial" not in line
+    assert not (tmp_path / "p.wfz").exists() and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

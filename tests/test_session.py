@@ -77,3 +77,23 @@ def test_session_needs_a_driver(tmp_path, cli):
             tmp_path / "t.json")
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--headed" in r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("body, message", [("raise ValueError('boom')", "ValueError: boom"),
+                                           ("import sys; sys.exit(3)", "SystemExit: 3"),
+                                           ("page.click('#nothing-here', timeout=500)", "TimeoutError")])
+def test_a_failing_script_is_one_line_and_writes_no_trajectory(tmp_path, monkeypatch, cli, body, message):
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    script = tmp_path / "failing.py"
+    script.write_text(f"def run(page):\n    {body}\n")
+    out = tmp_path / "trajectory.json"
+    site = serve("shop")
+    try:
+        result = cli("record", "session", f"{site.url}/", "--archive", tmp_path / "s.wfz", "--trajectory", out,
+                     "--script", script, timeout=300)
+    finally:
+        site.stop()
+    assert result.returncode == 1, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the session script failed" in lines[0] and message in lines[0], result.stderr
+    assert not out.exists()

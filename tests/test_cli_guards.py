@@ -25,6 +25,24 @@ def archive(samples, tmp_path, cli):
     return path
 
 
+def archive_with_a_corrupt_blob(target):
+    """An archive of one page whose stored blob has one bit flipped."""
+    from webfreeze.archives import Archive
+    from webfreeze.archives.store import Exchange
+
+    body = ("<html><body>" + "lorem ipsum dolor sit amet " * 50 + "</body></html>").encode()
+    with Archive.create(target) as arc:
+        sid = arc.new_session("crawl")
+        arc.add_exchange(Exchange(url="http://example.com/", captured_at="2024-01-01T00:00:00Z", status=200,
+                                  resp_headers=[("Content-Type", "text/html")], payload=body, session_id=sid))
+    with Archive.open(target) as arc:
+        stored = arc.conn.execute("SELECT data FROM blobs").fetchone()[0]
+    raw = bytearray(target.read_bytes())
+    raw[raw.find(stored) + len(stored) // 2] ^= 0x01
+    target.write_bytes(bytes(raw))
+    return target
+
+
 def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -242,22 +260,9 @@ def test_replay_of_a_corrupt_blob_is_a_one_line_log_and_a_500(tmp_path, caplog):
     import urllib.error
     import urllib.request
 
-    from webfreeze.archives import Archive
-    from webfreeze.archives.store import Exchange
     from webfreeze.replayer.server import ReplayServer
 
-    target = tmp_path / "c.wfz"
-    body = ("<html><body>" + "lorem ipsum dolor sit amet " * 50 + "</body></html>").encode()
-    with Archive.create(target) as arc:
-        sid = arc.new_session("crawl")
-        arc.add_exchange(Exchange(url="http://example.com/", captured_at="2024-01-01T00:00:00Z", status=200,
-                                  resp_headers=[("Content-Type", "text/html")], payload=body, session_id=sid))
-    with Archive.open(target) as arc:
-        stored = arc.conn.execute("SELECT data FROM blobs").fetchone()[0]
-    raw = bytearray(target.read_bytes())
-    at = raw.find(stored)
-    raw[at + len(stored) // 2] ^= 0x01
-    target.write_bytes(bytes(raw))
+    target = archive_with_a_corrupt_blob(tmp_path / "c.wfz")
     with caplog.at_level(logging.ERROR), ReplayServer(target, mode="direct", port=0) as srv:
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(f"{srv.url}/2024id_/http://example.com/", timeout=30)
@@ -492,20 +497,7 @@ def test_reading_a_file_that_is_not_an_archive_leaves_nothing_beside_it(archive,
 
 
 def test_pack_errors_name_the_archive_not_the_temporary_copy(tmp_path, cli):
-    from webfreeze.archives import Archive
-    from webfreeze.archives.store import Exchange
-
-    target = tmp_path / "c.wfz"
-    body = ("<html><body>" + "lorem ipsum dolor sit amet " * 50 + "</body></html>").encode()
-    with Archive.create(target) as arc:
-        sid = arc.new_session("crawl")
-        arc.add_exchange(Exchange(url="http://example.com/", captured_at="2024-01-01T00:00:00Z", status=200,
-                                  resp_headers=[("Content-Type", "text/html")], payload=body, session_id=sid))
-    with Archive.open(target) as arc:
-        stored = arc.conn.execute("SELECT data FROM blobs").fetchone()[0]
-    raw = bytearray(target.read_bytes())
-    raw[raw.find(stored) + len(stored) // 2] ^= 0x01
-    target.write_bytes(bytes(raw))
+    target = archive_with_a_corrupt_blob(tmp_path / "c.wfz")
     line = assert_one_line_error(cli("archive", "pack", target, "-o", tmp_path / "p.wfz"), contains="corrupt")
     assert f"{target}:" in line and ".partial" not in line
     assert not (tmp_path / "p.wfz").exists() and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -112,6 +112,10 @@ def check_new_file(path: Path) -> None:
         raise ArchiveError(f"{path.parent}: directory is not writable")
 
 
+class NotAnArchive(ArchiveError):
+    """A file that opens as SQLite but holds no webfreeze archive."""
+
+
 def archive_files(archive: str | os.PathLike) -> list[Path]:
     """The files an archive at ``archive`` consists of (the database and SQLite's side files)."""
     return [Path(f"{archive}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
@@ -362,7 +366,7 @@ class Archive:
                 conn.close()
             if lock_fd is not None:
                 os.close(lock_fd)
-            if isinstance(exc, ArchiveError) and "not a webfreeze archive" in str(exc):
+            if isinstance(exc, NotAnArchive):
                 for f in side:  # nothing of ours beside somebody else's file
                     with contextlib.suppress(FileNotFoundError):
                         f.unlink()
@@ -405,13 +409,13 @@ class Archive:
             row = self.conn.execute("SELECT value FROM meta WHERE key='format'").fetchone()
             ver = self.conn.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()
         except sqlite3.DatabaseError:
-            raise ArchiveError(f"{self.path}: not a webfreeze archive") from None
+            raise NotAnArchive(f"{self.path}: not a webfreeze archive") from None
         try:
             name, version = json.loads(row[0]), json.loads(ver[0])
         except (TypeError, ValueError):
-            raise ArchiveError(f"{self.path}: not a webfreeze archive") from None
+            raise NotAnArchive(f"{self.path}: not a webfreeze archive") from None
         if name != FORMAT_NAME or not isinstance(version, int):
-            raise ArchiveError(f"{self.path}: not a webfreeze archive")
+            raise NotAnArchive(f"{self.path}: not a webfreeze archive")
         if version > FORMAT_VERSION:
             raise ArchiveError(
                 f"{self.path}: archive format version {version} is newer than this webfreeze "

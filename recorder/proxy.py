@@ -14,18 +14,26 @@ from pathlib import Path
 from webfreeze.archives import Archive, ArchiveError
 from webfreeze.archives.store import new_archive_atomically
 
-from webfreeze.replayer.tls import default_confdir, load_ca  # one CA for recording and replay
+from webfreeze.archives.ca import default_confdir, load_ca  # one CA for recording and replay
 
 from .addon import ArchiveRecorder
 
 CA_NAME = "mitmproxy-ca-cert.pem"
 
 
+_CA_CHECKED: set[Path] = set()
+
+
 def ensure_ca(confdir: Path | None = None) -> Path:
-    """Create the recording CA if needed and return the path of its certificate (PEM)."""
+    """Create the recording CA if needed and return the path of its certificate (PEM). Loaded once
+    per folder and process (~30 ms): a recording checks it before making an archive, then again
+    when its proxy starts."""
     confdir = Path(confdir or default_confdir())
-    load_ca(confdir)
-    return confdir / CA_NAME
+    cert = confdir / CA_NAME
+    if confdir not in _CA_CHECKED or not cert.exists():
+        load_ca(confdir)
+        _CA_CHECKED.add(confdir)
+    return cert
 
 
 def free_port() -> int:

@@ -559,8 +559,8 @@ def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject
         if default and not os.access(os.path.dirname(os.path.abspath(miss_report)), os.W_OK):
             click.echo(f"warning: the current folder is not writable; misses are not written to {miss_report}", err=True)
             miss_report = None
-        else:  # appended to on the first miss: never one of the files this command reads
-            check_output_file(miss_report, protect=[archive_path, rules_file], what="miss report", devices_ok=True)
+        elif rules_file:  # appended to on the first miss: never the rules file (the server checks the rest)
+            check_output_file(miss_report, protect=[rules_file], what="miss report", devices_ok=True)
     if when:
         from webfreeze.archives.timeutil import parse_time
 

@@ -21,7 +21,7 @@ from urllib.parse import urldefrag, urlsplit
 from webfreeze.archives import ArchiveError
 from webfreeze.archives.timeutil import now
 
-from .proxy import RecordingProxy, free_port, open_for_recording, resolved_url
+from .proxy import RecordingProxy, free_port, recording_into, resolved_url
 
 STATE_VERSION = 1
 
@@ -91,7 +91,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     in_scope = scope_matcher(start, scope)
     check_reachable(resolved_url(start, resolve))
     state_name = "crawls/" + hashlib.sha256(f"{start}\n{scope}\n{depth}".encode()).hexdigest()[:16] + ".json"
-    with open_for_recording(archive_path) as arc:
+    with recording_into(archive_path) as arc:
         try:
             state = arc.get_document(state_name)
             resumed = True

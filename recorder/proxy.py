@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import signal
 import socket
 import threading
-from urllib.parse import urlsplit, urlunsplit
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from webfreeze.archives import Archive, ArchiveError
-from webfreeze.archives.store import new_archive_atomically
+from webfreeze.archives.store import archive_files, new_archive_atomically
 
 from webfreeze.archives.ca import default_confdir, load_ca  # one CA for recording and replay
 
@@ -63,6 +65,27 @@ def open_for_recording(path: str | os.PathLike) -> Archive:
     with new_archive_atomically(p):
         pass  # an empty archive appears whole, then recording appends to it
     return Archive.open(p, write=True)
+
+
+@contextlib.contextmanager
+def recording_into(path: str | os.PathLike) -> Iterator[Archive]:
+    """:func:`open_for_recording` for one recording: closed at the end, and removed again when this
+    call created it and the recording failed before anything was recorded into it (a browser that
+    would not start leaves no empty archive behind). What a failed recording did record stays."""
+    created = not os.path.lexists(path)
+    arc = open_for_recording(path)
+    try:
+        yield arc
+    except BaseException:
+        empty = created and not arc.conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM exchanges) OR EXISTS (SELECT 1 FROM pages)").fetchone()[0]
+        arc.close()
+        if empty:
+            for f in archive_files(path):
+                with contextlib.suppress(FileNotFoundError):
+                    f.unlink()
+        raise
+    arc.close()
 
 
 class RecordingProxy:

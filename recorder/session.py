@@ -18,7 +18,7 @@ from pathlib import Path
 from webfreeze.archives import ArchiveError
 from webfreeze.archives.store import check_output_file, write_output
 
-from .proxy import RecordingProxy, free_port, open_for_recording, resolved_url
+from .proxy import RecordingProxy, free_port, recording_into, resolved_url
 
 TRAJECTORY_VERSION = 1
 
@@ -149,7 +149,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
     closed. Returns the trajectory."""
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import launch_chromium, new_context
+    from webfreeze.simulator.browser import launch_chromium, new_context, require_display
 
     from .crawl import check_reachable
 
@@ -168,8 +168,10 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
     elif run is None and not headed:
         raise ArchiveError("a session needs --headed (a person drives) or --script FILE")
     check_reachable(resolved_url(start, resolve))
+    if headed:  # found out before an archive is made
+        require_display("run it on a desktop or under xvfb-run, or drive the session with --script FILE")
     log = TrajectoryLog()
-    with open_for_recording(archive_path) as arc:
+    with recording_into(archive_path) as arc:
         proxy = RecordingProxy(arc, port=free_port(), session_kind="session", resolve=resolve).start()
         try:
             with sync_playwright() as pw:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import re
 import shutil
+import sys
 import time
 
 CHROMIUM_FLAGS = [
@@ -26,7 +28,42 @@ BROWSER_INTERNAL_HOSTS = ["update.googleapis.com", "clients2.google.com", "clien
 
 
 class BrowserUnavailable(RuntimeError):
-    """No Chromium executable could be found."""
+    """No Chromium executable could be found, or it would not start (the message says why, in one line)."""
+
+
+def has_display() -> bool:
+    """Whether a headed browser has somewhere to show its window (an X or Wayland display; on
+    macOS and Windows there always is one)."""
+    if not sys.platform.startswith("linux"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def require_display(advice: str = "run it on a desktop or under xvfb-run") -> None:
+    """Raise :class:`BrowserUnavailable` when a headed browser would have no display."""
+    if not has_display():
+        raise BrowserUnavailable(f"a headed browser needs a display, and neither DISPLAY nor WAYLAND_DISPLAY is set "
+                                 f"({advice})")
+
+
+# A line of Chromium's own log (``[pid:tid:date:ERROR:file.cc:123] message``) and its message;
+# D-Bus complaints come on every start in a container and never say why a start failed.
+_CHROMIUM_LOG = re.compile(r":(?:ERROR|FATAL):[^\]]*\]\s*(.+)$")
+_LOG_NOISE = ("dbus", "bus.cc")
+
+
+def launch_failure(exc: Exception, path: str) -> str:
+    """One line for a Chromium that did not start: Playwright's own first line, plus the first error
+    in Chromium's log (Playwright's message is a box of text and the whole log)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    cause = ""
+    for line in lines[1:]:
+        m = _CHROMIUM_LOG.search(line)
+        if m and not any(noise in line for noise in _LOG_NOISE):
+            cause = m.group(1).strip()
+            break
+    return f"Chromium ({path}) did not start: {first}" + (f"; its log says: {cause}" if cause else "")
 
 
 def chromium_path(*, shell: bool = False) -> str:
@@ -69,13 +106,32 @@ def launch_chromium(playwright, *, proxy: str | None = None, headless: bool = Tr
     only) prefers ``chromium-headless-shell`` (see :func:`chromium_path`): the agent environment,
     which makes a context per episode, uses it; recording keeps the full browser (its PDF viewer,
     a headed mode for ``record session``)."""
-    kwargs = {"executable_path": chromium_path(shell=shell and headless), "headless": headless,
-              "args": list(CHROMIUM_FLAGS)}
+    from playwright.sync_api import Error as PlaywrightError
+
+    path = chromium_path(shell=shell and headless)
+    if not headless:
+        require_display()
+    kwargs = {"executable_path": path, "headless": headless, "args": list(CHROMIUM_FLAGS)}
     if proxy:
         # Chromium bypasses proxies for loopback unless told otherwise.
         bypass = ["<-loopback>", *(BROWSER_INTERNAL_HOSTS if bypass_internal else [])]
         kwargs["proxy"] = {"server": proxy, "bypass": ";".join(bypass)}
-    return playwright.chromium.launch(**kwargs)
+    try:
+        browser = playwright.chromium.launch(**kwargs)
+    except PlaywrightError as exc:
+        raise BrowserUnavailable(launch_failure(exc, path)) from None
+    if asyncio.iscoroutine(browser):  # Playwright's async API: the failure comes when it is awaited
+        return _launched(browser, path)
+    return browser
+
+
+async def _launched(launching, path: str):
+    from playwright.async_api import Error as PlaywrightError
+
+    try:
+        return await launching
+    except PlaywrightError as exc:
+        raise BrowserUnavailable(launch_failure(exc, path)) from None
 
 
 def new_context(browser, **overrides):

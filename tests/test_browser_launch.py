@@ -74,3 +74,67 @@ def test_shell_contexts_open_no_browser_ui(monkeypatch):
     assert len(versions) == 1  # the same Chromium build, with and without the browser's UI
     assert created[True].count("page") == 1 and "browser_ui" not in created[True], created[True]
     assert created[False].count("page") == 1, created[False]
+
+
+# ------------------------------------------------------------------ a browser that cannot start
+def _no_files_like(folder, name: str) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(name))
+
+
+def test_headed_session_without_a_display_is_one_line_and_makes_nothing(tmp_path, cli, monkeypatch):
+    from test_bad_input import assert_one_line_error
+
+    from webfreeze.simulator.sites import serve
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    site = serve("scholar")
+    try:
+        result = cli("record", "session", f"{site.url}/", "--archive", tmp_path / "s.wfz",
+                     "--trajectory", tmp_path / "t.json", "--headed")
+    finally:
+        site.stop()
+    line = assert_one_line_error(result, contains="needs a display")
+    assert "xvfb-run" in line and "--script" in line
+    assert _no_files_like(tmp_path, "s.wfz") == [] and not (tmp_path / "t.json").exists()
+
+
+@pytest.fixture
+def broken_chromium(tmp_path, monkeypatch):
+    """A real executable that fails the way a Chromium that cannot start does: a log line, exit 1."""
+    exe = tmp_path / "broken-chromium"
+    exe.write_text("#!/bin/sh\n"
+                   "echo '[1:1:1123/000000.000000:ERROR:dbus/bus.cc:405] Failed to connect to the bus' >&2\n"
+                   "echo '[1:1:1123/000000.000000:FATAL:zygote_host_impl_linux.cc:127] No usable sandbox here' >&2\n"
+                   "exit 1\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("WEBFREEZE_CHROMIUM", str(exe))
+    return exe
+
+
+def test_a_browser_that_will_not_start_is_one_line_and_leaves_no_new_archive(tmp_path, cli, broken_chromium):
+    from test_bad_input import assert_one_line_error
+
+    from webfreeze.archives import Archive
+    from webfreeze.simulator.sites import serve
+
+    script = tmp_path / "drive.py"
+    script.write_text("def run(page):\n    pass\n")
+    site = serve("scholar")
+    try:
+        crawl = cli("record", "crawl", f"{site.url}/", "--archive", tmp_path / "c.wfz", "--depth", "0")
+        session = cli("record", "session", f"{site.url}/", "--archive", tmp_path / "s.wfz",
+                      "--trajectory", tmp_path / "t.json", "--script", script)
+        Archive.create(tmp_path / "kept.wfz").close()
+        into_existing = cli("record", "crawl", f"{site.url}/", "--archive", tmp_path / "kept.wfz", "--depth", "0")
+    finally:
+        site.stop()
+    for result in (crawl, session, into_existing):
+        line = assert_one_line_error(result, contains="did not start")
+        assert str(broken_chromium) in line
+        # the cause from Chromium's log, not the D-Bus noise before it
+        assert line.endswith("its log says: No usable sandbox here"), line
+    # archives the failed recordings created are gone; the one that existed stays
+    assert _no_files_like(tmp_path, "c.wfz") == [] and _no_files_like(tmp_path, "s.wfz") == []
+    assert not (tmp_path / "t.json").exists()
+    assert cli("archive", "verify", tmp_path / "kept.wfz").returncode == 0

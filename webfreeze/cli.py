@@ -413,10 +413,10 @@ def record_proxy(archive_path, host, port):
 
     Point any client at it (HTTPS clients must trust the CA that `webfreeze record ca` prints).
     """
-    from webfreeze.recorder.proxy import RecordingProxy, check_port, open_for_recording
+    from webfreeze.recorder.proxy import RecordingProxy, check_port, recording_into
 
     check_port(host, port)
-    with open_for_recording(archive_path) as arc:
+    with recording_into(archive_path) as arc:
         proxy = RecordingProxy(arc, host=host, port=port)
         click.echo(f"recording into {archive_path} through proxy {proxy.url} (session {proxy.session_id}); "
                    "Ctrl-C to stop", err=True)

@@ -12,6 +12,7 @@ from .errors import ArchiveError
 from . import blobs
 from .store import Archive, _remove_db_files, surt_prefix_range, check_new_file, headers_json, new_archive_atomically, sqlite_uri
 from .urlkey import host_of
+from .verify import blob_problem
 
 
 # ------------------------------------------------------------------------------------ info
@@ -146,7 +147,9 @@ def merge(sources: list[str | os.PathLike], dest: str | os.PathLike) -> dict:
 
     Blobs are deduplicated; sessions the destination already has are skipped with their
     exchanges and pages, so merging the same archive twice changes nothing. A document that
-    exists in both with different contents is an error rather than a silent overwrite.
+    exists in both with different contents is an error rather than a silent overwrite. Every blob
+    the destination does not have yet is decoded and its digest checked before it is copied: a
+    damaged one stops the merge, which then changes nothing.
     """
     for s in sources:
         if not Path(s).exists():
@@ -196,6 +199,13 @@ def _merge_into(arc: Archive, aliases: list[tuple[str, Archive]]) -> dict:
         q("DELETE FROM temp.merge_sessions")
         arc.conn.executemany("INSERT INTO temp.merge_sessions VALUES (?)", [(s,) for s in new_sessions])
         q(f"INSERT INTO main.sessions SELECT * FROM {alias}.sessions WHERE id IN temp.merge_sessions")
+        # Every blob coming in is checked first: a damaged one would otherwise spread unnoticed.
+        for row in q(f"SELECT digest, size, codec, data, base FROM {alias}.blobs "
+                     "WHERE digest NOT IN (SELECT digest FROM main.blobs)"):
+            problem = blob_problem(src, row)
+            if problem:
+                raise ArchiveError(f"{src.path}: blob sha256:{row['digest']} {problem}; nothing was merged "
+                                   f"('webfreeze archive verify {src.path}' lists what uses it)")
         before = arc.conn.total_changes
         q(f"INSERT OR IGNORE INTO main.blobs SELECT * FROM {alias}.blobs WHERE codec != 'zstd-delta'")
         stats["blobs_added"] += arc.conn.total_changes - before

@@ -32,6 +32,20 @@ class VerifyReport:
         return not self.problems
 
 
+def blob_problem(arc: Archive, row) -> str | None:
+    """What is wrong with a ``blobs`` row (digest, size, codec, data, base) of ``arc``, or ``None``:
+    it must decode, to its recorded size, to bytes whose SHA-256 is its digest."""
+    try:
+        data = arc.decode_blob(row)
+    except Exception as exc:
+        return f"cannot be decompressed ({exc})"
+    if len(data) != row["size"]:
+        return f"is {len(data)} bytes, index says {row['size']}"
+    if hashlib.sha256(data).hexdigest() != row["digest"]:
+        return "content does not match its SHA-256 digest"
+    return None
+
+
 def verify(arc: Archive, progress: Callable[[int], None] | None = None) -> VerifyReport:
     """Check SQLite integrity, every blob's digest and size, and every reference to a blob.
 
@@ -48,15 +62,9 @@ def _verify(arc: Archive, progress: Callable[[int], None] | None) -> VerifyRepor
     bad_blobs: dict[str, str] = {}
     for row in arc.conn.execute("SELECT digest, size, codec, data, base FROM blobs"):
         report.blobs_checked += 1
-        try:
-            data = arc.decode_blob(row)
-        except Exception as exc:
-            bad_blobs[row["digest"]] = f"cannot be decompressed ({exc})"
-        else:
-            if len(data) != row["size"]:
-                bad_blobs[row["digest"]] = f"is {len(data)} bytes, index says {row['size']}"
-            elif hashlib.sha256(data).hexdigest() != row["digest"]:
-                bad_blobs[row["digest"]] = "content does not match its SHA-256 digest"
+        problem = blob_problem(arc, row)
+        if problem:
+            bad_blobs[row["digest"]] = problem
         if progress:
             progress(row["size"])
     known = {d for (d,) in arc.conn.execute("SELECT digest FROM blobs")}

@@ -501,3 +501,33 @@ def test_pack_errors_name_the_archive_not_the_temporary_copy(tmp_path, cli):
     line = assert_one_line_error(cli("archive", "pack", target, "-o", tmp_path / "p.wfz"), contains="corrupt")
     assert f"{target}:" in line and ".partial" not in line
     assert not (tmp_path / "p.wfz").exists() and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_merge_checks_every_blob_it_copies(archive, tmp_path, cli):
+    """A damaged payload in a source stops the merge (it used to be copied unchecked, and only a later
+    `verify` of the result found it); the destination is left as it was, or not made at all."""
+    from webfreeze.archives import Archive
+    from webfreeze.archives.store import Exchange
+
+    bad = tmp_path / "bad.wfz"
+    body = ("<html><body>" + "a payload that will be damaged " * 40 + "</body></html>").encode()
+    with Archive.create(bad) as arc:
+        sid = arc.new_session("crawl")
+        arc.add_exchange(Exchange(url="http://example.com/", captured_at="2024-01-01T00:00:00Z", status=200,
+                                  resp_headers=[("Content-Type", "text/html")], payload=body, session_id=sid))
+        payload = arc.conn.execute("SELECT payload FROM exchanges").fetchone()[0]
+        stored = arc.conn.execute("SELECT data FROM blobs WHERE digest=?", (payload,)).fetchone()[0]
+    raw = bytearray(bad.read_bytes())
+    at = raw.find(stored)
+    assert at > 0
+    raw[at + len(stored) // 2] ^= 0x01
+    bad.write_bytes(bytes(raw))
+
+    new = tmp_path / "new.wfz"
+    line = assert_one_line_error(cli("archive", "merge", archive, bad, "--into", new), contains=payload)
+    assert "nothing was merged" in line
+    assert not new.exists() and not list(tmp_path.glob("*new.wfz*"))
+    before = digest(archive)
+    assert_one_line_error(cli("archive", "merge", bad, "--into", archive), contains=payload)
+    assert digest(archive) == before
+    assert cli("archive", "verify", archive).returncode == 0

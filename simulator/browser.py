@@ -50,6 +50,8 @@ def require_display(advice: str = "run it on a desktop or under xvfb-run") -> No
 # D-Bus complaints come on every start in a container and never say why a start failed.
 _CHROMIUM_LOG = re.compile(r":(?:ERROR|FATAL):[^\]]*\]\s*(.+)$")
 _LOG_NOISE = ("dbus", "bus.cc")
+# Playwright's note of how the process ended, for a log with no error line of Chromium's own.
+_EXITED = re.compile(r"<process did exit: exitCode=(\w+), signal=(\w+)>")
 
 
 def launch_failure(exc: Exception, path: str) -> str:
@@ -57,13 +59,16 @@ def launch_failure(exc: Exception, path: str) -> str:
     in Chromium's log (Playwright's message is a box of text and the whole log)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     first = lines[0] if lines else type(exc).__name__
-    cause = ""
     for line in lines[1:]:
         m = _CHROMIUM_LOG.search(line)
         if m and not any(noise in line for noise in _LOG_NOISE):
-            cause = m.group(1).strip()
-            break
-    return f"Chromium ({path}) did not start: {first}" + (f"; its log says: {cause}" if cause else "")
+            return f"Chromium ({path}) did not start: {first}; its log says: {m.group(1).strip()}"
+    for line in lines[1:]:
+        m = _EXITED.search(line)
+        if m:
+            how = f"signal {m.group(2)}" if m.group(2) != "null" else f"exit status {m.group(1)}"
+            return f"Chromium ({path}) did not start: {first}; it ended with {how} and logged no error"
+    return f"Chromium ({path}) did not start: {first}"
 
 
 def chromium_path(*, shell: bool = False) -> str:

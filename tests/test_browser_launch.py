@@ -138,3 +138,18 @@ def test_a_browser_that_will_not_start_is_one_line_and_leaves_no_new_archive(tmp
     assert _no_files_like(tmp_path, "c.wfz") == [] and _no_files_like(tmp_path, "s.wfz") == []
     assert not (tmp_path / "t.json").exists()
     assert cli("archive", "verify", tmp_path / "kept.wfz").returncode == 0
+
+
+def test_a_browser_that_exits_silently_is_reported_with_its_exit_status(tmp_path, monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    exe = tmp_path / "silent-chromium"
+    exe.write_text("#!/bin/sh\nexit 3\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("WEBFREEZE_CHROMIUM", str(exe))
+    with sync_playwright() as pw:
+        with pytest.raises(BrowserUnavailable) as caught:
+            launch_chromium(pw)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"Chromium ({exe}) did not start")
+    assert message.endswith("it ended with exit status 3 and logged no error"), message

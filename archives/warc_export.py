@@ -132,6 +132,8 @@ def export(archive_path: str | os.PathLike, out: str | os.PathLike, fmt: str,
     # never the archive; an existing file only with overwrite; never a directory or a device (the
     # export is renamed into place: it would replace them)
     out = check_output_file(out, overwrite=overwrite, protect=[archive_path])
+    if out.is_symlink():  # written through: the file the link names is made or replaced, the link stays
+        out = check_output_file(os.path.realpath(out), overwrite=overwrite, protect=[archive_path])
     with Archive.open(archive_path) as arc:
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
         os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; an export is an ordinary file

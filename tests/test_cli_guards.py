@@ -107,6 +107,25 @@ def test_export_refuses_to_replace_what_is_not_a_regular_file(archive, tmp_path,
     assert_one_line_error(cli("archive", "export", archive, "-o", tmp_path / "x.warc.gz"), code=2, contains="warc")
 
 
+def test_export_writes_through_a_symbolic_link(archive, tmp_path, cli):
+    """As `show -o` does: the link stays and the file it names gets the export (the link itself
+    used to be replaced by a regular file, with or without --force)."""
+    link = tmp_path / "latest.warc.gz"
+    link.symlink_to("export-1.warc.gz")  # dangling until the first export
+    assert cli("archive", "export", archive, "--format", "warc", "-o", link).returncode == 0
+    assert link.is_symlink() and (tmp_path / "export-1.warc.gz").is_file()
+    first = digest(tmp_path / "export-1.warc.gz")
+    assert_one_line_error(cli("archive", "export", archive, "--format", "warc", "-o", link),
+                          contains="already exists")
+    assert cli("archive", "export", archive, "--format", "wacz", "-o", link, "--force").returncode == 0
+    assert link.is_symlink() and digest(tmp_path / "export-1.warc.gz") != first
+    to_archive = tmp_path / "to-archive"
+    to_archive.symlink_to(archive)
+    assert_one_line_error(cli("archive", "export", archive, "--format", "warc", "-o", to_archive, "--force"),
+                          contains="which this command reads")
+    assert not list(tmp_path.glob(".*partial*"))
+
+
 def test_replay_serve_refuses_a_bad_miss_report_before_serving(archive, tmp_path, cli):
     before = digest(archive)
     assert_one_line_error(cli("replay", "serve", archive, "--port", "0", "--miss-report", archive, timeout=60),
@@ -531,3 +550,45 @@ def test_merge_checks_every_blob_it_copies(archive, tmp_path, cli):
     assert_one_line_error(cli("archive", "merge", bad, "--into", archive), contains=payload)
     assert digest(archive) == before
     assert cli("archive", "verify", archive).returncode == 0
+
+
+def test_until_includes_the_whole_period_a_short_timestamp_names(archive, cli):
+    """pywb pads a "to" time up: --until 2014 means the end of 2014 (it used to mean its first second,
+    which listed nothing captured later in 2014)."""
+    every = cli("archive", "ls", archive).stdout.splitlines()
+    assert len(every) == 171  # iana.warc.gz: all captured on 2014-01-26
+    for until in ("2014", "201401", "20140126", "2014-01-26"):
+        assert cli("archive", "ls", archive, "--until", until).stdout.splitlines() == every, until
+    for until in ("2013", "20140125", "2014-01-25"):
+        assert cli("archive", "ls", archive, "--until", until).stdout == "", until
+    assert cli("archive", "ls", archive, "--since", "2014-01-27").stdout == ""
+
+
+@pytest.mark.parametrize("value, upper", [
+    ("2014", "2014-12-31T23:59:59.999999Z"), ("201402", "2014-02-28T23:59:59.999999Z"),
+    ("201602", "2016-02-29T23:59:59.999999Z"), ("2014012620", "2014-01-26T20:59:59.999999Z"),
+    ("20140126200624", "2014-01-26T20:06:24.999999Z"), ("2014-01-26", "2014-01-26T23:59:59.999999Z"),
+    ("2014-01-26T20:06:24.5Z", "2014-01-26T20:06:24.500000Z")])
+def test_upper_bounds_of_timestamps(value, upper):
+    from webfreeze.archives.timeutil import parse_time_upper
+
+    assert parse_time_upper(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ") == upper
+
+
+def test_bad_option_values_are_usage_errors(archive, tmp_path, cli):
+    """Mistakes on the command line exit with status 2 and point at --help (some exited 1)."""
+    url = "http://127.0.0.1:9/"
+    cases = [
+        (("archive", "ls", archive, "--since", "garbage"), "bad timestamp 'garbage'"),
+        (("archive", "ls", archive, "--until", "2014-13"), "bad timestamp '2014-13'"),
+        (("archive", "show", archive, "http://www.iana.org/", "--at", "yesterday"), "bad timestamp"),
+        (("replay", "serve", archive, "--at", "garbage"), "bad timestamp 'garbage'"),
+        (("record", "crawl", url, "--archive", tmp_path / "c.wfz", "--scope", "(["), "invalid --scope"),
+        (("record", "crawl", url, "--archive", tmp_path / "c.wfz", "--resolve", "bad"), "expected HOST=ADDRESS:PORT"),
+        (("record", "session", url, "--archive", tmp_path / "s.wfz", "--trajectory", tmp_path / "t.json"),
+         "needs --headed"),
+    ]
+    for args, message in cases:
+        line = assert_one_line_error(cli(*args), code=2, contains=message)
+        assert "--help" in line, line
+    assert not [p.name for p in tmp_path.iterdir() if not p.name.startswith("a.wfz")]  # nothing made

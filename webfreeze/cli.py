@@ -22,6 +22,26 @@ EXIT_USAGE = 2
 SQLITE_MAX_INT = 2**63 - 1  # the largest number an archive's integer columns can hold
 
 
+class Timestamp(click.ParamType):
+    """A time on the command line: ISO 8601 or a 1-14 digit pywb-style timestamp, checked as the
+    command line is read (a bad one is a usage error) and passed on in the archive's canonical form.
+    ``upper``: the latest instant it names (``--until 2014`` includes all of 2014), as pywb pads."""
+
+    name = "TIME"
+
+    def __init__(self, upper: bool = False):
+        self.upper = upper
+
+    def convert(self, value, param, ctx):
+        from webfreeze.archives.timeutil import parse_time, parse_time_upper
+
+        try:
+            moment = parse_time_upper(value) if self.upper else parse_time(value)
+        except ArchiveError as exc:
+            self.fail(str(exc), param, ctx)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def fail(message: str, code: int = EXIT_ERROR) -> None:
     """Print one error line and exit (a message of several lines is joined into one when short, as
     click's list of choices; else its first line is kept, as a browser's launch log)."""
@@ -31,6 +51,15 @@ def fail(message: str, code: int = EXIT_ERROR) -> None:
         joined = lines[0]
     click.echo(f"webfreeze: error: {joined}", err=True)
     sys.exit(code)
+
+
+def usage_checked(check, *args):
+    """``check(*args)``, with the ArchiveError it raises for a bad option value turned into a usage
+    error (exit status 2, with a pointer to --help)."""
+    try:
+        return check(*args)
+    except ArchiveError as exc:
+        raise click.UsageError(str(exc), click.get_current_context()) from None
 
 
 def progress_bar(total: int, description: str, *, unit: str = "bytes"):
@@ -197,8 +226,9 @@ def archive_info(archive_path, as_json):
 @click.option("--mime", help="Only this media type (wildcards: 'image/*').")
 @click.option("--status", type=click.IntRange(0, SQLITE_MAX_INT), help="Only this HTTP status.")
 @click.option("--method", help="Only this HTTP method.")
-@click.option("--since", help="Captured at or after (ISO 8601 or 1-14 digit timestamp).")
-@click.option("--until", help="Captured at or before.")
+@click.option("--since", type=Timestamp(), help="Captured at or after (ISO 8601 or 1-14 digit timestamp).")
+@click.option("--until", type=Timestamp(upper=True),
+              help="Captured at or before; a short timestamp includes its whole period (2014: all of 2014).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many lines.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 def archive_ls(archive_path, prefix, host, mime, status, method, since, until, limit, as_json):
@@ -221,7 +251,7 @@ def archive_ls(archive_path, prefix, host, mime, status, method, since, until, l
 @click.argument("url", required=False)
 @click.option("--id", "exchange_id", type=click.IntRange(1, SQLITE_MAX_INT),
               help="Show exchange number ID (as `ls --json` prints it).")
-@click.option("--at", "when", help="Pick the capture closest to this time (default: the latest).")
+@click.option("--at", "when", type=Timestamp(), help="Pick the capture closest to this time (default: the latest).")
 @click.option("--method", default=None, help="HTTP method (default: any).")
 @click.option("--raw", is_flag=True, help="Print the body as stored (no content decoding).")
 @click.option("--headers-only", is_flag=True, help="Print the request and response headers only.")
@@ -444,8 +474,8 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve):
     from webfreeze.recorder.proxy import parse_resolve
 
     check_url(url)
-    scope_matcher(url, scope)  # a bad regex fails before anything starts
-    table = parse_resolve(resolve)
+    usage_checked(scope_matcher, url, scope)  # a bad regex fails before anything starts
+    table = usage_checked(parse_resolve, resolve)
     progress, advance = progress_bar(max_pages, "crawling", unit="pages")
     with progress:
         result = crawl(archive_path, url, depth=depth, max_pages=max_pages, scope=scope,
@@ -477,8 +507,11 @@ def record_session(url, archive_path, trajectory, headed, script, resolve):
     from webfreeze.recorder.session import record_session as run_session
 
     check_url(url)
+    if not headed and not script:
+        raise click.UsageError("a session needs --headed (a person drives) or --script FILE",
+                               click.get_current_context())
     result = run_session(archive_path, url, trajectory, headed=headed, script=script,
-                         resolve=parse_resolve(resolve))
+                         resolve=usage_checked(parse_resolve, resolve))
     click.echo(f"{len(result['steps'])} steps written to {trajectory}; exchanges recorded into {archive_path} "
                f"(session {result['archive_session']})")
 
@@ -546,9 +579,10 @@ def replay() -> None:
               help="JSONL file that gets one line per miss (created on the first miss).")
 @click.option("--no-inject", is_flag=True, help="Do not inject the deterministic runtime into HTML pages.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of Math.random and crypto in pages.")
-@click.option("--at", "when", help="Target time (ISO 8601 or 1-14 digits): prefer the captures closest to it.")
+@click.option("--at", "when", type=Timestamp(),
+              help="Target time (ISO 8601 or 1-14 digits): prefer the captures closest to it.")
 @click.option("--rules", "rules_file", type=click.Path(dir_okay=False),
-              help="JSON file of matching-rule overrides (see README, 'Replay matching').")
+              help="JSON file of matching-rule overrides (see README, 'Replay', Matching).")
 def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject, seed, when, rules_file):
     """Serve ARCHIVE until Ctrl-C; nothing is ever fetched from the network."""
     from webfreeze.replayer.server import ReplayServer, load_rules_file
@@ -561,10 +595,6 @@ def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject
             miss_report = None
         elif rules_file:  # appended to on the first miss: never the rules file (the server checks the rest)
             check_output_file(miss_report, protect=[rules_file], what="miss report", devices_ok=True)
-    if when:
-        from webfreeze.archives.timeutil import parse_time
-
-        parse_time(when)
     server = ReplayServer(archive_path, mode=mode, host=host, port=port, on_miss=on_miss, miss_report=miss_report,
                           inject=not no_inject, seed=seed, rules=rules, when=when)
 

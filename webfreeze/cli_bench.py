@@ -43,6 +43,14 @@ def _pairs(entries, what: str) -> dict:
     return out
 
 
+def _known_agent(ctx, param, name: str) -> str:
+    from webfreeze.agents import AGENTS
+
+    if name not in AGENTS:
+        raise click.BadParameter(f"unknown agent {name!r} (known: {', '.join(sorted(AGENTS))})", ctx, param)
+    return name
+
+
 def _console():
     from rich.console import Console
 
@@ -95,7 +103,7 @@ def bench_group() -> None:
 @click.argument("suite", metavar="SUITE", type=click.Path())
 @click.option("--archive", "archive", type=click.Path(dir_okay=False),
               help="Archive to replay (default: the one the suite's manifest names).")
-@click.option("--agent", required=True, help="Agent name: reference (replays reference trajectories) or keyword "
+@click.option("--agent", required=True, callback=_known_agent, help="Agent name: reference (replays reference trajectories) or keyword "
                                               "(a non-LLM baseline).")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
               help="Run directory (created; an interrupted run there resumes).")

@@ -77,9 +77,13 @@ def recording_into(path: str | os.PathLike) -> Iterator[Archive]:
     try:
         yield arc
     except BaseException:
-        empty = created and not arc.conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM exchanges) OR EXISTS (SELECT 1 FROM pages)").fetchone()[0]
-        arc.close()
+        try:
+            empty = created and not arc.conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM exchanges) OR EXISTS (SELECT 1 FROM pages)").fetchone()[0]
+        except Exception:
+            empty = False  # an archive that cannot even say so is kept as it is
+        with contextlib.suppress(Exception):  # the recording's own error is the one to report
+            arc.close()
         if empty:
             for f in archive_files(path):
                 with contextlib.suppress(FileNotFoundError):

@@ -174,16 +174,16 @@ class WebEnv(gym.Env):
     def step(self, action: str, agent: dict | None = None):
         if self.task is None:
             raise EnvError("call reset() before step()")
+        if self.done:  # nothing happens, nothing is recorded: the episode's result stays as it ended
+            self.last_error = "the episode has ended; call reset()"
+            return self._observe(), 0.0, True, False, {"step_ms": 0.0, "parsed": None, "end_reason": None}
         t0 = time.perf_counter()
         before_tree, before_url = self.tree, self.backend.url
         obs_digest = _digest(before_tree.axtree_text) if before_tree else None
         parsed, error = try_parse(action, self.config.action_dialect)
         answer = None
         target = None
-        if self.done:
-            error = "the episode has ended; call reset()"
-            parsed = None
-        elif parsed is not None:
+        if parsed is not None:
             if parsed.bid is not None and before_tree is not None:
                 target = before_tree.get(parsed.bid)
                 if target is None and parsed.kind not in ("scroll",):
@@ -301,9 +301,11 @@ class _TextBackend:
         status, final, data = self._request(method, url, body, ctype)
         if status == 0:
             return f"could not load {url}"
-        if self.url:
+        # A GET of the page's own URL replaces its history entry, as a browser does (HTML's
+        # navigate: same URL -> "replace"); any other load is a new entry.
+        if self.url and not (method == "GET" and url == self.url):
             self.history.append((self.url, self.html))
-        self.forward = []
+            self.forward = []
         self.url, self.html, self.state = final, data, {}
         return None if status < 400 else f"HTTP {status} for {final}"
 
@@ -612,10 +614,10 @@ class _BrowserBackend:
                     await page.mouse.wheel(dx, dy)
             elif a.kind == "goto":
                 await page.goto(a.url, wait_until="load")
-            elif a.kind == "go_back":
-                await page.go_back(wait_until="load")
-            elif a.kind == "go_forward":
-                await page.go_forward(wait_until="load")
+            elif a.kind in ("go_back", "go_forward"):
+                if not await self._can_go(page, back=a.kind == "go_back"):
+                    return "no previous page" if a.kind == "go_back" else "no next page"
+                await (page.go_back if a.kind == "go_back" else page.go_forward)(wait_until="load")
             elif a.kind == "noop":
                 await page.wait_for_timeout(min(a.amount or 0, 5000))
             await self._settle()
@@ -624,6 +626,19 @@ class _BrowserBackend:
         except PlaywrightError as exc:
             return str(exc).splitlines()[0]
         return None
+
+    @staticmethod
+    async def _can_go(page, *, back: bool) -> bool:
+        """Whether the page's history has an entry of this episode before (or after) the current
+        one: the blank page a new tab starts on does not count, as in the text backend."""
+        cdp = await page.context.new_cdp_session(page)
+        try:
+            history = await cdp.send("Page.getNavigationHistory")
+        finally:
+            await cdp.detach()
+        to = history["currentIndex"] + (-1 if back else 1)
+        entries = history["entries"]
+        return 0 <= to < len(entries) and entries[to]["url"] != "about:blank"
 
     def open_pages(self) -> list[str]:
         return list(self._open_pages)

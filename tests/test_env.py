@@ -94,6 +94,35 @@ def test_dialects_errors_and_navigation(recorded, backend):
         env.close()
 
 
+@pytest.mark.parametrize("backend", ["text", "browser"])
+def test_history_and_the_end_of_an_episode(recorded, backend):
+    """Both backends: no going back past the episode's first page (the browser went to the blank
+    page a tab starts on), a link to the page itself replaces its history entry (the text backend
+    made a new one), and a step after the episode ended records nothing and keeps its result (it
+    turned an answer into 'infeasible')."""
+    archive, urls, _ = recorded
+    home = urls["scholar"] + "/"
+    env = WebEnv(EnvConfig(archive, backend=backend))
+    try:
+        env.reset(options={"task": task(home)})
+        seen = []
+        for action in ["go_back()", "go_forward()", f"click('{bid_of(env, 'link', 'Home')}')",
+                       "go_back()", f"click('{bid_of(env, 'link', 'Help')}')", "go_back()", "go_forward()"]:
+            obs, *_ = env.step(action)
+            seen.append((obs["url"].removeprefix(urls["scholar"]), obs["last_action_error"]))
+        assert seen == [("/", "no previous page"), ("/", "no next page"), ("/", ""), ("/", "no previous page"),
+                        ("/help", ""), ("/", ""), ("/help", "")]
+        obs, _, term, _, info = env.step("stop [the help page]")
+        assert term and info["end_reason"] == "answer"
+        ended = env.trajectory()
+        obs, reward, term, trunc, info = env.step("noop()")
+        assert term and not trunc and info["end_reason"] is None
+        assert obs["last_action_error"] == "the episode has ended; call reset()" and obs["url"].endswith("/help")
+        assert env.trajectory() == ended and ended["answer"] == "the help page" and len(ended["steps"]) == 8
+    finally:
+        env.close()
+
+
 def test_backends_reach_the_same_pages_and_trajectories_repeat(recorded):
     archive, urls, _ = recorded
     seen = {}

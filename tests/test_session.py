@@ -75,7 +75,7 @@ def test_scripted_shop_session(tmp_path, monkeypatch, cli):
 def test_session_needs_a_driver(tmp_path, cli):
     r = cli("record", "session", "http://127.0.0.1:1/", "--archive", tmp_path / "a.wfz", "--trajectory",
             tmp_path / "t.json")
-    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--headed" in r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--headed" in r.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -114,7 +114,7 @@ def test_crawl_bad_input_is_one_line(tmp_path, home, cli):
     r = cli("record", "crawl", f"http://127.0.0.1:{dead}/", "--archive", tmp_path / "a.wfz")
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "unreachable" in r.stderr
     r = cli("record", "crawl", "http://127.0.0.1:1/", "--archive", tmp_path / "a.wfz", "--scope", "([a-z")
-    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "invalid --scope" in r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "invalid --scope" in r.stderr
     site = SiteServer(ScholarSite(0)).start()
     try:
         r = cli("record", "crawl", f"{site.url}/", "--archive", tmp_path / "no" / "a.wfz")

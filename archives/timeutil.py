@@ -5,7 +5,7 @@ from __future__ import annotations
 import calendar
 import functools
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from .errors import BadInput  # (an ArchiveError: one line for the user)
 
@@ -40,27 +40,33 @@ def parse_time(value: str | datetime) -> datetime:
 
 
 _ISO_DATE = re.compile(r"^\d{4}-\d\d-\d\d$")
-_PAD_UP = "99991231235959"
+# An ISO 8601 date and time; which of minutes, seconds and a fraction it gives.
+_ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d(?P<min>:?\d\d)?(?P<sec>:?\d\d)?(?P<frac>[.,]\d+)?"
+                       r"(?:[Zz]|[+-]\d\d(?::?\d\d)?)?$")
 
 
 def parse_time_upper(value: str) -> datetime:
-    """The latest instant ``value`` names, for an inclusive upper bound (``--until``): missing fields
-    take their latest value, as pywb pads a "to" timestamp (``2014`` is 2014-12-31 23:59:59.999999,
-    ``201402`` ends on 28 February, a date alone ends at midnight). A full timestamp is that
-    second's last microsecond; an ISO 8601 time with a fraction is exact."""
+    """The latest instant ``value`` names, for an inclusive upper bound (``--until``): every field
+    it leaves out takes its latest value (``2014`` is 2014-12-31 23:59:59.999999, ``201402`` ends
+    on 28 February, ``2014-01-26`` at midnight, ``2014-01-26T10:00`` at 10:00:59.999999); a
+    fraction of a second is exact. Digits are padded with 9s and each field then brought into
+    range, so a partial field counts too (``20141`` is October to December)."""
     earliest = parse_time(value)  # validates, and gives the answer when nothing is missing
     text = value.strip()
     if _DIGITS.match(text):
-        padded = text + _PAD_UP[len(text):]  # digit by digit, then each field brought into range
+        padded = text.ljust(14, "9")
         year, month = int(padded[0:4]), min(max(int(padded[4:6]), 1), 12)
         day = min(max(int(padded[6:8]), 1), calendar.monthrange(year, month)[1])
         hour, minute, second = min(int(padded[8:10]), 23), min(int(padded[10:12]), 59), min(int(padded[12:14]), 59)
         return datetime(year, month, day, hour, minute, second, 999999, tzinfo=timezone.utc)
+    # ISO 8601: the start of the period given, plus the period, less a microsecond
     if _ISO_DATE.match(text):
-        return earliest.replace(hour=23, minute=59, second=59, microsecond=999999)
-    if "." not in text and earliest.microsecond == 0:
-        return earliest.replace(microsecond=999999)
-    return earliest
+        period = timedelta(days=1)
+    elif (m := _ISO_TIME.match(text)) and not m.group("frac"):
+        period = timedelta(seconds=1 if m.group("sec") else 60 if m.group("min") else 3600)
+    else:
+        return earliest
+    return earliest + period - timedelta(microseconds=1)
 
 
 def normalize_time(value: str | datetime) -> str:

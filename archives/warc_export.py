@@ -136,7 +136,8 @@ def export(archive_path: str | os.PathLike, out: str | os.PathLike, fmt: str,
         out = check_output_file(os.path.realpath(out), overwrite=overwrite, protect=[archive_path])
     with Archive.open(archive_path) as arc:
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
-        os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; an export is an ordinary file
+        # mkstemp makes 0600: a file replaced keeps its permissions, a new one gets the usual ones
+        os.chmod(tmp, out.stat().st_mode & 0o7777 if out.is_file() else FILE_MODE)
         try:
             if fmt == "warc":
                 with os.fdopen(fd, "wb") as fh:

@@ -58,13 +58,19 @@ def check_port(host: str, port: int) -> None:
 def open_for_recording(path: str | os.PathLike) -> Archive:
     """Open (or create) the archive a recording writes into; the recording CA is checked first, so
     that a broken one stops the recording before an archive is made."""
+    return _open_or_create(path)[0]
+
+
+def _open_or_create(path: str | os.PathLike) -> tuple[Archive, bool]:
+    """:func:`open_for_recording`, and whether this call created the archive (one that another
+    process creates meanwhile is an error of ``new_archive_atomically``, never taken for ours)."""
     ensure_ca()
     p = Path(path)
     if p.exists():
-        return Archive.open(p, write=True)
+        return Archive.open(p, write=True), False
     with new_archive_atomically(p):
         pass  # an empty archive appears whole, then recording appends to it
-    return Archive.open(p, write=True)
+    return Archive.open(p, write=True), True
 
 
 @contextlib.contextmanager
@@ -72,8 +78,7 @@ def recording_into(path: str | os.PathLike) -> Iterator[Archive]:
     """:func:`open_for_recording` for one recording: closed at the end, and removed again when this
     call created it and the recording failed before anything was recorded into it (a browser that
     would not start leaves no empty archive behind). What a failed recording did record stays."""
-    created = not os.path.lexists(path)
-    arc = open_for_recording(path)
+    arc, created = _open_or_create(path)
     try:
         yield arc
     except BaseException:

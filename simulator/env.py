@@ -174,9 +174,12 @@ class WebEnv(gym.Env):
     def step(self, action: str, agent: dict | None = None):
         if self.task is None:
             raise EnvError("call reset() before step()")
-        if self.done:  # nothing happens, nothing is recorded: the episode's result stays as it ended
+        if self.recorder is not None and self.recorder.finished:
+            # ended (an answer, or the step limit): nothing happens and nothing is recorded, so the
+            # episode's result stays as it ended
             self.last_error = "the episode has ended; call reset()"
-            return self._observe(), 0.0, True, False, {"step_ms": 0.0, "parsed": None, "end_reason": None}
+            return (self._observe(), 0.0, self.done, not self.done,
+                    {"step_ms": 0.0, "parsed": None, "end_reason": None})
         t0 = time.perf_counter()
         before_tree, before_url = self.tree, self.backend.url
         obs_digest = _digest(before_tree.axtree_text) if before_tree else None

@@ -117,8 +117,10 @@ def test_export_writes_through_a_symbolic_link(archive, tmp_path, cli):
     first = digest(tmp_path / "export-1.warc.gz")
     assert_one_line_error(cli("archive", "export", archive, "--format", "warc", "-o", link),
                           contains="already exists")
+    (tmp_path / "export-1.warc.gz").chmod(0o640)
     assert cli("archive", "export", archive, "--format", "wacz", "-o", link, "--force").returncode == 0
     assert link.is_symlink() and digest(tmp_path / "export-1.warc.gz") != first
+    assert (tmp_path / "export-1.warc.gz").stat().st_mode & 0o777 == 0o640  # a file replaced keeps its mode
     to_archive = tmp_path / "to-archive"
     to_archive.symlink_to(archive)
     assert_one_line_error(cli("archive", "export", archive, "--format", "warc", "-o", to_archive, "--force"),
@@ -568,7 +570,12 @@ def test_until_includes_the_whole_period_a_short_timestamp_names(archive, cli):
     ("2014", "2014-12-31T23:59:59.999999Z"), ("201402", "2014-02-28T23:59:59.999999Z"),
     ("201602", "2016-02-29T23:59:59.999999Z"), ("2014012620", "2014-01-26T20:59:59.999999Z"),
     ("20140126200624", "2014-01-26T20:06:24.999999Z"), ("2014-01-26", "2014-01-26T23:59:59.999999Z"),
-    ("2014-01-26T20:06:24.5Z", "2014-01-26T20:06:24.500000Z")])
+    ("2014-01-26T20:06:24.5Z", "2014-01-26T20:06:24.500000Z"),
+    # a partial field counts too (digits padded with 9s, then brought into range)
+    ("2014020", "2014-02-09T23:59:59.999999Z"), ("20141", "2014-12-31T23:59:59.999999Z"),
+    ("201402150", "2014-02-15T09:59:59.999999Z"), ("2016022", "2016-02-29T23:59:59.999999Z"),
+    # ISO times to the hour or minute end with that hour or minute, whatever the offset
+    ("2014-01-26T10:00", "2014-01-26T10:00:59.999999Z"), ("2014-01-26T10+05:30", "2014-01-26T05:29:59.999999Z")])
 def test_upper_bounds_of_timestamps(value, upper):
     from webfreeze.archives.timeutil import parse_time_upper
 

@@ -123,6 +123,24 @@ def test_history_and_the_end_of_an_episode(recorded, backend):
         env.close()
 
 
+def test_no_step_counts_after_the_step_limit(recorded):
+    """Truncation ends the episode as an answer does: later steps change nothing (a late answer
+    turned a step_limit episode into an answered one)."""
+    archive, urls, _ = recorded
+    env = WebEnv(EnvConfig(archive, backend="text", max_steps=2))
+    try:
+        env.reset(options={"task": task(urls["scholar"] + "/")})
+        assert env.step("noop()")[3] is False
+        obs, _, term, trunc, info = env.step("noop()")
+        assert trunc and not term and info["end_reason"] == "step_limit"
+        ended = env.trajectory()
+        obs, _, term, trunc, info = env.step("send_msg_to_user('late answer')")
+        assert trunc and not term and obs["last_action_error"] == "the episode has ended; call reset()"
+        assert env.trajectory() == ended and ended["end"]["reason"] == "step_limit" and len(ended["steps"]) == 2
+    finally:
+        env.close()
+
+
 def test_backends_reach_the_same_pages_and_trajectories_repeat(recorded):
     archive, urls, _ = recorded
     seen = {}

@@ -168,21 +168,21 @@ def check_output_file(path: str | os.PathLike, *, overwrite: bool = True, protec
     return path
 
 
-def write_atomically(path: str | os.PathLike, data: bytes | str) -> None:
-    """Write ``data`` to a temporary file beside ``path`` and rename it into place: readers see
-    the old file or the whole new one, and a failure (disk full) leaves nothing behind. A file
-    replaced keeps its permissions."""
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike) -> Iterator[str]:
+    """A temporary file beside ``path`` for the block to write, renamed onto ``path`` when the block
+    succeeds and removed when it fails: readers see the old file or the whole new one, and a
+    failure (a full disk) leaves nothing behind. A file replaced keeps its permissions; a new one
+    gets the usual ones. An OSError is one line naming ``path``, not the temporary file."""
     path = Path(path)
-    if isinstance(data, str):
-        data = data.encode("utf-8")
     mode = path.stat().st_mode & 0o7777 if path.is_file() else FILE_MODE
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     except OSError as exc:
         raise ArchiveError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        yield tmp
         os.chmod(tmp, mode)  # mkstemp makes 0600
         os.replace(tmp, path)
     except BaseException as exc:
@@ -194,14 +194,15 @@ def write_atomically(path: str | os.PathLike, data: bytes | str) -> None:
 
 
 def write_output(path: str | os.PathLike, data: bytes | str) -> None:
-    """A command's output file: a regular file (or a new one) is written atomically; a symbolic
-    link or a device (``/dev/stdout``) is written through, never replaced."""
+    """A command's output file: a regular file (or a new one) is written atomically (see
+    :func:`replacing`); a symbolic link or a device (``/dev/stdout``) is written through, never
+    replaced."""
     path = Path(path)
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        with open(path, "wb") as fh:
-            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-    else:
-        write_atomically(path, data)
+    data = data.encode("utf-8") if isinstance(data, str) else data
+    through = path.is_symlink() or (path.exists() and not path.is_file())
+    with contextlib.nullcontext(str(path)) if through else replacing(path) as target:
+        with open(target, "wb") as fh:
+            fh.write(data)
 
 
 @dataclass

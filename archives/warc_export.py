@@ -20,7 +20,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from .errors import ArchiveError
-from .store import FILE_MODE, Archive, check_output_file, extra_of
+from .store import Archive, check_output_file, extra_of, replacing
 from .timeutil import normalize_time, to_warc_date
 from .wacz import page_entry, write_wacz
 
@@ -134,24 +134,14 @@ def export(archive_path: str | os.PathLike, out: str | os.PathLike, fmt: str,
     out = check_output_file(out, overwrite=overwrite, protect=[archive_path])
     if out.is_symlink():  # written through: the file the link names is made or replaced, the link stays
         out = check_output_file(os.path.realpath(out), overwrite=overwrite, protect=[archive_path])
-    with Archive.open(archive_path) as arc:
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
-        # mkstemp makes 0600: a file replaced keeps its permissions, a new one gets the usual ones
-        os.chmod(tmp, out.stat().st_mode & 0o7777 if out.is_file() else FILE_MODE)
-        try:
-            if fmt == "warc":
-                with os.fdopen(fd, "wb") as fh:
-                    count = write_warc(arc, fh, progress=progress)
-            elif fmt == "wacz":
-                os.close(fd)
-                count = _export_wacz(arc, tmp, progress)
-            else:
-                raise ArchiveError(f"unknown export format {fmt!r}")
-            os.replace(tmp, out)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+    with Archive.open(archive_path) as arc, replacing(out) as tmp:
+        if fmt == "warc":
+            with open(tmp, "wb") as fh:
+                count = write_warc(arc, fh, progress=progress)
+        elif fmt == "wacz":
+            count = _export_wacz(arc, tmp, progress)
+        else:
+            raise ArchiveError(f"unknown export format {fmt!r}")
     return count
 
 

@@ -33,13 +33,12 @@ class Timestamp(click.ParamType):
         self.upper = upper
 
     def convert(self, value, param, ctx):
-        from webfreeze.archives.timeutil import parse_time, parse_time_upper
+        from webfreeze.archives.timeutil import normalize_time, parse_time, parse_time_upper
 
         try:
-            moment = parse_time_upper(value) if self.upper else parse_time(value)
+            return normalize_time(parse_time_upper(value) if self.upper else parse_time(value))
         except ArchiveError as exc:
             self.fail(str(exc), param, ctx)
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> None:

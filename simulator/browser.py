@@ -341,6 +341,7 @@ PAINT_SETTLE_JS = """async (limitMs) => {
   await Promise.race([settled, new Promise((done) => setTimeout(done, limitMs))]);
 }"""
 PAINT_SETTLE_LIMIT_MS = 2000
+STILL_SHOT_TRIES = 3  # screenshots at most, to find two in a row that agree
 
 
 def still_screenshot(page) -> bytes:
@@ -353,4 +354,12 @@ def still_screenshot(page) -> bytes:
         page.evaluate(PAINT_SETTLE_JS, PAINT_SETTLE_LIMIT_MS)
     except PlaywrightError:
         pass  # the document went away (a late navigation): the screenshot shows what is there now
-    return page.screenshot(full_page=True, type="png", animations="disabled", caret="hide")
+    # Taken again until two in a row agree: on a loaded machine a frame can still be repainting
+    # (once, one anti-aliased pixel of a button's corner differed by one level between replays).
+    shot = page.screenshot(full_page=True, type="png", animations="disabled", caret="hide")
+    for _ in range(STILL_SHOT_TRIES - 1):
+        again = page.screenshot(full_page=True, type="png", animations="disabled", caret="hide")
+        if again == shot:
+            break
+        shot = again
+    return shot

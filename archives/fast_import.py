@@ -346,8 +346,8 @@ def _member_record(member: bytes) -> tuple[str, "_Fields", bytes]:
 class FastWarcImporter(WarcImporter):
     """``WarcImporter`` fed by FastWARC; see the module docstring."""
 
-    def run_file(self, path: Path, *, gzipped: bool,
-                 on_progress: Callable[[int], None] | None = None) -> ImportStats:
+    def run_file(self, path: Path, *, gzipped: bool, on_progress: Callable[[int], None] | None = None,
+                 prefetch: "Prefetch | None" = None) -> ImportStats:
         self.writer = BulkWriter(self.archive)
         self.on_progress = on_progress
         self.done_pos = 0
@@ -355,12 +355,14 @@ class FastWarcImporter(WarcImporter):
         pool = workers()
         inflight: deque = deque()
         try:
-            with open(path, "rb") as fh:
+            if gzipped and prefetch is None:
+                prefetch = Prefetch(path)
+            with open(path, "rb") if prefetch is None else prefetch.fh as fh:
                 size = os.fstat(fh.fileno()).st_size
                 records: list[_Record] = []
                 jobs: list = []
                 batch_bytes = 0
-                source = self._gzip_records(fh, size, workers("inflate")) if gzipped else self._plain_records(fh, size)
+                source = self._gzip_records(prefetch) if gzipped else self._plain_records(fh, size)
                 with contextlib.closing(source):  # a gzip source unmaps the file when closed
                     for r, job in source:
                         records.append(r)
@@ -381,6 +383,9 @@ class FastWarcImporter(WarcImporter):
             for fut, _, _ in inflight:
                 fut.cancel()  # the ones running touch nothing shared; their results are dropped
             raise
+        finally:
+            if prefetch is not None:
+                prefetch.close()
         self.writer.flush()
         self.writer = self.archive  # what comes later (revisits across files, pairing) writes directly
         self._progress(size)
@@ -419,27 +424,18 @@ class FastWarcImporter(WarcImporter):
         except OSError as exc:  # FastWARC's verdict on malformed input: let warcio name the problem
             raise Fallback(f"FastWARC: {exc}") from None
 
-    def _gzip_records(self, fh, size: int, pool):
-        """The records of a per-record gzip file, inflated on the worker threads a few batches
+    def _gzip_records(self, pre: "Prefetch"):
+        """The records of a per-record gzip file, inflated on the inflate thread a few batches
         ahead of the one being parsed here."""
-        buf = gzip_members.open_mapped(fh)
-        ahead: deque = deque()
         try:
-            cuts = gzip_members.batches(buf, size)
-            for start, end in cuts:
-                ahead.append((pool.submit(gzip_members.inflate, buf, start, end, MAX_FAST_RECORD), end))
-                if len(ahead) < INFLATE_AHEAD:
-                    continue
-                yield from self._members(*ahead.popleft())
-            while ahead:
-                yield from self._members(*ahead.popleft())
+            while pre.ahead:
+                batch = pre.ahead.popleft()
+                pre.fill()
+                yield from self._members(*batch)
         except gzip_members.Unusual as exc:
             raise Fallback(str(exc)) from None
         finally:
-            for fut, _ in ahead:
-                fut.cancel()
-            futures.wait([fut for fut, _ in ahead])  # the map must outlive every reader of it
-            buf.close()
+            pre.close()
 
     def _members(self, future, end: int):
         for member in future.result():
@@ -614,14 +610,68 @@ class FastWarcImporter(WarcImporter):
         return None
 
 
+class Prefetch:
+    """A per-record gzip file, memory-mapped, with its first batches of members inflating on the
+    inflate thread from the moment this is made: an import makes it before it creates or opens the
+    archive and hashes the file, so that inflating is not held up by either. ``close`` (which the
+    import's reader calls once done) cancels what is still queued and unmaps the file."""
+
+    def __init__(self, path: Path):
+        self.fh = open(path, "rb")
+        try:
+            self.buf = gzip_members.open_mapped(self.fh)
+        except BaseException:
+            self.fh.close()
+            raise
+        self.cuts = gzip_members.batches(self.buf, os.fstat(self.fh.fileno()).st_size)
+        self.ahead: deque = deque()
+        self.fill()
+
+    def fill(self) -> None:
+        """Queue batches until INFLATE_AHEAD are inflating or waiting to be read."""
+        pool = workers("inflate")
+        while len(self.ahead) < INFLATE_AHEAD:
+            cut = next(self.cuts, None)
+            if cut is None:
+                return
+            start, end = cut
+            self.ahead.append((pool.submit(gzip_members.inflate, self.buf, start, end, MAX_FAST_RECORD), end))
+
+    def close(self) -> None:
+        if self.buf.closed:
+            return
+        for fut, _ in self.ahead:
+            fut.cancel()
+        futures.wait([fut for fut, _ in self.ahead])  # the map must outlive every reader of it
+        self.ahead.clear()
+        self.buf.close()
+        self.fh.close()
+
+
+def prefetch(path: Path) -> Prefetch | None:
+    """Start inflating ``path`` ahead of its import (see :class:`Prefetch`), when the fast path
+    will read it as a per-record gzip file; None otherwise or when it cannot be read."""
+    if not available() or os.environ.get("WEBFREEZE_NO_FASTWARC"):
+        return None
+    try:
+        return Prefetch(path)
+    except (OSError, ValueError):  # unreadable or empty: the import itself reports it
+        return None
+
+
 def import_fast(archive: Archive, path: Path, session_id: str, *, gzipped: bool,
-                on_progress: Callable[[int], None] | None = None) -> FastWarcImporter:
+                on_progress: Callable[[int], None] | None = None,
+                prefetched: Prefetch | None = None) -> FastWarcImporter:
     """Import ``path`` with the fast path inside a savepoint; raises :class:`Fallback` (with the
-    savepoint rolled back, nothing written) when the file needs warcio."""
+    savepoint rolled back, nothing written) when the file needs warcio. ``prefetched`` (for a gzip
+    file) is consumed and closed."""
     importer = FastWarcImporter(archive, session_id, path.name)
     try:
         with archive.savepoint("fast_import"):
-            importer.run_file(path, gzipped=gzipped, on_progress=on_progress)
+            importer.run_file(path, gzipped=gzipped, on_progress=on_progress, prefetch=prefetched)
     except BadInput as exc:  # warcio names every problem, so that both paths say the same
         raise Fallback(str(exc)) from None
+    finally:
+        if prefetched is not None:
+            prefetched.close()
     return importer

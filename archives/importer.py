@@ -105,28 +105,38 @@ def import_files(archive_path: str | os.PathLike, sources: list[str | os.PathLik
             raise BadInput(f"{p}: no such file")
         kinds.append(sniff(p))
     target = Path(archive_path)
-    # The files' digests (their session ids) are computed on worker threads while the archive opens.
+    # The files' digests (their session ids) are computed on worker threads while the archive opens,
+    # and the first file, when it is a per-record gzip WARC, starts inflating meanwhile too.
     digests = [fast_import.workers().submit(file_sha256, p) for p in paths]
+    first = _prefetch(paths[0], kinds[0]) if paths else None
     try:
         if target.exists():
             with Archive.open(target, write=True) as arc:
                 with arc.transaction():
-                    return _import_all(arc, paths, kinds, digests, progress)
+                    return _import_all(arc, paths, kinds, digests, progress, first)
         with new_archive_atomically(target, **(create_meta or {})) as arc:
             with arc.transaction():
-                return _import_all(arc, paths, kinds, digests, progress)
+                return _import_all(arc, paths, kinds, digests, progress, first)
     finally:
         for d in digests:
             d.cancel()
+        if first is not None:
+            first.close()
+
+
+def _prefetch(path: Path, kind: str) -> fast_import.Prefetch | None:
+    if kind != "warc" or not _is_gzip(path) or is_whole_file_gzip(path):
+        return None
+    return fast_import.prefetch(path)
 
 
 def _import_all(arc: Archive, paths: list[Path], kinds: list[str], digests: list[Future],
-                progress: Progress | None) -> list[SourceResult]:
+                progress: Progress | None, first: fast_import.Prefetch | None = None) -> list[SourceResult]:
     results = []
     importers: list[tuple[SourceResult, WarcImporter]] = []
-    for p, kind, digest in zip(paths, kinds, digests):
+    for i, (p, kind, digest) in enumerate(zip(paths, kinds, digests)):
         try:
-            result, parts = _import_one(arc, p, kind, digest.result(), progress)
+            result, parts = _import_one(arc, p, kind, digest.result(), progress, first if i == 0 else None)
         except BadInput as exc:
             raise BadInput(f"{p}: {exc}") from None
         except MemoryError:
@@ -142,8 +152,8 @@ def _import_all(arc: Archive, paths: list[Path], kinds: list[str], digests: list
     return results
 
 
-def _import_one(arc: Archive, path: Path, kind: str, digest: str,
-                progress: Progress | None) -> tuple[SourceResult, list[WarcImporter]]:
+def _import_one(arc: Archive, path: Path, kind: str, digest: str, progress: Progress | None,
+                prefetched: fast_import.Prefetch | None = None) -> tuple[SourceResult, list[WarcImporter]]:
     sid = "i" + digest[:16]
     if arc.session(sid) is not None:
         if progress:
@@ -153,11 +163,12 @@ def _import_one(arc: Archive, path: Path, kind: str, digest: str,
     result = SourceResult(str(path), kind, sid)
     if kind == "wacz":
         return result, _import_wacz(arc, path, sid, result, progress)
-    whole_gzip = is_whole_file_gzip(path)
+    whole_gzip = prefetched is None and is_whole_file_gzip(path)
     importer = None
     if kind == "warc" and not whole_gzip and fast_import.available() and not os.environ.get("WEBFREEZE_NO_FASTWARC"):
         try:
-            importer = fast_import.import_fast(arc, path, sid, gzipped=_is_gzip(path), on_progress=progress)
+            importer = fast_import.import_fast(arc, path, sid, gzipped=prefetched is not None or _is_gzip(path),
+                                               on_progress=progress, prefetched=prefetched)
         except fast_import.Fallback:
             importer = None  # nothing of it was kept; warcio reads the file and gives the verdict
     if importer is None:

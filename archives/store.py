@@ -310,7 +310,7 @@ class Archive:
         ``_private``: the file is not yet visible to anyone (see ``new_archive_atomically``), so it
         is built with an in-memory rollback journal and no syncs (a crash only loses a file that is
         thrown away anyway), which spares writing every page twice (WAL, then checkpoint);
-        ``_publish`` turns it into the usual WAL-mode file once it is closed."""
+        ``_publish`` turns it into the usual WAL-mode file and closes it."""
         p = Path(path)
         check_new_file(p)
         conn = cls._connect(p, readonly=False)
@@ -960,8 +960,7 @@ def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]
         raise
     try:
         yield arc
-        arc.close()
-        _publish(tmp)
+        _publish(arc)
         if final.exists():
             raise ArchiveError(f"{final}: was created by someone else meanwhile")
         os.replace(tmp, final)
@@ -975,17 +974,15 @@ def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]
         raise
 
 
-def _publish(p: Path) -> None:
-    """Finish a privately built archive (``Archive.create(_private=True)``, closed): WAL mode, as
+def _publish(arc: Archive) -> None:
+    """Finish and close a privately built archive (``Archive.create(_private=True)``): WAL mode, as
     every archive is, and its bytes on disk before it is renamed into place."""
+    p = arc.path
     try:
-        conn = sqlite3.connect(sqlite_uri(p), uri=True, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-        finally:
-            conn.close()
+        arc.conn.execute("PRAGMA journal_mode=WAL")
     except sqlite3.Error as exc:
         raise ArchiveError(f"{p}: cannot finish the new archive: {exc}") from None
+    arc.close()
     fd = os.open(p, os.O_RDONLY)
     try:
         os.fsync(fd)

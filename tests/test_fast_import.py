@@ -204,3 +204,39 @@ def test_a_fallback_leaves_nothing_of_the_fast_attempt(samples, tmp_path):
             fast_import.import_fast(arc, src, sid, gzipped=True)
         assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 0
         assert arc.conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == 1  # the header dictionary
+
+
+def _held(path: Path) -> list[str]:
+    """How this process still holds ``path``: open descriptors and memory maps of it."""
+    import os
+
+    real = os.path.realpath(path)
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == real:
+                held.append(f"fd {fd}")
+        except OSError:
+            pass
+    with open("/proc/self/maps") as maps:
+        held += [line.strip() for line in maps if line.rstrip().endswith(real)]
+    return held
+
+
+def test_an_import_lets_go_of_its_sources_whatever_the_outcome(samples, tmp_path):
+    """The first file starts inflating before the archive is made (``fast_import.Prefetch``): it is
+    closed and unmapped after an import, a skipped re-import, a fallback to warcio, and an error."""
+    good = tmp_path / "good.warc.gz"
+    good.write_bytes((samples / "iana.warc.gz").read_bytes())
+    lying = tmp_path / "lying.warc.gz"
+    lying.write_bytes(gz(record(1, payload_digest=sha1_b32(b"other"))))
+    target = tmp_path / "a.wfz"
+    results = import_files(target, [good])
+    assert results[0].stats.exchanges > 0 and _held(good) == []
+    assert import_files(target, [good])[0].skipped and _held(good) == []
+    with pytest.raises(ArchiveError, match="digest"):
+        import_files(tmp_path / "b.wfz", [lying])  # the fast path hands over; warcio says why
+    assert _held(lying) == [] and not (tmp_path / "b.wfz").exists()
+    with pytest.raises(ArchiveError, match="no such directory"):
+        import_files(tmp_path / "nowhere" / "c.wfz", [good])  # after the file started inflating
+    assert _held(good) == []

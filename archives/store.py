@@ -423,12 +423,13 @@ class Archive:
                 f"supports ({FORMAT_VERSION}); upgrade webfreeze"
             )
 
-    def close(self) -> None:
-        """Close the archive; the WAL is checkpointed so the file stands alone."""
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Close the archive; the WAL is checkpointed so the file stands alone (``checkpoint=False``
+        leaves that to SQLite's own close, for a WAL known to be empty)."""
         if self.conn is None:
             return
         try:
-            if self.writable:
+            if self.writable and checkpoint:
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             self.conn.close()
@@ -436,6 +437,24 @@ class Archive:
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
+        if not self.writable:
+            self._tidy_after_reading()
+
+    def _tidy_after_reading(self) -> None:
+        """Remove the ``-wal`` and ``-shm`` files that reading left beside the archive, when nobody
+        else has it open. SQLite keeps them after a read-only connection closes; a read-write one
+        that closes last removes them (it reads here and writes nothing), and leaves them to any
+        connection still open. A file or folder that cannot be written keeps them."""
+        wal, shm = Path(f"{self.path}-wal"), Path(f"{self.path}-shm")
+        if not (wal.exists() or shm.exists()) or not os.access(self.path, os.W_OK):
+            return
+        with contextlib.suppress(sqlite3.Error):
+            conn = sqlite3.connect(sqlite_uri(self.path, mode="rw"), uri=True, isolation_level=None, timeout=0)
+            try:
+                conn.execute("PRAGMA query_only=1")
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            finally:
+                conn.close()
 
     def __enter__(self) -> "Archive":
         return self
@@ -979,10 +998,19 @@ def _publish(arc: Archive) -> None:
     every archive is, and its bytes on disk before it is renamed into place."""
     p = arc.path
     try:
-        arc.conn.execute("PRAGMA journal_mode=WAL")
+        try:
+            switched = arc.conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+        except sqlite3.OperationalError:  # a statement the caller left unfinished holds the mode
+            switched = False
+        arc.close(checkpoint=False)  # nothing was written in WAL mode (and an unfinished statement would refuse it)
+        if not switched:  # then a connection of its own does it
+            conn = sqlite3.connect(sqlite_uri(p), uri=True, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+            finally:
+                conn.close()
     except sqlite3.Error as exc:
         raise ArchiveError(f"{p}: cannot finish the new archive: {exc}") from None
-    arc.close()
     fd = os.open(p, os.O_RDONLY)
     try:
         os.fsync(fd)

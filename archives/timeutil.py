@@ -28,6 +28,11 @@ def parse_time(value: str | datetime) -> datetime:
             except ValueError:
                 raise BadInput(f"bad timestamp {value!r}: expected up to 14 digits YYYYMMDDhhmmss "
                                "that make a real date, or ISO 8601") from None
+        elif _ISO_MONTH.match(text):  # YYYY-MM, which fromisoformat does not take
+            try:
+                dt = datetime(int(text[:4]), int(text[5:7]), 1)
+            except ValueError:
+                raise BadInput(f"bad timestamp {value!r}: not a real month") from None
         else:
             try:
                 dt = datetime.fromisoformat(text.replace("z", "Z"))
@@ -39,7 +44,9 @@ def parse_time(value: str | datetime) -> datetime:
     return dt.astimezone(timezone.utc)
 
 
+_ISO_MONTH = re.compile(r"^\d{4}-\d\d$")
 _ISO_DATE = re.compile(r"^\d{4}-\d\d-\d\d$")
+_ISO_WEEK = re.compile(r"^\d{4}-?W\d\d(?P<day>-?\d)?$")
 # An ISO 8601 date and time; which of minutes, seconds and a fraction it gives.
 _ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d(?P<min>:?\d\d)?(?P<sec>:?\d\d)?(?P<frac>[.,]\d+)?"
                        r"(?:[Zz]|[+-]\d\d(?::?\d\d)?)?$")
@@ -49,7 +56,7 @@ def parse_time_upper(value: str) -> datetime:
     """The latest instant ``value`` names, for an inclusive upper bound (``--until``): every field
     it leaves out takes its latest value (``2014`` is 2014-12-31 23:59:59.999999, ``201402`` ends
     on 28 February, ``2014-01-26`` at midnight, ``2014-01-26T10:00`` at 10:00:59.999999); a
-    fraction of a second is exact. Digits are padded with 9s and each field then brought into
+    fraction of a second is exact; ``2014-02`` is the month and ``2014-W05`` the week. Digits are padded with 9s and each field then brought into
     range, so a partial field counts too (``20141`` is October to December)."""
     earliest = parse_time(value)  # validates, and gives the answer when nothing is missing
     text = value.strip()
@@ -60,8 +67,13 @@ def parse_time_upper(value: str) -> datetime:
         hour, minute, second = min(int(padded[8:10]), 23), min(int(padded[10:12]), 59), min(int(padded[12:14]), 59)
         return datetime(year, month, day, hour, minute, second, 999999, tzinfo=timezone.utc)
     # ISO 8601: the start of the period given, plus the period, less a microsecond
-    if _ISO_DATE.match(text):
+    if _ISO_MONTH.match(text):
+        year, month = earliest.year, earliest.month
+        period = timedelta(days=calendar.monthrange(year, month)[1])
+    elif _ISO_DATE.match(text):
         period = timedelta(days=1)
+    elif m := _ISO_WEEK.match(text):
+        period = timedelta(days=1 if m.group("day") else 7)
     elif (m := _ISO_TIME.match(text)) and not m.group("frac"):
         period = timedelta(seconds=1 if m.group("sec") else 60 if m.group("min") else 3600)
     else:
@@ -73,12 +85,18 @@ def normalize_time(value: str | datetime) -> str:
     """Canonical text form: ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
     if isinstance(value, str):
         return _normalize_text(value)
-    return parse_time(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return _canonical(parse_time(value))
 
 
 @functools.lru_cache(maxsize=4096)  # records of one crawl share their seconds
 def _normalize_text(value: str) -> str:
-    return parse_time(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return _canonical(parse_time(value))
+
+
+def _canonical(dt: datetime) -> str:
+    # four-digit years whatever the platform's strftime does with years before 1000, so that stored
+    # times always sort as text
+    return f"{dt.year:04d}-{dt:%m-%dT%H:%M:%S.%f}Z"
 
 
 def to_warc_date(stored: str) -> str:
@@ -90,7 +108,8 @@ def to_warc_date(stored: str) -> str:
 
 def to_timestamp14(stored: str) -> str:
     """The 14-digit form pywb and CDXJ use."""
-    return parse_time(stored).strftime("%Y%m%d%H%M%S")
+    dt = parse_time(stored)
+    return f"{dt.year:04d}{dt:%m%d%H%M%S}"
 
 
 def now() -> str:

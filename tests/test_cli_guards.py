@@ -575,11 +575,27 @@ def test_until_includes_the_whole_period_a_short_timestamp_names(archive, cli):
     ("2014020", "2014-02-09T23:59:59.999999Z"), ("20141", "2014-12-31T23:59:59.999999Z"),
     ("201402150", "2014-02-15T09:59:59.999999Z"), ("2016022", "2016-02-29T23:59:59.999999Z"),
     # ISO times to the hour or minute end with that hour or minute, whatever the offset
-    ("2014-01-26T10:00", "2014-01-26T10:00:59.999999Z"), ("2014-01-26T10+05:30", "2014-01-26T05:29:59.999999Z")])
+    ("2014-01-26T10:00", "2014-01-26T10:00:59.999999Z"), ("2014-01-26T10+05:30", "2014-01-26T05:29:59.999999Z"),
+    # ISO months and weeks are whole periods too
+    ("2014-02", "2014-02-28T23:59:59.999999Z"), ("2016-02", "2016-02-29T23:59:59.999999Z"),
+    ("2014-W05", "2014-02-02T23:59:59.999999Z"), ("2014W05", "2014-02-02T23:59:59.999999Z"),
+    ("2014-W05-3", "2014-01-29T23:59:59.999999Z"),
+    # years before 1000 keep four digits, so that they sort as text
+    ("0999", "0999-12-31T23:59:59.999999Z")])
 def test_upper_bounds_of_timestamps(value, upper):
-    from webfreeze.archives.timeutil import parse_time_upper
+    from webfreeze.archives.timeutil import normalize_time, parse_time_upper
 
-    assert parse_time_upper(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ") == upper
+    assert normalize_time(parse_time_upper(value)) == upper
+
+
+@pytest.mark.parametrize("value, lower", [
+    ("2014-02", "2014-02-01T00:00:00.000000Z"), ("2014-W05", "2014-01-27T00:00:00.000000Z"),
+    ("0999", "0999-01-01T00:00:00.000000Z"), ("09990101000000", "0999-01-01T00:00:00.000000Z")])
+def test_lower_bounds_of_timestamps(value, lower):
+    from webfreeze.archives.timeutil import normalize_time, to_timestamp14
+
+    assert normalize_time(value) == lower
+    assert to_timestamp14(lower) == lower[:4] + lower[5:7] + lower[8:10] + lower[11:13] + lower[14:16] + lower[17:19]
 
 
 def test_bad_option_values_are_usage_errors(archive, tmp_path, cli):
@@ -588,6 +604,7 @@ def test_bad_option_values_are_usage_errors(archive, tmp_path, cli):
     cases = [
         (("archive", "ls", archive, "--since", "garbage"), "bad timestamp 'garbage'"),
         (("archive", "ls", archive, "--until", "2014-13"), "bad timestamp '2014-13'"),
+        (("archive", "ls", archive, "--until", "2014-02-30"), "bad timestamp '2014-02-30'"),
         (("archive", "show", archive, "http://www.iana.org/", "--at", "yesterday"), "bad timestamp"),
         (("replay", "serve", archive, "--at", "garbage"), "bad timestamp 'garbage'"),
         (("record", "crawl", url, "--archive", tmp_path / "c.wfz", "--scope", "(["), "invalid --scope"),

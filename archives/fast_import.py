@@ -429,9 +429,10 @@ class FastWarcImporter(WarcImporter):
         ahead of the one being parsed here."""
         try:
             while pre.ahead:
-                batch = pre.ahead.popleft()
+                batch = pre.current = pre.ahead.popleft()
                 pre.fill()
                 yield from self._members(*batch)
+                pre.current = None
         except gzip_members.Unusual as exc:
             raise Fallback(str(exc)) from None
         finally:
@@ -625,6 +626,7 @@ class Prefetch:
             raise
         self.cuts = gzip_members.batches(self.buf, os.fstat(self.fh.fileno()).st_size)
         self.ahead: deque = deque()
+        self.current = None  # the batch being read, off ``ahead``
         self.fill()
 
     def fill(self) -> None:
@@ -640,10 +642,12 @@ class Prefetch:
     def close(self) -> None:
         if self.buf.closed:
             return
-        for fut, _ in self.ahead:
+        pending = list(self.ahead) + ([self.current] if self.current else [])
+        for fut, _ in pending:
             fut.cancel()
-        futures.wait([fut for fut, _ in self.ahead])  # the map must outlive every reader of it
+        futures.wait([fut for fut, _ in pending])  # the map must outlive every reader of it
         self.ahead.clear()
+        self.current = None
         self.buf.close()
         self.fh.close()
 

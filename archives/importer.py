@@ -156,6 +156,8 @@ def _import_one(arc: Archive, path: Path, kind: str, digest: str, progress: Prog
                 prefetched: fast_import.Prefetch | None = None) -> tuple[SourceResult, list[WarcImporter]]:
     sid = "i" + digest[:16]
     if arc.session(sid) is not None:
+        if prefetched is not None:
+            prefetched.close()  # what it inflated ahead is of no use
         if progress:
             progress(path.stat().st_size)
         return SourceResult(str(path), kind, sid, skipped=True), []

@@ -437,24 +437,6 @@ class Archive:
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
-        if not self.writable:
-            self._tidy_after_reading()
-
-    def _tidy_after_reading(self) -> None:
-        """Remove the ``-wal`` and ``-shm`` files that reading left beside the archive, when nobody
-        else has it open. SQLite keeps them after a read-only connection closes; a read-write one
-        that closes last removes them (it reads here and writes nothing), and leaves them to any
-        connection still open. A file or folder that cannot be written keeps them."""
-        wal, shm = Path(f"{self.path}-wal"), Path(f"{self.path}-shm")
-        if not (wal.exists() or shm.exists()) or not os.access(self.path, os.W_OK):
-            return
-        with contextlib.suppress(sqlite3.Error):
-            conn = sqlite3.connect(sqlite_uri(self.path, mode="rw"), uri=True, isolation_level=None, timeout=0)
-            try:
-                conn.execute("PRAGMA query_only=1")
-                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            finally:
-                conn.close()
 
     def __enter__(self) -> "Archive":
         return self

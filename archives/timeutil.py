@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 from .errors import BadInput  # (an ArchiveError: one line for the user)
 
-_DIGITS = re.compile(r"^\d{1,14}$")
+_DIGITS = re.compile(r"^\d{1,14}$", re.ASCII)
 
 
 def parse_time(value: str | datetime) -> datetime:
@@ -41,15 +41,18 @@ def parse_time(value: str | datetime) -> datetime:
                                "(YYYYMMDDhhmmss or a prefix of it)") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
+    try:
+        return dt.astimezone(timezone.utc)
+    except OverflowError:  # an offset that moves the time out of years 1-9999
+        raise BadInput(f"bad timestamp {value!r}: outside the years 1 to 9999 in UTC") from None
 
 
-_ISO_MONTH = re.compile(r"^\d{4}-\d\d$")
-_ISO_DATE = re.compile(r"^\d{4}-\d\d-\d\d$")
-_ISO_WEEK = re.compile(r"^\d{4}-?W\d\d(?P<day>-?\d)?$")
+_ISO_MONTH = re.compile(r"^\d{4}-\d\d$", re.ASCII)
+_ISO_DATE = re.compile(r"^\d{4}-\d\d-\d\d$", re.ASCII)
+_ISO_WEEK = re.compile(r"^\d{4}-?W\d\d(?P<day>-?\d)?$", re.ASCII)
 # An ISO 8601 date and time; which of minutes, seconds and a fraction it gives.
 _ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d(?P<min>:?\d\d)?(?P<sec>:?\d\d)?(?P<frac>[.,]\d+)?"
-                       r"(?:[Zz]|[+-]\d\d(?::?\d\d)?)?$")
+                       r"(?:[Zz]|[+-]\d\d(?::?\d\d)?)?$", re.ASCII)
 
 
 def parse_time_upper(value: str) -> datetime:
@@ -78,7 +81,10 @@ def parse_time_upper(value: str) -> datetime:
         period = timedelta(seconds=1 if m.group("sec") else 60 if m.group("min") else 3600)
     else:
         return earliest
-    return earliest + period - timedelta(microseconds=1)
+    try:
+        return earliest + period - timedelta(microseconds=1)
+    except OverflowError:  # the last period of year 9999 ends with time itself
+        return datetime.max.replace(tzinfo=timezone.utc)
 
 
 def normalize_time(value: str | datetime) -> str:

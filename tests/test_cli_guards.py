@@ -580,8 +580,10 @@ def test_until_includes_the_whole_period_a_short_timestamp_names(archive, cli):
     ("2014-02", "2014-02-28T23:59:59.999999Z"), ("2016-02", "2016-02-29T23:59:59.999999Z"),
     ("2014-W05", "2014-02-02T23:59:59.999999Z"), ("2014W05", "2014-02-02T23:59:59.999999Z"),
     ("2014-W05-3", "2014-01-29T23:59:59.999999Z"),
-    # years before 1000 keep four digits, so that they sort as text
-    ("0999", "0999-12-31T23:59:59.999999Z")])
+    # years before 1000 keep four digits, so that they sort as text; the last periods of 9999 end
+    # with the last instant there is
+    ("0999", "0999-12-31T23:59:59.999999Z"), ("9999-12", "9999-12-31T23:59:59.999999Z"),
+    ("9999-W52", "9999-12-31T23:59:59.999999Z"), ("9999-12-31", "9999-12-31T23:59:59.999999Z")])
 def test_upper_bounds_of_timestamps(value, upper):
     from webfreeze.archives.timeutil import normalize_time, parse_time_upper
 
@@ -605,6 +607,8 @@ def test_bad_option_values_are_usage_errors(archive, tmp_path, cli):
         (("archive", "ls", archive, "--since", "garbage"), "bad timestamp 'garbage'"),
         (("archive", "ls", archive, "--until", "2014-13"), "bad timestamp '2014-13'"),
         (("archive", "ls", archive, "--until", "2014-02-30"), "bad timestamp '2014-02-30'"),
+        (("archive", "ls", archive, "--until", "9999-12-31T23:30-01:00"), "outside the years 1 to 9999"),
+        (("archive", "ls", archive, "--since", "\uff12\uff10\uff11\uff14-02"), "bad timestamp"),
         (("archive", "show", archive, "http://www.iana.org/", "--at", "yesterday"), "bad timestamp"),
         (("replay", "serve", archive, "--at", "garbage"), "bad timestamp 'garbage'"),
         (("record", "crawl", url, "--archive", tmp_path / "c.wfz", "--scope", "(["), "invalid --scope"),

@@ -248,3 +248,38 @@ def test_an_import_lets_go_of_its_sources_whatever_the_outcome(samples, tmp_path
             break
         time.sleep(0.05)
     assert _held(good) == []
+
+
+def test_ctrl_c_while_the_last_batch_inflates(samples, tmp_path, monkeypatch):
+    """Ctrl-C while the import waits for its only batch of members: a KeyboardInterrupt, nothing
+    left behind, and the file unmapped (closing the map under the inflating thread raised
+    BufferError and leaked it). The inflate is slowed down so that the interrupt lands mid-batch."""
+    import signal
+    import threading
+
+    from webfreeze.archives import gzip_members
+
+    real = gzip_members.inflate
+
+    def slow_inflate(buf, *args):
+        view = memoryview(buf)  # held the way the real inflate holds it while it works
+        try:
+            time.sleep(0.6)
+        finally:
+            view.release()
+        return real(buf, *args)
+
+    monkeypatch.setattr(gzip_members, "inflate", slow_inflate)
+    src = tmp_path / "example.warc.gz"
+    src.write_bytes((samples / "example.warc.gz").read_bytes())
+    main = threading.main_thread().ident
+    timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            import_files(tmp_path / "a.wfz", [src])
+            time.sleep(5)  # not reached: the interrupt lands in the import
+    finally:
+        timer.cancel()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["example.warc.gz"]
+    assert [h for h in _held(src) if not h.startswith("fd ")] == []

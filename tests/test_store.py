@@ -193,32 +193,3 @@ def test_atomic_creation_leaves_nothing_on_failure(tmp_path):
             raise RuntimeError("fail midway")
     assert list(tmp_path.iterdir()) == []
 
-
-def test_reading_leaves_no_side_files_once_the_last_reader_closes(tmp_path):
-    """SQLite keeps ``-wal``/``-shm`` after a read-only connection; an archive someone only read
-    (info, ls, replay) is a single file again once nobody has it open."""
-    path = tmp_path / "a.wfz"
-    with Archive.create(path) as arc:
-        arc.put_blob(b"x" * 100)
-    beside = lambda: sorted(p.name for p in tmp_path.iterdir())  # noqa: E731
-    assert beside() == ["a.wfz"]
-    first, second = Archive.open(path), Archive.open(path)
-    assert first.meta()["format"] and second.meta()["format"]
-    assert beside() == ["a.wfz", "a.wfz-shm", "a.wfz-wal"]
-    first.close()
-    assert beside() == ["a.wfz", "a.wfz-shm", "a.wfz-wal"]  # the other reader still uses them
-    second.close()
-    assert beside() == ["a.wfz"]
-    # a reader closing while a writer has the archive open leaves the writer's files alone
-    writer = Archive.open(path, write=True)
-    with writer.transaction():
-        digest = writer.put_blob(b"y" * 100)
-    reader = Archive.open(path)
-    assert reader.get_blob(digest) == b"y" * 100
-    reader.close()
-    assert "a.wfz-wal" in beside()
-    writer.close()
-    assert beside() == ["a.wfz"]
-    with Archive.open(path) as again:
-        assert again.meta()["format"]
-    assert beside() == ["a.wfz"]

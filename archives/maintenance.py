@@ -10,7 +10,8 @@ from pathlib import Path
 
 from .errors import ArchiveError
 from . import blobs
-from .store import Archive, _remove_db_files, surt_prefix_range, check_new_file, headers_json, new_archive_atomically, sqlite_uri
+from .store import (Archive, _remove_db_files, check_new_file, headers_json, new_archive_atomically, sqlite_uri,
+                    surt_prefix_range, sync_dir)
 from .urlkey import host_of
 from .verify import blob_problem
 
@@ -308,6 +309,7 @@ def pack(archive_path: str | os.PathLike, out: str | os.PathLike | None = None, 
         except ArchiveError as exc:  # about the copy: name the archive it came from
             raise ArchiveError(str(exc).replace(str(tmp), str(src))) from None
         os.replace(tmp, dest)
+        sync_dir(dest.parent)
     except BaseException:
         _remove_db_files(tmp)
         raise

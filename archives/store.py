@@ -965,6 +965,7 @@ def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]
         if final.exists():
             raise ArchiveError(f"{final}: was created by someone else meanwhile")
         os.replace(tmp, final)
+        sync_dir(final.parent)
     except BaseException:
         try:
             arc.close()  # may fail too (a full disk): the files go anyway
@@ -998,6 +999,18 @@ def _publish(arc: Archive) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def sync_dir(folder: Path) -> None:
+    """Make a rename into ``folder`` durable (the file's own bytes are synced before it): without
+    this, a power cut soon after could lose the new name. Filesystems that cannot sync a folder
+    are left as they are."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _remove_db_files(p: Path) -> None:

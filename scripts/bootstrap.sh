@@ -25,13 +25,14 @@ if ! "$py" -c 'import ensurepip, venv' 2>/dev/null; then
 fi
 
 # Debian packages the tools need: Chromium (crawls, replay checks, the browser backend; no
-# browser downloads are possible here), wrk (the replay server's load test), and for benchmarks
-# nginx (the static-file reference). Installed only when missing.
+# browser downloads are possible here), wrk (the replay server's load test), strace (a durability
+# test), and for benchmarks nginx (the static-file reference). Installed only when missing.
 apt_pkgs=()
 if [ -z "${WEBFREEZE_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
   apt_pkgs+=(chromium fonts-dejavu-core)
 fi
 command -v wrk >/dev/null 2>&1 || apt_pkgs+=(wrk)
+command -v strace >/dev/null 2>&1 || apt_pkgs+=(strace)  # a test reads the syncs of a new archive
 if [ "${WEBFREEZE_BENCH:-}" = 1 ] && ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
   apt_pkgs+=(nginx-light)
 fi

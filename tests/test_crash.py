@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
@@ -154,3 +155,41 @@ def test_flipped_byte_in_one_blob_is_named_by_verify(tmp_path, cli):
     assert len(bad) == 1, result.stdout
     assert f"exchange {victim['id']} GET http://example.com/page/7:" in bad[0]
     assert victim["payload"] in bad[0]
+
+
+def _strace_works() -> bool:
+    import shutil
+
+    if not shutil.which("strace"):
+        return False
+    probe = subprocess.run(["strace", "-o", os.devnull, "true"], capture_output=True)
+    return probe.returncode == 0  # a container without ptrace rights refuses it
+
+
+def test_a_new_archive_is_on_disk_before_and_after_its_rename(samples, tmp_path):
+    """A power cut cannot be caused in a test; what it would lose can be seen in the system calls
+    (strace, a Debian package the set-up installs): the new archive's file is synced before it is
+    renamed into place, and its folder after, so that neither its bytes nor its name can be lost
+    once the command has said it is done. Both for `archive import` and `archive pack -o`."""
+    if not _strace_works():
+        pytest.skip("strace is missing or may not trace here (no ptrace rights)")
+    target, packed = tmp_path / "a.wfz", tmp_path / "p.wfz"
+    for args, final in ((["archive", "import", str(samples / "example.warc.gz"), "--to", str(target)], target),
+                        (["archive", "pack", str(target), "-o", str(packed)], packed)):
+        log = tmp_path / f"{final.name}.strace"
+        subprocess.run(["strace", "-f", "-e", "trace=openat,fsync,fdatasync,rename,renameat2", "-o", str(log),
+                        sys.executable, "-m", "webfreeze", *args], check=True, capture_output=True)
+        calls = [line.split(None, 1)[1] for line in log.read_text().splitlines() if " " in line]
+        renamed = [i for i, c in enumerate(calls) if c.startswith("rename") and f"{final.name}\")" in c]
+        assert len(renamed) == 1, calls[-20:]
+        r = renamed[0]
+        paths, synced = {}, []  # what each descriptor was opened on; (call index, path) of each sync
+        for i, c in enumerate(calls):
+            if c.startswith("openat(") and c.rsplit("= ", 1)[-1].split()[0].isdigit():
+                paths[c.rsplit("= ", 1)[1].split()[0]] = c.split('"')[1]
+            elif c.startswith(("fsync(", "fdatasync(")):
+                synced.append((i, paths.get(c[c.index("(") + 1:c.index(")")])))
+        partial = f".{final.name}.partial-"
+        assert [p for i, p in synced if i < r and p and os.path.basename(p).startswith(partial)
+                and not p.endswith(("-wal", "-shm", "-journal"))], calls[max(0, r - 20):r + 1]
+        assert [p for i, p in synced if i > r and p in (str(final.parent), ".")], calls[r:]

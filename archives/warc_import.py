@@ -32,6 +32,15 @@ BOMB_MIN_BYTES = 64 << 20
 BOMB_RATIO = 200
 
 
+def _at_end(counter: "CountingReader") -> bool:
+    """Whether the file under ``counter`` has been read to its end (a record failing there is most
+    likely cut short)."""
+    try:
+        return counter.fh.read(1) == b""
+    except Exception:
+        return False
+
+
 class CountingReader(io.RawIOBase):
     """Wraps a binary file, counting the compressed bytes consumed (for progress and bomb checks)."""
 
@@ -107,6 +116,7 @@ class WarcImporter:
         self.writer = archive
         self.session_id = session_id
         self.source = source_name
+        self.record_offset = 0  # where the record being read starts in the file (warcio's count)
         self.stats = ImportStats()
         self.by_record_id: dict[str, int] = {}  # WARC-Record-ID of a response -> exchange row id
         self.requests_waiting: dict[str, tuple] = {}  # response record id -> request fields
@@ -163,10 +173,12 @@ class WarcImporter:
         # warcio reports tolerable oddities (a missing blank line after a record) on stderr;
         # collect them as warnings of this import instead of letting them interleave with output.
         noise = io.StringIO()
+        it = None
         try:
             with contextlib.redirect_stderr(noise):
                 it = ArchiveIterator(buffered, arc2warc=True, check_digests=True)
                 for record in it:
+                    self.record_offset = it.offset  # (get_record_offset() would read the record to its end)
                     self._one(record, counter)
         except ArchiveLoadFailed as exc:
             first = str(exc).strip().splitlines()[0]
@@ -176,8 +188,14 @@ class WarcImporter:
         except (zlib.error, EOFError, gzip.BadGzipFile) as exc:
             raise BadInput(f"corrupt or truncated gzip data: {exc}") from None
         except (ValueError, IndexError, KeyError, AttributeError, TypeError, OverflowError) as exc:
-            # warcio meets some malformed headers (no WARC-Target-URI on a response) with these
-            raise BadInput(f"malformed record: {type(exc).__name__}: {exc}") from None
+            # warcio meets some malformed headers (no WARC-Target-URI on a response), and a file cut
+            # inside a record's head, with these: say where, and what it most likely is
+            where = f" at byte {it.offset}" if it is not None and isinstance(getattr(it, "offset", None), int) else ""
+            if isinstance(exc, (ValueError, OverflowError)):  # a value warcio could not take (a length)
+                raise BadInput(f"malformed record{where}: {exc}") from None
+            if _at_end(counter):  # a header missing because the head was cut short
+                raise BadInput(f"the file ends inside the record{where}: it is truncated") from None
+            raise BadInput(f"malformed record{where}: its headers cannot be parsed") from None
         if counter.count == 0:
             raise BadInput("empty file")
         # (a file of revisits only is fine: their originals may come in a later file of this import;
@@ -193,6 +211,10 @@ class WarcImporter:
             raise BadInput(f"record {self._rid(record)} has no valid WARC-Type header (malformed WARC headers)")
         length = record.rec_headers.get_header("Content-Length")
         if length is None or not length.strip().isdigit():
+            if length is None and _at_end(counter):  # a head cut short before its Content-Length
+                who = self._rid(record)
+                who = f"the record at byte {self.record_offset}" if who == "?" else f"record {who}"
+                raise BadInput(f"the file ends inside {who}: it is truncated")
             raise BadInput(f"record {self._rid(record)} has a malformed Content-Length {length!r}")
         if rtype == "response":
             self._response(record, counter)

@@ -46,6 +46,18 @@ def test_truncated_gzip(samples, tmp_path, cli):
     assert leftovers(tmp_path, {"cut.warc.gz"}) == []
 
 
+@pytest.mark.parametrize("cut", [500, 1500, 2500, 3000])
+def test_a_file_cut_inside_a_record_head_says_so(samples, tmp_path, cli, cut):
+    """Cut where a record's head is incomplete, warcio fails with Python errors of its own (an
+    AttributeError on a missing header); the user is told the file is truncated, and where."""
+    src = tmp_path / "cut.warc.gz"
+    src.write_bytes((samples / "example.warc.gz").read_bytes()[:cut])
+    proc = cli("archive", "import", src, "--to", tmp_path / "a.wfz")
+    assert_one_line_error(proc, contains="it is truncated")
+    assert "at byte " in proc.stderr and "Error" not in proc.stderr and "NoneType" not in proc.stderr
+    assert leftovers(tmp_path, {"cut.warc.gz"}) == []
+
+
 def test_truncated_inside_gzip_member(tmp_path, cli):
     """A gzip stream cut in the middle of a member (not at a record boundary)."""
     src = tmp_path / "x.warc.gz"

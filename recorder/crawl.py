@@ -51,6 +51,8 @@ def scope_matcher(start: str, scope: str) -> Callable[[str], bool]:
 
 def check_url(url: str) -> None:
     """Fail in one line on a start URL that is not a well-formed http(s) URL."""
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        raise ArchiveError(f"{url}: not a valid URL (it holds a space or a control character)")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises on a bad port

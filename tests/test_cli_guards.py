@@ -192,10 +192,24 @@ def test_import_of_a_record_with_an_absurd_length_is_one_line(tmp_path, cli):
 @pytest.mark.parametrize("url, message", [("http://[::1", "not a valid URL"), ("http://a b/", "not a valid URL"),
                                           ("http://x:99999/", "not a valid URL"), ("ftp://x/", "not an http(s) URL")])
 def test_recording_commands_refuse_invalid_urls(tmp_path, cli, url, message):
-    assert_one_line_error(cli("record", "crawl", url, "--archive", tmp_path / "c.wfz"), contains=message)
-    assert_one_line_error(cli("record", "session", url, "--archive", tmp_path / "c.wfz", "--trajectory",
-                              tmp_path / "t.json", "--headed"), contains=message)
+    """A bad start URL is a usage error (exit 2), before anything is made."""
+    crawl = cli("record", "crawl", url, "--archive", tmp_path / "c.wfz")
+    assert_one_line_error(crawl, code=2, contains=message)
+    session = cli("record", "session", url, "--archive", tmp_path / "c.wfz", "--trajectory", tmp_path / "t.json",
+                  "--headed")
+    assert_one_line_error(session, code=2, contains=message)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_command_group_named_alone_shows_its_help(cli):
+    for args in ((), ("replay",), ("archive",)):
+        proc = cli(*args)
+        assert proc.returncode == 2 and proc.stderr.startswith("Usage: webfreeze") and "Commands:" in proc.stderr
+
+
+def test_show_takes_a_url_or_an_id_not_both(archive, cli):
+    proc = cli("archive", "show", archive, "http://www.iana.org/", "--id", "3")
+    assert_one_line_error(proc, code=2, contains="not both")
 
 
 def test_bench_run_refuses_an_archive_it_cannot_open_and_writes_nothing(tmp_path, cli):

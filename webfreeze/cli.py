@@ -262,6 +262,8 @@ def archive_show(archive_path, url, exchange_id, when, method, raw, headers_only
 
     if not url and exchange_id is None:
         fail("give a URL or --id", EXIT_USAGE)
+    if url and exchange_id is not None:
+        fail("give a URL or --id, not both", EXIT_USAGE)
     if output:
         check_output_file(output, protect=[archive_path], devices_ok=True)
     with Archive.open(archive_path) as arc:
@@ -472,7 +474,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve):
     from webfreeze.recorder.crawl import check_url, crawl, scope_matcher
     from webfreeze.recorder.proxy import parse_resolve
 
-    check_url(url)
+    usage_checked(check_url, url)
     usage_checked(scope_matcher, url, scope)  # a bad regex fails before anything starts
     table = usage_checked(parse_resolve, resolve)
     progress, advance = progress_bar(max_pages, "crawling", unit="pages")
@@ -505,7 +507,7 @@ def record_session(url, archive_path, trajectory, headed, script, resolve):
     from webfreeze.recorder.proxy import parse_resolve
     from webfreeze.recorder.session import record_session as run_session
 
-    check_url(url)
+    usage_checked(check_url, url)
     if not headed and not script:
         raise click.UsageError("a session needs --headed (a person drives) or --script FILE",
                                click.get_current_context())
@@ -656,6 +658,9 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI with one-line errors and meaningful exit codes."""
     try:
         cli.main(args=argv, prog_name="webfreeze", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # a group named alone: its help, as `--help` shows it
+        click.echo(exc.ctx.get_help() if exc.ctx else exc.format_message(), err=True)
+        sys.exit(EXIT_USAGE)
     except click.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
         fail(f"{exc.format_message()}{hint}", EXIT_USAGE)

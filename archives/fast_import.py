@@ -363,7 +363,7 @@ class FastWarcImporter(WarcImporter):
                 jobs: list = []
                 batch_bytes = 0
                 source = self._gzip_records(prefetch) if gzipped else self._plain_records(fh, size)
-                with contextlib.closing(source):  # a gzip source unmaps the file when closed
+                with contextlib.closing(source):
                     for r, job in source:
                         records.append(r)
                         if job is not None:
@@ -385,7 +385,7 @@ class FastWarcImporter(WarcImporter):
             raise
         finally:
             if prefetch is not None:
-                prefetch.close()
+                prefetch.close()  # whether made here or by the caller: the file is read
         self.writer.flush()
         self.writer = self.archive  # what comes later (revisits across files, pairing) writes directly
         self._progress(size)
@@ -435,8 +435,6 @@ class FastWarcImporter(WarcImporter):
                 pre.current = None
         except gzip_members.Unusual as exc:
             raise Fallback(str(exc)) from None
-        finally:
-            pre.close()
 
     def _members(self, future, end: int):
         for member in future.result():
@@ -668,14 +666,11 @@ def import_fast(archive: Archive, path: Path, session_id: str, *, gzipped: bool,
                 prefetched: Prefetch | None = None) -> FastWarcImporter:
     """Import ``path`` with the fast path inside a savepoint; raises :class:`Fallback` (with the
     savepoint rolled back, nothing written) when the file needs warcio. ``prefetched`` (for a gzip
-    file) is consumed and closed."""
+    file) is read and closed."""
     importer = FastWarcImporter(archive, session_id, path.name)
     try:
         with archive.savepoint("fast_import"):
             importer.run_file(path, gzipped=gzipped, on_progress=on_progress, prefetch=prefetched)
     except BadInput as exc:  # warcio names every problem, so that both paths say the same
         raise Fallback(str(exc)) from None
-    finally:
-        if prefetched is not None:
-            prefetched.close()
     return importer

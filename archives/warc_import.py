@@ -190,7 +190,7 @@ class WarcImporter:
         except (ValueError, IndexError, KeyError, AttributeError, TypeError, OverflowError) as exc:
             # warcio meets some malformed headers (no WARC-Target-URI on a response), and a file cut
             # inside a record's head, with these: say where, and what it most likely is
-            where = f" at byte {it.offset}" if it is not None and isinstance(getattr(it, "offset", None), int) else ""
+            where = f" at byte {it.offset}" if it is not None else ""
             if isinstance(exc, (ValueError, OverflowError)):  # a value warcio could not take (a length)
                 raise BadInput(f"malformed record{where}: {exc}") from None
             if _at_end(counter):  # a header missing because the head was cut short

@@ -37,10 +37,11 @@ def count(path):
         return arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0]
 
 
-def kill_midway(args, watch, min_bytes=8 << 20, timeout=60):
-    """Start the CLI, SIGKILL it once ``watch`` (a file it writes) has grown past ``min_bytes``."""
+def kill_midway(args, watch, min_bytes=8 << 20, timeout=60, sig=signal.SIGKILL):
+    """Start the CLI, send it ``sig`` once ``watch`` (a file it writes) has grown past ``min_bytes``;
+    returns what it printed on stderr."""
     proc = subprocess.Popen([sys.executable, "-m", "webfreeze", *map(str, args)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -51,12 +52,17 @@ def kill_midway(args, watch, min_bytes=8 << 20, timeout=60):
             time.sleep(0.02)
         else:
             raise AssertionError("the import never started writing")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == -signal.SIGKILL
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:  # caught: the clean-up runs, then one line and the shell's code for "killed by SIGTERM"
+        assert proc.returncode == 128 + sig, err
+        assert err.strip().splitlines() == ["webfreeze: error: terminated"], err
+    return err
 
 
 def test_sigkill_during_import_into_existing_archive(samples, tmp_path, cli):
@@ -93,6 +99,47 @@ def _partial(folder, name):
             found = [p for p in folder.iterdir() if p.name.startswith(f".{name}.partial-") and p.name[-1].isdigit()]
             return str(found[0]) if found else str(folder / "none-yet")
     return Watch()
+
+
+def test_sigterm_during_import_into_new_archive_leaves_nothing(tmp_path, samples):
+    target = tmp_path / "new.wfz"
+    src = tmp_path / "big.warc"
+    big_warc(src)
+    kill_midway(["archive", "import", src, "--to", target], watch=_partial(tmp_path, "new.wfz"),
+                sig=signal.SIGTERM)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.warc"]  # the temporary archive is gone too
+
+
+def test_sigterm_during_import_into_existing_archive(samples, tmp_path, cli):
+    target = tmp_path / "a.wfz"
+    assert cli("archive", "import", samples / "iana.warc.gz", "--to", target).returncode == 0
+    before = count(target)
+    src = tmp_path / "big.warc"
+    big_warc(src)
+    kill_midway(["archive", "import", src, "--to", target], watch=f"{target}-wal", sig=signal.SIGTERM)
+    assert cli("archive", "verify", target).returncode == 0
+    assert count(target) == before
+    assert cli("archive", "import", samples / "example.warc.gz", "--to", target).returncode == 0  # not locked
+
+
+def test_sigterm_during_export_leaves_no_partial_file(tmp_path, cli):
+    archive = tmp_path / "big.wfz"
+    src = tmp_path / "big.warc"
+    big_warc(src, n_records=60)
+    assert cli("archive", "import", src, "--to", archive).returncode == 0
+    os.unlink(src)
+    out = tmp_path / "out.warc.gz"
+    out.write_bytes(b"an older export")
+
+    class Temp(os.PathLike):  # the export is written beside OUT under a temporary name, then renamed
+        def __fspath__(self):
+            found = [p for p in tmp_path.iterdir() if p.name.startswith(".out.warc.gz.")]
+            return str(found[0]) if found else str(tmp_path / "none-yet")
+
+    kill_midway(["archive", "export", archive, "--format", "warc", "-o", out, "--force"], watch=Temp(), min_bytes=4 << 20,
+                sig=signal.SIGTERM)
+    assert out.read_bytes() == b"an older export"  # the old file is untouched, and no temporary file is left
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("big.wfz")) == ["out.warc.gz"]
 
 
 def test_committed_exchanges_survive_a_kill(tmp_path):

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import sys
+import threading
 
 import click
 
@@ -558,7 +560,7 @@ def sites_serve(name, host, port, seed):
     click.echo(f"serving {name} (seed {seed}) at {server.url}/  (Ctrl-C to stop)", err=True)
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated):
         click.echo("stopped", err=True)
 
 
@@ -654,8 +656,30 @@ _register_bench(cli)
 
 
 # ============================================================================== entry point
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread wherever it is, so that the clean-up Ctrl-C gets runs too
+    (partial outputs and temporary archives removed, sessions closed)."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM during the clean-up ends the process
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI with one-line errors and meaningful exit codes."""
+    installed = threading.current_thread() is threading.main_thread()
+    if installed:
+        previous = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _run(argv)
+    finally:
+        if installed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _run(argv: list[str] | None) -> None:
     try:
         cli.main(args=argv, prog_name="webfreeze", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:  # a group named alone: its help, as `--help` shows it
@@ -672,6 +696,8 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(exc))
     except KeyboardInterrupt:
         fail("interrupted", 130)
+    except Terminated:
+        fail("terminated", 128 + signal.SIGTERM)
     except BrokenPipeError:
         sys.stderr.close()  # output piped into `head`: not an error
         sys.exit(0)

@@ -154,6 +154,25 @@ def test_compare_names_the_first_step_where_runs_part(ten_runs, tmp_path):
 
 
 # ------------------------------------------------------------------------------------ the runner
+def test_sigterm_with_workers_counts_every_kept_trajectory(tmp_path):
+    suite = subset_suite(tmp_path, twenty_ids()[:10])
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "webfreeze", "bench", "run", str(suite), "--agent", "reference", "--backend",
+           "browser", "--out", str(out), "--no-report", "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((out / "trajectories").glob("*.json"))) < 2:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "Traceback" not in err, err
+    assert [line for line in err.splitlines() if line.startswith("webfreeze:")] == ["webfreeze: error: terminated"]
+    kept = len(list((out / "trajectories").glob("*.json")))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] is False and manifest["tasks_done"] == kept and 2 <= kept < 10
+    assert not list((out / "trajectories").glob(".*"))
+
+
 def test_run_manifest_and_resume_after_an_interrupt(tmp_path):
     suite = subset_suite(tmp_path, twenty_ids())
     out = tmp_path / "run"

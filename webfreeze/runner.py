@@ -300,6 +300,9 @@ def execute(prep: Prepared, *, progress=None) -> dict:
                         f.cancel()
                     raise
     finally:
+        # counted on disk, as a resumed run counts them: with workers, an interrupted run's episodes
+        # already under way still finish and are kept
+        done = sum((out / "trajectories" / f"{t.id}.json").is_file() for t in prep.suite.tasks)
         manifest.update(tasks_done=done, complete=done == len(prep.suite.tasks), finished_at=_now(),
                         elapsed_s=round(time.perf_counter() - t0, 3))
         _write_json(out / "manifest.json", manifest)

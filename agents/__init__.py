@@ -12,6 +12,8 @@ time. Agents here need no model and no network:
 
 from __future__ import annotations
 
+import inspect
+
 from .base import Agent, AgentError
 from .baseline import KeywordAgent
 from .reference import ReferenceAgent
@@ -19,11 +21,23 @@ from .reference import ReferenceAgent
 AGENTS: dict[str, type[Agent]] = {"reference": ReferenceAgent, "keyword": KeywordAgent}
 
 
+def agent_settings(name: str) -> list[str]:
+    """The settings agent ``name`` takes (``bench run --agent-config KEY=VALUE``)."""
+    params = inspect.signature(AGENTS[name].__init__).parameters.values()
+    return [p.name for p in params if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
 def make_agent(name: str, **config) -> Agent:
-    """A fresh agent called ``name`` (one of :data:`AGENTS`)."""
+    """A fresh agent called ``name`` (one of :data:`AGENTS`) with the settings ``config``; an unknown
+    agent, an unknown setting or a bad value is an :class:`AgentError`."""
     if name not in AGENTS:
         raise AgentError(f"unknown agent {name!r} (known: {', '.join(sorted(AGENTS))})")
+    known = agent_settings(name)
+    for key in config:
+        if key not in known:
+            raise AgentError(f"agent {name!r} has no setting {key!r} "
+                             f"({'its settings: ' + ', '.join(known) if known else 'it takes none'})")
     return AGENTS[name](**config)
 
 
-__all__ = ["AGENTS", "Agent", "AgentError", "KeywordAgent", "ReferenceAgent", "make_agent"]
+__all__ = ["AGENTS", "Agent", "AgentError", "KeywordAgent", "ReferenceAgent", "agent_settings", "make_agent"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Agent, norm, quote, words
+from .base import Agent, AgentError, norm, quote, words
 
 STOP = set("""a an and any are as at be by can did do does for from give has have how in is it its list
 many me name of on or paper papers please site the their them this to using was what when where which who
@@ -31,7 +31,9 @@ class KeywordAgent(Agent):
     name = "keyword"
 
     def __init__(self, max_clicks: int = 3):
-        self.max_clicks = int(max_clicks)
+        if isinstance(max_clicks, bool) or not isinstance(max_clicks, int) or max_clicks < 0:
+            raise AgentError(f"max_clicks must be a whole number, 0 or more (not {max_clicks!r})")
+        self.max_clicks = max_clicks
         self.keywords: set[str] = set()
         self.query: str | None = None
         self.searched = False

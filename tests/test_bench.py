@@ -232,6 +232,21 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
         assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert "Traceback" not in proc.stderr
         assert not target.exists()
+    # bad agent settings and site models are usage errors (exit 2), checked before anything is written
+    usage = [(["--agent", "keyword", "--agent-config", "bogus=1"], "agent 'keyword' has no setting 'bogus' (its settings: max_clicks)"),
+             (["--agent", "keyword", "--agent-config", "max_clicks=abc"], "max_clicks must be a whole number"),
+             (["--agent", "keyword", "--agent-config", "max_clicks=-1"], "max_clicks must be a whole number"),
+             (["--agent", "reference", "--agent-config", "x=1"], "agent 'reference' has no setting 'x' (it takes none)"),
+             (["--agent", "reference", "--site-model", "shop.test=nope"], "shop.test=nope: unknown kind (known: booking, shop)")]
+    for args, needle in usage:
+        out = tmp_path / "u"
+        proc = run_cli("bench", "run", suite, *args, "--out", out)
+        assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()
+    good = tmp_path / "g"
+    assert run_cli("bench", "run", suite, "--agent", "keyword", "--agent-config", "max_clicks=1", "--backend", "text",
+                   "--out", good, "--no-report").returncode == 0
+    assert json.loads((good / "manifest.json").read_text())["agent"] == {"name": "keyword", "config": {"max_clicks": 1}}
     # a run directory holding another run is refused, and left as it was
     first = tmp_path / "e"
     assert run_cli("bench", "run", suite, "--agent", "reference", "--backend", "text", "--out", first).returncode == 0

@@ -114,7 +114,7 @@ def bench_group() -> None:
 @click.option("--max-steps", type=click.IntRange(1, 1000), default=30, show_default=True)
 @click.option("--screenshots", is_flag=True, help="Keep a PNG per step (browser backend).")
 @click.option("--agent-config", "agent_config", multiple=True, metavar="KEY=VALUE",
-              help="Agent setting (JSON value or text); repeatable.")
+              help="Agent setting (JSON value or text; keyword takes max_clicks, reference none); repeatable.")
 @click.option("--site-model", "site_models", multiple=True, metavar="HOST=KIND",
               help="Serve HOST's stateful pages from a simulated site (shop, booking); repeatable.")
 @click.option("--no-report", is_flag=True, help="Do not score the run at the end.")
@@ -127,10 +127,21 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
     one trajectory per task in trajectories/, then report.json and report.html (unless
     --no-report). Rerunning the same command on an interrupted run finishes it.
     """
+    from webfreeze.agents import AgentError, make_agent
+    from webfreeze.simulator.site_models import STATEFUL_PATHS
+
     models = {k: str(v) for k, v in _pairs(site_models, "--site-model").items()}
+    for host, kind in models.items():
+        if kind not in STATEFUL_PATHS:
+            raise click.BadParameter(f"{host}={kind}: unknown kind (known: {', '.join(sorted(STATEFUL_PATHS))})",
+                                     param_hint="--site-model")
+    settings = _pairs(agent_config, "--agent-config")
+    try:
+        make_agent(agent, **settings)
+    except AgentError as exc:
+        raise click.BadParameter(str(exc), param_hint="--agent-config") from None
     manifest = run_suite(suite, archive, agent, out, workers=workers, backend=backend, seed=seed,
-                         max_steps=max_steps, screenshots=screenshots,
-                         agent_config=_pairs(agent_config, "--agent-config"), site_models=models)
+                         max_steps=max_steps, screenshots=screenshots, agent_config=settings, site_models=models)
     click.echo(f"ran {manifest['tasks_done']} of {manifest['suite']['tasks']} tasks in {manifest['elapsed_s']:.1f} s "
                f"-> {out}", err=True)
     if not no_report:

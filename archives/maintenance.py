@@ -273,16 +273,24 @@ def _delete_blobs(arc: Archive, digests: list[str]) -> None:
 
 
 def gc(arc: Archive, *, dry_run: bool = False) -> dict:
-    """Delete blobs nothing refers to, then compact the file."""
+    """Delete blobs nothing refers to, then compact the file. With ``dry_run`` nothing is written
+    (a read-only archive will do) and ``file_bytes_after`` is a forecast: the pages in use, less
+    the freed blobs' bytes."""
     rows = _unreferenced_blobs(arc)
     before = os.path.getsize(arc.path)
-    if not dry_run:
+    freed = sum(n for _, n in rows)
+    if dry_run:
+        page_size, pages, free = (arc.conn.execute(f"PRAGMA {name}").fetchone()[0]
+                                  for name in ("page_size", "page_count", "freelist_count"))
+        after = max((pages - free) * page_size - freed, page_size)
+    else:
         if rows:
             _delete_blobs(arc, [d for d, _ in rows])
         arc.conn.execute("VACUUM")
         arc.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return {"blobs_removed": len(rows), "blob_bytes_freed": sum(n for _, n in rows), "file_bytes_before": before,
-            "file_bytes_after": os.path.getsize(arc.path)}
+        after = os.path.getsize(arc.path)
+    return {"blobs_removed": len(rows), "blob_bytes_freed": freed, "file_bytes_before": before,
+            "file_bytes_after": after}
 
 
 # ------------------------------------------------------------------------------------ pack

@@ -8,7 +8,7 @@ import click
 import pytest
 
 from webfreeze import __version__
-from webfreeze.archives import Archive, Exchange
+from webfreeze.archives import Archive, Exchange, archive_digest
 from webfreeze.cli import cli as cli_group
 
 
@@ -129,6 +129,27 @@ def test_gc_removes_only_unreferenced(cli, two_archives):
     assert "removed 0 blobs" in cli("archive", "gc", b).stdout
     assert cli("archive", "verify", b).returncode == 0
     assert len(cli("archive", "ls", b).stdout.splitlines()) == 5
+
+
+def test_gc_dry_run_only_reads_and_forecasts_the_size(cli, samples, tmp_path):
+    from webfreeze.archives.maintenance import gc
+
+    target = tmp_path / "iana.wfz"
+    assert cli("archive", "import", samples / "iana.warc.gz", "--to", target).returncode == 0
+    with Archive.open(target, write=True) as arc:
+        arc.conn.execute("DELETE FROM exchanges WHERE id % 2 = 0")
+        # a dry run while another process holds the writer lock: it reads only, so it runs
+        dry = cli("archive", "gc", target, "--dry-run")
+        assert dry.returncode == 0 and "would remove" in dry.stdout and " -> about " in dry.stdout, dry.stderr
+    digest = archive_digest(target)
+    with Archive.open(target) as arc:
+        forecast = gc(arc, dry_run=True)
+    assert archive_digest(target) == digest  # nothing written
+    with Archive.open(target, write=True) as arc:
+        real = gc(arc)
+    assert real["blobs_removed"] == forecast["blobs_removed"] > 0
+    assert forecast["file_bytes_after"] < forecast["file_bytes_before"]
+    assert abs(forecast["file_bytes_after"] - real["file_bytes_after"]) < 0.15 * real["file_bytes_after"], (forecast, real)
 
 
 def test_meta(cli, two_archives):

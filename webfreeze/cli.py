@@ -355,16 +355,18 @@ def archive_merge(sources, dest):
 
 @archive.command("gc")
 @click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
-@click.option("--dry-run", is_flag=True, help="Report what would be removed without removing it.")
+@click.option("--dry-run", is_flag=True, help="Report what would be removed, and about how large the file would be, "
+                                             "without writing anything.")
 def archive_gc(archive_path, dry_run):
     """Remove blobs nothing refers to and compact the file."""
     from webfreeze.archives.maintenance import gc
 
-    with Archive.open(archive_path, write=True) as arc:
+    with Archive.open(archive_path, write=not dry_run) as arc:  # a dry run only reads: no lock, no write
         stats = gc(arc, dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
     click.echo(f"{verb} {stats['blobs_removed']} blobs ({human_bytes(stats['blob_bytes_freed'])}); file "
-               f"{human_bytes(stats['file_bytes_before'])} -> {human_bytes(stats['file_bytes_after'])}")
+               f"{human_bytes(stats['file_bytes_before'])} -> {'about ' if dry_run else ''}"
+               f"{human_bytes(stats['file_bytes_after'])}")
 
 
 @archive.command("pack")

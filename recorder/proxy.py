@@ -45,14 +45,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def check_port(host: str, port: int) -> None:
-    """Fail in one line when the port is taken (mitmproxy would only log it)."""
+def check_port(host: str, port: int) -> int:
+    """Fail in one line when the port is taken (mitmproxy would only log it); returns the port, a
+    free one chosen by the system for port 0."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         try:
             s.bind((host, port))
         except OSError as exc:
             reason = "port already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
             raise ArchiveError(f"cannot listen on {host}:{port}: {reason}") from None
+        return s.getsockname()[1]
 
 
 def open_for_recording(path: str | os.PathLike) -> Archive:

@@ -7,6 +7,7 @@ import json
 import gzip
 import http.server
 import os
+import re
 import signal
 import socket
 import ssl
@@ -290,6 +291,30 @@ def test_ctrl_c_flushes_and_closes(tmp_path, home):
         (session,) = list(arc.conn.execute("SELECT * FROM sessions"))
         assert session["ended_at"] and json.loads(session["info"])["recorded"] == 3
         assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 3
+
+
+def test_port_zero_takes_a_free_port_and_sigterm_stops_cleanly(tmp_path, home):
+    site = serve("scholar")
+    archive = tmp_path / "any-port.wfz"
+    env = {**os.environ, "WEBFREEZE_HOME": str(home)}
+    proc = subprocess.Popen([sys.executable, "-m", "webfreeze", "record", "proxy", "--archive", str(archive),
+                             "--port", "0"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stderr.readline()
+        match = re.search(r"through proxy http://127\.0\.0\.1:(\d+) ", first)
+        assert match and int(match.group(1)) > 0, first
+        port = int(match.group(1))
+        wait_listening(port)
+        assert fetch(opener(f"http://127.0.0.1:{port}"), site.url + "/about")[0] == 200
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        site.stop()
+    assert proc.returncode == 0 and "recorded 1 exchanges" in err, err
+    with Archive.open(archive) as arc:
+        assert [r[0] for r in arc.conn.execute("SELECT url FROM exchanges")] == [site.url + "/about"]
 
 
 def _ws_echo_server():

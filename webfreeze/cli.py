@@ -442,7 +442,7 @@ def record() -> None:
 @click.option("--archive", "archive_path", required=True, type=click.Path(dir_okay=False),
               help="Archive to record into; created if it does not exist.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535), help="Port to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
 def record_proxy(archive_path, host, port):
     """Run a recording HTTP/HTTPS proxy until Ctrl-C; every exchange is committed as it completes.
 
@@ -450,7 +450,7 @@ def record_proxy(archive_path, host, port):
     """
     from webfreeze.recorder.proxy import RecordingProxy, check_port, recording_into
 
-    check_port(host, port)
+    port = check_port(host, port)
     with recording_into(archive_path) as arc:
         proxy = RecordingProxy(arc, host=host, port=port)
         click.echo(f"recording into {archive_path} through proxy {proxy.url} (session {proxy.session_id}); "

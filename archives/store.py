@@ -200,9 +200,15 @@ def write_output(path: str | os.PathLike, data: bytes | str) -> None:
     path = Path(path)
     data = data.encode("utf-8") if isinstance(data, str) else data
     through = path.is_symlink() or (path.exists() and not path.is_file())
-    with contextlib.nullcontext(str(path)) if through else replacing(path) as target:
-        with open(target, "wb") as fh:
+    if not through:
+        with replacing(path) as target, open(target, "wb") as fh:
             fh.write(data)
+        return
+    try:
+        with open(path, "wb") as fh:
+            fh.write(data)
+    except OSError as exc:  # a full device (/dev/full), a dangling link into a missing folder
+        raise ArchiveError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 @dataclass

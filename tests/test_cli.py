@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import click
 import pytest
@@ -179,3 +180,19 @@ def test_pack_keeps_content_and_shrinks(cli, samples, tmp_path):
             assert b.get_blob(r["payload"]) == a.get_blob(r["payload"])
     again = cli("archive", "pack", src, "-o", packed)
     assert again.returncode == 1 and "already exists" in again.stderr
+
+
+def test_show_refuses_what_it_would_ignore(cli, samples, tmp_path):
+    target = tmp_path / "post.wfz"
+    assert cli("archive", "import", samples / "post-test.warc.gz", "--to", target).returncode == 0
+    wrong = cli("archive", "show", target, "http://httpbin.org/post", "--method", "get")
+    assert wrong.returncode == 1
+    assert wrong.stderr.strip() == f"webfreeze: error: http://httpbin.org/post: no GET capture in {target} (captured with POST)"
+    both = cli("archive", "show", target, "http://httpbin.org/post", "--headers-only", "-o", tmp_path / "body")
+    assert both.returncode == 2 and "--headers-only shows no body" in both.stderr
+    assert not (tmp_path / "body").exists()
+    if os.path.exists("/dev/full"):
+        full = cli("archive", "show", target, "http://httpbin.org/post", "-o", "/dev/full")
+        assert full.returncode == 1
+        assert full.stderr.strip().splitlines() == ["webfreeze: error: /dev/full: cannot write: No space left on device"]
+    assert cli("archive", "show", target, "http://httpbin.org/post", "--method", "post").returncode == 0

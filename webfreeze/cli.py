@@ -266,6 +266,8 @@ def archive_show(archive_path, url, exchange_id, when, method, raw, headers_only
         fail("give a URL or --id", EXIT_USAGE)
     if url and exchange_id is not None:
         fail("give a URL or --id, not both", EXIT_USAGE)
+    if output and headers_only:
+        fail("--headers-only shows no body, so -o would have nothing to write: give one of them", EXIT_USAGE)
     if output:
         check_output_file(output, protect=[archive_path], devices_ok=True)
     with Archive.open(archive_path) as arc:
@@ -277,6 +279,9 @@ def archive_show(archive_path, url, exchange_id, when, method, raw, headers_only
             rows = [r for r in arc.lookup_surt(surt_key(url)) if not method or r["method"] == method.upper()]
             row = rows[-1] if rows else None
         if row is None:
+            methods = sorted({r["method"] for r in arc.lookup_surt(surt_key(url))}) if url and method else []
+            if methods:
+                fail(f"{url}: no {method.upper()} capture in {archive_path} (captured with {', '.join(methods)})")
             fail(f"{url or f'exchange {exchange_id}'}: not in {archive_path}")
         body = arc.get_blob(row["payload"])
         req_body = arc.get_blob(row["req_body"]) if row["req_body"] else b""

@@ -196,3 +196,14 @@ def test_show_refuses_what_it_would_ignore(cli, samples, tmp_path):
         assert full.returncode == 1
         assert full.stderr.strip().splitlines() == ["webfreeze: error: /dev/full: cannot write: No space left on device"]
     assert cli("archive", "show", target, "http://httpbin.org/post", "--method", "post").returncode == 0
+
+
+def test_import_says_when_new_archive_metadata_is_not_used(cli, samples, tmp_path):
+    target = tmp_path / "a.wfz"
+    first = cli("archive", "import", samples / "example.warc.gz", "--to", target, "--creator", "lab A")
+    assert first.returncode == 0 and "warning" not in first.stderr
+    again = cli("archive", "import", samples / "iana.warc.gz", "--to", target, "--creator", "lab B", "--license", "CC0")
+    assert again.returncode == 0
+    assert f"warning: {target} exists, so --creator and --license are not used" in again.stderr
+    meta = json.loads(cli("archive", "meta", target).stdout)
+    assert meta["creator"] == "lab A" and meta["license"] == ""

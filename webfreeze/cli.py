@@ -116,6 +116,12 @@ def archive_import(sources, target, creator, description, license_):
     """
     from webfreeze.archives.importer import import_files
 
+    given = [name for name, value in (("--creator", creator), ("--description", description),
+                                      ("--license", license_)) if value]
+    if given and os.path.exists(target):
+        click.echo(f"warning: {target} exists, so {' and '.join(given)} {'is' if len(given) == 1 else 'are'} not "
+                   "used (they describe a new archive); change its metadata with 'webfreeze archive meta --set'",
+                   err=True)
     total = sum(os.path.getsize(s) for s in sources if os.path.isfile(s))
     progress, advance = progress_bar(total, "importing")
     with progress:

@@ -302,6 +302,10 @@ def test_validate_reports_a_task_whose_facts_changed_in_a_later_snapshot(tmp_pat
     result = json.loads(proc.stdout)
     assert [e["task_id"] for e in result["expired"]] == ["scholar-site-info-010"]
     assert result["expired"][0]["end"] == "infeasible"
+    text = run_cli("tasks", "validate", suite, "--archive", later)
+    assert text.returncode == 1 and text.stdout.splitlines() == [
+        "expired: scholar-site-info-010 (ended by infeasible; "
+        + ("no answer" if result["expired"][0]["answer"] is None else f"answer {result['expired'][0]['answer']!r}") + ")"]
     # the same suite on the original archive: nothing expired
     assert run_cli("tasks", "validate", suite, "--archive", ARCHIVE).returncode == 0
 

@@ -231,7 +231,7 @@ def archive_info(archive_path, as_json):
 @click.option("--prefix", help="Only URLs under this URL prefix (compared in SURT form).")
 @click.option("--host", help="Only this host.")
 @click.option("--mime", help="Only this media type (wildcards: 'image/*').")
-@click.option("--status", type=click.IntRange(0, SQLITE_MAX_INT), help="Only this HTTP status.")
+@click.option("--status", type=click.IntRange(0, 999), help="Only this HTTP status.")
 @click.option("--method", help="Only this HTTP method.")
 @click.option("--since", type=Timestamp(), help="Captured at or after (ISO 8601 or 1-14 digit timestamp).")
 @click.option("--until", type=Timestamp(upper=True),

@@ -256,7 +256,8 @@ def tasks_validate(suite, archive, backend, workers, out, as_json):
         click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
     else:
         for e in expired:
-            click.echo(f"expired: {e['task_id']} (ended by {e['end']}; answer {e['answer']!r})")
+            answered = "no answer" if e["answer"] is None else f"answer {e['answer']!r}"
+            click.echo(f"expired: {e['task_id']} (ended by {e['end']}; {answered})")
         click.echo(f"{report['suite']['name']}: {len(report['tasks']) - len(expired)} of {len(report['tasks'])} tasks "
                    f"reachable on the archive, {len(expired)} expired ({backend} backend)", err=True)
     sys.exit(1 if expired else 0)

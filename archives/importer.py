@@ -174,7 +174,7 @@ def _import_one(arc: Archive, path: Path, kind: str, digest: str, progress: Prog
         except fast_import.Fallback:
             importer = None  # nothing of it was kept; warcio reads the file and gives the verdict
     if importer is None:
-        importer = WarcImporter(arc, sid, path.name)
+        importer = WarcImporter(arc, sid, path.name, arc_file=kind == "arc")
         with open(path, "rb") as fh:
             importer.run(fh, progress, whole_gzip=whole_gzip)
     arc.end_session(sid, {"warcinfo": importer.warcinfo})

@@ -110,12 +110,13 @@ def status_line_of(record) -> tuple[int, str, str]:
 class WarcImporter:
     """Imports one WARC/ARC stream into an open archive, inside the caller's transaction."""
 
-    def __init__(self, archive: Archive, session_id: str, source_name: str):
+    def __init__(self, archive: Archive, session_id: str, source_name: str, *, arc_file: bool = False):
         self.archive = archive
         # where rows go: the archive itself, or a BulkWriter in front of it (the fast path)
         self.writer = archive
         self.session_id = session_id
         self.source = source_name
+        self.arc_file = arc_file  # ARC records: warcio invents their WARC-Record-ID, so errors name offsets
         self.record_offset = 0  # where the record being read starts in the file (warcio's count)
         self.stats = ImportStats()
         self.by_record_id: dict[str, int] = {}  # WARC-Record-ID of a response -> exchange row id
@@ -147,9 +148,13 @@ class WarcImporter:
             raise BadInput(f"record {self._rid(record)} is truncated (Content-Length says more than the file holds)")
         return b"".join(parts)
 
-    @staticmethod
-    def _rid(record) -> str:
+    def _rid(self, record) -> str:
+        """How an error names the record: its WARC-Record-ID; in an ARC file (where warcio makes one
+        up at random) its byte offset and URL."""
         h = record.rec_headers
+        if self.arc_file:
+            url = h.get_header("WARC-Target-URI")
+            return f"at byte {self.record_offset}" + (f" ({url})" if url else "")
         return h.get_header("WARC-Record-ID") or h.get_header("WARC-Target-URI") or "?"
 
     def _check_digest(self, record) -> None:
@@ -249,8 +254,6 @@ class WarcImporter:
         ip = h.get_header("WARC-IP-Address")
         if ip:
             extra["ip"] = ip
-        if record.format == "arc":
-            extra["from_arc"] = True
         return url, when, extra
 
     def _payload(self, record, counter: CountingReader, headers) -> tuple[bytes, bool]:

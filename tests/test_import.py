@@ -109,6 +109,19 @@ def test_arc_files_import_like_warcs(samples, tmp_path, cli):
     assert ra[0]["url"] == "http://example.com/" and ra[0]["status"] == 200
 
 
+def test_arc_errors_name_the_record_by_offset_and_url(samples, tmp_path, cli):
+    """warcio makes up a random WARC-Record-ID for each ARC record: an error names where it is instead."""
+    cut = tmp_path / "cut.arc"
+    cut.write_bytes((samples / "example.arc").read_bytes()[:1500])
+    first = cli("archive", "import", cut, "--to", tmp_path / "a.wfz")
+    again = cli("archive", "import", cut, "--to", tmp_path / "b.wfz")
+    assert first.returncode == 1 and first.stderr == again.stderr, (first.stderr, again.stderr)
+    assert "record at byte 151 (http://example.com/) is truncated" in first.stderr
+    bad = cli("archive", "import", samples / "bad.arc", "--to", tmp_path / "c.wfz")
+    assert bad.returncode == 1 and "record at byte 0 has a malformed Content-Length '-1'" in bad.stderr
+    assert "urn:uuid" not in first.stderr + bad.stderr
+
+
 def test_reimporting_a_file_is_skipped_and_sessions_are_per_file(samples, tmp_path, cli):
     target = tmp_path / "a.wfz"
     assert cli("archive", "import", samples / "example.warc.gz", "--to", target).returncode == 0

@@ -987,17 +987,11 @@ def _publish(arc: Archive) -> None:
     every archive is, and its bytes on disk before it is renamed into place."""
     p = arc.path
     try:
-        try:
-            switched = arc.conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
-        except sqlite3.OperationalError:  # a statement the caller left unfinished holds the mode
-            switched = False
-        arc.close(checkpoint=False)  # nothing was written in WAL mode (and an unfinished statement would refuse it)
-        if not switched:  # then a connection of its own does it
-            conn = sqlite3.connect(sqlite_uri(p), uri=True, isolation_level=None)
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-            finally:
-                conn.close()
+        # Refused while a statement the block left unfinished holds a read transaction; no other
+        # connection could do it then either (the closed one would keep its lock until the
+        # statement is gone), so that is an error and the new archive is not published.
+        arc.conn.execute("PRAGMA journal_mode=WAL")
+        arc.close(checkpoint=False)  # nothing was written in WAL mode
     except sqlite3.Error as exc:
         raise ArchiveError(f"{p}: cannot finish the new archive: {exc}") from None
     fd = os.open(p, os.O_RDONLY)

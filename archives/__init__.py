@@ -7,7 +7,7 @@ from .store import Archive, Exchange, new_archive_atomically
 
 def archive_digest(path) -> str:
     """``sha256:<hex>`` of an archive file's bytes: what run manifests and trajectories cite."""
-    from .warc_import import file_sha256  # (keeps warcio out of a plain `import`)
+    from .store import file_sha256  # (read so as not to drop this process's SQLite locks on it)
 
     return "sha256:" + file_sha256(path)
 

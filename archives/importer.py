@@ -19,9 +19,9 @@ from pathlib import Path
 
 from . import fast_import
 from .errors import BadInput
-from .store import Archive, new_archive_atomically
+from .store import Archive, file_sha256, new_archive_atomically
 from .wacz import open_checked, read_pages, warc_members
-from .warc_import import ImportStats, WarcImporter, file_sha256
+from .warc_import import ImportStats, WarcImporter
 
 Progress = Callable[[int], None]
 

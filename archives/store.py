@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import hashlib
 import json
 import os
 import sqlite3
@@ -291,6 +292,75 @@ def _create_schema(db: sqlite_utils.Database) -> None:
     db["digest_aliases"].create({"alias": str, "digest": str}, pk="alias", not_null={"digest"})
 
 
+
+# ------------------------------------------------------------------------------ file descriptors
+# SQLite's locks are POSIX locks, which belong to the process: closing *any* descriptor of a file
+# drops every lock this process holds on it, under each of its connections (SQLite guards the
+# descriptors it opens itself, not ours). A reader that lost its locks can see a writer in another
+# process take the file for its last connection and delete the WAL under it. So a descriptor we
+# open on an archive file (the header check, the writer lock, a digest) is closed only when no
+# Archive of this process has that file open; until then it is parked.
+_OPEN_FILES: dict[tuple[int, int], int] = {}  # (device, inode) -> Archives of this process open on it
+_PARKED: dict[tuple[int, int], list[int]] = {}
+_FILES_GUARD = threading.Lock()
+
+
+def close_archive_fd(fd: int) -> None:
+    """Close a descriptor of an archive file, or park it while an Archive of this process has the
+    file open (closing it would drop that connection's SQLite locks)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return
+    with _FILES_GUARD:
+        key = (st.st_dev, st.st_ino)
+        if _OPEN_FILES.get(key):
+            _PARKED.setdefault(key, []).append(fd)
+            return
+    os.close(fd)
+
+
+def _unlock(lock_fd: int) -> None:
+    """Give up the writer lock (flock, which closing alone would keep while the descriptor is parked)."""
+    with contextlib.suppress(OSError):
+        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+    close_archive_fd(lock_fd)
+
+
+def _file_opened(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (st.st_dev, st.st_ino)
+    with _FILES_GUARD:
+        _OPEN_FILES[key] = _OPEN_FILES.get(key, 0) + 1
+    return key
+
+
+def _file_closed(key: tuple[int, int]) -> None:
+    with _FILES_GUARD:
+        left = _OPEN_FILES.get(key, 0) - 1
+        if left > 0:
+            _OPEN_FILES[key] = left
+            return
+        _OPEN_FILES.pop(key, None)
+        parked = _PARKED.pop(key, [])
+    for fd in parked:
+        os.close(fd)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes, read through a descriptor that is safe for an open archive."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    finally:
+        close_archive_fd(fd)
+
+
 class Archive:
     """An open archive. Use :meth:`open` or :meth:`create`; close it (or use ``with``)."""
 
@@ -300,6 +370,7 @@ class Archive:
         self.db = sqlite_utils.Database(conn)
         self.writable = writable
         self._lock_fd = lock_fd
+        self._file_key = _file_opened(path)  # (see close_archive_fd)
         self._in_tx = False
         self._write_lock = threading.RLock()
         self._known_blobs: set[str] = set()
@@ -353,8 +424,11 @@ class Archive:
         if p.is_dir():
             raise ArchiveError(f"{p}: is a directory, not an archive file")
         try:
-            with open(p, "rb") as fh:
-                head = fh.read(len(SQLITE_MAGIC))
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                head = os.pread(fd, len(SQLITE_MAGIC), 0)
+            finally:
+                close_archive_fd(fd)  # this process may have the archive open already
         except OSError as exc:
             raise ArchiveError(f"{p}: cannot read: {exc.strerror}") from None
         if head != SQLITE_MAGIC:
@@ -362,7 +436,7 @@ class Archive:
         if write and not os.access(p, os.W_OK):
             raise ArchiveError(f"{p}: archive is not writable")
         lock_fd = cls._lock(p) if write else None
-        conn = None
+        conn = arc = None
         side = [f for f in archive_files(p)[1:] if not f.exists()]  # SQLite's files that opening may create
         try:
             conn = cls._connect(p, readonly=not write)
@@ -371,8 +445,10 @@ class Archive:
         except BaseException as exc:
             if conn is not None:
                 conn.close()
+            if arc is not None:
+                arc._release_file()
             if lock_fd is not None:
-                os.close(lock_fd)
+                _unlock(lock_fd)
             if isinstance(exc, NotAnArchive):
                 for f in side:  # nothing of ours beside somebody else's file
                     with contextlib.suppress(FileNotFoundError):
@@ -407,7 +483,7 @@ class Archive:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(fd)
+            close_archive_fd(fd)  # (a reader in this process may have it open)
             raise ArchiveLocked(f"{p}: archive is already open for writing by another process") from None
         return fd
 
@@ -440,9 +516,15 @@ class Archive:
         finally:
             self.conn.close()
             self.conn = None
+            self._release_file()
             if self._lock_fd is not None:
-                os.close(self._lock_fd)
+                _unlock(self._lock_fd)
                 self._lock_fd = None
+
+    def _release_file(self) -> None:
+        if self._file_key is not None:
+            _file_closed(self._file_key)
+            self._file_key = None
 
     def __enter__(self) -> "Archive":
         return self
@@ -559,13 +641,18 @@ class Archive:
     def has_blob(self, digest: str) -> bool:
         return self.conn.execute("SELECT 1 FROM blobs WHERE digest=?", (digest,)).fetchone() is not None
 
-    def get_blob(self, digest: str) -> bytes:
-        """The uncompressed bytes of blob ``digest`` (not re-verified; see ``verify``)."""
+    def get_blob(self, digest: str, *, verify: bool = False) -> bytes:
+        """The uncompressed bytes of blob ``digest``. A damaged zstd frame is always an error (its
+        checksum); ``verify`` also recomputes the SHA-256, which catches damage in a blob stored
+        raw (the replay does, once per response it builds; ``archive verify`` checks everything)."""
         row = self.conn.execute("SELECT digest, size, codec, data, base FROM blobs WHERE digest=?",
                                 (digest,)).fetchone()
         if row is None:
             raise ArchiveError(f"{self.path}: blob sha256:{digest} is missing")
-        return self.decode_blob(row)
+        data = self.decode_blob(row)
+        if verify and hashlib.sha256(data).hexdigest() != digest:
+            raise ArchiveError(f"{self.path}: blob sha256:{digest} is corrupt (its bytes do not match their digest)")
+        return data
 
     def decode_blob(self, row: sqlite3.Row) -> bytes:
         """Decode a ``blobs`` row (digest, size, codec, data, base), fetching a delta's base."""

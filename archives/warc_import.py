@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import hashlib
 import io
 import zlib
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from warcio.bufferedreaders import ChunkedDataReader
 from warcio.exceptions import ArchiveLoadFailed
 
 from .errors import ArchiveError, BadInput
-from .store import Archive, Exchange, extra_of, header_value
+from .store import Archive, Exchange, extra_of, file_sha256, header_value
 from .timeutil import normalize_time
 from .urlkey import surt_key
 
@@ -442,11 +441,3 @@ class _HeadersOnly:
 
     def __init__(self, rec_headers):
         self.rec_headers = rec_headers
-
-
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()

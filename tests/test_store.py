@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 import pytest
@@ -226,3 +227,46 @@ def test_a_statement_left_unfinished_stops_the_publication_cleanly(tmp_path):
             cur = a.conn.execute("SELECT id FROM exchanges")
             assert cur.fetchone() is not None  # two rows left unread: the statement stays open
     assert list(tmp_path.iterdir()) == []
+
+
+WRITE_ONE = """
+import sys
+from webfreeze.archives import Archive, Exchange
+with Archive.open(sys.argv[1], write=True) as a:
+    a.add_exchange(Exchange(url="http://new.example/", captured_at="2024-01-01T00:00:00Z", status=200, reason="OK",
+                            resp_headers=[], payload=b"new", session_id=a.new_session("x")))
+"""
+
+
+@pytest.mark.parametrize("touch", ["digest", "open-close", "nothing"])
+def test_reading_an_archive_again_keeps_this_process_locks(tmp_path, touch):
+    """SQLite's locks are POSIX locks: closing any descriptor of the file in this process used to
+    drop them under an open reader, so a writer in another process, closing, took itself for the
+    last connection and deleted the WAL and shared-memory files under that reader."""
+    import subprocess
+    import sys
+
+    from webfreeze.archives import archive_digest
+
+    target = tmp_path / "a.wfz"
+    with Archive.create(target) as a:
+        a.add_exchange(_ex(a.new_session("x"), "http://a.example/"))
+    fds = len(os.listdir("/proc/self/fd"))
+    reader = Archive.open(target)
+    try:
+        cur = reader.conn.execute("SELECT id FROM exchanges")
+        assert cur.fetchone() is not None  # a read in progress
+        if touch == "digest":
+            archive_digest(target)
+        elif touch == "open-close":
+            Archive.open(target).close()
+        subprocess.run([sys.executable, "-c", WRITE_ONE, str(target)], check=True, timeout=60)
+        # the reader's locks held: the writer did not take the files away from under it
+        assert (tmp_path / "a.wfz-wal").exists() and (tmp_path / "a.wfz-shm").exists()
+        cur.close()
+        assert reader.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 2  # and it sees the write
+    finally:
+        reader.close()
+    assert len(os.listdir("/proc/self/fd")) == fds  # what was parked is closed with the last connection
+    digest = archive_digest(target)  # nothing of this process has it open now: nothing parked is left
+    assert digest.startswith("sha256:") and Archive.open(target, write=True).close() is None

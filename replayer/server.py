@@ -17,6 +17,7 @@ replay from another process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http
 import json
 import logging
@@ -407,10 +408,19 @@ class ReplayServer:
         with self._state_lock:
             self.misses.append(entry)
             if self.miss_report is not None:
-                if self._miss_file is None:
-                    self._miss_file = open(self.miss_report, "a", encoding="utf-8")
-                self._miss_file.write(json.dumps(entry, sort_keys=True) + "\n")
-                self._miss_file.flush()
+                try:
+                    if self._miss_file is None:
+                        self._miss_file = open(self.miss_report, "a", encoding="utf-8")
+                    self._miss_file.write(json.dumps(entry, sort_keys=True) + "\n")
+                    self._miss_file.flush()
+                except OSError as exc:  # a folder that refuses files (root passes the access check)
+                    log.warning("cannot write the miss report %s (%s): misses are only counted from now on",
+                                self.miss_report, exc.strerror or exc)
+                    if self._miss_file is not None:
+                        with contextlib.suppress(OSError):
+                            self._miss_file.close()
+                    self._miss_file = None
+                    self.miss_report = None
         if self.on_miss == "abort":
             return None, None
         body = f"webfreeze: not in archive: {method.upper()} {url}\n".encode("utf-8", "replace")
@@ -425,7 +435,7 @@ class ReplayServer:
             return built
         row = self.archive.exchange(exchange_id)
         headers = self.archive.headers(row, "resp_headers")
-        body = self.archive.get_blob(row["payload"])
+        body = self.archive.get_blob(row["payload"], verify=True)  # once: the response is cached
         status = row["status"]
         mime = (row["mime"] or "").lower()
         out_headers = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]

@@ -394,3 +394,65 @@ def test_cli_serve_direct_until_sigterm(site_archive, tmp_path):
     assert proc.returncode == 0, err
     assert "served 2 requests: 1 from the archive, 0 by site models, 1 misses" in err
     assert json.loads((tmp_path / "m.jsonl").read_text())["url"] == "http://nowhere.test/"
+
+
+def test_a_damaged_blob_is_a_500_and_one_log_line(tmp_path, home, caplog):
+    """A blob stored raw (incompressible) and one stored as zstd, each damaged in one byte: the first
+    is caught by its SHA-256 (recomputed once per response the replay builds), the second by the
+    zstd frame checksum; each request gets a 500 naming the blob, the others are served."""
+    import logging
+    import random
+    import sqlite3
+
+    noise = random.Random(3).randbytes(3000)
+    path = build_archive(tmp_path / "d.wfz", [
+        text("http://site.test/noise.bin", noise, resp_headers=[("Content-Type", "application/octet-stream")]),
+        text("http://site.test/page.txt", "words " * 500),
+        text("http://site.test/fine.txt", "fine " * 300),
+    ])
+    conn = sqlite3.connect(path)
+    rows = {url: conn.execute("SELECT b.digest, b.codec, b.data FROM exchanges e JOIN blobs b ON b.digest = e.payload "
+                              "WHERE e.url=?", (url,)).fetchone()
+            for url in ("http://site.test/noise.bin", "http://site.test/page.txt")}
+    assert rows["http://site.test/noise.bin"][1] == "raw" and rows["http://site.test/page.txt"][1] == "zstd"
+    for digest, _, data in rows.values():
+        damaged = bytearray(data)
+        damaged[len(damaged) // 2] ^= 0x20
+        conn.execute("UPDATE blobs SET data=? WHERE digest=?", (bytes(damaged), digest))
+    conn.commit()
+    conn.close()
+    srv = ReplayServer(path, mode="proxy", confdir=home, miss_report=tmp_path / "misses.jsonl").start()
+    try:
+        with caplog.at_level(logging.ERROR):
+            for url, (digest, codec, _) in rows.items():
+                caplog.clear()
+                resp, body = proxied(srv, "GET", url)
+                assert resp.status == 500 and f"blob sha256:{digest} is corrupt".encode() in body, (codec, body)
+                errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+                assert len(errors) == 1 and digest in errors[0].getMessage()
+            resp, body = proxied(srv, "GET", "http://site.test/fine.txt")
+            assert (resp.status, body) == (200, b"fine " * 300)
+    finally:
+        srv.stop()
+
+
+def test_a_miss_report_that_cannot_be_written_only_stops_the_report(site_archive, home, tmp_path, caplog):
+    """The path is checked when the server starts, but the file is made on the first miss, which can
+    still fail: here its folder is removed meanwhile (root, passing every access check, meets the
+    same in /proc). It used to be a 500 and a traceback."""
+    import logging
+
+    (tmp_path / "gone").mkdir()
+    srv = ReplayServer(site_archive, mode="proxy", confdir=home, miss_report=tmp_path / "gone" / "misses.jsonl").start()
+    (tmp_path / "gone").rmdir()
+    try:
+        with caplog.at_level(logging.WARNING):
+            for n in range(2):
+                resp, _ = proxied(srv, "GET", f"http://elsewhere.test/{n}")
+                assert resp.status == 404 and resp.getheader("X-Webfreeze-Miss") == "1"
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1 and "cannot write the miss report" in warnings[0], warnings
+        assert srv.miss_report is None and srv.stats["misses"] == 2 and len(srv.misses) == 2
+    finally:
+        srv.stop()
+    assert not (tmp_path / "gone").exists()

@@ -625,7 +625,8 @@ def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject
     server.serve_forever(on_ready=ready)
     s = server.stats
     click.echo(f"served {s['requests']} requests: {s['hits']} from the archive, {s['model']} by site models, "
-               f"{s['misses']} misses" + (f" (listed in {miss_report})" if s["misses"] else ""), err=True)
+               f"{s['misses']} misses" + (f" (listed in {server.miss_report})" if s["misses"] and server.miss_report
+                                          else ""), err=True)
 
 
 @replay.command("check")

@@ -20,7 +20,7 @@ def demo_paths() -> dict:
 
 
 def run_demo(*, out: str = "runs/demo", backend: str = "browser", workers: int = 2) -> dict:
-    """Validate the suite, run both agents, print their reports; returns {agent: report}."""
+    """Run both agents on the suite, print their reports and success rates; returns {agent: report}."""
     import click
 
     from webfreeze.cli_bench import _print_report, run_suite

@@ -1,4 +1,5 @@
-"""``make demo``: the archive tools end to end on real WARCs (pywb's sample archive).
+"""A tour of the archive tools end to end on real WARCs (pywb's sample archive); ``make demo``
+ran it before the benchmark runner existed.
 
 Each step prints the command a user would type, then its output, so the demo doubles as a tour.
 """

@@ -147,7 +147,8 @@ class _Http:
 class _Record:
     """One parsed record, duck-typing the parts of a warcio record that ``WarcImporter`` reads."""
 
-    __slots__ = ("rec_type", "rec_headers", "http_headers", "body", "payload", "dechunked", "blob", "http_json")
+    __slots__ = ("rec_type", "rec_headers", "http_headers", "body", "payload", "dechunked", "blob", "http_json",
+                 "head_entry")
     format = "warc"
 
     def __init__(self, rec_type, rec_headers, http_headers, body):
@@ -159,6 +160,7 @@ class _Record:
         self.dechunked = False
         self.blob = None  # (digest, size, codec, stored) once a worker has encoded ``payload``
         self.http_json = None  # the JSON form of the HTTP header list, for a worker to compress
+        self.head_entry = None  # the _RequestHeads entry of a request's HTTP head, to learn its stored form
 
 
 def _parse_http(block: bytes, request: bool) -> tuple[_Http, int]:
@@ -194,6 +196,55 @@ def _parse_http(block: bytes, request: bool) -> tuple[_Http, int]:
     elif not protocol.upper().startswith("HTTP/"):
         raise Fallback("no HTTP status line")
     return _Http(protocol, rest.strip(), headers), start
+
+
+class _RequestHeads:
+    """The request heads of one file, their header lines parsed once: a crawler sends the same
+    request headers over and over (the same client headers for every page; only the request line
+    differs), so header lines seen before are taken from here, with their JSON form and, once a
+    worker has compressed it, their stored form. An entry holds what ``_parse_http`` and
+    ``headers_json`` gave for those exact bytes, and the stored form what a worker gave for that
+    JSON (against the one archive's dictionary that this importer writes to)."""
+
+    LIMIT = 4096  # distinct header blocks kept; past it, the others are parsed each time
+
+    def __init__(self):
+        self.entries: dict[bytes, list] = {}  # header lines -> [pairs, json, stored or None]
+
+    def parse(self, block: bytes) -> tuple[_Http, int, list | None]:
+        """What ``_parse_http(block, True)`` gives, and the entry of the head's header lines
+        (None when not kept)."""
+        end = block.find(b"\r\n\r\n")
+        line_end = block.find(b"\r\n", 0, end) if end > 0 else -1
+        if line_end < 0:  # no header lines, or a head that runs to the end of the block: as it is
+            http, start = _parse_http(block, True)
+            return http, start, None
+        key = block[line_end:end]  # the header lines, each after its CRLF
+        entry = self.entries.get(key)
+        if entry is None:
+            http, start = _parse_http(block, True)
+            entry = [tuple(http.headers), headers_json(http.headers), None]
+            if len(self.entries) < self.LIMIT:
+                self.entries[key] = entry
+            return http, start, entry
+        # The header lines passed _parse_http's checks before (each check is of one line, or of
+        # the CR and LF that are not line ends); the request line is checked here the same way.
+        try:
+            first = block[:line_end].decode("utf-8")
+        except UnicodeDecodeError:
+            raise Fallback("non-UTF-8 HTTP head") from None
+        if "\r" in first or "\n" in first:
+            raise Fallback("odd line ends in HTTP head")
+        first = first.rstrip()
+        if not first:
+            raise Fallback("no HTTP start line")
+        protocol, _, rest = first.partition(" ")
+        if protocol not in _HTTP_VERBS:
+            raise Fallback("unusual request method")
+        headers = _HeaderList(entry[0])
+        if entry[2] is not None:
+            headers.encoded = entry[2]
+        return _Http(protocol, rest.strip(), headers), end + 4, entry
 
 
 # ------------------------------------------------------------------ the work done off the GIL
@@ -349,6 +400,7 @@ class FastWarcImporter(WarcImporter):
     def run_file(self, path: Path, *, gzipped: bool, on_progress: Callable[[int], None] | None = None,
                  prefetch: "Prefetch | None" = None) -> ImportStats:
         self.writer = BulkWriter(self.archive)
+        self.request_heads = _RequestHeads()
         self.on_progress = on_progress
         self.done_pos = 0
         hdict = self.archive.header_dict()
@@ -455,10 +507,18 @@ class FastWarcImporter(WarcImporter):
             raise Fallback("unusual WARC-Target-URI or WARC-Date")
         http = None
         start = 0
+        entry = None
         if block and rtype in _HTTP_RECORDS and uri.startswith(("http:", "https:")):
-            http, start = _parse_http(block, rtype == "request")
+            if rtype == "request":
+                http, start, entry = self.request_heads.parse(block)
+            else:
+                http, start = _parse_http(block, False)
         r = _Record(rtype, fields, http, block[start:] if start else block)
-        if http is not None:
+        if entry is not None:
+            r.head_entry = entry
+            if entry[2] is None:  # not yet compressed: a worker does it (again, if one is at it already)
+                r.http_json = entry[1]
+        elif http is not None:
             r.http_json = headers_json(http.headers)
         if rtype == "resource" or rtype == "response" and http is None:
             if rtype == "response" and uri.lower().startswith(("http:", "https:")):
@@ -484,6 +544,8 @@ class FastWarcImporter(WarcImporter):
             r.blob = blob
             if head is not None:
                 r.http_headers.headers.encoded = head
+                if r.head_entry is not None:
+                    r.head_entry[2] = head
         for r in records:
             if r.http_headers is None:
                 self._one(r, None)

@@ -163,16 +163,19 @@ class _Record:
         self.head_entry = None  # the _RequestHeads entry of a request's HTTP head, to learn its stored form
 
 
-def _parse_http(block: bytes, request: bool) -> tuple[_Http, int]:
-    """The HTTP head of a block as warcio parses it (non-verifying parser), and where the payload
-    starts. Only plain heads are accepted: CRLF line ends, no folded lines, ``Name: value`` lines."""
-    end = block.find(b"\r\n\r\n")
+def _parse_http(buf: bytes, request: bool, base: int = 0, stop: int | None = None) -> tuple[_Http, int]:
+    """The HTTP head of a block (``buf[base:stop]``) as warcio parses it (non-verifying parser), and
+    where the payload starts in ``buf``. Only plain heads are accepted: CRLF line ends, no folded
+    lines, ``Name: value`` lines."""
+    if stop is None:
+        stop = len(buf)
+    end = buf.find(b"\r\n\r\n", base, stop)
     start = end + 4
     if end < 0:  # a head that runs to the end of the block (a revisit): warcio reads it to the end
-        end = len(block) - 2 if block.endswith(b"\r\n") else len(block)
-        start = len(block)
+        end = stop - 2 if buf.endswith(b"\r\n", base, stop) else stop
+        start = stop
     try:
-        head = block[:end].decode("utf-8")
+        head = buf[base:end].decode("utf-8")
     except UnicodeDecodeError:
         raise Fallback("non-UTF-8 HTTP head") from None
     lines = head.split("\r\n")
@@ -211,18 +214,22 @@ class _RequestHeads:
     def __init__(self):
         self.entries: dict[bytes, list] = {}  # header lines -> [pairs, json, stored or None]
 
-    def parse(self, block: bytes) -> tuple[_Http, int, list | None]:
-        """What ``_parse_http(block, True)`` gives, and the entry of the head's header lines
-        (None when not kept)."""
-        end = block.find(b"\r\n\r\n")
-        line_end = block.find(b"\r\n", 0, end) if end > 0 else -1
-        if line_end < 0:  # no header lines, or a head that runs to the end of the block: as it is
-            http, start = _parse_http(block, True)
+    def parse(self, buf: bytes, base: int, stop: int) -> tuple[_Http, int, list | None]:
+        """What ``_parse_http(buf, True, base, stop)`` gives, and the entry of the head's header
+        lines (None when not kept)."""
+        end = buf.find(b"\r\n\r\n", base, stop)
+        start = end + 4
+        if end < 0:  # a head that runs to the end of the block, as _parse_http reads it
+            end = stop - 2 if buf.endswith(b"\r\n", base, stop) else stop
+            start = stop
+        line_end = buf.find(b"\r\n", base, end)
+        if line_end < 0:  # no header lines: parsed as it is
+            http, start = _parse_http(buf, True, base, stop)
             return http, start, None
-        key = block[line_end:end]  # the header lines, each after its CRLF
+        key = buf[line_end:end]  # the header lines, each after its CRLF
         entry = self.entries.get(key)
         if entry is None:
-            http, start = _parse_http(block, True)
+            http, start = _parse_http(buf, True, base, stop)
             entry = [tuple(http.headers), headers_json(http.headers), None]
             if len(self.entries) < self.LIMIT:
                 self.entries[key] = entry
@@ -230,7 +237,7 @@ class _RequestHeads:
         # The header lines passed _parse_http's checks before (each check is of one line, or of
         # the CR and LF that are not line ends); the request line is checked here the same way.
         try:
-            first = block[:line_end].decode("utf-8")
+            first = buf[base:line_end].decode("utf-8")
         except UnicodeDecodeError:
             raise Fallback("non-UTF-8 HTTP head") from None
         if "\r" in first or "\n" in first:
@@ -244,7 +251,7 @@ class _RequestHeads:
         headers = _HeaderList(entry[0])
         if entry[2] is not None:
             headers.encoded = entry[2]
-        return _Http(protocol, rest.strip(), headers), end + 4, entry
+        return _Http(protocol, rest.strip(), headers), start, entry
 
 
 # ------------------------------------------------------------------ the work done off the GIL
@@ -358,8 +365,9 @@ class _Framing:
 _MEMBER_TAILS = (b"\r\n\r\n", b"")
 
 
-def _member_record(member: bytes) -> tuple[str, "_Fields", bytes]:
-    """(WARC-Type, fields, block) of the one record a gzip member must hold, written canonically
+def _member_record(member: bytes) -> tuple[str, "_Fields", bytes, int, int]:
+    """(WARC-Type, fields, member, start, stop) of the one record a gzip member must hold, its block
+    ``member[start:stop]`` (not copied out: the importer takes what it needs), written canonically
     (``Name: value`` lines, CRLF line ends, each name once), as warcio would read it."""
     end = member.find(b"\r\n\r\n")
     if end < 0:
@@ -390,7 +398,7 @@ def _member_record(member: bytes) -> tuple[str, "_Fields", bytes]:
         raise Fallback("truncated record")
     if member[stop:] not in _MEMBER_TAILS:
         raise Fallback("a gzip member that is not exactly one record")
-    return d.get("warc-type"), _Fields.of(d), member[start:stop]
+    return d.get("warc-type"), _Fields.of(d), member, start, stop
 
 
 # ------------------------------------------------------------------ the importer
@@ -470,7 +478,7 @@ class FastWarcImporter(WarcImporter):
                 block = rec.reader.read()
                 if len(block) != rec.content_length:
                     raise Fallback("truncated record")
-                yield self._parse(fields._d.get("warc-type"), fields, block)
+                yield self._parse(fields._d.get("warc-type"), fields, block, 0, len(block))
                 self._progress(rec.stream_pos)
             framing.finish()
         except OSError as exc:  # FastWARC's verdict on malformed input: let warcio name the problem
@@ -493,12 +501,14 @@ class FastWarcImporter(WarcImporter):
             yield self._parse(*_member_record(member))
         self._progress(end)
 
-    def _parse(self, rtype, fields: _Fields, block: bytes):
-        """Check one record's fields and turn it into a ``_Record`` and its worker job."""
+    def _parse(self, rtype, fields: _Fields, buf: bytes, bstart: int, bstop: int):
+        """Check one record's fields and turn it into a ``_Record`` and its worker job; the record's
+        block is ``buf[bstart:bstop]``. An HTTP record's block and payload are views of ``buf``
+        (copying them would cost more than parsing the record); any other's block is bytes."""
         d = fields._d
         if rtype not in _TYPES:
             raise Fallback("unusual WARC-Type")
-        if len(block) > MAX_FAST_RECORD:
+        if bstop - bstart > MAX_FAST_RECORD:
             raise Fallback("large record")
         if "warc-segment-number" in d:
             raise Fallback("segmented record")
@@ -508,12 +518,18 @@ class FastWarcImporter(WarcImporter):
         http = None
         start = 0
         entry = None
-        if block and rtype in _HTTP_RECORDS and uri.startswith(("http:", "https:")):
+        if bstop > bstart and rtype in _HTTP_RECORDS and uri.startswith(("http:", "https:")):
             if rtype == "request":
-                http, start, entry = self.request_heads.parse(block)
+                http, start, entry = self.request_heads.parse(buf, bstart, bstop)
             else:
-                http, start = _parse_http(block, False)
-        r = _Record(rtype, fields, http, block[start:] if start else block)
+                http, start = _parse_http(buf, False, bstart, bstop)
+            view = memoryview(buf)
+            block = view[bstart:bstop]
+            body = view[start:bstop]
+            start -= bstart
+        else:
+            block = body = buf[bstart:bstop] if bstart or bstop != len(buf) else buf
+        r = _Record(rtype, fields, http, body)
         if entry is not None:
             r.head_entry = entry
             if entry[2] is None:  # not yet compressed: a worker does it (again, if one is at it already)
@@ -591,7 +607,7 @@ class FastWarcImporter(WarcImporter):
         d = r.rec_headers._d
         headers = r.http_headers.headers
         body, _ = decode_transfer(r.body, headers)
-        fields = (r.http_headers.protocol, headers, body or None)  # the method: one of _HTTP_VERBS
+        fields = (r.http_headers.protocol, headers, bytes(body) if body else None)  # the method: one of _HTTP_VERBS
         target = d.get("warc-concurrent-to")
         if target and target in self.by_record_id:
             self._attach(self.by_record_id[target], *fields)

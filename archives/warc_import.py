@@ -89,6 +89,8 @@ def decode_transfer(raw: bytes, headers) -> tuple[bytes, bool]:
     """An HTTP body with its transfer coding removed (content coding kept), and whether it changed."""
     te = (header_value(headers, "transfer-encoding") or "").lower()
     if "chunked" in te:
+        if not isinstance(raw, bytes):  # a view (the fast import's): BytesIO copies views slowly
+            raw = bytes(raw)
         body = ChunkedDataReader(io.BytesIO(raw)).read()
         return body, body != raw
     return raw, False

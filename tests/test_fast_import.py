@@ -283,3 +283,34 @@ def test_ctrl_c_while_the_last_batch_inflates(samples, tmp_path, monkeypatch):
         timer.cancel()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["example.warc.gz"]
     assert [h for h in _held(src) if not h.startswith("fd ")] == []
+
+
+def test_request_heads_cache_gives_parse_http_result():
+    """A request head's header lines seen before come from the importer's cache, with the same
+    result as parsing them (request line checked each time), also for a head without the blank
+    line after it (pywb's iana.warc.gz) and for one the cache must refuse."""
+    from webfreeze.archives import fast_import as fi
+
+    def outcome(fn):
+        try:
+            http, start = fn()[:2]
+        except fi.Fallback:
+            return "fallback"
+        return http.protocol, http.statusline, list(http.headers), start
+
+    heads = fi._RequestHeads()
+    blocks = [
+        b"GET /a HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\nbody",
+        b"POST /b HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n",
+        b"GET /c HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n",  # no blank line: runs to the end
+        b"GET /d HTTP/1.1\r\nHost: example.com\r\nAccept: */*",
+        b"BREW /e HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n",  # unusual method: refused
+        b"GET /f\rHTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n",  # a stray CR in the request line
+        b"\xffGET / HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n",
+    ]
+    for _ in range(2):  # the second round takes every kept entry from the cache
+        for block in blocks:
+            buf = b"xx" + block + b"yy"
+            assert outcome(lambda: heads.parse(buf, 2, len(buf) - 2)) == \
+                outcome(lambda: fi._parse_http(buf, True, 2, len(buf) - 2)), block
+    assert len(heads.entries) == 1  # one header block, whatever follows it

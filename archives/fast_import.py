@@ -57,8 +57,10 @@ WORKERS = 2
 MAX_FAST_RECORD = BOMB_MIN_BYTES
 # Buffered rows are written once this many, or blobs of this many bytes, are waiting (and whenever
 # rows are read back): batches for SQLite, bounded memory, and a file that grows as it goes.
+# (A new archive's file is synced to the disk after each flush, on a thread of its own (see
+# Archive.write_ahead): the smaller the flushes, the less is left to sync once the import is done.)
 FLUSH_ROWS = 512
-FLUSH_BYTES = 4 << 20
+FLUSH_BYTES = 1 << 20
 
 _HTTP_RECORDS = ("response", "request", "revisit")
 _HTTP_VERBS = ("GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "OPTIONS", "CONNECT", "PATCH")

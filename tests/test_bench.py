@@ -154,19 +154,26 @@ def test_compare_names_the_first_step_where_runs_part(ten_runs, tmp_path):
 
 
 # ------------------------------------------------------------------------------------ the runner
+def interrupt_run(suite: Path, out: Path, sig: int, after: int, *extra: str) -> tuple[int, list[str]]:
+    """``bench run`` (reference agent, browser backend) sent ``sig`` once ``after`` trajectories are
+    written: (exit status, the lines it printed that start with 'webfreeze:'), checked for tracebacks."""
+    cmd = [sys.executable, "-m", "webfreeze", "bench", "run", str(suite), "--agent", "reference", "--backend",
+           "browser", "--out", str(out), "--no-report", *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((out / "trajectories").glob("*.json"))) < after:
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    return proc.returncode, [line for line in err.splitlines() if line.startswith("webfreeze:")]
+
+
 def test_sigterm_with_workers_counts_every_kept_trajectory(tmp_path):
     suite = subset_suite(tmp_path, twenty_ids()[:10])
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "webfreeze", "bench", "run", str(suite), "--agent", "reference", "--backend",
-           "browser", "--out", str(out), "--no-report", "--workers", "2"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(list((out / "trajectories").glob("*.json"))) < 2:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143 and "Traceback" not in err, err
-    assert [line for line in err.splitlines() if line.startswith("webfreeze:")] == ["webfreeze: error: terminated"]
+    code, errors = interrupt_run(suite, out, signal.SIGTERM, 2, "--workers", "2")
+    assert code == 143 and errors == ["webfreeze: error: terminated"]
     kept = len(list((out / "trajectories").glob("*.json")))
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["complete"] is False and manifest["tasks_done"] == kept and 2 <= kept < 10
@@ -176,16 +183,8 @@ def test_sigterm_with_workers_counts_every_kept_trajectory(tmp_path):
 def test_run_manifest_and_resume_after_an_interrupt(tmp_path):
     suite = subset_suite(tmp_path, twenty_ids())
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "webfreeze", "bench", "run", str(suite), "--agent", "reference", "--backend",
-           "browser", "--out", str(out), "--no-report"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(list((out / "trajectories").glob("*.json"))) < 3:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    errors = [line for line in err.splitlines() if line.startswith("webfreeze:")]
-    assert proc.returncode != 0 and "Traceback" not in err and errors == ["webfreeze: error: interrupted"], err
+    code, errors = interrupt_run(suite, out, signal.SIGINT, 3)
+    assert code == 130 and errors == ["webfreeze: error: interrupted"]
     manifest = json.loads((out / "manifest.json").read_text())
     partial = len(list((out / "trajectories").glob("*.json")))
     assert manifest["complete"] is False and 3 <= partial < 20

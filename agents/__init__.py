@@ -33,7 +33,8 @@ def make_agent(name: str, **config) -> Agent:
     if name not in AGENTS:
         raise AgentError(f"unknown agent {name!r} (known: {', '.join(sorted(AGENTS))})")
     known = agent_settings(name)
-    for key in config:
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(AGENTS[name].__init__).parameters.values())
+    for key in config if not takes_any else ():  # (an agent with **settings checks its own)
         if key not in known:
             raise AgentError(f"agent {name!r} has no setting {key!r} "
                              f"({'its settings: ' + ', '.join(known) if known else 'it takes none'})")

@@ -191,7 +191,7 @@ def _import_wacz(arc: Archive, path: Path, sid: str, result: SourceResult,
             raise BadInput("the WACZ holds no WARC files under archive/")
         infos = []
         for name in members:
-            importer = WarcImporter(arc, sid, f"{path.name}#{name}")
+            importer = WarcImporter(arc, sid, f"{path.name}#{name}", arc_file=name.lower().endswith((".arc", ".arc.gz")))
             with zf.open(name) as fh:
                 importer.run(fh)
             importers.append(importer)

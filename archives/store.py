@@ -17,6 +17,7 @@ import sqlite3
 import tempfile
 import threading
 import uuid
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -301,28 +302,45 @@ def _create_schema(db: sqlite_utils.Database) -> None:
 # open on an archive file (the header check, the writer lock, a digest) is closed only when no
 # Archive of this process has that file open; until then it is parked.
 _OPEN_FILES: dict[tuple[int, int], int] = {}  # (device, inode) -> Archives of this process open on it
-_PARKED: dict[tuple[int, int], list[int]] = {}
-_FILES_GUARD = threading.Lock()
+_PARKED: dict[tuple[int, int], list[int]] = {}  # descriptors waiting for the last one to close
+_FILES_GUARD = threading.Lock()  # held while a descriptor is closed too, so no open slips in between
+
+
+def open_archive_fd(path: str | os.PathLike, flags: int = os.O_RDONLY) -> int:
+    """A descriptor of an archive file: a parked one of that file when there is one (so repeated
+    reads while the archive is open do not pile descriptors up), else a new one. Give it back with
+    :func:`close_archive_fd`; read it with ``pread`` or from a ``lseek`` to where you need."""
+    with contextlib.suppress(OSError), _FILES_GUARD:
+        st = os.stat(path)
+        spare = _PARKED.get((st.st_dev, st.st_ino))
+        if spare:
+            return spare.pop()
+    return os.open(path, flags, 0o644)
 
 
 def close_archive_fd(fd: int) -> None:
     """Close a descriptor of an archive file, or park it while an Archive of this process has the
     file open (closing it would drop that connection's SQLite locks)."""
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        os.close(fd)
-        return
     with _FILES_GUARD:
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            return
         key = (st.st_dev, st.st_ino)
         if _OPEN_FILES.get(key):
             _PARKED.setdefault(key, []).append(fd)
-            return
-    os.close(fd)
+        else:
+            os.close(fd)
 
 
-def _unlock(lock_fd: int) -> None:
-    """Give up the writer lock (flock, which closing alone would keep while the descriptor is parked)."""
+def _unlock(lock_fd: int, owner: int) -> None:
+    """Give up the writer lock taken by process ``owner``: the flock is released explicitly (a
+    parked descriptor would keep it), except in a forked child, where the lock still belongs to the
+    parent (the open file is shared) and only the child's copy of the descriptor is closed."""
+    if os.getpid() != owner:
+        os.close(lock_fd)
+        return
     with contextlib.suppress(OSError):
         fcntl.flock(lock_fd, fcntl.LOCK_UN)
     close_archive_fd(lock_fd)
@@ -346,15 +364,16 @@ def _file_closed(key: tuple[int, int]) -> None:
             _OPEN_FILES[key] = left
             return
         _OPEN_FILES.pop(key, None)
-        parked = _PARKED.pop(key, [])
-    for fd in parked:
-        os.close(fd)
+        for fd in _PARKED.pop(key, []):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def file_sha256(path: str | os.PathLike) -> str:
     """SHA-256 of a file's bytes, read through a descriptor that is safe for an open archive."""
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_archive_fd(path)
     try:
+        os.lseek(fd, 0, os.SEEK_SET)
         with os.fdopen(fd, "rb", closefd=False) as fh:
             return hashlib.file_digest(fh, "sha256").hexdigest()
     finally:
@@ -370,7 +389,9 @@ class Archive:
         self.db = sqlite_utils.Database(conn)
         self.writable = writable
         self._lock_fd = lock_fd
-        self._file_key = _file_opened(path)  # (see close_archive_fd)
+        self._lock_owner = os.getpid()  # (a forked child must not give the parent's lock up)
+        key = _file_opened(path)  # (see close_archive_fd); an Archive never closed gives it back when collected
+        self._file_release = weakref.finalize(self, _file_closed, key) if key is not None else None
         self._in_tx = False
         self._write_lock = threading.RLock()
         self._known_blobs: set[str] = set()
@@ -426,7 +447,7 @@ class Archive:
         if p.is_dir():
             raise ArchiveError(f"{p}: is a directory, not an archive file")
         try:
-            fd = os.open(p, os.O_RDONLY)
+            fd = open_archive_fd(p)
             try:
                 head = os.pread(fd, len(SQLITE_MAGIC), 0)
             finally:
@@ -450,7 +471,7 @@ class Archive:
             if arc is not None:
                 arc._release_file()
             if lock_fd is not None:
-                _unlock(lock_fd)
+                _unlock(lock_fd, os.getpid())
             if isinstance(exc, NotAnArchive):
                 for f in side:  # nothing of ours beside somebody else's file
                     with contextlib.suppress(FileNotFoundError):
@@ -481,7 +502,7 @@ class Archive:
     @staticmethod
     def _lock(p: Path) -> int:
         """Take the single-writer lock (flock on the file itself; released if the process dies)."""
-        fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_archive_fd(p, os.O_RDWR | os.O_CREAT)  # (flock takes any descriptor, a parked read-only one too)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -519,10 +540,10 @@ class Archive:
         leaves that to SQLite's own close, for a WAL known to be empty)."""
         if self.conn is None:
             return
-        if self._writeback is not None:
-            self._writeback.close()
-            self._writeback = None
         try:
+            if self._writeback is not None:
+                writeback, self._writeback = self._writeback, None
+                writeback.close()  # an error the disk gave it stops here: nothing half-written is published
             if self.writable and checkpoint:
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
@@ -530,13 +551,13 @@ class Archive:
             self.conn = None
             self._release_file()
             if self._lock_fd is not None:
-                _unlock(self._lock_fd)
+                _unlock(self._lock_fd, self._lock_owner)
                 self._lock_fd = None
 
     def _release_file(self) -> None:
-        if self._file_key is not None:
-            _file_closed(self._file_key)
-            self._file_key = None
+        if self._file_release is not None:
+            self._file_release()  # (runs once)
+            self._file_release = None
 
     def __enter__(self) -> "Archive":
         return self
@@ -1044,37 +1065,46 @@ class BulkWriter:
 
 class _Writeback:
     """``fdatasync`` of a file on a background thread, one at a time: what was written before a
-    call reaches the disk while the caller goes on. Only ever an early start of the sync that
-    ``_publish`` makes anyway (a failure here is left for that one to report)."""
+    call reaches the disk while the caller goes on; an early start of the sync that ``_publish``
+    makes anyway. A write the disk refused is reported once, to the first sync that asks (Linux
+    does not tell a later one), so the error is kept and :meth:`close` raises it."""
 
     def __init__(self, path: Path):
         self.path = path
         self.fd: int | None = None
         self.thread: threading.Thread | None = None
+        self.error: OSError | None = None
 
     def start(self) -> None:
         if self.thread is not None and self.thread.is_alive():
             return  # the one running takes what it finds written; the next call takes the rest
         if self.fd is None:
             try:
-                self.fd = os.open(self.path, os.O_RDONLY)
+                self.fd = open_archive_fd(self.path)
             except OSError:
                 return
         self.thread = threading.Thread(target=self._sync, args=(self.fd,), name="archive-writeback", daemon=True)
         self.thread.start()
 
-    @staticmethod
-    def _sync(fd: int) -> None:
-        with contextlib.suppress(OSError):
+    def _sync(self, fd: int) -> None:
+        try:
             os.fdatasync(fd)
+        except OSError as exc:
+            if self.error is None:
+                self.error = exc
 
     def close(self) -> None:
-        if self.thread is not None:
-            self.thread.join()
-            self.thread = None
-        if self.fd is not None:
-            close_archive_fd(self.fd)  # (the archive's own connection is still open)
-            self.fd = None
+        try:
+            if self.thread is not None:
+                self.thread.join()
+                self.thread = None
+        finally:
+            if self.fd is not None:
+                close_archive_fd(self.fd)  # (the archive's own connection is still open)
+                self.fd = None
+        if self.error is not None:
+            raise ArchiveError(f"{self.path.parent}: cannot write the new archive: "
+                               f"{self.error.strerror or self.error}")
 
 
 def extra_of(row: sqlite3.Row) -> dict:

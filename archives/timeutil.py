@@ -51,8 +51,8 @@ _ISO_MONTH = re.compile(r"^\d{4}-\d\d$", re.ASCII)
 _ISO_DATE = re.compile(r"^\d{4}-\d\d-\d\d$", re.ASCII)
 _ISO_WEEK = re.compile(r"^\d{4}-?W\d\d(?P<day>-?\d)?$", re.ASCII)
 # An ISO 8601 date and time; which of minutes, seconds and a fraction it gives.
-# The date may be a calendar date (2014-01-26, 20140126) or a week date (2014-W05-3, 2014W053).
-_ISO_TIME = re.compile(r"^(?:\d{4}-\d\d-\d\d|\d{8}|\d{4}-?W\d\d-?\d)[T ]\d\d(?P<min>:?\d\d)?(?P<sec>:?\d\d)?"
+# The date may be a calendar date (2014-01-26, 20140126) or a week date (2014-W05-3, 2014W053, 2014-W05).
+_ISO_TIME = re.compile(r"^(?:\d{4}-\d\d-\d\d|\d{8}|\d{4}-?W\d\d(?:-?\d)?)[T ]\d\d(?P<min>:?\d\d)?(?P<sec>:?\d\d)?"
                        r"(?P<frac>[.,]\d+)?(?:[Zz]|[+-]\d\d(?::?\d\d)?)?$", re.ASCII)
 
 

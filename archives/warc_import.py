@@ -233,7 +233,9 @@ class WarcImporter:
         elif rtype == "warcinfo":
             body = self._read_block(record, counter)
             self._check_digest(record)
-            self.warcinfo.append({"record_id": self._rid(record), "fields": body.decode("utf-8", "replace")})
+            # (an ARC file's header has no record id: warcio's would be made up, a new one each run)
+            self.warcinfo.append({"record_id": None if self.arc_file else self._rid(record),
+                                  "fields": body.decode("utf-8", "replace")})
         else:  # metadata, conversion, continuation: nothing to replay
             self._read_block(record, counter)
             self._check_digest(record)

@@ -347,3 +347,18 @@ def test_record_with_resolve_keeps_the_host_name(tmp_path):
     bad = run_cli("record", "crawl", "http://scholar.test/", "--archive", tmp_path / "b.wfz", "--resolve", "nope")
     assert bad.returncode != 0 and "expected HOST=ADDRESS:PORT" in bad.stderr
     assert not (tmp_path / "b.wfz").exists()
+
+
+def test_agent_settings_are_checked_against_the_agent(monkeypatch):
+    from webfreeze.agents import AGENTS, Agent, AgentError, agent_settings, make_agent
+
+    class Open(Agent):  # an agent that takes any setting (an LLM agent's model, temperature...)
+        def __init__(self, **settings):
+            self.settings = settings
+
+    monkeypatch.setitem(AGENTS, "open", Open)
+    assert make_agent("open", model="m", temperature=0).settings == {"model": "m", "temperature": 0}
+    assert agent_settings("keyword") == ["max_clicks"] and agent_settings("reference") == []
+    with pytest.raises(AgentError, match="agent 'keyword' has no setting 'model'"):
+        make_agent("keyword", model="m")
+    assert make_agent("keyword", max_clicks=2).config() == {"max_clicks": 2}

@@ -597,6 +597,7 @@ def test_until_includes_the_whole_period_a_short_timestamp_names(archive, cli):
     # a week date or a basic-format date with a time: the same as a calendar date with that time
     ("2014-W05-3T10", "2014-01-29T10:59:59.999999Z"), ("2014W053T10:30", "2014-01-29T10:30:59.999999Z"),
     ("20140126T1030", "2014-01-26T10:30:59.999999Z"), ("20140126T103005", "2014-01-26T10:30:05.999999Z"),
+    ("2014-W05T10", "2014-01-27T10:59:59.999999Z"), ("2014W05T10:30", "2014-01-27T10:30:59.999999Z"),
     # years before 1000 keep four digits, so that they sort as text; the last periods of 9999 end
     # with the last instant there is
     ("0999", "0999-12-31T23:59:59.999999Z"), ("9999-12", "9999-12-31T23:59:59.999999Z"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from webfreeze.archives import Archive
@@ -120,6 +122,13 @@ def test_arc_errors_name_the_record_by_offset_and_url(samples, tmp_path, cli):
     bad = cli("archive", "import", samples / "bad.arc", "--to", tmp_path / "c.wfz")
     assert bad.returncode == 1 and "record at byte 0 has a malformed Content-Length '-1'" in bad.stderr
     assert "urn:uuid" not in first.stderr + bad.stderr
+    # and no made-up record id is stored either: two imports of an ARC file store the same session info
+    infos = []
+    for name in ("d.wfz", "e.wfz"):
+        assert cli("archive", "import", samples / "example.arc", "--to", tmp_path / name).returncode == 0
+        with Archive.open(tmp_path / name) as arc:
+            infos.append(json.loads(arc.conn.execute("SELECT info FROM sessions").fetchone()[0]))
+    assert infos[0] == infos[1] and infos[0]["warcinfo"][0]["record_id"] is None
 
 
 def test_reimporting_a_file_is_skipped_and_sessions_are_per_file(samples, tmp_path, cli):

@@ -270,3 +270,105 @@ def test_reading_an_archive_again_keeps_this_process_locks(tmp_path, touch):
     assert len(os.listdir("/proc/self/fd")) == fds  # what was parked is closed with the last connection
     digest = archive_digest(target)  # nothing of this process has it open now: nothing parked is left
     assert digest.startswith("sha256:") and Archive.open(target, write=True).close() is None
+
+
+def test_reading_an_open_archive_again_and_again_reuses_its_descriptors(tmp_path):
+    """Descriptors parked while the archive is open are reused by the next read, not piled up."""
+    from webfreeze.archives import archive_digest
+
+    target = tmp_path / "a.wfz"
+    with Archive.create(target) as a:
+        a.add_exchange(_ex(a.new_session("x"), "http://a.example/"))
+    fds = len(os.listdir("/proc/self/fd"))
+    with Archive.open(target) as reader:
+        assert reader.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 1
+        counts = []
+        for _ in range(30):
+            Archive.open(target).close()
+            archive_digest(target)
+            Archive.open(target, write=True).close()
+            counts.append(len(os.listdir("/proc/self/fd")))
+        assert max(counts) == counts[0], counts  # the first round's spares serve every later one
+    assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_an_archive_never_closed_gives_its_descriptors_back_when_collected(tmp_path):
+    import gc
+
+    from webfreeze.archives import archive_digest
+
+    target = tmp_path / "a.wfz"
+    Archive.create(target).close()
+    fds = len(os.listdir("/proc/self/fd"))
+    forgotten = Archive.open(target)
+    archive_digest(target)  # parked: the forgotten archive is open
+    forgotten.conn.close()
+    del forgotten
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_a_forked_child_closing_a_writer_leaves_the_parent_its_lock(tmp_path):
+    """flock belongs to the open file, which a fork shares: the child must not give it up."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "a.wfz"
+    Archive.create(target).close()
+    writer = Archive.open(target, write=True)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: close its copy and leave at once
+            try:
+                writer.close()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        other = subprocess.run([sys.executable, "-c", "import sys; from webfreeze.archives import Archive; "
+                                "Archive.open(sys.argv[1], write=True).close()", str(target)],
+                               capture_output=True, text=True, timeout=60)
+        assert other.returncode != 0 and "already open for writing by another process" in other.stderr
+    finally:
+        writer.close()
+    assert Archive.open(target, write=True).close() is None
+
+
+def test_a_write_the_disk_refused_during_the_background_sync_stops_the_import(tmp_path, monkeypatch):
+    """MOCK (named as such): os.fdatasync fails once with ENOSPC, as a disk that filled up and
+    emptied again reports a lost write-back (once, to the first sync that asks; a real one needs a
+    loop device on a full tmpfs and root). The import must fail and publish nothing."""
+    import errno
+    import io
+    import random
+
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    from webfreeze.archives.importer import import_files
+
+    src = tmp_path / "big.warc.gz"
+    rnd = random.Random(5)
+    with open(src, "wb") as fh:
+        writer = WARCWriter(fh, gzip=True)
+        for i in range(12):  # 3 MB of incompressible payloads: several flushes of 1 MB
+            body = rnd.randbytes(256 * 1024)
+            http = StatusAndHeaders("200 OK", [("Content-Type", "application/octet-stream")], protocol="HTTP/1.1")
+            writer.write_record(writer.create_warc_record(f"http://big.example/{i}", "response",
+                                                          payload=io.BytesIO(body), length=len(body), http_headers=http))
+    real, calls = os.fdatasync, []
+
+    def refusing(fd):
+        calls.append(fd)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", refusing)
+    with pytest.raises(ArchiveError, match="cannot write the new archive: No space left on device"):
+        import_files(tmp_path / "new.wfz", [src])
+    assert calls  # the background sync ran
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.warc.gz"]
+    monkeypatch.setattr(os, "fdatasync", real)
+    import_files(tmp_path / "new.wfz", [src])  # and with a disk that takes it, the same import lands
+    with Archive.open(tmp_path / "new.wfz") as arc:
+        assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 12

@@ -688,6 +688,8 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         _run(argv)
+    except Terminated:  # one that came while an error was being reported
+        fail("terminated", 128 + signal.SIGTERM)
     finally:
         if installed:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)

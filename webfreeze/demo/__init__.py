@@ -38,8 +38,8 @@ def run_demo(*, out: str = "runs/demo", backend: str = "browser", workers: int =
                    f"--out {run_dir}", err=True)
         run_suite(SUITE, None, agent, run_dir, workers=workers, backend=backend)
         reports[agent] = _print_report(run_dir)
-    click.echo("\n== where the two agents differ\n$ webfreeze bench compare "
-               f"{Path(out) / 'reference'} {Path(out) / 'keyword'}", err=True)
+    click.echo("\n== success rates per category (task by task: webfreeze bench compare "
+               f"{Path(out) / 'reference'} {Path(out) / 'keyword'})", err=True)
     from webfreeze.compare import compare_runs
 
     cmp = compare_runs(Path(out) / "reference", Path(out) / "keyword")

@@ -21,9 +21,12 @@ from .reference import ReferenceAgent
 AGENTS: dict[str, type[Agent]] = {"reference": ReferenceAgent, "keyword": KeywordAgent}
 
 
-def agent_settings(name: str) -> list[str]:
-    """The settings agent ``name`` takes (``bench run --agent-config KEY=VALUE``)."""
+def agent_settings(name: str) -> list[str] | None:
+    """The settings agent ``name`` takes (``bench run --agent-config KEY=VALUE``); None when its
+    ``__init__`` takes any (``**settings``: it checks its own)."""
     params = inspect.signature(AGENTS[name].__init__).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
     return [p.name for p in params if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
@@ -33,8 +36,7 @@ def make_agent(name: str, **config) -> Agent:
     if name not in AGENTS:
         raise AgentError(f"unknown agent {name!r} (known: {', '.join(sorted(AGENTS))})")
     known = agent_settings(name)
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(AGENTS[name].__init__).parameters.values())
-    for key in config if not takes_any else ():  # (an agent with **settings checks its own)
+    for key in config if known is not None else ():
         if key not in known:
             raise AgentError(f"agent {name!r} has no setting {key!r} "
                              f"({'its settings: ' + ', '.join(known) if known else 'it takes none'})")

@@ -165,17 +165,21 @@ class _Record:
         self.head_entry = None  # the _RequestHeads entry of a request's HTTP head, to learn its stored form
 
 
+def _head_end(buf: bytes, base: int, stop: int) -> tuple[int, int]:
+    """Where the HTTP head of ``buf[base:stop]`` ends, and where the payload starts."""
+    end = buf.find(b"\r\n\r\n", base, stop)
+    if end < 0:  # a head that runs to the end of the block (a revisit): warcio reads it to the end
+        return (stop - 2 if buf.endswith(b"\r\n", base, stop) else stop), stop
+    return end, end + 4
+
+
 def _parse_http(buf: bytes, request: bool, base: int = 0, stop: int | None = None) -> tuple[_Http, int]:
     """The HTTP head of a block (``buf[base:stop]``) as warcio parses it (non-verifying parser), and
     where the payload starts in ``buf``. Only plain heads are accepted: CRLF line ends, no folded
     lines, ``Name: value`` lines."""
     if stop is None:
         stop = len(buf)
-    end = buf.find(b"\r\n\r\n", base, stop)
-    start = end + 4
-    if end < 0:  # a head that runs to the end of the block (a revisit): warcio reads it to the end
-        end = stop - 2 if buf.endswith(b"\r\n", base, stop) else stop
-        start = stop
+    end, start = _head_end(buf, base, stop)
     try:
         head = buf[base:end].decode("utf-8")
     except UnicodeDecodeError:
@@ -219,11 +223,7 @@ class _RequestHeads:
     def parse(self, buf: bytes, base: int, stop: int) -> tuple[_Http, int, list | None]:
         """What ``_parse_http(buf, True, base, stop)`` gives, and the entry of the head's header
         lines (None when not kept)."""
-        end = buf.find(b"\r\n\r\n", base, stop)
-        start = end + 4
-        if end < 0:  # a head that runs to the end of the block, as _parse_http reads it
-            end = stop - 2 if buf.endswith(b"\r\n", base, stop) else stop
-            start = stop
+        end, start = _head_end(buf, base, stop)
         line_end = buf.find(b"\r\n", base, end)
         if line_end < 0:  # no header lines: parsed as it is
             http, start = _parse_http(buf, True, base, stop)

@@ -293,7 +293,6 @@ def _create_schema(db: sqlite_utils.Database) -> None:
     db["digest_aliases"].create({"alias": str, "digest": str}, pk="alias", not_null={"digest"})
 
 
-
 # ------------------------------------------------------------------------------ file descriptors
 # SQLite's locks are POSIX locks, which belong to the process: closing *any* descriptor of a file
 # drops every lock this process holds on it, under each of its connections (SQLite guards the

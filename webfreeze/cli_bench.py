@@ -128,13 +128,13 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
     --no-report). Rerunning the same command on an interrupted run finishes it.
     """
     from webfreeze.agents import AgentError, make_agent
-    from webfreeze.simulator.site_models import STATEFUL_PATHS
+    from webfreeze.runner import RunError, check_site_models
 
     models = {k: str(v) for k, v in _pairs(site_models, "--site-model").items()}
-    for host, kind in models.items():
-        if kind not in STATEFUL_PATHS:
-            raise click.BadParameter(f"{host}={kind}: unknown kind (known: {', '.join(sorted(STATEFUL_PATHS))})",
-                                     param_hint="--site-model")
+    try:
+        check_site_models(models)
+    except RunError as exc:
+        raise click.BadParameter(str(exc), param_hint="--site-model") from None
     settings = _pairs(agent_config, "--agent-config")
     try:
         make_agent(agent, **settings)

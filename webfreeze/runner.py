@@ -95,6 +95,15 @@ def resolve_archive(suite, archive: str | None) -> Path:
     return path
 
 
+def check_site_models(models: dict) -> None:
+    """Refuse a site model of a kind that does not exist (``--site-model HOST=KIND``)."""
+    from webfreeze.simulator.site_models import STATEFUL_PATHS
+
+    for host, kind in models.items():
+        if kind not in STATEFUL_PATHS:
+            raise RunError(f"site model {host}={kind}: unknown kind (known: {', '.join(sorted(STATEFUL_PATHS))})")
+
+
 def prepare(config: RunConfig) -> Prepared:
     """Check everything and create (or reopen) the run directory; nothing is written before all
     checks pass."""
@@ -127,11 +136,7 @@ def prepare(config: RunConfig) -> Prepared:
     site_models = dict((suite.manifest or {}).get("site_models") or {})
     site_models.update(config.site_models)
     config.site_models = dict(sorted(site_models.items()))
-    from webfreeze.simulator.site_models import STATEFUL_PATHS
-
-    for host, kind in config.site_models.items():
-        if kind not in STATEFUL_PATHS:
-            raise RunError(f"site model {host}={kind}: unknown kind (known: {', '.join(sorted(STATEFUL_PATHS))})")
+    check_site_models(config.site_models)
     manifest = {
         "format": RUN_FORMAT, "version": RUN_VERSION,
         "suite": {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks),
@@ -270,14 +275,12 @@ def execute(prep: Prepared, *, progress=None) -> dict:
     t0 = time.perf_counter()
     wconfig = dict(asdict(config), out=str(out))
     jobs = [(t.raw, t.reference) for t in prep.todo]
-    done = len(prep.done)
     try:
         if config.workers == 1 or len(jobs) <= 1:
             _worker_init(wconfig, str(prep.archive), manifest)
             try:
                 for task, ref in jobs:
                     summary = run_episode(task, ref)
-                    done += 1
                     if progress:
                         progress(summary)
             finally:
@@ -292,7 +295,6 @@ def execute(prep: Prepared, *, progress=None) -> dict:
                 try:
                     for fut in as_completed(futures):
                         summary = fut.result()
-                        done += 1
                         if progress:
                             progress(summary)
                 except BaseException:

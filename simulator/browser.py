@@ -15,9 +15,20 @@ import shutil
 import sys
 import time
 
+# Rendering that comes out the same, pixel for pixel, on every run (the crawl's and replay check's
+# screenshots are compared byte for byte): no font hinting, no subpixel glyph positions or LCD
+# text, one colour profile, Skia without CPU-specific fast paths, whole tiles re-rastered, image
+# decodes not deferred, and each frame drawn only after every compositor stage has finished.
+RENDER_FLAGS = [
+    "--font-render-hinting=none", "--disable-font-subpixel-positioning", "--disable-lcd-text",
+    "--force-color-profile=srgb", "--disable-skia-runtime-opts", "--disable-partial-raster",
+    "--disable-checker-imaging", "--run-all-compositor-stages-before-draw", "--disable-threaded-animation",
+    "--disable-threaded-scrolling", "--disable-image-animation-resync", "--disable-new-content-rendering-timeout",
+]
 CHROMIUM_FLAGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage",
+    *RENDER_FLAGS,
 ]
 VIEWPORT = {"width": 1920, "height": 1080}
 # Chromium's own background traffic (component and model updates) that the flags above do not stop

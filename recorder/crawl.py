@@ -21,7 +21,7 @@ from urllib.parse import urldefrag, urlsplit
 from webfreeze.archives import ArchiveError
 from webfreeze.archives.timeutil import now
 
-from .proxy import RecordingProxy, free_port, recording_into, resolved_url
+from .proxy import RecordingProxy, recording_into, resolved_url
 
 STATE_VERSION = 1
 
@@ -102,7 +102,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                      "queue": [[start, 0]], "seen": [start], "done": 0}
             resumed = False
         seen = set(state["seen"])
-        proxy = RecordingProxy(arc, port=free_port(), session_kind="crawl", resolve=resolve).start()
+        proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve).start()
         before = proxy.recorder.recorded
         visited = 0
         try:

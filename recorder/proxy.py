@@ -105,7 +105,7 @@ class RecordingProxy:
     def __init__(self, archive: Archive, *, host: str = "127.0.0.1", port: int = 8080,
                  confdir: Path | None = None, session_kind: str = "proxy",
                  resolve: dict[str, tuple[str, int]] | None = None):
-        check_port(host, port)
+        check_port(host, port)  # a taken port fails here, before a session is made
         self.resolve = dict(resolve or {})
         self.archive = archive
         self.host, self.port = host, port
@@ -113,13 +113,15 @@ class RecordingProxy:
         ensure_ca(self.confdir)
         from mitmproxy import version
 
-        self.session_id = archive.new_session(session_kind, source=f"proxy {host}:{port}",
+        self.session_id = archive.new_session(session_kind, source=f"proxy {host}" + (f":{port}" if port else ""),
                                               tool=f"webfreeze recorder, mitmproxy {version.VERSION}")
         self.recorder = ArchiveRecorder(archive, self.session_id)
         self._master = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
+        self._failure: ArchiveError | None = None
+        self._on_ready = None
 
     async def _main(self) -> None:
         from mitmproxy import options
@@ -128,6 +130,10 @@ class RecordingProxy:
         opts = options.Options(listen_host=self.host, listen_port=self.port, confdir=str(self.confdir),
                                ssl_insecure=True)  # record sites with self-signed certificates too
         master = DumpMaster(opts, with_termlog=False, with_dumper=False)
+        # A server that cannot listen is reported by _Started as one line (mitmproxy's own check
+        # prints to stderr and calls sys.exit).
+        master.addons.remove(master.addons.get("errorcheck"))
+        master.addons.add(_Started(self))
         master.addons.add(self.recorder)
         if self.resolve:
             master.addons.add(_Resolver(self.resolve))
@@ -137,25 +143,52 @@ class RecordingProxy:
             # Ctrl-C and SIGTERM end the run cleanly: the session is closed, the archive checkpointed.
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._loop.add_signal_handler(sig, master.shutdown)
-        self._loop.call_soon(self._ready.set)
-        await master.run()
+        try:
+            await master.run()
+        finally:
+            self._ready.set()  # a run that ends before it listened does not leave start() waiting
 
-    def run(self) -> None:
-        """Serve in the foreground until :meth:`stop` (or Ctrl-C in the CLI)."""
+    def _started(self, port: int | None, exc: BaseException | None) -> None:
+        """Called on the proxy's loop once mitmproxy's server listens (``port``) or failed to."""
+        if port is None:
+            code = getattr(exc, "errno", None)
+            reason = ("port already in use" if code == errno.EADDRINUSE else os.strerror(code) if code
+                      else str(exc or "mitmproxy started no server"))
+            self._failure = ArchiveError(f"cannot listen on {self.host}:{self.port}: {reason}")
+            self._master.shutdown()
+        else:
+            self.port = port
+            if self._on_ready is not None:
+                self._on_ready(self)
+        self._ready.set()
+
+    def run(self, on_ready=None) -> None:
+        """Serve in the foreground until :meth:`stop` (or Ctrl-C in the CLI); ``on_ready(proxy)`` is
+        called once it listens (:attr:`port` is then the real one, also when 0 was asked for)."""
+        self._on_ready = on_ready
         try:
             asyncio.run(self._main())
         finally:
             self.archive.end_session(self.session_id, {"recorded": self.recorder.recorded,
                                                        "errors": self.recorder.errors})
+        if self._failure is not None:
+            raise self._failure
 
     def start(self) -> "RecordingProxy":
-        """Serve in a background thread; returns once the proxy listens."""
-        self._thread = threading.Thread(target=self.run, name="recording-proxy", daemon=True)
+        """Serve in a background thread; returns once the proxy listens (port 0: on a port the
+        system chose, then in :attr:`port`)."""
+        self._thread = threading.Thread(target=self._run_in_thread, name="recording-proxy", daemon=True)
         self._thread.start()
         if not self._ready.wait(30):
             raise ArchiveError("the recording proxy did not start")
-        _wait_listening(self.host, self.port)
+        if self._failure is not None or not self._thread.is_alive():
+            self._thread.join(timeout=15)
+            raise self._failure or ArchiveError("the recording proxy stopped as it started")
         return self
+
+    def _run_in_thread(self) -> None:
+        with contextlib.suppress(ArchiveError):  # start() reports it
+            self.run()
 
     def stop(self) -> None:
         if self._master is not None and self._loop is not None:
@@ -166,6 +199,22 @@ class RecordingProxy:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+
+class _Started:
+    """mitmproxy addon: once mitmproxy has brought its server up (or failed to), tells the
+    :class:`RecordingProxy` the port it listens on, or why it does not."""
+
+    def __init__(self, proxy: RecordingProxy):
+        self.proxy = proxy
+
+    def running(self) -> None:
+        from mitmproxy import ctx
+
+        servers = list(ctx.master.addons.get("proxyserver").servers)
+        failed = next((s.last_exception for s in servers if s.last_exception is not None), None)
+        ports = [addr[1] for s in servers for addr in s.listen_addrs]
+        self.proxy._started(ports[0] if ports and failed is None else None, failed)
 
 
 class _Resolver:
@@ -206,15 +255,3 @@ def resolved_url(url: str, table: dict[str, tuple[str, int]] | None) -> str:
         return url
     return urlunsplit((parts.scheme, f"{target[0]}:{target[1]}", parts.path, parts.query, ""))
 
-
-def _wait_listening(host: str, port: int, timeout: float = 15.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise ArchiveError(f"the recording proxy is not listening on {host}:{port}")

@@ -18,7 +18,7 @@ from pathlib import Path
 from webfreeze.archives import ArchiveError
 from webfreeze.archives.store import check_output_file, write_output
 
-from .proxy import RecordingProxy, free_port, recording_into, resolved_url
+from .proxy import RecordingProxy, recording_into, resolved_url
 
 TRAJECTORY_VERSION = 1
 
@@ -172,7 +172,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
         require_display("run it on a desktop or under xvfb-run, or drive the session with --script FILE")
     log = TrajectoryLog()
     with recording_into(archive_path) as arc:
-        proxy = RecordingProxy(arc, port=free_port(), session_kind="session", resolve=resolve).start()
+        proxy = RecordingProxy(arc, port=0, session_kind="session", resolve=resolve).start()
         try:
             with sync_playwright() as pw:
                 browser = launch_chromium(pw, proxy=proxy.url, headless=not headed)

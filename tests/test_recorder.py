@@ -73,9 +73,39 @@ def proxy(tmp_path, home):
     from webfreeze.recorder.proxy import RecordingProxy, open_for_recording
 
     arc = open_for_recording(tmp_path / "rec.wfz")
-    p = RecordingProxy(arc, port=free_port()).start()
+    p = RecordingProxy(arc, port=0).start()  # mitmproxy binds a port of the system's choice
     yield p
     p.stop()
+    arc.close()
+
+
+def test_port_zero_is_read_back_from_mitmproxy(proxy):
+    assert proxy.port > 0 and proxy.url == f"http://127.0.0.1:{proxy.port}"
+    with socket.socket() as s:  # it is really taken (by the proxy)
+        with pytest.raises(OSError):
+            s.bind(("127.0.0.1", proxy.port))
+    (source,) = proxy.archive.conn.execute("SELECT source FROM sessions").fetchone()
+    assert source == "proxy 127.0.0.1"
+
+
+def test_a_port_taken_after_the_check_fails_start_in_one_line(tmp_path, home):
+    """Free when the proxy is made, taken before mitmproxy binds it (the race any port chosen in
+    advance has): start() raises the reason, the thread is gone and the session is ended."""
+    from webfreeze.archives import ArchiveError
+    from webfreeze.recorder.proxy import RecordingProxy, open_for_recording
+
+    arc = open_for_recording(tmp_path / "rec.wfz")
+    port = free_port()
+    p = RecordingProxy(arc, port=port)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", port))
+        busy.listen(1)
+        with pytest.raises(ArchiveError) as err:
+            p.start()
+    assert str(err.value) == f"cannot listen on 127.0.0.1:{port}: port already in use"
+    assert not p._thread.is_alive()
+    (session,) = arc.conn.execute("SELECT source, ended_at FROM sessions")
+    assert session["source"] == f"proxy 127.0.0.1:{port}" and session["ended_at"]
     arc.close()
 
 

@@ -461,12 +461,11 @@ def record_proxy(archive_path, host, port):
     """
     from webfreeze.recorder.proxy import RecordingProxy, check_port, recording_into
 
-    port = check_port(host, port)
+    check_port(host, port)  # before the archive is made
     with recording_into(archive_path) as arc:
         proxy = RecordingProxy(arc, host=host, port=port)
-        click.echo(f"recording into {archive_path} through proxy {proxy.url} (session {proxy.session_id}); "
-                   "Ctrl-C to stop", err=True)
-        proxy.run()
+        proxy.run(on_ready=lambda p: click.echo(
+            f"recording into {archive_path} through proxy {p.url} (session {p.session_id}); Ctrl-C to stop", err=True))
         click.echo(f"recorded {proxy.recorder.recorded} exchanges", err=True)
 
 

@@ -132,7 +132,9 @@ class RecordingProxy:
         master = DumpMaster(opts, with_termlog=False, with_dumper=False)
         # A server that cannot listen is reported by _Started as one line (mitmproxy's own check
         # prints to stderr and calls sys.exit).
-        master.addons.remove(master.addons.get("errorcheck"))
+        errorcheck = master.addons.get("errorcheck")
+        master.addons.remove(errorcheck)
+        errorcheck.finish()  # its log handler, installed when it was made, would stay for the process
         master.addons.add(_Started(self))
         master.addons.add(self.recorder)
         if self.resolve:

@@ -7,6 +7,7 @@ import json
 import gzip
 import http.server
 import os
+import logging
 import re
 import signal
 import socket
@@ -104,6 +105,10 @@ def test_a_port_taken_after_the_check_fails_start_in_one_line(tmp_path, home):
             p.start()
     assert str(err.value) == f"cannot listen on 127.0.0.1:{port}: port already in use"
     assert not p._thread.is_alive()
+    # mitmproxy's start-up error check, taken out of the proxy, left no log handler behind
+    from mitmproxy.addons.errorcheck import ErrorCheckHandler
+
+    assert not [h for h in logging.getLogger().handlers if isinstance(h, ErrorCheckHandler)]
     (session,) = arc.conn.execute("SELECT source, ended_at FROM sessions")
     assert session["source"] == f"proxy 127.0.0.1:{port}" and session["ended_at"]
     arc.close()

@@ -39,7 +39,7 @@ from webfreeze.replayer.server import ReplayServer
 from .actions import Action, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .axtree import marked as read_marked
-from .browser import PageActivity
+from .browser import PageActivity, wait_painted
 from .marks import draw_marks
 from .trajectory import TrajectoryRecorder
 
@@ -494,7 +494,8 @@ class _BrowserBackend:
     async def _settle(self) -> None:
         """Wait for a navigation the action started to commit, for the load event, then until
         nothing (request or navigation) has been in flight for SETTLE_MS; again if a document
-        committed meanwhile and has not loaded yet."""
+        committed meanwhile and has not loaded yet. A settled page has also painted (see
+        :func:`wait_painted`), so the agent's next action is not dropped."""
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         activity = self._activity
         while True:
@@ -509,6 +510,7 @@ class _BrowserBackend:
             activity.loaded = True
             await activity.wait_quiet(SETTLE_MS, max(0.0, deadline - time.monotonic()))
             if activity.pending is None and activity.loaded:
+                await wait_painted(self.page)  # input sent before the first paint would be dropped
                 return
 
     async def _click(self, sel: str, bid: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,12 @@ from pathlib import Path
 import pytest
 
 from webfreeze.samples import SamplesUnavailable, pywb_sample_archive
+
+# A suite started in the background of a script (`make test &`, nohup) inherits SIGINT ignored, and
+# so would every process the tests start; the Ctrl-C tests need it delivered as a user's terminal
+# would. A handler set here is reset to the default in the children.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -322,28 +322,41 @@ class PageActivity(Inflight):
 # the DevTools call that sent it succeeds all the same (measured: a link clicked right after its
 # page committed did nothing in 54 of 80 tries, in none once the page had painted). On a loaded
 # machine a page can settle (loaded, network quiet) before it has painted, so an agent's action
-# waits for the page's `first-paint` entry. Bounded: a page that paints nothing but the default
-# background gets no such entry.
-FIRST_PAINT_JS = """async (limitMs) => {
+# waits for the page's `first-paint` entry. A page that paints nothing but the default background
+# gets no such entry: after FIRST_PAINT_FRAMES animation frames without one (frames slow down with
+# the machine, so this bound stretches with the load), or at most limitMs, the wait ends anyway.
+FIRST_PAINT_JS = """async ([limitMs, frames]) => {
   const painted = () => performance.getEntriesByType('paint').length > 0;
-  if (painted()) return true;
-  await new Promise((done) => {
-    const timer = setTimeout(done, limitMs);
-    new PerformanceObserver((list, observer) => { observer.disconnect(); clearTimeout(timer); done(); })
-      .observe({type: 'paint', buffered: true});
+  if (painted()) return 'painted';
+  const why = await new Promise((done) => {
+    let left = frames, over = false;
+    const observer = new PerformanceObserver(() => finish('painted'));
+    const timer = setTimeout(() => finish('time'), limitMs);
+    function finish(reason) {
+      if (over) return;
+      over = true;
+      observer.disconnect();
+      clearTimeout(timer);
+      done(reason);
+    }
+    observer.observe({type: 'paint', buffered: true});
+    const frame = () => { if (!over) { if (--left <= 0) finish('frames'); else requestAnimationFrame(frame); } };
+    requestAnimationFrame(frame);
   });
-  return painted();
+  return painted() ? 'painted' : why;
 }"""
 FIRST_PAINT_LIMIT_MS = 2000
+FIRST_PAINT_FRAMES = 10
 
 
 async def wait_painted(page, limit_ms: int = FIRST_PAINT_LIMIT_MS) -> bool:
-    """Wait (Playwright's async API) until ``page`` has painted its first frame, at most
-    ``limit_ms``; whether it has. A document that goes away meanwhile counts as not painted."""
+    """Wait (Playwright's async API) until ``page`` has painted its first frame, for at most
+    FIRST_PAINT_FRAMES animation frames or ``limit_ms``; whether it has. A document that goes away
+    meanwhile counts as not painted."""
     from playwright.async_api import Error as PlaywrightError
 
     try:
-        return bool(await page.evaluate(FIRST_PAINT_JS, limit_ms))
+        return await page.evaluate(FIRST_PAINT_JS, [limit_ms, FIRST_PAINT_FRAMES]) == "painted"
     except PlaywrightError:
         return False
 

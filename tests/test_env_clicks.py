@@ -91,14 +91,16 @@ def test_clicks_wait_for_every_kind_of_navigation_and_repeat(archive, tmp_path, 
 def test_input_waits_for_the_first_paint():
     """Chromium drops a click that reaches a page before its first paint (the DevTools call still
     succeeds). Clicked right after the page commits, each click lands once ``wait_painted`` says
-    the page has painted; without the wait most of them were lost (54 of 80 when measured)."""
+    the page has painted; without the wait most of them were lost (54 of 80 when measured). A blank
+    page, which never gets a first-paint entry, ends the wait after a few frames."""
     import asyncio
     import http.server
     import threading
 
     from playwright.async_api import async_playwright
 
-    from webfreeze.simulator.browser import launch_chromium, new_context, wait_painted
+    from webfreeze.simulator.browser import (FIRST_PAINT_FRAMES, FIRST_PAINT_JS, launch_chromium, new_context,
+                                             wait_painted)
 
     page_html = ("<!DOCTYPE html><title>t</title><script>window.addEventListener('mousedown', "
                  "() => { window.downs = (window.downs || 0) + 1; }, true);</script>"
@@ -135,8 +137,19 @@ def test_input_waits_for_the_first_paint():
             await browser.close()
             return landed
 
+    async def blank_page() -> str:
+        async with async_playwright() as pw:
+            browser = await launch_chromium(pw, shell=True)
+            page = await (await new_context(browser)).new_page()
+            await page.set_content("<!DOCTYPE html><title>blank</title><body></body>")
+            # a page that paints nothing gets no first-paint entry: the wait ends after its frames
+            why = await page.evaluate(FIRST_PAINT_JS, [60_000, FIRST_PAINT_FRAMES])
+            await browser.close()
+            return why
+
     try:
         assert asyncio.run(clicks(20)) == [1] * 20
+        assert asyncio.run(blank_page()) == "frames"
     finally:
         server.shutdown()
         server.server_close()

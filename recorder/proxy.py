@@ -121,31 +121,33 @@ class RecordingProxy:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._failure: ArchiveError | None = None
+        self._listening = False
         self._on_ready = None
 
     async def _main(self) -> None:
         from mitmproxy import options
         from mitmproxy.tools.dump import DumpMaster
 
-        opts = options.Options(listen_host=self.host, listen_port=self.port, confdir=str(self.confdir),
-                               ssl_insecure=True)  # record sites with self-signed certificates too
-        master = DumpMaster(opts, with_termlog=False, with_dumper=False)
-        # A server that cannot listen is reported by _Started as one line (mitmproxy's own check
-        # prints to stderr and calls sys.exit).
-        errorcheck = master.addons.get("errorcheck")
-        master.addons.remove(errorcheck)
-        errorcheck.finish()  # its log handler, installed when it was made, would stay for the process
-        master.addons.add(_Started(self))
-        master.addons.add(self.recorder)
-        if self.resolve:
-            master.addons.add(_Resolver(self.resolve))
-        self._master = master
-        self._loop = asyncio.get_running_loop()
-        if threading.current_thread() is threading.main_thread():
-            # Ctrl-C and SIGTERM end the run cleanly: the session is closed, the archive checkpointed.
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._loop.add_signal_handler(sig, master.shutdown)
         try:
+            opts = options.Options(listen_host=self.host, listen_port=self.port, confdir=str(self.confdir),
+                                   ssl_insecure=True)  # record sites with self-signed certificates too
+            master = DumpMaster(opts, with_termlog=False, with_dumper=False)
+            # A server that cannot listen is reported by _Started as one line (mitmproxy's own check
+            # prints to stderr and calls sys.exit).
+            errorcheck = master.addons.get("errorcheck")
+            if errorcheck is not None:
+                master.addons.remove(errorcheck)
+                errorcheck.finish()  # its log handler, installed when it was made, would stay for the process
+            master.addons.add(_Started(self))
+            master.addons.add(self.recorder)
+            if self.resolve:
+                master.addons.add(_Resolver(self.resolve))
+            self._master = master
+            self._loop = asyncio.get_running_loop()
+            if threading.current_thread() is threading.main_thread():
+                # Ctrl-C and SIGTERM end the run cleanly: the session is closed, the archive checkpointed.
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    self._loop.add_signal_handler(sig, master.shutdown)
             await master.run()
         finally:
             self._ready.set()  # a run that ends before it listened does not leave start() waiting
@@ -160,6 +162,7 @@ class RecordingProxy:
             self._master.shutdown()
         else:
             self.port = port
+            self._listening = True
             if self._on_ready is not None:
                 self._on_ready(self)
         self._ready.set()
@@ -182,15 +185,20 @@ class RecordingProxy:
         self._thread = threading.Thread(target=self._run_in_thread, name="recording-proxy", daemon=True)
         self._thread.start()
         if not self._ready.wait(30):
-            raise ArchiveError("the recording proxy did not start")
-        if self._failure is not None or not self._thread.is_alive():
+            self.stop()
+            raise ArchiveError("the recording proxy did not start within 30 s")
+        if not self._listening:
             self._thread.join(timeout=15)
             raise self._failure or ArchiveError("the recording proxy stopped as it started")
         return self
 
     def _run_in_thread(self) -> None:
-        with contextlib.suppress(ArchiveError):  # start() reports it
+        try:
             self.run()
+        except ArchiveError:
+            pass  # start() reports it
+        except Exception as exc:  # mitmproxy failed to set up: start() reports it in one line
+            self._failure = self._failure or ArchiveError(f"the recording proxy failed to start: {exc}")
 
     def stop(self) -> None:
         if self._master is not None and self._loop is not None:
@@ -211,9 +219,7 @@ class _Started:
         self.proxy = proxy
 
     def running(self) -> None:
-        from mitmproxy import ctx
-
-        servers = list(ctx.master.addons.get("proxyserver").servers)
+        servers = list(self.proxy._master.addons.get("proxyserver").servers)  # this proxy's, not ctx's latest
         failed = next((s.last_exception for s in servers if s.last_exception is not None), None)
         ports = [addr[1] for s in servers for addr in s.listen_addrs]
         self.proxy._started(ports[0] if ports and failed is None else None, failed)

@@ -501,6 +501,7 @@ class _BrowserBackend:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                await wait_painted(self.page)  # input sent before the first paint would be dropped
                 return
             await activity.wait_commit(left)
             try:
@@ -510,8 +511,9 @@ class _BrowserBackend:
             activity.loaded = True
             await activity.wait_quiet(SETTLE_MS, max(0.0, deadline - time.monotonic()))
             if activity.pending is None and activity.loaded:
-                await wait_painted(self.page)  # input sent before the first paint would be dropped
-                return
+                await wait_painted(self.page)
+                if activity.pending is None and activity.loaded:  # no navigation began meanwhile
+                    return
 
     async def _click(self, sel: str, bid: str) -> bool:
         """A left click on the element: straight through the mouse at the centre of its box when

@@ -91,9 +91,8 @@ def test_clicks_wait_for_every_kind_of_navigation_and_repeat(archive, tmp_path, 
 def test_input_waits_for_the_first_paint():
     """Chromium drops a click that reaches a page before its first paint (the DevTools call still
     succeeds). Clicked right after the page commits, each click lands once ``wait_painted`` says
-    the page has painted (its first contentful paint); without the wait most of them were lost (54
-    of 80 when measured). A page with no text or image, which never gets that entry, ends the wait
-    after a few frames."""
+    the page has painted; without the wait most of them were lost (54 of 80 when measured). A blank
+    page, which never gets a first-paint entry, ends the wait after a few frames."""
     import asyncio
     import http.server
     import threading
@@ -139,8 +138,8 @@ def test_input_waits_for_the_first_paint():
             return landed
 
     async def without_content() -> list[str]:
-        """Why the wait ended on a blank page and on one that paints only a box (a first paint,
-        but no contentful one): after the frames, not after the 60 s limit."""
+        """Why the wait ended on a blank page (after its frames, not after the 60 s limit) and on
+        one that paints only a box (its first paint, though it gets no contentful one)."""
         async with async_playwright() as pw:
             browser = await launch_chromium(pw, shell=True)
             page = await (await new_context(browser)).new_page()
@@ -153,7 +152,7 @@ def test_input_waits_for_the_first_paint():
 
     try:
         assert asyncio.run(clicks(20)) == [1] * 20
-        assert asyncio.run(without_content()) == ["frames", "frames"]
+        assert asyncio.run(without_content()) == ["frames", "painted"]
     finally:
         server.shutdown()
         server.server_close()

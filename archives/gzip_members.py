@@ -68,6 +68,50 @@ def batches(buf, size: int, batch_bytes: int = BATCH_BYTES) -> Iterator[tuple[in
         start = end
 
 
+def check_complete(fh, chunk: int = 1 << 20) -> None:
+    """Raise :class:`Unusual` when the gzip stream in ``fh`` (read from its start) ends inside a
+    member or holds a member that does not inflate; the message says which member, by byte offset.
+
+    warcio reads a per-record gzip file member by member and stops quietly where the file does: a
+    last member cut within its first bytes (which inflate to nothing yet) or inside its trailer,
+    or a damaged member, can pass unnoticed. This walks every member to its end instead (inflating
+    into a small buffer that is thrown away). Data that is not gzip (a plain file, bytes after the
+    last member) is left to the reader's own verdict. ``fh`` must be seekable."""
+    fh.seek(0)
+    d = None
+    start = 0  # where the member being inflated starts
+    at = 0  # the file offset of buf[0]
+    buf = b""
+    while True:
+        if not buf:
+            buf = fh.read(chunk)
+            if not buf:
+                if d is not None:
+                    try:
+                        d.flush()  # output the size cap held back, which may include the member's end
+                    except Exception:
+                        pass
+                    if not d.eof:
+                        raise Unusual(f"the file ends inside the gzip member at byte {start}: it is truncated")
+                return
+        if d is None:
+            if buf[0] != GZIP_MAGIC[0]:
+                return  # not gzip from here on: the reader's call
+            d = _inflate_lib.decompressobj(31)
+            start = at
+        try:
+            d.decompress(buf, chunk)
+        except Exception as exc:  # zlib.error, isal's IsalError
+            raise Unusual(f"corrupt gzip data in the member at byte {start}: {exc}") from None
+        if d.eof:
+            rest = d.unused_data
+            d = None
+        else:
+            rest = d.unconsumed_tail
+        at += len(buf) - len(rest)
+        buf = rest
+
+
 def inflate(buf, start: int, end: int, limit: int) -> list[bytes]:
     """The inflated members in ``buf[start:end]``, in order; raises :class:`Unusual`.
 

@@ -19,6 +19,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.bufferedreaders import ChunkedDataReader
 from warcio.exceptions import ArchiveLoadFailed
 
+from . import gzip_members
 from .errors import ArchiveError, BadInput
 from .store import Archive, Exchange, extra_of, file_sha256, header_value
 from .timeutil import normalize_time
@@ -187,6 +188,7 @@ class WarcImporter:
                     self.record_offset = it.offset  # (get_record_offset() would read the record to its end)
                     self._one(record, counter)
         except ArchiveLoadFailed as exc:
+            self._check_gzip(fh, whole_gzip)  # a cut-off file often reads as something odd: say so
             first = str(exc).strip().splitlines()[0]
             if "\\x1f\\x8b" in first or "\x1f\x8b" in first:  # warcio read a gzip header as text
                 raise BadInput("corrupt gzip data: a member does not inflate (damaged bytes or checksum)") from None
@@ -202,6 +204,7 @@ class WarcImporter:
             if _at_end(counter):  # a header missing because the head was cut short
                 raise BadInput(f"the file ends inside the record{where}: it is truncated") from None
             raise BadInput(f"malformed record{where}: its headers cannot be parsed") from None
+        self._check_gzip(fh, whole_gzip)
         if counter.count == 0:
             raise BadInput("empty file")
         # (a file of revisits only is fine: their originals may come in a later file of this import;
@@ -210,6 +213,20 @@ class WarcImporter:
             raise BadInput("no WARC or ARC records found")
         self.stats.warnings += sum(1 for line in noise.getvalue().splitlines() if "WARNING" in line)
         return self.stats
+
+    @staticmethod
+    def _check_gzip(fh, whole_gzip: bool) -> None:
+        """Fail when the file's gzip members do not all end (warcio stops quietly where a cut-off
+        file does; see ``gzip_members.check_complete``). A file gzipped as a whole is read through
+        ``gzip``, which checks its end already."""
+        if whole_gzip or not fh.seekable():
+            return
+        try:
+            gzip_members.check_complete(fh)
+        except gzip_members.Unusual as exc:
+            raise BadInput(str(exc)) from None
+        except OSError as exc:
+            raise BadInput(f"cannot read the file again to check its gzip data: {exc}") from None
 
     def _one(self, record, counter: CountingReader) -> None:
         rtype = record.rec_type

@@ -92,6 +92,85 @@ def test_record_whose_digest_lies(tmp_path, cli):
     assert leftovers(tmp_path, {"liar.warc"}) == []
 
 
+def _member_starts(path, bodies) -> list[int]:
+    """Write a per-record gzip WARC of one response per body; the byte offsets of its gzip members."""
+    starts = []
+    with open(path, "wb") as fh:
+        writer = WARCWriter(fh, gzip=True)
+        for i, body in enumerate(bodies):
+            starts.append(fh.tell())
+            http = StatusAndHeaders("200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1")
+            writer.write_record(writer.create_warc_record(f"http://example.com/{i}", "response",
+                                                          payload=io.BytesIO(body), length=len(body),
+                                                          http_headers=http))
+    return starts
+
+
+# warcio stops quietly where such a file does: a last member cut within its first bytes (which
+# inflate to nothing yet) or inside its 8-byte trailer, or a stray gzip header after the last one
+@pytest.mark.parametrize("where", ["member+1", "member+10", "member+18", "trailer", "stray header"])
+@pytest.mark.parametrize("reader", ["fast", "warcio"])
+def test_a_last_gzip_member_cut_short_is_truncation(where, reader, tmp_path, cli, monkeypatch):
+    if reader == "warcio":
+        monkeypatch.setenv("WEBFREEZE_NO_FASTWARC", "1")
+    else:
+        monkeypatch.delenv("WEBFREEZE_NO_FASTWARC", raising=False)
+    src = tmp_path / "cut.warc.gz"
+    last = _member_starts(src, [b"<html>%d</html>" % i * 50 for i in range(4)])[-1]
+    raw = src.read_bytes()
+    cut = {"member+1": raw[:last + 1], "member+10": raw[:last + 10], "member+18": raw[:last + 18],
+           "trailer": raw[:-3], "stray header": raw + b"\x1f\x8b\x08"}[where]
+    src.write_bytes(cut)
+    line = assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="truncated")
+    assert f"at byte {len(raw) if where == 'stray header' else last}" in line
+    assert leftovers(tmp_path, {"cut.warc.gz"}) == []
+    # the whole file, uncut, imports
+    src.write_bytes(raw)
+    assert cli("archive", "import", src, "--to", tmp_path / "a.wfz").returncode == 0
+
+
+@pytest.mark.parametrize("flip", [12, 30, -8])  # deflate data, and the CRC-32 in the trailer
+def test_a_damaged_gzip_member_is_named_by_its_offset(flip, tmp_path, cli):
+    src = tmp_path / "crc.warc.gz"
+    starts = _member_starts(src, [b"<html>%d</html>" % i * 50 for i in range(3)])
+    raw = bytearray(src.read_bytes())
+    raw[starts[1] + flip if flip > 0 else starts[2] + flip] ^= 0x55
+    src.write_bytes(bytes(raw))
+    line = assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="corrupt gzip data")
+    assert f"member at byte {starts[1]}" in line
+    assert leftovers(tmp_path, {"crc.warc.gz"}) == []
+
+
+def test_a_wacz_whose_warc_is_cut_short_is_refused(samples, tmp_path, cli):
+    """The same cut inside a WACZ whose datapackage.json was rewritten to match it."""
+    import hashlib
+    import json
+
+    arc = tmp_path / "a.wfz"
+    assert cli("archive", "import", samples / "example.warc.gz", "--to", arc).returncode == 0
+    good = tmp_path / "good.wacz"
+    assert cli("archive", "export", arc, "--format", "wacz", "-o", good).returncode == 0
+    bad = tmp_path / "cut.wacz"
+    with zipfile.ZipFile(good) as zin, zipfile.ZipFile(bad, "w") as zout:
+        package = json.loads(zin.read("datapackage.json"))
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.startswith("archive/") and info.filename.endswith(".warc.gz"):
+                data = data[:-3]  # inside the last member's trailer
+                for res in package["resources"]:
+                    if res["path"] == info.filename:
+                        res["hash"], res["bytes"] = "sha256:" + hashlib.sha256(data).hexdigest(), len(data)
+            if info.filename == "datapackage.json":
+                continue
+            if info.filename == "datapackage-digest.json":
+                continue
+            zout.writestr(info, data)
+        body = json.dumps(package).encode()
+        zout.writestr("datapackage.json", body)
+    assert_one_line_error(cli("archive", "import", bad, "--to", tmp_path / "b.wfz"), contains="truncated")
+    assert not (tmp_path / "b.wfz").exists()
+
+
 def test_gzip_decompression_bomb(tmp_path, cli):
     src = tmp_path / "bomb.warc.gz"
     size = 96 << 20

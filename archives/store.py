@@ -457,6 +457,12 @@ class Archive:
             raise ArchiveError(f"{p}: not a webfreeze archive")
         if write and not os.access(p, os.W_OK):
             raise ArchiveError(f"{p}: archive is not writable")
+        if write:
+            for f in archive_files(p)[1:]:
+                if f.exists() and not os.access(f, os.W_OK):
+                    # (SQLite would only say "attempt to write a readonly database", naming no file)
+                    raise ArchiveError(f"{f}: SQLite's side file of the archive is not writable, so the archive "
+                                       f"cannot be written (while no process has the archive open, it can be deleted)")
         lock_fd = cls._lock(p) if write else None
         conn = arc = None
         side = [f for f in archive_files(p)[1:] if not f.exists()]  # SQLite's files that opening may create
@@ -481,8 +487,11 @@ class Archive:
     @staticmethod
     def _connect(p: Path, readonly: bool) -> sqlite3.Connection:
         try:
-            if readonly and not os.access(p.parent, os.W_OK) and not os.path.exists(f"{p}-wal"):
-                # a read-only folder (a mounted share): nothing can change the file under us
+            if readonly and not (os.access(p.parent, os.W_OK) and os.access(p, os.W_OK)) \
+                    and not os.path.exists(f"{p}-wal"):
+                # a read-only folder (a mounted share) or file (a copy kept read-only), and no writer at
+                # work on it: read it as it is, without SQLite's side files (which would be made
+                # read-only like the file, and then stop a later writer)
                 uri = sqlite_uri(p, mode="ro", immutable="1")
             elif readonly:
                 uri = sqlite_uri(p, mode="ro")

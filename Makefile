@@ -15,4 +15,5 @@ bench:
 	.venv/bin/python -m benchmarks
 
 clean:
-	rm -rf .venv demo-out bench-out .pytest_cache
+	rm -rf .venv demo-out bench-out runs/demo .pytest_cache
+	rmdir runs 2>/dev/null || true

@@ -503,7 +503,8 @@ class Archive:
             if not readonly:
                 conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
-            raise ArchiveError(f"{p}: cannot open archive: {exc}") from None
+            what = "damaged archive" if "malformed" in str(exc) else "cannot open archive"
+            raise ArchiveError(f"{p}: {what}: {exc}") from None
         conn.row_factory = sqlite3.Row
         return conn
 
@@ -522,7 +523,9 @@ class Archive:
         try:
             row = self.conn.execute("SELECT value FROM meta WHERE key='format'").fetchone()
             ver = self.conn.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
+            if "malformed" in str(exc):  # an archive cut short or overwritten in part
+                raise NotAnArchive(f"{self.path}: damaged archive: {exc}") from None
             raise NotAnArchive(f"{self.path}: not a webfreeze archive") from None
         try:
             name, version = json.loads(row[0]), json.loads(ver[0])
@@ -1134,6 +1137,9 @@ def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]
     _remove_db_files(tmp)
     try:
         arc = Archive.create(tmp, _private=True, **meta)
+    except ArchiveError as exc:  # named as the user named it, not by its temporary name
+        _remove_db_files(tmp)
+        raise ArchiveError(str(exc).replace(str(tmp), str(final))) from None
     except BaseException:
         _remove_db_files(tmp)  # the disk filled while the schema was written
         raise

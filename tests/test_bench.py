@@ -251,7 +251,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
     assert run_cli("bench", "run", suite, "--agent", "reference", "--backend", "text", "--out", first).returncode == 0
     before = sorted(p.name for p in first.rglob("*"))
     proc = run_cli("bench", "run", suite, "--agent", "keyword", "--backend", "text", "--out", first)
-    assert proc.returncode != 0 and "holds a different run (its agent differ)" in proc.stderr
+    assert proc.returncode != 0 and "holds a different run (its agent differs)" in proc.stderr
     assert sorted(p.name for p in first.rglob("*")) == before
 
 

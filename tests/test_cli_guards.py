@@ -525,10 +525,16 @@ def test_reading_a_file_that_is_not_an_archive_leaves_nothing_beside_it(archive,
     conn.close()
     trunc = other.parent / "trunc.wfz"
     trunc.write_bytes(archive.read_bytes()[:8192])
-    for path in (other, trunc):
-        for command in ("info", "verify", "ls"):
-            assert_one_line_error(cli("archive", command, path), contains="not a webfreeze archive")
+    for path, says in ((other, "not a webfreeze archive"), (trunc, "damaged archive: database disk image is malformed")):
+        for command in ("info", "verify", "ls", "gc"):
+            assert_one_line_error(cli("archive", command, path), contains=says)
     assert sorted(p.name for p in other.parent.iterdir()) == ["other.sqlite", "trunc.wfz"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc (a folder nobody can create files in)")
+def test_an_archive_that_cannot_be_created_is_named_as_given(samples, cli):
+    line = assert_one_line_error(cli("archive", "import", samples / "example.warc.gz", "--to", "/proc/x.wfz"))
+    assert "/proc/x.wfz:" in line and "partial" not in line
 
 
 def test_pack_errors_name_the_archive_not_the_temporary_copy(tmp_path, cli):
@@ -678,3 +684,10 @@ def test_reading_a_read_only_archive_leaves_nothing_that_stops_a_later_writer(sa
     shm.chmod(0o444)
     line = assert_one_line_error(cli("archive", "meta", arc, "--set", "creator=y"), contains="not writable")
     assert str(shm) in line
+
+
+def test_usage_errors_found_by_a_command_point_to_its_help_as_clicks_do(archive, cli):
+    line = assert_one_line_error(cli("archive", "meta", archive, "--set", "bogus=1"), code=2, contains="--set expects")
+    assert line.endswith("(see 'webfreeze archive meta --help')")
+    line = assert_one_line_error(cli("archive", "ls", archive, "--bogus"), code=2)
+    assert line.endswith("(see 'webfreeze archive ls --help')") and line.count("--help") == 1

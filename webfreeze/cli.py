@@ -50,6 +50,9 @@ def fail(message: str, code: int = EXIT_ERROR) -> None:
     joined = " ".join(lines)
     if len(lines) > 1 and len(joined) > 200:
         joined = lines[0]
+    ctx = click.get_current_context(silent=True)
+    if code == EXIT_USAGE and ctx is not None and not joined.endswith("--help')"):
+        joined += f" (see '{ctx.command_path} --help')"  # as click's own usage errors say it
     click.echo(f"webfreeze: error: {joined}", err=True)
     sys.exit(code)
 

@@ -165,7 +165,8 @@ def prepare(config: RunConfig) -> Prepared:
                 raise RunError(f"{old_path}: not a readable run manifest; use a new --out") from None
             if {k: old.get(k) for k in identity} != identity:
                 diff = [k for k in identity if old.get(k) != identity[k]]
-                raise RunError(f"{out} holds a different run (its {', '.join(diff)} differ); use a new --out")
+                what = f"its {diff[0]} differs" if len(diff) == 1 else f"its {', '.join(diff)} differ"
+                raise RunError(f"{out} holds a different run ({what}); use a new --out")
         elif any(out.iterdir()):
             raise RunError(f"{out}: exists, is not empty and holds no run; use a new --out")
     done, todo = [], []

@@ -70,9 +70,20 @@ LISTENER_JS = r"""
   const describe = (el) => ({role: role(el), name: name(el), css: cssPath(el), tag: el.tagName.toLowerCase(),
                              text: clean(el.innerText || el.textContent).slice(0, 120)});
   const actionable = 'a, button, input, select, textarea, label, summary, [role], [onclick]';
-  const send = (action, el, value) => window.__webfreezeLog({action, target: el ? describe(el) : null,
+  const post = (action, el, value) => window.__webfreezeLog({action, target: el ? describe(el) : null,
                                                             value: value === undefined ? null : value,
                                                             url: location.href, time: Date.now()});
+  // A scroll is logged once it has rested for 150 ms, or at once when anything else is logged or
+  // the page is left before that (a click right after a scroll, a link followed): never lost, and
+  // always before what came after it.
+  let scrollTimer = null;
+  const flushScroll = () => {
+    if (scrollTimer === null) return;
+    clearTimeout(scrollTimer);
+    scrollTimer = null;
+    post('scroll', null, {x: window.scrollX, y: window.scrollY});
+  };
+  const send = (action, el, value) => { flushScroll(); post(action, el, value); };
   document.addEventListener('click', (e) => {
     const el = e.target.closest(actionable) || e.target;
     if (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) && !['submit', 'button', 'checkbox', 'radio'].includes(el.type)) return;
@@ -89,14 +100,13 @@ LISTENER_JS = r"""
   }, true);
   document.addEventListener('submit', (e) => send('submit', e.target), true);
   // A scripted annotator states the task's answer, optionally pointing at the element that shows it.
-  window.__webfreezeAnswer = (value, el, evidence) => window.__webfreezeLog({action: 'answer',
-    target: el ? describe(el) : null, value: {text: value, evidence: evidence || (el ? [value] : [])},
-    url: location.href, time: Date.now()});
-  let scrollTimer = null;
+  window.__webfreezeAnswer = (value, el, evidence) => send('answer', el,
+    {text: value, evidence: evidence || (el ? [value] : [])});
   window.addEventListener('scroll', () => {
     clearTimeout(scrollTimer);
-    scrollTimer = setTimeout(() => send('scroll', null, {x: window.scrollX, y: window.scrollY}), 150);
+    scrollTimer = setTimeout(flushScroll, 150);
   }, true);
+  window.addEventListener('pagehide', flushScroll, true);
 })();
 """
 

@@ -75,41 +75,61 @@ def check_complete(fh, chunk: int = 1 << 20) -> None:
     warcio reads a per-record gzip file member by member and stops quietly where the file does: a
     last member cut within its first bytes (which inflate to nothing yet) or inside its trailer,
     or a damaged member, can pass unnoticed. This walks every member to its end instead (inflating
-    into a small buffer that is thrown away). Data that is not gzip (a plain file, bytes after the
-    last member) is left to the reader's own verdict. ``fh`` must be seekable."""
+    into a buffer that is thrown away). Anything that does not start like a gzip member (a plain
+    file, other bytes after the last member) is left to the reader's own verdict. ``fh`` must be
+    seekable.
+
+    zlib, not ISA-L, inflates here: ISA-L fails on some gzip headers (FHCRC; FEXTRA with a name)
+    when they arrive split over two calls, as they may at the edge of a read. A member is fed a
+    few KiB at first, then more while it goes on, so that what is left over after each member's
+    end (copied by zlib) stays in proportion to the member."""
     fh.seek(0)
-    d = None
-    start = 0  # where the member being inflated starts
-    at = 0  # the file offset of buf[0]
     buf = b""
+    i = 0  # where the next unread byte is in buf
+    at = 0  # the file offset of buf[0]
+    d = None
+    start = 0  # the file offset of the member being inflated
+    feed = 0
+    ended = False  # the whole file is read into buf
     while True:
-        if not buf:
-            buf = fh.read(chunk)
-            if not buf:
-                if d is not None:
-                    try:
-                        d.flush()  # output the size cap held back, which may include the member's end
-                    except Exception:
-                        pass
-                    if not d.eof:
-                        raise Unusual(f"the file ends inside the gzip member at byte {start}: it is truncated")
-                return
+        if len(buf) - i < len(GZIP_MAGIC) and not ended:  # too little left to tell a member start
+            more = fh.read(chunk)
+            at += i
+            buf, i = buf[i:] + more, 0
+            ended = not more
+            continue
+        if i == len(buf):  # the end of the file
+            if d is not None:
+                try:
+                    d.flush()  # whatever the output cap held back, which may include the member's end
+                except zlib.error as exc:
+                    raise Unusual(f"corrupt gzip data in the member at byte {start}: {exc}") from None
+                if not d.eof:
+                    raise Unusual(f"the file ends inside the gzip member at byte {start}: it is truncated")
+            return
         if d is None:
-            if buf[0] != GZIP_MAGIC[0]:
+            head = buf[i:i + len(GZIP_MAGIC)]
+            if head != GZIP_MAGIC:
+                if ended and GZIP_MAGIC.startswith(head):  # the file ends inside a member's first bytes
+                    raise Unusual(f"the file ends inside the gzip member at byte {at + i}: it is truncated")
                 return  # not gzip from here on: the reader's call
-            d = _inflate_lib.decompressobj(31)
-            start = at
+            d = zlib.decompressobj(31)
+            start = at + i
+            feed = 4096
+        piece = memoryview(buf)[i:i + feed]
         try:
-            d.decompress(buf, chunk)
-        except Exception as exc:  # zlib.error, isal's IsalError
+            d.decompress(piece, chunk)
+        except zlib.error as exc:
             raise Unusual(f"corrupt gzip data in the member at byte {start}: {exc}") from None
+        finally:
+            piece.release()
+        n = min(feed, len(buf) - i)
         if d.eof:
-            rest = d.unused_data
+            i += n - len(d.unused_data)
             d = None
         else:
-            rest = d.unconsumed_tail
-        at += len(buf) - len(rest)
-        buf = rest
+            i += n - len(d.unconsumed_tail)
+            feed = min(feed * 2, 256 << 10)
 
 
 def inflate(buf, start: int, end: int, limit: int) -> list[bytes]:

@@ -193,7 +193,10 @@ def _import_wacz(arc: Archive, path: Path, sid: str, result: SourceResult,
         for name in members:
             importer = WarcImporter(arc, sid, f"{path.name}#{name}", arc_file=name.lower().endswith((".arc", ".arc.gz")))
             with zf.open(name) as fh:
-                importer.run(fh)
+                try:
+                    importer.run(fh)
+                except BadInput as exc:  # (offsets in the message are of this member)
+                    raise BadInput(f"{name}: {exc}") from None
             importers.append(importer)
             infos.extend(importer.warcinfo)
         for entry in read_pages(zf, package):

@@ -487,11 +487,11 @@ class Archive:
     @staticmethod
     def _connect(p: Path, readonly: bool) -> sqlite3.Connection:
         try:
-            if readonly and not (os.access(p.parent, os.W_OK) and os.access(p, os.W_OK)) \
-                    and not os.path.exists(f"{p}-wal"):
-                # a read-only folder (a mounted share) or file (a copy kept read-only), and no writer at
-                # work on it: read it as it is, without SQLite's side files (which would be made
-                # read-only like the file, and then stop a later writer)
+            if readonly and not os.access(p.parent, os.W_OK) and not os.path.exists(f"{p}-wal"):
+                # a read-only folder (a mounted share): nothing can change the file under us
+                # (A read-only file in a folder we can write is not read so: its owner may be writing
+                # it, and an immutable reader takes no locks; SQLite's side files are made then, as
+                # read-only as the file, and a later writer that cannot write them says so.)
                 uri = sqlite_uri(p, mode="ro", immutable="1")
             elif readonly:
                 uri = sqlite_uri(p, mode="ro")
@@ -1145,7 +1145,10 @@ def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]
         raise
     try:
         yield arc
-        _publish(arc)
+        try:
+            _publish(arc)
+        except ArchiveError as exc:
+            raise ArchiveError(str(exc).replace(str(tmp), str(final))) from None
         if final.exists():
             raise ArchiveError(f"{final}: was created by someone else meanwhile")
         os.replace(tmp, final)

@@ -662,7 +662,7 @@ def _as_a_plain_user() -> list[str]:
     return prefix
 
 
-def test_reading_a_read_only_archive_leaves_nothing_that_stops_a_later_writer(samples, tmp_path):
+def test_side_files_a_reader_of_a_read_only_archive_left_are_named_to_a_later_writer(samples, tmp_path):
     prefix = _as_a_plain_user()
 
     def cli(*args):
@@ -675,15 +675,15 @@ def test_reading_a_read_only_archive_leaves_nothing_that_stops_a_later_writer(sa
     assert_one_line_error(cli("archive", "meta", arc, "--set", "creator=x"), contains="not writable")
     for args in (["info"], ["ls"], ["verify"], ["show", "http://example.com?example=1"]):
         assert cli("archive", *args[:1], arc, *args[1:]).returncode == 0, args
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ro.wfz"]  # no side files made read-only
+    sides = sorted(p for p in tmp_path.iterdir() if p != arc)
+    assert sides, "SQLite made no side files: this test no longer covers what it is about"
     arc.chmod(0o644)
+    # not SQLite's bare "attempt to write a readonly database"
+    line = assert_one_line_error(cli("archive", "meta", arc, "--set", "creator=x"), contains="not writable")
+    assert any(str(p) in line for p in sides), line
+    for p in sides:
+        p.unlink()
     assert cli("archive", "meta", arc, "--set", "creator=x").returncode == 0
-    # side files left read-only (by an older version, or by hand) are named, not a bare SQLite error
-    shm = tmp_path / "ro.wfz-shm"
-    shm.touch()
-    shm.chmod(0o444)
-    line = assert_one_line_error(cli("archive", "meta", arc, "--set", "creator=y"), contains="not writable")
-    assert str(shm) in line
 
 
 def test_usage_errors_found_by_a_command_point_to_its_help_as_clicks_do(archive, cli):

@@ -206,6 +206,12 @@ def validate_task(obj: Any, *, file="", line: int | None = None, roots: list[Pat
     for key in ("id", "category", "instruction"):
         _require(isinstance(obj.get(key), str) and obj[key].strip(), f"task field {key!r} must be a non-empty string",
                  file, line)
+    tid = obj["id"]
+    # a run writes each task's trajectory as RUN_DIR/trajectories/<id>.json: an id must stay a file name
+    _require(tid not in (".", "..") and not any(c in tid for c in "/\\\0") and tid == tid.strip()
+             and tid.isprintable(),
+             f"task id {tid!r} cannot be a file name (no '/', '\\', NUL or control characters, not '.' or '..', "
+             "no blanks at either end)", file, line)
     start_url = obj.get("start_url")
     _require(start_url is None or isinstance(start_url, str), "task field 'start_url' must be a string or null",
              file, line)

@@ -153,3 +153,19 @@ def test_cli_malformed_line_is_one_line_and_writes_nothing(tmp_path, cli):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("webfreeze: error: ") and "tasks.jsonl:2: not valid JSON" in lines[0]
     assert sorted(p.name for p in root.rglob("*")) == before
+
+
+@pytest.mark.parametrize("tid", ["../../escaped", "sub/x", "..", "a\\b", "x\x00y", " padded", "tab\there"])
+def test_a_task_id_must_be_a_file_name(tmp_path, tid):
+    """A run writes RUN_DIR/trajectories/<id>.json: an id from a shared suite must not point elsewhere."""
+    err = error_of(make_suite(tmp_path / "s", tasks=[GOOD[0], dict(GOOD[2], id=tid)]))
+    assert err.line == 2 and "cannot be a file name" in str(err)
+
+
+def test_cli_bench_run_refuses_a_suite_whose_task_id_climbs_out(tmp_path, cli):
+    root = make_suite(tmp_path / "s", tasks=[GOOD[0], dict(GOOD[2], id="../../escaped")])
+    r = cli("tasks", "check", root)
+    assert r.returncode == 1 and "cannot be a file name" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = cli("bench", "run", root, "--agent", "keyword", "--out", tmp_path / "run", "--backend", "text")
+    assert r.returncode != 0 and "cannot be a file name" in r.stderr
+    assert not (tmp_path / "escaped.json").exists() and not (tmp_path / "run").exists()

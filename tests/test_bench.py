@@ -153,6 +153,21 @@ def test_compare_names_the_first_step_where_runs_part(ten_runs, tmp_path):
     assert "shop-001" in table.stdout and "success rate by category" in table.stdout
 
 
+def test_compare_counts_a_task_without_trajectories_on_the_side_that_has_it(ten_runs, tmp_path):
+    import shutil
+
+    _, runs = ten_runs
+    gap = tmp_path / "gap"
+    shutil.copytree(runs["text"][0], gap)
+    (gap / "trajectories" / "shop-001.json").unlink()
+    same = run_cli("bench", "compare", gap, gap, "--json")  # a run with a missing trajectory is like itself
+    assert same.returncode == 0, same.stdout
+    assert json.loads(same.stdout)["counts"] == {"same": 20, "different": 0, "only_a": 0, "only_b": 0}
+    diff = run_cli("bench", "compare", gap, runs["text"][0], "--json")
+    counts = json.loads(diff.stdout)["counts"]
+    assert diff.returncode == 1 and counts["only_a"] == 0 and counts["only_b"] + counts["different"] == 1
+
+
 # ------------------------------------------------------------------------------------ the runner
 def interrupt_run(suite: Path, out: Path, sig: int, after: int, *extra: str) -> tuple[int, list[str]]:
     """``bench run`` (reference agent, browser backend) sent ``sig`` once ``after`` trajectories are

@@ -83,7 +83,17 @@ def compare_runs(run_a, run_b) -> dict:
         a, b = traj_a.get(tid), traj_b.get(tid)
         row = {"task_id": tid, "a_outcome": (tasks_a.get(tid) or {}).get("outcome"),
                "b_outcome": (tasks_b.get(tid) or {}).get("outcome")}
-        if a is None or b is None:
+        if a is None and b is None:  # no trajectory on either side (an episode that never began)
+            if tid in tasks_a and tid in tasks_b:  # then the two reports' outcomes are what is compared
+                same = row["a_outcome"] == row["b_outcome"]
+                row.update(same=same, first_difference=None if same else
+                           {"step": "-", "field": "outcome (no trajectories)", "a": row["a_outcome"],
+                            "b": row["b_outcome"]})
+                counts["same" if same else "different"] += 1
+            else:
+                row.update(same=False, first_difference=None)
+                counts["only_a" if tid in tasks_a else "only_b"] += 1
+        elif a is None or b is None:
             row.update(same=False, first_difference=None)
             counts["only_a" if b is None else "only_b"] += 1
         else:

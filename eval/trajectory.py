@@ -56,7 +56,7 @@ def validate_trajectory(obj: Any, where: str) -> dict:
             bad(f"step {i} is not an object")
         if not isinstance(s.get("action", ""), str):
             bad(f"step {i}: 'action' must be a string")
-        for key in ("parsed", "target", "agent_fields"):
+        for key in ("parsed", "target", "agent_fields", "timing"):
             if s.get(key) is not None and not isinstance(s[key], dict):
                 bad(f"step {i}: {key!r} must be an object or null")
     answer = obj.get("answer")
@@ -67,6 +67,8 @@ def validate_trajectory(obj: Any, where: str) -> dict:
         bad("'end' must be an object")
     if obj.get("final_state") is not None and not isinstance(obj["final_state"], dict):
         bad("'final_state' must be an object")
+    if obj.get("timing") is not None and not isinstance(obj["timing"], dict):
+        bad("'timing' must be an object or null")
     return obj
 
 

@@ -193,3 +193,16 @@ def test_missing_trajectory_is_reported_not_fatal(tmp_path):
     report, _ = build_report(run)
     assert report["missing"] == ["shop-001"] and report["tasks"]["shop-001"]["outcome"] == "missing"
     assert report["summary"]["categories"]["shop"]["missing"] == 1
+
+
+@pytest.mark.parametrize("where", ["trajectory", "step"])
+def test_a_timing_that_is_not_an_object_is_one_line(tmp_path, cli, where):
+    run = write_run(tmp_path / "run", TASKS, make_trajectories(None))
+    path = run / "trajectories" / "info-001.json"
+    t = json.loads(path.read_text())
+    if where == "trajectory":
+        t["timing"] = "fast"
+    else:
+        t["steps"][0]["timing"] = "fast"
+    path.write_text(json.dumps(t))
+    assert_one_line_failure(cli("eval", "report", run), run, "'timing' must be an object or null")

@@ -169,3 +169,14 @@ def test_cli_bench_run_refuses_a_suite_whose_task_id_climbs_out(tmp_path, cli):
     r = cli("bench", "run", root, "--agent", "keyword", "--out", tmp_path / "run", "--backend", "text")
     assert r.returncode != 0 and "cannot be a file name" in r.stderr
     assert not (tmp_path / "escaped.json").exists() and not (tmp_path / "run").exists()
+
+
+def test_cli_bench_run_names_the_tasks_it_cannot_start(tmp_path, cli):
+    """A suite may leave start_url null (tasks check accepts it); a run refuses it up front, naming the
+    tasks, instead of failing at that task's reset with an API message."""
+    root = make_suite(tmp_path / "s")
+    assert cli("tasks", "check", root).returncode == 0
+    r = cli("bench", "run", root, "--agent", "keyword", "--out", tmp_path / "run", "--backend", "text")
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "1 task(s) have no start_url" in r.stderr and "rank-001" in r.stderr
+    assert not (tmp_path / "run").exists()

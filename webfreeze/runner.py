@@ -127,6 +127,11 @@ def prepare(config: RunConfig) -> Prepared:
         raise RunError(str(exc)) from None
     if not suite.tasks:
         raise RunError(f"{config.suite}: the suite has no tasks")
+    unstartable = [t.id for t in suite.tasks if not t.start_url]
+    if unstartable:  # (a suite may leave it null, as Mind2Web-Live's tasks do; an episode cannot)
+        more = f" and {len(unstartable) - 3} more" if len(unstartable) > 3 else ""
+        raise RunError(f"{config.suite}: {len(unstartable)} task(s) have no start_url, and an episode starts "
+                       f"there: {', '.join(unstartable[:3])}{more}")
     archive = resolve_archive(suite, config.archive)
     try:  # an archive that cannot be opened is refused before anything is written
         Archive.open(archive).close()

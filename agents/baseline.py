@@ -14,6 +14,7 @@ Deterministic: ties go to the first element in document order.
 
 from __future__ import annotations
 
+import ast
 import re
 
 from .base import Agent, AgentError, norm, quote, words
@@ -24,7 +25,17 @@ with you your answer number""".split())
 PAPER_ID = re.compile(r"\b\d{4}\.\d{5}\b")
 QUOTED = re.compile(r"\"([^\"]+)\"")
 NUMBER = re.compile(r"\b\d[\d,]*(?:\.\d+)?\b")
-LINE = re.compile(r"^\t*(?:\[(?P<bid>[^\]]+)\] )?(?P<role>\w+) '(?P<name>.*)'", re.M)
+# A line of the observation tree: `[bid] role 'name'` and more after it; the name is a Python string
+# literal (single or double quotes, backslash escapes), read up to its own closing quote.
+LINE = re.compile(r"""^\t*(?:\[(?P<bid>[^\]]+)\] )?(?P<role>\w+) (?P<name>'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")""",
+                  re.M)
+
+
+def _name_of(match: re.Match) -> str:
+    try:
+        return str(ast.literal_eval(match.group("name")))
+    except (ValueError, SyntaxError):
+        return ""
 
 
 class KeywordAgent(Agent):
@@ -89,7 +100,7 @@ class KeywordAgent(Agent):
                 return {"action": f"click({quote(best['bid'])})",
                         "thought": f"follow {best.get('name')!r} ({best_score} shared words)"}
         text = obs.get("axtree_text", "")
-        lines = [m.group("name") for m in LINE.finditer(text) if m.group("name")]
+        lines = [name for name in (_name_of(m) for m in LINE.finditer(text)) if name]
         if "how many" in norm(self.instruction) or "how large" in norm(self.instruction):
             for line in sorted(lines, key=lambda s: -self._overlap(s)):
                 m = NUMBER.search(line)

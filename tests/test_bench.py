@@ -377,3 +377,20 @@ def test_agent_settings_are_checked_against_the_agent(monkeypatch):
     with pytest.raises(AgentError, match="agent 'keyword' has no setting 'model'"):
         make_agent("keyword", model="m")
     assert make_agent("keyword", max_clicks=2).config() == {"max_clicks": 2}
+
+
+def test_the_keyword_baseline_answers_with_a_name_not_tree_syntax():
+    """Names in the observation tree are Python string literals followed by more fields; the answer
+    is the literal's text, quotes and escapes included correctly."""
+    from webfreeze.agents.baseline import KeywordAgent
+
+    agent = KeywordAgent(max_clicks=0)
+    agent.reset({"instruction": "Which advanced search page does the site have?"})
+    tree = ("RootWebArea 'Scholar Preprints', focused, url='http://scholar.test/'\n"
+            "\t[12] link 'Advanced search', url='http://scholar.test/search/advanced'\n"
+            "\tStaticText \"The site's advanced search page\"\n")
+    out = agent.act({"elements": [], "axtree_text": tree})
+    assert out["action"] == "send_msg_to_user(\"The site's advanced search page\")", out
+    agent.reset({"instruction": "Which link leads to advanced search?"})
+    out = agent.act({"elements": [], "axtree_text": tree.replace("\tStaticText \"The site's advanced search page\"\n", "")})
+    assert out["action"] == "send_msg_to_user('Advanced search')", out

@@ -64,6 +64,16 @@ class ReplayError(ArchiveError):
     """A replay could not start (bad archive, port in use, bad rules): one line for the user."""
 
 
+# Chromium's own background traffic (component and model updates) that its launch flags do not stop
+# entirely. In replay it is sent through this server so that it fails here instead of reaching for
+# the network; it is not a page's request, so it is counted (stats "browser_own") but kept out of
+# the miss list and report, whose content would otherwise change from run to run (its URLs carry
+# random query strings).
+BROWSER_INTERNAL_HOSTS = ["update.googleapis.com", "clients2.google.com", "clients2.googleusercontent.com",
+                          "optimizationguide-pa.googleapis.com", "content-autofill.googleapis.com",
+                          "safebrowsingohttpgateway.googleapis.com", "edgedl.me.gvt1.com", "redirector.gvt1.com"]
+
+
 @dataclass
 class Built:
     """A ready-to-send archived response (without the status line's connection headers)."""
@@ -401,6 +411,19 @@ class ReplayServer:
                               resp.reason)
 
     def _miss(self, method, url, headers, bkey, score):
+        if (urlsplit(url).hostname or "") in BROWSER_INTERNAL_HOSTS:  # the browser's own, not a page's
+            with self._state_lock:
+                self.stats["browser_own"] = self.stats.get("browser_own", 0) + 1
+        else:
+            self._log_miss(method, url, headers, bkey, score)
+        if self.on_miss == "abort":
+            return None, None
+        body = f"webfreeze: not in archive: {method.upper()} {url}\n".encode("utf-8", "replace")
+        head, body = _simple(404 if self.on_miss == "404" else 502, "text/plain; charset=utf-8", body,
+                             b"X-Webfreeze-Miss: 1\r\nCache-Control: no-store\r\n")
+        return head, (b"" if method.upper() == "HEAD" else body)
+
+    def _log_miss(self, method, url, headers, bkey, score) -> None:
         self.stats["misses"] += 1
         referer = next((v for k, v in headers if k.lower() == "referer"), None)
         entry = {"method": method.upper(), "url": url, "body_key": bkey, "referer": referer,
@@ -421,12 +444,6 @@ class ReplayServer:
                             self._miss_file.close()
                     self._miss_file = None
                     self.miss_report = None
-        if self.on_miss == "abort":
-            return None, None
-        body = f"webfreeze: not in archive: {method.upper()} {url}\n".encode("utf-8", "replace")
-        head, body = _simple(404 if self.on_miss == "404" else 502, "text/plain; charset=utf-8", body,
-                             b"X-Webfreeze-Miss: 1\r\nCache-Control: no-store\r\n")
-        return head, (b"" if method.upper() == "HEAD" else body)
 
     def _build(self, exchange_id: int) -> Built:
         key = (exchange_id, self.inject)

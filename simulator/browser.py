@@ -33,9 +33,8 @@ CHROMIUM_FLAGS = [
 VIEWPORT = {"width": 1920, "height": 1080}
 # Chromium's own background traffic (component and model updates) that the flags above do not stop
 # entirely; it bypasses the proxy (and fails offline) so recordings hold only what pages asked for.
-BROWSER_INTERNAL_HOSTS = ["update.googleapis.com", "clients2.google.com", "clients2.googleusercontent.com",
-                          "optimizationguide-pa.googleapis.com", "content-autofill.googleapis.com",
-                          "safebrowsingohttpgateway.googleapis.com", "edgedl.me.gvt1.com", "redirector.gvt1.com"]
+# (Defined by the replay server, which leaves it out of its miss reports.)
+from webfreeze.replayer.server import BROWSER_INTERNAL_HOSTS  # noqa: E402
 
 
 class BrowserUnavailable(RuntimeError):

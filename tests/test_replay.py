@@ -172,6 +172,17 @@ def test_miss_is_a_marked_404_and_a_report_line(server, tmp_path):
                       "referer": "http://site.test/", "best_fuzzy_score": None, "on_miss": "404"}]
 
 
+def test_the_browsers_own_update_traffic_is_refused_but_not_reported_as_a_miss(server, tmp_path):
+    """Chromium's component-update requests (sent through the replay proxy so that they fail there)
+    carry random query strings: reported, they would make two replay checks' miss reports differ."""
+    resp, _ = proxied(server, "GET", "http://update.googleapis.com/service/update2/json?cup2key=13:98765")
+    assert resp.status == 404 and resp.getheader("X-Webfreeze-Miss") == "1"
+    assert server.misses == [] and server.stats["misses"] == 0 and server.stats["browser_own"] == 1
+    assert not (tmp_path / "misses.jsonl").exists() or (tmp_path / "misses.jsonl").read_text() == ""
+    proxied(server, "GET", "http://elsewhere.test/nothing")  # a page's miss is still reported
+    assert [m["url"] for m in server.misses] == ["http://elsewhere.test/nothing"]
+
+
 @pytest.mark.parametrize("on_miss", ["502", "abort"])
 def test_on_miss_modes(site_archive, home, on_miss):
     with ReplayServer(site_archive, mode="proxy", confdir=home, on_miss=on_miss) as srv:

@@ -503,8 +503,7 @@ class Archive:
             if not readonly:
                 conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
-            what = "damaged archive" if "malformed" in str(exc) else "cannot open archive"
-            raise ArchiveError(f"{p}: {what}: {exc}") from None
+            raise ArchiveError(f"{p}: {'damaged archive' if _damaged(exc) else 'cannot open archive'}: {exc}") from None
         conn.row_factory = sqlite3.Row
         return conn
 
@@ -524,7 +523,7 @@ class Archive:
             row = self.conn.execute("SELECT value FROM meta WHERE key='format'").fetchone()
             ver = self.conn.execute("SELECT value FROM meta WHERE key='format_version'").fetchone()
         except sqlite3.DatabaseError as exc:
-            if "malformed" in str(exc):  # an archive cut short or overwritten in part
+            if _damaged(exc):
                 raise NotAnArchive(f"{self.path}: damaged archive: {exc}") from None
             raise NotAnArchive(f"{self.path}: not a webfreeze archive") from None
         try:
@@ -1123,6 +1122,11 @@ def extra_of(row: sqlite3.Row) -> dict:
     return json.loads(raw) if raw else {}
 
 
+def _damaged(exc: sqlite3.Error) -> bool:
+    """Whether SQLite's error says the file is a damaged database (cut short, overwritten in part)."""
+    return "malformed" in str(exc)
+
+
 @contextlib.contextmanager
 def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]:
     """Create an archive that appears at ``path`` only if the block succeeds.
@@ -1135,11 +1139,15 @@ def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]
     _remove_stale_partials(final)
     tmp = final.with_name(f".{final.name}.partial-{os.getpid()}")
     _remove_db_files(tmp)
+
+    def as_given(exc: ArchiveError) -> ArchiveError:  # named as the user named it, not by its temporary name
+        return ArchiveError(str(exc).replace(str(tmp), str(final)))
+
     try:
         arc = Archive.create(tmp, _private=True, **meta)
-    except ArchiveError as exc:  # named as the user named it, not by its temporary name
+    except ArchiveError as exc:
         _remove_db_files(tmp)
-        raise ArchiveError(str(exc).replace(str(tmp), str(final))) from None
+        raise as_given(exc) from None
     except BaseException:
         _remove_db_files(tmp)  # the disk filled while the schema was written
         raise
@@ -1148,7 +1156,7 @@ def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]
         try:
             _publish(arc)
         except ArchiveError as exc:
-            raise ArchiveError(str(exc).replace(str(tmp), str(final))) from None
+            raise as_given(exc) from None
         if final.exists():
             raise ArchiveError(f"{final}: was created by someone else meanwhile")
         os.replace(tmp, final)

@@ -15,6 +15,11 @@ import shutil
 import sys
 import time
 
+# Chromium's own background traffic (component and model updates) that the launch flags do not stop
+# entirely; recording sends it around the proxy (it fails offline) so recordings hold only what
+# pages asked for. Defined by the replay server, which keeps it out of its miss reports.
+from webfreeze.replayer.server import BROWSER_INTERNAL_HOSTS
+
 # Rendering that comes out the same, pixel for pixel, on every run (the crawl's and replay check's
 # screenshots are compared byte for byte): no font hinting, no subpixel glyph positions or LCD
 # text, one colour profile, Skia without CPU-specific fast paths, whole tiles re-rastered, image
@@ -31,10 +36,6 @@ CHROMIUM_FLAGS = [
     *RENDER_FLAGS,
 ]
 VIEWPORT = {"width": 1920, "height": 1080}
-# Chromium's own background traffic (component and model updates) that the flags above do not stop
-# entirely; it bypasses the proxy (and fails offline) so recordings hold only what pages asked for.
-# (Defined by the replay server, which leaves it out of its miss reports.)
-from webfreeze.replayer.server import BROWSER_INTERNAL_HOSTS  # noqa: E402
 
 
 class BrowserUnavailable(RuntimeError):

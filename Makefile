@@ -4,7 +4,9 @@
 setup:
 	@scripts/bootstrap.sh test
 
-demo: setup
+# The demo replays its LLM run from a shipped cassette: it needs neither the local model nor its compile.
+demo:
+	@scripts/bootstrap.sh demo
 	.venv/bin/python -m webfreeze.demo
 
 test: setup

@@ -1,34 +1,102 @@
-"""The agent interface the runner drives."""
+"""The agent interface the runner drives, and what an agent is given: a task view.
+
+An agent never sees a task's ground truth. The runner builds a :class:`TaskView` from the suite's
+task (its id, instruction, start URL, category, snapshot time and the handles the task declares,
+such as a persona) and hands the reference trajectory only to an agent whose class sets
+``oracle = True`` (the ``reference`` agent); reports and manifests label such runs as the upper bound.
+"""
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+# Task fields an agent may see (besides `handles`): everything else in a suite line, the
+# ground truth above all, stays with the runner and the evaluators.
+VISIBLE_FIELDS = ("id", "category", "instruction", "start_url", "snapshot_time")
+# Task fields that name resources the agent may use (a persona, a composed history): passed on
+# under `handles` when a task declares them.
+HANDLE_FIELDS = ("persona", "user", "history", "site", "sites", "context")
 
 
 class AgentError(RuntimeError):
     """An agent cannot be built or cannot run this task: one line."""
 
 
-class Agent:
-    """``reset(task, reference)`` once per episode, then ``act(obs)`` until the episode ends.
+@dataclass(frozen=True)
+class TaskView:
+    """What an agent knows of a task: no ground truth, and the reference trajectory only for an
+    oracle. ``get(key)`` reads it like the task's dict for agents written against one."""
 
-    ``task`` is the suite line (a dict: id, instruction, start_url, ...); ``reference`` the task's
-    reference trajectory when it has one (agents other than ``reference`` ignore it). ``act`` returns
-    ``{"action": str, ...agent fields}`` (thought, memory, ...), recorded in the trajectory.
+    id: str
+    instruction: str
+    start_url: str | None = None
+    category: str | None = None
+    snapshot_time: str | None = None
+    handles: dict = field(default_factory=dict)
+    reference: dict | None = None
+
+    @classmethod
+    def from_task(cls, task: dict, reference: dict | None = None) -> "TaskView":
+        """The view of a suite line (a dict as in ``tasks.jsonl``); ``reference`` only for an oracle."""
+        handles = {k: task[k] for k in HANDLE_FIELDS if task.get(k) is not None}
+        return cls(id=str(task.get("id")), instruction=str(task.get("instruction") or ""),
+                   start_url=task.get("start_url"), category=task.get("category"),
+                   snapshot_time=task.get("snapshot_time"), handles=handles, reference=reference)
+
+    def to_dict(self) -> dict:
+        out = {k: getattr(self, k) for k in VISIBLE_FIELDS}
+        out["handles"] = dict(self.handles)
+        return out
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in VISIBLE_FIELDS:
+            value = getattr(self, key)
+            return default if value is None else value
+        return self.handles.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in VISIBLE_FIELDS:
+            return getattr(self, key)
+        return self.handles[key]
+
+
+class Agent:
+    """``setup(services)`` once per worker, then per episode ``reset(task)`` and ``act(obs)`` until
+    the episode ends; ``close()`` when the worker stops.
+
+    ``task`` is a :class:`TaskView`. ``act`` returns ``{"action": str, ...agent fields}`` (thought,
+    memory, LLM usage...), recorded in the step's ``agent_fields``. One instance serves every
+    episode of a worker, so an agent loads its model once (in ``__init__`` or ``setup``) and clears
+    its per-episode state in ``reset``.
     """
 
     name = "agent"
+    # An oracle receives the task's reference trajectory (``task.reference``); its runs are labelled
+    # as the upper bound. Every other agent gets None there.
+    oracle = False
+
+    services = None
 
     def config(self) -> dict:
         """What identifies this agent's behaviour (written to the run manifest and trajectories)."""
         return {}
 
-    def reset(self, task: dict, reference: dict | None = None) -> None:
+    def setup(self, services) -> None:
+        """Called once per worker with the run's :class:`~webfreeze.agents.services.AgentServices`
+        (its LLM clients go through the run's cassette)."""
+        self.services = services
+
+    def reset(self, task: TaskView) -> None:
         raise NotImplementedError
 
     def act(self, obs: dict) -> dict:
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what ``setup`` or ``__init__`` took (a model, a connection)."""
 
 
 def norm(text) -> str:

@@ -56,7 +56,7 @@ class KeywordAgent(Agent):
     def config(self) -> dict:
         return {"max_clicks": self.max_clicks}
 
-    def reset(self, task: dict, reference: dict | None = None) -> None:
+    def reset(self, task) -> None:
         self.instruction = task.get("instruction", "")
         self.keywords = {w for w in words(self.instruction) if w not in STOP and len(w) > 1}
         quoted = QUOTED.findall(self.instruction)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from urllib.parse import urldefrag
 
-from .base import Agent, AgentError, norm, quote
+from .base import Agent, AgentError, TaskView, norm, quote
 
 ACTIONS = ("click", "type", "select")
 
@@ -51,7 +51,11 @@ def find_target(elements: list[dict], target: dict) -> dict | None:
 
 
 class ReferenceAgent(Agent):
+    """The oracle: it receives the reference trajectory (``oracle = True``); its runs are the upper
+    bound, labelled so in manifests and reports."""
+
     name = "reference"
+    oracle = True
 
     def __init__(self):
         self.steps: list[dict] = []
@@ -63,7 +67,8 @@ class ReferenceAgent(Agent):
     def config(self) -> dict:
         return {"finds_targets_by": ["role", "name", "css"], "checks_answer_evidence": True}
 
-    def reset(self, task: dict, reference: dict | None = None) -> None:
+    def reset(self, task) -> None:
+        reference = task.reference if isinstance(task, TaskView) else None
         if not reference or not isinstance(reference.get("steps"), list):
             raise AgentError(f"task {task.get('id')}: no reference trajectory to replay")
         if reference.get("kind") != "reference_trajectory":

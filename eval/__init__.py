@@ -10,5 +10,10 @@ This package never imports ``webfreeze.agents``: scoring cannot depend on who ac
 """
 
 from .errors import EvalError, ReportError, TaskError
+from .report import build_report, write_report
+from .score import score_task, summarise
+from .tasks import Suite, Task, load_suite, validate_task
+from .trajectory import validate_trajectory
 
-__all__ = ["EvalError", "ReportError", "TaskError"]
+__all__ = ["EvalError", "ReportError", "Suite", "Task", "TaskError", "build_report", "load_suite", "score_task",
+           "summarise", "validate_task", "validate_trajectory", "write_report"]

@@ -27,7 +27,9 @@ from .trajectory import validate_trajectory
 
 REPORT_FORMAT = "webfreeze-report"
 REPORT_VERSION = 1
-_TIME_KEYS = {"timing", "timings", "time", "duration", "started", "finished", "elapsed"}
+# "circumstances": how a run was produced (e.g. its LLM calls replayed from which cassette), not
+# what it did; kept apart with the timings so that a replayed run's report equals the recorded one's.
+_TIME_KEYS = {"timing", "timings", "time", "duration", "started", "finished", "elapsed", "circumstances"}
 _TIME_SUFFIXES = ("_at", "_ms", "_s", "_seconds", "_time")
 
 

@@ -1,1 +1,25 @@
-"""Serving an archive: request matching, the replay server, determinism injection. Built in a later issue."""
+"""Serving an archive: request matching, the replay server (proxy and direct modes), determinism
+injection, miss reports and stateful site hooks.
+
+Public names (imported on first use): :class:`ReplayServer`, :class:`ReplayError`,
+:func:`load_rules_file` (``server``); :class:`Rules`, :func:`canonical_url` (``matching``);
+:class:`SiteModel` (``hooks``).
+"""
+
+from importlib import import_module
+
+_PUBLIC = {
+    "ReplayServer": "server", "ReplayError": "server", "load_rules_file": "server",
+    "Rules": "matching", "canonical_url": "matching",
+    "SiteModel": "hooks",
+}
+
+
+def __getattr__(name):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{module}"), name)
+
+
+__all__ = sorted(_PUBLIC)

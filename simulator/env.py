@@ -13,6 +13,15 @@ terminated, truncated, info)``, ``close()``. Two backends share the observation 
 
 Every episode is recorded as a trajectory (:mod:`webfreeze.simulator.trajectory`). A bad action
 never raises: it sets ``last_action_error`` in the next observation.
+
+The task of an episode is ``options["task"]``: a task dict (a suite line), a task id of the
+suite named by ``EnvConfig(suite=...)``, or a ``Task`` from ``load_suite``. Without one, ``reset``
+takes the suite's first task, or, with no suite, an exploration episode at the archive's first
+recorded page (no instruction, no ground truth). The reward is 0 at every step, unless
+``EnvConfig(reward="score")``: then the step that ends the episode is rewarded with the task's
+score (0 to 1) as ``webfreeze.eval`` computes it (the one place this stage calls the evaluators,
+and only when asked). Observations and actions belong to the spaces of
+:mod:`webfreeze.simulator.spaces`; ``gymnasium.utils.env_checker.check_env`` passes on both backends.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from urllib.parse import urlsplit
 
 import gymnasium as gym
 
+from . import spaces as wf_spaces
+
 from webfreeze.archives import archive_digest
 
 from webfreeze.replayer.content import DecodeError, content_encoding, decode_content
@@ -44,6 +55,7 @@ from .marks import draw_marks
 from .trajectory import TrajectoryRecorder
 
 BACKENDS = ("browser", "text")
+REWARDS = ("zero", "score")
 MAX_REDIRECTS = 10
 ACTION_TIMEOUT_MS = 5000
 SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settled
@@ -114,6 +126,11 @@ class EnvConfig:
     set_of_marks: bool = False
     site_models: list[SiteModel] = field(default_factory=list)
     rules: dict | None = None
+    # A task suite (folder, manifest or .jsonl): reset() may then name a task by id, and picks the
+    # suite's first task when given none.
+    suite: str | Path | None = None
+    # "zero": every reward is 0; "score": the final step's reward is the task's score (for RL users).
+    reward: str = "zero"
 
 
 def _digest(text: str) -> str:
@@ -130,10 +147,12 @@ class WebEnv(gym.Env):
             raise EnvError(f"unknown backend {config.backend!r} (browser or text)")
         if not Path(config.archive).exists():
             raise EnvError(f"{config.archive}: no such archive")
+        if config.reward not in REWARDS:
+            raise EnvError(f"unknown reward {config.reward!r} (zero or score)")
         self.config = config
-        self.action_space = gym.spaces.Text(max_length=4096)
-        self.observation_space = gym.spaces.Dict({"url": gym.spaces.Text(max_length=8192),
-                                                  "axtree_text": gym.spaces.Text(max_length=10**7)})
+        self.suite = _load_suite(config.suite) if config.suite is not None else None
+        self.action_space = wf_spaces.action_space()
+        self.observation_space = wf_spaces.observation_space(config.max_steps)
         self.server = ReplayServer(config.archive, mode="proxy" if config.backend == "browser" else "direct",
                                    inject=config.backend == "browser", seed=config.seed, rules=config.rules)
         self.backend = _BrowserBackend(self) if config.backend == "browser" else _TextBackend(self)
@@ -145,6 +164,8 @@ class WebEnv(gym.Env):
         self.tree: Tree | None = None
         self.recorder: TrajectoryRecorder | None = None
         self.last_error: str | None = None
+        self._task_obj = None  # the eval Task behind self.task, for reward="score"
+        self.last_timing: dict = {}  # the last reset's or step's duration (reset_ms / step_ms)
 
     @functools.cached_property
     def archive_digest(self) -> str:
@@ -153,9 +174,9 @@ class WebEnv(gym.Env):
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        task = (options or {}).get("task")
-        if not task or not task.get("start_url"):
-            raise EnvError("reset needs options={'task': {...}} with a start_url")
+        task, self._task_obj = self._resolve_task((options or {}).get("task"))
+        if not task.get("start_url"):
+            raise EnvError(f"task {task.get('id')!r} has no start_url: an episode starts there")
         self.task = task
         self.steps = 0
         self.done = False
@@ -169,7 +190,9 @@ class WebEnv(gym.Env):
             "backend": self.config.backend, "seed": episode_seed, "max_steps": self.config.max_steps,
             "viewport": [1920, 1080], "action_dialect": self.config.action_dialect,
             "snapshot_time": task.get("snapshot_time")})
-        return obs, {"reset_ms": round((time.perf_counter() - t0) * 1000, 3)}
+        # timings stay out of info (Gymnasium expects the same info for the same seed and action)
+        self.last_timing = {"reset_ms": round((time.perf_counter() - t0) * 1000, 3)}
+        return obs, {"task_id": task.get("id")}
 
     def step(self, action: str, agent: dict | None = None):
         if self.task is None:
@@ -179,7 +202,7 @@ class WebEnv(gym.Env):
             # episode's result stays as it ended
             self.last_error = "the episode has ended; call reset()"
             return (self._observe(), 0.0, self.done, not self.done,
-                    {"step_ms": 0.0, "parsed": None, "end_reason": None})
+                    {"parsed": None, "end_reason": None})
         t0 = time.perf_counter()
         before_tree, before_url = self.tree, self.backend.url
         obs_digest = _digest(before_tree.axtree_text) if before_tree else None
@@ -215,8 +238,70 @@ class WebEnv(gym.Env):
             self.recorder.finish(end_reason, answer=answer if end_reason == "answer" else None,
                                  detail=answer if end_reason == "infeasible" else None,
                                  final_url=self.backend.url, final_state=self.server.site_state())
-        info = {"step_ms": env_ms, "parsed": parsed.to_dict() if parsed else None, "end_reason": end_reason}
-        return obs, 0.0, self.done, truncated, info
+        self.last_timing = {"step_ms": env_ms}
+        info = {"parsed": parsed.to_dict() if parsed else None, "end_reason": end_reason}
+        reward = 0.0
+        if end_reason and self.config.reward == "score":
+            reward = self._score()
+            info["score"] = reward
+        return obs, reward, self.done, truncated, info
+
+    # ------------------------------------------------------------------ tasks and rewards
+    def _resolve_task(self, given) -> tuple[dict, object]:
+        """(the task dict, its eval Task or None) for ``options["task"]``."""
+        if given is None:
+            if self.suite is not None:
+                first = self.suite.tasks[0]
+                return first.raw, first
+            return self._default_task(), None
+        if isinstance(given, str):
+            if self.suite is None:
+                raise EnvError(f"task {given!r} named by id, but the environment has no suite (EnvConfig(suite=...))")
+            found = self.suite.by_id().get(given)
+            if found is None:
+                raise EnvError(f"no task {given!r} in suite {self.suite.name}")
+            return found.raw, found
+        raw = getattr(given, "raw", None)
+        if isinstance(raw, dict) and raw:  # a Task from load_suite
+            return raw, given
+        if isinstance(given, dict):
+            return given, None
+        raise EnvError(f"options['task'] must be a task dict, a task id or a Task, not {type(given).__name__}")
+
+    @functools.cached_property
+    def _first_page(self) -> str | None:
+        from webfreeze.archives import Archive
+
+        arc = Archive.open(self.config.archive)
+        try:
+            return next((row["url"] for row in arc.pages()), None)
+        finally:
+            arc.close()
+
+    def _default_task(self) -> dict:
+        """An exploration episode at the archive's first recorded page (no instruction, nothing to score)."""
+        url = self._first_page
+        if not url:
+            raise EnvError("reset needs a task (options={'task': ...} or EnvConfig(suite=...)): "
+                           "the archive records no page to start from")
+        return {"id": "explore", "category": "explore", "instruction": "", "start_url": url, "ground_truth": {}}
+
+    def _score(self) -> float:
+        """The ended episode's task score (0 to 1), by the evaluators of ``webfreeze.eval``."""
+        from webfreeze.eval.errors import TaskError
+        from webfreeze.eval.score import score_task
+        from webfreeze.eval.tasks import validate_task
+
+        task = self._task_obj
+        if task is None:
+            if not self.task.get("ground_truth"):
+                return 0.0
+            try:
+                task = validate_task(self.task)
+            except TaskError as exc:
+                raise EnvError(f"reward='score': {exc}") from None
+        trajectory = self.recorder.data(archive_digest=self.archive_digest)
+        return float(score_task(task, trajectory).get("score") or 0.0)
 
     def trajectory(self, *, stopped: bool = False) -> dict:
         """The episode's trajectory (finishing it as ``stopped`` if it is still open)."""
@@ -228,6 +313,9 @@ class WebEnv(gym.Env):
         return self.recorder.data(archive_digest=self.archive_digest)
 
     def close(self) -> None:
+        if getattr(self, "_closed", False):  # closing twice is allowed (Gymnasium's contract)
+            return
+        self._closed = True
         self.backend.close()
 
     # ------------------------------------------------------------------ observations
@@ -240,6 +328,19 @@ class WebEnv(gym.Env):
             "open_pages": self.backend.open_pages(), "last_action_error": self.last_error or "",
             "step": self.steps,
         }
+
+
+def _load_suite(path):
+    from webfreeze.eval.errors import TaskError
+    from webfreeze.eval.tasks import load_suite
+
+    try:
+        suite = load_suite(path)
+    except TaskError as exc:
+        raise EnvError(str(exc)) from None
+    if not suite.tasks:
+        raise EnvError(f"{path}: the suite has no tasks")
+    return suite
 
 
 def _missing(tree: Tree, bid: str) -> str:

@@ -37,6 +37,8 @@ class TrajectoryRecorder:
         n = len(self.steps)
         agent = dict(agent or {})
         agent_ms = agent.pop("agent_ms", None)
+        # an agent's own timings (LLM latency, cassette hits: how, not what) go with the step's timing
+        agent_timing = agent.pop("timing", None)
         typed = None
         if parsed is not None and parsed.kind in ("fill", "select"):
             typed = parsed.text if parsed.kind == "fill" else parsed.value
@@ -47,6 +49,8 @@ class TrajectoryRecorder:
             "typed": typed, "url_after": url_after, "agent_fields": agent, "error": error,
             "screenshot": None, "timing": {"agent_ms": agent_ms, "env_ms": env_ms},
         })
+        if isinstance(agent_timing, dict):
+            self.steps[-1]["timing"].update({k: v for k, v in agent_timing.items() if k not in ("agent_ms", "env_ms")})
         if screenshot:
             self.shots[n] = screenshot
 

@@ -20,12 +20,13 @@ def _one_line_errors(fn):
     def wrapper(*args, **kwargs):
         from webfreeze.agents import AgentError
         from webfreeze.eval.errors import EvalError
+        from webfreeze.llm.errors import LLMError
         from webfreeze.runner import RunError
         from webfreeze.simulator.env import EnvError
 
         try:
             return fn(*args, **kwargs)
-        except (EvalError, RunError, AgentError, EnvError) as exc:
+        except (EvalError, RunError, AgentError, EnvError, LLMError) as exc:
             raise click.ClickException(str(exc)) from None
     return wrapper
 
@@ -44,11 +45,37 @@ def _pairs(entries, what: str) -> dict:
 
 
 def _known_agent(ctx, param, name: str) -> str:
-    from webfreeze.agents import AGENTS
+    from webfreeze.agents import AgentError, agent_class
 
-    if name not in AGENTS:
-        raise click.BadParameter(f"unknown agent {name!r} (known: {', '.join(sorted(AGENTS))})", ctx, param)
+    try:
+        agent_class(name)
+    except AgentError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
     return name
+
+
+def llm_settings(llm: str | None, key_env: str | None) -> dict:
+    """Agent settings from ``--llm``: ``local`` (the embedded model) or ``MODEL@BASE_URL`` (any
+    OpenAI-compatible endpoint), and the environment variable holding its key."""
+    if llm is None:
+        if key_env:
+            raise click.BadParameter("--llm-key-env needs --llm MODEL@BASE_URL", param_hint="--llm-key-env")
+        return {}
+    if llm == "local":
+        return {"model": "local"}
+    model, sep, base_url = llm.partition("@")
+    if not sep or not model or not base_url.startswith(("http://", "https://")):
+        raise click.BadParameter(f"{llm!r}: expected 'local' or MODEL@BASE_URL "
+                                 "(e.g. gpt-4o-mini@https://api.openai.com/v1)", param_hint="--llm")
+    return {"model": model, "base_url": base_url, "api_key_env": key_env or "OPENAI_API_KEY"}
+
+
+def task_options(fn):
+    """``--tasks GLOB`` (repeatable) and ``--limit N``: which of the suite's tasks run."""
+    fn = click.option("--limit", type=click.IntRange(1), default=None,
+                      help="Run only the first N (selected) tasks, in the suite's order.")(fn)
+    return click.option("--tasks", "task_globs", multiple=True, metavar="GLOB",
+                        help="Run only tasks whose id matches GLOB (shell-style, e.g. 'scholar-*'); repeatable.")(fn)
 
 
 def _console():
@@ -59,7 +86,8 @@ def _console():
 
 
 def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=0, max_steps=30,
-              screenshots=False, agent_config=None, site_models=None, quiet=False) -> dict:
+              screenshots=False, agent_config=None, site_models=None, quiet=False, tasks=(), limit=None,
+              cassette=None, cassette_mode="record", llm_concurrency=None) -> dict:
     """Prepare and execute a run with a progress bar on stderr; returns the manifest."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -69,7 +97,9 @@ def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=
     prep = prepare(RunConfig(suite=str(suite), archive=str(archive) if archive else None, agent=agent, out=str(out),
                              workers=workers, backend=backend, seed=seed, max_steps=max_steps,
                              screenshots=screenshots, agent_config=dict(agent_config or {}),
-                             site_models=dict(site_models or {})))
+                             site_models=dict(site_models or {}), tasks=list(tasks), limit=limit,
+                             cassette=str(cassette) if cassette else None, cassette_mode=cassette_mode,
+                             llm_concurrency=llm_concurrency))
     err = Console(stderr=True)
     if prep.manifest["archive_matches_suite"] is False:
         click.echo(f"warning: {prep.archive} is not the archive the suite was made for (digest differs)", err=True)
@@ -79,7 +109,8 @@ def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("{task.fields[ends]}"), console=err, transient=True,
                         disable=quiet or not err.is_terminal)
-    bar = progress.add_task(f"{agent} on {prep.suite.name} ({backend})", total=len(prep.suite.tasks),
+    label = f"{agent} (oracle: {prep.manifest['agent']['label']})" if prep.manifest["agent"]["oracle"] else agent
+    bar = progress.add_task(f"{label} on {prep.suite.name} ({backend})", total=len(prep.suite.tasks),
                             completed=len(prep.done), ends="")
 
     def advance(summary: dict) -> None:
@@ -103,8 +134,9 @@ def bench_group() -> None:
 @click.argument("suite", metavar="SUITE", type=click.Path())
 @click.option("--archive", "archive", type=click.Path(dir_okay=False),
               help="Archive to replay (default: the one the suite's manifest names).")
-@click.option("--agent", required=True, callback=_known_agent, help="Agent name: reference (replays reference trajectories) or keyword "
-                                              "(a non-LLM baseline).")
+@click.option("--agent", required=True, callback=_known_agent,
+              help="reference (the oracle: replays reference trajectories; the upper bound), keyword (a non-LLM "
+                   "baseline), llm (the LLM agent), package.module:Class, or an installed webfreeze.agents entry point.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
               help="Run directory (created; an interrupted run there resumes).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
@@ -117,10 +149,23 @@ def bench_group() -> None:
               help="Agent setting (JSON value or text; keyword takes max_clicks, reference none); repeatable.")
 @click.option("--site-model", "site_models", multiple=True, metavar="HOST=KIND",
               help="Serve HOST's stateful pages from a simulated site (shop, booking); repeatable.")
+@task_options
+@click.option("--llm", "llm", metavar="local|MODEL@BASE_URL",
+              help="The LLM agent's model: 'local' (the embedded SmolLM2-135M, started for the run; the default) "
+                   "or any OpenAI-compatible endpoint, e.g. gpt-4o-mini@https://api.openai.com/v1.")
+@click.option("--llm-key-env", metavar="NAME", help="Environment variable holding the endpoint's API key "
+                                                     "(default OPENAI_API_KEY for a MODEL@BASE_URL).")
+@click.option("--cassette", type=click.Path(dir_okay=False),
+              help="LLM cassette file (default: RUN_DIR/llm-cassette.sqlite).")
+@click.option("--cassette-mode", type=click.Choice(["record", "replay", "auto"]), default="record", show_default=True,
+              help="record: call the model and store; replay: answer only from the cassette (a request not in it "
+                   "is an error); auto: replay what is stored, call the rest.")
+@click.option("--llm-concurrency", type=click.IntRange(1, 256), default=None,
+              help="LLM calls in flight at once across all workers (default: the agent's setting).")
 @click.option("--no-report", is_flag=True, help="Do not score the run at the end.")
 @_one_line_errors
 def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, screenshots, agent_config, site_models,
-              no_report):
+              task_globs, limit, llm, llm_key_env, cassette, cassette_mode, llm_concurrency, no_report):
     """Run AGENT on every task of SUITE against the replayed archive; write RUN_DIR.
 
     RUN_DIR gets manifest.json (archive and suite digests, agent config, versions), tasks.jsonl,
@@ -136,12 +181,15 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
     except RunError as exc:
         raise click.BadParameter(str(exc), param_hint="--site-model") from None
     settings = _pairs(agent_config, "--agent-config")
+    settings.update(llm_settings(llm, llm_key_env))
     try:
         make_agent(agent, **settings)
     except AgentError as exc:
-        raise click.BadParameter(str(exc), param_hint="--agent-config") from None
+        raise click.BadParameter(str(exc), param_hint="--agent-config" if not llm else "--llm") from None
     manifest = run_suite(suite, archive, agent, out, workers=workers, backend=backend, seed=seed,
-                         max_steps=max_steps, screenshots=screenshots, agent_config=settings, site_models=models)
+                         max_steps=max_steps, screenshots=screenshots, agent_config=settings, site_models=models,
+                         tasks=task_globs, limit=limit, cassette=cassette, cassette_mode=cassette_mode,
+                         llm_concurrency=llm_concurrency)
     click.echo(f"ran {manifest['tasks_done']} of {manifest['suite']['tasks']} tasks in {manifest['elapsed_s']:.1f} s "
                f"-> {out}", err=True)
     if not no_report:
@@ -219,8 +267,9 @@ def _print_comparison(result: dict, show_all: bool) -> None:
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False), help="Keep the validation run here (default: discarded).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@task_options
 @_one_line_errors
-def tasks_validate(suite, archive, backend, workers, out, as_json):
+def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, limit):
     """Replay every task's reference trajectory on the archive with the reference agent and list
     the tasks whose ground truth cannot be reached there ("expired" tasks).
 
@@ -230,7 +279,9 @@ def tasks_validate(suite, archive, backend, workers, out, as_json):
     from webfreeze.eval.tasks import load_suite
     from webfreeze.runner import RunError
 
-    no_ref = [t.id for t in load_suite(suite).tasks if t.reference is None]
+    from webfreeze.runner import select_tasks
+
+    no_ref = [t.id for t in select_tasks(load_suite(suite).tasks, task_globs, limit) if t.reference is None]
     if no_ref:
         raise RunError(f"{len(no_ref)} task(s) have no reference trajectory to replay, e.g. {no_ref[0]}")
     tmp = None
@@ -238,7 +289,8 @@ def tasks_validate(suite, archive, backend, workers, out, as_json):
         tmp = tempfile.mkdtemp(prefix="webfreeze-validate-")
         out = str(Path(tmp) / "run")
     try:
-        run_suite(suite, archive, "reference", out, workers=workers, backend=backend, quiet=as_json)
+        run_suite(suite, archive, "reference", out, workers=workers, backend=backend, quiet=as_json,
+                  tasks=task_globs, limit=limit)
         report = write_report(out)
     finally:
         if tmp:

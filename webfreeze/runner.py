@@ -8,14 +8,22 @@ each with its own environment (one browser per worker); a task's trajectory depe
 task, the archive, the agent and the seed, never on which worker ran it or in what order.
 
 An interrupted run resumes: tasks with a trajectory are kept, the others run. A run directory
-that holds a different run (another suite, archive, agent or settings) is refused.
+that holds a different run (another suite, archive, agent, settings or task selection) is refused.
+
+Agents get a task view (:class:`webfreeze.agents.TaskView`): never the ground truth, and the
+reference trajectory only when the agent is an oracle (whose runs the manifest labels the upper
+bound). One agent instance serves every episode of a worker. Every LLM call goes through the run's
+cassette (``llm-cassette.sqlite`` unless ``cassette`` names another); a run of an agent on the
+embedded local model starts that model's server once, unless it replays strictly.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import shutil
+import tempfile
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -27,6 +35,9 @@ from pathlib import Path
 RUN_FORMAT = "webfreeze-run"
 RUN_VERSION = 1
 BACKENDS = ("browser", "text")
+CASSETTE_NAME = "llm-cassette.sqlite"
+CASSETTE_MODES = ("record", "replay", "auto")
+ORACLE_LABEL = "upper bound"
 
 
 class RunError(RuntimeError):
@@ -46,11 +57,16 @@ class RunConfig:
     screenshots: bool = False
     agent_config: dict = field(default_factory=dict)
     site_models: dict = field(default_factory=dict)  # host -> simulated site kind
+    tasks: list = field(default_factory=list)  # task-id globs to run (empty: all)
+    limit: int | None = None                   # then at most the first N, in the suite's order
+    cassette: str | None = None                # default: RUN_DIR/llm-cassette.sqlite
+    cassette_mode: str = "record"
+    llm_concurrency: int | None = None         # LLM calls in flight at once, across the workers
 
 
 def _versions() -> dict:
     out = {}
-    for name in ("webfreeze", "playwright", "gymnasium", "lxml"):
+    for name in ("webfreeze", "playwright", "gymnasium", "lxml", "openai", "llama_cpp_python"):
         try:
             out[name] = version(name)
         except PackageNotFoundError:
@@ -104,10 +120,23 @@ def check_site_models(models: dict) -> None:
             raise RunError(f"site model {host}={kind}: unknown kind (known: {', '.join(sorted(STATEFUL_PATHS))})")
 
 
+def select_tasks(tasks: list, globs: list[str] | tuple = (), limit: int | None = None) -> list:
+    """The tasks whose id matches any of ``globs`` (all when none is given), then the first ``limit``
+    of them, in the suite's order. No task selected is a :class:`RunError`."""
+    chosen = [t for t in tasks if not globs or any(fnmatch.fnmatchcase(t.id, g) for g in globs)]
+    if not chosen:
+        raise RunError(f"no task id matches {' or '.join(repr(g) for g in globs)}")
+    if limit is not None:
+        if limit < 1:
+            raise RunError("--limit must be at least 1")
+        chosen = chosen[:limit]
+    return chosen
+
+
 def prepare(config: RunConfig) -> Prepared:
     """Check everything and create (or reopen) the run directory; nothing is written before all
     checks pass."""
-    from webfreeze.agents import AgentError, make_agent
+    from webfreeze.agents import AgentError, is_oracle, make_agent
     from webfreeze.archives import Archive, ArchiveError, archive_digest
     from webfreeze.eval.tasks import TaskError, load_suite
 
@@ -121,12 +150,17 @@ def prepare(config: RunConfig) -> Prepared:
         raise RunError(str(exc)) from None
     except TypeError as exc:
         raise RunError(f"agent {config.agent!r}: bad --agent-config ({exc})") from None
+    if config.cassette_mode not in CASSETTE_MODES:
+        raise RunError(f"unknown cassette mode {config.cassette_mode!r} ({', '.join(CASSETTE_MODES)})")
+    if config.cassette_mode == "replay" and config.cassette and not Path(config.cassette).is_file():
+        raise RunError(f"{config.cassette}: no such cassette to replay")
     try:
         suite = load_suite(config.suite)
     except TaskError as exc:
         raise RunError(str(exc)) from None
     if not suite.tasks:
         raise RunError(f"{config.suite}: the suite has no tasks")
+    suite.tasks = select_tasks(suite.tasks, config.tasks, config.limit)
     unstartable = [t.id for t in suite.tasks if not t.start_url]
     if unstartable:  # (a suite may leave it null, as Mind2Web-Live's tasks do; an episode cannot)
         more = f" and {len(unstartable) - 3} more" if len(unstartable) > 3 else ""
@@ -148,7 +182,10 @@ def prepare(config: RunConfig) -> Prepared:
                   "path": str(Path(suite.root))},
         "archive": {"path": str(archive), "digest": digest},
         "archive_matches_suite": None if not suite.archive_digest else suite.archive_digest == digest,
-        "agent": {"name": agent.name, "config": agent.config()},
+        "agent": {"name": config.agent, "config": agent.config(), "oracle": is_oracle(agent),
+                  **({"label": ORACLE_LABEL} if is_oracle(agent) else {})},
+        "selection": {"tasks": list(config.tasks), "limit": config.limit, "selected": len(suite.tasks),
+                      "ids": [t.id for t in suite.tasks]},
         "env": {"backend": config.backend, "seed": config.seed, "max_steps": config.max_steps,
                 "screenshots": config.screenshots, "site_models": config.site_models},
         "versions": _versions(),
@@ -158,7 +195,7 @@ def prepare(config: RunConfig) -> Prepared:
 
         manifest["versions"]["browser"] = browser_build(shell=True)
     out = Path(config.out)
-    identity = {k: manifest[k] for k in ("suite", "archive", "agent", "env")}
+    identity = {k: manifest[k] for k in ("suite", "archive", "agent", "env", "selection")}
     if out.exists():
         if not out.is_dir():
             raise RunError(f"{out}: exists and is not a directory")
@@ -201,17 +238,32 @@ def _copy_references(suite, out: Path) -> None:
 _WORKER: dict = {}
 
 
-def _worker_init(config: dict, archive: str, manifest: dict) -> None:
+def _worker_init(config: dict, archive: str, manifest: dict, llm: dict) -> None:
+    from webfreeze.agents import AgentServices, make_agent
     from webfreeze.simulator.env import EnvConfig, WebEnv
     from webfreeze.simulator.site_models import SimulatedSiteModel
 
     models = [SimulatedSiteModel(kind, host) for host, kind in config["site_models"].items()]
+    # one agent per worker: a model it loads is loaded once, not per episode
+    agent = make_agent(config["agent"], **config["agent_config"])
+    services = AgentServices(cassette=llm["cassette"], cassette_mode=llm["mode"], local_base_url=llm["local_base_url"],
+                             slots_dir=llm["slots_dir"], concurrency=llm["concurrency"])
+    setup = getattr(agent, "setup", None)
+    if setup is not None:
+        setup(services)
     env = WebEnv(EnvConfig(archive, backend=config["backend"], seed=config["seed"], max_steps=config["max_steps"],
                            screenshots=config["screenshots"], site_models=models))
-    _WORKER.update(env=env, config=config, manifest=manifest)
+    _WORKER.update(env=env, config=config, manifest=manifest, agent=agent, services=services)
 
 
 def _worker_close() -> None:
+    agent, services = _WORKER.pop("agent", None), _WORKER.pop("services", None)
+    for closing in (getattr(agent, "close", None), getattr(services, "close", None)):
+        if closing is not None:
+            try:
+                closing()
+            except Exception:  # a worker that is going away reports nothing more
+                pass
     env = _WORKER.pop("env", None)
     if env is not None:
         try:
@@ -220,26 +272,47 @@ def _worker_close() -> None:
             pass
 
 
+def _llm_failure(exc: BaseException) -> str | None:
+    """``provider`` for a provider that still failed after the client's retries (an
+    infrastructure failure, counted apart from the agent's), None for anything else."""
+    from webfreeze.llm.errors import ProviderError
+
+    return "provider" if isinstance(exc, ProviderError) else None
+
+
 def run_episode(task: dict, reference: dict | None) -> dict:
-    """One task in this worker's environment; writes its trajectory and returns a summary."""
-    from webfreeze.agents import AgentError, make_agent
+    """One task in this worker's environment; writes its trajectory and returns a summary.
+
+    The agent sees a :class:`~webfreeze.agents.TaskView` of ``task`` (no ground truth) and the
+    ``reference`` only if it is an oracle."""
+    from webfreeze.agents import AgentError, TaskView, is_oracle
+    from webfreeze.llm.errors import CassetteMiss
     from webfreeze.simulator.trajectory import write_trajectory
 
-    env, config, manifest = _WORKER["env"], _WORKER["config"], _WORKER["manifest"]
-    agent = make_agent(config["agent"], **config["agent_config"])
+    env, config, manifest, agent = _WORKER["env"], _WORKER["config"], _WORKER["manifest"], _WORKER["agent"]
+    view = TaskView.from_task(task, reference if is_oracle(agent) else None)
     t0 = time.perf_counter()
-    error = None
+    error, cause = None, None
     try:
-        agent.reset(task, reference)
+        agent.reset(view)
     except AgentError as exc:
         error = str(exc)
+    except CassetteMiss as exc:
+        raise RunError(str(exc)) from None
+    except Exception as exc:  # an agent's own bug ends its episode, not the run
+        error, cause = f"agent failed in reset: {type(exc).__name__}: {exc}", _llm_failure(exc)
     obs, _ = env.reset(seed=config["seed"], options={"task": task})
     while error is None:
         a0 = time.perf_counter()
         try:
             out = agent.act(obs)
-        except Exception as exc:  # an agent's own bug ends its episode, not the run
-            error = f"agent failed: {type(exc).__name__}: {exc}"
+            if not isinstance(out, dict) or not isinstance(out.get("action"), str):
+                raise AgentError(f"act() must return a dict with an 'action' string, not {type(out).__name__}")
+        except CassetteMiss as exc:  # strict replay cannot go on: the run is not the recorded one
+            raise RunError(str(exc)) from None
+        except Exception as exc:  # an agent's own bug (or its provider's failure) ends its episode, not the run
+            cause = _llm_failure(exc)
+            error = str(exc) if cause else f"agent failed: {type(exc).__name__}: {exc}"
             break
         fields = {k: v for k, v in out.items() if k != "action"}
         fields["agent_ms"] = round((time.perf_counter() - a0) * 1000, 3)
@@ -249,6 +322,8 @@ def run_episode(task: dict, reference: dict | None) -> dict:
     trajectory = env.trajectory(stopped=error is not None)
     if error is not None:
         trajectory["end"] = {"reason": "error", "detail": error}
+        if cause:
+            trajectory["end"]["cause"] = cause
     trajectory["agent"] = manifest["agent"]
     trajectory["suite"] = {"name": manifest["suite"]["name"], "digest": manifest["suite"]["digest"]}
     trajectory["env"]["site_models"] = config["site_models"]
@@ -262,10 +337,10 @@ def _pool_episode(task: dict, reference: dict | None) -> dict:
     return run_episode(task, reference)
 
 
-def _pool_init(config: dict, archive: str, manifest: dict) -> None:
+def _pool_init(config: dict, archive: str, manifest: dict, llm: dict) -> None:
     import atexit
 
-    _worker_init(config, archive, manifest)
+    _worker_init(config, archive, manifest, llm)
     atexit.register(_worker_close)
 
 
@@ -281,9 +356,22 @@ def execute(prep: Prepared, *, progress=None) -> dict:
     t0 = time.perf_counter()
     wconfig = dict(asdict(config), out=str(out))
     jobs = [(t.raw, t.reference) for t in prep.todo]
+    cassette = Path(config.cassette) if config.cassette else out / CASSETTE_NAME
+    llm = {"cassette": str(cassette), "mode": config.cassette_mode, "local_base_url": None,
+           "slots_dir": None, "concurrency": config.llm_concurrency}
+    server, slots = None, None
     try:
+        if jobs and config.cassette_mode != "replay" and _wants_local_model(config):
+            from webfreeze.llm.local import LocalModelServer
+
+            server = LocalModelServer(log_path=out / "local-model.log")
+            server.start()
+            llm["local_base_url"] = server.base_url
+        if jobs and config.workers > 1:
+            slots = tempfile.mkdtemp(prefix="webfreeze-llm-slots-")
+            llm["slots_dir"] = slots
         if config.workers == 1 or len(jobs) <= 1:
-            _worker_init(wconfig, str(prep.archive), manifest)
+            _worker_init(wconfig, str(prep.archive), manifest, llm)
             try:
                 for task, ref in jobs:
                     summary = run_episode(task, ref)
@@ -296,7 +384,8 @@ def execute(prep: Prepared, *, progress=None) -> dict:
 
             ctx = multiprocessing.get_context("spawn")  # a browser per worker; never fork one
             with ProcessPoolExecutor(max_workers=min(config.workers, len(jobs)), mp_context=ctx,
-                                     initializer=_pool_init, initargs=(wconfig, str(prep.archive), manifest)) as pool:
+                                     initializer=_pool_init, initargs=(wconfig, str(prep.archive), manifest,
+                                                                       llm)) as pool:
                 futures = [pool.submit(_pool_episode, task, ref) for task, ref in jobs]
                 try:
                     for fut in as_completed(futures):
@@ -308,10 +397,63 @@ def execute(prep: Prepared, *, progress=None) -> dict:
                         f.cancel()
                     raise
     finally:
+        if server is not None:
+            server.stop()
+        if slots is not None:
+            shutil.rmtree(slots, ignore_errors=True)
         # counted on disk, as a resumed run counts them: with workers, an interrupted run's episodes
         # already under way still finish and are kept
         done = sum((out / "trajectories" / f"{t.id}.json").is_file() for t in prep.suite.tasks)
         manifest.update(tasks_done=done, complete=done == len(prep.suite.tasks), finished_at=_now(),
                         elapsed_s=round(time.perf_counter() - t0, 3))
+        if cassette.is_file():
+            manifest["llm"], manifest["circumstances"] = _cassette_entry(cassette, config.cassette_mode, out)
         _write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def _wants_local_model(config: RunConfig) -> bool:
+    """Whether the run's agent talks to the embedded local model (it says so with a
+    ``wants_local_model`` attribute), so that the run starts that model's server."""
+    from webfreeze.agents import make_agent
+
+    return bool(getattr(make_agent(config.agent, **config.agent_config), "wants_local_model", False))
+
+
+def _cassette_entry(cassette: Path, mode: str, out: Path) -> tuple[dict, dict]:
+    """The manifest's account of the run's LLM cassette: where, in which mode, and its content digest."""
+    from webfreeze.llm import Cassette
+
+    c = Cassette(cassette, "replay")
+    try:
+        digest, info = c.digest(), c.info()
+    finally:
+        close = getattr(c, "close", None)
+        if close:
+            close()
+    try:
+        where = str(cassette.relative_to(out))
+    except ValueError:
+        where = str(cassette)
+    # What the calls were goes with the run; how this run got them (recorded now, or replayed from
+    # which file) is a circumstance, kept out of the comparable part of the report.
+    return {"cassette_digest": digest, "calls": info.get("calls")}, {"cassette": where, "cassette_mode": mode}
+
+
+# ------------------------------------------------------------------------------------ library
+def run(suite, agent: str, out, *, archive=None, progress=None, **settings) -> dict:
+    """Run ``agent`` (a name, ``package.module:Class`` or entry point) on ``suite`` over the replayed
+    archive, writing the run directory ``out``; returns the finished manifest.
+
+    ``settings`` are :class:`RunConfig`'s fields (workers, backend, seed, max_steps, screenshots,
+    agent_config, site_models, tasks, limit, cassette, cassette_mode, llm_concurrency).
+    ``progress(summary)`` is called after each episode. Score it with :func:`webfreeze.score_run`.
+    Raises :class:`RunError` (one line) when the run cannot start or go on.
+    """
+    known = {f for f in RunConfig.__dataclass_fields__ if f not in ("suite", "archive", "agent", "out")}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise RunError(f"run() has no setting {unknown[0]!r} (its settings: {', '.join(sorted(known))})")
+    config = RunConfig(suite=str(suite), archive=str(archive) if archive else None, agent=agent, out=str(out),
+                       **settings)
+    return execute(prepare(config), progress=progress)

@@ -169,27 +169,42 @@ def summary_table(report: dict):
     """A rich Table of the summary: one row per category and one overall."""
     from rich.table import Table
 
-    agent = report["run"].get("agent") if isinstance(report["run"].get("agent"), dict) else {}
     title = report["suite"].get("name") or "suite"
-    if agent.get("name"):
-        title += f" — {agent['name']}"
+    label = agent_label(report)
+    if label:
+        title += f" — {label}"
     table = Table(title=title)
+    llm = report["summary"]["overall"].get("llm_calls") is not None
     cols = [("category", "left"), ("tasks", "right"), ("success", "right"), ("rate", "right"),
             ("partial", "right"), ("score", "right"), ("avg steps", "right"), ("efficiency", "right"),
             ("false end", "right"), ("loops", "right"), ("missing", "right")]
+    if llm:
+        cols += [("LLM calls", "right"), ("tokens in/out", "right")]
     for name, justify in cols:
         table.add_column(name, justify=justify, no_wrap=name == "category")
 
     def row(name: str, r: dict, style: str | None = None):
-        table.add_row(name, _fmt(r["tasks"]), _fmt(r["success"]), _fmt(r["success_rate"], pct=True),
-                      _fmt(r["partial"]), _fmt(r["mean_score"]), _fmt(r["avg_steps"]), _fmt(r["mean_efficiency"]),
-                      _fmt(r["false_end"]), _fmt(r["loops"]), _fmt(r["missing"]), style=style)
+        cells = [name, _fmt(r["tasks"]), _fmt(r["success"]), _fmt(r["success_rate"], pct=True),
+                 _fmt(r["partial"]), _fmt(r["mean_score"]), _fmt(r["avg_steps"]), _fmt(r["mean_efficiency"]),
+                 _fmt(r["false_end"]), _fmt(r["loops"]), _fmt(r["missing"])]
+        if llm:
+            cells += [_fmt(r.get("llm_calls")), f"{_fmt(r.get('prompt_tokens'))}/{_fmt(r.get('completion_tokens'))}"]
+        table.add_row(*cells, style=style)
 
     for cat, r in report["summary"]["categories"].items():
         row(cat, r)
     table.add_section()
     row("overall", report["summary"]["overall"], style="bold")
     return table
+
+
+def agent_label(report: dict) -> str:
+    """The run's agent as reports name it: an oracle's run is marked as the upper bound."""
+    agent = report["run"].get("agent") if isinstance(report["run"].get("agent"), dict) else {}
+    name = agent.get("name") or ""
+    if name and agent.get("oracle"):
+        name += f" (oracle: {agent.get('label') or 'upper bound'})"
+    return name
 
 
 # ------------------------------------------------------------------------------ HTML
@@ -288,7 +303,8 @@ def render_html(report: dict, trajectories: dict[str, dict]) -> str:
     run = report["run"]
     agent = run.get("agent") if isinstance(run.get("agent"), dict) else {}
     suite = report["suite"]
-    title = f"webfreeze report — {suite.get('name') or 'suite'}" + (f" — {agent.get('name')}" if agent.get("name") else "")
+    label = agent_label(report)
+    title = f"webfreeze report — {suite.get('name') or 'suite'}" + (f" — {label}" if label else "")
     meta = [f"suite digest {suite.get('digest')}", f"judge: {report['judge']}"]
     for key in ("archive_digest", "backend"):
         if run.get(key):
@@ -322,13 +338,22 @@ def render_html(report: dict, trajectories: dict[str, dict]) -> str:
     out.append(bar_chart("overall", _chart_bars(summary["overall"])))
     out.append("</div>")
 
+    llm = summary["overall"].get("llm_calls") is not None
+    llm_heads = "<th>LLM calls</th><th>tokens in / out</th><th>cassette hits</th>" if llm else ""
     out.append('<h2>Tasks</h2><table id="tasks"><thead><tr><th>task</th><th>category</th><th>outcome</th>'
-               '<th>score</th><th>steps</th><th>end</th><th>error category</th></tr></thead><tbody>')
+               f'<th>score</th><th>steps</th><th>end</th><th>error category</th>{llm_heads}</tr></thead><tbody>')
+    task_timings = (report.get("timings") or {}).get("tasks") or {}
     for tid, r in report["tasks"].items():
+        llm_cells = ""
+        if llm:
+            u = r.get("llm") or {}
+            hits = ((task_timings.get(tid) or {}).get("steps") or {}).get("cassette_hits")
+            llm_cells = (f'<td>{_e(u.get("calls", "-"))}</td><td>{_e(u.get("prompt_tokens", "-"))} / '
+                         f'{_e(u.get("completion_tokens", "-"))}</td><td>{_e("-" if hits is None else int(hits))}</td>')
         out.append(f'<tr><td><a href="#traj-{_e(tid)}">{_e(tid)}</a></td><td>{_e(r["category"])}</td>'
                    f'<td class="outcome-{_e(r["outcome"])}">{_e(r["outcome"])}</td><td>{_fmt(r["score"])}</td>'
                    f'<td>{_e(r["steps"])}</td><td>{_e(r.get("end_reason"))}</td>'
-                   f'<td>{_e(r["behaviour"].get("error_category"))}</td></tr>')
+                   f'<td>{_e(r["behaviour"].get("error_category"))}</td>{llm_cells}</tr>')
     out.append("</tbody></table>")
 
     out.append('<h2>Trajectories</h2><div id="trajectories">')

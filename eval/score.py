@@ -74,9 +74,35 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) 
         score = (overlap_result or {}).get("overlap") or 0.0
     outcome = "success" if success else "partial" if partial else "fail"
     behaviour = evaluate_behaviour(trajectory, success=success, reference_steps=reference_steps)
-    return {**base, "outcome": outcome, "success": success, "partial": partial, "score": score,
-            "steps": len(trajectory.get("steps", [])), "answer": answer,
-            "end_reason": (trajectory.get("end") or {}).get("reason"), "results": results, "behaviour": behaviour}
+    end = trajectory.get("end") or {}
+    out = {**base, "outcome": outcome, "success": success, "partial": partial, "score": score,
+           "steps": len(trajectory.get("steps", [])), "answer": answer,
+           "end_reason": end.get("reason"), "results": results, "behaviour": behaviour}
+    if end.get("cause"):  # e.g. "provider": an infrastructure failure, counted apart from the agent's own
+        out["end_cause"] = end["cause"]
+    usage = llm_usage(trajectory)
+    if usage is not None:
+        out["llm"] = usage
+    return out
+
+
+LLM_COUNTS = ("calls", "prompt_tokens", "completion_tokens")
+
+
+def llm_usage(trajectory: dict) -> dict | None:
+    """The LLM calls and tokens of a trajectory, summed over its steps' ``agent_fields.llm``
+    (None when no step reports any)."""
+    total, seen = dict.fromkeys(LLM_COUNTS, 0), False
+    for step in trajectory.get("steps") or []:
+        llm = (step.get("agent_fields") or {}).get("llm")
+        if not isinstance(llm, dict):
+            continue
+        seen = True
+        for k in LLM_COUNTS:
+            v = llm.get(k)
+            if isinstance(v, int) and not isinstance(v, bool):
+                total[k] += v
+    return total if seen else None
 
 
 def _kind_score(kind: str, result: dict) -> float:
@@ -125,7 +151,18 @@ def summary_row(results: list[dict]) -> dict:
         "rubric_website": _mean(b["website"]["score"] for b in rb if "website" in b),
         "rubric_preference": _mean(b["preference"]["score"] for b in rb if "preference" in b),
         "rubric_intent": _mean(b["intent"] for b in rb),
+        # episodes ended by a provider that still failed after the client's retries: not the agent's failure
+        "infrastructure_errors": sum(1 for r in results if r.get("end_cause") == "provider"),
+        **_llm_totals(results),
     }
+
+
+def _llm_totals(results: list[dict]) -> dict:
+    used = [r["llm"] for r in results if isinstance(r.get("llm"), dict)]
+    if not used:
+        return {"llm_calls": None, "prompt_tokens": None, "completion_tokens": None}
+    return {"llm_calls": sum(u["calls"] for u in used), "prompt_tokens": sum(u["prompt_tokens"] for u in used),
+            "completion_tokens": sum(u["completion_tokens"] for u in used)}
 
 
 def summarise(results: list[dict]) -> dict:

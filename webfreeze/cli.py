@@ -670,6 +670,11 @@ from webfreeze.cli_bench import register as _register_bench  # noqa: E402
 
 _register_bench(cli)
 
+# cassette info|verify|merge live in cli_llm.py
+from webfreeze.cli_llm import register as _register_llm  # noqa: E402
+
+_register_llm(cli)
+
 
 # ============================================================================== entry point
 class Terminated(BaseException):

@@ -321,17 +321,21 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
 @click.option("--backend", type=click.Choice(["browser", "text"]), default="browser", show_default=True)
 @click.option("--workers", type=click.IntRange(1, 64), default=2, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True)
+@click.option("--live", is_flag=True, help="Run the LLM agent on the local model (started for the run; needs the "
+                                           "`agents` extra) and record a fresh cassette, instead of replaying the "
+                                           "shipped one.")
 @_one_line_errors
-def demo(print_paths, backend, workers, out):
-    """The whole loop on the shipped demo: run the reference agent and the keyword baseline on the
-    demo suite over the demo archive, print their reports and their success rates per category
+def demo(print_paths, backend, workers, out, live):
+    """The whole loop on the shipped demo: run the reference agent (the oracle, the upper bound) and
+    the keyword baseline on the demo suite over the demo archive, and the LLM agent on one task per
+    category from the shipped LLM cassette; print their reports and success rates per category
     (runs in OUT/<agent>/)."""
     from webfreeze.demo import demo_paths, run_demo
 
     if print_paths:
         click.echo(json.dumps(demo_paths(), indent=2, sort_keys=True))
         return
-    run_demo(out=out, backend=backend, workers=workers)
+    run_demo(out=out, backend=backend, workers=workers, live=live)
 
 
 def register(cli: click.Group) -> None:

@@ -359,7 +359,7 @@ def execute(prep: Prepared, *, progress=None) -> dict:
     cassette = Path(config.cassette) if config.cassette else out / CASSETTE_NAME
     llm = {"cassette": str(cassette), "mode": config.cassette_mode, "local_base_url": None,
            "slots_dir": None, "concurrency": config.llm_concurrency}
-    server, slots = None, None
+    server, slots, local_model = None, None, None
     try:
         if jobs and config.cassette_mode != "replay" and _wants_local_model(config):
             from webfreeze.llm.local import LocalModelServer
@@ -367,6 +367,7 @@ def execute(prep: Prepared, *, progress=None) -> dict:
             server = LocalModelServer(log_path=out / "local-model.log")
             server.start()
             llm["local_base_url"] = server.base_url
+            local_model = _local_model_identity()
         if jobs and config.workers > 1:
             slots = tempfile.mkdtemp(prefix="webfreeze-llm-slots-")
             llm["slots_dir"] = slots
@@ -408,8 +409,26 @@ def execute(prep: Prepared, *, progress=None) -> dict:
                         elapsed_s=round(time.perf_counter() - t0, 3))
         if cassette.is_file():
             manifest["llm"], manifest["circumstances"] = _cassette_entry(cassette, config.cassette_mode, out)
+            if local_model:
+                manifest["circumstances"]["local_model"] = local_model
         _write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def _local_model_identity() -> dict:
+    """Which local model answered (its id and GGUF file digest): replies differ between model files
+    and llama.cpp builds, so a recorded cassette says what recorded it."""
+    import hashlib
+
+    from webfreeze.llm.local import LOCAL_MODEL_ID, local_model_path
+
+    path = local_model_path()
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return {"id": LOCAL_MODEL_ID, "file": path.name, "sha256": h.hexdigest(), "llama_cpp_python": _versions().get(
+        "llama_cpp_python")}
 
 
 def _wants_local_model(config: RunConfig) -> bool:

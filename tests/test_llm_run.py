@@ -111,4 +111,4 @@ def test_a_changed_prompt_fails_strict_replay_naming_task_and_step(recorded, tmp
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert f"task {TASKS[0]}" in lines[0] and "step 0" in lines[0], lines[0]
-    assert "not in the cassette" in lines[0] or "cassette" in lines[0]
+    assert "strict replay: no stored LLM call" in lines[0] and "messages[0].content at char 10" in lines[0]

@@ -77,6 +77,9 @@ class Agent:
     # An oracle receives the task's reference trajectory (``task.reference``); its runs are labelled
     # as the upper bound. Every other agent gets None there.
     oracle = False
+    # An agent that calls the embedded local model (``services.llm({"model": "local", ...})``) sets
+    # this, so that the run starts that model's server once before its workers (not for a strict replay).
+    wants_local_model = False
 
     services = None
 

@@ -19,9 +19,11 @@ suite named by ``EnvConfig(suite=...)``, or a ``Task`` from ``load_suite``. With
 takes the suite's first task, or, with no suite, an exploration episode at the archive's first
 recorded page (no instruction, no ground truth). The reward is 0 at every step, unless
 ``EnvConfig(reward="score")``: then the step that ends the episode is rewarded with the task's
-score (0 to 1) as ``webfreeze.eval`` computes it (the one place this stage calls the evaluators,
-and only when asked). Observations and actions belong to the spaces of
-:mod:`webfreeze.simulator.spaces`; ``gymnasium.utils.env_checker.check_env`` passes on both backends.
+score (0 to 1). Reading a suite from its path and scoring are the evaluators' business
+(``webfreeze.eval``), which this stage does not import: ``webfreeze.WebEnv`` (the front door,
+``webfreeze/env.py``) is this class with both wired in; here ``suite`` may be a loaded suite
+object. Observations and actions belong to the spaces of :mod:`webfreeze.simulator.spaces`;
+``gymnasium.utils.env_checker.check_env`` passes on both backends.
 """
 
 from __future__ import annotations
@@ -150,7 +152,7 @@ class WebEnv(gym.Env):
         if config.reward not in REWARDS:
             raise EnvError(f"unknown reward {config.reward!r} (zero or score)")
         self.config = config
-        self.suite = _load_suite(config.suite) if config.suite is not None else None
+        self.suite = self._load_suite(config.suite) if config.suite is not None else None
         self.action_space = wf_spaces.action_space()
         self.observation_space = wf_spaces.observation_space(config.max_steps)
         self.server = ReplayServer(config.archive, mode="proxy" if config.backend == "browser" else "direct",
@@ -286,22 +288,20 @@ class WebEnv(gym.Env):
                            "the archive records no page to start from")
         return {"id": "explore", "category": "explore", "instruction": "", "start_url": url, "ground_truth": {}}
 
-    def _score(self) -> float:
-        """The ended episode's task score (0 to 1), by the evaluators of ``webfreeze.eval``."""
-        from webfreeze.eval.errors import TaskError
-        from webfreeze.eval.score import score_task
-        from webfreeze.eval.tasks import validate_task
+    def _load_suite(self, suite):
+        """The suite ``EnvConfig(suite=...)`` names. Here only an already loaded suite (an object with
+        ``tasks`` and ``by_id()``, as ``load_suite`` returns); ``webfreeze.WebEnv`` also reads paths."""
+        if hasattr(suite, "tasks") and callable(getattr(suite, "by_id", None)):
+            if not suite.tasks:
+                raise EnvError(f"suite {getattr(suite, 'name', '')!r} has no tasks")
+            return suite
+        raise EnvError("EnvConfig(suite=PATH) needs webfreeze.WebEnv (it reads suites with webfreeze.eval); "
+                       "here pass a loaded suite")
 
-        task = self._task_obj
-        if task is None:
-            if not self.task.get("ground_truth"):
-                return 0.0
-            try:
-                task = validate_task(self.task)
-            except TaskError as exc:
-                raise EnvError(f"reward='score': {exc}") from None
-        trajectory = self.recorder.data(archive_digest=self.archive_digest)
-        return float(score_task(task, trajectory).get("score") or 0.0)
+    def _score(self) -> float:
+        """The ended episode's task score (0 to 1): computed by ``webfreeze.WebEnv``, which wires in
+        the evaluators; this stage does not score."""
+        raise EnvError("reward='score' needs webfreeze.WebEnv (it scores with webfreeze.eval)")
 
     def trajectory(self, *, stopped: bool = False) -> dict:
         """The episode's trajectory (finishing it as ``stopped`` if it is still open)."""
@@ -328,19 +328,6 @@ class WebEnv(gym.Env):
             "open_pages": self.backend.open_pages(), "last_action_error": self.last_error or "",
             "step": self.steps,
         }
-
-
-def _load_suite(path):
-    from webfreeze.eval.errors import TaskError
-    from webfreeze.eval.tasks import load_suite
-
-    try:
-        suite = load_suite(path)
-    except TaskError as exc:
-        raise EnvError(str(exc)) from None
-    if not suite.tasks:
-        raise EnvError(f"{path}: the suite has no tasks")
-    return suite
 
 
 def _missing(tree: Tree, bid: str) -> str:

@@ -334,15 +334,29 @@ def test_two_demo_runs_give_identical_results_apart_from_timings(tmp_path):
                               text=True, timeout=900, env=env)
         assert proc.returncode == 0, proc.stderr[-2000:]
         reports = {}
-        for agent in ("reference", "keyword"):
+        for agent in ("reference", "keyword", "llm"):
             report = json.loads((out / agent / "report.json").read_text())
             report.pop("timings")
             reports[agent] = (report, trajectories(out / agent), (out / agent / "report.html").read_bytes())
         results.append(reports)
+        # the LLM agent's calls all came from the shipped cassette (no model was started)
+        assert not (out / "llm" / "local-model.log").exists()
+        steps = [s for p in (out / "llm" / "trajectories").glob("*.json") for s in json.loads(p.read_text())["steps"]]
+        assert steps and sum(s["timing"]["cassette_hits"] for s in steps) == sum(
+            s["agent_fields"]["llm"]["calls"] for s in steps) > 0
     assert results[0] == results[1]
-    ref, kw = results[0]["reference"][0], results[0]["keyword"][0]
+    ref, kw, llm = results[0]["reference"][0], results[0]["keyword"][0], results[0]["llm"][0]
     assert ref["summary"]["overall"]["success_rate"] == 1.0
+    assert ref["run"]["agent"]["oracle"] is True and ref["run"]["agent"]["label"] == "upper bound"
+    assert b"reference (oracle: upper bound)" in results[0]["reference"][2]
     assert 0 < kw["summary"]["overall"]["success_rate"] < 1.0  # the baseline solves some, not all
+    from webfreeze.demo import CASSETTE, LLM_TASKS
+    from webfreeze.llm import Cassette
+
+    assert sorted(llm["tasks"]) == sorted(LLM_TASKS) and llm["run"]["agent"]["oracle"] is False
+    with Cassette(CASSETTE, "replay") as shipped:
+        assert llm["run"]["llm"]["cassette_digest"] == shipped.digest()
+    assert llm["summary"]["overall"]["llm_calls"] > 0 and llm["summary"]["overall"]["prompt_tokens"] > 0
 
 
 def test_record_with_resolve_keeps_the_host_name(tmp_path):

@@ -31,7 +31,7 @@ _PUBLIC = {
     "Archive": ("webfreeze.archives", "Archive"),
     "ArchiveError": ("webfreeze.archives", "ArchiveError"),
     "ReplayServer": ("webfreeze.replayer.server", "ReplayServer"),
-    "WebEnv": ("webfreeze.simulator.env", "WebEnv"),
+    "WebEnv": ("webfreeze.env", "WebEnv"),
     "EnvConfig": ("webfreeze.simulator.env", "EnvConfig"),
     "Agent": ("webfreeze.agents.base", "Agent"),
     "TaskView": ("webfreeze.agents.base", "TaskView"),

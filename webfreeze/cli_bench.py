@@ -62,6 +62,9 @@ def llm_settings(llm: str | None, key_env: str | None) -> dict:
             raise click.BadParameter("--llm-key-env needs --llm MODEL@BASE_URL", param_hint="--llm-key-env")
         return {}
     if llm == "local":
+        if key_env:
+            raise click.BadParameter("the local model needs no key: --llm-key-env goes with --llm MODEL@BASE_URL",
+                                     param_hint="--llm-key-env")
         return {"model": "local"}
     model, sep, base_url = llm.partition("@")
     if not sep or not model or not base_url.startswith(("http://", "https://")):
@@ -233,7 +236,14 @@ def _print_comparison(result: dict, show_all: bool) -> None:
     from rich.table import Table
 
     console = _console()
-    t = Table(title=f"{result['a']['path']} (A) vs {result['b']['path']} (B)", title_justify="left")
+    def who(side: dict) -> str:
+        agent = side.get("agent") if isinstance(side.get("agent"), dict) else {}
+        label = f", {agent.get('name')}" if agent.get("name") else ""
+        if agent.get("oracle"):
+            label += f" (oracle: {agent.get('label') or 'upper bound'})"
+        return f"{side['path']}{label}"
+
+    t = Table(title=f"{who(result['a'])} (A) vs {who(result['b'])} (B)", title_justify="left")
     for col in ("task", "A", "B", "first difference", "A did", "B did"):
         t.add_column(col, overflow="fold")
     for row in result["tasks"]:

@@ -62,6 +62,7 @@ class RunConfig:
     cassette: str | None = None                # default: RUN_DIR/llm-cassette.sqlite
     cassette_mode: str = "record"
     llm_concurrency: int | None = None         # LLM calls in flight at once, across the workers
+    local_model: bool = False                  # set by prepare(): the agent wants the embedded model
 
 
 def _versions() -> dict:
@@ -150,10 +151,15 @@ def prepare(config: RunConfig) -> Prepared:
         raise RunError(str(exc)) from None
     except TypeError as exc:
         raise RunError(f"agent {config.agent!r}: bad --agent-config ({exc})") from None
+    try:
+        agent_config = agent.config() if callable(getattr(agent, "config", None)) else {}
+        oracle = is_oracle(agent)
+        config.local_model = bool(getattr(agent, "wants_local_model", False))
+    finally:
+        _close_quietly(agent)  # built here only to be checked and described; workers build their own
     if config.cassette_mode not in CASSETTE_MODES:
         raise RunError(f"unknown cassette mode {config.cassette_mode!r} ({', '.join(CASSETTE_MODES)})")
-    if config.cassette_mode == "replay" and config.cassette and not Path(config.cassette).is_file():
-        raise RunError(f"{config.cassette}: no such cassette to replay")
+    _check_cassette(config)
     try:
         suite = load_suite(config.suite)
     except TaskError as exc:
@@ -182,8 +188,8 @@ def prepare(config: RunConfig) -> Prepared:
                   "path": str(Path(suite.root))},
         "archive": {"path": str(archive), "digest": digest},
         "archive_matches_suite": None if not suite.archive_digest else suite.archive_digest == digest,
-        "agent": {"name": config.agent, "config": agent.config(), "oracle": is_oracle(agent),
-                  **({"label": ORACLE_LABEL} if is_oracle(agent) else {})},
+        "agent": {"name": config.agent, "config": agent_config, "oracle": oracle,
+                  **({"label": ORACLE_LABEL} if oracle else {})},
         "selection": {"tasks": list(config.tasks), "limit": config.limit, "selected": len(suite.tasks),
                       "ids": [t.id for t in suite.tasks]},
         "env": {"backend": config.backend, "seed": config.seed, "max_steps": config.max_steps,
@@ -213,8 +219,59 @@ def prepare(config: RunConfig) -> Prepared:
             raise RunError(f"{out}: exists, is not empty and holds no run; use a new --out")
     done, todo = [], []
     for task in suite.tasks:
-        (done if (out / "trajectories" / f"{task.id}.json").is_file() else todo).append(task)
+        (done if _finished(out / "trajectories" / f"{task.id}.json") else todo).append(task)
     return Prepared(config, suite, archive, digest, manifest, todo, done)
+
+
+def _finished(path: Path) -> bool:
+    """Whether a resumed run keeps this trajectory: it exists and its episode was not ended by an
+    infrastructure failure (a provider still failing after the retries), which is run again."""
+    if not path.is_file():
+        return False
+    try:
+        end = json.loads(path.read_text(encoding="utf-8")).get("end") or {}
+    except (OSError, ValueError, AttributeError):
+        return True  # not ours to judge here: the report names a damaged trajectory
+    return end.get("cause") != "provider"
+
+
+def _close_quietly(agent) -> None:
+    close = getattr(agent, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:  # an agent that cannot close is not a reason to stop a run
+            pass
+
+
+def _check_cassette(config: RunConfig) -> None:
+    """Refuse a cassette the run could not use, before anything is written: strict replay of a file
+    that is missing or not a cassette, or a cassette to record into a folder that does not exist."""
+    if config.cassette is None:
+        if config.cassette_mode == "replay" and not (Path(config.out) / CASSETTE_NAME).is_file():
+            raise RunError("--cassette-mode replay needs --cassette FILE (the cassette of the run to replay)")
+        return
+    path = Path(config.cassette)
+    if config.cassette_mode == "replay" and not path.is_file():
+        raise RunError(f"{path}: no such cassette to replay")
+    if config.cassette_mode != "replay" and not path.exists():
+        if not path.parent.is_dir():
+            raise RunError(f"{path}: cannot record a cassette there: no such directory {path.parent}")
+        return
+    from webfreeze.llm import Cassette
+    from webfreeze.llm.errors import LLMError
+
+    try:
+        Cassette(path, "replay").close()  # opened read-only: a check that changes nothing
+    except LLMError as exc:
+        raise RunError(str(exc)) from None
+
+
+def _visible(task: dict) -> dict:
+    """A suite line without what agents must not see (its ground truth and anything not listed)."""
+    from webfreeze.agents.base import HANDLE_FIELDS, VISIBLE_FIELDS
+
+    return {k: task[k] for k in (*VISIBLE_FIELDS, *HANDLE_FIELDS) if k in task}
 
 
 def _tasks_lines(suite) -> str:
@@ -272,21 +329,13 @@ def _worker_close() -> None:
             pass
 
 
-def _llm_failure(exc: BaseException) -> str | None:
-    """``provider`` for a provider that still failed after the client's retries (an
-    infrastructure failure, counted apart from the agent's), None for anything else."""
-    from webfreeze.llm.errors import ProviderError
-
-    return "provider" if isinstance(exc, ProviderError) else None
-
-
 def run_episode(task: dict, reference: dict | None) -> dict:
     """One task in this worker's environment; writes its trajectory and returns a summary.
 
     The agent sees a :class:`~webfreeze.agents.TaskView` of ``task`` (no ground truth) and the
     ``reference`` only if it is an oracle."""
     from webfreeze.agents import AgentError, TaskView, is_oracle
-    from webfreeze.llm.errors import CassetteMiss
+    from webfreeze.llm.errors import LLMError, ProviderError
     from webfreeze.simulator.trajectory import write_trajectory
 
     env, config, manifest, agent = _WORKER["env"], _WORKER["config"], _WORKER["manifest"], _WORKER["agent"]
@@ -297,10 +346,13 @@ def run_episode(task: dict, reference: dict | None) -> dict:
         agent.reset(view)
     except AgentError as exc:
         error = str(exc)
-    except CassetteMiss as exc:
-        raise RunError(str(exc)) from None
+    except LLMError as exc:
+        if not isinstance(exc, ProviderError):
+            # strict replay missed, a damaged cassette, no API key: no episode of this run can go right
+            raise RunError(str(exc)) from None
+        error, cause = str(exc), "provider"
     except Exception as exc:  # an agent's own bug ends its episode, not the run
-        error, cause = f"agent failed in reset: {type(exc).__name__}: {exc}", _llm_failure(exc)
+        error = f"agent failed in reset: {type(exc).__name__}: {exc}"
     obs, _ = env.reset(seed=config["seed"], options={"task": task})
     while error is None:
         a0 = time.perf_counter()
@@ -308,11 +360,13 @@ def run_episode(task: dict, reference: dict | None) -> dict:
             out = agent.act(obs)
             if not isinstance(out, dict) or not isinstance(out.get("action"), str):
                 raise AgentError(f"act() must return a dict with an 'action' string, not {type(out).__name__}")
-        except CassetteMiss as exc:  # strict replay cannot go on: the run is not the recorded one
-            raise RunError(str(exc)) from None
-        except Exception as exc:  # an agent's own bug (or its provider's failure) ends its episode, not the run
-            cause = _llm_failure(exc)
-            error = str(exc) if cause else f"agent failed: {type(exc).__name__}: {exc}"
+        except LLMError as exc:
+            if not isinstance(exc, ProviderError):  # e.g. strict replay missed: this is not the recorded run
+                raise RunError(str(exc)) from None
+            error, cause = str(exc), "provider"  # an infrastructure failure, counted apart
+            break
+        except Exception as exc:  # an agent's own bug ends its episode, not the run
+            error = f"agent failed: {type(exc).__name__}: {exc}"
             break
         fields = {k: v for k, v in out.items() if k != "action"}
         fields["agent_ms"] = round((time.perf_counter() - a0) * 1000, 3)
@@ -334,14 +388,29 @@ def run_episode(task: dict, reference: dict | None) -> dict:
 
 
 def _pool_episode(task: dict, reference: dict | None) -> dict:
+    if "init_error" in _WORKER:  # this worker could not start: say why, in one line, for every task
+        raise RunError(_WORKER["init_error"])
     return run_episode(task, reference)
 
 
 def _pool_init(config: dict, archive: str, manifest: dict, llm: dict) -> None:
     import atexit
 
-    _worker_init(config, archive, manifest, llm)
     atexit.register(_worker_close)
+    try:
+        _worker_init(config, archive, manifest, llm)
+    except Exception as exc:  # an initializer's exception would break the whole pool with tracebacks
+        _WORKER["init_error"] = _one_line(exc)
+
+
+def _one_line(exc: BaseException) -> str:
+    from webfreeze.agents import AgentError
+    from webfreeze.llm.errors import LLMError
+    from webfreeze.simulator.env import EnvError
+
+    if isinstance(exc, (AgentError, LLMError, EnvError, RunError)):
+        return str(exc)
+    return f"a worker could not start: {type(exc).__name__}: {exc}".splitlines()[0]
 
 
 def execute(prep: Prepared, *, progress=None) -> dict:
@@ -350,18 +419,22 @@ def execute(prep: Prepared, *, progress=None) -> dict:
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     (out / "tasks.jsonl").write_text(_tasks_lines(prep.suite), encoding="utf-8")
     _copy_references(prep.suite, out)
+    # how many workers ran it is a circumstance (kept out of the comparable part of the report)
     manifest = dict(prep.manifest, started_at=_now(), complete=False, tasks_done=len(prep.done),
-                    workers=config.workers)
+                    circumstances={"workers": config.workers})
     _write_json(out / "manifest.json", manifest)
     t0 = time.perf_counter()
     wconfig = dict(asdict(config), out=str(out))
-    jobs = [(t.raw, t.reference) for t in prep.todo]
+    # What crosses into the workers is the agent's view of each task: never its ground truth, and
+    # the reference only for an oracle (the worker processes never hold more than the agent may see).
+    oracle = prep.manifest["agent"]["oracle"]
+    jobs = [(_visible(t.raw), t.reference if oracle else None) for t in prep.todo]
     cassette = Path(config.cassette) if config.cassette else out / CASSETTE_NAME
     llm = {"cassette": str(cassette), "mode": config.cassette_mode, "local_base_url": None,
            "slots_dir": None, "concurrency": config.llm_concurrency}
     server, slots, local_model = None, None, None
     try:
-        if jobs and config.cassette_mode != "replay" and _wants_local_model(config):
+        if jobs and config.cassette_mode != "replay" and config.local_model:
             from webfreeze.llm.local import LocalModelServer
 
             server = LocalModelServer(log_path=out / "local-model.log")
@@ -372,8 +445,11 @@ def execute(prep: Prepared, *, progress=None) -> dict:
             slots = tempfile.mkdtemp(prefix="webfreeze-llm-slots-")
             llm["slots_dir"] = slots
         if config.workers == 1 or len(jobs) <= 1:
-            _worker_init(wconfig, str(prep.archive), manifest, llm)
             try:
+                try:
+                    _worker_init(wconfig, str(prep.archive), manifest, llm)
+                except Exception as exc:
+                    raise RunError(_one_line(exc)) from None
                 for task, ref in jobs:
                     summary = run_episode(task, ref)
                     if progress:
@@ -408,7 +484,11 @@ def execute(prep: Prepared, *, progress=None) -> dict:
         manifest.update(tasks_done=done, complete=done == len(prep.suite.tasks), finished_at=_now(),
                         elapsed_s=round(time.perf_counter() - t0, 3))
         if cassette.is_file():
-            manifest["llm"], manifest["circumstances"] = _cassette_entry(cassette, config.cassette_mode, out)
+            try:
+                manifest["llm"], how = _cassette_entry(cassette, config.cassette_mode, out)
+                manifest["circumstances"].update(how)
+            except Exception as exc:  # the run's own outcome matters more than this account of it
+                manifest["circumstances"]["cassette_error"] = str(exc).splitlines()[0] if str(exc) else repr(exc)
             if local_model:
                 manifest["circumstances"]["local_model"] = local_model
         _write_json(out / "manifest.json", manifest)
@@ -429,14 +509,6 @@ def _local_model_identity() -> dict:
             h.update(chunk)
     return {"id": LOCAL_MODEL_ID, "file": path.name, "sha256": h.hexdigest(), "llama_cpp_python": _versions().get(
         "llama_cpp_python")}
-
-
-def _wants_local_model(config: RunConfig) -> bool:
-    """Whether the run's agent talks to the embedded local model (it says so with a
-    ``wants_local_model`` attribute), so that the run starts that model's server."""
-    from webfreeze.agents import make_agent
-
-    return bool(getattr(make_agent(config.agent, **config.agent_config), "wants_local_model", False))
 
 
 def _cassette_entry(cassette: Path, mode: str, out: Path) -> tuple[dict, dict]:

@@ -82,7 +82,9 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
     tasks, digest = load_tasks_jsonl(run / "tasks.jsonl", roots=roots)
 
     warnings = []
-    recorded_digest = suite_info.get("digest") or manifest.get("suite_digest")
+    # a run of some of a suite's tasks (--tasks, --limit) records the digest of the lines it selected
+    selection = manifest.get("selection") if isinstance(manifest.get("selection"), dict) else {}
+    recorded_digest = selection.get("digest") or suite_info.get("digest") or manifest.get("suite_digest")
     if recorded_digest and recorded_digest != digest:
         warnings.append(f"tasks.jsonl digest {digest} differs from the manifest's suite digest {recorded_digest}")
 

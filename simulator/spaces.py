@@ -18,16 +18,26 @@ import numpy as np
 _PRINTABLE = np.array(list(string.printable[:95]))  # letters, digits, punctuation, space
 
 
-class AnyText(gym.Space):
-    """Any ``str`` of at most ``max_length`` characters."""
+class _PythonSpace(gym.Space):
+    """A space of plain Python values (no array shape, not flattenable to NumPy)."""
 
-    def __init__(self, max_length: int, seed=None):
-        self.max_length = max_length
+    def __init__(self, seed=None):
         super().__init__(shape=None, dtype=None, seed=seed)
 
     @property
     def is_np_flattenable(self) -> bool:
         return False
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and vars(other).get("max_length") == vars(self).get("max_length")
+
+
+class AnyText(_PythonSpace):
+    """Any ``str`` of at most ``max_length`` characters."""
+
+    def __init__(self, max_length: int, seed=None):
+        self.max_length = max_length
+        super().__init__(seed=seed)
 
     def sample(self, mask=None, probability=None) -> str:
         n = int(self.np_random.integers(1, min(self.max_length, 64) + 1))
@@ -39,19 +49,9 @@ class AnyText(gym.Space):
     def __repr__(self) -> str:
         return f"AnyText({self.max_length})"
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, AnyText) and other.max_length == self.max_length
 
-
-class TextList(gym.Space):
+class TextList(_PythonSpace):
     """A list of strings (the open pages' URLs)."""
-
-    def __init__(self, seed=None):
-        super().__init__(shape=None, dtype=None, seed=seed)
-
-    @property
-    def is_np_flattenable(self) -> bool:
-        return False
 
     def sample(self, mask=None, probability=None) -> list:
         return ["about:blank"]
@@ -59,19 +59,9 @@ class TextList(gym.Space):
     def contains(self, x) -> bool:
         return isinstance(x, list) and all(isinstance(s, str) for s in x)
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, TextList)
 
-
-class ElementList(gym.Space):
+class ElementList(_PythonSpace):
     """The observation's ``elements``: a list of element summaries, each a dict with a string ``bid``."""
-
-    def __init__(self, seed=None):
-        super().__init__(shape=None, dtype=None, seed=seed)
-
-    @property
-    def is_np_flattenable(self) -> bool:
-        return False
 
     def sample(self, mask=None, probability=None) -> list:
         return [{"bid": "1", "role": "link", "name": "", "visible": True, "clickable": True}]
@@ -79,28 +69,15 @@ class ElementList(gym.Space):
     def contains(self, x) -> bool:
         return isinstance(x, list) and all(isinstance(e, dict) and isinstance(e.get("bid"), str) for e in x)
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, ElementList)
 
-
-class OptionalPNG(gym.Space):
+class OptionalPNG(_PythonSpace):
     """A screenshot: PNG bytes, or None when the environment takes none."""
-
-    def __init__(self, seed=None):
-        super().__init__(shape=None, dtype=None, seed=seed)
-
-    @property
-    def is_np_flattenable(self) -> bool:
-        return False
 
     def sample(self, mask=None, probability=None):
         return None
 
     def contains(self, x) -> bool:
         return x is None or (isinstance(x, bytes) and x.startswith(b"\x89PNG"))
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, OptionalPNG)
 
 
 def observation_space(max_steps: int) -> gym.spaces.Dict:

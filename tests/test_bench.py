@@ -260,7 +260,8 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
     good = tmp_path / "g"
     assert run_cli("bench", "run", suite, "--agent", "keyword", "--agent-config", "max_clicks=1", "--backend", "text",
                    "--out", good, "--no-report").returncode == 0
-    assert json.loads((good / "manifest.json").read_text())["agent"] == {"name": "keyword", "config": {"max_clicks": 1}}
+    assert json.loads((good / "manifest.json").read_text())["agent"] == {"name": "keyword", "config": {"max_clicks": 1},
+                                                                        "oracle": False}
     # a run directory holding another run is refused, and left as it was
     first = tmp_path / "e"
     assert run_cli("bench", "run", suite, "--agent", "reference", "--backend", "text", "--out", first).returncode == 0

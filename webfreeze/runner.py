@@ -139,7 +139,7 @@ def prepare(config: RunConfig) -> Prepared:
     checks pass."""
     from webfreeze.agents import AgentError, is_oracle, make_agent
     from webfreeze.archives import Archive, ArchiveError, archive_digest
-    from webfreeze.eval.tasks import TaskError, load_suite
+    from webfreeze.eval.tasks import TaskError, load_suite, suite_digest
 
     if config.backend not in BACKENDS:
         raise RunError(f"unknown backend {config.backend!r} (browser or text)")
@@ -191,7 +191,7 @@ def prepare(config: RunConfig) -> Prepared:
         "agent": {"name": config.agent, "config": agent_config, "oracle": oracle,
                   **({"label": ORACLE_LABEL} if oracle else {})},
         "selection": {"tasks": list(config.tasks), "limit": config.limit, "selected": len(suite.tasks),
-                      "ids": [t.id for t in suite.tasks]},
+                      "ids": [t.id for t in suite.tasks], "digest": suite_digest([t.raw for t in suite.tasks])},
         "env": {"backend": config.backend, "seed": config.seed, "max_steps": config.max_steps,
                 "screenshots": config.screenshots, "site_models": config.site_models},
         "versions": _versions(),

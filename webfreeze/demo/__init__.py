@@ -81,7 +81,7 @@ def run_demo(*, out: str = "runs/demo", backend: str = "browser", workers: int =
     click.echo(f"  {'category':<18} {'reference (upper bound)':>24} {'keyword':>9} {'llm (1 task)':>13}")
     for cat, r in cmp["categories"].items():
         a, b = r["a"], r["b"]
-        c = (llm_cats.get(cat) or {}).get("success_rate")
+        c = (reports["llm"]["summary"]["overall"] if cat == "overall" else llm_cats.get(cat) or {}).get("success_rate")
         click.echo(f"  {cat:<18} {a * 100 if a is not None else 0:23.1f}% {b * 100 if b is not None else 0:8.1f}% "
                    f"{'-' if c is None else f'{c * 100:.1f}%':>13}")
     usage = reports["llm"]["summary"]["overall"]

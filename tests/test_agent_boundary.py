@@ -174,8 +174,9 @@ def test_a_selection_that_matches_nothing_is_refused(tmp_path, cli):
 def test_the_front_door_runs_and_scores_a_suite(tmp_path):
     import webfreeze as wf
 
-    manifest = wf.run(SUITE, "reference", tmp_path / "ref", backend="text", tasks=["booking-001"])
+    manifest = wf.run(SUITE, "reference", tmp_path / "ref", backend="text", tasks="booking-001")  # one glob
     assert manifest["complete"] and manifest["agent"]["oracle"] is True
+    assert manifest["selection"]["tasks"] == ["booking-001"] and manifest["selection"]["ids"] == ["booking-001"]
     report = wf.score_run(tmp_path / "ref")
     assert report["tasks"]["booking-001"]["success"] is True
     with pytest.raises(wf.RunError, match="no setting 'colour'"):

@@ -159,6 +159,14 @@ def test_a_bare_class_with_reset_and_act_runs(plugin_env, tmp_path):
     assert manifest["agent"]["config"] == {} and manifest["circumstances"]["workers"] == 2
     report = json.loads((out / "report.json").read_text())
     assert report["tasks"]["scholar-site-info-001"]["success"] is True
+    # a trajectory cut short (by hand, or a full disk) is run again when the run is resumed
+    cut = out / "trajectories" / "scholar-site-info-001.json"
+    cut.write_text(cut.read_text()[:100])
+    proc = _cli("bench", "run", SUITE, "--agent", "bare_agents:Bare", "--backend", "text", "--workers", "2",
+                "--limit", "2", "--out", out, env=plugin_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 of 2 tasks already ran" in proc.stderr
+    assert json.loads(cut.read_text())["answer"] == "320"
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

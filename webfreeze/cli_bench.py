@@ -206,6 +206,11 @@ def _print_report(run_dir) -> dict:
     _console().print(summary_table(report))
     for w in report["warnings"]:
         click.echo(f"warning: {w}", err=True)
+    infra = report["summary"]["overall"].get("infrastructure_errors")
+    if infra:
+        click.echo(f"warning: {infra} of {report['summary']['overall']['tasks']} episode(s) ended because the LLM "
+                   f"provider kept failing (not the agent's failure; run the same command again to retry them)",
+                   err=True)
     click.echo(f"wrote {run_dir}/report.json and {run_dir}/report.html", err=True)
     return report
 

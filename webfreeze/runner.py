@@ -224,14 +224,14 @@ def prepare(config: RunConfig) -> Prepared:
 
 
 def _finished(path: Path) -> bool:
-    """Whether a resumed run keeps this trajectory: it exists and its episode was not ended by an
-    infrastructure failure (a provider still failing after the retries), which is run again."""
+    """Whether a resumed run keeps this trajectory: it exists, reads as JSON, and its episode was not
+    ended by an infrastructure failure (a provider still failing after the retries), which is run again."""
     if not path.is_file():
         return False
     try:
         end = json.loads(path.read_text(encoding="utf-8")).get("end") or {}
     except (OSError, ValueError, AttributeError):
-        return True  # not ours to judge here: the report names a damaged trajectory
+        return False  # a damaged trajectory (cut short, edited) is run again
     return end.get("cause") != "provider"
 
 
@@ -541,10 +541,12 @@ def run(suite, agent: str, out, *, archive=None, progress=None, **settings) -> d
     ``progress(summary)`` is called after each episode. Score it with :func:`webfreeze.score_run`.
     Raises :class:`RunError` (one line) when the run cannot start or go on.
     """
-    known = {f for f in RunConfig.__dataclass_fields__ if f not in ("suite", "archive", "agent", "out")}
+    known = {f for f in RunConfig.__dataclass_fields__ if f not in ("suite", "archive", "agent", "out", "local_model")}
     unknown = sorted(set(settings) - known)
     if unknown:
         raise RunError(f"run() has no setting {unknown[0]!r} (its settings: {', '.join(sorted(known))})")
+    if isinstance(settings.get("tasks"), str):  # one glob, not a sequence of one-letter globs
+        settings["tasks"] = [settings["tasks"]]
     config = RunConfig(suite=str(suite), archive=str(archive) if archive else None, agent=agent, out=str(out),
                        **settings)
     return execute(prepare(config), progress=progress)

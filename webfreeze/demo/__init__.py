@@ -56,13 +56,16 @@ def run_demo(*, out: str = "runs/demo", backend: str = "browser", workers: int =
             # Live, one worker: the model's server keeps the last prompt's cache, which a retry (the same
             # prompt plus a few lines) then reuses, ~10x faster than when two workers' prompts alternate.
             llm_workers = 1 if live else workers
+            # The shipped cassette was recorded in the browser backend: the text backend shows the
+            # model other observations (no scripts run), so its prompts are not the stored ones.
+            llm_backend = backend if live else "browser"
             extra = (" ".join(f"--tasks {t}" for t in LLM_TASKS) + f" --max-steps {LLM_MAX_STEPS} --llm local"
                      + ("" if live else f" --cassette {CASSETTE} --cassette-mode replay"))
             click.echo(f"\n== llm agent (SmolLM2-135M, local; {'live' if live else 'replayed from the demo cassette'}) "
-                       f"on {len(LLM_TASKS)} demo tasks ({backend} backend, {llm_workers} workers)\n"
-                       f"$ webfreeze bench run {SUITE} --agent llm {extra} --backend {backend} --workers {llm_workers} "
+                       f"on {len(LLM_TASKS)} demo tasks ({llm_backend} backend, {llm_workers} workers)\n"
+                       f"$ webfreeze bench run {SUITE} --agent llm {extra} --backend {llm_backend} --workers {llm_workers} "
                        f"--out {run_dir}", err=True)
-            run_suite(SUITE, None, "llm", run_dir, workers=llm_workers, backend=backend, tasks=LLM_TASKS,
+            run_suite(SUITE, None, "llm", run_dir, workers=llm_workers, backend=llm_backend, tasks=LLM_TASKS,
                       max_steps=LLM_MAX_STEPS, agent_config=LLM_SETTINGS,
                       cassette=None if live else CASSETTE, cassette_mode=mode)
         else:

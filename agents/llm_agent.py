@@ -325,7 +325,8 @@ class LLMAgent(Agent):
         self.llm_config = self._llm_config()
         self.services = None
         self._client = None
-        self._owned_client = None
+        self._owned_services = None  # services of its own, outside a runner (a temporary cassette)
+        self._own_dir = None
         self._server = None
         self.task_id: str | None = None
         self.goal = ""
@@ -384,18 +385,23 @@ class LLMAgent(Agent):
             if not callable(getattr(self.services, "llm", None)):
                 raise AgentError("the agent's services have no llm(config) to make an LLM client with")
             return self.services.llm(self.llm_config)
-        # Outside a runner: a client of its own, with no cassette; model "local" without a URL starts
-        # its own local server (stopped by close()).
-        from webfreeze.llm import LLMClient
+        # Outside a runner: services of its own. Every call still goes through a cassette, a
+        # temporary one (removed by close()) unless setup(AgentServices(cassette=FILE)) named one;
+        # model "local" without a URL starts its own local server (stopped by close()).
+        import tempfile
 
-        config = self.llm_config
-        if config.model == "local" and config.base_url is None:
+        from .services import AgentServices
+
+        base_url = None
+        if self.llm_config.model == "local" and self.llm_config.base_url is None:
             from webfreeze.llm import LocalModelServer
 
             self._server = LocalModelServer().start()
-            config = config.replace(base_url=self._server.base_url)
-        self._owned_client = LLMClient(config)
-        return self._owned_client
+            base_url = self._server.base_url
+        self._own_dir = tempfile.TemporaryDirectory(prefix="webfreeze-llm-")
+        self._owned_services = AgentServices(cassette=f"{self._own_dir.name}/llm-cassette.sqlite",
+                                             local_base_url=base_url)
+        return self._owned_services.llm(self.llm_config)
 
     def reset(self, task, reference: dict | None = None) -> None:
         """Start an episode: ``task`` is a TaskView (or a task dict); ``reference`` is never used."""
@@ -413,9 +419,12 @@ class LLMAgent(Agent):
     def close(self) -> None:
         """Stop what the agent started itself (its own client and local server)."""
         self._client = None
-        if self._owned_client is not None:
-            self._owned_client.close()
-            self._owned_client = None
+        if self._owned_services is not None:
+            self._owned_services.close()
+            self._owned_services = None
+        if self._own_dir is not None:
+            self._own_dir.cleanup()
+            self._own_dir = None
         if self._server is not None:
             self._server.stop()
             self._server = None

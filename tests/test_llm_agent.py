@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from llm_server import ChatServer, completion
 
 from webfreeze.agents import make_agent
 from webfreeze.agents.base import AgentError, TaskView
@@ -22,53 +21,16 @@ from webfreeze.simulator.actions import try_parse
 from webfreeze.simulator.history import count_tokens, get_tokenizer
 
 
-class ScriptedLLM:
+class ScriptedLLM(ChatServer):
     """A chat-completions server: ``answer(request) -> str`` gives each reply; ``requests`` keeps the
     requests in the order they came."""
 
     def __init__(self, answer):
-        self.answer = answer
-        self.requests: list[dict] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep the test output clean
-                pass
-
-            def _send(self, code: int, body: dict):
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
-
-            def do_POST(self):
-                if not self.path.endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-                    return
-                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                owner.requests.append(request)
-                text = owner.answer(request)
-                self._send(200, {
-                    "id": f"call-{len(owner.requests)}", "object": "chat.completion", "created": 0,
-                    "model": "scripted-1", "system_fingerprint": "fp-test",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": 100 + len(owner.requests), "completion_tokens": len(text.split()),
-                              "total_tokens": 100 + len(owner.requests) + len(text.split())}})
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        def respond(request):
+            text = answer(request)
+            n = len(self.requests)
+            return 200, completion(text, 100 + n, len(text.split()), model="scripted-1", call_id=f"call-{n}")
+        super().__init__(respond)
 
 
 def in_order(*replies: str):

@@ -8,50 +8,28 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from llm_server import ChatServer, completion
 
 from webfreeze.demo import SUITE
 
 
-class Provider:
+class Provider(ChatServer):
     """An OpenAI-compatible chat server: answers 500 while ``failing``, else one ANSWER action."""
 
     def __init__(self):
         self.failing = True
-        self.posts = 0
-        owner = self
+        super().__init__(self._respond)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+    @property
+    def posts(self) -> int:
+        return len(self.requests)
 
-            def do_POST(self):
-                self.rfile.read(int(self.headers["Content-Length"]))
-                owner.posts += 1
-                if owner.failing:
-                    body, code = {"error": {"message": "upstream overloaded"}}, 500
-                else:
-                    body, code = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                                  "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                      "role": "assistant", "content": "Thought: it says so\nAction: ANSWER; 320"}}],
-                                  "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}, 200
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def _respond(self, request):
+        if self.failing:
+            return 500, {"error": {"message": "upstream overloaded"}}
+        return 200, completion("Thought: it says so\nAction: ANSWER; 320", 10, 5)
 
 
 @pytest.fixture

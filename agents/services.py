@@ -2,8 +2,9 @@
 
 Every LLM call of a run goes through one cassette (``RUN_DIR/llm-cassette.sqlite`` unless
 ``--cassette`` names another), in the run's mode (record, replay, auto); a client for the embedded
-local model (``model="local"``) talks to the server the run started. Outside a runner an agent may
-build :class:`AgentServices` itself, with or without a cassette.
+local model (``model="local"``) talks to the server the run started. Outside a runner an agent
+builds :class:`AgentServices` itself (the LLM agent: with a temporary cassette, unless it was given
+services naming one), so that its calls go through a cassette there too.
 """
 
 from __future__ import annotations

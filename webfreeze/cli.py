@@ -675,6 +675,11 @@ from webfreeze.cli_llm import register as _register_llm  # noqa: E402
 
 _register_llm(cli)
 
+# personas generate|tasks live in cli_personas.py
+from webfreeze.cli_personas import register as _register_personas  # noqa: E402
+
+_register_personas(cli)
+
 
 # ============================================================================== entry point
 class Terminated(BaseException):

@@ -16,7 +16,9 @@ consistency). Rules (also in FORMATS.md):
   reference or when the agent made no action. Above 1 means shorter than the reference.
 - Trajectory consistency over repeated runs of one task: the share of runs whose action-string
   sequence equals the most common sequence (1.0 for identical runs; 1/n when all differ).
-- Average steps: mean of ``len(steps)`` (every step counts).
+- Average steps: mean of the browser steps (every step but history accesses).
+- History accesses (steps of ``kind == "history"``) are not navigation: they are left out of loop
+  detection, of the efficiency ratio and of the step counts, and counted apart (``history_steps``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
-from .trajectory import action_strings, agent_actions
+from .trajectory import action_strings, agent_actions, browser_steps, history_steps, is_history_step
 
 MAX_CYCLE = 3
 MIN_REPEATS = 3
@@ -32,7 +34,10 @@ MIN_REPEATS = 3
 
 def detect_loop(trajectory: dict, *, max_cycle: int = MAX_CYCLE, min_repeats: int = MIN_REPEATS) -> dict:
     """``{"detected", "cycle_length", "repeats", "start_step", "steps_in_loop"}``."""
-    seq = [(str(s.get("action") or "").strip(), s.get("obs_digest")) for s in trajectory.get("steps", [])]
+    # history accesses are not navigation: a loop is a repeated block of browser steps only
+    browser = [(i, s) for i, s in enumerate(trajectory.get("steps", [])) if not is_history_step(s)]
+    index = [i for i, _ in browser]
+    seq = [(str(s.get("action") or "").strip(), s.get("obs_digest")) for _, s in browser]
     best = None  # (covered, -length, -start)
     n = len(seq)
     for length in range(1, max_cycle + 1):
@@ -48,7 +53,7 @@ def detect_loop(trajectory: dict, *, max_cycle: int = MAX_CYCLE, min_repeats: in
     if best is None:
         return {"detected": False, "cycle_length": None, "repeats": 0, "start_step": None, "steps_in_loop": 0}
     _, length, reps, start = best
-    return {"detected": True, "cycle_length": length, "repeats": reps, "start_step": start,
+    return {"detected": True, "cycle_length": length, "repeats": reps, "start_step": index[start],
             "steps_in_loop": length * reps}
 
 
@@ -77,7 +82,7 @@ def error_category(trajectory: dict, success: bool, loop_detected: bool) -> str:
 def evaluate_behaviour(trajectory: dict, *, success: bool, reference_steps: int | None = None) -> dict:
     loop = detect_loop(trajectory)
     category = error_category(trajectory, success, loop["detected"])
-    return {"steps": len(trajectory.get("steps", [])), "loop": loop,
+    return {"steps": len(browser_steps(trajectory)), "history_steps": len(history_steps(trajectory)), "loop": loop,
             "false_end": category == "false_end",
             "step_limit": ({"loop": "loop", "inefficient": "inefficient_progress"}
                            .get(category.removeprefix("step_limit_")) if category.startswith("step_limit") else None),
@@ -94,5 +99,5 @@ def trajectory_consistency(trajectories: Iterable[dict]) -> float | None:
 
 
 def average_steps(trajectories: Iterable[dict]) -> float | None:
-    counts = [len(t.get("steps", [])) for t in trajectories]
+    counts = [len(browser_steps(t)) for t in trajectories]
     return sum(counts) / len(counts) if counts else None

@@ -21,6 +21,8 @@ from urllib.parse import quote
 
 from .errors import ReportError, TaskError
 from .judge import Judge, judge_name
+from .personal import markdown as personalisation_markdown
+from .personal import personalisation
 from .score import score_task, summarise
 from .tasks import load_tasks_jsonl, suite_digest
 from .trajectory import validate_trajectory
@@ -104,6 +106,11 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
             timings["tasks"][task.id] = {"total_ms": (trajectory.get("timing") or {}).get("total_ms"),
                                          "steps": _step_timing_sums(trajectory)}
         results.append(score_task(task, trajectory, judge))
+    agent = manifest.get("agent") if isinstance(manifest.get("agent"), dict) else {}
+    config = agent.get("config") if isinstance(agent.get("config"), dict) else {}
+    for r in results:  # a task that did not run is counted under the run's scheme
+        if r["outcome"] == "missing" and ("rubric" in r["kinds"] or "level" in r):
+            r["scheme"] = config.get("scheme") if isinstance(config.get("scheme"), str) else "no-history"
     known = {f"{t.id}.json" for t in tasks}
     extra = sorted(p.name for p in traj_dir.glob("*.json") if p.name not in known) if traj_dir.is_dir() else []
     if extra:
@@ -115,6 +122,7 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
         "suite": {"name": suite_info.get("name"), "digest": digest, "tasks": len(tasks)},
         "judge": judge_name(judge),
         "summary": summarise(results),
+        "personalisation": personalisation(results),
         "tasks": {r["task_id"]: r for r in results},
         "missing": [r["task_id"] for r in results if r["outcome"] == "missing"],
         "warnings": warnings,
@@ -288,11 +296,50 @@ def _render_step(step: dict, index: int) -> str:
     for key in ("thought", "memory", "reflection"):
         if fields.get(key):
             rows.append(f'<div class="field {key}"><b>{key}</b> {_e(fields[key])}</div>')
+    if step.get("kind") == "history" and isinstance(step.get("history"), dict):
+        h = step["history"]
+        ids = ", ".join(str(e.get("id")) for e in h.get("results") or [] if isinstance(e, dict))
+        rows.append(f'<div class="field history"><b>history</b> {_e(h.get("query"))} → {_e(ids or "nothing")}</div>')
     if fields.get("history_queries"):
         rows.append(f'<div class="field"><b>history</b> {_e("; ".join(map(str, fields["history_queries"])))}</div>')
     if step.get("error"):
         rows.append(f'<div class="field error"><b>error</b> {_e(step["error"])}</div>')
     return f'<div class="step" data-step="{index}">{shot}<div>{"".join(rows)}</div></div>'
+
+
+def _personalisation_html(section: dict | None) -> list[str]:
+    """Table 3 (scheme x level), retrieval Hit@k and ranking Hit@1/Hit@5 as HTML tables."""
+    if not section:
+        return []
+    out = []
+    if "table" in section:
+        out.append('<h2>Personalisation (Persona2Web, 0-1 scale)</h2><table id="persona"><thead><tr><th>scheme</th>'
+                   '<th>level</th><th>tasks</th><th>P_web</th><th>P_pref</th><th>P_avg</th><th>Intent</th><th>SR</th>'
+                   '</tr></thead><tbody>')
+        for scheme, rows in section["table"].items():
+            for level, r in rows.items():
+                cls = "overall" if level == "all" else ""
+                cells = [scheme, level, r["tasks"]] + [_fmt(r[k]) for k in ("p_web", "p_pref", "p_avg", "intent", "sr")]
+                out.append(f'<tr class="{cls}">' + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+        out.append("</tbody></table>")
+        decided = ", ".join(f"{k}: {v}" for k, v in section["decided_by"].items())
+        out.append(f'<p class="decided">rubric decisions by {_e(decided)}</p>')
+    if "retrieval" in section:
+        rt = section["retrieval"]
+        out.append(f'<h2>Retrieval Hit@{_e(rt["k"])} of gold history entries</h2><table id="retrieval"><thead><tr>'
+                   '<th>key</th><th>pairs</th><th>hits</th><th>Hit@k</th></tr></thead><tbody>')
+        for key, r in list(rt["by_key"].items()) + [("overall", rt["overall"])]:
+            cls = "overall" if key == "overall" else ""
+            out.append(f'<tr class="{cls}"><td>{_e(key)}</td><td>{r["pairs"]}</td><td>{r["hits"]}</td>'
+                       f'<td>{_fmt(r["hit@k"])}</td></tr>')
+        out.append("</tbody></table>")
+    if "ranking" in section:
+        r = section["ranking"]
+        out.append('<h2>Ranking (APeB)</h2><table id="ranking"><thead><tr><th>tasks</th><th>valid</th><th>invalid</th>'
+                   '<th>missing</th><th>Hit@1</th><th>Hit@5</th></tr></thead><tbody><tr>'
+                   + "".join(f"<td>{_e(c)}</td>" for c in (r["tasks"], r["valid"], r["invalid"], r["missing"],
+                                                         _fmt(r["hit@1"]), _fmt(r["hit@5"]))) + "</tr></tbody></table>")
+    return out
 
 
 def _kind_summary(result: dict) -> str:
@@ -334,6 +381,7 @@ def render_html(report: dict, trajectories: dict[str, dict]) -> str:
     out.append(row("overall", summary["overall"], "overall"))
     out.append("</tbody></table>")
 
+    out.extend(_personalisation_html(report.get("personalisation")))
     out.append('<h2>Per category</h2><div class="charts" id="charts">')
     for cat, r in summary["categories"].items():
         out.append(bar_chart(cat, _chart_bars(r)))
@@ -379,4 +427,5 @@ def render_html(report: dict, trajectories: dict[str, dict]) -> str:
 
 
 __all__ = ["build_report", "write_report", "render_html", "summary_table", "report_json", "bar_chart",
+           "personalisation_markdown",
            "ReportError", "TaskError", "suite_digest"]

@@ -1,50 +1,112 @@
-"""Persona2Web's rubric for personalised tasks, decided by rules over the trajectory.
+"""Persona2Web's rubric for personalised tasks (Persona2Web, Appendix D), decided by rules over the
+trajectory, with a judge for the items the rules cannot decide. Every rule is in FORMATS.md
+("Rubric"); the paper's scores are kept, the evidence rules where the paper is silent are ours.
 
-Ground truth: ``{"website": "shop.test", "preferences": {"size": "M", ...}, "location": "Boston"}``
-(each part optional). The scores follow Persona2Web (each 0-10); the evidence rules are ours
-(also in FORMATS.md):
+Ground truth (``ground_truth.rubric``)::
 
-Evidence
-- *retrieval evidence*: every step's ``agent_fields.history_queries`` and every value of its
-  ``agent_fields.retrieved`` entries except ``id`` and ``score`` (text, website, type, ...);
-- *utilisation evidence*: typed or selected text, the URLs the agent visited or asked for
-  (``url``, ``url_after``, goto targets, ``final_url``; percent- and form-decoded), the answer,
-  and every string or number in ``final_state``.
-- A value is *found* in evidence when ``text.contains_phrase`` finds it (normalised, on word
-  boundaries). A value written in the task's instruction counts as retrieved (nothing was left
-  to retrieve: Persona2Web's level-0 queries).
-- Website utilisation: a visited URL's host equals the expected website or ends with
-  ``.<website>`` (``www.`` ignored). Website retrieval: the website, or its first label
-  (``kohls`` for ``kohls.com``), is found in the retrieval evidence.
-- When the rules do not find an item and a judge was given, the judge decides:
-  ``judge(question="Did the agent <retrieve|use> <what>?", candidate=<evidence joined>,
-  reference=<value>) >= 0.5`` credits it. Without a judge, rules only.
+    {"websites": ["shop.test", "shop2.test"],          # alternatives ("X or Y"); or "website": "shop.test"
+     "preferences": {"brand": "Acme", "size": "42"},
+     "location": {"city": ..., "neighbourhood": ..., "zip": ..., "state": ...},   # or a string
+     "location_aware": true,                            # location scored only when true
+     "gold_entries": {"brand": ["p01-00012", ...], "website": [...]}}           # for retrieval Hit@k
 
-Scores
-- website score = 5 (retrieved) + 5 (used): 0, 5 or 10.
-- preference score: each of the k preferences earns 5/k for retrieval and 5/k for use (10 for all);
-  with a location, the location earns 2.5 + 2.5 more and the sum is rescaled to 10 (x 10/15).
-- intent satisfaction: 10 when the task is done (``intent_done``, decided by the caller from the
-  task's other ground truth; when the caller cannot tell, done = the agent ended with an answer
-  after using the website and every preference); 5 when it is not done but the agent ended ``infeasible`` or on an
-  error after using the website and every preference (the right action, blocked by something
-  outside it); 0 otherwise.
-- success: every score present is 10.
+Scores (the paper's): website = retrieval 5 + utilisation 5; preferences = each of the k
+preferences 5/k retrieval + 5/k utilisation, plus 2.5 + 2.5 for the location on a location-aware
+site, rescaled to 10; intent = 10 done / 5 the right action blocked by an outside factor / 0,
+decided without looking at the preferences; success = every score 10.
+
+Evidence:
+
+- *retrieved*: what the environment answered to the agent's history accesses (the ``results`` of
+  steps of kind ``history``: every field but ``id`` and ``score``) and the generator's text the
+  agent recorded (``agent_fields.generator_output``, ``agent_fields.enhanced_task``). The agent's
+  own history queries are never evidence of retrieval. A value written in the instruction counts
+  as retrieved (level 0: nothing was left to retrieve), marked ``"instruction"``.
+- *used*: the agent's reasoning (``agent_fields.thought``/``rationale`` of every step) and its
+  actions: typed and selected text (with the field it went into), the URLs it visited or asked for
+  (query strings parsed), its answer, and ``final_state``.
 """
 
 from __future__ import annotations
 
-import json
+import re
 from typing import Any, Iterable
-from urllib.parse import unquote_plus, urlsplit
+from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
 from .judge import Judge, ask
-from .text import contains_phrase
-from .trajectory import all_urls, iter_agent_fields
+from .text import contains_phrase, normalise
+from .trajectory import browser_steps, history_steps
 
 JUDGE_THRESHOLD = 0.5
+# Free text: the value and one of the key's words must be at most this many characters apart.
+NEAR_CHARS = 40
+# Preference keys with no category (Persona2Web's published queries only give p1, p2, ...).
+_UNCATEGORISED = re.compile(r"^p\d+$")
+# The words that name a key's category, beyond the key's own words (split on "_", plural "s").
+KEY_WORDS: dict[str, tuple[str, ...]] = {
+    "brand": ("brand", "maker", "manufacturer", "make"),
+    "color": ("color", "colour"),
+    "colour": ("color", "colour"),
+    "size": ("size",),
+    "sizes": ("size",),
+    "price": ("price", "budget", "cost", "priced", "under", "max", "min"),
+    "max_price": ("price", "budget", "cost", "priced", "under", "max"),
+    "price_tier": ("price", "tier", "budget", "cost", "priced", "cheap", "premium", "mid"),
+    "category": ("category", "cat", "cuisine", "speciality", "specialty", "specialist", "class", "type",
+                 "department", "dept", "genre", "kind", "star", "stars"),
+    "cuisine": ("cuisine", "category", "food"),
+    "speciality": ("speciality", "specialty", "specialist", "category"),
+    "specialty": ("speciality", "specialty", "specialist", "category"),
+    "hotel_class": ("class", "star", "stars", "category"),
+    "rating": ("rating", "rated", "stars", "star", "reviews"),
+    "time": ("time", "slot", "at", "hour"),
+    "slot": ("time", "slot", "at", "hour"),
+    "city": ("city", "location", "in", "near"),
+    "neighbourhood": ("neighbourhood", "neighborhood", "area", "district", "location", "in", "near"),
+    "zip": ("zip", "postcode", "postal", "location"),
+    "state": ("state", "region", "province"),
+}
+LOCATION_PARTS = ("city", "neighbourhood", "zip", "state")
 
 
+# ------------------------------------------------------------------------------ ground truth
+def site_alternatives(rubric: dict) -> list[str]:
+    """The expected websites, each an alternative: ``websites`` (a list) or ``website`` (a string;
+    an "X or Y" string is split), lower-cased, ``www.`` dropped."""
+    raw = rubric.get("websites") if rubric.get("websites") is not None else rubric.get("website")
+    values = raw if isinstance(raw, list) else [raw] if raw else []
+    out: list[str] = []
+    for v in values:
+        for part in re.split(r"\s+or\s+", str(v).strip().lower()):
+            part = part.strip().removeprefix("www.")
+            if part and part not in out:
+                out.append(part)
+    return out
+
+
+_LOCATION_TEXT = re.compile(r"^\s*(?P<city>[^,]+?)\s*,\s*(?P<state>[A-Za-z][A-Za-z .]*?)\s+(?P<zip>\d{5})\s*$")
+
+
+def parse_location(text: str) -> dict:
+    """``"Los Angeles, CA 90210"`` -> ``{"city", "state", "zip"}``; any other text is a city."""
+    m = _LOCATION_TEXT.match(text)
+    if m:
+        return {k: v.strip() for k, v in m.groupdict().items()}
+    return {"city": text.strip()} if text.strip() else {}
+
+
+def location_of(rubric: dict) -> dict | None:
+    """The location components to score, or None (no location, or a site that is not location-aware).
+    ``location_aware`` defaults to true when a location is given (older suites had no flag)."""
+    loc = rubric.get("location")
+    if not loc or not rubric.get("location_aware", True):
+        return None
+    parts = parse_location(loc) if isinstance(loc, str) else {k: str(v) for k, v in loc.items()
+                                                               if k in LOCATION_PARTS and v not in (None, "")}
+    return parts or None
+
+
+# ------------------------------------------------------------------------------ evidence
 def _strings(value: Any) -> Iterable[str]:
     if isinstance(value, str):
         yield value
@@ -60,37 +122,162 @@ def _strings(value: Any) -> Iterable[str]:
             yield from _strings(v)
 
 
+def retrieved_entries(trajectory: dict) -> list[dict]:
+    """The history entries the environment returned, over every history step, in order."""
+    out = []
+    for s in history_steps(trajectory):
+        results = (s.get("history") or {}).get("results") if isinstance(s.get("history"), dict) else None
+        out.extend(e for e in results or [] if isinstance(e, dict))
+    return out
+
+
 def retrieval_evidence(trajectory: dict) -> list[str]:
+    """Texts of what was retrieved: entry fields (not id, score) and the generator's recorded text."""
     out: list[str] = []
-    for fields in iter_agent_fields(trajectory):
-        out.extend(q for q in fields.get("history_queries") or [] if isinstance(q, str))
-        for entry in fields.get("retrieved") or []:
-            if isinstance(entry, dict):
-                out.extend(_strings({k: v for k, v in entry.items() if k not in ("id", "score")}))
-            else:
-                out.extend(_strings(entry))
+    for entry in retrieved_entries(trajectory):
+        out.extend(_strings({k: v for k, v in entry.items() if k not in ("id", "score")}))
+    for s in trajectory.get("steps", []):
+        fields = s.get("agent_fields") if isinstance(s.get("agent_fields"), dict) else {}
+        for key in ("generator_output", "enhanced_task"):
+            if isinstance(fields.get(key), str):
+                out.append(fields[key])
     return out
 
 
 def visited_urls(trajectory: dict) -> list[str]:
-    urls = all_urls(trajectory)
-    for step in trajectory.get("steps", []):
-        parsed = step.get("parsed")
+    """URLs the agent visited or asked for: browser steps' ``url``/``url_after``, goto targets,
+    ``final_url``."""
+    urls: list[str] = []
+    for s in browser_steps(trajectory):
+        for key in ("url", "url_after"):
+            if isinstance(s.get(key), str) and s[key]:
+                urls.append(s[key])
+        parsed = s.get("parsed")
         if isinstance(parsed, dict) and parsed.get("kind") == "goto" and isinstance(parsed.get("url"), str):
             urls.append(parsed["url"])
-    return urls
+    if isinstance(trajectory.get("final_url"), str) and trajectory["final_url"]:
+        urls.append(trajectory["final_url"])
+    return list(dict.fromkeys(urls))
 
 
-def utilisation_evidence(trajectory: dict) -> list[str]:
-    out: list[str] = []
-    for step in trajectory.get("steps", []):
-        if step.get("typed") is not None:
-            out.append(str(step["typed"]))
-    out.extend(unquote_plus(u) for u in visited_urls(trajectory))
-    if isinstance(trajectory.get("answer"), str):
-        out.append(trajectory["answer"])
-    out.extend(_strings(trajectory.get("final_state") or {}))
-    return out
+class Use:
+    """Where the agent used values: *fields* (``(name, text)``: a URL parameter or path step, a form
+    field, a ``final_state`` field) and *free text* (thoughts, typed search text, the answer,
+    whole URLs decoded)."""
+
+    def __init__(self, trajectory: dict):
+        self.fields: list[tuple[str, str]] = []
+        self.free: list[str] = []
+        for s in trajectory.get("steps", []):
+            f = s.get("agent_fields") if isinstance(s.get("agent_fields"), dict) else {}
+            for key in ("thought", "rationale"):
+                if isinstance(f.get(key), str):
+                    self.free.append(f[key])
+        for s in browser_steps(trajectory):
+            parsed = s.get("parsed") if isinstance(s.get("parsed"), dict) else {}
+            text = s.get("typed")
+            if text is None and parsed.get("kind") == "select":
+                text = parsed.get("value") or parsed.get("text")
+            if text is None and parsed.get("kind") in ("fill", "type"):
+                text = parsed.get("text")
+            if text is not None:
+                target = s.get("target") if isinstance(s.get("target"), dict) else {}
+                label = " ".join(str(target[k]) for k in ("name", "css", "xpath") if target.get(k))
+                self.fields.append((label, str(text)))
+                self.free.append(str(text))
+        for url in visited_urls(trajectory):
+            try:
+                parts = urlsplit(url)
+            except ValueError:
+                continue
+            for name, value in parse_qsl(parts.query, keep_blank_values=False):
+                self.fields.append((name, value))
+                self.free.append(value)
+            segs = [unquote(p) for p in parts.path.split("/") if p]
+            self.fields.extend(zip(segs, segs[1:]))
+            self.free.append(unquote_plus(url))
+        if isinstance(trajectory.get("answer"), str):
+            self.free.append(trajectory["answer"])
+        self._walk(trajectory.get("final_state") or {}, "")
+
+    def _walk(self, value: Any, name: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                self._walk(v, str(k))
+        elif isinstance(value, list):
+            for v in value:
+                self._walk(v, name)
+        elif value is not None and not isinstance(value, bool):
+            self.fields.append((name, str(value)))
+            self.free.append(str(value))
+
+    def texts(self) -> list[str]:
+        return self.free + [f"{n}: {t}" for n, t in self.fields]
+
+
+def key_words(key: str) -> set[str]:
+    """The words naming a preference key's category: the key's own words and :data:`KEY_WORDS`."""
+    own = [w for w in re.split(r"[^0-9a-z]+", key.lower()) if w]
+    words = set(own) | set(KEY_WORDS.get(key.lower(), ()))
+    return words | {w[:-1] for w in words if w.endswith("s") and len(w) > 3}
+
+
+def _name_words(name: str) -> set[str]:
+    name = re.sub(r"([a-z])([A-Z])", r"\1 \2", name)  # maxPrice -> max Price
+    words = {w for w in re.split(r"[^0-9a-z]+", name.lower()) if w}
+    return words | {w[:-1] for w in words if w.endswith("s") and len(w) > 3}
+
+
+def _spans(text: str, needle: str) -> list[tuple[int, int]]:
+    n = normalise(needle)
+    if not n:
+        return []
+    left = r"(?<![0-9a-z])" if n[0].isalnum() else ""
+    right = r"(?![0-9a-z])" if n[-1].isalnum() else ""
+    return [m.span() for m in re.finditer(left + re.escape(n) + right, text)]
+
+
+def near(text: str, value: str, words: Iterable[str], chars: int = NEAR_CHARS) -> bool:
+    """Whether ``value`` occurs (word boundaries, normalised) within ``chars`` characters of one of
+    ``words`` in ``text``."""
+    t = normalise(text)
+    vs = _spans(t, value)
+    if not vs:
+        return False
+    for w in words:
+        for ws in _spans(t, w):
+            for v in vs:
+                gap = max(ws[0] - v[1], v[0] - ws[1], 0)
+                if gap <= chars:
+                    return True
+    return False
+
+
+def preference_used(key: str, value: str, use: Use) -> tuple[bool, str]:
+    """(used, where) by the category rule: a field named for the key holds the value, or free text
+    has the value near a word of the key; keys ``p<N>`` have no category (found anywhere)."""
+    if _UNCATEGORISED.match(key.lower()):
+        return (any(contains_phrase(t, value) for t in use.texts()), "anywhere")
+    words = key_words(key)
+    for name, text in use.fields:
+        if _name_words(name) & words and contains_phrase(text, value):
+            return True, f"field {name!r}"
+    for text in use.free:
+        if near(text, value, words):
+            return True, "near the key word"
+    return False, ""
+
+
+def _location_found(parts: dict, texts: list[str], fields: list[tuple[str, str]] = ()) -> bool:
+    for part, value in parts.items():
+        if part == "state" and len(value.strip()) <= 3:
+            # a state code ("CA", "OR", "IN") is an ordinary word: only in a field named for it
+            if any(_name_words(n) & key_words("state") and normalise(t) == normalise(value) for n, t in fields):
+                return True
+            continue
+        if any(contains_phrase(t, value) for t in texts):
+            return True
+    return False
 
 
 def _host(url: str) -> str:
@@ -98,65 +285,110 @@ def _host(url: str) -> str:
         host = (urlsplit(url).hostname or "").lower()
     except ValueError:
         return ""
-    return host[4:] if host.startswith("www.") else host
+    return host.removeprefix("www.")
 
 
-def _found(value: str, evidence: list[str]) -> bool:
-    return any(contains_phrase(e, value) for e in evidence)
+def _same_site(host: str, site: str) -> bool:
+    host = host.lower().removeprefix("www.")
+    return bool(host) and (host == site or host.endswith("." + site))
 
 
-def _decide(rule: bool, judge: Judge | None, verb: str, what: str, value: str, evidence: list[str]) -> tuple[bool, str]:
+# ------------------------------------------------------------------------------ deciding
+def _decide(rule: bool, judge: Judge | None, question: str, value: str, evidence: list[str]) -> tuple[bool, str]:
+    """The rule's verdict when it holds; else the judge's (>= 0.5) when one is given."""
     if rule:
         return True, "rule"
     if judge is not None and evidence:
-        verdict = ask(judge, f"Did the agent {verb} the {what}?", "\n".join(evidence), value)
-        if verdict >= JUDGE_THRESHOLD:
-            return True, "judge"
+        verdict = ask(judge, question, "\n".join(evidence), value)
+        return verdict >= JUDGE_THRESHOLD, judge.name
     return False, "rule"
+
+
+# Ends caused by something outside the agent: it said the site blocks the task (``infeasible``), or
+# its LLM provider still failed after the client's retries (``error`` with ``cause: provider``).
+# An ``error`` without a cause is the agent's own crash; ``step_limit`` and ``stopped`` are its own.
+def blocked_from_outside(end: dict) -> bool:
+    reason = end.get("reason")
+    return reason == "infeasible" or (reason == "error" and end.get("cause") == "provider")
+
+
+def gold_hits(rubric: dict, trajectory: dict) -> dict | None:
+    """Retrieval Hit@k of the gold history entries: per key, whether one of its gold ids is among
+    the ids the history steps retrieved. None when the rubric names no gold entries."""
+    gold = rubric.get("gold_entries")
+    if not isinstance(gold, dict) or not gold:
+        return None
+    steps = history_steps(trajectory)
+    ids = {e.get("id") for e in retrieved_entries(trajectory)}
+    ks = sorted({s["history"]["k"] for s in steps if isinstance(s.get("history"), dict)
+                 and isinstance(s["history"].get("k"), int)})
+    return {"k": ks[0] if len(ks) == 1 else (ks or None), "history_steps": len(steps),
+            "by_key": {key: bool(ids & set(v or [])) for key, v in sorted(gold.items())}}
 
 
 def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", intent_done: bool | None = None,
                     judge: Judge | None = None) -> dict:
-    """Score one personalised task (see the module docstring for every rule)."""
+    """Score one personalised task (rules in the module docstring and FORMATS.md).
+
+    ``intent_done``: whether the task's other ground truth (final state, answer) says the task was
+    done; None when it has none (then the rules, and a judge for what they cannot decide, say)."""
     retrieved_ev = retrieval_evidence(trajectory)
-    used_ev = utilisation_evidence(trajectory)
-    hosts = {_host(u) for u in visited_urls(trajectory)}
+    use = Use(trajectory)
+    used_ev = use.texts()
+    entries = retrieved_entries(trajectory)
+    visited = [_host(u) for u in visited_urls(trajectory)]
     items: list[dict] = []
     out: dict[str, Any] = {"items": items}
 
-    def item(kind: str, name: str, value: str, retrieved_rule: bool, used_rule: bool) -> dict:
-        explicit = bool(instruction) and contains_phrase(instruction, value)
-        r, r_by = _decide(retrieved_rule or explicit, judge, "retrieve from the user's history", f"{kind} {name}",
-                          value, retrieved_ev)
-        u, u_by = _decide(used_rule, judge, "use", f"{kind} {name}", value, used_ev)
+    def item(kind: str, name: str, value: str, retrieved_rule: bool, used_rule: bool, where: str = "",
+             explicit: bool | None = None) -> dict:
+        if explicit is None:
+            explicit = bool(instruction) and contains_phrase(instruction, value)
+        what = f"{kind} {name}" if kind != "website" else "website"
+        if retrieved_rule or not explicit:
+            r, r_by = _decide(retrieved_rule, judge, f"Did the agent retrieve the {what} from the user's history?",
+                              value, retrieved_ev)
+        else:
+            r, r_by = True, "instruction"
+        u, u_by = _decide(used_rule, judge, f"Did the agent use the {what} in its reasoning or actions?",
+                          value, used_ev)
         entry = {"kind": kind, "name": name, "value": value, "retrieved": r, "used": u,
-                 "retrieved_by": "instruction" if explicit and not retrieved_rule else r_by, "used_by": u_by}
+                 "retrieved_by": r_by, "used_by": u_by}
+        if where and used_rule:
+            entry["used_where"] = where
         items.append(entry)
         return entry
 
-    if rubric.get("website"):
-        site = str(rubric["website"]).lower().removeprefix("www.")
-        label = site.split(".")[0]
-        used = any(h == site or h.endswith("." + site) for h in hosts)
-        retrieved = _found(site, retrieved_ev) or _found(label, retrieved_ev)
-        w = item("website", "website", site, retrieved, used)
+    sites = site_alternatives(rubric)
+    if sites:
+        used_site = next((s for s in sites if any(_same_site(h, s) for h in visited)), None)
+        got_site = next((s for s in sites if any(_same_site(str(e.get("website") or ""), s) for e in entries)
+                         or any(contains_phrase(t, s) for t in retrieved_ev)), None)
+        explicit = any(instruction and contains_phrase(instruction, s) for s in sites)
+        w = item("website", "website", got_site or used_site or " or ".join(sites), got_site is not None,
+                 used_site is not None, explicit=bool(explicit))
         out["website"] = {"retrieval": 5.0 if w["retrieved"] else 0.0, "utilisation": 5.0 if w["used"] else 0.0}
         out["website"]["score"] = out["website"]["retrieval"] + out["website"]["utilisation"]
 
     prefs = rubric.get("preferences") or {}
-    location = rubric.get("location")
+    location = location_of(rubric)
     if prefs or location:
         retrieval = utilisation = 0.0
         weight = 5.0 / len(prefs) if prefs else 0.0
         for name, value in sorted(prefs.items()):
             value = str(value)
-            p = item("preference", name, value, _found(value, retrieved_ev), _found(value, used_ev))
+            used, where = preference_used(name, value, use)
+            p = item("preference", name, value, any(contains_phrase(t, value) for t in retrieved_ev), used, where)
             retrieval += weight if p["retrieved"] else 0.0
             utilisation += weight if p["used"] else 0.0
         full = 10.0 if prefs else 0.0
         if location:
-            loc = item("location", "location", str(location), _found(str(location), retrieved_ev),
-                       _found(str(location), used_ev))
+            text = ", ".join(location[k] for k in LOCATION_PARTS if k in location)
+            loc = item("location", "location", text, _location_found(location, retrieved_ev),
+                       _location_found(location, used_ev, use.fields))
+            loc["parts"] = location
+            if not loc["retrieved"] and instruction and _location_found(location, [instruction]):
+                loc["retrieved"], loc["retrieved_by"] = True, "instruction"
             retrieval += 2.5 if loc["retrieved"] else 0.0
             utilisation += 2.5 if loc["used"] else 0.0
             full += 5.0
@@ -164,18 +396,41 @@ def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", in
         out["preference"] = {"retrieval": retrieval * scale, "utilisation": utilisation * scale,
                              "score": (retrieval + utilisation) * scale}
 
-    end_reason = (trajectory.get("end") or {}).get("reason")
-    all_used = all(i["used"] for i in items)
-    if intent_done is None:  # nothing else tells whether the task was done: the rules decide
-        intent_done = end_reason == "answer" and bool(items) and all_used
-    if intent_done:
-        intent = 10.0
-    elif end_reason in ("infeasible", "error") and items and all_used:
-        intent = 5.0
-    else:
-        intent = 0.0
-    out["intent"] = intent
+    out["intent_detail"] = _intent(trajectory, sites, visited, instruction, intent_done, judge)
+    intent = out["intent"] = out["intent_detail"]["score"]
+    hits = gold_hits(rubric, trajectory)
+    if hits is not None:
+        out["gold_hits"] = hits
     scores = [out[k]["score"] for k in ("website", "preference") if k in out] + [intent]
     out["success"] = all(abs(s - 10.0) < 1e-9 for s in scores)
     out["score"] = sum(scores) / (10.0 * len(scores))
     return out
+
+
+def _intent(trajectory: dict, sites: list[str], visited: list[str], instruction: str, intent_done: bool | None,
+            judge: Judge | None) -> dict:
+    """Intent satisfaction, never looking at preferences: 10 done, 5 blocked from outside on the
+    right site, 0 otherwise (see FORMATS.md)."""
+    end = trajectory.get("end") or {}
+    steps = browser_steps(trajectory)
+    last = trajectory.get("final_url") or (steps[-1].get("url_after") or steps[-1].get("url") if steps else "")
+    on_site = not sites or any(_same_site(_host(str(last or "")), s) for s in sites)
+    if intent_done is None:
+        if end.get("reason") != "answer" or not on_site:
+            done, by = False, "rule"
+        elif judge is not None:
+            evidence = [f"answer: {trajectory.get('answer') or ''}", f"final page: {last}"]
+            if trajectory.get("final_state"):
+                evidence.extend(f"state: {t}" for t in _strings(trajectory["final_state"]))
+            done = ask(judge, "Did the agent accomplish the user's request?", "\n".join(evidence),
+                       instruction) >= JUDGE_THRESHOLD
+            by = judge.name
+        else:  # the agent said it was done, on the right site: the rules take its word
+            done, by = True, "rule"
+    else:
+        done, by = bool(intent_done), "ground truth"
+    if done:
+        return {"score": 10.0, "done": True, "blocked": False, "decided_by": by}
+    blocked = blocked_from_outside(end) and on_site and bool(steps)
+    return {"score": 5.0 if blocked else 0.0, "done": False, "blocked": blocked, "decided_by": by,
+            "end_reason": end.get("reason"), **({"end_cause": end["cause"]} if end.get("cause") else {})}

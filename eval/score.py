@@ -7,8 +7,13 @@
 - ``reference_trajectory`` gives partial credit (``partial``: overlap > 0.7) and the reference
   step count; it decides success only when it is the task's only kind.
 - A rubric's intent satisfaction uses the other success kinds: the intent is done when they all
-  succeed. With no other kind, it is done when the agent ended with an answer and used the
-  website and every preference.
+  succeed. With no other kind, the rubric decides it without looking at the preferences (an
+  answer on an expected site; a judge when one is given; see ``rubric``).
+- Ranking ground truth is ``ranking: {target, candidates}`` or the older ``candidates`` +
+  ``target``; the answer must follow the schema in ``ranking`` (invalid = a miss, counted).
+- ``level`` (the task's field) and ``scheme`` (the trajectory's ``agent.config.scheme``, absent =
+  ``no-history``) are copied into the result of personalised tasks for the report's tables.
+- ``steps`` counts browser steps; history accesses are counted apart in ``behaviour``.
 - ``outcome``: ``success``; else ``partial`` when the reference overlap is above 0.7 (WebArxiv's
   "partially correct"); else ``fail``. A task with no trajectory: ``missing``.
 - ``score``: the mean over the success kinds present of their scores (answer: share of checks;
@@ -28,7 +33,7 @@ from .keynodes import evaluate_key_nodes
 from .partial import evaluate_partial
 from .ranking import evaluate_ranking
 from .rubric import evaluate_rubric
-from .tasks import Task
+from .tasks import Task, ranking_truth
 from .trajectory import reference_actions
 
 SUCCESS_KINDS = ("answer", "key_nodes", "ranking", "final_state", "rubric")
@@ -39,6 +44,10 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) 
     gt = task.ground_truth
     base: dict[str, Any] = {"task_id": task.id, "category": task.category, "instruction": task.instruction,
                             "kinds": task.kinds, "judge": judge_name(judge)}
+    if task.extra.get("level") is not None:
+        base["level"] = task.extra["level"]
+    if trajectory is not None and ("rubric" in task.ground_truth or "level" in base):
+        base["scheme"] = scheme_of(trajectory)
     if trajectory is None:
         return {**base, "outcome": "missing", "success": False, "partial": False, "score": 0.0, "steps": 0,
                 "answer": None, "results": {}, "behaviour": {"error_category": "missing"}}
@@ -49,8 +58,9 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) 
     if "key_nodes" in gt:
         results["key_nodes"] = evaluate_key_nodes(gt["key_nodes"], trajectory, reference_length=task.reference_length,
                                                   judge=judge)
-    if "candidates" in gt:
-        results["ranking"] = evaluate_ranking(gt["candidates"], gt["target"], answer)
+    ranking = ranking_truth(gt)
+    if ranking is not None:
+        results["ranking"] = evaluate_ranking(ranking[0], ranking[1], answer)
     if "final_state" in gt:
         results["final_state"] = evaluate_final_state(gt["final_state"], trajectory)
     if "rubric" in gt:
@@ -76,7 +86,7 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) 
     behaviour = evaluate_behaviour(trajectory, success=success, reference_steps=reference_steps)
     end = trajectory.get("end") or {}
     out = {**base, "outcome": outcome, "success": success, "partial": partial, "score": score,
-           "steps": len(trajectory.get("steps", [])), "answer": answer,
+           "steps": behaviour["steps"], "answer": answer,
            "end_reason": end.get("reason"), "results": results, "behaviour": behaviour}
     if end.get("cause"):  # e.g. "provider": an infrastructure failure, counted apart from the agent's own
         out["end_cause"] = end["cause"]
@@ -84,6 +94,14 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) 
     if usage is not None:
         out["llm"] = usage
     return out
+
+
+def scheme_of(trajectory: dict) -> str:
+    """The history-access scheme of the agent that ran: ``agent.config.scheme``; none = no-history."""
+    agent = trajectory.get("agent") if isinstance(trajectory.get("agent"), dict) else {}
+    config = agent.get("config") if isinstance(agent.get("config"), dict) else {}
+    scheme = config.get("scheme")
+    return scheme if isinstance(scheme, str) and scheme else "no-history"
 
 
 LLM_COUNTS = ("calls", "prompt_tokens", "completion_tokens")
@@ -125,6 +143,8 @@ def summary_row(results: list[dict]) -> dict:
     ran = [r for r in results if r["outcome"] != "missing"]
     kn = [r["results"]["key_nodes"] for r in ran if "key_nodes" in r["results"]]
     rk = [r["results"]["ranking"] for r in ran if "ranking" in r["results"]]
+    # Hit@k over every ranking task: a missing trajectory or an invalid answer is a miss
+    rk_all = [r for r in results if "ranking" in r["kinds"]]
     rb = [r["results"]["rubric"] for r in ran if "rubric" in r["results"]]
     ov = [r["results"]["reference_trajectory"] for r in ran if "reference_trajectory" in r["results"]]
     cats = [r["behaviour"]["error_category"] for r in results]
@@ -146,8 +166,9 @@ def summary_row(results: list[dict]) -> dict:
         "step_limit_inefficient": cats.count("step_limit_inefficient"),
         "key_node_completion": _mean(k["completion_rate"] for k in kn),
         "key_node_near_success": sum(1 for k in kn if k["near_success"]) if kn else None,
-        "hit@1": _rate([k["hit@1"] for k in rk]),
-        "hit@5": _rate([k["hit@5"] for k in rk]),
+        "hit@1": _rate([bool(r["results"].get("ranking", {}).get("hit@1")) for r in rk_all]),
+        "hit@5": _rate([bool(r["results"].get("ranking", {}).get("hit@5")) for r in rk_all]),
+        "ranking_invalid": sum(1 for k in rk if not k.get("valid", True)) if rk_all else None,
         "rubric_website": _mean(b["website"]["score"] for b in rb if "website" in b),
         "rubric_preference": _mean(b["preference"]["score"] for b in rb if "preference" in b),
         "rubric_intent": _mean(b["intent"] for b in rb),

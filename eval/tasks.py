@@ -30,7 +30,7 @@ KEY_NODE_FUNCTIONS = ("url_included_match", "url_exactly_match", "url_semantic_m
 FINAL_STATE_TESTS = ("contains", "count", "equals")
 # "candidates" and "target" together are the ranking kind.
 GROUND_TRUTH_KINDS = ("answer", "reference_trajectory", "key_nodes", "rubric", "candidates", "target",
-                      "final_state")
+                      "ranking", "final_state")
 TASK_FIELDS = ("id", "category", "instruction", "start_url", "snapshot_time", "ground_truth",
                "reference_length")
 
@@ -144,22 +144,68 @@ def _validate_key_nodes(nodes: Any, file, line) -> None:
                      f"{where}.method must be 'selector' or 'xpath'", file, line)
 
 
+RUBRIC_FIELDS = ("website", "websites", "preferences", "location", "location_aware", "gold_entries")
+LOCATION_FIELDS = ("city", "neighbourhood", "zip", "state")
+
+
 def _validate_rubric(rubric: Any, file, line) -> None:
     _require(isinstance(rubric, dict), "ground_truth.rubric must be an object", file, line)
-    _require(any(k in rubric for k in ("website", "preferences", "location")),
-             "ground_truth.rubric needs website, preferences or location", file, line)
-    unknown = sorted(set(rubric) - {"website", "preferences", "location"})
+    _require(any(k in rubric for k in ("website", "websites", "preferences", "location")),
+             "ground_truth.rubric needs websites (or website), preferences or location", file, line)
+    unknown = sorted(set(rubric) - set(RUBRIC_FIELDS))
     if unknown:
         raise TaskError(f"ground_truth.rubric: unknown field {unknown[0]!r}", file, line)
     if "website" in rubric:
         _require(isinstance(rubric["website"], str) and rubric["website"],
                  "ground_truth.rubric.website must be a host name", file, line)
+    if "websites" in rubric:
+        sites = rubric["websites"]
+        _require(isinstance(sites, list) and sites and all(isinstance(x, str) and x for x in sites),
+                 "ground_truth.rubric.websites must be a non-empty list of host names (alternatives)", file, line)
     if "preferences" in rubric:
         prefs = rubric["preferences"]
-        _require(isinstance(prefs, dict) and all(isinstance(v, (str, int, float)) for v in prefs.values()),
+        _require(isinstance(prefs, dict) and all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                                                 for v in prefs.values()),
                  "ground_truth.rubric.preferences must map names to values", file, line)
     if "location" in rubric:
-        _require(isinstance(rubric["location"], str), "ground_truth.rubric.location must be a string", file, line)
+        loc = rubric["location"]
+        _require(isinstance(loc, str) or (isinstance(loc, dict) and loc and set(loc) <= set(LOCATION_FIELDS)
+                                          and all(isinstance(v, (str, int)) for v in loc.values())),
+                 "ground_truth.rubric.location must be a string or an object of city, neighbourhood, zip, state",
+                 file, line)
+    if "location_aware" in rubric:
+        _require(isinstance(rubric["location_aware"], bool), "ground_truth.rubric.location_aware must be true or false",
+                 file, line)
+    if "gold_entries" in rubric:
+        gold = rubric["gold_entries"]
+        _require(isinstance(gold, dict) and all(isinstance(v, list) and all(isinstance(i, str) for i in v)
+                                                for v in gold.values()),
+                 "ground_truth.rubric.gold_entries must map names to lists of history entry ids", file, line)
+
+
+def _validate_ranking(gt: dict, file, line) -> None:
+    """``ranking: {"target", "candidates"}`` or the older top-level ``candidates`` + ``target``."""
+    if "ranking" in gt:
+        _require(isinstance(gt["ranking"], dict), "ground_truth.ranking must be an object", file, line)
+        cands, target, where = gt["ranking"].get("candidates"), gt["ranking"].get("target"), "ground_truth.ranking"
+        _require("candidates" not in gt and "target" not in gt,
+                 "give ground_truth.ranking or ground_truth.candidates+target, not both", file, line)
+    else:
+        cands, target, where = gt.get("candidates"), gt.get("target"), "ground_truth"
+    _require(isinstance(cands, list) and cands and all(isinstance(c, str) for c in cands),
+             f"{where}.candidates must be a non-empty list of ids", file, line)
+    _require(len(set(cands)) == len(cands), f"{where}.candidates has a repeated id", file, line)
+    _require(isinstance(target, str) and target in cands, f"{where}.target must be one of {where}.candidates",
+             file, line)
+
+
+def ranking_truth(gt: dict) -> tuple[list[str], str] | None:
+    """(candidates, target) of a task's ranking ground truth in either shape, or None."""
+    if isinstance(gt.get("ranking"), dict):
+        return gt["ranking"]["candidates"], gt["ranking"]["target"]
+    if "candidates" in gt:
+        return gt["candidates"], gt["target"]
+    return None
 
 
 def _validate_final_state(checks: Any, file, line) -> None:
@@ -230,7 +276,7 @@ def validate_task(obj: Any, *, file="", line: int | None = None, roots: list[Pat
     unknown = sorted(set(gt) - set(GROUND_TRUTH_KINDS))
     if unknown:
         raise TaskError(f"unknown ground-truth kind {unknown[0]!r} (known: answer, reference_trajectory, "
-                        "key_nodes, rubric, candidates+target, final_state)", file, line)
+                        "key_nodes, rubric, ranking (or candidates+target), final_state)", file, line)
     reference = None
     if "answer" in gt:
         _validate_answer(gt["answer"], file, line)
@@ -238,13 +284,8 @@ def validate_task(obj: Any, *, file="", line: int | None = None, roots: list[Pat
         _validate_key_nodes(gt["key_nodes"], file, line)
     if "rubric" in gt:
         _validate_rubric(gt["rubric"], file, line)
-    if "candidates" in gt or "target" in gt:
-        cands, target = gt.get("candidates"), gt.get("target")
-        _require(isinstance(cands, list) and cands and all(isinstance(c, str) for c in cands),
-                 "ground_truth.candidates must be a non-empty list of ids", file, line)
-        _require(len(set(cands)) == len(cands), "ground_truth.candidates has a repeated id", file, line)
-        _require(isinstance(target, str) and target in cands,
-                 "ground_truth.target must be one of ground_truth.candidates", file, line)
+    if "candidates" in gt or "target" in gt or "ranking" in gt:
+        _validate_ranking(gt, file, line)
     if "final_state" in gt:
         _validate_final_state(gt["final_state"], file, line)
     if "reference_trajectory" in gt:
@@ -416,23 +457,73 @@ def load_mind2web_live(path: str | os.PathLike, *, data: list | None = None) -> 
 # ------------------------------------------------------------------------------ Persona2Web
 PERSONA2WEB_FIELDS = {"task_id", "persona", "query_set", "level", "intent", "start_url"}
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
-_SITE = re.compile(r"^\s*At\s+(.+?),")
+_SITE = re.compile(r"^\s*At\s+(?P<sites>[^,]+),")
 _LOCATION = re.compile(r"\(([^()]*)\)\s*\.?\s*$")
+_HOST = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$")
+# Top-level domains that the published queries sometimes wrote with ".com" added after them
+# ("coursera.org.com", "last.fm.com", "recreation.gov.com"): a name already ending in one of these
+# is a domain, and the added ".com" is dropped.
+KNOWN_TLDS = frozenset("""
+org gov edu net mil int fm io co tv me ai app info biz us uk ca de fr au jp
+""".split())
+# Persona2Web sites whose tasks depend on where the user is (our classification, FORMATS.md): local
+# dining, events and tickets, weather, local services and listings, healthcare providers, parking,
+# camping and parks, car rental, grocery delivery, maps, cinemas, local jobs. Online shops, media,
+# courses, reference sites, sports news, flights, hotels and cruises are not (a flight's origin or a
+# hotel's city is a preference of the query, not the user's home).
+PERSONA2WEB_LOCATION_AWARE = frozenset("""
+accuweather.com weather.com opentable.com resy.com yelp.com exploretock.com tripadvisor.com
+eventbrite.com seatgeek.com stubhub.com ticketcenter.com last.fm amctheatres.com thumbtack.com
+craigslist.org parking.com spothero.com zocdoc.com health.usnews.com koa.com recreation.gov
+enterprise.com instacart.com google.com map.com indeed.com linkedin.com glassdoor.com
+""".split())
+
+
+def persona2web_site(name: str) -> str:
+    """One site name of a published query as a host: lower-cased; a product name with spaces
+    ("Google Flights.com") is its company's domain (the first word + the TLD, "google.com"); a
+    ".com" added after a domain that already ends in a known TLD is dropped ("coursera.org.com"
+    -> "coursera.org"). Raises ValueError when the result is not a host name."""
+    site = name.strip().lower().removeprefix("www.")
+    if " " in site:
+        first, _, rest = site.partition(" ")
+        tld = rest.rsplit(".", 1)[1] if "." in rest else "com"
+        site = f"{first}.{tld}"
+    labels = site.split(".")
+    if len(labels) >= 3 and labels[-1] == "com" and labels[-2] in KNOWN_TLDS:
+        site = ".".join(labels[:-1])
+    if not _HOST.match(site):
+        raise ValueError(f"{name!r} is not a website name")
+    return site
 
 
 def persona2web_rubric(level0_intent: str) -> dict:
-    """Rubric ground truth read from a Persona2Web level-0 query: the site after "At", the
-    **bold** values as preferences ``p1, p2, ...``, and a trailing "(...)" as the location."""
+    """Rubric ground truth read from a Persona2Web level-0 query, without regex guesswork on the
+    site: ``websites`` = the names between "At" and the first comma, split on " or " into
+    alternatives, each made a host by :func:`persona2web_site`; ``preferences`` = the **bold**
+    spans as ``p1, p2, ...``; ``location`` (``city``/``state``/``zip`` from a trailing "(City, ST
+    zip)") only when a site is location-aware (:data:`PERSONA2WEB_LOCATION_AWARE`), with
+    ``location_aware`` always written. Raises ValueError for a query naming no site."""
     rubric: dict[str, Any] = {}
-    site = _SITE.match(level0_intent)
-    if site:
-        rubric["website"] = site.group(1).strip().lower()
+    m = _SITE.match(level0_intent)
+    if not m:
+        raise ValueError("the level-0 query does not start with 'At <site>,'")
+    sites: list[str] = []
+    for part in re.split(r"\s+or\s+", m.group("sites").strip(), flags=re.I):
+        site = persona2web_site(part)
+        if site not in sites:
+            sites.append(site)
+    rubric["websites"] = sites
     prefs = _BOLD.findall(level0_intent)
     if prefs:
         rubric["preferences"] = {f"p{i}": v.strip() for i, v in enumerate(prefs, start=1)}
+    aware = any(s in PERSONA2WEB_LOCATION_AWARE for s in sites)
+    rubric["location_aware"] = aware
     loc = _LOCATION.search(level0_intent)
-    if loc and loc.group(1).strip():
-        rubric["location"] = loc.group(1).strip()
+    if aware and loc and loc.group(1).strip():
+        from .rubric import parse_location
+
+        rubric["location"] = parse_location(loc.group(1).strip())
     return rubric
 
 
@@ -467,9 +558,10 @@ def load_persona2web(path: str | os.PathLike) -> Suite:
         anchor = level0.get((o["persona"], o["query_set"]))
         if anchor is None:
             raise TaskError(f"no level-0 query for persona {o['persona']!r}, set {o['query_set']!r}", p, lineno)
-        rubric = persona2web_rubric(anchor["intent"])
-        if not rubric:
-            raise TaskError(f"level-0 query {anchor['task_id']!r} names no site, preference or location", p, lineno)
+        try:
+            rubric = persona2web_rubric(anchor["intent"])
+        except ValueError as exc:
+            raise TaskError(f"level-0 query {anchor['task_id']!r}: {exc}", p, lineno) from None
         obj = {"id": o["task_id"], "category": f"persona2web-level{o['level']}", "instruction": o["intent"],
                "start_url": o["start_url"], "ground_truth": {"rubric": rubric},
                "persona": o["persona"], "query_set": o["query_set"], "level": o["level"]}

@@ -110,7 +110,7 @@ def step_urls(step: dict) -> list[str]:
 def all_urls(trajectory: dict) -> list[str]:
     """Every page URL of a trajectory in order of first appearance, ``final_url`` included."""
     out: list[str] = []
-    for step in trajectory.get("steps", []):
+    for step in browser_steps(trajectory):
         for u in step_urls(step):
             if u not in out:
                 out.append(u)
@@ -194,8 +194,24 @@ def agent_action(step: dict) -> Action | None:
     return Action(kind, target)
 
 
+def is_history_step(step: dict) -> bool:
+    """A history access (``kind == "history"``): an environment action that is not navigation."""
+    return isinstance(step, dict) and step.get("kind") == "history"
+
+
+def browser_steps(trajectory: dict) -> list[dict]:
+    """The steps that act in the browser (every step but history accesses)."""
+    return [s for s in trajectory.get("steps", []) if not is_history_step(s)]
+
+
+def history_steps(trajectory: dict) -> list[dict]:
+    """The history accesses of a trajectory (steps of kind ``history``), in order."""
+    return [s for s in trajectory.get("steps", []) if is_history_step(s)]
+
+
 def agent_actions(trajectory: dict) -> list[Action]:
-    return [a for a in (agent_action(s) for s in trajectory.get("steps", [])) if a is not None]
+    """Normalised browser actions (history accesses are not navigation and never count)."""
+    return [a for a in (agent_action(s) for s in browser_steps(trajectory)) if a is not None]
 
 
 def session_actions(reference: dict) -> list[Action]:

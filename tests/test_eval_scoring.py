@@ -15,17 +15,25 @@ from webfreeze.eval.score import score_task, summarise
 from webfreeze.eval.tasks import load_suite, validate_task
 
 RUBRIC = {"website": "shop.test", "preferences": {"size": "M", "max_price": "50"}, "location": "Boston"}
-HISTORY = {"history_queries": ["preferred clothing size", "usual budget"],
-           "retrieved": [{"id": "h1", "text": "purchase: running jacket, size M", "website": "shop.test", "score": 0.81},
-                         {"id": "h2", "text": "web search: jackets under 50 dollars", "score": 0.74},
-                         {"id": "h3", "text": "booking: hotel in Boston", "score": 0.66}]}
+RESULTS = [{"id": "h1", "type": "purchase", "object": "running jacket, size M", "website": "shop.test", "score": 0.81},
+           {"id": "h2", "type": "web search", "object": "jackets under 50 dollars", "website": "bing.com", "score": 0.74},
+           {"id": "h3", "type": "booking", "object": "hotel in Boston", "website": "hotels.test", "score": 0.66}]
+
+
+def history_step(query: str, results: list[dict], url: str = "http://www.bing.com/") -> dict:
+    """A history access as the environment records it (a step of kind "history")."""
+    s = step(f"history_search({json.dumps(query)})", "history_search", text=query, url=url)
+    s["kind"] = "history"
+    s["history"] = {"query": query, "results": results, "k": 20, "threshold": 0.5}
+    return s
 
 
 def perfect_trajectory() -> dict:
     url = "http://shop.test/search?q=jacket&size=M&max_price=50&city=Boston"
     return trajectory("p", [
+        history_step("preferred clothing size and budget", RESULTS),
         step("goto('http://shop.test/search?q=jacket&size=M&max_price=50&city=Boston')", "goto", goto=url,
-             url="http://www.bing.com/", url_after=url, fields=HISTORY),
+             url="http://www.bing.com/", url_after=url),
         answer_step("Added the Alpine jacket (M, $45)", url=url)], answer="Added the Alpine jacket (M, $45)")
 
 
@@ -56,7 +64,7 @@ def test_rubric_partial_without_history():
 
 def test_rubric_explicit_values_need_no_retrieval_and_blocked_intent_scores_5():
     traj = perfect_trajectory()
-    traj["steps"][0]["agent_fields"] = {}                 # no history access at all
+    traj["steps"] = traj["steps"][1:]                     # no history access at all
     traj["end"] = {"reason": "infeasible", "detail": "sold out"}
     instruction = "At shop.test, find a jacket in size M under $50 (Boston)"
     r = evaluate_rubric(RUBRIC, traj, instruction=instruction, intent_done=False)
@@ -79,8 +87,8 @@ class FixedJudge:
 def test_rubric_judge_decides_what_rules_cannot():
     traj = perfect_trajectory()
     url = "http://shop.test/search?q=jacket&size=M&budget=fifty&city=Boston"
-    traj["steps"][0].update(url_after=url, parsed={**traj["steps"][0]["parsed"], "url": url})
-    traj["steps"][1].update(url=url, url_after=url)
+    traj["steps"][1].update(url_after=url, parsed={**traj["steps"][1]["parsed"], "url": url})
+    traj["steps"][2].update(url=url, url_after=url)
     traj["final_url"] = url
     traj["answer"] = "Added the Alpine jacket"
     rules = evaluate_rubric(RUBRIC, traj, intent_done=True)
@@ -88,20 +96,21 @@ def test_rubric_judge_decides_what_rules_cannot():
     assert price["used"] is False                          # "fifty" is not "50" to the rules
     judged = evaluate_rubric(RUBRIC, traj, intent_done=True, judge=FixedJudge(0.9))
     price = next(i for i in judged["items"] if i["name"] == "max_price")
-    assert price["used"] is True and price["used_by"] == "judge"
+    assert price["used"] is True and price["used_by"] == "fixed"     # the judge that decided, by name
     assert judged["success"] is True and rules["success"] is False
 
 
 def test_ranking_hits():
     cands = ["P-1", "P-10", "P-2", "P-3", "P-4", "P-5", "P-6"]
-    r = evaluate_ranking(cands, "P-2", '["P-2", "P-1", "X-9"]')       # JSON list; unknown ids ignored
-    assert r["ranked"] == ["P-2", "P-1"] and r["hit@1"] and r["hit@5"] and r["rank"] == 1
-    r = evaluate_ranking(cands, "P-2", "Top picks: P-10, P-1, P-3, P-4, P-2")
-    # first occurrences in order: P-10, P-1 (not found inside P-10), P-3, P-4, P-2 -> rank 5
-    assert r["ranked"] == ["P-10", "P-1", "P-3", "P-4", "P-2"] and r["rank"] == 5
-    assert r["hit@1"] is False and r["hit@5"] is True
-    r = evaluate_ranking(cands, "P-2", "P-1 P-3 P-4 P-5 P-6 P-2")      # rank 6
-    assert r["hit@5"] is False and r["rank"] == 6
+    r = evaluate_ranking(cands, "P-2", '["P-2", "P-1", "P-10", "P-3", "P-4"]')
+    assert r["ranked"] == ["P-2", "P-1", "P-10", "P-3", "P-4"] and r["hit@1"] and r["hit@5"] and r["rank"] == 1
+    r = evaluate_ranking(cands, "P-2", '["P-10", "P-1", "P-3", "P-4", "P-2"]')   # rank 5
+    assert r["rank"] == 5 and r["hit@1"] is False and r["hit@5"] is True
+    r = evaluate_ranking(cands, "P-2", '["P-1", "P-3", "P-4", "P-5", "P-6"]')    # not in the five
+    assert r["hit@5"] is False and r["rank"] is None
+    # prose is not the schema (tests/test_eval_ranking.py has the rest): invalid, a miss
+    r = evaluate_ranking(cands, "P-2", "Top picks: P-2, P-1, P-3, P-4, P-10")
+    assert r["valid"] is False and r["hit@5"] is False
     assert ranked_ids(None, cands) == [] and evaluate_ranking(cands, "P-2", None)["hit@5"] is False
 
 
@@ -191,11 +200,11 @@ def test_all_present_kinds_must_succeed_and_rubric_intent_follows_them():
 
 def test_missing_trajectory_and_summary_rows():
     t_ans = task({"answer": {"exact": "Ada Lovelace"}, "reference_trajectory": REF})
-    t_rank = task({"candidates": ["a", "b", "c"], "target": "b"}, tid="t2", category="ranking")
+    t_rank = task({"candidates": ["a", "b", "c", "d", "e", "f"], "target": "b"}, tid="t2", category="ranking")
     results = [
         score_task(t_ans, scholar_run("Ada Lovelace")),                              # success, 5 steps
         score_task(t_ans, scholar_run("Charles Babbage")),                           # partial, 5 steps
-        score_task(t_rank, trajectory("t2", [answer_step("c, b")], answer="c, b")),   # rank 2: hit@5 only, 1 step
+        score_task(t_rank, trajectory("t2", [answer_step("c, b")], answer="c, b")),   # invalid (not JSON), 1 step
         score_task(t_rank, None),                                                    # missing
     ]
     assert results[3]["outcome"] == "missing" and results[3]["success"] is False
@@ -205,8 +214,9 @@ def test_missing_trajectory_and_summary_rows():
     assert (pr["tasks"], pr["success"], pr["partial"], pr["success_rate"], pr["partial_rate"]) == (2, 1, 1, 0.5, 0.5)
     assert pr["avg_steps"] == 5.0 and pr["false_end"] == 1 and pr["mean_overlap"] == 1.0
     rk = s["categories"]["ranking"]
-    # 2 tasks, one missing; Hit@1 0/1, Hit@5 1/1 over the ranked one
-    assert (rk["tasks"], rk["missing"], rk["success"], rk["hit@1"], rk["hit@5"]) == (2, 1, 0, 0.0, 1.0)
+    # 2 tasks, one missing, one invalid: Hit@k over both tasks, both misses
+    assert (rk["tasks"], rk["missing"], rk["success"], rk["hit@1"], rk["hit@5"]) == (2, 1, 0, 0.0, 0.0)
+    assert rk["ranking_invalid"] == 1
     ov = s["overall"]
     # success 1 of 4; scores 1, 0, 0, 0 -> mean 0.25; steps of the 3 that ran: (5 + 5 + 1) / 3
     assert (ov["tasks"], ov["success"], ov["mean_score"]) == (4, 1, 0.25)
@@ -228,31 +238,31 @@ def test_persona2web_loads_with_rubrics_from_level0(persona2web):
     assert len(persona2web.tasks) == 450
     assert persona2web.counts() == {"persona2web-level0": 150, "persona2web-level1": 150, "persona2web-level2": 150}
     t = persona2web.by_id()["Alex_Garcia_A1"]          # level 2: site and preferences masked
-    assert t.ground_truth["rubric"] == {"website": "kohls.com",
+    # kohls.com is an online shop, not location-aware: the query's "(Los Angeles, CA 90210)" is not scored
+    assert t.ground_truth["rubric"] == {"websites": ["kohls.com"],
                                         "preferences": {"p1": "32x32", "p2": "visible ratings 4.2+ stars with 50+ reviews"},
-                                        "location": "Los Angeles, CA 90210"}
+                                        "location_aware": False}
     assert t.extra == {"persona": "Alex_Garcia", "query_set": "A", "level": 2}
 
 
 def test_persona2web_scores_retrieval_and_use(persona2web):
     t = persona2web.by_id()["Alex_Garcia_A1"]
-    fields = {"history_queries": ["chinos size"], "retrieved": [
-        {"id": "e1", "text": "purchase: slim-fit chinos 32x32", "website": "kohls.com", "score": 0.7},
-        {"id": "e2", "text": "review: only buy items with visible ratings 4.2+ stars with 50+ reviews", "score": 0.6},
-        {"id": "e3", "text": "web visit: stores near Los Angeles, CA 90210", "score": 0.55}]}
-    url = "https://www.kohls.com/search.jsp?search=slim+fit+chinos+32x32&zip=Los+Angeles,+CA+90210"
+    results = [{"id": "e1", "type": "purchase", "object": "slim-fit chinos 32x32", "website": "kohls.com", "score": 0.7},
+               {"id": "e2", "type": "review & rating", "object": "only buy items with visible ratings 4.2+ stars "
+                "with 50+ reviews", "website": "kohls.com", "score": 0.6}]
+    url = "https://www.kohls.com/search.jsp?search=slim+fit+chinos+32x32"
+    answer = "Slim chinos 32x32, rated 4.5 (visible ratings 4.2+ stars with 50+ reviews)"
     traj = trajectory(t.id, [
-        step(f"goto('{url}')", "goto", goto=url, url="https://www.bing.com/", url_after=url, fields=fields),
-        answer_step("Slim chinos 32x32, rated 4.5 (visible ratings 4.2+ stars with 50+ reviews)", url=url)],
-        answer="Slim chinos 32x32, rated 4.5 (visible ratings 4.2+ stars with 50+ reviews)")
+        history_step("chinos size", results),
+        step(f"goto('{url}')", "goto", goto=url, url="https://www.bing.com/", url_after=url),
+        answer_step(answer, url=url)], answer=answer)
     r = score_task(t, traj)["results"]["rubric"]
-    # everything retrieved and used, the agent answered: 10 / 10 / 10 (intent decided by the rules: no other kind)
+    # everything retrieved and used, the agent answered on the site: 10 / 10 / 10 (no location: kohls.com is a shop)
     assert (r["website"]["score"], r["preference"]["score"], r["intent"], r["success"]) == (10.0, 10.0, 10.0, True)
-    fields["retrieved"] = fields["retrieved"][:1]          # the ratings and location entries were not retrieved
+    traj["steps"][0]["history"]["results"] = results[:1]    # the ratings entry was not retrieved
     r = score_task(t, traj)["results"]["rubric"]
-    # retrieval: p1 2.5 (of 5) + location 0 (of 2.5) -> 2.5 * 10/15 = 1.6667; use: 7.5 * 10/15 = 5 -> 6.6667
-    assert r["preference"]["retrieval"] == pytest.approx(2.5 * 10 / 15)
-    assert r["preference"]["score"] == pytest.approx(10 * 10 / 15) and r["success"] is False
+    # retrieval: p1 2.5 of 5; use: 5 -> 7.5 (keys p1, p2 have no category: found anywhere counts)
+    assert r["preference"]["retrieval"] == 2.5 and r["preference"]["score"] == 7.5 and r["success"] is False
 
 
 def test_eval_never_imports_agents():

@@ -112,7 +112,9 @@ def test_missing_files(tmp_path):
      "unknown match_function_name 'url_fuzzy_match'"),
     ({"candidates": ["a", "b"], "target": "c"}, "target must be one of"),
     ({"final_state": [{"host": "shop.test", "path": "cart", "count": 1, "equals": 1}]}, "exactly one of"),
-    ({"rubric": {"site": "x"}}, "rubric needs website"),
+    ({"rubric": {"site": "x"}}, "rubric needs websites"),
+    ({"rubric": {"websites": "shop.test"}}, "websites must be a non-empty list"),
+    ({"ranking": {"target": "c", "candidates": ["a", "b"]}}, "ranking.target must be one of"),
     ({}, "non-empty 'ground_truth'"),
 ])
 def test_ground_truth_shapes_are_checked(tmp_path, gt, message):

@@ -33,16 +33,38 @@ def eval_group() -> None:
 @eval_group.command("report")
 @click.argument("run_dir", metavar="RUN_DIR", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the summary table.")
+@click.option("--judge", "judge_kind", type=click.Choice(["rules", "llm"]), default="rules", show_default=True,
+              help="Who decides what rules cannot: rules (rubric items by rules only; semantic key nodes by the "
+                   "token-overlap stand-in) or llm (a language model, through a cassette).")
+@click.option("--judge-llm", default="local", show_default=True, metavar="local|MODEL@BASE_URL",
+              help="The judge's model: the embedded local model or an OpenAI-compatible endpoint.")
+@click.option("--judge-key-env", metavar="NAME", help="Environment variable holding the endpoint's API key.")
+@click.option("--judge-cassette", type=click.Path(dir_okay=False),
+              help="The judge's LLM cassette (default: RUN_DIR/judge-cassette.sqlite).")
+@click.option("--judge-cassette-mode", type=click.Choice(["record", "replay", "auto"]), default="auto",
+              show_default=True, help="replay: judge only from the cassette (a request not in it is an error).")
 @_one_line_errors
-def eval_report(run_dir, as_json):
+def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_cassette, judge_cassette_mode):
     """Score every trajectory of RUN_DIR; write RUN_DIR/report.json and RUN_DIR/report.html.
 
-    Prints a summary table per category and overall. Semantic key nodes and undecided rubric items
-    use the built-in token-overlap judge, a rule-based stand-in for an LLM judge.
+    Prints a summary table per category and overall, and for personalised tasks Persona2Web's
+    table (P_web, P_pref, P_avg, Intent, SR per scheme and level), retrieval Hit@k and ranking
+    Hit@1/Hit@5. The report names the judge and who decided each rubric item.
     """
-    from webfreeze.eval.report import report_json, summary_table, write_report
+    from pathlib import Path
 
-    report = write_report(run_dir)
+    from webfreeze.eval.report import personalisation_markdown, report_json, summary_table, write_report
+
+    if not Path(run_dir).is_dir():
+        raise click.ClickException(f"{run_dir}: not a run directory (no such directory)")
+    if judge_kind == "llm":
+        from webfreeze.eval.llm_judge import open_llm_judge
+
+        with open_llm_judge(run_dir, llm=judge_llm, key_env=judge_key_env, cassette=judge_cassette,
+                            mode=judge_cassette_mode) as judge:
+            report = write_report(run_dir, judge)
+    else:
+        report = write_report(run_dir)
     if as_json:
         click.echo(report_json(report), nl=False)
         return
@@ -52,6 +74,8 @@ def eval_report(run_dir, as_json):
     if not console.is_terminal:  # piped or captured: don't squeeze the table into 80 columns
         console = Console(width=140)
     console.print(summary_table(report))
+    if report.get("personalisation"):
+        click.echo(personalisation_markdown(report["personalisation"]))
     for w in report["warnings"]:
         click.echo(f"warning: {w}", err=True)
     click.echo(f"wrote {run_dir}/report.json and {run_dir}/report.html", err=True)

@@ -1,6 +1,6 @@
 """Site models for the stateful simulated sites, plugged into the replayer's hook.
 
-With the live shop and booking sites gone, their carts, orders and reservations still work in
+With the live shops and booking sites gone, their carts, orders and reservations still work in
 replay: a model runs the site's own code (a fresh instance per episode, same seed, so the same
 catalogue) for the stateful paths only; every other request still comes from the archive. The
 state is exported as JSON for evaluation (``final_state`` in trajectories).
@@ -12,10 +12,15 @@ import re
 
 from webfreeze.replayer.hooks import ReplayRequest, ReplayResponse, SiteModel
 
+_SHOP_PATHS = re.compile(r"^/(cart(/add|/remove)?|checkout|order/\d+|api/cart)$")
+_BOOKING_PATHS = re.compile(r"^/(reserve|reservation/\d+|reservations|venue/[^/]+|api/availability/[^/]+)$")
+# site kind (simulator.sites.SITES) -> the paths its model answers; shops export carts and orders,
+# the booking sites (TableTime and the located ones) reservations
 STATEFUL_PATHS = {
-    "shop": re.compile(r"^/(cart(/add|/remove)?|checkout|order/\d+|api/cart)$"),
-    "booking": re.compile(r"^/(reserve|reservation/\d+|reservations|venue/[^/]+|api/availability/[^/]+)$"),
+    "shop": _SHOP_PATHS, "shop2": _SHOP_PATHS,
+    "booking": _BOOKING_PATHS, "dine": _BOOKING_PATHS, "hotels": _BOOKING_PATHS, "clinic": _BOOKING_PATHS,
 }
+SHOP_KINDS = frozenset({"shop", "shop2"})
 
 
 FROZEN_AT = 1710532800.0  # 2024-03-15T20:00:00Z, the simulated sites' "now"
@@ -28,11 +33,12 @@ def _frozen_clock():
 
 
 class SimulatedSiteModel(SiteModel):
-    """Answer ``kind``'s (``shop`` or ``booking``) stateful paths on ``host`` from a fresh site."""
+    """Answer ``kind``'s (a key of ``STATEFUL_PATHS``: ``shop``, ``shop2``, ``booking``, ``dine``,
+    ``hotels``, ``clinic``) stateful paths on ``host`` from a fresh site."""
 
     def __init__(self, kind: str, host: str, seed: int = 0):
         if kind not in STATEFUL_PATHS:
-            raise ValueError(f"no site model for {kind!r} (shop or booking)")
+            raise ValueError(f"no site model for {kind!r} ({', '.join(sorted(STATEFUL_PATHS))})")
         self.kind = kind
         self.name = host.lower()  # the exported state is keyed by host, as final-state checks name it
         self.hosts = (host.lower(),)
@@ -62,7 +68,7 @@ class SimulatedSiteModel(SiteModel):
 
     def export_state(self, state: dict) -> dict:
         site = state["site"]
-        if self.kind == "shop":
+        if self.kind in SHOP_KINDS:
             carts = {s: [{"sku": sku, "size": size, "qty": qty} for (sku, size), qty in sorted(c.items())]
                      for s, c in sorted(site.carts.items()) if c}
             items = [item for lines in carts.values() for item in lines]

@@ -6,6 +6,11 @@ the free slots of the next days and a reservation form (POST ``/reserve``: ``slo
 ``party``; 303 to ``/reservation/<n>``); ``/reservations`` the session's bookings;
 ``/api/availability/<id>`` (JSON XHR with a timestamp). Venues deterministic for a seed; booked
 slots are server state per ``booking_session`` cookie, and a booked slot is gone for everyone.
+
+One class serves every booking site: a :class:`BookingProfile` gives a site its name, colour,
+venue stream, verticals, cities and naming. ``TABLETIME`` is ``booking.test`` (its pages never
+change: the demo's tasks and cassette depend on them); the located sites of :mod:`.local` also put
+each venue in a neighbourhood with a postcode (:mod:`.places`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
 from .common import SimulatedSite, esc, json_response
+from .places import neighbourhoods, state_of
 
 SITE = "TableTime Bookings"
 COLOR = (30, 140, 90)
@@ -36,6 +42,7 @@ KINDS = {
 }
 FIRST_DAY = date(2024, 3, 18)  # the simulated "today": availability is shown from here
 DAYS = 7
+WORDS = ("Olive", "Harbor", "Maple", "Cedar", "Lantern", "Juniper", "Saffron", "Willow", "Summit", "Coral")
 
 
 @dataclass
@@ -50,24 +57,56 @@ class Venue:
     reviews: int
     address: str
     slots: list[str]  # "YYYY-MM-DD HH:MM" (hotels: check-in dates "YYYY-MM-DD")
+    neighbourhood: str = ""  # located sites only (booking.test shows the city alone)
+    zip: str = ""
+    state: str = ""
 
 
-@lru_cache(maxsize=8)
-def build_venues(seed: int = 0, per_kind: int = 80) -> list[Venue]:
-    """The site's venues for ``seed`` (deterministic)."""
-    rnd = random.Random(f"booking-{seed}")
-    words = ["Olive", "Harbor", "Maple", "Cedar", "Lantern", "Juniper", "Saffron", "Willow", "Summit", "Coral"]
+@dataclass(frozen=True)
+class BookingProfile:
+    """What makes one booking site differ from another on the same code (hashable: it keys the
+    venue cache). ``kinds``: (kind, label, categories) per vertical; ``name_formats``: (kind, format)
+    with ``{word}``, ``{cat}``, ``{first}`` and ``{hood}``; ``tiers``: (category, price tier) when the
+    category fixes the tier (a hotel's class), else the tier is drawn; ``located``: venues get a
+    neighbourhood and postcode from :mod:`.places`."""
+
+    name: str
+    color: tuple[int, int, int]
+    key: str  # the venues' random stream: random.Random(f"{key}-{seed}")
+    kinds: tuple[tuple[str, str, tuple[str, ...]], ...] = tuple((k, label, tuple(c)) for k, (label, c) in KINDS.items())
+    cities: tuple[str, ...] = tuple(CITIES)
+    per_kind: int = 80
+    words: tuple[str, ...] = WORDS
+    first_names: tuple[str, ...] = ("Ana", "Ben", "Chen", "Dara", "Eli", "Fay")
+    name_formats: tuple[tuple[str, str], ...] = (("restaurant", "{word} {cat} Kitchen"),
+                                                 ("doctor", "Dr. {first} {word}, {cat}"),
+                                                 ("hotel", "The {word} {cat} Hotel"))
+    tiers: tuple[tuple[str, int], ...] = ()
+    located: bool = False
+    id_prefix: str = ""  # "" : ids are the kind's initial and a number (r0001)
+    session_cookie: str = "booking_session"
+    session_prefix: str = "b"
+    first_number: int = 5001
+
+
+TABLETIME = BookingProfile(name=SITE, color=COLOR, key="booking")
+
+
+@lru_cache(maxsize=16)
+def build_venues(seed: int = 0, per_kind: int | None = None, profile: BookingProfile = TABLETIME) -> list[Venue]:
+    """The site's venues for ``seed`` (deterministic); ``per_kind`` defaults to the profile's."""
+    rnd = random.Random(f"{profile.key}-{seed}")
+    words = profile.words
+    formats, tiers = dict(profile.name_formats), dict(profile.tiers)
     venues = []
-    for kind, (_, cats) in KINDS.items():
-        for i in range(per_kind):
+    for kind, _, cats in profile.kinds:
+        for i in range(profile.per_kind if per_kind is None else per_kind):
             cat = cats[i % len(cats)]
-            city = CITIES[(i // len(cats) + i) % len(CITIES)]
-            if kind == "restaurant":
-                name = f"{rnd.choice(words)} {cat} Kitchen"
-            elif kind == "doctor":
-                name = f"Dr. {rnd.choice(['Ana', 'Ben', 'Chen', 'Dara', 'Eli', 'Fay'])} {rnd.choice(words)}, {cat}"
-            else:
-                name = f"The {rnd.choice(words)} {cat} Hotel"
+            city = profile.cities[(i // len(cats) + i) % len(profile.cities)]
+            hood, zip_code = rnd.choice(neighbourhoods(city)) if profile.located else ("", "")
+            fmt = formats[kind]
+            first = rnd.choice(profile.first_names) if "{first}" in fmt else ""  # drawn before the word
+            name = fmt.format(word=rnd.choice(words), cat=cat, first=first, hood=hood)
             slots = []
             for d in range(DAYS):
                 day = FIRST_DAY + timedelta(days=d)
@@ -78,10 +117,14 @@ def build_venues(seed: int = 0, per_kind: int = 80) -> list[Venue]:
                     hours = [12, 13, 18, 19, 20, 21] if kind == "restaurant" else [9, 10, 11, 14, 15, 16]
                     slots += [f"{day.isoformat()} {h:02d}:{m:02d}" for h in hours for m in (0, 30)
                               if rnd.random() < 0.35]
-            venues.append(Venue(id=f"{kind[0]}{i:04d}", kind=kind, name=name, city=city, category=cat,
-                                tier=rnd.randint(1, 4), rating=round(rnd.uniform(3.0, 5.0), 1),
-                                reviews=rnd.randint(3, 2500), address=f"{rnd.randint(1, 300)} {rnd.choice(words)} "
-                                                                       f"Street, {city}", slots=slots))
+            tier = tiers[cat] if cat in tiers else rnd.randint(1, 4)
+            rating, reviews = round(rnd.uniform(3.0, 5.0), 1), rnd.randint(3, 2500)
+            street = f"{rnd.randint(1, 300)} {rnd.choice(words)} Street"
+            address = f"{street}, {hood}, {zip_code} {city}" if profile.located else f"{street}, {city}"
+            vid = f"{profile.id_prefix}{i:04d}" if profile.id_prefix else f"{kind[0]}{i:04d}"
+            venues.append(Venue(id=vid, kind=kind, name=name, city=city, category=cat, tier=tier, rating=rating,
+                                reviews=reviews, address=address, slots=slots, neighbourhood=hood, zip=zip_code,
+                                state=state_of(city) if profile.located else ""))
     return venues
 
 
@@ -94,11 +137,16 @@ class BookingSite(SimulatedSite):
     title, color, nav = SITE, COLOR, NAV
     session_cookie, session_prefix = "booking_session", "b"
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, profile: BookingProfile = TABLETIME):
         super().__init__()
-        self.venues = build_venues(seed)
+        self.profile = profile
+        self.title, self.color = profile.name, profile.color
+        self.session_cookie, self.session_prefix = profile.session_cookie, profile.session_prefix
+        self.kinds = {kind: (label, list(cats)) for kind, label, cats in profile.kinds}
+        self.cities = list(profile.cities)
+        self.venues = build_venues(seed, profile=profile)
         self.by_id = {v.id: v for v in self.venues}
-        self._numbers = itertools.count(5001)
+        self._numbers = itertools.count(profile.first_number)
         self._lock = threading.Lock()
         self.booked: dict[tuple[str, str], int] = {}  # (venue, slot) -> reservation number
         self.reservations: dict[int, dict] = {}
@@ -119,22 +167,26 @@ class BookingSite(SimulatedSite):
             return [s for s in v.slots if (v.id, s) not in self.booked]
 
     # ------------------------------------------------------------------ pages
-    def on_home(self, request: Request) -> Response:
+    def search_forms(self) -> str:
+        """One GET search form per vertical (city and type), as the home page shows them."""
         forms = []
-        for kind, (label, cats) in KINDS.items():
-            cities = "".join(f"<option>{c}</option>" for c in CITIES)
+        for kind, (label, cats) in self.kinds.items():
+            cities = "".join(f"<option>{c}</option>" for c in self.cities)
             options = "".join(f"<option>{c}</option>" for c in cats)
             forms.append(f'<section><h2>{label}</h2><form method="get" action="/search"><input type="hidden" '
                          f'name="kind" value="{kind}"><label>City <select name="city"><option value="">any</option>'
                          f'{cities}</select></label><label>Type <select name="q"><option value="">any</option>'
                          f'{options}</select></label><button type="submit">Find {label.lower()}</button></form>'
                          f'</section>')
-        return self.html(request, SITE, f"<h1>{SITE}</h1>" + "".join(forms))
+        return "".join(forms)
+
+    def on_home(self, request: Request) -> Response:
+        return self.html(request, self.title, f"<h1>{esc(self.title)}</h1>" + self.search_forms())
 
     def on_search(self, request: Request) -> Response:
         args = request.args
-        kind = args.get("kind", "restaurant")
-        if kind not in KINDS:
+        kind = args.get("kind", next(iter(self.kinds)))
+        if kind not in self.kinds:
             raise NotFound(f"Nothing to book of kind '{kind}'.")
         city, q = args.get("city", ""), args.get("q", "").strip().lower()
         items = [v for v in self.venues if v.kind == kind and (not city or v.city == city)
@@ -152,14 +204,18 @@ class BookingSite(SimulatedSite):
         items = sorted(items, key=key)
         base = {k: v for k, v in args.items() if k != "sort"}
         sorts = " | ".join(f'<a href="/search?{urlencode({**base, "sort": s})}">{s}</a>' for s in ("rating", "price", "name"))
-        rows = "".join(
-            f'<li class="venue" data-id="{v.id}"><a href="/venue/{v.id}">{esc(v.name)}</a> '
-            f'<span class="city">{esc(v.city)}</span> <span class="category">{esc(v.category)}</span> '
-            f'<span class="tier">{"$" * v.tier}</span> <span class="rating">{v.rating}</span> '
-            f'<span class="free">{len(self.free_slots(v))} free slots</span></li>' for v in items)
-        title = f"{KINDS[kind][0]}{' in ' + city if city else ''}"
+        rows = "".join(self.venue_row(v) for v in items)
+        title = f"{self.kinds[kind][0]}{' in ' + city if city else ''}"
         return self.html(request, title, f"<h1>{esc(title)}</h1><p class='count'>{len(items)} results</p>"
                                          f"<p>Sort: {sorts}</p><ul class='results'>{rows}</ul>")
+
+    def venue_row(self, v: Venue) -> str:
+        """A venue's line in a result list (located venues also name their neighbourhood)."""
+        hood = f'<span class="neighbourhood">{esc(v.neighbourhood)}</span> ' if v.neighbourhood else ""
+        return (f'<li class="venue" data-id="{v.id}"><a href="/venue/{v.id}">{esc(v.name)}</a> '
+                f'<span class="city">{esc(v.city)}</span> {hood}<span class="category">{esc(v.category)}</span> '
+                f'<span class="tier">{"$" * v.tier}</span> <span class="rating">{v.rating}</span> '
+                f'<span class="free">{len(self.free_slots(v))} free slots</span></li>')
 
     def _venue(self, vid: str) -> Venue:
         if vid not in self.by_id:
@@ -174,7 +230,7 @@ class BookingSite(SimulatedSite):
         party = '<label>Guests <input type="number" name="party" value="2" min="1" max="12"></label>' \
             if v.kind != "doctor" else '<input type="hidden" name="party" value="1">'
         body = (f'<div class="venue-page" data-id="{v.id}"><h1>{esc(v.name)}</h1>'
-                f'<dl><dt>City</dt><dd>{esc(v.city)}</dd><dt>Address</dt><dd>{esc(v.address)}</dd>'
+                f'<dl><dt>City</dt><dd>{esc(v.city)}</dd>{self._located(v)}<dt>Address</dt><dd>{esc(v.address)}</dd>'
                 f'<dt>Type</dt><dd>{esc(v.category)}</dd><dt>Price</dt><dd>{"$" * v.tier}</dd>'
                 f'<dt>Rating</dt><dd>{v.rating} ({v.reviews} reviews)</dd></dl>'
                 f'<p id="site-availability" data-src="/api/availability/{v.id}">{len(free)} slots free</p>'
@@ -183,6 +239,14 @@ class BookingSite(SimulatedSite):
                    f'<label>Name <input name="name" required></label><button type="submit">Reserve</button></form>'
                    if free else '<p class="full">Fully booked this week.</p>') + "</div>")
         return self.html(request, v.name, body)
+
+    @staticmethod
+    def _located(v: Venue) -> str:
+        if not v.neighbourhood:
+            return ""
+        return (f'<dt>Neighbourhood</dt><dd class="neighbourhood">{esc(v.neighbourhood)}</dd>'
+                f'<dt>Postcode</dt><dd class="zip">{esc(v.zip)}</dd>'
+                f'<dt>State / region</dt><dd class="state">{esc(v.state)}</dd>')
 
     def on_reserve(self, request: Request) -> Response:
         session = self.session(request)

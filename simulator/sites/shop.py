@@ -7,6 +7,10 @@ all products; ``/p/<sku>`` product page with an add-to-cart form; ``/cart`` (GET
 ``/cart/add``, ``/cart/remove``: form posts, 303 back, cart kept per ``shop_session`` cookie);
 ``/checkout`` (GET form, POST places the order and redirects to ``/order/<n>``); ``/api/cart``
 (JSON XHR with a timestamp). Catalogue deterministic for a seed; cart state lives in the server.
+
+One class serves every shop: a :class:`ShopProfile` gives a shop its name, colour, catalogue
+stream, brand mix and prices. ``NORTHWIND`` is ``shop.test`` (its pages never change: the demo's
+tasks and cassette depend on them); ``LARKSPUR`` is the competing ``shop2.test``.
 """
 
 from __future__ import annotations
@@ -50,6 +54,36 @@ BRANDS = ["Acme", "Borealis", "Cobalt", "Dune", "Evergreen", "Fjord", "Granite",
 COLORS = ["black", "white", "grey", "navy", "red", "green", "blue", "beige", "brown", "pink"]
 
 
+@dataclass(frozen=True)
+class ShopProfile:
+    """What makes one shop differ from another on the same code: name and colour, the random
+    stream its catalogue is drawn from, its size, brands (optionally weighted), prices, the SKU
+    prefix, cookie and the first order number."""
+
+    name: str
+    color: tuple[int, int, int]
+    key: str  # the catalogue's random stream: random.Random(f"{key}-{seed}")
+    n: int = 560
+    brands: tuple[str, ...] = tuple(BRANDS)
+    brand_weights: tuple[int, ...] | None = None  # None: every brand equally likely
+    price_range: tuple[float, float] = (5, 300)
+    price_factors: tuple[tuple[str, float], ...] = (("electronics", 1.6),)  # department -> multiplier
+    sku_prefix: str = ""
+    session_cookie: str = "shop_session"
+    session_prefix: str = "c"
+    first_order: int = 1001
+
+
+NORTHWIND = ShopProfile(name=SITE, color=COLOR, key="shop")
+LARKSPUR = ShopProfile(
+    name="Larkspur Supply Co.", color=(120, 60, 150), key="shop2", n=240,
+    # some brands both shops sell, some only this one, in another mix
+    brands=("Acme", "Cobalt", "Fjord", "Juniper", "Lumen", "Nimbus", "Orchid", "Pinnacle", "Quill", "Redwood"),
+    brand_weights=(3, 2, 3, 1, 2, 4, 3, 2, 2, 3),
+    price_range=(4, 260), price_factors=(("electronics", 1.45), ("beauty", 0.8)),
+    sku_prefix="L", session_cookie="lark_sid", session_prefix="l", first_order=70001)
+
+
 @dataclass
 class Product:
     sku: str
@@ -64,22 +98,28 @@ class Product:
     description: str
 
 
-@lru_cache(maxsize=8)
-def build_catalogue(seed: int = 0, n: int = 560) -> list[Product]:
-    """The shop's products for ``seed``, in catalogue order (deterministic)."""
-    rnd = random.Random(f"shop-{seed}")
+@lru_cache(maxsize=16)
+def build_catalogue(seed: int = 0, n: int | None = None, profile: ShopProfile = NORTHWIND) -> list[Product]:
+    """The shop's products for ``seed``, in catalogue order (deterministic); ``n`` defaults to the
+    profile's catalogue size."""
+    rnd = random.Random(f"{profile.key}-{seed}")
     products = []
     cats = list(CATEGORIES)
-    for i in range(n):
+    factors = dict(profile.price_factors)
+    lo, hi = profile.price_range
+    for i in range(profile.n if n is None else n):
         cat = cats[i % len(cats)]
         _, kinds, sizes = CATEGORIES[cat]
         kind = rnd.choice(kinds)
-        brand = rnd.choice(BRANDS)
+        if profile.brand_weights is None:
+            brand = rnd.choice(profile.brands)
+        else:
+            brand = rnd.choices(profile.brands, weights=profile.brand_weights)[0]
         color = rnd.choice(COLORS)
         avail = sorted(rnd.sample(sizes, k=rnd.randint(1, len(sizes))), key=sizes.index)
-        price = round(rnd.uniform(5, 300) * (1.6 if cat == "electronics" else 1.0), 2)
+        price = round(rnd.uniform(lo, hi) * factors.get(cat, 1.0), 2)
         products.append(Product(
-            sku=f"{cat[:2].upper()}{i:05d}", name=f"{brand} {color.title()} {kind}", category=cat, brand=brand,
+            sku=f"{profile.sku_prefix}{cat[:2].upper()}{i:05d}", name=f"{brand} {color.title()} {kind}", category=cat, brand=brand,
             color=color, sizes=avail, price=price, rating=round(rnd.uniform(2.5, 5.0), 1), reviews=rnd.randint(0, 4200),
             description=f"The {brand} {kind.lower()} in {color}: "
                         f"{rnd.choice(['durable', 'lightweight', 'classic', 'award-winning', 'eco-friendly'])}, "
@@ -99,11 +139,14 @@ class ShopSite(SimulatedSite):
     title, color, nav = SITE, COLOR, NAV
     session_cookie, session_prefix, stats_src = "shop_session", "c", "/api/cart"
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, profile: ShopProfile = NORTHWIND):
         super().__init__()
-        self.products = build_catalogue(seed)
+        self.profile = profile
+        self.title, self.color = profile.name, profile.color
+        self.session_cookie, self.session_prefix = profile.session_cookie, profile.session_prefix
+        self.products = build_catalogue(seed, profile=profile)
         self.by_sku = {p.sku: p for p in self.products}
-        self._orders = itertools.count(1001)
+        self._orders = itertools.count(profile.first_order)
         self._lock = threading.Lock()
         self.carts: dict[str, dict[tuple[str, str], int]] = {}
         self.orders: dict[int, dict] = {}
@@ -128,7 +171,7 @@ class ShopSite(SimulatedSite):
     def on_home(self, request: Request) -> Response:
         cats = "".join(f'<li><a href="/c/{c}">{esc(name)}</a></li>' for c, (name, _, _) in CATEGORIES.items())
         featured = sorted(self.products, key=lambda p: (-p.reviews, p.sku))[:8]
-        return self.html(request, SITE, f"<h1>{SITE}</h1><h2>Departments</h2><ul class='departments'>{cats}</ul>"
+        return self.html(request, self.title, f"<h1>{esc(self.title)}</h1><h2>Departments</h2><ul class='departments'>{cats}</ul>"
                                         f"<h2>Popular now</h2>{self._grid(featured)}")
 
     def on_legacy(self, request: Request) -> Response:

@@ -22,10 +22,14 @@ class Catalogue:
     source: str = ""
     site_models: dict[str, str] = field(default_factory=dict)  # host -> site model kind (carts, bookings)
     site_names: dict[str, str] = field(default_factory=dict)  # host -> the name the site shows
+    _by_domain: dict = field(default_factory=dict, repr=False, compare=False)
 
     def domain_items(self, host: str, domain: str) -> list[dict]:
-        """``host``'s items of ``domain`` (a host may serve several domains)."""
-        return [it for it in self.items[host] if it["domain"] == domain]
+        """``host``'s items of ``domain`` (a host may serve several domains); do not modify the list."""
+        key = (host, domain)
+        if key not in self._by_domain:  # asked thousands of times per persona
+            self._by_domain[key] = [it for it in self.items[host] if it["domain"] == domain]
+        return self._by_domain[key]
 
 
 def _tier(price: float) -> str:

@@ -210,6 +210,21 @@ def make_profile(pid: str, seed: int, cat: Catalogue) -> dict:
 
 
 # ------------------------------------------------------------------------------------ history
+def _visible(tags: set, text: str, website: str) -> set:
+    """The preferences among ``tags`` that the entry shows: the website in its website field, a
+    price tier by a price, a size as "size X", any other value written in its text."""
+    low = text.lower()
+    out = set()
+    for tag in tags:
+        _, key, value = tag
+        value = str(value)
+        if (key == "website" and website == value) or (key == "price_tier" and "$" in text) \
+                or (key == "size" and f"size {value.lower()}" in low) \
+                or (key not in ("website", "price_tier", "size") and value.lower() in low):
+            out.add(tag)
+    return out
+
+
 @dataclass
 class Event:
     """One thing the persona did: 1-8 entries (search -> visits -> purchase/booking -> review)."""
@@ -228,6 +243,13 @@ class _Writer:
         self.prefs = profile["preferences"]
         self.rnd = random.Random(f"webfreeze-history-{seed}-{profile['id']}")
         self.events: list[Event] = []
+        self._memo: dict = {}
+
+    def _pool(self, key: tuple, make: Callable[[], list]) -> list:
+        """``make()``, computed once per key (the same filtered item lists are asked for all year)."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
 
     # --- time
     def _begin(self) -> datetime:
@@ -251,7 +273,7 @@ class _Writer:
         for i, (typ, obj, site, tags) in enumerate(steps):
             if i:
                 t = t + timedelta(minutes=self.rnd.randint(1, 11), seconds=self.rnd.randrange(60))
-            entry = {"type": typ, "object": obj, "website": site, "_t": t, "_tags": set(tags)}
+            entry = {"type": typ, "object": obj, "website": site, "_t": t, "_tags": _visible(tags, obj, site)}
             if status and typ in ("purchase", "booking"):
                 entry["status"] = status
                 if status == "cancelled":
@@ -261,7 +283,8 @@ class _Writer:
             when = self._later(t)
             if when is not None:
                 typ, obj, site, tags = review
-                ev.entries.append({"type": typ, "object": obj, "website": site, "_t": when, "_tags": set(tags)})
+                ev.entries.append({"type": typ, "object": obj, "website": site, "_t": when,
+                                   "_tags": _visible(tags, obj, site)})
         self.events.append(ev)
         return ev
 
@@ -291,7 +314,8 @@ class _Writer:
     # --- product texts
     @staticmethod
     def _product(item: dict) -> str:
-        return f"{item['name']} - {item['brand']}, {item['color']}, ${item['price']:.2f}"
+        dept = item.get("department") or item["category"]
+        return f"{item['name']} - {dept}, {item['brand']}, {item['color']}, ${item['price']:.2f}"
 
     def _review(self, domain: str, item: dict, stars: int, texts: dict) -> tuple:
         words = self.rnd.choice(texts[max(min(stars, max(texts)), min(texts))])
@@ -306,13 +330,13 @@ class _Writer:
         """A purchase that follows the shopping preferences (the anchor category most of the time)."""
         p, rnd = self.prefs["shopping"], self.rnd
         host = p["website"]
-        items = self.cat.domain_items(host, "shopping")
-        category = p["category"] if rnd.random() < 0.7 else rnd.choice(sorted({it["category"] for it in items}))
-        same = [it for it in items if it["category"] == category]
-        fits = [it for it in same if it["brand"] == p["brand"] and it["price_tier"] == p["price_tier"]
-                and (category != p["category"] or p["size"] in it["sizes"])] or \
-               [it for it in same if it["brand"] == p["brand"]] or same
-        label = category.replace("-", " ")
+        category = p["category"] if rnd.random() < 0.7 else rnd.choice(self._categories(host))
+        same = self._department(host, category)
+        fits = self._pool(("fits", host, category), lambda: [
+            it for it in same if it["brand"] == p["brand"] and it["price_tier"] == p["price_tier"]
+            and (category != p["category"] or p["size"] in it["sizes"])] or [
+            it for it in same if it["brand"] == p["brand"]] or same)
+        label = category_words(category)
         sized = category == p["category"]
         status = self._status()
         steps = []
@@ -338,18 +362,24 @@ class _Writer:
             review = self._review("shopping", bought, rnd.choice([4, 5, 5]), REVIEW_WORDS)
         self._emit("shop_pref", steps[:8], review, status)
 
+    def _categories(self, host: str) -> list[str]:
+        return self._pool(("cats", host), lambda: sorted({it["category"] for it in self.cat.domain_items(host, "shopping")}))
+
+    def _department(self, host: str, category: str) -> list[dict]:
+        return self._pool(("dept", host, category), lambda: [
+            it for it in self.cat.domain_items(host, "shopping") if it["category"] == category])
+
     def shop_other(self) -> None:
         """Browsing (sometimes buying) other things on a shop: gifts, household, anything."""
         rnd = self.rnd
         host = rnd.choice(self.cat.domains["shopping"])
-        items = self.cat.domain_items(host, "shopping")
-        category = rnd.choice(sorted({it["category"] for it in items}))
-        same = [it for it in items if it["category"] == category]
+        category = rnd.choice(self._categories(host))
+        same = self._department(host, category)
         steps = []
         if rnd.random() < 0.6:
             site = self._search_site(host)
             tags = {("shopping", "website", site)} if site == self.prefs["shopping"]["website"] else set()
-            steps.append(("web search", f"{category.replace('-', ' ')} {rnd.choice(['gift', 'deal', 'new', 'sale', 'reviews'])}",
+            steps.append(("web search", f"{category_words(category)} {rnd.choice(['gift', 'deal', 'new', 'sale', 'reviews'])}",
                           site, tags))
         for it in [rnd.choice(same) for _ in range(rnd.randint(1, 3))]:
             steps.append(("web visit", self._product(it), host, self._item_tags("shopping", it)))
@@ -374,11 +404,14 @@ class _Writer:
         """Finding and booking a restaurant table, a hotel room or a doctor's appointment."""
         p, rnd = self.prefs[domain], self.rnd
         host = p["website"] if rnd.random() < 0.85 else rnd.choice(self.cat.domains[domain])
-        venues = [it for it in self.cat.domain_items(host, domain) if it.get("slots")]
-        near = [it for it in venues if not p.get("city") or it.get("city") == p["city"]] or venues
-        fits = [it for it in near if it["category"] == p["category"]
-                and (not p.get("neighbourhood") or it.get("neighbourhood") == p["neighbourhood"])] or \
-               [it for it in near if it["category"] == p["category"]] or near
+        venues = self._pool(("venues", host, domain),
+                            lambda: [it for it in self.cat.domain_items(host, domain) if it.get("slots")])
+        near = self._pool(("near", host, domain), lambda: [
+            it for it in venues if not p.get("city") or it.get("city") == p["city"]] or venues)
+        fits = self._pool(("fits", host, domain), lambda: [
+            it for it in near if it["category"] == p["category"]
+            and (not p.get("neighbourhood") or it.get("neighbourhood") == p["neighbourhood"])] or [
+            it for it in near if it["category"] == p["category"]] or near)
         status = self._status()
         steps = []
         if rnd.random() < 0.75:
@@ -546,6 +579,9 @@ def generate(out: str | os.PathLike, *, n: int = 50, seed: int = 0,
     ids = persona_ids(n)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # as a plain mkdir would make it (mkdtemp's is private)
     try:
         for pid in ids:
             persona = generate_persona(pid, seed, cat)
@@ -553,7 +589,9 @@ def generate(out: str | os.PathLike, *, n: int = 50, seed: int = 0,
             folder.mkdir()
             write_history(folder / "history.jsonl", persona.entries)
             (folder / "profile.json").write_text(_dump(persona.profile), encoding="utf-8")
-            (folder / "gold.json").write_text(_dump(persona.gold), encoding="utf-8")
+            # gold: long lists of ids, read by programs only, so one compact line
+            (folder / "gold.json").write_text(json.dumps(persona.gold, sort_keys=True, ensure_ascii=False,
+                                                         separators=(",", ":")) + "\n", encoding="utf-8")
             if progress:
                 progress(1)
         manifest = {"format": FORMAT, "version": VERSION, "seed": seed, "n": n, "personas": ids,

@@ -298,6 +298,9 @@ def build_suite(personas_dir: str | os.PathLike, out: str | os.PathLike, *, leve
                 "personas": {"path": os.path.relpath(personas_dir, out), "seed": pm.get("seed"), "n": pm.get("n")}}
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # as a plain mkdir would make it (mkdtemp's is private)
     try:
         (tmp / "tasks.jsonl").write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks),
                                          encoding="utf-8")

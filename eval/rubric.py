@@ -67,6 +67,10 @@ KEY_WORDS: dict[str, tuple[str, ...]] = {
     "state": ("state", "region", "province"),
 }
 LOCATION_PARTS = ("city", "neighbourhood", "zip", "state")
+# Keys for what a site's own search finds by name (the cuisine, speciality or kind of item): a
+# value searched for (a search box, a ``q``/``query``/``search`` parameter) is in its context.
+SEARCHED_KEYS = frozenset({"category", "cuisine", "speciality", "specialty", "hotel_class", "genre", "kind"})
+SEARCH_WORDS = frozenset({"q", "query", "search", "keyword", "keywords", "term", "searchbox"})
 
 
 # ------------------------------------------------------------------------------ ground truth
@@ -182,7 +186,7 @@ class Use:
                 text = parsed.get("text")
             if text is not None:
                 target = s.get("target") if isinstance(s.get("target"), dict) else {}
-                label = " ".join(str(target[k]) for k in ("name", "css", "xpath") if target.get(k))
+                label = " ".join(str(target[k]) for k in ("role", "name", "css", "xpath") if target.get(k))
                 self.fields.append((label, str(text)))
                 self.free.append(str(text))
         for url in visited_urls(trajectory):
@@ -219,7 +223,8 @@ def key_words(key: str) -> set[str]:
     """The words naming a preference key's category: the key's own words and :data:`KEY_WORDS`."""
     own = [w for w in re.split(r"[^0-9a-z]+", key.lower()) if w]
     words = set(own) | set(KEY_WORDS.get(key.lower(), ()))
-    return words | {w[:-1] for w in words if w.endswith("s") and len(w) > 3}
+    # singular and plural forms ("prices" names a price, "size" a sizes key)
+    return words | {w[:-1] for w in words if w.endswith("s") and len(w) > 3} | {w + "s" for w in words if len(w) > 2}
 
 
 def _name_words(name: str) -> set[str]:
@@ -247,6 +252,8 @@ def near(text: str, value: str, words: Iterable[str], chars: int = NEAR_CHARS) -
     for w in words:
         for ws in _spans(t, w):
             for v in vs:
+                if ws[0] < v[1] and v[0] < ws[1]:
+                    continue  # the value itself ("budget" for a price tier) is not its own context
                 gap = max(ws[0] - v[1], v[0] - ws[1], 0)
                 if gap <= chars:
                     return True
@@ -262,6 +269,10 @@ def preference_used(key: str, value: str, use: Use) -> tuple[bool, str]:
     for name, text in use.fields:
         if _name_words(name) & words and contains_phrase(text, value):
             return True, f"field {name!r}"
+    if key.lower() in SEARCHED_KEYS:
+        for name, text in use.fields:
+            if _name_words(name) & SEARCH_WORDS and contains_phrase(text, value):
+                return True, f"searched for ({name!r})"
     for text in use.free:
         if near(text, value, words):
             return True, "near the key word"
@@ -314,9 +325,11 @@ def blocked_from_outside(end: dict) -> bool:
 
 def gold_hits(rubric: dict, trajectory: dict) -> dict | None:
     """Retrieval Hit@k of the gold history entries: per key, whether one of its gold ids is among
-    the ids the history steps retrieved. None when the rubric names no gold entries."""
+    the ids the history steps retrieved. Keys with no gold id are left out (nothing could hit).
+    None when the rubric names no gold entries."""
     gold = rubric.get("gold_entries")
-    if not isinstance(gold, dict) or not gold:
+    gold = {k: v for k, v in gold.items() if v} if isinstance(gold, dict) else {}
+    if not gold:
         return None
     steps = history_steps(trajectory)
     ids = {e.get("id") for e in retrieved_entries(trajectory)}

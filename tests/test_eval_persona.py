@@ -120,6 +120,9 @@ def test_retrieval_needs_retrieval_not_the_query():
     assert r["website"] == {"retrieval": 0.0, "utilisation": 5.0, "score": 5.0}
     assert r["preference"]["retrieval"] == 0.0 and r["preference"]["utilisation"] == 5.0
     assert r["gold_hits"]["by_key"] == {"brand": False, "size": False, "website": False}
+    # a key with no gold entry cannot be hit: left out, not a miss
+    r = evaluate_rubric({**RUBRIC, "gold_entries": {"brand": ["p01-00012"], "size": []}}, good_trajectory())
+    assert r["gold_hits"]["by_key"] == {"brand": True}
 
 
 def test_no_first_label_fallback_and_generator_output_counts():
@@ -169,7 +172,7 @@ def test_select_into_a_named_field_is_a_category_context():
                               name="Shoe size", value="42", typed="42")], end="stopped")
     r = evaluate_rubric({"websites": ["shop.test"], "preferences": {"size": "42"}}, t)
     size = next(i for i in r["items"] if i["name"] == "size")
-    assert size["used"] and size["used_where"] == "field 'Shoe size'"
+    assert size["used"] and size["used_where"] == "field 'combobox Shoe size'"
 
 
 def location_trajectory(url: str, thought: str = "") -> dict:
@@ -410,3 +413,24 @@ def test_report_with_the_llm_judge_names_it_and_replays(tmp_path, cli):
     miss = cli("eval", "report", str(run), "--judge", "llm", "--judge-cassette", str(tmp_path / "none.sqlite"),
                "--judge-cassette-mode", "replay")
     assert miss.returncode == 1 and "Traceback" not in miss.stderr and len(miss.stderr.strip().splitlines()) == 1
+
+
+def test_a_searched_category_and_self_naming_values():
+    rubric = {"websites": ["booking.test"], "preferences": {"cuisine": "Korean", "price_tier": "budget"}}
+    url = "http://booking.test/search?kind=restaurant&city=Toronto&q=korean"
+    t = trajectory("t", [step(f"goto('{url}')", "goto", goto=url, url="http://start.test/", url_after=url,
+                              fields={"thought": "on a budget tonight"})], end="stopped")
+    items = {i["name"]: i for i in evaluate_rubric(rubric, t)["items"]}
+    # the site's search finds cuisines by name: a searched cuisine is in its context
+    assert items["cuisine"]["used"] and items["cuisine"]["used_where"] == "searched for ('q')"
+    # "budget" is one of the price tier's own words, but a value is not its own context
+    assert items["price_tier"]["used"] is False
+    t["steps"][0]["agent_fields"]["thought"] = "budget prices, as usual"
+    items = {i["name"]: i for i in evaluate_rubric(rubric, t)["items"]}
+    assert items["price_tier"]["used"] is True
+    # a brand is not a searched category: q=acme alone is no brand context
+    r = evaluate_rubric({"websites": ["shop.test"], "preferences": {"brand": "Acme"}},
+                        trajectory("t", [step("goto('http://shop.test/search?q=acme')", "goto",
+                                              goto="http://shop.test/search?q=acme",
+                                              url_after="http://shop.test/search?q=acme")], end="stopped"))
+    assert r["items"][1]["used"] is False

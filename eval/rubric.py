@@ -305,6 +305,17 @@ def _same_site(host: str, site: str) -> bool:
 
 
 # ------------------------------------------------------------------------------ deciding
+def _stated(instruction: str, key: str, value: str) -> bool:
+    """Whether the instruction states a preference's value (then nothing is left to retrieve). A
+    value of one or two characters ("M", "XL") counts only next to a word of its key ("size M"):
+    alone it is found in too many words ("I'm")."""
+    if not instruction or not contains_phrase(instruction, value):
+        return False
+    if len(normalise(value)) > 2 or _UNCATEGORISED.match(key.lower()):
+        return True
+    return near(instruction, value, key_words(key), chars=12)
+
+
 def _decide(rule: bool, judge: Judge | None, question: str, value: str, evidence: list[str]) -> tuple[bool, str]:
     """The rule's verdict when it holds; else the judge's (>= 0.5) when one is given."""
     if rule:
@@ -391,17 +402,17 @@ def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", in
         for name, value in sorted(prefs.items()):
             value = str(value)
             used, where = preference_used(name, value, use)
-            p = item("preference", name, value, any(contains_phrase(t, value) for t in retrieved_ev), used, where)
+            p = item("preference", name, value, any(contains_phrase(t, value) for t in retrieved_ev), used, where,
+                     explicit=_stated(instruction, name, value))
             retrieval += weight if p["retrieved"] else 0.0
             utilisation += weight if p["used"] else 0.0
         full = 10.0 if prefs else 0.0
         if location:
             text = ", ".join(location[k] for k in LOCATION_PARTS if k in location)
             loc = item("location", "location", text, _location_found(location, retrieved_ev),
-                       _location_found(location, used_ev, use.fields))
+                       _location_found(location, used_ev, use.fields),
+                       explicit=bool(instruction) and _location_found(location, [instruction]))
             loc["parts"] = location
-            if not loc["retrieved"] and instruction and _location_found(location, [instruction]):
-                loc["retrieved"], loc["retrieved_by"] = True, "instruction"
             retrieval += 2.5 if loc["retrieved"] else 0.0
             utilisation += 2.5 if loc["used"] else 0.0
             full += 5.0

@@ -434,3 +434,14 @@ def test_a_searched_category_and_self_naming_values():
                                               goto="http://shop.test/search?q=acme",
                                               url_after="http://shop.test/search?q=acme")], end="stopped"))
     assert r["items"][1]["used"] is False
+
+
+def test_a_short_value_is_stated_only_next_to_its_key():
+    t = good_trajectory(scheme=None)
+    t["steps"] = t["steps"][1:]                       # no history access
+    rubric = {"websites": ["shop.test"], "preferences": {"size": "M"}}
+    stated = evaluate_rubric(rubric, t, instruction="At shop.test, buy shoes in size M")
+    assert stated["items"][1]["retrieved_by"] == "instruction"
+    # "I'm" holds an "m" on word boundaries, but says nothing about the size
+    unstated = evaluate_rubric(rubric, t, instruction="I'm after shoes in my usual size")
+    assert unstated["items"][1]["retrieved"] is False and unstated["preference"]["retrieval"] == 0.0

@@ -18,7 +18,7 @@ from typing import Any
 VISIBLE_FIELDS = ("id", "category", "instruction", "start_url", "snapshot_time")
 # Task fields that name resources the agent may use (a persona, a composed history): passed on
 # under `handles` when a task declares them.
-HANDLE_FIELDS = ("persona", "user", "history", "site", "sites", "context")
+HANDLE_FIELDS = ("persona", "user", "history", "site", "sites", "context", "candidates")
 
 
 class AgentError(RuntimeError):

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from webfreeze.simulator.actions import ActionError, format_action, normalize_dialect, try_parse
+from webfreeze.simulator.actions import Action, ActionError, format_action, normalize_dialect, try_parse
 
 from .base import Agent, AgentError
 from .memory import STRATEGIES, check_template, describe_step, make_memory, step_number
@@ -50,6 +50,14 @@ TEMPLATE_FIELDS = {
     "retry.txt": {"error", "reply_format"},
 }
 MEMORY_TEMPLATE = "memory.txt"
+
+# How the agent reaches the user's history (Persona2Web's schemes; DESIGN.md "Personalisation"):
+# never; when its planner (the acting model) asks, each answer passed through the generator; or all
+# before the first page action, the generator's output then making an enhanced task.
+SCHEMES = ("no-history", "on-demand", "pre-execution")
+DEFAULT_SCHEME_PROMPT = "schemes-v1"
+SCHEME_TEMPLATES = {"planner.txt": {"goal", "n"}, "generator.txt": {"goal", "entries"}}
+_QUERY_LINE = re.compile(r"(?im)^[ \t>*#_-]*(?:\d+[.)][ \t]*)?query[ \t*_]*\d*[ \t*_]*:[ \t*_]*(.+?)[ \t*_]*$")
 
 
 # ------------------------------------------------------------------------------------------ prompt sets
@@ -73,6 +81,8 @@ class PromptSet:
     retry: object         # string.Template
     reply_format: str
     memory: str | None    # the dynamic memory's template text (None when not needed)
+    system_template: object = None  # string.Template of system.txt (to add the history action)
+    actions: str = ""
 
     @classmethod
     def load(cls, prompt: str, dialect: str, *, need_memory: bool = False) -> "PromptSet":
@@ -85,7 +95,7 @@ class PromptSet:
         if not folder.is_dir():
             if looks_like_path:
                 raise AgentError(f"prompt folder {prompt} does not exist")
-            known = sorted(p.name for p in PROMPTS_DIR.iterdir() if p.is_dir() and any(p.glob("*.txt")))
+            known = sorted(p.name for p in PROMPTS_DIR.iterdir() if (p / "system.txt").is_file())
             raise AgentError(f"unknown prompt set {prompt!r} (known: {', '.join(known) or 'none'}; or give a folder)")
 
         def read(name: str) -> str:
@@ -102,7 +112,78 @@ class PromptSet:
         system = templates["system.txt"].substitute(actions=actions).strip()
         memory = read(MEMORY_TEMPLATE) if need_memory else None
         return cls(folder=folder, digest=_digest_files(folder), system=system, step=templates["step.txt"],
-                   retry=templates["retry.txt"], reply_format=read(f"reply-{dialect}.txt").strip(), memory=memory)
+                   retry=templates["retry.txt"], reply_format=read(f"reply-{dialect}.txt").strip(), memory=memory,
+                   system_template=templates["system.txt"], actions=actions)
+
+    def system_with(self, extra_action: str) -> str:
+        """The system prompt with one more action listed (the history search)."""
+        return self.system_template.substitute(actions=self.actions + "\n" + extra_action.strip()).strip()
+
+
+@dataclass(frozen=True)
+class SchemePrompts:
+    """The planner and generator templates of the history schemes and the history action's line."""
+
+    folder: Path
+    digest: str
+    planner: object      # string.Template: $goal, $n
+    generator: object    # string.Template: $goal, $entries
+    action_line: str
+
+    @classmethod
+    def load(cls, prompt: str, dialect: str) -> "SchemePrompts":
+        looks_like_path = "/" in prompt or "\\" in prompt or prompt.startswith(".")
+        folder = Path(prompt).expanduser() if looks_like_path else PROMPTS_DIR / prompt
+        if not folder.is_dir():
+            raise AgentError(f"scheme prompt set {prompt!r} does not exist (default {DEFAULT_SCHEME_PROMPT})")
+
+        def read(name: str) -> str:
+            try:
+                return (folder / name).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise AgentError(f"scheme prompt set {folder}: no {name}") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise AgentError(f"scheme prompt set {folder}: cannot read {name} ({exc})") from None
+
+        t = {name: check_template(read(name), allowed, f"{folder / name}") for name, allowed in SCHEME_TEMPLATES.items()}
+        return cls(folder=folder, digest=_digest_files(folder), planner=t["planner.txt"], generator=t["generator.txt"],
+                   action_line=read(f"actions-history-{dialect}.txt").strip())
+
+
+def planner_queries(text: str, n: int) -> list[str]:
+    """The queries of a planner's reply: its ``Query:`` lines, else its non-empty lines; at most ``n``,
+    without repeats."""
+    found = [m.group(1).strip().strip("'\"`").strip() for m in _QUERY_LINE.finditer(text or "")]
+    if not found:
+        found = [ln.strip().strip("-*'\"`").strip() for ln in (text or "").splitlines()]
+    out: list[str] = []
+    for q in found:
+        q = " ".join(q.split())[:200]
+        if q and q.casefold() not in {o.casefold() for o in out}:
+            out.append(q)
+    return out[:n]
+
+
+def render_entries(entries: list[dict]) -> str:
+    """History entries as the generator reads them (one line each)."""
+    lines = []
+    for e in entries:
+        status = f" ({e['status']})" if e.get("status") else ""
+        lines.append(f"- {e.get('timestamp', '')} {e.get('type', '')}: {e.get('object', '')} on "
+                     f"{e.get('website', '')}{status}")
+    return "\n".join(lines)
+
+
+def candidates_text(candidates) -> str:
+    """A ranking task's candidates as the agent reads them (the answer names their ids)."""
+    lines = ["Candidates (answer with a JSON list of the ids of the best five, best first):"]
+    for c in candidates or []:
+        if isinstance(c, dict):
+            rest = ", ".join(f"{k}: {v}" for k, v in c.items() if k not in ("id", "name") and v not in (None, ""))
+            lines.append(f"- {c.get('id')}: {c.get('name', '')}" + (f" ({rest})" if rest else ""))
+        else:
+            lines.append(f"- {c}")
+    return "\n".join(lines)
 
 
 def _tidy(text: str) -> str:
@@ -288,7 +369,8 @@ class LLMAgent(Agent):
     def __init__(self, model: str = "local", base_url: str | None = None, api_key_env: str | None = None,
                  temperature: float = 0.0, top_p: float = 1.0, seed: int | None = 0, max_tokens: int = 200,
                  memory: str = "last-k", k: int = 3, m: int = 3, memory_seed: int = 0, obs_tokens: int = 1500,
-                 dialect: str = "webarxiv", vision: bool = False, prompt: str = DEFAULT_PROMPT):
+                 dialect: str = "webarxiv", vision: bool = False, prompt: str = DEFAULT_PROMPT,
+                 scheme: str = "no-history", history_queries: int = 3, scheme_prompt: str = DEFAULT_SCHEME_PROMPT):
         if not isinstance(model, str) or not model.strip():
             raise AgentError(f"model must name a model (not {model!r})")
         if base_url is not None and (not isinstance(base_url, str) or not re.match(r"^https?://", base_url)):
@@ -313,13 +395,24 @@ class LLMAgent(Agent):
             raise AgentError(f"unknown dialect {dialect!r} (known: webarxiv, browsergym, webarena)") from None
         if not isinstance(vision, bool):
             raise AgentError(f"vision must be true or false (not {vision!r})")
+        if scheme not in SCHEMES:
+            raise AgentError(f"unknown scheme {scheme!r} (known: {', '.join(SCHEMES)})")
+        _whole(history_queries, "history_queries", low=1)
+        if not isinstance(scheme_prompt, str) or not scheme_prompt.strip():
+            raise AgentError("scheme_prompt must name a prompt set (e.g. schemes-v1) or a folder")
         self.settings = {
             "model": model, "base_url": base_url, "api_key_env": api_key_env, "temperature": temperature,
             "top_p": top_p, "seed": seed, "max_tokens": max_tokens, "memory": memory, "k": k, "m": m,
             "memory_seed": memory_seed, "obs_tokens": obs_tokens, "dialect": dialect, "vision": vision,
             "prompt": prompt,
         }
+        if scheme != "no-history":  # (a no-history agent's config stays as it was before schemes existed)
+            self.settings.update(scheme=scheme, history_queries=history_queries, scheme_prompt=scheme_prompt)
+        self.scheme = scheme
         self.prompts = PromptSet.load(prompt, self.dialect, need_memory=memory == "dynamic")
+        self.scheme_prompts = SchemePrompts.load(scheme_prompt, self.dialect) if scheme != "no-history" else None
+        self.system = (self.prompts.system_with(self.scheme_prompts.action_line) if scheme == "on-demand"
+                       else self.prompts.system)
         self.memory = make_memory(memory, k=k, m=m, seed=memory_seed, template=self.prompts.memory)
         self.tokenizer = self._load_tokenizer()
         self.llm_config = self._llm_config()
@@ -364,6 +457,8 @@ class LLMAgent(Agent):
     def config(self) -> dict:
         """Every setting, the prompt set's digest, the tokenizer and the memory's own settings."""
         out = dict(self.settings, prompt_digest=self.prompts.digest, tokenizer=TOKENIZER)
+        if self.scheme_prompts is not None:
+            out["scheme_prompt_digest"] = self.scheme_prompts.digest
         extra = {k: v for k, v in self.memory.config().items() if k not in out and k != "strategy"}
         out.update(extra)
         return out
@@ -408,7 +503,17 @@ class LLMAgent(Agent):
         get = task.get if hasattr(task, "get") else (lambda key, default=None: getattr(task, key, default))
         self.task_id = str(get("id", "") or "")
         self.goal = str(get("instruction", "") or "")
+        candidates = get("candidates")
+        if candidates:
+            self.goal = f"{self.goal}\n{candidates_text(candidates)}"
         self.history = []
+        # the history schemes' state of this episode
+        self.notes: list[str] = []          # what the generator wrote of each answered search
+        self._searched: str | None = None   # the query of the search whose answer comes next
+        self._queued: list[str] | None = None  # pre-execution: the planner's queries still to send
+        self._planned: list[str] = []
+        self._collected: list[dict] = []
+        self._enhanced: str | None = None
         self.memory.reset()
         # an LLMError (no API key, a cassette that cannot be used) goes up as it is: the runner stops
         # the run on it, since no episode could go right
@@ -430,10 +535,10 @@ class LLMAgent(Agent):
             self._server = None
 
     # -------------------------------------------------------------------------------- acting
-    def _step_messages(self, obs: dict, view: str, shown: list[dict]) -> list[dict]:
+    def _step_messages(self, obs: dict, view: str, shown: list[dict], goal: str | None = None) -> list[dict]:
         error = obs.get("last_action_error") or ""
         text = self.prompts.step.substitute(
-            goal=self.goal or obs.get("goal") or "",
+            goal=goal if goal is not None else (self.goal or obs.get("goal") or ""),
             memory="\n".join(describe_step(e) for e in shown) or "(none)",
             title=obs.get("title") or "(no title)", url=obs.get("url") or "",
             error=f"Your last action failed: {error}" if error else "",
@@ -443,7 +548,60 @@ class LLMAgent(Agent):
         if self.settings["vision"] and shot:
             url = "data:image/png;base64," + base64.b64encode(shot).decode("ascii")
             content = [{"type": "text", "text": content}, {"type": "image_url", "image_url": {"url": url}}]
-        return [{"role": "system", "content": self.prompts.system}, {"role": "user", "content": content}]
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": content}]
+
+    # -------------------------------------------------------------------------------- history schemes
+    def _task_goal(self, obs: dict) -> str:
+        """The task as the step prompt states it: the instruction, or pre-execution's enhanced task,
+        with what the generator made of on-demand searches."""
+        goal = self._enhanced or self.goal or obs.get("goal") or ""
+        if self.notes and self.scheme == "on-demand":
+            goal += "\nWhat the user's history shows: " + " ".join(self.notes)
+        return goal
+
+    def _generate(self, entries: list[dict], step) -> tuple[str, object | None]:
+        """The generator's reading of retrieved entries (no call when nothing was retrieved)."""
+        if not entries:
+            return "(the history shows nothing for this)", None
+        text = _tidy(self.scheme_prompts.generator.substitute(goal=self.goal, entries=render_entries(entries)))
+        c = self._client.chat([{"role": "user", "content": text}], step=step, purpose="generator")
+        return " ".join((c.text or "").split()) or "(the history shows nothing for this)", c
+
+    def _history_turn(self, obs: dict, step) -> tuple[dict | None, list, dict]:
+        """Before the acting call: read a search's answer; pre-execution may act here (its searches,
+        sent one per call). Returns (a finished action or None, completions, fields for the step)."""
+        completions, fields = [], {}
+        if self._searched is not None:
+            entries = [e for e in (obs.get("history_results") or []) if isinstance(e, dict)]
+            self._searched = None
+            if self.scheme == "on-demand":
+                note, c = self._generate(entries, step)
+                completions += [c] if c else []
+                self.notes.append(note)
+                fields["generator_output"] = note
+            else:
+                seen = {e.get("id") for e in self._collected}
+                self._collected += [e for e in entries if e.get("id") not in seen]
+        if self.scheme == "pre-execution" and self._enhanced is None:
+            if self._queued is None:
+                text = _tidy(self.scheme_prompts.planner.substitute(goal=self.goal, n=self.settings["history_queries"]))
+                c = self._client.chat([{"role": "user", "content": text}], step=step, purpose="planner")
+                completions.append(c)
+                # a planner that writes no usable query still searches once, with the task itself
+                self._queued = planner_queries(c.text, self.settings["history_queries"]) or [" ".join(self.goal.split())[:200]]
+                self._planned = list(self._queued)
+                fields["planner_queries"] = list(self._planned)
+            if self._queued:
+                query = self._queued.pop(0)
+                self._searched = query
+                action = format_action(Action("history_search", text=query), self.dialect)
+                return {"action": action, "thought": f"before browsing, look up the user's history: {query}",
+                        **fields}, completions, fields
+            note, c = self._generate(self._collected, step)
+            completions += [c] if c else []
+            self._enhanced = f"{self.goal}\nWhat the user's history shows: {note}"
+            fields.update(generator_output=note, enhanced_task=self._enhanced)
+        return None, completions, fields
 
     def act(self, obs: dict) -> dict:
         """One step: ``{"action": str, "thought", "memory", "reply", "llm", "observation"[, "parse_error", "retry"]}``."""
@@ -451,18 +609,24 @@ class LLMAgent(Agent):
             raise AgentError("call reset() before act()")
         step = obs.get("step")
         step = step if isinstance(step, int) and not isinstance(step, bool) else len(self.history)
-        if self.history:
+        if self.history and self._searched is None:
             # What the environment made of the previous action is only known now.
             self.history[-1]["error"] = obs.get("last_action_error") or None
+        early, completions, scheme_fields = [], [], {}
+        if self.scheme != "no-history":
+            done, early, scheme_fields = self._history_turn(obs, step)
+            if done is not None:
+                usage, timing = _usage(early)
+                return {**done, "scheme": self.scheme, "llm": usage, "timing": timing}
         view, view_info = cut_observation(obs.get("axtree_text") or "", self.settings["obs_tokens"], self.tokenizer)
-        goal = self.goal or obs.get("goal") or ""
+        goal = self._task_goal(obs)
 
         selection = self.memory.choose(self.history, goal, view, task_id=self.task_id, step=step, llm=self._client)
         chosen = set(selection.steps)
         shown = [e for i, e in enumerate(self.history) if step_number(e, i) in chosen]
-        completions = list(selection.completions)
+        completions = list(early) + list(selection.completions)
 
-        messages = self._step_messages(obs, view, shown)
+        messages = self._step_messages(obs, view, shown, goal)
         first = self._client.chat(messages, step=step, purpose="act")
         completions.append(first)
         reply = parse_reply(first.text, self.dialect)
@@ -479,6 +643,14 @@ class LLMAgent(Agent):
 
         action = action_string(reply, self.dialect)
         usage, timing = _usage(completions)
+        if self.scheme == "on-demand" and reply.action is not None and reply.action.kind == "history_search":
+            # the answer comes in the next observation; the search is not a page step of the memory
+            self._searched = reply.action.text
+            out = {"action": action, "thought": reply.thought, "reply": reply.text, "llm": usage,
+                   "scheme": self.scheme, "timing": timing, **scheme_fields}
+            if retry is not None:
+                out["retry"] = retry
+            return out
         self.history.append({
             "step": step, "url": obs.get("url") or "", "title": obs.get("title") or "",
             "summary": " ".join(view[:SUMMARY_CHARS].split()), "thought": reply.thought, "note": reply.note,
@@ -493,4 +665,6 @@ class LLMAgent(Agent):
             out["retry"] = retry
         if reply.action is None:
             out["parse_error"] = reply.error
+        if self.scheme != "no-history":
+            out.update(scheme=self.scheme, **scheme_fields)
         return out

@@ -25,7 +25,10 @@ import re
 from dataclasses import dataclass, replace
 
 KINDS = ("click", "fill", "select", "scroll", "go_back", "go_forward", "goto", "noop", "answer",
-         "infeasible", "hover", "press")
+         "infeasible", "hover", "press", "history_search")
+# Actions that never touch the browser: a search of the user's history (answered by the environment
+# from the task's persona, recorded as a step of kind "history", outside the navigation budget).
+NON_BROWSER_KINDS = ("history_search",)
 DIALECTS = ("browsergym", "webvoyager", "webarena")
 # Other names people use for the dialects.
 DIALECT_ALIASES = {"browsergym": "browsergym", "bgym": "browsergym", "webvoyager": "webvoyager",
@@ -98,7 +101,7 @@ _THOUGHT_LABEL = re.compile(r"(?i)^[ \t*#]*thoughts?[ \t*]*:[ \t*]*")
 # Words a line must start with to be taken for an action when nothing else marks it.
 _ACTION_START = re.compile(
     r"^(?:[a-z_]+\s*\(|(?:click|type|hover|press|scroll|goto|go_back|go_forward|stop|new_tab|tab_focus|"
-    r"close_tab|Click|Type|Scroll|Wait|GoBack|Google|ANSWER)\b)")
+    r"close_tab|history_search|Click|Type|Scroll|Wait|GoBack|Google|ANSWER|HistorySearch)\b)")
 
 
 _SUMMARY_LEAD = re.compile(r"(?is)\s*(?:in summary,\s*)?the next action I will perform is\s*:?\s*$")
@@ -192,6 +195,7 @@ _BGYM_SIGNATURES = {
     "hover": (("bid",), {}),
     "press": (("bid", "key_comb"), {}),
     "keyboard_press": (("key",), {}),
+    "history_search": (("query",), {}),
 }
 _BGYM_EXAMPLES = {
     "click": "click('12')", "fill": "fill('12', 'text')", "select_option": "select_option('12', 'value')",
@@ -199,6 +203,7 @@ _BGYM_EXAMPLES = {
     "goto": "goto('http://example.com/')", "noop": "noop() or noop(1000)",
     "send_msg_to_user": "send_msg_to_user('the answer')", "report_infeasible": "report_infeasible('why')",
     "hover": "hover('12')", "press": "press('12', 'Enter')", "keyboard_press": "keyboard_press('Enter')",
+    "history_search": "history_search('running shoes I bought')",
 }
 
 
@@ -316,15 +321,17 @@ def _parse_browsergym(s: str) -> Action:
         return Action("hover", bid=bid())
     if name == "press":
         return Action("press", bid=bid(), key=string("key_comb", allow_empty=False).strip())
+    if name == "history_search":
+        return Action("history_search", text=string("query", allow_empty=False).strip())
     # keyboard_press
     return Action("press", key=string("key", allow_empty=False).strip())
 
 
 # ---------------------------------------------------------------- WebVoyager / WebArxiv
-_VOYAGER_WORDS = ("Click", "Type", "Scroll", "Wait", "GoBack", "Google", "ANSWER")
+_VOYAGER_WORDS = ("Click", "Type", "Scroll", "Wait", "GoBack", "Google", "ANSWER", "HistorySearch")
 _ID = r"([A-Za-z]*\d+)"
 _VOYAGER_FORMS = ("Click [N]", "Type [N]; text", "Scroll [WINDOW]; up|down", "Scroll [N]; up|down", "Wait",
-                  "GoBack", "Google", "ANSWER; text")
+                  "GoBack", "Google", "ANSWER; text", "HistorySearch; query")
 
 
 def _unbracket(text: str) -> str:
@@ -373,14 +380,20 @@ def _parse_webvoyager(s: str) -> Action:
     if lower == "answer":
         m = re.fullmatch(r"(?:;|:)?\s*(.*)", rest, re.S)
         return Action("answer", text=_unbracket(m.group(1)))
+    if lower == "historysearch":
+        m = re.fullmatch(r"(?:;|:)?\s*(.*)", rest, re.S)
+        query = _unbracket(m.group(1)).strip()
+        if not query:
+            raise ActionError(f"HistorySearch needs a query, e.g. HistorySearch; running shoes (got {s!r})")
+        return Action("history_search", text=query)
     raise ActionError(f"unknown WebVoyager action {word!r}; expected one of " + ", ".join(_VOYAGER_FORMS))
 
 
 # ---------------------------------------------------------------- WebArena
 _ARENA_WORDS = ("click", "type", "hover", "press", "scroll", "goto", "go_back", "go_forward", "stop",
-                "new_tab", "tab_focus", "close_tab")
+                "new_tab", "tab_focus", "close_tab", "history_search")
 _ARENA_FORMS = ("click [id]", "type [id] [text] [0|1]", "hover [id]", "press [key]", "scroll [up|down]",
-                "goto [url]", "go_back", "go_forward", "stop [answer]")
+                "goto [url]", "go_back", "go_forward", "stop [answer]", "history_search [query]")
 
 
 def _parse_webarena(s: str) -> Action:
@@ -430,6 +443,11 @@ def _parse_webarena(s: str) -> Action:
         if not m:
             raise ActionError(f"stop needs the answer in brackets, e.g. stop [42] (got {s!r})")
         return Action("answer", text=m.group(1).strip())
+    if word == "history_search":
+        m = re.fullmatch(r"\[(.*)\]", rest, re.S)
+        if not m or not m.group(1).strip():
+            raise ActionError(f"history_search needs a query in brackets, e.g. history_search [running shoes] (got {s!r})")
+        return Action("history_search", text=m.group(1).strip())
     raise ActionError(f"unknown WebArena action {word!r}; expected one of " + ", ".join(_ARENA_FORMS))
 
 
@@ -545,6 +563,8 @@ def format_action(action: Action, dialect: str) -> str:
             if action.bid is None:
                 return f"keyboard_press({_pyrepr(action.key)})"
             return f"press({_pyrepr(action.bid)}, {_pyrepr(action.key)})"
+        if k == "history_search":
+            return f"history_search({_pyrepr(action.text or '')})"
     if d == "webvoyager":
         if k == "click":
             return f"Click [{action.bid}]"
@@ -562,6 +582,8 @@ def format_action(action: Action, dialect: str) -> str:
             return "Google"
         if k == "answer":
             return f"ANSWER; {_bracket_safe(action.text or '', 'an answer', d)}"
+        if k == "history_search":
+            return f"HistorySearch; {_bracket_safe(action.text or '', 'a query', d)}"
         raise ActionError(f"WebVoyager has no {k} action; it has Click, Type, Scroll, Wait, GoBack, Google, ANSWER")
     if d == "webarena":
         if k in ("click", "hover"):
@@ -582,5 +604,7 @@ def format_action(action: Action, dialect: str) -> str:
             return f"stop [{_bracket_safe(action.text or '', 'an answer', d)}]"
         if k == "infeasible":
             return "stop [N/A]"
+        if k == "history_search":
+            return f"history_search [{_bracket_safe(action.text or '', 'a query', d)}]"
         raise ActionError(f"WebArena has no {k} action")
     raise ActionError(f"BrowserGym has no {k} action")  # unreachable: every kind is covered above

@@ -133,6 +133,13 @@ class EnvConfig:
     suite: str | Path | None = None
     # "zero": every reward is 0; "score": the final step's reward is the task's score (for RL users).
     reward: str = "zero"
+    # The user's history for personalised tasks: an object with ``search(query) -> list[dict]`` (and
+    # optionally ``identity() -> dict``), or a callable ``task -> such an object or None`` (one per
+    # persona). None: a ``history_search`` action is refused. reset(options={"history": ...}) overrides.
+    history: object = None
+    # History searches answered per episode; they do not count as steps. A refused one (no history,
+    # this many already answered) is a failed step like any bad action, so an episode always ends.
+    max_history: int = 10
 
 
 def _digest(text: str) -> str:
@@ -167,6 +174,9 @@ class WebEnv(gym.Env):
         self.recorder: TrajectoryRecorder | None = None
         self.last_error: str | None = None
         self._task_obj = None  # the eval Task behind self.task, for reward="score"
+        self._history = None  # this episode's history handle (see EnvConfig.history)
+        self._history_used = 0
+        self._history_answer: tuple[str, list] = ("", [])  # what the last step's history search returned
         self.last_timing: dict = {}  # the last reset's or step's duration (reset_ms / step_ms)
 
     @functools.cached_property
@@ -183,15 +193,23 @@ class WebEnv(gym.Env):
         self.steps = 0
         self.done = False
         self.last_error = None
+        self._history = self._history_for(task, (options or {}).get("history"))
+        self._history_used = 0
+        self._history_answer = ("", [])
         episode_seed = self.config.seed if seed is None else seed
         self.server.reset(episode_seed, when=task.get("snapshot_time"))
         t0 = time.perf_counter()
         self.last_error = self.backend.reset(task["start_url"])
         obs = self._observe()
-        self.recorder = TrajectoryRecorder(task, env={
+        env_info = {
             "backend": self.config.backend, "seed": episode_seed, "max_steps": self.config.max_steps,
             "viewport": [1920, 1080], "action_dialect": self.config.action_dialect,
-            "snapshot_time": task.get("snapshot_time")})
+            "snapshot_time": task.get("snapshot_time")}
+        if self._history is not None:
+            identity = getattr(self._history, "identity", None)
+            env_info["history"] = identity() if callable(identity) else {}
+            env_info["max_history"] = self.config.max_history
+        self.recorder = TrajectoryRecorder(task, env=env_info)
         # timings stay out of info (Gymnasium expects the same info for the same seed and action)
         self.last_timing = {"reset_ms": round((time.perf_counter() - t0) * 1000, 3)}
         return obs, {"task_id": task.get("id")}
@@ -217,13 +235,19 @@ class WebEnv(gym.Env):
                 if target is None and parsed.kind not in ("scroll",):
                     error = _missing(before_tree, parsed.bid)
             if error is None:
-                if parsed.kind in ("answer", "infeasible"):
+                if parsed.kind == "history_search":
+                    history, error = self._search_history(parsed.text or "")
+                    if error is None:
+                        return self._history_step(action, parsed, agent, history, before_tree, before_url,
+                                                  obs_digest, t0)
+                elif parsed.kind in ("answer", "infeasible"):
                     answer = parsed.text or ""
                     self.done = True
                 else:
                     error = self.backend.act(parsed, target)
         self.steps += 1
         self.last_error = error
+        self._history_answer = ("", [])
         obs = self._observe()
         truncated = not self.done and self.steps >= self.config.max_steps
         end_reason = None
@@ -247,6 +271,48 @@ class WebEnv(gym.Env):
             reward = self._score()
             info["score"] = reward
         return obs, reward, self.done, truncated, info
+
+    # ------------------------------------------------------------------ the user's history
+    def _history_for(self, task: dict, given):
+        """The history handle of this episode: reset's ``options["history"]``, else the config's
+        (an object with ``search``, or a callable giving one for ``task``)."""
+        source = given if given is not None else self.config.history
+        if source is None or callable(getattr(source, "search", None)):
+            return source
+        if callable(source):
+            return source(task)
+        raise EnvError("history must have a search(query) method or be a callable task -> history")
+
+    def _search_history(self, query: str) -> tuple[dict | None, str | None]:
+        """(the recorded search, None) or (None, why it was refused)."""
+        if self._history is None:
+            return None, ("this task has no user history to search (a personalised task names a persona, "
+                          "and the run needs --persona DIR)")
+        if self._history_used >= self.config.max_history:
+            return None, (f"the history was searched {self._history_used} times in this episode, "
+                          "the most allowed; act on the page")
+        try:
+            results = list(self._history.search(query))
+        except Exception as exc:  # a broken index is the episode's failed step, not a crash
+            return None, f"the history search failed: {type(exc).__name__}: {exc}".splitlines()[0]
+        identity = getattr(self._history, "identity", None)
+        ident = identity() if callable(identity) else {}
+        return {"query": query, "results": results, "k": ident.get("k"), "threshold": ident.get("threshold")}, None
+
+    def _history_step(self, action, parsed, agent, history, before_tree, before_url, obs_digest, t0):
+        """A history search that was answered: recorded as a step of kind ``history``; not a step of
+        the navigation budget (``step`` and ``max_steps`` are unchanged)."""
+        self._history_used += 1
+        self.last_error = None
+        self._history_answer = (render_history(history), history["results"])
+        obs = self._observe()
+        env_ms = round((time.perf_counter() - t0) * 1000, 3)
+        self.recorder.add_step(url=before_url, title=before_tree.title if before_tree else "", obs_digest=obs_digest,
+                               action=action, parsed=parsed, target=None, url_after=self.backend.url,
+                               agent=agent, error=None, env_ms=env_ms, history=history)
+        self.last_timing = {"step_ms": env_ms}
+        truncated = not self.done and self.steps >= self.config.max_steps
+        return obs, 0.0, False, truncated, {"parsed": parsed.to_dict(), "end_reason": None}
 
     # ------------------------------------------------------------------ tasks and rewards
     def _resolve_task(self, given) -> tuple[dict, object]:
@@ -326,8 +392,20 @@ class WebEnv(gym.Env):
             "url": self.backend.url, "title": tree.title, "goal": (self.task or {}).get("instruction", ""),
             "axtree_text": tree.axtree_text, "elements": tree.summaries(), "screenshot": shot,
             "open_pages": self.backend.open_pages(), "last_action_error": self.last_error or "",
-            "step": self.steps,
+            "step": self.steps, "history": self._history_answer[0], "history_results": self._history_answer[1],
         }
+
+
+def render_history(history: dict) -> str:
+    """What an agent reads of a history search: one line per entry, best first."""
+    results = history.get("results") or []
+    lines = [f"History search {history.get('query', '')!r}: {len(results)} "
+             f"entr{'y' if len(results) == 1 else 'ies'} found"]
+    for e in results:
+        status = f" ({e['status']})" if e.get("status") else ""
+        lines.append(f"[{e.get('id')}] {e.get('timestamp', '')} {e.get('type', '')}: {e.get('object', '')}"
+                     f" on {e.get('website', '')}{status} (score {float(e.get('score', 0)):.2f})")
+    return "\n".join(lines)
 
 
 def _missing(tree: Tree, bid: str) -> str:

@@ -80,6 +80,19 @@ class OptionalPNG(_PythonSpace):
         return x is None or (isinstance(x, bytes) and x.startswith(b"\x89PNG"))
 
 
+class HistoryResults(_PythonSpace):
+    """The observation's ``history_results``: the entries a history search returned (dicts with a
+    string ``id`` and a numeric ``score``), empty after any other step."""
+
+    def sample(self, mask=None, probability=None) -> list:
+        return []
+
+    def contains(self, x) -> bool:
+        return isinstance(x, list) and all(
+            isinstance(e, dict) and isinstance(e.get("id"), str) and isinstance(e.get("score"), (int, float))
+            for e in x)
+
+
 def observation_space(max_steps: int) -> gym.spaces.Dict:
     """The space of :meth:`WebEnv.reset`'s and :meth:`WebEnv.step`'s observations."""
     return gym.spaces.Dict({
@@ -87,6 +100,7 @@ def observation_space(max_steps: int) -> gym.spaces.Dict:
         "axtree_text": AnyText(10**8), "elements": ElementList(), "screenshot": OptionalPNG(),
         "open_pages": TextList(), "last_action_error": AnyText(65536),
         "step": gym.spaces.Discrete(max_steps + 1),
+        "history": AnyText(10**6), "history_results": HistoryResults(),
     })
 
 

@@ -33,7 +33,9 @@ class TrajectoryRecorder:
         return self.end is not None
 
     def add_step(self, *, url, title, obs_digest, action, parsed, target, url_after, agent, error, env_ms,
-                 screenshot=None) -> None:
+                 screenshot=None, history: dict | None = None) -> None:
+        """One step. ``history`` (a search of the user's history: query, results, k, threshold) makes
+        it a step of kind ``history``; browser steps carry no ``kind``."""
         n = len(self.steps)
         agent = dict(agent or {})
         agent_ms = agent.pop("agent_ms", None)
@@ -49,6 +51,9 @@ class TrajectoryRecorder:
             "typed": typed, "url_after": url_after, "agent_fields": agent, "error": error,
             "screenshot": None, "timing": {"agent_ms": agent_ms, "env_ms": env_ms},
         })
+        if history is not None:
+            self.steps[-1]["kind"] = "history"
+            self.steps[-1]["history"] = history
         if isinstance(agent_timing, dict):
             self.steps[-1]["timing"].update({k: v for k, v in agent_timing.items() if k not in ("agent_ms", "env_ms")})
         if screenshot:

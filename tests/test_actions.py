@@ -44,6 +44,7 @@ VALID = [
     ("press('12', 'Enter')", "browsergym", dict(kind="press", bid="12", key="Enter")),
     ("press('12', 'ControlOrMeta+a')", "browsergym", dict(kind="press", bid="12", key="ControlOrMeta+a")),
     ("keyboard_press('PageDown')", "browsergym", dict(kind="press", key="PageDown")),
+    ("history_search('shoe size')", "browsergym", dict(kind="history_search", text="shoe size")),
     # WebVoyager / WebArxiv
     ("Click [12]", "webvoyager", dict(kind="click", bid="12")),
     ("Click 12", "webvoyager", dict(kind="click", bid="12")),

@@ -90,7 +90,7 @@ def _console():
 
 def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=0, max_steps=30,
               screenshots=False, agent_config=None, site_models=None, quiet=False, tasks=(), limit=None,
-              cassette=None, cassette_mode="record", llm_concurrency=None) -> dict:
+              cassette=None, cassette_mode="record", llm_concurrency=None, persona=None, history=None) -> dict:
     """Prepare and execute a run with a progress bar on stderr; returns the manifest."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -101,6 +101,7 @@ def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=
                              workers=workers, backend=backend, seed=seed, max_steps=max_steps,
                              screenshots=screenshots, agent_config=dict(agent_config or {}),
                              site_models=dict(site_models or {}), tasks=list(tasks), limit=limit,
+                             persona=str(persona) if persona else None, history=dict(history or {}),
                              cassette=str(cassette) if cassette else None, cassette_mode=cassette_mode,
                              llm_concurrency=llm_concurrency))
     err = Console(stderr=True)
@@ -165,10 +166,22 @@ def bench_group() -> None:
                    "is an error); auto: replay what is stored, call the rest.")
 @click.option("--llm-concurrency", type=click.IntRange(1, 256), default=None,
               help="LLM calls in flight at once across all workers (default: the agent's setting).")
+@click.option("--persona", "persona", type=click.Path(file_okay=False),
+              help="Persona folder (webfreeze personas generate): the users whose histories personalised tasks "
+                   "search with history_search(...). Agents get the persona's id, never its profile.")
+@click.option("--history-k", type=click.IntRange(1, 1000), default=None,
+              help="History entries a search returns at most [default: 20, as Persona2Web].")
+@click.option("--history-threshold", type=click.FloatRange(-1, 1), default=None,
+              help="Lowest similarity of a returned entry [default: 0.5].")
+@click.option("--history-model", default=None, metavar="NAME|PATH",
+              help="sentence-transformers model for history retrieval, on disk [default: all-MiniLM-L6-v2].")
+@click.option("--key-fields", default=None, metavar="F,F",
+              help="History fields embedded per entry [default: type,object; all: timestamp,type,object,website].")
 @click.option("--no-report", is_flag=True, help="Do not score the run at the end.")
 @_one_line_errors
 def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, screenshots, agent_config, site_models,
-              task_globs, limit, llm, llm_key_env, cassette, cassette_mode, llm_concurrency, no_report):
+              task_globs, limit, llm, llm_key_env, cassette, cassette_mode, llm_concurrency, persona, history_k,
+              history_threshold, history_model, key_fields, no_report):
     """Run AGENT on every task of SUITE against the replayed archive; write RUN_DIR.
 
     RUN_DIR gets manifest.json (archive and suite digests, agent config, versions), tasks.jsonl,
@@ -192,7 +205,10 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
     manifest = run_suite(suite, archive, agent, out, workers=workers, backend=backend, seed=seed,
                          max_steps=max_steps, screenshots=screenshots, agent_config=settings, site_models=models,
                          tasks=task_globs, limit=limit, cassette=cassette, cassette_mode=cassette_mode,
-                         llm_concurrency=llm_concurrency)
+                         llm_concurrency=llm_concurrency, persona=persona,
+                         history={k: v for k, v in {"k": history_k, "threshold": history_threshold,
+                                                    "model": history_model, "key_fields": key_fields}.items()
+                                  if v is not None})
     click.echo(f"ran {manifest['tasks_done']} of {manifest['suite']['tasks']} tasks in {manifest['elapsed_s']:.1f} s "
                f"-> {out}", err=True)
     if not no_report:

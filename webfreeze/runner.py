@@ -20,6 +20,7 @@ embedded local model starts that model's server once, unless it replays strictly
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 import shutil
@@ -63,6 +64,8 @@ class RunConfig:
     cassette_mode: str = "record"
     llm_concurrency: int | None = None         # LLM calls in flight at once, across the workers
     local_model: bool = False                  # set by prepare(): the agent wants the embedded model
+    persona: str | None = None                 # a persona folder (personas generate): the users' histories
+    history: dict = field(default_factory=dict)  # retrieval settings: k, threshold, model, key_fields
 
 
 def _versions() -> dict:
@@ -182,6 +185,7 @@ def prepare(config: RunConfig) -> Prepared:
     site_models.update(config.site_models)
     config.site_models = dict(sorted(site_models.items()))
     check_site_models(config.site_models)
+    personas = _check_personas(config, suite.tasks)
     manifest = {
         "format": RUN_FORMAT, "version": RUN_VERSION,
         "suite": {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks),
@@ -196,12 +200,14 @@ def prepare(config: RunConfig) -> Prepared:
                 "screenshots": config.screenshots, "site_models": config.site_models},
         "versions": _versions(),
     }
+    if personas is not None:
+        manifest["personas"] = personas
     if config.backend == "browser":
         from webfreeze.simulator.browser import browser_build
 
         manifest["versions"]["browser"] = browser_build(shell=True)
     out = Path(config.out)
-    identity = {k: manifest[k] for k in ("suite", "archive", "agent", "env", "selection")}
+    identity = {k: manifest[k] for k in ("suite", "archive", "agent", "env", "selection", "personas") if k in manifest}
     if out.exists():
         if not out.is_dir():
             raise RunError(f"{out}: exists and is not a directory")
@@ -242,6 +248,61 @@ def _close_quietly(agent) -> None:
             close()
         except Exception:  # an agent that cannot close is not a reason to stop a run
             pass
+
+
+HISTORY_SETTINGS = ("k", "threshold", "model", "key_fields")
+
+
+def _history_settings(given: dict) -> dict:
+    """The retrieval settings, defaults filled in (Persona2Web's: top 20 above 0.5, key type + object)."""
+    out = {"k": 20, "threshold": 0.5, "model": "all-MiniLM-L6-v2", "key_fields": ["type", "object"]}
+    out.update({k: v for k, v in given.items() if v is not None})
+    if isinstance(out["key_fields"], str):
+        out["key_fields"] = [f.strip() for f in out["key_fields"].split(",") if f.strip()]
+    if isinstance(out["k"], bool) or not isinstance(out["k"], int) or out["k"] < 1:
+        raise RunError(f"--history-k must be a whole number, 1 or more (not {out['k']!r})")
+    if isinstance(out["threshold"], bool) or not isinstance(out["threshold"], (int, float)) \
+            or not -1 <= out["threshold"] <= 1:
+        raise RunError(f"--history-threshold must be a similarity between -1 and 1 (not {out['threshold']!r})")
+    fields = ("timestamp", "type", "object", "website")
+    bad = [f for f in out["key_fields"] if f not in fields]
+    if bad or not out["key_fields"]:
+        raise RunError(f"--key-fields takes some of {', '.join(fields)} (not {','.join(out['key_fields'])!r})")
+    out["key_fields"] = list(out["key_fields"])
+    return out
+
+
+def _check_personas(config: RunConfig, tasks: list) -> dict | None:
+    """The ``personas`` part of the manifest: the folder, the digest of the histories the selected
+    tasks use, and the retrieval settings; None when no task names a persona and none was given.
+    Every history is read (and checked) here, before anything is written."""
+    wanted = sorted({str(t.raw["persona"]) for t in tasks if t.raw.get("persona")})
+    unknown = sorted(set(config.history) - set(HISTORY_SETTINGS))
+    if unknown:
+        raise RunError(f"unknown history setting {unknown[0]!r} (known: {', '.join(HISTORY_SETTINGS)})")
+    if config.persona is None:
+        if wanted:
+            more = f" and {len(wanted) - 3} more" if len(wanted) > 3 else ""
+            raise RunError(f"{len(wanted)} persona(s) are named by the tasks ({', '.join(wanted[:3])}{more}): "
+                           f"give --persona DIR (a folder made by 'webfreeze personas generate')")
+        return None
+    from webfreeze.personas.history import HistoryError, history_digest, load_history
+
+    folder = Path(config.persona)
+    if not folder.is_dir():
+        raise RunError(f"{folder}: no such persona folder (make one with 'webfreeze personas generate')")
+    settings = _history_settings(config.history)
+    digests = {}
+    for pid in wanted:
+        path = folder / pid / "history.jsonl"
+        if not path.is_file():
+            raise RunError(f"{path}: no history for persona {pid!r} in {folder}")
+        try:
+            digests[pid] = history_digest(load_history(path))
+        except HistoryError as exc:
+            raise RunError(str(exc)) from None
+    whole = hashlib.sha256(json.dumps(digests, sort_keys=True).encode("utf-8")).hexdigest()
+    return {"dir": str(folder), "used": len(digests), "digest": "sha256:" + whole, "retrieval": settings}
 
 
 def _check_cassette(config: RunConfig) -> None:
@@ -309,8 +370,28 @@ def _worker_init(config: dict, archive: str, manifest: dict, llm: dict) -> None:
     if setup is not None:
         setup(services)
     env = WebEnv(EnvConfig(archive, backend=config["backend"], seed=config["seed"], max_steps=config["max_steps"],
-                           screenshots=config["screenshots"], site_models=models))
+                           screenshots=config["screenshots"], site_models=models,
+                           history=_history_provider(config["persona"], config["history"])))
     _WORKER.update(env=env, config=config, manifest=manifest, agent=agent, services=services)
+
+
+def _history_provider(folder: str | None, settings: dict):
+    """``task -> the user's history handle`` (one per persona, opened once per worker), or None."""
+    if folder is None:
+        return None
+    from webfreeze.personas.retrieval import open_user_history
+
+    opened: dict = {}
+
+    def provider(task: dict):
+        pid = task.get("persona")
+        if not pid:
+            return None
+        if pid not in opened:
+            opened[pid] = open_user_history(folder, str(pid), **_history_settings(settings))
+        return opened[pid]
+
+    return provider
 
 
 def _worker_close() -> None:

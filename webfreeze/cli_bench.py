@@ -220,6 +220,10 @@ def _print_report(run_dir) -> dict:
 
     report = write_report(run_dir)
     _console().print(summary_table(report))
+    if report.get("personalisation"):
+        from webfreeze.eval.report import personalisation_markdown
+
+        click.echo(personalisation_markdown(report["personalisation"]), err=True)
     for w in report["warnings"]:
         click.echo(f"warning: {w}", err=True)
     infra = report["summary"]["overall"].get("infrastructure_errors")

@@ -223,7 +223,7 @@ def _print_report(run_dir) -> dict:
     if report.get("personalisation"):
         from webfreeze.eval.report import personalisation_markdown
 
-        click.echo(personalisation_markdown(report["personalisation"]), err=True)
+        click.echo(personalisation_markdown(report["personalisation"]))
     for w in report["warnings"]:
         click.echo(f"warning: {w}", err=True)
     infra = report["summary"]["overall"].get("infrastructure_errors")

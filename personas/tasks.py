@@ -160,16 +160,52 @@ def instruction(qs: dict, level: int) -> str:
     return ask[0].upper() + ask[1:]
 
 
+def _step(n: int, action: str, url: str, role: str | None = None, name: str | None = None, value=None) -> dict:
+    target = {"role": role, "name": name, "css": None, "tag": None, "text": ""} if role else None
+    return {"step": n, "action": action, "target": target, "value": value, "url": url}
+
+
+def reference_trajectory(start_url: str, page: str | None, actions: list[tuple], answer: str) -> dict:
+    """A reference trajectory (``record session`` shape, docs/formats.md) written from the ground
+    truth, for the oracle agent: open ``page`` (the target item's page), do ``actions``
+    [(action, role, name, value)] there, answer. Targets are found again by role and name."""
+    steps = [_step(0, "navigate", start_url)]
+    if page and page != start_url:
+        steps.append(_step(1, "navigate", page))
+    at = page or start_url
+    for action, role, name, value in actions:
+        steps.append(_step(len(steps), action, at, role, name, value))
+    steps.append(_step(len(steps), "answer", at, value={"text": answer, "evidence": []}))
+    return {"version": 1, "kind": "reference_trajectory", "start_url": start_url, "recorded_by": "webfreeze personas tasks",
+            "steps": steps}
+
+
+def _reference_actions(qs: dict) -> list[tuple]:
+    """What to do on the target's page: choose the size and add to the cart, or fill the booking form."""
+    target = qs["target"]
+    if qs["domain"] == "shopping":
+        size = qs["preferences"]["size"]
+        pick = [("select", "combobox", "Size", {"value": size, "label": size})] if len(target["sizes"]) > 1 else []
+        return pick + [("click", "button", "Add to cart", None)]
+    label = "Check-in date" if qs["domain"] == "hotel" else "Time"
+    acts = [("select", "combobox", label, {"value": qs["slot"], "label": qs["slot"]})]
+    if qs["party"] is not None:
+        acts.append(("type", "spinbutton", "Guests", str(qs["party"])))
+    return acts + [("type", "textbox", "Name", qs["name"]), ("click", "button", "Reserve", None)]
+
+
 def level_task(qs: dict, level: int) -> dict:
     """The task of query set ``qs`` at ``level``, in the suite's line format."""
     rubric = {"websites": [qs["host"]], "preferences": dict(qs["preferences"]),
               "location_aware": qs["location"] is not None, "gold_entries": qs["gold_entries"]}
     if qs["location"]:
         rubric["location"] = qs["location"]
+    start = f"http://{qs['host']}/" if level == 0 else START_PAGE
+    reference = reference_trajectory(start, f"http://{qs['host']}{qs['target']['path']}", _reference_actions(qs), "Done")
     return {"id": f"{qs['id']}-L{level}", "category": f"persona-L{level}", "instruction": instruction(qs, level),
-            "start_url": f"http://{qs['host']}/" if level == 0 else START_PAGE,
-            "persona": qs["id"].split("-")[0], "level": level, "query_set": qs["id"], "domain": qs["domain"],
-            "ground_truth": {"rubric": rubric, "final_state": qs["final_state"]}}
+            "start_url": start, "persona": qs["id"].split("-")[0], "level": level, "query_set": qs["id"],
+            "domain": qs["domain"],
+            "ground_truth": {"rubric": rubric, "final_state": qs["final_state"], "reference_trajectory": reference}}
 
 
 def ranking_tasks(profile: dict, gold: dict, cat: Catalogue) -> list[dict]:
@@ -192,13 +228,16 @@ def ranking_tasks(profile: dict, gold: dict, cat: Catalogue) -> list[dict]:
         queries = {"intent": f"I need new {label}.",
                    "refined": f"{label.capitalize()} from {p['brand']} in size {p['size']}, "
                               f"at {tier_words(p['price_tier'])} prices."}
+        best_five = [session["bought"], *[i for i in ids if i != session["bought"]][:4]]
+        reference = reference_trajectory(f"http://{host}/", None, [], json.dumps(best_five))
         for kind, query in queries.items():
             out.append({"id": f"{profile['id']}-ranking-{n}-{kind}", "category": "ranking",
                         "instruction": (f"{query} Rank the candidate products for me, using what you know of my "
                                         f"history, and answer with a JSON list of exactly five candidate ids, best first."),
                         "start_url": f"http://{host}/", "persona": profile["id"], "query_set": f"{profile['id']}-ranking-{n}",
                         "query_type": kind, "query": query, "candidates": candidates,
-                        "ground_truth": {"ranking": {"target": session["bought"], "candidates": ids}}})
+                        "ground_truth": {"ranking": {"target": session["bought"], "candidates": ids},
+                                         "reference_trajectory": reference}})
     return out
 
 

@@ -48,6 +48,7 @@ def test_suite_checks_with_the_evaluator(suite):
     counts = json.loads(r.stdout)
     assert counts["tasks"] == 56
     assert counts["categories"] == {"persona-L0": 16, "persona-L1": 16, "persona-L2": 16, "ranking": 8}
+    assert counts["kinds"] == {"final_state": 48, "ranking": 8, "reference_trajectory": 56, "rubric": 48}
     manifest = json.loads((suite / "manifest.json").read_text())
     cat = load_catalogue()
     used = {t["ground_truth"]["rubric"]["websites"][0] for t in _tasks(suite) if t["category"] != "ranking"}
@@ -136,6 +137,43 @@ def test_final_state_checks_pass_on_the_sites_own_state(suite):
             results.append(outcome["success"])
         assert results == [True, False], t["id"]
     assert tried == {"shopping", "restaurant", "hotel", "clinic"}
+
+
+def test_reference_trajectories_fit_the_target_pages(suite):
+    """The oracle's steps (open the target's page, fill its form) name controls that page has,
+    with the option to choose among them; the ranking oracle answers the target first."""
+    from lxml import html
+    from werkzeug.test import Client
+
+    from webfreeze.simulator.sites import SITES
+
+    kinds = load_catalogue().site_models
+    for t in _tasks(suite):
+        ref = t["ground_truth"]["reference_trajectory"]
+        assert ref["kind"] == "reference_trajectory" and ref["steps"][0] == {
+            "step": 0, "action": "navigate", "target": None, "value": None, "url": t["start_url"]}
+        assert ref["steps"][-1]["action"] == "answer"
+        if t["category"] == "ranking":
+            answer = json.loads(ref["steps"][-1]["value"]["text"])
+            assert answer[0] == t["ground_truth"]["ranking"]["target"] and len(set(answer)) == 5
+            continue
+        page = ref["steps"][1]["url"]
+        host = page.split("/")[2]
+        resp = Client(SITES[kinds[host]](0)).get("/" + page.split("/", 3)[3], base_url=f"http://{host}")
+        assert resp.status_code == 200
+        doc = html.fromstring(resp.get_data(as_text=True))
+        labels = list(doc.iter("label"))
+        buttons = {b.text_content().strip() for b in doc.iter("button")}
+        for step in ref["steps"][2:-1]:
+            name = step["target"]["name"]
+            if step["action"] == "click":
+                assert name in buttons, (t["id"], name)
+                continue
+            label = next((lb for lb in labels if lb.text_content().strip().startswith(name)), None)
+            assert label is not None, (t["id"], name)
+            if step["action"] == "select":
+                options = [o.get("value") for o in label.iter("option")]
+                assert step["value"]["value"] in options, (t["id"], step["value"], options)
 
 
 def _mentions(text: str, value: str) -> bool:

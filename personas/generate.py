@@ -205,8 +205,7 @@ def make_profile(pid: str, seed: int, cat: Catalogue) -> dict:
         prefs["restaurant"]["party"] = rnd.choice([2, 2, 2, 3, 4])
     return {"format": "webfreeze-persona", "version": 1, "id": pid, "name": name, "age": rnd.randint(21, 72),
             "occupation": rnd.choice(OCCUPATIONS), "home": home, "preferences": prefs,
-            "habits": {"events_per_week": None, "active_hours": "06:00-02:00",
-                       "reviews_share": round(rnd.uniform(0.3, 0.6), 2)}}
+            "habits": {"active_hours": "06:00-02:00", "reviews_share": round(rnd.uniform(0.3, 0.6), 2)}}
 
 
 # ------------------------------------------------------------------------------------ history
@@ -521,6 +520,7 @@ def generate_persona(pid: str, seed: int, cat: Catalogue | None = None) -> Perso
     kept = {id(e) for e in entries}
     events = [Event(ev.kind, ev.seq, [e for e in ev.entries if id(e) in kept], ev.status) for ev in writer.events]
     events = [ev for ev in events if ev.entries]
+    profile["habits"]["events_per_week"] = round(len(events) / (HISTORY_DAYS / 7), 1)
     carriers: dict[tuple, list[str]] = {}
     for e in entries:
         for tag in e["_tags"]:

@@ -362,7 +362,8 @@ class _Writer:
         self._emit("shop_pref", steps[:8], review, status)
 
     def _categories(self, host: str) -> list[str]:
-        return self._pool(("cats", host), lambda: sorted({it["category"] for it in self.cat.domain_items(host, "shopping")}))
+        return self._pool(("cats", host),
+                          lambda: sorted({it["category"] for it in self.cat.domain_items(host, "shopping")}))
 
     def _department(self, host: str, category: str) -> list[dict]:
         return self._pool(("dept", host, category), lambda: [
@@ -378,8 +379,8 @@ class _Writer:
         if rnd.random() < 0.6:
             site = self._search_site(host)
             tags = {("shopping", "website", site)} if site == self.prefs["shopping"]["website"] else set()
-            steps.append(("web search", f"{category_words(category)} {rnd.choice(['gift', 'deal', 'new', 'sale', 'reviews'])}",
-                          site, tags))
+            why = rnd.choice(["gift", "deal", "new", "sale", "reviews"])
+            steps.append(("web search", f"{category_words(category)} {why}", site, tags))
         for it in [rnd.choice(same) for _ in range(rnd.randint(1, 3))]:
             steps.append(("web visit", self._product(it), host, self._item_tags("shopping", it)))
         status, review = None, None
@@ -432,7 +433,8 @@ class _Writer:
         day = self.t0 + timedelta(days=rnd.randint(1, 30))  # booked ahead
         if domain == "hotel":
             nights = rnd.randint(1, 4)
-            obj = f"{nights} night{'s' * (nights > 1)} at {chosen['name']}, {chosen.get('city', '')}, check-in {day:%Y-%m-%d}"
+            obj = (f"{nights} night{'s' * (nights > 1)} at {chosen['name']}, {chosen.get('city', '')}, "
+                   f"check-in {day:%Y-%m-%d}")
             tags = self._item_tags(domain, chosen)
         else:
             want = p.get("time", "")

@@ -19,7 +19,8 @@ import tempfile
 from pathlib import Path
 
 from .catalogue import Catalogue, load_catalogue
-from .generate import _best, category_words, date_words, load_personas, shop_matches, slot_time, tier_words, venue_matches
+from .generate import (_best, category_words, date_words, load_personas, shop_matches, tier_words,
+                       venue_matches)
 
 START_PAGE = "http://start.test/"
 DOMAIN_ORDER = ("shopping", "restaurant", "hotel", "clinic")
@@ -85,7 +86,8 @@ def query_set(profile: dict, gold: dict, domain: str, cat: Catalogue) -> dict | 
         if target is None:
             return None
         qs.update(target=target, label=category_words(p["category"]),
-                  final_state=[{"host": host, "path": "cart.items", "contains": {"sku": target["id"], "size": p["size"]}},
+                  final_state=[{"host": host, "path": "cart.items",
+                                "contains": {"sku": target["id"], "size": p["size"]}},
                                {"host": host, "path": "cart.items", "count": 1}])
     else:
         fit = {"category": p["category"], "city": p.get("city")}
@@ -176,8 +178,8 @@ def reference_trajectory(start_url: str, page: str | None, actions: list[tuple],
     for action, role, name, value in actions:
         steps.append(_step(len(steps), action, at, role, name, value))
     steps.append(_step(len(steps), "answer", at, value={"text": answer, "evidence": []}))
-    return {"version": 1, "kind": "reference_trajectory", "start_url": start_url, "recorded_by": "webfreeze personas tasks",
-            "steps": steps}
+    return {"version": 1, "kind": "reference_trajectory", "start_url": start_url,
+            "recorded_by": "webfreeze personas tasks", "steps": steps}
 
 
 def _reference_actions(qs: dict) -> list[tuple]:
@@ -201,7 +203,8 @@ def level_task(qs: dict, level: int) -> dict:
     if qs["location"]:
         rubric["location"] = qs["location"]
     start = f"http://{qs['host']}/" if level == 0 else START_PAGE
-    reference = reference_trajectory(start, f"http://{qs['host']}{qs['target']['path']}", _reference_actions(qs), "Done")
+    page = f"http://{qs['host']}{qs['target']['path']}"
+    reference = reference_trajectory(start, page, _reference_actions(qs), "Done")
     return {"id": f"{qs['id']}-L{level}", "category": f"persona-L{level}", "instruction": instruction(qs, level),
             "start_url": start, "persona": qs["id"].split("-")[0], "level": level, "query_set": qs["id"],
             "domain": qs["domain"],
@@ -232,9 +235,11 @@ def ranking_tasks(profile: dict, gold: dict, cat: Catalogue) -> list[dict]:
         reference = reference_trajectory(f"http://{host}/", None, [], json.dumps(best_five))
         for kind, query in queries.items():
             out.append({"id": f"{profile['id']}-ranking-{n}-{kind}", "category": "ranking",
-                        "instruction": (f"{query} Rank the candidate products for me, using what you know of my "
-                                        f"history, and answer with a JSON list of exactly five candidate ids, best first."),
-                        "start_url": f"http://{host}/", "persona": profile["id"], "query_set": f"{profile['id']}-ranking-{n}",
+                        "instruction": (f"{query} Rank the candidate products for me, using what you know of "
+                                        f"my history, and answer with a JSON list of exactly five candidate ids, "
+                                        f"best first."),
+                        "start_url": f"http://{host}/", "persona": profile["id"],
+                        "query_set": f"{profile['id']}-ranking-{n}",
                         "query_type": kind, "query": query, "candidates": candidates,
                         "ground_truth": {"ranking": {"target": session["bought"], "candidates": ids},
                                          "reference_trajectory": reference}})
@@ -325,15 +330,16 @@ def build_suite(personas_dir: str | os.PathLike, out: str | os.PathLike, *, leve
         t.pop("_target_url", None)
     hosts = sorted({t["ground_truth"]["rubric"]["websites"][0] for t in tasks if "rubric" in t["ground_truth"]}
                    | {t["start_url"].split("/")[2] for t in tasks if t["category"] == "ranking"})
-    categories = [c for c in ("persona-L0", "persona-L1", "persona-L2", "ranking") if any(t["category"] == c for t in tasks)]
+    categories = [c for c in ("persona-L0", "persona-L1", "persona-L2", "ranking")
+                  if any(t["category"] == c for t in tasks)]
     pm = load_personas(personas_dir)
     manifest = {"format": "webfreeze-suite", "version": 1, "name": "personas",
                 "description": "Personalised tasks (Persona2Web-style levels 0/1/2, APeB-style ranking) on the "
                                "simulated sites, from generated personas.",
                 "archive": os.path.relpath(archive, out) if archive else None, "archive_digest": digest,
                 "categories": categories, "tasks": "tasks.jsonl",
-                "site_models": {h: k for h, k in sorted((cat.site_models if site_models is None else site_models).items())
-                                if h in hosts},
+                "site_models": {h: k for h, k in sorted((cat.site_models if site_models is None
+                                                         else site_models).items()) if h in hosts},
                 "personas": {"path": os.path.relpath(personas_dir, out), "seed": pm.get("seed"), "n": pm.get("n")}}
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

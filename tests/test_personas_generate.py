@@ -179,7 +179,8 @@ def test_preferences_are_implicit_but_repeated(personas):
         # never stated, yet the most frequent brand bought and the most visited shop are the preferred ones
         brands = {it["name"]: it["brand"] for h in cat.domains["shopping"] for it in cat.items[h]}
         bought = Counter(brands[e["object"].split(" (size")[0].rsplit(",", 1)[0]] for e in entries
-                         if e["type"] == "purchase" and e.get("status") != "cancelled" and e["website"] in cat.domains["shopping"])
+                         if e["type"] == "purchase" and e.get("status") != "cancelled"
+                         and e["website"] in cat.domains["shopping"])
         assert bought.most_common(1)[0][0] == shop["brand"]
         sites = Counter(e["website"] for e in entries if e["website"] in cat.domains["shopping"])
         assert sites.most_common(1)[0][0] == shop["website"]
@@ -187,7 +188,8 @@ def test_preferences_are_implicit_but_repeated(personas):
                         for m in [re.search(r"\(size (\S+)\)", e["object"])] if m)
         assert sizes.most_common(1)[0][0] == shop["size"]
         food = profile["preferences"]["restaurant"]
-        times = Counter(e["object"][-5:] for e in entries if e["type"] == "booking" and e["object"].startswith("Table for"))
+        times = Counter(e["object"][-5:] for e in entries
+                        if e["type"] == "booking" and e["object"].startswith("Table for"))
         assert times.most_common(1)[0][0] == food["time"]
 
 

@@ -306,7 +306,8 @@ def _print_comparison(result: dict, show_all: bool) -> None:
 @_one_line_errors
 def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, limit):
     """Replay every task's reference trajectory on the archive with the reference agent and list
-    the tasks whose ground truth cannot be reached there ("expired" tasks).
+    the tasks whose ground truth cannot be reached there ("expired" tasks). A personalised task is
+    reachable when its final state (or ranking) is: its rubric also scores history retrieval.
 
     Exit status 0 when every task is reachable, 1 when any is expired.
     """
@@ -332,7 +333,7 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
             shutil.rmtree(tmp, ignore_errors=True)
     expired = []
     for tid, r in sorted(report["tasks"].items()):
-        if not r["success"]:
+        if not _reachable(r):
             why = r.get("end_reason") or r["outcome"]
             traj_answer = r.get("answer")
             detail = next((res.get("detail") for res in r["results"].values()
@@ -348,6 +349,19 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
         click.echo(f"{report['suite']['name']}: {len(report['tasks']) - len(expired)} of {len(report['tasks'])} tasks "
                    f"reachable on the archive, {len(expired)} expired ({backend} backend)", err=True)
     sys.exit(1 if expired else 0)
+
+
+def _reachable(r: dict) -> bool:
+    """Whether the reference reached the task's ground truth. A personalised task's rubric also
+    scores history retrieval, which a replayed reference never does: there the task's other checks
+    (final state, ranking) decide."""
+    from webfreeze.eval.score import SUCCESS_KINDS
+
+    results = r.get("results") or {}
+    others = [results[k] for k in SUCCESS_KINDS if k != "rubric" and isinstance(results.get(k), dict)]
+    if "rubric" in results and others:
+        return all(v["success"] for v in others)
+    return bool(r["success"])
 
 
 # ==================================================================================== demo

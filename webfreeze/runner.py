@@ -185,7 +185,7 @@ def prepare(config: RunConfig) -> Prepared:
     site_models.update(config.site_models)
     config.site_models = dict(sorted(site_models.items()))
     check_site_models(config.site_models)
-    personas = _check_personas(config, suite.tasks)
+    personas = _check_personas(config, suite.tasks, suite.manifest, suite.root)
     manifest = {
         "format": RUN_FORMAT, "version": RUN_VERSION,
         "suite": {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks),
@@ -272,7 +272,8 @@ def _history_settings(given: dict) -> dict:
     return out
 
 
-def _check_personas(config: RunConfig, tasks: list) -> dict | None:
+def _check_personas(config: RunConfig, tasks: list, suite_manifest: dict | None = None,
+                    suite_root=None) -> dict | None:
     """The ``personas`` part of the manifest: the folder, the digest of the histories the selected
     tasks use, and the retrieval settings; None when no task names a persona and none was given.
     Every history is read (and checked) here, before anything is written."""
@@ -280,11 +281,18 @@ def _check_personas(config: RunConfig, tasks: list) -> dict | None:
     unknown = sorted(set(config.history) - set(HISTORY_SETTINGS))
     if unknown:
         raise RunError(f"unknown history setting {unknown[0]!r} (known: {', '.join(HISTORY_SETTINGS)})")
+    named = ((suite_manifest or {}).get("personas") or {}).get("path")
+    if config.persona is None and wanted and isinstance(named, str) and suite_root is not None:
+        # the suite names the persona folder it was made from (relative to the suite)
+        candidate = (Path(suite_root) / named).resolve()
+        if candidate.is_dir():
+            config.persona = str(candidate)
     if config.persona is None:
         if wanted:
             more = f" and {len(wanted) - 3} more" if len(wanted) > 3 else ""
-            raise RunError(f"{len(wanted)} persona(s) are named by the tasks ({', '.join(wanted[:3])}{more}): "
-                           f"give --persona DIR (a folder made by 'webfreeze personas generate')")
+            raise RunError(f"{len(wanted)} persona(s) are named by the tasks ({', '.join(wanted[:3])}{more}) and "
+                           f"the suite's persona folder is not there: give --persona DIR (a folder made by "
+                           f"'webfreeze personas generate')")
         return None
     from webfreeze.personas.history import HistoryError, history_digest, load_history
 

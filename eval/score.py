@@ -6,9 +6,11 @@
   when every success kind present succeeds.
 - ``reference_trajectory`` gives partial credit (``partial``: overlap > 0.7) and the reference
   step count; it decides success only when it is the task's only kind.
-- A rubric's intent satisfaction uses the other success kinds: the intent is done when they all
-  succeed. With no other kind, the rubric decides it without looking at the preferences (an
-  answer on an expected site; a judge when one is given; see ``rubric``).
+- A rubric's intent satisfaction never looks at the preferences: it is decided by
+  ``rubric.intent`` (checks in the final_state format) when given, else by the ``count`` checks
+  of ``final_state`` only (``contains`` checks encode the preferred item, size or slot). With
+  neither, the rubric decides it (an answer on an expected site; a judge when one is given; see
+  ``rubric``). The other success kinds still decide the task's success.
 - Ranking ground truth is ``ranking: {target, candidates}`` or the older ``candidates`` +
   ``target``; the answer must follow the schema in ``ranking`` (invalid = a miss, counted).
 - ``level`` (the task's field) and ``scheme`` (the trajectory's ``agent.config.scheme``, absent =
@@ -64,10 +66,12 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) 
     if "final_state" in gt:
         results["final_state"] = evaluate_final_state(gt["final_state"], trajectory)
     if "rubric" in gt:
-        others = [results[k]["success"] for k in SUCCESS_KINDS if k in results]
-        intent_done = all(others) if others else None
+        checks = intent_checks(gt)
+        intent = evaluate_final_state(checks, trajectory) if checks else None
         results["rubric"] = evaluate_rubric(gt["rubric"], trajectory, instruction=task.instruction,
-                                            intent_done=intent_done, judge=judge)
+                                            intent_done=intent["success"] if intent else None, judge=judge)
+        if intent is not None:
+            results["rubric"]["intent_detail"]["checks"] = intent["checks"]
     reference_steps = task.reference_length
     if task.reference is not None:
         results["reference_trajectory"] = evaluate_partial(task.reference, trajectory)
@@ -94,6 +98,19 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) 
     if usage is not None:
         out["llm"] = usage
     return out
+
+
+def intent_checks(gt: dict) -> list[dict] | None:
+    """The checks that decide a rubric's intent (Persona2Web, Appendix D: intent is scored apart
+    from the preferences): ``rubric.intent`` when given (final_state format), else the ``count``
+    checks of ``final_state`` (the request was carried out: one item in the cart, one reservation),
+    never its ``contains`` checks, which name the preferred item, size or slot. None when neither
+    exists (the rubric's rules, or a judge, decide)."""
+    own = gt["rubric"].get("intent")
+    if own:
+        return own
+    counts = [c for c in gt.get("final_state") or [] if "count" in c]
+    return counts or None
 
 
 def scheme_of(trajectory: dict) -> str:

@@ -144,7 +144,7 @@ def _validate_key_nodes(nodes: Any, file, line) -> None:
                      f"{where}.method must be 'selector' or 'xpath'", file, line)
 
 
-RUBRIC_FIELDS = ("website", "websites", "preferences", "location", "location_aware", "gold_entries")
+RUBRIC_FIELDS = ("website", "websites", "preferences", "location", "location_aware", "gold_entries", "intent")
 LOCATION_FIELDS = ("city", "neighbourhood", "zip", "state")
 
 
@@ -176,6 +176,8 @@ def _validate_rubric(rubric: Any, file, line) -> None:
     if "location_aware" in rubric:
         _require(isinstance(rubric["location_aware"], bool), "ground_truth.rubric.location_aware must be true or false",
                  file, line)
+    if "intent" in rubric:  # the intent's own checks (final_state format), apart from the preferences
+        _validate_final_state(rubric["intent"], file, line, "ground_truth.rubric.intent")
     if "gold_entries" in rubric:
         gold = rubric["gold_entries"]
         _require(isinstance(gold, dict) and all(isinstance(v, list) and all(isinstance(i, str) for i in v)
@@ -208,10 +210,10 @@ def ranking_truth(gt: dict) -> tuple[list[str], str] | None:
     return None
 
 
-def _validate_final_state(checks: Any, file, line) -> None:
-    _require(isinstance(checks, list) and checks, "ground_truth.final_state must be a non-empty list", file, line)
+def _validate_final_state(checks: Any, file, line, name: str = "ground_truth.final_state") -> None:
+    _require(isinstance(checks, list) and checks, f"{name} must be a non-empty list", file, line)
     for i, c in enumerate(checks):
-        where = f"ground_truth.final_state[{i}]"
+        where = f"{name}[{i}]"
         _require(isinstance(c, dict), f"{where} must be an object", file, line)
         _require(isinstance(c.get("host"), str) and c["host"], f"{where}.host must be a host name", file, line)
         _require(isinstance(c.get("path", ""), str), f"{where}.path must be a dotted path string", file, line)

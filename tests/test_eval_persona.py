@@ -14,6 +14,7 @@ from webfreeze.eval.behaviour import detect_loop, evaluate_behaviour
 from webfreeze.eval.personal import markdown
 from webfreeze.eval.report import build_report, render_html
 from webfreeze.eval.rubric import evaluate_rubric, parse_location
+from webfreeze.eval.score import score_task
 from webfreeze.eval.tasks import load_suite, persona2web_rubric, persona2web_site, validate_task
 
 RUBRIC = {"websites": ["shop.test"], "preferences": {"brand": "Acme", "size": "42"},
@@ -83,6 +84,40 @@ def test_intent_is_independent_of_preferences():
     r = evaluate_rubric(RUBRIC, good_trajectory(), instruction="Buy me running shoes", intent_done=False)
     assert r["preference"]["score"] == 10.0 and r["intent"] == 0.0 and r["success"] is False
     assert r["intent_detail"]["decided_by"] == "ground truth"
+
+
+def persona_task(rubric: dict | None = None) -> dict:
+    """A task as ``personas tasks`` writes it: final_state checks that name the preferred item and size."""
+    return validate_task({"id": "t", "category": "persona-L1", "instruction": "Buy me running shoes",
+                          "start_url": "http://start.test/", "persona": "p01", "level": 1,
+                          "ground_truth": {"rubric": rubric or RUBRIC, "final_state": [
+                              {"host": "shop.test", "path": "cart.items", "contains": {"sku": "S-1", "size": "42"}},
+                              {"host": "shop.test", "path": "cart.items", "count": 1}]}})
+
+
+def test_score_task_intent_ignores_the_preference_checks_of_final_state():
+    t = good_trajectory()
+    url = "http://shop.test/search?q=running+shoes&brand=Other&size=40"
+    t["steps"][1].update(action=f"goto('{url}')", url_after=url, agent_fields={"thought": "these will do"})
+    t["steps"][1]["parsed"]["url"] = url
+    t["steps"][2].update(url=url, url_after=url)
+    t["final_url"], t["answer"] = url, "Added Other Road, size 40"
+    t["final_state"] = {"shop.test": {"cart": {"items": [{"sku": "S-9", "size": "40", "brand": "Other"}]}}}
+    r = score_task(persona_task(), t)
+    rb = r["results"]["rubric"]
+    # the wrong brand and size are in the cart: the request (one item in the cart) was carried out
+    assert rb["intent"] == 10.0 and rb["intent_detail"]["decided_by"] == "ground truth"
+    assert [c["test"] for c in rb["intent_detail"]["checks"]] == ["count"]
+    assert rb["preference"]["score"] < 10.0 and rb["success"] is False and r["success"] is False
+    assert r["results"]["final_state"]["success"] is False      # the preference-encoding check still fails
+    # an empty cart: not carried out
+    t["final_state"] = {"shop.test": {"cart": {"items": []}}}
+    assert score_task(persona_task(), t)["results"]["rubric"]["intent"] == 0.0
+    # rubric.intent, when given, decides alone (here: an order was placed, whatever the cart holds)
+    own = {**RUBRIC, "intent": [{"host": "shop.test", "path": "orders", "count": 1}]}
+    t["final_state"] = {"shop.test": {"cart": {"items": []}, "orders": [{"sku": "S-9"}]}}
+    rb = score_task(persona_task(own), t)["results"]["rubric"]
+    assert rb["intent"] == 10.0 and rb["intent_detail"]["checks"][0]["path"] == "orders"
 
 
 @pytest.mark.parametrize("end,cause,expected", [

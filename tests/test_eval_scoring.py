@@ -182,7 +182,8 @@ def test_reference_only_task_succeeds_on_overlap():
 
 
 def test_all_present_kinds_must_succeed_and_rubric_intent_follows_them():
-    gt = {"final_state": [{"host": "shop.test", "path": "cart.items", "contains": {"sku": "P-0042"}}],
+    gt = {"final_state": [{"host": "shop.test", "path": "cart.items", "contains": {"sku": "P-0042"}},
+                          {"host": "shop.test", "path": "cart.items", "count": 1}],
           "rubric": RUBRIC}
     t = task(gt, category="personalised")
     good = perfect_trajectory()
@@ -193,7 +194,7 @@ def test_all_present_kinds_must_succeed_and_rubric_intent_follows_them():
     bad = json.loads(json.dumps(good))
     bad["final_state"] = {"shop.test": {"cart": {"items": []}}}
     r = score_task(t, bad)
-    # the cart check fails -> intent not done (0) -> rubric fails too; score = mean(final_state 0, rubric (10+10+0)/30)
+    # the cart's count check fails -> intent not done (0) -> rubric fails too; score = mean(final_state 0, rubric (10+10+0)/30)
     assert r["success"] is False and r["results"]["rubric"]["intent"] == 0.0
     assert r["score"] == pytest.approx((0 + 20 / 30) / 2)
 

@@ -19,8 +19,8 @@ Evidence:
 
 - *retrieved*: what the environment answered to the agent's history accesses (the ``results`` of
   steps of kind ``history``: every field but ``id`` and ``score``) and the generator's text the
-  agent recorded (``agent_fields.generator_output``, ``agent_fields.enhanced_task``). The agent's
-  own history queries are never evidence of retrieval. A value written in the instruction counts
+  agent recorded (``agent_fields.generator_output``; not ``enhanced_task``, which repeats the
+  instruction). The agent's own history queries are never evidence of retrieval. A value written in the instruction counts
   as retrieved (level 0: nothing was left to retrieve), marked ``"instruction"``.
 - *used*: the agent's reasoning (``agent_fields.thought``/``rationale`` of every step) and its
   actions: typed and selected text (with the field it went into), the URLs it visited or asked for
@@ -136,15 +136,16 @@ def retrieved_entries(trajectory: dict) -> list[dict]:
 
 
 def retrieval_evidence(trajectory: dict) -> list[str]:
-    """Texts of what was retrieved: entry fields (not id, score) and the generator's recorded text."""
+    """Texts of what was retrieved: entry fields (not id, score) and the generator's recorded text.
+    ``enhanced_task`` is not evidence: it is the instruction plus the generator's note (already in
+    ``generator_output``), so it would count the instruction's own words as retrieved."""
     out: list[str] = []
     for entry in retrieved_entries(trajectory):
         out.extend(_strings({k: v for k, v in entry.items() if k not in ("id", "score")}))
     for s in trajectory.get("steps", []):
         fields = s.get("agent_fields") if isinstance(s.get("agent_fields"), dict) else {}
-        for key in ("generator_output", "enhanced_task"):
-            if isinstance(fields.get(key), str):
-                out.append(fields[key])
+        if isinstance(fields.get("generator_output"), str):
+            out.append(fields["generator_output"])
     return out
 
 

@@ -480,3 +480,19 @@ def test_a_short_value_is_stated_only_next_to_its_key():
     # "I'm" holds an "m" on word boundaries, but says nothing about the size
     unstated = evaluate_rubric(rubric, t, instruction="I'm after shoes in my usual size")
     assert unstated["items"][1]["retrieved"] is False and unstated["preference"]["retrieval"] == 0.0
+
+
+def test_enhanced_task_is_not_retrieval_evidence():
+    """Pre-execution that retrieved nothing: the enhanced task repeats the instruction, and its words
+    are not retrieved; only the instruction rule (with its key adjacency for short values) applies."""
+    instruction = "I'm after Acme shoes in my usual size"
+    t = good_trajectory(scheme="pre-execution")
+    t["steps"][0]["history"]["results"] = []
+    t["steps"][0]["agent_fields"] = {"generator_output": "Nothing relevant in the history.",
+                                     "enhanced_task": instruction + " (nothing relevant in the history)"}
+    rubric = {"websites": ["shop.test"], "preferences": {"brand": "Acme", "size": "M"}}
+    items = {i["name"]: i for i in evaluate_rubric(rubric, t, instruction=instruction)["items"]}
+    assert items["brand"]["retrieved"] and items["brand"]["retrieved_by"] == "instruction"
+    # "M" is only inside "I'm", in the instruction and so in the enhanced task: not retrieved
+    assert items["size"]["retrieved"] is False and items["size"]["retrieved_by"] == "rule"
+    assert items["website"]["retrieved"] is False

@@ -18,7 +18,8 @@ decided without looking at the preferences; success = every score 10.
 Evidence:
 
 - *retrieved*: what the environment answered to the agent's history accesses (the ``results`` of
-  steps of kind ``history``: every field but ``id`` and ``score``) and the generator's text the
+  steps of kind ``history``: values are matched in each entry's ``object``, the website in its
+  ``website`` and ``object``; never timestamps) and the generator's text the
   agent recorded (``agent_fields.generator_output``; not ``enhanced_task``, which repeats the
   instruction). The agent's own history queries are never evidence of retrieval. A value written in the instruction counts
   as retrieved (level 0: nothing was left to retrieve), marked ``"instruction"``.
@@ -135,18 +136,31 @@ def retrieved_entries(trajectory: dict) -> list[dict]:
     return out
 
 
-def retrieval_evidence(trajectory: dict) -> list[str]:
-    """Texts of what was retrieved: entry fields (not id, score) and the generator's recorded text.
+def generator_outputs(trajectory: dict) -> list[str]:
+    """The generator's text the agent recorded (``agent_fields.generator_output``) on any step.
     ``enhanced_task`` is not evidence: it is the instruction plus the generator's note (already in
     ``generator_output``), so it would count the instruction's own words as retrieved."""
     out: list[str] = []
-    for entry in retrieved_entries(trajectory):
-        out.extend(_strings({k: v for k, v in entry.items() if k not in ("id", "score")}))
     for s in trajectory.get("steps", []):
         fields = s.get("agent_fields") if isinstance(s.get("agent_fields"), dict) else {}
         if isinstance(fields.get("generator_output"), str):
             out.append(fields["generator_output"])
     return out
+
+
+def retrieval_evidence(trajectory: dict) -> list[str]:
+    """Texts in which retrieved preference and location values are looked for: each returned
+    entry's ``object`` (not its timestamp, type or website: "10:42:00" would give size "42") and
+    the generator's recorded text."""
+    out: list[str] = []
+    for entry in retrieved_entries(trajectory):
+        out.extend(_strings(entry.get("object")))
+    return out + generator_outputs(trajectory)
+
+
+def _entry_line(entry: dict) -> str:
+    """A returned entry as the judge sees it: ``type: object (website)``."""
+    return f"{entry.get('type') or ''}: {entry.get('object') or ''} ({entry.get('website') or ''})"
 
 
 def visited_urls(trajectory: dict) -> list[str]:
@@ -355,9 +369,11 @@ def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", in
                     judge: Judge | None = None) -> dict:
     """Score one personalised task (rules in the module docstring and FORMATS.md).
 
-    ``intent_done``: whether the task's other ground truth (final state, answer) says the task was
-    done; None when it has none (then the rules, and a judge for what they cannot decide, say)."""
+    ``intent_done``: whether the task's intent checks (``score.intent_checks``: ``rubric.intent`` or
+    the ``count`` checks of ``final_state``) say the request was carried out; None when it has none
+    (then the rules, and a judge for what they cannot decide, say)."""
     retrieved_ev = retrieval_evidence(trajectory)
+    judge_ev = [_entry_line(e) for e in retrieved_entries(trajectory)] + generator_outputs(trajectory)
     use = Use(trajectory)
     used_ev = use.texts()
     entries = retrieved_entries(trajectory)
@@ -372,7 +388,7 @@ def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", in
         what = f"{kind} {name}" if kind != "website" else "website"
         if retrieved_rule or not explicit:
             r, r_by = _decide(retrieved_rule, judge, f"Did the agent retrieve the {what} from the user's history?",
-                              value, retrieved_ev)
+                              value, judge_ev)
         else:
             r, r_by = True, "instruction"
         u, u_by = _decide(used_rule, judge, f"Did the agent use the {what} in its reasoning or actions?",

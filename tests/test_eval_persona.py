@@ -496,3 +496,22 @@ def test_enhanced_task_is_not_retrieval_evidence():
     # "M" is only inside "I'm", in the instruction and so in the enhanced task: not retrieved
     assert items["size"]["retrieved"] is False and items["size"]["retrieved_by"] == "rule"
     assert items["website"]["retrieved"] is False
+
+
+def test_retrieval_matches_values_in_the_entry_object_only():
+    """A timestamp ("10:42:00") holds "42" on word boundaries, and a website field holds the site's
+    name: neither retrieves a preference; the website is retrieved from ``website``."""
+    t = good_trajectory()
+    t["steps"][0]["history"]["results"] = [
+        {"id": "e1", "score": 0.8, "timestamp": "2025-03-01 10:42:00", "type": "web visit",
+         "object": "running shoes", "website": "shop.test"},
+        {"id": "e2", "score": 0.7, "timestamp": "2025-03-02 09:00:00", "type": "purchase",
+         "object": "trail socks", "website": "acme.test"}]
+    t["steps"][0]["agent_fields"] = {}
+    items = {i["name"]: i for i in evaluate_rubric(RUBRIC, t, instruction="Buy me running shoes")["items"]}
+    assert items["size"]["retrieved"] is False and items["brand"]["retrieved"] is False
+    assert items["website"]["retrieved"] is True and items["website"]["retrieved_by"] == "rule"
+    # the same size in an entry's object is retrieved
+    t["steps"][0]["history"]["results"][0]["object"] = "running shoes, size 42"
+    items = {i["name"]: i for i in evaluate_rubric(RUBRIC, t, instruction="Buy me running shoes")["items"]}
+    assert items["size"]["retrieved"] is True

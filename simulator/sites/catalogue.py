@@ -163,5 +163,5 @@ def _venues(host: str, kind: str, domain: str, seed: int) -> list[dict]:
     return out
 
 
-__all__ = ["DOMAINS", "HOSTS", "LOCATION_AWARE", "PRICE_TIERS", "SITE_KINDS", "SITE_MODELS", "START_URL", "domain_of", "item_url",
-           "items", "price_tier", "site_name"]
+__all__ = ["DOMAINS", "HOSTS", "LOCATION_AWARE", "PRICE_TIERS", "SITE_KINDS", "SITE_MODELS", "START_URL",
+           "domain_of", "item_url", "items", "price_tier", "site_name"]

@@ -4,13 +4,19 @@ The simulated scholar, shop and booking sites are served on loopback under the n
 ``scholar.test``, ``shop.test`` and ``booking.test`` (the recorder's ``resolve`` table), crawled
 by our recorder, and every task of :mod:`webfreeze.demo.tasks` is performed once in Chromium
 through ``record session``: the logged session is the task's reference trajectory, and the pages
-it touched land in the archive. The output (shipped in ``webfreeze/demo/data``) is:
+it touched land in the archive. Then the persona sites' pages (the start page, the second shop,
+the restaurant, hotel and clinic sites: :mod:`webfreeze.demo.persona_sites`) are added. The
+output (shipped in ``webfreeze/demo/data``) is:
 
 - ``demo.wfz`` the archive (packed for sharing);
 - ``suite/manifest.json``, ``suite/tasks.jsonl`` and ``suite/references/<task>.json``.
 
 Developers rebuild it when the sites or tasks change; users never need to (it needs no network,
 but takes a few minutes).
+
+``python -m webfreeze.demo.build --add-sites`` only adds the persona sites' pages to the shipped
+archive (the existing records, the suite and the LLM cassette stay valid: see
+:func:`webfreeze.demo.persona_sites.add_records`) and updates the suite's archive digest.
 """
 
 from __future__ import annotations
@@ -108,6 +114,9 @@ def build(out: Path, *, only: list[str] | None = None, progress=print) -> dict:
             task = spec.task()
             task["ground_truth"]["reference_trajectory"] = f"references/{spec.id}.json"
             lines.append(json.dumps(task, ensure_ascii=False, sort_keys=True))
+        from .persona_sites import record_persona_sites
+
+        record_persona_sites(raw, resolve=resolve, work=work, progress=progress)
         packed = work / "demo.wfz"
         progress("pack the archive")
         from webfreeze.archives.maintenance import pack
@@ -134,8 +143,42 @@ def build(out: Path, *, only: list[str] | None = None, progress=print) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def add_sites(data: Path = DATA, *, progress=print) -> dict:
+    """Add the persona sites' pages to ``data``'s archive (nothing else in it changes) and set the
+    suite manifest's archive digest; the archive is replaced only once the new one is complete."""
+    from webfreeze.archives.maintenance import pack
+    from webfreeze.simulator.sites import serve
+
+    from .persona_sites import record_persona_sites
+
+    archive, manifest_path = data / "demo.wfz", data / "suite" / "manifest.json"
+    work = Path(tempfile.mkdtemp(prefix="demo-sites-", dir=data))
+    servers = {name: serve(name) for name in HOSTS}
+    try:
+        resolve = {HOSTS[name]: ("127.0.0.1", srv.port) for name, srv in servers.items()}
+        raw = work / "raw.wfz"
+        shutil.copyfile(archive, raw)
+        counts = record_persona_sites(raw, resolve=resolve, work=work, progress=progress)
+        progress("pack the archive")
+        pack(raw, work / "demo.wfz")
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        manifest["archive_digest"] = archive_digest(work / "demo.wfz")
+        (work / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        (work / "demo.wfz").replace(archive)
+        (work / "manifest.json").replace(manifest_path)
+        return {**counts, "archive_digest": manifest["archive_digest"]}
+    finally:
+        for srv in servers.values():
+            srv.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--add-sites"]:
+        result = add_sites(Path(argv[1]) if len(argv) > 1 else DATA)
+        print(f"persona sites added: archive {result['archive_digest']}")
+        return
     out = Path(argv[0]) if argv else DATA
     only = argv[1:] or None
     manifest = build(out, only=only)

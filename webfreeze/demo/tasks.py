@@ -21,11 +21,13 @@ import random
 from dataclasses import dataclass, field
 
 from webfreeze.simulator.sites.booking import KINDS, build_venues
+from webfreeze.simulator.sites.catalogue import HOSTS as SITE_HOSTS
 from webfreeze.simulator.sites.scholar_data import ARCHIVES, build_corpus
 from webfreeze.simulator.sites.shop import build_catalogue
 
 SCHOLAR, SHOP, BOOKING = "scholar.test", "shop.test", "booking.test"
-HOSTS = {"scholar": SCHOLAR, "shop": SHOP, "booking": BOOKING}
+# every simulated site the demo serves while building (the persona sites too), by SITES name
+HOSTS = dict(SITE_HOSTS)
 CATEGORIES = ["site-info", "rules-accounts", "paper-retrieval", "advanced-search", "paper-extraction",
               "cross-paper", "shopping", "booking"]
 SEED = 0

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 NO_LEVEL = "-"
+# Deciders of rubric items that are not judges (``decided_by``).
+NOT_JUDGES = ("rule", "instruction", "ground truth", "infrastructure")
 
 
 def _mean(values: list[float]) -> float | None:
@@ -37,6 +39,8 @@ def table_row(results: list[dict]) -> dict:
     p_web, p_pref = _mean(web), _mean(pref)
     parts = [p for p in (p_web, p_pref) if p is not None]
     return {"tasks": len(results), "missing": sum(1 for r in results if r["outcome"] == "missing"),
+            # ended by the LLM provider failing: scored as run (intent 0), counted apart as in the summary
+            "infrastructure_errors": sum(1 for r in results if r.get("end_cause") == "provider"),
             "p_web": p_web, "p_pref": p_pref, "p_avg": sum(parts) / len(parts) if parts else None,
             "intent": _mean(intent), "sr": _mean([1.0 if s else 0.0 for s in success])}
 
@@ -94,8 +98,9 @@ def ranking_summary(results: list[dict]) -> dict | None:
 
 
 def decided_by(results: list[dict]) -> dict[str, int]:
-    """How many rubric decisions each decider made: ``rule``, ``instruction``, ``ground truth`` or a
-    judge's name (retrieval and use of every item, and the intent)."""
+    """How many rubric decisions each decider made: ``rule``, ``instruction``, ``ground truth``,
+    ``infrastructure`` (an intent left undecided by a provider failure) or a judge's name
+    (retrieval and use of every item, and the intent)."""
     counts: dict[str, int] = {}
     for r in results:
         rb = r["results"].get("rubric")
@@ -124,7 +129,7 @@ def personalisation(results: list[dict]) -> dict | None:
             "table": {s: {lv: table_row(x) for lv, x in _group(rs, _level_key).items()} | {"all": table_row(rs)}
                       for s, rs in _group(rubric, lambda r: r.get("scheme") or "no-history").items()},
             "decided_by": judges,
-            "judges_that_decided": sorted(n for n in judges if n not in ("rule", "instruction", "ground truth")),
+            "judges_that_decided": sorted(n for n in judges if n not in NOT_JUDGES),
         })
         hits = retrieval_hits(rubric)
         if hits is not None:
@@ -162,6 +167,10 @@ def markdown(section: dict | None) -> str:
         lines.append("")
         decided = ", ".join(f"{k} {v}" for k, v in section["decided_by"].items())
         lines += [f"Decided by: {decided}.", ""]
+        infra = section["overall"].get("infrastructure_errors")
+        if infra:
+            lines += [f"{infra} task(s) ended by an LLM provider failure (infrastructure, not the agent's failure): "
+                      "scored as run, intent 0; run the same command again to retry them.", ""]
     if "retrieval" in section:
         rt = section["retrieval"]
         lines += [f"### Retrieval Hit@{_f(rt['k'])} of the gold history entries", "",

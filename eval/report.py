@@ -324,6 +324,10 @@ def _personalisation_html(section: dict | None) -> list[str]:
         out.append("</tbody></table>")
         decided = ", ".join(f"{k}: {v}" for k, v in section["decided_by"].items())
         out.append(f'<p class="decided">rubric decisions by {_e(decided)}</p>')
+        infra = section["overall"].get("infrastructure_errors")
+        if infra:
+            out.append(f'<p class="infrastructure">{infra} task(s) ended by an LLM provider failure (infrastructure, '
+                       "not the agent's failure): scored as run, intent 0.</p>")
     if "retrieval" in section:
         rt = section["retrieval"]
         out.append(f'<h2>Retrieval Hit@{_e(rt["k"])} of gold history entries</h2><table id="retrieval"><thead><tr>'

@@ -341,12 +341,38 @@ def _decide(rule: bool, judge: Judge | None, question: str, value: str, evidence
     return False, "rule"
 
 
-# Ends caused by something outside the agent: it said the site blocks the task (``infeasible``), or
-# its LLM provider still failed after the client's retries (``error`` with ``cause: provider``).
+# Persona2Web (Appendix D) gives 5 when "the right action was blocked by an external factor". The
+# agent's own ``infeasible`` report earns it only when the agent had acted on an expected site (see
+# ``acted_on_site``); a judge, when given, may still decide an unsupported report. An ``error`` with
+# ``cause: provider`` (the LLM provider still failing after the client's retries) is infrastructure,
+# not the task's outside world: intent 0, decided by "infrastructure", counted apart in reports.
 # An ``error`` without a cause is the agent's own crash; ``step_limit`` and ``stopped`` are its own.
-def blocked_from_outside(end: dict) -> bool:
-    reason = end.get("reason")
-    return reason == "infeasible" or (reason == "error" and end.get("cause") == "provider")
+INFRASTRUCTURE = "infrastructure"
+
+
+def infrastructure_failure(end: dict) -> bool:
+    """Whether the episode was ended by the LLM provider failing (not by the agent or the site)."""
+    return end.get("reason") == "error" and end.get("cause") == "provider"
+
+
+def _same_page(a: str, b: str) -> bool:
+    return a.rstrip("/") == b.rstrip("/")
+
+
+def acted_on_site(trajectory: dict, sites: list[str], start_url: str | None) -> bool:
+    """Whether the agent took a browser action that reached an expected site beyond the task's
+    start page: a step's ``url_after`` or goto target on one of ``sites`` and not ``start_url``
+    (answer and infeasible reports are not such actions)."""
+    for s in browser_steps(trajectory):
+        parsed = s.get("parsed") if isinstance(s.get("parsed"), dict) else {}
+        if parsed.get("kind") in ("answer", "infeasible"):
+            continue
+        urls = [s.get("url_after")] + ([parsed.get("url")] if parsed.get("kind") == "goto" else [])
+        for u in urls:
+            if isinstance(u, str) and u and not (start_url and _same_page(u, start_url)) \
+                    and (not sites or any(_same_site(_host(u), site) for site in sites)):
+                return True
+    return False
 
 
 def gold_hits(rubric: dict, trajectory: dict) -> dict | None:
@@ -366,7 +392,7 @@ def gold_hits(rubric: dict, trajectory: dict) -> dict | None:
 
 
 def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", intent_done: bool | None = None,
-                    judge: Judge | None = None) -> dict:
+                    judge: Judge | None = None, start_url: str | None = None) -> dict:
     """Score one personalised task (rules in the module docstring and FORMATS.md).
 
     ``intent_done``: whether the task's intent checks (``score.intent_checks``: ``rubric.intent`` or
@@ -437,7 +463,7 @@ def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", in
         out["preference"] = {"retrieval": retrieval * scale, "utilisation": utilisation * scale,
                              "score": (retrieval + utilisation) * scale}
 
-    out["intent_detail"] = _intent(trajectory, sites, visited, instruction, intent_done, judge)
+    out["intent_detail"] = _intent(trajectory, sites, instruction, intent_done, judge, start_url)
     intent = out["intent"] = out["intent_detail"]["score"]
     hits = gold_hits(rubric, trajectory)
     if hits is not None:
@@ -448,14 +474,15 @@ def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", in
     return out
 
 
-def _intent(trajectory: dict, sites: list[str], visited: list[str], instruction: str, intent_done: bool | None,
-            judge: Judge | None) -> dict:
-    """Intent satisfaction, never looking at preferences: 10 done, 5 blocked from outside on the
-    right site, 0 otherwise (see FORMATS.md)."""
+def _intent(trajectory: dict, sites: list[str], instruction: str, intent_done: bool | None, judge: Judge | None,
+            start_url: str | None) -> dict:
+    """Intent satisfaction, never looking at preferences: 10 done, 5 the right action blocked by an
+    outside factor, 0 otherwise (see FORMATS.md)."""
     end = trajectory.get("end") or {}
     steps = browser_steps(trajectory)
     last = trajectory.get("final_url") or (steps[-1].get("url_after") or steps[-1].get("url") if steps else "")
     on_site = not sites or any(_same_site(_host(str(last or "")), s) for s in sites)
+    extra = {"end_reason": end.get("reason"), **({"end_cause": end["cause"]} if end.get("cause") else {})}
     if intent_done is None:
         if end.get("reason") != "answer" or not on_site:
             done, by = False, "rule"
@@ -466,12 +493,22 @@ def _intent(trajectory: dict, sites: list[str], visited: list[str], instruction:
             done = ask(judge, "Did the agent accomplish the user's request?", "\n".join(evidence),
                        instruction) >= JUDGE_THRESHOLD
             by = judge.name
-        else:  # the agent said it was done, on the right site: the rules take its word
+        else:  # the agent said it was done, on the right site: the rules can only take its word
             done, by = True, "rule"
     else:
         done, by = bool(intent_done), "ground truth"
     if done:
         return {"score": 10.0, "done": True, "blocked": False, "decided_by": by}
-    blocked = blocked_from_outside(end) and on_site and bool(steps)
-    return {"score": 5.0 if blocked else 0.0, "done": False, "blocked": blocked, "decided_by": by,
-            "end_reason": end.get("reason"), **({"end_cause": end["cause"]} if end.get("cause") else {})}
+    if infrastructure_failure(end):  # the provider failed: no verdict on the agent's work
+        return {"score": 0.0, "done": False, "blocked": False, "decided_by": INFRASTRUCTURE, **extra}
+    blocked = False
+    if end.get("reason") == "infeasible" and on_site:
+        if acted_on_site(trajectory, sites, start_url):
+            blocked = True
+        elif judge is not None:
+            evidence = [f"reported: {end.get('detail') or trajectory.get('answer') or ''}", f"final page: {last}"]
+            evidence.extend(f"visited: {u}" for u in visited_urls(trajectory))
+            blocked = ask(judge, "Was the agent's right action blocked by an external factor (not its own choice)?",
+                          "\n".join(evidence), instruction) >= JUDGE_THRESHOLD
+            by = judge.name
+    return {"score": 5.0 if blocked else 0.0, "done": False, "blocked": blocked, "decided_by": by, **extra}

@@ -69,7 +69,8 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) 
         checks = intent_checks(gt)
         intent = evaluate_final_state(checks, trajectory) if checks else None
         results["rubric"] = evaluate_rubric(gt["rubric"], trajectory, instruction=task.instruction,
-                                            intent_done=intent["success"] if intent else None, judge=judge)
+                                            intent_done=intent["success"] if intent else None, judge=judge,
+                                            start_url=task.start_url)
         if intent is not None:
             results["rubric"]["intent_detail"]["checks"] = intent["checks"]
     reference_steps = task.reference_length

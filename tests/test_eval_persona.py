@@ -120,20 +120,58 @@ def test_score_task_intent_ignores_the_preference_checks_of_final_state():
     assert rb["intent"] == 10.0 and rb["intent_detail"]["checks"][0]["path"] == "orders"
 
 
-@pytest.mark.parametrize("end,cause,expected", [
-    ("infeasible", None, 5.0),        # the agent reports the site blocks it: outside
-    ("error", "provider", 5.0),       # the LLM provider failed after retries: outside
-    ("error", None, 0.0),             # the agent's own crash: not blocked
-    ("step_limit", None, 0.0),
-    ("stopped", None, 0.0),
+@pytest.mark.parametrize("end,cause,expected,by", [
+    ("infeasible", None, 5.0, "ground truth"),     # the agent reports the site blocks it, after acting there
+    ("error", "provider", 0.0, "infrastructure"),  # the LLM provider failed after retries: no verdict, counted apart
+    ("error", None, 0.0, "ground truth"),          # the agent's own crash: not blocked
+    ("step_limit", None, 0.0, "ground truth"),
+    ("stopped", None, 0.0, "ground truth"),
 ])
-def test_blocked_needs_an_outside_cause(end, cause, expected):
+def test_blocked_needs_an_outside_cause(end, cause, expected, by):
     t = good_trajectory(end=end)
     if cause:
         t["end"]["cause"] = cause
-    r = evaluate_rubric(RUBRIC, t, instruction="Buy me running shoes", intent_done=False)
-    assert r["intent"] == expected
+    r = evaluate_rubric(RUBRIC, t, instruction="Buy me running shoes", intent_done=False,
+                        start_url="http://start.test/")
+    assert r["intent"] == expected and r["intent_detail"]["decided_by"] == by
     assert r["intent_detail"]["blocked"] is (expected == 5.0)
+    # with no other ground truth either
+    r = evaluate_rubric(RUBRIC, t, instruction="Buy me running shoes", start_url="http://start.test/")
+    assert r["intent"] == expected and r["intent_detail"]["decided_by"] == ("rule" if by == "ground truth" else by)
+
+
+def test_infeasible_needs_an_action_on_the_site_beyond_its_start_page():
+    # a level-0 task started on the shop's home page: the agent reports "infeasible" at once
+    home = "http://shop.test/"
+    t = trajectory("t", [step("report_infeasible('sold out')", "infeasible", url=home, text="sold out")],
+                   end="infeasible")
+    r = evaluate_rubric(RUBRIC, t, start_url=home, intent_done=False)
+    assert r["intent"] == 0.0 and r["intent_detail"]["blocked"] is False
+    # a judge, when given, may still decide that the outside world blocked it
+    r = evaluate_rubric(RUBRIC, t, start_url=home, intent_done=False, judge=NamedJudge())
+    assert r["intent"] == 5.0 and r["intent_detail"]["decided_by"] == NamedJudge.name
+    # after searching the shop (a page beyond its start page), the report earns 5 by rule
+    url = "http://shop.test/search?q=running+shoes"
+    t = trajectory("t", [step("fill('3', 'running shoes')", "fill", url=home, typed="running shoes", url_after=url),
+                         step("report_infeasible('sold out')", "infeasible", url=url, text="sold out")],
+                   end="infeasible")
+    r = evaluate_rubric(RUBRIC, t, start_url=home, intent_done=False)
+    assert r["intent"] == 5.0 and r["intent_detail"]["decided_by"] == "ground truth"
+
+
+def test_provider_failures_are_flagged_in_the_report(tmp_path):
+    down = good_trajectory("a0", end="error")
+    down["end"]["cause"] = "provider"
+    down["answer"] = None
+    run = write_run(tmp_path / "run", [p_task("a0", 0), p_task("a1", 0)], [down, good_trajectory("a1")],
+                    manifest={"agent": {"name": "llm", "config": {"scheme": "on-demand"}}})
+    report, _ = build_report(run)
+    p = report["personalisation"]
+    assert report["summary"]["overall"]["infrastructure_errors"] == 1
+    assert p["overall"]["infrastructure_errors"] == 1 and p["table"]["on-demand"]["0"]["intent"] == 0.5
+    assert p["decided_by"]["infrastructure"] == 1 and p["judges_that_decided"] == []
+    assert "1 task(s) ended by an LLM provider failure" in markdown(p)
+    assert 'class="infrastructure"' in render_html(report, {})
 
 
 def test_blocked_needs_the_right_site():
@@ -315,8 +353,10 @@ def test_report_aggregates_per_level_and_scheme(tmp_path):
     report, _ = build_report(run)
     p = report["personalisation"]
     t = p["table"]["on-demand"]
-    assert t["0"] == {"tasks": 1, "missing": 0, "p_web": 1.0, "p_pref": 1.0, "p_avg": 1.0, "intent": 1.0, "sr": 1.0}
-    assert t["1"] == {"tasks": 1, "missing": 0, "p_web": 0.5, "p_pref": 0.5, "p_avg": 0.5, "intent": 1.0, "sr": 0.0}
+    assert t["0"] == {"tasks": 1, "missing": 0, "infrastructure_errors": 0, "p_web": 1.0, "p_pref": 1.0, "p_avg": 1.0,
+                      "intent": 1.0, "sr": 1.0}
+    assert t["1"] == {"tasks": 1, "missing": 0, "infrastructure_errors": 0, "p_web": 0.5, "p_pref": 0.5, "p_avg": 0.5,
+                      "intent": 1.0, "sr": 0.0}
     assert t["2"]["intent"] == 0.0 and t["2"]["p_web"] == 1.0 and t["2"]["sr"] == 0.0
     assert t["all"]["tasks"] == 3 and t["all"]["p_web"] == pytest.approx(2.5 / 3)
     assert p["by_scheme"]["no-history"]["tasks"] == 1 and p["by_scheme"]["no-history"]["sr"] == 1.0

@@ -24,8 +24,9 @@ Evidence:
   instruction). The agent's own history queries are never evidence of retrieval. A value written in the instruction counts
   as retrieved (level 0: nothing was left to retrieve), marked ``"instruction"``.
 - *used*: the agent's reasoning (``agent_fields.thought``/``rationale`` of every step) and its
-  actions: typed and selected text (with the field it went into), the URLs it visited or asked for
-  (query strings parsed), its answer, and ``final_state``.
+  actions: typed and selected text (with the field it went into), the URLs it went to or asked
+  for (``url_after``, goto targets, ``final_url``; not the start page: see ``visited_urls``; query
+  strings parsed), its answer, and ``final_state``.
 """
 
 from __future__ import annotations
@@ -163,14 +164,27 @@ def _entry_line(entry: dict) -> str:
     return f"{entry.get('type') or ''}: {entry.get('object') or ''} ({entry.get('website') or ''})"
 
 
+# Actions that end an episode: they show a page but do not use it.
+ENDING_KINDS = ("answer", "infeasible")
+
+
+def _acting_steps(trajectory: dict) -> list[dict]:
+    """Browser steps whose action is not the final answer or an infeasibility report."""
+    return [s for s in browser_steps(trajectory)
+            if not (isinstance(s.get("parsed"), dict) and s["parsed"].get("kind") in ENDING_KINDS)]
+
+
 def visited_urls(trajectory: dict) -> list[str]:
-    """URLs the agent visited or asked for: browser steps' ``url``/``url_after``, goto targets,
-    ``final_url``."""
+    """URLs the agent went to or asked for: browser steps' ``url_after``, goto targets and
+    ``final_url``. Never a step's pre-action ``url`` (the first is the start page, given, not
+    visited), and nothing at all when the agent took no browser action but an answer or report:
+    the start page alone is not a use of its site."""
+    if not _acting_steps(trajectory):
+        return []
     urls: list[str] = []
     for s in browser_steps(trajectory):
-        for key in ("url", "url_after"):
-            if isinstance(s.get(key), str) and s[key]:
-                urls.append(s[key])
+        if isinstance(s.get("url_after"), str) and s["url_after"]:
+            urls.append(s["url_after"])
         parsed = s.get("parsed")
         if isinstance(parsed, dict) and parsed.get("kind") == "goto" and isinstance(parsed.get("url"), str):
             urls.append(parsed["url"])
@@ -365,7 +379,7 @@ def acted_on_site(trajectory: dict, sites: list[str], start_url: str | None) -> 
     (answer and infeasible reports are not such actions)."""
     for s in browser_steps(trajectory):
         parsed = s.get("parsed") if isinstance(s.get("parsed"), dict) else {}
-        if parsed.get("kind") in ("answer", "infeasible"):
+        if parsed.get("kind") in ENDING_KINDS:
             continue
         urls = [s.get("url_after")] + ([parsed.get("url")] if parsed.get("kind") == "goto" else [])
         for u in urls:

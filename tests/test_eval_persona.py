@@ -555,3 +555,20 @@ def test_retrieval_matches_values_in_the_entry_object_only():
     t["steps"][0]["history"]["results"][0]["object"] = "running shoes, size 42"
     items = {i["name"]: i for i in evaluate_rubric(RUBRIC, t, instruction="Buy me running shoes")["items"]}
     assert items["size"]["retrieved"] is True
+
+
+def test_the_start_page_is_not_a_use_of_its_site():
+    """A level-0 task started on the site's home and ended at once: no browser action, no website use."""
+    home = "http://shop.test/?brand=Acme"
+    level0 = "At shop.test, buy Acme running shoes in size 42"
+    t = trajectory("t", [answer_step("Done", url=home)], answer="Done", final_url=home)
+    r = evaluate_rubric(RUBRIC, t, instruction=level0, start_url=home)
+    assert r["website"]["utilisation"] == 0.0 and r["website"]["retrieval"] == 5.0    # stated in the instruction
+    assert next(i for i in r["items"] if i["name"] == "brand")["used"] is False        # nor its query string
+    t = trajectory("t", [], end="stopped", final_url=home)
+    assert evaluate_rubric(RUBRIC, t, instruction=level0, start_url=home)["website"]["utilisation"] == 0.0
+    # one click on the site: its resulting page (url_after) is a use
+    url = "http://shop.test/search?q=running+shoes"
+    t = trajectory("t", [step("click('4')", "click", url=home, url_after=url), answer_step("Done", url=url)],
+                   answer="Done")
+    assert evaluate_rubric(RUBRIC, t, instruction=level0, start_url=home)["website"]["utilisation"] == 5.0

@@ -11,7 +11,7 @@ from typing import Any
 
 NO_LEVEL = "-"
 # Deciders of rubric items that are not judges (``decided_by``).
-NOT_JUDGES = ("rule", "instruction", "ground truth", "infrastructure")
+NOT_JUDGES = ("rule", "instruction", "ground truth", "infrastructure", "agent's word")
 
 
 def _mean(values: list[float]) -> float | None:
@@ -99,7 +99,8 @@ def ranking_summary(results: list[dict]) -> dict | None:
 
 def decided_by(results: list[dict]) -> dict[str, int]:
     """How many rubric decisions each decider made: ``rule``, ``instruction``, ``ground truth``,
-    ``infrastructure`` (an intent left undecided by a provider failure) or a judge's name
+    ``agent's word`` (an intent done only because the agent answered so), ``infrastructure`` (an
+    intent left undecided by a provider failure) or a judge's name
     (retrieval and use of every item, and the intent)."""
     counts: dict[str, int] = {}
     for r in results:

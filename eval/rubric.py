@@ -362,6 +362,8 @@ def _decide(rule: bool, judge: Judge | None, question: str, value: str, evidence
 # not the task's outside world: intent 0, decided by "infrastructure", counted apart in reports.
 # An ``error`` without a cause is the agent's own crash; ``step_limit`` and ``stopped`` are its own.
 INFRASTRUCTURE = "infrastructure"
+# The intent's decider when only the agent's answer says it was done (no ground truth, no judge).
+AGENTS_WORD = "agent's word"
 
 
 def infrastructure_failure(end: dict) -> bool:
@@ -508,7 +510,7 @@ def _intent(trajectory: dict, sites: list[str], instruction: str, intent_done: b
                        instruction) >= JUDGE_THRESHOLD
             by = judge.name
         else:  # the agent said it was done, on the right site: the rules can only take its word
-            done, by = True, "rule"
+            done, by = True, AGENTS_WORD
     else:
         done, by = bool(intent_done), "ground truth"
     if done:

@@ -78,8 +78,9 @@ def test_intent_is_independent_of_preferences():
     r = evaluate_rubric(RUBRIC, t, instruction="Buy me running shoes")
     # no preference retrieved or used: 0 for preferences...
     assert r["preference"]["score"] == 0.0
-    # ...and the intent still 10: the agent answered on the right site (no other ground truth)
-    assert r["intent"] == 10.0 and r["intent_detail"]["decided_by"] == "rule"
+    # ...and the intent still 10: the agent answered on the right site (no other ground truth), on
+    # the agent's word only
+    assert r["intent"] == 10.0 and r["intent_detail"]["decided_by"] == "agent's word"
     # and the other way round: with every preference used, a task its final state says failed is 0
     r = evaluate_rubric(RUBRIC, good_trajectory(), instruction="Buy me running shoes", intent_done=False)
     assert r["preference"]["score"] == 10.0 and r["intent"] == 0.0 and r["success"] is False
@@ -371,6 +372,8 @@ def test_report_aggregates_per_level_and_scheme(tmp_path):
                             "hit@1": pytest.approx(1 / 3), "hit@5": pytest.approx(1 / 3)}
     assert report["summary"]["categories"]["ranking"]["ranking_invalid"] == 1
     assert p["decided_by"]["rule"] > 0 and p["judges_that_decided"] == []
+    # a0, a1, b1 answered on the site with no intent checks: the intent rests on the agent's word
+    assert p["decided_by"]["agent's word"] == 3 and "agent's word 3" in markdown(p)
     md = markdown(p)
     assert "| on-demand | 0 | 1 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 |" in md
     assert "| **overall** | 12 | 9 | 0.750 |" in md

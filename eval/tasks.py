@@ -463,11 +463,14 @@ _SITE = re.compile(r"^\s*At\s+(?P<sites>[^,]+),")
 _LOCATION = re.compile(r"\(([^()]*)\)\s*\.?\s*$")
 _HOST = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$")
 # Top-level domains that the published queries sometimes wrote with ".com" added after them
-# ("coursera.org.com", "last.fm.com", "recreation.gov.com"): a name already ending in one of these
-# is a domain, and the added ".com" is dropped.
-KNOWN_TLDS = frozenset("""
-org gov edu net mil int fm io co tv me ai app info biz us uk ca de fr au jp
-""".split())
+# ("coursera.org.com", "last.fm.com", "recreation.gov.com"): a name of exactly three labels with
+# one of these before ".com" is a domain with ".com" added, which is dropped. Only three labels and
+# only these: "a.us.com" or "x.co.com" may be real hosts, and the file needs no more.
+DOUBLED_TLDS = frozenset({"org", "gov", "edu", "net", "fm"})
+# Product names with a space are their company's domain ("Google Flights.com" -> google.com). The
+# company's domain may be location-aware for another product (Google Maps): these products are not
+# (a flight's origin is part of the query), so the name, not the host, decides for them.
+PERSONA2WEB_NOT_LOCAL_PRODUCTS = frozenset({"google flights"})
 # Persona2Web sites whose tasks depend on where the user is (our classification, FORMATS.md): local
 # dining, events and tickets, weather, local services and listings, healthcare providers, parking,
 # camping and parks, car rental, grocery delivery, maps, cinemas, local jobs. Online shops, media,
@@ -484,19 +487,25 @@ enterprise.com instacart.com google.com map.com indeed.com linkedin.com glassdoo
 def persona2web_site(name: str) -> str:
     """One site name of a published query as a host: lower-cased; a product name with spaces
     ("Google Flights.com") is its company's domain (the first word + the TLD, "google.com"); a
-    ".com" added after a domain that already ends in a known TLD is dropped ("coursera.org.com"
-    -> "coursera.org"). Raises ValueError when the result is not a host name."""
+    ".com" added after a two-label domain ending in org, gov, edu, net or fm is dropped
+    ("coursera.org.com" -> "coursera.org"). Raises ValueError when the result is not a host name."""
     site = name.strip().lower().removeprefix("www.")
     if " " in site:
         first, _, rest = site.partition(" ")
         tld = rest.rsplit(".", 1)[1] if "." in rest else "com"
         site = f"{first}.{tld}"
     labels = site.split(".")
-    if len(labels) >= 3 and labels[-1] == "com" and labels[-2] in KNOWN_TLDS:
-        site = ".".join(labels[:-1])
+    if len(labels) == 3 and labels[2] == "com" and labels[1] in DOUBLED_TLDS:
+        site = ".".join(labels[:2])
     if not _HOST.match(site):
         raise ValueError(f"{name!r} is not a website name")
     return site
+
+
+def _product(name: str) -> str | None:
+    """The product a site name with a space names ("Google Flights.com" -> "google flights")."""
+    name = name.strip().lower().removeprefix("www.")
+    return name.rsplit(".", 1)[0] if " " in name else None
 
 
 def persona2web_rubric(level0_intent: str) -> dict:
@@ -504,22 +513,24 @@ def persona2web_rubric(level0_intent: str) -> dict:
     site: ``websites`` = the names between "At" and the first comma, split on " or " into
     alternatives, each made a host by :func:`persona2web_site`; ``preferences`` = the **bold**
     spans as ``p1, p2, ...``; ``location`` (``city``/``state``/``zip`` from a trailing "(City, ST
-    zip)") only when a site is location-aware (:data:`PERSONA2WEB_LOCATION_AWARE`), with
+    zip)") only when a site is location-aware (:data:`PERSONA2WEB_LOCATION_AWARE`, less the
+    products in :data:`PERSONA2WEB_NOT_LOCAL_PRODUCTS`), with
     ``location_aware`` always written. Raises ValueError for a query naming no site."""
     rubric: dict[str, Any] = {}
     m = _SITE.match(level0_intent)
     if not m:
         raise ValueError("the level-0 query does not start with 'At <site>,'")
     sites: list[str] = []
+    aware = False
     for part in re.split(r"\s+or\s+", m.group("sites").strip(), flags=re.I):
         site = persona2web_site(part)
         if site not in sites:
             sites.append(site)
+        aware = aware or (site in PERSONA2WEB_LOCATION_AWARE and _product(part) not in PERSONA2WEB_NOT_LOCAL_PRODUCTS)
     rubric["websites"] = sites
     prefs = _BOLD.findall(level0_intent)
     if prefs:
         rubric["preferences"] = {f"p{i}": v.strip() for i, v in enumerate(prefs, start=1)}
-    aware = any(s in PERSONA2WEB_LOCATION_AWARE for s in sites)
     rubric["location_aware"] = aware
     loc = _LOCATION.search(level0_intent)
     if aware and loc and loc.group(1).strip():

@@ -406,6 +406,18 @@ def test_site_names_become_hosts(name, host):
     assert persona2web_site(name) == host
 
 
+@pytest.mark.parametrize("name", ["a.us.com", "x.co.com", "a.b.org.com", "shop.io.com"])
+def test_only_three_label_doubled_tlds_are_fixed(name):
+    assert persona2web_site(name) == name
+
+
+def test_google_flights_is_not_location_aware_but_maps_is():
+    flights = persona2web_rubric("At Google Flights.com, find flights from **Denver (DEN)** to NYC. (Denver, CO 80202)")
+    assert flights["websites"] == ["google.com"] and flights["location_aware"] is False and "location" not in flights
+    maps = persona2web_rubric("At Google.com or Map.com, find the route for **my commute**. (San Diego, CA 92101)")
+    assert maps["location_aware"] is True and maps["location"]["city"] == "San Diego"
+
+
 def test_or_sites_are_alternatives_and_location_only_where_aware():
     r = persona2web_rubric("At indeed.com or linkedin.com, find threads for **freshman** in **Charlotte**. "
                            "(Charlotte, NC 28201)")
@@ -442,6 +454,7 @@ def test_published_file_gives_clean_sites(persona2web):
     assert all("location" in t.ground_truth["rubric"] or not t.instruction.rstrip(". ").endswith(")")
                for t in aware)
     assert not any("location" in t.ground_truth["rubric"] for t in level0 if t not in aware)
+    assert len(aware) == 61                     # Google Flights is not location-aware (google.com is, for Maps)
 
 
 # ------------------------------------------------------------------------------ the LLM judge

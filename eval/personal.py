@@ -20,13 +20,17 @@ def _mean(values: list[float]) -> float | None:
 
 def table_row(results: list[dict]) -> dict:
     """One Table 3 row over task results that have rubric ground truth, on a 0-1 scale. A task
-    without a trajectory scores 0 on every item (the agent did nothing)."""
+    without a trajectory scores 0 on every part its rubric has (the agent did nothing): its
+    ``rubric_parts`` (both website and preference in results that predate them)."""
     web, pref, intent, success = [], [], [], []
     for r in results:
         rb = r["results"].get("rubric")
         if rb is None:  # missing trajectory: zeros where the rubric would have scored
-            web.append(0.0)
-            pref.append(0.0)
+            parts = r.get("rubric_parts", ("website", "preference"))
+            if "website" in parts:
+                web.append(0.0)
+            if "preference" in parts:
+                pref.append(0.0)
             intent.append(0.0)
             success.append(False)
             continue

@@ -112,6 +112,15 @@ def location_of(rubric: dict) -> dict | None:
     return parts or None
 
 
+def rubric_parts(rubric: dict) -> list[str]:
+    """The scored parts a rubric has besides the intent: ``website`` (expected sites given) and
+    ``preference`` (preferences, or a location on a location-aware site)."""
+    parts = ["website"] if site_alternatives(rubric) else []
+    if rubric.get("preferences") or location_of(rubric):
+        parts.append("preference")
+    return parts
+
+
 # ------------------------------------------------------------------------------ evidence
 def _strings(value: Any) -> Iterable[str]:
     if isinstance(value, str):

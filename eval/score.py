@@ -34,7 +34,7 @@ from .judge import Judge, judge_name
 from .keynodes import evaluate_key_nodes
 from .partial import evaluate_partial
 from .ranking import evaluate_ranking
-from .rubric import evaluate_rubric
+from .rubric import evaluate_rubric, rubric_parts
 from .tasks import Task, ranking_truth
 from .trajectory import reference_actions
 
@@ -51,6 +51,8 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) 
     if trajectory is not None and ("rubric" in task.ground_truth or "level" in base):
         base["scheme"] = scheme_of(trajectory)
     if trajectory is None:
+        if "rubric" in gt:  # the parts it would have scored, for the personalisation table's zeros
+            base["rubric_parts"] = rubric_parts(gt["rubric"])
         return {**base, "outcome": "missing", "success": False, "partial": False, "score": 0.0, "steps": 0,
                 "answer": None, "results": {}, "behaviour": {"error_category": "missing"}}
     answer = trajectory.get("answer")

@@ -588,3 +588,14 @@ def test_the_start_page_is_not_a_use_of_its_site():
     t = trajectory("t", [step("click('4')", "click", url=home, url_after=url), answer_step("Done", url=url)],
                    answer="Done")
     assert evaluate_rubric(RUBRIC, t, instruction=level0, start_url=home)["website"]["utilisation"] == 5.0
+
+
+def test_a_missing_trajectory_scores_zero_only_on_its_rubric_parts(tmp_path):
+    prefs_only = {"preferences": {"brand": "Acme", "size": "42"}}
+    run = write_run(tmp_path / "run", [p_task("a0", 0, prefs_only), p_task("a1", 0, prefs_only)],
+                    [good_trajectory("a0")], manifest={"agent": {"name": "llm", "config": {"scheme": "on-demand"}}})
+    report, _ = build_report(run)
+    assert report["tasks"]["a1"]["outcome"] == "missing" and report["tasks"]["a1"]["rubric_parts"] == ["preference"]
+    row = report["personalisation"]["overall"]
+    # no task has a website part: P_web is not a mean of the missing task's zero
+    assert row["p_web"] is None and row["p_pref"] == 0.5 and row["p_avg"] == 0.5 and row["missing"] == 1

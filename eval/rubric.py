@@ -65,9 +65,13 @@ KEY_WORDS: dict[str, tuple[str, ...]] = {
     "slot": ("time", "slot", "at", "hour"),
     "city": ("city", "location", "in", "near"),
     "neighbourhood": ("neighbourhood", "neighborhood", "area", "district", "location", "in", "near"),
+    "neighborhood": ("neighbourhood", "neighborhood", "area", "district", "location", "in", "near"),
     "zip": ("zip", "postcode", "postal", "location"),
     "state": ("state", "region", "province"),
 }
+# Prepositions among the key words: in nearly every text one is within 40 characters of anything,
+# so in free text they place a value only directly before it ("at 19:00", "in Alfama").
+ADJACENT_WORDS = frozenset({"at", "in", "near"})
 LOCATION_PARTS = ("city", "neighbourhood", "zip", "state")
 # Keys for what a site's own search finds by name (the cuisine, speciality or kind of item): a
 # value searched for (a search box, a ``q``/``query``/``search`` parameter) is in its context.
@@ -282,16 +286,21 @@ def _spans(text: str, needle: str) -> list[tuple[int, int]]:
 
 def near(text: str, value: str, words: Iterable[str], chars: int = NEAR_CHARS) -> bool:
     """Whether ``value`` occurs (word boundaries, normalised) within ``chars`` characters of one of
-    ``words`` in ``text``."""
+    ``words`` in ``text``; a word of :data:`ADJACENT_WORDS` counts only directly before the value."""
     t = normalise(text)
     vs = _spans(t, value)
     if not vs:
         return False
     for w in words:
+        adjacent = w in ADJACENT_WORDS
         for ws in _spans(t, w):
             for v in vs:
                 if ws[0] < v[1] and v[0] < ws[1]:
                     continue  # the value itself ("budget" for a price tier) is not its own context
+                if adjacent:
+                    if 0 <= v[0] - ws[1] <= 1:
+                        return True
+                    continue
                 gap = max(ws[0] - v[1], v[0] - ws[1], 0)
                 if gap <= chars:
                     return True

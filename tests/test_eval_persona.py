@@ -599,3 +599,17 @@ def test_a_missing_trajectory_scores_zero_only_on_its_rubric_parts(tmp_path):
     row = report["personalisation"]["overall"]
     # no task has a website part: P_web is not a mean of the missing task's zero
     assert row["p_web"] is None and row["p_pref"] == 0.5 and row["p_avg"] == 0.5 and row["missing"] == 1
+
+
+@pytest.mark.parametrize("thought,used", [
+    ("Looking at the options: the 19:00 one is late", False),   # "at" is near, not before the value
+    ("Sat in the lobby; 19:00 is fine", False),
+    ("Book the table at 19:00 as usual", True),                 # directly before: a time context
+    ("the usual slot 19:00", True),
+])
+def test_prepositions_place_a_value_only_directly_before_it(thought, used):
+    url = "http://booking.test/venue/v1"
+    t = trajectory("t", [step("click('3')", "click", url="http://booking.test/", url_after=url,
+                              fields={"thought": thought})], end="stopped")
+    r = evaluate_rubric({"websites": ["booking.test"], "preferences": {"time": "19:00"}}, t)
+    assert next(i for i in r["items"] if i["name"] == "time")["used"] is used

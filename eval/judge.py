@@ -2,9 +2,10 @@
 items the rules did not find).
 
 A judge is any object with a ``name`` and ``judge(question, candidate, reference) -> float`` in
-[0, 1]. An LLM-backed judge lives outside ``eval/`` (``eval`` never imports ``agents``) and is
-passed in. The built-in :class:`TokenOverlapJudge` is a deterministic, rule-based stand-in, not a
-language model; reports name the judge they were scored with.
+[0, 1], passed in by the caller. The LLM-backed judge is :mod:`.llm_judge` (through the LLM layer,
+``webfreeze.llm``, and its cassette; never ``agents``). The built-in :class:`TokenOverlapJudge` is
+a deterministic, rule-based stand-in, not a language model; reports name the judge they were
+scored with.
 """
 
 from __future__ import annotations

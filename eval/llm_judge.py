@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import ReportError
+from .text import contains_phrase, tokens
 
 JUDGE_CASSETTE = "judge-cassette.sqlite"
 # The tiny local model has a 4k-token context: the evidence shown is cut to this many characters.
@@ -38,6 +39,21 @@ def parse_verdict(text: str | None) -> float:
     return 0.0
 
 
+def shown_evidence(candidate: str, reference: str, limit: int = MAX_EVIDENCE_CHARS) -> str:
+    """The evidence as the judge is shown it: when longer than ``limit`` characters, its lines are
+    reordered (stably) so that those containing the expected value come first, then those sharing
+    one of its words, then the rest, and the text is cut at ``limit`` with " ..." (a value at the
+    end of a long history must not be cut away)."""
+    if len(candidate) <= limit:
+        return candidate
+    lines = candidate.split("\n")
+    if reference:
+        words = set(tokens(reference))
+        lines.sort(key=lambda ln: (not contains_phrase(ln, reference), not (words & set(tokens(ln)))))
+    text = "\n".join(lines)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
 class LLMJudge:
     """A judge backed by an :class:`~webfreeze.llm.LLMClient` (its cassette makes it replayable)."""
 
@@ -46,7 +62,7 @@ class LLMJudge:
         self.name = name or f"llm judge ({client.config.model})"
 
     def messages(self, question: str, candidate: str, reference: str) -> list[dict]:
-        evidence = candidate if len(candidate) <= MAX_EVIDENCE_CHARS else candidate[:MAX_EVIDENCE_CHARS] + " ..."
+        evidence = shown_evidence(candidate, reference)
         user = f"Question: {question}\n"
         if reference:
             user += f"Expected: {reference}\n"

@@ -613,3 +613,29 @@ def test_prepositions_place_a_value_only_directly_before_it(thought, used):
                               fields={"thought": thought})], end="stopped")
     r = evaluate_rubric({"websites": ["booking.test"], "preferences": {"time": "19:00"}}, t)
     assert next(i for i in r["items"] if i["name"] == "time")["used"] is used
+
+
+def test_the_judge_sees_the_evidence_with_the_value_first():
+    from webfreeze.eval.llm_judge import MAX_EVIDENCE_CHARS, LLMJudge, shown_evidence
+
+    filler = [f"web visit: catalogue page p{i} (shop.test)" for i in range(200)]
+    evidence = "\n".join(filler + ["purchase: trail shoes, size 42 (shop.test)", "web search: size guide (x.test)"])
+    assert len(evidence) > MAX_EVIDENCE_CHARS
+    shown = shown_evidence(evidence, "42")
+    assert shown.startswith("purchase: trail shoes, size 42") and len(shown) <= MAX_EVIDENCE_CHARS + 4
+    # a value no line holds: lines sharing one of its words first, the rest in order after
+    assert shown_evidence(evidence, "size XL").split("\n")[:2] == ["purchase: trail shoes, size 42 (shop.test)",
+                                                                   "web search: size guide (x.test)"]
+    assert shown_evidence("short", "42") == "short"
+    user = LLMJudge(client=None, name="t").messages("Did it retrieve the size?", evidence, "42")[1]["content"]
+    assert "size 42" in user
+
+
+@pytest.mark.parametrize("option", [["--judge-llm", "local"], ["--judge-key-env", "KEY"],
+                                    ["--judge-cassette", "x.sqlite"]])
+def test_llm_judge_options_are_refused_with_the_rules_judge(tmp_path, cli, option):
+    run = write_run(tmp_path / "run", [p_task("a0", 0)], [good_trajectory("a0")])
+    done = cli("eval", "report", str(run), *option)
+    assert done.returncode == 2 and option[0] in done.stderr and "--judge llm" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert not (run / "report.json").exists()

@@ -55,6 +55,15 @@ def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_ca
 
     from webfreeze.eval.report import personalisation_markdown, report_json, summary_table, write_report
 
+    ctx = click.get_current_context()
+    if judge_kind == "rules":  # the LLM judge's settings would be silently ignored: say so
+        given = [f"--{name.replace('_', '-')}" for name in ("judge_llm", "judge_key_env", "judge_cassette",
+                                                             "judge_cassette_mode")
+                 if ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} only go with --judge llm (the rules judge uses no model)",
+                                   ctx)
+
     if not Path(run_dir).is_dir():
         raise click.ClickException(f"{run_dir}: not a run directory (no such directory)")
     if judge_kind == "llm":

@@ -387,7 +387,7 @@ def _history_provider(folder: str | None, settings: dict):
     """``task -> the user's history handle`` (one per persona, opened once per worker), or None."""
     if folder is None:
         return None
-    from webfreeze.personas.retrieval import open_user_history
+    from webfreeze.personas.retrieval import RetrievalError, open_user_history
 
     opened: dict = {}
 
@@ -396,7 +396,10 @@ def _history_provider(folder: str | None, settings: dict):
         if not pid:
             return None
         if pid not in opened:
-            opened[pid] = open_user_history(folder, str(pid), **_history_settings(settings))
+            try:
+                opened[pid] = open_user_history(folder, str(pid), **_history_settings(settings))
+            except RetrievalError as exc:  # a missing model or a bad history: no episode can go right
+                raise RunError(str(exc)) from None
         return opened[pid]
 
     return provider

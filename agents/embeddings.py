@@ -43,6 +43,17 @@ def check_available() -> None:
         raise AgentError(f"the embedding memory needs sentence-transformers: {INSTALL_HINT}")
 
 
+def quiet_loading() -> None:
+    """No progress bars while weights load (transformers draws one per model on stderr, which would
+    land in every run's output)."""
+    try:
+        import transformers
+
+        transformers.utils.logging.disable_progress_bar()
+    except Exception:  # an older transformers without it: the bar is only noise
+        pass
+
+
 def load_minilm():
     """The SentenceTransformer model (CPU, offline), loaded on first use and kept for the process."""
     global _MODEL
@@ -55,6 +66,7 @@ def load_minilm():
             from sentence_transformers import SentenceTransformer
         except ImportError:
             raise AgentError(f"the embedding memory needs sentence-transformers: {INSTALL_HINT}") from None
+        quiet_loading()
         try:
             _MODEL = SentenceTransformer(str(path), device="cpu")
         except Exception as exc:  # a damaged install: say which, in one line

@@ -161,6 +161,9 @@ def _load_model(model_id: str, folder: Path | None):
         from sentence_transformers import SentenceTransformer
     except ImportError:
         raise RetrievalError("history retrieval needs sentence-transformers: pip install 'webfreeze[agents]'") from None
+    from webfreeze.agents.embeddings import quiet_loading
+
+    quiet_loading()
     try:
         _MODELS[key] = SentenceTransformer(str(folder) if folder else model_id, device="cpu", local_files_only=True)
     except Exception as exc:  # not in the local cache, or a damaged folder: one line, never a download

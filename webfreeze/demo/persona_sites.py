@@ -73,7 +73,7 @@ def record_pages(archive_path, urls: list[str], *, resolve: dict[str, tuple[str,
     from webfreeze.simulator.browser import launch_chromium, new_context, track_inflight, wait_network_quiet
 
     with recording_into(archive_path) as arc:
-        proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve).start()
+        proxy = RecordingProxy(arc, port=0, session_kind="pages", resolve=resolve).start()
         try:
             with sync_playwright() as pw:
                 browser = launch_chromium(pw, proxy=proxy.url)
@@ -118,7 +118,7 @@ def add_records(source, dest, *, pages: set[str]) -> dict:
             raise RuntimeError(f"{dest}: an empty archive has no capture time to join")
         stamp = last[1]
         with dst.transaction():
-            sid = dst.new_session("crawl", source="webfreeze demo build: persona sites",
+            sid = dst.new_session("pages", source="webfreeze demo build: persona sites",
                                   tool="webfreeze.demo.persona_sites",
                                   info={"stamped_at": stamp, "hosts": sorted({urlsplit(u).hostname for u in pages})})
             for row in src.exchanges():

@@ -152,13 +152,15 @@ def add_sites(data: Path = DATA, *, progress=print) -> dict:
     from .persona_sites import record_persona_sites
 
     archive, manifest_path = data / "demo.wfz", data / "suite" / "manifest.json"
-    work = Path(tempfile.mkdtemp(prefix="demo-sites-", dir=data))
+    work = Path(tempfile.mkdtemp(prefix="demo-sites-", dir=data))  # same file system: replace() is atomic
     servers = {name: serve(name) for name in HOSTS}
     try:
         resolve = {HOSTS[name]: ("127.0.0.1", srv.port) for name, srv in servers.items()}
         raw = work / "raw.wfz"
         shutil.copyfile(archive, raw)
         counts = record_persona_sites(raw, resolve=resolve, work=work, progress=progress)
+        if not counts["pages"]:  # nothing added: the shipped archive stays byte for byte
+            return {**counts, "archive_digest": archive_digest(archive)}
         progress("pack the archive")
         pack(raw, work / "demo.wfz")
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
@@ -177,7 +179,8 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--add-sites"]:
         result = add_sites(Path(argv[1]) if len(argv) > 1 else DATA)
-        print(f"persona sites added: archive {result['archive_digest']}")
+        done = "persona sites added" if result["pages"] else "nothing to add"
+        print(f"{done}: archive {result['archive_digest']}")
         return
     out = Path(argv[0]) if argv else DATA
     only = argv[1:] or None

@@ -154,6 +154,9 @@ def record_persona_sites(dest, *, resolve: dict[str, tuple[str, int]], work: Pat
     by_host = page_urls(seed)
     with Archive.open(dest) as arc:
         urls = [u for hosts in by_host.values() for u in hosts if not arc.lookup_exact("GET", u)]
+    if not urls:
+        progress(f"the persona sites: the archive already has every page")
+        return {"exchanges": 0, "skipped_existing": 0, "skipped_task_hosts": 0, "pages": 0}
     scratch = Path(work) / "persona-sites.wfz"
     step = max(1, len(urls) // 20)
 

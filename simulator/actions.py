@@ -197,6 +197,7 @@ _BGYM_SIGNATURES = {
     "keyboard_press": (("key",), {}),
     "history_search": (("query",), {}),
 }
+_BGYM_LISTED = tuple(n for n in _BGYM_SIGNATURES if n not in NON_BROWSER_KINDS)  # (see _VOYAGER_FORMS)
 _BGYM_EXAMPLES = {
     "click": "click('12')", "fill": "fill('12', 'text')", "select_option": "select_option('12', 'value')",
     "scroll": "scroll(0, 500)", "go_back": "go_back()", "go_forward": "go_forward()",
@@ -233,9 +234,9 @@ def _parse_browsergym(s: str) -> Action:
     name = call.func.id
     if name in _BGYM_UNSUPPORTED:
         raise ActionError(f"{name}() is not supported here ({_BGYM_UNSUPPORTED[name]}); supported: "
-                          + ", ".join(_BGYM_SIGNATURES))
+                          + ", ".join(_BGYM_LISTED))
     if name not in _BGYM_SIGNATURES:
-        raise ActionError(f"unknown BrowserGym action {name}(); expected one of " + ", ".join(_BGYM_SIGNATURES))
+        raise ActionError(f"unknown BrowserGym action {name}(); expected one of " + ", ".join(_BGYM_LISTED))
     params, defaults = _BGYM_SIGNATURES[name]
     example = _BGYM_EXAMPLES[name]
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
@@ -331,7 +332,10 @@ def _parse_browsergym(s: str) -> Action:
 _VOYAGER_WORDS = ("Click", "Type", "Scroll", "Wait", "GoBack", "Google", "ANSWER", "HistorySearch")
 _ID = r"([A-Za-z]*\d+)"
 _VOYAGER_FORMS = ("Click [N]", "Type [N]; text", "Scroll [WINDOW]; up|down", "Scroll [N]; up|down", "Wait",
-                  "GoBack", "Google", "ANSWER; text", "HistorySearch; query")
+                  "GoBack", "Google", "ANSWER; text")
+# The forms an error message lists: the page actions only. The history search is offered to agents
+# that use it (agents/prompts/schemes-v1); error texts stay as they were, since they reach prompts
+# (an LLM agent's retry quotes them) and a recorded cassette's requests must not change.
 
 
 def _unbracket(text: str) -> str:
@@ -393,7 +397,7 @@ def _parse_webvoyager(s: str) -> Action:
 _ARENA_WORDS = ("click", "type", "hover", "press", "scroll", "goto", "go_back", "go_forward", "stop",
                 "new_tab", "tab_focus", "close_tab", "history_search")
 _ARENA_FORMS = ("click [id]", "type [id] [text] [0|1]", "hover [id]", "press [key]", "scroll [up|down]",
-                "goto [url]", "go_back", "go_forward", "stop [answer]", "history_search [query]")
+                "goto [url]", "go_back", "go_forward", "stop [answer]")
 
 
 def _parse_webarena(s: str) -> Action:

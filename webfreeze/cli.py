@@ -555,7 +555,7 @@ def sites() -> None:
 
 
 @sites.command("serve")
-@click.argument("name", type=click.Choice(["scholar", "shop", "booking"]))
+@click.argument("name", type=click.Choice(["scholar", "shop", "booking", "shop2", "dine", "hotels", "clinic", "start"]))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the generated content.")
@@ -563,7 +563,9 @@ def sites_serve(name, host, port, seed):
     """Serve a simulated site until Ctrl-C.
 
     scholar: a preprint archive shaped like arxiv.org; shop: a store with search, filters and a cart;
-    booking: restaurants, doctors and hotels with availability and a reservation form.
+    booking: restaurants, doctors and hotels with availability and a reservation form; shop2, dine,
+    hotels, clinic: competing shop, restaurant, hotel and clinic sites for personalised tasks; start:
+    a page linking them all (docs/sites.md).
     """
     from webfreeze.simulator.sites import SITES
     from webfreeze.simulator.sites.common import SiteServer

@@ -152,7 +152,8 @@ def bench_group() -> None:
 @click.option("--agent-config", "agent_config", multiple=True, metavar="KEY=VALUE",
               help="Agent setting (JSON value or text; keyword takes max_clicks, reference none); repeatable.")
 @click.option("--site-model", "site_models", multiple=True, metavar="HOST=KIND",
-              help="Serve HOST's stateful pages from a simulated site (shop, booking); repeatable.")
+              help="Serve HOST's stateful pages from a simulated site (shop, shop2, booking, dine, hotels, clinic); "
+                   "repeatable.")
 @task_options
 @click.option("--llm", "llm", metavar="local|MODEL@BASE_URL",
               help="The LLM agent's model: 'local' (the embedded SmolLM2-135M, started for the run; the default) "

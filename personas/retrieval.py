@@ -16,8 +16,10 @@ key = type + object, top 20 with similarity > 0.5) with our choices where the pa
   and with the batch size. So the batch size is part of the cache key and the cache keeps the
   vectors bit for bit: a cached index is the index a fresh build gives. The query is embedded
   alone (a batch of one), so its vector never depends on other texts.
-- **Search**: the ``k`` best entries whose score, rounded to 6 places (the score we return), is
-  above ``threshold``; best first, equal (rounded) scores in history order. Filtering and ordering
+- **Search**: FAISS finds the candidates; each candidate's score is its cosine recomputed in
+  float64 (so it does not depend on FAISS's summation order) and rounded to 6 places. The answer is
+  the ``k`` best entries whose score is above ``threshold``; best first, equal scores in history
+  order. Filtering and ordering
   on the rounded score means a last-digit difference can never reorder or drop an entry whose
   printed score is the same.
 - **Cache**: ``<cache_dir>/<key>.npy`` (the unique texts' vectors, ``allow_pickle=False``) and
@@ -53,6 +55,9 @@ CACHE_VERSION = 1
 # Bump when the key-text template or the way vectors are computed changes: old caches then miss.
 KEY_TEXT_VERSION = 1
 EMBEDDING_VERSION = 1  # 1: sentence-transformers encode, unit length, float32
+
+# Bound on how far FAISS's float32 inner product of unit vectors can be from the exact one.
+_FLOAT32_SLACK = 1e-5
 
 _MODELS: dict[str, Any] = {}  # loaded sentence-transformers models, by resolved folder or name
 
@@ -398,24 +403,34 @@ class HistoryIndex:
         """The ``k`` entries most similar to ``query`` whose score (cosine, rounded to 6 places) is
         above ``threshold``: ``[{"id", "score", "timestamp", "type", "object", "website", ("status")}]``,
         best first, equal scores in history order."""
+        import numpy as np
+
         _check_limits(k, threshold)
         q = self.query_vector(query)
+        q64 = q[0].astype(np.float64)
         total = self._index.ntotal
         if total == 0:
             return []
         m = min(total, k)
         while True:
-            scores, ids = self._index.search(q, m)
+            approx, ids = self._index.search(q, m)
+            rows = [r for r in ids[0].tolist() if r >= 0]
+            # FAISS finds the candidates; their scores are recomputed in float64, where the products
+            # of float32 values are exact and the sum's order cannot move the 6th place: a score is
+            # then a function of the two vectors alone, not of FAISS's SIMD path (which differs
+            # from numpy's in the 6th place for ~1.5% of scores).
+            exact = (self._vectors[rows].astype(np.float64) @ q64).tolist() if rows else []
             found: list[tuple[float, int]] = []
-            for raw, row in zip(scores[0].tolist(), ids[0].tolist()):
+            for row, raw in zip(rows, exact):
                 score = round(raw, SCORE_PLACES)
-                if row < 0 or score <= threshold:
-                    continue
-                found.extend((-score, pos) for pos in self._members[row])
+                if score > threshold:
+                    found.extend((-score, pos) for pos in self._members[row])
             found.sort()
-            lowest = round(scores[0][-1].item(), SCORE_PLACES)
-            # Done when nothing left out could pass the threshold or tie with the k-th kept score.
-            if m >= total or lowest <= threshold or (len(found) >= k and lowest < -found[k - 1][0]):
+            # Anything FAISS left out scores at most its lowest score (+ float32 rounding): done when
+            # that cannot pass the threshold, nor reach the k-th kept score (an equal score earlier
+            # in the history would come first).
+            bound = round(float(approx[0][-1]) + _FLOAT32_SLACK, SCORE_PLACES)
+            if m >= total or bound <= threshold or (len(found) >= k and bound < -found[k - 1][0]):
                 break
             m = min(total, m * 2)
         return [self._result(pos, -neg) for neg, pos in found[:k]]

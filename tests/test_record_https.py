@@ -62,7 +62,7 @@ def replay_check_clean(cli, archive, report) -> dict:
     summary = json.loads((report / "report.json").read_text())["summary"]
     assert r.returncode == 0, r.stderr + json.dumps(summary)
     assert summary["pages_with_misses"] == 0 and summary["missed_requests"] == 0 and summary["pages_with_errors"] == 0
-    assert summary["min_text_similarity"] == 1.0
+    assert summary["min_text_similarity"] > 0.9  # the site writes the live clock and a random token
     return summary
 
 

@@ -161,11 +161,11 @@ class RecordingProxy:
             conn.close()
         except (OSError, http.client.HTTPException) as exc:
             why = self.recorder.last_failure or str(exc) or type(exc).__name__
-            raise ArchiveError(f"{url}: unreachable ({why})") from None
+            raise ArchiveError(f"{url}: unreachable ({_plain_reason(why)})") from None
         if resp.status >= 400:
             why = self.recorder.last_failure  # the proxy's own 502 for a connection that failed
             if why:
-                raise ArchiveError(f"{url}: unreachable ({why})")
+                raise ArchiveError(f"{url}: unreachable ({_plain_reason(why)})")
             raise ArchiveError(f"{url}: the site answered {resp.status} {resp.reason}".rstrip())
 
     async def _main(self) -> None:
@@ -254,6 +254,14 @@ class RecordingProxy:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+
+def _plain_reason(why: str) -> str:
+    """mitmproxy's words for an upstream failure, said for a user."""
+    low = why.lower()
+    if "unexpected server response" in low or "protocol error" in low or "invalid http" in low:
+        return f"the server does not speak HTTP: {why}"
+    return why
 
 
 class _Started:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import parse_qsl, quote, urljoin, urlsplit
 
 import httptools
 
@@ -353,9 +353,11 @@ class ReplayServer:
 
     # ------------------------------------------------------------------ answering
     def answer(self, method: str, url: str, headers: list[tuple[str, str]], body: bytes, *,
-               when: float | None = None, ordered: bool = True, inject: bool | None = None):
+               when: float | None = None, ordered: bool = True, inject: bool | None = None,
+               skip_self_redirects: bool = False):
         """(status line + headers bytes, body bytes or None for abort) for one replayed request;
-        ``inject=False`` answers with the archived bytes whatever the server's setting (``id_``)."""
+        ``inject=False`` answers with the archived bytes whatever the server's setting (``id_``);
+        ``skip_self_redirects`` passes over captures that redirect to their own URL (pywb's rule)."""
         self.stats["requests"] += 1
         inject = self.inject if inject is None else inject and self.inject
         hk = host_key(url)
@@ -373,11 +375,16 @@ class ReplayServer:
             return self._miss(method, url, headers, bkey, score)
         target = when if when is not None else self.when
         cap = self.sequencer.pick(key, caps, target) if ordered else closest(caps, target)
-        built = self._build(cap.id, inject)
+        cap_id, cap_url = cap.id, cap.url
+        built = self._build(cap_id, inject)
+        if skip_self_redirects and 300 <= built.status < 400 and _redirects_to_itself(built, cap_url):
+            other = self._other_than_self_redirect(method, url, bkey, target, inject)
+            if other is not None:
+                (cap_id, cap_url), built = other
         self.stats["hits"] += 1
-        extra = f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {cap.id}\r\n".encode()
+        extra = f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {cap_id}\r\n".encode()
         if level == "canonical" or level == "fuzzy":
-            built = self._rewrite_jsonp(built, cap.url, url)
+            built = self._rewrite_jsonp(built, cap_url, url)
         return self._serialise(built, method, headers, extra)
 
     def _ask_model(self, model: SiteModel, method, url, headers, body) -> ReplayResponse | None:
@@ -449,6 +456,22 @@ class ReplayServer:
                             self._miss_file.close()
                     self._miss_file = None
                     self.miss_report = None
+
+    def _other_than_self_redirect(self, method: str, url: str, bkey: str, when: float | None, inject: bool):
+        """pywb's rule for a capture that redirects to its own URL (the same SURT key, such as
+        http -> https or a trailing slash): it would loop in replay, so the closest capture of the
+        same SURT key that does not is answered instead; None when there is none."""
+        from webfreeze.archives.urlkey import surt_key
+
+        rows = [r for r in self.archive.lookup_surt(surt_key(url))
+                if r["method"].upper() == method.upper() and (r["body_key"] or "") == bkey and r["kind"] == "response"]
+        rows.sort(key=lambda r: (abs(parse_time(r["captured_at"]).timestamp() - when) if when is not None else 0,
+                                 r["captured_at"], r["id"]))
+        for r in rows:
+            built = self._build(r["id"], inject)
+            if not (300 <= built.status < 400 and _redirects_to_itself(built, r["url"])):
+                return (r["id"], r["url"]), built
+        return None
 
     def _build(self, exchange_id: int, inject: bool) -> Built:
         key = (exchange_id, inject)
@@ -535,7 +558,7 @@ class ReplayServer:
         except ArchiveError:
             return self._plain(400, f"bad timestamp {ts}\n")
         return self.answer(method, original, headers, body, when=when, ordered=False,
-                           inject=False if modifier == "id" else None)
+                           inject=False if modifier == "id" else None, skip_self_redirects=True)
 
     def control(self, target: str, method: str):
         parts = urlsplit(target)
@@ -593,6 +616,17 @@ class ReplayServer:
         port = host_header.rsplit(":", 1)[1] if host_header and ":" in host_header.strip("[]") else ""
         local = {"127.0.0.1", "localhost", "::1", self.host.lower(), "0.0.0.0"}
         return not host_header or (host in local and port == str(self.port))
+
+
+def _redirects_to_itself(built: Built, url: str) -> bool:
+    """Whether an archived redirect's Location has the SURT key of the URL it was captured for."""
+    from webfreeze.archives.urlkey import surt_key
+
+    m = re.search(rb"(?im)^location:[ \t]*(.*?)[ \t]*\r?$", built.header_block)
+    if not m:
+        return False
+    target = urljoin(url, m.group(1).decode("latin-1"))
+    return surt_key(target) == surt_key(url)
 
 
 def _parse_range(value: str, size: int):

@@ -2,7 +2,8 @@
 
 For each page record of the archive (ordered by id) a fresh browser context loads the page through
 the replay server in proxy mode, waits for the network to settle as the crawl did, and takes a DOM
-snapshot and a full-page screenshot. Compared with the capture:
+snapshot and the kind of screenshot the capture holds (viewport, full page or none: like with
+like). Compared with the capture:
 
 - misses: requests of the page the archive could not answer;
 - text similarity: ``difflib`` ratio of the visible text (whitespace-normalised words) of the

@@ -126,15 +126,15 @@ def run(ctx: Context) -> list[Row]:
     d, f = results["viewport"], results["full"]
     note = f"{d['pages']} pages, {d['payload_bytes'] / 1e6:.2f} MB payloads"
     return [
-        Row(NAME, "default crawl (viewport screenshots): archive bytes", d["archive_bytes"], d["payload_bytes"],
+        Row(f"{NAME} size", "default crawl (viewport screenshots): archive bytes", d["archive_bytes"], d["payload_bytes"],
             "payload bytes", "bytes", "lower", 10, note=note),
-        Row(NAME, "default crawl: screenshot bytes", d["screenshot_bytes"], d["payload_bytes"], "payload bytes",
+        Row(f"{NAME} size", "default crawl: screenshot bytes", d["screenshot_bytes"], d["payload_bytes"], "payload bytes",
             "bytes", "lower", note=note),
-        Row(NAME, "--screenshots full: archive bytes", f["archive_bytes"], f["payload_bytes"], "payload bytes",
+        Row(f"{NAME} size", "--screenshots full: archive bytes", f["archive_bytes"], f["payload_bytes"], "payload bytes",
             "bytes", "lower", note=f"screenshots {f['screenshot_bytes'] / 1e6:.1f} MB"),
-        Row(NAME, "full-page screenshots as lossless WebP: bytes", webp["webp_lossless_bytes"], webp["png_bytes"],
+        Row(f"{NAME} size", "full-page screenshots as lossless WebP: bytes", webp["webp_lossless_bytes"], webp["png_bytes"],
             "Chromium's PNG", "bytes", "lower",
             note=f"{webp['compared']} screenshots; {webp['too_tall_for_webp']} taller than WebP allows"),
-        Row(NAME, "full-page screenshots as lossless WebP: encode time", webp["webp_encode_s"], webp["png_encode_s"],
+        Row(f"{NAME} size", "full-page screenshots as lossless WebP: encode time", webp["webp_encode_s"], webp["png_encode_s"],
             "Pillow PNG encode", "s", "lower"),
     ]

@@ -66,7 +66,25 @@ def _info(arc: Archive) -> dict:
         "hosts": dict(hosts.most_common()),
         "statuses": dict(sorted(statuses.items())),
         "mime_types": dict(mimes.most_common()),
+        "failed_pages": _failed_pages(arc),
     }
+
+
+def _failed_pages(arc: Archive) -> list[dict]:
+    """Pages a crawl visited but could not record (a network error, a 4xx/5xx answer), as its state
+    documents (``crawls/*.json``, key ``failed``) list them."""
+    out = []
+    for name in arc.document_names():
+        if not name.startswith("crawls/"):
+            continue
+        try:
+            state = arc.get_document(name)
+        except Exception:  # a document that is not JSON is not a crawl's state
+            continue
+        for entry in (state.get("failed") or []) if isinstance(state, dict) else []:
+            if isinstance(entry, list) and len(entry) == 2:
+                out.append({"url": str(entry[0]), "why": str(entry[1]), "crawl": name})
+    return out
 
 
 # ------------------------------------------------------------------------------------ ls

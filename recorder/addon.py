@@ -27,6 +27,13 @@ def _headers(fields) -> list[tuple[str, str]]:
     return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in fields]
 
 
+def client_url(flow: http.HTTPFlow) -> str:
+    """The URL as the client asked for it. Where ``--resolve`` sent the connection elsewhere, the
+    proxy's resolver left the name the client used in the flow's metadata (mitmproxy takes the
+    host of a request inside a CONNECT tunnel from the connection's address, the resolved one)."""
+    return flow.metadata.get("webfreeze_url") or flow.request.url
+
+
 class _Tee:
     """A mitmproxy stream callback that keeps a copy of what passes through."""
 
@@ -45,11 +52,18 @@ class _Tee:
 class ArchiveRecorder:
     """Records HTTP(S) exchanges, and WebSocket messages as a JSON document per connection."""
 
-    def __init__(self, archive: Archive, session_id: str):
+    def __init__(self, archive: Archive, session_id: str | None):
         self.archive = archive
         self.session_id = session_id
         self.recorded = 0
         self.errors = 0
+        # While paused (no session yet: a crawl's reachability probe), exchanges pass through
+        # unrecorded; the last upstream failure is kept so the probe can say why it failed.
+        self.last_failure: str | None = None
+
+    @property
+    def paused(self) -> bool:
+        return self.session_id is None
 
     # ------------------------------------------------------------------ HTTP
     def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -62,6 +76,8 @@ class ArchiveRecorder:
 
     def response(self, flow: http.HTTPFlow) -> None:
         tee = flow.metadata.pop("webfreeze_tee", None)
+        if self.paused:
+            return
         payload = tee.read() if tee is not None else (flow.response.raw_content or b"")
         req, resp = flow.request, flow.response
         peer = flow.server_conn.peername[0] if flow.server_conn and flow.server_conn.peername else None
@@ -69,7 +85,7 @@ class ArchiveRecorder:
         if tee is not None and "chunked" in resp.headers.get("transfer-encoding", "").lower():
             extra["dechunked"] = True
         ex = Exchange(
-            url=req.url,
+            url=client_url(flow),
             captured_at=datetime.fromtimestamp(req.timestamp_start, timezone.utc),
             method=req.method,
             req_headers=_headers(req.headers.fields),
@@ -94,8 +110,11 @@ class ArchiveRecorder:
         got a 502 from the proxy, and a replay must answer the same way."""
         if flow.response is not None or flow.request is None:
             return
+        if self.paused:
+            self.last_failure = str(flow.error) if flow.error else "upstream failure"
+            return
         req = flow.request
-        ex = Exchange(url=req.url, captured_at=datetime.fromtimestamp(req.timestamp_start, timezone.utc),
+        ex = Exchange(url=client_url(flow), captured_at=datetime.fromtimestamp(req.timestamp_start, timezone.utc),
                       method=req.method, req_headers=_headers(req.headers.fields), req_body=req.raw_content or None,
                       status=502, reason="Bad Gateway", http_version=req.http_version, resp_headers=[],
                       payload=b"", extra={"error": str(flow.error) if flow.error else "upstream failure"},
@@ -109,7 +128,7 @@ class ArchiveRecorder:
 
     # ------------------------------------------------------------------ WebSocket
     def websocket_end(self, flow: http.HTTPFlow) -> None:
-        if flow.websocket is None:
+        if flow.websocket is None or self.paused:
             return
         messages = [{"from_client": m.from_client, "type": "text" if m.is_text else "binary",
                      "content": m.text if m.is_text else m.content.hex(), "time": m.timestamp}

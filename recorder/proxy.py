@@ -83,10 +83,11 @@ def recording_into(path: str | os.PathLike) -> Iterator[Archive]:
     arc, created = _open_or_create(path)
     try:
         yield arc
-    except BaseException:
+    except BaseException as exc:
         try:
-            empty = created and not arc.conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM exchanges) OR EXISTS (SELECT 1 FROM pages)").fetchone()[0]
+            # a recording whose start failed (``discard`` set: a crawl's seed) publishes nothing
+            empty = created and (getattr(exc, "discard", False) or not arc.conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM exchanges) OR EXISTS (SELECT 1 FROM pages)").fetchone()[0])
         except Exception:
             empty = False  # an archive that cannot even say so is kept as it is
         with contextlib.suppress(Exception):  # the recording's own error is the one to report
@@ -104,18 +105,18 @@ class RecordingProxy:
 
     def __init__(self, archive: Archive, *, host: str = "127.0.0.1", port: int = 8080,
                  confdir: Path | None = None, session_kind: str = "proxy",
-                 resolve: dict[str, tuple[str, int]] | None = None):
+                 resolve: dict[str, tuple[str, int]] | None = None, paused: bool = False):
         check_port(host, port)  # a taken port fails here, before a session is made
         self.resolve = dict(resolve or {})
         self.archive = archive
         self.host, self.port = host, port
         self.confdir = Path(confdir or default_confdir())
         ensure_ca(self.confdir)
-        from mitmproxy import version
-
-        self.session_id = archive.new_session(session_kind, source=f"proxy {host}" + (f":{port}" if port else ""),
-                                              tool=f"webfreeze recorder, mitmproxy {version.VERSION}")
-        self.recorder = ArchiveRecorder(archive, self.session_id)
+        self.session_kind = session_kind
+        self.session_id: str | None = None
+        self.recorder = ArchiveRecorder(archive, None)
+        if not paused:
+            self.begin_session()
         self._master = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -123,6 +124,49 @@ class RecordingProxy:
         self._failure: ArchiveError | None = None
         self._listening = False
         self._on_ready = None
+
+    def begin_session(self) -> str:
+        """Start recording: make the capture session (a proxy made with ``paused=True`` passes
+        traffic through unrecorded until then, so a reachability probe leaves no trace)."""
+        from mitmproxy import version
+
+        if self.session_id is None:
+            source = f"proxy {self.host}" + (f":{self.port}" if self.port else "")
+            self.session_id = self.archive.new_session(self.session_kind, source=source,
+                                                       tool=f"webfreeze recorder, mitmproxy {version.VERSION}")
+            self.recorder.session_id = self.session_id
+        return self.session_id
+
+    def probe(self, url: str, timeout: float = 15) -> None:
+        """GET ``url`` through this proxy (its resolver, its certificate policy) without recording
+        it; one-line :class:`ArchiveError` when the network fails or the site answers 4xx/5xx.
+        Redirects are not followed: a site that answers at all with one is reachable."""
+        import http.client
+        import ssl
+
+        self.recorder.last_failure = None
+        parts = urlsplit(url)
+        path = urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        try:
+            if parts.scheme == "https":
+                ctx = ssl.create_default_context(cafile=str(ensure_ca(self.confdir)))  # the proxy's CA
+                conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=ctx)
+                conn.set_tunnel(parts.hostname, parts.port or 443)
+                conn.request("GET", path, headers={"User-Agent": "webfreeze-probe"})
+            else:
+                conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+                conn.request("GET", url, headers={"User-Agent": "webfreeze-probe"})
+            resp = conn.getresponse()
+            resp.read()
+            conn.close()
+        except (OSError, http.client.HTTPException) as exc:
+            why = self.recorder.last_failure or str(exc) or type(exc).__name__
+            raise ArchiveError(f"{url}: unreachable ({_plain_reason(why)})") from None
+        if resp.status >= 400:
+            why = self.recorder.last_failure  # the proxy's own 502 for a connection that failed
+            if why:
+                raise ArchiveError(f"{url}: unreachable ({_plain_reason(why)})")
+            raise ArchiveError(f"{url}: the site answered {resp.status} {resp.reason}".rstrip())
 
     async def _main(self) -> None:
         from mitmproxy import options
@@ -139,9 +183,9 @@ class RecordingProxy:
                 master.addons.remove(errorcheck)
                 errorcheck.finish()  # its log handler, installed when it was made, would stay for the process
             master.addons.add(_Started(self))
-            master.addons.add(self.recorder)
-            if self.resolve:
+            if self.resolve:  # before the recorder: it names each flow's URL as the client asked
                 master.addons.add(_Resolver(self.resolve))
+            master.addons.add(self.recorder)
             self._master = master
             self._loop = asyncio.get_running_loop()
             if threading.current_thread() is threading.main_thread():
@@ -174,8 +218,9 @@ class RecordingProxy:
         try:
             asyncio.run(self._main())
         finally:
-            self.archive.end_session(self.session_id, {"recorded": self.recorder.recorded,
-                                                       "errors": self.recorder.errors})
+            if self.session_id is not None:
+                self.archive.end_session(self.session_id, {"recorded": self.recorder.recorded,
+                                                           "errors": self.recorder.errors})
         if self._failure is not None:
             raise self._failure
 
@@ -211,6 +256,14 @@ class RecordingProxy:
         return f"http://{self.host}:{self.port}"
 
 
+def _plain_reason(why: str) -> str:
+    """mitmproxy's words for an upstream failure, said for a user."""
+    low = why.lower()
+    if "unexpected server response" in low or "protocol error" in low or "invalid http" in low:
+        return f"the server does not speak HTTP: {why}"
+    return why
+
+
 class _Started:
     """mitmproxy addon: once mitmproxy has brought its server up (or failed to), tells the
     :class:`RecordingProxy` the port it listens on, or why it does not."""
@@ -227,17 +280,42 @@ class _Started:
 
 class _Resolver:
     """Connects to a fixed address for some host names (like curl's ``--resolve``), so a site on
-    loopback is recorded under its real name: the URLs in the archive keep the name, only the
-    upstream connection goes elsewhere."""
+    loopback is recorded under its real name: the URLs in the archive keep the name and the scheme
+    the client used, only the upstream connection goes elsewhere.
+
+    mitmproxy gives a request inside a CONNECT tunnel the host and port of its server connection,
+    which after the redirection is the resolved address; so the name each redirected connection
+    had is remembered and put back, as the URL to record, on every flow that used it."""
 
     def __init__(self, table: dict[str, tuple[str, int]]):
         self.table = {k.lower(): v for k, v in table.items()}
+        self.names: dict[str, tuple[str, int]] = {}  # server connection id -> (name, port) asked for
 
     def server_connect(self, data) -> None:
         host, port = data.server.address
         target = self.table.get(f"{host}:{port}".lower()) or self.table.get(str(host).lower())
         if target is not None:
+            self.names[data.server.id] = (str(host), int(port))
             data.server.address = target
+
+    def _name(self, flow) -> None:
+        server = flow.server_conn
+        asked = self.names.get(server.id) if server is not None else None
+        req = flow.request
+        if asked is None or req is None or server.address is None:
+            return
+        if (req.host, req.port) != tuple(server.address):
+            return  # an absolute-form request (plain HTTP through the proxy) already names its host
+        name, port = asked
+        host = f"[{name}]" if ":" in name else name
+        default = 443 if req.scheme == "https" else 80
+        flow.metadata["webfreeze_url"] = f"{req.scheme}://{host}{'' if port == default else f':{port}'}{req.path}"
+
+    def response(self, flow) -> None:
+        self._name(flow)
+
+    def error(self, flow) -> None:
+        self._name(flow)
 
 
 def parse_resolve(entries) -> dict[str, tuple[str, int]]:
@@ -250,16 +328,3 @@ def parse_resolve(entries) -> dict[str, tuple[str, int]]:
             raise ArchiveError(f"--resolve {entry!r}: expected HOST=ADDRESS:PORT, e.g. scholar.test=127.0.0.1:8001")
         table[name.lower()] = (addr.strip("[]"), int(port))
     return table
-
-
-def resolved_url(url: str, table: dict[str, tuple[str, int]] | None) -> str:
-    """``url`` with its host replaced by the address ``table`` maps it to (for reachability checks)."""
-    if not table:
-        return url
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    target = table.get(f"{parts.hostname}:{port}") or table.get(parts.hostname or "")
-    if target is None:
-        return url
-    return urlunsplit((parts.scheme, f"{target[0]}:{target[1]}", parts.path, parts.query, ""))
-

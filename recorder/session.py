@@ -18,7 +18,7 @@ from pathlib import Path
 from webfreeze.archives import ArchiveError
 from webfreeze.archives.store import check_output_file, write_output
 
-from .proxy import RecordingProxy, recording_into, resolved_url
+from .proxy import RecordingProxy, recording_into
 
 TRAJECTORY_VERSION = 1
 
@@ -161,7 +161,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
 
     from webfreeze.simulator.browser import launch_chromium, new_context, require_display
 
-    from .crawl import check_reachable
+    from .crawl import check_url
 
     # the trajectory goes beside the archive, never over it; checked before anything is recorded
     out = check_output_file(trajectory_path, protect=[archive_path, script], what="trajectory", devices_ok=True)
@@ -177,13 +177,15 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
             raise ArchiveError(f"{script}: defines no run(page) function")
     elif run is None and not headed:
         raise ArchiveError("a session needs --headed (a person drives) or --script FILE")
-    check_reachable(resolved_url(start, resolve))
+    check_url(start)
     if headed:  # found out before an archive is made
         require_display("run it on a desktop or under xvfb-run, or drive the session with --script FILE")
     log = TrajectoryLog()
     with recording_into(archive_path) as arc:
-        proxy = RecordingProxy(arc, port=0, session_kind="session", resolve=resolve).start()
+        proxy = RecordingProxy(arc, port=0, session_kind="session", resolve=resolve, paused=True).start()
         try:
+            proxy.probe(start)  # through the proxy: its resolver and its certificate policy
+            proxy.begin_session()
             with sync_playwright() as pw:
                 browser = launch_chromium(pw, proxy=proxy.url, headless=not headed)
                 context = new_context(browser)

@@ -7,8 +7,11 @@ request costs a dictionary lookup and one write. Two ways in, on the same port:
 - proxy: absolute-form requests (``GET http://host/...``) and ``CONNECT host:443`` tunnels whose
   TLS is terminated with a per-host certificate from the webfreeze CA; origin-form requests whose
   Host is another site are served as that site (transparent use).
-- direct: ``/<1-14 digit timestamp>id_/<original URL>`` returns the raw archived response closest
-  in time (pywb's raw URL scheme without a collection name); ``/`` lists the archive.
+- direct: pywb's URL scheme without a collection name. ``/<1-14 digit timestamp>id_/<original URL>``
+  is *identity*: the archived response closest in time, its payload byte for byte as stored (as
+  pywb's ``id_`` returns it); ``/<timestamp>/<original URL>`` (pywb's default replay URL; also
+  with any other two-letter modifier such as ``mp_``) is the replayed form, HTML with the
+  determinism runtime injected unless injection is off; ``/`` lists the archive.
 
 Control endpoints under ``/_webfreeze/`` (status, reset, state, misses) serve tools that drive a
 replay from another process.
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import parse_qsl, quote, urljoin, urlsplit
 
 import httptools
 
@@ -51,7 +54,7 @@ MAX_HEADER_BYTES = 64 * 1024
 IDLE_TIMEOUT = 120.0
 CACHE_BYTES = 256 * 1024 * 1024
 ON_MISS = ("404", "502", "abort")
-DIRECT = re.compile(r"^/(\d{1,14})id_/(.+)$", re.DOTALL)
+DIRECT = re.compile(r"^/(\d{1,14})(?:([a-z]{2})_)?/(.+)$", re.DOTALL)
 HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
     "trailer", "transfer-encoding", "upgrade", "content-length", "alt-svc",
@@ -350,16 +353,20 @@ class ReplayServer:
 
     # ------------------------------------------------------------------ answering
     def answer(self, method: str, url: str, headers: list[tuple[str, str]], body: bytes, *,
-               when: float | None = None, ordered: bool = True):
-        """(status line + headers bytes, body bytes or None for abort) for one replayed request."""
+               when: float | None = None, ordered: bool = True, inject: bool | None = None,
+               skip_self_redirects: bool = False):
+        """(status line + headers bytes, body bytes or None for abort) for one replayed request;
+        ``inject=False`` answers with the archived bytes whatever the server's setting (``id_``);
+        ``skip_self_redirects`` passes over captures that redirect to their own URL (pywb's rule)."""
         self.stats["requests"] += 1
+        inject = self.inject if inject is None else inject and self.inject
         hk = host_key(url)
         model = self.models.get(hk)
         if model is not None:
             resp = self._ask_model(model, method, url, headers, body)
             if resp is not None:
                 self.stats["model"] += 1
-                return self._serialise_plain(self._inject_model(resp, url), method, "model")
+                return self._serialise_plain(self._inject_model(resp, url) if inject else resp, method, "model")
         bkey = request_body_key(headers, body)
         level, key, caps, score = self.matcher.candidates(method, url, bkey)
         if not caps and method.upper() == "HEAD":  # HEAD is answered from a GET capture's headers
@@ -368,11 +375,16 @@ class ReplayServer:
             return self._miss(method, url, headers, bkey, score)
         target = when if when is not None else self.when
         cap = self.sequencer.pick(key, caps, target) if ordered else closest(caps, target)
-        built = self._build(cap.id)
+        cap_id, cap_url = cap.id, cap.url
+        built = self._build(cap_id, inject)
+        if skip_self_redirects and 300 <= built.status < 400 and _redirects_to_itself(built, cap_url):
+            other = self._other_than_self_redirect(method, url, bkey, target, inject)
+            if other is not None:
+                (cap_id, cap_url), built = other
         self.stats["hits"] += 1
-        extra = f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {cap.id}\r\n".encode()
+        extra = f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {cap_id}\r\n".encode()
         if level == "canonical" or level == "fuzzy":
-            built = self._rewrite_jsonp(built, cap.url, url)
+            built = self._rewrite_jsonp(built, cap_url, url)
         return self._serialise(built, method, headers, extra)
 
     def _ask_model(self, model: SiteModel, method, url, headers, body) -> ReplayResponse | None:
@@ -445,8 +457,24 @@ class ReplayServer:
                     self._miss_file = None
                     self.miss_report = None
 
-    def _build(self, exchange_id: int) -> Built:
-        key = (exchange_id, self.inject)
+    def _other_than_self_redirect(self, method: str, url: str, bkey: str, when: float | None, inject: bool):
+        """pywb's rule for a capture that redirects to its own URL (the same SURT key, such as
+        http -> https or a trailing slash): it would loop in replay, so the closest capture of the
+        same SURT key that does not is answered instead; None when there is none."""
+        from webfreeze.archives.urlkey import surt_key
+
+        rows = [r for r in self.archive.lookup_surt(surt_key(url))
+                if r["method"].upper() == method.upper() and (r["body_key"] or "") == bkey and r["kind"] == "response"]
+        rows.sort(key=lambda r: (abs(parse_time(r["captured_at"]).timestamp() - when) if when is not None else 0,
+                                 r["captured_at"], r["id"]))
+        for r in rows:
+            built = self._build(r["id"], inject)
+            if not (300 <= built.status < 400 and _redirects_to_itself(built, r["url"])):
+                return (r["id"], r["url"]), built
+        return None
+
+    def _build(self, exchange_id: int, inject: bool) -> Built:
+        key = (exchange_id, inject)
         built = self.cache.get(key)
         if built is not None:
             return built
@@ -456,7 +484,7 @@ class ReplayServer:
         status = row["status"]
         mime = (row["mime"] or "").lower()
         out_headers = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
-        if self.inject and mime.startswith(HTML_MIMES) and status >= 200 and status not in (204, 304) \
+        if inject and mime.startswith(HTML_MIMES) and status >= 200 and status not in (204, 304) \
                 and row["method"] != "HEAD":  # error pages run scripts too
             try:
                 html = decode_content(body, content_encoding(headers))
@@ -522,14 +550,15 @@ class ReplayServer:
     # ------------------------------------------------------------------ direct mode and control
     def direct(self, target: str, method: str, headers, body):
         m = DIRECT.match(target)
-        ts, original = m.group(1), m.group(2)
+        ts, modifier, original = m.group(1), m.group(2), m.group(3)
         if not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", original):
             original = "http://" + original
         try:
             when = parse_time(ts).timestamp()
         except ArchiveError:
             return self._plain(400, f"bad timestamp {ts}\n")
-        return self.answer(method, original, headers, body, when=when, ordered=False)
+        return self.answer(method, original, headers, body, when=when, ordered=False,
+                           inject=False if modifier == "id" else None, skip_self_redirects=True)
 
     def control(self, target: str, method: str):
         parts = urlsplit(target)
@@ -573,7 +602,8 @@ class ReplayServer:
         nav = f'<p><a href="/?page={page + 1}">next page</a></p>' if more else ""
         html = (f"<!doctype html><html><head><meta charset=utf-8><title>webfreeze replay: "
                 f"{escape(self.archive_path.name)}</title></head><body><h1>{escape(self.archive_path.name)}</h1>"
-                f"<p>{self.matcher.count} exchanges; raw replay at <code>/&lt;timestamp&gt;id_/&lt;url&gt;</code>."
+                f"<p>{self.matcher.count} exchanges; archived bytes at <code>/&lt;timestamp&gt;id_/&lt;url&gt;</code>, "
+                f"replayed pages at <code>/&lt;timestamp&gt;/&lt;url&gt;</code>."
                 f" Page {page}.</p><table><tr><th>method</th><th>status</th><th>type</th><th>captured</th>"
                 f"<th>url</th></tr>{''.join(items)}</table>{nav}</body></html>").encode("utf-8")
         return _simple(200, "text/html; charset=utf-8", html)
@@ -586,6 +616,17 @@ class ReplayServer:
         port = host_header.rsplit(":", 1)[1] if host_header and ":" in host_header.strip("[]") else ""
         local = {"127.0.0.1", "localhost", "::1", self.host.lower(), "0.0.0.0"}
         return not host_header or (host in local and port == str(self.port))
+
+
+def _redirects_to_itself(built: Built, url: str) -> bool:
+    """Whether an archived redirect's Location has the SURT key of the URL it was captured for."""
+    from webfreeze.archives.urlkey import surt_key
+
+    m = re.search(rb"(?im)^location:[ \t]*(.*?)[ \t]*\r?$", built.header_block)
+    if not m:
+        return False
+    target = urljoin(url, m.group(1).decode("latin-1"))
+    return surt_key(target) == surt_key(url)
 
 
 def _parse_range(value: str, size: int):
@@ -766,7 +807,7 @@ class _Connection(asyncio.Protocol):
                 return server.control(target, method)
             if target == "/" or target.startswith("/?"):
                 return server.listing(target)
-            return server._plain(404, "not a replay URL: use /<timestamp>id_/<original url>\n")
+            return server._plain(404, "not a replay URL: use /<timestamp>/<original url> or /<timestamp>id_/<original url>\n")
         return server.answer(method, f"http://{host}{target}", headers, body)
 
     def _bad_request(self, why: str, status: int = 400) -> None:

@@ -403,8 +403,8 @@ PAINT_SETTLE_LIMIT_MS = 2000
 STILL_SHOT_TRIES = 3  # screenshots at most, to find two in a row that agree
 
 
-def still_screenshot(page) -> bytes:
-    """A full-page PNG of a settled page (fonts, image decoding, a painted frame; CSS animations
+def still_screenshot(page, *, full_page: bool = True) -> bytes:
+    """A full-page (or, ``full_page=False``, viewport) PNG of a settled page (fonts, image decoding, a painted frame; CSS animations
     and transitions stopped, the caret hidden), for screenshots compared byte for byte: the
     crawl's and ``replay check``'s."""
     from playwright.sync_api import Error as PlaywrightError
@@ -415,9 +415,9 @@ def still_screenshot(page) -> bytes:
         pass  # the document went away (a late navigation): the screenshot shows what is there now
     # Taken again until two in a row agree: on a loaded machine a frame can still be repainting
     # (once, one anti-aliased pixel of a button's corner differed by one level between replays).
-    shot = page.screenshot(full_page=True, type="png", animations="disabled", caret="hide")
+    shot = page.screenshot(full_page=full_page, type="png", animations="disabled", caret="hide")
     for _ in range(STILL_SHOT_TRIES - 1):
-        again = page.screenshot(full_page=True, type="png", animations="disabled", caret="hide")
+        again = page.screenshot(full_page=full_page, type="png", animations="disabled", caret="hide")
         if again == shot:
             break
         shot = again

@@ -198,7 +198,7 @@ def test_on_miss_modes(site_archive, home, on_miss):
 def test_html_gets_the_runtime_first_in_head_decoded_and_without_csp(site_archive, home):
     with ReplayServer(site_archive, mode="direct", confdir=home) as srv:
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
-        conn.request("GET", "/20240301id_/https://site.test/page")
+        conn.request("GET", "/20240301/https://site.test/page")  # pywb's replay URL: the injected form
         resp = conn.getresponse()
         body = resp.read()
         assert resp.status == 200 and resp.getheader("Content-Encoding") is None
@@ -206,6 +206,10 @@ def test_html_gets_the_runtime_first_in_head_decoded_and_without_csp(site_archiv
         assert body.startswith(b"<!doctype html><html><head><script>(function(){")
         assert b"T0=1709294400000" in body  # 2024-03-01T12:00:00Z in ms
         assert body.endswith(b"<title>t</title></head><body><p id=x></p></body></html>")
+        conn.request("GET", "/20240301id_/https://site.test/page")  # id_: identity, the archived bytes
+        resp = conn.getresponse()
+        assert resp.getheader("Content-Encoding") == "gzip"
+        assert gzip.decompress(resp.read()).startswith(b"<!doctype html><html><head><title>")
     with ReplayServer(site_archive, mode="direct", confdir=home, inject=False) as srv:
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
         conn.request("GET", "/2024id_/https://site.test/page")

@@ -222,6 +222,11 @@ def archive_info(archive_path, as_json):
          + (f" and {len(data['hosts']) - 10} more" if len(data["hosts"]) > 10 else "")),
         ("statuses", ", ".join(f"{k}: {v}" for k, v in data["statuses"].items())),
     ]
+    if data.get("failed_pages"):
+        lines.append(("failed pages", f"{len(data['failed_pages'])} (crawled, not recorded as pages)"))
+        lines += [("", f"{f['url']} ({f['why']})") for f in data["failed_pages"][:20]]
+        if len(data["failed_pages"]) > 20:
+            lines.append(("", f"and {len(data['failed_pages']) - 20} more (--json lists all)"))
     for key in ("creator", "description", "license"):
         if data.get(key):
             lines.append((key, data[key]))
@@ -457,16 +462,19 @@ def record() -> None:
               help="Archive to record into; created if it does not exist.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
-def record_proxy(archive_path, host, port):
+@click.option("--resolve", "resolve", multiple=True, metavar="HOST[:PORT]=ADDRESS:PORT",
+              help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
+def record_proxy(archive_path, host, port, resolve):
     """Run a recording HTTP/HTTPS proxy until Ctrl-C; every exchange is committed as it completes.
 
     Point any client at it (HTTPS clients must trust the CA that `webfreeze record ca` prints).
     """
-    from webfreeze.recorder.proxy import RecordingProxy, check_port, recording_into
+    from webfreeze.recorder.proxy import RecordingProxy, check_port, parse_resolve, recording_into
 
+    table = usage_checked(parse_resolve, resolve)
     check_port(host, port)  # before the archive is made
     with recording_into(archive_path) as arc:
-        proxy = RecordingProxy(arc, host=host, port=port)
+        proxy = RecordingProxy(arc, host=host, port=port, resolve=table)
         proxy.run(on_ready=lambda p: click.echo(
             f"recording into {archive_path} through proxy {p.url} (session {p.session_id}); Ctrl-C to stop", err=True))
         click.echo(f"recorded {proxy.recorder.recorded} exchanges", err=True)
@@ -479,14 +487,18 @@ def record_proxy(archive_path, host, port):
 @click.option("--depth", default=2, show_default=True, type=click.IntRange(0, 50), help="Link depth from URL.")
 @click.option("--max-pages", default=100, show_default=True, type=click.IntRange(1), help="Stop after this many pages.")
 @click.option("--scope", default="host", show_default=True,
-              help="Which links to follow: host (same host), prefix (under URL) or a regular expression.")
-@click.option("--resolve", "resolve", multiple=True, metavar="HOST=ADDRESS:PORT",
+              help="Which links to follow: host (same host), prefix (URLs starting with URL up to its last '/') "
+                   "or a regular expression.")
+@click.option("--resolve", "resolve", multiple=True, metavar="HOST[:PORT]=ADDRESS:PORT",
               help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
-def record_crawl(url, archive_path, depth, max_pages, scope, resolve):
+@click.option("--screenshots", type=click.Choice(["none", "viewport", "full"]), default="viewport", show_default=True,
+              help="Each page's screenshot: the first 1920x1080 (viewport), the whole page (full) or none.")
+def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshots):
     """Crawl URL breadth-first in real Chromium through the recording proxy (1920x1080).
 
-    Each page gets a full-page screenshot and a DOM snapshot; every request is recorded. Running the
-    same crawl again resumes it.
+    Each page gets a screenshot and a DOM snapshot; every request is recorded. A start page that
+    fails (network error, 4xx/5xx) is an error and records nothing; pages failing later are listed.
+    Running the same crawl again resumes it.
     """
     from webfreeze.recorder.crawl import check_url, crawl, scope_matcher
     from webfreeze.recorder.proxy import parse_resolve
@@ -497,10 +509,13 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve):
     progress, advance = progress_bar(max_pages, "crawling", unit="pages")
     with progress:
         result = crawl(archive_path, url, depth=depth, max_pages=max_pages, scope=scope,
-                       progress=lambda done, _url: advance(1), resolve=table)
+                       progress=lambda done, _url: advance(1), resolve=table, screenshots=screenshots)
     state = "complete" if result.complete else "interrupted"
+    failed = f", {len(result.failed)} failed" if result.failed else ""
     click.echo(f"{'resumed, ' if result.resumed else ''}{result.pages_this_run} pages and "
-               f"{result.exchanges_this_run} exchanges recorded this run; {result.pages} pages in total ({state})")
+               f"{result.exchanges_this_run} exchanges recorded this run; {result.pages} pages in total{failed} ({state})")
+    for failed_url, why in result.failed:
+        click.echo(f"  failed: {failed_url} ({why})")
 
 
 @record.command("session")
@@ -512,7 +527,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve):
 @click.option("--headed", is_flag=True, help="Show the browser and let a person drive it; close it to finish.")
 @click.option("--script", type=click.Path(dir_okay=False),
               help="A Python file defining run(page) (a Playwright page) that drives the session.")
-@click.option("--resolve", "resolve", multiple=True, metavar="HOST=ADDRESS:PORT",
+@click.option("--resolve", "resolve", multiple=True, metavar="HOST[:PORT]=ADDRESS:PORT",
               help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
 def record_session(url, archive_path, trajectory, headed, script, resolve):
     """Record a browsing session and log every action as a reference trajectory.
@@ -559,7 +574,9 @@ def sites() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the generated content.")
-def sites_serve(name, host, port, seed):
+@click.option("--tls-cert", type=click.Path(dir_okay=False), help="Serve HTTPS with this PEM certificate (chain).")
+@click.option("--tls-key", type=click.Path(dir_okay=False), help="The certificate's PEM key (if not in --tls-cert).")
+def sites_serve(name, host, port, seed, tls_cert, tls_key):
     """Serve a simulated site until Ctrl-C.
 
     scholar: a preprint archive shaped like arxiv.org; shop: a store with search, filters and a cart;
@@ -568,10 +585,13 @@ def sites_serve(name, host, port, seed):
     a page linking them all (docs/sites.md).
     """
     from webfreeze.simulator.sites import SITES
-    from webfreeze.simulator.sites.common import SiteServer
+    from webfreeze.simulator.sites.common import SiteServer, tls_context
 
+    if tls_key and not tls_cert:
+        raise click.UsageError("--tls-key needs --tls-cert", click.get_current_context())
     try:
-        server = SiteServer(SITES[name](seed), host, port, log_requests=True)
+        ctx = tls_context(tls_cert, tls_key) if tls_cert else None
+        server = SiteServer(SITES[name](seed), host, port, log_requests=True, ssl_context=ctx)
     except OSError as exc:
         fail(f"{exc.strerror or exc}")
     click.echo(f"serving {name} (seed {seed}) at {server.url}/  (Ctrl-C to stop)", err=True)
@@ -590,7 +610,8 @@ def replay() -> None:
 @replay.command("serve")
 @click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
 @click.option("--mode", type=click.Choice(["proxy", "direct"]), default="proxy", show_default=True,
-              help="proxy: use as the browser's HTTP/HTTPS proxy; direct: raw responses at /<timestamp>id_/<url>.")
+              help="proxy: use as the browser's HTTP/HTTPS proxy; direct: pywb's URLs, archived bytes at "
+                   "/<timestamp>id_/<url>, replayed pages at /<timestamp>/<url>.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8090, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
 @click.option("--on-miss", type=click.Choice(["404", "502", "abort"]), default="404", show_default=True,
@@ -624,7 +645,8 @@ def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject
         if mode == "proxy":
             click.echo(f"# e.g. curl --proxy {srv.url} --cacert {srv.ca_file} https://HOST/PATH", err=True)
         else:
-            click.echo(f"# e.g. curl {srv.url}/2024id_/https://HOST/PATH   (listing at {srv.url}/)", err=True)
+            click.echo(f"# e.g. curl {srv.url}/2024id_/https://HOST/PATH (archived bytes), {srv.url}/2024/https://HOST/PATH "
+                       f"(replayed), listing at {srv.url}/", err=True)
 
     server.serve_forever(on_ready=ready)
     s = server.stats

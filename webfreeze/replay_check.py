@@ -2,7 +2,8 @@
 
 For each page record of the archive (ordered by id) a fresh browser context loads the page through
 the replay server in proxy mode, waits for the network to settle as the crawl did, and takes a DOM
-snapshot and a full-page screenshot. Compared with the capture:
+snapshot and the kind of screenshot the capture holds (viewport, full page or none: like with
+like). Compared with the capture:
 
 - misses: requests of the page the archive could not answer;
 - text similarity: ``difflib`` ratio of the visible text (whitespace-normalised words) of the
@@ -71,6 +72,24 @@ def pixel_difference(png_a: bytes | None, png_b: bytes | None) -> float | None:
     diff = ImageChops.difference(a.crop((0, 0, w, h)), b.crop((0, 0, w, h))).convert("L")
     same = diff.histogram()[0]
     return round(1.0 - same / total, 6)
+
+
+def shot_mode(page_row: dict) -> str:
+    """The screenshot a page record holds: ``full``, ``viewport`` or ``none`` (as its crawl's
+    ``--screenshots`` said; records made before that option hold full-page ones)."""
+    try:
+        extra = json.loads(page_row.get("extra") or "{}")
+    except (TypeError, ValueError):
+        extra = {}
+    mode = extra.get("screenshot") if isinstance(extra, dict) else None
+    if mode in ("full", "viewport", "none"):
+        return mode
+    return "full" if page_row.get("screenshot") else "none"
+
+
+def image_ext(data: bytes | None) -> str:
+    """``webp`` or ``png``, from an image's first bytes."""
+    return "webp" if data and data[:4] == b"RIFF" and data[8:12] == b"WEBP" else "png"
 
 
 def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, seed: int = 0,
@@ -155,7 +174,8 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     page.goto(rec["url"], wait_until="load", timeout=30_000)
                     wait_network_quiet(page, inflight)
                     dom = page.content().encode("utf-8")
-                    shot = still_screenshot(page)
+                    mode = shot_mode(rec)  # like with like: the kind of screenshot the capture took
+                    shot = None if mode == "none" else still_screenshot(page, full_page=mode == "full")
                 except PlaywrightError as exc:
                     error = str(exc).splitlines()[0]
                 context.close()
@@ -164,8 +184,9 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                 (partial / f"{stem}.replay.html").write_bytes(dom)
                 if shot:
                     (partial / f"{stem}.replay.png").write_bytes(shot)
+                cap_ext = image_ext(cap_shot)
                 if cap_shot:
-                    (partial / f"{stem}.capture.png").write_bytes(cap_shot)
+                    (partial / f"{stem}.capture.{cap_ext}").write_bytes(cap_shot)
                 results.append({
                     "id": rec["id"], "url": rec["url"], "title": rec["title"] or "",
                     "captured_at": rec["captured_at"], "error": error,
@@ -173,7 +194,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     "text_similarity": text_similarity(visible_text(cap_dom), visible_text(dom)),
                     "pixel_difference": pixel_difference(cap_shot, shot),
                     "dom": f"{stem}.replay.html", "screenshot": f"{stem}.replay.png" if shot else None,
-                    "capture_screenshot": f"{stem}.capture.png" if cap_shot else None,
+                    "capture_screenshot": f"{stem}.capture.{cap_ext}" if cap_shot else None,
                 })
                 if progress:
                     progress(n, rec["url"])

@@ -203,10 +203,39 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-class SiteServer:
-    """A simulated site served by werkzeug's threaded server on loopback, in a background thread."""
+def https_redirect(target: str) -> Callable:
+    """A WSGI app answering every request with a 301 to the same path under ``target`` (e.g.
+    ``https://scholar.test``): what a site's plain-HTTP port does once it moved to HTTPS."""
+    target = target.rstrip("/")
 
-    def __init__(self, app: Callable, host: str = "127.0.0.1", port: int = 0, *, log_requests: bool = False):
+    def app(environ, start_response):
+        request = Request(environ)
+        return Response(status=301, headers={"Location": target + request.full_path.rstrip("?")})(environ, start_response)
+
+    return app
+
+
+def tls_context(certfile: str, keyfile: str | None = None):
+    """A server-side TLS context for :class:`SiteServer` from a PEM certificate (chain) and key; one
+    line naming the file when either cannot be used."""
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_cert_chain(certfile, keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise OSError(getattr(exc, "errno", None) or 0,
+                      f"cannot use the TLS certificate {certfile}{f' / key {keyfile}' if keyfile else ''}: "
+                      f"{getattr(exc, 'strerror', None) or getattr(exc, 'reason', None) or exc}") from None
+    return ctx
+
+
+class SiteServer:
+    """A simulated site served by werkzeug's threaded server on loopback, in a background thread;
+    over TLS when given an ``ssl_context`` (:func:`tls_context`), as real sites are."""
+
+    def __init__(self, app: Callable, host: str = "127.0.0.1", port: int = 0, *, log_requests: bool = False,
+                 ssl_context=None):
         handler = WSGIRequestHandler if log_requests else _QuietHandler
         # Bind first, ourselves: werkzeug reports a busy port by printing and exiting the process.
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
@@ -220,14 +249,16 @@ class SiteServer:
             reason = "port already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
             raise OSError(exc.errno, f"cannot listen on {host}:{port}: {reason}") from None
         self._socket = sock
-        self._server = make_server(host, port, app, threaded=True, request_handler=handler, fd=sock.fileno())
+        self._server = make_server(host, port, app, threaded=True, request_handler=handler, fd=sock.fileno(),
+                                   ssl_context=ssl_context)
+        self.scheme = "https" if ssl_context is not None else "http"
         self.host = host
         self.port = sock.getsockname()[1]
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     def start(self) -> "SiteServer":
         self._thread = threading.Thread(target=self._server.serve_forever, name="site-server", daemon=True)

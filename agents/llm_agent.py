@@ -70,6 +70,21 @@ def _digest_files(folder: Path) -> str:
     return "sha256:" + h.hexdigest()
 
 
+def _prompt_folder(prompt: str) -> tuple[Path, bool]:
+    """(the folder a prompt-set name or path names, whether it was given as a path)."""
+    looks_like_path = "/" in prompt or "\\" in prompt or prompt.startswith(".")
+    return (Path(prompt).expanduser() if looks_like_path else PROMPTS_DIR / prompt), looks_like_path
+
+
+def _read_prompt(folder: Path, name: str, what: str) -> str:
+    try:
+        return (folder / name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AgentError(f"{what} {folder}: no {name}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentError(f"{what} {folder}: cannot read {name} ({exc})") from None
+
+
 @dataclass(frozen=True)
 class PromptSet:
     """A folder of prompt templates for one dialect, read and checked once."""
@@ -90,8 +105,7 @@ class PromptSet:
         (a normalised dialect name). A missing folder, file or unknown field is an :class:`AgentError`."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise AgentError("prompt must name a prompt set (e.g. webarxiv-v1) or a folder")
-        looks_like_path = "/" in prompt or "\\" in prompt or prompt.startswith(".")
-        folder = Path(prompt).expanduser() if looks_like_path else PROMPTS_DIR / prompt
+        folder, looks_like_path = _prompt_folder(prompt)
         if not folder.is_dir():
             if looks_like_path:
                 raise AgentError(f"prompt folder {prompt} does not exist")
@@ -99,12 +113,7 @@ class PromptSet:
             raise AgentError(f"unknown prompt set {prompt!r} (known: {', '.join(known) or 'none'}; or give a folder)")
 
         def read(name: str) -> str:
-            try:
-                return (folder / name).read_text(encoding="utf-8")
-            except FileNotFoundError:
-                raise AgentError(f"prompt set {folder}: no {name}") from None
-            except (OSError, UnicodeDecodeError) as exc:
-                raise AgentError(f"prompt set {folder}: cannot read {name} ({exc})") from None
+            return _read_prompt(folder, name, "prompt set")
 
         templates = {name: check_template(read(name), allowed, f"{folder / name}")
                      for name, allowed in TEMPLATE_FIELDS.items()}
@@ -132,18 +141,12 @@ class SchemePrompts:
 
     @classmethod
     def load(cls, prompt: str, dialect: str) -> "SchemePrompts":
-        looks_like_path = "/" in prompt or "\\" in prompt or prompt.startswith(".")
-        folder = Path(prompt).expanduser() if looks_like_path else PROMPTS_DIR / prompt
+        folder, _ = _prompt_folder(prompt)
         if not folder.is_dir():
             raise AgentError(f"scheme prompt set {prompt!r} does not exist (default {DEFAULT_SCHEME_PROMPT})")
 
         def read(name: str) -> str:
-            try:
-                return (folder / name).read_text(encoding="utf-8")
-            except FileNotFoundError:
-                raise AgentError(f"scheme prompt set {folder}: no {name}") from None
-            except (OSError, UnicodeDecodeError) as exc:
-                raise AgentError(f"scheme prompt set {folder}: cannot read {name} ({exc})") from None
+            return _read_prompt(folder, name, "scheme prompt set")
 
         t = {name: check_template(read(name), allowed, f"{folder / name}") for name, allowed in SCHEME_TEMPLATES.items()}
         return cls(folder=folder, digest=_digest_files(folder), planner=t["planner.txt"], generator=t["generator.txt"],

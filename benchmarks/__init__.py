@@ -162,7 +162,8 @@ def fmt_num(value: float, unit: str) -> str:
 
 
 def all_modules() -> Iterable:
-    from . import (disk_size, env_latency, import_speed, llm_agent, lookup_latency, recorder_overhead,
+    from . import (bundle_scale, disk_size, env_latency, import_speed, llm_agent, lookup_latency, recorder_overhead,
                    replay_throughput)
 
-    return [disk_size, import_speed, lookup_latency, recorder_overhead, replay_throughput, env_latency, llm_agent]
+    return [disk_size, import_speed, lookup_latency, recorder_overhead, replay_throughput, env_latency, llm_agent,
+            bundle_scale]

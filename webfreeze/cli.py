@@ -675,6 +675,11 @@ from webfreeze.cli_llm import register as _register_llm  # noqa: E402
 
 _register_llm(cli)
 
+# bundle pack|verify|run|info|export-wacz live in cli_bundle.py
+from webfreeze.cli_bundle import register as _register_bundle  # noqa: E402
+
+_register_bundle(cli)
+
 
 # ============================================================================== entry point
 class Terminated(BaseException):

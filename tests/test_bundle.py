@@ -109,7 +109,7 @@ def test_the_bundle_holds_the_run_and_only_the_cassette_entries_it_used(llm_run,
 
 
 def test_packing_twice_gives_the_same_bytes(llm_run, bundle, tmp_path):
-    again = tmp_path / "again.wfb"
+    again = tmp_path / bundle.name  # (the title defaults to the file name)
     proc = _cli("bundle", "pack", llm_run, "-o", again)
     assert proc.returncode == 0, proc.stderr
     assert again.read_bytes() == bundle.read_bytes()

@@ -32,6 +32,7 @@ import shutil
 import stat
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -393,7 +394,7 @@ def _read_small(zf: zipfile.ZipFile, info: zipfile.ZipInfo, what: str) -> bytes:
     try:
         with zf.open(info) as f:
             data = f.read(MAX_MANIFEST_BYTES + 1)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as exc:
         raise DamagedBundle(f"damaged member {info.filename}: {str(exc).splitlines()[0]}", info.filename) from None
     if len(data) > MAX_MANIFEST_BYTES:
         raise BundleError(f"{what} is larger than a manifest may be")
@@ -506,7 +507,7 @@ def _stream(bundle: Bundle, name: str, sink=None) -> None:
                 h.update(chunk)
                 if sink:
                     sink(chunk)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError) as exc:
         raise DamagedBundle(f"damaged member {name}: {str(exc).splitlines()[0]}", name) from None
     if n != res["bytes"] or "sha256:" + h.hexdigest() != res["hash"]:
         raise DamagedBundle(f"damaged member {name}: its SHA-256 is not the one the manifest lists", name)

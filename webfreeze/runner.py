@@ -402,6 +402,7 @@ def play_episode(task: dict, reference: dict | None) -> tuple[dict, dict, dict]:
     trajectory["agent"] = manifest["agent"]
     trajectory["suite"] = {"name": manifest["suite"]["name"], "digest": manifest["suite"]["digest"]}
     trajectory["env"]["site_models"] = config["site_models"]
+    cassette = _worker_cassette()  # (an agent opens the cassette at its first call: maybe in this episode)
     used = cassette.take_used() if cassette is not None else []
     if used:
         trajectory["llm_entries"] = used

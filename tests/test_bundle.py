@@ -196,7 +196,7 @@ GOOD = {"suite/tasks.jsonl": b'{"id": "t"}\n', "archive/x.wfz": b"not really an 
     ("oversized", "member 'suite/tasks.jsonl' is oversized"),
     ("bomb", "member 'suite/zeros.bin' is a compression bomb"),
 ])
-def test_a_malformed_bundle_is_refused_in_one_line_with_nothing_written(tmp_path, case, expected):
+def test_a_malformed_bundle_is_refused_in_one_line_with_nothing_written(tmp_path, capsys, case, expected):
     path = tmp_path / "bad.wfb"
     if case == "zip-slip":
         _write_bundle(path, {**GOOD, "../escaped.txt": b"x"})
@@ -213,14 +213,33 @@ def test_a_malformed_bundle_is_refused_in_one_line_with_nothing_written(tmp_path
         _write_bundle(path, {**GOOD, "suite/zeros.bin": zeros})
     work = tmp_path / "work"
     work.mkdir()
+    # the CLI in this process (its entry point, as the console script runs it), then `run` once more
+    # as a real process, from inside the folder a zip-slip would escape from
     for args in (["verify", path], ["info", path], ["run", path, "--out", work / "out"],
                  ["export-wacz", path, "-o", work / "x.wacz"]):
-        proc = _cli("bundle", *args, cwd=work)
-        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
-        lines = proc.stderr.strip().splitlines()
+        code, err = _cli_here(capsys, "bundle", *args)
+        assert code == 1, (args, err)
+        lines = err.strip().splitlines()
         assert len(lines) == 1 and "refused" in lines[0] and expected in lines[0], (args, lines)
         assert list(work.iterdir()) == []  # nothing extracted, nothing written
-    assert not (tmp_path / "escaped.txt").exists()
+    proc = _cli("bundle", "run", path, "--out", work / "out", cwd=work)
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1 and expected in proc.stderr
+    assert list(work.iterdir()) == [] and not (tmp_path / "escaped.txt").exists()
+
+
+def _cli_here(capsys, *args) -> tuple[int, str]:
+    """The CLI's entry point in this process: (exit status, stderr)."""
+    from webfreeze.cli import main
+
+    capsys.readouterr()
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    captured = capsys.readouterr()
+    _cli_here.out = captured.out  # (what it printed on stdout, for the few tests that read it)
+    return code, captured.err
 
 
 # ------------------------------------------------------------------------------------ signing, WACZ, agents
@@ -237,25 +256,35 @@ def _keys(tmp_path: Path) -> tuple[Path, Path]:
     return private, public
 
 
-def test_a_signed_bundle_verifies_with_its_key_and_not_with_another(tmp_path):
+def test_a_signed_bundle_verifies_with_its_key_and_not_with_another(llm_run, tmp_path, capsys):
     private, public = _keys(tmp_path)
     other = tmp_path / "other"
     other.mkdir()
     _, other_public = _keys(other)
-    signed = tmp_path / "suite.wfb"
-    proc = _cli("bundle", "pack", SUITE, "-o", signed, "--key", private)
-    assert proc.returncode == 0, proc.stderr
-    proc = _cli("bundle", "verify", signed, "--key", public)
-    assert proc.returncode == 0 and "signature valid" in proc.stdout, proc.stderr
-    proc = _cli("bundle", "verify", signed, "--key", other_public)
-    assert proc.returncode == 1 and "signature is not valid" in proc.stderr
+    signed = tmp_path / "signed.wfb"
+    assert _cli_here(capsys, "bundle", "pack", llm_run, "-o", signed, "--key", private)[0] == 0
+    code, _ = _cli_here(capsys, "bundle", "verify", signed, "--key", public)
+    assert code == 0 and "signature valid" in _cli_here.out
+    from webfreeze.bundle import BundleError, verify
+
+    assert verify(signed, key=str(public), deep=False)["signature"].startswith("signature valid")
+    code, err = _cli_here(capsys, "bundle", "verify", signed, "--key", other_public)
+    assert code == 1 and "signature is not valid" in err
+    assert "not checked against a key you trust" in verify(signed, deep=False)["signature"]
     unsigned = tmp_path / "unsigned.wfb"
-    assert _cli("bundle", "pack", SUITE, "-o", unsigned).returncode == 0
-    proc = _cli("bundle", "verify", unsigned, "--key", public)
-    assert proc.returncode == 1 and "not signed" in proc.stderr
-    # the suite's archive was packed for sharing; the archive's own verification passed
-    info = json.loads(_cli("bundle", "info", unsigned, "--json").stdout)
-    assert info["runs"] == [] and info["archive"] == "archive/demo.wfz" and info["signed"] is False
+    assert _cli_here(capsys, "bundle", "pack", llm_run, "-o", unsigned)[0] == 0
+    with pytest.raises(BundleError, match="not signed"):
+        verify(unsigned, key=str(public), deep=False)
+
+
+def test_a_suite_alone_is_bundled_with_its_archive_packed(tmp_path):
+    from webfreeze.bundle import info, pack, verify
+
+    out = tmp_path / "suite.wfb"
+    pack([SUITE], out)
+    data = info(out)
+    assert data["runs"] == [] and data["archive"] == "archive/demo.wfz" and data["signed"] is False
+    assert verify(out)["archive"]["exchanges"] > 0  # the packed archive passes its own verification
 
 
 def test_export_wacz_gives_a_valid_wacz_and_a_new_agent_runs_on_the_frozen_benchmark(bundle, tmp_path):
@@ -268,8 +297,8 @@ def test_export_wacz_gives_a_valid_wacz_and_a_new_agent_runs_on_the_frozen_bench
     zf.close()
     assert any(r["path"].startswith("archive/") for r in package["resources"])
     out = tmp_path / "new-agent"
-    proc = _cli("bundle", "run", bundle, "--out", out, "--agent", "keyword", "--backend", "text",
+    proc = _cli("bundle", "run", bundle, "--out", out, "--agent", "keyword", "--backend", "text", "--limit", "5",
                 env=_offline_env())
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "runs" / "keyword" / "report.json").read_text())
-    assert report["suite"]["tasks"] == 80 and report["run"]["agent"]["name"] == "keyword"
+    assert report["suite"]["tasks"] == 5 and report["run"]["agent"]["name"] == "keyword"

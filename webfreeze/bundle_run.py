@@ -81,7 +81,8 @@ def _safe_name(name: str) -> str:
 
 
 def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, agent_config: dict | None = None,
-               workers: int = 1, backend: str | None = None, run_fn=None, echo=None) -> dict:
+               workers: int = 1, backend: str | None = None, tasks: list | None = None, limit: int | None = None,
+               run_fn=None, echo=None) -> dict:
     """Re-run the bundle's runs into ``out`` (or, with ``agent``, run that agent on its benchmark).
 
     Nothing is written before the bundle passed its checks (structure, every member's digest, the
@@ -116,7 +117,7 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
         run_dir = out / "runs" / _safe_name(agent)
         say(f"running {agent} on the bundled suite -> {run_dir}")
         run_fn(dict(suite=str(suite), archive=str(archive), agent=agent, out=str(run_dir), workers=workers,
-                    backend=backend or "browser", agent_config=settings))
+                    backend=backend or "browser", agent_config=settings, tasks=list(tasks or []), limit=limit))
         write_report(run_dir)
         result["runs"].append({"name": _safe_name(agent), "dir": str(run_dir), "identical": None, "difference": None})
         return result

@@ -150,8 +150,10 @@ def bundle_export_wacz(bundle, output, force):
 @click.option("--backend", type=click.Choice(["browser", "text"]), default=None,
               help="--agent's backend (default browser; re-runs use the bundled runs' own).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--tasks", "task_globs", multiple=True, metavar="GLOB", help="--agent: only tasks whose id matches GLOB.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="--agent: only the first N (selected) tasks.")
 @_one_line
-def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, backend, workers):
+def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, backend, workers, task_globs, limit):
     """Re-run the bundled runs offline (LLM calls from their cassettes in strict replay; no network,
     no API key) and check their trajectories and reports equal the bundled ones byte for byte,
     timings aside. Exit 1 naming the first difference.
@@ -168,15 +170,15 @@ def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, backend,
         _known_agent(click.get_current_context(), None, agent)
         settings = _pairs(agent_config, "--agent-config")
         settings.update(llm_settings(llm, llm_key_env))
-    elif agent_config or llm or llm_key_env:
-        raise click.BadParameter("--agent-config and --llm go with --agent", param_hint="--agent")
+    elif agent_config or llm or llm_key_env or task_globs or limit:
+        raise click.BadParameter("--agent-config, --llm, --tasks and --limit go with --agent", param_hint="--agent")
 
     def run_one(cfg: dict) -> dict:
         cfg = dict(cfg)
         return run_suite(cfg.pop("suite"), cfg.pop("archive"), cfg.pop("agent"), cfg.pop("out"), quiet=True, **cfg)
 
     result = run_bundle(bundle, out, key=key, agent=agent, agent_config=settings, workers=workers, backend=backend,
-                        run_fn=run_one, echo=lambda m: click.echo(m, err=True))
+                        tasks=list(task_globs), limit=limit, run_fn=run_one, echo=lambda m: click.echo(m, err=True))
     if result["signature"]:
         click.echo(result["signature"], err=True)
     if agent:

@@ -121,15 +121,22 @@ def start_ray(address: str | None, workers: int) -> bool:
     if ray.is_initialized():
         return False
     quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
-    try:
-        if address:
-            ray.init(address=address, **quiet)
+    # Ray gives a starting node a fixed 30 s to register; on a loaded machine a first start can miss
+    # that, and a second one (warm caches) usually makes it
+    for attempt in range(2):
+        try:
+            if address:
+                ray.init(address=address, **quiet)
+            else:
+                ray.init(num_cpus=max(workers, 1), include_dashboard=False, _node_ip_address="127.0.0.1", **quiet)
             return True
-        ray.init(num_cpus=max(workers, 1), include_dashboard=False, _node_ip_address="127.0.0.1", **quiet)
-    except Exception as exc:  # ConnectionError, a failed start: one line
-        where = f"the Ray cluster at {address}" if address else "a local Ray"
-        raise RunError(f"cannot start {where}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \
-            from None
+        except Exception as exc:  # ConnectionError, a failed start: one line
+            ray.shutdown()
+            if attempt == 0 and not address and "timed out during startup" in str(exc):
+                continue
+            where = f"the Ray cluster at {address}" if address else "a local Ray"
+            raise RunError(f"cannot start {where}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \
+                from None
     return True
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -99,7 +100,9 @@ def two_node_cluster():
     temp = tempfile.mkdtemp(prefix="wfray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     port = _free_port()
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--block", "--disable-usage-stats"]
-    env = _env()
+    # Every node and the run's driver: loopback addresses only (Ray otherwise swaps 127.0.0.1 for the
+    # machine's routable address), and the cluster's token (Ray 2.5x+ clusters require one)
+    env = _env(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
     procs = []
     try:
         procs.append(subprocess.Popen([_ray_cli(), "start", "--head", "--port", str(port), "--temp-dir", temp,
@@ -124,23 +127,28 @@ def two_node_cluster():
                 break
             assert time.monotonic() < deadline, f"the second node did not join: {status[-800:]}"
             time.sleep(1)
-        yield address
+        yield address, env
     finally:
         for p in reversed(procs):  # `ray start --block` stops its node's processes on SIGTERM
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
         for p in reversed(procs):
             try:
-                p.wait(timeout=60)
+                p.wait(timeout=30)
             except subprocess.TimeoutExpired:
+                pass
+            try:  # what is left of that node's process group (started by this fixture)
                 os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_a_run_on_a_two_node_cluster_equals_the_local_run(local_text, two_node_cluster, tmp_path):
+    address, env = two_node_cluster
     out = tmp_path / "cluster"
     _bench(out, "--agent", "reference", "--backend", "text", "--workers", "2", "--executor", "ray",
-           "--ray-address", two_node_cluster)
+           "--ray-address", address, env=env)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["circumstances"]["ray_nodes"] == 2  # the run was spread over both nodes
     assert _comparable(out) == _comparable(local_text)

@@ -77,6 +77,9 @@ def check_executor(config) -> None:
         raise RunError("--episode-timeout must be above 0 seconds")
     if config.retries < 0:
         raise RunError("--retries must be at least 0")
+    from webfreeze.ray_executor import prepare_ray_env
+
+    prepare_ray_env(config.ray_address)
     try:
         import ray  # noqa: F401
     except ImportError:

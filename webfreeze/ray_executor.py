@@ -110,10 +110,19 @@ class EpisodeWorker:
         _worker_close()
 
 
+def prepare_ray_env(address: str | None) -> None:
+    """Environment for Ray, set before it is imported: no usage statistics; and for a Ray started
+    here, every address on loopback (Ray otherwise swaps 127.0.0.1 for this machine's routable
+    address, unless its "no cluster" switch is set, as it is by default on macOS and Windows)."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if not address:
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
 def start_ray(address: str | None, workers: int) -> bool:
     """Connect to the cluster at ``address``, or start a Ray for this run on 127.0.0.1 (no
     dashboard, no usage statistics). Returns whether Ray was started here (then stop it after)."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    prepare_ray_env(address)
     import ray
 
     from webfreeze.runner import RunError

@@ -27,7 +27,7 @@ from . import Context, Row, console
 NAME = "bundle_scale"
 TITLE = "Bundle pack/verify vs hashing the parts; Ray vs the local process pool"
 BENCH = "8 bundle"
-ROUNDS = 3
+ROUNDS = 2
 
 
 def _sha256_tree(paths: list[Path]) -> int:

@@ -100,18 +100,18 @@ def two_node_cluster():
     temp = tempfile.mkdtemp(prefix="wfray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     port = _free_port()
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--block", "--disable-usage-stats"]
-    # Every node and the run's driver: loopback addresses only (Ray otherwise swaps 127.0.0.1 for the
-    # machine's routable address), and the cluster's token (Ray 2.5x+ clusters require one)
-    env = _env(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+    # The cluster's token (Ray 2.5x+ clusters require one) for every node and the run's driver. The
+    # nodes are told 127.0.0.1, but Ray swaps that for this machine's own routable address in a
+    # multi-node cluster (and refuses a second node when told not to): traffic stays on this host.
+    env = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
     procs = []
     try:
         procs.append(subprocess.Popen([_ray_cli(), "start", "--head", "--port", str(port), "--temp-dir", temp,
-                                       "--include-dashboard", "false", "--ray-client-server-port",
-                                       str(_free_port()), "--dashboard-agent-listen-port", str(_free_port()),
+                                       "--include-dashboard", "false", "--dashboard-agent-listen-port", str(_free_port()),
                                        *common], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       start_new_session=True))
         address = f"127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 150
         while subprocess.run([_ray_cli(), "status", "--address", address], capture_output=True,
                              env=env).returncode != 0:
             assert time.monotonic() < deadline, "the Ray head did not come up"
@@ -119,7 +119,7 @@ def two_node_cluster():
         procs.append(subprocess.Popen([_ray_cli(), "start", "--address", address, "--dashboard-agent-listen-port",
                                        str(_free_port()), *common], env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, start_new_session=True))
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 150
         while True:
             status = subprocess.run([_ray_cli(), "status", "--address", address], capture_output=True, text=True,
                                     env=env).stdout

@@ -174,6 +174,12 @@ def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, backend,
         raise click.BadParameter("--agent-config, --llm, --tasks and --limit go with --agent", param_hint="--agent")
 
     def run_one(cfg: dict) -> dict:
+        import inspect
+
+        from webfreeze.bundle_run import _run_quietly
+
+        if any(k not in inspect.signature(run_suite).parameters for k in cfg):
+            return _run_quietly(cfg)  # a setting the progress-bar front end does not know (e.g. persona)
         cfg = dict(cfg)
         return run_suite(cfg.pop("suite"), cfg.pop("archive"), cfg.pop("agent"), cfg.pop("out"), quiet=True, **cfg)
 

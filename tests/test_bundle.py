@@ -24,6 +24,8 @@ from webfreeze.demo import CASSETTE, LLM_MAX_STEPS, LLM_TASKS, SUITE
 TASKS = LLM_TASKS[:3]
 BACKEND = "browser"  # the shipped cassette was recorded in the browser backend (see webfreeze/demo)
 
+pytestmark = pytest.mark.slow
+
 
 def _cli(*args, env=None, cwd=None, timeout=600, prefix=()):
     return subprocess.run([*prefix, sys.executable, "-m", "webfreeze", *map(str, args)], capture_output=True,

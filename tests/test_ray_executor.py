@@ -97,6 +97,11 @@ def _ray_cli() -> str:
 def two_node_cluster():
     """A Ray head and a second node on this machine, loopback only, each one CPU; stopped (by the
     ids of the `ray start --block` processes this fixture started) at the end."""
+    # LEAD ENGINEER: disabled. This workplace allows traffic to loopback addresses only (127.0.0.0/8,
+    # ::1); a node that Ray moves to the machine's own routable address (192.0.2.2 here) breaks that
+    # rule even on one host. Do not re-enable unless every node and the driver provably stay on
+    # 127.0.0.1 (check with `ss -tnp` while it runs); otherwise leave this test skipped.
+    pytest.skip("a two-node Ray cluster here moves off loopback; not allowed in this workplace")
     temp = tempfile.mkdtemp(prefix="wfray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     port = _free_port()
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--block", "--disable-usage-stats"]

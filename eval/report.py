@@ -79,8 +79,11 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
         raise ReportError(f"{run / 'manifest.json'}: the run manifest must be a JSON object")
     suite_info = manifest.get("suite") if isinstance(manifest.get("suite"), dict) else {}
     roots = [run]
-    if isinstance(suite_info.get("path"), str):
-        roots.append(Path(suite_info["path"]))
+    circumstances = manifest.get("circumstances") if isinstance(manifest.get("circumstances"), dict) else {}
+    # where the suite lay: a circumstance (older manifests kept it as suite.path)
+    suite_path = circumstances.get("suite_path") or suite_info.get("path")
+    if isinstance(suite_path, str):
+        roots.append(Path(suite_path))
     tasks, digest = load_tasks_jsonl(run / "tasks.jsonl", roots=roots)
 
     warnings = []

@@ -214,6 +214,8 @@ class Cassette:
         self.mode = mode
         self.readonly = mode == "replay"
         self._lock = threading.Lock()
+        # the (key, n) rows this object answered or stored: what a run used, for its per-run digest
+        self._used: set[tuple[str, int]] = set()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._open()
 
@@ -335,14 +337,16 @@ class Cassette:
         response), unless ``repeat_last`` is false. None when nothing answers."""
         with self._db("read a call") as conn:
             if repeat_last:
-                row = conn.execute("SELECT response FROM calls WHERE key = ? AND n <= ? ORDER BY n DESC LIMIT 1",
+                row = conn.execute("SELECT n, response FROM calls WHERE key = ? AND n <= ? ORDER BY n DESC LIMIT 1",
                                    (key, n)).fetchone()
             else:
-                row = conn.execute("SELECT response FROM calls WHERE key = ? AND n = ?", (key, n)).fetchone()
+                row = conn.execute("SELECT n, response FROM calls WHERE key = ? AND n = ?", (key, n)).fetchone()
+            if row is not None:
+                self._used.add((key, row[0]))
         if row is None:
             return None
         try:
-            return json.loads(row[0])
+            return json.loads(row[1])
         except ValueError:
             raise CassetteError(f"{self.path}: damaged call {key[:12]}/{n}: its response is not JSON "
                                 f"(run 'webfreeze cassette verify')") from None
@@ -363,6 +367,7 @@ class Cassette:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (key, n, request_text, _dumps(kept), task_id, step, purpose, self.mode))
             inserted = cur.rowcount == 1
+            self._used.add((key, n))
         if inserted:
             return kept, True
         stored = self.lookup(key, n, repeat_last=False)
@@ -424,7 +429,34 @@ class Cassette:
             rows = cur.fetchall()
         return [dict(zip(names, r)) for r in rows]
 
+    def take_used(self) -> list[list]:
+        """The (key, n) rows answered or stored since the last call, as sorted ``[key, n]`` pairs,
+        and forget them: the runner asks after each episode, so that a run knows which entries of a
+        (possibly larger, shared) cassette it used."""
+        with self._lock:
+            used, self._used = self._used, set()
+        return [[k, n] for k, n in sorted(used)]
+
     # -------------------------------------------------------------------------- summaries
+    def entries_digest(self, used) -> tuple[str, int]:
+        """``(sha256:<hex>, count)`` over the given ``[key, n]`` rows only: key, n, request and the
+        response without ``latency_ms`` (how long a call took is not what it said). The digest of
+        what one run used, equal whether its calls sit in their own cassette or in a larger one.
+        A pair the cassette does not hold is a :class:`CassetteError`."""
+        h = hashlib.sha256()
+        pairs = sorted({(str(k), int(n)) for k, n in used})
+        with self._db("read the calls") as conn:
+            for key, n in pairs:
+                row = conn.execute("SELECT request, response FROM calls WHERE key = ? AND n = ?", (key, n)).fetchone()
+                if row is None:
+                    raise CassetteError(f"{self.path}: holds no call {key[:12]}/{n}")
+                try:
+                    response = {k: v for k, v in json.loads(row[1]).items() if k != "latency_ms"}
+                except (ValueError, AttributeError):
+                    raise CassetteError(f"{self.path}: damaged call {key[:12]}/{n}: its response is not JSON") from None
+                h.update((_dumps([key, n, row[0], response]) + "\n").encode("utf-8"))
+        return "sha256:" + h.hexdigest(), len(pairs)
+
     def digest(self) -> str:
         """``sha256:<hex>`` over the sorted (key, n, request, response) rows: the content, so two
         files holding the same calls have the same digest whatever their page layout."""
@@ -599,3 +631,39 @@ def merge(out_path: str | os.PathLike, sources, *, force: bool = False) -> dict:
         for r in readers:
             r.close()
     return stats
+
+
+def write_subset(src: str | os.PathLike, out_path: str | os.PathLike, used) -> int:
+    """Write a new cassette at ``out_path`` holding only the ``[key, n]`` rows of ``src`` named in
+    ``used``, each row as it is (metadata and latency kept). Written beside ``out_path`` and renamed
+    when complete; returns the number of rows. A pair ``src`` lacks is a :class:`CassetteError`."""
+    out = Path(out_path)
+    if out.exists():
+        raise CassetteError(f"{out}: already exists")
+    pairs = sorted({(str(k), int(n)) for k, n in used})
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+    os.close(fd)
+    try:
+        with Cassette(src, "replay") as reader, Cassette(tmp, "record") as subset:
+            with reader._db("read the calls") as rconn, subset._db("write the subset") as wconn:
+                wconn.execute("BEGIN IMMEDIATE")
+                for key, n in pairs:
+                    cur = rconn.execute("SELECT key, n, request, response, task_id, step, purpose, mode FROM calls "
+                                        "WHERE key = ? AND n = ?", (key, n))
+                    row = cur.fetchone()
+                    if row is None:
+                        raise CassetteError(f"{src}: holds no call {key[:12]}/{n}")
+                    wconn.execute("INSERT INTO calls (key, n, request, response, task_id, step, purpose, mode) "
+                                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+                wconn.execute("COMMIT")
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{tmp}{suffix}")
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, out)
+    except BaseException:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{tmp}{suffix}")
+        raise
+    return len(pairs)

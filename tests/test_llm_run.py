@@ -64,7 +64,7 @@ def test_a_live_run_records_and_strict_replay_reproduces_it(recorded, backend, t
     cassette = live / "llm-cassette.sqlite"
     manifest = json.loads((live / "manifest.json").read_text())
     assert cassette.is_file() and manifest["llm"]["calls"] > 0
-    assert manifest["llm"]["cassette_digest"].startswith("sha256:")
+    assert manifest["llm"]["entries_digest"].startswith("sha256:")
     assert manifest["circumstances"]["cassette_mode"] == "record"
     assert manifest["circumstances"]["local_model"]["id"] == "smollm2-135m-instruct-q4_1"
     assert manifest["agent"]["name"] == "llm" and manifest["agent"]["oracle"] is False

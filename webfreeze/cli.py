@@ -704,6 +704,11 @@ from webfreeze.cli_personas import register as _register_personas  # noqa: E402
 
 _register_personas(cli)
 
+# bundle pack|verify|run|info|export-wacz live in cli_bundle.py
+from webfreeze.cli_bundle import register as _register_bundle  # noqa: E402
+
+_register_bundle(cli)
+
 
 # ============================================================================== entry point
 class Terminated(BaseException):

@@ -81,6 +81,22 @@ def task_options(fn):
                         help="Run only tasks whose id matches GLOB (shell-style, e.g. 'scholar-*'); repeatable.")(fn)
 
 
+def executor_options(fn):
+    """``--executor local|ray``, ``--ray-address``, ``--episode-timeout`` and ``--retries``."""
+    fn = click.option("--retries", type=click.IntRange(0, 20), default=2, show_default=True,
+                      help="ray: times an episode is run again after an infrastructure failure (its worker died, "
+                           "the LLM provider kept failing); counted apart from task failures.")(fn)
+    fn = click.option("--episode-timeout", type=click.FloatRange(0, min_open=True), default=None, metavar="SECONDS",
+                      help="ray: an episode running longer ends as an error (cause timeout) and its worker is "
+                           "replaced.")(fn)
+    fn = click.option("--ray-address", metavar="ADDR",
+                      help="ray: an existing cluster (e.g. 127.0.0.1:6379); default: a Ray started for the run on "
+                           "127.0.0.1.")(fn)
+    return click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                        help="Where episodes play: local (a process pool on this machine) or ray (Ray actors; "
+                             "needs the 'ray' extra). The run folder is the same.")(fn)
+
+
 def _console():
     from rich.console import Console
 
@@ -90,7 +106,8 @@ def _console():
 
 def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=0, max_steps=30,
               screenshots=False, agent_config=None, site_models=None, quiet=False, tasks=(), limit=None,
-              cassette=None, cassette_mode="record", llm_concurrency=None, persona=None, history=None) -> dict:
+              cassette=None, cassette_mode="record", llm_concurrency=None, persona=None, history=None,
+              executor="local", ray_address=None, episode_timeout_s=None, retries=2) -> dict:
     """Prepare and execute a run with a progress bar on stderr; returns the manifest."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -103,7 +120,8 @@ def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=
                              site_models=dict(site_models or {}), tasks=list(tasks), limit=limit,
                              persona=str(persona) if persona else None, history=dict(history or {}),
                              cassette=str(cassette) if cassette else None, cassette_mode=cassette_mode,
-                             llm_concurrency=llm_concurrency))
+                             llm_concurrency=llm_concurrency, executor=executor, ray_address=ray_address,
+                             episode_timeout_s=episode_timeout_s, retries=retries))
     err = Console(stderr=True)
     if prep.manifest["archive_matches_suite"] is False:
         click.echo(f"warning: {prep.archive} is not the archive the suite was made for (digest differs)", err=True)
@@ -169,7 +187,8 @@ def bench_group() -> None:
               help="LLM calls in flight at once across all workers (default: the agent's setting).")
 @click.option("--persona", "persona", type=click.Path(file_okay=False),
               help="Persona folder (webfreeze personas generate): the users whose histories personalised tasks "
-                   "search with history_search(...). Agents get the persona's id, never its profile.")
+                   "search with history_search(...) (default: the one the suite's manifest names). Agents get "
+                   "the persona's id, never its profile.")
 @click.option("--history-k", type=click.IntRange(1, 1000), default=None,
               help="History entries a search returns at most [default: 20, as Persona2Web].")
 @click.option("--history-threshold", type=click.FloatRange(-1, 1), default=None,
@@ -178,11 +197,13 @@ def bench_group() -> None:
               help="sentence-transformers model for history retrieval, on disk [default: all-MiniLM-L6-v2].")
 @click.option("--key-fields", default=None, metavar="F,F",
               help="History fields embedded per entry [default: type,object; all: timestamp,type,object,website].")
+@executor_options
 @click.option("--no-report", is_flag=True, help="Do not score the run at the end.")
 @_one_line_errors
 def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, screenshots, agent_config, site_models,
               task_globs, limit, llm, llm_key_env, cassette, cassette_mode, llm_concurrency, persona, history_k,
-              history_threshold, history_model, key_fields, no_report):
+              history_threshold, history_model, key_fields, executor, ray_address, episode_timeout, retries,
+              no_report):
     """Run AGENT on every task of SUITE against the replayed archive; write RUN_DIR.
 
     RUN_DIR gets manifest.json (archive and suite digests, agent config, versions), tasks.jsonl,
@@ -209,7 +230,8 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
                          llm_concurrency=llm_concurrency, persona=persona,
                          history={k: v for k, v in {"k": history_k, "threshold": history_threshold,
                                                     "model": history_model, "key_fields": key_fields}.items()
-                                  if v is not None})
+                                  if v is not None},
+                         executor=executor, ray_address=ray_address, episode_timeout_s=episode_timeout, retries=retries)
     click.echo(f"ran {manifest['tasks_done']} of {manifest['suite']['tasks']} tasks in {manifest['elapsed_s']:.1f} s "
                f"-> {out}", err=True)
     if not no_report:

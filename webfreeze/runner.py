@@ -27,7 +27,6 @@ import shutil
 import tempfile
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -63,6 +62,10 @@ class RunConfig:
     cassette: str | None = None                # default: RUN_DIR/llm-cassette.sqlite
     cassette_mode: str = "record"
     llm_concurrency: int | None = None         # LLM calls in flight at once, across the workers
+    executor: str = "local"                    # local (this machine's process pool) or ray
+    ray_address: str | None = None             # an existing Ray cluster (None: a local Ray for the run)
+    episode_timeout_s: float | None = None     # ray: an episode running longer ends as an error
+    retries: int = 2                           # ray: re-runs of an episode after an infrastructure failure
     local_model: bool = False                  # set by prepare(): the agent wants the embedded model
     persona: str | None = None                 # a persona folder (personas generate): the users' histories
     history: dict = field(default_factory=dict)  # retrieval settings: k, threshold, model, key_fields
@@ -148,6 +151,9 @@ def prepare(config: RunConfig) -> Prepared:
         raise RunError(f"unknown backend {config.backend!r} (browser or text)")
     if config.workers < 1:
         raise RunError("--workers must be at least 1")
+    from webfreeze.executors import check_executor
+
+    check_executor(config)
     try:
         agent = make_agent(config.agent, **config.agent_config)
     except AgentError as exc:
@@ -188,12 +194,15 @@ def prepare(config: RunConfig) -> Prepared:
     personas = _check_personas(config, suite.tasks, suite.manifest, suite.root)
     manifest = {
         "format": RUN_FORMAT, "version": RUN_VERSION,
-        "suite": {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks),
-                  "path": str(Path(suite.root))},
-        "archive": {"path": str(archive), "digest": digest},
+        # (where the suite and the archive lie is a circumstance: a run elsewhere, e.g. from a
+        # bundle, is the same run; see execute())
+        "suite": {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks)},
+        "archive": {"digest": digest},
         "archive_matches_suite": None if not suite.archive_digest else suite.archive_digest == digest,
         "agent": {"name": config.agent, "config": agent_config, "oracle": oracle,
                   **({"label": ORACLE_LABEL} if oracle else {})},
+        # the settings the agent was built with, as given: what a re-run (bundle run) builds it from
+        "agent_settings": dict(config.agent_config),
         "selection": {"tasks": list(config.tasks), "limit": config.limit, "selected": len(suite.tasks),
                       "ids": [t.id for t in suite.tasks], "digest": suite_digest([t.raw for t in suite.tasks])},
         "env": {"backend": config.backend, "seed": config.seed, "max_steps": config.max_steps,
@@ -217,8 +226,8 @@ def prepare(config: RunConfig) -> Prepared:
                 old = json.loads(old_path.read_text(encoding="utf-8"))
             except ValueError:
                 raise RunError(f"{old_path}: not a readable run manifest; use a new --out") from None
-            if {k: old.get(k) for k in identity} != identity:
-                diff = [k for k in identity if old.get(k) != identity[k]]
+            if {k: _identity_part(k, old.get(k)) for k in identity} != identity:
+                diff = [k for k in identity if _identity_part(k, old.get(k)) != identity[k]]
                 what = f"its {diff[0]} differs" if len(diff) == 1 else f"its {', '.join(diff)} differ"
                 raise RunError(f"{out} holds a different run ({what}); use a new --out")
         elif any(out.iterdir()):
@@ -227,6 +236,14 @@ def prepare(config: RunConfig) -> Prepared:
     for task in suite.tasks:
         (done if _finished(out / "trajectories" / f"{task.id}.json") else todo).append(task)
     return Prepared(config, suite, archive, digest, manifest, todo, done)
+
+
+def _identity_part(key: str, value):
+    """A part of an older run's manifest as this version writes it (older manifests kept the suite's
+    and the archive's paths in their identity; they are circumstances now)."""
+    if key in ("suite", "archive") and isinstance(value, dict):
+        return {k: v for k, v in value.items() if k != "path"}
+    return value
 
 
 def _finished(path: Path) -> bool:
@@ -274,8 +291,8 @@ def _history_settings(given: dict) -> dict:
 
 def _check_personas(config: RunConfig, tasks: list, suite_manifest: dict | None = None,
                     suite_root=None) -> dict | None:
-    """The ``personas`` part of the manifest: the folder, the digest of the histories the selected
-    tasks use, and the retrieval settings; None when no task names a persona and none was given.
+    """The ``personas`` part of the manifest: how many histories the selected tasks use, their
+    digest, and the retrieval settings; None when no task names a persona and none was given.
     Every history is read (and checked) here, before anything is written."""
     wanted = sorted({str(t.raw["persona"]) for t in tasks if t.raw.get("persona")})
     unknown = sorted(set(config.history) - set(HISTORY_SETTINGS))
@@ -310,7 +327,8 @@ def _check_personas(config: RunConfig, tasks: list, suite_manifest: dict | None 
         except HistoryError as exc:
             raise RunError(str(exc)) from None
     whole = hashlib.sha256(json.dumps(digests, sort_keys=True).encode("utf-8")).hexdigest()
-    return {"dir": str(folder), "used": len(digests), "digest": "sha256:" + whole, "retrieval": settings}
+    # (where the folder lies is a circumstance, as the suite's and the archive's paths are)
+    return {"used": len(digests), "digest": "sha256:" + whole, "retrieval": settings}
 
 
 def _check_cassette(config: RunConfig) -> None:
@@ -421,17 +439,21 @@ def _worker_close() -> None:
             pass
 
 
-def run_episode(task: dict, reference: dict | None) -> dict:
-    """One task in this worker's environment; writes its trajectory and returns a summary.
+def play_episode(task: dict, reference: dict | None) -> tuple[dict, dict, dict]:
+    """One task in this worker's environment: returns (trajectory, screenshots by step, summary),
+    nothing written. Every executor plays episodes through this function.
 
     The agent sees a :class:`~webfreeze.agents.TaskView` of ``task`` (no ground truth) and the
-    ``reference`` only if it is an oracle."""
+    ``reference`` only if it is an oracle. The trajectory names the cassette entries the episode
+    used (``llm_entries``, ``[key, n]`` pairs) when it used any: the run's LLM digest covers them."""
     from webfreeze.agents import AgentError, TaskView, is_oracle
     from webfreeze.llm.errors import LLMError, ProviderError
-    from webfreeze.simulator.trajectory import write_trajectory
 
     env, config, manifest, agent = _WORKER["env"], _WORKER["config"], _WORKER["manifest"], _WORKER["agent"]
     view = TaskView.from_task(task, reference if is_oracle(agent) else None)
+    cassette = _worker_cassette()
+    if cassette is not None:
+        cassette.take_used()  # nothing of an earlier episode counts for this one
     t0 = time.perf_counter()
     error, cause = None, None
     try:
@@ -473,10 +495,32 @@ def run_episode(task: dict, reference: dict | None) -> dict:
     trajectory["agent"] = manifest["agent"]
     trajectory["suite"] = {"name": manifest["suite"]["name"], "digest": manifest["suite"]["digest"]}
     trajectory["env"]["site_models"] = config["site_models"]
+    cassette = _worker_cassette()  # (an agent opens the cassette at its first call: maybe in this episode)
+    used = cassette.take_used() if cassette is not None else []
+    if used:
+        trajectory["llm_entries"] = used
     shots = dict(env.recorder.shots) if env.recorder else {}
-    write_trajectory(trajectory, config["out"], shots)
-    return {"task_id": task["id"], "end": trajectory["end"]["reason"], "steps": len(trajectory["steps"]),
-            "ms": round((time.perf_counter() - t0) * 1000, 1)}
+    summary = {"task_id": task["id"], "end": trajectory["end"]["reason"], "steps": len(trajectory["steps"]),
+               "ms": round((time.perf_counter() - t0) * 1000, 1)}
+    if cause:
+        summary["cause"] = cause
+    return trajectory, shots, summary
+
+
+def _worker_cassette():
+    """The cassette this worker's agent opened through its services (None when it opened none: an
+    agent without LLM calls never opens one)."""
+    services = _WORKER.get("services")
+    return getattr(services, "_cassette", None)  # (read, never opened here)
+
+
+def run_episode(task: dict, reference: dict | None) -> dict:
+    """One task in this worker's environment; writes its trajectory and returns a summary."""
+    from webfreeze.simulator.trajectory import write_trajectory
+
+    trajectory, shots, summary = play_episode(task, reference)
+    write_trajectory(trajectory, _WORKER["config"]["out"], shots)
+    return summary
 
 
 def _pool_episode(task: dict, reference: dict | None) -> dict:
@@ -505,15 +549,36 @@ def _one_line(exc: BaseException) -> str:
     return f"a worker could not start: {type(exc).__name__}: {exc}".splitlines()[0]
 
 
+@dataclass
+class WorkerSpec:
+    """What every worker of a run starts from, whatever the executor: the run's settings (with
+    ``out``), the archive's path and digest, the manifest, and the LLM services' settings."""
+    config: dict
+    archive: str
+    archive_digest: str
+    manifest: dict
+    llm: dict
+
+
 def execute(prep: Prepared, *, progress=None) -> dict:
-    """Run the tasks still to do; returns the finished manifest. ``progress(summary)`` after each."""
+    """Run the tasks still to do; returns the finished manifest. ``progress(summary)`` after each.
+
+    The executor (``config.executor``: the local process pool, or Ray) only decides where episodes
+    play; what is written, and how the manifest accounts for it, is the same for all of them."""
+    from webfreeze.executors import make_executor
+
     config, out = prep.config, Path(prep.config.out)
+    executor = make_executor(config)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     (out / "tasks.jsonl").write_text(_tasks_lines(prep.suite), encoding="utf-8")
     _copy_references(prep.suite, out)
-    # how many workers ran it is a circumstance (kept out of the comparable part of the report)
+    # how many workers ran it, on which executor, from where: circumstances (kept out of the
+    # comparable part of the report)
     manifest = dict(prep.manifest, started_at=_now(), complete=False, tasks_done=len(prep.done),
-                    circumstances={"workers": config.workers})
+                    circumstances={"workers": config.workers, "executor": executor.name,
+                                   "suite_path": str(Path(prep.suite.root)), "archive_path": str(prep.archive)})
+    if config.persona is not None and "personas" in prep.manifest:
+        manifest["circumstances"]["persona_dir"] = str(Path(config.persona).resolve())
     _write_json(out / "manifest.json", manifest)
     t0 = time.perf_counter()
     wconfig = dict(asdict(config), out=str(out))
@@ -525,6 +590,7 @@ def execute(prep: Prepared, *, progress=None) -> dict:
     llm = {"cassette": str(cassette), "mode": config.cassette_mode, "local_base_url": None,
            "slots_dir": None, "concurrency": config.llm_concurrency}
     server, slots, local_model = None, None, None
+    stats: dict = {}
     try:
         if jobs and config.cassette_mode != "replay" and config.local_model:
             from webfreeze.llm.local import LocalModelServer
@@ -536,35 +602,9 @@ def execute(prep: Prepared, *, progress=None) -> dict:
         if jobs and config.workers > 1:
             slots = tempfile.mkdtemp(prefix="webfreeze-llm-slots-")
             llm["slots_dir"] = slots
-        if config.workers == 1 or len(jobs) <= 1:
-            try:
-                try:
-                    _worker_init(wconfig, str(prep.archive), manifest, llm)
-                except Exception as exc:
-                    raise RunError(_one_line(exc)) from None
-                for task, ref in jobs:
-                    summary = run_episode(task, ref)
-                    if progress:
-                        progress(summary)
-            finally:
-                _worker_close()
-        else:
-            import multiprocessing
-
-            ctx = multiprocessing.get_context("spawn")  # a browser per worker; never fork one
-            with ProcessPoolExecutor(max_workers=min(config.workers, len(jobs)), mp_context=ctx,
-                                     initializer=_pool_init, initargs=(wconfig, str(prep.archive), manifest,
-                                                                       llm)) as pool:
-                futures = [pool.submit(_pool_episode, task, ref) for task, ref in jobs]
-                try:
-                    for fut in as_completed(futures):
-                        summary = fut.result()
-                        if progress:
-                            progress(summary)
-                except BaseException:
-                    for f in futures:
-                        f.cancel()
-                    raise
+        spec = WorkerSpec(wconfig, str(prep.archive), prep.archive_digest, manifest, llm)
+        if jobs:
+            stats = executor.run(spec, jobs, progress) or {}
     finally:
         if server is not None:
             server.stop()
@@ -575,9 +615,12 @@ def execute(prep: Prepared, *, progress=None) -> dict:
         done = sum((out / "trajectories" / f"{t.id}.json").is_file() for t in prep.suite.tasks)
         manifest.update(tasks_done=done, complete=done == len(prep.suite.tasks), finished_at=_now(),
                         elapsed_s=round(time.perf_counter() - t0, 3))
+        if stats:
+            manifest["circumstances"].update(stats)
         if cassette.is_file():
             try:
-                manifest["llm"], how = _cassette_entry(cassette, config.cassette_mode, out)
+                manifest["llm"], how = _cassette_entry(cassette, config.cassette_mode, out,
+                                                       _used_entries(out, prep.suite.tasks))
                 manifest["circumstances"].update(how)
             except Exception as exc:  # the run's own outcome matters more than this account of it
                 manifest["circumstances"]["cassette_error"] = str(exc).splitlines()[0] if str(exc) else repr(exc)
@@ -585,6 +628,21 @@ def execute(prep: Prepared, *, progress=None) -> dict:
                 manifest["circumstances"]["local_model"] = local_model
         _write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def _used_entries(out: Path, tasks) -> list:
+    """The cassette entries the run's episodes used, from their trajectories' ``llm_entries``."""
+    used = set()
+    for task in tasks:
+        path = out / "trajectories" / f"{task.id}.json"
+        if not path.is_file():
+            continue
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8")).get("llm_entries") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        used.update((str(k), int(n)) for k, n in entries)
+    return sorted(used)
 
 
 def _local_model_identity() -> dict:
@@ -603,13 +661,17 @@ def _local_model_identity() -> dict:
         "llama_cpp_python")}
 
 
-def _cassette_entry(cassette: Path, mode: str, out: Path) -> tuple[dict, dict]:
-    """The manifest's account of the run's LLM cassette: where, in which mode, and its content digest."""
+def _cassette_entry(cassette: Path, mode: str, out: Path, used: list) -> tuple[dict, dict]:
+    """The manifest's account of the run's LLM calls: the digest of the cassette entries the run
+    used (keys, requests and responses, no latencies; see :meth:`Cassette.entries_digest`) and how
+    many, which a replay of the run from any cassette holding them reproduces; and, as
+    circumstances, where the cassette was, in which mode, and the whole file's digest."""
     from webfreeze.llm import Cassette
 
     c = Cassette(cassette, "replay")
     try:
-        digest, info = c.digest(), c.info()
+        digest, calls = c.entries_digest(used)
+        file_digest = c.digest()
     finally:
         close = getattr(c, "close", None)
         if close:
@@ -620,7 +682,8 @@ def _cassette_entry(cassette: Path, mode: str, out: Path) -> tuple[dict, dict]:
         where = str(cassette)
     # What the calls were goes with the run; how this run got them (recorded now, or replayed from
     # which file) is a circumstance, kept out of the comparable part of the report.
-    return {"cassette_digest": digest, "calls": info.get("calls")}, {"cassette": where, "cassette_mode": mode}
+    return ({"entries_digest": digest, "calls": calls},
+            {"cassette": where, "cassette_mode": mode, "cassette_file_digest": file_digest})
 
 
 # ------------------------------------------------------------------------------------ library
@@ -629,7 +692,8 @@ def run(suite, agent: str, out, *, archive=None, progress=None, **settings) -> d
     archive, writing the run directory ``out``; returns the finished manifest.
 
     ``settings`` are :class:`RunConfig`'s fields (workers, backend, seed, max_steps, screenshots,
-    agent_config, site_models, tasks, limit, cassette, cassette_mode, llm_concurrency).
+    agent_config, site_models, tasks, limit, cassette, cassette_mode, llm_concurrency, executor,
+    ray_address, episode_timeout_s, retries).
     ``progress(summary)`` is called after each episode. Score it with :func:`webfreeze.score_run`.
     Raises :class:`RunError` (one line) when the run cannot start or go on.
     """

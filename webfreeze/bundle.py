@@ -1,0 +1,655 @@
+"""Benchmark bundles: one file that holds a frozen benchmark and the runs made on it.
+
+A bundle (``NAME.wfb``) is a zip, readable with standard tools, laid out as a WACZ is: a
+``datapackage.json`` listing every member with its SHA-256 and size, and a
+``datapackage-digest.json`` holding that file's own digest and, optionally, an Ed25519 signature
+over it. Members:
+
+- ``archive/<name>.wfz``: the archive, byte for byte as the runs cite it (packed first when the
+  bundle holds a suite alone);
+- ``suite/``: the task suite (``manifest.json``, ``tasks.jsonl``, references), ground truth included;
+- ``runs/<name>/``: each run's folder (manifest, tasks, trajectories, screenshots, report.json and
+  report.html) with ``llm-cassette.sqlite`` holding exactly the cassette entries the run used;
+- ``personas/``: the persona histories a run names (manifest key ``personas``), when there are any.
+
+Already-compressed members (the archive, PNG screenshots) are stored; the rest is deflated. Every
+zip entry carries the same fixed timestamp, so packing the same inputs twice gives the same bytes.
+
+Reading is defensive: a bundle comes from another lab. Before anything is extracted, every member
+name is checked (no absolute path, no ``..``, no backslash, no link, no duplicate), the zip and the
+manifest must list the same members, a member may not be larger than the manifest says nor than
+:data:`MAX_MEMBER_BYTES`, and a member that expands more than :data:`MAX_RATIO` times is refused as
+a compression bomb. See docs/bundles.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import stat
+import tempfile
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+FORMAT = "webfreeze-bundle"
+VERSION = 1
+MANIFEST = "datapackage.json"
+DIGEST_FILE = "datapackage-digest.json"
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the same for every entry: packing twice gives the same bytes
+STORED_SUFFIXES = (".wfz", ".png", ".jpg", ".jpeg", ".webp", ".gz", ".zst", ".zstd", ".wacz", ".zip", ".faiss")
+MAX_MEMBER_BYTES = 64 * 2**30      # one member, uncompressed
+MAX_TOTAL_BYTES = 256 * 2**30      # all members, uncompressed
+MAX_MANIFEST_BYTES = 64 * 2**20    # datapackage.json and its digest file
+MAX_RATIO = 200                    # uncompressed / compressed, for members above RATIO_FLOOR
+RATIO_FLOOR = 1 << 20
+RUN_FILES = ("manifest.json", "tasks.jsonl", "report.json", "report.html")
+RUN_DIRS = ("trajectories", "screenshots", "references")
+CASSETTE_NAME = "llm-cassette.sqlite"
+
+
+class BundleError(RuntimeError):
+    """A bundle that cannot be made, read or trusted: one line for the user."""
+
+
+class DamagedBundle(BundleError):
+    """A member whose bytes are not the ones the manifest lists (``member`` names it)."""
+
+    def __init__(self, message: str, member: str):
+        super().__init__(message)
+        self.member = member
+
+
+# ==================================================================================== packing
+@dataclass
+class _Entry:
+    path: str       # inside the bundle
+    source: Path    # on disk
+
+
+@dataclass
+class PackPlan:
+    entries: list = field(default_factory=list)
+    contents: dict = field(default_factory=dict)
+
+    def add(self, path: str, source: Path) -> None:
+        self.entries.append(_Entry(path, Path(source)))
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return "sha256:" + h.hexdigest()
+
+
+def _read_manifest(run: Path) -> dict:
+    try:
+        data = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BundleError(f"{run}: not a run folder (no manifest.json)") from None
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"{run / 'manifest.json'}: not a readable run manifest ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != "webfreeze-run":
+        raise BundleError(f"{run / 'manifest.json'}: not a webfreeze run manifest")
+    return data
+
+
+def _where(manifest: dict, key: str) -> str | None:
+    """Where a run's suite or archive lay: a circumstance now, ``<key>.path`` in older manifests."""
+    c = manifest.get("circumstances") if isinstance(manifest.get("circumstances"), dict) else {}
+    part = manifest.get(key) if isinstance(manifest.get(key), dict) else {}
+    return c.get(f"{key}_path") or part.get("path")
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()
+                  and not p.name.startswith(".") and ".tmp-" not in p.name)
+
+
+def _used_entries(run: Path) -> list | None:
+    """The cassette entries a run's trajectories name (None when none names any: an older run)."""
+    used, named = set(), False
+    for p in sorted((run / "trajectories").glob("*.json")):
+        try:
+            entries = json.loads(p.read_text(encoding="utf-8")).get("llm_entries")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if entries:
+            named = True
+            used.update((str(k), int(n)) for k, n in entries)
+    return sorted(used) if named else None
+
+
+def plan_pack(sources: list, archive: str | None, staging: Path, *, progress=None) -> PackPlan:
+    """What a bundle of ``sources`` (run folders, or one suite folder) holds; the files it needs
+    made (the cassette subsets, a packed archive) are written under ``staging``."""
+    from webfreeze.llm.cassette import write_subset
+    from webfreeze.llm.errors import LLMError
+
+    plan = PackPlan()
+    runs, suite_dir = [], None
+    for src in sources:
+        p = Path(src)
+        if not p.is_dir():
+            raise BundleError(f"{p}: no such folder (give run folders, or a suite folder with --archive)")
+        if (p / "manifest.json").is_file() and (p / "trajectories").is_dir():
+            runs.append(p)
+        elif (p / "tasks.jsonl").is_file():
+            if suite_dir is not None or len(sources) > 1:
+                raise BundleError("give one suite folder, or run folders of one suite")
+            suite_dir = p
+        else:
+            raise BundleError(f"{p}: neither a run folder (manifest.json, trajectories/) nor a suite (tasks.jsonl)")
+    manifests = {r: _read_manifest(r) for r in runs}
+    if runs:
+        digests = {(m.get("suite") or {}).get("digest") for m in manifests.values()}
+        archives = {(m.get("archive") or {}).get("digest") for m in manifests.values()}
+        if len(digests) > 1 or len(archives) > 1:
+            raise BundleError("the runs are not of one suite on one archive: bundle them separately")
+        first = manifests[runs[0]]
+        where = _where(first, "suite")
+        if not where or not (Path(where) / "tasks.jsonl").is_file():
+            raise BundleError(f"{runs[0]}: the suite it ran ({where}) is not there any more")
+        suite_dir = Path(where)
+        archive_path = Path(archive) if archive else Path(_where(first, "archive") or "")
+        if not archive_path.is_file():
+            raise BundleError(f"{runs[0]}: the archive it ran ({archive_path}) is not there any more; give --archive")
+        want = (first.get("archive") or {}).get("digest")
+        if _sha256(archive_path) != want:
+            raise BundleError(f"{archive_path}: is not the archive the runs used (digest differs from {want})")
+    else:
+        from webfreeze.eval.tasks import TaskError, load_suite
+        from webfreeze.runner import RunError, resolve_archive
+
+        try:
+            archive_path = resolve_archive(load_suite(str(suite_dir)), archive)
+        except (TaskError, RunError) as exc:
+            raise BundleError(str(exc)) from None
+        # a suite alone: the archive is packed for sharing (with runs it stays as they cite it)
+        from webfreeze.archives.maintenance import pack
+
+        packed = staging / archive_path.name
+        pack(archive_path, packed, progress=progress)
+        archive_path = packed
+    name = archive_path.name if archive_path.suffix == ".wfz" else f"{archive_path.stem}.wfz"
+    plan.add(f"archive/{name}", archive_path)
+    plan.contents["archive"] = f"archive/{name}"
+    for f in _files(suite_dir):
+        plan.add("suite/" + f.relative_to(suite_dir).as_posix(), f)
+    plan.contents["suite"] = "suite/"
+    plan.contents["runs"] = []
+    personas = set()
+    names: set[str] = set()
+    for run in runs:
+        m = manifests[run]
+        base = run.name or "run"
+        name, i = base, 2
+        while name in names:
+            name, i = f"{base}-{i}", i + 1
+        names.add(name)
+        for fname in RUN_FILES:
+            if (run / fname).is_file():
+                plan.add(f"runs/{name}/{fname}", run / fname)
+        for d in RUN_DIRS:
+            if (run / d).is_dir():
+                for f in _files(run / d):
+                    plan.add(f"runs/{name}/" + f.relative_to(run).as_posix(), f)
+        entry = {"name": name, "path": f"runs/{name}/", "agent": (m.get("agent") or {}).get("name"),
+                 "tasks": (m.get("selection") or {}).get("selected")}
+        circumstances = m.get("circumstances") if isinstance(m.get("circumstances"), dict) else {}
+        where = circumstances.get("cassette")
+        if m.get("llm") and where:
+            cassette = Path(where) if Path(where).is_absolute() else run / where
+            if not cassette.is_file():
+                raise BundleError(f"{run}: its LLM cassette {cassette} is not there any more")
+            used = _used_entries(run)
+            dest = staging / f"{name}-{CASSETTE_NAME}"
+            try:
+                if used is None:  # an older run that does not name its entries: the whole cassette
+                    shutil.copyfile(cassette, dest)
+                else:
+                    write_subset(cassette, dest, used)
+            except LLMError as exc:
+                raise BundleError(str(exc)) from None
+            plan.add(f"runs/{name}/{CASSETTE_NAME}", dest)
+            entry["cassette"] = f"runs/{name}/{CASSETTE_NAME}"
+        # A personalised run (manifest key "personas"; its folder in circumstances.persona_dir)
+        # takes the persona folder along as personas/<folder name>/.
+        persona = m.get("personas") if isinstance(m.get("personas"), dict) else None
+        where = (m.get("circumstances") or {}).get("persona_dir") or (persona or {}).get("dir")
+        if persona and where:
+            pdir = Path(where)
+            if not pdir.is_dir():
+                raise BundleError(f"{run}: its persona folder {pdir} is not there any more")
+            entry["personas"] = f"personas/{pdir.name}/"
+            if pdir.name not in personas:
+                personas.add(pdir.name)
+                for f in _files(pdir):
+                    plan.add(f"personas/{pdir.name}/" + f.relative_to(pdir).as_posix(), f)
+        plan.contents["runs"].append(entry)
+    if personas:
+        plan.contents["personas"] = [f"personas/{p}/" for p in sorted(personas)]
+    return plan
+
+
+def _compression(path: str) -> int:
+    return zipfile.ZIP_STORED if path.lower().endswith(STORED_SUFFIXES) else zipfile.ZIP_DEFLATED
+
+
+def _zip_info(path: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(path, ZIP_TIME)
+    info.compress_type = _compression(path)
+    info.external_attr = (stat.S_IFREG | 0o644) << 16
+    info.create_system = 3  # unix: the mode above is read as such
+    return info
+
+
+def _json_bytes(data) -> bytes:
+    return (json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def pack(sources: list, out, *, archive: str | None = None, key: str | None = None, title: str | None = None,
+         progress=None) -> dict:
+    """Write the bundle of ``sources`` (run folders of one suite, or a suite folder) to ``out``,
+    atomically (beside it, renamed when complete). ``key``: an Ed25519 private key (PEM) to sign
+    it with. Returns the bundle's manifest."""
+    from webfreeze import __version__
+
+    out = Path(out)
+    if out.is_dir():
+        raise BundleError(f"{out}: is a folder; give a file name such as NAME.wfb")
+    if not out.parent.is_dir():
+        raise BundleError(f"{out.parent}: no such folder")
+    signer = _load_private_key(key) if key else None
+    staging = Path(tempfile.mkdtemp(prefix="webfreeze-bundle-"))
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    try:
+        plan = plan_pack([str(s) for s in sources], archive, staging, progress=progress)
+        seen = set()
+        resources = []
+        for e in plan.entries:
+            if e.path in seen:
+                raise BundleError(f"{e.path}: two files would have this place in the bundle")
+            seen.add(e.path)
+            resources.append({"name": PurePosixPath(e.path).name, "path": e.path, "bytes": e.source.stat().st_size,
+                              "hash": _sha256(e.source)})
+        manifest = {"profile": "data-package", "format": FORMAT, "version": VERSION,
+                    "title": title or out.stem, "software": f"webfreeze {__version__}",
+                    "contents": plan.contents, "resources": resources}
+        manifest_bytes = _json_bytes(manifest)
+        digest = {"path": MANIFEST, "hash": "sha256:" + hashlib.sha256(manifest_bytes).hexdigest()}
+        if signer is not None:
+            digest.update(_sign(signer, digest["hash"]))
+        with zipfile.ZipFile(tmp, "w", allowZip64=True) as zf:
+            zf.writestr(_zip_info(MANIFEST), manifest_bytes)
+            zf.writestr(_zip_info(DIGEST_FILE), _json_bytes(digest))
+            for e, res in zip(plan.entries, resources):
+                with open(e.source, "rb") as src, zf.open(_zip_info(e.path), "w", force_zip64=True) as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return manifest
+
+
+# ==================================================================================== signing
+def _crypto():
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+    except ImportError:
+        raise BundleError("signing needs the cryptography package: pip install 'webfreeze[sign]'") from None
+    return serialization, ed25519
+
+
+def _load_private_key(path: str):
+    serialization, ed25519 = _crypto()
+    try:
+        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as exc:
+        raise BundleError(f"{path}: not a readable PEM private key ({str(exc).splitlines()[0]})") from None
+    if not isinstance(key, ed25519.Ed25519PrivateKey):
+        raise BundleError(f"{path}: not an Ed25519 private key")
+    return key
+
+
+def _load_public_key(path: str):
+    serialization, ed25519 = _crypto()
+    data = Path(path).read_bytes()
+    try:
+        key = serialization.load_pem_public_key(data)
+    except ValueError:
+        try:  # a private key file also names its public key
+            key = serialization.load_pem_private_key(data, password=None).public_key()
+        except (ValueError, TypeError) as exc:
+            raise BundleError(f"{path}: not a readable PEM Ed25519 key ({str(exc).splitlines()[0]})") from None
+    if not isinstance(key, ed25519.Ed25519PublicKey):
+        raise BundleError(f"{path}: not an Ed25519 key")
+    return key
+
+
+def _raw_public(key) -> bytes:
+    serialization, _ = _crypto()
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def _sign(private_key, manifest_hash: str) -> dict:
+    """The signature fields of the digest file: Ed25519 over the manifest's ``sha256:<hex>`` text."""
+    return {"signature": {"alg": "ed25519", "public_key": base64.b64encode(_raw_public(private_key.public_key()))
+                          .decode(), "value": base64.b64encode(private_key.sign(manifest_hash.encode())).decode()}}
+
+
+def key_fingerprint(raw_public: bytes) -> str:
+    return "sha256:" + hashlib.sha256(raw_public).hexdigest()[:16]
+
+
+# ==================================================================================== reading
+@dataclass
+class Bundle:
+    """A bundle whose structure and manifest passed the checks (see :func:`open_bundle`)."""
+    path: Path
+    zf: zipfile.ZipFile
+    manifest: dict
+    digest: dict
+    infos: dict  # member path -> ZipInfo
+
+    def close(self) -> None:
+        self.zf.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def resources(self) -> dict:
+        return {r["path"]: r for r in self.manifest["resources"]}
+
+
+def _bad_name(name: str) -> str | None:
+    if not name or "\\" in name or "\x00" in name:
+        return "has a backslash or NUL in its name"
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        return "is an absolute path"
+    parts = name.split("/")
+    if any(p == ".." for p in parts):
+        return "leads out of the folder it is extracted to (..)"
+    if any(p in ("", ".") for p in parts[:-1]):
+        return "has an empty or '.' path part"
+    return None
+
+
+def _read_small(zf: zipfile.ZipFile, info: zipfile.ZipInfo, what: str) -> bytes:
+    if info.file_size > MAX_MANIFEST_BYTES:
+        raise BundleError(f"{what} is {info.file_size} bytes, more than a manifest may be ({MAX_MANIFEST_BYTES})")
+    try:
+        with zf.open(info) as f:
+            data = f.read(MAX_MANIFEST_BYTES + 1)
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as exc:
+        raise DamagedBundle(f"damaged member {info.filename}: {str(exc).splitlines()[0]}", info.filename) from None
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise BundleError(f"{what} is larger than a manifest may be")
+    return data
+
+
+def open_bundle(path) -> Bundle:
+    """Open a bundle and check its structure, before anything is read out of it: member names, the
+    zip and the manifest listing the same members with the same sizes, sizes within limits, no
+    compression bomb, and the manifest's own digest. Raises :class:`BundleError` (one line)."""
+    path = Path(path)
+    if not path.is_file():
+        raise BundleError(f"{path}: no such bundle")
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise BundleError(f"{path}: not a bundle (not a readable zip: {str(exc).splitlines()[0]})") from None
+    try:
+        return _checked(path, zf)
+    except BaseException:
+        zf.close()
+        raise
+
+
+def _checked(path: Path, zf: zipfile.ZipFile) -> Bundle:
+    infos: dict[str, zipfile.ZipInfo] = {}
+    total = 0
+    for info in zf.infolist():
+        name = info.filename
+        why = _bad_name(name)
+        if why:
+            raise BundleError(f"{path}: refused: member {name!r} {why}")
+        if name in infos:
+            raise BundleError(f"{path}: refused: member {name!r} appears twice")
+        mode = info.external_attr >> 16
+        if info.is_dir():
+            continue
+        if mode and stat.S_ISLNK(mode):
+            raise BundleError(f"{path}: refused: member {name!r} is a symbolic link")
+        if info.file_size > MAX_MEMBER_BYTES:
+            raise BundleError(f"{path}: refused: member {name!r} is oversized ({info.file_size} bytes; "
+                              f"the limit is {MAX_MEMBER_BYTES})")
+        if info.file_size > RATIO_FLOOR and info.file_size > MAX_RATIO * max(info.compress_size, 1):
+            raise BundleError(f"{path}: refused: member {name!r} is a compression bomb ({info.file_size} bytes "
+                              f"from {info.compress_size}, more than {MAX_RATIO}:1)")
+        total += info.file_size
+        infos[name] = info
+    if total > MAX_TOTAL_BYTES:
+        raise BundleError(f"{path}: refused: its members hold {total} bytes, more than {MAX_TOTAL_BYTES}")
+    if MANIFEST not in infos or DIGEST_FILE not in infos:
+        raise BundleError(f"{path}: not a bundle (no {MANIFEST} or {DIGEST_FILE})")
+    raw = _read_small(zf, infos[MANIFEST], MANIFEST)
+    try:
+        digest = json.loads(_read_small(zf, infos[DIGEST_FILE], DIGEST_FILE))
+    except ValueError:
+        raise DamagedBundle(f"damaged member {DIGEST_FILE}: not JSON", DIGEST_FILE) from None
+    if not isinstance(digest, dict) or digest.get("hash") != "sha256:" + hashlib.sha256(raw).hexdigest():
+        raise DamagedBundle(f"damaged member {MANIFEST}: its digest is not the one {DIGEST_FILE} holds", MANIFEST)
+    try:
+        manifest = json.loads(raw)
+    except ValueError:
+        raise DamagedBundle(f"damaged member {MANIFEST}: not JSON", MANIFEST) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise BundleError(f"{path}: not a webfreeze bundle ({MANIFEST} format is not {FORMAT!r})")
+    if not isinstance(manifest.get("version"), int) or manifest["version"] > VERSION:
+        raise BundleError(f"{path}: bundle version {manifest.get('version')!r} is newer than this webfreeze "
+                          f"reads ({VERSION}); upgrade webfreeze")
+    resources = manifest.get("resources")
+    if not isinstance(resources, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("path"), str) and isinstance(r.get("bytes"), int)
+            and isinstance(r.get("hash"), str) for r in resources):
+        raise BundleError(f"{path}: {MANIFEST} lists its resources without path, bytes and hash")
+    listed = {}
+    for r in resources:
+        why = _bad_name(r["path"])
+        if why:
+            raise BundleError(f"{path}: refused: manifest entry {r['path']!r} {why}")
+        if r["path"] in listed:
+            raise BundleError(f"{path}: refused: manifest entry {r['path']!r} appears twice")
+        listed[r["path"]] = r
+    members = set(infos) - {MANIFEST, DIGEST_FILE}
+    extra = sorted(members - set(listed))
+    if extra:
+        raise BundleError(f"{path}: refused: member {extra[0]!r} is not in the manifest")
+    missing = sorted(set(listed) - members)
+    if missing:
+        raise BundleError(f"{path}: refused: manifest entry {missing[0]!r} has no member in the zip")
+    for name in sorted(members):
+        if infos[name].file_size != listed[name]["bytes"]:
+            bigger = infos[name].file_size > listed[name]["bytes"]
+            raise BundleError(f"{path}: refused: member {name!r} is {'oversized' if bigger else 'short'}: "
+                              f"{infos[name].file_size} bytes in the zip, {listed[name]['bytes']} in the manifest")
+    return Bundle(path, zf, manifest, digest, infos)
+
+
+def _stream(bundle: Bundle, name: str, sink=None) -> None:
+    """Read member ``name``, checking its digest and size as it goes; ``sink(chunk)`` gets the bytes.
+    A mismatch (or the zip's own CRC failing) is a :class:`DamagedBundle` naming the member."""
+    res = bundle.resources[name]
+    h, n = hashlib.sha256(), 0
+    try:
+        with bundle.zf.open(bundle.infos[name]) as f:
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    break
+                n += len(chunk)
+                if n > res["bytes"]:  # the zip's header lied about the size
+                    raise DamagedBundle(f"damaged member {name}: longer than the manifest says", name)
+                h.update(chunk)
+                if sink:
+                    sink(chunk)
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError) as exc:
+        raise DamagedBundle(f"damaged member {name}: {str(exc).splitlines()[0]}", name) from None
+    if n != res["bytes"] or "sha256:" + h.hexdigest() != res["hash"]:
+        raise DamagedBundle(f"damaged member {name}: its SHA-256 is not the one the manifest lists", name)
+
+
+def check_digests(bundle: Bundle, progress=None) -> int:
+    """Every member's size and SHA-256 against the manifest; returns the bytes checked."""
+    total = 0
+    for name in sorted(bundle.resources):
+        _stream(bundle, name, (lambda c: progress(len(c))) if progress else None)
+        total += bundle.resources[name]["bytes"]
+    return total
+
+
+def check_signature(bundle: Bundle, key: str | None) -> str | None:
+    """With ``key`` (an Ed25519 public key, PEM), the signature must be there and be that key's.
+    Returns a line describing the signature (None for an unsigned bundle checked without a key)."""
+    sig = bundle.digest.get("signature")
+    if key is None:
+        if not isinstance(sig, dict):
+            return None
+        try:
+            fp = key_fingerprint(base64.b64decode(sig.get("public_key", ""), validate=True))
+        except (ValueError, TypeError):
+            raise BundleError(f"{bundle.path}: its signature names no readable public key") from None
+        return f"signed by key {fp} (not checked against a key you trust: give --key)"
+    public = _load_public_key(key)
+    if not isinstance(sig, dict) or sig.get("alg") != "ed25519":
+        raise BundleError(f"{bundle.path}: not signed (an Ed25519 signature was required by --key)")
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        public.verify(base64.b64decode(sig.get("value", ""), validate=True), bundle.digest["hash"].encode())
+    except (InvalidSignature, ValueError, TypeError):
+        raise BundleError(f"{bundle.path}: the signature is not valid for the key in {key}") from None
+    return f"signature valid (key {key_fingerprint(_raw_public(public))})"
+
+
+def extract(bundle: Bundle, dest: Path, prefix: str = "", *, strip: str = "") -> list[Path]:
+    """Write the members under ``prefix`` to ``dest`` (their path less ``strip``), each checked as
+    it is written. Only names that passed :func:`open_bundle`'s checks are ever joined to ``dest``."""
+    written = []
+    root = dest.resolve()
+    for name in sorted(bundle.resources):
+        if not name.startswith(prefix):
+            continue
+        rel = name[len(strip):] if strip and name.startswith(strip) else name
+        target = (dest / rel).resolve()
+        if root not in target.parents:  # belt and braces: the names were checked when opened
+            raise BundleError(f"{bundle.path}: refused: member {name!r} would be written outside {dest}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.partial")
+        try:
+            with open(tmp, "wb") as out:
+                _stream(bundle, name, out.write)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        written.append(target)
+    return written
+
+
+def verify(path, *, key: str | None = None, deep: bool = True, progress=None) -> dict:
+    """Check a bundle: its structure (:func:`open_bundle`), every member's digest, the signature
+    (with ``key``), and with ``deep`` the archive's own verification and each cassette's. Returns a
+    summary; raises :class:`BundleError` / :class:`DamagedBundle` at the first problem."""
+    with open_bundle(path) as bundle:
+        checked = check_digests(bundle, progress)
+        signature = check_signature(bundle, key)
+        result = {"bundle": str(path), "members": len(bundle.resources), "bytes": checked, "signature": signature,
+                  "archive": None, "cassettes": 0}
+        if deep:
+            result.update(_deep_checks(bundle))
+    return result
+
+
+def _deep_checks(bundle: Bundle) -> dict:
+    from webfreeze.archives import Archive, ArchiveError
+    from webfreeze.archives.verify import verify as verify_archive
+    from webfreeze.llm.cassette import verify_file
+
+    contents = bundle.manifest.get("contents") or {}
+    out = {"archive": None, "cassettes": 0}
+    tmp = Path(tempfile.mkdtemp(prefix="webfreeze-bundle-verify-"))
+    try:
+        name = contents.get("archive")
+        if name in bundle.resources:
+            extract(bundle, tmp, name)
+            try:
+                with Archive.open(tmp / name) as arc:
+                    report = verify_archive(arc)
+            except ArchiveError as exc:
+                raise DamagedBundle(f"damaged member {name}: {exc}".replace(str(tmp / name), name), name) from None
+            if not report.ok:
+                raise DamagedBundle(f"damaged member {name}: the archive's own verification: {report.problems[0]}",
+                                    name)
+            out["archive"] = {"member": name, "blobs": report.blobs_checked, "exchanges": report.exchanges_checked}
+        for run in contents.get("runs") or []:
+            cas = run.get("cassette")
+            if cas in bundle.resources:
+                extract(bundle, tmp, cas)
+                problems = verify_file(tmp / cas)
+                if problems:
+                    raise DamagedBundle(f"damaged member {cas}: {problems[0]}".replace(str(tmp / cas), cas), cas)
+                out["cassettes"] += 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def info(path) -> dict:
+    """What a bundle holds (its structure is checked; member digests are not: see :func:`verify`)."""
+    with open_bundle(path) as bundle:
+        contents = bundle.manifest.get("contents") or {}
+        sizes: dict[str, int] = {}
+        for p, r in bundle.resources.items():
+            part = p.split("/")[0] if "/" in p else p
+            if part == "runs":
+                part = "/".join(p.split("/")[:2])
+            sizes[part] = sizes.get(part, 0) + r["bytes"]
+        sig = bundle.digest.get("signature")
+        return {"bundle": str(path), "title": bundle.manifest.get("title"), "software": bundle.manifest.get("software"),
+                "version": bundle.manifest.get("version"), "members": len(bundle.resources),
+                "bytes": sum(r["bytes"] for r in bundle.resources.values()), "file_bytes": bundle.path.stat().st_size,
+                "archive": contents.get("archive"), "suite": contents.get("suite"), "runs": contents.get("runs") or [],
+                "personas": contents.get("personas") or [], "parts": dict(sorted(sizes.items())),
+                "signed": isinstance(sig, dict)}
+
+
+def export_wacz(path, out, *, overwrite: bool = False, progress=None) -> int:
+    """The bundle's archive as a WACZ (the archive's own export), its digest checked first."""
+    from webfreeze.archives.warc_export import export
+
+    with open_bundle(path) as bundle:
+        name = (bundle.manifest.get("contents") or {}).get("archive")
+        if name not in bundle.resources:
+            raise BundleError(f"{path}: holds no archive")
+        tmp = Path(tempfile.mkdtemp(prefix="webfreeze-bundle-wacz-"))
+        try:
+            extract(bundle, tmp, name)
+            return export(tmp / name, out, "wacz", progress=progress, overwrite=overwrite)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)

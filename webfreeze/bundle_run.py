@@ -1,0 +1,166 @@
+"""``webfreeze bundle run``: re-run a bundle's runs offline and check they come out the same.
+
+Each bundled run is run again from the bundle alone: its suite, its archive, its agent with the
+settings its manifest names, and its LLM calls answered from its cassette in strict replay (so no
+model, no network and no API key are needed; a call the cassette does not hold stops the run). The
+new run's trajectories (timing fields aside) and ``report.json`` (its ``timings`` section aside) must
+equal the bundled ones byte for byte; the first difference is named. With ``agent`` a new agent
+runs on the same frozen benchmark instead (recording its own cassette).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from pathlib import Path
+
+from webfreeze.bundle import BundleError, check_digests, check_signature, extract, open_bundle
+
+
+def agent_settings(manifest: dict) -> dict:
+    """The settings to build a run's agent with: ``agent_settings`` as the run was given them, or
+    for an older manifest, the agent's described config restricted to its constructor's parameters."""
+    if isinstance(manifest.get("agent_settings"), dict):
+        return dict(manifest["agent_settings"])
+    from webfreeze.agents import AgentError, agent_class
+
+    agent = manifest.get("agent") or {}
+    try:
+        params = inspect.signature(agent_class(agent.get("name"))).parameters
+    except (AgentError, TypeError, ValueError):
+        return {}
+    config = agent.get("config") if isinstance(agent.get("config"), dict) else {}
+    return {k: v for k, v in config.items() if k in params and k != "self"}
+
+
+def _comparable_trajectory(path: Path) -> str:
+    from webfreeze.simulator.trajectory import dumps, without_timings
+
+    return dumps(without_timings(json.loads(path.read_text(encoding="utf-8"))))
+
+
+def comparable_report(report: dict) -> dict:
+    """A report without its ``timings`` section: what a replay must reproduce byte for byte."""
+    return {k: v for k, v in report.items() if k != "timings"}
+
+
+def _first_difference(ours, theirs) -> str:
+    from webfreeze.llm.cassette import first_difference
+
+    return first_difference(ours, theirs) or "(the same)"
+
+
+def compare_run(bundled: Path, rerun: Path) -> str | None:
+    """The first difference between a bundled run and its re-run, one line, or None when the
+    trajectories (timings aside) and the reports (their timings section aside) are byte-identical."""
+    from webfreeze.eval.report import report_json
+
+    old = sorted(p.name for p in (bundled / "trajectories").glob("*.json"))
+    new = sorted(p.name for p in (rerun / "trajectories").glob("*.json"))
+    if old != new:
+        gone = sorted(set(old) - set(new)) or sorted(set(new) - set(old))
+        return f"trajectory {gone[0]} is only in {'the bundle' if gone[0] in old else 'the re-run'}"
+    for name in old:
+        a, b = _comparable_trajectory(bundled / "trajectories" / name), _comparable_trajectory(
+            rerun / "trajectories" / name)
+        if a != b:
+            where = _first_difference(json.loads(b), json.loads(a))
+            return f"trajectory {name} differs at {where}"
+    if not (bundled / "report.json").is_file():
+        return None  # a run bundled without its report: the trajectories are what was checked
+    a = json.loads((bundled / "report.json").read_text(encoding="utf-8"))
+    b = json.loads((rerun / "report.json").read_text(encoding="utf-8"))
+    if report_json(comparable_report(a)) != report_json(comparable_report(b)):
+        return f"report.json differs at {_first_difference(comparable_report(b), comparable_report(a))}"
+    return None
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "agent"
+
+
+def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, agent_config: dict | None = None,
+               workers: int = 1, backend: str | None = None, tasks: list | None = None, limit: int | None = None,
+               run_fn=None, echo=None) -> dict:
+    """Re-run the bundle's runs into ``out`` (or, with ``agent``, run that agent on its benchmark).
+
+    Nothing is written before the bundle passed its checks (structure, every member's digest, the
+    signature with ``key``). ``run_fn(config_kwargs) -> manifest`` runs one run (default: the
+    runner, quietly). Returns {"runs": [{name, dir, identical, difference}], ...}."""
+    from webfreeze.eval.report import write_report
+    from webfreeze.runner import RunError
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BundleError(f"{out}: exists and is not empty; give a new --out")
+    say = echo or (lambda _msg: None)
+    with open_bundle(path) as bundle:
+        check_digests(bundle)
+        signature = check_signature(bundle, key)
+        contents = bundle.manifest.get("contents") or {}
+        archive_name = contents.get("archive")
+        if archive_name not in bundle.resources:
+            raise BundleError(f"{path}: holds no archive")
+        out.mkdir(parents=True, exist_ok=True)
+        extract(bundle, out, "archive/")
+        extract(bundle, out, "suite/")
+        extract(bundle, out, "personas/")
+        extract(bundle, out / "bundled", "runs/", strip="runs/")
+    archive = out / archive_name
+    suite = out / "suite"
+    runs = contents.get("runs") or []
+    run_fn = run_fn or _run_quietly
+    result = {"bundle": str(path), "out": str(out), "signature": signature, "runs": []}
+    if agent is not None:
+        settings = dict(agent_config or {})
+        run_dir = out / "runs" / _safe_name(agent)
+        say(f"running {agent} on the bundled suite -> {run_dir}")
+        run_fn(dict(suite=str(suite), archive=str(archive), agent=agent, out=str(run_dir), workers=workers,
+                    backend=backend or "browser", agent_config=settings, tasks=list(tasks or []), limit=limit))
+        write_report(run_dir)
+        result["runs"].append({"name": _safe_name(agent), "dir": str(run_dir), "identical": None, "difference": None})
+        return result
+    if not runs:
+        raise BundleError(f"{path}: holds no runs to re-run (give --agent to run one on its benchmark)")
+    for entry in runs:
+        name = entry["name"]
+        bundled = out / "bundled" / name
+        try:
+            manifest = json.loads((bundled / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise BundleError(f"{path}: run {name} has no readable manifest") from None
+        env = manifest.get("env") or {}
+        selection = manifest.get("selection") or {}
+        cassette = bundled / "llm-cassette.sqlite"
+        run_dir = out / "runs" / name
+        config = dict(suite=str(suite), archive=str(archive), agent=(manifest.get("agent") or {}).get("name"),
+                      out=str(run_dir), workers=workers, backend=env.get("backend", "browser"),
+                      seed=env.get("seed", 0), max_steps=env.get("max_steps", 30),
+                      screenshots=bool(env.get("screenshots")), agent_config=agent_settings(manifest),
+                      site_models=dict(env.get("site_models") or {}), tasks=list(selection.get("tasks") or []),
+                      limit=selection.get("limit"))
+        if cassette.is_file():
+            config.update(cassette=str(cassette), cassette_mode="replay")
+        persona = manifest.get("personas") if isinstance(manifest.get("personas"), dict) else None
+        if persona and entry.get("personas"):
+            from webfreeze.runner import RunConfig
+
+            if "persona" not in RunConfig.__dataclass_fields__:
+                raise RunError(f"run {name} used persona histories, which this webfreeze cannot give an agent")
+            config["persona"] = str(out / entry["personas"])
+            config["history"] = dict(persona.get("retrieval") or {})
+        say(f"re-running {name} ({config['agent']}, {config['backend']} backend"
+            f"{', LLM calls from its cassette' if cassette.is_file() else ''}) -> {run_dir}")
+        run_fn(config)
+        write_report(run_dir)
+        difference = compare_run(bundled, run_dir)
+        result["runs"].append({"name": name, "dir": str(run_dir), "identical": difference is None,
+                               "difference": difference})
+    return result
+
+
+def _run_quietly(settings: dict) -> dict:
+    from webfreeze.runner import RunConfig, execute, prepare
+
+    return execute(prepare(RunConfig(**settings)))

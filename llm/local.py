@@ -107,6 +107,28 @@ def _last_line(path: Path) -> str:
     return one_line(lines[-1], 300) if lines else ""
 
 
+def _parent_death_signal():
+    """On Linux, a ``preexec_fn`` that has the kernel send the server SIGTERM when the process that
+    started it dies, even by SIGKILL (a killed run, a test's timeout), which no finalizer survives.
+    Only from the main thread: the signal follows the starting *thread*, and a worker thread that
+    ends would take the server with it."""
+    import threading
+
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+
+    def arm() -> None:
+        import ctypes
+        import signal
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+        except Exception:  # no prctl: the finalizer and stop() remain
+            pass
+
+    return arm
+
+
 def _end_process(proc: subprocess.Popen) -> None:
     """Stop the server: SIGTERM (uvicorn shuts down cleanly), SIGKILL if it lingers."""
     if proc.poll() is None:
@@ -188,7 +210,7 @@ class LocalModelServer:
             self._open_log()
             port = _free_port()
             self.proc = subprocess.Popen(self.command(model, port), stdin=subprocess.DEVNULL, stdout=self._log,
-                                         stderr=subprocess.STDOUT, env=env)
+                                         stderr=subprocess.STDOUT, env=env, preexec_fn=_parent_death_signal())
             # a run that forgets stop() (or dies on an exception) must not leave the server behind
             self._finalizer = weakref.finalize(self, _end_process, self.proc)
             self.port = port

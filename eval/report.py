@@ -31,7 +31,10 @@ REPORT_FORMAT = "webfreeze-report"
 REPORT_VERSION = 1
 # "circumstances": how a run was produced (e.g. its LLM calls replayed from which cassette), not
 # what it did; kept apart with the timings so that a replayed run's report equals the recorded one's.
-_TIME_KEYS = {"timing", "timings", "time", "duration", "started", "finished", "elapsed", "circumstances"}
+# "agent_settings" too: the settings as given (`--llm local` or the same default left out build the
+# same agent, whose config is in "agent").
+_TIME_KEYS = {"timing", "timings", "time", "duration", "started", "finished", "elapsed", "circumstances",
+              "agent_settings"}
 _TIME_SUFFIXES = ("_at", "_ms", "_s", "_seconds", "_time")
 
 

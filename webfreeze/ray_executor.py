@@ -21,6 +21,7 @@ counted in the manifest's circumstances, apart from the task outcomes.
 from __future__ import annotations
 
 import hashlib
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -119,6 +120,39 @@ def prepare_ray_env(address: str | None) -> None:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+# A closed port on loopback: a request sent through it fails at once, on this machine.
+_DEAD_PROXY = "http://127.0.0.1:9"
+
+
+def _proxy_env_as_it_was() -> dict:
+    """The driver's proxy settings (empty where unset), given back to the actors, so that an agent's
+    LLM calls from a worker go where they would from the driver."""
+    return {k: os.environ.get(k, "") for k in _PROXY_VARS}
+
+
+@contextlib.contextmanager
+def _no_cloud_probe():
+    """While a local Ray starts: HTTP through a closed loopback proxy, except to loopback itself.
+    Ray's dashboard process asks cloud metadata services (169.254.169.254 and
+    metadata.google.internal) which cloud it runs on whenever it starts, usage statistics or not;
+    a Ray started for a run talks to nothing beyond this machine. The processes started here keep
+    these settings; the driver's own are restored afterwards."""
+    saved = {k: os.environ.get(k) for k in _PROXY_VARS}
+    for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        os.environ[k] = _DEAD_PROXY
+    for k in ("NO_PROXY", "no_proxy"):
+        os.environ[k] = "127.0.0.1,localhost,::1"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def start_ray(address: str | None, workers: int) -> bool:
     """Connect to the cluster at ``address``, or start a Ray for this run on 127.0.0.1 (no
     dashboard, no usage statistics). Returns whether Ray was started here (then stop it after)."""
@@ -137,7 +171,9 @@ def start_ray(address: str | None, workers: int) -> bool:
             if address:
                 ray.init(address=address, **quiet)
             else:
-                ray.init(num_cpus=max(workers, 1), include_dashboard=False, _node_ip_address="127.0.0.1", **quiet)
+                with _no_cloud_probe():
+                    ray.init(num_cpus=max(workers, 1), include_dashboard=False, _node_ip_address="127.0.0.1",
+                             runtime_env={"env_vars": _proxy_env_as_it_was()}, **quiet)
             return True
         except Exception as exc:  # ConnectionError, a failed start: one line
             ray.shutdown()

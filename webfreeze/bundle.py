@@ -81,11 +81,8 @@ class PackPlan:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return "sha256:" + h.hexdigest()
+        return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _read_manifest(run: Path) -> dict:

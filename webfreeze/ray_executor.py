@@ -20,7 +20,6 @@ counted in the manifest's circumstances, apart from the task outcomes.
 
 from __future__ import annotations
 
-import hashlib
 import contextlib
 import os
 import time
@@ -36,11 +35,9 @@ def archive_cache_dir() -> Path:
 
 
 def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return "sha256:" + h.hexdigest()
+    from webfreeze.archives import archive_digest  # the digest the run's manifest holds
+
+    return archive_digest(path)
 
 
 def local_archive(path: str, digest: str, shipped) -> str:

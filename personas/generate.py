@@ -13,15 +13,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable
 
 from .catalogue import Catalogue, load_catalogue
-from .history import write_history
+from .history import new_folder, write_history
 
 FORMAT = "webfreeze-personas"
 VERSION = 1
@@ -579,12 +577,7 @@ def generate(out: str | os.PathLike, *, n: int = 50, seed: int = 0,
         raise FileExistsError(f"{out}: already exists and is not an empty folder")
     cat = load_catalogue()
     ids = persona_ids(n)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # as a plain mkdir would make it (mkdtemp's is private)
-    try:
+    with new_folder(out) as tmp:
         for pid in ids:
             persona = generate_persona(pid, seed, cat)
             folder = tmp / pid
@@ -599,12 +592,6 @@ def generate(out: str | os.PathLike, *, n: int = 50, seed: int = 0,
         manifest = {"format": FORMAT, "version": VERSION, "seed": seed, "n": n, "personas": ids,
                     "catalogue": cat.source}
         (tmp / "manifest.json").write_text(_dump(manifest), encoding="utf-8")
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return manifest
 
 

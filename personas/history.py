@@ -14,10 +14,13 @@ The format is documented in docs/personas.md ("History format").
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import shutil
+import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
@@ -174,3 +177,22 @@ def history_digest(entries: Iterable[dict]) -> str:
     for entry in entries:
         h.update(canonical_line(entry).encode("utf-8") + b"\n")
     return "sha256:" + h.hexdigest()
+
+
+@contextlib.contextmanager
+def new_folder(out: Path):
+    """A temporary folder beside ``out`` (made as a plain mkdir would, not private) that becomes
+    ``out`` (absent or empty) when the block ends; removed, with ``out`` untouched, on any error."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)
+    try:
+        yield tmp
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

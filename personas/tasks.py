@@ -14,11 +14,10 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
-import tempfile
 from pathlib import Path
 
 from .catalogue import Catalogue, load_catalogue
+from .history import new_folder
 from .generate import (_best, category_words, date_words, load_personas, shop_matches, tier_words,
                        venue_matches)
 
@@ -341,21 +340,10 @@ def build_suite(personas_dir: str | os.PathLike, out: str | os.PathLike, *, leve
                 "site_models": {h: k for h, k in sorted((cat.site_models if site_models is None
                                                          else site_models).items()) if h in hosts},
                 "personas": {"path": os.path.relpath(personas_dir, out), "seed": pm.get("seed"), "n": pm.get("n")}}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # as a plain mkdir would make it (mkdtemp's is private)
-    try:
+    with new_folder(out) as tmp:
         (tmp / "tasks.jsonl").write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks),
                                          encoding="utf-8")
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     n_rank = sum(1 for t in tasks if t["category"] == "ranking")
     return {"built": built, "dropped": built - len(tasks), "tasks": len(tasks), "personalised": len(tasks) - n_rank,
             "ranking": n_rank}

@@ -1,19 +1,21 @@
 """``bench run --executor ray``: the run folder equals the local process pool's (timings aside) on
 the demo suite, with a Ray started for the run and on a real two-node Ray cluster started on this
-machine with ``ray start`` (loopback only); a worker killed mid-run is replaced and its episode run
-again, and a hung episode ends as an error at its timeout."""
+machine with ``ray start`` (each node in a network namespace the test makes, joined by a veth pair and
+closed to everything else); a worker killed mid-run is replaced and its episode run again, and a hung
+episode ends as an error at its timeout."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -34,8 +36,8 @@ def _env(**more) -> dict:
     return env
 
 
-def _bench(out: Path, *args, env=None, timeout=300) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "webfreeze", "bench", "run", SUITE, "--out", str(out),
+def _bench(out: Path, *args, env=None, timeout=300, prefix=()) -> subprocess.CompletedProcess:
+    proc = subprocess.run([*prefix, sys.executable, "-m", "webfreeze", "bench", "run", SUITE, "--out", str(out),
                            "--no-report", *map(str, args)], capture_output=True, text=True, timeout=timeout,
                           env=env or _env())
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -83,80 +85,204 @@ def test_a_ray_run_equals_the_local_run_text_and_browser(local_text, tmp_path):
     assert _comparable(ray_b) == _comparable(local_b)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# --- a two-node cluster, in network namespaces made by the test -------------------------------------
+# Ray gives a node told 127.0.0.1 the machine's routable address as soon as a second node joins (and
+# refuses a second node when told to stay on loopback), and this workplace allows loopback only. So
+# each node gets a network namespace of its own, made here: its loopback and one end of a veth pair,
+# 10.213.0.1/30 (head) and 10.213.0.2/30 (second node), no other link and no route beyond the pair.
+# Every Ray address is then one of the pair's, the driver runs in the head's namespace, and whatever
+# Ray tries beyond them (its cloud-metadata probes) finds no route. Namespaces, and the veth pair with
+# them, are deleted at the end, after every process left inside them (only this test's) is killed.
+
+HEAD_IP, NODE_IP = "10.213.0.1", "10.213.0.2"
+RAY_PORT = 6379  # each namespace has ports of its own: a fixed port cannot collide with the machine's
 
 
-def _ray_cli() -> str:
-    return str(Path(sys.executable).with_name("ray"))
+def _ip(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+
+
+def _in(ns: str) -> list:
+    return ["ip", "netns", "exec", ns]
+
+
+def _ray(*args) -> list:
+    return [sys.executable, "-m", "ray.scripts.scripts", *args]
+
+
+def _kill_inside(ns: str) -> None:
+    """SIGKILL every process left in namespace ``ns`` (one this test made: they are the test's)."""
+    for pid in _ip("netns", "pids", ns).stdout.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@contextlib.contextmanager
+def _namespace_pair():
+    """Two network namespaces joined by a veth pair and closed to everything else; skips the test
+    when this machine cannot make them (no ``ip``, not root / no CAP_NET_ADMIN, no veth)."""
+    if sys.platform != "linux" or not shutil.which("ip"):
+        pytest.skip("a two-node Ray cluster needs network namespaces (Linux, iproute2's `ip`)")
+    tag = secrets.token_hex(3)
+    names = (f"wfray-{tag}-head", f"wfray-{tag}-node")
+    made = []
+    try:
+        for ns in names:
+            r = _ip("netns", "add", ns)
+            if r.returncode:
+                pytest.skip(f"cannot make a network namespace (needs root or CAP_NET_ADMIN): {r.stderr.strip()}")
+            made.append(ns)
+        r = _ip("link", "add", f"wfh{tag}", "netns", names[0], "type", "veth", "peer", "name", f"wfn{tag}",
+                "netns", names[1])
+        if r.returncode:
+            pytest.skip(f"cannot make a veth pair between network namespaces: {r.stderr.strip()}")
+        for ns, link, addr in ((names[0], f"wfh{tag}", HEAD_IP), (names[1], f"wfn{tag}", NODE_IP)):
+            for args in (("addr", "add", f"{addr}/30", "dev", link), ("link", "set", link, "up"),
+                         ("link", "set", "lo", "up")):
+                r = _ip("-n", ns, *args)
+                assert r.returncode == 0, f"ip -n {ns} {' '.join(args)}: {r.stderr.strip()}"
+        yield names
+    finally:
+        for ns in made:
+            _kill_inside(ns)
+        for ns in made:
+            _ip("netns", "del", ns)
+
+
+def _node_id(ns: str) -> str | None:
+    """The Ray node id of the raylet running in namespace ``ns`` (from its command line)."""
+    for pid in _ip("netns", "pids", ns).stdout.split():
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for a in args:
+            if a.startswith(b"--node_id="):
+                return a.split(b"=", 1)[1].decode()
+    return None
+
+
+def _host(addr: str) -> str:
+    """The host part of an address as `ss` prints it (``[::ffff:10.0.0.1]:80``, ``*%lo:53``, ...)."""
+    host = addr.rsplit(":", 1)[0].strip("[]").split("%")[0]
+    return host.removeprefix("::ffff:")
+
+
+@contextlib.contextmanager
+def _watch_sockets(namespaces):
+    """Every (namespace, local host, peer host) that `ss -tuna` shows in ``namespaces`` while the block
+    runs, sampled every 0.2 s."""
+    seen: set = set()
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            for ns in namespaces:
+                out = subprocess.run([*_in(ns), "ss", "-tunaH"], capture_output=True, text=True, timeout=30).stdout
+                for line in out.splitlines():
+                    cols = line.split()
+                    if len(cols) >= 6:
+                        seen.add((ns, _host(cols[4]), _host(cols[5])))
+            stop.wait(0.2)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join(timeout=60)
 
 
 @pytest.fixture
-def two_node_cluster():
-    """A Ray head and a second node on this machine, loopback only, each one CPU; stopped (by the
-    ids of the `ray start --block` processes this fixture started) at the end."""
-    # LEAD ENGINEER: disabled. This workplace allows traffic to loopback addresses only (127.0.0.0/8,
-    # ::1); a node that Ray moves to the machine's own routable address (192.0.2.2 here) breaks that
-    # rule even on one host. Do not re-enable unless every node and the driver provably stay on
-    # 127.0.0.1 (check with `ss -tnp` while it runs); otherwise leave this test skipped.
-    pytest.skip("a two-node Ray cluster here moves off loopback; not allowed in this workplace")
-    temp = tempfile.mkdtemp(prefix="wfray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-    port = _free_port()
-    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--block", "--disable-usage-stats"]
-    # The cluster's token (Ray 2.5x+ clusters require one) for every node and the run's driver. The
-    # nodes are told 127.0.0.1, but Ray swaps that for this machine's own routable address in a
-    # multi-node cluster (and refuses a second node when told not to): traffic stays on this host.
-    env = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
-    procs = []
-    try:
-        procs.append(subprocess.Popen([_ray_cli(), "start", "--head", "--port", str(port), "--temp-dir", temp,
-                                       "--include-dashboard", "false", "--dashboard-agent-listen-port", str(_free_port()),
-                                       *common], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                      start_new_session=True))
-        address = f"127.0.0.1:{port}"
-        deadline = time.monotonic() + 150
-        while subprocess.run([_ray_cli(), "status", "--address", address], capture_output=True,
-                             env=env).returncode != 0:
-            assert time.monotonic() < deadline, "the Ray head did not come up"
-            time.sleep(1)
-        procs.append(subprocess.Popen([_ray_cli(), "start", "--address", address, "--dashboard-agent-listen-port",
-                                       str(_free_port()), *common], env=env, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, start_new_session=True))
-        deadline = time.monotonic() + 150
-        while True:
-            status = subprocess.run([_ray_cli(), "status", "--address", address], capture_output=True, text=True,
-                                    env=env).stdout
-            if status.count("node_") >= 2:
-                break
-            assert time.monotonic() < deadline, f"the second node did not join: {status[-800:]}"
-            time.sleep(1)
-        yield address, env
-    finally:
-        for p in reversed(procs):  # `ray start --block` stops its node's processes on SIGTERM
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in reversed(procs):
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
-            try:  # what is left of that node's process group (started by this fixture)
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        shutil.rmtree(temp, ignore_errors=True)
+def two_node_cluster(tmp_path):
+    """A Ray head and a second node started with `ray start` on this machine, one CPU each, each in a
+    network namespace of its own (see above); stopped at the end: SIGTERM to the two `ray start
+    --block` processes (each stops its node), then SIGKILL to whatever is left in the namespaces.
+    (Not `ray stop`: it stops every Ray on the machine, other runs' too.)"""
+    if not shutil.which("ss"):
+        pytest.skip("a two-node Ray cluster test needs iproute2's `ss` to watch its sockets")
+    with _namespace_pair() as (head_ns, node_ns):
+        # the cluster's token (Ray 2.5x+ clusters require one) for both nodes and the run's driver
+        env = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+        address = f"{HEAD_IP}:{RAY_PORT}"
+        common = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--block", "--disable-usage-stats"]
+        procs, logs = [], []
+        temps = [tempfile.mkdtemp(prefix="wfray-", dir="/tmp") for _ in range(2)]  # Ray's socket paths: short
+
+        def start(ns, *args):
+            log = tmp_path / f"ray-start-{len(procs)}.log"
+            logs.append(log)
+            with log.open("wb") as f:
+                procs.append(subprocess.Popen([*_in(ns), *_ray("start", *args, *common)], env=env, stdout=f,
+                                              stderr=subprocess.STDOUT, start_new_session=True))
+
+        def wait_for(nodes: int):
+            deadline = time.monotonic() + 150
+            while True:
+                status = subprocess.run([*_in(head_ns), *_ray("status", "--address", address)], capture_output=True,
+                                        text=True, env=env, timeout=60)
+                if status.returncode == 0 and status.stdout.count(" node_") >= nodes:
+                    return
+                dead = [p for p in procs if p.poll() is not None]
+                assert not dead and time.monotonic() < deadline, \
+                    f"the Ray cluster did not reach {nodes} node(s): " + " | ".join(
+                        log.read_text(errors="replace")[-600:] for log in logs)
+                time.sleep(1)
+
+        try:
+            start(head_ns, "--head", "--node-ip-address", HEAD_IP, "--port", str(RAY_PORT), "--temp-dir", temps[0],
+                  "--include-dashboard", "false")
+            wait_for(1)
+            start(node_ns, "--address", address, "--node-ip-address", NODE_IP, "--temp-dir", temps[1])
+            wait_for(2)
+            yield {"address": address, "env": env, "namespaces": (head_ns, node_ns),
+                   "node_ids": (_node_id(head_ns), _node_id(node_ns))}
+        finally:
+            # the second node first, then the head; `ray start --block` drains its node and stops its
+            # processes on SIGTERM (in ~3 s: sent to the whole group, the GCS would go first and the
+            # drain wait 30 s for it); what is left is killed with the namespaces
+            for p in reversed(procs):
+                if p.poll() is None:
+                    p.terminate()
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=30)
+            for t in temps:
+                shutil.rmtree(t, ignore_errors=True)
 
 
 def test_a_run_on_a_two_node_cluster_equals_the_local_run(local_text, two_node_cluster, tmp_path):
-    address, env = two_node_cluster
+    cluster = two_node_cluster
+    head_ns, node_ns = cluster["namespaces"]
+    # the namespaces reach each other and nothing else
+    for ns in cluster["namespaces"]:
+        assert _ip("-n", ns, "route", "get", "192.0.2.2").returncode != 0
+        assert _ip("-n", ns, "route", "get", "169.254.169.254").returncode != 0
     out = tmp_path / "cluster"
-    _bench(out, "--agent", "reference", "--backend", "text", "--workers", "2", "--executor", "ray",
-           "--ray-address", address, env=env)
+    with _watch_sockets(cluster["namespaces"]) as seen:
+        # the driver in the head's namespace, as a user's driver on the head machine
+        _bench(out, "--agent", "reference", "--backend", "text", "--workers", "2", "--executor", "ray",
+               "--ray-address", cluster["address"], env=cluster["env"], prefix=_in(head_ns))
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["circumstances"]["ray_nodes"] == 2  # the run was spread over both nodes
+    assert manifest["complete"]
+    circumstances = manifest["circumstances"]
+    assert circumstances["ray_nodes"] == 2
+    # both nodes played episodes: the run's episodes per node, keyed by the raylets' own node ids
+    by_node = circumstances["ray_episodes_by_node"]
+    assert set(by_node) == set(cluster["node_ids"]), (by_node, cluster["node_ids"])
+    assert all(n > 0 for n in by_node.values())
+    assert sum(by_node.values()) == len(list((out / "trajectories").glob("*.json")))
     assert _comparable(out) == _comparable(local_text)
+    # every socket the cluster and the driver had was on loopback or the pair's addresses, and the
+    # nodes did talk across the pair
+    allowed = {"127.0.0.1", "::1", HEAD_IP, NODE_IP, "*", "0.0.0.0", "::"}
+    assert {s for s in seen if not {s[1], s[2]} <= allowed} == set()
+    assert any({s[1], s[2]} == {HEAD_IP, NODE_IP} for s in seen), sorted(seen)
 
 
 def test_a_killed_worker_is_replaced_and_a_hung_episode_times_out(tmp_path):

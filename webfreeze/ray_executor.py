@@ -232,6 +232,7 @@ class RayExecutor:
         started = start_ray(self.address, self.workers)
         counts = {"worker_died": 0, "provider": 0, "timeouts": 0}
         nodes: set = set()
+        by_node: dict = {}     # node id -> episodes whose trajectory it played (written)
         actors: dict = {}      # actor -> (ref, job index, started) while busy, None while idle
         try:
             shipped = None
@@ -309,6 +310,8 @@ class RayExecutor:
                     queue.insert(0, i)
                     continue
                 write_trajectory(result["trajectory"], spec.config["out"], result["shots"])
+                if result.get("node"):
+                    by_node[result["node"]] = by_node.get(result["node"], 0) + 1
                 if progress:
                     progress(summary)
         finally:
@@ -325,4 +328,5 @@ class RayExecutor:
                     pass
             if started:
                 ray.shutdown()
-        return {"retries": counts, "ray_nodes": len(nodes - {None})}
+        return {"retries": counts, "ray_nodes": len(nodes - {None}),
+                "ray_episodes_by_node": dict(sorted(by_node.items()))}

@@ -261,8 +261,9 @@ def test_a_run_on_a_two_node_cluster_equals_the_local_run(local_text, two_node_c
     head_ns, node_ns = cluster["namespaces"]
     # the namespaces reach each other and nothing else
     for ns in cluster["namespaces"]:
-        assert _ip("-n", ns, "route", "get", "192.0.2.2").returncode != 0
-        assert _ip("-n", ns, "route", "get", "169.254.169.254").returncode != 0
+        assert [r.split()[0] for r in _ip("-n", ns, "-4", "route", "show").stdout.splitlines()] == ["10.213.0.0/30"]
+        for outside in ("8.8.8.8", "169.254.169.254", "2001:4860:4860::8888"):
+            assert _ip("-n", ns, "route", "get", outside).returncode != 0, f"{ns} has a route to {outside}"
     out = tmp_path / "cluster"
     with _watch_sockets(cluster["namespaces"]) as seen:
         # the driver in the head's namespace, as a user's driver on the head machine

@@ -86,8 +86,9 @@ def test_a_ray_run_equals_the_local_run_text_and_browser(local_text, tmp_path):
 
 
 # --- a two-node cluster, in network namespaces made by the test -------------------------------------
-# Ray gives a node told 127.0.0.1 the machine's routable address as soon as a second node joins (and
-# refuses a second node when told to stay on loopback), and this workplace allows loopback only. So
+# On Linux Ray resolves a 127.0.0.1 node or cluster address to the machine's routable one (and with
+# RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which keeps it on loopback, refuses a second node); this
+# workplace allows only loopback and addresses inside network namespaces a test makes itself. So
 # each node gets a network namespace of its own, made here: its loopback and one end of a veth pair,
 # 10.213.0.1/30 (head) and 10.213.0.2/30 (second node), no other link and no route beyond the pair.
 # Every Ray address is then one of the pair's, the driver runs in the head's namespace, and whatever

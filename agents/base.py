@@ -2,8 +2,9 @@
 
 An agent never sees a task's ground truth. The runner builds a :class:`TaskView` from the suite's
 task (its id, instruction, start URL, category, snapshot time, the prior context of a dependent
-task in a long-context run, and the handles the task declares, such as a persona) and hands the reference trajectory only to an agent whose class sets
-``oracle = True`` (the ``reference`` agent); reports and manifests label such runs as the upper bound.
+task in a long-context run, and the handles the task declares, such as a persona) and hands the
+reference trajectory only to an agent whose class sets ``oracle = True`` (the ``reference`` agent);
+reports and manifests label such runs as the upper bound.
 """
 
 from __future__ import annotations

@@ -334,7 +334,8 @@ def cut_context(text: str, budget: int, tokenizer, sessions=None) -> tuple[str, 
         return text, record(text, total)
 
     def tail(n: int) -> str:
-        return "\n".join([f"... (earlier sessions cut to fit: the last {n} of {total} lines shown)"] + lines[total - n:])
+        mark = f"... (earlier sessions cut to fit: the last {n} of {total} lines shown)"
+        return "\n".join([mark] + lines[total - n:])
 
     def fits(n: int) -> bool:
         return tokenizer.count(tail(n)) <= budget

@@ -1,9 +1,10 @@
 """The agent interface the runner drives, and what an agent is given: a task view.
 
 An agent never sees a task's ground truth. The runner builds a :class:`TaskView` from the suite's
-task (its id, instruction, start URL, category, snapshot time and the handles the task declares,
-such as a persona) and hands the reference trajectory only to an agent whose class sets
-``oracle = True`` (the ``reference`` agent); reports and manifests label such runs as the upper bound.
+task (its id, instruction, start URL, category, snapshot time, the prior context of a dependent
+task in a long-context run, and the handles the task declares, such as a persona) and hands the
+reference trajectory only to an agent whose class sets ``oracle = True`` (the ``reference`` agent);
+reports and manifests label such runs as the upper bound.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from typing import Any
 
 # Task fields an agent may see (besides `handles`): everything else in a suite line, the
 # ground truth above all, stays with the runner and the evaluators.
-VISIBLE_FIELDS = ("id", "category", "instruction", "start_url", "snapshot_time")
-# Task fields that name resources the agent may use (a persona, a composed history): passed on
+VISIBLE_FIELDS = ("id", "category", "instruction", "start_url", "snapshot_time", "context")
+# Visible fields that a view's dict holds only when they are set (a view without them reads as it did
+# before they existed).
+OPTIONAL_FIELDS = ("context",)
+# Task fields that name resources the agent may use (a persona, a user's history): passed on
 # under `handles` when a task declares them.
-HANDLE_FIELDS = ("persona", "user", "history", "site", "sites", "context", "candidates")
+HANDLE_FIELDS = ("persona", "user", "history", "site", "sites", "candidates")
 
 
 class AgentError(RuntimeError):
@@ -37,17 +41,30 @@ class TaskView:
     snapshot_time: str | None = None
     handles: dict = field(default_factory=dict)
     reference: dict | None = None
+    # The prior context of a dependent task in a long-context run (the runner composes it: A1's
+    # trajectory, irrelevant trajectories, then this task): {"text", "tokens", "target_tokens",
+    # "tokenizer", "sessions": [{"part", "task_id", "tokens"}], "a1_task"}. Agent outputs and
+    # instructions only, never ground truth. None for every other task.
+    context: dict | None = None
 
     @classmethod
     def from_task(cls, task: dict, reference: dict | None = None) -> "TaskView":
-        """The view of a suite line (a dict as in ``tasks.jsonl``); ``reference`` only for an oracle."""
+        """The view of a suite line (a dict as in ``tasks.jsonl``, plus the ``context`` the runner adds
+        for a dependent task); ``reference`` only for an oracle."""
         handles = {k: task[k] for k in HANDLE_FIELDS if task.get(k) is not None}
+        context = task.get("context")
+        context = _copy_context(context) if isinstance(context, dict) else None
         return cls(id=str(task.get("id")), instruction=str(task.get("instruction") or ""),
                    start_url=task.get("start_url"), category=task.get("category"),
-                   snapshot_time=task.get("snapshot_time"), handles=handles, reference=reference)
+                   snapshot_time=task.get("snapshot_time"), handles=handles, reference=reference,
+                   context=context)
 
     def to_dict(self) -> dict:
-        out = {k: getattr(self, k) for k in VISIBLE_FIELDS}
+        """The visible fields and the handles; an optional field (``context``) only when it is set."""
+        out = {k: getattr(self, k) for k in VISIBLE_FIELDS
+               if k not in OPTIONAL_FIELDS or getattr(self, k) is not None}
+        if out.get("context") is not None:
+            out["context"] = _copy_context(out["context"])
         out["handles"] = dict(self.handles)
         return out
 
@@ -61,6 +78,14 @@ class TaskView:
         if key in VISIBLE_FIELDS:
             return getattr(self, key)
         return self.handles[key]
+
+
+def _copy_context(context: dict) -> dict:
+    # a copy the agent may not change under the runner (its sessions list included)
+    out = dict(context)
+    if isinstance(out.get("sessions"), list):
+        out["sessions"] = [dict(s) if isinstance(s, dict) else s for s in out["sessions"]]
+    return out
 
 
 class Agent:

@@ -21,6 +21,14 @@ tokens, cassette hits and keys), ``observation`` (tokens and lines shown) and ``
 
 Prompts live in a prompt set: a folder of ``.txt`` templates (:class:`PromptSet`), either one of
 ``agents/prompts/`` by name or any folder by path; its digest is part of the agent's config.
+
+Long context (the long-context paper's agents; docs/agents.md "Prior context, iRAG and reflection"):
+a task view with a ``context`` (the prior sessions a long-context run composes) is shown before the
+step prompt, cut from the oldest end to ``context_tokens`` tokens; with ``irag`` one call before the
+first action writes a task-relevant summary of it, shown instead; with ``reflection`` a second call
+reflects on each step once its outcome is seen (at the next ``act``), recorded on that step and shown
+in the next prompt. Their templates are a prompt set of their own (:class:`ContextPrompts`,
+``agents/prompts/longctx-v1``), so the step prompts of an agent without them stay as they were.
 """
 
 from __future__ import annotations
@@ -57,6 +65,22 @@ MEMORY_TEMPLATE = "memory.txt"
 SCHEMES = ("no-history", "on-demand", "pre-execution")
 DEFAULT_SCHEME_PROMPT = "schemes-v1"
 SCHEME_TEMPLATES = {"planner.txt": {"goal", "n"}, "generator.txt": {"goal", "entries"}}
+# The long-context templates (prior context, iRAG, reflection) and the fields each may use.
+DEFAULT_CONTEXT_PROMPT = "longctx-v1"
+# How much of a prior context the prompts show (cl100k_base tokens). With the default observation
+# budget (1500) and memory, the step prompt then stays well inside the local model's 4096-token window.
+DEFAULT_CONTEXT_TOKENS = 1000
+CONTEXT_TEMPLATES = {
+    "context.txt": {"context"},
+    "summary.txt": {"summary"},
+    "irag.txt": {"goal", "context"},
+    "reflection.txt": {"goal", "step", "title", "url", "thought", "action", "result", "new_title", "new_url",
+                       "observation"},
+    "reflection-final.txt": {"goal", "step", "title", "url", "thought", "action"},
+    "reflected.txt": {"step", "reflection"},
+}
+# Action kinds that end the episode: no later observation will show their outcome.
+ENDING_KINDS = ("answer", "infeasible")
 _QUERY_LINE = re.compile(r"(?im)^[ \t>*#_-]*(?:\d+[.)][ \t]*)?query[ \t*_]*\d*[ \t*_]*:[ \t*_]*(.+?)[ \t*_]*$")
 
 
@@ -153,6 +177,31 @@ class SchemePrompts:
                    action_line=read(f"actions-history-{dialect}.txt").strip())
 
 
+@dataclass(frozen=True)
+class ContextPrompts:
+    """The long-context templates: how the prior context (``context.txt``) or its iRAG summary
+    (``summary.txt``) and the last reflection (``reflected.txt``) are shown, and the iRAG
+    (``irag.txt``) and reflection (``reflection.txt``, ``reflection-final.txt``) calls' prompts."""
+
+    folder: Path
+    digest: str
+    templates: dict  # file name -> string.Template
+
+    @classmethod
+    def load(cls, prompt: str) -> "ContextPrompts":
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise AgentError(f"context_prompt must name a prompt set (e.g. {DEFAULT_CONTEXT_PROMPT}) or a folder")
+        folder, _ = _prompt_folder(prompt)
+        if not folder.is_dir():
+            raise AgentError(f"context prompt set {prompt!r} does not exist (default {DEFAULT_CONTEXT_PROMPT})")
+        t = {name: check_template(_read_prompt(folder, name, "context prompt set"), allowed, f"{folder / name}")
+             for name, allowed in CONTEXT_TEMPLATES.items()}
+        return cls(folder=folder, digest=_digest_files(folder), templates=t)
+
+    def render(self, name: str, **fields) -> str:
+        return _tidy(self.templates[name].substitute(**fields))
+
+
 def planner_queries(text: str, n: int) -> list[str]:
     """The queries of a planner's reply: its ``Query:`` lines, else its non-empty lines; at most ``n``,
     without repeats."""
@@ -247,6 +296,78 @@ def cut_observation(text: str, budget: int, tokenizer) -> tuple[str, dict]:
     if out and tokenizer.count(out) > budget:
         out = ""
     return out, {"tokens": tokenizer.count(out), "lines": 0, "total_lines": total, "cut": True}
+
+
+# ------------------------------------------------------------------------------------------ prior context
+_SESSION_HEADER = re.compile(r"^## Session \d+")
+
+
+def cut_context(text: str, budget: int, tokenizer, sessions=None) -> tuple[str, dict]:
+    """A prior context cut to at most ``budget`` tokens by dropping its OLDEST lines (a model's window
+    slides that way: what came first goes first), with a first line saying how many lines are
+    shown. Returns (text, record): ``tokens`` (of the whole context), ``shown_tokens``, ``lines``,
+    ``total_lines``, ``cut``, and, read from its ``## Session N`` headers, ``sessions`` (how many),
+    ``sessions_dropped`` (wholly cut), ``session_cut`` (whether the oldest one shown lost its start)
+    and, when ``sessions`` (the context's list of ``{"task_id", ...}``) matches the headers,
+    ``dropped_tasks``. The agent is never told which session is which part: A1 gets no favours."""
+    text = (text or "").strip()
+    lines = text.splitlines()
+    total = len(lines)
+    tokens = tokenizer.count(text) if text else 0
+    heads = [i for i, line in enumerate(lines) if _SESSION_HEADER.match(line)]
+
+    def record(shown: str, n: int) -> dict:
+        start = total - n
+        while start < total and not lines[start].strip():  # (a blank line between sessions is no session's part)
+            start += 1
+        before = [i for i in heads if i < start]
+        partial = bool(before) and start < total and start not in heads
+        dropped = len(before) - (1 if partial else 0)
+        out = {"tokens": tokens, "shown_tokens": tokenizer.count(shown) if shown else 0, "lines": n,
+               "total_lines": total, "cut": n < total, "sessions": len(heads), "sessions_dropped": dropped,
+               "session_cut": partial}
+        if isinstance(sessions, list) and len(sessions) == len(heads) and dropped:
+            out["dropped_tasks"] = [s.get("task_id") if isinstance(s, dict) else None for s in sessions[:dropped]]
+        return out
+
+    if tokens <= budget:
+        return text, record(text, total)
+
+    def tail(n: int) -> str:
+        mark = f"... (earlier sessions cut to fit: the last {n} of {total} lines shown)"
+        return "\n".join([mark] + lines[total - n:])
+
+    def fits(n: int) -> bool:
+        return tokenizer.count(tail(n)) <= budget
+
+    # Galloping then bisection, as for the observation: each count reads about twice the budget at most.
+    good, bad = 0, None
+    n = 1
+    while n < total:
+        if fits(n):
+            good, n = n, n * 2
+        else:
+            bad = n
+            break
+    bad = total if bad is None else bad
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if fits(mid):
+            good = mid
+        else:
+            bad = mid
+    shown = tail(good) if good > 0 else ""
+    return shown, record(shown, good)
+
+
+def labelled_text(text: str, label: str) -> str:
+    """What a reply writes after ``label:`` (its first such label, any case, markdown around it
+    tolerated), else the whole reply; whitespace runs as one space."""
+    text = text or ""
+    m = re.search(rf"(?im)^[ \t>*#_-]*{re.escape(label)}[ \t*_]*:[ \t*_]*", text)
+    if m:
+        text = text[m.end():]
+    return " ".join(text.split())
 
 
 # ------------------------------------------------------------------------------------------ replies
@@ -363,7 +484,10 @@ class LLMAgent(Agent):
     ``embedding``, ``none``, with ``k`` (last-k, random-k), ``m`` (dynamic, embedding) and
     ``memory_seed`` (random-k). ``obs_tokens`` is the observation budget; ``dialect`` the actions it
     is told to write (``webarxiv``, ``browsergym``, ``webarena``); ``vision`` attaches the screenshot;
-    ``prompt`` names the prompt set. Bad settings are an :class:`AgentError` from the constructor.
+    ``prompt`` names the prompt set. ``context_tokens`` is the prior context's budget (a task view's
+    ``context``); ``irag`` summarises that context in one call before the first action; ``reflection``
+    reflects on each step in a call of its own; ``context_prompt`` names their prompt set. Bad settings
+    are an :class:`AgentError` from the constructor.
     """
 
     name = "llm"
@@ -373,7 +497,9 @@ class LLMAgent(Agent):
                  temperature: float = 0.0, top_p: float = 1.0, seed: int | None = 0, max_tokens: int = 200,
                  memory: str = "last-k", k: int = 3, m: int = 3, memory_seed: int = 0, obs_tokens: int = 1500,
                  dialect: str = "webarxiv", vision: bool = False, prompt: str = DEFAULT_PROMPT,
-                 scheme: str = "no-history", history_queries: int = 3, scheme_prompt: str = DEFAULT_SCHEME_PROMPT):
+                 scheme: str = "no-history", history_queries: int = 3, scheme_prompt: str = DEFAULT_SCHEME_PROMPT,
+                 irag: bool = False, reflection: bool = False, context_tokens: int = DEFAULT_CONTEXT_TOKENS,
+                 context_prompt: str = DEFAULT_CONTEXT_PROMPT):
         if not isinstance(model, str) or not model.strip():
             raise AgentError(f"model must name a model (not {model!r})")
         if base_url is not None and (not isinstance(base_url, str) or not re.match(r"^https?://", base_url)):
@@ -403,6 +529,15 @@ class LLMAgent(Agent):
         _whole(history_queries, "history_queries", low=1)
         if not isinstance(scheme_prompt, str) or not scheme_prompt.strip():
             raise AgentError("scheme_prompt must name a prompt set (e.g. schemes-v1) or a folder")
+        for name, value in (("irag", irag), ("reflection", reflection)):
+            if not isinstance(value, bool):
+                raise AgentError(f"{name} must be true or false (not {value!r})")
+        _whole(context_tokens, "context_tokens")
+        if (irag or reflection) and scheme != "no-history":
+            which = "irag" if irag else "reflection"
+            raise AgentError(f"{which}=true works with scheme=no-history only (not {scheme})")
+        if irag and context_tokens == 0:
+            raise AgentError("irag=true needs context_tokens of 1 or more (the summary reads the prior context)")
         self.settings = {
             "model": model, "base_url": base_url, "api_key_env": api_key_env, "temperature": temperature,
             "top_p": top_p, "seed": seed, "max_tokens": max_tokens, "memory": memory, "k": k, "m": m,
@@ -411,6 +546,15 @@ class LLMAgent(Agent):
         }
         if scheme != "no-history":  # (a no-history agent's config stays as it was before schemes existed)
             self.settings.update(scheme=scheme, history_queries=history_queries, scheme_prompt=scheme_prompt)
+        # Likewise, the long-context settings enter the config (the run's identity) only when one differs
+        # from its default: an agent without them keeps the config it had before they existed.
+        self.long_context = (irag, reflection, context_tokens, context_prompt) != (
+            False, False, DEFAULT_CONTEXT_TOKENS, DEFAULT_CONTEXT_PROMPT)
+        if self.long_context:
+            self.settings.update(irag=irag, reflection=reflection, context_tokens=context_tokens,
+                                 context_prompt=context_prompt)
+        self.irag, self.reflection, self.context_tokens = irag, reflection, context_tokens
+        self.context_prompts = ContextPrompts.load(context_prompt)
         self.scheme = scheme
         self.prompts = PromptSet.load(prompt, self.dialect, need_memory=memory == "dynamic")
         self.scheme_prompts = SchemePrompts.load(scheme_prompt, self.dialect) if scheme != "no-history" else None
@@ -427,6 +571,10 @@ class LLMAgent(Agent):
         self.task_id: str | None = None
         self.goal = ""
         self.history: list[dict] = []
+        self._context_text = ""
+        self._first_fields: dict = {}
+        self._irag_summary: str | None = None
+        self._irag_pending = False
 
     # -------------------------------------------------------------------------------- setup
     @staticmethod
@@ -462,6 +610,8 @@ class LLMAgent(Agent):
         out = dict(self.settings, prompt_digest=self.prompts.digest, tokenizer=TOKENIZER)
         if self.scheme_prompts is not None:
             out["scheme_prompt_digest"] = self.scheme_prompts.digest
+        if self.long_context:
+            out["context_prompt_digest"] = self.context_prompts.digest
         extra = {k: v for k, v in self.memory.config().items() if k not in out and k != "strategy"}
         out.update(extra)
         return out
@@ -517,6 +667,18 @@ class LLMAgent(Agent):
         self._planned: list[str] = []
         self._collected: list[dict] = []
         self._enhanced: str | None = None
+        # the prior context of this episode (a dependent task of a long-context run), as shown
+        context = get("context")
+        text = context.get("text") if isinstance(context, dict) else None
+        self._context_text = ""
+        self._first_fields: dict = {}  # what the first step records (the context's cut, iRAG)
+        self._irag_summary: str | None = None
+        if isinstance(text, str) and text.strip():
+            shown, record = cut_context(text, self.context_tokens, self.tokenizer, context.get("sessions"))
+            self._context_text = shown
+            self._first_fields["prior_context"] = dict(record, budget=self.context_tokens,
+                                                      prompt_digest=self.context_prompts.digest)
+        self._irag_pending = self.irag
         self.memory.reset()
         # an LLMError (no API key, a cassette that cannot be used) goes up as it is: the runner stops
         # the run on it, since no episode could go right
@@ -538,7 +700,8 @@ class LLMAgent(Agent):
             self._server = None
 
     # -------------------------------------------------------------------------------- acting
-    def _step_messages(self, obs: dict, view: str, shown: list[dict], goal: str | None = None) -> list[dict]:
+    def _step_messages(self, obs: dict, view: str, shown: list[dict], goal: str | None = None,
+                       prefix: str = "") -> list[dict]:
         error = obs.get("last_action_error") or ""
         text = self.prompts.step.substitute(
             goal=goal if goal is not None else (self.goal or obs.get("goal") or ""),
@@ -546,12 +709,56 @@ class LLMAgent(Agent):
             title=obs.get("title") or "(no title)", url=obs.get("url") or "",
             error=f"Your last action failed: {error}" if error else "",
             observation=view or "(empty page)", reply_format=self.prompts.reply_format)
-        content: object = _tidy(text)
+        # the prior context (or its summary) and the last reflection come first; the step prompt, with
+        # the reply format last, is the same text as without them
+        content: object = _tidy(f"{prefix}\n\n{text}") if prefix else _tidy(text)
         shot = obs.get("screenshot")
         if self.settings["vision"] and shot:
             url = "data:image/png;base64," + base64.b64encode(shot).decode("ascii")
             content = [{"type": "text", "text": content}, {"type": "image_url", "image_url": {"url": url}}]
         return [{"role": "system", "content": self.system}, {"role": "user", "content": content}]
+
+    # -------------------------------------------------------------------------------- long context
+    def _prefix(self) -> str:
+        """What comes before the step prompt: the iRAG summary, else the prior context as cut; then the
+        reflection on the last step. Empty without context and reflections."""
+        parts = []
+        if self._irag_summary is not None:
+            parts.append(self.context_prompts.render("summary.txt", summary=self._irag_summary))
+        elif self._context_text:
+            parts.append(self.context_prompts.render("context.txt", context=self._context_text))
+        last = self.history[-1] if self.history else None
+        if self.reflection and last is not None and last.get("reflection"):
+            parts.append(self.context_prompts.render("reflected.txt", step=last["step"], reflection=last["reflection"]))
+        return "\n\n".join(parts)
+
+    def _write_summary(self, goal: str, step) -> tuple[dict, list]:
+        """iRAG: one call, before the first action, that writes what of the prior context matters for
+        the task. No prior context shown, no call (``irag_summary`` is then null)."""
+        self._irag_pending = False
+        if not self._context_text:
+            return {"irag_summary": None}, []
+        text = self.context_prompts.render("irag.txt", goal=goal, context=self._context_text)
+        c = self._client.chat([{"role": "user", "content": text}], step=step, purpose="irag")
+        self._irag_summary = labelled_text(c.text, "summary") or "(the summary is empty)"
+        return {"irag_summary": self._irag_summary, "irag_llm": _usage([c])[0]}, [c]
+
+    def _reflect(self, entry: dict, step, *, obs: dict | None = None, view: str = "") -> tuple[str, object]:
+        """The reflection on the past step ``entry``: on its outcome as the observation ``obs`` shows it,
+        or (``obs`` None) on a step that ended the episode, whose outcome no observation will show."""
+        common = {"goal": self.goal, "step": entry["step"], "title": entry.get("title") or "(no title)",
+                  "url": entry.get("url") or "", "thought": entry.get("thought") or "(none)",
+                  "action": entry.get("action") or "(none)"}
+        if obs is None:
+            text = self.context_prompts.render("reflection-final.txt", **common)
+        else:
+            error = entry.get("error")
+            result = f"the action failed: {error}" if error else "the action ran without an error"
+            text = self.context_prompts.render(
+                "reflection.txt", **common, result=result, new_title=obs.get("title") or "(no title)",
+                new_url=obs.get("url") or "", observation=view or "(empty page)")
+        c = self._client.chat([{"role": "user", "content": text}], step=step, purpose="reflection")
+        return labelled_text(c.text, "reflection") or "(no reflection)", c
 
     # -------------------------------------------------------------------------------- history schemes
     def _task_goal(self, obs: dict) -> str:
@@ -616,20 +823,39 @@ class LLMAgent(Agent):
             # What the environment made of the previous action is only known now.
             self.history[-1]["error"] = obs.get("last_action_error") or None
         early, completions, scheme_fields = [], [], {}
+        # what the first step of the episode records: the prior context's cut (and iRAG's summary)
+        first_fields, self._first_fields = self._first_fields, {}
         if self.scheme != "no-history":
             done, early, scheme_fields = self._history_turn(obs, step)
             if done is not None:
                 usage, timing = _usage(early)
-                return {**done, "scheme": self.scheme, "llm": usage, "timing": timing}
+                return {**done, **first_fields, "scheme": self.scheme, "llm": usage, "timing": timing}
         view, view_info = cut_observation(obs.get("axtree_text") or "", self.settings["obs_tokens"], self.tokenizer)
         goal = self._task_goal(obs)
+
+        extra = dict(first_fields)
+        if self._irag_pending:
+            fields, calls = self._write_summary(goal, step)
+            extra.update(fields)
+            early = list(early) + calls
+        last = self.history[-1] if self.history else None
+        if self.reflection and last is not None and "reflection" not in last:
+            # the previous step's outcome is this observation: reflect on it now, before choosing the
+            # memory and acting (both then read the reflection); it is recorded on that step
+            text, c = self._reflect(last, step, obs=obs, view=view)
+            last["reflection"] = text
+            extra["amend_previous"] = {"reflection": text, "reflection_llm": _usage([c])[0]}
+            early = list(early) + [c]
 
         selection = self.memory.choose(self.history, goal, view, task_id=self.task_id, step=step, llm=self._client)
         chosen = set(selection.steps)
         shown = [e for i, e in enumerate(self.history) if step_number(e, i) in chosen]
+        if self.reflection and last is not None:
+            # the last reflection has a section of its own (in full): not twice in the prompt
+            shown = [dict(e, reflection=None) if e is last else e for e in shown]
         completions = list(early) + list(selection.completions)
 
-        messages = self._step_messages(obs, view, shown, goal)
+        messages = self._step_messages(obs, view, shown, goal, prefix=self._prefix())
         first = self._client.chat(messages, step=step, purpose="act")
         completions.append(first)
         reply = parse_reply(first.text, self.dialect)
@@ -645,19 +871,26 @@ class LLMAgent(Agent):
             reply = parse_reply(second.text, self.dialect)
 
         action = action_string(reply, self.dialect)
+        entry = {
+            "step": step, "url": obs.get("url") or "", "title": obs.get("title") or "",
+            "summary": " ".join(view[:SUMMARY_CHARS].split()), "thought": reply.thought, "note": reply.note,
+            "action": action, "error": reply.error}
+        if self.reflection and reply.action is not None and reply.action.kind in ENDING_KINDS:
+            # no observation will show this step's outcome (the episode ends with it): reflect now
+            text, c = self._reflect(entry, step)
+            entry["reflection"] = text
+            extra.update(reflection=text, reflection_llm=_usage([c])[0])
+            completions.append(c)
         usage, timing = _usage(completions)
         if self.scheme == "on-demand" and reply.action is not None and reply.action.kind == "history_search":
             # the answer comes in the next observation; the search is not a page step of the memory
             self._searched = reply.action.text
             out = {"action": action, "thought": reply.thought, "reply": reply.text, "llm": usage,
-                   "scheme": self.scheme, "timing": timing, **scheme_fields}
+                   "scheme": self.scheme, "timing": timing, **scheme_fields, **extra}
             if retry is not None:
                 out["retry"] = retry
             return out
-        self.history.append({
-            "step": step, "url": obs.get("url") or "", "title": obs.get("title") or "",
-            "summary": " ".join(view[:SUMMARY_CHARS].split()), "thought": reply.thought, "note": reply.note,
-            "action": action, "error": reply.error})
+        self.history.append(entry)
         out = {
             "action": action, "thought": reply.thought,
             "memory": {"strategy": self.memory.name, "chosen": selection.steps, **selection.record,
@@ -670,4 +903,5 @@ class LLMAgent(Agent):
             out["parse_error"] = reply.error
         if self.scheme != "no-history":
             out.update(scheme=self.scheme, **scheme_fields)
+        out.update(extra)
         return out

@@ -1,7 +1,8 @@
 """Memory strategies of the LLM agent: which of its own past steps it is shown at each step.
 
 A past step is a dict the agent keeps (``step``, ``url``, ``title``, ``thought``, ``note`` (what the
-model wrote under "Memory:"), ``action``, ``error``, ``summary`` of the page it acted on). Each
+model wrote under "Memory:"), ``action``, ``error``, ``summary`` of the page it acted on, and with
+``reflection=true`` the ``reflection`` written once its outcome was seen). Each
 strategy picks step numbers from that history:
 
 - ``last-k``: the last ``k`` steps (k=3 is WebArxiv's fixed-window baseline);
@@ -37,6 +38,7 @@ MEMORY_FIELDS = frozenset({"goal", "steps", "m"})
 # How much of each past step the prompts show: enough to recognise it, short enough for a 2k context.
 THOUGHT_CHARS = 160
 NOTE_CHARS = 160
+REFLECTION_CHARS = 160
 # The part of the current view the embedding query reads; MiniLM reads 256 word pieces at most anyway.
 QUERY_CHARS = 1500
 
@@ -63,7 +65,8 @@ def _short(text, limit: int) -> str:
 
 
 def describe_step(entry: dict, position: int = 0) -> str:
-    """One past step as the prompts show it: ``Step N (page): action [failed: ...] Thought: ... Notes: ...``."""
+    """One past step as the prompts show it: ``Step N (page): action [failed: ...] Thought: ... Notes: ...``
+    (and ``Reflection: ...`` when the agent reflected on it)."""
     n = step_number(entry, position)
     page = _short(entry.get("title") or entry.get("url") or "", 60)
     line = f"Step {n}" + (f" ({page})" if page else "") + f": {_short(entry.get('action'), 120) or '(no action)'}"
@@ -73,6 +76,8 @@ def describe_step(entry: dict, position: int = 0) -> str:
         line += f" Thought: {_short(entry['thought'], THOUGHT_CHARS)}"
     if entry.get("note"):
         line += f" Notes: {_short(entry['note'], NOTE_CHARS)}"
+    if entry.get("reflection"):  # (only an agent with reflection=true writes one)
+        line += f" Reflection: {_short(entry['reflection'], REFLECTION_CHARS)}"
     return line
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 FORMAT = "webfreeze-trajectory"
 VERSION = 1
+# An agent field holding fields for the previous step's agent_fields (see TrajectoryRecorder.add_step).
+AMEND_PREVIOUS = "amend_previous"
 TARGET_KEYS = ("bid", "role", "name", "tag", "css", "xpath", "value", "href")
 
 
@@ -39,6 +41,11 @@ class TrajectoryRecorder:
         n = len(self.steps)
         agent = dict(agent or {})
         agent_ms = agent.pop("agent_ms", None)
+        # What an agent learns of its previous step only now, from this step's observation (a
+        # reflection on that step's outcome), is recorded on the previous step.
+        amend = agent.pop(AMEND_PREVIOUS, None)
+        if isinstance(amend, dict) and self.steps:
+            self.steps[-1]["agent_fields"].update(amend)
         # an agent's own timings (LLM latency, cassette hits: how, not what) go with the step's timing
         agent_timing = agent.pop("timing", None)
         typed = None

@@ -30,9 +30,10 @@ key = type + object, top 20 with similarity > 0.5) with our choices where the pa
   ``<key>.json`` (a sidecar naming the key, count, dims, the texts' digest and the vector file's
   SHA-256). The key is a digest of (history digest, model, the model folder's fingerprint, key
   fields, batch size, key-text and embedding versions, the export's key with the versions of
-  onnxruntime, onnx, torch, transformers and sentence-transformers). Anything that does not check out (sidecar unreadable,
-  other key, hash mismatch, wrong shape, dtype or norms) is rebuilt, never trusted. Both files are
-  written atomically; a cache folder that cannot be written leaves the index working uncached.
+  onnxruntime, onnx, torch, transformers and sentence-transformers). Anything that does not check
+  out (sidecar unreadable, other key, hash mismatch, wrong shape, dtype or norms) is rebuilt, never
+  trusted. Both files are written atomically; a cache folder that cannot be written leaves the
+  index working uncached.
   The default folder is ``$WEBFREEZE_CACHE/history-index`` (``~/.cache/webfreeze/history-index``).
 """
 

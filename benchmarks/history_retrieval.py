@@ -3,20 +3,29 @@
 
 The history is synthetic and seeded (shopping, restaurant, hotel and clinic entries in the
 Persona2Web shape, ~10% repeated searches and visits, some off-site noise), built here so the
-benchmark does not depend on the persona generator. The model is loaded (and timed) once first, so
-the build row is the embedding and indexing of the entries, not the model's start-up.
+benchmark does not depend on the persona generator. The model and its ONNX encoder
+(personas/encoder.py) are loaded (and timed) once first, so the build row is the embedding and
+indexing of the entries, not the model's start-up.
 
-- **index build**: ``HistoryIndex.build(entries, cache=False)`` (all-MiniLM-L6-v2, batches of 64,
-  FAISS ``IndexFlatIP``), median of 3, against the issue's goal (15 s on 2 cores), and against the
-  baseline's build: one ``model.encode(texts, batch_size=64)`` call into a numpy matrix, the same
-  distinct texts (so the difference is our validation, digest and FAISS index).
+- **index build**: ``HistoryIndex.build(entries, cache=False)`` (all-MiniLM-L6-v2 through ONNX
+  Runtime, batches of 64, FAISS ``IndexFlatIP``), median of 3, against the issue's goal (15 s on 2
+  cores), and against the baseline's build: one ``encoder.encode(texts, 64)`` call into a numpy
+  matrix, the same distinct texts (so the difference is our validation, digest and FAISS index).
 - **cached reload**: ``HistoryIndex.build`` from its disk cache (sidecar read, SHA-256 of the vector
   file, checks, the FAISS index), median of 20, against the goal (0.5 s) and against a bare
   ``np.load`` of the same vector file (no checks).
 - **query latency including the query's embedding**: 300 seeded queries (after 30 untimed), p50 and
   p90 of ``index.search(q)`` (top 20, > 0.5) against the goal (10 ms p50) and against the baseline:
   the same query embedding, then numpy ``vectors @ q`` (float64) over every entry, the same ranking
-  rule.
+  rule. The two take turns in blocks of 30 queries (ours on 30, the baseline on the same 30, ...),
+  so a machine whose load changes during the run loads both alike, while a call rarely follows the
+  other side's (numpy's BLAS threads spin for a while after a product, taking the CPU from whatever
+  runs next); the CPU time of each call is recorded too (the details), and the load average before
+  and after.
+  **embedding alone**: the query's vector from the ONNX encoder against sentence-transformers' own
+  ``encode([q])`` (PyTorch, the path before ONNX), also in blocks, both at one thread: PyTorch's two
+  threads take 5-20x longer than one on a 2-core machine shared with other work, and as fast when
+  it is idle.
   **search alone**: the top 20 inner products with the query vectors computed beforehand, FAISS
   ``search`` against numpy (``vectors @ q``, ``argpartition``, sort).
   Both sides answer the same question from the same vectors: every answer is compared (ids and
@@ -173,38 +182,65 @@ def _time_each(label: str, fn, args: list) -> tuple[list[float], list]:
     return sorted(times), results
 
 
+def _time_in_turn(label: str, fns: dict, args: list, block: int = 30) -> tuple[dict, dict, dict]:
+    """The functions take turns on blocks of ``block`` arguments (the first N_WARMUP arguments
+    untimed): per function, sorted wall milliseconds, sorted CPU milliseconds (this process's, all
+    threads), and the results in argument order."""
+    wall = {k: [] for k in fns}
+    cpu = {k: [] for k in fns}
+    results = {k: [] for k in fns}
+    with progress() as prog:
+        task = prog.add_task(label, total=len(args))
+        for start in range(0, len(args), block):
+            for k, fn in fns.items():
+                for n in range(start, min(start + block, len(args))):
+                    c0, t0 = time.process_time(), time.perf_counter()
+                    r = fn(args[n])
+                    t, c = time.perf_counter() - t0, time.process_time() - c0
+                    if n >= N_WARMUP:
+                        wall[k].append(t * 1000)
+                        cpu[k].append(c * 1000)
+                        results[k].append(r)
+            prog.advance(task, min(block, len(args) - start))
+    return ({k: sorted(v) for k, v in wall.items()}, {k: sorted(v) for k, v in cpu.items()}, results)
+
+
 def run(ctx: Context) -> list[Row]:
     import numpy as np
 
     from webfreeze.personas import retrieval
     from webfreeze.personas.retrieval import HistoryIndex, encode_query
 
+    load_before = os.getloadavg()
     entries = history()
     qs = queries()
     t0 = time.perf_counter()
-    model = retrieval._load_model(*retrieval._model_source(retrieval.DEFAULT_MODEL))
+    source = retrieval._model_source(retrieval.DEFAULT_MODEL)
+    model = retrieval._load_model(*source)
+    encoder = retrieval._load_encoder(*source)
     model_load_s = time.perf_counter() - t0
-    console.print(f"  model loaded in {model_load_s:.1f} s; {len(entries):,} entries, "
-                  f"{len({(e['type'], e['object']) for e in entries}):,} distinct key texts")
+    console.print(f"  model and ONNX encoder ({encoder.status}) loaded in {model_load_s:.1f} s; {len(entries):,} "
+                  f"entries, {len({(e['type'], e['object']) for e in entries}):,} distinct key texts; "
+                  f"load average {load_before[0]:.2f}")
 
     # --- index build (fresh, no cache) vs one padded encode call into numpy
     texts = [retrieval.key_text(e) for e in entries]
     unique = list(dict.fromkeys(texts))
-    build_s, naive_s = [], []
+    build_s, build_cpu_s, naive_s = [], [], []
     index = None
     for i in range(BUILD_REPEATS):
-        console.print(f"  build {i + 1}/{BUILD_REPEATS}")
-        t0 = time.perf_counter()
+        console.print(f"  build {i + 1}/{BUILD_REPEATS} (load average {os.getloadavg()[0]:.2f})")
+        c0, t0 = time.process_time(), time.perf_counter()
         index = HistoryIndex.build(entries, cache=False)
         build_s.append(time.perf_counter() - t0)
+        build_cpu_s.append(time.process_time() - c0)
         t0 = time.perf_counter()
-        naive = np.asarray(model.encode(unique, batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
-                                        show_progress_bar=False), dtype=np.float32)
+        naive = encoder.encode(unique, 64)
         naive_s.append(time.perf_counter() - t0)
     build, naive_build = statistics.median(build_s), statistics.median(naive_s)
     # Batched vectors against the same texts embedded alone (as a query is): how far the last digits move.
     sample = unique[:200]
-    alone = np.vstack([encode_query(model, t) for t in sample])
+    alone = np.vstack([encode_query(encoder, t) for t in sample])
     alone_diff = np.abs(alone - index._vectors[:len(sample)])
     batch_vs_alone = {"texts": len(sample), "rows_differing": int((alone_diff > 0).any(axis=1).sum()),
                       "max_abs_diff": float(alone_diff.max()), "padded_single_call_equal": bool(
@@ -234,11 +270,26 @@ def run(ctx: Context) -> list[Row]:
         return [(r["id"], r["score"]) for r in cached.search(q)]
 
     def baseline(q):
-        return _numpy_top(vectors, ids, encode_query(model, q)[0])
+        return _numpy_top(vectors, ids, encode_query(encoder, q)[0])
 
-    t_ours, r_ours = _time_each("ours: embed + FAISS", ours, qs)
-    t_base, r_base = _time_each("baseline: embed + numpy", baseline, qs)
-    qvecs = {q: encode_query(model, q) for q in qs}
+    def pytorch_embed(q):
+        return model.encode([q], batch_size=1, normalize_embeddings=True, convert_to_numpy=True,
+                            show_progress_bar=False)
+
+    wall, cpu, res = _time_in_turn("ours: embed + FAISS | baseline: embed + numpy", {"ours": ours, "base": baseline},
+                                   qs)
+    t_ours, r_ours, t_base, r_base = wall["ours"], res["ours"], wall["base"], res["base"]
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # PyTorch's best for one short text on a shared 2-core machine (see the module doc)
+    try:
+        ewall, ecpu, eres = _time_in_turn("embedding alone: ONNX Runtime | PyTorch",
+                                          {"onnx": lambda q: encode_query(encoder, q), "torch": pytorch_embed}, qs)
+    finally:
+        torch.set_num_threads(threads)
+    embed_diff = max(float(np.abs(a - b).max()) for a, b in zip(eres["onnx"], eres["torch"]))
+    qvecs = {q: encode_query(encoder, q) for q in qs}
     t_faiss, _ = _time_each("search alone: FAISS", lambda q: cached._index.search(qvecs[q], 20), qs)
     vectors32 = cached.vectors()
     t_np, _ = _time_each("search alone: numpy", lambda q: _numpy_raw_top(vectors32, qvecs[q][0]), qs)
@@ -250,15 +301,22 @@ def run(ctx: Context) -> list[Row]:
         console.print(f"  [yellow]note:[/] {len(differing)} of {len(r_ours)} answers differ from the numpy baseline "
                       f"({len(ids_differing)} in their ids; largest score difference {worst:.1e})")
     answered = sum(1 for r in r_ours if r)
+    load_after = os.getloadavg()
 
     ctx.details[NAME] = {
         "entries": len(entries), "distinct_key_texts": len(unique), "queries": N_QUERIES, "cpus": os.cpu_count(),
-        "model_load_s": model_load_s, "build_s": build_s, "padded_encode_s": naive_s,
+        "model_load_s": model_load_s, "build_s": build_s, "build_cpu_s": build_cpu_s,
+        "padded_encode_s": naive_s,
         "batched_vs_alone": batch_vs_alone,
         "reload_s": {"median": reload, "max": max(reload_s)}, "np_load_s": npload,
         "cache_vectors_equal_fresh_build": same_vectors,
         "query_ms": {"p50": percentile(t_ours, 50), "p90": percentile(t_ours, 90), "p99": percentile(t_ours, 99)},
         "baseline_query_ms": {"p50": percentile(t_base, 50), "p90": percentile(t_base, 90)},
+        "query_cpu_ms": {"p50": percentile(cpu["ours"], 50), "baseline_p50": percentile(cpu["base"], 50)},
+        "embedding_ms": {"onnx_p50": percentile(ewall["onnx"], 50), "pytorch_p50": percentile(ewall["torch"], 50),
+                         "onnx_cpu_p50": percentile(ecpu["onnx"], 50), "pytorch_cpu_p50": percentile(ecpu["torch"], 50),
+                         "largest_difference": embed_diff},
+        "encoder": encoder.status, "load_average_before": list(load_before), "load_average_after": list(load_after),
         "search_alone_us": {"faiss_p50": percentile(t_faiss, 50) * 1000, "numpy_p50": percentile(t_np, 50) * 1000},
         "queries_with_results": answered, "mean_results": statistics.mean(len(r) for r in r_ours),
         "answers_differing": len(differing), "answers_differing_in_ids": len(ids_differing),
@@ -279,6 +337,8 @@ def run(ctx: Context) -> list[Row]:
             "ms", "lower", None),
         Row(BENCH, "query incl. embedding p90 vs numpy", p90, percentile(t_base, 90), "embed + numpy brute force",
             "ms", "lower", None),
+        Row(BENCH, "query embedding alone p50 (ONNX Runtime vs PyTorch)", percentile(ewall["onnx"], 50),
+            percentile(ewall["torch"], 50), "sentence-transformers encode (PyTorch)", "ms", "lower", None),
         Row(BENCH, "search alone p50, top 20 (FAISS vs numpy)", percentile(t_faiss, 50) * 1000,
             percentile(t_np, 50) * 1000, "numpy brute force", "us", "lower", None),
     ]

@@ -9,7 +9,11 @@ key = type + object, top 20 with similarity > 0.5) with our choices where the pa
 - **Key text** of an entry: ``"{type}: {object}"`` (the paper's T+O). Other key fields render in one
   fixed template, ``"{timestamp} {type}: {object} ({website}) [{status}]"`` keeping only the parts
   named; ``key_fields="all"`` is timestamp, type, object and website (the paper's "all fields").
-- **Vectors**: unit length (cosine = inner product), float32. Identical key texts are embedded once
+- **Vectors**: unit length (cosine = inner product), float32, computed by ONNX Runtime from the
+  sentence-transformers model's own ONNX export (``personas/encoder.py``: exported once from the
+  local weights, checked against the model's ``encode`` to 1e-5, cached), for the index and the
+  query alike: one computation path. (sentence-transformers' own PyTorch forward pass took ~14 ms
+  for one short query on a 2-core CPU, ONNX Runtime ~5 ms.) Identical key texts are embedded once
   and share one row of the index (a history repeats searches and visits), so equal texts always
   have equal scores. Build texts are embedded in batches; a batched vector differs from the same
   text embedded alone in its last digits (~1e-7: the batch's padding and shape change the sums),
@@ -25,9 +29,11 @@ key = type + object, top 20 with similarity > 0.5) with our choices where the pa
 - **Cache**: ``<cache_dir>/<key>.npy`` (the unique texts' vectors, ``allow_pickle=False``) and
   ``<key>.json`` (a sidecar naming the key, count, dims, the texts' digest and the vector file's
   SHA-256). The key is a digest of (history digest, model, the model folder's fingerprint, key
-  fields, batch size, key-text and embedding versions). Anything that does not check out (sidecar unreadable,
-  other key, hash mismatch, wrong shape, dtype or norms) is rebuilt, never trusted. Both files are
-  written atomically; a cache folder that cannot be written leaves the index working uncached.
+  fields, batch size, key-text and embedding versions, the export's key with the versions of
+  onnxruntime, onnx, torch, transformers and sentence-transformers). Anything that does not check
+  out (sidecar unreadable, other key, hash mismatch, wrong shape, dtype or norms) is rebuilt, never
+  trusted. Both files are written atomically; a cache folder that cannot be written leaves the
+  index working uncached.
   The default folder is ``$WEBFREEZE_CACHE/history-index`` (``~/.cache/webfreeze/history-index``).
 """
 
@@ -54,12 +60,14 @@ CACHE_FORMAT = "webfreeze-history-index"
 CACHE_VERSION = 1
 # Bump when the key-text template or the way vectors are computed changes: old caches then miss.
 KEY_TEXT_VERSION = 1
-EMBEDDING_VERSION = 1  # 1: sentence-transformers encode, unit length, float32
+# 1: sentence-transformers encode (PyTorch); 2: ONNX Runtime over the model's export (personas/encoder.py)
+EMBEDDING_VERSION = 2
 
 # Bound on how far FAISS's float32 inner product of unit vectors can be from the exact one.
 _FLOAT32_SLACK = 1e-5
 
 _MODELS: dict[str, Any] = {}  # loaded sentence-transformers models, by resolved folder or name
+_ENCODERS: dict[str, Any] = {}  # their ONNX encoders (personas/encoder.py), by the same key
 
 
 class RetrievalError(Exception):
@@ -179,33 +187,44 @@ def _load_model(model_id: str, folder: Path | None):
     return _MODELS[key]
 
 
-def _dims(model) -> int:
-    get = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    return int(get())
+def _load_encoder(model_id: str, folder: Path | None):
+    """The model's ONNX encoder (personas/encoder.py), made once per process."""
+    key = str(folder) if folder is not None else model_id
+    if key not in _ENCODERS:
+        from .encoder import EncoderError, load_encoder
+
+        model = _load_model(model_id, folder)
+        try:
+            _ENCODERS[key] = load_encoder(model, model_id, _fingerprint(folder, model_id))
+        except EncoderError as exc:
+            raise RetrievalError(str(exc)) from None
+    return _ENCODERS[key]
 
 
-def _encode(model, texts: list[str], batch_size: int):
+def _embedding_key(model_id: str, fingerprint: str) -> dict:
+    """What decides the vectors besides the texts: the backend and the export's key (versions)."""
+    from .encoder import EncoderError, export_key
+
+    try:
+        return {"backend": "onnxruntime", "export": export_key(model_id, fingerprint)}
+    except EncoderError as exc:
+        raise RetrievalError(str(exc)) from None
+
+
+def _encode(encoder, texts: list[str], batch_size: int):
     """Unit-length float32 vectors for ``texts`` (one row each), ``batch_size`` texts at a time.
 
-    sentence-transformers orders the texts by length and pads each batch to its longest text, so a
-    vector depends (in its last digits, ~1e-7) on the other texts and on the batch size: the cache
-    key holds the batch size, and the cache keeps the vectors bit for bit."""
+    The texts are ordered by length and each batch is padded to its longest text, so a vector
+    depends (in its last digits, ~1e-7) on the other texts and on the batch size: the cache key
+    holds the batch size, and the cache keeps the vectors bit for bit."""
     import numpy as np
 
-    if not texts:
-        return np.zeros((0, _dims(model)), dtype=np.float32)
-    vecs = model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                        show_progress_bar=False)
-    return np.ascontiguousarray(vecs, dtype=np.float32)
+    return np.ascontiguousarray(encoder.encode(texts, batch_size), dtype=np.float32)
 
 
-def encode_query(model, text: str):
-    """The unit-length vector of one text, embedded alone (a batch of one)."""
-    import numpy as np
-
-    vec = model.encode([text], batch_size=1, normalize_embeddings=True, convert_to_numpy=True,
-                       show_progress_bar=False)
-    return np.asarray(vec, dtype=np.float32).reshape(1, -1)
+def encode_query(encoder, text: str):
+    """The unit-length vector (1 x dims, float32) of one text, embedded alone (a batch of one)."""
+    return encoder.encode_one(text)
 
 
 # ------------------------------------------------------------------------------------- the cache
@@ -350,7 +369,8 @@ class HistoryIndex:
         ``model``: the default MiniLM, a sentence-transformers model name (local cache only) or a
         folder. ``key_fields``: a sequence, ``"type,object"`` or ``"all"``. ``cache_dir``: where the
         vectors are cached (default :func:`default_cache_dir`); ``cache=False`` neither reads nor
-        writes a cache. Errors are one-line :class:`RetrievalError`."""
+        writes an index cache (the model's ONNX export has its own cache, ``personas/encoder.py``).
+        Errors are one-line :class:`RetrievalError`."""
         if not isinstance(batch_size, int) or batch_size < 1:
             raise RetrievalError(f"batch size must be a positive integer, not {batch_size!r}")
         fields = parse_key_fields(key_fields)
@@ -369,16 +389,17 @@ class HistoryIndex:
 
         store, status, vectors = None, "built", None
         if cache:
+            fingerprint = _fingerprint(folder, model_id)
             key = {"format": CACHE_FORMAT, "history_digest": digest, "model": model_id,
-                   "model_fingerprint": _fingerprint(folder, model_id), "key_fields": list(fields),
+                   "model_fingerprint": fingerprint, "key_fields": list(fields),
                    "batch_size": batch_size, "key_text_version": KEY_TEXT_VERSION,
-                   "embedding_version": EMBEDDING_VERSION}
+                   "embedding_version": EMBEDDING_VERSION, "embedding": _embedding_key(model_id, fingerprint)}
             store = _Cache(Path(cache_dir) if cache_dir is not None else default_cache_dir(), key)
             vectors, why = store.load(texts)
             status = "hit" if vectors is not None else ("built" if why == "missing" else f"rebuilt: {why}")
         encoded = 0
         if vectors is None:
-            vectors = _encode(_load_model(model_id, folder), texts, batch_size)
+            vectors = _encode(_load_encoder(model_id, folder), texts, batch_size)
             encoded = len(texts)
             if store is not None:
                 failed = store.store(texts, vectors)
@@ -397,7 +418,7 @@ class HistoryIndex:
         """The query's unit vector (1 x dims), embedded alone."""
         if not isinstance(query, str):
             raise RetrievalError(f"a history query must be text, not {type(query).__name__}")
-        return encode_query(_load_model(self.model_id, self._folder), query)
+        return encode_query(_load_encoder(self.model_id, self._folder), query)
 
     def search(self, query: str, *, k: int = DEFAULT_K, threshold: float = DEFAULT_THRESHOLD) -> list[dict]:
         """The ``k`` entries most similar to ``query`` whose score (cosine, rounded to 6 places) is

@@ -1,14 +1,17 @@
 """Retrieval over a user's history (personas/retrieval.py) with the real all-MiniLM-L6-v2 and FAISS.
 
-The expected answers are computed here by hand: every key text embedded alone with the same model,
-cosine by numpy, ranked by (score rounded to 6 places, history order). The cache tests damage the
-real cache files on disk; the only stand-in is an encoder that raises, used to prove that a cached
-reload never embeds a text (a call that must not happen cannot be observed otherwise).
+The expected answers are computed here by hand: cosine by numpy, ranked by (score rounded to 6
+places, history order), over vectors from the same ONNX Runtime encoder (equal to the last digit)
+and over vectors from sentence-transformers' own PyTorch ``encode``, the path before the ONNX one
+(the same ids, scores within 1e-6). The cache tests damage the real cache files on disk; the
+stand-ins are an encoder that raises, used to prove that a cached reload never embeds a text (a call
+that must not happen cannot be observed otherwise), and an onnxruntime that cannot be imported.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -59,6 +62,11 @@ def model():
     return retrieval._load_model(*retrieval._model_source(retrieval.DEFAULT_MODEL))
 
 
+@pytest.fixture(scope="module")
+def encoder():
+    return retrieval._load_encoder(*retrieval._model_source(retrieval.DEFAULT_MODEL))
+
+
 _ALONE: dict[str, np.ndarray] = {}  # text -> its vector embedded alone (the model is slow on a busy machine)
 _BATCHED: dict[tuple, np.ndarray] = {}
 
@@ -73,13 +81,16 @@ def alone(model, texts: list[str]) -> np.ndarray:
 
 def by_hand(model, entries, query, *, k=20, threshold=0.5, fields=("type", "object")) -> list[tuple[str, float]]:
     """numpy cosine over the model's vectors of the distinct key texts (encoded as a build encodes
-    them: one call, batches of 64), ranked by rounded score then history order."""
+    them: one call, batches of 64), ranked by rounded score then history order. ``model``: the
+    sentence-transformers model (PyTorch, the path before ONNX) or the ONNX encoder."""
     texts = [key_text(e, fields) for e in entries]
     unique = tuple(dict.fromkeys(texts))
-    if unique not in _BATCHED:
-        _BATCHED[unique] = model.encode(list(unique), batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
-    q = alone(model, [query])[0]
-    by_text = dict(zip(unique, (_BATCHED[unique].astype(np.float64) @ q.astype(np.float64)).tolist()))
+    onnx = not hasattr(model, "tokenize")
+    if (onnx, unique) not in _BATCHED:
+        _BATCHED[onnx, unique] = model.encode(list(unique), 64) if onnx else \
+            model.encode(list(unique), batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+    q = model.encode_one(query)[0] if onnx else alone(model, [query])[0]
+    by_text = dict(zip(unique, (_BATCHED[onnx, unique].astype(np.float64) @ q.astype(np.float64)).tolist()))
     scores = [round(by_text[t], 6) for t in texts]
     ranked = sorted(range(len(entries)), key=lambda i: (-scores[i], i))
     return [(entries[i]["id"], scores[i]) for i in ranked if scores[i] > threshold][:k]
@@ -89,18 +100,36 @@ def pairs(results) -> list[tuple[str, float]]:
     return [(r["id"], r["score"]) for r in results]
 
 
+def same_within(got, want, tol=1e-6 + 1e-12) -> bool:
+    """The same ids in the same order, scores within ``tol`` (two paths' last digits)."""
+    return [i for i, _ in got] == [i for i, _ in want] and all(abs(a - b) <= tol for (_, a), (_, b) in zip(got, want))
+
+
 # ------------------------------------------------------------------------------------------ search
-def test_search_is_the_hand_computed_cosine_top_k(history, model, tmp_path):
+def test_search_is_the_hand_computed_cosine_top_k(history, model, encoder, tmp_path):
     index = HistoryIndex.build(history, cache_dir=tmp_path)
     sizes = set()
     for k, threshold in [(20, 0.5), (2, 0.5), (20, 0.3), (4, 0.0), (20, -1.0)]:
         for query in QUERIES:
             got = pairs(index.search(query, k=k, threshold=threshold))
-            want = by_hand(model, history, query, k=k, threshold=threshold)
+            want = by_hand(encoder, history, query, k=k, threshold=threshold)
             assert got == want  # the same vectors: the same ids and scores, to the 6th place
             assert len(got) <= k and all(s > threshold for _, s in got)
+            # The path before ONNX (sentence-transformers' PyTorch encode): the same answers to 1e-6.
+            assert same_within(got, by_hand(model, history, query, k=k, threshold=threshold))
             sizes.add(len(got))
     assert {0, 2, 4, 12} <= sizes  # the threshold and k both cut, and an open search returns everything
+
+
+def test_onnx_vectors_match_the_pytorch_model(history, model, encoder):
+    """Index and query vectors come from the ONNX export; they agree with sentence-transformers'
+    own encode (the PyTorch path) to ~1e-7, alone and batched."""
+    texts = list(dict.fromkeys(key_text(e) for e in history)) + QUERIES
+    torch_alone = alone(model, texts)
+    assert np.abs(np.vstack([encoder.encode_one(t) for t in texts]) - torch_alone).max() <= 1e-6
+    torch_batched = model.encode(texts, batch_size=4, normalize_embeddings=True, convert_to_numpy=True)
+    assert np.abs(encoder.encode(texts, 4) - torch_batched).max() <= 1e-6
+    assert encoder.encode(texts, 4).dtype == np.float32 and encoder.encode([], 4).shape == (0, 384)
 
 
 def test_defaults_are_top_20_above_half_and_meaningful(history, tmp_path):
@@ -154,7 +183,7 @@ def test_batched_vectors_are_close_to_vectors_embedded_alone(history, model, tmp
     assert np.array_equal(index.query_vector("shoes"), index.query_vector("shoes"))
 
 
-def test_all_fields_key(history, model, tmp_path):
+def test_all_fields_key(history, model, encoder, tmp_path):
     assert parse_key_fields("all") == ALL_FIELDS
     assert parse_key_fields("object,type") == ("type", "object")
     assert key_text(history[4], ALL_FIELDS) == \
@@ -164,8 +193,9 @@ def test_all_fields_key(history, model, tmp_path):
     assert index.identity()["key_fields"] == list(ALL_FIELDS)
     assert len(index.texts) == len(history)  # the timestamp tells the repeated search apart
     for query in QUERIES:
-        want = by_hand(model, history, query, k=5, threshold=0.2, fields=ALL_FIELDS)
-        assert pairs(index.search(query, k=5, threshold=0.2)) == want
+        got = pairs(index.search(query, k=5, threshold=0.2))
+        assert got == by_hand(encoder, history, query, k=5, threshold=0.2, fields=ALL_FIELDS)
+        assert same_within(got, by_hand(model, history, query, k=5, threshold=0.2, fields=ALL_FIELDS))
     plain = HistoryIndex.build(history, cache_dir=tmp_path)
     assert pairs(plain.search(QUERIES[0], threshold=0.0)) != pairs(index.search(QUERIES[0], threshold=0.0))
 
@@ -331,11 +361,54 @@ def test_a_fresh_process_gives_the_same_bytes(history, tmp_path):
             "from webfreeze.personas.retrieval import HistoryIndex\n"
             "ix = HistoryIndex.build(load_history(sys.argv[1]), cache=False)\n"
             "print(json.dumps([ix.search(q, threshold=-1.0) for q in json.loads(sys.argv[2])], sort_keys=True))\n")
-    out = subprocess.run([sys.executable, "-c", code, str(src), json.dumps(QUERIES)], capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
     mine = json.dumps([cached.search(q, threshold=-1.0) for q in QUERIES], sort_keys=True)
-    assert out.stdout.strip() == mine
+    # Two processes: one with the export cache this one uses, one that exports the model afresh.
+    for env in (dict(os.environ), dict(os.environ, WEBFREEZE_CACHE=str(tmp_path / "fresh-export"))):
+        out = subprocess.run([sys.executable, "-c", code, str(src), json.dumps(QUERIES)], capture_output=True,
+                             text=True, timeout=600, env=env)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == mine
+        assert out.stderr == ""  # nothing printed by the export or ONNX Runtime
+    assert len(list((tmp_path / "fresh-export" / "onnx-models").glob("*.onnx"))) == 1
+
+
+# ------------------------------------------------------------------------------------------ the ONNX export
+def test_export_cache_is_reused_and_a_damaged_one_exported_again(model, encoder, tmp_path):
+    from webfreeze.personas.encoder import load_encoder
+
+    fp = retrieval._fingerprint(*reversed(retrieval._model_source(retrieval.DEFAULT_MODEL)))
+    first = load_encoder(model, "all-MiniLM-L6-v2", fp, tmp_path)
+    assert first.status == "exported"
+    onnx_file, sidecar = sorted(tmp_path.glob("*.onnx")), sorted(tmp_path.glob("*.json"))
+    assert len(onnx_file) == len(sidecar) == 1
+    assert json.loads(sidecar[0].read_text())["key"]["tools"]["onnxruntime"]
+    want = np.vstack([encoder.encode_one(q) for q in QUERIES])
+    again = load_encoder(model, "all-MiniLM-L6-v2", fp, tmp_path)
+    assert again.status == "cached"
+    for enc in (first, again):  # bit for bit the encoder retrieval uses (its export cache elsewhere)
+        assert np.array_equal(np.vstack([enc.encode_one(q) for q in QUERIES]), want)
+    raw = bytearray(onnx_file[0].read_bytes())
+    raw[len(raw) // 2] ^= 0x01  # one bit of one weight
+    onnx_file[0].write_bytes(bytes(raw))
+    repaired = load_encoder(model, "all-MiniLM-L6-v2", fp, tmp_path)
+    assert repaired.status == "exported"  # the hash did not match: never trusted
+    assert np.array_equal(np.vstack([repaired.encode_one(q) for q in QUERIES]), want)
+    assert load_encoder(model, "all-MiniLM-L6-v2", fp, tmp_path).status == "cached"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary files left
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the export folder would be")
+    uncached = load_encoder(model, "all-MiniLM-L6-v2", fp, blocker / "sub")
+    assert uncached.status.startswith("exported, not cached: ") and "\n" not in uncached.status
+    assert np.array_equal(np.vstack([uncached.encode_one(q) for q in QUERIES]), want)
+
+
+def test_missing_onnxruntime_is_one_line(history, tmp_path, monkeypatch):
+    """Stand-in: an onnxruntime that cannot be imported (uninstalling it here would break the others)."""
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    monkeypatch.setattr(retrieval, "_ENCODERS", {})
+    with pytest.raises(RetrievalError, match=r"needs onnxruntime: pip install") as err:
+        HistoryIndex.build(history, cache_dir=tmp_path)
+    assert "\n" not in str(err.value)
 
 
 # ------------------------------------------------------------------------------------------ models

@@ -58,7 +58,7 @@ AGENT = '[[agents]]\nname = "keyword"\n'
     ('[[agents]]\nname = "llm"\nsettings = { k = 3 }\n[grid]\nk = [1, 2]\n', "grid.k", "also fixed by agents[0]"),
     (AGENT + '[grid]\nmax_clicks = [1, 1]\n', "grid.max_clicks", "listed twice"),
     (AGENT + '[context]\nconditions = ["none", "big"]\npool = "p.json"\n', "context.conditions[1]", "NNk"),
-    (AGENT + '[context]\nconditions = ["none", "25k"]\n', "context.pool", "missing"),
+    (AGENT + '[context]\nconditions = ["none", "25k"]\npool = "nope.jsonl"\n', "context.pool", "no such pool file"),
     (AGENT + '[context]\npool = "p.json"\n', "context.conditions", "missing"),
     (AGENT + '[tasks]\ncategories = ["nope"]\n', "tasks.categories[0]", "no task of category 'nope'"),
     (AGENT + '[tasks]\nids = ["zzz-*"]\n', "tasks", "no task"),

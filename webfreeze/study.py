@@ -303,8 +303,6 @@ def parse_study(data: dict, *, where: str = "study file") -> dict:
             if n in tokens:
                 c.fail(f"context.conditions[{i}]", f"{context_label(n)} is listed twice")
             tokens.append(n)
-        if "pool" not in ctx and any(tokens):
-            c.fail("context.pool", "missing: token targets above none need a filler pool file")
         seed = ctx.get("seed", "repeat")
         if seed != "repeat":
             c.whole(seed, "context.seed", low=None)
@@ -599,20 +597,21 @@ def _check_contexts(study: Study, cells: list[Cell]) -> None:
     from webfreeze import runner
 
     where = f"study file {study.path}"
-    if "context" not in runner.RunConfig.__dataclass_fields__:
-        raise StudyError(f"{where}: context: this webfreeze's runner does not compose contexts "
-                         "(RunConfig has no 'context'; see docs/studies.md)")
     if ctx["pool"] is not None and not study.resolve(ctx["pool"]).is_file():
         raise StudyError(f"{where}: context.pool: no such pool file {study.resolve(ctx['pool'])}")
     if ctx["a1_run"] is not None and not study.resolve(ctx["a1_run"]).is_dir():
         raise StudyError(f"{where}: context.a1_run: no such run folder {study.resolve(ctx['a1_run'])}")
+    if "context" not in runner.RunConfig.__dataclass_fields__:
+        raise StudyError(f"{where}: context: this webfreeze's runner does not compose contexts "
+                         "(RunConfig has no 'context'; see docs/studies.md)")
     check = getattr(runner, "check_context", None)
     if callable(check):
         for cell in cells:
             try:
                 check(_context_for(study, cell))
             except Exception as exc:  # the runner's own validator: its message is one line
-                raise StudyError(f"{where}: context: {str(exc).splitlines()[0] if str(exc) else exc}") from None
+                msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise StudyError(f"{where}: {msg if msg.startswith('context') else 'context: ' + msg}") from None
 
 
 def plan_study(study: Study, out: str | os.PathLike) -> Plan:

@@ -423,7 +423,10 @@ def tables(report: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                   _repeat_mean(c["overall"]["over_repeats"])] for _, c in conds]))
     if report.get("has_context"):
         rows = []
-        for cid, c in sorted(conds, key=lambda x: (_agent_key(x[1]), (x[1]["context"] or {}).get("tokens", -1))):
+        first = {}
+        for i, (_, c) in enumerate(conds):
+            first.setdefault(_agent_key(c), i)
+        for cid, c in sorted(conds, key=lambda x: (first[_agent_key(x[1])], (x[1]["context"] or {}).get("tokens", -1))):
             lc = c["long_context"] or c["overall"]
             er = lc["errors"]
             rows.append([_agent_part(c), (c["context"] or {}).get("label", "-"), str(lc["n"]), pct(lc["success"]),

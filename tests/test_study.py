@@ -394,3 +394,24 @@ def test_an_llm_study_replays_from_its_cassettes_to_identical_tables(tmp_path):
     for n in REPORT_FILES:
         assert (second / n).read_bytes() == (first / n).read_bytes(), n
     assert os.path.getsize(second / "study-timings.json") > 0
+
+
+@pytest.mark.slow
+def test_a_study_generates_its_personas_and_reports_table_3(tmp_path):
+    """[personas] writes OUT/personas and OUT/persona-suite once (as personas generate + personas
+    tasks --archive), runs the cells on them, and the report carries Persona2Web's Table 3."""
+    path = tmp_path / "p.toml"
+    path.write_text(f'archive = "{ARCHIVE}"\nbackend = "text"\nmax_steps = 2\n'
+                    '[personas]\nn = 1\nseed = 11\nlevels = [0, 2]\n[[agents]]\nname = "keyword"\n', encoding="utf-8")
+    out = tmp_path / "out"
+    proc = _cli("study", "run", path, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    tasks = [json.loads(x) for x in (out / "persona-suite" / "tasks.jsonl").read_text().splitlines()]
+    assert sorted(t["level"] for t in tasks) == [0, 2] and (out / "personas" / "manifest.json").is_file()
+    report = json.loads((out / "study-report.json").read_text())
+    table = report["conditions"]["keyword"]["personalisation"]["no-history"]
+    assert set(table) == {"0", "2", "all"} and table["all"]["tasks"] == 2
+    assert "| keyword | no-history | 0 | 1 |" in (out / "study-report.md").read_text()
+    stamp = (out / "persona-suite" / "tasks.jsonl").stat().st_mtime_ns
+    proc = _cli("study", "run", path, "--out", out)  # finished: nothing generated or run again
+    assert proc.returncode == 0 and (out / "persona-suite" / "tasks.jsonl").stat().st_mtime_ns == stamp

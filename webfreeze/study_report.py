@@ -377,8 +377,11 @@ def _errors_of(report: dict) -> list[str]:
     return sorted(found, key=lambda c: (ERROR_ORDER.index(c) if c in ERROR_ORDER else len(ERROR_ORDER), c))
 
 
+TEXT_COLUMNS = ("condition", "category", "cell", "agent", "context", "scheme", "level")
+
+
 def _md_table(head: list[str], rows: list[list[str]], align: str | None = None) -> list[str]:
-    align = align or ("l" + "r" * (len(head) - 1))
+    align = align or "".join("l" if i == 0 or h in TEXT_COLUMNS else "r" for i, h in enumerate(head))
     sep = ["---" if a == "l" else "---:" for a in align]
     out = ["| " + " | ".join(head) + " |", "| " + " | ".join(sep) + " |"]
     out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]

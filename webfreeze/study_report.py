@@ -604,7 +604,7 @@ def category_chart(report: dict) -> str:
                 continue
             p, se = r["success"]["rate"], r["success"]["se"] or 0.0
             x = x0 + ci * bar
-            h = p * height
+            h = max(p * height, 1.0)  # (a 0% bar still shows as a line at the axis)
             parts.append(f'<rect x="{x:.1f}" y="{top + height - h:.1f}" width="{bar - 2}" height="{h:.1f}" '
                          f'fill="{PALETTE[ci % len(PALETTE)]}"><title>{_e(c["label"])} · {_e(cat)}: '
                          f'{p * 100:.1f}% ± {se * 100:.1f}</title></rect>')

@@ -115,6 +115,10 @@ def study_run(study_file, out, executor, ray_address, workers, cassette_mode, ca
     if cassettes is not None:
         if not (Path(cassettes) / "study.json").is_file():
             raise StudyError(f"--cassettes {cassettes}: not a study folder (no study.json)")
+        from webfreeze.study import read_study_json
+
+        if read_study_json(cassettes).get("digest") != study.digest:
+            raise StudyError(f"--cassettes {cassettes} holds another study (its digest differs from {study_file}'s)")
         if Path(cassettes).resolve() == Path(out).resolve():
             raise StudyError("--cassettes names the study folder itself: its cells' cassettes are used anyway")
         if cassette_mode not in (None, "replay"):

@@ -367,25 +367,26 @@ def test_a_study_resumes_without_touching_finished_cells(tmp_path):
 
 @pytest.mark.slow
 def test_an_llm_study_replays_from_its_cassettes_to_identical_tables(tmp_path):
-    """The real local model (SmolLM2 through llama.cpp's server), one task, two repeats sampled at
-    temperature 0.7, recorded into each cell's cassette; then the study again into a new folder from
-    those cassettes in strict replay: byte-identical tables."""
-    path = _study(tmp_path, 'backend = "text"\nmax_steps = 2\nrepeats = 2\n'
+    """The real local model (SmolLM2 through llama.cpp's server) on one task, one step, sampled at
+    temperature 0.7 with the repeat's seed, recorded into its cell's cassette; then the study again
+    into a new folder from those cassettes in strict replay (no model started): byte-identical
+    tables. (Small on purpose: on 2 shared cores a call of the local model can take minutes.)"""
+    path = _study(tmp_path, 'backend = "text"\nmax_steps = 1\nseed = 3\n'
                             '[tasks]\nids = ["scholar-site-info-001"]\n'
                             '[[agents]]\nname = "llm"\nlabel = "last-3"\n'
                             'settings = { model = "local", memory = "last-k", k = 3, temperature = 0.7, '
-                            'obs_tokens = 600, max_tokens = 80 }\n'
+                            'obs_tokens = 300, max_tokens = 60 }\n'
                             '[[agents]]\nname = "reference"\n')
     first, second = tmp_path / "rec", tmp_path / "rep"
-    proc = _cli("study", "run", path, "--out", first)
+    proc = _cli("study", "run", path, "--out", first, timeout=2400)
     assert proc.returncode == 0, proc.stderr
-    for r in (0, 1):
-        cell = first / CELLS_DIR / f"last-3.r{r}"
-        assert (cell / "llm-cassette.sqlite").is_file()
-        settings = json.loads((cell / "manifest.json").read_text())["agent_settings"]
-        assert settings["seed"] == r and settings["memory_seed"] == r
+    cell = first / CELLS_DIR / "last-3.r0"
+    assert (cell / "llm-cassette.sqlite").is_file()
+    settings = json.loads((cell / "manifest.json").read_text())["agent_settings"]
+    assert settings["seed"] == 3 and settings["memory_seed"] == 3
     report = json.loads((first / "study-report.json").read_text())
-    assert report["conditions"]["last-3"]["overall"]["llm"]["calls"] >= 2
+    assert report["conditions"]["last-3"]["overall"]["llm"]["calls"] >= 1, "the model was called"
+    assert report["conditions"]["last-3"]["overall"]["infrastructure_errors"] == 0, "the model answered"
     proc = _cli("study", "run", path, "--out", second, "--cassettes", first)
     assert proc.returncode == 0, proc.stderr
     m = json.loads((second / CELLS_DIR / "last-3.r0" / "manifest.json").read_text())

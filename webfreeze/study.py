@@ -28,7 +28,7 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 STUDY_FORMAT = "webfreeze-study"
 STUDY_VERSION = 1

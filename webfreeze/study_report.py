@@ -673,6 +673,7 @@ EXTRA_CSS = """
 .legend{margin:4px 0 12px}.legend .key{display:inline-block;margin-right:14px;font-size:12px}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
 p.note{color:#4a5468;max-width:1000px}
+td{white-space:nowrap}
 """
 
 

@@ -746,8 +746,11 @@ def cell_config(plan: Plan, cell: Cell, opts: RunOptions):
             mode = "record"  # (nothing to record: the agent makes no LLM calls)
         else:
             raise StudyError(f"cell {cell.id}: no cassette to replay at {source}")
-    elif mode == "replay" and not (run_dir / CASSETTE_NAME).is_file() and not _agent_calls_llm(cell):
-        mode = "record"
+    elif mode == "replay" and not (run_dir / CASSETTE_NAME).is_file():
+        if _agent_calls_llm(cell):
+            raise StudyError(f"cell {cell.id}: no cassette to replay at {run_dir / CASSETTE_NAME} "
+                             "(record the cell, or replay another study folder's with --cassettes)")
+        mode = "record"  # (nothing to replay: the agent makes no LLM calls)
     kwargs: dict[str, Any] = {}
     ctx = _context_for(plan.study, cell)
     if ctx:

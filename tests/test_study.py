@@ -428,4 +428,5 @@ def test_replay_needs_a_cassette_only_where_the_agent_calls_a_model(tmp_path):
     llm = plan_study(load_study(_study(tmp_path, text + '[[agents]]\nname = "llm"\n', "llm.toml")), tmp_path / "llm")
     with pytest.raises(StudyError, match=r"^cell llm\.r0: no cassette to replay at .*llm-cassette\.sqlite"):
         run_study(llm, RunOptions(cassette_mode="replay"))
-    assert json.loads((tmp_path / "llm" / "study.json").read_text())["cells"][0]["status"] == "pending"
+    cell = json.loads((tmp_path / "llm" / "study.json").read_text())["cells"][0]
+    assert cell["status"] == "pending" and "no cassette to replay" in cell["error"]

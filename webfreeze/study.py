@@ -820,7 +820,12 @@ def run_study(plan: Plan, opts: RunOptions | None = None, progress: StudyProgres
             run_dir = out / CELLS_DIR / cell.id
             if statuses[cell.id] != "scoring":
                 try:
-                    prep = prepare(cell_config(plan, cell, opts))
+                    config = cell_config(plan, cell, opts)
+                except StudyError as exc:
+                    errors[cell.id] = str(exc)
+                    raise
+                try:
+                    prep = prepare(config)
                     progress.cell_started(cell, len(prep.suite.tasks), len(prep.done))
                     statuses[cell.id] = "running"
                     manifest = execute(prep, progress=lambda s, c=cell: progress.episode(c, s))

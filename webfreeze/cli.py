@@ -709,6 +709,11 @@ from webfreeze.cli_bundle import register as _register_bundle  # noqa: E402
 
 _register_bundle(cli)
 
+# study run|report live in cli_study.py
+from webfreeze.cli_study import register as _register_study  # noqa: E402
+
+_register_study(cli)
+
 
 # ============================================================================== entry point
 class Terminated(BaseException):

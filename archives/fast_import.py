@@ -655,7 +655,7 @@ class FastWarcImporter(WarcImporter):
         conn = self.archive.conn
         if ref["refers_to"] and ref["refers_to"] in self.by_record_id:
             ex_id = self.by_record_id[ref["refers_to"]]
-            return w.kept_row(ex_id) if ex_id >= w.first_id else self.archive.exchange(ex_id)
+            return w.kept_row(ex_id) if ex_id >= w.first_id else self.archive._exchange_row(ex_id)
         target = ref["refers_to_uri"]
         if target:
             when = normalize_time(ref["refers_to_date"]) if ref["refers_to_date"] else None

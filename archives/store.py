@@ -28,8 +28,9 @@ import zstandard
 from . import blobs, header_dictionary
 from .bodykey import body_key as compute_body_key
 from .errors import ArchiveError, ArchiveLocked
+from .records import DocumentRecord, ExchangeRecord, IndexEntry, PageRecord
 from .timeutil import normalize_time, now, parse_time
-from .urlkey import surt_key
+from .urlkey import host_of, surt_key
 
 FORMAT_NAME = "webfreeze-archive"
 FORMAT_VERSION = 1
@@ -762,10 +763,6 @@ class Archive:
         except (zstandard.ZstdError, ValueError, TypeError) as exc:
             raise ArchiveError(f"{self.path}: a stored header list is corrupt ({exc})") from None
 
-    def headers(self, row: sqlite3.Row, column: str) -> Headers:
-        """The decoded ``req_headers`` or ``resp_headers`` of an exchange row."""
-        return self.decode_headers(row[column])
-
     # ----------------------------------------------------------------- sessions
     def new_session(self, kind: str, *, source: str = "", tool: str = "", info: dict | None = None,
                     session_id: str | None = None, started_at: str | None = None) -> str:
@@ -784,8 +781,14 @@ class Archive:
             if info is not None:
                 self.conn.execute("UPDATE sessions SET info=? WHERE id=?", (json.dumps(info, sort_keys=True), session_id))
 
-    def session(self, session_id: str) -> sqlite3.Row | None:
-        return self.conn.execute("SELECT * FROM sessions WHERE id=?", (session_id,)).fetchone()
+    def session(self, session_id: str) -> dict | None:
+        """A capture session (id, kind, source, tool, started_at, ended_at, info), or None."""
+        row = self.conn.execute("SELECT * FROM sessions WHERE id=?", (session_id,)).fetchone()
+        if row is None:
+            return None
+        out = dict(row)
+        out["info"] = json.loads(out["info"]) if out["info"] else {}
+        return out
 
     # ----------------------------------------------------------------- exchanges
     def add_exchange(self, ex: Exchange) -> int:
@@ -842,22 +845,109 @@ class Archive:
                 (*values, exchange_id),
             )
 
-    def exchange(self, exchange_id: int) -> sqlite3.Row | None:
+    # Row-level reads, for this package's own modules (import, export, verify, maintenance); every
+    # other stage reads the typed records below.
+    def _exchange_row(self, exchange_id: int) -> sqlite3.Row | None:
         return self.conn.execute("SELECT * FROM exchanges WHERE id=?", (exchange_id,)).fetchone()
 
-    def exchanges(self, where: str = "", params: tuple = (), order: str = "id") -> Iterator[sqlite3.Row]:
-        """Iterate exchange rows (SQL ``where`` fragment with ``?`` params)."""
+    def _exchange_rows(self, where: str = "", params: tuple = (), order: str = "id") -> Iterator[sqlite3.Row]:
         sql = "SELECT * FROM exchanges" + (f" WHERE {where}" if where else "") + f" ORDER BY {order}"
         yield from self.conn.execute(sql, params)
 
-    def lookup_exact(self, method: str, url: str, body_key: str = "") -> list[sqlite3.Row]:
+    def _row_headers(self, row: sqlite3.Row, column: str) -> Headers:
+        """The decoded ``req_headers`` or ``resp_headers`` of an exchange row."""
+        return self.decode_headers(row[column])
+
+    # ----------------------------------------------------------------- typed reads
+    def exchange(self, exchange_id: int) -> ExchangeRecord | None:
+        """The exchange with id ``exchange_id``, or None."""
+        row = self._exchange_row(exchange_id)
+        return None if row is None else ExchangeRecord(self, row)
+
+    def exchanges(self, *, url: str | None = None, prefix: str | None = None, host: str | None = None,
+                  method: str | None = None, status: int | None = None, mime: str | None = None,
+                  kind: str | None = None, session: str | None = None, body_key: str | None = None,
+                  since: str | None = None, until: str | None = None, order: str = "id",
+                  limit: int | None = None, offset: int = 0) -> Iterator[ExchangeRecord]:
+        """Iterate the stored exchanges as :class:`ExchangeRecord` s, keeping those that match every
+        filter given: ``url`` exactly; ``prefix`` a URL whose SURT key the capture's starts with (an
+        index range scan: ``http://example.com/a`` covers ``/a``, ``/a/b``, ``/ab``, any scheme);
+        ``host`` (case-insensitive, no port); ``method``; ``status``; ``mime`` (``text/*`` matches a
+        family); ``kind`` (``response`` or ``resource``); ``session`` (a capture session's id);
+        ``body_key`` (the canonical request body, ``""`` for none); ``since`` / ``until`` (capture
+        time bounds, inclusive, ISO 8601 or 1-14 digits). ``order``: ``id`` (storage order, the
+        default), ``time`` (capture time) or ``url`` (then capture time). ``limit`` and ``offset``
+        page through the result."""
+        where, params = [], []
+        if url is not None:
+            where.append("surt = ? AND url = ?")
+            params += [surt_key(url), url]
+        if prefix:
+            where.append("surt >= ? AND surt < ?")
+            params += list(surt_prefix_range(surt_key(prefix)))
+        if method:
+            where.append("method = ?")
+            params.append(method.upper())
+        if status is not None:
+            where.append("status = ?")
+            params.append(int(status))
+        if mime:
+            where.append("mime LIKE ?" if "*" in mime else "mime = ?")
+            params.append(mime.replace("*", "%").lower())
+        if kind:
+            where.append("kind = ?")
+            params.append(kind)
+        if session:
+            where.append("session_id = ?")
+            params.append(session)
+        if body_key is not None:
+            where.append("body_key = ?")
+            params.append(body_key)
+        if since:
+            where.append("captured_at >= ?")
+            params.append(normalize_time(since))
+        if until:
+            where.append("captured_at <= ?")
+            params.append(normalize_time(until))
+        orders = {"id": "id", "time": "captured_at, id", "url": "url, captured_at, id"}
+        if order not in orders:
+            raise ValueError(f"order must be one of {', '.join(orders)}")
+        sql = "SELECT * FROM exchanges" + (f" WHERE {' AND '.join(where)}" if where else "") + f" ORDER BY {orders[order]}"
+        if host is None:  # paged in SQL; a host filter is applied here, so it pages here too
+            if limit is not None or offset:
+                sql += " LIMIT ? OFFSET ?"
+                params += [-1 if limit is None else int(limit), int(offset)]
+            for row in self.conn.execute(sql, params):
+                yield ExchangeRecord(self, row)
+            return
+        wanted, skipped, given = host.lower(), 0, 0
+        for row in self.conn.execute(sql, params):
+            if host_of(row["url"]) != wanted:
+                continue
+            if skipped < offset:
+                skipped += 1
+                continue
+            if limit is not None and given >= limit:
+                return
+            given += 1
+            yield ExchangeRecord(self, row)
+
+    def index_entries(self, *, kind: str | None = "response") -> Iterator[IndexEntry]:
+        """The index columns of every exchange (of ``kind``; None: all), no headers or bytes: what
+        a request matcher builds its tables from."""
+        sql = "SELECT id, method, url, body_key, captured_at, session_id, mime FROM exchanges"
+        rows = self.conn.execute(sql + " WHERE kind=?", (kind,)) if kind else self.conn.execute(sql)
+        for r in rows:
+            yield IndexEntry(r[0], r[1], r[2], r[3] or "", r[4], r[5], (r[6] or "").lower())
+
+    def lookup_exact(self, method: str, url: str, body_key: str = "") -> list[ExchangeRecord]:
         """Captures of exactly (method, URL, body key), oldest first (recorded order)."""
-        return self.conn.execute(
+        return [ExchangeRecord(self, r) for r in self.conn.execute(
             "SELECT * FROM exchanges WHERE method=? AND url=? AND body_key=? ORDER BY captured_at, id",
             (method.upper(), url, body_key),
-        ).fetchall()
+        )]
 
-    def lookup_surt(self, key: str, *, prefix: bool = False, limit: int | None = None) -> list[sqlite3.Row]:
+    def lookup_surt(self, key: str, *, prefix: bool = False, limit: int | None = None) -> list[ExchangeRecord]:
         """Captures whose SURT key equals ``key`` or, with ``prefix``, starts with it."""
         if prefix:
             sql = "SELECT * FROM exchanges WHERE surt >= ? AND surt < ? ORDER BY surt, captured_at, id"
@@ -867,9 +957,9 @@ class Archive:
             params = (key,)
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return self.conn.execute(sql, params).fetchall()
+        return [ExchangeRecord(self, r) for r in self.conn.execute(sql, params)]
 
-    def closest(self, url: str, when: str, *, method: str | None = None) -> sqlite3.Row | None:
+    def closest(self, url: str, when: str, *, method: str | None = None) -> ExchangeRecord | None:
         """The capture of ``url`` (by SURT key) closest in time to ``when``; ties go to the earlier."""
         key = surt_key(url)
         t = normalize_time(when)
@@ -884,11 +974,13 @@ class Archive:
             params,
         ).fetchone()
         if before is None or after is None:
-            return before or after
-        target = parse_time(t)
-        d_before = target - parse_time(before["captured_at"])
-        d_after = parse_time(after["captured_at"]) - target
-        return before if d_before <= d_after else after
+            row = before or after
+        else:
+            target = parse_time(t)
+            d_before = target - parse_time(before["captured_at"])
+            d_after = parse_time(after["captured_at"]) - target
+            row = before if d_before <= d_after else after
+        return None if row is None else ExchangeRecord(self, row)
 
     # ----------------------------------------------------------------- pages and documents
     def add_page(self, *, session_id: str, url: str, captured_at: str, title: str = "",
@@ -904,8 +996,50 @@ class Archive:
             )
             return cur.lastrowid
 
-    def pages(self) -> Iterator[sqlite3.Row]:
+    def _page_rows(self) -> Iterator[sqlite3.Row]:
         yield from self.conn.execute("SELECT * FROM pages ORDER BY id")
+
+    def pages(self, *, url: str | None = None, since: str | None = None, until: str | None = None,
+              limit: int | None = None) -> Iterator[PageRecord]:
+        """Iterate the page records as :class:`PageRecord` s in storage order, keeping those of
+        ``url`` and captured between ``since`` and ``until`` (inclusive) when given."""
+        where, params = [], []
+        if url is not None:
+            where.append("url = ?")
+            params.append(url)
+        if since:
+            where.append("captured_at >= ?")
+            params.append(normalize_time(since))
+        if until:
+            where.append("captured_at <= ?")
+            params.append(normalize_time(until))
+        sql = "SELECT * FROM pages" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        for row in self.conn.execute(sql, params):
+            yield PageRecord(self, row)
+
+    def documents(self, *, prefix: str = "") -> Iterator[DocumentRecord]:
+        """Iterate the named JSON documents (whose names start with ``prefix``) by name."""
+        rows = self.conn.execute("SELECT name, digest, size, updated_at FROM documents WHERE name >= ? AND name < ? "
+                                 "ORDER BY name", (prefix, prefix + "\U0010ffff"))
+        for row in rows:
+            yield DocumentRecord(self, row)
+
+    def counts(self) -> dict:
+        """How many exchanges, pages, documents, sessions and blobs the archive holds, and the
+        blobs' bytes (``blob_bytes`` uncompressed, ``stored_bytes`` as stored)."""
+        q = self.conn.execute
+        out = {t: q(f"SELECT count(*) FROM {t}").fetchone()[0]
+               for t in ("exchanges", "pages", "documents", "sessions")}
+        out["blobs"], out["blob_bytes"], out["stored_bytes"] = q(
+            "SELECT count(*), coalesce(sum(size),0), coalesce(sum(stored_size),0) FROM blobs").fetchone()
+        return out
+
+    def is_empty(self) -> bool:
+        """Whether the archive holds no exchange and no page record."""
+        return not self.conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM exchanges) OR EXISTS (SELECT 1 FROM pages)").fetchone()[0]
 
     def put_document(self, name: str, value) -> str:
         """Store a named JSON document (task suite, ground truth, trajectory); returns its digest."""

@@ -413,8 +413,8 @@ class ReplayServer:
             at = datetime.fromtimestamp(self.when, timezone.utc).isoformat()
         else:
             if self._last_capture is None:
-                self._last_capture = self.archive.conn.execute(
-                    "SELECT max(captured_at) FROM exchanges").fetchone()[0] or "1970-01-01T00:00:00Z"
+                span = self.archive.capture_range()
+                self._last_capture = span[1] if span else "1970-01-01T00:00:00Z"
             at = self._last_capture
         body = inject_script(html, runtime_script(at, page_seed(self.seed, url)))
         drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only", "etag",
@@ -463,14 +463,14 @@ class ReplayServer:
         same SURT key that does not is answered instead; None when there is none."""
         from webfreeze.archives.urlkey import surt_key
 
-        rows = [r for r in self.archive.lookup_surt(surt_key(url))
-                if r["method"].upper() == method.upper() and (r["body_key"] or "") == bkey and r["kind"] == "response"]
-        rows.sort(key=lambda r: (abs(parse_time(r["captured_at"]).timestamp() - when) if when is not None else 0,
-                                 r["captured_at"], r["id"]))
-        for r in rows:
-            built = self._build(r["id"], inject)
-            if not (300 <= built.status < 400 and _redirects_to_itself(built, r["url"])):
-                return (r["id"], r["url"]), built
+        found = [r for r in self.archive.lookup_surt(surt_key(url))
+                 if r.method.upper() == method.upper() and r.body_key == bkey and r.kind == "response"]
+        found.sort(key=lambda r: (abs(parse_time(r.captured_at).timestamp() - when) if when is not None else 0,
+                                  r.captured_at, r.id))
+        for r in found:
+            built = self._build(r.id, inject)
+            if not (300 <= built.status < 400 and _redirects_to_itself(built, r.url)):
+                return (r.id, r.url), built
         return None
 
     def _build(self, exchange_id: int, inject: bool) -> Built:
@@ -478,25 +478,26 @@ class ReplayServer:
         built = self.cache.get(key)
         if built is not None:
             return built
-        row = self.archive.exchange(exchange_id)
-        headers = self.archive.headers(row, "resp_headers")
-        body = self.archive.get_blob(row["payload"], verify=True)  # once: the response is cached
-        status = row["status"]
-        mime = (row["mime"] or "").lower()
+        ex = self.archive.exchange(exchange_id)
+        resp = ex.response
+        headers = resp.headers
+        body = resp.payload(verify=True)  # once: the response is cached
+        status = resp.status
+        mime = resp.mime
         out_headers = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
         if inject and mime.startswith(HTML_MIMES) and status >= 200 and status not in (204, 304) \
-                and row["method"] != "HEAD":  # error pages run scripts too
+                and ex.method != "HEAD":  # error pages run scripts too
             try:
                 html = decode_content(body, content_encoding(headers))
             except DecodeError:
                 html = None
             if html is not None:
-                seed = page_seed(self.seed, row["url"])
-                body = inject_script(html, runtime_script(row["captured_at"], seed))
+                seed = page_seed(self.seed, ex.url)
+                body = inject_script(html, runtime_script(ex.captured_at, seed))
                 drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only",
                         "etag", "content-md5", "digest")
                 out_headers = [(k, v) for k, v in out_headers if k.lower() not in drop]
-        built = Built(status, row["reason"] or "", _header_block(out_headers), body,
+        built = Built(status, resp.reason, _header_block(out_headers), body,
                       range_ok=status == 200, size=len(body) + 512)
         self.cache.put(key, built)
         return built
@@ -589,16 +590,14 @@ class ReplayServer:
         except ValueError:
             page = 1
         per = 500
-        rows = self.archive.conn.execute(
-            "SELECT method, url, status, mime, captured_at FROM exchanges WHERE kind='response' "
-            "ORDER BY url, captured_at LIMIT ? OFFSET ?", (per + 1, (page - 1) * per)).fetchall()
+        rows = list(self.archive.exchanges(kind="response", order="url", limit=per + 1, offset=(page - 1) * per))
         more = len(rows) > per
         items = []
         for r in rows[:per]:
-            ts = to_timestamp14(r["captured_at"])
-            link = f"/{ts}id_/{quote(r['url'], safe=':/?&=%#;+,@!$~*()')}"
-            items.append(f"<tr><td>{escape(r['method'])}</td><td>{r['status']}</td><td>{escape(r['mime'] or '')}</td>"
-                         f"<td>{escape(r['captured_at'])}</td><td><a href=\"{escape(link)}\">{escape(r['url'])}</a></td></tr>")
+            ts = to_timestamp14(r.captured_at)
+            link = f"/{ts}id_/{quote(r.url, safe=':/?&=%#;+,@!$~*()')}"
+            items.append(f"<tr><td>{escape(r.method)}</td><td>{r.status}</td><td>{escape(r.mime)}</td>"
+                         f"<td>{escape(r.captured_at)}</td><td><a href=\"{escape(link)}\">{escape(r.url)}</a></td></tr>")
         nav = f'<p><a href="/?page={page + 1}">next page</a></p>' if more else ""
         html = (f"<!doctype html><html><head><meta charset=utf-8><title>webfreeze replay: "
                 f"{escape(self.archive_path.name)}</title></head><body><h1>{escape(self.archive_path.name)}</h1>"

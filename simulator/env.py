@@ -342,7 +342,7 @@ class WebEnv(gym.Env):
 
         arc = Archive.open(self.config.archive)
         try:
-            return next((row["url"] for row in arc.pages()), None)
+            return next((page.url for page in arc.pages(limit=1)), None)
         finally:
             arc.close()
 

@@ -86,8 +86,7 @@ def recording_into(path: str | os.PathLike) -> Iterator[Archive]:
     except BaseException as exc:
         try:
             # a recording whose start failed (``discard`` set: a crawl's seed) publishes nothing
-            empty = created and (getattr(exc, "discard", False) or not arc.conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM exchanges) OR EXISTS (SELECT 1 FROM pages)").fetchone()[0])
+            empty = created and (getattr(exc, "discard", False) or arc.is_empty())
         except Exception:
             empty = False  # an archive that cannot even say so is kept as it is
         with contextlib.suppress(Exception):  # the recording's own error is the one to report

@@ -5,7 +5,7 @@ The library's front door: the names a researcher needs, imported on first use.
 - archives: :func:`open_archive`, :func:`import_warc` (WARC, ARC, WACZ, HAR into an archive),
   :class:`Archive`, the typed records it yields (:class:`ExchangeRecord`, :class:`PageRecord`,
   :class:`DocumentRecord`) and the :class:`Exchange` it stores
-- replay: :class:`ReplayServer`
+- replay: :class:`Replay` (the answer to a request, no sockets), :class:`ReplayServer` (HTTP over it)
 - the environment: :class:`WebEnv`, :class:`EnvConfig` (Gymnasium ``Env``)
 - agents: :class:`Agent`, :class:`TaskView`, :func:`make_agent`
 - runs: :func:`run` (what ``webfreeze bench run`` does), :func:`score_run` (report.json and
@@ -38,6 +38,7 @@ _PUBLIC = {
     "ExchangeRecord": ("webfreeze.archives", "ExchangeRecord"),
     "PageRecord": ("webfreeze.archives", "PageRecord"),
     "DocumentRecord": ("webfreeze.archives", "DocumentRecord"),
+    "Replay": ("webfreeze.replayer.replay", "Replay"),
     "ReplayServer": ("webfreeze.replayer.server", "ReplayServer"),
     "WebEnv": ("webfreeze.env", "WebEnv"),
     "EnvConfig": ("webfreeze.simulator.env", "EnvConfig"),

@@ -17,12 +17,13 @@ from importlib import import_module
 
 from .errors import ArchiveError, ArchiveLocked, BadInput
 from .records import DocumentRecord, ExchangeRecord, PageRecord, Request, Response
-from .store import Archive, Exchange, new_archive_atomically
+from .publish import new_archive_atomically
+from .store import Archive, Exchange
 
 
 def archive_digest(path) -> str:
     """``sha256:<hex>`` of an archive file's bytes: what run manifests and trajectories cite."""
-    from .store import file_sha256  # (read so as not to drop this process's SQLite locks on it)
+    from .descriptors import file_sha256  # (read so as not to drop this process's SQLite locks on it)
 
     return "sha256:" + file_sha256(path)
 

@@ -32,7 +32,9 @@ from pathlib import Path
 
 from . import blobs, gzip_members
 from .errors import BadInput
-from .store import EXCHANGE_COLUMNS, Archive, BulkWriter, Exchange, header_compressor, headers_json
+from .bulk import BulkWriter
+from .schema import EXCHANGE_COLUMNS
+from .store import Archive, Exchange, header_compressor, headers_json
 from .timeutil import normalize_time
 from .urlkey import surt_key
 from .warc_import import BOMB_MIN_BYTES, ImportStats, WarcImporter, decode_transfer, status_line_of

@@ -17,8 +17,10 @@ from pathlib import Path
 
 from .errors import ArchiveError
 from . import blobs
-from .store import (Archive, _remove_db_files, check_new_file, headers_json, new_archive_atomically, sqlite_uri,
-                    sync_dir)
+from webfreeze.common.files import sync_dir
+
+from .publish import _remove_db_files, new_archive_atomically
+from .store import Archive, check_new_archive, headers_json, sqlite_uri
 from .urlkey import host_of
 from .verify import blob_problem
 
@@ -334,7 +336,7 @@ def pack(archive_path: str | os.PathLike, out: str | os.PathLike | None = None, 
     if out is None:
         return _pack_in_place(src, level, progress)
     dest = Path(out)
-    check_new_file(dest)
+    check_new_archive(dest)
     tmp = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
     _remove_db_files(tmp)
     try:

@@ -20,7 +20,9 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from .errors import ArchiveError
-from .store import Archive, check_output_file, extra_of, replacing
+from webfreeze.common.files import check_output_file, replacing
+
+from .store import Archive, extra_of
 from .timeutil import normalize_time, to_warc_date
 from .wacz import page_entry, write_wacz
 

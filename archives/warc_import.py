@@ -21,7 +21,7 @@ from warcio.exceptions import ArchiveLoadFailed
 
 from . import gzip_members
 from .errors import ArchiveError, BadInput
-from .store import Archive, Exchange, extra_of, file_sha256, header_value
+from .store import Archive, Exchange, extra_of, header_value
 from .timeutil import normalize_time
 from .urlkey import surt_key
 

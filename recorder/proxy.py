@@ -14,9 +14,10 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from webfreeze.archives import Archive, ArchiveError
-from webfreeze.archives.store import archive_files, new_archive_atomically
+from webfreeze.archives import new_archive_atomically
+from webfreeze.archives.store import archive_files
 
-from webfreeze.archives.ca import default_confdir, load_ca  # one CA for recording and replay
+from webfreeze.common.ca import default_confdir, load_ca  # one CA for recording and replay
 
 from .addon import ArchiveRecorder
 

@@ -26,9 +26,9 @@ from urllib.parse import parse_qsl, quote, urljoin, urlsplit
 
 from webfreeze.archives import Archive, ArchiveError
 from webfreeze.archives.content import DecodeError, content_encoding, decode_content
-from webfreeze.archives.store import check_output_file
 from webfreeze.archives.timeutil import parse_time, to_timestamp14
 from webfreeze.archives.urlkey import surt_key
+from webfreeze.common.files import check_output_file
 
 from .determinism import inject as inject_script
 from .determinism import page_seed, runtime_script
@@ -341,8 +341,6 @@ class Replay:
         """pywb's rule for a capture that redirects to its own URL (the same SURT key, such as
         http -> https or a trailing slash): it would loop in replay, so the closest capture of the
         same SURT key that does not is answered instead; None when there is none."""
-        from webfreeze.archives.urlkey import surt_key
-
         found = [r for r in self.archive.lookup_surt(surt_key(url))
                  if r.method.upper() == method.upper() and r.body_key == bkey and r.kind == "response"]
         found.sort(key=lambda r: (abs(parse_time(r.captured_at).timestamp() - when) if when is not None else 0,
@@ -474,8 +472,6 @@ class Replay:
 
 def _redirects_to_itself(built: Built, url: str) -> bool:
     """Whether an archived redirect's Location has the SURT key of the URL it was captured for."""
-    from webfreeze.archives.urlkey import surt_key
-
     m = re.search(rb"(?im)^location:[ \t]*(.*?)[ \t]*\r?$", built.header_block)
     if not m:
         return False

@@ -17,7 +17,8 @@ import click
 
 from webfreeze import __version__
 from webfreeze.archives import Archive, ArchiveError
-from webfreeze.archives.store import check_output_file, write_output
+from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.files import check_output_file, write_output
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -748,7 +749,7 @@ def _run(argv: list[str] | None) -> None:
         fail(exc.format_message())
     except click.exceptions.Abort:
         fail("interrupted", 130)  # Ctrl-C (click turns KeyboardInterrupt into Abort)
-    except ArchiveError as exc:
+    except WebfreezeError as exc:  # an archive's, an output file's, the CA's: one line
         fail(str(exc))
     except KeyboardInterrupt:
         fail("interrupted", 130)

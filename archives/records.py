@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
 
 def _header(headers, name: str) -> str | None:
-    lname = name.lower()
-    return next((v for k, v in headers if k.lower() == lname), None)
+    from .store import header_value  # (store imports this module)
+
+    return header_value(headers, name)
 
 
 class IndexEntry(NamedTuple):

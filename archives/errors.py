@@ -1,7 +1,9 @@
 """Errors a user can cause with an archive; the CLI prints them as one line."""
 
+from webfreeze.common.errors import WebfreezeError
 
-class ArchiveError(Exception):
+
+class ArchiveError(WebfreezeError):
     """A problem with an archive or an input file, explained in one line."""
 
 

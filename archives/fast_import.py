@@ -32,7 +32,9 @@ from pathlib import Path
 
 from . import blobs, gzip_members
 from .errors import BadInput
-from .store import EXCHANGE_COLUMNS, Archive, BulkWriter, Exchange, header_compressor, headers_json
+from .bulk import BulkWriter
+from .schema import EXCHANGE_COLUMNS
+from .store import Archive, Exchange, header_compressor, headers_json
 from .timeutil import normalize_time
 from .urlkey import surt_key
 from .warc_import import BOMB_MIN_BYTES, ImportStats, WarcImporter, decode_transfer, status_line_of
@@ -655,7 +657,7 @@ class FastWarcImporter(WarcImporter):
         conn = self.archive.conn
         if ref["refers_to"] and ref["refers_to"] in self.by_record_id:
             ex_id = self.by_record_id[ref["refers_to"]]
-            return w.kept_row(ex_id) if ex_id >= w.first_id else self.archive.exchange(ex_id)
+            return w.kept_row(ex_id) if ex_id >= w.first_id else self.archive._exchange_row(ex_id)
         target = ref["refers_to_uri"]
         if target:
             when = normalize_time(ref["refers_to_date"]) if ref["refers_to_date"] else None

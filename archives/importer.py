@@ -19,7 +19,9 @@ from pathlib import Path
 
 from . import fast_import
 from .errors import BadInput
-from .store import Archive, file_sha256, new_archive_atomically
+from .descriptors import file_sha256
+from .publish import new_archive_atomically
+from .store import Archive
 from .wacz import open_checked, read_pages, warc_members
 from .warc_import import ImportStats, WarcImporter
 

@@ -1,4 +1,11 @@
-"""Reading and maintaining archives: info, listing, diff, merge and garbage collection."""
+"""Reading and maintaining archives: info, diff, merge, garbage collection and packing.
+
+One calling convention: every function here (and :func:`~webfreeze.archives.verify.verify`,
+:func:`~webfreeze.archives.warc_export.export`, :func:`~webfreeze.archives.importer.import_files`)
+takes archive *paths* and opens, locks and closes what it needs itself, so each ``archive``
+command of the CLI is one call. To read an archive you have open, use its typed records
+(:meth:`Archive.exchanges`, :meth:`Archive.pages`, :meth:`Archive.documents`).
+"""
 
 from __future__ import annotations
 
@@ -10,16 +17,18 @@ from pathlib import Path
 
 from .errors import ArchiveError
 from . import blobs
-from .store import (Archive, _remove_db_files, check_new_file, headers_json, new_archive_atomically, sqlite_uri,
-                    surt_prefix_range, sync_dir)
+from webfreeze.common.files import sync_dir
+
+from .publish import _remove_db_files, new_archive_atomically
+from .store import Archive, check_new_archive, headers_json, sqlite_uri
 from .urlkey import host_of
 from .verify import blob_problem
 
 
 # ------------------------------------------------------------------------------------ info
-def info(arc: Archive) -> dict:
+def info(archive: str | os.PathLike) -> dict:
     """Counts, sizes, dedup and compression ratios, hosts and capture time range."""
-    with arc.snapshot():
+    with Archive.open(archive) as arc, arc.snapshot():
         return _info(arc)
 
 
@@ -70,6 +79,41 @@ def _info(arc: Archive) -> dict:
     }
 
 
+def storage(archive: str | os.PathLike) -> dict:
+    """Where an archive's bytes go, for people tuning compression: the file's pages (in use and
+    free), blobs uncompressed and stored, payload bytes referenced, stored header bytes, page
+    screenshots' bytes and, where SQLite was built with the ``dbstat`` table, bytes per table."""
+    import sqlite3
+
+    with Archive.open(archive) as arc, arc.snapshot():
+        q = lambda sql: arc.conn.execute(sql).fetchone()  # noqa: E731
+        page_size, page_count, free = q("PRAGMA page_size")[0], q("PRAGMA page_count")[0], q("PRAGMA freelist_count")[0]
+        blob_row = q("SELECT count(*), coalesce(sum(size),0), coalesce(sum(stored_size),0) FROM blobs")
+        ex = q("SELECT count(*), coalesce(sum(length(resp_headers)),0), coalesce(sum(length(req_headers)),0), "
+               "coalesce(sum(payload_size),0) FROM exchanges")
+        shots = q("SELECT coalesce(sum(b.size), 0), coalesce(sum(b.stored_size), 0) FROM blobs b WHERE b.digest IN "
+                  "(SELECT screenshot FROM pages)")
+        out = {
+            "file_bytes": page_size * page_count,
+            "free_pages_bytes": page_size * free,
+            "blobs": blob_row[0],
+            "blob_bytes_uncompressed": blob_row[1],
+            "blob_bytes_stored": blob_row[2],
+            "exchanges": ex[0],
+            "payload_bytes_referenced": ex[3],
+            "resp_header_bytes_stored": ex[1],
+            "req_header_bytes_stored": ex[2],
+            "screenshot_bytes": shots[0],
+            "screenshot_bytes_stored": shots[1],
+        }
+        try:  # per-table bytes, where SQLite was built with the dbstat table
+            out["bytes_by_table"] = {name: n for name, n in arc.conn.execute(
+                "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")}
+        except sqlite3.Error:
+            pass
+        return out
+
+
 def _failed_pages(arc: Archive) -> list[dict]:
     """Pages a crawl visited but could not record (a network error, a 4xx/5xx answer), as its state
     documents (``crawls/*.json``, key ``failed``) list them."""
@@ -85,44 +129,6 @@ def _failed_pages(arc: Archive) -> list[dict]:
             if isinstance(entry, list) and len(entry) == 2:
                 out.append({"url": str(entry[0]), "why": str(entry[1]), "crawl": name})
     return out
-
-
-# ------------------------------------------------------------------------------------ ls
-def list_exchanges(arc: Archive, *, host: str | None = None, prefix: str | None = None, mime: str | None = None,
-                   status: int | None = None, method: str | None = None, since: str | None = None,
-                   until: str | None = None, limit: int | None = None):
-    """Exchange rows matching all given filters, in capture order."""
-    from .timeutil import normalize_time
-    from .urlkey import surt_key
-
-    where, params = [], []
-    if prefix:
-        where.append("surt >= ? AND surt < ?")
-        params += list(surt_prefix_range(surt_key(prefix)))
-    if mime:
-        where.append("mime LIKE ?" if "*" in mime else "mime = ?")
-        params.append(mime.replace("*", "%").lower())
-    if status is not None:
-        where.append("status = ?")
-        params.append(status)
-    if method:
-        where.append("method = ?")
-        params.append(method.upper())
-    if since:
-        where.append("captured_at >= ?")
-        params.append(normalize_time(since))
-    if until:
-        where.append("captured_at <= ?")
-        params.append(normalize_time(until))
-    sql = " AND ".join(where)
-    count = 0
-    for row in arc.exchanges(sql, tuple(params), order="captured_at, id"):
-        if host and host_of(row["url"]) != host.lower():
-            continue
-        yield row
-        count += 1
-        if limit and count >= limit:
-            return
 
 
 # ------------------------------------------------------------------------------------ diff
@@ -145,10 +151,11 @@ def _latest_by_key(arc: Archive) -> dict[tuple[str, str, str], str]:
     return latest
 
 
-def diff(a: Archive, b: Archive) -> list[DiffEntry]:
-    """What B adds, removes and changes relative to A, comparing the latest capture of each
-    (method, URL, request body) by payload digest."""
-    old, new = _latest_by_key(a), _latest_by_key(b)
+def diff(a: str | os.PathLike, b: str | os.PathLike) -> list[DiffEntry]:
+    """What archive B adds, removes and changes relative to archive A, comparing the latest capture
+    of each (method, URL, request body) by payload digest."""
+    with Archive.open(a) as arc_a, Archive.open(b) as arc_b:
+        old, new = _latest_by_key(arc_a), _latest_by_key(arc_b)
     out = []
     for key in sorted(old.keys() | new.keys(), key=lambda k: (k[1], k[0], k[2])):
         o, n = old.get(key), new.get(key)
@@ -290,10 +297,15 @@ def _delete_blobs(arc: Archive, digests: list[str]) -> None:
         arc.conn.execute("DELETE FROM digest_aliases WHERE digest NOT IN (SELECT digest FROM blobs)")
 
 
-def gc(arc: Archive, *, dry_run: bool = False) -> dict:
+def gc(archive: str | os.PathLike, *, dry_run: bool = False) -> dict:
     """Delete blobs nothing refers to, then compact the file. With ``dry_run`` nothing is written
-    (a read-only archive will do) and ``file_bytes_after`` is a forecast: the pages in use, less
-    the freed blobs' bytes."""
+    (the archive is opened read-only: no writer lock, a read-only archive will do) and
+    ``file_bytes_after`` is a forecast: the pages in use, less the freed blobs' bytes."""
+    with Archive.open(archive, write=not dry_run) as arc:
+        return _gc(arc, dry_run)
+
+
+def _gc(arc: Archive, dry_run: bool) -> dict:
     rows = _unreferenced_blobs(arc)
     before = os.path.getsize(arc.path)
     freed = sum(n for _, n in rows)
@@ -324,7 +336,7 @@ def pack(archive_path: str | os.PathLike, out: str | os.PathLike | None = None, 
     if out is None:
         return _pack_in_place(src, level, progress)
     dest = Path(out)
-    check_new_file(dest)
+    check_new_archive(dest)
     tmp = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
     _remove_db_files(tmp)
     try:
@@ -367,7 +379,7 @@ def _retrain_header_dictionary(arc: Archive) -> None:
         seen.add(key)
         for col in ("req_headers", "resp_headers"):
             if row[col] is not None:
-                text = headers_json(arc.headers(row, col))
+                text = headers_json(arc._row_headers(row, col))
                 samples.append(text)
                 total += len(text)
         if total >= HEADER_DICT_BYTES:
@@ -376,8 +388,8 @@ def _retrain_header_dictionary(arc: Archive) -> None:
         return
     # zstd finds matches best near the end of a raw-content dictionary: most common last.
     new_dict = b"".join(reversed(samples))[-HEADER_DICT_BYTES:]
-    decoded = [(r["id"], arc.headers(r, "req_headers") if r["req_headers"] is not None else None,
-                arc.headers(r, "resp_headers")) for r in rows]
+    decoded = [(r["id"], arc._row_headers(r, "req_headers") if r["req_headers"] is not None else None,
+                arc._row_headers(r, "resp_headers")) for r in rows]
     with arc.transaction():
         arc._set_meta("header_dictionary", arc.put_blob(new_dict))
         arc._header_codec = arc._header_dict = None

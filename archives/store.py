@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import sqlite3
-import tempfile
 import threading
 import uuid
 import weakref
@@ -25,28 +24,22 @@ from pathlib import Path
 import sqlite_utils
 import zstandard
 
+from webfreeze.common.files import OutputError, check_new_file, with_side_files
+
 from . import blobs, header_dictionary
 from .bodykey import body_key as compute_body_key
+from .descriptors import _file_closed, _file_opened, _unlock, close_archive_fd, open_archive_fd
 from .errors import ArchiveError, ArchiveLocked
+from .records import DocumentRecord, ExchangeRecord, IndexEntry, PageRecord
+from .schema import FORMAT_NAME, FORMAT_VERSION, INSERT_ALIAS, INSERT_BLOB, INSERT_EXCHANGE, _create_schema
 from .timeutil import normalize_time, now, parse_time
-from .urlkey import surt_key
+from .urlkey import host_of, surt_key
 
-FORMAT_NAME = "webfreeze-archive"
-FORMAT_VERSION = 1
 SQLITE_MAGIC = b"SQLite format 3\x00"
 HEADER_LEVEL = 9
 MAX_HEADER_BYTES = 4 << 20
 
 Headers = list[tuple[str, str]]
-
-EXCHANGE_COLUMNS = ("session_id", "captured_at", "method", "url", "surt", "body_key", "status", "reason", "mime",
-                    "http_version", "kind", "req_headers", "req_body", "req_body_size", "resp_headers", "payload",
-                    "payload_size", "extra")
-INSERT_BLOB = "INSERT OR IGNORE INTO blobs(digest, size, stored_size, codec, data) VALUES (?, ?, ?, ?, ?)"
-INSERT_ALIAS = "INSERT OR IGNORE INTO digest_aliases(alias, digest) VALUES (?, ?)"
-INSERT_EXCHANGE = (f"INSERT INTO exchanges({', '.join(EXCHANGE_COLUMNS)}) "
-                   f"VALUES ({', '.join('?' * len(EXCHANGE_COLUMNS))})")
-
 
 def header_value(headers: Headers, name: str) -> str | None:
     """First value of header ``name`` (case-insensitive), or None."""
@@ -104,113 +97,21 @@ def sqlite_uri(path: str | os.PathLike, **params: str) -> str:
     return f"{uri}?{urlencode(params)}" if params else uri
 
 
-def check_new_file(path: Path) -> None:
-    """Refuse, in one line, a path where a new file cannot be created."""
-    if path.exists():
-        raise ArchiveError(f"{path}: already exists")
-    if not path.parent.exists():
-        raise ArchiveError(f"{path.parent}: no such directory")
-    if not os.access(path.parent, os.W_OK):
-        raise ArchiveError(f"{path.parent}: directory is not writable")
-
-
 class NotAnArchive(ArchiveError):
     """A file that opens as SQLite but holds no webfreeze archive."""
 
 
 def archive_files(archive: str | os.PathLike) -> list[Path]:
     """The files an archive at ``archive`` consists of (the database and SQLite's side files)."""
-    return [Path(f"{archive}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
+    return with_side_files(archive)
 
 
-def _file_mode() -> int:
-    """The mode a new ordinary file gets under this process's umask (read once, at import, while
-    no other thread can be changing it)."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-FILE_MODE = _file_mode()
-
-
-def _same_path(a: Path, b: Path) -> bool:
-    """Whether ``a`` and ``b`` name the same file: the same inode, or (one of them not there yet)
-    the same resolved path."""
-    if a.exists() and b.exists():
-        return os.path.samefile(a, b)
-    return a.resolve() == b.resolve()
-
-
-def check_output_file(path: str | os.PathLike, *, overwrite: bool = True, protect=(), what: str = "output",
-                      devices_ok: bool = False) -> Path:
-    """Refuse, in one line, an output path whose writing would destroy something: a file this
-    command reads (``protect``: archives, with their SQLite side files, scripts, rule files), an
-    existing file unless ``overwrite``, something that is not a regular file (a directory; a device
-    unless ``devices_ok``: written into, never replaced, see :func:`write_output`), or a place where
-    no file can be made. Returns the path."""
-    path = Path(path)
-    for source in protect:
-        if source is None:
-            continue
-        for f in archive_files(source):
-            if _same_path(path, f):
-                raise ArchiveError(f"{path}: is {source}, which this command reads; choose another {what} file")
-    if path.exists():
-        if path.is_dir():
-            raise ArchiveError(f"{path}: is a directory; choose another {what} file")
-        if not path.is_file() and not devices_ok:
-            raise ArchiveError(f"{path}: exists and is not a regular file; choose another {what} file")
-        if not overwrite:
-            raise ArchiveError(f"{path}: already exists (use --force to replace it)")
-        if path.is_file() and not path.is_symlink() and not os.access(path.parent, os.W_OK):
-            raise ArchiveError(f"{path.parent}: directory is not writable")
-    else:
+def check_new_archive(path: Path) -> None:
+    """Refuse, in one line, a path where a new archive cannot be created."""
+    try:
         check_new_file(path)
-    return path
-
-
-@contextlib.contextmanager
-def replacing(path: str | os.PathLike) -> Iterator[str]:
-    """A temporary file beside ``path`` for the block to write, renamed onto ``path`` when the block
-    succeeds and removed when it fails: readers see the old file or the whole new one, and a
-    failure (a full disk) leaves nothing behind. A file replaced keeps its permissions; a new one
-    gets the usual ones. An OSError is one line naming ``path``, not the temporary file."""
-    path = Path(path)
-    mode = path.stat().st_mode & 0o7777 if path.is_file() else FILE_MODE
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    except OSError as exc:
-        raise ArchiveError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    os.close(fd)
-    try:
-        yield tmp
-        os.chmod(tmp, mode)  # mkstemp makes 0600
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):  # a full disk: name the file the user asked for, not ours
-            raise ArchiveError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        raise
-
-
-def write_output(path: str | os.PathLike, data: bytes | str) -> None:
-    """A command's output file: a regular file (or a new one) is written atomically (see
-    :func:`replacing`); a symbolic link or a device (``/dev/stdout``) is written through, never
-    replaced."""
-    path = Path(path)
-    data = data.encode("utf-8") if isinstance(data, str) else data
-    through = path.is_symlink() or (path.exists() and not path.is_file())
-    if not through:
-        with replacing(path) as target, open(target, "wb") as fh:
-            fh.write(data)
-        return
-    try:
-        with open(path, "wb") as fh:
-            fh.write(data)
-    except OSError as exc:  # a full device (/dev/full), a dangling link into a missing folder
-        raise ArchiveError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    except OutputError as exc:
+        raise ArchiveError(str(exc)) from None
 
 
 @dataclass
@@ -238,147 +139,7 @@ class Exchange:
     payload_digest: str | None = None
 
 
-def _create_schema(db: sqlite_utils.Database) -> None:
-    db["meta"].create({"key": str, "value": str}, pk="key")
-    db["blobs"].create(
-        {"digest": str, "size": int, "stored_size": int, "codec": str, "data": bytes, "base": str},
-        pk="digest",
-        not_null={"size", "stored_size", "codec", "data"},
-    )
-    db["sessions"].create(
-        {"id": str, "kind": str, "source": str, "tool": str, "started_at": str, "ended_at": str, "info": str},
-        pk="id",
-    )
-    db["exchanges"].create(
-        {
-            "id": int,
-            "session_id": str,
-            "captured_at": str,
-            "method": str,
-            "url": str,
-            "surt": str,
-            "body_key": str,
-            "status": int,
-            "reason": str,
-            "mime": str,
-            "http_version": str,
-            "kind": str,
-            "req_headers": bytes,
-            "req_body": str,
-            "req_body_size": int,
-            "resp_headers": bytes,
-            "payload": str,
-            "payload_size": int,
-            "extra": str,
-        },
-        pk="id",
-        not_null={"session_id", "captured_at", "method", "url", "surt", "body_key", "status", "kind",
-                  "resp_headers", "payload", "payload_size"},
-        foreign_keys=[("session_id", "sessions", "id")],
-    )
-    ex = db["exchanges"]
-    ex.create_index(["method", "url", "body_key", "captured_at"], index_name="ix_exchanges_exact")
-    ex.create_index(["surt", "captured_at"], index_name="ix_exchanges_surt")
-    db["pages"].create(
-        {"id": int, "session_id": str, "url": str, "captured_at": str, "title": str,
-         "screenshot": str, "dom": str, "extra": str},
-        pk="id",
-        not_null={"session_id", "url", "captured_at"},
-    )
-    db["pages"].create_index(["url", "captured_at"], index_name="ix_pages_url")
-    db["documents"].create(
-        {"name": str, "digest": str, "size": int, "updated_at": str}, pk="name", not_null={"digest"}
-    )
-    # Digests other tools use for a payload (WARC-Payload-Digest), so revisits resolve to our blob.
-    db["digest_aliases"].create({"alias": str, "digest": str}, pk="alias", not_null={"digest"})
-
-
 # ------------------------------------------------------------------------------ file descriptors
-# SQLite's locks are POSIX locks, which belong to the process: closing *any* descriptor of a file
-# drops every lock this process holds on it, under each of its connections (SQLite guards the
-# descriptors it opens itself, not ours). A reader that lost its locks can see a writer in another
-# process take the file for its last connection and delete the WAL under it. So a descriptor we
-# open on an archive file (the header check, the writer lock, a digest) is closed only when no
-# Archive of this process has that file open; until then it is parked.
-_OPEN_FILES: dict[tuple[int, int], int] = {}  # (device, inode) -> Archives of this process open on it
-_PARKED: dict[tuple[int, int], list[int]] = {}  # descriptors waiting for the last one to close
-_FILES_GUARD = threading.Lock()  # held while a descriptor is closed too, so no open slips in between
-
-
-def open_archive_fd(path: str | os.PathLike, flags: int = os.O_RDONLY) -> int:
-    """A descriptor of an archive file: a parked one of that file when there is one (so repeated
-    reads while the archive is open do not pile descriptors up), else a new one. Give it back with
-    :func:`close_archive_fd`; read it with ``pread`` or from a ``lseek`` to where you need."""
-    with contextlib.suppress(OSError), _FILES_GUARD:
-        st = os.stat(path)
-        spare = _PARKED.get((st.st_dev, st.st_ino))
-        if spare:
-            return spare.pop()
-    return os.open(path, flags, 0o644)
-
-
-def close_archive_fd(fd: int) -> None:
-    """Close a descriptor of an archive file, or park it while an Archive of this process has the
-    file open (closing it would drop that connection's SQLite locks)."""
-    with _FILES_GUARD:
-        try:
-            st = os.fstat(fd)
-        except OSError:
-            os.close(fd)
-            return
-        key = (st.st_dev, st.st_ino)
-        if _OPEN_FILES.get(key):
-            _PARKED.setdefault(key, []).append(fd)
-        else:
-            os.close(fd)
-
-
-def _unlock(lock_fd: int, owner: int) -> None:
-    """Give up the writer lock taken by process ``owner``: the flock is released explicitly (a
-    parked descriptor would keep it), except in a forked child, where the lock still belongs to the
-    parent (the open file is shared) and only the child's copy of the descriptor is closed."""
-    if os.getpid() != owner:
-        os.close(lock_fd)
-        return
-    with contextlib.suppress(OSError):
-        fcntl.flock(lock_fd, fcntl.LOCK_UN)
-    close_archive_fd(lock_fd)
-
-
-def _file_opened(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    key = (st.st_dev, st.st_ino)
-    with _FILES_GUARD:
-        _OPEN_FILES[key] = _OPEN_FILES.get(key, 0) + 1
-    return key
-
-
-def _file_closed(key: tuple[int, int]) -> None:
-    with _FILES_GUARD:
-        left = _OPEN_FILES.get(key, 0) - 1
-        if left > 0:
-            _OPEN_FILES[key] = left
-            return
-        _OPEN_FILES.pop(key, None)
-        for fd in _PARKED.pop(key, []):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's bytes, read through a descriptor that is safe for an open archive."""
-    fd = open_archive_fd(path)
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return hashlib.file_digest(fh, "sha256").hexdigest()
-    finally:
-        close_archive_fd(fd)
-
-
 class Archive:
     """An open archive. Use :meth:`open` or :meth:`create`; close it (or use ``with``)."""
 
@@ -410,13 +171,15 @@ class Archive:
         thrown away anyway), which spares writing every page twice (WAL, then checkpoint);
         ``_publish`` turns it into the usual WAL-mode file and closes it."""
         p = Path(path)
-        check_new_file(p)
+        check_new_archive(p)
         conn = cls._connect(p, readonly=False)
         arc = cls(p, conn, True, cls._lock(p))
         db = arc.db
         if _private:
             db.execute("PRAGMA journal_mode=MEMORY")
             db.execute("PRAGMA synchronous=OFF")
+            from .publish import _Writeback
+
             arc._writeback = _Writeback(p)
         else:
             db.execute("PRAGMA journal_mode=WAL")
@@ -762,10 +525,6 @@ class Archive:
         except (zstandard.ZstdError, ValueError, TypeError) as exc:
             raise ArchiveError(f"{self.path}: a stored header list is corrupt ({exc})") from None
 
-    def headers(self, row: sqlite3.Row, column: str) -> Headers:
-        """The decoded ``req_headers`` or ``resp_headers`` of an exchange row."""
-        return self.decode_headers(row[column])
-
     # ----------------------------------------------------------------- sessions
     def new_session(self, kind: str, *, source: str = "", tool: str = "", info: dict | None = None,
                     session_id: str | None = None, started_at: str | None = None) -> str:
@@ -784,8 +543,14 @@ class Archive:
             if info is not None:
                 self.conn.execute("UPDATE sessions SET info=? WHERE id=?", (json.dumps(info, sort_keys=True), session_id))
 
-    def session(self, session_id: str) -> sqlite3.Row | None:
-        return self.conn.execute("SELECT * FROM sessions WHERE id=?", (session_id,)).fetchone()
+    def session(self, session_id: str) -> dict | None:
+        """A capture session (id, kind, source, tool, started_at, ended_at, info), or None."""
+        row = self.conn.execute("SELECT * FROM sessions WHERE id=?", (session_id,)).fetchone()
+        if row is None:
+            return None
+        out = dict(row)
+        out["info"] = json.loads(out["info"]) if out["info"] else {}
+        return out
 
     # ----------------------------------------------------------------- exchanges
     def add_exchange(self, ex: Exchange) -> int:
@@ -842,22 +607,109 @@ class Archive:
                 (*values, exchange_id),
             )
 
-    def exchange(self, exchange_id: int) -> sqlite3.Row | None:
+    # Row-level reads, for this package's own modules (import, export, verify, maintenance); every
+    # other stage reads the typed records below.
+    def _exchange_row(self, exchange_id: int) -> sqlite3.Row | None:
         return self.conn.execute("SELECT * FROM exchanges WHERE id=?", (exchange_id,)).fetchone()
 
-    def exchanges(self, where: str = "", params: tuple = (), order: str = "id") -> Iterator[sqlite3.Row]:
-        """Iterate exchange rows (SQL ``where`` fragment with ``?`` params)."""
+    def _exchange_rows(self, where: str = "", params: tuple = (), order: str = "id") -> Iterator[sqlite3.Row]:
         sql = "SELECT * FROM exchanges" + (f" WHERE {where}" if where else "") + f" ORDER BY {order}"
         yield from self.conn.execute(sql, params)
 
-    def lookup_exact(self, method: str, url: str, body_key: str = "") -> list[sqlite3.Row]:
+    def _row_headers(self, row: sqlite3.Row, column: str) -> Headers:
+        """The decoded ``req_headers`` or ``resp_headers`` of an exchange row."""
+        return self.decode_headers(row[column])
+
+    # ----------------------------------------------------------------- typed reads
+    def exchange(self, exchange_id: int) -> ExchangeRecord | None:
+        """The exchange with id ``exchange_id``, or None."""
+        row = self._exchange_row(exchange_id)
+        return None if row is None else ExchangeRecord(self, row)
+
+    def exchanges(self, *, url: str | None = None, prefix: str | None = None, host: str | None = None,
+                  method: str | None = None, status: int | None = None, mime: str | None = None,
+                  kind: str | None = None, session: str | None = None, body_key: str | None = None,
+                  since: str | None = None, until: str | None = None, order: str = "id",
+                  limit: int | None = None, offset: int = 0) -> Iterator[ExchangeRecord]:
+        """Iterate the stored exchanges as :class:`ExchangeRecord` s, keeping those that match every
+        filter given: ``url`` exactly; ``prefix`` a URL whose SURT key the capture's starts with (an
+        index range scan: ``http://example.com/a`` covers ``/a``, ``/a/b``, ``/ab``, any scheme);
+        ``host`` (case-insensitive, no port); ``method``; ``status``; ``mime`` (``text/*`` matches a
+        family); ``kind`` (``response`` or ``resource``); ``session`` (a capture session's id);
+        ``body_key`` (the canonical request body, ``""`` for none); ``since`` / ``until`` (capture
+        time bounds, inclusive, ISO 8601 or 1-14 digits). ``order``: ``id`` (storage order, the
+        default), ``time`` (capture time) or ``url`` (then capture time). ``limit`` and ``offset``
+        page through the result."""
+        where, params = [], []
+        if url is not None:
+            where.append("surt = ? AND url = ?")
+            params += [surt_key(url), url]
+        if prefix:
+            where.append("surt >= ? AND surt < ?")
+            params += list(surt_prefix_range(surt_key(prefix)))
+        if method:
+            where.append("method = ?")
+            params.append(method.upper())
+        if status is not None:
+            where.append("status = ?")
+            params.append(int(status))
+        if mime:
+            where.append("mime LIKE ?" if "*" in mime else "mime = ?")
+            params.append(mime.replace("*", "%").lower())
+        if kind:
+            where.append("kind = ?")
+            params.append(kind)
+        if session:
+            where.append("session_id = ?")
+            params.append(session)
+        if body_key is not None:
+            where.append("body_key = ?")
+            params.append(body_key)
+        if since:
+            where.append("captured_at >= ?")
+            params.append(normalize_time(since))
+        if until:
+            where.append("captured_at <= ?")
+            params.append(normalize_time(until))
+        orders = {"id": "id", "time": "captured_at, id", "url": "url, captured_at, id"}
+        if order not in orders:
+            raise ValueError(f"order must be one of {', '.join(orders)}")
+        sql = "SELECT * FROM exchanges" + (f" WHERE {' AND '.join(where)}" if where else "") + f" ORDER BY {orders[order]}"
+        if host is None:  # paged in SQL; a host filter is applied here, so it pages here too
+            if limit is not None or offset:
+                sql += " LIMIT ? OFFSET ?"
+                params += [-1 if limit is None else int(limit), int(offset)]
+            for row in self.conn.execute(sql, params):
+                yield ExchangeRecord(self, row)
+            return
+        wanted, skipped, given = host.lower(), 0, 0
+        for row in self.conn.execute(sql, params):
+            if host_of(row["url"]) != wanted:
+                continue
+            if skipped < offset:
+                skipped += 1
+                continue
+            if limit is not None and given >= limit:
+                return
+            given += 1
+            yield ExchangeRecord(self, row)
+
+    def index_entries(self, *, kind: str | None = "response") -> Iterator[IndexEntry]:
+        """The index columns of every exchange (of ``kind``; None: all), no headers or bytes: what
+        a request matcher builds its tables from."""
+        sql = "SELECT id, method, url, body_key, captured_at, session_id, mime FROM exchanges"
+        rows = self.conn.execute(sql + " WHERE kind=?", (kind,)) if kind else self.conn.execute(sql)
+        for r in rows:
+            yield IndexEntry(r[0], r[1], r[2], r[3] or "", r[4], r[5], (r[6] or "").lower())
+
+    def lookup_exact(self, method: str, url: str, body_key: str = "") -> list[ExchangeRecord]:
         """Captures of exactly (method, URL, body key), oldest first (recorded order)."""
-        return self.conn.execute(
+        return [ExchangeRecord(self, r) for r in self.conn.execute(
             "SELECT * FROM exchanges WHERE method=? AND url=? AND body_key=? ORDER BY captured_at, id",
             (method.upper(), url, body_key),
-        ).fetchall()
+        )]
 
-    def lookup_surt(self, key: str, *, prefix: bool = False, limit: int | None = None) -> list[sqlite3.Row]:
+    def lookup_surt(self, key: str, *, prefix: bool = False, limit: int | None = None) -> list[ExchangeRecord]:
         """Captures whose SURT key equals ``key`` or, with ``prefix``, starts with it."""
         if prefix:
             sql = "SELECT * FROM exchanges WHERE surt >= ? AND surt < ? ORDER BY surt, captured_at, id"
@@ -867,9 +719,9 @@ class Archive:
             params = (key,)
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return self.conn.execute(sql, params).fetchall()
+        return [ExchangeRecord(self, r) for r in self.conn.execute(sql, params)]
 
-    def closest(self, url: str, when: str, *, method: str | None = None) -> sqlite3.Row | None:
+    def closest(self, url: str, when: str, *, method: str | None = None) -> ExchangeRecord | None:
         """The capture of ``url`` (by SURT key) closest in time to ``when``; ties go to the earlier."""
         key = surt_key(url)
         t = normalize_time(when)
@@ -884,11 +736,13 @@ class Archive:
             params,
         ).fetchone()
         if before is None or after is None:
-            return before or after
-        target = parse_time(t)
-        d_before = target - parse_time(before["captured_at"])
-        d_after = parse_time(after["captured_at"]) - target
-        return before if d_before <= d_after else after
+            row = before or after
+        else:
+            target = parse_time(t)
+            d_before = target - parse_time(before["captured_at"])
+            d_after = parse_time(after["captured_at"]) - target
+            row = before if d_before <= d_after else after
+        return None if row is None else ExchangeRecord(self, row)
 
     # ----------------------------------------------------------------- pages and documents
     def add_page(self, *, session_id: str, url: str, captured_at: str, title: str = "",
@@ -904,8 +758,50 @@ class Archive:
             )
             return cur.lastrowid
 
-    def pages(self) -> Iterator[sqlite3.Row]:
+    def _page_rows(self) -> Iterator[sqlite3.Row]:
         yield from self.conn.execute("SELECT * FROM pages ORDER BY id")
+
+    def pages(self, *, url: str | None = None, since: str | None = None, until: str | None = None,
+              limit: int | None = None) -> Iterator[PageRecord]:
+        """Iterate the page records as :class:`PageRecord` s in storage order, keeping those of
+        ``url`` and captured between ``since`` and ``until`` (inclusive) when given."""
+        where, params = [], []
+        if url is not None:
+            where.append("url = ?")
+            params.append(url)
+        if since:
+            where.append("captured_at >= ?")
+            params.append(normalize_time(since))
+        if until:
+            where.append("captured_at <= ?")
+            params.append(normalize_time(until))
+        sql = "SELECT * FROM pages" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        for row in self.conn.execute(sql, params):
+            yield PageRecord(self, row)
+
+    def documents(self, *, prefix: str = "") -> Iterator[DocumentRecord]:
+        """Iterate the named JSON documents (whose names start with ``prefix``) by name."""
+        rows = self.conn.execute("SELECT name, digest, size, updated_at FROM documents WHERE name >= ? AND name < ? "
+                                 "ORDER BY name", (prefix, prefix + "\U0010ffff"))
+        for row in rows:
+            yield DocumentRecord(self, row)
+
+    def counts(self) -> dict:
+        """How many exchanges, pages, documents, sessions and blobs the archive holds, and the
+        blobs' bytes (``blob_bytes`` uncompressed, ``stored_bytes`` as stored)."""
+        q = self.conn.execute
+        out = {t: q(f"SELECT count(*) FROM {t}").fetchone()[0]
+               for t in ("exchanges", "pages", "documents", "sessions")}
+        out["blobs"], out["blob_bytes"], out["stored_bytes"] = q(
+            "SELECT count(*), coalesce(sum(size),0), coalesce(sum(stored_size),0) FROM blobs").fetchone()
+        return out
+
+    def is_empty(self) -> bool:
+        """Whether the archive holds no exchange and no page record."""
+        return not self.conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM exchanges) OR EXISTS (SELECT 1 FROM pages)").fetchone()[0]
 
     def put_document(self, name: str, value) -> str:
         """Store a named JSON document (task suite, ground truth, trajectory); returns its digest."""
@@ -932,191 +828,6 @@ class Archive:
         return [r[0] for r in self.conn.execute("SELECT name FROM documents ORDER BY name")]
 
 
-# Positions in a BulkWriter row (``id`` first, then EXCHANGE_COLUMNS) of the request-side columns.
-_REQUEST_SLOTS = [1 + EXCHANGE_COLUMNS.index(c) for c in ("method", "req_headers", "req_body", "req_body_size",
-                                                          "body_key")]
-_COLUMNS_WITH_ID = ("id", *EXCHANGE_COLUMNS)
-KEEP_ROWS = 200_000  # rows a BulkWriter keeps for lookups (a few hundred bytes each)
-_INSERT_EXCHANGE_WITH_ID = (f"INSERT INTO exchanges(id, {', '.join(EXCHANGE_COLUMNS)}) "
-                            f"VALUES ({', '.join('?' * (1 + len(EXCHANGE_COLUMNS)))})")
-
-
-class BulkWriter:
-    """The writes of an import (exchanges, blobs, digest aliases), buffered and sent to SQLite with
-    one ``executemany`` per table: the same rows as ``Archive``'s one-row methods, for less work.
-
-    Exchange rows get explicit ids, the ones SQLite would have given them (``max(id) + 1`` onwards),
-    so a caller can refer to a row (attach its request) before it is written. Use it inside the
-    archive's write transaction as the only writer meanwhile, and :meth:`flush` before reading the
-    tables it writes; a rolled-back transaction discards what it holds like any other write.
-    """
-
-    def __init__(self, arc: Archive):
-        arc._require_write()
-        self.arc = arc
-        self.next_id = arc.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM exchanges").fetchone()[0]
-        self.rows: dict[int, list] = {}
-        self.blobs: list[tuple] = []
-        self.sizes: dict[str, int] = {}  # digest -> size of the blobs this writer has stored
-        self.blob_bytes = 0  # stored bytes in ``blobs``
-        self.aliases: list[tuple[str, str]] = []
-        self._times: dict[str, str] = {}
-        # What this writer has stored, kept for lookups without flushing and querying (an import's
-        # revisits look for their originals): rows by id, first id per payload, ids per URL, aliases.
-        # ``first_id`` splits the table: below it the rows are older and all in the database.
-        self.first_id = self.next_id
-        self.kept: dict[int, list] = {}
-        self.kept_complete = True  # False once KEEP_ROWS was reached: lookups must query then
-        self.by_payload: dict[str, int] = {}
-        self.by_url: dict[str, list[int]] = {}
-        self.alias_map: dict[str, str] = {}
-
-    def put_blob(self, data: bytes) -> str:
-        """:meth:`Archive.put_blob`, buffered."""
-        digest = blobs.digest_of(data)
-        arc = self.arc
-        if digest in arc._known_blobs:
-            return digest
-        if arc.conn.execute("SELECT 1 FROM blobs WHERE digest=?", (digest,)).fetchone() is None:
-            codec, stored = blobs.encode(data)
-            return self.put_encoded_blob(digest, len(data), codec, stored)
-        arc._remember_blob(digest)
-        return digest
-
-    def put_encoded_blob(self, digest: str, size: int, codec: str, stored: bytes) -> str:
-        """:meth:`Archive.put_encoded_blob`, buffered."""
-        if digest not in self.arc._known_blobs:
-            self.blobs.append((digest, size, len(stored), codec, stored))
-            self.blob_bytes += len(stored)
-            if len(self.sizes) > 200_000:
-                self.sizes.clear()
-            self.sizes[digest] = size
-            self.arc._remember_blob(digest)
-        return digest
-
-    def add_alias(self, alias: str, digest: str) -> None:
-        """:meth:`Archive.add_alias`, buffered."""
-        self.aliases.append((alias, digest))
-        if self.kept_complete:
-            self.alias_map.setdefault(alias, digest)  # the first one stays, as INSERT OR IGNORE keeps it
-
-    def kept_row(self, exchange_id: int) -> dict | None:
-        """A row this writer stored (column name -> value, as a row read back would give), or None."""
-        row = self.kept.get(exchange_id)
-        return None if row is None else dict(zip(_COLUMNS_WITH_ID, row))
-
-    def add_exchange(self, ex: Exchange, resp_headers: bytes | None = None) -> int:
-        """:meth:`Archive.add_exchange`, buffered. ``resp_headers``: the header list already encoded
-        (:meth:`Archive.encode_headers`), or else a header list's ``encoded`` attribute is used when
-        it has one."""
-        if not ex.session_id:
-            raise ArchiveError("an exchange needs a capture session")
-        arc = self.arc
-        if ex.payload_digest and ex.payload_digest in self.sizes:
-            payload, payload_size = ex.payload_digest, self.sizes[ex.payload_digest]
-        elif ex.payload_digest:
-            payload, payload_size = arc._payload_of(ex)
-        else:
-            payload, payload_size = self.put_blob(ex.payload), len(ex.payload)
-        req_digest = self.put_blob(ex.req_body) if ex.req_body else None
-        when = self._times.get(ex.captured_at)
-        if when is None:
-            when = normalize_time(ex.captured_at)
-            if len(self._times) < 100_000:
-                self._times[ex.captured_at] = when
-        ex_id = self.next_id
-        self.next_id += 1
-        if resp_headers is None:
-            resp_headers = getattr(ex.resp_headers, "encoded", None)
-        row = arc.exchange_values(ex, payload, payload_size, req_digest, captured_at=when, resp_headers=resp_headers)
-        row.insert(0, ex_id)
-        self.rows[ex_id] = row
-        if self.kept_complete:
-            if len(self.kept) >= KEEP_ROWS:
-                self.kept_complete = False
-                self.kept, self.by_payload, self.by_url, self.alias_map = {}, {}, {}, {}
-            else:
-                self.kept[ex_id] = row
-                self.by_payload.setdefault(payload, ex_id)
-                self.by_url.setdefault(ex.url, []).append(ex_id)
-        return ex_id
-
-    def set_request(self, exchange_id: int, method: str, req_headers: Headers, req_body: bytes | None,
-                    encoded: bytes | None = None) -> None:
-        """:meth:`Archive.set_request`, buffered; ``encoded``: ``req_headers`` already encoded."""
-        row = self.rows.get(exchange_id)
-        if row is None:  # written already
-            self.flush()
-            self.arc.set_request(exchange_id, method, req_headers, req_body)
-            return
-        req_digest = self.put_blob(req_body) if req_body else None
-        if encoded is None:
-            encoded = getattr(req_headers, "encoded", None)
-        for slot, value in zip(_REQUEST_SLOTS, self.arc.request_values(method, req_headers, req_body, req_digest,
-                                                                       encoded)):
-            row[slot] = value
-
-    def flush(self) -> None:
-        """Write what is buffered."""
-        if not (self.blobs or self.rows or self.aliases):
-            return
-        conn = self.arc.conn
-        with self.arc.transaction():
-            if self.blobs:
-                conn.executemany(INSERT_BLOB, self.blobs)
-            if self.rows:
-                conn.executemany(_INSERT_EXCHANGE_WITH_ID, self.rows.values())
-            if self.aliases:
-                conn.executemany(INSERT_ALIAS, self.aliases)
-        self.blobs, self.rows, self.aliases = [], {}, []
-        self.blob_bytes = 0
-        self.arc.write_ahead()
-
-
-class _Writeback:
-    """``fdatasync`` of a file on a background thread, one at a time: what was written before a
-    call reaches the disk while the caller goes on; an early start of the sync that ``_publish``
-    makes anyway. A write the disk refused is reported once, to the first sync that asks (Linux
-    does not tell a later one), so the error is kept and :meth:`close` raises it."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.fd: int | None = None
-        self.thread: threading.Thread | None = None
-        self.error: OSError | None = None
-
-    def start(self) -> None:
-        if self.thread is not None and self.thread.is_alive():
-            return  # the one running takes what it finds written; the next call takes the rest
-        if self.fd is None:
-            try:
-                self.fd = open_archive_fd(self.path)
-            except OSError:
-                return
-        self.thread = threading.Thread(target=self._sync, args=(self.fd,), name="archive-writeback", daemon=True)
-        self.thread.start()
-
-    def _sync(self, fd: int) -> None:
-        try:
-            os.fdatasync(fd)
-        except OSError as exc:
-            if self.error is None:
-                self.error = exc
-
-    def close(self) -> None:
-        try:
-            if self.thread is not None:
-                self.thread.join()
-                self.thread = None
-        finally:
-            if self.fd is not None:
-                close_archive_fd(self.fd)  # (the archive's own connection is still open)
-                self.fd = None
-        if self.error is not None:
-            raise ArchiveError(f"{self.path.parent}: cannot write the new archive: "
-                               f"{self.error.strerror or self.error}")
-
-
 def extra_of(row: sqlite3.Row) -> dict:
     raw = row["extra"]
     return json.loads(raw) if raw else {}
@@ -1127,100 +838,3 @@ def _damaged(exc: sqlite3.Error) -> bool:
     return "malformed" in str(exc)
 
 
-@contextlib.contextmanager
-def new_archive_atomically(path: str | os.PathLike, **meta) -> Iterator[Archive]:
-    """Create an archive that appears at ``path`` only if the block succeeds.
-
-    It is built under a temporary name in the same folder and renamed into place at the end, so a
-    failed or interrupted job never leaves a half-written archive behind.
-    """
-    final = Path(path)
-    check_new_file(final)
-    _remove_stale_partials(final)
-    tmp = final.with_name(f".{final.name}.partial-{os.getpid()}")
-    _remove_db_files(tmp)
-
-    def as_given(exc: ArchiveError) -> ArchiveError:  # named as the user named it, not by its temporary name
-        return ArchiveError(str(exc).replace(str(tmp), str(final)))
-
-    try:
-        arc = Archive.create(tmp, _private=True, **meta)
-    except ArchiveError as exc:
-        _remove_db_files(tmp)
-        raise as_given(exc) from None
-    except BaseException:
-        _remove_db_files(tmp)  # the disk filled while the schema was written
-        raise
-    try:
-        yield arc
-        try:
-            _publish(arc)
-        except ArchiveError as exc:
-            raise as_given(exc) from None
-        if final.exists():
-            raise ArchiveError(f"{final}: was created by someone else meanwhile")
-        os.replace(tmp, final)
-        sync_dir(final.parent)
-    except BaseException:
-        try:
-            arc.close()  # may fail too (a full disk): the files go anyway
-        except Exception:
-            pass
-        finally:
-            _remove_db_files(tmp)
-        raise
-
-
-def _publish(arc: Archive) -> None:
-    """Finish and close a privately built archive (``Archive.create(_private=True)``): WAL mode, as
-    every archive is, and its bytes on disk before it is renamed into place."""
-    p = arc.path
-    try:
-        # Refused while a statement the block left unfinished holds a read transaction; no other
-        # connection could do it then either (the closed one would keep its lock until the
-        # statement is gone), so that is an error and the new archive is not published.
-        arc.conn.execute("PRAGMA journal_mode=WAL")
-        arc.close(checkpoint=False)  # nothing was written in WAL mode
-    except sqlite3.Error as exc:
-        raise ArchiveError(f"{p}: cannot finish the new archive: {exc}") from None
-    fd = os.open(p, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def sync_dir(folder: Path) -> None:
-    """Make a rename into ``folder`` durable (the file's own bytes are synced before it): without
-    this, a power cut soon after could lose the new name. Filesystems that cannot sync a folder
-    are left as they are."""
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _remove_db_files(p: Path) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"{p}{suffix}")
-
-
-def _remove_stale_partials(final: Path) -> None:
-    """Delete what a killed job left under a temporary name (its process no longer exists)."""
-    import re
-
-    pattern = re.compile(re.escape(f".{final.name}.partial-") + r"(\d+)(?:-wal|-shm|-journal)?$")
-    for leftover in final.parent.iterdir():
-        m = pattern.match(leftover.name)
-        if not m:
-            continue
-        try:
-            os.kill(int(m.group(1)), 0)
-        except ProcessLookupError:
-            with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
-        except PermissionError:
-            pass  # alive, someone else's

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -46,11 +47,12 @@ def blob_problem(arc: Archive, row) -> str | None:
     return None
 
 
-def verify(arc: Archive, progress: Callable[[int], None] | None = None) -> VerifyReport:
-    """Check SQLite integrity, every blob's digest and size, and every reference to a blob.
+def verify(archive: str | os.PathLike, progress: Callable[[int], None] | None = None) -> VerifyReport:
+    """Check SQLite integrity, every blob's digest and size, and every reference to a blob of the
+    archive at path ``archive``; ``progress`` is called with the bytes of each blob checked.
 
     Runs on one snapshot, so a recorder writing meanwhile cannot cause false alarms."""
-    with arc.snapshot():
+    with Archive.open(archive) as arc, arc.snapshot():
         return _verify(arc, progress)
 
 
@@ -78,7 +80,7 @@ def _verify(arc: Archive, progress: Callable[[int], None] | None) -> VerifyRepor
             report.problems.append(Problem(where, f"{label} blob sha256:{digest} {bad_blobs[digest]}"))
 
     referenced: set[str] = set()
-    for row in arc.exchanges():
+    for row in arc._exchange_rows():
         report.exchanges_checked += 1
         where = f"exchange {row['id']} {row['method']} {row['url']}"
         check_ref(where, "payload", row["payload"])
@@ -87,8 +89,8 @@ def _verify(arc: Archive, progress: Callable[[int], None] | None) -> VerifyRepor
         if row["surt"] != surt_key(row["url"]):
             report.problems.append(Problem(where, "SURT key does not match the URL"))
         try:
-            req_headers = arc.headers(row, "req_headers")
-            arc.headers(row, "resp_headers")
+            req_headers = arc._row_headers(row, "req_headers")
+            arc._row_headers(row, "resp_headers")
         except ArchiveError:
             report.problems.append(Problem(where, "a stored header list is corrupt"))
             continue
@@ -100,7 +102,7 @@ def _verify(arc: Archive, progress: Callable[[int], None] | None) -> VerifyRepor
             size = arc.conn.execute("SELECT size FROM blobs WHERE digest=?", (row["payload"],)).fetchone()[0]
             if size != row["payload_size"]:
                 report.problems.append(Problem(where, f"payload size {row['payload_size']} does not match blob ({size})"))
-    for row in arc.pages():
+    for row in arc._page_rows():
         where = f"page {row['id']} {row['url']}"
         check_ref(where, "screenshot", row["screenshot"])
         check_ref(where, "DOM snapshot", row["dom"])

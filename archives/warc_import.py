@@ -21,7 +21,7 @@ from warcio.exceptions import ArchiveLoadFailed
 
 from . import gzip_members
 from .errors import ArchiveError, BadInput
-from .store import Archive, Exchange, extra_of, file_sha256, header_value
+from .store import Archive, Exchange, extra_of, header_value
 from .timeutil import normalize_time
 from .urlkey import surt_key
 
@@ -388,7 +388,7 @@ class WarcImporter:
         wrong body; the caller retries once every source of the import has been read.
         """
         if ref["refers_to"] and ref["refers_to"] in self.by_record_id:
-            return self.archive.exchange(self.by_record_id[ref["refers_to"]])
+            return self.archive._exchange_row(self.by_record_id[ref["refers_to"]])
         target = ref["refers_to_uri"]
         if target:
             # the first capture in (captured_at, id) order of that URL (and date and payload, if given)
@@ -413,7 +413,7 @@ class WarcImporter:
         if original is None:
             return False
         if headers is None or (status_line and status_line[0] == 304):
-            headers = self.archive.headers(original, "resp_headers")
+            headers = self.archive._row_headers(original, "resp_headers")
             status, reason, protocol = original["status"], original["reason"], original["http_version"]
         else:
             status, reason, protocol = status_line

@@ -65,16 +65,15 @@ def _crawl(url: str, archive: Path, home: Path, screenshots: str) -> None:
 
 def _sizes(archive: Path) -> dict:
     from webfreeze.archives import Archive
+    from webfreeze.archives.maintenance import storage
 
+    sizes = storage(archive)
     with Archive.open(archive) as arc:
-        q = arc.conn.execute
-        payload = q("SELECT coalesce(sum(payload_size), 0) FROM exchanges").fetchone()[0]
-        shots = q("SELECT coalesce(sum(b.size), 0), coalesce(sum(b.stored_size), 0) FROM blobs b WHERE b.digest IN "
-                  "(SELECT screenshot FROM pages)").fetchone()
-        pngs = [arc.get_blob(r[0]) for r in q("SELECT screenshot FROM pages WHERE screenshot IS NOT NULL")]
-        pages = q("SELECT count(*) FROM pages").fetchone()[0]
-    return {"pages": pages, "payload_bytes": payload, "screenshot_bytes": shots[0],
-            "screenshot_stored_bytes": shots[1], "archive_bytes": archive_bytes(archive), "_pngs": pngs}
+        pngs = [p.screenshot() for p in arc.pages() if p.screenshot_digest]
+        pages = arc.counts()["pages"]
+    return {"pages": pages, "payload_bytes": sizes["payload_bytes_referenced"], "screenshot_bytes": sizes["screenshot_bytes"],
+            "screenshot_stored_bytes": sizes["screenshot_bytes_stored"], "archive_bytes": archive_bytes(archive),
+            "_pngs": pngs}
 
 
 def _webp(pngs: list[bytes]) -> dict:

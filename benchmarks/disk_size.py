@@ -11,7 +11,6 @@ someone would share.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from . import Context, Row, archive_bytes, console
@@ -23,35 +22,11 @@ TITLE = "Bytes on disk vs WARC.gz"
 
 def _breakdown(path: Path) -> dict:
     """Where the archive's bytes go (for the people tuning compression)."""
-    from webfreeze.archives import Archive
+    from webfreeze.archives.maintenance import storage
 
-    arc = Archive.open(path)  # only the archives package opens archive files
-    conn = arc.conn
-    try:
-        q = lambda sql: conn.execute(sql).fetchone()  # noqa: E731
-        page_size, page_count, free = q("PRAGMA page_size")[0], q("PRAGMA page_count")[0], q("PRAGMA freelist_count")[0]
-        blobs = q("SELECT count(*), coalesce(sum(size),0), coalesce(sum(stored_size),0) FROM blobs")
-        ex = q("SELECT count(*), coalesce(sum(length(resp_headers)),0), coalesce(sum(length(req_headers)),0), "
-               "coalesce(sum(payload_size),0) FROM exchanges")
-        out = {
-            "file_bytes": page_size * page_count,
-            "free_pages_bytes": page_size * free,
-            "blobs": blobs[0],
-            "blob_bytes_uncompressed": blobs[1],
-            "blob_bytes_stored": blobs[2],
-            "exchanges": ex[0],
-            "payload_bytes_referenced": ex[3],
-            "resp_header_bytes_stored": ex[1],
-            "req_header_bytes_stored": ex[2],
-        }
-        try:  # per-table bytes, where SQLite was built with the dbstat table
-            out["bytes_by_table"] = {name: n for name, n in conn.execute(
-                "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")}
-        except sqlite3.Error:
-            pass
-        return out
-    finally:
-        arc.close()
+    out = storage(path)  # only the archives package knows the archive's tables
+    del out["screenshot_bytes"], out["screenshot_bytes_stored"]
+    return out
 
 
 def _import(ctx: Context, name: str, sources: list[Path]) -> tuple[Path, int]:

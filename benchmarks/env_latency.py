@@ -58,7 +58,7 @@ def _archive(ctx: Context):
     from webfreeze.archives import Archive
 
     with Archive.open(archive) as arc:
-        crawled = {row["url"] for row in arc.pages()}
+        crawled = {page.url for page in arc.pages()}
     return archive, site.url, crawled
 
 

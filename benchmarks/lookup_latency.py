@@ -267,7 +267,7 @@ def run(ctx: Context) -> list[Row]:
 
     def ours_closest(url, when):
         row = arc.closest(url, when)
-        return row["captured_at"][:19].replace("-", "").replace(":", "").replace("T", "") if row else None
+        return row.captured_at[:19].replace("-", "").replace(":", "").replace("T", "") if row else None
 
     def ours_blob(digest, _offset, _length):
         return len(arc.get_blob(digest))

@@ -96,11 +96,10 @@ def mix_urls(archive: Path) -> list[tuple[str, str]]:
     from webfreeze.archives.timeutil import to_timestamp14
 
     with Archive.open(archive) as arc:
-        rows = arc.conn.execute("SELECT url, captured_at FROM exchanges WHERE method='GET' AND status=200 "
-                                "AND kind='response' ORDER BY id").fetchall()
+        rows = [(r.captured_at, r.url) for r in arc.exchanges(method="GET", status=200, kind="response")]
     out, seen = [], set()
-    for r in rows:
-        key = (to_timestamp14(r["captured_at"]), r["url"])
+    for captured_at, url in rows:
+        key = (to_timestamp14(captured_at), url)
         if key not in seen:
             seen.add(key)
             out.append(key)
@@ -186,11 +185,11 @@ def _largest_font(archive: Path) -> tuple[str, bytes, bytes]:
     from webfreeze.archives import Archive
 
     with Archive.open(archive) as arc:
-        row = arc.conn.execute(
-            "SELECT * FROM exchanges WHERE status=200 AND (url LIKE '%.otf' OR url LIKE '%.ttf' OR url LIKE '%.woff%' "
-            "OR mime LIKE 'font/%' OR mime LIKE '%font%') ORDER BY payload_size DESC LIMIT 1").fetchone()
-        page = arc.conn.execute("SELECT payload FROM exchanges WHERE url=? AND status=200", (PAGE,)).fetchone()
-        return row["url"], arc.get_blob(row["payload"]), arc.get_blob(page["payload"])
+        fonts = [r for r in arc.exchanges(status=200)
+                 if r.url.lower().endswith((".otf", ".ttf")) or ".woff" in r.url.lower() or "font" in r.mime]
+        row = max(fonts, key=lambda r: r.response.payload_size)
+        page = next(arc.exchanges(url=PAGE, status=200))
+        return row.url, row.payload(), page.payload()
 
 
 def _https_copy(src: Path, dest: Path) -> None:
@@ -199,11 +198,11 @@ def _https_copy(src: Path, dest: Path) -> None:
 
     with Archive.open(src) as a, new_archive_atomically(dest) as b:
         sid = b.new_session("bench", source=str(src))
-        for r in a.exchanges("kind='response'"):
-            b.add_exchange(Exchange(url=r["url"].replace("http://", "https://", 1), captured_at=r["captured_at"],
-                                    status=r["status"], reason=r["reason"] or "",
-                                    resp_headers=a.headers(r, "resp_headers"), payload=a.get_blob(r["payload"]),
-                                    method=r["method"], req_headers=a.headers(r, "req_headers") or None,
+        for r in a.exchanges(kind="response"):
+            b.add_exchange(Exchange(url=r.url.replace("http://", "https://", 1), captured_at=r.captured_at,
+                                    status=r.status, reason=r.response.reason,
+                                    resp_headers=r.headers, payload=r.payload(),
+                                    method=r.method, req_headers=r.request.headers or None,
                                     session_id=sid))
 
 
@@ -215,12 +214,11 @@ def _flows(archive: Path, dest: Path) -> None:
 
     with Archive.open(archive) as arc, open(dest, "wb") as fh:
         writer = io.FlowWriter(fh)
-        for r in arc.exchanges("kind='response' AND method='GET'"):
-            req = http.Request.make("GET", r["url"], b"", [(k.encode(), v.encode()) for k, v in
-                                                           arc.headers(r, "req_headers")])
-            headers = [(k.encode(), v.encode("latin-1", "replace")) for k, v in arc.headers(r, "resp_headers")
+        for r in arc.exchanges(kind="response", method="GET"):
+            req = http.Request.make("GET", r.url, b"", [(k.encode(), v.encode()) for k, v in r.request.headers])
+            headers = [(k.encode(), v.encode("latin-1", "replace")) for k, v in r.headers
                        if k.lower() not in ("transfer-encoding", "content-length", "connection", "keep-alive")]
-            resp = http.Response.make(r["status"], arc.get_blob(r["payload"]), headers)
+            resp = http.Response.make(r.status, r.payload(), headers)
             host = req.host
             flow = http.HTTPFlow(connection.Client(peername=("127.0.0.1", 1), sockname=("127.0.0.1", 2)),
                                  connection.Server(address=(host, 443)))

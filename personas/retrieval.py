@@ -291,7 +291,7 @@ class _Cache:
         file); ``None``, or why the cache could not be written (the index still works)."""
         import numpy as np
 
-        from webfreeze.archives.store import replacing
+        from webfreeze.common.files import replacing
 
         buf = io.BytesIO()
         np.save(buf, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)

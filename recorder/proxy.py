@@ -14,9 +14,10 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from webfreeze.archives import Archive, ArchiveError
-from webfreeze.archives.store import archive_files, new_archive_atomically
+from webfreeze.archives import new_archive_atomically
+from webfreeze.archives.store import archive_files
 
-from webfreeze.archives.ca import default_confdir, load_ca  # one CA for recording and replay
+from webfreeze.common.ca import default_confdir, load_ca  # one CA for recording and replay
 
 from .addon import ArchiveRecorder
 
@@ -86,8 +87,7 @@ def recording_into(path: str | os.PathLike) -> Iterator[Archive]:
     except BaseException as exc:
         try:
             # a recording whose start failed (``discard`` set: a crawl's seed) publishes nothing
-            empty = created and (getattr(exc, "discard", False) or not arc.conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM exchanges) OR EXISTS (SELECT 1 FROM pages)").fetchone()[0])
+            empty = created and (getattr(exc, "discard", False) or arc.is_empty())
         except Exception:
             empty = False  # an archive that cannot even say so is kept as it is
         with contextlib.suppress(Exception):  # the recording's own error is the one to report

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from webfreeze.archives import ArchiveError
-from webfreeze.archives.store import check_output_file, write_output
+from webfreeze.common.files import check_output_file, write_output
 
 from .proxy import RecordingProxy, recording_into
 

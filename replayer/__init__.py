@@ -1,15 +1,16 @@
 """Serving an archive: request matching, the replay server (proxy and direct modes), determinism
 injection, miss reports and stateful site hooks.
 
-Public names (imported on first use): :class:`ReplayServer`, :class:`ReplayError`,
-:func:`load_rules_file` (``server``); :class:`Rules`, :func:`canonical_url` (``matching``);
-:class:`SiteModel` (``hooks``).
+Public names (imported on first use): :class:`Replay` (the answerer, no sockets),
+:class:`ReplayError`, :func:`load_rules_file` (``replay``); :class:`ReplayServer` (``server``: HTTP on
+top of a Replay); :class:`Rules`, :func:`canonical_url` (``matching``); :class:`SiteModel` (``hooks``).
 """
 
 from importlib import import_module
 
 _PUBLIC = {
-    "ReplayServer": "server", "ReplayError": "server", "load_rules_file": "server",
+    "Replay": "replay", "ReplayError": "replay", "load_rules_file": "replay",
+    "ReplayServer": "server",
     "Rules": "matching", "canonical_url": "matching",
     "SiteModel": "hooks",
 }

@@ -1,58 +1,6 @@
-"""Content codings (gzip, deflate, br, zstd): undoing them for injection and display."""
+"""Content codings: moved to :mod:`webfreeze.archives.content` (an archive record's ``body()`` undoes
+them too); the names stay importable from here for the stages that used them."""
 
-from __future__ import annotations
+from webfreeze.archives.content import MAX_DECODED, DecodeError, content_encoding, decode_content, decode_for_display
 
-import zlib
-
-MAX_DECODED = 256 * 1024 * 1024
-
-
-class DecodeError(Exception):
-    pass
-
-
-def content_encoding(headers) -> str:
-    return next((v for k, v in headers if k.lower() == "content-encoding"), "").strip().lower()
-
-
-def decode_content(body: bytes, encoding: str, limit: int = MAX_DECODED) -> bytes:
-    """Undo one content coding; raise :class:`DecodeError` when it is corrupt, unknown or too large."""
-    enc = encoding.strip().lower()
-    try:
-        if enc in ("", "identity"):
-            return body
-        if enc in ("gzip", "x-gzip"):
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            out = d.decompress(body, limit)
-        elif enc == "deflate":
-            try:
-                d = zlib.decompressobj()
-                out = d.decompress(body, limit)
-            except zlib.error:
-                d = zlib.decompressobj(-zlib.MAX_WBITS)
-                out = d.decompress(body, limit)
-        elif enc == "br":
-            import brotli
-
-            out = brotli.decompress(body)
-        elif enc == "zstd":
-            import zstandard
-
-            out = zstandard.ZstdDecompressor().decompress(body, max_output_size=limit)
-        else:
-            raise DecodeError(f"unknown content coding {encoding!r}")
-    except DecodeError:
-        raise
-    except Exception as exc:
-        raise DecodeError(f"{encoding} body is corrupt ({exc})") from None
-    if len(out) >= limit:
-        raise DecodeError(f"{encoding} body expands beyond {limit} bytes")
-    return out
-
-
-def decode_for_display(body: bytes, headers) -> bytes:
-    """Best effort: the decoded body, or the body as stored when it cannot be decoded."""
-    try:
-        return decode_content(body, content_encoding(headers))
-    except DecodeError:
-        return body
+__all__ = ["MAX_DECODED", "DecodeError", "content_encoding", "decode_content", "decode_for_display"]

@@ -263,6 +263,8 @@ class Matcher:
     """An in-memory index over an archive's exchanges, built once per replay."""
 
     def __init__(self, rows, rules: Rules | None = None):
+        """``rows``: the archive's index entries (``Archive.index_entries()``: id, method, url,
+        body_key, captured_at, session_id, mime)."""
         self.rules = rules or Rules()
         self.exact: dict[tuple, list[Capture]] = {}
         self.canonical: dict[tuple, list[Capture]] = {}
@@ -270,10 +272,10 @@ class Matcher:
         self._query: dict[int, list[tuple[str, str]]] = {}
         self.count = 0
         for r in rows:
-            t = normalize_time(r["captured_at"])
-            mime = (r["mime"] or "").lower()
-            cap = Capture(r["id"], r["method"].upper(), r["url"], r["body_key"] or "", t,
-                          r["session_id"], mime, parse_time(t).timestamp(), is_static(r["url"], mime))
+            t = normalize_time(r.captured_at)
+            mime = (r.mime or "").lower()
+            cap = Capture(r.id, r.method.upper(), r.url, r.body_key or "", t,
+                          r.session_id, mime, parse_time(t).timestamp(), is_static(r.url, mime))
             self.exact.setdefault((cap.method, cap.url, cap.body_key), []).append(cap)
             self.canonical.setdefault((cap.method, canonical_url(cap.url, self.rules), cap.body_key), []).append(cap)
             self.by_path.setdefault((cap.method, path_key(cap.url)), []).append(cap)
@@ -284,10 +286,7 @@ class Matcher:
 
     @classmethod
     def from_archive(cls, archive, rules: Rules | None = None) -> "Matcher":
-        rows = archive.conn.execute(
-            "SELECT id, method, url, body_key, captured_at, session_id, mime FROM exchanges WHERE kind='response'"
-        )
-        return cls(rows, rules)
+        return cls(archive.index_entries(kind="response"), rules)
 
     def candidates(self, method: str, url: str, body_key: str = "") -> tuple[str, tuple, list[Capture], float]:
         """(level, key, equally good captures oldest first, score); level '' when nothing matches."""

@@ -13,7 +13,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from webfreeze.archives.ca import CA_BASENAME, default_confdir, load_ca
+from webfreeze.common.ca import CA_BASENAME, default_confdir, load_ca
 
 
 class TlsContexts:

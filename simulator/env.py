@@ -342,7 +342,7 @@ class WebEnv(gym.Env):
 
         arc = Archive.open(self.config.archive)
         try:
-            return next((row["url"] for row in arc.pages()), None)
+            return next((page.url for page in arc.pages(limit=1)), None)
         finally:
             arc.close()
 
@@ -421,7 +421,7 @@ class _TextBackend:
 
     def __init__(self, env: WebEnv):
         self.env = env
-        self.server = env.server.open_local()
+        self.replay = env.server.replay.open()  # the replay's answers, asked in-process (no server)
         self.url = ""
         self.html = b""
         self.history: list[tuple[str, bytes]] = []
@@ -442,7 +442,7 @@ class _TextBackend:
                 headers.append(("Cookie", "; ".join(f"{k}={v}" for k, v in sorted(jar.items()))))
             if ctype:
                 headers.append(("Content-Type", ctype))
-            status, resp_headers, data = self.server.fetch(method, url, headers, body)
+            status, resp_headers, data = self.replay.fetch(method, url, headers, body)
             for k, v in resp_headers:
                 if k.lower() == "set-cookie":
                     c = SimpleCookie()
@@ -534,7 +534,7 @@ class _TextBackend:
         return [self.url]
 
     def close(self) -> None:
-        self.server.close_local()
+        self.replay.close()
 
 
 class _Loop:

@@ -143,11 +143,9 @@ def test_gc_dry_run_only_reads_and_forecasts_the_size(cli, samples, tmp_path):
         dry = cli("archive", "gc", target, "--dry-run")
         assert dry.returncode == 0 and "would remove" in dry.stdout and " -> about " in dry.stdout, dry.stderr
     digest = archive_digest(target)
-    with Archive.open(target) as arc:
-        forecast = gc(arc, dry_run=True)
+    forecast = gc(target, dry_run=True)
     assert archive_digest(target) == digest  # nothing written
-    with Archive.open(target, write=True) as arc:
-        real = gc(arc)
+    real = gc(target)
     assert real["blobs_removed"] == forecast["blobs_removed"] > 0
     assert forecast["file_bytes_after"] < forecast["file_bytes_before"]
     assert abs(forecast["file_bytes_after"] - real["file_bytes_after"]) < 0.15 * real["file_bytes_after"], (forecast, real)
@@ -173,11 +171,11 @@ def test_pack_keeps_content_and_shrinks(cli, samples, tmp_path):
     assert cli("archive", "verify", packed).returncode == 0
     assert cli("archive", "diff", src, packed, "--exit-code").returncode == 0
     with Archive.open(src) as a, Archive.open(packed) as b:
-        rows_a = [(r["url"], r["payload"], a.headers(r, "resp_headers")) for r in a.exchanges()]
-        rows_b = [(r["url"], r["payload"], b.headers(r, "resp_headers")) for r in b.exchanges()]
+        rows_a = [(r.url, r.response.payload_digest, r.headers) for r in a.exchanges()]
+        rows_b = [(r.url, r.response.payload_digest, r.headers) for r in b.exchanges()]
         assert rows_a == rows_b
-        for r in b.exchanges("status=200", order="id LIMIT 20"):
-            assert b.get_blob(r["payload"]) == a.get_blob(r["payload"])
+        for r in b.exchanges(status=200, limit=20):
+            assert r.payload() == a.get_blob(r.response.payload_digest)
     again = cli("archive", "pack", src, "-o", packed)
     assert again.returncode == 1 and "already exists" in again.stderr
 

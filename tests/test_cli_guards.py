@@ -395,7 +395,7 @@ def test_non_ascii_header_names_survive_export_and_import(tmp_path, cli):
             arc_path = tmp_path / f"{step}{n}.wfz"
             assert cli("archive", "import", src, "--to", arc_path).returncode == 0
             with Archive.open(arc_path) as arc:
-                headers.append(arc.headers(next(arc.exchanges()), "resp_headers"))
+                headers.append(next(arc.exchanges()).headers)
             src = tmp_path / f"out{n}.warc"
             if step == "first":
                 assert cli("archive", "export", arc_path, "--format", "warc", "-o", src).returncode == 0
@@ -511,7 +511,7 @@ def test_revisits_find_their_originals_in_a_later_file_of_the_same_import(tmp_pa
         assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
         with Archive.open(target) as arc:
             rows = list(arc.exchanges())
-            assert len(rows) == 2 and {arc.get_blob(row["payload"]) for row in rows} == {body}
+            assert len(rows) == 2 and {row.payload() for row in rows} == {body}
 
 
 def test_reading_a_file_that_is_not_an_archive_leaves_nothing_beside_it(archive, tmp_path, cli):

@@ -165,7 +165,7 @@ while True:
         assert n >= done + 1  # every exchange reported as written is there
         from webfreeze.archives.verify import verify
 
-        assert verify(arc).ok
+        assert verify(target).ok
 
 
 def test_flipped_byte_in_one_blob_is_named_by_verify(tmp_path, cli):
@@ -179,7 +179,7 @@ def test_flipped_byte_in_one_blob_is_named_by_verify(tmp_path, cli):
                                       payload=body.encode(), session_id=sid))
     with Archive.open(target) as arc:
         victim = arc.lookup_exact("GET", "http://example.com/page/7")[0]
-        stored = arc.conn.execute("SELECT data FROM blobs WHERE digest=?", (victim["payload"],)).fetchone()[0]
+        stored = arc.conn.execute("SELECT data FROM blobs WHERE digest=?", (victim.response.payload_digest,)).fetchone()[0]
     raw = bytearray(target.read_bytes())
     at = raw.find(stored)
     assert at > 0 and raw.find(stored, at + 1) == -1
@@ -189,8 +189,8 @@ def test_flipped_byte_in_one_blob_is_named_by_verify(tmp_path, cli):
     assert result.returncode == 1
     bad = [line for line in result.stdout.splitlines() if line.startswith("BAD ")]
     assert len(bad) == 1, result.stdout
-    assert f"exchange {victim['id']} GET http://example.com/page/7:" in bad[0]
-    assert victim["payload"] in bad[0]
+    assert f"exchange {victim.id} GET http://example.com/page/7:" in bad[0]
+    assert victim.response.payload_digest in bad[0]
 
 
 def _strace_works() -> bool:

@@ -56,18 +56,18 @@ def test_depth_two_crawl_of_scholar(tmp_path, home, cli):
     assert result.returncode == 0, result.stderr
     with Archive.open(archive) as arc:
         pages = list(arc.pages())
-        assert len(pages) == 205 and len({p["url"] for p in pages}) == 205
+        assert len(pages) == 205 and len({p.url for p in pages}) == 205
         for p in pages:
-            assert p["screenshot"] and p["dom"], p["url"]
-        shot = arc.get_blob(pages[3]["screenshot"])
+            assert p.screenshot_digest and p.dom_digest, p.url
+        shot = pages[3].screenshot()
         assert shot.startswith(b"\x89PNG") and int.from_bytes(shot[16:20], "big") == 1920
-        assert b"</html>" in arc.get_blob(pages[3]["dom"])
-        recorded = {r["url"] for r in arc.exchanges()}
+        assert b"</html>" in pages[3].dom()
+        recorded = {r.url for r in arc.exchanges()}
         assert logged.served <= recorded, sorted(logged.served - recorded)[:5]
         assert {u.split("/")[2] for u in recorded} == {site.url.split("/")[2]}  # no browser-internal traffic
         # the page scripts ran in the browser: the XHR with its cache-busting timestamp was recorded
         assert any("/api/stats?_=" in u for u in recorded)
-        assert verify(arc).ok
+        assert verify(arc.path).ok
 
 
 def _page_count(path) -> int:
@@ -95,16 +95,16 @@ def test_sigkill_mid_crawl_then_resume(tmp_path, home):
         before = _page_count(archive)
         assert 6 <= before < 30
         with Archive.open(archive) as arc:
-            assert verify(arc).ok
+            assert verify(arc.path).ok
         again = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
         assert again.returncode == 0, again.stderr
         assert "resumed" in again.stdout
     finally:
         site.stop()
     with Archive.open(archive) as arc:
-        urls = [p["url"] for p in arc.pages()]
+        urls = [p.url for p in arc.pages()]
         assert len(urls) == 30 and len(set(urls)) == 30  # nothing visited twice, nothing skipped
-        assert verify(arc).ok
+        assert verify(arc.path).ok
 
 
 def test_crawl_bad_input_is_one_line(tmp_path, home, cli):

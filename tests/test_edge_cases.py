@@ -86,7 +86,7 @@ def test_merging_packed_archives_stays_valid(tmp_path, cli):
     for target in (merged, paths[0]):
         assert cli("archive", "verify", target).returncode == 0
         with Archive.open(target) as arc:
-            bodies = {arc.get_blob(r["payload"]).decode() for r in arc.exchanges()}
+            bodies = {r.payload().decode() for r in arc.exchanges()}
             assert bodies == set(versions)
     meta = json.loads(cli("archive", "meta", merged).stdout)
     assert meta["license"] == "CC0" and meta["replay_rules"] == {"ignore_params": ["_"]}

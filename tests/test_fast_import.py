@@ -13,7 +13,7 @@ import pytest
 
 from webfreeze.archives import Archive, ArchiveError, fast_import
 from webfreeze.archives.importer import import_files
-from webfreeze.archives.store import new_archive_atomically
+from webfreeze.archives import new_archive_atomically
 
 
 def dump(path: Path) -> dict:

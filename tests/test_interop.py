@@ -74,7 +74,7 @@ def _decoded_headers(arc: Archive, row, column: str):
     """A header column as a list of pairs (None when the request side was not captured)."""
     if row[column] is None:
         return None
-    return [tuple(h) for h in arc.headers(row, column)]
+    return [tuple(h) for h in arc.decode_headers(row[column])]
 
 
 def index_rows(path: Path) -> list[tuple]:
@@ -386,7 +386,7 @@ def test_exported_wacz_imports_back_unchanged(wacz_export, roundtrip, tmp_path):
     with zipfile.ZipFile(wacz_export) as zf:
         listed = [json.loads(line) for line in zf.read("pages/pages.jsonl").decode().splitlines()[1:] if line]
     with Archive.open(target) as arc:
-        pages = [(p["url"]) for p in arc.pages()]
+        pages = [p.url for p in arc.pages()]
     assert listed and sorted(pages) == sorted(p["url"] for p in listed)
 
 
@@ -493,6 +493,6 @@ def test_py_wacz_created_wacz_imports_with_its_pages(samples, roundtrip, tmp_pat
     # The WACZ carries iana.warc.gz unchanged, so the captures are exactly those of a direct import.
     assert index_rows(target) == index_rows(rt.source_archive)
     with Archive.open(target) as arc:
-        pages = sorted((p["url"], p["captured_at"]) for p in arc.pages())
+        pages = sorted((p.url, p.captured_at) for p in arc.pages())
     assert [u for u, _ in pages] == [u for u, _ in listed]
     assert [_ts14(t) for _, t in pages] == [_ts14(t) for _, t in listed]

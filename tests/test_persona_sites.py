@@ -236,14 +236,14 @@ def test_demo_archive_holds_the_persona_sites_pages():
             assert arc.lookup_exact("GET", f"http://{host}/static/style.css?v=20240315"), host
         # the added session is stamped with the last capture before it: the replay clock is unchanged
         (start,) = arc.lookup_exact("GET", START_URL)
-        added = start["session_id"]
-        before = max(r["captured_at"] for r in arc.exchanges("session_id != ?", (added,)))
-        assert {r["captured_at"] for r in arc.exchanges("session_id = ?", (added,))} == {before}
+        added = start.session_id
+        before = max(r.captured_at for r in arc.exchanges() if r.session_id != added)
+        assert {r.captured_at for r in arc.exchanges(session=added)} == {before}
         assert arc.capture_range()[1] == before
         # no request the archive had was captured again, nor one twice
-        rows = list(arc.exchanges("session_id = ?", (added,)))
+        rows = list(arc.exchanges(session=added))
         assert len(rows) > 2000
-        assert all(len(arc.lookup_exact(r["method"], r["url"], r["body_key"])) == 1 for r in rows)
+        assert all(len(arc.lookup_exact(r.method, r.url, r.body_key)) == 1 for r in rows)
     assert json.loads((SUITE / "manifest.json").read_text())["archive_digest"] == archive_digest(ARCHIVE)
 
 
@@ -272,11 +272,11 @@ def test_add_records_stamps_skips_known_requests_and_task_host_assets(tmp_path):
     assert counts == {"exchanges": 3, "skipped_existing": 1, "skipped_task_hosts": 3, "pages": 1}
     with Archive.open(dest) as arc:
         original = {"http://shop.test/", "http://shop.test/static/app.js?v=1", "http://dine.test/static/style.css?v=1"}
-        added = {r["url"]: r["captured_at"] for r in arc.exchanges() if r["url"] not in original}
+        added = {r.url: r.captured_at for r in arc.exchanges() if r.url not in original}
         assert sorted(added) == ["http://dine.test/", "http://shop.test/p/SH00001",
                                  "http://shop.test/p/SH00001/image.png"]
         assert set(added.values()) == {arc.capture_range()[1]} and arc.capture_range()[1].startswith("2024-03-15T11")
-        assert [p["title"] for p in arc.pages()] == ["P"]
+        assert [p.title for p in arc.pages()] == ["P"]
 
 
 def test_shop_task_pages_in_the_archive_are_what_the_site_serves():
@@ -284,18 +284,17 @@ def test_shop_task_pages_in_the_archive_are_what_the_site_serves():
     are byte for byte what the site serves today."""
     from webfreeze.archives import Archive
     from webfreeze.demo import ARCHIVE
-    from webfreeze.replayer.content import content_encoding, decode_content
 
     app = SITES["shop"](0)
     checked = 0
     with Archive.open(ARCHIVE) as arc:
-        for row in arc.exchanges("url LIKE ? AND method = 'GET' AND status = 200 AND mime LIKE 'text/html%'",
-                                 ("http://shop.test/%",)):
-            path = row["url"][len("http://shop.test"):]
+        for row in arc.exchanges(host="shop.test", method="GET", status=200, mime="text/html*"):
+            if not row.url.startswith("http://shop.test/"):
+                continue
+            path = row.url[len("http://shop.test"):]
             if path.startswith(("/cart", "/checkout", "/order")) or checked >= 150 and not path.startswith("/c/"):
                 continue
-            headers = arc.headers(row, "resp_headers")
-            stored = decode_content(arc.get_blob(row["payload"]), content_encoding(headers))
+            stored = row.body()
             assert fetch(app, path)[2] == stored, path
             checked += 1
     assert checked >= 150

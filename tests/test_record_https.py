@@ -54,7 +54,7 @@ def tls_site(cert_key, app=None) -> SiteServer:
 
 def urls_of(archive) -> list[str]:
     with Archive.open(archive) as arc:
-        return [r["url"] for r in arc.exchanges()]
+        return [r.url for r in arc.exchanges()]
 
 
 def replay_check_clean(cli, archive, report) -> dict:
@@ -125,7 +125,7 @@ def test_http_seed_redirected_to_a_self_signed_https_site(tmp_path, home, cli):
     assert all(u.startswith(("http://scholar.test/", "https://scholar.test/")) for u in urls), urls
     with Archive.open(archive) as arc:
         first = next(arc.pages())
-        assert json.loads(first["extra"])["final_url"] == "https://scholar.test/"
+        assert first.extra["final_url"] == "https://scholar.test/"
     replay_check_clean(cli, archive, tmp_path / "report")
 
 
@@ -211,7 +211,7 @@ def test_failed_seed_exits_1_and_failed_pages_are_listed(tmp_path, home, cli):
     assert r.returncode == 0, r.stderr
     assert "2 pages in total, 1 failed" in r.stdout and f"failed: {site.url}/broken (HTTP 500)" in r.stdout
     with Archive.open(archive) as arc:
-        assert sorted(p["url"] for p in arc.pages()) == [f"{site.url}/", f"{site.url}/good"]
+        assert sorted(p.url for p in arc.pages()) == [f"{site.url}/", f"{site.url}/good"]
     info = json.loads(cli("archive", "info", archive, "--json").stdout)
     assert [(f["url"], f["why"]) for f in info["failed_pages"]] == [(f"{site.url}/broken", "HTTP 500")]
     assert f"{site.url}/broken (HTTP 500)" in cli("archive", "info", archive).stdout

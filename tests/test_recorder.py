@@ -155,20 +155,20 @@ def test_records_a_browsing_session_on_scholar(proxy):
     finally:
         site.stop()
     arc = proxy.archive
-    rows = {(r["method"], r["url"][len(base):]): r for r in rows_of(arc)}
+    rows = {(r.method, r.url[len(base):]): r for r in rows_of(arc)}
     assert len(rows) == 6
     home_row = rows[("GET", "/")]
-    assert arc.get_blob(home_row["payload"]) == got["/"][1]  # exactly the bytes the client got
+    assert home_row.payload() == got["/"][1]  # exactly the bytes the client got
     assert gzip.decompress(got["/"][1]).startswith(b"<!DOCTYPE html>")
-    assert ("Content-Encoding", "gzip") in arc.headers(home_row, "resp_headers")
-    assert ("Accept-Encoding", "gzip") in arc.headers(home_row, "req_headers")
-    assert ("Content-Encoding", "br") in arc.headers(rows[("GET", "/static/app.js?v=1")], "resp_headers")
-    assert rows[("GET", "/list/cs")]["status"] == 301
+    assert ("Content-Encoding", "gzip") in home_row.headers
+    assert ("Accept-Encoding", "gzip") in home_row.request.headers
+    assert ("Content-Encoding", "br") in rows[("GET", "/static/app.js?v=1")].headers
+    assert rows[("GET", "/list/cs")].status == 301
     p = rows[("POST", "/prefs")]
-    assert p["body_key"] == "form:next=%2Fhelp&theme=dark" and arc.get_blob(p["req_body"]) == b"theme=dark&next=%2Fhelp"
-    assert rows[("GET", "/api/stats?_=1700000000000")]["mime"] == "application/json"
-    assert len({r["session_id"] for r in rows.values()}) == 1
-    assert verify(arc).ok
+    assert p.body_key == "form:next=%2Fhelp&theme=dark" and p.request.payload() == b"theme=dark&next=%2Fhelp"
+    assert rows[("GET", "/api/stats?_=1700000000000")].mime == "application/json"
+    assert len({r.session_id for r in rows.values()}) == 1
+    assert verify(arc.path).ok
 
 
 def _self_signed(tmp_path):
@@ -229,9 +229,9 @@ def test_https_with_its_own_certificate_and_a_streamed_large_body(proxy, tmp_pat
         server.shutdown()
         server.server_close()
     arc = proxy.archive
-    rows = {r["url"]: r for r in rows_of(arc)}
-    assert arc.get_blob(rows[url + "/secret"]["payload"]) == b"secret page over TLS"
-    assert rows[url + "/big"]["payload_size"] == len(BIG) and arc.get_blob(rows[url + "/big"]["payload"]) == BIG
+    rows = {r.url: r for r in rows_of(arc)}
+    assert rows[url + "/secret"].payload() == b"secret page over TLS"
+    assert rows[url + "/big"].response.payload_size == len(BIG) and rows[url + "/big"].payload() == BIG
 
 
 def test_sigkill_keeps_every_completed_exchange(tmp_path, home):
@@ -254,7 +254,7 @@ def test_sigkill_keeps_every_completed_exchange(tmp_path, home):
         site.stop()
     with Archive.open(archive) as arc:
         assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == done
-        assert verify(arc).ok
+        assert verify(arc.path).ok
 
 
 def test_bad_input_is_one_line(tmp_path, home, cli):
@@ -301,13 +301,13 @@ def test_304s_errors_and_upstream_failures_are_kept(proxy):
     finally:
         server.shutdown()
         server.server_close()
-    rows = {r["url"]: r for r in rows_of(proxy.archive)}
-    assert rows[base + "/cached"]["status"] == 304
-    assert rows[base + "/broken"]["status"] == 500
-    assert proxy.archive.get_blob(rows[base + "/broken"]["payload"]) == b"server trouble"
-    assert rows[base + "/missing"]["status"] == 404
+    rows = {r.url: r for r in rows_of(proxy.archive)}
+    assert rows[base + "/cached"].status == 304
+    assert rows[base + "/broken"].status == 500
+    assert rows[base + "/broken"].payload() == b"server trouble"
+    assert rows[base + "/missing"].status == 404
     failed = rows[f"http://127.0.0.1:{dead}/gone"]
-    assert failed["status"] == 502 and "error" in json.loads(failed["extra"])
+    assert failed.status == 502 and "error" in failed.extra
 
 
 @pytest.mark.parametrize("sig, port", [(signal.SIGINT, "free"), (signal.SIGTERM, "0")])

@@ -350,8 +350,8 @@ def test_pywb_post_and_revisit_captures(samples, tmp_path, home, cli):
         body = proxied(srv, "POST", "http://httpbin.org/post?foo=bar", b"data=^", form)[1]
         assert json.loads(body)["args"] == {"foo": "bar"} and json.loads(body)["form"] == {"data": "^"}
     with Archive.open(tmp_path / "dupes.warc.gz.wfz") as arc:
-        ids = [r["id"] for r in arc.lookup_exact("GET", "http://example.com")]
-        original = arc.get_blob(arc.exchange(ids[0])["payload"])
+        ids = [r.id for r in arc.lookup_exact("GET", "http://example.com")]
+        original = arc.exchange(ids[0]).payload()
     assert len(ids) == 2 and len(original) == 1270
     with ReplayServer(tmp_path / "dupes.warc.gz.wfz", mode="proxy", confdir=home, inject=False) as srv:
         answers = [proxied(srv, "GET", "http://example.com/") for _ in range(3)]

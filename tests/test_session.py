@@ -68,13 +68,13 @@ def test_scripted_shop_session(tmp_path, monkeypatch, cli):
     navs = [s["url"] for s in steps if s["action"] == "navigate"]
     assert any("/search?q=running+shoe" in u for u in navs) and navs[-1].endswith("/cart")
     with Archive.open(archive) as arc:
-        posts = list(arc.exchanges("method='POST'"))
-        assert len(posts) == 1 and posts[0]["url"].endswith("/cart/add")
-        body = arc.get_blob(posts[0]["req_body"]).decode()
+        posts = list(arc.exchanges(method="POST"))
+        assert len(posts) == 1 and posts[0].url.endswith("/cart/add")
+        body = posts[0].request.payload().decode()
         assert "sku=" in body and "qty=2" in body
         assert arc.get_document(f"trajectories/{traj['archive_session']}.json") == traj
         # only the site's traffic was recorded (no browser-internal requests)
-        assert {r["url"].split("/")[2] for r in arc.exchanges()} == {site.url.split("/")[2]}
+        assert {r.url.split("/")[2] for r in arc.exchanges()} == {site.url.split("/")[2]}
 
 
 def test_session_needs_a_driver(tmp_path, cli):

@@ -10,7 +10,7 @@ import pytest
 
 from webfreeze.archives import Archive, ArchiveError, ArchiveLocked, Exchange
 from webfreeze.archives.bodykey import body_key
-from webfreeze.archives.store import new_archive_atomically
+from webfreeze.archives import new_archive_atomically
 
 
 def _ex(sid, url, when="2024-05-01T10:00:00Z", payload=b"<html>hello</html>", **kw):
@@ -38,7 +38,7 @@ def test_payloads_are_stored_once_across_sessions(arc):
     assert n_blobs == 1
     assert stored < len(body)  # zstd-compressed
     assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 6
-    digest = arc.lookup_exact("GET", "http://example.com/p1")[0]["payload"]
+    digest = arc.lookup_exact("GET", "http://example.com/p1")[0].response.payload_digest
     assert arc.get_blob(digest) == body
 
 
@@ -49,17 +49,17 @@ def test_index_columns_and_lookups(arc):
     arc.add_exchange(_ex(sid, "http://example.com/a/c", payload=b"three"))
     arc.add_exchange(_ex(sid, "http://other.org/", payload=b"four"))
     row = arc.lookup_exact("GET", "http://Example.com/a/b?y=2&x=1")[0]
-    assert row["surt"] == "com,example)/a/b?x=1&y=2"
-    assert row["mime"] == "text/html"
-    assert row["captured_at"] == "2024-01-01T00:00:00.000000Z"
+    assert row.surt == "com,example)/a/b?x=1&y=2"
+    assert row.mime == "text/html"
+    assert row.captured_at == "2024-01-01T00:00:00.000000Z"
     # recorded order for repeated identical requests
-    assert [arc.get_blob(r["payload"]) for r in arc.lookup_exact("GET", "http://Example.com/a/b?y=2&x=1")] == [
+    assert [r.payload() for r in arc.lookup_exact("GET", "http://Example.com/a/b?y=2&x=1")] == [
         b"one", b"two"]
     under = arc.lookup_surt("com,example)/a/", prefix=True)
-    assert sorted(r["url"] for r in under) == ["http://Example.com/a/b?y=2&x=1"] * 2 + ["http://example.com/a/c"]
-    assert arc.lookup_surt("org,other)/")[0]["url"] == "http://other.org/"
-    assert arc.closest("http://example.com/a/b?x=1&y=2", "2024-02-20")["captured_at"].startswith("2024-03-01")
-    assert arc.closest("http://example.com/a/b?x=1&y=2", "20240110")["captured_at"].startswith("2024-01-01")
+    assert sorted(r.url for r in under) == ["http://Example.com/a/b?y=2&x=1"] * 2 + ["http://example.com/a/c"]
+    assert arc.lookup_surt("org,other)/")[0].url == "http://other.org/"
+    assert arc.closest("http://example.com/a/b?x=1&y=2", "2024-02-20").captured_at.startswith("2024-03-01")
+    assert arc.closest("http://example.com/a/b?x=1&y=2", "20240110").captured_at.startswith("2024-01-01")
     assert arc.closest("http://nowhere.example/", "2024") is None
 
 
@@ -80,7 +80,7 @@ def test_post_bodies_get_canonical_keys(arc):
                          req_headers=[("Content-Type", "application/x-www-form-urlencoded")], req_body=b"q=cats&page=2"))
     row = arc.lookup_exact("POST", "http://example.com/search", body_key("application/x-www-form-urlencoded",
                                                                            b"page=2&q=cats"))[0]
-    assert arc.get_blob(row["req_body"]) == b"q=cats&page=2"
+    assert row.request.payload() == b"q=cats&page=2"
 
 
 def test_body_key_canonical_forms():
@@ -107,7 +107,7 @@ def test_failed_transaction_leaves_nothing(arc):
     # the store still works after a rollback, and dedup does not trust a rolled-back blob
     arc.add_exchange(_ex(sid, "http://example.com/x", payload=b"to be rolled back" * 10))
     row = arc.lookup_exact("GET", "http://example.com/x")[0]
-    assert arc.get_blob(row["payload"]) == b"to be rolled back" * 10
+    assert row.payload() == b"to be rolled back" * 10
 
 
 def test_single_writer(tmp_path):
@@ -146,8 +146,8 @@ def test_pages_hold_screenshot_and_dom(arc):
     pid = arc.add_page(session_id=sid, url="http://example.com/", captured_at="2024-05-01T00:00:00Z",
                        title="Example", screenshot=png, dom=b"<html><body>Example</body></html>")
     page = next(arc.pages())
-    assert page["id"] == pid and page["title"] == "Example"
-    assert arc.get_blob(page["screenshot"]) == png
+    assert page.id == pid and page.title == "Example"
+    assert page.screenshot() == png
 
 
 def test_reading_is_plain_data(tmp_path):

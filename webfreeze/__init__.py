@@ -3,8 +3,9 @@
 The library's front door: the names a researcher needs, imported on first use.
 
 - archives: :func:`open_archive`, :func:`import_warc` (WARC, ARC, WACZ, HAR into an archive),
-  :class:`Archive`
-- replay: :class:`ReplayServer`
+  :class:`Archive`, the typed records it yields (:class:`ExchangeRecord`, :class:`PageRecord`,
+  :class:`DocumentRecord`) and the :class:`Exchange` it stores
+- replay: :class:`Replay` (the answer to a request, no sockets), :class:`ReplayServer` (HTTP over it)
 - the environment: :class:`WebEnv`, :class:`EnvConfig` (Gymnasium ``Env``)
 - agents: :class:`Agent`, :class:`TaskView`, :func:`make_agent`
 - runs: :func:`run` (what ``webfreeze bench run`` does), :func:`score_run` (report.json and
@@ -14,6 +15,9 @@ The library's front door: the names a researcher needs, imported on first use.
 Example::
 
     import webfreeze as wf
+    with wf.open_archive("site.wfz") as arc:
+        for ex in arc.exchanges(prefix="http://example.com/"):
+            print(ex.status, ex.url, len(ex.body()))
     wf.run("suite/", "keyword", "runs/kw", backend="text")
     report = wf.score_run("runs/kw")
 """
@@ -30,6 +34,11 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 _PUBLIC = {
     "Archive": ("webfreeze.archives", "Archive"),
     "ArchiveError": ("webfreeze.archives", "ArchiveError"),
+    "Exchange": ("webfreeze.archives", "Exchange"),
+    "ExchangeRecord": ("webfreeze.archives", "ExchangeRecord"),
+    "PageRecord": ("webfreeze.archives", "PageRecord"),
+    "DocumentRecord": ("webfreeze.archives", "DocumentRecord"),
+    "Replay": ("webfreeze.replayer.replay", "Replay"),
     "ReplayServer": ("webfreeze.replayer.server", "ReplayServer"),
     "WebEnv": ("webfreeze.env", "WebEnv"),
     "EnvConfig": ("webfreeze.simulator.env", "EnvConfig"),

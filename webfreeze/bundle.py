@@ -596,8 +596,7 @@ def _deep_checks(bundle: Bundle) -> dict:
         if name in bundle.resources:
             extract(bundle, tmp, name)
             try:
-                with Archive.open(tmp / name) as arc:
-                    report = verify_archive(arc)
+                report = verify_archive(tmp / name)
             except ArchiveError as exc:
                 raise DamagedBundle(f"damaged member {name}: {exc}".replace(str(tmp / name), name), name) from None
             if not report.ok:

@@ -17,7 +17,8 @@ import click
 
 from webfreeze import __version__
 from webfreeze.archives import Archive, ArchiveError
-from webfreeze.archives.store import check_output_file, write_output
+from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.files import check_output_file, write_output
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -162,7 +163,7 @@ def archive_export(archive_path, fmt, output, force):
     from webfreeze.archives.warc_export import export
 
     with Archive.open(archive_path) as arc:
-        total = arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0]
+        total = arc.counts()["exchanges"]
     progress, advance = progress_bar(total, f"exporting {fmt}", unit="exchanges")
     with progress:
         n = export(archive_path, output, fmt, progress=advance, overwrite=force)
@@ -177,10 +178,10 @@ def archive_verify(archive_path, as_json):
     from webfreeze.archives.verify import verify
 
     with Archive.open(archive_path) as arc:
-        total = arc.conn.execute("SELECT coalesce(sum(size),0) FROM blobs").fetchone()[0]
-        progress, advance = progress_bar(total, "verifying")
-        with progress:
-            report = verify(arc, progress=advance)
+        total = arc.counts()["blob_bytes"]
+    progress, advance = progress_bar(total, "verifying")
+    with progress:
+        report = verify(archive_path, progress=advance)
     if as_json:
         click.echo(json.dumps({"ok": report.ok, "blobs_checked": report.blobs_checked,
                                "exchanges_checked": report.exchanges_checked,
@@ -200,8 +201,7 @@ def archive_info(archive_path, as_json):
     """Counts, bytes, dedup ratio, hosts and capture time range."""
     from webfreeze.archives.maintenance import info
 
-    with Archive.open(archive_path) as arc:
-        data = info(arc)
+    data = info(archive_path)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -248,17 +248,18 @@ def archive_info(archive_path, as_json):
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 def archive_ls(archive_path, prefix, host, mime, status, method, since, until, limit, as_json):
     """List captured URLs: time, status, method, type, size, URL."""
-    from webfreeze.archives.maintenance import list_exchanges
-
     with Archive.open(archive_path) as arc:
-        for row in list_exchanges(arc, host=host, prefix=prefix, mime=mime, status=status, method=method,
-                                  since=since, until=until, limit=limit):
+        for ex in arc.exchanges(host=host, prefix=prefix, mime=mime, status=status, method=method,
+                                since=since, until=until, order="time", limit=limit):
+            resp = ex.response
             if as_json:
-                click.echo(json.dumps({k: row[k] for k in ("id", "captured_at", "status", "method", "mime",
-                                                            "payload_size", "url", "payload", "body_key")}))
+                click.echo(json.dumps({"id": ex.id, "captured_at": ex.captured_at, "status": ex.status,
+                                       "method": ex.method, "mime": resp.mime,
+                                       "payload_size": resp.payload_size, "url": ex.url,
+                                       "payload": resp.payload_digest, "body_key": ex.body_key}))
             else:
-                click.echo(f"{row['captured_at']}  {row['status']}  {row['method']:<6} "
-                           f"{(row['mime'] or '-'):<24} {row['payload_size']:>9}  {row['url']}")
+                click.echo(f"{ex.captured_at}  {ex.status}  {ex.method:<6} "
+                           f"{(resp.mime or '-'):<24} {resp.payload_size:>9}  {ex.url}")
 
 
 @archive.command("show")
@@ -286,44 +287,45 @@ def archive_show(archive_path, url, exchange_id, when, method, raw, headers_only
         check_output_file(output, protect=[archive_path], devices_ok=True)
     with Archive.open(archive_path) as arc:
         if exchange_id is not None:
-            row = arc.exchange(exchange_id)
+            ex = arc.exchange(exchange_id)
         elif when:
-            row = arc.closest(url, when, method=method)
+            ex = arc.closest(url, when, method=method)
         else:
-            rows = [r for r in arc.lookup_surt(surt_key(url)) if not method or r["method"] == method.upper()]
-            row = rows[-1] if rows else None
-        if row is None:
-            methods = sorted({r["method"] for r in arc.lookup_surt(surt_key(url))}) if url and method else []
+            found = [r for r in arc.lookup_surt(surt_key(url)) if not method or r.method == method.upper()]
+            ex = found[-1] if found else None
+        if ex is None:
+            methods = sorted({r.method for r in arc.lookup_surt(surt_key(url))}) if url and method else []
             if methods:
                 fail(f"{url}: no {method.upper()} capture in {archive_path} (captured with {', '.join(methods)})")
             fail(f"{url or f'exchange {exchange_id}'}: not in {archive_path}")
-        body = arc.get_blob(row["payload"])
-        req_body = arc.get_blob(row["req_body"]) if row["req_body"] else b""
-        click.echo(f"# exchange {row['id']}, captured {row['captured_at']}, payload sha256:{row['payload']}")
-        if row["req_headers"] is not None:
-            click.echo(f"{row['method']} {row['url']}")
-            for k, v in arc.headers(row, "req_headers"):
+        req, resp = ex.request, ex.response
+        body = resp.payload()
+        req_body = req.payload()
+        click.echo(f"# exchange {ex.id}, captured {ex.captured_at}, payload sha256:{resp.payload_digest}")
+        if req.captured:
+            click.echo(f"{ex.method} {ex.url}")
+            for k, v in req.headers:
                 click.echo(f"{k}: {v}")
             if req_body and not headers_only:
                 click.echo("")
                 click.echo(req_body.decode("utf-8", "replace") if _looks_textual("", req_body)
                            else f"# binary request body, {len(req_body)} bytes")
             click.echo("")
-        click.echo(f"{row['http_version']} {row['status']} {row['reason'] or ''}".rstrip())
-        resp_headers = arc.headers(row, "resp_headers")
+        click.echo(f"{resp.http_version} {resp.status} {resp.reason}".rstrip())
+        resp_headers = resp.headers
         for k, v in resp_headers:
             click.echo(f"{k}: {v}")
         if headers_only:
             return
         click.echo("")
         if not raw:
-            from webfreeze.replayer.content import decode_for_display
+            from webfreeze.archives.content import decode_for_display
 
             body = decode_for_display(body, resp_headers)
         if output:
             write_output(output, body)
             click.echo(f"# body ({len(body)} bytes) written to {output}")
-        elif _looks_textual(row["mime"], body):
+        elif _looks_textual(resp.mime, body):
             click.echo(body.decode("utf-8", "replace"))
         else:
             click.echo(f"# binary body, {len(body)} bytes; use -o FILE to save it")
@@ -345,8 +347,7 @@ def archive_diff(a, b, as_json, exit_code):
     """What B adds (+), removes (-) and changes (~) relative to A, by payload digest."""
     from webfreeze.archives.maintenance import diff
 
-    with Archive.open(a) as arc_a, Archive.open(b) as arc_b:
-        entries = diff(arc_a, arc_b)
+    entries = diff(a, b)
     marks = {"added": "+", "removed": "-", "changed": "~"}
     for e in entries:
         if as_json:
@@ -380,8 +381,7 @@ def archive_gc(archive_path, dry_run):
     """Remove blobs nothing refers to and compact the file."""
     from webfreeze.archives.maintenance import gc
 
-    with Archive.open(archive_path, write=not dry_run) as arc:  # a dry run only reads: no lock, no write
-        stats = gc(arc, dry_run=dry_run)
+    stats = gc(archive_path, dry_run=dry_run)  # a dry run only reads: no lock, no write
     verb = "would remove" if dry_run else "removed"
     click.echo(f"{verb} {stats['blobs_removed']} blobs ({human_bytes(stats['blob_bytes_freed'])}); file "
                f"{human_bytes(stats['file_bytes_before'])} -> {'about ' if dry_run else ''}"
@@ -402,7 +402,7 @@ def archive_pack(archive_path, output, level):
     from webfreeze.archives.maintenance import pack
 
     with Archive.open(archive_path) as arc:
-        total = arc.conn.execute("SELECT count(*) FROM blobs").fetchone()[0]
+        total = arc.counts()["blobs"]
     progress, advance = progress_bar(total, "packing", unit="blobs")
     with progress:
         stats = pack(archive_path, output, level=level, progress=advance)
@@ -672,7 +672,7 @@ def replay_check(archive_path, report_dir, seed, limit):
     from webfreeze.replay_check import check
 
     with Archive.open(archive_path) as arc:
-        total = arc.conn.execute("SELECT count(*) FROM pages").fetchone()[0]
+        total = arc.counts()["pages"]
     progress, advance = progress_bar(min(total, limit or total), "replaying pages", unit="pages")
     with progress:
         report = check(archive_path, report_dir, seed=seed, limit=limit, progress=lambda n, url: advance(1))
@@ -754,7 +754,7 @@ def _run(argv: list[str] | None) -> None:
         fail(exc.format_message())
     except click.exceptions.Abort:
         fail("interrupted", 130)  # Ctrl-C (click turns KeyboardInterrupt into Abort)
-    except ArchiveError as exc:
+    except WebfreezeError as exc:  # an archive's, an output file's, the CA's: one line
         fail(str(exc))
     except KeyboardInterrupt:
         fail("interrupted", 130)

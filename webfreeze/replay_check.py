@@ -100,13 +100,10 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
         raise ArchiveError(f"{archive_path}: no such archive")
     out = _report_dir(Path(report_dir), archive_path)
     with Archive.open(archive_path) as arc:
-        pages = [dict(p) for p in arc.pages()]
-        if limit:
-            pages = pages[:limit]
-        captured = {}
-        for p in pages:
-            captured[p["id"]] = (arc.get_blob(p["dom"]) if p["dom"] else b"",
-                                 arc.get_blob(p["screenshot"]) if p["screenshot"] else None)
+        records = list(arc.pages(limit=limit))
+        pages = [{"id": p.id, "url": p.url, "title": p.title, "captured_at": p.captured_at, "extra": p.extra}
+                 for p in records]
+        captured = {p.id: (p.payload(), p.screenshot()) for p in records}
     if not pages:
         raise ArchiveError(f"{archive_path}: no page records to check (record them with `webfreeze record crawl`)")
     partial = out.with_name(f".{out.name}.partial-{os.getpid()}")

@@ -108,8 +108,7 @@ def add_records(source, dest, *, pages: set[str]) -> dict:
     """Copy ``source``'s exchanges and page records into ``dest`` as one new session stamped with
     ``dest``'s last capture time, skipping requests ``dest`` already has and, on the demo tasks'
     hosts, everything but ``pages`` and product images. Returns counts."""
-    from webfreeze.archives import Archive, Exchange
-    from webfreeze.archives.store import extra_of
+    from webfreeze.archives import Archive
 
     added = {"exchanges": 0, "skipped_existing": 0, "skipped_task_hosts": 0, "pages": 0}
     with Archive.open(source) as src, Archive.open(dest, write=True) as dst:
@@ -121,25 +120,19 @@ def add_records(source, dest, *, pages: set[str]) -> dict:
             sid = dst.new_session("pages", source="webfreeze demo build: persona sites",
                                   tool="webfreeze.demo.persona_sites",
                                   info={"stamped_at": stamp, "hosts": sorted({urlsplit(u).hostname for u in pages})})
-            for row in src.exchanges():
-                url = row["url"]
+            for ex in src.exchanges():
+                url = ex.url
                 if not _wanted(url, pages):
                     added["skipped_task_hosts"] += 1
                     continue
-                if dst.lookup_exact(row["method"], url, row["body_key"]):
+                if dst.lookup_exact(ex.method, url, ex.body_key):
                     added["skipped_existing"] += 1
                     continue
-                dst.add_exchange(Exchange(
-                    url=url, captured_at=stamp, status=row["status"], resp_headers=src.headers(row, "resp_headers"),
-                    payload=src.get_blob(row["payload"]), method=row["method"],
-                    req_headers=src.headers(row, "req_headers") if row["req_headers"] is not None else None,
-                    req_body=src.get_blob(row["req_body"]) if row["req_body"] else None, reason=row["reason"] or "",
-                    http_version=row["http_version"] or "HTTP/1.1", kind=row["kind"], extra=extra_of(row),
-                    session_id=sid))
+                dst.add_exchange(ex.to_exchange(captured_at=stamp, session_id=sid))
                 added["exchanges"] += 1
-            for row in src.pages():
-                dst.add_page(session_id=sid, url=row["url"], captured_at=stamp, title=row["title"] or "",
-                             extra=json.loads(row["extra"]) if row["extra"] else None)
+            for page in src.pages():
+                dst.add_page(session_id=sid, url=page.url, captured_at=stamp, title=page.title,
+                             extra=page.extra or None)
                 added["pages"] += 1
             dst.end_session(sid)
     return added

@@ -1,13 +1,13 @@
 """The webfreeze CA: one certificate authority (mitmproxy's store) for recording and replay, so
-clients trust a single CA. Here, in the foundation, because both the recorder and the replayer use
-it and neither may import the other (DESIGN.md)."""
+clients trust a single CA. Here, below the stages, because both the recorder and the replayer use
+it and neither may import the other (DESIGN.md); it is not about archives."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from .errors import ArchiveError
+from .errors import WebfreezeError
 
 CA_BASENAME = "mitmproxy"
 
@@ -28,5 +28,5 @@ def load_ca(confdir: Path):
     except (ValueError, TypeError, OSError) as exc:
         reason = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc) or type(exc).__name__
         reason = reason.splitlines()[0].split(". ")[0]
-        raise ArchiveError(f"{confdir}: the webfreeze CA there cannot be read or made ({reason}); if it is "
+        raise WebfreezeError(f"{confdir}: the webfreeze CA there cannot be read or made ({reason}); if it is "
                            "damaged, move the folder away to make a new CA (clients must then trust the new one)") from None

@@ -1,0 +1,3 @@
+"""What every stage needs and none owns (DESIGN.md's ``common/`` row): the error base class
+(:mod:`.errors`), safe output files (:mod:`.files`) and the local certificate authority
+(:mod:`.ca`). Imports nothing else of webfreeze's; every stage may import it."""

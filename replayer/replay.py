@@ -1,0 +1,518 @@
+"""The replay answerer: what a replayed request gets, decided without sockets.
+
+:class:`Replay` holds one open archive and everything a replay decides: request matching
+(:mod:`.matching`), ordered repeats, site models (:mod:`.hooks`), the determinism runtime injected
+into HTML (:mod:`.determinism`), JSONP callback renaming, pywb's rules for direct URLs
+(``/<timestamp>[id_]/<url>``) and self-redirects, range requests, the miss policy and miss report,
+and the HTTP response it builds (cached, ready to send). The replay server (:mod:`.server`, proxy
+and direct modes) only parses HTTP and writes these answers to sockets; the simulator's text
+backend asks a :class:`Replay` directly (:meth:`Replay.fetch`), with no server at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http
+import json
+import logging
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from html import escape
+from pathlib import Path
+from urllib.parse import parse_qsl, quote, urljoin, urlsplit
+
+from webfreeze.archives import Archive, ArchiveError
+from webfreeze.archives.content import DecodeError, content_encoding, decode_content
+from webfreeze.archives.timeutil import parse_time, to_timestamp14
+from webfreeze.archives.urlkey import surt_key
+from webfreeze.common.files import check_output_file
+
+from .determinism import inject as inject_script
+from .determinism import page_seed, runtime_script
+from .hooks import ReplayRequest, ReplayResponse, SiteModel, host_key
+from .matching import Matcher, Rules, Sequencer, closest, request_body_key
+
+log = logging.getLogger("webfreeze.replay")
+
+CACHE_BYTES = 256 * 1024 * 1024
+ON_MISS = ("404", "502", "abort")
+DIRECT = re.compile(r"^/(\d{1,14})(?:([a-z]{2})_)?/(.+)$", re.DOTALL)
+HOP_BY_HOP = frozenset({
+    "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
+    "trailer", "transfer-encoding", "upgrade", "content-length", "alt-svc",
+})
+NO_BODY_STATUS = frozenset({204, 304}) | set(range(100, 200))
+HTML_MIMES = ("text/html", "application/xhtml+xml")
+
+
+class ReplayError(ArchiveError):
+    """A replay could not start (bad archive, port in use, bad rules): one line for the user."""
+
+
+# Chromium's own background traffic (component and model updates) that its launch flags do not stop
+# entirely. In replay it is sent through this server so that it fails here instead of reaching for
+# the network; it is not a page's request, so it is counted (stats "browser_own") but kept out of
+# the miss list and report, whose content would otherwise change from run to run (its URLs carry
+# random query strings).
+BROWSER_INTERNAL_HOSTS = ["update.googleapis.com", "clients2.google.com", "clients2.googleusercontent.com",
+                          "optimizationguide-pa.googleapis.com", "content-autofill.googleapis.com",
+                          "safebrowsingohttpgateway.googleapis.com", "edgedl.me.gvt1.com", "redirector.gvt1.com"]
+
+
+@dataclass
+class Built:
+    """A ready-to-send archived response (without the status line's connection headers)."""
+
+    status: int
+    reason: str
+    header_block: bytes  # "Name: value\r\n" lines, hop-by-hop and length removed
+    body: bytes
+    range_ok: bool
+    size: int  # bytes counted against the cache
+
+
+def _status_line(status: int, reason: str) -> bytes:
+    if not reason:
+        try:
+            reason = http.HTTPStatus(status).phrase
+        except ValueError:
+            reason = "Unknown"
+    return f"HTTP/1.1 {status} {reason}\r\n".encode("latin-1", "replace")
+
+
+def _header_block(headers) -> bytes:
+    return "".join(f"{k}: {v}\r\n" for k, v in headers).encode("latin-1", "replace")
+
+
+def simple_response(status: int, content_type: str, body: bytes, extra: bytes = b"") -> tuple[bytes, bytes]:
+    """(head, body) of a response made here rather than taken from the archive (a miss, an error,
+    the listing; the server's own answers to bad requests)."""
+    head = (_status_line(status, "") + f"Content-Type: {content_type}\r\n".encode("latin-1") + extra
+            + f"Content-Length: {len(body)}\r\n".encode())
+    return head, body
+
+
+class ResponseCache:
+    """Least-recently-used cache of :class:`Built` responses, bounded in bytes."""
+
+    def __init__(self, limit: int = CACHE_BYTES):
+        self.limit = limit
+        self.used = 0
+        self._items: OrderedDict = OrderedDict()
+
+    def get(self, key):
+        item = self._items.get(key)
+        if item is not None:
+            self._items.move_to_end(key)
+        return item
+
+    def put(self, key, item: Built) -> None:
+        if item.size > self.limit // 4:
+            return
+        self._items[key] = item
+        self.used += item.size
+        while self.used > self.limit:
+            _, old = self._items.popitem(last=False)
+            self.used -= old.size
+
+    def clear(self) -> None:
+        self._items.clear()
+        self.used = 0
+
+class Replay:
+    """The answers of one archive's replay, without sockets. :meth:`open` it (or use ``with``),
+    then :meth:`answer` requests (HTTP/1.1 head and body, as a server sends them) or
+    :meth:`fetch` them (status, headers, body, for an in-process client); :meth:`reset` starts a
+    new session (ordered repeats, site model state, target time); :meth:`close` at the end.
+    Not thread-safe for answers: one thread (the server's event loop) asks at a time."""
+
+    def __init__(self, archive_path: str | Path, *, on_miss: str = "404", miss_report: str | Path | None = None,
+                 inject: bool = True, seed: int = 0, rules: dict | None = None, when: str | None = None,
+                 cache_bytes: int = CACHE_BYTES):
+        if on_miss not in ON_MISS:
+            raise ReplayError(f"--on-miss must be one of {', '.join(ON_MISS)}")
+        self.archive_path = Path(archive_path)
+        self.on_miss = on_miss
+        self.miss_report = Path(miss_report) if miss_report else None
+        self.inject = inject
+        self.seed = seed
+        self.rule_overrides = rules or {}
+        self.when = self.default_when = parse_time(when).timestamp() if when else None
+        self.cache = ResponseCache(cache_bytes)
+        self.sequencer = Sequencer()
+        self.models: dict[str, SiteModel] = {}
+        self._last_capture: str | None = None
+        self.model_state: dict[str, dict] = {}
+        self.misses: list[dict] = []
+        self.stats = {"requests": 0, "hits": 0, "misses": 0, "errors": 0, "model": 0, "bad_requests": 0}
+        self._miss_file = None
+        self._state_lock = threading.RLock()
+        self.archive: Archive | None = None
+        self.matcher: Matcher | None = None
+        self.rules: Rules | None = None
+
+    # ------------------------------------------------------------------ opening and closing
+    def open(self) -> "Replay":
+        """Open the archive and build the match index (the replay rules are checked here)."""
+        if not self.archive_path.exists():
+            raise ReplayError(f"{self.archive_path}: no such archive")
+        if self.miss_report is not None:  # appended to on the first miss: refuse a bad path now
+            check_output_file(self.miss_report, protect=[self.archive_path], what="miss report", devices_ok=True)
+        self.archive = Archive.open(self.archive_path)
+        try:
+            stored = self.archive.meta().get("replay_rules") or {}
+            try:  # checked together: an override may mend what the archive stores
+                self.rules = Rules.from_dict({**(stored if isinstance(stored, dict) else {}), **self.rule_overrides})
+            except (TypeError, ValueError) as exc:
+                where = "the archive's replay_rules" + (" with the --rules overrides" if self.rule_overrides else "")
+                raise ReplayError(f"bad replay rules ({where}): {exc}") from None
+            self.matcher = Matcher.from_archive(self.archive, self.rules)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        if self._miss_file:
+            self._miss_file.close()
+            self._miss_file = None
+        if self.archive is not None:
+            self.archive.close()
+            self.archive = None
+
+    def __enter__(self) -> "Replay":
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ sessions and site models
+    def register(self, model: SiteModel) -> None:
+        """Let ``model`` answer requests for its hosts (before the archive)."""
+        with self._state_lock:
+            for h in model.hosts:
+                self.models[h.lower()] = model
+            self.model_state[model.name] = model.initial_state(self.seed)
+
+    def reset(self, seed: int | None = None, when: str | None = None) -> None:
+        """Start a new replay session: ordered repeats start over, site models get fresh state;
+        ``when`` (ISO 8601 or 1-14 digits) sets the target time captures are chosen closest to."""
+        with self._state_lock:
+            if seed is not None:
+                self.seed = seed
+            # a session without a time of its own goes back to the server's (no carry-over between tasks)
+            self.when = parse_time(when).timestamp() if when is not None else self.default_when
+            self.sequencer.reset()
+            self.cache.clear()  # injected pages depend on the seed
+            for model in {id(m): m for m in self.models.values()}.values():
+                self.model_state[model.name] = model.initial_state(self.seed)
+            self.misses = []
+
+    def site_state(self) -> dict:
+        """Every site model's exported state, by model name (JSON-serialisable)."""
+        with self._state_lock:
+            seen = {}
+            for model in self.models.values():
+                seen[model.name] = model.export_state(self.model_state[model.name])
+            return json.loads(json.dumps(seen, sort_keys=True))
+
+
+    # ------------------------------------------------------------------ answering
+    def fetch(self, method: str, url: str, headers: list[tuple[str, str]] | None = None,
+              body: bytes = b"") -> tuple[int, list[tuple[str, str]], bytes]:
+        """(status, headers, body) of one replayed request, as :meth:`answer` gives it to a server
+        (status 0 and nothing else where ``--on-miss abort`` would drop the connection)."""
+        head, data = self.answer(method, url, list(headers or []), body)
+        if data is None:  # --on-miss abort
+            return 0, [], b""
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        return status, [tuple(line.split(": ", 1)) for line in lines[1:] if ": " in line], data
+
+    def answer(self, method: str, url: str, headers: list[tuple[str, str]], body: bytes, *,
+               when: float | None = None, ordered: bool = True, inject: bool | None = None,
+               skip_self_redirects: bool = False):
+        """(status line + headers bytes, body bytes or None for abort) for one replayed request;
+        ``inject=False`` answers with the archived bytes whatever the server's setting (``id_``);
+        ``skip_self_redirects`` passes over captures that redirect to their own URL (pywb's rule)."""
+        self.stats["requests"] += 1
+        inject = self.inject if inject is None else inject and self.inject
+        hk = host_key(url)
+        model = self.models.get(hk)
+        if model is not None:
+            resp = self._ask_model(model, method, url, headers, body)
+            if resp is not None:
+                self.stats["model"] += 1
+                return self._serialise_plain(self._inject_model(resp, url) if inject else resp, method, "model")
+        bkey = request_body_key(headers, body)
+        level, key, caps, score = self.matcher.candidates(method, url, bkey)
+        if not caps and method.upper() == "HEAD":  # HEAD is answered from a GET capture's headers
+            level, key, caps, score = self.matcher.candidates("GET", url, bkey)
+        if not caps:
+            return self._miss(method, url, headers, bkey, score)
+        target = when if when is not None else self.when
+        cap = self.sequencer.pick(key, caps, target) if ordered else closest(caps, target)
+        cap_id, cap_url = cap.id, cap.url
+        built = self._build(cap_id, inject)
+        if skip_self_redirects and 300 <= built.status < 400 and _redirects_to_itself(built, cap_url):
+            other = self._other_than_self_redirect(method, url, bkey, target, inject)
+            if other is not None:
+                (cap_id, cap_url), built = other
+        self.stats["hits"] += 1
+        extra = f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {cap_id}\r\n".encode()
+        if level == "canonical" or level == "fuzzy":
+            built = self._rewrite_jsonp(built, cap_url, url)
+        return self._serialise(built, method, headers, extra)
+
+    def _ask_model(self, model: SiteModel, method, url, headers, body) -> ReplayResponse | None:
+        req = ReplayRequest(method.upper(), url, list(headers), body or b"")
+        with self._state_lock:
+            state = self.model_state.setdefault(model.name, model.initial_state(self.seed))
+            try:
+                return model.handle(req, state)
+            except Exception as exc:  # a model bug answers 500 and is logged; the server stays up
+                log.exception("site model %s failed on %s %s", model.name, method, url)
+                self.stats["errors"] += 1
+                return ReplayResponse(500, [("Content-Type", "text/plain")],
+                                      f"webfreeze: site model {model.name} failed: {exc}\n".encode())
+
+    def _inject_model(self, resp: ReplayResponse, url: str) -> ReplayResponse:
+        """A site model's HTML page gets the same runtime as archived pages: its clock starts at the
+        target time (else the archive's last capture), its random numbers from the run's seed."""
+        ctype = next((v for k, v in resp.headers if k.lower() == "content-type"), "").lower()
+        if not self.inject or not ctype.startswith(HTML_MIMES) or resp.status in (204, 304) or resp.status < 200:
+            return resp  # error pages too: a model's 404 page runs the site's scripts like any other
+        try:
+            html = decode_content(resp.body, content_encoding(resp.headers))
+        except DecodeError:
+            return resp
+        if self.when is not None:
+            at = datetime.fromtimestamp(self.when, timezone.utc).isoformat()
+        else:
+            if self._last_capture is None:
+                span = self.archive.capture_range()
+                self._last_capture = span[1] if span else "1970-01-01T00:00:00Z"
+            at = self._last_capture
+        body = inject_script(html, runtime_script(at, page_seed(self.seed, url)))
+        drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only", "etag",
+                "content-md5", "digest", "content-length")
+        return ReplayResponse(resp.status, [(k, v) for k, v in resp.headers if k.lower() not in drop], body,
+                              resp.reason)
+
+    def _miss(self, method, url, headers, bkey, score):
+        if (urlsplit(url).hostname or "") in BROWSER_INTERNAL_HOSTS:  # the browser's own, not a page's
+            with self._state_lock:
+                self.stats["browser_own"] = self.stats.get("browser_own", 0) + 1
+        else:
+            self._log_miss(method, url, headers, bkey, score)
+        if self.on_miss == "abort":
+            return None, None
+        body = f"webfreeze: not in archive: {method.upper()} {url}\n".encode("utf-8", "replace")
+        head, body = simple_response(404 if self.on_miss == "404" else 502, "text/plain; charset=utf-8", body,
+                             b"X-Webfreeze-Miss: 1\r\nCache-Control: no-store\r\n")
+        return head, (b"" if method.upper() == "HEAD" else body)
+
+    def _log_miss(self, method, url, headers, bkey, score) -> None:
+        self.stats["misses"] += 1
+        referer = next((v for k, v in headers if k.lower() == "referer"), None)
+        entry = {"method": method.upper(), "url": url, "body_key": bkey, "referer": referer,
+                 "best_fuzzy_score": round(score, 4) if score else None, "on_miss": self.on_miss}
+        with self._state_lock:
+            self.misses.append(entry)
+            if self.miss_report is not None:
+                try:
+                    if self._miss_file is None:
+                        self._miss_file = open(self.miss_report, "a", encoding="utf-8")
+                    self._miss_file.write(json.dumps(entry, sort_keys=True) + "\n")
+                    self._miss_file.flush()
+                except OSError as exc:  # a folder that refuses files (root passes the access check)
+                    log.warning("cannot write the miss report %s (%s): misses are only counted from now on",
+                                self.miss_report, exc.strerror or exc)
+                    if self._miss_file is not None:
+                        with contextlib.suppress(OSError):
+                            self._miss_file.close()
+                    self._miss_file = None
+                    self.miss_report = None
+
+    def _other_than_self_redirect(self, method: str, url: str, bkey: str, when: float | None, inject: bool):
+        """pywb's rule for a capture that redirects to its own URL (the same SURT key, such as
+        http -> https or a trailing slash): it would loop in replay, so the closest capture of the
+        same SURT key that does not is answered instead; None when there is none."""
+        found = [r for r in self.archive.lookup_surt(surt_key(url))
+                 if r.method.upper() == method.upper() and r.body_key == bkey and r.kind == "response"]
+        found.sort(key=lambda r: (abs(parse_time(r.captured_at).timestamp() - when) if when is not None else 0,
+                                  r.captured_at, r.id))
+        for r in found:
+            built = self._build(r.id, inject)
+            if not (300 <= built.status < 400 and _redirects_to_itself(built, r.url)):
+                return (r.id, r.url), built
+        return None
+
+    def _build(self, exchange_id: int, inject: bool) -> Built:
+        key = (exchange_id, inject)
+        built = self.cache.get(key)
+        if built is not None:
+            return built
+        ex = self.archive.exchange(exchange_id)
+        resp = ex.response
+        headers = resp.headers
+        body = resp.payload(verify=True)  # once: the response is cached
+        status = resp.status
+        mime = resp.mime
+        out_headers = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
+        if inject and mime.startswith(HTML_MIMES) and status >= 200 and status not in (204, 304) \
+                and ex.method != "HEAD":  # error pages run scripts too
+            try:
+                html = decode_content(body, content_encoding(headers))
+            except DecodeError:
+                html = None
+            if html is not None:
+                seed = page_seed(self.seed, ex.url)
+                body = inject_script(html, runtime_script(ex.captured_at, seed))
+                drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only",
+                        "etag", "content-md5", "digest")
+                out_headers = [(k, v) for k, v in out_headers if k.lower() not in drop]
+        built = Built(status, resp.reason, _header_block(out_headers), body,
+                      range_ok=status == 200, size=len(body) + 512)
+        self.cache.put(key, built)
+        return built
+
+    def _rewrite_jsonp(self, built: Built, captured_url: str, url: str) -> Built:
+        """A JSONP body names the captured callback; answer with the one the page asked for."""
+        names = self.rules.jsonp_params
+        old = {k: v for k, v in parse_qsl(urlsplit(captured_url).query) if k.lower() in names}
+        new = {k: v for k, v in parse_qsl(urlsplit(url).query) if k.lower() in names}
+        for k, v in new.items():
+            o = old.get(k)
+            if o and o != v:
+                head = built.body[:512]
+                i = head.find(o.encode() + b"(")
+                if i >= 0 and not head[:i].strip(b" \t\r\n;/*"):
+                    body = built.body[:i] + v.encode() + built.body[i + len(o):]
+                    return Built(built.status, built.reason, built.header_block, body, built.range_ok, len(body) + 512)
+        return built
+
+    def _serialise(self, built: Built, method: str, req_headers, extra: bytes):
+        status, body = built.status, built.body
+        head_extra = b""
+        if built.range_ok:
+            rng = next((v for k, v in req_headers if k.lower() == "range"), None)
+            if rng:
+                part = _parse_range(rng, len(body))
+                if part == "unsatisfiable":
+                    head = (_status_line(416, "") + f"Content-Range: bytes */{len(body)}\r\n".encode()
+                            + extra + b"Content-Length: 0\r\n")
+                    return head, b""
+                if part is not None:
+                    start, end = part
+                    status = 206
+                    head_extra = f"Content-Range: bytes {start}-{end}/{len(body)}\r\n".encode()
+                    body = body[start:end + 1]
+            head_extra += b"Accept-Ranges: bytes\r\n"
+        reason = built.reason if status == built.status else ""
+        head = _status_line(status, reason) + built.header_block + head_extra + extra
+        if status not in NO_BODY_STATUS:
+            head += f"Content-Length: {len(body)}\r\n".encode()
+        else:
+            body = b""
+        return head, (b"" if method.upper() == "HEAD" else body)
+
+    def _serialise_plain(self, resp: ReplayResponse, method: str, level: str):
+        headers = [(k, v) for k, v in resp.headers if k.lower() not in HOP_BY_HOP]
+        head = (_status_line(resp.status, resp.reason) + _header_block(headers)
+                + f"X-Webfreeze-Match: {level}\r\nContent-Length: {len(resp.body)}\r\n".encode())
+        return head, (b"" if method.upper() == "HEAD" else resp.body)
+
+    # ------------------------------------------------------------------ direct mode and control
+
+    # ------------------------------------------------------------------ pywb's direct URLs and the listing
+    def direct(self, target: str, method: str, headers, body):
+        m = DIRECT.match(target)
+        ts, modifier, original = m.group(1), m.group(2), m.group(3)
+        if not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", original):
+            original = "http://" + original
+        try:
+            when = parse_time(ts).timestamp()
+        except ArchiveError:
+            return self._plain(400, f"bad timestamp {ts}\n")
+        return self.answer(method, original, headers, body, when=when, ordered=False,
+                           inject=False if modifier == "id" else None, skip_self_redirects=True)
+
+
+    def listing(self, target: str):
+        q = dict(parse_qsl(urlsplit(target).query))
+        try:
+            page = max(1, int(q.get("page", "1")))
+        except ValueError:
+            page = 1
+        per = 500
+        rows = list(self.archive.exchanges(kind="response", order="url", limit=per + 1, offset=(page - 1) * per))
+        more = len(rows) > per
+        items = []
+        for r in rows[:per]:
+            ts = to_timestamp14(r.captured_at)
+            link = f"/{ts}id_/{quote(r.url, safe=':/?&=%#;+,@!$~*()')}"
+            items.append(f"<tr><td>{escape(r.method)}</td><td>{r.status}</td><td>{escape(r.mime)}</td>"
+                         f"<td>{escape(r.captured_at)}</td><td><a href=\"{escape(link)}\">{escape(r.url)}</a></td></tr>")
+        nav = f'<p><a href="/?page={page + 1}">next page</a></p>' if more else ""
+        html = (f"<!doctype html><html><head><meta charset=utf-8><title>webfreeze replay: "
+                f"{escape(self.archive_path.name)}</title></head><body><h1>{escape(self.archive_path.name)}</h1>"
+                f"<p>{self.matcher.count} exchanges; archived bytes at <code>/&lt;timestamp&gt;id_/&lt;url&gt;</code>, "
+                f"replayed pages at <code>/&lt;timestamp&gt;/&lt;url&gt;</code>."
+                f" Page {page}.</p><table><tr><th>method</th><th>status</th><th>type</th><th>captured</th>"
+                f"<th>url</th></tr>{''.join(items)}</table>{nav}</body></html>").encode("utf-8")
+        return simple_response(200, "text/html; charset=utf-8", html)
+
+    def _plain(self, status: int, text: str):
+        return simple_response(status, "text/plain; charset=utf-8", text.encode("utf-8", "replace"))
+
+
+def _redirects_to_itself(built: Built, url: str) -> bool:
+    """Whether an archived redirect's Location has the SURT key of the URL it was captured for."""
+    m = re.search(rb"(?im)^location:[ \t]*(.*?)[ \t]*\r?$", built.header_block)
+    if not m:
+        return False
+    target = urljoin(url, m.group(1).decode("latin-1"))
+    return surt_key(target) == surt_key(url)
+
+
+def _parse_range(value: str, size: int):
+    """(start, end) for one ``bytes=`` range, 'unsatisfiable', or None to ignore the header."""
+    value = value.strip()
+    if not value.lower().startswith("bytes=") or "," in value:
+        return None
+    spec = value[6:].strip()
+    try:
+        first, _, last = spec.partition("-")
+        if first == "":
+            n = int(last)
+            if n <= 0:
+                return "unsatisfiable"
+            return max(0, size - n), size - 1
+        start = int(first)
+        end = int(last) if last else size - 1
+    except ValueError:
+        return None
+    if start >= size or end < start:
+        return "unsatisfiable"
+    return start, min(end, size - 1)
+
+
+def load_rules_file(path: str | Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReplayError(f"{path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ReplayError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ReplayError(f"{path}: replay rules must be a JSON object")
+    try:
+        Rules.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        raise ReplayError(f"{path}: {exc}") from None
+    return data
+

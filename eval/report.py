@@ -87,7 +87,7 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
     suite_path = circumstances.get("suite_path") or suite_info.get("path")
     if isinstance(suite_path, str):
         roots.append(Path(suite_path))
-    tasks, digest = load_tasks_jsonl(run / "tasks.jsonl", roots=roots)
+    tasks, digest = load_tasks_jsonl(run / "tasks.jsonl", roots=roots, dependencies=False)
 
     warnings = []
     # a run of some of a suite's tasks (--tasks, --limit) records the digest of the lines it selected

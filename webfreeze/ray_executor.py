@@ -188,7 +188,8 @@ def timeout_trajectory(spec, task: dict, detail: str, cause: str) -> dict:
     from webfreeze.simulator.trajectory import FORMAT, VERSION
 
     config, manifest = spec.config, spec.manifest
-    return {
+    context = {"context": task["context_record"]} if task.get("context_record") is not None else {}
+    return {**context,
         "format": FORMAT, "version": VERSION, "task_id": task["id"],
         "suite": {"name": manifest["suite"]["name"], "digest": manifest["suite"]["digest"]},
         "env": {"backend": config["backend"], "seed": config["seed"], "max_steps": config["max_steps"],

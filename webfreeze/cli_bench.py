@@ -130,7 +130,10 @@ def context_condition(tokens, pool, tokenizer, a1_run, seed) -> dict:
     try:
         return check_context(raw)
     except ContextError as exc:
-        raise click.BadParameter(str(exc), param_hint="--context") from None
+        key = str(exc).split(":", 1)[0].removeprefix("context.")
+        hint = {"pool": "--context-pool", "tokenizer": "--context-tokenizer", "a1_run": "--context-a1-run",
+                "seed": "--context-seed"}.get(key, "--context")
+        raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
 def _console():

@@ -34,21 +34,21 @@ def context_group() -> None:
 @click.option("--tokenizer", default="cl100k_base", show_default=True, help="Tokenizer that counts each entry.")
 @click.option("--min-steps", type=click.IntRange(1), default=1, show_default=True,
               help="Leave out trajectories with fewer steps.")
-@click.option("--allow-no-thoughts", is_flag=True,
-              help="Keep trajectories whose steps carry no thought (e.g. a baseline agent's); by default a pool "
-                   "holds an LLM agent's reasoning, as the paper's does.")
+@click.option("--any-agent", is_flag=True,
+              help="Keep trajectories with neither LLM calls nor thoughts (e.g. a keyword baseline's); by default "
+                   "a pool holds an agent's reasoning, as the paper's does.")
 @_one_line_errors
-def context_pool(runs, output, tokenizer, min_steps, allow_no_thoughts):
+def context_pool(runs, output, tokenizer, min_steps, any_agent):
     """Collect the trajectories of finished runs (RUN_DIR...) into a filler pool file: per step
     the URL, action, thought and reflection; per trajectory its instruction, answer and final URL,
     and its size in tokens. The same task in several runs gives TASK, TASK~2, ..."""
     from webfreeze.context import build_pool, write_pool
 
     header, entries = build_pool(list(runs), tokenizer=tokenizer, min_steps=min_steps,
-                                 thoughts=not allow_no_thoughts)
+                                 reasoning=not any_agent)
     if not entries:
         raise click.ClickException(f"no trajectory in {', '.join(runs)} qualifies for a pool (at least {min_steps} "
-                                   f"step(s){'' if allow_no_thoughts else ' and a thought'})")
+                                   f"step(s){'' if any_agent else ', LLM calls or a thought'})")
     write_pool(output, header, entries)
     click.echo(f"wrote {output}: {header['entries']} trajectories, {header['tokens']} tokens ({header['tokenizer']})",
                err=True)

@@ -50,9 +50,10 @@ class ContextError(ValueError):
 
 # ------------------------------------------------------------------------------------------ the condition
 def parse_tokens(text) -> int:
-    """``none`` -> 0, ``25k`` -> 25000, ``50000`` -> 50000 (a whole number of tokens, 0 or more)."""
+    """``none`` -> 0, ``25k`` -> 25000, ``50000`` -> 50000 (a whole number of tokens, 0 or more);
+    raises :class:`ContextError` with the reason ("must be ...")."""
     if isinstance(text, bool):
-        raise ContextError(f"context tokens must be 'none', a number or NNk (not {text!r})")
+        raise ContextError(f"must be 'none', a number or NNk (not {text!r})")
     if isinstance(text, int):
         value = text
     else:
@@ -62,9 +63,9 @@ def parse_tokens(text) -> int:
         try:
             value = int(float(s[:-1]) * 1000) if s.endswith("k") else int(s)
         except ValueError:
-            raise ContextError(f"context tokens must be 'none', a number or NNk, e.g. 25k (not {text!r})") from None
+            raise ContextError(f"must be 'none', a number or NNk, e.g. 25k (not {text!r})") from None
     if value < 0:
-        raise ContextError(f"context tokens must be 0 (none) or more (not {value})")
+        raise ContextError(f"must be 0 (none) or more (not {value})")
     return value
 
 
@@ -222,10 +223,11 @@ def entry_tokens(entry: dict, tokenizer) -> int:
 
 
 def build_pool(run_dirs: list, *, tokenizer: str = DEFAULT_TOKENIZER, min_steps: int = 1,
-               thoughts: bool = True) -> tuple[dict, list]:
+               reasoning: bool = True) -> tuple[dict, list]:
     """(header, entries) of a pool made from finished runs' trajectories: every trajectory with at
-    least ``min_steps`` steps (and, with ``thoughts``, at least one step with a thought). The same
-    task in several runs gives entries ``TASK``, ``TASK~2``, ... in the order the runs are given."""
+    least ``min_steps`` steps (and, with ``reasoning``, made by a reasoning agent: it names LLM calls
+    or a step carries a thought). The same task in several runs gives entries ``TASK``, ``TASK~2``,
+    ... in the order the runs are given."""
     from webfreeze.simulator.history import HistoryError, get_tokenizer
 
     try:
@@ -249,7 +251,8 @@ def build_pool(run_dirs: list, *, tokenizer: str = DEFAULT_TOKENIZER, min_steps:
                     or not isinstance(traj.get("task_id"), str):
                 raise ContextError(f"{path}: not a webfreeze trajectory")
             e = _entry(traj, instructions.get(traj["task_id"]), source)
-            if len(e["steps"]) < min_steps or (thoughts and not any(s["thought"] for s in e["steps"])):
+            reasoned = bool(traj.get("llm_entries")) or any(s["thought"] for s in e["steps"])
+            if len(e["steps"]) < min_steps or (reasoning and not reasoned):
                 continue
             counts[e["task_id"]] = counts.get(e["task_id"], 0) + 1
             if counts[e["task_id"]] > 1:

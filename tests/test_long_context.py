@@ -298,3 +298,21 @@ def test_retrieval_success_on_hand_built_trajectories():
     # no A1 outcome known, or no episode
     assert retrieval(_hand(["http://shop.test/"]), None)["retrieval_success"] is None
     assert retrieval(None, a1)["retrieval_success"] is None
+
+
+@pytest.mark.slow
+def test_ray_plays_the_waves_as_the_local_pool(tmp_path, pool):
+    pytest.importorskip("ray")
+    common = ("--agent", "reference", "--backend", "text", "--tasks", "lc-01-*", "--tasks", "lc-05-*",
+              "--context", "2k", "--context-pool", pool, "--no-report")
+    local = run_cli("bench", "run", LC_SUITE, *common, "--out", tmp_path / "local")
+    assert local.returncode == 0, local.stderr
+    ray = run_cli("bench", "run", LC_SUITE, *common, "--executor", "ray", "--workers", "2", "--out", tmp_path / "ray",
+                  timeout=600)
+    assert ray.returncode == 0, ray.stderr
+    for tid in ("lc-01-a1", "lc-01-a2", "lc-05-a1", "lc-05-a2"):
+        a, b = _traj(tmp_path / "local", tid), _traj(tmp_path / "ray", tid)
+        assert json.dumps(without_timings(a), sort_keys=True) == json.dumps(without_timings(b), sort_keys=True)
+    assert _traj(tmp_path / "ray", "lc-05-a2")["context"]["fillers"]
+    manifest = json.loads((tmp_path / "ray" / "manifest.json").read_text())
+    assert manifest["circumstances"]["executor"] == "ray" and manifest["complete"]

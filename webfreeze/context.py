@@ -243,7 +243,9 @@ def build_pool(run_dirs: list, *, tokenizer: str = DEFAULT_TOKENIZER, min_steps:
         manifest = _read_json(run / "manifest.json", "run manifest") if (run / "manifest.json").is_file() else {}
         instructions = _instructions(run)
         source = len(sources)
-        sources.append({"run": run.name, "agent": manifest.get("agent"), "suite": manifest.get("suite"),
+        # what made these trajectories, enough to make them again (the run's settings and LLM entries)
+        sources.append({"run": run.name, "agent": manifest.get("agent"), "agent_settings": manifest.get("agent_settings"),
+                        "suite": manifest.get("suite"), "env": manifest.get("env"), "llm": manifest.get("llm"),
                         "archive_digest": (manifest.get("archive") or {}).get("digest")})
         for path in sorted(traj_dir.glob("*.json")):
             traj = _read_json(path, "trajectory")

@@ -222,6 +222,19 @@ class RayExecutor:
         self.timeout = episode_timeout_s
         self.retries = retries
 
+    @contextlib.contextmanager
+    def session(self):
+        """Ray for the whole run (the runner plays dependent tasks in waves, one ``run`` each): started
+        once here and shut down at the end, instead of once per wave."""
+        started = start_ray(self.address, self.workers)
+        try:
+            yield self
+        finally:
+            if started:
+                import ray
+
+                ray.shutdown()
+
     def run(self, spec, jobs: list, progress=None) -> dict:
         import ray
 

@@ -19,6 +19,7 @@ embedded local model starts that model's server once, unless it replays strictly
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -685,9 +686,12 @@ def execute(prep: Prepared, *, progress=None) -> dict:
             slots = tempfile.mkdtemp(prefix="webfreeze-llm-slots-")
             llm["slots_dir"] = slots
         spec = WorkerSpec(wconfig, str(prep.archive), prep.archive_digest, manifest, llm)
-        for wave in waves:
-            wave_jobs = [(_job_task(prep, t), t.reference if oracle else None) for t in wave]
-            _merge_stats(stats, executor.run(spec, wave_jobs, progress) or {})
+        # (an executor with a session, Ray, starts once for all the waves)
+        session = getattr(executor, "session", None) if len(waves) > 1 else None
+        with session() if session is not None else contextlib.nullcontext():
+            for wave in waves:
+                wave_jobs = [(_job_task(prep, t), t.reference if oracle else None) for t in wave]
+                _merge_stats(stats, executor.run(spec, wave_jobs, progress) or {})
     finally:
         if server is not None:
             server.stop()

@@ -22,6 +22,8 @@ from urllib.parse import quote
 from .errors import ReportError, TaskError
 from .judge import Judge, judge_name
 from .personal import markdown as personalisation_markdown
+from .longctx import long_context_results
+from .longctx import summarise as summarise_long_context
 from .personal import personalisation
 from .score import score_task, summarise
 from .tasks import load_tasks_jsonl, suite_digest
@@ -87,7 +89,7 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
     suite_path = circumstances.get("suite_path") or suite_info.get("path")
     if isinstance(suite_path, str):
         roots.append(Path(suite_path))
-    tasks, digest = load_tasks_jsonl(run / "tasks.jsonl", roots=roots)
+    tasks, digest = load_tasks_jsonl(run / "tasks.jsonl", roots=roots, dependencies=False)
 
     warnings = []
     # a run of some of a suite's tasks (--tasks, --limit) records the digest of the lines it selected
@@ -117,6 +119,7 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
     for r in results:  # a task that did not run is counted under the run's scheme
         if r["outcome"] == "missing" and ("rubric" in r["kinds"] or "level" in r):
             r["scheme"] = config.get("scheme") if isinstance(config.get("scheme"), str) else "no-history"
+    long_context_results(tasks, trajectories, results)  # (dependent tasks only: A2 of an A1 -> A2 pair)
     known = {f"{t.id}.json" for t in tasks}
     extra = sorted(p.name for p in traj_dir.glob("*.json") if p.name not in known) if traj_dir.is_dir() else []
     if extra:
@@ -134,6 +137,9 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
         "warnings": warnings,
         "timings": timings,
     }
+    long_context = summarise_long_context(results)
+    if long_context is not None:
+        report["long_context"] = long_context
     return _rounded(report), trajectories
 
 

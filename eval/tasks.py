@@ -53,6 +53,12 @@ class Task:
     raw: dict[str, Any] = field(default_factory=dict)  # the line's JSON object, for the digest
 
     @property
+    def depends_on(self) -> str | None:
+        """The id of the task this one depends on (its subtask A1 in the long-context study), or None."""
+        dep = self.extra.get("depends_on")
+        return dep if isinstance(dep, str) else None
+
+    @property
     def kinds(self) -> list[str]:
         """Ground-truth kinds present, in a fixed order (``ranking`` stands for candidates+target)."""
         order = ("answer", "reference_trajectory", "key_nodes", "rubric", "ranking", "final_state")
@@ -292,6 +298,15 @@ def validate_task(obj: Any, *, file="", line: int | None = None, roots: list[Pat
         _validate_final_state(gt["final_state"], file, line)
     if "reference_trajectory" in gt:
         reference = _load_reference(gt["reference_trajectory"], roots or [], file, line)
+    if "depends_on" in obj:  # (the named task's existence is checked over the whole suite)
+        dep = obj["depends_on"]
+        _require(isinstance(dep, str) and dep.strip() != "", "task field 'depends_on' must be a task id (a string)",
+                 file, line)
+        _require(dep != tid, f"task {tid!r} cannot depend on itself (depends_on)", file, line)
+    if "context_exclude" in obj:
+        ex = obj["context_exclude"]
+        _require(isinstance(ex, list) and all(isinstance(x, str) and x for x in ex),
+                 "task field 'context_exclude' must be a list of task-id globs", file, line)
     return Task(id=obj["id"], category=obj["category"], instruction=obj["instruction"], start_url=start_url,
                 ground_truth=gt, snapshot_time=snap, reference_length=ref_len, reference=reference,
                 extra={k: v for k, v in obj.items() if k not in TASK_FIELDS},
@@ -313,8 +328,11 @@ def _read_text(path: Path) -> str:
 
 
 def load_tasks_jsonl(path: str | os.PathLike, *, roots: list[Path] | None = None,
-                     categories: list[str] | None = None) -> tuple[list[Task], str]:
+                     categories: list[str] | None = None, dependencies: bool = True) -> tuple[list[Task], str]:
     """Tasks of a JSONL file (blank lines skipped) and the suite digest over them.
+
+    ``dependencies``: check that every ``depends_on`` names a task of the file (a run's
+    ``tasks.jsonl`` holds only the tasks it selected, so its reader turns this off).
 
     ``roots``: directories a reference trajectory path is looked up in (default: the file's folder).
     ``categories``: when given, every task's category must be one of them.
@@ -343,7 +361,56 @@ def load_tasks_jsonl(path: str | os.PathLike, *, roots: list[Path] | None = None
         objects.append(obj)
     if not tasks:
         raise TaskError("holds no tasks", path)
+    if dependencies:
+        check_dependencies(tasks, path, seen)
     return tasks, suite_digest(objects)
+
+
+def check_dependencies(tasks: list[Task], file=None, lines: dict | None = None) -> None:
+    """Every ``depends_on`` names a task of the suite, and no chain of them comes back to where it
+    started (raises :class:`TaskError` naming the task's line)."""
+    by_id = {t.id: t for t in tasks}
+    lines = lines or {}
+    for t in tasks:
+        dep = t.depends_on
+        if dep is None:
+            continue
+        if dep not in by_id:
+            raise TaskError(f"task {t.id!r}: depends_on names {dep!r}, which is not a task of the suite",
+                            file, lines.get(t.id))
+        chain, cur = [t.id], dep
+        while cur is not None:
+            if cur in chain:
+                loop = " -> ".join([*chain[chain.index(cur):], cur])
+                raise TaskError(f"task {t.id!r}: depends_on makes a cycle ({loop})", file, lines.get(t.id))
+            chain.append(cur)
+            cur = by_id[cur].depends_on
+
+
+def dependency_waves(tasks: list[Task]) -> list[list[Task]]:
+    """The tasks in waves: first those that depend on no task among ``tasks``, then those whose
+    dependency is in an earlier wave, and so on; each wave keeps the given order. A dependency that
+    is not among ``tasks`` (not selected) does not hold a task back."""
+    chosen = {t.id for t in tasks}
+    level: dict[str, int] = {}
+
+    def depth(t: Task, seen=()) -> int:
+        if t.id in level:
+            return level[t.id]
+        dep = t.depends_on
+        if dep is None or dep not in chosen or dep in seen:
+            level[t.id] = 0
+        else:
+            level[t.id] = depth(by_id[dep], (*seen, t.id)) + 1
+        return level[t.id]
+
+    by_id = {t.id: t for t in tasks}
+    for t in tasks:
+        depth(t)
+    waves: list[list[Task]] = [[] for _ in range(max(level.values(), default=-1) + 1)]
+    for t in tasks:
+        waves[level[t.id]].append(t)
+    return waves
 
 
 def _load_manifest(manifest_path: Path) -> Suite:

@@ -246,10 +246,11 @@ def compose_history(pool: Iterable[dict] | str | Path, a1: str, a2: str, target_
     the target and stops when nothing more fits. With ``strict``, a pool that cannot bring the
     history within ``tolerance`` of the target is an error. ``instructions`` maps task ids to
     their instructions (from the task suite); A2 appears as its instruction alone unless
-    ``include_a2_steps`` (then its trajectory must be in the pool too).
+    ``include_a2_steps`` (then its trajectory must be in the pool too). ``target_tokens == 0`` is
+    the "none" condition: A1's trajectory and A2, no fillers (the pool needs only A1's trajectory).
     """
-    if not isinstance(target_tokens, int) or target_tokens <= 0:
-        raise HistoryError(f"target token count must be a positive integer, got {target_tokens!r}")
+    if not isinstance(target_tokens, int) or isinstance(target_tokens, bool) or target_tokens < 0:
+        raise HistoryError(f"target token count must be a positive integer (or 0: no fillers), got {target_tokens!r}")
     trajectories = load_trajectories(pool) if isinstance(pool, (str, Path)) else load_trajectories(list(pool))
     tok = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
     instructions = instructions or {}
@@ -274,6 +275,12 @@ def compose_history(pool: Iterable[dict] | str | Path, a1: str, a2: str, target_
     first = session(0, "A1", a1)
     excluded = {a1, a2, *exclude}
     candidates = [t for t in filler_order(by_id, seed) if t not in excluded]
+    if target_tokens == 0:  # the "none" condition: A1's trajectory, then A2, no noise
+        sessions = [first, session(1, "A2", a2, pending=not include_a2_steps)]
+        text = "".join(s.text for s in sessions)
+        return ComposedHistory(sessions=sessions, text=text, tokens=tok.count(text), target_tokens=0, seed=seed,
+                               tokenizer=tok.name, tokenizer_detail=getattr(tok, "detail", ""),
+                               candidates=len(candidates), fillers=[])
 
     def last(n_fillers: int) -> Session:
         return session(1 + n_fillers, "A2", a2, pending=not include_a2_steps)

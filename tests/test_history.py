@@ -133,7 +133,7 @@ def test_errors(pool, tmp_path):
     small = compose_history(pool[:5], "task-001", "task-002", 150_000, strict=False)
     assert small.tokens < 150_000 and len(small.fillers) == 3
     with pytest.raises(HistoryError, match="positive integer"):
-        compose_history(pool, "task-001", "task-002", 0)
+        compose_history(pool, "task-001", "task-002", -1)
     with pytest.raises(HistoryError, match="more than the target"):
         compose_history(pool, "task-001", "task-002", 50)
     with pytest.raises(HistoryError, match="unknown tokenizer"):
@@ -142,6 +142,14 @@ def test_errors(pool, tmp_path):
         compose_history([{"task_id": "x"}], "x", "y", 25_000)
     with pytest.raises(HistoryError, match="version"):
         compose_history([dict(pool[0], version=9)], "task-000", "y", 25_000)
+
+
+def test_none_condition_has_no_fillers(pool, tok):
+    h = compose_history(pool, "task-001", "task-002", 0, seed=7, instructions={"task-002": "Now do A2."})
+    assert [s.part for s in h.sessions] == ["A1", "A2"] and h.fillers == [] and h.target_tokens == 0
+    assert h.tokens == tok.count(h.text) == sum(s.tokens for s in h.sessions)
+    alone = compose_history(pool[1:2], "task-001", "task-002", 0, instructions={"task-002": "Now do A2."})
+    assert alone.text == h.text  # A1 alone is enough
 
 
 def test_pool_from_a_folder(pool, tmp_path):

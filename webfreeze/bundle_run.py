@@ -130,6 +130,9 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
             manifest = json.loads((bundled / "manifest.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raise BundleError(f"{path}: run {name} has no readable manifest") from None
+        if manifest.get("context"):  # its filler pool and A1 run are not bundle members (yet)
+            raise BundleError(f"{path}: run {name} ran under a long-context condition, which a bundle cannot "
+                              f"re-run yet (its filler pool is not bundled)")
         env = manifest.get("env") or {}
         selection = manifest.get("selection") or {}
         cassette = bundled / "llm-cassette.sqlite"

@@ -714,6 +714,11 @@ from webfreeze.cli_study import register as _register_study  # noqa: E402
 
 _register_study(cli)
 
+# the context group (filler pools for long-context runs) lives in cli_context.py
+from webfreeze.cli_context import register as _register_context  # noqa: E402
+
+_register_context(cli)
+
 
 # ============================================================================== entry point
 class Terminated(BaseException):

@@ -97,6 +97,45 @@ def executor_options(fn):
                              "needs the 'ray' extra). The run folder is the same.")(fn)
 
 
+def context_options(fn):
+    """``--context none|25k|N`` and the pool, tokenizer, A1 run and seed of the condition."""
+    fn = click.option("--context-seed", type=int, default=None, metavar="N",
+                      help="Seed of the fillers' order [default: 0].")(fn)
+    fn = click.option("--context-a1-run", type=click.Path(file_okay=False), default=None, metavar="DIR",
+                      help="Take each A1's trajectory from this finished run instead of running A1 here.")(fn)
+    fn = click.option("--context-tokenizer", default=None, metavar="NAME",
+                      help="Tokenizer that counts the context [default: cl100k_base].")(fn)
+    fn = click.option("--context-pool", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                      help="Filler pool (webfreeze context pool) [default: the shipped demo pool].")(fn)
+    return click.option("--context", default=None, metavar="none|25k|N",
+                        help="Long-context condition for tasks with depends_on: their prior context is A1's "
+                             "trajectory, then pool trajectories up to N tokens (none: no fillers), then the "
+                             "task; they start where the last injected trajectory ended. "
+                             "See docs/long-context.md.")(fn)
+
+
+def context_condition(tokens, pool, tokenizer, a1_run, seed) -> dict:
+    """``RunConfig.context`` from the command line's options ({} without ``--context``)."""
+    from webfreeze.context import ContextError, check_context
+
+    if tokens is None:
+        given = [n for n, v in (("--context-pool", pool), ("--context-tokenizer", tokenizer),
+                                ("--context-a1-run", a1_run), ("--context-seed", seed)) if v is not None]
+        if given:
+            raise click.BadParameter(f"{given[0]} goes with --context none|25k|N", param_hint=given[0])
+        return {}
+    raw = {"tokens": tokens}
+    raw.update({k: v for k, v in (("pool", pool), ("tokenizer", tokenizer), ("a1_run", a1_run), ("seed", seed))
+                if v is not None})
+    try:
+        return check_context(raw)
+    except ContextError as exc:
+        key = str(exc).split(":", 1)[0].removeprefix("context.")
+        hint = {"pool": "--context-pool", "tokenizer": "--context-tokenizer", "a1_run": "--context-a1-run",
+                "seed": "--context-seed"}.get(key, "--context")
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+
+
 def _console():
     from rich.console import Console
 
@@ -107,7 +146,7 @@ def _console():
 def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=0, max_steps=30,
               screenshots=False, agent_config=None, site_models=None, quiet=False, tasks=(), limit=None,
               cassette=None, cassette_mode="record", llm_concurrency=None, persona=None, history=None,
-              executor="local", ray_address=None, episode_timeout_s=None, retries=2) -> dict:
+              executor="local", ray_address=None, episode_timeout_s=None, retries=2, context=None) -> dict:
     """Prepare and execute a run with a progress bar on stderr; returns the manifest."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -121,7 +160,7 @@ def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=
                              persona=str(persona) if persona else None, history=dict(history or {}),
                              cassette=str(cassette) if cassette else None, cassette_mode=cassette_mode,
                              llm_concurrency=llm_concurrency, executor=executor, ray_address=ray_address,
-                             episode_timeout_s=episode_timeout_s, retries=retries))
+                             episode_timeout_s=episode_timeout_s, retries=retries, context=dict(context or {})))
     err = Console(stderr=True)
     if prep.manifest["archive_matches_suite"] is False:
         click.echo(f"warning: {prep.archive} is not the archive the suite was made for (digest differs)", err=True)
@@ -198,12 +237,13 @@ def bench_group() -> None:
 @click.option("--key-fields", default=None, metavar="F,F",
               help="History fields embedded per entry [default: type,object; all: timestamp,type,object,website].")
 @executor_options
+@context_options
 @click.option("--no-report", is_flag=True, help="Do not score the run at the end.")
 @_one_line_errors
 def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, screenshots, agent_config, site_models,
               task_globs, limit, llm, llm_key_env, cassette, cassette_mode, llm_concurrency, persona, history_k,
               history_threshold, history_model, key_fields, executor, ray_address, episode_timeout, retries,
-              no_report):
+              context, context_pool, context_tokenizer, context_a1_run, context_seed, no_report):
     """Run AGENT on every task of SUITE against the replayed archive; write RUN_DIR.
 
     RUN_DIR gets manifest.json (archive and suite digests, agent config, versions), tasks.jsonl,
@@ -224,6 +264,7 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
         make_agent(agent, **settings)
     except AgentError as exc:
         raise click.BadParameter(str(exc), param_hint="--agent-config" if not llm else "--llm") from None
+    condition = context_condition(context, context_pool, context_tokenizer, context_a1_run, context_seed)
     manifest = run_suite(suite, archive, agent, out, workers=workers, backend=backend, seed=seed,
                          max_steps=max_steps, screenshots=screenshots, agent_config=settings, site_models=models,
                          tasks=task_globs, limit=limit, cassette=cassette, cassette_mode=cassette_mode,
@@ -231,7 +272,8 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
                          history={k: v for k, v in {"k": history_k, "threshold": history_threshold,
                                                     "model": history_model, "key_fields": key_fields}.items()
                                   if v is not None},
-                         executor=executor, ray_address=ray_address, episode_timeout_s=episode_timeout, retries=retries)
+                         executor=executor, ray_address=ray_address, episode_timeout_s=episode_timeout, retries=retries,
+                         context=condition)
     click.echo(f"ran {manifest['tasks_done']} of {manifest['suite']['tasks']} tasks in {manifest['elapsed_s']:.1f} s "
                f"-> {out}", err=True)
     if not no_report:

@@ -188,7 +188,8 @@ def timeout_trajectory(spec, task: dict, detail: str, cause: str) -> dict:
     from webfreeze.simulator.trajectory import FORMAT, VERSION
 
     config, manifest = spec.config, spec.manifest
-    return {
+    context = {"context": task["context_record"]} if task.get("context_record") is not None else {}
+    return {**context,
         "format": FORMAT, "version": VERSION, "task_id": task["id"],
         "suite": {"name": manifest["suite"]["name"], "digest": manifest["suite"]["digest"]},
         "env": {"backend": config["backend"], "seed": config["seed"], "max_steps": config["max_steps"],
@@ -220,6 +221,19 @@ class RayExecutor:
         self.address = address
         self.timeout = episode_timeout_s
         self.retries = retries
+
+    @contextlib.contextmanager
+    def session(self):
+        """Ray for the whole run (the runner plays dependent tasks in waves, one ``run`` each): started
+        once here and shut down at the end, instead of once per wave."""
+        started = start_ray(self.address, self.workers)
+        try:
+            yield self
+        finally:
+            if started:
+                import ray
+
+                ray.shutdown()
 
     def run(self, spec, jobs: list, progress=None) -> dict:
         import ray

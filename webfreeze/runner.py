@@ -19,6 +19,7 @@ embedded local model starts that model's server once, unless it replays strictly
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -69,6 +70,23 @@ class RunConfig:
     local_model: bool = False                  # set by prepare(): the agent wants the embedded model
     persona: str | None = None                 # a persona folder (personas generate): the users' histories
     history: dict = field(default_factory=dict)  # retrieval settings: k, threshold, model, key_fields
+    # long-context condition (webfreeze.context): {} none; else tokens, pool, tokenizer, seed[, a1_run]
+    context: dict = field(default_factory=dict)
+
+
+from webfreeze.context import CONTEXT_KEYS  # noqa: E402  (the keys of RunConfig.context)
+
+
+def check_context(context: dict | None) -> dict:
+    """A context condition (``RunConfig.context``) checked and filled in, for a study file or a
+    command line: ``{}`` or ``{tokens, tokenizer, seed, pool, a1_run}``; raises :class:`RunError`
+    (one line naming the key). See :func:`webfreeze.context.check_context`."""
+    from webfreeze.context import ContextError, check_context as _check
+
+    try:
+        return _check(context)
+    except ContextError as exc:
+        raise RunError(str(exc)) from None
 
 
 def _versions() -> dict:
@@ -102,6 +120,7 @@ class Prepared:
     manifest: dict
     todo: list
     done: list
+    pool: object = None       # the context condition's filler pool (webfreeze.context.Pool), read once
 
 
 def resolve_archive(suite, archive: str | None) -> Path:
@@ -192,6 +211,7 @@ def prepare(config: RunConfig) -> Prepared:
     config.site_models = dict(sorted(site_models.items()))
     check_site_models(config.site_models)
     personas = _check_personas(config, suite.tasks, suite.manifest, suite.root)
+    context = _check_run_context(config, suite.tasks)
     manifest = {
         "format": RUN_FORMAT, "version": RUN_VERSION,
         # (where the suite and the archive lie is a circumstance: a run elsewhere, e.g. from a
@@ -211,12 +231,15 @@ def prepare(config: RunConfig) -> Prepared:
     }
     if personas is not None:
         manifest["personas"] = personas
+    if context is not None:
+        manifest["context"] = context
     if config.backend == "browser":
         from webfreeze.simulator.browser import browser_build
 
         manifest["versions"]["browser"] = browser_build(shell=True)
     out = Path(config.out)
-    identity = {k: manifest[k] for k in ("suite", "archive", "agent", "env", "selection", "personas") if k in manifest}
+    identity = {k: manifest[k] for k in ("suite", "archive", "agent", "env", "selection", "personas", "context")
+                if k in manifest}
     if out.exists():
         if not out.is_dir():
             raise RunError(f"{out}: exists and is not a directory")
@@ -235,7 +258,7 @@ def prepare(config: RunConfig) -> Prepared:
     done, todo = [], []
     for task in suite.tasks:
         (done if _finished(out / "trajectories" / f"{task.id}.json") else todo).append(task)
-    return Prepared(config, suite, archive, digest, manifest, todo, done)
+    return Prepared(config, suite, archive, digest, manifest, todo, done, pool=getattr(config, "_pool", None))
 
 
 def _identity_part(key: str, value):
@@ -329,6 +352,54 @@ def _check_personas(config: RunConfig, tasks: list, suite_manifest: dict | None 
     whole = hashlib.sha256(json.dumps(digests, sort_keys=True).encode("utf-8")).hexdigest()
     # (where the folder lies is a circumstance, as the suite's and the archive's paths are)
     return {"used": len(digests), "digest": "sha256:" + whole, "retrieval": settings}
+
+
+def _check_run_context(config: RunConfig, tasks: list) -> dict | None:
+    """The ``context`` part of the manifest (the condition, the pool's digest, the digest of A1
+    trajectories taken from another run), or None without a condition. Everything is checked here,
+    before anything is written: the pool is read (kept on the config for the run), a dependent task
+    needs its A1 selected or in ``a1_run``, and a pool far too small for the target is refused."""
+    from webfreeze.context import ContextError, TOLERANCE, a1_trajectory, read_pool, trajectories_digest
+
+    config.context = check_context(config.context)
+    if not config.context:
+        return None
+    ctx = config.context
+    selected = {t.id for t in tasks}
+    dependents = [t for t in tasks if t.depends_on]
+    a1_ids = sorted({t.depends_on for t in dependents})
+    try:
+        pool = read_pool(ctx["pool"]) if ctx["pool"] and ctx["tokens"] > 0 else None
+        a1_from = None
+        if ctx["a1_run"]:
+            found = []
+            for a1 in a1_ids:
+                traj = a1_trajectory(ctx["a1_run"], a1)
+                if traj is None:
+                    raise ContextError(f"{ctx['a1_run']}: no trajectory of subtask A1 {a1!r} (needed by "
+                                       f"{next(t.id for t in dependents if t.depends_on == a1)})")
+                found.append(traj)
+            a1_from = {"digest": trajectories_digest(found), "tasks": a1_ids}
+    except ContextError as exc:
+        raise RunError(str(exc)) from None
+    if not ctx["a1_run"]:
+        missing = [t for t in dependents if t.depends_on not in selected]
+        if missing:
+            raise RunError(f"task {missing[0].id} depends on {missing[0].depends_on}, which this run does not select: "
+                           f"select it too (--tasks) or take A1 from a finished run (--context-a1-run DIR)")
+    if pool is not None and dependents:
+        # A1 and A2 add a few thousand tokens at most: a pool that cannot come near is refused now
+        if pool.tokens + 4000 < ctx["tokens"] * (1 - TOLERANCE):
+            raise RunError(f"pool too small for {ctx['tokens']} tokens: {ctx['pool']} holds {len(pool.entries)} "
+                           f"trajectories of {pool.tokens} tokens in all")
+        if pool.header.get("tokenizer") != ctx["tokenizer"]:
+            raise RunError(f"{ctx['pool']}: the pool was counted with {pool.header.get('tokenizer')!r}, the "
+                           f"condition names {ctx['tokenizer']!r}")
+    config._pool = pool
+    # (where the pool and the A1 run lie are circumstances, as the suite's and the archive's paths are)
+    return {"tokens": ctx["tokens"], "tokenizer": ctx["tokenizer"], "seed": ctx["seed"],
+            "pool": pool.identity() if pool is not None else None, "a1_run": a1_from,
+            "dependent_tasks": len(dependents)}
 
 
 def _check_cassette(config: RunConfig) -> None:
@@ -450,6 +521,9 @@ def play_episode(task: dict, reference: dict | None) -> tuple[dict, dict, dict]:
     from webfreeze.llm.errors import LLMError, ProviderError
 
     env, config, manifest, agent = _WORKER["env"], _WORKER["config"], _WORKER["manifest"], _WORKER["agent"]
+    context_record = task.get("context_record")
+    if context_record is not None:
+        task = {k: v for k, v in task.items() if k != "context_record"}
     view = TaskView.from_task(task, reference if is_oracle(agent) else None)
     cassette = _worker_cassette()
     if cassette is not None:
@@ -495,6 +569,8 @@ def play_episode(task: dict, reference: dict | None) -> tuple[dict, dict, dict]:
     trajectory["agent"] = manifest["agent"]
     trajectory["suite"] = {"name": manifest["suite"]["name"], "digest": manifest["suite"]["digest"]}
     trajectory["env"]["site_models"] = config["site_models"]
+    if context_record is not None:
+        trajectory["context"] = context_record
     cassette = _worker_cassette()  # (an agent opens the cassette at its first call: maybe in this episode)
     used = cassette.take_used() if cassette is not None else []
     if used:
@@ -579,13 +655,20 @@ def execute(prep: Prepared, *, progress=None) -> dict:
                                    "suite_path": str(Path(prep.suite.root)), "archive_path": str(prep.archive)})
     if config.persona is not None and "personas" in prep.manifest:
         manifest["circumstances"]["persona_dir"] = str(Path(config.persona).resolve())
+    if config.context:
+        manifest["circumstances"].update({k: str(Path(v).resolve()) for k, v in (
+            ("context_pool", config.context.get("pool")), ("context_a1_run", config.context.get("a1_run"))) if v})
     _write_json(out / "manifest.json", manifest)
     t0 = time.perf_counter()
     wconfig = dict(asdict(config), out=str(out))
     # What crosses into the workers is the agent's view of each task: never its ground truth, and
     # the reference only for an oracle (the worker processes never hold more than the agent may see).
     oracle = prep.manifest["agent"]["oracle"]
-    jobs = [(_visible(t.raw), t.reference if oracle else None) for t in prep.todo]
+    # A dependent task plays after the task it depends on (its A1): one wave after another.
+    from webfreeze.eval.tasks import dependency_waves
+
+    waves = dependency_waves(prep.todo)
+    jobs = bool(prep.todo)
     cassette = Path(config.cassette) if config.cassette else out / CASSETTE_NAME
     llm = {"cassette": str(cassette), "mode": config.cassette_mode, "local_base_url": None,
            "slots_dir": None, "concurrency": config.llm_concurrency}
@@ -603,8 +686,12 @@ def execute(prep: Prepared, *, progress=None) -> dict:
             slots = tempfile.mkdtemp(prefix="webfreeze-llm-slots-")
             llm["slots_dir"] = slots
         spec = WorkerSpec(wconfig, str(prep.archive), prep.archive_digest, manifest, llm)
-        if jobs:
-            stats = executor.run(spec, jobs, progress) or {}
+        # (an executor with a session, Ray, starts once for all the waves)
+        session = getattr(executor, "session", None) if len(waves) > 1 else None
+        with session() if session is not None else contextlib.nullcontext():
+            for wave in waves:
+                wave_jobs = [(_job_task(prep, t), t.reference if oracle else None) for t in wave]
+                _merge_stats(stats, executor.run(spec, wave_jobs, progress) or {})
     finally:
         if server is not None:
             server.stop()
@@ -628,6 +715,57 @@ def execute(prep: Prepared, *, progress=None) -> dict:
                 manifest["circumstances"]["local_model"] = local_model
         _write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def _job_task(prep: Prepared, task) -> dict:
+    """What crosses into a worker for ``task``: its visible part and, for a dependent task under a
+    context condition, its composed ``context``, its start URL (where the last injected trajectory
+    ended) and the trajectory's ``context`` record (under ``context_record``, which the agent's view
+    never holds)."""
+    visible = _visible(task.raw)
+    config = prep.config
+    if not config.context or not task.depends_on:
+        return visible
+    from webfreeze.context import ContextError, a1_trajectory, compose
+
+    a1_run = config.context.get("a1_run") or config.out
+    try:
+        a1 = a1_trajectory(a1_run, task.depends_on)
+        if a1 is None:
+            raise ContextError(f"task {task.id}: subtask A1 {task.depends_on!r} has no trajectory in {a1_run}")
+        instructions = {t.id: t.instruction for t in prep.suite.tasks}
+        if task.depends_on not in instructions and isinstance(a1.get("instruction"), str):
+            instructions[task.depends_on] = a1["instruction"]
+        if task.depends_on not in instructions:
+            instructions[task.depends_on] = _instruction_in_run(a1_run, task.depends_on)
+        shown, record, start = compose(task, a1, prep.pool, config.context, instructions)
+    except ContextError as exc:
+        raise RunError(str(exc)) from None
+    return dict(visible, context=shown, start_url=start, context_record=record)
+
+
+def _instruction_in_run(run_dir, task_id: str) -> str | None:
+    path = Path(run_dir) / "tasks.jsonl"
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and obj.get("id") == task_id:
+                return obj.get("instruction")
+    return None
+
+
+def _merge_stats(total: dict, more: dict) -> None:
+    """An executor's circumstances over several waves: counts added, the rest the largest."""
+    for k, v in more.items():
+        if isinstance(v, dict):
+            _merge_stats(total.setdefault(k, {}), v)
+        elif k in total and isinstance(v, (int, float)) and isinstance(total[k], (int, float)):
+            total[k] = total[k] + v if k != "ray_nodes" else max(total[k], v)
+        else:
+            total[k] = v
 
 
 def _used_entries(out: Path, tasks) -> list:

@@ -1,0 +1,83 @@
+"""The ``context`` group: filler pools for the long-context condition (docs/long-context.md).
+
+Registered on the main CLI at the end of ``webfreeze/cli.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import click
+
+
+def _one_line_errors(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from webfreeze.context import ContextError
+
+        try:
+            return fn(*args, **kwargs)
+        except ContextError as exc:
+            raise click.ClickException(str(exc)) from None
+    return wrapper
+
+
+@click.group("context")
+def context_group() -> None:
+    """Filler pools for long-context runs (bench run --context)."""
+
+
+@context_group.command("pool")
+@click.argument("runs", metavar="RUN_DIR...", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Pool file to write (JSONL).")
+@click.option("--tokenizer", default="cl100k_base", show_default=True, help="Tokenizer that counts each entry.")
+@click.option("--min-steps", type=click.IntRange(1), default=1, show_default=True,
+              help="Leave out trajectories with fewer steps.")
+@click.option("--any-agent", is_flag=True,
+              help="Keep trajectories with neither LLM calls nor thoughts (e.g. a keyword baseline's); by default "
+                   "a pool holds an agent's reasoning, as the paper's does.")
+@_one_line_errors
+def context_pool(runs, output, tokenizer, min_steps, any_agent):
+    """Collect the trajectories of finished runs (RUN_DIR...) into a filler pool file: per step
+    the URL, action, thought and reflection; per trajectory its instruction, answer and final URL,
+    and its size in tokens. The same task in several runs gives TASK, TASK~2, ..."""
+    from webfreeze.context import build_pool, write_pool
+
+    header, entries = build_pool(list(runs), tokenizer=tokenizer, min_steps=min_steps,
+                                 reasoning=not any_agent)
+    if not entries:
+        raise click.ClickException(f"no trajectory in {', '.join(runs)} qualifies for a pool (at least {min_steps} "
+                                   f"step(s){'' if any_agent else ', LLM calls or a thought'})")
+    write_pool(output, header, entries)
+    click.echo(f"wrote {output}: {header['entries']} trajectories, {header['tokens']} tokens ({header['tokenizer']})",
+               err=True)
+
+
+@context_group.command("info")
+@click.argument("pool", metavar="POOL", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@_one_line_errors
+def context_info(pool, as_json):
+    """What a pool file holds: entries, tokens, the largest target it can fill, its digest."""
+    from webfreeze.context import read_pool
+
+    p = read_pool(pool)
+    sizes = sorted(e.get("tokens") or 0 for e in p.entries)
+    info = {"pool": pool, "digest": p.digest, "tokenizer": p.header.get("tokenizer"), "entries": len(p.entries),
+            "tokens": p.tokens, "tasks": len({e.get("task_id") or e["id"] for e in p.entries}),
+            "steps": sum(len(e["steps"]) for e in p.entries),
+            "steps_with_thought": sum(1 for e in p.entries for s in e["steps"] if s.get("thought")),
+            "steps_with_reflection": sum(1 for e in p.entries for s in e["steps"] if s.get("reflection")),
+            "entry_tokens": {"min": sizes[0] if sizes else 0, "max": sizes[-1] if sizes else 0},
+            "sources": p.header.get("sources") or []}
+    if as_json:
+        click.echo(json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False))
+        return
+    click.echo(f"{pool}: {info['entries']} trajectories of {info['tasks']} tasks, {info['tokens']} tokens "
+               f"({info['tokenizer']}), {info['steps']} steps ({info['steps_with_thought']} with a thought, "
+               f"{info['steps_with_reflection']} with a reflection); digest {info['digest']}")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(context_group)

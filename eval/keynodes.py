@@ -38,6 +38,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from .behaviour import efficiency_ratio
 from .judge import DEFAULT_JUDGE, Judge, ask
 from .trajectory import normalise_selector, step_urls
 
@@ -197,7 +198,7 @@ def evaluate_key_nodes(nodes: list[dict], trajectory: dict, *, reference_length:
     matched = sum(1 for r in results if r["matched"])
     total = len(results)
     n_steps = len(steps)
-    efficiency = reference_length / n_steps if reference_length and n_steps else None
+    efficiency = efficiency_ratio(reference_length, trajectory)
     return {"nodes": results, "matched": matched, "total": total,
             "completion_rate": sum(r["score"] for r in results) / total if total else 0.0,
             "success": total > 0 and matched == total, "near_success": total > 0 and matched == total - 1,

@@ -23,6 +23,7 @@ from .errors import ReportError, TaskError
 from .judge import Judge, judge_name
 from .personal import markdown as personalisation_markdown
 from .personal import personalisation
+from .keynodes import run_dom_loader
 from .score import score_task, summarise
 from .tasks import load_tasks_jsonl, suite_digest
 from .trajectory import validate_trajectory
@@ -97,6 +98,7 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
         warnings.append(f"tasks.jsonl digest {digest} differs from the manifest's suite digest {recorded_digest}")
 
     traj_dir = run / "trajectories"
+    doms = run_dom_loader(run)  # the steps' DOM snapshots, RUN_DIR/dom/ (key nodes)
     trajectories: dict[str, dict] = {}
     results = []
     timings: dict[str, Any] = {"manifest": {k: v for k, v in sorted(manifest.items()) if _is_time_key(k)},
@@ -111,7 +113,7 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
             trajectories[task.id] = trajectory
             timings["tasks"][task.id] = {"total_ms": (trajectory.get("timing") or {}).get("total_ms"),
                                          "steps": _step_timing_sums(trajectory)}
-        results.append(score_task(task, trajectory, judge))
+        results.append(score_task(task, trajectory, judge, dom_loader=doms))
     agent = manifest.get("agent") if isinstance(manifest.get("agent"), dict) else {}
     config = agent.get("config") if isinstance(agent.get("config"), dict) else {}
     for r in results:  # a task that did not run is counted under the run's scheme

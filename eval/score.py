@@ -27,7 +27,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .answer import evaluate_answer
 from .behaviour import evaluate_behaviour, reference_step_count
@@ -42,8 +42,10 @@ from .tasks import Task, ranking_truth
 SUCCESS_KINDS = ("answer", "key_nodes", "ranking", "final_state", "rubric")
 
 
-def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) -> dict:
-    """Score one trajectory against every kind of ground truth ``task`` has."""
+def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None,
+               dom_loader: Callable[[str], bytes | None] | None = None) -> dict:
+    """Score one trajectory against every kind of ground truth ``task`` has (``dom_loader``: reads
+    the steps' DOM snapshots for key nodes, ``keynodes.run_dom_loader``)."""
     gt = task.ground_truth
     base: dict[str, Any] = {"task_id": task.id, "category": task.category, "instruction": task.instruction,
                             "kinds": task.kinds, "judge": judge_name(judge)}
@@ -62,7 +64,7 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) 
         results["answer"] = evaluate_answer(gt["answer"], answer)
     if "key_nodes" in gt:
         results["key_nodes"] = evaluate_key_nodes(gt["key_nodes"], trajectory, reference_length=task.reference_length,
-                                                  judge=judge)
+                                                  judge=judge, dom_loader=dom_loader)
     ranking = ranking_truth(gt)
     if ranking is not None:
         results["ranking"] = evaluate_ranking(ranking[0], ranking[1], answer)

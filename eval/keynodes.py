@@ -47,6 +47,7 @@ agent steps (browser steps; None without a reference length or with no steps).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Callable
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -138,10 +139,12 @@ LIVE_PSEUDO = frozenset({"hover", "active", "focus", "focus-visible", "focus-wit
                          "modal", "picture-in-picture", "autofill", "user-invalid", "user-valid",
                          "placeholder-shown", "visible", "hidden", "scope", "defined", "popover-open"})
 # Functional pseudo-classes of non-CSS engines (Playwright, jQuery): they need text layout or the engine.
+# (:has(), :is(), :where() and :not() are CSS, and cssselect evaluates them.)
 ENGINE_FUNCTIONS = frozenset({"has-text", "text", "text-is", "text-matches", "visible", "nth-match", "left-of",
-                              "right-of", "above", "below", "near", "has", "is", "where", "eq", "gt", "lt"})
+                              "right-of", "above", "below", "near", "eq", "gt", "lt"})
 
 
+@functools.lru_cache(maxsize=4096)
 def undecidable(selector: str, method: str = "selector") -> str | None:
     """Why a reference selector cannot be evaluated on a stored DOM (None when it can): the reason
     names the part (a live-state pseudo-class, a pseudo-element, a non-CSS engine, unreadable

@@ -139,6 +139,7 @@ def test_undecidable_selectors_say_why(page):
     assert "Playwright" in undecidable("css=.menu >> text=x")
     assert "cannot parse" in undecidable(".a > > b") and "cannot parse" in undecidable("div[")
     assert undecidable(RATE) is None and undecidable("#radius >option:nth-child(3)") is None
+    assert undecidable("div:has(> .rate):not(.x) input:checked") is None          # CSS that cssselect evaluates
     # a snapshot that is not there: the text rule decides, and the node says the DOM was missing
     s = _step_on(tree, link)
     s["dom"] = "dom/" + "0" * 64 + ".html.zst"

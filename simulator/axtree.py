@@ -1243,22 +1243,28 @@ class Tree:
         of ``script`` and ``style`` elements is dropped (the elements stay, so positions hold). The
         same tree always gives the same bytes."""
         b = self._b
-        copy = copy_module.deepcopy(b.doc)
-        pairs = list(zip(b.doc.iter(), copy.iter()))
-        clone = {o: c for o, c in pairs}
-        for o, c in pairs:
-            tag = o.tag
-            if not isinstance(tag, str):
-                continue
-            if tag in ("script", "style"):
-                c.text = None
-                continue
-            bid = b.bid_of.get(o)
-            if bid is not None and c.get(BID_ATTR) is None:
-                c.set(BID_ATTR, bid)
-            if b.stamped or not b.state:
-                continue  # the browser wrote its live state already; no state to write otherwise
-            if tag == "input":
+        doc = b.doc
+        copy = copy_module.deepcopy(doc)  # (element for element in the same order as doc)
+        for c in copy.iter("script", "style"):
+            c.text = None
+        if not b.stamped:  # the browser stamped its bids and wrote its live state already
+            bid_of = b.bid_of
+            for o, c in zip(doc.iter(), copy.iter()):
+                bid = bid_of.get(o)
+                if bid is not None:
+                    c.set(BID_ATTR, bid)
+            if b.state:
+                self._write_state(copy)
+        return b"<!DOCTYPE html>\n" + etree.tostring(copy, method="html", encoding="utf-8")
+
+    def _write_state(self, copy) -> None:
+        """Write the text backend's form state (what the agent typed, ticked and chose) into
+        ``copy``, a copy of the document, as the browser's serialisation carries it."""
+        b = self._b
+        clone = dict(zip(b.doc.iter(), copy.iter()))
+        for o in b.doc.iter("input", "textarea", "select"):
+            c = clone[o]
+            if o.tag == "input":
                 kind = b.input_type(o)
                 if kind in ("checkbox", "radio"):
                     if b.checked(o):
@@ -1267,21 +1273,18 @@ class Tree:
                         del c.attrib["checked"]
                 elif kind != "file":
                     c.set("value", b.value_of(o))
-            elif tag == "textarea":
+            elif o.tag == "textarea":
                 for child in list(c):
                     c.remove(child)
                 c.text = b.value_of(o)
-            elif tag == "select":
+            else:
                 chosen = b.selected_options(o)
                 for opt in b.options(o):
-                    oc = clone.get(opt)
-                    if oc is None:
-                        continue
+                    oc = clone[opt]
                     if any(opt is x for x in chosen):
                         oc.set("selected", "")
                     elif oc.get("selected") is not None:
                         del oc.attrib["selected"]
-        return b"<!DOCTYPE html>\n" + etree.tostring(copy, method="html", encoding="utf-8")
 
     # ---------------------------------------------------------------- text-backend helpers
     def link_target(self, bid) -> str | None:

@@ -181,7 +181,7 @@ def test_snapshot_carries_bids_and_form_state_and_is_stable():
     snap = tree.snapshot.decode()
     assert '<input name="q" data-wf-bid="4" value="shoes">' in snap
     assert '<input type="checkbox" name="c" data-wf-bid="5" checked>' in snap
-    assert '<option selected data-wf-bid="8">b</option>' in snap and ">new</textarea>" in snap
+    assert '<option data-wf-bid="8" selected>b</option>' in snap and ">new</textarea>" in snap
     assert build_tree(html, "http://x.test/", state=state).snapshot == tree.snapshot      # same bytes
     assert plain.snapshot != tree.snapshot
     rec = tree.element_record("8")

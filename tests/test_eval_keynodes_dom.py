@@ -239,6 +239,20 @@ def test_both_backends_record_position_and_snapshot(demo_env_steps, tmp_path):
         assert fields["text"] == fields["browser"]
 
 
+def test_snapshots_can_be_turned_off():
+    from webfreeze.simulator.env import EnvConfig, WebEnv
+
+    env = WebEnv(EnvConfig(archive=DEMO / "demo.wfz", backend="text", dom_snapshots=False))
+    try:
+        obs, _ = env.reset(options={"task": {"id": "t", "start_url": "http://scholar.test/", "instruction": "x"}})
+        link = next(e for e in obs["elements"] if e["role"] == "link" and e["name"] == "Machine Learning")
+        env.step(f"click('{link['bid']}')")
+        s = env.trajectory(stopped=True)["steps"][0]
+        assert "dom" not in s and "ancestors" not in s["target"] and env.recorder.doms == {}
+    finally:
+        env.close()
+
+
 # ------------------------------------------------------------------------------ Mind2Web-Live
 def test_every_mind2web_live_selector_is_decidable_on_a_snapshot():
     if not MIND2WEB_LIVE.is_file():

@@ -25,6 +25,7 @@ from .personal import markdown as personalisation_markdown
 from .longctx import long_context_results
 from .longctx import summarise as summarise_long_context
 from .personal import personalisation
+from .keynodes import run_dom_loader
 from .score import score_task, summarise
 from .tasks import load_tasks_jsonl, suite_digest
 from .trajectory import validate_trajectory
@@ -99,6 +100,7 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
         warnings.append(f"tasks.jsonl digest {digest} differs from the manifest's suite digest {recorded_digest}")
 
     traj_dir = run / "trajectories"
+    doms = run_dom_loader(run)  # the steps' DOM snapshots, RUN_DIR/dom/ (key nodes)
     trajectories: dict[str, dict] = {}
     results = []
     timings: dict[str, Any] = {"manifest": {k: v for k, v in sorted(manifest.items()) if _is_time_key(k)},
@@ -113,7 +115,7 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
             trajectories[task.id] = trajectory
             timings["tasks"][task.id] = {"total_ms": (trajectory.get("timing") or {}).get("total_ms"),
                                          "steps": _step_timing_sums(trajectory)}
-        results.append(score_task(task, trajectory, judge))
+        results.append(score_task(task, trajectory, judge, dom_loader=doms))
     agent = manifest.get("agent") if isinstance(manifest.get("agent"), dict) else {}
     config = agent.get("config") if isinstance(agent.get("config"), dict) else {}
     for r in results:  # a task that did not run is counted under the run's scheme
@@ -179,6 +181,12 @@ def write_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> dict
 
 
 # ------------------------------------------------------------------------------ rich table
+def _false_end(r: dict) -> str:
+    """False ends, with those that ended as infeasible in brackets (older reports lack the count)."""
+    n = r.get("false_end_infeasible")
+    return f"{_fmt(r['false_end'])} ({_fmt(n)})" if n else _fmt(r["false_end"])
+
+
 def _fmt(v: Any, pct: bool = False) -> str:
     if v is None:
         return "-"
@@ -199,7 +207,7 @@ def summary_table(report: dict):
     llm = report["summary"]["overall"].get("llm_calls") is not None
     cols = [("category", "left"), ("tasks", "right"), ("success", "right"), ("rate", "right"),
             ("partial", "right"), ("score", "right"), ("avg steps", "right"), ("efficiency", "right"),
-            ("false end", "right"), ("loops", "right"), ("missing", "right")]
+            ("false end", "right"), ("step limit loop/ineff.", "right"), ("loops", "right"), ("missing", "right")]
     if llm:
         cols += [("LLM calls", "right"), ("tokens in/out", "right")]
     for name, justify in cols:
@@ -208,7 +216,8 @@ def summary_table(report: dict):
     def row(name: str, r: dict, style: str | None = None):
         cells = [name, _fmt(r["tasks"]), _fmt(r["success"]), _fmt(r["success_rate"], pct=True),
                  _fmt(r["partial"]), _fmt(r["mean_score"]), _fmt(r["avg_steps"]), _fmt(r["mean_efficiency"]),
-                 _fmt(r["false_end"]), _fmt(r["loops"]), _fmt(r["missing"])]
+                 _false_end(r), f"{_fmt(r['step_limit_loop'])}/{_fmt(r['step_limit_inefficient'])}",
+                 _fmt(r["loops"]), _fmt(r["missing"])]
         if llm:
             cells += [_fmt(r.get("llm_calls")), f"{_fmt(r.get('prompt_tokens'))}/{_fmt(r.get('completion_tokens'))}"]
         table.add_row(*cells, style=style)
@@ -383,12 +392,12 @@ def render_html(report: dict, trajectories: dict[str, dict]) -> str:
 
     summary = report["summary"]
     out.append('<h2>Summary</h2><table id="summary"><thead><tr><th>category</th><th>tasks</th><th>success</th>'
-               '<th>rate</th><th>partial</th><th>score</th><th>avg steps</th><th>efficiency</th><th>false end</th>'
-               '<th>loops</th><th>step limit (loop / inefficient)</th><th>missing</th></tr></thead><tbody>')
+               '<th>rate</th><th>partial</th><th>score</th><th>avg steps</th><th>efficiency</th><th>false end (infeasible)</th>'
+               '<th>loops</th><th>step limit (loop at limit / inefficient)</th><th>missing</th></tr></thead><tbody>')
 
     def row(name: str, r: dict, cls: str = "") -> str:
         cells = [name, r["tasks"], r["success"], _fmt(r["success_rate"], pct=True), r["partial"], _fmt(r["mean_score"]),
-                 _fmt(r["avg_steps"]), _fmt(r["mean_efficiency"]), r["false_end"], r["loops"],
+                 _fmt(r["avg_steps"]), _fmt(r["mean_efficiency"]), _false_end(r), r["loops"],
                  f"{r['step_limit_loop']} / {r['step_limit_inefficient']}", r["missing"]]
         return f'<tr class="{cls}">' + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>"
 

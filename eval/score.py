@@ -16,6 +16,8 @@
 - ``level`` (the task's field) and ``scheme`` (the trajectory's ``agent.config.scheme``, absent =
   ``no-history``) are copied into the result of personalised tasks for the report's tables.
 - ``steps`` counts browser steps; history accesses are counted apart in ``behaviour``.
+- ``behaviour.efficiency_ratio`` (``behaviour.py``): reference steps (the reference trajectory's
+  step count, else ``reference_length``) / agent steps (browser steps).
 - ``outcome``: ``success``; else ``partial`` when the reference overlap is above 0.7 (WebArxiv's
   "partially correct"); else ``fail``. A task with no trajectory: ``missing``.
 - ``score``: the mean over the success kinds present of their scores (answer: share of checks;
@@ -25,10 +27,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .answer import evaluate_answer
-from .behaviour import evaluate_behaviour
+from .behaviour import evaluate_behaviour, reference_step_count
 from .final_state import evaluate_final_state
 from .judge import Judge, judge_name
 from .keynodes import evaluate_key_nodes
@@ -36,13 +38,14 @@ from .partial import evaluate_partial
 from .ranking import evaluate_ranking
 from .rubric import evaluate_rubric, rubric_parts
 from .tasks import Task, ranking_truth
-from .trajectory import reference_actions
 
 SUCCESS_KINDS = ("answer", "key_nodes", "ranking", "final_state", "rubric")
 
 
-def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) -> dict:
-    """Score one trajectory against every kind of ground truth ``task`` has."""
+def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None,
+               dom_loader: Callable[[str], bytes | None] | None = None) -> dict:
+    """Score one trajectory against every kind of ground truth ``task`` has (``dom_loader``: reads
+    the steps' DOM snapshots for key nodes, ``keynodes.run_dom_loader``)."""
     gt = task.ground_truth
     base: dict[str, Any] = {"task_id": task.id, "category": task.category, "instruction": task.instruction,
                             "kinds": task.kinds, "judge": judge_name(judge)}
@@ -61,7 +64,7 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) 
         results["answer"] = evaluate_answer(gt["answer"], answer)
     if "key_nodes" in gt:
         results["key_nodes"] = evaluate_key_nodes(gt["key_nodes"], trajectory, reference_length=task.reference_length,
-                                                  judge=judge)
+                                                  judge=judge, dom_loader=dom_loader)
     ranking = ranking_truth(gt)
     if ranking is not None:
         results["ranking"] = evaluate_ranking(ranking[0], ranking[1], answer)
@@ -75,10 +78,9 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None) 
                                             start_url=task.start_url)
         if intent is not None:
             results["rubric"]["intent_detail"]["checks"] = intent["checks"]
-    reference_steps = task.reference_length
     if task.reference is not None:
         results["reference_trajectory"] = evaluate_partial(task.reference, trajectory)
-        reference_steps = len(reference_actions(task.reference)) or reference_steps
+    reference_steps = reference_step_count(task.reference, task.reference_length)
 
     present = [k for k in SUCCESS_KINDS if k in results]
     overlap_result = results.get("reference_trajectory")
@@ -181,9 +183,13 @@ def summary_row(results: list[dict]) -> dict:
         "mean_efficiency": _mean(r["behaviour"].get("efficiency_ratio") for r in ran),
         "mean_overlap": _mean(o["overlap"] for o in ov),
         "false_end": cats.count("false_end"),
+        # false ends where the agent declared the task impossible (the paper counts them as false ends)
+        "false_end_infeasible": sum(1 for r in ran if r["behaviour"].get("false_end_kind") == "infeasible"),
         "loops": sum(1 for r in ran if r["behaviour"]["loop"]["detected"]),
         "step_limit_loop": cats.count("step_limit_loop"),
         "step_limit_inefficient": cats.count("step_limit_inefficient"),
+        # the paper's "other": episodes ended by an error, or stopped
+        "other_errors": cats.count("error") + cats.count("other"),
         "key_node_completion": _mean(k["completion_rate"] for k in kn),
         "key_node_near_success": sum(1 for k in kn if k["near_success"]) if kn else None,
         "hit@1": _rate([bool(r["results"].get("ranking", {}).get("hit@1")) for r in rk_all]),

@@ -24,6 +24,7 @@ the text backend cannot see stylesheet-hidden content.
 
 from __future__ import annotations
 
+import copy as copy_module
 import functools
 import hashlib
 import json
@@ -1003,6 +1004,20 @@ def css_path(el) -> str:
     return " > ".join(parts)
 
 
+def _position(el) -> dict:
+    """``{"tag", "id", "classes", "nth_child", "nth_of_type"}`` of one element (positions 1-based
+    among its element siblings, as CSS counts them)."""
+    tag = _tag(el)
+    nth_child = nth_of_type = 1
+    for sib in el.itersiblings(preceding=True):
+        if isinstance(sib.tag, str):
+            nth_child += 1
+            if sib.tag == tag:
+                nth_of_type += 1
+    return {"tag": tag, "id": el.get("id"), "classes": (el.get("class") or "").split(),
+            "nth_child": nth_child, "nth_of_type": nth_of_type}
+
+
 def xpath(el) -> str:
     """Absolute XPath; an index only where siblings share the tag (``/html/body/div[2]/a``)."""
     steps = []
@@ -1204,6 +1219,72 @@ class Tree:
         if el is None or self._b.hidden(el):
             raise AXTreeError(self._missing(bid))
         return el
+
+    # ---------------------------------------------------------------- what a step records
+    def element_record(self, bid) -> dict:
+        """Where the element ``bid`` sits, for matching selectors offline: its ``id``, ``classes``,
+        ``nth_child`` and ``nth_of_type`` (1-based, among element siblings) and ``ancestors``, the
+        same for each ancestor from ``html`` down to the parent (plus its ``tag``). Empty when the
+        bid is unknown."""
+        el = self._b.by_bid.get(str(bid))
+        if el is None:
+            return {}
+        chain = [_position(a) for a in reversed(list(el.iterancestors())) if isinstance(a.tag, str)]
+        own = _position(el)
+        own.pop("tag")
+        return {**own, "ancestors": chain}
+
+    @functools.cached_property
+    def snapshot(self) -> bytes:
+        """The page's DOM at this observation, serialised (UTF-8 HTML, ``<!DOCTYPE html>`` first):
+        every element that has a bid carries it in ``data-wf-bid`` (the browser's own stamps, or the
+        text backend's document-order bids), form state is written into it as the browser backend's
+        serialisation does (``value``, ``checked``, ``selected``, a textarea's text), and the text
+        of ``script`` and ``style`` elements is dropped (the elements stay, so positions hold). The
+        same tree always gives the same bytes."""
+        b = self._b
+        doc = b.doc
+        copy = copy_module.deepcopy(doc)  # (element for element in the same order as doc)
+        for c in copy.iter("script", "style"):
+            c.text = None
+        if not b.stamped:  # the browser stamped its bids and wrote its live state already
+            bid_of = b.bid_of
+            for o, c in zip(doc.iter(), copy.iter()):
+                bid = bid_of.get(o)
+                if bid is not None:
+                    c.set(BID_ATTR, bid)
+            if b.state:
+                self._write_state(copy)
+        return b"<!DOCTYPE html>\n" + etree.tostring(copy, method="html", encoding="utf-8")
+
+    def _write_state(self, copy) -> None:
+        """Write the text backend's form state (what the agent typed, ticked and chose) into
+        ``copy``, a copy of the document, as the browser's serialisation carries it."""
+        b = self._b
+        clone = dict(zip(b.doc.iter(), copy.iter()))
+        for o in b.doc.iter("input", "textarea", "select"):
+            c = clone[o]
+            if o.tag == "input":
+                kind = b.input_type(o)
+                if kind in ("checkbox", "radio"):
+                    if b.checked(o):
+                        c.set("checked", "")
+                    elif c.get("checked") is not None:
+                        del c.attrib["checked"]
+                elif kind != "file":
+                    c.set("value", b.value_of(o))
+            elif o.tag == "textarea":
+                for child in list(c):
+                    c.remove(child)
+                c.text = b.value_of(o)
+            else:
+                chosen = b.selected_options(o)
+                for opt in b.options(o):
+                    oc = clone[opt]
+                    if any(opt is x for x in chosen):
+                        oc.set("selected", "")
+                    elif oc.get("selected") is not None:
+                        del oc.attrib["selected"]
 
     # ---------------------------------------------------------------- text-backend helpers
     def link_target(self, bid) -> str | None:

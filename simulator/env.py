@@ -140,6 +140,10 @@ class EnvConfig:
     # History searches answered per episode; they do not count as steps. A refused one (no history,
     # this many already answered) is a failed step like any bad action, so an episode always ends.
     max_history: int = 10
+    # Record, for each step with a target element, where the element sits (its id, classes,
+    # position and ancestors) and the page's DOM snapshot (eval/FORMATS.md, "DOM snapshots"), so
+    # that key nodes with class-based selectors can be decided offline.
+    dom_snapshots: bool = True
 
 
 def _digest(text: str) -> str:
@@ -229,11 +233,16 @@ class WebEnv(gym.Env):
         parsed, error = try_parse(action, self.config.action_dialect)
         answer = None
         target = None
+        dom = None
         if parsed is not None:
             if parsed.bid is not None and before_tree is not None:
                 target = before_tree.get(parsed.bid)
                 if target is None and parsed.kind not in ("scroll",):
                     error = _missing(before_tree, parsed.bid)
+                if target is not None and self.config.dom_snapshots:
+                    # where the element sits and the page it sat in, for class-based key nodes
+                    target = {**target, **before_tree.element_record(parsed.bid)}
+                    dom = before_tree.snapshot
             if error is None:
                 if parsed.kind == "history_search":
                     history, error = self._search_history(parsed.text or "")
@@ -259,7 +268,7 @@ class WebEnv(gym.Env):
         shot = obs.get("screenshot")
         self.recorder.add_step(url=before_url, title=before_tree.title if before_tree else "", obs_digest=obs_digest,
                                action=action, parsed=parsed, target=target, url_after=self.backend.url,
-                               agent=agent, error=error, env_ms=env_ms, screenshot=shot)
+                               agent=agent, error=error, env_ms=env_ms, screenshot=shot, dom=dom)
         if end_reason:
             self.recorder.finish(end_reason, answer=answer if end_reason == "answer" else None,
                                  detail=answer if end_reason == "infeasible" else None,

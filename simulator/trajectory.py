@@ -7,6 +7,7 @@ beside the JSON (``screenshots/<task_id>/<step>.png``) and the steps name them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -16,6 +17,23 @@ VERSION = 1
 # An agent field holding fields for the previous step's agent_fields (see TrajectoryRecorder.add_step).
 AMEND_PREVIOUS = "amend_previous"
 TARGET_KEYS = ("bid", "role", "name", "tag", "css", "xpath", "value", "href")
+# Where the target sits (axtree.Tree.element_record), for matching class-based selectors offline.
+POSITION_KEYS = ("id", "classes", "nth_child", "nth_of_type", "ancestors")
+# DOM snapshots: RUN_DIR/dom/<sha256 of the HTML>.html.zst, zstd at a fixed level (same bytes, same file)
+DOM_DIR = "dom"
+DOM_ZSTD_LEVEL = 10
+
+
+def dom_path(html: bytes) -> str:
+    """The run-relative path of a DOM snapshot: ``dom/<sha256 hex of the HTML>.html.zst``."""
+    return f"{DOM_DIR}/{hashlib.sha256(html).hexdigest()}.html.zst"
+
+
+def read_dom(path: str | os.PathLike) -> bytes:
+    """A stored DOM snapshot's HTML (the file :func:`write_trajectory` wrote)."""
+    import zstandard
+
+    return zstandard.ZstdDecompressor().decompress(Path(path).read_bytes(), max_output_size=1 << 30)
 
 
 class TrajectoryRecorder:
@@ -25,6 +43,7 @@ class TrajectoryRecorder:
         self.agent = agent or {}
         self.steps: list[dict] = []
         self.shots: dict[int, bytes] = {}
+        self.doms: dict[str, bytes] = {}  # dom_path(html) -> html, the snapshots the steps name
         self.end: dict | None = None
         self.answer: str | None = None
         self.final_url = ""
@@ -35,9 +54,11 @@ class TrajectoryRecorder:
         return self.end is not None
 
     def add_step(self, *, url, title, obs_digest, action, parsed, target, url_after, agent, error, env_ms,
-                 screenshot=None, history: dict | None = None) -> None:
+                 screenshot=None, history: dict | None = None, dom: bytes | None = None) -> None:
         """One step. ``history`` (a search of the user's history: query, results, k, threshold) makes
-        it a step of kind ``history``; browser steps carry no ``kind``."""
+        it a step of kind ``history``; browser steps carry no ``kind``. ``dom`` is the page's DOM
+        snapshot when the action had a target element (stored once per content, named by the
+        step's ``dom``)."""
         n = len(self.steps)
         agent = dict(agent or {})
         agent_ms = agent.pop("agent_ms", None)
@@ -54,10 +75,14 @@ class TrajectoryRecorder:
         self.steps.append({
             "step": n, "url": url, "title": title, "obs_digest": obs_digest, "action": action,
             "parsed": parsed.to_dict() if parsed is not None else None,
-            "target": {k: target.get(k) for k in TARGET_KEYS} if target else None,
+            "target": _target(target),
             "typed": typed, "url_after": url_after, "agent_fields": agent, "error": error,
             "screenshot": None, "timing": {"agent_ms": agent_ms, "env_ms": env_ms},
         })
+        if dom is not None:
+            rel = dom_path(dom)
+            self.doms[rel] = dom
+            self.steps[-1]["dom"] = rel
         if history is not None:
             self.steps[-1]["kind"] = "history"
             self.steps[-1]["history"] = history
@@ -83,6 +108,14 @@ class TrajectoryRecorder:
         }
 
 
+def _target(target: dict | None) -> dict | None:
+    if not target:
+        return None
+    out = {k: target.get(k) for k in TARGET_KEYS}
+    out.update({k: target[k] for k in POSITION_KEYS if k in target})
+    return out
+
+
 def without_timings(traj: dict) -> dict:
     """A copy without the timing fields (what must be byte-identical across runs)."""
     out = json.loads(json.dumps(traj))
@@ -96,19 +129,39 @@ def dumps(traj: dict) -> str:
     return json.dumps(traj, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write_trajectory(traj: dict, run_dir: str | os.PathLike, shots: dict[int, bytes] | None = None) -> Path:
-    """Write ``trajectories/<task_id>.json`` (atomically) and its screenshots under ``run_dir``."""
+def write_trajectory(traj: dict, run_dir: str | os.PathLike, shots: dict | None = None) -> Path:
+    """Write ``trajectories/<task_id>.json`` (atomically), its screenshots and its DOM snapshots
+    under ``run_dir``. ``shots``: ``{step index: PNG}``, and ``{dom path: HTML}`` for the snapshots
+    (``TrajectoryRecorder.doms``), each written zstd-compressed once (content-addressed: a file
+    that exists already holds the same bytes)."""
     run_dir = Path(run_dir)
     tid = traj["task_id"]
-    for n, png in sorted((shots or {}).items()):
+    shots = shots or {}
+    for n, png in sorted((k, v) for k, v in shots.items() if isinstance(k, int)):
         rel = f"screenshots/{tid}/{n}.png"
         p = run_dir / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(png)
         traj["steps"][n]["screenshot"] = rel
+    for rel, html in sorted((k, v) for k, v in shots.items() if isinstance(k, str)):
+        _write_dom(run_dir, rel, html)
     out = run_dir / "trajectories" / f"{tid}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     tmp.write_text(dumps(traj), encoding="utf-8")
     os.replace(tmp, out)
     return out
+
+
+def _write_dom(run_dir: Path, rel: str, html: bytes) -> None:
+    if rel != dom_path(html):  # only our own names: a snapshot lands in dom/ and nowhere else
+        raise ValueError(f"{rel!r} is not the name of this DOM snapshot")
+    p = run_dir / rel
+    if p.exists():
+        return
+    import zstandard
+
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(zstandard.ZstdCompressor(level=DOM_ZSTD_LEVEL).compress(html))
+    os.replace(tmp, p)

@@ -216,3 +216,32 @@ def test_mind2web_live_one_node_missing_is_near_success(mind2web_live):
         assert kn["nodes"][j]["matched"] is False, task.id
         assert kn["success"] is False and kn["near_success"] is True, task.id
         assert kn["matched"] == len(nodes) - 1
+
+
+def test_infeasible_with_key_steps_missing_is_a_false_end():
+    # the long-context paper: an agent that declares the task impossible while key steps are
+    # missing ends falsely, as one that declares it done
+    from webfreeze.eval.score import summarise
+    from webfreeze.eval.tasks import validate_task
+
+    nodes = [node("url_included_match", "shop.test/search", key=""),
+             node("element_path_exactly_match", "#add-to-cart")]
+    task = validate_task({"id": "k1", "category": "kn", "instruction": "Add red shoes to the cart",
+                          "start_url": "http://shop.test/", "reference_length": 4,
+                          "ground_truth": {"key_nodes": nodes}})
+    searched = step("press('2', 'Enter')", "press", url="http://shop.test/",
+                    url_after="http://shop.test/search?q=red+shoes")
+    gave_up = step("report_infeasible('sold out')", "infeasible", url="http://shop.test/search?q=red+shoes",
+                   text="sold out")
+    r = score_task(task, trajectory("k1", [searched, gave_up], end="infeasible"))
+    assert r["results"]["key_nodes"]["matched"] == 1 and r["success"] is False
+    b = r["behaviour"]
+    assert b["error_category"] == "false_end" and b["false_end_kind"] == "infeasible"
+    assert b["efficiency_ratio"] == 2.0                       # 4 reference steps / 2 agent steps
+    assert r["results"]["key_nodes"]["efficiency"] == 2.0     # the same ratio
+    row = summarise([r])["overall"]
+    assert (row["false_end"], row["false_end_infeasible"], row["other_errors"]) == (1, 1, 0)
+    # every key step reached, then "infeasible": the task succeeded, so no false end
+    clicked = step("click('9')", "click", url="http://shop.test/p/1", css="#add-to-cart")
+    ok = score_task(task, trajectory("k1", [searched, clicked, gave_up], end="infeasible"))
+    assert ok["success"] is True and ok["behaviour"]["error_category"] == "success"

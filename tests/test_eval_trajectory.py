@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from trajectory_builder import answer_step, step, trajectory
-from webfreeze.eval.behaviour import (average_steps, detect_loop, efficiency_ratio, evaluate_behaviour,
-                                      trajectory_consistency)
+from webfreeze.eval.behaviour import (average_steps, detect_loop, efficiency_ratio, evaluate_behaviour, final_loop,
+                                      reference_step_count, trajectory_consistency)
 from webfreeze.eval.partial import evaluate_partial
 from webfreeze.eval.trajectory import normalise_url, session_actions
 
@@ -121,15 +121,60 @@ def test_error_categories():
     answered = trajectory("t", [answer_step("42")], answer="42")
     assert evaluate_behaviour(answered, success=False)["false_end"] is True       # said done, was wrong
     assert evaluate_behaviour(answered, success=True)["error_category"] == "success"
-    assert evaluate_behaviour(trajectory("t", [], end="infeasible"), success=False)["error_category"] == "infeasible"
+    # the long-context paper: declaring the task impossible while key steps are missing is a false end
+    b = evaluate_behaviour(trajectory("t", [], end="infeasible"), success=False)
+    assert b["error_category"] == "false_end" and b["false_end"] is True and b["false_end_kind"] == "infeasible"
+    assert evaluate_behaviour(answered, success=False)["false_end_kind"] == "answer"
     assert evaluate_behaviour(trajectory("t", [], end="error"), success=False)["error_category"] == "error"
+    assert evaluate_behaviour(trajectory("t", [], end="stopped"), success=False)["error_category"] == "other"
 
 
-def test_efficiency_ratio_counts_actions_not_answers():
-    # agent() makes 6 actions (+ 1 answer step); a 5-action reference: 5/6
-    assert efficiency_ratio(5, agent()) == pytest.approx(5 / 6)
+def test_step_limit_is_a_loop_only_when_looping_at_the_limit():
+    # looped early (a a a on one page), then moved on and ran out of steps: inefficient progress
+    early = seq(("a", "1"), ("a", "1"), ("a", "1"), ("b", "2"), ("c", "3"), ("d", "4"))
+    b = evaluate_behaviour(early, success=False)
+    assert b["loop"]["detected"] is True and b["loop"]["start_step"] == 0       # the loop is still reported
+    assert b["final_loop"]["detected"] is False
+    assert b["error_category"] == "step_limit_inefficient" and b["step_limit"] == "inefficient_progress"
+    # still in a 2-cycle at the limit: loop (x y | a b a b a b)
+    late = seq(("x", "0"), ("y", "9"), ("a", "1"), ("b", "2"), ("a", "1"), ("b", "2"), ("a", "1"), ("b", "2"))
+    b = evaluate_behaviour(late, success=False)
+    assert b["error_category"] == "step_limit_loop" and b["step_limit"] == "loop"
+    assert {k: b["final_loop"][k] for k in ("cycle_length", "repeats", "start_step", "steps_in_loop")} == \
+        {"cycle_length": 2, "repeats": 3, "start_step": 2, "steps_in_loop": 6}
+    # two repeats at the end are not a loop; a loop that ends one step before the limit is not either
+    assert final_loop(seq(("x", "0"), ("a", "1"), ("a", "1")))["detected"] is False
+    left = seq(("a", "1"), ("a", "1"), ("a", "1"), ("a", "1"), ("z", "5"))
+    assert evaluate_behaviour(left, success=False)["error_category"] == "step_limit_inefficient"
+    # a long 1-cycle at the end is preferred over the 2-cycle it also forms
+    assert final_loop(seq(*[("a", "1")] * 6))["cycle_length"] == 1
+    # a loop at the end of an episode that ended otherwise does not make it a step-limit failure
+    answered = trajectory("t", [step("a", "click", obs="1") for _ in range(3)] + [answer_step("x")], answer="x")
+    assert evaluate_behaviour(answered, success=False)["error_category"] == "false_end"
+
+
+def test_efficiency_ratio_counts_every_step_of_the_budget():
+    # agent() takes 7 steps: 6 actions and the answer; the paper's ratio counts them all: 5/7
+    assert efficiency_ratio(5, agent()) == pytest.approx(5 / 7)
     assert efficiency_ratio(None, agent()) is None
-    assert efficiency_ratio(5, trajectory("t", [answer_step("x")])) is None    # no actions at all
+    assert efficiency_ratio(5, trajectory("t", [answer_step("x")])) == 5.0         # answered at once
+    assert efficiency_ratio(5, trajectory("t", [])) is None                        # no step at all
+    # failed and unparsed actions are steps too
+    t = trajectory("t", [step("click('9')", "click", error="no element"), step("what", None), answer_step("x")])
+    assert efficiency_ratio(3, t) == 1.0
+
+
+def test_reference_steps_are_counted_like_the_agent_s():
+    # an agent-format reference (an oracle run) counts every browser step: replaying it gives 1.0
+    ref = agent()
+    assert reference_step_count(ref) == 7 and efficiency_ratio(reference_step_count(ref), agent()) == 1.0
+    # a record-session reference: its normalised actions, plus an answer step when it has one
+    session = session_reference()
+    assert reference_step_count(session) == 5
+    session["steps"].append({"step": 10, "action": "answer", "target": None, "value": {"text": "ok"}, "url": ""})
+    assert reference_step_count(session) == 6
+    # no reference trajectory: the task's reference_length
+    assert reference_step_count(None, 8) == 8 and reference_step_count(None, None) is None
 
 
 def test_consistency_and_average_steps():

@@ -48,7 +48,7 @@ MAX_MANIFEST_BYTES = 64 * 2**20    # datapackage.json and its digest file
 MAX_RATIO = 200                    # uncompressed / compressed, for members above RATIO_FLOOR
 RATIO_FLOOR = 1 << 20
 RUN_FILES = ("manifest.json", "tasks.jsonl", "report.json", "report.html")
-RUN_DIRS = ("trajectories", "screenshots", "references")
+RUN_DIRS = ("trajectories", "screenshots", "references", "dom")
 CASSETTE_NAME = "llm-cassette.sqlite"
 
 

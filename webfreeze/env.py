@@ -44,7 +44,8 @@ class WebEnv(_BaseEnv):
             except TaskError as exc:
                 raise EnvError(f"reward='score': {exc}") from None
         trajectory = self.recorder.data(archive_digest=self.archive_digest)
-        return float(score_task(task, trajectory).get("score") or 0.0)
+        doms = self.recorder.doms  # the episode's DOM snapshots, still in memory
+        return float(score_task(task, trajectory, dom_loader=doms.get).get("score") or 0.0)
 
 
 __all__ = ["EnvConfig", "EnvError", "WebEnv"]

@@ -575,7 +575,8 @@ def play_episode(task: dict, reference: dict | None) -> tuple[dict, dict, dict]:
     used = cassette.take_used() if cassette is not None else []
     if used:
         trajectory["llm_entries"] = used
-    shots = dict(env.recorder.shots) if env.recorder else {}
+    # screenshots by step, and the DOM snapshots by their dom/ path (write_trajectory writes both)
+    shots = {**env.recorder.shots, **env.recorder.doms} if env.recorder else {}
     summary = {"task_id": task["id"], "end": trajectory["end"]["reason"], "steps": len(trajectory["steps"]),
                "ms": round((time.perf_counter() - t0) * 1000, 1)}
     if cause:

@@ -14,6 +14,11 @@ output (shipped in ``webfreeze/demo/data``) is:
 Developers rebuild it when the sites or tasks change; users never need to (it needs no network,
 but takes a few minutes).
 
+``python -m webfreeze.demo.build --ground-truth`` only rewrites the ground truth of the shipped
+suite's ``tasks.jsonl`` from :mod:`webfreeze.demo.tasks` (nothing is recorded: the archive, the
+references, the instructions and the LLM cassette stay as they are; it refuses when a task's id,
+category, instruction or start URL differs from its spec, which needs a full rebuild).
+
 ``python -m webfreeze.demo.build --add-sites`` only adds the persona sites' pages to the shipped
 archive (the existing records, the suite and the LLM cassette stay valid: see
 :func:`webfreeze.demo.persona_sites.add_records`) and updates the suite's archive digest.
@@ -175,8 +180,40 @@ def add_sites(data: Path = DATA, *, progress=print) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def update_ground_truth(data: Path = DATA) -> int:
+    """Rewrite the ground truth of ``data``'s suite from the task specs, keeping every other field
+    and the line order; returns how many lines changed. Raises RuntimeError when the suite and
+    the specs disagree on anything but ground truth."""
+    path = data / "suite" / "tasks.jsonl"
+    specs = {s.id: s for s in all_specs()}
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    out, changed = [], 0
+    for task in lines:
+        spec = specs.get(task["id"])
+        if spec is None:
+            raise RuntimeError(f"{path}: task {task['id']} has no spec in webfreeze.demo.tasks")
+        want = spec.task()
+        for key in ("category", "instruction", "start_url", "snapshot_time"):
+            if task.get(key) != want[key]:
+                raise RuntimeError(f"{path}: task {task['id']}: {key} differs from its spec (rebuild the demo)")
+        truth = dict(want["ground_truth"])
+        if "reference_trajectory" in task["ground_truth"]:
+            truth["reference_trajectory"] = task["ground_truth"]["reference_trajectory"]
+        if truth != task["ground_truth"]:
+            changed += 1
+        out.append(json.dumps({**task, "ground_truth": truth}, ensure_ascii=False, sort_keys=True))
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("\n".join(out) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--ground-truth"]:
+        n = update_ground_truth(Path(argv[1]) if len(argv) > 1 else DATA)
+        print(f"ground truth updated: {n} task(s) changed")
+        return
     if argv[:1] == ["--add-sites"]:
         result = add_sites(Path(argv[1]) if len(argv) > 1 else DATA)
         done = "persona sites added" if result["pages"] else "nothing to add"

@@ -13,6 +13,12 @@ show (default: the answer itself).
 
 Categories follow WebArxiv's six for the scholar site, plus ``shopping`` and ``booking`` with
 final-state checks.
+
+Answer checks: ``exact`` (WebArxiv's strict match) where the answer is one fact with one surface
+form: an identifier, a person's name, a title, a journal reference, and a count the instruction
+asks for "with a number"; ``numeric`` for a number the instruction does not pin down (a listing's
+total, page counts, sizes, a table value within a tolerance); ``must_include`` for lists and for
+rules that can be phrased in many ways.
 """
 
 from __future__ import annotations
@@ -79,7 +85,7 @@ def scholar_specs() -> list[Spec]:
 
     # -- site information and organisation
     add("site-info", "How many e-prints does Scholar Preprints hold in total? Answer with a number.",
-        [("answer", str(len(papers)), None, [f"{len(papers)} e-prints"])], {"numeric": len(papers)})
+        [("answer", str(len(papers)), None, [f"{len(papers)} e-prints"])], {"exact": str(len(papers))})
     for archive in ("cs", "math", "q-fin"):
         name, cats = ARCHIVES[archive]
         subs = list(cats.values())
@@ -91,7 +97,7 @@ def scholar_specs() -> list[Spec]:
         archive_name = ARCHIVES[list(ARCHIVES)[i]][0]
         add("site-info", f"Who chairs the editorial committee for {archive_name}? Give the person's name.",
             [("click", "link", "Help"), ("click", "link", "Editorial committee"),
-             ("answer", chairs[i], None, [f"{chairs[i]}: chair for {archive_name}"])], {"normalised": chairs[i]})
+             ("answer", chairs[i], None, [f"{chairs[i]}: chair for {archive_name}"])], {"exact": chairs[i]})
     names = [n for _, cats in ARCHIVES.values() for n in cats.values()]
     for cat in ("cs.CL", "stat.ME"):
         archive = cat.split(".")[0]
@@ -162,13 +168,13 @@ def scholar_specs() -> list[Spec]:
                       ("answer", str(len(hits)), None, [f"of {len(hits)} results"] if hits else ["no results"])]
             add("advanced-search", f"Using the advanced search, how many papers in {name} have \"{word}\" in "
                                    f"their title? Answer with a number.", steps,
-                {"numeric": len(hits)})
+                {"exact": str(len(hits))})
         else:
             oldest = min(hits, key=lambda p: (p.first_submitted, p.id))
             steps += [("select", "combobox", "Sort", "Oldest first"), ("click", "button", "Search", 1),
                       ("answer", oldest.title, None, None)]
             add("advanced-search", f"Using the advanced search, find the oldest paper in {name} with \"{word}\" in "
-                                   f"its title. What is its title?", steps, {"normalised": oldest.title})
+                                   f"its title. What is its title?", steps, {"exact": oldest.title})
 
     # -- deep paper extraction (abstract pages and HTML full text)
     for p in picks[10:13]:
@@ -188,7 +194,7 @@ def scholar_specs() -> list[Spec]:
     with_journal = [p for p in picks[18:] if p.journal_ref][:2]
     for p in with_journal:
         add("paper-extraction", f"What is the journal reference of paper {p.id}?",
-            _open_paper(p.id) + [("answer", p.journal_ref, None, None)], {"normalised": p.journal_ref})
+            _open_paper(p.id) + [("answer", p.journal_ref, None, None)], {"exact": p.journal_ref})
 
     # -- cross-paper comparison
     rest = [p for p in picks[18:] if p not in with_journal]

@@ -244,6 +244,28 @@ def _tidy(text: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------ observation
+def _most_that_fit(total: int, fits) -> int:
+    """The largest ``n`` in ``0..total-1`` with ``fits(n)`` (``fits`` is monotone; ``total`` is known
+    not to fit). Galloping then bisection: each count reads about twice the budget at most, however
+    long the text."""
+    good, bad = 0, None
+    n = 1
+    while n < total:
+        if fits(n):
+            good, n = n, n * 2
+        else:
+            bad = n
+            break
+    bad = total if bad is None else bad
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if fits(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
 def cut_observation(text: str, budget: int, tokenizer) -> tuple[str, dict]:
     """``text`` cut to at most ``budget`` tokens (``tokenizer.count``), whole lines first, with a last
     line saying how many lines are shown; returns (text, {"tokens", "lines", "total_lines", "cut"}).
@@ -263,22 +285,7 @@ def cut_observation(text: str, budget: int, tokenizer) -> tuple[str, dict]:
     def fits(n: int) -> bool:
         return tokenizer.count(head(n)) <= budget
 
-    # Galloping then bisection: each count reads at most about twice the budget, however long the page.
-    good, bad = 0, None
-    n = 1
-    while n < total:
-        if fits(n):
-            good, n = n, n * 2
-        else:
-            bad = n
-            break
-    bad = total if bad is None else bad
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        if fits(mid):
-            good = mid
-        else:
-            bad = mid
+    good = _most_that_fit(total, fits)
     if good > 0:
         out = head(good)
         return out, {"tokens": tokenizer.count(out), "lines": good, "total_lines": total, "cut": True}
@@ -340,22 +347,7 @@ def cut_context(text: str, budget: int, tokenizer, sessions=None) -> tuple[str, 
     def fits(n: int) -> bool:
         return tokenizer.count(tail(n)) <= budget
 
-    # Galloping then bisection, as for the observation: each count reads about twice the budget at most.
-    good, bad = 0, None
-    n = 1
-    while n < total:
-        if fits(n):
-            good, n = n, n * 2
-        else:
-            bad = n
-            break
-    bad = total if bad is None else bad
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        if fits(mid):
-            good = mid
-        else:
-            bad = mid
+    good = _most_that_fit(total, fits)
     shown = tail(good) if good > 0 else ""
     return shown, record(shown, good)
 

@@ -18,13 +18,13 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def table_row(results: list[dict]) -> dict:
-    """One Table 3 row over task results that have rubric ground truth, on a 0-1 scale. A task
-    without a trajectory scores 0 on every part its rubric has (the agent did nothing): its
-    ``rubric_parts`` (both website and preference in results that predate them)."""
-    web, pref, intent, success = [], [], [], []
+def rubric_values(results: list[dict]) -> dict:
+    """Per task, on a 0-1 scale, the values behind a Table 3 row: ``web``, ``pref``, ``intent``
+    (floats) and ``sr`` (booleans). A task without a trajectory scores 0 on every part its rubric
+    has: its ``rubric_parts`` (both website and preference in results that predate them)."""
+    web, pref, intent, sr = [], [], [], []
     for r in results:
-        rb = r["results"].get("rubric")
+        rb = (r.get("results") or {}).get("rubric")
         if rb is None:  # missing trajectory: zeros where the rubric would have scored
             parts = r.get("rubric_parts", ("website", "preference"))
             if "website" in parts:
@@ -32,14 +32,23 @@ def table_row(results: list[dict]) -> dict:
             if "preference" in parts:
                 pref.append(0.0)
             intent.append(0.0)
-            success.append(False)
+            sr.append(False)
             continue
         if "website" in rb:
             web.append(rb["website"]["score"] / 10.0)
         if "preference" in rb:
             pref.append(rb["preference"]["score"] / 10.0)
         intent.append(rb["intent"] / 10.0)
-        success.append(bool(rb["success"]))
+        sr.append(bool(rb["success"]))
+    return {"web": web, "pref": pref, "intent": intent, "sr": sr}
+
+
+def table_row(results: list[dict]) -> dict:
+    """One Table 3 row over task results that have rubric ground truth, on a 0-1 scale. A task
+    without a trajectory scores 0 on every part its rubric has (the agent did nothing): its
+    ``rubric_parts`` (both website and preference in results that predate them)."""
+    v = rubric_values(results)
+    web, pref, intent, success = v["web"], v["pref"], v["intent"], v["sr"]
     p_web, p_pref = _mean(web), _mean(pref)
     parts = [p for p in (p_web, p_pref) if p is not None]
     return {"tasks": len(results), "missing": sum(1 for r in results if r["outcome"] == "missing"),

@@ -141,27 +141,10 @@ def over_repeats(rates: list[float]) -> dict:
 
 # ------------------------------------------------------------------------------------ personalisation
 def _rubric_values(results: list[dict]) -> dict:
-    """Per task, on a 0-1 scale, the values behind Table 3 (eval.personal.table_row's rules: a task
-    without a trajectory scores 0 on every part its rubric has)."""
-    web, pref, intent, sr = [], [], [], []
-    for r in results:
-        rb = (r.get("results") or {}).get("rubric")
-        if rb is None:
-            parts = r.get("rubric_parts", ("website", "preference"))
-            if "website" in parts:
-                web.append(0.0)
-            if "preference" in parts:
-                pref.append(0.0)
-            intent.append(0.0)
-            sr.append(False)
-            continue
-        if "website" in rb:
-            web.append(rb["website"]["score"] / 10.0)
-        if "preference" in rb:
-            pref.append(rb["preference"]["score"] / 10.0)
-        intent.append(rb["intent"] / 10.0)
-        sr.append(bool(rb["success"]))
-    return {"web": web, "pref": pref, "intent": intent, "sr": sr}
+    """Per task, on a 0-1 scale, the values behind Table 3 (``eval.personal``'s rules)."""
+    from webfreeze.eval.personal import rubric_values
+
+    return rubric_values(results)
 
 
 def persona_row(results: list[dict]) -> dict:

@@ -140,6 +140,16 @@ class Exchange:
 
 
 # ------------------------------------------------------------------------------ file descriptors
+def _time_window(where: list, params: list, since, until) -> None:
+    """Add "captured between ``since`` and ``until`` (inclusive)" to a query's conditions."""
+    if since:
+        where.append("captured_at >= ?")
+        params.append(normalize_time(since))
+    if until:
+        where.append("captured_at <= ?")
+        params.append(normalize_time(until))
+
+
 class Archive:
     """An open archive. Use :meth:`open` or :meth:`create`; close it (or use ``with``)."""
 
@@ -665,12 +675,7 @@ class Archive:
         if body_key is not None:
             where.append("body_key = ?")
             params.append(body_key)
-        if since:
-            where.append("captured_at >= ?")
-            params.append(normalize_time(since))
-        if until:
-            where.append("captured_at <= ?")
-            params.append(normalize_time(until))
+        _time_window(where, params, since, until)
         orders = {"id": "id", "time": "captured_at, id", "url": "url, captured_at, id"}
         if order not in orders:
             raise ValueError(f"order must be one of {', '.join(orders)}")
@@ -769,12 +774,7 @@ class Archive:
         if url is not None:
             where.append("url = ?")
             params.append(url)
-        if since:
-            where.append("captured_at >= ?")
-            params.append(normalize_time(since))
-        if until:
-            where.append("captured_at <= ?")
-            params.append(normalize_time(until))
+        _time_window(where, params, since, until)
         sql = "SELECT * FROM pages" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"

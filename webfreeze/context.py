@@ -34,6 +34,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from webfreeze.eval.longctx import final_url  # one definition, shared with scoring
+
 POOL_FORMAT = "webfreeze-context-pool"
 POOL_VERSION = 1
 CONTEXT_KEYS = ("tokens", "pool", "tokenizer", "seed", "a1_run")
@@ -202,15 +204,6 @@ def _entry(traj: dict, instruction: str | None, source: int) -> dict:
             "end": end.get("reason"), "answer": traj.get("answer"), "final_url": final_url(traj), "steps": steps}
 
 
-def final_url(traj: dict) -> str | None:
-    """Where an episode ended: its ``final_url``, else its last step's URL after acting."""
-    if isinstance(traj.get("final_url"), str) and traj["final_url"]:
-        return traj["final_url"]
-    for s in reversed(traj.get("steps") or []):
-        for key in ("url_after", "url"):
-            if isinstance(s, dict) and isinstance(s.get(key), str) and s[key]:
-                return s[key]
-    return None
 
 
 def entry_tokens(entry: dict, tokenizer) -> int:

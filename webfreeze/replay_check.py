@@ -77,10 +77,12 @@ def pixel_difference(png_a: bytes | None, png_b: bytes | None) -> float | None:
 def shot_mode(page_row: dict) -> str:
     """The screenshot a page record holds: ``full``, ``viewport`` or ``none`` (as its crawl's
     ``--screenshots`` said; records made before that option hold full-page ones)."""
-    try:
-        extra = json.loads(page_row.get("extra") or "{}")
-    except (TypeError, ValueError):
-        extra = {}
+    extra = page_row.get("extra")
+    if not isinstance(extra, dict):  # the index's JSON text
+        try:
+            extra = json.loads(extra or "{}")
+        except (TypeError, ValueError):
+            extra = {}
     mode = extra.get("screenshot") if isinstance(extra, dict) else None
     if mode in ("full", "viewport", "none"):
         return mode
@@ -101,8 +103,8 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
     out = _report_dir(Path(report_dir), archive_path)
     with Archive.open(archive_path) as arc:
         records = list(arc.pages(limit=limit))
-        pages = [{"id": p.id, "url": p.url, "title": p.title, "captured_at": p.captured_at, "extra": p.extra}
-                 for p in records]
+        pages = [{"id": p.id, "url": p.url, "title": p.title, "captured_at": p.captured_at, "extra": p.extra,
+                  "screenshot": p.screenshot_digest} for p in records]
         captured = {p.id: (p.payload(), p.screenshot()) for p in records}
     if not pages:
         raise ArchiveError(f"{archive_path}: no page records to check (record them with `webfreeze record crawl`)")

@@ -100,9 +100,13 @@ def _member_starts(path, bodies) -> list[int]:
         for i, body in enumerate(bodies):
             starts.append(fh.tell())
             http = StatusAndHeaders("200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1")
+            # fixed record ids and dates: the same bytes every run, so a flipped byte always lands
+            # on the same deflate data (random ids made some flips decode to a bad header first)
+            ids = {"WARC-Record-ID": f"<urn:uuid:00000000-0000-4000-8000-{i:012d}>",
+                   "WARC-Date": "2026-01-01T00:00:00Z"}
             writer.write_record(writer.create_warc_record(f"http://example.com/{i}", "response",
                                                           payload=io.BytesIO(body), length=len(body),
-                                                          http_headers=http))
+                                                          http_headers=http, warc_headers_dict=ids))
     return starts
 
 

@@ -16,17 +16,20 @@ import click
 
 
 def _one_line_errors(fn):
+    """The errors a user can cause in the bench, tasks, study and context commands, as one line."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from webfreeze.agents import AgentError
+        from webfreeze.context import ContextError
         from webfreeze.eval.errors import EvalError
         from webfreeze.llm.errors import LLMError
         from webfreeze.runner import RunError
         from webfreeze.simulator.env import EnvError
+        from webfreeze.study import StudyError
 
         try:
             return fn(*args, **kwargs)
-        except (EvalError, RunError, AgentError, EnvError, LLMError) as exc:
+        except (EvalError, RunError, AgentError, EnvError, LLMError, StudyError, ContextError) as exc:
             raise click.ClickException(str(exc)) from None
     return wrapper
 

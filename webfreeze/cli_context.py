@@ -5,22 +5,13 @@ Registered on the main CLI at the end of ``webfreeze/cli.py``.
 
 from __future__ import annotations
 
-import functools
 import json
 
 import click
 
+from webfreeze.cli_bench import _one_line_errors  # one definition for every group
 
-def _one_line_errors(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from webfreeze.context import ContextError
 
-        try:
-            return fn(*args, **kwargs)
-        except ContextError as exc:
-            raise click.ClickException(str(exc)) from None
-    return wrapper
 
 
 @click.group("context")

@@ -5,27 +5,13 @@ Registered on the main CLI at the end of ``webfreeze/cli.py``. See docs/studies.
 
 from __future__ import annotations
 
-import functools
 import json
 
 import click
 
+from webfreeze.cli_bench import _one_line_errors  # one definition for every group
 
-def _one_line_errors(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from webfreeze.agents import AgentError
-        from webfreeze.eval.errors import EvalError
-        from webfreeze.llm.errors import LLMError
-        from webfreeze.runner import RunError
-        from webfreeze.simulator.env import EnvError
-        from webfreeze.study import StudyError
 
-        try:
-            return fn(*args, **kwargs)
-        except (StudyError, EvalError, RunError, AgentError, EnvError, LLMError) as exc:
-            raise click.ClickException(str(exc)) from None
-    return wrapper
 
 
 @click.group("study")

@@ -386,7 +386,10 @@ def tables(report: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                 ["condition", "repeats", "episodes", "success", "partial", "fail", "steps", "steps (success)",
                  "efficiency", "consistency", "identical", "LLM calls / task", "tokens / task"], rows))
     cats = report["categories"]
-    for key, title, fmt in (("success", "Success by category (% ± SE; WebArxiv Tables 2-4, 6)", pct),
+    # The WebArxiv reference only where the categories are WebArxiv's (the demo's scholar-* ones).
+    webarxiv = any(c.startswith("scholar-") for c in cats)
+    for key, title, fmt in (("success", "Success by category (% ± SE" + ("; WebArxiv Tables 2-4, 6)" if webarxiv
+                                                                         else ")"), pct),
                             ("partial", "Partially correct by category (% ± SE)", pct),
                             ("steps", "Average steps by category (± SEM)", num)):
         rows = []

@@ -12,6 +12,7 @@ import pytest
 
 from webfreeze.simulator.axtree import MARK_JS, AXTreeError, build_tree, css_escape
 from webfreeze.simulator.axtree import marked as read_marked
+from webfreeze.simulator.forms import form_submission, is_submitter
 
 BASE = "http://site.test/dir/page.html"
 
@@ -293,7 +294,7 @@ def form_tree(method="get", enctype="application/x-www-form-urlencoded"):
 
 def test_get_form_submission():
     tree, bid = form_tree()
-    method, url, body, ctype = tree.form_submission(bid["Go"])
+    method, url, body, ctype = form_submission(tree, bid["Go"])
     assert (method, body, ctype) == ("GET", b"", None)
     parts = urlsplit(url)
     assert parts.scheme + "://" + parts.netloc + parts.path == "http://site.test/submit"
@@ -307,57 +308,57 @@ def test_filled_values_and_implicit_submission():
     tree, bid = form_tree()
     filled = {bid["Query"]: "quantum  error*~", bid["Old too"]: True, bid["New only"]: False, bid["Desc"]: True,
               bid["Category"]: "AI", bid["Tags"]: ["b"], bid["Note"]: "x\ny"}
-    method, url, body, _ = tree.form_submission(bid["Query"], filled)  # Enter in the text field
+    method, url, body, _ = form_submission(tree, bid["Query"], filled)  # Enter in the text field
     query = urlsplit(url).query
     assert query.startswith("q=quantum++error*%7E&empty=&token=t%261&old=yes&order=desc&cat=cs.AI&tags=b&note=x%0D%0Ay")
     assert "go=Search" in query  # the default button is the submitter
     # the tree itself is unchanged: filled values are per call
-    assert tree.form_submission(bid["Go"])[1] != url
+    assert form_submission(tree, bid["Go"])[1] != url
 
 
 def test_submitter_overrides_and_post_bodies():
     tree, bid = form_tree(method="post")
-    method, url, body, ctype = tree.form_submission(bid["Go"])
+    method, url, body, ctype = form_submission(tree, bid["Go"])
     assert (method, url, ctype) == ("POST", "http://site.test/submit", "application/x-www-form-urlencoded")
     assert body.startswith(b"q=default+text&empty=&token=t%261&new=on&order=asc&cat=&tags=a&tags=c&note=line1%0D%0Aline2")
-    method, url, body, _ = tree.form_submission(bid["Other"])
+    method, url, body, _ = form_submission(tree, bid["Other"])
     assert (method, url) == ("POST", "http://site.test/other")
     assert b"alt=2" in body and b"go=" not in body
 
 
 def test_multipart_and_text_plain_bodies():
     tree, bid = form_tree(method="post", enctype="multipart/form-data")
-    method, url, body, ctype = tree.form_submission(bid["Go"], {bid["Query"]: 'say "hi"'})
+    method, url, body, ctype = form_submission(tree, bid["Go"], {bid["Query"]: 'say "hi"'})
     assert ctype.startswith("multipart/form-data; boundary=")
     msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
         b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + body)
     fields = [(p.get_param("name", header="content-disposition"), p.get_content()) for p in msg.iter_parts()]
     assert fields[0] == ("q", 'say "hi"')
     assert ("upload", b"") in [(n, v if isinstance(v, bytes) else v) for n, v in fields] or ("upload", "") in fields
-    assert tree.form_submission(bid["Go"], {bid["Query"]: 'say "hi"'}) == (method, url, body, ctype)  # deterministic
+    assert form_submission(tree, bid["Go"], {bid["Query"]: 'say "hi"'}) == (method, url, body, ctype)  # deterministic
     tree, bid = form_tree(method="post", enctype="text/plain")
-    assert tree.form_submission(bid["Go"])[2].startswith(b"q=default text\r\nempty=\r\ntoken=t&1\r\n")
+    assert form_submission(tree, bid["Go"])[2].startswith(b"q=default text\r\nempty=\r\ntoken=t&1\r\n")
 
 
 def test_form_errors():
     tree, bid = form_tree()
     with pytest.raises(AXTreeError, match="not in a form"):
-        tree.form_submission(bid["Unrelated"])
+        form_submission(tree, bid["Unrelated"])
     with pytest.raises(AXTreeError, match="disabled"):
-        tree.form_submission(bid["Off"])
+        form_submission(tree, bid["Off"])
     with pytest.raises(AXTreeError, match="no element with bid"):
-        tree.form_submission("4242")
-    assert tree.is_submitter(bid["Go"]) and not tree.is_submitter(bid["Nope"]) and not tree.is_submitter(bid["Query"])
+        form_submission(tree, "4242")
+    assert is_submitter(tree, bid["Go"]) and not is_submitter(tree, bid["Nope"]) and not is_submitter(tree, bid["Query"])
 
 
 def test_get_form_without_submit_button_and_empty_action():
     tree = tree_of('<form><input name="q" aria-label="Q" value="a b"><input type="checkbox" name="c" aria-label="C"></form>')
     bid = tree.elements[1]["bid"]
-    assert tree.form_submission(bid)[1] == "http://site.test/dir/page.html?q=a+b"
+    assert form_submission(tree, bid)[1] == "http://site.test/dir/page.html?q=a+b"
     # two text fields and no button: Enter submits nothing (HTML's implicit submission rule)
     tree = tree_of('<form><input name="a" aria-label="A"><input name="b" aria-label="B"></form>')
     with pytest.raises(AXTreeError, match="Enter does not submit"):
-        tree.form_submission(tree.elements[1]["bid"])
+        form_submission(tree, tree.elements[1]["bid"])
 
 
 # ---------------------------------------------------------------------------------- real Chromium
@@ -549,9 +550,9 @@ def test_form_submission_matches_chromium(server, browser, method, enctype, subm
             else:
                 page.locator(f'[data-wf-bid="{bid[submit_with]}"]').click()
         target = bid["Query"] if submit_with == "enter" else bid[submit_with]
-        want_method, want_url, want_body, want_ctype = build_tree(
+        want_method, want_url, want_body, want_ctype = form_submission(build_tree(
             FORM_PAGE.format(method=method, enctype=enctype if "/" in enctype else "application/" + enctype),
-            server + path).form_submission(target, filled)
+            server + path), target, filled)
         got_method, got_path, got_body, got_ctype = _Handler.seen[-1]
         assert got_method == want_method
         assert server + got_path == want_url

@@ -1083,7 +1083,8 @@ def _render_plain(node: _Node, depth: int, lines: list, ignored: frozenset) -> N
 
 
 class Tree:
-    """An observation of one page: ``axtree_text``, ``elements``, ``title`` and lookups by bid."""
+    """An observation of one page: ``axtree_text``, ``title``, ``descriptions`` (one per element
+    shown) and lookups by bid; :meth:`summaries` is the observation's ``elements`` list."""
 
     def __init__(self, builder: _Builder, root: _Node, title: str):
         self._b = builder
@@ -1092,14 +1093,14 @@ class Tree:
         self.title = title
         self.axtree_text = self.text()
         # The elements shown (records with a bid), and where each bid's record is (the last
-        # record wins, as in ``elements``' index). Their full descriptions are made on demand:
+        # record wins, as in ``descriptions``' index). Their full descriptions are made on demand:
         # a step needs the summaries and one element's description, not all of them.
         self._shown = [r for r in builder.records if r[1].bid is not None]
         self._position = {r[1].bid: i for i, r in enumerate(self._shown)}
-        self._described: dict = {}  # position -> description made by get() before ``elements``
+        self._described: dict = {}  # position -> description made by get() before ``descriptions``
 
     @functools.cached_property
-    def elements(self) -> list[dict]:
+    def descriptions(self) -> list[dict]:
         """Every element shown, described: bid, role, name, tag, bbox, visible, clickable, value,
         href, css, xpath (and checked, options, disabled for form controls)."""
         described = self._described
@@ -1107,7 +1108,7 @@ class Tree:
 
     def summaries(self) -> list[dict]:
         """The observation's ``elements``: bid, role, name, tag, css, bbox, visible and clickable of
-        every element shown (a subset of :attr:`elements`' fields, in this order). Fresh dicts on
+        every element shown (a subset of :attr:`descriptions`' fields, in this order). Fresh dicts on
         each call."""
         out = []
         for r in self._shown:
@@ -1161,7 +1162,7 @@ class Tree:
         visit(self._root, 0, "")
         return "\n".join(lines)
 
-    # ---------------------------------------------------------------- elements
+    # ---------------------------------------------------------------- descriptions
     def _describe(self, el, node: _Node, tag: str, a: dict, css: str, xp: str, summary: dict) -> dict:
         b = self._b
         g = b.geometry.get(node.bid)
@@ -1200,8 +1201,8 @@ class Tree:
         i = self._position.get(str(bid))
         if i is None:
             return default
-        if "elements" in self.__dict__:
-            return self.elements[i]
+        if "descriptions" in self.__dict__:
+            return self.descriptions[i]
         d = self._described.get(i)
         if d is None:
             d = self._described[i] = self._describe(*self._shown[i])

@@ -65,7 +65,7 @@ def _archive(ctx: Context):
 def _links(env, crawled: set) -> list[tuple[str, str]]:
     """(name, href) of the first LINKS links of the current page to crawled ``/list/`` pages."""
     out = []
-    for e in env.tree.elements:
+    for e in env.tree.descriptions:
         if e["role"] == "link" and e.get("href") in crawled and "/list/" in e["href"] and e["name"]:
             if e["href"] not in {href for _, href in out}:
                 out.append((e["name"], e["href"]))
@@ -79,7 +79,7 @@ def _env_episode(env, start: str, crawled: set, times: dict) -> list[str]:
     times["reset"].append(time.perf_counter() - t0)
     reached = []
     for name, href in _links(env, crawled):
-        bid = next(e["bid"] for e in env.tree.elements if e["role"] == "link" and e.get("href") == href)
+        bid = next(e["bid"] for e in env.tree.descriptions if e["role"] == "link" and e.get("href") == href)
         t0 = time.perf_counter()
         obs, *_ = env.step(f"click('{bid}')")
         times["step"].append(time.perf_counter() - t0)

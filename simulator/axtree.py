@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import copy as copy_module
 import functools
-import hashlib
 import json
 import re
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin
 
 from lxml import etree
 
@@ -1084,7 +1083,8 @@ def _render_plain(node: _Node, depth: int, lines: list, ignored: frozenset) -> N
 
 
 class Tree:
-    """An observation of one page: ``axtree_text``, ``elements``, ``title`` and lookups by bid."""
+    """An observation of one page: ``axtree_text``, ``title``, ``descriptions`` (one per element
+    shown) and lookups by bid; :meth:`summaries` is the observation's ``elements`` list."""
 
     def __init__(self, builder: _Builder, root: _Node, title: str):
         self._b = builder
@@ -1093,14 +1093,14 @@ class Tree:
         self.title = title
         self.axtree_text = self.text()
         # The elements shown (records with a bid), and where each bid's record is (the last
-        # record wins, as in ``elements``' index). Their full descriptions are made on demand:
+        # record wins, as in ``descriptions``' index). Their full descriptions are made on demand:
         # a step needs the summaries and one element's description, not all of them.
         self._shown = [r for r in builder.records if r[1].bid is not None]
         self._position = {r[1].bid: i for i, r in enumerate(self._shown)}
-        self._described: dict = {}  # position -> description made by get() before ``elements``
+        self._described: dict = {}  # position -> description made by get() before ``descriptions``
 
     @functools.cached_property
-    def elements(self) -> list[dict]:
+    def descriptions(self) -> list[dict]:
         """Every element shown, described: bid, role, name, tag, bbox, visible, clickable, value,
         href, css, xpath (and checked, options, disabled for form controls)."""
         described = self._described
@@ -1108,7 +1108,7 @@ class Tree:
 
     def summaries(self) -> list[dict]:
         """The observation's ``elements``: bid, role, name, tag, css, bbox, visible and clickable of
-        every element shown (a subset of :attr:`elements`' fields, in this order). Fresh dicts on
+        every element shown (a subset of :attr:`descriptions`' fields, in this order). Fresh dicts on
         each call."""
         out = []
         for r in self._shown:
@@ -1162,7 +1162,7 @@ class Tree:
         visit(self._root, 0, "")
         return "\n".join(lines)
 
-    # ---------------------------------------------------------------- elements
+    # ---------------------------------------------------------------- descriptions
     def _describe(self, el, node: _Node, tag: str, a: dict, css: str, xp: str, summary: dict) -> dict:
         b = self._b
         g = b.geometry.get(node.bid)
@@ -1201,8 +1201,8 @@ class Tree:
         i = self._position.get(str(bid))
         if i is None:
             return default
-        if "elements" in self.__dict__:
-            return self.elements[i]
+        if "descriptions" in self.__dict__:
+            return self.descriptions[i]
         d = self._described.get(i)
         if d is None:
             d = self._described[i] = self._describe(*self._shown[i])
@@ -1299,74 +1299,6 @@ class Tree:
                 return self._b.absolute(href)
         return None
 
-    def form_of(self, bid):
-        el = self._element(bid)
-        return self._b.form_owner(el) if _tag(el) in FORM_CONTROLS else next(el.iterancestors("form"), None)
-
-    def is_submitter(self, bid) -> bool:
-        """Whether clicking ``bid`` submits its form (a submit button or image input)."""
-        el = self._element(bid)
-        return _is_submit_button(el, self._b) and self._b.form_owner(el) is not None
-
-    def form_submission(self, bid, filled_values: dict | None = None) -> tuple[str, str, bytes, str | None]:
-        """The request a browser sends when the form holding ``bid`` is submitted through it.
-
-        ``bid`` is the submit button clicked, or a field in which Enter was pressed (implicit
-        submission through the form's first submit button). ``filled_values`` maps bids to what
-        the agent entered: text for text fields and textareas, an option's value or label (or a
-        list of them) for selects, a boolean for checkboxes and radios; everything else keeps its
-        default from the HTML. Returns ``(method, url, body, content_type)``: a GET has the entries
-        in the URL's query and an empty body with no content type; a POST body is
-        ``application/x-www-form-urlencoded``, ``multipart/form-data`` (a boundary derived from the
-        entries, so the bytes are deterministic) or ``text/plain``, as the form's enctype says.
-        """
-        b = self._b
-        if filled_values:
-            merged = dict(b.state)
-            merged.update({str(k): v for k, v in filled_values.items()})
-            b = _Builder(b.doc, b.page_url, b.geometry, merged, None)
-        el = b.by_bid.get(str(bid))
-        if el is None or b.hidden(el):
-            raise AXTreeError(self._missing(bid))
-        form = b.form_owner(el) if _tag(el) in FORM_CONTROLS else next(el.iterancestors("form"), None)
-        if form is None:
-            raise AXTreeError(f"element {bid} is not in a form")
-        if b.disabled(el):
-            raise AXTreeError(f"element {bid} is disabled")
-        submitter = el if _is_submit_button(el, b) else None
-        if submitter is None:
-            submitter = next((c for c in _form_controls(b, form) if _is_submit_button(c, b)), None)
-            if submitter is not None and b.disabled(submitter):
-                raise AXTreeError("the form's default button is disabled; it cannot be submitted")
-            if submitter is None:
-                blocking = [c for c in _form_controls(b, form) if _tag(c) == "input" and b.input_type(c) in
-                            _BLOCKS_IMPLICIT_SUBMISSION]
-                if len(blocking) > 1:
-                    raise AXTreeError("this form has no submit button and several fields, so Enter does not submit it")
-        entries = _entry_list(b, form, submitter)
-
-        def attr(name: str, form_name: str) -> str | None:
-            if submitter is not None and submitter.get(form_name) is not None:
-                return submitter.get(form_name)
-            return form.get(name)
-
-        action = attr("action", "formaction")
-        action_url = b.absolute(action) if action and action.strip() else self.url
-        method = (attr("method", "formmethod") or "get").strip().lower()
-        method = "post" if method == "post" else "get"
-        enctype = (attr("enctype", "formenctype") or "").strip().lower()
-        if method == "get":
-            parts = urlsplit(action_url)
-            query = _urlencode(entries)
-            return "GET", urlunsplit((parts.scheme, parts.netloc, parts.path or "/", query, parts.fragment)), b"", None
-        if enctype == "multipart/form-data":
-            body, ctype = _multipart(entries)
-            return "POST", action_url, body, ctype
-        if enctype == "text/plain":
-            body = "".join(f"{n}={v}\r\n" for n, v, _ in entries).encode("utf-8")
-            return "POST", action_url, body, "text/plain"
-        return "POST", action_url, _urlencode(entries).encode("ascii"), "application/x-www-form-urlencoded"
-
 
 def _clickable(el, role: str, tag: str | None = None, a: dict | None = None) -> bool:
     tag, a = _given(el, tag, a)
@@ -1382,115 +1314,6 @@ def _clickable(el, role: str, tag: str | None = None, a: dict | None = None) -> 
         return True
     tab = (a.get("tabindex") or "").strip()
     return tab.lstrip("-").isdigit() and int(tab) >= 0
-
-
-# Input types whose presence (more than one of them) stops Enter from submitting a form without a button.
-_BLOCKS_IMPLICIT_SUBMISSION = frozenset({"text", "search", "email", "url", "tel", "password", "date",
-                                         "datetime-local", "month", "time", "week", "number"})
-
-
-def _is_submit_button(el, b: _Builder) -> bool:
-    tag = _tag(el)
-    if tag == "button":
-        return (el.get("type") or "submit").strip().lower() not in ("button", "reset", "menu")
-    return tag == "input" and b.input_type(el) in ("submit", "image")
-
-
-def _form_controls(b: _Builder, form) -> list:
-    """Listed form controls whose owner is ``form``, in tree order."""
-    return [el for el in b.doc.iter("button", "input", "select", "textarea") if b.form_owner(el) is form]
-
-
-def _normalise_newlines(s: str) -> str:
-    return s.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\r\n")
-
-
-def _entry_list(b: _Builder, form, submitter) -> list:
-    """HTML's "constructing the entry list": [(name, value, is_file)]."""
-    entries = []
-    for el in _form_controls(b, form):
-        tag = _tag(el)
-        if b.disabled(el) or next((a for a in el.iterancestors("datalist")), None) is not None:
-            continue
-        if _is_submit_button(el, b) and el is not submitter:
-            continue
-        if tag == "button" and not _is_submit_button(el, b):
-            continue
-        t = b.input_type(el) if tag == "input" else ""
-        if tag == "input" and t in ("reset", "button"):
-            continue
-        name = el.get("name") or ""
-        if tag == "input" and t == "image":
-            prefix = f"{name}." if name else ""
-            entries.append((prefix + "x", "0", False))
-            entries.append((prefix + "y", "0", False))
-            continue
-        if not name:
-            continue
-        if tag == "input" and t in ("checkbox", "radio"):
-            if not b.checked(el):
-                continue
-            entries.append((name, el.get("value") if el.get("value") is not None else "on", False))
-        elif tag == "select":
-            for opt in b.selected_options(el):
-                if not b.disabled(opt):
-                    entries.append((name, b.option_value(opt), False))
-        elif tag == "input" and t == "file":
-            entries.append((name, "", True))
-        elif tag == "input" and t == "hidden" and name.lower() == "_charset_" and el.get("value") is None:
-            entries.append((name, "UTF-8", False))
-        elif tag == "input" and t == "submit":
-            entries.append((name, el.get("value") if el.get("value") is not None else "Submit", False))
-        elif tag == "textarea":
-            entries.append((name, _normalise_newlines(b.value_of(el)), False))
-        elif tag == "button":
-            entries.append((name, el.get("value") or "", False))
-        else:
-            value = b.value_of(el)
-            if t not in ("hidden",):
-                value = value.replace("\r", "").replace("\n", "")
-            entries.append((name, value, False))
-    return [(_normalise_newlines(n), v if f else _normalise_newlines(v), f) for n, v, f in entries]
-
-
-_URLENCODE_SAFE = frozenset(b"*-._0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
-
-
-def _urlencode_part(s: str) -> str:
-    out = []
-    for byte in s.encode("utf-8", "surrogatepass"):
-        if byte in _URLENCODE_SAFE:
-            out.append(chr(byte))
-        elif byte == 0x20:
-            out.append("+")
-        else:
-            out.append(f"%{byte:02X}")
-    return "".join(out)
-
-
-def _urlencode(entries) -> str:
-    """The application/x-www-form-urlencoded serializer browsers use (UTF-8, space as +)."""
-    return "&".join(f"{_urlencode_part(n)}={_urlencode_part(v)}" for n, v, _ in entries)
-
-
-def _multipart(entries) -> tuple[bytes, str]:
-    digest = hashlib.sha256(repr(entries).encode("utf-8", "surrogatepass")).hexdigest()[:24]
-    boundary = f"----WebfreezeFormBoundary{digest}"
-
-    def esc(s: str) -> str:
-        return s.replace("\n", "%0A").replace("\r", "%0D").replace('"', "%22")
-
-    out = bytearray()
-    for name, value, is_file in entries:
-        out += f"--{boundary}\r\n".encode()
-        if is_file:
-            out += f'Content-Disposition: form-data; name="{esc(name)}"; filename=""\r\n'.encode("utf-8")
-            out += b"Content-Type: application/octet-stream\r\n\r\n\r\n"
-        else:
-            out += f'Content-Disposition: form-data; name="{esc(name)}"\r\n\r\n'.encode("utf-8")
-            out += value.encode("utf-8", "surrogatepass") + b"\r\n"
-    out += f"--{boundary}--\r\n".encode()
-    return bytes(out), f"multipart/form-data; boundary={boundary}"
 
 
 def build_tree(html: str | bytes, base_url: str, geometry: dict | None = None, *, state: dict | None = None,

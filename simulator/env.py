@@ -9,7 +9,8 @@ terminated, truncated, info)``, ``close()``. Two backends share the observation 
   workers blocked, the page clock frozen at the capture time by the replay runtime.
 - ``text``: no browser. HTML comes from the archive through the same matching (and site models),
   is parsed with lxml, scripts are ignored; links are followed and forms submitted (GET and POST)
-  by building the request a browser would send. Cookies are kept per host.
+  by building the request a browser would send (:mod:`webfreeze.simulator.forms`). Cookies are
+  kept per host.
 
 Every episode is recorded as a trajectory (:mod:`webfreeze.simulator.trajectory`). A bad action
 never raises: it sets ``last_action_error`` in the next observation.
@@ -53,6 +54,7 @@ from .actions import Action, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .axtree import marked as read_marked
 from .browser import PageActivity, wait_painted
+from .forms import form_submission, is_submitter
 from .marks import draw_marks
 from .trajectory import TrajectoryRecorder
 
@@ -500,7 +502,7 @@ class _TextBackend:
                 link = tree.link_target(a.bid)
                 if link:
                     return self._load("GET", link)
-                if tree.is_submitter(a.bid):
+                if is_submitter(tree, a.bid):
                     return self._submit(tree, a.bid)
                 return None  # nothing a page without scripts would do
             if a.kind == "fill":
@@ -536,7 +538,7 @@ class _TextBackend:
             return str(exc)
 
     def _submit(self, tree: Tree, bid: str) -> str | None:
-        method, url, body, ctype = tree.form_submission(bid, self.state)
+        method, url, body, ctype = form_submission(tree, bid, self.state)
         return self._load(method.upper(), url, body, ctype)
 
     def open_pages(self) -> list[str]:

@@ -12,6 +12,7 @@ import pytest
 
 from webfreeze.simulator.axtree import MARK_JS, AXTreeError, build_tree, css_escape
 from webfreeze.simulator.axtree import marked as read_marked
+from webfreeze.simulator.forms import form_submission, is_submitter
 
 BASE = "http://site.test/dir/page.html"
 
@@ -137,7 +138,7 @@ def test_hidden_content_is_left_out(html):
     tree = tree_of("<p>Visible</p>" + html)
     assert "SECRET" not in tree.axtree_text
     assert "Visible" in tree.axtree_text
-    assert all("SECRET" not in (e["name"] or "") for e in tree.elements)
+    assert all("SECRET" not in (e["name"] or "") for e in tree.descriptions)
 
 
 def test_flattened_format():
@@ -181,7 +182,7 @@ def test_deterministic_and_encoding_independent():
     assert a.axtree_text == b.axtree_text
     assert "naïve" in c.axtree_text and c.title == "ö"
     assert build_tree(page, BASE).axtree_text == a.axtree_text
-    assert build_tree(page, BASE).elements == a.elements
+    assert build_tree(page, BASE).descriptions == a.descriptions
 
 
 def test_garbage_and_empty_input_give_a_tree():
@@ -194,7 +195,7 @@ def test_garbage_and_empty_input_give_a_tree():
 def test_elements_carry_paths_and_lookup():
     tree = tree_of('<div id="main"><ul><li><a href="/1">One</a></li><li><a href="/2">Two</a></li></ul></div>'
                    '<div><span>x</span></div>')
-    two = next(e for e in tree.elements if e["name"] == "Two")
+    two = next(e for e in tree.descriptions if e["name"] == "Two")
     assert two["role"] == "link" and two["tag"] == "a" and two["clickable"] and two["bbox"] is None
     assert two["css"] == "#main > ul:nth-of-type(1) > li:nth-of-type(2) > a:nth-of-type(1)"
     assert two["xpath"] == "/html/body/div[1]/ul/li[2]/a"
@@ -235,7 +236,7 @@ def test_state_and_focus():
             '<option value="2">Two</option></select><input type="radio" name="r" value="a" aria-label="A" checked>'
             '<input type="radio" name="r" value="b" aria-label="B"><input type="checkbox" aria-label="C" checked></form>')
     t0 = tree_of(body)
-    bid = {e["name"]: e["bid"] for e in t0.elements if e["name"]}
+    bid = {e["name"]: e["bid"] for e in t0.descriptions if e["name"]}
     t1 = tree_of(body, state={bid["Q"]: "new text", bid["S"]: "Two", bid["B"]: True, bid["C"]: False},
                  focused=bid["Q"])
     assert "textbox 'Q' value='old'" in t0.axtree_text and "RootWebArea 'T', focused" in t0.axtree_text
@@ -253,7 +254,7 @@ def test_link_target():
     tree = build_tree('<html><head><base href="http://other.test/base/"></head><body>'
                       '<a href="p?x=1#f"><span>inner</span></a><a href="javascript:void(0)">js</a><p>plain</p>'
                       '<a href="//cdn.test/x">proto</a></body></html>', BASE)
-    by_tag = [e for e in tree.elements]
+    by_tag = [e for e in tree.descriptions]
     link, span, js, p, proto = by_tag[0], by_tag[1], by_tag[2], by_tag[3], by_tag[4]
     assert tree.link_target(link["bid"]) == "http://other.test/base/p?x=1#f"
     assert tree.link_target(span["bid"]) == "http://other.test/base/p?x=1#f"  # inside the link
@@ -288,12 +289,12 @@ line2</textarea>
 
 def form_tree(method="get", enctype="application/x-www-form-urlencoded"):
     tree = tree_of(FORM.format(method=method, enctype=enctype))
-    return tree, {e["name"]: e["bid"] for e in tree.elements if e["name"]}
+    return tree, {e["name"]: e["bid"] for e in tree.descriptions if e["name"]}
 
 
 def test_get_form_submission():
     tree, bid = form_tree()
-    method, url, body, ctype = tree.form_submission(bid["Go"])
+    method, url, body, ctype = form_submission(tree, bid["Go"])
     assert (method, body, ctype) == ("GET", b"", None)
     parts = urlsplit(url)
     assert parts.scheme + "://" + parts.netloc + parts.path == "http://site.test/submit"
@@ -307,57 +308,57 @@ def test_filled_values_and_implicit_submission():
     tree, bid = form_tree()
     filled = {bid["Query"]: "quantum  error*~", bid["Old too"]: True, bid["New only"]: False, bid["Desc"]: True,
               bid["Category"]: "AI", bid["Tags"]: ["b"], bid["Note"]: "x\ny"}
-    method, url, body, _ = tree.form_submission(bid["Query"], filled)  # Enter in the text field
+    method, url, body, _ = form_submission(tree, bid["Query"], filled)  # Enter in the text field
     query = urlsplit(url).query
     assert query.startswith("q=quantum++error*%7E&empty=&token=t%261&old=yes&order=desc&cat=cs.AI&tags=b&note=x%0D%0Ay")
     assert "go=Search" in query  # the default button is the submitter
     # the tree itself is unchanged: filled values are per call
-    assert tree.form_submission(bid["Go"])[1] != url
+    assert form_submission(tree, bid["Go"])[1] != url
 
 
 def test_submitter_overrides_and_post_bodies():
     tree, bid = form_tree(method="post")
-    method, url, body, ctype = tree.form_submission(bid["Go"])
+    method, url, body, ctype = form_submission(tree, bid["Go"])
     assert (method, url, ctype) == ("POST", "http://site.test/submit", "application/x-www-form-urlencoded")
     assert body.startswith(b"q=default+text&empty=&token=t%261&new=on&order=asc&cat=&tags=a&tags=c&note=line1%0D%0Aline2")
-    method, url, body, _ = tree.form_submission(bid["Other"])
+    method, url, body, _ = form_submission(tree, bid["Other"])
     assert (method, url) == ("POST", "http://site.test/other")
     assert b"alt=2" in body and b"go=" not in body
 
 
 def test_multipart_and_text_plain_bodies():
     tree, bid = form_tree(method="post", enctype="multipart/form-data")
-    method, url, body, ctype = tree.form_submission(bid["Go"], {bid["Query"]: 'say "hi"'})
+    method, url, body, ctype = form_submission(tree, bid["Go"], {bid["Query"]: 'say "hi"'})
     assert ctype.startswith("multipart/form-data; boundary=")
     msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
         b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + body)
     fields = [(p.get_param("name", header="content-disposition"), p.get_content()) for p in msg.iter_parts()]
     assert fields[0] == ("q", 'say "hi"')
     assert ("upload", b"") in [(n, v if isinstance(v, bytes) else v) for n, v in fields] or ("upload", "") in fields
-    assert tree.form_submission(bid["Go"], {bid["Query"]: 'say "hi"'}) == (method, url, body, ctype)  # deterministic
+    assert form_submission(tree, bid["Go"], {bid["Query"]: 'say "hi"'}) == (method, url, body, ctype)  # deterministic
     tree, bid = form_tree(method="post", enctype="text/plain")
-    assert tree.form_submission(bid["Go"])[2].startswith(b"q=default text\r\nempty=\r\ntoken=t&1\r\n")
+    assert form_submission(tree, bid["Go"])[2].startswith(b"q=default text\r\nempty=\r\ntoken=t&1\r\n")
 
 
 def test_form_errors():
     tree, bid = form_tree()
     with pytest.raises(AXTreeError, match="not in a form"):
-        tree.form_submission(bid["Unrelated"])
+        form_submission(tree, bid["Unrelated"])
     with pytest.raises(AXTreeError, match="disabled"):
-        tree.form_submission(bid["Off"])
+        form_submission(tree, bid["Off"])
     with pytest.raises(AXTreeError, match="no element with bid"):
-        tree.form_submission("4242")
-    assert tree.is_submitter(bid["Go"]) and not tree.is_submitter(bid["Nope"]) and not tree.is_submitter(bid["Query"])
+        form_submission(tree, "4242")
+    assert is_submitter(tree, bid["Go"]) and not is_submitter(tree, bid["Nope"]) and not is_submitter(tree, bid["Query"])
 
 
 def test_get_form_without_submit_button_and_empty_action():
     tree = tree_of('<form><input name="q" aria-label="Q" value="a b"><input type="checkbox" name="c" aria-label="C"></form>')
-    bid = tree.elements[1]["bid"]
-    assert tree.form_submission(bid)[1] == "http://site.test/dir/page.html?q=a+b"
+    bid = tree.descriptions[1]["bid"]
+    assert form_submission(tree, bid)[1] == "http://site.test/dir/page.html?q=a+b"
     # two text fields and no button: Enter submits nothing (HTML's implicit submission rule)
     tree = tree_of('<form><input name="a" aria-label="A"><input name="b" aria-label="B"></form>')
     with pytest.raises(AXTreeError, match="Enter does not submit"):
-        tree.form_submission(tree.elements[1]["bid"])
+        form_submission(tree, tree.descriptions[1]["bid"])
 
 
 # ---------------------------------------------------------------------------------- real Chromium
@@ -486,13 +487,13 @@ def test_chromium_tree_matches_raw_html(server, browser):
         raw = build_tree(PAGE, server + "/page")
         assert live.axtree_text == raw.axtree_text
         assert "[" in live.axtree_text and "Never shown" not in live.axtree_text
-        assert [(e["bid"], e["role"], e["name"], e["css"], e["xpath"], e["href"]) for e in live.elements] == \
-            [(e["bid"], e["role"], e["name"], e["css"], e["xpath"], e["href"]) for e in raw.elements]
+        assert [(e["bid"], e["role"], e["name"], e["css"], e["xpath"], e["href"]) for e in live.descriptions] == \
+            [(e["bid"], e["role"], e["name"], e["css"], e["xpath"], e["href"]) for e in raw.descriptions]
         # bids and boxes line up with what Playwright itself finds
         checks = [("link", "Help"), ("textbox", "Search"), ("button", "Search"), ("image", "Figure 1"),
                   ("heading", "Listing for cs.AI"), ("link", "It's \"quoted\"")]
         for role, name in checks:
-            el = next(e for e in live.elements if (e["role"], e["name"]) == (role, name))
+            el = next(e for e in live.descriptions if (e["role"], e["name"]) == (role, name))
             locator = page.locator(f'[data-wf-bid="{el["bid"]}"]')
             assert locator.count() == 1
             box = locator.bounding_box()
@@ -505,9 +506,9 @@ def test_chromium_tree_matches_raw_html(server, browser):
         # marking twice gives the same bytes (deterministic ids)
         assert rendered_tree(page)[0].axtree_text == live.axtree_text
         # live state: typing, choosing and focusing show up like the text backend's state does
-        q = next(e for e in live.elements if e["role"] == "textbox" and e["name"] == "Search")
-        sel = next(e for e in live.elements if e["role"] == "combobox")
-        desc = next(e for e in live.elements if e["name"] == "Descending")
+        q = next(e for e in live.descriptions if e["role"] == "textbox" and e["name"] == "Search")
+        sel = next(e for e in live.descriptions if e["role"] == "combobox")
+        desc = next(e for e in live.descriptions if e["name"] == "Descending")
         page.locator(f'[data-wf-bid="{q["bid"]}"]').fill("new words")
         page.locator(f'[data-wf-bid="{sel["bid"]}"]').select_option("all")
         page.locator(f'[data-wf-bid="{desc["bid"]}"]').check()
@@ -533,7 +534,7 @@ def test_form_submission_matches_chromium(server, browser, method, enctype, subm
     try:
         page.goto(server + path)
         tree, _ = rendered_tree(page)
-        bid = {e["name"]: e["bid"] for e in tree.elements if e["name"]}
+        bid = {e["name"]: e["bid"] for e in tree.descriptions if e["name"]}
         filled = {bid["Query"]: "hello wörld & more", bid["C2"]: True, bid["RY"]: True, bid["S"]: "Two",
                   bid["M"]: ["b", "c"], bid["T"]: "x\ny"}
         page.locator(f'[data-wf-bid="{bid["Query"]}"]').fill("hello wörld & more")
@@ -549,9 +550,9 @@ def test_form_submission_matches_chromium(server, browser, method, enctype, subm
             else:
                 page.locator(f'[data-wf-bid="{bid[submit_with]}"]').click()
         target = bid["Query"] if submit_with == "enter" else bid[submit_with]
-        want_method, want_url, want_body, want_ctype = build_tree(
+        want_method, want_url, want_body, want_ctype = form_submission(build_tree(
             FORM_PAGE.format(method=method, enctype=enctype if "/" in enctype else "application/" + enctype),
-            server + path).form_submission(target, filled)
+            server + path), target, filled)
         got_method, got_path, got_body, got_ctype = _Handler.seen[-1]
         assert got_method == want_method
         assert server + got_path == want_url
@@ -579,8 +580,8 @@ def _multipart_fields(body: bytes, ctype: str) -> list:
 def test_paths_made_during_the_build_equal_the_per_element_functions():
     from webfreeze.simulator.axtree import css_path, xpath
     tree = build_tree(PAGE.replace('<main id="content">', "<main>") + FORM_PAGE, BASE)
-    assert len(tree.elements) > 20
-    for e in tree.elements:
+    assert len(tree.descriptions) > 20
+    for e in tree.descriptions:
         el = tree._b.by_bid[e["bid"]]
         assert e["css"] == css_path(el)
         assert e["xpath"] == xpath(el)
@@ -595,7 +596,7 @@ def test_paths_made_during_the_build_equal_the_per_element_functions():
 def test_links_with_few_attributes(html, role, url):
     """The plain-link shortcut of the builder must take only an <a> whose one property is its href."""
     tree = build_tree(f"<body><p>{html}</p></body>", BASE)
-    (el,) = [e for e in tree.elements if e["tag"] == "a"]
+    (el,) = [e for e in tree.descriptions if e["tag"] == "a"]
     assert el["role"] == role
     assert el["href"] == ("http://site.test/y" if 'href="/y"' in html else None)
     assert ("url='http://site.test/y'" in tree.axtree_text) == url

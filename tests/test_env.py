@@ -61,7 +61,7 @@ def run_episode(env, start, actions):
 
 
 def bid_of(env, role, name):
-    return next(e["bid"] for e in env.tree.elements if e["role"] == role and e["name"] == name)
+    return next(e["bid"] for e in env.tree.descriptions if e["role"] == role and e["name"] == name)
 
 
 @pytest.mark.parametrize("backend", ["text", "browser"])
@@ -148,7 +148,7 @@ def test_backends_reach_the_same_pages_and_trajectories_repeat(recorded):
         env = WebEnv(EnvConfig(archive, backend=backend))
         try:
             env.reset(options={"task": task(urls["scholar"] + "/")})
-            links = [e for e in env.tree.elements if e["role"] == "link" and e["href"]
+            links = [e for e in env.tree.descriptions if e["role"] == "link" and e["href"]
                      and "/list/" in e["href"]][:3]
             actions = []
             for link in links:
@@ -170,7 +170,7 @@ def test_shop_cart_works_in_replay_with_the_shop_gone(recorded, backend):
     env = WebEnv(EnvConfig(archive, backend=backend, site_models=[SimulatedSiteModel("shop", host)]))
     try:
         env.reset(options={"task": task(f"{urls['shop']}/p/{sku}")})
-        add = next(e for e in env.tree.elements if e["role"] == "button" and "cart" in e["name"].lower())
+        add = next(e for e in env.tree.descriptions if e["role"] == "button" and "cart" in e["name"].lower())
         obs, *_ = env.step(f"click('{add['bid']}')")
         assert obs["url"].endswith("/cart"), obs["last_action_error"]
         assert "Your cart" in obs["axtree_text"]

@@ -65,7 +65,7 @@ def _episode(env) -> dict:
     for role, name, title, rel in CLICKS:
         if env.backend.url != SITE + "/":
             env.step(f"goto('{SITE}/')")
-        bid = next(e["bid"] for e in env.tree.elements if e["role"] == role and e["name"] == name)
+        bid = next(e["bid"] for e in env.tree.descriptions if e["role"] == role and e["name"] == name)
         obs, *_ = env.step(f"click('{bid}')")
         assert obs["last_action_error"] == "", (name, obs["last_action_error"])
         assert (obs["url"], obs["title"]) == (SITE + rel, title), name

@@ -46,7 +46,7 @@ def node(ref, method="selector", netloc="imdb"):
 def click(tree, el_text: str, tag: str, *, url="https://www.imdb.com/title/tt0103064/"):
     """A step clicking the first ``tag`` element whose text is ``el_text``, with its DOM snapshot
     (as the environment records it)."""
-    target = next(e for e in tree.elements if e["tag"] == tag and (e["name"] == el_text or e["value"] == el_text))
+    target = next(e for e in tree.descriptions if e["tag"] == tag and (e["name"] == el_text or e["value"] == el_text))
     s = step(f"click('{target['bid']}')", "click", url=url, role=target["role"], name=target["name"],
              css=target["css"], xpath=target["xpath"])
     s["target"] = {**s["target"], "bid": target["bid"], "tag": tag, **tree.element_record(target["bid"])}

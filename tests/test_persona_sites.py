@@ -308,7 +308,7 @@ def test_cart_and_reservation_offline_through_the_site_models():
     from webfreeze.simulator.site_models import SimulatedSiteModel
 
     def find(env, role, name):  # a product link's name repeats its image's alt text
-        found = [e for e in env.tree.elements if e["role"] == role and name in e["name"]]
+        found = [e for e in env.tree.descriptions if e["role"] == role and name in e["name"]]
         return next((e for e in found if e["name"] == name), found[0] if found else None)
 
     def click(env, role, name):
@@ -337,7 +337,7 @@ def test_cart_and_reservation_offline_through_the_site_models():
         click(env, "link", "Porto")
         obs = click(env, "link", venue["name"])
         assert venue["neighbourhood"] in obs["axtree_text"] and venue["zip"] in obs["axtree_text"]
-        name_box = next(e["bid"] for e in env.tree.elements if e["role"] == "textbox" and e["name"] == "Name")
+        name_box = next(e["bid"] for e in env.tree.descriptions if e["role"] == "textbox" and e["name"] == "Name")
         env.step(f"fill('{name_box}', 'Rui')")
         obs = click(env, "button", "Reserve")
         assert "Confirmed" in obs["axtree_text"], obs["axtree_text"][:500]

@@ -11,6 +11,7 @@ The library's front door: the names a researcher needs, imported on first use.
 - runs: :func:`run` (what ``webfreeze bench run`` does), :func:`score_run` (report.json and
   report.html for a run directory), :func:`load_suite`, :func:`score_task` (one trajectory)
 - LLMs: :class:`LLMConfig`, :class:`LLMClient`, :class:`Cassette`
+- the shipped demo: :func:`demo_paths` (its archive, suite and LLM cassette)
 
 Example::
 
@@ -53,6 +54,7 @@ _PUBLIC = {
     "LLMConfig": ("webfreeze.llm", "LLMConfig"),
     "LLMClient": ("webfreeze.llm", "LLMClient"),
     "Cassette": ("webfreeze.llm", "Cassette"),
+    "demo_paths": ("webfreeze.demo", "demo_paths"),
 }
 
 

@@ -28,6 +28,8 @@ LLM_SETTINGS = {"model": "local", "memory": "last-k", "k": 3}
 
 
 def demo_paths() -> dict:
+    """Where the shipped demo's files are: ``archive``, ``suite`` (its folder), ``manifest``,
+    ``tasks`` and ``llm_cassette``, as strings."""
     return {"archive": str(ARCHIVE), "suite": str(SUITE), "manifest": str(SUITE / "manifest.json"),
             "tasks": str(SUITE / "tasks.jsonl"), "llm_cassette": str(CASSETTE)}
 

@@ -1,0 +1,202 @@
+"""Form submission for the text backend: the request a browser sends when a form is submitted.
+
+The text backend runs no scripts, so a click on a submit button, or Enter in a field, becomes the
+HTTP request that HTML's form submission algorithm makes: the form's owner and submitter, its
+entry list (HTML's "constructing the entry list" over the listed controls and their current
+state), and the method, action and enctype (the submitter's ``formaction``, ``formmethod`` and
+``formenctype`` first). Bodies are encoded as Chromium encodes them (``tests/test_axtree.py``
+compares the two): ``application/x-www-form-urlencoded``, ``multipart/form-data`` with a boundary
+derived from the entries, so the bytes are deterministic, or ``text/plain``.
+
+The controls and their state come from an observation tree (:mod:`webfreeze.simulator.axtree`):
+these functions read the tree's parsed document and form state, which stay private to that
+module and this one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from urllib.parse import urlsplit, urlunsplit
+
+from .axtree import FORM_CONTROLS, AXTreeError, Tree, _Builder, _tag
+
+# Input types whose presence (more than one of them) stops Enter from submitting a form without a button.
+_BLOCKS_IMPLICIT_SUBMISSION = frozenset({"text", "search", "email", "url", "tel", "password", "date",
+                                         "datetime-local", "month", "time", "week", "number"})
+
+
+def form_of(tree: Tree, bid):
+    """The form the element ``bid`` belongs to (a control's form owner, else its nearest ``form``
+    ancestor), or ``None``."""
+    el = tree._element(bid)
+    return tree._b.form_owner(el) if _tag(el) in FORM_CONTROLS else next(el.iterancestors("form"), None)
+
+
+def is_submitter(tree: Tree, bid) -> bool:
+    """Whether clicking ``bid`` submits its form (a submit button or image input)."""
+    el = tree._element(bid)
+    return _is_submit_button(el, tree._b) and tree._b.form_owner(el) is not None
+
+
+def form_submission(tree: Tree, bid, filled_values: dict | None = None) -> tuple[str, str, bytes, str | None]:
+    """The request a browser sends when the form holding ``bid`` is submitted through it.
+
+    ``bid`` is the submit button clicked, or a field in which Enter was pressed (implicit
+    submission through the form's first submit button). ``filled_values`` maps bids to what
+    the agent entered: text for text fields and textareas, an option's value or label (or a
+    list of them) for selects, a boolean for checkboxes and radios; everything else keeps its
+    default from the HTML. Returns ``(method, url, body, content_type)``: a GET has the entries
+    in the URL's query and an empty body with no content type; a POST body is
+    ``application/x-www-form-urlencoded``, ``multipart/form-data`` (a boundary derived from the
+    entries, so the bytes are deterministic) or ``text/plain``, as the form's enctype says.
+    """
+    b = tree._b
+    if filled_values:
+        merged = dict(b.state)
+        merged.update({str(k): v for k, v in filled_values.items()})
+        b = _Builder(b.doc, b.page_url, b.geometry, merged, None)
+    el = b.by_bid.get(str(bid))
+    if el is None or b.hidden(el):
+        raise AXTreeError(tree._missing(bid))
+    form = b.form_owner(el) if _tag(el) in FORM_CONTROLS else next(el.iterancestors("form"), None)
+    if form is None:
+        raise AXTreeError(f"element {bid} is not in a form")
+    if b.disabled(el):
+        raise AXTreeError(f"element {bid} is disabled")
+    submitter = el if _is_submit_button(el, b) else None
+    if submitter is None:
+        submitter = next((c for c in _form_controls(b, form) if _is_submit_button(c, b)), None)
+        if submitter is not None and b.disabled(submitter):
+            raise AXTreeError("the form's default button is disabled; it cannot be submitted")
+        if submitter is None:
+            blocking = [c for c in _form_controls(b, form) if _tag(c) == "input" and b.input_type(c) in
+                        _BLOCKS_IMPLICIT_SUBMISSION]
+            if len(blocking) > 1:
+                raise AXTreeError("this form has no submit button and several fields, so Enter does not submit it")
+    entries = _entry_list(b, form, submitter)
+
+    def attr(name: str, form_name: str) -> str | None:
+        if submitter is not None and submitter.get(form_name) is not None:
+            return submitter.get(form_name)
+        return form.get(name)
+
+    action = attr("action", "formaction")
+    action_url = b.absolute(action) if action and action.strip() else tree.url
+    method = (attr("method", "formmethod") or "get").strip().lower()
+    method = "post" if method == "post" else "get"
+    enctype = (attr("enctype", "formenctype") or "").strip().lower()
+    if method == "get":
+        parts = urlsplit(action_url)
+        query = _urlencode(entries)
+        return "GET", urlunsplit((parts.scheme, parts.netloc, parts.path or "/", query, parts.fragment)), b"", None
+    if enctype == "multipart/form-data":
+        body, ctype = _multipart(entries)
+        return "POST", action_url, body, ctype
+    if enctype == "text/plain":
+        body = "".join(f"{n}={v}\r\n" for n, v, _ in entries).encode("utf-8")
+        return "POST", action_url, body, "text/plain"
+    return "POST", action_url, _urlencode(entries).encode("ascii"), "application/x-www-form-urlencoded"
+
+
+def _is_submit_button(el, b: _Builder) -> bool:
+    tag = _tag(el)
+    if tag == "button":
+        return (el.get("type") or "submit").strip().lower() not in ("button", "reset", "menu")
+    return tag == "input" and b.input_type(el) in ("submit", "image")
+
+
+def _form_controls(b: _Builder, form) -> list:
+    """Listed form controls whose owner is ``form``, in tree order."""
+    return [el for el in b.doc.iter("button", "input", "select", "textarea") if b.form_owner(el) is form]
+
+
+def _normalise_newlines(s: str) -> str:
+    return s.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\r\n")
+
+
+def _entry_list(b: _Builder, form, submitter) -> list:
+    """HTML's "constructing the entry list": [(name, value, is_file)]."""
+    entries = []
+    for el in _form_controls(b, form):
+        tag = _tag(el)
+        if b.disabled(el) or next((a for a in el.iterancestors("datalist")), None) is not None:
+            continue
+        if _is_submit_button(el, b) and el is not submitter:
+            continue
+        if tag == "button" and not _is_submit_button(el, b):
+            continue
+        t = b.input_type(el) if tag == "input" else ""
+        if tag == "input" and t in ("reset", "button"):
+            continue
+        name = el.get("name") or ""
+        if tag == "input" and t == "image":
+            prefix = f"{name}." if name else ""
+            entries.append((prefix + "x", "0", False))
+            entries.append((prefix + "y", "0", False))
+            continue
+        if not name:
+            continue
+        if tag == "input" and t in ("checkbox", "radio"):
+            if not b.checked(el):
+                continue
+            entries.append((name, el.get("value") if el.get("value") is not None else "on", False))
+        elif tag == "select":
+            for opt in b.selected_options(el):
+                if not b.disabled(opt):
+                    entries.append((name, b.option_value(opt), False))
+        elif tag == "input" and t == "file":
+            entries.append((name, "", True))
+        elif tag == "input" and t == "hidden" and name.lower() == "_charset_" and el.get("value") is None:
+            entries.append((name, "UTF-8", False))
+        elif tag == "input" and t == "submit":
+            entries.append((name, el.get("value") if el.get("value") is not None else "Submit", False))
+        elif tag == "textarea":
+            entries.append((name, _normalise_newlines(b.value_of(el)), False))
+        elif tag == "button":
+            entries.append((name, el.get("value") or "", False))
+        else:
+            value = b.value_of(el)
+            if t not in ("hidden",):
+                value = value.replace("\r", "").replace("\n", "")
+            entries.append((name, value, False))
+    return [(_normalise_newlines(n), v if f else _normalise_newlines(v), f) for n, v, f in entries]
+
+
+_URLENCODE_SAFE = frozenset(b"*-._0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+def _urlencode_part(s: str) -> str:
+    out = []
+    for byte in s.encode("utf-8", "surrogatepass"):
+        if byte in _URLENCODE_SAFE:
+            out.append(chr(byte))
+        elif byte == 0x20:
+            out.append("+")
+        else:
+            out.append(f"%{byte:02X}")
+    return "".join(out)
+
+
+def _urlencode(entries) -> str:
+    """The application/x-www-form-urlencoded serializer browsers use (UTF-8, space as +)."""
+    return "&".join(f"{_urlencode_part(n)}={_urlencode_part(v)}" for n, v, _ in entries)
+
+
+def _multipart(entries) -> tuple[bytes, str]:
+    digest = hashlib.sha256(repr(entries).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    boundary = f"----WebfreezeFormBoundary{digest}"
+
+    def esc(s: str) -> str:
+        return s.replace("\n", "%0A").replace("\r", "%0D").replace('"', "%22")
+
+    out = bytearray()
+    for name, value, is_file in entries:
+        out += f"--{boundary}\r\n".encode()
+        if is_file:
+            out += f'Content-Disposition: form-data; name="{esc(name)}"; filename=""\r\n'.encode("utf-8")
+            out += b"Content-Type: application/octet-stream\r\n\r\n\r\n"
+        else:
+            out += f'Content-Disposition: form-data; name="{esc(name)}"\r\n\r\n'.encode("utf-8")
+            out += value.encode("utf-8", "surrogatepass") + b"\r\n"
+    out += f"--{boundary}--\r\n".encode()
+    return bytes(out), f"multipart/form-data; boundary={boundary}"

@@ -74,7 +74,8 @@ def test_the_bundles_hold_the_pool_and_exactly_the_a1_trajectories_used(runs, tm
     assert a1 == ["context/a1/both/manifest.json", "context/a1/both/tasks.jsonl",
                   *(f"context/a1/both/trajectories/{t}.json" for t in A1_TASKS)]
     info = json.loads(_cli("bundle", "info", runs["a2only.wfb"], "--json").stdout)
-    assert info["context"]["a1_runs"] == ["context/a1/both/"] and info["runs"][0]["context"]["a1_run"] == "context/a1/both/"
+    assert info["context"]["a1_runs"] == ["context/a1/both/"]
+    assert info["runs"][0]["context"]["a1_run"] == "context/a1/both/"
     # packing the same inputs twice gives the same bytes
     again = tmp_path / runs["a2only.wfb"].name
     assert _cli("bundle", "pack", runs["a2only"], "-o", again).returncode == 0

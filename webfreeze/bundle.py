@@ -641,7 +641,9 @@ def check_context_members(bundle: Bundle) -> None:
         a1 = ctx.get("a1_run")
         if isinstance(a1, dict):
             prefix = members.get("a1_run")
-            if not isinstance(prefix, str) or not prefix.startswith(CONTEXT_A1):
+            # (the re-run reads this folder: it must be a folder of the bundle's own)
+            if not isinstance(prefix, str) or not prefix.startswith(CONTEXT_A1) or not prefix.endswith("/") \
+                    or _bad_name(prefix[:-1]):
                 raise BundleError(f"{bundle.path}: refused: run {name} took subtask A1 from another run, which is "
                                   f"not in the bundle")
             tasks = a1.get("tasks") if isinstance(a1.get("tasks"), list) else []

@@ -257,6 +257,50 @@ def test_pool_command(tmp_path, pool):
     assert tok.count(e["steps"][0]["thought"]) > 0
 
 
+def test_pools_merge_with_runs_and_other_pools(tmp_path, pool):
+    from webfreeze.context import build_pool
+
+    run_dir = pool.parent / "run"
+    # a pool made from run R, merged with R again, is the pool of R and R: the same bytes
+    p2, p3 = tmp_path / "p2.jsonl", tmp_path / "p3.jsonl"
+    r = run_cli("context", "pool", pool, run_dir, "-o", p2)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("context", "pool", run_dir, run_dir, "-o", p3)
+    assert r.returncode == 0, r.stderr
+    assert p2.read_bytes() == p3.read_bytes()
+    merged = read_pool(p2)
+    assert len(merged.header["sources"]) == 2 and {e["source"] for e in merged.entries} == {0, 1}
+    assert merged.header["sources"][0] == read_pool(pool).header["sources"][0]
+    # a pool holding TASK~2 keeps it before the next run's TASK~3 (not by the ids' text order)
+    assert build_pool([p3, run_dir]) == build_pool([run_dir, run_dir, run_dir])
+    assert build_pool([run_dir, p3]) == build_pool([run_dir, run_dir, run_dir])
+    ids = {e["id"] for e in build_pool([p3, run_dir])[1]}
+    assert {"booking-002", "booking-002~2", "booking-002~3"} <= ids
+    # --min-steps applies to a pool's entries too
+    few = min(len(e["steps"]) for e in merged.entries)
+    assert len(build_pool([p2], min_steps=few + 1)[1]) < len(merged.entries)
+    # a bad pool file: one line naming it, exit 1, nothing written
+    lines = pool.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = json.loads(lines[0])
+    bad = {"format": json.dumps(dict(header, format="some-other-pool")) + "\n" + "".join(lines[1:]),
+           "version": json.dumps(dict(header, version=2)) + "\n" + "".join(lines[1:]),
+           "truncated": "".join(lines)[: len("".join(lines)) - 40],
+           "short": "".join(lines[:-1]),
+           "no-sources": json.dumps({k: v for k, v in header.items() if k != "sources"}) + "\n" + "".join(lines[1:])}
+    expected = {"format": "not a context pool", "version": "pool version 2 is not supported",
+                "truncated": "not valid JSON", "short": "the file holds", "no-sources": "no 'sources' list"}
+    for case, text in bad.items():
+        path = tmp_path / f"{case}.jsonl"
+        path.write_text(text, encoding="utf-8")
+        out = tmp_path / f"out-{case}.jsonl"
+        r = run_cli("context", "pool", run_dir, path, "-o", out)
+        assert r.returncode == 1 and r.stderr.strip().count("\n") == 0, (case, r.stderr)
+        assert str(path) in r.stderr and expected[case] in r.stderr and "Traceback" not in r.stderr, (case, r.stderr)
+        assert not out.exists() and not list(tmp_path.glob(".out-*")), case
+    r = run_cli("context", "pool", tmp_path / "nowhere.jsonl", "-o", tmp_path / "x.jsonl")
+    assert r.returncode == 1 and "no such run folder or pool file" in r.stderr
+
+
 def test_shipped_pool_is_the_llm_agents():
     p = read_pool(SHIPPED_POOL)
     assert p.header["tokenizer"] == "cl100k_base" and p.entries

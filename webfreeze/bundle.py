@@ -10,7 +10,10 @@ over it. Members:
 - ``suite/``: the task suite (``manifest.json``, ``tasks.jsonl``, references), ground truth included;
 - ``runs/<name>/``: each run's folder (manifest, tasks, trajectories, screenshots, report.json and
   report.html) with ``llm-cassette.sqlite`` holding exactly the cassette entries the run used;
-- ``personas/``: the persona histories a run names (manifest key ``personas``), when there are any.
+- ``personas/``: the persona histories a run names (manifest key ``personas``), when there are any;
+- ``context/``: a long-context run's filler pool (``pools/<sha256>.jsonl``) and, when it took
+  subtask A1 from another run, that run's manifest, tasks and the A1 trajectories it used
+  (``a1/<run>/``), each checked against the digests in the run's manifest.
 
 Already-compressed members (the archive, PNG screenshots) are stored; the rest is deflated. Every
 zip entry carries the same fixed timestamp, so packing the same inputs twice gives the same bytes.
@@ -50,6 +53,8 @@ RATIO_FLOOR = 1 << 20
 RUN_FILES = ("manifest.json", "tasks.jsonl", "report.json", "report.html")
 RUN_DIRS = ("trajectories", "screenshots", "references", "dom")
 CASSETTE_NAME = "llm-cassette.sqlite"
+CONTEXT_POOLS = "context/pools/"  # long-context runs' filler pools, by digest
+CONTEXT_A1 = "context/a1/"        # runs that long-context runs took subtask A1's trajectories from
 
 
 class BundleError(RuntimeError):
@@ -183,6 +188,8 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, progress=Non
     plan.contents["runs"] = []
     personas = set()
     names: set[str] = set()
+    pools: dict = {}    # pool digest -> its member
+    a1_runs: dict = {}  # A1 run folder -> {"name", "files"}
     for run in runs:
         m = manifests[run]
         base = run.name or "run"
@@ -229,10 +236,80 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, progress=Non
                 personas.add(pdir.name)
                 for f in _files(pdir):
                     plan.add(f"personas/{pdir.name}/" + f.relative_to(pdir).as_posix(), f)
+        context = _plan_context(plan, run, name, m, pools, a1_runs)
+        if context is not None:
+            entry["context"] = context
         plan.contents["runs"].append(entry)
     if personas:
         plan.contents["personas"] = [f"personas/{p}/" for p in sorted(personas)]
+    if pools or a1_runs:
+        plan.contents["context"] = {"pools": sorted(pools.values()),
+                                    "a1_runs": sorted(f"{CONTEXT_A1}{a['name']}/" for a in a1_runs.values())}
     return plan
+
+
+def _plan_context(plan: PackPlan, run: Path, name: str, manifest: dict, pools: dict, a1_runs: dict) -> dict | None:
+    """The members a long-context run (manifest key ``context``) needs to be run again: its filler
+    pool as ``context/pools/<digest>.jsonl`` and, when it took A1's trajectories from another run,
+    that run's manifest, tasks.jsonl (an A2-only run may read A1's instruction there) and exactly the
+    A1 trajectories it used, under ``context/a1/<run>/``. Each is checked against the digest the
+    run's manifest holds: a pool or A1 run changed since is refused. Returns the run's ``context``
+    entry for the bundle manifest, or None for a run without a condition."""
+    ctx = manifest.get("context")
+    if not isinstance(ctx, dict) or not ctx:
+        return None
+    from webfreeze.context import ContextError, a1_trajectory, file_digest, trajectories_digest
+
+    where = manifest.get("circumstances") if isinstance(manifest.get("circumstances"), dict) else {}
+    out = {"pool": None, "a1_run": None}
+    pool = ctx.get("pool")
+    if isinstance(pool, dict):
+        path = where.get("context_pool")
+        if not path or not Path(path).is_file():
+            raise BundleError(f"{run}: the filler pool it ran with ({path}) is not there any more")
+        want = pool.get("digest")
+        if file_digest(path) != want:
+            raise BundleError(f"{path}: is not the filler pool {run.name} ran with (its digest differs from {want})")
+        if want not in pools:
+            pools[want] = f"{CONTEXT_POOLS}{str(want).partition(':')[2] or want}.jsonl"
+            plan.add(pools[want], Path(path))
+        out["pool"] = pools[want]
+    a1 = ctx.get("a1_run")
+    if isinstance(a1, dict):
+        path = where.get("context_a1_run")
+        if not path or not (Path(path) / "trajectories").is_dir():
+            raise BundleError(f"{run}: the run it took subtask A1 from ({path}) is not there any more")
+        tasks = a1.get("tasks") if isinstance(a1.get("tasks"), list) else []
+        found = []
+        try:
+            for task_id in tasks:
+                traj = a1_trajectory(path, str(task_id))
+                if traj is None:
+                    raise BundleError(f"{path}: holds no trajectory of subtask A1 {task_id!r}, which {run.name} used")
+                found.append(traj)
+        except ContextError as exc:
+            raise BundleError(str(exc)) from None
+        if trajectories_digest(found) != a1.get("digest"):
+            raise BundleError(f"{path}: its A1 trajectories are not the ones {run.name} used (their digest differs "
+                              f"from {a1.get('digest')})")
+        key = Path(path).resolve()
+        if key not in a1_runs:
+            taken = {a["name"] for a in a1_runs.values()}
+            base = key.name or "a1"
+            a1_name, i = base, 2
+            while a1_name in taken:
+                a1_name, i = f"{base}-{i}", i + 1
+            a1_runs[key] = {"name": a1_name, "files": set()}
+        entry = a1_runs[key]
+        prefix = f"{CONTEXT_A1}{entry['name']}/"
+        wanted = [f for f in ("manifest.json", "tasks.jsonl") if (key / f).is_file()]
+        wanted += [f"trajectories/{t}.json" for t in tasks]
+        for rel in wanted:
+            if rel not in entry["files"]:  # (two runs may take A1 from the same run)
+                entry["files"].add(rel)
+                plan.add(prefix + rel, key / rel)
+        out["a1_run"] = prefix
+    return out
 
 
 def _compression(path: str) -> int:
@@ -520,6 +597,63 @@ def check_digests(bundle: Bundle, progress=None) -> int:
     return total
 
 
+def _member_json(bundle: Bundle, name: str, what: str):
+    """A small JSON member, read and parsed in memory (its digest checked as it is read)."""
+    if name not in bundle.resources:
+        raise BundleError(f"{bundle.path}: refused: {what} ({name}) is not in the bundle")
+    if bundle.resources[name]["bytes"] > MAX_MANIFEST_BYTES:
+        raise BundleError(f"{bundle.path}: refused: {what} ({name}) is larger than such a file may be")
+    chunks: list[bytes] = []
+    _stream(bundle, name, chunks.append)
+    try:
+        return json.loads(b"".join(chunks))
+    except ValueError:
+        raise BundleError(f"{bundle.path}: refused: {what} ({name}) is not readable JSON") from None
+
+
+def check_context_members(bundle: Bundle) -> None:
+    """Each bundled long-context run's filler pool and A1 trajectories must be the ones its manifest
+    names (the pool's file digest; the A1 trajectories' digest, timings aside): a bundle whose members
+    agree with its datapackage.json but not with the runs (re-packed after a change) is refused in
+    one line. Reads members in memory only; nothing is written."""
+    from webfreeze.context import trajectories_digest
+
+    for run in (bundle.manifest.get("contents") or {}).get("runs") or []:
+        if not isinstance(run, dict) or not isinstance(run.get("path"), str):
+            continue
+        name = run.get("name")
+        if f"{run['path']}manifest.json" not in bundle.resources:
+            continue  # (bundle run refuses a run without its manifest on its own)
+        manifest = _member_json(bundle, f"{run['path']}manifest.json", f"the manifest of run {name}")
+        ctx = manifest.get("context") if isinstance(manifest, dict) else None
+        if not isinstance(ctx, dict) or not ctx:
+            continue
+        members = run.get("context") if isinstance(run.get("context"), dict) else {}
+        pool = ctx.get("pool")
+        if isinstance(pool, dict):
+            member = members.get("pool")
+            if not isinstance(member, str) or member not in bundle.resources:
+                raise BundleError(f"{bundle.path}: refused: run {name} ran under a long-context condition and its "
+                                  f"filler pool is not in the bundle")
+            if bundle.resources[member]["hash"] != pool.get("digest"):
+                raise BundleError(f"{bundle.path}: refused: run {name}: {member} is not the filler pool it ran with "
+                                  f"(its digest differs from {pool.get('digest')})")
+        a1 = ctx.get("a1_run")
+        if isinstance(a1, dict):
+            prefix = members.get("a1_run")
+            # (the re-run reads this folder: it must be a folder of the bundle's own)
+            if not isinstance(prefix, str) or not prefix.startswith(CONTEXT_A1) or not prefix.endswith("/") \
+                    or _bad_name(prefix[:-1]):
+                raise BundleError(f"{bundle.path}: refused: run {name} took subtask A1 from another run, which is "
+                                  f"not in the bundle")
+            tasks = a1.get("tasks") if isinstance(a1.get("tasks"), list) else []
+            found = [_member_json(bundle, f"{prefix}trajectories/{t}.json", f"the trajectory of subtask A1 {t!r}")
+                     for t in tasks]
+            if trajectories_digest(found) != a1.get("digest"):
+                raise BundleError(f"{bundle.path}: refused: run {name}: the A1 trajectories under {prefix} are not "
+                                  f"the ones it used (their digest differs from {a1.get('digest')})")
+
+
 def check_signature(bundle: Bundle, key: str | None) -> str | None:
     """With ``key`` (an Ed25519 public key, PEM), the signature must be there and be that key's.
     Returns a line describing the signature (None for an unsigned bundle checked without a key)."""
@@ -576,6 +710,7 @@ def verify(path, *, key: str | None = None, deep: bool = True, progress=None) ->
     with open_bundle(path) as bundle:
         checked = check_digests(bundle, progress)
         signature = check_signature(bundle, key)
+        check_context_members(bundle)
         result = {"bundle": str(path), "members": len(bundle.resources), "bytes": checked, "signature": signature,
                   "archive": None, "cassettes": 0}
         if deep:
@@ -631,7 +766,8 @@ def info(path) -> dict:
                 "version": bundle.manifest.get("version"), "members": len(bundle.resources),
                 "bytes": sum(r["bytes"] for r in bundle.resources.values()), "file_bytes": bundle.path.stat().st_size,
                 "archive": contents.get("archive"), "suite": contents.get("suite"), "runs": contents.get("runs") or [],
-                "personas": contents.get("personas") or [], "parts": dict(sorted(sizes.items())),
+                "personas": contents.get("personas") or [], "context": contents.get("context") or {},
+                "parts": dict(sorted(sizes.items())),
                 "signed": isinstance(sig, dict)}
 
 

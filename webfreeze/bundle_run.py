@@ -15,7 +15,8 @@ import json
 import re
 from pathlib import Path
 
-from webfreeze.bundle import BundleError, check_digests, check_signature, extract, open_bundle
+from webfreeze.bundle import (BundleError, check_context_members, check_digests, check_signature, extract,
+                               open_bundle)
 
 
 def agent_settings(manifest: dict) -> dict:
@@ -102,10 +103,13 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
         archive_name = contents.get("archive")
         if archive_name not in bundle.resources:
             raise BundleError(f"{path}: holds no archive")
+        if agent is None:  # long-context runs: their pools and A1 trajectories are the ones they used
+            check_context_members(bundle)
         out.mkdir(parents=True, exist_ok=True)
         extract(bundle, out, "archive/")
         extract(bundle, out, "suite/")
         extract(bundle, out, "personas/")
+        extract(bundle, out, "context/")
         extract(bundle, out / "bundled", "runs/", strip="runs/")
     archive = out / archive_name
     suite = out / "suite"
@@ -130,9 +134,6 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
             manifest = json.loads((bundled / "manifest.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raise BundleError(f"{path}: run {name} has no readable manifest") from None
-        if manifest.get("context"):  # its filler pool and A1 run are not bundle members (yet)
-            raise BundleError(f"{path}: run {name} ran under a long-context condition, which a bundle cannot "
-                              f"re-run yet (its filler pool is not bundled)")
         env = manifest.get("env") or {}
         selection = manifest.get("selection") or {}
         cassette = bundled / "llm-cassette.sqlite"
@@ -153,6 +154,9 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
                 raise RunError(f"run {name} used persona histories, which this webfreeze cannot give an agent")
             config["persona"] = str(out / entry["personas"])
             config["history"] = dict(persona.get("retrieval") or {})
+        context = _context_setting(manifest, entry, out)
+        if context:
+            config["context"] = context
         say(f"re-running {name} ({config['agent']}, {config['backend']} backend"
             f"{', LLM calls from its cassette' if cassette.is_file() else ''}) -> {run_dir}")
         run_fn(config)
@@ -161,6 +165,20 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
         result["runs"].append({"name": name, "dir": str(run_dir), "identical": difference is None,
                                "difference": difference})
     return result
+
+
+def _context_setting(manifest: dict, entry: dict, out: Path) -> dict:
+    """A bundled run's context condition (``RunConfig.context``) with its filler pool and A1 run
+    taken from the extracted bundle (``context/``); ``{}`` for a run without one. The members were
+    checked against the run's manifest (:func:`webfreeze.bundle.check_context_members`)."""
+    ctx = manifest.get("context")
+    if not isinstance(ctx, dict) or not ctx:
+        return {}
+    members = entry.get("context") if isinstance(entry.get("context"), dict) else {}
+    pool, a1_run = members.get("pool"), members.get("a1_run")
+    return {"tokens": ctx.get("tokens"), "tokenizer": ctx.get("tokenizer"), "seed": ctx.get("seed", 0),
+            "pool": str(out / pool) if isinstance(ctx.get("pool"), dict) and pool else None,
+            "a1_run": str(out / a1_run) if isinstance(ctx.get("a1_run"), dict) and a1_run else None}
 
 
 def _run_quietly(settings: dict) -> dict:

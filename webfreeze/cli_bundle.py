@@ -117,9 +117,14 @@ def bundle_info(bundle, as_json):
     click.echo(f"  suite:   {data['suite']}")
     for run in data["runs"]:
         llm = ", with its LLM cassette" if run.get("cassette") else ""
+        llm += ", long-context" if run.get("context") else ""
         click.echo(f"  run:     {run['path']} ({run.get('agent')}, {run.get('tasks')} tasks{llm})")
     for p in data["personas"]:
         click.echo(f"  personas: {p}")
+    for p in data["context"].get("pools") or []:
+        click.echo(f"  filler pool: {p}")
+    for p in data["context"].get("a1_runs") or []:
+        click.echo(f"  A1 run:  {p}")
     for part, n in data["parts"].items():
         click.echo(f"    {part:<32} {human_bytes(n):>12}")
 

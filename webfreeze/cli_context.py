@@ -20,7 +20,7 @@ def context_group() -> None:
 
 
 @context_group.command("pool")
-@click.argument("runs", metavar="RUN_DIR...", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.argument("sources", metavar="RUN_DIR|POOL.jsonl...", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Pool file to write (JSONL).")
 @click.option("--tokenizer", default="cl100k_base", show_default=True, help="Tokenizer that counts each entry.")
 @click.option("--min-steps", type=click.IntRange(1), default=1, show_default=True,
@@ -29,16 +29,17 @@ def context_group() -> None:
               help="Keep trajectories with neither LLM calls nor thoughts (e.g. a keyword baseline's); by default "
                    "a pool holds an agent's reasoning, as the paper's does.")
 @_one_line_errors
-def context_pool(runs, output, tokenizer, min_steps, any_agent):
-    """Collect the trajectories of finished runs (RUN_DIR...) into a filler pool file: per step
+def context_pool(sources, output, tokenizer, min_steps, any_agent):
+    """Collect the trajectories of finished runs (RUN_DIR) into a filler pool file: per step
     the URL, action, thought and reflection; per trajectory its instruction, answer and final URL,
-    and its size in tokens. The same task in several runs gives TASK, TASK~2, ..."""
+    and its size in tokens. A pool file among the sources adds its entries and sources (pools
+    merge). The same task several times gives TASK, TASK~2, ... in the order the sources are given."""
     from webfreeze.context import build_pool, write_pool
 
-    header, entries = build_pool(list(runs), tokenizer=tokenizer, min_steps=min_steps,
+    header, entries = build_pool(list(sources), tokenizer=tokenizer, min_steps=min_steps,
                                  reasoning=not any_agent)
     if not entries:
-        raise click.ClickException(f"no trajectory in {', '.join(runs)} qualifies for a pool (at least {min_steps} "
+        raise click.ClickException(f"no trajectory in {', '.join(sources)} qualifies for a pool (at least {min_steps} "
                                    f"step(s){'' if any_agent else ', LLM calls or a thought'})")
     write_pool(output, header, entries)
     click.echo(f"wrote {output}: {header['entries']} trajectories, {header['tokens']} tokens ({header['tokenizer']})",

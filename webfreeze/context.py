@@ -215,31 +215,49 @@ def entry_tokens(entry: dict, tokenizer) -> int:
                                           _opt_str(traj.get("answer"))))
 
 
-def build_pool(run_dirs: list, *, tokenizer: str = DEFAULT_TOKENIZER, min_steps: int = 1,
+def build_pool(sources: list, *, tokenizer: str = DEFAULT_TOKENIZER, min_steps: int = 1,
                reasoning: bool = True) -> tuple[dict, list]:
-    """(header, entries) of a pool made from finished runs' trajectories: every trajectory with at
-    least ``min_steps`` steps (and, with ``reasoning``, made by a reasoning agent: it names LLM calls
-    or a step carries a thought). The same task in several runs gives entries ``TASK``, ``TASK~2``,
-    ... in the order the runs are given."""
+    """(header, entries) of a pool made from finished runs' trajectories and from other pool files.
+
+    ``sources`` are run folders and pool files (``webfreeze-context-pool``), in the order given. A
+    run gives every trajectory with at least ``min_steps`` steps (and, with ``reasoning``, made by a
+    reasoning agent: it names LLM calls or a step carries a thought); a pool gives its entries with at
+    least ``min_steps`` steps (they were chosen when it was made) and its ``sources``, their indices
+    shifted. The same task several times gives entries ``TASK``, ``TASK~2``, ... in the order of the
+    sources, so a pool of runs merged with another run equals the pool of all those runs. Every entry
+    is counted again with ``tokenizer`` (its id is part of what is counted)."""
     from webfreeze.simulator.history import HistoryError, get_tokenizer
 
     try:
         tok = get_tokenizer(tokenizer)
     except HistoryError as exc:
         raise ContextError(str(exc)) from None
-    sources, entries, counts = [], [], {}
-    for run in run_dirs:
-        run = Path(run)
-        traj_dir = run / "trajectories"
+    sources_out, entries, counts = [], [], {}
+
+    def add(e: dict) -> None:
+        counts[e["task_id"]] = counts.get(e["task_id"], 0) + 1
+        e["id"] = e["task_id"] if counts[e["task_id"]] == 1 else f"{e['task_id']}~{counts[e['task_id']]}"
+        entries.append(e)
+
+    for src in sources:
+        src = Path(src)
+        if src.is_file():
+            for e in _pool_entries(src, sources_out):
+                if len(e["steps"]) >= min_steps:
+                    add(e)
+            continue
+        traj_dir = src / "trajectories"
         if not traj_dir.is_dir():
-            raise ContextError(f"{run}: not a run folder (no trajectories/)")
-        manifest = _read_json(run / "manifest.json", "run manifest") if (run / "manifest.json").is_file() else {}
-        instructions = _instructions(run)
-        source = len(sources)
+            raise ContextError(f"{src}: not a run folder (no trajectories/)" if src.is_dir()
+                               else f"{src}: no such run folder or pool file")
+        manifest = _read_json(src / "manifest.json", "run manifest") if (src / "manifest.json").is_file() else {}
+        instructions = _instructions(src)
+        source = len(sources_out)
         # what made these trajectories, enough to make them again (the run's settings and LLM entries)
-        sources.append({"run": run.name, "agent": manifest.get("agent"), "agent_settings": manifest.get("agent_settings"),
-                        "suite": manifest.get("suite"), "env": manifest.get("env"), "llm": manifest.get("llm"),
-                        "archive_digest": (manifest.get("archive") or {}).get("digest")})
+        sources_out.append({"run": src.name, "agent": manifest.get("agent"),
+                            "agent_settings": manifest.get("agent_settings"), "suite": manifest.get("suite"),
+                            "env": manifest.get("env"), "llm": manifest.get("llm"),
+                            "archive_digest": (manifest.get("archive") or {}).get("digest")})
         for path in sorted(traj_dir.glob("*.json")):
             traj = _read_json(path, "trajectory")
             if not isinstance(traj, dict) or traj.get("format") != "webfreeze-trajectory" \
@@ -249,16 +267,42 @@ def build_pool(run_dirs: list, *, tokenizer: str = DEFAULT_TOKENIZER, min_steps:
             reasoned = bool(traj.get("llm_entries")) or any(s["thought"] for s in e["steps"])
             if len(e["steps"]) < min_steps or (reasoning and not reasoned):
                 continue
-            counts[e["task_id"]] = counts.get(e["task_id"], 0) + 1
-            if counts[e["task_id"]] > 1:
-                e["id"] = f"{e['task_id']}~{counts[e['task_id']]}"
-            entries.append(e)
+            add(e)
     entries.sort(key=lambda e: e["id"])
     for e in entries:
         e["tokens"] = entry_tokens(e, tok)
     header = {"format": POOL_FORMAT, "version": POOL_VERSION, "tokenizer": tok.name, "entries": len(entries),
-              "tokens": sum(e["tokens"] for e in entries), "sources": sources}
+              "tokens": sum(e["tokens"] for e in entries), "sources": sources_out}
     return header, entries
+
+
+def _suffix(entry_id: str) -> int:
+    """The N of an entry id ``TASK~N`` (1 for a plain ``TASK``)."""
+    base, sep, n = entry_id.rpartition("~")
+    return int(n) if sep and base and n.isdigit() else 1
+
+
+def _pool_entries(path: Path, sources_out: list) -> list:
+    """The entries of pool file ``path``, ready to be renumbered into a new pool: its header's
+    ``sources`` appended to ``sources_out`` and each entry's ``source`` shifted to match. They come
+    in the order they were numbered in (by source, then ``~N``), so ``TASK`` keeps coming before
+    ``TASK~2``."""
+    pool = read_pool(path)
+    theirs = pool.header.get("sources")
+    if not isinstance(theirs, list):
+        raise ContextError(f"{path}: its header has no 'sources' list")
+    offset = len(sources_out)
+    out = []
+    for e in pool.entries:
+        source = e.get("source")
+        if isinstance(source, bool) or not isinstance(source, int) or not 0 <= source < len(theirs):
+            raise ContextError(f"{path}: entry {e['id']!r}: 'source' {source!r} is not an index of its header's "
+                               f"{len(theirs)} source(s)")
+        task_id = e.get("task_id") if isinstance(e.get("task_id"), str) and e.get("task_id") else e["id"]
+        out.append(dict(e, task_id=task_id, source=offset + source))
+    sources_out.extend(theirs)
+    out.sort(key=lambda e: (e["source"], _suffix(e["id"]), e["id"]))
+    return out
 
 
 def write_pool(path, header: dict, entries: list) -> None:

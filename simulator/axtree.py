@@ -33,6 +33,8 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from lxml import etree
 
+from webfreeze.common.errors import WebfreezeError
+
 BID_ATTR = "data-wf-bid"
 HIDDEN_ATTR = "data-wf-hidden"
 FOCUSED_ATTR = "data-wf-focused"
@@ -126,7 +128,7 @@ def marked(result) -> dict:
     return json.loads(result) if isinstance(result, str) else result
 
 
-class AXTreeError(ValueError):
+class AXTreeError(WebfreezeError, ValueError):
     """A request the tree cannot answer (unknown bid, no form, ...), in one line."""
 
 

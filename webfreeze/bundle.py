@@ -36,6 +36,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from webfreeze.common.errors import WebfreezeError
+
 FORMAT = "webfreeze-bundle"
 VERSION = 1
 MANIFEST = "datapackage.json"
@@ -52,7 +54,7 @@ RUN_DIRS = ("trajectories", "screenshots", "references", "dom")
 CASSETTE_NAME = "llm-cassette.sqlite"
 
 
-class BundleError(RuntimeError):
+class BundleError(WebfreezeError, RuntimeError):
     """A bundle that cannot be made, read or trusted: one line for the user."""
 
 

@@ -14,6 +14,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from webfreeze.common.errors import WebfreezeError
+
 # Task fields an agent may see (besides `handles`): everything else in a suite line, the
 # ground truth above all, stays with the runner and the evaluators.
 VISIBLE_FIELDS = ("id", "category", "instruction", "start_url", "snapshot_time", "context")
@@ -25,7 +27,7 @@ OPTIONAL_FIELDS = ("context",)
 HANDLE_FIELDS = ("persona", "user", "history", "site", "sites", "candidates")
 
 
-class AgentError(RuntimeError):
+class AgentError(WebfreezeError, RuntimeError):
     """An agent cannot be built or cannot run this task: one line."""
 
 

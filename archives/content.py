@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import zlib
 
+from webfreeze.common.errors import WebfreezeError
+
 MAX_DECODED = 256 * 1024 * 1024
 
 
-class DecodeError(Exception):
+class DecodeError(WebfreezeError):
     pass
 
 

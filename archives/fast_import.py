@@ -30,6 +30,8 @@ from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from webfreeze.common.errors import WebfreezeError
+
 from . import blobs, gzip_members
 from .errors import BadInput
 from .bulk import BulkWriter
@@ -73,7 +75,7 @@ _WARC_DATE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 _BLANK = b" \t\r\n\x0b\x0c"
 
 
-class Fallback(Exception):
+class Fallback(WebfreezeError):
     """This file needs warcio (odd or bad input); the message says why, for debugging."""
 
 

@@ -20,6 +20,8 @@ import mmap
 import zlib
 from collections.abc import Iterator
 
+from webfreeze.common.errors import WebfreezeError
+
 try:  # ISA-L inflates about twice as fast as zlib; the results are the same bytes
     from isal import isal_zlib as _inflate_lib
 except ImportError:  # pragma: no cover - isal is a base dependency; zlib is the portable fallback
@@ -30,7 +32,7 @@ BATCH_BYTES = 256 << 10  # compressed bytes per batch: a few dozen typical recor
 _PROBE_BYTES = 4096  # enough compressed bytes to inflate a record's first five bytes
 
 
-class Unusual(Exception):
+class Unusual(WebfreezeError):
     """The file is not a clean sequence of gzip members (the message says what was seen)."""
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 
+from webfreeze.common.errors import WebfreezeError
 
-class EvalError(Exception):
+
+class EvalError(WebfreezeError):
     """Base of every error this package raises on bad input; its message is one line."""
 
 

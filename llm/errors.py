@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from webfreeze.common.errors import WebfreezeError
+
 
 def one_line(text: object, limit: int = 400) -> str:
     """``text`` as one line: runs of whitespace (newlines included) collapsed, cut at ``limit``
@@ -10,7 +12,7 @@ def one_line(text: object, limit: int = 400) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-class LLMError(RuntimeError):
+class LLMError(WebfreezeError, RuntimeError):
     """Any error of the LLM layer; its message is one line."""
 
     def __init__(self, message: object):

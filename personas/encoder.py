@@ -37,6 +37,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from webfreeze.common.errors import WebfreezeError
+
 EXPORT_FORMAT = "webfreeze-onnx-export"
 EXPORT_VERSION = 1
 OPSET = 17
@@ -49,7 +51,7 @@ _VERSIONED = ("onnxruntime", "onnx", "torch", "transformers", "sentence-transfor
 INSTALL_HINT = "pip install 'webfreeze[agents]'"
 
 
-class EncoderError(Exception):
+class EncoderError(WebfreezeError):
     """A problem with the ONNX path, for the user: one line."""
 
 

@@ -25,6 +25,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
+from webfreeze.common.errors import WebfreezeError
+
 TYPES = ("web search", "web visit", "purchase", "booking", "review & rating")
 STATUSES = ("cancelled", "modified")
 FIELDS = ("id", "timestamp", "type", "object", "website", "status")  # the written order
@@ -32,7 +34,7 @@ TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}$")
 
 
-class HistoryError(Exception):
+class HistoryError(WebfreezeError):
     """A history file that cannot be read: one line, ``FILE:LINE: message`` (or ``FILE: message``)."""
 
     def __init__(self, message: str, file: str | os.PathLike = "", line: int | str | None = None):

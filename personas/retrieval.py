@@ -47,6 +47,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from webfreeze.common.errors import WebfreezeError
+
 from .history import HistoryError, history_digest, load_history, validate_entry
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -70,7 +72,7 @@ _MODELS: dict[str, Any] = {}  # loaded sentence-transformers models, by resolved
 _ENCODERS: dict[str, Any] = {}  # their ONNX encoders (personas/encoder.py), by the same key
 
 
-class RetrievalError(Exception):
+class RetrievalError(WebfreezeError):
     """A retrieval problem for the user: one line (a missing model, a bad option, a bad history)."""
 
 

@@ -16,6 +16,8 @@ import os
 import random
 from pathlib import Path
 
+from webfreeze.common.errors import WebfreezeError
+
 from .catalogue import Catalogue, load_catalogue
 from .history import new_folder
 from .generate import (_best, category_words, date_words, load_personas, shop_matches, tier_words,
@@ -31,7 +33,7 @@ TASK_KEYS = {"shopping": {"brand": "brand", "size": "size", "price_tier": "price
 HOTEL_GUESTS = 2
 
 
-class TaskBuildError(Exception):
+class TaskBuildError(WebfreezeError):
     """A persona folder or archive that tasks cannot be built from (one line)."""
 
 

@@ -17,6 +17,7 @@ from urllib.parse import urldefrag, urlsplit
 from webfreeze.archives import ArchiveError
 from webfreeze.archives.timeutil import now
 
+from .errors import CrawlError, RecordError, SeedFailed, SiteUnreachable
 from .proxy import RecordingProxy, recording_into
 
 STATE_VERSION = 1
@@ -31,13 +32,6 @@ class CrawlResult:
     resumed: bool
     complete: bool
     failed: list = field(default_factory=list)  # [url, why] of every page that failed, all runs
-
-
-class SeedFailed(ArchiveError):
-    """The crawl's first page could not be recorded: the crawl stops, and an archive it made is
-    removed again (an existing archive keeps what the failed attempt recorded, no page record)."""
-
-    discard = True
 
 
 def scope_prefix(start: str) -> str:
@@ -69,21 +63,21 @@ def scope_matcher(start: str, scope: str) -> Callable[[str], bool]:
     try:
         rx = re.compile(scope)
     except re.error as exc:
-        raise ArchiveError(f"invalid --scope regular expression {scope!r}: {exc}") from None
+        raise CrawlError(f"invalid --scope regular expression {scope!r}: {exc}") from None
     return lambda u: bool(rx.search(u))
 
 
 def check_url(url: str) -> None:
     """Fail in one line on a start URL that is not a well-formed http(s) URL."""
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
-        raise ArchiveError(f"{url}: not a valid URL (it holds a space or a control character)")
+        raise RecordError(f"{url}: not a valid URL (it holds a space or a control character)")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError as exc:
-        raise ArchiveError(f"{url}: not a valid URL ({exc})") from None
+        raise RecordError(f"{url}: not a valid URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ArchiveError(f"{url}: not an http(s) URL")
+        raise RecordError(f"{url}: not an http(s) URL")
 
 
 def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, scope: str = "host",
@@ -104,7 +98,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                              wait_network_quiet)
 
     if screenshots not in SCREENSHOTS:
-        raise ArchiveError(f"--screenshots {screenshots!r}: expected one of {', '.join(SCREENSHOTS)}")
+        raise CrawlError(f"--screenshots {screenshots!r}: expected one of {', '.join(SCREENSHOTS)}")
     start = urldefrag(start)[0]
     check_url(start)
     in_scope = scope_matcher(start, scope)
@@ -125,7 +119,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
             if not resumed:
                 try:
                     proxy.probe(start)
-                except ArchiveError as exc:
+                except SiteUnreachable as exc:
                     raise SeedFailed(str(exc)) from None
             proxy.begin_session()
             before = proxy.recorder.recorded

@@ -20,6 +20,7 @@ from webfreeze.archives.store import archive_files
 from webfreeze.common.ca import default_confdir, load_ca  # one CA for recording and replay
 
 from .addon import ArchiveRecorder
+from .errors import ProxyError, SiteUnreachable
 
 CA_NAME = "mitmproxy-ca-cert.pem"
 
@@ -54,7 +55,7 @@ def check_port(host: str, port: int) -> int:
             s.bind((host, port))
         except OSError as exc:
             reason = "port already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-            raise ArchiveError(f"cannot listen on {host}:{port}: {reason}") from None
+            raise ProxyError(f"cannot listen on {host}:{port}: {reason}") from None
         return s.getsockname()[1]
 
 
@@ -121,7 +122,7 @@ class RecordingProxy:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
-        self._failure: ArchiveError | None = None
+        self._failure: ProxyError | None = None
         self._listening = False
         self._on_ready = None
 
@@ -139,7 +140,7 @@ class RecordingProxy:
 
     def probe(self, url: str, timeout: float = 15) -> None:
         """GET ``url`` through this proxy (its resolver, its certificate policy) without recording
-        it; one-line :class:`ArchiveError` when the network fails or the site answers 4xx/5xx.
+        it; one-line :class:`SiteUnreachable` when the network fails or the site answers 4xx/5xx.
         Redirects are not followed: a site that answers at all with one is reachable."""
         import http.client
         import ssl
@@ -161,12 +162,12 @@ class RecordingProxy:
             conn.close()
         except (OSError, http.client.HTTPException) as exc:
             why = self.recorder.last_failure or str(exc) or type(exc).__name__
-            raise ArchiveError(f"{url}: unreachable ({_plain_reason(why)})") from None
+            raise SiteUnreachable(f"{url}: unreachable ({_plain_reason(why)})") from None
         if resp.status >= 400:
             why = self.recorder.last_failure  # the proxy's own 502 for a connection that failed
             if why:
-                raise ArchiveError(f"{url}: unreachable ({_plain_reason(why)})")
-            raise ArchiveError(f"{url}: the site answered {resp.status} {resp.reason}".rstrip())
+                raise SiteUnreachable(f"{url}: unreachable ({_plain_reason(why)})")
+            raise SiteUnreachable(f"{url}: the site answered {resp.status} {resp.reason}".rstrip())
 
     async def _main(self) -> None:
         from mitmproxy import options
@@ -202,7 +203,7 @@ class RecordingProxy:
             code = getattr(exc, "errno", None)
             reason = ("port already in use" if code == errno.EADDRINUSE else os.strerror(code) if code
                       else str(exc or "mitmproxy started no server"))
-            self._failure = ArchiveError(f"cannot listen on {self.host}:{self.port}: {reason}")
+            self._failure = ProxyError(f"cannot listen on {self.host}:{self.port}: {reason}")
             self._master.shutdown()
         else:
             self.port = port
@@ -231,19 +232,19 @@ class RecordingProxy:
         self._thread.start()
         if not self._ready.wait(30):
             self.stop()
-            raise ArchiveError("the recording proxy did not start within 30 s")
+            raise ProxyError("the recording proxy did not start within 30 s")
         if not self._listening:
             self._thread.join(timeout=15)
-            raise self._failure or ArchiveError("the recording proxy stopped as it started")
+            raise self._failure or ProxyError("the recording proxy stopped as it started")
         return self
 
     def _run_in_thread(self) -> None:
         try:
             self.run()
-        except ArchiveError:
-            pass  # start() reports it
+        except (ProxyError, ArchiveError):
+            pass  # start() reports the proxy's failure; a thread has no one to tell of the archive's
         except Exception as exc:  # mitmproxy failed to set up: start() reports it in one line
-            self._failure = self._failure or ArchiveError(f"the recording proxy failed to start: {exc}")
+            self._failure = self._failure or ProxyError(f"the recording proxy failed to start: {exc}")
 
     def stop(self) -> None:
         if self._master is not None and self._loop is not None:
@@ -325,6 +326,6 @@ def parse_resolve(entries) -> dict[str, tuple[str, int]]:
         name, sep, target = entry.partition("=")
         addr, colon, port = target.rpartition(":")
         if not sep or not name or not colon or not addr or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ArchiveError(f"--resolve {entry!r}: expected HOST=ADDRESS:PORT, e.g. scholar.test=127.0.0.1:8001")
+            raise ProxyError(f"--resolve {entry!r}: expected HOST=ADDRESS:PORT, e.g. scholar.test=127.0.0.1:8001")
         table[name.lower()] = (addr.strip("[]"), int(port))
     return table

@@ -15,9 +15,9 @@ import threading
 import time
 from pathlib import Path
 
-from webfreeze.archives import ArchiveError
 from webfreeze.common.files import check_output_file, write_output
 
+from .errors import SessionScriptError
 from .proxy import RecordingProxy, recording_into
 
 TRAJECTORY_VERSION = 1
@@ -168,15 +168,15 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
     run = driver
     if script:
         if not Path(script).is_file():
-            raise ArchiveError(f"{script}: no such script (or not a file)")
+            raise SessionScriptError(f"{script}: no such script (or not a file)")
         try:
             run = runpy.run_path(script).get("run")
         except (Exception, SystemExit) as exc:  # the script's own error, in one line
-            raise ArchiveError(f"{script}: cannot load it: {_one_line(exc)}") from None
+            raise SessionScriptError(f"{script}: cannot load it: {_one_line(exc)}") from None
         if not callable(run):
-            raise ArchiveError(f"{script}: defines no run(page) function")
+            raise SessionScriptError(f"{script}: defines no run(page) function")
     elif run is None and not headed:
-        raise ArchiveError("a session needs --headed (a person drives) or --script FILE")
+        raise SessionScriptError("a session needs --headed (a person drives) or --script FILE")
     check_url(start)
     if headed:  # found out before an archive is made
         require_display("run it on a desktop or under xvfb-run, or drive the session with --script FILE")
@@ -198,7 +198,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
                     try:
                         run(page)
                     except (Exception, SystemExit) as exc:  # (a script calling sys.exit() too)
-                        raise ArchiveError(f"the session script failed: {_one_line(exc)} (what it loaded until then "
+                        raise SessionScriptError(f"the session script failed: {_one_line(exc)} (what it loaded until then "
                                            f"stays in {archive_path}; no trajectory written)") from None
                     page.wait_for_timeout(quiet_ms)  # let the last events arrive
                 else:

@@ -28,6 +28,7 @@ from webfreeze.archives import Archive, ArchiveError
 from webfreeze.archives.content import DecodeError, content_encoding, decode_content
 from webfreeze.archives.timeutil import parse_time, to_timestamp14
 from webfreeze.archives.urlkey import surt_key
+from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import check_output_file
 
 from .determinism import inject as inject_script
@@ -48,8 +49,10 @@ NO_BODY_STATUS = frozenset({204, 304}) | set(range(100, 200))
 HTML_MIMES = ("text/html", "application/xhtml+xml")
 
 
-class ReplayError(ArchiveError):
-    """A replay could not start (bad archive, port in use, bad rules): one line for the user."""
+class ReplayError(WebfreezeError):
+    """A replay could not start (no such archive, port in use, bad rules): one line for the user.
+    Not an :class:`ArchiveError`: those the archive raises (a damaged or locked one) come through as
+    themselves."""
 
 
 # Chromium's own background traffic (component and model updates) that its launch flags do not stop

@@ -35,6 +35,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httptools
 
 from webfreeze.archives import ArchiveError
+from webfreeze.common.errors import WebfreezeError
 
 from .hooks import SiteModel
 from .replay import BROWSER_INTERNAL_HOSTS, CACHE_BYTES, DIRECT, Replay, ReplayError, load_rules_file, simple_response
@@ -441,6 +442,6 @@ class _Connection(asyncio.Protocol):
         inner.connection_made(transport)
 
 
-class _TooLarge(Exception):
+class _TooLarge(WebfreezeError):
     pass
 

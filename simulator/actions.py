@@ -24,6 +24,8 @@ import ast
 import re
 from dataclasses import dataclass, replace
 
+from webfreeze.common.errors import WebfreezeError
+
 KINDS = ("click", "fill", "select", "scroll", "go_back", "go_forward", "goto", "noop", "answer",
          "infeasible", "hover", "press", "history_search")
 # Actions that never touch the browser: a search of the user's history (answered by the environment
@@ -40,7 +42,7 @@ GOOGLE_URL = "https://www.google.com/"
 DEFAULT_SCROLL_PX = 500
 
 
-class ActionError(ValueError):
+class ActionError(WebfreezeError, ValueError):
     """An action string that cannot be parsed (or an action that cannot be printed in a dialect),
     explained in one line."""
 

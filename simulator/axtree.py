@@ -32,6 +32,8 @@ from urllib.parse import urljoin
 
 from lxml import etree
 
+from webfreeze.common.errors import WebfreezeError
+
 BID_ATTR = "data-wf-bid"
 HIDDEN_ATTR = "data-wf-hidden"
 FOCUSED_ATTR = "data-wf-focused"
@@ -125,7 +127,7 @@ def marked(result) -> dict:
     return json.loads(result) if isinstance(result, str) else result
 
 
-class AXTreeError(ValueError):
+class AXTreeError(WebfreezeError, ValueError):
     """A request the tree cannot answer (unknown bid, no form, ...), in one line."""
 
 

@@ -15,6 +15,8 @@ import shutil
 import sys
 import time
 
+from webfreeze.common.errors import WebfreezeError
+
 # Chromium's own background traffic (component and model updates) that the launch flags do not stop
 # entirely; recording sends it around the proxy (it fails offline) so recordings hold only what
 # pages asked for. Defined by the replay server, which keeps it out of its miss reports.
@@ -38,7 +40,7 @@ CHROMIUM_FLAGS = [
 VIEWPORT = {"width": 1920, "height": 1080}
 
 
-class BrowserUnavailable(RuntimeError):
+class BrowserUnavailable(WebfreezeError, RuntimeError):
     """No Chromium executable could be found, or it would not start (the message says why, in one line)."""
 
 

@@ -45,7 +45,7 @@ import gymnasium as gym
 from . import spaces as wf_spaces
 
 from webfreeze.archives import archive_digest
-
+from webfreeze.common.errors import WebfreezeError
 from webfreeze.replayer.content import DecodeError, content_encoding, decode_content
 from webfreeze.replayer.hooks import SiteModel, host_key
 from webfreeze.replayer.server import ReplayServer
@@ -113,7 +113,7 @@ LATE_NAVIGATION_JS = ("() => { const n = window.__wfNavigating === true; if (n) 
                       " return n; }")
 
 
-class EnvError(RuntimeError):
+class EnvError(WebfreezeError, RuntimeError):
     """The environment cannot run (bad configuration, missing archive): one line."""
 
 

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Protocol
 
+from webfreeze.common.errors import WebfreezeError
+
 TARGET_TOKENS = (25_000, 50_000, 75_000, 100_000, 125_000, 150_000)
 DEFAULT_TOKENIZER = "cl100k_base"
 # What tiktoken's own cl100k_base definition expects of the BPE file.
@@ -30,7 +32,7 @@ HISTORY_FORMAT = "webfreeze-history"
 HISTORY_VERSION = 1
 
 
-class HistoryError(ValueError):
+class HistoryError(WebfreezeError, ValueError):
     """A history that cannot be composed (unknown task, pool too small, bad file), in one line."""
 
 

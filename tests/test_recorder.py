@@ -92,7 +92,7 @@ def test_port_zero_is_read_back_from_mitmproxy(proxy):
 def test_a_port_taken_after_the_check_fails_start_in_one_line(tmp_path, home):
     """Free when the proxy is made, taken before mitmproxy binds it (the race any port chosen in
     advance has): start() raises the reason, the thread is gone and the session is ended."""
-    from webfreeze.archives import ArchiveError
+    from webfreeze.recorder.errors import ProxyError
     from webfreeze.recorder.proxy import RecordingProxy, open_for_recording
 
     arc = open_for_recording(tmp_path / "rec.wfz")
@@ -101,7 +101,7 @@ def test_a_port_taken_after_the_check_fails_start_in_one_line(tmp_path, home):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", port))
         busy.listen(1)
-        with pytest.raises(ArchiveError) as err:
+        with pytest.raises(ProxyError) as err:  # the recorder's error, not the archive's
             p.start()
     assert str(err.value) == f"cannot listen on 127.0.0.1:{port}: port already in use"
     assert not p._thread.is_alive()

@@ -12,6 +12,8 @@ The library's front door: the names a researcher needs, imported on first use.
   report.html for a run directory), :func:`load_suite`, :func:`score_task` (one trajectory)
 - LLMs: :class:`LLMConfig`, :class:`LLMClient`, :class:`Cassette`
 - the shipped demo: :func:`demo_paths` (its archive, suite and LLM cassette)
+- errors: :class:`WebfreezeError`, the base of every error a user can cause (one line each;
+  :class:`ArchiveError`, :class:`RunError` and the rest derive from it)
 
 Example::
 
@@ -34,6 +36,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 # name -> (module, attribute)
 _PUBLIC = {
     "Archive": ("webfreeze.archives", "Archive"),
+    "WebfreezeError": ("webfreeze.common.errors", "WebfreezeError"),
     "ArchiveError": ("webfreeze.archives", "ArchiveError"),
     "Exchange": ("webfreeze.archives", "Exchange"),
     "ExchangeRecord": ("webfreeze.archives", "ExchangeRecord"),

@@ -39,6 +39,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from webfreeze.common.errors import WebfreezeError
+
 FORMAT = "webfreeze-bundle"
 VERSION = 1
 MANIFEST = "datapackage.json"
@@ -57,7 +59,7 @@ CONTEXT_POOLS = "context/pools/"  # long-context runs' filler pools, by digest
 CONTEXT_A1 = "context/a1/"        # runs that long-context runs took subtask A1's trajectories from
 
 
-class BundleError(RuntimeError):
+class BundleError(WebfreezeError, RuntimeError):
     """A bundle that cannot be made, read or trusted: one line for the user."""
 
 

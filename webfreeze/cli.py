@@ -59,11 +59,12 @@ def fail(message: str, code: int = EXIT_ERROR) -> None:
 
 
 def usage_checked(check, *args):
-    """``check(*args)``, with the ArchiveError it raises for a bad option value turned into a usage
-    error (exit status 2, with a pointer to --help)."""
+    """``check(*args)``, with the error it raises for a bad option value (an ArchiveError for a
+    time, a RecordError for a URL, a scope or a --resolve entry: any WebfreezeError) turned into a
+    usage error (exit status 2, with a pointer to --help)."""
     try:
         return check(*args)
-    except ArchiveError as exc:
+    except WebfreezeError as exc:
         raise click.UsageError(str(exc), click.get_current_context()) from None
 
 
@@ -759,7 +760,7 @@ def _run(argv: list[str] | None) -> None:
         fail(exc.format_message())
     except click.exceptions.Abort:
         fail("interrupted", 130)  # Ctrl-C (click turns KeyboardInterrupt into Abort)
-    except WebfreezeError as exc:  # an archive's, an output file's, the CA's: one line
+    except WebfreezeError as exc:  # every error a user can cause (common/errors.py's family): one line
         fail(str(exc))
     except KeyboardInterrupt:
         fail("interrupted", 130)
@@ -772,10 +773,6 @@ def _run(argv: list[str] | None) -> None:
         fail(f"{str(exc.filename) + ': ' if exc.filename else ''}{exc.strerror or exc}")
     except sqlite3.Error as exc:  # disk full, a locked or damaged file
         fail(f"archive storage error: {exc}")
-    except RuntimeError as exc:
-        if type(exc).__name__ != "BrowserUnavailable":
-            raise
-        fail(str(exc))
     except Exception as exc:  # a bug: still one line, with a way to see more
         if os.environ.get("WEBFREEZE_DEBUG"):
             raise

@@ -34,6 +34,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from webfreeze.common.errors import WebfreezeError
 from webfreeze.eval.longctx import final_url  # one definition, shared with scoring
 
 POOL_FORMAT = "webfreeze-context-pool"
@@ -46,7 +47,7 @@ STEP_FIELDS = ("step", "url", "action", "thought", "reflection", "url_after")
 SHIPPED_POOL = Path(__file__).resolve().parent / "demo" / "data" / "context-pool.jsonl"
 
 
-class ContextError(ValueError):
+class ContextError(WebfreezeError, ValueError):
     """A context condition or a pool that cannot be used: one line."""
 
 

@@ -33,6 +33,8 @@ from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from webfreeze.common.errors import WebfreezeError
+
 RUN_FORMAT = "webfreeze-run"
 RUN_VERSION = 1
 BACKENDS = ("browser", "text")
@@ -41,7 +43,7 @@ CASSETTE_MODES = ("record", "replay", "auto")
 ORACLE_LABEL = "upper bound"
 
 
-class RunError(RuntimeError):
+class RunError(WebfreezeError, RuntimeError):
     """The run cannot start or continue: one line for the user."""
 
 

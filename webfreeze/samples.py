@@ -13,6 +13,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from webfreeze.common.errors import WebfreezeError
+
 PYWB_VERSION = "2.10.0"
 
 
@@ -22,7 +24,7 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-class SamplesUnavailable(RuntimeError):
+class SamplesUnavailable(WebfreezeError, RuntimeError):
     """The sample archives could not be downloaded (no route to PyPI)."""
 
 

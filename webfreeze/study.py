@@ -30,6 +30,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from webfreeze.common.errors import WebfreezeError
+
 STUDY_FORMAT = "webfreeze-study"
 STUDY_VERSION = 1
 STUDY_JSON = "study.json"
@@ -49,7 +51,7 @@ HISTORY_KEYS = ("k", "threshold", "model", "key_fields")
 REPEAT_SEEDED = ("seed", "memory_seed")
 
 
-class StudyError(RuntimeError):
+class StudyError(WebfreezeError, RuntimeError):
     """The study cannot be read, started or continued: one line for the user."""
 
 

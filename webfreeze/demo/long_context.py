@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from webfreeze.common.errors import WebfreezeError
+
 from .tasks import SEED, all_specs
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -33,7 +35,7 @@ CATEGORIES = ["subtask-a1", "subtask-a2"]
 SITE_MODELS = {"shop.test": "shop", "booking.test": "booking"}
 
 
-class LongContextBuildError(RuntimeError):
+class LongContextBuildError(WebfreezeError, RuntimeError):
     """The suite cannot be built (a page missing from the archive): one line."""
 
 

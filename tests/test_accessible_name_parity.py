@@ -6,6 +6,7 @@ must agree exactly."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -35,11 +36,12 @@ OBSERVE_AND_NAME = (
 )
 
 
-def compare(page, where: str, mismatches: list) -> tuple[int, object]:
-    """Check every element of the tree of ``page``'s current document; returns (elements, tree)."""
-    result, names = page.evaluate(OBSERVE_AND_NAME)
+def compare(observed, url: str, where: str, mismatches: list) -> tuple[int, object]:
+    """Check every element of the tree of one page (``observed``: what OBSERVE_AND_NAME returned
+    there) against the recorder's names; returns (elements, tree)."""
+    result, names = observed
     m = marked(result)
-    tree = build_tree(m["html"], page.url, m["geometry"])
+    tree = build_tree(m["html"], url, m["geometry"])
     count = 0
     for element in tree.summaries():
         count += 1
@@ -55,37 +57,48 @@ def report(mismatches: list) -> str:
     return f"{len(mismatches)} mismatches, the first: " + "; ".join(mismatches[:8])
 
 
-@pytest.fixture(scope="module")
-def pw():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        yield p
-
-
-def test_demo_archive_pages(pw, tmp_path):
+def test_demo_archive_pages(tmp_path):
     """Every HTML page the demo archive holds (each URL once), loaded through the replay."""
     from webfreeze.replayer.server import ReplayServer
-    from webfreeze.simulator.browser import launch_chromium, new_context
 
     with Archive.open(DEMO) as arc:
         urls = sorted({e.url for e in arc.exchanges(method="GET", status=200, mime="text/html")})
         pages = {p.url for p in arc.pages()}
     assert len(urls) >= len(pages) >= 1000 and pages <= set(urls)
     mismatches: list = []
-    elements = 0
     with ReplayServer(DEMO, mode="proxy", confdir=tmp_path / "home", miss_report=tmp_path / "misses.jsonl") as srv:
-        browser = launch_chromium(pw, proxy=srv.url, shell=True)
-        try:
-            page = new_context(browser).new_page()
-            for url in urls:
-                page.goto(url, wait_until="load")
-                elements += compare(page, url, mismatches)[0]
-        finally:
-            browser.close()
+        elements = asyncio.run(check_pages(srv.url, urls, mismatches))
     print(f"\naccessible-name parity: {len(urls)} demo pages, {elements} elements, {len(mismatches)} mismatches")
     assert elements > 50_000
     assert not mismatches, report(mismatches)
+
+
+async def check_pages(proxy: str, urls: list, mismatches: list, tabs: int = 2) -> int:
+    """Load ``urls`` in Chromium through ``proxy`` and compare each; returns the elements compared.
+    Two tabs take turns: one page loads while the other's tree is built (a third gains nothing on
+    two cores)."""
+    from playwright.async_api import async_playwright
+
+    from webfreeze.simulator.browser import launch_chromium, new_context
+
+    todo = iter(urls)
+    counts = []
+
+    async def tab(context) -> None:
+        page = await context.new_page()
+        for url in todo:
+            await page.goto(url, wait_until="load")
+            counts.append(compare(await page.evaluate(OBSERVE_AND_NAME), page.url, url, mismatches)[0])
+
+    async with async_playwright() as pw:
+        browser = await launch_chromium(pw, proxy=proxy, shell=True)
+        try:
+            context = await new_context(browser)
+            await asyncio.gather(*(tab(context) for _ in range(tabs)))
+        finally:
+            await browser.close()
+    mismatches.sort()  # (the tabs finish pages in no fixed order)
+    return sum(counts)
 
 
 # Hand-made edge cases: (HTML body, the tree's (role, name) of the element with id "t"). The
@@ -181,6 +194,15 @@ EDGE_CASES = [
 ]
 
 
+@pytest.fixture
+def pw():
+    """Playwright's sync API, per test (the demo pages' test runs the async one)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        yield p
+
+
 def test_edge_cases(pw):
     from webfreeze.simulator.browser import launch_chromium, new_context
 
@@ -192,7 +214,7 @@ def test_edge_cases(pw):
         page = new_context(browser).new_page()
         for i, (body, expected) in enumerate(EDGE_CASES):
             page.set_content(f"<!DOCTYPE html><html><head><title>case {i}</title></head><body>{body}</body></html>")
-            count, tree = compare(page, f"case {i}", mismatches)
+            count, tree = compare(page.evaluate(OBSERVE_AND_NAME), page.url, f"case {i}", mismatches)
             elements += count
             target = next((e for e in tree.summaries() if e["css"] == "#t"), None)
             got = (target["role"], target["name"]) if target else None

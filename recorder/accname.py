@@ -187,7 +187,9 @@ ROLE_NAME_JS = r"""
     const ownText = (el) => {
       if (tagOf(el) === 'textarea') return el.value;  // the snapshot writes the current value as its text
       let text = '';
-      for (const c of el.childNodes) if (c.nodeType === Node.TEXT_NODE || c.nodeType === Node.CDATA_SECTION_NODE) text += c.data;
+      for (const c of el.childNodes) {
+        if (c.nodeType === Node.TEXT_NODE || c.nodeType === Node.CDATA_SECTION_NODE) text += c.data;
+      }
       return text;
     };
     const collect = (el, parts, exclude, includeHidden, root) => {
@@ -224,7 +226,8 @@ ROLE_NAME_JS = r"""
       if (block && !root) parts.push(' ');
     };
     const contentText = (el, exclude = null, includeHidden = false) => {
-      if ((el.firstElementChild === null || tagOf(el) === 'textarea') && tagOf(el) !== 'br') return collapse(ownText(el));
+      const tag = tagOf(el);
+      if ((el.firstElementChild === null || tag === 'textarea') && tag !== 'br') return collapse(ownText(el));
       const parts = [];
       collect(el, parts, exclude, includeHidden, true);
       return collapse(parts.join(''));

@@ -223,8 +223,8 @@ def test_edge_cases(pw):
     finally:
         browser.close()
     print(f"\naccessible-name parity: {len(EDGE_CASES)} edge cases, {elements} elements, {len(mismatches)} mismatches")
-    assert not wrong, "; ".join(wrong)
     assert not mismatches, report(mismatches)
+    assert not wrong, "; ".join(wrong)
 
 
 def test_the_recorder_logs_this_role_and_name(pw):

@@ -2,9 +2,10 @@
 every action is logged as a reference trajectory (the way benchmark authors annotate ground truth).
 
 The page side is a small listener injected into every document: clicks, text entry, selects,
-form submissions and scrolls are reported with the target's role, accessible name, CSS path and
-text; navigations come from the browser itself. The trajectory is plain JSON, written atomically
-and also stored in the archive as ``trajectories/<session>.json``.
+form submissions and scrolls are reported with the target's role and accessible name (as the
+observation tree has them: :mod:`.accname`), CSS path and text; navigations come from the browser
+itself. The trajectory is plain JSON, written atomically and also stored in the archive as
+``trajectories/<session>.json``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from webfreeze.common.files import check_output_file, write_output
 
+from .accname import ROLE_NAME_JS
 from .errors import SessionScriptError
 from .proxy import RecordingProxy, recording_into
 
@@ -27,36 +29,9 @@ LISTENER_JS = r"""
 (() => {
   if (window.__webfreezeInstalled) return;
   window.__webfreezeInstalled = true;
-  const IMPLICIT = {A: 'link', BUTTON: 'button', SELECT: 'combobox', TEXTAREA: 'textbox', IMG: 'img',
-                    H1: 'heading', H2: 'heading', H3: 'heading', H4: 'heading', FORM: 'form', OPTION: 'option'};
-  const INPUT_ROLES = {checkbox: 'checkbox', radio: 'radio', search: 'searchbox', submit: 'button',
-                       button: 'button', reset: 'button', number: 'spinbutton', range: 'slider'};
-  const role = (el) => el.getAttribute('role') ||
-    (el.tagName === 'INPUT' ? (INPUT_ROLES[el.type] || 'textbox') :
-     el.tagName === 'A' && !el.hasAttribute('href') ? 'generic' : (IMPLICIT[el.tagName] || 'generic'));
   const clean = (s) => (s || '').replace(/\s+/g, ' ').trim().slice(0, 200);
-  const name = (el) => {
-    if (el.getAttribute('aria-label')) return clean(el.getAttribute('aria-label'));
-    const by = el.getAttribute('aria-labelledby');
-    if (by) return clean(by.split(/\s+/).map((id) => (document.getElementById(id) || {}).textContent).join(' '));
-    if (el.id) { const l = document.querySelector('label[for="' + CSS.escape(el.id) + '"]'); if (l) return clean(l.textContent); }
-    const wrap = el.closest('label');
-    if (wrap && wrap !== el) {
-      const copy = wrap.cloneNode(true);
-      copy.querySelectorAll('select, input, textarea').forEach((n) => n.remove());
-      if (clean(copy.textContent)) return clean(copy.textContent);
-    }
-    if (el.getAttribute('alt')) return clean(el.getAttribute('alt'));
-    if (el.tagName === 'INPUT' && ['submit', 'button'].includes(el.type)) return clean(el.value);
-    // names from content come before the title attribute (which is only a fallback, as in Chromium)
-    if (['A', 'BUTTON', 'OPTION', 'H1', 'H2', 'H3', 'H4'].includes(el.tagName) || el.getAttribute('role')) {
-      const text = clean(el.textContent);
-      if (text) return text;
-    }
-    if (el.getAttribute('title')) return clean(el.getAttribute('title'));
-    if (el.getAttribute('placeholder')) return clean(el.getAttribute('placeholder'));
-    return '';
-  };
+  // The observation tree's role and name (recorder/accname.py), computed afresh for each action.
+  const makeNamer = __ROLE_NAME_JS__;
   const cssPath = (el) => {
     const parts = [];
     for (let n = el; n && n.nodeType === 1 && n !== document.documentElement; n = n.parentElement) {
@@ -67,8 +42,11 @@ LISTENER_JS = r"""
     }
     return parts.join(' > ');
   };
-  const describe = (el) => ({role: role(el), name: name(el), css: cssPath(el), tag: el.tagName.toLowerCase(),
-                             text: clean(el.innerText || el.textContent).slice(0, 120)});
+  const describe = (el) => {
+    const namer = makeNamer();
+    return {role: namer.role(el), name: namer.name(el), css: cssPath(el), tag: el.tagName.toLowerCase(),
+            text: clean(el.innerText || el.textContent).slice(0, 120)};
+  };
   const actionable = 'a, button, input, select, textarea, label, summary, [role], [onclick]';
   const post = (action, el, value) => window.__webfreezeLog({action, target: el ? describe(el) : null,
                                                             value: value === undefined ? null : value,
@@ -108,7 +86,7 @@ LISTENER_JS = r"""
   }, true);
   window.addEventListener('pagehide', flushScroll, true);
 })();
-"""
+""".replace("__ROLE_NAME_JS__", ROLE_NAME_JS.strip())
 
 
 class TrajectoryLog:

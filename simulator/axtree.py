@@ -96,7 +96,8 @@ MARK_JS = r"""
     if (tag === 'input') {
       if (el.type === 'checkbox' || el.type === 'radio') {
         if (el.checked) c.setAttribute('checked', ''); else c.removeAttribute('checked');
-      } else if (el.type !== 'file') {
+      } else if (!['file', 'submit', 'reset', 'button', 'image'].includes(el.type)) {
+        // (a button's value is its attribute: writing '' for an absent one would lose "Submit")
         c.setAttribute('value', el.value);
       }
     } else if (tag === 'textarea') {

@@ -1,0 +1,314 @@
+"""The role and accessible name the recorder logs for an action's target, computed in the page.
+
+The reference agent finds a recorded target again by role and name in the observation tree, so
+the recorder must name an element exactly as ``simulator/axtree.py`` does: that Python builder is
+the definition (its rules: docs/replay-and-environment.md, "Roles and accessible names"), and
+:data:`ROLE_NAME_JS` is a port of it to the live DOM. It sees the page as the browser backend's
+tree does: the form state as the serialisation writes it (an input's current value, a textarea's
+text, the options selected now), and an element hidden by the page's CSS counts as hidden exactly
+as the observation script marks it. ``tests/test_accessible_name_parity.py`` holds the two to the
+same answers on every element of every page of the demo archive and on hand-made edge cases.
+"""
+
+from __future__ import annotations
+
+# An expression whose value is a factory: ``(ROLE_NAME_JS)()`` gives ``{role(el), name(el), tables}``
+# with fresh caches (an element's CSS hiding, the page's ids), so make one per question asked of a
+# page that may have changed since. ``tables`` are the role and naming tables, for the parity test.
+ROLE_NAME_JS = r"""
+(() => {
+  const INPUT_ROLES = {button: 'button', submit: 'button', reset: 'button', image: 'button', file: 'button',
+    checkbox: 'checkbox', radio: 'radio', range: 'slider', number: 'spinbutton', search: 'searchbox',
+    email: 'textbox', tel: 'textbox', text: 'textbox', url: 'textbox', password: 'textbox', date: 'textbox',
+    'datetime-local': 'textbox', month: 'textbox', time: 'textbox', week: 'textbox', color: 'textbox'};
+  const TAG_ROLES = {
+    button: 'button', textarea: 'textbox', nav: 'navigation', main: 'main', aside: 'complementary',
+    article: 'article', form: 'form', ul: 'list', ol: 'list', menu: 'list', li: 'listitem', dl: 'list',
+    dt: 'term', dd: 'definition', table: 'table', thead: 'rowgroup', tbody: 'rowgroup', tfoot: 'rowgroup',
+    tr: 'row', td: 'cell', caption: 'caption', p: 'paragraph', h1: 'heading', h2: 'heading', h3: 'heading',
+    h4: 'heading', h5: 'heading', h6: 'heading', hr: 'separator', br: 'LineBreak', label: 'LabelText',
+    option: 'option', optgroup: 'group', fieldset: 'group', details: 'group', summary: 'DisclosureTriangle',
+    dialog: 'dialog', figure: 'figure', blockquote: 'blockquote', strong: 'strong', em: 'emphasis',
+    code: 'code', sub: 'subscript', sup: 'superscript', mark: 'mark', time: 'time', del: 'deletion',
+    s: 'deletion', ins: 'insertion', progress: 'progressbar', meter: 'meter', output: 'status', math: 'math',
+    iframe: 'Iframe', svg: 'image', search: 'search', address: 'group', hgroup: 'group'};
+  const NAME_FROM_CONTENT = new Set(['button', 'link', 'heading', 'cell', 'columnheader', 'rowheader',
+    'gridcell', 'option', 'tab', 'menuitem', 'menuitemcheckbox', 'menuitemradio', 'checkbox', 'radio',
+    'switch', 'treeitem', 'tooltip', 'row', 'DisclosureTriangle', 'caption', 'term', 'sectionhead',
+    'comment', 'code']);
+  const BLOCK_TAGS = new Set(['address', 'article', 'aside', 'blockquote', 'br', 'dd', 'details', 'dialog',
+    'div', 'dl', 'dt', 'fieldset', 'figcaption', 'figure', 'footer', 'form', 'h1', 'h2', 'h3', 'h4', 'h5',
+    'h6', 'header', 'hgroup', 'hr', 'li', 'main', 'nav', 'ol', 'p', 'pre', 'section', 'summary', 'table',
+    'tbody', 'td', 'tfoot', 'th', 'thead', 'tr', 'ul', 'caption', 'legend', 'option']);
+  const SKIPPED_TAGS = new Set(['head', 'script', 'style', 'template', 'noscript']);
+  const HIDDEN_TAGS = new Set([...SKIPPED_TAGS, 'datalist', 'area', 'map', 'param', 'source', 'track']);
+  const LANDMARK_SCOPES = new Set(['article', 'aside', 'main', 'nav', 'section']);
+  const LABELLED_TAGS = new Set(['input', 'select', 'textarea', 'meter', 'progress', 'output']);
+  const BUTTON_INPUTS = new Set(['submit', 'reset', 'button']);
+  // Button inputs, whose value is their value attribute (absent stays absent: "Submit", "Reset"):
+  // the observation script writes every other input's current value into the snapshot the tree reads.
+  const DEFAULT_VALUE_INPUTS = new Set(['submit', 'reset', 'button', 'image']);
+  const tables = {INPUT_ROLES, TAG_ROLES, NAME_FROM_CONTENT: [...NAME_FROM_CONTENT], BLOCK_TAGS: [...BLOCK_TAGS],
+                  SKIPPED_TAGS: [...SKIPPED_TAGS], HIDDEN_TAGS: [...HIDDEN_TAGS],
+                  LANDMARK_SCOPES: [...LANDMARK_SCOPES]};
+
+  // Python's str.strip() and str.split() whitespace (JavaScript's \s differs: U+FEFF in, U+001C-1F
+  // and U+0085 out), and HTML's whitespace, which the tree collapses to one space.
+  const PY_SPACE = '\\t-\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
+  const EDGES = new RegExp('^[' + PY_SPACE + ']+|[' + PY_SPACE + ']+$', 'g');
+  const SPLIT = new RegExp('[' + PY_SPACE + ']+');
+  const HTML_WS = /[ \t\n\f\r]+/g;
+  const collapse = (s) => (s || '').replace(HTML_WS, ' ').replace(EDGES, '');
+  const words = (s) => s.split(SPLIT).filter((w) => w);
+  const strip = (s) => s.replace(EDGES, '');
+
+  return () => {
+    const cssHiddenMemo = new Map();
+    let ids = null;
+    const tagOf = (el) => el.localName.toLowerCase();
+    const attr = (el, name) => el.getAttribute(name);
+    const has = (el, name) => el.hasAttribute(name);
+    const inputType = (el) => {
+      const t = strip(attr(el, 'type') || 'text').toLowerCase();
+      return (t in INPUT_ROLES || t === 'hidden') ? t : 'text';
+    };
+    // The value attribute as the tree reads it: the current value for the value-mode inputs.
+    const valueAttr = (el) => {
+      if (tagOf(el) === 'input') {
+        const t = (el.type || '').toLowerCase();
+        if (!DEFAULT_VALUE_INPUTS.has(t) && t !== 'checkbox' && t !== 'radio' && t !== 'file') return el.value;
+      }
+      return attr(el, 'value');
+    };
+    const valueOf = (el) => tagOf(el) === 'textarea' ? el.value.replace(/^\n/, '') : (valueAttr(el) || '');
+    const byId = (id) => {
+      if (ids === null) {
+        ids = new Map();
+        for (const e of document.querySelectorAll('[id]')) {
+          const id = attr(e, 'id');
+          if (!ids.has(id)) ids.set(id, e);  // the first element with an id, as the tree's table
+        }
+      }
+      return ids.get(id);
+    };
+
+    // ---- hiding: the observation script's CSS verdict (its data-wf-hidden mark) and the tree's rules
+    const styleHidden = (el) => {
+      const style = getComputedStyle(el);
+      if (style.display === 'none') return true;
+      return style.display !== 'contents' && typeof el.checkVisibility === 'function' &&
+        !el.checkVisibility({visibilityProperty: true});
+    };
+    const cssHidden = (el) => {  // not rendered, as the observation script decides it
+      if (cssHiddenMemo.has(el)) return cssHiddenMemo.get(el);
+      const tag = tagOf(el);
+      let result = false;
+      if (!SKIPPED_TAGS.has(tag)) {
+        const parent = el.parentElement;
+        result = !!parent && cssHidden(parent);
+        if (!result && tag !== 'option' && tag !== 'optgroup' && el !== document.documentElement &&
+            tag !== 'body') result = styleHidden(el);
+      }
+      cssHiddenMemo.set(el, result);
+      return result;
+    };
+    const hiddenSelf = (el) => {
+      const tag = tagOf(el);
+      if (HIDDEN_TAGS.has(tag) || has(el, 'hidden')) return true;
+      const parent = el.parentElement;
+      if (cssHidden(el) && !(parent && cssHidden(parent))) return true;  // where the mark goes
+      const ariaHidden = attr(el, 'aria-hidden');
+      if (ariaHidden !== null && strip(ariaHidden).toLowerCase() === 'true') return true;
+      const type = attr(el, 'type');
+      if (tag === 'input' && type !== null && strip(type).toLowerCase() === 'hidden') return true;
+      const style = (attr(el, 'style') || '').toLowerCase().replace(/ /g, '');
+      if (style.includes('display:none') || style.includes('visibility:hidden') ||
+          style.includes('visibility:collapse')) return true;
+      if (tag === 'dialog' && !has(el, 'open')) return true;
+      if (parent && tagOf(parent) === 'details' && !has(parent, 'open')) {
+        const summary = [...parent.children].find((c) => tagOf(c) === 'summary');
+        if (el !== summary) return true;
+      }
+      return false;
+    };
+    const hidden = (el) => {
+      for (let n = el; n; n = n.parentElement) if (hiddenSelf(n)) return true;
+      return false;
+    };
+
+    // ---- roles
+    const role = (el) => {
+      const tag = tagOf(el);
+      const explicit = words(attr(el, 'role') || '');
+      if (explicit.length) {
+        return (explicit[0] === 'presentation' || explicit[0] === 'none') ? 'none' : explicit[0];
+      }
+      if (tag === 'a' || tag === 'area') return has(el, 'href') ? 'link' : 'generic';
+      if (tag === 'input') {
+        const t = inputType(el);
+        if (['text', 'search', 'email', 'tel', 'url'].includes(t) && attr(el, 'list')) return 'combobox';
+        return INPUT_ROLES[t] || 'textbox';
+      }
+      if (tag === 'select') {
+        const size = strip(attr(el, 'size') || '');
+        return (has(el, 'multiple') || (/^[0-9]+$/.test(size) && parseInt(size, 10) > 1)) ? 'listbox' : 'combobox';
+      }
+      if (tag === 'img') return (attr(el, 'alt') === '' && !attr(el, 'title')) ? 'none' : 'image';
+      if (tag === 'th') {
+        const scope = (attr(el, 'scope') || '').toLowerCase();
+        return (scope === 'row' || scope === 'rowgroup') ? 'rowheader' : 'columnheader';
+      }
+      if (tag === 'section') return ariaName(el) ? 'region' : 'Section';
+      if (tag === 'header' || tag === 'footer') {
+        for (let n = el.parentElement; n; n = n.parentElement) if (LANDMARK_SCOPES.has(tagOf(n))) return 'generic';
+        return tag === 'header' ? 'banner' : 'contentinfo';
+      }
+      return Object.prototype.hasOwnProperty.call(TAG_ROLES, tag) ? TAG_ROLES[tag] : 'generic';
+    };
+
+    // ---- text: what an element's content says (hidden parts left out unless asked for)
+    const selectedOptions = (select) => {
+      const options = [...select.querySelectorAll('option')];
+      const chosen = options.filter((o) => o.selected);
+      if (has(select, 'multiple')) return chosen;
+      if (chosen.length) return chosen.slice(-1);
+      const size = strip(attr(select, 'size') || '');
+      if (/^[0-9]+$/.test(size) && parseInt(size, 10) > 1) return [];
+      const disabled = (o) => {
+        const aria = attr(o, 'aria-disabled');
+        if (aria !== null && strip(aria).toLowerCase() === 'true') return true;
+        if (has(o, 'disabled')) return true;
+        const parent = o.parentElement;
+        return !!parent && tagOf(parent) === 'optgroup' && has(parent, 'disabled');
+      };
+      const first = options.find((o) => !disabled(o));
+      return first ? [first] : [];
+    };
+    const ownText = (el) => {
+      if (tagOf(el) === 'textarea') return el.value;  // the snapshot writes the current value as its text
+      let text = '';
+      for (const c of el.childNodes) {
+        if (c.nodeType === Node.TEXT_NODE || c.nodeType === Node.CDATA_SECTION_NODE) text += c.data;
+      }
+      return text;
+    };
+    const collect = (el, parts, exclude, includeHidden, root) => {
+      const tag = tagOf(el);
+      if (!root) {
+        if (el === exclude || SKIPPED_TAGS.has(tag)) return;
+        if (!includeHidden && hiddenSelf(el)) return;
+        const label = collapse(attr(el, 'aria-label'));
+        if (label) { parts.push(' ' + label + ' '); return; }
+        if (tag === 'img' || tag === 'area') { parts.push(' ' + collapse(attr(el, 'alt')) + ' '); return; }
+        if (tag === 'input') {
+          const t = inputType(el);
+          if (BUTTON_INPUTS.has(t) || t === 'image') parts.push(' ' + nameOf(el, 'button') + ' ');
+          else if (!['checkbox', 'radio', 'file', 'hidden'].includes(t)) parts.push(' ' + valueOf(el) + ' ');
+          return;
+        }
+        if (tag === 'textarea') { parts.push(' ' + valueOf(el) + ' '); return; }
+        if (tag === 'select') {
+          parts.push(' ' + selectedOptions(el).map((o) => collapse(o.textContent)).join(' ') + ' ');
+          return;
+        }
+        if (tag === 'svg') return;
+      }
+      const block = BLOCK_TAGS.has(tag);
+      if (block && !root) parts.push(' ');
+      if (tag === 'br') parts.push(' ');
+      if (tag === 'textarea') parts.push(el.value);
+      else {
+        for (const c of el.childNodes) {
+          if (c.nodeType === Node.ELEMENT_NODE) collect(c, parts, exclude, includeHidden, false);
+          else if (c.nodeType === Node.TEXT_NODE || c.nodeType === Node.CDATA_SECTION_NODE) parts.push(c.data);
+        }
+      }
+      if (block && !root) parts.push(' ');
+    };
+    const contentText = (el, exclude = null, includeHidden = false) => {
+      const tag = tagOf(el);
+      if ((el.firstElementChild === null || tag === 'textarea') && tag !== 'br') return collapse(ownText(el));
+      const parts = [];
+      collect(el, parts, exclude, includeHidden, true);
+      return collapse(parts.join(''));
+    };
+    const textAlternative = (el, exclude, labelledby) => {
+      if (!labelledby) {
+        const label = collapse(attr(el, 'aria-label'));
+        if (label) return label;
+      }
+      return contentText(el, exclude, labelledby);
+    };
+
+    // ---- names
+    const ariaName = (el) => {
+      const refs = attr(el, 'aria-labelledby');
+      if (refs) {
+        const parts = words(refs).map(byId).filter((t) => t).map((t) => textAlternative(t, null, true));
+        const name = collapse(parts.filter((p) => p).join(' '));
+        if (name) return name;
+      }
+      const label = attr(el, 'aria-label');
+      return label ? collapse(label) : '';
+    };
+    const labels = (el) => {
+      const found = [];
+      const id = attr(el, 'id');
+      if (id) {
+        for (const l of document.querySelectorAll('label[for]')) if (attr(l, 'for') === id && !hidden(l)) found.push(l);
+      }
+      let wrap = null;
+      for (let n = el.parentElement; n; n = n.parentElement) if (tagOf(n) === 'label') { wrap = n; break; }
+      if (wrap && !has(wrap, 'for') && !found.includes(wrap)) found.push(wrap);
+      return found;
+    };
+    const firstChild = (el, tag) => [...el.children].find((c) => tagOf(c) === tag);
+    const nameOf = (el, role) => {
+      const aria = ariaName(el);
+      if (aria) return aria;
+      const tag = tagOf(el);
+      const title = () => collapse(attr(el, 'title'));
+      if (LABELLED_TAGS.has(tag) || (tag === 'button' && role === 'button')) {
+        const t = tag === 'input' ? inputType(el) : '';
+        if (BUTTON_INPUTS.has(t)) {
+          const v = valueAttr(el);
+          if (v !== null) return collapse(v);
+          return t === 'submit' ? 'Submit' : t === 'reset' ? 'Reset' : title();
+        }
+        if (t === 'image') return collapse(attr(el, 'alt') || valueAttr(el) || attr(el, 'title') || 'Submit');
+        const found = labels(el);
+        if (found.length) {
+          const text = collapse(found.map((l) => textAlternative(l, el, false)).join(' '));
+          if (text) return text;
+        }
+        if (tag === 'button') return contentText(el);
+        if (tag === 'input' || tag === 'textarea') {
+          const placeholder = collapse(attr(el, 'placeholder') || attr(el, 'aria-placeholder'));
+          if (placeholder) return placeholder;
+        }
+        return title();
+      }
+      if (tag === 'img' || tag === 'area') {
+        const alt = attr(el, 'alt');
+        if (alt !== null && collapse(alt)) return collapse(alt);
+        return title();
+      }
+      const part = {svg: 'title', fieldset: 'legend', table: 'caption', figure: 'figcaption'}[tag];
+      if (part) {
+        const child = firstChild(el, part);
+        if (child) return tag === 'svg' ? collapse(child.textContent) : contentText(child);
+      }
+      if (NAME_FROM_CONTENT.has(role)) {
+        const text = contentText(el);
+        if (text) return text;
+      }
+      return title();
+    };
+    const name = (el) => {
+      const r = role(el);
+      return (r === 'none' || r === 'generic') ? '' : nameOf(el, r);
+    };
+    return {role, name, tables};
+  };
+})()
+"""

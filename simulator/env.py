@@ -244,7 +244,7 @@ class WebEnv(gym.Env):
                 if target is not None and self.config.dom_snapshots:
                     # where the element sits and the page it sat in, for class-based key nodes
                     target = {**target, **before_tree.element_record(parsed.bid)}
-                    dom = before_tree.snapshot
+                    dom = lambda t=before_tree: t.snapshot  # noqa: E731 (serialised when the trajectory is taken)
             if error is None:
                 if parsed.kind == "history_search":
                     history, error = self._search_history(parsed.text or "")

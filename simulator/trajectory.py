@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 FORMAT = "webfreeze-trajectory"
@@ -43,22 +44,41 @@ class TrajectoryRecorder:
         self.agent = agent or {}
         self.steps: list[dict] = []
         self.shots: dict[int, bytes] = {}
-        self.doms: dict[str, bytes] = {}  # dom_path(html) -> html, the snapshots the steps name
+        self._doms: dict[str, bytes] = {}  # dom_path(html) -> html, the snapshots the steps name
+        # Steps whose snapshot is still a function: serialising a page costs more than the rest of
+        # a text-backend step, so it waits until the trajectory is taken (the same bytes either way:
+        # the tree it reads never changes after its observation).
+        self._pending_doms: list[tuple[int, Callable[[], bytes]]] = []
         self.end: dict | None = None
         self.answer: str | None = None
         self.final_url = ""
         self.final_state: dict = {}
 
     @property
+    def doms(self) -> dict[str, bytes]:
+        """``{dom path: HTML}``: the DOM snapshots the steps name (each serialised once)."""
+        self._settle_doms()
+        return self._doms
+
+    def _settle_doms(self) -> None:
+        for n, make in self._pending_doms:
+            html = make()
+            rel = dom_path(html)
+            self._doms[rel] = html
+            self.steps[n]["dom"] = rel
+        self._pending_doms.clear()
+
+    @property
     def finished(self) -> bool:
         return self.end is not None
 
     def add_step(self, *, url, title, obs_digest, action, parsed, target, url_after, agent, error, env_ms,
-                 screenshot=None, history: dict | None = None, dom: bytes | None = None) -> None:
+                 screenshot=None, history: dict | None = None,
+                 dom: bytes | Callable[[], bytes] | None = None) -> None:
         """One step. ``history`` (a search of the user's history: query, results, k, threshold) makes
         it a step of kind ``history``; browser steps carry no ``kind``. ``dom`` is the page's DOM
         snapshot when the action had a target element (stored once per content, named by the
-        step's ``dom``)."""
+        step's ``dom``), or a function that makes it when the trajectory is taken."""
         n = len(self.steps)
         agent = dict(agent or {})
         agent_ms = agent.pop("agent_ms", None)
@@ -79,9 +99,11 @@ class TrajectoryRecorder:
             "typed": typed, "url_after": url_after, "agent_fields": agent, "error": error,
             "screenshot": None, "timing": {"agent_ms": agent_ms, "env_ms": env_ms},
         })
-        if dom is not None:
+        if callable(dom):
+            self._pending_doms.append((n, dom))
+        elif dom is not None:
             rel = dom_path(dom)
-            self.doms[rel] = dom
+            self._doms[rel] = dom
             self.steps[-1]["dom"] = rel
         if history is not None:
             self.steps[-1]["kind"] = "history"
@@ -99,6 +121,7 @@ class TrajectoryRecorder:
         self.final_state = final_state or {}
 
     def data(self, *, archive_digest: str | None = None, suite: dict | None = None) -> dict:
+        self._settle_doms()
         env = dict(self.env, archive_digest=archive_digest)
         return {
             "format": FORMAT, "version": VERSION, "task_id": self.task.get("id"), "suite": suite,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import zlib
 
+from webfreeze.common.http import header_value
+
 MAX_DECODED = 256 * 1024 * 1024
 
 
@@ -12,7 +14,7 @@ class DecodeError(Exception):
 
 
 def content_encoding(headers) -> str:
-    return next((v for k, v in headers if k.lower() == "content-encoding"), "").strip().lower()
+    return header_value(headers, "content-encoding", "").strip().lower()
 
 
 def decode_content(body: bytes, encoding: str, limit: int = MAX_DECODED) -> bytes:

@@ -44,6 +44,7 @@ import gymnasium as gym
 from . import spaces as wf_spaces
 
 from webfreeze.archives import archive_digest
+from webfreeze.common.http import header_value
 
 from webfreeze.replayer.content import DecodeError, content_encoding, decode_content
 from webfreeze.replayer.hooks import SiteModel, host_key
@@ -460,7 +461,7 @@ class _TextBackend:
                     except Exception:
                         continue
                     self.cookies.setdefault(host_key(url), {}).update({m.key: m.value for m in c.values()})
-            location = next((v for k, v in resp_headers if k.lower() == "location"), None)
+            location = header_value(resp_headers, "location")
             if status in (301, 302, 303, 307, 308) and location:
                 from urllib.parse import urljoin
 

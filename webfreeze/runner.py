@@ -23,7 +23,6 @@ import contextlib
 import fnmatch
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 import sys
@@ -32,6 +31,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from webfreeze.common.files import write_json
 
 RUN_FORMAT = "webfreeze-run"
 RUN_VERSION = 1
@@ -98,12 +99,6 @@ def _versions() -> dict:
             out[name] = None
     out["python"] = sys.version.split()[0]
     return out
-
-
-def _write_json(path: Path, data) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _now() -> str:
@@ -659,7 +654,7 @@ def execute(prep: Prepared, *, progress=None) -> dict:
     if config.context:
         manifest["circumstances"].update({k: str(Path(v).resolve()) for k, v in (
             ("context_pool", config.context.get("pool")), ("context_a1_run", config.context.get("a1_run"))) if v})
-    _write_json(out / "manifest.json", manifest)
+    write_json(out / "manifest.json", manifest)
     t0 = time.perf_counter()
     wconfig = dict(asdict(config), out=str(out))
     # What crosses into the workers is the agent's view of each task: never its ground truth, and
@@ -714,7 +709,7 @@ def execute(prep: Prepared, *, progress=None) -> dict:
                 manifest["circumstances"]["cassette_error"] = str(exc).splitlines()[0] if str(exc) else repr(exc)
             if local_model:
                 manifest["circumstances"]["local_model"] = local_model
-        _write_json(out / "manifest.json", manifest)
+        write_json(out / "manifest.json", manifest)
     return manifest
 
 

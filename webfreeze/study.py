@@ -30,6 +30,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from webfreeze.common.files import write_json
+
 STUDY_FORMAT = "webfreeze-study"
 STUDY_VERSION = 1
 STUDY_JSON = "study.json"
@@ -63,13 +65,6 @@ def canonical(data: Any) -> str:
 
 def digest_of(data: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical(data).encode("utf-8")).hexdigest()
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as sorted, indented JSON through a temporary file and a rename."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------------ the study file

@@ -53,11 +53,11 @@ from webfreeze.replayer.server import ReplayServer
 from .actions import Action, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .axtree import marked as read_marked
+from .backends import check_backend
 from .browser import PageActivity, wait_painted
 from .marks import draw_marks
 from .trajectory import TrajectoryRecorder
 
-BACKENDS = ("browser", "text")
 REWARDS = ("zero", "score")
 MAX_REDIRECTS = 10
 ACTION_TIMEOUT_MS = 5000
@@ -157,8 +157,10 @@ class WebEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, config: EnvConfig):
-        if config.backend not in BACKENDS:
-            raise EnvError(f"unknown backend {config.backend!r} (browser or text)")
+        try:
+            check_backend(config.backend)
+        except ValueError as exc:
+            raise EnvError(str(exc)) from None
         if not Path(config.archive).exists():
             raise EnvError(f"{config.archive}: no such archive")
         if config.reward not in REWARDS:

@@ -7,10 +7,11 @@ from __future__ import annotations
 BACKENDS = ("browser", "text")
 
 
-def check_backend(name: str) -> None:
-    """Refuse an unknown backend name: a ValueError whose message is one line naming the known ones."""
+def check_backend(name: str, error: type[Exception] = ValueError) -> None:
+    """Refuse an unknown backend name: an ``error`` (the caller's own error class) whose message is
+    one line naming the known ones."""
     if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r} ({' or '.join(BACKENDS)})")
+        raise error(f"unknown backend {name!r} ({' or '.join(BACKENDS)})")
 
 
 __all__ = ["BACKENDS", "check_backend"]

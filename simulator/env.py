@@ -157,10 +157,7 @@ class WebEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, config: EnvConfig):
-        try:
-            check_backend(config.backend)
-        except ValueError as exc:
-            raise EnvError(str(exc)) from None
+        check_backend(config.backend, EnvError)
         if not Path(config.archive).exists():
             raise EnvError(f"{config.archive}: no such archive")
         if config.reward not in REWARDS:

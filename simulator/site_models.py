@@ -26,13 +26,13 @@ SHOP_KINDS = frozenset({"shop", "shop2"})
 FROZEN_AT = 1710532800.0  # 2024-03-15T20:00:00Z, the simulated sites' "now"
 
 
-def check_site_models(models: dict) -> None:
+def check_site_models(models: dict, error: type[Exception] = ValueError) -> None:
     """Refuse a ``HOST -> KIND`` table (``--site-model HOST=KIND``, a suite manifest's
-    ``site_models``) naming a kind no model exists for: a ValueError, one line naming the pair and
-    the known kinds."""
+    ``site_models``) naming a kind no model exists for: an ``error`` (the caller's own error class),
+    one line naming the pair and the known kinds."""
     for host, kind in models.items():
         if kind not in STATEFUL_PATHS:
-            raise ValueError(f"site model {host}={kind}: unknown kind (known: {', '.join(sorted(STATEFUL_PATHS))})")
+            raise error(f"site model {host}={kind}: unknown kind (known: {', '.join(sorted(STATEFUL_PATHS))})")
 
 
 def _frozen_clock():

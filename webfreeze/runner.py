@@ -153,10 +153,7 @@ def prepare(config: RunConfig) -> Prepared:
     from webfreeze.simulator.backends import check_backend
     from webfreeze.simulator.site_models import check_site_models
 
-    try:
-        check_backend(config.backend)
-    except ValueError as exc:
-        raise RunError(str(exc)) from None
+    check_backend(config.backend, RunError)
     if config.workers < 1:
         raise RunError("--workers must be at least 1")
     from webfreeze.executors import check_executor
@@ -194,10 +191,7 @@ def prepare(config: RunConfig) -> Prepared:
     site_models = dict((suite.manifest or {}).get("site_models") or {})
     site_models.update(config.site_models)
     config.site_models = dict(sorted(site_models.items()))
-    try:
-        check_site_models(config.site_models)
-    except ValueError as exc:
-        raise RunError(str(exc)) from None
+    check_site_models(config.site_models, RunError)
     personas = _check_personas(config, suite.tasks, suite.manifest, suite.root)
     context = _check_run_context(config, suite.tasks)
     manifest = {

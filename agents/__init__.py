@@ -15,6 +15,7 @@ trajectory only when its class sets ``oracle = True``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 from importlib.metadata import entry_points
@@ -112,5 +113,22 @@ def make_agent(spec: str, **config) -> Agent:
         raise AgentError(f"agent {spec!r}: bad settings ({exc})") from None
 
 
+def check_agent(spec: str, settings: dict) -> dict:
+    """Build agent ``spec`` with ``settings`` once, only to check them before anything runs (the
+    CLI, the runner and a study all refuse bad settings this way), and describe it: ``config``
+    (what its ``config()`` returns, else ``{}``), ``oracle`` and ``wants_local_model``. A bad agent
+    or setting is :func:`make_agent`'s :class:`AgentError`. The agent is closed again, quietly: one
+    that cannot close is no reason to refuse its settings."""
+    agent = make_agent(spec, **settings)
+    try:
+        return {"config": agent.config() if callable(getattr(agent, "config", None)) else {},
+                "oracle": is_oracle(agent), "wants_local_model": bool(getattr(agent, "wants_local_model", False))}
+    finally:
+        close = getattr(agent, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()
+
+
 __all__ = ["AGENTS", "Agent", "AgentError", "AgentServices", "ENTRY_POINT_GROUP", "KeywordAgent", "ReferenceAgent",
-           "TaskView", "agent_class", "agent_settings", "is_oracle", "known_agents", "make_agent"]
+           "TaskView", "agent_class", "agent_settings", "check_agent", "is_oracle", "known_agents", "make_agent"]

@@ -10,11 +10,11 @@ reports and manifests label such runs as the upper bound.
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.text import collapse_ws, fold
 
 # Task fields an agent may see (besides `handles`): everything else in a suite line, the
 # ground truth above all, stays with the runner and the evaluators.
@@ -131,7 +131,7 @@ class Agent:
 
 def norm(text) -> str:
     """Text compared loosely: NFKC, case-folded, whitespace runs as one space."""
-    return " ".join(unicodedata.normalize("NFKC", str(text or "")).casefold().split())
+    return collapse_ws(fold(str(text or "")))
 
 
 def quote(text: str) -> str:

@@ -39,6 +39,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from webfreeze.common.text import collapse_ws
 from webfreeze.simulator.actions import Action, ActionError, format_action, normalize_dialect, try_parse
 
 from .base import Agent, AgentError
@@ -210,7 +211,7 @@ def planner_queries(text: str, n: int) -> list[str]:
         found = [ln.strip().strip("-*'\"`").strip() for ln in (text or "").splitlines()]
     out: list[str] = []
     for q in found:
-        q = " ".join(q.split())[:200]
+        q = collapse_ws(q)[:200]
         if q and q.casefold() not in {o.casefold() for o in out}:
             out.append(q)
     return out[:n]
@@ -359,7 +360,7 @@ def labelled_text(text: str, label: str) -> str:
     m = re.search(rf"(?im)^[ \t>*#_-]*{re.escape(label)}[ \t*_]*:[ \t*_]*", text)
     if m:
         text = text[m.end():]
-    return " ".join(text.split())
+    return collapse_ws(text)
 
 
 # ------------------------------------------------------------------------------------------ replies
@@ -767,7 +768,7 @@ class LLMAgent(Agent):
             return "(the history shows nothing for this)", None
         text = _tidy(self.scheme_prompts.generator.substitute(goal=self.goal, entries=render_entries(entries)))
         c = self._client.chat([{"role": "user", "content": text}], step=step, purpose="generator")
-        return " ".join((c.text or "").split()) or "(the history shows nothing for this)", c
+        return collapse_ws(c.text or "") or "(the history shows nothing for this)", c
 
     def _history_turn(self, obs: dict, step) -> tuple[dict | None, list, dict]:
         """Before the acting call: read a search's answer; pre-execution may act here (its searches,
@@ -790,7 +791,7 @@ class LLMAgent(Agent):
                 c = self._client.chat([{"role": "user", "content": text}], step=step, purpose="planner")
                 completions.append(c)
                 # a planner that writes no usable query still searches once, with the task itself
-                self._queued = planner_queries(c.text, self.settings["history_queries"]) or [" ".join(self.goal.split())[:200]]
+                self._queued = planner_queries(c.text, self.settings["history_queries"]) or [collapse_ws(self.goal)[:200]]
                 self._planned = list(self._queued)
                 fields["planner_queries"] = list(self._planned)
             if self._queued:
@@ -865,7 +866,7 @@ class LLMAgent(Agent):
         action = action_string(reply, self.dialect)
         entry = {
             "step": step, "url": obs.get("url") or "", "title": obs.get("title") or "",
-            "summary": " ".join(view[:SUMMARY_CHARS].split()), "thought": reply.thought, "note": reply.note,
+            "summary": collapse_ws(view[:SUMMARY_CHARS]), "thought": reply.thought, "note": reply.note,
             "action": action, "error": reply.error}
         if self.reflection and reply.action is not None and reply.action.kind in ENDING_KINDS:
             # no observation will show this step's outcome (the episode ends with it): reflect now

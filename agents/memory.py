@@ -28,6 +28,8 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from webfreeze.common.text import collapse_ws
+
 from .base import AgentError
 
 STRATEGIES = ("last-k", "random-k", "dynamic", "embedding", "none")
@@ -60,7 +62,7 @@ def step_number(entry: dict, position: int) -> int:
 
 
 def _short(text, limit: int) -> str:
-    text = " ".join(str(text or "").split())
+    text = collapse_ws(str(text or ""))
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
@@ -84,7 +86,7 @@ def describe_step(entry: dict, position: int = 0) -> str:
 def step_text(entry: dict) -> str:
     """The text a past step is embedded by: its page, thought, notes and action."""
     parts = (entry.get("title"), entry.get("summary"), entry.get("thought"), entry.get("note"), entry.get("action"))
-    return " ".join(" ".join(str(p).split()) for p in parts if p)
+    return " ".join(collapse_ws(str(p)) for p in parts if p)
 
 
 def _count(value, what: str) -> int:

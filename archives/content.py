@@ -5,6 +5,7 @@ from __future__ import annotations
 import zlib
 
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.http import header_value
 
 MAX_DECODED = 256 * 1024 * 1024
 
@@ -14,7 +15,7 @@ class DecodeError(WebfreezeError):
 
 
 def content_encoding(headers) -> str:
-    return next((v for k, v in headers if k.lower() == "content-encoding"), "").strip().lower()
+    return header_value(headers, "content-encoding", "").strip().lower()
 
 
 def decode_content(body: bytes, encoding: str, limit: int = MAX_DECODED) -> bytes:

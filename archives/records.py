@@ -15,17 +15,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, NamedTuple
 
+from webfreeze.common.http import header_value
+
 from .content import DecodeError, content_encoding, decode_content
 from .errors import ArchiveError
 
 if TYPE_CHECKING:
     from .store import Archive, Exchange, Headers
-
-
-def _header(headers, name: str) -> str | None:
-    from .store import header_value  # (store imports this module)
-
-    return header_value(headers, name)
 
 
 class IndexEntry(NamedTuple):
@@ -62,7 +58,7 @@ class Request:
 
     def header(self, name: str) -> str | None:
         """First value of header ``name`` (case-insensitive), or None."""
-        return _header(self.headers, name)
+        return header_value(self.headers, name)
 
     def payload(self) -> bytes:
         """The request body as sent (``b""`` when there is none)."""
@@ -91,7 +87,7 @@ class Response:
 
     def header(self, name: str) -> str | None:
         """First value of header ``name`` (case-insensitive), or None."""
-        return _header(self.headers, name)
+        return header_value(self.headers, name)
 
     def payload(self, *, verify: bool = False) -> bytes:
         """The response entity as the server sent it (transfer coding removed, content coding kept);

@@ -25,6 +25,7 @@ import sqlite_utils
 import zstandard
 
 from webfreeze.common.files import OutputError, check_new_file, with_side_files
+from webfreeze.common.http import header_value
 
 from . import blobs, header_dictionary
 from .bodykey import body_key as compute_body_key
@@ -40,16 +41,6 @@ HEADER_LEVEL = 9
 MAX_HEADER_BYTES = 4 << 20
 
 Headers = list[tuple[str, str]]
-
-def header_value(headers: Headers, name: str) -> str | None:
-    """First value of header ``name`` (case-insensitive), or None."""
-    lname = name.lower()
-    n = len(lname)
-    for k, v in headers:
-        if len(k) == n and k.lower() == lname:  # lower-casing only names that can match
-            return v
-    return None
-
 
 def mime_of(headers: Headers) -> str:
     """The media type of a Content-Type header, lower-cased, without parameters."""

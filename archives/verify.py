@@ -7,9 +7,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from webfreeze.common.http import header_value
+
 from .bodykey import body_key
 from .errors import ArchiveError
-from .store import Archive, header_value
+from .store import Archive
 from .urlkey import surt_key
 
 

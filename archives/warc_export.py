@@ -21,6 +21,7 @@ from warcio.warcwriter import WARCWriter
 
 from .errors import ArchiveError
 from webfreeze.common.files import check_output_file, replacing
+from webfreeze.common.http import header_value
 
 from .store import Archive, extra_of
 from .timeutil import normalize_time, to_warc_date
@@ -71,10 +72,9 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
         if extra.get("ip"):
             warc_headers["WARC-IP-Address"] = extra["ip"]
         if row["kind"] == "resource":
-            ctype = row["mime"] or "application/octet-stream"
-            for k, v in archive._row_headers(row, "resp_headers"):
-                if k.lower() == "content-type":
-                    ctype = v
+            # the last Content-Type wins, as it did when this was a loop over all of them
+            ctype = header_value(reversed(archive._row_headers(row, "resp_headers")), "content-type",
+                                 row["mime"] or "application/octet-stream")
             rec = writer.create_warc_record(row["url"], "resource", payload=io.BytesIO(payload),
                                             length=len(payload), warc_content_type=ctype,
                                             warc_headers_dict=warc_headers)

@@ -19,9 +19,11 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.bufferedreaders import ChunkedDataReader
 from warcio.exceptions import ArchiveLoadFailed
 
+from webfreeze.common.http import header_value
+
 from . import gzip_members
 from .errors import ArchiveError, BadInput
-from .store import Archive, Exchange, extra_of, header_value
+from .store import Archive, Exchange, extra_of
 from .timeutil import normalize_time
 from .urlkey import surt_key
 

@@ -4,6 +4,7 @@ so that readers see the old one or the whole new one, never a half-written file.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -77,28 +78,58 @@ def check_output_file(path: str | os.PathLike, *, overwrite: bool = True, protec
 
 
 @contextlib.contextmanager
+def _beside(path: Path) -> Iterator[str]:
+    """A temporary file beside ``path`` for the block to write, renamed onto ``path`` when the block
+    succeeds and removed when anything fails (the OSError, if that is what failed, goes on up)."""
+    mode = path.stat().st_mode & 0o7777 if path.is_file() else FILE_MODE
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    os.close(fd)
+    try:
+        yield tmp
+        os.chmod(tmp, mode)  # mkstemp makes 0600
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
 def replacing(path: str | os.PathLike) -> Iterator[str]:
     """A temporary file beside ``path`` for the block to write, renamed onto ``path`` when the block
     succeeds and removed when it fails: readers see the old file or the whole new one, and a
     failure (a full disk) leaves nothing behind. A file replaced keeps its permissions; a new one
     gets the usual ones. An OSError is one line naming ``path``, not the temporary file."""
     path = Path(path)
-    mode = path.stat().st_mode & 0o7777 if path.is_file() else FILE_MODE
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    except OSError as exc:
+        with _beside(path) as tmp:
+            yield tmp
+    except OSError as exc:  # a full disk: name the file the user asked for, not ours
         raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    os.close(fd)
-    try:
-        yield tmp
-        os.chmod(tmp, mode)  # mkstemp makes 0600
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):  # a full disk: name the file the user asked for, not ours
-            raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        raise
+
+
+def write_atomically(path: str | os.PathLike, data: bytes | str) -> None:
+    """Write ``data`` (text as UTF-8, line ends as given) to ``path`` so that readers see the old
+    file or the whole new one: a temporary file beside it, flushed to disk, then renamed onto it.
+    A failure leaves no temporary file and raises its OSError, for the caller to word (a run
+    folder's writer and a report name their files differently). Permissions as :func:`replacing`."""
+    path = Path(path)
+    data = data.encode("utf-8") if isinstance(data, str) else data
+    with _beside(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())  # the bytes on disk before the new name: a power cut leaves old or new
+
+
+def json_text(obj) -> str:
+    """The house style of the JSON files we write for people and diffs (manifests, reports):
+    keys sorted, one-space indents, non-ASCII as itself, a final newline."""
+    return json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_json(path: str | os.PathLike, obj) -> None:
+    """Write ``obj`` as :func:`json_text` to ``path`` with :func:`write_atomically`."""
+    write_atomically(path, json_text(obj))
 
 
 def write_output(path: str | os.PathLike, data: bytes | str) -> None:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import html
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from webfreeze.common.files import json_text, write_atomically
 
 from .errors import ReportError, TaskError
 from .judge import Judge, judge_name
@@ -146,26 +147,15 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
 
 
 def report_json(report: dict) -> str:
-    return json.dumps(report, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+    """``report.json``'s text (the house JSON style: sorted keys, one-space indents)."""
+    return json_text(report)
 
 
 def _write_atomically(path: Path, text: str) -> None:
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
+        write_atomically(path, text)
+    except OSError as exc:  # name the report, not the temporary file
         raise ReportError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):  # name the report, not the temporary file
-            raise ReportError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        raise
 
 
 def write_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> dict:

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import re
-import unicodedata
+
+from webfreeze.common.text import collapse_ws, fold
 
 # Typographic quotes and apostrophes folded to their ASCII forms before comparing.
 _QUOTE_MAP = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
                             "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
                             "\u00ab": '"', "\u00bb": '"', "`": "'"})
 _EDGE = " \t\r\n\"'.,;:!?"
-_WS = re.compile(r"\s+")
 
 
 def fold_quotes(text: str) -> str:
     return text.translate(_QUOTE_MAP)
-
-
-def collapse_ws(text: str) -> str:
-    return _WS.sub(" ", text).strip()
 
 
 def normalise(text: str | None) -> str:
@@ -27,7 +23,9 @@ def normalise(text: str | None) -> str:
     stripped from both ends (repeatedly)."""
     if text is None:
         return ""
-    text = collapse_ws(fold_quotes(unicodedata.normalize("NFKC", str(text))).casefold())
+    # (folding quotes after case-folding, not before: no character's case-fold makes or unmakes a
+    # typographic quote, so the order does not matter; tests/test_common_helpers.py checks that)
+    text = collapse_ws(fold_quotes(fold(str(text))))
     return text.strip(_EDGE)
 
 

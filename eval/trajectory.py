@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
+from webfreeze.common.http import host_port
+
 from .errors import ReportError
 from .text import collapse_ws, normalise
 
@@ -73,9 +75,6 @@ def validate_trajectory(obj: Any, where: str) -> dict:
 
 
 # ------------------------------------------------------------------------------ URLs
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
 def normalise_url(url: str | None) -> str:
     """Scheme and host lower-cased, default port dropped, empty path -> ``/``, a trailing ``/``
     dropped from longer paths, percent-escapes in the path decoded, query pairs sorted, fragment
@@ -84,17 +83,14 @@ def normalise_url(url: str | None) -> str:
         return ""
     try:
         parts = urlsplit(url.strip())
-        port = parts.port
+        parts.port  # noqa: B018 - a bad port makes the URL one to compare as written
     except ValueError:
         return url.strip()
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower()
-    netloc = host if port is None or _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
     path = unquote(parts.path) or "/"
     if len(path) > 1 and path.endswith("/"):
         path = path.rstrip("/") or "/"
     query = urlencode(sorted(parse_qsl(parts.query, keep_blank_values=True)))
-    return urlunsplit((scheme, netloc, path, query, ""))
+    return urlunsplit((parts.scheme.lower(), host_port(parts), path, query, ""))
 
 
 def step_urls(step: dict) -> list[str]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
+from webfreeze.common.http import header_value, host_port
+
 Headers = list[tuple[str, str]]
 
 
@@ -24,8 +26,8 @@ class ReplayRequest:
     body: bytes = b""
 
     def header(self, name: str, default: str | None = None) -> str | None:
-        low = name.lower()
-        return next((v for k, v in self.headers if k.lower() == low), default)
+        """The first value of header ``name`` (any case), else ``default``."""
+        return header_value(self.headers, name, default)
 
     @property
     def path(self) -> str:
@@ -79,12 +81,4 @@ class SiteModel:
 
 def host_key(url: str) -> str:
     """host[:port] of a URL, lower-case, default ports dropped (how models are registered)."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if port is None or (parts.scheme, port) in (("http", 80), ("https", 443)):
-        return host
-    return f"{host}:{port}"
+    return host_port(urlsplit(url))

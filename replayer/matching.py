@@ -40,6 +40,7 @@ from urllib.parse import parse_qsl, quote, unquote_plus, urlencode, urlsplit
 
 from webfreeze.archives.bodykey import body_key as compute_body_key
 from webfreeze.archives.timeutil import normalize_time, parse_time
+from webfreeze.common.http import header_value, host_port
 
 STATIC_EXTENSIONS = frozenset(
     "js mjs css png jpg jpeg gif webp avif svg ico bmp woff woff2 ttf otf eot mp4 webm ogg mp3 wav m4a "
@@ -49,7 +50,6 @@ STATIC_MIME_PREFIXES = ("image/", "font/", "audio/", "video/", "text/css", "appl
                         "text/javascript", "application/font", "application/x-font")
 _DIGITS = re.compile(r"^\d+$")
 _JSONP_NAME = re.compile(r"^[A-Za-z_$][\w$.]*$")
-DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass
@@ -125,16 +125,7 @@ def split_url(url: str) -> tuple[str, str, str, list[tuple[str, str]]]:
         parts = urlsplit(url)
     except ValueError:
         return "", "", url, []
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower()
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = host if port is None or DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
-    path = parts.path or "/"
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    return scheme, netloc, path, query
+    return parts.scheme.lower(), host_port(parts), parts.path or "/", parse_qsl(parts.query, keep_blank_values=True)
 
 
 def canonical_url(url: str, rules: Rules) -> str:
@@ -370,5 +361,4 @@ class Sequencer:
 
 
 def request_body_key(headers: list[tuple[str, str]], body: bytes | None) -> str:
-    ctype = next((v for k, v in headers if k.lower() == "content-type"), None)
-    return compute_body_key(ctype, body)
+    return compute_body_key(header_value(headers, "content-type"), body)

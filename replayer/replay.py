@@ -30,6 +30,7 @@ from webfreeze.archives.timeutil import parse_time, to_timestamp14
 from webfreeze.archives.urlkey import surt_key
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import check_output_file
+from webfreeze.common.http import header_value
 
 from .determinism import inject as inject_script
 from .determinism import page_seed, runtime_script
@@ -285,7 +286,7 @@ class Replay:
     def _inject_model(self, resp: ReplayResponse, url: str) -> ReplayResponse:
         """A site model's HTML page gets the same runtime as archived pages: its clock starts at the
         target time (else the archive's last capture), its random numbers from the run's seed."""
-        ctype = next((v for k, v in resp.headers if k.lower() == "content-type"), "").lower()
+        ctype = header_value(resp.headers, "content-type", "").lower()
         if not self.inject or not ctype.startswith(HTML_MIMES) or resp.status in (204, 304) or resp.status < 200:
             return resp  # error pages too: a model's 404 page runs the site's scripts like any other
         try:
@@ -320,7 +321,7 @@ class Replay:
 
     def _log_miss(self, method, url, headers, bkey, score) -> None:
         self.stats["misses"] += 1
-        referer = next((v for k, v in headers if k.lower() == "referer"), None)
+        referer = header_value(headers, "referer")
         entry = {"method": method.upper(), "url": url, "body_key": bkey, "referer": referer,
                  "best_fuzzy_score": round(score, 4) if score else None, "on_miss": self.on_miss}
         with self._state_lock:
@@ -402,7 +403,7 @@ class Replay:
         status, body = built.status, built.body
         head_extra = b""
         if built.range_ok:
-            rng = next((v for k, v in req_headers if k.lower() == "range"), None)
+            rng = header_value(req_headers, "range")
             if rng:
                 part = _parse_range(rng, len(body))
                 if part == "unsatisfiable":

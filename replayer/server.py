@@ -36,6 +36,7 @@ import httptools
 
 from webfreeze.archives import ArchiveError
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.http import header_value, split_host_port
 
 from .hooks import SiteModel
 from .replay import BROWSER_INTERNAL_HOSTS, CACHE_BYTES, DIRECT, Replay, ReplayError, load_rules_file, simple_response
@@ -231,8 +232,7 @@ class ReplayServer:
         return simple_response(status, "text/plain; charset=utf-8", text.encode("utf-8", "replace"))
 
     def own_address(self, host_header: str) -> bool:
-        host = host_header.rsplit(":", 1)[0].strip("[]").lower() if host_header else ""
-        port = host_header.rsplit(":", 1)[1] if host_header and ":" in host_header.strip("[]") else ""
+        host, port = split_host_port(host_header or "")
         local = {"127.0.0.1", "localhost", "::1", self.host.lower(), "0.0.0.0"}
         return not host_header or (host in local and port == str(self.port))
 
@@ -385,7 +385,7 @@ class _Connection(asyncio.Protocol):
             return server.replay.answer(method, target, headers, body)
         if not target.startswith("/"):
             return server._plain(400, "bad request target\n")
-        host = next((v for k, v in headers if k.lower() == "host"), "")
+        host = header_value(headers, "host", "")
         if server.own_address(host) or server.mode == "direct":
             if DIRECT.match(target):
                 return server.replay.direct(target, method, headers, body)
@@ -413,11 +413,10 @@ class _Connection(asyncio.Protocol):
         if self.server.tls is None:
             self._bad_request("CONNECT needs proxy mode", status=405)
             return
-        host, _, port = target.rpartition(":")
+        host, port = split_host_port(target)
         if not host or not port.isdigit():
             self._bad_request("bad CONNECT target")
             return
-        host = host.strip("[]").lower()
         tunnel_host = host if port == "443" else f"{host}:{port}"
         self._upgrading = True
         self.transport.write(b"HTTP/1.1 200 Connection established\r\n\r\n")

@@ -46,6 +46,8 @@ from . import spaces as wf_spaces
 
 from webfreeze.archives import archive_digest
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.http import header_value
+
 from webfreeze.replayer.content import DecodeError, content_encoding, decode_content
 from webfreeze.replayer.hooks import SiteModel, host_key
 from webfreeze.replayer.server import ReplayServer
@@ -53,12 +55,12 @@ from webfreeze.replayer.server import ReplayServer
 from .actions import Action, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .axtree import marked as read_marked
+from .backends import check_backend
 from .browser import PageActivity, wait_painted
 from .forms import form_submission, is_submitter
 from .marks import draw_marks
 from .trajectory import TrajectoryRecorder
 
-BACKENDS = ("browser", "text")
 REWARDS = ("zero", "score")
 MAX_REDIRECTS = 10
 ACTION_TIMEOUT_MS = 5000
@@ -158,8 +160,7 @@ class WebEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, config: EnvConfig):
-        if config.backend not in BACKENDS:
-            raise EnvError(f"unknown backend {config.backend!r} (browser or text)")
+        check_backend(config.backend, EnvError)
         if not Path(config.archive).exists():
             raise EnvError(f"{config.archive}: no such archive")
         if config.reward not in REWARDS:
@@ -462,7 +463,7 @@ class _TextBackend:
                     except Exception:
                         continue
                     self.cookies.setdefault(host_key(url), {}).update({m.key: m.value for m in c.values()})
-            location = next((v for k, v in resp_headers if k.lower() == "location"), None)
+            location = header_value(resp_headers, "location")
             if status in (301, 302, 303, 307, 308) and location:
                 from urllib.parse import urljoin
 

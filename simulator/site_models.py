@@ -26,6 +26,15 @@ SHOP_KINDS = frozenset({"shop", "shop2"})
 FROZEN_AT = 1710532800.0  # 2024-03-15T20:00:00Z, the simulated sites' "now"
 
 
+def check_site_models(models: dict, error: type[Exception] = ValueError) -> None:
+    """Refuse a ``HOST -> KIND`` table (``--site-model HOST=KIND``, a suite manifest's
+    ``site_models``) naming a kind no model exists for: an ``error`` (the caller's own error class),
+    one line naming the pair and the known kinds."""
+    for host, kind in models.items():
+        if kind not in STATEFUL_PATHS:
+            raise error(f"site model {host}={kind}: unknown kind (known: {', '.join(sorted(STATEFUL_PATHS))})")
+
+
 def _frozen_clock():
     """A clock for one episode: starts at FROZEN_AT and moves 1 ms per reading (deterministic)."""
     ticks = iter(range(10**12))
@@ -37,8 +46,7 @@ class SimulatedSiteModel(SiteModel):
     ``hotels``, ``clinic``) stateful paths on ``host`` from a fresh site."""
 
     def __init__(self, kind: str, host: str, seed: int = 0):
-        if kind not in STATEFUL_PATHS:
-            raise ValueError(f"no site model for {kind!r} ({', '.join(sorted(STATEFUL_PATHS))})")
+        check_site_models({host: kind})
         self.kind = kind
         self.name = host.lower()  # the exported state is keyed by host, as final-state checks name it
         self.hosts = (host.lower(),)

@@ -13,6 +13,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from webfreeze.common.files import json_text, write_atomically
+
 FORMAT = "webfreeze-trajectory"
 VERSION = 1
 # An agent field holding fields for the previous step's agent_fields (see TrajectoryRecorder.add_step).
@@ -149,7 +151,8 @@ def without_timings(traj: dict) -> dict:
 
 
 def dumps(traj: dict) -> str:
-    return json.dumps(traj, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    """A trajectory file's text (the house JSON style: sorted keys, one-space indents)."""
+    return json_text(traj)
 
 
 def write_trajectory(traj: dict, run_dir: str | os.PathLike, shots: dict | None = None) -> Path:
@@ -170,9 +173,7 @@ def write_trajectory(traj: dict, run_dir: str | os.PathLike, shots: dict | None 
         _write_dom(run_dir, rel, html)
     out = run_dir / "trajectories" / f"{tid}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    tmp.write_text(dumps(traj), encoding="utf-8")
-    os.replace(tmp, out)
+    write_atomically(out, dumps(traj))
     return out
 
 
@@ -185,6 +186,4 @@ def _write_dom(run_dir: Path, rel: str, html: bytes) -> None:
     import zstandard
 
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(zstandard.ZstdCompressor(level=DOM_ZSTD_LEVEL).compress(html))
-    os.replace(tmp, p)
+    write_atomically(p, zstandard.ZstdCompressor(level=DOM_ZSTD_LEVEL).compress(html))

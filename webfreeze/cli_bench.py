@@ -14,6 +14,8 @@ from pathlib import Path
 
 import click
 
+from webfreeze.simulator.backends import BACKENDS
+
 
 def _one_line_errors(fn):
     """The errors a user can cause in the bench, tasks, study and context commands, as one line."""
@@ -205,7 +207,7 @@ def bench_group() -> None:
               help="Run directory (created; an interrupted run there resumes).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Episodes in parallel, one process and one environment each.")
-@click.option("--backend", type=click.Choice(["browser", "text"]), default="browser", show_default=True)
+@click.option("--backend", type=click.Choice(BACKENDS), default="browser", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the page runtime (Math.random...).")
 @click.option("--max-steps", type=click.IntRange(1, 1000), default=30, show_default=True)
 @click.option("--screenshots", is_flag=True, help="Keep a PNG per step (browser backend).")
@@ -253,18 +255,18 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
     one trajectory per task in trajectories/, then report.json and report.html (unless
     --no-report). Rerunning the same command on an interrupted run finishes it.
     """
-    from webfreeze.agents import AgentError, make_agent
-    from webfreeze.runner import RunError, check_site_models
+    from webfreeze.agents import AgentError, check_agent
+    from webfreeze.simulator.site_models import check_site_models
 
     models = {k: str(v) for k, v in _pairs(site_models, "--site-model").items()}
     try:
         check_site_models(models)
-    except RunError as exc:
+    except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--site-model") from None
     settings = _pairs(agent_config, "--agent-config")
     settings.update(llm_settings(llm, llm_key_env))
     try:
-        make_agent(agent, **settings)
+        check_agent(agent, settings)
     except AgentError as exc:
         raise click.BadParameter(str(exc), param_hint="--agent-config" if not llm else "--llm") from None
     condition = context_condition(context, context_pool, context_tokenizer, context_a1_run, context_seed)
@@ -365,7 +367,7 @@ def _print_comparison(result: dict, show_all: bool) -> None:
 @click.argument("suite", metavar="SUITE", type=click.Path())
 @click.option("--archive", "archive", type=click.Path(dir_okay=False),
               help="Archive to check against (default: the one the suite's manifest names).")
-@click.option("--backend", type=click.Choice(["browser", "text"]), default="text", show_default=True,
+@click.option("--backend", type=click.Choice(BACKENDS), default="text", show_default=True,
               help="text is fast and enough for server-rendered sites; browser runs scripts too.")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False), help="Keep the validation run here (default: discarded).")
@@ -435,7 +437,7 @@ def _reachable(r: dict) -> bool:
 # ==================================================================================== demo
 @click.command("demo")
 @click.option("--print-paths", is_flag=True, help="Print where the demo archive and suite are, as JSON, and exit.")
-@click.option("--backend", type=click.Choice(["browser", "text"]), default="browser", show_default=True)
+@click.option("--backend", type=click.Choice(BACKENDS), default="browser", show_default=True)
 @click.option("--workers", type=click.IntRange(1, 64), default=2, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True)
 @click.option("--live", is_flag=True, help="Run the LLM agent on the local model (started for the run; needs the "

@@ -11,6 +11,8 @@ import sys
 
 import click
 
+from webfreeze.simulator.backends import BACKENDS
+
 
 def _one_line(fn):
     @functools.wraps(fn)
@@ -152,7 +154,7 @@ def bundle_export_wacz(bundle, output, force):
               help="Setting of --agent (JSON value or text); repeatable.")
 @click.option("--llm", "llm", metavar="local|MODEL@BASE_URL", help="The --agent's model (see 'bench run --help').")
 @click.option("--llm-key-env", metavar="NAME", help="Environment variable holding that endpoint's API key.")
-@click.option("--backend", type=click.Choice(["browser", "text"]), default=None,
+@click.option("--backend", type=click.Choice(BACKENDS), default=None,
               help="--agent's backend (default browser; re-runs use the bundled runs' own).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
 @click.option("--tasks", "task_globs", multiple=True, metavar="GLOB", help="--agent: only tasks whose id matches GLOB.")

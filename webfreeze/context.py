@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.files import write_atomically
 from webfreeze.eval.longctx import final_url  # one definition, shared with scoring
 
 POOL_FORMAT = "webfreeze-context-pool"
@@ -311,10 +312,8 @@ def write_pool(path, header: dict, entries: list) -> None:
     path = Path(path)
     if not path.parent.is_dir():
         raise ContextError(f"{path}: no such directory {path.parent}")
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    text = "".join(json.dumps(obj, sort_keys=True, ensure_ascii=False) + "\n" for obj in [header, *entries])
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomically(path, "".join(json.dumps(obj, sort_keys=True, ensure_ascii=False) + "\n"
+                                   for obj in [header, *entries]))
 
 
 def _read_json(path: Path, what: str):

@@ -23,7 +23,6 @@ import contextlib
 import fnmatch
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 import sys
@@ -34,10 +33,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.files import write_json
 
 RUN_FORMAT = "webfreeze-run"
 RUN_VERSION = 1
-BACKENDS = ("browser", "text")
 CASSETTE_NAME = "llm-cassette.sqlite"
 CASSETTE_MODES = ("record", "replay", "auto")
 ORACLE_LABEL = "upper bound"
@@ -102,12 +101,6 @@ def _versions() -> dict:
     return out
 
 
-def _write_json(path: Path, data) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -139,15 +132,6 @@ def resolve_archive(suite, archive: str | None) -> Path:
     return path
 
 
-def check_site_models(models: dict) -> None:
-    """Refuse a site model of a kind that does not exist (``--site-model HOST=KIND``)."""
-    from webfreeze.simulator.site_models import STATEFUL_PATHS
-
-    for host, kind in models.items():
-        if kind not in STATEFUL_PATHS:
-            raise RunError(f"site model {host}={kind}: unknown kind (known: {', '.join(sorted(STATEFUL_PATHS))})")
-
-
 def select_tasks(tasks: list, globs: list[str] | tuple = (), limit: int | None = None) -> list:
     """The tasks whose id matches any of ``globs`` (all when none is given), then the first ``limit``
     of them, in the suite's order. No task selected is a :class:`RunError`."""
@@ -164,29 +148,26 @@ def select_tasks(tasks: list, globs: list[str] | tuple = (), limit: int | None =
 def prepare(config: RunConfig) -> Prepared:
     """Check everything and create (or reopen) the run directory; nothing is written before all
     checks pass."""
-    from webfreeze.agents import AgentError, is_oracle, make_agent
+    from webfreeze.agents import AgentError, check_agent
     from webfreeze.archives import Archive, ArchiveError, archive_digest
     from webfreeze.eval.tasks import TaskError, load_suite, suite_digest
+    from webfreeze.simulator.backends import check_backend
+    from webfreeze.simulator.site_models import check_site_models
 
-    if config.backend not in BACKENDS:
-        raise RunError(f"unknown backend {config.backend!r} (browser or text)")
+    check_backend(config.backend, RunError)
     if config.workers < 1:
         raise RunError("--workers must be at least 1")
     from webfreeze.executors import check_executor
 
     check_executor(config)
-    try:
-        agent = make_agent(config.agent, **config.agent_config)
+    try:  # (workers build their own agents)
+        described = check_agent(config.agent, config.agent_config)
     except AgentError as exc:
         raise RunError(str(exc)) from None
     except TypeError as exc:
         raise RunError(f"agent {config.agent!r}: bad --agent-config ({exc})") from None
-    try:
-        agent_config = agent.config() if callable(getattr(agent, "config", None)) else {}
-        oracle = is_oracle(agent)
-        config.local_model = bool(getattr(agent, "wants_local_model", False))
-    finally:
-        _close_quietly(agent)  # built here only to be checked and described; workers build their own
+    agent_config, oracle = described["config"], described["oracle"]
+    config.local_model = described["wants_local_model"]
     if config.cassette_mode not in CASSETTE_MODES:
         raise RunError(f"unknown cassette mode {config.cassette_mode!r} ({', '.join(CASSETTE_MODES)})")
     _check_cassette(config)
@@ -211,7 +192,7 @@ def prepare(config: RunConfig) -> Prepared:
     site_models = dict((suite.manifest or {}).get("site_models") or {})
     site_models.update(config.site_models)
     config.site_models = dict(sorted(site_models.items()))
-    check_site_models(config.site_models)
+    check_site_models(config.site_models, RunError)
     personas = _check_personas(config, suite.tasks, suite.manifest, suite.root)
     context = _check_run_context(config, suite.tasks)
     manifest = {
@@ -281,15 +262,6 @@ def _finished(path: Path) -> bool:
     except (OSError, ValueError, AttributeError):
         return False  # a damaged trajectory (cut short, edited) is run again
     return end.get("cause") != "provider"
-
-
-def _close_quietly(agent) -> None:
-    close = getattr(agent, "close", None)
-    if callable(close):
-        try:
-            close()
-        except Exception:  # an agent that cannot close is not a reason to stop a run
-            pass
 
 
 HISTORY_SETTINGS = ("k", "threshold", "model", "key_fields")
@@ -661,7 +633,7 @@ def execute(prep: Prepared, *, progress=None) -> dict:
     if config.context:
         manifest["circumstances"].update({k: str(Path(v).resolve()) for k, v in (
             ("context_pool", config.context.get("pool")), ("context_a1_run", config.context.get("a1_run"))) if v})
-    _write_json(out / "manifest.json", manifest)
+    write_json(out / "manifest.json", manifest)
     t0 = time.perf_counter()
     wconfig = dict(asdict(config), out=str(out))
     # What crosses into the workers is the agent's view of each task: never its ground truth, and
@@ -716,7 +688,7 @@ def execute(prep: Prepared, *, progress=None) -> dict:
                 manifest["circumstances"]["cassette_error"] = str(exc).splitlines()[0] if str(exc) else repr(exc)
             if local_model:
                 manifest["circumstances"]["local_model"] = local_model
-        _write_json(out / "manifest.json", manifest)
+        write_json(out / "manifest.json", manifest)
     return manifest
 
 

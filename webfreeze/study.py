@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.files import write_json
+from webfreeze.simulator.backends import BACKENDS
 
 STUDY_FORMAT = "webfreeze-study"
 STUDY_VERSION = 1
@@ -65,13 +67,6 @@ def canonical(data: Any) -> str:
 
 def digest_of(data: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical(data).encode("utf-8")).hexdigest()
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as sorted, indented JSON through a temporary file and a rename."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------------ the study file
@@ -227,7 +222,7 @@ def parse_study(data: dict, *, where: str = "study file") -> dict:
     out["archive"] = c.string(data["archive"], "archive") if "archive" in data else None
     if gen is not None and out["archive"] is None:
         c.fail("archive", "missing: [personas] keeps the tasks whose pages the archive recorded, so name it")
-    out["backend"] = c.string(data.get("backend", "browser"), "backend", choices=("browser", "text"))
+    out["backend"] = c.string(data.get("backend", "browser"), "backend", choices=BACKENDS)
     out["max_steps"] = c.whole(data.get("max_steps", 30), "max_steps", low=1)
     out["seed"] = c.whole(data.get("seed", 0), "seed", low=None)
     out["repeats"] = c.whole(data.get("repeats", 1), "repeats", low=1)
@@ -542,7 +537,7 @@ def cell_status(run_dir: Path) -> str:
 def _check_agents(study: Study, cells: list[Cell]) -> None:
     """Build every distinct agent configuration once (as ``bench run`` does) so a bad setting is
     refused before anything runs."""
-    from webfreeze.agents import AgentError, agent_class, make_agent
+    from webfreeze.agents import AgentError, agent_class, check_agent
 
     where = f"study file {study.path}"
     for i, a in enumerate(study.normalised["agents"]):
@@ -558,17 +553,11 @@ def _check_agents(study: Study, cells: list[Cell]) -> None:
             continue
         seen.add(key)
         try:
-            agent = make_agent(cell.agent, **cell.settings)
+            check_agent(cell.agent, cell.settings)
         except AgentError as exc:
             raise StudyError(f"{where}: {_settings_key(cell, index)}: {exc}") from None
         except TypeError as exc:
             raise StudyError(f"{where}: {_settings_key(cell, index)}: bad agent settings ({exc})") from None
-        close = getattr(agent, "close", None)
-        if callable(close):
-            try:
-                close()
-            except Exception:  # built only to be checked
-                pass
 
 
 def _settings_key(cell: Cell, index: dict) -> str:
@@ -709,15 +698,9 @@ def _generate_personas(plan: Plan) -> None:
 
 def _agent_calls_llm(cell: Cell) -> bool:
     """Whether a cell's agent talks to a language model: its config names a model."""
-    from webfreeze.agents import make_agent
+    from webfreeze.agents import check_agent
 
-    agent = make_agent(cell.agent, **cell.settings)
-    try:
-        config = agent.config() if callable(getattr(agent, "config", None)) else {}
-    finally:
-        close = getattr(agent, "close", None)
-        if callable(close):
-            close()
+    config = check_agent(cell.agent, cell.settings)["config"]
     return isinstance(config, dict) and "model" in config
 
 

@@ -23,11 +23,11 @@ import io
 import json
 import math
 import os
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from webfreeze.common.files import write_atomically
 from webfreeze.study import CELLS_DIR, StudyError, condition_label, read_study_json
 
 REPORT_FORMAT = "webfreeze-study-report"
@@ -713,10 +713,7 @@ def write_study_report(report: dict, out: str | os.PathLike, study_dir: str | os
     for name, text in texts.items():
         path = out / name
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
-            os.replace(tmp, path)
+            write_atomically(path, text)
         except OSError as exc:
             raise StudyError(f"{path}: cannot write: {exc.strerror or exc}") from None
         written.append(path)

@@ -33,6 +33,7 @@ import tempfile
 from pathlib import Path
 
 from webfreeze.archives import archive_digest
+from webfreeze.common.files import write_atomically
 
 from .tasks import CATEGORIES, HOSTS, Spec, all_specs
 
@@ -202,9 +203,7 @@ def update_ground_truth(data: Path = DATA) -> int:
         if truth != task["ground_truth"]:
             changed += 1
         out.append(json.dumps({**task, "ground_truth": truth}, ensure_ascii=False, sort_keys=True))
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("\n".join(out) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomically(path, "\n".join(out) + "\n")
     return changed
 
 

@@ -1,0 +1,48 @@
+"""HTTP odds every stage needs: a URL's ``host[:port]`` key, splitting a ``host:port`` text, and
+finding a header in a list of ``(name, value)`` pairs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from urllib.parse import SplitResult
+
+# the port a scheme implies; a URL that names it is the same place as one that does not
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def host_port(parts: SplitResult) -> str:
+    """``host[:port]`` of a split URL: the host lower-cased (an IPv6 address without its brackets,
+    as ``SplitResult.hostname`` gives it), the port left out when it is the scheme's default or
+    when it is not a valid port number."""
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:  # "host:99999" or "host:abc": the key is the host alone
+        port = None
+    if port is None or DEFAULT_PORTS.get(parts.scheme.lower()) == port:
+        return host
+    return f"{host}:{port}"
+
+
+def split_host_port(text: str) -> tuple[str, str]:
+    """``(host, port)`` of a ``host:port`` text (a Host header, a CONNECT target): the host
+    lower-cased without IPv6 brackets, the port as written after the last colon (``""`` when
+    there is no colon)."""
+    host, colon, port = text.rpartition(":")
+    if not colon:
+        host, port = text, ""
+    return host.strip("[]").lower(), port
+
+
+def header_value(headers: Iterable[tuple[str, str]], name: str, default: str | None = None) -> str | None:
+    """The first value of header ``name`` (any case) among ``(name, value)`` pairs, else ``default``."""
+    lname = name.lower()
+    n = len(lname)
+    for k, v in headers:
+        # lower-casing only names that can match: this runs for every replayed request
+        if len(k) == n and k.lower() == lname:
+            return v
+    return default
+
+
+__all__ = ["DEFAULT_PORTS", "header_value", "host_port", "split_host_port"]

@@ -235,6 +235,47 @@ def filler_order(task_ids: Iterable[str], seed: int) -> list[str]:
     return sorted(set(task_ids), key=lambda t: (hashlib.sha256(f"{seed}\x00{t}".encode()).hexdigest(), t))
 
 
+def _fill_gap(chosen: list, used: int, budget: int, fixed: int, floor: float, candidates: list[str],
+              session) -> tuple[list, int]:
+    """When the first pass (whole trajectories in seeded order, each taken if it still fits) stops
+    short of the tolerance window, close the gap by swaps: repeatedly replace one chosen filler by
+    the longest unchosen one that still fits, preferring the largest gain (ties: the earlier chosen
+    position, then the earlier candidate), until the history reaches the window or no swap helps.
+    Deterministic for a pool and seed; histories the first pass already brings into the window are
+    never touched."""
+    chosen = list(chosen)
+    taken = {c.task_id for c in chosen}
+    # each unchosen trajectory's size, rendered once at the last filler position (a session's
+    # header numbers it, so its size at another position can differ by a token: the caller counts
+    # the final text again and drops fillers should it pass the target)
+    pos = len(chosen)
+    sizes = {t: session(pos, "filler", t).tokens for t in candidates if t not in taken}
+    for _ in range(len(candidates)):
+        if fixed + used >= floor:
+            break
+        best = None  # (gain, -i, -rank, i, task_id)
+        for i, c in enumerate(chosen):
+            room = budget - used + c.tokens
+            for rank, t in enumerate(candidates):
+                if t in taken or sizes[t] > room or sizes[t] <= c.tokens:
+                    continue
+                key = (sizes[t] - c.tokens, -i, -rank)
+                if best is None or key > best[0]:
+                    best = (key, i, t)
+        if best is None:
+            break
+        _, i, t = best
+        new = session(1 + i, "filler", t)
+        if used - chosen[i].tokens + new.tokens > budget:
+            break
+        taken.discard(chosen[i].task_id)
+        sizes[chosen[i].task_id] = chosen[i].tokens
+        taken.add(t)
+        used += new.tokens - chosen[i].tokens
+        chosen[i] = new
+    return chosen, used
+
+
 def compose_history(pool: Iterable[dict] | str | Path, a1: str, a2: str, target_tokens: int, *, seed: int = 0,
                     tokenizer: str | Tokenizer = DEFAULT_TOKENIZER, instructions: dict | None = None,
                     exclude: Iterable[str] = (), include_a2_steps: bool = False,
@@ -300,6 +341,9 @@ def compose_history(pool: Iterable[dict] | str | Path, a1: str, a2: str, target_
         if used + s.tokens <= budget:
             chosen.append(s)
             used += s.tokens
+    floor = target_tokens * (1 - tolerance)
+    if first.tokens + used + a2_bound < floor:
+        chosen, used = _fill_gap(chosen, used, budget, first.tokens + a2_bound, floor, candidates, session)
     sessions = [first, *chosen, last(len(chosen))]
     text = "".join(s.text for s in sessions)
     total = tok.count(text)

@@ -30,7 +30,6 @@ from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from webfreeze.common.errors import WebfreezeError
 
 from . import blobs, gzip_members
 from .errors import BadInput
@@ -75,8 +74,9 @@ _WARC_DATE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 _BLANK = b" \t\r\n\x0b\x0c"
 
 
-class Fallback(WebfreezeError):
-    """This file needs warcio (odd or bad input); the message says why, for debugging."""
+class Fallback(Exception):
+    """This file needs warcio (odd or bad input); the message says why, for debugging. An internal
+    signal, always caught (not a :class:`WebfreezeError`: one that escaped would be a bug)."""
 
 
 def available() -> bool:

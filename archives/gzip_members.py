@@ -20,7 +20,6 @@ import mmap
 import zlib
 from collections.abc import Iterator
 
-from webfreeze.common.errors import WebfreezeError
 
 try:  # ISA-L inflates about twice as fast as zlib; the results are the same bytes
     from isal import isal_zlib as _inflate_lib
@@ -32,8 +31,9 @@ BATCH_BYTES = 256 << 10  # compressed bytes per batch: a few dozen typical recor
 _PROBE_BYTES = 4096  # enough compressed bytes to inflate a record's first five bytes
 
 
-class Unusual(WebfreezeError):
-    """The file is not a clean sequence of gzip members (the message says what was seen)."""
+class Unusual(Exception):
+    """The file is not a clean sequence of gzip members (the message says what was seen). An
+    internal signal, always caught (not a :class:`WebfreezeError`: one that escaped would be a bug)."""
 
 
 def open_mapped(fh) -> mmap.mmap:

@@ -108,17 +108,20 @@ def replacing(path: str | os.PathLike) -> Iterator[str]:
         raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
-def write_atomically(path: str | os.PathLike, data: bytes | str) -> None:
+def write_atomically(path: str | os.PathLike, data: bytes | str, *, durable: bool = True) -> None:
     """Write ``data`` (text as UTF-8, line ends as given) to ``path`` so that readers see the old
     file or the whole new one: a temporary file beside it, flushed to disk, then renamed onto it.
     A failure leaves no temporary file and raises its OSError, for the caller to word (a run
-    folder's writer and a report name their files differently). Permissions as :func:`replacing`."""
+    folder's writer and a report name their files differently). Permissions as :func:`replacing`.
+    ``durable=False`` skips the disk sync: for the many small files of a run (trajectories, DOM
+    snapshots), which a crash costs only a re-run of their episode."""
     path = Path(path)
     data = data.encode("utf-8") if isinstance(data, str) else data
     with _beside(path) as tmp, open(tmp, "wb") as fh:
         fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())  # the bytes on disk before the new name: a power cut leaves old or new
+        if durable:
+            fh.flush()
+            os.fsync(fh.fileno())  # the bytes on disk before the new name: a power cut leaves old or new
 
 
 def json_text(obj) -> str:

@@ -35,7 +35,6 @@ from urllib.parse import parse_qsl, urlsplit
 import httptools
 
 from webfreeze.archives import ArchiveError
-from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.http import header_value, split_host_port
 
 from .hooks import SiteModel
@@ -441,6 +440,6 @@ class _Connection(asyncio.Protocol):
         inner.connection_made(transport)
 
 
-class _TooLarge(WebfreezeError):
-    pass
+class _TooLarge(Exception):
+    """A request body over the limit: an internal signal, answered with a 413 (never a user error)."""
 

@@ -342,8 +342,9 @@ def compose_history(pool: Iterable[dict] | str | Path, a1: str, a2: str, target_
             chosen.append(s)
             used += s.tokens
     floor = target_tokens * (1 - tolerance)
-    if first.tokens + used + a2_bound < floor:
-        chosen, used = _fill_gap(chosen, used, budget, first.tokens + a2_bound, floor, candidates, session)
+    a2_tokens = last(len(chosen)).tokens  # (swaps keep the number of fillers, so A2's place)
+    if first.tokens + used + a2_tokens < floor:
+        chosen, used = _fill_gap(chosen, used, budget, first.tokens + a2_tokens, floor, candidates, session)
     sessions = [first, *chosen, last(len(chosen))]
     text = "".join(s.text for s in sessions)
     total = tok.count(text)

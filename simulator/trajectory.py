@@ -27,6 +27,10 @@ DOM_DIR = "dom"
 DOM_ZSTD_LEVEL = 10
 
 
+# Snapshots kept as functions (each holding its page's tree) before they are serialised anyway.
+PENDING_DOMS_MAX = 16
+
+
 def dom_path(html: bytes) -> str:
     """The run-relative path of a DOM snapshot: ``dom/<sha256 hex of the HTML>.html.zst``."""
     return f"{DOM_DIR}/{hashlib.sha256(html).hexdigest()}.html.zst"
@@ -103,6 +107,8 @@ class TrajectoryRecorder:
         })
         if callable(dom):
             self._pending_doms.append((n, dom))
+            if len(self._pending_doms) >= PENDING_DOMS_MAX:  # each holds a whole page's tree
+                self._settle_doms()
         elif dom is not None:
             rel = dom_path(dom)
             self._doms[rel] = dom
@@ -173,7 +179,7 @@ def write_trajectory(traj: dict, run_dir: str | os.PathLike, shots: dict | None 
         _write_dom(run_dir, rel, html)
     out = run_dir / "trajectories" / f"{tid}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(out, dumps(traj))
+    write_atomically(out, dumps(traj), durable=False)
     return out
 
 
@@ -186,4 +192,4 @@ def _write_dom(run_dir: Path, rel: str, html: bytes) -> None:
     import zstandard
 
     p.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(p, zstandard.ZstdCompressor(level=DOM_ZSTD_LEVEL).compress(html))
+    write_atomically(p, zstandard.ZstdCompressor(level=DOM_ZSTD_LEVEL).compress(html), durable=False)

@@ -51,6 +51,15 @@ def _all_modules() -> tuple[dict[str, object], list[str]]:
     return modules, missing
 
 
+# Control flow inside one module, always caught there: kept out of the family on purpose, so that
+# one escaping by a bug reaches the CLI as an internal error (exit 70), not as a user's one-liner.
+INTERNAL_SIGNALS = {
+    "webfreeze.archives.fast_import.Fallback",
+    "webfreeze.archives.gzip_members.Unusual",
+    "webfreeze.replayer.server._TooLarge",
+}
+
+
 @pytest.fixture(scope="module")
 def exception_classes() -> dict[str, type]:
     """``module.Class`` -> class, for every Exception subclass defined in webfreeze's modules."""
@@ -70,7 +79,7 @@ def test_every_exception_class_is_a_webfreeze_error(exception_classes):
     assert {"archives", "recorder", "replayer", "simulator", "llm", "agents", "personas", "eval", "common",
             "bundle", "runner", "study", "context"} <= stages, sorted(stages)
     outside = sorted(name for name, cls in exception_classes.items() if not issubclass(cls, WebfreezeError))
-    assert outside == [], f"not derived from WebfreezeError: {outside}"
+    assert outside == sorted(INTERNAL_SIGNALS), f"not derived from WebfreezeError: {outside}"
 
 
 def test_builtin_bases_are_kept(exception_classes):

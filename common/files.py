@@ -108,13 +108,14 @@ def replacing(path: str | os.PathLike) -> Iterator[str]:
         raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
-def write_atomically(path: str | os.PathLike, data: bytes | str, *, durable: bool = True) -> None:
+def write_atomically(path: str | os.PathLike, data: bytes | str, *, durable: bool = False) -> None:
     """Write ``data`` (text as UTF-8, line ends as given) to ``path`` so that readers see the old
-    file or the whole new one: a temporary file beside it, flushed to disk, then renamed onto it.
-    A failure leaves no temporary file and raises its OSError, for the caller to word (a run
-    folder's writer and a report name their files differently). Permissions as :func:`replacing`.
-    ``durable=False`` skips the disk sync: for the many small files of a run (trajectories, DOM
-    snapshots), which a crash costs only a re-run of their episode."""
+    file or the whole new one: a temporary file beside it, then renamed onto it. A failure leaves
+    no temporary file and raises its OSError, for the caller to word (a run folder's writer and a
+    report name their files differently). Permissions as :func:`replacing`. ``durable=True`` also
+    syncs the bytes to disk before the rename (a power cut then leaves the old or the new file);
+    run folders do without it (a sync per trajectory, snapshot and manifest costs milliseconds
+    each, and a crash costs only a re-run of the episodes it hit)."""
     path = Path(path)
     data = data.encode("utf-8") if isinstance(data, str) else data
     with _beside(path) as tmp, open(tmp, "wb") as fh:
@@ -130,9 +131,9 @@ def json_text(obj) -> str:
     return json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write_json(path: str | os.PathLike, obj) -> None:
+def write_json(path: str | os.PathLike, obj, *, durable: bool = False) -> None:
     """Write ``obj`` as :func:`json_text` to ``path`` with :func:`write_atomically`."""
-    write_atomically(path, json_text(obj))
+    write_atomically(path, json_text(obj), durable=durable)
 
 
 def write_output(path: str | os.PathLike, data: bytes | str) -> None:

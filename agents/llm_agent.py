@@ -479,7 +479,8 @@ class LLMAgent(Agent):
     is told to write (``webarxiv``, ``browsergym``, ``webarena``); ``vision`` attaches the screenshot;
     ``prompt`` names the prompt set. ``context_tokens`` is the prior context's budget (a task view's
     ``context``); ``irag`` summarises that context in one call before the first action; ``reflection``
-    reflects on each step in a call of its own; ``context_prompt`` names their prompt set. Bad settings
+    reflects on each step in a call of its own, of at most ``reflection_tokens`` tokens (default:
+    ``max_tokens``); ``context_prompt`` names their prompt set. Bad settings
     are an :class:`AgentError` from the constructor.
     """
 
@@ -492,7 +493,7 @@ class LLMAgent(Agent):
                  dialect: str = "webarxiv", vision: bool = False, prompt: str = DEFAULT_PROMPT,
                  scheme: str = "no-history", history_queries: int = 3, scheme_prompt: str = DEFAULT_SCHEME_PROMPT,
                  irag: bool = False, reflection: bool = False, context_tokens: int = DEFAULT_CONTEXT_TOKENS,
-                 context_prompt: str = DEFAULT_CONTEXT_PROMPT):
+                 context_prompt: str = DEFAULT_CONTEXT_PROMPT, reflection_tokens: int | None = None):
         if not isinstance(model, str) or not model.strip():
             raise AgentError(f"model must name a model (not {model!r})")
         if base_url is not None and (not isinstance(base_url, str) or not re.match(r"^https?://", base_url)):
@@ -526,6 +527,9 @@ class LLMAgent(Agent):
             if not isinstance(value, bool):
                 raise AgentError(f"{name} must be true or false (not {value!r})")
         _whole(context_tokens, "context_tokens")
+        _whole(reflection_tokens, "reflection_tokens", low=1, none_ok=True)
+        if reflection_tokens is not None and not reflection:
+            raise AgentError("reflection_tokens needs reflection=true (it sizes the reflection calls)")
         if (irag or reflection) and scheme != "no-history":
             which = "irag" if irag else "reflection"
             raise AgentError(f"{which}=true works with scheme=no-history only (not {scheme})")
@@ -546,7 +550,10 @@ class LLMAgent(Agent):
         if self.long_context:
             self.settings.update(irag=irag, reflection=reflection, context_tokens=context_tokens,
                                  context_prompt=context_prompt)
+        if reflection_tokens is not None:  # (absent when not set: the config stays as it was before it existed)
+            self.settings["reflection_tokens"] = reflection_tokens
         self.irag, self.reflection, self.context_tokens = irag, reflection, context_tokens
+        self.reflection_tokens = reflection_tokens
         self.context_prompts = ContextPrompts.load(context_prompt)
         self.scheme = scheme
         self.prompts = PromptSet.load(prompt, self.dialect, need_memory=memory == "dynamic")
@@ -750,7 +757,8 @@ class LLMAgent(Agent):
             text = self.context_prompts.render(
                 "reflection.txt", **common, result=result, new_title=obs.get("title") or "(no title)",
                 new_url=obs.get("url") or "", observation=view or "(empty page)")
-        c = self._client.chat([{"role": "user", "content": text}], step=step, purpose="reflection")
+        c = self._client.chat([{"role": "user", "content": text}], step=step, purpose="reflection",
+                              max_tokens=self.reflection_tokens)
         return labelled_text(c.text, "reflection") or "(no reflection)", c
 
     # -------------------------------------------------------------------------------- history schemes

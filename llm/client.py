@@ -41,13 +41,17 @@ class Completion:
         return int(self.usage.get("completion_tokens") or 0)
 
 
-def build_request(config: LLMConfig, messages: list) -> dict:
+def build_request(config: LLMConfig, messages: list, max_tokens: int | None = None) -> dict:
     """The request a chat call makes, as it is keyed and stored: model, messages and every setting
-    that can change the answer (``extra`` included). Endpoint, timeout and retries are not in it."""
+    that can change the answer (``extra`` included). Endpoint, timeout and retries are not in it.
+    ``max_tokens`` overrides the config's for this call."""
     if not isinstance(messages, list) or not messages:
         raise LLMError("an LLM chat needs a non-empty list of messages")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        raise LLMError(f"max_tokens must be a whole number of 1 or more (not {max_tokens!r})")
     return {"model": config.model, "messages": messages, "temperature": config.temperature,
-            "top_p": config.top_p, "seed": config.seed, "max_tokens": config.max_tokens,
+            "top_p": config.top_p, "seed": config.seed,
+            "max_tokens": config.max_tokens if max_tokens is None else max_tokens,
             "stop": list(config.stop), **config.extra}
 
 
@@ -149,11 +153,13 @@ class LLMClient:
             self.task_id = task_id
             self._occurrences.clear()
 
-    def chat(self, messages: list, *, step: int | None = None, purpose: str = "act") -> Completion:
+    def chat(self, messages: list, *, step: int | None = None, purpose: str = "act",
+             max_tokens: int | None = None) -> Completion:
         """One chat completion for ``messages`` (OpenAI message dicts; image parts are sent as
-        they are). ``step`` and ``purpose`` are stored with the call, outside its key. Raises
-        CassetteMiss (strict replay, request not stored) or ProviderError (after the retries)."""
-        request = build_request(self.config, messages)
+        they are). ``step`` and ``purpose`` are stored with the call, outside its key; ``max_tokens``
+        overrides the config's for this call (and is part of the key). Raises CassetteMiss (strict
+        replay, request not stored) or ProviderError (after the retries)."""
+        request = build_request(self.config, messages, max_tokens)
         text = canonical_request(request)
         key = text_key(text)
         with self._lock:

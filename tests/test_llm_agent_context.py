@@ -311,6 +311,25 @@ def test_reflection_after_each_outcome_recorded_on_its_step_and_fed_forward(scri
     assert act3.count("step 2 was checked") == 1
 
 
+def test_reflection_tokens_sizes_the_reflection_calls_only(scripted):
+    def answer(request):
+        if is_reflection(request):
+            return "Reflection: fine."
+        return "Thought: open\nAction: Click [7]"
+
+    for settings, act_budget, reflect_budget in (({"max_tokens": 64}, 64, 64),
+                                                  ({"max_tokens": 64, "reflection_tokens": 300}, 64, 300)):
+        server = scripted(answer)
+        agent = agent_on(server, TASK, reflection=True, **settings)
+        for s in range(3):
+            agent.act(obs(s))
+        budgets = {("reflection" if is_reflection(r) else "act", r["max_tokens"]) for r in server.requests}
+        # the requests the provider got (max_tokens is part of each call's key)
+        assert budgets == {("act", act_budget), ("reflection", reflect_budget)}
+    assert "reflection_tokens" not in LLMAgent(model="m", reflection=True).config()
+    assert LLMAgent(model="m", reflection=True, reflection_tokens=300).config()["reflection_tokens"] == 300
+
+
 def test_reflection_reaches_the_prompt_whatever_the_memory_shows(scripted):
     def answer(request):
         return "Reflection: it worked." if is_reflection(request) else GOOD
@@ -419,6 +438,8 @@ def test_the_shipped_webarxiv_prompts_are_untouched_by_the_new_set():
     ({"reflection": True, "scheme": "pre-execution"}, "reflection=true works with scheme=no-history only"),
     ({"context_prompt": "longctx-v9"}, "context prompt set 'longctx-v9' does not exist (default longctx-v1)"),
     ({"context_prompt": ""}, "context_prompt must name a prompt set"),
+    ({"reflection_tokens": 100}, "reflection_tokens needs reflection=true"),
+    ({"reflection": True, "reflection_tokens": 0}, "reflection_tokens must be a whole number, 1 or more (not 0)"),
 ])
 def test_bad_long_context_settings_are_one_line_errors(settings, message):
     with pytest.raises(AgentError) as info:

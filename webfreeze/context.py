@@ -253,7 +253,7 @@ def build_pool(sources: list, *, tokenizer: str = DEFAULT_TOKENIZER, min_steps: 
             raise ContextError(f"{src}: not a run folder (no trajectories/)" if src.is_dir()
                                else f"{src}: no such run folder or pool file")
         manifest = _read_json(src / "manifest.json", "run manifest") if (src / "manifest.json").is_file() else {}
-        instructions = _instructions(src)
+        instructions = run_instructions(src)
         source = len(sources_out)
         # what made these trajectories, enough to make them again (the run's settings and LLM entries)
         sources_out.append({"run": src.name, "agent": manifest.get("agent"),
@@ -323,9 +323,11 @@ def _read_json(path: Path, what: str):
         raise ContextError(f"{path}: not a readable {what} ({exc})") from None
 
 
-def _instructions(run: Path) -> dict:
+def run_instructions(run) -> dict:
+    """``{task id: instruction}`` from a run folder's ``tasks.jsonl`` (unreadable lines skipped; no
+    file: ``{}``)."""
     out = {}
-    tasks = run / "tasks.jsonl"
+    tasks = Path(run) / "tasks.jsonl"
     if tasks.is_file():
         for line in tasks.read_text(encoding="utf-8").splitlines():
             try:

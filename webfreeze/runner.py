@@ -75,7 +75,7 @@ class RunConfig:
     context: dict = field(default_factory=dict)
 
 
-from webfreeze.context import CONTEXT_KEYS  # noqa: E402  (the keys of RunConfig.context)
+from webfreeze.context import CONTEXT_KEYS, run_instructions  # noqa: E402  (CONTEXT_KEYS: RunConfig.context's keys)
 
 
 def check_context(context: dict | None) -> dict:
@@ -720,16 +720,7 @@ def _job_task(prep: Prepared, task) -> dict:
 
 
 def _instruction_in_run(run_dir, task_id: str) -> str | None:
-    path = Path(run_dir) / "tasks.jsonl"
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(obj, dict) and obj.get("id") == task_id:
-                return obj.get("instruction")
-    return None
+    return run_instructions(run_dir).get(task_id)
 
 
 def _merge_stats(total: dict, more: dict) -> None:

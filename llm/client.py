@@ -48,7 +48,7 @@ def build_request(config: LLMConfig, messages: list, max_tokens: int | None = No
     if not isinstance(messages, list) or not messages:
         raise LLMError("an LLM chat needs a non-empty list of messages")
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        raise LLMError(f"max_tokens must be a whole number of 1 or more (not {max_tokens!r})")
+        raise LLMError(f"max_tokens must be an integer >= 1, not {max_tokens!r}")
     return {"model": config.model, "messages": messages, "temperature": config.temperature,
             "top_p": config.top_p, "seed": config.seed,
             "max_tokens": config.max_tokens if max_tokens is None else max_tokens,

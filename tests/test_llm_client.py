@@ -348,6 +348,29 @@ def test_record_then_strict_replay_without_the_provider(provider, tmp_path):
     assert "task task-1 step 3" in str(err.value)
 
 
+def test_a_calls_own_max_tokens_is_sent_keyed_and_replayed(provider, tmp_path):
+    path = tmp_path / "c.sqlite"
+    with Cassette(path, "record") as cassette, LLMClient(fast(provider, max_tokens=12), cassette) as client:
+        client.begin_episode("t")
+        default = client.chat(MESSAGES, step=0)
+        longer = client.chat(MESSAGES, step=0, max_tokens=300)
+    assert [r["max_tokens"] for r in provider.requests] == [12, 300]
+    # the same messages under another budget are another request: another key, its own answer
+    assert longer.key != default.key
+    assert request_key(build_request(fast(provider, max_tokens=12), MESSAGES)) == default.key
+    assert request_key(build_request(fast(provider, max_tokens=12), MESSAGES, 300)) == longer.key
+    provider.close()
+    with Cassette(path, "replay") as cassette, LLMClient(fast(provider, max_tokens=12), cassette) as client:
+        client.begin_episode("t")
+        assert client.chat(MESSAGES, step=0, max_tokens=300).text == longer.text
+        assert client.chat(MESSAGES, step=0).text == default.text
+        with pytest.raises(CassetteMiss):
+            client.chat(MESSAGES, step=1, max_tokens=64)
+    for bad in (0, -1, 2.5, True, "9"):
+        with pytest.raises(LLMError, match=r"^max_tokens must be an integer >= 1, not "):
+            build_request(fast(provider), MESSAGES, bad)
+
+
 def test_auto_replays_what_is_stored_and_records_the_rest(provider, tmp_path):
     path = tmp_path / "c.sqlite"
     with Cassette(path, "record") as cassette, LLMClient(fast(provider), cassette) as client:

@@ -7,6 +7,7 @@ real run, tokens counted with cl100k_base."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import shutil
 from pathlib import Path
@@ -312,6 +313,33 @@ def test_shipped_pool_is_the_llm_agents():
     tok = get_tokenizer("cl100k_base")
     assert [entry_tokens(e, tok) for e in p.entries] == [e["tokens"] for e in p.entries]
     assert p.tokens == sum(e["tokens"] for e in p.entries)
+
+
+@pytest.mark.parametrize("target", ["25k", "50k", "75k", "100k", "125k", "150k"])
+def test_shipped_pool_fills_the_papers_sizes_for_every_pair(target):
+    """The paper's context sizes (25k ... 150k) are reachable with the shipped pool for every A2 of
+    the long-context suite: compose() raises 'pool too small' when a context cannot come within 5%."""
+    from webfreeze.context import compose
+
+    pool = read_pool(SHIPPED_POOL)
+    suite = load_suite(LC_SUITE)
+    tok = get_tokenizer("cl100k_base")
+    wanted = parse_tokens(target)
+    a2s = [t for t in suite.tasks if t.depends_on]
+    assert len(a2s) == 5
+    for task in a2s:
+        a1 = {"format": "webfreeze-trajectory", "version": 1, "task_id": task.depends_on, "steps": []}
+        for seed in (0, 1):
+            ctx = check_context({"tokens": target, "pool": str(SHIPPED_POOL), "seed": seed})
+            visible, record, start = compose(task, a1, pool, ctx, {t.id: t.instruction for t in suite.tasks})
+            assert 0.95 * wanted <= visible["tokens"] <= wanted
+            assert tok.count(visible["text"]) == visible["tokens"]
+            fillers = [s["task_id"] for s in visible["sessions"] if s["part"] == "filler"]
+            assert fillers and len(set(fillers)) == len(fillers)
+            excluded = task.extra.get("context_exclude") or []
+            assert not any(fnmatch.fnmatchcase(f.split("~")[0], g)
+                           for f in fillers for g in (task.id, task.depends_on, *excluded))
+            assert start.startswith("http://")
 
 
 # ------------------------------------------------------------------------------------------ retrieval

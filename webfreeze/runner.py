@@ -712,15 +712,11 @@ def _job_task(prep: Prepared, task) -> dict:
         if task.depends_on not in instructions and isinstance(a1.get("instruction"), str):
             instructions[task.depends_on] = a1["instruction"]
         if task.depends_on not in instructions:
-            instructions[task.depends_on] = _instruction_in_run(a1_run, task.depends_on)
+            instructions[task.depends_on] = run_instructions(a1_run).get(task.depends_on)
         shown, record, start = compose(task, a1, prep.pool, config.context, instructions)
     except ContextError as exc:
         raise RunError(str(exc)) from None
     return dict(visible, context=shown, start_url=start, context_record=record)
-
-
-def _instruction_in_run(run_dir, task_id: str) -> str | None:
-    return run_instructions(run_dir).get(task_id)
 
 
 def _merge_stats(total: dict, more: dict) -> None:

@@ -135,13 +135,16 @@ class Replay:
 
     def __init__(self, archive_path: str | Path, *, on_miss: str = "404", miss_report: str | Path | None = None,
                  inject: bool = True, seed: int = 0, rules: dict | None = None, when: str | None = None,
-                 cache_bytes: int = CACHE_BYTES):
+                 cache_bytes: int = CACHE_BYTES, timers: bool = False):
         if on_miss not in ON_MISS:
             raise ReplayError(f"--on-miss must be one of {', '.join(ON_MISS)}")
         self.archive_path = Path(archive_path)
         self.on_miss = on_miss
         self.miss_report = Path(miss_report) if miss_report else None
         self.inject = inject
+        # The injected runtime also takes over the page's timers (the agent environment pumps them;
+        # determinism.py): never for people browsing, whose pages must run on their own.
+        self.timers = timers
         self.seed = seed
         self.rule_overrides = rules or {}
         self.when = self.default_when = parse_time(when).timestamp() if when else None
@@ -300,7 +303,7 @@ class Replay:
                 span = self.archive.capture_range()
                 self._last_capture = span[1] if span else "1970-01-01T00:00:00Z"
             at = self._last_capture
-        body = inject_script(html, runtime_script(at, page_seed(self.seed, url)))
+        body = inject_script(html, runtime_script(at, page_seed(self.seed, url), timers=self.timers))
         drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only", "etag",
                 "content-md5", "digest", "content-length")
         return ReplayResponse(resp.status, [(k, v) for k, v in resp.headers if k.lower() not in drop], body,
@@ -375,7 +378,7 @@ class Replay:
                 html = None
             if html is not None:
                 seed = page_seed(self.seed, ex.url)
-                body = inject_script(html, runtime_script(ex.captured_at, seed))
+                body = inject_script(html, runtime_script(ex.captured_at, seed, timers=self.timers))
                 drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only",
                         "etag", "content-md5", "digest")
                 out_headers = [(k, v) for k, v in out_headers if k.lower() not in drop]

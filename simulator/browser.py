@@ -330,22 +330,23 @@ class PageActivity(Inflight):
 # FIRST_PAINT_FRAMES animation frames without one (frames slow down with the machine, so this bound
 # stretches with the load), or at most limitMs, the wait ends anyway.
 FIRST_PAINT_JS = """async ([limitMs, frames]) => {
+  const T = window.__wfNative || window;  // the browser's own timers, not the pumped ones
   const painted = () => performance.getEntriesByType('paint').length > 0;
   if (painted()) return 'painted';
   const why = await new Promise((done) => {
     let left = frames, over = false;
     const observer = new PerformanceObserver(() => finish('painted'));
-    const timer = setTimeout(() => finish('time'), limitMs);
+    const timer = T.setTimeout(() => finish('time'), limitMs);
     function finish(reason) {
       if (over) return;
       over = true;
       observer.disconnect();
-      clearTimeout(timer);
+      T.clearTimeout(timer);
       done(reason);
     }
     observer.observe({type: 'paint', buffered: true});
-    const frame = () => { if (!over) { if (--left <= 0) finish('frames'); else requestAnimationFrame(frame); } };
-    requestAnimationFrame(frame);
+    const frame = () => { if (!over) { if (--left <= 0) finish('frames'); else T.requestAnimationFrame(frame); } };
+    T.requestAnimationFrame(frame);
   });
   return painted() ? 'painted' : why;
 }"""
@@ -366,6 +367,34 @@ async def wait_painted(page, limit_ms: int = FIRST_PAINT_LIMIT_MS) -> bool:
     except (PlaywrightError, asyncio.TimeoutError):
         return False
     return why == "painted"
+
+
+# The page's timers under replay with ``timers=True`` (replayer/determinism.py) run only when pumped:
+# in virtual due order, up to TIMER_HORIZON_MS of virtual time after a settle began (plus what a
+# wait action asks for) and at most TIMER_CAP callbacks per settle, never while a load the page's
+# scripts started is pending. Both bounds are counts, not wall-clock time, so a page that animates
+# or polls forever stops at the same point on every run.
+PUMP_JS = "([token, horizon, cap]) => window.__wfPump ? window.__wfPump(token, horizon, cap) : 0"
+TIMER_HORIZON_MS = 1000
+TIMER_CAP = 1000
+
+
+async def pump_timers(page, token: int, *, extra_ms: int = 0) -> int:
+    """Run the due timers of every frame of ``page`` (Playwright's async API), main frame first;
+    how many callbacks ran. ``token`` names the settle: a new token starts a new virtual horizon
+    (TIMER_HORIZON_MS + ``extra_ms`` past the frame's virtual now). A document that went away
+    meanwhile (its timer navigated) counts as one callback, so the caller settles again."""
+    from playwright.async_api import Error as PlaywrightError
+
+    ran = 0
+    for frame in page.frames:
+        if frame.is_detached():
+            continue
+        try:
+            ran += int(await frame.evaluate(PUMP_JS, [token, TIMER_HORIZON_MS + extra_ms, TIMER_CAP]) or 0)
+        except PlaywrightError:
+            ran += frame == page.main_frame
+    return ran
 
 
 def wait_network_quiet(page, inflight: set, *, quiet_ms: float = QUIET_MS,
@@ -392,14 +421,15 @@ def wait_network_quiet(page, inflight: set, *, quiet_ms: float = QUIET_MS,
 # loaded image decoded, then two animation frames (the second starts after the first was painted).
 # Bounded, so a page that never settles still gets its screenshot.
 PAINT_SETTLE_JS = """async (limitMs) => {
+  const T = window.__wfNative || window;
   const settled = (async () => {
     if (document.fonts && document.fonts.ready) await document.fonts.ready;
     await Promise.all(Array.from(document.images)
       .filter((img) => img.complete && img.naturalWidth > 0)
       .map((img) => img.decode().catch(() => null)));
-    await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+    await new Promise((done) => T.requestAnimationFrame(() => T.requestAnimationFrame(done)));
   })();
-  await Promise.race([settled, new Promise((done) => setTimeout(done, limitMs))]);
+  await Promise.race([settled, new Promise((done) => T.setTimeout(done, limitMs))]);
 }"""
 PAINT_SETTLE_LIMIT_MS = 2000
 STILL_SHOT_TRIES = 3  # screenshots at most, to find two in a row that agree

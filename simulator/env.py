@@ -56,7 +56,7 @@ from .actions import Action, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .axtree import marked as read_marked
 from .backends import check_backend
-from .browser import PageActivity, wait_painted
+from .browser import PageActivity, pump_timers, wait_painted
 from .forms import form_submission, is_submitter
 from .marks import draw_marks
 from .trajectory import TrajectoryRecorder
@@ -65,7 +65,7 @@ REWARDS = ("zero", "score")
 MAX_REDIRECTS = 10
 ACTION_TIMEOUT_MS = 5000
 SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settled
-SETTLE_TIMEOUT_S = 3
+SETTLE_TIMEOUT_S = 10  # a safety net only: with pumped timers a replayed page always goes quiet
 SNAPSHOT_TRIES = 3
 POPUP_WAIT_MS = 1000  # a click on a link aimed at another window: how long its page may take to open
 
@@ -169,8 +169,11 @@ class WebEnv(gym.Env):
         self.suite = self._load_suite(config.suite) if config.suite is not None else None
         self.action_space = wf_spaces.action_space()
         self.observation_space = wf_spaces.observation_space(config.max_steps)
-        self.server = ReplayServer(config.archive, mode="proxy" if config.backend == "browser" else "direct",
-                                   inject=config.backend == "browser", seed=config.seed, rules=config.rules)
+        browser = config.backend == "browser"
+        # In Chromium the page's timers wait for the settle's pump (simulator/browser.py): what an
+        # observation shows never depends on how fast the machine ran them.
+        self.server = ReplayServer(config.archive, mode="proxy" if browser else "direct",
+                                   inject=browser, timers=browser, seed=config.seed, rules=config.rules)
         self.backend = _BrowserBackend(self) if config.backend == "browser" else _TextBackend(self)
         for model in config.site_models:
             self.server.register(model)
@@ -612,6 +615,7 @@ class _BrowserBackend:
             raise
         self.context = None
         self.page = None
+        self._settles = 0  # settles so far: each one's token for the timer pump
         self._spare: asyncio.Future | None = None
         # What the last observation saw: the loop thread goes on handling the page's events
         # between calls, so the live page.url could change under the caller.
@@ -669,13 +673,17 @@ class _BrowserBackend:
         self._activity = PageActivity(page)
         return page
 
-    async def _settle(self) -> None:
+    async def _settle(self, extra_ms: int = 0) -> None:
         """Wait for a navigation the action started to commit, for the load event, then until
-        nothing (request or navigation) has been in flight for SETTLE_MS; again if a document
-        committed meanwhile and has not loaded yet. A settled page has also painted (see
-        :func:`wait_painted`), so the agent's next action is not dropped."""
+        nothing (request or navigation) has been in flight for SETTLE_MS; then run the page's due
+        timers (:func:`pump_timers`, ``extra_ms`` more virtual time for a wait action) and, if any
+        ran, settle again; again too if a document committed meanwhile and has not loaded yet. A
+        settled page has also painted (see :func:`wait_painted`), so the agent's next action is not
+        dropped."""
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         activity = self._activity
+        self._settles += 1
+        token = self._settles
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -689,6 +697,8 @@ class _BrowserBackend:
             activity.loaded = True
             await activity.wait_quiet(SETTLE_MS, max(0.0, deadline - time.monotonic()))
             if activity.pending is None and activity.loaded:
+                if await pump_timers(self.page, token, extra_ms=extra_ms):
+                    continue  # timers ran: what they started (loads, a navigation) is waited for
                 await wait_painted(self.page)
                 if activity.pending is None and activity.loaded:  # no navigation began meanwhile
                     return
@@ -803,9 +813,8 @@ class _BrowserBackend:
                 if not await self._can_go(page, back=a.kind == "go_back"):
                     return "no previous page" if a.kind == "go_back" else "no next page"
                 await (page.go_back if a.kind == "go_back" else page.go_forward)(wait_until="load")
-            elif a.kind == "noop":
-                await page.wait_for_timeout(min(a.amount or 0, 5000))
-            await self._settle()
+            # a wait is virtual time for the page's timers (the settle's pump), not a real sleep
+            await self._settle(extra_ms=min(a.amount or 0, 5000) if a.kind == "noop" else 0)
             if a.kind == "click" and by_mouse and await self._announced(LATE_NAVIGATION_JS):
                 await self._settle()
         except PlaywrightError as exc:

@@ -7,6 +7,9 @@ The simulated scholar site is crawled (depth 1, 12 pages) into an archive, then 
   previous reset loaded its page; load, network settle, observation) and ``step`` = a click on a
   ``/list/`` link plus the next observation (each click is followed by an untimed ``go_back()``);
 - **text backend**: the same episodes without a browser;
+- **browser backend, native timers**: the browser backend as it was before the settle rule ran the
+  page's timers by a pump (replayer/determinism.py): the page's own timers, no pump; the rows
+  "virtual vs native timers" are the rule's cost (goal <= 1.2x);
 - **anchor**: plain Playwright (sync API) on the same Chromium build and flags, through the same
   replay server: a fresh context + ``page.goto(url)`` + ``page.locator('body').aria_snapshot()``
   for a reset, and ``page.goto(link)`` + ``aria_snapshot()`` for a step (the pages the clicks
@@ -203,13 +206,16 @@ def run(ctx: Context) -> list[Row]:
         console.print("  crawling the simulated scholar site ...")
         archive, site_url, crawled = _archive(ctx)
         start = f"{site_url}/"
-        times = {k: {"reset": [], "step": [], "back": []} for k in ("browser", "text", "anchor")}
+        times = {k: {"reset": [], "step": [], "back": []} for k in ("browser", "native", "text", "anchor")}
         from playwright.sync_api import sync_playwright
 
         from webfreeze.simulator.browser import launch_chromium
 
         browser_env = WebEnv(EnvConfig(archive, backend="browser"))
         text_env = WebEnv(EnvConfig(archive, backend="text"))
+        native_env = WebEnv(EnvConfig(archive, backend="browser"))
+        native_env.server.replay.timers = False  # before any page is built: the runtime without the pump
+        native_env.backend.pump = False
         pw = sync_playwright().start()
         try:
             # The anchor: its own Chromium (same build, same flags) through the environment's
@@ -218,12 +224,15 @@ def run(ctx: Context) -> list[Row]:
             chromium = launch_chromium(pw, proxy=server.url, bypass_internal=False, shell=True)
             targets = _env_episode(browser_env, start, crawled, {"reset": [], "step": [], "back": []})  # warm-up
             _env_episode(text_env, start, crawled, {"reset": [], "step": [], "back": []})
+            _env_episode(native_env, start, crawled, {"reset": [], "step": [], "back": []})
             _anchor_episode(chromium, server, start, targets, {"reset": [], "step": []})
             console.print(f"  {ROUNDS} rounds: browser backend, text backend, plain Playwright ...")
             for _ in range(ROUNDS):
                 reached = _env_episode(browser_env, start, crawled, times["browser"])
                 if reached != targets:
                     raise RuntimeError(f"the browser backend reached {reached}, expected {targets}")
+                if _env_episode(native_env, start, crawled, times["native"]) != targets:
+                    raise RuntimeError("the browser backend with native timers reached other pages")
                 if _env_episode(text_env, start, crawled, times["text"]) != targets:
                     raise RuntimeError("the text backend reached other pages than the browser backend")
                 _anchor_episode(chromium, server, start, targets, times["anchor"])
@@ -237,6 +246,7 @@ def run(ctx: Context) -> list[Row]:
                                                         browsergym_extraction_retries=bgym["extraction_retries"])
         finally:
             browser_env.close()
+            native_env.close()
             text_env.close()
             pw.stop()
     finally:
@@ -261,6 +271,10 @@ def run(ctx: Context) -> list[Row]:
                 rows.append(Row(BENCH, f"{backend} {label} p50 vs BrowserGym", stats[backend][what]["p50"],
                                 stats["browsergym"][what]["p50"], f"BrowserGym-core {ctx.details[NAME]['browsergym_version']}", "ms", "lower",
                                 note="BrowserGym in its own process (playwright 1.44), pre_observation_delay=0"))
+    for what, label in (("step", "step"), ("reset", "reset")):
+        rows.append(Row(BENCH, f"browser {label} p50, virtual vs native timers", stats["browser"][what]["p50"],
+                        stats["native"][what]["p50"], "browser backend, native timers", "ms", "lower", 1.2,
+                        note="the settle rule's cost on the demo pages, same run"))
     b, t = stats["browser"]["step"]["p50"], stats["text"]["step"]["p50"]
     rows.append(Row(BENCH, "text backend steps/s (p50)", 1000 / t, 1000 / b, "browser backend", "steps/s", "higher",
                     TEXT_SPEEDUP_GOAL))

@@ -103,6 +103,8 @@ if(chan){chan.port1.onmessage=function(){var f=next.shift();if(f){f();}};}
 function later(f){if(chan){next.push(f);chan.port2.postMessage(0);}else{N.setTimeout(f,0);}}
 Object.defineProperty(W,'__wfPump',{value:function(tok,horizon,cap){startWatching();
  if(tok!==token){token=tok;limit=vt+horizon;ran=0;}
+ while(q.length&&q[0].dead){q.shift();}
+ if(pending===0&&(!q.length||q[0].due>limit)){if(limit>vt){vt=limit;}return 0;}
  return new Promise(function(done){var n=0;
   function step(){if(pending>0){waiters.push(function(){later(step);});return;}
    while(q.length&&q[0].dead){q.shift();}

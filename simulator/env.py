@@ -616,6 +616,7 @@ class _BrowserBackend:
         self.context = None
         self.page = None
         self._settles = 0  # settles so far: each one's token for the timer pump
+        self.pump = True  # False only to measure the rule against the browser's own timers (benchmarks)
         self._spare: asyncio.Future | None = None
         # What the last observation saw: the loop thread goes on handling the page's events
         # between calls, so the live page.url could change under the caller.
@@ -697,10 +698,11 @@ class _BrowserBackend:
             activity.loaded = True
             await activity.wait_quiet(SETTLE_MS, max(0.0, deadline - time.monotonic()))
             if activity.pending is None and activity.loaded:
-                if await pump_timers(self.page, token, extra_ms=extra_ms):
-                    continue  # timers ran: what they started (loads, a navigation) is waited for
                 await wait_painted(self.page)
                 if activity.pending is None and activity.loaded:  # no navigation began meanwhile
+                    # the pump after the paint: a page that has just loaded answers late before it
+                    if self.pump and await pump_timers(self.page, token, extra_ms=extra_ms):
+                        continue  # timers ran: what they started (loads, a navigation) is waited for
                     return
 
     async def _click(self, sel: str, bid: str) -> bool:

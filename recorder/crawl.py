@@ -1,9 +1,12 @@
 """``record crawl``: real Chromium through the recording proxy, breadth-first, resumable.
 
-Every page visited gets a page record (full-page screenshot, DOM snapshot, title) and every
-request the browser makes is recorded by the proxy. The crawl's frontier is a JSON document in the
-archive, updated in the same transaction as each page record, so a crawl killed at any moment
-resumes where it stopped when run again with the same start URL, scope and depth.
+Every page visited gets a page record (screenshot, DOM snapshot, title) and every request the
+browser makes is recorded by the proxy. Before its record is written, each page is checked: loaded
+again from the archive alone (:mod:`.page_check`), what that misses fetched live and checked again;
+a page still missing something is recorded and marked incomplete. The crawl's frontier is a JSON
+document in the archive, updated in the same transaction as each page record, so a crawl killed
+at any moment resumes where it stopped when run again with the same start URL, scope and depth
+(a page whose check was under way is visited again). :func:`recheck` repairs an archive later.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from webfreeze.archives import ArchiveError
 from webfreeze.archives.timeutil import now
 
 from .errors import CrawlError, RecordError, SeedFailed, SiteUnreachable
-from .page_check import CHECK_TRIES, PageChecker
+from .page_check import CHECK_TRIES, SAFE_METHODS, PageChecker
 from .proxy import RecordingProxy, recording_into
 
 STATE_VERSION = 1
@@ -167,16 +167,21 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     import http.client
 
     missing: list = []
+    error = None
     for attempt in range(CHECK_TRIES):
-        missing, _error = checker.check(url, when or now())
-        if not missing or attempt == CHECK_TRIES - 1:
+        missing, error = checker.check(url, when or now())
+        refetch = [m for m in missing if m.method.upper() in SAFE_METHODS]  # a form is never sent twice
+        if not refetch or attempt == CHECK_TRIES - 1:
             break
-        for m in missing:
+        for m in refetch:
             try:
                 proxy.fetch(m.method, m.url, m.headers, m.body or None, timeout=30)
             except (OSError, http.client.HTTPException):
                 pass  # still missing at the next check, and said so then
-    return [m.describe() for m in missing]
+    out = [m.describe() for m in missing]
+    if error and not out:  # the replayed page itself would not load: not a page that replays whole
+        out.append(f"{url} (replay failed: {error})")
+    return out
 
 
 def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, scope: str = "host",

@@ -24,16 +24,18 @@ from webfreeze.archives.content import DecodeError, decode_content
 from webfreeze.common.http import header_value
 
 CHECK_TRIES = 3  # checks of one page at most: the first, then one after each live fetch of what it missed
+# Only these are fetched again live: sending a form or an API call a second time could change the
+# site. A missing request of another method is reported as missing, never repeated.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
-# Waited for before a page is captured (and again before it is checked): the web fonts the page
-# uses, every stylesheet (chained @imports included) and the images in the first viewport
-# (lazy ones the viewport triggers). Bounded: a page that never finishes is still captured.
+# Waited for before a page is captured (and before it is checked), after the load event (which
+# already waits for stylesheets, chained @imports included): the web fonts the page uses, and the
+# images in the first viewport (lazy ones the viewport triggers; a broken image counts as complete).
+# Bounded: a page that never finishes is still captured.
 LOADED_JS = """async (limitMs) => {
-  const sheetsLoaded = () => Array.from(document.querySelectorAll('link[rel~="stylesheet"]'))
-    .every((l) => l.sheet !== null || l.disabled);
   const inView = (img) => { const r = img.getBoundingClientRect();
     return r.bottom >= 0 && r.top <= innerHeight && r.right >= 0 && r.left <= innerWidth; };
-  const pending = () => !sheetsLoaded() || Array.from(document.images).some((img) => inView(img) && !img.complete);
+  const pending = () => Array.from(document.images).some((img) => inView(img) && !img.complete);
   const loaded = (async () => {
     if (document.fonts && document.fonts.ready) await document.fonts.ready;
     while (pending()) await new Promise((done) => setTimeout(done, 25));

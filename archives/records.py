@@ -220,7 +220,9 @@ class ExchangeRecord:
 class PageRecord:
     """One page record (a crawl's or a session's page): URL, title, time, ``extra`` (final URL,
     status, depth, screenshot kind), the DOM snapshot (``payload()`` raw, ``body()`` as text,
-    ``dom()`` bytes or None) and the screenshot (``screenshot()``, PNG bytes or None)."""
+    ``dom()`` bytes or None) and the screenshot (``screenshot()``: image bytes or None; lossless WebP
+    in records made by crawls since WebP screenshots came in, PNG in earlier ones and where WebP
+    cannot hold the image: :attr:`screenshot_format` says which)."""
 
     __slots__ = ("_arc", "_row", "__dict__")
 
@@ -245,7 +247,16 @@ class PageRecord:
         return self._arc.get_blob(self.dom_digest) if self.dom_digest else None
 
     def screenshot(self) -> bytes | None:
+        """The screenshot's bytes as stored (WebP or PNG: :attr:`screenshot_format`), or None."""
         return self._arc.get_blob(self.screenshot_digest) if self.screenshot_digest else None
+
+    @property
+    def screenshot_format(self) -> str | None:
+        """``webp`` or ``png`` (from the image's first bytes), None without a screenshot."""
+        data = self.screenshot()
+        if not data:
+            return None
+        return "webp" if data[:4] == b"RIFF" and data[8:12] == b"WEBP" else "png"
 
     def payload(self) -> bytes:
         """The DOM snapshot's bytes (``b""`` when the page has none)."""

@@ -1,14 +1,18 @@
 """``record crawl``: real Chromium through the recording proxy, breadth-first, resumable.
 
-Every page visited gets a page record (full-page screenshot, DOM snapshot, title) and every
-request the browser makes is recorded by the proxy. The crawl's frontier is a JSON document in the
-archive, updated in the same transaction as each page record, so a crawl killed at any moment
-resumes where it stopped when run again with the same start URL, scope and depth.
+Every page visited gets a page record (screenshot, DOM snapshot, title) and every request the
+browser makes is recorded by the proxy. Before its record is written, each page is checked: loaded
+again from the archive alone (:mod:`.page_check`), what that misses fetched live and checked again;
+a page still missing something is recorded and marked incomplete. The crawl's frontier is a JSON
+document in the archive, updated in the same transaction as each page record, so a crawl killed
+at any moment resumes where it stopped when run again with the same start URL, scope and depth
+(a page whose check was under way is visited again). :func:`recheck` repairs an archive later.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,10 +22,16 @@ from webfreeze.archives import ArchiveError
 from webfreeze.archives.timeutil import now
 
 from .errors import CrawlError, RecordError, SeedFailed, SiteUnreachable
+from .page_check import CHECK_TRIES, SAFE_METHODS, PageChecker
 from .proxy import RecordingProxy, recording_into
 
 STATE_VERSION = 1
 SCREENSHOTS = ("none", "viewport", "full")
+WEBP_MAX = 16383  # the WebP format's largest width or height
+# Lossless WebP effort: Pillow's ``method`` (0-6) and, in lossless mode, ``quality`` (0-100) trade
+# encode time for bytes; measured in benchmarks/crawl_size.py (docs/recording.md has the numbers).
+WEBP_METHOD = 4
+WEBP_EFFORT = 80
 
 
 @dataclass
@@ -32,6 +42,8 @@ class CrawlResult:
     resumed: bool
     complete: bool
     failed: list = field(default_factory=list)  # [url, why] of every page that failed, all runs
+    incomplete: list = field(default_factory=list)  # [url, [missing...]] of recorded pages that miss requests
+    queued: int = 0  # URLs still queued (a crawl stopped by max_pages)
 
 
 def scope_prefix(start: str) -> str:
@@ -80,29 +92,129 @@ def check_url(url: str) -> None:
         raise RecordError(f"{url}: not an http(s) URL")
 
 
+def crawl_state_name(start: str, scope: str, depth: int) -> str:
+    """The name of a crawl's state document: one per (start URL, scope, depth), so running the same
+    crawl again resumes it."""
+    return "crawls/" + hashlib.sha256(f"{start}\n{scope}\n{depth}".encode()).hexdigest()[:16] + ".json"
+
+
+def compact_screenshot(png: bytes) -> bytes:
+    """A page record's screenshot as lossless WebP (the same pixels in about a quarter of the
+    PNG's bytes; ``replay check`` compares decoded pixels, so nothing is lost); the PNG itself when
+    WebP cannot hold it (taller or wider than 16,383 px) or Pillow cannot write WebP."""
+    import io
+
+    from PIL import Image, features
+
+    if not features.check("webp"):
+        return png
+    img = Image.open(io.BytesIO(png))
+    if max(img.size) > WEBP_MAX:
+        return png
+    out = io.BytesIO()
+    img.save(out, "WEBP", lossless=True, quality=WEBP_EFFORT, method=WEBP_METHOD)
+    data = out.getvalue()
+    return data if len(data) < len(png) else png
+
+
+def hsts_upgrade(asked: str, landed: str | None, proxy: RecordingProxy) -> str | None:
+    """The one-line explanation when ``asked`` (an http:// URL) ended on https:// for the same name
+    and the proxy's TLS handshake with that name failed: Chromium upgraded the request on its own
+    (the name is on its HSTS preload list, or sent Strict-Transport-Security before) and the server
+    behind the name speaks plain HTTP. None otherwise."""
+    a = urlsplit(asked)
+    b = urlsplit(landed or "")
+    host = a.hostname or ""
+    if a.scheme != "http" or b.scheme != "https" or (b.hostname or "") != host:
+        return None
+    why = proxy.tls_failed(host)
+    if why is None:
+        return None
+    return (f"{host} is HSTS-preloaded (or sent Strict-Transport-Security): Chromium asks for https://{host}/ "
+            f"on its own, and the server behind it does not speak TLS ({why}); serve it over TLS "
+            f"(--resolve {host}:443=ADDRESS:PORT) or record it under another name")
+
+
+def _capture(page, url: str, screenshots: str):
+    """Visit ``url`` and capture it once it has loaded what it will still load: (status, title,
+    DOM, screenshot, links, final URL)."""
+    from webfreeze.simulator.browser import still_screenshot, track_inflight
+
+    from .page_check import wait_loaded
+
+    inflight = track_inflight(page)
+    try:
+        response = page.goto(url, wait_until="load", timeout=30_000)
+        status = response.status if response else None
+        landed = response.url if response else page.url
+        wait_loaded(page, inflight)
+        title = page.title()
+        dom = page.content().encode("utf-8")
+        shot = None if screenshots == "none" else still_screenshot(page, full_page=screenshots == "full")
+        links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+        return status, title, dom, shot, links, landed
+    finally:
+        for event, handler in (("request", inflight.started), ("requestfinished", inflight.ended),
+                               ("requestfailed", inflight.ended)):
+            page.remove_listener(event, handler)
+
+
+def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = None) -> list[str]:
+    """Check ``url`` against the archive (:class:`.page_check.PageChecker`), fetch live through the
+    proxy what it missed and check again, at most :data:`CHECK_TRIES` checks; returns what is still
+    missing (empty: the page replays whole). ``when``: the time the replay is as of (a page
+    recorded earlier: its capture time; None: now, the time its page record is about to get)."""
+    import http.client
+
+    missing: list = []
+    error = None
+    for attempt in range(CHECK_TRIES):
+        missing, error = checker.check(url, when or now())
+        refetch = [m for m in missing if m.method.upper() in SAFE_METHODS]  # a form is never sent twice
+        if not refetch or attempt == CHECK_TRIES - 1:
+            break
+        for m in refetch:
+            try:
+                proxy.fetch(m.method, m.url, m.headers, m.body or None, timeout=30)
+            except (OSError, http.client.HTTPException):
+                pass  # still missing at the next check, and said so then
+    out = [m.describe() for m in missing]
+    if error and not out:  # the replayed page itself would not load: not a page that replays whole
+        out.append(f"{url} (replay failed: {error})")
+    return out
+
+
 def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, scope: str = "host",
           progress: Callable[[int, str], None] | None = None,
-          resolve: dict[str, tuple[str, int]] | None = None, screenshots: str = "viewport") -> CrawlResult:
+          resolve: dict[str, tuple[str, int]] | None = None, screenshots: str = "viewport",
+          check: bool = True) -> CrawlResult:
     """Crawl from ``start`` into the archive (created if missing); resumes an interrupted crawl.
 
     The start URL is first fetched through the recording proxy, unrecorded (its resolver, its
     certificate policy): a seed that fails (a network error, a 4xx/5xx answer) raises
     :class:`SeedFailed` with nothing recorded. Pages that fail later are not recorded as pages;
     they are listed in the crawl's state document and in :attr:`CrawlResult.failed`.
-    ``screenshots``: ``full`` (the whole page), ``viewport`` (the first 1920x1080) or ``none``.
+    ``screenshots``: ``full`` (the whole page), ``viewport`` (the first 1920x1080) or ``none``;
+    stored as lossless WebP where the format can hold them (:func:`compact_screenshot`).
+
+    A page is captured once it has loaded what it will still load (stylesheets with their chained
+    imports, fonts, images in view), then, with ``check``, checked: loaded again from the archive
+    alone; what that replay misses is fetched live through the proxy and the page checked again
+    (:data:`CHECK_TRIES` checks at most). A page still missing something is recorded, marked
+    ``"complete": false`` with the ``missing`` URLs in its record's ``extra``, listed in the state
+    document (``incomplete``) and in :attr:`CrawlResult.incomplete`; the crawl is then not complete.
     """
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import (launch_chromium, new_context, still_screenshot, track_inflight,
-                                             wait_network_quiet)
+    from webfreeze.simulator.browser import launch_chromium, new_context
 
     if screenshots not in SCREENSHOTS:
         raise CrawlError(f"--screenshots {screenshots!r}: expected one of {', '.join(SCREENSHOTS)}")
     start = urldefrag(start)[0]
     check_url(start)
     in_scope = scope_matcher(start, scope)
-    state_name = "crawls/" + hashlib.sha256(f"{start}\n{scope}\n{depth}".encode()).hexdigest()[:16] + ".json"
+    state_name = crawl_state_name(start, scope, depth)
     with recording_into(archive_path) as arc:
         try:
             state = arc.get_document(state_name)
@@ -112,6 +224,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                      "queue": [[start, 0]], "seen": [start], "done": 0}
             resumed = False
         state.setdefault("failed", [])
+        state.setdefault("incomplete", [])
         seen = set(state["seen"])
         proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve, paused=True).start()
         visited = 0
@@ -127,37 +240,37 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                 browser = launch_chromium(pw, proxy=proxy.url)
                 context = new_context(browser)
                 page = context.new_page()
-                inflight = track_inflight(page)
+                checker = PageChecker(browser, archive_path)
                 while state["queue"] and state["done"] < max_pages:
                     url, level = state["queue"][0]
-                    status = None
-                    inflight.clear()
+                    landed = None
                     try:
-                        response = page.goto(url, wait_until="load", timeout=30_000)
-                        status = response.status if response else None
-                        wait_network_quiet(page, inflight)
-                        title = page.title()
-                        dom = page.content().encode("utf-8")
-                        shot = None if screenshots == "none" else still_screenshot(page, full_page=screenshots == "full")
-                        links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+                        status, title, dom, shot, links, landed = _capture(page, url, screenshots)
                     except PlaywrightError as exc:
                         title, dom, shot, links = "", None, None, []
                         status = f"error: {str(exc).splitlines()[0]}"
                     failure = page_failure(status)
+                    if failure is not None:
+                        failure = hsts_upgrade(url, landed or page.url, proxy) or failure
                     if failure is not None and level == 0 and state["done"] == 0:
                         raise SeedFailed(f"{url}: the start page failed ({failure})")
+                    missing = _self_check(checker, proxy, url) if check and failure is None else []
                     new = sorted({urldefrag(link)[0] for link in links} - seen) if level < depth and not failure else []
                     new = [u for u in new if in_scope(u)]
                     seen.update(new)
                     state["queue"] = state["queue"][1:] + [[u, level + 1] for u in new]
                     state["seen"] = sorted(seen)
                     state["done"] += 1
+                    extra = {"final_url": page.url, "status": status, "depth": level, "screenshot": screenshots}
+                    if check and failure is None:
+                        extra["complete"] = not missing
+                        if missing:
+                            extra["missing"] = missing
+                            state["incomplete"].append([url, missing])
                     with arc.transaction():  # the page and the frontier land together
                         if failure is None:
                             arc.add_page(session_id=proxy.session_id, url=url, captured_at=now(), title=title,
-                                         screenshot=shot, dom=dom,
-                                         extra={"final_url": page.url, "status": status, "depth": level,
-                                                "screenshot": screenshots})
+                                         screenshot=compact_screenshot(shot) if shot else None, dom=dom, extra=extra)
                         else:  # not a recorded page: listed with why (its exchanges stay, as recorded)
                             state["failed"].append([url, failure])
                         arc.put_document(state_name, state)
@@ -169,4 +282,59 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
             proxy.stop()
         return CrawlResult(pages=state["done"] - len(state["failed"]), pages_this_run=visited,
                            exchanges_this_run=proxy.recorder.recorded - before, resumed=resumed,
-                           complete=not state["queue"] or state["done"] >= max_pages, failed=state["failed"])
+                           complete=not state["queue"] and not state["incomplete"], failed=state["failed"],
+                           incomplete=state["incomplete"], queued=len(state["queue"]))
+
+
+def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
+            progress: Callable[[int, str], None] | None = None,
+            resolve: dict[str, tuple[str, int]] | None = None) -> CrawlResult:
+    """Check every page record of an existing archive again (:func:`crawl`'s check: replayed from
+    the archive alone, as at the record's capture time), fetch live through the recording proxy
+    what a page misses, and check it again. The crawl of (``start``, ``scope``, ``depth``), when the
+    archive holds its state, gets its ``incomplete`` list replaced by what is still missing. No page
+    is visited live, no page record added: only the missing exchanges are recorded."""
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.archives import Archive
+
+    from webfreeze.simulator.browser import launch_chromium
+
+    start = urldefrag(start)[0]
+    check_url(start)
+    if not os.path.exists(archive_path):
+        raise CrawlError(f"{archive_path}: no such archive to recheck")
+    with Archive.open(archive_path) as arc:
+        pages = [(p.url, p.captured_at) for p in arc.pages()]
+    if not pages:
+        raise CrawlError(f"{archive_path}: no page records to recheck")
+    state_name = crawl_state_name(start, scope, depth)
+    incomplete = []
+    with recording_into(archive_path) as arc:
+        proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve).start()
+        before = proxy.recorder.recorded
+        try:
+            with sync_playwright() as pw:
+                browser = launch_chromium(pw, proxy=proxy.url)
+                checker = PageChecker(browser, archive_path)
+                for n, (url, captured_at) in enumerate(pages, 1):
+                    missing = _self_check(checker, proxy, url, captured_at)
+                    if missing:
+                        incomplete.append([url, missing])
+                    if progress:
+                        progress(n, url)
+                browser.close()
+        finally:
+            proxy.stop()
+        try:
+            state = arc.get_document(state_name)
+        except ArchiveError:
+            state = None
+        if state is not None:
+            state["incomplete"] = incomplete
+            arc.put_document(state_name, state)
+        return CrawlResult(pages=len(pages), pages_this_run=0, exchanges_this_run=proxy.recorder.recorded - before,
+                           resumed=True, complete=not incomplete and not (state or {}).get("queue"),
+                           failed=(state or {}).get("failed", []), incomplete=incomplete,
+                           queued=len((state or {}).get("queue", [])))
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import http.client
 import os
 import signal
 import socket
@@ -125,6 +126,7 @@ class RecordingProxy:
         self._failure: ProxyError | None = None
         self._listening = False
         self._on_ready = None
+        self.tls_failures: dict[str, str] = {}  # host -> why the upstream TLS handshake failed
 
     def begin_session(self) -> str:
         """Start recording: make the capture session (a proxy made with ``paused=True`` passes
@@ -142,32 +144,54 @@ class RecordingProxy:
         """GET ``url`` through this proxy (its resolver, its certificate policy) without recording
         it; one-line :class:`SiteUnreachable` when the network fails or the site answers 4xx/5xx.
         Redirects are not followed: a site that answers at all with one is reachable."""
-        import http.client
-        import ssl
-
         self.recorder.last_failure = None
-        parts = urlsplit(url)
-        path = urlunsplit(("", "", parts.path or "/", parts.query, ""))
         try:
-            if parts.scheme == "https":
-                ctx = ssl.create_default_context(cafile=str(ensure_ca(self.confdir)))  # the proxy's CA
-                conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=ctx)
-                conn.set_tunnel(parts.hostname, parts.port or 443)
-                conn.request("GET", path, headers={"User-Agent": "webfreeze-probe"})
-            else:
-                conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-                conn.request("GET", url, headers={"User-Agent": "webfreeze-probe"})
-            resp = conn.getresponse()
-            resp.read()
-            conn.close()
+            status, reason = self.fetch("GET", url, [("User-Agent", "webfreeze-probe")], timeout=timeout)
         except (OSError, http.client.HTTPException) as exc:
             why = self.recorder.last_failure or str(exc) or type(exc).__name__
             raise SiteUnreachable(f"{url}: unreachable ({_plain_reason(why)})") from None
-        if resp.status >= 400:
+        if status >= 400:
             why = self.recorder.last_failure  # the proxy's own 502 for a connection that failed
             if why:
                 raise SiteUnreachable(f"{url}: unreachable ({_plain_reason(why)})")
-            raise SiteUnreachable(f"{url}: the site answered {resp.status} {resp.reason}".rstrip())
+            raise SiteUnreachable(f"{url}: the site answered {status} {reason}".rstrip())
+
+    def fetch(self, method: str, url: str, headers=(), body: bytes | None = None, *,
+              timeout: float = 15) -> tuple[int, str]:
+        """Send one request through this proxy, as a browser would (HTTPS in a CONNECT tunnel,
+        trusting the proxy's CA), and return (status, reason); recorded like any other exchange
+        once the session has begun. A crawl fetches what its replayed page missed this way, so the
+        answer lands in the archive exactly as the browser's would. Network errors raise OSError
+        or :class:`http.client.HTTPException`."""
+        import ssl
+
+        parts = urlsplit(url)
+        path = urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        sent = [(k, v) for k, v in headers if k.lower() not in _NOT_FORWARDED and not k.startswith(":")]
+        if parts.scheme == "https":
+            ctx = ssl.create_default_context(cafile=str(ensure_ca(self.confdir)))  # the proxy's CA
+            conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=ctx)
+            conn.set_tunnel(parts.hostname, parts.port or 443)
+            target = path
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+            target = url
+        try:
+            conn.putrequest(method, target, skip_accept_encoding=True)
+            for k, v in sent:
+                conn.putheader(k, v)
+            if body:
+                conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders(body or None)
+            resp = conn.getresponse()
+            resp.read()
+            return resp.status, resp.reason
+        finally:
+            conn.close()
+
+    def tls_failed(self, host: str) -> str | None:
+        """Why the proxy's TLS handshake with ``host`` failed (its last failure), or None."""
+        return self.tls_failures.get(host.lower())
 
     async def _main(self) -> None:
         from mitmproxy import options
@@ -187,6 +211,7 @@ class RecordingProxy:
             if self.resolve:  # before the recorder: it names each flow's URL as the client asked
                 master.addons.add(_Resolver(self.resolve))
             master.addons.add(self.recorder)
+            master.addons.add(_TlsWatch(self))
             self._master = master
             self._loop = asyncio.get_running_loop()
             if threading.current_thread() is threading.main_thread():
@@ -263,6 +288,26 @@ def _plain_reason(why: str) -> str:
     if "unexpected server response" in low or "protocol error" in low or "invalid http" in low:
         return f"the server does not speak HTTP: {why}"
     return why
+
+
+# Not sent on by RecordingProxy.fetch: http.client writes its own Host, length and connection handling.
+_NOT_FORWARDED = frozenset({"host", "content-length", "connection", "keep-alive", "proxy-connection",
+                            "transfer-encoding", "te", "upgrade", "trailer"})
+
+
+class _TlsWatch:
+    """mitmproxy addon: remembers, per host name, why a TLS handshake with the upstream server
+    failed. A crawl reads it to tell a name Chromium upgraded to HTTPS on its own (an
+    HSTS-preloaded name served over plain HTTP) from any other failure."""
+
+    def __init__(self, proxy: RecordingProxy):
+        self.proxy = proxy
+
+    def tls_failed_server(self, data) -> None:
+        conn = data.conn
+        name = conn.sni or (conn.address[0] if conn.address else None)
+        if name:
+            self.proxy.tls_failures[str(name).lower()] = str(conn.error or "TLS handshake failed")
 
 
 class _Started:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
@@ -11,6 +12,7 @@ import threading
 import time
 
 import pytest
+from PIL import Image
 
 from webfreeze.archives import Archive
 from webfreeze.archives.verify import verify
@@ -59,8 +61,10 @@ def test_depth_two_crawl_of_scholar(tmp_path, home, cli):
         assert len(pages) == 205 and len({p.url for p in pages}) == 205
         for p in pages:
             assert p.screenshot_digest and p.dom_digest, p.url
-        shot = pages[3].screenshot()
-        assert shot.startswith(b"\x89PNG") and int.from_bytes(shot[16:20], "big") == 1920
+        shot = pages[3].screenshot()  # lossless WebP, the first 1920x1080
+        assert shot[:4] == b"RIFF" and shot[8:12] == b"WEBP"
+        assert Image.open(io.BytesIO(shot)).size == (1920, 1080)
+        assert all(p.extra["complete"] is True for p in pages)  # every page checked against its replay
         assert b"</html>" in pages[3].dom()
         recorded = {r.url for r in arc.exchanges()}
         assert logged.served <= recorded, sorted(logged.served - recorded)[:5]

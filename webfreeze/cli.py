@@ -494,29 +494,59 @@ def record_proxy(archive_path, host, port, resolve):
               help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
 @click.option("--screenshots", type=click.Choice(["none", "viewport", "full"]), default="viewport", show_default=True,
               help="Each page's screenshot: the first 1920x1080 (viewport), the whole page (full) or none.")
-def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshots):
+@click.option("--check/--no-check", default=True, show_default=True,
+              help="Check each page by loading it again from the archive alone; fetch what it misses.")
+@click.option("--recheck", is_flag=True,
+              help="Visit no page: check every page record of the archive again and fetch live what one misses.")
+def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshots, check, recheck):
     """Crawl URL breadth-first in real Chromium through the recording proxy (1920x1080).
 
-    Each page gets a screenshot and a DOM snapshot; every request is recorded. A start page that
-    fails (network error, 4xx/5xx) is an error and records nothing; pages failing later are listed.
-    Running the same crawl again resumes it.
+    Each page gets a screenshot and a DOM snapshot; every request is recorded. Each page is then
+    loaded again from the archive alone, and what that misses is fetched live and checked again; a
+    page still missing something is recorded but incomplete (exit status 1; repair with --recheck).
+    A start page that fails (network error, 4xx/5xx) is an error and records nothing; pages failing
+    later are listed. Running the same crawl again resumes it.
     """
     from webfreeze.recorder.crawl import check_url, crawl, scope_matcher
+    from webfreeze.recorder.crawl import recheck as run_recheck
     from webfreeze.recorder.proxy import parse_resolve
 
     usage_checked(check_url, url)
     usage_checked(scope_matcher, url, scope)  # a bad regex fails before anything starts
     table = usage_checked(parse_resolve, resolve)
-    progress, advance = progress_bar(max_pages, "crawling", unit="pages")
-    with progress:
-        result = crawl(archive_path, url, depth=depth, max_pages=max_pages, scope=scope,
-                       progress=lambda done, _url: advance(1), resolve=table, screenshots=screenshots)
-    state = "complete" if result.complete else "interrupted"
-    failed = f", {len(result.failed)} failed" if result.failed else ""
-    click.echo(f"{'resumed, ' if result.resumed else ''}{result.pages_this_run} pages and "
-               f"{result.exchanges_this_run} exchanges recorded this run; {result.pages} pages in total{failed} ({state})")
-    for failed_url, why in result.failed:
-        click.echo(f"  failed: {failed_url} ({why})")
+    if recheck:
+        from webfreeze.archives import Archive
+
+        with Archive.open(archive_path) as arc:
+            total = arc.counts()["pages"]
+        progress, advance = progress_bar(total, "rechecking", unit="pages")
+        with progress:
+            result = run_recheck(archive_path, url, depth=depth, scope=scope, resolve=table,
+                                 progress=lambda done, _url: advance(1))
+        click.echo(f"{result.pages} pages rechecked; {result.exchanges_this_run} exchanges recorded this run; "
+                   f"{len(result.incomplete)} still incomplete")
+    else:
+        progress, advance = progress_bar(max_pages, "crawling", unit="pages")
+        with progress:
+            result = crawl(archive_path, url, depth=depth, max_pages=max_pages, scope=scope,
+                           progress=lambda done, _url: advance(1), resolve=table, screenshots=screenshots, check=check)
+        if result.incomplete:
+            state = f"incomplete: {len(result.incomplete)} pages miss requests"
+        elif result.queued:
+            state = f"stopped at --max-pages with {result.queued} URLs queued; run again with a higher --max-pages to go on"
+        else:
+            state = "complete" if check else "complete, unchecked"
+        failed = f", {len(result.failed)} failed" if result.failed else ""
+        click.echo(f"{'resumed, ' if result.resumed else ''}{result.pages_this_run} pages and "
+                   f"{result.exchanges_this_run} exchanges recorded this run; {result.pages} pages in total{failed} ({state})")
+        for failed_url, why in result.failed:
+            click.echo(f"  failed: {failed_url} ({why})")
+    for page_url, missing in result.incomplete:
+        click.echo(f"  incomplete: {page_url} (missing: {', '.join(missing)})")
+    if result.incomplete:
+        click.echo(f"{len(result.incomplete)} pages replay with requests missing; repair with: webfreeze record crawl "
+                   f"{url} --archive {archive_path} --recheck", err=True)
+        sys.exit(1)
 
 
 @record.command("session")

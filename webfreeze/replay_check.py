@@ -9,7 +9,9 @@ like). Compared with the capture:
 - text similarity: ``difflib`` ratio of the visible text (whitespace-normalised words) of the
   captured and the replayed DOM, 1.0 = identical;
 - pixel difference: the share of pixels that differ between the two screenshots (pixels outside
-  the smaller image count as different), 0.0 = identical.
+  the smaller image count as different), 0.0 = identical. Both are decoded to RGB first, so a
+  capture stored as lossless WebP (crawls now) or PNG (earlier crawls) compares exactly with the
+  replay's PNG.
 
 Each page replays as a new replay session (ordered repeats start over, seeded runtime, captures
 chosen closest to the page record's time), so the output is a pure function of the archive and the
@@ -58,7 +60,8 @@ def text_similarity(a: str, b: str) -> float:
 
 
 def pixel_difference(png_a: bytes | None, png_b: bytes | None) -> float | None:
-    """Share of differing pixels (0..1) between two PNGs, None when either is missing."""
+    """Share of differing pixels (0..1) between two images (PNG or WebP, any mix: both are decoded
+    to RGB and compared pixel by pixel), None when either is missing."""
     if not png_a or not png_b:
         return None
     from PIL import Image, ImageChops

@@ -1,0 +1,279 @@
+"""Crawls that check themselves (issue 31): chained CSS imports, a stylesheet whose first answer is
+cut off, one that never comes, ``--max-pages``, ``--recheck``, HSTS-preloaded names, WebP page
+screenshots. The site is a real HTTP server on loopback whose stylesheets import each other four
+levels deep, each level answered after a delay."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from webfreeze.archives import Archive
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+
+try:
+    chromium_path()
+except BrowserUnavailable as exc:
+    pytestmark = pytest.mark.skip(reason=str(exc))
+
+LEVELS = 4
+DELAY_S = 0.2  # per @import level: the chain takes a second to arrive
+
+PAGES = {
+    "/": b"""<!doctype html><html><head><title>Chained imports</title>
+<link rel="stylesheet" href="/css/l1.css"></head>
+<body><h1>Chained imports</h1><p class="body">Styled four levels deep.</p><a href="/two.html">two</a></body></html>""",
+    "/two.html": b"""<!doctype html><html><head><title>Two</title>
+<link rel="stylesheet" href="/css/l1.css"></head><body><h1>Two</h1><a href="/">home</a></body></html>""",
+}
+
+
+def stylesheet(level: int) -> bytes:
+    head = f'@import "/css/l{level + 1}.css";\n' if level < LEVELS else ""
+    # each level paints something of its own, so a level missing in replay shows in the screenshot
+    return (head + f"h{level % 2 + 1} {{ color: rgb({level * 60}, 20, 20); }}\n"
+            f"body {{ margin-left: {level * 10}px; }}\n").encode()
+
+
+class ChainSite:
+    """The test site. ``cut_once``: paths whose first answer is cut off mid-body (the connection
+    closes early); ``cut_always``: paths never answered whole."""
+
+    def __init__(self, cut_once=(), cut_always=()):
+        self.cut_once, self.cut_always = set(cut_once), set(cut_always)
+        self.hits: dict[str, int] = {}
+        self.lock = threading.Lock()
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                path = self.path.split("?")[0]
+                with site.lock:
+                    n = site.hits[path] = site.hits.get(path, 0) + 1
+                if path in PAGES:
+                    body, ctype = PAGES[path], "text/html; charset=utf-8"
+                elif path.startswith("/css/l") and path[6:-4].isdigit():
+                    time.sleep(DELAY_S)
+                    body, ctype = stylesheet(int(path[6:-4])), "text/css"
+                else:
+                    body, ctype = b"not found", "text/plain"
+                    self.send_response(404)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                if path in site.cut_always or (path in site.cut_once and n == 1):
+                    self.wfile.write(body[:5])  # then the connection drops: the body never arrives whole
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    return
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def _css_statuses(archive) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    with Archive.open(archive) as arc:
+        for ex in arc.exchanges():
+            if "/css/" in ex.url:
+                out.setdefault(ex.url.rsplit("/", 1)[1], []).append(ex.status)
+    return out
+
+
+def _replay_check(cli, archive, report):
+    r = cli("replay", "check", archive, "--report", report, timeout=300)
+    return r, json.loads((report / "report.json").read_text()) if (report / "report.json").exists() else None
+
+
+def test_cut_stylesheet_is_fetched_again_and_replays_whole(tmp_path, home, cli):
+    """The third of four chained @imports is cut off the first time: the crawl's check misses it,
+    fetches it live, and the archive replays with 0 misses and the captured pixels."""
+    site = ChainSite(cut_once={"/css/l3.css"})
+    archive = tmp_path / "chain.wfz"
+    try:
+        # one page: no later page asks for the stylesheets again and records them by chance
+        r = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "0", timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(complete)" in r.stdout, r.stdout
+    assert site.hits["/css/l3.css"] == 2  # cut once, then fetched again by the crawl's check
+    statuses = _css_statuses(archive)
+    assert all(200 in statuses.get(f"l{n}.css", []) for n in range(1, LEVELS + 1)), statuses
+    with Archive.open(archive) as arc:
+        pages = list(arc.pages())
+        assert len(pages) == 1 and pages[0].extra["complete"] is True
+        shot = pages[0].screenshot()
+        assert shot[:4] == b"RIFF" and shot[8:12] == b"WEBP"  # lossless WebP page screenshots
+    r, report = _replay_check(cli, archive, tmp_path / "report")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert report["summary"]["missed_requests"] == 0
+    for page in report["pages"]:
+        assert page["pixel_difference"] == 0.0 and page["text_similarity"] == 1.0, page
+
+
+def test_resource_that_never_arrives_marks_the_page_incomplete(tmp_path, home, cli):
+    site = ChainSite(cut_always={"/css/l3.css"})
+    archive = tmp_path / "broken.wfz"
+    try:
+        r = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "0", timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "(complete)" not in r.stdout and "incomplete" in r.stdout
+    assert f"incomplete: {site.url}/ (missing: {site.url}/css/l3.css" in r.stdout
+    assert "--recheck" in r.stderr and r.stderr.count("\n") == 1
+    with Archive.open(archive) as arc:
+        (page,) = list(arc.pages())  # recorded all the same, marked
+        assert page.extra["complete"] is False
+        assert any(m.startswith(f"{site.url}/css/l3.css") for m in page.extra["missing"])
+        (state,) = [d.body() for d in arc.documents(prefix="crawls/")]
+        assert [u for u, _ in state["incomplete"]] == [f"{site.url}/"]
+
+
+def test_crawl_cut_by_max_pages_is_not_complete(tmp_path, home, cli):
+    site = ChainSite()
+    archive = tmp_path / "cut.wfz"
+    try:
+        r = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "1", "--max-pages", "1",
+                timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "(complete)" not in r.stdout and "stopped at --max-pages with 1 URLs queued" in r.stdout
+        # the same crawl with room for the rest goes on and completes
+        r = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "1", "--max-pages", "5",
+                timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 0 and "resumed" in r.stdout and "(complete)" in r.stdout, r.stdout
+
+
+def test_recheck_repairs_an_archive_that_misses_a_stylesheet(tmp_path, home, cli):
+    """Crawled unchecked while the stylesheet's first answer is cut off: the archive misses it and
+    ``replay check`` says so; ``--recheck`` fetches it, and the check passes."""
+    site = ChainSite(cut_once={"/css/l3.css"})
+    archive = tmp_path / "damaged.wfz"
+    try:
+        r = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "0", "--no-check", timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "200" not in str(_css_statuses(archive).get("l3.css", []))
+        r, report = _replay_check(cli, archive, tmp_path / "before")
+        assert r.returncode == 1 and report["summary"]["missed_requests"] >= 1
+        assert f"{site.url}/css/l3.css" in report["pages"][0]["misses"]
+        pages_before = sum(site.hits.get(p, 0) for p in PAGES)
+        r = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "0", "--recheck", timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "1 pages rechecked" in r.stdout and "0 still incomplete" in r.stdout
+        assert sum(site.hits.get(p, 0) for p in PAGES) == pages_before  # no page visited live
+    finally:
+        site.stop()
+    r, report = _replay_check(cli, archive, tmp_path / "after")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert report["summary"]["missed_requests"] == 0
+    with Archive.open(archive) as arc:
+        (state,) = [d.body() for d in arc.documents(prefix="crawls/")]
+        assert state["incomplete"] == []
+
+
+def test_hsts_preloaded_name_over_plain_http_is_one_line(tmp_path, home, cli):
+    """docs.python.org is on Chromium's built-in HSTS preload list: asked for over http://, Chromium
+    goes to https:// itself, and the plain-HTTP server behind --resolve cannot answer TLS."""
+    site = ChainSite()
+    archive = tmp_path / "hsts.wfz"
+    try:
+        r = cli("record", "crawl", "http://docs.python.org/", "--archive", archive, "--depth", "0",
+                "--resolve", f"docs.python.org=127.0.0.1:{site.port}", timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "docs.python.org is HSTS-preloaded" in r.stderr and "serve it over TLS" in r.stderr, r.stderr
+    assert not archive.exists()
+
+
+def test_webp_and_png_page_records_compare_exactly(tmp_path):
+    """Pixel comparison decodes both sides: the same pixels as PNG and as lossless WebP differ by
+    0, and one changed pixel is counted exactly."""
+    from PIL import Image
+
+    from webfreeze.recorder.crawl import compact_screenshot
+    from webfreeze.replay_check import pixel_difference
+
+    img = Image.new("RGB", (64, 32), (250, 250, 250))
+    for x in range(64):
+        img.putpixel((x, x % 32), (x * 4, 0, 255 - x * 4))
+    png = io.BytesIO()
+    img.save(png, "PNG")
+    png = png.getvalue()
+    webp = compact_screenshot(png)
+    assert webp[:4] == b"RIFF" and webp[8:12] == b"WEBP"
+    assert pixel_difference(png, webp) == 0.0
+    img.putpixel((5, 5), (0, 0, 1))
+    other = io.BytesIO()
+    img.save(other, "PNG")
+    assert pixel_difference(compact_screenshot(other.getvalue()), png) == round(1 / (64 * 32), 6)
+
+
+def test_old_png_page_record_still_checks_clean(tmp_path, home, cli):
+    """An archive whose page record holds a PNG screenshot (as before WebP) replays and compares
+    with pixel difference 0: built from a crawled archive, its screenshot re-encoded as PNG."""
+    from PIL import Image
+
+    from webfreeze.archives import new_archive_atomically
+
+    site = ChainSite()
+    crawled = tmp_path / "webp.wfz"
+    try:
+        r = cli("record", "crawl", f"{site.url}/", "--archive", crawled, "--depth", "0", timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 0, r.stdout + r.stderr
+    old = tmp_path / "png.wfz"
+    with new_archive_atomically(old):
+        pass
+    with Archive.open(crawled) as src, Archive.open(old, write=True) as dst:
+        session = dst.new_session("crawl", source="test", tool="test")
+        for ex in src.exchanges():
+            dst.add_exchange(ex.to_exchange(session_id=session))
+        for p in src.pages():
+            png = io.BytesIO()
+            Image.open(io.BytesIO(p.screenshot())).save(png, "PNG")
+            dst.add_page(session_id=session, url=p.url, captured_at=p.captured_at, title=p.title,
+                         screenshot=png.getvalue(), dom=p.dom(), extra=p.extra)
+    with Archive.open(old) as arc:
+        assert next(arc.pages()).screenshot().startswith(b"\x89PNG")
+    r, report = _replay_check(cli, old, tmp_path / "report")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert report["pages"][0]["pixel_difference"] == 0.0

@@ -12,7 +12,8 @@ Ground truth (``ground_truth.rubric``)::
 
 Scores (the paper's): website = retrieval 5 + utilisation 5; preferences = each of the k
 preferences 5/k retrieval + 5/k utilisation, plus 2.5 + 2.5 for the location on a location-aware
-site, rescaled to 10; intent = 10 done / 5 the right action blocked by an outside factor / 0,
+site, rescaled to 10; intent = 10 the goal achieved / 5 the final decisive action attempted but
+blocked by an outside factor (:func:`decisive_attempt`) / 0,
 decided without looking at the preferences, and *undecided* (None) when nothing but the agent's
 own answer says it was done (no final-state check, no judge); success = every score 10 (None while
 the intent is undecided and the other scores are 10). ``docs/scoring.md`` maps every sentence of

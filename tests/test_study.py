@@ -230,6 +230,9 @@ def test_persona2web_table_leaves_undecided_intents_out_of_intent_and_sr():
     assert (row["tasks"], row["decided"]) == (3, 2)
     assert row["p_pref"] == pytest.approx(25 / 30) and row["intent"] == 0.5 and row["sr"] == 0.5
     assert row["sr_se"] == pytest.approx(math.sqrt(0.25 / 2))
+    # nothing decided: no Intent, no SR, rather than a 0 nobody measured
+    row = personalisation(rs[2:])["on-demand"]["0"]
+    assert (row["decided"], row["intent"], row["sr"], row["sr_se"], row["p_web"]) == (0, None, None, None, 1.0)
 
 
 # ------------------------------------------------------------------------------------ hand-built study folder

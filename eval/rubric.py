@@ -392,15 +392,19 @@ INFRASTRUCTURE = "infrastructure"
 # never credited, and reports leave such tasks out of Intent and SR.
 UNDECIDED = "undecided"
 # Words of a target that names the final decisive action of a task: adding to a cart, buying,
-# checking out, ordering, reserving, booking, confirming, applying, enrolling, registering, getting
-# tickets. Matched on word boundaries in the normalised name, value or text of the acted-on element.
+# checking out, ordering, paying, reserving, booking, confirming, applying for a job, enrolling,
+# registering, getting tickets. Matched on word boundaries in the normalised name, value or text of
+# the acted-on element. Words that also name ordinary navigation or filtering are left out or need
+# their object: a bare "Apply" is a filter button, "Schedule" a sports page, "Subscribe" and "Sign
+# up" a newsletter, "Rent" a listings section.
 DECISIVE_ACTION = re.compile(
-    r"(?<![0-9a-z])(add(ed)? to (cart|bag|basket|trolley|order)|add to my (cart|bag|basket)|buy( now| it now)?|"
-    r"purchase|check ?out|place (the |my |your )?order|order now|complete (the |my )?(order|purchase|booking|"
-    r"reservation)|pay( now)?|reserve( now| a table| table)?|book( now| a table| table| it| tickets?)?|"
-    r"confirm( (booking|reservation|order|purchase))?|apply( now)?|enrol(l)?( now)?|register|sign up|rsvp|"
-    r"get tickets?|request (a )?(booking|reservation|appointment)|schedule( (an )?appointment)?|rent( now)?|"
-    r"subscribe)(?![0-9a-z])")
+    r"(?<![0-9a-z])(add(ed)? to (my )?(cart|bag|basket|trolley|order)|buy( now| it now)?|purchase|check ?out|"
+    r"place (the |my |your )?order|order now|complete (the |my )?(order|purchase|booking|reservation)|"
+    r"pay( now)?|reserve( now| a table| table)?|book( now| a table| table| it| tickets?)?|"
+    r"confirm( (booking|reservation|order|purchase))?|apply (now|for (this |the )?job)|submit (my |your )?"
+    r"application|enrol(l)?( now)?|register( now)?|rsvp|get tickets?|"
+    r"request (a |an )?(booking|reservation|appointment)|schedule (an |the )?appointment|rent (it )?now)"
+    r"(?![0-9a-z])")
 # Browser actions that can carry out a decisive action (a click on a button or link, a key press).
 DECISIVE_KINDS = ("click", "press")
 

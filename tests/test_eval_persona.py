@@ -189,7 +189,8 @@ def test_five_needs_the_final_decisive_action_attempted():
     ("Add to Cart", True), ("Add to bag", True), ("Reserve", True), ("Book now", True), ("Place order", True),
     ("Proceed to checkout", True), ("Buy it now", True), ("Get tickets", True), ("Apply now", True),
     ("Running shoes", False), ("Bookmarks", False), ("Cart (0)", False), ("Notebooks", False),
-    ("Search", False), ("Next page", False),
+    ("Search", False), ("Next page", False), ("Apply", False), ("Schedule", False), ("Subscribe", False),
+    ("Enroll now", True), ("Request an appointment", True),
 ])
 def test_decisive_actions_are_named_by_their_target(name, decisive):
     t = trajectory("t", [step("click('5')", "click", url="http://shop.test/p/1", role="button", name=name)],

@@ -10,18 +10,30 @@ from __future__ import annotations
 from typing import Any
 
 NO_LEVEL = "-"
-# Deciders of rubric items that are not judges (``decided_by``).
-NOT_JUDGES = ("rule", "instruction", "ground truth", "infrastructure", "agent's word")
+# Deciders of rubric items that are not judges (``decided_by``). "agent's word" is kept for
+# results scored before an intent resting on the agent's answer alone became "undecided".
+NOT_JUDGES = ("rule", "instruction", "ground truth", "infrastructure", "undecided", "agent's word")
+# The deciders that are the rules (an item decided from the trajectory, the instruction or the
+# task's final-state checks).
+RULE_DECIDERS = ("rule", "instruction", "ground truth")
+UNDECIDED = "undecided"
 
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def intent_decided(rb: dict) -> bool:
+    """Whether a task's rubric result has a decided intent (an undecided one scores None)."""
+    return rb.get("intent") is not None
+
+
 def rubric_values(results: list[dict]) -> dict:
     """Per task, on a 0-1 scale, the values behind a Table 3 row: ``web``, ``pref``, ``intent``
-    (floats) and ``sr`` (booleans). A task without a trajectory scores 0 on every part its rubric
-    has: its ``rubric_parts`` (both website and preference in results that predate them)."""
+    (floats) and ``sr`` (booleans). ``intent`` and ``sr`` hold only the tasks whose intent was
+    decided (an undecided intent is neither credited nor counted as a failure). A task without a
+    trajectory scores 0 on every part its rubric has: its ``rubric_parts`` (both website and
+    preference in results that predate them); it is decided (the agent did nothing)."""
     web, pref, intent, sr = [], [], [], []
     for r in results:
         rb = (r.get("results") or {}).get("rubric")
@@ -38,15 +50,17 @@ def rubric_values(results: list[dict]) -> dict:
             web.append(rb["website"]["score"] / 10.0)
         if "preference" in rb:
             pref.append(rb["preference"]["score"] / 10.0)
-        intent.append(rb["intent"] / 10.0)
-        sr.append(bool(rb["success"]))
+        if intent_decided(rb):
+            intent.append(rb["intent"] / 10.0)
+            sr.append(bool(rb["success"]))
     return {"web": web, "pref": pref, "intent": intent, "sr": sr}
 
 
 def table_row(results: list[dict]) -> dict:
     """One Table 3 row over task results that have rubric ground truth, on a 0-1 scale. A task
     without a trajectory scores 0 on every part its rubric has (the agent did nothing): its
-    ``rubric_parts`` (both website and preference in results that predate them)."""
+    ``rubric_parts`` (both website and preference in results that predate them). Intent and SR are
+    over the ``decided`` tasks only (those whose intent was decided); ``undecided`` counts the rest."""
     v = rubric_values(results)
     web, pref, intent, success = v["web"], v["pref"], v["intent"], v["sr"]
     p_web, p_pref = _mean(web), _mean(pref)
@@ -54,6 +68,7 @@ def table_row(results: list[dict]) -> dict:
     return {"tasks": len(results), "missing": sum(1 for r in results if r["outcome"] == "missing"),
             # ended by the LLM provider failing: scored as run (intent 0), counted apart as in the summary
             "infrastructure_errors": sum(1 for r in results if r.get("end_cause") == "provider"),
+            "decided": len(success), "undecided": len(results) - len(success),
             "p_web": p_web, "p_pref": p_pref, "p_avg": sum(parts) / len(parts) if parts else None,
             "intent": _mean(intent), "sr": _mean([1.0 if s else 0.0 for s in success])}
 
@@ -110,21 +125,48 @@ def ranking_summary(results: list[dict]) -> dict | None:
             "hit@1": sum(1 for x in ran if x["hit@1"]) / n, "hit@5": sum(1 for x in ran if x["hit@5"]) / n}
 
 
+def _deciders(rb: dict) -> list[str]:
+    """Who decided each decision of one rubric result: retrieval and use of every item, then the intent."""
+    names = [i["retrieved_by"] for i in rb.get("items", [])] + [i["used_by"] for i in rb.get("items", [])]
+    detail = rb.get("intent_detail") or {}
+    names.append(detail.get("decided_by") or ("rule" if intent_decided(rb) else UNDECIDED))
+    return names
+
+
 def decided_by(results: list[dict]) -> dict[str, int]:
     """How many rubric decisions each decider made: ``rule``, ``instruction``, ``ground truth``,
-    ``agent's word`` (an intent done only because the agent answered so), ``infrastructure`` (an
-    intent left undecided by a provider failure) or a judge's name
-    (retrieval and use of every item, and the intent)."""
+    ``infrastructure`` (an intent left without verdict by a provider failure), ``undecided`` (an
+    intent only the agent's answer vouches for, with no final-state check and no judge) or a judge's
+    name (retrieval and use of every item, and the intent)."""
     counts: dict[str, int] = {}
     for r in results:
         rb = r["results"].get("rubric")
         if not rb:
             continue
-        names = [i["retrieved_by"] for i in rb["items"]] + [i["used_by"] for i in rb["items"]]
-        names.append(rb["intent_detail"]["decided_by"])
-        for n in names:
+        for n in _deciders(rb):
             counts[n] = counts.get(n, 0) + 1
     return dict(sorted(counts.items()))
+
+
+def by_task(results: list[dict]) -> dict[str, dict]:
+    """Per task that ran, who decided its rubric: ``rules`` (decisions by rule, instruction or the
+    final-state checks), ``judge`` (decisions by a judge), ``undecided`` (the parts left undecided:
+    ``["intent"]`` or none), ``intent`` (the intent's decider) and ``infrastructure`` (1 when a
+    provider failure ended it), with the task's ``level`` and ``scheme``."""
+    out: dict[str, dict] = {}
+    for r in results:
+        rb = r["results"].get("rubric")
+        if not rb:
+            continue
+        names = _deciders(rb)
+        out[r["task_id"]] = {
+            "level": r.get("level"), "scheme": r.get("scheme") or "no-history",
+            "rules": sum(1 for n in names if n in RULE_DECIDERS),
+            "judge": sum(1 for n in names if n not in NOT_JUDGES),
+            "infrastructure": sum(1 for n in names if n == "infrastructure"),
+            "undecided": ["intent"] if not intent_decided(rb) else [],
+            "intent": names[-1]}
+    return dict(sorted(out.items()))
 
 
 def personalisation(results: list[dict]) -> dict | None:
@@ -144,6 +186,7 @@ def personalisation(results: list[dict]) -> dict | None:
                       for s, rs in _group(rubric, lambda r: r.get("scheme") or "no-history").items()},
             "decided_by": judges,
             "judges_that_decided": sorted(n for n in judges if n not in NOT_JUDGES),
+            "by_task": by_task(rubric),
         })
         hits = retrieval_hits(rubric)
         if hits is not None:
@@ -154,6 +197,15 @@ def personalisation(results: list[dict]) -> dict | None:
 
 
 # ------------------------------------------------------------------------------ Markdown
+# Undecided task ids the Markdown names before it says "and N more".
+MAX_LISTED = 20
+
+
+def _decided(row: dict) -> str:
+    """A row's count of decided tasks; "-" in results scored before the count existed."""
+    return str(row["decided"]) if "decided" in row else "-"
+
+
 def _f(v: Any) -> str:
     if v is None:
         return "-"
@@ -169,18 +221,26 @@ def markdown(section: dict | None) -> str:
     lines: list[str] = []
     if "table" in section:
         levels = sorted({lv for rows in section["table"].values() for lv in rows if lv != "all"})
-        lines += ["### Persona2Web (0-1 scale)", "",
-                  "| scheme | level | tasks | P_web | P_pref | P_avg | Intent | SR |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|"]
+        lines += ["### Persona2Web (0-1 scale; Intent and SR over the decided tasks)", "",
+                  "| scheme | level | tasks | decided | P_web | P_pref | P_avg | Intent | SR |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         for scheme, rows in section["table"].items():
             for lv in levels + ["all"]:
                 if lv in rows:
                     r = rows[lv]
-                    lines.append(f"| {scheme} | {lv} | {r['tasks']} | {_f(r['p_web'])} | {_f(r['p_pref'])} | "
-                                 f"{_f(r['p_avg'])} | {_f(r['intent'])} | {_f(r['sr'])} |")
+                    lines.append(f"| {scheme} | {lv} | {r['tasks']} | {_decided(r)} | {_f(r['p_web'])} | "
+                                 f"{_f(r['p_pref'])} | {_f(r['p_avg'])} | {_f(r['intent'])} | {_f(r['sr'])} |")
         lines.append("")
         decided = ", ".join(f"{k} {v}" for k, v in section["decided_by"].items())
         lines += [f"Decided by: {decided}.", ""]
+        undecided = [t for t, d in (section.get("by_task") or {}).items() if d["undecided"]]
+        if undecided:
+            shown = ", ".join(undecided[:MAX_LISTED]) + (f" and {len(undecided) - MAX_LISTED} more"
+                                                        if len(undecided) > MAX_LISTED else "")
+            lines += [f"Intent undecided for {len(undecided)} task(s) (no final-state check and no judge: only "
+                      f"the agent's answer says it was done), left out of Intent and SR: {shown}. "
+                      "Score with `--judge llm` to decide them; who decided each task is in report.json "
+                      "(`personalisation.by_task`) and report.html.", ""]
         infra = section["overall"].get("infrastructure_errors")
         if infra:
             lines += [f"{infra} task(s) ended by an LLM provider failure (infrastructure, not the agent's failure): "

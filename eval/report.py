@@ -324,17 +324,35 @@ def _personalisation_html(section: dict | None) -> list[str]:
         return []
     out = []
     if "table" in section:
-        out.append('<h2>Personalisation (Persona2Web, 0-1 scale)</h2><table id="persona"><thead><tr><th>scheme</th>'
-                   '<th>level</th><th>tasks</th><th>P_web</th><th>P_pref</th><th>P_avg</th><th>Intent</th><th>SR</th>'
-                   '</tr></thead><tbody>')
+        out.append('<h2>Personalisation (Persona2Web, 0-1 scale; Intent and SR over the decided tasks)</h2>'
+                   '<table id="persona"><thead><tr><th>scheme</th>'
+                   '<th>level</th><th>tasks</th><th>decided</th><th>P_web</th><th>P_pref</th><th>P_avg</th>'
+                   '<th>Intent</th><th>SR</th></tr></thead><tbody>')
         for scheme, rows in section["table"].items():
             for level, r in rows.items():
                 cls = "overall" if level == "all" else ""
-                cells = [scheme, level, r["tasks"]] + [_fmt(r[k]) for k in ("p_web", "p_pref", "p_avg", "intent", "sr")]
+                cells = [scheme, level, r["tasks"], r.get("decided", "-")] + \
+                    [_fmt(r[k]) for k in ("p_web", "p_pref", "p_avg", "intent", "sr")]
                 out.append(f'<tr class="{cls}">' + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
         out.append("</tbody></table>")
         decided = ", ".join(f"{k}: {v}" for k, v in section["decided_by"].items())
         out.append(f'<p class="decided">rubric decisions by {_e(decided)}</p>')
+        undecided = section["overall"].get("undecided")
+        if undecided:
+            out.append(f'<p class="undecided">Intent undecided for {undecided} task(s): no final-state check and '
+                       "no judge, only the agent's answer says it was done; left out of Intent and SR "
+                       "(score with --judge llm to decide them).</p>")
+        if section.get("by_task"):
+            # per task: which rubric decisions the rules made, which a judge made, what is undecided
+            out.append('<table id="persona-tasks"><thead><tr><th>task</th><th>level</th><th>scheme</th>'
+                       '<th>by rules</th><th>by judge</th><th>undecided</th><th>intent decided by</th>'
+                       '</tr></thead><tbody>')
+            for tid, d in section["by_task"].items():
+                cls = "undecided" if d["undecided"] else ""
+                cells = [tid, "-" if d["level"] is None else d["level"], d["scheme"], d["rules"], d["judge"],
+                         ", ".join(d["undecided"]) or "-", d["intent"]]
+                out.append(f'<tr class="{cls}">' + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+            out.append("</tbody></table>")
         infra = section["overall"].get("infrastructure_errors")
         if infra:
             out.append(f'<p class="infrastructure">{infra} task(s) ended by an LLM provider failure (infrastructure, '

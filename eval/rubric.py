@@ -12,8 +12,12 @@ Ground truth (``ground_truth.rubric``)::
 
 Scores (the paper's): website = retrieval 5 + utilisation 5; preferences = each of the k
 preferences 5/k retrieval + 5/k utilisation, plus 2.5 + 2.5 for the location on a location-aware
-site, rescaled to 10; intent = 10 done / 5 the right action blocked by an outside factor / 0,
-decided without looking at the preferences; success = every score 10.
+site, rescaled to 10; intent = 10 the goal achieved / 5 the final decisive action attempted but
+blocked by an outside factor (:func:`decisive_attempt`) / 0,
+decided without looking at the preferences, and *undecided* (None) when nothing but the agent's
+own answer says it was done (no final-state check, no judge); success = every score 10 (None while
+the intent is undecided and the other scores are 10). ``docs/scoring.md`` maps every sentence of
+Appendix D to the function implementing it.
 
 Evidence:
 
@@ -373,15 +377,36 @@ def _decide(rule: bool, judge: Judge | None, question: str, value: str, evidence
     return False, "rule"
 
 
-# Persona2Web (Appendix D) gives 5 when "the right action was blocked by an external factor". The
-# agent's own ``infeasible`` report earns it only when the agent had acted on an expected site (see
-# ``acted_on_site``); a judge, when given, may still decide an unsupported report. An ``error`` with
-# ``cause: provider`` (the LLM provider still failing after the client's retries) is infrastructure,
-# not the task's outside world: intent 0, decided by "infrastructure", counted apart in reports.
-# An ``error`` without a cause is the agent's own crash; ``step_limit`` and ``stopped`` are its own.
+# Persona2Web (Appendix D.3) gives 5 when the agent identified the item and "attempted the final
+# decisive action (e.g., clicked 'Add to Cart') BUT was blocked by external factors". The rules see
+# the attempt in the trajectory (``decisive_attempt``: a click or key press on an expected site whose
+# target names such an action) followed by the agent's ``infeasible`` report; without the attempt a
+# judge, when given, decides, else 0. An ``error`` with ``cause: provider`` (the LLM provider still
+# failing after the client's retries) is infrastructure, not the task's outside world: intent 0,
+# decided by "infrastructure", counted apart in reports. An ``error`` without a cause is the agent's
+# own crash; ``step_limit`` and ``stopped`` are its own.
 INFRASTRUCTURE = "infrastructure"
-# The intent's decider when only the agent's answer says it was done (no ground truth, no judge).
-AGENTS_WORD = "agent's word"
+# The intent's decider when nothing but the agent's answer says the goal was achieved (no intent
+# checks, no judge). The paper gives 10 only when "the requested final goal was successfully
+# achieved": the agent's claim is not that evidence, so the intent is left undecided (score None),
+# never credited, and reports leave such tasks out of Intent and SR.
+UNDECIDED = "undecided"
+# Words of a target that names the final decisive action of a task: adding to a cart, buying,
+# checking out, ordering, paying, reserving, booking, confirming, applying for a job, enrolling,
+# registering, getting tickets. Matched on word boundaries in the normalised name, value or text of
+# the acted-on element. Words that also name ordinary navigation or filtering are left out or need
+# their object: a bare "Apply" is a filter button, "Schedule" a sports page, "Subscribe" and "Sign
+# up" a newsletter, "Rent" a listings section.
+DECISIVE_ACTION = re.compile(
+    r"(?<![0-9a-z])(add(ed)? to (my )?(cart|bag|basket|trolley|order)|buy( now| it now)?|purchase|check ?out|"
+    r"place (the |my |your )?order|order now|complete (the |my )?(order|purchase|booking|reservation)|"
+    r"pay( now)?|reserve( now| a table| table)?|book( now| a table| table| it| tickets?)?|"
+    r"confirm( (booking|reservation|order|purchase))?|apply (now|for (this |the )?job)|submit (my |your )?"
+    r"application|enrol(l)?( now)?|register( now)?|rsvp|get tickets?|"
+    r"request (a |an )?(booking|reservation|appointment)|schedule (an |the )?appointment|rent (it )?now)"
+    r"(?![0-9a-z])")
+# Browser actions that can carry out a decisive action (a click on a button or link, a key press).
+DECISIVE_KINDS = ("click", "press")
 
 
 def infrastructure_failure(end: dict) -> bool:
@@ -389,24 +414,26 @@ def infrastructure_failure(end: dict) -> bool:
     return end.get("reason") == "error" and end.get("cause") == "provider"
 
 
-def _same_page(a: str, b: str) -> bool:
-    return a.rstrip("/") == b.rstrip("/")
-
-
-def acted_on_site(trajectory: dict, sites: list[str], start_url: str | None) -> bool:
-    """Whether the agent took a browser action that reached an expected site beyond the task's
-    start page: a step's ``url_after`` or goto target on one of ``sites`` and not ``start_url``
-    (answer and infeasible reports are not such actions)."""
-    for s in browser_steps(trajectory):
+def decisive_attempt(trajectory: dict, sites: list[str]) -> dict | None:
+    """The last browser action that attempted a task's final decisive action (Appendix D.3, "e.g.,
+    clicked 'Add to Cart'"): a click or key press (:data:`DECISIVE_KINDS`) made on a page of an
+    expected site (its pre-action ``url``; any site when ``sites`` is empty) whose target's name,
+    value or typed text names such an action (:data:`DECISIVE_ACTION`). ``{"step", "target"}`` or
+    None. The paper's "identified the item" is taken as implied by the attempt: a site offers "Add
+    to cart" or "Reserve" on an item it shows."""
+    for s in reversed(browser_steps(trajectory)):
         parsed = s.get("parsed") if isinstance(s.get("parsed"), dict) else {}
-        if parsed.get("kind") in ENDING_KINDS:
+        if parsed.get("kind") not in DECISIVE_KINDS:
             continue
-        urls = [s.get("url_after")] + ([parsed.get("url")] if parsed.get("kind") == "goto" else [])
-        for u in urls:
-            if isinstance(u, str) and u and not (start_url and _same_page(u, start_url)) \
-                    and (not sites or any(_same_site(_host(u), site) for site in sites)):
-                return True
-    return False
+        if sites and not any(_same_site(_host(str(s.get("url") or "")), site) for site in sites):
+            continue
+        target = s.get("target") if isinstance(s.get("target"), dict) else {}
+        labels = [str(target[k]) for k in ("name", "value") if target.get(k)]
+        labels += [str(v) for v in (s.get("typed"), parsed.get("text")) if isinstance(v, str) and v]
+        for label in labels:
+            if DECISIVE_ACTION.search(normalise(label)):
+                return {"step": s.get("step"), "target": label}
+    return None
 
 
 def gold_hits(rubric: dict, trajectory: dict) -> dict | None:
@@ -431,7 +458,9 @@ def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", in
 
     ``intent_done``: whether the task's intent checks (``score.intent_checks``: ``rubric.intent`` or
     the ``count`` checks of ``final_state``) say the request was carried out; None when it has none
-    (then the rules, and a judge for what they cannot decide, say)."""
+    (then the rules, and a judge for what they cannot decide, say; with neither, an answer leaves the
+    intent undecided). ``start_url`` is accepted for callers that pass it; no rule needs it since
+    the 5 points rest on a decisive action, wherever it was taken."""
     retrieved_ev = retrieval_evidence(trajectory)
     judge_ev = [_entry_line(e) for e in retrieved_entries(trajectory)] + generator_outputs(trajectory)
     use = Use(trajectory)
@@ -497,21 +526,27 @@ def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", in
         out["preference"] = {"retrieval": retrieval * scale, "utilisation": utilisation * scale,
                              "score": (retrieval + utilisation) * scale}
 
-    out["intent_detail"] = _intent(trajectory, sites, instruction, intent_done, judge, start_url)
+    out["intent_detail"] = _intent(trajectory, sites, instruction, intent_done, judge)
     intent = out["intent"] = out["intent_detail"]["score"]
     hits = gold_hits(rubric, trajectory)
     if hits is not None:
         out["gold_hits"] = hits
-    scores = [out[k]["score"] for k in ("website", "preference") if k in out] + [intent]
-    out["success"] = all(abs(s - 10.0) < 1e-9 for s in scores)
-    out["score"] = sum(scores) / (10.0 * len(scores))
+    # an undecided intent (None) is left out of the scores, neither credited nor counted as 0
+    scores = [out[k]["score"] for k in ("website", "preference") if k in out] + ([intent] if intent is not None else [])
+    perfect = all(abs(s - 10.0) < 1e-9 for s in scores)
+    # success needs every score perfect: a decided score below 10 already fails it; otherwise it
+    # waits on an undecided intent
+    out["success"] = (None if intent is None else True) if perfect else False
+    out["score"] = sum(scores) / (10.0 * len(scores)) if scores else 0.0
     return out
 
 
-def _intent(trajectory: dict, sites: list[str], instruction: str, intent_done: bool | None, judge: Judge | None,
-            start_url: str | None) -> dict:
-    """Intent satisfaction, never looking at preferences: 10 done, 5 the right action blocked by an
-    outside factor, 0 otherwise (see FORMATS.md)."""
+def _intent(trajectory: dict, sites: list[str], instruction: str, intent_done: bool | None,
+            judge: Judge | None) -> dict:
+    """Intent satisfaction (Appendix D.3), never looking at preferences: 10 "the requested final goal
+    was successfully achieved", 5 the final decisive action attempted "BUT was blocked by external
+    factors", 0 otherwise; None (``decided_by: "undecided"``) when only the agent's answer says it
+    was done (see FORMATS.md)."""
     end = trajectory.get("end") or {}
     steps = browser_steps(trajectory)
     last = trajectory.get("final_url") or (steps[-1].get("url_after") or steps[-1].get("url") if steps else "")
@@ -519,16 +554,19 @@ def _intent(trajectory: dict, sites: list[str], instruction: str, intent_done: b
     extra = {"end_reason": end.get("reason"), **({"end_cause": end["cause"]} if end.get("cause") else {})}
     if intent_done is None:
         if end.get("reason") != "answer" or not on_site:
+            # the agent did not end by saying the goal was reached, on an expected site: not achieved
             done, by = False, "rule"
         elif judge is not None:
             evidence = [f"answer: {trajectory.get('answer') or ''}", f"final page: {last}"]
             if trajectory.get("final_state"):
                 evidence.extend(f"state: {t}" for t in _strings(trajectory["final_state"]))
-            done = ask(judge, "Did the agent accomplish the user's request?", "\n".join(evidence),
+            done = ask(judge, "Was the requested final goal successfully achieved?", "\n".join(evidence),
                        instruction) >= JUDGE_THRESHOLD
             by = judge.name
-        else:  # the agent said it was done, on the right site: the rules can only take its word
-            done, by = True, AGENTS_WORD
+        else:  # only the agent's word: no evidence that the goal was achieved, none that it was not
+            return {"score": None, "done": None, "blocked": None, "decided_by": UNDECIDED,
+                    "undecided": "no final-state check and no judge: only the agent's answer says it was done",
+                    **extra}
     else:
         done, by = bool(intent_done), "ground truth"
     if done:
@@ -537,12 +575,15 @@ def _intent(trajectory: dict, sites: list[str], instruction: str, intent_done: b
         return {"score": 0.0, "done": False, "blocked": False, "decided_by": INFRASTRUCTURE, **extra}
     blocked = False
     if end.get("reason") == "infeasible" and on_site:
-        if acted_on_site(trajectory, sites, start_url):
+        attempt = decisive_attempt(trajectory, sites)
+        if attempt is not None:
             blocked = True
+            extra["decisive_action"] = attempt
         elif judge is not None:
             evidence = [f"reported: {end.get('detail') or trajectory.get('answer') or ''}", f"final page: {last}"]
             evidence.extend(f"visited: {u}" for u in visited_urls(trajectory))
-            blocked = ask(judge, "Was the agent's right action blocked by an external factor (not its own choice)?",
+            blocked = ask(judge, "Did the agent identify the item and attempt the final decisive action (e.g., "
+                                 "clicking 'Add to Cart') but was blocked by external factors?",
                           "\n".join(evidence), instruction) >= JUDGE_THRESHOLD
             by = judge.name
     return {"score": 5.0 if blocked else 0.0, "done": False, "blocked": blocked, "decided_by": by, **extra}

@@ -538,16 +538,20 @@ DOUBLED_TLDS = frozenset({"org", "gov", "edu", "net", "fm"})
 # company's domain may be location-aware for another product (Google Maps): these products are not
 # (a flight's origin is part of the query), so the name, not the host, decides for them.
 PERSONA2WEB_NOT_LOCAL_PRODUCTS = frozenset({"google flights"})
-# Persona2Web sites whose tasks depend on where the user is (our classification, FORMATS.md): local
-# dining, events and tickets, weather, local services and listings, healthcare providers, parking,
-# camping and parks, car rental, grocery delivery, maps, cinemas, local jobs. Online shops, media,
-# courses, reference sites, sports news, flights, hotels and cruises are not (a flight's origin or a
-# hotel's city is a preference of the query, not the user's home).
-PERSONA2WEB_LOCATION_AWARE = frozenset("""
-accuweather.com weather.com opentable.com resy.com yelp.com exploretock.com tripadvisor.com
+# The sites the Persona2Web paper itself names as needing location-aware navigation: Section 4
+# ("Amazon, Resy") and Appendix D.2.1 ("Amazon, Instacart, Resy, OpenTable, etc"). They are marked
+# whatever our own classification below says: the paper's word decides where it gives one.
+PERSONA2WEB_PAPER_LOCATION_AWARE = frozenset({"amazon.com", "instacart.com", "resy.com", "opentable.com"})
+# The rest of the file's sites, where the paper's "etc" leaves it to us (FORMATS.md): local dining,
+# events and tickets, weather, local services and listings, healthcare providers, parking, camping
+# and parks, car rental, grocery delivery, maps, cinemas, local jobs are location-aware. Other online
+# shops, media, courses, reference sites, sports news, flights, hotels and cruises are not (a
+# flight's origin or a hotel's city is a preference of the query, not the user's home).
+PERSONA2WEB_LOCATION_AWARE = PERSONA2WEB_PAPER_LOCATION_AWARE | frozenset("""
+accuweather.com weather.com yelp.com exploretock.com tripadvisor.com
 eventbrite.com seatgeek.com stubhub.com ticketcenter.com last.fm amctheatres.com thumbtack.com
 craigslist.org parking.com spothero.com zocdoc.com health.usnews.com koa.com recreation.gov
-enterprise.com instacart.com google.com map.com indeed.com linkedin.com glassdoor.com
+enterprise.com google.com map.com indeed.com linkedin.com glassdoor.com
 """.split())
 
 

@@ -13,9 +13,10 @@ from trajectory_builder import answer_step, step, trajectory, write_run
 from webfreeze.eval.behaviour import detect_loop, evaluate_behaviour
 from webfreeze.eval.personal import markdown
 from webfreeze.eval.report import build_report, render_html
-from webfreeze.eval.rubric import evaluate_rubric, parse_location
+from webfreeze.eval.rubric import decisive_attempt, evaluate_rubric, parse_location
 from webfreeze.eval.score import score_task
-from webfreeze.eval.tasks import load_suite, persona2web_rubric, persona2web_site, validate_task
+from webfreeze.eval.tasks import (PERSONA2WEB_LOCATION_AWARE, load_suite, persona2web_rubric, persona2web_site,
+                                  validate_task)
 
 RUBRIC = {"websites": ["shop.test"], "preferences": {"brand": "Acme", "size": "42"},
           "location_aware": False,
@@ -45,11 +46,16 @@ SHOP_ENTRIES = [entry("p01-00003", "running shoes", "shop.test", "web visit"),
 GOOD_URL = "http://shop.test/search?q=running+shoes&brand=Acme&size=42"
 
 
-def good_trajectory(tid: str = "t", end: str = "answer", scheme: str | None = "on-demand") -> dict:
+def good_trajectory(tid: str = "t", end: str = "answer", scheme: str | None = "on-demand",
+                    decisive: bool = False) -> dict:
+    """History look-up, the search with both preferences, then the end; ``decisive``: an "Add to
+    cart" click on the shop before the end."""
     steps = [history("which brand and size does the user buy", SHOP_ENTRIES, thought="I need the user's size"),
              step(f"goto('{GOOD_URL}')", "goto", goto=GOOD_URL, url="http://start.test/", url_after=GOOD_URL,
-                  fields={"thought": "The history says Acme shoes in size 42"}),
-             answer_step("Added Acme Trail, size 42", url=GOOD_URL)]
+                  fields={"thought": "The history says Acme shoes in size 42"})]
+    if decisive:
+        steps.append(step("click('12')", "click", url=GOOD_URL, role="button", name="Add to cart"))
+    steps.append(answer_step("Added Acme Trail, size 42", url=GOOD_URL))
     t = trajectory(tid, steps, answer="Added Acme Trail, size 42" if end == "answer" else None, end=end)
     if scheme:
         t["agent"]["config"] = {"scheme": scheme}
@@ -57,7 +63,7 @@ def good_trajectory(tid: str = "t", end: str = "answer", scheme: str | None = "o
 
 
 def test_all_retrieved_and_used_is_perfect():
-    r = evaluate_rubric(RUBRIC, good_trajectory(), instruction="Buy me running shoes")
+    r = evaluate_rubric(RUBRIC, good_trajectory(), instruction="Buy me running shoes", intent_done=True)
     assert r["website"] == {"retrieval": 5.0, "utilisation": 5.0, "score": 10.0}
     assert r["preference"] == {"retrieval": 5.0, "utilisation": 5.0, "score": 10.0}
     assert r["intent"] == 10.0 and r["success"] is True and r["score"] == 1.0
@@ -75,12 +81,11 @@ def test_intent_is_independent_of_preferences():
     t["steps"][0]["history"]["results"] = []
     t["steps"][0]["agent_fields"] = {}
     t["final_url"], t["answer"] = url, "Added some shoes"
-    r = evaluate_rubric(RUBRIC, t, instruction="Buy me running shoes")
+    r = evaluate_rubric(RUBRIC, t, instruction="Buy me running shoes", intent_done=True)
     # no preference retrieved or used: 0 for preferences...
     assert r["preference"]["score"] == 0.0
-    # ...and the intent still 10: the agent answered on the right site (no other ground truth), on
-    # the agent's word only
-    assert r["intent"] == 10.0 and r["intent_detail"]["decided_by"] == "agent's word"
+    # ...and the intent still 10: the task's final-state checks say the goal was achieved
+    assert r["intent"] == 10.0 and r["intent_detail"]["decided_by"] == "ground truth"
     # and the other way round: with every preference used, a task its final state says failed is 0
     r = evaluate_rubric(RUBRIC, good_trajectory(), instruction="Buy me running shoes", intent_done=False)
     assert r["preference"]["score"] == 10.0 and r["intent"] == 0.0 and r["success"] is False
@@ -129,7 +134,7 @@ def test_score_task_intent_ignores_the_preference_checks_of_final_state():
     ("stopped", None, 0.0, "ground truth"),
 ])
 def test_blocked_needs_an_outside_cause(end, cause, expected, by):
-    t = good_trajectory(end=end)
+    t = good_trajectory(end=end, decisive=True)
     if cause:
         t["end"]["cause"] = cause
     r = evaluate_rubric(RUBRIC, t, instruction="Buy me running shoes", intent_done=False,
@@ -141,23 +146,85 @@ def test_blocked_needs_an_outside_cause(end, cause, expected, by):
     assert r["intent"] == expected and r["intent_detail"]["decided_by"] == ("rule" if by == "ground truth" else by)
 
 
-def test_infeasible_needs_an_action_on_the_site_beyond_its_start_page():
-    # a level-0 task started on the shop's home page: the agent reports "infeasible" at once
+def test_five_needs_the_final_decisive_action_attempted():
+    """Appendix D.3: 5 points when the agent identified the item and "attempted the final decisive
+    action (e.g., clicked 'Add to Cart') BUT was blocked by external factors"."""
     home = "http://shop.test/"
+    item = "http://shop.test/p/acme-trail"
+    # reported "infeasible" at once: no attempt, 0
     t = trajectory("t", [step("report_infeasible('sold out')", "infeasible", url=home, text="sold out")],
                    end="infeasible")
     r = evaluate_rubric(RUBRIC, t, start_url=home, intent_done=False)
     assert r["intent"] == 0.0 and r["intent_detail"]["blocked"] is False
-    # a judge, when given, may still decide that the outside world blocked it
+    # a judge, when given, may still decide that the decisive action was attempted and blocked
     r = evaluate_rubric(RUBRIC, t, start_url=home, intent_done=False, judge=NamedJudge())
     assert r["intent"] == 5.0 and r["intent_detail"]["decided_by"] == NamedJudge.name
-    # after searching the shop (a page beyond its start page), the report earns 5 by rule
-    url = "http://shop.test/search?q=running+shoes"
-    t = trajectory("t", [step("fill('3', 'running shoes')", "fill", url=home, typed="running shoes", url_after=url),
-                         step("report_infeasible('sold out')", "infeasible", url=url, text="sold out")],
+    # searched the shop and opened the item, then reported "infeasible": actions on the site, but not
+    # the decisive one (this earned 5 before): 0
+    searched = [step("fill('3', 'running shoes')", "fill", url=home, typed="running shoes",
+                     url_after="http://shop.test/search?q=running+shoes"),
+                step("click('8')", "click", url="http://shop.test/search?q=running+shoes", role="link",
+                     name="Acme Trail running shoes", url_after=item)]
+    t = trajectory("t", searched + [step("report_infeasible('sold out')", "infeasible", url=item, text="sold out")],
                    end="infeasible")
     r = evaluate_rubric(RUBRIC, t, start_url=home, intent_done=False)
+    assert r["intent"] == 0.0 and r["intent_detail"]["blocked"] is False
+    assert decisive_attempt(t, ["shop.test"]) is None
+    # clicked "Add to cart" on the item, then reported the site refused: 5, by the rules
+    t = trajectory("t", searched + [step("click('12')", "click", url=item, role="button", name="Add to cart"),
+                                    step("report_infeasible('out of stock')", "infeasible", url=item,
+                                         text="out of stock")], end="infeasible")
+    r = evaluate_rubric(RUBRIC, t, start_url=home, intent_done=False)
     assert r["intent"] == 5.0 and r["intent_detail"]["decided_by"] == "ground truth"
+    assert r["intent_detail"]["decisive_action"] == {"step": 2, "target": "Add to cart"}
+    assert evaluate_rubric(RUBRIC, t, start_url=home)["intent_detail"]["decided_by"] == "rule"
+    # the same click on another site is not the task's decisive action
+    other = json.loads(json.dumps(t))
+    other["steps"][2]["url"] = "http://shop2.test/p/1"
+    assert decisive_attempt(other, ["shop.test"]) is None
+    assert evaluate_rubric(RUBRIC, other, intent_done=False)["intent"] == 0.0
+
+
+@pytest.mark.parametrize("name,decisive", [
+    ("Add to Cart", True), ("Add to bag", True), ("Reserve", True), ("Book now", True), ("Place order", True),
+    ("Proceed to checkout", True), ("Buy it now", True), ("Get tickets", True), ("Apply now", True),
+    ("Running shoes", False), ("Bookmarks", False), ("Cart (0)", False), ("Notebooks", False),
+    ("Search", False), ("Next page", False), ("Apply", False), ("Schedule", False), ("Subscribe", False),
+    ("Enroll now", True), ("Request an appointment", True),
+])
+def test_decisive_actions_are_named_by_their_target(name, decisive):
+    t = trajectory("t", [step("click('5')", "click", url="http://shop.test/p/1", role="button", name=name)],
+                   end="infeasible")
+    assert (decisive_attempt(t, ["shop.test"]) is not None) is decisive
+
+
+def test_intent_ten_needs_evidence_that_the_goal_was_achieved():
+    """Appendix D.3: 10 only when "the requested final goal was successfully achieved". An answer on
+    the right site is the agent's word, not that evidence: without final-state checks or a judge the
+    intent is undecided, never 10, even when the answer says nothing was added."""
+    t = good_trajectory()
+    t["answer"] = t["steps"][-1]["parsed"]["text"] = "I could not add anything to the cart."
+    r = evaluate_rubric(RUBRIC, t, instruction="Buy me running shoes")
+    assert r["intent"] is None and r["intent_detail"]["decided_by"] == "undecided"
+    assert r["intent_detail"]["done"] is None and "only the agent's answer" in r["intent_detail"]["undecided"]
+    # every other score perfect: the success waits on the intent; the score leaves the intent out
+    assert r["success"] is None and r["score"] == 1.0
+    # a decided score below 10 already fails the task, whatever the intent
+    assert evaluate_rubric({**RUBRIC, "preferences": {"brand": "Other"}}, t)["success"] is False
+    # the final state decides it: nothing in the cart, 0
+    r = evaluate_rubric(RUBRIC, t, intent_done=False)
+    assert r["intent"] == 0.0 and r["intent_detail"]["decided_by"] == "ground truth" and r["success"] is False
+    # a judge decides it, asked the paper's question
+    asked = []
+
+    class Recording(NamedJudge):
+        def judge(self, question, candidate, reference):
+            asked.append(question)
+            return 0.0
+
+    r = evaluate_rubric(RUBRIC, t, instruction="Buy me running shoes", judge=Recording())
+    assert r["intent"] == 0.0 and r["intent_detail"]["decided_by"] == NamedJudge.name
+    assert asked[-1] == "Was the requested final goal successfully achieved?"
 
 
 def test_provider_failures_are_flagged_in_the_report(tmp_path):
@@ -169,7 +236,10 @@ def test_provider_failures_are_flagged_in_the_report(tmp_path):
     report, _ = build_report(run)
     p = report["personalisation"]
     assert report["summary"]["overall"]["infrastructure_errors"] == 1
-    assert p["overall"]["infrastructure_errors"] == 1 and p["table"]["on-demand"]["0"]["intent"] == 0.5
+    # a1 answered with no final-state check and no judge: its intent is undecided, out of Intent and SR
+    row = p["table"]["on-demand"]["0"]
+    assert p["overall"]["infrastructure_errors"] == 1 and row["intent"] == 0.0
+    assert (row["decided"], row["undecided"]) == (1, 1)
     assert p["decided_by"]["infrastructure"] == 1 and p["judges_that_decided"] == []
     assert "1 task(s) ended by an LLM provider failure" in markdown(p)
     assert 'class="infrastructure"' in render_html(report, {})
@@ -325,14 +395,25 @@ def test_history_steps_are_not_navigation():
 
 
 # ------------------------------------------------------------------------------ report
-def p_task(tid: str, level: int, rubric: dict | None = None) -> dict:
+# One item in the cart: the final-state check that decides the intent (the request was carried out).
+CART_CHECK = [{"host": "shop.test", "path": "cart.items", "count": 1}]
+ONE_IN_CART = {"shop.test": {"cart": {"items": [{"sku": "S-1", "brand": "Acme", "size": "42"}]}}}
+
+
+def p_task(tid: str, level: int, rubric: dict | None = None, final_state: list | None = None) -> dict:
+    gt: dict = {"rubric": rubric or RUBRIC}
+    if final_state:
+        gt["final_state"] = final_state
     return {"id": tid, "category": f"persona-L{level}", "instruction": "Buy me running shoes",
             "start_url": "http://start.test/", "persona": "p01", "level": level, "query_set": "p01-shopping-1",
-            "ground_truth": {"rubric": rubric or RUBRIC}}
+            "ground_truth": gt}
 
 
 def test_report_aggregates_per_level_and_scheme(tmp_path):
-    tasks = [p_task("a0", 0), p_task("a1", 1), p_task("a2", 2), p_task("b1", 1),
+    # a0 and a1 have a final-state check deciding the intent; a2 crashed (0 by rule); b1 has neither
+    # check nor judge: its intent is undecided
+    tasks = [p_task("a0", 0, final_state=CART_CHECK), p_task("a1", 1, final_state=CART_CHECK), p_task("a2", 2),
+             p_task("b1", 1),
              {"id": "r1", "category": "ranking", "instruction": "rank", "start_url": "http://shop.test/",
               "candidates": [{"id": c} for c in "ABCDEFG"],
               "ground_truth": {"ranking": {"target": "C", "candidates": list("ABCDEFG")}}},
@@ -341,9 +422,11 @@ def test_report_aggregates_per_level_and_scheme(tmp_path):
              {"id": "r3", "category": "ranking", "instruction": "rank", "start_url": "http://shop.test/",
               "ground_truth": {"ranking": {"target": "A", "candidates": list("ABCDEFG")}}}]
     perfect = good_trajectory("a0")
+    perfect["final_state"] = ONE_IN_CART
     weak = good_trajectory("a1")                     # nothing retrieved: retrieval 0, use 5 + 5
     weak["steps"][0]["history"]["results"] = []
     weak["steps"][0]["agent_fields"] = {}
+    weak["final_state"] = ONE_IN_CART
     crash = good_trajectory("a2", end="error")       # the agent's own crash on the right site: intent 0
     crash["answer"] = None
     other = good_trajectory("b1", scheme=None)       # another scheme (none = no-history)
@@ -354,15 +437,26 @@ def test_report_aggregates_per_level_and_scheme(tmp_path):
     report, _ = build_report(run)
     p = report["personalisation"]
     t = p["table"]["on-demand"]
-    assert t["0"] == {"tasks": 1, "missing": 0, "infrastructure_errors": 0, "p_web": 1.0, "p_pref": 1.0, "p_avg": 1.0,
-                      "intent": 1.0, "sr": 1.0}
-    assert t["1"] == {"tasks": 1, "missing": 0, "infrastructure_errors": 0, "p_web": 0.5, "p_pref": 0.5, "p_avg": 0.5,
-                      "intent": 1.0, "sr": 0.0}
+    assert t["0"] == {"tasks": 1, "missing": 0, "infrastructure_errors": 0, "decided": 1, "undecided": 0,
+                      "p_web": 1.0, "p_pref": 1.0, "p_avg": 1.0, "intent": 1.0, "sr": 1.0}
+    assert t["1"] == {"tasks": 1, "missing": 0, "infrastructure_errors": 0, "decided": 1, "undecided": 0,
+                      "p_web": 0.5, "p_pref": 0.5, "p_avg": 0.5, "intent": 1.0, "sr": 0.0}
     assert t["2"]["intent"] == 0.0 and t["2"]["p_web"] == 1.0 and t["2"]["sr"] == 0.0
     assert t["all"]["tasks"] == 3 and t["all"]["p_web"] == pytest.approx(2.5 / 3)
-    assert p["by_scheme"]["no-history"]["tasks"] == 1 and p["by_scheme"]["no-history"]["sr"] == 1.0
+    # b1: scored on website and preferences, left out of Intent and SR (nothing to average there)
+    nh = p["by_scheme"]["no-history"]
+    assert (nh["tasks"], nh["decided"], nh["undecided"], nh["p_web"], nh["intent"], nh["sr"]) == (1, 0, 1, 1.0, None, None)
     assert p["by_level"]["1"]["tasks"] == 2 and p["by_level"]["1"]["p_web"] == 0.75
-    assert p["overall"]["sr"] == 0.5 and p["overall"]["p_avg"] == pytest.approx((3.5 / 4 + 3.5 / 4) / 2)
+    # SR over the 3 decided tasks (a0 succeeded), not over all 4; P_web and P_pref over all 4
+    assert p["overall"]["sr"] == pytest.approx(1 / 3) and p["overall"]["decided"] == 3
+    assert p["overall"]["intent"] == pytest.approx(2 / 3)
+    assert p["overall"]["p_avg"] == pytest.approx((3.5 / 4 + 3.5 / 4) / 2)
+    # per task: who decided what
+    bt = p["by_task"]
+    assert bt["b1"] == {"level": 1, "scheme": "no-history", "rules": 6, "judge": 0, "infrastructure": 0,
+                        "undecided": ["intent"], "intent": "undecided"}
+    assert bt["a0"]["undecided"] == [] and bt["a0"]["intent"] == "ground truth" and bt["a0"]["rules"] == 7
+    assert bt["a2"]["intent"] == "rule" and sorted(bt) == ["a0", "a1", "a2", "b1"]
     # retrieval Hit@20: 4 tasks x 3 gold keys; a1 retrieved nothing -> 9 of 12
     rt = p["retrieval"]
     assert rt["k"] == 20 and rt["overall"] == {"pairs": 12, "hits": 9, "hit@k": 0.75}
@@ -372,13 +466,17 @@ def test_report_aggregates_per_level_and_scheme(tmp_path):
                             "hit@1": pytest.approx(1 / 3), "hit@5": pytest.approx(1 / 3)}
     assert report["summary"]["categories"]["ranking"]["ranking_invalid"] == 1
     assert p["decided_by"]["rule"] > 0 and p["judges_that_decided"] == []
-    # a0, a1, b1 answered on the site with no intent checks: the intent rests on the agent's word
-    assert p["decided_by"]["agent's word"] == 3 and "agent's word 3" in markdown(p)
+    assert p["decided_by"]["undecided"] == 1 and p["decided_by"]["ground truth"] == 2
     md = markdown(p)
-    assert "| on-demand | 0 | 1 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 |" in md
+    assert "undecided 1" in md and "Intent undecided for 1 task(s)" in md and ": b1." in md
+    assert "| on-demand | 0 | 1 | 1 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 |" in md
+    assert "| no-history | 1 | 1 | 0 | 1.000 | 1.000 | 1.000 | - | - |" in md
     assert "| **overall** | 12 | 9 | 0.750 |" in md
     html = render_html(report, {})
     assert 'id="persona"' in html and 'id="retrieval"' in html and 'id="ranking"' in html
+    assert 'id="persona-tasks"' in html and '<p class="undecided">Intent undecided for 1 task(s)' in html
+    assert ('<tr class="undecided"><td>b1</td><td>1</td><td>no-history</td><td>6</td><td>0</td><td>intent</td>'
+            '<td>undecided</td></tr>') in html
     # deterministic: twice, same bytes
     assert json.dumps(build_report(run)[0], sort_keys=True) == json.dumps(report, sort_keys=True)
 
@@ -418,6 +516,25 @@ def test_google_flights_is_not_location_aware_but_maps_is():
     assert maps["location_aware"] is True and maps["location"]["city"] == "San Diego"
 
 
+def test_the_sites_the_paper_names_are_location_aware():
+    """Section 4 ("Amazon, Resy") and Appendix D.2.1 ("Amazon, Instacart, Resy, OpenTable, etc") name
+    the sites that require location-aware navigation: their location is scored (out of 15)."""
+    for site in ("amazon.com", "instacart.com", "resy.com", "opentable.com"):
+        assert site in PERSONA2WEB_LOCATION_AWARE
+    r = persona2web_rubric("At amazon.com, find almond milk that matches **vanilla flavor excluded** and stays "
+                           "within **under $4.99**, then add one to cart. (San Jose, CA 95101)")
+    assert r["websites"] == ["amazon.com"] and r["location_aware"] is True
+    assert r["location"] == {"city": "San Jose", "state": "CA", "zip": "95101"}
+    # scored: the two preferences (5 + 5) and the location (2.5 + 2.5), rescaled by 10/15; here the
+    # agent used the preferences but never the delivery location
+    url = "https://www.amazon.com/s?k=almond+milk+vanilla+flavor+excluded+under+%244.99"
+    t = trajectory("t", [step(f"goto('{url}')", "goto", goto=url, url="https://www.bing.com/", url_after=url)],
+                   end="stopped")
+    scored = evaluate_rubric(r, t, instruction="Find almond milk I like and add one to cart.")
+    loc = next(i for i in scored["items"] if i["kind"] == "location")
+    assert loc["used"] is False and scored["preference"]["utilisation"] == pytest.approx(5 * 10 / 15)
+
+
 def test_or_sites_are_alternatives_and_location_only_where_aware():
     r = persona2web_rubric("At indeed.com or linkedin.com, find threads for **freshman** in **Charlotte**. "
                            "(Charlotte, NC 28201)")
@@ -454,7 +571,19 @@ def test_published_file_gives_clean_sites(persona2web):
     assert all("location" in t.ground_truth["rubric"] or not t.instruction.rstrip(". ").endswith(")")
                for t in aware)
     assert not any("location" in t.ground_truth["rubric"] for t in level0 if t not in aware)
-    assert len(aware) == 61                     # Google Flights is not location-aware (google.com is, for Maps)
+    # 61 by our classification + the 14 Amazon sets the paper names (Google Flights is not location-aware,
+    # google.com is, for Maps)
+    assert len(aware) == 75
+    # every query set on a site the paper names as location-aware is marked, and its location scored
+    # wherever the query ends with one (all 14 Amazon queries do; a few Resy and OpenTable ones do not)
+    named = {"amazon.com": (14, 14), "instacart.com": (5, 5), "resy.com": (5, 2), "opentable.com": (6, 4)}
+    for site, (sets, located) in named.items():
+        on = [t for t in level0 if site in t.ground_truth["rubric"]["websites"]]
+        assert len(on) == sets and all(t.ground_truth["rubric"]["location_aware"] for t in on), site
+        assert sum(1 for t in on if "location" in t.ground_truth["rubric"]) == located, site
+    # and every level-1 and level-2 query of those sets too (42 Amazon tasks)
+    amazon = [t for t in persona2web.tasks if t.ground_truth["rubric"]["websites"] == ["amazon.com"]]
+    assert len(amazon) == 42 and all(t.ground_truth["rubric"]["location_aware"] for t in amazon)
 
 
 # ------------------------------------------------------------------------------ the LLM judge

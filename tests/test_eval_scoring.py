@@ -65,13 +65,20 @@ def test_rubric_partial_without_history():
 def test_rubric_explicit_values_need_no_retrieval_and_blocked_intent_scores_5():
     traj = perfect_trajectory()
     traj["steps"] = traj["steps"][1:]                     # no history access at all
+    url = traj["steps"][0]["url_after"]
+    # the agent pressed the decisive button, then reported the site refused (Appendix D.3's 5 points)
+    traj["steps"].insert(1, step("click('7')", "click", url=url, role="button", name="Add to cart"))
+    traj["steps"][-1] = step("report_infeasible('sold out')", "infeasible", url=url, text="sold out")
+    for i, s in enumerate(traj["steps"]):
+        s["step"] = i
     traj["end"] = {"reason": "infeasible", "detail": "sold out"}
     instruction = "At shop.test, find a jacket in size M under $50 (Boston)"
     r = evaluate_rubric(RUBRIC, traj, instruction=instruction, intent_done=False)
     assert all(i["retrieved_by"] == "instruction" for i in r["items"])
     assert r["website"]["score"] == 10.0 and r["preference"]["score"] == 10.0
-    # not done, but every value used and the agent reported being blocked -> 5
+    # not done, but every value used and the decisive action blocked -> 5
     assert r["intent"] == 5.0 and r["success"] is False
+    assert r["intent_detail"]["decisive_action"] == {"step": 1, "target": "Add to cart"}
 
 
 class FixedJudge:
@@ -260,8 +267,11 @@ def test_persona2web_scores_retrieval_and_use(persona2web):
         step(f"goto('{url}')", "goto", goto=url, url="https://www.bing.com/", url_after=url),
         answer_step(answer, url=url)], answer=answer)
     r = score_task(t, traj)["results"]["rubric"]
-    # everything retrieved and used, the agent answered on the site: 10 / 10 / 10 (no location: kohls.com is a shop)
-    assert (r["website"]["score"], r["preference"]["score"], r["intent"], r["success"]) == (10.0, 10.0, 10.0, True)
+    # everything retrieved and used: 10 / 10 (no location: kohls.com is a shop). The published file has no
+    # final state to check and no judge was given: only the agent's answer says it was done, so the
+    # intent is undecided, and so is the success
+    assert (r["website"]["score"], r["preference"]["score"], r["intent"], r["success"]) == (10.0, 10.0, None, None)
+    assert r["intent_detail"]["decided_by"] == "undecided" and r["score"] == 1.0
     traj["steps"][0]["history"]["results"] = results[:1]    # the ratings entry was not retrieved
     r = score_task(t, traj)["results"]["rubric"]
     # retrieval: p1 2.5 of 5; use: 5 -> 7.5 (keys p1, p2 have no category: found anywhere counts)

@@ -221,6 +221,20 @@ def test_persona2web_table_by_hand():
     assert t["all"]["p_avg"] == pytest.approx((2 / 3 + 0.5) / 2)
 
 
+def test_persona2web_table_leaves_undecided_intents_out_of_intent_and_sr():
+    # u1: only the agent's answer vouched for its intent (undecided): P_web and P_pref count it,
+    # Intent and SR (and their errors) do not, and the row says how many were decided
+    rs = [_rubric("p0", 0, "on-demand", 10, 10, 10, True), _rubric("p1", 0, "on-demand", 10, 5, 0, False),
+          _rubric("u1", 0, "on-demand", 10, 10, None, None)]
+    row = personalisation(rs)["on-demand"]["0"]
+    assert (row["tasks"], row["decided"]) == (3, 2)
+    assert row["p_pref"] == pytest.approx(25 / 30) and row["intent"] == 0.5 and row["sr"] == 0.5
+    assert row["sr_se"] == pytest.approx(math.sqrt(0.25 / 2))
+    # nothing decided: no Intent, no SR, rather than a 0 nobody measured
+    row = personalisation(rs[2:])["on-demand"]["0"]
+    assert (row["decided"], row["intent"], row["sr"], row["sr_se"], row["p_web"]) == (0, None, None, None, 1.0)
+
+
 # ------------------------------------------------------------------------------------ hand-built study folder
 def _hand_built(tmp_path: Path) -> Path:
     """A study folder of 4 cells (2 conditions x 2 repeats) with report.json and trajectories by hand."""
@@ -412,7 +426,9 @@ def test_a_study_generates_its_personas_and_reports_table_3(tmp_path):
     report = json.loads((out / "study-report.json").read_text())
     table = report["conditions"]["keyword"]["personalisation"]["no-history"]
     assert set(table) == {"0", "2", "all"} and table["all"]["tasks"] == 2
-    assert "| keyword | no-history | 0 | 1 |" in (out / "study-report.md").read_text()
+    # the generated persona tasks carry final-state checks: every intent is decided
+    assert table["all"]["decided"] == 2
+    assert "| keyword | no-history | 0 | 1 | 1 |" in (out / "study-report.md").read_text()
     stamp = (out / "persona-suite" / "tasks.jsonl").stat().st_mtime_ns
     proc = _cli("study", "run", path, "--out", out)  # finished: nothing generated or run again
     assert proc.returncode == 0 and (out / "persona-suite" / "tasks.jsonl").stat().st_mtime_ns == stamp

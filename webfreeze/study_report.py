@@ -152,7 +152,10 @@ def persona_row(results: list[dict]) -> dict:
 
     row = table_row(results)
     v = _rubric_values(results)
-    return {"tasks": row["tasks"], "p_web": row["p_web"], "p_web_sem": sem(v["web"]), "p_pref": row["p_pref"],
+    # Intent and SR (and their errors) are over the tasks whose intent was decided: an intent that
+    # only the agent's answer vouches for is undecided, neither credited nor a failure
+    return {"tasks": row["tasks"], "decided": row["decided"],
+            "p_web": row["p_web"], "p_web_sem": sem(v["web"]), "p_pref": row["p_pref"],
             "p_pref_sem": sem(v["pref"]), "p_avg": row["p_avg"], "intent": row["intent"],
             "intent_sem": sem(v["intent"]), "sr": row["sr"], "sr_se": se_proportion(row["sr"], len(v["sr"]))}
 
@@ -433,11 +436,14 @@ def tables(report: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
             for scheme, levels in (c.get("personalisation") or {}).items():
                 for lv in [k for k in levels if k != "all"] + ["all"]:
                     r = levels[lv]
-                    rows.append([c["label"], scheme, lv, str(r["tasks"]), _pm(r["p_web"], r["p_web_sem"]),
+                    rows.append([c["label"], scheme, lv, str(r["tasks"]), str(r.get("decided", "-")),
+                                 _pm(r["p_web"], r["p_web_sem"]),
                                  _pm(r["p_pref"], r["p_pref_sem"]), _f(r["p_avg"]), _pm(r["intent"], r["intent_sem"]),
                                  _pm(r["sr"], r["sr_se"])])
-        out.append(("persona2web", "Personalisation (Persona2Web Table 3; 0-1 scale, ± SEM / SE)",
-                    ["condition", "scheme", "level", "episodes", "P_web", "P_pref", "P_avg", "Intent", "SR"], rows))
+        out.append(("persona2web", "Personalisation (Persona2Web Table 3; 0-1 scale, ± SEM / SE; Intent and SR "
+                                   "over the decided episodes)",
+                    ["condition", "scheme", "level", "episodes", "decided", "P_web", "P_pref", "P_avg", "Intent",
+                     "SR"], rows))
     rows = []
     for cid in sorted(report["cells"], key=lambda k: (report["order"].index(report["cells"][k]["condition"]),
                                                       report["cells"][k]["repeat"])):

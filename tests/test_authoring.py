@@ -315,3 +315,39 @@ def test_the_manifest_backend_and_why_a_task_expired(authored, cli):
     r = cli("tasks", "validate", suite)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "manifest 'backend' must be browser or text" in r.stderr
     shutil.rmtree(out)
+
+
+# ------------------------------------------------------------------ the shipped example session
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sessions" / "shop_order.py"
+
+
+def test_the_example_session_becomes_a_task_that_validates_in_both_backends(tmp_path, cli, monkeypatch):
+    from webfreeze.simulator.sites import serve
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    shop = serve("shop")
+    try:
+        r = cli("record", "session", f"{shop.url}/", "--archive", tmp_path / "shop.wfz", "--trajectory",
+                tmp_path / "shop-order.json", "--script", EXAMPLE, timeout=300)
+    finally:
+        shop.stop()
+    assert r.returncode == 0, r.stderr
+    traj = json.loads((tmp_path / "shop-order.json").read_text())
+    kinds = [s["action"] for s in traj["steps"]]
+    assert {"type", "press", "select", "click", "answer"} <= set(kinds), kinds
+    assert any(s["action"] == "navigate" and s["cause"] == "goto" and s["url"].endswith("/checkout")
+               for s in traj["steps"])
+    answer = traj["steps"][-1]["value"]["text"]
+    assert answer.startswith("Order #")
+    suite = tmp_path / "suite"
+    r = cli("tasks", "add", suite, "--reference", tmp_path / "shop-order.json", "--answer", answer,
+            "--instruction", "Order two of the cheapest running shoe, express, for Ada Lovelace at "
+                             "12 Analytical Way. What is the order number?",
+            "--category", "shopping", "--archive", tmp_path / "shop.wfz")
+    assert r.returncode == 0, r.stderr
+    for backend in ("browser", "text"):
+        out = tmp_path / f"run-{backend}"
+        r = cli("bench", "run", suite, "--agent", "reference", "--backend", backend, "--out", out, timeout=600)
+        assert r.returncode == 0, r.stderr
+        task = json.loads((out / "report.json").read_text())["tasks"]["shop-order"]
+        assert task["success"] and task["behaviour"]["efficiency_ratio"] == 1.0, (backend, task)

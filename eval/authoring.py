@@ -56,7 +56,7 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
              instruction: str | None = None, task_id: str | None = None, match: str = "exact",
              archive: str | os.PathLike | None = None, replace: bool = False) -> dict:
     """Add (or with ``replace``, replace) one task in the suite directory ``suite``; returns the
-    task object written. Raises :class:`TaskError` (one line) and writes nothing on bad input."""
+    task object written, with ``replaced`` (whether a task of that id was there). Raises :class:`TaskError` (one line) and writes nothing on bad input."""
     root = Path(suite)
     ref_path = Path(reference)
     trajectory = _read_reference(ref_path)
@@ -144,4 +144,5 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
         if new_suite and tasks_path in written:
             tasks_path.unlink(missing_ok=True)
         raise TaskError(str(exc)) from None
+    obj["replaced"] = old is not None  # (not part of the line written)
     return obj

@@ -146,7 +146,7 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
 
     obj = add_task(suite, reference, answer, category=category, instruction=instruction, task_id=task_id,
                    match=match, archive=archive, replace=replace)
-    click.echo(f"{'replaced' if replace else 'added'} task {obj['id']} ({obj['category']}) in {suite}; "
+    click.echo(f"{'replaced' if obj['replaced'] else 'added'} task {obj['id']} ({obj['category']}) in {suite}; "
                f"check it with: webfreeze tasks validate {suite}", err=True)
 
 

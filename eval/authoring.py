@@ -22,6 +22,7 @@ from webfreeze.common.files import write_output
 
 from .answer import evaluate_answer
 from .errors import TaskError
+from .trajectory import session_actions
 from .tasks import SUITE_FORMAT, SUITE_VERSION, canonical_line, load_suite, validate_task
 
 MATCHES = ("exact", "normalised", "must_include")
@@ -50,6 +51,24 @@ def recorded_answer(trajectory: dict) -> str | None:
         return None
     value = answers[-1].get("value")
     return value.get("text") if isinstance(value, dict) else str(value)
+
+
+def reference_changes(old: dict, new: dict) -> list[str]:
+    """What a re-recorded reference changes, in short lines: the archive session, the first step
+    (as the reference agent takes them) where the two part and the step counts, the answer."""
+    out = []
+    if old.get("archive_session") != new.get("archive_session"):
+        out.append(f"archive session {old.get('archive_session')} -> {new.get('archive_session')}")
+    a, b = [str(x) for x in session_actions(old)], [str(x) for x in session_actions(new)]
+    if a != b:
+        i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        out.append(f"steps part at step {i + 1}: {a[i] if i < len(a) else '(none)'} -> "
+                   f"{b[i] if i < len(b) else '(none)'} ({len(a)} -> {len(b)} steps)")
+    else:
+        out.append(f"the same {len(a)} steps")
+    if recorded_answer(old) != recorded_answer(new):
+        out.append(f"answer {recorded_answer(old)!r} -> {recorded_answer(new)!r}")
+    return out
 
 
 def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str, *, category: str | None = None,
@@ -144,5 +163,7 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
         if new_suite and tasks_path in written:
             tasks_path.unlink(missing_ok=True)
         raise TaskError(str(exc)) from None
-    obj["replaced"] = old is not None  # (not part of the line written)
+    obj = dict(obj, replaced=old is not None)  # (not part of the line written)
+    if old is not None and old.reference is not None:
+        obj["changes"] = reference_changes(old.reference, trajectory)
     return obj

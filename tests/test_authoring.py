@@ -351,3 +351,30 @@ def test_the_example_session_becomes_a_task_that_validates_in_both_backends(tmp_
         assert r.returncode == 0, r.stderr
         task = json.loads((out / "report.json").read_text())["tasks"]["shop-order"]
         assert task["success"] and task["behaviour"]["efficiency_ratio"] == 1.0, (backend, task)
+
+
+def test_a_task_recorded_again_replaces_its_reference_and_says_what_changed(authored, site, cli):
+    """The login session recorded again (a new archive session, a different title typed): `tasks
+    add --replace` swaps the task's line and reference and prints what changed."""
+    import shutil
+
+    tmp = authored["tmp"]
+    suite = tmp / "rerecorded-suite"
+    shutil.copytree(authored["suite"], suite)
+    again = record(cli, tmp, site, "edit-title-again", LOGIN_SCRIPT.replace("New title", "Newer title"))
+    assert again["archive_session"] != authored["login"]["archive_session"]
+    r = cli("tasks", "add", suite, "--reference", tmp / "edit-title-again.json", "--id", "edit-title",
+            "--answer", "Newer title", "--category", "forms", "--instruction", "Rename the page to 'Newer title'.",
+            "--replace")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == (f"edit-title: archive session {authored['login']['archive_session']} -> "
+                        f"{again['archive_session']}")
+    assert "steps part at step" in lines[1] and "'new title'" in lines[1] and "'newer title'" in lines[1], lines
+    assert lines[2] == "edit-title: answer 'New title' -> 'Newer title'"
+    tasks = [json.loads(x) for x in (suite / "tasks.jsonl").read_text().splitlines()]
+    assert [t["id"] for t in tasks] == ["search-stack", "edit-title"]
+    assert tasks[1]["ground_truth"]["answer"] == {"exact": "Newer title"}
+    assert json.loads((suite / "references" / "edit-title.json").read_text()) == again
+    r = cli("tasks", "validate", suite, "--backend", "text", "--json", timeout=600)
+    assert r.returncode == 0 and json.loads(r.stdout)["expired"] == [], r.stdout + r.stderr

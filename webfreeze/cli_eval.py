@@ -146,6 +146,8 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
 
     obj = add_task(suite, reference, answer, category=category, instruction=instruction, task_id=task_id,
                    match=match, archive=archive, replace=replace)
+    for change in obj.get("changes", []):
+        click.echo(f"{obj['id']}: {change}")
     click.echo(f"{'replaced' if obj['replaced'] else 'added'} task {obj['id']} ({obj['category']}) in {suite}; "
                f"check it with: webfreeze tasks validate {suite}", err=True)
 

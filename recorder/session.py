@@ -92,7 +92,7 @@ LISTENER_JS = r"""
     send('click', el);
   }, true);
   document.addEventListener('keydown', (e) => {
-    if (e.key === 'Enter' && !e.isComposing && !e.repeat && (textField(e.target) || e.target.tagName === 'SELECT')) {
+    if (e.key === 'Enter' && !e.isComposing && !e.repeat && textField(e.target)) {
       send('press', e.target, 'Enter');
       return;
     }

@@ -147,7 +147,8 @@ class ReferenceAgent(Agent):
             kind = step.get("action")
             n = step.get("step", self.pos - 1)
             if kind == "navigate":
-                self.scroll_at = (0, 0)
+                if step.get("cause") != "sameDocument":  # a new document starts at the top
+                    self.scroll_at = (0, 0)
                 if not self._navigate(step, obs):
                     continue
                 self.last_kind = "goto"

@@ -220,7 +220,7 @@ def session_actions(reference: dict) -> list[Action]:
     bar, ``page.goto``) and the effect of an action otherwise. Without a ``cause`` (older recordings)
     it is dropped when it follows another navigation (a redirect chain) or a click, type, select or
     submit (the navigation that action caused), and is a ``goto`` otherwise. A scroll's direction
-    comes from the change of the recorded scroll position (reset to 0,0 on navigation); a scroll
+    comes from the change of the recorded scroll position (reset to 0,0 when a new document loads); a scroll
     marked ``by: "page"`` (an anchor jump, a click's scroll into view) only moves that position.
     """
     out: list[Action] = []
@@ -235,7 +235,8 @@ def session_actions(reference: dict) -> list[Action]:
                     out.append(Action("goto", normalise_url(step.get("url"))))
             elif prev_kind not in (None, "navigate", "click", "type", "select", "submit", "press"):
                 out.append(Action("goto", normalise_url(step.get("url"))))
-            pos = (0, 0)
+            if step.get("cause") != "sameDocument":  # a new document starts at the top
+                pos = (0, 0)
         elif kind == "scroll":
             x = (value or {}).get("x", 0) if isinstance(value, dict) else 0
             y = (value or {}).get("y", 0) if isinstance(value, dict) else 0

@@ -11,8 +11,8 @@ the browser itself. What the person did is logged, not what the page did in answ
   button, and the person never touched it.
 - A ``navigate`` step says its ``cause``: ``goto`` when the browser itself started it (the address
   bar, ``page.goto`` in a script, back and forward), else the page's reason as Chromium gives it
-  (``anchorClick``, ``formSubmissionGet``, ``scriptInitiated``...): the effect of an action
-  already logged.
+  (``anchorClick``, ``formSubmissionGet``, ``scriptInitiated``...) or ``sameDocument`` (a
+  fragment, ``history.pushState``): the effect of an action already logged.
 - A scroll's value says ``by``: ``user`` after wheel, scroll keys, touch or the scrollbar; ``page``
   for the rest (an anchor jump, a script, an element scrolled into view for a click).
 
@@ -246,7 +246,6 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
                 context.add_init_script(LISTENER_JS)
                 page = context.new_page()
                 _watch_navigation_causes(context, page, log)
-                page.on("framenavigated", lambda frame: log.navigated(frame.url) if frame == page.main_frame else None)
                 page.goto(start, wait_until="load")
                 if run is not None:
                     try:
@@ -275,9 +274,11 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
 
 
 def _watch_navigation_causes(context, page, log: TrajectoryLog) -> None:
-    """Tell ``log`` when the page itself asks to navigate its main frame. Chromium reports every
-    renderer-initiated navigation (a link, a form, a script) before it commits; one the browser
-    starts (the address bar, ``page.goto``) comes unannounced."""
+    """Log the main frame's navigations with their causes, from Chromium's own events on one CDP
+    session (so that each request comes before its commit): every navigation the page asks for (a
+    link, a form, a script) is announced by ``Page.frameRequestedNavigation`` before it commits;
+    one the browser starts (the address bar, ``page.goto``, back and forward) comes unannounced;
+    a same-document one (a fragment, ``history.pushState``) is the page's doing."""
     cdp = context.new_cdp_session(page)
     cdp.send("Page.enable")
     main = cdp.send("Page.getFrameTree")["frameTree"]["frame"]["id"]
@@ -286,7 +287,19 @@ def _watch_navigation_causes(context, page, log: TrajectoryLog) -> None:
         if event.get("frameId") == main and event.get("disposition", "currentTab") == "currentTab":
             log.requested(event.get("reason") or "page")
 
+    def committed(event: dict) -> None:
+        frame = event.get("frame") or {}
+        if frame.get("id") == main and not frame.get("parentId"):
+            log.navigated(frame.get("url", "") + frame.get("urlFragment", ""))
+
+    def within_document(event: dict) -> None:
+        if event.get("frameId") == main:
+            log.requested("sameDocument")
+            log.navigated(event.get("url", ""))
+
     cdp.on("Page.frameRequestedNavigation", requested)
+    cdp.on("Page.frameNavigated", committed)
+    cdp.on("Page.navigatedWithinDocument", within_document)
 
 
 def _one_line(exc: BaseException) -> str:

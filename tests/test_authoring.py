@@ -113,6 +113,10 @@ def run(page):
     page.get_by_role("link", name="Jump to details").click()
     page.wait_for_function("window.scrollY > 1000")
     page.wait_for_timeout(300)  # a scroll is logged once it has rested
+    at = page.evaluate("window.scrollY")
+    page.mouse.wheel(0, -400)  # the person's own scroll, up a little
+    page.wait_for_function("(at) => window.scrollY < at", arg=at)
+    page.wait_for_timeout(300)
     record_answer(page, "append()", evidence=[%r])
 ''' % STACK_SENTENCE
 
@@ -206,8 +210,11 @@ def test_navigations_say_their_cause_and_scrolls_who_made_them(authored):
     assert navs[0] == ("", "goto")  # the start page
     assert ("login", "anchorClick") in navs and ("account", "formSubmissionPost") in navs
     assert ("edit", "goto") in navs  # the typed URL
+    jump = [s for s in authored["search"]["steps"] if s["action"] == "navigate" and s["url"].endswith("#details")]
+    assert [s["cause"] for s in jump] == ["sameDocument"]  # the anchor jump: the click's effect
     scrolls = [s for s in authored["search"]["steps"] if s["action"] == "scroll"]
-    assert scrolls and all(s["value"]["by"] == "page" for s in scrolls)  # the anchor jump
+    assert [s["value"]["by"] for s in scrolls] == ["page", "user"]  # the anchor jump, then the wheel
+    assert scrolls[1]["value"]["y"] < scrolls[0]["value"]["y"]
     answer = authored["search"]["steps"][-1]
     assert answer["action"] == "answer" and answer["value"]["evidence"] == [STACK_SENTENCE]
 
@@ -241,6 +248,8 @@ def test_the_suite_validates_and_the_oracle_scores_exactly_one(authored, backend
         assert t["behaviour"]["efficiency_ratio"] == 1.0, (tid, t["behaviour"])
     actions = [s["action"] for s in json.loads((out / "trajectories" / "search-stack.json").read_text())["steps"]]
     assert actions[0].startswith("fill(") and actions[1].startswith("press(") and actions[1].endswith("'Enter')")
+    # the anchor jump is not replayed (the click does it again); the person's wheel is
+    assert [a for a in actions if a.startswith(("scroll(", "goto("))] == ["scroll(0, -400)"], actions
     edit = [s["action"] for s in json.loads((out / "trajectories" / "edit-title.json").read_text())["steps"]]
     assert any(a.startswith("goto(") and a.endswith("/edit')") for a in edit), edit
 

@@ -206,10 +206,12 @@ def record_answer(page, text: str, locator=None, evidence: list[str] | None = No
 
 def record_session(archive_path, start: str, trajectory_path, *, headed: bool = False,
                    script: str | None = None, driver=None,
-                   resolve: dict[str, tuple[str, int]] | None = None, quiet_ms: int = 300) -> dict:
+                   resolve: dict[str, tuple[str, int]] | None = None, quiet_ms: int = 300,
+                   instruction: str | None = None) -> dict:
     """Open ``start`` in Chromium through the recording proxy; a ``script`` (a Python file defining
     ``run(page)``) or a ``driver`` callable drives it, else a person does until the window is
-    closed. Returns the trajectory."""
+    closed. ``instruction`` (the task the session performs) is kept in the trajectory. Returns the
+    trajectory."""
     from playwright.sync_api import sync_playwright
 
     from webfreeze.simulator.browser import launch_chromium, new_context, require_display
@@ -268,6 +270,8 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
             "recorded_by": "person" if run is None else "script",
             "steps": log.steps,
         }
+        if instruction:
+            trajectory["instruction"] = instruction.strip()
         arc.put_document(f"trajectories/{proxy.session_id}.json", trajectory)
     write_output(out, json.dumps(trajectory, indent=2, ensure_ascii=False) + "\n")
     return trajectory

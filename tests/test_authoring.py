@@ -328,6 +328,7 @@ def test_the_manifest_backend_and_why_a_task_expired(authored, cli):
 
 # ------------------------------------------------------------------ the shipped example session
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sessions" / "shop_order.py"
+INSTRUCTION = "Order two of the cheapest running shoe, express, for Ada Lovelace. What is the order number?"
 
 
 def test_the_example_session_becomes_a_task_that_validates_in_both_backends(tmp_path, cli, monkeypatch):
@@ -337,7 +338,7 @@ def test_the_example_session_becomes_a_task_that_validates_in_both_backends(tmp_
     shop = serve("shop")
     try:
         r = cli("record", "session", f"{shop.url}/", "--archive", tmp_path / "shop.wfz", "--trajectory",
-                tmp_path / "shop-order.json", "--script", EXAMPLE, timeout=300)
+                tmp_path / "shop-order.json", "--script", EXAMPLE, "--instruction", INSTRUCTION, timeout=300)
     finally:
         shop.stop()
     assert r.returncode == 0, r.stderr
@@ -350,10 +351,10 @@ def test_the_example_session_becomes_a_task_that_validates_in_both_backends(tmp_
     assert answer.startswith("Order #")
     suite = tmp_path / "suite"
     r = cli("tasks", "add", suite, "--reference", tmp_path / "shop-order.json", "--answer", answer,
-            "--instruction", "Order two of the cheapest running shoe, express, for Ada Lovelace at "
-                             "12 Analytical Way. What is the order number?",
             "--category", "shopping", "--archive", tmp_path / "shop.wfz")
     assert r.returncode == 0, r.stderr
+    task = json.loads((suite / "tasks.jsonl").read_text())
+    assert task["instruction"] == INSTRUCTION  # kept by record session, taken by tasks add
     for backend in ("browser", "text"):
         out = tmp_path / f"run-{backend}"
         r = cli("bench", "run", suite, "--agent", "reference", "--backend", backend, "--out", out, timeout=600)

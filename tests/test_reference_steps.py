@@ -107,3 +107,38 @@ def test_evidence_is_matched_on_visible_text_across_nodes():
     reference = session()
     reference["steps"][-1]["value"]["evidence"] = ["use pop()"]
     assert replay(reference)[-1] == "report_infeasible(\"reference step 16: the pages did not show 'use pop()'\")"
+
+
+def test_tasks_add_leaves_the_suite_as_it_was_when_the_task_line_cannot_be_written(tmp_path, monkeypatch):
+    """A full disk while writing tasks.jsonl (which this machine's root user cannot cause for real
+    with permissions): the reference already copied is taken back, the suite is as it was."""
+    import json
+
+    import pytest
+
+    from webfreeze.common.files import OutputError
+    from webfreeze.eval import authoring
+    from webfreeze.eval.errors import TaskError
+
+    suite = tmp_path / "suite"
+    ref = tmp_path / "t.json"
+    ref.write_text(json.dumps(session()))
+    authoring.add_task(suite, ref, "append()", instruction="How?", task_id="first", archive=tmp_path / "a.wfz")
+    before = {p: p.read_bytes() for p in suite.rglob("*") if p.is_file()}
+    real = authoring.write_output
+
+    def full_disk(path, data):
+        if str(path).endswith("tasks.jsonl"):
+            raise OutputError(f"{path}: cannot write: No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(authoring, "write_output", full_disk)
+    with pytest.raises(TaskError, match="No space left on device"):
+        authoring.add_task(suite, ref, "append()", instruction="How?", task_id="second")
+    again = session()
+    again["steps"][1]["value"] = "stacks"  # recorded again, typed otherwise
+    ref2 = tmp_path / "t2.json"
+    ref2.write_text(json.dumps(again))
+    with pytest.raises(TaskError, match="No space left on device"):  # a replaced reference comes back too
+        authoring.add_task(suite, ref2, "append()", instruction="Why?", task_id="first", replace=True)
+    assert {p: p.read_bytes() for p in suite.rglob("*") if p.is_file()} == before

@@ -1,31 +1,70 @@
 """The reference agent: replays a task's reference trajectory against the replay.
 
-A reference trajectory (``record session``, README "Reference trajectories") logs what an annotator
-did: ``navigate``, ``click``, ``type``, ``select``, ``submit``, ``scroll`` and a final ``answer``,
-each action with its target's role, accessible name and CSS path. The agent turns each into one
-BrowserGym action on the current observation, finding the target again by role and name (CSS path
-to choose among equals; CSS path and role alone when the target had no name) rather than by bid.
+A reference trajectory (``record session``, docs/trajectories.md) logs what an annotator did:
+``navigate``, ``click``, ``type``, ``press``, ``select``, ``submit``, ``scroll`` and a final
+``answer``, each action with its target's role, accessible name and CSS path. The agent turns each
+step the person took into one BrowserGym action on the current observation, finding the target
+again by role and name (CSS path to choose among equals; CSS path and role alone when the target
+had no name) rather than by bid. Steps that were the page's answer to an action (effects) are not
+replayed: replaying the action brings them about again. So the agent takes exactly the reference's
+steps, and its efficiency ratio is 1.00 (eval/trajectory.py counts the same steps).
 
-- ``navigate`` is skipped when it is the start page, when the page is already there, or when it
-  follows a click or a form submission (the action caused it; its URL may hold ids the live site
-  assigned, such as an order number); else it becomes ``goto(url)``.
-- ``submit`` after a click is skipped (the click submitted); otherwise it presses Enter in the last
-  field typed into.
-- ``scroll`` is skipped: targets are found in the whole page, not the viewport.
+- ``navigate`` with a ``cause`` (recorders since the press step): ``goto`` (the address bar,
+  ``page.goto`` in a script) becomes ``goto(url)``; any other cause (a link, a form, a script) is
+  the effect of the action before it. The first navigate is the start page. A navigate without a
+  ``cause`` (older recordings) is skipped when it is the start page, when the page is already
+  there, or when it follows a click or a form submission; else it becomes ``goto(url)``.
+- ``press`` (Enter in a field) becomes ``press(bid, key)`` on that field: the page submits the
+  form, or runs its own handler, as it did for the person, whatever it did to the form's buttons.
+- ``submit`` after a click or a press is skipped (that action submitted); otherwise (older
+  recordings) it presses Enter in the last field typed into.
+- ``scroll`` with ``by: "user"`` becomes ``scroll(dx, dy)`` by the change of the recorded position
+  (the larger axis); a scroll the page made (``by: "page"``: an anchor jump, a click's scroll into
+  view) and an older scroll without ``by`` are skipped: targets are found in the whole page.
 - ``answer`` becomes ``send_msg_to_user(text)`` only if every evidence string of the answer was
-  shown by some page of this episode; otherwise ``report_infeasible(...)`` names what is missing.
-  That is how ``tasks validate`` catches an expired task: the archive no longer shows the facts
-  the ground truth rests on.
+  shown by some page of this episode, matched on the page's visible text (the tree's names and
+  text in document order) with whitespace and case folded, as ``record_answer`` checked it when
+  it was recorded; otherwise ``report_infeasible(...)`` names what is missing. That is how
+  ``tasks validate`` catches an expired task: the archive no longer shows the facts the ground
+  truth rests on.
 - A target that cannot be found ends the episode with ``report_infeasible(...)`` naming it.
 """
 
 from __future__ import annotations
 
+import ast
+import re
+import unicodedata
 from urllib.parse import urldefrag
 
 from .base import Agent, AgentError, TaskView, norm, quote
 
-ACTIONS = ("click", "type", "select")
+ACTIONS = ("click", "type", "select", "press")
+
+# One line of the observation tree: ``[bid] role 'name' ...`` or ``StaticText 'text'`` (names are
+# Python string literals, in either quote).
+_TREE_LINE = re.compile(r"""^\t*(?:\[[^\]]*\]\s+)?\S+\s+('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+
+
+def fold_text(text: str | None) -> str:
+    """Text as evidence is compared: NFKC, case-folded, every whitespace run removed (the page may
+    split a sentence into nodes, or break its lines, anywhere). recorder/session.py folds alike."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text or "")).casefold()
+
+
+def visible_text(axtree_text: str | None) -> str:
+    """What a person reads on the page, from the observation tree: every node's name and every
+    text, in document order (the tree keeps hidden elements out)."""
+    parts = []
+    for line in (axtree_text or "").splitlines():
+        m = _TREE_LINE.match(line)
+        if not m:
+            continue
+        try:
+            parts.append(str(ast.literal_eval(m.group(1))))
+        except (ValueError, SyntaxError):
+            continue
+    return " ".join(parts)
 
 
 def _same_url(a: str, b: str) -> bool:
@@ -63,6 +102,7 @@ class ReferenceAgent(Agent):
         self.seen: list[str] = []
         self.last_typed: str | None = None
         self.last_kind: str | None = None
+        self.scroll_at = (0, 0)
 
     def config(self) -> dict:
         return {"finds_targets_by": ["role", "name", "css"], "checks_answer_evidence": True}
@@ -79,38 +119,55 @@ class ReferenceAgent(Agent):
         self.seen = []
         self.last_typed = None
         self.last_kind = None
+        self.scroll_at = (0, 0)
 
     def _caused_by_action(self) -> bool:
-        """Whether the navigate step just read follows a click or a form submission."""
+        """Whether the navigate step just read follows a click or a form submission (recordings
+        without a navigation ``cause``)."""
         for prev in reversed(self.steps[:self.pos - 1]):
             kind = prev.get("action")
             if kind in ("navigate", "scroll"):
                 continue
-            return kind in ("click", "submit")
+            return kind in ("click", "submit", "press")
         return False
 
+    def _navigate(self, step: dict, obs: dict) -> bool:
+        """Whether a navigate step is the annotator's own (replayed as ``goto``)."""
+        if self.pos == 1:  # the start page: the episode opens there
+            return False
+        if "cause" in step:
+            return step.get("cause") == "goto"
+        return not (_same_url(obs.get("url"), step.get("url")) or self._caused_by_action())
+
     def act(self, obs: dict) -> dict:
-        self.seen.append(norm(obs.get("axtree_text")))
+        self.seen.append(fold_text(visible_text(obs.get("axtree_text"))))
         while self.pos < len(self.steps):
             step = self.steps[self.pos]
             self.pos += 1
             kind = step.get("action")
             n = step.get("step", self.pos - 1)
             if kind == "navigate":
-                # the start page, a page already open, or the result of the action before (whose URL
-                # may hold ids the live site assigned, like an order number): nothing to do
-                if self.pos == 1 or _same_url(obs.get("url"), step.get("url")) or self._caused_by_action():
+                if step.get("cause") != "sameDocument":  # a new document starts at the top
+                    self.scroll_at = (0, 0)
+                if not self._navigate(step, obs):
                     continue
                 self.last_kind = "goto"
                 return {"action": f"goto({quote(step['url'])})", "thought": f"reference step {n}: open {step['url']}"}
             if kind == "submit":
-                if self.last_kind == "click" or self.last_typed is None:
+                if self.last_kind in ("click", "press") or self.last_typed is None:
                     continue
                 self.last_kind = "press"
                 return {"action": f"press({quote(self.last_typed)}, 'Enter')",
                         "thought": f"reference step {n}: submit the form"}
             if kind == "scroll":
-                continue
+                value = step.get("value") if isinstance(step.get("value"), dict) else {}
+                x, y = int(value.get("x") or 0), int(value.get("y") or 0)
+                dx, dy = x - self.scroll_at[0], y - self.scroll_at[1]
+                self.scroll_at = (x, y)
+                if value.get("by") != "user" or not (dx or dy):
+                    continue
+                delta = (0, dy) if abs(dy) >= abs(dx) else (dx, 0)
+                return {"action": f"scroll({delta[0]}, {delta[1]})", "thought": f"reference step {n}: scroll"}
             if kind in ACTIONS:
                 target = step.get("target") or {}
                 el = find_target(obs.get("elements") or [], target)
@@ -123,6 +180,9 @@ class ReferenceAgent(Agent):
                 thought = f"reference step {n}: {kind} {target.get('role')} {target.get('name')!r}"
                 if kind == "click":
                     return {"action": f"click({quote(bid)})", "thought": thought}
+                if kind == "press":
+                    key = step.get("value") if isinstance(step.get("value"), str) and step.get("value") else "Enter"
+                    return {"action": f"press({quote(bid)}, {quote(key)})", "thought": thought}
                 if kind == "type":
                     self.last_typed = bid
                     return {"action": f"fill({quote(bid)}, {quote(step.get('value') or '')})", "thought": thought}
@@ -133,7 +193,7 @@ class ReferenceAgent(Agent):
                 value = step.get("value") or {}
                 text = value.get("text", "") if isinstance(value, dict) else str(value)
                 evidence = value.get("evidence", []) if isinstance(value, dict) else []
-                missing = [e for e in evidence if not any(norm(e) in page for page in self.seen)]
+                missing = [e for e in evidence if not any(fold_text(e) in page for page in self.seen)]
                 if missing:
                     reason = f"reference step {n}: the pages did not show {missing[0]!r}"
                     return {"action": f"report_infeasible({quote(reason)})", "thought": reason}

@@ -79,6 +79,12 @@ class Suite:
     root: str = ""  # the directory reference paths are resolved against
     manifest: dict = field(default_factory=dict)  # the manifest's JSON (e.g. its `archive`, `site_models`)
 
+    @property
+    def backend(self) -> str | None:
+        """The backend the manifest names for its tasks (``bench run`` and ``tasks validate`` use it
+        when given none), or None."""
+        return (self.manifest or {}).get("backend")
+
     def by_id(self) -> dict[str, Task]:
         return {t.id: t for t in self.tasks}
 
@@ -432,6 +438,12 @@ def _load_manifest(manifest_path: Path) -> Suite:
     archive_digest = manifest.get("archive_digest")
     if archive_digest is not None and not isinstance(archive_digest, str):
         raise TaskError("manifest 'archive_digest' must be a string or null", manifest_path)
+    backend = manifest.get("backend")
+    if backend is not None:
+        from webfreeze.simulator.backends import BACKENDS
+
+        if backend not in BACKENDS:
+            raise TaskError(f"manifest 'backend' must be {' or '.join(BACKENDS)} (got {backend!r})", manifest_path)
     tasks_name = manifest.get("tasks", "tasks.jsonl")
     if not isinstance(tasks_name, str) or os.path.isabs(tasks_name) or ".." in Path(tasks_name).parts:
         raise TaskError("manifest 'tasks' must be a file name inside the suite", manifest_path)

@@ -211,13 +211,17 @@ def agent_actions(trajectory: dict) -> list[Action]:
 
 
 def session_actions(reference: dict) -> list[Action]:
-    """Normalised actions of a ``record session`` reference trajectory.
+    """Normalised actions of a ``record session`` reference trajectory: the steps the person took,
+    not the page's answers to them (the reference agent replays exactly these).
 
     ``submit`` events are dropped (the click or key press that caused them is logged too); a
-    ``navigate`` is dropped when it comes first, when it follows another navigation (a redirect
-    chain) or when it follows a click, type, select or submit (the navigation that action caused);
-    the rest become ``goto``. A scroll's direction comes from the change of the recorded scroll
-    position (reset to 0,0 on navigation).
+    ``press`` (Enter in a field) is a ``press``. A ``navigate`` that comes first is the start page;
+    one with a ``cause`` is a ``goto`` when the cause is ``goto`` (the browser started it: the address
+    bar, ``page.goto``) and the effect of an action otherwise. Without a ``cause`` (older recordings)
+    it is dropped when it follows another navigation (a redirect chain) or a click, type, select or
+    submit (the navigation that action caused), and is a ``goto`` otherwise. A scroll's direction
+    comes from the change of the recorded scroll position (reset to 0,0 when a new document loads); a scroll
+    marked ``by: "page"`` (an anchor jump, a click's scroll into view) only moves that position.
     """
     out: list[Action] = []
     prev_kind = None
@@ -226,19 +230,25 @@ def session_actions(reference: dict) -> list[Action]:
         kind = step.get("action")
         value = step.get("value")
         if kind == "navigate":
-            if prev_kind not in (None, "navigate", "click", "type", "select", "submit"):
+            if "cause" in step:
+                if prev_kind is not None and step.get("cause") == "goto":
+                    out.append(Action("goto", normalise_url(step.get("url"))))
+            elif prev_kind not in (None, "navigate", "click", "type", "select", "submit", "press"):
                 out.append(Action("goto", normalise_url(step.get("url"))))
-            pos = (0, 0)
+            if step.get("cause") != "sameDocument":  # a new document starts at the top
+                pos = (0, 0)
         elif kind == "scroll":
             x = (value or {}).get("x", 0) if isinstance(value, dict) else 0
             y = (value or {}).get("y", 0) if isinstance(value, dict) else 0
             dx, dy = x - pos[0], y - pos[1]
             pos = (x, y)
-            if dx or dy:
+            if (dx or dy) and not (isinstance(value, dict) and value.get("by") == "page"):
                 direction = ("down" if dy > 0 else "up") if abs(dy) >= abs(dx) else ("right" if dx > 0 else "left")
                 out.append(Action("scroll", direction))
         elif kind == "type":
             out.append(Action("type", element_identity(step.get("target")), _texts(value)))
+        elif kind == "press":
+            out.append(Action("press", str(value or "Enter").casefold()))
         elif kind == "select":
             if isinstance(value, dict):
                 texts = _texts(value.get("value"), value.get("label"))

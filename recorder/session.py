@@ -1,17 +1,31 @@
 """``record session``: a browser through the recording proxy, driven by a person or a script, whose
 every action is logged as a reference trajectory (the way benchmark authors annotate ground truth).
 
-The page side is a small listener injected into every document: clicks, text entry, selects,
-form submissions and scrolls are reported with the target's role and accessible name (as the
-observation tree has them: :mod:`.accname`), CSS path and text; navigations come from the browser
-itself. The trajectory is plain JSON, written atomically and also stored in the archive as
+The page side is a small listener injected into every document: clicks, text entry, Enter in a
+field, selects, form submissions and scrolls are reported with the target's role and accessible
+name (as the observation tree has them: :mod:`.accname`), CSS path and text; navigations come from
+the browser itself. What the person did is logged, not what the page did in answer:
+
+- Enter in a field is a ``press`` step on that field. The click a browser fires on the form's
+  default button for that Enter (implicit submission) is not logged: the page may have hidden that
+  button, and the person never touched it.
+- A ``navigate`` step says its ``cause``: ``goto`` when the browser itself started it (the address
+  bar, ``page.goto`` in a script, back and forward), else the page's reason as Chromium gives it
+  (``anchorClick``, ``formSubmissionGet``, ``scriptInitiated``...) or ``sameDocument`` (a
+  fragment, ``history.pushState``): the effect of an action already logged.
+- A scroll's value says ``by``: ``user`` after wheel, scroll keys, touch or the scrollbar; ``page``
+  for the rest (an anchor jump, a script, an element scrolled into view for a click).
+
+The trajectory is plain JSON, written atomically and also stored in the archive as
 ``trajectories/<session>.json``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import runpy
+import unicodedata
 import threading
 import time
 from pathlib import Path
@@ -59,13 +73,40 @@ LISTENER_JS = r"""
     if (scrollTimer === null) return;
     clearTimeout(scrollTimer);
     scrollTimer = null;
-    post('scroll', null, {x: window.scrollX, y: window.scrollY});
+    post('scroll', null, {x: window.scrollX, y: window.scrollY, by: userScroll ? 'user' : 'page'});
+    userScroll = false;
   };
-  const send = (action, el, value) => { flushScroll(); post(action, el, value); };
+  // Whether the scroll being waited on came from the person (wheel, keys, touch, scrollbar) rather
+  // than from the page (an anchor jump, a script, an element scrolled into view for a click).
+  let userScroll = false;
+  const send = (action, el, value) => { flushScroll(); userScroll = false; post(action, el, value); };
+  const textField = (el) => el && el.tagName === 'INPUT' &&
+    !['submit', 'button', 'checkbox', 'radio', 'reset', 'image', 'file', 'range', 'color'].includes(el.type);
   document.addEventListener('click', (e) => {
     const el = e.target.closest(actionable) || e.target;
     if (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) && !['submit', 'button', 'checkbox', 'radio'].includes(el.type)) return;
+    // Enter in a field clicks the form's default button for it (implicit submission): no pointer
+    // (detail 0) and the focus still in the field. The Enter is logged, this click is not.
+    const focus = document.activeElement;
+    if (e.detail === 0 && focus !== el && textField(focus) && el.form && focus.form === el.form) return;
     send('click', el);
+  }, true);
+  document.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.isComposing && !e.repeat && textField(e.target)) {
+      send('press', e.target, 'Enter');
+      return;
+    }
+    const scrollKeys = ['PageDown', 'PageUp', 'Home', 'End', 'ArrowDown', 'ArrowUp', 'ArrowLeft', 'ArrowRight', ' '];
+    const t = e.target;
+    if (scrollKeys.includes(e.key) && !(t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName))) userScroll = true;
+  }, true);
+  const byUser = () => { userScroll = true; };
+  window.addEventListener('wheel', byUser, {capture: true, passive: true});
+  window.addEventListener('touchmove', byUser, {capture: true, passive: true});
+  // a press on the page's own scrollbar lands on the root element, outside its client area
+  window.addEventListener('pointerdown', (e) => {
+    const root = document.documentElement;
+    if (e.target === root && (e.clientX >= root.clientWidth || e.clientY >= root.clientHeight)) userScroll = true;
   }, true);
   document.addEventListener('input', (e) => {
     const el = e.target;
@@ -97,6 +138,7 @@ class TrajectoryLog:
         self.steps: list[dict] = []
         self._lock = threading.Lock()
         self._t0 = time.time()
+        self._requested: str | None = None  # the page's reason for the navigation under way, if it asked
 
     def add(self, step: dict) -> None:
         with self._lock:
@@ -115,14 +157,47 @@ class TrajectoryLog:
         self.add({"action": event["action"], "target": event.get("target"), "value": event.get("value"),
                   "url": event.get("url"), "time": round(event.get("time", 0) / 1000.0, 3)})
 
+    def requested(self, reason: str) -> None:
+        """The page asked for a navigation of the main frame (Chromium's
+        ``Page.frameRequestedNavigation``: a link, a form, a script): the next one is its effect."""
+        with self._lock:
+            self._requested = reason or "page"
+
     def navigated(self, url: str) -> None:
-        self.add({"action": "navigate", "target": None, "value": None, "url": url, "time": round(time.time(), 3)})
+        """The main frame committed a new document. Without a request from the page before it, the
+        browser started it (address bar, ``page.goto``, back/forward): an action of its own."""
+        with self._lock:
+            cause, self._requested = self._requested or "goto", None
+        self.add({"action": "navigate", "target": None, "value": None, "url": url, "cause": cause,
+                  "time": round(time.time(), 3)})
+
+
+def fold_text(text: str | None) -> str:
+    """Text as evidence is compared: NFKC, case-folded, every whitespace run removed. The page's
+    text and the evidence may break lines, or split into nodes, at different places
+    (``use <code>append()</code>.``); the agents' check (agents/reference.py) folds the same way."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text or "")).casefold()
+
+
+VISIBLE_TEXT_JS = "() => document.body ? document.body.innerText : ''"
 
 
 def record_answer(page, text: str, locator=None, evidence: list[str] | None = None) -> None:
     """For scripts driving a session: log the task's answer ``text``, read from the element
     ``locator`` points at (a Playwright locator) when given. ``evidence`` lists strings the page must
-    show for the answer to hold (default: the answer itself when a locator is given)."""
+    show for the answer to hold (default: the answer itself when a locator is given).
+
+    Each evidence string is checked now against the page's visible text (whitespace and case
+    folded, :func:`fold_text`): one the page does not show raises :class:`SessionScriptError`
+    naming it, so a task never rests on evidence that replay cannot find."""
+    if evidence is not None and (not isinstance(evidence, (list, tuple))
+                                 or not all(isinstance(e, str) and e.strip() for e in evidence)):
+        raise SessionScriptError("record_answer: evidence must be a list of non-empty strings")
+    wanted = list(evidence) if evidence is not None else ([text] if locator is not None else [])
+    shown = fold_text(page.evaluate(VISIBLE_TEXT_JS))
+    missing = [e for e in wanted if fold_text(e) not in shown]
+    if missing:
+        raise SessionScriptError(f"record_answer: the page ({page.url}) does not show the evidence {missing[0]!r}")
     if locator is not None:
         locator.evaluate("(el, a) => window.__webfreezeAnswer(a[0], el, a[1])", [text, evidence])
     else:
@@ -131,10 +206,12 @@ def record_answer(page, text: str, locator=None, evidence: list[str] | None = No
 
 def record_session(archive_path, start: str, trajectory_path, *, headed: bool = False,
                    script: str | None = None, driver=None,
-                   resolve: dict[str, tuple[str, int]] | None = None, quiet_ms: int = 300) -> dict:
+                   resolve: dict[str, tuple[str, int]] | None = None, quiet_ms: int = 300,
+                   instruction: str | None = None) -> dict:
     """Open ``start`` in Chromium through the recording proxy; a ``script`` (a Python file defining
     ``run(page)``) or a ``driver`` callable drives it, else a person does until the window is
-    closed. Returns the trajectory."""
+    closed. ``instruction`` (the task the session performs) is kept in the trajectory. Returns the
+    trajectory."""
     from playwright.sync_api import sync_playwright
 
     from webfreeze.simulator.browser import launch_chromium, new_context, require_display
@@ -170,7 +247,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
                 context.expose_binding("__webfreezeLog", log.from_page)
                 context.add_init_script(LISTENER_JS)
                 page = context.new_page()
-                page.on("framenavigated", lambda frame: log.navigated(frame.url) if frame == page.main_frame else None)
+                _watch_navigation_causes(context, page, log)
                 page.goto(start, wait_until="load")
                 if run is not None:
                     try:
@@ -193,9 +270,40 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
             "recorded_by": "person" if run is None else "script",
             "steps": log.steps,
         }
+        if instruction:
+            trajectory["instruction"] = instruction.strip()
         arc.put_document(f"trajectories/{proxy.session_id}.json", trajectory)
     write_output(out, json.dumps(trajectory, indent=2, ensure_ascii=False) + "\n")
     return trajectory
+
+
+def _watch_navigation_causes(context, page, log: TrajectoryLog) -> None:
+    """Log the main frame's navigations with their causes, from Chromium's own events on one CDP
+    session (so that each request comes before its commit): every navigation the page asks for (a
+    link, a form, a script) is announced by ``Page.frameRequestedNavigation`` before it commits;
+    one the browser starts (the address bar, ``page.goto``, back and forward) comes unannounced;
+    a same-document one (a fragment, ``history.pushState``) is the page's doing."""
+    cdp = context.new_cdp_session(page)
+    cdp.send("Page.enable")
+    main = cdp.send("Page.getFrameTree")["frameTree"]["frame"]["id"]
+
+    def requested(event: dict) -> None:
+        if event.get("frameId") == main and event.get("disposition", "currentTab") == "currentTab":
+            log.requested(event.get("reason") or "page")
+
+    def committed(event: dict) -> None:
+        frame = event.get("frame") or {}
+        if frame.get("id") == main and not frame.get("parentId"):
+            log.navigated(frame.get("url", "") + frame.get("urlFragment", ""))
+
+    def within_document(event: dict) -> None:
+        if event.get("frameId") == main:
+            log.requested("sameDocument")
+            log.navigated(event.get("url", ""))
+
+    cdp.on("Page.frameRequestedNavigation", requested)
+    cdp.on("Page.frameNavigated", committed)
+    cdp.on("Page.navigatedWithinDocument", within_document)
 
 
 def _one_line(exc: BaseException) -> str:

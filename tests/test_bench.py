@@ -318,9 +318,11 @@ def test_validate_reports_a_task_whose_facts_changed_in_a_later_snapshot(tmp_pat
     assert [e["task_id"] for e in result["expired"]] == ["scholar-site-info-010"]
     assert result["expired"][0]["end"] == "infeasible"
     text = run_cli("tasks", "validate", suite, "--archive", later)
+    # the line says why: the reference step whose evidence the later snapshot no longer shows
+    assert result["expired"][0]["passes_with"] is None  # nor does the other backend reach it
+    answer_step = json.loads((suite / "references" / "scholar-site-info-010.json").read_text())["steps"][-1]["step"]
     assert text.returncode == 1 and text.stdout.splitlines() == [
-        "expired: scholar-site-info-010 (ended by infeasible; "
-        + ("no answer" if result["expired"][0]["answer"] is None else f"answer {result['expired'][0]['answer']!r}") + ")"]
+        f"expired: scholar-site-info-010 (reference step {answer_step}: the pages did not show {fact!r})"]
     # the same suite on the original archive: nothing expired
     assert run_cli("tasks", "validate", suite, "--archive", ARCHIVE).returncode == 0
 

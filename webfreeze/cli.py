@@ -560,7 +560,9 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
               help="A Python file defining run(page) (a Playwright page) that drives the session.")
 @click.option("--resolve", "resolve", multiple=True, metavar="HOST[:PORT]=ADDRESS:PORT",
               help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
-def record_session(url, archive_path, trajectory, headed, script, resolve):
+@click.option("--instruction", default=None, metavar="TEXT",
+              help="The task this session performs, kept in the trajectory (tasks add takes it from there).")
+def record_session(url, archive_path, trajectory, headed, script, resolve, instruction):
     """Record a browsing session and log every action as a reference trajectory.
 
     Clicks, text entry, selects, form submissions, scrolls and navigations are logged with the
@@ -574,8 +576,10 @@ def record_session(url, archive_path, trajectory, headed, script, resolve):
     if not headed and not script:
         raise click.UsageError("a session needs --headed (a person drives) or --script FILE",
                                click.get_current_context())
+    if instruction is not None and not instruction.strip():
+        raise click.BadParameter("the instruction must not be empty", param_hint="--instruction")
     result = run_session(archive_path, url, trajectory, headed=headed, script=script,
-                         resolve=usage_checked(parse_resolve, resolve))
+                         resolve=usage_checked(parse_resolve, resolve), instruction=instruction)
     click.echo(f"{len(result['steps'])} steps written to {trajectory}; exchanges recorded into {archive_path} "
                f"(session {result['archive_session']})")
 

@@ -6,6 +6,7 @@ Registered on the main CLI at the end of ``webfreeze/cli.py``.
 from __future__ import annotations
 
 import functools
+import glob
 import json
 import shutil
 import sys
@@ -207,7 +208,8 @@ def bench_group() -> None:
               help="Run directory (created; an interrupted run there resumes).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Episodes in parallel, one process and one environment each.")
-@click.option("--backend", type=click.Choice(BACKENDS), default="browser", show_default=True)
+@click.option("--backend", type=click.Choice(BACKENDS), default=None,
+              help="browser or text [default: the suite manifest's backend, else browser].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the page runtime (Math.random...).")
 @click.option("--max-steps", type=click.IntRange(1, 1000), default=30, show_default=True)
 @click.option("--screenshots", is_flag=True, help="Keep a PNG per step (browser backend).")
@@ -270,6 +272,7 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
     except AgentError as exc:
         raise click.BadParameter(str(exc), param_hint="--agent-config" if not llm else "--llm") from None
     condition = context_condition(context, context_pool, context_tokenizer, context_a1_run, context_seed)
+    backend = backend or suite_backend(suite)
     manifest = run_suite(suite, archive, agent, out, workers=workers, backend=backend, seed=seed,
                          max_steps=max_steps, screenshots=screenshots, agent_config=settings, site_models=models,
                          tasks=task_globs, limit=limit, cassette=cassette, cassette_mode=cassette_mode,
@@ -283,6 +286,18 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
                f"-> {out}", err=True)
     if not no_report:
         _print_report(out)
+
+
+DEFAULT_BACKEND = "browser"
+
+
+def suite_backend(suite) -> str:
+    """The backend ``bench run`` and ``tasks validate`` use when given none: the one the suite's
+    manifest names, else browser (the same for both commands, so that a task validated is a task
+    that runs)."""
+    from webfreeze.eval.tasks import load_suite
+
+    return getattr(load_suite(suite), "backend", None) or DEFAULT_BACKEND
 
 
 def _print_report(run_dir) -> dict:
@@ -367,8 +382,9 @@ def _print_comparison(result: dict, show_all: bool) -> None:
 @click.argument("suite", metavar="SUITE", type=click.Path())
 @click.option("--archive", "archive", type=click.Path(dir_okay=False),
               help="Archive to check against (default: the one the suite's manifest names).")
-@click.option("--backend", type=click.Choice(BACKENDS), default="text", show_default=True,
-              help="text is fast and enough for server-rendered sites; browser runs scripts too.")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None,
+              help="browser runs the pages' scripts; text is fast and enough for server-rendered sites "
+                   "[default: the suite manifest's backend, else browser, as bench run].")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False), help="Keep the validation run here (default: discarded).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -381,44 +397,83 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
 
     Exit status 0 when every task is reachable, 1 when any is expired.
     """
-    from webfreeze.eval.report import write_report
     from webfreeze.eval.tasks import load_suite
-    from webfreeze.runner import RunError
+    from webfreeze.runner import RunError, select_tasks
 
-    from webfreeze.runner import select_tasks
-
-    no_ref = [t.id for t in select_tasks(load_suite(suite).tasks, task_globs, limit) if t.reference is None]
+    loaded = load_suite(suite)
+    no_ref = [t.id for t in select_tasks(loaded.tasks, task_globs, limit) if t.reference is None]
     if no_ref:
         raise RunError(f"{len(no_ref)} task(s) have no reference trajectory to replay, e.g. {no_ref[0]}")
-    tmp = None
-    if out is None:
-        tmp = tempfile.mkdtemp(prefix="webfreeze-validate-")
-        out = str(Path(tmp) / "run")
-    try:
-        run_suite(suite, archive, "reference", out, workers=workers, backend=backend, quiet=as_json,
-                  tasks=task_globs, limit=limit)
-        report = write_report(out)
-    finally:
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
-    expired = []
-    for tid, r in sorted(report["tasks"].items()):
-        if not _reachable(r):
-            why = r.get("end_reason") or r["outcome"]
-            traj_answer = r.get("answer")
-            detail = next((res.get("detail") for res in r["results"].values()
-                           if isinstance(res, dict) and not res.get("success") and res.get("detail")), None)
-            expired.append({"task_id": tid, "end": why, "answer": traj_answer, "detail": detail})
+    backend = backend or loaded.backend or DEFAULT_BACKEND
+    report, expired = _validate_run(suite, archive, backend, workers, out, as_json, task_globs, limit)
+    if expired:
+        # would the other backend reach them? (a page whose scripts matter, or a page whose scripts
+        # break the replay): said per task, for the author to choose the suite's backend
+        from webfreeze.common.errors import WebfreezeError
+
+        other = next(b for b in BACKENDS if b != backend)
+        try:
+            _, still = _validate_run(suite, archive, other, workers, None, True,
+                                     [glob.escape(e["task_id"]) for e in expired], None)
+        except WebfreezeError:  # the other backend cannot run here (no Chromium): nothing to say
+            still = expired
+        failing = {e["task_id"] for e in still}
+        for e in expired:
+            e["passes_with"] = other if e["task_id"] not in failing else None
     result = {"suite": report["suite"], "tasks": len(report["tasks"]), "expired": expired, "backend": backend}
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
     else:
         for e in expired:
-            answered = "no answer" if e["answer"] is None else f"answer {e['answer']!r}"
-            click.echo(f"expired: {e['task_id']} (ended by {e['end']}; {answered})")
+            click.echo(f"expired: {e['task_id']} ({_why_expired(e)})")
         click.echo(f"{report['suite']['name']}: {len(report['tasks']) - len(expired)} of {len(report['tasks'])} tasks "
                    f"reachable on the archive, {len(expired)} expired ({backend} backend)", err=True)
     sys.exit(1 if expired else 0)
+
+
+def _validate_run(suite, archive, backend, workers, out, quiet, task_globs, limit) -> tuple[dict, list[dict]]:
+    """Run the reference agent on the selected tasks; (the report, the expired tasks: id, how the
+    episode ended, the answer, the failed check's detail and the reason the reference gave up)."""
+    from webfreeze.eval.report import write_report
+
+    tmp = None
+    if out is None:
+        tmp = tempfile.mkdtemp(prefix="webfreeze-validate-")
+        out = str(Path(tmp) / "run")
+    try:
+        run_suite(suite, archive, "reference", out, workers=workers, backend=backend, quiet=quiet,
+                  tasks=task_globs, limit=limit)
+        report = write_report(out)
+        expired = []
+        for tid, r in sorted(report["tasks"].items()):
+            if _reachable(r):
+                continue
+            detail = next((res.get("detail") for res in r["results"].values()
+                           if isinstance(res, dict) and not res.get("success") and res.get("detail")), None)
+            try:
+                end = json.loads((Path(out) / "trajectories" / f"{tid}.json").read_text(encoding="utf-8"))["end"]
+            except (OSError, ValueError, KeyError, TypeError):
+                end = None
+            reason = (end or {}).get("detail") if (end or {}).get("reason") == "infeasible" else None
+            expired.append({"task_id": tid, "end": r.get("end_reason") or r["outcome"], "answer": r.get("answer"),
+                            "detail": detail, "reason": reason, "passes_with": None})
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return report, expired
+
+
+def _why_expired(e: dict) -> str:
+    """One expired task's line: why the reference could not reach the ground truth, and whether the
+    other backend would."""
+    if e.get("reason"):
+        why = e["reason"]
+    else:
+        answered = "no answer" if e["answer"] is None else f"answer {e['answer']!r}"
+        why = f"ended by {e['end']}; {answered}"
+    if e.get("passes_with"):
+        why += f"; passes with the {e['passes_with']} backend"
+    return why
 
 
 def _reachable(r: dict) -> bool:

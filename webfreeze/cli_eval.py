@@ -122,6 +122,36 @@ def tasks_check(suite, as_json):
     click.echo(f"{s.name}: {len(s.tasks)} tasks ok, digest {s.digest}", err=True)
 
 
+@tasks_group.command("add")
+@click.argument("suite", metavar="SUITE", type=click.Path(file_okay=False))
+@click.option("--reference", "reference", required=True, type=click.Path(dir_okay=False),
+              help="The session's trajectory (record session --trajectory); copied into SUITE/references/.")
+@click.option("--answer", "answer", required=True, help="The task's answer.")
+@click.option("--match", type=click.Choice(["exact", "normalised", "must_include"]), default="exact",
+              show_default=True, help="How an agent's answer is checked against --answer.")
+@click.option("--category", default=None,
+              help="The task's category [default: the manifest's only category, else 'general'].")
+@click.option("--instruction", default=None, help="What the agent is asked [default: the trajectory's instruction].")
+@click.option("--id", "task_id", default=None, help="The task's id [default: the reference file's name].")
+@click.option("--archive", type=click.Path(dir_okay=False),
+              help="A new suite only: the archive its manifest names (the one the session recorded into).")
+@click.option("--replace", is_flag=True,
+              help="Replace the task of the same id (a session recorded again) and its reference.")
+@_one_line_errors
+def tasks_add(suite, reference, answer, match, category, instruction, task_id, archive, replace):
+    """Add a task to SUITE from a recorded session: the task line (its start URL from the session,
+    the answer check, the reference trajectory copied into SUITE/references/). A SUITE that does not
+    exist is made, with a manifest. Nothing is written when anything is wrong."""
+    from webfreeze.eval.authoring import add_task
+
+    obj = add_task(suite, reference, answer, category=category, instruction=instruction, task_id=task_id,
+                   match=match, archive=archive, replace=replace)
+    for change in obj.get("changes", []):
+        click.echo(f"{obj['id']}: {change}")
+    click.echo(f"{'replaced' if obj['replaced'] else 'added'} task {obj['id']} ({obj['category']}) in {suite}; "
+               f"check it with: webfreeze tasks validate {suite}", err=True)
+
+
 def register(cli: click.Group) -> None:
     cli.add_command(eval_group)
     cli.add_command(tasks_group)

@@ -1,0 +1,169 @@
+"""``tasks add``: a recorded session (``record session``) becomes a task line of a suite.
+
+The task's start URL comes from the trajectory, its answer check from the author, and the
+trajectory is copied into the suite's ``references/`` as the task's reference. A suite that does not
+exist yet is made (its manifest names the archive when one is given). Everything is checked before
+anything is written; the reference and ``tasks.jsonl`` are each written whole (a new file or the
+old one, never a part), and a reference written for a line that then could not be is removed.
+
+Adding a task whose id the suite already has is refused unless ``replace``: the re-recorded
+session's reference then replaces the old one (its exchanges are in the archive's newer session).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.files import write_output
+
+from .answer import evaluate_answer
+from .errors import TaskError
+from .trajectory import session_actions
+from .tasks import SUITE_FORMAT, SUITE_VERSION, canonical_line, load_suite, validate_task
+
+MATCHES = ("exact", "normalised", "must_include")
+DEFAULT_CATEGORY = "general"
+
+
+def _read_reference(path: Path) -> dict:
+    try:
+        trajectory = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TaskError("no such reference trajectory", path) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise TaskError(f"not a readable JSON trajectory ({getattr(exc, 'strerror', None) or exc})", path) from None
+    if not (isinstance(trajectory, dict) and trajectory.get("kind") == "reference_trajectory"
+            and isinstance(trajectory.get("steps"), list)):
+        raise TaskError("not a `record session` trajectory (kind 'reference_trajectory' with steps)", path)
+    if not isinstance(trajectory.get("start_url"), str) or not trajectory["start_url"]:
+        raise TaskError("the trajectory has no start_url", path)
+    return trajectory
+
+
+def recorded_answer(trajectory: dict) -> str | None:
+    """The answer the session logged with ``record_answer`` (its last), or None."""
+    answers = [s for s in trajectory.get("steps", []) if isinstance(s, dict) and s.get("action") == "answer"]
+    if not answers:
+        return None
+    value = answers[-1].get("value")
+    return value.get("text") if isinstance(value, dict) else str(value)
+
+
+def reference_changes(old: dict, new: dict) -> list[str]:
+    """What a re-recorded reference changes, in short lines: the archive session, the first step
+    (as the reference agent takes them) where the two part and the step counts, the answer."""
+    out = []
+    if old.get("archive_session") != new.get("archive_session"):
+        out.append(f"archive session {old.get('archive_session')} -> {new.get('archive_session')}")
+    a, b = [str(x) for x in session_actions(old)], [str(x) for x in session_actions(new)]
+    if a != b:
+        i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        out.append(f"steps part at step {i + 1}: {a[i] if i < len(a) else '(none)'} -> "
+                   f"{b[i] if i < len(b) else '(none)'} ({len(a)} -> {len(b)} steps)")
+    else:
+        out.append(f"the same {len(a)} steps")
+    if recorded_answer(old) != recorded_answer(new):
+        out.append(f"answer {recorded_answer(old)!r} -> {recorded_answer(new)!r}")
+    return out
+
+
+def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str, *, category: str | None = None,
+             instruction: str | None = None, task_id: str | None = None, match: str = "exact",
+             archive: str | os.PathLike | None = None, replace: bool = False) -> dict:
+    """Add (or with ``replace``, replace) one task in the suite directory ``suite``; returns the
+    task object written, with ``replaced`` (whether a task of that id was there). Raises :class:`TaskError` (one line) and writes nothing on bad input."""
+    root = Path(suite)
+    ref_path = Path(reference)
+    trajectory = _read_reference(ref_path)
+    if match not in MATCHES:
+        raise TaskError(f"unknown answer check {match!r} ({', '.join(MATCHES)})")
+    if not isinstance(answer, str) or not answer.strip():
+        raise TaskError("the answer must not be empty")
+    tid = task_id or ref_path.stem
+    instruction = instruction or trajectory.get("instruction")
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise TaskError("the task needs an instruction: give --instruction TEXT")
+    check = {"must_include": [answer]} if match == "must_include" else {match: answer}
+    said = recorded_answer(trajectory)
+    if said is not None and not evaluate_answer(check, said)["success"]:
+        raise TaskError(f"the session answered {said!r}, which the {match} check of {answer!r} would fail", ref_path)
+
+    manifest_path = root / "manifest.json"
+    if root.exists() and not root.is_dir():
+        raise TaskError("not a suite directory", root)
+    new_suite = not manifest_path.exists()
+    if new_suite and (root / "tasks.jsonl").exists():
+        raise TaskError("has a tasks.jsonl but no manifest.json: not a suite this command can add to", root)
+    if new_suite:
+        manifest = {"format": SUITE_FORMAT, "version": SUITE_VERSION, "name": root.resolve().name,
+                    "tasks": "tasks.jsonl"}
+        if archive is not None:
+            manifest["archive"] = os.path.relpath(Path(archive).resolve(), root.resolve())
+        lines: list[str] = []
+        tasks_path = root / "tasks.jsonl"
+        existing: list = []
+        categories = None
+    else:
+        if archive is not None:
+            raise TaskError("the suite exists: its manifest names its archive (edit it to change it)", manifest_path)
+        loaded = load_suite(root)
+        manifest = loaded.manifest
+        tasks_path = root / manifest.get("tasks", "tasks.jsonl")
+        lines = tasks_path.read_text(encoding="utf-8").splitlines() if tasks_path.exists() else []
+        existing = loaded.tasks
+        categories = manifest.get("categories")
+    category = category or (categories[0] if categories and len(categories) == 1 else None) or DEFAULT_CATEGORY
+    if categories is not None and category not in categories:
+        raise TaskError(f"category {category!r} is not among the manifest's categories ({', '.join(categories)}); "
+                        "give --category", manifest_path)
+    ref_name = f"references/{tid}.json"
+    obj = {"id": tid, "category": category, "instruction": instruction.strip(), "start_url": trajectory["start_url"],
+           "snapshot_time": None, "ground_truth": {"answer": check, "reference_trajectory": ref_name}}
+    validate_task({**obj, "ground_truth": {"answer": check, "reference_trajectory": trajectory}},
+                  file=tasks_path, line=None)
+    old = next((t for t in existing if t.id == tid), None)
+    if old is not None and not replace:
+        raise TaskError(f"the suite already has a task {tid!r} ({old.source}); give --replace to record it anew "
+                        "or --id for another task")
+    line = canonical_line(obj)
+    if old is not None:
+        at = int(old.source.rsplit(":", 1)[1]) - 1 if re.search(r":\d+$", old.source) else None
+        if at is None or not (0 <= at < len(lines)):
+            raise TaskError(f"cannot find the line of task {tid!r}", tasks_path)
+        lines[at] = line
+    else:
+        lines.append(line)
+
+    ref_target = root / ref_name
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "references").mkdir(exist_ok=True)
+    except OSError as exc:
+        raise TaskError(f"cannot make the suite folder ({exc.strerror or exc})", root) from None
+    previous = ref_target.read_bytes() if ref_target.is_file() else None
+    written: list[Path] = []
+    try:
+        write_output(ref_target, json.dumps(trajectory, indent=2, ensure_ascii=False) + "\n")
+        written.append(ref_target)
+        write_output(tasks_path, "".join(x + "\n" for x in lines))
+        written.append(tasks_path)
+        if new_suite:
+            write_output(manifest_path, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    except WebfreezeError as exc:
+        # leave the suite as it was: the old reference back, or no new one
+        if ref_target in written:
+            if previous is not None:
+                write_output(ref_target, previous)
+            else:
+                ref_target.unlink(missing_ok=True)
+        if new_suite and tasks_path in written:
+            tasks_path.unlink(missing_ok=True)
+        raise TaskError(str(exc)) from None
+    obj = dict(obj, replaced=old is not None)  # (not part of the line written)
+    if old is not None and old.reference is not None:
+        obj["changes"] = reference_changes(old.reference, trajectory)
+    return obj

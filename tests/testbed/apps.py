@@ -174,8 +174,12 @@ def start_sphinx(work: Path) -> App:
     return _launch(app, argv, cwd=work)
 
 
-def start_django(work: Path) -> App:
-    """The Django site: migrate a fresh SQLite database, seed it, then ``runserver --noreload``."""
+def start_django(work: Path, *, threading: bool = False) -> App:
+    """The Django site: migrate a fresh SQLite database, seed it, then ``runserver --noreload``.
+
+    ``threading=False`` adds ``--nothreading``: runserver then closes each connection after its
+    response. Threaded (runserver's default), it keeps connections alive, and recording it through
+    ``--resolve`` stalls today (see tests/test_testbed.py, the keep-alive test)."""
     py = venv_python()
     work.mkdir(parents=True, exist_ok=True)
     site = HERE / "django_site"
@@ -187,6 +191,8 @@ def start_django(work: Path) -> App:
             raise RuntimeError(f"manage.py {argv[0]} failed: {r.stderr[-2000:]}")
     app = App("django", HOSTS["django"], free_port(), work / "access.log")
     argv = [str(py), "manage.py", "runserver", f"127.0.0.1:{app.port}", "--noreload"]
+    if not threading:
+        argv.append("--nothreading")
     return _launch(app, argv, cwd=site, env=env)
 
 

@@ -61,10 +61,12 @@ def _sphinx_tasks(work: Path) -> list[TaskSpec]:
             record_answer(page, "300", page.get_by_role("cell", name="300", exact=True))
         """),
         # The JavaScript-rendered page: search results are drawn by searchtools.js from searchindex.js.
+        # A word on most pages: searchtools.js draws the results one by one, on timers, and fetches
+        # each result's page for its summary.
         TaskSpec("docs-search-priority",
-                 "Starting from the search results for 'requeue', find the highest job priority. Answer with a number.",
-                 "search.html?q=requeue", "9", """
-            page.locator("ul.search li a").first.wait_for()
+                 "Starting from the search results for 'queue', find the highest job priority. Answer with a number.",
+                 "search.html?q=queue", "9", """
+            page.get_by_text("Search finished").wait_for()
             page.get_by_role("link", name="Queues", exact=True).last.click()
             page.wait_for_load_state("load")
             record_answer(page, "9", page.get_by_text("Every job has a priority from 0 to 9"))

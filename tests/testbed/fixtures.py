@@ -48,6 +48,7 @@ class Testbed:
         self.crawl_output: dict[str, str] = {}  # the crawl command's stdout
         self.crawl_requests: dict[str, list] = {}  # what the application served during its crawl
         self.suites: dict[str, Path] = {}
+        self.failures: dict[str, str] = {}  # a crawl or suite that failed fails its later users at once
 
     def app(self, name: str) -> App:
         """The running application ``name`` (datasette, sphinx, django)."""
@@ -59,6 +60,8 @@ class Testbed:
 
     def crawl(self, name: str) -> Path:
         """The archive of the application's crawl, recorded once per session."""
+        if f"crawl {name}" in self.failures:  # once per session, not once per test
+            pytest.fail(self.failures[f"crawl {name}"])
         if name not in self.archives:
             app = self.app(name)
             depth, pages, scope = CRAWLS[name]
@@ -68,7 +71,8 @@ class Testbed:
             r = webfreeze("record", "crawl", app.start_url, "--archive", archive, "--depth", depth,
                           "--max-pages", pages, "--scope", scope, "--resolve", app.resolve, home=self.home)
             if r.returncode != 0:
-                pytest.fail(f"the crawl of {name} failed: {r.stderr[-2000:]}")
+                self.failures[f"crawl {name}"] = f"the crawl of {name} failed: {r.stderr[-2000:]}"
+                pytest.fail(self.failures[f"crawl {name}"])
             self.crawl_output[name] = r.stdout
             self.crawl_requests[name] = app.requests_since(mark)
             self.archives[name] = archive
@@ -76,6 +80,8 @@ class Testbed:
 
     def suite(self, name: str) -> Path:
         """The application's task suite (references recorded live into a copy of its crawl)."""
+        if f"suite {name}" in self.failures:
+            pytest.fail(self.failures[f"suite {name}"])
         if name not in self.suites:
             from .suites import build_suite
 
@@ -86,6 +92,7 @@ class Testbed:
                 self.suites[name] = build_suite(name, self.app(name), self.work / "suites" / name, webfreeze,
                                                 self.home, base_archive=base)
             except RuntimeError as exc:
+                self.failures[f"suite {name}"] = str(exc)
                 pytest.fail(str(exc))
         return self.suites[name]
 

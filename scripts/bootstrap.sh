@@ -95,3 +95,18 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   esac
   touch "$stamp"
 fi
+
+# The test bed's real applications (Datasette, Sphinx, Django: tests/testbed/, docs/testbed.md) live
+# in a venv of their own, .venv/testbed: their dependencies conflict with ours. Reinstalled only when
+# their pinned list changes (the stamp holds a copy of the list it installed).
+case ",$extras," in
+  *,test,*)
+    tb_list=tests/testbed/requirements.txt
+    tb_stamp=.venv/testbed/.installed-requirements
+    if ! cmp -s "$tb_list" "$tb_stamp"; then
+      [ -x .venv/testbed/bin/python ] || "$py" -m venv .venv/testbed
+      .venv/testbed/bin/python -m pip install --quiet --disable-pip-version-check -r "$tb_list"
+      cp "$tb_list" "$tb_stamp"
+    fi
+    ;;
+esac

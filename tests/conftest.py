@@ -37,3 +37,7 @@ def run_cli(*args: str, cwd: str | os.PathLike | None = None, timeout: float = 3
 @pytest.fixture
 def cli():
     return run_cli
+
+
+# The real-application test bed (tests/testbed/): session fixtures `testbed` and `testbed_app`.
+from testbed.fixtures import testbed, testbed_app  # noqa: E402,F401

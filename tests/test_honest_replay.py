@@ -239,7 +239,7 @@ def test_replay_coverage_lists_the_unrecorded_search(search_run):
     assert proc.returncode == 0, proc.stderr
     cov = json.loads(proc.stdout)
     groups = {(g["host"], g["pattern"], g["level"]): g for g in cov["groups"]}
-    g = groups[("wiki.test", "/w/index.php?go=&search=&title=", "miss")]
+    g = groups[("wiki.test", "/w/index.php?go=*&search=*&title=*", "miss")]
     assert g["count"] == 1 and g["tasks"] == ["unrecorded"]
     assert g["examples"] == [SEARCH.format("Photosynthesis")]
     text = run_cli("replay", "coverage", search_run)

@@ -246,3 +246,49 @@ def test_replay_coverage_lists_the_unrecorded_search(search_run):
     assert text.returncode == 0 and "/w/index.php" in text.stdout and "unrecorded" in text.stdout
     bad = run_cli("replay", "coverage", search_run / "nope")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_suite_turns_fuzzy_documents_back_on(wiki, tmp_path):
+    """The reference agent replays an unrecorded search: a miss by default, the other search's
+    page (flagged fuzzy) when the suite's replay_rules ask for fuzzy documents."""
+    reference = {"version": 1, "kind": "reference_trajectory", "start_url": HOST + "/", "steps": [
+        {"step": 0, "action": "navigate", "target": None, "value": None, "url": HOST + "/"},
+        {"step": 1, "action": "type", "target": {"role": "searchbox", "name": "Search the wiki"},
+         "value": "Photosynthesis", "url": HOST + "/"},
+        {"step": 2, "action": "click", "target": {"role": "button", "name": "Go"}, "value": None, "url": HOST + "/"},
+        {"step": 3, "action": "answer", "target": None, "value": {"text": "done", "evidence": []}, "url": HOST + "/"}]}
+    runs = {}
+    for name, rules in (("strict", None), ("loose", {"fuzzy_documents": True})):
+        suite = tmp_path / f"suite-{name}"
+        (suite / "refs").mkdir(parents=True)
+        (suite / "refs" / "photosynthesis.json").write_text(json.dumps(reference))
+        manifest = {"format": "webfreeze-suite", "version": 1, "name": "wiki", "archive_digest": None,
+                    "tasks": "tasks.jsonl", **({"replay_rules": rules} if rules else {})}
+        (suite / "manifest.json").write_text(json.dumps(manifest))
+        task = {"id": "photosynthesis", "category": "search", "instruction": "find Photosynthesis",
+                "start_url": HOST + "/", "ground_truth": {"answer": {"exact": "done"},
+                                                          "reference_trajectory": "refs/photosynthesis.json"}}
+        (suite / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+        out = tmp_path / f"run-{name}"
+        proc = run_cli("bench", "run", suite, "--archive", wiki, "--agent", "reference", "--backend", "text",
+                       "--out", out)
+        assert proc.returncode == 0, proc.stderr
+        runs[name] = json.loads((out / "trajectories" / "photosynthesis.json").read_text())
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["env"].get("replay_rules") == rules
+    assert runs["strict"]["steps"][1]["replay"]["document"]["level"] == "miss", runs["strict"]["steps"]
+    loose = runs["loose"]["steps"][1]
+    assert loose["replay"]["document"]["level"] == "fuzzy"
+    assert loose["replay"]["document"]["capture_url"] == SEARCH.format("Quantum")
+    assert loose["url_after"] == HOST + "/wiki/Quantum"  # the other search's page: flagged, not hidden
+    assert runs["loose"]["replay"]["fuzzy_documents"] == 1
+
+
+def test_bench_compare_shows_replay_compromised_episodes(search_run, tmp_path):
+    from webfreeze.compare import compare_runs
+
+    result = compare_runs(search_run, search_run)
+    assert result["replay"]["a"]["compromised"] == 1
+    assert [r["task_id"] for r in result["tasks"] if r.get("replay_compromised")] == ["unrecorded"]
+    proc = run_cli("bench", "compare", search_run, search_run)
+    assert proc.returncode == 0 and "1 of 2 episodes replay-compromised" in proc.stderr

@@ -248,9 +248,11 @@ def test_replay_coverage_lists_the_unrecorded_search(search_run):
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
-def test_a_suite_turns_fuzzy_documents_back_on(wiki, tmp_path):
-    """The reference agent replays an unrecorded search: a miss by default, the other search's
-    page (flagged fuzzy) when the suite's replay_rules ask for fuzzy documents."""
+@pytest.fixture(scope="module")
+def suite_runs(wiki, tmp_path_factory):
+    """The reference agent replays an unrecorded search with ``bench run``: under the default rules
+    ("strict") and under a suite whose replay_rules turn fuzzy documents on ("loose")."""
+    tmp = tmp_path_factory.mktemp("suites")
     reference = {"version": 1, "kind": "reference_trajectory", "start_url": HOST + "/", "steps": [
         {"step": 0, "action": "navigate", "target": None, "value": None, "url": HOST + "/"},
         {"step": 1, "action": "type", "target": {"role": "searchbox", "name": "Search the wiki"},
@@ -259,7 +261,7 @@ def test_a_suite_turns_fuzzy_documents_back_on(wiki, tmp_path):
         {"step": 3, "action": "answer", "target": None, "value": {"text": "done", "evidence": []}, "url": HOST + "/"}]}
     runs = {}
     for name, rules in (("strict", None), ("loose", {"fuzzy_documents": True})):
-        suite = tmp_path / f"suite-{name}"
+        suite = tmp / f"suite-{name}"
         (suite / "refs").mkdir(parents=True)
         (suite / "refs" / "photosynthesis.json").write_text(json.dumps(reference))
         manifest = {"format": "webfreeze-suite", "version": 1, "name": "wiki", "archive_digest": None,
@@ -269,19 +271,49 @@ def test_a_suite_turns_fuzzy_documents_back_on(wiki, tmp_path):
                 "start_url": HOST + "/", "ground_truth": {"answer": {"exact": "done"},
                                                           "reference_trajectory": "refs/photosynthesis.json"}}
         (suite / "tasks.jsonl").write_text(json.dumps(task) + "\n")
-        out = tmp_path / f"run-{name}"
+        out = tmp / f"run-{name}"
         proc = run_cli("bench", "run", suite, "--archive", wiki, "--agent", "reference", "--backend", "text",
                        "--out", out)
         assert proc.returncode == 0, proc.stderr
+        runs[name] = out
+    return runs
+
+
+def test_a_suite_turns_fuzzy_documents_back_on(suite_runs):
+    runs = {}
+    for name, out in suite_runs.items():
         runs[name] = json.loads((out / "trajectories" / "photosynthesis.json").read_text())
         manifest = json.loads((out / "manifest.json").read_text())
-        assert manifest["env"].get("replay_rules") == rules
+        assert manifest["env"].get("replay_rules") == (None if name == "strict" else {"fuzzy_documents": True})
     assert runs["strict"]["steps"][1]["replay"]["document"]["level"] == "miss", runs["strict"]["steps"]
     loose = runs["loose"]["steps"][1]
     assert loose["replay"]["document"]["level"] == "fuzzy"
     assert loose["replay"]["document"]["capture_url"] == SEARCH.format("Quantum")
     assert loose["url_after"] == HOST + "/wiki/Quantum"  # the other search's page: flagged, not hidden
     assert runs["loose"]["replay"]["fuzzy_documents"] == 1
+
+
+def test_bundle_info_lists_replay_compromised_episodes(suite_runs, wiki, tmp_path):
+    bundle = tmp_path / "wiki.wfb"
+    proc = run_cli("bundle", "pack", suite_runs["loose"], "--archive", wiki, "-o", bundle)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(run_cli("bundle", "info", bundle, "--json").stdout)
+    (run,) = info["runs"]
+    assert run["replay"] == {"episodes": 1, "compromised": 1, "fuzzy_documents": 1, "fuzzy_xhr": 0, "misses": 0,
+                             "episodes_compromised": ["photosynthesis"]}
+    text = run_cli("bundle", "info", bundle).stdout
+    assert "1 of 1 episodes replay-compromised (1 fuzzy main document" in text
+
+
+def test_study_report_rows_count_replay_compromised_episodes():
+    from webfreeze.study_report import replay_row
+
+    clean = {"task_id": "a", "replay": {"fuzzy_documents": 0, "fuzzy_xhr": 0, "misses": 0, "compromised": False}}
+    fuzzy = {"task_id": "b", "replay": {"fuzzy_documents": 0, "fuzzy_xhr": 2, "misses": 1, "compromised": True}}
+    row = replay_row([("cell-1", clean), ("cell-1", fuzzy), ("cell-2", {"task_id": "c"})])
+    assert row == {"episodes": 2, "compromised": 1, "fuzzy_documents": 0, "fuzzy_xhr": 1, "misses": 1,
+                   "episodes_compromised": [{"cell": "cell-1", "task_id": "b"}]}
+    assert replay_row([("cell-1", {"task_id": "c"})]) is None  # runs from before provenance
 
 
 def test_bench_compare_shows_replay_compromised_episodes(search_run, tmp_path):

@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import gymnasium as gym
 
@@ -636,6 +636,7 @@ class _BrowserBackend:
         self._url = ""
         self._open_pages: list[str] = []
         self._answers: list[dict] = []  # provenance records of the responses seen since the last take
+        self._answers_lock = threading.Lock()  # (the loop thread appends, the caller's thread takes)
 
     @property
     def url(self) -> str:
@@ -643,7 +644,8 @@ class _BrowserBackend:
 
     def take_answers(self) -> list[dict]:
         """The responses (and failed requests) the pages reported since the last call."""
-        got, self._answers = self._answers, []  # (swapped whole: the loop thread appends)
+        with self._answers_lock:
+            got, self._answers = self._answers, []
         return got
 
     def reset(self, url: str) -> str | None:
@@ -711,15 +713,19 @@ class _BrowserBackend:
             h = response.headers
             level = h.get("x-webfreeze-match") or "miss"
             score = h.get("x-webfreeze-score")
-            self._answers.append(answer_record(
+            rec = answer_record(
                 kind_of_resource(request.resource_type), request.method, request.url, level, response.status,
                 main=main(request), score=float(score) if score else None,
-                capture_url=unquote(h["x-webfreeze-capture-url"]) if "x-webfreeze-capture-url" in h else None))
+                capture_url=h.get("x-webfreeze-capture-url"))  # (as the header has it: ASCII URLs unchanged)
+            with self._answers_lock:
+                self._answers.append(rec)
 
         def on_failed(request) -> None:
             if request.url.startswith(("http:", "https:")):
-                self._answers.append(answer_record(kind_of_resource(request.resource_type), request.method,
-                                                   request.url, "miss", 0, main=main(request)))
+                rec = answer_record(kind_of_resource(request.resource_type), request.method, request.url, "miss", 0,
+                                    main=main(request))
+                with self._answers_lock:
+                    self._answers.append(rec)
 
         page.on("response", on_response)
         page.on("requestfailed", on_failed)

@@ -188,6 +188,16 @@ def test_browser_backend_answers_an_unrecorded_search_with_a_miss(wiki, tmp_path
     # the home page's logo (a static file under another version) was answered fuzzily, and counted
     assert recorded["replay"]["start"]["requests"]["subresource"] == {"fuzzy": 1}
     assert dumps(without_timings(unrecorded)) == dumps(without_timings(again))
+    # with fuzzy documents turned on, the other search's page is shown, and the step says so
+    env = WebEnv(EnvConfig(wiki, backend="browser", rules={"fuzzy_documents": True}))
+    try:
+        loose = search_episode(env, "Photosynthesis", "loose")
+    finally:
+        env.close()
+    doc = loose["steps"][1]["replay"]["document"]
+    assert (doc["level"], doc["url"], doc["capture_url"]) == \
+        ("fuzzy", SEARCH.format("Photosynthesis"), SEARCH.format("Quantum"))
+    assert 0.5 <= doc["score"] < 1 and loose["replay"]["fuzzy_documents"] == 1
 
 
 @pytest.fixture(scope="module")

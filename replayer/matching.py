@@ -332,12 +332,13 @@ class Matcher:
         r = self.rules
         return frozenset(k for k, fuzzy in (("document", r.fuzzy_documents), ("xhr", r.fuzzy_xhr)) if not fuzzy)
 
-    def candidates(self, method: str, url: str, body_key: str = "", kind: str | None = None
+    def candidates(self, method: str, url: str, body_key: str = "", kind=None
                    ) -> tuple[str, tuple, list[Capture], float]:
         """(level, key, equally good captures oldest first, score); level '' when nothing matches.
         ``kind`` (:func:`request_kind`): a ``document`` or ``xhr`` request the rules keep from fuzzy
         answers is answered fuzzily only by a capture with the same meaningful parameters (see the
-        module docstring); None: no such check (every request fuzzy, as before)."""
+        module docstring); None: no such check (every request fuzzy, as before). ``kind`` may be a
+        function giving it: it is then asked only when a request reaches the fuzzy level."""
         method = method.upper()
         key = (method, url, body_key)
         caps = self.exact.get(key)
@@ -351,6 +352,8 @@ class Matcher:
         if self.rules.fuzzy:
             pool = self.by_path.get((method, path_key(url)))
             if pool:
+                if callable(kind):
+                    kind = kind()
                 return self._fuzzy(method, url, body_key, pool, kind is not None and kind in self.strict_kinds)
         return "", (), [], 0.0
 

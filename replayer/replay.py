@@ -283,9 +283,9 @@ class Replay:
                     answers.append(Answered(method.upper(), url, "model", resp.status))
                 return self._serialise_plain(self._inject_model(resp, url) if inject else resp, method, "model")
         bkey = request_body_key(headers, body)
-        # (the kind is read only when the rules keep some kinds from fuzzy answers: people's replay
-        # pays nothing for it)
-        kind = request_kind(headers, url) if self._strict else None
+        # (the kind is read only when the rules keep some kinds from fuzzy answers, and a request
+        # reaches the fuzzy level: people's replay and exact hits pay nothing for it)
+        kind = (lambda: request_kind(headers, url)) if self._strict else None
         level, key, caps, score = self.matcher.candidates(method, url, bkey, kind)
         if not caps and method.upper() == "HEAD":  # HEAD is answered from a GET capture's headers
             level, key, caps, score = self.matcher.candidates("GET", url, bkey, kind)

@@ -26,6 +26,8 @@ from .personal import markdown as personalisation_markdown
 from .longctx import long_context_results
 from .longctx import summarise as summarise_long_context
 from .personal import personalisation
+from .replay_provenance import flagged_html, provenance_html, run_provenance, task_provenance
+from .replay_provenance import strict_replay as strict_replay_counts
 from .keynodes import run_dom_loader
 from .score import score_task, summarise
 from .tasks import load_tasks_jsonl, suite_digest
@@ -76,8 +78,10 @@ def _step_timing_sums(trajectory: dict) -> dict:
     return sums
 
 
-def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tuple[dict, dict[str, dict]]:
-    """Score every task of a run directory. Returns (the report, the trajectories by task id)."""
+def build_report(run_dir: str | os.PathLike, judge: Judge | None = None, *,
+                 strict_replay: bool = False) -> tuple[dict, dict[str, dict]]:
+    """Score every task of a run directory. Returns (the report, the trajectories by task id).
+    ``strict_replay``: also set replay-compromised episodes apart (``report["strict_replay"]``)."""
     run = Path(run_dir)
     if not run.is_dir():
         raise ReportError(f"{run}: not a run directory (no such directory)")
@@ -143,6 +147,17 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> tupl
     long_context = summarise_long_context(results)
     if long_context is not None:
         report["long_context"] = long_context
+    # replay provenance (eval/replay_provenance.py): only for runs whose trajectories record it, so
+    # reports of older runs keep their bytes
+    for r in results:
+        prov = task_provenance(trajectories.get(r["task_id"]))
+        if prov is not None:
+            r["replay"] = prov
+    replay = run_provenance(results, trajectories)
+    if replay is not None:
+        report["replay"] = replay
+    if strict_replay:
+        report["strict_replay"] = strict_replay_counts(results, replay)
     return _rounded(report), trajectories
 
 
@@ -158,10 +173,10 @@ def _write_atomically(path: Path, text: str) -> None:
         raise ReportError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
-def write_report(run_dir: str | os.PathLike, judge: Judge | None = None) -> dict:
+def write_report(run_dir: str | os.PathLike, judge: Judge | None = None, *, strict_replay: bool = False) -> dict:
     """Build the report and write ``report.json`` and ``report.html`` into the run directory
     (both rendered before either is written; each written to a temporary file and renamed)."""
-    report, trajectories = build_report(run_dir, judge)
+    report, trajectories = build_report(run_dir, judge, strict_replay=strict_replay)
     text_json = report_json(report)
     text_html = render_html(report, trajectories)
     run = Path(run_dir)
@@ -414,6 +429,7 @@ def render_html(report: dict, trajectories: dict[str, dict]) -> str:
     out.append(row("overall", summary["overall"], "overall"))
     out.append("</tbody></table>")
 
+    out.extend(provenance_html(report.get("replay"), report.get("strict_replay")))
     out.extend(_personalisation_html(report.get("personalisation")))
     out.append('<h2>Per category</h2><div class="charts" id="charts">')
     for cat, r in summary["categories"].items():
@@ -452,6 +468,7 @@ def render_html(report: dict, trajectories: dict[str, dict]) -> str:
         out.append(f'<div class="field"><b>answer</b> {_e(r.get("answer"))}</div>')
         for kind, result in r["results"].items():
             out.append(f'<div class="field"><b>{_e(kind)}</b> result</div><pre class="kind">{_e(_kind_summary(result))}</pre>')
+        out.append(flagged_html(r.get("replay")))
         for i, step in enumerate(traj.get("steps", [])):
             out.append(_render_step(step, i))
         out.append("</details>")

@@ -17,6 +17,16 @@ Levels, tried in order (the first level with a candidate wins):
    ignored when ``Rules.ignore_static_query`` is on.
 4. Among candidates that are equally good, the capture closest in time to the target time.
 
+**Honest matching for documents and XHR** (``Rules.fuzzy_documents`` / ``Rules.fuzzy_xhr`` off, the
+agent environment's default, :data:`AGENT_RULES`): a document navigation or an XHR/fetch (as
+:func:`request_kind` tells from the request's headers) is answered at the fuzzy level only by a
+capture whose *meaningful* query parameters and form fields are equal to the request's, the same
+names with the same values; the ignorable ones may differ: cache busters and trackers (dropped by
+the canonical form already), names starting with ``_`` and those ``Rules.ignorable_params`` lists.
+Anything else is a miss, so an agent is never shown another search's results. Static
+subresources (by the request's URL or the capture's type) stay fuzzy. ``replay serve`` keeps the
+fuzzy defaults, which suit a person browsing an archive.
+
 Repeated identical requests are answered in recorded order: the n-th time the same request
 (same level and key) is asked in one replay session it gets the n-th capture of that key, then the
 last one repeats (:class:`Sequencer`). With a target time, the sequence starts at the capture
@@ -70,6 +80,14 @@ class Rules:
     fuzzy_threshold: float = 0.5
     underscore_weight: float = 0.1
     ignore_static_query: bool = True
+    # Fuzzy answers for document navigations and for XHR/fetch requests. On by default (a person
+    # browsing); the agent environment and ``tasks validate`` turn both off (AGENT_RULES) unless the
+    # archive's or the suite's replay_rules turn them on again.
+    fuzzy_documents: bool = True
+    fuzzy_xhr: bool = True
+    # Parameter and form-field names that may differ when fuzzy_documents/fuzzy_xhr are off (besides
+    # the cache busters and trackers the canonical form drops, and names starting with "_").
+    ignorable_params: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict | None) -> "Rules":
@@ -116,6 +134,35 @@ class Rules:
         ):
             return False
         return True
+
+
+# What the agent environment and ``tasks validate`` lay under the archive's and the suite's rules.
+AGENT_RULES = {"fuzzy_documents": False, "fuzzy_xhr": False}
+REQUEST_KINDS = ("document", "xhr", "subresource")
+_DOCUMENT_DESTS = frozenset({"document", "iframe", "frame", "embed", "object"})
+
+
+def request_kind(headers, url: str) -> str:
+    """``document``, ``xhr`` (XHR, fetch, event streams) or ``subresource``, from the request's
+    ``Sec-Fetch-Dest`` when the browser sends it (secure origins only), else from its ``Accept``
+    (a navigation asks for ``text/html``, an image for ``image/*``, a style sheet for ``text/css``)
+    and the URL's extension. A script without an extension reads as ``xhr`` here; the matcher still
+    treats it as static when its capture's type says so."""
+    dest = ""
+    accept = ""
+    for k, v in headers:
+        low = k.lower()
+        if low == "sec-fetch-dest":
+            dest = v.strip().lower()
+        elif low == "accept":
+            accept = v.lower()
+    if dest:
+        if dest in _DOCUMENT_DESTS:
+            return "document"
+        return "xhr" if dest == "empty" else "subresource"
+    if is_static(url) or accept.startswith(("image/", "text/css", "font/", "audio/", "video/")):
+        return "subresource"
+    return "document" if "text/html" in accept else "xhr"
 
 
 def split_url(url: str) -> tuple[str, str, str, list[tuple[str, str]]]:
@@ -279,8 +326,19 @@ class Matcher:
     def from_archive(cls, archive, rules: Rules | None = None) -> "Matcher":
         return cls(archive.index_entries(kind="response"), rules)
 
-    def candidates(self, method: str, url: str, body_key: str = "") -> tuple[str, tuple, list[Capture], float]:
-        """(level, key, equally good captures oldest first, score); level '' when nothing matches."""
+    @property
+    def strict_kinds(self) -> frozenset:
+        """The request kinds fuzzy matching answers only when their meaningful parameters are equal."""
+        r = self.rules
+        return frozenset(k for k, fuzzy in (("document", r.fuzzy_documents), ("xhr", r.fuzzy_xhr)) if not fuzzy)
+
+    def candidates(self, method: str, url: str, body_key: str = "", kind=None
+                   ) -> tuple[str, tuple, list[Capture], float]:
+        """(level, key, equally good captures oldest first, score); level '' when nothing matches.
+        ``kind`` (:func:`request_kind`): a ``document`` or ``xhr`` request the rules keep from fuzzy
+        answers is answered fuzzily only by a capture with the same meaningful parameters (see the
+        module docstring); None: no such check (every request fuzzy, as before). ``kind`` may be a
+        function giving it: it is then asked only when a request reaches the fuzzy level."""
         method = method.upper()
         key = (method, url, body_key)
         caps = self.exact.get(key)
@@ -294,16 +352,30 @@ class Matcher:
         if self.rules.fuzzy:
             pool = self.by_path.get((method, path_key(url)))
             if pool:
-                return self._fuzzy(method, url, body_key, pool)
+                if callable(kind):
+                    kind = kind()
+                return self._fuzzy(method, url, body_key, pool, kind is not None and kind in self.strict_kinds)
         return "", (), [], 0.0
 
-    def _fuzzy(self, method: str, url: str, body_key: str, pool: list[Capture]):
+    def _meaningful(self, pairs: list[tuple[str, str]] | None) -> list[tuple[str, str]] | None:
+        """The parameters whose values must be equal under honest matching (sorted)."""
+        if pairs is None:
+            return None
+        ignorable = self.rules.ignorable_params
+        return sorted((k, v) for k, v in pairs if not k.startswith("_") and k not in ignorable)
+
+    def _fuzzy(self, method: str, url: str, body_key: str, pool: list[Capture], strict: bool = False):
         rules = self.rules
         q = [(k, v) for k, v in split_url(url)[3] if rules.keep_param(k, v)]
         bf = body_fields(body_key)
         static = rules.ignore_static_query and is_static(url)
         best: list[Capture] = []
         best_score = -1.0
+        refused = 0.0  # the best score of a capture honest matching turned down (for the miss report)
+        if strict and not is_static(url):
+            mq, mbf = self._meaningful(q), self._meaningful(bf)
+        else:
+            strict = False
         for cap in pool:
             if rules.ignore_static_query and (static or cap.static):
                 s = 1.0 if cap.body_key == body_key else 0.5
@@ -313,16 +385,21 @@ class Matcher:
                     cq = [(k, v) for k, v in split_url(cap.url)[3] if rules.keep_param(k, v)]
                     self._query[cap.id] = cq
                 s = fields_similarity(q, cq, rules.underscore_weight)
+                cbf = body_fields(cap.body_key) if body_key != cap.body_key else bf
                 if body_key != cap.body_key:
-                    cbf = body_fields(cap.body_key)
                     s = (s + (fields_similarity(bf, cbf, rules.underscore_weight)
                               if bf is not None and cbf is not None else 0.0)) / 2
+                if strict and not cap.static and (
+                        self._meaningful(cq) != mq
+                        or (body_key != cap.body_key and (mbf is None or self._meaningful(cbf) != mbf))):
+                    refused = max(refused, s)
+                    continue
             if s > best_score + 1e-12:
                 best, best_score = [cap], s
             elif abs(s - best_score) <= 1e-12:
                 best.append(cap)
         if best_score < rules.fuzzy_threshold:
-            return "", (), [], best_score
+            return "", (), [], max(best_score, refused)
         return "fuzzy", ("fuzzy", method, url, body_key), best, best_score
 
 

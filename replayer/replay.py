@@ -35,12 +35,13 @@ from webfreeze.common.http import header_value
 from .determinism import inject as inject_script
 from .determinism import page_seed, runtime_script
 from .hooks import ReplayRequest, ReplayResponse, SiteModel, host_key
-from .matching import Matcher, Rules, Sequencer, closest, request_body_key
+from .matching import Matcher, Rules, Sequencer, closest, request_body_key, request_kind
 
 log = logging.getLogger("webfreeze.replay")
 
 CACHE_BYTES = 256 * 1024 * 1024
 ON_MISS = ("404", "502", "abort")
+MISS_STATUS = {"404": 404, "502": 502}  # (abort: no status, the connection is dropped)
 DIRECT = re.compile(r"^/(\d{1,14})(?:([a-z]{2})_)?/(.+)$", re.DOTALL)
 HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
@@ -64,6 +65,24 @@ class ReplayError(WebfreezeError):
 BROWSER_INTERNAL_HOSTS = ["update.googleapis.com", "clients2.google.com", "clients2.googleusercontent.com",
                           "optimizationguide-pa.googleapis.com", "content-autofill.googleapis.com",
                           "safebrowsingohttpgateway.googleapis.com", "edgedl.me.gvt1.com", "redirector.gvt1.com"]
+
+
+# Characters left as they are when a capture's URL is written into a response header.
+URL_SAFE = ":/?&=%#;+,@!$~*()[]'"
+
+
+@dataclass(slots=True)
+class Answered:
+    """How one request was answered (``Replay.answers``): level ``exact``, ``canonical``,
+    ``fuzzy`` (with its score and the URL of the capture served), ``model`` or ``miss`` (with the
+    best fuzzy score turned down, if any)."""
+
+    method: str
+    url: str
+    level: str
+    status: int
+    score: float | None = None
+    capture_url: str | None = None
 
 
 @dataclass
@@ -135,7 +154,10 @@ class Replay:
 
     def __init__(self, archive_path: str | Path, *, on_miss: str = "404", miss_report: str | Path | None = None,
                  inject: bool = True, seed: int = 0, rules: dict | None = None, when: str | None = None,
-                 cache_bytes: int = CACHE_BYTES, timers: bool = False):
+                 cache_bytes: int = CACHE_BYTES, rule_defaults: dict | None = None,
+                 timers: bool = False):
+        """``rules`` override the archive's stored ``replay_rules``, which override ``rule_defaults``
+        (the agent environment lays :data:`~.matching.AGENT_RULES` there; ``replay serve`` nothing)."""
         if on_miss not in ON_MISS:
             raise ReplayError(f"--on-miss must be one of {', '.join(ON_MISS)}")
         self.archive_path = Path(archive_path)
@@ -147,6 +169,11 @@ class Replay:
         self.timers = timers
         self.seed = seed
         self.rule_overrides = rules or {}
+        self.rule_defaults = rule_defaults or {}
+        # When a list: every answer is appended to it as an :class:`Answered` record (the text
+        # backend's provenance); None (the default) costs nothing.
+        self.answers: list | None = None
+        self._strict = False
         self.when = self.default_when = parse_time(when).timestamp() if when else None
         self.cache = ResponseCache(cache_bytes)
         self.sequencer = Sequencer()
@@ -172,11 +199,13 @@ class Replay:
         try:
             stored = self.archive.meta().get("replay_rules") or {}
             try:  # checked together: an override may mend what the archive stores
-                self.rules = Rules.from_dict({**(stored if isinstance(stored, dict) else {}), **self.rule_overrides})
+                self.rules = Rules.from_dict({**self.rule_defaults, **(stored if isinstance(stored, dict) else {}),
+                                             **self.rule_overrides})
             except (TypeError, ValueError) as exc:
                 where = "the archive's replay_rules" + (" with the --rules overrides" if self.rule_overrides else "")
                 raise ReplayError(f"bad replay rules ({where}): {exc}") from None
             self.matcher = Matcher.from_archive(self.archive, self.rules)
+            self._strict = bool(self.matcher.strict_kinds)
         except BaseException:
             self.close()
             raise
@@ -249,16 +278,25 @@ class Replay:
         inject = self.inject if inject is None else inject and self.inject
         hk = host_key(url)
         model = self.models.get(hk)
+        answers = self.answers
         if model is not None:
             resp = self._ask_model(model, method, url, headers, body)
             if resp is not None:
                 self.stats["model"] += 1
+                if answers is not None:
+                    answers.append(Answered(method.upper(), url, "model", resp.status))
                 return self._serialise_plain(self._inject_model(resp, url) if inject else resp, method, "model")
         bkey = request_body_key(headers, body)
-        level, key, caps, score = self.matcher.candidates(method, url, bkey)
+        # (the kind is read only when the rules keep some kinds from fuzzy answers, and a request
+        # reaches the fuzzy level: people's replay and exact hits pay nothing for it)
+        kind = (lambda: request_kind(headers, url)) if self._strict else None
+        level, key, caps, score = self.matcher.candidates(method, url, bkey, kind)
         if not caps and method.upper() == "HEAD":  # HEAD is answered from a GET capture's headers
-            level, key, caps, score = self.matcher.candidates("GET", url, bkey)
+            level, key, caps, score = self.matcher.candidates("GET", url, bkey, kind)
         if not caps:
+            if answers is not None:
+                answers.append(Answered(method.upper(), url, "miss", MISS_STATUS.get(self.on_miss, 0),
+                                        round(score, 4) if score else None))
             return self._miss(method, url, headers, bkey, score)
         target = when if when is not None else self.when
         cap = self.sequencer.pick(key, caps, target) if ordered else closest(caps, target)
@@ -269,7 +307,17 @@ class Replay:
             if other is not None:
                 (cap_id, cap_url), built = other
         self.stats["hits"] += 1
-        extra = f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {cap_id}\r\n".encode()
+        if level == "fuzzy":
+            self.stats["fuzzy"] = self.stats.get("fuzzy", 0) + 1
+            # what the browser backend's provenance reads: the score and the capture served instead
+            extra = (f"X-Webfreeze-Match: fuzzy\r\nX-Webfreeze-Capture: {cap_id}\r\nX-Webfreeze-Score: {score:.4f}"
+                     f"\r\nX-Webfreeze-Capture-Url: {quote(cap_url, safe=URL_SAFE)}\r\n").encode("latin-1", "replace")
+        else:
+            extra = f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {cap_id}\r\n".encode()
+        if answers is not None:
+            answers.append(Answered(method.upper(), url, level, built.status,
+                                    round(score, 4) if level == "fuzzy" else None,
+                                    cap_url if level == "fuzzy" else None))
         if level == "canonical" or level == "fuzzy":
             built = self._rewrite_jsonp(built, cap_url, url)
         return self._serialise(built, method, headers, extra)

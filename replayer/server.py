@@ -57,11 +57,13 @@ class ReplayServer:
     def __init__(self, archive_path: str | Path, *, mode: str = "proxy", host: str = "127.0.0.1", port: int = 0,
                  on_miss: str = "404", miss_report: str | Path | None = None, inject: bool = True,
                  seed: int = 0, rules: dict | None = None, when: str | None = None,
-                 confdir: str | Path | None = None, cache_bytes: int = CACHE_BYTES, timers: bool = False):
+                 confdir: str | Path | None = None, cache_bytes: int = CACHE_BYTES,
+                 rule_defaults: dict | None = None, timers: bool = False):
         if mode not in ("proxy", "direct"):
             raise ReplayError(f"unknown mode {mode!r} (proxy or direct)")
         self.replay = Replay(archive_path, on_miss=on_miss, miss_report=miss_report, inject=inject, seed=seed,
-                             rules=rules, when=when, cache_bytes=cache_bytes, timers=timers)
+                             rules=rules, when=when, cache_bytes=cache_bytes, rule_defaults=rule_defaults,
+                             timers=timers)
         self.archive_path = self.replay.archive_path
         self.mode = mode
         self.host = host

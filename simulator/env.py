@@ -50,6 +50,7 @@ from webfreeze.common.http import header_value
 
 from webfreeze.replayer.content import DecodeError, content_encoding, decode_content
 from webfreeze.replayer.hooks import SiteModel, host_key
+from webfreeze.replayer.matching import AGENT_RULES
 from webfreeze.replayer.server import ReplayServer
 
 from .actions import Action, try_parse
@@ -59,6 +60,7 @@ from .backends import check_backend
 from .browser import PageActivity, pump_timers, wait_painted
 from .forms import form_submission, is_submitter
 from .marks import draw_marks
+from .provenance import answer_record, kind_of_resource, step_provenance
 from .trajectory import TrajectoryRecorder
 
 REWARDS = ("zero", "score")
@@ -131,6 +133,8 @@ class EnvConfig:
     # (simulator/marks.py); implies a screenshot in every observation.
     set_of_marks: bool = False
     site_models: list[SiteModel] = field(default_factory=list)
+    # Replay rules over the archive's stored replay_rules (the suite's, a user's). Both lie over
+    # the agent defaults (replayer.matching.AGENT_RULES: no fuzzy answers for documents or XHR).
     rules: dict | None = None
     # A task suite (folder, manifest or .jsonl): reset() may then name a task by id, and picks the
     # suite's first task when given none.
@@ -173,7 +177,8 @@ class WebEnv(gym.Env):
         # In Chromium the page's timers wait for the settle's pump (simulator/browser.py): what an
         # observation shows never depends on how fast the machine ran them.
         self.server = ReplayServer(config.archive, mode="proxy" if browser else "direct",
-                                   inject=browser, timers=browser, seed=config.seed, rules=config.rules)
+                                   inject=browser, timers=browser, seed=config.seed, rules=config.rules,
+                                   rule_defaults=AGENT_RULES)
         self.backend = _BrowserBackend(self) if config.backend == "browser" else _TextBackend(self)
         for model in config.site_models:
             self.server.register(model)
@@ -209,8 +214,10 @@ class WebEnv(gym.Env):
         episode_seed = self.config.seed if seed is None else seed
         self.server.reset(episode_seed, when=task.get("snapshot_time"))
         t0 = time.perf_counter()
+        self.backend.take_answers()  # (what the last episode left behind is not this one's)
         self.last_error = self.backend.reset(task["start_url"])
         obs = self._observe()
+        start = step_provenance(self.backend.take_answers())
         env_info = {
             "backend": self.config.backend, "seed": episode_seed, "max_steps": self.config.max_steps,
             "viewport": [1920, 1080], "action_dialect": self.config.action_dialect,
@@ -220,6 +227,7 @@ class WebEnv(gym.Env):
             env_info["history"] = identity() if callable(identity) else {}
             env_info["max_history"] = self.config.max_history
         self.recorder = TrajectoryRecorder(task, env=env_info)
+        self.recorder.replay_start = start
         # timings stay out of info (Gymnasium expects the same info for the same seed and action)
         self.last_timing = {"reset_ms": round((time.perf_counter() - t0) * 1000, 3)}
         return obs, {"task_id": task.get("id")}
@@ -274,7 +282,8 @@ class WebEnv(gym.Env):
         shot = obs.get("screenshot")
         self.recorder.add_step(url=before_url, title=before_tree.title if before_tree else "", obs_digest=obs_digest,
                                action=action, parsed=parsed, target=target, url_after=self.backend.url,
-                               agent=agent, error=error, env_ms=env_ms, screenshot=shot, dom=dom)
+                               agent=agent, error=error, env_ms=env_ms, screenshot=shot, dom=dom,
+                               replay=step_provenance(self.backend.take_answers()))
         if end_reason:
             self.recorder.finish(end_reason, answer=answer if end_reason == "answer" else None,
                                  detail=answer if end_reason == "infeasible" else None,
@@ -324,7 +333,8 @@ class WebEnv(gym.Env):
         env_ms = round((time.perf_counter() - t0) * 1000, 3)
         self.recorder.add_step(url=before_url, title=before_tree.title if before_tree else "", obs_digest=obs_digest,
                                action=action, parsed=parsed, target=None, url_after=self.backend.url,
-                               agent=agent, error=None, env_ms=env_ms, history=history)
+                               agent=agent, error=None, env_ms=env_ms, history=history,
+                               replay=step_provenance(self.backend.take_answers()))
         self.last_timing = {"step_ms": env_ms}
         truncated = not self.done and self.steps >= self.config.max_steps
         return obs, 0.0, False, truncated, {"parsed": parsed.to_dict(), "end_reason": None}
@@ -437,12 +447,20 @@ class _TextBackend:
     def __init__(self, env: WebEnv):
         self.env = env
         self.replay = env.server.replay.open()  # the replay's answers, asked in-process (no server)
+        self.replay.answers = []  # how each was matched: the steps' provenance
         self.url = ""
         self.html = b""
         self.history: list[tuple[str, bytes]] = []
         self.forward: list[tuple[str, bytes]] = []
         self.state: dict = {}
         self.cookies: dict[str, dict[str, str]] = {}
+
+    def take_answers(self) -> list[dict]:
+        """The answers since the last call, as provenance records: every request of the text
+        backend is a hop of a main-document load."""
+        got, self.replay.answers = self.replay.answers, []
+        return [answer_record("document", a.method, a.url, a.level, a.status, main=True, score=a.score,
+                              capture_url=a.capture_url) for a in got]
 
     def reset(self, url: str) -> str | None:
         self.history, self.forward, self.cookies = [], [], {}
@@ -622,10 +640,18 @@ class _BrowserBackend:
         # between calls, so the live page.url could change under the caller.
         self._url = ""
         self._open_pages: list[str] = []
+        self._answers: list[dict] = []  # provenance records of the responses seen since the last take
+        self._answers_lock = threading.Lock()  # (the loop thread appends, the caller's thread takes)
 
     @property
     def url(self) -> str:
         return self._url
+
+    def take_answers(self) -> list[dict]:
+        """The responses (and failed requests) the pages reported since the last call."""
+        with self._answers_lock:
+            got, self._answers = self._answers, []
+        return got
 
     def reset(self, url: str) -> str | None:
         return self._loop.run(self._reset(url))
@@ -672,7 +698,42 @@ class _BrowserBackend:
     def _watch(self, page):
         page.set_default_timeout(ACTION_TIMEOUT_MS)
         self._activity = PageActivity(page)
+        self._count_answers(page)
         return page
+
+    def _count_answers(self, page) -> None:
+        """Record how the replay answered each request of ``page`` (its X-Webfreeze headers): the
+        steps' provenance. A request that failed (no answer) counts as a miss."""
+
+        def main(request) -> bool:
+            try:
+                return request.is_navigation_request() and request.frame == page.main_frame
+            except Exception:  # a frame already detached
+                return False
+
+        def on_response(response) -> None:
+            request = response.request
+            if not request.url.startswith(("http:", "https:")):
+                return
+            h = response.headers
+            level = h.get("x-webfreeze-match") or "miss"
+            score = h.get("x-webfreeze-score")
+            rec = answer_record(
+                kind_of_resource(request.resource_type), request.method, request.url, level, response.status,
+                main=main(request), score=float(score) if score else None,
+                capture_url=h.get("x-webfreeze-capture-url"))  # (as the header has it: ASCII URLs unchanged)
+            with self._answers_lock:
+                self._answers.append(rec)
+
+        def on_failed(request) -> None:
+            if request.url.startswith(("http:", "https:")):
+                rec = answer_record(kind_of_resource(request.resource_type), request.method, request.url, "miss", 0,
+                                    main=main(request))
+                with self._answers_lock:
+                    self._answers.append(rec)
+
+        page.on("response", on_response)
+        page.on("requestfailed", on_failed)
 
     async def _settle(self, extra_ms: int = 0) -> None:
         """Wait for a navigation the action started to commit, for the load event, then until

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from webfreeze.common.files import json_text, write_atomically
 
+from .provenance import episode_provenance
+
 FORMAT = "webfreeze-trajectory"
 VERSION = 1
 # An agent field holding fields for the previous step's agent_fields (see TrajectoryRecorder.add_step).
@@ -59,6 +61,9 @@ class TrajectoryRecorder:
         self.answer: str | None = None
         self.final_url = ""
         self.final_state: dict = {}
+        # The replay provenance of the episode's first page (simulator/provenance.py); None: the
+        # environment recorded none (then neither the trajectory nor its steps have ``replay``).
+        self.replay_start: dict | None = None
 
     @property
     def doms(self) -> dict[str, bytes]:
@@ -80,11 +85,12 @@ class TrajectoryRecorder:
 
     def add_step(self, *, url, title, obs_digest, action, parsed, target, url_after, agent, error, env_ms,
                  screenshot=None, history: dict | None = None,
-                 dom: bytes | Callable[[], bytes] | None = None) -> None:
+                 dom: bytes | Callable[[], bytes] | None = None, replay: dict | None = None) -> None:
         """One step. ``history`` (a search of the user's history: query, results, k, threshold) makes
         it a step of kind ``history``; browser steps carry no ``kind``. ``dom`` is the page's DOM
         snapshot when the action had a target element (stored once per content, named by the
-        step's ``dom``), or a function that makes it when the trajectory is taken."""
+        step's ``dom``), or a function that makes it when the trajectory is taken. ``replay``: how
+        the replay answered what the step caused (``provenance.step_provenance``)."""
         n = len(self.steps)
         agent = dict(agent or {})
         agent_ms = agent.pop("agent_ms", None)
@@ -113,6 +119,8 @@ class TrajectoryRecorder:
             rel = dom_path(dom)
             self._doms[rel] = dom
             self.steps[-1]["dom"] = rel
+        if replay is not None:
+            self.steps[-1]["replay"] = replay
         if history is not None:
             self.steps[-1]["kind"] = "history"
             self.steps[-1]["history"] = history
@@ -131,12 +139,15 @@ class TrajectoryRecorder:
     def data(self, *, archive_digest: str | None = None, suite: dict | None = None) -> dict:
         self._settle_doms()
         env = dict(self.env, archive_digest=archive_digest)
-        return {
+        out = {
             "format": FORMAT, "version": VERSION, "task_id": self.task.get("id"), "suite": suite,
             "env": env, "agent": self.agent, "steps": self.steps, "answer": self.answer,
             "end": self.end, "final_url": self.final_url, "final_state": self.final_state,
             "timing": {"total_ms": round(sum(s["timing"]["env_ms"] or 0 for s in self.steps), 3)},
         }
+        if self.replay_start is not None or any("replay" in s for s in self.steps):
+            out["replay"] = episode_provenance(self.replay_start, [s.get("replay") for s in self.steps])
+        return out
 
 
 def _target(target: dict | None) -> dict | None:

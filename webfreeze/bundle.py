@@ -764,13 +764,35 @@ def info(path) -> dict:
                 part = "/".join(p.split("/")[:2])
             sizes[part] = sizes.get(part, 0) + r["bytes"]
         sig = bundle.digest.get("signature")
+        runs = [dict(run, replay=_run_replay(bundle, run)) if isinstance(run, dict) else run
+                for run in contents.get("runs") or []]
         return {"bundle": str(path), "title": bundle.manifest.get("title"), "software": bundle.manifest.get("software"),
                 "version": bundle.manifest.get("version"), "members": len(bundle.resources),
                 "bytes": sum(r["bytes"] for r in bundle.resources.values()), "file_bytes": bundle.path.stat().st_size,
-                "archive": contents.get("archive"), "suite": contents.get("suite"), "runs": contents.get("runs") or [],
+                "archive": contents.get("archive"), "suite": contents.get("suite"), "runs": runs,
                 "personas": contents.get("personas") or [], "context": contents.get("context") or {},
                 "parts": dict(sorted(sizes.items())),
                 "signed": isinstance(sig, dict)}
+
+
+def _run_replay(bundle: Bundle, run: dict) -> dict | None:
+    """A bundled run's replay provenance, from its report.json (eval/replay_provenance.py): how many
+    episodes touched a fuzzy main document, a fuzzy XHR answer or a miss, and which; None when the
+    run has no report or its report records none."""
+    name = f"{run.get('path') or ''}report.json"
+    zi = bundle.infos.get(name)
+    if zi is None or not isinstance(run.get("path"), str):
+        return None
+    try:
+        report = json.loads(_read_small(bundle.zf, zi, name))
+    except (BundleError, ValueError):
+        return None  # (info does not check members; verify says what is wrong with one)
+    replay = report.get("replay") if isinstance(report, dict) else None
+    if not isinstance(replay, dict):
+        return None
+    return {k: replay.get(k) for k in ("episodes", "compromised", "fuzzy_documents", "fuzzy_xhr", "misses")} | {
+        "episodes_compromised": [e.get("task_id") for e in replay.get("episodes_compromised") or []
+                                 if isinstance(e, dict)]}
 
 
 def export_wacz(path, out, *, overwrite: bool = False, progress=None) -> int:

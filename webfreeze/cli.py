@@ -719,6 +719,18 @@ def replay_check(archive_path, report_dir, seed, limit):
         sys.exit(1)
 
 
+@replay.command("coverage")
+@click.argument("run_dirs", metavar="RUN_DIR...", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the groups as JSON.")
+def replay_coverage(run_dirs, as_json):
+    """List the requests of the runs' episodes that missed or were answered fuzzily, grouped by host
+    and path pattern, with counts and the tasks that made them: what to record next."""
+    from webfreeze.replay_coverage import coverage, render_text
+
+    result = coverage(list(run_dirs))
+    click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False) if as_json else render_text(result))
+
+
 # the eval and tasks groups live in cli_eval.py
 from webfreeze.cli_eval import register as _register_eval  # noqa: E402
 

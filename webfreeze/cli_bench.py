@@ -375,6 +375,14 @@ def _print_comparison(result: dict, show_all: bool) -> None:
     s = result["counts"]
     click.echo(f"{s['same']} tasks identical, {s['different']} different, {s['only_a']} only in A, "
                f"{s['only_b']} only in B", err=True)
+    for side in ("a", "b"):
+        r = (result.get("replay") or {}).get(side)
+        if r:
+            listed = ", ".join(e["task_id"] for e in r["episodes_compromised"][:10])
+            more = f" and {len(r['episodes_compromised']) - 10} more" if len(r["episodes_compromised"]) > 10 else ""
+            click.echo(f"replay {side.upper()}: {r['compromised']} of {r['episodes']} episodes replay-compromised "
+                       f"({r['fuzzy_documents']} fuzzy main document, {r['fuzzy_xhr']} fuzzy XHR, {r['misses']} miss)"
+                       + (f": {listed}{more}" if listed else ""), err=True)
 
 
 # ==================================================================================== tasks validate

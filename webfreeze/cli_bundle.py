@@ -121,6 +121,12 @@ def bundle_info(bundle, as_json):
         llm = ", with its LLM cassette" if run.get("cassette") else ""
         llm += ", long-context" if run.get("context") else ""
         click.echo(f"  run:     {run['path']} ({run.get('agent')}, {run.get('tasks')} tasks{llm})")
+        rp = run.get("replay")
+        if rp:
+            listed = ", ".join(rp["episodes_compromised"][:10])
+            click.echo(f"           replay: {rp['compromised']} of {rp['episodes']} episodes replay-compromised "
+                       f"({rp['fuzzy_documents']} fuzzy main document, {rp['fuzzy_xhr']} fuzzy XHR, "
+                       f"{rp['misses']} miss){': ' + listed if listed else ''}")
     for p in data["personas"]:
         click.echo(f"  personas: {p}")
     for p in data["context"].get("pools") or []:

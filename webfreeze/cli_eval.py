@@ -43,8 +43,12 @@ def eval_group() -> None:
               help="The judge's LLM cassette (default: RUN_DIR/judge-cassette.sqlite).")
 @click.option("--judge-cassette-mode", type=click.Choice(["record", "replay", "auto"]), default="auto",
               show_default=True, help="replay: judge only from the cassette (a request not in it is an error).")
+@click.option("--strict-replay", is_flag=True,
+              help="Count episodes that touched a fuzzy main document, a fuzzy XHR answer or a replay miss as "
+                   "replay-compromised, apart from success and failure.")
 @_one_line_errors
-def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_cassette, judge_cassette_mode):
+def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_cassette, judge_cassette_mode,
+                strict_replay):
     """Score every trajectory of RUN_DIR; write RUN_DIR/report.json and RUN_DIR/report.html.
 
     Prints a summary table per category and overall, and for personalised tasks Persona2Web's
@@ -71,9 +75,9 @@ def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_ca
 
         with open_llm_judge(run_dir, llm=judge_llm, key_env=judge_key_env, cassette=judge_cassette,
                             mode=judge_cassette_mode) as judge:
-            report = write_report(run_dir, judge)
+            report = write_report(run_dir, judge, strict_replay=strict_replay)
     else:
-        report = write_report(run_dir)
+        report = write_report(run_dir, strict_replay=strict_replay)
     if as_json:
         click.echo(report_json(report), nl=False)
         return
@@ -85,6 +89,18 @@ def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_ca
     console.print(summary_table(report))
     if report.get("personalisation"):
         click.echo(personalisation_markdown(report["personalisation"]))
+    replay = report.get("replay")
+    if replay:
+        click.echo(f"replay: {replay['compromised']} of {replay['episodes']} episodes replay-compromised "
+                   f"({replay['fuzzy_documents']} fuzzy main document, {replay['fuzzy_xhr']} fuzzy XHR, "
+                   f"{replay['misses']} miss)"
+                   + "".join(f"\n  {e['task_id']}" for e in replay["episodes_compromised"]))
+    strict = report.get("strict_replay")
+    if strict:
+        rate = "-" if strict["success_rate"] is None else f"{strict['success_rate'] * 100:.1f}%"
+        click.echo(f"strict replay: {strict['success']} success, {strict['failure']} failure ({rate}), "
+                   f"{len(strict['replay_compromised'])} replay-compromised"
+                   + (f", {len(strict['unknown'])} without provenance" if strict["unknown"] else ""))
     for w in report["warnings"]:
         click.echo(f"warning: {w}", err=True)
     click.echo(f"wrote {run_dir}/report.json and {run_dir}/report.html", err=True)

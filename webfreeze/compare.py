@@ -3,7 +3,9 @@
 Trajectories are compared without their timing fields. For each task the first step where the two
 runs part is named with the field that differs (``action``, ``url``, ``error``, ``url_after``,
 ``count`` when one run has more steps, or ``answer`` / ``end`` / ``final_state`` after the last
-step). Outcomes come from each run's ``report.json`` (scored afresh when absent).
+step). Outcomes come from each run's ``report.json`` (scored afresh when absent). Each side also
+says how many episodes touched a fuzzy main document, a fuzzy XHR answer or a replay miss, and
+which (``replay``; eval/replay_provenance.py), so a difference that rests on the replay shows.
 """
 
 from __future__ import annotations
@@ -73,6 +75,18 @@ def first_difference(a: dict, b: dict) -> dict | None:
     return {"step": len(sa), "field": f, "a": a.get(f), "b": b.get(f)}
 
 
+def _replay_side(report: dict, trajectories: dict[str, dict]) -> dict | None:
+    """A run's replay provenance: its report's, else computed from its trajectories (a report
+    written before provenance existed); None when no trajectory records any."""
+    from webfreeze.eval.replay_provenance import run_provenance
+
+    if isinstance(report.get("replay"), dict):
+        return report["replay"]
+    tasks = report.get("tasks") or {}
+    results = [{"task_id": tid, "outcome": (tasks.get(tid) or {}).get("outcome")} for tid in sorted(trajectories)]
+    return run_provenance(results, trajectories)
+
+
 def compare_runs(run_a, run_b) -> dict:
     rep_a, traj_a = _load_run(run_a)
     rep_b, traj_b = _load_run(run_b)
@@ -103,6 +117,13 @@ def compare_runs(run_a, run_b) -> dict:
             row.update(same=diff is None, first_difference=diff)
             counts["same" if diff is None else "different"] += 1
         rows.append(row)
+    replay_a, replay_b = _replay_side(rep_a, traj_a), _replay_side(rep_b, traj_b)
+    compromised_a = {e["task_id"] for e in (replay_a or {}).get("episodes_compromised", [])}
+    compromised_b = {e["task_id"] for e in (replay_b or {}).get("episodes_compromised", [])}
+    for row in rows:
+        if row["task_id"] in compromised_a or row["task_id"] in compromised_b:
+            row["replay_compromised"] = [side for side, bad in (("a", compromised_a), ("b", compromised_b))
+                                         if row["task_id"] in bad]
     cats = sorted(set((rep_a.get("summary") or {}).get("categories", {})) |
                   set((rep_b.get("summary") or {}).get("categories", {})))
     categories = {}
@@ -115,4 +136,5 @@ def compare_runs(run_a, run_b) -> dict:
     return {"a": {"path": str(run_a), "agent": (rep_a.get("run") or {}).get("agent")},
             "b": {"path": str(run_b), "agent": (rep_b.get("run") or {}).get("agent")},
             "identical": counts["different"] == counts["only_a"] == counts["only_b"] == 0,
-            "counts": counts, "tasks": rows, "categories": categories}
+            "counts": counts, "tasks": rows, "categories": categories,
+            "replay": {"a": replay_a, "b": replay_b}}

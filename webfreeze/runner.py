@@ -59,6 +59,8 @@ class RunConfig:
     screenshots: bool = False
     agent_config: dict = field(default_factory=dict)
     site_models: dict = field(default_factory=dict)  # host -> simulated site kind
+    # the suite manifest's replay_rules (set by prepare): over the archive's, over the agent defaults
+    replay_rules: dict = field(default_factory=dict)
     tasks: list = field(default_factory=list)  # task-id globs to run (empty: all)
     limit: int | None = None                   # then at most the first N, in the suite's order
     cassette: str | None = None                # default: RUN_DIR/llm-cassette.sqlite
@@ -193,6 +195,7 @@ def prepare(config: RunConfig) -> Prepared:
     site_models.update(config.site_models)
     config.site_models = dict(sorted(site_models.items()))
     check_site_models(config.site_models, RunError)
+    config.replay_rules = _suite_replay_rules(suite)
     personas = _check_personas(config, suite.tasks, suite.manifest, suite.root)
     context = _check_run_context(config, suite.tasks)
     manifest = {
@@ -209,7 +212,9 @@ def prepare(config: RunConfig) -> Prepared:
         "selection": {"tasks": list(config.tasks), "limit": config.limit, "selected": len(suite.tasks),
                       "ids": [t.id for t in suite.tasks], "digest": suite_digest([t.raw for t in suite.tasks])},
         "env": {"backend": config.backend, "seed": config.seed, "max_steps": config.max_steps,
-                "screenshots": config.screenshots, "site_models": config.site_models},
+                "screenshots": config.screenshots, "site_models": config.site_models,
+                # (only when the suite sets some: manifests of other runs keep their bytes)
+                **({"replay_rules": config.replay_rules} if config.replay_rules else {})},
         "versions": _versions(),
     }
     if personas is not None:
@@ -242,6 +247,21 @@ def prepare(config: RunConfig) -> Prepared:
     for task in suite.tasks:
         (done if _finished(out / "trajectories" / f"{task.id}.json") else todo).append(task)
     return Prepared(config, suite, archive, digest, manifest, todo, done, pool=getattr(config, "_pool", None))
+
+
+def _suite_replay_rules(suite) -> dict:
+    """The suite manifest's ``replay_rules`` (checked): what it turns on again for its tasks, such as
+    fuzzy answers for documents (``fuzzy_documents``) or parameters its searches may vary."""
+    from webfreeze.replayer.matching import Rules
+
+    rules = (suite.manifest or {}).get("replay_rules") or {}
+    try:
+        if not isinstance(rules, dict):
+            raise ValueError("must be a JSON object")
+        Rules.from_dict(rules)
+    except (TypeError, ValueError) as exc:
+        raise RunError(f"{suite.name}: the suite manifest's replay_rules: {exc}") from None
+    return dict(sorted(rules.items()))
 
 
 def _identity_part(key: str, value):
@@ -442,6 +462,7 @@ def _worker_init(config: dict, archive: str, manifest: dict, llm: dict) -> None:
         setup(services)
     env = WebEnv(EnvConfig(archive, backend=config["backend"], seed=config["seed"], max_steps=config["max_steps"],
                            screenshots=config["screenshots"], site_models=models,
+                           rules=config.get("replay_rules") or None,
                            history=_history_provider(config["persona"], config["history"])))
     _WORKER.update(env=env, config=config, manifest=manifest, agent=agent, services=services)
 

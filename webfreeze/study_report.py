@@ -214,6 +214,25 @@ def _by_category(results: list[dict]) -> dict[str, list[dict]]:
     return dict(sorted(out.items()))
 
 
+def replay_row(results: list[tuple[str, dict]]) -> dict | None:
+    """A condition's replay provenance over its (cell id, task result) pairs: episodes that touched
+    a fuzzy main document, a fuzzy XHR answer or a replay miss, and which (None when no result
+    records provenance: runs from before it existed)."""
+    with_prov = [(c, r) for c, r in results if isinstance(r.get("replay"), dict)]
+    if not with_prov:
+        return None
+    row = {"episodes": len(with_prov), "compromised": 0, "fuzzy_documents": 0, "fuzzy_xhr": 0, "misses": 0,
+           "episodes_compromised": []}
+    for cell, r in with_prov:
+        prov = r["replay"]
+        for k in ("fuzzy_documents", "fuzzy_xhr", "misses"):
+            row[k] += bool(prov.get(k))
+        if prov.get("compromised"):
+            row["compromised"] += 1
+            row["episodes_compromised"].append({"cell": cell, "task_id": r["task_id"]})
+    return row
+
+
 def build_study_report(study_dir: str | os.PathLike) -> dict:
     """Aggregate a study folder into the report's JSON (no timings, no paths)."""
     root = Path(study_dir)
@@ -276,6 +295,9 @@ def build_study_report(study_dir: str | os.PathLike) -> dict:
             cond["categories"][cat] = row
         dependent = [r for c in cond["cells"] for r in runs[c]["results"] if r["task_id"] in runs[c]["dependent"]]
         cond["long_context"] = stats(dependent) if dependent else None
+        replay = replay_row([(c, r) for c in cond["cells"] for r in runs[c]["results"]])
+        if replay is not None:  # (only for runs whose trajectories record provenance)
+            cond["replay"] = replay
         cond["personalisation"] = personalisation(pooled)
         if cond["repeats"] < cond["repeats_planned"]:
             warnings.append(f"condition {cid}: {cond['repeats']} of {cond['repeats_planned']} repeats reported")
@@ -388,6 +410,18 @@ def tables(report: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
     out.append(("overview", "Per condition (all repeats pooled; rates in % ± SE)",
                 ["condition", "repeats", "episodes", "success", "partial", "fail", "steps", "steps (success)",
                  "efficiency", "consistency", "identical", "LLM calls / task", "tokens / task"], rows))
+    replay_rows = []
+    for cid, c in conds:
+        rp = c.get("replay")
+        if rp:
+            listed = ", ".join(f"{e['cell']}/{e['task_id']}" for e in rp["episodes_compromised"][:5])
+            more = f" (+{len(rp['episodes_compromised']) - 5})" if len(rp["episodes_compromised"]) > 5 else ""
+            replay_rows.append([c["label"], str(rp["episodes"]), str(rp["compromised"]), str(rp["fuzzy_documents"]),
+                                str(rp["fuzzy_xhr"]), str(rp["misses"]), (listed + more) or "-"])
+    if replay_rows:
+        out.append(("replay", "Replay provenance (episodes that touched a fuzzy answer or a miss)",
+                    ["condition", "episodes", "replay-compromised", "fuzzy main document", "fuzzy XHR", "miss",
+                     "which"], replay_rows))
     cats = report["categories"]
     # The WebArxiv reference only where the categories are WebArxiv's (the demo's scholar-* ones).
     webarxiv = any(c.startswith("scholar-") for c in cats)

@@ -1,0 +1,104 @@
+"""Replay provenance: how the answers an agent got were matched, per step and per episode.
+
+Each backend hands over, after a step's observation, the answers the step caused as records
+(:func:`answer_record`); :func:`step_provenance` folds them into the step's ``replay`` field and
+:func:`episode_provenance` sums the steps into the trajectory's. The shapes are documented in
+docs/trajectories.md ("Replay provenance") and eval/FORMATS.md. Everything here is a pure function
+of the records, sorted where their arrival order could vary, so the bytes are deterministic.
+"""
+
+from __future__ import annotations
+
+# From the most faithful to the least: a main document's level is the worst of its navigation's hops.
+LEVELS = ("exact", "canonical", "model", "fuzzy", "miss")
+_RANK = {level: n for n, level in enumerate(LEVELS)}
+KINDS = ("document", "xhr", "subresource")
+# The levels an agent must be told about (and a report counts).
+FLAGGED = ("fuzzy", "miss")
+
+# Playwright's resource types, folded into the three kinds provenance counts.
+_XHR_TYPES = frozenset({"xhr", "fetch", "eventsource"})
+
+
+def kind_of_resource(resource_type: str) -> str:
+    """``document``, ``xhr`` or ``subresource`` for a Playwright ``request.resource_type``."""
+    if resource_type == "document":
+        return "document"
+    return "xhr" if resource_type in _XHR_TYPES else "subresource"
+
+
+def answer_record(kind: str, method: str, url: str, level: str, status: int, *, main: bool = False,
+                  score: float | None = None, capture_url: str | None = None) -> dict:
+    """One answered request: ``main`` when it is a hop of the main frame's navigation."""
+    rec = {"kind": kind, "method": method, "url": url, "level": level if level in _RANK else "miss",
+           "status": status, "main": main}
+    if score is not None:
+        rec["score"] = round(float(score), 4)
+    if capture_url is not None:
+        rec["capture_url"] = capture_url
+    return rec
+
+
+def step_provenance(records: list[dict]) -> dict:
+    """A step's ``replay`` field: ``document`` (the main document's worst hop: level, method, url,
+    status, and for a fuzzy answer its score and capture_url; null when the step loaded no
+    document), ``requests`` (``{kind: {level: count}}``) and ``flagged`` (every fuzzy answer and
+    miss, sorted)."""
+    document = None
+    counts: dict[str, dict[str, int]] = {}
+    flagged = []
+    for rec in records:
+        by_level = counts.setdefault(rec["kind"], {})
+        by_level[rec["level"]] = by_level.get(rec["level"], 0) + 1
+        if rec["main"] and (document is None or _RANK[rec["level"]] >= _RANK[document["level"]]):
+            document = rec
+        if rec["level"] in FLAGGED:
+            flagged.append({k: v for k, v in rec.items() if k != "main"})
+    flagged.sort(key=lambda r: (r["kind"], r["level"], r["method"], r["url"], r.get("capture_url") or ""))
+    return {
+        "document": None if document is None else {k: v for k, v in document.items() if k not in ("main", "kind")},
+        "requests": {k: dict(sorted(v.items())) for k, v in sorted(counts.items())},
+        "flagged": flagged,
+    }
+
+
+def episode_provenance(start: dict | None, steps: list[dict]) -> dict:
+    """The trajectory's ``replay`` field from the episode's start (the reset's page) and its steps'
+    ``replay`` fields: ``start``, ``requests`` summed, ``fuzzy_documents`` and ``fuzzy_xhr`` (answers
+    of those kinds at the fuzzy level), ``misses`` (of any kind), ``documents`` (main documents by
+    level) and ``compromised`` (any of the three counts above 0)."""
+    parts = ([start] if start else []) + [s for s in steps if s]
+    total: dict[str, dict[str, int]] = {}
+    documents: dict[str, int] = {}
+    for part in parts:
+        for kind, by_level in part.get("requests", {}).items():
+            t = total.setdefault(kind, {})
+            for level, n in by_level.items():
+                t[level] = t.get(level, 0) + n
+        doc = part.get("document")
+        if doc:
+            documents[doc["level"]] = documents.get(doc["level"], 0) + 1
+    fuzzy_documents = total.get("document", {}).get("fuzzy", 0)
+    fuzzy_xhr = total.get("xhr", {}).get("fuzzy", 0)
+    misses = sum(by_level.get("miss", 0) for by_level in total.values())
+    return {
+        "start": start,
+        "requests": {k: dict(sorted(v.items())) for k, v in sorted(total.items())},
+        "documents": dict(sorted(documents.items())),
+        "fuzzy_documents": fuzzy_documents, "fuzzy_xhr": fuzzy_xhr, "misses": misses,
+        "compromised": bool(fuzzy_documents or fuzzy_xhr or misses),
+    }
+
+
+def flagged_answers(trajectory: dict) -> list[dict]:
+    """Every fuzzy answer and miss of a trajectory (the start's and each step's), each with the
+    ``step`` it belongs to (null for the start); empty for trajectories without provenance."""
+    out = []
+    replay = trajectory.get("replay")
+    if isinstance(replay, dict) and isinstance(replay.get("start"), dict):
+        out += [{**f, "step": None} for f in replay["start"].get("flagged") or []]
+    for s in trajectory.get("steps") or []:
+        prov = s.get("replay") if isinstance(s, dict) else None
+        if isinstance(prov, dict):
+            out += [{**f, "step": s.get("step")} for f in prov.get("flagged") or []]
+    return out

@@ -34,6 +34,7 @@ class IndexEntry(NamedTuple):
     captured_at: str
     session_id: str
     mime: str
+    status: int = 200
 
 
 @dataclass(frozen=True)

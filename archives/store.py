@@ -693,10 +693,10 @@ class Archive:
     def index_entries(self, *, kind: str | None = "response") -> Iterator[IndexEntry]:
         """The index columns of every exchange (of ``kind``; None: all), no headers or bytes: what
         a request matcher builds its tables from."""
-        sql = "SELECT id, method, url, body_key, captured_at, session_id, mime FROM exchanges"
+        sql = "SELECT id, method, url, body_key, captured_at, session_id, mime, status FROM exchanges"
         rows = self.conn.execute(sql + " WHERE kind=?", (kind,)) if kind else self.conn.execute(sql)
         for r in rows:
-            yield IndexEntry(r[0], r[1], r[2], r[3] or "", r[4], r[5], (r[6] or "").lower())
+            yield IndexEntry(r[0], r[1], r[2], r[3] or "", r[4], r[5], (r[6] or "").lower(), r[7])
 
     def lookup_exact(self, method: str, url: str, body_key: str = "") -> list[ExchangeRecord]:
         """Captures of exactly (method, URL, body key), oldest first (recorded order)."""

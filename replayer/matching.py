@@ -86,8 +86,11 @@ class Rules:
     fuzzy_documents: bool = True
     fuzzy_xhr: bool = True
     # Parameter and form-field names that may differ when fuzzy_documents/fuzzy_xhr are off (besides
-    # the cache busters and trackers the canonical form drops, and names starting with "_").
-    ignorable_params: tuple[str, ...] = ()
+    # the cache busters and trackers the canonical form drops, and names starting with "_"). The
+    # default: the anti-forgery tokens of common frameworks (Django, Flask-WTF, Rails, Drupal), a
+    # fresh nonce on every form the site serves, which a replayed form can never repeat.
+    ignorable_params: tuple[str, ...] = ("csrfmiddlewaretoken", "csrf_token", "csrftoken", "authenticity_token",
+                                         "form_token", "form_build_id")
 
     @classmethod
     def from_dict(cls, data: dict | None) -> "Rules":
@@ -295,6 +298,7 @@ class Capture:
     mime: str
     time: float  # seconds since the epoch, for "closest in time"
     static: bool  # a static file (its query may be ignored in fuzzy matching)
+    status: int = 200  # the recorded answer's status (a 304 answers only a conditional request)
 
 
 class Matcher:
@@ -313,7 +317,8 @@ class Matcher:
             t = normalize_time(r.captured_at)
             mime = (r.mime or "").lower()
             cap = Capture(r.id, r.method.upper(), r.url, r.body_key or "", t,
-                          r.session_id, mime, parse_time(t).timestamp(), is_static(r.url, mime))
+                          r.session_id, mime, parse_time(t).timestamp(), is_static(r.url, mime),
+                          getattr(r, "status", 200))
             self.exact.setdefault((cap.method, cap.url, cap.body_key), []).append(cap)
             self.canonical.setdefault((cap.method, canonical_url(cap.url, self.rules), cap.body_key), []).append(cap)
             self.by_path.setdefault((cap.method, path_key(cap.url)), []).append(cap)
@@ -401,6 +406,18 @@ class Matcher:
         if best_score < rules.fuzzy_threshold:
             return "", (), [], max(best_score, refused)
         return "fuzzy", ("fuzzy", method, url, body_key), best, best_score
+
+
+CONDITIONAL_HEADERS = ("if-none-match", "if-modified-since")
+
+
+def answerable(caps: list[Capture], headers) -> list[Capture]:
+    """The captures that may answer a request with these headers: a recorded ``304 Not Modified``
+    (a browser revalidating what it had cached while recording) only answers a conditional request;
+    an unconditional one gets the full answers (all of them, when there is nothing else)."""
+    if not any(c.status == 304 for c in caps) or any(k.lower() in CONDITIONAL_HEADERS for k, _ in headers):
+        return caps
+    return [c for c in caps if c.status != 304] or caps
 
 
 def closest(caps: list[Capture], when: float | None) -> Capture:

@@ -35,7 +35,7 @@ from webfreeze.common.http import header_value
 from .determinism import inject as inject_script
 from .determinism import page_seed, runtime_script
 from .hooks import ReplayRequest, ReplayResponse, SiteModel, host_key
-from .matching import Matcher, Rules, Sequencer, closest, request_body_key, request_kind
+from .matching import Matcher, Rules, Sequencer, answerable, closest, request_body_key, request_kind
 
 log = logging.getLogger("webfreeze.replay")
 
@@ -299,6 +299,7 @@ class Replay:
                                         round(score, 4) if score else None))
             return self._miss(method, url, headers, bkey, score)
         target = when if when is not None else self.when
+        caps = answerable(caps, headers)
         cap = self.sequencer.pick(key, caps, target) if ordered else closest(caps, target)
         cap_id, cap_url = cap.id, cap.url
         built = self._build(cap_id, inject)

@@ -124,3 +124,57 @@ def test_an_empty_api_key_env_means_no_key_in_the_python_api(chat, tmp_path, mon
     manifest = run(SUITE, "llm", tmp_path / "py", backend="text", limit=1, max_steps=2,
                    agent_config={"model": "m", "base_url": chat.url, "api_key_env": ""})
     assert manifest["complete"] and chat.requests
+
+
+# ---------------------------------------------------------------------------------- agents in bundles
+PLUGIN = '''
+class Answerer:
+    """A plug-in agent: answers at once."""
+
+    def reset(self, task_view):
+        pass
+
+    def act(self, obs):
+        return {"action": "ANSWER; nothing"}
+'''
+
+
+def test_bundle_run_reruns_what_it_can_and_names_the_missing_plugin(project, tmp_path):
+    from webfreeze.bundle import info
+
+    plug = tmp_path / "plug"
+    plug.mkdir()
+    (plug / "wf_test_answerer.py").write_text(PLUGIN)
+    with_plugin = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(plug), os.environ.get("PYTHONPATH")])))
+    _reference_run(project)
+    proc = _cli("bench", "run", "suite", "--agent", "wf_test_answerer:Answerer", "--backend", "text", "--limit", "2",
+                "--out", "runs/plug", cwd=project, env=with_plugin)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    code = json.loads((project / "runs" / "plug" / "manifest.json").read_text())["agent_code"]
+    import hashlib
+    assert code["module"] == "wf_test_answerer" and code["source_file"] == "wf_test_answerer.py"
+    assert code["source_sha256"] == "sha256:" + hashlib.sha256(PLUGIN.encode()).hexdigest()
+    proc = _cli("bench", "run", "suite", "--agent", "reference", "--backend", "text", "--limit", "2",
+                "--out", "runs/ref", cwd=project)  # (the reference run again: it resumes, nothing to do)
+    bundle = tmp_path / "b.wfb"
+    proc = _cli("bundle", "pack", project / "runs" / "ref", project / "runs" / "plug", "--with-agent-source",
+                "-o", bundle, cwd="/", env=with_plugin)
+    assert proc.returncode == 0, proc.stderr
+    runs = {r["name"]: r for r in info(bundle)["runs"]}
+    assert runs["plug"]["agent_source"] == "runs/plug/agent/wf_test_answerer.py"
+    import zipfile
+    with zipfile.ZipFile(bundle) as zf:
+        assert zf.read("runs/plug/agent/wf_test_answerer.py").decode() == PLUGIN
+    # the plug-in is not installed where the bundle is re-run: the other run still is, and it is named
+    proc = _cli("bundle", "run", bundle, "--out", tmp_path / "re", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "ref: identical to the bundled run" in proc.stdout
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("plug:")]
+    assert len(line) == 1 and "could not be re-run" in line[0] and "wf_test_answerer" in line[0]
+    assert "runs/plug/agent/wf_test_answerer.py" in line[0] and "Traceback" not in proc.stderr
+    # --run selects: the reference run alone passes
+    proc = _cli("bundle", "run", bundle, "--out", tmp_path / "re2", "--run", "ref", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "plug" not in proc.stdout
+    proc = _cli("bundle", "run", bundle, "--out", tmp_path / "re3", "--run", "nope", cwd=tmp_path)
+    assert proc.returncode == 1 and "holds no run 'nope'" in proc.stderr and not (tmp_path / "re3").exists()

@@ -143,7 +143,7 @@ def _check_suite_digest(suite_dir: Path, want: str | None) -> None:
 
 
 def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str | None = None,
-              progress=None) -> PackPlan:
+              with_agent_source: bool = False, progress=None) -> PackPlan:
     """What a bundle of ``sources`` (run folders, or one suite folder) holds; the files it needs
     made (the cassette subsets, a packed archive) are written under ``staging``."""
     from webfreeze.llm.cassette import write_subset
@@ -237,6 +237,10 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
                     plan.add(f"runs/{name}/" + f.relative_to(run).as_posix(), f)
         entry = {"name": name, "path": f"runs/{name}/", "agent": (m.get("agent") or {}).get("name"),
                  "tasks": (m.get("selection") or {}).get("selected")}
+        if isinstance(m.get("agent_code"), dict):
+            entry["agent_code"] = m["agent_code"]
+            if with_agent_source:
+                entry["agent_source"] = _plan_agent_source(plan, run, name, entry["agent"], m["agent_code"])
         circumstances = m.get("circumstances") if isinstance(m.get("circumstances"), dict) else {}
         where = circumstances.get("cassette")
         if m.get("llm") and where:
@@ -279,6 +283,23 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
         plan.contents["context"] = {"pools": sorted(pools.values()),
                                     "a1_runs": sorted(f"{CONTEXT_A1}{a['name']}/" for a in a1_runs.values())}
     return plan
+
+
+def _plan_agent_source(plan: PackPlan, run: Path, name: str, spec: str, code: dict) -> str:
+    """A plug-in agent's source file as ``runs/<name>/agent/<file>``: the file this machine imports
+    for ``spec``, which must be the one the run used (the SHA-256 its manifest holds)."""
+    from webfreeze.runner import agent_source_path
+
+    source = agent_source_path(spec)
+    if source is None:
+        raise BundleError(f"{run}: --with-agent-source: the source of agent {spec!r} cannot be found here")
+    got = _sha256(source)
+    if code.get("source_sha256") and got != code["source_sha256"]:
+        raise BundleError(f"{source}: is not the agent source {name} ran (its SHA-256 differs from "
+                          f"{code['source_sha256']})")
+    member = f"runs/{name}/agent/{source.name}"
+    plan.add(member, source)
+    return member
 
 
 def _plan_context(plan: PackPlan, run: Path, name: str, manifest: dict, pools: dict, a1_runs: dict) -> dict | None:
@@ -362,7 +383,7 @@ def _json_bytes(data) -> bytes:
 
 
 def pack(sources: list, out, *, archive: str | None = None, key: str | None = None, title: str | None = None,
-         suite: str | None = None, progress=None) -> dict:
+         suite: str | None = None, with_agent_source: bool = False, progress=None) -> dict:
     """Write the bundle of ``sources`` (run folders of one suite, or a suite folder) to ``out``,
     atomically (beside it, renamed when complete). ``key``: an Ed25519 private key (PEM) to sign
     it with. Returns the bundle's manifest."""
@@ -377,7 +398,8 @@ def pack(sources: list, out, *, archive: str | None = None, key: str | None = No
     staging = Path(tempfile.mkdtemp(prefix="webfreeze-bundle-"))
     tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
     try:
-        plan = plan_pack([str(s) for s in sources], archive, staging, suite=suite, progress=progress)
+        plan = plan_pack([str(s) for s in sources], archive, staging, suite=suite,
+                         with_agent_source=with_agent_source, progress=progress)
         seen = set()
         resources = []
         for e in plan.entries:

@@ -217,6 +217,9 @@ def prepare(config: RunConfig) -> Prepared:
         manifest["personas"] = personas
     if context is not None:
         manifest["context"] = context
+    code = agent_code(config.agent)
+    if code is not None:  # (outside the run's identity: a fixed plug-in resumes its run)
+        manifest["agent_code"] = code
     if config.backend == "browser":
         from webfreeze.simulator.browser import browser_build
 
@@ -375,6 +378,57 @@ def _check_run_context(config: RunConfig, tasks: list) -> dict | None:
     return {"tokens": ctx["tokens"], "tokenizer": ctx["tokenizer"], "seed": ctx["seed"],
             "pool": pool.identity() if pool is not None else None, "a1_run": a1_from,
             "dependent_tasks": len(dependents)}
+
+
+def agent_code(spec: str) -> dict | None:
+    """Which code a plug-in agent (``package.module:Class`` or an entry point) is: its module, the
+    distribution that installs it and that distribution's version (None for a module on the path),
+    and the SHA-256 of its source file, so a bundle says what ran and a re-run can tell the same
+    code from another. None for the built-in agents (the webfreeze version says which they were)."""
+    import inspect
+    from importlib.metadata import packages_distributions
+
+    from webfreeze.agents import AGENTS, AgentError, agent_class
+
+    if spec in AGENTS:
+        return None
+    try:
+        cls = agent_class(spec)
+    except AgentError:
+        return None
+    module = getattr(cls, "__module__", "") or ""
+    if module == "webfreeze" or module.startswith("webfreeze."):
+        return None
+    out = {"module": module, "class": getattr(cls, "__qualname__", None), "distribution": None, "version": None,
+           "source_file": None, "source_sha256": None}
+    dists = packages_distributions().get(module.split(".")[0]) or []
+    if dists:
+        out["distribution"] = sorted(dists)[0]
+        try:
+            out["version"] = version(out["distribution"])
+        except PackageNotFoundError:
+            pass
+    try:
+        source = inspect.getsourcefile(cls)
+    except (TypeError, OSError):
+        source = None
+    if source and Path(source).is_file():
+        out["source_file"] = Path(source).name
+        out["source_sha256"] = "sha256:" + hashlib.sha256(Path(source).read_bytes()).hexdigest()
+    return out
+
+
+def agent_source_path(spec: str) -> Path | None:
+    """The source file of plug-in agent ``spec`` (what :func:`agent_code` hashed), or None."""
+    import inspect
+
+    from webfreeze.agents import AgentError, agent_class
+
+    try:
+        source = inspect.getsourcefile(agent_class(spec))
+    except (AgentError, TypeError, OSError):
+        return None
+    return Path(source) if source and Path(source).is_file() else None
 
 
 def _check_api_key(agent_config: dict, config: RunConfig) -> None:

@@ -366,6 +366,20 @@ def _plan_context(plan: PackPlan, run: Path, name: str, manifest: dict, pools: d
     return out
 
 
+def _refuse_secrets(plan: PackPlan) -> None:
+    """Refuse (one line) a bundle whose archive or trajectories hold a credential we recognise."""
+    from webfreeze.redaction import SecretsFound, check_shareable
+
+    by_path = {e.path: e.source for e in plan.entries}
+    archive = by_path.get(plan.contents.get("archive"))
+    trajectories = [e.source for e in plan.entries if e.path.endswith(".json") and (
+        "/trajectories/" in e.path or "/references/" in e.path or e.path.startswith("suite/references/"))]
+    try:
+        check_shareable(archives=[archive] if archive else [], trajectories=trajectories, what="the bundle")
+    except SecretsFound as exc:
+        raise BundleError(str(exc)) from None
+
+
 def _compression(path: str) -> int:
     return zipfile.ZIP_STORED if path.lower().endswith(STORED_SUFFIXES) else zipfile.ZIP_DEFLATED
 
@@ -383,7 +397,8 @@ def _json_bytes(data) -> bytes:
 
 
 def pack(sources: list, out, *, archive: str | None = None, key: str | None = None, title: str | None = None,
-         suite: str | None = None, with_agent_source: bool = False, progress=None) -> dict:
+         suite: str | None = None, with_agent_source: bool = False, redact: bool = False,
+         allow_secrets: bool = False, params=(), headers=(), progress=None) -> dict:
     """Write the bundle of ``sources`` (run folders of one suite, or a suite folder) to ``out``,
     atomically (beside it, renamed when complete). ``key``: an Ed25519 private key (PEM) to sign
     it with. Returns the bundle's manifest."""
@@ -398,8 +413,16 @@ def pack(sources: list, out, *, archive: str | None = None, key: str | None = No
     staging = Path(tempfile.mkdtemp(prefix="webfreeze-bundle-"))
     tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
     try:
-        plan = plan_pack([str(s) for s in sources], archive, staging, suite=suite,
-                         with_agent_source=with_agent_source, progress=progress)
+        sources = [str(s) for s in sources]
+        if redact:  # one mapping for the archive, the suite, the runs and their cassettes
+            from webfreeze.redaction import redacted_sources
+
+            sources, suite, archive = redacted_sources(sources, suite, archive, staging / "redacted",
+                                                       params=params, headers=headers)
+        plan = plan_pack(sources, archive, staging, suite=suite, with_agent_source=with_agent_source,
+                         progress=progress)
+        if not allow_secrets:
+            _refuse_secrets(plan)
         seen = set()
         resources = []
         for e in plan.entries:

@@ -35,10 +35,25 @@ def agent_settings(manifest: dict) -> dict:
     return {k: v for k, v in config.items() if k in params and k != "self"}
 
 
-def _comparable_trajectory(path: Path) -> str:
+def _comparable_trajectory(path: Path, stale: set | None = None) -> str:
+    """A trajectory without its timings; with ``stale`` (step numbers), those steps' ``obs_digest``
+    left out: a redacted bundle's steps whose observation showed a secret (see webfreeze.redaction)."""
     from webfreeze.simulator.trajectory import dumps, without_timings
 
-    return dumps(without_timings(json.loads(path.read_text(encoding="utf-8"))))
+    traj = without_timings(json.loads(path.read_text(encoding="utf-8")))
+    for step in traj.get("steps") or [] if stale else []:
+        if isinstance(step, dict) and step.get("step") in stale:
+            step.pop("obs_digest", None)
+    return dumps(traj)
+
+
+def _stale_steps(path: Path) -> set:
+    try:
+        steps = json.loads(path.read_text(encoding="utf-8")).get("steps") or []
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {s.get("step") for s in steps if isinstance(s, dict) and "obs_digest" in s and s["obs_digest"] is None
+            and s.get("dom")}
 
 
 def comparable_report(report: dict) -> dict:
@@ -62,9 +77,15 @@ def compare_run(bundled: Path, rerun: Path) -> str | None:
     if old != new:
         gone = sorted(set(old) - set(new)) or sorted(set(new) - set(old))
         return f"trajectory {gone[0]} is only in {'the bundle' if gone[0] in old else 'the re-run'}"
+    try:
+        redacted = bool((json.loads((bundled / "manifest.json").read_text(encoding="utf-8")).get("circumstances")
+                         or {}).get("redacted"))
+    except (OSError, ValueError, AttributeError):
+        redacted = False
     for name in old:
-        a, b = _comparable_trajectory(bundled / "trajectories" / name), _comparable_trajectory(
-            rerun / "trajectories" / name)
+        stale = _stale_steps(bundled / "trajectories" / name) if redacted else None
+        a, b = _comparable_trajectory(bundled / "trajectories" / name, stale), _comparable_trajectory(
+            rerun / "trajectories" / name, stale)
         if a != b:
             where = _first_difference(json.loads(b), json.loads(a))
             return f"trajectory {name} differs at {where}"

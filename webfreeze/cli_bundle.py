@@ -49,8 +49,14 @@ def bundle_group() -> None:
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("--with-agent-source", is_flag=True,
               help="Include each plug-in agent's source file (checked against the SHA-256 its run recorded).")
+@click.option("--redact", is_flag=True,
+              help="Redact the archive, suite, runs and cassettes (one mapping) before packing; see 'archive redact'.")
+@click.option("--param", "params", multiple=True, metavar="NAME", help="--redact: also this secret parameter name.")
+@click.option("--header", "headers", multiple=True, metavar="NAME", help="--redact: also this credential header.")
+@click.option("--allow-secrets", is_flag=True, help="Pack even if credentials are recognised in what is packed.")
 @_one_line
-def bundle_pack(sources, archive, suite, output, key, title, force, with_agent_source):
+def bundle_pack(sources, archive, suite, output, key, title, force, with_agent_source, redact, params, headers,
+                allow_secrets):
     """Pack run folders (of one suite, on one archive) or a suite folder into one bundle file.
 
     The bundle holds the archive, the suite with its references and ground truth, and for each run
@@ -64,8 +70,14 @@ def bundle_pack(sources, archive, suite, output, key, title, force, with_agent_s
 
     if Path(output).exists() and not force:
         raise BundleError(f"{output}: already exists (use --force to replace it)")
+    if (params or headers) and not redact:
+        raise click.BadParameter("--param and --header go with --redact", param_hint="--redact")
     manifest = pack(list(sources), output, archive=archive, key=key, title=title, suite=suite,
-                    with_agent_source=with_agent_source)
+                    with_agent_source=with_agent_source, redact=redact, allow_secrets=allow_secrets,
+                    params=params, headers=headers)
+    if redact:
+        click.echo("redacted: the bundle's archive, suite, runs and cassettes hold placeholders for the secrets found",
+                   err=True)
     runs = manifest["contents"].get("runs") or []
     total = sum(r["bytes"] for r in manifest["resources"])
     click.echo(f"wrote {output}: {len(manifest['resources'])} members, {len(runs)} run(s), "

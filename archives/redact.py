@@ -512,3 +512,24 @@ def check_output_free(path) -> None:
     """Refuse, in one line, an output path that exists."""
     if Path(path).exists():
         raise ArchiveError(f"{path}: already exists")
+
+
+def redact_in_place(path, r: Redactor) -> dict:
+    """Replace archive ``path`` by its redacted copy (``record ... --redact``): the copy is written
+    beside it and renamed over it only when complete, so a failure leaves the archive as it was.
+    The archive must not be open elsewhere."""
+    from .store import archive_files
+
+    final = Path(path)
+    tmp = final.with_name(f".{final.name}.redacting-{os.getpid()}")
+    for f in archive_files(tmp):
+        f.unlink(missing_ok=True)
+    try:
+        summary = redact_archive(final, tmp, r)
+        for f in archive_files(final)[1:]:  # the old file's SQLite side files must not meet the new one
+            f.unlink(missing_ok=True)
+        os.replace(tmp, final)
+    finally:
+        for f in archive_files(tmp):
+            f.unlink(missing_ok=True)
+    return summary

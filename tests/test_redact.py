@@ -270,3 +270,61 @@ def test_bundle_pack_redact_shares_no_secret_and_its_run_reproduces(recorded, tm
     proc = _cli("bundle", "run", bundle, "--out", tmp_path / "re")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "identical to the bundled run" in proc.stdout
+
+
+SCRIPT = f'''
+from webfreeze.recorder.session import record_answer
+
+
+def run(page):
+    page.set_default_timeout(10_000)
+    page.get_by_label("Username").fill({USER!r})
+    page.wait_for_timeout(50)
+    page.get_by_label("Password").fill({PASSWORD!r})
+    page.wait_for_timeout(50)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/account")
+    record_answer(page, "Alice", page.locator("#display"))
+    page.wait_for_timeout(50)
+'''
+
+
+def test_record_session_redact_leaves_no_secret_behind(tmp_path):
+    site = LoginSite()
+    script = tmp_path / "login.py"
+    script.write_text(SCRIPT)
+    archive, traj = tmp_path / "rec.wfz", tmp_path / "rec.json"
+    try:
+        proc = _cli("record", "session", f"http://{HOST}/login", "--archive", archive, "--trajectory", traj,
+                    "--script", script, "--resolve", f"{HOST}=127.0.0.1:{site.port}", "--redact")
+    finally:
+        site.close()
+    assert proc.returncode == 0, proc.stderr
+    assert "secrets replaced" in proc.stdout
+    chunks = _everything(archive) + [traj.read_bytes()]
+    assert not _holds(chunks, PASSWORD) and not _holds(chunks, site.session)
+    assert _cli("archive", "verify", archive).returncode == 0
+    typed = [s["value"] for s in json.loads(traj.read_text())["steps"] if s["action"] == "type"]
+    assert typed == [USER, typed[1]] and typed[1].startswith("wfredacted-")
+
+
+def test_cassette_redact_on_its_own(recorded, tmp_path):
+    from webfreeze.llm import Cassette
+    from webfreeze.llm.cassette import canonical_request, request_key
+
+    _, archive, suite, session = recorded
+    src = tmp_path / "c.sqlite"
+    request = {"model": "m", "messages": [{"role": "user", "content": f"the cookie is sid={session}"}]}
+    with Cassette(src, "record") as c:
+        c.store(request_key(request), 0, canonical_request(request), {"text": "ok"})
+    out = tmp_path / "c-red.sqlite"
+    proc = _cli("cassette", "redact", src, "-o", out, "--archive", archive, "--suite", suite)
+    assert proc.returncode == 0, proc.stderr
+    assert _cli("cassette", "verify", out).returncode == 0
+    with Cassette(out, "replay") as c:
+        (row,) = c.rows()
+    assert session not in row["request"] and "wfredacted-" in row["request"]
+    from webfreeze.llm.cassette import text_key
+    assert row["key"] == text_key(row["request"])  # the key follows the redacted request
+    proc = _cli("cassette", "redact", src, "-o", out, "--archive", archive)
+    assert proc.returncode == 1 and "already exists" in proc.stderr

@@ -558,7 +558,9 @@ def record_proxy(archive_path, host, port, resolve):
               help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
 @click.option("--screenshots", type=click.Choice(["none", "viewport", "full"]), default="viewport", show_default=True,
               help="Each page's screenshot: the first 1920x1080 (viewport), the whole page (full) or none.")
-def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshots):
+@click.option("--redact", is_flag=True,
+              help="Afterwards, replace the archive's credentials by placeholders (as 'archive redact').")
+def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshots, redact):
     """Crawl URL breadth-first in real Chromium through the recording proxy (1920x1080).
 
     Each page gets a screenshot and a DOM snapshot; every request is recorded. A start page that
@@ -581,6 +583,11 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
                f"{result.exchanges_this_run} exchanges recorded this run; {result.pages} pages in total{failed} ({state})")
     for failed_url, why in result.failed:
         click.echo(f"  failed: {failed_url} ({why})")
+    if redact:
+        from webfreeze.redaction import redact_recording
+
+        s = redact_recording(archive_path)
+        click.echo(f"redacted {archive_path}: {s['secrets']} secrets replaced by placeholders")
 
 
 @record.command("session")
@@ -594,7 +601,10 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
               help="A Python file defining run(page) (a Playwright page) that drives the session.")
 @click.option("--resolve", "resolve", multiple=True, metavar="HOST[:PORT]=ADDRESS:PORT",
               help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
-def record_session(url, archive_path, trajectory, headed, script, resolve):
+@click.option("--redact", is_flag=True,
+              help="Afterwards, replace the archive's credentials and the trajectory's password values by "
+                   "placeholders (as 'archive redact').")
+def record_session(url, archive_path, trajectory, headed, script, resolve, redact):
     """Record a browsing session and log every action as a reference trajectory.
 
     Clicks, text entry, selects, form submissions, scrolls and navigations are logged with the
@@ -612,6 +622,11 @@ def record_session(url, archive_path, trajectory, headed, script, resolve):
                          resolve=usage_checked(parse_resolve, resolve))
     click.echo(f"{len(result['steps'])} steps written to {trajectory}; exchanges recorded into {archive_path} "
                f"(session {result['archive_session']})")
+    if redact:
+        from webfreeze.redaction import redact_recording
+
+        s = redact_recording(archive_path, [trajectory])
+        click.echo(f"redacted {archive_path} and {trajectory}: {s['secrets']} secrets replaced by placeholders")
 
 
 @record.command("ca")

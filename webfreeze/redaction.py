@@ -295,3 +295,20 @@ def redacted_sources(sources: list, suite, archive, staging: Path, *, params=(),
                                             encoding="utf-8")
         out_runs.append(str(dest))
     return out_runs, str(red_suite), str(red_archive)
+
+
+def redact_recording(archive, trajectories=(), *, params=(), headers=()) -> dict:
+    """``record session|crawl --redact``: the archive just recorded replaced by its redacted copy and
+    each reference trajectory file rewritten with the same mapping (a post-pass: the recorder itself
+    stores what it saw)."""
+    from webfreeze.archives.redact import redact_in_place, redact_trajectory
+
+    r = make_redactor(archive, params=params, headers=headers, trajectories=trajectories)
+    summary = redact_in_place(archive, r)
+    for p in trajectories:
+        p = Path(p)
+        value = redact_trajectory(r, json.loads(p.read_text(encoding="utf-8")))
+        tmp = p.with_name(f".{p.name}.partial")
+        tmp.write_text(json.dumps(value, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.replace(p)
+    return summary

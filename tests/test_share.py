@@ -178,3 +178,16 @@ def test_bundle_run_reruns_what_it_can_and_names_the_missing_plugin(project, tmp
     assert "plug" not in proc.stdout
     proc = _cli("bundle", "run", bundle, "--out", tmp_path / "re3", "--run", "nope", cwd=tmp_path)
     assert proc.returncode == 1 and "holds no run 'nope'" in proc.stderr and not (tmp_path / "re3").exists()
+
+
+def test_a_run_failing_before_its_first_episode_leaves_no_folder(tmp_path):
+    from webfreeze.llm import Cassette
+
+    empty = tmp_path / "empty.sqlite"
+    Cassette(empty, "record").close()  # a real cassette holding no call: strict replay misses at once
+    out = tmp_path / "r"
+    proc = _cli("bench", "run", SUITE, "--agent", "llm", "--llm", "m@http://127.0.0.1:9/v1", "--no-api-key",
+                "--backend", "text", "--limit", "1", "--cassette", empty, "--cassette-mode", "replay", "--out", out,
+                env=_no_keys())
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert not out.exists()

@@ -59,6 +59,20 @@ MIN_LITERAL = 6
 _PASSWORD_TARGET = re.compile(r"pass(word|wd|phrase)?|pwd|\bpin\b|secret", re.I)
 
 
+def _typed_value(step) -> str | None:
+    """The text a step typed: a reference trajectory's ``type`` step (its ``value``), or a run
+    trajectory's fill/type action (its ``typed`` text); None for any other step."""
+    if not isinstance(step, dict):
+        return None
+    if step.get("action") in ("type", "fill"):
+        value = step.get("value")
+        return value.get("value") if isinstance(value, dict) else value
+    parsed = step.get("parsed") if isinstance(step.get("parsed"), dict) else {}
+    if parsed.get("kind") in ("fill", "type"):
+        return step.get("typed") if step.get("typed") is not None else parsed.get("text")
+    return None
+
+
 def is_secret_name(name: str, extra: set[str] | frozenset = frozenset()) -> bool:
     """Whether a query parameter, form field or JSON key called ``name`` holds a secret: one of
     :data:`SECRET_NAMES`, a name containing one of :data:`SECRET_PARTS`, or one the user named.
@@ -202,15 +216,13 @@ class Redactor:
         is an ``input type=password`` (when the recorder notes the type) or whose name or CSS path
         says password / passwd / pwd / PIN / secret."""
         for step in (trajectory or {}).get("steps") or []:
-            if not isinstance(step, dict) or step.get("action") not in ("type", "fill"):
+            value = _typed_value(step)
+            if value is None:
                 continue
             target = step.get("target") if isinstance(step.get("target"), dict) else {}
             typed = str(target.get("type") or target.get("input_type") or "").lower()
             said = " ".join(str(target.get(k) or "") for k in ("name", "css", "id"))
             if typed == "password" or _PASSWORD_TARGET.search(said):
-                value = step.get("value")
-                if isinstance(value, dict):
-                    value = value.get("value")
                 self.add(value, "password")
 
     # ------------------------------------------------------------------------------ rewriting
@@ -433,10 +445,18 @@ def redact_trajectory(r: Redactor, trajectory: dict) -> dict:
     the reference agent then types the placeholder the redacted archive's POST body holds."""
     out = r.json_value(trajectory)
     for step in out.get("steps") or [] if isinstance(out, dict) else []:
-        if isinstance(step, dict) and step.get("action") in ("type", "fill"):
-            value = step.get("value")
-            if isinstance(value, str) and value in r._secrets:
-                step["value"] = r._secrets[value]
+        value = _typed_value(step)
+        if not isinstance(value, str) or value not in r._secrets:
+            continue  # (a long secret was replaced by json_value already)
+        ph = r._secrets[value]
+        if step.get("action") in ("type", "fill"):
+            step["value"] = ph
+        else:  # a run's action string, its parsed text and typed text
+            step["typed"] = ph if step.get("typed") is not None else step.get("typed")
+            if isinstance(step.get("parsed"), dict) and step["parsed"].get("text") == value:
+                step["parsed"]["text"] = ph
+            if isinstance(step.get("action"), str):
+                step["action"] = step["action"].replace(repr(value), repr(ph)).replace(json.dumps(value), json.dumps(ph))
     return out
 
 

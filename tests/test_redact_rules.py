@@ -66,3 +66,16 @@ def test_password_values_of_trajectories():
                       {"action": "type", "target": {"type": "password", "name": "PIN code"}, "value": "4321"}]}
     r.collect_trajectory(traj)
     assert sorted(r.secrets()) == ["4321", "hunter2"]
+
+
+def test_password_values_typed_by_an_agent_in_a_run():
+    from webfreeze.archives.redact import redact_trajectory
+
+    r = Redactor()
+    step = {"action": "fill('8', 'pw1')", "parsed": {"kind": "fill", "bid": "8", "text": "pw1"}, "typed": "pw1",
+            "target": {"name": "Password", "role": "textbox"}}
+    r.collect_trajectory({"steps": [step]})
+    assert r.secrets() == ["pw1"]
+    (out,) = redact_trajectory(r, {"steps": [step]})["steps"]
+    ph = r.placeholder("pw1")
+    assert out["action"] == f"fill('8', '{ph}')" and out["typed"] == ph and out["parsed"]["text"] == ph

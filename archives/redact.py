@@ -16,7 +16,8 @@ Each secret becomes ``wfredacted-<16 hex>``, an HMAC-SHA-256 of the secret under
 random for this redaction and never stored: the same secret gets the same placeholder everywhere in
 one redaction (so a replayed login types the placeholder and the redacted POST body holds it), and
 nothing in the output lets anyone recover the secret or link two redactions. A secret of at least
-:data:`MIN_LITERAL` characters is also replaced wherever else it occurs (in raw, URL-encoded,
+:data:`MIN_LITERAL` characters (a typed password; or any secret that looks generated: see
+:func:`_literal`) is also replaced wherever else it occurs (in raw, URL-encoded,
 JSON-escaped and HTML-escaped form): URLs, headers, request bodies, response bodies (their content
 coding undone and redone), DOM snapshots, documents. Shorter ones are replaced only where they were
 found, since a two-letter string occurs everywhere by chance.
@@ -59,6 +60,19 @@ MIN_LITERAL = 6
 _PASSWORD_TARGET = re.compile(r"pass(word|wd|phrase)?|pwd|\bpin\b|secret", re.I)
 
 
+def _literal(secret: str, kind: str) -> bool:
+    """Whether ``secret`` is also replaced wherever else it occurs: a typed password of at least
+    :data:`MIN_LITERAL` characters; any other secret of that length only when it looks generated
+    (16 characters or more, or letters mixed with digits or symbols), since a cookie value such as
+    ``accepted`` is also an ordinary word in the pages."""
+    if len(secret) < MIN_LITERAL:
+        return False
+    if kind == "password" or len(secret) >= 16:
+        return True
+    classes = sum(bool(re.search(p, secret)) for p in (r"[a-z]", r"[A-Z]", r"[0-9]", r"[^A-Za-z0-9]"))
+    return classes >= 2 and not secret.isalpha()
+
+
 def _typed_value(step) -> str | None:
     """The text a step typed: a reference trajectory's ``type`` step (its ``value``), or a run
     trajectory's fill/type action (its ``typed`` text); None for any other step."""
@@ -92,6 +106,7 @@ class Redactor:
         self.params = frozenset(p.strip().lower() for p in params)
         self.header_names = frozenset(CREDENTIAL_HEADERS) | frozenset(h.strip().lower() for h in headers)
         self._secrets: dict[str, str] = {}  # secret -> placeholder
+        self._kind: dict[str, str] = {}     # secret -> the kind it was found as
         self.kinds: dict[str, int] = {}     # kind of secret -> how many distinct
         self._text_re = None
         self._bytes_re = None
@@ -110,6 +125,7 @@ class Redactor:
         if not secret or secret.startswith(PLACEHOLDER_PREFIX) or secret in self._secrets:
             return
         self._secrets[secret] = self.placeholder(secret)
+        self._kind[secret] = kind
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
         self._text_re = self._bytes_re = None
 
@@ -127,7 +143,7 @@ class Redactor:
     def _variants(self) -> dict[str, str]:
         out: dict[str, str] = {}
         for secret, ph in self._secrets.items():
-            if len(secret) < MIN_LITERAL:
+            if not _literal(secret, self._kind.get(secret, "")):
                 continue
             for v in (secret, quote_plus(secret), quote(secret, safe=""), quote(secret, safe="/:@"),
                       json.dumps(secret)[1:-1], html.escape(secret, quote=True), html.escape(secret, quote=False)):

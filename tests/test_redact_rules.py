@@ -79,3 +79,13 @@ def test_password_values_typed_by_an_agent_in_a_run():
     (out,) = redact_trajectory(r, {"steps": [step]})["steps"]
     ph = r.placeholder("pw1")
     assert out["action"] == f"fill('8', '{ph}')" and out["typed"] == ph and out["parsed"]["text"] == ph
+
+
+def test_only_secrets_that_look_generated_are_replaced_everywhere():
+    r = Redactor()
+    r.add("accepted", "cookie")      # an ordinary word: only where it was found
+    r.add("s000002", "cookie")       # letters and digits: everywhere
+    r.add("sunshine", "password")    # a typed password: everywhere, however weak
+    text = "accepted s000002 sunshine"
+    assert r.text(text) == f"accepted {r.placeholder('s000002')} {r.placeholder('sunshine')}"
+    assert r.headers([("Cookie", "consent=accepted")]) == [("Cookie", f"consent={r.placeholder('accepted')}")]

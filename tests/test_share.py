@@ -191,3 +191,20 @@ def test_a_run_failing_before_its_first_episode_leaves_no_folder(tmp_path):
                 env=_no_keys())
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert not out.exists()
+
+
+def test_a_study_with_an_unset_key_is_refused_before_its_folder_exists_and_empty_means_none(chat, tmp_path):
+    def study(key_env: str) -> Path:
+        path = tmp_path / f"s-{key_env or 'none'}.toml"
+        path.write_text(f'suite = "{SUITE}"\nbackend = "text"\nmax_steps = 2\n[tasks]\nlimit = 1\n'
+                        f'[[agents]]\nname = "llm"\nsettings = {{ model = "m", base_url = "{chat.url}", '
+                        f'api_key_env = "{key_env}" }}\n', encoding="utf-8")
+        return path
+
+    out = tmp_path / "out"
+    proc = _cli("study", "run", study("WF_UNSET_KEY"), "--out", out, env=_no_keys())
+    assert proc.returncode == 1 and "WF_UNSET_KEY is not set" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists() and not chat.requests
+    proc = _cli("study", "run", study(""), "--out", out, env=_no_keys())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert chat.requests

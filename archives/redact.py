@@ -312,7 +312,26 @@ class Redactor:
                 body = self._query(body.decode("utf-8")).encode("utf-8")
             except UnicodeDecodeError:
                 pass
+        elif "json" in ct:
+            try:
+                value = json.loads(body)
+            except ValueError:
+                value = None
+            if value is not None:
+                fixed = self._json_fields(value)
+                if fixed != value:  # (re-written compactly only then: the body key compares values)
+                    body = json.dumps(fixed, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         return self.data(body)
+
+    def _json_fields(self, value):
+        """A JSON value with the values of secret keys replaced by their placeholders."""
+        if isinstance(value, dict):
+            return {k: (self._sub(str(v)) if is_secret_name(str(k), self.params) and str(v) in self._secrets
+                        and isinstance(v, (str, int, float)) and not isinstance(v, bool) else self._json_fields(v))
+                    for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._json_fields(v) for v in value]
+        return value
 
     def json_value(self, value):
         """A JSON value with every string (and key) passed through :meth:`text`."""

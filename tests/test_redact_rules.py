@@ -89,3 +89,13 @@ def test_only_secrets_that_look_generated_are_replaced_everywhere():
     text = "accepted s000002 sunshine"
     assert r.text(text) == f"accepted {r.placeholder('s000002')} {r.placeholder('sunshine')}"
     assert r.headers([("Cookie", "consent=accepted")]) == [("Cookie", f"consent={r.placeholder('accepted')}")]
+
+
+def test_short_secrets_in_json_bodies_are_replaced_in_their_field():
+    r = Redactor()
+    body = json.dumps({"user": "a", "pin": 1234, "password": "pw1"}).encode()
+    r.collect_body("application/json", body)
+    out = json.loads(r.body("application/json", body))
+    assert out == {"user": "a", "pin": 1234, "password": r.placeholder("pw1")}
+    plain = b'{"user": "a"}'
+    assert r.body("application/json", plain) == plain  # nothing to replace: the bytes are kept

@@ -418,8 +418,8 @@ def redact_archive(src, out, r: Redactor, *, progress=None) -> dict:
     counts = {"exchanges": 0, "changed": 0, "pages": 0, "documents": 0}
     with Archive.open(src) as arc:
         meta = arc.meta()
-        with new_archive_atomically(out, creator=meta.get("creator") or "", description=meta.get("description") or "",
-                                    license=meta.get("license") or "", replay_rules=meta.get("replay_rules") or {}) as new:
+        given = {k: meta.get(k) or "" for k in ("creator", "description", "license")}
+        with new_archive_atomically(out, replay_rules=meta.get("replay_rules") or {}, **given) as new:
             with new.transaction():
                 for row in arc.conn.execute("SELECT * FROM sessions ORDER BY id"):
                     info = r.json_value(json.loads(row["info"]) if row["info"] else {})
@@ -491,7 +491,8 @@ def redact_trajectory(r: Redactor, trajectory: dict) -> dict:
             if isinstance(step.get("parsed"), dict) and step["parsed"].get("text") == value:
                 step["parsed"]["text"] = ph
             if isinstance(step.get("action"), str):
-                step["action"] = step["action"].replace(repr(value), repr(ph)).replace(json.dumps(value), json.dumps(ph))
+                action = step["action"].replace(repr(value), repr(ph))
+                step["action"] = action.replace(json.dumps(value), json.dumps(ph))
     return out
 
 

@@ -132,7 +132,8 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
             known = [r.get("name") for r in contents.get("runs") or []]
             unknown = [n for n in (run_names or []) if n not in known]
             if unknown:
-                raise BundleError(f"{path}: holds no run {unknown[0]!r} (its runs: {', '.join(map(str, known)) or 'none'})")
+                raise BundleError(f"{path}: holds no run {unknown[0]!r} "
+                                  f"(its runs: {', '.join(map(str, known)) or 'none'})")
         out.mkdir(parents=True, exist_ok=True)
         extract(bundle, out, "archive/")
         extract(bundle, out, "suite/")

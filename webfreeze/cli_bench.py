@@ -256,8 +256,8 @@ def bench_group() -> None:
 @click.option("--no-report", is_flag=True, help="Do not score the run at the end.")
 @_one_line_errors
 def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, screenshots, agent_config, site_models,
-              task_globs, limit, llm, llm_key_env, no_api_key, cassette, cassette_mode, llm_concurrency, persona, history_k,
-              history_threshold, history_model, key_fields, executor, ray_address, episode_timeout, retries,
+              task_globs, limit, llm, llm_key_env, no_api_key, cassette, cassette_mode, llm_concurrency, persona,
+              history_k, history_threshold, history_model, key_fields, executor, ray_address, episode_timeout, retries,
               context, context_pool, context_tokenizer, context_a1_run, context_seed, no_report):
     """Run AGENT on every task of SUITE against the replayed archive; write RUN_DIR.
 

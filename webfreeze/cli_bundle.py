@@ -213,7 +213,8 @@ def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, no_api_k
         return run_suite(cfg.pop("suite"), cfg.pop("archive"), cfg.pop("agent"), cfg.pop("out"), quiet=True, **cfg)
 
     result = run_bundle(bundle, out, key=key, agent=agent, agent_config=settings, workers=workers, backend=backend,
-                        tasks=list(task_globs), limit=limit, run_names=list(run_names), run_fn=run_one, echo=lambda m: click.echo(m, err=True))
+                        tasks=list(task_globs), limit=limit, run_names=list(run_names), run_fn=run_one,
+                        echo=lambda m: click.echo(m, err=True))
     if result["signature"]:
         click.echo(result["signature"], err=True)
     if agent:

@@ -284,7 +284,8 @@ def redacted_sources(sources: list, suite, archive, staging: Path, *, params=(),
             replace.update(_redact_doms(r, run / "dom", dest / "dom"))
         for f in files:
             rel = f.relative_to(run)
-            _redact_text_file(r, f, dest / rel, replace, keys, trajectory=rel.parts[0] in ("trajectories", "references"))
+            _redact_text_file(r, f, dest / rel, replace, keys,
+                              trajectory=rel.parts[0] in ("trajectories", "references"))
         manifest = json.loads((dest / "manifest.json").read_text(encoding="utf-8"))
         c = manifest.setdefault("circumstances", {})
         c.update(suite_path=str(red_suite.resolve()), archive_path=str(red_archive.resolve()))

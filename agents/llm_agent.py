@@ -498,6 +498,8 @@ class LLMAgent(Agent):
             raise AgentError(f"model must name a model (not {model!r})")
         if base_url is not None and (not isinstance(base_url, str) or not re.match(r"^https?://", base_url)):
             raise AgentError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1 (not {base_url!r})")
+        if api_key_env == "":  # an endpoint that needs no key (study files: api_key_env = "")
+            api_key_env = None
         if api_key_env is not None and (not isinstance(api_key_env, str) or not _ENV_NAME.match(api_key_env)):
             raise AgentError(f"api_key_env must be the NAME of an environment variable (not {api_key_env!r})")
         _number(temperature, "temperature", low=0)

@@ -667,3 +667,46 @@ def write_subset(src: str | os.PathLike, out_path: str | os.PathLike, used) -> i
                 os.unlink(f"{tmp}{suffix}")
         raise
     return len(pairs)
+
+
+def redact_file(src: str | os.PathLike, out_path: str | os.PathLike, rewrite) -> dict:
+    """Write a redacted copy of cassette ``src`` to ``out_path``: every request text and response
+    passed through ``rewrite(text) -> text`` (the mapping of an archive redaction, which replaces
+    each secret by its placeholder), each request's key recomputed from its new text, so a run
+    replayed on the redacted archive, whose observations show the placeholders, finds its calls.
+    Written beside ``out_path`` and renamed when complete. Returns counts and ``keys`` (old key ->
+    new key, for the trajectories' ``llm_entries``)."""
+    out = Path(out_path)
+    if out.exists():
+        raise CassetteError(f"{out}: already exists")
+    if not out.parent.is_dir():
+        raise CassetteError(f"{out.parent}: no such directory")
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+    os.close(fd)
+    stats: dict = {"calls": 0, "changed": 0, "keys": {}}
+    try:
+        with Cassette(src, "replay") as reader, Cassette(tmp, "record") as redacted:
+            with redacted._db("write the redacted cassette") as conn:
+                conn.execute("BEGIN IMMEDIATE")
+                for r in reader.rows():
+                    request, response = rewrite(r["request"]), rewrite(r["response"])
+                    key = text_key(request) if request != r["request"] else r["key"]
+                    stats["keys"][r["key"]] = key
+                    stats["calls"] += 1
+                    stats["changed"] += request != r["request"] or response != r["response"]
+                    row = dict(r, key=key, request=request, response=response, task_id=rewrite(r["task_id"])
+                               if r["task_id"] else r["task_id"])
+                    conn.execute("INSERT OR IGNORE INTO calls (key, n, request, response, task_id, step, purpose, "
+                                 "mode) VALUES (:key, :n, :request, :response, :task_id, :step, :purpose, :mode)", row)
+                conn.execute("COMMIT")
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{tmp}{suffix}")
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, out)
+    except BaseException:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{tmp}{suffix}")
+        raise
+    return stats

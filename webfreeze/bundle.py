@@ -130,7 +130,20 @@ def _used_entries(run: Path) -> list | None:
     return sorted(used) if named else None
 
 
-def plan_pack(sources: list, archive: str | None, staging: Path, *, progress=None) -> PackPlan:
+def _check_suite_digest(suite_dir: Path, want: str | None) -> None:
+    """A suite given with ``--suite`` must be the one the runs ran (its digest)."""
+    from webfreeze.eval.tasks import TaskError, load_suite
+
+    try:
+        got = load_suite(str(suite_dir)).digest
+    except TaskError as exc:
+        raise BundleError(str(exc)) from None
+    if want and got != want:
+        raise BundleError(f"{suite_dir}: is not the suite the runs ran (digest {got}, they ran {want})")
+
+
+def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str | None = None,
+              with_agent_source: bool = False, progress=None) -> PackPlan:
     """What a bundle of ``sources`` (run folders, or one suite folder) holds; the files it needs
     made (the cassette subsets, a packed archive) are written under ``staging``."""
     from webfreeze.llm.cassette import write_subset
@@ -157,13 +170,29 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, progress=Non
         if len(digests) > 1 or len(archives) > 1:
             raise BundleError("the runs are not of one suite on one archive: bundle them separately")
         first = manifests[runs[0]]
-        where = _where(first, "suite")
-        if not where or not (Path(where) / "tasks.jsonl").is_file():
-            raise BundleError(f"{runs[0]}: the suite it ran ({where}) is not there any more")
-        suite_dir = Path(where)
-        archive_path = Path(archive) if archive else Path(_where(first, "archive") or "")
-        if not archive_path.is_file():
-            raise BundleError(f"{runs[0]}: the archive it ran ({archive_path}) is not there any more; give --archive")
+        from webfreeze.runner import manifest_path
+
+        if suite is not None:
+            suite_dir = Path(suite)
+            if not (suite_dir / "tasks.jsonl").is_file():
+                raise BundleError(f"{suite_dir}: not a suite folder (no tasks.jsonl)")
+            _check_suite_digest(suite_dir, (first.get("suite") or {}).get("digest"))
+        else:
+            where = _where(first, "suite")
+            found = manifest_path(runs[0], where)
+            if found is None or not (found / "tasks.jsonl").is_file():
+                raise BundleError(f"{runs[0]}: the suite it ran ({where}) is not there any more; give --suite")
+            suite_dir = found
+        if archive:
+            archive_path = Path(archive)
+            if not archive_path.is_file():
+                raise BundleError(f"{archive_path}: no such archive")
+        else:
+            where = _where(first, "archive")
+            found = manifest_path(runs[0], where)
+            if found is None or not found.is_file():
+                raise BundleError(f"{runs[0]}: the archive it ran ({where}) is not there any more; give --archive")
+            archive_path = found
         want = (first.get("archive") or {}).get("digest")
         if _sha256(archive_path) != want:
             raise BundleError(f"{archive_path}: is not the archive the runs used (digest differs from {want})")
@@ -208,10 +237,16 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, progress=Non
                     plan.add(f"runs/{name}/" + f.relative_to(run).as_posix(), f)
         entry = {"name": name, "path": f"runs/{name}/", "agent": (m.get("agent") or {}).get("name"),
                  "tasks": (m.get("selection") or {}).get("selected")}
+        if isinstance(m.get("agent_code"), dict):
+            entry["agent_code"] = m["agent_code"]
+            if with_agent_source:
+                entry["agent_source"] = _plan_agent_source(plan, run, name, entry["agent"], m["agent_code"])
         circumstances = m.get("circumstances") if isinstance(m.get("circumstances"), dict) else {}
         where = circumstances.get("cassette")
         if m.get("llm") and where:
-            cassette = Path(where) if Path(where).is_absolute() else run / where
+            from webfreeze.runner import manifest_path
+
+            cassette = manifest_path(run, where) or (Path(where) if Path(where).is_absolute() else run / where)
             if not cassette.is_file():
                 raise BundleError(f"{run}: its LLM cassette {cassette} is not there any more")
             used = _used_entries(run)
@@ -248,6 +283,23 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, progress=Non
         plan.contents["context"] = {"pools": sorted(pools.values()),
                                     "a1_runs": sorted(f"{CONTEXT_A1}{a['name']}/" for a in a1_runs.values())}
     return plan
+
+
+def _plan_agent_source(plan: PackPlan, run: Path, name: str, spec: str, code: dict) -> str:
+    """A plug-in agent's source file as ``runs/<name>/agent/<file>``: the file this machine imports
+    for ``spec``, which must be the one the run used (the SHA-256 its manifest holds)."""
+    from webfreeze.runner import agent_source_path
+
+    source = agent_source_path(spec)
+    if source is None:
+        raise BundleError(f"{run}: --with-agent-source: the source of agent {spec!r} cannot be found here")
+    got = _sha256(source)
+    if code.get("source_sha256") and got != code["source_sha256"]:
+        raise BundleError(f"{source}: is not the agent source {name} ran (its SHA-256 differs from "
+                          f"{code['source_sha256']})")
+    member = f"runs/{name}/agent/{source.name}"
+    plan.add(member, source)
+    return member
 
 
 def _plan_context(plan: PackPlan, run: Path, name: str, manifest: dict, pools: dict, a1_runs: dict) -> dict | None:
@@ -314,6 +366,20 @@ def _plan_context(plan: PackPlan, run: Path, name: str, manifest: dict, pools: d
     return out
 
 
+def _refuse_secrets(plan: PackPlan) -> None:
+    """Refuse (one line) a bundle whose archive or trajectories hold a credential we recognise."""
+    from webfreeze.redaction import SecretsFound, check_shareable
+
+    by_path = {e.path: e.source for e in plan.entries}
+    archive = by_path.get(plan.contents.get("archive"))
+    trajectories = [e.source for e in plan.entries if e.path.endswith(".json") and (
+        "/trajectories/" in e.path or "/references/" in e.path or e.path.startswith("suite/references/"))]
+    try:
+        check_shareable(archives=[archive] if archive else [], trajectories=trajectories, what="the bundle")
+    except SecretsFound as exc:
+        raise BundleError(str(exc)) from None
+
+
 def _compression(path: str) -> int:
     return zipfile.ZIP_STORED if path.lower().endswith(STORED_SUFFIXES) else zipfile.ZIP_DEFLATED
 
@@ -331,7 +397,8 @@ def _json_bytes(data) -> bytes:
 
 
 def pack(sources: list, out, *, archive: str | None = None, key: str | None = None, title: str | None = None,
-         progress=None) -> dict:
+         suite: str | None = None, with_agent_source: bool = False, redact: bool = False,
+         allow_secrets: bool = False, params=(), headers=(), progress=None) -> dict:
     """Write the bundle of ``sources`` (run folders of one suite, or a suite folder) to ``out``,
     atomically (beside it, renamed when complete). ``key``: an Ed25519 private key (PEM) to sign
     it with. Returns the bundle's manifest."""
@@ -346,7 +413,16 @@ def pack(sources: list, out, *, archive: str | None = None, key: str | None = No
     staging = Path(tempfile.mkdtemp(prefix="webfreeze-bundle-"))
     tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
     try:
-        plan = plan_pack([str(s) for s in sources], archive, staging, progress=progress)
+        sources = [str(s) for s in sources]
+        if redact:  # one mapping for the archive, the suite, the runs and their cassettes
+            from webfreeze.redaction import redacted_sources
+
+            sources, suite, archive = redacted_sources(sources, suite, archive, staging / "redacted",
+                                                       params=params, headers=headers)
+        plan = plan_pack(sources, archive, staging, suite=suite, with_agent_source=with_agent_source,
+                         progress=progress)
+        if not allow_secrets:
+            _refuse_secrets(plan)
         seen = set()
         resources = []
         for e in plan.entries:

@@ -35,10 +35,25 @@ def agent_settings(manifest: dict) -> dict:
     return {k: v for k, v in config.items() if k in params and k != "self"}
 
 
-def _comparable_trajectory(path: Path) -> str:
+def _comparable_trajectory(path: Path, stale: set | None = None) -> str:
+    """A trajectory without its timings; with ``stale`` (step numbers), those steps' ``obs_digest``
+    left out: a redacted bundle's steps whose observation showed a secret (see webfreeze.redaction)."""
     from webfreeze.simulator.trajectory import dumps, without_timings
 
-    return dumps(without_timings(json.loads(path.read_text(encoding="utf-8"))))
+    traj = without_timings(json.loads(path.read_text(encoding="utf-8")))
+    for step in traj.get("steps") or [] if stale else []:
+        if isinstance(step, dict) and step.get("step") in stale:
+            step.pop("obs_digest", None)
+    return dumps(traj)
+
+
+def _stale_steps(path: Path) -> set:
+    try:
+        steps = json.loads(path.read_text(encoding="utf-8")).get("steps") or []
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {s.get("step") for s in steps if isinstance(s, dict) and "obs_digest" in s and s["obs_digest"] is None
+            and s.get("dom")}
 
 
 def comparable_report(report: dict) -> dict:
@@ -62,9 +77,15 @@ def compare_run(bundled: Path, rerun: Path) -> str | None:
     if old != new:
         gone = sorted(set(old) - set(new)) or sorted(set(new) - set(old))
         return f"trajectory {gone[0]} is only in {'the bundle' if gone[0] in old else 'the re-run'}"
+    try:
+        redacted = bool((json.loads((bundled / "manifest.json").read_text(encoding="utf-8")).get("circumstances")
+                         or {}).get("redacted"))
+    except (OSError, ValueError, AttributeError):
+        redacted = False
     for name in old:
-        a, b = _comparable_trajectory(bundled / "trajectories" / name), _comparable_trajectory(
-            rerun / "trajectories" / name)
+        stale = _stale_steps(bundled / "trajectories" / name) if redacted else None
+        a, b = _comparable_trajectory(bundled / "trajectories" / name, stale), _comparable_trajectory(
+            rerun / "trajectories" / name, stale)
         if a != b:
             where = _first_difference(json.loads(b), json.loads(a))
             return f"trajectory {name} differs at {where}"
@@ -83,12 +104,15 @@ def _safe_name(name: str) -> str:
 
 def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, agent_config: dict | None = None,
                workers: int = 1, backend: str | None = None, tasks: list | None = None, limit: int | None = None,
-               run_fn=None, echo=None) -> dict:
+               run_names: list | None = None, run_fn=None, echo=None) -> dict:
     """Re-run the bundle's runs into ``out`` (or, with ``agent``, run that agent on its benchmark).
 
     Nothing is written before the bundle passed its checks (structure, every member's digest, the
-    signature with ``key``). ``run_fn(config_kwargs) -> manifest`` runs one run (default: the
-    runner, quietly). Returns {"runs": [{name, dir, identical, difference}], ...}."""
+    signature with ``key``). ``run_names`` selects runs by name (default: all). A run that cannot be
+    re-run here (its plug-in agent is not installed, a setting this webfreeze does not know) does not
+    stop the others: it is reported with ``error`` (one line: why) and ``identical`` None.
+    ``run_fn(config_kwargs) -> manifest`` runs one run (default: the runner, quietly). Returns
+    {"runs": [{name, dir, identical, difference, error}], ...}."""
     from webfreeze.eval.report import write_report
     from webfreeze.runner import RunError
 
@@ -105,6 +129,11 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
             raise BundleError(f"{path}: holds no archive")
         if agent is None:  # long-context runs: their pools and A1 trajectories are the ones they used
             check_context_members(bundle)
+            known = [r.get("name") for r in contents.get("runs") or []]
+            unknown = [n for n in (run_names or []) if n not in known]
+            if unknown:
+                raise BundleError(f"{path}: holds no run {unknown[0]!r} "
+                                  f"(its runs: {', '.join(map(str, known)) or 'none'})")
         out.mkdir(parents=True, exist_ok=True)
         extract(bundle, out, "archive/")
         extract(bundle, out, "suite/")
@@ -127,44 +156,81 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
         return result
     if not runs:
         raise BundleError(f"{path}: holds no runs to re-run (give --agent to run one on its benchmark)")
+    from webfreeze.agents import AgentError
+    from webfreeze.llm.errors import LLMError
+
     for entry in runs:
         name = entry["name"]
-        bundled = out / "bundled" / name
+        if run_names and name not in run_names:
+            continue
         try:
-            manifest = json.loads((bundled / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raise BundleError(f"{path}: run {name} has no readable manifest") from None
-        env = manifest.get("env") or {}
-        selection = manifest.get("selection") or {}
-        cassette = bundled / "llm-cassette.sqlite"
-        run_dir = out / "runs" / name
-        config = dict(suite=str(suite), archive=str(archive), agent=(manifest.get("agent") or {}).get("name"),
-                      out=str(run_dir), workers=workers, backend=env.get("backend", "browser"),
-                      seed=env.get("seed", 0), max_steps=env.get("max_steps", 30),
-                      screenshots=bool(env.get("screenshots")), agent_config=agent_settings(manifest),
-                      site_models=dict(env.get("site_models") or {}), tasks=list(selection.get("tasks") or []),
-                      limit=selection.get("limit"))
-        if cassette.is_file():
-            config.update(cassette=str(cassette), cassette_mode="replay")
-        persona = manifest.get("personas") if isinstance(manifest.get("personas"), dict) else None
-        if persona and entry.get("personas"):
-            from webfreeze.runner import RunConfig
-
-            if "persona" not in RunConfig.__dataclass_fields__:
-                raise RunError(f"run {name} used persona histories, which this webfreeze cannot give an agent")
-            config["persona"] = str(out / entry["personas"])
-            config["history"] = dict(persona.get("retrieval") or {})
-        context = _context_setting(manifest, entry, out)
-        if context:
-            config["context"] = context
-        say(f"re-running {name} ({config['agent']}, {config['backend']} backend"
-            f"{', LLM calls from its cassette' if cassette.is_file() else ''}) -> {run_dir}")
-        run_fn(config)
-        write_report(run_dir)
-        difference = compare_run(bundled, run_dir)
-        result["runs"].append({"name": name, "dir": str(run_dir), "identical": difference is None,
-                               "difference": difference})
+            result["runs"].append(_rerun_one(path, out, entry, suite, archive, workers, run_fn, say))
+        except (BundleError, RunError, AgentError, LLMError) as exc:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            say(f"{name}: cannot be re-run here: {why}")
+            result["runs"].append({"name": name, "dir": None, "identical": None, "difference": None, "error": why})
     return result
+
+
+def _rerun_one(path, out: Path, entry: dict, suite: Path, archive: Path, workers: int, run_fn, say) -> dict:
+    """Re-run one bundled run and compare it; raises (one line) when it cannot be re-run here."""
+    from webfreeze.eval.report import write_report
+    from webfreeze.runner import RunError
+
+    name = entry["name"]
+    bundled = out / "bundled" / name
+    try:
+        manifest = json.loads((bundled / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise BundleError(f"{path}: run {name} has no readable manifest") from None
+    _check_agent_here(manifest, entry)
+    env = manifest.get("env") or {}
+    selection = manifest.get("selection") or {}
+    cassette = bundled / "llm-cassette.sqlite"
+    run_dir = out / "runs" / name
+    config = dict(suite=str(suite), archive=str(archive), agent=(manifest.get("agent") or {}).get("name"),
+                  out=str(run_dir), workers=workers, backend=env.get("backend", "browser"),
+                  seed=env.get("seed", 0), max_steps=env.get("max_steps", 30),
+                  screenshots=bool(env.get("screenshots")), agent_config=agent_settings(manifest),
+                  site_models=dict(env.get("site_models") or {}), tasks=list(selection.get("tasks") or []),
+                  limit=selection.get("limit"))
+    if cassette.is_file():
+        config.update(cassette=str(cassette), cassette_mode="replay")
+    persona = manifest.get("personas") if isinstance(manifest.get("personas"), dict) else None
+    if persona and entry.get("personas"):
+        from webfreeze.runner import RunConfig
+
+        if "persona" not in RunConfig.__dataclass_fields__:
+            raise RunError(f"run {name} used persona histories, which this webfreeze cannot give an agent")
+        config["persona"] = str(out / entry["personas"])
+        config["history"] = dict(persona.get("retrieval") or {})
+    context = _context_setting(manifest, entry, out)
+    if context:
+        config["context"] = context
+    say(f"re-running {name} ({config['agent']}, {config['backend']} backend"
+        f"{', LLM calls from its cassette' if cassette.is_file() else ''}) -> {run_dir}")
+    run_fn(config)
+    write_report(run_dir)
+    difference = compare_run(bundled, run_dir)
+    return {"name": name, "dir": str(run_dir), "identical": difference is None, "difference": difference,
+            "error": None}
+
+
+def _check_agent_here(manifest: dict, entry: dict) -> None:
+    """The run's agent must be importable here: else one line naming it, what code it was (module,
+    distribution and version from the manifest's ``agent_code``) and where its source is bundled."""
+    from webfreeze.agents import AgentError, agent_class
+
+    spec = (manifest.get("agent") or {}).get("name")
+    try:
+        agent_class(spec)
+    except AgentError as exc:
+        code = manifest.get("agent_code") if isinstance(manifest.get("agent_code"), dict) else {}
+        what = ""
+        if code.get("distribution"):
+            what = f" (from {code['distribution']} {code.get('version') or ''}".rstrip() + ")"
+        src = f"; its source is in the bundle at {entry['agent_source']}" if entry.get("agent_source") else ""
+        raise AgentError(f"its agent {spec!r}{what} is not installed here: {str(exc).splitlines()[0]}{src}") from None
 
 
 def _context_setting(manifest: dict, entry: dict, out: Path) -> dict:

@@ -159,9 +159,17 @@ def archive_import(sources, target, creator, description, license_):
 @click.option("--format", "fmt", type=click.Choice(["warc", "wacz"]), required=True, help="Output format.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
-def archive_export(archive_path, fmt, output, force):
-    """Export as WARC 1.1 (gzip per record) or WACZ 1.1.1 (with CDXJ index and pages.jsonl)."""
+@click.option("--allow-secrets", is_flag=True,
+              help="Export even if the archive holds credentials (cookies, Authorization ...); see 'archive redact'.")
+def archive_export(archive_path, fmt, output, force, allow_secrets):
+    """Export as WARC 1.1 (gzip per record) or WACZ 1.1.1 (with CDXJ index and pages.jsonl).
+
+    Refused when the archive holds a credential it can recognise, unless --allow-secrets.
+    """
     from webfreeze.archives.warc_export import export
+
+    if not allow_secrets:
+        _refuse_secrets(archive_path, "the export")
 
     with Archive.open(archive_path) as arc:
         total = arc.counts()["exchanges"]
@@ -394,13 +402,19 @@ def archive_gc(archive_path, dry_run):
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the packed copy here and leave ARCHIVE untouched (default: pack in place).")
 @click.option("--level", type=click.IntRange(1, 22), default=None, help="zstd level (default 19).")
-def archive_pack(archive_path, output, level):
+@click.option("--allow-secrets", is_flag=True,
+              help="With -o: write the copy even if the archive holds credentials; see 'archive redact'.")
+def archive_pack(archive_path, output, level, allow_secrets):
     """Recompress for sharing: every blob at a high zstd level, then compact the file.
 
     Capture and import compress fast; pack trades CPU for bytes once, before you share an archive.
-    Contents and digests do not change.
+    Contents and digests do not change. A copy (-o) is refused when the archive holds a credential
+    it can recognise, unless --allow-secrets.
     """
     from webfreeze.archives.maintenance import pack
+
+    if output and not allow_secrets:
+        _refuse_secrets(archive_path, "the packed copy")
 
     with Archive.open(archive_path) as arc:
         total = arc.counts()["blobs"]
@@ -410,6 +424,56 @@ def archive_pack(archive_path, output, level):
     click.echo(f"packed {output or archive_path}: {stats['blobs_recompressed']} of {stats['blobs']} blobs "
                f"recompressed ({stats['deltas']} as deltas against a similar blob); "
                f"{human_bytes(stats['file_bytes_before'])} -> {human_bytes(stats['file_bytes_after'])}")
+
+
+def _refuse_secrets(archive_path, what: str) -> None:
+    """One line and exit 1 when ``archive_path`` holds a credential (see webfreeze.redaction)."""
+    from webfreeze.redaction import SecretsFound, check_shareable
+
+    if not os.path.isfile(archive_path):
+        return  # (the command's own check names a missing archive)
+    try:
+        check_shareable(archives=[archive_path], what=what)
+    except SecretsFound as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@archive.command("redact")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The redacted archive (new).")
+@click.option("--suite", type=click.Path(file_okay=False),
+              help="A suite on ARCHIVE: its reference trajectories' password values are secrets too.")
+@click.option("--suite-out", type=click.Path(file_okay=False),
+              help="Where the redacted suite goes (naming the redacted archive); with --suite.")
+@click.option("--param", "params", multiple=True, metavar="NAME",
+              help="Also redact query parameters, form fields and JSON keys called NAME; repeatable.")
+@click.option("--header", "headers", multiple=True, metavar="NAME", help="Also redact header NAME; repeatable.")
+@click.option("--cassette", "cassettes", multiple=True, nargs=2, type=click.Path(dir_okay=False),
+              metavar="SRC OUT", help="Redact LLM cassette SRC into OUT with the same placeholders; repeatable.")
+def archive_redact(archive_path, output, suite, suite_out, params, headers, cassettes):
+    """Write a copy of ARCHIVE with its credentials replaced by stable placeholders.
+
+    Cookie and Set-Cookie values, Authorization and other credential headers, secret query
+    parameters / form fields / JSON keys (token, access_token, api_key, password, session, ... and
+    --param), and values typed into password fields in --suite's reference trajectories, wherever
+    they occur. The same secret gets the same placeholder (keyed hash; the key is random and never
+    stored), so the redacted suite's reference trajectories still replay. See docs/bundles.md.
+    """
+    from webfreeze.redaction import redact
+
+    with Archive.open(archive_path) as arc:
+        total = arc.counts()["exchanges"]
+    progress, advance = progress_bar(total, "redacting", unit="exchanges")
+    with progress:
+        s = redact(archive_path, output, suite=suite, suite_out=suite_out, params=params, headers=headers,
+                   cassettes=list(cassettes), progress=advance)
+    kinds = ", ".join(f"{n} {k}" for k, n in s["by_kind"].items()) or "none found"
+    click.echo(f"wrote {output}: {s['exchanges']} exchanges ({s['changed']} changed), {s['secrets']} secrets "
+               f"replaced ({kinds})")
+    if suite_out:
+        click.echo(f"wrote {suite_out}: {s['suite_files']} files (its manifest names {output})")
+    for c in s["cassettes"]:
+        click.echo(f"wrote {c['out']}: {c['calls']} calls ({c['changed']} changed)")
 
 
 @archive.command("meta")
@@ -498,7 +562,9 @@ def record_proxy(archive_path, host, port, resolve):
               help="Check each page by loading it again from the archive alone; fetch what it misses.")
 @click.option("--recheck", is_flag=True,
               help="Visit no page: check every page record of the archive again and fetch live what one misses.")
-def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshots, check, recheck):
+@click.option("--redact", is_flag=True,
+              help="Afterwards, replace the archive's credentials by placeholders (as 'archive redact').")
+def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshots, check, recheck, redact):
     """Crawl URL breadth-first in real Chromium through the recording proxy (1920x1080).
 
     Each page gets a screenshot and a DOM snapshot; every request is recorded. Each page is then
@@ -541,6 +607,11 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
                    f"{result.exchanges_this_run} exchanges recorded this run; {result.pages} pages in total{failed} ({state})")
         for failed_url, why in result.failed:
             click.echo(f"  failed: {failed_url} ({why})")
+    if redact:
+        from webfreeze.redaction import redact_recording
+
+        s = redact_recording(archive_path)
+        click.echo(f"redacted {archive_path}: {s['secrets']} secrets replaced by placeholders")
     for page_url, missing in result.incomplete:
         click.echo(f"  incomplete: {page_url} (missing: {', '.join(missing)})")
     if result.incomplete:
@@ -562,7 +633,10 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
               help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
 @click.option("--instruction", default=None, metavar="TEXT",
               help="The task this session performs, kept in the trajectory (tasks add takes it from there).")
-def record_session(url, archive_path, trajectory, headed, script, resolve, instruction):
+@click.option("--redact", is_flag=True,
+              help="Afterwards, replace the archive's credentials and the trajectory's password values by "
+                   "placeholders (as 'archive redact').")
+def record_session(url, archive_path, trajectory, headed, script, resolve, instruction, redact):
     """Record a browsing session and log every action as a reference trajectory.
 
     Clicks, text entry, selects, form submissions, scrolls and navigations are logged with the
@@ -582,6 +656,11 @@ def record_session(url, archive_path, trajectory, headed, script, resolve, instr
                          resolve=usage_checked(parse_resolve, resolve), instruction=instruction)
     click.echo(f"{len(result['steps'])} steps written to {trajectory}; exchanges recorded into {archive_path} "
                f"(session {result['archive_session']})")
+    if redact:
+        from webfreeze.redaction import redact_recording
+
+        s = redact_recording(archive_path, [trajectory])
+        click.echo(f"redacted {archive_path} and {trajectory}: {s['secrets']} secrets replaced by placeholders")
 
 
 @record.command("ca")

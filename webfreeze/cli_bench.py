@@ -60,14 +60,20 @@ def _known_agent(ctx, param, name: str) -> str:
     return name
 
 
-def llm_settings(llm: str | None, key_env: str | None) -> dict:
+def llm_settings(llm: str | None, key_env: str | None, no_api_key: bool = False) -> dict:
     """Agent settings from ``--llm``: ``local`` (the embedded model) or ``MODEL@BASE_URL`` (any
-    OpenAI-compatible endpoint), and the environment variable holding its key."""
+    OpenAI-compatible endpoint), and the environment variable holding its key (none at all with
+    ``no_api_key``: a server on this machine or a lab's endpoint without auth)."""
+    if no_api_key and key_env:
+        raise click.BadParameter("--no-api-key and --llm-key-env contradict each other", param_hint="--no-api-key")
     if llm is None:
-        if key_env:
-            raise click.BadParameter("--llm-key-env needs --llm MODEL@BASE_URL", param_hint="--llm-key-env")
+        if key_env or no_api_key:
+            flag = "--llm-key-env" if key_env else "--no-api-key"
+            raise click.BadParameter(f"{flag} needs --llm MODEL@BASE_URL", param_hint=flag)
         return {}
     if llm == "local":
+        if no_api_key:
+            return {"model": "local"}  # (the local model needs none anyway)
         if key_env:
             raise click.BadParameter("the local model needs no key: --llm-key-env goes with --llm MODEL@BASE_URL",
                                      param_hint="--llm-key-env")
@@ -76,6 +82,8 @@ def llm_settings(llm: str | None, key_env: str | None) -> dict:
     if not sep or not model or not base_url.startswith(("http://", "https://")):
         raise click.BadParameter(f"{llm!r}: expected 'local' or MODEL@BASE_URL "
                                  "(e.g. gpt-4o-mini@https://api.openai.com/v1)", param_hint="--llm")
+    if no_api_key:
+        return {"model": model, "base_url": base_url, "api_key_env": None}
     return {"model": model, "base_url": base_url, "api_key_env": key_env or "OPENAI_API_KEY"}
 
 
@@ -224,6 +232,8 @@ def bench_group() -> None:
                    "or any OpenAI-compatible endpoint, e.g. gpt-4o-mini@https://api.openai.com/v1.")
 @click.option("--llm-key-env", metavar="NAME", help="Environment variable holding the endpoint's API key "
                                                      "(default OPENAI_API_KEY for a MODEL@BASE_URL).")
+@click.option("--no-api-key", is_flag=True, help="The MODEL@BASE_URL endpoint needs no API key (e.g. a server on "
+                                                 "this machine): none is read or sent.")
 @click.option("--cassette", type=click.Path(dir_okay=False),
               help="LLM cassette file (default: RUN_DIR/llm-cassette.sqlite).")
 @click.option("--cassette-mode", type=click.Choice(["record", "replay", "auto"]), default="record", show_default=True,
@@ -248,8 +258,8 @@ def bench_group() -> None:
 @click.option("--no-report", is_flag=True, help="Do not score the run at the end.")
 @_one_line_errors
 def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, screenshots, agent_config, site_models,
-              task_globs, limit, llm, llm_key_env, cassette, cassette_mode, llm_concurrency, persona, history_k,
-              history_threshold, history_model, key_fields, executor, ray_address, episode_timeout, retries,
+              task_globs, limit, llm, llm_key_env, no_api_key, cassette, cassette_mode, llm_concurrency, persona,
+              history_k, history_threshold, history_model, key_fields, executor, ray_address, episode_timeout, retries,
               context, context_pool, context_tokenizer, context_a1_run, context_seed, no_report):
     """Run AGENT on every task of SUITE against the replayed archive; write RUN_DIR.
 
@@ -266,7 +276,7 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--site-model") from None
     settings = _pairs(agent_config, "--agent-config")
-    settings.update(llm_settings(llm, llm_key_env))
+    settings.update(llm_settings(llm, llm_key_env, no_api_key))
     try:
         check_agent(agent, settings)
     except AgentError as exc:

@@ -40,13 +40,23 @@ def bundle_group() -> None:
 @click.argument("sources", metavar="RUN_DIR... | SUITE_DIR", nargs=-1, required=True, type=click.Path())
 @click.option("--archive", type=click.Path(dir_okay=False),
               help="The archive (default: the one the runs used, or the suite's manifest names).")
+@click.option("--suite", type=click.Path(file_okay=False),
+              help="The suite the runs ran (default: the one their manifest names); its digest must match.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Bundle file to write (NAME.wfb).")
 @click.option("--key", type=click.Path(dir_okay=False, exists=True),
               help="Sign with this Ed25519 private key (PEM; e.g. made with 'openssl genpkey -algorithm ed25519').")
 @click.option("--title", help="A title for the bundle (default: the file name).")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+@click.option("--with-agent-source", is_flag=True,
+              help="Include each plug-in agent's source file (checked against the SHA-256 its run recorded).")
+@click.option("--redact", is_flag=True,
+              help="Redact the archive, suite, runs and cassettes (one mapping) before packing; see 'archive redact'.")
+@click.option("--param", "params", multiple=True, metavar="NAME", help="--redact: also this secret parameter name.")
+@click.option("--header", "headers", multiple=True, metavar="NAME", help="--redact: also this credential header.")
+@click.option("--allow-secrets", is_flag=True, help="Pack even if credentials are recognised in what is packed.")
 @_one_line
-def bundle_pack(sources, archive, output, key, title, force):
+def bundle_pack(sources, archive, suite, output, key, title, force, with_agent_source, redact, params, headers,
+                allow_secrets):
     """Pack run folders (of one suite, on one archive) or a suite folder into one bundle file.
 
     The bundle holds the archive, the suite with its references and ground truth, and for each run
@@ -60,7 +70,14 @@ def bundle_pack(sources, archive, output, key, title, force):
 
     if Path(output).exists() and not force:
         raise BundleError(f"{output}: already exists (use --force to replace it)")
-    manifest = pack(list(sources), output, archive=archive, key=key, title=title)
+    if (params or headers) and not redact:
+        raise click.BadParameter("--param and --header go with --redact", param_hint="--redact")
+    manifest = pack(list(sources), output, archive=archive, key=key, title=title, suite=suite,
+                    with_agent_source=with_agent_source, redact=redact, allow_secrets=allow_secrets,
+                    params=params, headers=headers)
+    if redact:
+        click.echo("redacted: the bundle's archive, suite, runs and cassettes hold placeholders for the secrets found",
+                   err=True)
     runs = manifest["contents"].get("runs") or []
     total = sum(r["bytes"] for r in manifest["resources"])
     click.echo(f"wrote {output}: {len(manifest['resources'])} members, {len(runs)} run(s), "
@@ -160,13 +177,16 @@ def bundle_export_wacz(bundle, output, force):
               help="Setting of --agent (JSON value or text); repeatable.")
 @click.option("--llm", "llm", metavar="local|MODEL@BASE_URL", help="The --agent's model (see 'bench run --help').")
 @click.option("--llm-key-env", metavar="NAME", help="Environment variable holding that endpoint's API key.")
+@click.option("--no-api-key", is_flag=True, help="That endpoint needs no API key.")
 @click.option("--backend", type=click.Choice(BACKENDS), default=None,
               help="--agent's backend (default browser; re-runs use the bundled runs' own).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
 @click.option("--tasks", "task_globs", multiple=True, metavar="GLOB", help="--agent: only tasks whose id matches GLOB.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="--agent: only the first N (selected) tasks.")
+@click.option("--run", "run_names", multiple=True, metavar="NAME", help="Re-run only this bundled run; repeatable.")
 @_one_line
-def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, backend, workers, task_globs, limit):
+def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, no_api_key, backend, workers, task_globs, limit,
+               run_names):
     """Re-run the bundled runs offline (LLM calls from their cassettes in strict replay; no network,
     no API key) and check their trajectories and reports equal the bundled ones byte for byte,
     timings aside. Exit 1 naming the first difference.
@@ -182,9 +202,11 @@ def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, backend,
     if agent:
         _known_agent(click.get_current_context(), None, agent)
         settings = _pairs(agent_config, "--agent-config")
-        settings.update(llm_settings(llm, llm_key_env))
-    elif agent_config or llm or llm_key_env or task_globs or limit:
+        settings.update(llm_settings(llm, llm_key_env, no_api_key))
+    elif agent_config or llm or llm_key_env or no_api_key or task_globs or limit:
         raise click.BadParameter("--agent-config, --llm, --tasks and --limit go with --agent", param_hint="--agent")
+    if agent and run_names:
+        raise click.BadParameter("--run selects bundled runs to re-run; --agent runs a new one", param_hint="--run")
 
     def run_one(cfg: dict) -> dict:
         import inspect
@@ -197,7 +219,8 @@ def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, backend,
         return run_suite(cfg.pop("suite"), cfg.pop("archive"), cfg.pop("agent"), cfg.pop("out"), quiet=True, **cfg)
 
     result = run_bundle(bundle, out, key=key, agent=agent, agent_config=settings, workers=workers, backend=backend,
-                        tasks=list(task_globs), limit=limit, run_fn=run_one, echo=lambda m: click.echo(m, err=True))
+                        tasks=list(task_globs), limit=limit, run_names=list(run_names), run_fn=run_one,
+                        echo=lambda m: click.echo(m, err=True))
     if result["signature"]:
         click.echo(result["signature"], err=True)
     if agent:
@@ -205,7 +228,9 @@ def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, backend,
         return
     bad = [r for r in result["runs"] if not r["identical"]]
     for r in result["runs"]:
-        if r["identical"]:
+        if r.get("error"):
+            click.echo(f"{r['name']}: could not be re-run: {r['error']}")
+        elif r["identical"]:
             click.echo(f"{r['name']}: identical to the bundled run (trajectories and report.json, timings aside)")
         else:
             click.echo(f"{r['name']}: DIFFERS from the bundled run: {r['difference']}")

@@ -101,6 +101,29 @@ def cassette_merge(out, sources, force):
                    "the first source's answer was kept", err=True)
 
 
+@cassette_group.command("redact")
+@click.argument("file", metavar="CASSETTE", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The redacted cassette (new).")
+@click.option("--archive", required=True, type=click.Path(dir_okay=False),
+              help="The (unredacted) archive the run used: its credentials are the secrets to replace.")
+@click.option("--suite", type=click.Path(file_okay=False), help="The suite: its password values are secrets too.")
+@click.option("--param", "params", multiple=True, metavar="NAME", help="Also a secret parameter name; repeatable.")
+@click.option("--header", "headers", multiple=True, metavar="NAME", help="Also a credential header; repeatable.")
+@_one_line_errors
+def cassette_redact(file, output, archive, suite, params, headers):
+    """Write a copy of CASSETTE with the secrets of ARCHIVE (and --suite) replaced by placeholders,
+    each call's key recomputed from its redacted request.
+
+    The key of the placeholders is random and never stored: to match the placeholders of a
+    redacted archive, redact both in one command ('archive redact --cassette SRC OUT', or
+    'bundle pack --redact').
+    """
+    from webfreeze.redaction import redact_cassette
+
+    s = redact_cassette(file, output, archive=archive, suite=suite, params=params, headers=headers)
+    click.echo(f"wrote {output}: {s['calls']} calls ({s['changed']} changed), {s['secrets']} secrets looked for")
+
+
 def register(cli: click.Group) -> None:
     """Add the ``cassette`` group to the main CLI."""
     cli.add_command(cassette_group)

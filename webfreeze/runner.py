@@ -173,6 +173,7 @@ def prepare(config: RunConfig) -> Prepared:
     if config.cassette_mode not in CASSETTE_MODES:
         raise RunError(f"unknown cassette mode {config.cassette_mode!r} ({', '.join(CASSETTE_MODES)})")
     _check_cassette(config)
+    _check_api_key(agent_config, config)
     try:
         suite = load_suite(config.suite)
     except TaskError as exc:
@@ -221,6 +222,9 @@ def prepare(config: RunConfig) -> Prepared:
         manifest["personas"] = personas
     if context is not None:
         manifest["context"] = context
+    code = agent_code(config.agent)
+    if code is not None:  # (outside the run's identity: a fixed plug-in resumes its run)
+        manifest["agent_code"] = code
     if config.backend == "browser":
         from webfreeze.simulator.browser import browser_build
 
@@ -394,6 +398,77 @@ def _check_run_context(config: RunConfig, tasks: list) -> dict | None:
     return {"tokens": ctx["tokens"], "tokenizer": ctx["tokenizer"], "seed": ctx["seed"],
             "pool": pool.identity() if pool is not None else None, "a1_run": a1_from,
             "dependent_tasks": len(dependents)}
+
+
+def agent_code(spec: str) -> dict | None:
+    """Which code a plug-in agent (``package.module:Class`` or an entry point) is: its module, the
+    distribution that installs it and that distribution's version (None for a module on the path),
+    and the SHA-256 of its source file, so a bundle says what ran and a re-run can tell the same
+    code from another. None for the built-in agents (the webfreeze version says which they were)."""
+    import inspect
+    from importlib.metadata import packages_distributions
+
+    from webfreeze.agents import AGENTS, AgentError, agent_class
+
+    if spec in AGENTS:
+        return None
+    try:
+        cls = agent_class(spec)
+    except AgentError:
+        return None
+    module = getattr(cls, "__module__", "") or ""
+    if module == "webfreeze" or module.startswith("webfreeze."):
+        return None
+    out = {"module": module, "class": getattr(cls, "__qualname__", None), "distribution": None, "version": None,
+           "source_file": None, "source_sha256": None}
+    dists = packages_distributions().get(module.split(".")[0]) or []
+    if dists:
+        out["distribution"] = sorted(dists)[0]
+        try:
+            out["version"] = version(out["distribution"])
+        except PackageNotFoundError:
+            pass
+    try:
+        source = inspect.getsourcefile(cls)
+    except (TypeError, OSError):
+        source = None
+    if source and Path(source).is_file():
+        out["source_file"] = Path(source).name
+        out["source_sha256"] = "sha256:" + hashlib.sha256(Path(source).read_bytes()).hexdigest()
+    return out
+
+
+def agent_source_path(spec: str) -> Path | None:
+    """The source file of plug-in agent ``spec`` (what :func:`agent_code` hashed), or None."""
+    import inspect
+
+    from webfreeze.agents import AgentError, agent_class
+
+    try:
+        source = inspect.getsourcefile(agent_class(spec))
+    except (AgentError, TypeError, OSError):
+        return None
+    return Path(source) if source and Path(source).is_file() else None
+
+
+def _check_api_key(agent_config: dict, config: RunConfig) -> None:
+    """An agent that will call its endpoint with a key read from ``api_key_env`` needs that variable
+    set: refused here, before the run folder exists, not at the first call. A strict replay calls
+    nothing; neither does ``auto`` from an existing cassette that may hold every call (a miss then
+    fails at that call, naming the variable)."""
+    import os
+
+    name = agent_config.get("api_key_env") if isinstance(agent_config, dict) else None
+    if not name or not isinstance(name, str) or agent_config.get("model") == "local":
+        return
+    if config.cassette_mode == "replay":
+        return
+    cassette = Path(config.cassette) if config.cassette else Path(config.out) / CASSETTE_NAME
+    if config.cassette_mode == "auto" and cassette.is_file():
+        return
+    if not os.environ.get(name):
+        raise RunError(f"the API key variable {name} is not set (export it, or give --no-api-key for an endpoint "
+                       f"that needs no key)")
 
 
 def _check_cassette(config: RunConfig) -> None:
@@ -641,6 +716,20 @@ def execute(prep: Prepared, *, progress=None) -> dict:
 
     config, out = prep.config, Path(prep.config.out)
     executor = make_executor(config)
+    fresh = not out.exists()
+    try:
+        return _execute(prep, executor, progress)
+    except BaseException:
+        # A run that failed before its first episode was kept (the local model server would not
+        # start, a worker could not build its agent) leaves no folder behind that a corrected
+        # command would then refuse as "a different run".
+        if fresh and out.is_dir() and not any((out / "trajectories").glob("*.json")):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _execute(prep: Prepared, executor, progress) -> dict:
+    config, out = prep.config, Path(prep.config.out)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     (out / "tasks.jsonl").write_text(_tasks_lines(prep.suite), encoding="utf-8")
     _copy_references(prep.suite, out)
@@ -648,7 +737,8 @@ def execute(prep: Prepared, *, progress=None) -> dict:
     # comparable part of the report)
     manifest = dict(prep.manifest, started_at=_now(), complete=False, tasks_done=len(prep.done),
                     circumstances={"workers": config.workers, "executor": executor.name,
-                                   "suite_path": str(Path(prep.suite.root)), "archive_path": str(prep.archive)})
+                                   "suite_path": _run_relative(prep.suite.root, out),
+                                   "archive_path": _run_relative(prep.archive, out)})
     if config.persona is not None and "personas" in prep.manifest:
         manifest["circumstances"]["persona_dir"] = str(Path(config.persona).resolve())
     if config.context:
@@ -782,6 +872,35 @@ def _local_model_identity() -> dict:
         "llama_cpp_python")}
 
 
+def _run_relative(path, out) -> str:
+    """Where ``path`` lies, as a manifest keeps it: relative to the run folder ``out`` when it lies
+    inside it, else absolute. Never relative to the current directory, which another command (a
+    ``bundle pack`` from elsewhere) does not share."""
+    target, root = Path(path).resolve(), Path(out).resolve()
+    try:
+        return target.relative_to(root).as_posix()
+    except ValueError:
+        return str(target)
+
+
+def manifest_path(run_dir, where: str | None) -> Path | None:
+    """The file or folder a run's manifest names (a circumstance such as ``suite_path``), found
+    from any current directory: absolute as written, else relative to the run folder. Manifests
+    written before paths were kept that way held them relative to the directory the run started
+    from, unknown now: the run folder's ancestors are tried in turn (a project's runs usually lie
+    below the folder the command ran in). None when ``where`` is empty or names nothing there."""
+    if not where:
+        return None
+    p = Path(where)
+    if p.is_absolute():
+        return p if p.exists() else None
+    run = Path(run_dir).resolve()
+    for base in (run, *run.parents, Path.cwd()):
+        if (base / p).exists():
+            return base / p
+    return None
+
+
 def _cassette_entry(cassette: Path, mode: str, out: Path, used: list) -> tuple[dict, dict]:
     """The manifest's account of the run's LLM calls: the digest of the cassette entries the run
     used (keys, requests and responses, no latencies; see :meth:`Cassette.entries_digest`) and how
@@ -797,10 +916,7 @@ def _cassette_entry(cassette: Path, mode: str, out: Path, used: list) -> tuple[d
         close = getattr(c, "close", None)
         if close:
             close()
-    try:
-        where = str(cassette.relative_to(out))
-    except ValueError:
-        where = str(cassette)
+    where = _run_relative(cassette, out)
     # What the calls were goes with the run; how this run got them (recorded now, or replayed from
     # which file) is a circumstance, kept out of the comparable part of the report.
     return ({"entries_digest": digest, "calls": calls},

@@ -774,6 +774,19 @@ class StudyProgress:
     def cell_finished(self, cell: Cell, manifest: dict) -> None: ...
 
 
+def _check_api_keys(plan: Plan, opts: "RunOptions") -> None:
+    """A cell that will call its endpoint with a key from ``api_key_env`` needs that variable set:
+    refused before the study folder is written, not when the cell starts (``api_key_env = ""``
+    names an endpoint that needs no key)."""
+    if opts.cassette_mode == "replay" or opts.cassettes is not None:
+        return
+    for cell in plan.cells:
+        name = cell.settings.get("api_key_env") if isinstance(cell.settings, dict) else None
+        if name and isinstance(name, str) and cell.settings.get("model") != "local" and not os.environ.get(name):
+            raise StudyError(f"cell {cell.id}: the API key variable {name} is not set (export it, or set "
+                             f'api_key_env = "" for an endpoint that needs no key)')
+
+
 def run_study(plan: Plan, opts: RunOptions | None = None, progress: StudyProgress | None = None) -> dict:
     """Run every cell of ``plan`` that is not complete; returns the study manifest (``study.json``).
 
@@ -785,6 +798,7 @@ def run_study(plan: Plan, opts: RunOptions | None = None, progress: StudyProgres
 
     opts = opts or RunOptions()
     progress = progress or StudyProgress()
+    _check_api_keys(plan, opts)
     if plan.generate:
         _generate_personas(plan)
     out = plan.out

@@ -1,0 +1,591 @@
+"""Redaction: a copy of an archive (and of its suite's tasks and reference trajectories) with the
+credentials it holds replaced by stable placeholders, for sharing (docs/bundles.md, "Sharing
+without secrets").
+
+What counts as a secret:
+
+- the values of credential headers (:data:`CREDENTIAL_HEADERS`, plus any the user names): each
+  cookie's value in ``Cookie`` and ``Set-Cookie`` (names and attributes are kept), the credential
+  of ``Authorization`` / ``Proxy-Authorization`` (the scheme is kept), the whole value otherwise;
+- query parameters, form fields and JSON keys whose name is secret (:func:`is_secret_name`, plus
+  any the user names);
+- values typed into password fields in the reference trajectories (given by the caller: see
+  :meth:`Redactor.collect_trajectory`).
+
+Each secret becomes ``wfredacted-<16 hex>``, an HMAC-SHA-256 of the secret under a key drawn at
+random for this redaction and never stored: the same secret gets the same placeholder everywhere in
+one redaction (so a replayed login types the placeholder and the redacted POST body holds it), and
+nothing in the output lets anyone recover the secret or link two redactions. A secret of at least
+:data:`MIN_LITERAL` characters (a typed password; or any secret that looks generated: see
+:func:`_literal`) is also replaced wherever else it occurs (in raw, URL-encoded,
+JSON-escaped and HTML-escaped form): URLs, headers, request bodies, response bodies (their content
+coding undone and redone), DOM snapshots, documents. Shorter ones are replaced only where they were
+found, since a two-letter string occurs everywhere by chance.
+
+Screenshots are images and are copied as they are. The archive's metadata gains ``redaction``: the
+rules applied and how many secrets of each kind were replaced, never the secrets.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import hmac
+import html
+import json
+import os
+import re
+import zlib
+from pathlib import Path
+from urllib.parse import quote, quote_plus, unquote_plus, urlsplit, urlunsplit
+
+from .content import DecodeError, content_encoding, decode_content
+from .errors import ArchiveError
+from .publish import new_archive_atomically
+from .records import ExchangeRecord
+from .store import Archive, now
+
+# Headers whose value is a credential (lower case). Cookie values are session identifiers: they are.
+CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key",
+                      "x-auth-token", "x-access-token", "x-amz-security-token", "x-goog-api-key", "x-csrf-token",
+                      "x-xsrf-token", "private-token")
+# Parameter / field / key names that are secret when equal to one of these (lower case) ...
+SECRET_NAMES = ("token", "access_token", "refresh_token", "id_token", "auth_token", "api_key", "apikey", "key_secret",
+                "password", "passwd", "pwd", "pw", "pass", "secret", "client_secret", "session", "sessionid",
+                "session_id", "sid", "auth", "authorization", "signature", "sig")
+# ... or when they contain one of these
+SECRET_PARTS = ("password", "passwd", "secret", "api_key", "apikey", "access_token", "auth_token")
+PLACEHOLDER_PREFIX = "wfredacted-"
+MIN_LITERAL = 6
+_PASSWORD_TARGET = re.compile(r"pass(word|wd|phrase)?|pwd|\bpin\b|secret", re.I)
+
+
+def _literal(secret: str, kind: str) -> bool:
+    """Whether ``secret`` is also replaced wherever else it occurs: a typed password of at least
+    :data:`MIN_LITERAL` characters; any other secret of that length only when it looks generated
+    (16 characters or more, or letters mixed with digits or symbols), since a cookie value such as
+    ``accepted`` is also an ordinary word in the pages."""
+    if len(secret) < MIN_LITERAL:
+        return False
+    if kind == "password" or len(secret) >= 16:
+        return True
+    classes = sum(bool(re.search(p, secret)) for p in (r"[a-z]", r"[A-Z]", r"[0-9]", r"[^A-Za-z0-9]"))
+    return classes >= 2 and not secret.isalpha()
+
+
+def _typed_value(step) -> str | None:
+    """The text a step typed: a reference trajectory's ``type`` step (its ``value``), or a run
+    trajectory's fill/type action (its ``typed`` text); None for any other step."""
+    if not isinstance(step, dict):
+        return None
+    if step.get("action") in ("type", "fill"):
+        value = step.get("value")
+        return value.get("value") if isinstance(value, dict) else value
+    parsed = step.get("parsed") if isinstance(step.get("parsed"), dict) else {}
+    if parsed.get("kind") in ("fill", "type"):
+        return step.get("typed") if step.get("typed") is not None else parsed.get("text")
+    return None
+
+
+def is_secret_name(name: str, extra: set[str] | frozenset = frozenset()) -> bool:
+    """Whether a query parameter, form field or JSON key called ``name`` holds a secret: one of
+    :data:`SECRET_NAMES`, a name containing one of :data:`SECRET_PARTS`, or one the user named.
+    CSRF tokens (``csrfmiddlewaretoken``, ``csrf_token``) are not, by default: they are bound to the
+    session cookie (which is redacted) and a form field's token changes nothing a replay can use;
+    name them with ``--param`` to redact them too."""
+    n = name.strip().lower()
+    return n in extra or n in SECRET_NAMES or any(p in n for p in SECRET_PARTS)
+
+
+class Redactor:
+    """The secrets of one redaction and their placeholders. Collect first (``collect_*``), then
+    rewrite (``text``, ``data``, ``headers``, ``url``, ``body``, ``json_value``)."""
+
+    def __init__(self, *, params=(), headers=(), key: bytes | None = None):
+        self._key = key or os.urandom(32)  # never stored: the placeholders cannot be reversed
+        self.params = frozenset(p.strip().lower() for p in params)
+        self.header_names = frozenset(CREDENTIAL_HEADERS) | frozenset(h.strip().lower() for h in headers)
+        self._secrets: dict[str, str] = {}  # secret -> placeholder
+        self._kind: dict[str, str] = {}     # secret -> the kind it was found as
+        self.kinds: dict[str, int] = {}     # kind of secret -> how many distinct
+        self._text_re = None
+        self._bytes_re = None
+
+    # ------------------------------------------------------------------------------ mapping
+    def placeholder(self, secret: str) -> str:
+        """The stable placeholder of ``secret`` (the same within this redaction)."""
+        mac = hmac.new(self._key, secret.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
+        return PLACEHOLDER_PREFIX + mac
+
+    def add(self, secret, kind: str) -> None:
+        """Register a secret value (empty values and placeholders are not secrets)."""
+        if secret is None or isinstance(secret, bool):
+            return
+        secret = str(secret)
+        if not secret or secret.startswith(PLACEHOLDER_PREFIX) or secret in self._secrets:
+            return
+        self._secrets[secret] = self.placeholder(secret)
+        self._kind[secret] = kind
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        self._text_re = self._bytes_re = None
+
+    @property
+    def count(self) -> int:
+        return len(self._secrets)
+
+    def secrets(self) -> list[str]:
+        """The secrets found (for checks in this process; never written anywhere)."""
+        return list(self._secrets)
+
+    def _sub(self, secret: str) -> str:
+        return self._secrets.get(secret) or self.placeholder(secret)
+
+    def _variants(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for secret, ph in self._secrets.items():
+            if not _literal(secret, self._kind.get(secret, "")):
+                continue
+            for v in (secret, quote_plus(secret), quote(secret, safe=""), quote(secret, safe="/:@"),
+                      json.dumps(secret)[1:-1], html.escape(secret, quote=True), html.escape(secret, quote=False)):
+                out.setdefault(v, ph)
+        return out
+
+    def _compile(self) -> None:
+        variants = self._variants()
+        self._map = variants
+        self._bmap = {k.encode("utf-8"): v.encode("ascii") for k, v in variants.items()}
+        if not variants:
+            self._text_re = self._bytes_re = False
+            return
+        alts = sorted(variants, key=len, reverse=True)  # the longest first: no half-replaced secret
+        self._text_re = re.compile("|".join(re.escape(a) for a in alts))
+        self._bytes_re = re.compile(b"|".join(re.escape(a.encode("utf-8")) for a in alts))
+
+    # ------------------------------------------------------------------------------ collecting
+    def collect_headers(self, headers) -> None:
+        """Credential header values of a request or response."""
+        for name, value in headers or []:
+            n = name.lower()
+            if n not in self.header_names or not value:
+                continue
+            if n == "cookie":
+                for part in value.split(";"):
+                    _, sep, v = part.strip().partition("=")
+                    if sep:
+                        self.add(v.strip(), "cookie")
+            elif n == "set-cookie":
+                _, sep, v = value.split(";", 1)[0].partition("=")
+                if sep:
+                    self.add(v.strip(), "cookie")
+            elif n in ("authorization", "proxy-authorization"):
+                scheme, sep, cred = value.strip().partition(" ")
+                self.add(cred.strip() if sep else scheme, "authorization")
+            else:
+                self.add(value.strip(), "header")
+
+    def _pairs(self, query: str):
+        for piece in query.split("&"):
+            name, sep, value = piece.partition("=")
+            if sep:
+                yield unquote_plus(name), unquote_plus(value)
+
+    def collect_url(self, url: str) -> None:
+        """Secret query parameters of ``url``."""
+        for name, value in self._pairs(urlsplit(url).query):
+            if is_secret_name(name, self.params):
+                self.add(value, "param")
+
+    def collect_body(self, content_type: str, body: bytes) -> None:
+        """Secret form fields and JSON keys of a request body."""
+        if not body:
+            return
+        ct = (content_type or "").lower()
+        text = body.decode("utf-8", "replace")
+        if "json" in ct or text.lstrip().startswith(("{", "[")):
+            try:
+                self._collect_json(json.loads(text))
+                return
+            except ValueError:
+                pass
+        if "x-www-form-urlencoded" in ct or ("=" in text and "\n" not in text.strip()):
+            for name, value in self._pairs(text.strip()):
+                if is_secret_name(name, self.params):
+                    self.add(value, "param")
+        elif "multipart/form-data" in ct:
+            for m in re.finditer(r'name="([^"]+)"[^\r\n]*\r?\n(?:[^\r\n]+\r?\n)*\r?\n(.*?)\r?\n--', text, re.S):
+                if is_secret_name(m.group(1), self.params):
+                    self.add(m.group(2), "param")
+
+    def _collect_json(self, value) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if is_secret_name(str(k), self.params) and isinstance(v, (str, int, float)) and not isinstance(v, bool):
+                    self.add(v, "param")
+                else:
+                    self._collect_json(v)
+        elif isinstance(value, list):
+            for v in value:
+                self._collect_json(v)
+
+    def collect_trajectory(self, trajectory: dict) -> None:
+        """Values typed into password fields in a reference trajectory: a ``type`` step whose target
+        is an ``input type=password`` (when the recorder notes the type) or whose name or CSS path
+        says password / passwd / pwd / PIN / secret."""
+        for step in (trajectory or {}).get("steps") or []:
+            value = _typed_value(step)
+            if value is None:
+                continue
+            target = step.get("target") if isinstance(step.get("target"), dict) else {}
+            typed = str(target.get("type") or target.get("input_type") or "").lower()
+            said = " ".join(str(target.get(k) or "") for k in ("name", "css", "id"))
+            if typed == "password" or _PASSWORD_TARGET.search(said):
+                self.add(value, "password")
+
+    # ------------------------------------------------------------------------------ rewriting
+    def text(self, s: str) -> str:
+        """``s`` with every (long enough) secret replaced, in its raw and encoded forms."""
+        if self._text_re is None:
+            self._compile()
+        if not s or not self._text_re:
+            return s
+        return self._text_re.sub(lambda m: self._map[m.group(0)], s)
+
+    def data(self, b: bytes) -> bytes:
+        """``text`` for bytes."""
+        if self._bytes_re is None:
+            self._compile()
+        if not b or not self._bytes_re:
+            return b
+        return self._bytes_re.sub(lambda m: self._bmap[m.group(0)], b)
+
+    def _query(self, query: str) -> str:
+        out = []
+        for piece in query.split("&"):
+            name, sep, value = piece.partition("=")
+            if sep and value and is_secret_name(unquote_plus(name), self.params):
+                piece = f"{name}={self._sub(unquote_plus(value))}"
+            out.append(piece)
+        return "&".join(out)
+
+    def url(self, url: str) -> str:
+        """A URL with secret parameters and any secret in it replaced."""
+        parts = urlsplit(url)
+        if parts.query:
+            url = urlunsplit(parts._replace(query=self._query(parts.query)))
+        return self.text(url)
+
+    def headers(self, headers):
+        """A header list with credential values replaced (cookie names and attributes, and an
+        Authorization scheme, kept), then any secret elsewhere in a value."""
+        if headers is None:
+            return None
+        out = []
+        for name, value in headers:
+            n = name.lower()
+            if n in self.header_names and value:
+                if n == "cookie":
+                    parts = []
+                    for part in value.split(";"):
+                        k, sep, v = part.strip().partition("=")
+                        parts.append(f"{k}={self._sub(v.strip())}" if sep and v.strip() else part.strip())
+                    value = "; ".join(parts)
+                elif n == "set-cookie":
+                    first, semi, rest = value.partition(";")
+                    k, sep, v = first.partition("=")
+                    if sep and v.strip():
+                        value = f"{k}={self._sub(v.strip())}{semi}{rest}"
+                elif n in ("authorization", "proxy-authorization"):
+                    scheme, sep, cred = value.strip().partition(" ")
+                    value = f"{scheme} {self._sub(cred.strip())}" if sep else self._sub(scheme)
+                else:
+                    value = self._sub(value.strip())
+            out.append((name, self.text(value)))
+        return out
+
+    def body(self, content_type: str, body: bytes | None) -> bytes | None:
+        """A request body with secret form fields and any secret in it replaced."""
+        if not body:
+            return body
+        ct = (content_type or "").lower()
+        if "x-www-form-urlencoded" in ct:
+            try:
+                body = self._query(body.decode("utf-8")).encode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        elif "json" in ct:
+            try:
+                value = json.loads(body)
+            except ValueError:
+                value = None
+            if value is not None:
+                fixed = self._json_fields(value)
+                if fixed != value:  # (re-written compactly only then: the body key compares values)
+                    body = json.dumps(fixed, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return self.data(body)
+
+    def _json_fields(self, value):
+        """A JSON value with the values of secret keys replaced by their placeholders."""
+        if isinstance(value, dict):
+            return {k: (self._sub(str(v)) if is_secret_name(str(k), self.params) and str(v) in self._secrets
+                        and isinstance(v, (str, int, float)) and not isinstance(v, bool) else self._json_fields(v))
+                    for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._json_fields(v) for v in value]
+        return value
+
+    def json_value(self, value):
+        """A JSON value with every string (and key) passed through :meth:`text`."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.json_value(v) for v in value]
+        if isinstance(value, dict):
+            return {self.text(k): self.json_value(v) for k, v in value.items()}
+        return value
+
+    def rules(self) -> dict:
+        """What this redaction looked for (for the archive's metadata): never the secrets."""
+        return {"credential_headers": sorted(self.header_names), "secret_names": sorted(SECRET_NAMES),
+                "secret_name_parts": sorted(SECRET_PARTS), "user_params": sorted(self.params),
+                "password_fields": True, "min_literal": MIN_LITERAL,
+                "placeholder": f"{PLACEHOLDER_PREFIX}<hmac-sha256 under a random key, not stored>"}
+
+
+# ==================================================================================== payloads
+def _encode(data: bytes, enc: str) -> bytes:
+    if enc in ("gzip", "x-gzip"):
+        return gzip.compress(data, mtime=0)
+    if enc == "deflate":
+        return zlib.compress(data)
+    if enc == "br":
+        import brotli
+
+        return brotli.compress(data)
+    if enc == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor().compress(data)
+    return data
+
+
+def _payload(r: Redactor, payload: bytes, headers) -> bytes:
+    """A response payload with secrets replaced, its content coding undone and redone (kept as it
+    was when nothing changed, or when it cannot be decoded)."""
+    if not payload:
+        return payload
+    enc = content_encoding(headers)
+    if enc in ("", "identity"):
+        return r.data(payload)
+    try:
+        plain = decode_content(payload, enc)
+    except DecodeError:
+        return r.data(payload)
+    redacted = r.data(plain)
+    return payload if redacted == plain else _encode(redacted, enc)
+
+
+def _with_length(headers, old: bytes | None, new: bytes | None):
+    if headers is None or old == new:
+        return headers
+    return [(k, str(len(new or b"")) if k.lower() == "content-length" else v) for k, v in headers]
+
+
+def _header(headers, name: str) -> str:
+    for k, v in headers or []:
+        if k.lower() == name:
+            return v
+    return ""
+
+
+# ==================================================================================== archives
+def collect_archive(arc: Archive, r: Redactor) -> None:
+    """Every secret the archive's exchanges show (credential headers, secret parameters and fields)."""
+    for row in arc._exchange_rows():
+        ex = ExchangeRecord(arc, row)
+        r.collect_url(ex.url)
+        req = ex.request
+        if req.captured:
+            r.collect_headers(req.headers)
+        r.collect_headers(ex.headers)
+        if req.body_digest:
+            r.collect_body(req.header("content-type") or "", req.body())
+
+
+def redact_archive(src, out, r: Redactor, *, progress=None) -> dict:
+    """Write ``out``, a redacted copy of archive ``src``, with the secrets ``r`` holds (collect them
+    first: :func:`collect_archive`, :meth:`Redactor.collect_trajectory`). Atomic: nothing is left
+    at ``out`` when it fails. Returns a summary (counts, never secrets)."""
+    counts = {"exchanges": 0, "changed": 0, "pages": 0, "documents": 0}
+    with Archive.open(src) as arc:
+        meta = arc.meta()
+        given = {k: meta.get(k) or "" for k in ("creator", "description", "license")}
+        with new_archive_atomically(out, replay_rules=meta.get("replay_rules") or {}, **given) as new:
+            with new.transaction():
+                for row in arc.conn.execute("SELECT * FROM sessions ORDER BY id"):
+                    info = r.json_value(json.loads(row["info"]) if row["info"] else {})
+                    new.conn.execute("INSERT INTO sessions(id, kind, source, tool, started_at, ended_at, info) "
+                                     "VALUES (?,?,?,?,?,?,?)", (row["id"], row["kind"], r.url(row["source"] or ""),
+                                                                row["tool"], row["started_at"], row["ended_at"],
+                                                                json.dumps(info, sort_keys=True)))
+                for row in arc._exchange_rows():
+                    ex = ExchangeRecord(arc, row).to_exchange()
+                    before = (ex.url, ex.req_headers, ex.req_body, ex.resp_headers, ex.payload)
+                    ct = _header(ex.req_headers, "content-type")
+                    req_body = r.body(ct, ex.req_body)
+                    payload = _payload(r, ex.payload, ex.resp_headers)
+                    ex.url = r.url(ex.url)
+                    ex.req_headers = _with_length(r.headers(ex.req_headers), ex.req_body, req_body)
+                    ex.resp_headers = _with_length(r.headers(ex.resp_headers), ex.payload, payload)
+                    ex.req_body, ex.payload = req_body, payload
+                    ex.extra = r.json_value(ex.extra)
+                    counts["exchanges"] += 1
+                    counts["changed"] += before != (ex.url, ex.req_headers, ex.req_body, ex.resp_headers, ex.payload)
+                    new.add_exchange(ex)
+                    if progress:
+                        progress(1)
+                for page in arc.pages():
+                    dom = page.dom()
+                    new.add_page(session_id=page.session_id, url=r.url(page.url), captured_at=page.captured_at,
+                                 title=r.text(page.title), screenshot=page.screenshot(),
+                                 dom=r.data(dom) if dom else None, extra=r.json_value(page.extra) or None)
+                    counts["pages"] += 1
+                for doc in arc.documents():
+                    new.put_document(r.text(doc.name), r.json_value(arc.get_document(doc.name)))
+                    counts["documents"] += 1
+                for alias, digest in arc.conn.execute("SELECT alias, digest FROM digest_aliases"):
+                    if new.has_blob(digest):
+                        new.add_alias(alias, digest)
+                new._set_meta("redaction", {"redacted_at": now(), "rules": r.rules(), "secrets": r.count,
+                                            "by_kind": dict(sorted(r.kinds.items())), "source_tool": meta.get("tool")})
+    return dict(counts, secrets=r.count, by_kind=dict(sorted(r.kinds.items())))
+
+
+# ==================================================================================== suites
+def _reference_files(suite_dir: Path) -> list[Path]:
+    return sorted(p for p in (suite_dir / "references").rglob("*.json") if p.is_file()) \
+        if (suite_dir / "references").is_dir() else []
+
+
+def collect_suite(suite_dir, r: Redactor) -> None:
+    """The values typed into password fields in a suite's reference trajectories."""
+    for p in _reference_files(Path(suite_dir)):
+        try:
+            r.collect_trajectory(json.loads(p.read_text(encoding="utf-8")))
+        except ValueError:
+            raise ArchiveError(f"{p}: not a readable reference trajectory") from None
+
+
+def redact_trajectory(r: Redactor, trajectory: dict) -> dict:
+    """A trajectory (reference or run) with its password values, and any secret elsewhere, replaced:
+    the reference agent then types the placeholder the redacted archive's POST body holds."""
+    out = r.json_value(trajectory)
+    for step in out.get("steps") or [] if isinstance(out, dict) else []:
+        value = _typed_value(step)
+        if not isinstance(value, str) or value not in r._secrets:
+            continue  # (a long secret was replaced by json_value already)
+        ph = r._secrets[value]
+        if step.get("action") in ("type", "fill"):
+            step["value"] = ph
+        else:  # a run's action string, its parsed text and typed text
+            step["typed"] = ph if step.get("typed") is not None else step.get("typed")
+            if isinstance(step.get("parsed"), dict) and step["parsed"].get("text") == value:
+                step["parsed"]["text"] = ph
+            if isinstance(step.get("action"), str):
+                action = step["action"].replace(repr(value), repr(ph))
+                step["action"] = action.replace(json.dumps(value), json.dumps(ph))
+    return out
+
+
+def redact_suite(suite_dir, suite_out, r: Redactor, *, archive_out=None, archive_digest: str | None = None) -> int:
+    """Write ``suite_out``, a copy of suite folder ``suite_dir`` with its tasks, references and manifest
+    passed through ``r``; its manifest names ``archive_out`` (relative to the new suite) and its
+    digest. Written beside ``suite_out`` and renamed into place. Returns the files written."""
+    import shutil
+
+    src, dest = Path(suite_dir), Path(suite_out)
+    if dest.exists():
+        raise ArchiveError(f"{dest}: already exists")
+    if not (src / "tasks.jsonl").is_file():
+        raise ArchiveError(f"{src}: not a suite folder (no tasks.jsonl)")
+    tmp = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    n = 0
+    try:
+        for f in sorted(p for p in src.rglob("*") if p.is_file() and not p.is_symlink()):
+            rel = f.relative_to(src)
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if f.suffix == ".jsonl":
+                lines = []
+                for line in f.read_text(encoding="utf-8").splitlines():
+                    lines.append(json.dumps(r.json_value(json.loads(line)), ensure_ascii=False, sort_keys=True)
+                                 if line.strip() else line)
+                target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            elif f.suffix == ".json":
+                value = json.loads(f.read_text(encoding="utf-8"))
+                if rel.parts[0] == "references":
+                    value = redact_trajectory(r, value)
+                else:
+                    value = r.json_value(value)
+                if rel.as_posix() == "manifest.json" and isinstance(value, dict) and archive_out is not None:
+                    value["archive"] = os.path.relpath(Path(archive_out).resolve(), dest.resolve())
+                    if archive_digest and "archive_digest" in value:  # (a suite that names none stays so)
+                        value["archive_digest"] = archive_digest
+                target.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            else:
+                target.write_bytes(r.data(f.read_bytes()))
+            n += 1
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return n
+
+
+def holds_secret(name: str, value: str) -> bool:
+    """Whether a credential header's value still holds a secret (not only placeholders)."""
+    if not value or not value.strip():
+        return False
+    if name == "cookie":
+        vals = [p.strip().partition("=")[2] for p in value.split(";") if "=" in p]
+    elif name == "set-cookie":
+        vals = [value.split(";", 1)[0].partition("=")[2]]
+    elif name in ("authorization", "proxy-authorization"):
+        scheme, sep, cred = value.strip().partition(" ")
+        vals = [cred if sep else scheme]
+    else:
+        vals = [value]
+    return any(v.strip() and not v.strip().startswith(PLACEHOLDER_PREFIX) for v in vals)
+
+
+def archive_redaction(arc_path) -> dict | None:
+    """The ``redaction`` metadata of an archive (None when it was not redacted)."""
+    with Archive.open(arc_path) as arc:
+        return arc.meta().get("redaction")
+
+
+def check_output_free(path) -> None:
+    """Refuse, in one line, an output path that exists."""
+    if Path(path).exists():
+        raise ArchiveError(f"{path}: already exists")
+
+
+def redact_in_place(path, r: Redactor) -> dict:
+    """Replace archive ``path`` by its redacted copy (``record ... --redact``): the copy is written
+    beside it and renamed over it only when complete, so a failure leaves the archive as it was.
+    The archive must not be open elsewhere."""
+    from .store import archive_files
+
+    final = Path(path)
+    tmp = final.with_name(f".{final.name}.redacting-{os.getpid()}")
+    for f in archive_files(tmp):
+        f.unlink(missing_ok=True)
+    try:
+        summary = redact_archive(final, tmp, r)
+        for f in archive_files(final)[1:]:  # the old file's SQLite side files must not meet the new one
+            f.unlink(missing_ok=True)
+        os.replace(tmp, final)
+    finally:
+        for f in archive_files(tmp):
+            f.unlink(missing_ok=True)
+    return summary

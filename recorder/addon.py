@@ -60,6 +60,8 @@ class ArchiveRecorder:
         # While paused (no session yet: a crawl's reachability probe), exchanges pass through
         # unrecorded; the last upstream failure is kept so the probe can say why it failed.
         self.last_failure: str | None = None
+        # URL -> why, of the requests the site never answered (the client got the proxy's own 502)
+        self.upstream_failures: dict[str, str] = {}
 
     @property
     def paused(self) -> bool:
@@ -110,6 +112,7 @@ class ArchiveRecorder:
         got a 502 from the proxy, and a replay must answer the same way."""
         if flow.response is not None or flow.request is None:
             return
+        self.upstream_failures[client_url(flow)] = str(flow.error) if flow.error else "upstream failure"
         if self.paused:
             self.last_failure = str(flow.error) if flow.error else "upstream failure"
             return

@@ -63,6 +63,13 @@ def page_failure(status) -> str | None:
     return f"HTTP {status}" if status >= 400 else None
 
 
+def load_failures(failed: list) -> list:
+    """The failed pages that did not load at all (a network error, a timeout, no response), as
+    opposed to those the site answered with an error status, which the archive holds as the site
+    gave them: a crawl with such pages did not capture what it set out to."""
+    return [f for f in failed if not str(f[1]).startswith("HTTP ")]
+
+
 def scope_matcher(start: str, scope: str) -> Callable[[str], bool]:
     """``host``: same host and port; ``prefix``: URLs under the start URL's folder (:func:`scope_prefix`);
     anything else: a regular expression searched in the URL."""
@@ -250,6 +257,8 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                         title, dom, shot, links = "", None, None, []
                         status = f"error: {str(exc).splitlines()[0]}"
                     failure = page_failure(status)
+                    if status == 502 and url in proxy.recorder.upstream_failures:  # the proxy's 502, not the site's
+                        failure = f"did not load: {proxy.recorder.upstream_failures[url]}"
                     if failure is not None:
                         failure = hsts_upgrade(url, landed or page.url, proxy) or failure
                     if failure is not None and level == 0 and state["done"] == 0:
@@ -282,7 +291,8 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
             proxy.stop()
         return CrawlResult(pages=state["done"] - len(state["failed"]), pages_this_run=visited,
                            exchanges_this_run=proxy.recorder.recorded - before, resumed=resumed,
-                           complete=not state["queue"] and not state["incomplete"], failed=state["failed"],
+                           complete=not state["queue"] and not state["incomplete"] and not load_failures(state["failed"]),
+                           failed=state["failed"],
                            incomplete=state["incomplete"], queued=len(state["queue"]))
 
 

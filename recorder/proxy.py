@@ -344,6 +344,25 @@ class _Resolver:
             self.names[data.server.id] = (str(host), int(port))
             data.server.address = target
 
+    def requestheaders(self, flow) -> None:
+        """A plain-HTTP request sent to the proxy (in absolute form) names its host itself: it is
+        aimed at the resolved address here, before mitmproxy picks a server connection for it, so
+        the connection the last request to that address opened is used again. (Redirecting only
+        the connection, in :meth:`server_connect`, left mitmproxy looking for a connection to the
+        name, never finding one: every request opened another, and a keep-alive server with a
+        thread per connection stopped answering.) The Host header and the recorded URL keep the
+        name."""
+        req = flow.request
+        if req.scheme != "http":
+            return  # HTTPS comes through a CONNECT tunnel: server_connect redirects its connection
+        target = self.table.get(f"{req.host}:{req.port}".lower()) or self.table.get(req.host.lower())
+        if target is None:
+            return
+        flow.metadata["webfreeze_url"] = req.url
+        host_header = req.host_header
+        req.host, req.port = target
+        req.host_header = host_header
+
     def _name(self, flow) -> None:
         server = flow.server_conn
         asked = self.names.get(server.id) if server is not None else None

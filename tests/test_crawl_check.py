@@ -45,8 +45,8 @@ class ChainSite:
     """The test site. ``cut_once``: paths whose first answer is cut off mid-body (the connection
     closes early); ``cut_always``: paths never answered whole."""
 
-    def __init__(self, cut_once=(), cut_always=()):
-        self.cut_once, self.cut_always = set(cut_once), set(cut_always)
+    def __init__(self, cut_once=(), cut_always=(), drop=()):
+        self.cut_once, self.cut_always, self.drop = set(cut_once), set(cut_always), set(drop)
         self.hits: dict[str, int] = {}
         self.lock = threading.Lock()
         site = self
@@ -61,6 +61,10 @@ class ChainSite:
                 path = self.path.split("?")[0]
                 with site.lock:
                     n = site.hits[path] = site.hits.get(path, 0) + 1
+                if path in site.drop:  # no answer at all: the page does not load
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    return
                 if path in PAGES:
                     body, ctype = PAGES[path], "text/html; charset=utf-8"
                 elif path.startswith("/css/l") and path[6:-4].isdigit():
@@ -178,6 +182,19 @@ def test_crawl_cut_by_max_pages_is_not_complete(tmp_path, home, cli):
     finally:
         site.stop()
     assert r.returncode == 0 and "resumed" in r.stdout and "(complete)" in r.stdout, r.stdout
+
+
+def test_a_page_that_did_not_load_leaves_the_crawl_incomplete(tmp_path, home, cli):
+    """A page the site never answered was not captured: the crawl lists it and does not call
+    itself complete (a page the site answered with an error status is what the site gave)."""
+    site = ChainSite(drop={"/two.html"})
+    try:
+        r = cli("record", "crawl", f"{site.url}/", "--archive", tmp_path / "drop.wfz", "--depth", "1", timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"failed: {site.url}/two.html" in r.stdout
+    assert "(complete)" not in r.stdout and "incomplete: 1 pages did not load" in r.stdout, r.stdout
 
 
 def test_recheck_repairs_an_archive_that_misses_a_stylesheet(tmp_path, home, cli):

@@ -573,7 +573,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
     A start page that fails (network error, 4xx/5xx) is an error and records nothing; pages failing
     later are listed. Running the same crawl again resumes it.
     """
-    from webfreeze.recorder.crawl import check_url, crawl, scope_matcher
+    from webfreeze.recorder.crawl import check_url, crawl, load_failures, scope_matcher
     from webfreeze.recorder.crawl import recheck as run_recheck
     from webfreeze.recorder.proxy import parse_resolve
 
@@ -598,6 +598,9 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
                            progress=lambda done, _url: advance(1), resolve=table, screenshots=screenshots, check=check)
         if result.incomplete:
             state = f"incomplete: {len(result.incomplete)} pages miss requests"
+        elif load_failures(result.failed):
+            state = (f"incomplete: {len(load_failures(result.failed))} pages did not load; "
+                     "crawl them again into this archive")
         elif result.queued:
             state = f"stopped at --max-pages with {result.queued} URLs queued; run again with a higher --max-pages to go on"
         else:

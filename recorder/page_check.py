@@ -47,7 +47,12 @@ LOADED_LIMIT_MS = 5000
 
 def wait_loaded(page, inflight) -> None:
     """Wait until the page has loaded what it will still load (:data:`LOADED_JS`), and the network
-    has been quiet since (a font or an image asked for late starts a request of its own)."""
+    has been quiet since (a font or an image asked for late starts a request of its own).
+
+    TODO(settle rule, issue 31): the quiet period is wall-clock, as in ``replay check``; a request a
+    page makes from a timer later than it is missed by both. When the determinism runtime's timer
+    pump lands (replayer/determinism.py, simulator/browser.py), the check's replay should settle
+    by it, so that what a page loads late is checked the way agents will see it."""
     from playwright.sync_api import Error as PlaywrightError
 
     from webfreeze.simulator.browser import wait_network_quiet

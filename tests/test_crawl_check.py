@@ -45,8 +45,9 @@ class ChainSite:
     """The test site. ``cut_once``: paths whose first answer is cut off mid-body (the connection
     closes early); ``cut_always``: paths never answered whole."""
 
-    def __init__(self, cut_once=(), cut_always=()):
+    def __init__(self, cut_once=(), cut_always=(), pages=None):
         self.cut_once, self.cut_always = set(cut_once), set(cut_always)
+        self.pages = {**PAGES, **(pages or {})}
         self.hits: dict[str, int] = {}
         self.lock = threading.Lock()
         site = self
@@ -61,8 +62,8 @@ class ChainSite:
                 path = self.path.split("?")[0]
                 with site.lock:
                     n = site.hits[path] = site.hits.get(path, 0) + 1
-                if path in PAGES:
-                    body, ctype = PAGES[path], "text/html; charset=utf-8"
+                if path in site.pages:
+                    body, ctype = site.pages[path], "text/html; charset=utf-8"
                 elif path.startswith("/css/l") and path[6:-4].isdigit():
                     time.sleep(DELAY_S)
                     body, ctype = stylesheet(int(path[6:-4])), "text/css"
@@ -162,6 +163,33 @@ def test_resource_that_never_arrives_marks_the_page_incomplete(tmp_path, home, c
         assert any(m.startswith(f"{site.url}/css/l3.css") for m in page.extra["missing"])
         (state,) = [d.body() for d in arc.documents(prefix="crawls/")]
         assert [u for u, _ in state["incomplete"]] == [f"{site.url}/"]
+
+
+def test_upstream_failure_is_missing_to_the_crawl_and_listed_by_replay_check(tmp_path, home, cli):
+    """A stylesheet on a port where nothing listens: the proxy records its placeholder 502 (the
+    site never answered). The crawl counts it as missing, tries it again, and marks the page;
+    ``replay check`` lists it as failed at capture."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]  # nothing listens once the socket is closed
+    page = (f'<!doctype html><html><head><title>Dead</title><link rel="stylesheet" '
+            f'href="http://127.0.0.1:{dead}/gone.css"></head><body><h1>Dead link</h1></body></html>').encode()
+    site = ChainSite(pages={"/dead.html": page})
+    archive = tmp_path / "dead.wfz"
+    try:
+        r = cli("record", "crawl", f"{site.url}/dead.html", "--archive", archive, "--depth", "0", timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 1, r.stdout + r.stderr
+    gone = f"http://127.0.0.1:{dead}/gone.css"
+    assert f"(missing: {gone} (" in r.stdout, r.stdout
+    with Archive.open(archive) as arc:
+        tries = [e for e in arc.exchanges(url=gone)]
+        assert len(tries) == 3 and all(e.status == 502 and e.extra.get("error") for e in tries)  # 1 + 2 refetches
+    r, report = _replay_check(cli, archive, tmp_path / "report")
+    assert report["pages"][0]["failed_at_capture"] == [gone]
+    assert report["summary"]["requests_failed_at_capture"] == 1
+    assert r.returncode == 1  # Chromium takes a proxy's 502 for a failed request: a miss too
 
 
 def test_crawl_cut_by_max_pages_is_not_complete(tmp_path, home, cli):

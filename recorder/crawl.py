@@ -166,20 +166,26 @@ def _capture(page, url: str, screenshots: str):
             page.remove_listener(event, handler)
 
 
-def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = None) -> list[str]:
+def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = None) -> tuple[list[str], bool]:
     """Check ``url`` against the archive (:class:`.page_check.PageChecker`), fetch live through the
-    proxy what it missed and check again, at most :data:`CHECK_TRIES` checks; returns what is still
+    proxy what it missed and check again, until a check misses nothing or misses just what the one
+    before missed (the fetches repaired nothing), :data:`CHECK_TRIES` checks at most; returns what is still
     missing (empty: the page replays whole). ``when``: the time the replay is as of (a page
-    recorded earlier: its capture time; None: now, the time its page record is about to get)."""
+    recorded earlier: its capture time; None: now, the time its page record is about to get).
+    Also returns whether a fetch repaired something (the page as captured may then look different)."""
     import http.client
 
     missing: list = []
     error = None
+    before = first = None
     for attempt in range(CHECK_TRIES):
         missing, error = checker.check(url, when or now())
         refetch = [m for m in missing if m.method.upper() in SAFE_METHODS]  # a form is never sent twice
-        if not refetch or attempt == CHECK_TRIES - 1:
-            break
+        now_missing = {(m.method, m.url) for m in missing}
+        first = now_missing if first is None else first
+        if not refetch or attempt == CHECK_TRIES - 1 or now_missing == before:
+            break  # nothing to fetch, no tries left, or the last fetches repaired nothing
+        before = now_missing
         for m in refetch:
             try:
                 proxy.fetch(m.method, m.url, m.headers, m.body or None, timeout=30)
@@ -188,7 +194,8 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     out = [m.describe() for m in missing]
     if error and not out:  # the replayed page itself would not load: not a page that replays whole
         out.append(f"{url} (replay failed: {error})")
-    return out
+    repaired = bool(first - {(m.method, m.url) for m in missing})
+    return out, repaired
 
 
 def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, scope: str = "host",
@@ -207,7 +214,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     A page is captured once it has loaded what it will still load (stylesheets with their chained
     imports, fonts, images in view), then, with ``check``, checked: loaded again from the archive
     alone; what that replay misses is fetched live through the proxy and the page checked again
-    (:data:`CHECK_TRIES` checks at most). A page still missing something is recorded, marked
+    while that repairs something (:data:`CHECK_TRIES` checks at most). A page still missing something is recorded, marked
     ``"complete": false`` with the ``missing`` URLs in its record's ``extra``, listed in the state
     document (``incomplete``) and in :attr:`CrawlResult.incomplete`; the crawl is then not complete.
     """
@@ -263,7 +270,20 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                         failure = hsts_upgrade(url, landed or page.url, proxy) or failure
                     if failure is not None and level == 0 and state["done"] == 0:
                         raise SeedFailed(f"{url}: the start page failed ({failure})")
-                    missing = _self_check(checker, proxy, url) if check and failure is None else []
+                    missing: list[str] = []
+                    if check and failure is None:
+                        missing, repaired = _self_check(checker, proxy, url)
+                        if repaired:
+                            # The capture showed the page without what was fetched since (a stylesheet
+                            # cut off): capture it again, now that the site answered, and check that.
+                            try:
+                                status2, title2, dom2, shot2, links2, _ = _capture(page, url, screenshots)
+                            except PlaywrightError:
+                                pass  # the first capture stands, with what its check found
+                            else:
+                                if page_failure(status2) is None:
+                                    status, title, dom, shot, links = status2, title2, dom2, shot2, links2
+                                    missing, _ = _self_check(checker, proxy, url)
                     new = sorted({urldefrag(link)[0] for link in links} - seen) if level < depth and not failure else []
                     new = [u for u in new if in_scope(u)]
                     seen.update(new)
@@ -328,7 +348,7 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
                 browser = launch_chromium(pw, proxy=proxy.url)
                 checker = PageChecker(browser, archive_path)
                 for n, (url, captured_at) in enumerate(pages, 1):
-                    missing = _self_check(checker, proxy, url, captured_at)
+                    missing, _ = _self_check(checker, proxy, url, captured_at)
                     if missing:
                         incomplete.append([url, missing])
                     if progress:

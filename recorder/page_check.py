@@ -6,8 +6,9 @@ process by a :class:`webfreeze.replayer.Replay` of the archive, opened anew for 
 it sees the exchanges committed a moment ago. What the replay answers with a miss, or with the
 proxy's placeholder for an exchange whose upstream failed (a connection cut, a TLS failure: the
 site never answered), is *missing*. The crawl fetches what is missing live through its recording
-proxy (so the answers are recorded) and checks again, a bounded number of times; a page still
-missing something is recorded but marked incomplete.
+proxy (so the answers are recorded) and checks again, while the fetches repair something
+(:data:`CHECK_TRIES` checks at most); a page still missing something is recorded but marked
+incomplete.
 
 The replay is the one ``replay check`` and the agent environment use (request matching, ordered
 repeats, the determinism runtime), so a page that passes here replays there. (The recorder reaching
@@ -23,7 +24,10 @@ from urllib.parse import urlsplit
 from webfreeze.archives.content import DecodeError, decode_content
 from webfreeze.common.http import header_value
 
-CHECK_TRIES = 3  # checks of one page at most: the first, then one after each live fetch of what it missed
+# Checks of one page at most: the first, then one after each live fetch of what it missed. A fetch
+# can uncover more (a stylesheet fetched again imports one the capture never reached), so a chain
+# of N levels needs N checks; a check that misses what the one before missed stops sooner.
+CHECK_TRIES = 8
 # Only these are fetched again live: sending a form or an API call a second time could change the
 # site. A missing request of another method is reported as missing, never repeated.
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -47,7 +51,12 @@ LOADED_LIMIT_MS = 5000
 
 def wait_loaded(page, inflight) -> None:
     """Wait until the page has loaded what it will still load (:data:`LOADED_JS`), and the network
-    has been quiet since (a font or an image asked for late starts a request of its own)."""
+    has been quiet since (a font or an image asked for late starts a request of its own).
+
+    TODO(settle rule, issue 31): the quiet period is wall-clock, as in ``replay check``; a request a
+    page makes from a timer later than it is missed by both. When the determinism runtime's timer
+    pump lands (replayer/determinism.py, simulator/browser.py), the check's replay should settle
+    by it, so that what a page loads late is checked the way agents will see it."""
     from playwright.sync_api import Error as PlaywrightError
 
     from webfreeze.simulator.browser import wait_network_quiet

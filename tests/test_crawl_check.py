@@ -45,8 +45,10 @@ class ChainSite:
     """The test site. ``cut_once``: paths whose first answer is cut off mid-body (the connection
     closes early); ``cut_always``: paths never answered whole."""
 
-    def __init__(self, cut_once=(), cut_always=(), drop=()):
-        self.cut_once, self.cut_always, self.drop = set(cut_once), set(cut_always), set(drop)
+    def __init__(self, cut_once=(), cut_always=(), pages=None, drop_once=(), drop=()):
+        self.cut_once, self.cut_always, self.drop_once = set(cut_once), set(cut_always), set(drop_once)
+        self.drop = set(drop)
+        self.pages = {**PAGES, **(pages or {})}
         self.hits: dict[str, int] = {}
         self.lock = threading.Lock()
         site = self
@@ -61,12 +63,12 @@ class ChainSite:
                 path = self.path.split("?")[0]
                 with site.lock:
                     n = site.hits[path] = site.hits.get(path, 0) + 1
-                if path in site.drop:  # no answer at all: the page does not load
+                if path in site.drop or (path in site.drop_once and n == 1):  # no answer at all
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
                     return
-                if path in PAGES:
-                    body, ctype = PAGES[path], "text/html; charset=utf-8"
+                if path in site.pages:
+                    body, ctype = site.pages[path], "text/html; charset=utf-8"
                 elif path.startswith("/css/l") and path[6:-4].isdigit():
                     time.sleep(DELAY_S)
                     body, ctype = stylesheet(int(path[6:-4])), "text/css"
@@ -134,7 +136,8 @@ def test_cut_stylesheet_is_fetched_again_and_replays_whole(tmp_path, home, cli):
         site.stop()
     assert r.returncode == 0, r.stdout + r.stderr
     assert "(complete)" in r.stdout, r.stdout
-    assert site.hits["/css/l3.css"] == 2  # cut once, then fetched again by the crawl's check
+    # cut once, then fetched again by the crawl's check, and once more as the page is captured again
+    assert site.hits["/css/l3.css"] == 3
     statuses = _css_statuses(archive)
     assert all(200 in statuses.get(f"l{n}.css", []) for n in range(1, LEVELS + 1)), statuses
     with Archive.open(archive) as arc:
@@ -147,6 +150,28 @@ def test_cut_stylesheet_is_fetched_again_and_replays_whole(tmp_path, home, cli):
     assert report["summary"]["missed_requests"] == 0
     for page in report["pages"]:
         assert page["pixel_difference"] == 0.0 and page["text_similarity"] == 1.0, page
+
+
+def test_dropped_connection_placeholder_is_repaired_within_the_crawl(tmp_path, home, cli):
+    """The second stylesheet's first connection closes with no answer: the archive holds the
+    proxy's placeholder 502 for it, and nothing of the two levels it imports. The check counts it as
+    missing and fetches it again, then the levels that uncovers, one check each; then the page is
+    captured again (its first screenshot showed it without them), and replays with the real
+    stylesheets, pixel for pixel."""
+    site = ChainSite(drop_once={"/css/l2.css"})
+    archive = tmp_path / "dropped.wfz"
+    try:
+        r = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "0", timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 0 and "(complete)" in r.stdout, r.stdout + r.stderr
+    statuses = _css_statuses(archive)
+    assert 502 in statuses["l2.css"] and 200 in statuses["l2.css"]
+    assert 200 in statuses["l3.css"] and 200 in statuses["l4.css"]
+    r, report = _replay_check(cli, archive, tmp_path / "report")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert report["summary"]["missed_requests"] == 0 and report["summary"]["requests_failed_at_capture"] == 0
+    assert report["pages"][0]["pixel_difference"] == 0.0
 
 
 def test_resource_that_never_arrives_marks_the_page_incomplete(tmp_path, home, cli):
@@ -166,6 +191,34 @@ def test_resource_that_never_arrives_marks_the_page_incomplete(tmp_path, home, c
         assert any(m.startswith(f"{site.url}/css/l3.css") for m in page.extra["missing"])
         (state,) = [d.body() for d in arc.documents(prefix="crawls/")]
         assert [u for u, _ in state["incomplete"]] == [f"{site.url}/"]
+
+
+def test_upstream_failure_is_missing_to_the_crawl_and_listed_by_replay_check(tmp_path, home, cli):
+    """A stylesheet on a port where nothing listens: the proxy records its placeholder 502 (the
+    site never answered). The crawl counts it as missing, tries it again, and marks the page;
+    ``replay check`` lists it as failed at capture."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]  # nothing listens once the socket is closed
+    page = (f'<!doctype html><html><head><title>Dead</title><link rel="stylesheet" '
+            f'href="http://127.0.0.1:{dead}/gone.css"></head><body><h1>Dead link</h1></body></html>').encode()
+    site = ChainSite(pages={"/dead.html": page})
+    archive = tmp_path / "dead.wfz"
+    try:
+        r = cli("record", "crawl", f"{site.url}/dead.html", "--archive", archive, "--depth", "0", timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 1, r.stdout + r.stderr
+    gone = f"http://127.0.0.1:{dead}/gone.css"
+    assert f"(missing: {gone} (" in r.stdout, r.stdout
+    with Archive.open(archive) as arc:
+        tries = [e for e in arc.exchanges(url=gone)]
+        # captured once, fetched again once: the second check missed the same, so the crawl gave up
+        assert len(tries) == 2 and all(e.status == 502 and e.extra.get("error") for e in tries)
+    r, report = _replay_check(cli, archive, tmp_path / "report")
+    assert report["pages"][0]["failed_at_capture"] == [gone]
+    assert report["summary"]["requests_failed_at_capture"] == 1
+    assert r.returncode == 1  # Chromium takes a proxy's 502 for a failed request: a miss too
 
 
 def test_crawl_cut_by_max_pages_is_not_complete(tmp_path, home, cli):

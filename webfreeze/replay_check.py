@@ -6,6 +6,11 @@ snapshot and the kind of screenshot the capture holds (viewport, full page or no
 like). Compared with the capture:
 
 - misses: requests of the page the archive could not answer;
+- failed at capture: requests the archive answers only with the recording proxy's placeholder for
+  an exchange whose upstream failed (a connection cut, a TLS failure: the site never answered).
+  Listed apart (``failed_at_capture``): the replay answers them as the capture went, and Chromium,
+  which takes a proxy's 502 for a failed request, usually reports them among the misses too.
+  ``record crawl`` counts both as missing when it checks a page;
 - text similarity: ``difflib`` ratio of the visible text (whitespace-normalised words) of the
   captured and the replayed DOM, 1.0 = identical;
 - pixel difference: the share of pixels that differ between the two screenshots (pixels outside
@@ -109,6 +114,8 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
         pages = [{"id": p.id, "url": p.url, "title": p.title, "captured_at": p.captured_at, "extra": p.extra,
                   "screenshot": p.screenshot_digest} for p in records]
         captured = {p.id: (p.payload(), p.screenshot()) for p in records}
+        # the proxy's placeholders for exchanges whose upstream failed (recorder/addon.py's error())
+        placeholders = {e.id for e in arc.exchanges(status=502) if e.extra.get("error")}
     if not pages:
         raise ArchiveError(f"{archive_path}: no page records to check (record them with `webfreeze record crawl`)")
     partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
@@ -116,7 +123,7 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
         shutil.rmtree(partial)
     (partial / "pages").mkdir(parents=True)
     try:
-        return _check(archive_path, pages, captured, out, partial, seed, confdir, progress)
+        return _check(archive_path, pages, captured, out, partial, seed, confdir, progress, placeholders)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)  # no half-written report left behind
         raise
@@ -145,7 +152,7 @@ def _holds_report(path: Path) -> bool:
 
 
 def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: Path, seed: int, confdir,
-           progress) -> dict:
+           progress, placeholders: set[int] = frozenset()) -> dict:
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
@@ -164,11 +171,15 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                 page = context.new_page()
                 inflight = track_inflight(page)
                 missed: list[str] = []
+                failed_at_capture: list[str] = []
                 page.on("requestfailed", lambda r: missed.append(r.url))
 
-                def on_response(resp, missed=missed):
+                def on_response(resp, missed=missed, failed_at_capture=failed_at_capture):
                     if resp.headers.get("x-webfreeze-miss"):
                         missed.append(resp.url)
+                    cap = resp.headers.get("x-webfreeze-capture", "")
+                    if cap.isdigit() and int(cap) in placeholders:
+                        failed_at_capture.append(resp.url)
                 page.on("response", on_response)
                 error = None
                 dom, shot = b"", None
@@ -193,6 +204,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     "id": rec["id"], "url": rec["url"], "title": rec["title"] or "",
                     "captured_at": rec["captured_at"], "error": error,
                     "misses": sorted(set(missed)),
+                    "failed_at_capture": sorted(set(failed_at_capture)),
                     "text_similarity": text_similarity(visible_text(cap_dom), visible_text(dom)),
                     "pixel_difference": pixel_difference(cap_shot, shot),
                     "dom": f"{stem}.replay.html", "screenshot": f"{stem}.replay.png" if shot else None,
@@ -213,6 +225,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
             "pages_with_misses": sum(1 for r in results if r["misses"]),
             "pages_with_errors": sum(1 for r in results if r["error"]),
             "missed_requests": sum(len(r["misses"]) for r in results),
+            "requests_failed_at_capture": sum(len(r["failed_at_capture"]) for r in results),
             "mean_text_similarity": round(sum(sims) / len(sims), 4) if sims else None,
             "min_text_similarity": min(sims) if sims else None,
             "mean_pixel_difference": round(sum(diffs) / len(diffs), 6) if diffs else None,

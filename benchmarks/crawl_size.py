@@ -11,6 +11,11 @@ crawl seconds per page (the whole command, browser start included, over the page
 Goal: the default crawl of the documentation is at most 5x its payload bytes (the scholar site's
 pages are about 2 kB each, so there the figure is reported: any screenshot outweighs them).
 
+The test bed (tests/testbed/, docs/testbed.md): its three real applications (Datasette, the Sphinx
+documentation, the Django catalogue), each started on loopback and crawled with the defaults under
+its own name (``--resolve``), depth 2, at most 20 pages: archive bytes / payload bytes (goal <= 5x)
+and crawl seconds per page (reported). Skipped, with a line, when ``.venv/testbed`` is not there.
+
 Also: the default crawl's screenshots, decoded, encoded again as PNG (Pillow) and as lossless
 WebP with the crawl's settings: bytes and encode time per screenshot, the measurement behind
 storing WebP.
@@ -112,6 +117,38 @@ def _webp(shots: list[bytes]) -> dict:
             "screenshots": len(shots)}
 
 
+TESTBED_PAGES = 20
+
+
+def _testbed(ctx: Context, home: Path) -> dict:
+    """Each test-bed application crawled with the defaults: {name: sizes + seconds}; {} without
+    the test bed's venv."""
+    tests = Path(__file__).resolve().parent.parent / "tests"
+    if str(tests) not in sys.path:
+        sys.path.insert(0, str(tests))
+    from testbed.apps import STARTERS, TestbedMissing, venv_python
+
+    try:
+        venv_python()
+    except TestbedMissing as exc:
+        console.print(f"  test bed skipped: {exc}")
+        return {}
+    out = {}
+    for name, start in STARTERS.items():
+        app = start(ctx.scratch / f"testbed-{name}")
+        try:
+            archive = ctx.fresh_path(f"testbed-{name}.wfz")
+            console.print(f"  crawl the test bed's {name} ({app.host}): defaults")
+            seconds = _crawl(app.base_url, archive, home, "viewport", "--resolve", app.resolve, "--depth", "2",
+                             max_pages=TESTBED_PAGES)  # (the last --depth is the one that counts)
+        finally:
+            app.stop()
+        sizes = _sizes(archive)
+        sizes.pop("_shots")
+        out[name] = {**sizes, "seconds": seconds, "seconds_per_page": seconds / max(sizes["pages"], 1)}
+    return out
+
+
 def run(ctx: Context) -> list[Row]:
     from webfreeze.simulator.sites.common import SiteServer
     from webfreeze.simulator.sites.scholar import ScholarSite
@@ -137,16 +174,26 @@ def run(ctx: Context) -> list[Row]:
         results["scholar"] = _sizes(archive)
     finally:
         scholar.stop()
+    testbed = _testbed(ctx, home)
     console.print("  lossless WebP vs PNG on the default crawl's screenshots")
     webp = _webp(results["default"]["_shots"])
     for r in results.values():
         r.pop("_shots")
     per_page = {k: seconds[k] / max(results[k]["pages"], 1) for k in seconds}
-    ctx.details[NAME] = {**results, "seconds": seconds, "seconds_per_page": per_page, "webp_vs_png": webp}
+    ctx.details[NAME] = {**results, "seconds": seconds, "seconds_per_page": per_page, "webp_vs_png": webp,
+                         "testbed": testbed}
     d, n, f, sc = results["default"], results["no_check"], results["full"], results["scholar"]
     note = f"{d['pages']} pages, {d['payload_bytes'] / 1e6:.2f} MB payloads, {d['incomplete_pages']} incomplete"
     shots = max(webp["screenshots"], 1)
-    return [
+    rows = []
+    for name, t in testbed.items():
+        rows.append(Row(f"{NAME} testbed", f"{name}: archive bytes", t["archive_bytes"], t["payload_bytes"],
+                        "payload bytes", "bytes", "lower", 5,
+                        note=f"{t['pages']} pages, {t['incomplete_pages']} incomplete, "
+                             f"{t['seconds_per_page']:.2f} s per page"))
+        rows.append(Row(f"{NAME} testbed", f"{name}: crawl seconds per page", t["seconds_per_page"],
+                        per_page["no_check"], "pydoc --no-check", "s", "lower", note="reported"))
+    return rows + [
         Row(f"{NAME} size", "docs, default crawl: archive bytes", d["archive_bytes"], d["payload_bytes"],
             "payload bytes", "bytes", "lower", 5, note=note),
         Row(f"{NAME} size", "docs, default crawl: screenshot bytes", d["screenshot_bytes"], d["payload_bytes"],

@@ -656,17 +656,27 @@ def write_subset(src: str | os.PathLike, out_path: str | os.PathLike, used) -> i
                     wconn.execute("INSERT INTO calls (key, n, request, response, task_id, step, purpose, mode) "
                                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
                 wconn.execute("COMMIT")
-        for suffix in ("-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{tmp}{suffix}")
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, out)
+        _publish(tmp, out)
     except BaseException:
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{tmp}{suffix}")
+        _discard(tmp)
         raise
     return len(pairs)
+
+
+def _publish(tmp: str, out) -> None:
+    """Move a finished cassette written at ``tmp`` (its WAL checkpointed) to ``out``."""
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{tmp}{suffix}")
+    os.chmod(tmp, FILE_MODE)
+    os.replace(tmp, out)
+
+
+def _discard(tmp: str) -> None:
+    """Remove a cassette left half-written at ``tmp``, with its SQLite side files."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{tmp}{suffix}")
 
 
 def redact_file(src: str | os.PathLike, out_path: str | os.PathLike, rewrite) -> dict:
@@ -699,14 +709,8 @@ def redact_file(src: str | os.PathLike, out_path: str | os.PathLike, rewrite) ->
                     conn.execute("INSERT OR IGNORE INTO calls (key, n, request, response, task_id, step, purpose, "
                                  "mode) VALUES (:key, :n, :request, :response, :task_id, :step, :purpose, :mode)", row)
                 conn.execute("COMMIT")
-        for suffix in ("-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{tmp}{suffix}")
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, out)
+        _publish(tmp, out)
     except BaseException:
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{tmp}{suffix}")
+        _discard(tmp)
         raise
     return stats

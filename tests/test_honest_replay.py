@@ -285,6 +285,9 @@ def suite_runs(wiki, tmp_path_factory):
         proc = run_cli("bench", "run", suite, "--archive", wiki, "--agent", "reference", "--backend", "text",
                        "--out", out)
         assert proc.returncode == 0, proc.stderr
+        # bench run says it too, and where to look
+        assert f"replay: 1 of 1 episodes replay-compromised ({int(name == 'loose')} fuzzy main document" in proc.stderr
+        assert f"webfreeze replay coverage {out}" in proc.stderr
         runs[name] = out
     return runs
 

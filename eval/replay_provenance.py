@@ -75,6 +75,14 @@ def strict_replay(results: list[dict], run: dict | None) -> dict:
             "replay_compromised": sorted(bad), "unknown": sorted(unknown)}
 
 
+def summary_line(run: dict | None) -> str | None:
+    """One line for a terminal: how many episodes were replay-compromised, and by what."""
+    if not run:
+        return None
+    return (f"replay: {run['compromised']} of {run['episodes']} episodes replay-compromised "
+            f"({run['fuzzy_documents']} fuzzy main document, {run['fuzzy_xhr']} fuzzy XHR, {run['misses']} miss)")
+
+
 def provenance_html(run: dict | None, strict: dict | None) -> list[str]:
     """The HTML report's "Replay provenance" section (nothing when the run records none)."""
     if not run:

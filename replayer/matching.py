@@ -141,7 +141,6 @@ class Rules:
 
 # What the agent environment and ``tasks validate`` lay under the archive's and the suite's rules.
 AGENT_RULES = {"fuzzy_documents": False, "fuzzy_xhr": False}
-REQUEST_KINDS = ("document", "xhr", "subresource")
 _DOCUMENT_DESTS = frozenset({"document", "iframe", "frame", "embed", "object"})
 
 

@@ -285,6 +285,9 @@ def suite_runs(wiki, tmp_path_factory):
         proc = run_cli("bench", "run", suite, "--archive", wiki, "--agent", "reference", "--backend", "text",
                        "--out", out)
         assert proc.returncode == 0, proc.stderr
+        # bench run says it too, and where to look
+        assert f"replay: 1 of 1 episodes replay-compromised ({int(name == 'loose')} fuzzy main document" in proc.stderr
+        assert f"webfreeze replay coverage {out}" in proc.stderr
         runs[name] = out
     return runs
 
@@ -334,3 +337,18 @@ def test_bench_compare_shows_replay_compromised_episodes(search_run, tmp_path):
     assert [r["task_id"] for r in result["tasks"] if r.get("replay_compromised")] == ["unrecorded"]
     proc = run_cli("bench", "compare", search_run, search_run)
     assert proc.returncode == 0 and "1 of 2 episodes replay-compromised" in proc.stderr
+
+
+def test_bad_suite_replay_rules_are_one_line(wiki, tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "manifest.json").write_text(json.dumps({"format": "webfreeze-suite", "version": 1, "name": "wiki",
+                                                     "replay_rules": {"fuzzy_documents": "yes"}}))
+    (suite / "tasks.jsonl").write_text(json.dumps({"id": "t", "category": "c", "instruction": "i",
+                                                   "start_url": HOST + "/", "ground_truth": {"answer": {"exact": "x"}}})
+                                       + "\n")
+    proc = run_cli("bench", "run", suite, "--archive", wiki, "--agent", "keyword", "--backend", "text",
+                   "--out", tmp_path / "run")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "replay_rules" in proc.stderr and "true or false" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()

@@ -321,6 +321,11 @@ def _print_report(run_dir) -> dict:
         click.echo(personalisation_markdown(report["personalisation"]))
     for w in report["warnings"]:
         click.echo(f"warning: {w}", err=True)
+    if report.get("replay"):
+        from webfreeze.eval.replay_provenance import summary_line
+
+        more = f" (which: webfreeze replay coverage {run_dir})" if report["replay"]["compromised"] else ""
+        click.echo(summary_line(report["replay"]) + more, err=True)
     infra = report["summary"]["overall"].get("infrastructure_errors")
     if infra:
         click.echo(f"warning: {infra} of {report['summary']['overall']['tasks']} episode(s) ended because the LLM "

@@ -91,10 +91,9 @@ def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_ca
         click.echo(personalisation_markdown(report["personalisation"]))
     replay = report.get("replay")
     if replay:
-        click.echo(f"replay: {replay['compromised']} of {replay['episodes']} episodes replay-compromised "
-                   f"({replay['fuzzy_documents']} fuzzy main document, {replay['fuzzy_xhr']} fuzzy XHR, "
-                   f"{replay['misses']} miss)"
-                   + "".join(f"\n  {e['task_id']}" for e in replay["episodes_compromised"]))
+        from webfreeze.eval.replay_provenance import summary_line
+
+        click.echo(summary_line(replay) + "".join(f"\n  {e['task_id']}" for e in replay["episodes_compromised"]))
     strict = report.get("strict_replay")
     if strict:
         rate = "-" if strict["success_rate"] is None else f"{strict['success_rate'] * 100:.1f}%"

@@ -84,7 +84,7 @@ def test_print_paths_points_at_the_shipped_files():
 
 
 def test_tasks_validate_finds_no_expired_task_on_the_demo():
-    proc = run_cli("tasks", "validate", SUITE, "--json")
+    proc = run_cli("tasks", "validate", SUITE, "--json", "--workers", "2")  # browser: the suite names no backend
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(proc.stdout)
     assert result["expired"] == [] and result["tasks"] == len(load_suite(SUITE).tasks)
@@ -312,19 +312,19 @@ def test_validate_reports_a_task_whose_facts_changed_in_a_later_snapshot(tmp_pat
     assert proc.returncode == 0, proc.stderr
     ids = ["scholar-site-info-009", "scholar-site-info-010", "scholar-rules-accounts-001"]
     suite = subset_suite(tmp_path, ids)
-    proc = run_cli("tasks", "validate", suite, "--archive", later, "--json")
+    proc = run_cli("tasks", "validate", suite, "--archive", later, "--json", "--backend", "text")
     assert proc.returncode == 1, proc.stderr
     result = json.loads(proc.stdout)
     assert [e["task_id"] for e in result["expired"]] == ["scholar-site-info-010"]
     assert result["expired"][0]["end"] == "infeasible"
-    text = run_cli("tasks", "validate", suite, "--archive", later)
+    text = run_cli("tasks", "validate", suite, "--archive", later, "--backend", "text")
     # the line says why: the reference step whose evidence the later snapshot no longer shows
     assert result["expired"][0]["passes_with"] is None  # nor does the other backend reach it
     answer_step = json.loads((suite / "references" / "scholar-site-info-010.json").read_text())["steps"][-1]["step"]
     assert text.returncode == 1 and text.stdout.splitlines() == [
         f"expired: scholar-site-info-010 (reference step {answer_step}: the pages did not show {fact!r})"]
     # the same suite on the original archive: nothing expired
-    assert run_cli("tasks", "validate", suite, "--archive", ARCHIVE).returncode == 0
+    assert run_cli("tasks", "validate", suite, "--archive", ARCHIVE, "--backend", "text").returncode == 0
 
 
 # ------------------------------------------------------------------------------------ the demo

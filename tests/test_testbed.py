@@ -230,3 +230,36 @@ def test_a_login_recorded_after_a_crawl_of_its_form_replays(testbed, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["tasks"]["admin-knots-copies"]["outcome"] == "success", report["tasks"]["admin-knots-copies"]
+
+
+@pytest.mark.parametrize("backend", ["text", "browser"])
+def test_an_unrecorded_filter_value_is_a_miss_the_agent_can_read(testbed, tmp_path, backend):
+    """Two Datasette table pages that differ only in a query value (the facet filter): the one the
+    crawl recorded is answered exactly; the other is the "not in the archive" page, flagged in the
+    step's provenance and counted as a miss (issue 33), never another filter's rows."""
+    from webfreeze import EnvConfig, WebEnv
+
+    archive, app = testbed.crawl("datasette"), testbed.app("datasette")
+    with Archive.open(archive) as arc:
+        recorded = sorted(ex.url for ex in arc.exchanges() if ex.status == 200 and "genre=" in ex.url
+                          and "/testbed/books?" in ex.url and ".json" not in ex.url)
+    assert recorded, "the crawl recorded no filtered table page"
+    first = recorded[0]
+    value = first.split("genre=", 1)[1].split("&", 1)[0]
+    unrecorded = first.replace(f"genre={value}", "genre=no-such-genre")
+    mark = app.mark()
+    env = WebEnv(EnvConfig(archive=archive, backend=backend))
+    try:
+        obs, _ = env.reset(options={"task": {"id": "filters", "start_url": first, "instruction": "look"}})
+        assert value in obs["axtree_text"]
+        obs, *_ = env.step(f"goto('{unrecorded}')")
+        assert "not in archive" in obs["axtree_text"], obs["axtree_text"][:500]
+        obs, *_ = env.step("send_msg_to_user('done')")
+        trajectory = env.trajectory()
+    finally:
+        env.close()
+    assert app.requests_since(mark) == []
+    assert trajectory["replay"]["start"]["document"]["level"] == "exact"
+    step = trajectory["steps"][0]["replay"]
+    assert step["document"]["level"] == "miss" and step["document"]["url"] == unrecorded
+    assert trajectory["replay"]["compromised"] and trajectory["replay"]["misses"] >= 1

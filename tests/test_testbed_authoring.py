@@ -218,3 +218,26 @@ def test_evidence_spanning_a_named_node_is_read_once():
     text = visible_text(tree)
     assert " ".join(text.split()) == "The default lease_seconds went from 120 to 300. Queues 1.2¶ Queues"
     assert fold_text("The default lease_seconds went from 120 to 300.") in fold_text(text)
+
+
+def test_tasks_add_dates_the_task_at_its_session(tmp_path):
+    """The task line's snapshot_time is the session's first step (replay then answers repeated
+    requests from that session's captures); a trajectory without times gives null, as before."""
+    from webfreeze.eval.authoring import add_task
+
+    steps = [{"action": "navigate", "target": None, "value": None, "url": "http://a.test/", "cause": "goto",
+              "time": 1795910160.308, "step": 0},
+             {"action": "answer", "target": None, "value": {"text": "42", "evidence": []}, "url": "http://a.test/",
+              "time": 1795910161.5, "step": 1}]
+    ref = tmp_path / "t.json"
+    ref.write_text(json.dumps({"version": 1, "kind": "reference_trajectory", "start_url": "http://a.test/",
+                               "instruction": "What is it?", "steps": steps}))
+    task = add_task(tmp_path / "suite", ref, "42", archive=tmp_path / "a.wfz")
+    assert task["snapshot_time"] == "2026-11-28T23:56:00.308Z"
+    line = json.loads((tmp_path / "suite" / "tasks.jsonl").read_text())
+    assert line["snapshot_time"] == "2026-11-28T23:56:00.308Z"
+    for s in steps:
+        del s["time"]
+    ref.write_text(json.dumps({"version": 1, "kind": "reference_trajectory", "start_url": "http://a.test/",
+                               "instruction": "What is it?", "steps": steps}))
+    assert add_task(tmp_path / "suite", ref, "42", task_id="untimed")["snapshot_time"] is None

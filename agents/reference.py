@@ -54,16 +54,29 @@ def fold_text(text: str | None) -> str:
 
 def visible_text(axtree_text: str | None) -> str:
     """What a person reads on the page, from the observation tree: every node's name and every
-    text, in document order (the tree keeps hidden elements out)."""
+    text, in document order (the tree keeps hidden elements out). A node's text that its named
+    ancestor's name already holds is left out: Chromium names a link, a ``code`` element or a
+    heading after its content, and reading both would say ``lease_seconds lease_seconds``, so an
+    evidence sentence spanning that node would not be found."""
     parts = []
+    named: list[tuple[int, str]] = []  # (depth, folded name) of the named ancestors of this line
     for line in (axtree_text or "").splitlines():
         m = _TREE_LINE.match(line)
         if not m:
             continue
         try:
-            parts.append(str(ast.literal_eval(m.group(1))))
+            text = str(ast.literal_eval(m.group(1)))
         except (ValueError, SyntaxError):
             continue
+        depth = len(line) - len(line.lstrip("\t"))
+        while named and named[-1][0] >= depth:
+            named.pop()
+        folded = fold_text(text)
+        if folded and any(folded in name for _, name in named):
+            continue  # its ancestor's name already said it
+        parts.append(text)
+        if folded and not line.lstrip("\t").startswith("StaticText"):
+            named.append((depth, folded))
     return " ".join(parts)
 
 

@@ -53,6 +53,24 @@ def recorded_answer(trajectory: dict) -> str | None:
     return value.get("text") if isinstance(value, dict) else str(value)
 
 
+def session_time(trajectory: dict) -> str | None:
+    """When the session began (its first step's time, ISO 8601 UTC), or None when it has no times.
+
+    It is the task's ``snapshot_time``: replay answers a request asked again and again with the
+    captures in recorded order starting at the one closest to that time, so the task sees its own
+    session's pages. Without it, a page every session loads (a login form, ``/admin/``, which
+    answers a visitor with a redirect and a logged-in person with the page) is answered first with
+    the earliest session's capture, and the login of a later task lands on a page of the wrong
+    moment."""
+    from datetime import datetime, timezone
+
+    times = [s.get("time") for s in trajectory.get("steps") or [] if isinstance(s, dict)]
+    times = [t for t in times if isinstance(t, (int, float)) and not isinstance(t, bool)]
+    if not times:
+        return None
+    return datetime.fromtimestamp(min(times), timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def reference_changes(old: dict, new: dict) -> list[str]:
     """What a re-recorded reference changes, in short lines: the archive session, the first step
     (as the reference agent takes them) where the two part and the step counts, the answer."""
@@ -122,7 +140,7 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
                         "give --category", manifest_path)
     ref_name = f"references/{tid}.json"
     obj = {"id": tid, "category": category, "instruction": instruction.strip(), "start_url": trajectory["start_url"],
-           "snapshot_time": None, "ground_truth": {"answer": check, "reference_trajectory": ref_name}}
+           "snapshot_time": session_time(trajectory), "ground_truth": {"answer": check, "reference_trajectory": ref_name}}
     validate_task({**obj, "ground_truth": {"answer": check, "reference_trajectory": trajectory}},
                   file=tasks_path, line=None)
     old = next((t for t in existing if t.id == tid), None)

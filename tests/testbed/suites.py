@@ -107,6 +107,7 @@ def build_suite(name: str, app, out: Path, webfreeze, home: Path, *, base_archiv
     ``base_archive`` when given, else a new archive) and write the suite (``out/suite``).
     ``only``: these task ids. Returns the suite folder."""
     from webfreeze.archives import archive_digest
+    from webfreeze.eval.authoring import session_time
 
     out.mkdir(parents=True)
     archive = out / f"{name}.wfz"
@@ -127,7 +128,9 @@ def build_suite(name: str, app, out: Path, webfreeze, home: Path, *, base_archiv
             raise RuntimeError(f"record session {spec.id} failed: {r.stderr.strip()[-2000:]}")
         lines.append(json.dumps({
             "id": spec.id, "category": name, "instruction": spec.instruction,
-            "start_url": app.base_url + spec.start_path, "snapshot_time": None,
+            "start_url": app.base_url + spec.start_path,
+            # replayed as of its own session (as `tasks add` does), not of the crawl before it
+            "snapshot_time": session_time(json.loads(reference.read_text(encoding="utf-8"))),
             "ground_truth": {"answer": {"exact": spec.answer},
                              "reference_trajectory": f"references/{spec.id}.json"}}, sort_keys=True))
     (suite / "tasks.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -263,3 +263,21 @@ def test_an_unrecorded_filter_value_is_a_miss_the_agent_can_read(testbed, tmp_pa
     step = trajectory["steps"][0]["replay"]
     assert step["document"]["level"] == "miss" and step["document"]["url"] == unrecorded
     assert trajectory["replay"]["compromised"] and trajectory["replay"]["misses"] >= 1
+    # as a run folder: the report counts the episode, and replay coverage names the request
+    from webfreeze.eval.report import write_report
+    from webfreeze.simulator.trajectory import write_trajectory
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "tasks.jsonl").write_text(json.dumps({"id": "filters", "category": "data", "instruction": "look",
+                                                 "start_url": first,
+                                                 "ground_truth": {"answer": {"exact": "done"}}}) + "\n")
+    (run / "manifest.json").write_text(json.dumps({"agent": {"name": "scripted"}, "suite": {"name": "testbed"}}))
+    write_trajectory(trajectory, run)
+    report = write_report(run)
+    assert report["replay"]["compromised"] == 1 and report["replay"]["misses"] >= 1
+    assert [e["task_id"] for e in report["replay"]["episodes_compromised"]] == ["filters"]
+    r = webfreeze("replay", "coverage", run, "--json", home=testbed.home)
+    assert r.returncode == 0, r.stderr
+    groups = [g for g in json.loads(r.stdout)["groups"] if g["level"] == "miss" and g["host"] == app.host]
+    assert any(unrecorded in g["examples"] and g["tasks"] == ["filters"] for g in groups), groups

@@ -135,7 +135,7 @@ def _testbed(ctx: Context, home: Path) -> dict:
         return {}
     out = {}
     for name, start in STARTERS.items():
-        app = start(ctx.scratch / f"testbed-{name}")
+        app = start(ctx.scratch.resolve() / f"testbed-{name}")  # (the apps run in folders of their own)
         try:
             archive = ctx.fresh_path(f"testbed-{name}.wfz")
             console.print(f"  crawl the test bed's {name} ({app.host}): defaults")

@@ -48,9 +48,9 @@ def _size(path: Path) -> int:
 
 
 def _bundle_rows(ctx: Context) -> list[Row]:
-    from webfreeze.bundle import pack, verify
+    from webfreeze.bundles.pack import pack, verify
     from webfreeze.demo import ARCHIVE, CASSETTE, LLM_MAX_STEPS, LLM_SETTINGS, LLM_TASKS, SUITE
-    from webfreeze.runner import run
+    from webfreeze.runs.execute import run
 
     run_dir = ctx.scratch / "bundle-llm-run"
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -92,7 +92,7 @@ def _bundle_rows(ctx: Context) -> list[Row]:
 
 def _episodes_per_s(executor: str, workers: int, out: Path) -> float:
     from webfreeze.demo import ARCHIVE, SUITE
-    from webfreeze.runner import run
+    from webfreeze.runs.execute import run
 
     shutil.rmtree(out, ignore_errors=True)
     ends = []
@@ -110,7 +110,7 @@ def _ray_rows(ctx: Context) -> list[Row]:
     except ImportError:
         console.print("  [yellow]ray is not installed: Ray rows skipped (pip install 'webfreeze[ray]')[/]")
         return []
-    from webfreeze.ray_executor import start_ray
+    from webfreeze.runs.ray import start_ray
 
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     start_ray(None, 2)

@@ -71,7 +71,7 @@ def _cassette_lookup(ctx: Context) -> list[Row]:
 
 def _demo_replay_vs_reference(ctx: Context) -> list[Row]:
     from webfreeze.demo import CASSETTE, LLM_MAX_STEPS, LLM_SETTINGS, LLM_TASKS, SUITE
-    from webfreeze.runner import run
+    from webfreeze.runs.execute import run
 
     if not CASSETTE.is_file():
         console.print("  [yellow]no demo cassette: skipping the replay row[/]")
@@ -93,7 +93,7 @@ def _demo_replay_vs_reference(ctx: Context) -> list[Row]:
 
 def _local_model_step(ctx: Context) -> list[Row]:
     from webfreeze.demo import LLM_SETTINGS, SUITE
-    from webfreeze.runner import run
+    from webfreeze.runs.execute import run
 
     out = ctx.scratch / "local-live"
     console.print("  the LLM agent live on the local model (2 tasks, 3 steps each)")

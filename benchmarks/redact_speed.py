@@ -25,7 +25,7 @@ def run(ctx: Context) -> list[Row]:
     from webfreeze.archives.maintenance import pack
     from webfreeze.archives.redact import redact_archive
     from webfreeze.demo import ARCHIVE
-    from webfreeze.redaction import make_redactor
+    from webfreeze.bundles.redaction import make_redactor
 
     with Archive.open(ARCHIVE) as arc:
         exchanges = arc.counts()["exchanges"]

@@ -45,9 +45,11 @@ max_clicks = [1, 2, 3]
 def run(ctx: Context) -> list[Row]:
     from webfreeze.demo import SUITE
     from webfreeze.eval.report import write_report
-    from webfreeze.runner import execute, prepare
-    from webfreeze.study import RunOptions, cell_config, load_study, plan_study, run_study
-    from webfreeze.study_report import build_study_report, write_study_report
+    from webfreeze.runs.execute import execute
+    from webfreeze.runs.prepare import prepare
+    from webfreeze.studies.run import RunOptions, cell_config, plan_study, run_study
+    from webfreeze.studies.spec import load_study
+    from webfreeze.studies.report import build_study_report, write_study_report
 
     path = ctx.scratch / "overhead.toml"
     path.write_text(STUDY.format(suite=SUITE), encoding="utf-8")

@@ -185,7 +185,8 @@ class ComposedHistory:
                 "sessions": [s.to_dict() for s in self.sessions], "text": self.text}
 
 
-def _steps_of(traj: dict, index: int, part: str) -> list[HistoryStep]:
+def session_steps(traj: dict, index: int, part: str) -> list[HistoryStep]:
+    """The steps of trajectory ``traj`` as session ``index`` of a history (``part``: A1, A2 or filler)."""
     out = []
     for i, step in enumerate(traj.get("steps") or []):
         if not isinstance(step, dict):
@@ -193,12 +194,13 @@ def _steps_of(traj: dict, index: int, part: str) -> list[HistoryStep]:
         fields = step.get("agent_fields") or {}
         out.append(HistoryStep(session=index, task_id=traj["task_id"], part=part,
                                step=step.get("step", i) if isinstance(step.get("step", i), int) else i,
-                               url=_opt_str(step.get("url")), thought=_opt_str(fields.get("thought")),
-                               action=_opt_str(step.get("action")), reflection=_opt_str(fields.get("reflection"))))
+                               url=text_or_none(step.get("url")), thought=text_or_none(fields.get("thought")),
+                               action=text_or_none(step.get("action")), reflection=text_or_none(fields.get("reflection"))))
     return out
 
 
-def _opt_str(v) -> str | None:
+def text_or_none(v) -> str | None:
+    """``v`` as text: a string as it is, None as None, anything else as canonical JSON."""
     if v is None:
         return None
     return v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
@@ -310,8 +312,8 @@ def compose_history(pool: Iterable[dict] | str | Path, a1: str, a2: str, target_
 
     def session(index: int, part: str, task_id: str, pending: bool = False) -> Session:
         traj = by_id.get(task_id, {"task_id": task_id, "steps": []})
-        steps = [] if pending else _steps_of(traj, index, part)
-        answer = None if pending else _opt_str(traj.get("answer"))
+        steps = [] if pending else session_steps(traj, index, part)
+        answer = None if pending else text_or_none(traj.get("answer"))
         text = render_session(index, part, task_id, instructions.get(task_id), steps, answer, pending=pending)
         return Session(index, part, task_id, instructions.get(task_id), steps, answer, text, tok.count(text))
 

@@ -267,7 +267,7 @@ def test_a_signed_bundle_verifies_with_its_key_and_not_with_another(llm_run, tmp
     assert _cli_here(capsys, "bundle", "pack", llm_run, "-o", signed, "--key", private)[0] == 0
     code, _ = _cli_here(capsys, "bundle", "verify", signed, "--key", public)
     assert code == 0 and "signature valid" in _cli_here.out
-    from webfreeze.bundle import BundleError, verify
+    from webfreeze.bundles.pack import BundleError, verify
 
     assert verify(signed, key=str(public), deep=False)["signature"].startswith("signature valid")
     code, err = _cli_here(capsys, "bundle", "verify", signed, "--key", other_public)
@@ -280,7 +280,7 @@ def test_a_signed_bundle_verifies_with_its_key_and_not_with_another(llm_run, tmp
 
 
 def test_a_suite_alone_is_bundled_with_its_archive_packed(tmp_path):
-    from webfreeze.bundle import info, pack, verify
+    from webfreeze.bundles.pack import info, pack, verify
 
     out = tmp_path / "suite.wfb"
     pack([SUITE], out)

@@ -299,7 +299,7 @@ def test_webp_and_png_page_records_compare_exactly(tmp_path):
     from PIL import Image
 
     from webfreeze.recorder.crawl import compact_screenshot
-    from webfreeze.replay_check import pixel_difference
+    from webfreeze.checks.replay_check import pixel_difference
 
     img = Image.new("RGB", (64, 32), (250, 250, 250))
     for x in range(64):

@@ -77,7 +77,7 @@ def test_every_exception_class_is_a_webfreeze_error(exception_classes):
     # the walk reaches every stage (a walk that found nothing would pass vacuously)
     stages = {name.split(".")[1] for name in exception_classes}
     assert {"archives", "recorder", "replayer", "simulator", "llm", "agents", "personas", "eval", "common",
-            "bundle", "runner", "study", "context"} <= stages, sorted(stages)
+            "bundles", "runs", "studies"} <= stages, sorted(stages)
     outside = sorted(name for name, cls in exception_classes.items() if not issubclass(cls, WebfreezeError))
     assert outside == sorted(INTERNAL_SIGNALS), f"not derived from WebfreezeError: {outside}"
 
@@ -88,14 +88,14 @@ def test_builtin_bases_are_kept(exception_classes):
         "webfreeze.simulator.actions.ActionError": ValueError,
         "webfreeze.simulator.axtree.AXTreeError": ValueError,
         "webfreeze.simulator.history.HistoryError": ValueError,
-        "webfreeze.context.ContextError": ValueError,
+        "webfreeze.runs.context.ContextError": ValueError,
         "webfreeze.simulator.browser.BrowserUnavailable": RuntimeError,
         "webfreeze.simulator.env.EnvError": RuntimeError,
         "webfreeze.agents.base.AgentError": RuntimeError,
         "webfreeze.llm.errors.CassetteMiss": RuntimeError,
-        "webfreeze.runner.RunError": RuntimeError,
-        "webfreeze.bundle.DamagedBundle": RuntimeError,
-        "webfreeze.study.StudyError": RuntimeError,
+        "webfreeze.runs.spec.RunError": RuntimeError,
+        "webfreeze.bundles.pack.DamagedBundle": RuntimeError,
+        "webfreeze.studies.spec.StudyError": RuntimeError,
     }
     for name, builtin in expected.items():
         assert issubclass(exception_classes[name], builtin), name
@@ -155,7 +155,7 @@ def test_the_check_finds_a_comparison_by_name():
 
 def test_no_cli_module_matches_an_exception_by_its_name(exception_classes):
     names = {cls.__name__ for cls in exception_classes.values()} | {"RuntimeError", "ValueError"}
-    cli_files = sorted((ROOT / "webfreeze").glob("cli*.py"))
+    cli_files = sorted((ROOT / "webfreeze" / "cli").glob("*.py"))
     assert len(cli_files) >= 5, cli_files
     problems = {f.name: hits for f in cli_files if (hits := name_comparisons(f.read_text(), names))}
     assert problems == {}

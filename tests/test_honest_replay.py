@@ -319,7 +319,7 @@ def test_bundle_info_lists_replay_compromised_episodes(suite_runs, wiki, tmp_pat
 
 
 def test_study_report_rows_count_replay_compromised_episodes():
-    from webfreeze.study_report import replay_row
+    from webfreeze.studies.report import replay_row
 
     clean = {"task_id": "a", "replay": {"fuzzy_documents": 0, "fuzzy_xhr": 0, "misses": 0, "compromised": False}}
     fuzzy = {"task_id": "b", "replay": {"fuzzy_documents": 0, "fuzzy_xhr": 2, "misses": 1, "compromised": True}}
@@ -330,7 +330,7 @@ def test_study_report_rows_count_replay_compromised_episodes():
 
 
 def test_bench_compare_shows_replay_compromised_episodes(search_run, tmp_path):
-    from webfreeze.compare import compare_runs
+    from webfreeze.runs.compare import compare_runs
 
     result = compare_runs(search_run, search_run)
     assert result["replay"]["a"]["compromised"] == 1

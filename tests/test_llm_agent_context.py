@@ -82,7 +82,7 @@ def is_reflection(request) -> bool:
 
 # ------------------------------------------------------------------------------------------ the task view
 def test_the_task_view_carries_the_context_and_its_dict_is_unchanged_without_one():
-    from webfreeze.runner import _visible
+    from webfreeze.runs.execute import _visible
 
     context = make_context(3000)
     line = {"id": A2, "instruction": "x", "start_url": "http://scholar.test/", "category": "c",

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from webfreeze.context import ContextError, check_context, parse_tokens, read_pool
+from webfreeze.runs.context import ContextError, check_context, parse_tokens, read_pool
 from webfreeze.demo import ARCHIVE, SUITE
 from webfreeze.eval.errors import TaskError
 from webfreeze.eval.longctx import retrieval
 from webfreeze.eval.tasks import dependency_waves, load_suite
-from webfreeze.runner import RunError, run
+from webfreeze.runs.spec import RunError
+from webfreeze.runs.execute import run
 from webfreeze.simulator.history import get_tokenizer
 from webfreeze.simulator.trajectory import without_timings
 
@@ -218,7 +219,7 @@ def test_check_context_for_study_files(pool):
                      ({"tokens": 0, "a1_run": "/nope"}, "not a run folder")):
         with pytest.raises(ContextError, match=msg):
             check_context(bad)
-    from webfreeze.runner import CONTEXT_KEYS, check_context as runner_check
+    from webfreeze.runs.spec import CONTEXT_KEYS, check_context as runner_check
 
     assert set(CONTEXT_KEYS) == {"tokens", "pool", "tokenizer", "seed", "a1_run"}
     with pytest.raises(RunError, match="unknown key"):
@@ -259,7 +260,7 @@ def test_pool_command(tmp_path, pool):
 
 
 def test_pools_merge_with_runs_and_other_pools(tmp_path, pool):
-    from webfreeze.context import build_pool
+    from webfreeze.runs.context import build_pool
 
     run_dir = pool.parent / "run"
     # a pool made from run R, merged with R again, is the pool of R and R: the same bytes
@@ -308,7 +309,7 @@ def test_shipped_pool_is_the_llm_agents():
     assert all(s["agent"]["name"] == "llm" for s in p.header["sources"])
     assert all(s["archive_digest"] == json.loads((Path(SUITE) / "manifest.json").read_text())["archive_digest"]
                for s in p.header["sources"])
-    from webfreeze.context import entry_tokens
+    from webfreeze.runs.context import entry_tokens
 
     tok = get_tokenizer("cl100k_base")
     assert [entry_tokens(e, tok) for e in p.entries] == [e["tokens"] for e in p.entries]
@@ -319,7 +320,7 @@ def test_shipped_pool_is_the_llm_agents():
 def test_shipped_pool_fills_the_papers_sizes_for_every_pair(target):
     """The paper's context sizes (25k ... 150k) are reachable with the shipped pool for every A2 of
     the long-context suite: compose() raises 'pool too small' when a context cannot come within 5%."""
-    from webfreeze.context import compose
+    from webfreeze.runs.context import compose
 
     pool = read_pool(SHIPPED_POOL)
     suite = load_suite(LC_SUITE)

@@ -116,7 +116,7 @@ def test_a_missing_key_is_refused_before_anything_is_written(chat, tmp_path):
 
 
 def test_an_empty_api_key_env_means_no_key_in_the_python_api(chat, tmp_path, monkeypatch):
-    from webfreeze.runner import run
+    from webfreeze.runs.execute import run
 
     for k in list(os.environ):
         if "KEY" in k.upper():
@@ -140,7 +140,7 @@ class Answerer:
 
 
 def test_bundle_run_reruns_what_it_can_and_names_the_missing_plugin(project, tmp_path):
-    from webfreeze.bundle import info
+    from webfreeze.bundles.pack import info
 
     plug = tmp_path / "plug"
     plug.mkdir()

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from webfreeze.demo import ARCHIVE, SUITE
-from webfreeze.study import (CELLS_DIR, StudyError, context_tokens, expand_cells, load_study, parse_study,
-                             plan_study)
-from webfreeze.study_report import (build_study_report, consistency, csv_text, markdown, personalisation,
+from webfreeze.studies.spec import CELLS_DIR, StudyError, context_tokens, expand_cells, load_study, parse_study
+from webfreeze.studies.run import plan_study
+from webfreeze.studies.report import (build_study_report, consistency, csv_text, markdown, personalisation,
                                     proportion, se_proportion, sem, stats, write_study_report)
 
 REPORT_FILES = ("study-report.md", "study-report.csv", "study-report.json", "study-report.html")
@@ -435,7 +435,7 @@ def test_a_study_generates_its_personas_and_reports_table_3(tmp_path):
 
 
 def test_replay_needs_a_cassette_only_where_the_agent_calls_a_model(tmp_path):
-    from webfreeze.study import RunOptions, run_study
+    from webfreeze.studies.run import RunOptions, run_study
 
     text = 'backend = "text"\nmax_steps = 2\n[tasks]\nids = ["scholar-site-info-001"]\n'
     kw = plan_study(load_study(_study(tmp_path, text + AGENT, "kw.toml")), tmp_path / "kw")

@@ -256,7 +256,7 @@ class ScholarSite(SimulatedSite):
         if not query:
             return self.html(request, "Search", "<h1>Search</h1><p>Enter a search term in the box above.</p>")
         words = query.lower().split()
-        hits = [p for p in self.corpus.papers if all(w in _field_text(p, field) for w in words)]
+        hits = [p for p in self.corpus.papers if all(w in field_text(p, field) for w in words)]
         return self._results(request, f"Showing results for {field}: {query}", hits, "/search",
                              {"query": query, "searchtype": field})
 
@@ -274,7 +274,7 @@ class ScholarSite(SimulatedSite):
         for p in self.corpus.papers:
             ok = None
             for op, field, term in terms:
-                match = all(w in _field_text(p, field) for w in term.split())
+                match = all(w in field_text(p, field) for w in term.split())
                 if ok is None:
                     ok = match if op != "NOT" else not match
                 elif op == "OR":
@@ -357,7 +357,8 @@ def _cat_name(cat: str) -> str:
     return ARCHIVES[cat.split(".")[0]][1].get(cat, cat)
 
 
-def _field_text(p: Paper, field: str) -> str:
+def field_text(p: Paper, field: str) -> str:
+    """The lower-cased text of paper ``p`` that a search in ``field`` (title, author, abstract, all) looks in."""
     if field == "title":
         return p.title.lower()
     if field == "author":

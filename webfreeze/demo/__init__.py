@@ -41,8 +41,8 @@ def run_demo(*, out: str = "runs/demo", backend: str = "browser", workers: int =
     model (started for the run) and records a fresh cassette in its run folder."""
     import click
 
-    from webfreeze.cli_bench import _print_report, run_suite
-    from webfreeze.runner import RunError
+    from webfreeze.cli.bench import print_report, run_suite
+    from webfreeze.runs.spec import RunError
 
     if not ARCHIVE.is_file() or not (SUITE / "manifest.json").is_file():
         raise RunError(f"{DATA}: the demo archive or suite is missing (rebuild: python -m webfreeze.demo.build)")
@@ -76,10 +76,10 @@ def run_demo(*, out: str = "runs/demo", backend: str = "browser", workers: int =
                        f"$ webfreeze bench run {SUITE} --agent {agent} --backend {backend} --workers {workers} "
                        f"--out {run_dir}", err=True)
             run_suite(SUITE, None, agent, run_dir, workers=workers, backend=backend)
-        reports[agent] = _print_report(run_dir)
+        reports[agent] = print_report(run_dir)
     click.echo("\n== success rates per category (task by task: webfreeze bench compare "
                f"{Path(out) / 'reference'} {Path(out) / 'keyword'})", err=True)
-    from webfreeze.compare import compare_runs
+    from webfreeze.runs.compare import compare_runs
 
     cmp = compare_runs(Path(out) / "reference", Path(out) / "keyword")
     llm_cats = reports["llm"]["summary"]["categories"]

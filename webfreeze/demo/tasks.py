@@ -151,7 +151,7 @@ def scholar_specs() -> list[Spec]:
             {"must_include": list(dict.fromkeys(p.authors))})
 
     # -- advanced search and filters
-    from webfreeze.simulator.sites.scholar import _field_text
+    from webfreeze.simulator.sites.scholar import field_text
 
     words = ["transformers", "kernels", "graphs", "flows", "bayesian", "sparse", "quantum", "policies",
              "estimators", "operators"]
@@ -159,7 +159,7 @@ def scholar_specs() -> list[Spec]:
     for i, word in enumerate(words):
         archive = archives[(i * 3) % len(archives)]
         name = ARCHIVES[archive][0]
-        hits = [p for p in papers if word in _field_text(p, "title")
+        hits = [p for p in papers if word in field_text(p, "title")
                 and any(c.split(".")[0] == archive for c in p.categories)]
         steps = [("click", "link", "Advanced search"), ("fill", "textbox", "Search term", word, 0),
                  ("select", "combobox", "Field", "Title", 0), ("click", "checkbox", name)]

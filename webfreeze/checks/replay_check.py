@@ -36,6 +36,8 @@ from pathlib import Path
 
 from webfreeze.archives import Archive, ArchiveError
 from webfreeze.replayer.server import ReplayServer
+from webfreeze.simulator.browser import (launch_chromium, new_context, still_screenshot, track_inflight,
+                                         wait_network_quiet)
 
 REPORT_VERSION = 1
 
@@ -156,8 +158,6 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import (launch_chromium, new_context, still_screenshot, track_inflight,
-                                             wait_network_quiet)
 
     results = []
     server = ReplayServer(archive_path, mode="proxy", seed=seed, miss_report=partial / "misses.jsonl",

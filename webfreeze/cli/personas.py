@@ -1,12 +1,15 @@
 """The ``personas`` command group: generate personas with one-year histories, and write
 personalised task suites from them (docs/personas.md).
 
-Registered on the main CLI at the end of ``webfreeze/cli.py``.
+Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 """
 
 from __future__ import annotations
 
 import click
+from webfreeze.cli.options import progress_bar
+from webfreeze.personas.generate import generate
+from webfreeze.personas.tasks import TaskBuildError, build_suite
 
 
 @click.group("personas")
@@ -26,9 +29,6 @@ def personas_generate(n, seed, out):
 
     Preferences are drawn from the simulated sites' catalogues and show in the history only as
     repeated behaviour."""
-    from webfreeze.cli import progress_bar
-    from webfreeze.personas.generate import generate
-
     progress, advance = progress_bar(n, "generating personas", unit="personas")
     try:
         with progress:
@@ -55,8 +55,6 @@ def personas_tasks(personas_dir, out, archive, levels, per_persona, ranking):
     """Write a personalised task suite from the personas in PERSONAS: per persona, query sets at
     levels 0/1/2 on the shop and booking sites (ground truth from the generator's data, with
     final-state checks) and ranking tasks."""
-    from webfreeze.personas.tasks import TaskBuildError, build_suite
-
     try:
         wanted = sorted({int(x) for x in levels.split(",") if x.strip()})
     except ValueError:
@@ -72,8 +70,3 @@ def personas_tasks(personas_dir, out, archive, levels, per_persona, ranking):
         click.echo(f"dropped {summary['dropped']} of {summary['built']} tasks whose pages {archive} did not record")
     click.echo(f"wrote {summary['tasks']} tasks ({summary['personalised']} personalised, "
                f"{summary['ranking']} ranking) to {out}")
-
-
-def register(cli: click.Group) -> None:
-    """Add the ``personas`` group to the main CLI."""
-    cli.add_command(personas_group)

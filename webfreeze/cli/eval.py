@@ -1,28 +1,19 @@
 """The ``eval`` and ``tasks`` command groups (scoring runs, checking suites).
 
-Registered on the main CLI at the end of ``webfreeze/cli.py``.
+Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 
 import click
+from webfreeze.eval.authoring import add_task
+from webfreeze.eval.replay_provenance import summary_line
+from webfreeze.eval.report import personalisation_markdown, report_json, summary_table, write_report
+from webfreeze.eval.tasks import load_suite
 
 
-def _one_line_errors(fn):
-    """Turn the eval package's errors (bad suites, trajectories, run directories) into click errors,
-    which the CLI prints as one line with exit status 1."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from webfreeze.eval.errors import EvalError
-
-        try:
-            return fn(*args, **kwargs)
-        except EvalError as exc:
-            raise click.ClickException(str(exc)) from None
-    return wrapper
 
 
 @click.group("eval")
@@ -46,7 +37,6 @@ def eval_group() -> None:
 @click.option("--strict-replay", is_flag=True,
               help="Count episodes that touched a fuzzy main document, a fuzzy XHR answer or a replay miss as "
                    "replay-compromised, apart from success and failure.")
-@_one_line_errors
 def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_cassette, judge_cassette_mode,
                 strict_replay):
     """Score every trajectory of RUN_DIR; write RUN_DIR/report.json and RUN_DIR/report.html.
@@ -57,7 +47,6 @@ def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_ca
     """
     from pathlib import Path
 
-    from webfreeze.eval.report import personalisation_markdown, report_json, summary_table, write_report
 
     ctx = click.get_current_context()
     if judge_kind == "rules":  # the LLM judge's settings would be silently ignored: say so
@@ -91,8 +80,6 @@ def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_ca
         click.echo(personalisation_markdown(report["personalisation"]))
     replay = report.get("replay")
     if replay:
-        from webfreeze.eval.replay_provenance import summary_line
-
         click.echo(summary_line(replay) + "".join(f"\n  {e['task_id']}" for e in replay["episodes_compromised"]))
     strict = report.get("strict_replay")
     if strict:
@@ -113,12 +100,9 @@ def tasks_group() -> None:
 @tasks_group.command("check")
 @click.argument("suite", metavar="SUITE", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
-@_one_line_errors
 def tasks_check(suite, as_json):
     """Load and validate SUITE (a suite directory, its manifest, a tasks .jsonl file, or the
     Mind2Web-Live key-node JSON) and print the number of tasks per category and kind."""
-    from webfreeze.eval.tasks import load_suite
-
     s = load_suite(suite)
     kinds: dict[str, int] = {}
     for t in s.tasks:
@@ -152,21 +136,13 @@ def tasks_check(suite, as_json):
               help="A new suite only: the archive its manifest names (the one the session recorded into).")
 @click.option("--replace", is_flag=True,
               help="Replace the task of the same id (a session recorded again) and its reference.")
-@_one_line_errors
 def tasks_add(suite, reference, answer, match, category, instruction, task_id, archive, replace):
     """Add a task to SUITE from a recorded session: the task line (its start URL from the session,
     the answer check, the reference trajectory copied into SUITE/references/). A SUITE that does not
     exist is made, with a manifest. Nothing is written when anything is wrong."""
-    from webfreeze.eval.authoring import add_task
-
     obj = add_task(suite, reference, answer, category=category, instruction=instruction, task_id=task_id,
                    match=match, archive=archive, replace=replace)
     for change in obj.get("changes", []):
         click.echo(f"{obj['id']}: {change}")
     click.echo(f"{'replaced' if obj['replaced'] else 'added'} task {obj['id']} ({obj['category']}) in {suite}; "
                f"check it with: webfreeze tasks validate {suite}", err=True)
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(eval_group)
-    cli.add_command(tasks_group)

@@ -14,16 +14,16 @@ import json
 from pathlib import Path
 
 from webfreeze.eval.errors import ReportError
+from webfreeze.eval.replay_provenance import run_provenance
+from webfreeze.eval.report import build_report
+from webfreeze.eval.trajectory import validate_trajectory
+from webfreeze.simulator.trajectory import without_timings
 
 STEP_FIELDS = ("action", "url", "error", "url_after")
 END_FIELDS = ("answer", "end", "final_state")
 
 
 def _load_run(run_dir) -> tuple[dict, dict[str, dict]]:
-    from webfreeze.eval.report import build_report
-    from webfreeze.eval.trajectory import validate_trajectory
-    from webfreeze.simulator.trajectory import without_timings
-
     run = Path(run_dir)
     if not (run / "manifest.json").is_file():
         raise ReportError(f"{run}: not a run directory (no manifest.json)")
@@ -78,8 +78,6 @@ def first_difference(a: dict, b: dict) -> dict | None:
 def _replay_side(report: dict, trajectories: dict[str, dict]) -> dict | None:
     """A run's replay provenance: its report's, else computed from its trajectories (a report
     written before provenance existed); None when no trajectory records any."""
-    from webfreeze.eval.replay_provenance import run_provenance
-
     if isinstance(report.get("replay"), dict):
         return report["replay"]
     tasks = report.get("tasks") or {}

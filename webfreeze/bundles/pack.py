@@ -39,7 +39,22 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from webfreeze import __version__
+from webfreeze.archives import ArchiveError
+from webfreeze.archives.maintenance import pack as pack_archive
+from webfreeze.archives.redact import redact_archive, redact_suite
+from webfreeze.archives import archive_digest
+from webfreeze.archives.verify import verify as verify_archive
+from webfreeze.archives.warc_export import export
+from webfreeze.bundles.redaction import (SecretsFound, check_shareable, make_redactor, redact_doms, redact_text_file)
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.eval.tasks import TaskError, load_suite
+from webfreeze.llm.cassette import redact_file, verify_file, write_subset
+from webfreeze.llm.errors import LLMError
+from webfreeze.runs.context import ContextError, a1_trajectory, file_digest, trajectories_digest
+from webfreeze.runs.execute import manifest_path
+from webfreeze.runs.prepare import agent_source_path, resolve_archive
+from webfreeze.runs.spec import RunError
 
 FORMAT = "webfreeze-bundle"
 VERSION = 1
@@ -92,7 +107,8 @@ def _sha256(path: Path) -> str:
         return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def _read_manifest(run: Path) -> dict:
+def read_run_manifest(run: Path) -> dict:
+    """A run folder's manifest, checked to be one (:class:`BundleError` otherwise)."""
     try:
         data = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -104,14 +120,15 @@ def _read_manifest(run: Path) -> dict:
     return data
 
 
-def _where(manifest: dict, key: str) -> str | None:
+def manifest_where(manifest: dict, key: str) -> str | None:
     """Where a run's suite or archive lay: a circumstance now, ``<key>.path`` in older manifests."""
     c = manifest.get("circumstances") if isinstance(manifest.get("circumstances"), dict) else {}
     part = manifest.get(key) if isinstance(manifest.get(key), dict) else {}
     return c.get(f"{key}_path") or part.get("path")
 
 
-def _files(root: Path) -> list[Path]:
+def run_files(root: Path) -> list[Path]:
+    """The files under ``root`` a bundle takes: regular files, no links, no hidden or temporary ones."""
     return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()
                   and not p.name.startswith(".") and ".tmp-" not in p.name)
 
@@ -132,8 +149,6 @@ def _used_entries(run: Path) -> list | None:
 
 def _check_suite_digest(suite_dir: Path, want: str | None) -> None:
     """A suite given with ``--suite`` must be the one the runs ran (its digest)."""
-    from webfreeze.eval.tasks import TaskError, load_suite
-
     try:
         got = load_suite(str(suite_dir)).digest
     except TaskError as exc:
@@ -146,9 +161,6 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
               with_agent_source: bool = False, progress=None) -> PackPlan:
     """What a bundle of ``sources`` (run folders, or one suite folder) holds; the files it needs
     made (the cassette subsets, a packed archive) are written under ``staging``."""
-    from webfreeze.llm.cassette import write_subset
-    from webfreeze.llm.errors import LLMError
-
     plan = PackPlan()
     runs, suite_dir = [], None
     for src in sources:
@@ -163,22 +175,20 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
             suite_dir = p
         else:
             raise BundleError(f"{p}: neither a run folder (manifest.json, trajectories/) nor a suite (tasks.jsonl)")
-    manifests = {r: _read_manifest(r) for r in runs}
+    manifests = {r: read_run_manifest(r) for r in runs}
     if runs:
         digests = {(m.get("suite") or {}).get("digest") for m in manifests.values()}
         archives = {(m.get("archive") or {}).get("digest") for m in manifests.values()}
         if len(digests) > 1 or len(archives) > 1:
             raise BundleError("the runs are not of one suite on one archive: bundle them separately")
         first = manifests[runs[0]]
-        from webfreeze.runner import manifest_path
-
         if suite is not None:
             suite_dir = Path(suite)
             if not (suite_dir / "tasks.jsonl").is_file():
                 raise BundleError(f"{suite_dir}: not a suite folder (no tasks.jsonl)")
             _check_suite_digest(suite_dir, (first.get("suite") or {}).get("digest"))
         else:
-            where = _where(first, "suite")
+            where = manifest_where(first, "suite")
             found = manifest_path(runs[0], where)
             if found is None or not (found / "tasks.jsonl").is_file():
                 raise BundleError(f"{runs[0]}: the suite it ran ({where}) is not there any more; give --suite")
@@ -188,7 +198,7 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
             if not archive_path.is_file():
                 raise BundleError(f"{archive_path}: no such archive")
         else:
-            where = _where(first, "archive")
+            where = manifest_where(first, "archive")
             found = manifest_path(runs[0], where)
             if found is None or not found.is_file():
                 raise BundleError(f"{runs[0]}: the archive it ran ({where}) is not there any more; give --archive")
@@ -197,23 +207,18 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
         if _sha256(archive_path) != want:
             raise BundleError(f"{archive_path}: is not the archive the runs used (digest differs from {want})")
     else:
-        from webfreeze.eval.tasks import TaskError, load_suite
-        from webfreeze.runner import RunError, resolve_archive
-
         try:
             archive_path = resolve_archive(load_suite(str(suite_dir)), archive)
         except (TaskError, RunError) as exc:
             raise BundleError(str(exc)) from None
         # a suite alone: the archive is packed for sharing (with runs it stays as they cite it)
-        from webfreeze.archives.maintenance import pack
-
         packed = staging / archive_path.name
-        pack(archive_path, packed, progress=progress)
+        pack_archive(archive_path, packed, progress=progress)
         archive_path = packed
     name = archive_path.name if archive_path.suffix == ".wfz" else f"{archive_path.stem}.wfz"
     plan.add(f"archive/{name}", archive_path)
     plan.contents["archive"] = f"archive/{name}"
-    for f in _files(suite_dir):
+    for f in run_files(suite_dir):
         plan.add("suite/" + f.relative_to(suite_dir).as_posix(), f)
     plan.contents["suite"] = "suite/"
     plan.contents["runs"] = []
@@ -233,7 +238,7 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
                 plan.add(f"runs/{name}/{fname}", run / fname)
         for d in RUN_DIRS:
             if (run / d).is_dir():
-                for f in _files(run / d):
+                for f in run_files(run / d):
                     plan.add(f"runs/{name}/" + f.relative_to(run).as_posix(), f)
         entry = {"name": name, "path": f"runs/{name}/", "agent": (m.get("agent") or {}).get("name"),
                  "tasks": (m.get("selection") or {}).get("selected")}
@@ -244,8 +249,6 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
         circumstances = m.get("circumstances") if isinstance(m.get("circumstances"), dict) else {}
         where = circumstances.get("cassette")
         if m.get("llm") and where:
-            from webfreeze.runner import manifest_path
-
             cassette = manifest_path(run, where) or (Path(where) if Path(where).is_absolute() else run / where)
             if not cassette.is_file():
                 raise BundleError(f"{run}: its LLM cassette {cassette} is not there any more")
@@ -271,7 +274,7 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
             entry["personas"] = f"personas/{pdir.name}/"
             if pdir.name not in personas:
                 personas.add(pdir.name)
-                for f in _files(pdir):
+                for f in run_files(pdir):
                     plan.add(f"personas/{pdir.name}/" + f.relative_to(pdir).as_posix(), f)
         context = _plan_context(plan, run, name, m, pools, a1_runs)
         if context is not None:
@@ -288,8 +291,6 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
 def _plan_agent_source(plan: PackPlan, run: Path, name: str, spec: str, code: dict) -> str:
     """A plug-in agent's source file as ``runs/<name>/agent/<file>``: the file this machine imports
     for ``spec``, which must be the one the run used (the SHA-256 its manifest holds)."""
-    from webfreeze.runner import agent_source_path
-
     source = agent_source_path(spec)
     if source is None:
         raise BundleError(f"{run}: --with-agent-source: the source of agent {spec!r} cannot be found here")
@@ -312,8 +313,6 @@ def _plan_context(plan: PackPlan, run: Path, name: str, manifest: dict, pools: d
     ctx = manifest.get("context")
     if not isinstance(ctx, dict) or not ctx:
         return None
-    from webfreeze.context import ContextError, a1_trajectory, file_digest, trajectories_digest
-
     where = manifest.get("circumstances") if isinstance(manifest.get("circumstances"), dict) else {}
     out = {"pool": None, "a1_run": None}
     pool = ctx.get("pool")
@@ -368,8 +367,6 @@ def _plan_context(plan: PackPlan, run: Path, name: str, manifest: dict, pools: d
 
 def _refuse_secrets(plan: PackPlan) -> None:
     """Refuse (one line) a bundle whose archive or trajectories hold a credential we recognise."""
-    from webfreeze.redaction import SecretsFound, check_shareable
-
     by_path = {e.path: e.source for e in plan.entries}
     archive = by_path.get(plan.contents.get("archive"))
     trajectories = [e.source for e in plan.entries if e.path.endswith(".json") and (
@@ -396,14 +393,80 @@ def _json_bytes(data) -> bytes:
     return (json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+def redacted_sources(sources: list, suite, archive, staging: Path, *, params=(), headers=()):
+    """For ``bundle pack --redact``: redacted copies, under ``staging``, of the archive, the suite
+    and each run folder (trajectories, references, tasks, manifest, reports, DOM snapshots and the
+    LLM cassette, whose keys and the trajectories' ``llm_entries`` follow its redacted requests),
+    all with one mapping; the runs' manifests name the redacted archive and suite by their new
+    digests. Returns (run folders or the suite folder, suite, archive) to pack."""
+    runs = [Path(s) for s in sources if (Path(s) / "manifest.json").is_file() and (Path(s) / "trajectories").is_dir()]
+    if runs:
+        first = read_run_manifest(runs[0])
+        suite_dir = Path(suite) if suite else manifest_path(runs[0], manifest_where(first, "suite"))
+        archive_path = Path(archive) if archive else manifest_path(runs[0], manifest_where(first, "archive"))
+        if suite_dir is None or archive_path is None:
+            raise BundleError(f"{runs[0]}: its suite or archive is not there any more; give --suite and --archive")
+    else:
+        suite_dir = Path(sources[0])
+        try:
+            archive_path = resolve_archive(load_suite(str(suite_dir)), archive)
+        except (TaskError, RunError) as exc:
+            raise BundleError(str(exc)) from None
+    trajectories = [p for run in runs for p in sorted((run / "trajectories").glob("*.json"))]
+    staging.mkdir(parents=True, exist_ok=True)
+    r = make_redactor(archive_path, suite=suite_dir, params=params, headers=headers, trajectories=trajectories)
+    red_archive = staging / (archive_path.stem + ".wfz")
+    redact_archive(archive_path, red_archive, r)
+    new_digest = archive_digest(red_archive)
+    red_suite = staging / "suite"
+    redact_suite(suite_dir, red_suite, r, archive_out=red_archive, archive_digest=new_digest)
+    if not runs:
+        return [str(red_suite)], str(red_suite), str(red_archive)
+    try:
+        new_suite_digest = load_suite(str(red_suite)).digest
+    except TaskError as exc:
+        raise BundleError(str(exc)) from None
+    out_runs = []
+    for i, run in enumerate(runs):
+        m = read_run_manifest(run)
+        replace = {d: n for d, n in (((m.get("archive") or {}).get("digest"), new_digest),
+                                     ((m.get("suite") or {}).get("digest"), new_suite_digest)) if d}
+        dest = staging / "runs" / str(i) / run.name
+        keys: dict = {}
+        where = (m.get("circumstances") or {}).get("cassette")
+        if m.get("llm") and where:
+            cassette = manifest_path(run, where)
+            if cassette is None:
+                raise BundleError(f"{run}: its LLM cassette {where} is not there any more")
+            dest.mkdir(parents=True)
+            keys = redact_file(cassette, dest / "llm-cassette.sqlite", r.text)["keys"]
+        files = [run / f for f in RUN_FILES if (run / f).is_file()]
+        files += [f for d in RUN_DIRS if d != "dom" and (run / d).is_dir() for f in run_files(run / d)]
+        replace = dict(replace)
+        if (run / "dom").is_dir():  # content-addressed snapshots: a redacted one gets a new name
+            replace.update(redact_doms(r, run / "dom", dest / "dom"))
+        for f in files:
+            rel = f.relative_to(run)
+            redact_text_file(r, f, dest / rel, replace, keys,
+                              trajectory=rel.parts[0] in ("trajectories", "references"))
+        manifest = json.loads((dest / "manifest.json").read_text(encoding="utf-8"))
+        c = manifest.setdefault("circumstances", {})
+        c.update(suite_path=str(red_suite.resolve()), archive_path=str(red_archive.resolve()))
+        if keys:
+            c["cassette"] = "llm-cassette.sqlite"
+        c["redacted"] = True
+        (dest / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n",
+                                            encoding="utf-8")
+        out_runs.append(str(dest))
+    return out_runs, str(red_suite), str(red_archive)
+
+
 def pack(sources: list, out, *, archive: str | None = None, key: str | None = None, title: str | None = None,
          suite: str | None = None, with_agent_source: bool = False, redact: bool = False,
          allow_secrets: bool = False, params=(), headers=(), progress=None) -> dict:
     """Write the bundle of ``sources`` (run folders of one suite, or a suite folder) to ``out``,
     atomically (beside it, renamed when complete). ``key``: an Ed25519 private key (PEM) to sign
     it with. Returns the bundle's manifest."""
-    from webfreeze import __version__
-
     out = Path(out)
     if out.is_dir():
         raise BundleError(f"{out}: is a folder; give a file name such as NAME.wfb")
@@ -415,8 +478,6 @@ def pack(sources: list, out, *, archive: str | None = None, key: str | None = No
     try:
         sources = [str(s) for s in sources]
         if redact:  # one mapping for the archive, the suite, the runs and their cassettes
-            from webfreeze.redaction import redacted_sources
-
             sources, suite, archive = redacted_sources(sources, suite, archive, staging / "redacted",
                                                        params=params, headers=headers)
         plan = plan_pack(sources, archive, staging, suite=suite, with_agent_source=with_agent_source,
@@ -694,8 +755,6 @@ def check_context_members(bundle: Bundle) -> None:
     names (the pool's file digest; the A1 trajectories' digest, timings aside): a bundle whose members
     agree with its datapackage.json but not with the runs (re-packed after a change) is refused in
     one line. Reads members in memory only; nothing is written."""
-    from webfreeze.context import trajectories_digest
-
     for run in (bundle.manifest.get("contents") or {}).get("runs") or []:
         if not isinstance(run, dict) or not isinstance(run.get("path"), str):
             continue
@@ -797,10 +856,6 @@ def verify(path, *, key: str | None = None, deep: bool = True, progress=None) ->
 
 
 def _deep_checks(bundle: Bundle) -> dict:
-    from webfreeze.archives import Archive, ArchiveError
-    from webfreeze.archives.verify import verify as verify_archive
-    from webfreeze.llm.cassette import verify_file
-
     contents = bundle.manifest.get("contents") or {}
     out = {"archive": None, "cassettes": 0}
     tmp = Path(tempfile.mkdtemp(prefix="webfreeze-bundle-verify-"))
@@ -873,8 +928,6 @@ def _run_replay(bundle: Bundle, run: dict) -> dict | None:
 
 def export_wacz(path, out, *, overwrite: bool = False, progress=None) -> int:
     """The bundle's archive as a WACZ (the archive's own export), its digest checked first."""
-    from webfreeze.archives.warc_export import export
-
     with open_bundle(path) as bundle:
         name = (bundle.manifest.get("contents") or {}).get("archive")
         if name not in bundle.resources:

@@ -2,7 +2,7 @@
 127.0.0.1, no dashboard, no usage statistics) or on an existing cluster (``--ray-address``).
 
 Each actor holds one environment and one agent (as a local worker process does) and plays episodes
-through :func:`webfreeze.runner.play_episode`; the trajectory and its screenshots come back to the
+through :func:`webfreeze.runs.worker.play`; the trajectory and its screenshots come back to the
 driver, which writes them with the same function the local workers use, so the run folder is the
 local executor's, byte for byte apart from timings.
 
@@ -23,7 +23,16 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
+
+from webfreeze.archives import archive_digest  # the digest the run's manifest holds
+from webfreeze.runs import worker
+from webfreeze.runs.spec import RunError
+from webfreeze.simulator.trajectory import FORMAT, VERSION, write_trajectory
+
+# (``import ray`` stays inside the functions: Ray is an optional extra, and its environment must be
+# set, prepare_ray_env, before it is first imported)
 
 CACHE_ENV = "WEBFREEZE_CACHE"
 
@@ -35,8 +44,6 @@ def archive_cache_dir() -> Path:
 
 
 def _sha256_file(path: Path) -> str:
-    from webfreeze.archives import archive_digest  # the digest the run's manifest holds
-
     return archive_digest(path)
 
 
@@ -75,14 +82,12 @@ class EpisodeWorker:
     """One Ray actor: one environment and one agent, started as a local worker is."""
 
     def __init__(self, spec: dict, shipped=None):
-        from webfreeze.runner import _one_line, _worker_init
-
         self.init_error = None
         try:
             archive = local_archive(spec["archive"], spec["archive_digest"], shipped)
-            _worker_init(spec["config"], archive, spec["manifest"], spec["llm"])
+            worker.init(spec["config"], archive, spec["manifest"], spec["llm"])
         except Exception as exc:  # reported as one line by the driver, never as a traceback
-            self.init_error = _one_line(exc)
+            self.init_error = worker.one_line(exc)
 
     def pid(self) -> int:
         return os.getpid()
@@ -90,22 +95,18 @@ class EpisodeWorker:
     def play(self, task: dict, reference: dict | None) -> dict:
         """Play one episode; returns the trajectory, its screenshots and the summary, or ``fatal``
         (one line) when the run cannot go on (strict replay missed, the worker could not start)."""
-        from webfreeze.runner import RunError, _one_line, play_episode
-
         if self.init_error:
             return {"fatal": self.init_error}
         try:
-            trajectory, shots, summary = play_episode(task, reference)
+            trajectory, shots, summary = worker.play(task, reference)
         except RunError as exc:
             return {"fatal": str(exc)}
         except Exception as exc:  # a bug in a worker: still one line for the user
-            return {"fatal": _one_line(exc).replace("a worker could not start", "a worker failed")}
+            return {"fatal": worker.one_line(exc).replace("a worker could not start", "a worker failed")}
         return {"trajectory": trajectory, "shots": shots, "summary": summary, "node": _node_id()}
 
     def close(self) -> None:
-        from webfreeze.runner import _worker_close
-
-        _worker_close()
+        worker.close()
 
 
 def prepare_ray_env(address: str | None) -> None:
@@ -156,8 +157,6 @@ def start_ray(address: str | None, workers: int) -> bool:
     prepare_ray_env(address)
     import ray
 
-    from webfreeze.runner import RunError
-
     if ray.is_initialized():
         return False
     quiet = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
@@ -185,8 +184,6 @@ def start_ray(address: str | None, workers: int) -> bool:
 def timeout_trajectory(spec, task: dict, detail: str, cause: str) -> dict:
     """The trajectory of an episode the driver had to end (it timed out, or its worker kept dying):
     no steps, ``end`` = error with the reason and its cause."""
-    from webfreeze.simulator.trajectory import FORMAT, VERSION
-
     config, manifest = spec.config, spec.manifest
     context = {"context": task["context_record"]} if task.get("context_record") is not None else {}
     return {**context,
@@ -201,8 +198,6 @@ def timeout_trajectory(spec, task: dict, detail: str, cause: str) -> dict:
 
 
 def _absolute(spec):
-    from dataclasses import replace
-
     llm = dict(spec.llm)
     if llm.get("cassette"):
         llm["cassette"] = os.path.abspath(llm["cassette"])
@@ -237,9 +232,6 @@ class RayExecutor:
 
     def run(self, spec, jobs: list, progress=None) -> dict:
         import ray
-
-        from webfreeze.runner import RunError
-        from webfreeze.simulator.trajectory import write_trajectory
 
         # workers may run elsewhere (another folder, another node): every path they open is absolute
         spec = _absolute(spec)

@@ -1,6 +1,6 @@
 """The ``context`` group: filler pools for the long-context condition (docs/long-context.md).
 
-Registered on the main CLI at the end of ``webfreeze/cli.py``.
+Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import click
+from webfreeze.runs.context import build_pool, read_pool, write_pool
 
-from webfreeze.cli_bench import _one_line_errors  # one definition for every group
 
 
 
@@ -28,14 +28,11 @@ def context_group() -> None:
 @click.option("--any-agent", is_flag=True,
               help="Keep trajectories with neither LLM calls nor thoughts (e.g. a keyword baseline's); by default "
                    "a pool holds an agent's reasoning, as the paper's does.")
-@_one_line_errors
 def context_pool(sources, output, tokenizer, min_steps, any_agent):
     """Collect the trajectories of finished runs (RUN_DIR) into a filler pool file: per step
     the URL, action, thought and reflection; per trajectory its instruction, answer and final URL,
     and its size in tokens. A pool file among the sources adds its entries and sources (pools
     merge). The same task several times gives TASK, TASK~2, ... in the order the sources are given."""
-    from webfreeze.context import build_pool, write_pool
-
     header, entries = build_pool(list(sources), tokenizer=tokenizer, min_steps=min_steps,
                                  reasoning=not any_agent)
     if not entries:
@@ -49,11 +46,8 @@ def context_pool(sources, output, tokenizer, min_steps, any_agent):
 @context_group.command("info")
 @click.argument("pool", metavar="POOL", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-@_one_line_errors
 def context_info(pool, as_json):
     """What a pool file holds: entries, tokens, the largest target it can fill, its digest."""
-    from webfreeze.context import read_pool
-
     p = read_pool(pool)
     sizes = sorted(e.get("tokens") or 0 for e in p.entries)
     info = {"pool": pool, "digest": p.digest, "tokenizer": p.header.get("tokenizer"), "entries": len(p.entries),
@@ -69,7 +63,3 @@ def context_info(pool, as_json):
     click.echo(f"{pool}: {info['entries']} trajectories of {info['tasks']} tasks, {info['tokens']} tokens "
                f"({info['tokenizer']}), {info['steps']} steps ({info['steps_with_thought']} with a thought, "
                f"{info['steps_with_reflection']} with a reflection); digest {info['digest']}")
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(context_group)

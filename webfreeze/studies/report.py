@@ -28,7 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from webfreeze.common.files import write_atomically
-from webfreeze.study import CELLS_DIR, StudyError, condition_label, read_study_json
+from webfreeze.studies.spec import CELLS_DIR, StudyError, condition_label
+from webfreeze.studies.run import read_study_json
+from webfreeze.eval.personal import rubric_values, table_row
+from webfreeze.eval.report import CSS
+from webfreeze.eval.trajectory import action_strings
 
 REPORT_FORMAT = "webfreeze-study-report"
 REPORT_VERSION = 1
@@ -142,14 +146,10 @@ def over_repeats(rates: list[float]) -> dict:
 # ------------------------------------------------------------------------------------ personalisation
 def _rubric_values(results: list[dict]) -> dict:
     """Per task, on a 0-1 scale, the values behind Table 3 (``eval.personal``'s rules)."""
-    from webfreeze.eval.personal import rubric_values
-
     return rubric_values(results)
 
 
 def persona_row(results: list[dict]) -> dict:
-    from webfreeze.eval.personal import table_row
-
     row = table_row(results)
     v = _rubric_values(results)
     # Intent and SR (and their errors) are over the tasks whose intent was decided: an intent that
@@ -201,8 +201,6 @@ def _dependent_tasks(run_dir: Path) -> set[str]:
 
 
 def _actions(run_dir: Path, task_id: str) -> tuple | None:
-    from webfreeze.eval.trajectory import action_strings
-
     traj = _read_json(run_dir / "trajectories" / f"{task_id}.json")
     return tuple(action_strings(traj)) if isinstance(traj, dict) else None
 
@@ -704,8 +702,6 @@ td{white-space:nowrap}
 
 
 def render_html(report: dict) -> str:
-    from webfreeze.eval.report import CSS
-
     s = report["study"]
     title = f"webfreeze study — {s['name']}"
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',

@@ -1,6 +1,6 @@
 """The ``study`` group: ``study run`` (a grid of runs from one TOML file) and ``study report``.
 
-Registered on the main CLI at the end of ``webfreeze/cli.py``. See docs/studies.md.
+Registered on the main CLI in ``webfreeze/cli/__init__.py``. See docs/studies.md.
 """
 
 from __future__ import annotations
@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 
 import click
+from webfreeze.studies.report import build_study_report, markdown, write_study_report
+from webfreeze.studies.run import RunOptions, cell_status, plan_study, read_study_json, run_study
+from webfreeze.studies.spec import CELLS_DIR, StudyError, load_study
 
-from webfreeze.cli_bench import _one_line_errors  # one definition for every group
 
 
 
@@ -83,7 +85,6 @@ class _Progress:
               help="LLM calls in flight at once across a cell's workers.")
 @click.option("--list", "list_only", is_flag=True, help="Print the cells and their status, run nothing.")
 @click.option("--no-report", is_flag=True, help="Do not write the study report at the end.")
-@_one_line_errors
 def study_run(study_file, out, executor, ray_address, workers, cassette_mode, cassettes, llm_concurrency, list_only,
               no_report):
     """Run every cell of STUDY.toml (suite x agent configuration x grid point x context condition x
@@ -95,13 +96,11 @@ def study_run(study_file, out, executor, ray_address, workers, cassette_mode, ca
     """
     from pathlib import Path
 
-    from webfreeze.study import CELLS_DIR, RunOptions, StudyError, cell_status, load_study, plan_study, run_study
 
     study = load_study(study_file)
     if cassettes is not None:
         if not (Path(cassettes) / "study.json").is_file():
             raise StudyError(f"--cassettes {cassettes}: not a study folder (no study.json)")
-        from webfreeze.study import read_study_json
 
         if read_study_json(cassettes).get("digest") != study.digest:
             raise StudyError(f"--cassettes {cassettes} holds another study (its digest differs from {study_file}'s)")
@@ -130,8 +129,6 @@ def study_run(study_file, out, executor, ray_address, workers, cassette_mode, ca
 
 
 def _write_report(study_dir, out) -> None:
-    from webfreeze.study_report import build_study_report, markdown, write_study_report
-
     report = build_study_report(study_dir)
     paths = write_study_report(report, out or study_dir, study_dir)
     click.echo(markdown(report, brief=True))
@@ -144,7 +141,6 @@ def _write_report(study_dir, out) -> None:
 @click.argument("study_dir", metavar="DIR", type=click.Path(file_okay=False))
 @click.option("--out", "out", type=click.Path(file_okay=False),
               help="Folder for study-report.md/.csv/.json/.html and study-timings.json (default: DIR).")
-@_one_line_errors
 def study_report(study_dir, out):
     """Aggregate the cells of the study in DIR: per cell and category success / partial / fail rates
     with standard errors, steps, efficiency, the error taxonomy, trajectory consistency across
@@ -152,7 +148,3 @@ def study_report(study_dir, out):
     with charts. Timings go to study-timings.json only, so the tables of a study and of its replay
     are byte-identical."""
     _write_report(study_dir, out)
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(study_group)

@@ -37,6 +37,9 @@ from pathlib import Path
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import write_atomically
 from webfreeze.eval.longctx import final_url  # one definition, shared with scoring
+from webfreeze.simulator.trajectory import without_timings
+from webfreeze.simulator.history import (HistoryError, compose_history, get_tokenizer, render_session, session_steps,
+                                         text_or_none)
 
 POOL_FORMAT = "webfreeze-context-pool"
 POOL_VERSION = 1
@@ -94,7 +97,6 @@ def check_context(context: dict | None) -> dict:
     tokenizer = context.get("tokenizer") or DEFAULT_TOKENIZER
     if not isinstance(tokenizer, str):
         raise ContextError("context.tokenizer must be a tokenizer name (cl100k_base)")
-    from webfreeze.simulator.history import HistoryError, get_tokenizer
 
     try:
         get_tokenizer(tokenizer)
@@ -209,12 +211,10 @@ def _entry(traj: dict, instruction: str | None, source: int) -> dict:
 
 
 def entry_tokens(entry: dict, tokenizer) -> int:
-    from webfreeze.simulator.history import _steps_of, _opt_str, render_session
-
     traj = entry_trajectory(entry)
-    steps = _steps_of(traj, 1, "filler")
+    steps = session_steps(traj, 1, "filler")
     return tokenizer.count(render_session(1, "filler", entry["id"], entry.get("instruction"), steps,
-                                          _opt_str(traj.get("answer"))))
+                                          text_or_none(traj.get("answer"))))
 
 
 def build_pool(sources: list, *, tokenizer: str = DEFAULT_TOKENIZER, min_steps: int = 1,
@@ -228,8 +228,6 @@ def build_pool(sources: list, *, tokenizer: str = DEFAULT_TOKENIZER, min_steps: 
     shifted. The same task several times gives entries ``TASK``, ``TASK~2``, ... in the order of the
     sources, so a pool of runs merged with another run equals the pool of all those runs. Every entry
     is counted again with ``tokenizer`` (its id is part of what is counted)."""
-    from webfreeze.simulator.history import HistoryError, get_tokenizer
-
     try:
         tok = get_tokenizer(tokenizer)
     except HistoryError as exc:
@@ -353,8 +351,6 @@ def a1_trajectory(run_dir, task_id: str) -> dict | None:
 
 def trajectories_digest(trajectories: list[dict]) -> str:
     """The digest of A1 trajectories taken from another run: what they did, not how long it took."""
-    from webfreeze.simulator.trajectory import without_timings
-
     h = hashlib.sha256()
     for t in trajectories:
         h.update(json.dumps(without_timings(t), sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n")
@@ -365,8 +361,6 @@ def compose(task, a1_traj: dict, pool: Pool | None, context: dict, instructions:
     """A dependent task's prior context: (the ``context`` its view gets, the ``context`` record its
     trajectory gets, the URL its episode starts at). ``task`` is the suite's :class:`Task` (A2),
     ``a1_traj`` A1's trajectory (any end; an episode that failed gives what it did)."""
-    from webfreeze.simulator.history import HistoryError, compose_history
-
     a1, a2 = task.depends_on, task.id
     a1_traj = dict(a1_traj, task_id=a1)
     excluded_globs = [*(task.extra.get("context_exclude") or [])]

@@ -12,7 +12,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import shutil
+from urllib.parse import urlsplit
+
+import zstandard
+
+from webfreeze.archives import Archive, archive_digest
+from webfreeze.archives.errors import ArchiveError
+from webfreeze.archives.redact import (CREDENTIAL_HEADERS, PLACEHOLDER_PREFIX, Redactor, collect_archive, collect_suite,
+                                       holds_secret, redact_archive, redact_in_place, redact_suite, redact_trajectory)
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.llm.cassette import redact_file
+from webfreeze.simulator.trajectory import DOM_ZSTD_LEVEL, dom_path, read_dom
 
 # Host names reserved for testing and documentation (RFC 2606, RFC 6761): no real service answers
 # there, so a cookie such a host set is no credential of anyone's. The simulated sites of the demo
@@ -26,8 +37,6 @@ class SecretsFound(WebfreezeError, RuntimeError):
 
 
 def _reserved(url: str) -> bool:
-    from urllib.parse import urlsplit
-
     host = (urlsplit(url).hostname or "").lower().rstrip(".")
     return host in RESERVED_HOSTS or host.endswith(RESERVED_SUFFIXES) or \
         any(host.endswith("." + h) for h in RESERVED_HOSTS)
@@ -36,9 +45,6 @@ def _reserved(url: str) -> bool:
 def archive_credentials(archive) -> str | None:
     """The first credential archive ``archive`` holds (a credential header with a value that is not a
     placeholder, on a host that is not a reserved test name), as ``what, where``; or None."""
-    from webfreeze.archives import Archive
-    from webfreeze.archives.redact import CREDENTIAL_HEADERS, holds_secret
-
     with Archive.open(archive) as arc:
         for ex in arc.exchanges():
             if _reserved(ex.url):
@@ -56,8 +62,6 @@ def archive_credentials(archive) -> str | None:
 def trajectory_credentials(paths) -> str | None:
     """The first value typed into a password field in the trajectory files ``paths``, as
     ``what, where``; or None."""
-    from webfreeze.archives.redact import PLACEHOLDER_PREFIX, Redactor
-
     for p in paths:
         r = Redactor()
         try:
@@ -92,9 +96,6 @@ def suite_trajectories(suite_dir) -> list[Path]:
 def make_redactor(archive, *, suite=None, params=(), headers=(), trajectories=()):
     """A redactor holding every secret of ``archive``, of ``suite``'s references and of the
     trajectory files given."""
-    from webfreeze.archives import Archive
-    from webfreeze.archives.redact import Redactor, collect_archive, collect_suite
-
     r = Redactor(params=params, headers=headers)
     if suite is not None:
         collect_suite(suite, r)
@@ -113,12 +114,6 @@ def redact(archive, out, *, suite=None, suite_out=None, params=(), headers=(), c
     ``suite_out`` (naming the new archive and its digest); each ``(src, dest)`` cassette redacted with
     the same mapping. Everything is checked before anything is written; outputs appear complete or
     not at all (a failure removes those already written by this call)."""
-    import shutil
-
-    from webfreeze.archives import archive_digest
-    from webfreeze.archives.errors import ArchiveError
-    from webfreeze.archives.redact import redact_archive, redact_suite
-    from webfreeze.llm.cassette import redact_file
 
     if (suite is None) != (suite_out is None):
         raise ArchiveError("--suite and --suite-out go together")
@@ -158,17 +153,15 @@ def redact_cassette(cassette, out, *, archive, suite=None, params=(), headers=()
     """``cassette redact``: the secrets of ``archive`` (and ``suite``'s references) replaced in a
     cassette. Its placeholders match an archive redaction only when made in the same command
     (``archive redact --cassette``, ``bundle pack --redact``): the key is never kept."""
-    from webfreeze.llm.cassette import redact_file
-
     r = make_redactor(archive, suite=suite, params=params, headers=headers)
     stats = redact_file(cassette, out, r.text)
     return {"calls": stats["calls"], "changed": stats["changed"], "secrets": r.count}
 
 
 # ==================================================================================== bundles
-def _redact_text_file(r, src: Path, dest: Path, replace: dict, keys: dict, trajectory: bool) -> None:
-    from webfreeze.archives.redact import redact_trajectory
-
+def redact_text_file(r, src: Path, dest: Path, replace: dict, keys: dict, trajectory: bool) -> None:
+    """A run's text file ``src`` redacted by ``r`` into ``dest``: digests in ``replace`` swapped for
+    their redacted files' ones, cassette ``keys`` renamed, a trajectory redacted as a trajectory."""
     def fix(text: str) -> str:
         for old, new in replace.items():
             text = text.replace(old, new)
@@ -204,12 +197,9 @@ def _redact_text_file(r, src: Path, dest: Path, replace: dict, keys: dict, traje
         dest.write_bytes(data)
 
 
-def _redact_doms(r, src: Path, dest: Path) -> dict:
+def redact_doms(r, src: Path, dest: Path) -> dict:
     """A run's DOM snapshots (``dom/<sha256 of the HTML>.html.zst``) redacted, each named by its new
     HTML's digest as the environment names them; returns old path -> new path (run-relative)."""
-    import zstandard
-
-    from webfreeze.simulator.trajectory import DOM_ZSTD_LEVEL, dom_path, read_dom
 
     renamed = {}
     dest.mkdir(parents=True, exist_ok=True)
@@ -223,87 +213,10 @@ def _redact_doms(r, src: Path, dest: Path) -> dict:
     return renamed
 
 
-def redacted_sources(sources: list, suite, archive, staging: Path, *, params=(), headers=()):
-    """For ``bundle pack --redact``: redacted copies, under ``staging``, of the archive, the suite
-    and each run folder (trajectories, references, tasks, manifest, reports, DOM snapshots and the
-    LLM cassette, whose keys and the trajectories' ``llm_entries`` follow its redacted requests),
-    all with one mapping; the runs' manifests name the redacted archive and suite by their new
-    digests. Returns (run folders or the suite folder, suite, archive) to pack."""
-    from webfreeze.archives import archive_digest
-    from webfreeze.archives.redact import redact_archive, redact_suite
-    from webfreeze.bundle import RUN_DIRS, RUN_FILES, BundleError, _files, _read_manifest, _where
-    from webfreeze.eval.tasks import TaskError, load_suite
-    from webfreeze.llm.cassette import redact_file
-    from webfreeze.runner import RunError, manifest_path, resolve_archive
-
-    runs = [Path(s) for s in sources if (Path(s) / "manifest.json").is_file() and (Path(s) / "trajectories").is_dir()]
-    if runs:
-        first = _read_manifest(runs[0])
-        suite_dir = Path(suite) if suite else manifest_path(runs[0], _where(first, "suite"))
-        archive_path = Path(archive) if archive else manifest_path(runs[0], _where(first, "archive"))
-        if suite_dir is None or archive_path is None:
-            raise BundleError(f"{runs[0]}: its suite or archive is not there any more; give --suite and --archive")
-    else:
-        suite_dir = Path(sources[0])
-        try:
-            archive_path = resolve_archive(load_suite(str(suite_dir)), archive)
-        except (TaskError, RunError) as exc:
-            raise BundleError(str(exc)) from None
-    trajectories = [p for run in runs for p in sorted((run / "trajectories").glob("*.json"))]
-    staging.mkdir(parents=True, exist_ok=True)
-    r = make_redactor(archive_path, suite=suite_dir, params=params, headers=headers, trajectories=trajectories)
-    red_archive = staging / (archive_path.stem + ".wfz")
-    redact_archive(archive_path, red_archive, r)
-    new_digest = archive_digest(red_archive)
-    red_suite = staging / "suite"
-    redact_suite(suite_dir, red_suite, r, archive_out=red_archive, archive_digest=new_digest)
-    if not runs:
-        return [str(red_suite)], str(red_suite), str(red_archive)
-    try:
-        new_suite_digest = load_suite(str(red_suite)).digest
-    except TaskError as exc:
-        raise BundleError(str(exc)) from None
-    out_runs = []
-    for i, run in enumerate(runs):
-        m = _read_manifest(run)
-        replace = {d: n for d, n in (((m.get("archive") or {}).get("digest"), new_digest),
-                                     ((m.get("suite") or {}).get("digest"), new_suite_digest)) if d}
-        dest = staging / "runs" / str(i) / run.name
-        keys: dict = {}
-        where = (m.get("circumstances") or {}).get("cassette")
-        if m.get("llm") and where:
-            cassette = manifest_path(run, where)
-            if cassette is None:
-                raise BundleError(f"{run}: its LLM cassette {where} is not there any more")
-            dest.mkdir(parents=True)
-            keys = redact_file(cassette, dest / "llm-cassette.sqlite", r.text)["keys"]
-        files = [run / f for f in RUN_FILES if (run / f).is_file()]
-        files += [f for d in RUN_DIRS if d != "dom" and (run / d).is_dir() for f in _files(run / d)]
-        replace = dict(replace)
-        if (run / "dom").is_dir():  # content-addressed snapshots: a redacted one gets a new name
-            replace.update(_redact_doms(r, run / "dom", dest / "dom"))
-        for f in files:
-            rel = f.relative_to(run)
-            _redact_text_file(r, f, dest / rel, replace, keys,
-                              trajectory=rel.parts[0] in ("trajectories", "references"))
-        manifest = json.loads((dest / "manifest.json").read_text(encoding="utf-8"))
-        c = manifest.setdefault("circumstances", {})
-        c.update(suite_path=str(red_suite.resolve()), archive_path=str(red_archive.resolve()))
-        if keys:
-            c["cassette"] = "llm-cassette.sqlite"
-        c["redacted"] = True
-        (dest / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n",
-                                            encoding="utf-8")
-        out_runs.append(str(dest))
-    return out_runs, str(red_suite), str(red_archive)
-
-
 def redact_recording(archive, trajectories=(), *, params=(), headers=()) -> dict:
     """``record session|crawl --redact``: the archive just recorded replaced by its redacted copy and
     each reference trajectory file rewritten with the same mapping (a post-pass: the recorder itself
     stores what it saw)."""
-    from webfreeze.archives.redact import redact_in_place, redact_trajectory
-
     r = make_redactor(archive, params=params, headers=headers, trajectories=trajectories)
     summary = redact_in_place(archive, r)
     for p in trajectories:

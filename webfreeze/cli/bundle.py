@@ -1,34 +1,23 @@
-"""The ``bundle`` group: pack, verify, run, info, export-wacz (see :mod:`webfreeze.bundle`).
+"""The ``bundle`` group: pack, verify, run, info, export-wacz (see :mod:`webfreeze.bundles.pack`).
 
-Registered on the main CLI at the end of ``webfreeze/cli.py``.
+Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 
 import click
 
 from webfreeze.simulator.backends import BACKENDS
+from webfreeze.bundles.pack import BundleError, export_wacz, info, open_bundle, pack, verify
+from webfreeze.bundles.run import run_quietly, run_bundle
+from webfreeze.cli.options import human_bytes, progress_bar
+from webfreeze.cli.bench import run_suite
+from webfreeze.cli.options import known_agent, llm_settings, pairs
 
 
-def _one_line(fn):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from webfreeze.agents import AgentError
-        from webfreeze.bundle import BundleError
-        from webfreeze.eval.errors import EvalError
-        from webfreeze.llm.errors import LLMError
-        from webfreeze.runner import RunError
-        from webfreeze.simulator.env import EnvError
-
-        try:
-            return fn(*args, **kwargs)
-        except (BundleError, RunError, AgentError, EvalError, EnvError, LLMError) as exc:
-            raise click.ClickException(str(exc)) from None
-    return wrapper
 
 
 @click.group("bundle")
@@ -54,7 +43,6 @@ def bundle_group() -> None:
 @click.option("--param", "params", multiple=True, metavar="NAME", help="--redact: also this secret parameter name.")
 @click.option("--header", "headers", multiple=True, metavar="NAME", help="--redact: also this credential header.")
 @click.option("--allow-secrets", is_flag=True, help="Pack even if credentials are recognised in what is packed.")
-@_one_line
 def bundle_pack(sources, archive, suite, output, key, title, force, with_agent_source, redact, params, headers,
                 allow_secrets):
     """Pack run folders (of one suite, on one archive) or a suite folder into one bundle file.
@@ -65,8 +53,6 @@ def bundle_pack(sources, archive, suite, output, key, title, force, with_agent_s
     """
     from pathlib import Path
 
-    from webfreeze.bundle import BundleError, pack
-    from webfreeze.cli import human_bytes
 
     if Path(output).exists() and not force:
         raise BundleError(f"{output}: already exists (use --force to replace it)")
@@ -90,15 +76,9 @@ def bundle_pack(sources, archive, suite, output, key, title, force, with_agent_s
 @click.option("--key", type=click.Path(dir_okay=False, exists=True),
               help="Require a valid signature by this Ed25519 public key (PEM).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@_one_line
 def bundle_verify(bundle, key, as_json):
     """Check every member's SHA-256 and size, the archive's own verification and the cassettes;
     with --key the signature. Exit 1 naming the damaged member."""
-    from webfreeze.bundle import verify
-    from webfreeze.cli import progress_bar
-
-    from webfreeze.bundle import open_bundle
-
     with open_bundle(bundle) as b:
         total = sum(r["bytes"] for r in b.resources.values())
     progress, advance = progress_bar(total, "verifying")
@@ -118,12 +98,8 @@ def bundle_verify(bundle, key, as_json):
 @bundle_group.command("info")
 @click.argument("bundle", metavar="NAME.wfb", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-@_one_line
 def bundle_info(bundle, as_json):
     """List what a bundle holds: its archive, suite, runs (agent, tasks) and the size of each part."""
-    from webfreeze.bundle import info
-    from webfreeze.cli import human_bytes
-
     data = info(bundle)
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
@@ -158,11 +134,8 @@ def bundle_info(bundle, as_json):
 @click.argument("bundle", metavar="NAME.wfb", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="WACZ file to write.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
-@_one_line
 def bundle_export_wacz(bundle, output, force):
     """Write the bundle's archive as a WACZ 1.1.1 (for pywb, ReplayWeb.page)."""
-    from webfreeze.bundle import export_wacz
-
     n = export_wacz(bundle, output, overwrite=force)
     click.echo(f"wrote {n} exchanges to {output}")
 
@@ -184,7 +157,6 @@ def bundle_export_wacz(bundle, output, force):
 @click.option("--tasks", "task_globs", multiple=True, metavar="GLOB", help="--agent: only tasks whose id matches GLOB.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="--agent: only the first N (selected) tasks.")
 @click.option("--run", "run_names", multiple=True, metavar="NAME", help="Re-run only this bundled run; repeatable.")
-@_one_line
 def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, no_api_key, backend, workers, task_globs, limit,
                run_names):
     """Re-run the bundled runs offline (LLM calls from their cassettes in strict replay; no network,
@@ -193,15 +165,12 @@ def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, no_api_k
 
     With --agent, run a new agent on the same frozen benchmark instead (no comparison).
     """
-    from webfreeze.bundle_run import run_bundle
-    from webfreeze.cli_bench import _known_agent, _pairs, llm_settings, run_suite
-
     if backend and not agent:
         raise click.BadParameter("--backend goes with --agent (re-runs use their own)", param_hint="--backend")
     settings = None
     if agent:
-        _known_agent(click.get_current_context(), None, agent)
-        settings = _pairs(agent_config, "--agent-config")
+        known_agent(click.get_current_context(), None, agent)
+        settings = pairs(agent_config, "--agent-config")
         settings.update(llm_settings(llm, llm_key_env, no_api_key))
     elif agent_config or llm or llm_key_env or no_api_key or task_globs or limit:
         raise click.BadParameter("--agent-config, --llm, --tasks and --limit go with --agent", param_hint="--agent")
@@ -211,10 +180,9 @@ def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, no_api_k
     def run_one(cfg: dict) -> dict:
         import inspect
 
-        from webfreeze.bundle_run import _run_quietly
 
         if any(k not in inspect.signature(run_suite).parameters for k in cfg):
-            return _run_quietly(cfg)  # a setting the progress-bar front end does not know (e.g. persona)
+            return run_quietly(cfg)  # a setting the progress-bar front end does not know (e.g. persona)
         cfg = dict(cfg)
         return run_suite(cfg.pop("suite"), cfg.pop("archive"), cfg.pop("agent"), cfg.pop("out"), quiet=True, **cfg)
 
@@ -236,7 +204,3 @@ def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, no_api_k
             click.echo(f"{r['name']}: DIFFERS from the bundled run: {r['difference']}")
     if bad:
         sys.exit(1)
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(bundle_group)

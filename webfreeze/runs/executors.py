@@ -1,17 +1,24 @@
 """Where a run's episodes play: the runner's executors.
 
-An executor takes the run's :class:`~webfreeze.runner.WorkerSpec` and its jobs (each task's view
+An executor takes the run's :class:`~webfreeze.runs.execute.WorkerSpec` and its jobs (each task's view
 and, for an oracle, its reference) and plays every job through
-:func:`webfreeze.runner.play_episode` in workers that each hold one environment and one agent. It
+:func:`webfreeze.runs.worker.play` in workers that each hold one environment and one agent. It
 calls ``progress(summary)`` after each episode and returns circumstances for the manifest (e.g.
 retries). Everything else (the run folder, the manifest, resume) is the runner's, the same for all.
 
 - ``local``: this machine; one worker in this process, or a pool of spawned processes.
 - ``ray``: Ray actors, on a Ray started for the run or an existing cluster
-  (:mod:`webfreeze.ray_executor`).
+  (:mod:`webfreeze.runs.ray`).
 """
 
 from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, as_completed
+
+from webfreeze.runs import worker
+from webfreeze.runs.ray import RayExecutor, prepare_ray_env
+from webfreeze.runs.spec import RunError
 
 EXECUTORS = ("local", "ray")
 
@@ -26,29 +33,23 @@ class LocalExecutor:
         self.workers = workers
 
     def run(self, spec, jobs: list, progress=None) -> dict:
-        from webfreeze.runner import (RunError, _one_line, _pool_episode, _pool_init, _worker_close, _worker_init,
-                                      run_episode)
-
         if self.workers == 1 or len(jobs) <= 1:
             try:
                 try:
-                    _worker_init(spec.config, spec.archive, spec.manifest, spec.llm)
+                    worker.init(spec.config, spec.archive, spec.manifest, spec.llm)
                 except Exception as exc:
-                    raise RunError(_one_line(exc)) from None
+                    raise RunError(worker.one_line(exc)) from None
                 for task, ref in jobs:
-                    summary = run_episode(task, ref)
+                    summary = worker.run_episode(task, ref)
                     if progress:
                         progress(summary)
             finally:
-                _worker_close()
+                worker.close()
             return {}
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(jobs)), mp_context=ctx, initializer=_pool_init,
+        with ProcessPoolExecutor(max_workers=min(self.workers, len(jobs)), mp_context=ctx, initializer=worker.pool_init,
                                  initargs=(spec.config, spec.archive, spec.manifest, spec.llm)) as pool:
-            futures = [pool.submit(_pool_episode, task, ref) for task, ref in jobs]
+            futures = [pool.submit(worker.pool_episode, task, ref) for task, ref in jobs]
             try:
                 for fut in as_completed(futures):
                     summary = fut.result()
@@ -63,8 +64,6 @@ class LocalExecutor:
 
 def check_executor(config) -> None:
     """Refuse executor settings that cannot work, in one line, before anything is written."""
-    from webfreeze.runner import RunError
-
     if config.executor not in EXECUTORS:
         raise RunError(f"unknown executor {config.executor!r} ({' or '.join(EXECUTORS)})")
     if config.executor != "ray":
@@ -77,8 +76,6 @@ def check_executor(config) -> None:
         raise RunError("--episode-timeout must be above 0 seconds")
     if config.retries < 0:
         raise RunError("--retries must be at least 0")
-    from webfreeze.ray_executor import prepare_ray_env
-
     prepare_ray_env(config.ray_address)
     try:
         import ray  # noqa: F401
@@ -89,8 +86,6 @@ def check_executor(config) -> None:
 def make_executor(config):
     """The executor a run's settings name."""
     if config.executor == "ray":
-        from webfreeze.ray_executor import RayExecutor
-
         return RayExecutor(config.workers, address=config.ray_address, episode_timeout_s=config.episode_timeout_s,
                            retries=config.retries)
     return LocalExecutor(config.workers)

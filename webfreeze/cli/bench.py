@@ -1,11 +1,10 @@
 """The ``bench`` group (run suites, compare runs), ``tasks validate`` and ``demo``.
 
-Registered on the main CLI at the end of ``webfreeze/cli.py``.
+Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 """
 
 from __future__ import annotations
 
-import functools
 import glob
 import json
 import shutil
@@ -16,99 +15,22 @@ from pathlib import Path
 import click
 
 from webfreeze.simulator.backends import BACKENDS
+from webfreeze.agents import AgentError, check_agent
+from webfreeze.cli.options import executor_options, known_agent, llm_settings, pairs, task_options
+from webfreeze.common.errors import WebfreezeError
+from webfreeze.demo import demo_paths, run_demo
+from webfreeze.eval.replay_provenance import summary_line
+from webfreeze.eval.report import personalisation_markdown, summary_table, write_report
+from webfreeze.eval.score import SUCCESS_KINDS
+from webfreeze.eval.tasks import load_suite
+from webfreeze.runs.compare import compare_runs
+from webfreeze.runs.context import ContextError, check_context
+from webfreeze.runs.execute import execute
+from webfreeze.runs.prepare import prepare, select_tasks
+from webfreeze.runs.spec import RunConfig, RunError
+from webfreeze.simulator.site_models import check_site_models
 
 
-def _one_line_errors(fn):
-    """The errors a user can cause in the bench, tasks, study and context commands, as one line."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from webfreeze.agents import AgentError
-        from webfreeze.context import ContextError
-        from webfreeze.eval.errors import EvalError
-        from webfreeze.llm.errors import LLMError
-        from webfreeze.runner import RunError
-        from webfreeze.simulator.env import EnvError
-        from webfreeze.study import StudyError
-
-        try:
-            return fn(*args, **kwargs)
-        except (EvalError, RunError, AgentError, EnvError, LLMError, StudyError, ContextError) as exc:
-            raise click.ClickException(str(exc)) from None
-    return wrapper
-
-
-def _pairs(entries, what: str) -> dict:
-    out = {}
-    for entry in entries:
-        key, sep, value = entry.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{entry!r}: expected KEY=VALUE", param_hint=what)
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
-    return out
-
-
-def _known_agent(ctx, param, name: str) -> str:
-    from webfreeze.agents import AgentError, agent_class
-
-    try:
-        agent_class(name)
-    except AgentError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
-    return name
-
-
-def llm_settings(llm: str | None, key_env: str | None, no_api_key: bool = False) -> dict:
-    """Agent settings from ``--llm``: ``local`` (the embedded model) or ``MODEL@BASE_URL`` (any
-    OpenAI-compatible endpoint), and the environment variable holding its key (none at all with
-    ``no_api_key``: a server on this machine or a lab's endpoint without auth)."""
-    if no_api_key and key_env:
-        raise click.BadParameter("--no-api-key and --llm-key-env contradict each other", param_hint="--no-api-key")
-    if llm is None:
-        if key_env or no_api_key:
-            flag = "--llm-key-env" if key_env else "--no-api-key"
-            raise click.BadParameter(f"{flag} needs --llm MODEL@BASE_URL", param_hint=flag)
-        return {}
-    if llm == "local":
-        if no_api_key:
-            return {"model": "local"}  # (the local model needs none anyway)
-        if key_env:
-            raise click.BadParameter("the local model needs no key: --llm-key-env goes with --llm MODEL@BASE_URL",
-                                     param_hint="--llm-key-env")
-        return {"model": "local"}
-    model, sep, base_url = llm.partition("@")
-    if not sep or not model or not base_url.startswith(("http://", "https://")):
-        raise click.BadParameter(f"{llm!r}: expected 'local' or MODEL@BASE_URL "
-                                 "(e.g. gpt-4o-mini@https://api.openai.com/v1)", param_hint="--llm")
-    if no_api_key:
-        return {"model": model, "base_url": base_url, "api_key_env": None}
-    return {"model": model, "base_url": base_url, "api_key_env": key_env or "OPENAI_API_KEY"}
-
-
-def task_options(fn):
-    """``--tasks GLOB`` (repeatable) and ``--limit N``: which of the suite's tasks run."""
-    fn = click.option("--limit", type=click.IntRange(1), default=None,
-                      help="Run only the first N (selected) tasks, in the suite's order.")(fn)
-    return click.option("--tasks", "task_globs", multiple=True, metavar="GLOB",
-                        help="Run only tasks whose id matches GLOB (shell-style, e.g. 'scholar-*'); repeatable.")(fn)
-
-
-def executor_options(fn):
-    """``--executor local|ray``, ``--ray-address``, ``--episode-timeout`` and ``--retries``."""
-    fn = click.option("--retries", type=click.IntRange(0, 20), default=2, show_default=True,
-                      help="ray: times an episode is run again after an infrastructure failure (its worker died, "
-                           "the LLM provider kept failing); counted apart from task failures.")(fn)
-    fn = click.option("--episode-timeout", type=click.FloatRange(0, min_open=True), default=None, metavar="SECONDS",
-                      help="ray: an episode running longer ends as an error (cause timeout) and its worker is "
-                           "replaced.")(fn)
-    fn = click.option("--ray-address", metavar="ADDR",
-                      help="ray: an existing cluster (e.g. 127.0.0.1:6379); default: a Ray started for the run on "
-                           "127.0.0.1.")(fn)
-    return click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-                        help="Where episodes play: local (a process pool on this machine) or ray (Ray actors; "
-                             "needs the 'ray' extra). The run folder is the same.")(fn)
 
 
 def context_options(fn):
@@ -130,8 +52,6 @@ def context_options(fn):
 
 def context_condition(tokens, pool, tokenizer, a1_run, seed) -> dict:
     """``RunConfig.context`` from the command line's options ({} without ``--context``)."""
-    from webfreeze.context import ContextError, check_context
-
     if tokens is None:
         given = [n for n, v in (("--context-pool", pool), ("--context-tokenizer", tokenizer),
                                 ("--context-a1-run", a1_run), ("--context-seed", seed)) if v is not None]
@@ -165,7 +85,6 @@ def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from webfreeze.runner import RunConfig, execute, prepare
 
     prep = prepare(RunConfig(suite=str(suite), archive=str(archive) if archive else None, agent=agent, out=str(out),
                              workers=workers, backend=backend, seed=seed, max_steps=max_steps,
@@ -209,7 +128,7 @@ def bench_group() -> None:
 @click.argument("suite", metavar="SUITE", type=click.Path())
 @click.option("--archive", "archive", type=click.Path(dir_okay=False),
               help="Archive to replay (default: the one the suite's manifest names).")
-@click.option("--agent", required=True, callback=_known_agent,
+@click.option("--agent", required=True, callback=known_agent,
               help="reference (the oracle: replays reference trajectories; the upper bound), keyword (a non-LLM "
                    "baseline), llm (the LLM agent), package.module:Class, or an installed webfreeze.agents entry point.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
@@ -256,7 +175,6 @@ def bench_group() -> None:
 @executor_options
 @context_options
 @click.option("--no-report", is_flag=True, help="Do not score the run at the end.")
-@_one_line_errors
 def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, screenshots, agent_config, site_models,
               task_globs, limit, llm, llm_key_env, no_api_key, cassette, cassette_mode, llm_concurrency, persona,
               history_k, history_threshold, history_model, key_fields, executor, ray_address, episode_timeout, retries,
@@ -267,15 +185,12 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
     one trajectory per task in trajectories/, then report.json and report.html (unless
     --no-report). Rerunning the same command on an interrupted run finishes it.
     """
-    from webfreeze.agents import AgentError, check_agent
-    from webfreeze.simulator.site_models import check_site_models
-
-    models = {k: str(v) for k, v in _pairs(site_models, "--site-model").items()}
+    models = {k: str(v) for k, v in pairs(site_models, "--site-model").items()}
     try:
         check_site_models(models)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--site-model") from None
-    settings = _pairs(agent_config, "--agent-config")
+    settings = pairs(agent_config, "--agent-config")
     settings.update(llm_settings(llm, llm_key_env, no_api_key))
     try:
         check_agent(agent, settings)
@@ -295,7 +210,7 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
     click.echo(f"ran {manifest['tasks_done']} of {manifest['suite']['tasks']} tasks in {manifest['elapsed_s']:.1f} s "
                f"-> {out}", err=True)
     if not no_report:
-        _print_report(out)
+        print_report(out)
 
 
 DEFAULT_BACKEND = "browser"
@@ -305,25 +220,17 @@ def suite_backend(suite) -> str:
     """The backend ``bench run`` and ``tasks validate`` use when given none: the one the suite's
     manifest names, else browser (the same for both commands, so that a task validated is a task
     that runs)."""
-    from webfreeze.eval.tasks import load_suite
-
     return getattr(load_suite(suite), "backend", None) or DEFAULT_BACKEND
 
 
-def _print_report(run_dir) -> dict:
-    from webfreeze.eval.report import summary_table, write_report
-
+def print_report(run_dir) -> dict:
     report = write_report(run_dir)
     _console().print(summary_table(report))
     if report.get("personalisation"):
-        from webfreeze.eval.report import personalisation_markdown
-
         click.echo(personalisation_markdown(report["personalisation"]))
     for w in report["warnings"]:
         click.echo(f"warning: {w}", err=True)
     if report.get("replay"):
-        from webfreeze.eval.replay_provenance import summary_line
-
         more = f" (which: webfreeze replay coverage {run_dir})" if report["replay"]["compromised"] else ""
         click.echo(summary_line(report["replay"]) + more, err=True)
     infra = report["summary"]["overall"].get("infrastructure_errors")
@@ -340,15 +247,12 @@ def _print_report(run_dir) -> dict:
 @click.argument("run_b", metavar="RUN_B", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--all", "show_all", is_flag=True, help="List identical tasks too.")
-@_one_line_errors
 def bench_compare(run_a, run_b, as_json, show_all):
     """Show where two runs differ: per task, the outcome in each and the first step where the
     trajectories part (action, URL, error), then success rates per category.
 
     Exit status 0 when every trajectory is the same apart from timings, 1 when any differs.
     """
-    from webfreeze.compare import compare_runs
-
     result = compare_runs(run_a, run_b)
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
@@ -412,7 +316,6 @@ def _print_comparison(result: dict, show_all: bool) -> None:
 @click.option("--out", type=click.Path(file_okay=False), help="Keep the validation run here (default: discarded).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @task_options
-@_one_line_errors
 def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, limit):
     """Replay every task's reference trajectory on the archive with the reference agent and list
     the tasks whose ground truth cannot be reached there ("expired" tasks). A personalised task is
@@ -420,9 +323,6 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
 
     Exit status 0 when every task is reachable, 1 when any is expired.
     """
-    from webfreeze.eval.tasks import load_suite
-    from webfreeze.runner import RunError, select_tasks
-
     loaded = load_suite(suite)
     no_ref = [t.id for t in select_tasks(loaded.tasks, task_globs, limit) if t.reference is None]
     if no_ref:
@@ -432,7 +332,6 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
     if expired:
         # would the other backend reach them? (a page whose scripts matter, or a page whose scripts
         # break the replay): said per task, for the author to choose the suite's backend
-        from webfreeze.common.errors import WebfreezeError
 
         other = next(b for b in BACKENDS if b != backend)
         try:
@@ -457,8 +356,6 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
 def _validate_run(suite, archive, backend, workers, out, quiet, task_globs, limit) -> tuple[dict, list[dict]]:
     """Run the reference agent on the selected tasks; (the report, the expired tasks: id, how the
     episode ended, the answer, the failed check's detail and the reason the reference gave up)."""
-    from webfreeze.eval.report import write_report
-
     tmp = None
     if out is None:
         tmp = tempfile.mkdtemp(prefix="webfreeze-validate-")
@@ -503,8 +400,6 @@ def _reachable(r: dict) -> bool:
     """Whether the reference reached the task's ground truth. A personalised task's rubric also
     scores history retrieval, which a replayed reference never does: there the task's other checks
     (final state, ranking) decide."""
-    from webfreeze.eval.score import SUCCESS_KINDS
-
     results = r.get("results") or {}
     others = [results[k] for k in SUCCESS_KINDS if k != "rubric" and isinstance(results.get(k), dict)]
     if "rubric" in results and others:
@@ -521,22 +416,12 @@ def _reachable(r: dict) -> bool:
 @click.option("--live", is_flag=True, help="Run the LLM agent on the local model (started for the run; needs the "
                                            "`agents` extra) and record a fresh cassette, instead of replaying the "
                                            "shipped one.")
-@_one_line_errors
 def demo(print_paths, backend, workers, out, live):
     """The whole loop on the shipped demo: run the reference agent (the oracle, the upper bound) and
     the keyword baseline on the demo suite over the demo archive, and the LLM agent on one task per
     category from the shipped LLM cassette; print their reports and success rates per category
     (runs in OUT/<agent>/)."""
-    from webfreeze.demo import demo_paths, run_demo
-
     if print_paths:
         click.echo(json.dumps(demo_paths(), indent=2, sort_keys=True))
         return
     run_demo(out=out, backend=backend, workers=workers, live=live)
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(bench_group)
-    cli.add_command(demo)
-    tasks = cli.commands["tasks"]
-    tasks.add_command(tasks_validate)

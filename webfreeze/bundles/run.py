@@ -15,8 +15,16 @@ import json
 import re
 from pathlib import Path
 
-from webfreeze.bundle import (BundleError, check_context_members, check_digests, check_signature, extract,
-                               open_bundle)
+from webfreeze.agents import AgentError, agent_class
+from webfreeze.bundles.pack import (BundleError, check_context_members, check_digests, check_signature, extract,
+                                    open_bundle)
+from webfreeze.eval.report import report_json, write_report
+from webfreeze.llm.cassette import first_difference
+from webfreeze.llm.errors import LLMError
+from webfreeze.runs.execute import execute
+from webfreeze.runs.prepare import prepare
+from webfreeze.runs.spec import RunConfig, RunError
+from webfreeze.simulator.trajectory import dumps, without_timings
 
 
 def agent_settings(manifest: dict) -> dict:
@@ -24,8 +32,6 @@ def agent_settings(manifest: dict) -> dict:
     for an older manifest, the agent's described config restricted to its constructor's parameters."""
     if isinstance(manifest.get("agent_settings"), dict):
         return dict(manifest["agent_settings"])
-    from webfreeze.agents import AgentError, agent_class
-
     agent = manifest.get("agent") or {}
     try:
         params = inspect.signature(agent_class(agent.get("name"))).parameters
@@ -37,9 +43,7 @@ def agent_settings(manifest: dict) -> dict:
 
 def _comparable_trajectory(path: Path, stale: set | None = None) -> str:
     """A trajectory without its timings; with ``stale`` (step numbers), those steps' ``obs_digest``
-    left out: a redacted bundle's steps whose observation showed a secret (see webfreeze.redaction)."""
-    from webfreeze.simulator.trajectory import dumps, without_timings
-
+    left out: a redacted bundle's steps whose observation showed a secret (see webfreeze.bundles.redaction)."""
     traj = without_timings(json.loads(path.read_text(encoding="utf-8")))
     for step in traj.get("steps") or [] if stale else []:
         if isinstance(step, dict) and step.get("step") in stale:
@@ -62,16 +66,12 @@ def comparable_report(report: dict) -> dict:
 
 
 def _first_difference(ours, theirs) -> str:
-    from webfreeze.llm.cassette import first_difference
-
     return first_difference(ours, theirs) or "(the same)"
 
 
 def compare_run(bundled: Path, rerun: Path) -> str | None:
     """The first difference between a bundled run and its re-run, one line, or None when the
     trajectories (timings aside) and the reports (their timings section aside) are byte-identical."""
-    from webfreeze.eval.report import report_json
-
     old = sorted(p.name for p in (bundled / "trajectories").glob("*.json"))
     new = sorted(p.name for p in (rerun / "trajectories").glob("*.json"))
     if old != new:
@@ -113,9 +113,6 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
     stop the others: it is reported with ``error`` (one line: why) and ``identical`` None.
     ``run_fn(config_kwargs) -> manifest`` runs one run (default: the runner, quietly). Returns
     {"runs": [{name, dir, identical, difference, error}], ...}."""
-    from webfreeze.eval.report import write_report
-    from webfreeze.runner import RunError
-
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BundleError(f"{out}: exists and is not empty; give a new --out")
@@ -143,7 +140,7 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
     archive = out / archive_name
     suite = out / "suite"
     runs = contents.get("runs") or []
-    run_fn = run_fn or _run_quietly
+    run_fn = run_fn or run_quietly
     result = {"bundle": str(path), "out": str(out), "signature": signature, "runs": []}
     if agent is not None:
         settings = dict(agent_config or {})
@@ -156,9 +153,6 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
         return result
     if not runs:
         raise BundleError(f"{path}: holds no runs to re-run (give --agent to run one on its benchmark)")
-    from webfreeze.agents import AgentError
-    from webfreeze.llm.errors import LLMError
-
     for entry in runs:
         name = entry["name"]
         if run_names and name not in run_names:
@@ -174,9 +168,6 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
 
 def _rerun_one(path, out: Path, entry: dict, suite: Path, archive: Path, workers: int, run_fn, say) -> dict:
     """Re-run one bundled run and compare it; raises (one line) when it cannot be re-run here."""
-    from webfreeze.eval.report import write_report
-    from webfreeze.runner import RunError
-
     name = entry["name"]
     bundled = out / "bundled" / name
     try:
@@ -198,8 +189,6 @@ def _rerun_one(path, out: Path, entry: dict, suite: Path, archive: Path, workers
         config.update(cassette=str(cassette), cassette_mode="replay")
     persona = manifest.get("personas") if isinstance(manifest.get("personas"), dict) else None
     if persona and entry.get("personas"):
-        from webfreeze.runner import RunConfig
-
         if "persona" not in RunConfig.__dataclass_fields__:
             raise RunError(f"run {name} used persona histories, which this webfreeze cannot give an agent")
         config["persona"] = str(out / entry["personas"])
@@ -219,8 +208,6 @@ def _rerun_one(path, out: Path, entry: dict, suite: Path, archive: Path, workers
 def _check_agent_here(manifest: dict, entry: dict) -> None:
     """The run's agent must be importable here: else one line naming it, what code it was (module,
     distribution and version from the manifest's ``agent_code``) and where its source is bundled."""
-    from webfreeze.agents import AgentError, agent_class
-
     spec = (manifest.get("agent") or {}).get("name")
     try:
         agent_class(spec)
@@ -236,7 +223,7 @@ def _check_agent_here(manifest: dict, entry: dict) -> None:
 def _context_setting(manifest: dict, entry: dict, out: Path) -> dict:
     """A bundled run's context condition (``RunConfig.context``) with its filler pool and A1 run
     taken from the extracted bundle (``context/``); ``{}`` for a run without one. The members were
-    checked against the run's manifest (:func:`webfreeze.bundle.check_context_members`)."""
+    checked against the run's manifest (:func:`webfreeze.bundles.pack.check_context_members`)."""
     ctx = manifest.get("context")
     if not isinstance(ctx, dict) or not ctx:
         return {}
@@ -247,7 +234,6 @@ def _context_setting(manifest: dict, entry: dict, out: Path) -> dict:
             "a1_run": str(out / a1_run) if isinstance(ctx.get("a1_run"), dict) and a1_run else None}
 
 
-def _run_quietly(settings: dict) -> dict:
-    from webfreeze.runner import RunConfig, execute, prepare
-
+def run_quietly(settings: dict) -> dict:
+    """A run from ``RunConfig`` settings with no progress bar (for settings the CLI front end does not take)."""
     return execute(prepare(RunConfig(**settings)))

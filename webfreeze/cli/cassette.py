@@ -1,28 +1,17 @@
 """The ``cassette`` command group: inspect, check and combine LLM cassettes.
 
-Registered on the main CLI at the end of ``webfreeze/cli.py``.
+Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 
 import click
+from webfreeze.bundles.redaction import redact_cassette
+from webfreeze.llm.cassette import Cassette, merge, verify_file
 
 
-def _one_line_errors(fn):
-    """Turn the LLM layer's errors (a missing, damaged or foreign file) into click errors, which
-    the CLI prints as one line with exit status 1."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from webfreeze.llm.errors import LLMError
-
-        try:
-            return fn(*args, **kwargs)
-        except LLMError as exc:
-            raise click.ClickException(str(exc)) from None
-    return wrapper
 
 
 @click.group("cassette")
@@ -33,11 +22,8 @@ def cassette_group() -> None:
 @cassette_group.command("info")
 @click.argument("file", metavar="FILE", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@_one_line_errors
 def cassette_info(file, as_json):
     """Summarise the cassette FILE: calls, distinct requests, tasks, models, tokens, digest."""
-    from webfreeze.llm.cassette import Cassette
-
     with Cassette(file, "replay") as cassette:
         info = cassette.info()
     if as_json:
@@ -63,13 +49,10 @@ def cassette_info(file, as_json):
 
 @cassette_group.command("verify")
 @click.argument("file", metavar="FILE", type=click.Path(dir_okay=False))
-@_one_line_errors
 def cassette_verify(file):
     """Check the cassette FILE: SQLite's integrity, its format, and every call (JSON that parses,
     canonical requests, keys that are their requests' SHA-256). Exit status 1 names the first
     problem."""
-    from webfreeze.llm.cassette import Cassette, verify_file
-
     problems = verify_file(file)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -83,15 +66,12 @@ def cassette_verify(file):
 @click.argument("out", metavar="OUT", type=click.Path(dir_okay=False))
 @click.argument("sources", metavar="SRC...", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
-@_one_line_errors
 def cassette_merge(out, sources, force):
     """Write the union of the SRC cassettes to OUT (written to a temporary file, then renamed).
 
     A call stored in several sources keeps the first source's answer; one whose answers differ is
     counted as a conflict.
     """
-    from webfreeze.llm.cassette import merge
-
     stats = merge(out, sources, force=force)
     click.echo(f"wrote {out}: {stats['calls']} calls from {stats['sources']} cassettes "
                f"({stats['read']} read, {stats['duplicates']} duplicates, {stats['conflicts']} conflicts), "
@@ -109,7 +89,6 @@ def cassette_merge(out, sources, force):
 @click.option("--suite", type=click.Path(file_okay=False), help="The suite: its password values are secrets too.")
 @click.option("--param", "params", multiple=True, metavar="NAME", help="Also a secret parameter name; repeatable.")
 @click.option("--header", "headers", multiple=True, metavar="NAME", help="Also a credential header; repeatable.")
-@_one_line_errors
 def cassette_redact(file, output, archive, suite, params, headers):
     """Write a copy of CASSETTE with the secrets of ARCHIVE (and --suite) replaced by placeholders,
     each call's key recomputed from its redacted request.
@@ -118,12 +97,5 @@ def cassette_redact(file, output, archive, suite, params, headers):
     redacted archive, redact both in one command ('archive redact --cassette SRC OUT', or
     'bundle pack --redact').
     """
-    from webfreeze.redaction import redact_cassette
-
     s = redact_cassette(file, output, archive=archive, suite=suite, params=params, headers=headers)
     click.echo(f"wrote {output}: {s['calls']} calls ({s['changed']} changed), {s['secrets']} secrets looked for")
-
-
-def register(cli: click.Group) -> None:
-    """Add the ``cassette`` group to the main CLI."""
-    cli.add_command(cassette_group)

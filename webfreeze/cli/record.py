@@ -1,0 +1,171 @@
+"""``webfreeze record ...``: record live traffic into an archive (proxy, crawl, session, the CA).
+
+The recorder's modules are imported inside the commands: they need the ``record`` extra
+(mitmproxy, Playwright), which the other commands do not."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from webfreeze.cli.options import progress_bar, usage_checked
+from webfreeze.archives import Archive
+from webfreeze.bundles.redaction import redact_recording
+
+@click.group("record")
+def record_group() -> None:
+    """Record live traffic into an archive (a recording proxy on mitmproxy)."""
+
+
+@record_group.command("proxy")
+@click.option("--archive", "archive_path", required=True, type=click.Path(dir_okay=False),
+              help="Archive to record into; created if it does not exist.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
+@click.option("--resolve", "resolve", multiple=True, metavar="HOST[:PORT]=ADDRESS:PORT",
+              help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
+def record_proxy(archive_path, host, port, resolve):
+    """Run a recording HTTP/HTTPS proxy until Ctrl-C; every exchange is committed as it completes.
+
+    Point any client at it (HTTPS clients must trust the CA that `webfreeze record ca` prints).
+    """
+    from webfreeze.recorder.proxy import RecordingProxy, check_port, parse_resolve, recording_into
+
+    table = usage_checked(parse_resolve, resolve)
+    check_port(host, port)  # before the archive is made
+    with recording_into(archive_path) as arc:
+        proxy = RecordingProxy(arc, host=host, port=port, resolve=table)
+        proxy.run(on_ready=lambda p: click.echo(
+            f"recording into {archive_path} through proxy {p.url} (session {p.session_id}); Ctrl-C to stop", err=True))
+        click.echo(f"recorded {proxy.recorder.recorded} exchanges", err=True)
+
+
+@record_group.command("crawl")
+@click.argument("url")
+@click.option("--archive", "archive_path", required=True, type=click.Path(dir_okay=False),
+              help="Archive to record into; created if it does not exist.")
+@click.option("--depth", default=2, show_default=True, type=click.IntRange(0, 50), help="Link depth from URL.")
+@click.option("--max-pages", default=100, show_default=True, type=click.IntRange(1), help="Stop after this many pages.")
+@click.option("--scope", default="host", show_default=True,
+              help="Which links to follow: host (same host), prefix (URLs starting with URL up to its last '/') "
+                   "or a regular expression.")
+@click.option("--resolve", "resolve", multiple=True, metavar="HOST[:PORT]=ADDRESS:PORT",
+              help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
+@click.option("--screenshots", type=click.Choice(["none", "viewport", "full"]), default="viewport", show_default=True,
+              help="Each page's screenshot: the first 1920x1080 (viewport), the whole page (full) or none.")
+@click.option("--check/--no-check", default=True, show_default=True,
+              help="Check each page by loading it again from the archive alone; fetch what it misses.")
+@click.option("--recheck", is_flag=True,
+              help="Visit no page: check every page record of the archive again and fetch live what one misses.")
+@click.option("--redact", is_flag=True,
+              help="Afterwards, replace the archive's credentials by placeholders (as 'archive redact').")
+def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshots, check, recheck, redact):
+    """Crawl URL breadth-first in real Chromium through the recording proxy (1920x1080).
+
+    Each page gets a screenshot and a DOM snapshot; every request is recorded. Each page is then
+    loaded again from the archive alone, and what that misses is fetched live and checked again; a
+    page still missing something is recorded but incomplete (exit status 1; repair with --recheck).
+    A start page that fails (network error, 4xx/5xx) is an error and records nothing; pages failing
+    later are listed. Running the same crawl again resumes it.
+    """
+    from webfreeze.recorder.crawl import check_url, crawl, load_failures, scope_matcher
+    from webfreeze.recorder.crawl import recheck as run_recheck
+    from webfreeze.recorder.proxy import parse_resolve
+
+    usage_checked(check_url, url)
+    usage_checked(scope_matcher, url, scope)  # a bad regex fails before anything starts
+    table = usage_checked(parse_resolve, resolve)
+    if recheck:
+        with Archive.open(archive_path) as arc:
+            total = arc.counts()["pages"]
+        progress, advance = progress_bar(total, "rechecking", unit="pages")
+        with progress:
+            result = run_recheck(archive_path, url, depth=depth, scope=scope, resolve=table,
+                                 progress=lambda done, _url: advance(1))
+        click.echo(f"{result.pages} pages rechecked; {result.exchanges_this_run} exchanges recorded this run; "
+                   f"{len(result.incomplete)} still incomplete")
+    else:
+        progress, advance = progress_bar(max_pages, "crawling", unit="pages")
+        with progress:
+            result = crawl(archive_path, url, depth=depth, max_pages=max_pages, scope=scope,
+                           progress=lambda done, _url: advance(1), resolve=table, screenshots=screenshots, check=check)
+        if result.incomplete:
+            state = f"incomplete: {len(result.incomplete)} pages miss requests"
+        elif load_failures(result.failed):
+            state = (f"incomplete: {len(load_failures(result.failed))} pages did not load; "
+                     "crawl them again into this archive")
+        elif result.queued:
+            state = f"stopped at --max-pages with {result.queued} URLs queued; run again with a higher --max-pages to go on"
+        else:
+            state = "complete" if check else "complete, unchecked"
+        failed = f", {len(result.failed)} failed" if result.failed else ""
+        click.echo(f"{'resumed, ' if result.resumed else ''}{result.pages_this_run} pages and "
+                   f"{result.exchanges_this_run} exchanges recorded this run; {result.pages} pages in total{failed} ({state})")
+        for failed_url, why in result.failed:
+            click.echo(f"  failed: {failed_url} ({why})")
+    if redact:
+        s = redact_recording(archive_path)
+        click.echo(f"redacted {archive_path}: {s['secrets']} secrets replaced by placeholders")
+    for page_url, missing in result.incomplete:
+        click.echo(f"  incomplete: {page_url} (missing: {', '.join(missing)})")
+    if result.incomplete:
+        click.echo(f"{len(result.incomplete)} pages replay with requests missing; repair with: webfreeze record crawl "
+                   f"{url} --archive {archive_path} --recheck", err=True)
+        sys.exit(1)
+
+
+@record_group.command("session")
+@click.argument("url")
+@click.option("--archive", "archive_path", required=True, type=click.Path(dir_okay=False),
+              help="Archive to record into; created if it does not exist.")
+@click.option("--trajectory", "trajectory", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the reference trajectory (JSON).")
+@click.option("--headed", is_flag=True, help="Show the browser and let a person drive it; close it to finish.")
+@click.option("--script", type=click.Path(dir_okay=False),
+              help="A Python file defining run(page) (a Playwright page) that drives the session.")
+@click.option("--resolve", "resolve", multiple=True, metavar="HOST[:PORT]=ADDRESS:PORT",
+              help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
+@click.option("--instruction", default=None, metavar="TEXT",
+              help="The task this session performs, kept in the trajectory (tasks add takes it from there).")
+@click.option("--redact", is_flag=True,
+              help="Afterwards, replace the archive's credentials and the trajectory's password values by "
+                   "placeholders (as 'archive redact').")
+def record_session(url, archive_path, trajectory, headed, script, resolve, instruction, redact):
+    """Record a browsing session and log every action as a reference trajectory.
+
+    Clicks, text entry, selects, form submissions, scrolls and navigations are logged with the
+    target's role, accessible name, CSS path and text, plus URL and time.
+    """
+    from webfreeze.recorder.crawl import check_url
+    from webfreeze.recorder.proxy import parse_resolve
+    from webfreeze.recorder.session import record_session as run_session
+
+    usage_checked(check_url, url)
+    if not headed and not script:
+        raise click.UsageError("a session needs --headed (a person drives) or --script FILE",
+                               click.get_current_context())
+    if instruction is not None and not instruction.strip():
+        raise click.BadParameter("the instruction must not be empty", param_hint="--instruction")
+    result = run_session(archive_path, url, trajectory, headed=headed, script=script,
+                         resolve=usage_checked(parse_resolve, resolve), instruction=instruction)
+    click.echo(f"{len(result['steps'])} steps written to {trajectory}; exchanges recorded into {archive_path} "
+               f"(session {result['archive_session']})")
+    if redact:
+        s = redact_recording(archive_path, [trajectory])
+        click.echo(f"redacted {archive_path} and {trajectory}: {s['secrets']} secrets replaced by placeholders")
+
+
+@record_group.command("ca")
+def record_ca():
+    """Print where the recording CA certificate is (created on first use) and how to trust it."""
+    from webfreeze.recorder.proxy import ensure_ca
+
+    path = ensure_ca()
+    click.echo(str(path))
+    click.echo(f"# trust it for one client:   curl --cacert {path} ...  |  SSL_CERT_FILE={path}", err=True)
+    click.echo(f"# system-wide (Debian):      cp {path} /usr/local/share/ca-certificates/webfreeze.crt && "
+               "update-ca-certificates", err=True)
+    click.echo("# a browser: import it as an authority under Settings > Privacy and security > Certificates",
+               err=True)
+

@@ -1,0 +1,105 @@
+"""``webfreeze replay ...``: serve an archive offline, check it against its captures in Chromium,
+and list what runs missed."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from webfreeze.archives import Archive
+from webfreeze.checks.coverage import coverage, render_text
+from webfreeze.cli.options import Timestamp, progress_bar
+from webfreeze.common.files import check_output_file
+from webfreeze.replayer.server import ReplayServer, load_rules_file
+
+@click.group("replay")
+def replay_group() -> None:
+    """Replay an archive offline: a hermetic, deterministic HTTP(S) server, and checks against captures."""
+
+
+@replay_group.command("serve")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.option("--mode", type=click.Choice(["proxy", "direct"]), default="proxy", show_default=True,
+              help="proxy: use as the browser's HTTP/HTTPS proxy; direct: pywb's URLs, archived bytes at "
+                   "/<timestamp>id_/<url>, replayed pages at /<timestamp>/<url>.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8090, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
+@click.option("--on-miss", type=click.Choice(["404", "502", "abort"]), default="404", show_default=True,
+              help="Answer for a request the archive cannot match (abort: drop the connection).")
+@click.option("--miss-report", type=click.Path(dir_okay=False), default="replay-misses.jsonl", show_default=True,
+              help="JSONL file that gets one line per miss (created on the first miss).")
+@click.option("--no-inject", is_flag=True, help="Do not inject the deterministic runtime into HTML pages.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of Math.random and crypto in pages.")
+@click.option("--at", "when", type=Timestamp(),
+              help="Target time (ISO 8601 or 1-14 digits): prefer the captures closest to it.")
+@click.option("--rules", "rules_file", type=click.Path(dir_okay=False),
+              help="JSON file of matching-rule overrides (see README, 'Replay', Matching).")
+def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject, seed, when, rules_file):
+    """Serve ARCHIVE until Ctrl-C; nothing is ever fetched from the network."""
+    rules = load_rules_file(rules_file) if rules_file else None
+    if miss_report is not None:
+        default = click.get_current_context().get_parameter_source("miss_report") == click.core.ParameterSource.DEFAULT
+        if default and not os.access(os.path.dirname(os.path.abspath(miss_report)), os.W_OK):
+            click.echo(f"warning: the current folder is not writable; misses are not written to {miss_report}", err=True)
+            miss_report = None
+        elif rules_file:  # appended to on the first miss: never the rules file (the server checks the rest)
+            check_output_file(miss_report, protect=[rules_file], what="miss report", devices_ok=True)
+    server = ReplayServer(archive_path, mode=mode, host=host, port=port, on_miss=on_miss, miss_report=miss_report,
+                          inject=not no_inject, seed=seed, rules=rules, when=when)
+
+    def ready(srv):
+        click.echo(f"replaying {archive_path} ({srv.matcher.count} exchanges) in {mode} mode at {srv.url}  "
+                   "(Ctrl-C to stop)", err=True)
+        if mode == "proxy":
+            click.echo(f"# e.g. curl --proxy {srv.url} --cacert {srv.ca_file} https://HOST/PATH", err=True)
+        else:
+            click.echo(f"# e.g. curl {srv.url}/2024id_/https://HOST/PATH (archived bytes), {srv.url}/2024/https://HOST/PATH "
+                       f"(replayed), listing at {srv.url}/", err=True)
+
+    server.serve_forever(on_ready=ready)
+    s = server.stats
+    click.echo(f"served {s['requests']} requests: {s['hits']} from the archive, {s['model']} by site models, "
+               f"{s['misses']} misses" + (f" (listed in {server.miss_report})" if s["misses"] and server.miss_report
+                                          else ""), err=True)
+
+
+@replay_group.command("check")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.option("--report", "report_dir", default="replay-check", show_default=True, type=click.Path(file_okay=False),
+              help="Directory for report.json, report.html and the replayed snapshots; replaced when it holds "
+                   "an earlier report, refused when it holds anything else.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the deterministic runtime.")
+@click.option("--limit", type=click.IntRange(1), help="Check only the first N page records.")
+def replay_check(archive_path, report_dir, seed, limit):
+    """Load every page record through the replay in Chromium and compare it with its capture.
+
+    Reports requests the archive misses, DOM text similarity and screenshot pixel difference per
+    page. Exit status 1 when any page has a miss or fails to load.
+    """
+    from webfreeze.checks.replay_check import check  # (late: Pillow and Playwright, the replay extra)
+
+    with Archive.open(archive_path) as arc:
+        total = arc.counts()["pages"]
+    progress, advance = progress_bar(min(total, limit or total), "replaying pages", unit="pages")
+    with progress:
+        report = check(archive_path, report_dir, seed=seed, limit=limit, progress=lambda n, url: advance(1))
+    s = report["summary"]
+    click.echo(f"{s['pages']} pages: {s['pages_with_misses']} with misses ({s['missed_requests']} requests), "
+               f"{s['pages_with_errors']} failed; text similarity mean {s['mean_text_similarity']}, "
+               f"pixel difference mean {s['mean_pixel_difference']}; report in {report_dir}/report.html")
+    if s["pages_with_misses"] or s["pages_with_errors"]:
+        sys.exit(1)
+
+
+@replay_group.command("coverage")
+@click.argument("run_dirs", metavar="RUN_DIR...", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the groups as JSON.")
+def replay_coverage(run_dirs, as_json):
+    """List the requests of the runs' episodes that missed or were answered fuzzily, grouped by host
+    and path pattern, with counts and the tasks that made them: what to record next."""
+    result = coverage(list(run_dirs))
+    click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False) if as_json else render_text(result))
+

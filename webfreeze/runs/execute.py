@@ -1,0 +1,294 @@
+"""The benchmark runner behind ``webfreeze bench run``: a suite, an archive, an agent -> a run directory.
+
+A run directory holds ``manifest.json`` (what ran: archive and suite digests, agent and its
+config, environment settings, package versions; times kept in top-level ``*_at``/``*_s`` keys),
+``tasks.jsonl`` (the suite's tasks), ``trajectories/<task>.json`` (one per episode, written
+atomically as each ends) and ``screenshots/`` when asked for. Episodes run in worker processes,
+each with its own environment (one browser per worker); a task's trajectory depends only on the
+task, the archive, the agent and the seed, never on which worker ran it or in what order.
+
+An interrupted run resumes: tasks with a trajectory are kept, the others run. A run directory
+that holds a different run (another suite, archive, agent, settings or task selection) is refused.
+
+Agents get a task view (:class:`webfreeze.agents.TaskView`): never the ground truth, and the
+reference trajectory only when the agent is an oracle (whose runs the manifest labels the upper
+bound). One agent instance serves every episode of a worker. Every LLM call goes through the run's
+cassette (``llm-cassette.sqlite`` unless ``cassette`` names another); a run of an agent on the
+embedded local model starts that model's server once, unless it replays strictly.
+"""
+
+import contextlib
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from webfreeze.common.files import write_json
+from webfreeze.runs.context import ContextError, a1_trajectory, compose, run_instructions
+from webfreeze.runs.executors import make_executor
+from webfreeze.runs.prepare import Prepared, package_versions, prepare, utc_now
+from webfreeze.runs.spec import CASSETTE_NAME, RunConfig, RunError
+from webfreeze.agents.base import HANDLE_FIELDS, VISIBLE_FIELDS
+from webfreeze.eval.tasks import canonical_line, dependency_waves
+from webfreeze.llm import Cassette
+from webfreeze.llm.local import LOCAL_MODEL_ID, LocalModelServer, local_model_path
+
+def _visible(task: dict) -> dict:
+    """A suite line without what agents must not see (its ground truth and anything not listed)."""
+    return {k: task[k] for k in (*VISIBLE_FIELDS, *HANDLE_FIELDS) if k in task}
+
+
+def _tasks_lines(suite) -> str:
+    return "".join(canonical_line(t.raw) + "\n" for t in suite.tasks)
+
+
+def _copy_references(suite, out: Path) -> None:
+    """Reference trajectory files beside the run's tasks.jsonl, so a run directory is self-contained."""
+    for task in suite.tasks:
+        ref = task.ground_truth.get("reference_trajectory")
+        if isinstance(ref, str) and not ref.startswith(("trajectories/", "screenshots/")):
+            src, dst = Path(suite.root) / ref, out / ref
+            if src.is_file() and not dst.exists():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dst)
+
+
+
+
+@dataclass
+class WorkerSpec:
+    """What every worker of a run starts from, whatever the executor: the run's settings (with
+    ``out``), the archive's path and digest, the manifest, and the LLM services' settings."""
+    config: dict
+    archive: str
+    archive_digest: str
+    manifest: dict
+    llm: dict
+
+
+def execute(prep: Prepared, *, progress=None) -> dict:
+    """Run the tasks still to do; returns the finished manifest. ``progress(summary)`` after each.
+
+    The executor (``config.executor``: the local process pool, or Ray) only decides where episodes
+    play; what is written, and how the manifest accounts for it, is the same for all of them."""
+    config, out = prep.config, Path(prep.config.out)
+    executor = make_executor(config)
+    fresh = not out.exists()
+    try:
+        return _execute(prep, executor, progress)
+    except BaseException:
+        # A run that failed before its first episode was kept (the local model server would not
+        # start, a worker could not build its agent) leaves no folder behind that a corrected
+        # command would then refuse as "a different run".
+        if fresh and out.is_dir() and not any((out / "trajectories").glob("*.json")):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _execute(prep: Prepared, executor, progress) -> dict:
+    config, out = prep.config, Path(prep.config.out)
+    (out / "trajectories").mkdir(parents=True, exist_ok=True)
+    (out / "tasks.jsonl").write_text(_tasks_lines(prep.suite), encoding="utf-8")
+    _copy_references(prep.suite, out)
+    # how many workers ran it, on which executor, from where: circumstances (kept out of the
+    # comparable part of the report)
+    manifest = dict(prep.manifest, started_at=utc_now(), complete=False, tasks_done=len(prep.done),
+                    circumstances={"workers": config.workers, "executor": executor.name,
+                                   "suite_path": _run_relative(prep.suite.root, out),
+                                   "archive_path": _run_relative(prep.archive, out)})
+    if config.persona is not None and "personas" in prep.manifest:
+        manifest["circumstances"]["persona_dir"] = str(Path(config.persona).resolve())
+    if config.context:
+        manifest["circumstances"].update({k: str(Path(v).resolve()) for k, v in (
+            ("context_pool", config.context.get("pool")), ("context_a1_run", config.context.get("a1_run"))) if v})
+    write_json(out / "manifest.json", manifest)
+    t0 = time.perf_counter()
+    wconfig = dict(asdict(config), out=str(out))
+    # What crosses into the workers is the agent's view of each task: never its ground truth, and
+    # the reference only for an oracle (the worker processes never hold more than the agent may see).
+    oracle = prep.manifest["agent"]["oracle"]
+    # A dependent task plays after the task it depends on (its A1): one wave after another.
+    waves = dependency_waves(prep.todo)
+    jobs = bool(prep.todo)
+    cassette = Path(config.cassette) if config.cassette else out / CASSETTE_NAME
+    llm = {"cassette": str(cassette), "mode": config.cassette_mode, "local_base_url": None,
+           "slots_dir": None, "concurrency": config.llm_concurrency}
+    server, slots, local_model = None, None, None
+    stats: dict = {}
+    try:
+        if jobs and config.cassette_mode != "replay" and config.local_model:
+            server = LocalModelServer(log_path=out / "local-model.log")
+            server.start()
+            llm["local_base_url"] = server.base_url
+            local_model = _local_model_identity()
+        if jobs and config.workers > 1:
+            slots = tempfile.mkdtemp(prefix="webfreeze-llm-slots-")
+            llm["slots_dir"] = slots
+        spec = WorkerSpec(wconfig, str(prep.archive), prep.archive_digest, manifest, llm)
+        # (an executor with a session, Ray, starts once for all the waves)
+        session = getattr(executor, "session", None) if len(waves) > 1 else None
+        with session() if session is not None else contextlib.nullcontext():
+            for wave in waves:
+                wave_jobs = [(_job_task(prep, t), t.reference if oracle else None) for t in wave]
+                _merge_stats(stats, executor.run(spec, wave_jobs, progress) or {})
+    finally:
+        if server is not None:
+            server.stop()
+        if slots is not None:
+            shutil.rmtree(slots, ignore_errors=True)
+        # counted on disk, as a resumed run counts them: with workers, an interrupted run's episodes
+        # already under way still finish and are kept
+        done = sum((out / "trajectories" / f"{t.id}.json").is_file() for t in prep.suite.tasks)
+        manifest.update(tasks_done=done, complete=done == len(prep.suite.tasks), finished_at=utc_now(),
+                        elapsed_s=round(time.perf_counter() - t0, 3))
+        if stats:
+            manifest["circumstances"].update(stats)
+        if cassette.is_file():
+            try:
+                manifest["llm"], how = _cassette_entry(cassette, config.cassette_mode, out,
+                                                       _used_entries(out, prep.suite.tasks))
+                manifest["circumstances"].update(how)
+            except Exception as exc:  # the run's own outcome matters more than this account of it
+                manifest["circumstances"]["cassette_error"] = str(exc).splitlines()[0] if str(exc) else repr(exc)
+            if local_model:
+                manifest["circumstances"]["local_model"] = local_model
+        write_json(out / "manifest.json", manifest)
+    return manifest
+
+
+def _job_task(prep: Prepared, task) -> dict:
+    """What crosses into a worker for ``task``: its visible part and, for a dependent task under a
+    context condition, its composed ``context``, its start URL (where the last injected trajectory
+    ended) and the trajectory's ``context`` record (under ``context_record``, which the agent's view
+    never holds)."""
+    visible = _visible(task.raw)
+    config = prep.config
+    if not config.context or not task.depends_on:
+        return visible
+    a1_run = config.context.get("a1_run") or config.out
+    try:
+        a1 = a1_trajectory(a1_run, task.depends_on)
+        if a1 is None:
+            raise ContextError(f"task {task.id}: subtask A1 {task.depends_on!r} has no trajectory in {a1_run}")
+        instructions = {t.id: t.instruction for t in prep.suite.tasks}
+        if task.depends_on not in instructions and isinstance(a1.get("instruction"), str):
+            instructions[task.depends_on] = a1["instruction"]
+        if task.depends_on not in instructions:
+            instructions[task.depends_on] = run_instructions(a1_run).get(task.depends_on)
+        shown, record, start = compose(task, a1, prep.pool, config.context, instructions)
+    except ContextError as exc:
+        raise RunError(str(exc)) from None
+    return dict(visible, context=shown, start_url=start, context_record=record)
+
+
+def _merge_stats(total: dict, more: dict) -> None:
+    """An executor's circumstances over several waves: counts added, the rest the largest."""
+    for k, v in more.items():
+        if isinstance(v, dict):
+            _merge_stats(total.setdefault(k, {}), v)
+        elif k in total and isinstance(v, (int, float)) and isinstance(total[k], (int, float)):
+            total[k] = total[k] + v if k != "ray_nodes" else max(total[k], v)
+        else:
+            total[k] = v
+
+
+def _used_entries(out: Path, tasks) -> list:
+    """The cassette entries the run's episodes used, from their trajectories' ``llm_entries``."""
+    used = set()
+    for task in tasks:
+        path = out / "trajectories" / f"{task.id}.json"
+        if not path.is_file():
+            continue
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8")).get("llm_entries") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        used.update((str(k), int(n)) for k, n in entries)
+    return sorted(used)
+
+
+def _local_model_identity() -> dict:
+    """Which local model answered (its id and GGUF file digest): replies differ between model files
+    and llama.cpp builds, so a recorded cassette says what recorded it."""
+
+    path = local_model_path()
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return {"id": LOCAL_MODEL_ID, "file": path.name, "sha256": h.hexdigest(), "llama_cpp_python": package_versions().get(
+        "llama_cpp_python")}
+
+
+def _run_relative(path, out) -> str:
+    """Where ``path`` lies, as a manifest keeps it: relative to the run folder ``out`` when it lies
+    inside it, else absolute. Never relative to the current directory, which another command (a
+    ``bundle pack`` from elsewhere) does not share."""
+    target, root = Path(path).resolve(), Path(out).resolve()
+    try:
+        return target.relative_to(root).as_posix()
+    except ValueError:
+        return str(target)
+
+
+def manifest_path(run_dir, where: str | None) -> Path | None:
+    """The file or folder a run's manifest names (a circumstance such as ``suite_path``), found
+    from any current directory: absolute as written, else relative to the run folder. Manifests
+    written before paths were kept that way held them relative to the directory the run started
+    from, unknown now: the run folder's ancestors are tried in turn (a project's runs usually lie
+    below the folder the command ran in). None when ``where`` is empty or names nothing there."""
+    if not where:
+        return None
+    p = Path(where)
+    if p.is_absolute():
+        return p if p.exists() else None
+    run = Path(run_dir).resolve()
+    for base in (run, *run.parents, Path.cwd()):
+        if (base / p).exists():
+            return base / p
+    return None
+
+
+def _cassette_entry(cassette: Path, mode: str, out: Path, used: list) -> tuple[dict, dict]:
+    """The manifest's account of the run's LLM calls: the digest of the cassette entries the run
+    used (keys, requests and responses, no latencies; see :meth:`Cassette.entries_digest`) and how
+    many, which a replay of the run from any cassette holding them reproduces; and, as
+    circumstances, where the cassette was, in which mode, and the whole file's digest."""
+    c = Cassette(cassette, "replay")
+    try:
+        digest, calls = c.entries_digest(used)
+        file_digest = c.digest()
+    finally:
+        close = getattr(c, "close", None)
+        if close:
+            close()
+    where = _run_relative(cassette, out)
+    # What the calls were goes with the run; how this run got them (recorded now, or replayed from
+    # which file) is a circumstance, kept out of the comparable part of the report.
+    return ({"entries_digest": digest, "calls": calls},
+            {"cassette": where, "cassette_mode": mode, "cassette_file_digest": file_digest})
+
+
+# ------------------------------------------------------------------------------------ library
+def run(suite, agent: str, out, *, archive=None, progress=None, **settings) -> dict:
+    """Run ``agent`` (a name, ``package.module:Class`` or entry point) on ``suite`` over the replayed
+    archive, writing the run directory ``out``; returns the finished manifest.
+
+    ``settings`` are :class:`RunConfig`'s fields (workers, backend, seed, max_steps, screenshots,
+    agent_config, site_models, tasks, limit, cassette, cassette_mode, llm_concurrency, executor,
+    ray_address, episode_timeout_s, retries).
+    ``progress(summary)`` is called after each episode. Score it with :func:`webfreeze.score_run`.
+    Raises :class:`RunError` (one line) when the run cannot start or go on.
+    """
+    known = {f for f in RunConfig.__dataclass_fields__ if f not in ("suite", "archive", "agent", "out", "local_model")}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise RunError(f"run() has no setting {unknown[0]!r} (its settings: {', '.join(sorted(known))})")
+    if isinstance(settings.get("tasks"), str):  # one glob, not a sequence of one-letter globs
+        settings["tasks"] = [settings["tasks"]]
+    config = RunConfig(suite=str(suite), archive=str(archive) if archive else None, agent=agent, out=str(out),
+                       **settings)
+    return execute(prepare(config), progress=progress)

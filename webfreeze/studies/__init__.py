@@ -1,0 +1,1 @@
+"""Studies: a study file (``spec``) -> a grid of ordinary runs (``run``) -> the study report (``report``)."""

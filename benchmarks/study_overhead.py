@@ -6,7 +6,7 @@ repeats = 6 runs of 16 tasks) run two ways in this process, alternated over roun
 - **study**: ``plan_study`` + ``run_study`` (the study file read and checked, every agent
   configuration built once, the tasks selected, ``study.json`` kept, each cell prepared, executed
   and scored), as ``webfreeze study run --no-report`` does;
-- **bench run**: for each cell, the ``RunConfig`` the study would give it, ``prepare`` +
+- **bench run**: for each cell, the ``RunSpec`` and ``RunOptions`` the study would give it, ``prepare`` +
   ``execute`` + ``write_report``, as ``webfreeze bench run`` does.
 
 Rounds alternate which way runs first; the best round of each is compared (other load on a
@@ -47,7 +47,7 @@ def run(ctx: Context) -> list[Row]:
     from webfreeze.eval.report import write_report
     from webfreeze.runs.execute import execute
     from webfreeze.runs.prepare import prepare
-    from webfreeze.studies.run import RunOptions, cell_config, plan_study, run_study
+    from webfreeze.studies.run import StudyOptions, cell_config, plan_study, run_study
     from webfreeze.studies.spec import load_study
     from webfreeze.studies.report import build_study_report, write_study_report
 
@@ -74,12 +74,12 @@ def run(ctx: Context) -> list[Row]:
         base = ctx.scratch / f"bench-{i}"
         shutil.rmtree(base, ignore_errors=True)
         other = plan_study(load_study(path), base)
-        configs = [cell_config(other, cell, RunOptions()) for cell in other.cells]
+        configs = [cell_config(other, cell, StudyOptions()) for cell in other.cells]
         console.print(f"  bench run x {len(configs)}, round {i + 1}/{ROUNDS}")
         t0 = time.perf_counter()
-        for config in configs:
-            execute(prepare(config))
-            write_report(config.out)
+        for spec, options in configs:
+            execute(prepare(spec, options))
+            write_report(options.out)
         bench_s.append(time.perf_counter() - t0)
 
     for i in range(ROUNDS):  # alternated (ABBA...) so that neither always runs first

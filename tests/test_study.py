@@ -435,14 +435,14 @@ def test_a_study_generates_its_personas_and_reports_table_3(tmp_path):
 
 
 def test_replay_needs_a_cassette_only_where_the_agent_calls_a_model(tmp_path):
-    from webfreeze.studies.run import RunOptions, run_study
+    from webfreeze.studies.run import StudyOptions, run_study
 
     text = 'backend = "text"\nmax_steps = 2\n[tasks]\nids = ["scholar-site-info-001"]\n'
     kw = plan_study(load_study(_study(tmp_path, text + AGENT, "kw.toml")), tmp_path / "kw")
-    manifest = run_study(kw, RunOptions(cassette_mode="replay"))  # keyword makes no LLM calls
+    manifest = run_study(kw, StudyOptions(cassette_mode="replay"))  # keyword makes no LLM calls
     assert manifest["complete"]
     llm = plan_study(load_study(_study(tmp_path, text + '[[agents]]\nname = "llm"\n', "llm.toml")), tmp_path / "llm")
     with pytest.raises(StudyError, match=r"^cell llm\.r0: no cassette to replay at .*llm-cassette\.sqlite"):
-        run_study(llm, RunOptions(cassette_mode="replay"))
+        run_study(llm, StudyOptions(cassette_mode="replay"))
     cell = json.loads((tmp_path / "llm" / "study.json").read_text())["cells"][0]
     assert cell["status"] == "pending" and "no cassette to replay" in cell["error"]

@@ -23,7 +23,7 @@ from webfreeze.llm.cassette import first_difference
 from webfreeze.llm.errors import LLMError
 from webfreeze.runs.execute import execute
 from webfreeze.runs.prepare import prepare
-from webfreeze.runs.spec import RunConfig, RunError
+from webfreeze.runs.spec import RunError, build_run
 from webfreeze.simulator.trajectory import dumps, without_timings
 
 
@@ -189,8 +189,6 @@ def _rerun_one(path, out: Path, entry: dict, suite: Path, archive: Path, workers
         config.update(cassette=str(cassette), cassette_mode="replay")
     persona = manifest.get("personas") if isinstance(manifest.get("personas"), dict) else None
     if persona and entry.get("personas"):
-        if "persona" not in RunConfig.__dataclass_fields__:
-            raise RunError(f"run {name} used persona histories, which this webfreeze cannot give an agent")
         config["persona"] = str(out / entry["personas"])
         config["history"] = dict(persona.get("retrieval") or {})
     context = _context_setting(manifest, entry, out)
@@ -221,7 +219,7 @@ def _check_agent_here(manifest: dict, entry: dict) -> None:
 
 
 def _context_setting(manifest: dict, entry: dict, out: Path) -> dict:
-    """A bundled run's context condition (``RunConfig.context``) with its filler pool and A1 run
+    """A bundled run's context condition (``RunSpec.context``) with its filler pool and A1 run
     taken from the extracted bundle (``context/``); ``{}`` for a run without one. The members were
     checked against the run's manifest (:func:`webfreeze.bundles.pack.check_context_members`)."""
     ctx = manifest.get("context")
@@ -235,5 +233,8 @@ def _context_setting(manifest: dict, entry: dict, out: Path) -> dict:
 
 
 def run_quietly(settings: dict) -> dict:
-    """A run from ``RunConfig`` settings with no progress bar (for settings the CLI front end does not take)."""
-    return execute(prepare(RunConfig(**settings)))
+    """A run from its settings (``suite``, ``agent``, ``out``, ``archive`` and
+    :func:`~webfreeze.runs.spec.build_run`'s), with no progress bar."""
+    settings = dict(settings)
+    return execute(prepare(*build_run(settings.pop("suite"), settings.pop("agent"), settings.pop("out"),
+                                      archive=settings.pop("archive", None), **settings)))

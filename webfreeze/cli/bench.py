@@ -27,7 +27,7 @@ from webfreeze.runs.compare import compare_runs
 from webfreeze.runs.context import ContextError, check_context
 from webfreeze.runs.execute import execute
 from webfreeze.runs.prepare import prepare, select_tasks
-from webfreeze.runs.spec import RunConfig, RunError
+from webfreeze.runs.spec import RunError, build_run
 from webfreeze.simulator.site_models import check_site_models
 
 
@@ -51,7 +51,7 @@ def context_options(fn):
 
 
 def context_condition(tokens, pool, tokenizer, a1_run, seed) -> dict:
-    """``RunConfig.context`` from the command line's options ({} without ``--context``)."""
+    """``RunSpec.context`` from the command line's options ({} without ``--context``)."""
     if tokens is None:
         given = [n for n, v in (("--context-pool", pool), ("--context-tokenizer", tokenizer),
                                 ("--context-a1-run", a1_run), ("--context-seed", seed)) if v is not None]
@@ -77,23 +77,13 @@ def _console():
     return console if console.is_terminal else Console(width=140)
 
 
-def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=0, max_steps=30,
-              screenshots=False, agent_config=None, site_models=None, quiet=False, tasks=(), limit=None,
-              cassette=None, cassette_mode="record", llm_concurrency=None, persona=None, history=None,
-              executor="local", ray_address=None, episode_timeout_s=None, retries=2, context=None) -> dict:
-    """Prepare and execute a run with a progress bar on stderr; returns the manifest."""
-    from rich.console import Console
+def run_suite(suite, archive, agent, out, *, quiet=False, **settings) -> dict:
+    """Prepare and execute a run with a progress bar on stderr; returns the manifest. ``settings``
+    are the run's (:func:`webfreeze.runs.spec.build_run`)."""
+    from rich.console import Console  # (late, as the other rich imports: only runs draw a bar)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-
-    prep = prepare(RunConfig(suite=str(suite), archive=str(archive) if archive else None, agent=agent, out=str(out),
-                             workers=workers, backend=backend, seed=seed, max_steps=max_steps,
-                             screenshots=screenshots, agent_config=dict(agent_config or {}),
-                             site_models=dict(site_models or {}), tasks=list(tasks), limit=limit,
-                             persona=str(persona) if persona else None, history=dict(history or {}),
-                             cassette=str(cassette) if cassette else None, cassette_mode=cassette_mode,
-                             llm_concurrency=llm_concurrency, executor=executor, ray_address=ray_address,
-                             episode_timeout_s=episode_timeout_s, retries=retries, context=dict(context or {})))
+    prep = prepare(*build_run(suite, agent, out, archive=archive, **settings))
     err = Console(stderr=True)
     if prep.manifest["archive_matches_suite"] is False:
         click.echo(f"warning: {prep.archive} is not the archive the suite was made for (digest differs)", err=True)
@@ -104,7 +94,7 @@ def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=
                         TextColumn("{task.fields[ends]}"), console=err, transient=True,
                         disable=quiet or not err.is_terminal)
     label = f"{agent} (oracle: {prep.manifest['agent']['label']})" if prep.manifest["agent"]["oracle"] else agent
-    bar = progress.add_task(f"{label} on {prep.suite.name} ({backend})", total=len(prep.suite.tasks),
+    bar = progress.add_task(f"{label} on {prep.suite.name} ({prep.spec.backend})", total=len(prep.suite.tasks),
                             completed=len(prep.done), ends="")
 
     def advance(summary: dict) -> None:

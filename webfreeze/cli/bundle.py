@@ -12,7 +12,7 @@ import click
 
 from webfreeze.simulator.backends import BACKENDS
 from webfreeze.bundles.pack import BundleError, export_wacz, info, open_bundle, pack, verify
-from webfreeze.bundles.run import run_quietly, run_bundle
+from webfreeze.bundles.run import run_bundle
 from webfreeze.cli.options import human_bytes, progress_bar
 from webfreeze.cli.bench import run_suite
 from webfreeze.cli.options import known_agent, llm_settings, pairs
@@ -178,11 +178,6 @@ def bundle_run(bundle, out, key, agent, agent_config, llm, llm_key_env, no_api_k
         raise click.BadParameter("--run selects bundled runs to re-run; --agent runs a new one", param_hint="--run")
 
     def run_one(cfg: dict) -> dict:
-        import inspect
-
-
-        if any(k not in inspect.signature(run_suite).parameters for k in cfg):
-            return run_quietly(cfg)  # a setting the progress-bar front end does not know (e.g. persona)
         cfg = dict(cfg)
         return run_suite(cfg.pop("suite"), cfg.pop("archive"), cfg.pop("agent"), cfg.pop("out"), quiet=True, **cfg)
 

@@ -9,7 +9,7 @@ import json
 
 import click
 from webfreeze.studies.report import build_study_report, markdown, write_study_report
-from webfreeze.studies.run import RunOptions, cell_status, plan_study, read_study_json, run_study
+from webfreeze.studies.run import StudyOptions, cell_status, plan_study, read_study_json, run_study
 from webfreeze.studies.spec import CELLS_DIR, StudyError, load_study
 
 
@@ -118,7 +118,7 @@ def study_run(study_file, out, executor, ray_address, workers, cassette_mode, ca
         n_tasks = sum(len(v) for v in plan.tasks.values()) if plan.tasks else "?"
         click.echo(f"{len(plan.cells)} cells, {n_tasks} tasks each", err=True)
         return
-    opts = RunOptions(workers=workers, executor=executor, ray_address=ray_address, cassette_mode=mode,
+    opts = StudyOptions(workers=workers, executor=executor, ray_address=ray_address, cassette_mode=mode,
                       cassettes=cassettes, llm_concurrency=llm_concurrency)
     with _Progress() as progress:
         manifest = run_study(plan, opts, progress)

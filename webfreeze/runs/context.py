@@ -2,7 +2,7 @@
 context of a dependent task (the long-context WebAgents paper's A1 -> fillers -> A2).
 
 A task with ``depends_on`` is subtask A2 of the task it names (A1). Under a context condition
-(``RunConfig.context``, ``bench run --context``) the runner composes A2's prior context with
+(``RunSpec.context``, ``bench run --context``) the runner composes A2's prior context with
 :func:`webfreeze.simulator.history.compose_history`: A1's trajectory (from this run, or from a
 finished run named by ``a1_run``), then whole trajectories from a filler pool, in an order fixed by
 the seed, until the target number of tokens, then A2's instruction. The agent gets the text in its

@@ -30,7 +30,7 @@ from webfreeze.common.files import write_json
 from webfreeze.runs.context import ContextError, a1_trajectory, compose, run_instructions
 from webfreeze.runs.executors import make_executor
 from webfreeze.runs.prepare import Prepared, package_versions, prepare, utc_now
-from webfreeze.runs.spec import CASSETTE_NAME, RunConfig, RunError
+from webfreeze.runs.spec import CASSETTE_NAME, RunError, build_run
 from webfreeze.agents.base import HANDLE_FIELDS, VISIBLE_FIELDS
 from webfreeze.eval.tasks import canonical_line, dependency_waves
 from webfreeze.llm import Cassette
@@ -72,10 +72,10 @@ class WorkerSpec:
 def execute(prep: Prepared, *, progress=None) -> dict:
     """Run the tasks still to do; returns the finished manifest. ``progress(summary)`` after each.
 
-    The executor (``config.executor``: the local process pool, or Ray) only decides where episodes
+    The executor (``RunOptions.executor``: the local process pool, or Ray) only decides where episodes
     play; what is written, and how the manifest accounts for it, is the same for all of them."""
-    config, out = prep.config, Path(prep.config.out)
-    executor = make_executor(config)
+    out = Path(prep.options.out)
+    executor = make_executor(prep.options)
     fresh = not out.exists()
     try:
         return _execute(prep, executor, progress)
@@ -89,51 +89,52 @@ def execute(prep: Prepared, *, progress=None) -> dict:
 
 
 def _execute(prep: Prepared, executor, progress) -> dict:
-    config, out = prep.config, Path(prep.config.out)
+    spec, options, out = prep.spec, prep.options, Path(prep.options.out)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     (out / "tasks.jsonl").write_text(_tasks_lines(prep.suite), encoding="utf-8")
     _copy_references(prep.suite, out)
     # how many workers ran it, on which executor, from where: circumstances (kept out of the
     # comparable part of the report)
     manifest = dict(prep.manifest, started_at=utc_now(), complete=False, tasks_done=len(prep.done),
-                    circumstances={"workers": config.workers, "executor": executor.name,
+                    circumstances={"workers": options.workers, "executor": executor.name,
                                    "suite_path": _run_relative(prep.suite.root, out),
                                    "archive_path": _run_relative(prep.archive, out)})
-    if config.persona is not None and "personas" in prep.manifest:
-        manifest["circumstances"]["persona_dir"] = str(Path(config.persona).resolve())
-    if config.context:
+    if spec.persona is not None and "personas" in prep.manifest:
+        manifest["circumstances"]["persona_dir"] = str(Path(spec.persona).resolve())
+    if spec.context:
         manifest["circumstances"].update({k: str(Path(v).resolve()) for k, v in (
-            ("context_pool", config.context.get("pool")), ("context_a1_run", config.context.get("a1_run"))) if v})
+            ("context_pool", spec.context.get("pool")), ("context_a1_run", spec.context.get("a1_run"))) if v})
     write_json(out / "manifest.json", manifest)
     t0 = time.perf_counter()
-    wconfig = dict(asdict(config), out=str(out))
+    # what every worker starts from: the spec (as prepare filled it in) and where to write
+    wconfig = dict(asdict(spec), out=str(out))
     # What crosses into the workers is the agent's view of each task: never its ground truth, and
     # the reference only for an oracle (the worker processes never hold more than the agent may see).
     oracle = prep.manifest["agent"]["oracle"]
     # A dependent task plays after the task it depends on (its A1): one wave after another.
     waves = dependency_waves(prep.todo)
     jobs = bool(prep.todo)
-    cassette = Path(config.cassette) if config.cassette else out / CASSETTE_NAME
-    llm = {"cassette": str(cassette), "mode": config.cassette_mode, "local_base_url": None,
-           "slots_dir": None, "concurrency": config.llm_concurrency}
+    cassette = Path(options.cassette) if options.cassette else out / CASSETTE_NAME
+    llm = {"cassette": str(cassette), "mode": options.cassette_mode, "local_base_url": None,
+           "slots_dir": None, "concurrency": options.llm_concurrency}
     server, slots, local_model = None, None, None
     stats: dict = {}
     try:
-        if jobs and config.cassette_mode != "replay" and config.local_model:
+        if jobs and options.cassette_mode != "replay" and prep.local_model:
             server = LocalModelServer(log_path=out / "local-model.log")
             server.start()
             llm["local_base_url"] = server.base_url
             local_model = _local_model_identity()
-        if jobs and config.workers > 1:
+        if jobs and options.workers > 1:
             slots = tempfile.mkdtemp(prefix="webfreeze-llm-slots-")
             llm["slots_dir"] = slots
-        spec = WorkerSpec(wconfig, str(prep.archive), prep.archive_digest, manifest, llm)
+        worker_spec = WorkerSpec(wconfig, str(prep.archive), prep.archive_digest, manifest, llm)
         # (an executor with a session, Ray, starts once for all the waves)
         session = getattr(executor, "session", None) if len(waves) > 1 else None
         with session() if session is not None else contextlib.nullcontext():
             for wave in waves:
                 wave_jobs = [(_job_task(prep, t), t.reference if oracle else None) for t in wave]
-                _merge_stats(stats, executor.run(spec, wave_jobs, progress) or {})
+                _merge_stats(stats, executor.run(worker_spec, wave_jobs, progress) or {})
     finally:
         if server is not None:
             server.stop()
@@ -148,7 +149,7 @@ def _execute(prep: Prepared, executor, progress) -> dict:
             manifest["circumstances"].update(stats)
         if cassette.is_file():
             try:
-                manifest["llm"], how = _cassette_entry(cassette, config.cassette_mode, out,
+                manifest["llm"], how = _cassette_entry(cassette, options.cassette_mode, out,
                                                        _used_entries(out, prep.suite.tasks))
                 manifest["circumstances"].update(how)
             except Exception as exc:  # the run's own outcome matters more than this account of it
@@ -165,10 +166,10 @@ def _job_task(prep: Prepared, task) -> dict:
     ended) and the trajectory's ``context`` record (under ``context_record``, which the agent's view
     never holds)."""
     visible = _visible(task.raw)
-    config = prep.config
-    if not config.context or not task.depends_on:
+    spec = prep.spec
+    if not spec.context or not task.depends_on:
         return visible
-    a1_run = config.context.get("a1_run") or config.out
+    a1_run = spec.context.get("a1_run") or prep.options.out
     try:
         a1 = a1_trajectory(a1_run, task.depends_on)
         if a1 is None:
@@ -178,7 +179,7 @@ def _job_task(prep: Prepared, task) -> dict:
             instructions[task.depends_on] = a1["instruction"]
         if task.depends_on not in instructions:
             instructions[task.depends_on] = run_instructions(a1_run).get(task.depends_on)
-        shown, record, start = compose(task, a1, prep.pool, config.context, instructions)
+        shown, record, start = compose(task, a1, prep.pool, spec.context, instructions)
     except ContextError as exc:
         raise RunError(str(exc)) from None
     return dict(visible, context=shown, start_url=start, context_record=record)
@@ -277,18 +278,11 @@ def run(suite, agent: str, out, *, archive=None, progress=None, **settings) -> d
     """Run ``agent`` (a name, ``package.module:Class`` or entry point) on ``suite`` over the replayed
     archive, writing the run directory ``out``; returns the finished manifest.
 
-    ``settings`` are :class:`RunConfig`'s fields (workers, backend, seed, max_steps, screenshots,
-    agent_config, site_models, tasks, limit, cassette, cassette_mode, llm_concurrency, executor,
-    ray_address, episode_timeout_s, retries).
+    ``settings`` are :class:`~webfreeze.runs.spec.RunSpec`'s and
+    :class:`~webfreeze.runs.spec.RunOptions`' fields (backend, seed, max_steps, screenshots,
+    agent_config, site_models, tasks, limit, persona, history, context; workers, cassette,
+    cassette_mode, llm_concurrency, executor, ray_address, episode_timeout_s, retries).
     ``progress(summary)`` is called after each episode. Score it with :func:`webfreeze.score_run`.
     Raises :class:`RunError` (one line) when the run cannot start or go on.
     """
-    known = {f for f in RunConfig.__dataclass_fields__ if f not in ("suite", "archive", "agent", "out", "local_model")}
-    unknown = sorted(set(settings) - known)
-    if unknown:
-        raise RunError(f"run() has no setting {unknown[0]!r} (its settings: {', '.join(sorted(known))})")
-    if isinstance(settings.get("tasks"), str):  # one glob, not a sequence of one-letter globs
-        settings["tasks"] = [settings["tasks"]]
-    config = RunConfig(suite=str(suite), archive=str(archive) if archive else None, agent=agent, out=str(out),
-                       **settings)
-    return execute(prepare(config), progress=progress)
+    return execute(prepare(*build_run(suite, agent, out, archive=archive, **settings)), progress=progress)

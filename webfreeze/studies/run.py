@@ -22,7 +22,7 @@ from webfreeze.personas.generate import generate
 from webfreeze.personas.tasks import TaskBuildError, build_suite
 from webfreeze.runs.execute import execute
 from webfreeze.runs.prepare import prepare
-from webfreeze.runs.spec import CASSETTE_NAME, RunConfig, RunError, check_context
+from webfreeze.runs.spec import CASSETTE_NAME, RunError, RunOptions, RunSpec, build_run, check_context
 from webfreeze.studies.spec import (CELLS_DIR, PERSONA_SUITE_DIR, PERSONAS_DIR, STUDY_FORMAT, STUDY_JSON, STUDY_VERSION,
                                     Cell, Study, StudyError, canonical, expand_cells, glob_escape, select_study_tasks,
                                     show_value, utc_now)
@@ -98,7 +98,7 @@ def _settings_key(cell: Cell, index: dict) -> str:
 
 
 def _context_for(study: Study, cell: Cell) -> dict:
-    """The run's ``context`` (webfreeze.runs.spec.RunConfig.context) for a cell; {} without one."""
+    """The run's ``context`` (webfreeze.runs.spec.RunSpec.context) for a cell; {} without one."""
     ctx = study.normalised["context"]
     if ctx is None or cell.context is None:
         return {}
@@ -223,7 +223,7 @@ def _agent_calls_llm(cell: Cell) -> bool:
 
 
 @dataclass
-class RunOptions:
+class StudyOptions:
     """How the cells run (circumstances: not part of the study's identity)."""
 
     workers: int = 1
@@ -234,8 +234,9 @@ class RunOptions:
     llm_concurrency: int | None = None
 
 
-def cell_config(plan: Plan, cell: Cell, opts: RunOptions):
-    """The :class:`webfreeze.runs.spec.RunConfig` of one cell."""
+def cell_config(plan: Plan, cell: Cell, opts: StudyOptions) -> tuple[RunSpec, RunOptions]:
+    """The run of one cell: its :class:`~webfreeze.runs.spec.RunSpec` (the study's settings, the
+    cell's agent configuration, seed and context condition) and the study's options for it."""
     n = plan.study.normalised
     run_dir = plan.out / CELLS_DIR / cell.id
     cassette, mode = None, opts.cassette_mode
@@ -256,13 +257,12 @@ def cell_config(plan: Plan, cell: Cell, opts: RunOptions):
     ctx = _context_for(plan.study, cell)
     if ctx:
         kwargs["context"] = ctx
-    return RunConfig(suite=str(plan.suite_paths[cell.suite]), archive=str(plan.archive) if plan.archive else None,
-                     agent=cell.agent, out=str(run_dir), workers=opts.workers, backend=n["backend"], seed=cell.seed,
-                     max_steps=n["max_steps"], screenshots=n["screenshots"], agent_config=dict(cell.settings),
-                     site_models=dict(n["site_models"]), tasks=[glob_escape(t) for t in plan.tasks[cell.suite]],
-                     limit=None, cassette=cassette, cassette_mode=mode, llm_concurrency=opts.llm_concurrency,
-                     executor=opts.executor, ray_address=opts.ray_address,
-                     persona=str(plan.persona) if plan.persona else None, history=dict(n["history"]), **kwargs)
+    return build_run(plan.suite_paths[cell.suite], cell.agent, run_dir, archive=plan.archive, workers=opts.workers,
+                     backend=n["backend"], seed=cell.seed, max_steps=n["max_steps"], screenshots=n["screenshots"],
+                     agent_config=cell.settings, site_models=n["site_models"],
+                     tasks=[glob_escape(t) for t in plan.tasks[cell.suite]], cassette=cassette, cassette_mode=mode,
+                     llm_concurrency=opts.llm_concurrency, executor=opts.executor, ray_address=opts.ray_address,
+                     persona=plan.persona, history=n["history"], **kwargs)
 
 
 def study_manifest(plan: Plan, statuses: dict, errors: dict | None = None, circumstances: dict | None = None) -> dict:
@@ -290,7 +290,7 @@ class StudyProgress:
     def cell_finished(self, cell: Cell, manifest: dict) -> None: ...
 
 
-def _check_api_keys(plan: Plan, opts: "RunOptions") -> None:
+def _check_api_keys(plan: Plan, opts: "StudyOptions") -> None:
     """A cell that will call its endpoint with a key from ``api_key_env`` needs that variable set:
     refused before the study folder is written, not when the cell starts (``api_key_env = ""``
     names an endpoint that needs no key)."""
@@ -303,12 +303,12 @@ def _check_api_keys(plan: Plan, opts: "RunOptions") -> None:
                              f'api_key_env = "" for an endpoint that needs no key)')
 
 
-def run_study(plan: Plan, opts: RunOptions | None = None, progress: StudyProgress | None = None) -> dict:
+def run_study(plan: Plan, opts: StudyOptions | None = None, progress: StudyProgress | None = None) -> dict:
     """Run every cell of ``plan`` that is not complete; returns the study manifest (``study.json``).
 
     A cell that cannot run (its RunError: a strict replay that misses, a worker that cannot start)
     stops the study with :class:`StudyError` naming the cell, after study.json records it."""
-    opts = opts or RunOptions()
+    opts = opts or StudyOptions()
     progress = progress or StudyProgress()
     _check_api_keys(plan, opts)
     if plan.generate:
@@ -331,12 +331,12 @@ def run_study(plan: Plan, opts: RunOptions | None = None, progress: StudyProgres
             run_dir = out / CELLS_DIR / cell.id
             if statuses[cell.id] != "scoring":
                 try:
-                    config = cell_config(plan, cell, opts)
+                    spec, options = cell_config(plan, cell, opts)
                 except StudyError as exc:
                     errors[cell.id] = str(exc)
                     raise
                 try:
-                    prep = prepare(config)
+                    prep = prepare(spec, options)
                     progress.cell_started(cell, len(prep.suite.tasks), len(prep.done))
                     statuses[cell.id] = "running"
                     manifest = execute(prep, progress=lambda s, c=cell: progress.episode(c, s))
@@ -384,5 +384,5 @@ def read_study_json(study_dir: str | os.PathLike) -> dict:
     return data
 
 
-__all__ = ["Plan", "RunOptions", "StudyProgress", "plan_study", "run_study", "cell_config", "cell_status",
+__all__ = ["Plan", "StudyOptions", "StudyProgress", "plan_study", "run_study", "cell_config", "cell_status",
            "study_manifest", "read_study_json"]

@@ -847,6 +847,8 @@ _register_study(cli)
 from webfreeze.cli_context import register as _register_context  # noqa: E402
 
 _register_context(cli)
+from webfreeze.checks.drift import drift_command as _drift  # noqa: E402  (webfreeze drift)
+cli.add_command(_drift)
 
 
 # ============================================================================== entry point

@@ -1,0 +1,162 @@
+"""`webfreeze drift OLD NEW [--suite S]`: two real recordings of a site whose content changed.
+
+1. The simulated scholar site crawled twice by `record crawl` (real Chromium through real
+   mitmproxy), the second time with another seed, as a later snapshot of a live site: the listings
+   whose counts changed are reported changed, the pages only one crawl reached added and removed,
+   the demo's tasks resting on the changed counts expired, those resting on the home page valid;
+   exit 1; the report folder holds the same bytes on a second run.
+2. A real application of the test bed (Sphinx): its documentation rebuilt with one value changed
+   in one page, crawled again: that page changed, the task whose answer it held expired.
+3. An archive against an identical copy of itself: nothing changed, every task valid, exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from webfreeze.demo import SUITE
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+from webfreeze.simulator.sites.common import SiteServer
+from webfreeze.simulator.sites.scholar import ScholarSite
+
+try:
+    chromium_path()
+except BrowserUnavailable as exc:
+    pytestmark = pytest.mark.skip(reason=str(exc))
+
+HOST = "scholar.test"
+# the home page, the two listings whose totals the demo's tasks 009 and 010 ask for, and one more
+# page that differs between the two crawls (help in the first, about in the second)
+SCOPE = r"^http://scholar\.test/(list/(cs\.CL|stat\.ME)/recent|{extra})?$"
+# 001 and 002 are answered on the home page (the same for every seed); 009 and 010 on the listings
+# of cs.CL and stat.ME, whose totals change from seed 0 to seed 1 (8 -> 11, 9 -> 8)
+TASKS = ["scholar-site-info-001", "scholar-site-info-002", "scholar-site-info-009", "scholar-site-info-010"]
+
+
+def subset_suite(root: Path, ids: list[str]) -> Path:
+    """A suite folder holding some of the demo suite's tasks (same lines, same references)."""
+    lines = {json.loads(line)["id"]: line for line in (SUITE / "tasks.jsonl").read_text().splitlines() if line}
+    (root / "references").mkdir(parents=True)
+    for tid in ids:
+        shutil.copyfile(SUITE / "references" / f"{tid}.json", root / "references" / f"{tid}.json")
+    manifest = json.loads((SUITE / "manifest.json").read_text())
+    manifest.pop("archive", None)
+    manifest.pop("archive_digest", None)
+    manifest.update(name="drift-subset")
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    (root / "tasks.jsonl").write_text("".join(lines[t] + "\n" for t in ids))
+    return root
+
+
+def crawl(seed: int, extra: str, archive: Path, home: Path) -> Path:
+    site = SiteServer(ScholarSite(seed)).start()
+    try:
+        port = site.url.rsplit(":", 1)[1].strip("/")
+        r = subprocess.run([sys.executable, "-m", "webfreeze", "record", "crawl", f"http://{HOST}/", "--archive",
+                            str(archive), "--depth", "1", "--max-pages", "10", "--scope", SCOPE.format(extra=extra),
+                            "--resolve", f"{HOST}=127.0.0.1:{port}"],
+                           capture_output=True, text=True, timeout=600, env={**_env(home)})
+    finally:
+        site.stop()
+    assert r.returncode == 0, r.stderr[-2000:]
+    return archive
+
+
+def _env(home: Path) -> dict:
+    import os
+
+    return {**os.environ, "WEBFREEZE_HOME": str(home)}
+
+
+@pytest.fixture(scope="module")
+def scholar(tmp_path_factory):
+    """(OLD, NEW, suite): the scholar site crawled with seed 0, then with seed 1."""
+    tmp = tmp_path_factory.mktemp("drift")
+    old = crawl(0, "help", tmp / "old.wfz", tmp / "home")
+    new = crawl(1, "about", tmp / "new.wfz", tmp / "home")
+    return old, new, subset_suite(tmp / "suite", TASKS)
+
+
+def test_a_changed_seed_expires_the_tasks_on_the_changed_listings(scholar, tmp_path):
+    old, new, suite = scholar
+    report_dir = tmp_path / "report"
+    r = run_cli("drift", old, new, "--suite", suite, "--backend", "text", "--report", report_dir, "--json",
+                timeout=900)
+    assert r.returncode == 1, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    status = {p["url"]: p["status"] for p in report["pages"]}
+    # the home page shows the same facts for every seed, but its script prints the clock and a random
+    # id: as captured by two crawls, its text differs a little and its first screen not at all
+    assert status == {f"http://{HOST}/": "changed", f"http://{HOST}/list/cs.CL/recent": "changed",
+                      f"http://{HOST}/list/stat.ME/recent": "changed", f"http://{HOST}/help": "removed",
+                      f"http://{HOST}/about": "added"}
+    home, listings = report["pages"][0], [p for p in report["pages"] if "/list/" in p["url"]]
+    assert 0.9 < home["text_similarity"] < 1.0 and home["pixel_difference"] == 0.0
+    assert all(p["text_similarity"] < 0.5 and p["pixel_difference"] > 0 for p in listings)  # other papers
+    verdicts = {t["task_id"]: t["verdict"] for t in report["tasks"]}
+    assert verdicts == {"scholar-site-info-001": "valid", "scholar-site-info-002": "valid",
+                        "scholar-site-info-009": "expired", "scholar-site-info-010": "expired"}
+    why = {t["task_id"]: t["why"] for t in report["tasks"]}
+    assert "the pages did not show 'Total of 8 entries'" in why["scholar-site-info-009"]
+    assert "the pages did not show 'Total of 9 entries'" in why["scholar-site-info-010"]
+    # "Total of 8 entries" is what NEW's stat.ME listing now says, but not where the task found it
+    gone = {t["task_id"]: t["evidence_gone"] for t in report["tasks"]}
+    assert gone == {"scholar-site-info-001": [], "scholar-site-info-002": [],
+                    "scholar-site-info-009": ["Total of 8 entries"], "scholar-site-info-010": ["Total of 9 entries"]}
+    assert (report["suite"]["valid"], report["suite"]["expired"], report["suite"]["ambiguous"]) == (2, 2, 0)
+    # the report folder: JSON as printed, Markdown and HTML naming the changed pages and the tasks,
+    # the screenshots of the changed pages on both sides
+    assert json.loads((report_dir / "report.json").read_text()) == report
+    md = (report_dir / "report.md").read_text()
+    assert "| http://scholar.test/list/cs.CL/recent | changed |" in md
+    assert "| scholar-site-info-010 | expired |" in md and "| scholar-site-info-001 | valid |" in md
+    html = (report_dir / "report.html").read_text()
+    assert "scholar-site-info-009" in html and "http://scholar.test/about" in html
+    assert len(list((report_dir / "pages").glob("*.old.*"))) == 3 and len(list((report_dir / "pages").glob("*.new.*"))) == 3
+    # deterministic: a second run writes the same bytes (replacing its own earlier report)
+    first = {p.relative_to(report_dir): p.read_bytes() for p in sorted(report_dir.rglob("*")) if p.is_file()}
+    again = run_cli("drift", old, new, "--suite", suite, "--backend", "text", "--report", report_dir, timeout=900)
+    assert again.returncode == 1, again.stderr[-2000:]
+    assert {p.relative_to(report_dir): p.read_bytes() for p in sorted(report_dir.rglob("*")) if p.is_file()} == first
+    # the table on stdout: the changed pages, the tasks, and the counts
+    out = again.stdout
+    assert "scholar-site-info-010" in out and "expired" in out and "list/stat.ME/recent" in out
+    assert "5 pages: 0 same, 3 changed, 1 added, 1 removed; 4 tasks: 2 valid, 0 ambiguous, 2 expired, 0 broken" in out
+
+
+def test_an_archive_against_its_copy_has_no_drift(scholar, tmp_path):
+    old, _, suite = scholar
+    copy = tmp_path / "copy.wfz"
+    shutil.copyfile(old, copy)
+    r = run_cli("drift", old, copy, "--suite", suite, "--backend", "text", "--json", timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    assert report["summary"]["pages"] == 4 and report["summary"]["same"] == 4
+    assert report["summary"]["max_pixel_difference"] == 0.0 and report["summary"]["min_text_similarity"] == 1.0
+    assert {t["verdict"] for t in report["tasks"]} == {"valid"} and len(report["tasks"]) == 4
+
+
+def test_pages_only_without_a_suite_and_one_line_errors(scholar, tmp_path):
+    old, new, _ = scholar
+    r = run_cli("drift", old, new)
+    assert r.returncode == 0, r.stderr  # no suite: no task can have expired
+    assert "5 pages: 0 same, 3 changed, 1 added, 1 removed" in r.stdout
+    missing = run_cli("drift", old, tmp_path / "nope.wfz")
+    assert missing.returncode == 1 and missing.stderr.strip().splitlines() == [
+        f"webfreeze: error: {tmp_path / 'nope.wfz'}: no such archive"]
+    # a report folder holding something else is refused, and left as it was
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    refused = run_cli("drift", old, new, "--report", other)
+    assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
+    assert "holds no drift report" in refused.stderr
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+    assert not list(tmp_path.glob(".other.partial-*"))

@@ -1,0 +1,1 @@
+"""Checks on archives and runs: replay check, replay coverage, drift."""

@@ -13,14 +13,20 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
+from testbed.apps import HERE, free_port, venv_python
+from testbed.fixtures import CRAWLS, webfreeze
+from testbed.suites import build_suite
 from webfreeze.demo import SUITE
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 from webfreeze.simulator.sites.common import SiteServer
@@ -62,17 +68,12 @@ def crawl(seed: int, extra: str, archive: Path, home: Path) -> Path:
         r = subprocess.run([sys.executable, "-m", "webfreeze", "record", "crawl", f"http://{HOST}/", "--archive",
                             str(archive), "--depth", "1", "--max-pages", "10", "--scope", SCOPE.format(extra=extra),
                             "--resolve", f"{HOST}=127.0.0.1:{port}"],
-                           capture_output=True, text=True, timeout=600, env={**_env(home)})
+                           capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "WEBFREEZE_HOME": str(home)})
     finally:
         site.stop()
     assert r.returncode == 0, r.stderr[-2000:]
     return archive
-
-
-def _env(home: Path) -> dict:
-    import os
-
-    return {**os.environ, "WEBFREEZE_HOME": str(home)}
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +161,86 @@ def test_pages_only_without_a_suite_and_one_line_errors(scholar, tmp_path):
     assert "holds no drift report" in refused.stderr
     assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
     assert not list(tmp_path.glob(".other.partial-*"))
+
+
+# ------------------------------------------------------------------------- a real application
+def test_an_edited_page_of_the_sphinx_docs_expires_the_task_it_answers(testbed, tmp_path):
+    """The test bed's Sphinx documentation, crawled; its task's reference recorded live into the
+    crawl. Then the docs rebuilt with one value changed on one page (lease_seconds 300 -> 600),
+    served and crawled again: drift names that page alone and the task expired."""
+    app = testbed.app("sphinx")
+    suite = build_suite("sphinx", app, tmp_path / "before", webfreeze, testbed.home,
+                        base_archive=testbed.crawl("sphinx"), only=["docs-lease-default"])
+    old = tmp_path / "before" / "sphinx.wfz"
+
+    src = tmp_path / "docs_src"
+    shutil.copytree(HERE / "docs_src", src)
+    conf = src / "configuration.rst"
+    text = conf.read_text()
+    assert text.count("``lease_seconds``  300 ") == 1
+    conf.write_text(text.replace("``lease_seconds``  300 ", "``lease_seconds``  600 "))
+    html = tmp_path / "html"
+    built = subprocess.run([str(venv_python()), "-m", "sphinx", "-q", "-b", "html", "-d", str(tmp_path / "doctrees"),
+                            str(src), str(html)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory",
+                               str(html)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    new = tmp_path / "after.wfz"
+    try:
+        _wait_listening(port)
+        depth, pages, scope = CRAWLS["sphinx"]
+        r = webfreeze("record", "crawl", app.start_url, "--archive", new, "--depth", depth, "--max-pages", pages,
+                      "--scope", scope, "--resolve", f"{app.host}=127.0.0.1:{port}", home=testbed.home)
+        assert r.returncode == 0, r.stderr[-2000:]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+    mark = app.mark()
+    r = run_cli("drift", old, new, "--suite", suite, "--backend", "text", "--json", timeout=900)
+    assert r.returncode == 1, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    changed = [p["url"] for p in report["pages"] if p["status"] != "same"]
+    assert changed == [f"http://{app.host}/configuration.html"], report["pages"]
+    page = report["pages"][[p["url"] for p in report["pages"]].index(changed[0])]
+    assert 0.9 < page["text_similarity"] < 1.0 and page["pixel_difference"] > 0
+    assert report["summary"]["same"] >= 5 and report["summary"]["added"] == report["summary"]["removed"] == 0
+    [task] = report["tasks"]
+    assert task["task_id"] == "docs-lease-default" and task["verdict"] == "expired"
+    assert "the pages did not show '300'" in task["why"] and task["evidence_gone"] == ["300"]
+    assert app.requests_since(mark) == []  # drift replays archives: the application saw nothing
+
+
+def _wait_listening(port: int) -> None:
+    for _ in range(300):  # http.server starts in well under a second; this bounds a broken start
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"http.server did not listen on {port}")
+
+
+# ------------------------------------------------------------------- what makes a task ambiguous
+def test_evidence_beside_something_new_is_ambiguous_a_clock_is_not():
+    """The rule `drift` applies to a task reached on both archives, on the pages' own HTML."""
+    from webfreeze.checks.drift import evidence_moved
+
+    def page(body: str) -> dict:
+        return {"dom": f"<html><body><p>Scholar Preprints</p>{body}<script>var x = 'v2';</script></body></html>".encode()}
+
+    url = "http://scholar.test/abs/2401.00001"
+    old = {url: page("<ul><li>v1 (12 Jan)</li><li>v2 (latest)</li></ul><p>served 1795918409860</p>")}
+    # the fact is still shown, but a newer version now stands beside it: the answer "v2" is in doubt
+    newer = {url: page("<ul><li>v1 (12 Jan)</li><li>v2</li><li>v3 (latest)</li></ul><p>served 1795918434023</p>")}
+    [moved] = evidence_moved(["v2"], [url], old, newer)
+    assert moved == {"url": url, "evidence": "v2", "old": ["v2 (latest)"], "new": ["v2"]}
+    # only the clock differs, on its own line or next to the fact: not ambiguous
+    clock = {url: page("<ul><li>v1 (12 Jan)</li><li>v2 (latest)</li></ul><p>served 1795918434023</p>")}
+    assert evidence_moved(["v2"], [url], old, clock) == []
+    beside = {url: page("<ul><li>v1 (12 Jan)</li><li>v2 (latest) 1795918409860</li></ul>")}
+    later = {url: page("<ul><li>v1 (12 Jan)</li><li>v2 (latest) 1795918434023</li></ul>")}
+    assert evidence_moved(["v2"], [url], beside, later) == []
+    # a page outside the task's path, or one archive lacks, says nothing
+    assert evidence_moved(["v2"], ["http://scholar.test/"], old, newer) == []
+    assert evidence_moved(["v2"], [url], old, {}) == []

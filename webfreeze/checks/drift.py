@@ -30,7 +30,8 @@ With a suite, each task's reference trajectory is replayed by the reference agen
 - ``broken``: not reached on OLD already: the archive pair says nothing about its drift.
 
 Apart from the replay, ``evidence_gone`` lists for each task the evidence strings of its reference
-answer that some OLD page shows and no NEW page does ("answers whose evidence is gone").
+answer that a page of its path shows on OLD and no longer shows on NEW ("answers whose evidence is
+gone"; the same fact on another page of NEW does not bring it back).
 
 The report (``report.json``, ``report.md``, ``report.html`` and the screenshots of changed pages)
 is a pure function of the two archives and the suite: no times, no paths, only file names and
@@ -238,13 +239,17 @@ def _why(r: dict) -> str:
     return f"ended by {r['end']}; " + ("no answer" if r["answer"] is None else f"answer {r['answer']!r}")
 
 
-def evidence_gone(evidence: list[str], old_text: dict[str, str], new_text: dict[str, str]) -> list[str]:
-    """The evidence strings some OLD page shows and none of those pages does on NEW (a page NEW
-    lacks shows nothing): the answers whose evidence is gone. ``*_text``: URL -> folded text."""
+def evidence_gone(evidence: list[str], urls: list[str], old_text: dict[str, str],
+                  new_text: dict[str, str]) -> list[str]:
+    """The answers whose evidence is gone: the evidence strings that some page of ``urls`` (the
+    task's path on OLD; every page when it is empty) shows on OLD and none of those pages shows on
+    NEW (a page NEW lacks shows nothing). The same fact shown elsewhere on NEW does not count:
+    the task's path no longer leads to it. ``*_text``: URL -> folded visible text."""
     gone = []
+    pool = [u for u in urls if u in old_text] or sorted(old_text)
     for e in evidence:
         f = fold_text(e)
-        where = [u for u, t in old_text.items() if f and f in t]
+        where = [u for u in pool if f and f in old_text[u]]
         if where and not any(f in new_text.get(u, "") for u in where):
             gone.append(e)
     return gone
@@ -324,7 +329,7 @@ def drift(old: str | os.PathLike, new: str | os.PathLike, *, suite=None, backend
             verdict, why = _verdict(a, b, moved)
             task_rows.append({"task_id": t.id, "category": t.category, "verdict": verdict, "why": why,
                               "old": a, "new": b, "evidence_moved": moved,
-                              "evidence_gone": evidence_gone(evidence, old_text, new_text)})
+                              "evidence_gone": evidence_gone(evidence, a["visited"], old_text, new_text)})
         report["suite"] = {"name": loaded.name, "tasks": len(task_rows), "backend": backend,
                            **{v: sum(1 for r in task_rows if r["verdict"] == v) for v in VERDICTS},
                            "evidence_gone": sum(1 for r in task_rows if r["evidence_gone"])}

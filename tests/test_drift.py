@@ -244,3 +244,37 @@ def test_evidence_beside_something_new_is_ambiguous_a_clock_is_not():
     # a page outside the task's path, or one archive lacks, says nothing
     assert evidence_moved(["v2"], ["http://scholar.test/"], old, newer) == []
     assert evidence_moved(["v2"], [url], old, {}) == []
+
+
+# ------------------------------------------------------------------- same agent, two snapshots
+def test_a_study_over_two_snapshots_separates_drift_from_repeats(scholar, tmp_path):
+    """`snapshots = [OLD, NEW]` in a study file: each configuration runs on both archives (cells
+    that differ only by archive), and the report sets its success per snapshot side by side."""
+    old, new, suite = scholar
+    study = tmp_path / "drift-study.toml"
+    study.write_text(f'name = "two snapshots"\nsuite = "{suite}"\nsnapshots = ["{old}", "{new}"]\n'
+                     'backend = "text"\nrepeats = 2\n\n[[agents]]\nname = "reference"\n', encoding="utf-8")
+    out = tmp_path / "study"
+    r = run_cli("study", "run", study, "--out", out, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    cells = json.loads((out / "study.json").read_text())["cells"]
+    assert [(c["id"], c["snapshot"]) for c in cells] == [
+        ("reference.snap-old.r0", "old"), ("reference.snap-new.r0", "new"),
+        ("reference.snap-old.r1", "old"), ("reference.snap-new.r1", "new")]
+    for c in cells:  # each cell ran on its own archive
+        manifest = json.loads((out / c["run"] / "manifest.json").read_text())
+        assert manifest["circumstances"]["archive_path"].endswith(f"{c['snapshot']}.wfz"), manifest["circumstances"]
+    report = json.loads((out / "study-report.json").read_text())
+    rates = {cid: c["overall"]["success"]["rate"] for cid, c in report["conditions"].items()}
+    assert rates == {"reference.snap-old": 1.0, "reference.snap-new": 0.5}  # 009 and 010 expired on NEW
+    md = (out / "study-report.md").read_text()
+    assert "## Success per snapshot" in md
+    # 8 episodes a snapshot: 100% vs 50% (SE sqrt(.25/8) = 17.7), the repeats identical (± 0.0)
+    row = next(line for line in md.splitlines() if line.startswith("| reference |"))
+    assert [x.strip() for x in row.strip("|").split("|")] == [
+        "reference", "100.0 ± 0.0", "100.0 ± 0.0", "50.0 ± 17.7", "50.0 ± 0.0", "-50.0 ± 17.7"]
+    # one snapshot alone is refused, in one line
+    study.write_text(f'suite = "{suite}"\nsnapshots = ["{old}"]\n[[agents]]\nname = "reference"\n', encoding="utf-8")
+    r = run_cli("study", "run", study, "--out", tmp_path / "other")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "snapshots" in r.stderr
+    assert not (tmp_path / "other").exists()

@@ -49,6 +49,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urldefrag
 
@@ -82,26 +83,48 @@ class DriftError(WebfreezeError):
 
 
 # ------------------------------------------------------------------------------------------ pages
-def page_snapshots(archive: Path) -> dict[str, dict]:
-    """The pages of an archive by URL (fragment dropped): ``dom``, ``shot`` (image bytes or None),
-    ``title`` and ``source`` (``page`` for a page record, ``response`` for an HTML document of an
-    archive without page records). The latest capture of a URL stands for it."""
-    out: dict[str, dict] = {}
-    with Archive.open(archive) as arc:
-        records = sorted(arc.pages(), key=lambda p: (p.captured_at, p.id))
-        for p in records:
-            out[urldefrag(p.url)[0]] = {"dom": p.dom() or b"", "shot": p.screenshot(), "title": p.title,
-                                        "source": "page"}
-        if records:
-            return out
-        for ex in arc.exchanges(method="GET", status=200, mime="text/html", kind="response", order="time"):
-            out[urldefrag(ex.url)[0]] = {"dom": ex.payload(), "shot": None, "title": "", "source": "response"}
-    return out
+class Snapshot(Mapping):
+    """The pages of an open archive by URL (fragment dropped), read lazily: ``snapshot[url]`` is
+    ``{"dom", "shot", "title"}`` (``shot``: image bytes or None), its bytes read from the archive
+    when asked for, so a crawl of thousands of pages is never held in memory at once. The pages are
+    the page records; an archive without any offers its HTML documents (GET, 200, ``text/html``),
+    without screenshots (``source`` says which). The latest capture of a URL stands for it."""
+
+    def __init__(self, arc: Archive):
+        self.records: dict[str, object] = {}
+        for p in sorted(arc.pages(), key=lambda p: (p.captured_at, p.id)):
+            self.records[urldefrag(p.url)[0]] = p
+        self.source = "page" if self.records else "response"
+        if not self.records:
+            for ex in arc.exchanges(method="GET", status=200, mime="text/html", kind="response", order="time"):
+                self.records[urldefrag(ex.url)[0]] = ex
+        self._text: dict[str, str] = {}
+
+    def __getitem__(self, url: str) -> dict:
+        rec = self.records[url]
+        if self.source == "page":
+            return {"dom": rec.dom() or b"", "shot": rec.screenshot(), "title": rec.title}
+        return {"dom": rec.payload(), "shot": None, "title": ""}
+
+    def __iter__(self):
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def folded_text(self, url: str) -> str:
+        """The page's visible text folded as evidence is (:func:`fold_text`); "" when absent."""
+        if url not in self.records:
+            return ""
+        if url not in self._text:
+            self._text[url] = fold_text(visible_text(self[url]["dom"]))
+        return self._text[url]
 
 
-def compare_pages(old: dict[str, dict], new: dict[str, dict], progress=None) -> list[dict]:
-    """One row per URL of either archive, in URL order: ``status`` (same, changed, added, removed),
-    ``text_similarity`` and ``pixel_difference`` for pages in both. ``progress(n)`` after each."""
+def compare_pages(old: Mapping[str, dict], new: Mapping[str, dict], progress=None) -> list[dict]:
+    """One row per URL of either archive (``URL -> {dom, shot, title}``, e.g. :class:`Snapshot`),
+    in URL order: ``status`` (same, changed, added, removed), ``text_similarity`` and
+    ``pixel_difference`` for pages in both. ``progress(n)`` after each."""
     rows = []
     for n, url in enumerate(sorted(set(old) | set(new)), 1):
         a, b = old.get(url), new.get(url)
@@ -215,7 +238,8 @@ def _steady(text: str) -> str:
     return _CLOCK.sub("#", text)
 
 
-def evidence_moved(evidence: list[str], urls: list[str], old: dict[str, dict], new: dict[str, dict]) -> list[dict]:
+def evidence_moved(evidence: list[str], urls: list[str], old: Mapping[str, dict],
+                   new: Mapping[str, dict]) -> list[dict]:
     """For a task reached on both archives: the evidence strings whose innermost holding elements
     read differently on NEW than on OLD, on a page of the task's path that both archives hold
     (``url``, ``evidence``, ``old`` and ``new`` texts). A fact still shown, but in a changed
@@ -239,18 +263,17 @@ def _why(r: dict) -> str:
     return f"ended by {r['end']}; " + ("no answer" if r["answer"] is None else f"answer {r['answer']!r}")
 
 
-def evidence_gone(evidence: list[str], urls: list[str], old_text: dict[str, str],
-                  new_text: dict[str, str]) -> list[str]:
+def evidence_gone(evidence: list[str], urls: list[str], old: Snapshot, new: Snapshot) -> list[str]:
     """The answers whose evidence is gone: the evidence strings that some page of ``urls`` (the
     task's path on OLD; every page when it is empty) shows on OLD and none of those pages shows on
     NEW (a page NEW lacks shows nothing). The same fact shown elsewhere on NEW does not count:
-    the task's path no longer leads to it. ``*_text``: URL -> folded visible text."""
+    the task's path no longer leads to it."""
     gone = []
-    pool = [u for u in urls if u in old_text] or sorted(old_text)
+    pool = [u for u in urls if u in old] or sorted(old)
     for e in evidence:
         f = fold_text(e)
-        where = [u for u in pool if f and f in old_text[u]]
-        if where and not any(f in new_text.get(u, "") for u in where):
+        where = [u for u in pool if f and f in old.folded_text(u)]
+        if where and not any(f in new.folded_text(u) for u in where):
             gone.append(e)
     return gone
 
@@ -281,67 +304,62 @@ def drift(old: str | os.PathLike, new: str | os.PathLike, *, suite=None, backend
             raise DriftError(f"{len(no_ref)} task(s) have no reference trajectory to replay, e.g. {no_ref[0]}")
         backend = backend or getattr(loaded, "backend", None) or DEFAULT_BACKEND
     tick = progress or (lambda what, done, total: None)
-
-    snaps_old, snaps_new = page_snapshots(old), page_snapshots(new)
-    if not snaps_old and not snaps_new:
-        raise DriftError(f"{old.name} and {new.name} hold no pages to compare (no page records, no HTML documents)")
-    total = len(set(snaps_old) | set(snaps_new))
-    rows = compare_pages(snaps_old, snaps_new, lambda n: tick("comparing pages", n, total))
-    counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("same", "changed", "added", "removed")}
-    both = [r for r in rows if r["status"] in ("same", "changed")]
-    sims = [r["text_similarity"] for r in both]
-    diffs = [r["pixel_difference"] for r in both if r["pixel_difference"] is not None]
-    report = {
-        "format": REPORT_FORMAT, "version": REPORT_VERSION,
-        "old": {"archive": old.name, "digest": archive_digest(old), "pages": len(snaps_old),
-                "pages_from": _source(snaps_old)},
-        "new": {"archive": new.name, "digest": archive_digest(new), "pages": len(snaps_new),
-                "pages_from": _source(snaps_new)},
-        "summary": {"pages": len(rows), **counts,
-                    "text_changed": sum(1 for r in both if r["text_changed"]),
-                    "mean_text_similarity": round(sum(sims) / len(sims), 4) if sims else None,
-                    "min_text_similarity": min(sims) if sims else None,
-                    "mean_pixel_difference": round(sum(diffs) / len(diffs), 6) if diffs else None,
-                    "max_pixel_difference": max(diffs) if diffs else None},
-        "pages": rows,
-    }
+    results = {}
     if loaded is not None:
         ids = [t.id for t in selected]
-        globs = [glob.escape(i) for i in ids]
-        results = {}
         for side, path in (("old", old), ("new", new)):
             done = [0]
 
             def step(summary, side=side, done=done):
                 done[0] += 1
                 tick(f"reference on {side.upper()} ({backend})", done[0], len(ids))
-            results[side] = validate_references(suite, path, backend=backend, workers=workers, tasks=globs,
-                                                progress=step)
-        old_text = {u: fold_text(visible_text(s["dom"])) for u, s in snaps_old.items()}
-        new_text = {u: fold_text(visible_text(s["dom"])) for u, s in snaps_new.items()}
-        task_rows = []
-        for t in selected:
-            a, b = results["old"].get(t.id), results["new"].get(t.id)
-            if a is None or b is None:  # not played (cannot happen for a selected task): say so, not crash
-                raise DriftError(f"task {t.id}: the reference run did not play it")
-            evidence = answer_evidence(t.reference)
-            moved = evidence_moved(evidence, b["visited"], snaps_old, snaps_new) if a["reached"] and b["reached"] else []
-            verdict, why = _verdict(a, b, moved)
-            task_rows.append({"task_id": t.id, "category": t.category, "verdict": verdict, "why": why,
-                              "old": a, "new": b, "evidence_moved": moved,
-                              "evidence_gone": evidence_gone(evidence, a["visited"], old_text, new_text)})
-        report["suite"] = {"name": loaded.name, "tasks": len(task_rows), "backend": backend,
-                           **{v: sum(1 for r in task_rows if r["verdict"] == v) for v in VERDICTS},
-                           "evidence_gone": sum(1 for r in task_rows if r["evidence_gone"])}
-        report["tasks"] = task_rows
-    if out is not None:
-        write_report(report, out, (old, new), snaps_old, snaps_new)
+            results[side] = validate_references(suite, path, backend=backend, workers=workers,
+                                                tasks=[glob.escape(i) for i in ids], progress=step)
+    with Archive.open(old) as arc_old, Archive.open(new) as arc_new:
+        snap_old, snap_new = Snapshot(arc_old), Snapshot(arc_new)
+        if not snap_old and not snap_new:
+            raise DriftError(f"{old.name} and {new.name} hold no pages to compare (no page records, "
+                             "no HTML documents)")
+        total = len(set(snap_old) | set(snap_new))
+        rows = compare_pages(snap_old, snap_new, lambda n: tick("comparing pages", n, total))
+        counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("same", "changed", "added", "removed")}
+        both = [r for r in rows if r["status"] in ("same", "changed")]
+        sims = [r["text_similarity"] for r in both]
+        diffs = [r["pixel_difference"] for r in both if r["pixel_difference"] is not None]
+        report = {
+            "format": REPORT_FORMAT, "version": REPORT_VERSION,
+            "old": {"archive": old.name, "digest": archive_digest(old), "pages": len(snap_old),
+                    "pages_from": snap_old.source},
+            "new": {"archive": new.name, "digest": archive_digest(new), "pages": len(snap_new),
+                    "pages_from": snap_new.source},
+            "summary": {"pages": len(rows), **counts,
+                        "text_changed": sum(1 for r in both if r["text_changed"]),
+                        "mean_text_similarity": round(sum(sims) / len(sims), 4) if sims else None,
+                        "min_text_similarity": min(sims) if sims else None,
+                        "mean_pixel_difference": round(sum(diffs) / len(diffs), 6) if diffs else None,
+                        "max_pixel_difference": max(diffs) if diffs else None},
+            "pages": rows,
+        }
+        if loaded is not None:
+            task_rows = []
+            for t in selected:
+                a, b = results["old"].get(t.id), results["new"].get(t.id)
+                if a is None or b is None:  # not played (cannot happen for a selected task): say so, not crash
+                    raise DriftError(f"task {t.id}: the reference run did not play it")
+                evidence = answer_evidence(t.reference)
+                moved = evidence_moved(evidence, b["visited"], snap_old, snap_new) \
+                    if a["reached"] and b["reached"] else []
+                verdict, why = _verdict(a, b, moved)
+                task_rows.append({"task_id": t.id, "category": t.category, "verdict": verdict, "why": why,
+                                  "old": a, "new": b, "evidence_moved": moved,
+                                  "evidence_gone": evidence_gone(evidence, a["visited"], snap_old, snap_new)})
+            report["suite"] = {"name": loaded.name, "tasks": len(task_rows), "backend": backend,
+                               **{v: sum(1 for r in task_rows if r["verdict"] == v) for v in VERDICTS},
+                               "evidence_gone": sum(1 for r in task_rows if r["evidence_gone"])}
+            report["tasks"] = task_rows
+        if out is not None:
+            write_report(report, out, (old, new), snap_old, snap_new)
     return report
-
-
-def _source(snaps: dict) -> str | None:
-    kinds = {s["source"] for s in snaps.values()}
-    return kinds.pop() if len(kinds) == 1 else None
 
 
 # ----------------------------------------------------------------------------------------- report
@@ -368,7 +386,8 @@ def _holds_report(path: Path) -> bool:
         return False
 
 
-def write_report(report: dict, out: Path, archives, snaps_old: dict, snaps_new: dict) -> None:
+def write_report(report: dict, out: Path, archives, snaps_old: Mapping[str, dict],
+                 snaps_new: Mapping[str, dict]) -> None:
     """Write ``report.json``, ``report.md``, ``report.html`` and the screenshots of the changed
     pages (``pages/NNNN.old.EXT``, ``.new.EXT``) into ``out``, all or nothing."""
     try:

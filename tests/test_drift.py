@@ -257,6 +257,7 @@ def test_a_study_over_two_snapshots_separates_drift_from_repeats(scholar, tmp_pa
     out = tmp_path / "study"
     r = run_cli("study", "run", study, "--out", out, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
+    assert "Success per snapshot" in r.stdout  # the short report printed at the end has the table
     cells = json.loads((out / "study.json").read_text())["cells"]
     assert [(c["id"], c["snapshot"]) for c in cells] == [
         ("reference.snap-old.r0", "old"), ("reference.snap-new.r0", "new"),

@@ -574,7 +574,7 @@ def markdown(report: dict, *, brief: bool = False) -> str:
              "Rates are pooled over a condition's repeats: p = k / N over its N episodes (tasks x repeats), "
              "SE = sqrt(p(1-p)/N). Steps and efficiency: mean ± SEM over episodes. Definitions: docs/studies.md.", ""]
     for tid, title, head, rows in tables(report):
-        if brief and tid not in ("overview", "by-category-success"):
+        if brief and tid not in ("overview", "by-category-success", "snapshots"):
             continue
         lines += [f"## {title}", ""] + _md_table(head, rows)
     if report["warnings"] and not brief:

@@ -61,7 +61,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from webfreeze.agents.reference import fold_text
-from webfreeze.archives import Archive, archive_digest
+from webfreeze.archives import Archive, ArchiveError, archive_digest
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import json_text
 from webfreeze.eval.authoring import recorded_answer, reference_reached
@@ -104,7 +104,11 @@ class Snapshot(Mapping):
         rec = self.records[url]
         if self.source == "page":
             return {"dom": rec.dom() or b"", "shot": rec.screenshot(), "title": rec.title}
-        return {"dom": rec.payload(), "shot": None, "title": ""}
+        try:
+            dom = rec.body()  # the content coding (gzip, br, ...) removed
+        except ArchiveError:  # a coding that does not decode: the stored bytes, as they are
+            dom = rec.payload()
+        return {"dom": dom, "shot": None, "title": ""}
 
     def __iter__(self):
         return iter(self.records)

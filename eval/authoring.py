@@ -22,6 +22,7 @@ from webfreeze.common.files import write_output
 
 from .answer import evaluate_answer
 from .errors import TaskError
+from .score import SUCCESS_KINDS
 from .trajectory import session_actions
 from .tasks import SUITE_FORMAT, SUITE_VERSION, canonical_line, load_suite, validate_task
 
@@ -69,6 +70,17 @@ def session_time(trajectory: dict) -> str | None:
     if not times:
         return None
     return datetime.fromtimestamp(min(times), timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def reference_reached(task_result: dict) -> bool:
+    """Whether a reference agent's episode (one task of a run report) reached the task's ground
+    truth. A personalised task's rubric also scores history retrieval, which a replayed reference
+    never does: there the task's other checks (final state, ranking) decide."""
+    results = task_result.get("results") or {}
+    others = [results[k] for k in SUCCESS_KINDS if k != "rubric" and isinstance(results.get(k), dict)]
+    if "rubric" in results and others:
+        return all(v["success"] for v in others)
+    return bool(task_result.get("success"))
 
 
 def reference_changes(old: dict, new: dict) -> list[str]:

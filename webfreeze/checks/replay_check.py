@@ -60,6 +60,7 @@ def visible_text(dom: bytes | str) -> str:
 
 
 def text_similarity(a: str, b: str) -> float:
+    """``difflib`` ratio of two texts' whitespace-separated words (1.0 = identical), 4 places."""
     wa, wb = a.split(), b.split()
     if not wa and not wb:
         return 1.0

@@ -17,6 +17,7 @@ import click
 from webfreeze import __version__
 from webfreeze.cli.archive import archive_group
 from webfreeze.cli.bench import bench_group, demo, tasks_validate
+from webfreeze.checks.drift import drift_command
 from webfreeze.cli.bundle import bundle_group
 from webfreeze.cli.cassette import cassette_group
 from webfreeze.cli.context import context_group
@@ -39,7 +40,7 @@ def cli() -> None:
 
 # one module per command group (webfreeze/cli/<group>.py); `tasks validate` runs the suite like `bench run`
 for _group in (archive_group, record_group, sites_group, replay_group, eval_group, tasks_group, bench_group, demo,
-               cassette_group, personas_group, bundle_group, study_group, context_group):
+               cassette_group, personas_group, bundle_group, study_group, context_group, drift_command):
     cli.add_command(_group)
 tasks_group.add_command(tasks_validate)
 

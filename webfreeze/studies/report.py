@@ -249,6 +249,8 @@ def build_study_report(study_dir: str | os.PathLike) -> dict:
             "agent": cell["agent"], "agent_label": cell["label"], "grid": cell["grid"], "context": cell["context"],
             "suite": Path(cell["suite"]).name, "cells": [], "repeats_planned": 0})
         cond["repeats_planned"] += 1
+        if cell.get("snapshot"):  # (only in studies with snapshots: other reports keep their bytes)
+            cond["snapshot"] = cell["snapshot"]
         if cell["condition"] not in order:
             order.append(cell["condition"])
         if not isinstance(report, dict) or not isinstance(report.get("tasks"), dict):
@@ -445,6 +447,9 @@ def tables(report: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
                 [[c["label"], str(c["repeats"]),
                   " / ".join(f"{v * 100:.1f}" for v in c["overall"]["over_repeats"]["values"]) or "-",
                   _repeat_mean(c["overall"]["over_repeats"])] for _, c in conds]))
+    if any(c.get("snapshot") for _, c in conds):
+        out.append(("snapshots", "Success per snapshot (same agent, other archive; % ± SE pooled, and the mean ± SE "
+                                 "over repeats; change = last snapshot - first, ± SE)", *snapshot_table(conds)))
     if report.get("has_context"):
         rows = []
         first = {}
@@ -491,6 +496,43 @@ def tables(report: dict) -> list[tuple[str, str, list[str], list[list[str]]]]:
     return out
 
 
+def snapshot_table(conds: list[tuple[str, dict]]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the snapshot table: one row per configuration (a condition but for its
+    snapshot), one column per snapshot with the pooled success ± SE and, beside it, the mean ± SE
+    over repeats, then the change from the first snapshot to the last with the SE of a difference
+    of independent proportions, sqrt(SE1² + SE2²). The change is the site's drift as this agent
+    meets it; the SE over repeats within a snapshot is the agent's own variance."""
+    snaps: list[str] = []
+    groups: dict[str, dict[str, dict]] = {}
+    labels: dict[str, str] = {}
+    for cid, c in conds:
+        snap = c.get("snapshot")
+        if not snap:
+            continue
+        base = cid.rsplit(".snap-", 1)[0]
+        if snap not in snaps:
+            snaps.append(snap)
+        groups.setdefault(base, {})[snap] = c
+        labels.setdefault(base, c["label"].replace(f" @{snap}", ""))
+    head = ["configuration"] + [f"{s} {part}" for s in snaps for part in ("success", "over repeats")] + ["change"]
+    rows = []
+    for base, by_snap in groups.items():
+        row = [labels[base]]
+        for snap in snaps:
+            c = by_snap.get(snap)
+            row += [pct(c["overall"]["success"]), _repeat_mean(c["overall"]["over_repeats"])] if c else ["-", "-"]
+        first, last = by_snap.get(snaps[0]), by_snap.get(snaps[-1])
+        a = first["overall"]["success"] if first else None
+        b = last["overall"]["success"] if last else None
+        if a and b and a.get("rate") is not None and b.get("rate") is not None:
+            se = math.sqrt((a.get("se") or 0.0) ** 2 + (b.get("se") or 0.0) ** 2)
+            row.append(f"{(b['rate'] - a['rate']) * 100:+.1f} ± {se * 100:.1f}")
+        else:
+            row.append("-")
+        rows.append(row)
+    return head, rows
+
+
 def _repeat_mean(rep: dict) -> str:
     if rep.get("mean") is None:
         return "-"
@@ -530,7 +572,7 @@ def markdown(report: dict, *, brief: bool = False) -> str:
              "Rates are pooled over a condition's repeats: p = k / N over its N episodes (tasks x repeats), "
              "SE = sqrt(p(1-p)/N). Steps and efficiency: mean ± SEM over episodes. Definitions: docs/studies.md.", ""]
     for tid, title, head, rows in tables(report):
-        if brief and tid not in ("overview", "by-category-success"):
+        if brief and tid not in ("overview", "by-category-success", "snapshots"):
             continue
         lines += [f"## {title}", ""] + _md_table(head, rows)
     if report["warnings"] and not brief:

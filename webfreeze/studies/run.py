@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from webfreeze.runs.prepare import prepare
 from webfreeze.runs.spec import CASSETTE_NAME, RunError, RunOptions, RunSpec, build_run, check_context
 from webfreeze.studies.spec import (CELLS_DIR, PERSONA_SUITE_DIR, PERSONAS_DIR, STUDY_FORMAT, STUDY_JSON, STUDY_VERSION,
                                     Cell, Study, StudyError, canonical, expand_cells, glob_escape, select_study_tasks,
-                                    show_value, utc_now)
+                                    show_value, snapshot_label, utc_now)
 
 # ------------------------------------------------------------------------------------ running
 @dataclass
@@ -40,6 +40,7 @@ class Plan:
     archive: Path | None
     persona: Path | None
     generate: bool = False  # the persona folder and suite are still to be generated (into out)
+    snapshots: dict = field(default_factory=dict)  # snapshot label -> archive path (``snapshots``)
 
 
 def cell_status(run_dir: Path) -> str:
@@ -158,6 +159,10 @@ def plan_study(study: Study, out: str | os.PathLike) -> Plan:
             raise StudyError(f"{where}: {key}: no such suite {p}")
         suite_paths[s] = p
     plan = Plan(study, out, cells, {}, suite_paths, archive, persona, generate)
+    for i, snap in enumerate(n.get("snapshots") or []):
+        plan.snapshots[snapshot_label(snap)] = study.resolve(snap)
+        if not study.resolve(snap).is_file():
+            raise StudyError(f"{where}: snapshots[{i}]: no such archive {study.resolve(snap)}")
     if not generate:
         plan.tasks = {s: select_study_tasks(study, p) for s, p in suite_paths.items()}
     return plan
@@ -257,7 +262,8 @@ def cell_config(plan: Plan, cell: Cell, opts: StudyOptions) -> tuple[RunSpec, Ru
     ctx = _context_for(plan.study, cell)
     if ctx:
         kwargs["context"] = ctx
-    return build_run(plan.suite_paths[cell.suite], cell.agent, run_dir, archive=plan.archive, workers=opts.workers,
+    archive = plan.snapshots[cell.snapshot] if cell.snapshot else plan.archive
+    return build_run(plan.suite_paths[cell.suite], cell.agent, run_dir, archive=archive, workers=opts.workers,
                      backend=n["backend"], seed=cell.seed, max_steps=n["max_steps"], screenshots=n["screenshots"],
                      agent_config=cell.settings, site_models=n["site_models"],
                      tasks=[glob_escape(t) for t in plan.tasks[cell.suite]], cassette=cassette, cassette_mode=mode,

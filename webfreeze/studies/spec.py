@@ -23,7 +23,7 @@ import json
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,8 @@ PERSONA_SUITE_DIR = "persona-suite"
 DEFAULT_TOKENIZER = "cl100k_base"
 
 TOP_KEYS = ("name", "description", "suite", "suites", "archive", "backend", "max_steps", "seed", "repeats",
-            "screenshots", "site_models", "persona", "history", "tasks", "agents", "grid", "context", "personas")
+            "screenshots", "site_models", "persona", "history", "tasks", "agents", "grid", "context", "personas",
+            "snapshots")
 TASK_KEYS = ("categories", "levels", "ids", "per_category", "limit", "dependencies")
 AGENT_KEYS = ("name", "label", "settings")
 CONTEXT_KEYS = ("conditions", "pool", "tokenizer", "seed", "a1_run")
@@ -221,6 +222,8 @@ def parse_study(data: dict, *, where: str = "study file") -> dict:
     out["archive"] = c.string(data["archive"], "archive") if "archive" in data else None
     if gen is not None and out["archive"] is None:
         c.fail("archive", "missing: [personas] keeps the tasks whose pages the archive recorded, so name it")
+    if "snapshots" in data:  # (the key only when given: the digests of studies without it stay as they were)
+        out["snapshots"] = parse_snapshots(c, data)
     out["backend"] = c.string(data.get("backend", "browser"), "backend", choices=BACKENDS)
     out["max_steps"] = c.whole(data.get("max_steps", 30), "max_steps", low=1)
     out["seed"] = c.whole(data.get("seed", 0), "seed", low=None)
@@ -332,6 +335,27 @@ def load_study(path: str | os.PathLike) -> Study:
     return Study(path=p, root=p.resolve().parent, normalised=normalised, digest=digest_of(normalised))
 
 
+def parse_snapshots(c: _Checker, data: dict) -> list[str]:
+    """``snapshots``: two archives or more of the same site (the same suite run on each: "same
+    agent, two snapshots"), instead of ``archive``; each is named by its file name's stem."""
+    if "archive" in data:
+        c.fail("snapshots", "give either archive or snapshots, not both")
+    if "personas" in data:
+        c.fail("snapshots", "[personas] selects its tasks on one archive: name it with archive")
+    snaps = [c.string(x, f"snapshots[{i}]") for i, x in enumerate(c.lst(data["snapshots"], "snapshots"))]
+    if len(snaps) < 2:
+        c.fail("snapshots", "name two archives or more (for one, use archive)")
+    labels = [snapshot_label(x) for x in snaps]
+    if len(set(labels)) != len(labels):
+        c.fail("snapshots", "two archives have the same file name stem, which names their cells; rename one")
+    return snaps
+
+
+def snapshot_label(archive: str) -> str:
+    """How cells and tables name the snapshot an archive is: its file name's stem."""
+    return _slug(Path(archive).stem)
+
+
 # ------------------------------------------------------------------------------------ cells
 @dataclass
 class Cell:
@@ -348,13 +372,17 @@ class Cell:
     repeat: int
     seed: int
     extra: dict = field(default_factory=dict)
+    snapshot: str | None = None  # the snapshot (archive) label, in a study with ``snapshots``
 
     def describe(self) -> dict:
-        return {"id": self.id, "condition": self.condition, "suite": self.suite, "agent": self.agent,
-                "label": self.label, "grid": self.grid, "settings": self.settings,
-                "context": None if self.context is None else {"tokens": self.context,
-                                                              "label": context_label(self.context)},
-                "repeat": self.repeat, "seed": self.seed, "run": f"{CELLS_DIR}/{self.id}"}
+        out = {"id": self.id, "condition": self.condition, "suite": self.suite, "agent": self.agent,
+               "label": self.label, "grid": self.grid, "settings": self.settings,
+               "context": None if self.context is None else {"tokens": self.context,
+                                                             "label": context_label(self.context)},
+               "repeat": self.repeat, "seed": self.seed, "run": f"{CELLS_DIR}/{self.id}"}
+        if self.snapshot is not None:
+            out["snapshot"] = self.snapshot
+        return out
 
     @property
     def condition_label(self) -> str:
@@ -366,6 +394,8 @@ def condition_label(cell: dict, *, context: bool = True, suite: bool = False) ->
     parts = [cell["label"]] + [f"{k}={show_value(v)}" for k, v in cell["grid"].items()]
     if context and cell.get("context"):
         parts.append(f"ctx {cell['context']['label']}")
+    if cell.get("snapshot"):
+        parts.append(f"@{cell['snapshot']}")
     if suite:
         parts.insert(0, _suite_name(cell["suite"]))
     return " ".join(parts)
@@ -429,12 +459,27 @@ def expand_cells(study: Study) -> list[Cell]:
                         cells.append(Cell(id=f"{condition}.r{r}", condition=condition, suite=suite,
                                           agent=agent["name"], label=agent["label"], grid=dict(point),
                                           settings=settings, context=ctx, repeat=r, seed=seed))
+    if n.get("snapshots"):
+        cells = snapshot_cells(cells, n["snapshots"])
     ids = [c.id for c in cells]
     dup = next((i for i in ids if ids.count(i) > 1), None)
     if dup:  # e.g. two grid values that slug alike ("a b" and "a-b")
         raise StudyError(f"study file {study.path}: grid: two cells would share the folder {dup}; "
                          "use values that differ in letters or digits")
     return cells
+
+
+def snapshot_cells(cells: list[Cell], snapshots: list[str]) -> list[Cell]:
+    """Each cell once per snapshot, in the order listed: the cells that differ only by archive.
+    The snapshot joins the condition (``<condition>.snap-<label>``), so repeats pool per snapshot
+    and the report can set the snapshots of one configuration side by side."""
+    out = []
+    for cell in cells:
+        for archive in snapshots:
+            label = snapshot_label(archive)
+            condition = f"{cell.condition}.snap-{label}"
+            out.append(replace(cell, id=f"{condition}.r{cell.repeat}", condition=condition, snapshot=label))
+    return out
 
 
 # ------------------------------------------------------------------------------------ task selection

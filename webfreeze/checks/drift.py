@@ -1,0 +1,587 @@
+"""``webfreeze drift OLD NEW``: how a site changed between two snapshots, and what it did to a suite.
+
+Two archives of the same site (two crawls months apart, a live run's archive and a later one) are
+compared page by page, with ``replay check``'s measures:
+
+- the pages of each archive are its page records (``record crawl``, ``record session``); an archive
+  without any (a proxy recording) offers its HTML documents instead (GET, status 200, ``text/html``),
+  text only. Where a URL was captured more than once, its latest capture stands for it;
+- a page in both is compared by the text similarity of its visible text (``difflib`` ratio of the
+  whitespace-normalised words, 1.0 = identical) and the pixel difference of its screenshots (the
+  share of differing pixels, 0.0 = identical; None when either has none): ``same`` when both say
+  identical, else ``changed`` (``text_changed`` says whether its words did, or only its look);
+- pages only in NEW are ``added``, pages only in OLD ``removed``.
+
+Pages are compared as captured, not replayed: drift is about what the site showed, and the
+captures are that record (``replay check`` says whether each archive replays its own captures).
+
+With a suite, each task's reference trajectory is replayed by the reference agent on both archives
+(as ``tasks validate`` does), and each task gets one verdict:
+
+- ``valid``: reached on both, and its evidence reads the same where it is shown;
+- ``ambiguous``: reached on both, but on a page of its path the innermost element holding an
+  evidence string of its answer (a sentence, a table row, a list item) reads differently: the fact
+  still shows, next to something new (another version, another count), so it may no longer be the
+  only right answer; someone should look. A clock or a session id elsewhere on the page, or a clock
+  reading (ten digits or more) beside the evidence, does not make a task ambiguous (the page is
+  still listed as changed: it did change);
+- ``expired``: reached on OLD, not on NEW (why: the reference's own words, e.g. the evidence the
+  pages no longer show, or the link that is gone);
+- ``broken``: not reached on OLD already: the archive pair says nothing about its drift.
+
+Apart from the replay, ``evidence_gone`` lists for each task the evidence strings of its reference
+answer that a page of its path shows on OLD and no longer shows on NEW ("answers whose evidence is
+gone"; the same fact on another page of NEW does not bring it back).
+
+The report (``report.json``, ``report.md``, ``report.html`` and the screenshots of changed pages)
+is a pure function of the two archives and the suite: no times, no paths, only file names and
+digests, so two runs write the same bytes. It is built in a temporary folder beside the report
+folder and renamed into place, so a failure leaves the previous report (or none), never half of one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import html as htmlmod
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urldefrag
+
+import click
+import lxml.etree
+import lxml.html
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from webfreeze.agents.reference import fold_text
+from webfreeze.archives import Archive, ArchiveError, archive_digest
+from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.files import json_text
+from webfreeze.eval.authoring import recorded_answer, reference_reached
+from webfreeze.eval.report import build_report
+from webfreeze.eval.tasks import load_suite
+from webfreeze.checks.replay_check import image_ext, pixel_difference, text_similarity, visible_text
+from webfreeze.runs.execute import execute
+from webfreeze.runs.prepare import prepare
+from webfreeze.runs.spec import build_run
+from webfreeze.simulator.backends import BACKENDS
+
+REPORT_FORMAT = "webfreeze-drift"
+REPORT_VERSION = 1
+VERDICTS = ("valid", "ambiguous", "expired", "broken")
+DEFAULT_BACKEND = "browser"  # as `bench run` and `tasks validate`: the suite's own, else the browser
+
+
+class DriftError(WebfreezeError):
+    """A drift comparison that cannot be made (a missing archive, nothing to compare, a report
+    folder that must not be replaced); one line."""
+
+
+# ------------------------------------------------------------------------------------------ pages
+class Snapshot(Mapping):
+    """The pages of an open archive by URL (fragment dropped), read lazily: ``snapshot[url]`` is
+    ``{"dom", "shot", "title"}`` (``shot``: image bytes or None), its bytes read from the archive
+    when asked for, so a crawl of thousands of pages is never held in memory at once. The pages are
+    the page records; an archive without any offers its HTML documents (GET, 200, ``text/html``),
+    without screenshots (``source`` says which). The latest capture of a URL stands for it."""
+
+    def __init__(self, arc: Archive):
+        self.records: dict[str, object] = {}
+        for p in sorted(arc.pages(), key=lambda p: (p.captured_at, p.id)):
+            self.records[urldefrag(p.url)[0]] = p
+        self.source = "page" if self.records else "response"
+        if not self.records:
+            for ex in arc.exchanges(method="GET", status=200, mime="text/html", kind="response", order="time"):
+                self.records[urldefrag(ex.url)[0]] = ex
+        self._text: dict[str, str] = {}
+
+    def __getitem__(self, url: str) -> dict:
+        rec = self.records[url]
+        if self.source == "page":
+            return {"dom": rec.dom() or b"", "shot": rec.screenshot(), "title": rec.title}
+        try:
+            dom = rec.body()  # the content coding (gzip, br, ...) removed
+        except ArchiveError:  # a coding that does not decode: the stored bytes, as they are
+            dom = rec.payload()
+        return {"dom": dom, "shot": None, "title": ""}
+
+    def __iter__(self):
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def folded_text(self, url: str) -> str:
+        """The page's visible text folded as evidence is (:func:`fold_text`); "" when absent."""
+        if url not in self.records:
+            return ""
+        if url not in self._text:
+            self._text[url] = fold_text(visible_text(self[url]["dom"]))
+        return self._text[url]
+
+
+def compare_pages(old: Mapping[str, dict], new: Mapping[str, dict], progress=None) -> list[dict]:
+    """One row per URL of either archive (``URL -> {dom, shot, title}``, e.g. :class:`Snapshot`),
+    in URL order: ``status`` (same, changed, added, removed), ``text_similarity`` and
+    ``pixel_difference`` for pages in both. ``progress(n)`` after each."""
+    rows = []
+    for n, url in enumerate(sorted(set(old) | set(new)), 1):
+        a, b = old.get(url), new.get(url)
+        row = {"url": url, "title": (b or a)["title"], "text_similarity": None, "pixel_difference": None,
+               "text_changed": None}
+        if a is None:
+            row["status"] = "added"
+        elif b is None:
+            row["status"] = "removed"
+        else:
+            sim = text_similarity(visible_text(a["dom"]), visible_text(b["dom"]))
+            pixels = pixel_difference(a["shot"], b["shot"])
+            row.update(text_similarity=sim, pixel_difference=pixels, text_changed=sim < 1.0)
+            row["status"] = "changed" if sim < 1.0 or (pixels or 0.0) > 0.0 else "same"
+        rows.append(row)
+        if progress:
+            progress(n)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------ tasks
+def answer_evidence(reference: dict | None) -> list[str]:
+    """The evidence strings of a reference trajectory's last answer (its text when it names none)."""
+    answers = [s for s in (reference or {}).get("steps") or [] if isinstance(s, dict) and s.get("action") == "answer"]
+    if not answers:
+        return []
+    value = answers[-1].get("value")
+    evidence = value.get("evidence") if isinstance(value, dict) else None
+    if isinstance(evidence, list) and evidence:
+        return [str(e) for e in evidence]
+    said = recorded_answer(reference)
+    return [said] if said else []
+
+
+def validate_references(suite, archive: Path, *, backend: str, workers: int = 1, tasks=(), limit=None,
+                        progress=None) -> dict[str, dict]:
+    """Replay each selected task's reference trajectory on ``archive`` with the reference agent (a
+    run in a temporary folder, removed afterwards); per task id: ``reached`` (the ground truth),
+    ``end`` (how the episode ended), ``answer``, ``reason`` (the reference's own account when it
+    gave up) and ``visited`` (the URLs of its pages, fragments dropped, sorted). ``progress(summary)`` after each episode."""
+    tmp = Path(tempfile.mkdtemp(prefix="webfreeze-drift-"))
+    try:
+        out = tmp / "run"
+        prep = prepare(*build_run(suite, "reference", out, archive=archive, workers=workers, backend=backend,
+                                  tasks=list(tasks), limit=limit))
+        execute(prep, progress=progress)
+        report, trajectories = build_report(out)
+        result = {}
+        for tid, r in sorted(report["tasks"].items()):
+            traj = trajectories.get(tid) or {}
+            end = traj.get("end") if isinstance(traj.get("end"), dict) else {}
+            reason = end.get("detail") if end.get("reason") == "infeasible" else None
+            visited = {urldefrag(u)[0] for st in traj.get("steps") or [] if isinstance(st, dict)
+                       for u in (st.get("url"), st.get("url_after")) if isinstance(u, str) and u}
+            if traj.get("final_url"):
+                visited.add(urldefrag(traj["final_url"])[0])
+            result[tid] = {"reached": reference_reached(r), "end": r.get("end_reason") or r["outcome"],
+                           "answer": r.get("answer"), "reason": reason or None, "visited": sorted(visited)}
+        return result
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _verdict(old: dict, new: dict, moved: list[dict]) -> tuple[str, str]:
+    """A task's verdict and the one line that says why; ``moved``: where its evidence now reads
+    differently (:func:`evidence_moved`)."""
+    if not old["reached"]:
+        return "broken", f"not reached on OLD either ({_why(old)})"
+    if not new["reached"]:
+        return "expired", _why(new)
+    if moved:
+        m = moved[0]
+        return "ambiguous", (f"still reached, but around {m['evidence']!r} {m['url']} now reads "
+                             f"{_clip(m['new'])!r} (was {_clip(m['old'])!r})")
+    return "valid", "reached on both"
+
+
+def _clip(texts: list[str], n: int = 80) -> str:
+    text = " | ".join(texts)
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+def evidence_blocks(dom: bytes, evidence: str) -> list[str]:
+    """The whitespace-normalised texts of the innermost elements of a page whose text holds
+    ``evidence`` (folded as the reference agent folds it), in document order; [] when none does."""
+    want = fold_text(evidence)
+    if not want or not dom or not dom.strip():
+        return []
+    try:
+        root = lxml.html.document_fromstring(dom)
+    except (lxml.etree.ParserError, ValueError):  # not HTML at all: nothing holds it
+        return []
+    for el in root.iter("script", "style", "noscript", "template"):
+        el.text = ""
+    holding = [el for el in root.iter() if isinstance(el.tag, str) and want in fold_text(el.text_content())]
+    inner = set(holding)
+    for el in holding:  # keep only those with no holding descendant
+        parent = el.getparent()
+        while parent is not None:
+            inner.discard(parent)
+            parent = parent.getparent()
+    return [" ".join(el.text_content().split()) for el in holding if el in inner]
+
+
+# Ten digits or more in a row: a clock reading (epoch seconds or milliseconds, a cache buster), which
+# differs between any two captures; read as one token when comparing what surrounds the evidence.
+_CLOCK = re.compile(r"\d{10,}")
+
+
+def _steady(text: str) -> str:
+    return _CLOCK.sub("#", text)
+
+
+def evidence_moved(evidence: list[str], urls: list[str], old: Mapping[str, dict],
+                   new: Mapping[str, dict]) -> list[dict]:
+    """For a task reached on both archives: the evidence strings whose innermost holding elements
+    read differently on NEW than on OLD, on a page of the task's path that both archives hold
+    (``url``, ``evidence``, ``old`` and ``new`` texts). A fact still shown, but in a changed
+    sentence, row or list item (another version beside it, a count next to it), is what makes the
+    ground truth questionable; a clock or a session id elsewhere on the page is not, nor a clock
+    reading beside it (ten digits or more in a row)."""
+    out = []
+    for url in urls:
+        if url not in old or url not in new:
+            continue
+        for e in evidence:
+            a, b = evidence_blocks(old[url]["dom"], e), evidence_blocks(new[url]["dom"], e)
+            if a and [_steady(x) for x in a] != [_steady(x) for x in b]:
+                out.append({"url": url, "evidence": e, "old": a, "new": b})
+    return out
+
+
+def _why(r: dict) -> str:
+    if r.get("reason"):
+        return r["reason"]
+    return f"ended by {r['end']}; " + ("no answer" if r["answer"] is None else f"answer {r['answer']!r}")
+
+
+def evidence_gone(evidence: list[str], urls: list[str], old: Snapshot, new: Snapshot) -> list[str]:
+    """The answers whose evidence is gone: the evidence strings that some page of ``urls`` (the
+    task's path on OLD; every page when it is empty) shows on OLD and none of those pages shows on
+    NEW (a page NEW lacks shows nothing). The same fact shown elsewhere on NEW does not count:
+    the task's path no longer leads to it."""
+    gone = []
+    pool = [u for u in urls if u in old] or sorted(old)
+    for e in evidence:
+        f = fold_text(e)
+        where = [u for u in pool if f and f in old.folded_text(u)]
+        if where and not any(f in new.folded_text(u) for u in where):
+            gone.append(e)
+    return gone
+
+
+def _select(loaded, globs, limit) -> list:
+    tasks = [t for t in loaded.tasks if not globs or any(fnmatch.fnmatchcase(t.id, g) for g in globs)]
+    return tasks[:limit] if limit else tasks
+
+
+# ------------------------------------------------------------------------------------------ drift
+def drift(old: str | os.PathLike, new: str | os.PathLike, *, suite=None, backend: str | None = None,
+          workers: int = 1, tasks=(), limit: int | None = None, report_dir=None, progress=None) -> dict:
+    """Compare two archives (and, with ``suite``, its tasks on both); returns the report and, with
+    ``report_dir``, writes it there. ``progress(what, done, total)`` reports long work."""
+    old, new = Path(old), Path(new)
+    for p in (old, new):
+        if not p.is_file():
+            raise DriftError(f"{p}: no such archive")
+    out = _report_dir(Path(report_dir), (old, new)) if report_dir is not None else None
+    loaded = None
+    if suite is not None:
+        loaded = load_suite(suite)
+        selected = _select(loaded, tasks, limit)
+        if not selected:
+            raise DriftError(f"{suite}: no task of the suite matches --tasks")
+        no_ref = [t.id for t in selected if t.reference is None]
+        if no_ref:
+            raise DriftError(f"{len(no_ref)} task(s) have no reference trajectory to replay, e.g. {no_ref[0]}")
+        backend = backend or getattr(loaded, "backend", None) or DEFAULT_BACKEND
+    tick = progress or (lambda what, done, total: None)
+    results = {}
+    if loaded is not None:
+        ids = [t.id for t in selected]
+        for side, path in (("old", old), ("new", new)):
+            done = [0]
+
+            def step(summary, side=side, done=done):
+                done[0] += 1
+                tick(f"reference on {side.upper()} ({backend})", done[0], len(ids))
+            results[side] = validate_references(suite, path, backend=backend, workers=workers,
+                                                tasks=[glob.escape(i) for i in ids], progress=step)
+    with Archive.open(old) as arc_old, Archive.open(new) as arc_new:
+        snap_old, snap_new = Snapshot(arc_old), Snapshot(arc_new)
+        if not snap_old and not snap_new:
+            raise DriftError(f"{old.name} and {new.name} hold no pages to compare (no page records, "
+                             "no HTML documents)")
+        total = len(set(snap_old) | set(snap_new))
+        rows = compare_pages(snap_old, snap_new, lambda n: tick("comparing pages", n, total))
+        counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("same", "changed", "added", "removed")}
+        both = [r for r in rows if r["status"] in ("same", "changed")]
+        sims = [r["text_similarity"] for r in both]
+        diffs = [r["pixel_difference"] for r in both if r["pixel_difference"] is not None]
+        report = {
+            "format": REPORT_FORMAT, "version": REPORT_VERSION,
+            "old": {"archive": old.name, "digest": archive_digest(old), "pages": len(snap_old),
+                    "pages_from": snap_old.source},
+            "new": {"archive": new.name, "digest": archive_digest(new), "pages": len(snap_new),
+                    "pages_from": snap_new.source},
+            "summary": {"pages": len(rows), **counts,
+                        "text_changed": sum(1 for r in both if r["text_changed"]),
+                        "mean_text_similarity": round(sum(sims) / len(sims), 4) if sims else None,
+                        "min_text_similarity": min(sims) if sims else None,
+                        "mean_pixel_difference": round(sum(diffs) / len(diffs), 6) if diffs else None,
+                        "max_pixel_difference": max(diffs) if diffs else None},
+            "pages": rows,
+        }
+        if loaded is not None:
+            task_rows = []
+            for t in selected:
+                a, b = results["old"].get(t.id), results["new"].get(t.id)
+                if a is None or b is None:  # not played (cannot happen for a selected task): say so, not crash
+                    raise DriftError(f"task {t.id}: the reference run did not play it")
+                evidence = answer_evidence(t.reference)
+                moved = evidence_moved(evidence, b["visited"], snap_old, snap_new) \
+                    if a["reached"] and b["reached"] else []
+                verdict, why = _verdict(a, b, moved)
+                task_rows.append({"task_id": t.id, "category": t.category, "verdict": verdict, "why": why,
+                                  "old": a, "new": b, "evidence_moved": moved,
+                                  "evidence_gone": evidence_gone(evidence, a["visited"], snap_old, snap_new)})
+            report["suite"] = {"name": loaded.name, "tasks": len(task_rows), "backend": backend,
+                               **{v: sum(1 for r in task_rows if r["verdict"] == v) for v in VERDICTS},
+                               "evidence_gone": sum(1 for r in task_rows if r["evidence_gone"])}
+            report["tasks"] = task_rows
+        if out is not None:
+            write_report(report, out, (old, new), snap_old, snap_new)
+    return report
+
+
+# ----------------------------------------------------------------------------------------- report
+def _report_dir(out: Path, archives) -> Path:
+    """The report folder, resolved; refused when replacing it would delete anything but an earlier
+    drift report, or when an archive being compared lies inside it."""
+    out = out.resolve()
+    if out.exists():
+        if not out.is_dir():
+            raise DriftError(f"{out}: exists and is not a directory; choose a new --report directory")
+        if any(out.iterdir()) and not _holds_report(out):
+            raise DriftError(f"{out}: exists, is not empty and holds no drift report; "
+                             "choose an empty or new --report directory")
+    for a in archives:
+        if out == Path(out.anchor) or out in Path(a).resolve().parents:
+            raise DriftError(f"{out}: {Path(a).name} is inside it; choose another --report directory")
+    return out
+
+
+def _holds_report(path: Path) -> bool:
+    try:
+        return json.loads((path / "report.json").read_text(encoding="utf-8")).get("format") == REPORT_FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def write_report(report: dict, out: Path, archives, snaps_old: Mapping[str, dict],
+                 snaps_new: Mapping[str, dict]) -> None:
+    """Write ``report.json``, ``report.md``, ``report.html`` and the screenshots of the changed
+    pages (``pages/NNNN.old.EXT``, ``.new.EXT``) into ``out``, all or nothing."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    except OSError as exc:
+        raise DriftError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
+    try:
+        shots: dict[str, dict] = {}
+        for n, row in enumerate(report["pages"], 1):
+            if row["status"] != "changed":
+                continue
+            for side, snaps in (("old", snaps_old), ("new", snaps_new)):
+                data = snaps[row["url"]]["shot"]
+                if data:
+                    name = f"pages/{n:04d}.{side}.{image_ext(data)}"
+                    (partial / "pages").mkdir(exist_ok=True)
+                    (partial / name).write_bytes(data)
+                    shots.setdefault(row["url"], {})[side] = name
+        (partial / "report.json").write_text(json_text(report), encoding="utf-8")
+        (partial / "report.md").write_text(render_markdown(report), encoding="utf-8")
+        (partial / "report.html").write_text(render_html(report, shots), encoding="utf-8")
+        os.chmod(partial, 0o755)
+        if out.exists():
+            _report_dir(out, archives)  # again: something may have been put there meanwhile
+            shutil.rmtree(out)
+        partial.rename(out)
+    except OSError as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise DriftError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
+def _num(v, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _md(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: dict) -> str:
+    """The report as Markdown: the summary, the pages that changed, were added or removed, and the
+    tasks with their verdicts."""
+    s, o, n = report["summary"], report["old"], report["new"]
+    lines = [f"# Drift: {o['archive']} -> {n['archive']}", "",
+             f"- OLD: `{o['archive']}` ({o['digest']}), {o['pages']} pages",
+             f"- NEW: `{n['archive']}` ({n['digest']}), {n['pages']} pages",
+             (f"- pages: {s['same']} same, {s['changed']} changed ({s['text_changed']} in their text), "
+              f"{s['added']} added, {s['removed']} removed"),
+             (f"- text similarity: mean {_num(s['mean_text_similarity'], '.4f')}, "
+              f"min {_num(s['min_text_similarity'], '.4f')}; pixel difference: mean "
+              f"{_num(s['mean_pixel_difference'], '.6f')}, max {_num(s['max_pixel_difference'], '.6f')}"), ""]
+    moved = [r for r in report["pages"] if r["status"] != "same"]
+    lines += ["## Pages", ""]
+    if moved:
+        lines += ["| page | status | text similarity | pixel difference |", "|---|---|---|---|"]
+        lines += [f"| {_md(r['url'])} | {r['status']} | {_num(r['text_similarity'], '.4f')} | "
+                  f"{_num(r['pixel_difference'], '.6f')} |" for r in moved]
+    else:
+        lines.append("No page changed, was added or removed.")
+    if "suite" in report:
+        su = report["suite"]
+        lines += ["", f"## Tasks of {su['name']} ({su['backend']} backend)", "",
+                  (f"{su['valid']} valid, {su['ambiguous']} ambiguous, {su['expired']} expired, "
+                   f"{su['broken']} broken; {su['evidence_gone']} with answer evidence gone"), "",
+                  "| task | verdict | why | evidence gone |", "|---|---|---|---|"]
+        lines += [f"| {_md(t['task_id'])} | {t['verdict']} | {_md(t['why'])} | "
+                  f"{_md('; '.join(t['evidence_gone']) or '-')} |" for t in report["tasks"]]
+    return "\n".join(lines) + "\n"
+
+
+def render_html(report: dict, shots: dict | None = None) -> str:
+    """The report as one HTML page; ``shots``: URL -> {old, new} screenshot paths in the report."""
+    e = htmlmod.escape
+    shots = shots or {}
+    s, o, n = report["summary"], report["old"], report["new"]
+    summary = "".join(f"<tr><th>{e(k.replace('_', ' '))}</th><td>{e(str(v))}</td></tr>" for k, v in s.items())
+    rows = []
+    for r in report["pages"]:
+        figs = "".join(f'<figure><img loading="lazy" src="{e(src)}" alt="{side}"><figcaption>{side}</figcaption>'
+                       f"</figure>" for side, src in sorted((shots.get(r["url"]) or {}).items(), reverse=True))
+        rows.append(f'<tr class="{e(r["status"])}"><td>{e(r["url"])}<br><small>{e(r["title"])}</small></td>'
+                    f'<td>{e(r["status"])}</td><td>{_num(r["text_similarity"], ".4f")}</td>'
+                    f'<td>{_num(r["pixel_difference"], ".6f")}</td><td class="shots">{figs}</td></tr>')
+    tasks = ""
+    if "suite" in report:
+        su = report["suite"]
+        trs = "".join(f'<tr class="{e(t["verdict"])}"><td>{e(t["task_id"])}</td><td>{e(t["verdict"])}</td>'
+                      f'<td>{e(t["why"])}</td><td>{e("; ".join(t["evidence_gone"]) or "-")}</td></tr>'
+                      for t in report["tasks"])
+        tasks = (f"<h2>Tasks of {e(su['name'])} ({e(su['backend'])} backend)</h2>"
+                 f"<p>{su['valid']} valid, {su['ambiguous']} ambiguous, {su['expired']} expired, {su['broken']} "
+                 f"broken; {su['evidence_gone']} with answer evidence gone</p>"
+                 f"<table><tr><th>task</th><th>verdict</th><th>why</th><th>evidence gone</th></tr>{trs}</table>")
+    title = f"Drift: {e(o['archive'])} -> {e(n['archive'])}"
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body{{font:14px/1.4 system-ui,sans-serif;margin:2em}} table{{border-collapse:collapse;margin-bottom:1em}}
+td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}}
+tr.changed td:first-child,tr.ambiguous td:first-child{{border-left:4px solid #d80}}
+tr.removed td:first-child,tr.expired td:first-child{{border-left:4px solid #c00}}
+tr.added td:first-child{{border-left:4px solid #06c}} tr.same td:first-child,tr.valid td:first-child{{border-left:4px solid #2a2}}
+.shots{{display:flex;gap:8px}} figure{{margin:0}} img{{width:240px;border:1px solid #999}}
+</style></head><body>
+<h1>{title}</h1>
+<p>OLD {e(o['archive'])} ({e(o['digest'])}), NEW {e(n['archive'])} ({e(n['digest'])})</p>
+<table class="summary">{summary}</table>
+<h2>Pages</h2>
+<table class="pages"><tr><th>page</th><th>status</th><th>text similarity</th><th>pixel difference</th><th>screenshots</th></tr>
+{"".join(rows)}
+</table>
+{tasks}
+</body></html>
+"""
+
+
+# ---------------------------------------------------------------------------------------- command
+def _print_table(report: dict) -> None:
+    """The short table on stdout: pages that moved, then the tasks (all of them, with their verdict)."""
+    console = Console()
+    console = console if console.is_terminal else Console(width=140)
+    s = report["summary"]
+    moved = [r for r in report["pages"] if r["status"] != "same"]
+    if moved:
+        t = Table(title="pages", title_justify="left")
+        for col in ("page", "status", "text sim.", "pixel diff."):
+            t.add_column(col, overflow="fold")
+        for r in moved:
+            t.add_row(r["url"], r["status"], _num(r["text_similarity"], ".3f"), _num(r["pixel_difference"], ".4f"))
+        console.print(t)
+    if "tasks" in report:
+        t = Table(title="tasks", title_justify="left")
+        for col in ("task", "verdict", "why"):
+            t.add_column(col, overflow="fold")
+        for r in report["tasks"]:
+            t.add_row(r["task_id"], r["verdict"], r["why"])
+        console.print(t)
+    line = (f"{s['pages']} pages: {s['same']} same, {s['changed']} changed, {s['added']} added, "
+            f"{s['removed']} removed")
+    if "suite" in report:
+        su = report["suite"]
+        line += (f"; {su['tasks']} tasks: {su['valid']} valid, {su['ambiguous']} ambiguous, "
+                 f"{su['expired']} expired, {su['broken']} broken")
+    click.echo(line)
+
+
+@click.command("drift")
+@click.argument("old", metavar="OLD.wfz", type=click.Path(dir_okay=False))
+@click.argument("new", metavar="NEW.wfz", type=click.Path(dir_okay=False))
+@click.option("--suite", type=click.Path(), help="Also replay this suite's reference trajectories on both archives "
+                                                 "and say which tasks stay valid, expired or became ambiguous.")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False),
+              help="Write report.json, report.md and report.html here (replacing an earlier drift report).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None,
+              help="Backend of the reference replays [default: the suite manifest's, else browser].")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--tasks", "task_globs", multiple=True, metavar="GLOB", help="Only tasks whose id matches (repeatable).")
+@click.option("--limit", type=click.IntRange(1), help="Only the first N tasks (after --tasks).")
+def drift_command(old, new, suite, report_dir, as_json, backend, workers, task_globs, limit):
+    """Measure how a site drifted between two archives of it: pages compared (text similarity and
+    pixel difference), pages added and removed; with --suite, each task's reference replayed on
+    both: the tasks still valid, those that expired or became ambiguous, and the answers whose
+    evidence is gone.
+
+    Exit status 1 when a task expired, 0 otherwise.
+    """
+    err = Console(stderr=True)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=err, transient=True, disable=not err.is_terminal)
+    bars: dict[str, int] = {}
+
+    def progress(what: str, done: int, total: int) -> None:
+        if what not in bars:
+            bars[what] = bar.add_task(what, total=total)
+        bar.update(bars[what], completed=done)
+
+    with bar:
+        report = drift(old, new, suite=suite, backend=backend, workers=workers, tasks=task_globs, limit=limit,
+                       report_dir=report_dir, progress=progress)
+    if as_json:
+        click.echo(json_text(report), nl=False)
+    else:
+        _print_table(report)
+        if report_dir:
+            click.echo(f"report in {report_dir}/report.html", err=True)
+    raise SystemExit(1 if report.get("suite", {}).get("expired") else 0)

@@ -847,6 +847,8 @@ _register_study(cli)
 from webfreeze.cli_context import register as _register_context  # noqa: E402
 
 _register_context(cli)
+from webfreeze.cli_mcp import register as _register_mcp  # noqa: E402  (mcp; eval export-har)
+_register_mcp(cli)
 
 
 # ============================================================================== entry point

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from conftest import run_cli
-from webfreeze.demo import ARCHIVE, SUITE
 from webfreeze.simulator.env import EnvConfig, WebEnv
 from webfreeze.simulator.provenance import LEVELS
 from webfreeze.simulator.trajectory import write_trajectory
+
+from webfreeze.demo import ARCHIVE, SUITE
 
 TASKS = ["shop-001", "scholar-site-info-001"]
 

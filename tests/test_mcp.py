@@ -14,13 +14,13 @@ from pathlib import Path
 import anyio
 import pytest
 import yaml
+from conftest import run_cli
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from webfreeze.simulator.actions import parse_action
 
-from conftest import run_cli
 from webfreeze.demo import ARCHIVE, SUITE
 from webfreeze.mcp_server import aria_snapshot
-from webfreeze.simulator.actions import parse_action
 
 TOOLS = {"navigate", "click", "type", "select", "press", "scroll", "back", "snapshot", "screenshot", "answer",
          "list_tasks", "start_task"}
@@ -222,13 +222,33 @@ def test_the_snapshot_is_yaml_with_refs_that_actions_take():
 def test_bad_input_is_one_line_before_serving(tmp_path):
     cases = [
         (["mcp", str(tmp_path / "nowhere")], "nowhere"),
-        (["mcp", str(ARCHIVE)], "an archive alone has no tasks"),
+        (["mcp", str(ARCHIVE), "--out", str(tmp_path / "r")], "so --out does not apply"),
+        (["mcp", str(tmp_path / "not-an-archive.wfz")], "not-an-archive.wfz"),
         (["mcp", str(SUITE), "--task", "no-such-*", "--out", str(tmp_path / "r")], "no task id matches"),
     ]
+    (tmp_path / "not-an-archive.wfz").write_text("hello")
     for args, words in cases:
-        proc = subprocess.run([sys.executable, "-m", "webfreeze", *args], capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-m", "webfreeze", *args], check=False, capture_output=True, text=True,
                               stdin=subprocess.DEVNULL, cwd=tmp_path, timeout=120,
                               env=server_params().env)
         assert proc.returncode != 0 and proc.stdout == ""
         assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "r").exists() and not (tmp_path / "mcp-run").exists()
+
+
+def test_an_archive_alone_is_served_for_exploration_and_nothing_is_written(tmp_path):
+    async def after(session, seen):
+        seen["snap"] = text_of(await session.call_tool("snapshot", {}))
+        seen["other"] = await session.call_tool("start_task", {"task_id": "shop-001"})
+        seen["go"] = text_of(await session.call_tool("navigate", {"url": "http://scholar.test/no-such-page"}))
+        seen["end"] = text_of(await session.call_tool("answer", {"text": "done"}))
+
+    params = server_params(str(ARCHIVE), "--backend", "text")
+    params.cwd = str(tmp_path)
+    seen = play(params, {}, extra=after)
+    assert [t["id"] for t in seen["tasks"]] == ["explore"]
+    assert "- Page URL: http://" in seen["snap"] and "[ref=" in seen["snap"]
+    assert seen["other"].isError and "one task, 'explore'" in seen["other"].content[0].text
+    assert "- Error: HTTP 404" in seen["go"]  # a page the archive lacks: the replay's miss, never the network
+    assert "Exploration ended (answer)" in seen["end"]
+    assert list(tmp_path.iterdir()) == []

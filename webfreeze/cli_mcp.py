@@ -31,7 +31,7 @@ def export_har_command(run_dir, out):
 
 
 @click.command("mcp")
-@click.argument("suite", metavar="SUITE", type=click.Path())
+@click.argument("suite", metavar="SUITE|ARCHIVE", type=click.Path())
 @click.option("--task", "task", metavar="ID", help="Serve only this task (it starts with the first action).")
 @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
               help=f"The run folder the episodes are written to [default: ./{DEFAULT_OUT}].")
@@ -44,12 +44,14 @@ def export_har_command(run_dir, out):
 def serve_command(suite, task, out, archive, backend, seed, max_steps, screenshots):
     """Serve SUITE's tasks to an MCP client over stdio (Playwright-MCP-style tools: navigate, click,
     type, select, press, scroll, back, snapshot, screenshot, answer, list_tasks, start_task). Each
-    task played is written to the run folder as a trajectory; score it with 'webfreeze eval report'."""
+    task played is written to the run folder as a trajectory; score it with 'webfreeze eval report'.
+    An ARCHIVE alone is served for exploration: one task, 'explore', at its first recorded page,
+    nothing written."""
     # Imported here, not at the top: the server pulls in the environment, Playwright and the MCP
     # SDK (about a second), which every other command would otherwise pay for at start.
     from webfreeze.mcp_server import run_server
 
-    run_server(suite, task=task, out=out or DEFAULT_OUT, archive=archive, backend=backend, seed=seed,
+    run_server(suite, task=task, out=out, archive=archive, backend=backend, seed=seed,
                max_steps=max_steps, screenshots=screenshots)
 
 

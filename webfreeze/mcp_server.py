@@ -32,6 +32,7 @@ from pathlib import Path
 
 from webfreeze.agents import AgentError
 from webfreeze.agents.base import HANDLE_FIELDS, VISIBLE_FIELDS
+from webfreeze.archives import Archive, ArchiveError
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.runner import (
     RunConfig,
@@ -41,6 +42,7 @@ from webfreeze.runner import (
     prepare,
 )
 from webfreeze.simulator.actions import Action, format_action
+from webfreeze.simulator.backends import check_backend
 from webfreeze.simulator.env import EnvConfig, WebEnv
 from webfreeze.simulator.site_models import SimulatedSiteModel
 from webfreeze.simulator.trajectory import write_trajectory
@@ -48,6 +50,7 @@ from webfreeze.simulator.trajectory import write_trajectory
 SERVER_NAME = "webfreeze"
 DEFAULT_OUT = "mcp-run"
 AGENT_SPEC = "webfreeze.mcp_server:MCPClient"
+EXPLORE = "explore"  # the one task of an archive served without a suite
 SCROLL_PX = 500
 INSTRUCTIONS = (
     "A frozen website replayed offline by webfreeze. Call list_tasks, then start_task; act with navigate, click, "
@@ -190,10 +193,12 @@ class Session:
         self.out = Path(self.config.out)
         self.single = single
         self.tasks = {t.id: t for t in prep.suite.tasks}
+        self.archive = Path(prep.archive)
         self.env: WebEnv | None = None
         self.task_id: str | None = None
         self.obs: dict | None = None
         self.t0 = time.perf_counter()
+        self.description = f"{len(self.tasks)} task(s) of {prep.suite.name}; episodes go to {self.out}"
         self.manifest = open_run_folder(prep, executor="mcp")
 
     # -------------------------------------------------------------- tasks
@@ -211,7 +216,7 @@ class Session:
         if self.env is None:
             c = self.config
             models = [SimulatedSiteModel(kind, host) for host, kind in c.site_models.items()]
-            self.env = WebEnv(EnvConfig(str(self.prep.archive), backend=c.backend, seed=c.seed,
+            self.env = WebEnv(EnvConfig(str(self.archive), backend=c.backend, seed=c.seed,
                                         max_steps=c.max_steps, screenshots=c.screenshots, site_models=models,
                                         rules=c.replay_rules or None))
         return self.env
@@ -295,6 +300,57 @@ class Session:
             if self.env is not None:
                 self.env.close()
                 self.env = None
+
+
+class ExploreSession(Session):
+    """An archive without a suite: one task, ``explore``, at the archive's first recorded page (no
+    instruction, nothing to score), played as often as the client likes. Nothing is written: there
+    is no run to score (serve a suite for that)."""
+
+    def __init__(self, archive: Path, config: RunConfig):
+        self.prep = None
+        self.config = config
+        self.archive = archive
+        self.single = None
+        self.tasks = {EXPLORE: None}
+        self.env = None
+        self.task_id = None
+        self.obs = None
+        self.description = f"archive {archive.name} (exploration, nothing recorded)"
+
+    def list_tasks(self) -> list[dict]:
+        return [{"id": EXPLORE, "category": EXPLORE, "instruction": "", "start_url": None,
+                 "status": self.status(EXPLORE)}]
+
+    def status(self, task_id: str) -> str:
+        return "playing" if task_id == self.task_id else "todo"
+
+    def start_task(self, task_id: str | None) -> str:
+        if task_id not in (None, EXPLORE):
+            raise MCPError(f"no task {task_id!r}: an archive served alone has one task, {EXPLORE!r}")
+        self.task_id = None  # (an open exploration is simply left: nothing records it)
+        env = self._environment()
+        self.obs, _ = env.reset(seed=self.config.seed)
+        self.task_id = EXPLORE
+        return ("Exploration started at the archive's first recorded page (nothing is recorded or scored).\n"
+                + page_text(self.obs))
+
+    def _episode(self) -> WebEnv:
+        if self.task_id is None:
+            self.start_task(EXPLORE)  # exploring needs no ceremony: the first action starts it
+        return self.env
+
+    def _finish(self, *, stopped: bool) -> str | None:
+        if self.task_id is None:
+            return None
+        self.task_id = None
+        end = (self.env.recorder.end or {}).get("reason") if self.env and self.env.recorder else None
+        return f"Exploration ended ({end or 'stopped'}); start_task begins another."
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
 
 
 # ---------------------------------------------------------------------------------------- server
@@ -432,8 +488,7 @@ def run_server(suite: str, **settings) -> None:
     session = prepare_session(suite, **settings)
     try:
         server = build_server(session)
-        print(f"webfreeze mcp: serving {len(session.tasks)} task(s) of {session.prep.suite.name} on stdio; "
-              f"episodes go to {session.out}", file=sys.stderr, flush=True)
+        print(f"webfreeze mcp: serving {session.description} on stdio", file=sys.stderr, flush=True)
         serve(server, _protocol_stdout())
     finally:
         session.close()
@@ -442,13 +497,33 @@ def run_server(suite: str, **settings) -> None:
 def prepare_session(suite: str, *, task: str | None, out: str | None, archive: str | None, backend: str,
                     seed: int, max_steps: int, screenshots: bool) -> Session:
     """Check everything (the suite, its archive, the run folder) and open the run folder; a
-    :class:`RunError` (one line) before anything is written when something is wrong."""
+    :class:`RunError` (one line) before anything is written when something is wrong. An archive
+    in place of the suite is served for exploration (:class:`ExploreSession`), with nothing written."""
     path = Path(suite)
     if path.is_file() and path.suffix not in (".json", ".jsonl"):
-        raise RunError(f"{suite}: an archive alone has no tasks to play; give a suite (its manifest names the "
-                       f"archive) or a suite and --archive {suite}")
+        return _explore_session(path, task=task, out=out, archive=archive, backend=backend, seed=seed,
+                                max_steps=max_steps, screenshots=screenshots)
     config = RunConfig(suite=str(suite), archive=archive, agent=AGENT_SPEC, out=str(out or DEFAULT_OUT),
                        backend=backend, seed=seed, max_steps=max_steps, screenshots=screenshots,
                        tasks=[task] if task else [])
     prep = prepare(config)
     return Session(prep, single=task if task and len(prep.suite.tasks) == 1 else None)
+
+
+def _explore_session(path: Path, *, task, out, archive, backend, seed, max_steps, screenshots) -> ExploreSession:
+    """The checks for an archive served alone: no run options, an archive that opens, a page to start at."""
+    for given, option in ((task, "--task"), (out, "--out"), (archive, "--archive"), (screenshots or None, "--screenshots")):
+        if given:
+            raise RunError(f"{path}: an archive served alone has no tasks and writes no run, so {option} does not "
+                           f"apply; serve a suite whose manifest names the archive to record and score episodes")
+    check_backend(backend, RunError)
+    try:
+        with Archive.open(path) as arc:
+            first = next(iter(arc.pages(limit=1)), None)
+    except ArchiveError as exc:
+        raise RunError(str(exc)) from None
+    if first is None:
+        raise RunError(f"{path}: the archive records no page to start exploring at (serve a suite instead)")
+    config = RunConfig(suite="", archive=str(path), agent=AGENT_SPEC, out="", backend=backend, seed=seed,
+                       max_steps=max_steps)
+    return ExploreSession(path, config)

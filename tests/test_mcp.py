@@ -57,6 +57,10 @@ def tool_call(parsed) -> tuple[str, dict]:
     raise AssertionError(f"no tool for {parsed}")
 
 
+def tool_calls(actions: list[str]) -> list[tuple[str, dict]]:
+    return [tool_call(parse_action(a)) for a in actions]
+
+
 def text_of(result) -> str:
     assert not result.isError, result.content
     return "\n".join(c.text for c in result.content if c.type == "text")
@@ -79,12 +83,11 @@ def play(params: StdioServerParameters, plays: dict[str, list[str]], *, extra=No
             await session.initialize()
             seen["tools"] = {t.name for t in (await session.list_tools()).tools}
             seen["tasks"] = json.loads(text_of(await session.call_tool("list_tasks", {})))
-            for task_id, actions in plays.items():
+            for task_id, calls in plays.items():
                 started = text_of(await session.call_tool("start_task", {"task_id": task_id}))
                 seen.setdefault("started", {})[task_id] = started
                 last = None
-                for action in actions:
-                    name, args = tool_call(parse_action(action))
+                for name, args in calls:
                     last = text_of(await session.call_tool(name, args))
                 seen["answers"][task_id] = last
             if extra is not None:
@@ -120,8 +123,9 @@ def actions_of(run: Path, task_id: str) -> list[str]:
 
 def test_a_client_plays_text_tasks_to_the_same_trajectories_as_bench_run(bench_runs, tmp_path):
     out = tmp_path / "mcp-run"
-    plays = {t: actions_of(bench_runs["text"], t) for t in TEXT_TASKS}
-    assert all(p[-1].startswith("send_msg_to_user(") for p in plays.values())
+    actions = {t: actions_of(bench_runs["text"], t) for t in TEXT_TASKS}
+    assert all(a[-1].startswith("send_msg_to_user(") for a in actions.values())
+    plays = {t: tool_calls(a) for t, a in actions.items()}
 
     async def after(session, seen):
         seen["tasks_after"] = json.loads(text_of(await session.call_tool("list_tasks", {})))
@@ -162,7 +166,7 @@ def test_a_client_plays_text_tasks_to_the_same_trajectories_as_bench_run(bench_r
 
 def test_a_client_plays_a_browser_task_and_takes_a_screenshot(bench_runs, tmp_path):
     out = tmp_path / "mcp-browser"
-    plays = {BROWSER_TASK: actions_of(bench_runs["browser"], BROWSER_TASK)}
+    plays = {BROWSER_TASK: tool_calls(actions_of(bench_runs["browser"], BROWSER_TASK))}
 
     async def after(session, seen):
         # a second task: the screenshot of its start page, then it is left open (stopped at exit)
@@ -252,3 +256,21 @@ def test_an_archive_alone_is_served_for_exploration_and_nothing_is_written(tmp_p
     assert "- Error: HTTP 404" in seen["go"]  # a page the archive lacks: the replay's miss, never the network
     assert "Exploration ended (answer)" in seen["end"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_type_with_submit_is_typing_then_enter(tmp_path):
+    out = tmp_path / "submit"
+
+    async def after(session, seen):
+        seen["typed"] = text_of(await session.call_tool("type", {"ref": "10", "text": "Acme Black Cycling Helmet",
+                                                                 "submit": True}))
+        seen["bad"] = text_of(await session.call_tool("type", {"ref": "99999", "text": "x", "submit": True}))
+
+    seen = play(server_params(str(SUITE), "--task", "shop-001", "--backend", "text", "--out", str(out)), {},
+                extra=after)
+    assert "- Ran: press('10', 'Enter')" in seen["typed"]
+    assert "- Page URL: http://shop.test/search?q=Acme+Black+Cycling+Helmet" in seen["typed"]
+    assert "- Ran: fill('99999', 'x')" in seen["bad"] and "- Error: " in seen["bad"]  # no Enter after a failed fill
+    steps = trajectory(out, "shop-001")["steps"]
+    assert [s["action"] for s in steps] == ["fill('10', 'Acme Black Cycling Helmet')", "press('10', 'Enter')",
+                                            "fill('99999', 'x')"]

@@ -405,7 +405,8 @@ def build_server(session: Session):
         """Type text into the field with this ref (replacing what it holds); ``submit`` presses
         Enter afterwards (a second step)."""
         answer = session.act(Action("fill", bid=ref, text=text))
-        if submit and session.task_id is not None:
+        # (Enter only after typing that went through, in an episode still open)
+        if submit and session.task_id is not None and not (session.obs or {}).get("last_action_error"):
             answer = session.act(Action("press", bid=ref, key="Enter"))
         return answer
 
@@ -427,6 +428,8 @@ def build_server(session: Session):
         """Scroll the page up, down, left or right by ``amount`` pixels."""
         if direction not in ("up", "down", "left", "right"):
             raise MCPError(f"scroll direction {direction!r}: up, down, left or right")
+        if amount < 1:
+            raise MCPError(f"scroll amount {amount}: a number of pixels, 1 or more")
         return session.act(Action("scroll", direction=direction, amount=amount))
 
     @server.tool()

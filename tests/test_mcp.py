@@ -133,6 +133,7 @@ def test_a_client_plays_text_tasks_to_the_same_trajectories_as_bench_run(bench_r
         seen["unknown"] = await session.call_tool("start_task", {"task_id": "no-such-task"})
         seen["again"] = await session.call_tool("start_task", {"task_id": TEXT_TASKS[0]})
         text_of(await session.call_tool("start_task", {"task_id": "scholar-site-info-003"}))
+        seen["twice"] = await session.call_tool("start_task", {"task_id": "scholar-site-info-003"})
         seen["shot"] = await session.call_tool("screenshot", {})
 
     seen = play(server_params(str(SUITE), "--backend", "text", "--out", str(out)), plays, extra=after)
@@ -147,7 +148,8 @@ def test_a_client_plays_text_tasks_to_the_same_trajectories_as_bench_run(bench_r
         assert comparable(trajectory(out, t)) == comparable(trajectory(bench_runs["text"], t))
     # errors reach the client as error results, in one line, and the server goes on
     for key, words in (("no_task", "no task started"), ("unknown", "no task 'no-such-task'"),
-                       ("again", "played already"), ("shot", "text backend has no screenshots")):
+                       ("again", "played already"), ("twice", "being played already"),
+                       ("shot", "text backend has no screenshots")):
         result = seen[key]
         assert result.isError and words in result.content[0].text and "\n" not in result.content[0].text
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))

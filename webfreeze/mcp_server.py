@@ -231,6 +231,8 @@ class Session:
         task = self.tasks.get(task_id)
         if task is None:
             raise MCPError(f"no task {task_id!r} in this run (list_tasks names them)")
+        if task_id == self.task_id:
+            raise MCPError(f"task {task_id!r} is being played already (snapshot shows its page; answer ends it)")
         if self.status(task_id) == "done":
             raise MCPError(f"task {task_id!r} has been played already: its trajectory is in {self.out}")
         note = self._finish(stopped=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from conftest import run_cli
+from webfreeze.eval.har import har_text, trajectory_har
 from webfreeze.simulator.env import EnvConfig, WebEnv
 from webfreeze.simulator.provenance import LEVELS
 from webfreeze.simulator.trajectory import write_trajectory
@@ -165,3 +166,31 @@ def test_bad_input_is_one_line_and_writes_nothing(runs, tmp_path):
         assert proc.returncode != 0 and words in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert not (old / "har").exists() and not (tmp_path / "no").exists()
+
+
+def test_redirects_fuzzy_answers_and_the_frozen_clock():
+    """A hand-made trajectory: a fuzzy 302 hop then the page it led to, at a task's snapshot time."""
+    hop = {"kind": "document", "level": "fuzzy", "main": True, "method": "GET", "status": 302, "score": 0.7302,
+           "url": "http://wiki.test/s?q=a", "capture_url": "http://wiki.test/s?q=b", "mime": "text/html", "size": 0}
+    page = {"kind": "document", "level": "exact", "main": True, "method": "GET", "status": 200,
+            "url": "http://wiki.test/A", "mime": "text/html", "size": 10}
+    post = {"kind": "xhr", "level": "miss", "main": False, "method": "POST", "status": 404, "url": "http://wiki.test/api"}
+    start = {"document": None, "requests": {}, "flagged": [], "answers": []}
+    step = {"document": {k: v for k, v in hop.items() if k not in ("main", "kind", "mime", "size")},
+            "requests": {"document": {"exact": 1, "fuzzy": 1}, "xhr": {"miss": 1}}, "flagged": [], "answers": [hop, page, post]}
+    trajectory = {"task_id": "t", "env": {"snapshot_time": "2024-03-05T10:20:30.5+02:00", "backend": "text"},
+                  "steps": [{"step": 0, "url_after": "http://wiki.test/A", "replay": step}],
+                  "replay": {"start": start, "misses": 1}}
+    har = trajectory_har(trajectory, creator_version="9.9")
+    jsonschema.validate(har, HAR_SCHEMA)
+    entries = har["log"]["entries"]
+    assert [e["response"]["redirectURL"] for e in entries] == ["http://wiki.test/A", "", ""]
+    assert entries[0]["_webfreeze"] == {"step": 0, "kind": "document", "main": True, "level": "fuzzy", "score": 0.7302,
+                                        "capture_url": "http://wiki.test/s?q=b"}
+    assert entries[0]["request"]["queryString"] == [{"name": "q", "value": "a"}]
+    assert entries[2]["request"]["bodySize"] == -1 and entries[2]["response"]["content"] == {"size": 0,
+                                                                                           "mimeType": "x-unknown"}
+    assert {e["startedDateTime"] for e in entries} == {"2024-03-05T08:20:30.500Z"}
+    assert [p["id"] for p in har["log"]["pages"]] == ["step-0"]  # the start caused nothing: no page
+    assert har["log"]["creator"] == {"name": "webfreeze", "version": "9.9"}
+    assert har_text(har) == har_text(trajectory_har(trajectory, creator_version="9.9"))

@@ -22,6 +22,7 @@ descriptor 1 at standard error, so nothing else (a library's print, Chromium) ca
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import json
 import os
@@ -366,8 +367,6 @@ def build_server(session: Session):
 
     def guarded(fn):
         """A tool whose errors reach the client as one line (an error result), never a traceback."""
-        import functools
-
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             try:

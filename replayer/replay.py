@@ -83,6 +83,19 @@ class Answered:
     status: int
     score: float | None = None
     capture_url: str | None = None
+    # What was sent back (for a HAR export of an episode): the body's media type and length in
+    # bytes as served (None for a miss, whose body is our own note).
+    mime: str | None = None
+    size: int | None = None
+
+
+def _block_value(block: bytes, name: bytes) -> str | None:
+    """The value of header ``name`` (lower case) in a ``Name: value\r\n`` block, or None."""
+    for line in block.split(b"\r\n"):
+        key, sep, value = line.partition(b":")
+        if sep and key.strip().lower() == name:
+            return value.strip().decode("latin-1")
+    return None
 
 
 @dataclass
@@ -284,7 +297,8 @@ class Replay:
             if resp is not None:
                 self.stats["model"] += 1
                 if answers is not None:
-                    answers.append(Answered(method.upper(), url, "model", resp.status))
+                    answers.append(Answered(method.upper(), url, "model", resp.status,
+                                            mime=header_value(resp.headers, "content-type"), size=len(resp.body)))
                 return self._serialise_plain(self._inject_model(resp, url) if inject else resp, method, "model")
         bkey = request_body_key(headers, body)
         # (the kind is read only when the rules keep some kinds from fuzzy answers, and a request
@@ -318,7 +332,8 @@ class Replay:
         if answers is not None:
             answers.append(Answered(method.upper(), url, level, built.status,
                                     round(score, 4) if level == "fuzzy" else None,
-                                    cap_url if level == "fuzzy" else None))
+                                    cap_url if level == "fuzzy" else None,
+                                    _block_value(built.header_block, b"content-type"), len(built.body)))
         if level == "canonical" or level == "fuzzy":
             built = self._rewrite_jsonp(built, cap_url, url)
         return self._serialise(built, method, headers, extra)

@@ -403,6 +403,11 @@ class WebEnv(gym.Env):
                                  final_state=self.server.site_state())
         return self.recorder.data(archive_digest=self.archive_digest)
 
+    def screenshot(self) -> bytes | None:
+        """A PNG of the page as it is now (the browser backend; None in the text backend), taken
+        outside the trajectory: it changes nothing an episode records (the MCP server's tool)."""
+        return self.backend.screenshot()
+
     def close(self) -> None:
         if getattr(self, "_closed", False):  # closing twice is allowed (Gymnasium's contract)
             return
@@ -460,7 +465,7 @@ class _TextBackend:
         backend is a hop of a main-document load."""
         got, self.replay.answers = self.replay.answers, []
         return [answer_record("document", a.method, a.url, a.level, a.status, main=True, score=a.score,
-                              capture_url=a.capture_url) for a in got]
+                              capture_url=a.capture_url, mime=a.mime, size=a.size) for a in got]
 
     def reset(self, url: str) -> str | None:
         self.history, self.forward, self.cookies = [], [], {}
@@ -565,6 +570,9 @@ class _TextBackend:
 
     def open_pages(self) -> list[str]:
         return [self.url]
+
+    def screenshot(self) -> None:
+        return None  # no viewport to take a picture of
 
     def close(self) -> None:
         self.replay.close()
@@ -718,10 +726,13 @@ class _BrowserBackend:
             h = response.headers
             level = h.get("x-webfreeze-match") or "miss"
             score = h.get("x-webfreeze-score")
+            size = h.get("content-length")
             rec = answer_record(
                 kind_of_resource(request.resource_type), request.method, request.url, level, response.status,
                 main=main(request), score=float(score) if score else None,
-                capture_url=h.get("x-webfreeze-capture-url"))  # (as the header has it: ASCII URLs unchanged)
+                capture_url=h.get("x-webfreeze-capture-url"),  # (as the header has it: ASCII URLs unchanged)
+                mime=h.get("content-type") if level != "miss" else None,
+                size=int(size) if size and size.isdigit() and level != "miss" else None)
             with self._answers_lock:
                 self._answers.append(rec)
 
@@ -899,6 +910,9 @@ class _BrowserBackend:
 
     def open_pages(self) -> list[str]:
         return list(self._open_pages)
+
+    def screenshot(self) -> bytes:
+        return self._loop.run(self.page.screenshot(type="png"))
 
     def close(self) -> None:
         if self._loop is None:

@@ -28,22 +28,45 @@ def kind_of_resource(resource_type: str) -> str:
 
 
 def answer_record(kind: str, method: str, url: str, level: str, status: int, *, main: bool = False,
-                  score: float | None = None, capture_url: str | None = None) -> dict:
-    """One answered request: ``main`` when it is a hop of the main frame's navigation."""
+                  score: float | None = None, capture_url: str | None = None, mime: str | None = None,
+                  size: int | None = None) -> dict:
+    """One answered request: ``main`` when it is a hop of the main frame's navigation; ``mime`` and
+    ``size`` (bytes) describe the body served, when known."""
     rec = {"kind": kind, "method": method, "url": url, "level": level if level in _RANK else "miss",
            "status": status, "main": main}
     if score is not None:
         rec["score"] = round(float(score), 4)
     if capture_url is not None:
         rec["capture_url"] = capture_url
+    if mime is not None:
+        rec["mime"] = mime
+    if size is not None:
+        rec["size"] = int(size)
     return rec
+
+
+# What a step's flagged answers and its document keep of a record (the body's description is in
+# ``answers`` only).
+_BODY = ("mime", "size")
+
+
+def ordered_answers(records: list[dict]) -> list[dict]:
+    """Every answer of a step in an order that does not depend on the network's timing: the main
+    frame's navigation hops first, as they came (a redirect chain is sequential), then the others
+    sorted by kind, method, URL and how they were answered."""
+    hops = [r for r in records if r["main"]]
+    rest = sorted((r for r in records if not r["main"]),
+                  key=lambda r: (r["kind"], r["method"], r["url"], r["level"], r["status"],
+                                 r.get("capture_url") or "", r.get("mime") or "", r.get("size") or 0))
+    return [dict(r) for r in hops + rest]
 
 
 def step_provenance(records: list[dict]) -> dict:
     """A step's ``replay`` field: ``document`` (the main document's worst hop: level, method, url,
     status, and for a fuzzy answer its score and capture_url; null when the step loaded no
-    document), ``requests`` (``{kind: {level: count}}``) and ``flagged`` (every fuzzy answer and
-    miss, sorted)."""
+    document), ``requests`` (``{kind: {level: count}}``), ``flagged`` (every fuzzy answer and
+    miss, sorted) and ``answers`` (every answer, in :func:`ordered_answers`' order, with the body's
+    media type and size: what ``eval export-har`` writes)."""
     document = None
     counts: dict[str, dict[str, int]] = {}
     flagged = []
@@ -53,12 +76,14 @@ def step_provenance(records: list[dict]) -> dict:
         if rec["main"] and (document is None or _RANK[rec["level"]] >= _RANK[document["level"]]):
             document = rec
         if rec["level"] in FLAGGED:
-            flagged.append({k: v for k, v in rec.items() if k != "main"})
+            flagged.append({k: v for k, v in rec.items() if k != "main" and k not in _BODY})
     flagged.sort(key=lambda r: (r["kind"], r["level"], r["method"], r["url"], r.get("capture_url") or ""))
     return {
-        "document": None if document is None else {k: v for k, v in document.items() if k not in ("main", "kind")},
+        "document": None if document is None else {k: v for k, v in document.items()
+                                                   if k not in ("main", "kind") and k not in _BODY},
         "requests": {k: dict(sorted(v.items())) for k, v in sorted(counts.items())},
         "flagged": flagged,
+        "answers": ordered_answers(records),
     }
 
 

@@ -23,6 +23,7 @@ from webfreeze.cli.cassette import cassette_group
 from webfreeze.cli.context import context_group
 from webfreeze.cli.eval import eval_group, tasks_group
 from webfreeze.cli.options import EXIT_USAGE, Terminated, fail
+from webfreeze.cli.mcp import export_har_command, serve_command
 from webfreeze.cli.personas import personas_group
 from webfreeze.cli.record import record_group
 from webfreeze.cli.replay import replay_group
@@ -40,9 +41,11 @@ def cli() -> None:
 
 # one module per command group (webfreeze/cli/<group>.py); `tasks validate` runs the suite like `bench run`
 for _group in (archive_group, record_group, sites_group, replay_group, eval_group, tasks_group, bench_group, demo,
-               cassette_group, personas_group, bundle_group, study_group, context_group, drift_command):
+               cassette_group, personas_group, bundle_group, study_group, context_group, drift_command,
+               serve_command):
     cli.add_command(_group)
 tasks_group.add_command(tasks_validate)
+eval_group.add_command(export_har_command)
 
 
 # ============================================================================== entry point

@@ -160,6 +160,34 @@ def _execute(prep: Prepared, executor, progress) -> dict:
     return manifest
 
 
+def open_run_folder(prep: Prepared, *, executor: str, workers: int = 1) -> dict:
+    """For a driver that plays a prepared run's episodes itself (the MCP server): write what the
+    run folder holds before its first episode, as :func:`execute` does (``trajectories/``,
+    ``tasks.jsonl``, the references, the manifest marked incomplete with its circumstances);
+    returns that manifest, for :func:`close_run_folder`."""
+    out = Path(prep.options.out)
+    (out / "trajectories").mkdir(parents=True, exist_ok=True)
+    (out / "tasks.jsonl").write_text(_tasks_lines(prep.suite), encoding="utf-8")
+    _copy_references(prep.suite, out)
+    manifest = dict(prep.manifest, started_at=utc_now(), complete=False, tasks_done=len(prep.done),
+                    circumstances={"workers": workers, "executor": executor,
+                                   "suite_path": _run_relative(prep.suite.root, out),
+                                   "archive_path": _run_relative(prep.archive, out)})
+    write_json(out / "manifest.json", manifest)
+    return manifest
+
+
+def close_run_folder(prep: Prepared, manifest: dict, elapsed_s: float) -> dict:
+    """Count the run's trajectories on disk into ``manifest`` (``tasks_done``, ``complete``,
+    ``finished_at``, ``elapsed_s``) and write it; returns it. May be called after every episode."""
+    out = Path(prep.options.out)
+    done = sum((out / "trajectories" / f"{t.id}.json").is_file() for t in prep.suite.tasks)
+    manifest.update(tasks_done=done, complete=done == len(prep.suite.tasks), finished_at=utc_now(),
+                    elapsed_s=round(elapsed_s, 3))
+    write_json(out / "manifest.json", manifest)
+    return manifest
+
+
 def _job_task(prep: Prepared, task) -> dict:
     """What crosses into a worker for ``task``: its visible part and, for a dependent task under a
     context condition, its composed ``context``, its start URL (where the last injected trajectory

@@ -1,0 +1,526 @@
+"""``webfreeze mcp``: a frozen benchmark served to any Model Context Protocol client over stdio.
+
+Browser agents driven over MCP (Playwright MCP's style: navigate, click, type, a page snapshot with
+element refs) play a suite's tasks here without being rewritten. The server holds one environment
+(:class:`webfreeze.simulator.env.WebEnv`, either backend) over the suite's replayed archive and one
+run folder, prepared and written by the runner (:func:`webfreeze.runs.prepare.prepare`,
+:func:`~webfreeze.runs.execute.open_run_folder`): each task played through it ends as
+``trajectories/<task>.json``, so ``webfreeze eval report RUN_DIR`` scores the run like any other.
+The manifest's agent is :class:`MCPClient`, which says the actions came from an external client.
+
+Tools (every action is one environment step, written as the BrowserGym action string our agents
+use, so the same actions give the same trajectory as ``bench run``): ``list_tasks``,
+``start_task``, ``navigate``, ``click``, ``type``, ``select``, ``press``, ``scroll``, ``back``,
+``snapshot`` (the page as an ARIA-style YAML snapshot in Playwright MCP's shape; ``ref`` is our
+element id, the one actions take), ``screenshot`` (a PNG, browser backend) and ``answer`` (ends the
+episode). The client never sees ground truth or a score.
+
+Only the protocol goes to standard output: the server keeps the real stdout for it and points file
+descriptor 1 at standard error, so nothing else (a library's print, Chromium) can corrupt it.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import io
+import json
+import os
+import sys
+import time
+import tokenize
+from pathlib import Path
+
+from webfreeze.agents import AgentError
+from webfreeze.agents.base import HANDLE_FIELDS, VISIBLE_FIELDS
+from webfreeze.archives import Archive, ArchiveError
+from webfreeze.common.errors import WebfreezeError
+from webfreeze.runs.execute import close_run_folder, open_run_folder
+from webfreeze.runs.prepare import prepare
+from webfreeze.runs.spec import RunError, RunSpec, build_run
+from webfreeze.simulator.actions import Action, format_action
+from webfreeze.simulator.backends import check_backend
+from webfreeze.simulator.env import EnvConfig, WebEnv
+from webfreeze.simulator.site_models import SimulatedSiteModel
+from webfreeze.simulator.trajectory import write_trajectory
+
+SERVER_NAME = "webfreeze"
+DEFAULT_OUT = "mcp-run"
+AGENT_SPEC = "webfreeze.mcp_server:MCPClient"
+EXPLORE = "explore"  # the one task of an archive served without a suite
+SCROLL_PX = 500
+INSTRUCTIONS = (
+    "A frozen website replayed offline by webfreeze. Call list_tasks, then start_task; act with navigate, click, "
+    "type, select, press, scroll and back, using the ref of an element from the page snapshot; end the task with "
+    "answer. Every task you play is recorded and scored later.")
+
+
+class MCPClient:
+    """The agent a run played through ``webfreeze mcp`` names in its manifest: the actions came from
+    an external MCP client, not from this class, which only describes it (it never acts)."""
+
+    name = "mcp-client"
+    oracle = False
+
+    def config(self) -> dict:
+        """What the manifest says of the agent: driven from outside over MCP, on stdio."""
+        return {"driver": "external MCP client", "protocol": "mcp", "transport": "stdio"}
+
+    def reset(self, task) -> None:
+        raise AgentError("the mcp-client agent is driven by an MCP client through 'webfreeze mcp', not by bench run")
+
+    def act(self, obs: dict) -> dict:
+        raise AgentError("the mcp-client agent is driven by an MCP client through 'webfreeze mcp', not by bench run")
+
+
+class MCPError(WebfreezeError):
+    """A tool call that cannot be done (no task started, an unknown task): one line for the client."""
+
+
+# ---------------------------------------------------------------------------------------- snapshot
+def _literal(text: str) -> tuple[object, str]:
+    """The Python literal (string or number) at the start of ``text`` and what follows it."""
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    tok = next(tokens)
+    lines = text.split("\n")
+    end = sum(len(line) + 1 for line in lines[:tok.end[0] - 1]) + tok.end[1]
+    return ast.literal_eval(tok.string), text[end:]
+
+
+def _props(text: str) -> list[tuple[str, object]]:
+    """``, focused, url='..', level=2`` as (name, value) pairs (value True for a flag)."""
+    out = []
+    rest = text
+    while rest.startswith(", "):
+        rest = rest[2:]
+        name_end = 0
+        while name_end < len(rest) and (rest[name_end].isalnum() or rest[name_end] in "_-"):
+            name_end += 1
+        name, rest = rest[:name_end], rest[name_end:]
+        if rest.startswith("="):
+            value, rest = _literal(rest[1:])
+        else:
+            value = True
+        out.append((name, value))
+    return out
+
+
+def _quoted(text: str) -> str:
+    """A YAML double-quoted scalar (JSON's string syntax is YAML's)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def aria_snapshot(axtree_text: str) -> str:
+    """The observation's flattened tree as a Playwright-MCP-style ARIA snapshot (YAML): one
+    ``- role "name" [prop] [ref=ID]`` item per node, children nested under it, text as
+    ``- text: ..``, a link's address as ``- /url: ..``, a field's value after the colon. ``ref`` is
+    the element id actions take. The root (the page itself) is left out: its URL and title head the
+    tool's answer."""
+    out: list[str] = []
+    rows = []
+    for raw in axtree_text.split("\n"):
+        if not raw.strip():
+            continue
+        depth = len(raw) - len(raw.lstrip("\t"))
+        rows.append((depth, raw.lstrip("\t")))
+    if rows and rows[0][1].startswith("RootWebArea"):
+        rows = [(d - 1, line) for d, line in rows[1:]]
+    for i, (depth, line) in enumerate(rows):
+        indent = "  " * max(depth, 0)
+        has_children = i + 1 < len(rows) and rows[i + 1][0] > depth
+        if line.startswith("StaticText "):
+            text, _ = _literal(line[len("StaticText "):])
+            out.append(f"{indent}- text: {_quoted(str(text))}")
+            continue
+        ref = None
+        if line.startswith("["):
+            ref, _, line = line[1:].partition("] ")
+        role, _, rest = line.partition(" ")
+        name, rest = _literal(rest) if rest else ("", "")
+        value = None
+        if rest.startswith(" value="):
+            value, rest = _literal(rest[len(" value="):])
+        props = _props(rest)
+        url = next((v for k, v in props if k == "url"), None)
+        item = f"{indent}- {role}"
+        if name:
+            item += f" {_quoted(str(name))}"
+        for k, v in props:
+            if k != "url":
+                item += f" [{k}]" if v is True else f" [{k}={v}]"
+        if ref is not None:
+            item += f" [ref={ref}]"
+        if has_children or url is not None:
+            out.append(item + ":")
+            if url is not None:
+                out.append(f"{indent}  - /url: {_quoted(str(url))}")
+        elif value is not None and str(value) != "":
+            out.append(f"{item}: {_quoted(str(value))}")
+        else:
+            out.append(item)
+    return "\n".join(out)
+
+
+def page_text(obs: dict, *, ran: str | None = None, note: str | None = None) -> str:
+    """What an action tool answers: the action run, its error if any, then the page (URL, title,
+    open pages when more than one, the ARIA snapshot), in Playwright MCP's layout."""
+    lines = []
+    if ran:
+        lines.append(f"- Ran: {ran}")
+    if obs.get("last_action_error"):
+        lines.append(f"- Error: {obs['last_action_error']}")
+    if note:
+        lines.append(f"- {note}")
+    lines += [f"- Page URL: {obs.get('url', '')}", f"- Page Title: {obs.get('title', '')}"]
+    pages = obs.get("open_pages") or []
+    if len(pages) > 1:
+        lines.append("- Open pages: " + ", ".join(pages))
+    lines += ["- Page Snapshot:", "```yaml", aria_snapshot(obs.get("axtree_text") or ""), "```"]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------- session
+class Session:
+    """The server's state: the prepared run, its environment (made at the first task) and the
+    episode being played. Every method runs on the server's one thread."""
+
+    def __init__(self, prep, *, single: str | None = None):
+        self.prep = prep
+        self.config = prep.spec
+        self.out = Path(prep.options.out)
+        self.single = single
+        self.tasks = {t.id: t for t in prep.suite.tasks}
+        self.archive = Path(prep.archive)
+        self.env: WebEnv | None = None
+        self.task_id: str | None = None
+        self.obs: dict | None = None
+        self.t0 = time.perf_counter()
+        self.description = f"{len(self.tasks)} task(s) of {prep.suite.name}; episodes go to {self.out}"
+        self.manifest = open_run_folder(prep, executor="mcp")
+
+    # -------------------------------------------------------------- tasks
+    def status(self, task_id: str) -> str:
+        if task_id == self.task_id:
+            return "playing"
+        return "done" if (self.out / "trajectories" / f"{task_id}.json").is_file() else "todo"
+
+    def list_tasks(self) -> list[dict]:
+        """The run's tasks as the client may see them (no ground truth) with their status."""
+        return [{"id": t.id, "category": t.category, "instruction": t.instruction, "start_url": t.start_url,
+                 "status": self.status(t.id)} for t in self.prep.suite.tasks]
+
+    def _environment(self) -> WebEnv:
+        if self.env is None:
+            c = self.config
+            models = [SimulatedSiteModel(kind, host) for host, kind in c.site_models.items()]
+            self.env = WebEnv(EnvConfig(str(self.archive), backend=c.backend, seed=c.seed,
+                                        max_steps=c.max_steps, screenshots=c.screenshots, site_models=models,
+                                        rules=c.replay_rules or None))
+        return self.env
+
+    def start_task(self, task_id: str | None) -> str:
+        """Start an episode of ``task_id`` (default: the next task not played yet); an episode still
+        open is recorded first as stopped."""
+        if task_id is None:
+            task_id = next((t for t in self.tasks if self.status(t) == "todo"), None)
+            if task_id is None:
+                raise MCPError("every task of this run has been played; nothing left to start")
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise MCPError(f"no task {task_id!r} in this run (list_tasks names them)")
+        if task_id == self.task_id:
+            raise MCPError(f"task {task_id!r} is being played already (snapshot shows its page; answer ends it)")
+        if self.status(task_id) == "done":
+            raise MCPError(f"task {task_id!r} has been played already: its trajectory is in {self.out}")
+        note = self._finish(stopped=True)
+        env = self._environment()
+        visible = {k: task.raw[k] for k in (*VISIBLE_FIELDS, *HANDLE_FIELDS) if k in task.raw}
+        self.obs, _ = env.reset(seed=self.config.seed, options={"task": visible})
+        self.task_id = task_id
+        head = (f"Task {task_id} started ({self.config.max_steps} steps at most).\nInstruction: {task.instruction}"
+                + (f"\n{note}" if note else ""))
+        return head + "\n" + page_text(self.obs)
+
+    def _episode(self) -> WebEnv:
+        if self.task_id is None:
+            if self.single is None:
+                raise MCPError("no task started: call start_task first (list_tasks names the tasks)")
+            self.start_task(self.single)  # --task: the one task starts with the first action
+        return self.env
+
+    # -------------------------------------------------------------- actions
+    def act(self, action: Action) -> str:
+        """One environment step of ``action`` (as its BrowserGym string); the answer names the
+        action, any error and the page after it, or how the episode ended."""
+        env = self._episode()
+        text = format_action(action, "browsergym")
+        self.obs, _, terminated, truncated, _ = env.step(text)
+        if terminated or truncated:
+            note = self._finish(stopped=False)
+            return f"- Ran: {text}\n- {note}"
+        return page_text(self.obs, ran=text)
+
+    def snapshot(self) -> str:
+        self._episode()
+        return page_text(self.obs)
+
+    def screenshot(self) -> bytes:
+        env = self._episode()
+        png = env.screenshot()
+        if png is None:
+            raise MCPError("the text backend has no screenshots (serve with --backend browser)")
+        return png
+
+    # -------------------------------------------------------------- the run folder
+    def _finish(self, *, stopped: bool) -> str | None:
+        """Write the open episode's trajectory (as the runner's workers do) and the manifest;
+        returns a line saying so, or None when no episode was open."""
+        if self.task_id is None or self.env is None:
+            return None
+        task_id, self.task_id = self.task_id, None
+        env = self.env
+        trajectory = env.trajectory(stopped=stopped)
+        trajectory["agent"] = self.manifest["agent"]
+        trajectory["suite"] = {"name": self.manifest["suite"]["name"], "digest": self.manifest["suite"]["digest"]}
+        trajectory["env"]["site_models"] = self.config.site_models
+        shots = {**env.recorder.shots, **env.recorder.doms} if env.recorder else {}
+        write_trajectory(trajectory, self.out, shots)
+        close_run_folder(self.prep, self.manifest, time.perf_counter() - self.t0)
+        left = sum(self.status(t) == "todo" for t in self.tasks)
+        return (f"Task {task_id} ended ({trajectory['end']['reason']}); recorded in "
+                f"{self.out / 'trajectories' / (task_id + '.json')}. {left} task(s) left.")
+
+    def close(self) -> None:
+        """Record an open episode as stopped, write the manifest, close the environment."""
+        try:
+            self._finish(stopped=True)
+            close_run_folder(self.prep, self.manifest, time.perf_counter() - self.t0)
+        finally:
+            if self.env is not None:
+                self.env.close()
+                self.env = None
+
+
+class ExploreSession(Session):
+    """An archive without a suite: one task, ``explore``, at the archive's first recorded page (no
+    instruction, nothing to score), played as often as the client likes. Nothing is written: there
+    is no run to score (serve a suite for that)."""
+
+    def __init__(self, archive: Path, config: RunSpec):
+        self.prep = None
+        self.config = config
+        self.archive = archive
+        self.single = None
+        self.tasks = {EXPLORE: None}
+        self.env = None
+        self.task_id = None
+        self.obs = None
+        self.description = f"archive {archive.name} (exploration, nothing recorded)"
+
+    def list_tasks(self) -> list[dict]:
+        return [{"id": EXPLORE, "category": EXPLORE, "instruction": "", "start_url": None,
+                 "status": self.status(EXPLORE)}]
+
+    def status(self, task_id: str) -> str:
+        return "playing" if task_id == self.task_id else "todo"
+
+    def start_task(self, task_id: str | None) -> str:
+        if task_id not in (None, EXPLORE):
+            raise MCPError(f"no task {task_id!r}: an archive served alone has one task, {EXPLORE!r}")
+        self.task_id = None  # (an open exploration is simply left: nothing records it)
+        env = self._environment()
+        self.obs, _ = env.reset(seed=self.config.seed)
+        self.task_id = EXPLORE
+        return ("Exploration started at the archive's first recorded page (nothing is recorded or scored).\n"
+                + page_text(self.obs))
+
+    def _episode(self) -> WebEnv:
+        if self.task_id is None:
+            self.start_task(EXPLORE)  # exploring needs no ceremony: the first action starts it
+        return self.env
+
+    def _finish(self, *, stopped: bool) -> str | None:
+        if self.task_id is None:
+            return None
+        self.task_id = None
+        end = (self.env.recorder.end or {}).get("reason") if self.env and self.env.recorder else None
+        return f"Exploration ended ({end or 'stopped'}); start_task begins another."
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+
+
+# ---------------------------------------------------------------------------------------- server
+def build_server(session: Session):
+    """The FastMCP server whose tools drive ``session``. (The SDK is imported here: only this
+    command needs it, and every other command starts faster without it.)"""
+    from mcp.server.fastmcp import FastMCP, Image
+    from mcp.server.fastmcp.exceptions import ToolError
+
+    server = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def guarded(fn):
+        """A tool whose errors reach the client as one line (an error result), never a traceback."""
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except WebfreezeError as exc:
+                raise ToolError(str(exc)) from None
+        return wrapper
+
+    @server.tool()
+    @guarded
+    def list_tasks() -> str:
+        """The tasks of this run: id, category, instruction, start URL and status (todo, playing, done)."""
+        return json.dumps(session.list_tasks(), indent=1, ensure_ascii=False)
+
+    @server.tool()
+    @guarded
+    def start_task(task_id: str | None = None) -> str:
+        """Start a task (default: the next one not played): opens its start page and returns the
+        instruction and the page snapshot."""
+        return session.start_task(task_id)
+
+    @server.tool()
+    @guarded
+    def navigate(url: str) -> str:
+        """Go to a URL (only what the frozen site recorded can be shown)."""
+        return session.act(Action("goto", url=url))
+
+    @server.tool()
+    @guarded
+    def click(ref: str, element: str | None = None) -> str:
+        """Click the element with this ref (from the snapshot). ``element``: a description, for people."""
+        return session.act(Action("click", bid=ref))
+
+    @server.tool()
+    @guarded
+    def type(ref: str, text: str, submit: bool = False, element: str | None = None) -> str:
+        """Type text into the field with this ref (replacing what it holds); ``submit`` presses
+        Enter afterwards (a second step)."""
+        answer = session.act(Action("fill", bid=ref, text=text))
+        # (Enter only after typing that went through, in an episode still open)
+        if submit and session.task_id is not None and not (session.obs or {}).get("last_action_error"):
+            answer = session.act(Action("press", bid=ref, key="Enter"))
+        return answer
+
+    @server.tool()
+    @guarded
+    def select(ref: str, value: str, element: str | None = None) -> str:
+        """Choose an option (by value or label) in the drop-down with this ref."""
+        return session.act(Action("select", bid=ref, value=value))
+
+    @server.tool()
+    @guarded
+    def press(key: str, ref: str | None = None) -> str:
+        """Press a key (Enter, Tab, ArrowDown, ...) in the element with this ref, or in the page."""
+        return session.act(Action("press", bid=ref, key=key))
+
+    @server.tool()
+    @guarded
+    def scroll(direction: str = "down", amount: int = SCROLL_PX) -> str:
+        """Scroll the page up, down, left or right by ``amount`` pixels."""
+        if direction not in ("up", "down", "left", "right"):
+            raise MCPError(f"scroll direction {direction!r}: up, down, left or right")
+        if amount < 1:
+            raise MCPError(f"scroll amount {amount}: a number of pixels, 1 or more")
+        return session.act(Action("scroll", direction=direction, amount=amount))
+
+    @server.tool()
+    @guarded
+    def back() -> str:
+        """Go back to the previous page."""
+        return session.act(Action("go_back"))
+
+    @server.tool()
+    @guarded
+    def snapshot() -> str:
+        """The current page as an ARIA snapshot (YAML) with refs for the actions."""
+        return session.snapshot()
+
+    @server.tool()
+    @guarded
+    def screenshot():  # (an Image: a string annotation could not be resolved from here)
+        """A PNG of the current viewport (browser backend)."""
+        return Image(data=session.screenshot(), format="png")
+
+    @server.tool()
+    @guarded
+    def answer(text: str) -> str:
+        """Give the task's answer: this ends the episode (it is recorded and scored later)."""
+        return session.act(Action("answer", text=text))
+
+    return server
+
+
+def _protocol_stdout():
+    """Keep the process's standard output for the protocol alone: a duplicate of it is returned
+    (as the SDK's text stream) and descriptor 1 is pointed at standard error, so anything else
+    written there (a print, a child process) lands on stderr."""
+    sys.stdout.flush()
+    proto = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return io.TextIOWrapper(os.fdopen(proto, "wb", buffering=0), encoding="utf-8", write_through=True)
+
+
+def serve(server, stdout) -> None:
+    """Serve ``server`` over stdio (this process's stdin, the protocol's ``stdout``) until the
+    client closes its end."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    async def run() -> None:
+        async with stdio_server(stdout=anyio.wrap_file(stdout)) as (read, write):
+            low = server._mcp_server  # (FastMCP runs stdio only on sys.stdout, which is stderr here)
+            await low.run(read, write, low.create_initialization_options())
+
+    anyio.run(run)
+
+
+def run_server(suite: str, **settings) -> None:
+    """``webfreeze mcp``: prepare the run (:func:`prepare_session` takes ``settings``), then serve
+    its tasks over stdio until the client goes; the open episode and the manifest are written
+    whatever ends the serving."""
+    session = prepare_session(suite, **settings)
+    try:
+        server = build_server(session)
+        print(f"webfreeze mcp: serving {session.description} on stdio", file=sys.stderr, flush=True)
+        serve(server, _protocol_stdout())
+    finally:
+        session.close()
+
+
+def prepare_session(suite: str, *, task: str | None, out: str | None, archive: str | None, backend: str,
+                    seed: int, max_steps: int, screenshots: bool) -> Session:
+    """Check everything (the suite, its archive, the run folder) and open the run folder; a
+    :class:`RunError` (one line) before anything is written when something is wrong. An archive
+    in place of the suite is served for exploration (:class:`ExploreSession`), with nothing written."""
+    path = Path(suite)
+    if path.is_file() and path.suffix not in (".json", ".jsonl"):
+        return _explore_session(path, task=task, out=out, archive=archive, backend=backend, seed=seed,
+                                max_steps=max_steps, screenshots=screenshots)
+    prep = prepare(*build_run(suite, AGENT_SPEC, out or DEFAULT_OUT, archive=archive, backend=backend, seed=seed,
+                              max_steps=max_steps, screenshots=screenshots, tasks=[task] if task else []))
+    return Session(prep, single=task if task and len(prep.suite.tasks) == 1 else None)
+
+
+def _explore_session(path: Path, *, task, out, archive, backend, seed, max_steps, screenshots) -> ExploreSession:
+    """The checks for an archive served alone: no run options, an archive that opens, a page to start at."""
+    for given, option in ((task, "--task"), (out, "--out"), (archive, "--archive"), (screenshots or None, "--screenshots")):
+        if given:
+            raise RunError(f"{path}: an archive served alone has no tasks and writes no run, so {option} does not "
+                           f"apply; serve a suite whose manifest names the archive to record and score episodes")
+    check_backend(backend, RunError)
+    try:
+        with Archive.open(path) as arc:
+            first = next(iter(arc.pages(limit=1)), None)
+    except ArchiveError as exc:
+        raise RunError(str(exc)) from None
+    if first is None:
+        raise RunError(f"{path}: the archive records no page to start exploring at (serve a suite instead)")
+    config = RunSpec(suite="", archive=str(path), agent=AGENT_SPEC, backend=backend, seed=seed, max_steps=max_steps)
+    return ExploreSession(path, config)

@@ -18,6 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from webfreeze.common.canonical import canonical_json
+
 from .errors import TaskError
 
 SUITE_FORMAT = "webfreeze-suite"
@@ -98,7 +100,7 @@ class Suite:
 
 def canonical_line(obj: Any) -> str:
     """The canonical JSON text of one task: sorted keys, no spaces, UTF-8 kept as is."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return canonical_json(obj)
 
 
 def suite_digest(task_objects: list[dict]) -> str:

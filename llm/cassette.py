@@ -32,6 +32,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from webfreeze.common.canonical import canonical_json
 from webfreeze.llm.errors import CassetteError, CassetteMiss, LLMError
 
 FORMAT = "webfreeze-llm-cassette"
@@ -44,8 +45,8 @@ BUSY_TIMEOUT_S = 30.0
 
 # ------------------------------------------------------------------------------ canonical requests
 def _dumps(value) -> str:
-    """The one JSON spelling we write: sorted keys, compact, UTF-8 text kept as is, no NaN."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """The canonical JSON spelling, refusing NaN: a request holding one is not JSON an API takes."""
+    return canonical_json(value, allow_nan=False)
 
 
 def _data_url_digest(url: str) -> str:

@@ -37,6 +37,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from webfreeze.common.canonical import canonical_bytes
 from webfreeze.common.errors import WebfreezeError
 
 EXPORT_FORMAT = "webfreeze-onnx-export"
@@ -76,10 +77,6 @@ def export_key(model_id: str, fingerprint: str) -> dict:
     """What identifies an export: the model, its files' fingerprint, our export procedure, the tools."""
     return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "model": model_id, "model_fingerprint": fingerprint,
             "opset": OPSET, "tools": versions()}
-
-
-def _canonical(obj) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 class OnnxEncoder:
@@ -191,7 +188,7 @@ def load_encoder(model, model_id: str, fingerprint: str, cache_dir: str | os.Pat
         raise EncoderError(f"history retrieval needs onnxruntime: {INSTALL_HINT}") from None
     key = export_key(model_id, fingerprint)
     folder = Path(cache_dir) if cache_dir is not None else default_dir()
-    name = hashlib.sha256(_canonical(key)).hexdigest()[:32]
+    name = hashlib.sha256(canonical_bytes(key)).hexdigest()[:32]
     onnx_path, sidecar_path = folder / f"{name}.onnx", folder / f"{name}.json"
 
     with contextlib.suppress(OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):

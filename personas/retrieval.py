@@ -47,6 +47,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from webfreeze.common.canonical import canonical_bytes
 from webfreeze.common.errors import WebfreezeError
 
 from .history import HistoryError, history_digest, load_history, validate_entry
@@ -236,12 +237,8 @@ def default_cache_dir() -> Path:
     return Path(root) / "history-index"
 
 
-def _canonical(obj) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
 def _texts_digest(texts: list[str]) -> str:
-    return "sha256:" + hashlib.sha256(_canonical(texts)).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_bytes(texts)).hexdigest()
 
 
 class _Cache:
@@ -249,7 +246,7 @@ class _Cache:
 
     def __init__(self, folder: Path, key: dict):
         self.folder, self.key = folder, key
-        name = hashlib.sha256(_canonical(key)).hexdigest()[:32]
+        name = hashlib.sha256(canonical_bytes(key)).hexdigest()[:32]
         self.vectors_path = folder / f"{name}.npy"
         self.sidecar_path = folder / f"{name}.json"
 

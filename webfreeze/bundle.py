@@ -39,6 +39,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from webfreeze.common.digests import file_digest
 from webfreeze.common.errors import WebfreezeError
 
 FORMAT = "webfreeze-bundle"
@@ -85,11 +86,6 @@ class PackPlan:
 
     def add(self, path: str, source: Path) -> None:
         self.entries.append(_Entry(path, Path(source)))
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _read_manifest(run: Path) -> dict:
@@ -194,7 +190,7 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
                 raise BundleError(f"{runs[0]}: the archive it ran ({where}) is not there any more; give --archive")
             archive_path = found
         want = (first.get("archive") or {}).get("digest")
-        if _sha256(archive_path) != want:
+        if file_digest(archive_path) != want:
             raise BundleError(f"{archive_path}: is not the archive the runs used (digest differs from {want})")
     else:
         from webfreeze.eval.tasks import TaskError, load_suite
@@ -293,7 +289,7 @@ def _plan_agent_source(plan: PackPlan, run: Path, name: str, spec: str, code: di
     source = agent_source_path(spec)
     if source is None:
         raise BundleError(f"{run}: --with-agent-source: the source of agent {spec!r} cannot be found here")
-    got = _sha256(source)
+    got = file_digest(source)
     if code.get("source_sha256") and got != code["source_sha256"]:
         raise BundleError(f"{source}: is not the agent source {name} ran (its SHA-256 differs from "
                           f"{code['source_sha256']})")
@@ -312,7 +308,7 @@ def _plan_context(plan: PackPlan, run: Path, name: str, manifest: dict, pools: d
     ctx = manifest.get("context")
     if not isinstance(ctx, dict) or not ctx:
         return None
-    from webfreeze.context import ContextError, a1_trajectory, file_digest, trajectories_digest
+    from webfreeze.context import ContextError, a1_trajectory, trajectories_digest
 
     where = manifest.get("circumstances") if isinstance(manifest.get("circumstances"), dict) else {}
     out = {"pool": None, "a1_run": None}
@@ -430,7 +426,7 @@ def pack(sources: list, out, *, archive: str | None = None, key: str | None = No
                 raise BundleError(f"{e.path}: two files would have this place in the bundle")
             seen.add(e.path)
             resources.append({"name": PurePosixPath(e.path).name, "path": e.path, "bytes": e.source.stat().st_size,
-                              "hash": _sha256(e.source)})
+                              "hash": file_digest(e.source)})
         manifest = {"profile": "data-package", "format": FORMAT, "version": VERSION,
                     "title": title or out.stem, "software": f"webfreeze {__version__}",
                     "contents": plan.contents, "resources": resources}

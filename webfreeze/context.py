@@ -34,6 +34,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from webfreeze.common.digests import file_digest
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import write_atomically
 from webfreeze.eval.longctx import final_url  # one definition, shared with scoring
@@ -137,14 +138,6 @@ class Pool:
     def identity(self) -> dict:
         return {"digest": self.digest, "entries": len(self.entries), "tokens": self.tokens,
                 "tokenizer": self.header.get("tokenizer")}
-
-
-def file_digest(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return "sha256:" + h.hexdigest()
 
 
 def read_pool(path) -> Pool:

@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from webfreeze.common.digests import file_sha256
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import write_json
 
@@ -859,16 +860,10 @@ def _used_entries(out: Path, tasks) -> list:
 def _local_model_identity() -> dict:
     """Which local model answered (its id and GGUF file digest): replies differ between model files
     and llama.cpp builds, so a recorded cassette says what recorded it."""
-    import hashlib
-
     from webfreeze.llm.local import LOCAL_MODEL_ID, local_model_path
 
     path = local_model_path()
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return {"id": LOCAL_MODEL_ID, "file": path.name, "sha256": h.hexdigest(), "llama_cpp_python": _versions().get(
+    return {"id": LOCAL_MODEL_ID, "file": path.name, "sha256": file_sha256(path), "llama_cpp_python": _versions().get(
         "llama_cpp_python")}
 
 

@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from webfreeze.common.canonical import canonical_json
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import write_json
 from webfreeze.simulator.backends import BACKENDS
@@ -61,12 +62,8 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def canonical(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def digest_of(data: Any) -> str:
-    return "sha256:" + hashlib.sha256(canonical(data).encode("utf-8")).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()
 
 
 # ------------------------------------------------------------------------------------ the study file
@@ -275,7 +272,7 @@ def parse_study(data: dict, *, where: str = "study file") -> dict:
     grid = {}
     for axis, values in grid_raw.items():
         vals = c.lst(values, f"grid.{axis}")
-        if len({canonical(v) for v in vals}) != len(vals):
+        if len({canonical_json(v) for v in vals}) != len(vals):
             c.fail(f"grid.{axis}", "a value is listed twice")
         for i, a in enumerate(agents):
             if axis in a["settings"]:
@@ -376,7 +373,7 @@ def _show(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, (dict, list)):
-        return canonical(value)
+        return canonical_json(value)
     return str(value)
 
 
@@ -548,7 +545,7 @@ def _check_agents(study: Study, cells: list[Cell]) -> None:
     seen = set()
     index = {a["label"]: i for i, a in enumerate(study.normalised["agents"])}
     for cell in cells:
-        key = canonical([cell.agent, cell.settings])
+        key = canonical_json([cell.agent, cell.settings])
         if key in seen:
             continue
         seen.add(key)

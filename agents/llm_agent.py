@@ -581,11 +581,11 @@ class LLMAgent(Agent):
     # -------------------------------------------------------------------------------- setup
     @staticmethod
     def _load_tokenizer():
-        from webfreeze.simulator.history import HistoryError, get_tokenizer
+        from webfreeze.simulator.composition import CompositionError, get_tokenizer
 
         try:
             return get_tokenizer(TOKENIZER)
-        except HistoryError as exc:
+        except CompositionError as exc:
             raise AgentError(str(exc)) from None
 
     def _llm_config(self):

@@ -20,7 +20,7 @@ from webfreeze.eval.errors import TaskError
 from webfreeze.eval.longctx import retrieval
 from webfreeze.eval.tasks import dependency_waves, load_suite
 from webfreeze.runner import RunError, run
-from webfreeze.simulator.history import get_tokenizer
+from webfreeze.simulator.composition import get_tokenizer
 from webfreeze.simulator.trajectory import without_timings
 
 from conftest import run_cli

@@ -3,7 +3,7 @@ context of a dependent task (the long-context WebAgents paper's A1 -> fillers ->
 
 A task with ``depends_on`` is subtask A2 of the task it names (A1). Under a context condition
 (``RunConfig.context``, ``bench run --context``) the runner composes A2's prior context with
-:func:`webfreeze.simulator.history.compose_history`: A1's trajectory (from this run, or from a
+:func:`webfreeze.simulator.composition.compose_context`: A1's trajectory (from this run, or from a
 finished run named by ``a1_run``), then whole trajectories from a filler pool, in an order fixed by
 the seed, until the target number of tokens, then A2's instruction. The agent gets the text in its
 task view (``context``); the episode starts at the final URL of the last injected trajectory (A1's
@@ -43,7 +43,7 @@ POOL_FORMAT = "webfreeze-context-pool"
 POOL_VERSION = 1
 CONTEXT_KEYS = ("tokens", "pool", "tokenizer", "seed", "a1_run")
 DEFAULT_TOKENIZER = "cl100k_base"
-# compose_history's tolerance: a context within 5% under its target counts as that target
+# compose_context's tolerance: a context within 5% under its target counts as that target
 TOLERANCE = 0.05
 STEP_FIELDS = ("step", "url", "action", "thought", "reflection", "url_after")
 SHIPPED_POOL = Path(__file__).resolve().parent / "demo" / "data" / "context-pool.jsonl"
@@ -95,11 +95,11 @@ def check_context(context: dict | None) -> dict:
     tokenizer = context.get("tokenizer") or DEFAULT_TOKENIZER
     if not isinstance(tokenizer, str):
         raise ContextError("context.tokenizer must be a tokenizer name (cl100k_base)")
-    from webfreeze.simulator.history import HistoryError, get_tokenizer
+    from webfreeze.simulator.composition import CompositionError, get_tokenizer
 
     try:
         get_tokenizer(tokenizer)
-    except HistoryError as exc:
+    except CompositionError as exc:
         raise ContextError(f"context.tokenizer: {exc}") from None
     seed = context.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -177,7 +177,7 @@ def read_pool(path) -> Pool:
 
 
 def entry_trajectory(entry: dict) -> dict:
-    """A pool entry as the trajectory :func:`compose_history` reads (its ``task_id`` is the entry id)."""
+    """A pool entry as the trajectory :func:`compose_context` reads (its ``task_id`` is the entry id)."""
     steps = [{"step": s.get("step", i), "url": s.get("url"), "action": s.get("action"),
               "agent_fields": {"thought": s.get("thought"), "reflection": s.get("reflection")}}
              for i, s in enumerate(entry["steps"]) if isinstance(s, dict)]
@@ -202,12 +202,9 @@ def _entry(traj: dict, instruction: str | None, source: int) -> dict:
 
 
 def entry_tokens(entry: dict, tokenizer) -> int:
-    from webfreeze.simulator.history import _steps_of, _opt_str, render_session
+    from webfreeze.simulator.composition import render_trajectory
 
-    traj = entry_trajectory(entry)
-    steps = _steps_of(traj, 1, "filler")
-    return tokenizer.count(render_session(1, "filler", entry["id"], entry.get("instruction"), steps,
-                                          _opt_str(traj.get("answer"))))
+    return tokenizer.count(render_trajectory(entry_trajectory(entry), 1, "filler", entry.get("instruction")))
 
 
 def build_pool(sources: list, *, tokenizer: str = DEFAULT_TOKENIZER, min_steps: int = 1,
@@ -221,11 +218,11 @@ def build_pool(sources: list, *, tokenizer: str = DEFAULT_TOKENIZER, min_steps: 
     shifted. The same task several times gives entries ``TASK``, ``TASK~2``, ... in the order of the
     sources, so a pool of runs merged with another run equals the pool of all those runs. Every entry
     is counted again with ``tokenizer`` (its id is part of what is counted)."""
-    from webfreeze.simulator.history import HistoryError, get_tokenizer
+    from webfreeze.simulator.composition import CompositionError, get_tokenizer
 
     try:
         tok = get_tokenizer(tokenizer)
-    except HistoryError as exc:
+    except CompositionError as exc:
         raise ContextError(str(exc)) from None
     sources_out, entries, counts = [], [], {}
 
@@ -358,7 +355,7 @@ def compose(task, a1_traj: dict, pool: Pool | None, context: dict, instructions:
     """A dependent task's prior context: (the ``context`` its view gets, the ``context`` record its
     trajectory gets, the URL its episode starts at). ``task`` is the suite's :class:`Task` (A2),
     ``a1_traj`` A1's trajectory (any end; an episode that failed gives what it did)."""
-    from webfreeze.simulator.history import HistoryError, compose_history
+    from webfreeze.simulator.composition import CompositionError, compose_context
 
     a1, a2 = task.depends_on, task.id
     a1_traj = dict(a1_traj, task_id=a1)
@@ -375,9 +372,9 @@ def compose(task, a1_traj: dict, pool: Pool | None, context: dict, instructions:
     names = dict(instructions)
     names.update({e["id"]: e.get("instruction") for e in fillers})
     try:
-        h = compose_history(pool_trajs, a1, a2, context["tokens"], seed=context["seed"],
+        h = compose_context(pool_trajs, a1, a2, context["tokens"], seed=context["seed"],
                             tokenizer=context["tokenizer"], instructions=names, tolerance=TOLERANCE)
-    except HistoryError as exc:
+    except CompositionError as exc:
         raise ContextError(f"task {a2}: {exc}") from None
     if h.fillers:
         start = by_entry[h.fillers[-1]].get("final_url")

@@ -49,13 +49,13 @@ from typing import Any
 
 from webfreeze.common.canonical import canonical_bytes
 from webfreeze.common.errors import WebfreezeError
-from webfreeze.llm.embeddings import (export_key, load_encoder, load_minilm, minilm_path,
+from webfreeze.llm.embeddings import (MODEL_ID, export_key, load_encoder, load_minilm, minilm_path,
                                       offline_sentence_transformers)
 from webfreeze.llm.errors import EmbeddingError
 
 from .history import HistoryError, history_digest, load_history, validate_entry
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_MODEL = MODEL_ID  # the MiniLM that llm.embeddings loads from its package
 DEFAULT_KEY_FIELDS = ("type", "object")
 ALL_FIELDS = ("timestamp", "type", "object", "website")
 KEY_FIELDS = ("timestamp", "type", "object", "website", "status")  # the template's order

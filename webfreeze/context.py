@@ -38,11 +38,11 @@ from webfreeze.common.digests import file_digest
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import write_atomically
 from webfreeze.eval.longctx import final_url  # one definition, shared with scoring
+from webfreeze.simulator.composition import DEFAULT_TOKENIZER
 
 POOL_FORMAT = "webfreeze-context-pool"
 POOL_VERSION = 1
 CONTEXT_KEYS = ("tokens", "pool", "tokenizer", "seed", "a1_run")
-DEFAULT_TOKENIZER = "cl100k_base"
 # compose_context's tolerance: a context within 5% under its target counts as that target
 TOLERANCE = 0.05
 STEP_FIELDS = ("step", "url", "action", "thought", "reflection", "url_after")

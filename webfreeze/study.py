@@ -34,6 +34,7 @@ from webfreeze.common.canonical import canonical_json
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import write_json
 from webfreeze.simulator.backends import BACKENDS
+from webfreeze.simulator.composition import DEFAULT_TOKENIZER
 
 STUDY_FORMAT = "webfreeze-study"
 STUDY_VERSION = 1
@@ -41,7 +42,6 @@ STUDY_JSON = "study.json"
 CELLS_DIR = "cells"
 PERSONAS_DIR = "personas"
 PERSONA_SUITE_DIR = "persona-suite"
-DEFAULT_TOKENIZER = "cl100k_base"
 
 TOP_KEYS = ("name", "description", "suite", "suites", "archive", "backend", "max_steps", "seed", "repeats",
             "screenshots", "site_models", "persona", "history", "tasks", "agents", "grid", "context", "personas")

@@ -156,7 +156,7 @@ def versions() -> dict[str, str]:
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            raise EmbeddingError(f"embeddings need {name}: {INSTALL_HINT}") from None
+            raise EmbeddingError(f"the ONNX encoder needs {name}: {INSTALL_HINT}") from None
     return out
 
 
@@ -272,7 +272,7 @@ def load_encoder(model, model_id: str, fingerprint: str, cache_dir: str | os.Pat
     try:
         import onnxruntime  # noqa: F401
     except ImportError:
-        raise EmbeddingError(f"embeddings need onnxruntime: {INSTALL_HINT}") from None
+        raise EmbeddingError(f"the ONNX encoder needs onnxruntime: {INSTALL_HINT}") from None
     key = export_key(model_id, fingerprint)
     folder = Path(cache_dir) if cache_dir is not None else default_export_dir()
     name = hashlib.sha256(canonical_bytes(key)).hexdigest()[:32]
@@ -290,7 +290,7 @@ def load_encoder(model, model_id: str, fingerprint: str, cache_dir: str | os.Pat
     try:
         import onnx  # noqa: F401  (torch.onnx.export writes through it)
     except ImportError:
-        raise EmbeddingError(f"embeddings need onnx to export the model once: {INSTALL_HINT}") from None
+        raise EmbeddingError(f"the ONNX encoder needs onnx to export the model once: {INSTALL_HINT}") from None
     try:
         raw, names = _export(model)
         encoder = OnnxEncoder(model, _session(raw), names, "exported")

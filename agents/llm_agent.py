@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from webfreeze.common.text import collapse_ws
-from webfreeze.simulator.actions import Action, ActionError, format_action, normalize_dialect, try_parse
+from webfreeze.simulator.actions import (ENDING_KINDS, Action, ActionError, format_action, normalize_dialect,
+                                         try_parse)
 
 from .base import Agent, AgentError
 from .memory import STRATEGIES, check_template, describe_step, make_memory, step_number
@@ -80,8 +81,6 @@ CONTEXT_TEMPLATES = {
     "reflection-final.txt": {"goal", "step", "title", "url", "thought", "action"},
     "reflected.txt": {"step", "reflection"},
 }
-# Action kinds that end the episode: no later observation will show their outcome.
-ENDING_KINDS = ("answer", "infeasible")
 _QUERY_LINE = re.compile(r"(?im)^[ \t>*#_-]*(?:\d+[.)][ \t]*)?query[ \t*_]*\d*[ \t*_]*:[ \t*_]*(.+?)[ \t*_]*$")
 
 
@@ -581,11 +580,11 @@ class LLMAgent(Agent):
     # -------------------------------------------------------------------------------- setup
     @staticmethod
     def _load_tokenizer():
-        from webfreeze.simulator.history import HistoryError, get_tokenizer
+        from webfreeze.simulator.composition import CompositionError, get_tokenizer
 
         try:
             return get_tokenizer(TOKENIZER)
-        except HistoryError as exc:
+        except CompositionError as exc:
             raise AgentError(str(exc)) from None
 
     def _llm_config(self):

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from webfreeze.common.text import collapse_ws
+from webfreeze.llm import embeddings
+from webfreeze.llm.errors import EmbeddingError
 
 from .base import AgentError
 
@@ -254,6 +256,15 @@ class DynamicMemory(MemoryStrategy):
         return Selection(chosen, {"asked": True, "reply": completion.text, "invalid": invalid}, [completion])
 
 
+def _as_agent_error(fn, *args):
+    """``fn(*args)``, an embedding failure (missing weights or library) raised as the agent's own
+    one-line :class:`AgentError`, as the runner reports agent set-up problems."""
+    try:
+        return fn(*args)
+    except EmbeddingError as exc:
+        raise AgentError(f"the embedding memory: {exc}") from None
+
+
 class EmbeddingMemory(MemoryStrategy):
     """``embedding``: the ``m`` past steps whose text is nearest (cosine, all-MiniLM-L6-v2) to the goal
     plus the current view. Ties go to the more recent step. No LLM call."""
@@ -261,21 +272,15 @@ class EmbeddingMemory(MemoryStrategy):
     name = "embedding"
 
     def __init__(self, m: int = 3):
-        from .embeddings import check_available
-
         self.m = _count(m, "m")
-        check_available()
+        _as_agent_error(embeddings.check_available)
         self._vectors: dict[str, object] = {}
 
     def config(self) -> dict:
-        from .embeddings import MODEL_ID
-
-        return {"strategy": self.name, "m": self.m, "embedding_model": MODEL_ID}
+        return {"strategy": self.name, "m": self.m, "embedding_model": embeddings.MODEL_ID}
 
     def prepare(self) -> None:
-        from .embeddings import load_minilm
-
-        load_minilm()  # here rather than in the first step that needs it (its time would count as the agent's)
+        _as_agent_error(embeddings.load_minilm)  # here rather than in the first step that needs it (its time would count as the agent's)
 
     def reset(self) -> None:
         self._vectors = {}
@@ -283,17 +288,13 @@ class EmbeddingMemory(MemoryStrategy):
     def _vector(self, text: str):
         # A past step's text does not change: encode it once per episode.
         if text not in self._vectors:
-            from .embeddings import embed
-
-            self._vectors[text] = embed([text])[0]
+            self._vectors[text] = _as_agent_error(embeddings.embed, [text])[0]
         return self._vectors[text]
 
     def choose(self, history, goal, obs_text, *, task_id="", step=None, llm=None) -> Selection:
         if not history or self.m == 0:
             return Selection([], {"scores": {}})
-        from .embeddings import embed
-
-        query = embed([f"{goal}\n{(obs_text or '')[:QUERY_CHARS]}"])[0]
+        query = _as_agent_error(embeddings.embed, [f"{goal}\n{(obs_text or '')[:QUERY_CHARS]}"])[0]
         scored = []
         for i, entry in enumerate(history):
             # Rounded so that float noise in the last digits cannot reorder near-ties across machines.

@@ -4,7 +4,7 @@
 The history is synthetic and seeded (shopping, restaurant, hotel and clinic entries in the
 Persona2Web shape, ~10% repeated searches and visits, some off-site noise), built here so the
 benchmark does not depend on the persona generator. The model and its ONNX encoder
-(personas/encoder.py) are loaded (and timed) once first, so the build row is the embedding and
+(llm/embeddings.py) are loaded (and timed) once first, so the build row is the embedding and
 indexing of the entries, not the model's start-up.
 
 - **index build**: ``HistoryIndex.build(entries, cache=False)`` (all-MiniLM-L6-v2 through ONNX

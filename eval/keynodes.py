@@ -52,6 +52,8 @@ import re
 from typing import Any, Callable
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from webfreeze.simulator.axtree import BID_ATTR  # the attribute a DOM snapshot's bids are stamped in
+
 from .behaviour import efficiency_ratio
 from .judge import DEFAULT_JUDGE, Judge, ask
 from .trajectory import normalise_selector, step_urls
@@ -250,7 +252,6 @@ class DomCache:
         return self.queries[key]
 
 
-BID_ATTR = "data-wf-bid"
 DOM_PATH = re.compile(r"dom/[0-9a-f]{64}\.html\.zst\Z")
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .rubric import UNDECIDED
+
 NO_LEVEL = "-"
 # Deciders of rubric items that are not judges (``decided_by``). "agent's word" is kept for
 # results scored before an intent resting on the agent's answer alone became "undecided".
@@ -16,7 +18,6 @@ NOT_JUDGES = ("rule", "instruction", "ground truth", "infrastructure", "undecide
 # The deciders that are the rules (an item decided from the trajectory, the instruction or the
 # task's final-state checks).
 RULE_DECIDERS = ("rule", "instruction", "ground truth")
-UNDECIDED = "undecided"
 
 
 def _mean(values: list[float]) -> float | None:

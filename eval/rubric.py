@@ -39,6 +39,8 @@ import re
 from typing import Any, Iterable
 from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
+from webfreeze.simulator.actions import ENDING_KINDS  # they show a page but do not use it
+
 from .judge import Judge, ask
 from .text import contains_phrase, normalise
 from .trajectory import browser_steps, history_steps
@@ -179,10 +181,6 @@ def retrieval_evidence(trajectory: dict) -> list[str]:
 def _entry_line(entry: dict) -> str:
     """A returned entry as the judge sees it: ``type: object (website)``."""
     return f"{entry.get('type') or ''}: {entry.get('object') or ''} ({entry.get('website') or ''})"
-
-
-# Actions that end an episode: they show a page but do not use it.
-ENDING_KINDS = ("answer", "infeasible")
 
 
 def _acting_steps(trajectory: dict) -> list[dict]:

@@ -18,6 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from webfreeze.common.canonical import canonical_json
+
 from .errors import TaskError
 
 SUITE_FORMAT = "webfreeze-suite"
@@ -98,7 +100,7 @@ class Suite:
 
 def canonical_line(obj: Any) -> str:
     """The canonical JSON text of one task: sorted keys, no spaces, UTF-8 kept as is."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return canonical_json(obj)
 
 
 def suite_digest(task_objects: list[dict]) -> str:
@@ -333,6 +335,18 @@ def _read_text(path: Path) -> str:
         raise TaskError(exc.strerror or str(exc), path) from None
 
 
+def _json_lines(path: Path):
+    """``(line number, value)`` of each non-blank line of the JSONL file ``path``; a line that is
+    not JSON is a :class:`TaskError` naming the file, the line and the column."""
+    for lineno, raw in enumerate(_read_text(path).splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield lineno, json.loads(raw)
+        except ValueError as exc:
+            raise TaskError(f"not valid JSON ({exc.msg} at column {exc.colno})", path, lineno) from None
+
+
 def load_tasks_jsonl(path: str | os.PathLike, *, roots: list[Path] | None = None,
                      categories: list[str] | None = None, dependencies: bool = True) -> tuple[list[Task], str]:
     """Tasks of a JSONL file (blank lines skipped) and the suite digest over them.
@@ -344,18 +358,11 @@ def load_tasks_jsonl(path: str | os.PathLike, *, roots: list[Path] | None = None
     ``categories``: when given, every task's category must be one of them.
     """
     path = Path(path)
-    text = _read_text(path)
     roots = roots or [path.parent]
     tasks: list[Task] = []
     objects: list[dict] = []
     seen: dict[str, int] = {}
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except ValueError as exc:
-            raise TaskError(f"not valid JSON ({exc.msg} at column {exc.colno})", path, lineno) from None
+    for lineno, obj in _json_lines(path):
         task = validate_task(obj, file=path, line=lineno, roots=roots)
         if task.id in seen:
             raise TaskError(f"duplicate task id {task.id!r} (first on line {seen[task.id]})", path, lineno)
@@ -638,13 +645,7 @@ def load_persona2web(path: str | os.PathLike) -> Suite:
     ``persona2web-level<N>``; id: the file's ``task_id``."""
     p = Path(path)
     rows: list[tuple[int, dict]] = []
-    for lineno, raw in enumerate(_read_text(p).splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except ValueError as exc:
-            raise TaskError(f"not valid JSON ({exc.msg} at column {exc.colno})", p, lineno) from None
+    for lineno, obj in _json_lines(p):
         if not isinstance(obj, dict) or not PERSONA2WEB_FIELDS <= set(obj):
             raise TaskError(f"a Persona2Web query needs {', '.join(sorted(PERSONA2WEB_FIELDS))}", p, lineno)
         rows.append((lineno, obj))

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import sqlite_utils
 
+from webfreeze.common.canonical import canonical_json
+from webfreeze.common.files import FILE_MODE
 from webfreeze.llm.errors import CassetteError, CassetteMiss, LLMError
 
 FORMAT = "webfreeze-llm-cassette"
@@ -44,8 +46,8 @@ BUSY_TIMEOUT_S = 30.0
 
 # ------------------------------------------------------------------------------ canonical requests
 def _dumps(value) -> str:
-    """The one JSON spelling we write: sorted keys, compact, UTF-8 text kept as is, no NaN."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """The canonical JSON spelling, refusing NaN: a request holding one is not JSON an API takes."""
+    return canonical_json(value, allow_nan=False)
 
 
 def _data_url_digest(url: str) -> str:
@@ -537,17 +539,6 @@ class Cassette:
                     or not isinstance(response.get("usage"), dict):
                 problems.append(f"{label}: response lacks its text or usage")
         return problems
-
-
-def _file_mode() -> int:
-    """The mode a new file gets under the umask (read once, at import: umask can only be read by
-    setting it, which must not race with another thread creating files)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-FILE_MODE = _file_mode()
 
 
 def _damaged(exc: sqlite3.DatabaseError) -> bool:

@@ -49,3 +49,8 @@ class CassetteMiss(LLMError):
 
 class CassetteError(LLMError):
     """A cassette file that cannot be used: missing, unreadable, damaged or of another format."""
+
+
+class EmbeddingError(LLMError):
+    """Embeddings cannot be computed: a model, its weights or a library it needs is missing or
+    damaged, or its ONNX export does not match it."""

@@ -3,6 +3,6 @@ generator of deterministic personas from the simulated sites' catalogues, person
 and retrieval over a user's history (embeddings + FAISS, cached on disk).
 
 This stage may import ``common`` helpers, ``simulator`` (the sites' catalogues) and
-``agents.embeddings`` (the offline MiniLM loader); the environment reaches a user's history through
+``llm.embeddings`` (the offline embedding models); the environment reaches a user's history through
 an object it is handed (``search(query)``), never by importing this package.
 """

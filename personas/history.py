@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
+from webfreeze.common.canonical import canonical_json
 from webfreeze.common.errors import WebfreezeError
 
 TYPES = ("web search", "web visit", "purchase", "booking", "review & rating")
@@ -168,7 +169,7 @@ def write_history(path: str | os.PathLike, entries: Iterable[dict]) -> None:
 
 def canonical_line(entry: dict) -> str:
     """The canonical JSON of an entry (sorted keys, no spaces, non-ASCII kept): what the digest hashes."""
-    return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return canonical_json(entry)
 
 
 def history_digest(entries: Iterable[dict]) -> str:

@@ -10,7 +10,7 @@ key = type + object, top 20 with similarity > 0.5) with our choices where the pa
   fixed template, ``"{timestamp} {type}: {object} ({website}) [{status}]"`` keeping only the parts
   named; ``key_fields="all"`` is timestamp, type, object and website (the paper's "all fields").
 - **Vectors**: unit length (cosine = inner product), float32, computed by ONNX Runtime from the
-  sentence-transformers model's own ONNX export (``personas/encoder.py``: exported once from the
+  sentence-transformers model's own ONNX export (``llm/embeddings.py``: exported once from the
   local weights, checked against the model's ``encode`` to 1e-5, cached), for the index and the
   query alike: one computation path. (sentence-transformers' own PyTorch forward pass took ~14 ms
   for one short query on a 2-core CPU, ONNX Runtime ~5 ms.) Identical key texts are embedded once
@@ -47,11 +47,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from webfreeze.common.canonical import canonical_bytes
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.llm.embeddings import (MODEL_ID, export_key, load_encoder, load_minilm, minilm_path,
+                                      offline_sentence_transformers)
+from webfreeze.llm.errors import EmbeddingError
 
 from .history import HistoryError, history_digest, load_history, validate_entry
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_MODEL = MODEL_ID  # the MiniLM that llm.embeddings loads from its package
 DEFAULT_KEY_FIELDS = ("type", "object")
 ALL_FIELDS = ("timestamp", "type", "object", "website")
 KEY_FIELDS = ("timestamp", "type", "object", "website", "status")  # the template's order
@@ -62,14 +66,14 @@ CACHE_FORMAT = "webfreeze-history-index"
 CACHE_VERSION = 1
 # Bump when the key-text template or the way vectors are computed changes: old caches then miss.
 KEY_TEXT_VERSION = 1
-# 1: sentence-transformers encode (PyTorch); 2: ONNX Runtime over the model's export (personas/encoder.py)
+# 1: sentence-transformers encode (PyTorch); 2: ONNX Runtime over the model's export (llm/embeddings.py)
 EMBEDDING_VERSION = 2
 
 # Bound on how far FAISS's float32 inner product of unit vectors can be from the exact one.
 _FLOAT32_SLACK = 1e-5
 
 _MODELS: dict[str, Any] = {}  # loaded sentence-transformers models, by resolved folder or name
-_ENCODERS: dict[str, Any] = {}  # their ONNX encoders (personas/encoder.py), by the same key
+_ENCODERS: dict[str, Any] = {}  # their ONNX encoders (llm/embeddings.py), by the same key
 
 
 class RetrievalError(WebfreezeError):
@@ -121,12 +125,9 @@ def _model_source(model: str) -> tuple[str, Path | None]:
     """``(model id, local folder or None)``: the default resolves to the installed MiniLM package;
     an existing folder is itself; anything else is a name for the local Hugging Face cache."""
     if model == DEFAULT_MODEL or model == f"sentence-transformers/{DEFAULT_MODEL}":
-        from webfreeze.agents.base import AgentError
-        from webfreeze.agents.embeddings import minilm_path
-
         try:
             return DEFAULT_MODEL, minilm_path()
-        except AgentError as exc:
+        except EmbeddingError as exc:
             raise RetrievalError(str(exc)) from None
     p = Path(model).expanduser()
     if p.is_dir():
@@ -161,24 +162,15 @@ def _load_model(model_id: str, folder: Path | None):
     if key in _MODELS:
         return _MODELS[key]
     if model_id == DEFAULT_MODEL:
-        from webfreeze.agents.base import AgentError
-        from webfreeze.agents.embeddings import load_minilm
-
         try:
             _MODELS[key] = load_minilm()  # the process's one MiniLM, shared with the agents' memory
-        except AgentError as exc:
+        except EmbeddingError as exc:
             raise RetrievalError(str(exc)) from None
         return _MODELS[key]
-    # Before the import: huggingface_hub reads these once, and nothing here may reach the network.
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
     try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError:
-        raise RetrievalError("history retrieval needs sentence-transformers: pip install 'webfreeze[agents]'") from None
-    from webfreeze.agents.embeddings import quiet_loading
-
-    quiet_loading()
+        SentenceTransformer = offline_sentence_transformers()
+    except EmbeddingError as exc:
+        raise RetrievalError(str(exc)) from None
     try:
         _MODELS[key] = SentenceTransformer(str(folder) if folder else model_id, device="cpu", local_files_only=True)
     except Exception as exc:  # not in the local cache, or a damaged folder: one line, never a download
@@ -190,26 +182,22 @@ def _load_model(model_id: str, folder: Path | None):
 
 
 def _load_encoder(model_id: str, folder: Path | None):
-    """The model's ONNX encoder (personas/encoder.py), made once per process."""
+    """The model's ONNX encoder (llm/embeddings.py), made once per process."""
     key = str(folder) if folder is not None else model_id
     if key not in _ENCODERS:
-        from .encoder import EncoderError, load_encoder
-
         model = _load_model(model_id, folder)
         try:
             _ENCODERS[key] = load_encoder(model, model_id, _fingerprint(folder, model_id))
-        except EncoderError as exc:
+        except EmbeddingError as exc:
             raise RetrievalError(str(exc)) from None
     return _ENCODERS[key]
 
 
 def _embedding_key(model_id: str, fingerprint: str) -> dict:
     """What decides the vectors besides the texts: the backend and the export's key (versions)."""
-    from .encoder import EncoderError, export_key
-
     try:
         return {"backend": "onnxruntime", "export": export_key(model_id, fingerprint)}
-    except EncoderError as exc:
+    except EmbeddingError as exc:
         raise RetrievalError(str(exc)) from None
 
 
@@ -236,12 +224,8 @@ def default_cache_dir() -> Path:
     return Path(root) / "history-index"
 
 
-def _canonical(obj) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
 def _texts_digest(texts: list[str]) -> str:
-    return "sha256:" + hashlib.sha256(_canonical(texts)).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_bytes(texts)).hexdigest()
 
 
 class _Cache:
@@ -249,7 +233,7 @@ class _Cache:
 
     def __init__(self, folder: Path, key: dict):
         self.folder, self.key = folder, key
-        name = hashlib.sha256(_canonical(key)).hexdigest()[:32]
+        name = hashlib.sha256(canonical_bytes(key)).hexdigest()[:32]
         self.vectors_path = folder / f"{name}.npy"
         self.sidecar_path = folder / f"{name}.json"
 
@@ -371,7 +355,7 @@ class HistoryIndex:
         ``model``: the default MiniLM, a sentence-transformers model name (local cache only) or a
         folder. ``key_fields``: a sequence, ``"type,object"`` or ``"all"``. ``cache_dir``: where the
         vectors are cached (default :func:`default_cache_dir`); ``cache=False`` neither reads nor
-        writes an index cache (the model's ONNX export has its own cache, ``personas/encoder.py``).
+        writes an index cache (the model's ONNX export has its own cache, ``llm/embeddings.py``).
         Errors are one-line :class:`RetrievalError`."""
         if not isinstance(batch_size, int) or batch_size < 1:
             raise RetrievalError(f"batch size must be a positive integer, not {batch_size!r}")

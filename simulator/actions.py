@@ -28,6 +28,8 @@ from webfreeze.common.errors import WebfreezeError
 
 KINDS = ("click", "fill", "select", "scroll", "go_back", "go_forward", "goto", "noop", "answer",
          "infeasible", "hover", "press", "history_search")
+# Actions that end the episode: no later observation shows their outcome.
+ENDING_KINDS = ("answer", "infeasible")
 # Actions that never touch the browser: a search of the user's history (answered by the environment
 # from the task's persona, recorded as a step of kind "history", outside the navigation budget).
 NON_BROWSER_KINDS = ("history_search",)

@@ -45,10 +45,10 @@ import gymnasium as gym
 from . import spaces as wf_spaces
 
 from webfreeze.archives import archive_digest
+from webfreeze.archives.content import DecodeError, content_encoding, decode_content
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.http import header_value
 
-from webfreeze.replayer.content import DecodeError, content_encoding, decode_content
 from webfreeze.replayer.hooks import SiteModel, host_key
 from webfreeze.replayer.matching import AGENT_RULES
 from webfreeze.replayer.server import ReplayServer

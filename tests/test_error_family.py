@@ -87,7 +87,7 @@ def test_builtin_bases_are_kept(exception_classes):
     expected = {
         "webfreeze.simulator.actions.ActionError": ValueError,
         "webfreeze.simulator.axtree.AXTreeError": ValueError,
-        "webfreeze.simulator.history.HistoryError": ValueError,
+        "webfreeze.simulator.composition.CompositionError": ValueError,
         "webfreeze.runs.context.ContextError": ValueError,
         "webfreeze.simulator.browser.BrowserUnavailable": RuntimeError,
         "webfreeze.simulator.env.EnvError": RuntimeError,

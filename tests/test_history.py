@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from webfreeze.simulator.history import (CL100K_SHA256, TARGET_TOKENS, HistoryError, compose_history, count_tokens,
+from webfreeze.simulator.composition import (CL100K_SHA256, TARGET_TOKENS, CompositionError, compose_context, count_tokens,
                                          filler_order, get_tokenizer, load_trajectories)
 
 WORDS = ("paper abstract listing category search result author version figure table section citation submit "
@@ -72,7 +72,7 @@ def test_tokenizer_equals_tiktokens_own_definition(monkeypatch, tok):
 
 @pytest.mark.parametrize("target", TARGET_TOKENS)
 def test_each_target_size(pool, tok, target):
-    h = compose_history(pool, "task-001", "task-002", target, seed=7, instructions={"task-002": "Now do A2."})
+    h = compose_context(pool, "task-001", "task-002", target, seed=7, instructions={"task-002": "Now do A2."})
     assert h.tokenizer == "cl100k_base"
     assert h.tokens == tok.count(h.text)
     assert target * 0.95 <= h.tokens <= target
@@ -86,12 +86,12 @@ def test_each_target_size(pool, tok, target):
 
 
 def test_more_tokens_means_more_fillers(pool):
-    counts = [len(compose_history(pool, "task-001", "task-002", t, seed=3).fillers) for t in TARGET_TOKENS]
+    counts = [len(compose_context(pool, "task-001", "task-002", t, seed=3).fillers) for t in TARGET_TOKENS]
     assert counts == sorted(counts) and counts[0] < counts[-1]
 
 
 def test_structured_steps(pool):
-    h = compose_history(pool, "task-010", "task-011", 25_000, seed=0)
+    h = compose_context(pool, "task-010", "task-011", 25_000, seed=0)
     a1 = pool[10]
     first = [s for s in h.steps if s.part == "A1"]
     assert len(first) == len(a1["steps"])
@@ -103,52 +103,52 @@ def test_structured_steps(pool):
     assert "Final answer: answer for task-010" in h.text
     assert all(s.session == i for i, sess in enumerate(h.sessions) for s in sess.steps)
     d = h.to_dict()
-    assert d["format"] == "webfreeze-history" and d["version"] == 1
+    assert d["format"] == "webfreeze-composed-context" and d["version"] == 1
     assert json.loads(json.dumps(d)) == d
 
 
 def test_deterministic_for_a_seed(pool):
-    a = compose_history(pool, "task-001", "task-002", 50_000, seed=11)
-    b = compose_history(list(reversed(pool)), "task-001", "task-002", 50_000, seed=11)
+    a = compose_context(pool, "task-001", "task-002", 50_000, seed=11)
+    b = compose_context(list(reversed(pool)), "task-001", "task-002", 50_000, seed=11)
     assert json.dumps(a.to_dict()) == json.dumps(b.to_dict())
-    c = compose_history(pool, "task-001", "task-002", 50_000, seed=12)
+    c = compose_context(pool, "task-001", "task-002", 50_000, seed=12)
     assert c.fillers != a.fillers
     assert filler_order(["x", "y", "z"], 5) == filler_order(["z", "y", "x"], 5)
 
 
 def test_exclusions_and_a2_steps(pool):
-    h = compose_history(pool, "task-001", "task-002", 25_000, seed=1, exclude={"task-003", "task-004"},
+    h = compose_context(pool, "task-001", "task-002", 25_000, seed=1, exclude={"task-003", "task-004"},
                         include_a2_steps=True)
     assert not {"task-003", "task-004"} & set(h.fillers)
     assert h.sessions[-1].steps and h.sessions[-1].steps[0].part == "A2"
 
 
 def test_errors(pool, tmp_path):
-    with pytest.raises(HistoryError, match="A1 'nope' has no trajectory"):
-        compose_history(pool, "nope", "task-002", 25_000)
-    with pytest.raises(HistoryError, match="must be different"):
-        compose_history(pool, "task-001", "task-001", 25_000)
-    with pytest.raises(HistoryError, match="too small"):
-        compose_history(pool[:5], "task-001", "task-002", 150_000)
-    small = compose_history(pool[:5], "task-001", "task-002", 150_000, strict=False)
+    with pytest.raises(CompositionError, match="A1 'nope' has no trajectory"):
+        compose_context(pool, "nope", "task-002", 25_000)
+    with pytest.raises(CompositionError, match="must be different"):
+        compose_context(pool, "task-001", "task-001", 25_000)
+    with pytest.raises(CompositionError, match="too small"):
+        compose_context(pool[:5], "task-001", "task-002", 150_000)
+    small = compose_context(pool[:5], "task-001", "task-002", 150_000, strict=False)
     assert small.tokens < 150_000 and len(small.fillers) == 3
-    with pytest.raises(HistoryError, match="positive integer"):
-        compose_history(pool, "task-001", "task-002", -1)
-    with pytest.raises(HistoryError, match="more than the target"):
-        compose_history(pool, "task-001", "task-002", 50)
-    with pytest.raises(HistoryError, match="unknown tokenizer"):
+    with pytest.raises(CompositionError, match="positive integer"):
+        compose_context(pool, "task-001", "task-002", -1)
+    with pytest.raises(CompositionError, match="more than the target"):
+        compose_context(pool, "task-001", "task-002", 50)
+    with pytest.raises(CompositionError, match="unknown tokenizer"):
         get_tokenizer("gpt-42")
-    with pytest.raises(HistoryError, match="not a webfreeze trajectory"):
-        compose_history([{"task_id": "x"}], "x", "y", 25_000)
-    with pytest.raises(HistoryError, match="version"):
-        compose_history([dict(pool[0], version=9)], "task-000", "y", 25_000)
+    with pytest.raises(CompositionError, match="not a webfreeze trajectory"):
+        compose_context([{"task_id": "x"}], "x", "y", 25_000)
+    with pytest.raises(CompositionError, match="version"):
+        compose_context([dict(pool[0], version=9)], "task-000", "y", 25_000)
 
 
 def test_none_condition_has_no_fillers(pool, tok):
-    h = compose_history(pool, "task-001", "task-002", 0, seed=7, instructions={"task-002": "Now do A2."})
+    h = compose_context(pool, "task-001", "task-002", 0, seed=7, instructions={"task-002": "Now do A2."})
     assert [s.part for s in h.sessions] == ["A1", "A2"] and h.fillers == [] and h.target_tokens == 0
     assert h.tokens == tok.count(h.text) == sum(s.tokens for s in h.sessions)
-    alone = compose_history(pool[1:2], "task-001", "task-002", 0, instructions={"task-002": "Now do A2."})
+    alone = compose_context(pool[1:2], "task-001", "task-002", 0, instructions={"task-002": "Now do A2."})
     assert alone.text == h.text  # A1 alone is enough
 
 
@@ -157,12 +157,12 @@ def test_pool_from_a_folder(pool, tmp_path):
         (tmp_path / f"{t['task_id']}.json").write_text(json.dumps(t))
     (tmp_path / "manifest.json").write_text(json.dumps({"format": "webfreeze-suite"}))  # not a trajectory: skipped
     assert [t["task_id"] for t in load_trajectories(tmp_path)] == [t["task_id"] for t in pool[:20]]
-    h = compose_history(tmp_path, "task-001", "task-002", 25_000, seed=2)
+    h = compose_context(tmp_path, "task-001", "task-002", 25_000, seed=2)
     assert h.fillers and all(f in {t["task_id"] for t in pool[:20]} for f in h.fillers)
     (tmp_path / "broken.json").write_text("{not json")
-    with pytest.raises(HistoryError, match="broken.json: not a JSON trajectory"):
+    with pytest.raises(CompositionError, match="broken.json: not a JSON trajectory"):
         load_trajectories(tmp_path)
-    with pytest.raises(HistoryError, match="no such file"):
+    with pytest.raises(CompositionError, match="no such file"):
         load_trajectories(tmp_path / "missing")
 
 
@@ -177,8 +177,8 @@ def test_swaps_close_a_gap_the_first_pass_leaves(tok):
     small_pool += [make_trajectory(f"f-{i:02d}", rng.choice([1, 2, 4, 7]), rng) for i in range(14)]
     for target in (2000, 3000):
         for seed in range(30):
-            h = compose_history(small_pool, "a1", "a2", target, seed=seed)
+            h = compose_context(small_pool, "a1", "a2", target, seed=seed)
             assert target * 0.95 <= h.tokens <= target, (target, seed, h.tokens)
             assert h.tokens == tok.count(h.text)
             assert len(set(h.fillers)) == len(h.fillers)
-            assert h == compose_history(list(reversed(small_pool)), "a1", "a2", target, seed=seed)
+            assert h == compose_context(list(reversed(small_pool)), "a1", "a2", target, seed=seed)

@@ -39,9 +39,6 @@ STAGES = sorted(MAY_IMPORT)
 # Imports the table does not grant yet, each with its reason and what ends it. The test fails on any
 # other violation, and on an entry here that no longer happens (the list cannot go stale).
 KNOWN = {
-    # the embedding loaders move below both agents and personas (issue 35, "names that say one thing")
-    ("personas/retrieval.py", "webfreeze.agents.base"): "MiniLM loading errors, until the loaders move",
-    ("personas/retrieval.py", "webfreeze.agents.embeddings"): "the MiniLM loaders, until they move",
     # personas are generated from the simulated sites' catalogues (DESIGN.md, "Personalisation") and
     # their tasks are kept to what the archive recorded: DESIGN's table should grant these two
     ("personas/catalogue.py", "webfreeze.simulator.sites.catalogue"): "the sites' catalogues",

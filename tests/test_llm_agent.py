@@ -18,7 +18,7 @@ from webfreeze.agents import make_agent
 from webfreeze.agents.base import AgentError, TaskView
 from webfreeze.agents.llm_agent import LLMAgent, PromptSet, action_string, cut_observation, parse_reply
 from webfreeze.simulator.actions import try_parse
-from webfreeze.simulator.history import count_tokens, get_tokenizer
+from webfreeze.simulator.composition import count_tokens, get_tokenizer
 
 
 class ScriptedLLM(ChatServer):

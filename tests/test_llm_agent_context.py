@@ -25,7 +25,7 @@ from webfreeze.agents.base import AgentError, TaskView
 from webfreeze.agents.llm_agent import (DEFAULT_CONTEXT_TOKENS, ContextPrompts, LLMAgent, cut_context,
                                         labelled_text)
 from webfreeze.agents.services import AgentServices
-from webfreeze.simulator.history import compose_history, get_tokenizer
+from webfreeze.simulator.composition import compose_context, get_tokenizer
 
 WORDS = ("paper abstract listing category search result author version figure table section citation submit "
          "filter date range advanced query cart product price rating size colour checkout booking hotel city "
@@ -48,12 +48,12 @@ def _trajectory(task_id: str, n_steps: int, rng: random.Random, *, answer: str |
 
 def make_context(target: int) -> dict:
     """A prior context as the runner hands it to the agent (contract: text, tokens, sessions...),
-    composed by simulator/history.py: A1's trajectory (which found FACT), fillers, then A2."""
+    composed by simulator/composition.py: A1's trajectory (which found FACT), fillers, then A2."""
     rng = random.Random(7)
     pool = [_trajectory(A1, 3, rng, answer=FACT)] + [_trajectory(f"filler-{i:02d}", rng.randint(3, 8), rng)
                                                        for i in range(40)]
     pool[0]["steps"][-1]["agent_fields"]["thought"] = f"The abstract page says {FACT}."
-    history = compose_history(pool, A1, A2, target, instructions={A1: "Find the first author of 2401.00001",
+    history = compose_context(pool, A1, A2, target, instructions={A1: "Find the first author of 2401.00001",
                                                                   A2: "Find that author's newest paper"},
                               strict=False)
     return {"text": history.text, "tokens": history.tokens, "target_tokens": target, "tokenizer": "cl100k_base",

@@ -21,7 +21,7 @@ from webfreeze.eval.longctx import retrieval
 from webfreeze.eval.tasks import dependency_waves, load_suite
 from webfreeze.runs.spec import RunError
 from webfreeze.runs.execute import run
-from webfreeze.simulator.history import get_tokenizer
+from webfreeze.simulator.composition import get_tokenizer
 from webfreeze.simulator.trajectory import without_timings
 
 from conftest import run_cli

@@ -374,7 +374,7 @@ def test_a_fresh_process_gives_the_same_bytes(history, tmp_path):
 
 # ------------------------------------------------------------------------------------------ the ONNX export
 def test_export_cache_is_reused_and_a_damaged_one_exported_again(model, encoder, tmp_path):
-    from webfreeze.personas.encoder import load_encoder
+    from webfreeze.llm.embeddings import load_encoder
 
     fp = retrieval._fingerprint(*reversed(retrieval._model_source(retrieval.DEFAULT_MODEL)))
     first = load_encoder(model, "all-MiniLM-L6-v2", fp, tmp_path)
@@ -432,7 +432,7 @@ def test_model_not_on_disk_is_one_line_and_never_downloaded(history):
 def test_a_model_by_folder_path(history, tmp_path):
     """Any sentence-transformers folder: here the installed MiniLM's, named by its path (its own
     model id in the identity and the cache key, the same vectors)."""
-    from webfreeze.agents.embeddings import minilm_path
+    from webfreeze.llm.embeddings import minilm_path
 
     by_path = HistoryIndex.build(history, model=str(minilm_path()), cache_dir=tmp_path)
     default = HistoryIndex.build(history, cache_dir=tmp_path)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from llm_server import ChatServer, completion
 
+from webfreeze.compare import run_difference
 from webfreeze.demo import ARCHIVE
 
 pytestmark = pytest.mark.slow
@@ -29,16 +30,6 @@ pytestmark = pytest.mark.slow
 def _cli(*args, timeout=900, env=None):
     return subprocess.run([sys.executable, "-m", "webfreeze", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, env=env)
-
-
-def _comparable(run: Path) -> tuple[dict, dict]:
-    from webfreeze.simulator.trajectory import without_timings
-
-    trajectories = {p.name: without_timings(json.loads(p.read_text(encoding="utf-8")))
-                    for p in sorted((run / "trajectories").glob("*.json"))}
-    report = json.loads((run / "report.json").read_text(encoding="utf-8"))
-    report.pop("timings")
-    return trajectories, report
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +97,7 @@ def test_on_demand_with_the_local_model_replays_to_identical_results(benchmark):
                 "obs_tokens=600", "--llm", "local", "--max-steps", "1", "--cassette", live / "llm-cassette.sqlite",
                 "--cassette-mode", "replay")
     assert proc.returncode == 0, proc.stderr
-    assert _comparable(again) == _comparable(live)
+    assert run_difference(live, again) is None
 
 
 class Planner(ChatServer):
@@ -161,4 +152,4 @@ def test_pre_execution_retrieves_from_the_real_index_and_replays(benchmark):
                 "--llm-key-env", "NO_KEY_NEEDED", "--max-steps", "3",
                 "--cassette", live / "llm-cassette.sqlite", "--cassette-mode", "replay")
     assert proc.returncode == 0, proc.stderr
-    assert _comparable(again) == _comparable(live)
+    assert run_difference(live, again) is None

@@ -16,6 +16,7 @@ import pytest
 from testbed.apps import start_django
 from testbed.fixtures import webfreeze
 from webfreeze.archives import Archive
+from webfreeze.compare import run_difference
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
 try:
@@ -72,18 +73,6 @@ def test_replay_check_is_exact_and_never_reaches_the_application(testbed, name, 
     assert summary["min_text_similarity"] == 1.0 and summary["max_pixel_difference"] == 0
 
 
-def _comparable(run: Path) -> tuple[dict, str]:
-    """A run's trajectories and report.json, timings aside."""
-    from webfreeze.eval.report import report_json
-    from webfreeze.simulator.trajectory import dumps, without_timings
-
-    trajectories = {p.name: dumps(without_timings(json.loads(p.read_text())))
-                    for p in sorted((run / "trajectories").glob("*.json"))}
-    report = json.loads((run / "report.json").read_text())
-    report.pop("timings")
-    return trajectories, report_json(report)
-
-
 @pytest.mark.parametrize("name", APPS)
 def test_the_reference_agent_passes_offline_and_its_bundle_reproduces_elsewhere(testbed, name, tmp_path):
     suite, app = testbed.suite(name), testbed.app(name)
@@ -114,7 +103,7 @@ def test_the_reference_agent_passes_offline_and_its_bundle_reproduces_elsewhere(
     assert "identical to the bundled run" in r.stdout, r.stdout
     rerun = next((elsewhere / "rerun" / "runs").iterdir())
     if not redact:
-        assert _comparable(rerun) == _comparable(run)
+        assert run_difference(run, rerun) is None
         return
     _no_credentials_in(bundle, tmp_path / "members", suite.parent / f"{name}.wfz")
 

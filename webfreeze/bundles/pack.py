@@ -47,11 +47,12 @@ from webfreeze.archives import archive_digest
 from webfreeze.archives.verify import verify as verify_archive
 from webfreeze.archives.warc_export import export
 from webfreeze.bundles.redaction import (SecretsFound, check_shareable, make_redactor, redact_doms, redact_text_file)
+from webfreeze.common.digests import file_digest
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.eval.tasks import TaskError, load_suite
 from webfreeze.llm.cassette import redact_file, verify_file, write_subset
 from webfreeze.llm.errors import LLMError
-from webfreeze.runs.context import ContextError, a1_trajectory, file_digest, trajectories_digest
+from webfreeze.runs.context import ContextError, a1_trajectory, trajectories_digest
 from webfreeze.runs.execute import manifest_path
 from webfreeze.runs.prepare import agent_source_path, resolve_archive
 from webfreeze.runs.spec import RunError
@@ -100,11 +101,6 @@ class PackPlan:
 
     def add(self, path: str, source: Path) -> None:
         self.entries.append(_Entry(path, Path(source)))
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def read_run_manifest(run: Path) -> dict:
@@ -204,7 +200,7 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
                 raise BundleError(f"{runs[0]}: the archive it ran ({where}) is not there any more; give --archive")
             archive_path = found
         want = (first.get("archive") or {}).get("digest")
-        if _sha256(archive_path) != want:
+        if file_digest(archive_path) != want:
             raise BundleError(f"{archive_path}: is not the archive the runs used (digest differs from {want})")
     else:
         try:
@@ -294,7 +290,7 @@ def _plan_agent_source(plan: PackPlan, run: Path, name: str, spec: str, code: di
     source = agent_source_path(spec)
     if source is None:
         raise BundleError(f"{run}: --with-agent-source: the source of agent {spec!r} cannot be found here")
-    got = _sha256(source)
+    got = file_digest(source)
     if code.get("source_sha256") and got != code["source_sha256"]:
         raise BundleError(f"{source}: is not the agent source {name} ran (its SHA-256 differs from "
                           f"{code['source_sha256']})")
@@ -491,7 +487,7 @@ def pack(sources: list, out, *, archive: str | None = None, key: str | None = No
                 raise BundleError(f"{e.path}: two files would have this place in the bundle")
             seen.add(e.path)
             resources.append({"name": PurePosixPath(e.path).name, "path": e.path, "bytes": e.source.stat().st_size,
-                              "hash": _sha256(e.source)})
+                              "hash": file_digest(e.source)})
         manifest = {"profile": "data-package", "format": FORMAT, "version": VERSION,
                     "title": title or out.stem, "software": f"webfreeze {__version__}",
                     "contents": plan.contents, "resources": resources}

@@ -19,12 +19,11 @@ from webfreeze.agents import AgentError, agent_class
 from webfreeze.bundles.pack import (BundleError, check_context_members, check_digests, check_signature, extract,
                                     open_bundle)
 from webfreeze.eval.report import report_json, write_report
-from webfreeze.llm.cassette import first_difference
 from webfreeze.llm.errors import LLMError
+from webfreeze.runs.compare import run_difference
 from webfreeze.runs.execute import execute
 from webfreeze.runs.prepare import prepare
 from webfreeze.runs.spec import RunError, build_run
-from webfreeze.simulator.trajectory import dumps, without_timings
 
 
 def agent_settings(manifest: dict) -> dict:
@@ -41,16 +40,6 @@ def agent_settings(manifest: dict) -> dict:
     return {k: v for k, v in config.items() if k in params and k != "self"}
 
 
-def _comparable_trajectory(path: Path, stale: set | None = None) -> str:
-    """A trajectory without its timings; with ``stale`` (step numbers), those steps' ``obs_digest``
-    left out: a redacted bundle's steps whose observation showed a secret (see webfreeze.bundles.redaction)."""
-    traj = without_timings(json.loads(path.read_text(encoding="utf-8")))
-    for step in traj.get("steps") or [] if stale else []:
-        if isinstance(step, dict) and step.get("step") in stale:
-            step.pop("obs_digest", None)
-    return dumps(traj)
-
-
 def _stale_steps(path: Path) -> set:
     try:
         steps = json.loads(path.read_text(encoding="utf-8")).get("steps") or []
@@ -60,42 +49,16 @@ def _stale_steps(path: Path) -> set:
             and s.get("dom")}
 
 
-def comparable_report(report: dict) -> dict:
-    """A report without its ``timings`` section: what a replay must reproduce byte for byte."""
-    return {k: v for k, v in report.items() if k != "timings"}
-
-
-def _first_difference(ours, theirs) -> str:
-    return first_difference(ours, theirs) or "(the same)"
-
-
 def compare_run(bundled: Path, rerun: Path) -> str | None:
     """The first difference between a bundled run and its re-run, one line, or None when the
     trajectories (timings aside) and the reports (their timings section aside) are byte-identical."""
-    old = sorted(p.name for p in (bundled / "trajectories").glob("*.json"))
-    new = sorted(p.name for p in (rerun / "trajectories").glob("*.json"))
-    if old != new:
-        gone = sorted(set(old) - set(new)) or sorted(set(new) - set(old))
-        return f"trajectory {gone[0]} is only in {'the bundle' if gone[0] in old else 'the re-run'}"
     try:
         redacted = bool((json.loads((bundled / "manifest.json").read_text(encoding="utf-8")).get("circumstances")
                          or {}).get("redacted"))
     except (OSError, ValueError, AttributeError):
         redacted = False
-    for name in old:
-        stale = _stale_steps(bundled / "trajectories" / name) if redacted else None
-        a, b = _comparable_trajectory(bundled / "trajectories" / name, stale), _comparable_trajectory(
-            rerun / "trajectories" / name, stale)
-        if a != b:
-            where = _first_difference(json.loads(b), json.loads(a))
-            return f"trajectory {name} differs at {where}"
-    if not (bundled / "report.json").is_file():
-        return None  # a run bundled without its report: the trajectories are what was checked
-    a = json.loads((bundled / "report.json").read_text(encoding="utf-8"))
-    b = json.loads((rerun / "report.json").read_text(encoding="utf-8"))
-    if report_json(comparable_report(a)) != report_json(comparable_report(b)):
-        return f"report.json differs at {_first_difference(comparable_report(b), comparable_report(a))}"
-    return None
+    stale = (lambda name: _stale_steps(bundled / "trajectories" / name)) if redacted else None
+    return run_difference(bundled, rerun, stale=stale, names=("the bundle", "the re-run"))
 
 
 def _safe_name(name: str) -> str:

@@ -11,13 +11,15 @@ which (``replay``; eval/replay_provenance.py), so a difference that rests on the
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from webfreeze.eval.errors import ReportError
 from webfreeze.eval.replay_provenance import run_provenance
-from webfreeze.eval.report import build_report
+from webfreeze.eval.report import build_report, report_json
 from webfreeze.eval.trajectory import validate_trajectory
-from webfreeze.simulator.trajectory import without_timings
+from webfreeze.llm.cassette import first_difference as json_difference
+from webfreeze.simulator.trajectory import dumps, without_timings
 
 STEP_FIELDS = ("action", "url", "error", "url_after")
 END_FIELDS = ("answer", "end", "final_state")
@@ -136,3 +138,52 @@ def compare_runs(run_a, run_b) -> dict:
             "identical": counts["different"] == counts["only_a"] == counts["only_b"] == 0,
             "counts": counts, "tasks": rows, "categories": categories,
             "replay": {"a": replay_a, "b": replay_b}}
+
+
+# ------------------------------------------------------------------ two runs equal apart from timings
+def comparable_report(report: dict) -> dict:
+    """A report without its ``timings`` section: what a re-run must reproduce byte for byte."""
+    return {k: v for k, v in report.items() if k != "timings"}
+
+
+def comparable_trajectory(traj: dict, stale: set | None = None) -> str:
+    """A trajectory's text without its timing fields; the steps numbered in ``stale`` also lose
+    their ``obs_digest`` (a redacted bundle's steps whose observation showed a secret: replay
+    cannot show the page it hid, see webfreeze.redaction)."""
+    traj = without_timings(traj)
+    for step in traj.get("steps") or [] if stale else []:
+        if isinstance(step, dict) and step.get("step") in stale:
+            step.pop("obs_digest", None)
+    return dumps(traj)
+
+
+def _read_json(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run_difference(a, b, *, stale: Callable[[str], set] | None = None,
+                   names: tuple[str, str] = ("the first run", "the second run")) -> str | None:
+    """The first difference between run folders ``a`` (the reference) and ``b``, as one line, or
+    None when their trajectories (timing fields aside) and ``report.json`` (its ``timings`` aside)
+    are byte-identical. A report is compared when ``a`` has one (a run kept without its report is
+    checked by its trajectories). ``stale(name)`` gives a trajectory's steps whose observation
+    digest is not compared; ``names`` words the two sides in the line."""
+    a, b = Path(a), Path(b)
+    old = sorted(p.name for p in (a / "trajectories").glob("*.json"))
+    new = sorted(p.name for p in (b / "trajectories").glob("*.json"))
+    if old != new:
+        only = sorted(set(old) - set(new)) or sorted(set(new) - set(old))
+        return f"trajectory {only[0]} is only in {names[0] if only[0] in old else names[1]}"
+    for name in old:
+        skip = stale(name) if stale else None
+        ta, tb = (comparable_trajectory(_read_json(run / "trajectories" / name), skip) for run in (a, b))
+        if ta != tb:
+            return f"trajectory {name} differs at {json_difference(json.loads(tb), json.loads(ta)) or '(the same)'}"
+    if not (a / "report.json").is_file():
+        return None
+    if not (b / "report.json").is_file():
+        return f"report.json is only in {names[0]}"
+    ra, rb = (comparable_report(_read_json(run / "report.json")) for run in (a, b))
+    if report_json(ra) != report_json(rb):
+        return f"report.json differs at {json_difference(rb, ra) or '(the same)'}"
+    return None

@@ -3,7 +3,7 @@ context of a dependent task (the long-context WebAgents paper's A1 -> fillers ->
 
 A task with ``depends_on`` is subtask A2 of the task it names (A1). Under a context condition
 (``RunSpec.context``, ``bench run --context``) the runner composes A2's prior context with
-:func:`webfreeze.simulator.history.compose_history`: A1's trajectory (from this run, or from a
+:func:`webfreeze.simulator.composition.compose_context`: A1's trajectory (from this run, or from a
 finished run named by ``a1_run``), then whole trajectories from a filler pool, in an order fixed by
 the seed, until the target number of tokens, then A2's instruction. The agent gets the text in its
 task view (``context``); the episode starts at the final URL of the last injected trajectory (A1's
@@ -34,18 +34,18 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from webfreeze.common.digests import file_digest
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import write_atomically
 from webfreeze.eval.longctx import final_url  # one definition, shared with scoring
+from webfreeze.simulator.composition import (DEFAULT_TOKENIZER, CompositionError, compose_context, get_tokenizer,
+                                             render_trajectory)
 from webfreeze.simulator.trajectory import without_timings
-from webfreeze.simulator.history import (HistoryError, compose_history, get_tokenizer, render_session, session_steps,
-                                         text_or_none)
 
 POOL_FORMAT = "webfreeze-context-pool"
 POOL_VERSION = 1
 CONTEXT_KEYS = ("tokens", "pool", "tokenizer", "seed", "a1_run")
-DEFAULT_TOKENIZER = "cl100k_base"
-# compose_history's tolerance: a context within 5% under its target counts as that target
+# compose_context's tolerance: a context within 5% under its target counts as that target
 TOLERANCE = 0.05
 STEP_FIELDS = ("step", "url", "action", "thought", "reflection", "url_after")
 SHIPPED_POOL = Path(__file__).resolve().parent / "demo" / "data" / "context-pool.jsonl"
@@ -100,7 +100,7 @@ def check_context(context: dict | None) -> dict:
 
     try:
         get_tokenizer(tokenizer)
-    except HistoryError as exc:
+    except CompositionError as exc:
         raise ContextError(f"context.tokenizer: {exc}") from None
     seed = context.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -141,14 +141,6 @@ class Pool:
                 "tokenizer": self.header.get("tokenizer")}
 
 
-def file_digest(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return "sha256:" + h.hexdigest()
-
-
 def read_pool(path) -> Pool:
     """A pool file, checked (raises :class:`ContextError` naming the file and line)."""
     p = Path(path)
@@ -186,7 +178,7 @@ def read_pool(path) -> Pool:
 
 
 def entry_trajectory(entry: dict) -> dict:
-    """A pool entry as the trajectory :func:`compose_history` reads (its ``task_id`` is the entry id)."""
+    """A pool entry as the trajectory :func:`compose_context` reads (its ``task_id`` is the entry id)."""
     steps = [{"step": s.get("step", i), "url": s.get("url"), "action": s.get("action"),
               "agent_fields": {"thought": s.get("thought"), "reflection": s.get("reflection")}}
              for i, s in enumerate(entry["steps"]) if isinstance(s, dict)]
@@ -211,10 +203,7 @@ def _entry(traj: dict, instruction: str | None, source: int) -> dict:
 
 
 def entry_tokens(entry: dict, tokenizer) -> int:
-    traj = entry_trajectory(entry)
-    steps = session_steps(traj, 1, "filler")
-    return tokenizer.count(render_session(1, "filler", entry["id"], entry.get("instruction"), steps,
-                                          text_or_none(traj.get("answer"))))
+    return tokenizer.count(render_trajectory(entry_trajectory(entry), 1, "filler", entry.get("instruction")))
 
 
 def build_pool(sources: list, *, tokenizer: str = DEFAULT_TOKENIZER, min_steps: int = 1,
@@ -230,7 +219,7 @@ def build_pool(sources: list, *, tokenizer: str = DEFAULT_TOKENIZER, min_steps: 
     is counted again with ``tokenizer`` (its id is part of what is counted)."""
     try:
         tok = get_tokenizer(tokenizer)
-    except HistoryError as exc:
+    except CompositionError as exc:
         raise ContextError(str(exc)) from None
     sources_out, entries, counts = [], [], {}
 
@@ -376,9 +365,9 @@ def compose(task, a1_traj: dict, pool: Pool | None, context: dict, instructions:
     names = dict(instructions)
     names.update({e["id"]: e.get("instruction") for e in fillers})
     try:
-        h = compose_history(pool_trajs, a1, a2, context["tokens"], seed=context["seed"],
+        h = compose_context(pool_trajs, a1, a2, context["tokens"], seed=context["seed"],
                             tokenizer=context["tokenizer"], instructions=names, tolerance=TOLERANCE)
-    except HistoryError as exc:
+    except CompositionError as exc:
         raise ContextError(f"task {a2}: {exc}") from None
     if h.fillers:
         start = by_entry[h.fillers[-1]].get("final_url")

@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from webfreeze.common.digests import file_sha256
 from webfreeze.common.files import write_json
 from webfreeze.runs.context import ContextError, a1_trajectory, compose, run_instructions
 from webfreeze.runs.executors import make_executor
@@ -242,14 +243,9 @@ def _used_entries(out: Path, tasks) -> list:
 def _local_model_identity() -> dict:
     """Which local model answered (its id and GGUF file digest): replies differ between model files
     and llama.cpp builds, so a recorded cassette says what recorded it."""
-
     path = local_model_path()
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return {"id": LOCAL_MODEL_ID, "file": path.name, "sha256": h.hexdigest(), "llama_cpp_python": package_versions().get(
-        "llama_cpp_python")}
+    return {"id": LOCAL_MODEL_ID, "file": path.name, "sha256": file_sha256(path),
+            "llama_cpp_python": package_versions().get("llama_cpp_python")}
 
 
 def _run_relative(path, out) -> str:

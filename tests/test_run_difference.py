@@ -1,0 +1,74 @@
+"""webfreeze.compare.run_difference: two run folders equal apart from timings, or the first place
+they part, in one line (the check ``bundle run`` and the reproduction tests share)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from webfreeze.common.files import json_text
+from webfreeze.compare import run_difference
+
+TRAJ = {"format": "webfreeze-trajectory", "version": 1, "task_id": "t1", "timing": {"total_ms": 12.5},
+        "steps": [{"step": 0, "action": "click [3]", "url": "http://shop.test/", "obs_digest": "sha256:aa",
+                   "timing": {"env_ms": 3.1}},
+                  {"step": 1, "action": "answer [x]", "url": "http://shop.test/p", "obs_digest": "sha256:bb",
+                   "timing": {"env_ms": 4.0}}],
+        "answer": "x", "end": "answer"}
+REPORT = {"format": "webfreeze-report", "summary": {"overall": {"success_rate": 1.0}}, "timings": {"wall_s": 3.0}}
+
+
+def _run(folder: Path, trajectories: dict, report: dict | None = REPORT) -> Path:
+    (folder / "trajectories").mkdir(parents=True)
+    for name, traj in trajectories.items():
+        (folder / "trajectories" / f"{name}.json").write_text(json_text(traj), encoding="utf-8")
+    if report is not None:
+        (folder / "report.json").write_text(json_text(report), encoding="utf-8")
+    return folder
+
+
+def _retimed(traj: dict) -> dict:
+    out = copy.deepcopy(traj)
+    out["timing"]["total_ms"] = 99.0
+    for s in out["steps"]:
+        s["timing"]["env_ms"] += 7
+    return out
+
+
+def test_runs_equal_apart_from_timings(tmp_path):
+    a = _run(tmp_path / "a", {"t1": TRAJ})
+    b = _run(tmp_path / "b", {"t1": _retimed(TRAJ)}, dict(REPORT, timings={"wall_s": 9.9}))
+    assert run_difference(a, b) is None
+
+
+def test_a_different_step_is_named(tmp_path):
+    other = _retimed(TRAJ)
+    other["steps"][1]["action"] = "answer [y]"
+    a, b = _run(tmp_path / "a", {"t1": TRAJ}), _run(tmp_path / "b", {"t1": other})
+    assert run_difference(a, b) == "trajectory t1.json differs at steps[1].action at char 8"
+
+
+def test_a_missing_trajectory_or_report_is_named(tmp_path):
+    a = _run(tmp_path / "a", {"t1": TRAJ, "t2": dict(TRAJ, task_id="t2")})
+    b = _run(tmp_path / "b", {"t1": TRAJ})
+    assert run_difference(a, b, names=("the bundle", "the re-run")) == "trajectory t2.json is only in the bundle"
+    assert run_difference(b, a) == "trajectory t2.json is only in the second run"
+    c = _run(tmp_path / "c", {"t1": TRAJ}, report=None)
+    assert run_difference(b, c) == "report.json is only in the first run"
+    assert run_difference(c, b) is None  # a reference kept without its report: trajectories are the check
+
+
+def test_a_different_report_is_named(tmp_path):
+    changed = json.loads(json.dumps(REPORT))
+    changed["summary"]["overall"]["success_rate"] = 0.5
+    a, b = _run(tmp_path / "a", {"t1": TRAJ}), _run(tmp_path / "b", {"t1": TRAJ}, changed)
+    assert run_difference(a, b).startswith("report.json differs at summary.overall.success_rate")
+
+
+def test_stale_steps_skip_only_their_observation_digest(tmp_path):
+    other = copy.deepcopy(TRAJ)
+    other["steps"][0]["obs_digest"] = "sha256:cc"
+    a, b = _run(tmp_path / "a", {"t1": TRAJ}), _run(tmp_path / "b", {"t1": other})
+    assert run_difference(a, b, stale=lambda name: {0}) is None
+    assert run_difference(a, b, stale=lambda name: {1}).startswith("trajectory t1.json differs at steps[0].obs_digest")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from webfreeze.compare import run_difference
+from webfreeze.runs.compare import run_difference
 from webfreeze.demo import CASSETTE, LLM_MAX_STEPS, LLM_TASKS, SUITE
 
 # Three of the demo's LLM tasks keep the browser runs short; the cassette they replay is the whole

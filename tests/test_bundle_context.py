@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from webfreeze.compare import run_difference
+from webfreeze.runs.compare import run_difference
 from webfreeze.demo import SUITE
 
 from test_bundle import _cli, _offline_env, _offline_prefix

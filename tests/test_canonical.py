@@ -19,7 +19,7 @@ from webfreeze.eval.tasks import canonical_line, load_suite
 from webfreeze.llm.cassette import canonical_request, request_key
 from webfreeze.personas.generate import generate_persona
 from webfreeze.personas.history import history_digest
-from webfreeze.study import digest_of
+from webfreeze.studies.spec import digest_of
 
 DATA = Path(__file__).resolve().parents[1] / "webfreeze" / "demo" / "data"
 

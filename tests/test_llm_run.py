@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from webfreeze.compare import run_difference
+from webfreeze.runs.compare import run_difference
 from webfreeze.demo import SUITE
 
 TASKS = ("scholar-site-info-001", "shop-001")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from llm_server import ChatServer, completion
 
-from webfreeze.compare import run_difference
+from webfreeze.runs.compare import run_difference
 from webfreeze.demo import ARCHIVE
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""webfreeze.compare.run_difference: two run folders equal apart from timings, or the first place
+"""webfreeze.runs.compare.run_difference: two run folders equal apart from timings, or the first place
 they part, in one line (the check ``bundle run`` and the reproduction tests share)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from webfreeze.common.files import json_text
-from webfreeze.compare import run_difference
+from webfreeze.runs.compare import run_difference
 
 TRAJ = {"format": "webfreeze-trajectory", "version": 1, "task_id": "t1", "timing": {"total_ms": 12.5},
         "steps": [{"step": 0, "action": "click [3]", "url": "http://shop.test/", "obs_digest": "sha256:aa",

@@ -16,7 +16,7 @@ import pytest
 from testbed.apps import start_django
 from testbed.fixtures import webfreeze
 from webfreeze.archives import Archive
-from webfreeze.compare import run_difference
+from webfreeze.runs.compare import run_difference
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
 try:

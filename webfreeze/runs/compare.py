@@ -149,7 +149,7 @@ def comparable_report(report: dict) -> dict:
 def comparable_trajectory(traj: dict, stale: set | None = None) -> str:
     """A trajectory's text without its timing fields; the steps numbered in ``stale`` also lose
     their ``obs_digest`` (a redacted bundle's steps whose observation showed a secret: replay
-    cannot show the page it hid, see webfreeze.redaction)."""
+    cannot show the page it hid, see webfreeze.bundles.redaction)."""
     traj = without_timings(traj)
     for step in traj.get("steps") or [] if stale else []:
         if isinstance(step, dict) and step.get("step") in stale:

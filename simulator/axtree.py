@@ -1102,6 +1102,28 @@ class Tree:
         self._position = {r[1].bid: i for i, r in enumerate(self._shown)}
         self._described: dict = {}  # position -> description made by get() before ``descriptions``
 
+    # ---------------------------------------------------------------- for other observation shapes
+    @property
+    def root(self) -> "_Node":
+        """The tree's root node (``RootWebArea``): nodes have ``role``, ``name``, ``bid``, ``value``,
+        ``props`` and ``children`` (nodes, and strs for text), as ``axtree_text`` renders them."""
+        return self._root
+
+    @property
+    def document(self):
+        """The parsed page (an lxml element tree): the DOM the tree was built from."""
+        return self._b.doc
+
+    def bid_of(self, element) -> str | None:
+        """The bid of an element of :attr:`document`, or None (head, scripts, ...)."""
+        return self._b.bid_of.get(element)
+
+    @property
+    def focused_bid(self) -> str:
+        """The focused element's bid ("" when nothing has focus), as BrowserGym reports it."""
+        el = self._b.focused
+        return (self._b.bid_of.get(el) or "") if el is not None else ""
+
     @functools.cached_property
     def descriptions(self) -> list[dict]:
         """Every element shown, described: bid, role, name, tag, bbox, visible, clickable, value,

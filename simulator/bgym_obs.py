@@ -42,7 +42,6 @@ import itertools
 import gymnasium as gym
 import numpy as np
 from lxml import etree
-
 from webfreeze.archives.timeutil import parse_time
 
 from .axtree import BID_ATTR, Tree
@@ -65,6 +64,9 @@ async def capture_browser(context, page) -> dict:
     """BrowserGym's raw material of the live page: ``{dom, axtree, png, titles, active}`` (the CDP
     DOM snapshot, the merged accessibility tree of all frames, a PNG of the viewport, the open
     pages' titles and the index of ``page`` among them). One CDP session for all of it."""
+    # (imported here: the text backend runs without Playwright)
+    from playwright.async_api import Error as PlaywrightError
+
     cdp = await context.new_cdp_session(page)
     try:
         dom = await cdp.send("DOMSnapshot.captureSnapshot",
@@ -84,7 +86,7 @@ async def capture_browser(context, page) -> dict:
             if node.get("role", {}).get("value") == "Iframe" and "backendDOMNodeId" in node:
                 try:
                     described = await cdp.send("DOM.describeNode", {"backendNodeId": node["backendDOMNodeId"]})
-                except Exception:
+                except PlaywrightError:  # a frame that went away: its tree is left out, as BrowserGym does
                     continue
                 fid = described.get("node", {}).get("frameId")
                 if fid in trees and fid != ids[0] and trees[fid]["nodes"]:
@@ -97,7 +99,7 @@ async def capture_browser(context, page) -> dict:
     for p in pages:
         try:
             titles.append(await p.title())
-        except Exception:  # a page closing meanwhile
+        except PlaywrightError:  # a page closing meanwhile
             titles.append("")
     return {"dom": dom, "axtree": {"nodes": nodes}, "png": base64.b64decode(shot["data"]), "titles": titles,
             "active": pages.index(page) if page in pages else 0}

@@ -12,12 +12,12 @@ import warnings
 
 import numpy as np
 import pytest
-
-import webfreeze as wf
-from webfreeze.demo import demo_paths
 from webfreeze.simulator.bgym_obs import GREETING, KEYS
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 from webfreeze.simulator.env import EnvError
+
+import webfreeze as wf
+from webfreeze.demo import demo_paths
 
 obs_utils = pytest.importorskip("browsergym.utils.obs", reason="browsergym-core is not installed")
 flatten_axtree_to_str = obs_utils.flatten_axtree_to_str
@@ -41,11 +41,11 @@ def make_env(backend, **kw):
 
 
 def _ax_bids(text: str) -> list[str]:
-    return re.findall(r"^\s*\[([A-Za-z0-9]+)\] ", text, re.M)
+    return re.findall(r"^\s*\[([A-Za-z0-9]+)\] ", text, re.MULTILINE)
 
 
 def _bid_of(text: str, role: str, name: str) -> str:
-    m = re.search(rf"^\s*\[(\w+)\] {role} {re.escape(repr(name))}", text, re.M)
+    m = re.search(rf"^\s*\[(\w+)\] {role} {re.escape(repr(name))}", text, re.MULTILINE)
     assert m, f"no {role} {name!r} in the flattened tree"
     return m.group(1)
 

@@ -50,6 +50,7 @@ OBSERVATIONS = ("default", "browsergym")
 BGYM_BID = "bid"  # BrowserGym's element id attribute (browsergym.core.constants.BROWSERGYM_ID_ATTRIBUTE)
 VIEWPORT = (1920, 1080)
 GREETING = "Hi! I am your UI assistant, I can perform web tasks for you. What can I help you with?"
+CHAT_ROLES = ("user", "user_image", "assistant", "info", "infeasible")  # BrowserGym's Chat.add_message
 SOM_MIN_AREA = 20  # BrowserGym's smallest box for a set-of-marks label (frame_mark_elements.js)
 # CDP property value types, as Chromium reports them, for the text backend's nodes.
 _PROP_TYPES = {"checked": "tristate", "pressed": "tristate", "hasPopup": "token", "orientation": "token",
@@ -458,6 +459,19 @@ class BrowserGymView:
         elif parsed.kind in ("answer", "infeasible"):
             self.chat.append({"role": "assistant" if parsed.kind == "answer" else "infeasible",
                               "timestamp": self.t0 + self.elapsed_s, "message": parsed.text or ""})
+
+    @property
+    def messages(self) -> list:
+        """The chat so far (BrowserGym's ``Chat.messages``)."""
+        return self.chat
+
+    def add_message(self, role: str, msg: str) -> None:
+        """A message put in the chat from outside the episode (a harness's, as BrowserGym's
+        ``Chat.add_message``): ``info`` messages are shown to nobody and kept out, as there."""
+        if role not in CHAT_ROLES:
+            raise ValueError(f"unknown chat role {role!r} (one of {', '.join(CHAT_ROLES)})")
+        if role != "info":
+            self.chat.append({"role": role, "timestamp": self.t0 + self.elapsed_s, "message": msg})
 
     def keys(self, *, tree: Tree, url: str, urls: list, titles: list, active: int, error: str, page: dict) -> dict:
         """BrowserGym's keys for one observation; ``page`` is :func:`from_capture`'s or

@@ -204,6 +204,11 @@ class WebEnv(gym.Env):
         self._history_answer: tuple[str, list] = ("", [])  # what the last step's history search returned
         self.last_timing: dict = {}  # the last reset's or step's duration (reset_ms / step_ms)
 
+    @property
+    def browsergym(self) -> bgym_obs.BrowserGymView | None:
+        """The episode's BrowserGym state (its chat) with ``observation="browsergym"``, else None."""
+        return self._bgym
+
     @functools.cached_property
     def archive_digest(self) -> str:
         return archive_digest(self.config.archive)

@@ -64,7 +64,9 @@ IGNORED = frozenset({"headless", "action_mapping", "pre_observation_delay", "tag
 # BrowserEnv's arguments allowed only at the value the frozen world has.
 FIXED = {"viewport": (None, {"width": 1920, "height": 1080}), "locale": (None, "en-US"),
          "timezone_id": (None, "UTC"), "wait_for_user_message": (False,), "use_raw_page_output": (False,),
-         "task_kwargs": (None, {}), "pw_chromium_kwargs": (None, {}), "pw_context_kwargs": (None, {})}
+         "pw_chromium_kwargs": (None, {}), "pw_context_kwargs": (None, {})}
+# FrozenTaskEnv's own settings, which may also come as task_kwargs.
+TASK_KWARGS = ("archive", "backend", "seed", "max_steps", "screenshots", "record_to", "agent")
 _ID_CHARS = re.compile(r"[^\w.-]")
 
 _registered: dict[str, str] = {}  # suite key -> the suite path its ids were registered for
@@ -113,9 +115,45 @@ def register_suite(path, *, key: str | None = None, archive=None, **defaults) ->
 
 
 def registered_ids(key: str | None = None) -> list[str]:
-    """The ids registered so far (of one suite key, or all), sorted."""
+    """The ids registered so far (of one suite key, or all), each suite's in its order."""
     prefix = f"{NAMESPACE}/{PREFIX}" + (f"{key}." if key else "")
-    return sorted(i for i in gym.registry if i.startswith(prefix))
+    return [i for i in gym.registry if i.startswith(prefix)]
+
+
+# The BrowserGym action subsets an agent is offered here: answers (send_msg_to_user), infeasibility,
+# element actions and navigation; one page, so no tabs; no coordinates.
+ACTION_SUBSETS = ("chat", "infeas", "bid", "nav")
+
+
+def agentlab_benchmark(key: str = DEMO_KEY, *, tasks=None, max_steps: int = 30, seed: int = 0, **settings):
+    """A ``bgym.Benchmark`` of the suite registered under ``key`` (BrowserGym's experiment
+    description that AgentLab's studies and agents take: ``agent_args.set_benchmark(benchmark,
+    demo_mode=False)`` gives the agent the action set this environment understands). ``tasks``
+    narrows it to some task ids; ``settings`` are :class:`FrozenTaskEnv` settings (``backend``,
+    ``record_to``, ``agent``) passed as the tasks' ``task_kwargs``. Needs ``browsergym-experiments``
+    (imported here, late: the registration itself needs no BrowserGym)."""
+    from bgym import Benchmark, HighLevelActionSetArgs
+    from browsergym.experiments.loop import EnvArgs
+
+    bad = sorted(set(settings) - set(TASK_KWARGS))
+    if bad:
+        raise RegistrationError(f"{', '.join(map(repr, bad))}: not a setting of a frozen task "
+                                f"(settings: {', '.join(TASK_KWARGS)})")
+    ids = [i.split("/", 1)[1] for i in registered_ids(key)]
+    if not ids:
+        raise RegistrationError(f"no suite is registered under {key!r} (register_suite(path, key=...))")
+    if tasks is not None:
+        wanted = {f"{PREFIX}{key}.{t}" for t in tasks}
+        missing = sorted(wanted - set(ids))
+        if missing:
+            raise RegistrationError(f"not registered: {', '.join(missing)}")
+        ids = [i for i in ids if i in wanted]
+    task_kwargs = {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}
+    return Benchmark(
+        name=f"{PREFIX}{key}", is_multi_tab=False, supports_parallel_seeds=True, backends=[],
+        high_level_action_set_args=HighLevelActionSetArgs(subsets=ACTION_SUBSETS, multiaction=False),
+        env_args_list=[EnvArgs(task_name=i, task_seed=seed, max_steps=max_steps, headless=True,
+                               task_kwargs=dict(task_kwargs)) for i in ids])
 
 
 class FrozenTaskEnv(gym.Env):
@@ -130,6 +168,17 @@ class FrozenTaskEnv(gym.Env):
     def __init__(self, suite, task: str, *, archive=None, backend: str = "browser", seed: int = 0,
                  max_steps: int = 30, screenshots: bool = False, record_to=None, agent: str = DEFAULT_AGENT,
                  **browsergym_kwargs):
+        # Harnesses that build environments from a task name pass settings as BrowserGym's
+        # task_kwargs (AgentLab's EnvArgs): ours are taken from there too.
+        given = browsergym_kwargs.pop("task_kwargs", None) or {}
+        unknown = sorted(set(given) - set(TASK_KWARGS))
+        if unknown:
+            raise RegistrationError(f"task_kwargs {', '.join(map(repr, unknown))}: not a setting of a frozen task "
+                                    f"(settings: {', '.join(TASK_KWARGS)})")
+        archive = given.get("archive", archive)
+        backend, seed, max_steps = given.get("backend", backend), given.get("seed", seed), given.get("max_steps", max_steps)
+        screenshots, record_to = given.get("screenshots", screenshots), given.get("record_to", record_to)
+        agent = given.get("agent", agent)
         for name, value in browsergym_kwargs.items():
             if name in FIXED:
                 if value not in FIXED[name]:
@@ -286,5 +335,5 @@ def _register_demo() -> None:
 
 _register_demo()
 
-__all__ = ["FrozenTaskEnv", "RegistrationError", "env_id", "record_episode", "register_suite", "registered_ids",
+__all__ = ["FrozenTaskEnv", "agentlab_benchmark", "RegistrationError", "env_id", "record_episode", "register_suite", "registered_ids",
            "suite_key"]

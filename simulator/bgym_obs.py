@@ -12,10 +12,12 @@ built on them (AgentLab's GenericAgent) read our pages unchanged:
 
 - **browser backend**: taken the way BrowserGym takes them, through CDP on the live page
   (:func:`capture_browser`). The bids are our own (``data-wf-bid``, stamped in document order by
-  the observation's MARK_JS), so the ids an agent reads are the ids our actions take. Where
-  BrowserGym writes each bid into ARIA attributes of the live page to find it again in the
-  accessibility tree, we join the two snapshots on Chromium's backend node ids instead: the page is
-  not touched, and its own MutationObservers see nothing.
+  the observation's MARK_JS), so the ids an agent reads are the ids our actions take. The two
+  snapshots are joined on Chromium's backend node ids; while the accessibility tree is read, each
+  element carries BrowserGym's ARIA marks (``browsergym_id_<bid>`` in its role description and
+  description, taken off right after, and out of the tree's nodes), because they change which
+  nodes Chromium keeps: the tree is BrowserGym's own, node for node, but for the ids (tested
+  against ``BrowserEnv`` on the same pages).
 - **text backend**: built to the same shapes from our tree (:func:`from_tree`): the accessibility
   nodes of :class:`~webfreeze.simulator.axtree.Tree` (so ``flatten_axtree_to_str`` gives exactly
   our ``axtree_text``) and a DOM snapshot of the page as our DOM snapshots store it (form state
@@ -38,6 +40,7 @@ from __future__ import annotations
 import base64
 import io
 import itertools
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -72,13 +75,21 @@ async def capture_browser(context, page) -> dict:
     try:
         dom = await cdp.send("DOMSnapshot.captureSnapshot",
                              {"computedStyles": [], "includeDOMRects": True, "includePaintOrder": True})
-        frames = await cdp.send("Page.getFrameTree")
-        ids, todo = [], [frames["frameTree"]]
-        while todo:
-            frame = todo.pop()
-            ids.append(frame["frame"]["id"])
-            todo.extend(frame.get("childFrames", []))
-        trees = {fid: await cdp.send("Accessibility.getFullAXTree", {"frameId": fid}) for fid in ids}
+        # BrowserGym writes each element's id into its ARIA description before reading the
+        # accessibility tree, and that makes Chromium keep nodes it would otherwise leave out (a
+        # label around a checkbox, say). The same marks for the same tree, taken off again at once;
+        # the DOM snapshot above was taken before them.
+        await page.evaluate(ARIA_MARK_JS, True)
+        try:
+            frames = await cdp.send("Page.getFrameTree")
+            ids, todo = [], [frames["frameTree"]]
+            while todo:
+                frame = todo.pop()
+                ids.append(frame["frame"]["id"])
+                todo.extend(frame.get("childFrames", []))
+            trees = {fid: await cdp.send("Accessibility.getFullAXTree", {"frameId": fid}) for fid in ids}
+        finally:
+            await page.evaluate(ARIA_MARK_JS, False)
         nodes = []
         for tree in trees.values():
             nodes.extend(tree["nodes"])
@@ -106,6 +117,59 @@ async def capture_browser(context, page) -> dict:
             "active": pages.index(page) if page in pages else 0}
 
 
+# Put (true) or take off (false) BrowserGym's marks: "browsergym_id_<bid> " before the
+# aria-roledescription and aria-description of every element with one of our bids, as BrowserGym's
+# frame_mark_elements.js does; taking them off restores what the page had.
+ARIA_MARK_JS = r"""
+(on) => {
+  const ATTRS = ['aria-roledescription', 'aria-description'];
+  if (on) {
+    const saved = [];
+    for (const el of document.querySelectorAll('[data-wf-bid]')) {
+      const bid = el.getAttribute('data-wf-bid');
+      for (const a of ATTRS) {
+        const old = el.getAttribute(a);
+        saved.push([el, a, old]);
+        el.setAttribute(a, 'browsergym_id_' + bid + ' ' + (old === null ? '' : old));
+      }
+    }
+    Object.defineProperty(window, '__wfBgymMarks', {value: saved, configurable: true});
+    return saved.length;
+  }
+  const saved = window.__wfBgymMarks || [];
+  for (const [el, a, old] of saved) {
+    if (old === null) el.removeAttribute(a); else el.setAttribute(a, old);
+  }
+  delete window.__wfBgymMarks;
+  return saved.length;
+}
+"""
+_ARIA_MARK = re.compile(r"browsergym_id_([A-Za-z0-9]+)\s?(.*)", re.DOTALL)
+
+
+def _unmark(node: dict) -> None:
+    """Take BrowserGym's marks out of an accessibility node's role description and description
+    (dropping them when nothing else was there), as BrowserGym does."""
+    props = node.get("properties") or []
+    for i, prop in enumerate(props):
+        if prop.get("name") == "roledescription":
+            m = _ARIA_MARK.fullmatch(str(prop.get("value", {}).get("value", "")))
+            if m:
+                if m.group(2):
+                    prop["value"]["value"] = m.group(2)
+                else:
+                    del props[i]
+            break
+    description = node.get("description")
+    if isinstance(description, dict):
+        m = _ARIA_MARK.fullmatch(str(description.get("value", "")))
+        if m:
+            if m.group(2):
+                description["value"] = m.group(2)
+            else:
+                del node["description"]
+
+
 def from_capture(raw: dict, tree: Tree) -> dict:
     """``dom_object``, ``axtree_object``, ``extra_element_properties`` and ``screenshot`` from
     :func:`capture_browser`'s result: our ``data-wf-bid`` becomes BrowserGym's ``bid`` attribute
@@ -114,6 +178,7 @@ def from_capture(raw: dict, tree: Tree) -> dict:
     _canonical_ids(dom, axtree)
     bids = _rename_bids(dom)
     for node in axtree["nodes"]:
+        _unmark(node)
         bid = bids.get(node.get("backendDOMNodeId"))
         if bid is not None:
             node["browsergym_id"] = bid

@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -174,3 +176,70 @@ def test_gymnasium_check_env_passes_with_browsergym_observations():
             check_env(env, skip_render_check=True)
     finally:
         env.close()
+
+
+# BrowserGym's own BrowserEnv on one page, in a process of its own, through a replay proxy; prints
+# the flattened accessibility tree. Its Chat window launches a second browser without the
+# executable path BrowserGym passes through, so Playwright's launcher is wrapped to add ours.
+BROWSERENV_SCRIPT = r"""
+import json, sys
+import browsergym.core.chat as chat_mod
+import browsergym.core.env as env_mod
+from browsergym.core.env import BrowserEnv
+from browsergym.core.task import OpenEndedTask
+from browsergym.utils.obs import flatten_axtree_to_str
+
+cfg = json.loads(sys.argv[1])
+get = env_mod._get_global_playwright
+
+def patched():
+    pw = get()
+    if not getattr(pw.chromium, "_wf", False):
+        launch = pw.chromium.launch
+        pw.chromium.launch = lambda **kw: launch(**{**kw, "executable_path": cfg["chromium"],
+                                                   "args": [*(kw.get("args") or []), *cfg["flags"]]})
+        pw.chromium._wf = True
+    return pw
+
+env_mod._get_global_playwright = chat_mod._get_global_playwright = patched
+env = BrowserEnv(task_entrypoint=OpenEndedTask, task_kwargs={"start_url": cfg["url"], "goal": "look"},
+                 pre_observation_delay=0.0, viewport={"width": 1920, "height": 1080}, locale="en-US",
+                 timezone_id="UTC", pw_chromium_kwargs={"proxy": cfg["proxy"]},
+                 pw_context_kwargs={"ignore_https_errors": True, "service_workers": "block"})
+try:
+    obs, _ = env.reset(seed=0)
+    print(json.dumps(flatten_axtree_to_str(obs["axtree_object"])))
+finally:
+    env.close()
+"""
+
+
+@pytest.mark.parametrize("url", ["http://scholar.test/", "http://scholar.test/search/advanced"])
+def test_the_browser_backends_tree_is_browsergyms_own_but_for_the_ids(url):
+    """BrowserGym's BrowserEnv and our browser backend on the same page of the same archive
+    (BrowserEnv with the browser's own timers: its marking script waits on setInterval)."""
+    _browser_or_skip("browser")
+    from webfreeze.replayer.server import ReplayServer
+    from webfreeze.simulator.browser import CHROMIUM_FLAGS
+
+    server = ReplayServer(PATHS["archive"], mode="proxy", inject=True, timers=False, seed=0).start()
+    try:
+        cfg = {"chromium": chromium_path(shell=True), "flags": CHROMIUM_FLAGS, "url": url,
+               "proxy": {"server": server.url, "bypass": "<-loopback>"}}
+        done = subprocess.run([sys.executable, "-c", BROWSERENV_SCRIPT, json.dumps(cfg)], capture_output=True,
+                              text=True, timeout=180, check=False)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-2000:]
+    theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    env = wf.WebEnv(wf.EnvConfig(PATHS["archive"], backend="browser", observation="browsergym"))
+    try:
+        obs, _ = env.reset(options={"task": {"id": "t", "start_url": url, "instruction": "look"}})
+        ours = flatten_axtree_to_str(obs["axtree_object"])
+    finally:
+        env.close()
+    def unnumbered(text):
+        return re.sub(r"\[\w+\] ", "", text)
+    assert len(theirs.splitlines()) > 50
+    assert unnumbered(ours) == unnumbered(theirs)
+    assert ours != theirs  # (the ids are ours: BrowserGym numbers the head's elements too)

@@ -52,7 +52,7 @@ def test_the_demo_suite_is_registered_on_import():
     assert gym.spec("browsergym/webfreeze.demo.booking-001").kwargs["task"] == "booking-001"
 
 
-def test_gym_make_runs_the_reference_to_success_and_records_a_run(tmp_path):
+def test_gym_make_runs_the_reference_to_success_and_records_a_run(tmp_path, cli):
     out = tmp_path / "run"
     tasks = ["scholar-paper-retrieval-001", "shop-001", "booking-001"]
     for tid in tasks:
@@ -68,6 +68,12 @@ def test_gym_make_runs_the_reference_to_success_and_records_a_run(tmp_path):
     report = wf.score_run(out)
     assert report["summary"]["overall"]["tasks"] == 3 and report["summary"]["overall"]["success"] == 3
     assert not report.get("warnings")
+    done = cli("eval", "report", out)
+    assert done.returncode == 0, done.stderr
+    done = cli("bundle", "pack", out, "-o", tmp_path / "run.wfb")  # bundles take it
+    assert done.returncode == 0, done.stderr
+    done = cli("bundle", "verify", tmp_path / "run.wfb")
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr
     # the same actions again give the same trajectories, byte for byte
     again = tmp_path / "again"
     for tid in tasks:

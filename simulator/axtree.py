@@ -1110,15 +1110,6 @@ class Tree:
         return self._root
 
     @property
-    def document(self):
-        """The parsed page (an lxml element tree): the DOM the tree was built from."""
-        return self._b.doc
-
-    def bid_of(self, element) -> str | None:
-        """The bid of an element of :attr:`document`, or None (head, scripts, ...)."""
-        return self._b.bid_of.get(element)
-
-    @property
     def focused_bid(self) -> str:
         """The focused element's bid ("" when nothing has focus), as BrowserGym reports it."""
         el = self._b.focused

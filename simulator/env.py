@@ -844,9 +844,12 @@ class _BrowserBackend:
         from playwright.async_api import Error as PlaywrightError
 
         await self._follow_new_pages()
+        config = self.env.config
         for attempt in range(SNAPSHOT_TRIES):
             try:
                 marked = await self.page.evaluate(MARK_JS)
+                if config.observation == "browsergym":  # (after MARK_JS: its bids are in the snapshots)
+                    self.bgym_raw = await bgym_obs.capture_browser(self.context, self.page)
                 break
             except PlaywrightError as exc:
                 # A navigation the settle did not see coming (a script's timer, say): wait for
@@ -854,12 +857,9 @@ class _BrowserBackend:
                 if attempt == SNAPSHOT_TRIES - 1 or "context was destroyed" not in str(exc):
                     raise
                 await self._settle()
-        config = self.env.config
         shot = None
         if config.screenshots or config.set_of_marks:
             shot = await self.page.screenshot(type="png")
-        if config.observation == "browsergym":  # after MARK_JS: its bids are in the snapshot
-            self.bgym_raw = await bgym_obs.capture_browser(self.context, self.page)
         return read_marked(marked), shot, self.page.url, [p.url for p in self.context.pages]
 
     async def _follow_new_pages(self) -> None:

@@ -126,3 +126,29 @@ def test_agentlab_generic_agent_runs_unchanged_and_the_run_is_scored(tmp_path, b
     assert manifest["agent"]["name"] == "agentlab-GenericAgent" and manifest["env"]["backend"] == backend
     traj = json.loads((run_dir / "trajectories" / "scholar-site-info-009.json").read_text())
     assert [s["parsed"]["kind"] for s in traj["steps"]] == ["click", "answer"]
+
+
+def test_agentlab_workers_know_the_ids_without_importing_us(tmp_path):
+    """AgentLab's parallel studies send each experiment's ExpArgs to a worker process (pickled) and
+    make the environment there by task name: the worker must find browsergym/webfreeze.* ids
+    though its code never imports webfreeze.browsergym."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(AGENTLAB), os.environ.get("PYTHONPATH", "")]),
+               LITELLM_LOCAL_MODEL_COST_MAP="True")
+    sent = tmp_path / "exp.pkl"
+    make = ("import pickle, sys\n"
+            "from agentlab.agents.generic_agent import AGENT_3_5\n"
+            "from browsergym.experiments.loop import ExpArgs\n"
+            "import webfreeze.browsergym as wb\n"
+            "bench = wb.agentlab_benchmark('demo', tasks=['booking-001'], backend='text')\n"
+            "open(sys.argv[1], 'wb').write(pickle.dumps(ExpArgs(agent_args=AGENT_3_5, env_args=bench.env_args_list[0])))\n")
+    work = ("import pickle, sys\n"
+            "exp = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+            "env = exp.env_args.make_env(action_mapping=None, exp_dir=sys.argv[2])\n"
+            "obs, info = env.reset(seed=0)\n"
+            "print(info['task_id'], obs['url'])\n"
+            "env.close()\n")
+    for code, args in ((make, [sent]), (work, [sent, tmp_path])):
+        done = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                              timeout=300, env=env, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["booking-001", "http://booking.test/"]

@@ -38,6 +38,7 @@ import shutil
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import ClassVar
@@ -120,6 +121,20 @@ def registered_ids(key: str | None = None) -> list[str]:
     return [i for i in gym.registry if i.startswith(prefix)]
 
 
+# AgentLab's parallel studies hand each experiment to a worker process as a pickle of its ExpArgs,
+# and make the environment there by task name: a worker that never imported this module would not
+# know the ids. The tasks' EnvArgs are of this subclass, so that unpickling them imports (and so
+# registers) this module first. Defined only where browsergym-experiments is installed.
+try:
+    from browsergym.experiments.loop import EnvArgs as _BrowserGymEnvArgs
+except ImportError:  # (no BrowserGym experiments here: nothing to subclass, nothing needs it)
+    FrozenEnvArgs = None
+else:
+    @dataclass
+    class FrozenEnvArgs(_BrowserGymEnvArgs):
+        """BrowserGym's ``EnvArgs`` for a ``browsergym/webfreeze.*`` task (see above)."""
+
+
 # The BrowserGym action subsets an agent is offered here: answers (send_msg_to_user), infeasibility,
 # element actions and navigation; one page, so no tabs; no coordinates.
 ACTION_SUBSETS = ("chat", "infeas", "bid", "nav")
@@ -133,7 +148,6 @@ def agentlab_benchmark(key: str = DEMO_KEY, *, tasks=None, max_steps: int = 30, 
     ``record_to``, ``agent``) passed as the tasks' ``task_kwargs``. Needs ``browsergym-experiments``
     (imported here, late: the registration itself needs no BrowserGym)."""
     from bgym import Benchmark, HighLevelActionSetArgs
-    from browsergym.experiments.loop import EnvArgs
 
     bad = sorted(set(settings) - set(TASK_KWARGS))
     if bad:
@@ -152,7 +166,7 @@ def agentlab_benchmark(key: str = DEMO_KEY, *, tasks=None, max_steps: int = 30, 
     return Benchmark(
         name=f"{PREFIX}{key}", is_multi_tab=False, supports_parallel_seeds=True, backends=[],
         high_level_action_set_args=HighLevelActionSetArgs(subsets=ACTION_SUBSETS, multiaction=False),
-        env_args_list=[EnvArgs(task_name=i, task_seed=seed, max_steps=max_steps, headless=True,
+        env_args_list=[FrozenEnvArgs(task_name=i, task_seed=seed, max_steps=max_steps, headless=True,
                                task_kwargs=dict(task_kwargs)) for i in ids])
 
 
@@ -335,5 +349,13 @@ def _register_demo() -> None:
 
 _register_demo()
 
-__all__ = ["FrozenTaskEnv", "agentlab_benchmark", "RegistrationError", "env_id", "record_episode", "register_suite", "registered_ids",
-           "suite_key"]
+__all__ = [
+    "FrozenTaskEnv",
+    "RegistrationError",
+    "agentlab_benchmark",
+    "env_id",
+    "record_episode",
+    "register_suite",
+    "registered_ids",
+    "suite_key",
+]

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 from llm_server import ChatServer, completion
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
 import webfreeze as wf
-from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTLAB = Path(os.environ.get("WEBFREEZE_AGENTLAB") or ROOT / ".venv" / "agentlab")

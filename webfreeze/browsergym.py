@@ -132,7 +132,17 @@ except ImportError:  # (no BrowserGym experiments here: nothing to subclass, not
 else:
     @dataclass
     class FrozenEnvArgs(_BrowserGymEnvArgs):
-        """BrowserGym's ``EnvArgs`` for a ``browsergym/webfreeze.*`` task (see above)."""
+        """BrowserGym's ``EnvArgs`` for a ``browsergym/webfreeze.*`` task (see above); ``suite`` and
+        ``suite_key`` say which suite to register before making the environment (a suite other
+        than the demo is registered only where ``register_suite`` ran)."""
+
+        suite: str | None = None
+        suite_key: str | None = None
+
+        def make_env(self, *args, **kwargs):
+            if self.suite is not None:
+                register_suite(self.suite, key=self.suite_key)
+            return super().make_env(*args, **kwargs)
 
 
 # The BrowserGym action subsets an agent is offered here: answers (send_msg_to_user), infeasibility,
@@ -153,9 +163,9 @@ def agentlab_benchmark(key: str = DEMO_KEY, *, tasks=None, max_steps: int = 30, 
     if bad:
         raise RegistrationError(f"{', '.join(map(repr, bad))}: not a setting of a frozen task "
                                 f"(settings: {', '.join(TASK_KWARGS)})")
-    ids = [i.split("/", 1)[1] for i in registered_ids(key)]
-    if not ids:
+    if key not in _registered:
         raise RegistrationError(f"no suite is registered under {key!r} (register_suite(path, key=...))")
+    ids = [i.split("/", 1)[1] for i in registered_ids(key)]
     if tasks is not None:
         wanted = {f"{PREFIX}{key}.{t}" for t in tasks}
         missing = sorted(wanted - set(ids))
@@ -167,7 +177,8 @@ def agentlab_benchmark(key: str = DEMO_KEY, *, tasks=None, max_steps: int = 30, 
         name=f"{PREFIX}{key}", is_multi_tab=False, supports_parallel_seeds=True, backends=[],
         high_level_action_set_args=HighLevelActionSetArgs(subsets=ACTION_SUBSETS, multiaction=False),
         env_args_list=[FrozenEnvArgs(task_name=i, task_seed=seed, max_steps=max_steps, headless=True,
-                               task_kwargs=dict(task_kwargs)) for i in ids])
+                                     task_kwargs=dict(task_kwargs), suite=_registered[key], suite_key=key)
+                       for i in ids])
 
 
 class FrozenTaskEnv(gym.Env):

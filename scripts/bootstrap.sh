@@ -108,5 +108,23 @@ case ",$extras," in
       .venv/testbed/bin/python -m pip install --quiet --disable-pip-version-check -r "$tb_list"
       cp "$tb_list" "$tb_stamp"
     fi
+    # BrowserGym's core (its flatten functions read our BrowserGym observations in the tests), with
+    # --no-deps: it pins playwright==1.44 and lxml<6, and ours (newer) work; its other imports
+    # (numpy, pillow, beautifulsoup4) come with the test extra.
+    if ! .venv/bin/python -c 'import browsergym.core' 2>/dev/null; then
+      .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps "browsergym-core==0.14.3"
+    fi
+    # AgentLab (tests/test_agentlab.py), in a folder of its own that only that test puts on its
+    # PYTHONPATH: agentlab's declared dependencies pull the browsergym meta-package and backtrack into
+    # building pyarrow 3 from source, so it goes in with --no-deps from a pinned list of what its
+    # GenericAgent imports (~1.5 min and ~340 MB the first time, then pip's cache). Not for make demo.
+    al_list=tests/agentlab-requirements.txt
+    al_stamp=.venv/agentlab/.installed-requirements
+    if ! cmp -s "$al_list" "$al_stamp"; then
+      rm -rf .venv/agentlab
+      .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --target .venv/agentlab \
+        -r "$al_list"
+      cp "$al_list" "$al_stamp"
+    fi
     ;;
 esac

@@ -1102,6 +1102,19 @@ class Tree:
         self._position = {r[1].bid: i for i, r in enumerate(self._shown)}
         self._described: dict = {}  # position -> description made by get() before ``descriptions``
 
+    # ---------------------------------------------------------------- for other observation shapes
+    @property
+    def root(self) -> "_Node":
+        """The tree's root node (``RootWebArea``): nodes have ``role``, ``name``, ``bid``, ``value``,
+        ``props`` and ``children`` (nodes, and strs for text), as ``axtree_text`` renders them."""
+        return self._root
+
+    @property
+    def focused_bid(self) -> str:
+        """The focused element's bid ("" when nothing has focus), as BrowserGym reports it."""
+        el = self._b.focused
+        return (self._b.bid_of.get(el) or "") if el is not None else ""
+
     @functools.cached_property
     def descriptions(self) -> list[dict]:
         """Every element shown, described: bid, role, name, tag, bbox, visible, clickable, value,

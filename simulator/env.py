@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 
 import gymnasium as gym
 
+from . import bgym_obs
 from . import spaces as wf_spaces
 
 from webfreeze.archives import archive_digest
@@ -152,6 +153,9 @@ class EnvConfig:
     # position and ancestors) and the page's DOM snapshot (eval/FORMATS.md, "DOM snapshots"), so
     # that key nodes with class-based selectors can be decided offline.
     dom_snapshots: bool = True
+    # "browsergym": the observation also carries BrowserGym's keys and shapes (simulator/bgym_obs.py;
+    # the browser backend takes CDP snapshots and a screenshot for them, so it costs step time).
+    observation: str = "default"
 
 
 def _digest(text: str) -> str:
@@ -169,10 +173,16 @@ class WebEnv(gym.Env):
             raise EnvError(f"{config.archive}: no such archive")
         if config.reward not in REWARDS:
             raise EnvError(f"unknown reward {config.reward!r} (zero or score)")
+        if config.observation not in bgym_obs.OBSERVATIONS:
+            raise EnvError(f"unknown observation {config.observation!r} (default or browsergym)")
         self.config = config
         self.suite = self._load_suite(config.suite) if config.suite is not None else None
         self.action_space = wf_spaces.action_space()
         self.observation_space = wf_spaces.observation_space(config.max_steps)
+        self._bgym = bgym_obs.BrowserGymView() if config.observation == "browsergym" else None
+        if self._bgym is not None:
+            self.observation_space = bgym_obs.observation_space(self.observation_space)
+        self._png = None  # the last observation's screenshot (PNG), for the trajectory
         browser = config.backend == "browser"
         # In Chromium the page's timers wait for the settle's pump (simulator/browser.py): what an
         # observation shows never depends on how fast the machine ran them.
@@ -194,6 +204,11 @@ class WebEnv(gym.Env):
         self._history_answer: tuple[str, list] = ("", [])  # what the last step's history search returned
         self.last_timing: dict = {}  # the last reset's or step's duration (reset_ms / step_ms)
 
+    @property
+    def browsergym(self) -> bgym_obs.BrowserGymView | None:
+        """The episode's BrowserGym state (its chat) with ``observation="browsergym"``, else None."""
+        return self._bgym
+
     @functools.cached_property
     def archive_digest(self) -> str:
         return archive_digest(self.config.archive)
@@ -208,6 +223,8 @@ class WebEnv(gym.Env):
         self.steps = 0
         self.done = False
         self.last_error = None
+        if self._bgym is not None:
+            self._bgym.reset(task)
         self._history = self._history_for(task, (options or {}).get("history"))
         self._history_used = 0
         self._history_answer = ("", [])
@@ -245,6 +262,8 @@ class WebEnv(gym.Env):
         before_tree, before_url = self.tree, self.backend.url
         obs_digest = _digest(before_tree.axtree_text) if before_tree else None
         parsed, error = try_parse(action, self.config.action_dialect)
+        if self._bgym is not None:
+            self._bgym.stepped(action, parsed)
         answer = None
         target = None
         dom = None
@@ -279,7 +298,7 @@ class WebEnv(gym.Env):
         elif truncated:
             end_reason = "step_limit"
         env_ms = round((time.perf_counter() - t0) * 1000, 3)
-        shot = obs.get("screenshot")
+        shot = self._png
         self.recorder.add_step(url=before_url, title=before_tree.title if before_tree else "", obs_digest=obs_digest,
                                action=action, parsed=parsed, target=target, url_after=self.backend.url,
                                agent=agent, error=error, env_ms=env_ms, screenshot=shot, dom=dom,
@@ -418,12 +437,22 @@ class WebEnv(gym.Env):
     def _observe(self) -> dict:
         tree, shot = self.backend.observe()
         self.tree = tree
-        return {
+        self._png = shot
+        obs = {
             "url": self.backend.url, "title": tree.title, "goal": (self.task or {}).get("instruction", ""),
             "axtree_text": tree.axtree_text, "elements": tree.summaries(), "screenshot": shot,
             "open_pages": self.backend.open_pages(), "last_action_error": self.last_error or "",
             "step": self.steps, "history": self._history_answer[0], "history_results": self._history_answer[1],
         }
+        if self._bgym is not None:
+            raw = getattr(self.backend, "bgym_raw", None)
+            if raw is not None:  # the browser's own snapshots
+                page, titles, active = bgym_obs.from_capture(raw, tree), raw["titles"], raw["active"]
+            else:
+                page, titles, active = bgym_obs.from_tree(tree), [tree.title], 0
+            obs.update(self._bgym.keys(tree=tree, url=obs["url"], urls=obs["open_pages"], titles=titles,
+                                       active=active, error=obs["last_action_error"], page=page))
+        return obs
 
 
 def render_history(history: dict) -> str:
@@ -650,6 +679,7 @@ class _BrowserBackend:
         self._open_pages: list[str] = []
         self._answers: list[dict] = []  # provenance records of the responses seen since the last take
         self._answers_lock = threading.Lock()  # (the loop thread appends, the caller's thread takes)
+        self.bgym_raw: dict | None = None  # BrowserGym's snapshots of the last observation (observation="browsergym")
 
     @property
     def url(self) -> str:
@@ -825,9 +855,12 @@ class _BrowserBackend:
         from playwright.async_api import Error as PlaywrightError
 
         await self._follow_new_pages()
+        config = self.env.config
         for attempt in range(SNAPSHOT_TRIES):
             try:
                 marked = await self.page.evaluate(MARK_JS)
+                if config.observation == "browsergym":  # (after MARK_JS: its bids are in the snapshots)
+                    self.bgym_raw = await bgym_obs.capture_browser(self.context, self.page)
                 break
             except PlaywrightError as exc:
                 # A navigation the settle did not see coming (a script's timer, say): wait for
@@ -835,7 +868,6 @@ class _BrowserBackend:
                 if attempt == SNAPSHOT_TRIES - 1 or "context was destroyed" not in str(exc):
                     raise
                 await self._settle()
-        config = self.env.config
         shot = None
         if config.screenshots or config.set_of_marks:
             shot = await self.page.screenshot(type="png")

@@ -1,0 +1,373 @@
+"""Frozen tasks as Gymnasium environments in BrowserGym's style: ``browsergym/webfreeze.<suite>.<task>``.
+
+``import webfreeze.browsergym`` registers every task of the shipped demo suite (suite key
+``demo``); :func:`register_suite` registers any other suite. Then, as for BrowserGym's own
+benchmarks::
+
+    import gymnasium as gym
+    import webfreeze.browsergym
+    env = gym.make("browsergym/webfreeze.demo.scholar-site-info-001", record_to="runs/mine")
+    obs, info = env.reset()
+    obs, reward, terminated, truncated, info = env.step("send_msg_to_user('320')")
+
+Each id's environment is :class:`FrozenTaskEnv`: our environment over the suite's replayed archive
+(its site models and replay rules as ``bench run`` sets them), on the task, with BrowserGym's
+observation keys (``EnvConfig(observation="browsergym")``) and BrowserGym's action strings. The
+reward is our score of the episode (0 to 1, on the step that ends it); the ``info`` of that step
+carries our trajectory (``info["trajectory"]``). With ``record_to=DIR`` each episode is written
+into DIR as a run folder like ``bench run``'s (manifest, tasks.jsonl, references, trajectories),
+so ``webfreeze eval report DIR`` scores it and bundles take it. Several environments (say one per
+task, in parallel processes, as AgentLab runs them) may write into the same DIR.
+
+``gym.make`` takes BrowserGym's ``BrowserEnv`` arguments too, so harnesses written for it (AgentLab's
+``EnvArgs.make_env``) work unchanged: the ones that change nothing here (``headless``,
+``action_mapping``: we parse the action string ourselves, ``pre_observation_delay``: pages are
+settled by rule, ...) are accepted and ignored; the ones that would change the frozen world (another
+viewport, locale or time zone, raw page output, waiting for a human) are refused in one line.
+
+This module needs neither BrowserGym nor AgentLab installed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import ClassVar
+
+import gymnasium as gym
+
+from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.files import write_json
+from webfreeze.demo import SUITE as DEMO_SUITE
+from webfreeze.env import EnvConfig, WebEnv
+from webfreeze.eval.errors import TaskError
+from webfreeze.eval.tasks import canonical_line, load_suite, suite_digest
+from webfreeze.runs.prepare import resolve_archive
+from webfreeze.runs.spec import RUN_FORMAT, RUN_VERSION
+from webfreeze.simulator.site_models import SimulatedSiteModel, check_site_models
+from webfreeze.simulator.trajectory import write_trajectory
+
+NAMESPACE = "browsergym"
+PREFIX = "webfreeze."
+DEMO_KEY = "demo"
+DEFAULT_AGENT = "browsergym"
+# BrowserEnv's arguments that change nothing in a frozen replay: accepted, ignored.
+IGNORED = frozenset({"headless", "action_mapping", "pre_observation_delay", "tags_to_mark", "slow_mo", "timeout",
+                     "record_video_dir", "resizeable_window", "terminate_on_infeasible"})
+# BrowserEnv's arguments allowed only at the value the frozen world has.
+FIXED = {"viewport": (None, {"width": 1920, "height": 1080}), "locale": (None, "en-US"),
+         "timezone_id": (None, "UTC"), "wait_for_user_message": (False,), "use_raw_page_output": (False,),
+         "pw_chromium_kwargs": (None, {}), "pw_context_kwargs": (None, {})}
+# FrozenTaskEnv's own settings, which may also come as task_kwargs.
+TASK_KWARGS = ("archive", "backend", "seed", "max_steps", "screenshots", "record_to", "agent")
+_ID_CHARS = re.compile(r"[^\w.-]")
+
+_registered: dict[str, str] = {}  # suite key -> the suite path its ids were registered for
+
+
+class RegistrationError(WebfreezeError, ValueError):
+    """A suite that cannot be registered, or an environment that cannot be made: one line."""
+
+
+def suite_key(name: str) -> str:
+    """The ``<suite>`` part of an id for a suite named ``name`` (``webfreeze-demo`` is ``demo``)."""
+    key = name.removeprefix("webfreeze-")
+    return _ID_CHARS.sub("-", key) or "suite"
+
+
+def env_id(key: str, task_id: str) -> str:
+    """``browsergym/webfreeze.<key>.<task_id>``."""
+    return f"{NAMESPACE}/{PREFIX}{key}.{task_id}"
+
+
+def register_suite(path, *, key: str | None = None, archive=None, **defaults) -> list[str]:
+    """Register every task of the suite at ``path`` (a suite folder, manifest or .jsonl) as a
+    Gymnasium id (see :func:`env_id`; ``key`` defaults to :func:`suite_key` of the suite's name).
+    ``archive`` overrides the suite's; ``defaults`` are :class:`FrozenTaskEnv` arguments for every
+    ``gym.make`` of these ids (``backend="text"``, say). Registering the same suite again is a
+    no-op; another suite under a key already taken is refused. Returns the ids in suite order."""
+    try:
+        suite = load_suite(path)
+    except TaskError as exc:
+        raise RegistrationError(str(exc)) from None
+    key = key or suite_key(suite.name)
+    where = str(Path(suite.path or path).resolve())
+    if _registered.get(key, where) != where:
+        raise RegistrationError(f"suite key {key!r} is taken by {_registered[key]}; pass key=... for {path}")
+    ids = []
+    for task in suite.tasks:
+        eid = env_id(key, task.id)
+        ids.append(eid)
+        if eid in gym.registry and key in _registered:
+            continue
+        gym.register(id=eid, entry_point=FrozenTaskEnv, nondeterministic=False,
+                     kwargs={"suite": where, "task": task.id, "archive": None if archive is None else str(archive),
+                             **defaults})
+    _registered[key] = where
+    return ids
+
+
+def registered_ids(key: str | None = None) -> list[str]:
+    """The ids registered so far (of one suite key, or all), each suite's in its order."""
+    prefix = f"{NAMESPACE}/{PREFIX}" + (f"{key}." if key else "")
+    return [i for i in gym.registry if i.startswith(prefix)]
+
+
+# AgentLab's parallel studies hand each experiment to a worker process as a pickle of its ExpArgs,
+# and make the environment there by task name: a worker that never imported this module would not
+# know the ids. The tasks' EnvArgs are of this subclass, so that unpickling them imports (and so
+# registers) this module first. Defined only where browsergym-experiments is installed.
+try:
+    from browsergym.experiments.loop import EnvArgs as _BrowserGymEnvArgs
+except ImportError:  # (no BrowserGym experiments here: nothing to subclass, nothing needs it)
+    FrozenEnvArgs = None
+else:
+    @dataclass
+    class FrozenEnvArgs(_BrowserGymEnvArgs):
+        """BrowserGym's ``EnvArgs`` for a ``browsergym/webfreeze.*`` task (see above); ``suite`` and
+        ``suite_key`` say which suite to register before making the environment (a suite other
+        than the demo is registered only where ``register_suite`` ran)."""
+
+        suite: str | None = None
+        suite_key: str | None = None
+
+        def make_env(self, *args, **kwargs):
+            if self.suite is not None:
+                register_suite(self.suite, key=self.suite_key)
+            return super().make_env(*args, **kwargs)
+
+
+# The BrowserGym action subsets an agent is offered here: answers (send_msg_to_user), infeasibility,
+# element actions and navigation; one page, so no tabs; no coordinates.
+ACTION_SUBSETS = ("chat", "infeas", "bid", "nav")
+
+
+def agentlab_benchmark(key: str = DEMO_KEY, *, tasks=None, max_steps: int = 30, seed: int = 0, **settings):
+    """A ``bgym.Benchmark`` of the suite registered under ``key`` (BrowserGym's experiment
+    description that AgentLab's studies and agents take: ``agent_args.set_benchmark(benchmark,
+    demo_mode=False)`` gives the agent the action set this environment understands). ``tasks``
+    narrows it to some task ids; ``settings`` are :class:`FrozenTaskEnv` settings (``backend``,
+    ``record_to``, ``agent``) passed as the tasks' ``task_kwargs``. Needs ``browsergym-experiments``
+    (imported here, late: the registration itself needs no BrowserGym)."""
+    from bgym import Benchmark, HighLevelActionSetArgs
+
+    bad = sorted(set(settings) - set(TASK_KWARGS))
+    if bad:
+        raise RegistrationError(f"{', '.join(map(repr, bad))}: not a setting of a frozen task "
+                                f"(settings: {', '.join(TASK_KWARGS)})")
+    if key not in _registered:
+        raise RegistrationError(f"no suite is registered under {key!r} (register_suite(path, key=...))")
+    ids = [i.split("/", 1)[1] for i in registered_ids(key)]
+    if tasks is not None:
+        wanted = {f"{PREFIX}{key}.{t}" for t in tasks}
+        missing = sorted(wanted - set(ids))
+        if missing:
+            raise RegistrationError(f"not registered: {', '.join(missing)}")
+        ids = [i for i in ids if i in wanted]
+    task_kwargs = {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}
+    return Benchmark(
+        name=f"{PREFIX}{key}", is_multi_tab=False, supports_parallel_seeds=True, backends=[],
+        high_level_action_set_args=HighLevelActionSetArgs(subsets=ACTION_SUBSETS, multiaction=False),
+        env_args_list=[FrozenEnvArgs(task_name=i, task_seed=seed, max_steps=max_steps, headless=True,
+                                     task_kwargs=dict(task_kwargs), suite=_registered[key], suite_key=key)
+                       for i in ids])
+
+
+class FrozenTaskEnv(gym.Env):
+    """One task of a suite over its replayed archive, as BrowserGym environments are: observations
+    with BrowserGym's keys, BrowserGym's action strings, the task's score as the final reward.
+
+    ``backend``, ``seed``, ``max_steps`` and ``screenshots`` are our environment's settings;
+    ``record_to`` a run folder to write each episode into, under the agent name ``agent``."""
+
+    metadata: ClassVar[dict] = {"render_modes": []}
+
+    def __init__(self, suite, task: str, *, archive=None, backend: str = "browser", seed: int = 0,
+                 max_steps: int = 30, screenshots: bool = False, record_to=None, agent: str = DEFAULT_AGENT,
+                 **browsergym_kwargs):
+        # Harnesses that build environments from a task name pass settings as BrowserGym's
+        # task_kwargs (AgentLab's EnvArgs): ours are taken from there too.
+        given = browsergym_kwargs.pop("task_kwargs", None) or {}
+        unknown = sorted(set(given) - set(TASK_KWARGS))
+        if unknown:
+            raise RegistrationError(f"task_kwargs {', '.join(map(repr, unknown))}: not a setting of a frozen task "
+                                    f"(settings: {', '.join(TASK_KWARGS)})")
+        archive = given.get("archive", archive)
+        backend, seed, max_steps = given.get("backend", backend), given.get("seed", seed), given.get("max_steps", max_steps)
+        screenshots, record_to = given.get("screenshots", screenshots), given.get("record_to", record_to)
+        agent = given.get("agent", agent)
+        for name, value in browsergym_kwargs.items():
+            if name in FIXED:
+                if value not in FIXED[name]:
+                    raise RegistrationError(f"{name}={value!r} is not available on a frozen benchmark "
+                                            f"(its world is fixed: {FIXED[name][-1]!r})")
+            elif name not in IGNORED:
+                raise TypeError(f"FrozenTaskEnv got an unexpected argument {name!r}")
+        try:
+            loaded = load_suite(suite)
+        except TaskError as exc:
+            raise RegistrationError(str(exc)) from None
+        if task not in loaded.by_id():
+            raise RegistrationError(f"no task {task!r} in suite {loaded.name}")
+        site_models = dict(sorted(((loaded.manifest or {}).get("site_models") or {}).items()))
+        rules = (loaded.manifest or {}).get("replay_rules") or None
+        try:
+            check_site_models(site_models, RegistrationError)
+            path = resolve_archive(loaded, archive)
+        except WebfreezeError as exc:
+            raise RegistrationError(str(exc)) from None
+        self.suite, self.task_id, self.record_to, self.agent = loaded, task, record_to, agent
+        self.settings = {"backend": backend, "seed": seed, "max_steps": max_steps, "screenshots": screenshots,
+                         "site_models": site_models, **({"replay_rules": rules} if rules else {})}
+        self.env = WebEnv(EnvConfig(path, backend=backend, seed=seed, max_steps=max_steps, screenshots=screenshots,
+                                    site_models=[SimulatedSiteModel(kind, host) for host, kind in site_models.items()],
+                                    rules=rules, suite=loaded, reward="score", observation="browsergym"))
+        self.observation_space = self.env.observation_space
+        self.action_space = self.env.action_space
+        self._open = False  # an episode whose trajectory has not been written yet
+
+    @property
+    def chat(self):
+        """The episode's chat (``messages`` and ``add_message(role, msg)``, as BrowserGym's)."""
+        return self.env.browsergym
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """A new episode of the task (the previous one, if unfinished, is written as stopped)."""
+        self._flush(stopped=True)
+        super().reset(seed=seed)
+        obs, info = self.env.reset(seed=seed, options={**(options or {}), "task": self.task_id})
+        self._open = True
+        return obs, dict(info, task_info={})
+
+    def step(self, action: str):
+        """BrowserGym's step: the wall-clock times its harnesses read are in ``info`` (only here:
+        nothing else in the episode depends on them)."""
+        start = time.time()
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info = dict(info, task_info={}, action_exec_start=start, action_exec_stop=time.time(), action_exec_timeout=0)
+        if terminated or truncated:
+            info["trajectory"] = self._flush()
+        return obs, reward, terminated, truncated, info
+
+    def trajectory(self) -> dict:
+        """The current episode's trajectory, as recorded so far."""
+        return self.env.trajectory()
+
+    def _flush(self, *, stopped: bool = False) -> dict | None:
+        """End the open episode's record (as ``stopped`` if it is unfinished) and write it into the
+        run folder when asked; its trajectory."""
+        if not self._open:
+            return None
+        self._open = False
+        trajectory = self.env.trajectory(stopped=stopped)
+        trajectory["agent"] = {"name": self.agent, "config": {}, "oracle": False}
+        trajectory["suite"] = {"name": self.suite.name, "digest": self.suite.digest}
+        trajectory["env"]["site_models"] = self.settings["site_models"]
+        if self.record_to is not None:
+            record_episode(Path(self.record_to), self.suite, self.task_id, trajectory, self.env, self.agent,
+                           self.settings)
+        return trajectory
+
+    def close(self) -> None:
+        try:
+            self._flush(stopped=True)
+        finally:
+            self.env.close()
+
+
+# ------------------------------------------------------------------------------------ run folders
+@contextmanager
+def _locked(out: Path):
+    """The run folder to ourselves: environments in other processes may write into it too."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".record.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _versions() -> dict:
+    found = {"python": sys.version.split()[0]}
+    for dist in ("webfreeze", "gymnasium", "browsergym-core", "agentlab"):
+        try:
+            found[dist] = version(dist)
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv, agent: str, settings: dict) -> None:
+    """Write one episode into the run folder ``out`` (made if need be): its trajectory (with its
+    screenshots and DOM snapshots), the task's line in ``tasks.jsonl`` and its reference, and the
+    manifest counting every task recorded so far. A folder holding another suite's, archive's,
+    agent's or settings' run is refused."""
+    identity = {"suite": {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks)},
+                "archive": {"digest": env.archive_digest},
+                "agent": {"name": agent, "config": {}, "oracle": False}, "env": settings}
+    with _locked(out):
+        manifest_path = out / "manifest.json"
+        old = {}
+        if manifest_path.is_file():
+            try:
+                old = json.loads(manifest_path.read_text(encoding="utf-8"))
+            except ValueError:
+                raise RegistrationError(f"{manifest_path}: not a readable run manifest; record_to a new folder") from None
+            differs = [k for k in identity if old.get(k) != identity[k]]
+            if differs:
+                raise RegistrationError(f"{out} holds a different run (its {', '.join(differs)} differ); "
+                                        "record_to a new folder")
+        shots = {**env.recorder.shots, **env.recorder.doms} if env.recorder else {}
+        write_trajectory(trajectory, out, shots)
+        done = set((old.get("selection") or {}).get("ids") or []) | {task_id}
+        chosen = [t for t in suite.tasks if t.id in done]  # (in the suite's order)
+        (out / "tasks.jsonl").write_text("".join(canonical_line(t.raw) + "\n" for t in chosen), encoding="utf-8")
+        for t in chosen:
+            ref = t.ground_truth.get("reference_trajectory")
+            if isinstance(ref, str) and not ref.startswith(("trajectories/", "screenshots/")):
+                src, dst = Path(suite.root) / ref, out / ref
+                if src.is_file() and not dst.exists():
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(src, dst)
+        ids = [t.id for t in chosen]
+        manifest = {
+            "format": RUN_FORMAT, "version": RUN_VERSION, **identity,
+            "archive_matches_suite": None if not suite.archive_digest else suite.archive_digest == env.archive_digest,
+            "agent_settings": {},
+            "selection": {"tasks": [], "limit": None, "selected": len(ids), "ids": ids,
+                          "digest": suite_digest([t.raw for t in chosen])},
+            "versions": _versions(), "complete": True, "tasks_done": len(ids),
+            "circumstances": {"recorded_by": "webfreeze.browsergym",
+                              "suite_path": os.path.relpath(Path(suite.root).resolve(), out.resolve()),
+                              "archive_path": os.path.relpath(Path(env.config.archive).resolve(), out.resolve())},
+        }
+        write_json(manifest_path, manifest)
+
+
+def _register_demo() -> None:
+    if (DEMO_SUITE / "manifest.json").is_file():  # (a source tree without the built demo has none)
+        register_suite(DEMO_SUITE, key=DEMO_KEY)
+
+
+_register_demo()
+
+__all__ = [
+    "FrozenTaskEnv",
+    "RegistrationError",
+    "agentlab_benchmark",
+    "env_id",
+    "record_episode",
+    "register_suite",
+    "registered_ids",
+    "suite_key",
+]

@@ -6,6 +6,7 @@ Every error a user can cause is printed as one line on stderr with a non-zero ex
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sqlite3
@@ -15,37 +16,50 @@ import threading
 import click
 
 from webfreeze import __version__
-from webfreeze.cli.archive import archive_group
-from webfreeze.cli.bench import bench_group, demo, tasks_validate
-from webfreeze.checks.drift import drift_command
-from webfreeze.cli.bundle import bundle_group
-from webfreeze.cli.cassette import cassette_group
-from webfreeze.cli.context import context_group
-from webfreeze.cli.eval import eval_group, tasks_group
 from webfreeze.cli.options import EXIT_USAGE, Terminated, fail
-from webfreeze.cli.mcp import export_har_command, serve_command
-from webfreeze.cli.personas import personas_group
-from webfreeze.cli.record import record_group
-from webfreeze.cli.replay import replay_group
-from webfreeze.cli.sites import sites_group
-from webfreeze.cli.study import study_group
 from webfreeze.common.errors import WebfreezeError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+# Each command (a group or a single command) by name -> (module, attribute). A module is imported
+# only when its command is invoked (or listed by `webfreeze --help`): `webfreeze archive ls` does not
+# load the runner, Playwright or Ray, and a command's own module keeps its imports at the top.
+COMMANDS = {
+    "archive": ("webfreeze.cli.archive", "archive_group"),
+    "bench": ("webfreeze.cli.bench", "bench_group"),
+    "bundle": ("webfreeze.cli.bundle", "bundle_group"),
+    "cassette": ("webfreeze.cli.cassette", "cassette_group"),
+    "context": ("webfreeze.cli.context", "context_group"),
+    "demo": ("webfreeze.cli.bench", "demo"),
+    "drift": ("webfreeze.checks.drift", "drift_command"),
+    "eval": ("webfreeze.cli.eval", "eval_group"),
+    "mcp": ("webfreeze.cli.mcp", "serve_command"),
+    "personas": ("webfreeze.cli.personas", "personas_group"),
+    "record": ("webfreeze.cli.record", "record_group"),
+    "replay": ("webfreeze.cli.replay", "replay_group"),
+    "sites": ("webfreeze.cli.sites", "sites_group"),
+    "study": ("webfreeze.cli.study", "study_group"),
+    "tasks": ("webfreeze.cli.eval", "tasks_group"),
+}
+
+
+class LazyGroup(click.Group):
+    """The main group: its commands are :data:`COMMANDS`, imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attribute = COMMANDS[name]
+        return getattr(importlib.import_module(module), attribute)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "-V", "--version", prog_name="webfreeze")
 def cli() -> None:
     """Record websites into content-addressed archives, replay them offline and deterministically,
     and benchmark web agents against the replay."""
-
-
-# one module per command group (webfreeze/cli/<group>.py); `tasks validate` runs the suite like `bench run`
-for _group in (archive_group, record_group, sites_group, replay_group, eval_group, tasks_group, bench_group, demo,
-               cassette_group, personas_group, bundle_group, study_group, context_group, drift_command,
-               serve_command):
-    cli.add_command(_group)
-tasks_group.add_command(tasks_validate)
-eval_group.add_command(export_har_command)
 
 
 # ============================================================================== entry point

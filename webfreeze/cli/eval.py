@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 
 import click
+from webfreeze.cli.bench import tasks_validate
+from webfreeze.cli.mcp import export_har_command
 from webfreeze.eval.authoring import add_task
 from webfreeze.eval.replay_provenance import summary_line
 from webfreeze.eval.report import personalisation_markdown, report_json, summary_table, write_report
@@ -146,3 +148,9 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
         click.echo(f"{obj['id']}: {change}")
     click.echo(f"{'replaced' if obj['replaced'] else 'added'} task {obj['id']} ({obj['category']}) in {suite}; "
                f"check it with: webfreeze tasks validate {suite}", err=True)
+
+
+# `tasks validate` runs the suite as `bench run` does (webfreeze/cli/bench.py); `eval export-har`
+# lives beside the MCP server, which records the replay answers it exports (webfreeze/cli/mcp.py)
+tasks_group.add_command(tasks_validate)
+eval_group.add_command(export_har_command)

@@ -27,6 +27,10 @@ from .proxy import RecordingProxy, ensure_ca, recording_into
 EXCHANGE_HEADER = "X-Webfreeze-Exchange"
 EPISODE_HEADER = "X-Webfreeze-Episode"
 SESSION_KIND = "live"
+# Which capture sessions hold which task's episodes: {"version": 1, "episodes": {task id: [session
+# ids, oldest first]}}. A replay of the archive answers each task from its own last episode first
+# (replayer/replay.py, Replay.prefer_episode), so it sees what the live episode saw.
+EPISODES_DOCUMENT = "live/episodes.json"
 
 
 class EpisodeRecorder(ArchiveRecorder):
@@ -46,7 +50,16 @@ class EpisodeRecorder(ArchiveRecorder):
             sid = self.archive.new_session(SESSION_KIND, source=f"live run, episode of {task}"[:200], tool=self.tool,
                                            info={"task": task, "episode": tag})
             self.sessions[tag] = sid
+            self._note_episode(task, sid)
         return sid
+
+    def _note_episode(self, task: str, sid: str) -> None:
+        try:
+            doc = self.archive.get_document(EPISODES_DOCUMENT)
+        except ArchiveError:  # the first episode recorded into this archive
+            doc = {"version": 1, "episodes": {}}
+        doc.setdefault("episodes", {}).setdefault(task, []).append(sid)
+        self.archive.put_document(EPISODES_DOCUMENT, doc)
 
     def request(self, flow) -> None:
         tag = flow.request.headers.pop(EPISODE_HEADER, None)

@@ -36,7 +36,7 @@ from .determinism import inject as inject_script
 from .determinism import page_seed, runtime_script
 from .hooks import ReplayRequest, ReplayResponse, SiteModel, host_key
 from .matching import Matcher, Rules, Sequencer, answerable, closest, request_body_key, request_kind
-from .upstream import Upstream
+from .upstream import EPISODES_DOCUMENT, Upstream
 
 log = logging.getLogger("webfreeze.replay")
 
@@ -171,6 +171,8 @@ class Replay:
         # determinism.py): never for people browsing, whose pages must run on their own.
         self.timers = timers
         self.upstream = upstream
+        self.preferred_session: str | None = None  # (a live run's archive: see prefer_episode)
+        self._episodes: dict = {}
         self.seed = seed
         self.rule_overrides = rules or {}
         self.rule_defaults = rule_defaults or {}
@@ -209,6 +211,7 @@ class Replay:
                 where = "the archive's replay_rules" + (" with the --rules overrides" if self.rule_overrides else "")
                 raise ReplayError(f"bad replay rules ({where}): {exc}") from None
             self.matcher = Matcher.from_archive(self.archive, self.rules)
+            self._episodes = self._live_episodes()
             self._strict = bool(self.matcher.strict_kinds)
         except BaseException:
             self.close()
@@ -250,6 +253,23 @@ class Replay:
             for model in {id(m): m for m in self.models.values()}.values():
                 self.model_state[model.name] = model.initial_state(self.seed)
             self.misses = []
+
+    def _live_episodes(self) -> dict:
+        """A live run's archive: task id -> its episodes' capture sessions (recorder/live.py writes
+        the document); {} for any other archive."""
+        if EPISODES_DOCUMENT not in self.archive.document_names():
+            return {}
+        doc = self.archive.get_document(EPISODES_DOCUMENT)
+        episodes = doc.get("episodes") if isinstance(doc, dict) else None
+        return {str(k): v for k, v in episodes.items() if isinstance(v, list) and v} if isinstance(episodes, dict) else {}
+
+    def prefer_episode(self, task_id: str | None) -> None:
+        """Answer this replay session from the capture session of ``task_id``'s last live episode
+        first (the archive of a live run records one per episode): repeated requests, and pages
+        whose runtime clock starts at their capture time, then come as that episode saw them. A
+        task the archive has no episode of (any archive not made by a live run) changes nothing."""
+        sessions = self._episodes.get(str(task_id)) if task_id is not None else None
+        self.preferred_session = sessions[-1] if sessions else None
 
     def site_state(self) -> dict:
         """Every site model's exported state, by model name (JSON-serialisable)."""
@@ -308,6 +328,8 @@ class Replay:
             return self._miss(method, url, headers, bkey, score)
         target = when if when is not None else self.when
         caps = answerable(caps, headers)
+        if self.preferred_session is not None:  # a live run's archive: the task's own episode first
+            caps = [c for c in caps if c.session_id == self.preferred_session] or caps
         cap = self.sequencer.pick(key, caps, target) if ordered else closest(caps, target)
         cap_id, cap_url = cap.id, cap.url
         built = self._build(cap_id, inject)

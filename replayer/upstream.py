@@ -32,6 +32,9 @@ from webfreeze.common.errors import WebfreezeError
 EXCHANGE_HEADER = "X-Webfreeze-Exchange"
 # Set by the replay on every request it sends upstream: the episode it belongs to.
 EPISODE_HEADER = "X-Webfreeze-Episode"
+# Written into a live run's archive by its recording proxy: task id -> the capture sessions of its
+# episodes (the replay answers a task from its own episode first).
+EPISODES_DOCUMENT = "live/episodes.json"
 UPSTREAM_MODES = ("live", "miss")
 TIMEOUT_S = 30.0
 

@@ -218,6 +218,7 @@ class WebEnv(gym.Env):
         self._history_answer = ("", [])
         episode_seed = self.config.seed if seed is None else seed
         self.server.reset(episode_seed, when=task.get("snapshot_time"))
+        self.server.replay.prefer_episode(task.get("id"))  # (an archive made by a live run: the task's own)
         if self.upstream is not None:  # live runs: this episode's requests, one capture session
             self.upstream.begin_episode(episode_tag(task.get("id")))
         t0 = time.perf_counter()

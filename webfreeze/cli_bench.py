@@ -160,8 +160,10 @@ def _console():
 def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=0, max_steps=30,
               screenshots=False, agent_config=None, site_models=None, quiet=False, tasks=(), limit=None,
               cassette=None, cassette_mode="record", llm_concurrency=None, persona=None, history=None,
-              executor="local", ray_address=None, episode_timeout_s=None, retries=2, context=None) -> dict:
-    """Prepare and execute a run with a progress bar on stderr; returns the manifest."""
+              executor="local", ray_address=None, episode_timeout_s=None, retries=2, context=None,
+              live=None) -> dict:
+    """Prepare and execute a run with a progress bar on stderr; returns the manifest. ``live``: the
+    live-run settings (RunConfig's live, patch_from_live, record_into, resolve; webfreeze/live.py)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -174,7 +176,8 @@ def run_suite(suite, archive, agent, out, *, workers=1, backend="browser", seed=
                              persona=str(persona) if persona else None, history=dict(history or {}),
                              cassette=str(cassette) if cassette else None, cassette_mode=cassette_mode,
                              llm_concurrency=llm_concurrency, executor=executor, ray_address=ray_address,
-                             episode_timeout_s=episode_timeout_s, retries=retries, context=dict(context or {})))
+                             episode_timeout_s=episode_timeout_s, retries=retries, context=dict(context or {}),
+                             **(live or {})))
     err = Console(stderr=True)
     if prep.manifest["archive_matches_suite"] is False:
         click.echo(f"warning: {prep.archive} is not the archive the suite was made for (digest differs)", err=True)
@@ -256,11 +259,22 @@ def bench_group() -> None:
 @executor_options
 @context_options
 @click.option("--no-report", is_flag=True, help="Do not score the run at the end.")
+# --- live runs (webfreeze/live.py, docs/live.md)
+@click.option("--live", is_flag=True, help="Drive the live sites through the recording proxy and record every request "
+                                           "into --record-into (one capture session per episode): the run becomes its "
+                                           "own frozen benchmark.")
+@click.option("--patch-from-live", is_flag=True, help="Replay the archive; fetch what it misses live through the "
+                                                      "recorder into a copy (--record-into), never the input file.")
+@click.option("--record-into", type=click.Path(dir_okay=False), default=None, metavar="ARCHIVE",
+              help="The archive a live run records into [default: RUN_DIR/live.wfz; patching: RUN_DIR/patched.wfz].")
+@click.option("--resolve", "resolve", multiple=True, metavar="HOST[:PORT]=ADDRESS:PORT",
+              help="Live runs: connect to ADDRESS:PORT for HOST while URLs keep HOST (as record's); repeatable.")
 @_one_line_errors
 def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, screenshots, agent_config, site_models,
               task_globs, limit, llm, llm_key_env, no_api_key, cassette, cassette_mode, llm_concurrency, persona,
               history_k, history_threshold, history_model, key_fields, executor, ray_address, episode_timeout, retries,
-              context, context_pool, context_tokenizer, context_a1_run, context_seed, no_report):
+              context, context_pool, context_tokenizer, context_a1_run, context_seed, no_report,
+              live, patch_from_live, record_into, resolve):
     """Run AGENT on every task of SUITE against the replayed archive; write RUN_DIR.
 
     RUN_DIR gets manifest.json (archive and suite digests, agent config, versions), tasks.jsonl,
@@ -291,11 +305,23 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
                                                     "model": history_model, "key_fields": key_fields}.items()
                                   if v is not None},
                          executor=executor, ray_address=ray_address, episode_timeout_s=episode_timeout, retries=retries,
-                         context=condition)
+                         context=condition, live=live_options(live, patch_from_live, record_into, resolve))
     click.echo(f"ran {manifest['tasks_done']} of {manifest['suite']['tasks']} tasks in {manifest['elapsed_s']:.1f} s "
                f"-> {out}", err=True)
     if not no_report:
         _print_report(out)
+
+
+def live_options(live: bool, patch_from_live: bool, record_into, resolve) -> dict:
+    """RunConfig's live-run settings from the command line (``--resolve`` checked as record's)."""
+    from webfreeze.recorder.errors import ProxyError
+    from webfreeze.recorder.proxy import parse_resolve
+
+    try:
+        table = parse_resolve(resolve)
+    except ProxyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--resolve") from None
+    return {"live": live, "patch_from_live": patch_from_live, "record_into": record_into, "resolve": table}
 
 
 DEFAULT_BACKEND = "browser"

@@ -75,8 +75,15 @@ class RunConfig:
     history: dict = field(default_factory=dict)  # retrieval settings: k, threshold, model, key_fields
     # long-context condition (webfreeze.context): {} none; else tokens, pool, tokenizer, seed[, a1_run]
     context: dict = field(default_factory=dict)
+    # --- live runs (webfreeze/live.py): record the run itself, or patch the archive's misses live
+    live: bool = False
+    patch_from_live: bool = False
+    record_into: str | None = None             # default RUN_DIR/live.wfz (or patched.wfz)
+    resolve: dict = field(default_factory=dict)  # host -> (address, port), as record's --resolve
+    upstream: dict | None = None               # set by live.live_session for the workers
 
 
+from webfreeze import live  # noqa: E402  (live runs)
 from webfreeze.context import CONTEXT_KEYS, run_instructions  # noqa: E402  (CONTEXT_KEYS: RunConfig.context's keys)
 
 
@@ -162,6 +169,7 @@ def prepare(config: RunConfig) -> Prepared:
     from webfreeze.executors import check_executor
 
     check_executor(config)
+    live.check_options(config)  # live runs: incoherent combinations refused in one line
     try:  # (workers build their own agents)
         described = check_agent(config.agent, config.agent_config)
     except AgentError as exc:
@@ -186,12 +194,15 @@ def prepare(config: RunConfig) -> Prepared:
         more = f" and {len(unstartable) - 3} more" if len(unstartable) > 3 else ""
         raise RunError(f"{config.suite}: {len(unstartable)} task(s) have no start_url, and an episode starts "
                        f"there: {', '.join(unstartable[:3])}{more}")
-    archive = resolve_archive(suite, config.archive)
-    try:  # an archive that cannot be opened is refused before anything is written
-        Archive.open(archive).close()
-    except ArchiveError as exc:
-        raise RunError(str(exc)) from None
-    digest = archive_digest(archive)
+    if config.live:  # a live run records its archive (webfreeze/live.py): its digest is pinned at the end
+        archive, digest = live.record_path(config), None
+    else:
+        archive = resolve_archive(suite, config.archive)
+        try:  # an archive that cannot be opened is refused before anything is written
+            Archive.open(archive).close()
+        except ArchiveError as exc:
+            raise RunError(str(exc)) from None
+        digest = archive_digest(archive)
     site_models = dict((suite.manifest or {}).get("site_models") or {})
     site_models.update(config.site_models)
     config.site_models = dict(sorted(site_models.items()))
@@ -220,6 +231,8 @@ def prepare(config: RunConfig) -> Prepared:
     }
     if personas is not None:
         manifest["personas"] = personas
+    if live.is_live(config):  # live runs
+        live.mark_manifest(manifest, config)
     if context is not None:
         manifest["context"] = context
     code = agent_code(config.agent)
@@ -285,7 +298,7 @@ def _finished(path: Path) -> bool:
         end = json.loads(path.read_text(encoding="utf-8")).get("end") or {}
     except (OSError, ValueError, AttributeError):
         return False  # a damaged trajectory (cut short, edited) is run again
-    return end.get("cause") != "provider"
+    return end.get("cause") not in ("provider", live.SITE_CAUSE)
 
 
 HISTORY_SETTINGS = ("k", "threshold", "model", "key_fields")
@@ -538,7 +551,8 @@ def _worker_init(config: dict, archive: str, manifest: dict, llm: dict) -> None:
     env = WebEnv(EnvConfig(archive, backend=config["backend"], seed=config["seed"], max_steps=config["max_steps"],
                            screenshots=config["screenshots"], site_models=models,
                            rules=config.get("replay_rules") or None,
-                           history=_history_provider(config["persona"], config["history"])))
+                           history=_history_provider(config["persona"], config["history"]),
+                           upstream=config.get("upstream")))  # (live runs)
     _WORKER.update(env=env, config=config, manifest=manifest, agent=agent, services=services)
 
 
@@ -631,6 +645,9 @@ def play_episode(task: dict, reference: dict | None) -> tuple[dict, dict, dict]:
         obs, _, terminated, truncated, _ = env.step(out["action"], agent=fields)
         if terminated or truncated:
             break
+    failed = live.episode_failure(env.site_failures())  # live runs: the site failed, not the agent
+    if failed and error is None:
+        error, cause = failed, live.SITE_CAUSE
     trajectory = env.trajectory(stopped=error is not None)
     if error is not None:
         trajectory["end"] = {"reason": "error", "detail": error}
@@ -718,6 +735,8 @@ def execute(prep: Prepared, *, progress=None) -> dict:
     executor = make_executor(config)
     fresh = not out.exists()
     try:
+        if live.is_live(config):  # live runs: the recording proxy serves the whole run
+            return live.run_live(prep, lambda: _execute(prep, executor, progress))
         return _execute(prep, executor, progress)
     except BaseException:
         # A run that failed before its first episode was kept (the local model server would not

@@ -17,12 +17,12 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from webfreeze.archives import Archive, archive_digest
-from webfreeze.bundle_run import compare_run
 from webfreeze.recorder.proxy import free_port
 from webfreeze.simulator.sites import SITES
 from webfreeze.simulator.sites.common import SiteServer
+
+from webfreeze.bundle_run import compare_run
 
 SUITE = Path(__file__).resolve().parents[1] / "webfreeze" / "demo" / "data" / "suite"
 TASKS = "scholar-paper-retrieval-00[12]"
@@ -92,7 +92,7 @@ def wf(*args, canary=None, timeout: float = 600) -> subprocess.CompletedProcess:
         for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
             env[k] = canary.url
     return subprocess.run([sys.executable, "-m", "webfreeze", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+                          check=False, env=env, timeout=timeout)
 
 
 def bench(out, *more, canary=None):

@@ -366,6 +366,11 @@ class Replay:
             self.upstream.note_failure(method, url, got.status, got.failure)
         if got.exchange_id is None:
             self.stats["live_failures"] = self.stats.get("live_failures", 0) + 1
+            if level == "exact" and got.status == 502:
+                # The recorder kept the failure as a bare 502 exchange: answered as its replay will.
+                if self.answers is not None:
+                    self.answers.append(Answered(method.upper(), url, level, 502))
+                return _status_line(502, "Bad Gateway") + b"X-Webfreeze-Match: exact\r\nContent-Length: 0\r\n", b""
             if self.answers is not None:
                 self.answers.append(Answered(method.upper(), url, "miss", got.status or 502))
             text = f"webfreeze: the live site failed: {method.upper()} {url}: {got.failure}\n"

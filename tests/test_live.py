@@ -215,3 +215,30 @@ def test_incoherent_live_options_are_refused_in_one_line(tmp_path, home, args, w
     lines = got.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in got.stderr
     assert not out.exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("name", ["sphinx", "datasette"])
+def test_a_live_run_of_a_real_application_replays_identically(testbed, name, tmp_path, canary):
+    """The same with a real application of the test bed (tests/testbed): live, then offline."""
+    from testbed.fixtures import cli_env
+
+    suite, app = testbed.suite(name), testbed.app(name)
+    live, offline = tmp_path / "live", tmp_path / "offline"
+
+    def run(out, *more):
+        env = {**cli_env(testbed.home), **{k: canary.url for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")}}
+        env.pop("NO_PROXY", None)
+        got = subprocess.run([sys.executable, "-m", "webfreeze", "bench", "run", str(suite), "--agent", "reference",
+                              "--out", str(out), *map(str, more)], capture_output=True, text=True, check=False,
+                             env=env, timeout=600)
+        assert got.returncode == 0, got.stderr[-3000:]
+
+    mark = app.mark()
+    run(live, "--live", "--resolve", app.resolve)
+    assert app.requests_since(mark), "the live run reached the application"
+    mark = app.mark()
+    run(offline, "--archive", live / "live.wfz")
+    assert app.requests_since(mark) == [] and canary.seen == []
+    report = json.loads((offline / "report.json").read_text(encoding="utf-8"))
+    assert {r["outcome"] for r in report["tasks"].values()} == {"success"}
+    assert compare_run(live, offline) is None

@@ -162,7 +162,8 @@ def test_a_site_failure_is_an_infrastructure_error_retried_on_resume(tmp_path, h
     assert manifest(run)["circumstances"]["live"]["site_failures"] == 0
 
 
-def test_patching_misses_fetches_them_live_into_a_copy(tmp_path, home, scholar, canary):
+@pytest.mark.parametrize("backend", ["text", "browser"])
+def test_patching_misses_fetches_them_live_into_a_copy(tmp_path, home, scholar, canary, backend):
     crawl = tmp_path / "crawl.wfz"
     got = wf("record", "crawl", "http://scholar.test/", "--archive", crawl, "--depth", "0", "--screenshots", "none",
              "--resolve", f"scholar.test=127.0.0.1:{scholar.port}")
@@ -170,12 +171,12 @@ def test_patching_misses_fetches_them_live_into_a_copy(tmp_path, home, scholar, 
     before = archive_digest(crawl)
 
     offline = tmp_path / "offline"
-    bench(offline, "--backend", "text", "--archive", crawl)
+    bench(offline, "--backend", backend, "--archive", crawl)
     assert sum(t["replay"]["misses"] for t in trajectories(offline).values()) > 0  # beyond the crawl's pages
 
     patched = tmp_path / "patched"
     seen = len(scholar.log)
-    bench(patched, "--backend", "text", "--archive", crawl, "--patch-from-live",
+    bench(patched, "--backend", backend, "--archive", crawl, "--patch-from-live",
           "--resolve", f"scholar.test=127.0.0.1:{scholar.port}", canary=canary)
     assert len(scholar.log) > seen and canary.seen == []
     assert archive_digest(crawl) == before  # the input archive is never written
@@ -191,7 +192,7 @@ def test_patching_misses_fetches_them_live_into_a_copy(tmp_path, home, scholar, 
 
     again = tmp_path / "again"
     seen = len(scholar.log)
-    bench(again, "--backend", "text", "--archive", copy, canary=canary)
+    bench(again, "--backend", backend, "--archive", copy, canary=canary)
     assert len(scholar.log) == seen and canary.seen == []  # the patched archive replays hermetically
     assert all(t["end"]["reason"] == "answer" and t["replay"]["misses"] == 0 for t in trajectories(again).values())
 

@@ -4,13 +4,16 @@ The orchestration side of :mod:`webfreeze.simulator.live`. The runner calls thes
 functions at marked places (prepare, execute, the worker, play_episode):
 
 - :func:`check_options` refuses incoherent settings in one line before anything is written;
-- :func:`mark_manifest` says in the manifest that the run is live or patched;
+- :func:`mark_manifest` gives a recording run's manifest its archive digest (None until sealed, or
+  the one a resumed live run pinned);
 - :func:`live_session` starts the recording proxy (recorder/live.py) for the whole run and gives
   the archive the workers replay and the ``upstream`` settings their environments take;
 - :func:`episode_failure` turns the site failures of an episode (DNS, TLS, refused, timed out,
   5xx documents) into the episode's infrastructure error (``cause: site``, retried on resume);
 - :func:`seal` pins the recorded (or patched) archive's digest in the manifest and in every
-  trajectory, and counts the live fetches.
+  trajectory, and says in ``circumstances.live`` how the run went live (mode, archive, digest,
+  live fetches, site failures): a circumstance, so that the live run's report is byte for byte
+  its offline re-run's (timings aside).
 
 A live run records into ``--record-into`` (default ``RUN_DIR/live.wfz``), one capture session per
 episode; the strict offline re-run of the same suite, agent and cassette on that archive gives the

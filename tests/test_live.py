@@ -140,6 +140,15 @@ def test_a_live_run_is_its_own_frozen_benchmark(tmp_path, home, scholar, canary,
     assert canary.seen == []
     assert compare_run(live, offline) is None  # trajectories and report.json byte-identical, timings aside
     assert manifest(offline)["archive"] == m["archive"]
+    if backend == "text":  # bundled like any run: the bundle's re-run replays the recorded archive
+        bundle, elsewhere = tmp_path / "live.wfb", tmp_path / "elsewhere"
+        got = wf("bundle", "pack", live, "-o", bundle)
+        assert got.returncode == 0, got.stderr
+        elsewhere.mkdir()
+        got = subprocess.run([sys.executable, "-m", "webfreeze", "bundle", "run", str(bundle), "--out", "rerun"],
+                             capture_output=True, text=True, check=False, cwd=elsewhere, timeout=600)
+        assert got.returncode == 0 and "identical to the bundled run" in got.stdout, got.stdout + got.stderr
+        assert len(scholar.log) == seen
 
 
 def test_a_site_failure_is_an_infrastructure_error_retried_on_resume(tmp_path, home, scholar):

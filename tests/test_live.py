@@ -252,3 +252,50 @@ def test_a_live_run_of_a_real_application_replays_identically(testbed, name, tmp
     report = json.loads((offline / "report.json").read_text(encoding="utf-8"))
     assert {r["outcome"] for r in report["tasks"].values()} == {"success"}
     assert compare_run(live, offline) is None
+
+
+@pytest.mark.parametrize("backend", ["text", "browser"])
+def test_an_https_site_live_through_the_environment_then_offline(tmp_path, home, backend):
+    """The library level: ``EnvConfig(upstream=...)`` with the live proxy of recorder/live.py, on a
+    site served over TLS with a certificate of its own (as real sites are), then the archive alone."""
+    from tls_certs import self_signed
+    from webfreeze.recorder.live import live_ca_file, live_proxy
+    from webfreeze.simulator.env import EnvConfig, WebEnv
+    from webfreeze.simulator.sites.common import tls_context
+    from webfreeze.simulator.trajectory import without_timings
+
+    app = _Logged(SITES["scholar"](0))
+    site = SiteServer(app, ssl_context=tls_context(*map(str, self_signed(tmp_path / "tls", ["scholar.test"])))).start()
+    task = {"id": "browse", "instruction": "Open the Computer Science listing.", "start_url": "https://scholar.test/",
+            "ground_truth": {}}
+
+    def play(env) -> dict:
+        obs, _ = env.reset(options={"task": task})
+        link = next(e["bid"] for e in obs["elements"] if e.get("role") == "link" and "Computer" in (e.get("name") or ""))
+        env.step(f"click [{link}]")
+        env.step("go_back()")
+        trajectory = without_timings(env.trajectory(stopped=True))
+        trajectory["env"].pop("archive_digest")  # (the live one was taken while the archive grew)
+        return trajectory
+
+    archive = tmp_path / "live.wfz"
+    try:
+        with live_proxy(archive, resolve={"scholar.test": ("127.0.0.1", site.port)}) as proxy:
+            env = WebEnv(EnvConfig(archive, backend=backend,
+                                   upstream={"proxy": proxy.url, "ca_file": live_ca_file(), "mode": "live"}))
+            try:
+                live = play(env)
+                assert env.site_failures() == []
+            finally:
+                env.close()
+        served = len(app.log)
+        assert served > 0 and live["steps"][0]["url_after"].startswith("https://scholar.test/list/")
+        env = WebEnv(EnvConfig(archive, backend=backend))
+        try:
+            offline = play(env)
+        finally:
+            env.close()
+        assert len(app.log) == served  # the archive alone
+    finally:
+        site.stop()
+    assert json.dumps(offline, sort_keys=True) == json.dumps(live, sort_keys=True)

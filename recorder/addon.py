@@ -101,7 +101,8 @@ class ArchiveRecorder:
             session_id=self.session_id,
         )
         try:
-            self.archive.add_exchange(ex)
+            # (the id: a live run's proxy names the exchange to the replay that asked, recorder/live.py)
+            flow.metadata["webfreeze_exchange"] = self.archive.add_exchange(ex)
             self.recorded += 1
         except Exception as exc:  # never take the proxy down; the miss is logged and counted
             self.errors += 1

@@ -36,6 +36,7 @@ from .determinism import inject as inject_script
 from .determinism import page_seed, runtime_script
 from .hooks import ReplayRequest, ReplayResponse, SiteModel, host_key
 from .matching import Matcher, Rules, Sequencer, answerable, closest, request_body_key, request_kind
+from .upstream import EPISODES_DOCUMENT, Upstream
 
 log = logging.getLogger("webfreeze.replay")
 
@@ -168,9 +169,11 @@ class Replay:
     def __init__(self, archive_path: str | Path, *, on_miss: str = "404", miss_report: str | Path | None = None,
                  inject: bool = True, seed: int = 0, rules: dict | None = None, when: str | None = None,
                  cache_bytes: int = CACHE_BYTES, rule_defaults: dict | None = None,
-                 timers: bool = False):
+                 timers: bool = False, upstream: Upstream | None = None):
         """``rules`` override the archive's stored ``replay_rules``, which override ``rule_defaults``
-        (the agent environment lays :data:`~.matching.AGENT_RULES` there; ``replay serve`` nothing)."""
+        (the agent environment lays :data:`~.matching.AGENT_RULES` there; ``replay serve`` nothing).
+        ``upstream`` (live runs only, :mod:`.upstream`): a recording proxy that answers every request
+        (mode ``live``) or the misses (mode ``miss``); None, the default, keeps the replay hermetic."""
         if on_miss not in ON_MISS:
             raise ReplayError(f"--on-miss must be one of {', '.join(ON_MISS)}")
         self.archive_path = Path(archive_path)
@@ -180,6 +183,9 @@ class Replay:
         # The injected runtime also takes over the page's timers (the agent environment pumps them;
         # determinism.py): never for people browsing, whose pages must run on their own.
         self.timers = timers
+        self.upstream = upstream
+        self.preferred_session: str | None = None  # (a live run's archive: see prefer_episode)
+        self._episodes: dict = {}
         self.seed = seed
         self.rule_overrides = rules or {}
         self.rule_defaults = rule_defaults or {}
@@ -218,6 +224,7 @@ class Replay:
                 where = "the archive's replay_rules" + (" with the --rules overrides" if self.rule_overrides else "")
                 raise ReplayError(f"bad replay rules ({where}): {exc}") from None
             self.matcher = Matcher.from_archive(self.archive, self.rules)
+            self._episodes = self._live_episodes()
             self._strict = bool(self.matcher.strict_kinds)
         except BaseException:
             self.close()
@@ -260,6 +267,23 @@ class Replay:
                 self.model_state[model.name] = model.initial_state(self.seed)
             self.misses = []
 
+    def _live_episodes(self) -> dict:
+        """A live run's archive: task id -> its episodes' capture sessions (recorder/live.py writes
+        the document); {} for any other archive."""
+        if EPISODES_DOCUMENT not in self.archive.document_names():
+            return {}
+        doc = self.archive.get_document(EPISODES_DOCUMENT)
+        episodes = doc.get("episodes") if isinstance(doc, dict) else None
+        return {str(k): v for k, v in episodes.items() if isinstance(v, list) and v} if isinstance(episodes, dict) else {}
+
+    def prefer_episode(self, task_id: str | None) -> None:
+        """Answer this replay session from the capture session of ``task_id``'s last live episode
+        first (the archive of a live run records one per episode): repeated requests, and pages
+        whose runtime clock starts at their capture time, then come as that episode saw them. A
+        task the archive has no episode of (any archive not made by a live run) changes nothing."""
+        sessions = self._episodes.get(str(task_id)) if task_id is not None else None
+        self.preferred_session = sessions[-1] if sessions else None
+
     def site_state(self) -> dict:
         """Every site model's exported state, by model name (JSON-serialisable)."""
         with self._state_lock:
@@ -300,6 +324,8 @@ class Replay:
                     answers.append(Answered(method.upper(), url, "model", resp.status,
                                             mime=header_value(resp.headers, "content-type"), size=len(resp.body)))
                 return self._serialise_plain(self._inject_model(resp, url) if inject else resp, method, "model")
+        if self.upstream is not None and self.upstream.mode == "live" and _may_go_live(url):  # live runs
+            return self._answer_live(method, url, headers, body, inject, "exact")
         bkey = request_body_key(headers, body)
         # (the kind is read only when the rules keep some kinds from fuzzy answers, and a request
         # reaches the fuzzy level: people's replay and exact hits pay nothing for it)
@@ -307,6 +333,8 @@ class Replay:
         level, key, caps, score = self.matcher.candidates(method, url, bkey, kind)
         if not caps and method.upper() == "HEAD":  # HEAD is answered from a GET capture's headers
             level, key, caps, score = self.matcher.candidates("GET", url, bkey, kind)
+        if not caps and self.upstream is not None and _may_go_live(url):  # patching misses (mode "miss")
+            return self._answer_live(method, url, headers, body, inject, "live")
         if not caps:
             if answers is not None:
                 answers.append(Answered(method.upper(), url, "miss", MISS_STATUS.get(self.on_miss, 0),
@@ -314,6 +342,8 @@ class Replay:
             return self._miss(method, url, headers, bkey, score)
         target = when if when is not None else self.when
         caps = answerable(caps, headers)
+        if self.preferred_session is not None:  # a live run's archive: the task's own episode first
+            caps = [c for c in caps if c.session_id == self.preferred_session] or caps
         cap = self.sequencer.pick(key, caps, target) if ordered else closest(caps, target)
         cap_id, cap_url = cap.id, cap.url
         built = self._build(cap_id, inject)
@@ -337,6 +367,36 @@ class Replay:
         if level == "canonical" or level == "fuzzy":
             built = self._rewrite_jsonp(built, cap_url, url)
         return self._serialise(built, method, headers, extra)
+
+    def _answer_live(self, method: str, url: str, headers, body: bytes, inject: bool, level: str):
+        """Send the request to the upstream recording proxy, then answer with the exchange it
+        recorded, read back from the archive and built as any archived answer (so an offline replay
+        of the archive serves the same bytes). ``level`` is what provenance calls the answer:
+        ``exact`` in a live run (what the replay of its archive will say), ``live`` for a patched
+        miss. A site that failed (no exchange, or a 5xx document) is noted on the upstream."""
+        got = self.upstream.fetch(method, url, headers, body)
+        self.stats["live"] = self.stats.get("live", 0) + 1
+        document = request_kind(headers, url) == "document"
+        if got.failure and document:
+            self.upstream.note_failure(method, url, got.status, got.failure)
+        if got.exchange_id is None:
+            self.stats["live_failures"] = self.stats.get("live_failures", 0) + 1
+            if level == "exact" and got.status == 502:
+                # The recorder kept the failure as a bare 502 exchange: answered as its replay will.
+                if self.answers is not None:
+                    self.answers.append(Answered(method.upper(), url, level, 502))
+                return _status_line(502, "Bad Gateway") + b"X-Webfreeze-Match: exact\r\nContent-Length: 0\r\n", b""
+            if self.answers is not None:
+                self.answers.append(Answered(method.upper(), url, "miss", got.status or 502))
+            text = f"webfreeze: the live site failed: {method.upper()} {url}: {got.failure}\n"
+            head, data = simple_response(got.status or 502, "text/plain; charset=utf-8", text.encode("utf-8", "replace"),
+                                         b"X-Webfreeze-Miss: 1\r\nCache-Control: no-store\r\n")
+            return head, (b"" if method.upper() == "HEAD" else data)
+        built = self._build(got.exchange_id, inject)
+        if self.answers is not None:
+            self.answers.append(Answered(method.upper(), url, level, built.status))
+        return self._serialise(built, method, headers,
+                               f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {got.exchange_id}\r\n".encode())
 
     def _ask_model(self, model: SiteModel, method, url, headers, body) -> ReplayResponse | None:
         req = ReplayRequest(method.upper(), url, list(headers), body or b"")
@@ -539,6 +599,11 @@ class Replay:
 
     def _plain(self, status: int, text: str):
         return simple_response(status, "text/plain; charset=utf-8", text.encode("utf-8", "replace"))
+
+
+def _may_go_live(url: str) -> bool:
+    """Whether a request may be sent upstream: never the browser's own background traffic."""
+    return (urlsplit(url).hostname or "") not in BROWSER_INTERNAL_HOSTS
 
 
 def _redirects_to_itself(built: Built, url: str) -> bool:

@@ -38,6 +38,7 @@ from webfreeze.archives import ArchiveError
 from webfreeze.common.http import header_value, split_host_port
 
 from .hooks import SiteModel
+from .upstream import Upstream
 from .replay import BROWSER_INTERNAL_HOSTS, CACHE_BYTES, DIRECT, Replay, ReplayError, load_rules_file, simple_response
 
 # (BROWSER_INTERNAL_HOSTS: the browser launch reads it here, to send Chromium's own traffic to the proxy)
@@ -58,12 +59,12 @@ class ReplayServer:
                  on_miss: str = "404", miss_report: str | Path | None = None, inject: bool = True,
                  seed: int = 0, rules: dict | None = None, when: str | None = None,
                  confdir: str | Path | None = None, cache_bytes: int = CACHE_BYTES,
-                 rule_defaults: dict | None = None, timers: bool = False):
+                 rule_defaults: dict | None = None, timers: bool = False, upstream: Upstream | None = None):
         if mode not in ("proxy", "direct"):
             raise ReplayError(f"unknown mode {mode!r} (proxy or direct)")
         self.replay = Replay(archive_path, on_miss=on_miss, miss_report=miss_report, inject=inject, seed=seed,
                              rules=rules, when=when, cache_bytes=cache_bytes, rule_defaults=rule_defaults,
-                             timers=timers)
+                             timers=timers, upstream=upstream)  # (upstream: live runs, replayer/upstream.py)
         self.archive_path = self.replay.archive_path
         self.mode = mode
         self.host = host

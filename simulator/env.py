@@ -60,6 +60,7 @@ from .axtree import marked as read_marked
 from .backends import check_backend
 from .browser import PageActivity, pump_timers, wait_painted
 from .forms import form_submission, is_submitter
+from .live import episode_tag, open_upstream
 from .marks import draw_marks
 from .provenance import answer_record, kind_of_resource, step_provenance
 from .trajectory import TrajectoryRecorder
@@ -156,6 +157,9 @@ class EnvConfig:
     # "browsergym": the observation also carries BrowserGym's keys and shapes (simulator/bgym_obs.py;
     # the browser backend takes CDP snapshots and a screenshot for them, so it costs step time).
     observation: str = "default"
+    # Live runs (simulator/live.py): a recording proxy that answers every request ("mode": "live")
+    # or the archive's misses ("miss"): {"proxy": URL, "ca_file": PEM, "mode": ...}. None: hermetic.
+    upstream: dict | None = None
 
 
 def _digest(text: str) -> str:
@@ -186,9 +190,10 @@ class WebEnv(gym.Env):
         browser = config.backend == "browser"
         # In Chromium the page's timers wait for the settle's pump (simulator/browser.py): what an
         # observation shows never depends on how fast the machine ran them.
+        self.upstream = open_upstream(config.upstream, EnvError)  # (live runs)
         self.server = ReplayServer(config.archive, mode="proxy" if browser else "direct",
                                    inject=browser, timers=browser, seed=config.seed, rules=config.rules,
-                                   rule_defaults=AGENT_RULES)
+                                   rule_defaults=AGENT_RULES, upstream=self.upstream)
         self.backend = _BrowserBackend(self) if config.backend == "browser" else _TextBackend(self)
         for model in config.site_models:
             self.server.register(model)
@@ -230,6 +235,9 @@ class WebEnv(gym.Env):
         self._history_answer = ("", [])
         episode_seed = self.config.seed if seed is None else seed
         self.server.reset(episode_seed, when=task.get("snapshot_time"))
+        self.server.replay.prefer_episode(task.get("id"))  # (an archive made by a live run: the task's own)
+        if self.upstream is not None:  # live runs: this episode's requests, one capture session
+            self.upstream.begin_episode(episode_tag(task.get("id")))
         t0 = time.perf_counter()
         self.backend.take_answers()  # (what the last episode left behind is not this one's)
         self.last_error = self.backend.reset(task["start_url"])
@@ -412,6 +420,11 @@ class WebEnv(gym.Env):
         """The ended episode's task score (0 to 1): computed by ``webfreeze.WebEnv``, which wires in
         the evaluators; this stage does not score."""
         raise EnvError("reward='score' needs webfreeze.WebEnv (it scores with webfreeze.eval)")
+
+    def site_failures(self) -> list[dict]:
+        """Live runs: the documents whose live site failed in this episode (DNS, TLS, refused,
+        timed out, 5xx), each ``{method, url, status, cause}``; always empty in a hermetic replay."""
+        return self.upstream.take_failures() if self.upstream is not None else []
 
     def trajectory(self, *, stopped: bool = False) -> dict:
         """The episode's trajectory (finishing it as ``stopped`` if it is still open)."""

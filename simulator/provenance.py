@@ -10,7 +10,8 @@ of the records, sorted where their arrival order could vary, so the bytes are de
 from __future__ import annotations
 
 # From the most faithful to the least: a main document's level is the worst of its navigation's hops.
-LEVELS = ("exact", "canonical", "model", "fuzzy", "miss")
+# ("live": fetched from the live site through the recorder while patching misses, webfreeze/runs/live.py)
+LEVELS = ("exact", "canonical", "model", "live", "fuzzy", "miss")
 _RANK = {level: n for n, level in enumerate(LEVELS)}
 KINDS = ("document", "xhr", "subresource")
 # The levels an agent must be told about (and a report counts).

@@ -23,6 +23,8 @@ from webfreeze.eval.replay_provenance import summary_line
 from webfreeze.eval.report import personalisation_markdown, summary_table, write_report
 from webfreeze.eval.score import SUCCESS_KINDS
 from webfreeze.eval.tasks import load_suite
+from webfreeze.recorder.errors import ProxyError
+from webfreeze.recorder.proxy import parse_resolve
 from webfreeze.runs.compare import compare_runs
 from webfreeze.runs.context import ContextError, check_context
 from webfreeze.runs.execute import execute
@@ -165,10 +167,21 @@ def bench_group() -> None:
 @executor_options
 @context_options
 @click.option("--no-report", is_flag=True, help="Do not score the run at the end.")
+# --- live runs (webfreeze/runs/live.py, docs/live.md)
+@click.option("--live", is_flag=True, help="Drive the live sites through the recording proxy and record every request "
+                                           "into --record-into (one capture session per episode): the run becomes its "
+                                           "own frozen benchmark.")
+@click.option("--patch-from-live", is_flag=True, help="Replay the archive; fetch what it misses live through the "
+                                                      "recorder into a copy (--record-into), never the input file.")
+@click.option("--record-into", type=click.Path(dir_okay=False), default=None, metavar="ARCHIVE",
+              help="The archive a live run records into [default: RUN_DIR/live.wfz; patching: RUN_DIR/patched.wfz].")
+@click.option("--resolve", "resolve", multiple=True, metavar="HOST[:PORT]=ADDRESS:PORT",
+              help="Live runs: connect to ADDRESS:PORT for HOST while URLs keep HOST (as record's); repeatable.")
 def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, screenshots, agent_config, site_models,
               task_globs, limit, llm, llm_key_env, no_api_key, cassette, cassette_mode, llm_concurrency, persona,
               history_k, history_threshold, history_model, key_fields, executor, ray_address, episode_timeout, retries,
-              context, context_pool, context_tokenizer, context_a1_run, context_seed, no_report):
+              context, context_pool, context_tokenizer, context_a1_run, context_seed, no_report,
+              live, patch_from_live, record_into, resolve):
     """Run AGENT on every task of SUITE against the replayed archive; write RUN_DIR.
 
     RUN_DIR gets manifest.json (archive and suite digests, agent config, versions), tasks.jsonl,
@@ -196,11 +209,21 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
                                                     "model": history_model, "key_fields": key_fields}.items()
                                   if v is not None},
                          executor=executor, ray_address=ray_address, episode_timeout_s=episode_timeout, retries=retries,
-                         context=condition)
+                         context=condition, **live_options(live, patch_from_live, record_into, resolve))
     click.echo(f"ran {manifest['tasks_done']} of {manifest['suite']['tasks']} tasks in {manifest['elapsed_s']:.1f} s "
                f"-> {out}", err=True)
     if not no_report:
         print_report(out)
+
+
+def live_options(live: bool, patch_from_live: bool, record_into, resolve) -> dict:
+    """The run's live settings (:class:`~webfreeze.runs.spec.RunOptions`' live, patch_from_live,
+    record_into, resolve) from the command line (``--resolve`` checked as record's)."""
+    try:
+        table = parse_resolve(resolve)
+    except ProxyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--resolve") from None
+    return {"live": live, "patch_from_live": patch_from_live, "record_into": record_into, "resolve": table}
 
 
 DEFAULT_BACKEND = "browser"

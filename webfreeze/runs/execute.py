@@ -29,6 +29,7 @@ from pathlib import Path
 from webfreeze.common.digests import file_sha256
 from webfreeze.common.files import write_json
 from webfreeze.runs.context import ContextError, a1_trajectory, compose, run_instructions
+from webfreeze.runs import live
 from webfreeze.runs.executors import make_executor
 from webfreeze.runs.prepare import Prepared, package_versions, prepare, utc_now
 from webfreeze.runs.spec import CASSETTE_NAME, RunError, build_run
@@ -79,6 +80,8 @@ def execute(prep: Prepared, *, progress=None) -> dict:
     executor = make_executor(prep.options)
     fresh = not out.exists()
     try:
+        if live.is_live(prep.options):  # live runs: the recording proxy serves the whole run
+            return live.run_live(prep, lambda: _execute(prep, executor, progress))
         return _execute(prep, executor, progress)
     except BaseException:
         # A run that failed before its first episode was kept (the local model server would not
@@ -108,7 +111,7 @@ def _execute(prep: Prepared, executor, progress) -> dict:
     write_json(out / "manifest.json", manifest)
     t0 = time.perf_counter()
     # what every worker starts from: the spec (as prepare filled it in) and where to write
-    wconfig = dict(asdict(spec), out=str(out))
+    wconfig = dict(asdict(spec), out=str(out), upstream=options.upstream)  # (upstream: live runs)
     # What crosses into the workers is the agent's view of each task: never its ground truth, and
     # the reference only for an oracle (the worker processes never hold more than the agent may see).
     oracle = prep.manifest["agent"]["oracle"]

@@ -27,6 +27,7 @@ from webfreeze.llm.errors import LLMError
 from webfreeze.personas.history import HistoryError, history_digest, load_history
 from webfreeze.replayer.matching import Rules
 from webfreeze.runs.context import TOLERANCE, ContextError, a1_trajectory, read_pool, trajectories_digest
+from webfreeze.runs import live
 from webfreeze.runs.executors import check_executor
 from webfreeze.simulator.backends import check_backend
 from webfreeze.simulator.browser import browser_build
@@ -107,6 +108,7 @@ def prepare(spec: RunSpec, options: RunOptions) -> Prepared:
     if options.workers < 1:
         raise RunError("--workers must be at least 1")
     check_executor(options)
+    live.check_options(spec, options)  # live runs: incoherent combinations refused in one line
     try:  # (workers build their own agents)
         described = check_agent(config.agent, config.agent_config)
     except AgentError as exc:
@@ -130,12 +132,15 @@ def prepare(spec: RunSpec, options: RunOptions) -> Prepared:
         more = f" and {len(unstartable) - 3} more" if len(unstartable) > 3 else ""
         raise RunError(f"{config.suite}: {len(unstartable)} task(s) have no start_url, and an episode starts "
                        f"there: {', '.join(unstartable[:3])}{more}")
-    archive = resolve_archive(suite, config.archive)
-    try:  # an archive that cannot be opened is refused before anything is written
-        Archive.open(archive).close()
-    except ArchiveError as exc:
-        raise RunError(str(exc)) from None
-    digest = archive_digest(archive)
+    if options.live:  # a live run records its archive (runs/live.py): its digest is pinned at the end
+        archive, digest = live.record_path(options), None
+    else:
+        archive = resolve_archive(suite, config.archive)
+        try:  # an archive that cannot be opened is refused before anything is written
+            Archive.open(archive).close()
+        except ArchiveError as exc:
+            raise RunError(str(exc)) from None
+        digest = archive_digest(archive)
     site_models = dict((suite.manifest or {}).get("site_models") or {})
     site_models.update(config.site_models)
     config.site_models = dict(sorted(site_models.items()))
@@ -164,6 +169,8 @@ def prepare(spec: RunSpec, options: RunOptions) -> Prepared:
     }
     if personas is not None:
         manifest["personas"] = personas
+    if live.is_live(options):  # live runs
+        live.mark_manifest(manifest, options)
     if context is not None:
         manifest["context"] = context
     code = agent_code(config.agent)
@@ -226,7 +233,7 @@ def _finished(path: Path) -> bool:
         end = json.loads(path.read_text(encoding="utf-8")).get("end") or {}
     except (OSError, ValueError, AttributeError):
         return False  # a damaged trajectory (cut short, edited) is run again
-    return end.get("cause") != "provider"
+    return end.get("cause") not in ("provider", live.SITE_CAUSE)
 
 
 

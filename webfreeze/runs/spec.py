@@ -62,6 +62,13 @@ class RunOptions:
     cassette: str | None = None                # default: RUN_DIR/llm-cassette.sqlite
     cassette_mode: str = "record"
     llm_concurrency: int | None = None         # LLM calls in flight at once, across the workers
+    # live runs (webfreeze/runs/live.py, docs/live.md): the run records itself, or patches the archive's
+    # misses live; kept out of the identity: a live run and its offline re-run are the same run
+    live: bool = False
+    patch_from_live: bool = False
+    record_into: str | None = None             # default RUN_DIR/live.wfz (or patched.wfz)
+    resolve: dict = field(default_factory=dict)  # host -> (address, port), as record's --resolve
+    upstream: dict | None = None               # set by live.run_live for the workers
 
 
 SPEC_SETTINGS = tuple(f for f in RunSpec.__dataclass_fields__ if f not in ("suite", "agent", "archive",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import time
 
+from webfreeze.runs import live
 from webfreeze.runs.spec import RunError, history_settings
 from webfreeze.agents import AgentError, AgentServices, TaskView, is_oracle, make_agent
 from webfreeze.llm.errors import LLMError, ProviderError
@@ -34,7 +35,8 @@ def init(config: dict, archive: str, manifest: dict, llm: dict) -> None:
     env = WebEnv(EnvConfig(archive, backend=config["backend"], seed=config["seed"], max_steps=config["max_steps"],
                            screenshots=config["screenshots"], site_models=models,
                            rules=config.get("replay_rules") or None,
-                           history=_history_provider(config["persona"], config["history"])))
+                           history=_history_provider(config["persona"], config["history"]),
+                           upstream=config.get("upstream")))  # (live runs)
     _WORKER.update(env=env, config=config, manifest=manifest, agent=agent, services=services)
 
 
@@ -123,6 +125,9 @@ def play(task: dict, reference: dict | None) -> tuple[dict, dict, dict]:
         obs, _, terminated, truncated, _ = env.step(out["action"], agent=fields)
         if terminated or truncated:
             break
+    failed = live.episode_failure(env.site_failures())  # live runs: the site failed, not the agent
+    if failed and error is None:
+        error, cause = failed, live.SITE_CAUSE
     trajectory = env.trajectory(stopped=error is not None)
     if error is not None:
         trajectory["end"] = {"reason": "error", "detail": error}

@@ -22,7 +22,7 @@ from webfreeze.recorder.proxy import free_port
 from webfreeze.simulator.sites import SITES
 from webfreeze.simulator.sites.common import SiteServer
 
-from webfreeze.bundle_run import compare_run
+from webfreeze.runs.compare import run_difference
 
 SUITE = Path(__file__).resolve().parents[1] / "webfreeze" / "demo" / "data" / "suite"
 TASKS = "scholar-paper-retrieval-00[12]"
@@ -138,7 +138,7 @@ def test_a_live_run_is_its_own_frozen_benchmark(tmp_path, home, scholar, canary,
     bench(offline, "--backend", backend, "--archive", archive, canary=canary)
     assert len(scholar.log) == seen  # the strict offline re-run never reached the site
     assert canary.seen == []
-    assert compare_run(live, offline) is None  # trajectories and report.json byte-identical, timings aside
+    assert run_difference(live, offline) is None  # trajectories and report.json byte-identical, timings aside
     assert manifest(offline)["archive"] == m["archive"]
     if backend == "text":  # bundled like any run: the bundle's re-run replays the recorded archive
         bundle, elsewhere = tmp_path / "live.wfb", tmp_path / "elsewhere"
@@ -251,7 +251,7 @@ def test_a_live_run_of_a_real_application_replays_identically(testbed, name, tmp
     assert app.requests_since(mark) == [] and canary.seen == []
     report = json.loads((offline / "report.json").read_text(encoding="utf-8"))
     assert {r["outcome"] for r in report["tasks"].values()} == {"success"}
-    assert compare_run(live, offline) is None
+    assert run_difference(live, offline) is None
 
 
 @pytest.mark.parametrize("backend", ["text", "browser"])

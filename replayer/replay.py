@@ -384,7 +384,7 @@ class Replay:
             if level == "exact" and got.status == 502:
                 # The recorder kept the failure as a bare 502 exchange: answered as its replay will.
                 if self.answers is not None:
-                    self.answers.append(Answered(method.upper(), url, level, 502))
+                    self.answers.append(Answered(method.upper(), url, level, 502, size=0))  # (as replayed)
                 return _status_line(502, "Bad Gateway") + b"X-Webfreeze-Match: exact\r\nContent-Length: 0\r\n", b""
             if self.answers is not None:
                 self.answers.append(Answered(method.upper(), url, "miss", got.status or 502))
@@ -393,8 +393,9 @@ class Replay:
                                          b"X-Webfreeze-Miss: 1\r\nCache-Control: no-store\r\n")
             return head, (b"" if method.upper() == "HEAD" else data)
         built = self._build(got.exchange_id, inject)
-        if self.answers is not None:
-            self.answers.append(Answered(method.upper(), url, level, built.status))
+        if self.answers is not None:  # (described as the replay of the archive will describe it)
+            self.answers.append(Answered(method.upper(), url, level, built.status,
+                                         mime=_block_value(built.header_block, b"content-type"), size=len(built.body)))
         return self._serialise(built, method, headers,
                                f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {got.exchange_id}\r\n".encode())
 

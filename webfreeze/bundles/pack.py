@@ -512,6 +512,7 @@ def pack(sources: list, out, *, archive: str | None = None, key: str | None = No
 
 # ==================================================================================== signing
 def _crypto():
+    # (late: the sign extra; bundles are packed and read without it)
     try:
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -802,7 +803,7 @@ def check_signature(bundle: Bundle, key: str | None) -> str | None:
     public = _load_public_key(key)
     if not isinstance(sig, dict) or sig.get("alg") != "ed25519":
         raise BundleError(f"{bundle.path}: not signed (an Ed25519 signature was required by --key)")
-    from cryptography.exceptions import InvalidSignature
+    from cryptography.exceptions import InvalidSignature  # (late: the sign extra, as _crypto)
 
     try:
         public.verify(base64.b64decode(sig.get("value", ""), validate=True), bundle.digest["hash"].encode())

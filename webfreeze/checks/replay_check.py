@@ -34,6 +34,8 @@ import os
 import shutil
 from pathlib import Path
 
+import lxml.html
+
 from webfreeze.archives import Archive, ArchiveError
 from webfreeze.replayer.server import ReplayServer
 from webfreeze.simulator.browser import (launch_chromium, new_context, still_screenshot, track_inflight,
@@ -44,8 +46,6 @@ REPORT_VERSION = 1
 
 def visible_text(dom: bytes | str) -> str:
     """Whitespace-normalised text of an HTML document, scripts and styles left out."""
-    import lxml.html
-
     if isinstance(dom, str):
         dom = dom.encode("utf-8")
     if not dom.strip():
@@ -72,7 +72,7 @@ def pixel_difference(png_a: bytes | None, png_b: bytes | None) -> float | None:
     to RGB and compared pixel by pixel), None when either is missing."""
     if not png_a or not png_b:
         return None
-    from PIL import Image, ImageChops
+    from PIL import Image, ImageChops  # (late: Pillow, the replay extra)
 
     a = Image.open(io.BytesIO(png_a)).convert("RGB")
     b = Image.open(io.BytesIO(png_b)).convert("RGB")
@@ -156,7 +156,7 @@ def _holds_report(path: Path) -> bool:
 
 def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: Path, seed: int, confdir,
            progress, placeholders: set[int] = frozenset()) -> dict:
-    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import Error as PlaywrightError  # (late: Playwright, the replay extra)
     from playwright.sync_api import sync_playwright
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import sys
 
+from pathlib import Path
+
 import click
 
 from webfreeze.simulator.backends import BACKENDS
@@ -51,8 +53,6 @@ def bundle_pack(sources, archive, suite, output, key, title, force, with_agent_s
     its manifest, trajectories, reports and the LLM cassette entries it used; a datapackage.json
     lists every member's SHA-256 and size.
     """
-    from pathlib import Path
-
 
     if Path(output).exists() and not force:
         raise BundleError(f"{output}: already exists (use --force to replace it)")

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 import click
 from webfreeze.cli.bench import tasks_validate
 from webfreeze.cli.mcp import export_har_command
 from webfreeze.eval.authoring import add_task
 from webfreeze.eval.replay_provenance import summary_line
+from webfreeze.eval.llm_judge import open_llm_judge
 from webfreeze.eval.report import personalisation_markdown, report_json, summary_table, write_report
 from webfreeze.eval.tasks import load_suite
 
@@ -47,8 +50,6 @@ def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_ca
     table (P_web, P_pref, P_avg, Intent, SR per scheme and level), retrieval Hit@k and ranking
     Hit@1/Hit@5. The report names the judge and who decided each rubric item.
     """
-    from pathlib import Path
-
 
     ctx = click.get_current_context()
     if judge_kind == "rules":  # the LLM judge's settings would be silently ignored: say so
@@ -62,8 +63,6 @@ def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_ca
     if not Path(run_dir).is_dir():
         raise click.ClickException(f"{run_dir}: not a run directory (no such directory)")
     if judge_kind == "llm":
-        from webfreeze.eval.llm_judge import open_llm_judge
-
         with open_llm_judge(run_dir, llm=judge_llm, key_env=judge_key_env, cassette=judge_cassette,
                             mode=judge_cassette_mode) as judge:
             report = write_report(run_dir, judge, strict_replay=strict_replay)

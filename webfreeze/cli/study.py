@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 import click
 from webfreeze.studies.report import build_study_report, markdown, write_study_report
 from webfreeze.studies.run import StudyOptions, cell_status, plan_study, read_study_json, run_study
@@ -94,8 +96,6 @@ def study_run(study_file, out, executor, ray_address, workers, cassette_mode, ca
     Finished cells are never run again: re-running the same command after an interruption finishes
     the study (a half-done cell resumes where it stopped).
     """
-    from pathlib import Path
-
 
     study = load_study(study_file)
     if cassettes is not None:

@@ -103,51 +103,81 @@ def prepare(spec: RunSpec, options: RunOptions) -> Prepared:
     checks pass. ``spec`` itself is not changed: the spec the run uses is :attr:`Prepared.spec`."""
     spec = replace(spec, agent_config=dict(spec.agent_config), site_models=dict(spec.site_models),
                    history=dict(spec.history), context=dict(spec.context), tasks=list(spec.tasks))
-    config = spec  # (the manifest's identity below is made from the spec alone)
-    check_backend(config.backend, RunError)
+    check_backend(spec.backend, RunError)
     if options.workers < 1:
         raise RunError("--workers must be at least 1")
     check_executor(options)
     live.check_options(spec, options)  # live runs: incoherent combinations refused in one line
-    try:  # (workers build their own agents)
-        described = check_agent(config.agent, config.agent_config)
-    except AgentError as exc:
-        raise RunError(str(exc)) from None
-    except TypeError as exc:
-        raise RunError(f"agent {config.agent!r}: bad --agent-config ({exc})") from None
-    agent_config, oracle = described["config"], described["oracle"]
+    described = _check_agent(spec)
     if options.cassette_mode not in CASSETTE_MODES:
         raise RunError(f"unknown cassette mode {options.cassette_mode!r} ({', '.join(CASSETTE_MODES)})")
     _check_cassette(options)
-    _check_api_key(agent_config, options)
-    try:
-        suite = load_suite(config.suite)
-    except TaskError as exc:
-        raise RunError(str(exc)) from None
-    if not suite.tasks:
-        raise RunError(f"{config.suite}: the suite has no tasks")
-    suite.tasks = select_tasks(suite.tasks, config.tasks, config.limit)
-    unstartable = [t.id for t in suite.tasks if not t.start_url]
-    if unstartable:  # (a suite may leave it null, as Mind2Web-Live's tasks do; an episode cannot)
-        more = f" and {len(unstartable) - 3} more" if len(unstartable) > 3 else ""
-        raise RunError(f"{config.suite}: {len(unstartable)} task(s) have no start_url, and an episode starts "
-                       f"there: {', '.join(unstartable[:3])}{more}")
+    _check_api_key(described["config"], options)
+    suite = _selected_suite(spec)
     if options.live:  # a live run records its archive (runs/live.py): its digest is pinned at the end
         archive, digest = live.record_path(options), None
     else:
-        archive = resolve_archive(suite, config.archive)
+        archive = resolve_archive(suite, spec.archive)
         try:  # an archive that cannot be opened is refused before anything is written
             Archive.open(archive).close()
         except ArchiveError as exc:
             raise RunError(str(exc)) from None
         digest = archive_digest(archive)
     site_models = dict((suite.manifest or {}).get("site_models") or {})
-    site_models.update(config.site_models)
-    config.site_models = dict(sorted(site_models.items()))
-    check_site_models(config.site_models, RunError)
-    config.replay_rules = _suite_replay_rules(suite)
-    personas = _check_personas(config, suite.tasks, suite.manifest, suite.root)
-    context, pool = _check_run_context(config, suite.tasks)
+    site_models.update(spec.site_models)
+    spec.site_models = dict(sorted(site_models.items()))
+    check_site_models(spec.site_models, RunError)
+    spec.replay_rules = _suite_replay_rules(suite)
+    personas = _check_personas(spec, suite.tasks, suite.manifest, suite.root)
+    context, pool = _check_run_context(spec, suite.tasks)
+    manifest = _manifest(spec, suite, digest, described, personas, context)
+    if live.is_live(options):  # live runs: the archive is pinned when the run ends
+        live.mark_manifest(manifest, options)
+    out = Path(options.out)
+    _check_out(out, manifest)
+    done, todo = [], []
+    for task in suite.tasks:
+        (done if _finished(out / "trajectories" / f"{task.id}.json") else todo).append(task)
+    return Prepared(spec, options, suite, archive, digest, manifest, todo, done, pool=pool,
+                    local_model=described["wants_local_model"])
+
+
+def _check_agent(spec: RunSpec) -> dict:
+    """The agent described as :func:`webfreeze.agents.check_agent` does (built once here, so a bad
+    setting is refused before anything is written; the workers build their own)."""
+    try:
+        return check_agent(spec.agent, spec.agent_config)
+    except AgentError as exc:
+        raise RunError(str(exc)) from None
+    except TypeError as exc:
+        raise RunError(f"agent {spec.agent!r}: bad --agent-config ({exc})") from None
+
+
+def _selected_suite(spec: RunSpec):
+    """The suite, holding only the tasks ``spec`` selects, each of which can start an episode."""
+    try:
+        suite = load_suite(spec.suite)
+    except TaskError as exc:
+        raise RunError(str(exc)) from None
+    if not suite.tasks:
+        raise RunError(f"{spec.suite}: the suite has no tasks")
+    suite.tasks = select_tasks(suite.tasks, spec.tasks, spec.limit)
+    unstartable = [t.id for t in suite.tasks if not t.start_url]
+    if unstartable:  # (a suite may leave it null, as Mind2Web-Live's tasks do; an episode cannot)
+        more = f" and {len(unstartable) - 3} more" if len(unstartable) > 3 else ""
+        raise RunError(f"{spec.suite}: {len(unstartable)} task(s) have no start_url, and an episode starts "
+                       f"there: {', '.join(unstartable[:3])}{more}")
+    return suite
+
+
+IDENTITY_KEYS = ("suite", "archive", "agent", "env", "selection", "personas", "context")
+
+
+def _manifest(spec: RunSpec, suite, digest: str, described: dict, personas: dict | None,
+              context: dict | None) -> dict:
+    """The run's manifest before it starts: its identity (:data:`IDENTITY_KEYS`, made from the spec
+    alone), the agent's settings as given and code, and the versions it runs with."""
+    oracle = described["oracle"]
     manifest = {
         "format": RUN_FORMAT, "version": RUN_VERSION,
         # (where the suite and the archive lie is a circumstance: a run elsewhere, e.g. from a
@@ -155,52 +185,49 @@ def prepare(spec: RunSpec, options: RunOptions) -> Prepared:
         "suite": {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks)},
         "archive": {"digest": digest},
         "archive_matches_suite": None if not suite.archive_digest else suite.archive_digest == digest,
-        "agent": {"name": config.agent, "config": agent_config, "oracle": oracle,
+        "agent": {"name": spec.agent, "config": described["config"], "oracle": oracle,
                   **({"label": ORACLE_LABEL} if oracle else {})},
         # the settings the agent was built with, as given: what a re-run (bundle run) builds it from
-        "agent_settings": dict(config.agent_config),
-        "selection": {"tasks": list(config.tasks), "limit": config.limit, "selected": len(suite.tasks),
+        "agent_settings": dict(spec.agent_config),
+        "selection": {"tasks": list(spec.tasks), "limit": spec.limit, "selected": len(suite.tasks),
                       "ids": [t.id for t in suite.tasks], "digest": suite_digest([t.raw for t in suite.tasks])},
-        "env": {"backend": config.backend, "seed": config.seed, "max_steps": config.max_steps,
-                "screenshots": config.screenshots, "site_models": config.site_models,
+        "env": {"backend": spec.backend, "seed": spec.seed, "max_steps": spec.max_steps,
+                "screenshots": spec.screenshots, "site_models": spec.site_models,
                 # (only when the suite sets some: manifests of other runs keep their bytes)
-                **({"replay_rules": config.replay_rules} if config.replay_rules else {})},
+                **({"replay_rules": spec.replay_rules} if spec.replay_rules else {})},
         "versions": package_versions(),
     }
     if personas is not None:
         manifest["personas"] = personas
-    if live.is_live(options):  # live runs
-        live.mark_manifest(manifest, options)
     if context is not None:
         manifest["context"] = context
-    code = agent_code(config.agent)
+    code = agent_code(spec.agent)
     if code is not None:  # (outside the run's identity: a fixed plug-in resumes its run)
         manifest["agent_code"] = code
-    if config.backend == "browser":
+    if spec.backend == "browser":
         manifest["versions"]["browser"] = browser_build(shell=True)
-    out = Path(options.out)
-    identity = {k: manifest[k] for k in ("suite", "archive", "agent", "env", "selection", "personas", "context")
-                if k in manifest}
-    if out.exists():
-        if not out.is_dir():
-            raise RunError(f"{out}: exists and is not a directory")
-        old_path = out / "manifest.json"
-        if old_path.is_file():
-            try:
-                old = json.loads(old_path.read_text(encoding="utf-8"))
-            except ValueError:
-                raise RunError(f"{old_path}: not a readable run manifest; use a new --out") from None
-            if {k: _identity_part(k, old.get(k)) for k in identity} != identity:
-                diff = [k for k in identity if _identity_part(k, old.get(k)) != identity[k]]
-                what = f"its {diff[0]} differs" if len(diff) == 1 else f"its {', '.join(diff)} differ"
-                raise RunError(f"{out} holds a different run ({what}); use a new --out")
-        elif any(out.iterdir()):
-            raise RunError(f"{out}: exists, is not empty and holds no run; use a new --out")
-    done, todo = [], []
-    for task in suite.tasks:
-        (done if _finished(out / "trajectories" / f"{task.id}.json") else todo).append(task)
-    return Prepared(spec, options, suite, archive, digest, manifest, todo, done, pool=pool,
-                    local_model=described["wants_local_model"])
+    return manifest
+
+
+def _check_out(out: Path, manifest: dict) -> None:
+    """``out`` must be new, empty, or hold this same run (equal identity): it is then resumed."""
+    identity = {k: manifest[k] for k in IDENTITY_KEYS if k in manifest}
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise RunError(f"{out}: exists and is not a directory")
+    old_path = out / "manifest.json"
+    if old_path.is_file():
+        try:
+            old = json.loads(old_path.read_text(encoding="utf-8"))
+        except ValueError:
+            raise RunError(f"{old_path}: not a readable run manifest; use a new --out") from None
+        if {k: _identity_part(k, old.get(k)) for k in identity} != identity:
+            diff = [k for k in identity if _identity_part(k, old.get(k)) != identity[k]]
+            what = f"its {diff[0]} differs" if len(diff) == 1 else f"its {', '.join(diff)} differ"
+            raise RunError(f"{out} holds a different run ({what}); use a new --out")
+    elif any(out.iterdir()):
+        raise RunError(f"{out}: exists, is not empty and holds no run; use a new --out")
 
 
 def _suite_replay_rules(suite) -> dict:

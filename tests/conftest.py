@@ -1,14 +1,13 @@
-"""Shared fixtures: real sample WARCs from pywb's PyPI release, and a CLI runner."""
+"""Shared fixtures: real sample WARCs from pywb's PyPI release, the CLI (in a subprocess or in this
+process), and the test bed's applications. Helpers tests import live in tests/support/."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import invoke, run_cli
 
 from webfreeze.samples import SamplesUnavailable, pywb_sample_archive
 
@@ -28,15 +27,16 @@ def samples() -> Path:
         pytest.skip(f"pywb sample archives unavailable: {exc}")
 
 
-def run_cli(*args: str, cwd: str | os.PathLike | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run the real ``webfreeze`` CLI in a subprocess, as a user would."""
-    return subprocess.run([sys.executable, "-m", "webfreeze", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout)
+@pytest.fixture
+def cli():
+    """The CLI in a subprocess, as a user runs it: ``cli(*args, cwd=, env=, timeout=, prefix=)``."""
+    return run_cli
 
 
 @pytest.fixture
-def cli():
-    return run_cli
+def cli_here():
+    """The CLI's entry point in this process, output captured: ``cli_here(*args, cwd=, env=)``."""
+    return invoke
 
 
 # The real-application test bed (tests/testbed/): session fixtures `testbed` and `testbed_app`.

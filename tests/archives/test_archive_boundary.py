@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARCHIVE_TABLES = ("meta", "blobs", "sessions", "exchanges", "pages", "documents", "digest_aliases")
 # SQL naming a table: FROM/JOIN/INTO/UPDATE/TABLE/INDEX ... ON followed by one of the archive's tables
 SQL = re.compile(r"(?i)\b(?:from|join|into|update|table|on)\s+[\"`']?(" + "|".join(ARCHIVE_TABLES) + r")\b[\"`']?")

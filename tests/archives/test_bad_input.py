@@ -8,30 +8,10 @@ import zipfile
 import zlib
 
 import pytest
-from warcio.statusandheaders import StatusAndHeaders
-from warcio.warcwriter import WARCWriter
+from cli_runner import assert_one_line_error
+from warc_builder import write_warc
 
 from webfreeze.archives import Archive
-
-
-def assert_one_line_error(result, *, code: int = 1, contains: str = "") -> str:
-    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("webfreeze: error:"), lines[0]
-    assert contains.lower() in lines[0].lower(), lines[0]
-    return lines[0]
-
-
-def write_warc(path, records, gz=True):
-    """records: (url, body) pairs written as response records by warcio."""
-    with open(path, "wb") as fh:
-        writer = WARCWriter(fh, gzip=gz)
-        for url, body in records:
-            http = StatusAndHeaders("200 OK", [("Content-Type", "text/html"), ("Content-Length", str(len(body)))],
-                                    protocol="HTTP/1.1")
-            writer.write_record(writer.create_warc_record(url, "response", payload=io.BytesIO(body),
-                                                          length=len(body), http_headers=http))
 
 
 def leftovers(tmp_path, keep):

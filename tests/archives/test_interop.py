@@ -27,12 +27,11 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from cli_runner import run_cli
+from pywb_tools import fetch, free_port, ok, tool, ts14
 from warcio.archiveiterator import ArchiveIterator
 
 from webfreeze.archives import Archive
-
-BIN = Path(sys.executable).parent
 
 # The columns of the index that a round trip must preserve (ids and session ids are per import).
 COLUMNS = ("captured_at", "method", "url", "surt", "body_key", "status", "reason", "mime", "http_version", "kind",
@@ -51,22 +50,10 @@ CASES = {
 }
 
 
-def tool(name: str) -> Path:
-    """A console script installed beside this interpreter; skip when the tool is genuinely absent."""
-    path = BIN / name
-    if not path.exists():
-        pytest.skip(f"{name} is not installed in {BIN} (pip install -e '.[test]' installs pywb and wacz)")
-    return path
-
 
 def run_tool(name: str, *args, cwd=None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([str(tool(name)), *map(str, args)], capture_output=True, text=True, cwd=cwd,
                           timeout=timeout)
-
-
-def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert result.returncode == 0, f"{result.args}: exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return result
 
 
 # ------------------------------------------------------------------------------------ reading archives
@@ -196,35 +183,6 @@ def test_post_captures_keep_their_request_bodies(roundtrip, samples):
 
 
 # ------------------------------------------------------------------------------------ pywb replay
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-# Claim every content coding so pywb passes the stored entity through untouched: in id_ mode pywb
-# decodes a Content-Encoding the client did not list in Accept-Encoding (urllib sends "identity").
-ACCEPT_ALL_CODINGS = "gzip, deflate, br, zstd, compress, x-gzip"
-
-
-def _fetch(url: str, data: bytes | None = None, content_type: str | None = None) -> tuple[int, dict, bytes]:
-    headers = {"Accept-Encoding": ACCEPT_ALL_CODINGS}
-    if content_type:
-        headers["Content-Type"] = content_type
-    req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
-    try:
-        with _OPENER.open(req, timeout=30) as resp:
-            return resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read()
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read()
-
 
 def replay(base: str, coll: str, ts: str, url: str, **kw) -> tuple[int, dict, bytes]:
     """Fetch ``url`` raw (id_) from collection ``coll``.
@@ -235,7 +193,7 @@ def replay(base: str, coll: str, ts: str, url: str, **kw) -> tuple[int, dict, by
     """
     target = f"{base}/{coll}/{ts}id_/{url}"
     for _ in range(4):
-        status, headers, body = _fetch(target, **kw)
+        status, headers, body = fetch(target, **kw)
         location = headers.get("location", "")
         if status in (301, 302, 307, 308) and location.startswith(f"{base}/{coll}/") and "id_/" in location:
             target = location
@@ -288,7 +246,7 @@ def pywb_server(roundtrip, samples, tmp_path_factory):
             ok(subprocess.run([str(wb_manager), "add", coll, *map(str, files)], cwd=root, capture_output=True,
                               text=True, timeout=60))
         colls[name] = (orig, ours)
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = open(root / "wayback.log", "wb")
     proc = subprocess.Popen([str(wayback), "-p", str(port), "-b", "127.0.0.1"], cwd=root, stdout=log,
@@ -318,10 +276,6 @@ def pywb_server(roundtrip, samples, tmp_path_factory):
         log.close()
 
 
-def _ts14(captured_at: str) -> str:
-    return "".join(ch for ch in captured_at[:19] if ch.isdigit())
-
-
 @pytest.mark.parametrize("name", list(CASES))
 def test_pywb_replays_our_export_like_the_original(name, roundtrip, pywb_server):
     base, colls = pywb_server
@@ -333,9 +287,9 @@ def test_pywb_replays_our_export_like_the_original(name, roundtrip, pywb_server)
         by_key: dict[tuple[str, str], list] = {}
         for r in rows:
             if r["method"] == "GET" and r["status"] == 200:
-                by_key.setdefault((r["url"], _ts14(r["captured_at"])), []).append(
+                by_key.setdefault((r["url"], ts14(r["captured_at"])), []).append(
                     (arc.get_blob(r["payload"]), _decoded_headers(arc, r, "resp_headers")))
-        posts = [(r["url"], _ts14(r["captured_at"]), arc.get_blob(r["req_body"]),
+        posts = [(r["url"], ts14(r["captured_at"]), arc.get_blob(r["req_body"]),
                   next((v for k, v in _decoded_headers(arc, r, "req_headers") if k.lower() == "content-type"), None),
                   arc.get_blob(r["payload"]), _decoded_headers(arc, r, "resp_headers"))
                  for r in rows if r["method"] == "POST" and r["status"] == 200 and r["req_body"]]
@@ -496,4 +450,4 @@ def test_py_wacz_created_wacz_imports_with_its_pages(samples, roundtrip, tmp_pat
     with Archive.open(target) as arc:
         pages = sorted((p.url, p.captured_at) for p in arc.pages())
     assert [u for u, _ in pages] == [u for u, _ in listed]
-    assert [_ts14(t) for _, t in pages] == [_ts14(t) for _, t in listed]
+    assert [ts14(t) for _, t in pages] == [ts14(t) for _, t in listed]

@@ -12,7 +12,8 @@ import subprocess
 import sys
 
 import pytest
-from test_bad_input import assert_one_line_error, write_warc
+from cli_runner import assert_one_line_error
+from warc_builder import write_warc
 
 from webfreeze.demo import SUITE
 

@@ -14,13 +14,13 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from test_bad_input import assert_one_line_error
+from cli_runner import assert_one_line_error
 
 import webfreeze
 from webfreeze.archives import ArchiveError
 from webfreeze.common.errors import WebfreezeError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _package_names() -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
 

@@ -176,7 +176,7 @@ def record(cli, tmp: Path, site: str, name: str, script: str, start: str = "/") 
 @pytest.fixture(scope="module")
 def authored(site, tmp_path_factory):
     """Three sessions recorded into one archive and added to one suite."""
-    from conftest import run_cli
+    from cli_runner import run_cli
 
     import os
     tmp = tmp_path_factory.mktemp("authoring")
@@ -327,7 +327,7 @@ def test_the_manifest_backend_and_why_a_task_expired(authored, cli):
 
 
 # ------------------------------------------------------------------ the shipped example session
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sessions" / "shop_order.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sessions" / "shop_order.py"
 INSTRUCTION = "Order two of the cheapest running shoe, express, for Ada Lovelace. What is the order number?"
 
 

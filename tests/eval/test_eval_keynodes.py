@@ -15,7 +15,7 @@ from webfreeze.eval.score import score_task
 from webfreeze.eval.tasks import load_suite
 from webfreeze.eval.text import tokens
 
-MIND2WEB_LIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mind2web_live_test_keynodes.json"
+MIND2WEB_LIVE = Path(__file__).resolve().parents[3] / "shared" / "data" / "mind2web_live_test_keynodes.json"
 
 
 def node(fn, ref, **content):

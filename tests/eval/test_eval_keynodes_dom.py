@@ -15,8 +15,8 @@ from webfreeze.eval.report import build_report
 from webfreeze.simulator.axtree import build_tree
 from webfreeze.simulator.trajectory import dom_path, write_trajectory
 
-MIND2WEB_LIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "mind2web_live_test_keynodes.json"
-DEMO = Path(__file__).resolve().parents[1] / "webfreeze" / "demo" / "data"
+MIND2WEB_LIVE = Path(__file__).resolve().parents[3] / "shared" / "data" / "mind2web_live_test_keynodes.json"
+DEMO = Path(__file__).resolve().parents[2] / "webfreeze" / "demo" / "data"
 
 # An IMDb-like rating widget, written the way WebCanvas's selectors name it (classes, nth-child).
 PAGE = """<!DOCTYPE html><html><head><title>t</title><script>var x = 1;</script></head><body>

@@ -493,7 +493,7 @@ def test_new_rubric_shapes_validate():
 
 
 # ------------------------------------------------------------------------------ Persona2Web, as published
-PERSONA2WEB = Path(__file__).resolve().parents[2] / "shared" / "data" / "persona2web_tasks.jsonl"
+PERSONA2WEB = Path(__file__).resolve().parents[3] / "shared" / "data" / "persona2web_tasks.jsonl"
 
 
 @pytest.mark.parametrize("name,host", [

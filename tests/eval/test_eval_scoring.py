@@ -234,7 +234,7 @@ def test_missing_trajectory_and_summary_rows():
 
 
 # ------------------------------------------------------------------------------ Persona2Web, as published
-PERSONA2WEB = Path(__file__).resolve().parents[2] / "shared" / "data" / "persona2web_tasks.jsonl"
+PERSONA2WEB = Path(__file__).resolve().parents[3] / "shared" / "data" / "persona2web_tasks.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -300,7 +300,7 @@ def test_eval_never_imports_agents_or_personas():
     """`eval` never imports `agents` or `personas` (DESIGN.md), in any spelling (`from webfreeze
     import agents`, `from .. import agents`, ...): import every eval module in a fresh interpreter
     and look at what was loaded."""
-    root = Path(__file__).resolve().parents[1] / "eval"
+    root = Path(__file__).resolve().parents[2] / "eval"
     modules = ["webfreeze.eval", "webfreeze.cli_eval"] + sorted(f"webfreeze.eval.{p.stem}" for p in root.glob("*.py") if p.stem != "__init__")
     assert len(modules) > 10
     assert _forbidden_after_import(modules) == []

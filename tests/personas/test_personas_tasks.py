@@ -13,7 +13,7 @@ from webfreeze.personas.catalogue import load_catalogue
 from webfreeze.personas.generate import generate, tier_words
 from webfreeze.personas.tasks import build_suite
 
-from conftest import run_cli
+from cli_runner import run_cli
 
 SEED = 21
 

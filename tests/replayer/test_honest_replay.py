@@ -19,7 +19,7 @@ from webfreeze.replayer.server import ReplayServer
 from webfreeze.simulator.env import EnvConfig, WebEnv
 from webfreeze.simulator.trajectory import dumps, without_timings, write_trajectory
 
-from conftest import run_cli
+from cli_runner import run_cli
 
 T0 = "2024-03-01T12:00:00Z"
 HOST = "http://wiki.test"

@@ -9,8 +9,8 @@ import time
 import urllib.request
 
 import pytest
-from conftest import run_cli
-from test_interop import _fetch, _free_port, _ts14, ok, tool
+from cli_runner import run_cli
+from pywb_tools import fetch, free_port, ok, tool, ts14
 
 from webfreeze.archives import Archive
 from webfreeze.replayer.server import ReplayServer
@@ -26,7 +26,7 @@ def iana(samples, tmp_path_factory):
     ok(subprocess.run([str(wb_manager), "init", "iana"], cwd=root, capture_output=True, text=True, timeout=60))
     ok(subprocess.run([str(wb_manager), "add", "iana", str(samples / "iana.warc.gz")], cwd=root,
                       capture_output=True, text=True, timeout=60))
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = open(root / "wayback.log", "wb")
     proc = subprocess.Popen([str(wayback), "-p", str(port), "-b", "127.0.0.1"], cwd=root, stdout=log,
@@ -56,7 +56,7 @@ def captures(archive) -> list[tuple[str, str, str]]:
         rows = arc.conn.execute("SELECT url, captured_at, mime, status FROM exchanges WHERE method='GET' ORDER BY id")
         seen, out = set(), []
         for r in rows:
-            key = (r["url"], _ts14(r["captured_at"]))
+            key = (r["url"], ts14(r["captured_at"]))
             if key not in seen:
                 seen.add(key)
                 out.append((*key, r["mime"] or "", r["status"]))
@@ -71,8 +71,8 @@ def test_id_is_byte_identical_to_pywb_for_every_url_of_iana(iana, home_dir):
     with ReplayServer(archive, mode="direct", confdir=home_dir) as srv:  # injection on, as by default
         for url, ts, _mime, _status in caps:
             # as captured: an archived redirect is compared as the redirect, not followed
-            p_status, _, p_body = _fetch(f"{pywb}/iana/{ts}id_/{url}")
-            o_status, _, o_body = _fetch(f"{srv.url}/{ts}id_/{url}")
+            p_status, _, p_body = fetch(f"{pywb}/iana/{ts}id_/{url}")
+            o_status, _, o_body = fetch(f"{srv.url}/{ts}id_/{url}")
             if (p_status, p_body) != (o_status, o_body):
                 problems.append(f"{url} @{ts}: pywb {p_status}/{len(p_body)} bytes, ours {o_status}/{len(o_body)} bytes")
     assert not problems, f"{len(problems)} of {len(caps)} differ:\n" + "\n".join(problems[:20])
@@ -84,8 +84,8 @@ def test_the_timestamp_form_serves_pages_injected(iana, home_dir):
     assert pages
     with ReplayServer(archive, mode="direct", confdir=home_dir) as srv:
         for url, ts in pages:
-            status, headers, injected = _fetch(f"{srv.url}/{ts}/{url}")
-            _, _, raw = _fetch(f"{srv.url}/{ts}id_/{url}")
+            status, headers, injected = fetch(f"{srv.url}/{ts}/{url}")
+            _, _, raw = fetch(f"{srv.url}/{ts}id_/{url}")
             assert status == 200 and "content-encoding" not in headers
             assert b"<script>(function(){" in injected[:4096] and injected != raw, url
 

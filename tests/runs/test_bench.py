@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from cli_runner import run_cli
 from webfreeze.archives import archive_digest
 from webfreeze.demo import ARCHIVE, SUITE
 from webfreeze.eval.tasks import load_suite

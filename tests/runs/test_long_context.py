@@ -23,7 +23,7 @@ from webfreeze.runner import RunError, run
 from webfreeze.simulator.history import get_tokenizer
 from webfreeze.simulator.trajectory import without_timings
 
-from conftest import run_cli
+from cli_runner import run_cli
 
 LC_SUITE = Path(SUITE).parent / "long-context"
 SHIPPED_POOL = Path(SUITE).parent / "context-pool.jsonl"

@@ -26,13 +26,13 @@ from webfreeze.demo import SUITE
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
-TESTS = Path(__file__).resolve().parent
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
 BROWSER_TASKS = ("scholar-site-info-001", "scholar-paper-retrieval-001", "shop-001", "booking-001")
 
 
 def _env(**more) -> dict:
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", **more)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SUPPORT), env.get("PYTHONPATH")) if p)
     return env
 
 

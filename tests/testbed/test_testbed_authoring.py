@@ -35,7 +35,7 @@ from webfreeze.agents.reference import fold_text, visible_text
 from webfreeze.archives.timeutil import parse_time
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
-SESSIONS = Path(__file__).resolve().parent / "testbed" / "sessions"
+SESSIONS = Path(__file__).resolve().parent / "sessions"
 APPS = ["datasette", "sphinx", "django"]
 BACKENDS = ["text", "browser"]
 # Each application's tasks: (task id, session script under sessions/APP/). The answers of

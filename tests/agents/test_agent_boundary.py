@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 from webfreeze.demo import ARCHIVE, SUITE
 
@@ -77,11 +76,6 @@ def plugin(tmp_path):
     return env, log
 
 
-def _cli(env, *args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "webfreeze", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=timeout)
-
-
 def _entries(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
 
@@ -89,8 +83,8 @@ def _entries(log: Path) -> list[dict]:
 def test_a_module_class_agent_runs_on_two_workers_and_never_sees_ground_truth(plugin, tmp_path):
     env, log = plugin
     out = tmp_path / "run"
-    proc = _cli(env, "bench", "run", SUITE, "--agent", "probe_agent:Probe", "--workers", "2", "--backend", "text",
-                "--tasks", "scholar-*", "--limit", "6", "--out", out, "--agent-config", "answer=42")
+    proc = run_cli("bench", "run", SUITE, "--agent", "probe_agent:Probe", "--workers", "2", "--backend", "text",
+                   "--tasks", "scholar-*", "--limit", "6", "--out", out, "--agent-config", "answer=42", env=env)
     assert proc.returncode == 0, proc.stderr
     entries = _entries(log)
     inits = [e for e in entries if e["event"] == "init"]
@@ -130,8 +124,8 @@ def test_a_module_class_agent_runs_on_two_workers_and_never_sees_ground_truth(pl
 def test_only_an_oracle_gets_the_reference_and_its_run_is_labelled(plugin, tmp_path):
     env, log = plugin
     out = tmp_path / "oracle"
-    proc = _cli(env, "bench", "run", SUITE, "--agent", "probe_agent:Oracle", "--backend", "text",
-                "--tasks", "booking-00[12]", "--out", out, "--no-report")
+    proc = run_cli("bench", "run", SUITE, "--agent", "probe_agent:Oracle", "--backend", "text",
+                   "--tasks", "booking-00[12]", "--out", out, "--no-report", env=env)
     assert proc.returncode == 0, proc.stderr
     resets = [e for e in _entries(log) if e["event"] == "reset"]
     assert [e["view"]["id"] for e in resets] == ["booking-001", "booking-002"]
@@ -144,8 +138,8 @@ def test_only_an_oracle_gets_the_reference_and_its_run_is_labelled(plugin, tmp_p
 def test_an_installed_entry_point_names_an_agent(plugin, tmp_path):
     env, log = plugin
     out = tmp_path / "ep"
-    proc = _cli(env, "bench", "run", SUITE, "--agent", "probe", "--backend", "text", "--limit", "1", "--out", out,
-                "--no-report")
+    proc = run_cli("bench", "run", SUITE, "--agent", "probe", "--backend", "text", "--limit", "1", "--out", out,
+                   "--no-report", env=env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((out / "manifest.json").read_text())["agent"]["name"] == "probe"
     assert [e["view"]["id"] for e in _entries(log) if e["event"] == "reset"] == ["scholar-site-info-001"]
@@ -159,7 +153,7 @@ def test_an_installed_entry_point_names_an_agent(plugin, tmp_path):
 ])
 def test_a_bad_agent_name_is_one_line(plugin, tmp_path, agent, message):
     env, _ = plugin
-    proc = _cli(env, "bench", "run", SUITE, "--agent", agent, "--backend", "text", "--out", tmp_path / "x")
+    proc = run_cli("bench", "run", SUITE, "--agent", agent, "--backend", "text", "--out", tmp_path / "x", env=env)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "x").exists()
 

@@ -10,6 +10,8 @@ import zlib
 import pytest
 from cli_runner import assert_one_line_error
 from warc_builder import write_warc
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
 
 from webfreeze.archives import Archive
 

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
+from no_network import offline_env, offline_prefix
 
 from webfreeze.demo import CASSETTE, LLM_MAX_STEPS, LLM_TASKS, SUITE
 
@@ -25,30 +23,6 @@ TASKS = LLM_TASKS[:3]
 BACKEND = "browser"  # the shipped cassette was recorded in the browser backend (see webfreeze/demo)
 
 pytestmark = pytest.mark.slow
-
-
-def _cli(*args, env=None, cwd=None, timeout=600, prefix=()):
-    return subprocess.run([*prefix, sys.executable, "-m", "webfreeze", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=cwd)
-
-
-def _offline_prefix() -> tuple[list, str]:
-    """A command prefix that runs a process with no network but loopback (a new network namespace,
-    `unshare -n`, when this machine allows it), and how the network was cut."""
-    if shutil.which("unshare") and shutil.which("ip"):
-        probe = subprocess.run(["unshare", "-n", "sh", "-c", "ip link set lo up"], capture_output=True)
-        if probe.returncode == 0:
-            return ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"'], "unshare -n"
-    return [], "proxies to a closed port"
-
-
-def _offline_env() -> dict:
-    """No API key of any kind, and (a second fence) every proxy variable pointing at a closed port."""
-    env = {k: v for k, v in os.environ.items() if "KEY" not in k.upper() and "TOKEN" not in k.upper()}
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        env[var] = "http://127.0.0.1:9"
-    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-    return env
 
 
 def _comparable(run: Path) -> tuple[dict, str]:
@@ -70,7 +44,7 @@ def llm_run(tmp_path_factory) -> Path:
             "replay", "--backend", BACKEND, "--workers", "2", "--out", out]
     for t in TASKS:
         args += ["--tasks", t]
-    proc = _cli(*args)
+    proc = run_cli(*args)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
 
@@ -78,7 +52,7 @@ def llm_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def bundle(llm_run, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("bundle") / "demo-llm.wfb"
-    proc = _cli("bundle", "pack", llm_run, "-o", path)
+    proc = run_cli("bundle", "pack", llm_run, "-o", path)
     assert proc.returncode == 0, proc.stderr
     return path
 
@@ -106,25 +80,25 @@ def test_the_bundle_holds_the_run_and_only_the_cassette_entries_it_used(llm_run,
         # the run's digest covers what it used: the same from the subset as from the whole cassette
         assert sub.entries_digest(rows) == shipped.entries_digest(rows)
         assert run_manifest["llm"] == {"entries_digest": sub.entries_digest(rows)[0], "calls": len(rows)}
-    info = json.loads(_cli("bundle", "info", bundle, "--json").stdout)
+    info = json.loads(run_cli("bundle", "info", bundle, "--json").stdout)
     assert info["runs"][0]["agent"] == "llm" and info["runs"][0]["tasks"] == len(TASKS)
 
 
 def test_packing_twice_gives_the_same_bytes(llm_run, bundle, tmp_path):
     again = tmp_path / bundle.name  # (the title defaults to the file name)
-    proc = _cli("bundle", "pack", llm_run, "-o", again)
+    proc = run_cli("bundle", "pack", llm_run, "-o", again)
     assert proc.returncode == 0, proc.stderr
     assert again.read_bytes() == bundle.read_bytes()
 
 
 def test_verify_then_an_offline_run_without_a_key_reproduces_the_run_byte_for_byte(llm_run, bundle, tmp_path):
-    proc = _cli("bundle", "verify", bundle)
+    proc = run_cli("bundle", "verify", bundle)
     assert proc.returncode == 0, proc.stderr
     assert "ok:" in proc.stdout and "exchanges verified" in proc.stdout
-    prefix, how = _offline_prefix()
+    prefix, how = offline_prefix()
     out = tmp_path / "fresh" / "rerun"
     (tmp_path / "fresh").mkdir()
-    proc = _cli("bundle", "run", bundle, "--out", out, env=_offline_env(), cwd=tmp_path / "fresh", prefix=prefix)
+    proc = run_cli("bundle", "run", bundle, "--out", out, env=offline_env(), cwd=tmp_path / "fresh", prefix=prefix)
     assert proc.returncode == 0, f"({how}) {proc.stderr[-2000:]}"
     assert "llm: identical to the bundled run" in proc.stdout
     rerun = out / "runs" / "llm"
@@ -153,11 +127,11 @@ def test_a_flipped_byte_is_named_by_verify_and_refused_by_run(bundle, tmp_path, 
     data = bytearray(bundle.read_bytes())
     data[_member_offset(bundle, member) + 100] ^= 0x01
     bad.write_bytes(bytes(data))
-    proc = _cli("bundle", "verify", bad)
+    proc = run_cli("bundle", "verify", bad)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and f"damaged member {member}" in proc.stderr
     out = tmp_path / "out"
-    proc = _cli("bundle", "run", bad, "--out", out)
+    proc = run_cli("bundle", "run", bad, "--out", out)
     assert proc.returncode == 1 and f"damaged member {member}" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
 
@@ -224,7 +198,7 @@ def test_a_malformed_bundle_is_refused_in_one_line_with_nothing_written(tmp_path
         lines = err.strip().splitlines()
         assert len(lines) == 1 and "refused" in lines[0] and expected in lines[0], (args, lines)
         assert list(work.iterdir()) == []  # nothing extracted, nothing written
-    proc = _cli("bundle", "run", path, "--out", work / "out", cwd=work)
+    proc = run_cli("bundle", "run", path, "--out", work / "out", cwd=work)
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1 and expected in proc.stderr
     assert list(work.iterdir()) == [] and not (tmp_path / "escaped.txt").exists()
 
@@ -293,14 +267,14 @@ def test_export_wacz_gives_a_valid_wacz_and_a_new_agent_runs_on_the_frozen_bench
     from webfreeze.archives.wacz import open_checked
 
     wacz = tmp_path / "demo.wacz"
-    proc = _cli("bundle", "export-wacz", bundle, "-o", wacz)
+    proc = run_cli("bundle", "export-wacz", bundle, "-o", wacz)
     assert proc.returncode == 0, proc.stderr
     zf, package = open_checked(str(wacz))
     zf.close()
     assert any(r["path"].startswith("archive/") for r in package["resources"])
     out = tmp_path / "new-agent"
-    proc = _cli("bundle", "run", bundle, "--out", out, "--agent", "keyword", "--backend", "text", "--limit", "5",
-                env=_offline_env())
+    proc = run_cli("bundle", "run", bundle, "--out", out, "--agent", "keyword", "--backend", "text", "--limit", "5",
+                   env=offline_env())
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "runs" / "keyword" / "report.json").read_text())
     assert report["suite"]["tasks"] == 5 and report["run"]["agent"]["name"] == "keyword"

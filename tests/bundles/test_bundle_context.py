@@ -16,10 +16,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
+from no_network import offline_env, offline_prefix
 
 from webfreeze.demo import SUITE
 
-from test_bundle import _cli, _comparable, _offline_env, _offline_prefix
+from test_bundle import _comparable
 
 LC_SUITE = Path(SUITE).parent / "long-context"
 SHIPPED_POOL = Path(SUITE).parent / "context-pool.jsonl"
@@ -30,8 +32,8 @@ A1_TASKS = ("lc-01-a1", "lc-04-a1")
 
 
 def _bench(out: Path, pool: Path, *args) -> None:
-    proc = _cli("bench", "run", LC_SUITE, "--agent", "reference", "--backend", "text", *CONTEXT,
-                "--context-pool", pool, "--out", out, *args)
+    proc = run_cli("bench", "run", LC_SUITE, "--agent", "reference", "--backend", "text", *CONTEXT,
+                   "--context-pool", pool, "--out", out, *args)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
@@ -47,7 +49,7 @@ def runs(tmp_path_factory) -> dict:
     out = {"pool": pool, "both": both, "a2only": a2only}
     for name in ("both", "a2only"):
         bundle = base / f"{name}.wfb"
-        proc = _cli("bundle", "pack", out[name], "-o", bundle)
+        proc = run_cli("bundle", "pack", out[name], "-o", bundle)
         assert proc.returncode == 0, proc.stderr
         out[f"{name}.wfb"] = bundle
     return out
@@ -74,22 +76,22 @@ def test_the_bundles_hold_the_pool_and_exactly_the_a1_trajectories_used(runs, tm
     a1 = sorted(n for n in _names(runs["a2only.wfb"]) if n.startswith("context/a1/"))
     assert a1 == ["context/a1/both/manifest.json", "context/a1/both/tasks.jsonl",
                   *(f"context/a1/both/trajectories/{t}.json" for t in A1_TASKS)]
-    info = json.loads(_cli("bundle", "info", runs["a2only.wfb"], "--json").stdout)
+    info = json.loads(run_cli("bundle", "info", runs["a2only.wfb"], "--json").stdout)
     assert info["context"]["a1_runs"] == ["context/a1/both/"]
     assert info["runs"][0]["context"]["a1_run"] == "context/a1/both/"
     # packing the same inputs twice gives the same bytes
     again = tmp_path / runs["a2only.wfb"].name
-    assert _cli("bundle", "pack", runs["a2only"], "-o", again).returncode == 0
+    assert run_cli("bundle", "pack", runs["a2only"], "-o", again).returncode == 0
     assert again.read_bytes() == runs["a2only.wfb"].read_bytes()
 
 
 @pytest.mark.parametrize("name", ["both", "a2only"])
 def test_bundle_run_reruns_the_long_context_run_offline_byte_for_byte(runs, tmp_path, name):
-    prefix, how = _offline_prefix()
+    prefix, how = offline_prefix()
     out = tmp_path / "rerun"
-    proc = _cli("bundle", "verify", runs[f"{name}.wfb"])
+    proc = run_cli("bundle", "verify", runs[f"{name}.wfb"])
     assert proc.returncode == 0, proc.stderr
-    proc = _cli("bundle", "run", runs[f"{name}.wfb"], "--out", out, env=_offline_env(), cwd=tmp_path, prefix=prefix)
+    proc = run_cli("bundle", "run", runs[f"{name}.wfb"], "--out", out, env=offline_env(), cwd=tmp_path, prefix=prefix)
     assert proc.returncode == 0, f"({how}) {proc.stderr[-2000:]}"
     assert f"{name}: identical to the bundled run" in proc.stdout
     rerun = out / "runs" / name
@@ -140,21 +142,21 @@ def test_pack_refuses_a_changed_pool_or_a1_trajectory_in_one_line(runs, tmp_path
     pool = _changed_pool(runs["pool"], tmp_path / "pool.jsonl")
     run = _moved(runs["both"], tmp_path / "both", context_pool=pool.resolve())
     out = tmp_path / "x.wfb"
-    _one_line_refusal(_cli("bundle", "pack", run, "-o", out), str(pool), "is not the filler pool both ran with")
+    _one_line_refusal(run_cli("bundle", "pack", run, "-o", out), str(pool), "is not the filler pool both ran with")
     assert not out.exists() and not list(tmp_path.glob(".x.wfb*"))
     a1 = tmp_path / "a1"
     shutil.copytree(runs["both"], a1)
     path = a1 / "trajectories" / "lc-04-a1.json"
     path.write_bytes(_changed_trajectory(path.read_bytes()))
     run = _moved(runs["a2only"], tmp_path / "a2only", context_a1_run=a1.resolve())
-    _one_line_refusal(_cli("bundle", "pack", run, "-o", out), "its A1 trajectories are not the ones a2only used")
+    _one_line_refusal(run_cli("bundle", "pack", run, "-o", out), "its A1 trajectories are not the ones a2only used")
     assert not out.exists()
     # the A1 run's timings are not what A2 used: a trajectory whose timings alone changed still packs
     shutil.copyfile(runs["both"] / "trajectories" / "lc-04-a1.json", path)
     traj = json.loads(path.read_text())
     traj["timing"] = {"total_ms": 123456.0}
     path.write_text(json.dumps(traj, indent=1, sort_keys=True) + "\n")
-    assert _cli("bundle", "pack", run, "-o", out).returncode == 0
+    assert run_cli("bundle", "pack", run, "-o", out).returncode == 0
 
 
 def _repacked(bundle: Path, dest: Path, changes: dict) -> Path:
@@ -195,12 +197,12 @@ def test_bundle_run_refuses_a_changed_pool_or_a1_trajectory_with_nothing_written
     repacked = _repacked(bundle, tmp_path / "repacked.wfb", {member: changed})
     out = tmp_path / "out"
     for args in (("verify", repacked), ("run", repacked, "--out", out)):
-        _one_line_refusal(_cli("bundle", *args), "refused: run a2only", expected)
+        _one_line_refusal(run_cli("bundle", *args), "refused: run a2only", expected)
         assert not out.exists()
     # the same change without re-listing its digest: refused (its size or its digest) before
     # anything is written
     with zipfile.ZipFile(bundle) as zf, zipfile.ZipFile(tmp_path / "damaged.wfb", "w") as bad:
         for i in zf.infolist():
             bad.writestr(i, changed if i.filename == member else zf.read(i))
-    _one_line_refusal(_cli("bundle", "run", tmp_path / "damaged.wfb", "--out", out), member)
+    _one_line_refusal(run_cli("bundle", "run", tmp_path / "damaged.wfb", "--out", out), member)
     assert not out.exists()

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
-import subprocess
-import sys
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
@@ -121,11 +120,6 @@ def _drive(page):
     page.wait_for_timeout(50)
 
 
-def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "webfreeze", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=600)
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """(work folder, archive, suite, site session id) of one recorded login-and-edit session."""
@@ -204,10 +198,10 @@ def test_redacted_archive_and_suite_hold_no_secret_and_still_validate(recorded, 
         text = canonical_request(request)
         c.store(request_key(request), 0, text, {"text": f"typed {PASSWORD}"}, task_id="edit-name")
     out, suite_out, cas_out = tmp_path / "red.wfz", tmp_path / "suite-red", tmp_path / "c-red.sqlite"
-    proc = _cli("archive", "redact", archive, "-o", out, "--suite", suite, "--suite-out", suite_out,
-                "--cassette", cassette, cas_out)
+    proc = run_cli("archive", "redact", archive, "-o", out, "--suite", suite, "--suite-out", suite_out,
+                   "--cassette", cassette, cas_out)
     assert proc.returncode == 0, proc.stderr
-    assert _cli("archive", "verify", out).returncode == 0
+    assert run_cli("archive", "verify", out).returncode == 0
     chunks = _everything(out)
     assert not _holds(chunks, PASSWORD) and not _holds(chunks, session)
     files = [p.read_bytes() for p in suite_out.rglob("*") if p.is_file()]
@@ -226,26 +220,26 @@ def test_redacted_archive_and_suite_hold_no_secret_and_still_validate(recorded, 
     assert meta["secrets"] >= 2 and meta["by_kind"]["password"] == 1 and "cookie" in meta["by_kind"]
     assert json.loads((suite_out / "manifest.json").read_text())["archive"] == "../red.wfz"
     for backend in ("text", "browser"):
-        proc = _cli("tasks", "validate", suite_out, "--backend", backend)
+        proc = run_cli("tasks", "validate", suite_out, "--backend", backend)
         assert proc.returncode == 0, f"{backend}: {proc.stdout}{proc.stderr}"
 
 
 def test_sharing_the_unredacted_archive_or_run_is_refused(recorded, tmp_path):
     work, archive, suite, session = recorded
-    proc = _cli("archive", "export", archive, "--format", "warc", "-o", tmp_path / "x.warc.gz")
+    proc = run_cli("archive", "export", archive, "--format", "warc", "-o", tmp_path / "x.warc.gz")
     assert proc.returncode == 1 and "refused" in proc.stderr and "Cookie header" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.warc.gz").exists()
-    proc = _cli("archive", "pack", archive, "-o", tmp_path / "p.wfz")
+    proc = run_cli("archive", "pack", archive, "-o", tmp_path / "p.wfz")
     assert proc.returncode == 1 and "refused" in proc.stderr and not (tmp_path / "p.wfz").exists()
-    assert _cli("archive", "pack", archive, "-o", tmp_path / "p.wfz", "--allow-secrets").returncode == 0
+    assert run_cli("archive", "pack", archive, "-o", tmp_path / "p.wfz", "--allow-secrets").returncode == 0
     run = tmp_path / "run"
-    proc = _cli("bench", "run", suite, "--agent", "reference", "--backend", "text", "--out", run, "--no-report")
+    proc = run_cli("bench", "run", suite, "--agent", "reference", "--backend", "text", "--out", run, "--no-report")
     assert proc.returncode == 0, proc.stderr
-    proc = _cli("bundle", "pack", run, "-o", tmp_path / "b.wfb")
+    proc = run_cli("bundle", "pack", run, "-o", tmp_path / "b.wfb")
     assert proc.returncode == 1 and "refused" in proc.stderr and not (tmp_path / "b.wfb").exists()
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "password field" in proc.stderr or "Cookie header" in proc.stderr
-    assert _cli("bundle", "pack", run, "-o", tmp_path / "b.wfb", "--allow-secrets").returncode == 0
+    assert run_cli("bundle", "pack", run, "-o", tmp_path / "b.wfb", "--allow-secrets").returncode == 0
 
 
 def test_bundle_pack_redact_shares_no_secret_and_its_run_reproduces(recorded, tmp_path):
@@ -253,10 +247,10 @@ def test_bundle_pack_redact_shares_no_secret_and_its_run_reproduces(recorded, tm
 
     work, archive, suite, session = recorded
     run = tmp_path / "run"
-    proc = _cli("bench", "run", suite, "--agent", "reference", "--backend", "text", "--out", run)
+    proc = run_cli("bench", "run", suite, "--agent", "reference", "--backend", "text", "--out", run)
     assert proc.returncode == 0, proc.stderr
     bundle = tmp_path / "red.wfb"
-    proc = _cli("bundle", "pack", run, "--redact", "-o", bundle, cwd="/")
+    proc = run_cli("bundle", "pack", run, "--redact", "-o", bundle, cwd="/")
     assert proc.returncode == 0, proc.stderr
     members = tmp_path / "members"
     with zipfile.ZipFile(bundle) as zf:
@@ -266,8 +260,8 @@ def test_bundle_pack_redact_shares_no_secret_and_its_run_reproduces(recorded, tm
     (arc,) = list((members / "archive").glob("*.wfz"))
     chunks = _everything(arc)
     assert not _holds(chunks, PASSWORD) and not _holds(chunks, session)
-    assert _cli("bundle", "verify", bundle).returncode == 0
-    proc = _cli("bundle", "run", bundle, "--out", tmp_path / "re")
+    assert run_cli("bundle", "verify", bundle).returncode == 0
+    proc = run_cli("bundle", "run", bundle, "--out", tmp_path / "re")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "identical to the bundled run" in proc.stdout
 
@@ -295,15 +289,15 @@ def test_record_session_redact_leaves_no_secret_behind(tmp_path):
     script.write_text(SCRIPT)
     archive, traj = tmp_path / "rec.wfz", tmp_path / "rec.json"
     try:
-        proc = _cli("record", "session", f"http://{HOST}/login", "--archive", archive, "--trajectory", traj,
-                    "--script", script, "--resolve", f"{HOST}=127.0.0.1:{site.port}", "--redact")
+        proc = run_cli("record", "session", f"http://{HOST}/login", "--archive", archive, "--trajectory", traj,
+                       "--script", script, "--resolve", f"{HOST}=127.0.0.1:{site.port}", "--redact")
     finally:
         site.close()
     assert proc.returncode == 0, proc.stderr
     assert "secrets replaced" in proc.stdout
     chunks = _everything(archive) + [traj.read_bytes()]
     assert not _holds(chunks, PASSWORD) and not _holds(chunks, site.session)
-    assert _cli("archive", "verify", archive).returncode == 0
+    assert run_cli("archive", "verify", archive).returncode == 0
     typed = [s["value"] for s in json.loads(traj.read_text())["steps"] if s["action"] == "type"]
     assert typed == [USER, typed[1]] and typed[1].startswith("wfredacted-")
 
@@ -318,13 +312,13 @@ def test_cassette_redact_on_its_own(recorded, tmp_path):
     with Cassette(src, "record") as c:
         c.store(request_key(request), 0, canonical_request(request), {"text": "ok"})
     out = tmp_path / "c-red.sqlite"
-    proc = _cli("cassette", "redact", src, "-o", out, "--archive", archive, "--suite", suite)
+    proc = run_cli("cassette", "redact", src, "-o", out, "--archive", archive, "--suite", suite)
     assert proc.returncode == 0, proc.stderr
-    assert _cli("cassette", "verify", out).returncode == 0
+    assert run_cli("cassette", "verify", out).returncode == 0
     with Cassette(out, "replay") as c:
         (row,) = c.rows()
     assert session not in row["request"] and "wfredacted-" in row["request"]
     from webfreeze.llm.cassette import text_key
     assert row["key"] == text_key(row["request"])  # the key follows the redacted request
-    proc = _cli("cassette", "redact", src, "-o", out, "--archive", archive)
+    proc = run_cli("cassette", "redact", src, "-o", out, "--archive", archive)
     assert proc.returncode == 1 and "already exists" in proc.stderr

@@ -7,19 +7,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 from llm_server import ChatServer, completion
 from webfreeze.demo import ARCHIVE, SUITE
-
-
-def _cli(*args, cwd=None, env=None):
-    return subprocess.run([sys.executable, "-m", "webfreeze", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=600)
 
 
 @pytest.fixture()
@@ -33,8 +27,8 @@ def project(tmp_path) -> Path:
 
 
 def _reference_run(project: Path) -> Path:
-    proc = _cli("bench", "run", "suite", "--agent", "reference", "--backend", "text", "--limit", "2",
-                "--out", "runs/ref", "--no-report", cwd=project)
+    proc = run_cli("bench", "run", "suite", "--agent", "reference", "--backend", "text", "--limit", "2",
+                   "--out", "runs/ref", "--no-report", cwd=project)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return project / "runs" / "ref"
 
@@ -45,7 +39,7 @@ def test_a_run_made_in_one_directory_packs_from_the_root(project, tmp_path):
     # never relative to the directory the run started from
     assert Path(where["suite_path"]).is_absolute() and Path(where["archive_path"]).is_absolute()
     out = tmp_path / "ref.wfb"
-    proc = _cli("bundle", "pack", run, "-o", out, cwd="/")
+    proc = run_cli("bundle", "pack", run, "-o", out, cwd="/")
     assert proc.returncode == 0, proc.stderr
     assert "1 run(s)" in proc.stdout
 
@@ -56,7 +50,7 @@ def test_an_old_run_folder_with_cwd_relative_paths_still_packs(project, tmp_path
     # what the runner wrote before: paths relative to the directory the command ran in
     manifest["circumstances"].update(suite_path="suite", archive_path="suite/../demo.wfz")
     (run / "manifest.json").write_text(json.dumps(manifest))
-    proc = _cli("bundle", "pack", run, "-o", tmp_path / "old.wfb", cwd="/")
+    proc = run_cli("bundle", "pack", run, "-o", tmp_path / "old.wfb", cwd="/")
     assert proc.returncode == 0, proc.stderr
 
 
@@ -64,17 +58,17 @@ def test_suite_and_archive_can_be_given_and_a_wrong_suite_is_refused(project, tm
     run = _reference_run(project)
     moved = tmp_path / "moved"
     (project / "suite").rename(moved)
-    proc = _cli("bundle", "pack", run, "-o", tmp_path / "a.wfb", cwd="/")
+    proc = run_cli("bundle", "pack", run, "-o", tmp_path / "a.wfb", cwd="/")
     assert proc.returncode == 1 and "give --suite" in proc.stderr and "Traceback" not in proc.stderr
-    proc = _cli("bundle", "pack", run, "--suite", moved, "--archive", project / "demo.wfz", "-o",
-                tmp_path / "b.wfb", cwd="/")
+    proc = run_cli("bundle", "pack", run, "--suite", moved, "--archive", project / "demo.wfz", "-o",
+                   tmp_path / "b.wfb", cwd="/")
     assert proc.returncode == 0, proc.stderr
     other = tmp_path / "other"
     shutil.copytree(moved, other)
     with open(other / "tasks.jsonl", "a") as f:  # one more task: another suite
         first = (moved / "tasks.jsonl").read_text().splitlines()[0]
         f.write(json.dumps(dict(json.loads(first), id="extra-task")) + "\n")
-    proc = _cli("bundle", "pack", run, "--suite", other, "-o", tmp_path / "c.wfb", cwd="/")
+    proc = run_cli("bundle", "pack", run, "--suite", other, "-o", tmp_path / "c.wfb", cwd="/")
     assert proc.returncode == 1 and "is not the suite the runs ran" in proc.stderr
     assert not (tmp_path / "c.wfb").exists()
 
@@ -93,8 +87,9 @@ def chat():
 
 def test_no_api_key_runs_against_a_key_free_endpoint(chat, tmp_path):
     out = tmp_path / "q"
-    proc = _cli("bench", "run", SUITE, "--agent", "llm", "--llm", f"m@{chat.url}", "--no-api-key", "--backend", "text",
-                "--limit", "1", "--max-steps", "2", "--out", out, "--no-report", env=_no_keys())
+    proc = run_cli("bench", "run", SUITE, "--agent", "llm", "--llm", f"m@{chat.url}", "--no-api-key",
+                   "--backend", "text", "--limit", "1", "--max-steps", "2", "--out", out, "--no-report",
+                   env=_no_keys())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert chat.requests, "the endpoint was never called"
     manifest = json.loads((out / "manifest.json").read_text())
@@ -103,15 +98,16 @@ def test_no_api_key_runs_against_a_key_free_endpoint(chat, tmp_path):
 
 def test_a_missing_key_is_refused_before_anything_is_written(chat, tmp_path):
     out = tmp_path / "q"
-    proc = _cli("bench", "run", SUITE, "--agent", "llm", "--llm", f"m@{chat.url}", "--llm-key-env", "NONE_NEEDED",
-                "--backend", "text", "--limit", "1", "--out", out, env=_no_keys())
+    proc = run_cli("bench", "run", SUITE, "--agent", "llm", "--llm", f"m@{chat.url}", "--llm-key-env", "NONE_NEEDED",
+                   "--backend", "text", "--limit", "1", "--out", out, env=_no_keys())
     assert proc.returncode != 0
     assert "NONE_NEEDED is not set" in proc.stderr and "--no-api-key" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not out.exists() and not chat.requests
     # the corrected command then runs in the same place
-    proc = _cli("bench", "run", SUITE, "--agent", "llm", "--llm", f"m@{chat.url}", "--no-api-key", "--backend", "text",
-                "--limit", "1", "--max-steps", "2", "--out", out, "--no-report", env=_no_keys())
+    proc = run_cli("bench", "run", SUITE, "--agent", "llm", "--llm", f"m@{chat.url}", "--no-api-key",
+                   "--backend", "text", "--limit", "1", "--max-steps", "2", "--out", out, "--no-report",
+                   env=_no_keys())
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
@@ -147,18 +143,18 @@ def test_bundle_run_reruns_what_it_can_and_names_the_missing_plugin(project, tmp
     (plug / "wf_test_answerer.py").write_text(PLUGIN)
     with_plugin = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(plug), os.environ.get("PYTHONPATH")])))
     _reference_run(project)
-    proc = _cli("bench", "run", "suite", "--agent", "wf_test_answerer:Answerer", "--backend", "text", "--limit", "2",
-                "--out", "runs/plug", cwd=project, env=with_plugin)
+    proc = run_cli("bench", "run", "suite", "--agent", "wf_test_answerer:Answerer", "--backend", "text", "--limit", "2",
+                   "--out", "runs/plug", cwd=project, env=with_plugin)
     assert proc.returncode == 0, proc.stderr[-2000:]
     code = json.loads((project / "runs" / "plug" / "manifest.json").read_text())["agent_code"]
     import hashlib
     assert code["module"] == "wf_test_answerer" and code["source_file"] == "wf_test_answerer.py"
     assert code["source_sha256"] == "sha256:" + hashlib.sha256(PLUGIN.encode()).hexdigest()
-    proc = _cli("bench", "run", "suite", "--agent", "reference", "--backend", "text", "--limit", "2",
-                "--out", "runs/ref", cwd=project)  # (the reference run again: it resumes, nothing to do)
+    proc = run_cli("bench", "run", "suite", "--agent", "reference", "--backend", "text", "--limit", "2",
+                   "--out", "runs/ref", cwd=project)  # (the reference run again: it resumes, nothing to do)
     bundle = tmp_path / "b.wfb"
-    proc = _cli("bundle", "pack", project / "runs" / "ref", project / "runs" / "plug", "--with-agent-source",
-                "-o", bundle, cwd="/", env=with_plugin)
+    proc = run_cli("bundle", "pack", project / "runs" / "ref", project / "runs" / "plug", "--with-agent-source",
+                   "-o", bundle, cwd="/", env=with_plugin)
     assert proc.returncode == 0, proc.stderr
     runs = {r["name"]: r for r in info(bundle)["runs"]}
     assert runs["plug"]["agent_source"] == "runs/plug/agent/wf_test_answerer.py"
@@ -166,17 +162,17 @@ def test_bundle_run_reruns_what_it_can_and_names_the_missing_plugin(project, tmp
     with zipfile.ZipFile(bundle) as zf:
         assert zf.read("runs/plug/agent/wf_test_answerer.py").decode() == PLUGIN
     # the plug-in is not installed where the bundle is re-run: the other run still is, and it is named
-    proc = _cli("bundle", "run", bundle, "--out", tmp_path / "re", cwd=tmp_path)
+    proc = run_cli("bundle", "run", bundle, "--out", tmp_path / "re", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "ref: identical to the bundled run" in proc.stdout
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("plug:")]
     assert len(line) == 1 and "could not be re-run" in line[0] and "wf_test_answerer" in line[0]
     assert "runs/plug/agent/wf_test_answerer.py" in line[0] and "Traceback" not in proc.stderr
     # --run selects: the reference run alone passes
-    proc = _cli("bundle", "run", bundle, "--out", tmp_path / "re2", "--run", "ref", cwd=tmp_path)
+    proc = run_cli("bundle", "run", bundle, "--out", tmp_path / "re2", "--run", "ref", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "plug" not in proc.stdout
-    proc = _cli("bundle", "run", bundle, "--out", tmp_path / "re3", "--run", "nope", cwd=tmp_path)
+    proc = run_cli("bundle", "run", bundle, "--out", tmp_path / "re3", "--run", "nope", cwd=tmp_path)
     assert proc.returncode == 1 and "holds no run 'nope'" in proc.stderr and not (tmp_path / "re3").exists()
 
 
@@ -186,9 +182,9 @@ def test_a_run_failing_before_its_first_episode_leaves_no_folder(tmp_path):
     empty = tmp_path / "empty.sqlite"
     Cassette(empty, "record").close()  # a real cassette holding no call: strict replay misses at once
     out = tmp_path / "r"
-    proc = _cli("bench", "run", SUITE, "--agent", "llm", "--llm", "m@http://127.0.0.1:9/v1", "--no-api-key",
-                "--backend", "text", "--limit", "1", "--cassette", empty, "--cassette-mode", "replay", "--out", out,
-                env=_no_keys())
+    proc = run_cli("bench", "run", SUITE, "--agent", "llm", "--llm", "m@http://127.0.0.1:9/v1", "--no-api-key",
+                   "--backend", "text", "--limit", "1", "--cassette", empty, "--cassette-mode", "replay", "--out", out,
+                   env=_no_keys())
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert not out.exists()
 
@@ -202,9 +198,9 @@ def test_a_study_with_an_unset_key_is_refused_before_its_folder_exists_and_empty
         return path
 
     out = tmp_path / "out"
-    proc = _cli("study", "run", study("WF_UNSET_KEY"), "--out", out, env=_no_keys())
+    proc = run_cli("study", "run", study("WF_UNSET_KEY"), "--out", out, env=_no_keys())
     assert proc.returncode == 1 and "WF_UNSET_KEY is not set" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists() and not chat.requests
-    proc = _cli("study", "run", study(""), "--out", out, env=_no_keys())
+    proc = run_cli("study", "run", study(""), "--out", out, env=_no_keys())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert chat.requests

@@ -14,21 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 from llm_server import ChatServer, completion
 
 from webfreeze.demo import ARCHIVE
 
 pytestmark = pytest.mark.slow
-
-
-def _cli(*args, timeout=900, env=None):
-    return subprocess.run([sys.executable, "-m", "webfreeze", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 def _comparable(run: Path) -> tuple[dict, dict]:
@@ -46,9 +40,9 @@ def benchmark(tmp_path_factory):
     """Two personas and their level-0/1/2 suite, restricted to what the demo archive holds."""
     tmp = tmp_path_factory.mktemp("personas-run")
     personas, suite = tmp / "personas", tmp / "suite"
-    proc = _cli("personas", "generate", "--n", "2", "--seed", "11", "--out", personas)
+    proc = run_cli("personas", "generate", "--n", "2", "--seed", "11", "--out", personas)
     assert proc.returncode == 0, proc.stderr
-    proc = _cli("personas", "tasks", "--personas", personas, "--archive", ARCHIVE, "--out", suite)
+    proc = run_cli("personas", "tasks", "--personas", personas, "--archive", ARCHIVE, "--out", suite)
     assert proc.returncode == 0, proc.stderr
     tasks = [json.loads(line) for line in (suite / "tasks.jsonl").read_text(encoding="utf-8").splitlines()]
     personal = [t for t in tasks if t.get("persona") and t.get("level") is not None]
@@ -66,7 +60,7 @@ def _run(b: dict, out: Path, *more: str):
             "--out", out]
     for t in b["tasks"]:
         args += ["--tasks", t]
-    return _cli(*args, *more, env=b["env"])
+    return run_cli(*args, *more, env=b["env"])
 
 
 def test_a_persona_suite_needs_its_persona_folder(benchmark, tmp_path):
@@ -74,13 +68,13 @@ def test_a_persona_suite_needs_its_persona_folder(benchmark, tmp_path):
 
     moved = tmp_path / "elsewhere" / "suite"  # the suite's relative path to its personas no longer resolves
     shutil.copytree(benchmark["suite"], moved)
-    proc = _cli("bench", "run", moved, "--archive", ARCHIVE, "--backend", "text", "--agent", "keyword",
-                "--out", tmp_path / "no-persona", env=benchmark["env"])
+    proc = run_cli("bench", "run", moved, "--archive", ARCHIVE, "--backend", "text", "--agent", "keyword",
+                   "--out", tmp_path / "no-persona", env=benchmark["env"])
     assert proc.returncode == 1 and "give --persona DIR" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "no-persona").exists()
     # where the suite was made, its manifest's persona folder is used
-    proc = _cli("bench", "run", benchmark["suite"], "--archive", ARCHIVE, "--backend", "text", "--agent", "keyword",
-                "--tasks", benchmark["tasks"][0], "--max-steps", "2", "--out", tmp_path / "default", env=benchmark["env"])
+    proc = run_cli("bench", "run", benchmark["suite"], "--archive", ARCHIVE, "--backend", "text", "--agent", "keyword",
+                   "--tasks", benchmark["tasks"][0], "--max-steps", "2", "--out", tmp_path / "default", env=benchmark["env"])
     assert proc.returncode == 0, proc.stderr
     manifest = json.loads((tmp_path / "default" / "manifest.json").read_text(encoding="utf-8"))
     assert Path(manifest["circumstances"]["persona_dir"]) == benchmark["personas"].resolve()

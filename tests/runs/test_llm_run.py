@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 from webfreeze.demo import SUITE
 
@@ -33,11 +32,6 @@ def _comparable_report(run: Path) -> dict:
     return report
 
 
-def _cli(*args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "webfreeze", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
-
-
 def _run(cli, out: Path, backend: str, *more):
     args = ["bench", "run", SUITE, "--agent", "llm", "--backend", backend, "--max-steps", STEPS, "--out", out]
     for t in TASKS:
@@ -52,7 +46,7 @@ def recorded(tmp_path_factory):
     runs = {}
     for backend in ("text", "browser"):
         out = tmp / f"live-{backend}"
-        proc = _run(_cli, out, backend, "--llm", "local")
+        proc = _run(run_cli, out, backend, "--llm", "local")
         assert proc.returncode == 0, proc.stderr
         runs[backend] = out
     return runs

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from cli_runner import run_cli
 from llm_server import ChatServer, completion
 
 from webfreeze.demo import SUITE
@@ -39,11 +38,6 @@ def provider():
     p.close()
 
 
-def _cli(*args, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "webfreeze", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=timeout)
-
-
 def _one_line_error(proc) -> str:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 1 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -55,7 +49,7 @@ def test_a_provider_that_keeps_failing_is_an_infrastructure_error_and_resume_run
     args = ("bench", "run", SUITE, "--agent", "llm", "--llm", f"m@{provider.url}", "--llm-key-env", "WF_TEST_KEY",
             "--backend", "text", "--tasks", "scholar-site-info-001", "--out", out)
     env = dict(os.environ, WF_TEST_KEY="not-a-secret")
-    proc = _cli(*args, env=env)
+    proc = run_cli(*args, env=env)
     assert proc.returncode == 0, proc.stderr
     traj = json.loads((out / "trajectories" / "scholar-site-info-001.json").read_text())
     assert traj["end"]["reason"] == "error" and traj["end"]["cause"] == "provider"
@@ -65,7 +59,7 @@ def test_a_provider_that_keeps_failing_is_an_infrastructure_error_and_resume_run
     assert report["summary"]["overall"]["infrastructure_errors"] == 1
     # the provider is back: resuming runs the task again (its failure was not the agent's)
     provider.failing = False
-    proc = _cli(*args, env=env)
+    proc = run_cli(*args, env=env)
     assert proc.returncode == 0, proc.stderr
     traj = json.loads((out / "trajectories" / "scholar-site-info-001.json").read_text())
     assert traj["end"]["reason"] == "answer" and traj["answer"] == "320"
@@ -77,8 +71,8 @@ def test_a_provider_that_keeps_failing_is_an_infrastructure_error_and_resume_run
 
 def test_a_missing_api_key_stops_the_run_in_one_line(provider, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "WF_TEST_KEY"}
-    proc = _cli("bench", "run", SUITE, "--agent", "llm", "--llm", f"m@{provider.url}", "--llm-key-env", "WF_TEST_KEY",
-                "--backend", "text", "--limit", "2", "--out", tmp_path / "run", env=env)
+    proc = run_cli("bench", "run", SUITE, "--agent", "llm", "--llm", f"m@{provider.url}", "--llm-key-env", "WF_TEST_KEY",
+                   "--backend", "text", "--limit", "2", "--out", tmp_path / "run", env=env)
     assert "WF_TEST_KEY" in _one_line_error(proc)
     assert provider.posts == 0 and not list((tmp_path / "run" / "trajectories").glob("*.json"))
 
@@ -92,8 +86,8 @@ def test_a_missing_api_key_stops_the_run_in_one_line(provider, tmp_path):
 def test_a_cassette_the_run_cannot_use_is_refused_before_anything_runs(provider, tmp_path, setup, message):
     (tmp_path / "text.sqlite").write_text("this is not a database\n" * 100)
     args = [a.replace("{tmp}", str(tmp_path)) for a in setup]
-    proc = _cli("bench", "run", SUITE, "--agent", "llm", "--llm", f"m@{provider.url}", "--backend", "text",
-                "--limit", "1", "--out", tmp_path / "run", *args)
+    proc = run_cli("bench", "run", SUITE, "--agent", "llm", "--llm", f"m@{provider.url}", "--backend", "text",
+                   "--limit", "1", "--out", tmp_path / "run", *args)
     assert message in _one_line_error(proc)
     assert not (tmp_path / "run").exists() and provider.posts == 0
 
@@ -130,8 +124,8 @@ def plugin_env(tmp_path):
 
 def test_a_bare_class_with_reset_and_act_runs(plugin_env, tmp_path):
     out = tmp_path / "bare"
-    proc = _cli("bench", "run", SUITE, "--agent", "bare_agents:Bare", "--backend", "text", "--workers", "2",
-                "--limit", "2", "--out", out, env=plugin_env)
+    proc = run_cli("bench", "run", SUITE, "--agent", "bare_agents:Bare", "--backend", "text", "--workers", "2",
+                   "--limit", "2", "--out", out, env=plugin_env)
     assert proc.returncode == 0, proc.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["agent"]["config"] == {} and manifest["circumstances"]["workers"] == 2
@@ -140,8 +134,8 @@ def test_a_bare_class_with_reset_and_act_runs(plugin_env, tmp_path):
     # a trajectory cut short (by hand, or a full disk) is run again when the run is resumed
     cut = out / "trajectories" / "scholar-site-info-001.json"
     cut.write_text(cut.read_text()[:100])
-    proc = _cli("bench", "run", SUITE, "--agent", "bare_agents:Bare", "--backend", "text", "--workers", "2",
-                "--limit", "2", "--out", out, env=plugin_env)
+    proc = run_cli("bench", "run", SUITE, "--agent", "bare_agents:Bare", "--backend", "text", "--workers", "2",
+                   "--limit", "2", "--out", out, env=plugin_env)
     assert proc.returncode == 0, proc.stderr
     assert "1 of 2 tasks already ran" in proc.stderr
     assert json.loads(cut.read_text())["answer"] == "320"
@@ -149,6 +143,6 @@ def test_a_bare_class_with_reset_and_act_runs(plugin_env, tmp_path):
 
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_an_agent_that_cannot_start_in_a_worker_is_one_line(plugin_env, tmp_path, workers):
-    proc = _cli("bench", "run", SUITE, "--agent", "bare_agents:Broken", "--backend", "text", "--workers", workers,
-                "--limit", "2", "--out", tmp_path / "broken", env=plugin_env)
+    proc = run_cli("bench", "run", SUITE, "--agent", "bare_agents:Broken", "--backend", "text", "--workers", workers,
+                   "--limit", "2", "--out", tmp_path / "broken", env=plugin_env)
     assert _one_line_error(proc).endswith("my model file is missing")

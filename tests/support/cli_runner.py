@@ -21,7 +21,7 @@ import webfreeze.cli
 
 
 def run_cli(*args, cwd: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
-            timeout: float = 600, prefix: Sequence[str] = ()) -> subprocess.CompletedProcess:
+            timeout: float = 900, prefix: Sequence[str] = ()) -> subprocess.CompletedProcess:
     """Run ``python -m webfreeze ARGS`` in a subprocess and return its completed process (text output).
 
     ``env`` replaces the whole environment (pass ``dict(os.environ, ...)`` to add to it); ``prefix`` is a

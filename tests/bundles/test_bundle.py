@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from cli_runner import run_cli
+from cli_runner import invoke, run_cli
 from no_network import offline_env, offline_prefix
 
 from webfreeze.demo import CASSETTE, LLM_MAX_STEPS, LLM_TASKS, SUITE
@@ -172,7 +172,7 @@ GOOD = {"suite/tasks.jsonl": b'{"id": "t"}\n', "archive/x.wfz": b"not really an 
     ("oversized", "member 'suite/tasks.jsonl' is oversized"),
     ("bomb", "member 'suite/zeros.bin' is a compression bomb"),
 ])
-def test_a_malformed_bundle_is_refused_in_one_line_with_nothing_written(tmp_path, capsys, case, expected):
+def test_a_malformed_bundle_is_refused_in_one_line_with_nothing_written(tmp_path, case, expected):
     path = tmp_path / "bad.wfb"
     if case == "zip-slip":
         _write_bundle(path, {**GOOD, "../escaped.txt": b"x"})
@@ -193,29 +193,14 @@ def test_a_malformed_bundle_is_refused_in_one_line_with_nothing_written(tmp_path
     # as a real process, from inside the folder a zip-slip would escape from
     for args in (["verify", path], ["info", path], ["run", path, "--out", work / "out"],
                  ["export-wacz", path, "-o", work / "x.wacz"]):
-        code, err = _cli_here(capsys, "bundle", *args)
-        assert code == 1, (args, err)
-        lines = err.strip().splitlines()
+        result = invoke("bundle", *args)
+        assert result.returncode == 1, (args, result.stderr)
+        lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and "refused" in lines[0] and expected in lines[0], (args, lines)
         assert list(work.iterdir()) == []  # nothing extracted, nothing written
     proc = run_cli("bundle", "run", path, "--out", work / "out", cwd=work)
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1 and expected in proc.stderr
     assert list(work.iterdir()) == [] and not (tmp_path / "escaped.txt").exists()
-
-
-def _cli_here(capsys, *args) -> tuple[int, str]:
-    """The CLI's entry point in this process: (exit status, stderr)."""
-    from webfreeze.cli import main
-
-    capsys.readouterr()
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    captured = capsys.readouterr()
-    _cli_here.out = captured.out  # (what it printed on stdout, for the few tests that read it)
-    return code, captured.err
 
 
 # ------------------------------------------------------------------------------------ signing, WACZ, agents
@@ -232,23 +217,24 @@ def _keys(tmp_path: Path) -> tuple[Path, Path]:
     return private, public
 
 
-def test_a_signed_bundle_verifies_with_its_key_and_not_with_another(llm_run, tmp_path, capsys):
+def test_a_signed_bundle_verifies_with_its_key_and_not_with_another(llm_run, tmp_path):
     private, public = _keys(tmp_path)
     other = tmp_path / "other"
     other.mkdir()
     _, other_public = _keys(other)
     signed = tmp_path / "signed.wfb"
-    assert _cli_here(capsys, "bundle", "pack", llm_run, "-o", signed, "--key", private)[0] == 0
-    code, _ = _cli_here(capsys, "bundle", "verify", signed, "--key", public)
-    assert code == 0 and "signature valid" in _cli_here.out
+    assert invoke("bundle", "pack", llm_run, "-o", signed, "--key", private).returncode == 0
+    verified = invoke("bundle", "verify", signed, "--key", public)
+    assert verified.returncode == 0 and "signature valid" in verified.stdout
     from webfreeze.bundle import BundleError, verify
 
     assert verify(signed, key=str(public), deep=False)["signature"].startswith("signature valid")
-    code, err = _cli_here(capsys, "bundle", "verify", signed, "--key", other_public)
+    refused = invoke("bundle", "verify", signed, "--key", other_public)
+    code, err = refused.returncode, refused.stderr
     assert code == 1 and "signature is not valid" in err
     assert "not checked against a key you trust" in verify(signed, deep=False)["signature"]
     unsigned = tmp_path / "unsigned.wfb"
-    assert _cli_here(capsys, "bundle", "pack", llm_run, "-o", unsigned)[0] == 0
+    assert invoke("bundle", "pack", llm_run, "-o", unsigned).returncode == 0
     with pytest.raises(BundleError, match="not signed"):
         verify(unsigned, key=str(public), deep=False)
 

@@ -1,36 +1,31 @@
-"""The CLI as a user runs it: help everywhere, version, and the inspection and maintenance commands."""
+"""The CLI as a user runs it: help everywhere, version, and the inspection and maintenance commands.
+
+These run the entry point in this process (``cli_here``); the one test that needs a second process
+(a reader beside a writer holding the archive's lock) runs the CLI in a subprocess."""
 
 from __future__ import annotations
 
 import json
 import os
 
-import click
 import pytest
+from cli_runner import command_paths
 
 from webfreeze import __version__
 from webfreeze.archives import Archive, Exchange, archive_digest
-from webfreeze.cli import cli as cli_group
 
 
-def all_command_paths(group=cli_group, prefix=()):
-    yield prefix
-    if isinstance(group, click.Group):
-        for name, cmd in group.commands.items():
-            yield from all_command_paths(cmd, prefix + (name,))
-
-
-@pytest.mark.parametrize("path", list(all_command_paths()), ids=lambda p: " ".join(p) or "webfreeze")
-def test_every_command_has_help(cli, path):
-    result = cli(*path, "--help")
+@pytest.mark.parametrize("path", list(command_paths()), ids=lambda p: " ".join(p) or "webfreeze")
+def test_every_command_has_help(cli_here, path):
+    result = cli_here(*path, "--help")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Usage: webfreeze")
     doc_lines = [ln for ln in result.stdout.splitlines()[1:] if ln.strip()]
     assert doc_lines and not doc_lines[0].strip().startswith("Options:"), "command has no description"
 
 
-def test_version(cli):
-    result = cli("--version")
+def test_version(cli_here):
+    result = cli_here("--version")
     assert result.returncode == 0 and __version__ in result.stdout
 
 
@@ -59,77 +54,77 @@ def two_archives(tmp_path):
     return a, b
 
 
-def test_info_json_and_text(cli, two_archives):
+def test_info_json_and_text(cli_here, two_archives):
     a, b = two_archives
-    data = json.loads(cli("archive", "info", b, "--json").stdout)
+    data = json.loads(cli_here("archive", "info", b, "--json").stdout)
     assert data["exchanges"] == 6 and data["hosts"] == {"site.example": 5, "img.example": 1}
     assert data["time_range"] == ["2024-02-01T00:00:00.000000Z", "2024-02-01T00:00:01.000000Z"]
-    text = cli("archive", "info", a).stdout
+    text = cli_here("archive", "info", a).stdout
     assert "exchanges  5" in text and "crawl one" in text
     # five identical-size pages, each distinct: no dedup; the same body twice would be 2x
-    assert json.loads(cli("archive", "info", a, "--json").stdout)["dedup_ratio"] == 1.0
+    assert json.loads(cli_here("archive", "info", a, "--json").stdout)["dedup_ratio"] == 1.0
 
 
-def test_ls_filters(cli, two_archives):
+def test_ls_filters(cli_here, two_archives):
     _, b = two_archives
-    lines = cli("archive", "ls", b).stdout.splitlines()
+    lines = cli_here("archive", "ls", b).stdout.splitlines()
     assert len(lines) == 6
-    assert [json.loads(x)["url"] for x in cli("archive", "ls", b, "--mime", "image/*", "--json").stdout.splitlines()] \
-        == ["http://img.example/logo.png"]
-    assert len(cli("archive", "ls", b, "--prefix", "http://site.example/p").stdout.splitlines()) == 4
-    assert len(cli("archive", "ls", b, "--host", "img.example").stdout.splitlines()) == 1
-    assert len(cli("archive", "ls", b, "--limit", "2").stdout.splitlines()) == 2
-    assert cli("archive", "ls", b, "--since", "2030").stdout == ""
+    images = cli_here("archive", "ls", b, "--mime", "image/*", "--json").stdout.splitlines()
+    assert [json.loads(x)["url"] for x in images] == ["http://img.example/logo.png"]
+    assert len(cli_here("archive", "ls", b, "--prefix", "http://site.example/p").stdout.splitlines()) == 4
+    assert len(cli_here("archive", "ls", b, "--host", "img.example").stdout.splitlines()) == 1
+    assert len(cli_here("archive", "ls", b, "--limit", "2").stdout.splitlines()) == 2
+    assert cli_here("archive", "ls", b, "--since", "2030").stdout == ""
 
 
-def test_show(cli, two_archives):
+def test_show(cli_here, two_archives):
     _, b = two_archives
-    out = cli("archive", "show", b, "http://site.example/p1").stdout
+    out = cli_here("archive", "show", b, "http://site.example/p1").stdout
     assert "HTTP/1.1 200" in out and "Content-Type: text/html" in out and "<p>page 1, revised</p>" in out
-    binary = cli("archive", "show", b, "http://img.example/logo.png")
+    binary = cli_here("archive", "show", b, "http://img.example/logo.png")
     assert "binary body, 10 bytes" in binary.stdout
-    missing = cli("archive", "show", b, "http://site.example/none")
+    missing = cli_here("archive", "show", b, "http://site.example/none")
     assert missing.returncode == 1 and "not in" in missing.stderr
 
 
-def test_diff(cli, two_archives):
+def test_diff(cli_here, two_archives):
     a, b = two_archives
-    result = cli("archive", "diff", a, b)
+    result = cli_here("archive", "diff", a, b)
     assert result.returncode == 0
     assert sorted(result.stdout.splitlines()) == sorted([
         "~ GET http://site.example/p1", "- GET http://site.example/p4", "+ GET http://site.example/new",
         "+ GET http://img.example/logo.png"])
-    assert cli("archive", "diff", a, a, "--exit-code").returncode == 0
-    assert cli("archive", "diff", a, b, "--exit-code").returncode == 1
+    assert cli_here("archive", "diff", a, a, "--exit-code").returncode == 0
+    assert cli_here("archive", "diff", a, b, "--exit-code").returncode == 1
 
 
-def test_merge_dedups_and_is_idempotent(cli, two_archives, tmp_path):
+def test_merge_dedups_and_is_idempotent(cli_here, two_archives, tmp_path):
     a, b = two_archives
     m = tmp_path / "m.wfz"
-    assert cli("archive", "merge", a, b, "--into", m).returncode == 0
+    assert cli_here("archive", "merge", a, b, "--into", m).returncode == 0
     with Archive.open(m) as arc:
         n_ex = arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0]
         n_blobs = arc.conn.execute("SELECT count(*) FROM blobs").fetchone()[0]
     assert n_ex == 11
     assert n_blobs == 5 + 3 + 1  # p0, p2, p3 are shared between A and B; +1 the header dictionary
-    assert cli("archive", "merge", a, "--into", m).returncode == 0
+    assert cli_here("archive", "merge", a, "--into", m).returncode == 0
     with Archive.open(m) as arc:
         assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 11
-    assert cli("archive", "verify", m).returncode == 0
-    same = cli("archive", "merge", m, "--into", m)
+    assert cli_here("archive", "verify", m).returncode == 0
+    same = cli_here("archive", "merge", m, "--into", m)
     assert same.returncode == 1 and "into itself" in same.stderr
 
 
-def test_gc_removes_only_unreferenced(cli, two_archives):
+def test_gc_removes_only_unreferenced(cli_here, two_archives):
     _, b = two_archives
     with Archive.open(b, write=True) as arc:
         arc.conn.execute("DELETE FROM exchanges WHERE url='http://site.example/new'")
-    dry = cli("archive", "gc", b, "--dry-run")
+    dry = cli_here("archive", "gc", b, "--dry-run")
     assert "would remove 1 blobs" in dry.stdout
-    assert "removed 1 blobs" in cli("archive", "gc", b).stdout
-    assert "removed 0 blobs" in cli("archive", "gc", b).stdout
-    assert cli("archive", "verify", b).returncode == 0
-    assert len(cli("archive", "ls", b).stdout.splitlines()) == 5
+    assert "removed 1 blobs" in cli_here("archive", "gc", b).stdout
+    assert "removed 0 blobs" in cli_here("archive", "gc", b).stdout
+    assert cli_here("archive", "verify", b).returncode == 0
+    assert len(cli_here("archive", "ls", b).stdout.splitlines()) == 5
 
 
 def test_gc_dry_run_only_reads_and_forecasts_the_size(cli, samples, tmp_path):
@@ -148,60 +143,64 @@ def test_gc_dry_run_only_reads_and_forecasts_the_size(cli, samples, tmp_path):
     real = gc(target)
     assert real["blobs_removed"] == forecast["blobs_removed"] > 0
     assert forecast["file_bytes_after"] < forecast["file_bytes_before"]
-    assert abs(forecast["file_bytes_after"] - real["file_bytes_after"]) < 0.15 * real["file_bytes_after"], (forecast, real)
+    after = real["file_bytes_after"]
+    assert abs(forecast["file_bytes_after"] - after) < 0.15 * after, (forecast, real)
 
 
-def test_meta(cli, two_archives):
+def test_meta(cli_here, two_archives):
     a, _ = two_archives
-    assert cli("archive", "meta", a, "--set", "license=CC-BY-4.0", "--set", "creator=lab").returncode == 0
-    meta = json.loads(cli("archive", "meta", a).stdout)
+    assert cli_here("archive", "meta", a, "--set", "license=CC-BY-4.0", "--set", "creator=lab").returncode == 0
+    meta = json.loads(cli_here("archive", "meta", a).stdout)
     assert meta["license"] == "CC-BY-4.0" and meta["creator"] == "lab"
     assert meta["capture_time_range"] == ["2024-01-01T00:00:00.000000Z"] * 2
     assert meta["tool"] == "webfreeze" and meta["tool_version"] == __version__
-    bad = cli("archive", "meta", a, "--set", "format=evil")
+    bad = cli_here("archive", "meta", a, "--set", "format=evil")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
 
-def test_pack_keeps_content_and_shrinks(cli, samples, tmp_path):
+def test_pack_keeps_content_and_shrinks(cli_here, samples, tmp_path):
     src, packed = tmp_path / "src.wfz", tmp_path / "packed.wfz"
-    assert cli("archive", "import", samples / "iana.warc.gz", "--to", src).returncode == 0
-    result = cli("archive", "pack", src, "-o", packed)
+    assert cli_here("archive", "import", samples / "iana.warc.gz", "--to", src).returncode == 0
+    result = cli_here("archive", "pack", src, "-o", packed)
     assert result.returncode == 0, result.stderr
     assert packed.stat().st_size < src.stat().st_size
-    assert cli("archive", "verify", packed).returncode == 0
-    assert cli("archive", "diff", src, packed, "--exit-code").returncode == 0
+    assert cli_here("archive", "verify", packed).returncode == 0
+    assert cli_here("archive", "diff", src, packed, "--exit-code").returncode == 0
     with Archive.open(src) as a, Archive.open(packed) as b:
         rows_a = [(r.url, r.response.payload_digest, r.headers) for r in a.exchanges()]
         rows_b = [(r.url, r.response.payload_digest, r.headers) for r in b.exchanges()]
         assert rows_a == rows_b
         for r in b.exchanges(status=200, limit=20):
             assert r.payload() == a.get_blob(r.response.payload_digest)
-    again = cli("archive", "pack", src, "-o", packed)
+    again = cli_here("archive", "pack", src, "-o", packed)
     assert again.returncode == 1 and "already exists" in again.stderr
 
 
-def test_show_refuses_what_it_would_ignore(cli, samples, tmp_path):
+def test_show_refuses_what_it_would_ignore(cli_here, samples, tmp_path):
     target = tmp_path / "post.wfz"
-    assert cli("archive", "import", samples / "post-test.warc.gz", "--to", target).returncode == 0
-    wrong = cli("archive", "show", target, "http://httpbin.org/post", "--method", "get")
+    assert cli_here("archive", "import", samples / "post-test.warc.gz", "--to", target).returncode == 0
+    wrong = cli_here("archive", "show", target, "http://httpbin.org/post", "--method", "get")
     assert wrong.returncode == 1
-    assert wrong.stderr.strip() == f"webfreeze: error: http://httpbin.org/post: no GET capture in {target} (captured with POST)"
-    both = cli("archive", "show", target, "http://httpbin.org/post", "--headers-only", "-o", tmp_path / "body")
+    assert wrong.stderr.strip() == \
+        f"webfreeze: error: http://httpbin.org/post: no GET capture in {target} (captured with POST)"
+    both = cli_here("archive", "show", target, "http://httpbin.org/post", "--headers-only", "-o", tmp_path / "body")
     assert both.returncode == 2 and "--headers-only shows no body" in both.stderr
     assert not (tmp_path / "body").exists()
     if os.path.exists("/dev/full"):
-        full = cli("archive", "show", target, "http://httpbin.org/post", "-o", "/dev/full")
+        full = cli_here("archive", "show", target, "http://httpbin.org/post", "-o", "/dev/full")
         assert full.returncode == 1
-        assert full.stderr.strip().splitlines() == ["webfreeze: error: /dev/full: cannot write: No space left on device"]
-    assert cli("archive", "show", target, "http://httpbin.org/post", "--method", "post").returncode == 0
+        assert full.stderr.strip().splitlines() == \
+            ["webfreeze: error: /dev/full: cannot write: No space left on device"]
+    assert cli_here("archive", "show", target, "http://httpbin.org/post", "--method", "post").returncode == 0
 
 
-def test_import_says_when_new_archive_metadata_is_not_used(cli, samples, tmp_path):
+def test_import_says_when_new_archive_metadata_is_not_used(cli_here, samples, tmp_path):
     target = tmp_path / "a.wfz"
-    first = cli("archive", "import", samples / "example.warc.gz", "--to", target, "--creator", "lab A")
+    first = cli_here("archive", "import", samples / "example.warc.gz", "--to", target, "--creator", "lab A")
     assert first.returncode == 0 and "warning" not in first.stderr
-    again = cli("archive", "import", samples / "iana.warc.gz", "--to", target, "--creator", "lab B", "--license", "CC0")
+    again = cli_here("archive", "import", samples / "iana.warc.gz", "--to", target, "--creator", "lab B",
+                     "--license", "CC0")
     assert again.returncode == 0
     assert f"warning: {target} exists, so --creator and --license are not used" in again.stderr
-    meta = json.loads(cli("archive", "meta", target).stdout)
+    meta = json.loads(cli_here("archive", "meta", target).stdout)
     assert meta["creator"] == "lab A" and meta["license"] == ""

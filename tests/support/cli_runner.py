@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import click
 from click.testing import CliRunner
 
 import webfreeze.cli
@@ -72,3 +73,24 @@ def assert_one_line_error(result, *, code: int = 1, contains: str = "") -> str:
     assert lines[0].startswith("webfreeze: error:"), lines[0]
     assert contains.lower() in lines[0].lower(), lines[0]
     return lines[0]
+
+
+def command_paths(group: click.Command | None = None, prefix: tuple[str, ...] = ()):
+    """Every command path of the CLI, the root ``()`` first, groups before their commands, as registered."""
+    group = webfreeze.cli.cli if group is None else group
+    yield prefix
+    if isinstance(group, click.Group):
+        for name, cmd in group.commands.items():
+            yield from command_paths(cmd, prefix + (name,))
+
+
+def leaf_command_paths() -> list[tuple[str, ...]]:
+    """The paths of the commands that run something (no groups): ``("archive", "import")``, ``("demo",)``."""
+    leaves = []
+    for path in command_paths():
+        cmd = webfreeze.cli.cli
+        for name in path:
+            cmd = cmd.commands[name]
+        if path and not isinstance(cmd, click.Group):
+            leaves.append(path)
+    return leaves

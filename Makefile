@@ -1,5 +1,17 @@
-# Each target sets up what it needs (idempotently) and then runs.
-.PHONY: setup demo test bench clean
+# Each target sets up what it needs (idempotently) and then runs. `make help` lists them.
+.PHONY: help setup demo lint test test-fast bench clean
+
+PYTEST = .venv/bin/python -m pytest
+
+help:
+	@echo "make setup      the .venv with webfreeze and everything the tests need (idempotent)"
+	@echo "make demo       the whole loop on the shipped demo (no local model needed)"
+	@echo "make lint       ruff check . (pyproject.toml [tool.ruff])"
+	@echo "make test       lint, then the whole suite (what .ci/run runs; about 20 minutes on 2 cores)"
+	@echo "make test-fast  the inner loop: the suite without tests marked slow (a few minutes)"
+	@echo "                one stage: .venv/bin/python -m pytest tests/archives -q  (see docs/contributing.md)"
+	@echo "make bench      the benchmarks (docs/benchmarks.md)"
+	@echo "make clean      remove the .venv and what the demo and benchmarks wrote"
 
 setup:
 	@scripts/bootstrap.sh test
@@ -9,8 +21,16 @@ demo:
 	@scripts/bootstrap.sh demo
 	.venv/bin/python -m webfreeze.demo
 
-test: setup
-	.venv/bin/python -m pytest -q
+lint: setup
+	.venv/bin/python -m ruff check .
+
+test: lint
+	$(PYTEST) -q
+
+# Tests marked slow (whole runs on the local model, Ray clusters, studies, bundles of LLM runs) are
+# left out; everything else runs, each stage's unit and end-to-end tests included.
+test-fast: setup
+	$(PYTEST) -q -m "not slow"
 
 bench:
 	@WEBFREEZE_BENCH=1 scripts/bootstrap.sh test

@@ -4,7 +4,7 @@ The environment tests use a small history object written here (its ``search`` re
 choose): what is under test is how the environment answers, records and budgets the action. Real
 retrieval (MiniLM + FAISS) is tested in test_personas_retrieval.py and end to end in
 test_personas_run.py. The agent tests talk to a real OpenAI-compatible server on 127.0.0.1 with
-scripted replies (tests/llm_server.py).
+scripted replies (tests/support/llm_server.py).
 """
 
 from __future__ import annotations

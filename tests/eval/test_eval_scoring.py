@@ -115,7 +115,7 @@ def test_ranking_hits():
     assert r["rank"] == 5 and r["hit@1"] is False and r["hit@5"] is True
     r = evaluate_ranking(cands, "P-2", '["P-1", "P-3", "P-4", "P-5", "P-6"]')    # not in the five
     assert r["hit@5"] is False and r["rank"] is None
-    # prose is not the schema (tests/test_eval_ranking.py has the rest): invalid, a miss
+    # prose is not the schema (tests/eval/test_eval_ranking.py has the rest): invalid, a miss
     r = evaluate_ranking(cands, "P-2", "Top picks: P-2, P-1, P-3, P-4, P-10")
     assert r["valid"] is False and r["hit@5"] is False
     assert ranked_ids(None, cands) == [] and evaluate_ranking(cands, "P-2", None)["hit@5"] is False

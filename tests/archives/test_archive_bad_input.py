@@ -20,57 +20,58 @@ def leftovers(tmp_path, keep):
     return sorted(p.name for p in tmp_path.iterdir() if p.name not in keep)
 
 
-def test_truncated_gzip(samples, tmp_path, cli):
+def test_truncated_gzip(samples, tmp_path, cli_here):
     data = (samples / "iana.warc.gz").read_bytes()
     src = tmp_path / "cut.warc.gz"
     src.write_bytes(data[: len(data) // 2])
-    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="truncated")
+    assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="truncated")
     assert leftovers(tmp_path, {"cut.warc.gz"}) == []
 
 
 @pytest.mark.parametrize("cut", [500, 1500, 2500, 3000])
-def test_a_file_cut_inside_a_record_head_says_so(samples, tmp_path, cli, cut):
+def test_a_file_cut_inside_a_record_head_says_so(samples, tmp_path, cli_here, cut):
     """Cut where a record's head is incomplete, warcio fails with Python errors of its own (an
     AttributeError on a missing header); the user is told the file is truncated, and where."""
     src = tmp_path / "cut.warc.gz"
     src.write_bytes((samples / "example.warc.gz").read_bytes()[:cut])
-    proc = cli("archive", "import", src, "--to", tmp_path / "a.wfz")
+    proc = cli_here("archive", "import", src, "--to", tmp_path / "a.wfz")
     assert_one_line_error(proc, contains="it is truncated")
     assert "at byte " in proc.stderr and "Error" not in proc.stderr and "NoneType" not in proc.stderr
     assert leftovers(tmp_path, {"cut.warc.gz"}) == []
 
 
-def test_truncated_inside_gzip_member(tmp_path, cli):
+def test_truncated_inside_gzip_member(tmp_path, cli_here):
     """A gzip stream cut in the middle of a member (not at a record boundary)."""
     src = tmp_path / "x.warc.gz"
     write_warc(src, [("http://example.com/", b"<html>" + b"a" * 50000 + b"</html>")])
     raw = src.read_bytes()
     src.write_bytes(raw[:-30])
-    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"))
+    assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"))
     assert leftovers(tmp_path, {"x.warc.gz"}) == []
 
 
-def test_malformed_warc_headers(tmp_path, cli):
+def test_malformed_warc_headers(tmp_path, cli_here):
     src = tmp_path / "bad.warc"
     src.write_bytes(b"WARC/1.0\r\nWARC-Type response\r\nContent-Length: 5\r\n\r\nhello\r\n\r\n")
-    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="WARC-Type")
-    src.write_bytes(b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://x/\r\nWARC-Date: 2020-01-01T00:00:00Z\r\n"
+    assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="WARC-Type")
+    src.write_bytes(b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://x/\r\n"
+                    b"WARC-Date: 2020-01-01T00:00:00Z\r\n"
                     b"Content-Length: 5\r\n\r\nhello\r\n\r\n")
-    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="HTTP status line")
+    assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="HTTP status line")
     src.write_bytes(b"WARC/1.0\r\nWARC-Type: resource\r\nWARC-Target-URI: http://x/\r\nWARC-Date: yesterday\r\n"
                     b"Content-Length: 5\r\n\r\nhello\r\n\r\n")
-    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="WARC-Date")
+    assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="WARC-Date")
     assert leftovers(tmp_path, {"bad.warc"}) == []
 
 
-def test_record_whose_digest_lies(tmp_path, cli):
+def test_record_whose_digest_lies(tmp_path, cli_here):
     src = tmp_path / "liar.warc"
     body = b"<html>the honest payload</html>"
     write_warc(src, [("http://example.com/", body)], gz=False)
     data = src.read_bytes()
     assert b"WARC-Payload-Digest" in data
     src.write_bytes(data.replace(b"honest", b"HONEST"))  # same length, different bytes
-    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="digest")
+    assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="digest")
     assert leftovers(tmp_path, {"liar.warc"}) == []
 
 
@@ -96,7 +97,7 @@ def _member_starts(path, bodies) -> list[int]:
 # inflate to nothing yet) or inside its 8-byte trailer, or a stray gzip header after the last one
 @pytest.mark.parametrize("where", ["member+1", "member+10", "member+18", "trailer", "stray header"])
 @pytest.mark.parametrize("reader", ["fast", "warcio"])
-def test_a_last_gzip_member_cut_short_is_truncation(where, reader, tmp_path, cli, monkeypatch):
+def test_a_last_gzip_member_cut_short_is_truncation(where, reader, tmp_path, cli_here, monkeypatch):
     if reader == "warcio":
         monkeypatch.setenv("WEBFREEZE_NO_FASTWARC", "1")
     else:
@@ -107,22 +108,23 @@ def test_a_last_gzip_member_cut_short_is_truncation(where, reader, tmp_path, cli
     cut = {"member+1": raw[:last + 1], "member+10": raw[:last + 10], "member+18": raw[:last + 18],
            "trailer": raw[:-3], "stray header": raw + b"\x1f\x8b\x08"}[where]
     src.write_bytes(cut)
-    line = assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="truncated")
+    line = assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="truncated")
     assert f"at byte {len(raw) if where == 'stray header' else last}" in line
     assert leftovers(tmp_path, {"cut.warc.gz"}) == []
     # the whole file, uncut, imports
     src.write_bytes(raw)
-    assert cli("archive", "import", src, "--to", tmp_path / "a.wfz").returncode == 0
+    assert cli_here("archive", "import", src, "--to", tmp_path / "a.wfz").returncode == 0
 
 
 @pytest.mark.parametrize("flip", [12, 30, -8])  # deflate data, and the CRC-32 in the trailer
-def test_a_damaged_gzip_member_is_named_by_its_offset(flip, tmp_path, cli):
+def test_a_damaged_gzip_member_is_named_by_its_offset(flip, tmp_path, cli_here):
     src = tmp_path / "crc.warc.gz"
     starts = _member_starts(src, [b"<html>%d</html>" % i * 50 for i in range(3)])
     raw = bytearray(src.read_bytes())
     raw[starts[1] + flip if flip > 0 else starts[2] + flip] ^= 0x55
     src.write_bytes(bytes(raw))
-    line = assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="corrupt gzip data")
+    line = assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"),
+                                 contains="corrupt gzip data")
     assert f"member at byte {starts[1]}" in line
     assert leftovers(tmp_path, {"crc.warc.gz"}) == []
 
@@ -149,15 +151,15 @@ def test_the_gzip_check_reads_any_member_header_split_anywhere(chunk):
         gzip_members.check_complete(io.BytesIO(whole[:-5]), chunk)
 
 
-def test_a_wacz_whose_warc_is_cut_short_is_refused(samples, tmp_path, cli):
+def test_a_wacz_whose_warc_is_cut_short_is_refused(samples, tmp_path, cli_here):
     """The same cut inside a WACZ whose datapackage.json was rewritten to match it."""
     import hashlib
     import json
 
     arc = tmp_path / "a.wfz"
-    assert cli("archive", "import", samples / "example.warc.gz", "--to", arc).returncode == 0
+    assert cli_here("archive", "import", samples / "example.warc.gz", "--to", arc).returncode == 0
     good = tmp_path / "good.wacz"
-    assert cli("archive", "export", arc, "--format", "wacz", "-o", good).returncode == 0
+    assert cli_here("archive", "export", arc, "--format", "wacz", "-o", good).returncode == 0
     bad = tmp_path / "cut.wacz"
     with zipfile.ZipFile(good) as zin, zipfile.ZipFile(bad, "w") as zout:
         package = json.loads(zin.read("datapackage.json"))
@@ -175,12 +177,12 @@ def test_a_wacz_whose_warc_is_cut_short_is_refused(samples, tmp_path, cli):
             zout.writestr(info, data)
         body = json.dumps(package).encode()
         zout.writestr("datapackage.json", body)
-    line = assert_one_line_error(cli("archive", "import", bad, "--to", tmp_path / "b.wfz"), contains="truncated")
+    line = assert_one_line_error(cli_here("archive", "import", bad, "--to", tmp_path / "b.wfz"), contains="truncated")
     assert "cut.wacz: archive/" in line and ".warc.gz: the file ends inside the gzip member at byte" in line
     assert not (tmp_path / "b.wfz").exists()
 
 
-def test_gzip_decompression_bomb(tmp_path, cli):
+def test_gzip_decompression_bomb(tmp_path, cli_here):
     src = tmp_path / "bomb.warc.gz"
     size = 96 << 20
     header = (f"WARC/1.0\r\nWARC-Type: resource\r\nWARC-Target-URI: http://example.com/zeros\r\n"
@@ -195,11 +197,11 @@ def test_gzip_decompression_bomb(tmp_path, cli):
         fh.write(comp.compress(b"\r\n\r\n"))
         fh.write(comp.flush())
     assert src.stat().st_size < 200_000
-    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="bomb")
+    assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="bomb")
     assert leftovers(tmp_path, {"bomb.warc.gz"}) == []
 
 
-def test_zip_bomb_wacz(tmp_path, cli):
+def test_zip_bomb_wacz(tmp_path, cli_here):
     src = tmp_path / "bomb.wacz"
     with zipfile.ZipFile(src, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("datapackage.json", '{"profile": "data-package", "resources": []}')
@@ -207,7 +209,7 @@ def test_zip_bomb_wacz(tmp_path, cli):
             block = bytes(1 << 20)
             for _ in range(80):
                 member.write(block)
-    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="bomb")
+    assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="bomb")
     assert leftovers(tmp_path, {"bomb.wacz"}) == []
 
 
@@ -218,19 +220,19 @@ def test_zip_bomb_wacz(tmp_path, cli):
     (gzip.compress(b"<html>gzip but not a WARC</html>"), "not a WARC, ARC or WACZ"),
     (b"PK\x03\x04 definitely not a zip", "not a valid zip"),
 ])
-def test_non_archive_files(tmp_path, cli, content, expect):
+def test_non_archive_files(tmp_path, cli_here, content, expect):
     src = tmp_path / "input.warc"
     src.write_bytes(content)
-    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains=expect)
+    assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"), contains=expect)
     assert leftovers(tmp_path, {"input.warc"}) == []
 
 
-def test_missing_source_and_directory_source(tmp_path, cli):
-    assert_one_line_error(cli("archive", "import", tmp_path / "nope.warc.gz", "--to", tmp_path / "a.wfz"),
+def test_missing_source_and_directory_source(tmp_path, cli_here):
+    assert_one_line_error(cli_here("archive", "import", tmp_path / "nope.warc.gz", "--to", tmp_path / "a.wfz"),
                           contains="no such file")
     d = tmp_path / "adir"
     d.mkdir()
-    result = cli("archive", "import", d, "--to", tmp_path / "a.wfz")
+    result = cli_here("archive", "import", d, "--to", tmp_path / "a.wfz")
     assert_one_line_error(result, code=2, contains="directory")
 
 
@@ -248,32 +250,32 @@ def test_archive_already_open_for_writing(samples, tmp_path, cli):
     assert cli("archive", "import", samples / "example.warc.gz", "--to", target).returncode == 0
 
 
-def test_target_that_is_not_an_archive(samples, tmp_path, cli):
+def test_target_that_is_not_an_archive(samples, tmp_path, cli_here):
     target = tmp_path / "notes.txt"
     target.write_text("my notes")
-    assert_one_line_error(cli("archive", "import", samples / "example.warc.gz", "--to", target),
+    assert_one_line_error(cli_here("archive", "import", samples / "example.warc.gz", "--to", target),
                           contains="not a webfreeze archive")
     assert target.read_text() == "my notes"
 
 
-def test_commands_on_missing_archive(tmp_path, cli):
+def test_commands_on_missing_archive(tmp_path, cli_here):
     missing = tmp_path / "missing.wfz"
     for args in (["info", missing], ["ls", missing], ["verify", missing], ["show", missing, "http://x/"],
                  ["export", missing, "--format", "warc", "-o", tmp_path / "o.warc.gz"], ["gc", missing],
                  ["diff", missing, missing]):
-        assert_one_line_error(cli("archive", *args), contains="no such archive")
+        assert_one_line_error(cli_here("archive", *args), contains="no such archive")
     assert leftovers(tmp_path, set()) == []
 
 
-def test_bad_flags_are_one_line_usage_errors(cli, tmp_path):
-    assert_one_line_error(cli("archive", "import", "--bogus"), code=2, contains="--bogus")
-    assert_one_line_error(cli("archive", "export", tmp_path / "a.wfz", "--format", "tar", "-o", "x"), code=2,
+def test_bad_flags_are_one_line_usage_errors(cli_here, tmp_path):
+    assert_one_line_error(cli_here("archive", "import", "--bogus"), code=2, contains="--bogus")
+    assert_one_line_error(cli_here("archive", "export", tmp_path / "a.wfz", "--format", "tar", "-o", "x"), code=2,
                           contains="tar")
-    assert_one_line_error(cli("archive", "nosuchcommand"), code=2, contains="nosuchcommand")
+    assert_one_line_error(cli_here("archive", "nosuchcommand"), code=2, contains="nosuchcommand")
 
 
-def test_export_to_missing_folder(samples, tmp_path, cli):
+def test_export_to_missing_folder(samples, tmp_path, cli_here):
     arc = tmp_path / "a.wfz"
-    assert cli("archive", "import", samples / "example.warc.gz", "--to", arc).returncode == 0
-    assert_one_line_error(cli("archive", "export", arc, "--format", "warc", "-o", tmp_path / "no" / "x.warc.gz"),
+    assert cli_here("archive", "import", samples / "example.warc.gz", "--to", arc).returncode == 0
+    assert_one_line_error(cli_here("archive", "export", arc, "--format", "warc", "-o", tmp_path / "no" / "x.warc.gz"),
                           contains="no such directory")

@@ -16,9 +16,9 @@ from warc_builder import write_warc
 
 
 @pytest.fixture
-def archive(samples, tmp_path, cli):
+def archive(samples, tmp_path, cli_here):
     path = tmp_path / "a.wfz"
-    r = cli("archive", "import", samples / "iana.warc.gz", "--to", path)
+    r = cli_here("archive", "import", samples / "iana.warc.gz", "--to", path)
     assert r.returncode == 0, r.stderr
     return path
 
@@ -45,45 +45,45 @@ def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_export_refuses_to_replace_what_is_not_a_regular_file(archive, tmp_path, cli):
+def test_export_refuses_to_replace_what_is_not_a_regular_file(archive, tmp_path, cli_here):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    assert_one_line_error(cli("archive", "export", archive, "--format", "warc", "-o", fifo, "--force"),
+    assert_one_line_error(cli_here("archive", "export", archive, "--format", "warc", "-o", fifo, "--force"),
                           contains="not a regular file")
     assert fifo.is_fifo()
     folder = tmp_path / "folder"
     folder.mkdir()
-    assert_one_line_error(cli("archive", "export", archive, "--format", "warc", "-o", folder, "--force"), code=2,
+    assert_one_line_error(cli_here("archive", "export", archive, "--format", "warc", "-o", folder, "--force"), code=2,
                           contains="is a directory")
     # a missing --format lists the choices on one line
-    assert_one_line_error(cli("archive", "export", archive, "-o", tmp_path / "x.warc.gz"), code=2, contains="warc")
+    assert_one_line_error(cli_here("archive", "export", archive, "-o", tmp_path / "x.warc.gz"), code=2, contains="warc")
 
 
-def test_export_writes_through_a_symbolic_link(archive, tmp_path, cli):
+def test_export_writes_through_a_symbolic_link(archive, tmp_path, cli_here):
     """As `show -o` does: the link stays and the file it names gets the export (the link itself
     used to be replaced by a regular file, with or without --force)."""
     link = tmp_path / "latest.warc.gz"
     link.symlink_to("export-1.warc.gz")  # dangling until the first export
-    assert cli("archive", "export", archive, "--format", "warc", "-o", link).returncode == 0
+    assert cli_here("archive", "export", archive, "--format", "warc", "-o", link).returncode == 0
     assert link.is_symlink() and (tmp_path / "export-1.warc.gz").is_file()
     first = digest(tmp_path / "export-1.warc.gz")
-    assert_one_line_error(cli("archive", "export", archive, "--format", "warc", "-o", link),
+    assert_one_line_error(cli_here("archive", "export", archive, "--format", "warc", "-o", link),
                           contains="already exists")
     (tmp_path / "export-1.warc.gz").chmod(0o640)
-    assert cli("archive", "export", archive, "--format", "wacz", "-o", link, "--force").returncode == 0
+    assert cli_here("archive", "export", archive, "--format", "wacz", "-o", link, "--force").returncode == 0
     assert link.is_symlink() and digest(tmp_path / "export-1.warc.gz") != first
     assert (tmp_path / "export-1.warc.gz").stat().st_mode & 0o777 == 0o640  # a file replaced keeps its mode
     to_archive = tmp_path / "to-archive"
     to_archive.symlink_to(archive)
-    assert_one_line_error(cli("archive", "export", archive, "--format", "warc", "-o", to_archive, "--force"),
+    assert_one_line_error(cli_here("archive", "export", archive, "--format", "warc", "-o", to_archive, "--force"),
                           contains="which this command reads")
     assert not list(tmp_path.glob(".*partial*"))
 
 
-def test_numbers_an_archive_cannot_hold_are_usage_errors(archive, cli):
+def test_numbers_an_archive_cannot_hold_are_usage_errors(archive, cli_here):
     huge = "99999999999999999999999"
-    assert_one_line_error(cli("archive", "ls", archive, "--status", huge), code=2, contains="--status")
-    assert_one_line_error(cli("archive", "show", archive, "--id", huge), code=2, contains="--id")
+    assert_one_line_error(cli_here("archive", "ls", archive, "--status", huge), code=2, contains="--status")
+    assert_one_line_error(cli_here("archive", "show", archive, "--id", huge), code=2, contains="--id")
 
 
 def _warc_with(path, status_line: str | None = None, content_length: str | None = None) -> None:
@@ -97,26 +97,26 @@ def _warc_with(path, status_line: str | None = None, content_length: str | None 
 
 
 @pytest.mark.parametrize("status", ["99999 OK", "-200 OK", "0 OK", "099 OK", "99999999999999999999999 OK"])
-def test_import_refuses_impossible_http_statuses(tmp_path, cli, status):
+def test_import_refuses_impossible_http_statuses(tmp_path, cli_here, status):
     src = tmp_path / "s.warc"
     _warc_with(src, status_line=status)
-    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="status")
+    assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="status")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.warc"]
 
 
-def test_import_of_a_record_with_an_absurd_length_is_one_line(tmp_path, cli):
+def test_import_of_a_record_with_an_absurd_length_is_one_line(tmp_path, cli_here):
     src = tmp_path / "cl.warc"
     _warc_with(src, content_length="99999999999999999999")
-    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="malformed record")
+    assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="malformed record")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cl.warc"]
     # and a valid three-digit status still imports
     ok = tmp_path / "ok.warc"
     write_warc(ok, [("http://a.example/", b"<html>fine</html>")], gz=False)
-    assert cli("archive", "import", ok, "--to", tmp_path / "b.wfz").returncode == 0
+    assert cli_here("archive", "import", ok, "--to", tmp_path / "b.wfz").returncode == 0
 
 
-def test_show_takes_a_url_or_an_id_not_both(archive, cli):
-    proc = cli("archive", "show", archive, "http://www.iana.org/", "--id", "3")
+def test_show_takes_a_url_or_an_id_not_both(archive, cli_here):
+    proc = cli_here("archive", "show", archive, "http://www.iana.org/", "--id", "3")
     assert_one_line_error(proc, code=2, contains="not both")
 
 
@@ -135,6 +135,7 @@ def full_disk(tmp_path):
 
 
 def test_a_full_disk_leaves_no_partial_files(samples, archive, full_disk, cli):
+    # subprocesses: the tmpfs is unmounted afterwards, which a file this process still held would block
     r = cli("archive", "import", samples / "iana.warc.gz", "--to", full_disk / "i.wfz")
     assert_one_line_error(r, contains="full")
     r = cli("archive", "merge", archive, "--into", full_disk / "m.wfz")
@@ -146,7 +147,7 @@ def test_a_full_disk_leaves_no_partial_files(samples, archive, full_disk, cli):
     assert list(full_disk.iterdir()) == []
 
 
-def test_a_header_name_that_is_not_ascii_still_exports(tmp_path, cli):
+def test_a_header_name_that_is_not_ascii_still_exports(tmp_path, cli_here):
     http = b"HTTP/1.1 200 OK\r\n\xff\xfe: \xff\r\nContent-Type: text/html\r\n\r\nbody"
     head = (b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-000000000002>\r\n"
             b"WARC-Date: 2020-01-01T00:00:00Z\r\nWARC-Target-URI: http://a.example/\r\n"
@@ -154,13 +155,13 @@ def test_a_header_name_that_is_not_ascii_still_exports(tmp_path, cli):
             b"Content-Length: " + str(len(http)).encode() + b"\r\n\r\n")
     src = tmp_path / "h.warc"
     src.write_bytes(head + http + b"\r\n\r\n")
-    assert cli("archive", "import", src, "--to", tmp_path / "h.wfz").returncode == 0
+    assert cli_here("archive", "import", src, "--to", tmp_path / "h.wfz").returncode == 0
     for fmt in ("warc", "wacz"):
-        r = cli("archive", "export", tmp_path / "h.wfz", "--format", fmt, "-o", tmp_path / f"out.{fmt}")
+        r = cli_here("archive", "export", tmp_path / "h.wfz", "--format", fmt, "-o", tmp_path / f"out.{fmt}")
         assert r.returncode == 0, r.stderr
-    again = cli("archive", "import", tmp_path / "out.warc", "--to", tmp_path / "again.wfz")
+    again = cli_here("archive", "import", tmp_path / "out.warc", "--to", tmp_path / "again.wfz")
     assert again.returncode == 0, again.stderr
-    shown = cli("archive", "show", tmp_path / "again.wfz", "http://a.example/")
+    shown = cli_here("archive", "show", tmp_path / "again.wfz", "http://a.example/")
     assert "body" in shown.stdout and "text/html" in shown.stdout
 
 
@@ -178,32 +179,32 @@ def _record(rtype: str, uri: str, block: bytes, extra: str = "", n: int = 1) -> 
     return head + block + b"\r\n\r\n"
 
 
-def test_import_messages_name_the_file_and_the_real_problem(tmp_path, cli):
+def test_import_messages_name_the_file_and_the_real_problem(tmp_path, cli_here):
     ok = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\nhello"
     # a gzip member whose checksum does not match
     member = bytearray(__import__("gzip").compress(_record("response", "http://a.example/", ok)))
     member[-8] ^= 0xFF  # the CRC32 in the trailer
     src = tmp_path / "crc.warc.gz"
     src.write_bytes(bytes(member))
-    assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="corrupt gzip")
+    assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="corrupt gzip")
     # only a revisit whose original is elsewhere: imported, with a warning (not "no records")
     src = tmp_path / "revisit.warc"
     _raw_warc(src, [_record("revisit", "http://a.example/", b"HTTP/1.1 200 OK\r\n\r\n",
                             "WARC-Profile: http://netpreserve.org/warc/1.0/revisit/identical-payload-digest\r\n"
                             "WARC-Payload-Digest: sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\r\n")])
-    r = cli("archive", "import", src, "--to", tmp_path / "r.wfz")
+    r = cli_here("archive", "import", src, "--to", tmp_path / "r.wfz")
     assert r.returncode == 0 and "1 revisit records point at captures that are not in the archive" in r.stderr
     (tmp_path / "r.wfz").unlink()
     # a date that parses as ISO 8601 syntax but is no real date: the file is named
     src = tmp_path / "date.warc"
     _raw_warc(src, [_record("response", "http://a.example/", ok).replace(b"2020-01-01T00:00:00Z",
                                                                          b"2020-13-45T99:99:99Z")])
-    line = assert_one_line_error(cli("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="2020-13-45")
+    line = assert_one_line_error(cli_here("archive", "import", src, "--to", tmp_path / "a.wfz"), contains="2020-13-45")
     assert str(src) in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["crc.warc.gz", "date.warc", "revisit.warc"]
 
 
-def test_non_ascii_header_names_survive_export_and_import(tmp_path, cli):
+def test_non_ascii_header_names_survive_export_and_import(tmp_path, cli_here):
     from webfreeze.archives import Archive
 
     for n, name in enumerate((b"\xff\xfe", "名前".encode())):
@@ -218,17 +219,17 @@ def test_non_ascii_header_names_survive_export_and_import(tmp_path, cli):
         headers = []
         for step in ("first", "again"):
             arc_path = tmp_path / f"{step}{n}.wfz"
-            assert cli("archive", "import", src, "--to", arc_path).returncode == 0
+            assert cli_here("archive", "import", src, "--to", arc_path).returncode == 0
             with Archive.open(arc_path) as arc:
                 headers.append(next(arc.exchanges()).headers)
             src = tmp_path / f"out{n}.warc"
             if step == "first":
-                assert cli("archive", "export", arc_path, "--format", "warc", "-o", src).returncode == 0
+                assert cli_here("archive", "export", arc_path, "--format", "warc", "-o", src).returncode == 0
         assert headers[0] == headers[1] and len(headers[0]) == 2
 
 
-def test_show_writes_through_devices_and_links(archive, tmp_path, cli):
-    body = cli("archive", "show", archive, "--id", "1", "--raw", "-o", tmp_path / "plain").returncode
+def test_show_writes_through_devices_and_links(archive, tmp_path, cli_here):
+    body = cli_here("archive", "show", archive, "--id", "1", "--raw", "-o", tmp_path / "plain").returncode
     assert body == 0
     expected = (tmp_path / "plain").read_bytes()
     r = subprocess.run([sys.executable, "-m", "webfreeze", "archive", "show", str(archive), "--id", "1", "--raw",
@@ -238,11 +239,11 @@ def test_show_writes_through_devices_and_links(archive, tmp_path, cli):
     target.write_bytes(b"old")
     link = tmp_path / "link.bin"
     link.symlink_to(target)
-    assert cli("archive", "show", archive, "--id", "1", "--raw", "-o", link).returncode == 0
+    assert cli_here("archive", "show", archive, "--id", "1", "--raw", "-o", link).returncode == 0
     assert link.is_symlink() and target.read_bytes() == expected
 
 
-def test_revisits_find_their_originals_in_a_later_file_of_the_same_import(tmp_path, cli):
+def test_revisits_find_their_originals_in_a_later_file_of_the_same_import(tmp_path, cli_here):
     import io
 
     from warcio.statusandheaders import StatusAndHeaders
@@ -266,7 +267,7 @@ def test_revisits_find_their_originals_in_a_later_file_of_the_same_import(tmp_pa
                                                warc_headers_dict={"WARC-Date": "2020-02-01T00:00:00Z"}))
     for order in (("rev", "orig"), ("orig", "rev")):
         target = tmp_path / f"{'-'.join(order)}.wfz"
-        r = cli("archive", "import", *(tmp_path / f"{n}.warc.gz" for n in order), "--to", target)
+        r = cli_here("archive", "import", *(tmp_path / f"{n}.warc.gz" for n in order), "--to", target)
         assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
         with Archive.open(target) as arc:
             rows = list(arc.exchanges())
@@ -274,6 +275,7 @@ def test_revisits_find_their_originals_in_a_later_file_of_the_same_import(tmp_pa
 
 
 def test_reading_a_file_that_is_not_an_archive_leaves_nothing_beside_it(archive, tmp_path, cli):
+    # a subprocess: what is left beside the file once the command has exited is the point
     import sqlite3
 
     other = tmp_path / "other" / "other.sqlite"
@@ -292,19 +294,19 @@ def test_reading_a_file_that_is_not_an_archive_leaves_nothing_beside_it(archive,
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc (a folder nobody can create files in)")
-def test_an_archive_that_cannot_be_created_is_named_as_given(samples, cli):
-    line = assert_one_line_error(cli("archive", "import", samples / "example.warc.gz", "--to", "/proc/x.wfz"))
+def test_an_archive_that_cannot_be_created_is_named_as_given(samples, cli_here):
+    line = assert_one_line_error(cli_here("archive", "import", samples / "example.warc.gz", "--to", "/proc/x.wfz"))
     assert "/proc/x.wfz:" in line and "partial" not in line
 
 
-def test_pack_errors_name_the_archive_not_the_temporary_copy(tmp_path, cli):
+def test_pack_errors_name_the_archive_not_the_temporary_copy(tmp_path, cli_here):
     target = archive_with_a_corrupt_blob(tmp_path / "c.wfz")
-    line = assert_one_line_error(cli("archive", "pack", target, "-o", tmp_path / "p.wfz"), contains="corrupt")
+    line = assert_one_line_error(cli_here("archive", "pack", target, "-o", tmp_path / "p.wfz"), contains="corrupt")
     assert f"{target}:" in line and ".partial" not in line
     assert not (tmp_path / "p.wfz").exists() and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def test_merge_checks_every_blob_it_copies(archive, tmp_path, cli):
+def test_merge_checks_every_blob_it_copies(archive, tmp_path, cli_here):
     """A damaged payload in a source stops the merge (it used to be copied unchecked, and only a later
     `verify` of the result found it); the destination is left as it was, or not made at all."""
     from webfreeze.archives import Archive
@@ -325,25 +327,25 @@ def test_merge_checks_every_blob_it_copies(archive, tmp_path, cli):
     bad.write_bytes(bytes(raw))
 
     new = tmp_path / "new.wfz"
-    line = assert_one_line_error(cli("archive", "merge", archive, bad, "--into", new), contains=payload)
+    line = assert_one_line_error(cli_here("archive", "merge", archive, bad, "--into", new), contains=payload)
     assert "nothing was merged" in line
     assert not new.exists() and not list(tmp_path.glob("*new.wfz*"))
     before = digest(archive)
-    assert_one_line_error(cli("archive", "merge", bad, "--into", archive), contains=payload)
+    assert_one_line_error(cli_here("archive", "merge", bad, "--into", archive), contains=payload)
     assert digest(archive) == before
-    assert cli("archive", "verify", archive).returncode == 0
+    assert cli_here("archive", "verify", archive).returncode == 0
 
 
-def test_until_includes_the_whole_period_a_short_timestamp_names(archive, cli):
+def test_until_includes_the_whole_period_a_short_timestamp_names(archive, cli_here):
     """pywb pads a "to" time up: --until 2014 means the end of 2014 (it used to mean its first second,
     which listed nothing captured later in 2014)."""
-    every = cli("archive", "ls", archive).stdout.splitlines()
+    every = cli_here("archive", "ls", archive).stdout.splitlines()
     assert len(every) == 171  # iana.warc.gz: all captured on 2014-01-26
     for until in ("2014", "201401", "20140126", "2014-01-26"):
-        assert cli("archive", "ls", archive, "--until", until).stdout.splitlines() == every, until
+        assert cli_here("archive", "ls", archive, "--until", until).stdout.splitlines() == every, until
     for until in ("2013", "20140125", "2014-01-25"):
-        assert cli("archive", "ls", archive, "--until", until).stdout == "", until
-    assert cli("archive", "ls", archive, "--since", "2014-01-27").stdout == ""
+        assert cli_here("archive", "ls", archive, "--until", until).stdout == "", until
+    assert cli_here("archive", "ls", archive, "--since", "2014-01-27").stdout == ""
 
 
 @pytest.mark.parametrize("value, upper", [

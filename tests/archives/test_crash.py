@@ -66,30 +66,30 @@ def kill_midway(args, watch, min_bytes=8 << 20, timeout=60, sig=signal.SIGKILL):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
-def test_killed_during_import_into_existing_archive(samples, tmp_path, cli, sig):
+def test_killed_during_import_into_existing_archive(samples, tmp_path, cli_here, sig):
     target = tmp_path / "a.wfz"
-    assert cli("archive", "import", samples / "iana.warc.gz", "--to", target).returncode == 0
+    assert cli_here("archive", "import", samples / "iana.warc.gz", "--to", target).returncode == 0
     before = count(target)
     src = tmp_path / "big.warc"
     big_warc(src)
     kill_midway(["archive", "import", src, "--to", target], watch=f"{target}-wal", sig=sig)
     # reopens, verifies, and holds exactly what had completed (the killed import is all-or-nothing)
-    verify = cli("archive", "verify", target)
+    verify = cli_here("archive", "verify", target)
     assert verify.returncode == 0, verify.stdout
     assert count(target) == before
     # and the archive is writable again: the lock died with the process, or was given back
-    assert cli("archive", "import", samples / "example.warc.gz", "--to", target).returncode == 0
+    assert cli_here("archive", "import", samples / "example.warc.gz", "--to", target).returncode == 0
     assert count(target) > before
 
 
-def test_sigkill_during_import_into_new_archive(tmp_path, cli, samples):
+def test_sigkill_during_import_into_new_archive(tmp_path, cli_here, samples):
     target = tmp_path / "new.wfz"
     src = tmp_path / "big.warc"
     big_warc(src)
     kill_midway(["archive", "import", src, "--to", target], watch=_partial(tmp_path, "new.wfz"))
     assert not target.exists()  # never half-written under its real name
     # the next run clears the dead run's temporary files and succeeds
-    assert cli("archive", "import", samples / "example.warc.gz", "--to", target).returncode == 0
+    assert cli_here("archive", "import", samples / "example.warc.gz", "--to", target).returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.warc", "new.wfz"]
 
 
@@ -168,7 +168,7 @@ while True:
         assert verify(target).ok
 
 
-def test_flipped_byte_in_one_blob_is_named_by_verify(tmp_path, cli):
+def test_flipped_byte_in_one_blob_is_named_by_verify(tmp_path, cli_here):
     target = tmp_path / "f.wfz"
     with Archive.create(target) as arc:
         sid = arc.new_session("crawl")
@@ -185,7 +185,7 @@ def test_flipped_byte_in_one_blob_is_named_by_verify(tmp_path, cli):
     assert at > 0 and raw.find(stored, at + 1) == -1
     raw[at + len(stored) // 2] ^= 0x01
     target.write_bytes(bytes(raw))
-    result = cli("archive", "verify", target)
+    result = cli_here("archive", "verify", target)
     assert result.returncode == 1
     bad = [line for line in result.stdout.splitlines() if line.startswith("BAD ")]
     assert len(bad) == 1, result.stdout

@@ -16,9 +16,7 @@ import copy
 import gzip
 import hashlib
 import json
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request

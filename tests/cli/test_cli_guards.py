@@ -12,9 +12,9 @@ from cli_runner import assert_one_line_error
 
 
 @pytest.fixture
-def archive(samples, tmp_path, cli):
+def archive(samples, tmp_path, cli_here):
     path = tmp_path / "a.wfz"
-    r = cli("archive", "import", samples / "iana.warc.gz", "--to", path)
+    r = cli_here("archive", "import", samples / "iana.warc.gz", "--to", path)
     assert r.returncode == 0, r.stderr
     return path
 
@@ -23,21 +23,21 @@ def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_show_and_session_outputs_never_overwrite_the_archive(archive, tmp_path, cli):
+def test_show_and_session_outputs_never_overwrite_the_archive(archive, tmp_path, cli_here):
     before = digest(archive)
-    assert_one_line_error(cli("archive", "show", archive, "--id", "1", "-o", archive),
+    assert_one_line_error(cli_here("archive", "show", archive, "--id", "1", "-o", archive),
                           contains="which this command reads")
-    assert_one_line_error(cli("archive", "show", archive, "--id", "1", "-o", tmp_path / "no" / "body"),
+    assert_one_line_error(cli_here("archive", "show", archive, "--id", "1", "-o", tmp_path / "no" / "body"),
                           contains="no such directory")
     script = tmp_path / "noop.py"
     script.write_text("def run(page):\n    pass\n")
-    assert_one_line_error(cli("record", "session", "http://127.0.0.1:9/", "--archive", archive, "--trajectory", archive,
-                              "--script", script), contains="which this command reads")
+    assert_one_line_error(cli_here("record", "session", "http://127.0.0.1:9/", "--archive", archive,
+                                   "--trajectory", archive, "--script", script), contains="which this command reads")
     assert digest(archive) == before
     # an ordinary output file is (re)written whole
     out = tmp_path / "body.html"
     out.write_text("old")
-    r = cli("archive", "show", archive, "--id", "1", "-o", out)
+    r = cli_here("archive", "show", archive, "--id", "1", "-o", out)
     assert r.returncode == 0, r.stderr
     assert out.read_bytes() != b"old" and out.stat().st_size > 0
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
@@ -49,7 +49,7 @@ def test_a_command_group_named_alone_shows_its_help(cli):
         assert proc.returncode == 2 and proc.stderr.startswith("Usage: webfreeze") and "Commands:" in proc.stderr
 
 
-def test_bad_option_values_are_usage_errors(archive, tmp_path, cli):
+def test_bad_option_values_are_usage_errors(archive, tmp_path, cli_here):
     """Mistakes on the command line exit with status 2 and point at --help (some exited 1)."""
     url = "http://127.0.0.1:9/"
     cases = [
@@ -66,13 +66,14 @@ def test_bad_option_values_are_usage_errors(archive, tmp_path, cli):
          "needs --headed"),
     ]
     for args, message in cases:
-        line = assert_one_line_error(cli(*args), code=2, contains=message)
+        line = assert_one_line_error(cli_here(*args), code=2, contains=message)
         assert "--help" in line, line
     assert not [p.name for p in tmp_path.iterdir() if not p.name.startswith("a.wfz")]  # nothing made
 
 
-def test_usage_errors_found_by_a_command_point_to_its_help_as_clicks_do(archive, cli):
-    line = assert_one_line_error(cli("archive", "meta", archive, "--set", "bogus=1"), code=2, contains="--set expects")
+def test_usage_errors_found_by_a_command_point_to_its_help_as_clicks_do(archive, cli_here):
+    line = assert_one_line_error(cli_here("archive", "meta", archive, "--set", "bogus=1"), code=2,
+                                 contains="--set expects")
     assert line.endswith("(see 'webfreeze archive meta --help')")
-    line = assert_one_line_error(cli("archive", "ls", archive, "--bogus"), code=2)
+    line = assert_one_line_error(cli_here("archive", "ls", archive, "--bogus"), code=2)
     assert line.endswith("(see 'webfreeze archive ls --help')") and line.count("--help") == 1

@@ -762,9 +762,9 @@ def test_the_judge_sees_the_evidence_with_the_value_first():
 
 @pytest.mark.parametrize("option", [["--judge-llm", "local"], ["--judge-key-env", "KEY"],
                                     ["--judge-cassette", "x.sqlite"]])
-def test_llm_judge_options_are_refused_with_the_rules_judge(tmp_path, cli, option):
+def test_llm_judge_options_are_refused_with_the_rules_judge(tmp_path, cli_here, option):
     run = write_run(tmp_path / "run", [p_task("a0", 0)], [good_trajectory("a0")])
-    done = cli("eval", "report", str(run), *option)
+    done = cli_here("eval", "report", str(run), *option)
     assert done.returncode == 2 and option[0] in done.stderr and "--judge llm" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not (run / "report.json").exists()

@@ -79,8 +79,8 @@ def run_dir(tmp_path, browser):
     return run
 
 
-def test_cli_report_writes_json_and_html(run_dir, cli):
-    r = cli("eval", "report", run_dir)
+def test_cli_report_writes_json_and_html(run_dir, cli_here):
+    r = cli_here("eval", "report", run_dir)
     assert r.returncode == 0, r.stderr
     assert "site-info" in r.stdout and "overall" in r.stdout
     report = json.loads((run_dir / "report.json").read_text())
@@ -93,7 +93,7 @@ def test_cli_report_writes_json_and_html(run_dir, cli):
     # times live only under "timings" (step 0 took 10 ms of agent time, the answer step 1 + 2 ms)
     assert "started_at" not in report["run"] and report["timings"]["manifest"] == {"started_at": "2026-01-01T00:00:00Z"}
     assert report["timings"]["tasks"]["info-001"] == {"total_ms": 10.0, "steps": {"agent_ms": 11.0, "env_ms": 2.0}}
-    j = cli("eval", "report", run_dir, "--json")
+    j = cli_here("eval", "report", run_dir, "--json")
     assert j.returncode == 0 and json.loads(j.stdout) == report
     assert (run_dir / "report.json").read_text() == j.stdout   # sorted keys, same bytes
 
@@ -117,10 +117,10 @@ def test_summary_table_rows(tmp_path):
     assert cells[3] == ["100.0%", "50.0%", "66.7%"]
 
 
-def test_html_renders_in_chromium(run_dir, cli, browser):
+def test_html_renders_in_chromium(run_dir, cli_here, browser):
     from webfreeze.simulator.browser import new_context
 
-    assert cli("eval", "report", run_dir).returncode == 0
+    assert cli_here("eval", "report", run_dir).returncode == 0
     ctx = new_context(browser)
     page = ctx.new_page()
     errors, requests = [], []
@@ -169,23 +169,24 @@ def assert_one_line_failure(r, run: Path, fragment: str):
     assert not list(run.glob(".report*"))                     # no temporary leftovers
 
 
-def test_malformed_task_line_in_run(tmp_path, cli):
+def test_malformed_task_line_in_run(tmp_path, cli_here):
     run = write_run(tmp_path / "run", TASKS, make_trajectories(None))
     with open(run / "tasks.jsonl", "a") as f:
         f.write('{"id": "broken", "category": "x", "instruction": "y", "ground_truth": {"answer": {"exact": 1}}}\n')
-    assert_one_line_failure(cli("eval", "report", run), run, "tasks.jsonl:4: ground_truth.answer.exact must be a string")
+    assert_one_line_failure(cli_here("eval", "report", run), run,
+                            "tasks.jsonl:4: ground_truth.answer.exact must be a string")
 
 
-def test_bad_trajectory_and_missing_manifest(tmp_path, cli):
+def test_bad_trajectory_and_missing_manifest(tmp_path, cli_here):
     run = write_run(tmp_path / "run", TASKS, make_trajectories(None))
     (run / "trajectories" / "info-002.json").write_text('{"format": "webfreeze-trajectory", "version": 1, "task_')
-    assert_one_line_failure(cli("eval", "report", run), run, "info-002.json: trajectory is not valid JSON")
+    assert_one_line_failure(cli_here("eval", "report", run), run, "info-002.json: trajectory is not valid JSON")
     (run / "trajectories" / "info-002.json").write_text(json.dumps({"format": "other"}))
-    assert_one_line_failure(cli("eval", "report", run), run, "not a trajectory")
+    assert_one_line_failure(cli_here("eval", "report", run), run, "not a trajectory")
     (run / "trajectories" / "info-002.json").unlink()
     (run / "manifest.json").unlink()
-    assert_one_line_failure(cli("eval", "report", run), run, "no run manifest here")
-    assert_one_line_failure(cli("eval", "report", tmp_path / "nowhere"), tmp_path, "not a run directory")
+    assert_one_line_failure(cli_here("eval", "report", run), run, "no run manifest here")
+    assert_one_line_failure(cli_here("eval", "report", tmp_path / "nowhere"), tmp_path, "not a run directory")
 
 
 def test_missing_trajectory_is_reported_not_fatal(tmp_path):
@@ -196,7 +197,7 @@ def test_missing_trajectory_is_reported_not_fatal(tmp_path):
 
 
 @pytest.mark.parametrize("where", ["trajectory", "step"])
-def test_a_timing_that_is_not_an_object_is_one_line(tmp_path, cli, where):
+def test_a_timing_that_is_not_an_object_is_one_line(tmp_path, cli_here, where):
     run = write_run(tmp_path / "run", TASKS, make_trajectories(None))
     path = run / "trajectories" / "info-001.json"
     t = json.loads(path.read_text())
@@ -205,4 +206,4 @@ def test_a_timing_that_is_not_an_object_is_one_line(tmp_path, cli, where):
     else:
         t["steps"][0]["timing"] = "fast"
     path.write_text(json.dumps(t))
-    assert_one_line_failure(cli("eval", "report", run), run, "'timing' must be an object or null")
+    assert_one_line_failure(cli_here("eval", "report", run), run, "'timing' must be an object or null")

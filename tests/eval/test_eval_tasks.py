@@ -133,23 +133,23 @@ def test_bad_snapshot_time(tmp_path):
 
 
 # ------------------------------------------------------------------------------ CLI
-def test_cli_tasks_check_counts(tmp_path, cli):
+def test_cli_tasks_check_counts(tmp_path, cli_here):
     root = make_suite(tmp_path / "s")
-    r = cli("tasks", "check", root)
+    r = cli_here("tasks", "check", root)
     assert r.returncode == 0, r.stderr
     assert [line.split() for line in r.stdout.splitlines()[:4]] == [["ranking", "1"], ["shop", "1"], ["site-info", "1"],
                                                                    ["total", "3"]]
-    j = cli("tasks", "check", root, "--json")
+    j = cli_here("tasks", "check", root, "--json")
     data = json.loads(j.stdout)
     assert data["categories"] == {"ranking": 1, "shop": 1, "site-info": 1}
     assert data["kinds"] == {"answer": 1, "final_state": 1, "ranking": 1, "reference_trajectory": 1}
     assert data["digest"] == load_suite(root).digest
 
 
-def test_cli_malformed_line_is_one_line_and_writes_nothing(tmp_path, cli):
+def test_cli_malformed_line_is_one_line_and_writes_nothing(tmp_path, cli_here):
     root = make_suite(tmp_path / "s", lines=[json.dumps(GOOD[0]), "{not json"])
     before = sorted(p.name for p in root.rglob("*"))
-    r = cli("tasks", "check", root)
+    r = cli_here("tasks", "check", root)
     assert r.returncode == 1
     assert r.stdout == ""
     lines = r.stderr.strip().splitlines()

@@ -14,7 +14,7 @@ from webfreeze.personas.catalogue import load_catalogue
 from webfreeze.personas.generate import generate, generate_persona
 from webfreeze.personas.history import HistoryError, history_digest, load_history, parse_history_text
 
-from cli_runner import run_cli
+from cli_runner import invoke
 
 SEED = 5
 ENTRY = {"timestamp": "2024-01-02 10:11:12", "type": "purchase", "object": "Acme Red Sandal (size 40), $20.00",
@@ -110,7 +110,7 @@ def personas(tmp_path_factory):
 def test_generate_cli_is_byte_identical_for_a_seed(tmp_path):
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     for folder, seed in ((a, 9), (b, 9), (c, 10)):
-        r = run_cli("personas", "generate", "--n", "2", "--seed", str(seed), "--out", folder)
+        r = invoke("personas", "generate", "--n", "2", "--seed", str(seed), "--out", folder)
         assert r.returncode == 0, r.stderr
         assert f"wrote 2 personas (seed {seed})" in r.stdout
     files_a = _files(a)
@@ -126,7 +126,7 @@ def test_generate_cli_is_byte_identical_for_a_seed(tmp_path):
 def test_generate_cli_refuses_a_non_empty_folder(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("mine")
-    r = run_cli("personas", "generate", "--n", "1", "--out", tmp_path / "out")
+    r = invoke("personas", "generate", "--n", "1", "--out", tmp_path / "out")
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "not an empty folder" in r.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["keep.txt"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]  # no half-written folder left

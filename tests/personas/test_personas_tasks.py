@@ -13,7 +13,7 @@ from webfreeze.personas.catalogue import load_catalogue
 from webfreeze.personas.generate import generate, tier_words
 from webfreeze.personas.tasks import build_suite
 
-from cli_runner import run_cli
+from cli_runner import invoke
 
 SEED = 21
 
@@ -28,7 +28,7 @@ def persona_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def suite(persona_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("suite") / "s"
-    r = run_cli("personas", "tasks", "--personas", persona_dir, "--out", out, "--per-persona", "4")
+    r = invoke("personas", "tasks", "--personas", persona_dir, "--out", out, "--per-persona", "4")
     assert r.returncode == 0, r.stderr
     assert "wrote 56 tasks (48 personalised, 8 ranking)" in r.stdout
     return out
@@ -43,7 +43,7 @@ def _profile(persona_dir: Path, pid: str) -> dict:
 
 
 def test_suite_checks_with_the_evaluator(suite):
-    r = run_cli("tasks", "check", suite, "--json")
+    r = invoke("tasks", "check", suite, "--json")
     assert r.returncode == 0, r.stderr
     counts = json.loads(r.stdout)
     assert counts["tasks"] == 56
@@ -57,7 +57,7 @@ def test_suite_checks_with_the_evaluator(suite):
 
 def test_suite_is_byte_identical(persona_dir, suite, tmp_path):
     again = tmp_path / "again"
-    r = run_cli("personas", "tasks", "--personas", persona_dir, "--out", again, "--per-persona", "4")
+    r = invoke("personas", "tasks", "--personas", persona_dir, "--out", again, "--per-persona", "4")
     assert r.returncode == 0, r.stderr
     assert (again / "tasks.jsonl").read_bytes() == (suite / "tasks.jsonl").read_bytes()
 
@@ -255,7 +255,7 @@ def test_archive_keeps_only_recorded_tasks(persona_dir, suite, tmp_path):
     archive = tmp_path / "a.wfz"
     _archive_with(archive, ["http://start.test/", f"http://{host}/", f"http://{host}{path}"])
     out = tmp_path / "kept"
-    r = run_cli("personas", "tasks", "--personas", persona_dir, "--out", out, "--per-persona", "4",
+    r = invoke("personas", "tasks", "--personas", persona_dir, "--out", out, "--per-persona", "4",
                 "--archive", archive)
     assert r.returncode == 0, r.stderr
     kept = _tasks(out)
@@ -270,10 +270,10 @@ def test_levels_option_and_errors(persona_dir, tmp_path):
     summary = build_suite(persona_dir, out, levels=[2], per_persona=1, ranking=False)
     assert summary == {"built": 4, "dropped": 0, "tasks": 4, "personalised": 4, "ranking": 0}
     assert {t["category"] for t in _tasks(out)} == {"persona-L2"}
-    r = run_cli("personas", "tasks", "--personas", persona_dir, "--out", tmp_path / "x", "--levels", "0,3")
+    r = invoke("personas", "tasks", "--personas", persona_dir, "--out", tmp_path / "x", "--levels", "0,3")
     assert r.returncode == 2 and "levels are 0, 1 or 2" in r.stderr and r.stderr.count("\n") == 1
-    r = run_cli("personas", "tasks", "--personas", tmp_path / "nowhere", "--out", tmp_path / "y")
+    r = invoke("personas", "tasks", "--personas", tmp_path / "nowhere", "--out", tmp_path / "y")
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "manifest.json: no such file" in r.stderr
-    r = run_cli("personas", "tasks", "--personas", persona_dir, "--out", out)
+    r = invoke("personas", "tasks", "--personas", persona_dir, "--out", out)
     assert r.returncode == 1 and "not an empty folder" in r.stderr
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

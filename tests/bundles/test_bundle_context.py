@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from cli_runner import run_cli
+from cli_runner import invoke, run_cli
 from no_network import offline_env, offline_prefix
 
 from webfreeze.demo import SUITE
@@ -49,7 +49,7 @@ def runs(tmp_path_factory) -> dict:
     out = {"pool": pool, "both": both, "a2only": a2only}
     for name in ("both", "a2only"):
         bundle = base / f"{name}.wfb"
-        proc = run_cli("bundle", "pack", out[name], "-o", bundle)
+        proc = invoke("bundle", "pack", out[name], "-o", bundle)
         assert proc.returncode == 0, proc.stderr
         out[f"{name}.wfb"] = bundle
     return out
@@ -76,12 +76,12 @@ def test_the_bundles_hold_the_pool_and_exactly_the_a1_trajectories_used(runs, tm
     a1 = sorted(n for n in _names(runs["a2only.wfb"]) if n.startswith("context/a1/"))
     assert a1 == ["context/a1/both/manifest.json", "context/a1/both/tasks.jsonl",
                   *(f"context/a1/both/trajectories/{t}.json" for t in A1_TASKS)]
-    info = json.loads(run_cli("bundle", "info", runs["a2only.wfb"], "--json").stdout)
+    info = json.loads(invoke("bundle", "info", runs["a2only.wfb"], "--json").stdout)
     assert info["context"]["a1_runs"] == ["context/a1/both/"]
     assert info["runs"][0]["context"]["a1_run"] == "context/a1/both/"
     # packing the same inputs twice gives the same bytes
     again = tmp_path / runs["a2only.wfb"].name
-    assert run_cli("bundle", "pack", runs["a2only"], "-o", again).returncode == 0
+    assert invoke("bundle", "pack", runs["a2only"], "-o", again).returncode == 0
     assert again.read_bytes() == runs["a2only.wfb"].read_bytes()
 
 
@@ -142,21 +142,21 @@ def test_pack_refuses_a_changed_pool_or_a1_trajectory_in_one_line(runs, tmp_path
     pool = _changed_pool(runs["pool"], tmp_path / "pool.jsonl")
     run = _moved(runs["both"], tmp_path / "both", context_pool=pool.resolve())
     out = tmp_path / "x.wfb"
-    _one_line_refusal(run_cli("bundle", "pack", run, "-o", out), str(pool), "is not the filler pool both ran with")
+    _one_line_refusal(invoke("bundle", "pack", run, "-o", out), str(pool), "is not the filler pool both ran with")
     assert not out.exists() and not list(tmp_path.glob(".x.wfb*"))
     a1 = tmp_path / "a1"
     shutil.copytree(runs["both"], a1)
     path = a1 / "trajectories" / "lc-04-a1.json"
     path.write_bytes(_changed_trajectory(path.read_bytes()))
     run = _moved(runs["a2only"], tmp_path / "a2only", context_a1_run=a1.resolve())
-    _one_line_refusal(run_cli("bundle", "pack", run, "-o", out), "its A1 trajectories are not the ones a2only used")
+    _one_line_refusal(invoke("bundle", "pack", run, "-o", out), "its A1 trajectories are not the ones a2only used")
     assert not out.exists()
     # the A1 run's timings are not what A2 used: a trajectory whose timings alone changed still packs
     shutil.copyfile(runs["both"] / "trajectories" / "lc-04-a1.json", path)
     traj = json.loads(path.read_text())
     traj["timing"] = {"total_ms": 123456.0}
     path.write_text(json.dumps(traj, indent=1, sort_keys=True) + "\n")
-    assert run_cli("bundle", "pack", run, "-o", out).returncode == 0
+    assert invoke("bundle", "pack", run, "-o", out).returncode == 0
 
 
 def _repacked(bundle: Path, dest: Path, changes: dict) -> Path:

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_runner import run_cli
+from cli_runner import invoke, run_cli
 
 from llm_server import ChatServer, completion
 from webfreeze.demo import ARCHIVE, SUITE
@@ -39,7 +39,7 @@ def test_a_run_made_in_one_directory_packs_from_the_root(project, tmp_path):
     # never relative to the directory the run started from
     assert Path(where["suite_path"]).is_absolute() and Path(where["archive_path"]).is_absolute()
     out = tmp_path / "ref.wfb"
-    proc = run_cli("bundle", "pack", run, "-o", out, cwd="/")
+    proc = invoke("bundle", "pack", run, "-o", out, cwd="/")
     assert proc.returncode == 0, proc.stderr
     assert "1 run(s)" in proc.stdout
 
@@ -50,7 +50,7 @@ def test_an_old_run_folder_with_cwd_relative_paths_still_packs(project, tmp_path
     # what the runner wrote before: paths relative to the directory the command ran in
     manifest["circumstances"].update(suite_path="suite", archive_path="suite/../demo.wfz")
     (run / "manifest.json").write_text(json.dumps(manifest))
-    proc = run_cli("bundle", "pack", run, "-o", tmp_path / "old.wfb", cwd="/")
+    proc = invoke("bundle", "pack", run, "-o", tmp_path / "old.wfb", cwd="/")
     assert proc.returncode == 0, proc.stderr
 
 
@@ -58,9 +58,9 @@ def test_suite_and_archive_can_be_given_and_a_wrong_suite_is_refused(project, tm
     run = _reference_run(project)
     moved = tmp_path / "moved"
     (project / "suite").rename(moved)
-    proc = run_cli("bundle", "pack", run, "-o", tmp_path / "a.wfb", cwd="/")
+    proc = invoke("bundle", "pack", run, "-o", tmp_path / "a.wfb", cwd="/")
     assert proc.returncode == 1 and "give --suite" in proc.stderr and "Traceback" not in proc.stderr
-    proc = run_cli("bundle", "pack", run, "--suite", moved, "--archive", project / "demo.wfz", "-o",
+    proc = invoke("bundle", "pack", run, "--suite", moved, "--archive", project / "demo.wfz", "-o",
                    tmp_path / "b.wfb", cwd="/")
     assert proc.returncode == 0, proc.stderr
     other = tmp_path / "other"
@@ -68,7 +68,7 @@ def test_suite_and_archive_can_be_given_and_a_wrong_suite_is_refused(project, tm
     with open(other / "tasks.jsonl", "a") as f:  # one more task: another suite
         first = (moved / "tasks.jsonl").read_text().splitlines()[0]
         f.write(json.dumps(dict(json.loads(first), id="extra-task")) + "\n")
-    proc = run_cli("bundle", "pack", run, "--suite", other, "-o", tmp_path / "c.wfb", cwd="/")
+    proc = invoke("bundle", "pack", run, "--suite", other, "-o", tmp_path / "c.wfb", cwd="/")
     assert proc.returncode == 1 and "is not the suite the runs ran" in proc.stderr
     assert not (tmp_path / "c.wfb").exists()
 

@@ -176,7 +176,7 @@ def record(cli, tmp: Path, site: str, name: str, script: str, start: str = "/") 
 @pytest.fixture(scope="module")
 def authored(site, tmp_path_factory):
     """Three sessions recorded into one archive and added to one suite."""
-    from cli_runner import run_cli
+    from cli_runner import invoke, run_cli
 
     import os
     tmp = tmp_path_factory.mktemp("authoring")
@@ -189,7 +189,7 @@ def authored(site, tmp_path_factory):
             ("edit-title", "New title", "forms", "Log in as ada and rename the page to 'New title'.")]
     for name, answer, cat, instruction in adds:
         extra = ["--archive", tmp / "site.wfz"] if name == "search-stack" else []
-        r = run_cli("tasks", "add", suite, "--reference", tmp / f"{name}.json", "--answer", answer,
+        r = invoke("tasks", "add", suite, "--reference", tmp / f"{name}.json", "--answer", answer,
                     "--category", cat, "--instruction", instruction, *extra)
         assert r.returncode == 0, r.stderr
     return {"tmp": tmp, "suite": suite, "search": search, "login": login, "legacy": legacy}
@@ -265,7 +265,7 @@ def test_tasks_add_writes_the_line_and_copies_the_reference(authored):
     assert json.loads((suite / t["ground_truth"]["reference_trajectory"]).read_text()) == authored["search"]
 
 
-def test_tasks_add_errors_are_one_line_and_write_nothing(authored, cli):
+def test_tasks_add_errors_are_one_line_and_write_nothing(authored, cli_here):
     suite, tmp = authored["suite"], authored["tmp"]
     before = {p: p.read_bytes() for p in suite.rglob("*") if p.is_file()}
     cases = [
@@ -277,11 +277,11 @@ def test_tasks_add_errors_are_one_line_and_write_nothing(authored, cli):
         (["--reference", tmp / "legacy.json", "--answer", "42", "--id", "legacy"], "give --instruction"),
     ]
     for args, message in cases:
-        r = cli("tasks", "add", suite, *args)
+        r = cli_here("tasks", "add", suite, *args)
         assert r.returncode == 1 and r.stderr.count("\n") == 1 and message in r.stderr, (args, r.stderr)
     assert {p: p.read_bytes() for p in suite.rglob("*") if p.is_file()} == before
     fresh = tmp / "fresh-suite"
-    r = cli("tasks", "add", fresh, "--reference", tmp / "nope.json", "--answer", "x", "--instruction", "x")
+    r = cli_here("tasks", "add", fresh, "--reference", tmp / "nope.json", "--answer", "x", "--instruction", "x")
     assert r.returncode == 1 and not fresh.exists()
 
 

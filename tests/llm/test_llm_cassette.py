@@ -277,22 +277,22 @@ def test_many_processes_write_one_cassette(tmp_path):
 
 
 # ------------------------------------------------------------------------------ the CLI
-def test_cli_info_verify_merge(tmp_path, cli):
+def test_cli_info_verify_merge(tmp_path, cli_here):
     a, b, out = tmp_path / "a.sqlite", tmp_path / "b.sqlite", tmp_path / "out.sqlite"
     with Cassette(a, "record") as ca, Cassette(b, "record") as cb:
         put(ca, messages("g"), "a")
         put(cb, messages("h"), "b", task_id="t2")
         digest_a = ca.digest()
 
-    r = cli("cassette", "info", a, "--json")
+    r = cli_here("cassette", "info", a, "--json")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["calls"] == 1 and info["digest"] == digest_a
 
-    r = cli("cassette", "merge", out, a, b)
+    r = cli_here("cassette", "merge", out, a, b)
     assert r.returncode == 0, r.stderr
     assert "2 calls from 2 cassettes" in r.stdout
-    r = cli("cassette", "merge", out, a, b)
+    r = cli_here("cassette", "merge", out, a, b)
     assert r.returncode == 1
     assert r.stderr.strip() == f"webfreeze: error: {out}: already exists (use --force to replace it)"
 
@@ -300,14 +300,14 @@ def test_cli_info_verify_merge(tmp_path, cli):
     conn.execute("UPDATE calls SET request = request || ' '")
     conn.commit()
     conn.close()
-    r = cli("cassette", "verify", out)
+    r = cli_here("cassette", "verify", out)
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
     assert "request is not in canonical form (and 1 more)" in r.stderr
 
-    r = cli("cassette", "merge", "--force", out, a, b)
+    r = cli_here("cassette", "merge", "--force", out, a, b)
     assert r.returncode == 0, r.stderr
-    r = cli("cassette", "verify", out)
+    r = cli_here("cassette", "verify", out)
     assert r.returncode == 0 and r.stdout.startswith(f"{out}: ok, 2 calls, sha256:")
     missing = tmp_path / "missing.sqlite"
-    r = cli("cassette", "info", missing)
+    r = cli_here("cassette", "info", missing)
     assert r.returncode == 1 and r.stderr.strip() == f"webfreeze: error: {missing}: no such cassette"

@@ -19,7 +19,7 @@ from webfreeze.replayer.server import ReplayServer
 from webfreeze.simulator.env import EnvConfig, WebEnv
 from webfreeze.simulator.trajectory import dumps, without_timings, write_trajectory
 
-from cli_runner import run_cli
+from cli_runner import invoke, run_cli
 
 T0 = "2024-03-01T12:00:00Z"
 HOST = "http://wiki.test"
@@ -234,27 +234,27 @@ def test_report_counts_replay_compromised_episodes(search_run):
 
 
 def test_strict_replay_report_sets_compromised_episodes_apart(search_run):
-    proc = run_cli("eval", "report", search_run, "--strict-replay", "--json")
+    proc = invoke("eval", "report", search_run, "--strict-replay", "--json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     strict = report["strict_replay"]
     assert strict["replay_compromised"] == ["unrecorded"]
     assert strict["success"] + strict["failure"] + len(strict["replay_compromised"]) == 2
-    proc = run_cli("eval", "report", search_run, "--strict-replay")
+    proc = invoke("eval", "report", search_run, "--strict-replay")
     assert proc.returncode == 0 and "replay-compromised" in proc.stdout + proc.stderr
 
 
 def test_replay_coverage_lists_the_unrecorded_search(search_run):
-    proc = run_cli("replay", "coverage", search_run, "--json")
+    proc = invoke("replay", "coverage", search_run, "--json")
     assert proc.returncode == 0, proc.stderr
     cov = json.loads(proc.stdout)
     groups = {(g["host"], g["pattern"], g["level"]): g for g in cov["groups"]}
     g = groups[("wiki.test", "/w/index.php?go=*&search=*&title=*", "miss")]
     assert g["count"] == 1 and g["tasks"] == ["unrecorded"]
     assert g["examples"] == [SEARCH.format("Photosynthesis")]
-    text = run_cli("replay", "coverage", search_run)
+    text = invoke("replay", "coverage", search_run)
     assert text.returncode == 0 and "/w/index.php" in text.stdout and "unrecorded" in text.stdout
-    bad = run_cli("replay", "coverage", search_run / "nope")
+    bad = invoke("replay", "coverage", search_run / "nope")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
@@ -308,13 +308,13 @@ def test_a_suite_turns_fuzzy_documents_back_on(suite_runs):
 
 def test_bundle_info_lists_replay_compromised_episodes(suite_runs, wiki, tmp_path):
     bundle = tmp_path / "wiki.wfb"
-    proc = run_cli("bundle", "pack", suite_runs["loose"], "--archive", wiki, "-o", bundle)
+    proc = invoke("bundle", "pack", suite_runs["loose"], "--archive", wiki, "-o", bundle)
     assert proc.returncode == 0, proc.stderr
-    info = json.loads(run_cli("bundle", "info", bundle, "--json").stdout)
+    info = json.loads(invoke("bundle", "info", bundle, "--json").stdout)
     (run,) = info["runs"]
     assert run["replay"] == {"episodes": 1, "compromised": 1, "fuzzy_documents": 1, "fuzzy_xhr": 0, "misses": 0,
                              "episodes_compromised": ["photosynthesis"]}
-    text = run_cli("bundle", "info", bundle).stdout
+    text = invoke("bundle", "info", bundle).stdout
     assert "1 of 1 episodes replay-compromised (1 fuzzy main document" in text
 
 
@@ -335,7 +335,7 @@ def test_bench_compare_shows_replay_compromised_episodes(search_run, tmp_path):
     result = compare_runs(search_run, search_run)
     assert result["replay"]["a"]["compromised"] == 1
     assert [r["task_id"] for r in result["tasks"] if r.get("replay_compromised")] == ["unrecorded"]
-    proc = run_cli("bench", "compare", search_run, search_run)
+    proc = invoke("bench", "compare", search_run, search_run)
     assert proc.returncode == 0 and "1 of 2 episodes replay-compromised" in proc.stderr
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_runner import run_cli
+from cli_runner import invoke, run_cli
 from webfreeze.archives import archive_digest
 from webfreeze.demo import ARCHIVE, SUITE
 from webfreeze.eval.tasks import load_suite
@@ -116,7 +116,7 @@ def test_ten_runs_of_twenty_tasks_are_byte_identical(ten_runs, backend):
     for run in runs[backend][1:]:
         assert trajectories(run) == first
     # and the reference agent reaches every task's ground truth
-    proc = run_cli("eval", "report", runs[backend][0], "--json")
+    proc = invoke("eval", "report", runs[backend][0], "--json")
     report = json.loads(proc.stdout)
     assert report["summary"]["overall"]["success_rate"] == 1.0, [
         (t, r["outcome"]) for t, r in report["tasks"].items() if not r["success"]]
@@ -160,10 +160,10 @@ def test_compare_counts_a_task_without_trajectories_on_the_side_that_has_it(ten_
     gap = tmp_path / "gap"
     shutil.copytree(runs["text"][0], gap)
     (gap / "trajectories" / "shop-001.json").unlink()
-    same = run_cli("bench", "compare", gap, gap, "--json")  # a run with a missing trajectory is like itself
+    same = invoke("bench", "compare", gap, gap, "--json")  # a run with a missing trajectory is like itself
     assert same.returncode == 0, same.stdout
     assert json.loads(same.stdout)["counts"] == {"same": 20, "different": 0, "only_a": 0, "only_b": 0}
-    diff = run_cli("bench", "compare", gap, runs["text"][0], "--json")
+    diff = invoke("bench", "compare", gap, runs["text"][0], "--json")
     counts = json.loads(diff.stdout)["counts"]
     assert diff.returncode == 1 and counts["only_a"] == 0 and counts["only_b"] + counts["different"] == 1
 

@@ -23,7 +23,7 @@ from webfreeze.runner import RunError, run
 from webfreeze.simulator.history import get_tokenizer
 from webfreeze.simulator.trajectory import without_timings
 
-from cli_runner import run_cli
+from cli_runner import invoke, run_cli
 
 LC_SUITE = Path(SUITE).parent / "long-context"
 SHIPPED_POOL = Path(SUITE).parent / "context-pool.jsonl"
@@ -82,7 +82,7 @@ def test_depends_on_validation(tmp_path):
         with pytest.raises(TaskError) as info:
             load_suite(_suite(tmp_path, lines))
         assert message in str(info.value) and "\n" not in str(info.value)
-    r = run_cli("tasks", "check", _suite(tmp_path, cases[2][0]))
+    r = invoke("tasks", "check", _suite(tmp_path, cases[2][0]))
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "makes a cycle" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -241,19 +241,19 @@ def test_pool_command(tmp_path, pool):
     run_dir = Path(p.header["sources"][0]["run"])
     src = pool.parent / run_dir
     again = tmp_path / "again.jsonl"
-    assert run_cli("context", "pool", src, "-o", again).returncode == 0
+    assert invoke("context", "pool", src, "-o", again).returncode == 0
     assert again.read_bytes() == pool.read_bytes()
     twice = tmp_path / "twice.jsonl"
-    assert run_cli("context", "pool", src, src, "-o", twice).returncode == 0
+    assert invoke("context", "pool", src, src, "-o", twice).returncode == 0
     ids = [e["id"] for e in read_pool(twice).entries]
     assert len(ids) == 60 and "booking-002~2" in ids
-    info = run_cli("context", "info", pool, "--json")
+    info = invoke("context", "info", pool, "--json")
     assert json.loads(info.stdout)["tokens"] == p.tokens
     # bad input: one line, exit 1, nothing written
-    r = run_cli("context", "pool", tmp_path, "-o", tmp_path / "bad.jsonl")
+    r = invoke("context", "pool", tmp_path, "-o", tmp_path / "bad.jsonl")
     assert r.returncode == 1 and "not a run folder" in r.stderr and not (tmp_path / "bad.jsonl").exists()
     (tmp_path / "broken.jsonl").write_text('{"format": "webfreeze-context-pool", "version": 1, "entries": 2}\n{"id": "a", "steps": []}\n')
-    r = run_cli("context", "info", tmp_path / "broken.jsonl")
+    r = invoke("context", "info", tmp_path / "broken.jsonl")
     assert r.returncode == 1 and "header says 2 entries, the file holds 1" in r.stderr
     assert tok.count(e["steps"][0]["thought"]) > 0
 
@@ -264,9 +264,9 @@ def test_pools_merge_with_runs_and_other_pools(tmp_path, pool):
     run_dir = pool.parent / "run"
     # a pool made from run R, merged with R again, is the pool of R and R: the same bytes
     p2, p3 = tmp_path / "p2.jsonl", tmp_path / "p3.jsonl"
-    r = run_cli("context", "pool", pool, run_dir, "-o", p2)
+    r = invoke("context", "pool", pool, run_dir, "-o", p2)
     assert r.returncode == 0, r.stderr
-    r = run_cli("context", "pool", run_dir, run_dir, "-o", p3)
+    r = invoke("context", "pool", run_dir, run_dir, "-o", p3)
     assert r.returncode == 0, r.stderr
     assert p2.read_bytes() == p3.read_bytes()
     merged = read_pool(p2)
@@ -294,11 +294,11 @@ def test_pools_merge_with_runs_and_other_pools(tmp_path, pool):
         path = tmp_path / f"{case}.jsonl"
         path.write_text(text, encoding="utf-8")
         out = tmp_path / f"out-{case}.jsonl"
-        r = run_cli("context", "pool", run_dir, path, "-o", out)
+        r = invoke("context", "pool", run_dir, path, "-o", out)
         assert r.returncode == 1 and r.stderr.strip().count("\n") == 0, (case, r.stderr)
         assert str(path) in r.stderr and expected[case] in r.stderr and "Traceback" not in r.stderr, (case, r.stderr)
         assert not out.exists() and not list(tmp_path.glob(".out-*")), case
-    r = run_cli("context", "pool", tmp_path / "nowhere.jsonl", "-o", tmp_path / "x.jsonl")
+    r = invoke("context", "pool", tmp_path / "nowhere.jsonl", "-o", tmp_path / "x.jsonl")
     assert r.returncode == 1 and "no such run folder or pool file" in r.stderr
 
 

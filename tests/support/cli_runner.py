@@ -50,18 +50,26 @@ def invoke(*args, cwd: str | os.PathLike | None = None, env: Mapping[str, str | 
     need no signals; anything else goes through :func:`run_cli`.
     """
     argv = [str(a) for a in args]
-    folder = contextlib.chdir(cwd) if cwd is not None else contextlib.nullcontext()
-    with folder, CliRunner().isolation(env=env) as (out, err, _):
-        try:
-            webfreeze.cli.main(argv)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        stdout = out.getvalue().decode("utf-8", "replace")
-        stderr = err.getvalue().decode("utf-8", "replace")
+    # a process's environment and folder end with it; in this process a command's changes to them
+    # would reach the next test, so both are put back
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    try:
+        with contextlib.chdir(cwd or saved_cwd), CliRunner().isolation(env=env) as (out, err, _):
+            try:
+                webfreeze.cli.main(argv)
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            stdout = out.getvalue().decode("utf-8", "replace")
+            stderr = err.getvalue().decode("utf-8", "replace")
+    finally:
+        for name in set(os.environ) - set(saved_env):
+            del os.environ[name]
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
     return CliResult(code, stdout, stderr, argv)
 
 

@@ -24,8 +24,9 @@ demo:
 lint: setup
 	.venv/bin/python -m ruff check .
 
+# The slowest tests are listed at the end, so a test that grows slow is seen where it is run.
 test: lint
-	$(PYTEST) -q
+	$(PYTEST) -q --durations=25
 
 # Tests marked slow (whole runs on the local model, Ray clusters, studies, bundles of LLM runs) are
 # left out; everything else runs, each stage's unit and end-to-end tests included.

@@ -13,9 +13,9 @@ from cli_runner import assert_one_line_error
 
 
 @pytest.fixture
-def archive(samples, tmp_path, cli):
+def archive(samples, tmp_path, cli_here):
     path = tmp_path / "a.wfz"
-    r = cli("archive", "import", samples / "iana.warc.gz", "--to", path)
+    r = cli_here("archive", "import", samples / "iana.warc.gz", "--to", path)
     assert r.returncode == 0, r.stderr
     return path
 

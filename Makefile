@@ -28,8 +28,8 @@ lint: setup
 test: lint
 	$(PYTEST) -q --durations=25
 
-# Tests marked slow (whole runs on the local model, Ray clusters, studies, bundles of LLM runs) are
-# left out; everything else runs, each stage's unit and end-to-end tests included.
+# Tests marked slow are left out: whole runs on the local model, Ray clusters, studies, bundles of
+# LLM runs, and the files tests/conftest.py lists in SLOW_FILES (crawls, the test bed, pywb, load).
 test-fast: setup
 	$(PYTEST) -q -m "not slow"
 

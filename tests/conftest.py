@@ -18,6 +18,25 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# Whole files the inner loop (`make test-fast`, `-m "not slow"`) leaves out besides the tests marked
+# slow where they are: each spends most of a minute or more on crawls in Chromium, real applications,
+# pywb's servers or a fixed-length load run (measured on the 2-core machine; docs/contributing.md).
+SLOW_FILES = {
+    "testbed/test_testbed.py", "testbed/test_testbed_authoring.py",
+    "recorder/test_crawl.py", "recorder/test_crawl_check.py", "recorder/test_record_https.py",
+    "replayer/test_replay_browser.py", "replayer/test_replay_load.py",
+    "archives/test_interop.py", "docs/test_readme_tour.py",
+}
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test of the files in ``SLOW_FILES`` slow."""
+    for item in items:
+        if item.path.relative_to(TESTS).as_posix() in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def samples() -> Path:
     """pywb's sample_archive/warcs folder (downloaded once into the cache; skipped when offline)."""

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from cli_runner import run_cli
+from secret_search import everything, holds
 
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
@@ -143,42 +142,11 @@ def recorded(tmp_path_factory):
     return work, work / "login.wfz", suite, site.session
 
 
-def _everything(archive: Path) -> list[bytes]:
-    """Every decoded byte string an archive holds: blobs (and payloads with their content coding
-    undone), URLs, headers, pages, documents, metadata, sessions."""
-    from webfreeze.archives import Archive
-
-    out: list[bytes] = []
-    with Archive.open(archive) as arc:
-        for (digest,) in arc.conn.execute("SELECT digest FROM blobs"):
-            out.append(arc.get_blob(digest))
-        for ex in arc.exchanges():
-            out += [ex.url.encode(), json.dumps(ex.headers).encode(), ex.body()]
-            if ex.request.captured:
-                out += [json.dumps(ex.request.headers).encode(), ex.request.body()]
-        for page in arc.pages():
-            out += [page.url.encode(), page.title.encode(), json.dumps(page.extra).encode()]
-        for name in arc.document_names():
-            out.append(json.dumps(arc.get_document(name)).encode())
-        out.append(json.dumps(arc.meta()).encode())
-        for row in arc.conn.execute("SELECT * FROM sessions"):
-            out.append(json.dumps(dict(row)).encode())
-    return out
-
-
-def _forms(secret: str) -> list[bytes]:
-    return [v.encode() for v in {secret, urllib.parse.quote_plus(secret), urllib.parse.quote(secret, safe="")}]
-
-
-def _holds(chunks, secret: str) -> bool:
-    return any(f in c for c in chunks for f in _forms(secret))
-
-
 def test_the_recording_holds_the_secrets_it_must_lose(recorded):
     _, archive, suite, session = recorded
-    chunks = _everything(archive)
+    chunks = everything(archive)
     # (else the test below proves nothing)
-    assert _holds(chunks, PASSWORD) and _holds(chunks, session)
+    assert holds(chunks, PASSWORD) and holds(chunks, session)
     steps = json.loads((suite / "references" / "edit-name.json").read_text())["steps"]
     assert any(s["action"] == "type" and s["value"] == PASSWORD for s in steps)
 
@@ -202,13 +170,13 @@ def test_redacted_archive_and_suite_hold_no_secret_and_still_validate(recorded, 
                    "--cassette", cassette, cas_out)
     assert proc.returncode == 0, proc.stderr
     assert run_cli("archive", "verify", out).returncode == 0
-    chunks = _everything(out)
-    assert not _holds(chunks, PASSWORD) and not _holds(chunks, session)
+    chunks = everything(out)
+    assert not holds(chunks, PASSWORD) and not holds(chunks, session)
     files = [p.read_bytes() for p in suite_out.rglob("*") if p.is_file()]
-    assert not _holds(files, PASSWORD) and not _holds(files, session)
+    assert not holds(files, PASSWORD) and not holds(files, session)
     with Cassette(cas_out, "replay") as c:
         rows = json.dumps(c.rows()).encode()
-    assert not _holds([rows], PASSWORD) and not _holds([rows], session)
+    assert not holds([rows], PASSWORD) and not holds([rows], session)
     # one secret, one placeholder: the typed value is the one the POST body holds
     typed = [s["value"] for s in json.loads((suite_out / "references" / "edit-name.json").read_text())["steps"]
              if s["action"] == "type" and s["target"]["name"] == "Password"]
@@ -256,10 +224,10 @@ def test_bundle_pack_redact_shares_no_secret_and_its_run_reproduces(recorded, tm
     with zipfile.ZipFile(bundle) as zf:
         zf.extractall(members)
         files = [zf.read(n) for n in zf.namelist()]
-    assert not _holds(files, PASSWORD) and not _holds(files, session)
+    assert not holds(files, PASSWORD) and not holds(files, session)
     (arc,) = list((members / "archive").glob("*.wfz"))
-    chunks = _everything(arc)
-    assert not _holds(chunks, PASSWORD) and not _holds(chunks, session)
+    chunks = everything(arc)
+    assert not holds(chunks, PASSWORD) and not holds(chunks, session)
     assert run_cli("bundle", "verify", bundle).returncode == 0
     proc = run_cli("bundle", "run", bundle, "--out", tmp_path / "re")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -295,8 +263,8 @@ def test_record_session_redact_leaves_no_secret_behind(tmp_path):
         site.close()
     assert proc.returncode == 0, proc.stderr
     assert "secrets replaced" in proc.stdout
-    chunks = _everything(archive) + [traj.read_bytes()]
-    assert not _holds(chunks, PASSWORD) and not _holds(chunks, site.session)
+    chunks = everything(archive) + [traj.read_bytes()]
+    assert not holds(chunks, PASSWORD) and not holds(chunks, site.session)
     assert run_cli("archive", "verify", archive).returncode == 0
     typed = [s["value"] for s in json.loads(traj.read_text())["steps"] if s["action"] == "type"]
     assert typed == [USER, typed[1]] and typed[1].startswith("wfredacted-")

@@ -82,7 +82,7 @@ def _no_files_like(folder, name: str) -> list[str]:
 
 
 def test_headed_session_without_a_display_is_one_line_and_makes_nothing(tmp_path, cli, monkeypatch):
-    from test_bad_input import assert_one_line_error
+    from cli_runner import assert_one_line_error
 
     from webfreeze.simulator.sites import serve
 
@@ -113,7 +113,7 @@ def broken_chromium(tmp_path, monkeypatch):
 
 
 def test_a_browser_that_will_not_start_is_one_line_and_leaves_no_new_archive(tmp_path, cli, broken_chromium):
-    from test_bad_input import assert_one_line_error
+    from cli_runner import assert_one_line_error
 
     from webfreeze.archives import Archive
     from webfreeze.simulator.sites import serve

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from secret_search import everything, holds
 
 from testbed.apps import start_django
 from testbed.fixtures import webfreeze
@@ -123,7 +124,6 @@ def test_the_reference_agent_passes_offline_and_its_bundle_reproduces_elsewhere(
 def test_a_redacted_login_validates_in_both_backends(testbed, tmp_path, backend):
     """The Django suite's login, redacted with its suite: the reference agent types the password's
     placeholder, the redacted login post holds the same placeholder, and every task validates."""
-    from test_redact import _everything, _holds
     from testbed.apps import ADMIN_PASSWORD
 
     suite, app = testbed.suite("django"), testbed.app("django")
@@ -131,7 +131,7 @@ def test_a_redacted_login_validates_in_both_backends(testbed, tmp_path, backend)
     r = webfreeze("archive", "redact", suite.parent / "django.wfz", "-o", out, "--suite", suite,
                   "--suite-out", suite_out, home=testbed.home)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert not _holds(_everything(out), ADMIN_PASSWORD)
+    assert not holds(everything(out), ADMIN_PASSWORD)
     assert ADMIN_PASSWORD not in "".join(p.read_text() for p in suite_out.rglob("*.json*"))
     mark = app.mark()
     r = webfreeze("tasks", "validate", suite_out, "--archive", out, "--backend", backend, home=testbed.home)
@@ -144,7 +144,6 @@ def _no_credentials_in(bundle: Path, members: Path, archive: Path) -> None:
     member of the bundle, decompressed blobs of its archive included."""
     import zipfile
 
-    from test_redact import _everything, _holds
     from testbed.apps import ADMIN_PASSWORD
 
     sessions = set()
@@ -158,9 +157,9 @@ def _no_credentials_in(bundle: Path, members: Path, archive: Path) -> None:
         zf.extractall(members)
         files = [zf.read(n) for n in zf.namelist()]
     (packed,) = list((members / "archive").glob("*.wfz"))
-    chunks = files + _everything(packed)
-    assert not _holds(chunks, ADMIN_PASSWORD)
-    assert not any(_holds(chunks, s) for s in sessions)
+    chunks = files + everything(packed)
+    assert not holds(chunks, ADMIN_PASSWORD)
+    assert not any(holds(chunks, s) for s in sessions)
 
 
 def test_the_search_page_renders_the_same_on_every_reset(testbed):

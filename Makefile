@@ -1,5 +1,17 @@
-# Each target sets up what it needs (idempotently) and then runs.
-.PHONY: setup demo test bench clean
+# Each target sets up what it needs (idempotently) and then runs. `make help` lists them.
+.PHONY: help setup demo lint test test-fast bench clean
+
+PYTEST = .venv/bin/python -m pytest
+
+help:
+	@echo "make setup      the .venv with webfreeze and everything the tests need (idempotent)"
+	@echo "make demo       the whole loop on the shipped demo (no local model needed)"
+	@echo "make lint       ruff check . (pyproject.toml [tool.ruff])"
+	@echo "make test       lint, then the whole suite (what .ci/run runs; budget 20 minutes on 2 cores)"
+	@echo "make test-fast  the inner loop: no tests marked slow (crawls, test bed, local model, Ray, pywb)"
+	@echo "                one stage: .venv/bin/python -m pytest tests/archives -q  (see docs/contributing.md)"
+	@echo "make bench      the benchmarks (docs/benchmarks.md)"
+	@echo "make clean      remove the .venv and what the demo and benchmarks wrote"
 
 setup:
 	@scripts/bootstrap.sh test
@@ -9,8 +21,17 @@ demo:
 	@scripts/bootstrap.sh demo
 	.venv/bin/python -m webfreeze.demo
 
-test: setup
-	.venv/bin/python -m pytest -q
+lint: setup
+	.venv/bin/python -m ruff check .
+
+# The slowest tests are listed at the end, so a test that grows slow is seen where it is run.
+test: lint
+	$(PYTEST) -q --durations=25
+
+# Tests marked slow are left out: whole runs on the local model, Ray clusters, studies, bundles of
+# LLM runs, and the files tests/conftest.py lists in SLOW_FILES (crawls, the test bed, pywb, load).
+test-fast: setup
+	$(PYTEST) -q -m "not slow"
 
 bench:
 	@WEBFREEZE_BENCH=1 scripts/bootstrap.sh test

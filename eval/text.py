@@ -24,7 +24,7 @@ def normalise(text: str | None) -> str:
     if text is None:
         return ""
     # (folding quotes after case-folding, not before: no character's case-fold makes or unmakes a
-    # typographic quote, so the order does not matter; tests/test_common_helpers.py checks that)
+    # typographic quote, so the order does not matter; tests/common/test_common_helpers.py checks that)
     text = collapse_ws(fold_quotes(fold(str(text))))
     return text.strip(_EDGE)
 

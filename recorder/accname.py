@@ -6,7 +6,7 @@ the definition (its rules: docs/replay-and-environment.md, "Roles and accessible
 :data:`ROLE_NAME_JS` is a port of it to the live DOM. It sees the page as the browser backend's
 tree does: the form state as the serialisation writes it (an input's current value, a textarea's
 text, the options selected now), and an element hidden by the page's CSS counts as hidden exactly
-as the observation script marks it. ``tests/test_accessible_name_parity.py`` holds the two to the
+as the observation script marks it. ``tests/recorder/test_accessible_name_parity.py`` holds the two to the
 same answers on every element of every page of the demo archive and on hand-made edge cases.
 """
 

@@ -4,7 +4,7 @@ The text backend runs no scripts, so a click on a submit button, or Enter in a f
 HTTP request that HTML's form submission algorithm makes: the form's owner and submitter, its
 entry list (HTML's "constructing the entry list" over the listed controls and their current
 state), and the method, action and enctype (the submitter's ``formaction``, ``formmethod`` and
-``formenctype`` first). Bodies are encoded as Chromium encodes them (``tests/test_axtree.py``
+``formenctype`` first). Bodies are encoded as Chromium encodes them (``tests/simulator/test_axtree.py``
 compares the two): ``application/x-www-form-urlencoded``, ``multipart/form-data`` with a boundary
 derived from the entries, so the bytes are deterministic, or ``text/plain``.
 

@@ -179,7 +179,7 @@ def start_django(work: Path, *, threading: bool = False) -> App:
 
     ``threading=False`` adds ``--nothreading``: runserver then closes each connection after its
     response. Threaded (runserver's default), it keeps connections alive, and recording it through
-    ``--resolve`` stalls today (see tests/test_testbed.py, the keep-alive test)."""
+    ``--resolve`` stalls today (see tests/testbed/test_testbed.py, the keep-alive test)."""
     py = venv_python()
     work.mkdir(parents=True, exist_ok=True)
     site = HERE / "django_site"

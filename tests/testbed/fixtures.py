@@ -86,7 +86,7 @@ class Testbed:
             from .suites import build_suite
 
             # Django's sessions go to an archive of their own: after the crawl's capture of the login
-            # page the login does not replay today (see the CSRF test in tests/test_testbed.py)
+            # page the login does not replay today (see the CSRF test in tests/testbed/test_testbed.py)
             base = self.crawl(name) if name in SUITES_ON_CRAWL else None
             try:
                 self.suites[name] = build_suite(name, self.app(name), self.work / "suites" / name, webfreeze,

@@ -1,0 +1,96 @@
+"""Direct mode keeps pywb's URL conventions: ``/<ts>id_/<url>`` is identity (pywb's bytes, for
+every URL of pywb's sample ``iana.warc.gz``, against the real pywb on the same WARC) and
+``/<ts>/<url>`` is the replayed form (HTML with the determinism runtime)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import urllib.request
+
+import pytest
+from cli_runner import run_cli
+from pywb_tools import fetch, free_port, ok, tool, ts14
+
+from webfreeze.archives import Archive
+from webfreeze.replayer.server import ReplayServer
+
+
+@pytest.fixture(scope="module")
+def iana(samples, tmp_path_factory):
+    """(our archive of iana.warc.gz, the base URL of a pywb ``wayback`` serving it as ``iana``)."""
+    root = tmp_path_factory.mktemp("pywb-direct")
+    archive = root / "iana.wfz"
+    ok(run_cli("archive", "import", samples / "iana.warc.gz", "--to", archive, timeout=120))
+    wb_manager, wayback = tool("wb-manager"), tool("wayback")
+    ok(subprocess.run([str(wb_manager), "init", "iana"], cwd=root, capture_output=True, text=True, timeout=60))
+    ok(subprocess.run([str(wb_manager), "add", "iana", str(samples / "iana.warc.gz")], cwd=root,
+                      capture_output=True, text=True, timeout=60))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = open(root / "wayback.log", "wb")
+    proc = subprocess.Popen([str(wayback), "-p", str(port), "-b", "127.0.0.1"], cwd=root, stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"wayback exited with {proc.returncode}:\n{(root / 'wayback.log').read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{base}/", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("wayback did not answer within 30 s")
+                time.sleep(0.2)
+        yield archive, base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+
+
+def captures(archive) -> list[tuple[str, str, str]]:
+    """(url, 14-digit timestamp, mime, status) of every GET capture, one per (url, second)."""
+    with Archive.open(archive) as arc:
+        rows = arc.conn.execute("SELECT url, captured_at, mime, status FROM exchanges WHERE method='GET' ORDER BY id")
+        seen, out = set(), []
+        for r in rows:
+            key = (r["url"], ts14(r["captured_at"]))
+            if key not in seen:
+                seen.add(key)
+                out.append((*key, r["mime"] or "", r["status"]))
+    return out
+
+
+def test_id_is_byte_identical_to_pywb_for_every_url_of_iana(iana, home_dir):
+    archive, pywb = iana
+    caps = captures(archive)
+    assert len(caps) > 20
+    problems = []
+    with ReplayServer(archive, mode="direct", confdir=home_dir) as srv:  # injection on, as by default
+        for url, ts, _mime, _status in caps:
+            # as captured: an archived redirect is compared as the redirect, not followed
+            p_status, _, p_body = fetch(f"{pywb}/iana/{ts}id_/{url}")
+            o_status, _, o_body = fetch(f"{srv.url}/{ts}id_/{url}")
+            if (p_status, p_body) != (o_status, o_body):
+                problems.append(f"{url} @{ts}: pywb {p_status}/{len(p_body)} bytes, ours {o_status}/{len(o_body)} bytes")
+    assert not problems, f"{len(problems)} of {len(caps)} differ:\n" + "\n".join(problems[:20])
+
+
+def test_the_timestamp_form_serves_pages_injected(iana, home_dir):
+    archive, _ = iana
+    pages = [(url, ts) for url, ts, mime, status in captures(archive) if mime.startswith("text/html") and status == 200]
+    assert pages
+    with ReplayServer(archive, mode="direct", confdir=home_dir) as srv:
+        for url, ts in pages:
+            status, headers, injected = fetch(f"{srv.url}/{ts}/{url}")
+            _, _, raw = fetch(f"{srv.url}/{ts}id_/{url}")
+            assert status == 200 and "content-encoding" not in headers
+            assert b"<script>(function(){" in injected[:4096] and injected != raw, url
+
+
+@pytest.fixture
+def home_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from cli_runner import run_cli
 from testbed.apps import HERE, free_port, venv_python
 from testbed.fixtures import CRAWLS, webfreeze
 from testbed.suites import build_suite

@@ -24,7 +24,7 @@ from webfreeze.simulator.sites.common import SiteServer
 
 from webfreeze.runs.compare import run_difference
 
-SUITE = Path(__file__).resolve().parents[1] / "webfreeze" / "demo" / "data" / "suite"
+SUITE = Path(__file__).resolve().parents[2] / "webfreeze" / "demo" / "data" / "suite"
 TASKS = "scholar-paper-retrieval-00[12]"
 
 

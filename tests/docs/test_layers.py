@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # DESIGN.md, "Architecture": folder -> the stages its modules may import (besides their own).
 # `common` holds what every stage needs (the error base class, safe output files, ...): all may use it.

@@ -27,7 +27,7 @@ from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 import webfreeze as wf
 from webfreeze.demo import SUITE
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AGENTLAB = Path(os.environ.get("WEBFREEZE_AGENTLAB") or ROOT / ".venv" / "agentlab")
 TASKS = ["scholar-site-info-001", "scholar-site-info-009", "scholar-rules-accounts-010"]
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
@@ -97,12 +97,12 @@ def test_agentlab_generic_agent_runs_unchanged_and_the_run_is_scored(tmp_path, b
             pytest.skip(str(exc))
     server = ChatServer(respond)
     run_dir, exp_root = tmp_path / "run", tmp_path / "agentlab"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(AGENTLAB), str(ROOT / "tests"),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(AGENTLAB), str(ROOT / "tests" / "support"),
                                                        os.environ.get("PYTHONPATH", "")]),
                OPENAI_BASE_URL=server.url, OPENAI_API_KEY="test-key", LITELLM_LOCAL_MODEL_COST_MAP="True",
                TIKTOKEN_CACHE_DIR=str(_tiktoken_cache(tmp_path)), HF_HUB_OFFLINE="1")
     try:
-        done = subprocess.run([sys.executable, str(ROOT / "tests" / "agentlab_driver.py"), str(run_dir),
+        done = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "agentlab_driver.py"), str(run_dir),
                                str(exp_root), backend, "6", *TASKS],
                               capture_output=True, text=True, timeout=900, env=env, check=False)
     finally:

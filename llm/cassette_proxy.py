@@ -156,7 +156,7 @@ class CassetteProxy:
             raise LLMError("the cassette proxy is not started")
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
-    def start(self) -> "CassetteProxy":
+    def start(self) -> CassetteProxy:
         """Open the cassette (and start the local model if asked), then listen."""
         if self._server is not None:
             return self
@@ -192,7 +192,7 @@ class CassetteProxy:
             self.cassette.close()
             self.cassette = None
 
-    def __enter__(self) -> "CassetteProxy":
+    def __enter__(self) -> CassetteProxy:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -17,7 +17,6 @@ from pathlib import Path
 import openai
 import pytest
 from llm_server import ChatServer, completion
-
 from webfreeze.llm.cassette import Cassette
 from webfreeze.llm.cassette_proxy import CassetteProxy, ProxyRefusal, flatten_for_local
 from webfreeze.llm.errors import LLMError
@@ -202,7 +201,7 @@ def test_cassette_serve_errors_are_one_line(tmp_path):
     for args, says in (([str(tmp_path / "none.sqlite"), "--mode", "replay"], "no such cassette"),
                        ([str(tmp_path / "c.sqlite"), "--mode", "record"], "give an upstream URL")):
         done = _cli(*args)
-        out, err = done.communicate(timeout=60)
+        _, err = done.communicate(timeout=60)
         assert done.returncode == 1, err
         assert err.count("\n") == 1 and err.startswith("webfreeze: error: ") and says in err, err
     assert not (tmp_path / "c.sqlite").exists()  # nothing half-written

@@ -1,4 +1,4 @@
-"""The ``cassette`` command group: inspect, check and combine LLM cassettes.
+"""The ``cassette`` command group: inspect, check, combine and serve LLM cassettes.
 
 Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 """
@@ -9,16 +9,15 @@ import json
 import threading
 
 import click
+
 from webfreeze.bundles.redaction import redact_cassette
 from webfreeze.llm.cassette import MODES, Cassette, merge, verify_file
 from webfreeze.llm.cassette_proxy import CassetteProxy
 
 
-
-
 @click.group("cassette")
 def cassette_group() -> None:
-    """Inspect, verify and merge LLM cassettes (the recorded LLM calls of runs)."""
+    """Inspect, verify, merge and serve LLM cassettes (the recorded LLM calls of runs)."""
 
 
 @cassette_group.command("info")

@@ -164,6 +164,10 @@ def _run_through_cassette(tmp_path, name, mode, cassette, upstream, tasks, *, ba
                OPENAI_API_KEY="test-key", LITELLM_LOCAL_MODEL_COST_MAP="True",
                TIKTOKEN_CACHE_DIR=str(tmp_path / "tiktoken"), HF_HUB_OFFLINE="1")
     env.pop("OPENAI_BASE_URL", None)  # the proxy's, set by llm_cassette, is the only one
+    env.pop("NO_PROXY", None)
+    env.pop("no_proxy", None)
+    # a dead HTTP proxy in the environment: the agent's calls must reach ours directly all the same
+    env.update(HTTP_PROXY="http://127.0.0.1:9", http_proxy="http://127.0.0.1:9")
     done = subprocess.run([sys.executable, "-c", CASSETTE_DRIVER, mode, str(cassette), upstream, "1" if small else "0",
                            str(run_dir), str(exp_root), backend, str(max_steps), *tasks],
                           capture_output=True, text=True, timeout=timeout, env=env, check=False)

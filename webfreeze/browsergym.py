@@ -410,7 +410,7 @@ def llm_cassette(cassette=None, mode: str = "auto", *, record_to=None, upstream:
     ``mode`` (``record``, ``replay``: strict, or ``auto``), with ``upstream`` (an OpenAI-compatible
     base URL) or ``local=True`` (the embedded local model) answering what is not stored. With
     ``set_env`` (the default) ``OPENAI_BASE_URL`` names the proxy inside the block (and
-    ``OPENAI_API_KEY`` is set to a placeholder if unset), so an agent built on the ``openai``
+    ``OPENAI_API_KEY`` is set to a placeholder if unset, 127.0.0.1 added to ``NO_PROXY``), so an agent built on the ``openai``
     package calls it unchanged. Environments of this module made in this process tag the calls
     with their task and step, name the entries each episode used in its trajectory
     (``llm_entries``), and with ``record_to`` the run's manifest says which cassette answered.
@@ -424,12 +424,15 @@ def llm_cassette(cassette=None, mode: str = "auto", *, record_to=None, upstream:
         Path(record_to).mkdir(parents=True, exist_ok=True)
         cassette = Path(record_to) / CASSETTE_NAME
     proxy = CassetteProxy(cassette, mode, upstream=upstream, local=local, api_key_env=api_key_env).start()
-    saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "NO_PROXY", "no_proxy")}
     _proxy = proxy
     try:
         if set_env:
             os.environ["OPENAI_BASE_URL"] = proxy.base_url
             os.environ.setdefault("OPENAI_API_KEY", "webfreeze-cassette")
+            # an HTTP proxy configured in the environment must not carry the agent's calls to ours
+            for name in ("NO_PROXY", "no_proxy"):
+                os.environ[name] = ",".join(filter(None, [os.environ.get(name), "127.0.0.1"]))
         yield proxy
     finally:
         _proxy = None

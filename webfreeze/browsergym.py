@@ -410,8 +410,8 @@ def llm_cassette(cassette=None, mode: str = "auto", *, record_to=None, upstream:
     ``mode`` (``record``, ``replay``: strict, or ``auto``), with ``upstream`` (an OpenAI-compatible
     base URL) or ``local=True`` (the embedded local model) answering what is not stored. With
     ``set_env`` (the default) ``OPENAI_BASE_URL`` names the proxy inside the block (and
-    ``OPENAI_API_KEY`` is set to a placeholder if unset, 127.0.0.1 added to ``NO_PROXY``), so an agent built on the ``openai``
-    package calls it unchanged. Environments of this module made in this process tag the calls
+    ``OPENAI_API_KEY`` is set to a placeholder if unset, 127.0.0.1 added to ``NO_PROXY``), so an
+    agent built on the ``openai`` package calls it unchanged. Environments of this module made in this process tag the calls
     with their task and step, name the entries each episode used in its trajectory
     (``llm_entries``), and with ``record_to`` the run's manifest says which cassette answered.
     Yields the proxy (its ``base_url``, ``stats``, ``misses``). One block at a time."""

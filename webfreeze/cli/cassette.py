@@ -1,4 +1,4 @@
-"""The ``cassette`` command group: inspect, check and combine LLM cassettes.
+"""The ``cassette`` command group: inspect, check, combine and serve LLM cassettes.
 
 Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 """
@@ -6,17 +6,18 @@ Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 from __future__ import annotations
 
 import json
+import threading
 
 import click
+
 from webfreeze.bundles.redaction import redact_cassette
-from webfreeze.llm.cassette import Cassette, merge, verify_file
-
-
+from webfreeze.llm.cassette import MODES, Cassette, merge, verify_file
+from webfreeze.llm.cassette_proxy import CassetteProxy
 
 
 @click.group("cassette")
 def cassette_group() -> None:
-    """Inspect, verify and merge LLM cassettes (the recorded LLM calls of runs)."""
+    """Inspect, verify, merge and serve LLM cassettes (the recorded LLM calls of runs)."""
 
 
 @cassette_group.command("info")
@@ -99,3 +100,36 @@ def cassette_redact(file, output, archive, suite, params, headers):
     """
     s = redact_cassette(file, output, archive=archive, suite=suite, params=params, headers=headers)
     click.echo(f"wrote {output}: {s['calls']} calls ({s['changed']} changed), {s['secrets']} secrets looked for")
+
+
+@cassette_group.command("serve")
+@click.argument("file", metavar="CASSETTE", type=click.Path(dir_okay=False))
+@click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
+              help="record: every call goes upstream and is stored; replay: strict, only the cassette "
+                   "answers; auto: the cassette answers what it holds, the rest goes upstream.")
+@click.option("--upstream", metavar="URL", help="The OpenAI-compatible base URL that answers what is not stored.")
+@click.option("--llm", "llm", type=click.Choice(["local"]),
+              help="Let the embedded local model answer what is not stored (instead of --upstream).")
+@click.option("--api-key-env", metavar="VAR",
+              help="The variable holding the upstream's API key (default: pass on the client's own).")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="The port on 127.0.0.1 (0: a free one, printed).")
+def cassette_serve(file, mode, upstream, llm, api_key_env, port):
+    """Serve an OpenAI-compatible chat-completions endpoint on 127.0.0.1 in front of CASSETTE, for
+    an agent we did not write: point it at the printed URL (OPENAI_BASE_URL) and every call it
+    makes is recorded, or replayed byte for byte. A request strict replay cannot answer gets HTTP
+    422 and one line here. Runs until interrupted (Ctrl-C)."""
+    proxy = CassetteProxy(file, mode, upstream=upstream, local=llm == "local", api_key_env=api_key_env,
+                          port=port).start()
+    try:
+        click.echo(f"serving {file} ({mode}) at {proxy.base_url}", err=True)
+        click.echo(f"OPENAI_BASE_URL={proxy.base_url}")
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    finally:
+        stats = proxy.stats
+        proxy.stop()
+    click.echo(f"stopped: {stats['calls']} calls, {stats['cassette_hits']} from the cassette, "
+               f"{stats['upstream_calls']} upstream, {stats['misses']} misses", err=True)

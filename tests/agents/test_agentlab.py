@@ -159,7 +159,7 @@ sys.exit(rc)
 def _run_through_cassette(tmp_path, name, mode, cassette, upstream, tasks, *, backend="text", max_steps=6,
                           small=False, timeout=900):
     run_dir, exp_root = tmp_path / name, tmp_path / f"{name}-agentlab"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(AGENTLAB), str(ROOT / "tests"),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(AGENTLAB), str(ROOT / "tests" / "support"),
                                                        os.environ.get("PYTHONPATH", "")]),
                OPENAI_API_KEY="test-key", LITELLM_LOCAL_MODEL_COST_MAP="True",
                TIKTOKEN_CACHE_DIR=str(tmp_path / "tiktoken"), HF_HUB_OFFLINE="1")

@@ -21,7 +21,7 @@ from webfreeze.llm.cassette import Cassette
 from webfreeze.llm.cassette_proxy import CassetteProxy, ProxyRefusal, flatten_for_local
 from webfreeze.llm.errors import LLMError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # as AgentLab sends them: content as a list of text parts
 MESSAGES = [{"role": "system", "content": [{"type": "text", "text": "You are a web agent."}]},

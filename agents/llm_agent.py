@@ -40,8 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from webfreeze.common.text import collapse_ws
-from webfreeze.simulator.actions import (ENDING_KINDS, Action, ActionError, format_action, normalize_dialect,
-                                         try_parse)
+from webfreeze.simulator.actions import ENDING_KINDS, Action, ActionError, format_action, normalize_dialect, try_parse
 
 from .base import Agent, AgentError
 from .memory import STRATEGIES, check_template, describe_step, make_memory, step_number

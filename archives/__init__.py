@@ -16,9 +16,12 @@ SQLite tables are this package's private business. Maintenance (:func:`info`, :f
 from importlib import import_module
 
 from .errors import ArchiveError, ArchiveLocked, BadInput
-from .records import DocumentRecord, ExchangeRecord, PageRecord, Request, Response
 from .publish import new_archive_atomically
+from .records import DocumentRecord, ExchangeRecord, PageRecord, Request, Response
 from .store import Archive, Exchange
+
+__all__ = ["Archive", "ArchiveError", "ArchiveLocked", "BadInput", "DocumentRecord", "Exchange", "ExchangeRecord",
+           "PageRecord", "Request", "Response", "archive_digest", "new_archive_atomically"]
 
 
 def archive_digest(path) -> str:

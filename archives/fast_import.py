@@ -30,10 +30,9 @@ from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-
 from . import blobs, gzip_members
-from .errors import BadInput
 from .bulk import BulkWriter
+from .errors import BadInput
 from .schema import EXCHANGE_COLUMNS
 from .store import Archive, Exchange, header_compressor, headers_json
 from .timeutil import normalize_time

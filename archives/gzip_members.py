@@ -20,7 +20,6 @@ import mmap
 import zlib
 from collections.abc import Iterator
 
-
 try:  # ISA-L inflates about twice as fast as zlib; the results are the same bytes
     from isal import isal_zlib as _inflate_lib
 except ImportError:  # pragma: no cover - isal is a base dependency; zlib is the portable fallback

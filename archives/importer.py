@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import fast_import
-from .errors import BadInput
 from .descriptors import file_sha256
+from .errors import BadInput
 from .publish import new_archive_atomically
 from .store import Archive
 from .wacz import open_checked, read_pages, warc_members

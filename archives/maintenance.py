@@ -15,10 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ArchiveError
-from . import blobs
 from webfreeze.common.files import sync_dir
 
+from . import blobs
+from .errors import ArchiveError
 from .publish import _remove_db_files, new_archive_atomically
 from .store import Archive, check_new_archive, headers_json, sqlite_uri
 from .urlkey import host_of

@@ -60,7 +60,8 @@ def parse_time_upper(value: str) -> datetime:
     """The latest instant ``value`` names, for an inclusive upper bound (``--until``): every field
     it leaves out takes its latest value (``2014`` is 2014-12-31 23:59:59.999999, ``201402`` ends
     on 28 February, ``2014-01-26`` at midnight, ``2014-01-26T10:00`` at 10:00:59.999999); a
-    fraction of a second is exact; ``2014-02`` is the month and ``2014-W05`` the week. Digits are padded with 9s and each field then brought into
+    fraction of a second is exact; ``2014-02`` is the month and ``2014-W05`` the week. Digits are padded with 9s
+    and each field then brought into
     range, so a partial field counts too (``20141`` is October to December)."""
     earliest = parse_time(value)  # validates, and gives the answer when nothing is missing
     text = value.strip()

@@ -17,8 +17,8 @@ from datetime import datetime
 from pathlib import PurePosixPath
 
 from .errors import BadInput
-from .warc_import import BOMB_MIN_BYTES, BOMB_RATIO, CHUNK
 from .timeutil import normalize_time
+from .warc_import import BOMB_MIN_BYTES, BOMB_RATIO, CHUNK
 
 WACZ_VERSION = "1.1.1"
 

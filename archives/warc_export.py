@@ -3,7 +3,8 @@
 Each exchange becomes a ``response`` record (or ``resource`` for captures without an HTTP envelope)
 followed by its ``request`` record, linked by WARC-Concurrent-To, so warcio, pywb and py-wacz read
 it as they would a crawler's output. A payload already written once is written again as an
-identical-payload-digest ``revisit`` record pointing at the first, so deduplication survives export. Payloads whose transfer coding was removed on capture are
+identical-payload-digest ``revisit`` record pointing at the first, so deduplication survives export. Payloads whose
+transfer coding was removed on capture are
 framed again as a single chunk, so the HTTP headers stay true to the original response.
 """
 
@@ -14,15 +15,14 @@ import os
 import tempfile
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from .errors import ArchiveError
 from webfreeze.common.files import check_output_file, replacing
 from webfreeze.common.http import header_value
 
+from .errors import ArchiveError
 from .store import Archive, extra_of
 from .timeutil import normalize_time, to_warc_date
 from .wacz import page_entry, write_wacz

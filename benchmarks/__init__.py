@@ -162,9 +162,22 @@ def fmt_num(value: float, unit: str) -> str:
 
 
 def all_modules() -> Iterable:
-    from . import (bgym_obs, bundle_scale, crawl_size, disk_size, drift_speed, env_latency, history_retrieval,
-                   import_speed, llm_agent, lookup_latency, recorder_overhead, redact_speed, replay_throughput,
-                   study_overhead)
+    from . import (
+        bgym_obs,
+        bundle_scale,
+        crawl_size,
+        disk_size,
+        drift_speed,
+        env_latency,
+        history_retrieval,
+        import_speed,
+        llm_agent,
+        lookup_latency,
+        recorder_overhead,
+        redact_speed,
+        replay_throughput,
+        study_overhead,
+    )
 
     return [disk_size, import_speed, lookup_latency, recorder_overhead, replay_throughput, crawl_size, env_latency,
             bgym_obs, llm_agent, history_retrieval, bundle_scale, study_overhead, redact_speed, drift_speed]

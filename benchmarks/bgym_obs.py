@@ -95,11 +95,10 @@ def _browsergym(python: str, proxy_url: str, targets: list[str]) -> dict:
 
 def run(ctx: Context) -> list[Row]:
     from webfreeze.archives import Archive
+    from webfreeze.demo import demo_paths
     from webfreeze.replayer.server import ReplayServer
     from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
     from webfreeze.simulator.env import EnvConfig, WebEnv
-
-    from webfreeze.demo import demo_paths
 
     archive = demo_paths()["archive"]
     kinds = [("text", "default"), ("text", "browsergym")]

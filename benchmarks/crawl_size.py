@@ -182,7 +182,7 @@ def run(ctx: Context) -> list[Row]:
     per_page = {k: seconds[k] / max(results[k]["pages"], 1) for k in seconds}
     ctx.details[NAME] = {**results, "seconds": seconds, "seconds_per_page": per_page, "webp_vs_png": webp,
                          "testbed": testbed}
-    d, n, f, sc = results["default"], results["no_check"], results["full"], results["scholar"]
+    d, f, sc = results["default"], results["full"], results["scholar"]
     note = f"{d['pages']} pages, {d['payload_bytes'] / 1e6:.2f} MB payloads, {d['incomplete_pages']} incomplete"
     shots = max(webp["screenshots"], 1)
     rows = []

@@ -269,7 +269,8 @@ def run(ctx: Context) -> list[Row]:
         for what, label in (("step", "step (click a link + observation)"), ("reset", "reset")):
             for backend in ("browser", "text"):
                 rows.append(Row(BENCH, f"{backend} {label} p50 vs BrowserGym", stats[backend][what]["p50"],
-                                stats["browsergym"][what]["p50"], f"BrowserGym-core {ctx.details[NAME]['browsergym_version']}", "ms", "lower",
+                                stats["browsergym"][what]["p50"],
+                                f"BrowserGym-core {ctx.details[NAME]['browsergym_version']}", "ms", "lower",
                                 note="BrowserGym in its own process (playwright 1.44), pre_observation_delay=0"))
     for what, label in (("step", "step"), ("reset", "reset")):
         rows.append(Row(BENCH, f"browser {label} p50, virtual vs native timers", stats["browser"][what]["p50"],

@@ -15,7 +15,6 @@ import math
 import os
 import time
 from pathlib import Path
-
 from types import SimpleNamespace
 
 from warcio.checker import Checker

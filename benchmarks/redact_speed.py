@@ -24,8 +24,8 @@ def run(ctx: Context) -> list[Row]:
     from webfreeze.archives import Archive
     from webfreeze.archives.maintenance import pack
     from webfreeze.archives.redact import redact_archive
-    from webfreeze.demo import ARCHIVE
     from webfreeze.bundles.redaction import make_redactor
+    from webfreeze.demo import ARCHIVE
 
     with Archive.open(ARCHIVE) as arc:
         exchanges = arc.counts()["exchanges"]

@@ -276,7 +276,8 @@ def _mitmdump(flows: Path, home: Path) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen([str(exe), "-q", "--listen-host", "127.0.0.1", "-p", str(port), "--server-replay",
                              str(flows), "--set", "server_replay_reuse=true", "--set", "server_replay_extra=404",
                              "--set", "connection_strategy=lazy", "--set", f"confdir={home / 'mitmproxy'}",
-                             "--set", "ssl_insecure=true", "--set", "upstream_cert=false"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--set", "ssl_insecure=true", "--set", "upstream_cert=false"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_port(port, proc)
     return proc, port
 

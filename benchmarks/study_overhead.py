@@ -47,9 +47,9 @@ def run(ctx: Context) -> list[Row]:
     from webfreeze.eval.report import write_report
     from webfreeze.runs.execute import execute
     from webfreeze.runs.prepare import prepare
+    from webfreeze.studies.report import build_study_report, write_study_report
     from webfreeze.studies.run import StudyOptions, cell_config, plan_study, run_study
     from webfreeze.studies.spec import load_study
-    from webfreeze.studies.report import build_study_report, write_study_report
 
     path = ctx.scratch / "overhead.toml"
     path.write_text(STUDY.format(suite=SUITE), encoding="utf-8")

@@ -23,8 +23,8 @@ from webfreeze.common.files import write_output
 from .answer import evaluate_answer
 from .errors import TaskError
 from .score import SUCCESS_KINDS
-from .trajectory import session_actions
 from .tasks import SUITE_FORMAT, SUITE_VERSION, canonical_line, load_suite, validate_task
+from .trajectory import session_actions
 
 MATCHES = ("exact", "normalised", "must_include")
 DEFAULT_CATEGORY = "general"
@@ -105,7 +105,8 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
              instruction: str | None = None, task_id: str | None = None, match: str = "exact",
              archive: str | os.PathLike | None = None, replace: bool = False) -> dict:
     """Add (or with ``replace``, replace) one task in the suite directory ``suite``; returns the
-    task object written, with ``replaced`` (whether a task of that id was there). Raises :class:`TaskError` (one line) and writes nothing on bad input."""
+    task object written, with ``replaced`` (whether a task of that id was there). Raises :class:`TaskError` (one
+    line) and writes nothing on bad input."""
     root = Path(suite)
     ref_path = Path(reference)
     trajectory = _read_reference(ref_path)

@@ -38,8 +38,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
-from .trajectory import (TRAJECTORY_FORMAT, action_strings, browser_steps, history_steps, is_history_step,
-                         session_actions)
+from .trajectory import (
+    TRAJECTORY_FORMAT,
+    action_strings,
+    browser_steps,
+    history_steps,
+    is_history_step,
+    session_actions,
+)
 
 MAX_CYCLE = 3
 MIN_REPEATS = 3

@@ -22,13 +22,13 @@ from webfreeze.common.files import json_text, write_atomically
 
 from .errors import ReportError, TaskError
 from .judge import Judge, judge_name
-from .personal import markdown as personalisation_markdown
+from .keynodes import run_dom_loader
 from .longctx import long_context_results
 from .longctx import summarise as summarise_long_context
+from .personal import markdown as personalisation_markdown
 from .personal import personalisation
 from .replay_provenance import flagged_html, provenance_html, run_provenance, task_provenance
 from .replay_provenance import strict_replay as strict_replay_counts
-from .keynodes import run_dom_loader
 from .score import score_task, summarise
 from .tasks import load_tasks_jsonl, suite_digest
 from .trajectory import validate_trajectory
@@ -398,7 +398,6 @@ def _kind_summary(result: dict) -> str:
 def render_html(report: dict, trajectories: dict[str, dict]) -> str:
     """The self-contained HTML report (no scripts, no external resources)."""
     run = report["run"]
-    agent = run.get("agent") if isinstance(run.get("agent"), dict) else {}
     suite = report["suite"]
     label = agent_label(report)
     title = f"webfreeze report — {suite.get('name') or 'suite'}" + (f" — {label}" if label else "")

@@ -4,13 +4,21 @@ local model, the LLM cassette that makes LLM runs replay exactly, and the local 
 Imports nothing of webfreeze but this package (and, later, ``webfreeze.common``).
 """
 
-from webfreeze.llm.cassette import (FORMAT, MODES, VERSION, Cassette, canonical_request, first_difference, merge,
-                                    request_key, verify_file)
+from webfreeze.llm.cassette import (
+                                    FORMAT,
+                                    MODES,
+                                    VERSION,
+                                    Cassette,
+                                    canonical_request,
+                                    first_difference,
+                                    merge,
+                                    request_key,
+                                    verify_file,
+)
 from webfreeze.llm.client import Completion, LLMClient, build_request, retry_delay
 from webfreeze.llm.config import LLMConfig
 from webfreeze.llm.errors import CassetteError, CassetteMiss, LLMError, ProviderError
-from webfreeze.llm.local import (LOCAL_MODEL_ID, LOCAL_SAMPLING, LocalModelServer, local_config,
-                                 local_model_path)
+from webfreeze.llm.local import LOCAL_MODEL_ID, LOCAL_SAMPLING, LocalModelServer, local_config, local_model_path
 from webfreeze.llm.slots import SlotLimiter
 
 __all__ = [

@@ -49,8 +49,14 @@ from typing import Any
 
 from webfreeze.common.canonical import canonical_bytes
 from webfreeze.common.errors import WebfreezeError
-from webfreeze.llm.embeddings import (MODEL_ID, export_key, load_encoder, load_minilm, minilm_path,
-                                      offline_sentence_transformers)
+from webfreeze.llm.embeddings import (
+    MODEL_ID,
+    export_key,
+    load_encoder,
+    load_minilm,
+    minilm_path,
+    offline_sentence_transformers,
+)
 from webfreeze.llm.errors import EmbeddingError
 
 from .history import HistoryError, history_digest, load_history, validate_entry

@@ -19,9 +19,8 @@ from pathlib import Path
 from webfreeze.common.errors import WebfreezeError
 
 from .catalogue import Catalogue, load_catalogue
+from .generate import _best, category_words, date_words, load_personas, shop_matches, tier_words, venue_matches
 from .history import new_folder
-from .generate import (_best, category_words, date_words, load_personas, shop_matches, tier_words,
-                       venue_matches)
 
 START_PAGE = "http://start.test/"
 DOMAIN_ORDER = ("shopping", "restaurant", "hotel", "clinic")

@@ -327,7 +327,6 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
     from playwright.sync_api import sync_playwright
 
     from webfreeze.archives import Archive
-
     from webfreeze.simulator.browser import launch_chromium
 
     start = urldefrag(start)[0]

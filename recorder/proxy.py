@@ -14,10 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from webfreeze.archives import Archive, ArchiveError
-from webfreeze.archives import new_archive_atomically
+from webfreeze.archives import Archive, ArchiveError, new_archive_atomically
 from webfreeze.archives.store import archive_files
-
 from webfreeze.common.ca import default_confdir, load_ca  # one CA for recording and replay
 
 from .addon import ArchiveRecorder

@@ -25,9 +25,9 @@ from __future__ import annotations
 import json
 import re
 import runpy
-import unicodedata
 import threading
 import time
+import unicodedata
 from pathlib import Path
 
 from webfreeze.common.files import check_output_file, write_output

@@ -38,8 +38,8 @@ from webfreeze.archives import ArchiveError
 from webfreeze.common.http import header_value, split_host_port
 
 from .hooks import SiteModel
-from .upstream import Upstream
 from .replay import BROWSER_INTERNAL_HOSTS, CACHE_BYTES, DIRECT, Replay, ReplayError, load_rules_file, simple_response
+from .upstream import Upstream
 
 # (BROWSER_INTERNAL_HOSTS: the browser launch reads it here, to send Chromium's own traffic to the proxy)
 __all__ = ["BROWSER_INTERNAL_HOSTS", "ReplayServer", "ReplayError", "load_rules_file"]

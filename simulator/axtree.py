@@ -5,7 +5,8 @@ here in document order. The **browser backend** runs :data:`MARK_JS` in the page
 every element with ``data-wf-bid`` in the same order and returns ``{html, geometry}`` (as JSON
 text unless the page has replaced ``JSON``; :func:`marked` reads either): a serialisation of the
 live DOM (with the current form state, focus and computed visibility written into it) and
-``{bid: [x, y, w, h, visible]}`` in viewport pixels; :func:`build_tree` then reads the bids from the HTML. Either way the same DOM gives the same tree, byte for byte.
+``{bid: [x, y, w, h, visible]}`` in viewport pixels; :func:`build_tree` then reads the bids from the HTML. Either
+way the same DOM gives the same tree, byte for byte.
 
 ``Tree.axtree_text`` follows BrowserGym's flattened accessibility tree: one line per node,
 tab-indented by depth, ``[bid] role 'name'`` then `` value='..'`` and ``, prop=value`` pairs;

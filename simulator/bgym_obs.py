@@ -45,6 +45,7 @@ import re
 import gymnasium as gym
 import numpy as np
 from lxml import etree
+
 from webfreeze.archives.timeutil import parse_time
 
 from .axtree import BID_ATTR, Tree

@@ -42,18 +42,16 @@ from urllib.parse import urlsplit
 
 import gymnasium as gym
 
-from . import bgym_obs
-from . import spaces as wf_spaces
-
 from webfreeze.archives import archive_digest
 from webfreeze.archives.content import DecodeError, content_encoding, decode_content
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.http import header_value
-
 from webfreeze.replayer.hooks import SiteModel, host_key
 from webfreeze.replayer.matching import AGENT_RULES
 from webfreeze.replayer.server import ReplayServer
 
+from . import bgym_obs
+from . import spaces as wf_spaces
 from .actions import Action, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .axtree import marked as read_marked

@@ -26,7 +26,8 @@ Example::
 """
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version as _version
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
 
 try:
     __version__ = _version("webfreeze")

@@ -10,8 +10,17 @@ from __future__ import annotations
 import pytest
 
 from webfreeze.agents.base import AgentError
-from webfreeze.agents.memory import (STRATEGIES, DynamicMemory, EmbeddingMemory, LastK, NoMemory, RandomK,
-                                     describe_step, make_memory, parse_step_numbers)
+from webfreeze.agents.memory import (
+    STRATEGIES,
+    DynamicMemory,
+    EmbeddingMemory,
+    LastK,
+    NoMemory,
+    RandomK,
+    describe_step,
+    make_memory,
+    parse_step_numbers,
+)
 
 
 def past(*actions: str, start: int = 0) -> list[dict]:

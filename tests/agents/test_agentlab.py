@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pytest
 from llm_server import ChatServer, completion
-from webfreeze.llm.cassette import Cassette
-from webfreeze.llm.errors import LLMError
-from webfreeze.llm.local import LOCAL_MODEL_ID, local_model_path
-from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
 import webfreeze as wf
 from webfreeze.demo import SUITE
+from webfreeze.llm.cassette import Cassette
+from webfreeze.llm.errors import LLMError
+from webfreeze.llm.local import LOCAL_MODEL_ID, local_model_path
 from webfreeze.runs.compare import comparable_trajectory
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTLAB = Path(os.environ.get("WEBFREEZE_AGENTLAB") or ROOT / ".venv" / "agentlab")

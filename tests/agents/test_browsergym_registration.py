@@ -12,14 +12,14 @@ import sys
 
 import gymnasium as gym
 import pytest
-from webfreeze.agents import TaskView, make_agent
-from webfreeze.eval.tasks import load_suite
-from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
-from webfreeze.simulator.trajectory import dumps, without_timings
 
 import webfreeze as wf
 import webfreeze.browsergym as wb
+from webfreeze.agents import TaskView, make_agent
 from webfreeze.demo import SUITE
+from webfreeze.eval.tasks import load_suite
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+from webfreeze.simulator.trajectory import dumps, without_timings
 
 DEMO = load_suite(SUITE)
 

@@ -16,11 +16,10 @@ from llm_server import ChatServer, completion
 
 from webfreeze.agents.base import TaskView
 from webfreeze.agents.llm_agent import LLMAgent, planner_queries
-from webfreeze.simulator.actions import Action, format_action, parse_action, try_parse
-from webfreeze.simulator.env import EnvConfig, WebEnv
-
 from webfreeze.demo import ARCHIVE as DEMO_ARCHIVE
 from webfreeze.demo import SUITE
+from webfreeze.simulator.actions import format_action, parse_action, try_parse
+from webfreeze.simulator.env import EnvConfig, WebEnv
 
 ENTRIES = [
     {"id": "p01-00003", "score": 0.81, "timestamp": "2024-02-01 10:11:12", "type": "purchase",

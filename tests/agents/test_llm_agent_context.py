@@ -22,8 +22,7 @@ import pytest
 from test_llm_agent import AXTREE, GOOD, TASK, obs, scripted, user_text  # noqa: F401  (scripted: a fixture)
 
 from webfreeze.agents.base import AgentError, TaskView
-from webfreeze.agents.llm_agent import (DEFAULT_CONTEXT_TOKENS, ContextPrompts, LLMAgent, cut_context,
-                                        labelled_text)
+from webfreeze.agents.llm_agent import DEFAULT_CONTEXT_TOKENS, ContextPrompts, LLMAgent, cut_context, labelled_text
 from webfreeze.agents.services import AgentServices
 from webfreeze.simulator.composition import compose_context, get_tokenizer
 

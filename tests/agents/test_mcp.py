@@ -17,10 +17,10 @@ import yaml
 from cli_runner import run_cli
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from webfreeze.simulator.actions import parse_action
 
 from webfreeze.demo import ARCHIVE, SUITE
 from webfreeze.mcp_server import aria_snapshot
+from webfreeze.simulator.actions import parse_action
 
 TOOLS = {"navigate", "click", "type", "select", "press", "scroll", "back", "snapshot", "screenshot", "answer",
          "list_tasks", "start_task"}

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from webfreeze.archives import Archive, ArchiveError, fast_import
+from webfreeze.archives import Archive, ArchiveError, fast_import, new_archive_atomically
 from webfreeze.archives.importer import import_files
-from webfreeze.archives import new_archive_atomically
 
 
 def dump(path: Path) -> dict:

@@ -8,9 +8,8 @@ import sqlite3
 
 import pytest
 
-from webfreeze.archives import Archive, ArchiveError, ArchiveLocked, Exchange
+from webfreeze.archives import Archive, ArchiveError, ArchiveLocked, Exchange, new_archive_atomically
 from webfreeze.archives.bodykey import body_key
-from webfreeze.archives import new_archive_atomically
 
 
 def _ex(sid, url, when="2024-05-01T10:00:00Z", payload=b"<html>hello</html>", **kw):

@@ -15,8 +15,8 @@ import pytest
 from cli_runner import invoke, run_cli
 from no_network import offline_env, offline_prefix
 
-from webfreeze.runs.compare import run_difference
 from webfreeze.demo import CASSETTE, LLM_MAX_STEPS, LLM_TASKS, SUITE
+from webfreeze.runs.compare import run_difference
 
 # Three of the demo's LLM tasks keep the browser runs short; the cassette they replay is the whole
 # shipped one, so the bundle must carry only the entries these tasks used.

@@ -19,9 +19,8 @@ import pytest
 from cli_runner import invoke, run_cli
 from no_network import offline_env, offline_prefix
 
-from webfreeze.runs.compare import run_difference
 from webfreeze.demo import SUITE
-
+from webfreeze.runs.compare import run_difference
 
 LC_SUITE = Path(SUITE).parent / "long-context"
 SHIPPED_POOL = Path(SUITE).parent / "context-pool.jsonl"

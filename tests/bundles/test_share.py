@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from cli_runner import invoke, run_cli
-
 from llm_server import ChatServer, completion
+
 from webfreeze.demo import ARCHIVE, SUITE
 
 

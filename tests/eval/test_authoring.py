@@ -176,9 +176,9 @@ def record(cli, tmp: Path, site: str, name: str, script: str, start: str = "/") 
 @pytest.fixture(scope="module")
 def authored(site, tmp_path_factory):
     """Three sessions recorded into one archive and added to one suite."""
-    from cli_runner import invoke, run_cli
-
     import os
+
+    from cli_runner import invoke, run_cli
     tmp = tmp_path_factory.mktemp("authoring")
     os.environ.setdefault("WEBFREEZE_HOME", str(tmp / "home"))
     search = record(run_cli, tmp, site, "search-stack", SEARCH_SCRIPT)

@@ -7,8 +7,8 @@ from pathlib import Path
 from urllib.parse import quote, quote_plus
 
 import pytest
-
 from trajectory_builder import answer_step, step, trajectory
+
 from webfreeze.eval.judge import STOP_WORDS, TokenOverlapJudge
 from webfreeze.eval.keynodes import evaluate_key_nodes, netloc, selector_matches
 from webfreeze.eval.score import score_task

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from trajectory_builder import step, trajectory, write_run
+
 from webfreeze.eval.keynodes import evaluate_key_nodes, run_dom_loader, undecidable
 from webfreeze.eval.report import build_report
 from webfreeze.simulator.axtree import build_tree

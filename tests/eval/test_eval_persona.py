@@ -8,15 +8,20 @@ import re
 from pathlib import Path
 
 import pytest
-
 from trajectory_builder import answer_step, step, trajectory, write_run
+
 from webfreeze.eval.behaviour import detect_loop, evaluate_behaviour
 from webfreeze.eval.personal import markdown
 from webfreeze.eval.report import build_report, render_html
 from webfreeze.eval.rubric import decisive_attempt, evaluate_rubric, parse_location
 from webfreeze.eval.score import score_task
-from webfreeze.eval.tasks import (PERSONA2WEB_LOCATION_AWARE, load_suite, persona2web_rubric, persona2web_site,
-                                  validate_task)
+from webfreeze.eval.tasks import (
+    PERSONA2WEB_LOCATION_AWARE,
+    load_suite,
+    persona2web_rubric,
+    persona2web_site,
+    validate_task,
+)
 
 RUBRIC = {"websites": ["shop.test"], "preferences": {"brand": "Acme", "size": "42"},
           "location_aware": False,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from trajectory_builder import answer_step, trajectory
+
 from webfreeze.eval.ranking import evaluate_ranking, parse_ranking
 from webfreeze.eval.score import score_task
 from webfreeze.eval.tasks import validate_task

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from trajectory_builder import answer_step, step, trajectory, write_run
+
 from webfreeze.eval.report import build_report, summary_table
 
 TASKS = [

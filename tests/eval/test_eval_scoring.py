@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from trajectory_builder import answer_step, step, trajectory
+
 from webfreeze.eval.final_state import evaluate_final_state
 from webfreeze.eval.ranking import evaluate_ranking, ranked_ids
 from webfreeze.eval.rubric import evaluate_rubric

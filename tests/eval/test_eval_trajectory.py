@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import pytest
-
 from trajectory_builder import answer_step, step, trajectory
-from webfreeze.eval.behaviour import (average_steps, detect_loop, efficiency_ratio, evaluate_behaviour, final_loop,
-                                      reference_step_count, trajectory_consistency)
+
+from webfreeze.eval.behaviour import (
+    average_steps,
+    detect_loop,
+    efficiency_ratio,
+    evaluate_behaviour,
+    final_loop,
+    reference_step_count,
+    trajectory_consistency,
+)
 from webfreeze.eval.partial import evaluate_partial
 from webfreeze.eval.trajectory import normalise_url, session_actions
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 from cli_runner import run_cli
+
+from webfreeze.demo import ARCHIVE, SUITE
 from webfreeze.eval.har import har_text, trajectory_har
 from webfreeze.simulator.env import EnvConfig, WebEnv
 from webfreeze.simulator.provenance import LEVELS
 from webfreeze.simulator.trajectory import write_trajectory
-
-from webfreeze.demo import ARCHIVE, SUITE
 
 TASKS = ["shop-001", "scholar-site-info-001"]
 

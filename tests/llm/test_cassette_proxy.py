@@ -17,6 +17,7 @@ from pathlib import Path
 import openai
 import pytest
 from llm_server import ChatServer, completion
+
 from webfreeze.llm.cassette import Cassette
 from webfreeze.llm.cassette_proxy import CassetteProxy, ProxyRefusal, flatten_for_local
 from webfreeze.llm.errors import LLMError

@@ -12,8 +12,20 @@ import sys
 
 import pytest
 
-from webfreeze.llm import (Cassette, CassetteError, CassetteMiss, LLMClient, LLMConfig, LLMError, build_request,
-                           canonical_request, first_difference, merge, request_key, verify_file)
+from webfreeze.llm import (
+    Cassette,
+    CassetteError,
+    CassetteMiss,
+    LLMClient,
+    LLMConfig,
+    LLMError,
+    build_request,
+    canonical_request,
+    first_difference,
+    merge,
+    request_key,
+    verify_file,
+)
 
 CONFIG = LLMConfig(model="test-model", base_url="http://127.0.0.1:9/v1")  # never called: replay only
 

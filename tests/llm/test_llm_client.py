@@ -14,8 +14,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from webfreeze.llm import (Cassette, CassetteMiss, LLMClient, LLMConfig, LLMError, ProviderError, SlotLimiter,
-                           build_request, canonical_request, request_key, retry_delay)
+from webfreeze.llm import (
+    Cassette,
+    CassetteMiss,
+    LLMClient,
+    LLMConfig,
+    LLMError,
+    ProviderError,
+    SlotLimiter,
+    build_request,
+    canonical_request,
+    request_key,
+    retry_delay,
+)
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 

@@ -10,8 +10,16 @@ import socket
 
 import pytest
 
-from webfreeze.llm import (LOCAL_MODEL_ID, LOCAL_SAMPLING, Cassette, LLMClient, LLMError, LocalModelServer,
-                           local_config, local_model_path)
+from webfreeze.llm import (
+    LOCAL_MODEL_ID,
+    LOCAL_SAMPLING,
+    Cassette,
+    LLMClient,
+    LLMError,
+    LocalModelServer,
+    local_config,
+    local_model_path,
+)
 
 PROMPT = [{"role": "system", "content": "You are a web agent on an arXiv-like site."},
           {"role": "user", "content": "Goal: open the advanced search.\n[3] link 'Advanced search'\nWhat do you do?"}]

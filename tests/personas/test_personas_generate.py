@@ -9,12 +9,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from cli_runner import invoke
 
 from webfreeze.personas.catalogue import load_catalogue
 from webfreeze.personas.generate import generate, generate_persona
 from webfreeze.personas.history import HistoryError, history_digest, load_history, parse_history_text
-
-from cli_runner import invoke
 
 SEED = 5
 ENTRY = {"timestamp": "2024-01-02 10:11:12", "type": "purchase", "object": "Acme Red Sandal (size 40), $20.00",

@@ -20,8 +20,14 @@ import pytest
 
 from webfreeze.personas import retrieval
 from webfreeze.personas.history import history_digest, write_history
-from webfreeze.personas.retrieval import (ALL_FIELDS, HistoryIndex, RetrievalError, key_text, open_user_history,
-                                          parse_key_fields)
+from webfreeze.personas.retrieval import (
+    ALL_FIELDS,
+    HistoryIndex,
+    RetrievalError,
+    key_text,
+    open_user_history,
+    parse_key_fields,
+)
 
 E = [  # (type, object, website[, status]): three running-shoe entries (one repeated), food, hotels, noise
     ("web search", "trail running shoes size 42", "search.test"),

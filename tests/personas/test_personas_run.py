@@ -20,8 +20,8 @@ import pytest
 from cli_runner import run_cli
 from llm_server import ChatServer, completion
 
-from webfreeze.runs.compare import run_difference
 from webfreeze.demo import ARCHIVE
+from webfreeze.runs.compare import run_difference
 
 pytestmark = pytest.mark.slow
 

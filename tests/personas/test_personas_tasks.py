@@ -8,12 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
+from cli_runner import invoke
 
 from webfreeze.personas.catalogue import load_catalogue
 from webfreeze.personas.generate import generate, tier_words
 from webfreeze.personas.tasks import build_suite
-
-from cli_runner import invoke
 
 SEED = 21
 

@@ -298,8 +298,8 @@ def test_webp_and_png_page_records_compare_exactly(tmp_path):
     0, and one changed pixel is counted exactly."""
     from PIL import Image
 
-    from webfreeze.recorder.crawl import compact_screenshot
     from webfreeze.checks.replay_check import pixel_difference
+    from webfreeze.recorder.crawl import compact_screenshot
 
     img = Image.new("RGB", (64, 32), (250, 250, 250))
     for x in range(64):

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from tls_certs import LocalCA, self_signed
 from werkzeug.wrappers import Request, Response
 
 from webfreeze.archives import Archive
@@ -21,8 +22,6 @@ from webfreeze.recorder.crawl import scope_matcher, scope_prefix
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 from webfreeze.simulator.sites.common import SiteServer, https_redirect, tls_context
 from webfreeze.simulator.sites.scholar import ScholarSite
-
-from tls_certs import LocalCA, self_signed
 
 try:
     chromium_path()

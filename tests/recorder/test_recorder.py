@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import gzip
 import http.server
-import os
+import json
 import logging
+import os
 import re
 import signal
 import socket
@@ -172,11 +172,12 @@ def test_records_a_browsing_session_on_scholar(proxy):
 
 
 def _self_signed(tmp_path):
+    import ipaddress
+
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
-    import ipaddress
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "loopback test server")])

@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cli_runner import run_cli
 from testbed.apps import HERE, free_port, venv_python
 from testbed.fixtures import CRAWLS, webfreeze
 from testbed.suites import build_suite
+
 from webfreeze.demo import SUITE
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 from webfreeze.simulator.sites.common import SiteServer

@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_runner import invoke, run_cli
 
 from webfreeze.archives import Archive, Exchange, new_archive_atomically
 from webfreeze.replayer.matching import AGENT_RULES, Matcher, Rules, request_kind
 from webfreeze.replayer.server import ReplayServer
 from webfreeze.simulator.env import EnvConfig, WebEnv
 from webfreeze.simulator.trajectory import dumps, without_timings, write_trajectory
-
-from cli_runner import invoke, run_cli
 
 T0 = "2024-03-01T12:00:00Z"
 HOST = "http://wiki.test"
@@ -133,7 +132,7 @@ def search_episode(env: WebEnv, term: str, tid: str) -> dict:
     env.step(f"fill('{box}', '{term}')")
     go = next(e["bid"] for e in env.tree.summaries() if e.get("name") == "Go")
     env.step(f"click('{go}')")
-    env.step(f"send_msg_to_user('done')")
+    env.step("send_msg_to_user('done')")
     return env.trajectory()
 
 

@@ -11,10 +11,9 @@ import threading
 import time
 
 import pytest
+from test_replay import build_archive, text
 
 from webfreeze.replayer.server import ReplayServer
-
-from test_replay import build_archive, text
 
 pytestmark = pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk not installed (make test installs it)")
 

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cli_runner import invoke, run_cli
+
 from webfreeze.archives import archive_digest
 from webfreeze.demo import ARCHIVE, SUITE
 from webfreeze.eval.tasks import load_suite
@@ -251,7 +251,8 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
              (["--agent", "keyword", "--agent-config", "max_clicks=abc"], "max_clicks must be a whole number"),
              (["--agent", "keyword", "--agent-config", "max_clicks=-1"], "max_clicks must be a whole number"),
              (["--agent", "reference", "--agent-config", "x=1"], "agent 'reference' has no setting 'x' (it takes none)"),
-             (["--agent", "reference", "--site-model", "shop.test=nope"], "shop.test=nope: unknown kind (known: booking, clinic, dine, hotels, shop, shop2)")]
+             (["--agent", "reference", "--site-model", "shop.test=nope"],
+              "shop.test=nope: unknown kind (known: booking, clinic, dine, hotels, shop, shop2)")]
     for args, needle in usage:
         out = tmp_path / "u"
         proc = run_cli("bench", "run", suite, *args, "--out", out)

@@ -17,12 +17,12 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from webfreeze.archives import Archive, archive_digest
 from webfreeze.recorder.proxy import free_port
+from webfreeze.runs.compare import run_difference
 from webfreeze.simulator.sites import SITES
 from webfreeze.simulator.sites.common import SiteServer
-
-from webfreeze.runs.compare import run_difference
 
 SUITE = Path(__file__).resolve().parents[2] / "webfreeze" / "demo" / "data" / "suite"
 TASKS = "scholar-paper-retrieval-00[12]"
@@ -259,6 +259,7 @@ def test_an_https_site_live_through_the_environment_then_offline(tmp_path, home,
     """The library level: ``EnvConfig(upstream=...)`` with the live proxy of recorder/live.py, on a
     site served over TLS with a certificate of its own (as real sites are), then the archive alone."""
     from tls_certs import self_signed
+
     from webfreeze.recorder.live import live_ca_file, live_proxy
     from webfreeze.simulator.env import EnvConfig, WebEnv
     from webfreeze.simulator.sites.common import tls_context

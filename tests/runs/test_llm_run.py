@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from cli_runner import run_cli
 
-from webfreeze.runs.compare import run_difference
 from webfreeze.demo import SUITE
+from webfreeze.runs.compare import run_difference
 
 TASKS = ("scholar-site-info-001", "shop-001")
 STEPS = "3"

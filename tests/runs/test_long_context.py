@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from cli_runner import invoke, run_cli
 
-from webfreeze.runs.context import ContextError, check_context, parse_tokens, read_pool
-from webfreeze.demo import ARCHIVE, SUITE
+from webfreeze.demo import SUITE
 from webfreeze.eval.errors import TaskError
 from webfreeze.eval.longctx import retrieval
 from webfreeze.eval.tasks import dependency_waves, load_suite
-from webfreeze.runs.spec import RunError
+from webfreeze.runs.context import ContextError, check_context, parse_tokens, read_pool
 from webfreeze.runs.execute import run
+from webfreeze.runs.spec import RunError
 from webfreeze.simulator.composition import get_tokenizer
 from webfreeze.simulator.trajectory import without_timings
-
-from cli_runner import invoke, run_cli
 
 LC_SUITE = Path(SUITE).parent / "long-context"
 SHIPPED_POOL = Path(SUITE).parent / "context-pool.jsonl"
@@ -59,7 +57,7 @@ def _run(out: Path, pool: Path | None, tokens, agent="context_agents:ContextProb
 # ------------------------------------------------------------------------------------------ suites
 def _suite(tmp_path: Path, lines: list[dict]) -> Path:
     path = tmp_path / "s.jsonl"
-    path.write_text("".join(json.dumps(l) + "\n" for l in lines), encoding="utf-8")
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return path
 
 
@@ -213,13 +211,15 @@ def test_check_context_for_study_files(pool):
     assert got == {"tokens": 25000, "tokenizer": "cl100k_base", "seed": 0, "pool": str(pool), "a1_run": None}
     assert [parse_tokens(x) for x in ("none", "0", "25k", "150000", 50000, "1.5k")] == [0, 0, 25000, 150000, 50000, 1500]
     for bad, msg in (({"tokens": "25k", "colour": 1}, "unknown key 'colour'"), ({"pool": str(pool)}, "'tokens' is required"),
-                     ({"tokens": "-3"}, r"context.tokens: must be 0 \(none\) or more"), ({"tokens": 10, "pool": "/nope.jsonl"}, "no such pool file"),
+                     ({"tokens": "-3"}, r"context.tokens: must be 0 \(none\) or more"),
+                     ({"tokens": 10, "pool": "/nope.jsonl"}, "no such pool file"),
                      ({"tokens": 10, "pool": str(pool), "tokenizer": "gpt-9"}, "unknown tokenizer"),
                      ({"tokens": 10, "pool": str(pool), "seed": "x"}, "context.seed"),
                      ({"tokens": 0, "a1_run": "/nope"}, "not a run folder")):
         with pytest.raises(ContextError, match=msg):
             check_context(bad)
-    from webfreeze.runs.spec import CONTEXT_KEYS, check_context as runner_check
+    from webfreeze.runs.spec import CONTEXT_KEYS
+    from webfreeze.runs.spec import check_context as runner_check
 
     assert set(CONTEXT_KEYS) == {"tokens", "pool", "tokenizer", "seed", "a1_run"}
     with pytest.raises(RunError, match="unknown key"):

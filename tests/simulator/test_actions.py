@@ -7,8 +7,17 @@ from dataclasses import replace
 
 import pytest
 
-from webfreeze.simulator.actions import (DEFAULT_SCROLL_PX, DIALECTS, KINDS, Action, ActionError, detect_dialect, format_action,
-                                         parse_action, try_parse)
+from webfreeze.simulator.actions import (
+    DEFAULT_SCROLL_PX,
+    DIALECTS,
+    KINDS,
+    Action,
+    ActionError,
+    detect_dialect,
+    format_action,
+    parse_action,
+    try_parse,
+)
 
 # (text, expected dialect, expected fields besides dialect/raw)
 VALID = [

@@ -9,8 +9,7 @@ import shutil
 
 import pytest
 
-from webfreeze.simulator.browser import (BrowserUnavailable, browser_build, chromium_path, launch_chromium,
-                                         new_context)
+from webfreeze.simulator.browser import BrowserUnavailable, browser_build, chromium_path, launch_chromium, new_context
 
 try:
     chromium_path()

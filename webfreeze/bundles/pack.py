@@ -40,13 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from webfreeze import __version__
-from webfreeze.archives import ArchiveError
+from webfreeze.archives import ArchiveError, archive_digest
 from webfreeze.archives.maintenance import pack as pack_archive
 from webfreeze.archives.redact import redact_archive, redact_suite
-from webfreeze.archives import archive_digest
 from webfreeze.archives.verify import verify as verify_archive
 from webfreeze.archives.warc_export import export
-from webfreeze.bundles.redaction import (SecretsFound, check_shareable, make_redactor, redact_doms, redact_text_file)
+from webfreeze.bundles.redaction import SecretsFound, check_shareable, make_redactor, redact_doms, redact_text_file
 from webfreeze.common.digests import file_digest
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.eval.tasks import TaskError, load_suite

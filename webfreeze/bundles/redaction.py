@@ -10,17 +10,26 @@ suite and the cassettes redacted together, and nowhere else.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
 import shutil
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import zstandard
 
 from webfreeze.archives import Archive, archive_digest
 from webfreeze.archives.errors import ArchiveError
-from webfreeze.archives.redact import (CREDENTIAL_HEADERS, PLACEHOLDER_PREFIX, Redactor, collect_archive, collect_suite,
-                                       holds_secret, redact_archive, redact_in_place, redact_suite, redact_trajectory)
+from webfreeze.archives.redact import (
+    CREDENTIAL_HEADERS,
+    PLACEHOLDER_PREFIX,
+    Redactor,
+    collect_archive,
+    collect_suite,
+    holds_secret,
+    redact_archive,
+    redact_in_place,
+    redact_suite,
+    redact_trajectory,
+)
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.llm.cassette import redact_file
 from webfreeze.simulator.trajectory import DOM_ZSTD_LEVEL, dom_path, read_dom

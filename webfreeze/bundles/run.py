@@ -16,9 +16,15 @@ import re
 from pathlib import Path
 
 from webfreeze.agents import AgentError, agent_class
-from webfreeze.bundles.pack import (BundleError, check_context_members, check_digests, check_signature, extract,
-                                    open_bundle)
-from webfreeze.eval.report import report_json, write_report
+from webfreeze.bundles.pack import (
+    BundleError,
+    check_context_members,
+    check_digests,
+    check_signature,
+    extract,
+    open_bundle,
+)
+from webfreeze.eval.report import write_report
 from webfreeze.llm.errors import LLMError
 from webfreeze.runs.compare import run_difference
 from webfreeze.runs.execute import execute

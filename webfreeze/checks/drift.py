@@ -62,12 +62,12 @@ from rich.table import Table
 
 from webfreeze.agents.reference import fold_text
 from webfreeze.archives import Archive, ArchiveError, archive_digest
+from webfreeze.checks.replay_check import image_ext, pixel_difference, text_similarity, visible_text
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import json_text
 from webfreeze.eval.authoring import recorded_answer, reference_reached
 from webfreeze.eval.report import build_report
 from webfreeze.eval.tasks import load_suite
-from webfreeze.checks.replay_check import image_ext, pixel_difference, text_similarity, visible_text
 from webfreeze.runs.execute import execute
 from webfreeze.runs.prepare import prepare
 from webfreeze.runs.spec import build_run

@@ -38,8 +38,13 @@ import lxml.html
 
 from webfreeze.archives import Archive, ArchiveError
 from webfreeze.replayer.server import ReplayServer
-from webfreeze.simulator.browser import (launch_chromium, new_context, still_screenshot, track_inflight,
-                                         wait_network_quiet)
+from webfreeze.simulator.browser import (
+    launch_chromium,
+    new_context,
+    still_screenshot,
+    track_inflight,
+    wait_network_quiet,
+)
 
 REPORT_VERSION = 1
 

@@ -19,7 +19,6 @@ from webfreeze import __version__
 from webfreeze.cli.options import EXIT_USAGE, Terminated, fail
 from webfreeze.common.errors import WebfreezeError
 
-
 # Each command (a group or a single command) by name -> (module, attribute). A module is imported
 # only when its command is invoked (or listed by `webfreeze --help`): `webfreeze archive ls` does not
 # load the runner, Playwright or Ray, and a command's own module keeps its imports at the top.

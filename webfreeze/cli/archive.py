@@ -9,8 +9,6 @@ import sys
 import click
 
 from webfreeze.archives import Archive
-from webfreeze.cli.options import EXIT_ERROR, EXIT_USAGE, SQLITE_MAX_INT, Timestamp, fail, human_bytes, progress_bar
-from webfreeze.common.files import check_output_file, write_output
 from webfreeze.archives.content import decode_for_display
 from webfreeze.archives.importer import import_files
 from webfreeze.archives.maintenance import diff, gc, info, merge, pack
@@ -18,7 +16,10 @@ from webfreeze.archives.urlkey import surt_key
 from webfreeze.archives.verify import verify
 from webfreeze.archives.warc_export import export
 from webfreeze.bundles.redaction import SecretsFound, check_shareable, redact
+from webfreeze.cli.options import EXIT_ERROR, EXIT_USAGE, SQLITE_MAX_INT, Timestamp, fail, human_bytes, progress_bar
+from webfreeze.common.files import check_output_file, write_output
 from webfreeze.replayer.matching import Rules
+
 
 @click.group("archive")
 def archive_group() -> None:

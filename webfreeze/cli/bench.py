@@ -14,7 +14,6 @@ from pathlib import Path
 
 import click
 
-from webfreeze.simulator.backends import BACKENDS
 from webfreeze.agents import AgentError, check_agent
 from webfreeze.cli.options import executor_options, known_agent, llm_settings, pairs, task_options
 from webfreeze.common.errors import WebfreezeError
@@ -30,9 +29,8 @@ from webfreeze.runs.context import ContextError, check_context
 from webfreeze.runs.execute import execute
 from webfreeze.runs.prepare import prepare, select_tasks
 from webfreeze.runs.spec import RunError, build_run
+from webfreeze.simulator.backends import BACKENDS
 from webfreeze.simulator.site_models import check_site_models
-
-
 
 
 def context_options(fn):

@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import json
 import sys
-
 from pathlib import Path
 
 import click
 
-from webfreeze.simulator.backends import BACKENDS
 from webfreeze.bundles.pack import BundleError, export_wacz, info, open_bundle, pack, verify
 from webfreeze.bundles.run import run_bundle
-from webfreeze.cli.options import human_bytes, progress_bar
 from webfreeze.cli.bench import run_suite
-from webfreeze.cli.options import known_agent, llm_settings, pairs
-
-
+from webfreeze.cli.options import human_bytes, known_agent, llm_settings, pairs, progress_bar
+from webfreeze.simulator.backends import BACKENDS
 
 
 @click.group("bundle")

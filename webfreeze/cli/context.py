@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 
 import click
+
 from webfreeze.runs.context import build_pool, read_pool, write_pool
-
-
-
 
 
 @click.group("context")

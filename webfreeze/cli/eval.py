@@ -6,19 +6,17 @@ Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 from __future__ import annotations
 
 import json
-
 from pathlib import Path
 
 import click
+
 from webfreeze.cli.bench import tasks_validate
 from webfreeze.cli.mcp import export_har_command
 from webfreeze.eval.authoring import add_task
-from webfreeze.eval.replay_provenance import summary_line
 from webfreeze.eval.llm_judge import open_llm_judge
+from webfreeze.eval.replay_provenance import summary_line
 from webfreeze.eval.report import personalisation_markdown, report_json, summary_table, write_report
 from webfreeze.eval.tasks import load_suite
-
-
 
 
 @click.group("eval")

@@ -62,8 +62,15 @@ def usage_checked(check, *args):
 def progress_bar(total: int, description: str, *, unit: str = "bytes"):
     """A rich progress bar on stderr (silent when stderr is not a terminal) and its advance function."""
     from rich.console import Console
-    from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeRemainingColumn, TransferSpeedColumn)
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
     console = Console(stderr=True)
     counter = [DownloadColumn(), TransferSpeedColumn()] if unit == "bytes" else [MofNCompleteColumn()]

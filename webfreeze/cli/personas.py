@@ -7,6 +7,7 @@ Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 from __future__ import annotations
 
 import click
+
 from webfreeze.cli.options import progress_bar
 from webfreeze.personas.generate import generate
 from webfreeze.personas.tasks import TaskBuildError, build_suite

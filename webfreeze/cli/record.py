@@ -9,9 +9,10 @@ import sys
 
 import click
 
-from webfreeze.cli.options import progress_bar, usage_checked
 from webfreeze.archives import Archive
 from webfreeze.bundles.redaction import redact_recording
+from webfreeze.cli.options import progress_bar, usage_checked
+
 
 @click.group("record")
 def record_group() -> None:

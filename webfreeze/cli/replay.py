@@ -15,6 +15,7 @@ from webfreeze.cli.options import Timestamp, progress_bar
 from webfreeze.common.files import check_output_file
 from webfreeze.replayer.server import ReplayServer, load_rules_file
 
+
 @click.group("replay")
 def replay_group() -> None:
     """Replay an archive offline: a hermetic, deterministic HTTP(S) server, and checks against captures."""

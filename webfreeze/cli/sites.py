@@ -8,6 +8,7 @@ import click
 
 from webfreeze.cli.options import Terminated, fail
 
+
 @click.group("sites")
 def sites_group() -> None:
     """Simulated live sites (deterministic for a seed) that stand in for the web in tests and demos."""

@@ -6,16 +6,13 @@ Registered on the main CLI in ``webfreeze/cli/__init__.py``. See docs/studies.md
 from __future__ import annotations
 
 import json
-
 from pathlib import Path
 
 import click
+
 from webfreeze.studies.report import build_study_report, markdown, write_study_report
 from webfreeze.studies.run import StudyOptions, cell_status, plan_study, read_study_json, run_study
 from webfreeze.studies.spec import CELLS_DIR, StudyError, load_study
-
-
-
 
 
 @click.group("study")

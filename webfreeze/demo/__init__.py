@@ -9,7 +9,6 @@ neither the model nor an API key, and gives the same trajectories every time). `
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 

@@ -19,7 +19,6 @@ capture of their scripts, styles or XHRs.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -148,7 +147,7 @@ def record_persona_sites(dest, *, resolve: dict[str, tuple[str, int]], work: Pat
     with Archive.open(dest) as arc:
         urls = [u for hosts in by_host.values() for u in hosts if not arc.lookup_exact("GET", u)]
     if not urls:
-        progress(f"the persona sites: the archive already has every page")
+        progress("the persona sites: the archive already has every page")
         return {"exchanges": 0, "skipped_existing": 0, "skipped_task_hosts": 0, "pages": 0}
     scratch = Path(work) / "persona-sites.wfz"
     step = max(1, len(urls) // 20)

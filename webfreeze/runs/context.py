@@ -38,8 +38,13 @@ from webfreeze.common.digests import file_digest
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import write_atomically
 from webfreeze.eval.longctx import final_url  # one definition, shared with scoring
-from webfreeze.simulator.composition import (DEFAULT_TOKENIZER, CompositionError, compose_context, get_tokenizer,
-                                             render_trajectory)
+from webfreeze.simulator.composition import (
+    DEFAULT_TOKENIZER,
+    CompositionError,
+    compose_context,
+    get_tokenizer,
+    render_trajectory,
+)
 from webfreeze.simulator.trajectory import without_timings
 
 POOL_FORMAT = "webfreeze-context-pool"

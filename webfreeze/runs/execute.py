@@ -18,7 +18,6 @@ embedded local model starts that model's server once, unless it replays strictly
 """
 
 import contextlib
-import hashlib
 import json
 import shutil
 import tempfile
@@ -26,17 +25,18 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from webfreeze.agents.base import HANDLE_FIELDS, VISIBLE_FIELDS
 from webfreeze.common.digests import file_sha256
 from webfreeze.common.files import write_json
-from webfreeze.runs.context import ContextError, a1_trajectory, compose, run_instructions
-from webfreeze.runs import live
-from webfreeze.runs.executors import make_executor
-from webfreeze.runs.prepare import Prepared, package_versions, prepare, utc_now
-from webfreeze.runs.spec import CASSETTE_NAME, RunError, build_run
-from webfreeze.agents.base import HANDLE_FIELDS, VISIBLE_FIELDS
 from webfreeze.eval.tasks import canonical_line, dependency_waves
 from webfreeze.llm import Cassette
 from webfreeze.llm.local import LOCAL_MODEL_ID, LocalModelServer, local_model_path
+from webfreeze.runs import live
+from webfreeze.runs.context import ContextError, a1_trajectory, compose, run_instructions
+from webfreeze.runs.executors import make_executor
+from webfreeze.runs.prepare import Prepared, package_versions, prepare, utc_now
+from webfreeze.runs.spec import CASSETTE_NAME, RunError, build_run
+
 
 def _visible(task: dict) -> dict:
     """A suite line without what agents must not see (its ground truth and anything not listed)."""

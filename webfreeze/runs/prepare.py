@@ -16,9 +16,6 @@ from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
 from pathlib import Path
 
-from webfreeze.runs.spec import (CASSETTE_MODES, CASSETTE_NAME, HISTORY_SETTINGS, ORACLE_LABEL, RUN_FORMAT,
-                                 RUN_VERSION, RunError, RunOptions, RunSpec, check_context,
-                                 history_settings)
 from webfreeze.agents import AGENTS, AgentError, agent_class, check_agent
 from webfreeze.archives import Archive, ArchiveError, archive_digest
 from webfreeze.eval.tasks import TaskError, load_suite, suite_digest
@@ -26,9 +23,22 @@ from webfreeze.llm import Cassette
 from webfreeze.llm.errors import LLMError
 from webfreeze.personas.history import HistoryError, history_digest, load_history
 from webfreeze.replayer.matching import Rules
-from webfreeze.runs.context import TOLERANCE, ContextError, a1_trajectory, read_pool, trajectories_digest
 from webfreeze.runs import live
+from webfreeze.runs.context import TOLERANCE, ContextError, a1_trajectory, read_pool, trajectories_digest
 from webfreeze.runs.executors import check_executor
+from webfreeze.runs.spec import (
+    CASSETTE_MODES,
+    CASSETTE_NAME,
+    HISTORY_SETTINGS,
+    ORACLE_LABEL,
+    RUN_FORMAT,
+    RUN_VERSION,
+    RunError,
+    RunOptions,
+    RunSpec,
+    check_context,
+    history_settings,
+)
 from webfreeze.simulator.backends import check_backend
 from webfreeze.simulator.browser import browser_build
 from webfreeze.simulator.site_models import check_site_models

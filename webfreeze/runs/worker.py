@@ -8,11 +8,11 @@ from __future__ import annotations
 import atexit
 import time
 
-from webfreeze.runs import live
-from webfreeze.runs.spec import RunError, history_settings
 from webfreeze.agents import AgentError, AgentServices, TaskView, is_oracle, make_agent
 from webfreeze.llm.errors import LLMError, ProviderError
 from webfreeze.personas.retrieval import RetrievalError, open_user_history
+from webfreeze.runs import live
+from webfreeze.runs.spec import RunError, history_settings
 from webfreeze.simulator.site_models import SimulatedSiteModel
 from webfreeze.simulator.trajectory import write_trajectory
 

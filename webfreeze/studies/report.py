@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from webfreeze.common.files import write_atomically
-from webfreeze.studies.spec import CELLS_DIR, StudyError, condition_label
-from webfreeze.studies.run import read_study_json
 from webfreeze.eval.personal import rubric_values, table_row
 from webfreeze.eval.report import CSS
 from webfreeze.eval.trajectory import action_strings
+from webfreeze.studies.run import read_study_json
+from webfreeze.studies.spec import CELLS_DIR, StudyError, condition_label
 
 REPORT_FORMAT = "webfreeze-study-report"
 REPORT_VERSION = 1

@@ -24,9 +24,24 @@ from webfreeze.personas.tasks import TaskBuildError, build_suite
 from webfreeze.runs.execute import execute
 from webfreeze.runs.prepare import prepare
 from webfreeze.runs.spec import CASSETTE_NAME, RunError, RunOptions, RunSpec, build_run, check_context
-from webfreeze.studies.spec import (CELLS_DIR, PERSONA_SUITE_DIR, PERSONAS_DIR, STUDY_FORMAT, STUDY_JSON, STUDY_VERSION,
-                                    Cell, Study, StudyError, expand_cells, glob_escape, select_study_tasks,
-                                    show_value, snapshot_label, utc_now)
+from webfreeze.studies.spec import (
+    CELLS_DIR,
+    PERSONA_SUITE_DIR,
+    PERSONAS_DIR,
+    STUDY_FORMAT,
+    STUDY_JSON,
+    STUDY_VERSION,
+    Cell,
+    Study,
+    StudyError,
+    expand_cells,
+    glob_escape,
+    select_study_tasks,
+    show_value,
+    snapshot_label,
+    utc_now,
+)
+
 
 # ------------------------------------------------------------------------------------ running
 @dataclass

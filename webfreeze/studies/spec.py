@@ -19,7 +19,6 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import itertools
-import json
 import os
 import re
 import tomllib
@@ -28,11 +27,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from webfreeze.agents import AgentError, agent_settings
 from webfreeze.common.canonical import canonical_json
 from webfreeze.common.errors import WebfreezeError
-from webfreeze.simulator.backends import BACKENDS
-from webfreeze.agents import AgentError, agent_settings
 from webfreeze.eval.tasks import TaskError, load_suite
+from webfreeze.simulator.backends import BACKENDS
 from webfreeze.simulator.composition import DEFAULT_TOKENIZER
 
 STUDY_FORMAT = "webfreeze-study"

@@ -84,12 +84,14 @@ def assert_one_line_error(result, *, code: int = 1, contains: str = "") -> str:
 
 
 def command_paths(group: click.Command | None = None, prefix: tuple[str, ...] = ()):
-    """Every command path of the CLI, the root ``()`` first, groups before their commands, as registered."""
+    """Every command path of the CLI, the root ``()`` first, groups before their commands (as each
+    group lists them: the main group imports its command modules on first use)."""
     group = webfreeze.cli.cli if group is None else group
     yield prefix
     if isinstance(group, click.Group):
-        for name, cmd in group.commands.items():
-            yield from command_paths(cmd, prefix + (name,))
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            yield from command_paths(group.get_command(ctx, name), prefix + (name,))
 
 
 def leaf_command_paths() -> list[tuple[str, ...]]:
@@ -98,7 +100,7 @@ def leaf_command_paths() -> list[tuple[str, ...]]:
     for path in command_paths():
         cmd = webfreeze.cli.cli
         for name in path:
-            cmd = cmd.commands[name]
+            cmd = cmd.get_command(click.Context(cmd), name)
         if path and not isinstance(cmd, click.Group):
             leaves.append(path)
     return leaves

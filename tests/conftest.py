@@ -47,6 +47,15 @@ def samples() -> Path:
 
 
 @pytest.fixture
+def archive(samples, tmp_path, cli_here):
+    """An archive imported from pywb's ``iana.warc.gz`` (what the commands' guard tests break)."""
+    path = tmp_path / "a.wfz"
+    r = cli_here("archive", "import", samples / "iana.warc.gz", "--to", path)
+    assert r.returncode == 0, r.stderr
+    return path
+
+
+@pytest.fixture
 def cli():
     """The CLI in a subprocess, as a user runs it: ``cli(*args, cwd=, env=, timeout=, prefix=)``."""
     return run_cli

@@ -4,7 +4,6 @@ a full disk or a read-only archive leaves nothing half-written, and timestamps b
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -12,37 +11,8 @@ import sys
 
 import pytest
 from cli_runner import assert_one_line_error
+from guards import archive_with_a_corrupt_blob, digest
 from warc_builder import write_warc
-
-
-@pytest.fixture
-def archive(samples, tmp_path, cli_here):
-    path = tmp_path / "a.wfz"
-    r = cli_here("archive", "import", samples / "iana.warc.gz", "--to", path)
-    assert r.returncode == 0, r.stderr
-    return path
-
-
-def archive_with_a_corrupt_blob(target):
-    """An archive of one page whose stored blob has one bit flipped."""
-    from webfreeze.archives import Archive
-    from webfreeze.archives.store import Exchange
-
-    body = ("<html><body>" + "lorem ipsum dolor sit amet " * 50 + "</body></html>").encode()
-    with Archive.create(target) as arc:
-        sid = arc.new_session("crawl")
-        arc.add_exchange(Exchange(url="http://example.com/", captured_at="2024-01-01T00:00:00Z", status=200,
-                                  resp_headers=[("Content-Type", "text/html")], payload=body, session_id=sid))
-    with Archive.open(target) as arc:
-        stored = arc.conn.execute("SELECT data FROM blobs").fetchone()[0]
-    raw = bytearray(target.read_bytes())
-    raw[raw.find(stored) + len(stored) // 2] ^= 0x01
-    target.write_bytes(bytes(raw))
-    return target
-
-
-def digest(path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_export_refuses_to_replace_what_is_not_a_regular_file(archive, tmp_path, cli_here):

@@ -7,16 +7,7 @@ from __future__ import annotations
 
 import hashlib
 
-import pytest
 from cli_runner import assert_one_line_error
-
-
-@pytest.fixture
-def archive(samples, tmp_path, cli_here):
-    path = tmp_path / "a.wfz"
-    r = cli_here("archive", "import", samples / "iana.warc.gz", "--to", path)
-    assert r.returncode == 0, r.stderr
-    return path
 
 
 def digest(path) -> str:

@@ -10,14 +10,6 @@ import pytest
 from cli_runner import assert_one_line_error
 
 
-@pytest.fixture
-def archive(samples, tmp_path, cli_here):
-    path = tmp_path / "a.wfz"
-    r = cli_here("archive", "import", samples / "iana.warc.gz", "--to", path)
-    assert r.returncode == 0, r.stderr
-    return path
-
-
 def test_session_script_errors_are_one_line(archive, tmp_path, cli):
     broken = tmp_path / "broken.py"
     broken.write_text("def run(page:\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .infrastructure import infrastructure_counts, infrastructure_phrase
 from .rubric import UNDECIDED
 
 NO_LEVEL = "-"
@@ -67,8 +68,9 @@ def table_row(results: list[dict]) -> dict:
     p_web, p_pref = _mean(web), _mean(pref)
     parts = [p for p in (p_web, p_pref) if p is not None]
     return {"tasks": len(results), "missing": sum(1 for r in results if r["outcome"] == "missing"),
-            # ended by the LLM provider failing: scored as run (intent 0), counted apart as in the summary
-            "infrastructure_errors": sum(1 for r in results if r.get("end_cause") == "provider"),
+            # ended by the LLM provider or a live site failing: scored as run (intent 0), counted apart
+            # as in the summary
+            **infrastructure_counts(results),
             "decided": len(success), "undecided": len(results) - len(success),
             "p_web": p_web, "p_pref": p_pref, "p_avg": sum(parts) / len(parts) if parts else None,
             "intent": _mean(intent), "sr": _mean([1.0 if s else 0.0 for s in success])}
@@ -244,7 +246,7 @@ def markdown(section: dict | None) -> str:
                       "(`personalisation.by_task`) and report.html.", ""]
         infra = section["overall"].get("infrastructure_errors")
         if infra:
-            lines += [f"{infra} task(s) ended by an LLM provider failure (infrastructure, not the agent's failure): "
+            lines += [f"{infra} task(s) {infrastructure_phrase(section['overall'])} (infrastructure, not the agent's failure): "
                       "scored as run, intent 0; run the same command again to retry them.", ""]
     if "retrieval" in section:
         rt = section["retrieval"]

@@ -21,6 +21,7 @@ from urllib.parse import quote
 from webfreeze.common.files import json_text, write_atomically
 
 from .errors import ReportError, TaskError
+from .infrastructure import infrastructure_phrase
 from .judge import Judge, judge_name
 from .keynodes import run_dom_loader
 from .longctx import long_context_results
@@ -370,7 +371,8 @@ def _personalisation_html(section: dict | None) -> list[str]:
             out.append("</tbody></table>")
         infra = section["overall"].get("infrastructure_errors")
         if infra:
-            out.append(f'<p class="infrastructure">{infra} task(s) ended by an LLM provider failure (infrastructure, '
+            how = _e(infrastructure_phrase(section["overall"]))
+            out.append(f'<p class="infrastructure">{infra} task(s) {how} (infrastructure, '
                        "not the agent's failure): scored as run, intent 0.</p>")
     if "retrieval" in section:
         rt = section["retrieval"]

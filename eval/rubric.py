@@ -41,6 +41,7 @@ from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
 from webfreeze.simulator.actions import ENDING_KINDS  # they show a page but do not use it
 
+from .infrastructure import is_infrastructure
 from .judge import Judge, ask
 from .text import contains_phrase, normalise
 from .trajectory import browser_steps, history_steps
@@ -408,8 +409,9 @@ DECISIVE_KINDS = ("click", "press")
 
 
 def infrastructure_failure(end: dict) -> bool:
-    """Whether the episode was ended by the LLM provider failing (not by the agent or the site)."""
-    return end.get("reason") == "error" and end.get("cause") == "provider"
+    """Whether the episode was ended by infrastructure (the LLM provider, or a live site during a
+    live run), not by the agent."""
+    return is_infrastructure(end)
 
 
 def decisive_attempt(trajectory: dict, sites: list[str]) -> dict | None:
@@ -569,7 +571,7 @@ def _intent(trajectory: dict, sites: list[str], instruction: str, intent_done: b
         done, by = bool(intent_done), "ground truth"
     if done:
         return {"score": 10.0, "done": True, "blocked": False, "decided_by": by}
-    if infrastructure_failure(end):  # the provider failed: no verdict on the agent's work
+    if infrastructure_failure(end):  # the provider or live site failed: no verdict on the agent's work
         return {"score": 0.0, "done": False, "blocked": False, "decided_by": INFRASTRUCTURE, **extra}
     blocked = False
     if end.get("reason") == "infeasible" and on_site:

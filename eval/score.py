@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable
 from .answer import evaluate_answer
 from .behaviour import evaluate_behaviour, reference_step_count
 from .final_state import evaluate_final_state
+from .infrastructure import infrastructure_counts
 from .judge import Judge, judge_name
 from .keynodes import evaluate_key_nodes
 from .partial import evaluate_partial
@@ -97,7 +98,7 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None,
     out = {**base, "outcome": outcome, "success": success, "partial": partial, "score": score,
            "steps": behaviour["steps"], "answer": answer,
            "end_reason": end.get("reason"), "results": results, "behaviour": behaviour}
-    if end.get("cause"):  # e.g. "provider": an infrastructure failure, counted apart from the agent's own
+    if end.get("cause"):  # "provider" or "site": an infrastructure failure, counted apart from the agent's own
         out["end_cause"] = end["cause"]
     usage = llm_usage(trajectory)
     if usage is not None:
@@ -198,8 +199,9 @@ def summary_row(results: list[dict]) -> dict:
         "rubric_website": _mean(b["website"]["score"] for b in rb if "website" in b),
         "rubric_preference": _mean(b["preference"]["score"] for b in rb if "preference" in b),
         "rubric_intent": _mean(b["intent"] for b in rb),
-        # episodes ended by a provider that still failed after the client's retries: not the agent's failure
-        "infrastructure_errors": sum(1 for r in results if r.get("end_cause") == "provider"),
+        # episodes ended by a provider that still failed after the client's retries, or by a live site
+        # failing: not the agent's failure (site_errors only when a site failed: see eval/infrastructure.py)
+        **infrastructure_counts(results),
         **_llm_totals(results),
     }
 

@@ -250,6 +250,23 @@ def test_provider_failures_are_flagged_in_the_report(tmp_path):
     assert 'class="infrastructure"' in render_html(report, {})
 
 
+
+def test_live_site_failures_are_infrastructure_counted_apart_from_provider_ones(tmp_path):
+    down, gone = good_trajectory("a0", end="error"), good_trajectory("a1", end="error")
+    down["end"]["cause"], gone["end"]["cause"] = "provider", "site"  # gone: a live site failed (docs/live.md)
+    down["answer"] = gone["answer"] = None
+    run = write_run(tmp_path / "run", [p_task("a0", 0), p_task("a1", 0), p_task("a2", 0)],
+                    [down, gone, good_trajectory("a2")],
+                    manifest={"agent": {"name": "llm", "config": {"scheme": "on-demand"}}})
+    report, _ = build_report(run)
+    overall = report["summary"]["overall"]
+    assert (overall["infrastructure_errors"], overall["site_errors"]) == (2, 1)
+    p = report["personalisation"]
+    assert (p["overall"]["infrastructure_errors"], p["overall"]["site_errors"]) == (2, 1)
+    assert p["decided_by"]["infrastructure"] == 2  # the site's failure is no verdict on the agent either
+    assert "2 task(s) ended by infrastructure (1 by an LLM provider failure, 1 by a live site failing)" in markdown(p)
+    assert "1 by a live site failing" in render_html(report, {})
+
 def test_blocked_needs_the_right_site():
     t = good_trajectory(end="infeasible")
     other = "http://shop2.test/"

@@ -155,8 +155,12 @@ def test_a_site_failure_is_an_infrastructure_error_retried_on_resume(tmp_path, h
     run = tmp_path / "run"
     closed = free_port()  # nothing listens there: the connection is refused
     got = wf("bench", "run", SUITE, "--agent", "reference", "--tasks", "scholar-site-info-001", "--backend", "text",
-             "--out", run, "--live", "--resolve", f"scholar.test=127.0.0.1:{closed}", "--no-report")
+             "--out", run, "--live", "--resolve", f"scholar.test=127.0.0.1:{closed}")
     assert got.returncode == 0, got.stderr
+    # the report counts it as infrastructure, apart from provider failures, and the CLI says so
+    overall = json.loads((run / "report.json").read_text(encoding="utf-8"))["summary"]["overall"]
+    assert overall["infrastructure_errors"] == 1 and overall["site_errors"] == 1
+    assert "1 of 1 episode(s) ended by a live site failing (not the agent's failure" in got.stderr
     end = trajectories(run)["scholar-site-info-001"]["end"]
     assert end["reason"] == "error" and end["cause"] == "site"
     detail = end["detail"]
@@ -165,9 +169,11 @@ def test_a_site_failure_is_an_infrastructure_error_retried_on_resume(tmp_path, h
     assert manifest(run)["circumstances"]["live"]["site_failures"] == 1
     # the same command with the site back: the episode runs again and succeeds
     got = wf("bench", "run", SUITE, "--agent", "reference", "--tasks", "scholar-site-info-001", "--backend", "text",
-             "--out", run, "--live", "--resolve", f"scholar.test=127.0.0.1:{scholar.port}", "--no-report")
+             "--out", run, "--live", "--resolve", f"scholar.test=127.0.0.1:{scholar.port}")
     assert got.returncode == 0, got.stderr
     assert trajectories(run)["scholar-site-info-001"]["end"]["reason"] == "answer"
+    overall = json.loads((run / "report.json").read_text(encoding="utf-8"))["summary"]["overall"]
+    assert overall["infrastructure_errors"] == 0 and "site_errors" not in overall  # the bytes of a plain report
     assert manifest(run)["circumstances"]["live"]["site_failures"] == 0
 
 

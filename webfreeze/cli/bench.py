@@ -18,6 +18,7 @@ from webfreeze.agents import AgentError, check_agent
 from webfreeze.cli.options import executor_options, known_agent, llm_settings, pairs, task_options
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.demo import demo_paths, run_demo
+from webfreeze.eval.infrastructure import infrastructure_phrase
 from webfreeze.eval.replay_provenance import summary_line
 from webfreeze.eval.report import personalisation_markdown, summary_table, write_report
 from webfreeze.eval.score import SUCCESS_KINDS
@@ -246,9 +247,9 @@ def print_report(run_dir) -> dict:
         click.echo(summary_line(report["replay"]) + more, err=True)
     infra = report["summary"]["overall"].get("infrastructure_errors")
     if infra:
-        click.echo(f"warning: {infra} of {report['summary']['overall']['tasks']} episode(s) ended because the LLM "
-                   f"provider kept failing (not the agent's failure; run the same command again to retry them)",
-                   err=True)
+        click.echo(f"warning: {infra} of {report['summary']['overall']['tasks']} episode(s) "
+                   f"{infrastructure_phrase(report['summary']['overall'])} (not the agent's failure; "
+                   "run the same command again to retry them)", err=True)
     click.echo(f"wrote {run_dir}/report.json and {run_dir}/report.html", err=True)
     return report
 

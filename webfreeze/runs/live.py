@@ -33,12 +33,12 @@ from pathlib import Path
 from webfreeze.archives import ArchiveError, archive_digest, merge
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import write_json
+from webfreeze.eval.infrastructure import SITE_CAUSE  # an episode ended by the live site failing: retried on resume
 from webfreeze.recorder.errors import ProxyError
 from webfreeze.simulator.trajectory import write_trajectory
 
 LIVE_ARCHIVE = "live.wfz"
 PATCHED_ARCHIVE = "patched.wfz"
-SITE_CAUSE = "site"  # an episode ended by the live site failing: infrastructure, retried on resume
 
 
 class LiveError(WebfreezeError, RuntimeError):

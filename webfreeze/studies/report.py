@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from webfreeze.common.files import write_atomically
+from webfreeze.eval.infrastructure import infrastructure_counts, infrastructure_phrase
 from webfreeze.eval.personal import rubric_values, table_row
 from webfreeze.eval.report import CSS
 from webfreeze.eval.trajectory import action_strings
@@ -108,7 +109,7 @@ def stats(results: list[dict]) -> dict:
                "tokens_per_task": (prompt + completion) / n if n else None}
     return {
         "n": n, "missing": n - len(ran),
-        "infrastructure_errors": sum(1 for r in results if r.get("end_cause") == "provider"),
+        **infrastructure_counts(results),
         "success": proportion(success), "partial": proportion(partial), "fail": proportion(fail),
         "steps": continuous([s for s in steps if s is not None]),
         "steps_success": continuous([_num(r.get("steps")) for r in ran if r.get("success")
@@ -264,8 +265,8 @@ def build_study_report(study_dir: str | os.PathLike) -> dict:
                           "overall": overall,
                           "categories": {c: stats(rs) for c, rs in _by_category(results).items()}}
         if overall["infrastructure_errors"]:
-            warnings.append(f"cell {cid}: {overall['infrastructure_errors']} episode(s) ended by an LLM provider "
-                            "failure (re-run the study to retry them)")
+            warnings.append(f"cell {cid}: {overall['infrastructure_errors']} episode(s) "
+                            f"{infrastructure_phrase(overall)} (re-run the study to retry them)")
     categories = sorted({c for cid in cells_out for c in cells_out[cid]["categories"]})
     for cid, cond in conditions.items():
         pooled = [r for c in cond["cells"] for r in runs[c]["results"]]

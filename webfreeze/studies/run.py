@@ -22,6 +22,7 @@ from webfreeze.eval.report import write_report
 from webfreeze.personas.generate import generate
 from webfreeze.personas.tasks import TaskBuildError, build_suite
 from webfreeze.runs.execute import execute
+from webfreeze.runs.live import LiveError
 from webfreeze.runs.prepare import prepare
 from webfreeze.runs.spec import CASSETTE_NAME, RunError, RunOptions, RunSpec, build_run, check_context
 from webfreeze.studies.spec import (
@@ -36,6 +37,7 @@ from webfreeze.studies.spec import (
     StudyError,
     expand_cells,
     glob_escape,
+    resolve_table,
     select_study_tasks,
     show_value,
     snapshot_label,
@@ -279,6 +281,8 @@ def cell_config(plan: Plan, cell: Cell, opts: StudyOptions) -> tuple[RunSpec, Ru
     if ctx:
         kwargs["context"] = ctx
     archive = plan.snapshots[cell.snapshot] if cell.snapshot else plan.archive
+    if n.get("live"):  # the cell records its own archive, RUN_DIR/live.wfz (docs/live.md)
+        kwargs.update(live=True, resolve=resolve_table(n))
     return build_run(plan.suite_paths[cell.suite], cell.agent, run_dir, archive=archive, workers=opts.workers,
                      backend=n["backend"], seed=cell.seed, max_steps=n["max_steps"], screenshots=n["screenshots"],
                      agent_config=cell.settings, site_models=n["site_models"],
@@ -362,7 +366,7 @@ def run_study(plan: Plan, opts: StudyOptions | None = None, progress: StudyProgr
                     progress.cell_started(cell, len(prep.suite.tasks), len(prep.done))
                     statuses[cell.id] = "running"
                     manifest = execute(prep, progress=lambda s, c=cell: progress.episode(c, s))
-                except RunError as exc:
+                except (RunError, LiveError) as exc:
                     statuses[cell.id] = cell_status(run_dir)
                     errors[cell.id] = str(exc)
                     raise StudyError(f"cell {cell.id}: {exc}") from None

@@ -31,6 +31,8 @@ from webfreeze.agents import AgentError, agent_settings
 from webfreeze.common.canonical import canonical_json
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.eval.tasks import TaskError, load_suite
+from webfreeze.recorder.errors import ProxyError
+from webfreeze.recorder.proxy import parse_resolve
 from webfreeze.simulator.backends import BACKENDS
 from webfreeze.simulator.composition import DEFAULT_TOKENIZER
 
@@ -43,12 +45,16 @@ PERSONA_SUITE_DIR = "persona-suite"
 
 TOP_KEYS = ("name", "description", "suite", "suites", "archive", "backend", "max_steps", "seed", "repeats",
             "screenshots", "site_models", "persona", "history", "tasks", "agents", "grid", "context", "personas",
-            "snapshots")
+            "snapshots", "live", "resolve")
 TASK_KEYS = ("categories", "levels", "ids", "per_category", "limit", "dependencies")
 AGENT_KEYS = ("name", "label", "settings")
 CONTEXT_KEYS = ("conditions", "pool", "tokenizer", "seed", "a1_run")
 PERSONA_KEYS = ("n", "seed", "levels", "per_persona", "ranking")
 HISTORY_KEYS = ("k", "threshold", "model", "key_fields")
+# Keys that say how to run a study, not what it is: kept in study.json, out of the digest (a live
+# study's sites reached at other loopback ports is the same study, as a run's --resolve is no part
+# of its RunSpec).
+CIRCUMSTANCE_KEYS = ("resolve",)
 # Agent settings a repeat sets from its seed when the study leaves them to it (docs/studies.md).
 REPEAT_SEEDED = ("seed", "memory_seed")
 
@@ -220,6 +226,8 @@ def parse_study(data: dict, *, where: str = "study file") -> dict:
         c.fail("archive", "missing: [personas] keeps the tasks whose pages the archive recorded, so name it")
     if "snapshots" in data:  # (the key only when given: the digests of studies without it stay as they were)
         out["snapshots"] = parse_snapshots(c, data)
+    if "live" in data or "resolve" in data:  # (only when given, as snapshots)
+        out.update(parse_live(c, data))
     out["backend"] = c.string(data.get("backend", "browser"), "backend", choices=BACKENDS)
     out["max_steps"] = c.whole(data.get("max_steps", 30), "max_steps", low=1)
     out["seed"] = c.whole(data.get("seed", 0), "seed", low=None)
@@ -328,7 +336,50 @@ def load_study(path: str | os.PathLike) -> Study:
     except tomllib.TOMLDecodeError as exc:
         raise StudyError(f"{where}: not valid TOML: {exc}") from None
     normalised = parse_study(data, where=where)
-    return Study(path=p, root=p.resolve().parent, normalised=normalised, digest=digest_of(normalised))
+    return Study(path=p, root=p.resolve().parent, normalised=normalised, digest=study_digest(normalised))
+
+
+def study_digest(normalised: dict) -> str:
+    """A study's digest: its normalised content without the :data:`CIRCUMSTANCE_KEYS`."""
+    return digest_of({k: v for k, v in normalised.items() if k not in CIRCUMSTANCE_KEYS})
+
+
+def parse_live(c: _Checker, data: dict) -> dict:
+    """``live = true``: every cell runs live, recording its own archive into its run folder
+    (``live.wfz``, docs/live.md), instead of replaying one; ``resolve``, a table of
+    ``HOST[:PORT] = "ADDRESS:PORT"`` (as ``record --resolve``), says where to reach a site. Settings
+    that cannot go with it are refused here, in one line."""
+    out: dict[str, Any] = {}
+    if "live" in data:
+        out["live"] = c.boolean(data["live"], "live")
+    if "resolve" in data and not out.get("live"):
+        c.fail("resolve", "needs live = true (no other run reaches a site)")
+    if not out.get("live"):
+        return out
+    for key, why in (("archive", "names an archive to replay"),
+                     ("snapshots", "names archives to replay"),
+                     ("personas", "selects its tasks on a recorded archive")):
+        if key in data:
+            c.fail("live", f"each cell records its own archive into its run folder; {key} {why}: "
+                           "give one or the other")
+    if "resolve" in data:
+        table = data["resolve"]
+        if not isinstance(table, dict) or not table:
+            c.fail("resolve", f"expected a table of HOST = \"ADDRESS:PORT\", not {_kind(table)}")
+        for host, target in table.items():
+            where = f"resolve.{host}"
+            c.string(target, where)
+            try:
+                parse_resolve([f"{host}={target}"])
+            except ProxyError:
+                c.fail(where, f"expected \"ADDRESS:PORT\" (e.g. \"127.0.0.1:8001\"), not {target!r}")
+        out["resolve"] = {str(h).lower(): table[h] for h in sorted(table, key=str.lower)}
+    return out
+
+
+def resolve_table(normalised: dict) -> dict[str, tuple[str, int]]:
+    """A live study's ``resolve`` as a run's ``resolve`` option (host -> (address, port))."""
+    return parse_resolve(f"{h}={t}" for h, t in (normalised.get("resolve") or {}).items())
 
 
 def parse_snapshots(c: _Checker, data: dict) -> list[str]:

@@ -171,6 +171,7 @@ def all_modules() -> Iterable:
         env_latency,
         history_retrieval,
         import_speed,
+        live_overhead,
         llm_agent,
         lookup_latency,
         recorder_overhead,
@@ -180,4 +181,5 @@ def all_modules() -> Iterable:
     )
 
     return [disk_size, import_speed, lookup_latency, recorder_overhead, replay_throughput, crawl_size, env_latency,
-            bgym_obs, llm_agent, history_retrieval, bundle_scale, study_overhead, redact_speed, drift_speed]
+            bgym_obs, llm_agent, history_retrieval, bundle_scale, study_overhead, redact_speed, drift_speed,
+            live_overhead]

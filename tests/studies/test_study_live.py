@@ -6,6 +6,7 @@ identical runs."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -94,6 +95,18 @@ def test_where_a_site_is_reached_is_not_what_the_study_is(tmp_path):
     assert offline.digest != plain.digest  # a live study is another study
     assert parse_study({"suite": "s", "live": True, "agents": [{"name": "reference"}]})["live"] is True
 
+
+
+def test_a_live_study_on_another_executor_stops_in_one_line_naming_the_cell(tmp_path):
+    path = _study(tmp_path, 'backend = "text"\nlive = true\n[tasks]\nids = ["scholar-site-info-001"]\n' + AGENT)
+    proc = subprocess.run([sys.executable, "-m", "webfreeze", "study", "run", str(path), "--out", str(tmp_path / "out"),
+                           "--executor", "ray"], capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "WEBFREEZE_HOME": str(tmp_path / "home")})
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "cell reference.r0: " in proc.stderr and "local executor only" in proc.stderr
+    study = json.loads((tmp_path / "out" / "study.json").read_text(encoding="utf-8"))
+    assert "local executor only" in study["cells"][0]["error"]  # recorded for the user, as a RunError is
+    assert not (tmp_path / "out" / CELLS_DIR / "reference.r0" / "manifest.json").exists()
 
 # ------------------------------------------------------------------------------------ a real live study
 @pytest.mark.slow

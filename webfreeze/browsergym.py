@@ -34,7 +34,6 @@ import fcntl
 import json
 import os
 import re
-import shutil
 import sys
 import time
 from contextlib import contextmanager
@@ -50,8 +49,9 @@ from webfreeze.common.files import write_json
 from webfreeze.demo import SUITE as DEMO_SUITE
 from webfreeze.env import EnvConfig, WebEnv
 from webfreeze.eval.errors import TaskError
-from webfreeze.eval.tasks import canonical_line, load_suite, suite_digest
+from webfreeze.eval.tasks import load_suite, suite_digest
 from webfreeze.llm.cassette_proxy import CassetteProxy
+from webfreeze.runs.execute import copy_references, tasks_lines
 from webfreeze.runs.prepare import resolve_archive
 from webfreeze.runs.spec import RUN_FORMAT, RUN_VERSION
 from webfreeze.simulator.site_models import SimulatedSiteModel, check_site_models
@@ -348,14 +348,8 @@ def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv
         write_trajectory(trajectory, out, shots)
         done = set((old.get("selection") or {}).get("ids") or []) | {task_id}
         chosen = [t for t in suite.tasks if t.id in done]  # (in the suite's order)
-        (out / "tasks.jsonl").write_text("".join(canonical_line(t.raw) + "\n" for t in chosen), encoding="utf-8")
-        for t in chosen:
-            ref = t.ground_truth.get("reference_trajectory")
-            if isinstance(ref, str) and not ref.startswith(("trajectories/", "screenshots/")):
-                src, dst = Path(suite.root) / ref, out / ref
-                if src.is_file() and not dst.exists():
-                    dst.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(src, dst)
+        (out / "tasks.jsonl").write_text(tasks_lines(chosen), encoding="utf-8")
+        copy_references(chosen, suite.root, out)
         ids = [t.id for t in chosen]
         manifest = {
             "format": RUN_FORMAT, "version": RUN_VERSION, **identity,

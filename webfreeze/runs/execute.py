@@ -43,16 +43,17 @@ def _visible(task: dict) -> dict:
     return {k: task[k] for k in (*VISIBLE_FIELDS, *HANDLE_FIELDS) if k in task}
 
 
-def _tasks_lines(suite) -> str:
-    return "".join(canonical_line(t.raw) + "\n" for t in suite.tasks)
+def tasks_lines(tasks) -> str:
+    """A run folder's ``tasks.jsonl``: each task's canonical line, in the order given."""
+    return "".join(canonical_line(t.raw) + "\n" for t in tasks)
 
 
-def _copy_references(suite, out: Path) -> None:
+def copy_references(tasks, suite_root, out: Path) -> None:
     """Reference trajectory files beside the run's tasks.jsonl, so a run directory is self-contained."""
-    for task in suite.tasks:
+    for task in tasks:
         ref = task.ground_truth.get("reference_trajectory")
         if isinstance(ref, str) and not ref.startswith(("trajectories/", "screenshots/")):
-            src, dst = Path(suite.root) / ref, out / ref
+            src, dst = Path(suite_root) / ref, out / ref
             if src.is_file() and not dst.exists():
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, dst)
@@ -95,8 +96,8 @@ def execute(prep: Prepared, *, progress=None) -> dict:
 def _execute(prep: Prepared, executor, progress) -> dict:
     spec, options, out = prep.spec, prep.options, Path(prep.options.out)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
-    (out / "tasks.jsonl").write_text(_tasks_lines(prep.suite), encoding="utf-8")
-    _copy_references(prep.suite, out)
+    (out / "tasks.jsonl").write_text(tasks_lines(prep.suite.tasks), encoding="utf-8")
+    copy_references(prep.suite.tasks, prep.suite.root, out)
     # how many workers ran it, on which executor, from where: circumstances (kept out of the
     # comparable part of the report)
     manifest = dict(prep.manifest, started_at=utc_now(), complete=False, tasks_done=len(prep.done),
@@ -171,8 +172,8 @@ def open_run_folder(prep: Prepared, *, executor: str, workers: int = 1) -> dict:
     returns that manifest, for :func:`close_run_folder`."""
     out = Path(prep.options.out)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
-    (out / "tasks.jsonl").write_text(_tasks_lines(prep.suite), encoding="utf-8")
-    _copy_references(prep.suite, out)
+    (out / "tasks.jsonl").write_text(tasks_lines(prep.suite.tasks), encoding="utf-8")
+    copy_references(prep.suite.tasks, prep.suite.root, out)
     manifest = dict(prep.manifest, started_at=utc_now(), complete=False, tasks_done=len(prep.done),
                     circumstances={"workers": workers, "executor": executor,
                                    "suite_path": _run_relative(prep.suite.root, out),

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from logged_app import Logged
 
 from webfreeze.archives import Archive, archive_digest
 from webfreeze.recorder.proxy import free_port
@@ -28,18 +29,6 @@ SUITE = Path(__file__).resolve().parents[2] / "webfreeze" / "demo" / "data" / "s
 TASKS = "scholar-paper-retrieval-00[12]"
 
 
-class _Logged:
-    """A WSGI app that notes every path it serves (the site's access log)."""
-
-    def __init__(self, app):
-        self.app = app
-        self.log: list[str] = []
-
-    def __call__(self, environ, start_response):
-        self.log.append(environ.get("PATH_INFO", ""))
-        return self.app(environ, start_response)
-
-
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A private WEBFREEZE_HOME (the recording CA), never the user's."""
@@ -49,7 +38,7 @@ def home(tmp_path, monkeypatch):
 
 @pytest.fixture
 def scholar():
-    app = _Logged(SITES["scholar"](0))
+    app = Logged(SITES["scholar"](0))
     server = SiteServer(app).start()
     server.log = app.log
     yield server
@@ -271,7 +260,7 @@ def test_an_https_site_live_through_the_environment_then_offline(tmp_path, home,
     from webfreeze.simulator.sites.common import tls_context
     from webfreeze.simulator.trajectory import without_timings
 
-    app = _Logged(SITES["scholar"](0))
+    app = Logged(SITES["scholar"](0))
     site = SiteServer(app, ssl_context=tls_context(*map(str, self_signed(tmp_path / "tls", ["scholar.test"])))).start()
     task = {"id": "browse", "instruction": "Open the Computer Science listing.", "start_url": "https://scholar.test/",
             "ground_truth": {}}

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from logged_app import Logged
 
 from webfreeze.archives import archive_digest
 from webfreeze.demo import SUITE
@@ -34,21 +35,9 @@ def _study(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
     return path
 
 
-class _Logged:
-    """A WSGI app that notes every path it serves (the site's access log)."""
-
-    def __init__(self, app):
-        self.app = app
-        self.log: list[str] = []
-
-    def __call__(self, environ, start_response):
-        self.log.append(environ.get("PATH_INFO", ""))
-        return self.app(environ, start_response)
-
-
 @pytest.fixture
 def scholar():
-    app = _Logged(SITES["scholar"](0))
+    app = Logged(SITES["scholar"](0))
     server = SiteServer(app).start()
     server.log = app.log
     yield server

@@ -2,12 +2,16 @@
 .PHONY: help setup demo lint test test-fast bench clean
 
 PYTEST = .venv/bin/python -m pytest
+# Two pytest-xdist workers, a test file (or a group of files) at a time, longest first: tests/conftest.py.
+WORKERS ?= 2
+XDIST = -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
 
 help:
 	@echo "make setup      the .venv with webfreeze and everything the tests need (idempotent)"
 	@echo "make demo       the whole loop on the shipped demo (no local model needed)"
 	@echo "make lint       ruff check . (pyproject.toml [tool.ruff])"
-	@echo "make test       lint, then the whole suite (what .ci/run runs; budget 20 minutes on 2 cores)"
+	@echo "make test       lint, then the whole suite on 2 workers (what .ci/run runs; budget 20 minutes on 2 cores)"
+	@echo "                WORKERS=0 runs it in this one process; WORKERS=4 on a bigger machine"
 	@echo "make test-fast  the inner loop: no tests marked slow (crawls, test bed, local model, Ray, pywb)"
 	@echo "                one stage: .venv/bin/python -m pytest tests/archives -q  (see docs/contributing.md)"
 	@echo "make bench      the benchmarks (docs/benchmarks.md)"
@@ -26,12 +30,12 @@ lint: setup
 
 # The slowest tests are listed at the end, so a test that grows slow is seen where it is run.
 test: lint
-	$(PYTEST) -q --durations=25
+	$(PYTEST) -q $(XDIST) --durations=25
 
 # Tests marked slow are left out: whole runs on the local model, Ray clusters, studies, bundles of
 # LLM runs, and the files tests/conftest.py lists in SLOW_FILES (crawls, the test bed, pywb, load).
 test-fast: setup
-	$(PYTEST) -q -m "not slow"
+	$(PYTEST) -q $(XDIST) -m "not slow"
 
 bench:
 	@WEBFREEZE_BENCH=1 scripts/bootstrap.sh test

@@ -140,13 +140,27 @@ def _end_process(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+THREADS_ENV = "WEBFREEZE_LOCAL_THREADS"
+
+
+def _threads_from_env() -> int | None:
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise LLMError(f"{THREADS_ENV}={raw!r}: expected a whole number of threads, 1 or more")
+    return int(raw)
+
+
 class LocalModelServer:
     """``python -m llama_cpp.server`` serving the local model on 127.0.0.1 and a free port.
 
     ``start()`` waits until ``GET /v1/models`` answers; ``base_url`` is then the endpoint for
     :class:`~webfreeze.llm.LLMClient`; ``stop()`` ends it (a context manager does both). The
     server's output goes to ``log_path`` (default: a temporary file, removed at stop).
-    ``threads``: llama.cpp threads for prompt and generation (default: every core, at most 8).
+    ``threads``: llama.cpp threads for prompt and generation (default: ``$WEBFREEZE_LOCAL_THREADS``,
+    else every core, at most 8). Its threads spin while they wait for each other, so on a machine
+    shared with other busy processes fewer threads are faster: the test suite's two workers set 1.
     """
 
     def __init__(self, model_path: str | os.PathLike | None = None, *, n_ctx: int = 4096,
@@ -154,7 +168,7 @@ class LocalModelServer:
                  startup_timeout_s: float = 120.0):
         self.model_path = Path(model_path) if model_path is not None else None
         self.n_ctx = n_ctx
-        self.threads = threads or max(1, min(8, os.cpu_count() or 1))
+        self.threads = threads or _threads_from_env() or max(1, min(8, os.cpu_count() or 1))
         self.log_path = Path(log_path) if log_path is not None else None
         self.startup_timeout_s = startup_timeout_s
         self.port: int | None = None

@@ -433,6 +433,9 @@ PAINT_SETTLE_JS = """async (limitMs) => {
 }"""
 PAINT_SETTLE_LIMIT_MS = 2000
 STILL_SHOT_TRIES = 3  # screenshots at most, to find two in a row that agree
+# Playwright's 30 s default is not enough for a tall page on a loaded 2-core machine (once, a
+# Datasette table under `replay check` while the test suite ran two workers): load, not a hang.
+SHOT_TIMEOUT_MS = 120_000
 
 
 def still_screenshot(page, *, full_page: bool = True) -> bytes:
@@ -447,9 +450,11 @@ def still_screenshot(page, *, full_page: bool = True) -> bytes:
         pass  # the document went away (a late navigation): the screenshot shows what is there now
     # Taken again until two in a row agree: on a loaded machine a frame can still be repainting
     # (once, one anti-aliased pixel of a button's corner differed by one level between replays).
-    shot = page.screenshot(full_page=full_page, type="png", animations="disabled", caret="hide")
+    shot = page.screenshot(full_page=full_page, type="png", animations="disabled", caret="hide",
+                           timeout=SHOT_TIMEOUT_MS)
     for _ in range(STILL_SHOT_TRIES - 1):
-        again = page.screenshot(full_page=full_page, type="png", animations="disabled", caret="hide")
+        again = page.screenshot(full_page=full_page, type="png", animations="disabled", caret="hide",
+                                timeout=SHOT_TIMEOUT_MS)
         if again == shot:
             break
         shot = again

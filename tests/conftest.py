@@ -3,12 +3,14 @@ process), and the test bed's applications. Helpers tests import live in tests/su
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
 import pytest
 from cli_runner import invoke, run_cli
 
+from webfreeze.llm.local import THREADS_ENV
 from webfreeze.samples import SamplesUnavailable, pywb_sample_archive
 
 # A suite started in the background of a script (`make test &`, nohup) inherits SIGINT ignored, and
@@ -30,11 +32,56 @@ SLOW_FILES = {
 TESTS = Path(__file__).resolve().parent
 
 
+# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup
+# --no-loadscope-reorder`): a unit of work is a file, or a group of files that share a session
+# fixture (GROUPS: the test bed's applications and their crawls, built once per worker), handed out
+# in collection order. The longest units are collected first (LONGEST_FIRST, seconds summed from
+# `--durations=0` on the 2-core machine) so that the two workers finish together instead of one
+# running the last long file alone; other files keep their order after them.
+GROUPS = {name: "testbed" for name in (
+    "testbed/test_testbed.py", "testbed/test_testbed_authoring.py", "runs/test_live.py", "replayer/test_drift.py")}
+LONGEST_FIRST = [
+    "runs/test_bench.py",                       # 340 s
+    "testbed",                                  # the test bed group (GROUPS): 310 s
+    "recorder/test_crawl.py",                   # 250 s
+    "runs/test_llm_run.py",                     # 150 s with one model thread
+    "agents/test_agentlab.py",                  # 115 s
+    "runs/test_ray_executor.py",                # 110 s
+    "personas/test_personas_run.py",            # 100 s
+    "replayer/test_replay_browser.py",          # 90 s
+    "recorder/test_accessible_name_parity.py",  # 80 s
+    "agents/test_llm_agent_context.py",         # 70 s
+    "replayer/test_replay_load.py",             # 60 s
+    "recorder/test_crawl_check.py",             # 60 s
+    "eval/test_authoring.py",                   # 50 s
+    "agents/test_llm_agent.py",                 # 40 s
+    "recorder/test_record_https.py",            # 40 s
+    "runs/test_long_context.py",                # 35 s
+]
+
+# llama.cpp's threads spin while they wait for each other: two of them beside another busy worker
+# on two cores took the local-model runs from 110 s to 270 s; one thread each, 150 s.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault(THREADS_ENV, "1")
+
+
+def _unit(item) -> str:
+    name = item.path.relative_to(TESTS).as_posix()
+    return GROUPS.get(name, name)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Mark every test of the files in ``SLOW_FILES`` slow."""
+    """Mark every test of the files in ``SLOW_FILES`` slow; give each test its unit of work
+    (``xdist_group``); put the ``LONGEST_FIRST`` units first."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    first = {}
     for item in items:
         if item.path.relative_to(TESTS).as_posix() in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
+        item.add_marker(pytest.mark.xdist_group(_unit(item)))
+        first.setdefault(_unit(item), len(first))
+    items.sort(key=lambda item: (rank.get(_unit(item), len(rank)), first[_unit(item)]))  # stable within a unit
 
 
 @pytest.fixture(scope="session")

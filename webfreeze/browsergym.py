@@ -51,7 +51,7 @@ from webfreeze.env import EnvConfig, WebEnv
 from webfreeze.eval.errors import TaskError
 from webfreeze.eval.tasks import load_suite, suite_digest
 from webfreeze.llm.cassette_proxy import CassetteProxy
-from webfreeze.runs.execute import copy_references, tasks_lines
+from webfreeze.runs.execute import copy_references, tasks_lines, used_entries
 from webfreeze.runs.prepare import resolve_archive
 from webfreeze.runs.spec import RUN_FORMAT, RUN_VERSION
 from webfreeze.simulator.site_models import SimulatedSiteModel, check_site_models
@@ -363,24 +363,12 @@ def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv
                               "archive_path": os.path.relpath(Path(env.config.archive).resolve(), out.resolve())},
         }
         if llm is not None and llm.cassette is not None:
-            used = _named_entries(out)
+            used = used_entries(out)
             if used:
                 digest, calls = llm.cassette.entries_digest(used)
                 manifest["llm"] = {"entries_digest": digest, "calls": calls}
             manifest["circumstances"].update(_cassette_circumstances(llm, out))
         write_json(manifest_path, manifest)
-
-
-def _named_entries(out: Path) -> list:
-    """The cassette entries the run folder's trajectories name (``llm_entries``)."""
-    used = set()
-    for path in sorted((out / "trajectories").glob("*.json")):
-        try:
-            entries = json.loads(path.read_text(encoding="utf-8")).get("llm_entries") or []
-        except (OSError, ValueError, AttributeError):
-            continue
-        used.update((str(k), int(n)) for k, n in entries)
-    return sorted(used)
 
 
 def _cassette_circumstances(proxy: CassetteProxy, out: Path) -> dict:

@@ -6,7 +6,9 @@ the demo, the tests and the benchmarks.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -35,6 +37,15 @@ def pywb_sample_archive() -> Path:
     if done.exists():
         return target / "sample_archive"
     target.parent.mkdir(parents=True, exist_ok=True)
+    # Two processes may ask at once (the test suite's workers): one downloads, the others wait for it.
+    with open(target.parent / f"pywb-{PYWB_VERSION}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            _download(target)
+    return target / "sample_archive"
+
+
+def _download(target: Path) -> None:
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
                "--no-binary", ":all:", f"pywb=={PYWB_VERSION}", "-d", tmp]
@@ -49,10 +60,7 @@ def pywb_sample_archive() -> Path:
             tf.extractall(extract, members=members, filter="data")
         src = next(extract.glob("pywb-*/sample_archive"))
         if target.exists():
-            import shutil
-
             shutil.rmtree(target)
         target.mkdir()
         src.rename(target / "sample_archive")
-        done.touch()
-    return target / "sample_archive"
+        (target / ".complete").touch()

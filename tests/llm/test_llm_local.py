@@ -188,3 +188,18 @@ def test_the_server_ends_when_the_process_that_started_it_is_killed(tmp_path):
         time.sleep(0.2)
     os.kill(server_pid, signal.SIGKILL)
     pytest.fail("the model server outlived the process that started it")
+
+
+def test_threads_come_from_the_argument_then_the_environment(monkeypatch):
+    from webfreeze.llm.local import THREADS_ENV
+
+    monkeypatch.setenv(THREADS_ENV, "3")
+    assert LocalModelServer().threads == 3
+    assert LocalModelServer(threads=2).threads == 2
+    monkeypatch.delenv(THREADS_ENV)
+    assert LocalModelServer().threads == max(1, min(8, os.cpu_count() or 1))
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(THREADS_ENV, bad)
+        with pytest.raises(LLMError, match=f"{THREADS_ENV}=.*whole number") as info:
+            LocalModelServer()
+        assert "\n" not in str(info.value)

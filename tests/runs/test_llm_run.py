@@ -30,7 +30,9 @@ def _comparable_trajectories(run: Path) -> dict:
 
 
 def _run(cli, out: Path, backend: str, *more):
-    args = ["bench", "run", SUITE, "--agent", "llm", "--backend", backend, "--max-steps", STEPS, "--out", out]
+    # a short observation: prompt reading is most of the tiny model's time on 2 cores
+    args = ["bench", "run", SUITE, "--agent", "llm", "--agent-config", "obs_tokens=600", "--backend", backend,
+            "--max-steps", STEPS, "--out", out]
     for t in TASKS:
         args += ["--tasks", t]
     return cli(*args, *map(str, more), timeout=900)

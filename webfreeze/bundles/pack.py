@@ -52,7 +52,7 @@ from webfreeze.eval.tasks import TaskError, load_suite
 from webfreeze.llm.cassette import redact_file, verify_file, write_subset
 from webfreeze.llm.errors import LLMError
 from webfreeze.runs.context import ContextError, a1_trajectory, trajectories_digest
-from webfreeze.runs.execute import manifest_path
+from webfreeze.runs.execute import manifest_path, used_entries
 from webfreeze.runs.prepare import agent_source_path, resolve_archive
 from webfreeze.runs.spec import RunError
 
@@ -126,20 +126,6 @@ def run_files(root: Path) -> list[Path]:
     """The files under ``root`` a bundle takes: regular files, no links, no hidden or temporary ones."""
     return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()
                   and not p.name.startswith(".") and ".tmp-" not in p.name)
-
-
-def _used_entries(run: Path) -> list | None:
-    """The cassette entries a run's trajectories name (None when none names any: an older run)."""
-    used, named = set(), False
-    for p in sorted((run / "trajectories").glob("*.json")):
-        try:
-            entries = json.loads(p.read_text(encoding="utf-8")).get("llm_entries")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if entries:
-            named = True
-            used.update((str(k), int(n)) for k, n in entries)
-    return sorted(used) if named else None
 
 
 def _check_suite_digest(suite_dir: Path, want: str | None) -> None:
@@ -247,7 +233,7 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
             cassette = manifest_path(run, where) or (Path(where) if Path(where).is_absolute() else run / where)
             if not cassette.is_file():
                 raise BundleError(f"{run}: its LLM cassette {cassette} is not there any more")
-            used = _used_entries(run)
+            used = used_entries(run) or None  # None: no trajectory names any (an older run)
             dest = staging / f"{name}-{CASSETTE_NAME}"
             try:
                 if used is None:  # an older run that does not name its entries: the whole cassette

@@ -155,7 +155,7 @@ def _execute(prep: Prepared, executor, progress) -> dict:
         if cassette.is_file():
             try:
                 manifest["llm"], how = _cassette_entry(cassette, options.cassette_mode, out,
-                                                       _used_entries(out, prep.suite.tasks))
+                                                       used_entries(out, prep.suite.tasks))
                 manifest["circumstances"].update(how)
             except Exception as exc:  # the run's own outcome matters more than this account of it
                 manifest["circumstances"]["cassette_error"] = str(exc).splitlines()[0] if str(exc) else repr(exc)
@@ -229,17 +229,17 @@ def _merge_stats(total: dict, more: dict) -> None:
             total[k] = v
 
 
-def _used_entries(out: Path, tasks) -> list:
-    """The cassette entries the run's episodes used, from their trajectories' ``llm_entries``."""
+def used_entries(out: Path, tasks=None) -> list:
+    """The cassette entries a run's episodes used, from their trajectories' ``llm_entries``: those of
+    ``tasks`` (objects with an ``id``), or of every trajectory in the run folder."""
+    folder = out / "trajectories"
+    paths = sorted(folder.glob("*.json")) if tasks is None else [folder / f"{t.id}.json" for t in tasks]
     used = set()
-    for task in tasks:
-        path = out / "trajectories" / f"{task.id}.json"
-        if not path.is_file():
-            continue
+    for path in paths:
         try:
             entries = json.loads(path.read_text(encoding="utf-8")).get("llm_entries") or []
         except (OSError, ValueError, AttributeError):
-            continue
+            continue  # a task without a trajectory (not run) or an unreadable one names nothing
         used.update((str(k), int(n)) for k, n in entries)
     return sorted(used)
 

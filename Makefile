@@ -4,7 +4,7 @@
 PYTEST = .venv/bin/python -m pytest
 # Two pytest-xdist workers, a test file (or a group of files) at a time, longest first: tests/conftest.py.
 WORKERS ?= 2
-XDIST = -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
+XDIST = -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 help:
 	@echo "make setup      the .venv with webfreeze and everything the tests need (idempotent)"

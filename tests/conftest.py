@@ -32,12 +32,12 @@ SLOW_FILES = {
 TESTS = Path(__file__).resolve().parent
 
 
-# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup
-# --no-loadscope-reorder`): a unit of work is a file, or a group of files that share a session
-# fixture (GROUPS: the test bed's applications and their crawls, built once per worker), handed out
-# in collection order. The longest units are collected first (LONGEST_FIRST, seconds summed from
-# `--durations=0` on the 2-core machine) so that the two workers finish together instead of one
-# running the last long file alone; other files keep their order after them.
+# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadfile
+# --no-loadscope-reorder`). A unit of work is a file, or a group of files that share a session
+# fixture (GROUPS: the test bed's applications and their crawls, built once per worker); units are
+# handed out in collection order. The longest units are collected first (LONGEST_FIRST, seconds
+# summed from `--durations=0` on the 2-core machine) so that the two workers finish together instead
+# of one running the last long file alone; other files keep their order after them.
 GROUPS = {name: "testbed" for name in (
     "testbed/test_testbed.py", "testbed/test_testbed_authoring.py", "runs/test_live.py", "replayer/test_drift.py")}
 LONGEST_FIRST = [
@@ -65,23 +65,38 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault(THREADS_ENV, "1")
 
 
-def _unit(item) -> str:
-    name = item.path.relative_to(TESTS).as_posix()
+def _unit_of_file(name: str) -> str:
     return GROUPS.get(name, name)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def _unit(item) -> str:
+    return _unit_of_file(item.path.relative_to(TESTS).as_posix())
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark every test of the files in ``SLOW_FILES`` slow; give each test its unit of work
-    (``xdist_group``); put the ``LONGEST_FIRST`` units first."""
+    """Mark every test of the files in ``SLOW_FILES`` slow; put the ``LONGEST_FIRST`` units first."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     first = {}
     for item in items:
         if item.path.relative_to(TESTS).as_posix() in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
-        item.add_marker(pytest.mark.xdist_group(_unit(item)))
         first.setdefault(_unit(item), len(first))
     items.sort(key=lambda item: (rank.get(_unit(item), len(rank)), first[_unit(item)]))  # stable within a unit
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """With ``--dist loadfile``, files of one GROUPS group are one unit. (Not ``xdist_group``
+    markers: pytest-xdist 3.8 renames node ids to group them, which pytest 9.2 no longer allows.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class UnitScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit_of_file(nodeid.split("::", 1)[0].removeprefix("tests/"))
+
+    return UnitScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -152,3 +152,39 @@ def test_a_browser_that_exits_silently_is_reported_with_its_exit_status(tmp_path
     message = str(caught.value)
     assert "\n" not in message and message.startswith(f"Chromium ({exe}) did not start")
     assert message.endswith("it ended with exit status 3 and logged no error"), message
+
+
+def test_a_screenshot_that_times_out_is_asked_for_again(monkeypatch):
+    """A page whose main thread is busy for 2 s cannot be photographed within 0.5 s: the first
+    screenshot times out for real, the next one (after the page is free again) comes."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.simulator import browser as browser_module
+
+    monkeypatch.setattr(browser_module, "SHOT_TIMEOUT_MS", 500)
+    html = ("<p>busy for a while</p><script>setTimeout(() => { const end = Date.now() + 2000;"
+            " while (Date.now() < end) {} }, 50)</script>")
+    outcomes = []
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = new_context(browser).new_page()
+            page.set_content(html)
+            page.wait_for_timeout(300)  # a wait in this process: the page's loop has begun
+            real = page.screenshot
+
+            def counted(**kwargs):
+                try:
+                    shot = real(**kwargs)
+                except PlaywrightTimeout:
+                    outcomes.append("timeout")
+                    raise
+                outcomes.append("shot")
+                return shot
+            page.screenshot = counted
+            shot = browser_module._screenshot(page, False)
+        finally:
+            browser.close()
+    assert shot[:8] == b"\x89PNG\r\n\x1a\n"
+    assert outcomes == ["timeout", "shot"]

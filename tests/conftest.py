@@ -43,13 +43,13 @@ GROUPS = {name: "testbed" for name in (
 LONGEST_FIRST = [
     "runs/test_bench.py",                       # 340 s
     "testbed",                                  # the test bed group (GROUPS): 310 s
-    "recorder/test_crawl.py",                   # 250 s
-    "runs/test_llm_run.py",                     # 150 s with one model thread
+    "recorder/test_crawl.py",                   # 150 s
     "agents/test_agentlab.py",                  # 115 s
     "runs/test_ray_executor.py",                # 110 s
     "personas/test_personas_run.py",            # 100 s
     "replayer/test_replay_browser.py",          # 90 s
     "recorder/test_accessible_name_parity.py",  # 80 s
+    "runs/test_llm_run.py",                     # 75 s with one model thread
     "agents/test_llm_agent_context.py",         # 70 s
     "replayer/test_replay_load.py",             # 60 s
     "recorder/test_crawl_check.py",             # 60 s

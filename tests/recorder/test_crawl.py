@@ -51,8 +51,10 @@ def test_depth_two_crawl_of_scholar(tmp_path, home, cli):
     site = SiteServer(logged).start()
     archive = tmp_path / "scholar.wfz"
     try:
+        # --no-check: each page's replay check would double the crawl's time; the check is tested in
+        # test_crawl_check.py, and on whole crawls by test_replay_browser.py and the test bed's tests
         result = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "2", "--max-pages", "205",
-                     timeout=600)
+                     "--no-check", timeout=600)
     finally:
         site.stop()
     assert result.returncode == 0, result.stderr
@@ -64,7 +66,7 @@ def test_depth_two_crawl_of_scholar(tmp_path, home, cli):
         shot = pages[3].screenshot()  # lossless WebP, the first 1920x1080
         assert shot[:4] == b"RIFF" and shot[8:12] == b"WEBP"
         assert Image.open(io.BytesIO(shot)).size == (1920, 1080)
-        assert all(p.extra["complete"] is True for p in pages)  # every page checked against its replay
+        assert not any("complete" in p.extra for p in pages)  # unchecked: nothing claimed either way
         assert b"</html>" in pages[3].dom()
         recorded = {r.url for r in arc.exchanges()}
         assert logged.served <= recorded, sorted(logged.served - recorded)[:5]

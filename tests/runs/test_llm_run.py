@@ -15,7 +15,7 @@ from webfreeze.demo import SUITE
 from webfreeze.runs.compare import run_difference
 
 TASKS = ("scholar-site-info-001", "shop-001")
-STEPS = "3"
+STEPS = "2"
 
 pytestmark = pytest.mark.slow
 

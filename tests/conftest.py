@@ -47,9 +47,9 @@ LONGEST_FIRST = [
     "agents/test_agentlab.py",                  # 115 s
     "runs/test_ray_executor.py",                # 110 s
     "personas/test_personas_run.py",            # 100 s
+    "runs/test_llm_run.py",                     # 100 s with one model thread
     "replayer/test_replay_browser.py",          # 90 s
     "recorder/test_accessible_name_parity.py",  # 80 s
-    "runs/test_llm_run.py",                     # 75 s with one model thread
     "agents/test_llm_agent_context.py",         # 70 s
     "replayer/test_replay_load.py",             # 60 s
     "recorder/test_crawl_check.py",             # 60 s
@@ -59,8 +59,9 @@ LONGEST_FIRST = [
     "runs/test_long_context.py",                # 35 s
 ]
 
-# llama.cpp's threads spin while they wait for each other: two of them beside another busy worker
-# on two cores took the local-model runs from 110 s to 270 s; one thread each, 150 s.
+# llama.cpp's threads spin while they wait for each other: on two cores, the LLM-run test's model
+# runs took 110 s alone with two threads, 161 s alone with one, and 270 s with two beside the other
+# busy worker.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault(THREADS_ENV, "1")
 

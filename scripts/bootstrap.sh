@@ -33,8 +33,15 @@ if [ -z "${WEBFREEZE_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; th
 fi
 command -v wrk >/dev/null 2>&1 || apt_pkgs+=(wrk)
 command -v strace >/dev/null 2>&1 || apt_pkgs+=(strace)  # a test reads the syncs of a new archive
-if [ "${WEBFREEZE_BENCH:-}" = 1 ] && ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+# nginx: the benchmarks' static-file reference, and in the test bed the server of Python's own
+# documentation (python3.11-doc, or the distribution's python3-doc), crawled over HTTP and HTTPS.
+case ",$extras," in *,test,*) tb_nginx=1 ;; *) tb_nginx="" ;; esac
+if { [ "${WEBFREEZE_BENCH:-}" = 1 ] || [ -n "$tb_nginx" ]; } && ! command -v nginx >/dev/null 2>&1 \
+    && [ ! -x /usr/sbin/nginx ]; then
   apt_pkgs+=(nginx-light)
+fi
+if [ -n "$tb_nginx" ] && [ ! -d /usr/share/doc/python3.11/html ] && [ ! -d /usr/share/doc/python3/html ]; then
+  if apt-cache show python3.11-doc >/dev/null 2>&1; then apt_pkgs+=(python3.11-doc); else apt_pkgs+=(python3-doc); fi
 fi
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
   echo "bootstrap: installing ${apt_pkgs[*]} with apt-get" >&2

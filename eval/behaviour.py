@@ -15,7 +15,9 @@ reference steps / agent steps), WebArxiv's steps and consistency. Rules (also in
   is in a loop *at the limit* (its last browser steps are a block of 1-3 repeated back to back at
   least 3 times) and ``inefficient_progress`` otherwise, even when it looped earlier and left the
   loop.
-- Error category of a task: ``success``, ``false_end``, ``step_limit_loop``,
+- Error category of a task: ``success``, ``undecided`` (its success is undecided: a Persona2Web
+  rubric whose intent nothing in the trajectory decides, every other check passed; neither a
+  success nor a failure, so never a false end), ``false_end``, ``step_limit_loop``,
   ``step_limit_inefficient``, ``error`` (the episode ended on an environment or agent error), else
   ``other`` (``stopped``); ``missing`` for a task with no trajectory. ``error`` and ``other`` are
   the paper's "other".
@@ -49,6 +51,9 @@ from .trajectory import (
 
 MAX_CYCLE = 3
 MIN_REPEATS = 3
+# The error category (and the task outcome) of a task whose success nothing decided: a Persona2Web
+# rubric whose intent is undecided (``rubric.UNDECIDED``), its other checks passed.
+UNDECIDED = "undecided"
 
 
 def detect_loop(trajectory: dict, *, max_cycle: int = MAX_CYCLE, min_repeats: int = MIN_REPEATS) -> dict:
@@ -131,11 +136,14 @@ def efficiency_ratio(reference_steps: int | None, trajectory: dict) -> float | N
     return reference_steps / agent_steps
 
 
-def error_category(trajectory: dict, success: bool, loop_at_limit: bool) -> str:
+def error_category(trajectory: dict, success: bool, loop_at_limit: bool, undecided: bool = False) -> str:
     """The task's error category (module rules): ``loop_at_limit`` is whether the agent is in a
-    loop at its last step (:func:`final_loop`), not whether it looped at some time."""
+    loop at its last step (:func:`final_loop`), not whether it looped at some time; ``undecided``
+    whether the task's success is undecided (neither a success nor a failure: not a false end)."""
     if success:
         return "success"
+    if undecided:
+        return UNDECIDED
     reason = (trajectory.get("end") or {}).get("reason")
     if reason in ("answer", "infeasible"):
         return "false_end"
@@ -146,10 +154,11 @@ def error_category(trajectory: dict, success: bool, loop_at_limit: bool) -> str:
     return "other"
 
 
-def evaluate_behaviour(trajectory: dict, *, success: bool, reference_steps: int | None = None) -> dict:
+def evaluate_behaviour(trajectory: dict, *, success: bool, reference_steps: int | None = None,
+                       undecided: bool = False) -> dict:
     loop = detect_loop(trajectory)
     at_limit = final_loop(trajectory)
-    category = error_category(trajectory, success, at_limit["detected"])
+    category = error_category(trajectory, success, at_limit["detected"], undecided)
     reason = (trajectory.get("end") or {}).get("reason")
     return {"steps": len(browser_steps(trajectory)), "history_steps": len(history_steps(trajectory)), "loop": loop,
             "final_loop": at_limit, "false_end": category == "false_end",

@@ -204,9 +204,9 @@ def personalisation(results: list[dict]) -> dict | None:
 MAX_LISTED = 20
 
 
-def _decided(row: dict) -> str:
-    """A row's count of decided tasks; "-" in results scored before the count existed."""
-    return str(row["decided"]) if "decided" in row else "-"
+def _decided(row: dict, key: str = "decided") -> str:
+    """A row's count of decided (or ``undecided``) tasks; "-" in results scored before the count existed."""
+    return str(row[key]) if key in row else "-"
 
 
 def _f(v: Any) -> str:
@@ -225,14 +225,15 @@ def markdown(section: dict | None) -> str:
     if "table" in section:
         levels = sorted({lv for rows in section["table"].values() for lv in rows if lv != "all"})
         lines += ["### Persona2Web (0-1 scale; Intent and SR over the decided tasks)", "",
-                  "| scheme | level | tasks | decided | P_web | P_pref | P_avg | Intent | SR |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| scheme | level | tasks | decided | undecided | P_web | P_pref | P_avg | Intent | SR |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for scheme, rows in section["table"].items():
             for lv in levels + ["all"]:
                 if lv in rows:
                     r = rows[lv]
-                    lines.append(f"| {scheme} | {lv} | {r['tasks']} | {_decided(r)} | {_f(r['p_web'])} | "
-                                 f"{_f(r['p_pref'])} | {_f(r['p_avg'])} | {_f(r['intent'])} | {_f(r['sr'])} |")
+                    lines.append(f"| {scheme} | {lv} | {r['tasks']} | {_decided(r)} | {_decided(r, 'undecided')} | "
+                                 f"{_f(r['p_web'])} | {_f(r['p_pref'])} | {_f(r['p_avg'])} | {_f(r['intent'])} | "
+                                 f"{_f(r['sr'])} |")
         lines.append("")
         decided = ", ".join(f"{k} {v}" for k, v in section["decided_by"].items())
         lines += [f"Decided by: {decided}.", ""]
@@ -240,8 +241,9 @@ def markdown(section: dict | None) -> str:
         if undecided:
             shown = ", ".join(undecided[:MAX_LISTED]) + (f" and {len(undecided) - MAX_LISTED} more"
                                                         if len(undecided) > MAX_LISTED else "")
-            lines += [f"Intent undecided for {len(undecided)} task(s) (no final-state check and no judge: only "
-                      f"the agent's answer says it was done), left out of Intent and SR: {shown}. "
+            lines += [f"Intent undecided for {len(undecided)} task(s) (no final-state check, no judge, and nothing in "
+                      "the trajectory says the goal was not achieved: only the agent's answer says it was done), "
+                      f"left out of Intent and SR: {shown}. "
                       "Score with `--judge llm` to decide them; who decided each task is in report.json "
                       "(`personalisation.by_task`) and report.html.", ""]
         infra = section["overall"].get("infrastructure_errors")

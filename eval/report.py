@@ -211,9 +211,12 @@ def summary_table(report: dict):
         title += f" — {label}"
     table = Table(title=title)
     llm = report["summary"]["overall"].get("llm_calls") is not None
+    undecided = bool(report["summary"]["overall"].get("undecided"))
     cols = [("category", "left"), ("tasks", "right"), ("success", "right"), ("rate", "right"),
             ("partial", "right"), ("score", "right"), ("avg steps", "right"), ("efficiency", "right"),
             ("false end", "right"), ("step limit loop/ineff.", "right"), ("loops", "right"), ("missing", "right")]
+    if undecided:  # tasks whose success nothing decided (a rubric's intent): neither success nor failure
+        cols.insert(5, ("undecided", "right"))
     if llm:
         cols += [("LLM calls", "right"), ("tokens in/out", "right")]
     for name, justify in cols:
@@ -224,6 +227,8 @@ def summary_table(report: dict):
                  _fmt(r["partial"]), _fmt(r["mean_score"]), _fmt(r["avg_steps"]), _fmt(r["mean_efficiency"]),
                  _false_end(r), f"{_fmt(r['step_limit_loop'])}/{_fmt(r['step_limit_inefficient'])}",
                  _fmt(r["loops"]), _fmt(r["missing"])]
+        if undecided:
+            cells.insert(5, _fmt(r.get("undecided")))
         if llm:
             cells += [_fmt(r.get("llm_calls")), f"{_fmt(r.get('prompt_tokens'))}/{_fmt(r.get('completion_tokens'))}"]
         table.add_row(*cells, style=style)
@@ -260,7 +265,7 @@ figure.chart{background:#fff;border:1px solid #dde1e8;margin:0;padding:8px}
 figure.chart figcaption{font-weight:bold;font-size:13px;margin-bottom:4px}
 svg text{font:11px system-ui,"DejaVu Sans",sans-serif;fill:#1d2330}
 .outcome-success{color:#17803d;font-weight:bold}.outcome-partial{color:#b26b00;font-weight:bold}
-.outcome-fail,.outcome-missing{color:#b3261e;font-weight:bold}
+.outcome-fail,.outcome-missing{color:#b3261e;font-weight:bold}.outcome-undecided{color:#555;font-weight:bold}
 details.task{background:#fff;border:1px solid #dde1e8;margin:8px 0;padding:6px 10px}
 details.task>summary{cursor:pointer;font-weight:bold}
 .step{display:grid;grid-template-columns:320px 1fr;gap:12px;border-top:1px solid #eceff4;padding:8px 0}
@@ -342,12 +347,12 @@ def _personalisation_html(section: dict | None) -> list[str]:
     if "table" in section:
         out.append('<h2>Personalisation (Persona2Web, 0-1 scale; Intent and SR over the decided tasks)</h2>'
                    '<table id="persona"><thead><tr><th>scheme</th>'
-                   '<th>level</th><th>tasks</th><th>decided</th><th>P_web</th><th>P_pref</th><th>P_avg</th>'
-                   '<th>Intent</th><th>SR</th></tr></thead><tbody>')
+                   '<th>level</th><th>tasks</th><th>decided</th><th>undecided</th><th>P_web</th><th>P_pref</th>'
+                   '<th>P_avg</th><th>Intent</th><th>SR</th></tr></thead><tbody>')
         for scheme, rows in section["table"].items():
             for level, r in rows.items():
                 cls = "overall" if level == "all" else ""
-                cells = [scheme, level, r["tasks"], r.get("decided", "-")] + \
+                cells = [scheme, level, r["tasks"], r.get("decided", "-"), r.get("undecided", "-")] + \
                     [_fmt(r[k]) for k in ("p_web", "p_pref", "p_avg", "intent", "sr")]
                 out.append(f'<tr class="{cls}">' + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
         out.append("</tbody></table>")
@@ -355,9 +360,10 @@ def _personalisation_html(section: dict | None) -> list[str]:
         out.append(f'<p class="decided">rubric decisions by {_e(decided)}</p>')
         undecided = section["overall"].get("undecided")
         if undecided:
-            out.append(f'<p class="undecided">Intent undecided for {undecided} task(s): no final-state check and '
-                       "no judge, only the agent's answer says it was done; left out of Intent and SR "
-                       "(score with --judge llm to decide them).</p>")
+            out.append(f'<p class="undecided">Intent undecided for {undecided} task(s): no final-state check, '
+                       "no judge, and nothing in the trajectory says the goal was not achieved, only the agent's "
+                       "answer says it was done; left out of Intent and SR (score with --judge llm to decide "
+                       "them).</p>")
         if section.get("by_task"):
             # per task: which rubric decisions the rules made, which a judge made, what is undecided
             out.append('<table id="persona-tasks"><thead><tr><th>task</th><th>level</th><th>scheme</th>'
@@ -415,14 +421,18 @@ def render_html(report: dict, trajectories: dict[str, dict]) -> str:
         out.append(f'<p class="error">warning: {_e(w)}</p>')
 
     summary = report["summary"]
+    undecided = bool(summary["overall"].get("undecided"))
     out.append('<h2>Summary</h2><table id="summary"><thead><tr><th>category</th><th>tasks</th><th>success</th>'
-               '<th>rate</th><th>partial</th><th>score</th><th>avg steps</th><th>efficiency</th><th>false end (infeasible)</th>'
+               '<th>rate</th><th>partial</th>' + ('<th>undecided</th>' if undecided else '') +
+               '<th>score</th><th>avg steps</th><th>efficiency</th><th>false end (infeasible)</th>'
                '<th>loops</th><th>step limit (loop at limit / inefficient)</th><th>missing</th></tr></thead><tbody>')
 
     def row(name: str, r: dict, cls: str = "") -> str:
         cells = [name, r["tasks"], r["success"], _fmt(r["success_rate"], pct=True), r["partial"], _fmt(r["mean_score"]),
                  _fmt(r["avg_steps"]), _fmt(r["mean_efficiency"]), _false_end(r), r["loops"],
                  f"{r['step_limit_loop']} / {r['step_limit_inefficient']}", r["missing"]]
+        if undecided:  # tasks whose success nothing decided (a rubric's intent): neither success nor failure
+            cells.insert(5, _fmt(r.get("undecided")))
         return f'<tr class="{cls}">' + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>"
 
     for cat, r in summary["categories"].items():

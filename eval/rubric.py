@@ -13,10 +13,11 @@ Ground truth (``ground_truth.rubric``)::
 Scores (the paper's): website = retrieval 5 + utilisation 5; preferences = each of the k
 preferences 5/k retrieval + 5/k utilisation, plus 2.5 + 2.5 for the location on a location-aware
 site, rescaled to 10; intent = 10 the goal achieved / 5 the final decisive action attempted but
-blocked by an outside factor (:func:`decisive_attempt`) / 0,
-decided without looking at the preferences, and *undecided* (None) when nothing but the agent's
-own answer says it was done (no final-state check, no judge); success = every score 10 (None while
-the intent is undecided and the other scores are 10). ``docs/scoring.md`` maps every sentence of
+blocked by an outside factor (:func:`decisive_attempt`) / 0 (among others when the trajectory
+shows the goal was not achieved, :func:`not_achieved`), decided without looking at the
+preferences, and *undecided* (None) when nothing but the agent's own answer says it was done (no
+final-state check, no judge, nothing in the trajectory against it); success = every score 10
+(None while the intent is undecided and the other scores are 10). ``docs/scoring.md`` maps every sentence of
 Appendix D to the function implementing it.
 
 Evidence:
@@ -30,7 +31,10 @@ Evidence:
 - *used*: the agent's reasoning (``agent_fields.thought``/``rationale`` of every step) and its
   actions: typed and selected text (with the field it went into), the URLs it went to or asked
   for (``url_after``, goto targets, ``final_url``; not the start page: see ``visited_urls``; query
-  strings parsed), its answer, and ``final_state``.
+  strings parsed), its answer, and ``final_state``. A preference value typed into an expected
+  site's search box counts whatever its key (Appendix D.2: an attempt to apply it); the location
+  counts only when applied during navigation (D.2.1: ``Use.nav``, not a thought or the answer);
+  the website only when a page of it loaded (D.1: :func:`navigated_urls`, not a failed goto).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
 from webfreeze.simulator.actions import ENDING_KINDS  # they show a page but do not use it
 
+from .behaviour import UNDECIDED
 from .infrastructure import is_infrastructure
 from .judge import Judge, ask
 from .text import contains_phrase, normalise
@@ -84,6 +89,21 @@ LOCATION_PARTS = ("city", "neighbourhood", "zip", "state")
 # value searched for (a search box, a ``q``/``query``/``search`` parameter) is in its context.
 SEARCHED_KEYS = frozenset({"category", "cuisine", "speciality", "specialty", "hotel_class", "genre", "kind"})
 SEARCH_WORDS = frozenset({"q", "query", "search", "keyword", "keywords", "term", "searchbox"})
+# Roles of the controls that set a filter or an option when clicked (a checkbox "Lisbon", a radio
+# button "Size 42"): their name is a value applied during navigation (Appendix D.2.1).
+FILTER_ROLES = frozenset({"checkbox", "radio", "option", "menuitemcheckbox", "menuitemradio", "switch"})
+# A preference value of at most this many characters ("M", "42") counts as typed into a search box
+# only next to a word of its key ("size 42"): alone it is found in too many searches.
+SHORT_VALUE = 2
+
+
+def is_search_box(target: dict) -> bool:
+    """Whether an element the agent typed into is a search box: the ``searchbox`` role, or a role,
+    name, id, CSS or XPath with a search word (:data:`SEARCH_WORDS`: "Search products", ``name="q"``)."""
+    if str(target.get("role") or "").lower() == "searchbox":
+        return True
+    label = " ".join(str(target[k]) for k in ("role", "name", "id", "css", "xpath") if target.get(k))
+    return bool(_name_words(label) & SEARCH_WORDS)
 
 
 # ------------------------------------------------------------------------------ ground truth
@@ -209,14 +229,84 @@ def visited_urls(trajectory: dict) -> list[str]:
     return list(dict.fromkeys(urls))
 
 
+# An error the text backend gives a load that was answered with an error status ("HTTP 404 for URL"):
+# the page shown is the error page, whatever the step's URLs say.
+_HTTP_ERROR = re.compile(r"^HTTP [45]\d\d\b")
+# Actions that ask for a new page whatever the URLs say afterwards.
+_NAVIGATING_KINDS = ("goto", "go_back", "go_forward")
+
+
+def _document_ok(document: dict, error: Any) -> bool:
+    """Whether the main document the replay served for a step loaded: not a miss, a status below
+    400 (none known counts as loaded), and the step not failed (a load that timed out)."""
+    status = document.get("status")
+    return (document.get("level") != "miss" and not (isinstance(status, int) and status >= 400)
+            and not error)
+
+
+def _load_outcome(step: dict) -> bool | None:
+    """Whether the page a browser step left the agent on is a successfully loaded page: False when
+    the step's navigation failed (a replay miss or an error status of its main document, an
+    ``HTTP 4xx/5xx`` error, an error on a step that changed the URL or asked for a page: the error
+    page, the page that never loaded), True when it navigated without failing, None when it did not
+    navigate (the page stays what it was)."""
+    replay = step.get("replay") if isinstance(step.get("replay"), dict) else {}
+    document = replay.get("document")
+    error = step.get("error")
+    if isinstance(document, dict):
+        return _document_ok(document, error)
+    if isinstance(error, str) and _HTTP_ERROR.match(error):
+        return False
+    parsed = step.get("parsed") if isinstance(step.get("parsed"), dict) else {}
+    url, after = step.get("url"), step.get("url_after")
+    if after and after != url:
+        return not error
+    if parsed.get("kind") in _NAVIGATING_KINDS:
+        # a failed load that left the page as it was (the text backend's "could not load") changes
+        # nothing; one that succeeded onto the same URL is a load
+        return None if error else True
+    return None
+
+
+def navigated_urls(trajectory: dict) -> list[str]:
+    """The pages the agent successfully navigated to (Appendix D.1, STEP 2: "Did the agent successfully
+    navigate to the expected website?"): the ``url_after`` of each acting browser step, and the
+    ``final_url``, while the page shown there was loaded successfully. A page is not successfully
+    reached when the step that brought the agent there failed (:func:`_load_outcome`: an error page,
+    a replay miss, a load that never finished); a goto's target alone, asked for but not reached, is
+    not a navigation. The start page the task gave counts only once the agent acted on it, as in
+    :func:`visited_urls`; the trajectory's ``replay.start`` says whether it loaded."""
+    if not _acting_steps(trajectory):
+        return []
+    replay = trajectory.get("replay") if isinstance(trajectory.get("replay"), dict) else {}
+    start = replay.get("start") if isinstance(replay.get("start"), dict) else {}
+    ok = _document_ok(start["document"], None) if isinstance(start.get("document"), dict) else True
+    urls: list[str] = []
+    for s in browser_steps(trajectory):
+        outcome = _load_outcome(s)
+        if outcome is not None:
+            ok = outcome
+        if ok and isinstance(s.get("url_after"), str) and s["url_after"]:
+            urls.append(s["url_after"])
+    final = trajectory.get("final_url")
+    if ok and isinstance(final, str) and final:
+        urls.append(final)
+    return list(dict.fromkeys(urls))
+
+
 class Use:
     """Where the agent used values: *fields* (``(name, text)``: a URL parameter or path step, a form
-    field, a ``final_state`` field) and *free text* (thoughts, typed search text, the answer,
-    whole URLs decoded)."""
+    field, a ``final_state`` field), *free text* (thoughts, typed search text, the answer, whole URLs
+    decoded), *navigation* (the free text minus the agent's reasoning and answer: what it typed and
+    selected, the URLs it went to or asked for, the filter controls it clicked, the final state;
+    Appendix D.2.1's "applied during navigation") and *searches* (``(host, where, text)``: text typed
+    into a search box on a page of ``host``, and the search parameters of the URLs it went to)."""
 
     def __init__(self, trajectory: dict):
         self.fields: list[tuple[str, str]] = []
         self.free: list[str] = []
+        self.nav: list[str] = []
+        self.searches: list[tuple[str, str, str]] = []
         for s in trajectory.get("steps", []):
             f = s.get("agent_fields") if isinstance(s.get("agent_fields"), dict) else {}
             for key in ("thought", "rationale"):
@@ -224,16 +314,24 @@ class Use:
                     self.free.append(f[key])
         for s in browser_steps(trajectory):
             parsed = s.get("parsed") if isinstance(s.get("parsed"), dict) else {}
+            target = s.get("target") if isinstance(s.get("target"), dict) else {}
             text = s.get("typed")
             if text is None and parsed.get("kind") == "select":
                 text = parsed.get("value") or parsed.get("text")
             if text is None and parsed.get("kind") in ("fill", "type"):
                 text = parsed.get("text")
             if text is not None:
-                target = s.get("target") if isinstance(s.get("target"), dict) else {}
                 label = " ".join(str(target[k]) for k in ("role", "name", "css", "xpath") if target.get(k))
                 self.fields.append((label, str(text)))
                 self.free.append(str(text))
+                self.nav.append(str(text))
+                if parsed.get("kind") != "select" and is_search_box(target):
+                    self.searches.append((_host(str(s.get("url") or "")), label, str(text)))
+            elif parsed.get("kind") == "click" and str(target.get("role") or "").lower() in FILTER_ROLES:
+                # a filter or option the agent set by clicking it: its name is what it applied
+                for k in ("name", "value"):
+                    if target.get(k):
+                        self.nav.append(str(target[k]))
         for url in visited_urls(trajectory):
             try:
                 parts = urlsplit(url)
@@ -242,12 +340,25 @@ class Use:
             for name, value in parse_qsl(parts.query, keep_blank_values=False):
                 self.fields.append((name, value))
                 self.free.append(value)
+                self.nav.append(value)
+                if _name_words(name) & SEARCH_WORDS:
+                    self.searches.append((_host(url), name, value))
             segs = [unquote(p) for p in parts.path.split("/") if p]
             self.fields.extend(zip(segs, segs[1:]))
             self.free.append(unquote_plus(url))
+            self.nav.append(unquote_plus(url))
         if isinstance(trajectory.get("answer"), str):
             self.free.append(trajectory["answer"])
         self._walk(trajectory.get("final_state") or {}, "")
+
+    def searched_on(self, sites: list[str]) -> list[tuple[str, str]]:
+        """``(where, text)`` of the searches made on one of ``sites`` (on any site when empty)."""
+        return [(where, text) for host, where, text in self.searches
+                if not sites or any(_same_site(host, site) for site in sites)]
+
+    def navigation(self) -> list[str]:
+        """The navigation texts with the fields as ``name: text``, as the judge is shown them."""
+        return self.nav + [f"{n}: {t}" for n, t in self.fields]
 
     def _walk(self, value: Any, name: str) -> None:
         if isinstance(value, dict):
@@ -259,6 +370,7 @@ class Use:
         elif value is not None and not isinstance(value, bool):
             self.fields.append((name, str(value)))
             self.free.append(str(value))
+            self.nav.append(str(value))
 
     def texts(self) -> list[str]:
         return self.free + [f"{n}: {t}" for n, t in self.fields]
@@ -310,9 +422,13 @@ def near(text: str, value: str, words: Iterable[str], chars: int = NEAR_CHARS) -
     return False
 
 
-def preference_used(key: str, value: str, use: Use) -> tuple[bool, str]:
+def preference_used(key: str, value: str, use: Use, sites: list[str] | None = None) -> tuple[bool, str]:
     """(used, where) by the category rule: a field named for the key holds the value, or free text
-    has the value near a word of the key; keys ``p<N>`` have no category (found anywhere)."""
+    has the value near a word of the key; keys ``p<N>`` have no category (found anywhere). Whatever
+    the key, a value typed into the search box of one of ``sites`` (any site when none), or searched
+    for there by URL, is an attempt to apply it (Appendix D.2, STEP 2: "the agent at least attempted
+    to apply the expected value"); a value of :data:`SHORT_VALUE` characters or fewer counts there
+    only next to a word of its key ("size 42")."""
     if _UNCATEGORISED.match(key.lower()):
         return (any(contains_phrase(t, value) for t in use.texts()), "anywhere")
     words = key_words(key)
@@ -323,6 +439,10 @@ def preference_used(key: str, value: str, use: Use) -> tuple[bool, str]:
         for name, text in use.fields:
             if _name_words(name) & SEARCH_WORDS and contains_phrase(text, value):
                 return True, f"searched for ({name!r})"
+    short = len(normalise(value)) <= SHORT_VALUE
+    for where, text in use.searched_on(sites or []):
+        if contains_phrase(text, value) and (not short or near(text, value, words, chars=12)):
+            return True, f"typed into the site's search ({where!r})"
     for text in use.free:
         if near(text, value, words):
             return True, "near the key word"
@@ -379,17 +499,20 @@ def _decide(rule: bool, judge: Judge | None, question: str, value: str, evidence
 # Persona2Web (Appendix D.3) gives 5 when the agent identified the item and "attempted the final
 # decisive action (e.g., clicked 'Add to Cart') BUT was blocked by external factors". The rules see
 # the attempt in the trajectory (``decisive_attempt``: a click or key press on an expected site whose
-# target names such an action) followed by the agent's ``infeasible`` report; without the attempt a
+# target names such an action) followed by the agent's report that it could not go on (``infeasible``,
+# or an answer saying the goal was not achieved, :func:`answer_says_not_achieved`); without the attempt a
 # judge, when given, decides, else 0. An ``error`` with ``cause: provider`` (the LLM provider still
 # failing after the client's retries) is infrastructure, not the task's outside world: intent 0,
 # decided by "infrastructure", counted apart in reports. An ``error`` without a cause is the agent's
 # own crash; ``step_limit`` and ``stopped`` are its own.
 INFRASTRUCTURE = "infrastructure"
-# The intent's decider when nothing but the agent's answer says the goal was achieved (no intent
-# checks, no judge). The paper gives 10 only when "the requested final goal was successfully
+# The intent's decider (``UNDECIDED``, "undecided") when nothing decides it: no intent checks, no
+# judge, and nothing in the trajectory says the goal was not achieved (:func:`not_achieved`), only the
+# agent's answer that it was. The paper gives 10 only when "the requested final goal was successfully
 # achieved": the agent's claim is not that evidence, so the intent is left undecided (score None),
-# never credited, and reports leave such tasks out of Intent and SR.
-UNDECIDED = "undecided"
+# never credited, and reports leave such tasks out of Intent and SR and count them.
+UNDECIDED_WHY = ("no final-state check and no judge, and nothing in the trajectory says the goal was not "
+                 "achieved: only the agent's answer says it was done")
 # Words of a target that names the final decisive action of a task: adding to a cart, buying,
 # checking out, ordering, paying, reserving, booking, confirming, applying for a job, enrolling,
 # registering, getting tickets. Matched on word boundaries in the normalised name, value or text of
@@ -406,6 +529,52 @@ DECISIVE_ACTION = re.compile(
     r"(?![0-9a-z])")
 # Browser actions that can carry out a decisive action (a click on a button or link, a key press).
 DECISIVE_KINDS = ("click", "press")
+# Appendix D.3 gives 0 when the agent "Failed to reach the decisive action / ... / Process abandoned".
+# Without a final-state check, the rules read that from the trajectory in two ways (else the intent is
+# undecided): the agent's own answer says the goal was not achieved (:data:`NOT_ACHIEVED` in a clause
+# of it and no clause claiming the goal, :data:`ACHIEVED`), or the instruction asks for a decisive
+# action (:data:`INSTRUCTED_DECISIVE`: buy, add to the cart, book, reserve, ...) that the agent never
+# attempted (:func:`decisive_attempt`). Matched in the normalised text, on word boundaries.
+NOT_ACHIEVED = re.compile(
+    r"(?<![0-9a-z])(could ?n[o']?t|can ?not|can't|unable to|(was|were|am|is) ?n[o']?t able to|not able to|"
+    r"failed to|did ?n[o']?t (manage|succeed|complete|finish|find|add|book|reserve|buy|order|purchase|get)|"
+    r"gave up|give up|giving up|abandon(ed|ing)?|not (possible|available|found|in stock|completed?)|unavailable|"
+    r"out of stock|sold out|fully booked|no (results?|matches|matching|availability|slots?|tables?|rooms?)|"
+    r"nothing (was |has been |could be )?(added|booked|reserved|ordered|purchased|bought|found))(?![0-9a-z])")
+ACHIEVED = re.compile(
+    r"(?<![0-9a-z])(added|booked|reserved|ordered|purchased|bought|placed|completed?|confirmed|scheduled|"
+    r"registered|applied for|enrolled|rsvp'?d|done|success(ful(ly)?)?|in (the|your|my) (cart|bag|basket))(?![0-9a-z])")
+INSTRUCTED_DECISIVE = re.compile(
+    r"(?<![0-9a-z])(add(?![0-9a-z]).{0,60}?(?<![0-9a-z])to (my |the |our )?(cart|bag|basket|trolley)|buy|purchase|"
+    r"check ?out|place (an? |the |my )?order|order (a|an|the|me|us|some|one|two|\d+)|"
+    r"book (a|an|the|me|us|my|our|it|tickets?|\d+)|reserve|make (a |an )?(reservation|booking|appointment)|"
+    r"apply for|register (for|me|us)|enrol(l)?|get tickets?|rsvp|schedule (a|an|the|my) (\w+ )?appointment|"
+    r"rent (a|an|the|me))(?![0-9a-z])")
+# Where an answer is cut into clauses: a clause claiming the goal outweighs one reporting a failure
+# ("added the Acme shoes; could not find size 42" does not say the goal was not achieved).
+_CLAUSES = re.compile(r"[.;!?\n]+|,\s*(?:but|so|however|although|and)(?![0-9a-z])|\s(?:but|however|although)\s")
+
+
+def answer_says_not_achieved(answer: str | None) -> bool:
+    """Whether the agent's own answer says the goal was not achieved ("I could not add it to the cart",
+    "no results", "I gave up"): a clause of it reports a failure (:data:`NOT_ACHIEVED`) and none
+    claims the goal (:data:`ACHIEVED` in a clause without a failure)."""
+    clauses = [c for c in _CLAUSES.split(normalise(answer)) if c and c.strip()]
+    failed = [bool(NOT_ACHIEVED.search(c)) for c in clauses]
+    claimed = [bool(ACHIEVED.search(c)) and not f for c, f in zip(clauses, failed)]
+    return any(failed) and not any(claimed)
+
+
+def not_achieved(trajectory: dict, sites: list[str], instruction: str) -> str | None:
+    """The trajectory's evidence that the goal was not achieved (Appendix D.3, 0 points), or None:
+    ``"answer"`` (the agent's answer says so, :func:`answer_says_not_achieved`) or ``"no decisive
+    action"`` (the instruction asks for a decisive action, :data:`INSTRUCTED_DECISIVE`, and no
+    :func:`decisive_attempt` was made on an expected site: "Failed to reach the decisive action")."""
+    if answer_says_not_achieved(trajectory.get("answer")):
+        return "answer"
+    if instruction and INSTRUCTED_DECISIVE.search(normalise(instruction)) and decisive_attempt(trajectory, sites) is None:
+        return "no decisive action"
+    return None
 
 
 def infrastructure_failure(end: dict) -> bool:
@@ -466,12 +635,13 @@ def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", in
     use = Use(trajectory)
     used_ev = use.texts()
     entries = retrieved_entries(trajectory)
-    visited = [_host(u) for u in visited_urls(trajectory)]
+    reached = navigated_urls(trajectory)
+    visited = [_host(u) for u in reached]
     items: list[dict] = []
     out: dict[str, Any] = {"items": items}
 
     def item(kind: str, name: str, value: str, retrieved_rule: bool, used_rule: bool, where: str = "",
-             explicit: bool | None = None) -> dict:
+             explicit: bool | None = None, used_question: str = "", used_evidence: list[str] | None = None) -> dict:
         if explicit is None:
             explicit = bool(instruction) and contains_phrase(instruction, value)
         what = f"{kind} {name}" if kind != "website" else "website"
@@ -480,8 +650,8 @@ def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", in
                               value, judge_ev)
         else:
             r, r_by = True, "instruction"
-        u, u_by = _decide(used_rule, judge, f"Did the agent use the {what} in its reasoning or actions?",
-                          value, used_ev)
+        u, u_by = _decide(used_rule, judge, used_question or f"Did the agent use the {what} in its reasoning or actions?",
+                          value, used_ev if used_evidence is None else used_evidence)
         entry = {"kind": kind, "name": name, "value": value, "retrieved": r, "used": u,
                  "retrieved_by": r_by, "used_by": u_by}
         if where and used_rule:
@@ -495,8 +665,12 @@ def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", in
         got_site = next((s for s in sites if any(_same_site(str(e.get("website") or ""), s) for e in entries)
                          or any(contains_phrase(t, s) for t in retrieved_ev)), None)
         explicit = any(instruction and contains_phrase(instruction, s) for s in sites)
+        # the judge is shown every URL the agent went to or asked for, and whether it was reached
+        nav_ev = [f"{u} ({'reached' if u in reached else 'asked for, not reached'})"
+                  for u in dict.fromkeys(visited_urls(trajectory) + reached)]
         w = item("website", "website", got_site or used_site or " or ".join(sites), got_site is not None,
-                 used_site is not None, explicit=bool(explicit))
+                 used_site is not None, explicit=bool(explicit),
+                 used_question="Did the agent successfully navigate to the expected website?", used_evidence=nav_ev)
         out["website"] = {"retrieval": 5.0 if w["retrieved"] else 0.0, "utilisation": 5.0 if w["used"] else 0.0}
         out["website"]["score"] = out["website"]["retrieval"] + out["website"]["utilisation"]
 
@@ -507,7 +681,7 @@ def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", in
         weight = 5.0 / len(prefs) if prefs else 0.0
         for name, value in sorted(prefs.items()):
             value = str(value)
-            used, where = preference_used(name, value, use)
+            used, where = preference_used(name, value, use, sites)
             p = item("preference", name, value, any(contains_phrase(t, value) for t in retrieved_ev), used, where,
                      explicit=_stated(instruction, name, value))
             retrieval += weight if p["retrieved"] else 0.0
@@ -515,9 +689,12 @@ def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", in
         full = 10.0 if prefs else 0.0
         if location:
             text = ", ".join(location[k] for k in LOCATION_PARTS if k in location)
+            # used: applied during navigation (Appendix D.2.1 STEP 2), not named in a thought or the answer
             loc = item("location", "location", text, _location_found(location, retrieved_ev),
-                       _location_found(location, used_ev, use.fields),
-                       explicit=bool(instruction) and _location_found(location, [instruction]))
+                       _location_found(location, use.nav, use.fields),
+                       explicit=bool(instruction) and _location_found(location, [instruction]),
+                       used_question="Was the location applied during navigation? (delivery address, search "
+                                     "location, filters, etc.)", used_evidence=use.navigation())
             loc["parts"] = location
             retrieval += 2.5 if loc["retrieved"] else 0.0
             utilisation += 2.5 if loc["used"] else 0.0
@@ -556,6 +733,10 @@ def _intent(trajectory: dict, sites: list[str], instruction: str, intent_done: b
         if end.get("reason") != "answer" or not on_site:
             # the agent did not end by saying the goal was reached, on an expected site: not achieved
             done, by = False, "rule"
+        elif (shown := not_achieved(trajectory, sites, instruction)) is not None:
+            # its answer says the goal was not reached, or it never attempted the decisive action asked
+            done, by = False, "rule"
+            extra["not_achieved"] = shown
         elif judge is not None:
             evidence = [f"answer: {trajectory.get('answer') or ''}", f"final page: {last}"]
             if trajectory.get("final_state"):
@@ -565,8 +746,7 @@ def _intent(trajectory: dict, sites: list[str], instruction: str, intent_done: b
             by = judge.name
         else:  # only the agent's word: no evidence that the goal was achieved, none that it was not
             return {"score": None, "done": None, "blocked": None, "decided_by": UNDECIDED,
-                    "undecided": "no final-state check and no judge: only the agent's answer says it was done",
-                    **extra}
+                    "undecided": UNDECIDED_WHY, **extra}
     else:
         done, by = bool(intent_done), "ground truth"
     if done:
@@ -574,7 +754,11 @@ def _intent(trajectory: dict, sites: list[str], instruction: str, intent_done: b
     if infrastructure_failure(end):  # the provider or live site failed: no verdict on the agent's work
         return {"score": 0.0, "done": False, "blocked": False, "decided_by": INFRASTRUCTURE, **extra}
     blocked = False
-    if end.get("reason") == "infeasible" and on_site:
+    # the agent reported that it could not go on: by its infeasibility report, or by an answer saying
+    # the goal was not achieved (then the report after a decisive attempt is the outside block)
+    reported = end.get("reason") == "infeasible" or (
+        end.get("reason") == "answer" and answer_says_not_achieved(trajectory.get("answer")))
+    if reported and on_site:
         attempt = decisive_attempt(trajectory, sites)
         if attempt is not None:
             blocked = True

@@ -18,7 +18,11 @@
 - ``steps`` counts browser steps; history accesses are counted apart in ``behaviour``.
 - ``behaviour.efficiency_ratio`` (``behaviour.py``): reference steps (the reference trajectory's
   step count, else ``reference_length``) / agent steps (browser steps).
-- ``outcome``: ``success``; else ``partial`` when the reference overlap is above 0.7 (WebArxiv's
+- ``outcome``: ``success``; else ``undecided`` when the rubric's success waits on an undecided
+  intent (``rubric.success`` None: nothing in the trajectory decides, no final-state check, no
+  judge) and every other success kind succeeded, since the task is then neither a success nor a
+  failure (its ``success`` stays false, never credited, and its error category is ``undecided``,
+  not a false end); else ``partial`` when the reference overlap is above 0.7 (WebArxiv's
   "partially correct"); else ``fail``. A task with no trajectory: ``missing``.
 - ``score``: the mean over the success kinds present of their scores (answer: share of checks;
   key_nodes: completion rate; rubric: mean of its 0-10 scores / 10; ranking: Hit@1; final_state:
@@ -30,7 +34,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from .answer import evaluate_answer
-from .behaviour import evaluate_behaviour, reference_step_count
+from .behaviour import UNDECIDED, evaluate_behaviour, reference_step_count
 from .final_state import evaluate_final_state
 from .infrastructure import infrastructure_counts
 from .judge import Judge, judge_name
@@ -86,14 +90,19 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None,
     present = [k for k in SUCCESS_KINDS if k in results]
     overlap_result = results.get("reference_trajectory")
     partial = bool(overlap_result and overlap_result["partial"])
+    # a rubric whose success waits on an undecided intent (None), every other kind having succeeded:
+    # the task is neither a success nor a failure
+    undecided = ("rubric" in results and results["rubric"]["success"] is None
+                 and all(results[k]["success"] for k in present if k != "rubric"))
     if present:
         success = all(results[k]["success"] for k in present)
         score = sum(_kind_score(k, results[k]) for k in present) / len(present)
     else:
         success = partial
         score = (overlap_result or {}).get("overlap") or 0.0
-    outcome = "success" if success else "partial" if partial else "fail"
-    behaviour = evaluate_behaviour(trajectory, success=success, reference_steps=reference_steps)
+    outcome = "success" if success else UNDECIDED if undecided else "partial" if partial else "fail"
+    behaviour = evaluate_behaviour(trajectory, success=success, reference_steps=reference_steps,
+                                   undecided=undecided)
     end = trajectory.get("end") or {}
     out = {**base, "outcome": outcome, "success": success, "partial": partial, "score": score,
            "steps": behaviour["steps"], "answer": answer,
@@ -179,6 +188,9 @@ def summary_row(results: list[dict]) -> dict:
         "success_rate": _rate([r["success"] for r in results]),
         "partial": sum(1 for r in results if r["outcome"] == "partial"),
         "partial_rate": _rate([r["outcome"] == "partial" for r in results]),
+        # neither succeeded nor failed: a rubric's intent nothing decided (counted in success_rate's
+        # denominator as not succeeded, never credited)
+        "undecided": sum(1 for r in results if r["outcome"] == UNDECIDED),
         "mean_score": _mean(r["score"] for r in results),
         "avg_steps": _mean(r["steps"] for r in ran),
         "mean_efficiency": _mean(r["behaviour"].get("efficiency_ratio") for r in ran),

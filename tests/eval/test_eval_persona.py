@@ -205,10 +205,10 @@ def test_decisive_actions_are_named_by_their_target(name, decisive):
 
 def test_intent_ten_needs_evidence_that_the_goal_was_achieved():
     """Appendix D.3: 10 only when "the requested final goal was successfully achieved". An answer on
-    the right site is the agent's word, not that evidence: without final-state checks or a judge the
-    intent is undecided, never 10, even when the answer says nothing was added."""
-    t = good_trajectory()
-    t["answer"] = t["steps"][-1]["parsed"]["text"] = "I could not add anything to the cart."
+    the right site that says it was done, after the decisive click, is the agent's word, not that
+    evidence: without final-state checks or a judge the intent is undecided, never 10. An answer
+    saying nothing was added is not undecided: it shows the goal was not achieved (0)."""
+    t = good_trajectory(decisive=True)
     r = evaluate_rubric(RUBRIC, t, instruction="Buy me running shoes")
     assert r["intent"] is None and r["intent_detail"]["decided_by"] == "undecided"
     assert r["intent_detail"]["done"] is None and "only the agent's answer" in r["intent_detail"]["undecided"]
@@ -216,6 +216,12 @@ def test_intent_ten_needs_evidence_that_the_goal_was_achieved():
     assert r["success"] is None and r["score"] == 1.0
     # a decided score below 10 already fails the task, whatever the intent
     assert evaluate_rubric({**RUBRIC, "preferences": {"brand": "Other"}}, t)["success"] is False
+    # the agent's own answer says nothing was added and no outside factor is named: 0 by rule
+    failed = good_trajectory()
+    failed["answer"] = failed["steps"][-1]["parsed"]["text"] = "I could not add anything to the cart."
+    r = evaluate_rubric(RUBRIC, failed, instruction="Buy me running shoes")
+    assert r["intent"] == 0.0 and r["intent_detail"]["decided_by"] == "rule"
+    assert r["intent_detail"]["not_achieved"] == "answer" and r["success"] is False
     # the final state decides it: nothing in the cart, 0
     r = evaluate_rubric(RUBRIC, t, intent_done=False)
     assert r["intent"] == 0.0 and r["intent_detail"]["decided_by"] == "ground truth" and r["success"] is False
@@ -236,7 +242,7 @@ def test_provider_failures_are_flagged_in_the_report(tmp_path):
     down = good_trajectory("a0", end="error")
     down["end"]["cause"] = "provider"
     down["answer"] = None
-    run = write_run(tmp_path / "run", [p_task("a0", 0), p_task("a1", 0)], [down, good_trajectory("a1")],
+    run = write_run(tmp_path / "run", [p_task("a0", 0), p_task("a1", 0)], [down, good_trajectory("a1", decisive=True)],
                     manifest={"agent": {"name": "llm", "config": {"scheme": "on-demand"}}})
     report, _ = build_report(run)
     p = report["personalisation"]
@@ -451,7 +457,8 @@ def test_report_aggregates_per_level_and_scheme(tmp_path):
     weak["final_state"] = ONE_IN_CART
     crash = good_trajectory("a2", end="error")       # the agent's own crash on the right site: intent 0
     crash["answer"] = None
-    other = good_trajectory("b1", scheme=None)       # another scheme (none = no-history)
+    # another scheme (none = no-history); it clicked "Add to cart", so nothing says the goal was missed
+    other = good_trajectory("b1", scheme=None, decisive=True)
     rank1 = trajectory("r1", [answer_step('["C", "A", "B", "D", "E"]')], answer='["C", "A", "B", "D", "E"]')
     rank2 = trajectory("r2", [answer_step("I think A")], answer="I think A")  # invalid: counted, a miss
     run = write_run(tmp_path / "run", tasks, [perfect, weak, crash, other, rank1, rank2],
@@ -491,8 +498,9 @@ def test_report_aggregates_per_level_and_scheme(tmp_path):
     assert p["decided_by"]["undecided"] == 1 and p["decided_by"]["ground truth"] == 2
     md = markdown(p)
     assert "undecided 1" in md and "Intent undecided for 1 task(s)" in md and ": b1." in md
-    assert "| on-demand | 0 | 1 | 1 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 |" in md
-    assert "| no-history | 1 | 1 | 0 | 1.000 | 1.000 | 1.000 | - | - |" in md
+    # tasks, decided, undecided, then the scores
+    assert "| on-demand | 0 | 1 | 1 | 0 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 |" in md
+    assert "| no-history | 1 | 1 | 0 | 1 | 1.000 | 1.000 | 1.000 | - | - |" in md
     assert "| **overall** | 12 | 9 | 0.750 |" in md
     html = render_html(report, {})
     assert 'id="persona"' in html and 'id="retrieval"' in html and 'id="ranking"' in html
@@ -670,11 +678,16 @@ def test_a_searched_category_and_self_naming_values():
     t["steps"][0]["agent_fields"]["thought"] = "budget prices, as usual"
     items = {i["name"]: i for i in evaluate_rubric(rubric, t)["items"]}
     assert items["price_tier"]["used"] is True
-    # a brand is not a searched category: q=acme alone is no brand context
+    # a brand is not a searched category, but searched for on the expected site it is an attempt to
+    # apply it (Appendix D.2 STEP 2); searched for on another site it is not
+    search = "http://shop.test/search?q=acme"
     r = evaluate_rubric({"websites": ["shop.test"], "preferences": {"brand": "Acme"}},
-                        trajectory("t", [step("goto('http://shop.test/search?q=acme')", "goto",
-                                              goto="http://shop.test/search?q=acme",
-                                              url_after="http://shop.test/search?q=acme")], end="stopped"))
+                        trajectory("t", [step(f"goto('{search}')", "goto", goto=search, url_after=search)],
+                                   end="stopped"))
+    assert r["items"][1]["used"] is True and r["items"][1]["used_where"] == "typed into the site's search ('q')"
+    r = evaluate_rubric({"websites": ["shop2.test"], "preferences": {"brand": "Acme"}},
+                        trajectory("t", [step(f"goto('{search}')", "goto", goto=search, url_after=search)],
+                                   end="stopped"))
     assert r["items"][1]["used"] is False
 
 

@@ -533,7 +533,7 @@ DECISIVE_KINDS = ("click", "press")
 # Without a final-state check, the rules read that from the trajectory in two ways (else the intent is
 # undecided): the agent's own answer says the goal was not achieved (:data:`NOT_ACHIEVED` in a clause
 # of it and no clause claiming the goal, :data:`ACHIEVED`), or the instruction asks for a decisive
-# action (:data:`INSTRUCTED_DECISIVE`: buy, add to the cart, book, reserve, ...) that the agent never
+# action (:data:`INSTRUCTED_DECISIVE`: buy, add to the cart, book, reserve, ... as a request) that the agent never
 # attempted (:func:`decisive_attempt`). Matched in the normalised text, on word boundaries.
 NOT_ACHIEVED = re.compile(
     r"(?<![0-9a-z])(could ?n[o']?t|can ?not|can't|unable to|(was|were|am|is) ?n[o']?t able to|not able to|"
@@ -544,12 +544,17 @@ NOT_ACHIEVED = re.compile(
 ACHIEVED = re.compile(
     r"(?<![0-9a-z])(added|booked|reserved|ordered|purchased|bought|placed|completed?|confirmed|scheduled|"
     r"registered|applied for|enrolled|rsvp'?d|done|success(ful(ly)?)?|in (the|your|my) (cart|bag|basket))(?![0-9a-z])")
+# The verbs of a decisive action count in an instruction only where a request puts them: at its start,
+# after punctuation, or after "and", "to", "please", "then", "you", "i", "me", "us" ("Book a table",
+# "..., reserve a room", "I want to buy"), so that nouns ("a book by", "a nature reserve", "Best Buy")
+# do not ask for one; adding something to a cart counts anywhere.
+_REQUEST_AT = (r"(?:^|(?<=[,.;:!?] )|(?<=(?<![0-9a-z])and )|(?<=(?<![0-9a-z])to )|(?<=(?<![0-9a-z])please )|"
+               r"(?<=(?<![0-9a-z])then )|(?<=(?<![0-9a-z])you )|(?<=(?<![0-9a-z])i )|(?<=(?<![0-9a-z])me )|"
+               r"(?<=(?<![0-9a-z])us ))")
 INSTRUCTED_DECISIVE = re.compile(
-    r"(?<![0-9a-z])(add(?![0-9a-z]).{0,60}?(?<![0-9a-z])to (my |the |our )?(cart|bag|basket|trolley)|buy|purchase|"
-    r"check ?out|place (an? |the |my )?order|order (a|an|the|me|us|some|one|two|\d+)|"
-    r"book (a|an|the|me|us|my|our|it|tickets?|\d+)|reserve|make (a |an )?(reservation|booking|appointment)|"
-    r"apply for|register (for|me|us)|enrol(l)?|get tickets?|rsvp|schedule (a|an|the|my) (\w+ )?appointment|"
-    r"rent (a|an|the|me))(?![0-9a-z])")
+    r"(?<![0-9a-z])add(?![0-9a-z]).{0,60}?(?<![0-9a-z])to (my |the |our |your )?(cart|bag|basket|trolley)(?![0-9a-z])|"
+    + _REQUEST_AT + r"(buy|purchase|order|book|reserve|rent|enrol(l)?|register|rsvp|apply for|get tickets?|"
+    r"schedule|make (a |an )?(reservation|booking|appointment)|place (an? |the |my )?order)(?![0-9a-z])")
 # Where an answer is cut into clauses: a clause claiming the goal outweighs one reporting a failure
 # ("added the Acme shoes; could not find size 42" does not say the goal was not achieved).
 _CLAUSES = re.compile(r"[.;!?\n]+|,\s*(?:but|so|however|although|and)(?![0-9a-z])|\s(?:but|however|although)\s")

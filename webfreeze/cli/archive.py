@@ -85,7 +85,8 @@ def archive_import(sources, target, creator, description, license_):
 def archive_export(archive_path, fmt, output, force, allow_secrets):
     """Export as WARC 1.1 (gzip per record) or WACZ 1.1.1 (with CDXJ index and pages.jsonl).
 
-    Refused when the archive holds a credential it can recognise, unless --allow-secrets.
+    Refused when the archive holds a secret that 'archive redact' would replace, unless
+    --allow-secrets, and when a blob does not match its digest (a damaged archive).
     """
     if not allow_secrets:
         _refuse_secrets(archive_path, "the export")
@@ -349,15 +350,19 @@ def _refuse_secrets(archive_path, what: str) -> None:
 @click.option("--param", "params", multiple=True, metavar="NAME",
               help="Also redact query parameters, form fields and JSON keys called NAME; repeatable.")
 @click.option("--header", "headers", multiple=True, metavar="NAME", help="Also redact header NAME; repeatable.")
+@click.option("--secret-env", "secret_env", multiple=True, metavar="VAR",
+              help="Also replace the value of environment variable VAR wherever it occurs (a secret you know "
+                   "that nothing marks as one, such as a token in a page's script); repeatable.")
 @click.option("--cassette", "cassettes", multiple=True, nargs=2, type=click.Path(dir_okay=False),
               metavar="SRC OUT", help="Redact LLM cassette SRC into OUT with the same placeholders; repeatable.")
-def archive_redact(archive_path, output, suite, suite_out, params, headers, cassettes):
+def archive_redact(archive_path, output, suite, suite_out, params, headers, secret_env, cassettes):
     """Write a copy of ARCHIVE with its credentials replaced by stable placeholders.
 
     Cookie and Set-Cookie values, Authorization and other credential headers, secret query
-    parameters / form fields / JSON keys (token, access_token, api_key, password, session, ... and
-    --param), and values typed into password fields in --suite's reference trajectories, wherever
-    they occur. The same secret gets the same placeholder (keyed hash; the key is random and never
+    parameters / form fields (urlencoded and multipart) / JSON keys of requests and responses
+    (token, access_token, refresh_token, api_key, password, session, CSRF tokens, ... and --param),
+    values typed into password fields in --suite's reference trajectories, and --secret-env values,
+    wherever they occur. The same secret gets the same placeholder (keyed hash; the key is random and never
     stored), so the redacted suite's reference trajectories still replay. See docs/bundles.md.
     """
     with Archive.open(archive_path) as arc:
@@ -365,7 +370,7 @@ def archive_redact(archive_path, output, suite, suite_out, params, headers, cass
     progress, advance = progress_bar(total, "redacting", unit="exchanges")
     with progress:
         s = redact(archive_path, output, suite=suite, suite_out=suite_out, params=params, headers=headers,
-                   cassettes=list(cassettes), progress=advance)
+                   cassettes=list(cassettes), secret_env=secret_env, progress=advance)
     kinds = ", ".join(f"{n} {k}" for k, n in s["by_kind"].items()) or "none found"
     click.echo(f"wrote {output}: {s['exchanges']} exchanges ({s['changed']} changed), {s['secrets']} secrets "
                f"replaced ({kinds})")

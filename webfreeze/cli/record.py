@@ -14,6 +14,32 @@ from webfreeze.bundles.redaction import redact_recording
 from webfreeze.cli.options import progress_bar, usage_checked
 
 
+def redact_options(f):
+    """--redact and what it takes (as 'archive redact'): --param, --header, --secret-env."""
+    for opt in reversed([
+        click.option("--redact", is_flag=True,
+                     help="Afterwards, replace the archive's credentials (and a session's typed password values) by "
+                          "placeholders, as 'archive redact'."),
+        click.option("--param", "redact_params", multiple=True, metavar="NAME",
+                     help="--redact: also query parameters, form fields and JSON keys called NAME; repeatable."),
+        click.option("--header", "redact_headers", multiple=True, metavar="NAME",
+                     help="--redact: also header NAME; repeatable."),
+        click.option("--secret-env", "secret_env", multiple=True, metavar="VAR",
+                     help="--redact: also the value of environment variable VAR, wherever it occurs; repeatable."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def _check_redact_options(redact, params, headers, secret_env) -> None:
+    if (params or headers or secret_env) and not redact:
+        raise click.BadParameter("--param, --header and --secret-env go with --redact", param_hint="--redact")
+    if redact:
+        from webfreeze.bundles.redaction import secret_env_values
+
+        usage_checked(secret_env_values, secret_env)  # before anything is recorded
+
+
 @click.group("record")
 def record_group() -> None:
     """Record live traffic into an archive (a recording proxy on mitmproxy)."""
@@ -59,9 +85,9 @@ def record_proxy(archive_path, host, port, resolve):
               help="Check each page by loading it again from the archive alone; fetch what it misses.")
 @click.option("--recheck", is_flag=True,
               help="Visit no page: check every page record of the archive again and fetch live what one misses.")
-@click.option("--redact", is_flag=True,
-              help="Afterwards, replace the archive's credentials by placeholders (as 'archive redact').")
-def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshots, check, recheck, redact):
+@redact_options
+def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshots, check, recheck, redact,
+                 redact_params, redact_headers, secret_env):
     """Crawl URL breadth-first in real Chromium through the recording proxy (1920x1080).
 
     Each page gets a screenshot and a DOM snapshot; every request is recorded. Each page is then
@@ -76,6 +102,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
 
     usage_checked(check_url, url)
     usage_checked(scope_matcher, url, scope)  # a bad regex fails before anything starts
+    _check_redact_options(redact, redact_params, redact_headers, secret_env)
     table = usage_checked(parse_resolve, resolve)
     if recheck:
         with Archive.open(archive_path) as arc:
@@ -106,7 +133,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
         for failed_url, why in result.failed:
             click.echo(f"  failed: {failed_url} ({why})")
     if redact:
-        s = redact_recording(archive_path)
+        s = redact_recording(archive_path, params=redact_params, headers=redact_headers, secret_env=secret_env)
         click.echo(f"redacted {archive_path}: {s['secrets']} secrets replaced by placeholders")
     for page_url, missing in result.incomplete:
         click.echo(f"  incomplete: {page_url} (missing: {', '.join(missing)})")
@@ -129,10 +156,9 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
               help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
 @click.option("--instruction", default=None, metavar="TEXT",
               help="The task this session performs, kept in the trajectory (tasks add takes it from there).")
-@click.option("--redact", is_flag=True,
-              help="Afterwards, replace the archive's credentials and the trajectory's password values by "
-                   "placeholders (as 'archive redact').")
-def record_session(url, archive_path, trajectory, headed, script, resolve, instruction, redact):
+@redact_options
+def record_session(url, archive_path, trajectory, headed, script, resolve, instruction, redact, redact_params,
+                   redact_headers, secret_env):
     """Record a browsing session and log every action as a reference trajectory.
 
     Clicks, text entry, selects, form submissions, scrolls and navigations are logged with the
@@ -143,6 +169,7 @@ def record_session(url, archive_path, trajectory, headed, script, resolve, instr
     from webfreeze.recorder.session import record_session as run_session
 
     usage_checked(check_url, url)
+    _check_redact_options(redact, redact_params, redact_headers, secret_env)
     if not headed and not script:
         raise click.UsageError("a session needs --headed (a person drives) or --script FILE",
                                click.get_current_context())
@@ -153,7 +180,8 @@ def record_session(url, archive_path, trajectory, headed, script, resolve, instr
     click.echo(f"{len(result['steps'])} steps written to {trajectory}; exchanges recorded into {archive_path} "
                f"(session {result['archive_session']})")
     if redact:
-        s = redact_recording(archive_path, [trajectory])
+        s = redact_recording(archive_path, [trajectory], params=redact_params, headers=redact_headers,
+                             secret_env=secret_env)
         click.echo(f"redacted {archive_path} and {trajectory}: {s['secrets']} secrets replaced by placeholders")
 
 

@@ -79,7 +79,7 @@ def _literal(secret: str, kind: str) -> bool:
     return classes >= 2 and not secret.isalpha()
 
 
-def _typed_value(step) -> str | None:
+def typed_value(step) -> str | None:
     """The text a step typed: a reference trajectory's ``type`` step (its ``value``), or a run
     trajectory's fill/type action (its ``typed`` text); None for any other step."""
     if not isinstance(step, dict):
@@ -227,6 +227,12 @@ class Redactor:
                 if is_secret_name(name, self.params):
                     self.add(value, "param", f"multipart field {name}{at}")
             return
+        if "html" in ct:
+            for m in _INPUT.finditer(body):
+                name, value = _input_field(m.group(0))
+                if name is not None and is_secret_name(name, self.params):
+                    self.add(value, "param", f"form field {name} (a page's input){at}")
+            return
         text = body.decode("utf-8", "replace")
         if "json" in ct or text.lstrip().startswith(("{", "[")):
             try:
@@ -255,7 +261,7 @@ class Redactor:
         is an ``input type=password`` (when the recorder notes the type) or whose name or CSS path
         says password / passwd / pwd / PIN / secret."""
         for step in (trajectory or {}).get("steps") or []:
-            value = _typed_value(step)
+            value = typed_value(step)
             if value is None:
                 continue
             target = step.get("target") if isinstance(step.get("target"), dict) else {}
@@ -384,6 +390,14 @@ class Redactor:
                 return self._query(body.decode("utf-8")).encode("utf-8")
             except UnicodeDecodeError:
                 return body
+        if "html" in ct:
+            def input_sub(m):
+                name, value = _input_field(m.group(0))
+                if name is None or not is_secret_name(name, self.params) or value not in self._secrets:
+                    return m.group(0)
+                v = _ATTR_VALUE.search(m.group(0))
+                return m.group(0)[:v.start(2)] + html.escape(self._secrets[value]).encode() + m.group(0)[v.end(2):]
+            return _INPUT.sub(input_sub, body)
         return body
 
     def _json_fields(self, value):
@@ -417,6 +431,22 @@ class Redactor:
 # A JSON member whose value is a string: "name" : "value" (bytes; escapes kept as they are).
 _JSON_PAIR = re.compile(rb'"((?:[^"\\\r\n]|\\.){1,200})"(\s*:\s*)"((?:[^"\\]|\\.)*)"')
 _PART = re.compile(rb'Content-Disposition:[^\r\n]*?\bname="([^"]*)"([^\r\n]*)\r\n(?:[^\r\n]+\r\n)*\r\n', re.I)
+
+
+_INPUT = re.compile(rb"<input\b[^>]*>", re.I)
+_ATTR_NAME = re.compile(rb"""\sname\s*=\s*(["'])(.*?)\1""", re.I | re.S)
+_ATTR_VALUE = re.compile(rb"""\svalue\s*=\s*(["'])(.*?)\1""", re.I | re.S)
+
+
+def _input_field(tag: bytes) -> tuple[str | None, str | None]:
+    """(name, value) of an HTML ``<input>`` tag (the value unescaped), or (None, None)."""
+    n, v = _ATTR_NAME.search(tag), _ATTR_VALUE.search(tag)
+    if n is None or v is None:
+        return None, None
+    try:
+        return html.unescape(n.group(2).decode("utf-8")), html.unescape(v.group(2).decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, None
 
 
 def _multipart_fields(body: bytes):
@@ -487,9 +517,10 @@ def response_body(payload: bytes, headers, where: str) -> bytes | None:
 
 
 def _collectable(headers) -> bool:
-    """Whether a response body may hold secret fields by name: JSON or a form (a token endpoint)."""
+    """Whether a response body may hold secret fields by name: JSON or a form (a token endpoint), or
+    a page (the values of its inputs, such as a CSRF token a form will send)."""
     ct = _header(headers, "content-type").lower()
-    return "json" in ct or "x-www-form-urlencoded" in ct
+    return "json" in ct or "x-www-form-urlencoded" in ct or "html" in ct
 
 
 def _with_length(headers, old: bytes | None, new: bytes | None):
@@ -598,7 +629,7 @@ def redact_trajectory(r: Redactor, trajectory: dict) -> dict:
     the reference agent then types the placeholder the redacted archive's POST body holds."""
     out = r.json_value(trajectory)
     for step in out.get("steps") or [] if isinstance(out, dict) else []:
-        value = _typed_value(step)
+        value = typed_value(step)
         if not isinstance(value, str) or value not in r._secrets:
             continue  # (a long secret was replaced by json_value already)
         ph = r._secrets[value]

@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 from webfreeze import __version__
 from webfreeze.archives import ArchiveError, archive_digest
 from webfreeze.archives.maintenance import pack as pack_archive
-from webfreeze.archives.redact import redact_archive, redact_suite
+from webfreeze.archives.redact import PLACEHOLDER_PREFIX, redact_archive, redact_suite, typed_value
 from webfreeze.archives.verify import require_intact
 from webfreeze.archives.verify import verify as verify_archive
 from webfreeze.archives.warc_export import export
@@ -511,9 +511,12 @@ def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun
         if "replay" in theirs:
             mine["replay"] = theirs["replay"]
         shown = []
+        typing_on = None  # the page where the agent typed a redacted value, until it leaves it
         for a, b in zip(mine.get("steps") or [], theirs.get("steps") or []):
             if not isinstance(a, dict) or not isinstance(b, dict):
                 continue
+            if typing_on is not None and a.get("url") != typing_on:
+                typing_on = None
             if "replay" in b:
                 a["replay"] = b["replay"]
             if isinstance(b.get("dom"), str) and (rerun / b["dom"]).is_file() and not _bad_name(b["dom"]):
@@ -523,9 +526,18 @@ def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun
                 (dest / b["dom"]).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(rerun / b["dom"], dest / b["dom"])
             if a.get("obs_digest") != b.get("obs_digest"):
-                shown.append(a.get("step"))
-                if allow_visible_secrets:
-                    a["obs_digest"] = None
+                if typing_on is not None:
+                    # the field shows what the agent typed (a password's placeholder, or its bullets):
+                    # its own input, not a secret the site showed it; the digest is the re-run's (the
+                    # original's would let anyone test guesses of the password against it)
+                    a["obs_digest"] = b.get("obs_digest")
+                else:
+                    shown.append(a.get("step"))
+                    if allow_visible_secrets:
+                        a["obs_digest"] = None
+            typed = typed_value(a)
+            if isinstance(typed, str) and typed.startswith(PLACEHOLDER_PREFIX):
+                typing_on = a.get("url")
         if shown:
             visible.append(f"{path.stem} step{'s' if len(shown) > 1 else ''} {_steps_list(shown)}")
         path.write_text(json.dumps(mine, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

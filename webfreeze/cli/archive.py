@@ -13,7 +13,7 @@ from webfreeze.archives.content import decode_for_display
 from webfreeze.archives.importer import import_files
 from webfreeze.archives.maintenance import diff, gc, info, merge, pack
 from webfreeze.archives.urlkey import surt_key
-from webfreeze.archives.verify import verify
+from webfreeze.archives.verify import require_intact, verify
 from webfreeze.archives.warc_export import export
 from webfreeze.bundles.redaction import SecretsFound, check_shareable, redact
 from webfreeze.cli.options import EXIT_ERROR, EXIT_USAGE, SQLITE_MAX_INT, Timestamp, fail, human_bytes, progress_bar
@@ -88,6 +88,7 @@ def archive_export(archive_path, fmt, output, force, allow_secrets):
     Refused when the archive holds a secret that 'archive redact' would replace, unless
     --allow-secrets, and when a blob does not match its digest (a damaged archive).
     """
+    _require_intact(archive_path, "nothing was exported")  # integrity first: the refusal reads bodies too
     if not allow_secrets:
         _refuse_secrets(archive_path, "the export")
 
@@ -95,7 +96,7 @@ def archive_export(archive_path, fmt, output, force, allow_secrets):
         total = arc.counts()["exchanges"]
     progress, advance = progress_bar(total, f"exporting {fmt}", unit="exchanges")
     with progress:
-        n = export(archive_path, output, fmt, progress=advance, overwrite=force)
+        n = export(archive_path, output, fmt, progress=advance, overwrite=force, verified=True)
     click.echo(f"wrote {n} exchanges to {output} ({human_bytes(os.path.getsize(output))})")
 
 
@@ -317,6 +318,7 @@ def archive_pack(archive_path, output, level, allow_secrets):
     Contents and digests do not change. A copy (-o) is refused when the archive holds a credential
     it can recognise, unless --allow-secrets.
     """
+    _require_intact(archive_path, "nothing was packed")
     if output and not allow_secrets:
         _refuse_secrets(archive_path, "the packed copy")
 
@@ -324,10 +326,16 @@ def archive_pack(archive_path, output, level, allow_secrets):
         total = arc.counts()["blobs"]
     progress, advance = progress_bar(total, "packing", unit="blobs")
     with progress:
-        stats = pack(archive_path, output, level=level, progress=advance)
+        stats = pack(archive_path, output, level=level, progress=advance, verified=True)
     click.echo(f"packed {output or archive_path}: {stats['blobs_recompressed']} of {stats['blobs']} blobs "
                f"recompressed ({stats['deltas']} as deltas against a similar blob); "
                f"{human_bytes(stats['file_bytes_before'])} -> {human_bytes(stats['file_bytes_after'])}")
+
+
+def _require_intact(archive_path, action: str) -> None:
+    """One line and exit 1 when ``archive_path`` is damaged (``archive verify`` finds a problem)."""
+    if os.path.isfile(archive_path):  # (the command's own check names a missing archive)
+        require_intact(archive_path, action=action)
 
 
 def _refuse_secrets(archive_path, what: str) -> None:

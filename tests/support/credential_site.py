@@ -33,7 +33,7 @@ NAMED = {
     "password_json": "JSON key password",
     "access_token_query": "query parameter access_token",
     "refresh_token_response": "JSON key refresh_token",
-    "jwt_storage": "X-Access-Token header",
+    "jwt_storage": "JSON key id_token",  # (found first where the site hands it over)
     "location_token": "query parameter token",
     "form_response_token": "form field access_token",
 }
@@ -72,8 +72,10 @@ class CredentialSite:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def values(self) -> dict:
-        """Every value to search for: the secrets, and the Basic credential as it is sent."""
-        return dict(self.secrets, basic_header=self.basic_header.split(" ", 1)[1])
+        """Every value to search for: the secrets, the Basic credential as it is sent (its user and
+        password only ever travel base64-encoded)."""
+        out = dict(self.secrets, basic=self.basic_header.split(" ", 1)[1])
+        return out
 
     def close(self):
         self.server.shutdown()

@@ -90,3 +90,20 @@ def test_a_flipped_signature_byte_fails_verify_without_a_key(tmp_path, keys):
         assert "signature is broken" in r.stderr and "signed by" not in r.stdout
         r = invoke("bundle", "run", broken, "--out", tmp_path / f"re-{i}")
         assert r.returncode == 1 and "signature is broken" in r.stderr and not (tmp_path / f"re-{i}").exists()
+
+
+def test_record_redact_options_are_checked_before_anything_is_recorded(tmp_path, monkeypatch):
+    """``record crawl|session --redact`` take ``archive redact``'s --param, --header and --secret-env;
+    given without --redact, or naming an unset variable, they are usage errors and nothing is made."""
+    monkeypatch.delenv("WF_NO_SUCH_TOKEN", raising=False)
+    archive = tmp_path / "a.wfz"
+    for cmd in (["crawl", "http://site.lab/"],
+                ["session", "http://site.lab/", "--trajectory", tmp_path / "t.json", "--script", tmp_path / "s.py"]):
+        r = invoke("record", *cmd, "--archive", archive, "--param", "otp")
+        assert r.returncode == 2 and "go with --redact" in r.stderr, r.stderr
+        r = invoke("record", *cmd, "--archive", archive, "--redact", "--secret-env", "WF_NO_SUCH_TOKEN")
+        assert r.returncode == 2 and "WF_NO_SUCH_TOKEN" in r.stderr and "not set" in r.stderr, r.stderr
+        assert not archive.exists()
+    _, arc = _suite(tmp_path)
+    r = invoke("archive", "redact", arc, "-o", tmp_path / "o.wfz", "--secret-env", "WF_NO_SUCH_TOKEN")
+    assert r.returncode == 1 and "--secret-env WF_NO_SUCH_TOKEN" in r.stderr and not (tmp_path / "o.wfz").exists()

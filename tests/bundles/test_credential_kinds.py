@@ -115,7 +115,13 @@ def test_bundle_pack_redact_leaves_no_value_and_re_runs_identically(recorded, tm
     proc = run_cli("bundle", "pack", run, "-o", tmp_path / "plain.wfb")
     assert proc.returncode == 1 and "refused" in proc.stderr and not (tmp_path / "plain.wfb").exists()
     bundle = tmp_path / "red.wfb"
+    # the vault's page shows its API key: the agent saw a secret there, and pack says where
     proc = run_cli("bundle", "pack", run, "--redact", "--secret-env", ENV, "-o", bundle, cwd="/", env=_env(values))
+    assert proc.returncode == 1 and not bundle.exists(), proc.stderr
+    assert "a secret was visible to the agent" in proc.stderr and "in vault step" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    proc = run_cli("bundle", "pack", run, "--redact", "--secret-env", ENV, "--allow-visible-secrets", "-o", bundle,
+                   cwd="/", env=_env(values))
     assert proc.returncode == 0, proc.stderr
     members = tmp_path / "members"
     with zipfile.ZipFile(bundle) as zf:

@@ -116,7 +116,8 @@ class CredentialSite:
             return self._html("<p>sign in first</p>", status=401)
         if path == "/app":
             # a token the page's own script holds, never sent anywhere: only --secret-env can name it
-            return self._html(f'<h1>Your vault</h1><p id="items">3 items</p>'
+            # (the page shows the API key: a secret an agent on this page sees)
+            return self._html(f'<h1>Your vault</h1><p id="items">3 items</p><p>Your API key: {s["api_key_header"]}</p>'
                               f'<script>window.APP_TOKEN = "{s["inline_script"]}";</script>')
         if path == "/api/basic":
             ok = req.headers.get("Authorization") == self.basic_header

@@ -477,8 +477,9 @@ def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun
     placeholder changes the length of every body that held a secret; the report is written again
     from the trajectories. A step whose observation changed (its ``obs_digest`` differs) showed the
     agent a secret: refused, naming the steps, unless ``allow_visible_secrets`` (their digests are
-    then dropped and ``bundle run`` compares their redacted DOM snapshots instead). Finally the run
-    must equal its re-run as ``bundle run`` compares them, or nothing is packed."""
+    then the re-run's: the observations of the redacted archive). A step that shows what the agent
+    itself typed (a password's placeholder) is not refused: its digest is the re-run's too. Finally
+    the run must equal its re-run as ``bundle run`` compares them, or nothing is packed."""
     from webfreeze.bundles.run import compare_run, rerun_settings, run_quietly
     from webfreeze.eval.report import write_report
 
@@ -533,8 +534,8 @@ def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun
                     a["obs_digest"] = b.get("obs_digest")
                 else:
                     shown.append(a.get("step"))
-                    if allow_visible_secrets:
-                        a["obs_digest"] = None
+                    if allow_visible_secrets:  # what the agent sees on the redacted archive
+                        a["obs_digest"] = b.get("obs_digest")
             typed = typed_value(a)
             if isinstance(typed, str) and typed.startswith(PLACEHOLDER_PREFIX):
                 typing_on = a.get("url")
@@ -545,7 +546,7 @@ def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun
     if visible and not allow_visible_secrets:
         raise BundleError(f"refused: run {run.name}: a secret was visible to the agent (the observation changes "
                           f"under redaction) in {'; '.join(visible)}; give --allow-visible-secrets to pack it "
-                          f"anyway (those steps are then compared by their redacted DOM snapshots)")
+                          f"anyway (those steps then record what the redacted archive shows)")
     if (run / "report.json").is_file():
         write_report(dest)
         write_report(rerun)

@@ -44,7 +44,7 @@ def bundle_group() -> None:
               help="--redact: also the value of environment variable VAR, wherever it occurs; repeatable.")
 @click.option("--allow-visible-secrets", is_flag=True,
               help="--redact: pack even when a secret was visible to an agent (its observation changes under "
-                   "redaction); those steps are compared by their redacted DOM snapshots.")
+                   "redaction); those steps then record what the redacted archive shows.")
 @click.option("--allow-secrets", is_flag=True, help="Pack even if credentials are recognised in what is packed.")
 def bundle_pack(sources, archive, suite, output, key, title, force, with_agent_source, redact, params, headers,
                 secret_env, allow_visible_secrets, allow_secrets):

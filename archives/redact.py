@@ -338,26 +338,29 @@ class Redactor:
         return out
 
     def body(self, content_type: str, body: bytes | None) -> bytes | None:
-        """A request body with secret form fields and any secret in it replaced."""
+        """A request body with secret form fields and any secret in it replaced (read as
+        :meth:`collect_body` reads it: what was collected there is replaced there)."""
         if not body:
             return body
         ct = (content_type or "").lower()
         if "multipart/form-data" in ct:
-            body = self._multipart(body)
-        elif "x-www-form-urlencoded" in ct:
+            return self.data(self._multipart(body))
+        text = body.decode("utf-8", "replace")
+        if "json" in ct or text.lstrip().startswith(("{", "[")):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
+            else:
+                fixed = self._json_fields(value)
+                if fixed != value:  # (re-written compactly only then: the body key compares values)
+                    body = json.dumps(fixed, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+                return self.data(body)
+        if "x-www-form-urlencoded" in ct or ("=" in text and "\n" not in text.strip()):
             try:
                 body = self._query(body.decode("utf-8")).encode("utf-8")
             except UnicodeDecodeError:
                 pass
-        elif "json" in ct:
-            try:
-                value = json.loads(body)
-            except ValueError:
-                value = None
-            if value is not None:
-                fixed = self._json_fields(value)
-                if fixed != value:  # (re-written compactly only then: the body key compares values)
-                    body = json.dumps(fixed, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         return self.data(body)
 
     def _multipart(self, body: bytes) -> bytes:
@@ -384,7 +387,16 @@ class Redactor:
                 if is_secret_name(name, self.params) and value in self._secrets:
                     return m.group(0)[:m.start(3) - m.start(0)] + self._secrets[value].encode("ascii") + b'"'
                 return m.group(0)
-            return _JSON_PAIR.sub(json_sub, body)
+            def number_sub(m):
+                try:
+                    name = json.loads(b'"' + m.group(1) + b'"')
+                except ValueError:
+                    return m.group(0)
+                value = m.group(3).decode("ascii")
+                if is_secret_name(name, self.params) and value in self._secrets:
+                    return m.group(0)[:m.start(3) - m.start(0)] + b'"' + self._secrets[value].encode("ascii") + b'"'
+                return m.group(0)
+            return _JSON_NUMBER.sub(number_sub, _JSON_PAIR.sub(json_sub, body))
         if "x-www-form-urlencoded" in ct:
             try:
                 return self._query(body.decode("utf-8")).encode("utf-8")
@@ -430,6 +442,7 @@ class Redactor:
 
 # A JSON member whose value is a string: "name" : "value" (bytes; escapes kept as they are).
 _JSON_PAIR = re.compile(rb'"((?:[^"\\\r\n]|\\.){1,200})"(\s*:\s*)"((?:[^"\\]|\\.)*)"')
+_JSON_NUMBER = re.compile(rb'"((?:[^"\\\r\n]|\\.){1,200})"(\s*:\s*)(-?[0-9]+(?:\.[0-9]+)?)(?=\s*[,}\]])')
 _PART = re.compile(rb'Content-Disposition:[^\r\n]*?\bname="([^"]*)"([^\r\n]*)\r\n(?:[^\r\n]+\r\n)*\r\n', re.I)
 
 

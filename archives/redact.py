@@ -7,10 +7,16 @@ What counts as a secret:
 - the values of credential headers (:data:`CREDENTIAL_HEADERS`, plus any the user names): each
   cookie's value in ``Cookie`` and ``Set-Cookie`` (names and attributes are kept), the credential
   of ``Authorization`` / ``Proxy-Authorization`` (the scheme is kept), the whole value otherwise;
-- query parameters, form fields and JSON keys whose name is secret (:func:`is_secret_name`, plus
-  any the user names);
+- query parameters, form fields (urlencoded and multipart), JSON keys and a page's input fields
+  whose name is secret (:func:`is_secret_name`, plus any the user names), in requests and in
+  responses (a token endpoint's JSON or form answer, a page's CSRF field), and the query
+  parameters of the URLs ``Location`` headers name;
 - values typed into password fields in the reference trajectories (given by the caller: see
-  :meth:`Redactor.collect_trajectory`).
+  :meth:`Redactor.collect_trajectory`);
+- values the user names (``--secret-env``: :meth:`Redactor.add_given`), replaced wherever they occur.
+
+What is collected is what the refusal to share names (:meth:`Redactor.findings`): one detector.
+A body that would decode beyond the decoding limit cannot be searched and is refused.
 
 Each secret becomes ``wfredacted-<16 hex>``, an HMAC-SHA-256 of the secret under a key drawn at
 random for this redaction and never stored: the same secret gets the same placeholder everywhere in
@@ -702,22 +708,6 @@ def redact_suite(suite_dir, suite_out, r: Redactor, *, archive_out=None, archive
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return n
-
-
-def holds_secret(name: str, value: str) -> bool:
-    """Whether a credential header's value still holds a secret (not only placeholders)."""
-    if not value or not value.strip():
-        return False
-    if name == "cookie":
-        vals = [p.strip().partition("=")[2] for p in value.split(";") if "=" in p]
-    elif name == "set-cookie":
-        vals = [value.split(";", 1)[0].partition("=")[2]]
-    elif name in ("authorization", "proxy-authorization"):
-        scheme, sep, cred = value.strip().partition(" ")
-        vals = [cred if sep else scheme]
-    else:
-        vals = [value]
-    return any(v.strip() and not v.strip().startswith(PLACEHOLDER_PREFIX) for v in vals)
 
 
 def archive_redaction(arc_path) -> dict | None:

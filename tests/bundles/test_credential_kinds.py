@@ -154,3 +154,22 @@ def test_record_session_redact_leaves_no_value_behind(recorded, tmp_path):
     assert run_cli("archive", "verify", archive).returncode == 0
     typed = [s["value"] for s in json.loads(traj.read_text())["steps"] if s["action"] == "type"]
     assert typed[0] == USER and typed[1].startswith("wfredacted-")
+
+
+def test_record_crawl_redact_takes_the_same_options(tmp_path):
+    """A crawl of the sign-in page with --redact: its CSRF field is found and replaced; the crawl
+    takes --param and --secret-env as 'archive redact' does."""
+    site = CredentialSite()
+    archive = tmp_path / "crawl.wfz"
+    try:
+        proc = run_cli("record", "crawl", f"http://{HOST}/login", "--archive", archive, "--depth", "0",
+                       "--resolve", f"{HOST}=127.0.0.1:{site.port}", "--no-check", "--redact", "--param", "username",
+                       "--secret-env", ENV, env=_env(site.values()), timeout=180)
+    finally:
+        site.close()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "secrets replaced" in proc.stdout
+    chunks = everything(archive)
+    assert not holds(chunks, site.secrets["csrf_hidden"])
+    assert b"wfredacted-" in b"".join(chunks)
+    assert run_cli("archive", "verify", archive).returncode == 0

@@ -577,6 +577,18 @@ def collect_archive(arc: Archive, r: Redactor, *, skip=None) -> None:
             body = response_body(ex.response.payload(verify=True), ex.headers, where)
             if body:
                 r.collect_body(_header(ex.headers, "content-type"), body, where)
+    for doc in arc.documents(prefix="trajectories/"):  # a recorded session's reference trajectory
+        value = arc.get_document(doc.name)
+        if not _is_trajectory(doc.name, value):
+            continue
+        steps = [st for st in value["steps"] if isinstance(st, dict)]
+        start = value.get("start_url") or (steps[0].get("url") if steps else "") or ""
+        if skip is None or not skip(str(start)):
+            r.collect_trajectory(value, f"document {doc.name}")
+
+
+def _is_trajectory(name: str, value) -> bool:
+    return name.startswith("trajectories/") and isinstance(value, dict) and isinstance(value.get("steps"), list)
 
 
 def redact_archive(src, out, r: Redactor, *, progress=None) -> dict:
@@ -618,7 +630,9 @@ def redact_archive(src, out, r: Redactor, *, progress=None) -> dict:
                                  dom=r.data(dom) if dom else None, extra=r.json_value(page.extra) or None)
                     counts["pages"] += 1
                 for doc in arc.documents():
-                    new.put_document(r.text(doc.name), r.json_value(arc.get_document(doc.name)))
+                    value = arc.get_document(doc.name)
+                    value = redact_trajectory(r, value) if _is_trajectory(doc.name, value) else r.json_value(value)
+                    new.put_document(r.text(doc.name), value)
                     counts["documents"] += 1
                 for alias, digest in arc.conn.execute("SELECT alias, digest FROM digest_aliases"):
                     if new.has_blob(digest):

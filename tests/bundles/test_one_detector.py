@@ -83,3 +83,25 @@ def test_what_is_refused_is_what_redaction_replaces(place, tmp_path):
     r = invoke("archive", "export", red, "--format", "warc", "-o", out)
     assert r.returncode == 0, r.stderr
     assert invoke("archive", "verify", red).returncode == 0
+
+
+def test_a_recorded_sessions_typed_password_in_the_archive_is_refused_and_replaced(tmp_path):
+    """A session's reference trajectory is also kept in its archive (``trajectories/<id>.json``):
+    a short password typed there is found (the refusal names the document) and replaced."""
+    src = tmp_path / "a.wfz"
+    with Archive.create(src) as arc:
+        sid = arc.new_session("session")
+        ex = _ex("http://a.lab/login")
+        ex.session_id = sid
+        arc.add_exchange(ex)
+        arc.put_document(f"trajectories/{sid}.json", {"start_url": "http://a.lab/login", "steps": [
+            {"action": "type", "target": {"name": "Password", "type": "password"}, "value": "pw1",
+             "url": "http://a.lab/login"}]})
+    (found,) = archive_findings(src)
+    assert found == ("password", f"a value typed into a password field in document trajectories/{sid}.json")
+    red = tmp_path / "red.wfz"
+    assert invoke("archive", "redact", src, "-o", red).returncode == 0
+    assert archive_findings(red) == []
+    with Archive.open(red) as arc:
+        (step,) = arc.get_document(f"trajectories/{sid}.json")["steps"]
+    assert step["value"].startswith("wfredacted-")

@@ -35,7 +35,7 @@ import functools
 import hashlib
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.cookies import SimpleCookie
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -57,7 +57,7 @@ from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .axtree import marked as read_marked
 from .backends import check_backend
 from .browser import PageActivity, pump_timers, wait_painted
-from .forms import form_submission, is_submitter
+from .forms import form_submission, is_submitter, label_control
 from .live import episode_tag, open_upstream
 from .marks import draw_marks
 from .provenance import answer_record, kind_of_resource, step_provenance
@@ -545,15 +545,24 @@ class _TextBackend:
         return 0, url, b""
 
     def _load(self, method: str, url: str, body: bytes = b"", ctype: str | None = None) -> str | None:
-        status, final, data = self._request(method, url, body, ctype)
+        # A URL's #fragment is never sent (the request, its provenance, `replay coverage`); the page
+        # keeps it, and keeps it across a redirect whose Location has none, as a browser does.
+        asked, _, fragment = url.partition("#")
+        before = len(self.replay.answers)
+        status, final, data = self._request(method, asked, body, ctype)
         if status == 0:
-            return f"could not load {url}"
+            return f"could not load {asked}"
+        miss = next((a for a in self.replay.answers[before:] if a.level == "miss"), None)
+        if fragment and "#" not in final:
+            final = f"{final}#{fragment}"
         # A GET of the page's own URL replaces its history entry, as a browser does (HTML's
         # navigate: same URL -> "replace"); any other load is a new entry.
         if self.url and not (method == "GET" and url == self.url):
             self.history.append((self.url, self.html))
             self.forward = []
         self.url, self.html, self.state = final, data, {}
+        if miss is not None:
+            return f"not captured: the archive has no {miss.method} {miss.url} (a replay miss)"
         return None if status < 400 else f"HTTP {status} for {final}"
 
     def observe(self):
@@ -563,6 +572,11 @@ class _TextBackend:
         tree = self.env.tree
         try:
             if a.kind == "click":
+                if target.get("tag") == "label":  # a click on a label is a click on its control
+                    control = label_control(tree, a.bid)
+                    described = tree.get(control) if control is not None else None
+                    if described is not None and described.get("tag") == "input" and "checked" in described:
+                        a, target = replace(a, bid=control), described
                 if target.get("tag") == "input" and "checked" in target:
                     self.state[a.bid] = not target["checked"] if target.get("role") == "checkbox" else True
                     return None
@@ -902,7 +916,12 @@ class _BrowserBackend:
             if a.kind == "click":
                 by_mouse = await self._click(sel, a.bid)
             elif a.kind == "fill":
-                await page.fill(sel, a.text or "")
+                text = a.text or ""
+                if a.keys and text:  # the last character typed as a key, as BrowserGym's fill(.., True)
+                    await page.fill(sel, text[:-1])
+                    await page.locator(sel).press_sequentially(text[-1])
+                else:
+                    await page.fill(sel, text)
                 if a.key == "Enter":
                     await page.press(sel, "Enter")
             elif a.kind == "select":

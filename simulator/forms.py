@@ -32,6 +32,27 @@ def form_of(tree: Tree, bid):
     return tree._b.form_owner(el) if _tag(el) in FORM_CONTROLS else next(el.iterancestors("form"), None)
 
 
+_LABELABLE = ("button", "input", "meter", "output", "progress", "select", "textarea")
+
+
+def label_control(tree: Tree, bid) -> str | None:
+    """The bid of the control a ``label`` (``bid``) labels, which a click on the label activates (its
+    ``for`` element, else the first labelable element inside it), or None (not a label, or none)."""
+    el = tree._element(bid)
+    if _tag(el) != "label":
+        return None
+    b = tree._b
+    target = el.get("for")
+    if target is not None:
+        control = b.ids.get(target)
+    else:
+        control = next((c for c in el.iterdescendants(*_LABELABLE)
+                        if not (_tag(c) == "input" and b.input_type(c) == "hidden")), None)
+    if control is None or _tag(control) not in _LABELABLE:
+        return None
+    return b.bid_of.get(control)
+
+
 def is_submitter(tree: Tree, bid) -> bool:
     """Whether clicking ``bid`` submits its form (a submit button or image input)."""
     el = tree._element(bid)

@@ -17,7 +17,9 @@ the browser itself. What the person did is logged, not what the page did in answ
   for the rest (an anchor jump, a script, an element scrolled into view for a click).
 
 The trajectory is plain JSON, written atomically and also stored in the archive as
-``trajectories/<session>.json``.
+``trajectories/<session>.json``. Each document the session loaded also gets a page record: its DOM
+as its scripts left it once loaded (no screenshot), which the text backend reads to submit a form
+as a browser would (without the fields a script disabled).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import runpy
 import threading
 import time
 import unicodedata
+from datetime import datetime, timezone
 from pathlib import Path
 
 from webfreeze.common.files import check_output_file, write_output
@@ -153,6 +156,13 @@ LISTENER_JS = r"""
     scrollTimer = setTimeout(flushScroll, 150);
   }, true);
   window.addEventListener('pagehide', flushScroll, true);
+  // The document as its scripts left it once loaded (fields they disabled, controls they added):
+  // kept as the page's DOM snapshot, which the text backend reads to submit forms as a browser does.
+  if (window.top === window) {
+    window.addEventListener('load', () => setTimeout(() => window.__webfreezeLog({
+      action: 'snapshot', url: location.href, title: document.title, time: Date.now(),
+      html: '<!DOCTYPE html>' + document.documentElement.outerHTML}), 0));
+  }
 })();
 """.replace("__ROLE_NAME_JS__", ROLE_NAME_JS.strip())
 
@@ -163,6 +173,7 @@ class TrajectoryLog:
 
     def __init__(self):
         self.steps: list[dict] = []
+        self.snapshots: list[dict] = []  # each document once loaded: url, title, time, html
         self._lock = threading.Lock()
         self._t0 = time.time()
         self._requested: str | None = None  # the page's reason for the navigation under way, if it asked
@@ -183,6 +194,12 @@ class TrajectoryLog:
             self.steps.append(step)
 
     def from_page(self, source, event: dict) -> None:
+        if event.get("action") == "snapshot":
+            if isinstance(event.get("html"), str):
+                with self._lock:
+                    self.snapshots.append({"url": str(event.get("url") or ""), "title": str(event.get("title") or ""),
+                                           "time": event.get("time", 0) / 1000.0, "html": event["html"]})
+            return
         step = {"action": event["action"], "target": event.get("target"), "value": event.get("value"),
                 "url": event.get("url"), "time": round(event.get("time", 0) / 1000.0, 3)}
         if event["action"] == "type" and event.get("keys") is True:
@@ -311,6 +328,10 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
         if instruction:
             trajectory["instruction"] = instruction.strip()
         arc.put_document(f"trajectories/{proxy.session_id}.json", trajectory)
+        for snap in log.snapshots:  # page records: the DOM of each document as loaded, no screenshot
+            arc.add_page(session_id=proxy.session_id, url=snap["url"], title=snap["title"],
+                         captured_at=datetime.fromtimestamp(snap["time"], timezone.utc),
+                         dom=snap["html"].encode("utf-8"), extra={"recorded_by": "session"})
     write_output(out, json.dumps(trajectory, indent=2, ensure_ascii=False) + "\n")
     return trajectory
 

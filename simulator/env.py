@@ -44,6 +44,7 @@ import gymnasium as gym
 
 from webfreeze.archives import archive_digest
 from webfreeze.archives.content import DecodeError, content_encoding, decode_content
+from webfreeze.archives.timeutil import parse_time
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.http import header_value
 from webfreeze.replayer.hooks import SiteModel, host_key
@@ -619,8 +620,26 @@ class _TextBackend:
             return str(exc)
 
     def _submit(self, tree: Tree, bid: str) -> str | None:
-        method, url, body, ctype = form_submission(tree, bid, self.state)
+        method, url, body, ctype = form_submission(tree, bid, self.state, loaded_html=self._loaded_dom())
         return self._load(method.upper(), url, body, ctype)
+
+    def _loaded_dom(self) -> bytes | None:
+        """The page's DOM snapshot once its scripts had run (a page record of a crawl or a session
+        for this URL, the one captured nearest the replay's time), when the archive has one: which
+        fields a script disabled at load, so that a form is submitted as a browser submits it."""
+        arc = self.replay.archive
+        if arc is None or not self.url:
+            return None
+        records = [p for u in dict.fromkeys((self.url, self.url.partition("#")[0])) for p in arc.pages(url=u)
+                   if p.dom_digest]
+        if not records:
+            return None
+        when = self.replay.when
+        if when is not None:
+            best = min(records, key=lambda p: (abs(parse_time(p.captured_at).timestamp() - when), p.id))
+        else:
+            best = max(records, key=lambda p: (p.captured_at, p.id))
+        return best.dom()
 
     def open_pages(self) -> list[str]:
         return [self.url]

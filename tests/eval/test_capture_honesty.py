@@ -23,6 +23,7 @@ from cli_runner import run_cli
 
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
+pytestmark = pytest.mark.slow  # two sessions and a crawl, then validations and drifts: about 90 s
 try:
     chromium_path()
 except BrowserUnavailable as exc:

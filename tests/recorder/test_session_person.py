@@ -9,6 +9,9 @@ loopback, driven as a person would drive it (``page.click``, ``page.keyboard.typ
    the redirect's target).
 4. Text typed key by key into a search box that answers ``keyup`` is logged as typed by keys, and
    replayed so that the box answers again (a ``fill`` alone would not make it search).
+5. The text backend submits a form as the browser did: without the field disabled in the HTML,
+   nor the one the page's script disabled at load (read from the session's DOM snapshot of the
+   page), and never with a URL's ``#fragment``.
 
 The session becomes a task (``tasks add``) that ``tasks validate`` reaches in the browser backend
 without edits.
@@ -55,6 +58,28 @@ HOME = """<!doctype html><html><head><title>Cities</title></head><body>
 </script></body></html>"""
 
 CITIES = ["Pune", "Paris", "Lima", "Oslo"]
+
+# A form as Trac's new-ticket form: its script disables a field at load (the owner of an action not
+# chosen), and one field is disabled in the HTML. A browser sends neither; nor must the text backend.
+TICKET = """<!doctype html><html><head><title>New ticket</title></head><body>
+<form action="/ticket" method="post">
+  <label>Summary <input name="summary"></label>
+  <label>Owner <input name="owner" id="owner" value="somebody"></label>
+  <label>Legacy <input name="legacy" value="old" disabled></label>
+  <button type="submit">Create ticket</button>
+</form>
+<script>document.getElementById('owner').disabled = true;</script>
+</body></html>"""
+
+TICKET_SCRIPT = '''
+from webfreeze.recorder.session import record_answer
+
+def run(page):
+    page.get_by_label("Summary").fill("Lamp flickers")
+    page.get_by_role("button", name="Create ticket").click()
+    page.wait_for_url("**/ticket/1**")
+    record_answer(page, "1", evidence=["Ticket 1: Lamp flickers"])
+'''
 
 SCRIPT = '''
 from webfreeze.recorder.session import record_answer
@@ -109,8 +134,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             prefix = (q.get("q") or [""])[0].casefold()
             names = [c for c in CITIES if prefix and c.casefold().startswith(prefix)]
             self._send(200, json.dumps(names).encode(), "application/json")
+        elif u.path == "/ticket":
+            self._send(200, TICKET.encode())
+        elif u.path == "/ticket/1":
+            self._send(200, f"<!doctype html><title>Ticket</title><p>Ticket 1: {q['summary'][0]}</p>".encode())
         else:
             self._send(404, b"not found", "text/plain")
+
+    def do_POST(self):
+        form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
+        if self.path == "/ticket" and sorted(form) == ["summary"]:  # what a browser sends
+            self._send(303, b"", location="/ticket/1?summary=" + form["summary"][0].replace(" ", "+"))
+        else:
+            self._send(400, b"bad form", "text/plain")
 
 
 @pytest.fixture(scope="module")
@@ -125,15 +161,18 @@ def recorded(tmp_path_factory):
     site = f"http://127.0.0.1:{server.server_port}"
     tmp = tmp_path_factory.mktemp("person")
     os.environ.setdefault("WEBFREEZE_HOME", str(tmp / "home"))
-    script = tmp / "cities.py"
-    script.write_text(SCRIPT)
+    (tmp / "cities.py").write_text(SCRIPT)
+    (tmp / "ticket.py").write_text(TICKET_SCRIPT)
     try:
         r = run_cli("record", "session", site + "/", "--archive", tmp / "cities.wfz", "--trajectory",
-                    tmp / "cities.json", "--script", script, timeout=300)
+                    tmp / "cities.json", "--script", tmp / "cities.py", timeout=300)
+        assert r.returncode == 0, r.stderr
+        r = run_cli("record", "session", site + "/ticket#new", "--archive", tmp / "cities.wfz", "--trajectory",
+                    tmp / "ticket.json", "--script", tmp / "ticket.py", timeout=300)
+        assert r.returncode == 0, r.stderr
     finally:
         server.shutdown()
         server.server_close()
-    assert r.returncode == 0, r.stderr
     yield site, tmp, json.loads((tmp / "cities.json").read_text())
 
 
@@ -189,3 +228,28 @@ def test_the_session_validates_as_recorded_in_the_browser(recorded, cli):
     assert sum(1 for a in actions if a.startswith("click(")) == 3, actions
     assert any(a.startswith("fill(") and a.endswith("'pun', True)") for a in actions), actions
     assert actions[-1] == "send_msg_to_user('accepted')", actions
+
+
+def test_the_text_backend_submits_a_form_as_the_browser_did(recorded, cli):
+    """The session's DOM snapshot of the form (a page record) says which field its script disabled:
+    the text backend leaves it out, as it leaves out the field disabled in the HTML, and its POST
+    is the one captured. The start URL's fragment is never sent."""
+    from webfreeze.archives import Archive
+
+    site, tmp, _ = recorded
+    with Archive.open(tmp / "cities.wfz") as arc:
+        snapshots = [p for p in arc.pages() if p.url == site + "/ticket#new"]
+        assert len(snapshots) == 1 and b'id="owner" value="somebody" disabled' in snapshots[0].dom()
+    suite = tmp / "ticket-suite"
+    r = cli("tasks", "add", suite, "--reference", tmp / "ticket.json", "--answer", "1", "--id", "ticket",
+            "--instruction", "File a ticket 'Lamp flickers'; what is its number?", "--archive", tmp / "cities.wfz")
+    assert r.returncode == 0, r.stderr
+    out = tmp / "ticket-validation"
+    r = cli("tasks", "validate", suite, "--backend", "text", "--json", "--out", out, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    traj = json.loads((out / "trajectories" / "ticket.json").read_text())
+    answers = traj["replay"]["start"]["answers"] + [a for s in traj["steps"] for a in (s.get("replay") or {})
+                                                    .get("answers", [])]
+    assert [(a["method"], a["url"], a["level"]) for a in answers if a["method"] == "POST"] == [
+        ("POST", site + "/ticket", "exact")]
+    assert answers[0]["url"] == site + "/ticket" and not any("#" in a["url"] for a in answers), answers

@@ -112,14 +112,42 @@ def exclude_matcher(patterns) -> Callable[[str], bool]:
 
 
 def credentials_for(start: str, credentials: tuple[str, str] | None) -> dict | None:
-    """Playwright's ``http_credentials`` for a recording that starts at ``start``: sent with every
-    request to the start URL's origin (so the archive holds the pages as the user saw them, not a
-    401 first), never to another origin; None without ``credentials`` (user, password)."""
+    """Playwright's ``http_credentials`` for a recording that starts at ``start``: the answer to an
+    authentication challenge (basic or digest) from the start URL's origin, never from another;
+    None without ``credentials`` (user, password). See :func:`open_context`."""
     if credentials is None:
         return None
     parts = urlsplit(start)
-    return {"username": credentials[0], "password": credentials[1], "origin": f"{parts.scheme}://{parts.netloc}",
-            "send": "always"}
+    return {"username": credentials[0], "password": credentials[1], "origin": f"{parts.scheme}://{parts.netloc}"}
+
+
+def basic_authorization(credentials: tuple[str, str]) -> str:
+    """The ``Authorization`` value of HTTP basic authentication for (user, password)."""
+    import base64
+
+    return "Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode("ascii")
+
+
+def open_context(browser, start: str, credentials: tuple[str, str] | None):
+    """The recording's browser context; with ``credentials``, logged in to the start URL's origin:
+    every request to that origin carries ``Authorization: Basic ...`` from the start (so the
+    archive holds the pages as the logged-in browser got them, not a ``401`` before each, and a
+    replay answers them without a password), and a challenge from it (digest) is answered too.
+    No other origin ever gets them."""
+    from webfreeze.simulator.browser import new_context
+
+    auth = credentials_for(start, credentials)
+    if auth is None:
+        return new_context(browser)
+    context = new_context(browser, http_credentials=auth)
+    basic = basic_authorization(credentials)
+
+    def send(route, request):
+        headers = {k: v for k, v in request.headers.items() if k.lower() != "authorization"}
+        route.continue_(headers={**headers, "authorization": basic})  # (cookies are added after this)
+
+    context.route(f"{auth['origin']}/**", send)
+    return context
 
 
 def check_url(url: str) -> None:
@@ -215,13 +243,16 @@ def _capture(page, url: str, screenshots: str):
             page.remove_listener(event, handler)
 
 
-def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = None) -> tuple[list[str], bool]:
+def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = None,
+                auth: tuple[str, str] | None = None) -> tuple[list[str], bool]:
     """Check ``url`` against the archive (:class:`.page_check.PageChecker`), fetch live through the
     proxy what it missed and check again, until a check misses nothing or misses just what the one
     before missed (the fetches repaired nothing), :data:`CHECK_TRIES` checks at most; returns what is still
     missing (empty: the page replays whole). ``when``: the time the replay is as of (a page
     recorded earlier: its capture time; None: now, the time its page record is about to get).
-    Also returns whether a fetch repaired something (the page as captured may then look different)."""
+    Also returns whether a fetch repaired something (the page as captured may then look different).
+    ``auth``: (origin, Authorization value) the live fetches to that origin carry, as the crawl's own
+    requests do (:func:`open_context`)."""
     import http.client
 
     missing: list = []
@@ -236,8 +267,11 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
             break  # nothing to fetch, no tries left, or the last fetches repaired nothing
         before = now_missing
         for m in refetch:
+            headers = list(m.headers)
+            if auth and m.url.startswith(auth[0] + "/"):
+                headers = [h for h in headers if h[0].lower() != "authorization"] + [("Authorization", auth[1])]
             try:
-                proxy.fetch(m.method, m.url, m.headers, m.body or None, timeout=30)
+                proxy.fetch(m.method, m.url, headers, m.body or None, timeout=30)
             except (OSError, http.client.HTTPException):
                 pass  # still missing at the next check, and said so then
     out = [m.describe() for m in missing]
@@ -270,12 +304,12 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     Each URL is visited in a new tab (a failed page cannot break the next). A URL answered with a
     download is recorded as an exchange and listed in :attr:`CrawlResult.downloads`, no page record.
     Links matching an ``exclude`` pattern (:func:`exclude_matcher`) are not followed.
-    ``credentials``: (user, password) for HTTP authentication (:func:`credentials_for`).
+    ``credentials``: (user, password) for HTTP authentication (:func:`open_context`).
     """
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import launch_chromium, new_context
+    from webfreeze.simulator.browser import launch_chromium
 
     if screenshots not in SCREENSHOTS:
         raise CrawlError(f"--screenshots {screenshots!r}: expected one of {', '.join(SCREENSHOTS)}")
@@ -308,8 +342,9 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
             before = proxy.recorder.recorded
             with sync_playwright() as pw:
                 browser = launch_chromium(pw, proxy=proxy.url)
-                auth = credentials_for(start, credentials)
-                context = new_context(browser, **({"http_credentials": auth} if auth else {}))
+                context = open_context(browser, start, credentials)
+                auth = (credentials_for(start, credentials)["origin"], basic_authorization(credentials)) \
+                    if credentials else None
                 checker = PageChecker(browser, archive_path)
                 page = None
                 while state["queue"] and state["done"] < max_pages:
@@ -350,7 +385,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                         raise SeedFailed(f"{url}: the start page failed ({failure})")
                     missing: list[str] = []
                     if check and failure is None:
-                        missing, repaired = _self_check(checker, proxy, url)
+                        missing, repaired = _self_check(checker, proxy, url, auth=auth)
                         if repaired:
                             # The capture showed the page without what was fetched since (a stylesheet
                             # cut off): capture it again, now that the site answered, and check that.
@@ -361,7 +396,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                             else:
                                 if page_failure(status2) is None:
                                     status, title, dom, shot, links = status2, title2, dom2, shot2, links2
-                                    missing, _ = _self_check(checker, proxy, url)
+                                    missing, _ = _self_check(checker, proxy, url, auth=auth)
                     new = sorted({urldefrag(link)[0] for link in links} - seen) if level < depth and not failure else []
                     new = [u for u in new if in_scope(u) and not excluded(u)]
                     seen.update(new)

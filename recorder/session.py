@@ -215,9 +215,9 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
     trajectory."""
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import launch_chromium, new_context, require_display
+    from webfreeze.simulator.browser import launch_chromium, require_display
 
-    from .crawl import check_url, credentials_for
+    from .crawl import check_url, open_context
 
     # the trajectory goes beside the archive, never over it; checked before anything is recorded
     out = check_output_file(trajectory_path, protect=[archive_path, script], what="trajectory", devices_ok=True)
@@ -244,8 +244,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
             proxy.begin_session()
             with sync_playwright() as pw:
                 browser = launch_chromium(pw, proxy=proxy.url, headless=not headed)
-                auth = credentials_for(start, credentials)
-                context = new_context(browser, **({"http_credentials": auth} if auth else {}))
+                context = open_context(browser, start, credentials)
                 context.expose_binding("__webfreezeLog", log.from_page)
                 context.add_init_script(LISTENER_JS)
                 page = context.new_page()

@@ -262,16 +262,17 @@ def record_answer(page, text: str, locator=None, evidence: list[str] | None = No
 def record_session(archive_path, start: str, trajectory_path, *, headed: bool = False,
                    script: str | None = None, driver=None,
                    resolve: dict[str, tuple[str, int]] | None = None, quiet_ms: int = 300,
-                   instruction: str | None = None) -> dict:
+                   instruction: str | None = None, credentials: tuple[str, str] | None = None) -> dict:
     """Open ``start`` in Chromium through the recording proxy; a ``script`` (a Python file defining
     ``run(page)``) or a ``driver`` callable drives it, else a person does until the window is
-    closed. ``instruction`` (the task the session performs) is kept in the trajectory. Returns the
+    closed. ``instruction`` (the task the session performs) is kept in the trajectory.
+    ``credentials``: (user, password) for the site's HTTP authentication (as a crawl's). Returns the
     trajectory."""
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import launch_chromium, new_context, require_display
+    from webfreeze.simulator.browser import launch_chromium, require_display
 
-    from .crawl import check_url
+    from .crawl import check_url, open_context
 
     # the trajectory goes beside the archive, never over it; checked before anything is recorded
     out = check_output_file(trajectory_path, protect=[archive_path, script], what="trajectory", devices_ok=True)
@@ -298,7 +299,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
             proxy.begin_session()
             with sync_playwright() as pw:
                 browser = launch_chromium(pw, proxy=proxy.url, headless=not headed)
-                context = new_context(browser)
+                context = open_context(browser, start, credentials)
                 context.expose_binding("__webfreezeLog", log.from_page)
                 context.add_init_script(LISTENER_JS)
                 page = context.new_page()

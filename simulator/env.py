@@ -741,7 +741,9 @@ class _BrowserBackend:
     async def _fresh(self):
         from .browser import new_context
 
-        context = await new_context(self.browser)
+        # live runs with --http-credentials: the browser answers a site's 401 challenge with them
+        credentials = (self.env.config.upstream or {}).get("http_credentials")
+        context = await new_context(self.browser, **({"http_credentials": credentials} if credentials else {}))
         try:
             return context, await context.new_page()
         except BaseException:

@@ -15,7 +15,14 @@ from pathlib import Path
 import click
 
 from webfreeze.agents import AgentError, check_agent
-from webfreeze.cli.options import executor_options, known_agent, llm_settings, pairs, task_options
+from webfreeze.cli.options import (
+    executor_options,
+    http_credentials_option,
+    known_agent,
+    llm_settings,
+    pairs,
+    task_options,
+)
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.demo import demo_paths, run_demo
 from webfreeze.eval.authoring import capture_misses, describe_miss
@@ -177,11 +184,12 @@ def bench_group() -> None:
               help="The archive a live run records into [default: RUN_DIR/live.wfz; patching: RUN_DIR/patched.wfz].")
 @click.option("--resolve", "resolve", multiple=True, metavar="HOST[:PORT]=ADDRESS:PORT",
               help="Live runs: connect to ADDRESS:PORT for HOST while URLs keep HOST (as record's); repeatable.")
+@http_credentials_option
 def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, screenshots, agent_config, site_models,
               task_globs, limit, llm, llm_key_env, no_api_key, cassette, cassette_mode, llm_concurrency, persona,
               history_k, history_threshold, history_model, key_fields, executor, ray_address, episode_timeout, retries,
               context, context_pool, context_tokenizer, context_a1_run, context_seed, no_report,
-              live, patch_from_live, record_into, resolve):
+              live, patch_from_live, record_into, resolve, http_credentials):
     """Run AGENT on every task of SUITE against the replayed archive; write RUN_DIR.
 
     RUN_DIR gets manifest.json (archive and suite digests, agent config, versions), tasks.jsonl,
@@ -209,7 +217,8 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
                                                     "model": history_model, "key_fields": key_fields}.items()
                                   if v is not None},
                          executor=executor, ray_address=ray_address, episode_timeout_s=episode_timeout, retries=retries,
-                         context=condition, **live_options(live, patch_from_live, record_into, resolve))
+                         context=condition, http_credentials=http_credentials,
+                         **live_options(live, patch_from_live, record_into, resolve))
     click.echo(f"ran {manifest['tasks_done']} of {manifest['suite']['tasks']} tasks in {manifest['elapsed_s']:.1f} s "
                f"-> {out}", err=True)
     if not no_report:

@@ -109,3 +109,67 @@ def test_every_trac_task_validates_and_the_oracle_scores_exactly_one(testbed, au
         # (no document or XHR missed: validate says so; Trac's missing logo, a 404 image, is not
         # always captured, so subresource misses are not counted here)
     assert app.requests_since(mark) == []  # the leak canary: validate and runs never reached Trac
+
+
+def _trac_secrets(archive: Path) -> dict[str, set]:
+    """The secrets of the unredacted Trac archive, by kind: the basic-auth credential, every cookie
+    value it set or sent (trac_auth, trac_form_token, trac_session) and every form token
+    (``__FORM_TOKEN``) its pages and posts hold."""
+    from urllib.parse import parse_qsl
+
+    from webfreeze.archives import Archive
+
+    found: dict[str, set] = {"authorization": set(), "cookie": set(), "__FORM_TOKEN": set()}
+    with Archive.open(archive) as arc:
+        for ex in arc.exchanges():
+            for k, v in ex.request.headers:
+                if k.lower() == "authorization":
+                    found["authorization"].add(v.partition(" ")[2])
+                elif k.lower() == "cookie":
+                    found["cookie"] |= {c.strip().partition("=")[2] for c in v.split(";") if "=" in c}
+            found["cookie"] |= {v.split(";")[0].partition("=")[2] for k, v in ex.headers if k.lower() == "set-cookie"}
+            if ex.method == "POST" and ex.request.body_digest:
+                body = ex.request.body().decode("utf-8", "replace")
+                found["__FORM_TOKEN"] |= {v for k, v in parse_qsl(body) if k == "__FORM_TOKEN"}
+            if "html" in (ex.response.mime or ""):
+                found["__FORM_TOKEN"] |= {m.decode() for m in re.findall(
+                    rb'name="__FORM_TOKEN" value="([^"]+)"', ex.body())}
+    return {k: {v for v in vals if v} for k, vals in found.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["text", "browser"])
+def test_a_redacted_trac_bundle_re_runs_identically_and_holds_no_secret(testbed, authored, backend, tmp_path):
+    """Issue 44 on Trac: login over basic auth and a new ticket (form tokens that repeat a cookie
+    in every page), a custom query, a search: ``bundle pack --redact``, copied elsewhere, re-runs
+    identically, and no secret is in any member of the bundle or any decoded blob of its archive."""
+    import zipfile
+
+    from secret_search import everything, holds
+
+    from testbed.trac_app import TRAC_PASSWORD
+
+    suite, _ = authored
+    app = testbed.app("trac")
+    mark = app.mark()
+    run = tmp_path / "run"
+    r = webfreeze("bench", "run", suite, "--agent", "reference", "--backend", backend, "--out", run, home=testbed.home)
+    assert r.returncode == 0, r.stderr[-2000:]
+    bundle = tmp_path / "trac.wfb"
+    r = webfreeze("bundle", "pack", run, "--redact", "-o", bundle, cwd="/", home=testbed.home)
+    assert r.returncode == 0, r.stderr[-2000:]
+    elsewhere = tmp_path / "another-lab"
+    elsewhere.mkdir()
+    r = webfreeze("bundle", "run", bundle, "--out", "rerun", cwd=elsewhere, home=testbed.home)
+    assert r.returncode == 0 and "identical to the bundled run" in r.stdout, r.stdout + r.stderr[-2000:]
+    assert app.requests_since(mark) == []
+    secrets = _trac_secrets(suite.parent / "trac.wfz")
+    assert all(secrets.values()), {k: len(v) for k, v in secrets.items()}  # (else this proves nothing)
+    with zipfile.ZipFile(bundle) as zf:
+        zf.extractall(tmp_path / "members")
+        chunks = [zf.read(n) for n in zf.namelist()]
+    (packed,) = list((tmp_path / "members" / "archive").glob("*.wfz"))
+    chunks += everything(packed)
+    assert not holds(chunks, TRAC_PASSWORD)
+    left = {kind: [v for v in values if holds(chunks, v)] for kind, values in secrets.items()}
+    assert not any(left.values()), {k: len(v) for k, v in left.items()}

@@ -499,7 +499,7 @@ def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun
     try:
         run_quietly(config)
     except WebfreezeError as exc:
-        raise BundleError(f"refused: {run.name}: its redacted run cannot be run again on the redacted archive "
+        raise BundleError(f"refused: run {run.name}: redacted, it cannot be run again on the redacted archive "
                           f"({str(exc).splitlines()[0]}); nothing was packed") from None
     visible: list[str] = []
     for path in sorted((dest / "trajectories").glob("*.json")):

@@ -14,6 +14,9 @@ steps, and its efficiency ratio is 1.00 (eval/trajectory.py counts the same step
   the effect of the action before it. The first navigate is the start page. A navigate without a
   ``cause`` (older recordings) is skipped when it is the start page, when the page is already
   there, or when it follows a click or a form submission; else it becomes ``goto(url)``.
+- ``type`` becomes ``fill(bid, text)``; typed key by key (``keys: true``: ``page.keyboard.type``,
+  a person at the keyboard) it is ``fill(bid, text, True)``, whose last character arrives as a key,
+  so a search box that answers key events answers the replay too.
 - ``press`` (Enter in a field) becomes ``press(bid, key)`` on that field: the page submits the
   form, or runs its own handler, as it did for the person, whatever it did to the form's buttons.
 - ``submit`` after a click or a press is skipped (that action submitted); otherwise (older
@@ -198,7 +201,8 @@ class ReferenceAgent(Agent):
                     return {"action": f"press({quote(bid)}, {quote(key)})", "thought": thought}
                 if kind == "type":
                     self.last_typed = bid
-                    return {"action": f"fill({quote(bid)}, {quote(step.get('value') or '')})", "thought": thought}
+                    keys = ", True" if step.get("keys") is True and step.get("value") else ""
+                    return {"action": f"fill({quote(bid)}, {quote(step.get('value') or '')}{keys})", "thought": thought}
                 value = step.get("value") or {}
                 choice = value.get("value") if isinstance(value, dict) else value
                 return {"action": f"select_option({quote(bid)}, {quote(choice or '')})", "thought": thought}

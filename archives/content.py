@@ -14,6 +14,10 @@ class DecodeError(WebfreezeError):
     pass
 
 
+class DecodedTooLarge(DecodeError):
+    """A body whose decoded form is beyond the limit (a compression bomb, or simply huge)."""
+
+
 def content_encoding(headers) -> str:
     return header_value(headers, "content-encoding", "").strip().lower()
 
@@ -37,7 +41,7 @@ def decode_content(body: bytes, encoding: str, limit: int = MAX_DECODED) -> byte
         elif enc == "br":
             import brotli
 
-            out = brotli.decompress(body)
+            out = brotli.decompress(body)  # (no limit in the binding: its length is checked below)
         elif enc == "zstd":
             import zstandard
 
@@ -49,7 +53,7 @@ def decode_content(body: bytes, encoding: str, limit: int = MAX_DECODED) -> byte
     except Exception as exc:
         raise DecodeError(f"{encoding} body is corrupt ({exc})") from None
     if len(out) >= limit:
-        raise DecodeError(f"{encoding} body expands beyond {limit} bytes")
+        raise DecodedTooLarge(f"{encoding} body expands beyond {limit} bytes")
     return out
 
 

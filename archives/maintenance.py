@@ -22,7 +22,7 @@ from .errors import ArchiveError
 from .publish import _remove_db_files, new_archive_atomically
 from .store import Archive, check_new_archive, headers_json, sqlite_uri
 from .urlkey import host_of
-from .verify import blob_problem
+from .verify import blob_problem, require_intact
 
 
 # ------------------------------------------------------------------------------------ info
@@ -325,7 +325,7 @@ def _gc(arc: Archive, dry_run: bool) -> dict:
 
 # ------------------------------------------------------------------------------------ pack
 def pack(archive_path: str | os.PathLike, out: str | os.PathLike | None = None, *, level: int | None = None,
-         progress=None) -> dict:
+         progress=None, verified: bool = False) -> dict:
     """Recompress every blob at a high zstd level and compact the file: the form to share.
 
     With ``out``, the original is left untouched and the packed copy appears at ``out`` only when
@@ -333,6 +333,9 @@ def pack(archive_path: str | os.PathLike, out: str | os.PathLike | None = None, 
     """
     level = level or blobs.PACK_LEVEL
     src = Path(archive_path)
+    # every blob is read and stored again under its digest: a damaged one must not be re-stored
+    if not verified:  # (``verified``: the caller ran the same checks just before)
+        require_intact(src, action="nothing was packed")
     if out is None:
         return _pack_in_place(src, level, progress)
     dest = Path(out)
@@ -425,7 +428,7 @@ def _pack_in_place(path: Path, level: int, progress) -> dict:
         def raw_of(digest: str) -> bytes:
             data = raw_cache.get(digest)
             if data is None:
-                data = arc.get_blob(digest)
+                data = arc.get_blob(digest, verify=True)
                 if len(raw_cache) > 64:
                     raw_cache.pop(next(iter(raw_cache)))
                 raw_cache[digest] = data

@@ -7,10 +7,16 @@ What counts as a secret:
 - the values of credential headers (:data:`CREDENTIAL_HEADERS`, plus any the user names): each
   cookie's value in ``Cookie`` and ``Set-Cookie`` (names and attributes are kept), the credential
   of ``Authorization`` / ``Proxy-Authorization`` (the scheme is kept), the whole value otherwise;
-- query parameters, form fields and JSON keys whose name is secret (:func:`is_secret_name`, plus
-  any the user names);
+- query parameters, form fields (urlencoded and multipart), JSON keys and a page's input fields
+  whose name is secret (:func:`is_secret_name`, plus any the user names), in requests and in
+  responses (a token endpoint's JSON or form answer, a page's CSRF field), and the query
+  parameters of the URLs ``Location`` headers name;
 - values typed into password fields in the reference trajectories (given by the caller: see
-  :meth:`Redactor.collect_trajectory`).
+  :meth:`Redactor.collect_trajectory`);
+- values the user names (``--secret-env``: :meth:`Redactor.add_given`), replaced wherever they occur.
+
+What is collected is what the refusal to share names (:meth:`Redactor.findings`): one detector.
+A body that would decode beyond the decoding limit cannot be searched and is refused.
 
 Each secret becomes ``wfredacted-<16 hex>``, an HMAC-SHA-256 of the secret under a key drawn at
 random for this redaction and never stored: the same secret gets the same placeholder everywhere in
@@ -39,7 +45,7 @@ import zlib
 from pathlib import Path
 from urllib.parse import quote, quote_plus, unquote_plus, urlsplit, urlunsplit
 
-from .content import DecodeError, content_encoding, decode_content
+from .content import DecodedTooLarge, DecodeError, content_encoding, decode_content
 from .errors import ArchiveError
 from .publish import new_archive_atomically
 from .records import ExchangeRecord
@@ -52,9 +58,13 @@ CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie", "set-coo
 # Parameter / field / key names that are secret when equal to one of these (lower case) ...
 SECRET_NAMES = ("token", "access_token", "refresh_token", "id_token", "auth_token", "api_key", "apikey", "key_secret",
                 "password", "passwd", "pwd", "pw", "pass", "secret", "client_secret", "session", "sessionid",
-                "session_id", "sid", "auth", "authorization", "signature", "sig")
-# ... or when they contain one of these
-SECRET_PARTS = ("password", "passwd", "secret", "api_key", "apikey", "access_token", "auth_token")
+                "session_id", "sid", "auth", "authorization", "signature", "sig", "authenticity_token",
+                "__form_token", "code_verifier")
+# ... or when they contain one of these (CSRF tokens included: a form's token is often the value of
+# a cookie, and a page that repeats it is where a reader would find the cookie again)
+SECRET_PARTS = ("password", "passwd", "secret", "api_key", "apikey", "access_token", "auth_token", "csrf", "xsrf")
+# Response headers whose value is a URL: its secret parameters are replaced as a request URL's are.
+URL_HEADERS = ("location", "content-location", "refresh")
 PLACEHOLDER_PREFIX = "wfredacted-"
 MIN_LITERAL = 6
 _PASSWORD_TARGET = re.compile(r"pass(word|wd|phrase)?|pwd|\bpin\b|secret", re.I)
@@ -65,6 +75,8 @@ def _literal(secret: str, kind: str) -> bool:
     :data:`MIN_LITERAL` characters; any other secret of that length only when it looks generated
     (16 characters or more, or letters mixed with digits or symbols), since a cookie value such as
     ``accepted`` is also an ordinary word in the pages."""
+    if kind == "given":  # named by the user (--secret-env): wherever it occurs
+        return True
     if len(secret) < MIN_LITERAL:
         return False
     if kind == "password" or len(secret) >= 16:
@@ -73,7 +85,7 @@ def _literal(secret: str, kind: str) -> bool:
     return classes >= 2 and not secret.isalpha()
 
 
-def _typed_value(step) -> str | None:
+def typed_value(step) -> str | None:
     """The text a step typed: a reference trajectory's ``type`` step (its ``value``), or a run
     trajectory's fill/type action (its ``typed`` text); None for any other step."""
     if not isinstance(step, dict):
@@ -89,10 +101,8 @@ def _typed_value(step) -> str | None:
 
 def is_secret_name(name: str, extra: set[str] | frozenset = frozenset()) -> bool:
     """Whether a query parameter, form field or JSON key called ``name`` holds a secret: one of
-    :data:`SECRET_NAMES`, a name containing one of :data:`SECRET_PARTS`, or one the user named.
-    CSRF tokens (``csrfmiddlewaretoken``, ``csrf_token``) are not, by default: they are bound to the
-    session cookie (which is redacted) and a form field's token changes nothing a replay can use;
-    name them with ``--param`` to redact them too."""
+    :data:`SECRET_NAMES`, a name containing one of :data:`SECRET_PARTS` (CSRF tokens among them:
+    ``csrfmiddlewaretoken``, ``csrf_token``), or one the user named."""
     n = name.strip().lower()
     return n in extra or n in SECRET_NAMES or any(p in n for p in SECRET_PARTS)
 
@@ -107,6 +117,7 @@ class Redactor:
         self.header_names = frozenset(CREDENTIAL_HEADERS) | frozenset(h.strip().lower() for h in headers)
         self._secrets: dict[str, str] = {}  # secret -> placeholder
         self._kind: dict[str, str] = {}     # secret -> the kind it was found as
+        self._where: dict[str, str] = {}    # secret -> what and where it was first found (never the value)
         self.kinds: dict[str, int] = {}     # kind of secret -> how many distinct
         self._text_re = None
         self._bytes_re = None
@@ -117,8 +128,9 @@ class Redactor:
         mac = hmac.new(self._key, secret.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
         return PLACEHOLDER_PREFIX + mac
 
-    def add(self, secret, kind: str) -> None:
-        """Register a secret value (empty values and placeholders are not secrets)."""
+    def add(self, secret, kind: str, where: str = "") -> None:
+        """Register a secret value (empty values and placeholders are not secrets); ``where`` says
+        what it is and where it was found (for a refusal: never the value)."""
         if secret is None or isinstance(secret, bool):
             return
         secret = str(secret)
@@ -126,6 +138,7 @@ class Redactor:
             return
         self._secrets[secret] = self.placeholder(secret)
         self._kind[secret] = kind
+        self._where[secret] = where or f"a {kind} value"
         self.kinds[kind] = self.kinds.get(kind, 0) + 1
         self._text_re = self._bytes_re = None
 
@@ -136,6 +149,14 @@ class Redactor:
     def secrets(self) -> list[str]:
         """The secrets found (for checks in this process; never written anywhere)."""
         return list(self._secrets)
+
+    def findings(self) -> list[tuple[str, str]]:
+        """(kind, what and where) of each secret found, in the order found: what a refusal names."""
+        return [(self._kind[s], self._where[s]) for s in self._secrets]
+
+    def add_given(self, value: str, name: str) -> None:
+        """A secret the user knows (``--secret-env NAME``): replaced wherever it occurs."""
+        self.add(value, "given", f"the value of ${name} (--secret-env)")
 
     def _sub(self, secret: str) -> str:
         return self._secrets.get(secret) or self.placeholder(secret)
@@ -162,26 +183,32 @@ class Redactor:
         self._bytes_re = re.compile(b"|".join(re.escape(a.encode("utf-8")) for a in alts))
 
     # ------------------------------------------------------------------------------ collecting
-    def collect_headers(self, headers) -> None:
-        """Credential header values of a request or response."""
+    def collect_headers(self, headers, where: str = "") -> None:
+        """Credential header values of a request or response, and secret parameters of the URLs
+        response headers name (``Location``)."""
+        at = f" in {where}" if where else ""
         for name, value in headers or []:
             n = name.lower()
+            if n in URL_HEADERS and value:
+                self.collect_url(value.split(";", 1)[-1].strip() if n == "refresh" else value,
+                                 f"the {name} header{at}")
             if n not in self.header_names or not value:
                 continue
             if n == "cookie":
                 for part in value.split(";"):
-                    _, sep, v = part.strip().partition("=")
+                    k, sep, v = part.strip().partition("=")
                     if sep:
-                        self.add(v.strip(), "cookie")
+                        self.add(v.strip(), "cookie", f"the value of cookie {k.strip()} (Cookie header){at}")
             elif n == "set-cookie":
-                _, sep, v = value.split(";", 1)[0].partition("=")
+                k, sep, v = value.split(";", 1)[0].partition("=")
                 if sep:
-                    self.add(v.strip(), "cookie")
+                    self.add(v.strip(), "cookie", f"the value of cookie {k.strip()} (Set-Cookie header){at}")
             elif n in ("authorization", "proxy-authorization"):
                 scheme, sep, cred = value.strip().partition(" ")
-                self.add(cred.strip() if sep else scheme, "authorization")
+                what = f"the {scheme} credential of the {name} header" if sep else f"the {name} header value"
+                self.add(cred.strip() if sep else scheme, "authorization", what + at)
             else:
-                self.add(value.strip(), "header")
+                self.add(value.strip(), "header", f"the {name} header value{at}")
 
     def _pairs(self, query: str):
         for piece in query.split("&"):
@@ -189,57 +216,65 @@ class Redactor:
             if sep:
                 yield unquote_plus(name), unquote_plus(value)
 
-    def collect_url(self, url: str) -> None:
+    def collect_url(self, url: str, where: str = "") -> None:
         """Secret query parameters of ``url``."""
         for name, value in self._pairs(urlsplit(url).query):
             if is_secret_name(name, self.params):
-                self.add(value, "param")
+                self.add(value, "param", f"query parameter {name} of {where or url}")
 
-    def collect_body(self, content_type: str, body: bytes) -> None:
-        """Secret form fields and JSON keys of a request body."""
+    def collect_body(self, content_type: str, body: bytes, where: str = "") -> None:
+        """Secret form fields (urlencoded and multipart) and JSON keys of a request or response body."""
         if not body:
             return
+        at = f" in {where}" if where else ""
         ct = (content_type or "").lower()
+        if "multipart/form-data" in ct:
+            for name, value, _ in _multipart_fields(body):
+                if is_secret_name(name, self.params):
+                    self.add(value, "param", f"multipart field {name}{at}")
+            return
+        if "html" in ct:
+            for m in _INPUT.finditer(body):
+                name, value = _input_field(m.group(0))
+                if name is not None and is_secret_name(name, self.params):
+                    self.add(value, "param", f"form field {name} (a page's input){at}")
+            return
         text = body.decode("utf-8", "replace")
         if "json" in ct or text.lstrip().startswith(("{", "[")):
             try:
-                self._collect_json(json.loads(text))
+                self._collect_json(json.loads(text), at)
                 return
             except ValueError:
                 pass
         if "x-www-form-urlencoded" in ct or ("=" in text and "\n" not in text.strip()):
             for name, value in self._pairs(text.strip()):
                 if is_secret_name(name, self.params):
-                    self.add(value, "param")
-        elif "multipart/form-data" in ct:
-            for m in re.finditer(r'name="([^"]+)"[^\r\n]*\r?\n(?:[^\r\n]+\r?\n)*\r?\n(.*?)\r?\n--', text, re.S):
-                if is_secret_name(m.group(1), self.params):
-                    self.add(m.group(2), "param")
+                    self.add(value, "param", f"form field {name}{at}")
 
-    def _collect_json(self, value) -> None:
+    def _collect_json(self, value, at: str = "") -> None:
         if isinstance(value, dict):
             for k, v in value.items():
                 if is_secret_name(str(k), self.params) and isinstance(v, (str, int, float)) and not isinstance(v, bool):
-                    self.add(v, "param")
+                    self.add(v, "param", f"JSON key {k}{at}")
                 else:
-                    self._collect_json(v)
+                    self._collect_json(v, at)
         elif isinstance(value, list):
             for v in value:
-                self._collect_json(v)
+                self._collect_json(v, at)
 
-    def collect_trajectory(self, trajectory: dict) -> None:
+    def collect_trajectory(self, trajectory: dict, where: str = "") -> None:
         """Values typed into password fields in a reference trajectory: a ``type`` step whose target
         is an ``input type=password`` (when the recorder notes the type) or whose name or CSS path
         says password / passwd / pwd / PIN / secret."""
         for step in (trajectory or {}).get("steps") or []:
-            value = _typed_value(step)
+            value = typed_value(step)
             if value is None:
                 continue
             target = step.get("target") if isinstance(step.get("target"), dict) else {}
             typed = str(target.get("type") or target.get("input_type") or "").lower()
             said = " ".join(str(target.get(k) or "") for k in ("name", "css", "id"))
             if typed == "password" or _PASSWORD_TARGET.search(said):
-                self.add(value, "password")
+                self.add(value, "password", f"a value typed into a password field{f' in {where}' if where else ''}")
 
     # ------------------------------------------------------------------------------ rewriting
     def text(self, s: str) -> str:
@@ -299,29 +334,89 @@ class Redactor:
                     value = f"{scheme} {self._sub(cred.strip())}" if sep else self._sub(scheme)
                 else:
                     value = self._sub(value.strip())
+            elif n in URL_HEADERS and value:
+                if n == "refresh":
+                    head, sep, target = value.rpartition(";")
+                    value = f"{head}{sep}{self.url(target)}" if sep else self.url(value)
+                else:
+                    value = self.url(value)
             out.append((name, self.text(value)))
         return out
 
     def body(self, content_type: str, body: bytes | None) -> bytes | None:
-        """A request body with secret form fields and any secret in it replaced."""
+        """A request body with secret form fields and any secret in it replaced (read as
+        :meth:`collect_body` reads it: what was collected there is replaced there)."""
         if not body:
             return body
         ct = (content_type or "").lower()
-        if "x-www-form-urlencoded" in ct:
+        if "multipart/form-data" in ct:
+            return self.data(self._multipart(body))
+        text = body.decode("utf-8", "replace")
+        if "json" in ct or text.lstrip().startswith(("{", "[")):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
+            else:
+                fixed = self._json_fields(value)
+                if fixed != value:  # (re-written compactly only then: the body key compares values)
+                    body = json.dumps(fixed, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+                return self.data(body)
+        if "x-www-form-urlencoded" in ct or ("=" in text and "\n" not in text.strip()):
             try:
                 body = self._query(body.decode("utf-8")).encode("utf-8")
             except UnicodeDecodeError:
                 pass
-        elif "json" in ct:
-            try:
-                value = json.loads(body)
-            except ValueError:
-                value = None
-            if value is not None:
-                fixed = self._json_fields(value)
-                if fixed != value:  # (re-written compactly only then: the body key compares values)
-                    body = json.dumps(fixed, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         return self.data(body)
+
+    def _multipart(self, body: bytes) -> bytes:
+        """A multipart body with the values of secret fields (files aside) replaced."""
+        out, last = [], 0
+        for name, value, (start, end) in _multipart_fields(body):
+            if is_secret_name(name, self.params) and value in self._secrets:
+                out += [body[last:start], self._secrets[value].encode("ascii")]
+                last = end
+        return b"".join(out) + body[last:] if out else body
+
+    def response_fields(self, content_type: str, body: bytes) -> bytes:
+        """A (decoded) response body with the values of secret JSON keys and form fields replaced in
+        place, its formatting kept (the same secret a request sent gets the same placeholder)."""
+        ct = (content_type or "").lower()
+        text = body.lstrip()[:1]
+        if "json" in ct or text in (b"{", b"["):
+            def json_sub(m):
+                try:
+                    value = json.loads(b'"' + m.group(3) + b'"')
+                    name = json.loads(b'"' + m.group(1) + b'"')
+                except ValueError:
+                    return m.group(0)
+                if is_secret_name(name, self.params) and value in self._secrets:
+                    return m.group(0)[:m.start(3) - m.start(0)] + self._secrets[value].encode("ascii") + b'"'
+                return m.group(0)
+            def number_sub(m):
+                try:
+                    name = json.loads(b'"' + m.group(1) + b'"')
+                except ValueError:
+                    return m.group(0)
+                value = m.group(3).decode("ascii")
+                if is_secret_name(name, self.params) and value in self._secrets:
+                    return m.group(0)[:m.start(3) - m.start(0)] + b'"' + self._secrets[value].encode("ascii") + b'"'
+                return m.group(0)
+            return _JSON_NUMBER.sub(number_sub, _JSON_PAIR.sub(json_sub, body))
+        if "x-www-form-urlencoded" in ct:
+            try:
+                return self._query(body.decode("utf-8")).encode("utf-8")
+            except UnicodeDecodeError:
+                return body
+        if "html" in ct:
+            def input_sub(m):
+                name, value = _input_field(m.group(0))
+                if name is None or not is_secret_name(name, self.params) or value not in self._secrets:
+                    return m.group(0)
+                v = _ATTR_VALUE.search(m.group(0))
+                return m.group(0)[:v.start(2)] + html.escape(self._secrets[value]).encode() + m.group(0)[v.end(2):]
+            return _INPUT.sub(input_sub, body)
+        return body
 
     def _json_fields(self, value):
         """A JSON value with the values of secret keys replaced by their placeholders."""
@@ -351,6 +446,44 @@ class Redactor:
                 "placeholder": f"{PLACEHOLDER_PREFIX}<hmac-sha256 under a random key, not stored>"}
 
 
+# A JSON member whose value is a string: "name" : "value" (bytes; escapes kept as they are).
+_JSON_PAIR = re.compile(rb'"((?:[^"\\\r\n]|\\.){1,200})"(\s*:\s*)"((?:[^"\\]|\\.)*)"')
+_JSON_NUMBER = re.compile(rb'"((?:[^"\\\r\n]|\\.){1,200})"(\s*:\s*)(-?[0-9]+(?:\.[0-9]+)?)(?=\s*[,}\]])')
+_PART = re.compile(rb'Content-Disposition:[^\r\n]*?\bname="([^"]*)"([^\r\n]*)\r\n(?:[^\r\n]+\r\n)*\r\n', re.I)
+
+
+_INPUT = re.compile(rb"<input\b[^>]*>", re.I)
+_ATTR_NAME = re.compile(rb"""\sname\s*=\s*(["'])(.*?)\1""", re.I | re.S)
+_ATTR_VALUE = re.compile(rb"""\svalue\s*=\s*(["'])(.*?)\1""", re.I | re.S)
+
+
+def _input_field(tag: bytes) -> tuple[str | None, str | None]:
+    """(name, value) of an HTML ``<input>`` tag (the value unescaped), or (None, None)."""
+    n, v = _ATTR_NAME.search(tag), _ATTR_VALUE.search(tag)
+    if n is None or v is None:
+        return None, None
+    try:
+        return html.unescape(n.group(2).decode("utf-8")), html.unescape(v.group(2).decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, None
+
+
+def _multipart_fields(body: bytes):
+    """(name, value, (start, end)) of each field of a multipart/form-data body that is not a file:
+    the value runs from the blank line after the part's headers to the next ``\r\n--``."""
+    for m in _PART.finditer(body):
+        if b"filename=" in m.group(2).lower():
+            continue
+        start = m.end()
+        end = body.find(b"\r\n--", start)
+        if end < 0:
+            continue
+        try:
+            yield m.group(1).decode("utf-8"), body[start:end].decode("utf-8"), (start, end)
+        except UnicodeDecodeError:
+            continue
+
+
 # ==================================================================================== payloads
 def _encode(data: bytes, enc: str) -> bytes:
     if enc in ("gzip", "x-gzip"):
@@ -368,20 +501,45 @@ def _encode(data: bytes, enc: str) -> bytes:
     return data
 
 
-def _payload(r: Redactor, payload: bytes, headers) -> bytes:
-    """A response payload with secrets replaced, its content coding undone and redone (kept as it
-    was when nothing changed, or when it cannot be decoded)."""
+def _payload(r: Redactor, payload: bytes, headers, where: str = "") -> bytes:
+    """A response payload with secrets replaced (secret JSON keys and form fields by name, then every
+    secret that is replaced wherever it occurs), its content coding undone and redone; kept as it
+    was when nothing changed. A body that cannot be decoded is searched as it is stored; one that
+    expands beyond the decoding limit cannot be searched and is refused (never passed over)."""
     if not payload:
         return payload
+    ct = _header(headers, "content-type")
     enc = content_encoding(headers)
     if enc in ("", "identity"):
-        return r.data(payload)
+        return r.data(r.response_fields(ct, payload))
     try:
         plain = decode_content(payload, enc)
+    except DecodedTooLarge as exc:
+        raise ArchiveError(f"cannot redact {where or 'a response'}: its {exc}; it cannot be searched for "
+                           f"secrets, so it is refused rather than passed over") from None
     except DecodeError:
         return r.data(payload)
-    redacted = r.data(plain)
+    redacted = r.data(r.response_fields(ct, plain))
     return payload if redacted == plain else _encode(redacted, enc)
+
+
+def response_body(payload: bytes, headers, where: str) -> bytes | None:
+    """The decoded body of a response for collecting secrets (None when it cannot be decoded);
+    refused (:class:`ArchiveError`) beyond the decoding limit, never passed over."""
+    try:
+        return decode_content(payload, content_encoding(headers))
+    except DecodedTooLarge as exc:
+        raise ArchiveError(f"cannot search {where} for secrets: its {exc}; refused rather than "
+                           f"passed over") from None
+    except DecodeError:
+        return None
+
+
+def _collectable(headers) -> bool:
+    """Whether a response body may hold secret fields by name: JSON or a form (a token endpoint), or
+    a page (the values of its inputs, such as a CSRF token a form will send)."""
+    ct = _header(headers, "content-type").lower()
+    return "json" in ct or "x-www-form-urlencoded" in ct or "html" in ct
 
 
 def _with_length(headers, old: bytes | None, new: bytes | None):
@@ -398,17 +556,39 @@ def _header(headers, name: str) -> str:
 
 
 # ==================================================================================== archives
-def collect_archive(arc: Archive, r: Redactor) -> None:
-    """Every secret the archive's exchanges show (credential headers, secret parameters and fields)."""
+def collect_archive(arc: Archive, r: Redactor, *, skip=None) -> None:
+    """Every secret the archive's exchanges show: credential headers, secret query parameters (of
+    the URL and of ``Location`` headers), secret form fields and JSON keys of request bodies and of
+    JSON and form responses. ``skip(url)`` passes over exchanges (a refusal's reserved hosts)."""
     for row in arc._exchange_rows():
         ex = ExchangeRecord(arc, row)
-        r.collect_url(ex.url)
+        if skip is not None and skip(ex.url):
+            continue
         req = ex.request
+        req_at, resp_at = f"the request of {ex.method} {ex.url}", f"the response of {ex.method} {ex.url}"
+        r.collect_url(ex.url, req_at)
         if req.captured:
-            r.collect_headers(req.headers)
-        r.collect_headers(ex.headers)
+            r.collect_headers(req.headers, req_at)
+        r.collect_headers(ex.headers, resp_at)
         if req.body_digest:
-            r.collect_body(req.header("content-type") or "", req.body())
+            r.collect_body(req.header("content-type") or "", req.body(), f"the request body of {ex.method} {ex.url}")
+        if ex.response.payload_size and _collectable(ex.headers):
+            where = f"the response body of {ex.method} {ex.url}"
+            body = response_body(ex.response.payload(verify=True), ex.headers, where)
+            if body:
+                r.collect_body(_header(ex.headers, "content-type"), body, where)
+    for doc in arc.documents(prefix="trajectories/"):  # a recorded session's reference trajectory
+        value = arc.get_document(doc.name)
+        if not _is_trajectory(doc.name, value):
+            continue
+        steps = [st for st in value["steps"] if isinstance(st, dict)]
+        start = value.get("start_url") or (steps[0].get("url") if steps else "") or ""
+        if skip is None or not skip(str(start)):
+            r.collect_trajectory(value, f"document {doc.name}")
+
+
+def _is_trajectory(name: str, value) -> bool:
+    return name.startswith("trajectories/") and isinstance(value, dict) and isinstance(value.get("steps"), list)
 
 
 def redact_archive(src, out, r: Redactor, *, progress=None) -> dict:
@@ -432,7 +612,7 @@ def redact_archive(src, out, r: Redactor, *, progress=None) -> dict:
                     before = (ex.url, ex.req_headers, ex.req_body, ex.resp_headers, ex.payload)
                     ct = _header(ex.req_headers, "content-type")
                     req_body = r.body(ct, ex.req_body)
-                    payload = _payload(r, ex.payload, ex.resp_headers)
+                    payload = _payload(r, ex.payload, ex.resp_headers, f"the response of {ex.method} {ex.url}")
                     ex.url = r.url(ex.url)
                     ex.req_headers = _with_length(r.headers(ex.req_headers), ex.req_body, req_body)
                     ex.resp_headers = _with_length(r.headers(ex.resp_headers), ex.payload, payload)
@@ -450,7 +630,9 @@ def redact_archive(src, out, r: Redactor, *, progress=None) -> dict:
                                  dom=r.data(dom) if dom else None, extra=r.json_value(page.extra) or None)
                     counts["pages"] += 1
                 for doc in arc.documents():
-                    new.put_document(r.text(doc.name), r.json_value(arc.get_document(doc.name)))
+                    value = arc.get_document(doc.name)
+                    value = redact_trajectory(r, value) if _is_trajectory(doc.name, value) else r.json_value(value)
+                    new.put_document(r.text(doc.name), value)
                     counts["documents"] += 1
                 for alias, digest in arc.conn.execute("SELECT alias, digest FROM digest_aliases"):
                     if new.has_blob(digest):
@@ -480,7 +662,7 @@ def redact_trajectory(r: Redactor, trajectory: dict) -> dict:
     the reference agent then types the placeholder the redacted archive's POST body holds."""
     out = r.json_value(trajectory)
     for step in out.get("steps") or [] if isinstance(out, dict) else []:
-        value = _typed_value(step)
+        value = typed_value(step)
         if not isinstance(value, str) or value not in r._secrets:
             continue  # (a long secret was replaced by json_value already)
         ph = r._secrets[value]
@@ -540,22 +722,6 @@ def redact_suite(suite_dir, suite_out, r: Redactor, *, archive_out=None, archive
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return n
-
-
-def holds_secret(name: str, value: str) -> bool:
-    """Whether a credential header's value still holds a secret (not only placeholders)."""
-    if not value or not value.strip():
-        return False
-    if name == "cookie":
-        vals = [p.strip().partition("=")[2] for p in value.split(";") if "=" in p]
-    elif name == "set-cookie":
-        vals = [value.split(";", 1)[0].partition("=")[2]]
-    elif name in ("authorization", "proxy-authorization"):
-        scheme, sep, cred = value.strip().partition(" ")
-        vals = [cred if sep else scheme]
-    else:
-        vals = [value]
-    return any(v.strip() and not v.strip().startswith(PLACEHOLDER_PREFIX) for v in vals)
 
 
 def archive_redaction(arc_path) -> dict | None:

@@ -25,6 +25,7 @@ from webfreeze.common.http import header_value
 from .errors import ArchiveError
 from .store import Archive, extra_of
 from .timeutil import normalize_time, to_warc_date
+from .verify import require_intact
 from .wacz import page_entry, write_wacz
 
 
@@ -65,7 +66,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
     count = 0
     written: dict[str, tuple[str, str, str]] = {}  # blob digest -> (WARC payload digest, URL, date) of its record
     for row in archive._exchange_rows():
-        payload = archive.get_blob(row["payload"])
+        payload = archive.get_blob(row["payload"], verify=True)
         extra = extra_of(row)
         date = to_warc_date(row["captured_at"])
         warc_headers = {"WARC-Date": date, "WARC-Record-ID": record_id(row["id"], "response")}
@@ -99,7 +100,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
         if first is None:
             written[row["payload"]] = (resp.rec_headers.get_header("WARC-Payload-Digest"), row["url"], date)
         if row["req_headers"] is not None:
-            req_body = archive.get_blob(row["req_body"]) if row["req_body"] else b""
+            req_body = archive.get_blob(row["req_body"], verify=True) if row["req_body"] else b""
             req_line = f"{row['method']} {_request_target(row['url'])} HTTP/1.1"
             req_http = _HttpHeaders(req_line, archive._row_headers(row, "req_headers"), protocol="HTTP/1.1",
                                         is_http_request=True)
@@ -127,7 +128,7 @@ class _HttpHeaders(StatusAndHeaders):
             return self.to_str(filter_func).encode("utf-8") + b"\r\n"
 
 def export(archive_path: str | os.PathLike, out: str | os.PathLike, fmt: str,
-           progress: Callable[[int], None] | None = None, *, overwrite: bool = False) -> int:
+           progress: Callable[[int], None] | None = None, *, overwrite: bool = False, verified: bool = False) -> int:
     """Export to ``out`` atomically (written beside it, renamed into place when complete).
 
     An existing ``out`` is replaced only with ``overwrite``, and never when it is the archive."""
@@ -136,6 +137,9 @@ def export(archive_path: str | os.PathLike, out: str | os.PathLike, fmt: str,
     out = check_output_file(out, overwrite=overwrite, protect=[archive_path])
     if out.is_symlink():  # written through: the file the link names is made or replaced, the link stays
         out = check_output_file(os.path.realpath(out), overwrite=overwrite, protect=[archive_path])
+    # the export writes fresh WARC digests over the bytes it reads: they must be the archive's own
+    if not verified:  # (``verified``: the caller ran the same checks just before)
+        require_intact(archive_path, action="nothing was exported")
     with Archive.open(archive_path) as arc, replacing(out) as tmp:
         if fmt == "warc":
             with open(tmp, "wb") as fh:

@@ -165,6 +165,7 @@ def all_modules() -> Iterable:
     from . import (
         bgym_obs,
         bundle_scale,
+        crawl_check,
         crawl_size,
         disk_size,
         drift_speed,
@@ -180,6 +181,6 @@ def all_modules() -> Iterable:
         study_overhead,
     )
 
-    return [disk_size, import_speed, lookup_latency, recorder_overhead, replay_throughput, crawl_size, env_latency,
-            bgym_obs, llm_agent, history_retrieval, bundle_scale, study_overhead, redact_speed, drift_speed,
+    return [disk_size, import_speed, lookup_latency, recorder_overhead, replay_throughput, crawl_size, crawl_check,
+            env_latency, bgym_obs, llm_agent, history_retrieval, bundle_scale, study_overhead, redact_speed, drift_speed,
             live_overhead]

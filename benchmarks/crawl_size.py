@@ -67,11 +67,11 @@ def _crawl(url: str, archive: Path, home: Path, screenshots: str, *extra: str, m
     """Run ``record crawl``; returns its wall-clock seconds."""
     env = dict(os.environ, WEBFREEZE_HOME=str(home))
     t = time.perf_counter()
-    # exit status 1 is an incomplete page: measured all the same, and said in the row's note
+    # exit status 3 is an incomplete crawl: measured all the same, and said in the row's note
     r = subprocess.run([sys.executable, "-m", "webfreeze", "record", "crawl", url, "--archive", str(archive),
                         "--depth", "1", "--max-pages", str(max_pages), "--screenshots", screenshots, *extra],
                        env=env, capture_output=True, text=True, timeout=1800)
-    if r.returncode not in (0, 1):
+    if r.returncode not in (0, 3):
         raise RuntimeError(f"record crawl failed: {r.stderr.strip()[-500:]}")
     return time.perf_counter() - t
 

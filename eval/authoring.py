@@ -83,6 +83,44 @@ def reference_reached(task_result: dict) -> bool:
     return bool(task_result.get("success"))
 
 
+# The reference agent starts each step's thought with the reference step it replays (agents/reference.py).
+_REFERENCE_STEP = re.compile(r"^reference step (\d+)\b")
+# What a capture must hold for a reference to replay: its documents (frames too) and its XHR.
+CAPTURE_KINDS = ("document", "xhr")
+
+
+def capture_misses(trajectory: dict) -> list[dict]:
+    """The documents and XHR the replay could not answer (``level`` miss in a step's ``replay``)
+    while a reference trajectory was replayed, in order: ``step`` (the reference step the agent was
+    replaying, from its thought; the episode's step when it gave none; None for the start page),
+    ``kind``, ``method`` and ``url``. Any of them means the archive lacks part of what the session
+    captured: an incomplete capture, whatever the answer check then says (the evidence may also
+    stand on a page that did load)."""
+    out = []
+
+    def add(step, replay) -> None:
+        flagged = replay.get("flagged") if isinstance(replay, dict) else None
+        for f in flagged if isinstance(flagged, list) else []:
+            if isinstance(f, dict) and f.get("level") == "miss" and f.get("kind") in CAPTURE_KINDS:
+                out.append({"step": step, "kind": f["kind"], "method": f.get("method") or "GET", "url": f.get("url")})
+
+    replay = trajectory.get("replay") if isinstance(trajectory.get("replay"), dict) else {}
+    add(None, replay.get("start"))
+    for i, s in enumerate(trajectory.get("steps") or []):
+        if not isinstance(s, dict):
+            continue
+        fields = s.get("agent_fields") if isinstance(s.get("agent_fields"), dict) else {}
+        m = _REFERENCE_STEP.match(str(fields.get("thought") or s.get("thought") or ""))
+        add(int(m.group(1)) if m else s.get("step", i), s.get("replay"))
+    return out
+
+
+def describe_miss(miss: dict) -> str:
+    """One capture miss in words: ``reference step 3: POST http://site/newticket (document) was not captured``."""
+    where = "the start page" if miss.get("step") is None else f"reference step {miss['step']}"
+    return f"{where}: {miss['method']} {miss['url']} ({miss['kind']}) was not captured"
+
+
 def reference_changes(old: dict, new: dict) -> list[str]:
     """What a re-recorded reference changes, in short lines: the archive session, the first step
     (as the reference agent takes them) where the two part and the step counts, the answer."""

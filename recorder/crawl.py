@@ -7,6 +7,12 @@ a page still missing something is recorded and marked incomplete. The crawl's fr
 document in the archive, updated in the same transaction as each page record, so a crawl killed
 at any moment resumes where it stopped when run again with the same start URL, scope and depth
 (a page whose check was under way is visited again). :func:`recheck` repairs an archive later.
+
+Each URL is visited in a tab of its own (the context, its cookies and cache, stay): a page that
+fails, an authentication refused or a download, leaves nothing behind that could break the next.
+A URL the site answers with a download (``Content-Disposition: attachment``, a CSV export) is not
+a page: its exchange is recorded, and it is listed in the state's ``downloads``, not as failed.
+``exclude`` patterns keep links out of the crawl (a logout link, an export, an edit form).
 """
 
 from __future__ import annotations
@@ -44,6 +50,13 @@ class CrawlResult:
     failed: list = field(default_factory=list)  # [url, why] of every page that failed, all runs
     incomplete: list = field(default_factory=list)  # [url, [missing...]] of recorded pages that miss requests
     queued: int = 0  # URLs still queued (a crawl stopped by max_pages)
+    downloads: list = field(default_factory=list)  # [url, file name, bytes] of URLs answered with a download
+
+    @property
+    def captured_all(self) -> bool:
+        """Whether every page visited replays whole and none failed to load: what the crawl set out
+        to capture is in the archive (a crawl stopped by ``max_pages`` may still say so)."""
+        return not self.incomplete and not load_failures(self.failed)
 
 
 def scope_prefix(start: str) -> str:
@@ -84,6 +97,57 @@ def scope_matcher(start: str, scope: str) -> Callable[[str], bool]:
     except re.error as exc:
         raise CrawlError(f"invalid --scope regular expression {scope!r}: {exc}") from None
     return lambda u: bool(rx.search(u))
+
+
+def exclude_matcher(patterns) -> Callable[[str], bool]:
+    """Whether a URL is left out by one of ``patterns`` (regular expressions searched in the URL,
+    as ``--scope``'s), e.g. ``/logout``, ``[?&]format=``, ``action=edit``."""
+    compiled = []
+    for pattern in patterns or ():
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as exc:
+            raise CrawlError(f"invalid --exclude regular expression {pattern!r}: {exc}") from None
+    return lambda u: any(rx.search(u) for rx in compiled)
+
+
+def credentials_for(start: str, credentials: tuple[str, str] | None) -> dict | None:
+    """Playwright's ``http_credentials`` for a recording that starts at ``start``: the answer to an
+    authentication challenge (basic or digest) from the start URL's origin, never from another;
+    None without ``credentials`` (user, password). See :func:`open_context`."""
+    if credentials is None:
+        return None
+    parts = urlsplit(start)
+    return {"username": credentials[0], "password": credentials[1], "origin": f"{parts.scheme}://{parts.netloc}"}
+
+
+def basic_authorization(credentials: tuple[str, str]) -> str:
+    """The ``Authorization`` value of HTTP basic authentication for (user, password)."""
+    import base64
+
+    return "Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode("ascii")
+
+
+def open_context(browser, start: str, credentials: tuple[str, str] | None):
+    """The recording's browser context; with ``credentials``, logged in to the start URL's origin:
+    every request to that origin carries ``Authorization: Basic ...`` from the start (so the
+    archive holds the pages as the logged-in browser got them, not a ``401`` before each, and a
+    replay answers them without a password), and a challenge from it (digest) is answered too.
+    No other origin ever gets them."""
+    from webfreeze.simulator.browser import new_context
+
+    auth = credentials_for(start, credentials)
+    if auth is None:
+        return new_context(browser)
+    context = new_context(browser, http_credentials=auth)
+    basic = basic_authorization(credentials)
+
+    def send(route, request):
+        headers = {k: v for k, v in request.headers.items() if k.lower() != "authorization"}
+        route.continue_(headers={**headers, "authorization": basic})  # (cookies are added after this)
+
+    context.route(f"{auth['origin']}/**", send)
+    return context
 
 
 def check_url(url: str) -> None:
@@ -142,6 +206,19 @@ def hsts_upgrade(asked: str, landed: str | None, proxy: RecordingProxy) -> str |
             f"(--resolve {host}:443=ADDRESS:PORT) or record it under another name")
 
 
+def _download(downloads: list) -> tuple[str, int] | str:
+    """(file name, bytes) of the download a visit started, once it has finished; a string saying
+    why when it failed."""
+    download = downloads[0]
+    failure = download.failure()  # (waits for the download to end)
+    if failure:
+        return f"download failed: {failure}"
+    size = os.path.getsize(download.path())
+    name = download.suggested_filename
+    download.delete()
+    return name, size
+
+
 def _capture(page, url: str, screenshots: str):
     """Visit ``url`` and capture it once it has loaded what it will still load: (status, title,
     DOM, screenshot, links, final URL)."""
@@ -166,13 +243,16 @@ def _capture(page, url: str, screenshots: str):
             page.remove_listener(event, handler)
 
 
-def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = None) -> tuple[list[str], bool]:
+def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = None,
+                auth: tuple[str, str] | None = None) -> tuple[list[str], bool]:
     """Check ``url`` against the archive (:class:`.page_check.PageChecker`), fetch live through the
     proxy what it missed and check again, until a check misses nothing or misses just what the one
     before missed (the fetches repaired nothing), :data:`CHECK_TRIES` checks at most; returns what is still
     missing (empty: the page replays whole). ``when``: the time the replay is as of (a page
     recorded earlier: its capture time; None: now, the time its page record is about to get).
-    Also returns whether a fetch repaired something (the page as captured may then look different)."""
+    Also returns whether a fetch repaired something (the page as captured may then look different).
+    ``auth``: (origin, Authorization value) the live fetches to that origin carry, as the crawl's own
+    requests do (:func:`open_context`)."""
     import http.client
 
     missing: list = []
@@ -187,12 +267,15 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
             break  # nothing to fetch, no tries left, or the last fetches repaired nothing
         before = now_missing
         for m in refetch:
+            headers = list(m.headers)
+            if auth and m.url.startswith(auth[0] + "/"):
+                headers = [h for h in headers if h[0].lower() != "authorization"] + [("Authorization", auth[1])]
             try:
-                proxy.fetch(m.method, m.url, m.headers, m.body or None, timeout=30)
+                proxy.fetch(m.method, m.url, headers, m.body or None, timeout=30)
             except (OSError, http.client.HTTPException):
                 pass  # still missing at the next check, and said so then
     out = [m.describe() for m in missing]
-    if error and not out:  # the replayed page itself would not load: not a page that replays whole
+    if error:  # the replayed page itself would not load: not a page that replays whole
         out.append(f"{url} (replay failed: {error})")
     repaired = bool(first - {(m.method, m.url) for m in missing})
     return out, repaired
@@ -201,7 +284,7 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
 def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, scope: str = "host",
           progress: Callable[[int, str], None] | None = None,
           resolve: dict[str, tuple[str, int]] | None = None, screenshots: str = "viewport",
-          check: bool = True) -> CrawlResult:
+          check: bool = True, exclude=(), credentials: tuple[str, str] | None = None) -> CrawlResult:
     """Crawl from ``start`` into the archive (created if missing); resumes an interrupted crawl.
 
     The start URL is first fetched through the recording proxy, unrecorded (its resolver, its
@@ -217,17 +300,23 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     while that repairs something (:data:`CHECK_TRIES` checks at most). A page still missing something is recorded, marked
     ``"complete": false`` with the ``missing`` URLs in its record's ``extra``, listed in the state
     document (``incomplete``) and in :attr:`CrawlResult.incomplete`; the crawl is then not complete.
+
+    Each URL is visited in a new tab (a failed page cannot break the next). A URL answered with a
+    download is recorded as an exchange and listed in :attr:`CrawlResult.downloads`, no page record.
+    Links matching an ``exclude`` pattern (:func:`exclude_matcher`) are not followed.
+    ``credentials``: (user, password) for HTTP authentication (:func:`open_context`).
     """
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import launch_chromium, new_context
+    from webfreeze.simulator.browser import launch_chromium
 
     if screenshots not in SCREENSHOTS:
         raise CrawlError(f"--screenshots {screenshots!r}: expected one of {', '.join(SCREENSHOTS)}")
     start = urldefrag(start)[0]
     check_url(start)
     in_scope = scope_matcher(start, scope)
+    excluded = exclude_matcher(exclude)
     state_name = crawl_state_name(start, scope, depth)
     with recording_into(archive_path) as arc:
         try:
@@ -239,6 +328,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
             resumed = False
         state.setdefault("failed", [])
         state.setdefault("incomplete", [])
+        state.setdefault("downloads", [])
         seen = set(state["seen"])
         proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve, paused=True).start()
         visited = 0
@@ -252,17 +342,40 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
             before = proxy.recorder.recorded
             with sync_playwright() as pw:
                 browser = launch_chromium(pw, proxy=proxy.url)
-                context = new_context(browser)
-                page = context.new_page()
+                context = open_context(browser, start, credentials)
+                auth = (credentials_for(start, credentials)["origin"], basic_authorization(credentials)) \
+                    if credentials else None
                 checker = PageChecker(browser, archive_path)
+                page = None
                 while state["queue"] and state["done"] < max_pages:
                     url, level = state["queue"][0]
                     landed = None
+                    if page is not None:
+                        page.close()
+                    page = context.new_page()  # each URL from a clean tab: nothing of the last one stays
+                    downloads: list = []
+                    page.on("download", lambda d: downloads.append(d))  # (a plain function: Playwright wraps it)
                     try:
                         status, title, dom, shot, links, landed = _capture(page, url, screenshots)
                     except PlaywrightError as exc:
                         title, dom, shot, links = "", None, None, []
                         status = f"error: {str(exc).splitlines()[0]}"
+                        if not downloads and "Download is starting" in status:  # (its event may come later)
+                            try:
+                                downloads.append(page.wait_for_event("download", timeout=30_000))
+                            except PlaywrightError:
+                                pass
+                    if downloads:  # not a page: the proxy recorded the file, listed as a download
+                        got = _download(downloads)
+                        if isinstance(got, tuple):
+                            state["queue"] = state["queue"][1:]
+                            state["done"] += 1
+                            state["downloads"].append([url, *got])
+                            arc.put_document(state_name, state)
+                            if progress:
+                                progress(state["done"], url)
+                            continue
+                        status = f"error: {got}"
                     failure = page_failure(status)
                     if status == 502 and url in proxy.recorder.upstream_failures:  # the proxy's 502, not the site's
                         failure = f"did not load: {proxy.recorder.upstream_failures[url]}"
@@ -272,7 +385,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                         raise SeedFailed(f"{url}: the start page failed ({failure})")
                     missing: list[str] = []
                     if check and failure is None:
-                        missing, repaired = _self_check(checker, proxy, url)
+                        missing, repaired = _self_check(checker, proxy, url, auth=auth)
                         if repaired:
                             # The capture showed the page without what was fetched since (a stylesheet
                             # cut off): capture it again, now that the site answered, and check that.
@@ -283,9 +396,9 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                             else:
                                 if page_failure(status2) is None:
                                     status, title, dom, shot, links = status2, title2, dom2, shot2, links2
-                                    missing, _ = _self_check(checker, proxy, url)
+                                    missing, _ = _self_check(checker, proxy, url, auth=auth)
                     new = sorted({urldefrag(link)[0] for link in links} - seen) if level < depth and not failure else []
-                    new = [u for u in new if in_scope(u)]
+                    new = [u for u in new if in_scope(u) and not excluded(u)]
                     seen.update(new)
                     state["queue"] = state["queue"][1:] + [[u, level + 1] for u in new]
                     state["seen"] = sorted(seen)
@@ -309,11 +422,12 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                 browser.close()
         finally:
             proxy.stop()
-        return CrawlResult(pages=state["done"] - len(state["failed"]), pages_this_run=visited,
-                           exchanges_this_run=proxy.recorder.recorded - before, resumed=resumed,
+        return CrawlResult(pages=state["done"] - len(state["failed"]) - len(state["downloads"]),
+                           pages_this_run=visited, exchanges_this_run=proxy.recorder.recorded - before,
+                           resumed=resumed,
                            complete=not state["queue"] and not state["incomplete"] and not load_failures(state["failed"]),
-                           failed=state["failed"],
-                           incomplete=state["incomplete"], queued=len(state["queue"]))
+                           failed=state["failed"], incomplete=state["incomplete"], queued=len(state["queue"]),
+                           downloads=state["downloads"])
 
 
 def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
@@ -365,5 +479,5 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
         return CrawlResult(pages=len(pages), pages_this_run=0, exchanges_this_run=proxy.recorder.recorded - before,
                            resumed=True, complete=not incomplete and not (state or {}).get("queue"),
                            failed=(state or {}).get("failed", []), incomplete=incomplete,
-                           queued=len((state or {}).get("queue", [])))
+                           queued=len((state or {}).get("queue", [])), downloads=(state or {}).get("downloads", []))
 

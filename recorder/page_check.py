@@ -12,7 +12,7 @@ incomplete.
 
 The replay is the one ``replay check`` and the agent environment use (request matching, ordered
 repeats, the determinism runtime), so a page that passes here replays there. (The recorder reaches
-the replayer only through the simulator's replay route, as the layer table of DESIGN.md has it.)
+the replayer only through the simulator's replay route, as docs/architecture.md's layer table has it.)
 """
 
 from __future__ import annotations
@@ -94,11 +94,24 @@ class PageChecker:
             try:
                 self._page.goto(url, wait_until="load", timeout=30_000)
                 wait_loaded(self._page, self._inflight)
+                missing = list(self._route.missing.values())  # (what the page asked for, not what leaving it cut off)
                 self._page.goto("about:blank")  # nothing of this page runs on into the next check
             except PlaywrightError as exc:
                 error = str(exc).splitlines()[0]
+                missing = list(self._route.missing.values()) + self._stalled()
                 self.close()  # a tab in an unknown state is not reused
-        return list(self._route.missing.values()), error
+        return missing, error
+
+    def _stalled(self) -> list[Missing]:
+        """The requests still in flight when a load failed (what it waited for): missing, so that
+        a check that timed out names them, not only the timeout."""
+        known = set(self._route.missing)
+        out = []
+        for request in list(self._inflight or ()):
+            if (request.method, request.url) not in known and not request.url.startswith("data:"):
+                known.add((request.method, request.url))
+                out.append(Missing(request.method, request.url, (), b"", "still loading when the page timed out"))
+        return out
 
     def close(self) -> None:
         """Close the checking context (a later :meth:`check` opens a new one)."""

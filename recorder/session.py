@@ -17,7 +17,9 @@ the browser itself. What the person did is logged, not what the page did in answ
   for the rest (an anchor jump, a script, an element scrolled into view for a click).
 
 The trajectory is plain JSON, written atomically and also stored in the archive as
-``trajectories/<session>.json``.
+``trajectories/<session>.json``. Each document the session loaded also gets a page record: its DOM
+as its scripts left it once loaded (no screenshot), which the text backend reads to submit a form
+as a browser would (without the fields a script disabled).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import runpy
 import threading
 import time
 import unicodedata
+from datetime import datetime, timezone
 from pathlib import Path
 
 from webfreeze.common.files import check_output_file, write_output
@@ -62,9 +65,9 @@ LISTENER_JS = r"""
             text: clean(el.innerText || el.textContent).slice(0, 120)};
   };
   const actionable = 'a, button, input, select, textarea, label, summary, [role], [onclick]';
-  const post = (action, el, value) => window.__webfreezeLog({action, target: el ? describe(el) : null,
-                                                            value: value === undefined ? null : value,
-                                                            url: location.href, time: Date.now()});
+  const post = (action, el, value, extra) => window.__webfreezeLog(Object.assign(
+    {action, target: el ? describe(el) : null, value: value === undefined ? null : value, url: location.href,
+     time: Date.now()}, extra || {}));
   // A scroll is logged once it has rested for 150 ms, or at once when anything else is logged or
   // the page is left before that (a click right after a scroll, a link followed): never lost, and
   // always before what came after it.
@@ -79,23 +82,43 @@ LISTENER_JS = r"""
   // Whether the scroll being waited on came from the person (wheel, keys, touch, scrollbar) rather
   // than from the page (an anchor jump, a script, an element scrolled into view for a click).
   let userScroll = false;
-  const send = (action, el, value) => { flushScroll(); userScroll = false; post(action, el, value); };
+  const send = (action, el, value, extra) => { flushScroll(); userScroll = false; post(action, el, value, extra); };
   const textField = (el) => el && el.tagName === 'INPUT' &&
     !['submit', 'button', 'checkbox', 'radio', 'reset', 'image', 'file', 'range', 'color'].includes(el.type);
+  const editable = (el) => textField(el) || (el && (el.tagName === 'TEXTAREA' || el.isContentEditable));
+  // A click on a <label> is forwarded by the browser to its control as a second click event: the
+  // person made one (the label's), so the forwarded one is not logged (replaying both would toggle a
+  // checkbox twice). Clicks a page's own script dispatches (isTrusted false) are not the person's.
+  let forwardedTo = null;
   document.addEventListener('click', (e) => {
+    if (forwardedTo !== null && e.target === forwardedTo) { forwardedTo = null; return; }
+    forwardedTo = null;
+    if (!e.isTrusted) return;
     const el = e.target.closest(actionable) || e.target;
     if (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) && !['submit', 'button', 'checkbox', 'radio'].includes(el.type)) return;
     // Enter in a field clicks the form's default button for it (implicit submission): no pointer
     // (detail 0) and the focus still in the field. The Enter is logged, this click is not.
     const focus = document.activeElement;
     if (e.detail === 0 && focus !== el && textField(focus) && el.form && focus.form === el.form) return;
+    const label = e.target.closest('label');
+    const control = label && label.control;
+    if (control && control !== e.target && !control.contains(e.target)) {
+      forwardedTo = control;  // (dispatched at once, in this task; forgotten after it)
+      setTimeout(() => { if (forwardedTo === control) forwardedTo = null; }, 0);
+    }
     send('click', el);
   }, true);
+  // Keys typed into a text field: its next input event is typing key by key (page.keyboard.type,
+  // a person at the keyboard), which a page may listen to (a search box answering keyup), rather
+  // than text put in at once (page.fill, a paste).
+  const keyed = new WeakSet();
   document.addEventListener('keydown', (e) => {
+    if (!e.isTrusted) return;
     if (e.key === 'Enter' && !e.isComposing && !e.repeat && textField(e.target)) {
       send('press', e.target, 'Enter');
       return;
     }
+    if (editable(e.target) && (e.key.length === 1 || e.key === 'Backspace' || e.key === 'Delete')) keyed.add(e.target);
     const scrollKeys = ['PageDown', 'PageUp', 'Home', 'End', 'ArrowDown', 'ArrowUp', 'ArrowLeft', 'ArrowRight', ' '];
     const t = e.target;
     if (scrollKeys.includes(e.key) && !(t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName))) userScroll = true;
@@ -108,14 +131,21 @@ LISTENER_JS = r"""
     const root = document.documentElement;
     if (e.target === root && (e.clientX >= root.clientWidth || e.clientY >= root.clientHeight)) userScroll = true;
   }, true);
+  // A value a page's script sets and announces (isTrusted false) in a field the person is not in is
+  // the page's doing. (Playwright's select_option and its fill of a date field announce theirs from
+  // script too, in the focused field or a select: those are the person's.)
+  const byPerson = (e) => e.isTrusted || e.target === document.activeElement || e.target.tagName === 'SELECT';
   document.addEventListener('input', (e) => {
     const el = e.target;
-    if (el.tagName === 'SELECT' || ['checkbox', 'radio'].includes(el.type)) return;
-    send('type', el, el.value);
+    if (el.tagName === 'SELECT' || ['checkbox', 'radio'].includes(el.type) || !byPerson(e)) return;
+    const keys = keyed.has(el);
+    keyed.delete(el);
+    send('type', el, el.value, keys ? {keys: true} : undefined);
   }, true);
   document.addEventListener('change', (e) => {
     const el = e.target;
-    if (el.tagName === 'SELECT') send('select', el, {value: el.value, label: clean((el.selectedOptions[0] || {}).textContent)});
+    if (el.tagName !== 'SELECT' || !byPerson(e)) return;
+    send('select', el, {value: el.value, label: clean((el.selectedOptions[0] || {}).textContent)});
   }, true);
   document.addEventListener('submit', (e) => send('submit', e.target), true);
   // A scripted annotator states the task's answer, optionally pointing at the element that shows it.
@@ -126,6 +156,13 @@ LISTENER_JS = r"""
     scrollTimer = setTimeout(flushScroll, 150);
   }, true);
   window.addEventListener('pagehide', flushScroll, true);
+  // The document as its scripts left it once loaded (fields they disabled, controls they added):
+  // kept as the page's DOM snapshot, which the text backend reads to submit forms as a browser does.
+  if (window.top === window) {
+    window.addEventListener('load', () => setTimeout(() => window.__webfreezeLog({
+      action: 'snapshot', url: location.href, title: document.title, time: Date.now(),
+      html: '<!DOCTYPE html>' + document.documentElement.outerHTML}), 0));
+  }
 })();
 """.replace("__ROLE_NAME_JS__", ROLE_NAME_JS.strip())
 
@@ -136,6 +173,7 @@ class TrajectoryLog:
 
     def __init__(self):
         self.steps: list[dict] = []
+        self.snapshots: list[dict] = []  # each document once loaded: url, title, time, html
         self._lock = threading.Lock()
         self._t0 = time.time()
         self._requested: str | None = None  # the page's reason for the navigation under way, if it asked
@@ -147,6 +185,8 @@ class TrajectoryLog:
                     and last["target"] and step["target"] and last["target"]["css"] == step["target"]["css"]):
                 last["value"] = step["value"]
                 last["time"] = step["time"]
+                if step.get("keys"):
+                    last["keys"] = True
                 return
             if step["action"] == "navigate" and last and last["action"] == "navigate" and last["url"] == step["url"]:
                 return
@@ -154,8 +194,17 @@ class TrajectoryLog:
             self.steps.append(step)
 
     def from_page(self, source, event: dict) -> None:
-        self.add({"action": event["action"], "target": event.get("target"), "value": event.get("value"),
-                  "url": event.get("url"), "time": round(event.get("time", 0) / 1000.0, 3)})
+        if event.get("action") == "snapshot":
+            if isinstance(event.get("html"), str):
+                with self._lock:
+                    self.snapshots.append({"url": str(event.get("url") or ""), "title": str(event.get("title") or ""),
+                                           "time": event.get("time", 0) / 1000.0, "html": event["html"]})
+            return
+        step = {"action": event["action"], "target": event.get("target"), "value": event.get("value"),
+                "url": event.get("url"), "time": round(event.get("time", 0) / 1000.0, 3)}
+        if event["action"] == "type" and event.get("keys") is True:
+            step["keys"] = True
+        self.add(step)
 
     def requested(self, reason: str) -> None:
         """The page asked for a navigation of the main frame (Chromium's
@@ -163,13 +212,19 @@ class TrajectoryLog:
         with self._lock:
             self._requested = reason or "page"
 
-    def navigated(self, url: str) -> None:
+    def navigated(self, url: str, typed: str | None = None) -> None:
         """The main frame committed a new document. Without a request from the page before it, the
-        browser started it (address bar, ``page.goto``, back/forward): an action of its own."""
+        browser started it (address bar, ``page.goto``, back/forward): an action of its own, logged
+        with the URL asked for (``typed``) when the server redirected it, and ``landed`` where it
+        ended (``/login`` answered with a redirect to ``/`` is still ``/login``: replaying it asks
+        the same)."""
         with self._lock:
             cause, self._requested = self._requested or "goto", None
-        self.add({"action": "navigate", "target": None, "value": None, "url": url, "cause": cause,
-                  "time": round(time.time(), 3)})
+        step = {"action": "navigate", "target": None, "value": None, "url": url, "cause": cause,
+                "time": round(time.time(), 3)}
+        if cause == "goto" and typed and typed != url.split("#", 1)[0]:
+            step["url"], step["landed"] = typed, url
+        self.add(step)
 
 
 def fold_text(text: str | None) -> str:
@@ -207,16 +262,17 @@ def record_answer(page, text: str, locator=None, evidence: list[str] | None = No
 def record_session(archive_path, start: str, trajectory_path, *, headed: bool = False,
                    script: str | None = None, driver=None,
                    resolve: dict[str, tuple[str, int]] | None = None, quiet_ms: int = 300,
-                   instruction: str | None = None) -> dict:
+                   instruction: str | None = None, credentials: tuple[str, str] | None = None) -> dict:
     """Open ``start`` in Chromium through the recording proxy; a ``script`` (a Python file defining
     ``run(page)``) or a ``driver`` callable drives it, else a person does until the window is
-    closed. ``instruction`` (the task the session performs) is kept in the trajectory. Returns the
+    closed. ``instruction`` (the task the session performs) is kept in the trajectory.
+    ``credentials``: (user, password) for the site's HTTP authentication (as a crawl's). Returns the
     trajectory."""
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import launch_chromium, new_context, require_display
+    from webfreeze.simulator.browser import launch_chromium, require_display
 
-    from .crawl import check_url
+    from .crawl import check_url, open_context
 
     # the trajectory goes beside the archive, never over it; checked before anything is recorded
     out = check_output_file(trajectory_path, protect=[archive_path, script], what="trajectory", devices_ok=True)
@@ -243,7 +299,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
             proxy.begin_session()
             with sync_playwright() as pw:
                 browser = launch_chromium(pw, proxy=proxy.url, headless=not headed)
-                context = new_context(browser)
+                context = open_context(browser, start, credentials)
                 context.expose_binding("__webfreezeLog", log.from_page)
                 context.add_init_script(LISTENER_JS)
                 page = context.new_page()
@@ -273,6 +329,10 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
         if instruction:
             trajectory["instruction"] = instruction.strip()
         arc.put_document(f"trajectories/{proxy.session_id}.json", trajectory)
+        for snap in log.snapshots:  # page records: the DOM of each document as loaded, no screenshot
+            arc.add_page(session_id=proxy.session_id, url=snap["url"], title=snap["title"],
+                         captured_at=datetime.fromtimestamp(snap["time"], timezone.utc),
+                         dom=snap["html"].encode("utf-8"), extra={"recorded_by": "session"})
     write_output(out, json.dumps(trajectory, indent=2, ensure_ascii=False) + "\n")
     return trajectory
 
@@ -282,19 +342,32 @@ def _watch_navigation_causes(context, page, log: TrajectoryLog) -> None:
     session (so that each request comes before its commit): every navigation the page asks for (a
     link, a form, a script) is announced by ``Page.frameRequestedNavigation`` before it commits;
     one the browser starts (the address bar, ``page.goto``, back and forward) comes unannounced;
-    a same-document one (a fragment, ``history.pushState``) is the page's doing."""
+    a same-document one (a fragment, ``history.pushState``) is the page's doing. The URL a
+    navigation first asked for, before any redirect, is its document request's first URL
+    (``Network.requestWillBeSent`` without ``redirectResponse``; the request's id is the
+    navigation's loader id)."""
     cdp = context.new_cdp_session(page)
     cdp.send("Page.enable")
+    cdp.send("Network.enable")
     main = cdp.send("Page.getFrameTree")["frameTree"]["frame"]["id"]
+    first_urls: dict[str, str] = {}  # loader id -> the URL its navigation asked for
 
     def requested(event: dict) -> None:
         if event.get("frameId") == main and event.get("disposition", "currentTab") == "currentTab":
             log.requested(event.get("reason") or "page")
 
+    def request(event: dict) -> None:
+        if (event.get("type") == "Document" and event.get("frameId") == main and "redirectResponse" not in event
+                and event.get("requestId") == event.get("loaderId")):
+            if len(first_urls) > 64:
+                first_urls.clear()
+            first_urls[event["requestId"]] = (event.get("request") or {}).get("url", "")
+
     def committed(event: dict) -> None:
         frame = event.get("frame") or {}
         if frame.get("id") == main and not frame.get("parentId"):
-            log.navigated(frame.get("url", "") + frame.get("urlFragment", ""))
+            url = frame.get("url", "") + frame.get("urlFragment", "")
+            log.navigated(url, first_urls.pop(frame.get("loaderId"), None))
 
     def within_document(event: dict) -> None:
         if event.get("frameId") == main:
@@ -302,6 +375,7 @@ def _watch_navigation_causes(context, page, log: TrajectoryLog) -> None:
             log.navigated(event.get("url", ""))
 
     cdp.on("Page.frameRequestedNavigation", requested)
+    cdp.on("Network.requestWillBeSent", request)
     cdp.on("Page.frameNavigated", committed)
     cdp.on("Page.navigatedWithinDocument", within_document)
 

@@ -60,8 +60,11 @@ class Action:
     ``infeasible`` message; ``value`` the option ``select`` picks; ``direction`` and ``amount``
     (pixels) a ``scroll``, ``amount`` also the milliseconds a ``noop`` waits; ``url`` where ``goto``
     goes; ``key`` the key ``press`` presses, or ``"Enter"`` on a ``fill`` that presses Enter after
-    typing (WebVoyager's ``Type``, WebArena's ``type [..] [..] [1]``). ``raw`` is the text as the
-    agent gave it and ``thought`` the reasoning found around the action, if any.
+    typing (WebVoyager's ``Type``, WebArena's ``type [..] [..] [1]``). ``keys`` marks a ``fill`` whose
+    last character is typed as a key (BrowserGym's ``fill(bid, text, True)``, its
+    ``enable_autocomplete_menu``): a field that answers key events (a search box, an autocomplete
+    menu) sees one. ``raw`` is the text as the agent gave it and ``thought`` the reasoning found
+    around the action, if any.
     """
 
     kind: str
@@ -75,6 +78,7 @@ class Action:
     dialect: str | None = None
     raw: str = ""
     thought: str | None = None
+    keys: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -83,14 +87,18 @@ class Action:
             raise ActionError(f"unknown scroll direction {self.direction!r}; expected up, down, left or right")
 
     def to_dict(self) -> dict:
-        """The ``parsed`` object of a trajectory step (formats.md), plus ``key``."""
+        """The ``parsed`` object of a trajectory step (formats.md), plus ``key``, and ``keys`` only
+        when set (a step without it reads as it always did)."""
         # Every field is a scalar: no need for asdict's deep copy (it was ~0.1 ms a step).
-        return {k: getattr(self, k) for k in PARSED_FIELDS}
+        d = {k: getattr(self, k) for k in PARSED_FIELDS}
+        if self.keys:
+            d["keys"] = True
+        return d
 
     @classmethod
     def from_dict(cls, d: dict, raw: str = "") -> "Action":
         """The inverse of :meth:`to_dict` (unknown keys are ignored)."""
-        return cls(**{k: d.get(k) for k in PARSED_FIELDS}, raw=raw)
+        return cls(**{k: d.get(k) for k in PARSED_FIELDS}, raw=raw, keys=d.get("keys") is True)
 
     def with_thought(self, thought: str | None) -> "Action":
         return replace(self, thought=thought)
@@ -288,7 +296,8 @@ def _parse_browsergym(s: str) -> Action:
             raise ActionError("click(): only plain left clicks are supported, e.g. click('12')")
         return Action("click", bid=bid())
     if name == "fill":
-        return Action("fill", bid=bid(), text=string("value"))
+        keys = args["enable_autocomplete_menu"]
+        return Action("fill", bid=bid(), text=string("value"), keys=isinstance(keys, (bool, int)) and bool(keys))
     if name == "select_option":
         opts = args["options"]
         if isinstance(opts, (list, tuple)):
@@ -546,7 +555,8 @@ def format_action(action: Action, dialect: str) -> str:
         if k == "click":
             return f"click({_pyrepr(action.bid)})"
         if k == "fill":
-            return f"fill({_pyrepr(action.bid)}, {_pyrepr(action.text or '')})"
+            keys = ", True" if action.keys else ""
+            return f"fill({_pyrepr(action.bid)}, {_pyrepr(action.text or '')}{keys})"
         if k == "select":
             return f"select_option({_pyrepr(action.bid)}, {_pyrepr(action.value or '')})"
         if k == "scroll":

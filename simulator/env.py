@@ -35,7 +35,7 @@ import functools
 import hashlib
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.cookies import SimpleCookie
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -44,6 +44,7 @@ import gymnasium as gym
 
 from webfreeze.archives import archive_digest
 from webfreeze.archives.content import DecodeError, content_encoding, decode_content
+from webfreeze.archives.timeutil import parse_time
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.http import header_value
 from webfreeze.replayer.hooks import SiteModel, host_key
@@ -57,7 +58,7 @@ from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .axtree import marked as read_marked
 from .backends import check_backend
 from .browser import PageActivity, pump_timers, wait_painted
-from .forms import form_submission, is_submitter
+from .forms import form_submission, is_submitter, label_control
 from .live import episode_tag, open_upstream
 from .marks import draw_marks
 from .provenance import answer_record, kind_of_resource, step_provenance
@@ -545,15 +546,24 @@ class _TextBackend:
         return 0, url, b""
 
     def _load(self, method: str, url: str, body: bytes = b"", ctype: str | None = None) -> str | None:
-        status, final, data = self._request(method, url, body, ctype)
+        # A URL's #fragment is never sent (the request, its provenance, `replay coverage`); the page
+        # keeps it, and keeps it across a redirect whose Location has none, as a browser does.
+        asked, _, fragment = url.partition("#")
+        before = len(self.replay.answers)
+        status, final, data = self._request(method, asked, body, ctype)
         if status == 0:
-            return f"could not load {url}"
+            return f"could not load {asked}"
+        miss = next((a for a in self.replay.answers[before:] if a.level == "miss"), None)
+        if fragment and "#" not in final:
+            final = f"{final}#{fragment}"
         # A GET of the page's own URL replaces its history entry, as a browser does (HTML's
         # navigate: same URL -> "replace"); any other load is a new entry.
         if self.url and not (method == "GET" and url == self.url):
             self.history.append((self.url, self.html))
             self.forward = []
         self.url, self.html, self.state = final, data, {}
+        if miss is not None:
+            return f"not captured: the archive has no {miss.method} {miss.url} (a replay miss)"
         return None if status < 400 else f"HTTP {status} for {final}"
 
     def observe(self):
@@ -563,6 +573,11 @@ class _TextBackend:
         tree = self.env.tree
         try:
             if a.kind == "click":
+                if target.get("tag") == "label":  # a click on a label is a click on its control
+                    control = label_control(tree, a.bid)
+                    described = tree.get(control) if control is not None else None
+                    if described is not None and described.get("tag") == "input" and "checked" in described:
+                        a, target = replace(a, bid=control), described
                 if target.get("tag") == "input" and "checked" in target:
                     self.state[a.bid] = not target["checked"] if target.get("role") == "checkbox" else True
                     return None
@@ -605,8 +620,26 @@ class _TextBackend:
             return str(exc)
 
     def _submit(self, tree: Tree, bid: str) -> str | None:
-        method, url, body, ctype = form_submission(tree, bid, self.state)
+        method, url, body, ctype = form_submission(tree, bid, self.state, loaded_html=self._loaded_dom())
         return self._load(method.upper(), url, body, ctype)
+
+    def _loaded_dom(self) -> bytes | None:
+        """The page's DOM snapshot once its scripts had run (a page record of a crawl or a session
+        for this URL, the one captured nearest the replay's time), when the archive has one: which
+        fields a script disabled at load, so that a form is submitted as a browser submits it."""
+        arc = self.replay.archive
+        if arc is None or not self.url:
+            return None
+        records = [p for u in dict.fromkeys((self.url, self.url.partition("#")[0])) for p in arc.pages(url=u)
+                   if p.dom_digest]
+        if not records:
+            return None
+        when = self.replay.when
+        if when is not None:
+            best = min(records, key=lambda p: (abs(parse_time(p.captured_at).timestamp() - when), p.id))
+        else:
+            best = max(records, key=lambda p: (p.captured_at, p.id))
+        return best.dom()
 
     def open_pages(self) -> list[str]:
         return [self.url]
@@ -708,7 +741,9 @@ class _BrowserBackend:
     async def _fresh(self):
         from .browser import new_context
 
-        context = await new_context(self.browser)
+        # live runs with --http-credentials: the browser answers a site's 401 challenge with them
+        credentials = (self.env.config.upstream or {}).get("http_credentials")
+        context = await new_context(self.browser, **({"http_credentials": credentials} if credentials else {}))
         try:
             return context, await context.new_page()
         except BaseException:
@@ -902,7 +937,12 @@ class _BrowserBackend:
             if a.kind == "click":
                 by_mouse = await self._click(sel, a.bid)
             elif a.kind == "fill":
-                await page.fill(sel, a.text or "")
+                text = a.text or ""
+                if a.keys and text:  # the last character typed as a key, as BrowserGym's fill(.., True)
+                    await page.fill(sel, text[:-1])
+                    await page.locator(sel).press_sequentially(text[-1])
+                else:
+                    await page.fill(sel, text)
                 if a.key == "Enter":
                     await page.press(sel, "Enter")
             elif a.kind == "select":

@@ -15,10 +15,11 @@ module and this one.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from urllib.parse import urlsplit, urlunsplit
 
-from .axtree import FORM_CONTROLS, AXTreeError, Tree, _Builder, _tag
+from .axtree import FORM_CONTROLS, AXTreeError, Tree, _Builder, _decode, _parse, _tag
 
 # Input types whose presence (more than one of them) stops Enter from submitting a form without a button.
 _BLOCKS_IMPLICIT_SUBMISSION = frozenset({"text", "search", "email", "url", "tel", "password", "date",
@@ -32,13 +33,68 @@ def form_of(tree: Tree, bid):
     return tree._b.form_owner(el) if _tag(el) in FORM_CONTROLS else next(el.iterancestors("form"), None)
 
 
+_LABELABLE = ("button", "input", "meter", "output", "progress", "select", "textarea")
+
+
+def label_control(tree: Tree, bid) -> str | None:
+    """The bid of the control a ``label`` (``bid``) labels, which a click on the label activates (its
+    ``for`` element, else the first labelable element inside it), or None (not a label, or none)."""
+    el = tree._element(bid)
+    if _tag(el) != "label":
+        return None
+    b = tree._b
+    target = el.get("for")
+    if target is not None:
+        control = b.ids.get(target)
+    else:
+        control = next((c for c in el.iterdescendants(*_LABELABLE)
+                        if not (_tag(c) == "input" and b.input_type(c) == "hidden")), None)
+    if control is None or _tag(control) not in _LABELABLE:
+        return None
+    return b.bid_of.get(control)
+
+
 def is_submitter(tree: Tree, bid) -> bool:
     """Whether clicking ``bid`` submits its form (a submit button or image input)."""
     el = tree._element(bid)
     return _is_submit_button(el, tree._b) and tree._b.form_owner(el) is not None
 
 
-def form_submission(tree: Tree, bid, filled_values: dict | None = None) -> tuple[str, str, bytes, str | None]:
+_DISABLEABLE_CONTROLS = ("button", "input", "select", "textarea", "fieldset")
+
+
+def _control_keys(doc) -> dict:
+    """The form controls of a document by a key that survives scripts (``(tag, name, id, n)``: the
+    n-th control of that tag, name and id in document order)."""
+    seen: dict = {}
+    keys = {}
+    for el in doc.iter(*_DISABLEABLE_CONTROLS):
+        base = (_tag(el), el.get("name") or "", el.get("id") or "")
+        n = seen[base] = seen.get(base, -1) + 1
+        keys[base + (n,)] = el
+    return keys
+
+
+def as_loaded(doc, loaded_html: bytes | str):
+    """A copy of the parsed page ``doc`` whose form controls are disabled or enabled as they were
+    in ``loaded_html``, the page's DOM once its scripts had run (a recorded DOM snapshot): the
+    fields a script disabled at load are not sent, as in the browser. Controls the snapshot does
+    not have keep the page's own state."""
+    loaded = _control_keys(_parse(_decode(loaded_html, None)))
+    out = copy.deepcopy(doc)
+    for key, el in _control_keys(out).items():
+        then = loaded.get(key)
+        if then is None:
+            continue
+        if then.get("disabled") is not None:
+            el.set("disabled", "")
+        elif el.get("disabled") is not None:
+            del el.attrib["disabled"]
+    return out
+
+
+def form_submission(tree: Tree, bid, filled_values: dict | None = None, *,
+                    loaded_html: bytes | str | None = None) -> tuple[str, str, bytes, str | None]:
     """The request a browser sends when the form holding ``bid`` is submitted through it.
 
     ``bid`` is the submit button clicked, or a field in which Enter was pressed (implicit
@@ -49,12 +105,15 @@ def form_submission(tree: Tree, bid, filled_values: dict | None = None) -> tuple
     in the URL's query and an empty body with no content type; a POST body is
     ``application/x-www-form-urlencoded``, ``multipart/form-data`` (a boundary derived from the
     entries, so the bytes are deterministic) or ``text/plain``, as the form's enctype says.
+    ``loaded_html``, the page's DOM snapshot once loaded (when the archive has one), says which
+    controls its scripts disabled or enabled (:func:`as_loaded`).
     """
     b = tree._b
-    if filled_values:
+    if filled_values or loaded_html:
         merged = dict(b.state)
-        merged.update({str(k): v for k, v in filled_values.items()})
-        b = _Builder(b.doc, b.page_url, b.geometry, merged, None)
+        merged.update({str(k): v for k, v in (filled_values or {}).items()})
+        doc = as_loaded(b.doc, loaded_html) if loaded_html else b.doc
+        b = _Builder(doc, b.page_url, b.geometry, merged, None)
     el = b.by_bid.get(str(bid))
     if el is None or b.hidden(el):
         raise AXTreeError(tree._missing(bid))

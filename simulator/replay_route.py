@@ -4,13 +4,24 @@ context makes goes to a :class:`webfreeze.replayer.Replay` of the archive, never
 This is the replay the recorder's page check loads a just-recorded page through
 (:mod:`webfreeze.recorder.page_check`): it lives here, behind the simulator, because the recorder
 may import only the simulator's browser side, and the simulator may import the replayer (the layer
-table of DESIGN.md). What the replay answers with a miss, or with the recording proxy's placeholder
-for an exchange whose upstream failed (the site never answered), is kept as :class:`Missing`.
+table of docs/architecture.md). What the replay answers with a miss, or with the recording proxy's placeholder
+for an exchange whose upstream failed (the site never answered), is kept as :class:`Missing`; so
+is a request whose answer Chromium would not take, which is then aborted: a page never waits for
+an answer that will not come. Chromium drops without a word an answer whose headers are not valid
+HTTP (a name that is not a token, a value holding CR, LF or NUL: ``route.fulfill`` returns, and
+the request never ends), so those are found before (:func:`refused_header`); ``route.fulfill``
+raising is caught the same way.
+
+Playwright hands headers to Chromium as one value a name (:func:`fulfil_headers`): repeated
+``Set-Cookie`` headers go one a line, as Playwright splits them again; other repeats are joined
+with ``", "`` as HTTP joins a field's lines, or kept once when they are equal (nginx sends
+``Accept-Ranges: bytes`` with a static file and the replay says the same).
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -103,15 +114,52 @@ class ReplayRoute:
                                     if k.lower() not in ("content-encoding", "content-length")]
                 except DecodeError:
                     pass
-            route.fulfill(status=status, headers=_header_dict(resp_headers), body=data)
+            answer = fulfil_headers(resp_headers)
+            refused = refused_header(answer)
+            try:
+                if refused is None:
+                    route.fulfill(status=status, headers=answer, body=data)
+            except PlaywrightError as exc:
+                refused = str(exc).splitlines()[0]
+            if refused is not None:  # the browser would not take it: the request is missing, said why
+                if not internal:
+                    why = f"the browser refused the replayed answer: {refused}"
+                    self.missing[(request.method, request.url)] = Missing(request.method, request.url,
+                                                                          tuple(headers), body, why)
+                route.abort()  # (not left waiting: the page goes on without it)
         except PlaywrightError:
             pass  # the page went away meanwhile
 
 
-def _header_dict(headers) -> dict[str, str]:
-    """Playwright takes headers as a dict: repeated ones (Set-Cookie) joined as Chromium reads them."""
-    out: dict[str, str] = {}
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE = re.compile(r"[\r\n\0]")
+
+
+def refused_header(headers: dict[str, str]) -> str | None:
+    """Why Chromium would drop an answer with these headers (as :func:`fulfil_headers` gives them),
+    or None: a name that is not an HTTP token, a value with CR, LF or NUL (``Set-Cookie``'s lines
+    apart, which Playwright splits)."""
+    for name, value in headers.items():
+        if not _TOKEN.fullmatch(name):
+            return f"header name {name!r} is not valid HTTP"
+        for line in value.split("\n") if name == "set-cookie" else (value,):
+            if _BAD_VALUE.search(line):
+                return f"header {name!r} holds a line break or NUL"
+    return None
+
+
+def fulfil_headers(headers) -> dict[str, str]:
+    """Response headers as ``route.fulfill`` takes them, one value a name (lower-case): repeated
+    ``Set-Cookie`` values one a line (Playwright hands each line to Chromium as a header of its
+    own); any other repeated header's distinct values joined with ``", "`` as HTTP joins a field
+    sent twice, a value repeated as it was kept once (a capture's ``Accept-Ranges: bytes`` and
+    the replay's own). ``Content-Length`` is left out: Playwright sets it from the body it sends."""
+    values: dict[str, list[str]] = {}
     for k, v in headers:
         key = k.lower()
-        out[key] = f"{out[key]}\n{v}" if key in out else v
-    return out
+        if key == "content-length":
+            continue
+        seen = values.setdefault(key, [])
+        if key == "set-cookie" or v not in seen:
+            seen.append(v)
+    return {k: ("\n" if k == "set-cookie" else ", ").join(vs) for k, vs in values.items()}

@@ -12,11 +12,12 @@ TOKEN = "tok-9f8e7d6c5b4a"
 
 
 def test_secret_names_follow_the_documented_list():
-    for name in ("password", "new_password1", "access_token", "api_key", "session", "X-Api_Key", "client_secret"):
+    for name in ("password", "new_password1", "access_token", "api_key", "session", "X-Api_Key", "client_secret",
+                 "csrfmiddlewaretoken", "csrf_token", "__FORM_TOKEN", "refresh_token"):
         assert is_secret_name(name), name
-    for name in ("csrfmiddlewaretoken", "username", "q", "page", "display_name"):
+    for name in ("username", "q", "page", "display_name"):
         assert not is_secret_name(name), name
-    assert is_secret_name("csrfmiddlewaretoken", {"csrfmiddlewaretoken"})
+    assert is_secret_name("otp", {"otp"})
 
 
 def test_headers_keep_names_schemes_and_attributes():
@@ -99,3 +100,75 @@ def test_short_secrets_in_json_bodies_are_replaced_in_their_field():
     assert out == {"user": "a", "pin": 1234, "password": r.placeholder("pw1")}
     plain = b'{"user": "a"}'
     assert r.body("application/json", plain) == plain  # nothing to replace: the bytes are kept
+
+
+MULTIPART = (b'--XyZ\r\nContent-Disposition: form-data; name="user"\r\n\r\nalice\r\n'
+             b'--XyZ\r\nContent-Disposition: form-data; name="password"\r\n\r\nkitten\r\n'
+             b'--XyZ\r\nContent-Disposition: form-data; name="file"; filename="password"\r\n'
+             b'Content-Type: text/plain\r\n\r\nkitten\r\n--XyZ--\r\n')
+
+
+def test_multipart_fields_are_found_and_replaced_by_name():
+    from webfreeze.archives.bodykey import body_key
+
+    ct = "multipart/form-data; boundary=XyZ"
+    r = Redactor()
+    r.collect_body(ct, MULTIPART, "the request body of POST http://x.lab/up")
+    assert r.secrets() == ["kitten"]  # short and letters only: in its field, not in the file's bytes
+    assert r.findings() == [("param", "multipart field password in the request body of POST http://x.lab/up")]
+    out = r.body(ct, MULTIPART)
+    ph = r.placeholder("kitten").encode()
+    assert b'name="password"\r\n\r\n' + ph + b"\r\n" in out and out.count(b"kitten") == 1  # the file's own bytes
+    assert "kitten" in body_key(ct, MULTIPART) and "kitten" not in body_key(ct, out)  # the index holds no secret
+
+
+def test_responses_give_secrets_json_and_form_fields_and_location_urls():
+    r = Redactor()
+    refresh = "rt-short1"
+    body = ('{"token_type": "bearer",\n "refresh_token" : "%s", "n": 1}' % refresh).encode()
+    r.collect_body("application/json", body, "the response body of POST http://x.lab/token")
+    r.collect_body("application/x-www-form-urlencoded", b"access_token=ft1&token_type=bearer", "a form response")
+    r.collect_headers([("Location", "/landing?token=lt9&state=x")], "the response of GET http://x.lab/auth")
+    assert r.secrets() == [refresh, "ft1", "lt9"]
+    kinds = [what for _, what in r.findings()]
+    assert kinds == ["JSON key refresh_token in the response body of POST http://x.lab/token",
+                     "form field access_token in a form response",
+                     "query parameter token of the Location header in the response of GET http://x.lab/auth"]
+    out = _payload(r, body, [("Content-Type", "application/json")])
+    # replaced in place, the formatting kept (a placeholder of the same value as everywhere else)
+    assert out == body.replace(refresh.encode(), r.placeholder(refresh).encode())
+    form = _payload(r, b"access_token=ft1&token_type=bearer", [("Content-Type", "application/x-www-form-urlencoded")])
+    assert form == f"access_token={r.placeholder('ft1')}&token_type=bearer".encode()
+    (loc,) = r.headers([("Location", "/landing?token=lt9&state=x")])
+    assert loc == ("Location", f"/landing?token={r.placeholder('lt9')}&state=x")
+
+
+def test_a_value_the_user_names_goes_everywhere_however_short():
+    r = Redactor()
+    r.add_given("zq7w", "APP_TOKEN")
+    assert r.findings() == [("given", "the value of $APP_TOKEN (--secret-env)")]
+    assert r.text('<script>t = "zq7w"</script>') == f'<script>t = "{r.placeholder("zq7w")}"</script>'
+
+
+def test_a_body_beyond_the_decoding_limit_is_refused_not_passed_over(tmp_path):
+    import zlib
+
+    from cli_runner import invoke
+
+    from webfreeze.archives import Archive, Exchange
+    from webfreeze.archives.content import MAX_DECODED
+
+    c = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = b"\0" * (1 << 20)
+    bomb = b"".join(c.compress(chunk) for _ in range(MAX_DECODED // len(chunk) + 1)) + c.flush()
+    src = tmp_path / "a.wfz"
+    with Archive.create(src) as arc:
+        sid = arc.new_session("crawl")
+        arc.add_exchange(Exchange(url="http://x.lab/big", captured_at="2024-05-01T10:00:00Z", status=200,
+                                  resp_headers=[("Content-Type", "text/html"), ("Content-Encoding", "gzip"),
+                                                ("Set-Cookie", "sid=abcdef123456")],
+                                  payload=bomb, session_id=sid))
+    r = invoke("archive", "redact", src, "-o", tmp_path / "out.wfz")
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "http://x.lab/big" in r.stderr and "refused rather than passed over" in r.stderr
+    assert not (tmp_path / "out.wfz").exists()

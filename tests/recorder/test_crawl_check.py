@@ -181,7 +181,7 @@ def test_resource_that_never_arrives_marks_the_page_incomplete(tmp_path, home, c
         r = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "0", timeout=300)
     finally:
         site.stop()
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr  # incomplete (docs/recording.md, the exit status)
     assert "(complete)" not in r.stdout and "incomplete" in r.stdout
     assert f"incomplete: {site.url}/ (missing: {site.url}/css/l3.css" in r.stdout
     assert "--recheck" in r.stderr and r.stderr.count("\n") == 1
@@ -208,7 +208,7 @@ def test_upstream_failure_is_missing_to_the_crawl_and_listed_by_replay_check(tmp
         r = cli("record", "crawl", f"{site.url}/dead.html", "--archive", archive, "--depth", "0", timeout=300)
     finally:
         site.stop()
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr
     gone = f"http://127.0.0.1:{dead}/gone.css"
     assert f"(missing: {gone} (" in r.stdout, r.stdout
     with Archive.open(archive) as arc:
@@ -245,7 +245,7 @@ def test_a_page_that_did_not_load_leaves_the_crawl_incomplete(tmp_path, home, cl
         r = cli("record", "crawl", f"{site.url}/", "--archive", tmp_path / "drop.wfz", "--depth", "1", timeout=300)
     finally:
         site.stop()
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr
     assert f"failed: {site.url}/two.html" in r.stdout
     assert "(complete)" not in r.stdout and "incomplete: 1 pages did not load" in r.stdout, r.stdout
 

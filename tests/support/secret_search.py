@@ -18,7 +18,7 @@ def everything(archive: Path) -> list[bytes]:
         for (digest,) in arc.conn.execute("SELECT digest FROM blobs"):
             out.append(arc.get_blob(digest))
         for ex in arc.exchanges():
-            out += [ex.url.encode(), json.dumps(ex.headers).encode(), ex.body()]
+            out += [ex.url.encode(), json.dumps(ex.headers).encode(), ex.body(), ex.body_key.encode()]
             if ex.request.captured:
                 out += [json.dumps(ex.request.headers).encode(), ex.request.body()]
         for page in arc.pages():

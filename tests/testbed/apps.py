@@ -29,9 +29,10 @@ ROOT = HERE.parent.parent
 VENV = ROOT / ".venv" / "testbed"
 REQUIREMENTS = HERE / "requirements.txt"
 
-HOSTS = {"datasette": "data.testbed.test", "sphinx": "docs.testbed.test", "django": "admin.testbed.test"}
+HOSTS = {"datasette": "data.testbed.test", "sphinx": "docs.testbed.test", "django": "admin.testbed.test",
+         "trac": "trac.testbed.test", "pydocs": "pydocs.testbed.test"}
 # Where each application's crawl starts (path under its base URL).
-START_PATHS = {"datasette": "testbed/books", "sphinx": "index.html", "django": ""}
+START_PATHS = {"datasette": "testbed/books", "sphinx": "index.html", "django": "", "trac": "", "pydocs": "index.html"}
 # The Django admin's staff account, made by the fixture (the tasks log in with it).
 ADMIN_USER, ADMIN_PASSWORD = "librarian", "tide-pool-42"
 
@@ -196,4 +197,19 @@ def start_django(work: Path, *, threading: bool = False) -> App:
     return _launch(app, argv, cwd=site, env=env)
 
 
-STARTERS = {"datasette": start_datasette, "sphinx": start_sphinx, "django": start_django}
+def start_trac(work: Path) -> App:
+    """Trac behind HTTP basic auth (tests/testbed/trac_app.py)."""
+    from .trac_app import start_trac as start
+
+    return start(work)
+
+
+def start_pydocs(work: Path) -> App:
+    """Python's documentation served by nginx over HTTP and TLS (tests/testbed/nginx_app.py)."""
+    from .nginx_app import start_pydocs as start
+
+    return start(work)
+
+
+STARTERS = {"datasette": start_datasette, "sphinx": start_sphinx, "django": start_django, "trac": start_trac,
+            "pydocs": start_pydocs}

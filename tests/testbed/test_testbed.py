@@ -128,27 +128,67 @@ def test_a_redacted_login_validates_in_both_backends(testbed, tmp_path, backend)
     assert r.returncode == 0, r.stdout + r.stderr[-2000:]
 
 
+def _secrets_of(archive: Path) -> dict[str, set]:
+    """The secrets of the unredacted Django archive, by kind: the value of every cookie it set or
+    sent (sessionid, csrftoken), and every CSRF form token its pages and posts hold."""
+    import re
+    from urllib.parse import parse_qsl
+
+    found: dict[str, set] = {"sessionid": set(), "csrftoken": set(), "csrfmiddlewaretoken": set()}
+    with Archive.open(archive) as arc:
+        for ex in arc.exchanges():
+            cookies = [v.split(";")[0] for k, v in ex.headers if k.lower() == "set-cookie"]
+            cookies += [c.strip() for k, v in ex.request.headers if k.lower() == "cookie" for c in v.split(";")]
+            for c in cookies:
+                name, _, value = c.partition("=")
+                if name in found and value:
+                    found[name].add(value)
+            if ex.method == "POST" and ex.request.body_digest:
+                found["csrfmiddlewaretoken"] |= {v for k, v in parse_qsl(ex.request.body().decode())
+                                                 if k == "csrfmiddlewaretoken"}
+            if "html" in (ex.response.mime or ""):
+                found["csrfmiddlewaretoken"] |= set(re.findall(
+                    rb'name="csrfmiddlewaretoken" value="([^"]+)"', ex.body()))
+    found["csrfmiddlewaretoken"] = {v.decode() if isinstance(v, bytes) else v for v in found["csrfmiddlewaretoken"]}
+    return found
+
+
 def _no_credentials_in(bundle: Path, members: Path, archive: Path) -> None:
-    """Neither the admin's password nor any session cookie value of the run's archive is in any
-    member of the bundle, decompressed blobs of its archive included."""
+    """Neither the admin's password nor any cookie value nor any CSRF token of the run's archive is
+    in any member of the bundle, decompressed blobs of its archive included."""
     import zipfile
 
     from testbed.apps import ADMIN_PASSWORD
 
-    sessions = set()
-    with Archive.open(archive) as arc:
-        for ex in arc.exchanges():
-            for k, v in ex.headers:
-                if k.lower() == "set-cookie" and v.startswith("sessionid="):
-                    sessions.add(v.split(";")[0].split("=", 1)[1])
-    assert sessions  # the login did set a session cookie, in the unredacted archive
+    secrets = _secrets_of(archive)
+    assert secrets["sessionid"] and secrets["csrftoken"] and secrets["csrfmiddlewaretoken"], secrets  # (else: nothing)
     with zipfile.ZipFile(bundle) as zf:
         zf.extractall(members)
         files = [zf.read(n) for n in zf.namelist()]
     (packed,) = list((members / "archive").glob("*.wfz"))
     chunks = files + everything(packed)
     assert not holds(chunks, ADMIN_PASSWORD)
-    assert not any(holds(chunks, s) for s in sessions)
+    left = {kind: [s for s in values if holds(chunks, s)] for kind, values in secrets.items()}
+    assert not any(left.values()), {k: len(v) for k, v in left.items()}
+
+
+def test_a_redacted_django_bundle_re_runs_identically_in_the_text_backend(testbed, tmp_path):
+    """The same as the browser run above, in the text backend: redacted, packed, copied elsewhere,
+    re-run identically, and none of the secrets in any member or decoded blob (issue 44)."""
+    suite, app = testbed.suite("django"), testbed.app("django")
+    run = tmp_path / "run"
+    mark = app.mark()
+    r = webfreeze("bench", "run", suite, "--agent", "reference", "--backend", "text", "--out", run, home=testbed.home)
+    assert r.returncode == 0, r.stderr[-2000:]
+    bundle = tmp_path / "django-text.wfb"
+    r = webfreeze("bundle", "pack", run, "--redact", "-o", bundle, cwd="/", home=testbed.home)
+    assert r.returncode == 0, r.stderr[-2000:]
+    elsewhere = tmp_path / "another-lab"
+    elsewhere.mkdir()
+    r = webfreeze("bundle", "run", bundle, "--out", "rerun", cwd=elsewhere, home=testbed.home)
+    assert app.requests_since(mark) == []
+    assert r.returncode == 0 and "identical to the bundled run" in r.stdout, r.stdout + r.stderr[-2000:]
+    _no_credentials_in(bundle, tmp_path / "members", suite.parent / "django.wfz")
 
 
 def test_the_search_page_renders_the_same_on_every_reset(testbed):

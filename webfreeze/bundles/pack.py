@@ -42,7 +42,8 @@ from pathlib import Path, PurePosixPath
 from webfreeze import __version__
 from webfreeze.archives import ArchiveError, archive_digest
 from webfreeze.archives.maintenance import pack as pack_archive
-from webfreeze.archives.redact import redact_archive, redact_suite
+from webfreeze.archives.redact import PLACEHOLDER_PREFIX, redact_archive, redact_suite, typed_value
+from webfreeze.archives.verify import require_intact
 from webfreeze.archives.verify import verify as verify_archive
 from webfreeze.archives.warc_export import export
 from webfreeze.bundles.redaction import SecretsFound, check_shareable, make_redactor, redact_doms, redact_text_file
@@ -187,6 +188,7 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
         want = (first.get("archive") or {}).get("digest")
         if file_digest(archive_path) != want:
             raise BundleError(f"{archive_path}: is not the archive the runs used (digest differs from {want})")
+        require_intact(archive_path, action="no bundle was written")
     else:
         try:
             archive_path = resolve_archive(load_suite(str(suite_dir)), archive)
@@ -374,7 +376,8 @@ def _json_bytes(data) -> bytes:
     return (json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def redacted_sources(sources: list, suite, archive, staging: Path, *, params=(), headers=()):
+def redacted_sources(sources: list, suite, archive, staging: Path, *, params=(), headers=(), secret_env=(),
+                     allow_visible_secrets: bool = False):
     """For ``bundle pack --redact``: redacted copies, under ``staging``, of the archive, the suite
     and each run folder (trajectories, references, tasks, manifest, reports, DOM snapshots and the
     LLM cassette, whose keys and the trajectories' ``llm_entries`` follow its redacted requests),
@@ -395,7 +398,9 @@ def redacted_sources(sources: list, suite, archive, staging: Path, *, params=(),
             raise BundleError(str(exc)) from None
     trajectories = [p for run in runs for p in sorted((run / "trajectories").glob("*.json"))]
     staging.mkdir(parents=True, exist_ok=True)
-    r = make_redactor(archive_path, suite=suite_dir, params=params, headers=headers, trajectories=trajectories)
+    require_intact(archive_path, action="no bundle was written")
+    r = make_redactor(archive_path, suite=suite_dir, params=params, headers=headers, trajectories=trajectories,
+                      secret_env=secret_env)
     red_archive = staging / (archive_path.stem + ".wfz")
     redact_archive(archive_path, red_archive, r)
     new_digest = archive_digest(red_archive)
@@ -438,13 +443,123 @@ def redacted_sources(sources: list, suite, archive, staging: Path, *, params=(),
         c["redacted"] = True
         (dest / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n",
                                             encoding="utf-8")
+        settle_redacted_run(run, dest, red_suite, red_archive, staging / "rerun" / str(i),
+                            allow_visible_secrets=allow_visible_secrets)
         out_runs.append(str(dest))
     return out_runs, str(red_suite), str(red_archive)
 
 
+def _prune_doms(run: Path) -> None:
+    """Remove a redacted run's DOM snapshots that no step names any more."""
+    named = set()
+    for path in (run / "trajectories").glob("*.json"):
+        try:
+            steps = json.loads(path.read_text(encoding="utf-8")).get("steps") or []
+        except (ValueError, AttributeError):
+            continue
+        named |= {s.get("dom") for s in steps if isinstance(s, dict)}
+    for f in sorted((run / "dom").glob("*")) if (run / "dom").is_dir() else []:
+        if f.is_file() and f"dom/{f.name}" not in named:
+            f.unlink()
+
+
+def _steps_list(steps) -> str:
+    return ", ".join(str(n) for n in steps[:8]) + (f" and {len(steps) - 8} more" if len(steps) > 8 else "")
+
+
+def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun: Path, *,
+                        allow_visible_secrets: bool = False) -> None:
+    """Make a redacted run's record describe the redacted archive it is bundled with, and prove it.
+
+    Its episodes are run again, offline, on the redacted suite and archive (LLM calls from the
+    redacted cassette in strict replay). What the replay answered (the ``replay`` provenance of the
+    trajectory and of each step: sizes of the answers, levels) is taken from that run, since a
+    placeholder changes the length of every body that held a secret; the report is written again
+    from the trajectories. A step whose observation changed (its ``obs_digest`` differs) showed the
+    agent a secret: refused, naming the steps, unless ``allow_visible_secrets`` (their digests are
+    then the re-run's: the observations of the redacted archive). A step that shows what the agent
+    itself typed (a password's placeholder) is not refused: its digest is the re-run's too. Finally
+    the run must equal its re-run as ``bundle run`` compares them, or nothing is packed."""
+    from webfreeze.bundles.run import compare_run, rerun_settings, run_quietly
+    from webfreeze.eval.report import write_report
+
+    manifest = read_run_manifest(dest)
+    cassette = dest / CASSETTE_NAME
+    config = rerun_settings(manifest, suite, archive, rerun, cassette if cassette.is_file() else None)
+    c = read_run_manifest(run).get("circumstances") or {}
+    persona = manifest.get("personas") if isinstance(manifest.get("personas"), dict) else None
+    if persona and c.get("persona_dir"):
+        config["persona"] = str(c["persona_dir"])
+        config["history"] = dict(persona.get("retrieval") or {})
+    ctx = manifest.get("context")
+    if isinstance(ctx, dict) and ctx:
+        config["context"] = {"tokens": ctx.get("tokens"), "tokenizer": ctx.get("tokenizer"), "seed": ctx.get("seed", 0),
+                             "pool": c.get("context_pool") if isinstance(ctx.get("pool"), dict) else None,
+                             "a1_run": c.get("context_a1_run") if isinstance(ctx.get("a1_run"), dict) else None}
+    try:
+        run_quietly(config)
+    except WebfreezeError as exc:
+        raise BundleError(f"refused: run {run.name}: redacted, it cannot be run again on the redacted archive "
+                          f"({str(exc).splitlines()[0]}); nothing was packed") from None
+    visible: list[str] = []
+    for path in sorted((dest / "trajectories").glob("*.json")):
+        again = rerun / "trajectories" / path.name
+        if not again.is_file():
+            continue  # (the comparison below names it)
+        mine, theirs = (json.loads(p.read_text(encoding="utf-8")) for p in (path, again))
+        if not isinstance(mine, dict) or not isinstance(theirs, dict):
+            continue
+        if "replay" in theirs:
+            mine["replay"] = theirs["replay"]
+        shown = []
+        typing_on = None  # the page where the agent typed a redacted value, until it leaves it
+        for a, b in zip(mine.get("steps") or [], theirs.get("steps") or []):
+            if not isinstance(a, dict) or not isinstance(b, dict):
+                continue
+            if typing_on is not None and a.get("url") != typing_on:
+                typing_on = None
+            if "replay" in b:
+                a["replay"] = b["replay"]
+            if isinstance(b.get("dom"), str) and (rerun / b["dom"]).is_file() and not _bad_name(b["dom"]):
+                # the page as the redacted archive serves it (the redacted copy of the original
+                # keeps what literal replacement could not reach)
+                a["dom"] = b["dom"]
+                (dest / b["dom"]).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(rerun / b["dom"], dest / b["dom"])
+            if a.get("obs_digest") != b.get("obs_digest"):
+                if typing_on is not None:
+                    # the field shows what the agent typed (a password's placeholder, or its bullets):
+                    # its own input, not a secret the site showed it; the digest is the re-run's (the
+                    # original's would let anyone test guesses of the password against it)
+                    a["obs_digest"] = b.get("obs_digest")
+                else:
+                    shown.append(a.get("step"))
+                    if allow_visible_secrets:  # what the agent sees on the redacted archive
+                        a["obs_digest"] = b.get("obs_digest")
+            typed = typed_value(a)
+            if isinstance(typed, str) and typed.startswith(PLACEHOLDER_PREFIX):
+                typing_on = a.get("url")
+        if shown:
+            visible.append(f"{path.stem} step{'s' if len(shown) > 1 else ''} {_steps_list(shown)}")
+        path.write_text(json.dumps(mine, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    _prune_doms(dest)
+    if visible and not allow_visible_secrets:
+        raise BundleError(f"refused: run {run.name}: a secret was visible to the agent (the observation changes "
+                          f"under redaction) in {'; '.join(visible)}; give --allow-visible-secrets to pack it "
+                          f"anyway (those steps then record what the redacted archive shows)")
+    if (run / "report.json").is_file():
+        write_report(dest)
+        write_report(rerun)
+    difference = compare_run(dest, rerun)
+    if difference is not None:
+        raise BundleError(f"refused: run {run.name}: redacted, it does not re-run identically on the redacted "
+                          f"archive ({difference}); nothing was packed")
+
+
 def pack(sources: list, out, *, archive: str | None = None, key: str | None = None, title: str | None = None,
          suite: str | None = None, with_agent_source: bool = False, redact: bool = False,
-         allow_secrets: bool = False, params=(), headers=(), progress=None) -> dict:
+         allow_secrets: bool = False, params=(), headers=(), secret_env=(), allow_visible_secrets: bool = False,
+         progress=None) -> dict:
     """Write the bundle of ``sources`` (run folders of one suite, or a suite folder) to ``out``,
     atomically (beside it, renamed when complete). ``key``: an Ed25519 private key (PEM) to sign
     it with. Returns the bundle's manifest."""
@@ -460,7 +575,8 @@ def pack(sources: list, out, *, archive: str | None = None, key: str | None = No
         sources = [str(s) for s in sources]
         if redact:  # one mapping for the archive, the suite, the runs and their cassettes
             sources, suite, archive = redacted_sources(sources, suite, archive, staging / "redacted",
-                                                       params=params, headers=headers)
+                                                       params=params, headers=headers, secret_env=secret_env,
+                                                       allow_visible_secrets=allow_visible_secrets)
         plan = plan_pack(sources, archive, staging, suite=suite, with_agent_source=with_agent_source,
                          progress=progress)
         if not allow_secrets:
@@ -778,13 +894,27 @@ def check_signature(bundle: Bundle, key: str | None) -> str | None:
     Returns a line describing the signature (None for an unsigned bundle checked without a key)."""
     sig = bundle.digest.get("signature")
     if key is None:
-        if not isinstance(sig, dict):
+        if sig is None:
             return None
+        if not isinstance(sig, dict) or sig.get("alg") != "ed25519":
+            raise BundleError(f"{bundle.path}: its signature is broken (not an Ed25519 signature)")
         try:
-            fp = key_fingerprint(base64.b64decode(sig.get("public_key", ""), validate=True))
+            raw = base64.b64decode(sig.get("public_key", ""), validate=True)
+            value = base64.b64decode(sig.get("value", ""), validate=True)
         except (ValueError, TypeError):
-            raise BundleError(f"{bundle.path}: its signature names no readable public key") from None
-        return f"signed by key {fp} (not checked against a key you trust: give --key)"
+            raise BundleError(f"{bundle.path}: its signature is broken (it names no readable public key)") from None
+        fp = key_fingerprint(raw)
+        # The embedded key proves nothing about who signed, but a signature that fails even against
+        # the key it names is damage (or tampering), never "signed".
+        _, ed25519 = _crypto()
+        from cryptography.exceptions import InvalidSignature  # (late: the sign extra, as _crypto)
+
+        try:
+            ed25519.Ed25519PublicKey.from_public_bytes(raw).verify(value, str(bundle.digest.get("hash")).encode())
+        except (InvalidSignature, ValueError, TypeError):
+            raise BundleError(f"{bundle.path}: its signature is broken: it does not verify against the key it "
+                              f"names ({fp})") from None
+        return f"signed by key {fp}: valid, but not checked against a key you trust (give --key)"
     public = _load_public_key(key)
     if not isinstance(sig, dict) or sig.get("alg") != "ed25519":
         raise BundleError(f"{bundle.path}: not signed (an Ed25519 signature was required by --key)")

@@ -10,6 +10,7 @@ suite and the cassettes redacted together, and nowhere else.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -19,12 +20,9 @@ import zstandard
 from webfreeze.archives import Archive, archive_digest
 from webfreeze.archives.errors import ArchiveError
 from webfreeze.archives.redact import (
-    CREDENTIAL_HEADERS,
-    PLACEHOLDER_PREFIX,
     Redactor,
     collect_archive,
     collect_suite,
-    holds_secret,
     redact_archive,
     redact_in_place,
     redact_suite,
@@ -51,40 +49,46 @@ def _reserved(url: str) -> bool:
         any(host.endswith("." + h) for h in RESERVED_HOSTS)
 
 
-def archive_credentials(archive) -> str | None:
-    """The first credential archive ``archive`` holds (a credential header with a value that is not a
-    placeholder, on a host that is not a reserved test name), as ``what, where``; or None."""
+def archive_findings(archive, *, params=(), headers=()) -> list[tuple[str, str]]:
+    """(kind, what and where) of every secret ``archive redact`` would replace in ``archive``
+    (the same collection: credential headers, secret parameters, form fields and JSON keys of
+    requests and responses, ``Location`` URLs), exchanges of reserved test hosts aside."""
+    r = Redactor(params=params, headers=headers)
     with Archive.open(archive) as arc:
-        for ex in arc.exchanges():
-            if _reserved(ex.url):
-                continue
-            sides = [("response", ex.headers)]
-            if ex.request.captured:
-                sides.insert(0, ("request", ex.request.headers))
-            for side, headers in sides:
-                for name, value in headers:
-                    if name.lower() in CREDENTIAL_HEADERS and holds_secret(name.lower(), value):
-                        return f"a {name} header value in the {side} of {ex.method} {ex.url} (archive {archive})"
-    return None
+        collect_archive(arc, r, skip=_reserved)
+    return r.findings()
+
+
+def archive_credentials(archive) -> str | None:
+    """The first secret archive ``archive`` holds that ``archive redact`` would replace, as ``what,
+    where``; or None."""
+    found = archive_findings(archive)
+    return f"{found[0][1]} (archive {archive})" if found else None
+
+
+def trajectory_findings(paths) -> list[tuple[str, str]]:
+    """(kind, what and where) of each value typed into a password field in the trajectory files."""
+    out = []
+    for p in paths:
+        r = Redactor()
+        try:
+            r.collect_trajectory(json.loads(Path(p).read_text(encoding="utf-8")), str(p))
+        except (OSError, ValueError):
+            continue
+        out += r.findings()
+    return out
 
 
 def trajectory_credentials(paths) -> str | None:
     """The first value typed into a password field in the trajectory files ``paths``, as
     ``what, where``; or None."""
-    for p in paths:
-        r = Redactor()
-        try:
-            r.collect_trajectory(json.loads(Path(p).read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue
-        if any(not s.startswith(PLACEHOLDER_PREFIX) for s in r.secrets()):
-            return f"a value typed into a password field in {p}"
-    return None
+    found = trajectory_findings(paths)
+    return found[0][1] if found else None
 
 
 def check_shareable(*, archives=(), trajectories=(), what: str = "this") -> None:
-    """Refuse (one line) when an archive or a trajectory to be shared holds a credential we
-    recognise; the caller skips this with ``--allow-secrets``."""
+    """Refuse (one line naming the first finding) when an archive or a trajectory to be shared holds
+    a secret that redaction would replace; the caller skips this with ``--allow-secrets``."""
     for a in archives:
         found = archive_credentials(a)
         if found:
@@ -102,10 +106,30 @@ def suite_trajectories(suite_dir) -> list[Path]:
     return sorted(refs.rglob("*.json")) if refs.is_dir() else []
 
 
-def make_redactor(archive, *, suite=None, params=(), headers=(), trajectories=()):
-    """A redactor holding every secret of ``archive``, of ``suite``'s references and of the
-    trajectory files given."""
+MIN_GIVEN = 4  # a --secret-env value is replaced wherever it occurs: not a two-letter string
+
+
+def secret_env_values(names) -> list[tuple[str, str]]:
+    """(name, value) of each ``--secret-env NAME``: the environment variable must be set, with a
+    value of at least :data:`MIN_GIVEN` characters (it is replaced wherever it occurs)."""
+    out = []
+    for name in names or ():
+        value = os.environ.get(name)
+        if not value:
+            raise ArchiveError(f"--secret-env {name}: the environment variable {name} is not set or empty")
+        if len(value) < MIN_GIVEN:
+            raise ArchiveError(f"--secret-env {name}: its value is shorter than {MIN_GIVEN} characters; "
+                               f"it would be replaced in every place it occurs by chance")
+        out.append((name, value))
+    return out
+
+
+def make_redactor(archive, *, suite=None, params=(), headers=(), trajectories=(), secret_env=()):
+    """A redactor holding every secret of ``archive``, of ``suite``'s references, of the trajectory
+    files given and the values of the environment variables ``secret_env`` names."""
     r = Redactor(params=params, headers=headers)
+    for name, value in secret_env_values(secret_env):
+        r.add_given(value, name)
     if suite is not None:
         collect_suite(suite, r)
     for p in trajectories:
@@ -118,7 +142,8 @@ def make_redactor(archive, *, suite=None, params=(), headers=(), trajectories=()
     return r
 
 
-def redact(archive, out, *, suite=None, suite_out=None, params=(), headers=(), cassettes=(), progress=None) -> dict:
+def redact(archive, out, *, suite=None, suite_out=None, params=(), headers=(), cassettes=(), secret_env=(),
+           progress=None) -> dict:
     """``archive redact``: the redacted archive at ``out``; with ``suite`` its redacted copy at
     ``suite_out`` (naming the new archive and its digest); each ``(src, dest)`` cassette redacted with
     the same mapping. Everything is checked before anything is written; outputs appear complete or
@@ -134,7 +159,7 @@ def redact(archive, out, *, suite=None, suite_out=None, params=(), headers=(), c
     for src, _ in cassettes:
         if not Path(src).is_file():
             raise ArchiveError(f"{src}: no such cassette")
-    r = make_redactor(archive, suite=suite, params=params, headers=headers)
+    r = make_redactor(archive, suite=suite, params=params, headers=headers, secret_env=secret_env)
     written: list[Path] = []
     try:
         summary = redact_archive(archive, out, r, progress=progress)
@@ -158,11 +183,11 @@ def redact(archive, out, *, suite=None, suite_out=None, params=(), headers=(), c
     return summary
 
 
-def redact_cassette(cassette, out, *, archive, suite=None, params=(), headers=()) -> dict:
+def redact_cassette(cassette, out, *, archive, suite=None, params=(), headers=(), secret_env=()) -> dict:
     """``cassette redact``: the secrets of ``archive`` (and ``suite``'s references) replaced in a
     cassette. Its placeholders match an archive redaction only when made in the same command
     (``archive redact --cassette``, ``bundle pack --redact``): the key is never kept."""
-    r = make_redactor(archive, suite=suite, params=params, headers=headers)
+    r = make_redactor(archive, suite=suite, params=params, headers=headers, secret_env=secret_env)
     stats = redact_file(cassette, out, r.text)
     return {"calls": stats["calls"], "changed": stats["changed"], "secrets": r.count}
 
@@ -180,13 +205,6 @@ def redact_text_file(r, src: Path, dest: Path, replace: dict, keys: dict, trajec
         v = redact_trajectory(r, v) if trajectory and isinstance(v, dict) else r.json_value(v)
         if isinstance(v, dict) and isinstance(v.get("llm_entries"), list):
             v["llm_entries"] = [[keys.get(k, k), n] for k, n in v["llm_entries"]]
-        if trajectory and isinstance(v, dict):
-            for step in v.get("steps") or []:
-                # The digest of an observation that showed a secret cannot be recomputed without it:
-                # it is dropped (None); the step's DOM snapshot, redacted and renamed, still says
-                # what the agent saw, and bundle run compares that instead.
-                if isinstance(step, dict) and step.get("dom") in replace:
-                    step["obs_digest"] = None
         return v
 
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -222,11 +240,11 @@ def redact_doms(r, src: Path, dest: Path) -> dict:
     return renamed
 
 
-def redact_recording(archive, trajectories=(), *, params=(), headers=()) -> dict:
+def redact_recording(archive, trajectories=(), *, params=(), headers=(), secret_env=()) -> dict:
     """``record session|crawl --redact``: the archive just recorded replaced by its redacted copy and
     each reference trajectory file rewritten with the same mapping (a post-pass: the recorder itself
     stores what it saw)."""
-    r = make_redactor(archive, params=params, headers=headers, trajectories=trajectories)
+    r = make_redactor(archive, params=params, headers=headers, trajectories=trajectories, secret_env=secret_env)
     summary = redact_in_place(archive, r)
     for p in trajectories:
         p = Path(p)

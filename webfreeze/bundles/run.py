@@ -144,18 +144,9 @@ def _rerun_one(path, out: Path, entry: dict, suite: Path, archive: Path, workers
     except (OSError, ValueError):
         raise BundleError(f"{path}: run {name} has no readable manifest") from None
     _check_agent_here(manifest, entry)
-    env = manifest.get("env") or {}
-    selection = manifest.get("selection") or {}
     cassette = bundled / "llm-cassette.sqlite"
     run_dir = out / "runs" / name
-    config = dict(suite=str(suite), archive=str(archive), agent=(manifest.get("agent") or {}).get("name"),
-                  out=str(run_dir), workers=workers, backend=env.get("backend", "browser"),
-                  seed=env.get("seed", 0), max_steps=env.get("max_steps", 30),
-                  screenshots=bool(env.get("screenshots")), agent_config=agent_settings(manifest),
-                  site_models=dict(env.get("site_models") or {}), tasks=list(selection.get("tasks") or []),
-                  limit=selection.get("limit"))
-    if cassette.is_file():
-        config.update(cassette=str(cassette), cassette_mode="replay")
+    config = rerun_settings(manifest, suite, archive, run_dir, cassette if cassette.is_file() else None, workers)
     persona = manifest.get("personas") if isinstance(manifest.get("personas"), dict) else None
     if persona and entry.get("personas"):
         config["persona"] = str(out / entry["personas"])
@@ -170,6 +161,24 @@ def _rerun_one(path, out: Path, entry: dict, suite: Path, archive: Path, workers
     difference = compare_run(bundled, run_dir)
     return {"name": name, "dir": str(run_dir), "identical": difference is None, "difference": difference,
             "error": None}
+
+
+def rerun_settings(manifest: dict, suite: Path, archive: Path, run_dir: Path, cassette: Path | None,
+                   workers: int = 1) -> dict:
+    """The settings that run a run's episodes again as its manifest says (agent and its settings,
+    backend, seed, step limit, screenshots, site models, task selection) on ``suite`` and
+    ``archive`` into ``run_dir``, its LLM calls from ``cassette`` in strict replay when given."""
+    env = manifest.get("env") or {}
+    selection = manifest.get("selection") or {}
+    config = dict(suite=str(suite), archive=str(archive), agent=(manifest.get("agent") or {}).get("name"),
+                  out=str(run_dir), workers=workers, backend=env.get("backend", "browser"),
+                  seed=env.get("seed", 0), max_steps=env.get("max_steps", 30),
+                  screenshots=bool(env.get("screenshots")), agent_config=agent_settings(manifest),
+                  site_models=dict(env.get("site_models") or {}), tasks=list(selection.get("tasks") or []),
+                  limit=selection.get("limit"))
+    if cassette is not None:
+        config.update(cassette=str(cassette), cassette_mode="replay")
+    return config
 
 
 def _check_agent_here(manifest: dict, entry: dict) -> None:

@@ -25,9 +25,14 @@ With a suite, each task's reference trajectory is replayed by the reference agen
   only right answer; someone should look. A clock or a session id elsewhere on the page, or a clock
   reading (ten digits or more) beside the evidence, does not make a task ambiguous (the page is
   still listed as changed: it did change);
-- ``expired``: reached on OLD, not on NEW (why: the reference's own words, e.g. the evidence the
-  pages no longer show, or the link that is gone);
-- ``broken``: not reached on OLD already: the archive pair says nothing about its drift.
+- ``incomplete``: reached on OLD with a complete capture, but a document or XHR its replay asks for
+  on NEW is not in NEW (why: ``incomplete capture in NEW``, naming the reference step and the
+  URL): not captured, which says nothing of the site; re-record it before judging the task;
+- ``expired``: reached on OLD, not on NEW, everything it asked for captured in both (why: ``changed
+  on the site``, then the reference's own words, e.g. the evidence the pages no longer show, or
+  the link that is gone);
+- ``broken``: not reached on OLD already, or OLD's capture incomplete: the archive pair says
+  nothing about its drift.
 
 Apart from the replay, ``evidence_gone`` lists for each task the evidence strings of its reference
 answer that a page of its path shows on OLD and no longer shows on NEW ("answers whose evidence is
@@ -65,7 +70,7 @@ from webfreeze.archives import Archive, ArchiveError, archive_digest
 from webfreeze.checks.replay_check import image_ext, pixel_difference, text_similarity, visible_text
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import json_text
-from webfreeze.eval.authoring import recorded_answer, reference_reached
+from webfreeze.eval.authoring import capture_misses, describe_miss, recorded_answer, reference_reached
 from webfreeze.eval.report import build_report
 from webfreeze.eval.tasks import load_suite
 from webfreeze.runs.execute import execute
@@ -75,7 +80,7 @@ from webfreeze.simulator.backends import BACKENDS
 
 REPORT_FORMAT = "webfreeze-drift"
 REPORT_VERSION = 1
-VERDICTS = ("valid", "ambiguous", "expired", "broken")
+VERDICTS = ("valid", "ambiguous", "incomplete", "expired", "broken")
 DEFAULT_BACKEND = "browser"  # as `bench run` and `tasks validate`: the suite's own, else the browser
 
 
@@ -170,7 +175,9 @@ def validate_references(suite, archive: Path, *, backend: str, workers: int = 1,
     """Replay each selected task's reference trajectory on ``archive`` with the reference agent (a
     run in a temporary folder, removed afterwards); per task id: ``reached`` (the ground truth),
     ``end`` (how the episode ended), ``answer``, ``reason`` (the reference's own account when it
-    gave up) and ``visited`` (the URLs of its pages, fragments dropped, sorted). ``progress(summary)`` after each episode."""
+    gave up), ``misses`` (the documents and XHR the archive could not answer,
+    :func:`~webfreeze.eval.authoring.capture_misses`) and ``visited`` (the URLs of its pages,
+    fragments dropped, sorted). ``progress(summary)`` after each episode."""
     tmp = Path(tempfile.mkdtemp(prefix="webfreeze-drift-"))
     try:
         out = tmp / "run"
@@ -188,7 +195,8 @@ def validate_references(suite, archive: Path, *, backend: str, workers: int = 1,
             if traj.get("final_url"):
                 visited.add(urldefrag(traj["final_url"])[0])
             result[tid] = {"reached": reference_reached(r), "end": r.get("end_reason") or r["outcome"],
-                           "answer": r.get("answer"), "reason": reason or None, "visited": sorted(visited)}
+                           "answer": r.get("answer"), "reason": reason or None, "misses": capture_misses(traj),
+                           "visited": sorted(visited)}
         return result
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -197,15 +205,29 @@ def validate_references(suite, archive: Path, *, backend: str, workers: int = 1,
 def _verdict(old: dict, new: dict, moved: list[dict]) -> tuple[str, str]:
     """A task's verdict and the one line that says why; ``moved``: where its evidence now reads
     differently (:func:`evidence_moved`)."""
+    if old.get("misses"):
+        return "broken", f"incomplete capture in OLD: {_misses(old['misses'])}"
     if not old["reached"]:
         return "broken", f"not reached on OLD either ({_why(old)})"
+    if new.get("misses"):
+        return "incomplete", f"incomplete capture in NEW: {_misses(new['misses'])}"
     if not new["reached"]:
-        return "expired", _why(new)
+        return "expired", f"changed on the site: {_why(new)}"
     if moved:
         m = moved[0]
         return "ambiguous", (f"still reached, but around {m['evidence']!r} {m['url']} now reads "
                              f"{_clip(m['new'])!r} (was {_clip(m['old'])!r})")
     return "valid", "reached on both"
+
+
+def _incomplete(suite_counts: dict) -> str:
+    """", N incomplete capture" when any task's capture was incomplete (reports without any read as before)."""
+    n = suite_counts.get("incomplete")
+    return f", {n} incomplete capture" if n else ""
+
+
+def _misses(misses: list[dict]) -> str:
+    return describe_miss(misses[0]) + (f" (and {len(misses) - 1} more)" if len(misses) > 1 else "")
 
 
 def _clip(texts: list[str], n: int = 80) -> str:
@@ -461,7 +483,7 @@ def render_markdown(report: dict) -> str:
         su = report["suite"]
         lines += ["", f"## Tasks of {su['name']} ({su['backend']} backend)", "",
                   (f"{su['valid']} valid, {su['ambiguous']} ambiguous, {su['expired']} expired, "
-                   f"{su['broken']} broken; {su['evidence_gone']} with answer evidence gone"), "",
+                   f"{su['broken']} broken{_incomplete(su)}; {su['evidence_gone']} with answer evidence gone"), "",
                   "| task | verdict | why | evidence gone |", "|---|---|---|---|"]
         lines += [f"| {_md(t['task_id'])} | {t['verdict']} | {_md(t['why'])} | "
                   f"{_md('; '.join(t['evidence_gone']) or '-')} |" for t in report["tasks"]]
@@ -489,7 +511,7 @@ def render_html(report: dict, shots: dict | None = None) -> str:
                       for t in report["tasks"])
         tasks = (f"<h2>Tasks of {e(su['name'])} ({e(su['backend'])} backend)</h2>"
                  f"<p>{su['valid']} valid, {su['ambiguous']} ambiguous, {su['expired']} expired, {su['broken']} "
-                 f"broken; {su['evidence_gone']} with answer evidence gone</p>"
+                 f"broken{_incomplete(su)}; {su['evidence_gone']} with answer evidence gone</p>"
                  f"<table><tr><th>task</th><th>verdict</th><th>why</th><th>evidence gone</th></tr>{trs}</table>")
     title = f"Drift: {e(o['archive'])} -> {e(n['archive'])}"
     return f"""<!doctype html>
@@ -498,7 +520,7 @@ def render_html(report: dict, shots: dict | None = None) -> str:
 body{{font:14px/1.4 system-ui,sans-serif;margin:2em}} table{{border-collapse:collapse;margin-bottom:1em}}
 td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}}
 tr.changed td:first-child,tr.ambiguous td:first-child{{border-left:4px solid #d80}}
-tr.removed td:first-child,tr.expired td:first-child{{border-left:4px solid #c00}}
+tr.removed td:first-child,tr.expired td:first-child,tr.incomplete td:first-child{{border-left:4px solid #c00}}
 tr.added td:first-child{{border-left:4px solid #06c}} tr.same td:first-child,tr.valid td:first-child{{border-left:4px solid #2a2}}
 .shots{{display:flex;gap:8px}} figure{{margin:0}} img{{width:240px;border:1px solid #999}}
 </style></head><body>
@@ -541,6 +563,7 @@ def _print_table(report: dict) -> None:
         su = report["suite"]
         line += (f"; {su['tasks']} tasks: {su['valid']} valid, {su['ambiguous']} ambiguous, "
                  f"{su['expired']} expired, {su['broken']} broken")
+        line += _incomplete(su)
     click.echo(line)
 
 
@@ -560,10 +583,10 @@ def _print_table(report: dict) -> None:
 def drift_command(old, new, suite, report_dir, as_json, backend, workers, task_globs, limit):
     """Measure how a site drifted between two archives of it: pages compared (text similarity and
     pixel difference), pages added and removed; with --suite, each task's reference replayed on
-    both: the tasks still valid, those that expired or became ambiguous, and the answers whose
-    evidence is gone.
+    both: the tasks still valid, those that expired (changed on the site) or became ambiguous,
+    those NEW did not capture whole (incomplete capture), and the answers whose evidence is gone.
 
-    Exit status 1 when a task expired, 0 otherwise.
+    Exit status 1 when a task expired or NEW's capture of it is incomplete, 0 otherwise.
     """
     err = Console(stderr=True)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -584,4 +607,5 @@ def drift_command(old, new, suite, report_dir, as_json, backend, workers, task_g
         _print_table(report)
         if report_dir:
             click.echo(f"report in {report_dir}/report.html", err=True)
-    raise SystemExit(1 if report.get("suite", {}).get("expired") else 0)
+    suite_counts = report.get("suite", {})
+    raise SystemExit(1 if suite_counts.get("expired") or suite_counts.get("incomplete") else 0)

@@ -13,7 +13,7 @@ from webfreeze.archives.content import decode_for_display
 from webfreeze.archives.importer import import_files
 from webfreeze.archives.maintenance import diff, gc, info, merge, pack
 from webfreeze.archives.urlkey import surt_key
-from webfreeze.archives.verify import verify
+from webfreeze.archives.verify import require_intact, verify
 from webfreeze.archives.warc_export import export
 from webfreeze.bundles.redaction import SecretsFound, check_shareable, redact
 from webfreeze.cli.options import EXIT_ERROR, EXIT_USAGE, SQLITE_MAX_INT, Timestamp, fail, human_bytes, progress_bar
@@ -85,8 +85,10 @@ def archive_import(sources, target, creator, description, license_):
 def archive_export(archive_path, fmt, output, force, allow_secrets):
     """Export as WARC 1.1 (gzip per record) or WACZ 1.1.1 (with CDXJ index and pages.jsonl).
 
-    Refused when the archive holds a credential it can recognise, unless --allow-secrets.
+    Refused when the archive holds a secret that 'archive redact' would replace, unless
+    --allow-secrets, and when a blob does not match its digest (a damaged archive).
     """
+    _require_intact(archive_path, "nothing was exported")  # integrity first: the refusal reads bodies too
     if not allow_secrets:
         _refuse_secrets(archive_path, "the export")
 
@@ -94,7 +96,7 @@ def archive_export(archive_path, fmt, output, force, allow_secrets):
         total = arc.counts()["exchanges"]
     progress, advance = progress_bar(total, f"exporting {fmt}", unit="exchanges")
     with progress:
-        n = export(archive_path, output, fmt, progress=advance, overwrite=force)
+        n = export(archive_path, output, fmt, progress=advance, overwrite=force, verified=True)
     click.echo(f"wrote {n} exchanges to {output} ({human_bytes(os.path.getsize(output))})")
 
 
@@ -316,6 +318,7 @@ def archive_pack(archive_path, output, level, allow_secrets):
     Contents and digests do not change. A copy (-o) is refused when the archive holds a credential
     it can recognise, unless --allow-secrets.
     """
+    _require_intact(archive_path, "nothing was packed")
     if output and not allow_secrets:
         _refuse_secrets(archive_path, "the packed copy")
 
@@ -323,10 +326,16 @@ def archive_pack(archive_path, output, level, allow_secrets):
         total = arc.counts()["blobs"]
     progress, advance = progress_bar(total, "packing", unit="blobs")
     with progress:
-        stats = pack(archive_path, output, level=level, progress=advance)
+        stats = pack(archive_path, output, level=level, progress=advance, verified=True)
     click.echo(f"packed {output or archive_path}: {stats['blobs_recompressed']} of {stats['blobs']} blobs "
                f"recompressed ({stats['deltas']} as deltas against a similar blob); "
                f"{human_bytes(stats['file_bytes_before'])} -> {human_bytes(stats['file_bytes_after'])}")
+
+
+def _require_intact(archive_path, action: str) -> None:
+    """One line and exit 1 when ``archive_path`` is damaged (``archive verify`` finds a problem)."""
+    if os.path.isfile(archive_path):  # (the command's own check names a missing archive)
+        require_intact(archive_path, action=action)
 
 
 def _refuse_secrets(archive_path, what: str) -> None:
@@ -349,15 +358,19 @@ def _refuse_secrets(archive_path, what: str) -> None:
 @click.option("--param", "params", multiple=True, metavar="NAME",
               help="Also redact query parameters, form fields and JSON keys called NAME; repeatable.")
 @click.option("--header", "headers", multiple=True, metavar="NAME", help="Also redact header NAME; repeatable.")
+@click.option("--secret-env", "secret_env", multiple=True, metavar="VAR",
+              help="Also replace the value of environment variable VAR wherever it occurs (a secret you know "
+                   "that nothing marks as one, such as a token in a page's script); repeatable.")
 @click.option("--cassette", "cassettes", multiple=True, nargs=2, type=click.Path(dir_okay=False),
               metavar="SRC OUT", help="Redact LLM cassette SRC into OUT with the same placeholders; repeatable.")
-def archive_redact(archive_path, output, suite, suite_out, params, headers, cassettes):
+def archive_redact(archive_path, output, suite, suite_out, params, headers, secret_env, cassettes):
     """Write a copy of ARCHIVE with its credentials replaced by stable placeholders.
 
     Cookie and Set-Cookie values, Authorization and other credential headers, secret query
-    parameters / form fields / JSON keys (token, access_token, api_key, password, session, ... and
-    --param), and values typed into password fields in --suite's reference trajectories, wherever
-    they occur. The same secret gets the same placeholder (keyed hash; the key is random and never
+    parameters / form fields (urlencoded and multipart) / JSON keys of requests and responses
+    (token, access_token, refresh_token, api_key, password, session, CSRF tokens, ... and --param),
+    values typed into password fields in --suite's reference trajectories, and --secret-env values,
+    wherever they occur. The same secret gets the same placeholder (keyed hash; the key is random and never
     stored), so the redacted suite's reference trajectories still replay. See docs/bundles.md.
     """
     with Archive.open(archive_path) as arc:
@@ -365,7 +378,7 @@ def archive_redact(archive_path, output, suite, suite_out, params, headers, cass
     progress, advance = progress_bar(total, "redacting", unit="exchanges")
     with progress:
         s = redact(archive_path, output, suite=suite, suite_out=suite_out, params=params, headers=headers,
-                   cassettes=list(cassettes), progress=advance)
+                   cassettes=list(cassettes), secret_env=secret_env, progress=advance)
     kinds = ", ".join(f"{n} {k}" for k, n in s["by_kind"].items()) or "none found"
     click.echo(f"wrote {output}: {s['exchanges']} exchanges ({s['changed']} changed), {s['secrets']} secrets "
                f"replaced ({kinds})")

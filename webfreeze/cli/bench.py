@@ -15,9 +15,17 @@ from pathlib import Path
 import click
 
 from webfreeze.agents import AgentError, check_agent
-from webfreeze.cli.options import executor_options, known_agent, llm_settings, pairs, task_options
+from webfreeze.cli.options import (
+    executor_options,
+    http_credentials_option,
+    known_agent,
+    llm_settings,
+    pairs,
+    task_options,
+)
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.demo import demo_paths, run_demo
+from webfreeze.eval.authoring import capture_misses, describe_miss
 from webfreeze.eval.infrastructure import infrastructure_phrase
 from webfreeze.eval.replay_provenance import summary_line
 from webfreeze.eval.report import personalisation_markdown, summary_table, write_report
@@ -176,11 +184,12 @@ def bench_group() -> None:
               help="The archive a live run records into [default: RUN_DIR/live.wfz; patching: RUN_DIR/patched.wfz].")
 @click.option("--resolve", "resolve", multiple=True, metavar="HOST[:PORT]=ADDRESS:PORT",
               help="Live runs: connect to ADDRESS:PORT for HOST while URLs keep HOST (as record's); repeatable.")
+@http_credentials_option
 def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, screenshots, agent_config, site_models,
               task_globs, limit, llm, llm_key_env, no_api_key, cassette, cassette_mode, llm_concurrency, persona,
               history_k, history_threshold, history_model, key_fields, executor, ray_address, episode_timeout, retries,
               context, context_pool, context_tokenizer, context_a1_run, context_seed, no_report,
-              live, patch_from_live, record_into, resolve):
+              live, patch_from_live, record_into, resolve, http_credentials):
     """Run AGENT on every task of SUITE against the replayed archive; write RUN_DIR.
 
     RUN_DIR gets manifest.json (archive and suite digests, agent config, versions), tasks.jsonl,
@@ -208,7 +217,8 @@ def bench_run(suite, archive, agent, out, workers, backend, seed, max_steps, scr
                                                     "model": history_model, "key_fields": key_fields}.items()
                                   if v is not None},
                          executor=executor, ray_address=ray_address, episode_timeout_s=episode_timeout, retries=retries,
-                         context=condition, **live_options(live, patch_from_live, record_into, resolve))
+                         context=condition, http_credentials=http_credentials,
+                         **live_options(live, patch_from_live, record_into, resolve))
     click.echo(f"ran {manifest['tasks_done']} of {manifest['suite']['tasks']} tasks in {manifest['elapsed_s']:.1f} s "
                f"-> {out}", err=True)
     if not no_report:
@@ -330,44 +340,57 @@ def _print_comparison(result: dict, show_all: bool) -> None:
 @task_options
 def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, limit):
     """Replay every task's reference trajectory on the archive with the reference agent and list
-    the tasks whose ground truth cannot be reached there ("expired" tasks). A personalised task is
-    reachable when its final state (or ranking) is: its rubric also scores history retrieval.
+    the tasks whose ground truth cannot be reached there ("expired" tasks), and those whose replay
+    asked for a document or XHR the archive lacks ("incomplete capture", naming the reference step
+    and the URL, reached or not: the evidence may also stand on a page that did load). A
+    personalised task is reachable when its final state (or ranking) is: its rubric also scores
+    history retrieval.
 
-    Exit status 0 when every task is reachable, 1 when any is expired.
+    Exit status 0 when every task is reachable with a complete capture, 1 otherwise.
     """
     loaded = load_suite(suite)
     no_ref = [t.id for t in select_tasks(loaded.tasks, task_globs, limit) if t.reference is None]
     if no_ref:
         raise RunError(f"{len(no_ref)} task(s) have no reference trajectory to replay, e.g. {no_ref[0]}")
     backend = backend or loaded.backend or DEFAULT_BACKEND
-    report, expired = _validate_run(suite, archive, backend, workers, out, as_json, task_globs, limit)
-    if expired:
+    report, expired, incomplete = _validate_run(suite, archive, backend, workers, out, as_json, task_globs, limit)
+    if expired or incomplete:
         # would the other backend reach them? (a page whose scripts matter, or a page whose scripts
         # break the replay): said per task, for the author to choose the suite's backend
 
         other = next(b for b in BACKENDS if b != backend)
+        problems = expired + incomplete
         try:
-            _, still = _validate_run(suite, archive, other, workers, None, True,
-                                     [glob.escape(e["task_id"]) for e in expired], None)
+            _, still, still_incomplete = _validate_run(suite, archive, other, workers, None, True,
+                                                       [glob.escape(e["task_id"]) for e in problems], None)
         except WebfreezeError:  # the other backend cannot run here (no Chromium): nothing to say
-            still = expired
-        failing = {e["task_id"] for e in still}
-        for e in expired:
+            still, still_incomplete = problems, []
+        failing = {e["task_id"] for e in still + still_incomplete}
+        for e in problems:
             e["passes_with"] = other if e["task_id"] not in failing else None
-    result = {"suite": report["suite"], "tasks": len(report["tasks"]), "expired": expired, "backend": backend}
+    result = {"suite": report["suite"], "tasks": len(report["tasks"]), "expired": expired, "incomplete": incomplete,
+              "backend": backend}
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
     else:
+        for e in incomplete:
+            click.echo(f"incomplete capture: {e['task_id']} ({_why_expired(e)})")
         for e in expired:
             click.echo(f"expired: {e['task_id']} ({_why_expired(e)})")
-        click.echo(f"{report['suite']['name']}: {len(report['tasks']) - len(expired)} of {len(report['tasks'])} tasks "
-                   f"reachable on the archive, {len(expired)} expired ({backend} backend)", err=True)
-    sys.exit(1 if expired else 0)
+        bad = len(expired) + len(incomplete)
+        click.echo(f"{report['suite']['name']}: {len(report['tasks']) - bad} of {len(report['tasks'])} tasks "
+                   f"reachable on the archive, {len(expired)} expired"
+                   + (f", {len(incomplete)} incomplete capture" if incomplete else "") + f" ({backend} backend)",
+                   err=True)
+    sys.exit(1 if expired or incomplete else 0)
 
 
-def _validate_run(suite, archive, backend, workers, out, quiet, task_globs, limit) -> tuple[dict, list[dict]]:
+def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
+                  limit) -> tuple[dict, list[dict], list[dict]]:
     """Run the reference agent on the selected tasks; (the report, the expired tasks: id, how the
-    episode ended, the answer, the failed check's detail and the reason the reference gave up)."""
+    episode ended, the answer, the failed check's detail and the reason the reference gave up; the
+    tasks whose replay missed a document or XHR: the same, and ``misses``,
+    :func:`~webfreeze.eval.authoring.capture_misses`, with ``reason`` naming the first)."""
     tmp = None
     if out is None:
         tmp = tempfile.mkdtemp(prefix="webfreeze-validate-")
@@ -376,23 +399,32 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs, limi
         run_suite(suite, archive, "reference", out, workers=workers, backend=backend, quiet=quiet,
                   tasks=task_globs, limit=limit)
         report = write_report(out)
-        expired = []
+        expired, incomplete = [], []
         for tid, r in sorted(report["tasks"].items()):
-            if _reachable(r):
+            try:
+                traj = json.loads((Path(out) / "trajectories" / f"{tid}.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                traj = {}
+            traj = traj if isinstance(traj, dict) else {}
+            misses = capture_misses(traj)
+            if _reachable(r) and not misses:
                 continue
             detail = next((res.get("detail") for res in r["results"].values()
                            if isinstance(res, dict) and not res.get("success") and res.get("detail")), None)
-            try:
-                end = json.loads((Path(out) / "trajectories" / f"{tid}.json").read_text(encoding="utf-8"))["end"]
-            except (OSError, ValueError, KeyError, TypeError):
-                end = None
-            reason = (end or {}).get("detail") if (end or {}).get("reason") == "infeasible" else None
-            expired.append({"task_id": tid, "end": r.get("end_reason") or r["outcome"], "answer": r.get("answer"),
-                            "detail": detail, "reason": reason, "passes_with": None})
+            end = traj.get("end") if isinstance(traj.get("end"), dict) else {}
+            reason = end.get("detail") if end.get("reason") == "infeasible" else None
+            entry = {"task_id": tid, "end": r.get("end_reason") or r["outcome"], "answer": r.get("answer"),
+                     "detail": detail, "reason": reason, "passes_with": None}
+            if misses:
+                entry.update(misses=misses, reached=_reachable(r), reason=describe_miss(misses[0])
+                             + (f" (and {len(misses) - 1} more)" if len(misses) > 1 else ""))
+                incomplete.append(entry)
+            else:
+                expired.append(entry)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    return report, expired
+    return report, expired, incomplete
 
 
 def _why_expired(e: dict) -> str:

@@ -40,23 +40,31 @@ def bundle_group() -> None:
               help="Redact the archive, suite, runs and cassettes (one mapping) before packing; see 'archive redact'.")
 @click.option("--param", "params", multiple=True, metavar="NAME", help="--redact: also this secret parameter name.")
 @click.option("--header", "headers", multiple=True, metavar="NAME", help="--redact: also this credential header.")
+@click.option("--secret-env", "secret_env", multiple=True, metavar="VAR",
+              help="--redact: also the value of environment variable VAR, wherever it occurs; repeatable.")
+@click.option("--allow-visible-secrets", is_flag=True,
+              help="--redact: pack even when a secret was visible to an agent (its observation changes under "
+                   "redaction); those steps then record what the redacted archive shows.")
 @click.option("--allow-secrets", is_flag=True, help="Pack even if credentials are recognised in what is packed.")
 def bundle_pack(sources, archive, suite, output, key, title, force, with_agent_source, redact, params, headers,
-                allow_secrets):
+                secret_env, allow_visible_secrets, allow_secrets):
     """Pack run folders (of one suite, on one archive) or a suite folder into one bundle file.
 
     The bundle holds the archive, the suite with its references and ground truth, and for each run
     its manifest, trajectories, reports and the LLM cassette entries it used; a datapackage.json
-    lists every member's SHA-256 and size.
+    lists every member's SHA-256 and size. With --redact each run is run again on the redacted
+    archive before anything is written, and must come out identical.
     """
 
     if Path(output).exists() and not force:
         raise BundleError(f"{output}: already exists (use --force to replace it)")
-    if (params or headers) and not redact:
-        raise click.BadParameter("--param and --header go with --redact", param_hint="--redact")
+    if (params or headers or secret_env or allow_visible_secrets) and not redact:
+        raise click.BadParameter("--param, --header, --secret-env and --allow-visible-secrets go with --redact",
+                                 param_hint="--redact")
     manifest = pack(list(sources), output, archive=archive, key=key, title=title, suite=suite,
                     with_agent_source=with_agent_source, redact=redact, allow_secrets=allow_secrets,
-                    params=params, headers=headers)
+                    params=params, headers=headers, secret_env=secret_env,
+                    allow_visible_secrets=allow_visible_secrets)
     if redact:
         click.echo("redacted: the bundle's archive, suite, runs and cassettes hold placeholders for the secrets found",
                    err=True)

@@ -4,6 +4,8 @@ and the options several groups take."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 
 import click
@@ -15,6 +17,7 @@ from webfreeze.common.errors import WebfreezeError
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_INCOMPLETE = 3  # record crawl: pages that miss requests or did not load (docs/recording.md)
 SQLITE_MAX_INT = 2**63 - 1  # the largest number an archive's integer columns can hold
 
 
@@ -166,3 +169,32 @@ def executor_options(fn):
     return click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
                         help="Where episodes play: local (a process pool on this machine) or ray (Ray actors; "
                              "needs the 'ray' extra). The run folder is the same.")(fn)
+
+
+def http_credentials_option(fn):
+    """``--http-credentials USER:ENVVAR`` (record crawl, record session, bench run --live): read by
+    :func:`http_credentials`."""
+    return click.option("--http-credentials", "http_credentials", metavar="USER:ENVVAR", default=None,
+                        callback=lambda ctx, param, value: http_credentials(value),
+                        help="Answer the site's HTTP authentication (basic or digest) as USER, with the password "
+                             "held by the environment variable ENVVAR (never on the command line).")(fn)
+
+
+def http_credentials(value: str | None) -> tuple[str, str] | None:
+    """(user, password) from ``USER:ENVVAR``, the password read from the environment variable; a
+    usage error in one line when the value is malformed or the variable unset or empty."""
+    if value is None:
+        return None
+    user, sep, var = value.partition(":")
+    if not sep or not user or not var:
+        raise click.BadParameter(f"{value!r}: expected USER:ENVVAR (the password is read from the environment "
+                                 "variable ENVVAR)", param_hint="--http-credentials")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+        raise click.BadParameter("expected USER:ENVVAR, ENVVAR the name of an environment variable holding the "
+                                 "password (the password itself never goes on the command line)",
+                                 param_hint="--http-credentials")
+    password = os.environ.get(var)
+    if not password:
+        raise click.BadParameter(f"the environment variable {var} is {'empty' if password == '' else 'not set'} "
+                                 f"(it must hold {user}'s password)", param_hint="--http-credentials")
+    return user, password

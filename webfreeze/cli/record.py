@@ -11,7 +11,33 @@ import click
 
 from webfreeze.archives import Archive
 from webfreeze.bundles.redaction import redact_recording
-from webfreeze.cli.options import progress_bar, usage_checked
+from webfreeze.cli.options import EXIT_INCOMPLETE, http_credentials_option, progress_bar, usage_checked
+
+
+def redact_options(f):
+    """--redact and what it takes (as 'archive redact'): --param, --header, --secret-env."""
+    for opt in reversed([
+        click.option("--redact", is_flag=True,
+                     help="Afterwards, replace the archive's credentials (and a session's typed password values) by "
+                          "placeholders, as 'archive redact'."),
+        click.option("--param", "redact_params", multiple=True, metavar="NAME",
+                     help="--redact: also query parameters, form fields and JSON keys called NAME; repeatable."),
+        click.option("--header", "redact_headers", multiple=True, metavar="NAME",
+                     help="--redact: also header NAME; repeatable."),
+        click.option("--secret-env", "secret_env", multiple=True, metavar="VAR",
+                     help="--redact: also the value of environment variable VAR, wherever it occurs; repeatable."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def _check_redact_options(redact, params, headers, secret_env) -> None:
+    if (params or headers or secret_env) and not redact:
+        raise click.BadParameter("--param, --header and --secret-env go with --redact", param_hint="--redact")
+    if redact:
+        from webfreeze.bundles.redaction import secret_env_values
+
+        usage_checked(secret_env_values, secret_env)  # before anything is recorded
 
 
 @click.group("record")
@@ -59,23 +85,35 @@ def record_proxy(archive_path, host, port, resolve):
               help="Check each page by loading it again from the archive alone; fetch what it misses.")
 @click.option("--recheck", is_flag=True,
               help="Visit no page: check every page record of the archive again and fetch live what one misses.")
-@click.option("--redact", is_flag=True,
-              help="Afterwards, replace the archive's credentials by placeholders (as 'archive redact').")
-def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshots, check, recheck, redact):
+@click.option("--exclude", "exclude", multiple=True, metavar="PATTERN",
+              help="Do not follow links whose URL matches this regular expression (e.g. '/logout', "
+                   "'[?&]format=', 'action=edit'); repeatable.")
+@http_credentials_option
+@click.option("--allow-incomplete", is_flag=True,
+              help="Exit 0 even when pages miss requests or did not load (otherwise exit status 3).")
+@redact_options
+def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshots, check, recheck, exclude,
+                 http_credentials, allow_incomplete, redact, redact_params, redact_headers, secret_env):
     """Crawl URL breadth-first in real Chromium through the recording proxy (1920x1080).
 
     Each page gets a screenshot and a DOM snapshot; every request is recorded. Each page is then
     loaded again from the archive alone, and what that misses is fetched live and checked again; a
-    page still missing something is recorded but incomplete (exit status 1; repair with --recheck).
-    A start page that fails (network error, 4xx/5xx) is an error and records nothing; pages failing
-    later are listed. Running the same crawl again resumes it.
+    page still missing something is recorded but incomplete (repair with --recheck). A URL answered
+    with a download (a CSV export) is recorded and listed as a download. A start page that fails
+    (network error, 4xx/5xx) is an error and records nothing; pages failing later are listed.
+    Running the same crawl again resumes it.
+
+    Exit status: 0 complete (or stopped at --max-pages), 3 incomplete (pages that miss requests or
+    did not load; 0 with --allow-incomplete), 1 an error, 2 a bad option.
     """
-    from webfreeze.recorder.crawl import check_url, crawl, load_failures, scope_matcher
+    from webfreeze.recorder.crawl import check_url, crawl, exclude_matcher, load_failures, scope_matcher
     from webfreeze.recorder.crawl import recheck as run_recheck
     from webfreeze.recorder.proxy import parse_resolve
 
     usage_checked(check_url, url)
     usage_checked(scope_matcher, url, scope)  # a bad regex fails before anything starts
+    usage_checked(exclude_matcher, exclude)
+    _check_redact_options(redact, redact_params, redact_headers, secret_env)
     table = usage_checked(parse_resolve, resolve)
     if recheck:
         with Archive.open(archive_path) as arc:
@@ -90,30 +128,38 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
         progress, advance = progress_bar(max_pages, "crawling", unit="pages")
         with progress:
             result = crawl(archive_path, url, depth=depth, max_pages=max_pages, scope=scope,
-                           progress=lambda done, _url: advance(1), resolve=table, screenshots=screenshots, check=check)
+                           progress=lambda done, _url: advance(1), resolve=table, screenshots=screenshots, check=check,
+                           exclude=exclude, credentials=http_credentials)
         if result.incomplete:
             state = f"incomplete: {len(result.incomplete)} pages miss requests"
         elif load_failures(result.failed):
-            state = (f"incomplete: {len(load_failures(result.failed))} pages did not load; "
-                     "crawl them again into this archive")
+            state = (f"incomplete: {len(load_failures(result.failed))} pages did not load; crawl again into this "
+                     "archive to retry them, or leave them out with --exclude")
         elif result.queued:
             state = f"stopped at --max-pages with {result.queued} URLs queued; run again with a higher --max-pages to go on"
         else:
             state = "complete" if check else "complete, unchecked"
         failed = f", {len(result.failed)} failed" if result.failed else ""
+        downloads = f", {len(result.downloads)} downloads" if result.downloads else ""
         click.echo(f"{'resumed, ' if result.resumed else ''}{result.pages_this_run} pages and "
-                   f"{result.exchanges_this_run} exchanges recorded this run; {result.pages} pages in total{failed} ({state})")
+                   f"{result.exchanges_this_run} exchanges recorded this run; {result.pages} pages in total"
+                   f"{downloads}{failed} ({state})")
         for failed_url, why in result.failed:
             click.echo(f"  failed: {failed_url} ({why})")
+        for download_url, name, size in result.downloads:
+            click.echo(f"  download: {download_url} ({name}, {size} bytes)")
     if redact:
-        s = redact_recording(archive_path)
+        s = redact_recording(archive_path, params=redact_params, headers=redact_headers, secret_env=secret_env)
         click.echo(f"redacted {archive_path}: {s['secrets']} secrets replaced by placeholders")
     for page_url, missing in result.incomplete:
         click.echo(f"  incomplete: {page_url} (missing: {', '.join(missing)})")
     if result.incomplete:
         click.echo(f"{len(result.incomplete)} pages replay with requests missing; repair with: webfreeze record crawl "
                    f"{url} --archive {archive_path} --recheck", err=True)
-        sys.exit(1)
+    elif load_failures(result.failed):
+        click.echo(f"{len(load_failures(result.failed))} pages did not load (listed above as failed)", err=True)
+    if not result.captured_all and not allow_incomplete:
+        sys.exit(EXIT_INCOMPLETE)
 
 
 @record_group.command("session")
@@ -129,10 +175,10 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
               help="Connect to ADDRESS:PORT for HOST while URLs keep HOST (like curl's --resolve); repeatable.")
 @click.option("--instruction", default=None, metavar="TEXT",
               help="The task this session performs, kept in the trajectory (tasks add takes it from there).")
-@click.option("--redact", is_flag=True,
-              help="Afterwards, replace the archive's credentials and the trajectory's password values by "
-                   "placeholders (as 'archive redact').")
-def record_session(url, archive_path, trajectory, headed, script, resolve, instruction, redact):
+@http_credentials_option
+@redact_options
+def record_session(url, archive_path, trajectory, headed, script, resolve, instruction, http_credentials, redact,
+                   redact_params, redact_headers, secret_env):
     """Record a browsing session and log every action as a reference trajectory.
 
     Clicks, text entry, selects, form submissions, scrolls and navigations are logged with the
@@ -143,17 +189,20 @@ def record_session(url, archive_path, trajectory, headed, script, resolve, instr
     from webfreeze.recorder.session import record_session as run_session
 
     usage_checked(check_url, url)
+    _check_redact_options(redact, redact_params, redact_headers, secret_env)
     if not headed and not script:
         raise click.UsageError("a session needs --headed (a person drives) or --script FILE",
                                click.get_current_context())
     if instruction is not None and not instruction.strip():
         raise click.BadParameter("the instruction must not be empty", param_hint="--instruction")
     result = run_session(archive_path, url, trajectory, headed=headed, script=script,
-                         resolve=usage_checked(parse_resolve, resolve), instruction=instruction)
+                         resolve=usage_checked(parse_resolve, resolve), instruction=instruction,
+                         credentials=http_credentials)
     click.echo(f"{len(result['steps'])} steps written to {trajectory}; exchanges recorded into {archive_path} "
                f"(session {result['archive_session']})")
     if redact:
-        s = redact_recording(archive_path, [trajectory])
+        s = redact_recording(archive_path, [trajectory], params=redact_params, headers=redact_headers,
+                             secret_env=secret_env)
         click.echo(f"redacted {archive_path} and {trajectory}: {s['secrets']} secrets replaced by placeholders")
 
 

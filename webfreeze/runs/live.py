@@ -60,7 +60,11 @@ def check_options(spec, options) -> None:
             raise LiveError("--record-into needs --live or --patch-from-live")
         if config.resolve:
             raise LiveError("--resolve needs --live or --patch-from-live (no other run reaches a site)")
+        if config.http_credentials:
+            raise LiveError("--http-credentials needs --live or --patch-from-live (a replay asks for no password)")
         return
+    if config.http_credentials and spec.backend == "text":
+        raise LiveError("--http-credentials needs the browser backend (the text backend answers no authentication)")
     if live and patch:
         raise LiveError("--live and --patch-from-live do not go together: --live records every page, "
                         "--patch-from-live only what the archive misses")
@@ -142,8 +146,11 @@ def live_session(options, archive: Path) -> Iterator[tuple[Path, dict]]:
             raise LiveError(f"cannot copy {archive} to {target} for patching: {exc}") from None
     try:
         with live_proxy(target, resolve=dict(options.resolve or {})) as proxy:
-            yield target, {"proxy": proxy.url, "ca_file": live_ca_file(),
-                           "mode": "live" if options.live else "miss"}
+            upstream = {"proxy": proxy.url, "ca_file": live_ca_file(), "mode": "live" if options.live else "miss"}
+            if options.http_credentials:  # (to the workers' browsers, in memory: no file holds it)
+                user, password = options.http_credentials
+                upstream["http_credentials"] = {"username": user, "password": password}
+            yield target, upstream
     except (ProxyError, ArchiveError) as exc:
         raise LiveError(f"the live run's recording proxy failed: {exc}") from None
 

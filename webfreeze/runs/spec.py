@@ -69,6 +69,8 @@ class RunOptions:
     record_into: str | None = None             # default RUN_DIR/live.wfz (or patched.wfz)
     resolve: dict = field(default_factory=dict)  # host -> (address, port), as record's --resolve
     upstream: dict | None = None               # set by live.run_live for the workers
+    # live runs: (user, password) the browser answers HTTP authentication with (never written anywhere)
+    http_credentials: tuple | None = None
 
 
 SPEC_SETTINGS = tuple(f for f in RunSpec.__dataclass_fields__ if f not in ("suite", "agent", "archive",

@@ -1,0 +1,255 @@
+"""`record session` logs what the person did (issue 49), on a small page of our own served on
+loopback, driven as a person would drive it (``page.click``, ``page.keyboard.type``, ``page.goto``):
+
+1. A click on a ``<label>``: the browser forwards it to the checkbox as a second click event; it is
+   one step (the label's), and the replay clicks once, so the checkbox ends checked.
+2. A click the page's own script dispatches (``isTrusted`` false) is not a step.
+3. A typed navigation that the server redirects (``/login`` -> ``/``) is logged as the URL typed,
+   from the page it redirects to (it used to be dropped) and from another (it used to be logged as
+   the redirect's target).
+4. Text typed key by key into a search box that answers ``keyup`` is logged as typed by keys, and
+   replayed so that the box answers again (a ``fill`` alone would not make it search).
+5. The text backend submits a form as the browser did: without the field disabled in the HTML,
+   nor the one the page's script disabled at load (read from the session's DOM snapshot of the
+   page), and never with a URL's ``#fragment``.
+
+The session becomes a task (``tasks add``) that ``tasks validate`` reaches in the browser backend
+without edits.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+
+try:
+    chromium_path()
+except BrowserUnavailable as exc:
+    pytestmark = pytest.mark.skip(reason=str(exc))
+
+HOME = """<!doctype html><html><head><title>Cities</title></head><body>
+<h1>Cities</h1>
+<form action="/done" method="get">
+  <input type="checkbox" id="terms" name="terms"> <label for="terms">Accept the terms</label>
+  <input type="checkbox" id="drawer" name="drawer" style="display:none">
+  <button type="button" id="menu">Open menu</button>
+  <input type="hidden" id="city" name="city">
+  <button type="submit">Send</button>
+</form>
+<input id="q" aria-label="Find a city" autocomplete="off">
+<ul id="results"></ul>
+<p><a href="/about">About</a></p>
+<script>
+  // the page's own script clicks a hidden checkbox (as Material's search toggles its drawer)
+  document.getElementById('menu').addEventListener('click', () => document.getElementById('drawer').click());
+  // a search box that answers key events only, as many JavaScript search boxes do
+  document.getElementById('q').addEventListener('keyup', (e) => {
+    fetch('/api/cities?q=' + encodeURIComponent(e.target.value)).then(r => r.json()).then(names => {
+      document.getElementById('results').innerHTML = names.map(n => '<li>City: ' + n + '</li>').join('');
+      document.getElementById('city').value = names[0] || '';  // sent with the form
+    });
+  });
+</script></body></html>"""
+
+CITIES = ["Pune", "Paris", "Lima", "Oslo"]
+
+# A form as Trac's new-ticket form: its script disables a field at load (the owner of an action not
+# chosen), and one field is disabled in the HTML. A browser sends neither; nor must the text backend.
+TICKET = """<!doctype html><html><head><title>New ticket</title></head><body>
+<form action="/ticket" method="post">
+  <label>Summary <input name="summary"></label>
+  <label>Owner <input name="owner" id="owner" value="somebody"></label>
+  <label>Legacy <input name="legacy" value="old" disabled></label>
+  <button type="submit">Create ticket</button>
+</form>
+<script>document.getElementById('owner').disabled = true;</script>
+</body></html>"""
+
+TICKET_SCRIPT = '''
+from webfreeze.recorder.session import record_answer
+
+def run(page):
+    page.get_by_label("Summary").fill("Lamp flickers")
+    page.get_by_role("button", name="Create ticket").click()
+    page.wait_for_url("**/ticket/1**")
+    record_answer(page, "1", evidence=["Ticket 1: Lamp flickers"])
+'''
+
+SCRIPT = '''
+from webfreeze.recorder.session import record_answer
+
+def run(page):
+    base = page.url.rstrip("/")
+    page.goto(base + "/login")          # typed on /; redirected to / again
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.click("text=Accept the terms")  # the label: the browser forwards the click to the checkbox
+    assert page.is_checked("#terms")
+    page.click("#menu")                  # the page's script then clicks the hidden checkbox
+    assert page.is_checked("#drawer")
+    page.click("#q")
+    page.keyboard.type("pun")
+    page.wait_for_selector("text=City: Pune")
+    page.get_by_role("button", name="Send").click()
+    page.wait_for_url("**/done**")
+    record_answer(page, "accepted", evidence=["Terms accepted: yes", "City: Pune"])
+    page.goto(base + "/about")
+    page.goto(base + "/login")          # typed again, from another page; redirected to /
+'''
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _send(self, status: int, body: bytes, ctype: str = "text/html; charset=utf-8", location: str | None = None):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        if location:
+            self.send_header("Location", location)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        u = urlsplit(self.path)
+        q = parse_qs(u.query)
+        if u.path == "/":
+            self._send(200, HOME.encode())
+        elif u.path == "/login":
+            self._send(302, b"", location="/")
+        elif u.path == "/about":
+            self._send(200, b"<!doctype html><title>About</title><p>A page about cities.</p>")
+        elif u.path == "/done":
+            accepted = "yes" if q.get("terms") == ["on"] else "no"
+            city = (q.get("city") or ["none"])[0]
+            self._send(200, f"<!doctype html><title>Done</title><p>Terms accepted: {accepted}</p>"
+                            f"<p>City: {city}</p>".encode())
+        elif u.path == "/api/cities":
+            prefix = (q.get("q") or [""])[0].casefold()
+            names = [c for c in CITIES if prefix and c.casefold().startswith(prefix)]
+            self._send(200, json.dumps(names).encode(), "application/json")
+        elif u.path == "/ticket":
+            self._send(200, TICKET.encode())
+        elif u.path == "/ticket/1":
+            self._send(200, f"<!doctype html><title>Ticket</title><p>Ticket 1: {q['summary'][0]}</p>".encode())
+        else:
+            self._send(404, b"not found", "text/plain")
+
+    def do_POST(self):
+        form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
+        if self.path == "/ticket" and sorted(form) == ["summary"]:  # what a browser sends
+            self._send(303, b"", location="/ticket/1?summary=" + form["summary"][0].replace(" ", "+"))
+        else:
+            self._send(400, b"bad form", "text/plain")
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """The session recorded once: (site URL, folder, trajectory)."""
+    import os
+
+    from cli_runner import run_cli
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    site = f"http://127.0.0.1:{server.server_port}"
+    tmp = tmp_path_factory.mktemp("person")
+    os.environ.setdefault("WEBFREEZE_HOME", str(tmp / "home"))
+    (tmp / "cities.py").write_text(SCRIPT)
+    (tmp / "ticket.py").write_text(TICKET_SCRIPT)
+    try:
+        r = run_cli("record", "session", site + "/", "--archive", tmp / "cities.wfz", "--trajectory",
+                    tmp / "cities.json", "--script", tmp / "cities.py", timeout=300)
+        assert r.returncode == 0, r.stderr
+        r = run_cli("record", "session", site + "/ticket#new", "--archive", tmp / "cities.wfz", "--trajectory",
+                    tmp / "ticket.json", "--script", tmp / "ticket.py", timeout=300)
+        assert r.returncode == 0, r.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+    yield site, tmp, json.loads((tmp / "cities.json").read_text())
+
+
+def _clicks(traj: dict) -> list[tuple]:
+    return [(s["target"]["role"], s["target"]["name"], s["target"]["tag"]) for s in traj["steps"]
+            if s["action"] == "click"]
+
+
+def test_a_label_click_is_one_step_and_a_scripted_click_none(recorded):
+    _, _, traj = recorded
+    clicks = _clicks(traj)
+    # the label once (not the checkbox it forwards to), the menu button (not the checkbox its
+    # script clicks), the submit button (a click into a text field is no step: typing is)
+    # (a label has no accessible name of its own: the replay finds it by role and CSS path)
+    assert clicks == [("LabelText", "", "label"), ("button", "Open menu", "button"),
+                      ("button", "Send", "button")], clicks
+    label = next(s for s in traj["steps"] if s["action"] == "click")
+    assert label["target"]["text"] == "Accept the terms" and label["target"]["css"].endswith("label:nth-of-type(1)")
+
+
+def test_a_typed_navigation_is_the_url_typed_even_when_redirected(recorded):
+    site, _, traj = recorded
+    typed = [(s["url"], s.get("landed")) for s in traj["steps"] if s["action"] == "navigate" and s["cause"] == "goto"]
+    assert typed == [(site + "/", None), (site + "/login", site + "/"), (site + "/about", None),
+                     (site + "/login", site + "/")], typed
+
+
+def test_typing_key_by_key_is_logged_as_keys(recorded):
+    _, _, traj = recorded
+    typed = [s for s in traj["steps"] if s["action"] == "type"]
+    assert [(s["target"]["name"], s["value"], s.get("keys")) for s in typed] == [("Find a city", "pun", True)]
+
+
+def test_the_session_validates_as_recorded_in_the_browser(recorded, cli):
+    _, tmp, _ = recorded
+    suite = tmp / "suite"
+    r = cli("tasks", "add", suite, "--reference", tmp / "cities.json", "--answer", "accepted", "--id", "cities",
+            "--instruction", "Accept the terms and find the city that starts with 'pun'.", "--archive",
+            tmp / "cities.wfz")
+    assert r.returncode == 0, r.stderr
+    out = tmp / "validation"
+    r = cli("tasks", "validate", suite, "--backend", "browser", "--json", "--out", out, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["expired"] == [] and result["incomplete"] == []
+    steps = json.loads((out / "trajectories" / "cities.json").read_text())["steps"]
+    actions = [s["action"] for s in steps]
+    # the typed URLs, one click on the label (the evidence "Terms accepted: yes" shows that the
+    # checkbox was sent checked), the search typed with its last key as a key (its evidence
+    # "City: Pune" shows that the box answered), then the answer
+    site = recorded[0]
+    assert actions[0] == f"goto('{site}/login')", actions
+    assert sum(1 for a in actions if a.startswith("click(")) == 3, actions
+    assert any(a.startswith("fill(") and a.endswith("'pun', True)") for a in actions), actions
+    assert actions[-1] == "send_msg_to_user('accepted')", actions
+
+
+def test_the_text_backend_submits_a_form_as_the_browser_did(recorded, cli):
+    """The session's DOM snapshot of the form (a page record) says which field its script disabled:
+    the text backend leaves it out, as it leaves out the field disabled in the HTML, and its POST
+    is the one captured. The start URL's fragment is never sent."""
+    from webfreeze.archives import Archive
+
+    site, tmp, _ = recorded
+    with Archive.open(tmp / "cities.wfz") as arc:
+        snapshots = [p for p in arc.pages() if p.url == site + "/ticket#new"]
+        assert len(snapshots) == 1 and b'id="owner" value="somebody" disabled' in snapshots[0].dom()
+    suite = tmp / "ticket-suite"
+    r = cli("tasks", "add", suite, "--reference", tmp / "ticket.json", "--answer", "1", "--id", "ticket",
+            "--instruction", "File a ticket 'Lamp flickers'; what is its number?", "--archive", tmp / "cities.wfz")
+    assert r.returncode == 0, r.stderr
+    out = tmp / "ticket-validation"
+    r = cli("tasks", "validate", suite, "--backend", "text", "--json", "--out", out, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    traj = json.loads((out / "trajectories" / "ticket.json").read_text())
+    answers = traj["replay"]["start"]["answers"] + [a for s in traj["steps"] for a in (s.get("replay") or {})
+                                                    .get("answers", [])]
+    assert [(a["method"], a["url"], a["level"]) for a in answers if a["method"] == "POST"] == [
+        ("POST", site + "/ticket", "exact")]
+    assert answers[0]["url"] == site + "/ticket" and not any("#" in a["url"] for a in answers), answers

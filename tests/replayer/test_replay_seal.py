@@ -96,7 +96,9 @@ def test_replay_check_in_both_modes(watch, cli):
                 timeout=300)
         assert "1 pages:" in r.stdout, r.stdout + r.stderr  # (it misses the canary's URLs: exit 1)
         report = json.loads((tmp / f"check-{mode}" / "report.json").read_text())
-        assert report["pages"][0]["error"] is None and report["pages"][0]["text_similarity"] == 1.0
+        assert report["pages"][0]["error"] is None
+        # (the page ran: its requests came to the replay, in the form each mode asks)
+        assert any(m.endswith(f"http://127.0.0.1:{canary.port}/fetch1") for m in report["pages"][0]["misses"])
         assert _leaks(canary, dns) == ([], []), mode
 
 

@@ -191,11 +191,13 @@ def _plain(url: str, control: str) -> dict:
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium_path(), headless=True)  # no flags of ours
-        page = browser.new_page()
+        control_page = browser.new_page()
         try:  # the control: a lookup the stub must see
-            page.goto(f"http://{control}/", timeout=15_000)
+            control_page.goto(f"http://{control}/", timeout=15_000)
         except Error:
             pass
+        control_page.close()
+        page = browser.new_page()
         page.goto(url, wait_until="load", timeout=30_000)
         page.wait_for_function("document.title === 'settled'", timeout=30_000)
         page.wait_for_url("**/refresh", timeout=30_000)  # the meta refresh went, inside the archive

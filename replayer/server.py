@@ -65,6 +65,10 @@ _DROP_REWRITTEN = frozenset({b"content-length", b"content-encoding", b"content-s
                              b"content-security-policy-report-only", b"etag", b"content-md5", b"digest"})
 _DROP_DIRECT = frozenset({b"link", b"x-dns-prefetch-control"})  # Link: preload/preconnect to live origins
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+# (on a lower-cased head) what a direct answer may have to change: headers, or a body to rewrite
+_NEEDS_WORK_ID = re.compile(rb"\r\n(?:location|refresh|link|x-dns-prefetch-control):")
+_NEEDS_WORK = re.compile(rb"\r\n(?:location|refresh|link|x-dns-prefetch-control):|\r\ncontent-type:[ \t]*"
+                         rb"(?:text/html|application/xhtml|text/css)")
 
 
 class ReplayServer:
@@ -287,6 +291,11 @@ class ReplayServer:
             original = "http://" + original
         head, data = self.replay.direct(target, method, headers, body)
         if data is None:
+            return head, data
+        lower = head.lower()
+        if not _NEEDS_WORK.search(lower):  # (most answers: images, scripts, fonts; every id_ but redirects)
+            return head, data
+        if modifier == "id" and not _NEEDS_WORK_ID.search(lower):
             return head, data
         lines = head.split(b"\r\n")
         status = int(lines[0].split(b" ", 2)[1])

@@ -198,8 +198,8 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     page.goto(target, wait_until="load", timeout=30_000)
                     wait_network_quiet(page, inflight)
                     dom = page.content().encode("utf-8")
-                    mode = shot_mode(rec)  # like with like: the kind of screenshot the capture took
-                    shot = None if mode == "none" else still_screenshot(page, full_page=mode == "full")
+                    shot_kind = shot_mode(rec)  # like with like: the kind of screenshot the capture took
+                    shot = None if shot_kind == "none" else still_screenshot(page, full_page=shot_kind == "full")
                 except PlaywrightError as exc:
                     error = str(exc).splitlines()[0]
                 context.close()

@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from cli_runner import assert_one_line_error
 from leak_probe import CONTROL_HOST, LEAK_HOST, PAGE_HOST, Canary, StubDns, leak_page, service_worker, watched_prefix
 
 from webfreeze.archives import Exchange, new_archive_atomically
@@ -181,3 +182,8 @@ def test_direct_mode_in_a_plain_chromium(watch):
                 f"http://127.0.0.1:{c}/late", f"http://127.0.0.1:{c}/refresh"):
         assert url in missed, (url, sorted(missed))
     # (a WebSocket is refused by the replay, an upgrade it does not serve; the service worker by the shim)
+
+
+def test_replay_browse_of_no_archive_is_one_line(cli_here, tmp_path):
+    assert_one_line_error(cli_here("replay", "browse", tmp_path / "nope.wfz", "--headless"), code=1,
+                          contains="no such archive")

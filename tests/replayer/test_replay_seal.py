@@ -187,3 +187,9 @@ def test_direct_mode_in_a_plain_chromium(watch):
 def test_replay_browse_of_no_archive_is_one_line(cli_here, tmp_path):
     assert_one_line_error(cli_here("replay", "browse", tmp_path / "nope.wfz", "--headless"), code=1,
                           contains="no such archive")
+
+
+def test_replay_browse_with_a_window_needs_a_display(cli_here, watch, monkeypatch):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert_one_line_error(cli_here("replay", "browse", watch[0]), code=1, contains="--headless")

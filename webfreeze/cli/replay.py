@@ -130,9 +130,11 @@ def replay_browse(archive_path, mode, url, port, seed, headless):
     import time
 
     from webfreeze.cli.options import Terminated
-    from webfreeze.simulator.browser import chromium_path
+    from webfreeze.simulator.browser import chromium_path, require_display
 
     path = chromium_path()
+    if not headless:
+        require_display("add --headless, or run it on a desktop")
     server = ReplayServer(archive_path, mode=mode, host="127.0.0.1", port=port, miss_report=None, seed=seed).start()
     profile = tempfile.mkdtemp(prefix="webfreeze-browse-")
     proc = None
@@ -150,6 +152,8 @@ def replay_browse(archive_path, mode, url, port, seed, headless):
                 time.sleep(0.2)
         except (KeyboardInterrupt, Terminated):
             pass
+        else:
+            click.echo(f"the browser exited (status {proc.returncode})", err=True)
     finally:
         if proc is not None and proc.poll() is None:
             _stop_group(proc)
@@ -164,16 +168,20 @@ def _stop_group(proc) -> None:
     import signal
     import subprocess
 
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
         try:
-            proc.wait(timeout=wait)
-            return
+            proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             continue
+        try:  # the browser is gone; any helper of its left behind goes too
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return
 
 
 @replay_group.command("check")

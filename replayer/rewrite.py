@@ -19,8 +19,9 @@ never reach another origin. Three layers do it, the first two here:
   workers are refused.
 - **Headers** on every direct-mode response (:func:`seal_headers`): a Content-Security-Policy whose
   only sources are the replay's own origin (``'self'``, data and blob URLs; ``connect-src``,
-  ``form-action`` and ``base-uri`` included), ``X-DNS-Prefetch-Control: off`` and no service
-  workers. What the rewriting misses is still refused by the browser; it cannot reach the network.
+  ``form-action`` and ``base-uri`` included) and ``X-DNS-Prefetch-Control: off``; the server
+  answers a service worker's script request 403. What the rewriting misses is still refused by
+  the browser; it cannot reach the network.
 
 pywb and wabac.js ("wombat") rewrite this way too (server side for markup and styles, a client
 side for scripts); this module is our own, simpler take with the seal as its first aim.
@@ -59,9 +60,7 @@ SEAL_CSP = ("default-src 'self' 'unsafe-inline' 'unsafe-eval' data: blob:; "
 
 def seal_headers() -> bytes:
     """Header lines every direct-mode response carries (the browser may use no other origin)."""
-    return (f"Content-Security-Policy: {SEAL_CSP}\r\n"
-            "X-DNS-Prefetch-Control: off\r\n"
-            "Service-Worker-Allowed: /_webfreeze/none/\r\n").encode("latin-1")
+    return f"Content-Security-Policy: {SEAL_CSP}\r\nX-DNS-Prefetch-Control: off\r\n".encode("latin-1")
 
 
 class UrlRewriter:

@@ -1,19 +1,46 @@
-"""URL keys: the SURT form used for prefix lookups (computed by the `surt` package)."""
+"""URL keys: the SURT form used for prefix lookups (computed by the `surt` package), and URLs
+spelled from their parts (IPv6 literals keep their brackets)."""
 
 from __future__ import annotations
 
 import functools
+from urllib.parse import urlsplit
 
 import surt as _surt
+
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
 @functools.lru_cache(maxsize=8192)  # an import asks again for the URLs of revisits and their originals
 def surt_key(url: str) -> str:
-    """SURT key of ``url`` (lower-cased host reversed, sorted query), as pywb and CDXJ use it."""
+    """SURT key of ``url`` (lower-cased host reversed, sorted query), as pywb and CDXJ use it. An
+    IPv6 literal host keeps its brackets (``[::1]:8080)/x``): the surt package drops them, which
+    would leave the port indistinguishable from the address."""
     try:
-        return _surt.surt(url)
+        key = _surt.surt(url)
     except Exception:  # surt rejects some non-HTTP URIs (urn:, dns:); keep them addressable
         return url.lower()
+    if "[" in url[:16]:
+        try:
+            parts = urlsplit(url)
+            host = parts.hostname
+            port = parts.port
+        except ValueError:
+            return key
+        if host and ":" in host and ")" in key:
+            default = DEFAULT_PORTS.get(parts.scheme.lower())
+            netloc = f"[{host}]" + (f":{port}" if port and port != default else "")
+            return netloc + key[key.index(")"):]
+    return key
+
+
+def url_of(scheme: str, host: str, port: int | None, path: str) -> str:
+    """``scheme://host[:port]path``, the port left out when it is the scheme's default, an IPv6
+    literal host in brackets (mitmproxy's ``Request.url`` leaves them out: ``http://::1:8080/x``)."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    default = DEFAULT_PORTS.get(scheme.lower())
+    return f"{scheme}://{host}{'' if port is None or port == default else f':{port}'}{path}"
 
 
 def host_of(url: str) -> str:

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from mitmproxy import http
 
 from webfreeze.archives import Archive, Exchange
+from webfreeze.archives.urlkey import url_of
 
 log = logging.getLogger("webfreeze.recorder")
 
@@ -31,7 +32,8 @@ def client_url(flow: http.HTTPFlow) -> str:
     """The URL as the client asked for it. Where ``--resolve`` sent the connection elsewhere, the
     proxy's resolver left the name the client used in the flow's metadata (mitmproxy takes the
     host of a request inside a CONNECT tunnel from the connection's address, the resolved one)."""
-    return flow.metadata.get("webfreeze_url") or flow.request.url
+    req = flow.request
+    return flow.metadata.get("webfreeze_url") or url_of(req.scheme, req.host, req.port, req.path)
 
 
 class _Tee:
@@ -138,4 +140,4 @@ class ArchiveRecorder:
                      "content": m.text if m.is_text else m.content.hex(), "time": m.timestamp}
                     for m in flow.websocket.messages]
         self.archive.put_document(f"websocket/{self.session_id}/{flow.id}.json",
-                                  {"version": 1, "url": flow.request.url, "messages": messages})
+                                  {"version": 1, "url": client_url(flow), "messages": messages})

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from webfreeze.archives import Archive, ArchiveError, new_archive_atomically
 from webfreeze.archives.store import archive_files
+from webfreeze.archives.urlkey import url_of
 from webfreeze.common.ca import default_confdir, load_ca  # one CA for recording and replay
 
 from .addon import ArchiveRecorder
@@ -356,7 +357,7 @@ class _Resolver:
         target = self.table.get(f"{req.host}:{req.port}".lower()) or self.table.get(req.host.lower())
         if target is None:
             return
-        flow.metadata["webfreeze_url"] = req.url
+        flow.metadata["webfreeze_url"] = url_of(req.scheme, req.host, req.port, req.path)
         host_header = req.host_header
         req.host, req.port = target
         req.host_header = host_header

@@ -25,13 +25,14 @@ from pathlib import Path
 from urllib.parse import parse_qsl, quote, urljoin, urlsplit
 
 from webfreeze.archives import Archive, ArchiveError
-from webfreeze.archives.content import DecodeError, content_encoding, decode_content
+from webfreeze.archives.content import DecodeError, content_encoding
 from webfreeze.archives.timeutil import parse_time, to_timestamp14
 from webfreeze.archives.urlkey import surt_key
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import check_output_file
 from webfreeze.common.http import header_value
 
+from .decoding import decode_bounded
 from .determinism import inject as inject_script
 from .determinism import page_seed, runtime_script
 from .hooks import ReplayRequest, ReplayResponse, SiteModel, host_key
@@ -418,7 +419,7 @@ class Replay:
         if not self.inject or not ctype.startswith(HTML_MIMES) or resp.status in (204, 304) or resp.status < 200:
             return resp  # error pages too: a model's 404 page runs the site's scripts like any other
         try:
-            html = decode_content(resp.body, content_encoding(resp.headers))
+            html = decode_bounded(resp.body, content_encoding(resp.headers))
         except DecodeError:
             return resp
         if self.when is not None:
@@ -498,7 +499,7 @@ class Replay:
         if inject and mime.startswith(HTML_MIMES) and status >= 200 and status not in (204, 304) \
                 and ex.method != "HEAD":  # error pages run scripts too
             try:
-                html = decode_content(body, content_encoding(headers))
+                html = decode_bounded(body, content_encoding(headers))
             except DecodeError:
                 html = None
             if html is not None:
@@ -586,7 +587,7 @@ class Replay:
         items = []
         for r in rows[:per]:
             ts = to_timestamp14(r.captured_at)
-            link = f"/{ts}id_/{quote(r.url, safe=':/?&=%#;+,@!$~*()')}"
+            link = f"/{ts}id_/{quote(r.url, safe=':/?&=%#;+,@!$~*()[]')}"
             items.append(f"<tr><td>{escape(r.method)}</td><td>{r.status}</td><td>{escape(r.mime)}</td>"
                          f"<td>{escape(r.captured_at)}</td><td><a href=\"{escape(link)}\">{escape(r.url)}</a></td></tr>")
         nav = f'<p><a href="/?page={page + 1}">next page</a></p>' if more else ""

@@ -26,9 +26,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
+import resource
 import signal
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -37,8 +40,10 @@ import httptools
 from webfreeze.archives import ArchiveError
 from webfreeze.common.http import header_value, split_host_port
 
+from .decoding import DecodeError, decode_bounded
 from .hooks import SiteModel
 from .replay import BROWSER_INTERNAL_HOSTS, CACHE_BYTES, DIRECT, Replay, ReplayError, load_rules_file, simple_response
+from .rewrite import UrlRewriter, rewrite_css_bytes, rewrite_html, seal_headers, shim_script
 from .upstream import Upstream
 
 # (BROWSER_INTERNAL_HOSTS: the browser launch reads it here, to send Chromium's own traffic to the proxy)
@@ -48,7 +53,22 @@ log = logging.getLogger("webfreeze.replay")
 
 MAX_BODY = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
-IDLE_TIMEOUT = 120.0
+IDLE_TIMEOUT = 120.0  # a kept-alive connection with no request
+HEADER_TIMEOUT = 10.0  # from a request's first byte to the end of its headers
+BODY_TIMEOUT = 60.0  # from the end of a request's headers to the end of its body
+MAX_CONNECTIONS = 4096  # at most; never more than the descriptor limit allows (less FD_RESERVE)
+FD_RESERVE = 64  # descriptors kept for the archive, the miss report, the listening socket, the loop
+REWRITE_CACHE_BYTES = 64 * 1024 * 1024
+SEAL = seal_headers()
+# Headers a rewritten (or any direct-mode) answer does not pass on as archived.
+_DROP_REWRITTEN = frozenset({b"content-length", b"content-encoding", b"content-security-policy",
+                             b"content-security-policy-report-only", b"etag", b"content-md5", b"digest"})
+_DROP_DIRECT = frozenset({b"link", b"x-dns-prefetch-control"})  # Link: preload/preconnect to live origins
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+# (on a lower-cased head) what a direct answer may have to change: headers, or a body to rewrite
+_NEEDS_WORK_ID = re.compile(rb"\r\n(?:location|refresh|link|x-dns-prefetch-control):")
+_NEEDS_WORK = re.compile(rb"\r\n(?:location|refresh|link|x-dns-prefetch-control):|\r\ncontent-type:[ \t]*"
+                         rb"(?:text/html|application/xhtml|text/css)")
 
 
 class ReplayServer:
@@ -59,7 +79,12 @@ class ReplayServer:
                  on_miss: str = "404", miss_report: str | Path | None = None, inject: bool = True,
                  seed: int = 0, rules: dict | None = None, when: str | None = None,
                  confdir: str | Path | None = None, cache_bytes: int = CACHE_BYTES,
-                 rule_defaults: dict | None = None, timers: bool = False, upstream: Upstream | None = None):
+                 rule_defaults: dict | None = None, timers: bool = False, upstream: Upstream | None = None,
+                 max_connections: int | None = None, header_timeout: float = HEADER_TIMEOUT):
+        """``max_connections`` caps the connections served at once (default :data:`MAX_CONNECTIONS`,
+        and never more than the process's descriptor limit allows); one more takes the place of the
+        connection that has waited longest for a request, else gets a 503. ``header_timeout``:
+        seconds a client may take to send a request's headers."""
         if mode not in ("proxy", "direct"):
             raise ReplayError(f"unknown mode {mode!r} (proxy or direct)")
         self.replay = Replay(archive_path, on_miss=on_miss, miss_report=miss_report, inject=inject, seed=seed,
@@ -78,6 +103,10 @@ class ReplayServer:
         self._stopping: asyncio.Event | None = None
         self._conns: set = set()
         self.tls = None
+        self.header_timeout = header_timeout
+        self.max_connections = _connection_cap(max_connections)
+        self._rewrites: OrderedDict = OrderedDict()  # direct mode's rewritten answers, bounded in bytes
+        self._rewrite_bytes = 0
 
     # ------------------------------------------------------------------ the replay's state, for its users
     def register(self, model: SiteModel) -> None:
@@ -177,11 +206,27 @@ class ReplayServer:
 
     async def _sweep_idle(self) -> None:
         while True:
-            await asyncio.sleep(5)
-            cutoff = time.monotonic() - IDLE_TIMEOUT
+            await asyncio.sleep(1)
+            now = time.monotonic()
             for conn in list(self._conns):
-                if conn.last_active < cutoff and not conn.busy():
-                    conn.close()
+                conn.expire(now)
+
+    def _admit(self, conn: "_Connection") -> bool:
+        """Whether a new connection may be served: under the cap, or in the place of the connection
+        that has waited longest for a request (a slow or idle client); else it is answered 503."""
+        if len(self._conns) < self.max_connections:
+            self._conns.add(conn)
+            return True
+        waiting = [c for c in self._conns if c.waiting_since is not None and not c.busy()]
+        if waiting:
+            victim = min(waiting, key=lambda c: (not c.partial, c.waiting_since))
+            self.replay.stats["evicted"] = self.replay.stats.get("evicted", 0) + 1
+            victim.refuse(408, "request timeout: the server is full and this connection sent no request")
+            self._conns.discard(victim)
+            self._conns.add(conn)
+            return True
+        self.replay.stats["refused"] = self.replay.stats.get("refused", 0) + 1
+        return False
 
     def stop(self) -> None:
         if self._loop is not None and self._stopping is not None and not self._loop.is_closed():
@@ -233,10 +278,127 @@ class ReplayServer:
     def _plain(self, status: int, text: str):
         return simple_response(status, "text/plain; charset=utf-8", text.encode("utf-8", "replace"))
 
+    # ------------------------------------------------------------------ direct mode: rewritten and sealed
+    def direct(self, target: str, method: str, headers, body: bytes):
+        """A ``/<ts>[xx_]/<url>`` request. ``id_`` is the archived response as it is (its body byte
+        for byte); any other form is the replayed page, its HTML and CSS rewritten into the archive's
+        URL space with the client-side shim in front (:mod:`.rewrite`). Either way redirects and
+        refreshes stay inside the archive, Link headers are dropped and service workers refused."""
+        if header_value(headers, "service-worker"):
+            return self._plain(403, "webfreeze: service workers are refused in a replay\n")
+        ts, modifier, original = DIRECT.match(target).groups()
+        if not _SCHEME.match(original):
+            original = "http://" + original
+        head, data = self.replay.direct(target, method, headers, body)
+        if data is None:
+            return head, data
+        lower = head.lower()
+        if not _NEEDS_WORK.search(lower):  # (most answers: images, scripts, fonts; every id_ but redirects)
+            return head, data
+        if modifier == "id" and not _NEEDS_WORK_ID.search(lower):
+            return head, data
+        lines = head.split(b"\r\n")
+        status = int(lines[0].split(b" ", 2)[1])
+        fields = [line.split(b":", 1) for line in lines[1:] if b":" in line]
+        rewrite = UrlRewriter(f"{ts}{modifier}_" if modifier == "id" else ts, original)
+        kind = None
+        if modifier != "id" and data and status >= 200 and not 300 <= status < 400 and status not in (204, 206):
+            ctype = next((v for k, v in fields if k.strip().lower() == b"content-type"), b"").strip().lower()
+            kind = "html" if ctype.startswith((b"text/html", b"application/xhtml")) else \
+                "css" if ctype.startswith(b"text/css") else None
+        if kind is not None:
+            capture = next((v.strip() for k, v in fields if k.strip().lower() == b"x-webfreeze-capture"), None)
+            key = (capture, ts, original, self.replay.seed) if capture else None
+            new = self._rewrites.get(key) if key else None
+            if new is None:
+                new = self._rewrite(kind, data, fields, ts, original)
+                if key and new is not None:
+                    self._remember(key, new)
+            if new is not None:
+                if key in self._rewrites:
+                    self._rewrites.move_to_end(key)
+                data = new
+                fields = [(k, v) for k, v in fields if k.strip().lower() not in _DROP_REWRITTEN]
+                fields.append((b"Content-Length", b" %d" % len(data)))
+        out = [lines[0]]
+        for k, v in fields:
+            name = k.strip().lower()
+            if name in _DROP_DIRECT:
+                continue
+            if name in (b"location", b"refresh"):
+                v = b" " + _rewrite_location(v.decode("latin-1").strip(), rewrite, name == b"refresh").encode("latin-1")
+            out.append(k + b":" + v)
+        return b"\r\n".join(out) + b"\r\n", data
+
+    def _rewrite(self, kind: str, data: bytes, fields, ts: str, original: str) -> bytes | None:
+        enc = next((v for k, v in fields if k.strip().lower() == b"content-encoding"), b"").decode("latin-1")
+        try:
+            plain = decode_bounded(data, enc)
+        except DecodeError as exc:  # a body past the expansion limit, or corrupt: served as archived, sealed
+            log.warning("not rewriting %s: %s", original, exc)
+            return None
+        if kind == "html":
+            return rewrite_html(plain, ts, original, shim_script(ts, original))
+        return rewrite_css_bytes(plain, ts, original)
+
+    def _remember(self, key, body: bytes) -> None:
+        if len(body) > REWRITE_CACHE_BYTES // 4:
+            return
+        self._rewrites[key] = body
+        self._rewrite_bytes += len(body)
+        while self._rewrite_bytes > REWRITE_CACHE_BYTES:
+            _, old = self._rewrites.popitem(last=False)
+            self._rewrite_bytes -= len(old)
+
+    def stray(self, target: str, headers):
+        """A root-relative request that escaped the rewriting (a script-made ``/api/x``): sent, by a
+        307, to the same path on the origin of the replayed page that asked (its Referer); None
+        when the Referer is no replayed page."""
+        referer = header_value(headers, "referer")
+        if not referer:
+            return None
+        try:
+            parts = urlsplit(referer)
+        except ValueError:
+            return None
+        m = DIRECT.match(parts.path + (f"?{parts.query}" if parts.query else ""))
+        if not m:
+            return None
+        ts, modifier, original = m.groups()
+        if not _SCHEME.match(original):
+            original = "http://" + original
+        page = urlsplit(original)
+        where = f"/{ts}{modifier + '_' if modifier else ''}/{page.scheme}://{page.netloc}{target}"
+        return simple_response(307, "text/plain; charset=utf-8", b"", f"Location: {where}\r\n".encode("latin-1", "replace"))
+
     def own_address(self, host_header: str) -> bool:
         host, port = split_host_port(host_header or "")
         local = {"127.0.0.1", "localhost", "::1", self.host.lower(), "0.0.0.0"}
         return not host_header or (host in local and port == str(self.port))
+
+
+def _connection_cap(asked: int | None) -> int:
+    """The connections served at once: ``asked`` (else :data:`MAX_CONNECTIONS`), at most the soft
+    descriptor limit less :data:`FD_RESERVE`, so accepting one never fails for want of a descriptor."""
+    cap = asked or MAX_CONNECTIONS
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        soft = resource.RLIM_INFINITY
+    if soft != resource.RLIM_INFINITY:
+        cap = min(cap, soft - FD_RESERVE)
+    return max(cap, 8)
+
+
+def _rewrite_location(value: str, rewrite: UrlRewriter, refresh: bool) -> str:
+    """A Location (or Refresh) header's URL, moved into the archive's URL space."""
+    if refresh:
+        head, sep, url = value.partition("=") if "url=" in value.lower() else ("", "", "")
+        if not sep:
+            return value
+        new = rewrite(url.strip().strip("'\""))
+        return value if new is None else f"{head}={new}"
+    return rewrite(value) or value
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -274,11 +436,40 @@ class _Connection(asyncio.Protocol):
         self._body_size = 0
         self._upgrading = False
         self._paused = False
+        # Waiting for a request's headers since (monotonic; None while one is being read or answered);
+        # partial: some of them have come. The sweeper closes one that takes too long (expire).
+        self.waiting_since: float | None = self.last_active
+        self.partial = False
+        self.body_since: float | None = None
 
     # asyncio.Protocol
     def connection_made(self, transport) -> None:
         self.transport = transport
-        self.server._conns.add(self)
+        if not self.server._admit(self):
+            self.refuse(503, "too many connections; try again")
+
+    def refuse(self, status: int, why: str) -> None:
+        """Answer ``status`` with one line and close (a full server; a client too slow)."""
+        if self.transport is not None and not self.transport.is_closing():
+            head, body = self.server._plain(status, f"webfreeze: {why}\n")
+            self.transport.write(head + b"Connection: close\r\n\r\n" + body)
+            self.transport.close()
+        self.closed = True
+
+    def expire(self, now: float) -> None:
+        """Close this connection when it has overstayed: headers not in within the header timeout,
+        a body not in within :data:`BODY_TIMEOUT`, or no request within :data:`IDLE_TIMEOUT`."""
+        if self.closed or self.busy():
+            return
+        if self.waiting_since is not None:
+            if self.partial and now - self.waiting_since > self.server.header_timeout:
+                self.server.replay.stats["timeouts"] = self.server.replay.stats.get("timeouts", 0) + 1
+                self.refuse(408, "request timeout: the request's headers did not come in time")
+            elif now - self.last_active > IDLE_TIMEOUT:
+                self.close()
+        elif self.body_since is not None and now - self.body_since > BODY_TIMEOUT:
+            self.server.replay.stats["timeouts"] = self.server.replay.stats.get("timeouts", 0) + 1
+            self.refuse(408, "request timeout: the request's body did not come in time")
 
     def connection_lost(self, exc) -> None:
         self.closed = True
@@ -306,6 +497,9 @@ class _Connection(asyncio.Protocol):
         if self._upgrading or self.closed:
             return
         self.last_active = time.monotonic()
+        if self.waiting_since is not None and not self.partial:
+            self.partial = True
+            self.waiting_since = self.last_active  # the header timeout runs from the request's first byte
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -328,6 +522,11 @@ class _Connection(asyncio.Protocol):
         self._body = []
         self._body_size = 0
 
+    def on_headers_complete(self) -> None:
+        self.waiting_since = None
+        self.partial = False
+        self.body_since = time.monotonic()
+
     def on_url(self, url: bytes) -> None:
         self._url += url
         if len(self._url) > MAX_HEADER_BYTES:
@@ -349,6 +548,8 @@ class _Connection(asyncio.Protocol):
         method = self.parser.get_method().decode("latin-1")
         if method == "CONNECT":
             return  # handled by the upgrade path
+        self.body_since = None
+        self.waiting_since = time.monotonic()  # (for the next request; partial once a byte of it comes)
         keep = self.parser.should_keep_alive()
         try:
             head, body = self._dispatch(method, self._url.decode("latin-1"), self._headers, b"".join(self._body))
@@ -389,14 +590,22 @@ class _Connection(asyncio.Protocol):
             return server._plain(400, "bad request target\n")
         host = header_value(headers, "host", "")
         if server.own_address(host) or server.mode == "direct":
-            if DIRECT.match(target):
-                return server.replay.direct(target, method, headers, body)
-            if target.startswith("/_webfreeze/"):
-                return server.control(target, method)
-            if target == "/" or target.startswith("/?"):
-                return server.replay.listing(target)
-            return server._plain(404, "not a replay URL: use /<timestamp>/<original url> or /<timestamp>id_/<original url>\n")
+            head, data = self._direct(server, method, target, headers, body)
+            return (head + SEAL if data is not None else head), data  # (sealed: see rewrite.py)
         return server.replay.answer(method, f"http://{host}{target}", headers, body)
+
+    @staticmethod
+    def _direct(server: ReplayServer, method: str, target: str, headers, body: bytes):
+        if DIRECT.match(target):
+            return server.direct(target, method, headers, body)
+        if target.startswith("/_webfreeze/"):
+            return server.control(target, method)
+        if target == "/" or target.startswith("/?"):
+            return server.replay.listing(target)
+        return server.stray(target, headers) or simple_response(
+            404, "text/plain; charset=utf-8",
+            b"not a replay URL: use /<timestamp>/<original url> or /<timestamp>id_/<original url>\n",
+            b"X-Webfreeze-Miss: 1\r\nCache-Control: no-store\r\n")
 
     def _bad_request(self, why: str, status: int = 400) -> None:
         self.server.stats["bad_requests"] += 1

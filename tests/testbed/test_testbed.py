@@ -59,11 +59,12 @@ def test_the_crawl_recorded_what_the_application_served(testbed, name):
         assert "/admin/" in recorded and "/admin/login/?next=/admin/" in recorded  # the redirect, both legs
 
 
+@pytest.mark.parametrize("mode", ["proxy", "direct"])  # direct: /<ts>/<url>, rewritten and sealed, no proxy
 @pytest.mark.parametrize("name", APPS)
-def test_replay_check_is_exact_and_never_reaches_the_application(testbed, name, tmp_path):
+def test_replay_check_is_exact_and_never_reaches_the_application(testbed, name, mode, tmp_path):
     archive, app = testbed.crawl(name), testbed.app(name)
     mark = app.mark()
-    r = webfreeze("replay", "check", archive, "--report", tmp_path / "check", home=testbed.home)
+    r = webfreeze("replay", "check", archive, "--report", tmp_path / "check", "--mode", mode, home=testbed.home)
     assert app.requests_since(mark) == []  # the leak canary
     report = json.loads((tmp_path / "check" / "report.json").read_text())
     summary = report["summary"]

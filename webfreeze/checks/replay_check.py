@@ -111,8 +111,10 @@ def image_ext(data: bytes | None) -> str:
 
 
 def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, seed: int = 0,
-          limit: int | None = None, progress=None, confdir=None) -> dict:
-    """Run the check and write the report; returns the report dict."""
+          limit: int | None = None, progress=None, confdir=None, mode: str = "proxy") -> dict:
+    """Run the check and write the report; returns the report dict. ``mode`` ``direct`` loads each
+    page at its direct URL (``/<timestamp>/<url>``, rewritten and sealed) in a Chromium with no
+    proxy and no special flags, as a person opening the archive would."""
     archive_path = Path(archive_path)
     if not archive_path.exists():
         raise ArchiveError(f"{archive_path}: no such archive")
@@ -131,7 +133,7 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
         shutil.rmtree(partial)
     (partial / "pages").mkdir(parents=True)
     try:
-        return _check(archive_path, pages, captured, out, partial, seed, confdir, progress, placeholders)
+        return _check(archive_path, pages, captured, out, partial, seed, confdir, progress, placeholders, mode)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)  # no half-written report left behind
         raise
@@ -160,17 +162,18 @@ def _holds_report(path: Path) -> bool:
 
 
 def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: Path, seed: int, confdir,
-           progress, placeholders: set[int] = frozenset()) -> dict:
+           progress, placeholders: set[int] = frozenset(), mode: str = "proxy") -> dict:
     from playwright.sync_api import Error as PlaywrightError  # (late: Playwright, the replay extra)
     from playwright.sync_api import sync_playwright
 
+    from webfreeze.archives.timeutil import to_timestamp14
 
     results = []
-    server = ReplayServer(archive_path, mode="proxy", seed=seed, miss_report=partial / "misses.jsonl",
+    server = ReplayServer(archive_path, mode=mode, seed=seed, miss_report=partial / "misses.jsonl",
                           confdir=confdir).start()
     try:
         with sync_playwright() as pw:
-            browser = launch_chromium(pw, proxy=server.url, bypass_internal=False)
+            browser = launch_chromium(pw, proxy=server.url if mode == "proxy" else None, bypass_internal=False)
             for n, rec in enumerate(pages, 1):
                 server.reset(seed, when=rec["captured_at"])
                 context = new_context(browser)
@@ -190,11 +193,13 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                 error = None
                 dom, shot = b"", None
                 try:
-                    page.goto(rec["url"], wait_until="load", timeout=30_000)
+                    target = rec["url"] if mode == "proxy" else \
+                        f"{server.url}/{to_timestamp14(rec['captured_at'])}/{rec['url']}"
+                    page.goto(target, wait_until="load", timeout=30_000)
                     wait_network_quiet(page, inflight)
                     dom = page.content().encode("utf-8")
-                    mode = shot_mode(rec)  # like with like: the kind of screenshot the capture took
-                    shot = None if mode == "none" else still_screenshot(page, full_page=mode == "full")
+                    shot_kind = shot_mode(rec)  # like with like: the kind of screenshot the capture took
+                    shot = None if shot_kind == "none" else still_screenshot(page, full_page=shot_kind == "full")
                 except PlaywrightError as exc:
                     error = str(exc).splitlines()[0]
                 context.close()
@@ -225,7 +230,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
     diffs = [r["pixel_difference"] for r in results if r["pixel_difference"] is not None]
     report = {
         "format": "webfreeze-replay-check", "version": REPORT_VERSION,
-        "archive": archive_path.name, "seed": seed,
+        "archive": archive_path.name, "seed": seed, "mode": mode,
         "summary": {
             "pages": len(results),
             "pages_with_misses": sum(1 for r in results if r["misses"]),

@@ -55,7 +55,10 @@ def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject
         click.echo(f"replaying {archive_path} ({srv.matcher.count} exchanges) in {mode} mode at {srv.url}  "
                    "(Ctrl-C to stop)", err=True)
         if mode == "proxy":
-            click.echo(f"# e.g. curl --proxy {srv.url} --cacert {srv.ca_file} https://HOST/PATH", err=True)
+            click.echo(f"# e.g. curl --proxy {srv.url} --noproxy '' --cacert {srv.ca_file} https://HOST/PATH", err=True)
+            click.echo(f"# a browser: webfreeze replay browse {archive_path} --mode proxy, or Chromium with "
+                       f"--proxy-server={srv.url} --proxy-bypass-list='<-loopback>' (browsers send loopback "
+                       "around a proxy otherwise)", err=True)
         else:
             click.echo(f"# e.g. curl {srv.url}/2024id_/https://HOST/PATH (archived bytes), {srv.url}/2024/https://HOST/PATH "
                        f"(replayed), listing at {srv.url}/", err=True)
@@ -67,6 +70,120 @@ def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject
                                           else ""), err=True)
 
 
+def browse_flags(mode: str, replay_url: str, profile: str) -> list[str]:
+    """Chromium's command-line flags for a person browsing a replay sealed from the network: every
+    host name resolved to the replay, no DNS prefetch, a throwaway profile, and in proxy mode the
+    replay as the proxy of everything, loopback included (Chromium bypasses proxies for loopback
+    unless ``<-loopback>`` says otherwise)."""
+    from webfreeze.simulator.browser import CHROMIUM_FLAGS, RENDER_FLAGS
+
+    hostport = replay_url.split("://", 1)[1]
+    flags = [f for f in CHROMIUM_FLAGS if f not in RENDER_FLAGS]
+    flags += [f"--user-data-dir={profile}", "--no-default-browser-check", "--disable-domain-reliability",
+              "--no-pings", "--dns-prefetch-disable", "--disable-features=NetworkPrediction,DnsOverHttps",
+              f"--host-resolver-rules=MAP * {hostport}"]
+    if mode == "proxy":
+        # (HTTPS: the replay's certificates come from the webfreeze CA; the throwaway profile trusts them)
+        flags += [f"--proxy-server={replay_url}", "--proxy-bypass-list=<-loopback>", "--ignore-certificate-errors"]
+    return flags
+
+
+def _start_url(archive_path: str, mode: str, replay_url: str, url: str | None) -> str:
+    """What the browser opens: ``url`` (else the archive's first page record, else its first HTML
+    page), as a direct URL in direct mode; the listing when the archive has no page."""
+    from webfreeze.archives.timeutil import to_timestamp14
+
+    with Archive.open(archive_path) as arc:
+        when = None
+        if url is None:
+            page = next(iter(arc.pages(limit=1)), None)
+            if page is None:
+                page = next(iter(arc.exchanges(kind="response", status=200, mime="text/html", limit=1)), None)
+            if page is not None:
+                url, when = page.url, page.captured_at
+        elif mode == "direct":
+            ex = next(iter(arc.exchanges(url=url, limit=1)), None)
+            when = ex.captured_at if ex is not None else None
+    if url is None:
+        return replay_url + "/"
+    if mode == "proxy":
+        return url
+    ts = to_timestamp14(when) if when else "2"
+    return f"{replay_url}/{ts}/{url}"
+
+
+@replay_group.command("browse")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.option("--mode", type=click.Choice(["proxy", "direct"]), default="direct", show_default=True,
+              help="direct: open the archive's own URLs (/<timestamp>/<url>, rewritten and sealed); proxy: the "
+                   "replay as the browser's proxy for everything, loopback included.")
+@click.option("--url", help="Original URL to open (default: the archive's first page).")
+@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of Math.random and crypto in pages.")
+@click.option("--headless", is_flag=True, help="Run the browser without a window (for scripts and tests).")
+def replay_browse(archive_path, mode, url, port, seed, headless):
+    """Serve ARCHIVE and open it in a new Chromium (Debian's, a throwaway profile) set up so that
+    nothing reaches the network; until the browser is closed, Ctrl-C or SIGTERM."""
+    import shutil
+    import subprocess
+    import tempfile
+    import time
+
+    from webfreeze.cli.options import Terminated
+    from webfreeze.simulator.browser import chromium_path, require_display
+
+    path = chromium_path()
+    if not headless:
+        require_display("add --headless, or run it on a desktop")
+    server = ReplayServer(archive_path, mode=mode, host="127.0.0.1", port=port, miss_report=None, seed=seed).start()
+    profile = tempfile.mkdtemp(prefix="webfreeze-browse-")
+    proc = None
+    try:
+        start = _start_url(archive_path, mode, server.url, url)
+        cmd = [path, *browse_flags(mode, server.url, profile), *(["--headless=new"] if headless else []), start]
+        click.echo(f"replaying {archive_path} ({server.matcher.count} exchanges) in {mode} mode at {server.url}",
+                   err=True)
+        click.echo(f"opened {start}", err=True)
+        click.echo("browser: " + " ".join(cmd[:-1]), err=True)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            while proc.poll() is None:
+                time.sleep(0.2)
+        except (KeyboardInterrupt, Terminated):
+            pass
+        else:
+            click.echo(f"the browser exited (status {proc.returncode})", err=True)
+    finally:
+        if proc is not None and proc.poll() is None:
+            _stop_group(proc)
+        server.stop()
+        shutil.rmtree(profile, ignore_errors=True)
+    s = server.stats
+    click.echo(f"served {s['requests']} requests: {s['hits']} from the archive, {s['misses']} misses", err=True)
+
+
+def _stop_group(proc) -> None:
+    """End the browser and every process it started (its own session's group)."""
+    import signal
+    import subprocess
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            continue
+        try:  # the browser is gone; any helper of its left behind goes too
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return
+
+
 @replay_group.command("check")
 @click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
 @click.option("--report", "report_dir", default="replay-check", show_default=True, type=click.Path(file_okay=False),
@@ -74,7 +191,10 @@ def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject
                    "an earlier report, refused when it holds anything else.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the deterministic runtime.")
 @click.option("--limit", type=click.IntRange(1), help="Check only the first N page records.")
-def replay_check(archive_path, report_dir, seed, limit):
+@click.option("--mode", type=click.Choice(["proxy", "direct"]), default="proxy", show_default=True,
+              help="proxy: Chromium with the replay as its proxy; direct: each page at its direct URL "
+                   "(/<timestamp>/<url>, rewritten and sealed) in a Chromium with no proxy.")
+def replay_check(archive_path, report_dir, seed, limit, mode):
     """Load every page record through the replay in Chromium and compare it with its capture.
 
     Reports requests the archive misses, DOM text similarity and screenshot pixel difference per
@@ -86,7 +206,8 @@ def replay_check(archive_path, report_dir, seed, limit):
         total = arc.counts()["pages"]
     progress, advance = progress_bar(min(total, limit or total), "replaying pages", unit="pages")
     with progress:
-        report = check(archive_path, report_dir, seed=seed, limit=limit, progress=lambda n, url: advance(1))
+        report = check(archive_path, report_dir, seed=seed, limit=limit, progress=lambda n, url: advance(1),
+                       mode=mode)
     s = report["summary"]
     click.echo(f"{s['pages']} pages: {s['pages_with_misses']} with misses ({s['missed_requests']} requests), "
                f"{s['pages_with_errors']} failed; text similarity mean {s['mean_text_similarity']}, "

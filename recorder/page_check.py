@@ -12,7 +12,7 @@ incomplete.
 
 The replay is the one ``replay check`` and the agent environment use (request matching, ordered
 repeats, the determinism runtime), so a page that passes here replays there. (The recorder reaches
-the replayer only through the simulator's replay route, as the layer table of DESIGN.md has it.)
+the replayer only through the simulator's replay route, as the layer table of docs/architecture.md has it.)
 """
 
 from __future__ import annotations

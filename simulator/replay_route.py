@@ -4,7 +4,7 @@ context makes goes to a :class:`webfreeze.replayer.Replay` of the archive, never
 This is the replay the recorder's page check loads a just-recorded page through
 (:mod:`webfreeze.recorder.page_check`): it lives here, behind the simulator, because the recorder
 may import only the simulator's browser side, and the simulator may import the replayer (the layer
-table of DESIGN.md). What the replay answers with a miss, or with the recording proxy's placeholder
+table of docs/architecture.md). What the replay answers with a miss, or with the recording proxy's placeholder
 for an exchange whose upstream failed (the site never answered), is kept as :class:`Missing`.
 """
 

@@ -40,7 +40,7 @@ def run_demo(*, out: str = "runs/demo", backend: str = "browser", workers: int =
     model (started for the run) and records a fresh cassette in its run folder."""
     import click
 
-    from webfreeze.cli.bench import print_report, run_suite
+    from webfreeze.runs.console import print_report, run_suite
     from webfreeze.runs.spec import RunError
 
     if not ARCHIVE.is_file() or not (SUITE / "manifest.json").is_file():

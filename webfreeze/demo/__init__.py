@@ -47,6 +47,7 @@ def run_demo(*, out: str = "runs/demo", backend: str = "browser", workers: int =
         raise RunError(f"{DATA}: the demo archive or suite is missing (rebuild: python -m webfreeze.demo.build)")
     if not live and not CASSETTE.is_file():
         raise RunError(f"{CASSETTE}: the demo's LLM cassette is missing (record one: webfreeze demo --live)")
+    import webfreeze.simulator.env  # noqa: F401  (the environment first: without its extra, one line and no output)
     reports = {}
     for agent in AGENTS:
         run_dir = Path(out) / agent

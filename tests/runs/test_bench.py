@@ -344,6 +344,7 @@ def test_validate_reports_a_task_whose_facts_changed_in_a_later_snapshot(tmp_pat
 
 
 # ------------------------------------------------------------------------------------ the demo
+@pytest.mark.slow  # `make demo` twice, end to end: its reports and trajectories byte for byte
 def test_two_demo_runs_give_identical_results_apart_from_timings(tmp_path):
     env = dict(os.environ)
     results = []

@@ -9,7 +9,7 @@ XDIST = -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 help:
 	@echo "make setup      the .venv with webfreeze and everything the tests need (idempotent)"
 	@echo "make demo       the whole loop on the shipped demo (no local model needed)"
-	@echo "make lint       ruff check . (pyproject.toml [tool.ruff])"
+	@echo "make lint       ruff check . and the type check, mypy (pyproject.toml [tool.ruff], [tool.mypy])"
 	@echo "make test       lint, then the whole suite on 2 workers (what .ci/run runs; budget 20 minutes on 2 cores)"
 	@echo "                WORKERS=0 runs it in this one process; WORKERS=4 on a bigger machine"
 	@echo "make test-fast  the inner loop: no tests marked slow (crawls, test bed, local model, Ray, pywb)"
@@ -27,6 +27,7 @@ demo:
 
 lint: setup
 	.venv/bin/python -m ruff check .
+	scripts/typecheck.sh
 
 # The slowest tests are listed at the end, so a test that grows slow is seen where it is run.
 test: lint

@@ -60,7 +60,7 @@ TEMPLATE_FIELDS = {
 }
 MEMORY_TEMPLATE = "memory.txt"
 
-# How the agent reaches the user's history (Persona2Web's schemes; DESIGN.md "Personalisation"):
+# How the agent reaches the user's history (Persona2Web's schemes; docs/personas.md, "History-access schemes"):
 # never; when its planner (the acting model) asks, each answer passed through the generator; or all
 # before the first page action, the generator's output then making an enhanced task.
 SCHEMES = ("no-history", "on-demand", "pre-execution")

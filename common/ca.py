@@ -1,6 +1,6 @@
 """The webfreeze CA: one certificate authority (mitmproxy's store) for recording and replay, so
 clients trust a single CA. Here, below the stages, because both the recorder and the replayer use
-it and neither may import the other (DESIGN.md); it is not about archives."""
+it and neither may import the other (docs/architecture.md); it is not about archives."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ the evaluator modules (``answer``, ``partial``, ``keynodes``, ``rubric``, ``rank
 ``score`` combines them per task and summarises a run; ``personal`` adds Persona2Web's and APeB's
 tables; ``report`` writes ``report.json`` and a self-contained ``report.html`` for a run
 directory; ``judge`` is the judge interface and ``llm_judge`` its LLM implementation (through
-``webfreeze.llm`` and its cassette). The rules are in ``eval/FORMATS.md``.
+``webfreeze.llm`` and its cassette). The rules are in ``docs/suites-and-runs.md``.
 
 This package never imports ``webfreeze.agents``: scoring cannot depend on who acted.
 """

@@ -3,7 +3,7 @@
 Each check is a pure function of the agent's answer text (``None`` when the agent gave none, which
 fails every check) and returns ``{"check", "expected", "success", "detail"}``.
 
-Rules (also in FORMATS.md):
+Rules (also in docs/suites-and-runs.md):
 
 - ``exact`` (strict, WebArxiv): the answer equals the expected text after removing leading and
   trailing whitespace only. Case, quotes and punctuation count.

@@ -1,6 +1,6 @@
 """Behaviour metrics and the error taxonomy (Long-context WebAgents, arXiv 2512.04307, its error
 analysis: false end, step limit split into loop / inefficient progress, other; efficiency ratio =
-reference steps / agent steps), WebArxiv's steps and consistency. Rules (also in FORMATS.md):
+reference steps / agent steps), WebArxiv's steps and consistency. Rules (also in docs/suites-and-runs.md):
 
 - Loop: the sequence of (action string trimmed, ``obs_digest``) pairs holds a block of 1-3 pairs
   repeated back to back at least 3 times. The reported loop is the one covering the most steps

@@ -1,6 +1,6 @@
 """Checks over the exported site state (``trajectory["final_state"]``: host -> the site's export).
 
-A check (FORMATS.md) is ``{"host", "path", <test>}``; ``path`` is dotted (``cart.items``; a list
+A check (docs/suites-and-runs.md) is ``{"host", "path", <test>}``; ``path`` is dotted (``cart.items``; a list
 index is a number: ``cart.items.0.sku``; ``""`` is the host's whole export). Tests:
 
 - ``contains``: the value at path is a list holding an element that contains the given value —

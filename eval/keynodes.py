@@ -4,7 +4,7 @@ Every node is scored at every step and keeps its best score (order-free: a node 
 step counts). WebCanvas checks element nodes against the page's HTML at the moment of the action
 (``page.content()`` before the action runs; ``evaluate/step_score.py``, ``path_exact_match``);
 our environment stores that page as the step's DOM snapshot (``step.dom``), and the element
-nodes are evaluated on it. The rules (also in FORMATS.md):
+nodes are evaluated on it. The rules (also in docs/suites-and-runs.md):
 
 A step shows the page URLs ``url`` (where the action was chosen) and ``url_after`` (where it led);
 the last step also shows ``final_url``. Its element is ``target`` (``css``, ``xpath``, ``value``)

@@ -3,7 +3,7 @@ through the LLM layer (``webfreeze.llm``) and its cassette, so that a judged rep
 
 Used by ``webfreeze eval report --judge llm`` for what rules cannot decide (semantic key nodes,
 rubric items the rules did not find, a rubric intent with no other ground truth). The prompt is
-ours (FORMATS.md, "The judge"); the verdict is read from the reply's first word: ``yes`` 1,
+ours (docs/suites-and-runs.md, "The judge"); the verdict is read from the reply's first word: ``yes`` 1,
 ``no`` 0, or a number clamped to [0, 1]; anything else 0.
 """
 

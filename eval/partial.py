@@ -1,6 +1,6 @@
 """Partial credit (WebArxiv): how much of the reference trajectory the agent reproduced.
 
-Definition (also in FORMATS.md):
+Definition (also in docs/suites-and-runs.md):
 
     overlap = LCS(agent, reference) / len(reference)
 

@@ -1,6 +1,6 @@
 """The personalisation part of a report: Persona2Web's Table 3 (P_web, P_pref, P_avg, Intent, SR
 per level and per history-access scheme), retrieval Hit@k of the gold history entries, APeB
-ranking Hit@1/Hit@5, and who decided the rubric items. Rules in FORMATS.md ("Personalisation").
+ranking Hit@1/Hit@5, and who decided the rubric items. Rules in docs/suites-and-runs.md ("Personalisation").
 
 Everything is computed from ``score_task`` results (``eval.score``); nothing is re-scored here.
 """

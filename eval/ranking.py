@@ -1,6 +1,6 @@
 """Ranking tasks (APeB): Hit@1 and Hit@5 of the agent's ranked candidate ids.
 
-The answer schema (FORMATS.md, "Ranking"): the agent's answer is exactly one JSON value, either a
+The answer schema (docs/suites-and-runs.md, "Ranking"): the agent's answer is exactly one JSON value, either a
 list of exactly five distinct candidate ids (strings), best first, or the object
 ``{"ranking": [those five ids]}`` and nothing else. Whitespace around it and one Markdown code
 fence around the whole answer (```` ```json ... ``` ````) are allowed; anything else is *invalid*:

@@ -1,5 +1,5 @@
 """Persona2Web's rubric for personalised tasks (Persona2Web, Appendix D), decided by rules over the
-trajectory, with a judge for the items the rules cannot decide. Every rule is in FORMATS.md
+trajectory, with a judge for the items the rules cannot decide. Every rule is in docs/suites-and-runs.md
 ("Rubric"); the paper's scores are kept, the evidence rules where the paper is silent are ours.
 
 Ground truth (``ground_truth.rubric``)::
@@ -628,7 +628,7 @@ def gold_hits(rubric: dict, trajectory: dict) -> dict | None:
 
 def evaluate_rubric(rubric: dict, trajectory: dict, *, instruction: str = "", intent_done: bool | None = None,
                     judge: Judge | None = None, start_url: str | None = None) -> dict:
-    """Score one personalised task (rules in the module docstring and FORMATS.md).
+    """Score one personalised task (rules in the module docstring and docs/suites-and-runs.md).
 
     ``intent_done``: whether the task's intent checks (``score.intent_checks``: ``rubric.intent`` or
     the ``count`` checks of ``final_state``) say the request was carried out; None when it has none
@@ -728,7 +728,7 @@ def _intent(trajectory: dict, sites: list[str], instruction: str, intent_done: b
     """Intent satisfaction (Appendix D.3), never looking at preferences: 10 "the requested final goal
     was successfully achieved", 5 the final decisive action attempted "BUT was blocked by external
     factors", 0 otherwise; None (``decided_by: "undecided"``) when only the agent's answer says it
-    was done (see FORMATS.md)."""
+    was done (see docs/suites-and-runs.md)."""
     end = trajectory.get("end") or {}
     steps = browser_steps(trajectory)
     last = trajectory.get("final_url") or (steps[-1].get("url_after") or steps[-1].get("url") if steps else "")

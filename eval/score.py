@@ -1,6 +1,6 @@
 """Scoring one task (every ground-truth kind it has) and summarising a run.
 
-``score_task`` rules (also in FORMATS.md):
+``score_task`` rules (also in docs/suites-and-runs.md):
 
 - The *success kinds* are answer, key_nodes, rubric, ranking and final_state; the task succeeds
   when every success kind present succeeds.

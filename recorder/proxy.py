@@ -18,6 +18,7 @@ from webfreeze.archives import Archive, ArchiveError, new_archive_atomically
 from webfreeze.archives.store import archive_files
 from webfreeze.archives.urlkey import url_of
 from webfreeze.common.ca import default_confdir, load_ca  # one CA for recording and replay
+from webfreeze.common.resolve import parse_resolve  # noqa: F401  (the --resolve table; its home is common)
 
 from .addon import ArchiveRecorder
 from .errors import ProxyError, SiteUnreachable
@@ -380,15 +381,3 @@ class _Resolver:
 
     def error(self, flow) -> None:
         self._name(flow)
-
-
-def parse_resolve(entries) -> dict[str, tuple[str, int]]:
-    """``HOST[:PORT]=ADDRESS:PORT`` entries (the CLI's ``--resolve``) as a table."""
-    table: dict[str, tuple[str, int]] = {}
-    for entry in entries or ():
-        name, sep, target = entry.partition("=")
-        addr, colon, port = target.rpartition(":")
-        if not sep or not name or not colon or not addr or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ProxyError(f"--resolve {entry!r}: expected HOST=ADDRESS:PORT, e.g. scholar.test=127.0.0.1:8001")
-        table[name.lower()] = (addr.strip("[]"), int(port))
-    return table

@@ -153,8 +153,8 @@ async def _launched(launching, path: str):
 
 
 def new_context(browser, **overrides):
-    """A context with the fixed rendering settings of DESIGN.md: 1920x1080, scale 1, en-US, UTC, no
-    service workers."""
+    """A context with the fixed rendering settings (docs/replay-and-environment.md, "Agent
+    environment"): 1920x1080, scale 1, en-US, UTC, no service workers."""
     settings = {"viewport": VIEWPORT, "device_scale_factor": 1, "locale": "en-US", "timezone_id": "UTC",
                 "service_workers": "block", "ignore_https_errors": True}
     settings.update(overrides)

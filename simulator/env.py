@@ -150,7 +150,7 @@ class EnvConfig:
     # this many already answered) is a failed step like any bad action, so an episode always ends.
     max_history: int = 10
     # Record, for each step with a target element, where the element sits (its id, classes,
-    # position and ancestors) and the page's DOM snapshot (eval/FORMATS.md, "DOM snapshots"), so
+    # position and ancestors) and the page's DOM snapshot (docs/suites-and-runs.md, "DOM snapshots"), so
     # that key nodes with class-based selectors can be decided offline.
     dom_snapshots: bool = True
     # "browsergym": the observation also carries BrowserGym's keys and shapes (simulator/bgym_obs.py;
@@ -166,7 +166,7 @@ def _digest(text: str) -> str:
 
 
 class WebEnv(gym.Env):
-    """One environment = one replay of one archive; episodes are tasks (dicts, see eval/FORMATS.md)."""
+    """One environment = one replay of one archive; episodes are tasks (dicts, see docs/suites-and-runs.md)."""
 
     metadata = {"render_modes": []}
 

@@ -3,7 +3,7 @@
 Each backend hands over, after a step's observation, the answers the step caused as records
 (:func:`answer_record`); :func:`step_provenance` folds them into the step's ``replay`` field and
 :func:`episode_provenance` sums the steps into the trajectory's. The shapes are documented in
-docs/trajectories.md ("Replay provenance") and eval/FORMATS.md. Everything here is a pure function
+docs/trajectories.md ("Replay provenance") and docs/suites-and-runs.md. Everything here is a pure function
 of the records, sorted where their arrival order could vary, so the bytes are deterministic.
 """
 

@@ -1,7 +1,7 @@
 """Trajectories: the versioned JSON record of one episode (``webfreeze-trajectory``, version 1).
 
 Another lab reads it without our code; the format is documented in README ("Trajectories") and
-eval/FORMATS.md. Screenshots are not inlined: :func:`write_trajectory` writes them as PNG files
+docs/suites-and-runs.md. Screenshots are not inlined: :func:`write_trajectory` writes them as PNG files
 beside the JSON (``screenshots/<task_id>/<step>.png``) and the steps name them.
 """
 

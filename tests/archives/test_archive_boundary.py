@@ -1,5 +1,5 @@
-"""Nothing but ``archives/`` knows the archive's tables (DESIGN.md: "nothing but archives opens
-archive files or knows its tables"): every other module reads through the typed API. This test
+"""Nothing but ``archives/`` knows the archive's tables (docs/architecture.md: "nothing but
+`archives` opens archive files or knows their tables"): every other module reads through the typed API. This test
 reads every Python module of the package and of ``benchmarks/`` and fails on SQL that names an
 archive table, or on a reach into an open archive's SQLite connection."""
 

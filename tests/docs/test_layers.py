@@ -1,50 +1,72 @@
-"""The layer table of DESIGN.md ("folder | owns | may import"), enforced on the source.
+"""The layer table of docs/architecture.md ("folder | what it holds | may import"), enforced on the
+source. The grants are read from that table, the one place they are written.
 
 Every module of every stage is parsed with ``ast`` and each import it makes of ours, at module level
 or inside a function, is checked against what its folder may import. In ``webfreeze/`` (the
-orchestration, which may import everything) two more rules hold: no module imports a private
-(``_name``) name from another module, and the modules' top-level imports form no cycle.
+orchestration, which may import everything) more rules hold: no module imports a private
+(``_name``) name from another module, the modules' top-level imports form no cycle, and no command
+module of ``webfreeze/cli/`` imports another's (what two commands share lives outside ``cli/``).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-# DESIGN.md, "Architecture": folder -> the stages its modules may import (besides their own).
-# `common` holds what every stage needs (the error base class, safe output files, ...): all may use it.
-# Narrower grants ("simulator (browser launch only)", "simulator (types)") are the modules named here.
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 EVERYTHING = None
-MAY_IMPORT: dict[str, dict[str, set[str] | None]] = {
-    "common": {},
-    "archives": {"common": EVERYTHING},
-    # (the browser launch, and the in-process replay route its page check loads a capture through)
-    "recorder": {"common": EVERYTHING, "archives": EVERYTHING, "simulator": {"browser", "replay_route"}},
-    "replayer": {"common": EVERYTHING, "archives": EVERYTHING},
-    "simulator": {"common": EVERYTHING, "archives": EVERYTHING, "replayer": EVERYTHING},
-    "llm": {"common": EVERYTHING},
-    "agents": {"common": EVERYTHING, "archives": EVERYTHING, "llm": EVERYTHING, "personas": EVERYTHING,
-               "simulator": EVERYTHING},
-    "personas": {"common": EVERYTHING, "llm": EVERYTHING},
-    "eval": {"common": EVERYTHING, "llm": EVERYTHING, "simulator": EVERYTHING},
-    "webfreeze": {s: EVERYTHING for s in ("common", "archives", "recorder", "replayer", "simulator", "llm", "agents",
-                                           "personas", "eval")},
-}
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def parse_grants(text: str) -> dict[str, dict[str, set[str] | None]]:
+    """The table whose header is ``folder | what it holds | may import``: folder -> {stage it may
+    import: None (all of it) or the set of its modules named after "only"}. In the last cell each
+    backticked name outside parentheses is a stage; a parenthesis after it that starts with
+    ``only`` names the stage's modules (backticked) the folder may import, and nothing else of it;
+    other parentheses explain. ``everything`` grants every stage, ``nothing of ours`` none."""
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines)
+                if line.startswith("|") and _cells(line) == ["folder", "what it holds", "may import"])
+    rows: dict[str, str] = {}
+    for line in lines[head + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = _cells(line)
+        if not cells[-1]:  # tests/, benchmarks/: not installed, not a stage
+            continue
+        folder = re.fullmatch(r"`([a-z_]+)/`", cells[0])
+        assert folder, f"docs/architecture.md: a row of the layer table names no folder: {line}"
+        rows[folder.group(1)] = cells[-1]
+    grants: dict[str, dict[str, set[str] | None]] = {}
+    for folder, cell in rows.items():
+        if cell == "everything":
+            grants[folder] = {s: EVERYTHING for s in rows if s != folder}
+            continue
+        if cell == "nothing of ours":
+            grants[folder] = {}
+            continue
+        granted: dict[str, set[str] | None] = {}
+        for name, paren in re.findall(r"`([a-z_]+)`(?:\s*\(([^()]*)\))?", cell):
+            only = paren.strip().startswith("only")
+            granted[name] = set(re.findall(r"`([a-z_]+)`", paren)) if only else EVERYTHING
+        assert set(granted) <= set(rows), f"docs/architecture.md: {folder}/ may import an unknown stage: {cell}"
+        grants[folder] = granted
+    return grants
+
+
+MAY_IMPORT = parse_grants(ARCHITECTURE.read_text(encoding="utf-8"))
 STAGES = sorted(MAY_IMPORT)
 
 # Imports the table does not grant yet, each with its reason and what ends it. The test fails on any
 # other violation, and on an entry here that no longer happens (the list cannot go stale).
-KNOWN = {
-    # personas are generated from the simulated sites' catalogues (DESIGN.md, "Personalisation") and
-    # their tasks are kept to what the archive recorded: DESIGN's table should grant these two
-    ("personas/catalogue.py", "webfreeze.simulator.sites.catalogue"): "the sites' catalogues",
-    ("personas/tasks.py", "webfreeze.archives"): "tasks kept to what the archive recorded",
-    ("personas/tasks.py", "webfreeze.archives.urlkey"): "tasks kept to what the archive recorded",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _folder(stage: str) -> Path:
@@ -240,3 +262,69 @@ def test_the_orchestration_has_no_import_cycle():
                                            ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, True)])
 def test_the_cycle_check_finds_a_cycle(graph, cyclic):
     assert (_cycle(graph) is not None) == cyclic
+
+
+# ------------------------------------------------------------------------------ the command modules
+CLI = "webfreeze.cli"
+SHARED_CLI = {"webfreeze.cli.options"}  # the one module every command module may import
+
+
+def _cli_imports(modules: dict[str, tuple[str, Path]]) -> list[str]:
+    """Imports, anywhere in a module (inside functions too), that reach a command module of
+    ``webfreeze/cli/`` from another module: a command module may import only ``cli/options.py``,
+    and a module outside ``cli/`` only the entry point (``from webfreeze.cli import main``)."""
+    bad = []
+    for name, (stage, path) in sorted(modules.items()):
+        if stage != "webfreeze":
+            continue
+        for target, names, line, _ in _imports(name, path):
+            for module in _resolve(target, names):
+                if module != CLI and not module.startswith(CLI + "."):
+                    continue
+                if module == name or module in SHARED_CLI:
+                    continue
+                if module == CLI and not name.startswith(CLI + ".") and set(names or ()) <= {"main"}:
+                    continue  # the entry point, as `python -m webfreeze` runs it
+                where = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+                bad.append(f"{where}:{line}: {name} imports {module}")
+    return bad
+
+
+def test_no_command_module_imports_another():
+    assert [m for m in MODULES if m.startswith(CLI + ".")], "the walk sees no command module"
+    assert _cli_imports(MODULES) == []
+
+
+def test_the_command_check_sees_a_command_importing_another(tmp_path, monkeypatch):
+    fake = tmp_path / "fake.py"
+    fake.write_text("def f():\n    from webfreeze.cli.bench import bench_group\n", encoding="utf-8")
+    monkeypatch.setitem(MODULES, "webfreeze.cli.fake", ("webfreeze", fake))
+    demo = tmp_path / "demo.py"
+    demo.write_text("from webfreeze.cli import bench\n", encoding="utf-8")
+    monkeypatch.setitem(MODULES, "webfreeze.fakedemo", ("webfreeze", demo))
+    found = _cli_imports(MODULES)
+    assert any("webfreeze.cli.fake imports webfreeze.cli.bench" in v for v in found), found
+    assert any("webfreeze.fakedemo imports webfreeze.cli.bench" in v for v in found), found
+
+
+def test_the_grants_are_read_from_the_architecture_page():
+    """The table parses into the grants the rules above rely on (a table the parser misread would
+    let everything through or nothing)."""
+    assert set(STAGES) == {"common", "archives", "recorder", "replayer", "simulator", "llm", "agents", "personas",
+                           "eval", "webfreeze"}
+    assert MAY_IMPORT["common"] == {}
+    assert MAY_IMPORT["archives"] == {"common": EVERYTHING}
+    assert MAY_IMPORT["recorder"]["simulator"] == {"browser", "replay_route"}
+    assert MAY_IMPORT["personas"]["simulator"] == {"sites"}
+    assert "personas" not in MAY_IMPORT["agents"] and "agents" not in MAY_IMPORT["eval"]
+    assert "simulator" not in MAY_IMPORT["replayer"]
+    assert set(MAY_IMPORT["webfreeze"]) == set(STAGES) - {"webfreeze"}
+
+
+def test_the_table_parser_reads_only_and_explanations():
+    table = ("| folder | what it holds | may import |\n|---|---|---|\n"
+             "| `a/` | x | nothing of ours |\n"
+             "| `b/` | x | `a` (why: `c` is not granted) |\n"
+             "| `c/` | x | `a`, `b` (only `m` and `n`: these two) |\n"
+             "| `tests/` | x | |\n")
+    assert parse_grants(table) == {"a": {}, "b": {"a": EVERYTHING}, "c": {"a": EVERYTHING, "b": {"m", "n"}}}

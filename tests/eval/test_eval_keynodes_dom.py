@@ -15,7 +15,7 @@ from webfreeze.eval.report import build_report
 from webfreeze.simulator.axtree import build_tree
 from webfreeze.simulator.trajectory import dom_path, write_trajectory
 
-MIND2WEB_LIVE = Path(__file__).resolve().parents[3] / "shared" / "data" / "mind2web_live_test_keynodes.json"
+MIND2WEB_LIVE = Path(__file__).resolve().parents[1] / "data" / "mind2web_live_test_keynodes.json"  # (tests/data/README.md)
 DEMO = Path(__file__).resolve().parents[2] / "webfreeze" / "demo" / "data"
 
 # An IMDb-like rating widget, written the way WebCanvas's selectors name it (classes, nth-child).
@@ -255,8 +255,6 @@ def test_snapshots_can_be_turned_off():
 
 # ------------------------------------------------------------------------------ Mind2Web-Live
 def test_every_mind2web_live_selector_is_decidable_on_a_snapshot():
-    if not MIND2WEB_LIVE.is_file():
-        pytest.skip("../shared/data/mind2web_live_test_keynodes.json is not here")
     tasks = json.loads(MIND2WEB_LIVE.read_text())
     selectors = []
     for t in tasks:

@@ -523,7 +523,7 @@ def test_new_rubric_shapes_validate():
 
 
 # ------------------------------------------------------------------------------ Persona2Web, as published
-PERSONA2WEB = Path(__file__).resolve().parents[3] / "shared" / "data" / "persona2web_tasks.jsonl"
+PERSONA2WEB = Path(__file__).resolve().parents[1] / "data" / "persona2web_tasks.jsonl"  # (tests/data/README.md)
 
 
 @pytest.mark.parametrize("name,host", [
@@ -576,8 +576,6 @@ def test_or_sites_are_alternatives_and_location_only_where_aware():
 
 @pytest.fixture(scope="module")
 def persona2web():
-    if not PERSONA2WEB.is_file():
-        pytest.skip("../shared/data/persona2web_tasks.jsonl is not here")
     return load_suite(PERSONA2WEB)
 
 

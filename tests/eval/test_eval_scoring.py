@@ -234,13 +234,11 @@ def test_missing_trajectory_and_summary_rows():
 
 
 # ------------------------------------------------------------------------------ Persona2Web, as published
-PERSONA2WEB = Path(__file__).resolve().parents[3] / "shared" / "data" / "persona2web_tasks.jsonl"
+PERSONA2WEB = Path(__file__).resolve().parents[1] / "data" / "persona2web_tasks.jsonl"  # (tests/data/README.md)
 
 
 @pytest.fixture(scope="module")
 def persona2web():
-    if not PERSONA2WEB.is_file():
-        pytest.skip("../shared/data/persona2web_tasks.jsonl is not here")
     return load_suite(PERSONA2WEB)
 
 
@@ -297,7 +295,7 @@ def _forbidden_after_import(modules: list[str]) -> list[str]:
 
 
 def test_eval_never_imports_agents_or_personas():
-    """`eval` never imports `agents` or `personas` (DESIGN.md), in any spelling (`from webfreeze
+    """`eval` never imports `agents` or `personas` (docs/architecture.md), in any spelling (`from webfreeze
     import agents`, `from .. import agents`, ...): import every eval module in a fresh interpreter
     and look at what was loaded."""
     root = Path(__file__).resolve().parents[2] / "eval"

@@ -289,13 +289,16 @@ def test_a_run_on_a_two_node_cluster_equals_the_local_run(local_text, two_node_c
 
 
 def test_a_killed_worker_is_replaced_and_a_hung_episode_times_out(tmp_path):
+    """The timeout ends the episode the test hangs (Flaky's, for ten minutes), and no other: an
+    episode's time starts when a started actor takes it (a new actor's start-up, slow on a loaded
+    machine, is not counted), and the ordinary episodes here take well under a second of the 30."""
     tasks = ("--tasks", "scholar-site-info-00*", "--tasks", "shop-00*")
     agent = ("--agent", "ray_agents:Flaky", "--backend", "text")
     plain = tmp_path / "plain"
     _bench(plain, *agent, *tasks, "--workers", "2")
     out = tmp_path / "ray"
     marker = tmp_path / "died"
-    _bench(out, *agent, *tasks, "--workers", "2", "--executor", "ray", "--episode-timeout", "20",
+    _bench(out, *agent, *tasks, "--workers", "2", "--executor", "ray", "--episode-timeout", "30",
            env=_env(WF_DIE_TASK="scholar-site-info-002", WF_DIE_MARKER=str(marker), WF_HANG_TASK="shop-003"))
     assert marker.is_file()  # a worker really was killed
     manifest = json.loads((out / "manifest.json").read_text())
@@ -303,6 +306,6 @@ def test_a_killed_worker_is_replaced_and_a_hung_episode_times_out(tmp_path):
     assert manifest["circumstances"]["retries"] == {"worker_died": 1, "provider": 0, "timeouts": 1}
     hung = json.loads((out / "trajectories" / "shop-003.json").read_text())
     assert hung["end"]["reason"] == "error" and hung["end"]["cause"] == "timeout"
-    assert "timeout of 20 s" in hung["end"]["detail"]
+    assert "timeout of 30 s" in hung["end"]["detail"]
     # every other episode, the killed one included, is the plain run's
     assert _comparable(out, skip={"shop-003"}) == _comparable(plain, skip={"shop-003"})

@@ -1,4 +1,4 @@
-"""Hand-built trajectories in the runner's format (FORMATS.md), for the evaluator tests."""
+"""Hand-built trajectories in the runner's format (docs/suites-and-runs.md), for the evaluator tests."""
 
 from __future__ import annotations
 

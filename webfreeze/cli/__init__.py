@@ -16,28 +16,31 @@ import threading
 import click
 
 from webfreeze import __version__
-from webfreeze.cli.options import EXIT_USAGE, Terminated, fail
+from webfreeze.cli.options import EXIT_USAGE, Terminated, fail, missing_extra
 from webfreeze.common.errors import WebfreezeError
 
-# Each command (a group or a single command) by name -> (module, attribute). A module is imported
-# only when its command is invoked (or listed by `webfreeze --help`): `webfreeze archive ls` does not
-# load the runner, Playwright or Ray, and a command's own module keeps its imports at the top.
+# Each command (a group or a single command) by name -> (module, attribute, the optional extra it
+# needs beyond the base install, or None). A module is imported only when its command is invoked (or
+# listed by `webfreeze --help`): `webfreeze archive ls` does not load the runner, Playwright or Ray.
+# Every command module imports with the base install alone (its `--help` works there); what an extra
+# brings is imported where the command runs, and a missing one is one line naming the extra
+# (options.missing_extra). No command module imports another's: what two share is outside cli/.
 COMMANDS = {
-    "archive": ("webfreeze.cli.archive", "archive_group"),
-    "bench": ("webfreeze.cli.bench", "bench_group"),
-    "bundle": ("webfreeze.cli.bundle", "bundle_group"),
-    "cassette": ("webfreeze.cli.cassette", "cassette_group"),
-    "context": ("webfreeze.cli.context", "context_group"),
-    "demo": ("webfreeze.cli.bench", "demo"),
-    "drift": ("webfreeze.checks.drift", "drift_command"),
-    "eval": ("webfreeze.cli.eval", "eval_group"),
-    "mcp": ("webfreeze.cli.mcp", "serve_command"),
-    "personas": ("webfreeze.cli.personas", "personas_group"),
-    "record": ("webfreeze.cli.record", "record_group"),
-    "replay": ("webfreeze.cli.replay", "replay_group"),
-    "sites": ("webfreeze.cli.sites", "sites_group"),
-    "study": ("webfreeze.cli.study", "study_group"),
-    "tasks": ("webfreeze.cli.eval", "tasks_group"),
+    "archive": ("webfreeze.cli.archive", "archive_group", None),
+    "bench": ("webfreeze.cli.bench", "bench_group", "sim"),
+    "bundle": ("webfreeze.cli.bundle", "bundle_group", "sim"),
+    "cassette": ("webfreeze.cli.cassette", "cassette_group", "llm"),
+    "context": ("webfreeze.cli.context", "context_group", "sim"),
+    "demo": ("webfreeze.cli.bench", "demo", "demo"),
+    "drift": ("webfreeze.checks.drift", "drift_command", "sim"),
+    "eval": ("webfreeze.cli.eval", "eval_group", None),
+    "mcp": ("webfreeze.cli.mcp", "serve_command", "mcp"),
+    "personas": ("webfreeze.cli.personas", "personas_group", "agents"),
+    "record": ("webfreeze.cli.record", "record_group", "record"),
+    "replay": ("webfreeze.cli.replay", "replay_group", "replay"),
+    "sites": ("webfreeze.cli.sites", "sites_group", "sites"),
+    "study": ("webfreeze.cli.study", "study_group", "sim"),
+    "tasks": ("webfreeze.cli.eval", "tasks_group", "sim"),
 }
 
 
@@ -50,7 +53,7 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
             return None
-        module, attribute = COMMANDS[name]
+        module, attribute, _extra = COMMANDS[name]
         return getattr(importlib.import_module(module), attribute)
 
 
@@ -108,11 +111,27 @@ def _run(argv: list[str] | None) -> None:
         fail(f"{str(exc.filename) + ': ' if exc.filename else ''}{exc.strerror or exc}")
     except sqlite3.Error as exc:  # disk full, a locked or damaged file
         fail(f"archive storage error: {exc}")
+    except ModuleNotFoundError as exc:  # an optional extra this command needs is not installed
+        missing = missing_extra(exc, _command_extra(argv))
+        if missing is None:
+            _internal_error(exc)
+        fail(str(missing))
     except Exception as exc:  # a bug: still one line, with a way to see more
-        if os.environ.get("WEBFREEZE_DEBUG"):
-            raise
-        fail(f"internal error: {type(exc).__name__}: {exc} (set WEBFREEZE_DEBUG=1 for a traceback)", 70)
+        _internal_error(exc)
     sys.exit(0)
+
+
+def _internal_error(exc: Exception) -> None:
+    if os.environ.get("WEBFREEZE_DEBUG"):
+        raise exc
+    fail(f"internal error: {type(exc).__name__}: {exc} (set WEBFREEZE_DEBUG=1 for a traceback)", 70)
+
+
+def _command_extra(argv: list[str] | None) -> str | None:
+    """The extra of the command the command line names (its first argument: the main group takes
+    no option before it but --help and --version)."""
+    args = sys.argv[1:] if argv is None else argv
+    return COMMANDS[args[0]][2] if args and args[0] in COMMANDS else None
 
 
 if __name__ == "__main__":

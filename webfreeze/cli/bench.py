@@ -1,16 +1,12 @@
-"""The ``bench`` group (run suites, compare runs), ``tasks validate`` and ``demo``.
+"""The ``bench`` group (run suites, compare runs) and ``demo``.
 
 Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 """
 
 from __future__ import annotations
 
-import glob
 import json
-import shutil
 import sys
-import tempfile
-from pathlib import Path
 
 import click
 
@@ -23,21 +19,11 @@ from webfreeze.cli.options import (
     pairs,
     task_options,
 )
-from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.resolve import ResolveError, parse_resolve
 from webfreeze.demo import demo_paths, run_demo
-from webfreeze.eval.authoring import capture_misses, describe_miss
-from webfreeze.eval.infrastructure import infrastructure_phrase
-from webfreeze.eval.replay_provenance import summary_line
-from webfreeze.eval.report import personalisation_markdown, summary_table, write_report
-from webfreeze.eval.score import SUCCESS_KINDS
-from webfreeze.eval.tasks import load_suite
-from webfreeze.recorder.errors import ProxyError
-from webfreeze.recorder.proxy import parse_resolve
 from webfreeze.runs.compare import compare_runs
+from webfreeze.runs.console import console, print_report, run_suite, suite_backend
 from webfreeze.runs.context import ContextError, check_context
-from webfreeze.runs.execute import execute
-from webfreeze.runs.prepare import prepare, select_tasks
-from webfreeze.runs.spec import RunError, build_run
 from webfreeze.simulator.backends import BACKENDS
 from webfreeze.simulator.site_models import check_site_models
 
@@ -77,44 +63,6 @@ def context_condition(tokens, pool, tokenizer, a1_run, seed) -> dict:
         hint = {"pool": "--context-pool", "tokenizer": "--context-tokenizer", "a1_run": "--context-a1-run",
                 "seed": "--context-seed"}.get(key, "--context")
         raise click.BadParameter(str(exc), param_hint=hint) from None
-
-
-def _console():
-    from rich.console import Console
-
-    console = Console()
-    return console if console.is_terminal else Console(width=140)
-
-
-def run_suite(suite, archive, agent, out, *, quiet=False, **settings) -> dict:
-    """Prepare and execute a run with a progress bar on stderr; returns the manifest. ``settings``
-    are the run's (:func:`webfreeze.runs.spec.build_run`)."""
-    from rich.console import Console  # (late, as the other rich imports: only runs draw a bar)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    prep = prepare(*build_run(suite, agent, out, archive=archive, **settings))
-    err = Console(stderr=True)
-    if prep.manifest["archive_matches_suite"] is False:
-        click.echo(f"warning: {prep.archive} is not the archive the suite was made for (digest differs)", err=True)
-    if prep.done and not quiet:
-        click.echo(f"resuming {out}: {len(prep.done)} of {len(prep.suite.tasks)} tasks already ran", err=True)
-    ends: dict[str, int] = {}
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("{task.fields[ends]}"), console=err, transient=True,
-                        disable=quiet or not err.is_terminal)
-    label = f"{agent} (oracle: {prep.manifest['agent']['label']})" if prep.manifest["agent"]["oracle"] else agent
-    bar = progress.add_task(f"{label} on {prep.suite.name} ({prep.spec.backend})", total=len(prep.suite.tasks),
-                            completed=len(prep.done), ends="")
-
-    def advance(summary: dict) -> None:
-        ends[summary["end"]] = ends.get(summary["end"], 0) + 1
-        progress.update(bar, advance=1, ends=" ".join(f"{k} {v}" for k, v in sorted(ends.items())))
-        if not progress.console.is_terminal and not quiet:
-            click.echo(f"  {summary['task_id']}: {summary['end']} after {summary['steps']} steps", err=True)
-
-    with progress:
-        manifest = execute(prep, progress=advance)
-    return manifest
 
 
 # ==================================================================================== bench
@@ -230,38 +178,9 @@ def live_options(live: bool, patch_from_live: bool, record_into, resolve) -> dic
     record_into, resolve) from the command line (``--resolve`` checked as record's)."""
     try:
         table = parse_resolve(resolve)
-    except ProxyError as exc:
+    except ResolveError as exc:
         raise click.BadParameter(str(exc), param_hint="--resolve") from None
     return {"live": live, "patch_from_live": patch_from_live, "record_into": record_into, "resolve": table}
-
-
-DEFAULT_BACKEND = "browser"
-
-
-def suite_backend(suite) -> str:
-    """The backend ``bench run`` and ``tasks validate`` use when given none: the one the suite's
-    manifest names, else browser (the same for both commands, so that a task validated is a task
-    that runs)."""
-    return getattr(load_suite(suite), "backend", None) or DEFAULT_BACKEND
-
-
-def print_report(run_dir) -> dict:
-    report = write_report(run_dir)
-    _console().print(summary_table(report))
-    if report.get("personalisation"):
-        click.echo(personalisation_markdown(report["personalisation"]))
-    for w in report["warnings"]:
-        click.echo(f"warning: {w}", err=True)
-    if report.get("replay"):
-        more = f" (which: webfreeze replay coverage {run_dir})" if report["replay"]["compromised"] else ""
-        click.echo(summary_line(report["replay"]) + more, err=True)
-    infra = report["summary"]["overall"].get("infrastructure_errors")
-    if infra:
-        click.echo(f"warning: {infra} of {report['summary']['overall']['tasks']} episode(s) "
-                   f"{infrastructure_phrase(report['summary']['overall'])} (not the agent's failure; "
-                   "run the same command again to retry them)", err=True)
-    click.echo(f"wrote {run_dir}/report.json and {run_dir}/report.html", err=True)
-    return report
 
 
 @bench_group.command("compare")
@@ -286,7 +205,7 @@ def bench_compare(run_a, run_b, as_json, show_all):
 def _print_comparison(result: dict, show_all: bool) -> None:
     from rich.table import Table
 
-    console = _console()
+    screen = console()
     def who(side: dict) -> str:
         agent = side.get("agent") if isinstance(side.get("agent"), dict) else {}
         label = f", {agent.get('name')}" if agent.get("name") else ""
@@ -304,7 +223,7 @@ def _print_comparison(result: dict, show_all: bool) -> None:
         where = "-" if row["same"] else (f"step {d['step']}: {d['field']}" if d else "only in one run")
         t.add_row(row["task_id"], row["a_outcome"] or "-", row["b_outcome"] or "-", where,
                   str(d.get("a", "")), str(d.get("b", "")))
-    console.print(t)
+    screen.print(t)
     c = Table(title="success rate by category", title_justify="left")
     for col in ("category", "A", "B", "change"):
         c.add_column(col, justify="left" if col == "category" else "right")
@@ -312,7 +231,7 @@ def _print_comparison(result: dict, show_all: bool) -> None:
         a, b = r["a"], r["b"]
         change = "-" if a is None or b is None else f"{(b - a) * 100:+.1f} pts"
         c.add_row(cat, "-" if a is None else f"{a * 100:.1f}%", "-" if b is None else f"{b * 100:.1f}%", change)
-    console.print(c)
+    screen.print(c)
     s = result["counts"]
     click.echo(f"{s['same']} tasks identical, {s['different']} different, {s['only_a']} only in A, "
                f"{s['only_b']} only in B", err=True)
@@ -324,131 +243,6 @@ def _print_comparison(result: dict, show_all: bool) -> None:
             click.echo(f"replay {side.upper()}: {r['compromised']} of {r['episodes']} episodes replay-compromised "
                        f"({r['fuzzy_documents']} fuzzy main document, {r['fuzzy_xhr']} fuzzy XHR, {r['misses']} miss)"
                        + (f": {listed}{more}" if listed else ""), err=True)
-
-
-# ==================================================================================== tasks validate
-@click.command("validate")
-@click.argument("suite", metavar="SUITE", type=click.Path())
-@click.option("--archive", "archive", type=click.Path(dir_okay=False),
-              help="Archive to check against (default: the one the suite's manifest names).")
-@click.option("--backend", type=click.Choice(BACKENDS), default=None,
-              help="browser runs the pages' scripts; text is fast and enough for server-rendered sites "
-                   "[default: the suite manifest's backend, else browser, as bench run].")
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
-@click.option("--out", type=click.Path(file_okay=False), help="Keep the validation run here (default: discarded).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@task_options
-def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, limit):
-    """Replay every task's reference trajectory on the archive with the reference agent and list
-    the tasks whose ground truth cannot be reached there ("expired" tasks), and those whose replay
-    asked for a document or XHR the archive lacks ("incomplete capture", naming the reference step
-    and the URL, reached or not: the evidence may also stand on a page that did load). A
-    personalised task is reachable when its final state (or ranking) is: its rubric also scores
-    history retrieval.
-
-    Exit status 0 when every task is reachable with a complete capture, 1 otherwise.
-    """
-    loaded = load_suite(suite)
-    no_ref = [t.id for t in select_tasks(loaded.tasks, task_globs, limit) if t.reference is None]
-    if no_ref:
-        raise RunError(f"{len(no_ref)} task(s) have no reference trajectory to replay, e.g. {no_ref[0]}")
-    backend = backend or loaded.backend or DEFAULT_BACKEND
-    report, expired, incomplete = _validate_run(suite, archive, backend, workers, out, as_json, task_globs, limit)
-    if expired or incomplete:
-        # would the other backend reach them? (a page whose scripts matter, or a page whose scripts
-        # break the replay): said per task, for the author to choose the suite's backend
-
-        other = next(b for b in BACKENDS if b != backend)
-        problems = expired + incomplete
-        try:
-            _, still, still_incomplete = _validate_run(suite, archive, other, workers, None, True,
-                                                       [glob.escape(e["task_id"]) for e in problems], None)
-        except WebfreezeError:  # the other backend cannot run here (no Chromium): nothing to say
-            still, still_incomplete = problems, []
-        failing = {e["task_id"] for e in still + still_incomplete}
-        for e in problems:
-            e["passes_with"] = other if e["task_id"] not in failing else None
-    result = {"suite": report["suite"], "tasks": len(report["tasks"]), "expired": expired, "incomplete": incomplete,
-              "backend": backend}
-    if as_json:
-        click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
-    else:
-        for e in incomplete:
-            click.echo(f"incomplete capture: {e['task_id']} ({_why_expired(e)})")
-        for e in expired:
-            click.echo(f"expired: {e['task_id']} ({_why_expired(e)})")
-        bad = len(expired) + len(incomplete)
-        click.echo(f"{report['suite']['name']}: {len(report['tasks']) - bad} of {len(report['tasks'])} tasks "
-                   f"reachable on the archive, {len(expired)} expired"
-                   + (f", {len(incomplete)} incomplete capture" if incomplete else "") + f" ({backend} backend)",
-                   err=True)
-    sys.exit(1 if expired or incomplete else 0)
-
-
-def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
-                  limit) -> tuple[dict, list[dict], list[dict]]:
-    """Run the reference agent on the selected tasks; (the report, the expired tasks: id, how the
-    episode ended, the answer, the failed check's detail and the reason the reference gave up; the
-    tasks whose replay missed a document or XHR: the same, and ``misses``,
-    :func:`~webfreeze.eval.authoring.capture_misses`, with ``reason`` naming the first)."""
-    tmp = None
-    if out is None:
-        tmp = tempfile.mkdtemp(prefix="webfreeze-validate-")
-        out = str(Path(tmp) / "run")
-    try:
-        run_suite(suite, archive, "reference", out, workers=workers, backend=backend, quiet=quiet,
-                  tasks=task_globs, limit=limit)
-        report = write_report(out)
-        expired, incomplete = [], []
-        for tid, r in sorted(report["tasks"].items()):
-            try:
-                traj = json.loads((Path(out) / "trajectories" / f"{tid}.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                traj = {}
-            traj = traj if isinstance(traj, dict) else {}
-            misses = capture_misses(traj)
-            if _reachable(r) and not misses:
-                continue
-            detail = next((res.get("detail") for res in r["results"].values()
-                           if isinstance(res, dict) and not res.get("success") and res.get("detail")), None)
-            end = traj.get("end") if isinstance(traj.get("end"), dict) else {}
-            reason = end.get("detail") if end.get("reason") == "infeasible" else None
-            entry = {"task_id": tid, "end": r.get("end_reason") or r["outcome"], "answer": r.get("answer"),
-                     "detail": detail, "reason": reason, "passes_with": None}
-            if misses:
-                entry.update(misses=misses, reached=_reachable(r), reason=describe_miss(misses[0])
-                             + (f" (and {len(misses) - 1} more)" if len(misses) > 1 else ""))
-                incomplete.append(entry)
-            else:
-                expired.append(entry)
-    finally:
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return report, expired, incomplete
-
-
-def _why_expired(e: dict) -> str:
-    """One expired task's line: why the reference could not reach the ground truth, and whether the
-    other backend would."""
-    if e.get("reason"):
-        why = e["reason"]
-    else:
-        answered = "no answer" if e["answer"] is None else f"answer {e['answer']!r}"
-        why = f"ended by {e['end']}; {answered}"
-    if e.get("passes_with"):
-        why += f"; passes with the {e['passes_with']} backend"
-    return why
-
-
-def _reachable(r: dict) -> bool:
-    """Whether the reference reached the task's ground truth. A personalised task's rubric also
-    scores history retrieval, which a replayed reference never does: there the task's other checks
-    (final state, ranking) decide."""
-    results = r.get("results") or {}
-    others = [results[k] for k in SUCCESS_KINDS if k != "rubric" and isinstance(results.get(k), dict)]
-    if "rubric" in results and others:
-        return all(v["success"] for v in others)
-    return bool(r["success"])
 
 
 # ==================================================================================== demo

@@ -13,8 +13,8 @@ import click
 
 from webfreeze.bundles.pack import BundleError, export_wacz, info, open_bundle, pack, verify
 from webfreeze.bundles.run import run_bundle
-from webfreeze.cli.bench import run_suite
 from webfreeze.cli.options import human_bytes, known_agent, llm_settings, pairs, progress_bar
+from webfreeze.runs.console import run_suite
 from webfreeze.simulator.backends import BACKENDS
 
 

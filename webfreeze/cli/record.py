@@ -12,6 +12,7 @@ import click
 from webfreeze.archives import Archive
 from webfreeze.bundles.redaction import redact_recording
 from webfreeze.cli.options import EXIT_INCOMPLETE, http_credentials_option, progress_bar, usage_checked
+from webfreeze.common.resolve import parse_resolve
 
 
 def redact_options(f):
@@ -57,7 +58,7 @@ def record_proxy(archive_path, host, port, resolve):
 
     Point any client at it (HTTPS clients must trust the CA that `webfreeze record ca` prints).
     """
-    from webfreeze.recorder.proxy import RecordingProxy, check_port, parse_resolve, recording_into
+    from webfreeze.recorder.proxy import RecordingProxy, check_port, recording_into
 
     table = usage_checked(parse_resolve, resolve)
     check_port(host, port)  # before the archive is made
@@ -108,7 +109,6 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
     """
     from webfreeze.recorder.crawl import check_url, crawl, exclude_matcher, load_failures, scope_matcher
     from webfreeze.recorder.crawl import recheck as run_recheck
-    from webfreeze.recorder.proxy import parse_resolve
 
     usage_checked(check_url, url)
     usage_checked(scope_matcher, url, scope)  # a bad regex fails before anything starts
@@ -185,7 +185,6 @@ def record_session(url, archive_path, trajectory, headed, script, resolve, instr
     target's role, accessible name, CSS path and text, plus URL and time.
     """
     from webfreeze.recorder.crawl import check_url
-    from webfreeze.recorder.proxy import parse_resolve
     from webfreeze.recorder.session import record_session as run_session
 
     usage_checked(check_url, url)

@@ -40,13 +40,14 @@ def run_demo(*, out: str = "runs/demo", backend: str = "browser", workers: int =
     model (started for the run) and records a fresh cassette in its run folder."""
     import click
 
-    from webfreeze.cli.bench import print_report, run_suite
+    from webfreeze.runs.console import print_report, run_suite
     from webfreeze.runs.spec import RunError
 
     if not ARCHIVE.is_file() or not (SUITE / "manifest.json").is_file():
         raise RunError(f"{DATA}: the demo archive or suite is missing (rebuild: python -m webfreeze.demo.build)")
     if not live and not CASSETTE.is_file():
         raise RunError(f"{CASSETTE}: the demo's LLM cassette is missing (record one: webfreeze demo --live)")
+    import webfreeze.simulator.env  # noqa: F401  (the environment first: without its extra, one line and no output)
     reports = {}
     for agent in AGENTS:
         run_dir = Path(out) / agent

@@ -46,6 +46,10 @@ class LocalExecutor:
             finally:
                 worker.close()
             return {}
+        # The environment's module in this process first (late: the sim extra): a missing extra is
+        # then the CLI's one line naming it, not a pool whose every process fails to start.
+        import webfreeze.simulator.env  # noqa: F401
+
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(self.workers, len(jobs)), mp_context=ctx, initializer=worker.pool_init,
                                  initargs=(spec.config, spec.archive, spec.manifest, spec.llm)) as pool:

@@ -11,8 +11,9 @@ digest is checked), else from a copy shipped once through Ray's object store (on
 ``--ray-address``) and cached on the node's disk under its digest. The LLM cassette is read and
 written at its path: on a cluster of several machines it must be on a shared file system.
 
-Supervision, by the driver: an episode running longer than ``episode_timeout_s`` ends as ``error``
-(cause ``timeout``) and its actor is replaced; an actor that dies (its process killed, its node
+Supervision, by the driver: an episode running longer than ``episode_timeout_s`` (counted from when
+a started actor takes it: an actor's own start-up is not counted) ends as ``error`` (cause
+``timeout``) and its actor is replaced; an actor that dies (its process killed, its node
 lost) has its episode run again on a new actor, and an episode ended by the LLM provider failing
 (cause ``provider``) is run again too, up to ``retries`` times each. Retries and timeouts are
 counted in the manifest's circumstances, apart from the task outcomes.
@@ -240,6 +241,7 @@ class RayExecutor:
         nodes: set = set()
         by_node: dict = {}     # node id -> episodes whose trajectory it played (written)
         actors: dict = {}      # actor -> (ref, job index, started) while busy, None while idle
+        starting: dict = {}    # a new actor's first call -> the actor, until its constructor has run
         try:
             shipped = None
             if self.address:  # another machine may not see our disk: ship the archive once
@@ -248,13 +250,16 @@ class RayExecutor:
             spec_dict = {"config": spec.config, "archive": spec.archive, "archive_digest": spec.archive_digest,
                          "manifest": spec.manifest, "llm": spec.llm}
 
-            def new_actor():
-                return remote.options(scheduling_strategy="SPREAD").remote(spec_dict, shipped)
+            def new_actor() -> None:
+                # an actor takes episodes once started: its start-up (a process, imports, the
+                # environment) is no part of an episode's time, however loaded the machine is
+                actor = remote.options(scheduling_strategy="SPREAD").remote(spec_dict, shipped)
+                starting[actor.pid.remote()] = actor
 
             queue = list(range(len(jobs)))
             attempts = [0] * len(jobs)
             for _ in range(min(self.workers, len(jobs))):
-                actors[new_actor()] = None
+                new_actor()
             pending: dict = {}  # ref -> actor
             while queue or pending:
                 for actor, busy in list(actors.items()):
@@ -265,10 +270,13 @@ class RayExecutor:
                         actors[actor] = (ref, i, time.monotonic())
                         pending[ref] = actor
                 wait_s = None
-                if self.timeout is not None:
+                if self.timeout is not None and pending:
                     now = time.monotonic()
                     wait_s = max(0.0, min(self.timeout - (now - actors[a][2]) for a in pending.values()))
-                ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
+                ready, _ = ray.wait(list(pending) + list(starting), num_returns=1, timeout=wait_s)
+                if ready and ready[0] in starting:  # started (or died starting: its first episode says so)
+                    actors[starting.pop(ready[0])] = None
+                    continue
                 if not ready:  # the longest-running episode passed its time: end it, replace its actor
                     now = time.monotonic()
                     for ref, actor in list(pending.items()):
@@ -276,7 +284,7 @@ class RayExecutor:
                         if now - t0 >= self.timeout:
                             ray.kill(actor, no_restart=True)
                             del pending[ref], actors[actor]
-                            actors[new_actor()] = None
+                            new_actor()
                             counts["timeouts"] += 1
                             task = jobs[i][0]
                             traj = timeout_trajectory(spec, task, f"the episode ran past its timeout of "
@@ -295,7 +303,7 @@ class RayExecutor:
                 except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                         ray.exceptions.ObjectLostError) as exc:
                     del actors[actor]
-                    actors[new_actor()] = None
+                    new_actor()
                     counts["worker_died"] += 1
                     if attempts[i] <= self.retries:
                         queue.insert(0, i)
@@ -327,7 +335,7 @@ class RayExecutor:
                 ray.wait([a.close.remote() for a in idle], num_returns=len(idle), timeout=30)
             except Exception:  # closing is a courtesy; the kill below ends them anyway
                 pass
-            for actor in list(actors):
+            for actor in [*actors, *starting.values()]:
                 try:
                     ray.kill(actor, no_restart=True)
                 except Exception:  # already gone

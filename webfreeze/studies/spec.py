@@ -30,9 +30,8 @@ from typing import Any
 from webfreeze.agents import AgentError, agent_settings
 from webfreeze.common.canonical import canonical_json
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.resolve import ResolveError, parse_resolve
 from webfreeze.eval.tasks import TaskError, load_suite
-from webfreeze.recorder.errors import ProxyError
-from webfreeze.recorder.proxy import parse_resolve
 from webfreeze.simulator.backends import BACKENDS
 from webfreeze.simulator.composition import DEFAULT_TOKENIZER
 
@@ -371,7 +370,7 @@ def parse_live(c: _Checker, data: dict) -> dict:
             c.string(target, where)
             try:
                 parse_resolve([f"{host}={target}"])
-            except ProxyError:
+            except ResolveError:
                 c.fail(where, f"expected \"ADDRESS:PORT\" (e.g. \"127.0.0.1:8001\"), not {target!r}")
         out["resolve"] = {str(h).lower(): table[h] for h in sorted(table, key=str.lower)}
     return out

@@ -34,6 +34,9 @@ from .proxy import RecordingProxy, recording_into
 STATE_VERSION = 1
 SCREENSHOTS = ("none", "viewport", "full")
 WEBP_MAX = 16383  # the WebP format's largest width or height
+# Visits of a URL whose capture timed out (a load or a screenshot past 30 s: a loaded machine), each
+# in a new tab, before it counts as a page that did not load.
+CAPTURE_TRIES = 2
 # Lossless WebP effort: Pillow's ``method`` (0-6) and, in lossless mode, ``quality`` (0-100) trade
 # encode time for bytes; measured in benchmarks/crawl_size.py (docs/recording.md has the numbers).
 WEBP_METHOD = 4
@@ -350,21 +353,25 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                 while state["queue"] and state["done"] < max_pages:
                     url, level = state["queue"][0]
                     landed = None
-                    if page is not None:
-                        page.close()
-                    page = context.new_page()  # each URL from a clean tab: nothing of the last one stays
-                    downloads: list = []
-                    page.on("download", lambda d: downloads.append(d))  # (a plain function: Playwright wraps it)
-                    try:
-                        status, title, dom, shot, links, landed = _capture(page, url, screenshots)
-                    except PlaywrightError as exc:
-                        title, dom, shot, links = "", None, None, []
-                        status = f"error: {str(exc).splitlines()[0]}"
-                        if not downloads and "Download is starting" in status:  # (its event may come later)
-                            try:
-                                downloads.append(page.wait_for_event("download", timeout=30_000))
-                            except PlaywrightError:
-                                pass
+                    for attempt in range(CAPTURE_TRIES):
+                        if page is not None:
+                            page.close()
+                        page = context.new_page()  # each URL from a clean tab: nothing of the last one stays
+                        downloads: list = []
+                        page.on("download", lambda d, got=downloads: got.append(d))  # (Playwright wraps a function)
+                        try:
+                            status, title, dom, shot, links, landed = _capture(page, url, screenshots)
+                            break
+                        except PlaywrightError as exc:
+                            title, dom, shot, links = "", None, None, []
+                            status = f"error: {str(exc).splitlines()[0]}"
+                            if not downloads and "Download is starting" in status:  # (its event may come later)
+                                try:
+                                    downloads.append(page.wait_for_event("download", timeout=30_000))
+                                except PlaywrightError:
+                                    pass
+                            if downloads or "Timeout" not in status:
+                                break  # (a timeout, on a loaded machine, is tried again in a new tab)
                     if downloads:  # not a page: the proxy recorded the file, listed as a download
                         got = _download(downloads)
                         if isinstance(got, tuple):
@@ -432,12 +439,14 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
 
 def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
             progress: Callable[[int, str], None] | None = None,
-            resolve: dict[str, tuple[str, int]] | None = None) -> CrawlResult:
+            resolve: dict[str, tuple[str, int]] | None = None,
+            credentials: tuple[str, str] | None = None) -> CrawlResult:
     """Check every page record of an existing archive again (:func:`crawl`'s check: replayed from
     the archive alone, as at the record's capture time), fetch live through the recording proxy
     what a page misses, and check it again. The crawl of (``start``, ``scope``, ``depth``), when the
     archive holds its state, gets its ``incomplete`` list replaced by what is still missing. No page
-    is visited live, no page record added: only the missing exchanges are recorded."""
+    is visited live, no page record added: only the missing exchanges are recorded. ``credentials``:
+    as :func:`crawl`'s, for the live fetches to the start URL's origin."""
     from playwright.sync_api import sync_playwright
 
     from webfreeze.archives import Archive
@@ -453,6 +462,7 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
         raise CrawlError(f"{archive_path}: no page records to recheck")
     state_name = crawl_state_name(start, scope, depth)
     incomplete = []
+    auth = (credentials_for(start, credentials)["origin"], basic_authorization(credentials)) if credentials else None
     with recording_into(archive_path) as arc:
         proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve).start()
         before = proxy.recorder.recorded
@@ -461,7 +471,7 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
                 browser = launch_chromium(pw, proxy=proxy.url)
                 checker = PageChecker(browser, archive_path)
                 for n, (url, captured_at) in enumerate(pages, 1):
-                    missing, _ = _self_check(checker, proxy, url, captured_at)
+                    missing, _ = _self_check(checker, proxy, url, captured_at, auth=auth)
                     if missing:
                         incomplete.append([url, missing])
                     if progress:

@@ -175,3 +175,24 @@ def test_http_credentials_are_read_from_the_environment_only(tmp_path, home, cli
     r = cli_here("record", "crawl", "http://trac.testbed.test/", "--archive", tmp_path / "a.wfz",
                  "--exclude", "(unclosed")
     assert r.returncode == 2 and "invalid --exclude regular expression" in r.stderr
+
+
+def test_trac_session_logs_in_with_http_credentials(tmp_path, home, cli, testbed):
+    """``record session --http-credentials``: a script clicks Trac's Login link; the browser is let
+    in (no 401 recorded) and the page it lands on says who is logged in."""
+    from testbed.trac_app import TRAC_PASSWORD, TRAC_USER
+
+    app = testbed.app("trac")
+    script = tmp_path / "login.py"
+    script.write_text('def run(page):\n    page.click("text=Login")\n    page.wait_for_load_state("load")\n')
+    archive, trajectory = tmp_path / "s.wfz", tmp_path / "s.json"
+    r = cli("record", "session", TRAC + "ticket/1", "--archive", archive, "--trajectory", trajectory,
+            "--script", script, "--resolve", app.resolve, "--http-credentials", f"{TRAC_USER}:TRAC_TEST_PW",
+            env=dict(os.environ, WEBFREEZE_HOME=str(home), TRAC_TEST_PW=TRAC_PASSWORD), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with Archive.open(archive) as arc:
+        (login,) = [e for e in arc.exchanges(url=TRAC + "login")]
+        assert login.status == 302 and all(e.status != 401 for e in arc.exchanges())
+        landed = [e for e in arc.exchanges(url=TRAC) if e.status == 200]
+        assert landed and b'logged in as <span class="trac-author-user">editor</span>' in landed[-1].body()
+    assert TRAC_PASSWORD not in trajectory.read_text()

@@ -95,7 +95,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
         progress, advance = progress_bar(total, "rechecking", unit="pages")
         with progress:
             result = run_recheck(archive_path, url, depth=depth, scope=scope, resolve=table,
-                                 progress=lambda done, _url: advance(1))
+                                 progress=lambda done, _url: advance(1), credentials=http_credentials)
         click.echo(f"{result.pages} pages rechecked; {result.exchanges_this_run} exchanges recorded this run; "
                    f"{len(result.incomplete)} still incomplete")
     else:

@@ -193,6 +193,9 @@ def test_trac_session_logs_in_with_http_credentials(tmp_path, home, cli, testbed
     with Archive.open(archive) as arc:
         (login,) = [e for e in arc.exchanges(url=TRAC + "login")]
         assert login.status == 302 and all(e.status != 401 for e in arc.exchanges())
-        landed = [e for e in arc.exchanges(url=TRAC) if e.status == 200]
-        assert landed and b'logged in as <span class="trac-author-user">editor</span>' in landed[-1].body()
+        target = dict((k.lower(), v) for k, v in login.headers)["location"]  # back where the click was
+        assert target == TRAC + "ticket/1"
+        landed = [e for e in arc.exchanges(url=target) if e.status == 200]
+        assert b"logged in as" not in landed[0].body()
+        assert b'logged in as <span class="trac-author-user">editor</span>' in landed[-1].body()
     assert TRAC_PASSWORD not in trajectory.read_text()

@@ -8,8 +8,9 @@ document in the archive, updated in the same transaction as each page record, so
 at any moment resumes where it stopped when run again with the same start URL, scope and depth
 (a page whose check was under way is visited again). :func:`recheck` repairs an archive later.
 
-Each URL is visited in a tab of its own (the context, its cookies and cache, stay): a page that
-fails, an authentication refused or a download, leaves nothing behind that could break the next.
+A URL that fails (an authentication refused, a navigation cut short) or downloads is followed by
+a new tab (the context, its cookies and cache, stay): it leaves nothing behind that could break
+the next page.
 A URL the site answers with a download (``Content-Disposition: attachment``, a CSV export) is not
 a page: its exchange is recorded, and it is listed in the state's ``downloads``, not as failed.
 ``exclude`` patterns keep links out of the crawl (a logout link, an export, an edit form).
@@ -304,7 +305,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     ``"complete": false`` with the ``missing`` URLs in its record's ``extra``, listed in the state
     document (``incomplete``) and in :attr:`CrawlResult.incomplete`; the crawl is then not complete.
 
-    Each URL is visited in a new tab (a failed page cannot break the next). A URL answered with a
+    A failed URL or a download is followed by a new tab (it cannot break the next). A URL answered with a
     download is recorded as an exchange and listed in :attr:`CrawlResult.downloads`, no page record.
     Links matching an ``exclude`` pattern (:func:`exclude_matcher`) are not followed.
     ``credentials``: (user, password) for HTTP authentication (:func:`open_context`).
@@ -349,18 +350,22 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                 auth = (credentials_for(start, credentials)["origin"], basic_authorization(credentials)) \
                     if credentials else None
                 checker = PageChecker(browser, archive_path)
-                page = None
+                page, clean = None, False
+                downloads: list = []  # what the current tab started downloading
                 while state["queue"] and state["done"] < max_pages:
                     url, level = state["queue"][0]
                     landed = None
-                    for attempt in range(CAPTURE_TRIES):
-                        if page is not None:
-                            page.close()
-                        page = context.new_page()  # each URL from a clean tab: nothing of the last one stays
-                        downloads: list = []
-                        page.on("download", lambda d, got=downloads: got.append(d))  # (Playwright wraps a function)
+                    for _attempt in range(CAPTURE_TRIES):
+                        if page is None or not clean:  # after a failure or a download: a new tab
+                            if page is not None:
+                                page.close()
+                            page = context.new_page()
+                            page.on("download", lambda d: downloads.append(d))  # (Playwright wraps a function)
+                        downloads.clear()
+                        clean = False  # (until this capture has succeeded)
                         try:
                             status, title, dom, shot, links, landed = _capture(page, url, screenshots)
+                            clean = True
                             break
                         except PlaywrightError as exc:
                             title, dom, shot, links = "", None, None, []

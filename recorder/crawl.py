@@ -377,7 +377,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                     pass
                             if downloads or "Timeout" not in status:
                                 break  # (a timeout, on a loaded machine, is tried again in a new tab)
-                    if downloads:  # not a page: the proxy recorded the file, listed as a download
+                    if downloads and not clean:  # not a page: the proxy recorded the file, listed as a download
                         got = _download(downloads)
                         if isinstance(got, tuple):
                             state["queue"] = state["queue"][1:]
@@ -404,7 +404,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                             try:
                                 status2, title2, dom2, shot2, links2, _ = _capture(page, url, screenshots)
                             except PlaywrightError:
-                                pass  # the first capture stands, with what its check found
+                                clean = False  # the first capture stands, with what its check found; a new tab next
                             else:
                                 if page_failure(status2) is None:
                                     status, title, dom, shot, links = status2, title2, dom2, shot2, links2

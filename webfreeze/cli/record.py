@@ -132,7 +132,8 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
                    f"{url} --archive {archive_path} --recheck", err=True)
     elif load_failures(result.failed):
         click.echo(f"{len(load_failures(result.failed))} pages did not load (listed above as failed)", err=True)
-    if not result.captured_all and not allow_incomplete:
+    incomplete = bool(result.incomplete) if recheck else not result.captured_all
+    if incomplete and not allow_incomplete:
         sys.exit(EXIT_INCOMPLETE)
 
 

@@ -55,6 +55,7 @@ def page_records(archive) -> list:
         return [(p.url, p.extra) for p in arc.pages()]
 
 
+@pytest.mark.slow  # (a crawl or a session in Chromium: most of a minute on 2 shared cores)
 def test_an_nginx_page_checks_complete(tmp_path, home, cli, pydocs):
     """The page loads its logo, ``_static/py.svg``, which nginx serves with ``Accept-Ranges:
     bytes``, as the replay does: the check's browser takes the image, the page loads, it is complete."""
@@ -92,6 +93,7 @@ TRAC = "http://trac.testbed.test/"
 TRAC_SCOPE = r"^http://trac\.testbed\.test/(login|roadmap|ticket/1\?format=(csv|tab)|ticket/2)$"
 
 
+@pytest.mark.slow  # (a crawl or a session in Chromium: most of a minute on 2 shared cores)
 def test_trac_crawl_lists_failed_login_and_downloads_and_exits_incomplete(tmp_path, home, cli, testbed):
     app = testbed.app("trac")
     archive = tmp_path / "trac.wfz"
@@ -116,11 +118,13 @@ def test_trac_crawl_lists_failed_login_and_downloads_and_exits_incomplete(tmp_pa
 
     # --allow-incomplete: the same outcome, exit 0
     again = crawl(cli, home, TRAC + "ticket/1", "--archive", tmp_path / "allowed.wfz", "--depth", "1",
-                  "--scope", TRAC_SCOPE, "--resolve", app.resolve, "--allow-incomplete", "--exclude", "format=")
+                  "--scope", TRAC_SCOPE, "--resolve", app.resolve, "--allow-incomplete", "--exclude", "format=",
+                  "--no-check", "--screenshots", "none")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "failed: " in again.stdout and "download" not in again.stdout
 
 
+@pytest.mark.slow  # (a crawl or a session in Chromium: most of a minute on 2 shared cores)
 def test_trac_crawl_with_the_login_excluded_is_complete(tmp_path, home, cli, testbed):
     app = testbed.app("trac")
     archive = tmp_path / "trac.wfz"
@@ -134,6 +138,7 @@ def test_trac_crawl_with_the_login_excluded_is_complete(tmp_path, home, cli, tes
     assert "/login" not in asked and not any("format=" in p for p in asked)
 
 
+@pytest.mark.slow  # (a crawl or a session in Chromium: most of a minute on 2 shared cores)
 def test_trac_crawl_logs_in_with_http_credentials(tmp_path, home, cli, testbed):
     """``--http-credentials USER:ENVVAR``: the login link answers, the crawl is complete, and the
     archive holds the ordinary Basic header, which redaction takes for a credential."""
@@ -177,6 +182,7 @@ def test_http_credentials_are_read_from_the_environment_only(tmp_path, home, cli
     assert r.returncode == 2 and "invalid --exclude regular expression" in r.stderr
 
 
+@pytest.mark.slow  # (a crawl or a session in Chromium: most of a minute on 2 shared cores)
 def test_trac_session_logs_in_with_http_credentials(tmp_path, home, cli, testbed):
     """``record session --http-credentials``: a script clicks Trac's Login link; the browser is let
     in (no 401 recorded) and the page it lands on says who is logged in."""

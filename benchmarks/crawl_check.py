@@ -72,7 +72,7 @@ def run(ctx: Context) -> list[Row]:
         app.stop()
     ctx.details[NAME] = figures
     c, n = figures["checked"], figures["no_check"]
-    return [Row(NAME, "nginx docs: crawl seconds per page, checked", c["seconds_per_page"], n["seconds_per_page"],
-                "--no-check", "s", "lower", GOAL,
+    return [Row(f"{NAME} time", "nginx docs: crawl seconds per page, checked", c["seconds_per_page"],
+                n["seconds_per_page"], "--no-check", "s", "lower", GOAL,
                 note=f"{c['pages']} pages, {c['incomplete']} incomplete; {c['seconds_per_page']:.2f} s vs "
                      f"{n['seconds_per_page']:.2f} s per page")]

@@ -8,8 +8,9 @@ document in the archive, updated in the same transaction as each page record, so
 at any moment resumes where it stopped when run again with the same start URL, scope and depth
 (a page whose check was under way is visited again). :func:`recheck` repairs an archive later.
 
-Each URL is visited in a tab of its own (the context, its cookies and cache, stay): a page that
-fails, an authentication refused or a download, leaves nothing behind that could break the next.
+A URL that fails (an authentication refused, a navigation cut short) or downloads is followed by
+a new tab (the context, its cookies and cache, stay): it leaves nothing behind that could break
+the next page.
 A URL the site answers with a download (``Content-Disposition: attachment``, a CSV export) is not
 a page: its exchange is recorded, and it is listed in the state's ``downloads``, not as failed.
 ``exclude`` patterns keep links out of the crawl (a logout link, an export, an edit form).
@@ -34,6 +35,9 @@ from .proxy import RecordingProxy, recording_into
 STATE_VERSION = 1
 SCREENSHOTS = ("none", "viewport", "full")
 WEBP_MAX = 16383  # the WebP format's largest width or height
+# Visits of a URL whose capture timed out (a load or a screenshot past 30 s: a loaded machine), each
+# in a new tab, before it counts as a page that did not load.
+CAPTURE_TRIES = 2
 # Lossless WebP effort: Pillow's ``method`` (0-6) and, in lossless mode, ``quality`` (0-100) trade
 # encode time for bytes; measured in benchmarks/crawl_size.py (docs/recording.md has the numbers).
 WEBP_METHOD = 4
@@ -301,7 +305,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     ``"complete": false`` with the ``missing`` URLs in its record's ``extra``, listed in the state
     document (``incomplete``) and in :attr:`CrawlResult.incomplete`; the crawl is then not complete.
 
-    Each URL is visited in a new tab (a failed page cannot break the next). A URL answered with a
+    A failed URL or a download is followed by a new tab (it cannot break the next). A URL answered with a
     download is recorded as an exchange and listed in :attr:`CrawlResult.downloads`, no page record.
     Links matching an ``exclude`` pattern (:func:`exclude_matcher`) are not followed.
     ``credentials``: (user, password) for HTTP authentication (:func:`open_context`).
@@ -346,26 +350,34 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                 auth = (credentials_for(start, credentials)["origin"], basic_authorization(credentials)) \
                     if credentials else None
                 checker = PageChecker(browser, archive_path)
-                page = None
+                page, clean = None, False
+                downloads: list = []  # what the current tab started downloading
                 while state["queue"] and state["done"] < max_pages:
                     url, level = state["queue"][0]
                     landed = None
-                    if page is not None:
-                        page.close()
-                    page = context.new_page()  # each URL from a clean tab: nothing of the last one stays
-                    downloads: list = []
-                    page.on("download", lambda d: downloads.append(d))  # (a plain function: Playwright wraps it)
-                    try:
-                        status, title, dom, shot, links, landed = _capture(page, url, screenshots)
-                    except PlaywrightError as exc:
-                        title, dom, shot, links = "", None, None, []
-                        status = f"error: {str(exc).splitlines()[0]}"
-                        if not downloads and "Download is starting" in status:  # (its event may come later)
-                            try:
-                                downloads.append(page.wait_for_event("download", timeout=30_000))
-                            except PlaywrightError:
-                                pass
-                    if downloads:  # not a page: the proxy recorded the file, listed as a download
+                    for _attempt in range(CAPTURE_TRIES):
+                        if page is None or not clean:  # after a failure or a download: a new tab
+                            if page is not None:
+                                page.close()
+                            page = context.new_page()
+                            page.on("download", lambda d: downloads.append(d))  # (Playwright wraps a function)
+                        downloads.clear()
+                        clean = False  # (until this capture has succeeded)
+                        try:
+                            status, title, dom, shot, links, landed = _capture(page, url, screenshots)
+                            clean = True
+                            break
+                        except PlaywrightError as exc:
+                            title, dom, shot, links = "", None, None, []
+                            status = f"error: {str(exc).splitlines()[0]}"
+                            if not downloads and "Download is starting" in status:  # (its event may come later)
+                                try:
+                                    downloads.append(page.wait_for_event("download", timeout=30_000))
+                                except PlaywrightError:
+                                    pass
+                            if downloads or "Timeout" not in status:
+                                break  # (a timeout, on a loaded machine, is tried again in a new tab)
+                    if downloads and not clean:  # not a page: the proxy recorded the file, listed as a download
                         got = _download(downloads)
                         if isinstance(got, tuple):
                             state["queue"] = state["queue"][1:]
@@ -392,7 +404,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                             try:
                                 status2, title2, dom2, shot2, links2, _ = _capture(page, url, screenshots)
                             except PlaywrightError:
-                                pass  # the first capture stands, with what its check found
+                                clean = False  # the first capture stands, with what its check found; a new tab next
                             else:
                                 if page_failure(status2) is None:
                                     status, title, dom, shot, links = status2, title2, dom2, shot2, links2
@@ -432,12 +444,14 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
 
 def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
             progress: Callable[[int, str], None] | None = None,
-            resolve: dict[str, tuple[str, int]] | None = None) -> CrawlResult:
+            resolve: dict[str, tuple[str, int]] | None = None,
+            credentials: tuple[str, str] | None = None) -> CrawlResult:
     """Check every page record of an existing archive again (:func:`crawl`'s check: replayed from
     the archive alone, as at the record's capture time), fetch live through the recording proxy
     what a page misses, and check it again. The crawl of (``start``, ``scope``, ``depth``), when the
     archive holds its state, gets its ``incomplete`` list replaced by what is still missing. No page
-    is visited live, no page record added: only the missing exchanges are recorded."""
+    is visited live, no page record added: only the missing exchanges are recorded. ``credentials``:
+    as :func:`crawl`'s, for the live fetches to the start URL's origin."""
     from playwright.sync_api import sync_playwright
 
     from webfreeze.archives import Archive
@@ -453,6 +467,7 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
         raise CrawlError(f"{archive_path}: no page records to recheck")
     state_name = crawl_state_name(start, scope, depth)
     incomplete = []
+    auth = (credentials_for(start, credentials)["origin"], basic_authorization(credentials)) if credentials else None
     with recording_into(archive_path) as arc:
         proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve).start()
         before = proxy.recorder.recorded
@@ -461,7 +476,7 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
                 browser = launch_chromium(pw, proxy=proxy.url)
                 checker = PageChecker(browser, archive_path)
                 for n, (url, captured_at) in enumerate(pages, 1):
-                    missing, _ = _self_check(checker, proxy, url, captured_at)
+                    missing, _ = _self_check(checker, proxy, url, captured_at, auth=auth)
                     if missing:
                         incomplete.append([url, missing])
                     if progress:

@@ -55,6 +55,7 @@ def page_records(archive) -> list:
         return [(p.url, p.extra) for p in arc.pages()]
 
 
+@pytest.mark.slow  # (a crawl or a session in Chromium: most of a minute on 2 shared cores)
 def test_an_nginx_page_checks_complete(tmp_path, home, cli, pydocs):
     """The page loads its logo, ``_static/py.svg``, which nginx serves with ``Accept-Ranges:
     bytes``, as the replay does: the check's browser takes the image, the page loads, it is complete."""
@@ -92,6 +93,7 @@ TRAC = "http://trac.testbed.test/"
 TRAC_SCOPE = r"^http://trac\.testbed\.test/(login|roadmap|ticket/1\?format=(csv|tab)|ticket/2)$"
 
 
+@pytest.mark.slow  # (a crawl or a session in Chromium: most of a minute on 2 shared cores)
 def test_trac_crawl_lists_failed_login_and_downloads_and_exits_incomplete(tmp_path, home, cli, testbed):
     app = testbed.app("trac")
     archive = tmp_path / "trac.wfz"
@@ -116,11 +118,13 @@ def test_trac_crawl_lists_failed_login_and_downloads_and_exits_incomplete(tmp_pa
 
     # --allow-incomplete: the same outcome, exit 0
     again = crawl(cli, home, TRAC + "ticket/1", "--archive", tmp_path / "allowed.wfz", "--depth", "1",
-                  "--scope", TRAC_SCOPE, "--resolve", app.resolve, "--allow-incomplete", "--exclude", "format=")
+                  "--scope", TRAC_SCOPE, "--resolve", app.resolve, "--allow-incomplete", "--exclude", "format=",
+                  "--no-check", "--screenshots", "none")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "failed: " in again.stdout and "download" not in again.stdout
 
 
+@pytest.mark.slow  # (a crawl or a session in Chromium: most of a minute on 2 shared cores)
 def test_trac_crawl_with_the_login_excluded_is_complete(tmp_path, home, cli, testbed):
     app = testbed.app("trac")
     archive = tmp_path / "trac.wfz"
@@ -134,6 +138,7 @@ def test_trac_crawl_with_the_login_excluded_is_complete(tmp_path, home, cli, tes
     assert "/login" not in asked and not any("format=" in p for p in asked)
 
 
+@pytest.mark.slow  # (a crawl or a session in Chromium: most of a minute on 2 shared cores)
 def test_trac_crawl_logs_in_with_http_credentials(tmp_path, home, cli, testbed):
     """``--http-credentials USER:ENVVAR``: the login link answers, the crawl is complete, and the
     archive holds the ordinary Basic header, which redaction takes for a credential."""
@@ -175,3 +180,28 @@ def test_http_credentials_are_read_from_the_environment_only(tmp_path, home, cli
     r = cli_here("record", "crawl", "http://trac.testbed.test/", "--archive", tmp_path / "a.wfz",
                  "--exclude", "(unclosed")
     assert r.returncode == 2 and "invalid --exclude regular expression" in r.stderr
+
+
+@pytest.mark.slow  # (a crawl or a session in Chromium: most of a minute on 2 shared cores)
+def test_trac_session_logs_in_with_http_credentials(tmp_path, home, cli, testbed):
+    """``record session --http-credentials``: a script clicks Trac's Login link; the browser is let
+    in (no 401 recorded) and the page it lands on says who is logged in."""
+    from testbed.trac_app import TRAC_PASSWORD, TRAC_USER
+
+    app = testbed.app("trac")
+    script = tmp_path / "login.py"
+    script.write_text('def run(page):\n    page.click("text=Login")\n    page.wait_for_load_state("load")\n')
+    archive, trajectory = tmp_path / "s.wfz", tmp_path / "s.json"
+    r = cli("record", "session", TRAC + "ticket/1", "--archive", archive, "--trajectory", trajectory,
+            "--script", script, "--resolve", app.resolve, "--http-credentials", f"{TRAC_USER}:TRAC_TEST_PW",
+            env=dict(os.environ, WEBFREEZE_HOME=str(home), TRAC_TEST_PW=TRAC_PASSWORD), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with Archive.open(archive) as arc:
+        (login,) = [e for e in arc.exchanges(url=TRAC + "login")]
+        assert login.status == 302 and all(e.status != 401 for e in arc.exchanges())
+        target = dict((k.lower(), v) for k, v in login.headers)["location"]  # back where the click was
+        assert target == TRAC + "ticket/1"
+        landed = [e for e in arc.exchanges(url=target) if e.status == 200]
+        assert b"logged in as" not in landed[0].body()
+        assert b'logged in as <span class="trac-author-user">editor</span>' in landed[-1].body()
+    assert TRAC_PASSWORD not in trajectory.read_text()

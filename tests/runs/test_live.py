@@ -209,6 +209,8 @@ def test_patching_misses_fetches_them_live_into_a_copy(tmp_path, home, scholar, 
     (["--live", "--cassette-mode", "replay", "--cassette", "{cassette}"], "--cassette-mode replay"),
     (["--live", "--executor", "ray"], "local executor only"),
     (["--patch-from-live", "--archive", "{crawl}", "--record-into", "{crawl}"], "never writes its input"),
+    (["--http-credentials", "editor:HOME"], "--http-credentials needs --live"),
+    (["--live", "--backend", "text", "--http-credentials", "editor:HOME"], "needs the browser backend"),
 ])
 def test_incoherent_live_options_are_refused_in_one_line(tmp_path, home, args, words):
     crawl = SUITE.parent / "demo.wfz"

@@ -12,12 +12,13 @@ servers, nginx sends what real sites send with static files: ``Accept-Ranges``, 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tls_certs import LocalCA
-
 from .apps import HOSTS, App, _launch, free_port
+
+SUPPORT = Path(__file__).resolve().parent.parent / "support"  # tests/support: tls_certs
 
 NGINX = Path("/usr/sbin/nginx")
 DOC_ROOTS = (Path("/usr/share/doc/python3.11/html"), Path("/usr/share/doc/python3/html"))
@@ -91,6 +92,10 @@ def start_pydocs(work: Path) -> NginxApp:
     """nginx serving Python's documentation on two loopback ports (HTTP and HTTPS)."""
     if not os.access(NGINX, os.X_OK):
         raise NginxMissing(f"{NGINX} is not installed (apt-get install nginx-light)")
+    if str(SUPPORT) not in sys.path:  # (pytest puts it there; the benchmarks do not)
+        sys.path.append(str(SUPPORT))
+    from tls_certs import LocalCA
+
     root = docs_root()
     work = Path(work).resolve()
     (work / "tmp").mkdir(parents=True, exist_ok=True)

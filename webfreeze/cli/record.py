@@ -121,7 +121,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
         progress, advance = progress_bar(total, "rechecking", unit="pages")
         with progress:
             result = run_recheck(archive_path, url, depth=depth, scope=scope, resolve=table,
-                                 progress=lambda done, _url: advance(1))
+                                 progress=lambda done, _url: advance(1), credentials=http_credentials)
         click.echo(f"{result.pages} pages rechecked; {result.exchanges_this_run} exchanges recorded this run; "
                    f"{len(result.incomplete)} still incomplete")
     else:
@@ -158,7 +158,8 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
                    f"{url} --archive {archive_path} --recheck", err=True)
     elif load_failures(result.failed):
         click.echo(f"{len(load_failures(result.failed))} pages did not load (listed above as failed)", err=True)
-    if not result.captured_all and not allow_incomplete:
+    incomplete = bool(result.incomplete) if recheck else not result.captured_all
+    if incomplete and not allow_incomplete:
         sys.exit(EXIT_INCOMPLETE)
 
 

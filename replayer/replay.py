@@ -508,6 +508,8 @@ class Replay:
                 drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only",
                         "etag", "content-md5", "digest")
                 out_headers = [(k, v) for k, v in out_headers if k.lower() not in drop]
+        if status == 200:  # the serialiser says Accept-Ranges itself: the capture's (nginx sends it) is not repeated
+            out_headers = [(k, v) for k, v in out_headers if k.lower() != "accept-ranges"]
         built = Built(status, resp.reason, _header_block(out_headers), body,
                       range_ok=status == 200, size=len(body) + 512)
         self.cache.put(key, built)

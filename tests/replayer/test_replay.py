@@ -74,6 +74,9 @@ def site_archive(tmp_path_factory):
                           ("Content-Security-Policy", "script-src 'self'"), ("Transfer-Encoding", "chunked")],
          "captured_at": T0},
         text("http://site.test/big.bin", bytes(range(256)) * 40, resp_headers=[("Content-Type", "application/octet-stream")]),
+        # as nginx serves a static file: the replay must not say Accept-Ranges a second time
+        text("http://site.test/logo.svg", "<svg/>", resp_headers=[("Content-Type", "image/svg+xml"),
+                                                                 ("Accept-Ranges", "bytes")]),
         {"url": "http://site.test/moved", "status": 302, "payload": b"",
          "resp_headers": [("Location", "http://site.test/exact?a=1")], "captured_at": T0},
     ])
@@ -247,7 +250,7 @@ def test_direct_mode_listing_head_range_and_redirect(site_archive, home):
         resp.read()
         conn.request("GET", "/_webfreeze/status")
         status = json.loads(conn.getresponse().read())
-        assert status["exchanges"] == 18 and status["hits"] >= 5
+        assert status["exchanges"] == 19 and status["hits"] >= 5
 
 
 def test_https_through_connect_with_the_webfreeze_ca(server):
@@ -339,6 +342,16 @@ def test_pipelined_requests_are_answered_in_order(server):
 
 
 # ---------------------------------------------------------------------------- pywb's sample captures
+def test_a_captured_accept_ranges_is_said_once(server):
+    resp, data = proxied(server, "GET", "http://site.test/logo.svg")
+    assert data == b"<svg/>"
+    said = [v for k, v in resp.getheaders() if k.lower() == "accept-ranges"]
+    assert said == ["bytes"]
+    resp, data = proxied(server, "GET", "http://site.test/logo.svg", headers={"Range": "bytes=0-1"})
+    assert (resp.status, data) == (206, b"<s")
+    assert [v for k, v in resp.getheaders() if k.lower() == "accept-ranges"] == ["bytes"]
+
+
 def test_pywb_post_and_revisit_captures(samples, tmp_path, home, cli):
     for name in ("post-test.warc.gz", "dupes.warc.gz"):
         r = cli("archive", "import", samples / name, "--to", tmp_path / f"{name}.wfz")

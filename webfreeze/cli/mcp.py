@@ -16,15 +16,17 @@ DEFAULT_OUT = "mcp-run"  # (webfreeze.mcp_server.DEFAULT_OUT)
 @click.argument("run_dir", metavar="RUN_DIR", type=click.Path(file_okay=False))
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), default=None,
               help="Folder for the HAR files [default: RUN_DIR/har].")
-def export_har_command(run_dir, out):
+@click.option("--archive", type=click.Path(dir_okay=False), default=None,
+              help="The run's archive [default: the one its manifest names].")
+def export_har_command(run_dir, out, archive):
     """Write one HAR 1.2 file per episode of RUN_DIR (OUT/<task_id>.har): the requests the replay
-    answered, in order, each with its match provenance (exact, canonical, fuzzy with score and the
-    capture served, site model, miss) in the entry's `_webfreeze` field."""
-    from webfreeze.eval.har import (
-        export_har,  # (the eval package's import: only for this command)
-    )
+    answered, in order, with their request and response headers, bodies (text or base64) and
+    capture times from the archive (so Playwright's route_from_har replays the pages), and each
+    one's match provenance (exact, canonical, fuzzy with score and the capture served, site model,
+    miss) in the entry's `_webfreeze` field."""
+    from webfreeze.har import export_run_har  # (the archive and the replay: only for this command)
 
-    written = export_har(run_dir, out)
+    written = export_run_har(run_dir, out, archive=archive)
     for path in written:
         click.echo(str(path))
     click.echo(f"wrote {len(written)} HAR file{'s' if len(written) != 1 else ''}", err=True)
@@ -42,8 +44,8 @@ def export_har_command(run_dir, out):
 @click.option("--max-steps", type=int, default=30, show_default=True, help="Steps per episode.")
 @click.option("--screenshots", is_flag=True, help="Keep a screenshot of every step in the run folder.")
 def serve_command(suite, task, out, archive, backend, seed, max_steps, screenshots):
-    """Serve SUITE's tasks to an MCP client over stdio (Playwright-MCP-style tools: navigate, click,
-    type, select, press, scroll, back, snapshot, screenshot, answer, list_tasks, start_task). Each
+    """Serve SUITE's tasks to an MCP client over stdio (Playwright MCP's tools: browser_navigate,
+    browser_click, browser_type, browser_snapshot, ...; and list_tasks, start_task, answer). Each
     task played is written to the run folder as a trajectory; score it with 'webfreeze eval report'.
     An ARCHIVE alone is served for exploration: one task, 'explore', at its first recorded page,
     nothing written."""

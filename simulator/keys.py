@@ -4,7 +4,8 @@ unknown key with the same line (a browser would say ``Unknown key``; the text ba
 
 A name is a key's code (``KeyA``, ``Digit1``, ``Numpad0``, ``ShiftLeft``), the character a key of
 the main block produces (``a``, ``1``) or produces with Shift (``A``, ``!``), a modifier (``Shift``,
-``Control``, ``Alt``, ``Meta``, ``ControlOrMeta``: Control on Linux), or Enter's ``\n`` and ``\r``. tests/simulator/test_bgym_keys.py holds this list against the installed Playwright's.
+``Control``, ``Alt``, ``Meta``, ``ControlOrMeta``: Control on Linux), or Enter's ``\n`` and ``\r``.
+tests/simulator/test_bgym_actions.py holds this list against the installed Playwright's.
 """
 
 from __future__ import annotations

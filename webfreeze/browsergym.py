@@ -314,9 +314,9 @@ class FrozenTaskEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """A new episode of the task (the previous one, if unfinished, is written as stopped)."""
         self._flush(stopped=True)
-        if self.record_to is not None and not self.overwrite and self.task_id in _recorded(Path(self.record_to)):
-            raise RegistrationError(f"{self.record_to} already holds an episode of {self.task_id}; record_to "
-                                    "another folder, or pass overwrite=True to replace it")
+        if self.record_to is not None:  # refused now, not after the episode: another run, a task played
+            check_run_folder(Path(self.record_to), run_identity(self.suite, self.env, self._agent_record(),
+                                                                self.settings), self.task_id, overwrite=self.overwrite)
         super().reset(seed=seed)
         obs, info = self.env.reset(seed=seed, options={**(options or {}), "task": self.task_id})
         self._open = True
@@ -437,23 +437,10 @@ def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv
     holds already is refused unless ``overwrite``."""
     if isinstance(agent, str):
         agent = {"name": agent, "config": {}, "oracle": False}
-    identity = {"suite": {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks)},
-                "archive": {"digest": env.archive_digest}, "agent": agent, "env": settings}
+    identity = run_identity(suite, env, agent, settings)
     with _locked(out):
         manifest_path = out / "manifest.json"
-        old = {}
-        if manifest_path.is_file():
-            try:
-                old = json.loads(manifest_path.read_text(encoding="utf-8"))
-            except ValueError:
-                raise RegistrationError(f"{manifest_path}: not a readable run manifest; record_to a new folder") from None
-            differs = [k for k in identity if old.get(k) != identity[k]]
-            if differs:
-                raise RegistrationError(f"{out} holds a different run (its {', '.join(differs)} differ); "
-                                        "record_to a new folder")
-            if not overwrite and task_id in ((old.get("selection") or {}).get("ids") or []):
-                raise RegistrationError(f"{out} already holds an episode of {task_id}; record_to another folder, "
-                                        "or pass overwrite=True to replace it")
+        old = check_run_folder(out, identity, task_id, overwrite=overwrite)
         shots = {**env.recorder.shots, **env.recorder.doms} if env.recorder else {}
         write_trajectory(trajectory, out, shots)
         done = set((old.get("selection") or {}).get("ids") or []) | {task_id}
@@ -481,13 +468,33 @@ def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv
         write_json(manifest_path, manifest)
 
 
-def _recorded(out: Path) -> set[str]:
-    """The tasks the run folder ``out`` holds an episode of (none if it holds no run yet)."""
+def run_identity(suite, env: WebEnv, agent: dict, settings: dict) -> dict:
+    """What makes a run folder's episodes one run: the suite, the archive, the agent (its name and
+    configuration: an AgentLab agent's arguments and version) and the environment's settings."""
+    return {"suite": {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks)},
+            "archive": {"digest": env.archive_digest}, "agent": agent, "env": settings}
+
+
+def check_run_folder(out: Path, identity: dict, task_id: str, *, overwrite: bool = False) -> dict:
+    """The manifest of the run folder ``out`` (``{}`` when it holds no run yet), refused when it
+    holds another run (what differs is said) or, unless ``overwrite``, an episode of ``task_id``."""
+    manifest_path = out / "manifest.json"
+    if not manifest_path.is_file():
+        return {}
     try:
-        manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+        old = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return set()
-    return set(((manifest.get("selection") or {}).get("ids") or []) if isinstance(manifest, dict) else [])
+        old = None
+    if not isinstance(old, dict):
+        raise RegistrationError(f"{manifest_path}: not a readable run manifest; record_to a new folder")
+    differs = [k for k in identity if old.get(k) != identity[k]]
+    if differs:
+        raise RegistrationError(f"{out} holds a different run (its {', '.join(differs)} differ); "
+                                "record_to a new folder")
+    if not overwrite and task_id in ((old.get("selection") or {}).get("ids") or []):
+        raise RegistrationError(f"{out} already holds an episode of {task_id}; record_to another folder, "
+                                "or pass overwrite=True to replace it")
+    return old
 
 
 def _one_line(text: str, limit: int = 500) -> str:

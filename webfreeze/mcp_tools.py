@@ -15,7 +15,7 @@ import json
 from typing import Annotated, Literal
 
 from mcp.server.fastmcp import FastMCP, Image
-from mcp.server.fastmcp.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
 from webfreeze.common.errors import WebfreezeError
@@ -57,6 +57,14 @@ class FormField(BaseModel):
     element: Element = ""
 
 
+class _Failed(MCPError):
+    """An action that failed: the tool answers its text (the error, then the page) as an error result."""
+
+
+def _error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], isError=True)
+
+
 def _bounded(what: str, text: str, limit: int) -> str:
     if len(text) > limit:
         raise MCPError(f"{what} is {len(text)} characters long; at most {limit} are taken")
@@ -77,55 +85,58 @@ def build_server(session: Session):
     server = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
     def guarded(fn):
-        """A tool whose errors reach the client as one error result (Playwright MCP's ``### Error``
-        section), never a traceback; an answer longer than MAX_ANSWER is cut."""
+        """A tool whose errors reach the client as an error result in Playwright MCP's words
+        (``### Error``, then ``Error: `` and one line, then the page if an action failed), never a
+        traceback; an answer longer than MAX_ANSWER is cut."""
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             try:
                 out = fn(*args, **kwargs)
+            except _Failed as exc:
+                return _error(_cut(str(exc)))
             except WebfreezeError as exc:
-                raise ToolError(f"### Error\nError: {exc}") from None
+                return _error(f"### Error\nError: {exc}")
             return _cut(out) if isinstance(out, str) else out
         return wrapper
 
     def step(action: Action) -> str:
         answer, error = session.step(action)
         if error:
-            raise ToolError(_cut(f"### Error\nError: {error}\n" + answer))
+            raise _Failed(f"### Error\nError: {error}\n" + answer)
         return answer
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def list_tasks() -> str:
         """The tasks of this run: id, category, instruction, start URL and status (todo, playing, done)."""
         return json.dumps(session.list_tasks(), indent=1, ensure_ascii=False)
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def start_task(task_id: str | None = None) -> str:
         """Start a task (default: the next one not played): opens its start page and returns the
         instruction and the page snapshot."""
         return session.start_task(task_id)
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def answer(text: str) -> str:
         """Give the task's answer: this ends the episode (it is recorded and scored later)."""
         return step(Action("answer", text=_bounded("answer: text", text, MAX_TEXT)))
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_navigate(url: Annotated[str, Field(description="The URL to navigate to")]) -> str:
         """Navigate to a URL"""
         return step(Action("goto", url=_bounded("browser_navigate: url", url, MAX_URL)))
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_navigate_back() -> str:
         """Go back to the previous page in the history"""
         return step(Action("go_back"))
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_click(target: Target, element: Element = "",
                       doubleClick: Annotated[bool, Field(description="Whether to perform a double click instead "
@@ -137,7 +148,7 @@ def build_server(session: Session):
         extra = {**({"button": button} if button != "left" else {}), **({"modifiers": list(modifiers)} if modifiers else {})}
         return step(Action("dblclick" if doubleClick else "click", bid=ref, args=extra or None))
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_type(target: Target, text: Annotated[str, Field(description="Text to type into the element")],
                      element: Element = "",
@@ -154,7 +165,7 @@ def build_server(session: Session):
             answer = step(Action("press", bid=ref, key="Enter"))
         return answer
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_select_option(target: Target,
                               values: Annotated[list[str], Field(description="Array of values to select in the "
@@ -169,20 +180,20 @@ def build_server(session: Session):
             _bounded("browser_select_option: a value", v, MAX_VALUE)
         return step(Action("select", bid=ref, value=values[0], args={"options": list(values)} if len(values) > 1 else None))
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_press_key(key: Annotated[str, Field(description="Name of the key to press or a character to "
                                                                 "generate, such as `ArrowLeft` or `a`")]) -> str:
         """Press a key on the keyboard"""
         return step(Action("press", key=_bounded("browser_press_key: key", key, MAX_KEY)))
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_hover(target: Target, element: Element = "") -> str:
         """Hover over element on page"""
         return step(Action("hover", bid=session.ref(target)))
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_drag(startTarget: Target, endTarget: Target,
                      startElement: Annotated[str, Field(description="Human-readable source element description used "
@@ -195,7 +206,7 @@ def build_server(session: Session):
         start, end = session.ref(startTarget), session.ref(endTarget)
         return step(Action("drag_and_drop", bid=start, args={"to_bid": end}))
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_fill_form(fields: Annotated[list[FormField], Field(description="Fields to fill in")]) -> str:
         """Fill multiple form fields"""
@@ -225,24 +236,24 @@ def build_server(session: Session):
                 break
         return answer or session.snapshot()
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_snapshot(target: Annotated[str, Field(description=TARGET)] = "",
                          filename: Annotated[str, Field(description="Save snapshot to a file instead of returning it "
                                                                     "in the response.")] = "",
-                         depth: Annotated[int, Field(description="Limit the depth of the snapshot tree")] = 0,
+                         depth: Annotated[float, Field(description="Limit the depth of the snapshot tree")] = 0,
                          boxes: Annotated[bool, Field(description="Include each element's bounding box")] = False) -> str:
         """Capture accessibility snapshot of the current page, this is better than screenshot"""
         if filename:
             raise MCPError("browser_snapshot: filename is not available here (the snapshot is the answer)")
         if target or boxes:
             raise MCPError("browser_snapshot: target and boxes are not available here (the whole page is the answer)")
-        return session.snapshot(depth=depth or None)
+        return session.snapshot(depth=int(depth) if depth and depth > 0 else None)
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_take_screenshot(scale: Annotated[Literal["css", "device"], Field(description="Image resolution "
-                                                                                          "scale.")] = "css",
+                                                                                          "scale.")],
                                 type: Annotated[Literal["png", "jpeg", "webp"], Field(description="Image format for "
                                                                                                   "the screenshot.")] = "png",
                                 element: Element = "", target: Annotated[str, Field(description=TARGET)] = "",
@@ -256,7 +267,7 @@ def build_server(session: Session):
             raise MCPError("browser_take_screenshot: only a PNG of the viewport, returned, is available here")
         return Image(data=session.screenshot(), format="png")
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_wait_for(time: Annotated[float, Field(description="The time to wait in seconds, at most 30")] = 0,
                          text: Annotated[str, Field(description="The text to wait for")] = "",
@@ -267,17 +278,17 @@ def build_server(session: Session):
         answer = step(Action("noop", amount=int(round(time * 1000)) or None))
         page = (session.obs or {}).get("axtree_text") or ""
         if text and text not in page:
-            raise ToolError(_cut(f"### Error\nError: the text {text!r} is not on the page\n" + answer))
+            raise _Failed(f"### Error\nError: the text {text!r} is not on the page\n" + answer)
         if textGone and textGone in page:
-            raise ToolError(_cut(f"### Error\nError: the text {textGone!r} is still on the page\n" + answer))
+            raise _Failed(f"### Error\nError: the text {textGone!r} is still on the page\n" + answer)
         return answer
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_tabs(action: Annotated[Literal["list", "new", "close", "select"], Field(description="Operation to "
                                                                                                      "perform")],
-                     index: Annotated[int | None, Field(description="Tab index, used for close/select. If omitted "
-                                                                    "for close, current tab is closed.")] = None,
+                     index: Annotated[float, Field(description="Tab index, used for close/select. If omitted "
+                                                              "for close, current tab is closed.")] = -1,
                      url: Annotated[str, Field(description="URL to navigate to in the new tab, used for new.")] = "") -> str:
         """List, create, close, or select a browser tab."""
         if action == "list":
@@ -285,29 +296,31 @@ def build_server(session: Session):
         if action == "new":
             answer = step(Action("new_tab"))
             return step(Action("goto", url=_bounded("browser_tabs: url", url, MAX_URL))) if url else answer
+        if index != -1 and (index < 0 or not float(index).is_integer()):
+            raise MCPError(f"browser_tabs: index {index:g} is not a tab's (0, 1, ...)")
         if action == "close":
-            if index is not None:
-                step(Action("tab_focus", args={"index": index}))
+            if index != -1:
+                step(Action("tab_focus", args={"index": int(index)}))
             return step(Action("tab_close"))
-        if index is None:
+        if index == -1:
             raise MCPError("browser_tabs: select needs an index")
-        return step(Action("tab_focus", args={"index": index}))
+        return step(Action("tab_focus", args={"index": int(index)}))
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_mouse_wheel(deltaX: Annotated[float, Field(description="X delta")],
                             deltaY: Annotated[float, Field(description="Y delta")]) -> str:
         """Scroll mouse wheel"""
         return step(_wheel(int(round(deltaX)), int(round(deltaY))))
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_mouse_move_xy(x: Annotated[float, Field(description="X coordinate")],
                               y: Annotated[float, Field(description="Y coordinate")]) -> str:
         """Move mouse to a given position"""
         return step(Action("mouse_move", args={"x": int(round(x)), "y": int(round(y))}))
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_mouse_click_xy(x: Annotated[float, Field(description="X coordinate")],
                                y: Annotated[float, Field(description="Y coordinate")],
@@ -322,7 +335,7 @@ def build_server(session: Session):
         extra = {"button": button} if button != "left" else {}
         return step(Action(kind, args={"x": int(round(x)), "y": int(round(y)), **extra}))
 
-    @server.tool()
+    @server.tool(structured_output=False)
     @guarded
     def browser_mouse_drag_xy(startX: Annotated[float, Field(description="Start X coordinate")],
                               startY: Annotated[float, Field(description="Start Y coordinate")],

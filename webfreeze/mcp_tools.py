@@ -50,7 +50,8 @@ class FormField(BaseModel):
     model_config = ConfigDict(extra="forbid")
     target: Target
     name: Annotated[str, Field(description="Human-readable field name")]
-    type: Annotated[Literal["textbox", "checkbox", "radio", "combobox", "slider"], Field(description="Type of the field")]
+    type: Annotated[Literal["textbox", "checkbox", "radio", "combobox", "slider"],
+                    Field(description="Type of the field")]
     value: Annotated[str, Field(description="Value to fill in the field. If the field is a checkbox, the value should "
                                             "be `true` or `false`. If the field is a combobox, the value should be the "
                                             "text of the option.")]
@@ -142,10 +143,12 @@ def build_server(session: Session):
                       doubleClick: Annotated[bool, Field(description="Whether to perform a double click instead "
                                                                      "of a single click")] = False,
                       button: Annotated[Button, Field(description="Button to click, defaults to left")] = "left",
-                      modifiers: Annotated[list[Modifier], Field(description="Modifier keys to press")] = []) -> str:  # noqa: B006
+                      modifiers: Annotated[list[Modifier],
+                                           Field(description="Modifier keys to press")] = []) -> str:  # noqa: B006
         """Perform click on a web page"""
         ref = session.ref(target)
-        extra = {**({"button": button} if button != "left" else {}), **({"modifiers": list(modifiers)} if modifiers else {})}
+        extra = {**({"button": button} if button != "left" else {}),
+                 **({"modifiers": list(modifiers)} if modifiers else {})}
         return step(Action("dblclick" if doubleClick else "click", bid=ref, args=extra or None))
 
     @server.tool(structured_output=False)
@@ -178,7 +181,8 @@ def build_server(session: Session):
             raise MCPError(f"browser_select_option: give 1 to {MAX_VALUES} values, not {len(values)}")
         for v in values:
             _bounded("browser_select_option: a value", v, MAX_VALUE)
-        return step(Action("select", bid=ref, value=values[0], args={"options": list(values)} if len(values) > 1 else None))
+        many = {"options": list(values)} if len(values) > 1 else None
+        return step(Action("select", bid=ref, value=values[0], args=many))
 
     @server.tool(structured_output=False)
     @guarded
@@ -242,7 +246,8 @@ def build_server(session: Session):
                          filename: Annotated[str, Field(description="Save snapshot to a file instead of returning it "
                                                                     "in the response.")] = "",
                          depth: Annotated[float, Field(description="Limit the depth of the snapshot tree")] = 0,
-                         boxes: Annotated[bool, Field(description="Include each element's bounding box")] = False) -> str:
+                         boxes: Annotated[bool, Field(description="Include each element's bounding "
+                                                                  "box")] = False) -> str:
         """Capture accessibility snapshot of the current page, this is better than screenshot"""
         if filename:
             raise MCPError("browser_snapshot: filename is not available here (the snapshot is the answer)")
@@ -252,10 +257,10 @@ def build_server(session: Session):
 
     @server.tool(structured_output=False)
     @guarded
-    def browser_take_screenshot(scale: Annotated[Literal["css", "device"], Field(description="Image resolution "
-                                                                                          "scale.")],
-                                type: Annotated[Literal["png", "jpeg", "webp"], Field(description="Image format for "
-                                                                                                  "the screenshot.")] = "png",
+    def browser_take_screenshot(scale: Annotated[Literal["css", "device"],
+                                                 Field(description="Image resolution scale.")],
+                                type: Annotated[Literal["png", "jpeg", "webp"],
+                                                Field(description="Image format for the screenshot.")] = "png",
                                 element: Element = "", target: Annotated[str, Field(description=TARGET)] = "",
                                 filename: Annotated[str, Field(description="File name to save the screenshot "
                                                                            "to.")] = "",
@@ -289,7 +294,8 @@ def build_server(session: Session):
                                                                                                      "perform")],
                      index: Annotated[float, Field(description="Tab index, used for close/select. If omitted "
                                                               "for close, current tab is closed.")] = -1,
-                     url: Annotated[str, Field(description="URL to navigate to in the new tab, used for new.")] = "") -> str:
+                     url: Annotated[str, Field(description="URL to navigate to in the new tab, used for "
+                                                           "new.")] = "") -> str:
         """List, create, close, or select a browser tab."""
         if action == "list":
             return session.snapshot()
@@ -324,10 +330,12 @@ def build_server(session: Session):
     @guarded
     def browser_mouse_click_xy(x: Annotated[float, Field(description="X coordinate")],
                                y: Annotated[float, Field(description="Y coordinate")],
-                               button: Annotated[Button, Field(description="Button to click, defaults to left")] = "left",
+                               button: Annotated[Button, Field(description="Button to click, defaults to "
+                                                                           "left")] = "left",
                                clickCount: Annotated[int, Field(description="Number of clicks, defaults to 1")] = 1,
                                delay: Annotated[float, Field(description="Time to wait between mouse down and mouse "
-                                                                         "up in milliseconds, defaults to 0")] = 0) -> str:
+                                                                         "up in milliseconds, defaults to "
+                                                                         "0")] = 0) -> str:
         """Click mouse button at a given position"""
         if clickCount not in (1, 2):
             raise MCPError("browser_mouse_click_xy: clickCount is 1 or 2 here")

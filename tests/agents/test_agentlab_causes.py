@@ -100,7 +100,8 @@ def run_plays(tmp_path, run_dir, *plays: str, offline_tokenizer: bool = True) ->
 @pytest.mark.slow
 def test_crashes_are_recorded_with_their_cause_and_configurations_do_not_mix(tmp_path):
     run = tmp_path / "run"
-    results = run_plays(tmp_path, run, "scholar-site-info-001:agent:lab:0.0:0", "scholar-site-info-003:answer:lab:0.0:0")
+    results = run_plays(tmp_path, run, "scholar-site-info-001:agent:lab:0.0:0",
+                        "scholar-site-info-003:answer:lab:0.0:0")
     results[1:1] = run_plays(tmp_path, run, "scholar-site-info-002:answer:lab:0.0:0", offline_tokenizer=False)
     assert [r["err_msg"] is not None for r in results] == [True, True, False]
     crashed = json.loads((run / "trajectories" / "scholar-site-info-001.json").read_text())

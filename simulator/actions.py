@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from webfreeze.common.errors import WebfreezeError
 
@@ -82,7 +82,7 @@ class Action:
     dialect: str | None = None
     raw: str = ""
     thought: str | None = None
-    args: dict | None = None
+    args: dict | None = field(default=None, hash=False)  # (a dict: compared, not hashed)
 
     def __post_init__(self):
         if self.kind not in KINDS:

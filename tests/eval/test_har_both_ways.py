@@ -63,6 +63,7 @@ def _visit(context, urls: list[str]) -> list[str]:
     return texts
 
 
+@pytest.mark.slow
 def test_an_exported_run_replays_every_page_in_route_from_har(exported, chromium):
     checked = 0
     for task in TASKS:

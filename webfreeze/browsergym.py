@@ -236,7 +236,9 @@ def agentlab_benchmark(key: str = DEMO_KEY, *, tasks=None, max_steps: int = 30, 
             raise RegistrationError(f"not registered: {', '.join(missing)}")
         ids = [i for i in ids if i in wanted]
     task_kwargs = {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}
-    text = settings.get("backend", "browser") == "text"
+    # (the backend given here, else the one the suite was registered with)
+    registered = gym.spec(f"{NAMESPACE}/{ids[0]}").kwargs if ids else {}
+    text = settings.get("backend", registered.get("backend", "browser")) == "text"
     actions = TextActionSetArgs(multiaction=False) if text else HighLevelActionSetArgs(subsets=ACTION_SUBSETS,
                                                                                         multiaction=False)
     return Benchmark(

@@ -130,3 +130,31 @@ def test_crashes_are_recorded_with_their_cause_and_configurations_do_not_mix(tmp
     assert later[2]["err_msg"] is None
     assert json.loads((run / "trajectories" / "scholar-site-info-001.json").read_text())["end"]["reason"] == "answer"
     assert (run / "trajectories" / "scholar-site-info-003.json").read_bytes() == before
+
+
+ACTION_SETS = r"""
+import json
+import webfreeze.browsergym as wb
+out = {}
+for backend in ("browser", "text"):
+    bench = wb.agentlab_benchmark("demo", tasks=["scholar-site-info-001"], backend=backend)
+    args = bench.high_level_action_set_args
+    out[backend] = {"actions": list(args.make_action_set().action_set), "multiaction": args.multiaction}
+print(json.dumps(out))
+"""
+
+
+def test_what_agentlab_is_handed_is_what_each_backend_does():
+    from browsergym.core.action.highlevel import ACTION_SUBSETS
+
+    from webfreeze.simulator.actions import TEXT_REFUSED
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(AGENTLAB), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", ACTION_SETS], capture_output=True, text=True, timeout=300, env=env,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    every = {"noop"} | {f.__name__ for s in ("chat", "infeas", "bid", "coord", "nav", "tab") for f in ACTION_SUBSETS[s]}
+    assert set(got["browser"]["actions"]) == every
+    assert set(got["text"]["actions"]) == every - TEXT_REFUSED
+    assert not got["browser"]["multiaction"] and not got["text"]["multiaction"]  # one action a step

@@ -1,4 +1,4 @@
-"""``archive import``: bring WARC, ARC and WACZ files into an archive, atomically.
+"""``archive import``: bring WARC, ARC, WACZ and HAR files into an archive, atomically.
 
 All sources of one call land in a single transaction (or, for a new archive, in a file that is
 renamed into place at the end): the import fails as a whole or lands as a whole. Each source file
@@ -20,6 +20,7 @@ from pathlib import Path
 from . import fast_import
 from .descriptors import file_sha256
 from .errors import BadInput
+from .har_import import import_har, looks_like_har
 from .publish import new_archive_atomically
 from .store import Archive
 from .wacz import open_checked, read_pages, warc_members
@@ -71,7 +72,7 @@ def _is_gzip(path: Path) -> bool:
 
 
 def sniff(path: Path) -> str:
-    """Tell ``warc``, ``arc`` or ``wacz`` from a file's first bytes; raise BadInput otherwise."""
+    """Tell ``warc``, ``arc``, ``wacz`` or ``har`` from a file's first bytes; raise BadInput otherwise."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(512)
@@ -94,7 +95,9 @@ def sniff(path: Path) -> str:
         return "arc"
     if not head:
         raise BadInput(f"{path}: empty file")
-    raise BadInput(f"{path}: not a WARC, ARC or WACZ file")
+    if looks_like_har(head):
+        return "har"
+    raise BadInput(f"{path}: not a WARC, ARC, WACZ or HAR file")
 
 
 def import_files(archive_path: str | os.PathLike, sources: list[str | os.PathLike], *,
@@ -167,6 +170,12 @@ def _import_one(arc: Archive, path: Path, kind: str, digest: str, progress: Prog
     result = SourceResult(str(path), kind, sid)
     if kind == "wacz":
         return result, _import_wacz(arc, path, sid, result, progress)
+    if kind == "har":
+        result.stats, result.pages, info = import_har(arc, path, sid)
+        arc.end_session(sid, {"har": info})
+        if progress:
+            progress(path.stat().st_size)
+        return result, []
     whole_gzip = prefetched is None and is_whole_file_gzip(path)
     importer = None
     if kind == "warc" and not whole_gzip and fast_import.available() and not os.environ.get("WEBFREEZE_NO_FASTWARC"):

@@ -9,14 +9,17 @@ into each entry's custom ``_webfreeze`` field (HAR allows fields that start with
 
 What a trajectory does not keep is left as HAR says unknown values are: no header lists beyond
 the response's ``Content-Type``, sizes of headers ``-1``, zero timings (a replay's timings say
-nothing about the site). Every entry starts at the episode's frozen clock (the task's
-``snapshot_time``, else the Unix epoch), since the replayed page sees no other time. The file's
-bytes depend only on the trajectory and the run's webfreeze version, so exporting twice gives
-equal files.
+nothing about the site), every entry at the episode's frozen clock (the task's ``snapshot_time``,
+else the Unix epoch). ``eval export-har`` fills that in from the archive (``content``): request
+and response headers and bodies (text, or base64) as the replay served them, and each exchange's
+capture time, so that Playwright's ``route_from_har`` replays the episode's pages. The file's bytes
+depend only on the trajectory, the archive and the run's webfreeze version, so exporting twice
+gives equal files.
 """
 
 from __future__ import annotations
 
+import base64
 import http
 import json
 import os
@@ -54,6 +57,46 @@ def _status_text(status: int) -> str:
         return ""
 
 
+def _content_of(body: bytes, mime: str | None) -> dict:
+    """HAR's ``content`` of a body: text when it is UTF-8 text, else base64."""
+    textual = (mime or "").split(";")[0].strip().lower()
+    if textual.startswith("text/") or textual.endswith(("json", "javascript", "xml", "+json", "+xml")) \
+            or textual in ("application/x-www-form-urlencoded",):
+        try:
+            return {"size": len(body), "mimeType": mime or "x-unknown", "text": body.decode("utf-8")}
+        except UnicodeDecodeError:
+            pass
+    return {"size": len(body), "mimeType": mime or "x-unknown", "text": base64.b64encode(body).decode("ascii"),
+            "encoding": "base64"}
+
+
+def _with_content(entry: dict, got: dict) -> None:
+    """Fill ``entry`` with what the archive holds of its exchange (``got``: request and response
+    headers and bodies as the replay served them, the capture time)."""
+    request, response = entry["request"], entry["response"]
+    request["headers"] = [{"name": k, "value": v} for k, v in got.get("request_headers") or []]
+    body = got.get("request_body")
+    if body:
+        ctype = next((v for k, v in got.get("request_headers") or [] if k.lower() == "content-type"), "")
+        post = _content_of(body, ctype or "application/octet-stream")
+        request["postData"] = {"mimeType": post["mimeType"], "text": post["text"],
+                               **({"_encoding": "base64"} if post.get("encoding") else {})}
+        request["bodySize"] = len(body)
+    headers = got.get("response_headers") or []
+    response["headers"] = [{"name": k, "value": v} for k, v in headers]
+    if got.get("reason") is not None:
+        response["statusText"] = got["reason"] or response["statusText"]
+    mime = next((v for k, v in headers if k.lower() == "content-type"), None)
+    payload = got.get("body") or b""
+    response["content"] = _content_of(payload, mime)
+    response["bodySize"] = len(payload)
+    location = next((v for k, v in headers if k.lower() == "location"), None)
+    if location and 300 <= response["status"] < 400:
+        response["redirectURL"] = location
+    if got.get("captured_at"):
+        entry["startedDateTime"] = got["captured_at"]
+
+
 def _entry(answer: dict, step, pageref: str, started: str) -> dict:
     method = str(answer.get("method") or "GET")
     url = str(answer.get("url") or "")
@@ -87,10 +130,13 @@ def _entry(answer: dict, step, pageref: str, started: str) -> dict:
     }
 
 
-def trajectory_har(trajectory: dict, *, creator_version: str | None = None) -> dict:
+def trajectory_har(trajectory: dict, *, creator_version: str | None = None, content=None) -> dict:
     """The HAR 1.2 document of one episode: a page for the start (``start``) and for each step that
     caused requests (``step-N``), and an entry per answered request, in the trajectory's order
-    (the start, then step by step; within a step the main document's hops first). Raises
+    (the start, then step by step; within a step the main document's hops first). ``content``, if
+    given, is called with each answer in that order and returns what the archive holds of it
+    (``request_headers``, ``request_body``, ``response_headers``, ``body``, ``reason``,
+    ``captured_at``; or None): the entry then carries it, so that the HAR replays the pages. Raises
     :class:`ReportError` for a trajectory written before steps recorded their answers."""
     task_id = trajectory.get("task_id")
     replay = trajectory.get("replay")
@@ -122,6 +168,9 @@ def trajectory_har(trajectory: dict, *, creator_version: str | None = None) -> d
                 # a redirect of the main document: where it led is the next hop the page loaded
                 later = hops[hops.index(a) + 1:] if a in hops else []
                 entry["response"]["redirectURL"] = str(later[0].get("url") or "") if later else ""
+            got = content(a) if content is not None else None
+            if got:
+                _with_content(entry, got)
             entries.append(entry)
     return {"log": {
         "version": HAR_VERSION,
@@ -153,11 +202,13 @@ def _read(path: Path, what: str) -> dict:
     return data
 
 
-def export_har(run_dir: str | os.PathLike, out: str | os.PathLike | None = None) -> list[Path]:
+def export_har(run_dir: str | os.PathLike, out: str | os.PathLike | None = None, *, content=None) -> list[Path]:
     """Write ``<task_id>.har`` per trajectory of the run folder ``run_dir`` into ``out`` (default
     ``RUN_DIR/har``); returns the paths written, in task-id order. Every trajectory is read and
     converted before the first file is written: a bad one (unreadable, or without recorded
-    answers) raises :class:`ReportError` and writes nothing."""
+    answers) raises :class:`ReportError` and writes nothing. ``content`` (a callable taking a
+    trajectory, returning :func:`trajectory_har`'s ``content`` for it) fills the entries with the
+    archive's headers, bodies and capture times."""
     run = Path(run_dir)
     if not run.is_dir():
         raise ReportError(f"{run}: no such run directory")
@@ -175,7 +226,8 @@ def export_har(run_dir: str | os.PathLike, out: str | os.PathLike | None = None)
         task_id = trajectory.get("task_id")
         if not isinstance(task_id, str) or not task_id or "/" in task_id or task_id.startswith("."):
             raise ReportError(f"{path}: the trajectory has no usable task_id")
-        hars.append((task_id, har_text(trajectory_har(trajectory, creator_version=version))))
+        filler = content(trajectory) if content is not None else None
+        hars.append((task_id, har_text(trajectory_har(trajectory, creator_version=version, content=filler))))
     target = Path(out) if out is not None else run / "har"
     if target.exists() and not target.is_dir():
         raise ReportError(f"{target}: exists and is not a directory")

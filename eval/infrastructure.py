@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 PROVIDER_CAUSE = "provider"
 SITE_CAUSE = "site"
+AGENT_CAUSE = "agent"  # the agent's own error (an exception in it, as a harness saw it): not infrastructure
 INFRASTRUCTURE_CAUSES = (PROVIDER_CAUSE, SITE_CAUSE)
 
 

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable
 from .answer import evaluate_answer
 from .behaviour import UNDECIDED, evaluate_behaviour, reference_step_count
 from .final_state import evaluate_final_state
-from .infrastructure import infrastructure_counts
+from .infrastructure import INFRASTRUCTURE_CAUSES, infrastructure_counts
 from .judge import Judge, judge_name
 from .keynodes import evaluate_key_nodes
 from .partial import evaluate_partial
@@ -201,8 +201,10 @@ def summary_row(results: list[dict]) -> dict:
         "loops": sum(1 for r in ran if r["behaviour"]["loop"]["detected"]),
         "step_limit_loop": cats.count("step_limit_loop"),
         "step_limit_inefficient": cats.count("step_limit_inefficient"),
-        # the paper's "other": episodes ended by an error, or stopped
-        "other_errors": cats.count("error") + cats.count("other"),
+        # the paper's "other": episodes ended by an error, or stopped (those infrastructure ended are
+        # counted apart, below)
+        "other_errors": sum(1 for r, c in zip(results, cats)
+                            if c == "other" or c == "error" and r.get("end_cause") not in INFRASTRUCTURE_CAUSES),
         "key_node_completion": _mean(k["completion_rate"] for k in kn),
         "key_node_near_success": sum(1 for k in kn if k["near_success"]) if kn else None,
         "hit@1": _rate([bool(r["results"].get("ranking", {}).get("hit@1")) for r in rk_all]),

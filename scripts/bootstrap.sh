@@ -135,3 +135,23 @@ case ",$extras," in
     fi
     ;;
 esac
+
+# Playwright MCP (@playwright/mcp, pinned; tests/agents/test_mcp_schemas.py reads its own tools/list
+# to hold webfreeze mcp's tools to it): test set-up only, with npm into .venv/playwright-mcp, once
+# per pinned version (a few MB; skipped, saying so, where npm is missing).
+case ",$extras," in
+  *,test,*)
+    pw_mcp="@playwright/mcp@0.0.83"
+    pw_stamp=.venv/playwright-mcp/.installed
+    if [ "$(cat "$pw_stamp" 2>/dev/null)" != "$pw_mcp" ]; then
+      if command -v npm >/dev/null 2>&1; then
+        rm -rf .venv/playwright-mcp
+        mkdir -p .venv/playwright-mcp
+        npm install --silent --no-audit --no-fund --ignore-scripts --prefix .venv/playwright-mcp "$pw_mcp" \
+          && echo "$pw_mcp" > "$pw_stamp"
+      else
+        echo "bootstrap: npm not found: @playwright/mcp not installed (its schema test will be skipped)" >&2
+      fi
+    fi
+    ;;
+esac

@@ -22,12 +22,16 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from webfreeze.common.errors import WebfreezeError
 
 KINDS = ("click", "fill", "select", "scroll", "go_back", "go_forward", "goto", "noop", "answer",
-         "infeasible", "hover", "press", "history_search")
+         "infeasible", "hover", "press", "history_search",
+         # the rest of BrowserGym's high-level set, each under its own name
+         "dblclick", "focus", "clear", "drag_and_drop", "upload_file", "scroll_at", "mouse_move", "mouse_up",
+         "mouse_down", "mouse_click", "mouse_dblclick", "mouse_drag_and_drop", "mouse_upload_file",
+         "keyboard_down", "keyboard_up", "keyboard_type", "keyboard_insert_text", "new_tab", "tab_close", "tab_focus")
 # Actions that end the episode: no later observation shows their outcome.
 ENDING_KINDS = ("answer", "infeasible")
 # Actions that never touch the browser: a search of the user's history (answered by the environment
@@ -60,11 +64,11 @@ class Action:
     ``infeasible`` message; ``value`` the option ``select`` picks; ``direction`` and ``amount``
     (pixels) a ``scroll``, ``amount`` also the milliseconds a ``noop`` waits; ``url`` where ``goto``
     goes; ``key`` the key ``press`` presses, or ``"Enter"`` on a ``fill`` that presses Enter after
-    typing (WebVoyager's ``Type``, WebArena's ``type [..] [..] [1]``). ``keys`` marks a ``fill`` whose
-    last character is typed as a key (BrowserGym's ``fill(bid, text, True)``, its
-    ``enable_autocomplete_menu``): a field that answers key events (a search box, an autocomplete
-    menu) sees one. ``raw`` is the text as the agent gave it and ``thought`` the reasoning found
-    around the action, if any.
+    typing (WebVoyager's ``Type``, WebArena's ``type [..] [..] [1]``). ``raw`` is the text as the
+    agent gave it and ``thought`` the reasoning found around the action, if any. ``args`` holds what
+    only some BrowserGym actions say (``button``, ``modifiers``, ``options`` when several, ``to_bid``,
+    ``files``, coordinates ``x``/``y``/``dx``/``dy``/``from_x``..., ``index``, ``delta_x``/``delta_y``
+    of a two-axis scroll, ``autocomplete``); None when the action says nothing more.
     """
 
     kind: str
@@ -78,7 +82,7 @@ class Action:
     dialect: str | None = None
     raw: str = ""
     thought: str | None = None
-    keys: bool = False
+    args: dict | None = field(default=None, hash=False)  # (a dict: compared, not hashed)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -87,18 +91,18 @@ class Action:
             raise ActionError(f"unknown scroll direction {self.direction!r}; expected up, down, left or right")
 
     def to_dict(self) -> dict:
-        """The ``parsed`` object of a trajectory step (formats.md), plus ``key``, and ``keys`` only
+        """The ``parsed`` object of a trajectory step (formats.md), plus ``key``, and ``args`` only
         when set (a step without it reads as it always did)."""
         # Every field is a scalar: no need for asdict's deep copy (it was ~0.1 ms a step).
         d = {k: getattr(self, k) for k in PARSED_FIELDS}
-        if self.keys:
-            d["keys"] = True
+        if self.args:  # (only where there is something: older trajectories' steps stay as they were)
+            d["args"] = dict(self.args)
         return d
 
     @classmethod
     def from_dict(cls, d: dict, raw: str = "") -> "Action":
         """The inverse of :meth:`to_dict` (unknown keys are ignored)."""
-        return cls(**{k: d.get(k) for k in PARSED_FIELDS}, raw=raw, keys=d.get("keys") is True)
+        return cls(**{k: d.get(k) for k in PARSED_FIELDS}, raw=raw, args=d.get("args") or None)
 
     def with_thought(self, thought: str | None) -> "Action":
         return replace(self, thought=thought)
@@ -116,6 +120,8 @@ _ACTION_START = re.compile(
     r"close_tab|history_search|Click|Type|Scroll|Wait|GoBack|Google|ANSWER|HistorySearch)\b)")
 
 
+# A line that is a whole BrowserGym call, such as click('12').
+_CALL_LINE = re.compile(r"^[a-z_]+\s*\(.*\)\s*;?$")
 _SUMMARY_LEAD = re.compile(r"(?is)\s*(?:in summary,\s*)?the next action I will perform is\s*:?\s*$")
 
 
@@ -149,6 +155,9 @@ def _split(text: str) -> tuple[str, str | None]:
         for i in range(len(lines) - 1, -1, -1):
             line = lines[i].strip().strip("`").strip()
             if _ACTION_START.match(line):
+                before = [x.strip().strip("`").strip() for x in lines[:i] if x.strip().strip("`").strip()]
+                if _CALL_LINE.match(line) and before and _CALL_LINE.match(before[-1]):
+                    raise ActionError(MULTI_ACTION)  # (BrowserGym's calls on two lines: two actions)
                 return line, _clean_thought("\n".join(lines[:i]))
     return _unfence(stripped), None
 
@@ -182,34 +191,73 @@ def detect_dialect(action_text: str) -> str | None:
 
 
 # ---------------------------------------------------------------- BrowserGym
-_BGYM_UNSUPPORTED = {
-    "dblclick": "double clicks", "focus": "focus", "clear": "clear (use fill(bid, ''))",
-    "drag_and_drop": "drag and drop", "upload_file": "file uploads", "keyboard_type": "keyboard_type",
-    "keyboard_down": "keyboard_down", "keyboard_up": "keyboard_up", "keyboard_insert_text": "keyboard_insert_text",
-    "mouse_move": "coordinate actions", "mouse_click": "coordinate actions", "mouse_dblclick": "coordinate actions",
-    "mouse_down": "coordinate actions", "mouse_up": "coordinate actions", "mouse_drag_and_drop": "coordinate actions",
-    "mouse_upload_file": "coordinate actions", "scroll_at": "coordinate actions",
-    "new_tab": "tabs (the environment has one page)", "tab_close": "tabs (the environment has one page)",
-    "tab_focus": "tabs (the environment has one page)",
-}
+# BrowserGym's high-level action set (browsergym.core.action.highlevel, browsergym-core 0.14):
 # name -> (positional parameter names, {parameter: default}); defaults mark optional parameters.
 _BGYM_SIGNATURES = {
-    "click": (("bid", "button", "modifiers"), {"button": "left", "modifiers": ()}),
+    # chat, infeas
+    "send_msg_to_user": (("text",), {}),
+    "report_infeasible": (("reason",), {}),
+    "noop": (("wait_ms",), {"wait_ms": None}),
+    # bid
+    "scroll": (("delta_x", "delta_y"), {}),
     "fill": (("bid", "value", "enable_autocomplete_menu"), {"enable_autocomplete_menu": False}),
     "select_option": (("bid", "options"), {}),
-    "scroll": (("delta_x", "delta_y"), {}),
+    "click": (("bid", "button", "modifiers"), {"button": "left", "modifiers": ()}),
+    "dblclick": (("bid", "button", "modifiers"), {"button": "left", "modifiers": ()}),
+    "hover": (("bid",), {}),
+    "press": (("bid", "key_comb"), {}),
+    "focus": (("bid",), {}),
+    "clear": (("bid",), {}),
+    "drag_and_drop": (("from_bid", "to_bid"), {}),
+    "upload_file": (("bid", "file"), {}),
+    # coord
+    "scroll_at": (("x", "y", "dx", "dy"), {}),
+    "mouse_move": (("x", "y"), {}),
+    "mouse_up": (("x", "y", "button"), {"button": "left"}),
+    "mouse_down": (("x", "y", "button"), {"button": "left"}),
+    "mouse_click": (("x", "y", "button"), {"button": "left"}),
+    "mouse_dblclick": (("x", "y", "button"), {"button": "left"}),
+    "mouse_drag_and_drop": (("from_x", "from_y", "to_x", "to_y"), {}),
+    "mouse_upload_file": (("x", "y", "file"), {}),
+    "keyboard_down": (("key",), {}),
+    "keyboard_up": (("key",), {}),
+    "keyboard_press": (("key",), {}),
+    "keyboard_type": (("text",), {}),
+    "keyboard_insert_text": (("text",), {}),
+    # nav
     "go_back": ((), {}),
     "go_forward": ((), {}),
     "goto": (("url",), {}),
-    "noop": (("wait_ms",), {"wait_ms": None}),
-    "send_msg_to_user": (("text",), {}),
-    "report_infeasible": (("reason",), {}),
-    "hover": (("bid",), {}),
-    "press": (("bid", "key_comb"), {}),
-    "keyboard_press": (("key",), {}),
+    # tab
+    "tab_close": ((), {}),
+    "tab_focus": (("index",), {}),
+    "new_tab": ((), {}),
+    # ours: a search of the user's history
     "history_search": (("query",), {}),
 }
-_BGYM_LISTED = tuple(n for n in _BGYM_SIGNATURES if n not in NON_BROWSER_KINDS)  # (see _VOYAGER_FORMS)
+# BrowserGym's subsets of the set (chat and infeas: the episode's end; noop is in every set).
+BROWSERGYM_SUBSETS = {
+    "chat": ("send_msg_to_user",), "infeas": ("report_infeasible",),
+    "bid": ("scroll", "fill", "select_option", "click", "dblclick", "hover", "press", "focus", "clear",
+            "drag_and_drop", "upload_file"),
+    "coord": ("scroll_at", "mouse_move", "mouse_up", "mouse_down", "mouse_click", "mouse_dblclick",
+              "mouse_drag_and_drop", "mouse_upload_file", "keyboard_down", "keyboard_up", "keyboard_press",
+              "keyboard_type", "keyboard_insert_text"),
+    "nav": ("go_back", "go_forward", "goto"),
+    "tab": ("tab_close", "tab_focus", "new_tab"),
+}
+BROWSERGYM_ACTIONS = ("noop",) + tuple(n for names in BROWSERGYM_SUBSETS.values() for n in names)
+# What the text backend (pages straight from the archive: no layout, no pointer, one page) cannot do,
+# by BrowserGym action name; every other action it honours.
+TEXT_REFUSED = frozenset({"dblclick", "drag_and_drop", "upload_file", *BROWSERGYM_SUBSETS["coord"],
+                          *BROWSERGYM_SUBSETS["tab"]}) - {"keyboard_press"}
+# The kind each BrowserGym action parses to (its Action.kind); the others are their own kind.
+_BGYM_KIND = {"select_option": "select", "send_msg_to_user": "answer", "report_infeasible": "infeasible",
+              "keyboard_press": "press"}
+# The messages of the actions the first BrowserGym support knew (they reach prompts: an LLM agent's
+# retry quotes them, and a recorded cassette's requests must not change).
+_BGYM_LISTED = ("click", "fill", "select_option", "scroll", "go_back", "go_forward", "goto", "noop",
+                "send_msg_to_user", "report_infeasible", "hover", "press", "keyboard_press")
 _BGYM_EXAMPLES = {
     "click": "click('12')", "fill": "fill('12', 'text')", "select_option": "select_option('12', 'value')",
     "scroll": "scroll(0, 500)", "go_back": "go_back()", "go_forward": "go_forward()",
@@ -217,7 +265,20 @@ _BGYM_EXAMPLES = {
     "send_msg_to_user": "send_msg_to_user('the answer')", "report_infeasible": "report_infeasible('why')",
     "hover": "hover('12')", "press": "press('12', 'Enter')", "keyboard_press": "keyboard_press('Enter')",
     "history_search": "history_search('running shoes I bought')",
+    "dblclick": "dblclick('12')", "focus": "focus('12')", "clear": "clear('12')",
+    "drag_and_drop": "drag_and_drop('12', '15')", "upload_file": "upload_file('12', 'receipt.pdf')",
+    "scroll_at": "scroll_at(50, 100, 0, 200)", "mouse_move": "mouse_move(65.2, 158.5)",
+    "mouse_up": "mouse_up(250, 120)", "mouse_down": "mouse_down(140.2, 580.1)",
+    "mouse_click": "mouse_click(887.2, 68)", "mouse_dblclick": "mouse_dblclick(5, 236)",
+    "mouse_drag_and_drop": "mouse_drag_and_drop(10.7, 325, 235.6, 24.54)",
+    "mouse_upload_file": "mouse_upload_file(132.1, 547, 'receipt.pdf')",
+    "keyboard_down": "keyboard_down('Shift')", "keyboard_up": "keyboard_up('Shift')",
+    "keyboard_type": "keyboard_type('Hello world!')", "keyboard_insert_text": "keyboard_insert_text('Hello')",
+    "tab_close": "tab_close()", "tab_focus": "tab_focus(0)", "new_tab": "new_tab()",
 }
+BUTTONS = ("left", "middle", "right")
+MODIFIERS = ("Alt", "Control", "ControlOrMeta", "Meta", "Shift")
+MULTI_ACTION = "Received a multi-action, only single-actions are allowed."  # (BrowserGym's own words)
 
 
 def _literal(node: ast.AST, name: str):
@@ -229,6 +290,11 @@ def _literal(node: ast.AST, name: str):
                           f"e.g. {_BGYM_EXAMPLES.get(name, name + '()')}") from None
 
 
+def _calls(module: ast.Module) -> bool:
+    """Whether every statement of ``module`` is a bare function call (several BrowserGym actions)."""
+    return all(isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) for st in module.body)
+
+
 def _parse_browsergym(s: str) -> Action:
     try:
         module = ast.parse(s.strip(), mode="exec")
@@ -237,6 +303,8 @@ def _parse_browsergym(s: str) -> Action:
         raise ActionError(f"not a valid BrowserGym action ({msg}); expected a call such as click('12') "
                           f"or fill('12', 'text')") from None
     if len(module.body) > 1:
+        if _calls(module):
+            raise ActionError(MULTI_ACTION)
         raise ActionError("a BrowserGym action is one function call such as click('12'); "
                           "several actions at once are not supported")
     call = module.body[0].value if module.body and isinstance(module.body[0], ast.Expr) else None
@@ -244,9 +312,6 @@ def _parse_browsergym(s: str) -> Action:
         raise ActionError("not a BrowserGym action: expected one function call such as click('12') "
                           "or fill('12', 'text')")
     name = call.func.id
-    if name in _BGYM_UNSUPPORTED:
-        raise ActionError(f"{name}() is not supported here ({_BGYM_UNSUPPORTED[name]}); supported: "
-                          + ", ".join(_BGYM_LISTED))
     if name not in _BGYM_SIGNATURES:
         raise ActionError(f"unknown BrowserGym action {name}(); expected one of " + ", ".join(_BGYM_LISTED))
     params, defaults = _BGYM_SIGNATURES[name]
@@ -270,8 +335,8 @@ def _parse_browsergym(s: str) -> Action:
                 raise ActionError(f"{name}() is missing {pname!r}; e.g. {example}")
             args[pname] = defaults[pname]
 
-    def bid() -> str:
-        v = args["bid"]
+    def bid(pname: str = "bid") -> str:
+        v = args[pname]
         if isinstance(v, bool) or not isinstance(v, (str, int)) or str(v).strip() == "":
             raise ActionError(f"{name}(): the element id must be a string such as '12', e.g. {example}")
         return str(v).strip()
@@ -287,35 +352,72 @@ def _parse_browsergym(s: str) -> Action:
 
     def number(pname: str) -> int:
         v = args[pname]
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
             raise ActionError(f"{name}(): {pname} must be a number, e.g. {example}")
         return int(round(v))
 
-    if name == "click":
-        if args["button"] != "left" or tuple(args["modifiers"] or ()) != ():
-            raise ActionError("click(): only plain left clicks are supported, e.g. click('12')")
-        return Action("click", bid=bid())
+    def point(*names: str) -> dict:  # (coordinates as given: BrowserGym takes fractions of a pixel)
+        out = {}
+        for p in names:
+            number(p)
+            v = args[p]
+            out[p] = int(v) if float(v).is_integer() else float(v)
+        return out
+
+    def button() -> dict:
+        if args["button"] not in BUTTONS:
+            raise ActionError(f"{name}(): button must be one of {', '.join(BUTTONS)}, got {args['button']!r}")
+        return {} if args["button"] == "left" else {"button": args["button"]}
+
+    def modifiers() -> dict:
+        mods = args["modifiers"] or ()
+        mods = [mods] if isinstance(mods, str) else mods
+        if not isinstance(mods, (list, tuple)) or any(m not in MODIFIERS for m in mods):
+            raise ActionError(f"{name}(): modifiers must be a list of {', '.join(MODIFIERS)}, "
+                              f"got {args['modifiers']!r}")
+        return {"modifiers": list(mods)} if mods else {}
+
+    def key(pname: str, *, combination: bool) -> str:
+        k = string(pname, allow_empty=False)
+        problem = key_problem(k, combination=combination)
+        if problem:
+            raise ActionError(f"{name}(): {problem}, e.g. {example}")
+        return k
+
+    def files() -> list[str]:
+        v = args["file"]
+        v = [v] if isinstance(v, str) else v
+        if not isinstance(v, (list, tuple)) or any(not isinstance(f, str) or not f.strip() for f in v):
+            raise ActionError(f"{name}(): file must be a path or a list of paths, e.g. {example}")
+        return [str(f) for f in v]
+
+    kind = _BGYM_KIND.get(name, name)
+    if name in ("click", "dblclick"):
+        extra = {**button(), **modifiers()}
+        return Action(kind, bid=bid(), args=extra or None)
     if name == "fill":
-        keys = args["enable_autocomplete_menu"]
-        return Action("fill", bid=bid(), text=string("value"), keys=isinstance(keys, (bool, int)) and bool(keys))
+        auto = args["enable_autocomplete_menu"]
+        if not isinstance(auto, bool):
+            raise ActionError("fill(): enable_autocomplete_menu must be True or False, e.g. fill('12', 'Montre', True)")
+        return Action("fill", bid=bid(), text=string("value"), args={"autocomplete": True} if auto else None)
     if name == "select_option":
         opts = args["options"]
         if isinstance(opts, (list, tuple)):
-            if len(opts) != 1:
-                raise ActionError("select_option(): give exactly one option, e.g. select_option('12', 'value')")
-            opts = opts[0]
-        args["options"] = opts
+            if not opts:
+                raise ActionError("select_option(): give at least one option, e.g. select_option('12', 'value')")
+            if any(isinstance(o, bool) or not isinstance(o, (str, int, float)) for o in opts):
+                raise ActionError("select_option(): options must be strings, e.g. select_option('12', ['red', 'blue'])")
+            many = [str(o) for o in opts]
+            return Action("select", bid=bid(), value=many[0], args={"options": many} if len(many) > 1 else None)
         return Action("select", bid=bid(), value=string("options"))
     if name == "scroll":
         dx, dy = number("delta_x"), number("delta_y")
-        if dx and dy:
-            raise ActionError("scroll(): scroll along one axis at a time, e.g. scroll(0, 500) or scroll(-300, 0)")
+        if dx and dy or not (dx or dy):  # both axes, or none: BrowserGym's wheel as given
+            return Action("scroll", args={"delta_x": dx, "delta_y": dy})
         if dy:
             return Action("scroll", direction="down" if dy > 0 else "up", amount=abs(dy))
-        if dx:
-            return Action("scroll", direction="right" if dx > 0 else "left", amount=abs(dx))
-        raise ActionError("scroll(): both deltas are 0; e.g. scroll(0, 500) scrolls down 500 pixels")
-    if name in ("go_back", "go_forward"):
+        return Action("scroll", direction="right" if dx > 0 else "left", amount=abs(dx))
+    if name in ("go_back", "go_forward", "new_tab", "tab_close"):
         return Action(name)
     if name == "goto":
         return Action("goto", url=string("url", allow_empty=False).strip())
@@ -331,14 +433,117 @@ def _parse_browsergym(s: str) -> Action:
         return Action("answer", text=string("text"))
     if name == "report_infeasible":
         return Action("infeasible", text=string("reason"))
-    if name == "hover":
-        return Action("hover", bid=bid())
+    if name in ("hover", "focus", "clear"):
+        return Action(kind, bid=bid())
     if name == "press":
-        return Action("press", bid=bid(), key=string("key_comb", allow_empty=False).strip())
+        return Action("press", bid=bid(), key=key("key_comb", combination=True).strip())
     if name == "history_search":
         return Action("history_search", text=string("query", allow_empty=False).strip())
-    # keyboard_press
-    return Action("press", key=string("key", allow_empty=False).strip())
+    if name == "keyboard_press":
+        return Action("press", key=key("key", combination=True).strip())
+    if name in ("keyboard_down", "keyboard_up"):
+        return Action(kind, key=key("key", combination=False))
+    if name in ("keyboard_type", "keyboard_insert_text"):
+        return Action(kind, text=string("text"))
+    if name == "drag_and_drop":
+        return Action(kind, bid=bid("from_bid"), args={"to_bid": bid("to_bid")})
+    if name == "upload_file":
+        return Action(kind, bid=bid(), args={"files": files()})
+    if name == "scroll_at":
+        return Action(kind, args=point("x", "y", "dx", "dy"))
+    if name == "mouse_move":
+        return Action(kind, args=point("x", "y"))
+    if name in ("mouse_up", "mouse_down", "mouse_click", "mouse_dblclick"):
+        return Action(kind, args={**point("x", "y"), **button()})
+    if name == "mouse_drag_and_drop":
+        return Action(kind, args=point("from_x", "from_y", "to_x", "to_y"))
+    if name == "mouse_upload_file":
+        return Action(kind, args={**point("x", "y"), "files": files()})
+    # tab_focus
+    index = args["index"]
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise ActionError(f"tab_focus(): index must be a whole number, e.g. {example}")
+    return Action(kind, args={"index": index})
+
+
+def browsergym_name(action: Action) -> str:
+    """The BrowserGym action ``action`` is (``click``, ``keyboard_press``, ...; ``history_search`` is ours)."""
+    k = action.kind
+    if k == "press":
+        return "press" if action.bid is not None else "keyboard_press"
+    return {"select": "select_option", "answer": "send_msg_to_user", "infeasible": "report_infeasible"}.get(k, k)
+
+
+def text_refusal(action: Action) -> str | None:
+    """Why the text backend cannot do ``action`` (one line), or None when it can."""
+    name = browsergym_name(action)
+    if name in TEXT_REFUSED:
+        what = ("one page, no tabs" if name in BROWSERGYM_SUBSETS["tab"] else
+                "no pointer or keyboard focus, no layout" if name in BROWSERGYM_SUBSETS["coord"] else
+                "no file chooser" if name == "upload_file" else "no pointer, no layout")
+        return f"{name}() needs the browser backend (the text backend has {what})"
+    if action.kind == "click" and action.args:
+        return "click() with another button or modifiers needs the browser backend (the text backend has one page)"
+    if action.kind == "fill" and action.args:
+        return "fill() with the autocomplete menu needs the browser backend (the text backend runs no scripts)"
+    return None
+
+
+# The roles of elements other than <input> and <textarea> a fill (or clear) can type into: [contenteditable].
+_TYPABLE_ROLES = ("textbox", "searchbox", "combobox")
+
+
+def target_problem(action: Action, target: dict) -> str | None:
+    """What is wrong with ``action`` on ``target`` (the observation's element dict: tag, role, options,
+    disabled), in one line; None when nothing is. Both backends ask before acting, so the same invalid
+    action gives the same error in each (where a browser would time out waiting, say)."""
+    k, bid = action.kind, action.bid
+    tag = target.get("tag")
+    name = browsergym_name(action)
+    if k in ("fill", "clear", "select") and target.get("disabled"):
+        return f"{name}(): element {bid} is disabled"
+    if k in ("fill", "clear"):
+        if tag == "input" and ("checked" in target or target.get("role") == "button"):
+            return f"{name}(): element {bid} is an input that cannot be filled (a checkbox, radio or button)"
+        if tag == "select" or tag not in ("input", "textarea") and target.get("role") not in _TYPABLE_ROLES:
+            return f"{name}(): element {bid} is not an <input>, <textarea> or [contenteditable] element"
+    if k == "select":
+        if tag != "select":
+            return f"select_option(): element {bid} is not a <select> element"
+        wanted = list((action.args or {}).get("options") or [action.value])
+        options = target.get("options") or []
+        for w in wanted:
+            if not any(o.get("value") == w or o.get("label") == w for o in options):
+                shown = ", ".join(repr(o.get("value")) for o in options[:20]) + (", ..." if len(options) > 20 else "")
+                return f"select_option(): element {bid} has no option {w!r} (options: {shown or 'none'})"
+        if len(wanted) > 1 and not target.get("multiple"):
+            return f"select_option(): element {bid} takes one option, got {len(wanted)}"
+    return None
+
+
+# ---------------------------------------------------------------- keys
+def _split_keys(combination: str) -> list[str]:
+    """A key combination's keys as Playwright splits them (``Control++`` is Control and ``+``)."""
+    keys, building = [], ""
+    for ch in combination:
+        if ch == "+" and building:
+            keys.append(building)
+            building = ""
+        else:
+            building += ch
+    keys.append(building)
+    return keys
+
+
+def key_problem(keys: str, *, combination: bool = True) -> str | None:
+    """Why a key name (or, with ``combination``, a combination such as ``Control+a``) is not one
+    Playwright's keyboard knows, in a few words; None when it is."""
+    from webfreeze.simulator.keys import KEYS
+
+    for k in _split_keys(keys) if combination else [keys]:
+        if k not in KEYS:
+            return f"unknown key {k!r} (keys are named as in KeyboardEvent.key: Enter, Tab, ArrowDown, a, ...)"
+    return None
 
 
 # ---------------------------------------------------------------- WebVoyager / WebArxiv
@@ -498,8 +703,9 @@ def parse_action(text: str, dialect: str | None = None) -> Action:
         # The whole output may be the action itself, even when its text holds "Action:" or a fence.
         try:
             return replace(_PARSERS[detected](whole), dialect=detected, raw=text)
-        except ActionError:
-            pass
+        except ActionError as exc:
+            if str(exc) == MULTI_ACTION:  # several actions: refused, never one of them picked
+                raise
     action_text, thought = _split(text)
     if not action_text:
         raise ActionError("no action found after 'Action:'; expected e.g. click('12'), Click [12] or click [12]")
@@ -552,13 +758,38 @@ def format_action(action: Action, dialect: str) -> str:
         raise ActionError("format_action needs a dialect")
     k = action.kind
     if d == "browsergym":
-        if k == "click":
-            return f"click({_pyrepr(action.bid)})"
+        more = action.args or {}
+        if k in ("click", "dblclick"):
+            extra = "".join(f", {n}={more[n]!r}" for n in ("button", "modifiers") if n in more)
+            return f"{k}({_pyrepr(action.bid)}{extra})"
         if k == "fill":
-            keys = ", True" if action.keys else ""
-            return f"fill({_pyrepr(action.bid)}, {_pyrepr(action.text or '')}{keys})"
+            auto = ", True" if more.get("autocomplete") else ""
+            return f"fill({_pyrepr(action.bid)}, {_pyrepr(action.text or '')}{auto})"
         if k == "select":
+            if "options" in more:
+                return f"select_option({_pyrepr(action.bid)}, {[str(o) for o in more['options']]!r})"
             return f"select_option({_pyrepr(action.bid)}, {_pyrepr(action.value or '')})"
+        if k in ("focus", "clear"):
+            return f"{k}({_pyrepr(action.bid)})"
+        if k == "drag_and_drop":
+            return f"drag_and_drop({_pyrepr(action.bid)}, {_pyrepr(more.get('to_bid'))})"
+        if k == "upload_file":
+            return f"upload_file({_pyrepr(action.bid)}, {list(more.get('files') or [])!r})"
+        if k in ("keyboard_down", "keyboard_up"):
+            return f"{k}({_pyrepr(action.key)})"
+        if k in ("keyboard_type", "keyboard_insert_text"):
+            return f"{k}({_pyrepr(action.text or '')})"
+        if k in ("new_tab", "tab_close"):
+            return f"{k}()"
+        if k == "tab_focus":
+            return f"tab_focus({int(more.get('index', 0))})"
+        if k in _BGYM_SIGNATURES and k.startswith(("mouse_", "scroll_at")):
+            params = _BGYM_SIGNATURES[k][0]
+            values = [repr(more[p]) if p == "button" else (repr(list(more["files"])) if p == "file" else str(more[p]))
+                      for p in params if p in more or p == "file"]
+            return f"{k}({', '.join(values)})"
+        if k == "scroll" and "delta_x" in more:
+            return f"scroll({more['delta_x']}, {more['delta_y']})"
         if k == "scroll":
             if action.bid is not None:
                 raise ActionError("BrowserGym's scroll() scrolls the page, not an element")

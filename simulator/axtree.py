@@ -1200,6 +1200,8 @@ class Tree:
             chosen = b.selected_options(el)
             d["options"] = [{"value": b.option_value(o), "label": _collapse(_text_content(o)),
                              "selected": any(o is c for c in chosen)} for o in b.options(el)]
+            if el.get("multiple") is not None:
+                d["multiple"] = True
         if tag in FORM_CONTROLS:
             d["disabled"] = b.disabled(el, tag, a)
         return d

@@ -53,7 +53,7 @@ from webfreeze.replayer.server import ReplayServer
 
 from . import bgym_obs
 from . import spaces as wf_spaces
-from .actions import Action, try_parse
+from .actions import Action, target_problem, text_refusal, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .axtree import marked as read_marked
 from .backends import check_backend
@@ -275,10 +275,18 @@ class WebEnv(gym.Env):
         target = None
         dom = None
         if parsed is not None:
-            if parsed.bid is not None and before_tree is not None:
+            if self.config.backend == "text":
+                error = text_refusal(parsed)
+            if error is None and parsed.bid is not None and before_tree is not None:
                 target = before_tree.get(parsed.bid)
                 if target is None and parsed.kind not in ("scroll",):
                     error = _missing(before_tree, parsed.bid)
+                other = (parsed.args or {}).get("to_bid")
+                if error is None and other is not None and before_tree.get(other) is None:
+                    error = _missing(before_tree, other)
+                if error is None and target is not None:
+                    # (asked of the observation in both backends: the same invalid action, the same line)
+                    error = target_problem(parsed, target)
                 if target is not None and self.config.dom_snapshots:
                     # where the element sits and the page it sat in, for class-based key nodes
                     target = {**target, **before_tree.element_record(parsed.bid)}
@@ -593,7 +601,11 @@ class _TextBackend:
                     return self._submit(tree, a.bid)
                 return None
             if a.kind == "select":
-                self.state[a.bid] = a.value
+                many = (a.args or {}).get("options")
+                self.state[a.bid] = list(many) if many else a.value
+                return None
+            if a.kind == "clear":
+                self.state[a.bid] = ""
                 return None
             if a.kind == "press":
                 if (a.key or "").lower() == "enter" and a.bid:
@@ -615,7 +627,7 @@ class _TextBackend:
                 self.url, self.html = self.forward.pop()
                 self.state = {}
                 return None
-            return None  # scroll, hover, noop: nothing changes without a viewport
+            return None  # scroll, hover, focus, noop, a key on no element: nothing changes without a viewport
         except AXTreeError as exc:
             return str(exc)
 
@@ -724,6 +736,7 @@ class _BrowserBackend:
         self._answers: list[dict] = []  # provenance records of the responses seen since the last take
         self._answers_lock = threading.Lock()  # (the loop thread appends, the caller's thread takes)
         self.bgym_raw: dict | None = None  # BrowserGym's snapshots of the last observation (observation="browsergym")
+        self._watched: dict = {}  # page -> its PageActivity: every page of the episode, once
 
     @property
     def url(self) -> str:
@@ -766,6 +779,7 @@ class _BrowserBackend:
         self._spare.add_done_callback(_quietly)
         if old is not None:
             await old.close()
+        self._watched = {}
         self.page = self._watch(page)
         return await self._navigate(self.page.goto(url, wait_until="load"))
 
@@ -780,9 +794,13 @@ class _BrowserBackend:
         return None
 
     def _watch(self, page):
-        page.set_default_timeout(ACTION_TIMEOUT_MS)
-        self._activity = PageActivity(page)
-        self._count_answers(page)
+        """``page`` as the active one (the first time: its timeout set and its events counted)."""
+        watched = self._watched.get(page)
+        if watched is None:
+            page.set_default_timeout(ACTION_TIMEOUT_MS)
+            watched = self._watched[page] = PageActivity(page)
+            self._count_answers(page)
+        self._activity = watched
         return page
 
     def _count_answers(self, page) -> None:
@@ -920,9 +938,12 @@ class _BrowserBackend:
         return read_marked(marked), shot, self.page.url, [p.url for p in self.context.pages]
 
     async def _follow_new_pages(self) -> None:
+        """A page opened since the last look (a link to another window) becomes the active one, as
+        one the active page closed hands over to the last one left."""
         pages = self.context.pages
-        if pages and pages[-1] is not self.page:
-            self.page = self._watch(pages[-1])
+        new = [p for p in pages if p not in self._watched]
+        if new or (pages and self.page not in pages):
+            self.page = self._watch(new[-1] if new else pages[-1])
             await self._settle()
 
     def act(self, a: Action, target: dict | None) -> str | None:
@@ -933,30 +954,61 @@ class _BrowserBackend:
 
         page = self.page
         sel = f'[data-wf-bid="{a.bid}"]' if a.bid else None
+        more = a.args or {}
+        with self._answers_lock:
+            seen = len(self._answers)  # (the main documents this action loads are checked below)
+        by_mouse = False
         try:
             if a.kind == "click":
-                by_mouse = await self._click(sel, a.bid)
-            elif a.kind == "fill":
-                text = a.text or ""
-                if a.keys and text:  # the last character typed as a key, as BrowserGym's fill(.., True)
-                    await page.fill(sel, text[:-1])
-                    await page.locator(sel).press_sequentially(text[-1])
+                if more:  # another button, or modifiers: Playwright's click, as BrowserGym's
+                    await page.locator(sel).click(button=more.get("button", "left"), modifiers=more.get("modifiers"))
                 else:
-                    await page.fill(sel, text)
+                    by_mouse = await self._click(sel, a.bid)
+            elif a.kind == "dblclick":
+                await page.locator(sel).dblclick(button=more.get("button", "left"), modifiers=more.get("modifiers"))
+            elif a.kind == "fill":
+                if more.get("autocomplete"):  # BrowserGym's: all but the last character filled, that one typed
+                    text, box = a.text or "", page.locator(sel)
+                    await box.clear()
+                    if len(text) > 1:
+                        await box.fill(text[:-1])
+                    if text:
+                        await box.press_sequentially(text[-1])
+                else:
+                    await page.fill(sel, a.text or "")
                 if a.key == "Enter":
                     await page.press(sel, "Enter")
             elif a.kind == "select":
-                try:
-                    await page.select_option(sel, value=a.value)
-                except PlaywrightError:
-                    await page.select_option(sel, label=a.value)
+                many = more.get("options")
+                await page.locator(sel).select_option(list(many) if many else a.value)  # (a value or a label)
             elif a.kind == "hover":
                 await page.hover(sel)
+            elif a.kind == "focus":
+                await page.locator(sel).focus()
+            elif a.kind == "clear":
+                await page.locator(sel).clear()
             elif a.kind == "press":
                 if sel:
                     await page.press(sel, a.key or "Enter")
                 else:
                     await page.keyboard.press(a.key or "Enter")
+            elif a.kind == "drag_and_drop":
+                await page.locator(sel).hover()
+                await page.mouse.down()
+                await page.locator(f'[data-wf-bid="{more["to_bid"]}"]').hover()
+                await page.mouse.up()
+            elif a.kind in ("upload_file", "mouse_upload_file"):
+                missing = [f for f in more["files"] if not Path(f).is_file()]
+                if missing:
+                    return f"{a.kind}(): no such file {missing[0]!r}"
+                async with page.expect_file_chooser() as chooser:
+                    if sel:
+                        await page.locator(sel).click()
+                    else:
+                        await page.mouse.click(more["x"], more["y"])
+                await (await chooser.value).set_files(list(more["files"]))
+            elif a.kind == "scroll" and "delta_x" in more:
+                await page.mouse.wheel(more["delta_x"], more["delta_y"])
             elif a.kind == "scroll":
                 dy = (a.amount or 500) * (-1 if a.direction == "up" else 1) if a.direction in ("up", "down") else 0
                 dx = (a.amount or 500) * (-1 if a.direction == "left" else 1) if a.direction in ("left", "right") else 0
@@ -964,6 +1016,31 @@ class _BrowserBackend:
                     await page.locator(sel).evaluate("(el, d) => el.scrollBy(d[0], d[1])", [dx, dy])
                 else:
                     await page.mouse.wheel(dx, dy)
+            elif a.kind == "scroll_at":
+                await page.mouse.move(more["x"], more["y"])
+                await page.mouse.wheel(more["dx"], more["dy"])
+            elif a.kind == "mouse_move":
+                await page.mouse.move(more["x"], more["y"])
+            elif a.kind in ("mouse_up", "mouse_down"):
+                await page.mouse.move(more["x"], more["y"])
+                await getattr(page.mouse, a.kind[6:])(button=more.get("button", "left"))
+            elif a.kind in ("mouse_click", "mouse_dblclick"):
+                await getattr(page.mouse, a.kind[6:])(more["x"], more["y"], button=more.get("button", "left"))
+            elif a.kind == "mouse_drag_and_drop":
+                await page.mouse.move(more["from_x"], more["from_y"])
+                await page.mouse.down()
+                await page.mouse.move(more["to_x"], more["to_y"])
+                await page.mouse.up()
+            elif a.kind in ("keyboard_down", "keyboard_up"):
+                await getattr(page.keyboard, a.kind[9:])(a.key)
+            elif a.kind == "keyboard_type":
+                await page.keyboard.type(a.text or "")
+            elif a.kind == "keyboard_insert_text":
+                await page.keyboard.insert_text(a.text or "")
+            elif a.kind in ("new_tab", "tab_close", "tab_focus"):
+                problem = await self._tabs(a)
+                if problem:
+                    return problem
             elif a.kind == "goto":
                 await page.goto(a.url, wait_until="load")
             elif a.kind in ("go_back", "go_forward"):
@@ -976,6 +1053,29 @@ class _BrowserBackend:
                 await self._settle()
         except PlaywrightError as exc:
             return str(exc).splitlines()[0]
+        with self._answers_lock:
+            loaded = [r for r in self._answers[seen:] if r["main"] and r["status"]]
+        if loaded and loaded[-1]["status"] >= 400:  # (as the text backend says of a page that failed)
+            return f"HTTP {loaded[-1]['status']} for {loaded[-1]['url']}"
+        return None
+
+    async def _tabs(self, a: Action) -> str | None:
+        """BrowserGym's tab actions: a new blank tab becomes the active one; closing the active tab
+        activates the last one left (a new blank one if none is); ``tab_focus(i)`` activates the
+        i-th open tab."""
+        pages = self.context.pages
+        if a.kind == "tab_focus":
+            index = a.args["index"]
+            if not -len(pages) <= index < len(pages):
+                return f"tab_focus(): no tab {index} ({len(pages)} open)"
+            page = pages[index]
+        elif a.kind == "new_tab":
+            page = await self.context.new_page()
+        else:
+            await self.page.close()
+            page = self.context.pages[-1] if self.context.pages else await self.context.new_page()
+        self.page = self._watch(page)
+        await page.bring_to_front()
         return None
 
     @staticmethod

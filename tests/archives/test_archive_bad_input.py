@@ -214,10 +214,10 @@ def test_zip_bomb_wacz(tmp_path, cli_here):
 
 
 @pytest.mark.parametrize("content,expect", [
-    (b"just some text\n", "not a WARC, ARC or WACZ"),
-    (b"\x89PNG\r\n\x1a\n" + bytes(100), "not a WARC, ARC or WACZ"),
+    (b"just some text\n", "not a WARC, ARC, WACZ or HAR"),
+    (b"\x89PNG\r\n\x1a\n" + bytes(100), "not a WARC, ARC, WACZ or HAR"),
     (b"", "empty file"),
-    (gzip.compress(b"<html>gzip but not a WARC</html>", mtime=0), "not a WARC, ARC or WACZ"),
+    (gzip.compress(b"<html>gzip but not a WARC</html>", mtime=0), "not a WARC, ARC, WACZ or HAR"),
     (b"PK\x03\x04 definitely not a zip", "not a valid zip"),
 ])
 def test_non_archive_files(tmp_path, cli_here, content, expect):

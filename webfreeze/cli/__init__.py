@@ -28,6 +28,7 @@ from webfreeze.common.errors import WebfreezeError
 COMMANDS = {
     "archive": ("webfreeze.cli.archive", "archive_group", None),
     "bench": ("webfreeze.cli.bench", "bench_group", "sim"),
+    "browsergym": ("webfreeze.cli.mcp", "browsergym_group", None),
     "bundle": ("webfreeze.cli.bundle", "bundle_group", "sim"),
     "cassette": ("webfreeze.cli.cassette", "cassette_group", "llm"),
     "context": ("webfreeze.cli.context", "context_group", "sim"),

@@ -18,7 +18,6 @@ import click
 from webfreeze.cli.options import task_options
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.eval.authoring import add_task, capture_misses, describe_miss
-from webfreeze.eval.har import export_har
 from webfreeze.eval.llm_judge import open_llm_judge
 from webfreeze.eval.replay_provenance import summary_line
 from webfreeze.eval.report import personalisation_markdown, report_json, summary_table, write_report
@@ -106,11 +105,17 @@ def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_ca
 @click.argument("run_dir", metavar="RUN_DIR", type=click.Path(file_okay=False))
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False), default=None,
               help="Folder for the HAR files [default: RUN_DIR/har].")
-def export_har_command(run_dir, out):
+@click.option("--archive", type=click.Path(dir_okay=False), default=None,
+              help="The run's archive [default: the one its manifest names].")
+def export_har_command(run_dir, out, archive):
     """Write one HAR 1.2 file per episode of RUN_DIR (OUT/<task_id>.har): the requests the replay
-    answered, in order, each with its match provenance (exact, canonical, fuzzy with score and the
-    capture served, site model, miss) in the entry's `_webfreeze` field."""
-    written = export_har(run_dir, out)
+    answered, in order, with their request and response headers, bodies (text or base64) and
+    capture times from the archive (so Playwright's route_from_har replays the pages), and each
+    one's match provenance (exact, canonical, fuzzy with score and the capture served, site model,
+    miss) in the entry's `_webfreeze` field."""
+    from webfreeze.har import export_run_har  # (the archive and the replay: only for this command)
+
+    written = export_run_har(run_dir, out, archive=archive)
     for path in written:
         click.echo(str(path))
     click.echo(f"wrote {len(written)} HAR file{'s' if len(written) != 1 else ''}", err=True)

@@ -9,6 +9,7 @@ import atexit
 import time
 
 from webfreeze.agents import AgentError, AgentServices, TaskView, is_oracle, make_agent
+from webfreeze.eval.infrastructure import AGENT_CAUSE
 from webfreeze.llm.errors import LLMError, ProviderError
 from webfreeze.personas.retrieval import RetrievalError, open_user_history
 from webfreeze.runs import live
@@ -97,14 +98,14 @@ def play(task: dict, reference: dict | None) -> tuple[dict, dict, dict]:
     try:
         agent.reset(view)
     except AgentError as exc:
-        error = str(exc)
+        error, cause = str(exc), AGENT_CAUSE
     except LLMError as exc:
         if not isinstance(exc, ProviderError):
             # strict replay missed, a damaged cassette, no API key: no episode of this run can go right
             raise RunError(str(exc)) from None
         error, cause = str(exc), "provider"
     except Exception as exc:  # an agent's own bug ends its episode, not the run
-        error = f"agent failed in reset: {type(exc).__name__}: {exc}"
+        error, cause = f"agent failed in reset: {type(exc).__name__}: {exc}", AGENT_CAUSE
     obs, _ = env.reset(seed=config["seed"], options={"task": task})
     while error is None:
         a0 = time.perf_counter()
@@ -118,7 +119,7 @@ def play(task: dict, reference: dict | None) -> tuple[dict, dict, dict]:
             error, cause = str(exc), "provider"  # an infrastructure failure, counted apart
             break
         except Exception as exc:  # an agent's own bug ends its episode, not the run
-            error = f"agent failed: {type(exc).__name__}: {exc}"
+            error, cause = f"agent failed: {type(exc).__name__}: {exc}", AGENT_CAUSE
             break
         fields = {k: v for k, v in out.items() if k != "action"}
         fields["agent_ms"] = round((time.perf_counter() - a0) * 1000, 3)

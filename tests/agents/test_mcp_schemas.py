@@ -1,0 +1,115 @@
+"""``webfreeze mcp``'s browser tools against Playwright MCP's own: the ``tools/list`` of the pinned
+``@playwright/mcp`` (installed with npm into .venv/playwright-mcp by scripts/bootstrap.sh, or
+WEBFREEZE_PLAYWRIGHT_MCP naming its folder; skipped, saying so, without it), read by running it
+over stdio, gives every one of our browser tools the same name, the same argument names, types,
+enums and required ones; and the bounds on inputs and answers hold (one-line refusals)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+
+from webfreeze.mcp_tools import MAX_TEXT, PLAYWRIGHT_MCP_VERSION, build_server
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDER = Path(os.environ.get("WEBFREEZE_PLAYWRIGHT_MCP") or ROOT / ".venv" / "playwright-mcp")
+BIN = FOLDER / "node_modules" / ".bin" / "playwright-mcp"
+
+
+def _messages(*requests: dict) -> list[dict]:
+    lines = "".join(json.dumps(r) + "\n" for r in requests)
+    done = subprocess.run([str(BIN), "--headless", "--caps", "vision"], input=lines, capture_output=True, text=True,
+                          timeout=120, check=False)
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture(scope="module")
+def theirs() -> dict:
+    if not BIN.exists():
+        pytest.skip(f"@playwright/mcp is not installed in {FOLDER} (scripts/bootstrap.sh installs it)")
+    package = json.loads((FOLDER / "node_modules" / "@playwright" / "mcp" / "package.json").read_text())
+    assert package["version"] == PLAYWRIGHT_MCP_VERSION
+    got = _messages(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    tools = next(m for m in got if m.get("id") == 2)["result"]["tools"]
+    return {t["name"]: t["inputSchema"] for t in tools}
+
+
+@pytest.fixture(scope="module")
+def ours() -> dict:
+    server = build_server(None)  # (listing the tools asks nothing of the session)
+    tools = anyio.run(server.list_tools)
+    return {t.name: t.inputSchema for t in tools}
+
+
+def _shape(schema: dict, defs: dict | None = None) -> dict:
+    """What a client relies on in a JSON schema: type (number for integers too), enum, items, the
+    properties' shapes and the required ones (titles, descriptions, defaults left out)."""
+    defs = defs if defs is not None else schema.get("$defs", {})
+    if "$ref" in schema:
+        schema = defs[schema["$ref"].rsplit("/", 1)[1]]
+    kinds = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
+    node = kinds[0] if len(kinds) == 1 else schema
+    out = {"type": {"integer": "number"}.get(node.get("type"), node.get("type"))}
+    if "enum" in node:
+        out["enum"] = sorted(node["enum"])
+    if "items" in node:
+        out["items"] = _shape(node["items"], defs)
+    if "properties" in node:
+        out["properties"] = {k: _shape(v, defs) for k, v in node["properties"].items()}
+        out["required"] = sorted(node.get("required", []))
+    return out
+
+
+def test_every_browser_tool_has_playwright_mcps_name_and_arguments(theirs, ours):
+    browser = sorted(n for n in ours if n.startswith("browser_"))
+    assert len(browser) >= 17 and set(browser) <= set(theirs), set(browser) - set(theirs)
+    for name in ("browser_navigate", "browser_navigate_back", "browser_click", "browser_type", "browser_select_option",
+                 "browser_press_key", "browser_hover", "browser_snapshot", "browser_take_screenshot",
+                 "browser_wait_for", "browser_tabs", "browser_drag", "browser_fill_form"):
+        assert name in browser
+    for name in browser:
+        assert _shape(ours[name]) == _shape(theirs[name]), name
+    assert {"list_tasks", "start_task", "answer"} <= set(ours)  # (ours, beside them)
+
+
+def test_inputs_and_answers_are_bounded():
+    class Session:  # (only what the refusals reach: an episode with one element, 12)
+        obs = {"elements": [{"bid": "12"}]}
+        task_id = "t"
+
+        def _episode(self):
+            return None
+
+        def ref(self, target):
+            return target
+
+        def step(self, action):
+            raise AssertionError("a refused input must not become a step")
+
+    server = build_server(Session())
+
+    async def call(name, args):
+        result = await server.call_tool(name, args)
+        assert result.isError
+        return result.content[0].text
+
+    big = "x" * (MAX_TEXT + 1)
+    for name, args, words in (
+            ("browser_type", {"target": "12", "text": big}, f"browser_type: text is {MAX_TEXT + 1} characters long"),
+            ("answer", {"text": big}, "answer: text is"),
+            ("browser_navigate", {"url": "http://a.test/" + big}, "browser_navigate: url is"),
+            ("browser_select_option", {"target": "12", "values": ["v"] * 101}, "give 1 to 100 values"),
+            ("browser_wait_for", {"time": 31}, "time is 31 s; 0 to 30"),
+            ("browser_press_key", {"key": "k" * 65}, "browser_press_key: key is 65 characters long")):
+        said = anyio.run(call, name, args)
+        assert isinstance(said, str) and said.startswith("### Error\nError: ") and words in said, (name, said)
+        assert "\n" not in said.split("\n", 1)[1]

@@ -1,0 +1,127 @@
+"""What ``eval export-har`` adds to a run's HAR files from the archive: each answered request's
+headers, bodies and capture time, as the replay served them.
+
+The episode is answered again in process (:class:`~webfreeze.replayer.replay.Replay`, no browser)
+with the run's settings: its seed, the task's frozen clock, the suite's site models and replay
+rules, the agent environment's default rules, and the determinism runtime injected into pages as the
+episode's browser got it (its clock and timers virtual: a page replayed from the HAR asks for the
+same URLs as in the episode). The answers are asked in the trajectory's order, so that ordered
+repeats pick the same captures.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from webfreeze.archives.content import DecodeError, content_encoding, decode_content
+from webfreeze.eval.errors import ReportError
+from webfreeze.eval.har import export_har
+from webfreeze.replayer.matching import AGENT_RULES
+from webfreeze.replayer.replay import Replay, ReplayError
+from webfreeze.simulator.site_models import SimulatedSiteModel
+
+_OURS = ("x-webfreeze-",)
+
+
+def archive_of(run: Path, manifest: dict, archive=None) -> Path:
+    """The run's archive: ``archive`` if given, else the one its manifest names (relative to the run)."""
+    if archive is not None:
+        path = Path(archive)
+    else:
+        named = (manifest.get("circumstances") or {}).get("archive_path")
+        if not named:
+            raise ReportError(f"{run}: the manifest does not say where the archive is; pass --archive")
+        path = (run / named) if not Path(named).is_absolute() else Path(named)
+    if not path.is_file():
+        raise ReportError(f"{path}: no such archive (pass --archive)")
+    return path
+
+
+class ArchiveContent:
+    """``content`` for :func:`webfreeze.eval.har.export_har`: per trajectory, a function giving
+    each answer's headers, bodies and capture time."""
+
+    def __init__(self, archive: Path, manifest: dict):
+        self.archive = archive
+        self.rules = ((manifest.get("env") or {}).get("replay_rules")) or None
+
+    def __call__(self, trajectory: dict):
+        env = trajectory.get("env") or {}
+        browser = env.get("backend") == "browser"
+        replay = Replay(self.archive, inject=browser, timers=browser,
+                        seed=int(env.get("seed") or 0), rules=self.rules, rule_defaults=AGENT_RULES)
+        try:
+            replay.open()
+        except ReplayError as exc:
+            raise ReportError(str(exc)) from None
+        for host, kind in sorted((env.get("site_models") or {}).items()):
+            replay.register(SimulatedSiteModel(kind, host))
+        replay.reset(int(env.get("seed") or 0), when=env.get("snapshot_time"))
+        arc = replay.archive
+
+        def content(answer: dict) -> dict | None:
+            method, url = str(answer.get("method") or "GET"), str(answer.get("url") or "")
+            if answer.get("level") == "miss" or not url.startswith(("http:", "https:")):
+                return None
+            captured = next(iter(arc.lookup_exact(method, url)), None) if method not in ("GET", "HEAD") else None
+            req_body = captured.request.payload() if captured is not None else b""
+            headers = [("Host", urlsplit(url).netloc)]
+            head, body = replay.answer(method, url, headers, req_body)
+            if body is None:
+                return None
+            lines = head.decode("latin-1").split("\r\n")
+            status_line = lines[0].split(" ", 2)
+            got = [tuple(line.split(": ", 1)) for line in lines[1:] if ": " in line]
+            capture = next((v for k, v in got if k.lower() == "x-webfreeze-capture"), None)
+            ex = arc.exchange(int(capture)) if capture and capture.isdigit() else None
+            response_headers = [(k, v) for k, v in got if not k.lower().startswith(_OURS)]
+            coding = content_encoding(response_headers)
+            if coding:  # a HAR's content is the body decoded (HAR 1.2); its headers say so
+                try:
+                    body = decode_content(body, coding)
+                except DecodeError:
+                    pass
+                else:
+                    response_headers = [(k, v) for k, v in response_headers
+                                        if k.lower() not in ("content-encoding", "content-length")]
+                    response_headers.append(("Content-Length", str(len(body))))
+            return {
+                "request_headers": list(ex.request.headers) if ex is not None and ex.request.captured else headers,
+                "request_body": req_body or None,
+                "response_headers": response_headers,
+                "body": body, "reason": status_line[2] if len(status_line) > 2 else "",
+                "captured_at": _har_time(ex.captured_at) if ex is not None else None,
+            }
+
+        content.close = replay.close  # (called once the trajectory's HAR is built)
+        self._open = getattr(self, "_open", [])
+        self._open.append(replay)
+        return content
+
+    def close(self) -> None:
+        for replay in getattr(self, "_open", []):
+            replay.close()
+        self._open = []
+
+
+def _har_time(stored: str) -> str:
+    """An archive time (``YYYY-MM-DDTHH:MM:SS.ffffffZ``) as HAR's, to the millisecond."""
+    head, _, frac = stored.rstrip("Z").partition(".")
+    return f"{head}.{(frac + '000')[:3]}Z"
+
+
+def export_run_har(run_dir, out=None, *, archive=None) -> list[Path]:
+    """``eval export-har``: the run's HAR files with the archive's headers, bodies and capture times."""
+    run = Path(run_dir)
+    try:
+        manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return export_har(run, out)  # (export_har says what is wrong with the folder)
+    filler = ArchiveContent(archive_of(run, manifest if isinstance(manifest, dict) else {}, archive),
+                            manifest if isinstance(manifest, dict) else {})
+    try:
+        return export_har(run, out, content=filler)
+    finally:
+        filler.close()

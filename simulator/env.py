@@ -969,7 +969,10 @@ class _BrowserBackend:
             elif a.kind == "fill":
                 if more.get("autocomplete"):  # BrowserGym's: all but the last character filled, that one typed
                     text, box = a.text or "", page.locator(sel)
-                    await box.clear()
+                    # BrowserGym clears first; an empty field is left alone: clearing it would fire an
+                    # input event for "" that no person's typing made (a search box would ask for q=)
+                    if await box.evaluate("e => ('value' in e ? e.value : e.textContent) || ''"):
+                        await box.clear()
                     if len(text) > 1:
                         await box.fill(text[:-1])
                     if text:

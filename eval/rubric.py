@@ -229,9 +229,10 @@ def visited_urls(trajectory: dict) -> list[str]:
     return list(dict.fromkeys(urls))
 
 
-# An error the text backend gives a load that was answered with an error status ("HTTP 404 for URL"):
-# the page shown is the error page, whatever the step's URLs say.
-_HTTP_ERROR = re.compile(r"^HTTP [45]\d\d\b")
+# An error the backends give a load that was answered with an error status ("HTTP 404 for URL") or a
+# replay miss ("not captured: the archive has no GET URL ..."): the page shown is the error page,
+# whatever the step's URLs say.
+_HTTP_ERROR = re.compile(r"^(HTTP [45]\d\d\b|not captured: )")
 # Actions that ask for a new page whatever the URLs say afterwards.
 _NAVIGATING_KINDS = ("goto", "go_back", "go_forward")
 

@@ -1058,6 +1058,9 @@ class _BrowserBackend:
             return str(exc).splitlines()[0]
         with self._answers_lock:
             loaded = [r for r in self._answers[seen:] if r["main"] and r["status"]]
+        miss = next((r for r in loaded if r["level"] == "miss"), None)
+        if miss is not None:  # (the text backend's words for the same load)
+            return f"not captured: the archive has no {miss['method']} {miss['url']} (a replay miss)"
         if loaded and loaded[-1]["status"] >= 400:  # (as the text backend says of a page that failed)
             return f"HTTP {loaded[-1]['status']} for {loaded[-1]['url']}"
         return None

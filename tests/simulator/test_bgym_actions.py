@@ -33,7 +33,7 @@ BOTH = [
     (f"hover('{HELP}')", ""),
     (f"focus('{BOX}')", ""),
     (f"clear('{BOX}')", ""),
-    (f"press('{BOX}', 'Enter')", "HTTP 404 for http://scholar.test/search/advanced?"),  # (no such search archived)
+    (f"press('{BOX}', 'Enter')", "not captured: the archive has no GET http://scholar.test/search/advanced?"),  # (no such search archived)
     (f"press('{BOX}', 'Control+a')", ""),
     ("keyboard_press('Tab')", ""),
     ("scroll(0, 300)", ""),
@@ -57,7 +57,7 @@ BOTH = [
     (f"clear('{LINK}')", f"clear(): element {LINK} is not an <input>"),
     (f"press('{BOX}', 'NotAKey')", "press(): unknown key 'NotAKey'"),
     ("keyboard_press('NotAKey')", "keyboard_press(): unknown key 'NotAKey'"),
-    ("goto('http://example.com/')", "HTTP 404 for http://example.com/"),  # not in the archive: the replay's miss
+    ("goto('http://example.com/')", "not captured: the archive has no GET http://example.com/ (a replay miss)"),
     (f"click('{LINK}')\nclick('{HELP}')", MULTI_ACTION),
     (f"click('{LINK}'); click('{HELP}')", MULTI_ACTION),
     ("dance('12')", "unknown BrowserGym action dance()"),

@@ -69,7 +69,7 @@ VERDICT_ONLY = [
 # case -> what we report and BrowserEnv does not: ours on purpose (a go_back from the start page stays
 # there; BrowserEnv's goes back to the blank page its tab opened on)
 DEVIATIONS = {
-    "goto('http://example.com/')": "HTTP 404 for http://example.com/",
+    "goto('http://example.com/')": "not captured: the archive has no GET http://example.com/ (a replay miss)",
     "go_back()": "no previous page",
 }
 

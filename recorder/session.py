@@ -17,9 +17,9 @@ the browser itself. What the person did is logged, not what the page did in answ
   for the rest (an anchor jump, a script, an element scrolled into view for a click).
 
 The trajectory is plain JSON, written atomically and also stored in the archive as
-``trajectories/<session>.json``. Each document the session loaded also gets a page record: its DOM
-as its scripts left it once loaded (no screenshot), which the text backend reads to submit a form
-as a browser would (without the fields a script disabled).
+``trajectories/<session>.json``. The DOM of each document the session loaded, as its scripts left it
+once loaded, is kept in the archive document ``dom-snapshots/<session>.json``, which the text
+backend reads to submit a form as a browser would (without the fields a script disabled).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import unicodedata
 from datetime import datetime, timezone
 from pathlib import Path
 
+from webfreeze.archives.timeutil import normalize_time
 from webfreeze.common.files import check_output_file, write_output
 
 from .accname import ROLE_NAME_JS
@@ -40,6 +41,10 @@ from .errors import SessionScriptError
 from .proxy import RecordingProxy, recording_into
 
 TRAJECTORY_VERSION = 1
+# The archive document keeping the DOM of each document a session loaded, once loaded
+# (``dom-snapshots/<session>.json``; the text backend reads it: simulator/forms.py says the same).
+DOM_SNAPSHOTS = "dom-snapshots/"
+DOM_SNAPSHOTS_VERSION = 1
 
 # Reports user actions to the recorder. Runs before any page script; keeps to the DOM standard.
 LISTENER_JS = r"""
@@ -329,10 +334,12 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
         if instruction:
             trajectory["instruction"] = instruction.strip()
         arc.put_document(f"trajectories/{proxy.session_id}.json", trajectory)
-        for snap in log.snapshots:  # page records: the DOM of each document as loaded, no screenshot
-            arc.add_page(session_id=proxy.session_id, url=snap["url"], title=snap["title"],
-                         captured_at=datetime.fromtimestamp(snap["time"], timezone.utc),
-                         dom=snap["html"].encode("utf-8"), extra={"recorded_by": "session"})
+        if log.snapshots:  # the DOM of each document as loaded (not page records: no screenshot, no check)
+            arc.put_document(f"{DOM_SNAPSHOTS}{proxy.session_id}.json", {
+                "version": DOM_SNAPSHOTS_VERSION, "kind": "dom_snapshots", "session": proxy.session_id,
+                "snapshots": [{"url": snap["url"], "title": snap["title"], "html": snap["html"],
+                               "captured_at": normalize_time(datetime.fromtimestamp(snap["time"], timezone.utc))}
+                              for snap in log.snapshots]})
     write_output(out, json.dumps(trajectory, indent=2, ensure_ascii=False) + "\n")
     return trajectory
 

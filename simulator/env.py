@@ -58,7 +58,7 @@ from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .axtree import marked as read_marked
 from .backends import check_backend
 from .browser import PageActivity, pump_timers, wait_painted
-from .forms import form_submission, is_submitter, label_control
+from .forms import DOM_SNAPSHOTS, form_submission, is_submitter, label_control
 from .live import episode_tag, open_upstream
 from .marks import draw_marks
 from .provenance import answer_record, kind_of_resource, step_provenance
@@ -508,6 +508,7 @@ class _TextBackend:
         self.forward: list[tuple[str, bytes]] = []
         self.state: dict = {}
         self.cookies: dict[str, dict[str, str]] = {}
+        self._doms: dict | None = None  # the sessions' DOM snapshots by URL (_session_doms)
 
     def take_answers(self) -> list[dict]:
         """The answers since the last call, as provenance records: every request of the text
@@ -635,23 +636,38 @@ class _TextBackend:
         method, url, body, ctype = form_submission(tree, bid, self.state, loaded_html=self._loaded_dom())
         return self._load(method.upper(), url, body, ctype)
 
-    def _loaded_dom(self) -> bytes | None:
-        """The page's DOM snapshot once its scripts had run (a page record of a crawl or a session
-        for this URL, the one captured nearest the replay's time), when the archive has one: which
-        fields a script disabled at load, so that a form is submitted as a browser submits it."""
+    def _loaded_dom(self) -> bytes | str | None:
+        """The page's DOM once its scripts had run, when the archive has one for this URL (a
+        crawl's page record, a session's ``dom-snapshots/`` document), the one captured nearest the
+        replay's time: which fields a script disabled at load, so that a form is submitted as a
+        browser submits it."""
         arc = self.replay.archive
         if arc is None or not self.url:
             return None
-        records = [p for u in dict.fromkeys((self.url, self.url.partition("#")[0])) for p in arc.pages(url=u)
-                   if p.dom_digest]
-        if not records:
+        urls = tuple(dict.fromkeys((self.url, self.url.partition("#")[0])))
+        found = [(p.captured_at, p.id, p.dom) for u in urls for p in arc.pages(url=u) if p.dom_digest]
+        found += [(at, n, lambda html=html: html) for n, (at, html) in enumerate(
+            x for u in urls for x in self._session_doms().get(u, []))]
+        if not found:
             return None
         when = self.replay.when
         if when is not None:
-            best = min(records, key=lambda p: (abs(parse_time(p.captured_at).timestamp() - when), p.id))
+            best = min(found, key=lambda f: (abs(parse_time(f[0]).timestamp() - when), f[0], f[1]))
         else:
-            best = max(records, key=lambda p: (p.captured_at, p.id))
-        return best.dom()
+            best = max(found, key=lambda f: (f[0], f[1]))
+        return best[2]()
+
+    def _session_doms(self) -> dict:
+        """URL -> [(captured_at, html)] of the sessions' DOM snapshots, read once per episode's backend."""
+        if self._doms is None:
+            self._doms = {}
+            arc = self.replay.archive
+            for doc in arc.documents(prefix=DOM_SNAPSHOTS):
+                value = arc.get_document(doc.name)
+                for snap in (value.get("snapshots") if isinstance(value, dict) else None) or []:
+                    if isinstance(snap, dict) and isinstance(snap.get("html"), str) and snap.get("captured_at"):
+                        self._doms.setdefault(str(snap.get("url")), []).append((snap["captured_at"], snap["html"]))
+        return self._doms
 
     def open_pages(self) -> list[str]:
         return [self.url]

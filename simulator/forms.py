@@ -61,6 +61,11 @@ def is_submitter(tree: Tree, bid) -> bool:
 
 
 _DISABLEABLE_CONTROLS = ("button", "input", "select", "textarea", "fieldset")
+# Where ``record session`` keeps the DOM of each document it loaded, once loaded: the archive
+# document ``dom-snapshots/<session>.json``, ``{"version", "kind": "dom_snapshots", "session",
+# "snapshots": [{"url", "title", "captured_at", "html"}]}`` (a crawl's are its page records). The
+# recorder (recorder/session.py), which may not import this module, names it the same.
+DOM_SNAPSHOTS = "dom-snapshots/"
 
 
 def _control_keys(doc) -> dict:

@@ -56,7 +56,7 @@ from .actions import Action, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .axtree import marked as read_marked
 from .backends import check_backend
-from .browser import PageActivity, pump_timers, wait_painted
+from .browser import PageActivity, finish_animations, pump_timers, still_screenshot_async, wait_painted
 from .forms import form_submission, is_submitter
 from .live import episode_tag, open_upstream
 from .marks import draw_marks
@@ -869,9 +869,11 @@ class _BrowserBackend:
         config = self.env.config
         for attempt in range(SNAPSHOT_TRIES):
             try:
+                # transitions and animations at their end, as the still screenshot below shows them
+                await finish_animations(self.page)
                 marked = await self.page.evaluate(MARK_JS)
                 if config.observation == "browsergym":  # (after MARK_JS: its bids are in the snapshots)
-                    self.bgym_raw = await bgym_obs.capture_browser(self.context, self.page)
+                    self.bgym_raw = await bgym_obs.capture_browser(self.context, self.page, screenshot=False)
                 break
             except PlaywrightError as exc:
                 # A navigation the settle did not see coming (a script's timer, say): wait for
@@ -880,8 +882,14 @@ class _BrowserBackend:
                     raise
                 await self._settle()
         shot = None
-        if config.screenshots or config.set_of_marks:
-            shot = await self.page.screenshot(type="png")
+        browsergym = config.observation == "browsergym"
+        if config.screenshots or config.set_of_marks or browsergym:
+            # still, as replay check's: two resets give the same bytes (issue 43)
+            shot = await still_screenshot_async(self.page)
+            if browsergym:
+                self.bgym_raw["png"] = shot
+            if not (config.screenshots or config.set_of_marks):
+                shot = None
         return read_marked(marked), shot, self.page.url, [p.url for p in self.context.pages]
 
     async def _follow_new_pages(self) -> None:
@@ -955,7 +963,7 @@ class _BrowserBackend:
         return list(self._open_pages)
 
     def screenshot(self) -> bytes:
-        return self._loop.run(self.page.screenshot(type="png"))
+        return self._loop.run(still_screenshot_async(self.page))
 
     def close(self) -> None:
         if self._loop is None:

@@ -8,6 +8,7 @@ process on loopback like the others, its requests logged one line each.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -33,7 +34,8 @@ def build_mkdocs(out: Path) -> Path:
     if out.exists():
         shutil.rmtree(out)
     r = subprocess.run([str(py), "-m", "mkdocs", "build", "-q", "-f", str(HERE / "mkdocs_src" / "mkdocs.yml"),
-                        "-d", str(out)], capture_output=True, text=True, timeout=300)
+                        "-d", str(out)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     if r.returncode != 0:
         raise RuntimeError(f"mkdocs build failed: {r.stderr[-2000:]}")
     return out

@@ -1,11 +1,16 @@
 // Everything here draws on randomness, clocks or the order of completions; the visible text
 // reaches the same final state on every load, the values go to aria-labels and to the bar's colour.
+// crypto.randomUUID is there on secure origins only (the replay's runtime always gives one)
+function uuid() {
+  if (crypto.randomUUID) return crypto.randomUUID();
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => (b + 256).toString(16).slice(1)).join('');
+}
 const seen = [];
 function label(id, text) { document.getElementById(id).setAttribute('aria-label', text); }
 function text(id, value) { document.getElementById(id).textContent = value; }
 
 label('page-values', ['page', Math.random().toFixed(8), Date.now(), performance.now(),
-                      crypto.randomUUID(), performance.timeOrigin].join(' '));
+                      uuid(), performance.timeOrigin].join(' '));
 
 const worker = new Worker('worker.js');
 let messages = 0;

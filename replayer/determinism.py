@@ -243,7 +243,8 @@ def runtime_script(captured_at: str, seed: int, *, timers: bool = False) -> byte
     ``timers``, the page's timers (and its workers') wait for the environment's pump and its
     network completions are delivered in request order."""
     config = json.dumps(runtime_config(captured_at, seed, timers=timers), separators=(",", ":"))
-    return b"<script>(" + RUNTIME_JS.encode("ascii") + b")(" + config.encode("ascii") + b");</script>"
+    return (b"<script>(function(){(" + RUNTIME_JS.encode("ascii") + b")(" + config.encode("ascii")
+            + b");})();</script>")
 
 
 def inject(html: bytes, script: bytes) -> bytes:

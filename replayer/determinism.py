@@ -163,7 +163,17 @@ if(G.XMLHttpRequest){
    var s2=x.__wfS,r2=x.__wfR;net.arrive(s2,function(){x.__wfGo=true;r2();var items=x.__wfQ||[];x.__wfQ=null;
     items.forEach(function(it){try{call(it[0],it[1],it[2]);}catch(e){if(G.reportError){G.reportError(e);}}});});});}
   try{return XS.apply(x,arguments);}catch(e){x.__wfQ=null;net.arrive(s,r);throw e;}};}
+var notes=[],observers=0;
+if(!WK){['ResizeObserver','IntersectionObserver'].forEach(function(name){var O=G[name];if(!O){return;}
+ var Wr=function(cb,opts){if(!(this instanceof Wr)){throw new TypeError("Failed to construct '"+name+"': Please use the 'new' operator");}
+  var o=new O(function(entries){notes.push([cb,entries,o]);},opts);observers++;return o;};
+ Wr.prototype=O.prototype;try{Object.defineProperty(O.prototype,'constructor',{value:Wr,configurable:true,writable:true});}catch(e){}
+ G[name]=Wr;});}
+function noted(){var ns=notes;notes=[];ns.forEach(function(x){try{x[0].call(x[2],x[1],x[2]);}catch(e){if(G.reportError){G.reportError(e);}}});return ns.length;}
 var chan=MC?new MC():null,nexts=[];
+if(MC&&PPM){G.MessageChannel=function MessageChannel(){var c2=new MC();[c2.port1,c2.port2].forEach(function(port){
+  port.postMessage=function(){var a=arguments;add('t',function(){PPM.apply(port,a);},vt,[],0);};});return c2;};
+ G.MessageChannel.prototype=MC.prototype;}
 if(chan){chan.port1.onmessage=function(){var f=nexts.shift();if(f){f();}};}
 function later(f){if(chan){nexts.push(f);chan.port2.postMessage(0);}else{N.setTimeout(f,0);}}
 function round(i,done,k){if(i>=chans.length){done(k);return;}var ch=chans[i];
@@ -171,19 +181,26 @@ function round(i,done,k){if(i>=chans.length){done(k);return;}var ch=chans[i];
  var over=false,st=N.setTimeout(function(){if(!over){over=true;ch.cb=null;ch.dead=true;round(i+1,done,k);}},2*ST);
  ch.cb=function(m){if(!over){over=true;N.clearTimeout(st);round(i+1,done,k+m);}};
  try{ch.pm.call(ch.t,{__wf:'ping',l:limit,c:left});}catch(e){over=true;N.clearTimeout(st);ch.dead=true;round(i+1,done,k);}}
-function pump(){return new Promise(function(done){var n=0;
+function pump(){return new Promise(function(done){var n=0,framed=false;
  function end(){if(limit>vt){vt=limit;}done(n);}
  function step(){if(pending>0){waiters.push(function(){later(step);});return;}
   while(q.length&&q[0].dead){q.shift();}
   if(left<=0){done(n);return;}
   if(!q.length||q[0].due>limit){
+   if(observers&&!framed){framed=true;N.requestAnimationFrame(function(){N.requestAnimationFrame(function(){later(step);});});return;}
+   if(notes.length){var k=noted();n+=k;left-=k;framed=false;later(step);return;}
+   framed=false;
    if(chans.length){round(0,function(k){if(k>0){n+=k;left-=k;later(step);}else{end();}},0);return;}
    end();return;}
   var t=q.shift();left--;n++;fire(t);later(step);}
  later(step);});}
 if(!WK){
- var loads=function(el){var tag=el.localName;if(el.__wfHeld){return false;}
-  if(tag==='script'||tag==='iframe'){return !!el.src;}
+ var ended=new WeakSet(),endOf=function(e){ended.add(e.target);};
+ document.addEventListener('load',endOf,true);document.addEventListener('error',endOf,true);
+ var runs=function(el){var t=(el.type||'').toLowerCase();return !el.noModule&&(!t||t==='module'||/(java|ecma)script/.test(t));};
+ var loads=function(el){var tag=el.localName;if(el.__wfHeld||ended.has(el)){return false;}
+  if(tag==='script'){return !!el.src&&runs(el);}
+  if(tag==='iframe'){return !!el.src;}
   if(tag==='link'){return !!el.href&&!el.sheet&&/(^|\s)(stylesheet|preload|modulepreload)(\s|$)/i.test(el.rel||'');}
   if(tag==='img'){return !!(el.currentSrc||el.src)&&!el.complete&&(el.loading||'').toLowerCase()!=='lazy';}
   return false;};
@@ -192,6 +209,7 @@ if(!WK){
  var added=function(records){records.forEach(function(rec){rec.addedNodes.forEach(function(nd){if(nd.nodeType!==1){return;}
   watch(nd);if(nd.querySelectorAll){nd.querySelectorAll(SEL).forEach(watch);}});});};
  var startWatching=function(){if(watching){return;}watching=true;new MutationObserver(added).observe(document,{childList:true,subtree:true});
+  document.querySelectorAll('script[src],iframe[src]').forEach(watch);
   var d=Object.getOwnPropertyDescriptor(HTMLImageElement.prototype,'src');
   if(d&&d.set){Object.defineProperty(HTMLImageElement.prototype,'src',{configurable:true,enumerable:d.enumerable,get:d.get,
    set:function(v){d.set.call(this,v);if(!this.isConnected){watch(this);}}});}};
@@ -200,7 +218,7 @@ if(!WK){
  Object.defineProperty(G,'__wfPump',{value:function(tok,horizon,cap){startWatching();
   if(tok!==token){token=tok;limit=vt+horizon;left=cap;}
   while(q.length&&q[0].dead){q.shift();}
-  if(pending===0&&!chans.length&&(!q.length||q[0].due>limit)){if(limit>vt){vt=limit;}return 0;}
+  if(pending===0&&!chans.length&&!observers&&(!q.length||q[0].due>limit)){if(limit>vt){vt=limit;}return 0;}
   return pump();}});
 }else{
  var out=[],open=false,sent=0;

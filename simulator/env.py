@@ -56,7 +56,7 @@ from .actions import Action, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .axtree import marked as read_marked
 from .backends import check_backend
-from .browser import PageActivity, finish_animations, pump_timers, still_screenshot_async, wait_painted
+from .browser import PageActivity, fast_animations, finish_animations, pump_timers, still_screenshot_async, wait_painted
 from .forms import form_submission, is_submitter
 from .live import episode_tag, open_upstream
 from .marks import draw_marks
@@ -710,7 +710,9 @@ class _BrowserBackend:
 
         context = await new_context(self.browser)
         try:
-            return context, await context.new_page()
+            page = await context.new_page()
+            await fast_animations(context, page)
+            return context, page
         except BaseException:
             await context.close()
             raise

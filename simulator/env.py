@@ -898,6 +898,10 @@ class _BrowserBackend:
         pages = self.context.pages
         if pages and pages[-1] is not self.page:
             self.page = self._watch(pages[-1])
+            try:
+                await fast_animations(self.context, self.page)  # (as the episode's first page)
+            except Exception:
+                pass  # a window that closed at once: the settle below sees it
             await self._settle()
 
     def act(self, a: Action, target: dict | None) -> str | None:

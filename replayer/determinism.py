@@ -172,7 +172,7 @@ if(!WK){['ResizeObserver','IntersectionObserver'].forEach(function(name){var O=G
 function noted(){var ns=notes;notes=[];ns.forEach(function(x){try{x[0].call(x[2],x[1],x[2]);}catch(e){if(G.reportError){G.reportError(e);}}});return ns.length;}
 var chan=MC?new MC():null,nexts=[];
 if(MC&&PPM){G.MessageChannel=function MessageChannel(){var c2=new MC();[c2.port1,c2.port2].forEach(function(port){
-  port.postMessage=function(){var a=arguments;add('t',function(){PPM.apply(port,a);},vt,[],0);};});return c2;};
+  port.postMessage=function(){var a=arguments;live.get(add('t',function(){PPM.apply(port,a);},vt,[],0)).nest=nest;};});return c2;};
  G.MessageChannel.prototype=MC.prototype;}
 if(chan){chan.port1.onmessage=function(){var f=nexts.shift();if(f){f();}};}
 function later(f){if(chan){nexts.push(f);chan.port2.postMessage(0);}else{N.setTimeout(f,0);}}

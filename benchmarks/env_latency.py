@@ -15,6 +15,11 @@ The simulated scholar site is crawled (depth 1, 12 pages) into an archive, then 
   for a reset, and ``page.goto(link)`` + ``aria_snapshot()`` for a step (the pages the clicks
   reach).
 
+- **worker start**: in the anchor's Chromium, a worker started from a blob until its first message
+  reaches the page, in pages without the determinism runtime, with it (people: the browser's
+  timers) and with its pumped timers (the message comes through the pump): the determinism cost
+  of a worker start (issue 43).
+
 Rows: median and p90 of ``step`` and ``reset`` for both backends as ratios against the anchor,
 the text backend's steps per second against the browser backend's (goal >= 50x), and the issue's
 absolute goals (browser step <= 150 ms median, reset <= 300 ms): those rows take the fixed goal
@@ -186,6 +191,42 @@ def _browsergym(python: str, proxy_url: str, start: str, targets: list[str]) -> 
     return result
 
 
+WORKER_ROUNDS = 30
+# A worker started and its first message received, timed from Python around one evaluation (the same
+# CDP round trip for every variant). With the runtime's timers the message comes through the pump.
+WORKER_JS = """async ([token]) => {
+  const url = URL.createObjectURL(new Blob(['postMessage(Math.random())'], {type: 'text/javascript'}));
+  const got = new Promise((done) => { const w = new Worker(url); w.onmessage = () => { w.terminate(); done(); }; });
+  if (window.__wfPump) await window.__wfPump(token, 1000, 1000);
+  await got;
+}"""
+
+
+def _worker_start(browser) -> dict:
+    """Milliseconds per worker start (to its first message) in a page without the determinism
+    runtime, with it (people: no timers) and with its pumped timers (the agent environment)."""
+    from webfreeze.replayer.determinism import runtime_script
+
+    variants = {"none": "", "runtime": runtime_script("2026-01-01T00:00:00Z", 1).decode(),
+                "pumped": runtime_script("2026-01-01T00:00:00Z", 1, timers=True).decode()}
+    pages = {}
+    for name, script in variants.items():
+        pages[name] = browser.new_page()
+        pages[name].set_content(f"<html><head>{script}</head><body></body></html>")
+    times = {name: [] for name in variants}
+    try:
+        for i in range(WORKER_ROUNDS + 1):  # interleaved; the first round warms up
+            for name, page in pages.items():
+                t0 = time.perf_counter()
+                page.evaluate(WORKER_JS, [i + 1])
+                if i:
+                    times[name].append(time.perf_counter() - t0)
+    finally:
+        for page in pages.values():
+            page.close()
+    return times
+
+
 def _stats(values: list[float]) -> dict:
     ms = sorted(v * 1000 for v in values)
     return {"n": len(ms), "p50": statistics.median(ms), "p90": percentile(ms, 90), "max": ms[-1]}
@@ -236,6 +277,8 @@ def run(ctx: Context) -> list[Row]:
                 if _env_episode(text_env, start, crawled, times["text"]) != targets:
                     raise RuntimeError("the text backend reached other pages than the browser backend")
                 _anchor_episode(chromium, server, start, targets, times["anchor"])
+            console.print(f"  {WORKER_ROUNDS} worker starts without and with the determinism runtime ...")
+            workers = _worker_start(chromium)
             bgym_python = os.environ.get("WEBFREEZE_BROWSERGYM_PYTHON")
             if bgym_python:
                 console.print(f"  BrowserGym-core anchor: {BROWSERGYM_ROUNDS} episodes in {bgym_python} ...")
@@ -256,6 +299,7 @@ def run(ctx: Context) -> list[Row]:
             os.environ["WEBFREEZE_HOME"] = old_home
 
     stats = {who: {what: _stats(v) for what, v in d.items() if v} for who, d in times.items()}
+    stats["worker_start"] = {name: _stats(v) for name, v in workers.items()}
     ctx.details.setdefault(NAME, {}).update({"rounds": ROUNDS, "links_per_episode": LINKS, "pages": targets,
                                              "ms": stats})
     anchor_name = "Playwright goto+aria_snapshot"
@@ -276,6 +320,11 @@ def run(ctx: Context) -> list[Row]:
         rows.append(Row(BENCH, f"browser {label} p50, virtual vs native timers", stats["browser"][what]["p50"],
                         stats["native"][what]["p50"], "browser backend, native timers", "ms", "lower", 1.2,
                         note="the settle rule's cost on the demo pages, same run"))
+    w = stats["worker_start"]
+    for name, label in (("runtime", "the runtime (people: own timers)"), ("pumped", "the runtime's pumped timers")):
+        rows.append(Row(BENCH, f"worker start to first message p50, {label} vs none", w[name]["p50"],
+                        w["none"]["p50"], "no determinism runtime", "ms", "lower",
+                        note="the determinism cost of a worker start (issue 43), same Chromium"))
     b, t = stats["browser"]["step"]["p50"], stats["text"]["step"]["p50"]
     rows.append(Row(BENCH, "text backend steps/s (p50)", 1000 / t, 1000 / b, "browser backend", "steps/s", "higher",
                     TEXT_SPEEDUP_GOAL))

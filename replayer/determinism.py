@@ -1,14 +1,21 @@
 """The deterministic runtime injected first into every replayed HTML document.
 
-It makes a page's scripts see the same world on every replay:
+It makes a page's scripts, and the workers they start, see the same world on every replay:
 
 - ``Date``: ``new Date()`` and ``Date.now()`` start at the capture time of the document and advance
   by exactly 1 ms per reading, so the values a page writes are the same on every run and busy-wait
-  loops still end. Dates built from arguments are untouched.
+  loops still end. Dates built from arguments are untouched. ``performance.timeOrigin`` is the
+  capture time too.
 - ``Math.random``: a seeded generator (mulberry32); the seed comes from the run seed and the URL.
 - ``crypto.getRandomValues`` and ``crypto.randomUUID``: filled from the same generator.
 - ``performance.now``: starts at 0 and advances 1 ms per reading.
 - ``navigator.serviceWorker.register``: refused (a rejected promise), so no worker can bypass replay.
+- Workers (``Worker`` and ``SharedWorker``; a ``data:`` URL excepted): the constructor starts the
+  worker from a blob that runs this same runtime first, then the worker's own script (``importScripts``,
+  or ``import()`` for a module worker), with relative URLs, ``fetch``, XHR and ``location`` resolved
+  against the script's own URL. Each worker's generator has a seed of its own, derived from the
+  page's seed and the worker's creation order (the n-th worker a page starts); its clock starts
+  where the page's stood when it was made.
 - Timers, when the replay is asked for them (``timers=True``: the agent environment; people browsing
   ``replay serve`` get the browser's own timers):
   ``setTimeout``, ``setInterval``, ``requestAnimationFrame`` and ``requestIdleCallback`` no longer
@@ -17,6 +24,14 @@ It makes a page's scripts see the same world on every replay:
   request the page's scripts started (fetch, XHR and its body, a script, stylesheet, image or frame
   they added) is still loading. So how far a page has got when it is observed depends on its own
   code and the archive, not on the machine's speed (the rule is in docs/replay-and-environment.md).
+  With timers, completions reach scripts in the order of their requests: ``fetch`` answers and XHR
+  completions (one sequence, in the order they were sent), and ``Response`` body reads (in the
+  order they were asked for), each held until those before it have been delivered (or have not
+  come for ``STALL_MS``); scripts a page creates run in insertion order (``async=false``). A
+  worker's timers run on the page's pump too: once the page has nothing left due, the pump asks
+  each worker in creation order to run its own due timers up to the same virtual horizon (after
+  its pending loads), and what a worker posts to the page waits for that turn, so it arrives at
+  the same point of the page's work on every run.
 
 The script is small, has no dependencies, and is switchable off (``inject=False``).
 """
@@ -24,12 +39,21 @@ The script is small, has no dependencies, and is switchable off (``inject=False`
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
 from webfreeze.archives.timeutil import parse_time
 
-RUNTIME_TEMPLATE = r"""(function(){
-var T0=%(time)d,S=%(seed)d>>>0,n=0,p=0,OD=Date;
+# The runtime, one function of its own configuration: ``t`` the clock's start (ms since the epoch),
+# ``s`` the generator's seed, ``x`` 1 for the pumped timers and ordered completions, ``st`` the
+# stall bound (ms); in a worker also ``v`` the virtual now, ``b`` the script's URL, ``sh`` 1 for a
+# shared worker. A worker gets the function's own source (``Function.prototype.toString`` of it,
+# read before any page script runs) with its configuration. ``__wfPump`` is what the environment
+# calls; ``__wfNative`` keeps the browser's own timers for the environment's waits (a first paint,
+# say), which must not wait for the pump.
+RUNTIME_JS = r"""function R(c){
+var G=self,WK=typeof document==='undefined',SRC='('+Function.prototype.toString.call(R)+')';
+var T0=c.t,S0=c.s>>>0,S=S0,n=0,p=c.p||0,OD=Date,vt=c.v||0,wk=0,X=!!c.x,ST=c.st||5000,B=c.b||null;
 function rnd(){S=(S+0x6D2B79F5)>>>0;var t=S;t=Math.imul(t^(t>>>15),t|1);t^=t+Math.imul(t^(t>>>7),t|61);return ((t^(t>>>14))>>>0)/4294967296;}
 function now(){return T0+(n++);}
 function D(){var a=arguments;if(!(this instanceof D)){return new OD(now()).toString();}
@@ -37,81 +61,180 @@ function D(){var a=arguments;if(!(this instanceof D)){return new OD(now()).toStr
  return new (Function.prototype.bind.apply(OD,[null].concat(Array.prototype.slice.call(a))))();}
 D.prototype=OD.prototype;D.now=now;D.parse=OD.parse;D.UTC=OD.UTC;
 Object.defineProperty(D.prototype,'constructor',{value:D,writable:true,configurable:true});
-window.Date=D;
+G.Date=D;
 Math.random=rnd;
-if(window.crypto){
+if(G.crypto&&G.Crypto){
  var gv=function(a){var b=new Uint8Array(a.buffer,a.byteOffset,a.byteLength);for(var i=0;i<b.length;i++){b[i]=Math.floor(rnd()*256);}return a;};
  try{Object.defineProperty(Crypto.prototype,'getRandomValues',{value:gv,configurable:true,writable:true});}catch(e){}
  try{Object.defineProperty(Crypto.prototype,'randomUUID',{value:function(){var h=[];for(var i=0;i<16;i++){h.push(Math.floor(rnd()*256));}
   h[6]=(h[6]&15)|64;h[8]=(h[8]&63)|128;var s=h.map(function(x){return (x+256).toString(16).slice(1);}).join('');
   return s.slice(0,8)+'-'+s.slice(8,12)+'-'+s.slice(12,16)+'-'+s.slice(16,20)+'-'+s.slice(20);},configurable:true,writable:true});}catch(e){}
 }
-if(window.performance){try{Object.defineProperty(Performance.prototype,'now',{value:function(){return p++;},configurable:true,writable:true});}catch(e){}}
-if(navigator.serviceWorker){try{Object.defineProperty(ServiceWorkerContainer.prototype,'register',{value:function(){return Promise.reject(new DOMException('service workers are disabled in replay','SecurityError'));},configurable:true,writable:true});}catch(e){}}
-%(timers)s})();"""
-
-# The controlled timers (see the module's docstring), inserted into RUNTIME_TEMPLATE. ``__wfPump``
-# is what the environment calls; ``__wfNative`` keeps the browser's own timers for the
-# environment's waits (a first paint, say), which must not wait for the pump.
-TIMERS_JS = r"""var W=window,MC=W.MessageChannel,N={setTimeout:W.setTimeout.bind(W),clearTimeout:W.clearTimeout.bind(W),
- requestAnimationFrame:W.requestAnimationFrame.bind(W)};
-try{Object.defineProperty(W,'__wfNative',{value:N});}catch(e){}
-var vt=0,q=[],ids=0,live=new Map(),nest=0,pending=0,waiters=[],token=null,limit=0,ran=0,watching=false;
+if(G.Performance){try{Object.defineProperty(Performance.prototype,'now',{value:function(){return p++;},configurable:true,writable:true});}catch(e){}
+ try{Object.defineProperty(Performance.prototype,'timeOrigin',{get:function(){return T0;},configurable:true});}catch(e){}}
+if(G.ServiceWorkerContainer){try{Object.defineProperty(ServiceWorkerContainer.prototype,'register',{value:function(){return Promise.reject(new DOMException('service workers are disabled in replay','SecurityError'));},configurable:true,writable:true});}catch(e){}}
+function abs(u){try{return new URL(String(u),B||G.location.href).href;}catch(e){return u;}}
+if(B){
+ var IS=G.importScripts;if(IS){G.importScripts=function(){return IS.apply(G,Array.prototype.map.call(arguments,abs));};}
+ var F0=G.fetch;if(F0){G.fetch=function(u,o){if(typeof u==='string'||(G.URL&&u instanceof URL)){u=abs(u);}return F0.call(G,u,o);};}
+ if(G.XMLHttpRequest){var XO=XMLHttpRequest.prototype.open;XMLHttpRequest.prototype.open=function(m,u){var a=Array.prototype.slice.call(arguments);a[1]=abs(u);return XO.apply(this,a);};}
+ try{Object.defineProperty(G,'location',{value:new URL(B),configurable:true});}catch(e){}
+}
+var N={setTimeout:G.setTimeout.bind(G),clearTimeout:G.clearTimeout.bind(G)};
+if(G.requestAnimationFrame){N.requestAnimationFrame=G.requestAnimationFrame.bind(G);}
+try{Object.defineProperty(G,'__wfNative',{value:N});}catch(e){}
+var chans=[],made={},WPM=G.Worker&&Worker.prototype.postMessage,PPM=G.MessagePort&&MessagePort.prototype.postMessage;
+function wseed(k){var s=(S0^Math.imul(k+1,0x9E3779B1))>>>0;s=Math.imul(s^(s>>>16),0x85EBCA6B)>>>0;
+ s=Math.imul(s^(s>>>13),0xC2B2AE35)>>>0;return (s^(s>>>16))>>>0;}
+function control(t,w,shared){var ch={t:t,pm:shared?PPM:WPM,cb:null,dead:false};
+ t.addEventListener('message',function(e){var d=e.data;if(d&&d.__wf==='ack'){e.stopImmediatePropagation();var f=ch.cb;ch.cb=null;if(f){f(d.n|0);}}});
+ if(shared){try{t.start();}catch(e){}}
+ else{var T=w.terminate;w.terminate=function(){ch.dead=true;var f=ch.cb;ch.cb=null;if(f){f(0);}return T.call(w);};}
+ chans.push(ch);}
+function wrapWorker(name,shared){var O=G[name];if(!O){return;}
+ var Wr=function(u,o){if(!(this instanceof Wr)){throw new TypeError("Failed to construct '"+name+"': Please use the 'new' operator");}
+  var url=abs(u);if(/^data:/i.test(url)){return new O(u,o);}
+  var module=!!(o&&typeof o==='object'&&o.type==='module'),key=url+'\n'+(typeof o==='string'?o:(o&&o.name)||''),blob=shared&&made[key];
+  if(!blob){var cfg={t:T0+n,s:wseed(wk++),v:vt,x:X?1:0,st:ST,b:url,sh:shared?1:0};
+   var src=SRC+'('+JSON.stringify(cfg)+');'+(module?'await import('+JSON.stringify(url)+');':'importScripts('+JSON.stringify(url)+');');
+   blob=URL.createObjectURL(new Blob([src],{type:'text/javascript'}));if(shared){made[key]=blob;}}
+  var w=new O(blob,o);
+  if(X){control(shared?w.port:w,w,shared);}
+  return w;};
+ Wr.prototype=O.prototype;
+ try{Object.defineProperty(O.prototype,'constructor',{value:Wr,configurable:true,writable:true});}catch(e){}
+ G[name]=Wr;}
+wrapWorker('Worker',false);wrapWorker('SharedWorker',true);
+if(X){
+var MC=G.MessageChannel;
+var q=[],ids=0,live=new Map(),nest=0,pending=0,waiters=[],token=null,limit=0,left=0,watching=false;
 function ins(t){var lo=0,hi=q.length;while(lo<hi){var m=(lo+hi)>>1,o=q[m];
  if(o.due<t.due||(o.due===t.due&&o.seq<t.seq)){lo=m+1;}else{hi=m;}}q.splice(lo,0,t);}
 function add(kind,fn,due,args,every){var id=++ids;var t={id:id,kind:kind,fn:fn,args:args,due:due,seq:id,every:every,nest:nest+1};
  live.set(id,t);ins(t);return id;}
 function delay(d){d=Number(d)||0;if(d<0){d=0;}if(nest>=5&&d<4){d=4;}return d;}
-W.setTimeout=function(fn,d){var a=Array.prototype.slice.call(arguments,2);return add('t',fn,vt+delay(d),a,0);};
-W.setInterval=function(fn,d){var a=Array.prototype.slice.call(arguments,2),e=Math.max(delay(d),1);return add('t',fn,vt+e,a,e);};
+G.setTimeout=function(fn,d){var a=Array.prototype.slice.call(arguments,2);return add('t',fn,vt+delay(d),a,0);};
+G.setInterval=function(fn,d){var a=Array.prototype.slice.call(arguments,2),e=Math.max(delay(d),1);return add('t',fn,vt+e,a,e);};
 function clear(kind){return function(id){var t=live.get(id);if(t&&t.kind===kind){live.delete(id);t.dead=true;}};}
-W.clearTimeout=W.clearInterval=clear('t');
-W.requestAnimationFrame=function(cb){return add('f',cb,(Math.floor(vt/16)+1)*16,null,0);};
-W.cancelAnimationFrame=clear('f');
-W.requestIdleCallback=function(cb){return add('i',cb,vt+1,null,0);};
-W.cancelIdleCallback=clear('i');
+G.clearTimeout=G.clearInterval=clear('t');
+if(G.requestAnimationFrame){G.requestAnimationFrame=function(cb){return add('f',cb,(Math.floor(vt/16)+1)*16,null,0);};G.cancelAnimationFrame=clear('f');}
+if(G.requestIdleCallback){G.requestIdleCallback=function(cb){return add('i',cb,vt+1,null,0);};G.cancelIdleCallback=clear('i');}
 function fire(t){if(t.due>vt){vt=t.due;}var outer=nest;nest=t.nest;
- try{if(t.kind==='f'){t.fn.call(W,t.due);}
-  else if(t.kind==='i'){t.fn.call(W,{didTimeout:false,timeRemaining:function(){return 50;}});}
-  else if(typeof t.fn==='function'){t.fn.apply(W,t.args);}else{(0,eval)(String(t.fn));}}
- catch(e){if(W.reportError){W.reportError(e);}}
+ try{if(t.kind==='f'){t.fn.call(G,t.due);}
+  else if(t.kind==='i'){t.fn.call(G,{didTimeout:false,timeRemaining:function(){return 50;}});}
+  else if(typeof t.fn==='function'){t.fn.apply(G,t.args);}else{(0,eval)(String(t.fn));}}
+ catch(e){if(G.reportError){G.reportError(e);}}
  finally{nest=outer;}
  if(t.every&&!t.dead){t.due=vt+t.every;t.seq=++ids;ins(t);}else{live.delete(t.id);}}
 function release(){if(pending>0){pending--;}if(pending===0){var w=waiters;waiters=[];w.forEach(function(f){f();});}}
-function hold(){pending++;var done=false;var stall=N.setTimeout(function(){if(!done){done=true;W.__wfStalled=(W.__wfStalled||0)+1;release();}},%(stall)d);
+function hold(){pending++;var done=false;var stall=N.setTimeout(function(){if(!done){done=true;G.__wfStalled=(G.__wfStalled||0)+1;release();}},ST);
  return function(){if(!done){done=true;N.clearTimeout(stall);release();}};}
-if(W.fetch){var F=W.fetch;W.fetch=function(){var r=hold(),p;try{p=F.apply(this,arguments);}catch(e){r();throw e;}p.then(r,r);return p;};}
-if(W.Response){['text','json','arrayBuffer','blob','formData'].forEach(function(m){var o=Response.prototype[m];
- if(o){Response.prototype[m]=function(){var r=hold(),p;try{p=o.apply(this,arguments);}catch(e){r();throw e;}p.then(r,r);return p;};}});}
-var XS=XMLHttpRequest.prototype.send;XMLHttpRequest.prototype.send=function(){var r=hold();this.addEventListener('loadend',r);
- try{return XS.apply(this,arguments);}catch(e){r();throw e;}};
-function loads(el){var tag=el.localName;if(el.__wfHeld){return false;}
- if(tag==='script'||tag==='iframe'){return !!el.src;}
- if(tag==='link'){return !!el.href&&!el.sheet&&/(^|\s)(stylesheet|preload|modulepreload)(\s|$)/i.test(el.rel||'');}
- if(tag==='img'){return !!(el.currentSrc||el.src)&&!el.complete&&(el.loading||'').toLowerCase()!=='lazy';}
- return false;}
-function watch(el){if(!loads(el)){return;}el.__wfHeld=true;var r=hold();el.addEventListener('load',r);el.addEventListener('error',r);}
-var SEL='script[src],link[href],img,iframe[src]';
-function added(records){records.forEach(function(rec){rec.addedNodes.forEach(function(n){if(n.nodeType!==1){return;}
- watch(n);if(n.querySelectorAll){n.querySelectorAll(SEL).forEach(watch);}});});}
-function startWatching(){if(watching){return;}watching=true;new MutationObserver(added).observe(document,{childList:true,subtree:true});
- var d=Object.getOwnPropertyDescriptor(HTMLImageElement.prototype,'src');
- if(d&&d.set){Object.defineProperty(HTMLImageElement.prototype,'src',{configurable:true,enumerable:d.enumerable,get:d.get,
-  set:function(v){d.set.call(this,v);if(!this.isConnected){watch(this);}}});}}
-var chan=MC?new MC():null,next=[];
-if(chan){chan.port1.onmessage=function(){var f=next.shift();if(f){f();}};}
-function later(f){if(chan){next.push(f);chan.port2.postMessage(0);}else{N.setTimeout(f,0);}}
-Object.defineProperty(W,'__wfPump',{value:function(tok,horizon,cap){startWatching();
- if(tok!==token){token=tok;limit=vt+horizon;ran=0;}
- while(q.length&&q[0].dead){q.shift();}
- if(pending===0&&(!q.length||q[0].due>limit)){if(limit>vt){vt=limit;}return 0;}
- return new Promise(function(done){var n=0;
-  function step(){if(pending>0){waiters.push(function(){later(step);});return;}
-   while(q.length&&q[0].dead){q.shift();}
-   if(ran>=cap){done(n);return;}
-   if(!q.length||q[0].due>limit){if(limit>vt){vt=limit;}done(n);return;}
-   var t=q.shift();ran++;n++;fire(t);later(step);}
-  later(step);});}});"""
+function orderer(){var seq=0,next=0,got={},armed=-1;
+ function drain(){while(got[next]){var f=got[next];delete got[next];next++;try{f();}catch(e){}}arm();}
+ function arm(){if(armed===next){return;}for(var k in got){armed=next;var at=next;
+   N.setTimeout(function(){if(next===at){G.__wfStalled=(G.__wfStalled||0)+1;next++;drain();}},ST);return;}}
+ return {ticket:function(){return seq++;},arrive:function(s,f){if(s<next){f();return;}got[s]=f;drain();}};}
+var net=orderer(),bodies=orderer();
+function ordered(o,pr,r,s){return new Promise(function(ok,no){pr.then(function(v){o.arrive(s,function(){r();ok(v);});},
+ function(e){o.arrive(s,function(){r();no(e);});});});}
+if(G.fetch){var F=G.fetch;G.fetch=function(){var r=hold(),s=net.ticket(),pr;try{pr=F.apply(this,arguments);}catch(e){net.arrive(s,r);throw e;}
+ return ordered(net,pr,r,s);};}
+if(G.Response){['text','json','arrayBuffer','blob','formData'].forEach(function(m){var o=Response.prototype[m];
+ if(o){Response.prototype[m]=function(){var r=hold(),s=bodies.ticket(),pr;try{pr=o.apply(this,arguments);}catch(e){bodies.arrive(s,r);throw e;}
+  return ordered(bodies,pr,r,s);};}});}
+if(G.XMLHttpRequest){
+ var XP=XMLHttpRequest.prototype,XS=XP.send,XOP=XP.open,ET=EventTarget.prototype,XA=ET.addEventListener,XR=ET.removeEventListener,wm=new WeakMap();
+ var END={readystatechange:1,load:1,loadend:1,error:1,abort:1,timeout:1};
+ var call=function(fn,x,e){return typeof fn==='function'?fn.call(x,e):fn.handleEvent(e);};
+ var wrapL=function(fn){if(!fn||(typeof fn!=='function'&&typeof fn!=='object')){return fn;}var w=wm.get(fn);
+  if(!w){w=function(e){var x=this;if(x.__wfQ&&!x.__wfGo&&END[e.type]&&(e.type!=='readystatechange'||x.readyState===4)){x.__wfQ.push([fn,x,e]);return;}
+   return call(fn,x,e);};wm.set(fn,w);}return w;};
+ XP.addEventListener=function(t,fn,o){return XA.call(this,t,wrapL(fn),o);};
+ XP.removeEventListener=function(t,fn,o){return XR.call(this,t,(fn&&wm.get(fn))||fn,o);};
+ ['onreadystatechange','onload','onloadend','onerror','onabort','ontimeout'].forEach(function(h){
+  var pr=XP,d=null;while(pr&&!(d=Object.getOwnPropertyDescriptor(pr,h))){pr=Object.getPrototypeOf(pr);}
+  if(!d||!d.set){return;}
+  Object.defineProperty(XP,h,{configurable:true,enumerable:d.enumerable,get:function(){return (this.__wfH&&this.__wfH[h])||null;},
+   set:function(v){if(!this.__wfH){this.__wfH={};}this.__wfH[h]=typeof v==='function'?v:null;d.set.call(this,typeof v==='function'?wrapL(v):v);}});});
+ XP.open=function(m,u,a){this.__wfSync=arguments.length>2&&!a;return XOP.apply(this,arguments);};
+ XP.send=function(){var x=this;if(x.__wfSync){return XS.apply(x,arguments);}
+  var r=hold(),s=net.ticket();x.__wfQ=[];x.__wfGo=false;x.__wfIn=false;x.__wfS=s;x.__wfR=r;
+  if(!x.__wfL){x.__wfL=true;XA.call(x,'readystatechange',function(){if(x.readyState!==4||x.__wfIn||!x.__wfQ){return;}x.__wfIn=true;
+   var s2=x.__wfS,r2=x.__wfR;net.arrive(s2,function(){x.__wfGo=true;r2();var items=x.__wfQ||[];x.__wfQ=null;
+    items.forEach(function(it){try{call(it[0],it[1],it[2]);}catch(e){if(G.reportError){G.reportError(e);}}});});});}
+  try{return XS.apply(x,arguments);}catch(e){x.__wfQ=null;net.arrive(s,r);throw e;}};}
+var notes=[],observers=0;
+if(!WK){['ResizeObserver','IntersectionObserver'].forEach(function(name){var O=G[name];if(!O){return;}
+ var Wr=function(cb,opts){if(!(this instanceof Wr)){throw new TypeError("Failed to construct '"+name+"': Please use the 'new' operator");}
+  var o=new O(function(entries){notes.push([cb,entries,o]);},opts);observers++;return o;};
+ Wr.prototype=O.prototype;try{Object.defineProperty(O.prototype,'constructor',{value:Wr,configurable:true,writable:true});}catch(e){}
+ G[name]=Wr;});}
+function noted(){var ns=notes;notes=[];ns.forEach(function(x){try{x[0].call(x[2],x[1],x[2]);}catch(e){if(G.reportError){G.reportError(e);}}});return ns.length;}
+var chan=MC?new MC():null,nexts=[];
+if(MC&&PPM){G.MessageChannel=function MessageChannel(){var c2=new MC();[c2.port1,c2.port2].forEach(function(port){
+  port.postMessage=function(){var a=arguments;live.get(add('t',function(){PPM.apply(port,a);},vt,[],0)).nest=nest;};});return c2;};
+ G.MessageChannel.prototype=MC.prototype;}
+if(chan){chan.port1.onmessage=function(){var f=nexts.shift();if(f){f();}};}
+function later(f){if(chan){nexts.push(f);chan.port2.postMessage(0);}else{N.setTimeout(f,0);}}
+function round(i,done,k){if(i>=chans.length){done(k);return;}var ch=chans[i];
+ if(ch.dead){round(i+1,done,k);return;}
+ var over=false,st=N.setTimeout(function(){if(!over){over=true;ch.cb=null;ch.dead=true;round(i+1,done,k);}},2*ST);
+ ch.cb=function(m){if(!over){over=true;N.clearTimeout(st);round(i+1,done,k+m);}};
+ try{ch.pm.call(ch.t,{__wf:'ping',l:limit,c:left});}catch(e){over=true;N.clearTimeout(st);ch.dead=true;round(i+1,done,k);}}
+function pump(){return new Promise(function(done){var n=0,framed=false;
+ function end(){if(limit>vt){vt=limit;}done(n);}
+ function step(){if(pending>0){waiters.push(function(){later(step);});return;}
+  while(q.length&&q[0].dead){q.shift();}
+  if(left<=0){done(n);return;}
+  if(!q.length||q[0].due>limit){
+   if(observers&&!framed){framed=true;N.requestAnimationFrame(function(){N.requestAnimationFrame(function(){later(step);});});return;}
+   if(notes.length){var k=noted();n+=k;left-=k;framed=false;later(step);return;}
+   framed=false;
+   if(chans.length){round(0,function(k){if(k>0){n+=k;left-=k;later(step);}else{end();}},0);return;}
+   end();return;}
+  var t=q.shift();left--;n++;fire(t);later(step);}
+ later(step);});}
+if(!WK){
+ var ended=new WeakSet(),endOf=function(e){ended.add(e.target);};
+ document.addEventListener('load',endOf,true);document.addEventListener('error',endOf,true);
+ var runs=function(el){var t=(el.type||'').toLowerCase();return !el.noModule&&(!t||t==='module'||/(java|ecma)script/.test(t));};
+ var loads=function(el){var tag=el.localName;if(el.__wfHeld||ended.has(el)){return false;}
+  if(tag==='script'){return !!el.src&&runs(el);}
+  if(tag==='iframe'){return !!el.src;}
+  if(tag==='link'){return !!el.href&&!el.sheet&&/(^|\s)(stylesheet|preload|modulepreload)(\s|$)/i.test(el.rel||'');}
+  if(tag==='img'){return !!(el.currentSrc||el.src)&&!el.complete&&(el.loading||'').toLowerCase()!=='lazy';}
+  return false;};
+ var watch=function(el){if(!loads(el)){return;}el.__wfHeld=true;var r=hold();el.addEventListener('load',r);el.addEventListener('error',r);};
+ var SEL='script[src],link[href],img,iframe[src]';
+ var added=function(records){records.forEach(function(rec){rec.addedNodes.forEach(function(nd){if(nd.nodeType!==1){return;}
+  watch(nd);if(nd.querySelectorAll){nd.querySelectorAll(SEL).forEach(watch);}});});};
+ var startWatching=function(){if(watching){return;}watching=true;new MutationObserver(added).observe(document,{childList:true,subtree:true});
+  document.querySelectorAll('script[src],iframe[src]').forEach(watch);
+  var d=Object.getOwnPropertyDescriptor(HTMLImageElement.prototype,'src');
+  if(d&&d.set){Object.defineProperty(HTMLImageElement.prototype,'src',{configurable:true,enumerable:d.enumerable,get:d.get,
+   set:function(v){d.set.call(this,v);if(!this.isConnected){watch(this);}}});}};
+ var CE=Document.prototype.createElement;
+ Document.prototype.createElement=function(){var el=CE.apply(this,arguments);if(el.localName==='script'){el.async=false;}return el;};
+ Object.defineProperty(G,'__wfPump',{value:function(tok,horizon,cap){startWatching();
+  if(tok!==token){token=tok;limit=vt+horizon;left=cap;}
+  while(q.length&&q[0].dead){q.shift();}
+  if(pending===0&&!chans.length&&!observers&&(!q.length||q[0].due>limit)){if(limit>vt){vt=limit;}return 0;}
+  return pump();}});
+}else{
+ var out=[],open=false,sent=0;
+ var onPing=function(e,reply){var d=e.data;if(!(d&&d.__wf==='ping')){return;}e.stopImmediatePropagation();
+  open=true;var k=out.length,o=out;out=[];sent=0;
+  o.forEach(function(m){try{m[1].apply(m[0],m[2]);}catch(x){}});
+  limit=d.l;left=d.c;pump().then(function(r){open=false;reply({__wf:'ack',n:k+r+sent});});};
+ if(!c.sh){var OPM=G.postMessage;
+  G.postMessage=function(){if(open){sent++;return OPM.apply(G,arguments);}out.push([G,OPM,arguments]);};
+  G.addEventListener('message',function(e){onPing(e,function(a){OPM.call(G,a);});});}
+ else{G.addEventListener('connect',function(e){var port=e.ports[0];if(!port){return;}var P=port.postMessage;
+  port.postMessage=function(){if(open){sent++;return P.apply(port,arguments);}out.push([port,P,arguments]);};
+  port.addEventListener('message',function(ev){onPing(ev,function(a){P.call(port,a);});});port.start();});}
+}
+}
+}"""
 
 _HEAD = re.compile(rb"<head(\s[^>]*)?>", re.IGNORECASE)
 _HTML = re.compile(rb"<html(\s[^>]*)?>", re.IGNORECASE)
@@ -127,12 +250,19 @@ def page_seed(run_seed: int, url: str) -> int:
 STALL_MS = 5000  # a load the pump waits for that has not ended by then stops counting (a safety net)
 
 
+def runtime_config(captured_at: str, seed: int, *, timers: bool = False) -> dict:
+    """The runtime's configuration for a page captured at ``captured_at`` (see RUNTIME_JS)."""
+    ms = int(parse_time(captured_at).timestamp() * 1000)
+    return {"t": ms, "s": seed, "x": 1 if timers else 0, "st": STALL_MS}
+
+
 def runtime_script(captured_at: str, seed: int, *, timers: bool = False) -> bytes:
     """The runtime for a page captured at ``captured_at``, its generator seeded with ``seed``; with
-    ``timers``, the page's timers wait for the environment's pump."""
-    ms = int(parse_time(captured_at).timestamp() * 1000)
-    timers = TIMERS_JS % {"stall": STALL_MS} + "\n" if timers else ""
-    return b"<script>" + (RUNTIME_TEMPLATE % {"time": ms, "seed": seed, "timers": timers}).encode("ascii") + b"</script>"
+    ``timers``, the page's timers (and its workers') wait for the environment's pump and its
+    network completions are delivered in request order."""
+    config = json.dumps(runtime_config(captured_at, seed, timers=timers), separators=(",", ":"))
+    return (b"<script>(function(){(" + RUNTIME_JS.encode("ascii") + b")(" + config.encode("ascii")
+            + b");})();</script>")
 
 
 def inject(html: bytes, script: bytes) -> bytes:

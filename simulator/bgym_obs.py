@@ -65,10 +65,12 @@ KEYS = ("chat_messages", "goal_object", "open_pages_urls", "open_pages_titles", 
 
 
 # ------------------------------------------------------------------------------------ browser backend
-async def capture_browser(context, page) -> dict:
+async def capture_browser(context, page, *, screenshot: bool = True) -> dict:
     """BrowserGym's raw material of the live page: ``{dom, axtree, png, titles, active}`` (the CDP
     DOM snapshot, the merged accessibility tree of all frames, a PNG of the viewport, the open
-    pages' titles and the index of ``page`` among them). One CDP session for all of it."""
+    pages' titles and the index of ``page`` among them). One CDP session for all of it. Without
+    ``screenshot``, ``png`` is None and the caller puts one there (the environment's still
+    screenshot, simulator/browser.py ``still_screenshot_async``)."""
     # (imported here: the text backend runs without Playwright)
     from playwright.async_api import Error as PlaywrightError
 
@@ -106,7 +108,8 @@ async def capture_browser(context, page) -> dict:
                     node.setdefault("childIds", []).append(trees[fid]["nodes"][0]["nodeId"])
         # optimizeForSpeed: the same pixels, a PNG that is faster to encode and much faster to
         # decode (measured ~190 ms less per observation at 1920x1080: 235 -> 162 ms, 145 -> 23 ms)
-        shot = await cdp.send("Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True})
+        shot = (await cdp.send("Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True})
+                if screenshot else None)
     finally:
         await cdp.detach()
     pages = context.pages
@@ -116,7 +119,8 @@ async def capture_browser(context, page) -> dict:
             titles.append(await p.title())
         except PlaywrightError:  # a page closing meanwhile
             titles.append("")
-    return {"dom": dom, "axtree": {"nodes": nodes}, "png": base64.b64decode(shot["data"]), "titles": titles,
+    return {"dom": dom, "axtree": {"nodes": nodes}, "png": base64.b64decode(shot["data"]) if shot else None,
+            "titles": titles,
             "active": pages.index(page) if page in pages else 0}
 
 

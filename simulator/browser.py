@@ -460,6 +460,88 @@ def _screenshot(page, full_page: bool) -> bytes:
     return take()
 
 
+# Before an observation: CSS transitions and animations (and the page's Web Animations) that have an
+# end are finished, so that what the observation reads (text, which elements CSS hides) and shows
+# is their end state, not wherever the wall clock left them; their end events are dispatched at the
+# next frame, which is waited for (a few rounds: an end can start another). Endless ones are left to
+# the screenshot, which stops them (``animations="disabled"``).
+FINISH_ANIMATIONS_JS = """async ([rounds, limitMs]) => {
+  const T = window.__wfNative || window;
+  let finished = 0;
+  for (let i = 0; i < rounds; i++) {
+    let now = 0;
+    for (const a of document.getAnimations()) {
+      const timing = a.effect && a.effect.getComputedTiming ? a.effect.getComputedTiming() : null;
+      if (a.playState !== 'finished' && timing && Number.isFinite(timing.endTime)) {
+        try { a.finish(); now++; } catch (e) {}
+      }
+    }
+    if (!now) break;
+    finished += now;
+    await Promise.race([new Promise((done) => T.requestAnimationFrame(() => T.setTimeout(done, 0))),
+                        new Promise((done) => T.setTimeout(done, limitMs))]);
+  }
+  return finished;
+}"""
+FINISH_ROUNDS = 3
+FINISH_LIMIT_MS = 500
+
+
+ANIMATION_RATE = 1000  # how much faster than the wall clock the page's CSS animations and transitions run
+
+
+async def fast_animations(context, page) -> None:
+    """Run the page's animations and transitions ANIMATION_RATE times faster (CDP's
+    ``Animation.setPlaybackRate``; Playwright's async API): one that a step starts has ended, and
+    been painted at its end, long before the observation; a layer rasterized mid-transition comes
+    out with other glyph edges than one at rest (MkDocs Material's search results: the same DOM,
+    four PNGs in twenty resets)."""
+    cdp = await context.new_cdp_session(page)  # kept: the rate holds while its session does
+    await cdp.send("Animation.enable")
+    await cdp.send("Animation.setPlaybackRate", {"playbackRate": ANIMATION_RATE})
+
+
+async def finish_animations(page) -> int:
+    """Finish the page's finite CSS transitions and animations (Playwright's async API; see
+    FINISH_ANIMATIONS_JS); how many. A document that goes away meanwhile counts as none."""
+    from playwright.async_api import Error as PlaywrightError
+
+    try:
+        return int(await page.evaluate(FINISH_ANIMATIONS_JS, [FINISH_ROUNDS, FINISH_LIMIT_MS]) or 0)
+    except PlaywrightError:
+        return 0
+
+
+async def still_screenshot_async(page, *, full_page: bool = False) -> bytes:
+    """:func:`still_screenshot` for Playwright's async API (the agent environment's observations):
+    the same settle before it, animations stopped, the caret hidden, taken again until two in a
+    row agree."""
+    from playwright.async_api import Error as PlaywrightError
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+    async def take() -> bytes:
+        for _ in range(SHOT_ATTEMPTS - 1):
+            try:
+                return await page.screenshot(full_page=full_page, type="png", animations="disabled", caret="hide",
+                                             timeout=SHOT_TIMEOUT_MS)
+            except PlaywrightTimeout:
+                pass
+        return await page.screenshot(full_page=full_page, type="png", animations="disabled", caret="hide",
+                                     timeout=SHOT_TIMEOUT_MS)
+
+    try:
+        await page.evaluate(PAINT_SETTLE_JS, PAINT_SETTLE_LIMIT_MS)
+    except PlaywrightError:
+        pass  # the document went away: the screenshot shows what is there now
+    shot = await take()
+    for _ in range(STILL_SHOT_TRIES - 1):
+        again = await take()
+        if again == shot:
+            break
+        shot = again
+    return shot
+
+
 def still_screenshot(page, *, full_page: bool = True) -> bytes:
     """A full-page (or, ``full_page=False``, viewport) PNG of a settled page (fonts, image decoding, a painted frame; CSS animations
     and transitions stopped, the caret hidden), for screenshots compared byte for byte: the

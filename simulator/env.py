@@ -57,7 +57,7 @@ from .actions import Action, target_problem, text_refusal, try_parse
 from .axtree import MARK_JS, AXTreeError, Tree, build_tree
 from .axtree import marked as read_marked
 from .backends import check_backend
-from .browser import PageActivity, pump_timers, wait_painted
+from .browser import PageActivity, fast_animations, finish_animations, pump_timers, still_screenshot_async, wait_painted
 from .forms import DOM_SNAPSHOTS, form_submission, is_submitter, label_control
 from .live import episode_tag, open_upstream
 from .marks import draw_marks
@@ -774,7 +774,9 @@ class _BrowserBackend:
         credentials = (self.env.config.upstream or {}).get("http_credentials")
         context = await new_context(self.browser, **({"http_credentials": credentials} if credentials else {}))
         try:
-            return context, await context.new_page()
+            page = await context.new_page()
+            await fast_animations(context, page)
+            return context, page
         except BaseException:
             await context.close()
             raise
@@ -938,9 +940,11 @@ class _BrowserBackend:
         config = self.env.config
         for attempt in range(SNAPSHOT_TRIES):
             try:
+                # transitions and animations at their end, as the still screenshot below shows them
+                await finish_animations(self.page)
                 marked = await self.page.evaluate(MARK_JS)
                 if config.observation == "browsergym":  # (after MARK_JS: its bids are in the snapshots)
-                    self.bgym_raw = await bgym_obs.capture_browser(self.context, self.page)
+                    self.bgym_raw = await bgym_obs.capture_browser(self.context, self.page, screenshot=False)
                 break
             except PlaywrightError as exc:
                 # A navigation the settle did not see coming (a script's timer, say): wait for
@@ -949,8 +953,14 @@ class _BrowserBackend:
                     raise
                 await self._settle()
         shot = None
-        if config.screenshots or config.set_of_marks:
-            shot = await self.page.screenshot(type="png")
+        browsergym = config.observation == "browsergym"
+        if config.screenshots or config.set_of_marks or browsergym:
+            # still, as replay check's: two resets give the same bytes (issue 43)
+            shot = await still_screenshot_async(self.page)
+            if browsergym:
+                self.bgym_raw["png"] = shot
+            if not (config.screenshots or config.set_of_marks):
+                shot = None
         return read_marked(marked), shot, self.page.url, [p.url for p in self.context.pages]
 
     async def _follow_new_pages(self) -> None:
@@ -960,6 +970,10 @@ class _BrowserBackend:
         new = [p for p in pages if p not in self._watched]
         if new or (pages and self.page not in pages):
             self.page = self._watch(new[-1] if new else pages[-1])
+            try:
+                await fast_animations(self.context, self.page)  # (as the episode's first page)
+            except Exception:
+                pass  # a window that closed at once: the settle below sees it
             await self._settle()
 
     def act(self, a: Action, target: dict | None) -> str | None:
@@ -1117,7 +1131,7 @@ class _BrowserBackend:
         return list(self._open_pages)
 
     def screenshot(self) -> bytes:
-        return self._loop.run(self.page.screenshot(type="png"))
+        return self._loop.run(still_screenshot_async(self.page))
 
     def close(self) -> None:
         if self._loop is None:

@@ -209,7 +209,7 @@ def test_html_gets_the_runtime_first_in_head_decoded_and_without_csp(site_archiv
         # the archived policy is gone; direct mode's seal (replayer/rewrite.py) is the only one
         assert resp.getheader("Content-Security-Policy") == SEAL_CSP and resp.getheader("Transfer-Encoding") is None
         assert body.startswith(b"<!doctype html><html><head><script>(function(){")
-        assert b"T0=1709294400000" in body  # 2024-03-01T12:00:00Z in ms
+        assert b'"t":1709294400000' in body  # 2024-03-01T12:00:00Z in ms, the clock's start
         assert body.endswith(b"<title>t</title></head><body><p id=x></p></body></html>")
         conn.request("GET", "/20240301id_/https://site.test/page")  # id_: identity, the archived bytes
         resp = conn.getresponse()

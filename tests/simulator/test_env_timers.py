@@ -139,9 +139,26 @@ def test_timers_an_action_starts_run_in_its_settle_and_waits_are_virtual(archive
 
 
 def test_people_browsing_keep_the_browsers_own_timers():
-    plain = runtime_script("2026-01-01T00:00:00Z", 1)
-    pumped = runtime_script("2026-01-01T00:00:00Z", 1, timers=True)
-    assert b"__wfPump" not in plain and b"__wfPump" in pumped
-    # the people's runtime is byte for byte what it was before the pump existed
-    assert plain.endswith(b"catch(e){}}\n})();</script>")
-    assert pumped.startswith(plain[:-len(b"})();</script>")])
+    """Without ``timers`` (``replay serve``, ``replay check``) the clock and randomness are the
+    runtime's, the timers, fetch and workers' messages the browser's own."""
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.simulator.browser import launch_chromium
+
+    plain = runtime_script("2026-01-01T00:00:00Z", 1).decode()
+    pumped = runtime_script("2026-01-01T00:00:00Z", 1, timers=True).decode()
+    probe = """() => [typeof window.__wfPump, /\\[native code\\]/.test(String(setTimeout)),
+                      /\\[native code\\]/.test(String(fetch)), Date.now()]"""
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw, shell=True)
+        try:
+            page = browser.new_page()
+            states = []
+            for script in (plain, pumped):
+                page.set_content(f"<html><head>{script}</head><body></body></html>")
+                states.append(page.evaluate(probe))
+        finally:
+            browser.close()
+    midnight = 1767225600000  # 2026-01-01T00:00:00Z: both clocks are the runtime's
+    assert states[0][:3] == ["undefined", True, True] and midnight <= states[0][3] < midnight + 1000
+    assert states[1][:3] == ["function", False, False] and midnight <= states[1][3] < midnight + 1000

@@ -213,3 +213,10 @@ def start_pydocs(work: Path) -> App:
 
 STARTERS = {"datasette": start_datasette, "sphinx": start_sphinx, "django": start_django, "trac": start_trac,
             "pydocs": start_pydocs}
+
+# The JavaScript applications (tests/testbed/jsapps.py), registered beside the others.
+from .jsapps import JS_HOSTS, JS_START_PATHS, JS_STARTERS  # noqa: E402 (it imports this module's helpers)
+
+HOSTS.update(JS_HOSTS)
+START_PATHS.update(JS_START_PATHS)
+STARTERS.update(JS_STARTERS)

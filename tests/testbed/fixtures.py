@@ -21,7 +21,9 @@ from .apps import HOSTS, STARTERS, App, TestbedMissing, venv_python
 # page links to every row; its scope keeps the table's own views: sorted, faceted, as JSON.
 CRAWLS = {"datasette": (1, 12, r"^http://data\.testbed\.test/testbed/books(\.json\?_labels=on|\?_sort=(year|rating|title)"
                                 r"|\?genre=\w+)$"),
-          "sphinx": (1, 12, "host"), "django": (1, 12, "host")}
+          "sphinx": (1, 12, "host"), "django": (1, 12, "host"),
+          # the JavaScript test bed's page of our own (tests/testbed/js_page/): the page and what it loads
+          "jspage": (0, 1, "host")}
 # Suites whose reference sessions are recorded into a copy of the application's crawl.
 SUITES_ON_CRAWL = {"datasette", "sphinx"}
 

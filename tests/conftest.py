@@ -28,6 +28,8 @@ SLOW_FILES = {
     "recorder/test_crawl.py", "recorder/test_crawl_check.py", "recorder/test_record_https.py",
     "replayer/test_replay_browser.py", "replayer/test_replay_load.py",
     "archives/test_interop.py", "docs/test_readme_tour.py",
+    "recorder/test_crawl_real_servers.py", "bundles/test_credential_kinds.py", "testbed/test_trac_sessions.py",
+    "testbed/test_testbed_js.py", "replayer/test_replay_seal.py", "simulator/test_bgym_differential.py",
 }
 TESTS = Path(__file__).resolve().parent
 
@@ -41,8 +43,15 @@ TESTS = Path(__file__).resolve().parent
 GROUPS = {name: "testbed" for name in (
     "testbed/test_testbed.py", "testbed/test_testbed_authoring.py", "runs/test_live.py", "replayer/test_drift.py")}
 LONGEST_FIRST = [
+    "recorder/test_crawl_real_servers.py",      # nginx's 40-page crawls over HTTP and HTTPS, Trac (estimated)
     "runs/test_bench.py",                       # 340 s
     "testbed",                                  # the test bed group (GROUPS): 310 s
+    "testbed/test_trac_sessions.py",            # estimated from loaded runs
+    "testbed/test_testbed_js.py",               # estimated from loaded runs
+    "bundles/test_credential_kinds.py",         # estimated from loaded runs
+    "simulator/test_bgym_differential.py",      # estimated from loaded runs
+    "docs/test_readme_personas.py",             # estimated from loaded runs
+    "cli/test_base_install.py",                 # estimated from loaded runs
     "recorder/test_crawl.py",                   # 150 s
     "agents/test_agentlab.py",                  # 115 s
     "runs/test_ray_executor.py",                # 110 s

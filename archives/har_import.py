@@ -156,7 +156,7 @@ def import_har(arc: Archive, path: Path, session_id: str) -> tuple[ImportStats, 
         headers = [(k, v) for k, v in headers if k.lower() not in _DROPPED]
         if body or status not in _NO_BODY and not 100 <= status < 200:
             headers.append(("Content-Length", str(len(body))))
-        extra = {"har_decoded": True} if decoded else {}
+        extra: dict[str, object] = {"har_decoded": True} if decoded else {}
         version = response.get("httpVersion") or "HTTP/1.1"
         if not str(version).upper().startswith("HTTP/"):  # (Chromium writes "h2", "http/2.0")
             extra["har_http_version"] = str(version)

@@ -35,8 +35,8 @@ from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
 try:  # the tokenizer's own patterns: an attribute's span is found exactly as the parser found it
-    from html.parser import attrfind_tolerant as _ATTR
-    from html.parser import tagfind_tolerant as _TAG
+    from html.parser import attrfind_tolerant as _ATTR  # type: ignore[attr-defined]
+    from html.parser import tagfind_tolerant as _TAG  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover (every CPython from 3.5 on has them)
     _ATTR = re.compile(r'((?<=[\'"\s/])[^\s/>][^\s/=>]*)(\s*=+\s*(\'[^\']*\'|"[^"]*"|(?![\'"])[^>\s]*))?(?:\s|/(?!>))*')
     _TAG = re.compile(r'([a-zA-Z][^\t\n\r\f />\x00]*)(?:\s|/(?!>))*')

@@ -95,7 +95,7 @@ class ArchiveContent:
                 "captured_at": _har_time(ex.captured_at) if ex is not None else None,
             }
 
-        content.close = replay.close  # (called once the trajectory's HAR is built)
+        content.close = replay.close  # type: ignore[attr-defined]  # (called once the trajectory's HAR is built)
         self._open = getattr(self, "_open", [])
         self._open.append(replay)
         return content

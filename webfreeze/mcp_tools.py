@@ -216,7 +216,7 @@ def build_server(session: Session):
         """Fill multiple form fields"""
         if not fields or len(fields) > MAX_VALUES:
             raise MCPError(f"browser_fill_form: give 1 to {MAX_VALUES} fields, not {len(fields)}")
-        actions = []
+        actions: list[Action | tuple[str, str, bool]] = []
         for f in fields:
             ref = session.ref(f.target)
             value = _bounded(f"browser_fill_form: the value of {f.name!r}", f.value, MAX_TEXT)

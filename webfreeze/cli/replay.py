@@ -96,11 +96,10 @@ def _start_url(archive_path: str, mode: str, replay_url: str, url: str | None) -
     with Archive.open(archive_path) as arc:
         when = None
         if url is None:
-            page = next(iter(arc.pages(limit=1)), None)
-            if page is None:
-                page = next(iter(arc.exchanges(kind="response", status=200, mime="text/html", limit=1)), None)
-            if page is not None:
-                url, when = page.url, page.captured_at
+            first = next(iter(arc.pages(limit=1)), None) or next(
+                iter(arc.exchanges(kind="response", status=200, mime="text/html", limit=1)), None)
+            if first is not None:
+                url, when = first.url, first.captured_at
         elif mode == "direct":
             ex = next(iter(arc.exchanges(url=url, limit=1)), None)
             when = ex.captured_at if ex is not None else None

@@ -146,7 +146,7 @@ def live_session(options, archive: Path) -> Iterator[tuple[Path, dict]]:
             raise LiveError(f"cannot copy {archive} to {target} for patching: {exc}") from None
     try:
         with live_proxy(target, resolve=dict(options.resolve or {})) as proxy:
-            upstream = {"proxy": proxy.url, "ca_file": live_ca_file(), "mode": "live" if options.live else "miss"}
+            upstream: dict[str, object] = {"proxy": proxy.url, "ca_file": live_ca_file(), "mode": "live" if options.live else "miss"}
             if options.http_credentials:  # (to the workers' browsers, in memory: no file holds it)
                 user, password = options.http_credentials
                 upstream["http_credentials"] = {"username": user, "password": password}

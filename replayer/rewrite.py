@@ -79,8 +79,12 @@ class UrlRewriter:
         self.origin = f"{self.scheme}://{parts.netloc}" if parts.netloc else ""
 
     def __call__(self, raw: str) -> str | None:
-        """The rewritten form of ``raw`` (an attribute's or CSS's URL text, as written), or None."""
-        value = raw.strip()
+        """The rewritten form of ``raw`` (an attribute's or CSS's URL text, as written), or None.
+
+        Read as a browser's URL parser reads it: tabs and newlines anywhere are dropped, C0 controls
+        and spaces at the ends are trimmed, and a backslash counts as a slash (``\\\\host``,
+        ``/\\host`` and ``http:\\\\host`` all name another host)."""
+        value = _URL_IGNORED.sub("", raw).strip(_URL_TRIM)
         if not value:
             return None
         low = value[:12].lower()
@@ -89,15 +93,30 @@ class UrlRewriter:
         lead = raw[:len(raw) - len(raw.lstrip())]
         if low.startswith(WEB_SCHEMES):
             return f"{lead}/{self.ts}/{value}"
-        if value.startswith(("//", "\\\\")):
-            return f"{lead}/{self.ts}/{self.scheme}:{value}"
-        if value.startswith("/"):
+        if value[:2] in _TWO_SLASHES:  # protocol-relative: another host
+            return f"{lead}/{self.ts}/{self.scheme}://{value.lstrip(_SLASHES)}"
+        if value[:1] in ("/", "\\"):
             if REPLAY_PATH.match(value) or not self.origin:
                 return None
-            return f"{lead}/{self.ts}/{self.origin}{value}"
-        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", value):  # another scheme (ftp:, chrome:): the CSP refuses it
+            return f"{lead}/{self.ts}/{self.origin}/{value[1:]}"
+        scheme = _SCHEME_AT.match(value)
+        if scheme and scheme.group(1).lower() in ("http", "https", "ws", "wss"):
+            # ``http:/x``, ``https:\\host``, ``wss:host``: a browser may take what follows for a host
+            name, rest = scheme.group(1).lower(), value[scheme.end():]
+            if name == self.scheme and rest[:2] not in _TWO_SLASHES:
+                return f"{lead}/{self.ts}/{urljoin(self.base, rest.replace(chr(92), '/'))}"
+            return f"{lead}/{self.ts}/{name}://{rest.lstrip(_SLASHES)}"
+        if scheme:  # another scheme (ftp:, chrome:): the CSP refuses it
             return None
         return None  # relative: already inside the archive's URL space
+
+
+# How a browser's URL parser reads a value: these are removed anywhere, those trimmed at the ends.
+_URL_IGNORED = re.compile("[\t\n\r]")
+_URL_TRIM = "".join(chr(c) for c in range(0x21))
+_SLASHES = "/\\"
+_TWO_SLASHES = frozenset({"//", "/\\", "\\/", "\\\\"})
+_SCHEME_AT = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):")
 
 
 # ---------------------------------------------------------------------------------------- CSS
@@ -233,6 +252,7 @@ def _srcset(value: str, rewrite: UrlRewriter) -> str | None:
 
 
 _REFRESH = re.compile(r"^(\s*[\d.]*\s*[;,]?\s*(?:url\s*=\s*)?)(['\"]?)(.*?)(\2\s*)$", re.IGNORECASE | re.DOTALL)
+
 
 
 class _Rewriter(HTMLParser):

@@ -29,6 +29,24 @@ def test_url_values_move_into_the_archive():
         assert rw(same) is None, same
 
 
+def test_urls_a_browser_reads_as_another_host_are_rewritten():
+    """What a browser's URL parser takes for another host (it drops tabs and newlines, trims C0
+    controls, reads a backslash as a slash, lets ``scheme:`` stand without slashes) moves into the
+    archive too; nothing is left that would resolve outside it."""
+    rw = UrlRewriter(TS, PAGE)
+    for written, host in (("\\\\evil.test/x", "https://evil.test/x"), ("/\\evil.test/x", "https://evil.test/x"),
+                          ("\\/evil.test/x", "https://evil.test/x"), ("/\t/evil.test/x", "https://evil.test/x"),
+                          ("ht\ttps://evil.test/x", "https://evil.test/x"), ("\x01//evil.test/x", "https://evil.test/x"),
+                          ("http:evil.test/x", "http://evil.test/x"), ("http:/evil.test/x", "http://evil.test/x"),
+                          ("https:\\\\evil.test/x", "https://evil.test/x"), ("https:/\\evil.test/x", "https://evil.test/x"),
+                          ("wss:evil.test/s", "wss://evil.test/s")):
+        assert rw(written) == f"/{TS}/{host}", written
+    # the page's own scheme without slashes is a path on the page's host, as on the live site
+    assert rw("https:other.html") == f"/{TS}/https://site.test/dir/other.html"
+    assert rw("https:/root.html") == f"/{TS}/https://site.test/root.html"
+    assert rw("\\root.html") == f"/{TS}/https://site.test/root.html"
+
+
 def test_html_is_rewritten_in_place_and_nothing_else_changes():
     html = (
         '<!doctype html><html><head><base href="/base/">'

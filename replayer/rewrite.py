@@ -254,6 +254,15 @@ def _srcset(value: str, rewrite: UrlRewriter) -> str | None:
 _REFRESH = re.compile(r"^(\s*[\d.]*\s*[;,]?\s*(?:url\s*=\s*)?)(['\"]?)(.*?)(\2\s*)$", re.IGNORECASE | re.DOTALL)
 
 
+def rewrite_refresh(value: str, rewrite: UrlRewriter) -> str | None:
+    """A refresh's value (``<meta http-equiv=refresh content>`` or a ``Refresh`` header) with its URL
+    rewritten, or None. The ``url=`` is optional, as browsers read it: ``5; http://host/`` navigates."""
+    m = _REFRESH.match(value)
+    if not m or not m.group(3):
+        return None
+    target = rewrite(m.group(3))
+    return None if target is None else m.group(1) + m.group(2) + target + m.group(4)
+
 
 class _Rewriter(HTMLParser):
     def __init__(self, text: str, rewrite: UrlRewriter, page_url: str):
@@ -357,11 +366,7 @@ class _Rewriter(HTMLParser):
             css = rewrite_css(plain, self.rewrite)
             new = css if css != plain else None
         elif name == "content" and tag == "meta" and (values.get("http-equiv") or "").lower() == "refresh":
-            m = _REFRESH.match(plain)
-            if not m or not m.group(3):
-                return None
-            target = self.rewrite(m.group(3))
-            new = None if target is None else m.group(1) + m.group(2) + target + m.group(4)
+            new = rewrite_refresh(plain, self.rewrite)
         elif name == "http-equiv" and tag == "meta" and plain.strip().lower().startswith("content-security-policy"):
             new = "x-archived-" + plain.strip()  # an archived policy names the live origins: ours replaces it
         else:

@@ -43,7 +43,7 @@ from webfreeze.common.http import header_value, split_host_port
 from .decoding import DecodeError, decode_bounded
 from .hooks import SiteModel
 from .replay import BROWSER_INTERNAL_HOSTS, CACHE_BYTES, DIRECT, Replay, ReplayError, load_rules_file, simple_response
-from .rewrite import UrlRewriter, rewrite_css_bytes, rewrite_html, seal_headers, shim_script
+from .rewrite import UrlRewriter, rewrite_css_bytes, rewrite_html, rewrite_refresh, seal_headers, shim_script
 from .upstream import Upstream
 
 # (BROWSER_INTERNAL_HOSTS: the browser launch reads it here, to send Chromium's own traffic to the proxy)
@@ -393,11 +393,7 @@ def _connection_cap(asked: int | None) -> int:
 def _rewrite_location(value: str, rewrite: UrlRewriter, refresh: bool) -> str:
     """A Location (or Refresh) header's URL, moved into the archive's URL space."""
     if refresh:
-        head, sep, url = value.partition("=") if "url=" in value.lower() else ("", "", "")
-        if not sep:
-            return value
-        new = rewrite(url.strip().strip("'\""))
-        return value if new is None else f"{head}={new}"
+        return rewrite_refresh(value, rewrite) or value
     return rewrite(value) or value
 
 

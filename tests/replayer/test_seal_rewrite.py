@@ -108,6 +108,7 @@ def _archive(path):
             ("http://site.test/", "text/html", gzip.compress(page), [("Content-Encoding", "gzip")]),
             ("http://site.test/s.css", "text/css", b"body{background:url(/bg.png)}", []),
             ("http://site.test/old", "text/html", b"moved", [("Location", "http://site.test/")]),
+            ("http://site.test/refresh", "text/plain", b"r", [("Refresh", "0; http://other.test/away")]),
         ):
             arc.add_exchange(Exchange(url=url, captured_at=T0, status=302 if url.endswith("old") else 200, session_id=sid,
                                       payload=body, resp_headers=[("Content-Type", ctype), *extra,
@@ -156,6 +157,9 @@ def test_server_rewrites_seals_and_keeps_identity(tmp_path):
         assert status == 302 and headers["Location"] == f"/{TS}id_/http://site.test/"
         status, headers, _ = _get(f"{srv.url}/{TS}/http://site.test/old")
         assert status == 302 and headers["Location"] == f"/{TS}/http://site.test/"
+        # so does a Refresh header, with its "url=" or without it (browsers read both)
+        status, headers, _ = _get(f"{srv.url}/{TS}/http://site.test/refresh")
+        assert status == 200 and headers["Refresh"] == f"0; /{TS}/http://other.test/away"
         # a root-relative request that escaped the rewriting follows its page's Referer
         status, headers, _ = _get(f"{srv.url}/api/x?y=1", {"Referer": f"{srv.url}/{TS}/http://site.test/"})
         assert status == 307 and headers["Location"] == f"/{TS}/http://site.test/api/x?y=1"

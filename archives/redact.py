@@ -413,8 +413,8 @@ class Redactor:
                 name, value = _input_field(m.group(0))
                 if name is None or not is_secret_name(name, self.params) or value not in self._secrets:
                     return m.group(0)
-                v = _ATTR_VALUE.search(m.group(0))
-                return m.group(0)[:v.start(2)] + html.escape(self._secrets[value]).encode() + m.group(0)[v.end(2):]
+                start, end = _input_spans(m.group(0))[b"value"]
+                return m.group(0)[:start] + html.escape(self._secrets[value]).encode() + m.group(0)[end:]
             return _INPUT.sub(input_sub, body)
         return body
 
@@ -452,18 +452,38 @@ _JSON_NUMBER = re.compile(rb'"((?:[^"\\\r\n]|\\.){1,200})"(\s*:\s*)(-?[0-9]+(?:\
 _PART = re.compile(rb'Content-Disposition:[^\r\n]*?\bname="([^"]*)"([^\r\n]*)\r\n(?:[^\r\n]+\r\n)*\r\n', re.I)
 
 
-_INPUT = re.compile(rb"<input\b[^>]*>", re.I)
-_ATTR_NAME = re.compile(rb"""\sname\s*=\s*(["'])(.*?)\1""", re.I | re.S)
-_ATTR_VALUE = re.compile(rb"""\svalue\s*=\s*(["'])(.*?)\1""", re.I | re.S)
+# An <input> tag: a quoted value may hold a ">" (possessive: linear on any input).
+_INPUT = re.compile(rb"""<input\b(?:=\s*"[^"]*"|=\s*'[^']*'|[^>])*+>""", re.I)
+# One attribute, read from where the last ended as a browser's tokenizer reads it: quoted or unquoted.
+_ATTR = re.compile(rb"""[\s/]*([^\s/>][^\s/>=]*)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]*))?""")
+
+
+def _input_spans(tag: bytes) -> dict[bytes, tuple[int, int]]:
+    """The span of each attribute's value (inside its quotes) of an ``<input>`` tag, by lower-case
+    name; the first of a repeated name, as a browser keeps it."""
+    out: dict[bytes, tuple[int, int]] = {}
+    pos = len(b"<input")
+    while pos < len(tag):
+        m = _ATTR.match(tag, pos)
+        if not m or m.end() == pos:
+            break
+        pos = m.end()
+        if m.group(2) is not None:
+            start, end = m.span(2)
+            if tag[start:start + 1] in (b'"', b"'"):
+                start, end = start + 1, end - 1
+            out.setdefault(m.group(1).lower(), (start, end))
+    return out
 
 
 def _input_field(tag: bytes) -> tuple[str | None, str | None]:
     """(name, value) of an HTML ``<input>`` tag (the value unescaped), or (None, None)."""
-    n, v = _ATTR_NAME.search(tag), _ATTR_VALUE.search(tag)
+    spans = _input_spans(tag)
+    n, v = spans.get(b"name"), spans.get(b"value")
     if n is None or v is None:
         return None, None
     try:
-        return html.unescape(n.group(2).decode("utf-8")), html.unescape(v.group(2).decode("utf-8"))
+        return html.unescape(tag[n[0]:n[1]].decode("utf-8")), html.unescape(tag[v[0]:v[1]].decode("utf-8"))
     except UnicodeDecodeError:
         return None, None
 

@@ -172,3 +172,17 @@ def test_a_body_beyond_the_decoding_limit_is_refused_not_passed_over(tmp_path):
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "http://x.lab/big" in r.stderr and "refused rather than passed over" in r.stderr
     assert not (tmp_path / "out.wfz").exists()
+
+
+def test_page_inputs_are_read_as_a_browser_reads_them():
+    """Unquoted values, a ">" inside a quoted value, "/" between attributes, a name that only
+    appears inside another attribute's value: each input is read as the browser reads it."""
+    page = (b"<form><input type=hidden name=csrf_token value=ab1><input name=\"authenticity_token\" value=\"q>w\">"
+            b"<input/name='pw'/value='s3'/><input placeholder=\" name='password' value='x'\" name=q value=kept></form>")
+    r = Redactor()
+    r.collect_body("text/html", page)
+    assert sorted(r.secrets()) == ["ab1", "q>w", "s3"]
+    out = r.response_fields("text/html", page)
+    assert out == page.replace(b"ab1", r.placeholder("ab1").encode()).replace(
+        b"q>w", r.placeholder("q>w").encode()).replace(b"'s3'", f"'{r.placeholder('s3')}'".encode())
+

@@ -217,10 +217,13 @@ class Redactor:
                 yield unquote_plus(name), unquote_plus(value)
 
     def collect_url(self, url: str, where: str = "") -> None:
-        """Secret query parameters of ``url``."""
-        for name, value in self._pairs(urlsplit(url).query):
-            if is_secret_name(name, self.params):
-                self.add(value, "param", f"query parameter {name} of {where or url}")
+        """Secret query parameters of ``url``, and those of its fragment (an OAuth implicit grant
+        redirects to ``...#access_token=...``)."""
+        parts = urlsplit(url)
+        for part, what in ((parts.query, "query parameter"), (parts.fragment, "fragment parameter")):
+            for name, value in self._pairs(part):
+                if is_secret_name(name, self.params):
+                    self.add(value, "param", f"{what} {name} of {where or url}")
 
     def collect_body(self, content_type: str, body: bytes, where: str = "") -> None:
         """Secret form fields (urlencoded and multipart) and JSON keys of a request or response body."""
@@ -305,8 +308,8 @@ class Redactor:
     def url(self, url: str) -> str:
         """A URL with secret parameters and any secret in it replaced."""
         parts = urlsplit(url)
-        if parts.query:
-            url = urlunsplit(parts._replace(query=self._query(parts.query)))
+        if parts.query or "=" in parts.fragment:
+            url = urlunsplit(parts._replace(query=self._query(parts.query), fragment=self._query(parts.fragment)))
         return self.text(url)
 
     def headers(self, headers):

@@ -186,3 +186,13 @@ def test_page_inputs_are_read_as_a_browser_reads_them():
     assert out == page.replace(b"ab1", r.placeholder("ab1").encode()).replace(
         b"q>w", r.placeholder("q>w").encode()).replace(b"'s3'", f"'{r.placeholder('s3')}'".encode())
 
+
+def test_secret_parameters_of_a_fragment():
+    """An OAuth implicit grant sends its token in the fragment of the Location it redirects to."""
+    r = Redactor()
+    location = [("Location", "https://app.lab/cb#access_token=ab&token_type=bearer")]
+    r.collect_headers(location)
+    assert r.secrets() == ["ab"]
+    assert r.headers(location) == [("Location", f"https://app.lab/cb#access_token={r.placeholder('ab')}"
+                                                "&token_type=bearer")]
+    assert r.url("https://app.lab/doc?x=1#section-2") == "https://app.lab/doc?x=1#section-2"

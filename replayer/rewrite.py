@@ -20,8 +20,10 @@ never reach another origin. Three layers do it, the first two here:
 - **Headers** on every direct-mode response (:func:`seal_headers`): a Content-Security-Policy whose
   only sources are the replay's own origin (``'self'``, data and blob URLs; ``connect-src``,
   ``form-action`` and ``base-uri`` included) and ``X-DNS-Prefetch-Control: off``; the server
-  answers a service worker's script request 403. What the rewriting misses is still refused by
-  the browser; it cannot reach the network.
+  answers a service worker's script request 403. What the rewriting misses is still refused by the
+  browser when it is a subresource, a connection or a form post; a top-level navigation, which the
+  CSP does not govern, is turned back by the shim's ``navigate`` handler (browsers with the
+  Navigation API).
 
 pywb and wabac.js ("wombat") rewrite this way too (server side for markup and styles, a client
 side for scripts); this module is our own, simpler take with the seal as its first aim.

@@ -103,7 +103,7 @@ def test_a_header_that_never_ends_times_out_and_others_go_on(tmp_path):
         data = slow.recv(4096)  # the sweeper closes it with a 408
         assert data.startswith(b"HTTP/1.1 408") and slow.recv(4096) == b""
         slow.close()
-        # a full server (every connection busy with an answer being read) refuses with a 503
+        # a full server (8 connections that sent nothing) gives the longest-waiting one's place to a new one
         idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=30) for _ in range(8)]
         assert _get(srv.port, f"/{TS}/http://site.test/ok") == (200, b"the answer")  # an idle one gave way
         for s in idle:

@@ -238,9 +238,10 @@ class Redactor:
             return
         if "html" in ct:
             for m in _INPUT.finditer(body):
-                name, value = _input_field(m.group(0))
-                if name is not None and is_secret_name(name, self.params):
-                    self.add(value, "param", f"form field {name} (a page's input){at}")
+                name, value, attr = _input_field(m.group(0))
+                if name is not None and _secret_field(name, attr, self.params):
+                    what = f"meta tag {name}" if attr == b"content" else f"form field {name} (a page's input)"
+                    self.add(value, "param", f"{what}{at}")
             return
         text = body.decode("utf-8", "replace")
         if "json" in ct or text.lstrip().startswith(("{", "[")):
@@ -413,10 +414,10 @@ class Redactor:
                 return body
         if "html" in ct:
             def input_sub(m):
-                name, value = _input_field(m.group(0))
-                if name is None or not is_secret_name(name, self.params) or value not in self._secrets:
+                name, value, attr = _input_field(m.group(0))
+                if name is None or not _secret_field(name, attr, self.params) or value not in self._secrets:
                     return m.group(0)
-                start, end = _input_spans(m.group(0))[b"value"]
+                start, end = _input_spans(m.group(0))[attr]
                 return m.group(0)[:start] + html.escape(self._secrets[value]).encode() + m.group(0)[end:]
             return _INPUT.sub(input_sub, body)
         return body
@@ -455,17 +456,18 @@ _JSON_NUMBER = re.compile(rb'"((?:[^"\\\r\n]|\\.){1,200})"(\s*:\s*)(-?[0-9]+(?:\
 _PART = re.compile(rb'Content-Disposition:[^\r\n]*?\bname="([^"]*)"([^\r\n]*)\r\n(?:[^\r\n]+\r\n)*\r\n', re.I)
 
 
-# An <input> tag: a quoted value may hold a ">" (possessive: linear on any input).
-_INPUT = re.compile(rb"""<input\b(?:=\s*"[^"]*"|=\s*'[^']*'|[^>])*+>""", re.I)
+# An <input> tag, or a <meta> (Rails' <meta name="csrf-token" content=...>): a quoted value may hold
+# a ">" (possessive: linear on any input).
+_INPUT = re.compile(rb"""<(?:input|meta)\b(?:=\s*"[^"]*"|=\s*'[^']*'|[^>])*+>""", re.I)
 # One attribute, read from where the last ended as a browser's tokenizer reads it: quoted or unquoted.
 _ATTR = re.compile(rb"""[\s/]*([^\s/>][^\s/>=]*)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]*))?""")
 
 
 def _input_spans(tag: bytes) -> dict[bytes, tuple[int, int]]:
-    """The span of each attribute's value (inside its quotes) of an ``<input>`` tag, by lower-case
-    name; the first of a repeated name, as a browser keeps it."""
+    """The span of each attribute's value (inside its quotes) of an ``<input>`` or ``<meta>`` tag,
+    by lower-case name; the first of a repeated name, as a browser keeps it."""
     out: dict[bytes, tuple[int, int]] = {}
-    pos = len(b"<input")
+    pos = len(b"<meta") if tag[1:5].lower() == b"meta" else len(b"<input")
     while pos < len(tag):
         m = _ATTR.match(tag, pos)
         if not m or m.end() == pos:
@@ -479,16 +481,28 @@ def _input_spans(tag: bytes) -> dict[bytes, tuple[int, int]]:
     return out
 
 
-def _input_field(tag: bytes) -> tuple[str | None, str | None]:
-    """(name, value) of an HTML ``<input>`` tag (the value unescaped), or (None, None)."""
+def _secret_field(name: str, attr: bytes, params) -> bool:
+    """Whether an input (``attr`` ``value``) or a meta tag (``content``) called ``name`` holds a
+    secret. A meta tag that names the token's parameter or header (Rails' ``csrf-param``, Spring's
+    ``_csrf_header``) holds a name, not a secret: replacing it everywhere would rename the field."""
+    if attr == b"content" and re.search(r"(param|header|name)$", name.strip().lower()):
+        return name.strip().lower() in params
+    return is_secret_name(name, params)
+
+
+def _input_field(tag: bytes) -> tuple[str | None, str | None, bytes | None]:
+    """(name, value, the value's attribute) of an HTML ``<input>`` tag (``value``) or ``<meta>`` tag
+    (``content``), the value unescaped; (None, None, None) when it has no name or no value."""
+    attr = b"content" if tag[1:5].lower() == b"meta" else b"value"
     spans = _input_spans(tag)
-    n, v = spans.get(b"name"), spans.get(b"value")
+    n, v = spans.get(b"name"), spans.get(attr)
     if n is None or v is None:
-        return None, None
+        return None, None, None
     try:
-        return html.unescape(tag[n[0]:n[1]].decode("utf-8")), html.unescape(tag[v[0]:v[1]].decode("utf-8"))
+        return (html.unescape(tag[n[0]:n[1]].decode("utf-8")), html.unescape(tag[v[0]:v[1]].decode("utf-8")),
+                attr)
     except UnicodeDecodeError:
-        return None, None
+        return None, None, None
 
 
 def _multipart_fields(body: bytes):

@@ -187,6 +187,20 @@ def test_page_inputs_are_read_as_a_browser_reads_them():
         b"q>w", r.placeholder("q>w").encode()).replace(b"'s3'", f"'{r.placeholder('s3')}'".encode())
 
 
+def test_a_csrf_token_in_a_meta_tag():
+    """Rails puts its CSRF token in <meta name="csrf-token" content=...> (masked afresh in each page,
+    so it is found in no form): read like an input, its content for a value; a meta tag that names
+    the token's parameter or header holds no secret."""
+    page = (b'<head><meta charset=utf-8><meta name="csrf-param" content="authenticity_token">'
+            b'<meta name="csrf-token" content="mAsKeD+t0k3n=="><meta name=viewport content=x>'
+            b'<meta name="_csrf_header" content="X-CSRF-TOKEN">')
+    r = Redactor()
+    r.collect_body("text/html; charset=utf-8", page)
+    assert r.secrets() == ["mAsKeD+t0k3n=="]
+    assert r.findings() == [("param", "meta tag csrf-token")]
+    assert r.response_fields("text/html", page) == page.replace(b"mAsKeD+t0k3n==", r.placeholder("mAsKeD+t0k3n==").encode())
+
+
 def test_secret_parameters_of_a_fragment():
     """An OAuth implicit grant sends its token in the fragment of the Location it redirects to."""
     r = Redactor()

@@ -49,6 +49,9 @@ URL_ATTRS = frozenset({"href", "src", "action", "formaction", "poster", "backgro
 SRCSET_ATTRS = frozenset({"srcset", "imagesrcset"})
 # Attributes that only take a URL on some elements: (element, attribute).
 ELEMENT_URL_ATTRS = frozenset({("object", "data"), ("applet", "archive")})
+# Elements whose content a browser reads as text, never as tags (the standard tokenizer reads them
+# as markup): what looks like a tag in them is left as written.
+RAW_TEXT = frozenset({"textarea", "title", "xmp", "iframe", "noembed", "noframes", "plaintext"})
 # Schemes that never leave the page (or that the CSP refuses anyway): left as they are.
 LOCAL_SCHEMES = ("data:", "blob:", "javascript:", "about:", "mailto:", "tel:", "sms:", "urn:", "cid:", "#")
 WEB_SCHEMES = ("http://", "https://", "ws://", "wss://")
@@ -281,6 +284,7 @@ class _Rewriter(HTMLParser):
         self.head_end: int | None = None
         self._script_at: int | None = None
         self._seen_head = False
+        self._text_until: str | None = None  # inside an element whose content is text (RAW_TEXT)
 
     def _pos(self) -> int:
         line, col = self.getpos()
@@ -293,6 +297,10 @@ class _Rewriter(HTMLParser):
         self._tag(tag, attrs)
 
     def handle_endtag(self, tag):
+        if self._text_until is not None:
+            if tag == self._text_until:
+                self._text_until = None
+            return
         if tag == "script" and self._script_at is not None:
             self._script_at = None
             end = self.text.find(">", self._pos())
@@ -308,8 +316,10 @@ class _Rewriter(HTMLParser):
 
     def _tag(self, tag, attrs):
         raw = self.get_starttag_text()
-        if raw is None:
-            return
+        if raw is None or self._text_until is not None:
+            return  # (a "tag" in a <textarea> or <title> is text a browser shows as written)
+        if tag in RAW_TEXT and not raw.endswith("/>"):
+            self._text_until = tag  # its own attributes are read below; its content is left alone
         start = self._pos()
         if (tag == "html" and self.head_end is None) or (tag == "head" and not self._seen_head):
             self._seen_head = self._seen_head or tag == "head"

@@ -91,6 +91,21 @@ def test_html_is_rewritten_in_place_and_nothing_else_changes():
     assert out.count("<") == html.decode("latin-1").count("<")
 
 
+def test_the_text_of_a_textarea_or_title_is_left_as_written():
+    """What looks like a tag inside <textarea>, <title>, <xmp> or an <iframe>'s fallback is text to a
+    browser (shown as written): not rewritten; the elements' own attributes are."""
+    html = ('<html><head><title>see <a href="http://x.test/t"></title></head><body>'
+            '<textarea name=t><img src="http://cdn.test/a.png"></textarea>'
+            '<iframe src="http://x.test/f">fallback <a href="http://y.test/"></iframe>'
+            '<xmp><a href="/kept"></xmp><a href="/after">after</a></body></html>').encode()
+    out = rewrite_html(html, TS, PAGE).decode()
+    for kept in ('<title>see <a href="http://x.test/t"></title>', '<img src="http://cdn.test/a.png"></textarea>',
+                 'fallback <a href="http://y.test/"></iframe>', '<xmp><a href="/kept"></xmp>'):
+        assert kept in out, kept
+    assert f'<iframe src="/{TS}/http://x.test/f">' in out
+    assert f'<a href="/{TS}/https://site.test/after">' in out
+
+
 def test_css_scanner_reads_tokens_not_text():
     css = ("@import url(/a.css) screen; @IMPORT 'http://x.test/b.css';\n"
            "a{b:URL(\"//c.test/c.png\")} d{e:my-url(/kept)} /* @import '/kept' */ f{g:'/kept'}")

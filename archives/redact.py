@@ -217,10 +217,13 @@ class Redactor:
                 yield unquote_plus(name), unquote_plus(value)
 
     def collect_url(self, url: str, where: str = "") -> None:
-        """Secret query parameters of ``url``."""
-        for name, value in self._pairs(urlsplit(url).query):
-            if is_secret_name(name, self.params):
-                self.add(value, "param", f"query parameter {name} of {where or url}")
+        """Secret query parameters of ``url``, and those of its fragment (an OAuth implicit grant
+        redirects to ``...#access_token=...``)."""
+        parts = urlsplit(url)
+        for part, what in ((parts.query, "query parameter"), (parts.fragment, "fragment parameter")):
+            for name, value in self._pairs(part):
+                if is_secret_name(name, self.params):
+                    self.add(value, "param", f"{what} {name} of {where or url}")
 
     def collect_body(self, content_type: str, body: bytes, where: str = "") -> None:
         """Secret form fields (urlencoded and multipart) and JSON keys of a request or response body."""
@@ -235,9 +238,10 @@ class Redactor:
             return
         if "html" in ct:
             for m in _INPUT.finditer(body):
-                name, value = _input_field(m.group(0))
-                if name is not None and is_secret_name(name, self.params):
-                    self.add(value, "param", f"form field {name} (a page's input){at}")
+                name, value, attr = _input_field(m.group(0))
+                if name is not None and _secret_field(name, attr, self.params):
+                    what = f"meta tag {name}" if attr == b"content" else f"form field {name} (a page's input)"
+                    self.add(value, "param", f"{what}{at}")
             return
         text = body.decode("utf-8", "replace")
         if "json" in ct or text.lstrip().startswith(("{", "[")):
@@ -305,8 +309,8 @@ class Redactor:
     def url(self, url: str) -> str:
         """A URL with secret parameters and any secret in it replaced."""
         parts = urlsplit(url)
-        if parts.query:
-            url = urlunsplit(parts._replace(query=self._query(parts.query)))
+        if parts.query or "=" in parts.fragment:
+            url = urlunsplit(parts._replace(query=self._query(parts.query), fragment=self._query(parts.fragment)))
         return self.text(url)
 
     def headers(self, headers):
@@ -410,11 +414,11 @@ class Redactor:
                 return body
         if "html" in ct:
             def input_sub(m):
-                name, value = _input_field(m.group(0))
-                if name is None or not is_secret_name(name, self.params) or value not in self._secrets:
+                name, value, attr = _input_field(m.group(0))
+                if name is None or not _secret_field(name, attr, self.params) or value not in self._secrets:
                     return m.group(0)
-                v = _ATTR_VALUE.search(m.group(0))
-                return m.group(0)[:v.start(2)] + html.escape(self._secrets[value]).encode() + m.group(0)[v.end(2):]
+                start, end = _input_spans(m.group(0))[attr]
+                return m.group(0)[:start] + html.escape(self._secrets[value]).encode() + m.group(0)[end:]
             return _INPUT.sub(input_sub, body)
         return body
 
@@ -452,20 +456,53 @@ _JSON_NUMBER = re.compile(rb'"((?:[^"\\\r\n]|\\.){1,200})"(\s*:\s*)(-?[0-9]+(?:\
 _PART = re.compile(rb'Content-Disposition:[^\r\n]*?\bname="([^"]*)"([^\r\n]*)\r\n(?:[^\r\n]+\r\n)*\r\n', re.I)
 
 
-_INPUT = re.compile(rb"<input\b[^>]*>", re.I)
-_ATTR_NAME = re.compile(rb"""\sname\s*=\s*(["'])(.*?)\1""", re.I | re.S)
-_ATTR_VALUE = re.compile(rb"""\svalue\s*=\s*(["'])(.*?)\1""", re.I | re.S)
+# An <input> tag, or a <meta> (Rails' <meta name="csrf-token" content=...>): a quoted value may hold
+# a ">" (possessive: linear on any input).
+_INPUT = re.compile(rb"""<(?:input|meta)\b(?:=\s*"[^"]*"|=\s*'[^']*'|[^>])*+>""", re.I)
+# One attribute, read from where the last ended as a browser's tokenizer reads it: quoted or unquoted.
+_ATTR = re.compile(rb"""[\s/]*([^\s/>][^\s/>=]*)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]*))?""")
 
 
-def _input_field(tag: bytes) -> tuple[str | None, str | None]:
-    """(name, value) of an HTML ``<input>`` tag (the value unescaped), or (None, None)."""
-    n, v = _ATTR_NAME.search(tag), _ATTR_VALUE.search(tag)
+def _input_spans(tag: bytes) -> dict[bytes, tuple[int, int]]:
+    """The span of each attribute's value (inside its quotes) of an ``<input>`` or ``<meta>`` tag,
+    by lower-case name; the first of a repeated name, as a browser keeps it."""
+    out: dict[bytes, tuple[int, int]] = {}
+    pos = len(b"<meta") if tag[1:5].lower() == b"meta" else len(b"<input")
+    while pos < len(tag):
+        m = _ATTR.match(tag, pos)
+        if not m or m.end() == pos:
+            break
+        pos = m.end()
+        if m.group(2) is not None:
+            start, end = m.span(2)
+            if tag[start:start + 1] in (b'"', b"'"):
+                start, end = start + 1, end - 1
+            out.setdefault(m.group(1).lower(), (start, end))
+    return out
+
+
+def _secret_field(name: str, attr: bytes, params) -> bool:
+    """Whether an input (``attr`` ``value``) or a meta tag (``content``) called ``name`` holds a
+    secret. A meta tag that names the token's parameter or header (Rails' ``csrf-param``, Spring's
+    ``_csrf_header``) holds a name, not a secret: replacing it everywhere would rename the field."""
+    if attr == b"content" and re.search(r"(param|header|name)$", name.strip().lower()):
+        return name.strip().lower() in params
+    return is_secret_name(name, params)
+
+
+def _input_field(tag: bytes) -> tuple[str | None, str | None, bytes | None]:
+    """(name, value, the value's attribute) of an HTML ``<input>`` tag (``value``) or ``<meta>`` tag
+    (``content``), the value unescaped; (None, None, None) when it has no name or no value."""
+    attr = b"content" if tag[1:5].lower() == b"meta" else b"value"
+    spans = _input_spans(tag)
+    n, v = spans.get(b"name"), spans.get(attr)
     if n is None or v is None:
-        return None, None
+        return None, None, None
     try:
-        return html.unescape(n.group(2).decode("utf-8")), html.unescape(v.group(2).decode("utf-8"))
+        return (html.unescape(tag[n[0]:n[1]].decode("utf-8")), html.unescape(tag[v[0]:v[1]].decode("utf-8")),
+                attr)
     except UnicodeDecodeError:
-        return None, None
+        return None, None, None
 
 
 def _multipart_fields(body: bytes):

@@ -20,8 +20,10 @@ never reach another origin. Three layers do it, the first two here:
 - **Headers** on every direct-mode response (:func:`seal_headers`): a Content-Security-Policy whose
   only sources are the replay's own origin (``'self'``, data and blob URLs; ``connect-src``,
   ``form-action`` and ``base-uri`` included) and ``X-DNS-Prefetch-Control: off``; the server
-  answers a service worker's script request 403. What the rewriting misses is still refused by
-  the browser; it cannot reach the network.
+  answers a service worker's script request 403. What the rewriting misses is still refused by the
+  browser when it is a subresource, a connection or a form post; a top-level navigation, which the
+  CSP does not govern, is turned back by the shim's ``navigate`` handler (browsers with the
+  Navigation API).
 
 pywb and wabac.js ("wombat") rewrite this way too (server side for markup and styles, a client
 side for scripts); this module is our own, simpler take with the seal as its first aim.
@@ -47,6 +49,9 @@ URL_ATTRS = frozenset({"href", "src", "action", "formaction", "poster", "backgro
 SRCSET_ATTRS = frozenset({"srcset", "imagesrcset"})
 # Attributes that only take a URL on some elements: (element, attribute).
 ELEMENT_URL_ATTRS = frozenset({("object", "data"), ("applet", "archive")})
+# Elements whose content a browser reads as text, never as tags (the standard tokenizer reads them
+# as markup): what looks like a tag in them is left as written.
+RAW_TEXT = frozenset({"textarea", "title", "xmp", "iframe", "noembed", "noframes", "plaintext"})
 # Schemes that never leave the page (or that the CSP refuses anyway): left as they are.
 LOCAL_SCHEMES = ("data:", "blob:", "javascript:", "about:", "mailto:", "tel:", "sms:", "urn:", "cid:", "#")
 WEB_SCHEMES = ("http://", "https://", "ws://", "wss://")
@@ -79,8 +84,12 @@ class UrlRewriter:
         self.origin = f"{self.scheme}://{parts.netloc}" if parts.netloc else ""
 
     def __call__(self, raw: str) -> str | None:
-        """The rewritten form of ``raw`` (an attribute's or CSS's URL text, as written), or None."""
-        value = raw.strip()
+        """The rewritten form of ``raw`` (an attribute's or CSS's URL text, as written), or None.
+
+        Read as a browser's URL parser reads it: tabs and newlines anywhere are dropped, C0 controls
+        and spaces at the ends are trimmed, and a backslash counts as a slash (``\\\\host``,
+        ``/\\host`` and ``http:\\\\host`` all name another host)."""
+        value = _URL_IGNORED.sub("", raw).strip(_URL_TRIM)
         if not value:
             return None
         low = value[:12].lower()
@@ -89,15 +98,30 @@ class UrlRewriter:
         lead = raw[:len(raw) - len(raw.lstrip())]
         if low.startswith(WEB_SCHEMES):
             return f"{lead}/{self.ts}/{value}"
-        if value.startswith(("//", "\\\\")):
-            return f"{lead}/{self.ts}/{self.scheme}:{value}"
-        if value.startswith("/"):
+        if value[:2] in _TWO_SLASHES:  # protocol-relative: another host
+            return f"{lead}/{self.ts}/{self.scheme}://{value.lstrip(_SLASHES)}"
+        if value[:1] in ("/", "\\"):
             if REPLAY_PATH.match(value) or not self.origin:
                 return None
-            return f"{lead}/{self.ts}/{self.origin}{value}"
-        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", value):  # another scheme (ftp:, chrome:): the CSP refuses it
+            return f"{lead}/{self.ts}/{self.origin}/{value[1:]}"
+        scheme = _SCHEME_AT.match(value)
+        if scheme and scheme.group(1).lower() in ("http", "https", "ws", "wss"):
+            # ``http:/x``, ``https:\\host``, ``wss:host``: a browser may take what follows for a host
+            name, rest = scheme.group(1).lower(), value[scheme.end():]
+            if name == self.scheme and rest[:2] not in _TWO_SLASHES:
+                return f"{lead}/{self.ts}/{urljoin(self.base, rest.replace(chr(92), '/'))}"
+            return f"{lead}/{self.ts}/{name}://{rest.lstrip(_SLASHES)}"
+        if scheme:  # another scheme (ftp:, chrome:): the CSP refuses it
             return None
         return None  # relative: already inside the archive's URL space
+
+
+# How a browser's URL parser reads a value: these are removed anywhere, those trimmed at the ends.
+_URL_IGNORED = re.compile("[\t\n\r]")
+_URL_TRIM = "".join(chr(c) for c in range(0x21))
+_SLASHES = "/\\"
+_TWO_SLASHES = frozenset({"//", "/\\", "\\/", "\\\\"})
+_SCHEME_AT = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):")
 
 
 # ---------------------------------------------------------------------------------------- CSS
@@ -235,6 +259,16 @@ def _srcset(value: str, rewrite: UrlRewriter) -> str | None:
 _REFRESH = re.compile(r"^(\s*[\d.]*\s*[;,]?\s*(?:url\s*=\s*)?)(['\"]?)(.*?)(\2\s*)$", re.IGNORECASE | re.DOTALL)
 
 
+def rewrite_refresh(value: str, rewrite: UrlRewriter) -> str | None:
+    """A refresh's value (``<meta http-equiv=refresh content>`` or a ``Refresh`` header) with its URL
+    rewritten, or None. The ``url=`` is optional, as browsers read it: ``5; http://host/`` navigates."""
+    m = _REFRESH.match(value)
+    if not m or not m.group(3):
+        return None
+    target = rewrite(m.group(3))
+    return None if target is None else m.group(1) + m.group(2) + target + m.group(4)
+
+
 class _Rewriter(HTMLParser):
     def __init__(self, text: str, rewrite: UrlRewriter, page_url: str):
         super().__init__(convert_charrefs=True)
@@ -250,6 +284,7 @@ class _Rewriter(HTMLParser):
         self.head_end: int | None = None
         self._script_at: int | None = None
         self._seen_head = False
+        self._text_until: str | None = None  # inside an element whose content is text (RAW_TEXT)
 
     def _pos(self) -> int:
         line, col = self.getpos()
@@ -262,6 +297,10 @@ class _Rewriter(HTMLParser):
         self._tag(tag, attrs)
 
     def handle_endtag(self, tag):
+        if self._text_until is not None:
+            if tag == self._text_until:
+                self._text_until = None
+            return
         if tag == "script" and self._script_at is not None:
             self._script_at = None
             end = self.text.find(">", self._pos())
@@ -277,8 +316,10 @@ class _Rewriter(HTMLParser):
 
     def _tag(self, tag, attrs):
         raw = self.get_starttag_text()
-        if raw is None:
-            return
+        if raw is None or self._text_until is not None:
+            return  # (a "tag" in a <textarea> or <title> is text a browser shows as written)
+        if tag in RAW_TEXT and not raw.endswith("/>"):
+            self._text_until = tag  # its own attributes are read below; its content is left alone
         start = self._pos()
         if (tag == "html" and self.head_end is None) or (tag == "head" and not self._seen_head):
             self._seen_head = self._seen_head or tag == "head"
@@ -337,11 +378,7 @@ class _Rewriter(HTMLParser):
             css = rewrite_css(plain, self.rewrite)
             new = css if css != plain else None
         elif name == "content" and tag == "meta" and (values.get("http-equiv") or "").lower() == "refresh":
-            m = _REFRESH.match(plain)
-            if not m or not m.group(3):
-                return None
-            target = self.rewrite(m.group(3))
-            new = None if target is None else m.group(1) + m.group(2) + target + m.group(4)
+            new = rewrite_refresh(plain, self.rewrite)
         elif name == "http-equiv" and tag == "meta" and plain.strip().lower().startswith("content-security-policy"):
             new = "x-archived-" + plain.strip()  # an archived policy names the live origins: ours replaces it
         else:

@@ -43,7 +43,7 @@ from webfreeze.common.http import header_value, split_host_port
 from .decoding import DecodeError, decode_bounded
 from .hooks import SiteModel
 from .replay import BROWSER_INTERNAL_HOSTS, CACHE_BYTES, DIRECT, Replay, ReplayError, load_rules_file, simple_response
-from .rewrite import UrlRewriter, rewrite_css_bytes, rewrite_html, seal_headers, shim_script
+from .rewrite import UrlRewriter, rewrite_css_bytes, rewrite_html, rewrite_refresh, seal_headers, shim_script
 from .upstream import Upstream
 
 # (BROWSER_INTERNAL_HOSTS: the browser launch reads it here, to send Chromium's own traffic to the proxy)
@@ -56,6 +56,7 @@ MAX_HEADER_BYTES = 64 * 1024
 IDLE_TIMEOUT = 120.0  # a kept-alive connection with no request
 HEADER_TIMEOUT = 10.0  # from a request's first byte to the end of its headers
 BODY_TIMEOUT = 60.0  # from the end of a request's headers to the end of its body
+WRITE_TIMEOUT = 60.0  # an answer the client has read none of (its buffers full) for this long: closed
 MAX_CONNECTIONS = 4096  # at most; never more than the descriptor limit allows (less FD_RESERVE)
 FD_RESERVE = 64  # descriptors kept for the archive, the miss report, the listening socket, the loop
 REWRITE_CACHE_BYTES = 64 * 1024 * 1024
@@ -80,11 +81,13 @@ class ReplayServer:
                  seed: int = 0, rules: dict | None = None, when: str | None = None,
                  confdir: str | Path | None = None, cache_bytes: int = CACHE_BYTES,
                  rule_defaults: dict | None = None, timers: bool = False, upstream: Upstream | None = None,
-                 max_connections: int | None = None, header_timeout: float = HEADER_TIMEOUT):
+                 max_connections: int | None = None, header_timeout: float = HEADER_TIMEOUT,
+                 write_timeout: float = WRITE_TIMEOUT):
         """``max_connections`` caps the connections served at once (default :data:`MAX_CONNECTIONS`,
         and never more than the process's descriptor limit allows); one more takes the place of the
         connection that has waited longest for a request, else gets a 503. ``header_timeout``:
-        seconds a client may take to send a request's headers."""
+        seconds a client may take to send a request's headers; ``write_timeout``: seconds a client
+        may leave an answer unread (a connection whose writes stay paused that long is closed)."""
         if mode not in ("proxy", "direct"):
             raise ReplayError(f"unknown mode {mode!r} (proxy or direct)")
         self.replay = Replay(archive_path, on_miss=on_miss, miss_report=miss_report, inject=inject, seed=seed,
@@ -104,6 +107,7 @@ class ReplayServer:
         self._conns: set = set()
         self.tls = None
         self.header_timeout = header_timeout
+        self.write_timeout = write_timeout
         self.max_connections = _connection_cap(max_connections)
         self._rewrites: OrderedDict = OrderedDict()  # direct mode's rewritten answers, bounded in bytes
         self._rewrite_bytes = 0
@@ -393,11 +397,7 @@ def _connection_cap(asked: int | None) -> int:
 def _rewrite_location(value: str, rewrite: UrlRewriter, refresh: bool) -> str:
     """A Location (or Refresh) header's URL, moved into the archive's URL space."""
     if refresh:
-        head, sep, url = value.partition("=") if "url=" in value.lower() else ("", "", "")
-        if not sep:
-            return value
-        new = rewrite(url.strip().strip("'\""))
-        return value if new is None else f"{head}={new}"
+        return rewrite_refresh(value, rewrite) or value
     return rewrite(value) or value
 
 
@@ -441,6 +441,7 @@ class _Connection(asyncio.Protocol):
         self.waiting_since: float | None = self.last_active
         self.partial = False
         self.body_since: float | None = None
+        self.paused_since: float | None = None  # writes paused (the client reads nothing) since
 
     # asyncio.Protocol
     def connection_made(self, transport) -> None:
@@ -458,8 +459,16 @@ class _Connection(asyncio.Protocol):
 
     def expire(self, now: float) -> None:
         """Close this connection when it has overstayed: headers not in within the header timeout,
-        a body not in within :data:`BODY_TIMEOUT`, or no request within :data:`IDLE_TIMEOUT`."""
-        if self.closed or self.busy():
+        a body not in within :data:`BODY_TIMEOUT`, no request within :data:`IDLE_TIMEOUT`, or an
+        answer left unread for the write timeout (a client that reads nothing holds its place)."""
+        if self.closed:
+            return
+        if self.busy():
+            if self.paused_since is not None and now - self.paused_since > self.server.write_timeout:
+                self.server.replay.stats["timeouts"] = self.server.replay.stats.get("timeouts", 0) + 1
+                self.closed = True
+                if self.transport is not None:
+                    self.transport.abort()  # (what is buffered for it is dropped: it read none of it)
             return
         if self.waiting_since is not None:
             if self.partial and now - self.waiting_since > self.server.header_timeout:
@@ -478,11 +487,13 @@ class _Connection(asyncio.Protocol):
     def pause_writing(self) -> None:
         if not self._paused and self.transport is not None:
             self._paused = True
+            self.paused_since = time.monotonic()
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
         if self._paused and self.transport is not None:
             self._paused = False
+            self.paused_since = None
             self.transport.resume_reading()
 
     def busy(self) -> bool:

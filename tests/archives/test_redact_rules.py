@@ -172,3 +172,41 @@ def test_a_body_beyond_the_decoding_limit_is_refused_not_passed_over(tmp_path):
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "http://x.lab/big" in r.stderr and "refused rather than passed over" in r.stderr
     assert not (tmp_path / "out.wfz").exists()
+
+
+def test_page_inputs_are_read_as_a_browser_reads_them():
+    """Unquoted values, a ">" inside a quoted value, "/" between attributes, a name that only
+    appears inside another attribute's value: each input is read as the browser reads it."""
+    page = (b"<form><input type=hidden name=csrf_token value=ab1><input name=\"authenticity_token\" value=\"q>w\">"
+            b"<input/name='pw'/value='s3'/><input placeholder=\" name='password' value='x'\" name=q value=kept></form>")
+    r = Redactor()
+    r.collect_body("text/html", page)
+    assert sorted(r.secrets()) == ["ab1", "q>w", "s3"]
+    out = r.response_fields("text/html", page)
+    assert out == page.replace(b"ab1", r.placeholder("ab1").encode()).replace(
+        b"q>w", r.placeholder("q>w").encode()).replace(b"'s3'", f"'{r.placeholder('s3')}'".encode())
+
+
+def test_a_csrf_token_in_a_meta_tag():
+    """Rails puts its CSRF token in <meta name="csrf-token" content=...> (masked afresh in each page,
+    so it is found in no form): read like an input, its content for a value; a meta tag that names
+    the token's parameter or header holds no secret."""
+    page = (b'<head><meta charset=utf-8><meta name="csrf-param" content="authenticity_token">'
+            b'<meta name="csrf-token" content="mAsKeD+t0k3n=="><meta name=viewport content=x>'
+            b'<meta name="_csrf_header" content="X-CSRF-TOKEN">')
+    r = Redactor()
+    r.collect_body("text/html; charset=utf-8", page)
+    assert r.secrets() == ["mAsKeD+t0k3n=="]
+    assert r.findings() == [("param", "meta tag csrf-token")]
+    assert r.response_fields("text/html", page) == page.replace(b"mAsKeD+t0k3n==", r.placeholder("mAsKeD+t0k3n==").encode())
+
+
+def test_secret_parameters_of_a_fragment():
+    """An OAuth implicit grant sends its token in the fragment of the Location it redirects to."""
+    r = Redactor()
+    location = [("Location", "https://app.lab/cb#access_token=ab&token_type=bearer")]
+    r.collect_headers(location)
+    assert r.secrets() == ["ab"]
+    assert r.headers(location) == [("Location", f"https://app.lab/cb#access_token={r.placeholder('ab')}"
+                                                "&token_type=bearer")]
+    assert r.url("https://app.lab/doc?x=1#section-2") == "https://app.lab/doc?x=1#section-2"

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import zlib
 
 import pytest
@@ -103,12 +104,39 @@ def test_a_header_that_never_ends_times_out_and_others_go_on(tmp_path):
         data = slow.recv(4096)  # the sweeper closes it with a 408
         assert data.startswith(b"HTTP/1.1 408") and slow.recv(4096) == b""
         slow.close()
-        # a full server (every connection busy with an answer being read) refuses with a 503
+        # a full server (8 connections that sent nothing) gives the longest-waiting one's place to a new one
         idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=30) for _ in range(8)]
         assert _get(srv.port, f"/{TS}/http://site.test/ok") == (200, b"the answer")  # an idle one gave way
         for s in idle:
             s.close()
         assert srv.stats.get("timeouts", 0) >= 1 and srv.stats.get("evicted", 0) >= 1
+
+
+def test_a_client_that_reads_nothing_gives_its_place_up(tmp_path):
+    """A client that asks for a large answer and reads none of it (the server's writes stay paused)
+    is closed after the write timeout, so such clients cannot fill the server."""
+    size = 32 << 20
+    archive = _archive(tmp_path / "a.wfz", [{"url": "http://site.test/big", "status": 200, "payload": bytes(size),
+                                             "resp_headers": [("Content-Type", "application/octet-stream")]}])
+    with ReplayServer(archive, mode="direct", miss_report=None, write_timeout=0.5, max_connections=8) as srv:
+        stuck = socket.socket()
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stuck.settimeout(30)
+        stuck.connect(("127.0.0.1", srv.port))
+        stuck.sendall(f"GET /{TS}/http://site.test/big HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        deadline = time.monotonic() + 120
+        while not srv.stats.get("timeouts"):  # (the sweeper looks once a second)
+            assert time.monotonic() < deadline, "a client that reads nothing was never closed"
+            time.sleep(0.2)
+        got = 0
+        try:
+            while chunk := stuck.recv(1 << 20):
+                got += len(chunk)
+        except ConnectionResetError:
+            pass
+        stuck.close()
+        assert got < size  # cut off, not served in full once it began to read
+        assert _get(srv.port, f"/{TS}/http://site.test/ok") == (200, b"the answer")
 
 
 def _bomb(size: int) -> bytes:

@@ -10,6 +10,7 @@ the test checks the stub with the namespace's own resolver, so a watch that sees
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -40,15 +41,17 @@ PROBE = Path(__file__).resolve().parents[1] / "support" / "leak_probe.py"
 def watch(tmp_path_factory):
     """(archive, canary, stub DNS, command prefix that sends lookups to the stub)."""
     tmp = tmp_path_factory.mktemp("seal")
-    prefix = watched_prefix(str(tmp))
-    if prefix is None:
+    if os.geteuid() != 0:
         pytest.skip("watching DNS lookups needs root and unshare (a mount namespace with its own resolv.conf)")
-    canary = Canary()
     try:
         dns = StubDns()
     except OSError as exc:
-        canary.close()
         pytest.skip(f"cannot start the stub DNS server: {exc}")
+    prefix = watched_prefix(str(tmp), dns.address)
+    if prefix is None:
+        dns.close()
+        pytest.skip("watching DNS lookups needs root and unshare (a mount namespace with its own resolv.conf)")
+    canary = Canary()
     archive = tmp / "leak.wfz"
     html = leak_page(canary.port).encode()
     with new_archive_atomically(archive) as arc:

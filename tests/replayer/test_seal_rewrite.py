@@ -29,6 +29,24 @@ def test_url_values_move_into_the_archive():
         assert rw(same) is None, same
 
 
+def test_urls_a_browser_reads_as_another_host_are_rewritten():
+    """What a browser's URL parser takes for another host (it drops tabs and newlines, trims C0
+    controls, reads a backslash as a slash, lets ``scheme:`` stand without slashes) moves into the
+    archive too; nothing is left that would resolve outside it."""
+    rw = UrlRewriter(TS, PAGE)
+    for written, host in (("\\\\evil.test/x", "https://evil.test/x"), ("/\\evil.test/x", "https://evil.test/x"),
+                          ("\\/evil.test/x", "https://evil.test/x"), ("/\t/evil.test/x", "https://evil.test/x"),
+                          ("ht\ttps://evil.test/x", "https://evil.test/x"), ("\x01//evil.test/x", "https://evil.test/x"),
+                          ("http:evil.test/x", "http://evil.test/x"), ("http:/evil.test/x", "http://evil.test/x"),
+                          ("https:\\\\evil.test/x", "https://evil.test/x"), ("https:/\\evil.test/x", "https://evil.test/x"),
+                          ("wss:evil.test/s", "wss://evil.test/s")):
+        assert rw(written) == f"/{TS}/{host}", written
+    # the page's own scheme without slashes is a path on the page's host, as on the live site
+    assert rw("https:other.html") == f"/{TS}/https://site.test/dir/other.html"
+    assert rw("https:/root.html") == f"/{TS}/https://site.test/root.html"
+    assert rw("\\root.html") == f"/{TS}/https://site.test/root.html"
+
+
 def test_html_is_rewritten_in_place_and_nothing_else_changes():
     html = (
         '<!doctype html><html><head><base href="/base/">'
@@ -73,6 +91,21 @@ def test_html_is_rewritten_in_place_and_nothing_else_changes():
     assert out.count("<") == html.decode("latin-1").count("<")
 
 
+def test_the_text_of_a_textarea_or_title_is_left_as_written():
+    """What looks like a tag inside <textarea>, <title>, <xmp> or an <iframe>'s fallback is text to a
+    browser (shown as written): not rewritten; the elements' own attributes are."""
+    html = ('<html><head><title>see <a href="http://x.test/t"></title></head><body>'
+            '<textarea name=t><img src="http://cdn.test/a.png"></textarea>'
+            '<iframe src="http://x.test/f">fallback <a href="http://y.test/"></iframe>'
+            '<xmp><a href="/kept"></xmp><a href="/after">after</a></body></html>').encode()
+    out = rewrite_html(html, TS, PAGE).decode()
+    for kept in ('<title>see <a href="http://x.test/t"></title>', '<img src="http://cdn.test/a.png"></textarea>',
+                 'fallback <a href="http://y.test/"></iframe>', '<xmp><a href="/kept"></xmp>'):
+        assert kept in out, kept
+    assert f'<iframe src="/{TS}/http://x.test/f">' in out
+    assert f'<a href="/{TS}/https://site.test/after">' in out
+
+
 def test_css_scanner_reads_tokens_not_text():
     css = ("@import url(/a.css) screen; @IMPORT 'http://x.test/b.css';\n"
            "a{b:URL(\"//c.test/c.png\")} d{e:my-url(/kept)} /* @import '/kept' */ f{g:'/kept'}")
@@ -90,6 +123,7 @@ def _archive(path):
             ("http://site.test/", "text/html", gzip.compress(page), [("Content-Encoding", "gzip")]),
             ("http://site.test/s.css", "text/css", b"body{background:url(/bg.png)}", []),
             ("http://site.test/old", "text/html", b"moved", [("Location", "http://site.test/")]),
+            ("http://site.test/refresh", "text/plain", b"r", [("Refresh", "0; http://other.test/away")]),
         ):
             arc.add_exchange(Exchange(url=url, captured_at=T0, status=302 if url.endswith("old") else 200, session_id=sid,
                                       payload=body, resp_headers=[("Content-Type", ctype), *extra,
@@ -138,6 +172,9 @@ def test_server_rewrites_seals_and_keeps_identity(tmp_path):
         assert status == 302 and headers["Location"] == f"/{TS}id_/http://site.test/"
         status, headers, _ = _get(f"{srv.url}/{TS}/http://site.test/old")
         assert status == 302 and headers["Location"] == f"/{TS}/http://site.test/"
+        # so does a Refresh header, with its "url=" or without it (browsers read both)
+        status, headers, _ = _get(f"{srv.url}/{TS}/http://site.test/refresh")
+        assert status == 200 and headers["Refresh"] == f"0; /{TS}/http://other.test/away"
         # a root-relative request that escaped the rewriting follows its page's Referer
         status, headers, _ = _get(f"{srv.url}/api/x?y=1", {"Referer": f"{srv.url}/{TS}/http://site.test/"})
         assert status == 307 and headers["Location"] == f"/{TS}/http://site.test/api/x?y=1"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import socket
 import struct
@@ -22,7 +23,6 @@ import threading
 LEAK_HOST = "cdn.webfreeze-canary.net"  # the page's public host name: its lookups are watched
 PAGE_HOST = "www.webfreeze-canary.net"
 CONTROL_HOST = "control.webfreeze-canary.net"  # looked up on purpose: shows the watch sees lookups
-STUB_ADDRESS = "127.0.0.153"
 
 
 def leak_page(port: int) -> str:
@@ -107,17 +107,27 @@ class Canary:
 
 
 class StubDns:
-    """A DNS server on ``STUB_ADDRESS:53`` (UDP and TCP) that logs every question and answers
-    each with NXDOMAIN."""
+    """A DNS server on port 53 (UDP and TCP) of a loopback address of its own (``address``: one
+    drawn at random in 127.0.0.0/8 unless given, so two test runs at once do not collide) that logs
+    every question and answers each with NXDOMAIN."""
 
-    def __init__(self, address: str = STUB_ADDRESS):
+    def __init__(self, address: str | None = None):
         self.names: list[str] = []
-        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.udp.bind((address, 53))
+        tries = [address] if address else [f"127.{random.randint(1, 254)}.{random.randint(0, 255)}."
+                                           f"{random.randint(1, 254)}" for _ in range(20)]
+        for i, self.address in enumerate(tries):
+            self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                self.udp.bind((self.address, 53))
+                self.tcp.bind((self.address, 53))
+                break
+            except OSError:
+                self.udp.close()
+                self.tcp.close()
+                if i == len(tries) - 1:
+                    raise
         self.udp.settimeout(0.2)
-        self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.tcp.bind((address, 53))
         self.tcp.listen(16)
         self.tcp.settimeout(0.2)
         self._stop = threading.Event()
@@ -171,17 +181,18 @@ class StubDns:
         self.tcp.close()
 
 
-def watched_prefix(folder) -> list[str] | None:
-    """A command prefix under which name lookups go to :class:`StubDns` (a mount namespace whose
-    /etc/resolv.conf names it), or None where this machine cannot make one (not root, no unshare)."""
+def watched_prefix(folder, address: str) -> list[str] | None:
+    """A command prefix under which name lookups go to the :class:`StubDns` at ``address`` (a mount
+    namespace whose /etc/resolv.conf names it), or None where this machine cannot make one (not
+    root, no unshare)."""
     if not shutil.which("unshare") or os.geteuid() != 0:
         return None
     conf = os.path.join(folder, "resolv.conf")
     with open(conf, "w") as fh:
-        fh.write(f"nameserver {STUB_ADDRESS}\noptions attempts:1 timeout:1\n")
+        fh.write(f"nameserver {address}\noptions attempts:1 timeout:1\n")
     prefix = ["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf && exec "$@"', conf]
     probe = subprocess.run([*prefix, "cat", "/etc/resolv.conf"], capture_output=True, text=True)
-    return prefix if probe.returncode == 0 and STUB_ADDRESS in probe.stdout else None
+    return prefix if probe.returncode == 0 and address in probe.stdout else None
 
 
 def _plain(url: str, control: str) -> dict:

@@ -144,3 +144,25 @@ def test_the_worker_page_replays_as_captured(testbed, tmp_path):
     replayed = (tmp_path / "check" / "pages").glob("*.replay.html")
     html = next(replayed).read_text()
     assert "Worker messages: 3" in html and "Fetch chain: alpha, beta, gamma" in html  # the worker ran, the chain ended
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["dash", "mkdocs"])
+def test_the_recorded_sessions_become_tasks_that_validate_unedited(testbed, name, tmp_path):
+    """The sessions as recorded (a person's clicks, fills and keys on the live app), made tasks with
+    `tasks add`, validate in the browser backend: no reference step edited by hand."""
+    built = testbed.suite(name)
+    manifest = json.loads((built / "manifest.json").read_text())
+    archive = (built / manifest["archive"]).resolve()
+    suite = tmp_path / "suite"
+    for line in (built / "tasks.jsonl").read_text().splitlines():
+        task = json.loads(line)
+        reference = built / task["ground_truth"]["reference_trajectory"]
+        r = webfreeze("tasks", "add", suite, "--reference", reference, "--id", task["id"], "--answer",
+                      task["ground_truth"]["answer"]["exact"], "--instruction", task["instruction"], "--archive",
+                      archive, home=testbed.home)
+        assert r.returncode == 0, r.stderr[-2000:]
+    r = webfreeze("tasks", "validate", suite, "--backend", "browser", "--json", home=testbed.home)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    result = json.loads(r.stdout)
+    assert result["expired"] == [] and result["incomplete"] == [] and result["tasks"] >= 1

@@ -262,7 +262,7 @@ def test_an_archive_alone_is_served_for_exploration_and_nothing_is_written(tmp_p
     assert "- Page URL: http://" in seen["snap"] and "[ref=" in seen["snap"]
     assert seen["other"].isError and "one task, 'explore'" in seen["other"].content[0].text
     # a page the archive lacks: the replay's miss (never the network), an error result with the page after it
-    assert seen["go"].isError and seen["go"].content[0].text.startswith("### Error\nError: HTTP 404")
+    assert seen["go"].isError and seen["go"].content[0].text.startswith("### Error\nError: not captured: the archive has no GET")
     assert "- Page URL: http://scholar.test/no-such-page" in seen["go"].content[0].text
     assert "Exploration ended (answer)" in seen["end"]
     assert list(tmp_path.iterdir()) == []

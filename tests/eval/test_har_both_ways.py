@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
 import pytest
 from cli_runner import run_cli
@@ -63,6 +64,9 @@ def _visit(context, urls: list[str]) -> list[str]:
     return texts
 
 
+_EPOCH_MS = re.compile(r"\b1[6-9]\d{11}\b")  # a time in epoch milliseconds (2020 to 2033)
+
+
 @pytest.mark.slow
 def test_an_exported_run_replays_every_page_in_route_from_har(exported, chromium):
     checked = 0
@@ -90,6 +94,10 @@ def test_an_exported_run_replays_every_page_in_route_from_har(exported, chromium
         finally:
             server.stop()
         for url, a, b in zip(documents, theirs, ours):
+            # The pages print the clock in milliseconds; route_from_har's page has no timer pump, so
+            # its clock advances with the real time it took (seen under load: "rendered at" 1 ms off).
+            # Everything else must be the same text.
+            a, b = _EPOCH_MS.sub("<ms>", a), _EPOCH_MS.sub("<ms>", b)
             assert len(a) > 100 and text_similarity(a, b) == 1.0, (url, a[-300:], b[-300:])
             checked += 1
     assert checked >= 3

@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import pytest
+from browserenv_preamble import PREAMBLE
 
 import webfreeze as wf
 from webfreeze.demo import demo_paths
@@ -73,28 +74,10 @@ DEVIATIONS = {
     "go_back()": "no previous page",
 }
 
-SCRIPT = r"""
-import json, re, sys
-import browsergym.core.chat as chat_mod
-import browsergym.core.env as env_mod
+SCRIPT = PREAMBLE + r"""
+import re
 from browsergym.core.action.highlevel import HighLevelActionSet
-from browsergym.core.env import BrowserEnv
-from browsergym.core.task import OpenEndedTask
-from browsergym.utils.obs import flatten_axtree_to_str
 
-cfg = json.loads(sys.argv[1])
-get = env_mod._get_global_playwright
-
-def patched():
-    pw = get()
-    if not getattr(pw.chromium, "_wf", False):
-        launch = pw.chromium.launch
-        pw.chromium.launch = lambda **kw: launch(**{**kw, "executable_path": cfg["chromium"],
-                                                   "args": [*(kw.get("args") or []), *cfg["flags"]]})
-        pw.chromium._wf = True
-    return pw
-
-env_mod._get_global_playwright = chat_mod._get_global_playwright = patched
 actions = HighLevelActionSet(subsets=["chat", "infeas", "bid", "coord", "nav", "tab"], multiaction=False)
 env = BrowserEnv(task_entrypoint=OpenEndedTask, task_kwargs={"start_url": cfg["url"], "goal": "look"},
                  pre_observation_delay=0.0, viewport={"width": 1920, "height": 1080}, locale="en-US",

@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 import pytest
+from browserenv_preamble import PREAMBLE
 
 import webfreeze as wf
 from webfreeze.demo import demo_paths
@@ -181,27 +182,7 @@ def test_gymnasium_check_env_passes_with_browsergym_observations():
 # BrowserGym's own BrowserEnv on one page, in a process of its own, through a replay proxy; prints
 # the flattened accessibility tree. Its Chat window launches a second browser without the
 # executable path BrowserGym passes through, so Playwright's launcher is wrapped to add ours.
-BROWSERENV_SCRIPT = r"""
-import json, sys
-import browsergym.core.chat as chat_mod
-import browsergym.core.env as env_mod
-from browsergym.core.env import BrowserEnv
-from browsergym.core.task import OpenEndedTask
-from browsergym.utils.obs import flatten_axtree_to_str
-
-cfg = json.loads(sys.argv[1])
-get = env_mod._get_global_playwright
-
-def patched():
-    pw = get()
-    if not getattr(pw.chromium, "_wf", False):
-        launch = pw.chromium.launch
-        pw.chromium.launch = lambda **kw: launch(**{**kw, "executable_path": cfg["chromium"],
-                                                   "args": [*(kw.get("args") or []), *cfg["flags"]]})
-        pw.chromium._wf = True
-    return pw
-
-env_mod._get_global_playwright = chat_mod._get_global_playwright = patched
+BROWSERENV_SCRIPT = PREAMBLE + r"""
 env = BrowserEnv(task_entrypoint=OpenEndedTask, task_kwargs={"start_url": cfg["url"], "goal": "look"},
                  pre_observation_delay=0.0, viewport={"width": 1920, "height": 1080}, locale="en-US",
                  timezone_id="UTC", pw_chromium_kwargs={"proxy": cfg["proxy"]},

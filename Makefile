@@ -29,7 +29,9 @@ lint: setup
 	.venv/bin/python -m ruff check .
 	scripts/typecheck.sh
 
-# The slowest tests are listed at the end, so a test that grows slow is seen where it is run.
+# The slowest tests are listed at the end, so a test that grows slow is seen where it is run. The local
+# model's compile (a fresh machine only) runs beside the tests: those that start the model wait for it.
+test: export WEBFREEZE_LOCAL_LLM_BUILD = background
 test: lint
 	$(PYTEST) -q $(XDIST) --durations=25
 

@@ -84,12 +84,6 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
           "${pip_q[@]}" torch --index-url https://download.pytorch.org/whl/cpu 2>/dev/null ||
           echo "bootstrap: no CPU build of torch found; pip takes its default build" >&2
       fi
-      # llama.cpp (the local model's server) compiles at install, once (then pip's wheel cache).
-      # Portable CPU flags: a native build cached by pip can crash on another CPU.
-      if ! .venv/bin/python -c 'import llama_cpp' 2>/dev/null; then
-        echo "bootstrap: compiling llama.cpp for the local model (a few minutes the first time)" >&2
-      fi
-      export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
       ;;
   esac
   "${pip_q[@]}" -e ".[${extras}]"
@@ -102,6 +96,39 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   esac
   touch "$stamp"
 fi
+
+# The local model's server, llama-cpp-python (the [local-llm] extra, pinned there): it compiles llama.cpp
+# at install, once (then pip's wheel cache), with portable CPU flags (a native build cached by pip can
+# crash on another CPU) and without the multimodal library we never load. Its server's own imports come
+# with [test]. Under `make test` (WEBFREEZE_LOCAL_LLM_BUILD=background) the compile runs beside the
+# tests, at a lower priority, and only the tests that start the local model wait for it (tests/conftest.py
+# reads .venv/local-llm-build.*); elsewhere it runs here.
+case ",$extras," in
+  *,test,*|*,agents,*)
+    ll_req=$(.venv/bin/python -c 'import tomllib
+deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["local-llm"]
+print(next(d for d in deps if d.startswith("llama-cpp-python")).replace("[server]", ""))')
+    ll_stamp=.venv/.installed-local-llm
+    ll_pid=.venv/local-llm-build.pid
+    if [ "$(cat "$ll_stamp" 2>/dev/null)" != "$ll_req" ]; then
+      export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF"
+      ll_build=".venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps '$ll_req'"
+      ll_build="$ll_build && echo '$ll_req' > $ll_stamp"
+      if [ -f "$ll_pid" ] && kill -0 "$(cat "$ll_pid")" 2>/dev/null; then
+        echo "bootstrap: llama.cpp is still compiling in the background (.venv/local-llm-build.log)" >&2
+      elif [ "${WEBFREEZE_LOCAL_LLM_BUILD:-}" = background ]; then
+        echo "bootstrap: compiling llama.cpp for the local model in the background (.venv/local-llm-build.log)" >&2
+        rm -f .venv/local-llm-build.failed
+        setsid nohup nice -n 10 bash -c "$ll_build || touch .venv/local-llm-build.failed" \
+          > .venv/local-llm-build.log 2>&1 < /dev/null &
+        echo $! > "$ll_pid"
+      else
+        echo "bootstrap: compiling llama.cpp for the local model (a few minutes the first time)" >&2
+        bash -c "$ll_build"
+      fi
+    fi
+    ;;
+esac
 
 # The test bed's real applications (Datasette, Sphinx, Django: tests/testbed/, docs/testbed.md) live
 # in a venv of their own, .venv/testbed: their dependencies conflict with ours. Reinstalled only when

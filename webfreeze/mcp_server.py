@@ -435,7 +435,10 @@ def serve(server, stdout) -> None:
 def run_server(suite: str, **settings) -> None:
     """``webfreeze mcp``: prepare the run (:func:`prepare_session` takes ``settings``), then serve
     its tasks over stdio until the client goes; the open episode and the manifest are written
-    whatever ends the serving."""
+    whatever ends the serving. The MCP SDK is imported first: without the ``mcp`` extra the command
+    stops in one line naming it before anything is written."""
+    import webfreeze.mcp_tools  # noqa: F401
+
     session = prepare_session(suite, **settings)
     try:
         server = build_server(session)

@@ -291,3 +291,16 @@ def test_type_with_submit_is_typing_then_enter(tmp_path):
         "### Error\nError: Ref 99999 not found in the current page snapshot. Try capturing new snapshot.")
     steps = trajectory(out, "shop-001")["steps"]
     assert [s["action"] for s in steps] == ["fill('10', 'Acme Black Cycling Helmet')", "press('10', 'Enter')"]
+
+
+def test_without_the_mcp_sdk_the_command_says_which_extra_before_writing_anything(tmp_path):
+    # the SDK made unimportable for this process alone (as in a venv without the 'mcp' extra)
+    code = "import sys; sys.modules['mcp'] = None; from webfreeze.cli import main; main()"
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-c", code, "mcp", str(SUITE), "--backend", "text", "--out", str(out)],
+                          check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=tmp_path,
+                          timeout=120, env=server_params().env)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert "pip install 'webfreeze[mcp]'" in proc.stderr and "internal error" not in proc.stderr
+    assert not out.exists()

@@ -400,15 +400,33 @@ def _protocol_stdout():
     return io.TextIOWrapper(os.fdopen(proto, "wb", buffering=0), encoding="utf-8", write_through=True)
 
 
+def protocol_server(server):
+    """The MCP SDK's low-level :class:`mcp.server.lowlevel.Server` answering for the FastMCP
+    ``server``: its public ``list_tools`` and ``call_tool`` are the handlers (as FastMCP registers
+    them on its own), so the protocol can run on the streams :func:`serve` hands it. Only tools are
+    offered (no resources or prompts), as Playwright MCP offers."""
+    from mcp.server.lowlevel import Server
+
+    from webfreeze import __version__
+
+    low = Server(server.name, version=__version__, instructions=server.instructions)
+    low.list_tools()(server.list_tools)
+    # (FastMCP converts and checks a call's arguments itself, so the low-level check is off, as in FastMCP)
+    low.call_tool(validate_input=False)(server.call_tool)
+    return low
+
+
 def serve(server, stdout) -> None:
     """Serve ``server`` over stdio (this process's stdin, the protocol's ``stdout``) until the
-    client closes its end."""
+    client closes its end. (FastMCP's own ``run`` would write to ``sys.stdout``, which is standard
+    error here: the SDK's stdio transport takes the stream, run by :func:`protocol_server`.)"""
     import anyio
     from mcp.server.stdio import stdio_server
 
+    low = protocol_server(server)
+
     async def run() -> None:
         async with stdio_server(stdout=anyio.wrap_file(stdout)) as (read, write):
-            low = server._mcp_server  # (FastMCP runs stdio only on sys.stdout, which is stderr here)
             await low.run(read, write, low.create_initialization_options())
 
     anyio.run(run)
@@ -417,7 +435,10 @@ def serve(server, stdout) -> None:
 def run_server(suite: str, **settings) -> None:
     """``webfreeze mcp``: prepare the run (:func:`prepare_session` takes ``settings``), then serve
     its tasks over stdio until the client goes; the open episode and the manifest are written
-    whatever ends the serving."""
+    whatever ends the serving. The MCP SDK is imported first: without the ``mcp`` extra the command
+    stops in one line naming it before anything is written."""
+    import webfreeze.mcp_tools  # noqa: F401
+
     session = prepare_session(suite, **settings)
     try:
         server = build_server(session)

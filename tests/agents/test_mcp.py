@@ -18,6 +18,7 @@ from cli_runner import run_cli
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+import webfreeze
 from webfreeze.demo import ARCHIVE, SUITE
 from webfreeze.mcp_server import aria_snapshot
 from webfreeze.simulator.actions import parse_action
@@ -85,7 +86,7 @@ def play(params: StdioServerParameters, plays: dict[str, list[str]], *, extra=No
 
     async def main():
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
+            seen["init"] = await session.initialize()
             seen["tools"] = {t.name for t in (await session.list_tools()).tools}
             seen["tasks"] = json.loads(text_of(await session.call_tool("list_tasks", {})))
             for task_id, calls in plays.items():
@@ -204,6 +205,11 @@ def test_with_one_task_the_first_action_starts_it(tmp_path):
 
     seen = play(server_params(str(SUITE), "--task", "scholar-site-info-001", "--backend", "text", "--out", str(out)),
                 {}, extra=after)
+    # the server says who it is and, as Playwright MCP, offers tools only
+    init = seen["init"]
+    assert init.serverInfo.name == "webfreeze" and init.serverInfo.version == webfreeze.__version__
+    assert init.capabilities.tools is not None and "list_tasks" in init.instructions
+    assert init.capabilities.resources is None and init.capabilities.prompts is None
     assert [t["id"] for t in seen["tasks"]] == ["scholar-site-info-001"]
     assert "- Page URL: http://scholar.test/" in seen["snap"]
     assert "Task scholar-site-info-001 ended (answer)" in seen["answer"]
@@ -285,3 +291,16 @@ def test_type_with_submit_is_typing_then_enter(tmp_path):
         "### Error\nError: Ref 99999 not found in the current page snapshot. Try capturing new snapshot.")
     steps = trajectory(out, "shop-001")["steps"]
     assert [s["action"] for s in steps] == ["fill('10', 'Acme Black Cycling Helmet')", "press('10', 'Enter')"]
+
+
+def test_without_the_mcp_sdk_the_command_says_which_extra_before_writing_anything(tmp_path):
+    # the SDK made unimportable for this process alone (as in a venv without the 'mcp' extra)
+    code = "import sys; sys.modules['mcp'] = None; from webfreeze.cli import main; main()"
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-c", code, "mcp", str(SUITE), "--backend", "text", "--out", str(out)],
+                          check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=tmp_path,
+                          timeout=120, env=server_params().env)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert "pip install 'webfreeze[mcp]'" in proc.stderr and "internal error" not in proc.stderr
+    assert not out.exists()

@@ -72,9 +72,71 @@ if [ -z "${WEBFREEZE_CHROMIUM:-}" ] && ! command -v chromium-headless-shell >/de
 fi
 
 pip_q=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
-# Reinstall only when the dependency list changed since the last successful install.
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "${pip_q[@]}" --upgrade pip
+fi
+
+# Side jobs: the test bed's venv, AgentLab's folder and Playwright MCP install into folders of their
+# own, so they run beside the main install (most of a cold set-up waits on downloads, not on the CPU).
+# Each writes .venv/bootstrap-NAME.log; a failed one fails the set-up, naming its log.
+side_pids=()
+side_names=()
+side_job() {  # NAME FUNCTION
+  ( "$2" ) > ".venv/bootstrap-$1.log" 2>&1 &
+  side_pids+=("$!")
+  side_names+=("$1")
+}
+trap 'kill "${side_pids[@]}" 2>/dev/null || true' EXIT
+
+# The test bed's real applications (Datasette, Sphinx, Django, Trac, Dash, MkDocs: tests/testbed/,
+# docs/testbed.md) live in a venv of their own, .venv/testbed: their dependencies conflict with ours.
+# Reinstalled only when their pinned list changes (the stamp holds a copy of the list it installed).
+tb_list=tests/testbed/requirements.txt
+tb_stamp=.venv/testbed/.installed-requirements
+testbed_install() {
+  [ -x .venv/testbed/bin/python ] || "$py" -m venv .venv/testbed
+  .venv/testbed/bin/python -m pip install --quiet --disable-pip-version-check -r "$tb_list"
+  cp "$tb_list" "$tb_stamp"
+}
+# AgentLab (tests/test_agentlab.py), in a folder of its own that only that test puts on its
+# PYTHONPATH: agentlab's declared dependencies pull the browsergym meta-package and backtrack into
+# building pyarrow 3 from source, so it goes in with --no-deps from a pinned list of what its
+# GenericAgent imports (~1.5 min and ~340 MB the first time, then pip's cache). Not for make demo.
+al_list=tests/agentlab-requirements.txt
+al_stamp=.venv/agentlab/.installed-requirements
+agentlab_install() {
+  rm -rf .venv/agentlab
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --target .venv/agentlab \
+    -r "$al_list"
+  cp "$al_list" "$al_stamp"
+}
+# Playwright MCP (@playwright/mcp, pinned; tests/agents/test_mcp_schemas.py reads its own tools/list
+# to hold webfreeze mcp's tools to it): with npm into .venv/playwright-mcp, once per pinned version (a
+# few MB; skipped, saying so, where npm is missing).
+pw_mcp="@playwright/mcp@0.0.83"
+pw_stamp=.venv/playwright-mcp/.installed
+playwright_mcp_install() {
+  rm -rf .venv/playwright-mcp
+  mkdir -p .venv/playwright-mcp
+  npm install --silent --no-audit --no-fund --ignore-scripts --prefix .venv/playwright-mcp "$pw_mcp"
+  echo "$pw_mcp" > "$pw_stamp"
+}
+case ",$extras," in
+  *,test,*)
+    cmp -s "$tb_list" "$tb_stamp" || side_job testbed testbed_install
+    cmp -s "$al_list" "$al_stamp" || side_job agentlab agentlab_install
+    if [ "$(cat "$pw_stamp" 2>/dev/null)" != "$pw_mcp" ]; then
+      if command -v npm >/dev/null 2>&1; then
+        side_job playwright-mcp playwright_mcp_install
+      else
+        echo "bootstrap: npm not found: @playwright/mcp not installed (its schema test will be skipped)" >&2
+      fi
+    fi
+    ;;
+esac
+
+# Reinstall only when the dependency list changed since the last successful install.
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   case ",$extras," in
     *,test,*|*,agents,*)
       # sentence-transformers needs torch; PyPI's default build drags in ~3 GB of CUDA libraries.
@@ -96,6 +158,17 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   esac
   touch "$stamp"
 fi
+
+# BrowserGym's core (its flatten functions read our BrowserGym observations in the tests), with
+# --no-deps: it pins playwright==1.44 and lxml<6, and ours (newer) work; its other imports (numpy,
+# pillow, beautifulsoup4) come with the test extra.
+case ",$extras," in
+  *,test,*)
+    if ! .venv/bin/python -c 'import browsergym.core' 2>/dev/null; then
+      "${pip_q[@]}" --no-deps "browsergym-core==0.14.3"
+    fi
+    ;;
+esac
 
 # The local model's server, llama-cpp-python (the [local-llm] extra, pinned there): it compiles llama.cpp
 # at install, once (then pip's wheel cache), with portable CPU flags (a native build cached by pip can
@@ -130,55 +203,13 @@ print(next(d for d in deps if d.startswith("llama-cpp-python")).replace("[server
     ;;
 esac
 
-# The test bed's real applications (Datasette, Sphinx, Django: tests/testbed/, docs/testbed.md) live
-# in a venv of their own, .venv/testbed: their dependencies conflict with ours. Reinstalled only when
-# their pinned list changes (the stamp holds a copy of the list it installed).
-case ",$extras," in
-  *,test,*)
-    tb_list=tests/testbed/requirements.txt
-    tb_stamp=.venv/testbed/.installed-requirements
-    if ! cmp -s "$tb_list" "$tb_stamp"; then
-      [ -x .venv/testbed/bin/python ] || "$py" -m venv .venv/testbed
-      .venv/testbed/bin/python -m pip install --quiet --disable-pip-version-check -r "$tb_list"
-      cp "$tb_list" "$tb_stamp"
-    fi
-    # BrowserGym's core (its flatten functions read our BrowserGym observations in the tests), with
-    # --no-deps: it pins playwright==1.44 and lxml<6, and ours (newer) work; its other imports
-    # (numpy, pillow, beautifulsoup4) come with the test extra.
-    if ! .venv/bin/python -c 'import browsergym.core' 2>/dev/null; then
-      .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps "browsergym-core==0.14.3"
-    fi
-    # AgentLab (tests/test_agentlab.py), in a folder of its own that only that test puts on its
-    # PYTHONPATH: agentlab's declared dependencies pull the browsergym meta-package and backtrack into
-    # building pyarrow 3 from source, so it goes in with --no-deps from a pinned list of what its
-    # GenericAgent imports (~1.5 min and ~340 MB the first time, then pip's cache). Not for make demo.
-    al_list=tests/agentlab-requirements.txt
-    al_stamp=.venv/agentlab/.installed-requirements
-    if ! cmp -s "$al_list" "$al_stamp"; then
-      rm -rf .venv/agentlab
-      .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --target .venv/agentlab \
-        -r "$al_list"
-      cp "$al_list" "$al_stamp"
-    fi
-    ;;
-esac
-
-# Playwright MCP (@playwright/mcp, pinned; tests/agents/test_mcp_schemas.py reads its own tools/list
-# to hold webfreeze mcp's tools to it): test set-up only, with npm into .venv/playwright-mcp, once
-# per pinned version (a few MB; skipped, saying so, where npm is missing).
-case ",$extras," in
-  *,test,*)
-    pw_mcp="@playwright/mcp@0.0.83"
-    pw_stamp=.venv/playwright-mcp/.installed
-    if [ "$(cat "$pw_stamp" 2>/dev/null)" != "$pw_mcp" ]; then
-      if command -v npm >/dev/null 2>&1; then
-        rm -rf .venv/playwright-mcp
-        mkdir -p .venv/playwright-mcp
-        npm install --silent --no-audit --no-fund --ignore-scripts --prefix .venv/playwright-mcp "$pw_mcp" \
-          && echo "$pw_mcp" > "$pw_stamp"
-      else
-        echo "bootstrap: npm not found: @playwright/mcp not installed (its schema test will be skipped)" >&2
-      fi
-    fi
-    ;;
-esac
+failed=""
+for i in "${!side_pids[@]}"; do
+  if ! wait "${side_pids[$i]}"; then
+    echo "bootstrap: installing ${side_names[$i]} failed (.venv/bootstrap-${side_names[$i]}.log):" >&2
+    tail -n 5 ".venv/bootstrap-${side_names[$i]}.log" >&2
+    failed=1
+  fi
+done
+side_pids=()
+[ -z "$failed" ] || exit 1

@@ -31,6 +31,7 @@ SLOW_FILES = {
     "archives/test_interop.py", "docs/test_readme_tour.py",
     "recorder/test_crawl_real_servers.py", "bundles/test_credential_kinds.py", "testbed/test_trac_sessions.py",
     "testbed/test_testbed_js.py", "replayer/test_replay_seal.py", "simulator/test_bgym_differential.py",
+    "testbed/test_testbed_mcp.py",
 }
 TESTS = Path(__file__).resolve().parent
 
@@ -42,7 +43,8 @@ TESTS = Path(__file__).resolve().parent
 # summed from `--durations=0` on the 2-core machine) so that the two workers finish together instead
 # of one running the last long file alone; other files keep their order after them.
 GROUPS = {name: "testbed" for name in (
-    "testbed/test_testbed.py", "testbed/test_testbed_authoring.py", "runs/test_live.py", "replayer/test_drift.py")}
+    "testbed/test_testbed.py", "testbed/test_testbed_authoring.py", "runs/test_live.py", "replayer/test_drift.py",
+    "testbed/test_testbed_mcp.py")}
 LONGEST_FIRST = [
     "recorder/test_crawl_real_servers.py",      # nginx's 40-page crawls over HTTP and HTTPS, Trac (estimated)
     "runs/test_bench.py",                       # 340 s
@@ -51,14 +53,17 @@ LONGEST_FIRST = [
     "testbed/test_testbed_js.py",               # estimated from loaded runs
     "bundles/test_credential_kinds.py",         # estimated from loaded runs
     "simulator/test_bgym_differential.py",      # estimated from loaded runs
-    "docs/test_readme_personas.py",             # estimated from loaded runs
     "cli/test_base_install.py",                 # estimated from loaded runs
     "recorder/test_crawl.py",                   # 150 s
+    # from here on, files of LOCAL_MODEL_FILES: on a fresh machine the local model's compile has had the
+    # first quarter hour of the run to finish beside the files above
+    "docs/test_readme_personas.py",             # estimated from loaded runs
     "agents/test_agentlab.py",                  # 115 s
     "runs/test_ray_executor.py",                # 110 s
     "personas/test_personas_run.py",            # 100 s
     "runs/test_llm_run.py",                     # 100 s with one model thread
     "replayer/test_replay_browser.py",          # 90 s
+    "docs/test_agents_doc.py",                  # 95 s (loaded)
     "recorder/test_accessible_name_parity.py",  # 80 s
     "agents/test_llm_agent_context.py",         # 70 s
     "replayer/test_replay_load.py",             # 60 s

@@ -24,6 +24,8 @@ from .marks import draw_marks
 from .provenance import answer_record, kind_of_resource
 
 if TYPE_CHECKING:
+    from playwright.async_api import BrowserContext, Page, Playwright
+
     from .env import WebEnv
 
 ACTION_TIMEOUT_MS = 5000
@@ -129,7 +131,7 @@ class BrowserBackend:
         self.env = env
         self.server = env.server.start()
         self._loop = _Loop()
-        self._pw = None
+        self._pw: Playwright | None = None
         try:
             self._pw = self._loop.run(async_playwright().start())
             self.browser = self._loop.run(launch_chromium(self._pw, proxy=self.server.url, bypass_internal=False,
@@ -140,8 +142,8 @@ class BrowserBackend:
             self._loop.stop()
             self.server.stop()
             raise
-        self.context = None
-        self.page = None
+        self.context: BrowserContext | None = None
+        self.page: Page | None = None
         self._settles = 0  # settles so far: each one's token for the timer pump
         self.pump = True  # False only to measure the rule against the browser's own timers (benchmarks)
         self._spare: asyncio.Future | None = None

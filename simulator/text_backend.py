@@ -179,7 +179,7 @@ class TextBackend:
         if arc is None or not self.url:
             return None
         urls = tuple(dict.fromkeys((self.url, self.url.partition("#")[0])))
-        found = [(p.captured_at, p.id, p.dom) for u in urls for p in arc.pages(url=u) if p.dom_digest]
+        found: list[tuple] = [(p.captured_at, p.id, p.dom) for u in urls for p in arc.pages(url=u) if p.dom_digest]
         found += [(at, n, lambda html=html: html) for n, (at, html) in enumerate(
             x for u in urls for x in self._session_doms().get(u, []))]
         if not found:

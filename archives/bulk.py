@@ -28,7 +28,7 @@ class BulkWriter:
     """
 
     def __init__(self, arc: Archive):
-        arc._require_write()
+        arc.require_write()
         self.arc = arc
         self.next_id = arc.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM exchanges").fetchone()[0]
         self.rows: dict[int, list] = {}
@@ -51,23 +51,23 @@ class BulkWriter:
         """:meth:`Archive.put_blob`, buffered."""
         digest = blobs.digest_of(data)
         arc = self.arc
-        if digest in arc._known_blobs:
+        if arc.knows_blob(digest):
             return digest
         if arc.conn.execute("SELECT 1 FROM blobs WHERE digest=?", (digest,)).fetchone() is None:
             codec, stored = blobs.encode(data)
             return self.put_encoded_blob(digest, len(data), codec, stored)
-        arc._remember_blob(digest)
+        arc.remember_blob(digest)
         return digest
 
     def put_encoded_blob(self, digest: str, size: int, codec: str, stored: bytes) -> str:
         """:meth:`Archive.put_encoded_blob`, buffered."""
-        if digest not in self.arc._known_blobs:
+        if not self.arc.knows_blob(digest):
             self.blobs.append((digest, size, len(stored), codec, stored))
             self.blob_bytes += len(stored)
             if len(self.sizes) > 200_000:
                 self.sizes.clear()
             self.sizes[digest] = size
-            self.arc._remember_blob(digest)
+            self.arc.remember_blob(digest)
         return digest
 
     def add_alias(self, alias: str, digest: str) -> None:
@@ -91,7 +91,7 @@ class BulkWriter:
         if ex.payload_digest and ex.payload_digest in self.sizes:
             payload, payload_size = ex.payload_digest, self.sizes[ex.payload_digest]
         elif ex.payload_digest:
-            payload, payload_size = arc._payload_of(ex)
+            payload, payload_size = arc.store_payload(ex)
         else:
             payload, payload_size = self.put_blob(ex.payload), len(ex.payload)
         req_digest = self.put_blob(ex.req_body) if ex.req_body else None

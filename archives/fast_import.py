@@ -104,19 +104,19 @@ def workers(role: str = "work") -> ThreadPoolExecutor:
 class _Fields:
     """WARC or HTTP header fields with warcio's case-insensitive ``get_header`` (first match wins)."""
 
-    __slots__ = ("_d",)
+    __slots__ = ("by_name",)
 
     def __init__(self, pairs):
         d = {}
         for k, v in pairs:
             d.setdefault(k.lower(), v)
-        self._d = d
+        self.by_name = d
 
     @classmethod
     def of(cls, d: dict) -> "_Fields":
         """Fields from a dict already keyed by lower-case names."""
         f = cls.__new__(cls)
-        f._d = d
+        f.by_name = d
         return f
 
     def get_header(self, name: str, default=None):
@@ -125,7 +125,7 @@ class _Fields:
             key = name.lower()
             if len(_LOWER) < 1024:
                 _LOWER[name] = key
-        return self._d.get(key, default)
+        return self.by_name.get(key, default)
 
 
 _LOWER: dict[str, str] = {}
@@ -472,9 +472,9 @@ class FastWarcImporter(WarcImporter):
                     raise Fallback("not WARC 1.0 or 1.1")
                 pairs = rec.headers.to_tuples()
                 fields = _Fields(pairs)
-                if len(fields._d) != len(pairs):
+                if len(fields.by_name) != len(pairs):
                     raise Fallback("a repeated WARC header")
-                length = fields._d.get("content-length")
+                length = fields.by_name.get("content-length")
                 if length is None or not length.isdigit() or rec.content_length != int(length):
                     raise Fallback("unusual Content-Length")
                 if rec.content_length > MAX_FAST_RECORD:
@@ -483,7 +483,7 @@ class FastWarcImporter(WarcImporter):
                 block = rec.reader.read()
                 if len(block) != rec.content_length:
                     raise Fallback("truncated record")
-                yield self._parse(fields._d.get("warc-type"), fields, block, 0, len(block))
+                yield self._parse(fields.by_name.get("warc-type"), fields, block, 0, len(block))
                 self._progress(rec.stream_pos)
             framing.finish()
         except OSError as exc:  # FastWARC's verdict on malformed input: let warcio name the problem
@@ -510,7 +510,7 @@ class FastWarcImporter(WarcImporter):
         """Check one record's fields and turn it into a ``_Record`` and its worker job; the record's
         block is ``buf[bstart:bstop]``. An HTTP record's block and payload are views of ``buf``
         (copying them would cost more than parsing the record); any other's block is bytes."""
-        d = fields._d
+        d = fields.by_name
         if rtype not in _TYPES:
             raise Fallback("unusual WARC-Type")
         if bstop - bstart > MAX_FAST_RECORD:
@@ -582,7 +582,7 @@ class FastWarcImporter(WarcImporter):
     def _response_fast(self, r: _Record) -> None:
         """``WarcImporter._response`` for the common case, a response with an HTTP head whose
         payload a worker has encoded: the same row, without the general path's layers."""
-        d = r.rec_headers._d
+        d = r.rec_headers.by_name
         status, reason, protocol = status_line_of(r)
         extra = {}
         ip = d.get("warc-ip-address")
@@ -609,7 +609,7 @@ class FastWarcImporter(WarcImporter):
 
     def _request_fast(self, r: _Record) -> None:
         """``WarcImporter._request`` for a request with an HTTP head (checked by ``_parse``)."""
-        d = r.rec_headers._d
+        d = r.rec_headers.by_name
         headers = r.http_headers.headers
         body, _ = decode_transfer(r.body, headers)
         fields = (r.http_headers.protocol, headers, bytes(body) if body else None)  # the method: one of _HTTP_VERBS
@@ -643,22 +643,22 @@ class FastWarcImporter(WarcImporter):
     # A revisit's original is looked up in what the BulkWriter keeps of this file's rows and, for
     # older rows (ids below its first_id), in the database; same answers as the general queries,
     # without flushing the buffered rows first.
-    def _resolve_alias(self, alias: str) -> str | None:
+    def resolve_alias(self, alias: str) -> str | None:
         w = self.writer
         if isinstance(w, BulkWriter) and w.kept_complete and alias in w.alias_map:
             return w.alias_map[alias]
-        return super()._resolve_alias(alias)
+        return super().resolve_alias(alias)
 
-    def _find_original(self, ref: dict, digest: str | None):
+    def find_original(self, ref: dict, digest: str | None):
         w = self.writer
         if not isinstance(w, BulkWriter) or not w.kept_complete:
             if isinstance(w, BulkWriter):
                 w.flush()
-            return super()._find_original(ref, digest)
+            return super().find_original(ref, digest)
         conn = self.archive.conn
         if ref["refers_to"] and ref["refers_to"] in self.by_record_id:
             ex_id = self.by_record_id[ref["refers_to"]]
-            return w.kept_row(ex_id) if ex_id >= w.first_id else self.archive._exchange_row(ex_id)
+            return w.kept_row(ex_id) if ex_id >= w.first_id else self.archive.exchange_row(ex_id)
         target = ref["refers_to_uri"]
         if target:
             when = normalize_time(ref["refers_to_date"]) if ref["refers_to_date"] else None

@@ -293,7 +293,7 @@ def _unreferenced_blobs(arc: Archive) -> list[tuple[str, int]]:
 def _delete_blobs(arc: Archive, digests: list[str]) -> None:
     with arc.transaction():
         arc.conn.executemany("DELETE FROM blobs WHERE digest=?", [(d,) for d in digests])
-        arc._known_blobs.clear()
+        arc.forget_known_blobs()
         arc.conn.execute("DELETE FROM digest_aliases WHERE digest NOT IN (SELECT digest FROM blobs)")
 
 
@@ -382,7 +382,7 @@ def _retrain_header_dictionary(arc: Archive) -> None:
         seen.add(key)
         for col in ("req_headers", "resp_headers"):
             if row[col] is not None:
-                text = headers_json(arc._row_headers(row, col))
+                text = headers_json(arc.row_headers(row, col))
                 samples.append(text)
                 total += len(text)
         if total >= HEADER_DICT_BYTES:
@@ -391,11 +391,11 @@ def _retrain_header_dictionary(arc: Archive) -> None:
         return
     # zstd finds matches best near the end of a raw-content dictionary: most common last.
     new_dict = b"".join(reversed(samples))[-HEADER_DICT_BYTES:]
-    decoded = [(r["id"], arc._row_headers(r, "req_headers") if r["req_headers"] is not None else None,
-                arc._row_headers(r, "resp_headers")) for r in rows]
+    decoded = [(r["id"], arc.row_headers(r, "req_headers") if r["req_headers"] is not None else None,
+                arc.row_headers(r, "resp_headers")) for r in rows]
     with arc.transaction():
-        arc._set_meta("header_dictionary", arc.put_blob(new_dict))
-        arc._header_codec = arc._header_dict = None
+        arc.write_meta("header_dictionary", arc.put_blob(new_dict))
+        arc.reload_header_dict()
         for ex_id, req, resp in decoded:
             q("UPDATE exchanges SET req_headers=?, resp_headers=? WHERE id=?",
               (None if req is None else arc.encode_headers(req), arc.encode_headers(resp), ex_id))

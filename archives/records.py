@@ -104,7 +104,7 @@ def _decoded(record, data: bytes, headers) -> bytes:
     try:
         return decode_content(data, content_encoding(headers))
     except DecodeError as exc:
-        raise ArchiveError(f"{record._arc.path}: exchange {record.id} ({record.url}): {exc}") from None
+        raise ArchiveError(f"{record.archive.path}: exchange {record.id} ({record.url}): {exc}") from None
 
 
 class ExchangeRecord:
@@ -116,6 +116,11 @@ class ExchangeRecord:
     def __init__(self, arc: "Archive", row):
         self._arc = arc
         self._row = row
+
+    @property
+    def archive(self) -> "Archive":
+        """The archive the exchange is stored in."""
+        return self._arc
 
     # identity and index
     @property

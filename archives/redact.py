@@ -154,6 +154,10 @@ class Redactor:
         """(kind, what and where) of each secret found, in the order found: what a refusal names."""
         return [(self._kind[s], self._where[s]) for s in self._secrets]
 
+    def placeholder_of(self, value: str) -> str | None:
+        """The placeholder of ``value`` when it is a secret found, else None."""
+        return self._secrets.get(value)
+
     def add_given(self, value: str, name: str) -> None:
         """A secret the user knows (``--secret-env NAME``): replaced wherever it occurs."""
         self.add(value, "given", f"the value of ${name} (--secret-env)")
@@ -597,7 +601,7 @@ def collect_archive(arc: Archive, r: Redactor, *, skip=None) -> None:
     """Every secret the archive's exchanges show: credential headers, secret query parameters (of
     the URL and of ``Location`` headers), secret form fields and JSON keys of request bodies and of
     JSON and form responses. ``skip(url)`` passes over exchanges (a refusal's reserved hosts)."""
-    for row in arc._exchange_rows():
+    for row in arc.exchange_rows():
         ex = ExchangeRecord(arc, row)
         if skip is not None and skip(ex.url):
             continue
@@ -644,7 +648,7 @@ def redact_archive(src, out, r: Redactor, *, progress=None) -> dict:
                                      "VALUES (?,?,?,?,?,?,?)", (row["id"], row["kind"], r.url(row["source"] or ""),
                                                                 row["tool"], row["started_at"], row["ended_at"],
                                                                 json.dumps(info, sort_keys=True)))
-                for row in arc._exchange_rows():
+                for row in arc.exchange_rows():
                     ex = ExchangeRecord(arc, row).to_exchange()
                     before = (ex.url, ex.req_headers, ex.req_body, ex.resp_headers, ex.payload)
                     ct = _header(ex.req_headers, "content-type")
@@ -674,7 +678,7 @@ def redact_archive(src, out, r: Redactor, *, progress=None) -> dict:
                 for alias, digest in arc.conn.execute("SELECT alias, digest FROM digest_aliases"):
                     if new.has_blob(digest):
                         new.add_alias(alias, digest)
-                new._set_meta("redaction", {"redacted_at": now(), "rules": r.rules(), "secrets": r.count,
+                new.write_meta("redaction", {"redacted_at": now(), "rules": r.rules(), "secrets": r.count,
                                             "by_kind": dict(sorted(r.kinds.items())), "source_tool": meta.get("tool")})
     return dict(counts, secrets=r.count, by_kind=dict(sorted(r.kinds.items())))
 
@@ -700,9 +704,9 @@ def redact_trajectory(r: Redactor, trajectory: dict) -> dict:
     out = r.json_value(trajectory)
     for step in out.get("steps") or [] if isinstance(out, dict) else []:
         value = typed_value(step)
-        if not isinstance(value, str) or value not in r._secrets:
+        ph = r.placeholder_of(value) if isinstance(value, str) else None
+        if ph is None:
             continue  # (a long secret was replaced by json_value already)
-        ph = r._secrets[value]
         if step.get("action") in ("type", "fill"):
             step["value"] = ph
         else:  # a run's action string, its parsed text and typed text

@@ -198,7 +198,7 @@ class Archive:
                 "replay_rules": replay_rules or {},
                 "header_dictionary": arc.put_blob(header_dictionary.RAW),
             }.items():
-                arc._set_meta(key, value)
+                arc.write_meta(key, value)
         return arc
 
     @classmethod
@@ -345,7 +345,7 @@ class Archive:
         """All writes inside land together or not at all. Nested calls join the outer one.
 
         Threads sharing one open archive (a recording proxy and a crawler) take turns here."""
-        self._require_write()
+        self.require_write()
         with self._write_lock:
             if self._in_tx:
                 yield
@@ -397,12 +397,14 @@ class Archive:
         first, last = self.conn.execute("SELECT min(captured_at), max(captured_at) FROM exchanges").fetchone()
         return (first, last) if first else None
 
-    def _require_write(self) -> None:
+    def require_write(self) -> None:
+        """Refuse a write to an archive opened read-only (an :class:`ArchiveError`)."""
         if not self.writable:
             raise ArchiveError(f"{self.path}: archive is open read-only")
 
     # ----------------------------------------------------------------- metadata
-    def _set_meta(self, key: str, value) -> None:
+    def write_meta(self, key: str, value) -> None:
+        """Set one metadata field inside the caller's transaction (:meth:`set_meta` opens its own)."""
         self.conn.execute(
             "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
             (key, json.dumps(value, sort_keys=True)),
@@ -411,7 +413,7 @@ class Archive:
     def set_meta(self, key: str, value) -> None:
         """Set one metadata field (creator, description, license, replay_rules, ...)."""
         with self.transaction():
-            self._set_meta(key, value)
+            self.write_meta(key, value)
 
     def meta(self) -> dict:
         """All metadata fields, JSON-decoded."""
@@ -420,30 +422,39 @@ class Archive:
     # ----------------------------------------------------------------- blobs
     def put_blob(self, data: bytes) -> str:
         """Store ``data`` once (deduplicated by SHA-256) and return its hex digest."""
-        self._require_write()
+        self.require_write()
         digest = blobs.digest_of(data)
         if digest in self._known_blobs:
             return digest
         if self.conn.execute("SELECT 1 FROM blobs WHERE digest=?", (digest,)).fetchone() is None:
             codec, stored = blobs.encode(data)
             return self.put_encoded_blob(digest, len(data), codec, stored)
-        self._remember_blob(digest)
+        self.remember_blob(digest)
         return digest
 
     def put_encoded_blob(self, digest: str, size: int, codec: str, stored: bytes) -> str:
         """Store a blob whose digest and encoding (``blobs.encode``) were computed by the caller,
         e.g. on worker threads during an import; a blob already present is left as it is."""
-        self._require_write()
+        self.require_write()
         if digest not in self._known_blobs:
             with self.transaction():
                 self.conn.execute(INSERT_BLOB, (digest, size, len(stored), codec, stored))
-            self._remember_blob(digest)
+            self.remember_blob(digest)
         return digest
 
-    def _remember_blob(self, digest: str) -> None:
+    def knows_blob(self, digest: str) -> bool:
+        """Whether blob ``digest`` is known to be stored (a cache: False does not mean absent)."""
+        return digest in self._known_blobs
+
+    def remember_blob(self, digest: str) -> None:
+        """Note that blob ``digest`` is stored (it was written in this archive's transaction)."""
         if len(self._known_blobs) > 200_000:
             self._known_blobs.clear()
         self._known_blobs.add(digest)
+
+    def forget_known_blobs(self) -> None:
+        """Empty the cache of known blobs (after blobs were deleted)."""
+        self._known_blobs.clear()
 
     def has_blob(self, digest: str) -> bool:
         return self.conn.execute("SELECT 1 FROM blobs WHERE digest=?", (digest,)).fetchone() is not None
@@ -512,6 +523,10 @@ class Archive:
             self._header_dict = d
         return self._header_dict
 
+    def reload_header_dict(self) -> None:
+        """Forget the cached header dictionary and codec, after the stored dictionary was replaced."""
+        self._header_codec = self._header_dict = None
+
     def encode_headers(self, headers: Headers) -> bytes:
         """A header list as stored: compact JSON, zstd-compressed against the archive's dictionary."""
         return self._codec()[0].compress(headers_json(headers))
@@ -559,12 +574,12 @@ class Archive:
         if not ex.session_id:
             raise ArchiveError("an exchange needs a capture session")
         with self.transaction():
-            payload, payload_size = self._payload_of(ex)
+            payload, payload_size = self.store_payload(ex)
             req_digest = self.put_blob(ex.req_body) if ex.req_body else None
             cur = self.conn.execute(INSERT_EXCHANGE, self.exchange_values(ex, payload, payload_size, req_digest))
             return cur.lastrowid
 
-    def _payload_of(self, ex: Exchange) -> tuple[str, int]:
+    def store_payload(self, ex: Exchange) -> tuple[str, int]:
         """(digest, size) of an exchange's payload, storing it unless it is already a known blob."""
         if ex.payload_digest:
             row = self.conn.execute("SELECT size FROM blobs WHERE digest=?", (ex.payload_digest,)).fetchone()
@@ -608,23 +623,25 @@ class Archive:
                 (*values, exchange_id),
             )
 
-    # Row-level reads, for this package's own modules (import, export, verify, maintenance); every
-    # other stage reads the typed records below.
-    def _exchange_row(self, exchange_id: int) -> sqlite3.Row | None:
+    # Row-level reads, for this package's own modules (import, export, verify, maintenance, redact);
+    # every other stage reads the typed records below.
+    def exchange_row(self, exchange_id: int) -> sqlite3.Row | None:
+        """The ``exchanges`` row ``exchange_id`` (None if there is none)."""
         return self.conn.execute("SELECT * FROM exchanges WHERE id=?", (exchange_id,)).fetchone()
 
-    def _exchange_rows(self, where: str = "", params: tuple = (), order: str = "id") -> Iterator[sqlite3.Row]:
+    def exchange_rows(self, where: str = "", params: tuple = (), order: str = "id") -> Iterator[sqlite3.Row]:
+        """The ``exchanges`` rows matching the SQL ``where`` (with ``params``), in ``order``."""
         sql = "SELECT * FROM exchanges" + (f" WHERE {where}" if where else "") + f" ORDER BY {order}"
         yield from self.conn.execute(sql, params)
 
-    def _row_headers(self, row: sqlite3.Row, column: str) -> Headers:
+    def row_headers(self, row: sqlite3.Row, column: str) -> Headers:
         """The decoded ``req_headers`` or ``resp_headers`` of an exchange row."""
         return self.decode_headers(row[column])
 
     # ----------------------------------------------------------------- typed reads
     def exchange(self, exchange_id: int) -> ExchangeRecord | None:
         """The exchange with id ``exchange_id``, or None."""
-        row = self._exchange_row(exchange_id)
+        row = self.exchange_row(exchange_id)
         return None if row is None else ExchangeRecord(self, row)
 
     def exchanges(self, *, url: str | None = None, prefix: str | None = None, host: str | None = None,
@@ -754,7 +771,8 @@ class Archive:
             )
             return cur.lastrowid
 
-    def _page_rows(self) -> Iterator[sqlite3.Row]:
+    def page_rows(self) -> Iterator[sqlite3.Row]:
+        """The ``pages`` rows in id order (the package's own modules; others read :meth:`pages`)."""
         yield from self.conn.execute("SELECT * FROM pages ORDER BY id")
 
     def pages(self, *, url: str | None = None, since: str | None = None, until: str | None = None,

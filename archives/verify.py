@@ -131,7 +131,7 @@ def _verify(arc: Archive, progress: Callable[[int], None] | None) -> VerifyRepor
             report.problems.append(Problem(where, f"{label} blob sha256:{digest} {bad_blobs[digest]}"))
 
     referenced: set[str] = set()
-    for row in arc._exchange_rows():
+    for row in arc.exchange_rows():
         report.exchanges_checked += 1
         where = f"exchange {row['id']} {row['method']} {row['url']}"
         check_ref(where, "payload", row["payload"])
@@ -140,8 +140,8 @@ def _verify(arc: Archive, progress: Callable[[int], None] | None) -> VerifyRepor
         if row["surt"] != surt_key(row["url"]):
             report.problems.append(Problem(where, "SURT key does not match the URL"))
         try:
-            req_headers = arc._row_headers(row, "req_headers")
-            arc._row_headers(row, "resp_headers")
+            req_headers = arc.row_headers(row, "req_headers")
+            arc.row_headers(row, "resp_headers")
         except ArchiveError:
             report.problems.append(Problem(where, "a stored header list is corrupt"))
             continue
@@ -153,7 +153,7 @@ def _verify(arc: Archive, progress: Callable[[int], None] | None) -> VerifyRepor
             size = arc.conn.execute("SELECT size FROM blobs WHERE digest=?", (row["payload"],)).fetchone()[0]
             if size != row["payload_size"]:
                 report.problems.append(Problem(where, f"payload size {row['payload_size']} does not match blob ({size})"))
-    for row in arc._page_rows():
+    for row in arc.page_rows():
         where = f"page {row['id']} {row['url']}"
         check_ref(where, "screenshot", row["screenshot"])
         check_ref(where, "DOM snapshot", row["dom"])

@@ -65,7 +65,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
     writer.write_record(warcinfo)
     count = 0
     written: dict[str, tuple[str, str, str]] = {}  # blob digest -> (WARC payload digest, URL, date) of its record
-    for row in archive._exchange_rows():
+    for row in archive.exchange_rows():
         payload = archive.get_blob(row["payload"], verify=True)
         extra = extra_of(row)
         date = to_warc_date(row["captured_at"])
@@ -74,7 +74,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
             warc_headers["WARC-IP-Address"] = extra["ip"]
         if row["kind"] == "resource":
             # the last Content-Type wins, as it did when this was a loop over all of them
-            ctype = header_value(reversed(archive._row_headers(row, "resp_headers")), "content-type",
+            ctype = header_value(reversed(archive.row_headers(row, "resp_headers")), "content-type",
                                  row["mime"] or "application/octet-stream")
             rec = writer.create_warc_record(row["url"], "resource", payload=io.BytesIO(payload),
                                             length=len(payload), warc_content_type=ctype,
@@ -84,7 +84,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
             if progress:
                 progress(1)
             continue
-        resp_headers = archive._row_headers(row, "resp_headers")
+        resp_headers = archive.row_headers(row, "resp_headers")
         statusline = f"{row['status']} {row['reason'] or ''}".rstrip()
         http = _HttpHeaders(statusline, resp_headers, protocol=row["http_version"] or "HTTP/1.1")
         first = written.get(row["payload"])
@@ -102,7 +102,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
         if row["req_headers"] is not None:
             req_body = archive.get_blob(row["req_body"], verify=True) if row["req_body"] else b""
             req_line = f"{row['method']} {_request_target(row['url'])} HTTP/1.1"
-            req_http = _HttpHeaders(req_line, archive._row_headers(row, "req_headers"), protocol="HTTP/1.1",
+            req_http = _HttpHeaders(req_line, archive.row_headers(row, "req_headers"), protocol="HTTP/1.1",
                                         is_http_request=True)
             req = writer.create_warc_record(
                 row["url"], "request", payload=io.BytesIO(req_body), length=len(req_body), http_headers=req_http,
@@ -157,10 +157,10 @@ def _export_wacz(arc: Archive, tmp: str, progress) -> int:
         with os.fdopen(fd, "wb") as fh:
             count = write_warc(arc, fh, progress=progress)
         meta = arc.meta()
-        pages = [page_entry(p["url"], p["captured_at"], p["title"], f"p{p['id']}") for p in arc._page_rows()]
+        pages = [page_entry(p["url"], p["captured_at"], p["title"], f"p{p['id']}") for p in arc.page_rows()]
         if not pages:
             # No page records (an imported crawl): list the HTML documents as the pages.
-            for row in arc._exchange_rows("method='GET' AND status=200 AND mime IN ('text/html','application/xhtml+xml')"):
+            for row in arc.exchange_rows("method='GET' AND status=200 AND mime IN ('text/html','application/xhtml+xml')"):
                 pages.append(page_entry(row["url"], row["captured_at"], None, f"e{row['id']}"))
         created = to_warc_date(normalize_time(meta.get("created_at") or "1970"))
         write_wacz(warc_tmp, pages, tmp, title=meta.get("description") or arc.path.stem,

@@ -378,11 +378,11 @@ class WarcImporter:
         if not self._resolve_revisit(record, url, when, extra, ref, headers, status_line):
             self.revisits_waiting.append((record.rec_headers, url, when, extra, ref, headers, status_line))
 
-    def _resolve_alias(self, alias: str) -> str | None:
+    def resolve_alias(self, alias: str) -> str | None:
         """The blob another tool's payload digest names, if it is stored."""
         return self.archive.resolve_alias(alias)
 
-    def _find_original(self, ref: dict, digest: str | None):
+    def find_original(self, ref: dict, digest: str | None):
         """The exchange a revisit refers to, or None while it is not (yet) in the archive.
 
         Only an exact match counts: same WARC-Refers-To record, or same target URL and (when
@@ -390,7 +390,7 @@ class WarcImporter:
         wrong body; the caller retries once every source of the import has been read.
         """
         if ref["refers_to"] and ref["refers_to"] in self.by_record_id:
-            return self.archive._exchange_row(self.by_record_id[ref["refers_to"]])
+            return self.archive.exchange_row(self.by_record_id[ref["refers_to"]])
         target = ref["refers_to_uri"]
         if target:
             # the first capture in (captured_at, id) order of that URL (and date and payload, if given)
@@ -410,12 +410,12 @@ class WarcImporter:
         return None
 
     def _resolve_revisit(self, record, url, when, extra, ref, headers, status_line) -> bool:
-        digest = self._resolve_alias(ref["payload_digest"]) if ref["payload_digest"] else None
-        original = self._find_original(ref, digest)
+        digest = self.resolve_alias(ref["payload_digest"]) if ref["payload_digest"] else None
+        original = self.find_original(ref, digest)
         if original is None:
             return False
         if headers is None or (status_line and status_line[0] == 304):
-            headers = self.archive._row_headers(original, "resp_headers")
+            headers = self.archive.row_headers(original, "resp_headers")
             status, reason, protocol = original["status"], original["reason"], original["http_version"]
         else:
             status, reason, protocol = status_line

@@ -1103,6 +1103,12 @@ class Tree:
         self._position = {r[1].bid: i for i, r in enumerate(self._shown)}
         self._described: dict = {}  # position -> description made by get() before ``descriptions``
 
+    @property
+    def builder(self) -> _Builder:
+        """The parse the tree was built from (document, bids, controls' state): what
+        :mod:`webfreeze.simulator.forms` builds a form's submission from."""
+        return self._b
+
     # ---------------------------------------------------------------- for other observation shapes
     @property
     def root(self) -> "_Node":
@@ -1209,7 +1215,7 @@ class Tree:
     def __getitem__(self, bid) -> dict:
         d = self.get(bid)
         if d is None:
-            raise AXTreeError(self._missing(bid))
+            raise AXTreeError(self.missing(bid))
         return d
 
     def __contains__(self, bid) -> bool:
@@ -1227,16 +1233,18 @@ class Tree:
             d = self._described[i] = self._describe(*self._shown[i])
         return d
 
-    def _missing(self, bid) -> str:
+    def missing(self, bid) -> str:
+        """Why ``bid`` cannot be acted on, in one line: not visible, or no such element."""
         el = self._b.by_bid.get(str(bid))
         if el is not None:
             return f"element {bid!s} is not visible on the page"
         return f"no element with bid {bid!s} on the page"
 
-    def _element(self, bid):
+    def element(self, bid):
+        """The lxml element of ``bid`` when it is shown (an :class:`AXTreeError` otherwise)."""
         el = self._b.by_bid.get(str(bid))
         if el is None or self._b.hidden(el):
-            raise AXTreeError(self._missing(bid))
+            raise AXTreeError(self.missing(bid))
         return el
 
     # ---------------------------------------------------------------- what a step records
@@ -1309,7 +1317,7 @@ class Tree:
     def link_target(self, bid) -> str | None:
         """Absolute URL a click on ``bid`` follows: its own ``href`` or its nearest link ancestor's;
         ``None`` when the element is not (inside) a link."""
-        el = self._element(bid)
+        el = self.element(bid)
         for node in [el, *el.iterancestors()]:
             if _tag(node) in ("a", "area") and node.get("href") is not None:
                 href = node.get("href").strip()

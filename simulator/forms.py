@@ -29,8 +29,8 @@ _BLOCKS_IMPLICIT_SUBMISSION = frozenset({"text", "search", "email", "url", "tel"
 def form_of(tree: Tree, bid):
     """The form the element ``bid`` belongs to (a control's form owner, else its nearest ``form``
     ancestor), or ``None``."""
-    el = tree._element(bid)
-    return tree._b.form_owner(el) if _tag(el) in FORM_CONTROLS else next(el.iterancestors("form"), None)
+    el = tree.element(bid)
+    return tree.builder.form_owner(el) if _tag(el) in FORM_CONTROLS else next(el.iterancestors("form"), None)
 
 
 _LABELABLE = ("button", "input", "meter", "output", "progress", "select", "textarea")
@@ -39,10 +39,10 @@ _LABELABLE = ("button", "input", "meter", "output", "progress", "select", "texta
 def label_control(tree: Tree, bid) -> str | None:
     """The bid of the control a ``label`` (``bid``) labels, which a click on the label activates (its
     ``for`` element, else the first labelable element inside it), or None (not a label, or none)."""
-    el = tree._element(bid)
+    el = tree.element(bid)
     if _tag(el) != "label":
         return None
-    b = tree._b
+    b = tree.builder
     target = el.get("for")
     if target is not None:
         control = b.ids.get(target)
@@ -56,8 +56,8 @@ def label_control(tree: Tree, bid) -> str | None:
 
 def is_submitter(tree: Tree, bid) -> bool:
     """Whether clicking ``bid`` submits its form (a submit button or image input)."""
-    el = tree._element(bid)
-    return _is_submit_button(el, tree._b) and tree._b.form_owner(el) is not None
+    el = tree.element(bid)
+    return _is_submit_button(el, tree.builder) and tree.builder.form_owner(el) is not None
 
 
 _DISABLEABLE_CONTROLS = ("button", "input", "select", "textarea", "fieldset")
@@ -113,7 +113,7 @@ def form_submission(tree: Tree, bid, filled_values: dict | None = None, *,
     ``loaded_html``, the page's DOM snapshot once loaded (when the archive has one), says which
     controls its scripts disabled or enabled (:func:`as_loaded`).
     """
-    b = tree._b
+    b = tree.builder
     if filled_values or loaded_html:
         merged = dict(b.state)
         merged.update({str(k): v for k, v in (filled_values or {}).items()})
@@ -121,7 +121,7 @@ def form_submission(tree: Tree, bid, filled_values: dict | None = None, *,
         b = _Builder(doc, b.page_url, b.geometry, merged, None)
     el = b.by_bid.get(str(bid))
     if el is None or b.hidden(el):
-        raise AXTreeError(tree._missing(bid))
+        raise AXTreeError(tree.missing(bid))
     form = b.form_owner(el) if _tag(el) in FORM_CONTROLS else next(el.iterancestors("form"), None)
     if form is None:
         raise AXTreeError(f"element {bid} is not in a form")

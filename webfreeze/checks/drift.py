@@ -58,11 +58,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urldefrag
 
-import click
 import lxml.etree
 import lxml.html
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from webfreeze.agents.reference import fold_text
@@ -76,7 +74,6 @@ from webfreeze.eval.tasks import load_suite
 from webfreeze.runs.execute import execute
 from webfreeze.runs.prepare import prepare
 from webfreeze.runs.spec import build_run
-from webfreeze.simulator.backends import BACKENDS
 
 REPORT_FORMAT = "webfreeze-drift"
 REPORT_VERSION = 1
@@ -536,12 +533,12 @@ tr.added td:first-child{{border-left:4px solid #06c}} tr.same td:first-child,tr.
 """
 
 
-# ---------------------------------------------------------------------------------------- command
-def _print_table(report: dict) -> None:
-    """The short table on stdout: pages that moved, then the tasks (all of them, with their verdict)."""
+# ---------------------------------------------------------------------------- the tables on stdout
+def print_tables(report: dict) -> None:
+    """The short tables on stdout: pages that moved, then the tasks (all of them, with their verdict).
+    Below them, the command prints :func:`summary_line`."""
     console = Console()
     console = console if console.is_terminal else Console(width=140)
-    s = report["summary"]
     moved = [r for r in report["pages"] if r["status"] != "same"]
     if moved:
         t = Table(title="pages", title_justify="left")
@@ -557,6 +554,11 @@ def _print_table(report: dict) -> None:
         for r in report["tasks"]:
             t.add_row(r["task_id"], r["verdict"], r["why"])
         console.print(t)
+
+
+def summary_line(report: dict) -> str:
+    """The report in one line: pages same, changed, added and removed; tasks by verdict."""
+    s = report["summary"]
     line = (f"{s['pages']} pages: {s['same']} same, {s['changed']} changed, {s['added']} added, "
             f"{s['removed']} removed")
     if "suite" in report:
@@ -564,48 +566,4 @@ def _print_table(report: dict) -> None:
         line += (f"; {su['tasks']} tasks: {su['valid']} valid, {su['ambiguous']} ambiguous, "
                  f"{su['expired']} expired, {su['broken']} broken")
         line += _incomplete(su)
-    click.echo(line)
-
-
-@click.command("drift")
-@click.argument("old", metavar="OLD.wfz", type=click.Path(dir_okay=False))
-@click.argument("new", metavar="NEW.wfz", type=click.Path(dir_okay=False))
-@click.option("--suite", type=click.Path(), help="Also replay this suite's reference trajectories on both archives "
-                                                 "and say which tasks stay valid, expired or became ambiguous.")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False),
-              help="Write report.json, report.md and report.html here (replacing an earlier drift report).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of the table.")
-@click.option("--backend", type=click.Choice(BACKENDS), default=None,
-              help="Backend of the reference replays [default: the suite manifest's, else browser].")
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
-@click.option("--tasks", "task_globs", multiple=True, metavar="GLOB", help="Only tasks whose id matches (repeatable).")
-@click.option("--limit", type=click.IntRange(1), help="Only the first N tasks (after --tasks).")
-def drift_command(old, new, suite, report_dir, as_json, backend, workers, task_globs, limit):
-    """Measure how a site drifted between two archives of it: pages compared (text similarity and
-    pixel difference), pages added and removed; with --suite, each task's reference replayed on
-    both: the tasks still valid, those that expired (changed on the site) or became ambiguous,
-    those NEW did not capture whole (incomplete capture), and the answers whose evidence is gone.
-
-    Exit status 1 when a task expired or NEW's capture of it is incomplete, 0 otherwise.
-    """
-    err = Console(stderr=True)
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=err, transient=True, disable=not err.is_terminal)
-    bars: dict[str, int] = {}
-
-    def progress(what: str, done: int, total: int) -> None:
-        if what not in bars:
-            bars[what] = bar.add_task(what, total=total)
-        bar.update(bars[what], completed=done)
-
-    with bar:
-        report = drift(old, new, suite=suite, backend=backend, workers=workers, tasks=task_globs, limit=limit,
-                       report_dir=report_dir, progress=progress)
-    if as_json:
-        click.echo(json_text(report), nl=False)
-    else:
-        _print_table(report)
-        if report_dir:
-            click.echo(f"report in {report_dir}/report.html", err=True)
-    suite_counts = report.get("suite", {})
-    raise SystemExit(1 if suite_counts.get("expired") or suite_counts.get("incomplete") else 0)
+    return line

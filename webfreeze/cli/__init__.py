@@ -28,12 +28,12 @@ from webfreeze.common.errors import WebfreezeError
 COMMANDS = {
     "archive": ("webfreeze.cli.archive", "archive_group", None),
     "bench": ("webfreeze.cli.bench", "bench_group", "sim"),
-    "browsergym": ("webfreeze.cli.mcp", "browsergym_group", None),
+    "browsergym": ("webfreeze.cli.browsergym", "browsergym_group", None),
     "bundle": ("webfreeze.cli.bundle", "bundle_group", "sim"),
     "cassette": ("webfreeze.cli.cassette", "cassette_group", "llm"),
     "context": ("webfreeze.cli.context", "context_group", "sim"),
-    "demo": ("webfreeze.cli.bench", "demo", "demo"),
-    "drift": ("webfreeze.checks.drift", "drift_command", "sim"),
+    "demo": ("webfreeze.cli.demo", "demo", "demo"),
+    "drift": ("webfreeze.cli.drift", "drift_command", "sim"),
     "eval": ("webfreeze.cli.eval", "eval_group", None),
     "mcp": ("webfreeze.cli.mcp", "serve_command", "mcp"),
     "personas": ("webfreeze.cli.personas", "personas_group", "agents"),
@@ -41,7 +41,7 @@ COMMANDS = {
     "replay": ("webfreeze.cli.replay", "replay_group", "replay"),
     "sites": ("webfreeze.cli.sites", "sites_group", "sites"),
     "study": ("webfreeze.cli.study", "study_group", "sim"),
-    "tasks": ("webfreeze.cli.eval", "tasks_group", "sim"),
+    "tasks": ("webfreeze.cli.tasks", "tasks_group", "sim"),
 }
 
 

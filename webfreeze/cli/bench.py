@@ -1,4 +1,4 @@
-"""The ``bench`` group (run suites, compare runs) and ``demo``.
+"""The ``bench`` group (run suites, compare runs).
 
 Registered on the main CLI in ``webfreeze/cli/__init__.py``.
 """
@@ -20,7 +20,6 @@ from webfreeze.cli.options import (
     task_options,
 )
 from webfreeze.common.resolve import ResolveError, parse_resolve
-from webfreeze.demo import demo_paths, run_demo
 from webfreeze.runs.compare import compare_runs
 from webfreeze.runs.console import console, print_report, run_suite, suite_backend
 from webfreeze.runs.context import ContextError, check_context
@@ -243,23 +242,3 @@ def _print_comparison(result: dict, show_all: bool) -> None:
             click.echo(f"replay {side.upper()}: {r['compromised']} of {r['episodes']} episodes replay-compromised "
                        f"({r['fuzzy_documents']} fuzzy main document, {r['fuzzy_xhr']} fuzzy XHR, {r['misses']} miss)"
                        + (f": {listed}{more}" if listed else ""), err=True)
-
-
-# ==================================================================================== demo
-@click.command("demo")
-@click.option("--print-paths", is_flag=True, help="Print where the demo archive and suite are, as JSON, and exit.")
-@click.option("--backend", type=click.Choice(BACKENDS), default="browser", show_default=True)
-@click.option("--workers", type=click.IntRange(1, 64), default=2, show_default=True)
-@click.option("--out", type=click.Path(file_okay=False), default="runs/demo", show_default=True)
-@click.option("--live", is_flag=True, help="Run the LLM agent on the local model (started for the run; needs the "
-                                           "`agents` extra) and record a fresh cassette, instead of replaying the "
-                                           "shipped one.")
-def demo(print_paths, backend, workers, out, live):
-    """The whole loop on the shipped demo: run the reference agent (the oracle, the upper bound) and
-    the keyword baseline on the demo suite over the demo archive, and the LLM agent on one task per
-    category from the shipped LLM cassette; print their reports and success rates per category
-    (runs in OUT/<agent>/)."""
-    if print_paths:
-        click.echo(json.dumps(demo_paths(), indent=2, sort_keys=True))
-        return
-    run_demo(out=out, backend=backend, workers=workers, live=live)

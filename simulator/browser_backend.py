@@ -1,0 +1,560 @@
+"""The ``browser`` backend of :class:`~webfreeze.simulator.env.WebEnv`: Debian's Chromium through the
+replay server (proxy mode, in this process), one browser per environment and a fresh context per
+episode, 1920x1080, scale 1, en-US, UTC, service workers blocked, the page clock frozen at the
+capture time by the replay runtime. Playwright's async API runs on a private loop thread.
+
+It meets :class:`webfreeze.simulator.backends.Backend`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import bgym_obs
+from .actions import Action
+from .axtree import MARK_JS, build_tree
+from .axtree import marked as read_marked
+from .browser import PageActivity, fast_animations, finish_animations, pump_timers, still_screenshot_async, wait_painted
+from .marks import draw_marks
+from .provenance import answer_record, kind_of_resource
+
+if TYPE_CHECKING:
+    from playwright.async_api import BrowserContext, Page, Playwright
+
+    from .env import WebEnv
+
+ACTION_TIMEOUT_MS = 5000
+SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settled
+SETTLE_TIMEOUT_S = 10  # a safety net only: with pumped timers a replayed page always goes quiet
+SNAPSHOT_TRIES = 3
+POPUP_WAIT_MS = 1000  # a click on a link aimed at another window: how long its page may take to open
+
+# Where a click on a bid lands: the element scrolled into view if it is not wholly inside the
+# viewport, then the centre of its box, and whether a pointer there would hit the element (or one
+# of its descendants). ``null`` when there is no such element or it is disabled.
+CLICK_POINT_JS = r"""
+(bid) => {
+  const el = document.querySelector('[data-wf-bid="' + bid + '"]');
+  if (!el || el.matches(':disabled') || el.getAttribute('aria-disabled') === 'true') return null;
+  let r = el.getBoundingClientRect();
+  if (r.width <= 0 || r.height <= 0) return null;
+  if (r.top < 0 || r.left < 0 || r.bottom > window.innerHeight || r.right > window.innerWidth) {
+    el.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});
+    r = el.getBoundingClientRect();
+  }
+  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  const hit = document.elementFromPoint(x, y);
+  if (!hit || !(hit === el || el.contains(hit))) return {x, y, hit: false};
+  // A link or a form aimed at another window opens a page: the caller waits for it.
+  const link = el.closest('a[href], area[href]');
+  const submits = (el.localName === 'button' || el.localName === 'input') && (el.type === 'submit' || el.type === 'image');
+  const form = link || !submits ? null : el.form;
+  const aim = ((link ? link.target : form ? (el.formTarget || form.target) : '') || '').toLowerCase();
+  const popup = aim !== '' && !['_self', '_top', '_parent'].includes(aim);
+  // Note whether the click starts a navigation of this page: the Navigation API's event (not for
+  // a download), or an unprevented submission of a form that targets this page (its navigation
+  // is queued for a later task). Read right after the click and again after the settle.
+  window.__wfNavigating = false;
+  const started = () => { window.__wfNavigating = true; };
+  if (window.navigation) {
+    window.navigation.addEventListener('navigate', (e) => { if (!e.downloadRequest) started(); }, {once: true});
+  }
+  window.addEventListener('submit', (e) => {
+    const form = e.target, by = e.submitter;
+    const method = ((by && by.getAttribute('formmethod')) || form.getAttribute('method') || '').toLowerCase();
+    const target = (by && by.getAttribute('formtarget')) || form.getAttribute('target') || '';
+    if (!e.defaultPrevented && method !== 'dialog' && (target === '' || target === '_self')) started();
+  }, {once: true});
+  return {x, y, hit: true, popup};
+}
+"""
+# Right after the click: has a navigation been announced (or is this already another document)?
+NAVIGATING_JS = "() => { const n = window.__wfNavigating; window.__wfNavigating = 'seen'; return n !== false; }"
+# After the settle: was one announced since (a navigation a script queued, say)?
+LATE_NAVIGATION_JS = ("() => { const n = window.__wfNavigating === true; if (n) window.__wfNavigating = 'seen';"
+                      " return n; }")
+
+
+
+class _Loop:
+    """A private asyncio loop on its own thread. The browser backend drives Playwright's async API
+    there, so that work for the next episode (a fresh context and page: Chromium starting a
+    renderer, ~80 ms in the headless shell) goes on between the environment's calls instead of
+    inside ``reset``."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="webfreeze-env-browser", daemon=True)
+        self.thread.start()
+
+    def run(self, coro):
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            # Interrupted (Ctrl-C): stop the call on the loop too, so that the next one does not
+            # run beside it on the same page.
+            if not future.done():
+                future.cancel()
+                concurrent.futures.wait([future], timeout=5)
+            raise
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+def _quietly(task: asyncio.Future) -> None:
+    """Retrieve a background task's exception (it has nobody to report to)."""
+    if not task.cancelled():
+        task.exception()
+
+
+class BrowserBackend:
+    """Chromium through the in-process replay server, driven from a private loop thread.
+
+    Each episode gets a fresh context and page made while the previous episode ran (a *spare*);
+    the first ``reset`` makes its own."""
+
+    def __init__(self, env: WebEnv):
+        from playwright.async_api import async_playwright
+
+        from .browser import launch_chromium
+
+        self.env = env
+        self.server = env.server.start()
+        self._loop = _Loop()
+        self._pw: Playwright | None = None
+        try:
+            self._pw = self._loop.run(async_playwright().start())
+            self.browser = self._loop.run(launch_chromium(self._pw, proxy=self.server.url, bypass_internal=False,
+                                                          shell=True))
+        except BaseException:
+            if self._pw is not None:
+                self._loop.run(self._pw.stop())
+            self._loop.stop()
+            self.server.stop()
+            raise
+        self.context: BrowserContext | None = None
+        self.page: Page | None = None
+        self._settles = 0  # settles so far: each one's token for the timer pump
+        self.pump = True  # False only to measure the rule against the browser's own timers (benchmarks)
+        self._spare: asyncio.Future | None = None
+        # What the last observation saw: the loop thread goes on handling the page's events
+        # between calls, so the live page.url could change under the caller.
+        self._url = ""
+        self._open_pages: list[str] = []
+        self._answers: list[dict] = []  # provenance records of the responses seen since the last take
+        self._answers_lock = threading.Lock()  # (the loop thread appends, the caller's thread takes)
+        self.bgym_raw: dict | None = None  # BrowserGym's snapshots of the last observation (observation="browsergym")
+        self._watched: dict = {}  # page -> its PageActivity: every page of the episode, once
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    def take_answers(self) -> list[dict]:
+        """The responses (and failed requests) the pages reported since the last call."""
+        with self._answers_lock:
+            got, self._answers = self._answers, []
+        return got
+
+    def reset(self, url: str) -> str | None:
+        return self._loop.run(self._reset(url))
+
+    async def _fresh(self):
+        from .browser import new_context
+
+        # live runs with --http-credentials: the browser answers a site's 401 challenge with them
+        credentials = (self.env.config.upstream or {}).get("http_credentials")
+        context = await new_context(self.browser, **({"http_credentials": credentials} if credentials else {}))
+        try:
+            page = await context.new_page()
+            await fast_animations(context, page)
+            return context, page
+        except BaseException:
+            await context.close()
+            raise
+
+    async def _reset(self, url: str) -> str | None:
+        old = self.context
+        spare, self._spare = self._spare, None
+        fresh = None
+        if spare is not None:
+            try:
+                fresh = await spare
+            except Exception:
+                fresh = None  # made again below; a browser that went away fails there, loudly
+        self.context, page = fresh or await self._fresh()
+        # The next episode's context and page, made while this one loads its first page (made
+        # after it, they would slow the first steps instead).
+        self._spare = asyncio.ensure_future(self._fresh())
+        self._spare.add_done_callback(_quietly)
+        if old is not None:
+            await old.close()
+        self._watched = {}
+        self.page = self._watch(page)
+        return await self._navigate(self.page.goto(url, wait_until="load"))
+
+    async def _navigate(self, awaitable) -> str | None:
+        from playwright.async_api import Error as PlaywrightError
+
+        try:
+            await awaitable
+            await self._settle()
+        except PlaywrightError as exc:
+            return str(exc).splitlines()[0]
+        return None
+
+    def _watch(self, page):
+        """``page`` as the active one (the first time: its timeout set and its events counted)."""
+        watched = self._watched.get(page)
+        if watched is None:
+            page.set_default_timeout(ACTION_TIMEOUT_MS)
+            watched = self._watched[page] = PageActivity(page)
+            self._count_answers(page)
+        self._activity = watched
+        return page
+
+    def _count_answers(self, page) -> None:
+        """Record how the replay answered each request of ``page`` (its X-Webfreeze headers): the
+        steps' provenance. A request that failed (no answer) counts as a miss."""
+
+        def main(request) -> bool:
+            try:
+                return request.is_navigation_request() and request.frame == page.main_frame
+            except Exception:  # a frame already detached
+                return False
+
+        def on_response(response) -> None:
+            request = response.request
+            if not request.url.startswith(("http:", "https:")):
+                return
+            h = response.headers
+            level = h.get("x-webfreeze-match") or "miss"
+            score = h.get("x-webfreeze-score")
+            size = h.get("content-length")
+            rec = answer_record(
+                kind_of_resource(request.resource_type), request.method, request.url, level, response.status,
+                main=main(request), score=float(score) if score else None,
+                capture_url=h.get("x-webfreeze-capture-url"),  # (as the header has it: ASCII URLs unchanged)
+                mime=h.get("content-type") if level != "miss" else None,
+                size=int(size) if size and size.isdigit() and level != "miss" else None)
+            with self._answers_lock:
+                self._answers.append(rec)
+
+        def on_failed(request) -> None:
+            if request.url.startswith(("http:", "https:")):
+                rec = answer_record(kind_of_resource(request.resource_type), request.method, request.url, "miss", 0,
+                                    main=main(request))
+                with self._answers_lock:
+                    self._answers.append(rec)
+
+        page.on("response", on_response)
+        page.on("requestfailed", on_failed)
+
+    async def _settle(self, extra_ms: int = 0) -> None:
+        """Wait for a navigation the action started to commit, for the load event, then until
+        nothing (request or navigation) has been in flight for SETTLE_MS; then run the page's due
+        timers (:func:`pump_timers`, ``extra_ms`` more virtual time for a wait action) and, if any
+        ran, settle again; again too if a document committed meanwhile and has not loaded yet. A
+        settled page has also painted (see :func:`wait_painted`), so the agent's next action is not
+        dropped."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        activity = self._activity
+        self._settles += 1
+        token = self._settles
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                await wait_painted(self.page)  # input sent before the first paint would be dropped
+                return
+            await activity.wait_commit(left)
+            try:
+                await self.page.wait_for_load_state("load", timeout=ACTION_TIMEOUT_MS)
+            except Exception:
+                return
+            activity.loaded = True
+            await activity.wait_quiet(SETTLE_MS, max(0.0, deadline - time.monotonic()))
+            if activity.pending is None and activity.loaded:
+                await wait_painted(self.page)
+                if activity.pending is None and activity.loaded:  # no navigation began meanwhile
+                    # the pump after the paint: a page that has just loaded answers late before it
+                    if self.pump and await pump_timers(self.page, token, extra_ms=extra_ms):
+                        continue  # timers ran: what they started (loads, a navigation) is waited for
+                    return
+
+    async def _click(self, sel: str, bid: str) -> bool:
+        """A left click on the element: straight through the mouse at the centre of its box when
+        a pointer there hits it (no waiting: the observation it comes from is settled), else
+        Playwright's ``click`` with its actionability waits (and its error when they fail).
+        True when it went through the mouse."""
+        from playwright.async_api import Error as PlaywrightError
+
+        point = await self.page.evaluate(CLICK_POINT_JS, bid)
+        if not (point and point["hit"]):
+            await self.page.click(sel)
+            return False
+        mark = self._activity.mark()
+        pages = len(self.context.pages)
+        await self.page.mouse.click(point["x"], point["y"])
+        if point.get("popup") and len(self.context.pages) == pages:
+            try:
+                await self.context.wait_for_event("page", timeout=POPUP_WAIT_MS)
+            except PlaywrightError:
+                pass  # a target that named an existing frame, or a blocked window
+        await self._announced(NAVIGATING_JS, mark)
+        return True
+
+    async def _announced(self, question: str, mark=None) -> bool:
+        """Ask the page whether a navigation was announced (NAVIGATING_JS right after a mouse
+        click, LATE_NAVIGATION_JS after its settle); if so, expect it unless its request or a
+        commit has been seen since ``mark`` (default: now)."""
+        from playwright.async_api import Error as PlaywrightError
+
+        mark = self._activity.mark() if mark is None else mark
+        try:
+            announced = await self.page.evaluate(question)
+        except PlaywrightError:
+            announced = True  # the document went away under the question
+        if announced:
+            self._activity.expect_navigation(mark)
+        return announced
+
+    def observe(self):
+        marked, shot, self._url, self._open_pages = self._loop.run(self._snapshot())
+        tree = build_tree(marked["html"], self._url, marked["geometry"])
+        if shot is not None and self.env.config.set_of_marks:
+            shot = draw_marks(shot, tree.summaries())
+        return tree, shot
+
+    async def _snapshot(self):
+        from playwright.async_api import Error as PlaywrightError
+
+        await self._follow_new_pages()
+        config = self.env.config
+        for attempt in range(SNAPSHOT_TRIES):
+            try:
+                # transitions and animations at their end, as the still screenshot below shows them
+                await finish_animations(self.page)
+                marked = await self.page.evaluate(MARK_JS)
+                if config.observation == "browsergym":  # (after MARK_JS: its bids are in the snapshots)
+                    self.bgym_raw = await bgym_obs.capture_browser(self.context, self.page, screenshot=False)
+                break
+            except PlaywrightError as exc:
+                # A navigation the settle did not see coming (a script's timer, say): wait for
+                # it as for any other, then look again.
+                if attempt == SNAPSHOT_TRIES - 1 or "context was destroyed" not in str(exc):
+                    raise
+                await self._settle()
+        shot = None
+        browsergym = config.observation == "browsergym"
+        if config.screenshots or config.set_of_marks or browsergym:
+            # still, as replay check's: two resets give the same bytes (issue 43)
+            shot = await still_screenshot_async(self.page)
+            if browsergym:
+                self.bgym_raw["png"] = shot
+            if not (config.screenshots or config.set_of_marks):
+                shot = None
+        return read_marked(marked), shot, self.page.url, [p.url for p in self.context.pages]
+
+    async def _follow_new_pages(self) -> None:
+        """A page opened since the last look (a link to another window) becomes the active one, as
+        one the active page closed hands over to the last one left."""
+        pages = self.context.pages
+        new = [p for p in pages if p not in self._watched]
+        if new or (pages and self.page not in pages):
+            self.page = self._watch(new[-1] if new else pages[-1])
+            try:
+                await fast_animations(self.context, self.page)  # (as the episode's first page)
+            except Exception:
+                pass  # a window that closed at once: the settle below sees it
+            await self._settle()
+
+    def act(self, a: Action, target: dict | None) -> str | None:
+        return self._loop.run(self._act(a))
+
+    async def _act(self, a: Action) -> str | None:
+        from playwright.async_api import Error as PlaywrightError
+
+        page = self.page
+        sel = f'[data-wf-bid="{a.bid}"]' if a.bid else None
+        more = a.args or {}
+        with self._answers_lock:
+            seen = len(self._answers)  # (the main documents this action loads are checked below)
+        by_mouse = False
+        try:
+            if a.kind == "click":
+                if more:  # another button, or modifiers: Playwright's click, as BrowserGym's
+                    await page.locator(sel).click(button=more.get("button", "left"), modifiers=more.get("modifiers"))
+                else:
+                    by_mouse = await self._click(sel, a.bid)
+            elif a.kind == "dblclick":
+                await page.locator(sel).dblclick(button=more.get("button", "left"), modifiers=more.get("modifiers"))
+            elif a.kind == "fill":
+                if more.get("autocomplete"):  # BrowserGym's: all but the last character filled, that one typed
+                    text, box = a.text or "", page.locator(sel)
+                    # BrowserGym clears first; an empty field is left alone: clearing it would fire an
+                    # input event for "" that no person's typing made (a search box would ask for q=)
+                    if await box.evaluate("e => ('value' in e ? e.value : e.textContent) || ''"):
+                        await box.clear()
+                    if len(text) > 1:
+                        await box.fill(text[:-1])
+                    if text:
+                        await box.press_sequentially(text[-1])
+                else:
+                    await page.fill(sel, a.text or "")
+                if a.key == "Enter":
+                    await page.press(sel, "Enter")
+            elif a.kind == "select":
+                many = more.get("options")
+                await page.locator(sel).select_option(list(many) if many else a.value)  # (a value or a label)
+            elif a.kind == "hover":
+                await page.hover(sel)
+            elif a.kind == "focus":
+                await page.locator(sel).focus()
+            elif a.kind == "clear":
+                await page.locator(sel).clear()
+            elif a.kind == "press":
+                if sel:
+                    await page.press(sel, a.key or "Enter")
+                else:
+                    await page.keyboard.press(a.key or "Enter")
+            elif a.kind == "drag_and_drop":
+                await page.locator(sel).hover()
+                await page.mouse.down()
+                await page.locator(f'[data-wf-bid="{more["to_bid"]}"]').hover()
+                await page.mouse.up()
+            elif a.kind in ("upload_file", "mouse_upload_file"):
+                missing = [f for f in more["files"] if not Path(f).is_file()]
+                if missing:
+                    return f"{a.kind}(): no such file {missing[0]!r}"
+                async with page.expect_file_chooser() as chooser:
+                    if sel:
+                        await page.locator(sel).click()
+                    else:
+                        await page.mouse.click(more["x"], more["y"])
+                await (await chooser.value).set_files(list(more["files"]))
+            elif a.kind == "scroll" and "delta_x" in more:
+                await page.mouse.wheel(more["delta_x"], more["delta_y"])
+            elif a.kind == "scroll":
+                dy = (a.amount or 500) * (-1 if a.direction == "up" else 1) if a.direction in ("up", "down") else 0
+                dx = (a.amount or 500) * (-1 if a.direction == "left" else 1) if a.direction in ("left", "right") else 0
+                if sel:
+                    await page.locator(sel).evaluate("(el, d) => el.scrollBy(d[0], d[1])", [dx, dy])
+                else:
+                    await page.mouse.wheel(dx, dy)
+            elif a.kind == "scroll_at":
+                await page.mouse.move(more["x"], more["y"])
+                await page.mouse.wheel(more["dx"], more["dy"])
+            elif a.kind == "mouse_move":
+                await page.mouse.move(more["x"], more["y"])
+            elif a.kind in ("mouse_up", "mouse_down"):
+                await page.mouse.move(more["x"], more["y"])
+                await getattr(page.mouse, a.kind[6:])(button=more.get("button", "left"))
+            elif a.kind in ("mouse_click", "mouse_dblclick"):
+                await getattr(page.mouse, a.kind[6:])(more["x"], more["y"], button=more.get("button", "left"))
+            elif a.kind == "mouse_drag_and_drop":
+                await page.mouse.move(more["from_x"], more["from_y"])
+                await page.mouse.down()
+                await page.mouse.move(more["to_x"], more["to_y"])
+                await page.mouse.up()
+            elif a.kind in ("keyboard_down", "keyboard_up"):
+                await getattr(page.keyboard, a.kind[9:])(a.key)
+            elif a.kind == "keyboard_type":
+                await page.keyboard.type(a.text or "")
+            elif a.kind == "keyboard_insert_text":
+                await page.keyboard.insert_text(a.text or "")
+            elif a.kind in ("new_tab", "tab_close", "tab_focus"):
+                problem = await self._tabs(a)
+                if problem:
+                    return problem
+            elif a.kind == "goto":
+                await page.goto(a.url, wait_until="load")
+            elif a.kind in ("go_back", "go_forward"):
+                if not await self._can_go(page, back=a.kind == "go_back"):
+                    return "no previous page" if a.kind == "go_back" else "no next page"
+                await (page.go_back if a.kind == "go_back" else page.go_forward)(wait_until="load")
+            # a wait is virtual time for the page's timers (the settle's pump), not a real sleep
+            await self._settle(extra_ms=min(a.amount or 0, 5000) if a.kind == "noop" else 0)
+            if a.kind == "click" and by_mouse and await self._announced(LATE_NAVIGATION_JS):
+                await self._settle()
+        except PlaywrightError as exc:
+            return str(exc).splitlines()[0]
+        with self._answers_lock:
+            loaded = [r for r in self._answers[seen:] if r["main"] and r["status"]]
+        miss = next((r for r in loaded if r["level"] == "miss"), None)
+        if miss is not None:  # (the text backend's words for the same load)
+            return f"not captured: the archive has no {miss['method']} {miss['url']} (a replay miss)"
+        if loaded and loaded[-1]["status"] >= 400:  # (as the text backend says of a page that failed)
+            return f"HTTP {loaded[-1]['status']} for {loaded[-1]['url']}"
+        return None
+
+    async def _tabs(self, a: Action) -> str | None:
+        """BrowserGym's tab actions: a new blank tab becomes the active one; closing the active tab
+        activates the last one left (a new blank one if none is); ``tab_focus(i)`` activates the
+        i-th open tab."""
+        pages = self.context.pages
+        if a.kind == "tab_focus":
+            index = a.args["index"]
+            if not -len(pages) <= index < len(pages):
+                return f"tab_focus(): no tab {index} ({len(pages)} open)"
+            page = pages[index]
+        elif a.kind == "new_tab":
+            page = await self.context.new_page()
+        else:
+            await self.page.close()
+            page = self.context.pages[-1] if self.context.pages else await self.context.new_page()
+        self.page = self._watch(page)
+        await page.bring_to_front()
+        return None
+
+    @staticmethod
+    async def _can_go(page, *, back: bool) -> bool:
+        """Whether the page's history has an entry of this episode before (or after) the current
+        one: the blank page a new tab starts on does not count, as in the text backend."""
+        cdp = await page.context.new_cdp_session(page)
+        try:
+            history = await cdp.send("Page.getNavigationHistory")
+        finally:
+            await cdp.detach()
+        to = history["currentIndex"] + (-1 if back else 1)
+        entries = history["entries"]
+        return 0 <= to < len(entries) and entries[to]["url"] != "about:blank"
+
+    def open_pages(self) -> list[str]:
+        return list(self._open_pages)
+
+    def screenshot(self) -> bytes:
+        return self._loop.run(still_screenshot_async(self.page))
+
+    def close(self) -> None:
+        if self._loop is None:
+            return
+        try:
+            self._loop.run(self._close())
+        finally:
+            self._loop.stop()
+            self._loop = None
+            self.server.stop()
+
+    async def _close(self) -> None:
+        try:
+            if self._spare is not None:
+                try:
+                    context, _ = await self._spare
+                    await context.close()
+                except Exception:
+                    pass
+            if self.context is not None:
+                await self.context.close()
+            await self.browser.close()
+        finally:
+            await self._pw.stop()

@@ -1,0 +1,206 @@
+"""The ``tasks`` command group (checking, adding and validating suites' tasks).
+
+Registered on the main CLI in ``webfreeze/cli/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from webfreeze.cli.options import task_options
+from webfreeze.common.errors import WebfreezeError
+from webfreeze.eval.authoring import add_task, capture_misses, describe_miss
+from webfreeze.eval.report import write_report
+from webfreeze.eval.score import SUCCESS_KINDS
+from webfreeze.eval.tasks import load_suite
+from webfreeze.runs.console import DEFAULT_BACKEND, run_suite
+from webfreeze.runs.prepare import select_tasks
+from webfreeze.runs.spec import RunError
+from webfreeze.simulator.backends import BACKENDS
+
+
+@click.group("tasks")
+def tasks_group() -> None:
+    """Task suites: validate them and count their tasks."""
+
+
+@tasks_group.command("check")
+@click.argument("suite", metavar="SUITE", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def tasks_check(suite, as_json):
+    """Load and validate SUITE (a suite directory, its manifest, a tasks .jsonl file, or the
+    Mind2Web-Live key-node JSON) and print the number of tasks per category and kind."""
+    s = load_suite(suite)
+    kinds: dict[str, int] = {}
+    for t in s.tasks:
+        for k in t.kinds:
+            kinds[k] = kinds.get(k, 0) + 1
+    if as_json:
+        click.echo(json.dumps({"name": s.name, "digest": s.digest, "tasks": len(s.tasks), "categories": s.counts(),
+                               "kinds": dict(sorted(kinds.items()))}, indent=2, sort_keys=True))
+        return
+    counts = s.counts()
+    width = max(len(c) for c in counts)
+    for cat, n in counts.items():
+        click.echo(f"{cat:<{width}}  {n:>5}")
+    click.echo(f"{'total':<{width}}  {len(s.tasks):>5}")
+    click.echo("kinds: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+    click.echo(f"{s.name}: {len(s.tasks)} tasks ok, digest {s.digest}", err=True)
+
+
+@tasks_group.command("add")
+@click.argument("suite", metavar="SUITE", type=click.Path(file_okay=False))
+@click.option("--reference", "reference", required=True, type=click.Path(dir_okay=False),
+              help="The session's trajectory (record session --trajectory); copied into SUITE/references/.")
+@click.option("--answer", "answer", required=True, help="The task's answer.")
+@click.option("--match", type=click.Choice(["exact", "normalised", "must_include"]), default="exact",
+              show_default=True, help="How an agent's answer is checked against --answer.")
+@click.option("--category", default=None,
+              help="The task's category [default: the manifest's only category, else 'general'].")
+@click.option("--instruction", default=None, help="What the agent is asked [default: the trajectory's instruction].")
+@click.option("--id", "task_id", default=None, help="The task's id [default: the reference file's name].")
+@click.option("--archive", type=click.Path(dir_okay=False),
+              help="A new suite only: the archive its manifest names (the one the session recorded into).")
+@click.option("--replace", is_flag=True,
+              help="Replace the task of the same id (a session recorded again) and its reference.")
+def tasks_add(suite, reference, answer, match, category, instruction, task_id, archive, replace):
+    """Add a task to SUITE from a recorded session: the task line (its start URL from the session,
+    the answer check, the reference trajectory copied into SUITE/references/). A SUITE that does not
+    exist is made, with a manifest. Nothing is written when anything is wrong."""
+    obj = add_task(suite, reference, answer, category=category, instruction=instruction, task_id=task_id,
+                   match=match, archive=archive, replace=replace)
+    for change in obj.get("changes", []):
+        click.echo(f"{obj['id']}: {change}")
+    click.echo(f"{'replaced' if obj['replaced'] else 'added'} task {obj['id']} ({obj['category']}) in {suite}; "
+               f"check it with: webfreeze tasks validate {suite}", err=True)
+
+
+@tasks_group.command("validate")
+@click.argument("suite", metavar="SUITE", type=click.Path())
+@click.option("--archive", "archive", type=click.Path(dir_okay=False),
+              help="Archive to check against (default: the one the suite's manifest names).")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None,
+              help="browser runs the pages' scripts; text is fast and enough for server-rendered sites "
+                   "[default: the suite manifest's backend, else browser, as bench run].")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--out", type=click.Path(file_okay=False), help="Keep the validation run here (default: discarded).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@task_options
+def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, limit):
+    """Replay every task's reference trajectory on the archive with the reference agent and list
+    the tasks whose ground truth cannot be reached there ("expired" tasks), and those whose replay
+    asked for a document or XHR the archive lacks ("incomplete capture", naming the reference step
+    and the URL, reached or not: the evidence may also stand on a page that did load). A
+    personalised task is reachable when its final state (or ranking) is: its rubric also scores
+    history retrieval.
+
+    Exit status 0 when every task is reachable with a complete capture, 1 otherwise.
+    """
+    loaded = load_suite(suite)
+    no_ref = [t.id for t in select_tasks(loaded.tasks, task_globs, limit) if t.reference is None]
+    if no_ref:
+        raise RunError(f"{len(no_ref)} task(s) have no reference trajectory to replay, e.g. {no_ref[0]}")
+    backend = backend or loaded.backend or DEFAULT_BACKEND
+    report, expired, incomplete = _validate_run(suite, archive, backend, workers, out, as_json, task_globs, limit)
+    if expired or incomplete:
+        # would the other backend reach them? (a page whose scripts matter, or a page whose scripts
+        # break the replay): said per task, for the author to choose the suite's backend
+
+        other = next(b for b in BACKENDS if b != backend)
+        problems = expired + incomplete
+        try:
+            _, still, still_incomplete = _validate_run(suite, archive, other, workers, None, True,
+                                                       [glob.escape(e["task_id"]) for e in problems], None)
+        except WebfreezeError:  # the other backend cannot run here (no Chromium): nothing to say
+            still, still_incomplete = problems, []
+        failing = {e["task_id"] for e in still + still_incomplete}
+        for e in problems:
+            e["passes_with"] = other if e["task_id"] not in failing else None
+    result = {"suite": report["suite"], "tasks": len(report["tasks"]), "expired": expired, "incomplete": incomplete,
+              "backend": backend}
+    if as_json:
+        click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
+    else:
+        for e in incomplete:
+            click.echo(f"incomplete capture: {e['task_id']} ({_why_expired(e)})")
+        for e in expired:
+            click.echo(f"expired: {e['task_id']} ({_why_expired(e)})")
+        bad = len(expired) + len(incomplete)
+        click.echo(f"{report['suite']['name']}: {len(report['tasks']) - bad} of {len(report['tasks'])} tasks "
+                   f"reachable on the archive, {len(expired)} expired"
+                   + (f", {len(incomplete)} incomplete capture" if incomplete else "") + f" ({backend} backend)",
+                   err=True)
+    sys.exit(1 if expired or incomplete else 0)
+
+
+def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
+                  limit) -> tuple[dict, list[dict], list[dict]]:
+    """Run the reference agent on the selected tasks; (the report, the expired tasks: id, how the
+    episode ended, the answer, the failed check's detail and the reason the reference gave up; the
+    tasks whose replay missed a document or XHR: the same, and ``misses``,
+    :func:`~webfreeze.eval.authoring.capture_misses`, with ``reason`` naming the first)."""
+    tmp = None
+    if out is None:
+        tmp = tempfile.mkdtemp(prefix="webfreeze-validate-")
+        out = str(Path(tmp) / "run")
+    try:
+        run_suite(suite, archive, "reference", out, workers=workers, backend=backend, quiet=quiet,
+                  tasks=task_globs, limit=limit)
+        report = write_report(out)
+        expired, incomplete = [], []
+        for tid, r in sorted(report["tasks"].items()):
+            try:
+                traj = json.loads((Path(out) / "trajectories" / f"{tid}.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                traj = {}
+            traj = traj if isinstance(traj, dict) else {}
+            misses = capture_misses(traj)
+            if _reachable(r) and not misses:
+                continue
+            detail = next((res.get("detail") for res in r["results"].values()
+                           if isinstance(res, dict) and not res.get("success") and res.get("detail")), None)
+            end = traj.get("end") if isinstance(traj.get("end"), dict) else {}
+            reason = end.get("detail") if end.get("reason") == "infeasible" else None
+            entry = {"task_id": tid, "end": r.get("end_reason") or r["outcome"], "answer": r.get("answer"),
+                     "detail": detail, "reason": reason, "passes_with": None}
+            if misses:
+                entry.update(misses=misses, reached=_reachable(r), reason=describe_miss(misses[0])
+                             + (f" (and {len(misses) - 1} more)" if len(misses) > 1 else ""))
+                incomplete.append(entry)
+            else:
+                expired.append(entry)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return report, expired, incomplete
+
+
+def _why_expired(e: dict) -> str:
+    """One expired task's line: why the reference could not reach the ground truth, and whether the
+    other backend would."""
+    if e.get("reason"):
+        why = e["reason"]
+    else:
+        answered = "no answer" if e["answer"] is None else f"answer {e['answer']!r}"
+        why = f"ended by {e['end']}; {answered}"
+    if e.get("passes_with"):
+        why += f"; passes with the {e['passes_with']} backend"
+    return why
+
+
+def _reachable(r: dict) -> bool:
+    """Whether the reference reached the task's ground truth. A personalised task's rubric also
+    scores history retrieval, which a replayed reference never does: there the task's other checks
+    (final state, ranking) decide."""
+    results = r.get("results") or {}
+    others = [results[k] for k in SUCCESS_KINDS if k != "rubric" and isinstance(results.get(k), dict)]
+    if "rubric" in results and others:
+        return all(v["success"] for v in others)
+    return bool(r["success"])

@@ -98,7 +98,7 @@ def test_every_json_file_of_the_shipped_demo_data_validates():
     assert counts["suite-manifest"] == len(SUITES) and counts["context-pool-line"] == 1
 
 
-def test_every_json_file_of_a_bundle_validates(demo_runs, tmp_path):
+def test_every_json_file_of_a_bundle_and_its_re_run_validates(demo_runs, tmp_path):
     from cli_runner import invoke
 
     bundle = tmp_path / "run.wfb"
@@ -106,6 +106,10 @@ def test_every_json_file_of_a_bundle_validates(demo_runs, tmp_path):
     assert result.returncode == 0, result.stderr
     counts = check_bundle(bundle, tmp_path / "unpacked")
     assert counts["bundle-index"] == counts["bundle-digest"] == counts["run-manifest"] == counts["suite-manifest"] == 1
+    result = invoke("bundle", "run", str(bundle), "--out", str(tmp_path / "rerun"))  # what a re-run writes too
+    assert result.returncode == 0, result.stderr
+    counts = check_tree(tmp_path / "rerun")
+    assert counts["run-manifest"] == 2 and counts["suite-manifest"] == 1
 
 
 def test_a_json_file_no_schema_covers_or_that_breaks_its_schema_fails_the_walk(demo_runs, tmp_path):

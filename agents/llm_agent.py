@@ -38,7 +38,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from string import Template
+from typing import Any, ClassVar
 
 from webfreeze.common.text import collapse_ws
 from webfreeze.simulator.actions import ENDING_KINDS, Action, ActionError, format_action, normalize_dialect, try_parse
@@ -116,11 +117,11 @@ class PromptSet:
     folder: Path
     digest: str
     system: str
-    step: object          # string.Template
-    retry: object         # string.Template
+    step: Template
+    retry: Template
     reply_format: str
     memory: str | None    # the dynamic memory's template text (None when not needed)
-    system_template: object = None  # string.Template of system.txt (to add the history action)
+    system_template: Template | None = None  # system.txt's (to add the history action)
     actions: str = ""
 
     @classmethod
@@ -159,8 +160,8 @@ class SchemePrompts:
 
     folder: Path
     digest: str
-    planner: object      # string.Template: $goal, $n
-    generator: object    # string.Template: $goal, $entries
+    planner: Template    # $goal, $n
+    generator: Template  # $goal, $entries
     action_line: str
 
     @classmethod
@@ -185,7 +186,7 @@ class ContextPrompts:
 
     folder: Path
     digest: str
-    templates: dict  # file name -> string.Template
+    templates: dict[str, Template]  # by file name
 
     @classmethod
     def load(cls, prompt: str) -> "ContextPrompts":
@@ -375,7 +376,7 @@ class Reply:
     note: str | None
     thought: str | None
     action_text: str
-    action: object | None   # simulator.actions.Action
+    action: Action | None
     error: str | None
 
 
@@ -430,7 +431,7 @@ def _usage(completions) -> tuple[dict, dict]:
     """The ``llm`` agent field for the calls of one step (what was asked and answered: the same in a
     recorded run and its replay), and its timing part (how: the models' latency and how many calls
     the cassette answered), which the trajectory keeps with the step's timings."""
-    out = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "keys": []}
+    out: dict[str, Any] = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "keys": []}
     timing = {"cassette_hits": 0, "llm_ms": 0.0}
     for c in completions:
         usage = getattr(c, "usage", None) or {}
@@ -651,7 +652,7 @@ class LLMAgent(Agent):
         unknown = sorted(set(settings) - set(SETTING_NAMES))
         if unknown:
             raise AgentError(f"agent 'llm' has no setting {unknown[0]!r} (its settings: {', '.join(SETTING_NAMES)})")
-        groups = {}
+        groups: dict[str, Any] = {}
         for arg, cls in GROUPS:
             obj = given.get(arg)
             flat_given = [key for key in cls.FLAT if key in settings]
@@ -664,40 +665,44 @@ class LLMAgent(Agent):
                                  "not both")
             else:
                 groups[arg] = obj
-        sampling, memory, prompting = groups["sampling"], groups["memory"], groups["prompting"]
-        scheme, context = groups["scheme"], groups["context"]
-        if (context.irag or context.reflection) and scheme.scheme != "no-history":
-            which = "irag" if context.irag else "reflection"
-            raise AgentError(f"{which}=true works with scheme=no-history only (not {scheme.scheme})")
-        self.sampling, self.memory_config, self.prompting = sampling, memory, prompting
-        self.scheme_config, self.context_config = scheme, context
-        self.dialect = normalize_dialect(prompting.dialect)
-        self.settings = {**sampling.flat(), **memory.flat(), **prompting.flat()}
-        if scheme.scheme != "no-history":  # (a no-history agent's config stays as it was before schemes existed)
-            self.settings.update(scheme.flat())
+        sampling_cfg: SamplingConfig = groups["sampling"]
+        memory_cfg: MemoryConfig = groups["memory"]
+        prompting_cfg: PromptConfig = groups["prompting"]
+        scheme_cfg: SchemeConfig = groups["scheme"]
+        context_cfg: ContextConfig = groups["context"]
+        if (context_cfg.irag or context_cfg.reflection) and scheme_cfg.scheme != "no-history":
+            which = "irag" if context_cfg.irag else "reflection"
+            raise AgentError(f"{which}=true works with scheme=no-history only (not {scheme_cfg.scheme})")
+        self.sampling, self.memory_config, self.prompting = sampling_cfg, memory_cfg, prompting_cfg
+        self.scheme_config, self.context_config = scheme_cfg, context_cfg
+        self.dialect = normalize_dialect(prompting_cfg.dialect)
+        self.settings: dict[str, Any] = {**sampling_cfg.flat(), **memory_cfg.flat(), **prompting_cfg.flat()}
+        if scheme_cfg.scheme != "no-history":  # (a no-history agent's config stays as it was before schemes existed)
+            self.settings.update(scheme_cfg.flat())
         # Likewise, the long-context settings enter the config (the run's identity) only when one differs
         # from its default: an agent without them keeps the config it had before they existed.
-        self.long_context = not context.is_default
+        self.long_context = not context_cfg.is_default
         if self.long_context:
-            self.settings.update({k: v for k, v in context.flat().items() if k != "reflection_tokens"})
-        if context.reflection_tokens is not None:  # (absent when not set: the config stays as it was)
-            self.settings["reflection_tokens"] = context.reflection_tokens
-        self.irag, self.reflection, self.context_tokens = context.irag, context.reflection, context.context_tokens
-        self.reflection_tokens = context.reflection_tokens
-        self.context_prompts = ContextPrompts.load(context.context_prompt)
-        self.scheme = scheme.scheme
-        self.prompts = PromptSet.load(prompting.prompt, self.dialect, need_memory=memory.strategy == "dynamic")
-        self.scheme_prompts = (SchemePrompts.load(scheme.prompt, self.dialect) if scheme.scheme != "no-history"
+            self.settings.update({k: v for k, v in context_cfg.flat().items() if k != "reflection_tokens"})
+        if context_cfg.reflection_tokens is not None:  # (absent when not set: the config stays as it was)
+            self.settings["reflection_tokens"] = context_cfg.reflection_tokens
+        self.irag, self.reflection = context_cfg.irag, context_cfg.reflection
+        self.context_tokens = context_cfg.context_tokens
+        self.reflection_tokens = context_cfg.reflection_tokens
+        self.context_prompts = ContextPrompts.load(context_cfg.context_prompt)
+        self.scheme = scheme_cfg.scheme
+        self.prompts = PromptSet.load(prompting_cfg.prompt, self.dialect, need_memory=memory_cfg.strategy == "dynamic")
+        self.scheme_prompts = (SchemePrompts.load(scheme_cfg.prompt, self.dialect) if scheme_cfg.scheme != "no-history"
                                else None)
-        self.system = (self.prompts.system_with(self.scheme_prompts.action_line) if scheme.scheme == "on-demand"
+        self.system = (self.prompts.system_with(self.scheme_prompts.action_line) if scheme_cfg.scheme == "on-demand"
                        else self.prompts.system)
-        self.memory = make_memory(memory.strategy, k=memory.k, m=memory.m, seed=memory.seed,
+        self.memory = make_memory(memory_cfg.strategy, k=memory_cfg.k, m=memory_cfg.m, seed=memory_cfg.seed,
                                   template=self.prompts.memory)
         self.tokenizer = self._load_tokenizer()
         self.llm_config = self._llm_config()
         self.services = None
-        self._client = None
-        self._owned_services = None  # services of its own, outside a runner (a temporary cassette)
+        self._client: Any = None
+        self._owned_services: Any = None  # services of its own, outside a runner (a temporary cassette)
         self._own_dir = None
         self._server = None
         self.task_id: str | None = None
@@ -748,8 +753,8 @@ class LLMAgent(Agent):
         out.update(extra)
         return out
 
-    @property
-    def wants_local_model(self) -> bool:
+    @property  # (over Agent's class attribute False: a plain agent wants no local model)
+    def wants_local_model(self) -> bool:  # type: ignore[override]
         """Whether this agent talks to the embedded local model with no URL of its own: a run then
         starts that model's server (the runner asks, before its workers start)."""
         return self.settings["model"] == "local" and self.settings["base_url"] is None
@@ -803,8 +808,8 @@ class LLMAgent(Agent):
         context = get("context")
         text = context.get("text") if isinstance(context, dict) else None
         self._context_text = ""
-        self._first_fields: dict = {}  # what the first step records (the context's cut, iRAG)
-        self._irag_summary: str | None = None
+        self._first_fields = {}  # what the first step records (the context's cut, iRAG)
+        self._irag_summary = None
         if isinstance(text, str) and text.strip():
             shown, record = cut_context(text, self.context_tokens, self.tokenizer, context.get("sessions"))
             self._context_text = shown
@@ -913,7 +918,8 @@ class LLMAgent(Agent):
     def _history_turn(self, obs: dict, step) -> tuple[dict | None, list, dict]:
         """Before the acting call: read a search's answer; pre-execution may act here (its searches,
         sent one per call). Returns (a finished action or None, completions, fields for the step)."""
-        completions, fields = [], {}
+        completions: list = []
+        fields: dict[str, Any] = {}
         if self._searched is not None:
             entries = [e for e in (obs.get("history_results") or []) if isinstance(e, dict)]
             self._searched = None
@@ -927,11 +933,11 @@ class LLMAgent(Agent):
                 self._collected += [e for e in entries if e.get("id") not in seen]
         if self.scheme == "pre-execution" and self._enhanced is None:
             if self._queued is None:
-                text = _tidy(self.scheme_prompts.planner.substitute(goal=self.goal, n=self.settings["history_queries"]))
+                text = _tidy(self.scheme_prompts.planner.substitute(goal=self.goal, n=self.scheme_config.queries))
                 c = self._client.chat([{"role": "user", "content": text}], step=step, purpose="planner")
                 completions.append(c)
                 # a planner that writes no usable query still searches once, with the task itself
-                self._queued = planner_queries(c.text, self.settings["history_queries"]) or [collapse_ws(self.goal)[:200]]
+                self._queued = planner_queries(c.text, self.scheme_config.queries) or [collapse_ws(self.goal)[:200]]
                 self._planned = list(self._queued)
                 fields["planner_queries"] = list(self._planned)
             if self._queued:

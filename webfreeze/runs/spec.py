@@ -281,7 +281,7 @@ def check_context(context: Mapping | None) -> dict:
     command line: ``{}`` or ``{tokens, tokenizer, seed, pool, a1_run}``; raises :class:`RunError`
     (one line naming the key). See :func:`webfreeze.runs.context.check_context`."""
     try:
-        return check_context_condition(context)
+        return check_context_condition(dict(context) if context is not None else None)
     except ContextError as exc:
         raise RunError(str(exc)) from None
 

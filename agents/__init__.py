@@ -19,6 +19,7 @@ import contextlib
 import importlib
 import inspect
 from importlib.metadata import entry_points
+from typing import Any
 
 from .base import Agent, AgentError, TaskView
 from .baseline import KeywordAgent
@@ -35,7 +36,7 @@ def _llm_agent():
 
 
 # name -> class, or a function returning the class (built-ins whose imports are heavy)
-AGENTS: dict[str, object] = {"reference": ReferenceAgent, "keyword": KeywordAgent, "llm": _llm_agent}
+AGENTS: dict[str, Any] = {"reference": ReferenceAgent, "keyword": KeywordAgent, "llm": _llm_agent}
 
 
 def _installed() -> dict:
@@ -84,8 +85,13 @@ def agent_class(spec: str) -> type:
 
 def agent_settings(spec: str) -> list[str] | None:
     """The settings agent ``spec`` takes (``bench run --agent-config KEY=VALUE``); None when its
-    ``__init__`` takes any (``**settings``: it checks its own)."""
-    params = inspect.signature(agent_class(spec).__init__).parameters.values()
+    ``__init__`` takes any (``**settings``: it checks its own). A class may declare them
+    (``setting_names``, a tuple), as the LLM agent does: its constructor also takes config objects."""
+    cls = agent_class(spec)
+    declared = getattr(cls, "setting_names", None)
+    if isinstance(declared, tuple):
+        return list(declared)
+    params = inspect.signature(cls.__init__).parameters.values()  # type: ignore[misc]
     if any(p.kind is p.VAR_KEYWORD for p in params):
         return None
     return [p.name for p in params if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]

@@ -38,6 +38,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from string import Template
+from typing import Any, ClassVar
 
 from webfreeze.common.text import collapse_ws
 from webfreeze.simulator.actions import ENDING_KINDS, Action, ActionError, format_action, normalize_dialect, try_parse
@@ -115,11 +117,11 @@ class PromptSet:
     folder: Path
     digest: str
     system: str
-    step: object          # string.Template
-    retry: object         # string.Template
+    step: Template
+    retry: Template
     reply_format: str
     memory: str | None    # the dynamic memory's template text (None when not needed)
-    system_template: object = None  # string.Template of system.txt (to add the history action)
+    system_template: Template | None = None  # system.txt's (to add the history action)
     actions: str = ""
 
     @classmethod
@@ -158,8 +160,8 @@ class SchemePrompts:
 
     folder: Path
     digest: str
-    planner: object      # string.Template: $goal, $n
-    generator: object    # string.Template: $goal, $entries
+    planner: Template    # $goal, $n
+    generator: Template  # $goal, $entries
     action_line: str
 
     @classmethod
@@ -184,7 +186,7 @@ class ContextPrompts:
 
     folder: Path
     digest: str
-    templates: dict  # file name -> string.Template
+    templates: dict[str, Template]  # by file name
 
     @classmethod
     def load(cls, prompt: str) -> "ContextPrompts":
@@ -374,7 +376,7 @@ class Reply:
     note: str | None
     thought: str | None
     action_text: str
-    action: object | None   # simulator.actions.Action
+    action: Action | None
     error: str | None
 
 
@@ -429,7 +431,7 @@ def _usage(completions) -> tuple[dict, dict]:
     """The ``llm`` agent field for the calls of one step (what was asked and answered: the same in a
     recorded run and its replay), and its timing part (how: the models' latency and how many calls
     the cassette answered), which the trajectory keeps with the step's timings."""
-    out = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "keys": []}
+    out: dict[str, Any] = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "keys": []}
     timing = {"cassette_hits": 0, "llm_ms": 0.0}
     for c in completions:
         usage = getattr(c, "usage", None) or {}
@@ -466,106 +468,241 @@ def _whole(value, what: str, *, low: int | None = 0, none_ok: bool = False):
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class LLMAgent(Agent):
-    """The LLM agent (``--agent llm``); the settings are its constructor's keyword arguments (JSON values).
+# ------------------------------------------------------------------------------------------ config objects
+# The agent's settings, grouped. Each group is a frozen dataclass that checks its values when made
+# (an AgentError naming the setting). Its FLAT table names each field's key in the agent's flat JSON
+# settings (``--agent-config``, a study's ``[[agents]]``, the manifest's ``agent_settings``), in the
+# order the agent's config writes them: that config is the run's identity and part of no cassette key,
+# but runs compare it, so its keys and their order stay as they were.
+class _Group:
+    FLAT: ClassVar[dict[str, str]]  # flat setting name -> field name
 
-    ``model``, ``base_url``, ``api_key_env`` (the NAME of the variable holding the key), ``temperature``,
-    ``top_p``, ``seed`` and ``max_tokens`` make its :class:`~webfreeze.llm.LLMConfig` (model ``local``
-    is the embedded SmolLM2 server). ``memory`` is one of ``last-k``, ``random-k``, ``dynamic``,
-    ``embedding``, ``none``, with ``k`` (last-k, random-k), ``m`` (dynamic, embedding) and
-    ``memory_seed`` (random-k). ``obs_tokens`` is the observation budget; ``dialect`` the actions it
-    is told to write (``webarxiv``, ``browsergym``, ``webarena``); ``vision`` attaches the screenshot;
-    ``prompt`` names the prompt set. ``context_tokens`` is the prior context's budget (a task view's
-    ``context``); ``irag`` summarises that context in one call before the first action; ``reflection``
-    reflects on each step in a call of its own, of at most ``reflection_tokens`` tokens (default:
-    ``max_tokens``); ``context_prompt`` names their prompt set. Bad settings
-    are an :class:`AgentError` from the constructor.
+    @classmethod
+    def from_flat(cls, settings: dict):
+        """The group made from the flat settings it owns (the others are left alone)."""
+        return cls(**{name: settings[key] for key, name in cls.FLAT.items() if key in settings})
+
+    def flat(self) -> dict:
+        """The group as flat settings, in :attr:`FLAT`'s order."""
+        return {key: getattr(self, name) for key, name in self.FLAT.items()}
+
+
+@dataclass(frozen=True)
+class SamplingConfig(_Group):
+    """The model and how it is asked: they make the agent's :class:`~webfreeze.llm.LLMConfig` (model
+    ``local`` is the embedded SmolLM2 server; ``api_key_env`` is the NAME of the variable holding
+    the key, ``""`` or None for none)."""
+
+    model: str = "local"
+    base_url: str | None = None
+    api_key_env: str | None = None
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = 0
+    max_tokens: int = 200
+
+    FLAT: ClassVar[dict[str, str]] = {n: n for n in ("model", "base_url", "api_key_env", "temperature", "top_p",
+                                                    "seed", "max_tokens")}
+
+    def __post_init__(self):
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise AgentError(f"model must name a model (not {self.model!r})")
+        if self.base_url is not None and (not isinstance(self.base_url, str)
+                                          or not re.match(r"^https?://", self.base_url)):
+            raise AgentError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1 (not {self.base_url!r})")
+        if self.api_key_env == "":  # an endpoint that needs no key (study files: api_key_env = "")
+            object.__setattr__(self, "api_key_env", None)
+        if self.api_key_env is not None and (not isinstance(self.api_key_env, str)
+                                             or not _ENV_NAME.match(self.api_key_env)):
+            raise AgentError(f"api_key_env must be the NAME of an environment variable (not {self.api_key_env!r})")
+        _number(self.temperature, "temperature", low=0)
+        _number(self.top_p, "top_p", low=0, high=1, low_open=True)
+        _whole(self.seed, "seed", low=None, none_ok=True)
+        _whole(self.max_tokens, "max_tokens", low=1)
+
+
+@dataclass(frozen=True)
+class MemoryConfig(_Group):
+    """Which past steps the prompt shows (:mod:`webfreeze.agents.memory`): ``strategy`` one of
+    ``last-k``, ``random-k``, ``dynamic``, ``embedding``, ``none``, with ``k`` (last-k, random-k),
+    ``m`` (dynamic, embedding) and ``seed`` (random-k). Flat: ``memory``, ``k``, ``m``, ``memory_seed``."""
+
+    strategy: str = "last-k"
+    k: int = 3
+    m: int = 3
+    seed: int = 0
+
+    FLAT: ClassVar[dict[str, str]] = {"memory": "strategy", "k": "k", "m": "m", "memory_seed": "seed"}
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise AgentError(f"unknown memory strategy {self.strategy!r} (known: {', '.join(STRATEGIES)})")
+        _whole(self.k, "k")
+        _whole(self.m, "m")
+        _whole(self.seed, "memory_seed", low=None)
+
+
+@dataclass(frozen=True)
+class PromptConfig(_Group):
+    """What the model reads and writes: the prompt set (a name under ``agents/prompts/`` or a
+    folder), the action ``dialect`` it is told to write (``webarxiv``, ``browsergym``,
+    ``webarena``), the observation's budget in tokens and whether the screenshot goes along."""
+
+    obs_tokens: int = 1500
+    dialect: str = "webarxiv"
+    vision: bool = False
+    prompt: str = DEFAULT_PROMPT
+
+    FLAT: ClassVar[dict[str, str]] = {n: n for n in ("obs_tokens", "dialect", "vision", "prompt")}
+
+    def __post_init__(self):
+        _whole(self.obs_tokens, "obs_tokens", low=1)
+        if not isinstance(self.dialect, str):
+            raise AgentError(f"dialect must be webarxiv, browsergym or webarena (not {self.dialect!r})")
+        try:
+            normalize_dialect(self.dialect)
+        except ActionError:
+            raise AgentError(f"unknown dialect {self.dialect!r} (known: webarxiv, browsergym, webarena)") from None
+        if not isinstance(self.vision, bool):
+            raise AgentError(f"vision must be true or false (not {self.vision!r})")
+
+
+@dataclass(frozen=True)
+class SchemeConfig(_Group):
+    """How the agent reaches the user's history (:data:`SCHEMES`): the planner's number of queries
+    and the schemes' prompt set. Flat: ``scheme``, ``history_queries``, ``scheme_prompt``."""
+
+    scheme: str = "no-history"
+    queries: int = 3
+    prompt: str = DEFAULT_SCHEME_PROMPT
+
+    FLAT: ClassVar[dict[str, str]] = {"scheme": "scheme", "history_queries": "queries", "scheme_prompt": "prompt"}
+
+    def __post_init__(self):
+        if self.scheme not in SCHEMES:
+            raise AgentError(f"unknown scheme {self.scheme!r} (known: {', '.join(SCHEMES)})")
+        _whole(self.queries, "history_queries", low=1)
+        if not isinstance(self.prompt, str) or not self.prompt.strip():
+            raise AgentError("scheme_prompt must name a prompt set (e.g. schemes-v1) or a folder")
+
+
+@dataclass(frozen=True)
+class ContextConfig(_Group):
+    """The long-context settings: the prior context's budget (``context_tokens``), the iRAG summary
+    call, the reflection calls (at most ``reflection_tokens`` tokens each; default ``max_tokens``)
+    and their prompt set (``context_prompt``)."""
+
+    irag: bool = False
+    reflection: bool = False
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    context_prompt: str = DEFAULT_CONTEXT_PROMPT
+    reflection_tokens: int | None = None
+
+    FLAT: ClassVar[dict[str, str]] = {n: n for n in ("irag", "reflection", "context_tokens", "context_prompt",
+                                                    "reflection_tokens")}
+
+    def __post_init__(self):
+        for name in ("irag", "reflection"):
+            if not isinstance(getattr(self, name), bool):
+                raise AgentError(f"{name} must be true or false (not {getattr(self, name)!r})")
+        _whole(self.context_tokens, "context_tokens")
+        _whole(self.reflection_tokens, "reflection_tokens", low=1, none_ok=True)
+        if self.reflection_tokens is not None and not self.reflection:
+            raise AgentError("reflection_tokens needs reflection=true (it sizes the reflection calls)")
+        if self.irag and self.context_tokens == 0:
+            raise AgentError("irag=true needs context_tokens of 1 or more (the summary reads the prior context)")
+        if not isinstance(self.context_prompt, str) or not self.context_prompt.strip():
+            raise AgentError(f"context_prompt must name a prompt set (e.g. {DEFAULT_CONTEXT_PROMPT}) or a folder")
+
+    @property
+    def is_default(self) -> bool:
+        """Whether the long-context settings (all but ``reflection_tokens``) are their defaults."""
+        return (self.irag, self.reflection, self.context_tokens, self.context_prompt) == (
+            False, False, DEFAULT_CONTEXT_TOKENS, DEFAULT_CONTEXT_PROMPT)
+
+
+# (keyword name in LLMAgent(...), its config class); ``memory`` and ``scheme`` are also flat settings
+# (the strategy's and the scheme's names): a string there is the flat setting, a config object the group.
+GROUPS = (("sampling", SamplingConfig), ("memory", MemoryConfig), ("prompting", PromptConfig),
+          ("scheme", SchemeConfig), ("context", ContextConfig))
+SETTING_NAMES = tuple(key for _, cls in GROUPS for key in cls.FLAT)
+
+
+class LLMAgent(Agent):
+    """The LLM agent (``--agent llm``). From Python its settings are five config objects:
+    ``LLMAgent(sampling=SamplingConfig(...), memory=MemoryConfig(...), prompting=PromptConfig(...),
+    scheme=SchemeConfig(...), context=ContextConfig(...))``, each defaulting to its defaults. Every
+    setting can also be given by its flat name (JSON values: ``--agent-config``, a study's agents,
+    the manifest's ``agent_settings``; :data:`SETTING_NAMES`), e.g. ``LLMAgent(model="m", k=5)``;
+    ``memory`` and ``scheme`` then name the strategy and the scheme. A group given both ways, or
+    bad settings, are an :class:`AgentError` from the constructor.
     """
 
     name = "llm"
     oracle = False
+    setting_names = SETTING_NAMES  # (webfreeze.agents.agent_settings: the flat settings it takes)
 
-    def __init__(self, model: str = "local", base_url: str | None = None, api_key_env: str | None = None,
-                 temperature: float = 0.0, top_p: float = 1.0, seed: int | None = 0, max_tokens: int = 200,
-                 memory: str = "last-k", k: int = 3, m: int = 3, memory_seed: int = 0, obs_tokens: int = 1500,
-                 dialect: str = "webarxiv", vision: bool = False, prompt: str = DEFAULT_PROMPT,
-                 scheme: str = "no-history", history_queries: int = 3, scheme_prompt: str = DEFAULT_SCHEME_PROMPT,
-                 irag: bool = False, reflection: bool = False, context_tokens: int = DEFAULT_CONTEXT_TOKENS,
-                 context_prompt: str = DEFAULT_CONTEXT_PROMPT, reflection_tokens: int | None = None):
-        if not isinstance(model, str) or not model.strip():
-            raise AgentError(f"model must name a model (not {model!r})")
-        if base_url is not None and (not isinstance(base_url, str) or not re.match(r"^https?://", base_url)):
-            raise AgentError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1 (not {base_url!r})")
-        if api_key_env == "":  # an endpoint that needs no key (study files: api_key_env = "")
-            api_key_env = None
-        if api_key_env is not None and (not isinstance(api_key_env, str) or not _ENV_NAME.match(api_key_env)):
-            raise AgentError(f"api_key_env must be the NAME of an environment variable (not {api_key_env!r})")
-        _number(temperature, "temperature", low=0)
-        _number(top_p, "top_p", low=0, high=1, low_open=True)
-        _whole(seed, "seed", low=None, none_ok=True)
-        _whole(max_tokens, "max_tokens", low=1)
-        if memory not in STRATEGIES:
-            raise AgentError(f"unknown memory strategy {memory!r} (known: {', '.join(STRATEGIES)})")
-        _whole(k, "k")
-        _whole(m, "m")
-        _whole(memory_seed, "memory_seed", low=None)
-        _whole(obs_tokens, "obs_tokens", low=1)
-        if not isinstance(dialect, str):
-            raise AgentError(f"dialect must be webarxiv, browsergym or webarena (not {dialect!r})")
-        try:
-            self.dialect = normalize_dialect(dialect)
-        except ActionError:
-            raise AgentError(f"unknown dialect {dialect!r} (known: webarxiv, browsergym, webarena)") from None
-        if not isinstance(vision, bool):
-            raise AgentError(f"vision must be true or false (not {vision!r})")
-        if scheme not in SCHEMES:
-            raise AgentError(f"unknown scheme {scheme!r} (known: {', '.join(SCHEMES)})")
-        _whole(history_queries, "history_queries", low=1)
-        if not isinstance(scheme_prompt, str) or not scheme_prompt.strip():
-            raise AgentError("scheme_prompt must name a prompt set (e.g. schemes-v1) or a folder")
-        for name, value in (("irag", irag), ("reflection", reflection)):
-            if not isinstance(value, bool):
-                raise AgentError(f"{name} must be true or false (not {value!r})")
-        _whole(context_tokens, "context_tokens")
-        _whole(reflection_tokens, "reflection_tokens", low=1, none_ok=True)
-        if reflection_tokens is not None and not reflection:
-            raise AgentError("reflection_tokens needs reflection=true (it sizes the reflection calls)")
-        if (irag or reflection) and scheme != "no-history":
-            which = "irag" if irag else "reflection"
-            raise AgentError(f"{which}=true works with scheme=no-history only (not {scheme})")
-        if irag and context_tokens == 0:
-            raise AgentError("irag=true needs context_tokens of 1 or more (the summary reads the prior context)")
-        self.settings = {
-            "model": model, "base_url": base_url, "api_key_env": api_key_env, "temperature": temperature,
-            "top_p": top_p, "seed": seed, "max_tokens": max_tokens, "memory": memory, "k": k, "m": m,
-            "memory_seed": memory_seed, "obs_tokens": obs_tokens, "dialect": dialect, "vision": vision,
-            "prompt": prompt,
-        }
-        if scheme != "no-history":  # (a no-history agent's config stays as it was before schemes existed)
-            self.settings.update(scheme=scheme, history_queries=history_queries, scheme_prompt=scheme_prompt)
+    def __init__(self, sampling: SamplingConfig | None = None, memory: MemoryConfig | str | None = None,
+                 prompting: PromptConfig | None = None, scheme: SchemeConfig | str | None = None,
+                 context: ContextConfig | None = None, **settings):
+        given = {"sampling": sampling, "memory": memory, "prompting": prompting, "scheme": scheme, "context": context}
+        for flat_name in ("memory", "scheme"):  # the strategy's or the scheme's name: a flat setting
+            if isinstance(given[flat_name], str):
+                settings[flat_name] = given.pop(flat_name)
+        unknown = sorted(set(settings) - set(SETTING_NAMES))
+        if unknown:
+            raise AgentError(f"agent 'llm' has no setting {unknown[0]!r} (its settings: {', '.join(SETTING_NAMES)})")
+        groups: dict[str, Any] = {}
+        for arg, cls in GROUPS:
+            obj = given.get(arg)
+            flat_given = [key for key in cls.FLAT if key in settings]
+            if obj is None:
+                groups[arg] = cls.from_flat(settings)
+            elif not isinstance(obj, cls):
+                raise AgentError(f"{arg} must be a {cls.__name__} (not {type(obj).__name__})")
+            elif flat_given:
+                raise AgentError(f"give {arg}={cls.__name__}(...) or its settings ({', '.join(flat_given)}), "
+                                 "not both")
+            else:
+                groups[arg] = obj
+        sampling_cfg: SamplingConfig = groups["sampling"]
+        memory_cfg: MemoryConfig = groups["memory"]
+        prompting_cfg: PromptConfig = groups["prompting"]
+        scheme_cfg: SchemeConfig = groups["scheme"]
+        context_cfg: ContextConfig = groups["context"]
+        if (context_cfg.irag or context_cfg.reflection) and scheme_cfg.scheme != "no-history":
+            which = "irag" if context_cfg.irag else "reflection"
+            raise AgentError(f"{which}=true works with scheme=no-history only (not {scheme_cfg.scheme})")
+        self.sampling, self.memory_config, self.prompting = sampling_cfg, memory_cfg, prompting_cfg
+        self.scheme_config, self.context_config = scheme_cfg, context_cfg
+        self.dialect = normalize_dialect(prompting_cfg.dialect)
+        self.settings: dict[str, Any] = {**sampling_cfg.flat(), **memory_cfg.flat(), **prompting_cfg.flat()}
+        if scheme_cfg.scheme != "no-history":  # (a no-history agent's config stays as it was before schemes existed)
+            self.settings.update(scheme_cfg.flat())
         # Likewise, the long-context settings enter the config (the run's identity) only when one differs
         # from its default: an agent without them keeps the config it had before they existed.
-        self.long_context = (irag, reflection, context_tokens, context_prompt) != (
-            False, False, DEFAULT_CONTEXT_TOKENS, DEFAULT_CONTEXT_PROMPT)
+        self.long_context = not context_cfg.is_default
         if self.long_context:
-            self.settings.update(irag=irag, reflection=reflection, context_tokens=context_tokens,
-                                 context_prompt=context_prompt)
-        if reflection_tokens is not None:  # (absent when not set: the config stays as it was before it existed)
-            self.settings["reflection_tokens"] = reflection_tokens
-        self.irag, self.reflection, self.context_tokens = irag, reflection, context_tokens
-        self.reflection_tokens = reflection_tokens
-        self.context_prompts = ContextPrompts.load(context_prompt)
-        self.scheme = scheme
-        self.prompts = PromptSet.load(prompt, self.dialect, need_memory=memory == "dynamic")
-        self.scheme_prompts = SchemePrompts.load(scheme_prompt, self.dialect) if scheme != "no-history" else None
-        self.system = (self.prompts.system_with(self.scheme_prompts.action_line) if scheme == "on-demand"
+            self.settings.update({k: v for k, v in context_cfg.flat().items() if k != "reflection_tokens"})
+        if context_cfg.reflection_tokens is not None:  # (absent when not set: the config stays as it was)
+            self.settings["reflection_tokens"] = context_cfg.reflection_tokens
+        self.irag, self.reflection = context_cfg.irag, context_cfg.reflection
+        self.context_tokens = context_cfg.context_tokens
+        self.reflection_tokens = context_cfg.reflection_tokens
+        self.context_prompts = ContextPrompts.load(context_cfg.context_prompt)
+        self.scheme = scheme_cfg.scheme
+        self.prompts = PromptSet.load(prompting_cfg.prompt, self.dialect, need_memory=memory_cfg.strategy == "dynamic")
+        self.scheme_prompts = (SchemePrompts.load(scheme_cfg.prompt, self.dialect) if scheme_cfg.scheme != "no-history"
+                               else None)
+        self.system = (self.prompts.system_with(self.scheme_prompts.action_line) if scheme_cfg.scheme == "on-demand"
                        else self.prompts.system)
-        self.memory = make_memory(memory, k=k, m=m, seed=memory_seed, template=self.prompts.memory)
+        self.memory = make_memory(memory_cfg.strategy, k=memory_cfg.k, m=memory_cfg.m, seed=memory_cfg.seed,
+                                  template=self.prompts.memory)
         self.tokenizer = self._load_tokenizer()
         self.llm_config = self._llm_config()
         self.services = None
-        self._client = None
-        self._owned_services = None  # services of its own, outside a runner (a temporary cassette)
+        self._client: Any = None
+        self._owned_services: Any = None  # services of its own, outside a runner (a temporary cassette)
         self._own_dir = None
         self._server = None
         self.task_id: str | None = None
@@ -616,8 +753,8 @@ class LLMAgent(Agent):
         out.update(extra)
         return out
 
-    @property
-    def wants_local_model(self) -> bool:
+    @property  # (over Agent's class attribute False: a plain agent wants no local model)
+    def wants_local_model(self) -> bool:  # type: ignore[override]
         """Whether this agent talks to the embedded local model with no URL of its own: a run then
         starts that model's server (the runner asks, before its workers start)."""
         return self.settings["model"] == "local" and self.settings["base_url"] is None
@@ -671,8 +808,8 @@ class LLMAgent(Agent):
         context = get("context")
         text = context.get("text") if isinstance(context, dict) else None
         self._context_text = ""
-        self._first_fields: dict = {}  # what the first step records (the context's cut, iRAG)
-        self._irag_summary: str | None = None
+        self._first_fields = {}  # what the first step records (the context's cut, iRAG)
+        self._irag_summary = None
         if isinstance(text, str) and text.strip():
             shown, record = cut_context(text, self.context_tokens, self.tokenizer, context.get("sessions"))
             self._context_text = shown
@@ -781,7 +918,8 @@ class LLMAgent(Agent):
     def _history_turn(self, obs: dict, step) -> tuple[dict | None, list, dict]:
         """Before the acting call: read a search's answer; pre-execution may act here (its searches,
         sent one per call). Returns (a finished action or None, completions, fields for the step)."""
-        completions, fields = [], {}
+        completions: list = []
+        fields: dict[str, Any] = {}
         if self._searched is not None:
             entries = [e for e in (obs.get("history_results") or []) if isinstance(e, dict)]
             self._searched = None
@@ -795,11 +933,11 @@ class LLMAgent(Agent):
                 self._collected += [e for e in entries if e.get("id") not in seen]
         if self.scheme == "pre-execution" and self._enhanced is None:
             if self._queued is None:
-                text = _tidy(self.scheme_prompts.planner.substitute(goal=self.goal, n=self.settings["history_queries"]))
+                text = _tidy(self.scheme_prompts.planner.substitute(goal=self.goal, n=self.scheme_config.queries))
                 c = self._client.chat([{"role": "user", "content": text}], step=step, purpose="planner")
                 completions.append(c)
                 # a planner that writes no usable query still searches once, with the task itself
-                self._queued = planner_queries(c.text, self.settings["history_queries"]) or [collapse_ws(self.goal)[:200]]
+                self._queued = planner_queries(c.text, self.scheme_config.queries) or [collapse_ws(self.goal)[:200]]
                 self._planned = list(self._queued)
                 fields["planner_queries"] = list(self._planned)
             if self._queued:

@@ -1,27 +1,29 @@
 """Every file format a user reads or writes has a JSON Schema (draft 2020-12) in docs/formats/, and
-what the code writes validates against it: the shipped demo's suites and references, a run of the
-demo suite (its manifest, trajectories and report), a study (its file and study.json), and a
-bundle's index. Each schema is also shown to reject a file that breaks it (a schema that accepted
+what the code writes validates against it: every JSON file of the shipped demo data, of the demo's
+agents' runs, of a study and of a bundle (tests/support/schema_walk.py walks them; a JSON file no
+schema covers fails; tests/testbed/test_testbed.py walks a test-bed run, its bundle and its re-run
+the same way). Each schema is also shown to reject a file that breaks it (a schema that accepted
 anything would pass the rest)."""
 
 from __future__ import annotations
 
 import copy
 import json
+import shutil
 import tomllib
-import zipfile
 from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
+from schema_walk import check_bundle, check_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ROOT / "docs" / "formats"
 DEMO = ROOT / "webfreeze" / "demo" / "data"
 SUITES = [DEMO / "suite", DEMO / "long-context"]
 NAMES = ("task", "suite-manifest", "reference-trajectory", "trajectory", "run-manifest", "report", "study",
-         "study-manifest", "bundle-index")
+         "study-manifest", "study-report", "study-timings", "bundle-index", "bundle-digest", "context-pool-line")
 
 
 def validator(name: str) -> Draft202012Validator:
@@ -59,37 +61,69 @@ def test_the_shipped_suites_validate(suite):
 
 
 # ------------------------------------------------------------------------------ what the code writes
+# Every JSON file a command writes is walked (tests/support/schema_walk.py): each validates against
+# its format's schema, and a JSON file no schema covers fails (a new format needs a schema).
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    """The keyword baseline and the oracle on a few demo tasks, text backend (seconds)."""
+def demo_runs(tmp_path_factory):
+    """The demo's three agents as ``webfreeze demo`` runs them (DEMO_OUT/<agent>), on a few tasks: the
+    oracle and the keyword baseline in the text backend, the LLM agent on one task in the browser
+    backend with its calls replayed from the shipped cassette (about half a minute in all)."""
     from cli_runner import invoke
 
-    out = tmp_path_factory.mktemp("schemas") / "run"
-    result = invoke("bench", "run", str(DEMO / "suite"), "--agent", "keyword", "--backend", "text",
-                    "--tasks", "scholar-*-001", "--tasks", "shop-001", "--tasks", "booking-001", "--out", str(out))
+    from webfreeze.demo import CASSETTE, LLM_MAX_STEPS
+
+    out = tmp_path_factory.mktemp("schemas") / "demo"
+    tasks = ["--tasks", "scholar-*-001", "--tasks", "shop-001", "--tasks", "booking-001"]
+    for agent in ("reference", "keyword"):
+        result = invoke("bench", "run", str(DEMO / "suite"), "--agent", agent, "--backend", "text", *tasks,
+                        "--out", str(out / agent))
+        assert result.returncode == 0, result.stderr
+    result = invoke("bench", "run", str(DEMO / "suite"), "--agent", "llm", "--llm", "local", "--cassette", str(CASSETTE),
+                    "--cassette-mode", "replay", "--max-steps", str(LLM_MAX_STEPS), "--backend", "browser",
+                    "--tasks", "shop-001", "--out", str(out / "llm"))
     assert result.returncode == 0, result.stderr
     return out
 
 
-def test_a_run_validates(run_dir):
-    check("run-manifest", json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")))
-    check("report", json.loads((run_dir / "report.json").read_text(encoding="utf-8")))
-    trajectories = sorted((run_dir / "trajectories").glob("*.json"))
-    assert len(trajectories) == 8
-    for path in trajectories:
-        check("trajectory", json.loads(path.read_text(encoding="utf-8")))
-    for line in (run_dir / "tasks.jsonl").read_text(encoding="utf-8").splitlines():
-        check("task", json.loads(line))
+def test_every_json_file_of_the_demo_runs_validates(demo_runs):
+    counts = check_tree(demo_runs)
+    assert counts["run-manifest"] == counts["report"] == counts["task"] == 3
+    assert counts["trajectory"] == 8 + 8 + 1 and counts["reference-trajectory"] == 8 + 8 + 1
+    llm = json.loads((demo_runs / "llm" / "trajectories" / "shop-001.json").read_text(encoding="utf-8"))
+    assert llm["steps"] and all("llm" in step["agent_fields"] for step in llm["steps"])  # (the richest steps)
 
 
-def test_a_bundle_index_validates(run_dir, tmp_path):
+def test_every_json_file_of_the_shipped_demo_data_validates():
+    counts = check_tree(DEMO)
+    assert counts["suite-manifest"] == len(SUITES) and counts["context-pool-line"] == 1
+
+
+def test_every_json_file_of_a_bundle_and_its_re_run_validates(demo_runs, tmp_path):
     from cli_runner import invoke
 
     bundle = tmp_path / "run.wfb"
-    result = invoke("bundle", "pack", str(run_dir), "-o", str(bundle))
+    result = invoke("bundle", "pack", str(demo_runs / "keyword"), "-o", str(bundle))
     assert result.returncode == 0, result.stderr
-    with zipfile.ZipFile(bundle) as zf:
-        check("bundle-index", json.loads(zf.read("datapackage.json")))
+    counts = check_bundle(bundle, tmp_path / "unpacked")
+    assert counts["bundle-index"] == counts["bundle-digest"] == counts["run-manifest"] == counts["suite-manifest"] == 1
+    result = invoke("bundle", "run", str(bundle), "--out", str(tmp_path / "rerun"))  # what a re-run writes too
+    assert result.returncode == 0, result.stderr
+    counts = check_tree(tmp_path / "rerun")
+    assert counts["run-manifest"] == 2 and counts["suite-manifest"] == 1
+
+
+def test_a_json_file_no_schema_covers_or_that_breaks_its_schema_fails_the_walk(demo_runs, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(demo_runs / "keyword", run)
+    (run / "notes.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(AssertionError, match=r"notes\.json: no schema covers this file"):
+        check_tree(run)
+    (run / "notes.json").unlink()
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["agent"]
+    (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(AssertionError, match=r"manifest\.json \(run-manifest\)"):
+        check_tree(run)
 
 
 STUDY = f"""
@@ -111,7 +145,7 @@ name = "reference"
 """
 
 
-def test_a_study_validates(tmp_path):
+def test_every_json_file_of_a_study_validates(tmp_path):
     from cli_runner import invoke
 
     path = tmp_path / "study.toml"
@@ -119,8 +153,10 @@ def test_a_study_validates(tmp_path):
     check("study", tomllib.loads(STUDY))
     result = invoke("study", "run", str(path), "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
+    counts = check_tree(tmp_path / "out")
+    assert counts["study-manifest"] == counts["study-report"] == counts["study-timings"] == 1
+    assert counts["run-manifest"] == 4
     manifest = json.loads((tmp_path / "out" / "study.json").read_text(encoding="utf-8"))
-    check("study-manifest", manifest)
     assert manifest["complete"] and len(manifest["cells"]) == 4
 
 
@@ -141,6 +177,11 @@ BROKEN = [
     ("report", {"format": "webfreeze-report", "version": 1}),
     ("study", {"agents": [{"name": "keyword", "colour": "red"}]}),
     ("study-manifest", {"format": "webfreeze-study", "version": 1, "name": "x"}),
+    ("study-report", {"format": "webfreeze-study-report", "version": 1, "study": {"name": "x"}}),
+    ("study-timings", {"format": "webfreeze-study-timings", "version": 1, "cells": {"a": {"elapsed_s": 1}}}),
+    ("bundle-digest", {"path": "datapackage.json", "hash": "md5:00"}),
+    ("context-pool-line", {"format": "webfreeze-context-pool", "version": 1}),
+    ("context-pool-line", {"id": "x", "steps": "none"}),
     ("bundle-index", {"profile": "data-package", "format": "webfreeze-bundle", "version": 1, "title": "t",
                       "software": "webfreeze 0", "contents": {"archive": "a", "suite": "s", "runs": []},
                       "resources": [{"name": "a", "path": "a", "bytes": 1, "hash": "md5:00"}]}),

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from schema_walk import check_bundle, check_tree
 from secret_search import everything, holds
 
 from testbed.apps import start_django
@@ -86,6 +87,8 @@ def test_the_reference_agent_passes_offline_and_its_bundle_reproduces_elsewhere(
     report = json.loads((run / "report.json").read_text())
     outcomes = {task: res["outcome"] for task, res in report["tasks"].items()}
     assert len(outcomes) >= 2 and set(outcomes.values()) == {"success"}, outcomes
+    # every JSON file the suite's authoring and the run wrote validates against its format's schema
+    assert check_tree(suite)["suite-manifest"] == 1 and check_tree(run)["run-manifest"] == 1
 
     bundle = tmp_path / f"{name}.wfb"
     redact = []
@@ -104,6 +107,8 @@ def test_the_reference_agent_passes_offline_and_its_bundle_reproduces_elsewhere(
     assert r.returncode == 0, r.stderr[-2000:]
     assert "identical to the bundled run" in r.stdout, r.stdout
     rerun = next((elsewhere / "rerun" / "runs").iterdir())
+    assert check_tree(elsewhere / "rerun")["run-manifest"] == 2  # (the bundled run and its re-run)
+    assert check_bundle(bundle, tmp_path / "unpacked")["bundle-index"] == 1
     if not redact:
         assert run_difference(run, rerun) is None
         return

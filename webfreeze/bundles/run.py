@@ -10,12 +10,12 @@ runs on the same frozen benchmark instead (recording its own cassette).
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from pathlib import Path
 
 from webfreeze.agents import AgentError, agent_class
+from webfreeze.agents import agent_settings as agent_setting_names
 from webfreeze.bundles.pack import (
     BundleError,
     check_context_members,
@@ -39,7 +39,7 @@ def agent_settings(manifest: dict) -> dict:
         return dict(manifest["agent_settings"])
     agent = manifest.get("agent") or {}
     try:
-        params = inspect.signature(agent_class(agent.get("name"))).parameters
+        params = agent_setting_names(agent.get("name")) or []
     except (AgentError, TypeError, ValueError):
         return {}
     config = agent.get("config") if isinstance(agent.get("config"), dict) else {}

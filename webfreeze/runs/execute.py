@@ -108,7 +108,7 @@ def _execute(prep: Prepared, executor, progress) -> dict:
         manifest["circumstances"]["persona_dir"] = str(Path(spec.persona).resolve())
     if spec.context:
         manifest["circumstances"].update({k: str(Path(v).resolve()) for k, v in (
-            ("context_pool", spec.context.get("pool")), ("context_a1_run", spec.context.get("a1_run"))) if v})
+            ("context_pool", spec.context.pool), ("context_a1_run", spec.context.a1_run)) if v})
     write_json(out / "manifest.json", manifest)
     t0 = time.perf_counter()
     # what every worker starts from: the spec (as prepare filled it in) and where to write
@@ -202,7 +202,7 @@ def _job_task(prep: Prepared, task) -> dict:
     spec = prep.spec
     if not spec.context or not task.depends_on:
         return visible
-    a1_run = spec.context.get("a1_run") or prep.options.out
+    a1_run = spec.context.a1_run or prep.options.out
     try:
         a1 = a1_trajectory(a1_run, task.depends_on)
         if a1 is None:
@@ -212,7 +212,7 @@ def _job_task(prep: Prepared, task) -> dict:
             instructions[task.depends_on] = a1["instruction"]
         if task.depends_on not in instructions:
             instructions[task.depends_on] = run_instructions(a1_run).get(task.depends_on)
-        shown, record, start = compose(task, a1, prep.pool, spec.context, instructions)
+        shown, record, start = compose(task, a1, prep.pool, spec.context.as_dict(), instructions)
     except ContextError as exc:
         raise RunError(str(exc)) from None
     return dict(visible, context=shown, start_url=start, context_record=record)

@@ -27,17 +27,14 @@ from webfreeze.runs import live
 from webfreeze.runs.context import TOLERANCE, ContextError, a1_trajectory, read_pool, trajectories_digest
 from webfreeze.runs.executors import check_executor
 from webfreeze.runs.spec import (
-    CASSETTE_MODES,
     CASSETTE_NAME,
-    HISTORY_SETTINGS,
     ORACLE_LABEL,
     RUN_FORMAT,
     RUN_VERSION,
     RunError,
     RunOptions,
     RunSpec,
-    check_context,
-    history_settings,
+    check_options,
 )
 from webfreeze.simulator.backends import check_backend
 from webfreeze.simulator.browser import browser_build
@@ -110,17 +107,13 @@ def select_tasks(tasks: list, globs: list[str] | tuple = (), limit: int | None =
 
 def prepare(spec: RunSpec, options: RunOptions) -> Prepared:
     """Check everything and create (or reopen) the run directory; nothing is written before all
-    checks pass. ``spec`` itself is not changed: the spec the run uses is :attr:`Prepared.spec`."""
-    spec = replace(spec, agent_config=dict(spec.agent_config), site_models=dict(spec.site_models),
-                   history=dict(spec.history), context=dict(spec.context), tasks=list(spec.tasks))
+    checks pass. ``spec`` (frozen) is not changed: the spec the run uses, filled in, is
+    :attr:`Prepared.spec`."""
     check_backend(spec.backend, RunError)
-    if options.workers < 1:
-        raise RunError("--workers must be at least 1")
+    check_options(options)  # (again: options may be made without build_run)
     check_executor(options)
     live.check_options(spec, options)  # live runs: incoherent combinations refused in one line
     described = _check_agent(spec)
-    if options.cassette_mode not in CASSETTE_MODES:
-        raise RunError(f"unknown cassette mode {options.cassette_mode!r} ({', '.join(CASSETTE_MODES)})")
     _check_cassette(options)
     _check_api_key(described["config"], options)
     suite = _selected_suite(spec)
@@ -135,10 +128,9 @@ def prepare(spec: RunSpec, options: RunOptions) -> Prepared:
         digest = archive_digest(archive)
     site_models = dict((suite.manifest or {}).get("site_models") or {})
     site_models.update(spec.site_models)
-    spec.site_models = dict(sorted(site_models.items()))
-    check_site_models(spec.site_models, RunError)
-    spec.replay_rules = _suite_replay_rules(suite)
-    personas = _check_personas(spec, suite.tasks, suite.manifest, suite.root)
+    check_site_models(site_models, RunError)
+    spec = replace(spec, site_models=dict(sorted(site_models.items())), replay_rules=_suite_replay_rules(suite))
+    spec, personas = _check_personas(spec, suite.tasks, suite.manifest, suite.root)
     context, pool = _check_run_context(spec, suite.tasks)
     manifest = _manifest(spec, suite, digest, described, personas, context)
     if live.is_live(options):  # live runs: the archive is pinned when the run ends
@@ -276,31 +268,29 @@ def _finished(path: Path) -> bool:
 
 
 def _check_personas(config: RunSpec, tasks: list, suite_manifest: dict | None = None,
-                    suite_root=None) -> dict | None:
-    """The ``personas`` part of the manifest: how many histories the selected tasks use, their
-    digest, and the retrieval settings; None when no task names a persona and none was given.
-    Every history is read (and checked) here, before anything is written."""
+                    suite_root=None) -> tuple[RunSpec, dict | None]:
+    """The spec with its persona folder (the suite's, when it names one and none was given) and the
+    ``personas`` part of the manifest: how many histories the selected tasks use, their digest, and
+    the retrieval settings; None when no task names a persona and none was given. Every history is
+    read (and checked) here, before anything is written."""
     wanted = sorted({str(t.raw["persona"]) for t in tasks if t.raw.get("persona")})
-    unknown = sorted(set(config.history) - set(HISTORY_SETTINGS))
-    if unknown:
-        raise RunError(f"unknown history setting {unknown[0]!r} (known: {', '.join(HISTORY_SETTINGS)})")
     named = ((suite_manifest or {}).get("personas") or {}).get("path")
     if config.persona is None and wanted and isinstance(named, str) and suite_root is not None:
         # the suite names the persona folder it was made from (relative to the suite)
         candidate = (Path(suite_root) / named).resolve()
         if candidate.is_dir():
-            config.persona = str(candidate)
+            config = replace(config, persona=str(candidate))
     if config.persona is None:
         if wanted:
             more = f" and {len(wanted) - 3} more" if len(wanted) > 3 else ""
             raise RunError(f"{len(wanted)} persona(s) are named by the tasks ({', '.join(wanted[:3])}{more}) and "
                            f"the suite's persona folder is not there: give --persona DIR (a folder made by "
                            f"'webfreeze personas generate')")
-        return None
+        return config, None
     folder = Path(config.persona)
     if not folder.is_dir():
         raise RunError(f"{folder}: no such persona folder (make one with 'webfreeze personas generate')")
-    settings = history_settings(config.history)
+    settings = config.history.as_dict()
     digests = {}
     for pid in wanted:
         path = folder / pid / "history.jsonl"
@@ -312,7 +302,7 @@ def _check_personas(config: RunSpec, tasks: list, suite_manifest: dict | None = 
             raise RunError(str(exc)) from None
     whole = hashlib.sha256(json.dumps(digests, sort_keys=True).encode("utf-8")).hexdigest()
     # (where the folder lies is a circumstance, as the suite's and the archive's paths are)
-    return {"used": len(digests), "digest": "sha256:" + whole, "retrieval": settings}
+    return config, {"used": len(digests), "digest": "sha256:" + whole, "retrieval": settings}
 
 
 def _check_run_context(config: RunSpec, tasks: list) -> tuple[dict | None, object]:
@@ -320,10 +310,9 @@ def _check_run_context(config: RunSpec, tasks: list) -> tuple[dict | None, objec
     trajectories taken from another run), or None without a condition, and the filler pool (read
     once, for the run). Everything is checked here, before anything is written: a dependent task
     needs its A1 selected or in ``a1_run``, and a pool far too small for the target is refused."""
-    config.context = check_context(config.context)
-    if not config.context:
+    if config.context is None:  # (checked and filled in when the spec was made: ContextSettings.of)
         return None, None
-    ctx = config.context
+    ctx = config.context.as_dict()
     selected = {t.id for t in tasks}
     dependents = [t for t in tasks if t.depends_on]
     a1_ids = sorted({t.depends_on for t in dependents})

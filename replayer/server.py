@@ -117,9 +117,9 @@ class ReplayServer:
         """Let ``model`` answer requests for its hosts (before the archive): :meth:`Replay.register`."""
         self.replay.register(model)
 
-    def reset(self, seed: int | None = None, when: str | None = None) -> None:
+    def reset(self, seed: int | None = None, when: str | None = None, *, clock_shift: float = 0.0) -> None:
         """Start a new replay session: :meth:`Replay.reset`."""
-        self.replay.reset(seed, when)
+        self.replay.reset(seed, when, clock_shift=clock_shift)
 
     def site_state(self) -> dict:
         """Every site model's exported state, by model name: :meth:`Replay.site_state`."""

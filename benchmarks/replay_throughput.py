@@ -305,6 +305,8 @@ def baseline_tree(ctx: Context) -> Path | None:
 
 def _ours(archive: Path, mode: str, home: Path, pythonpath: Path | None = None) -> tuple[subprocess.Popen, int]:
     port = free_port()
+    if pythonpath is not None:  # (it runs elsewhere, below: no relative paths)
+        pythonpath, archive, home = pythonpath.resolve(), archive.resolve(), home.resolve()
     env = dict(os.environ, WEBFREEZE_HOME=str(home))
     if pythonpath is not None:  # another version of webfreeze (the baseline), found before the installed one
         env["PYTHONPATH"] = str(pythonpath)

@@ -40,7 +40,9 @@ def demo_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("direct-check") / "report"
     r = run_cli("replay", "check", DEMO, "--mode", "direct", "--limit", str(limit), "--report", out, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr[-2000:]
-    return with_text, json.loads((out / "report.json").read_text())
+    report = json.loads((out / "report.json").read_text())
+    report["report_dir"] = out
+    return with_text, report
 
 
 @pytest.mark.slow
@@ -100,3 +102,18 @@ def test_stable_similarity_sets_aside_only_what_the_probe_changes():
     assert sim < 1.0
     # a probe identical to the replay sets nothing aside
     assert stable_similarity(captured, replayed, replayed) == (text_similarity(captured, replayed), 0)
+
+
+@pytest.mark.slow
+def test_two_direct_checks_write_the_same_bytes(demo_report, tmp_path):
+    """The probe (another seed, a shifted clock) leaves the check a pure function of the archive and
+    the seed: a second check of the first pages writes the same report and snapshots."""
+    _, first = demo_report
+    n = 3
+    out = tmp_path / "again"
+    r = run_cli("replay", "check", DEMO, "--mode", "direct", "--limit", str(n), "--report", out, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr[-2000:]
+    again = json.loads((out / "report.json").read_text())
+    assert again["pages"] == first["pages"][:n]
+    assert first["report_dir"] and all(
+        (first["report_dir"] / p["dom"]).read_bytes() == (out / p["dom"]).read_bytes() for p in again["pages"])

@@ -195,6 +195,7 @@ class Replay:
         self.answers: list | None = None
         self._strict = False
         self.when = self.default_when = parse_time(when).timestamp() if when else None
+        self.clock_shift = 0.0  # (seconds; reset() sets it for one session: a probe, see there)
         self.cache = ResponseCache(cache_bytes)
         self.sequencer = Sequencer()
         self.models: dict[str, SiteModel] = {}
@@ -254,12 +255,16 @@ class Replay:
                 self.models[h.lower()] = model
             self.model_state[model.name] = model.initial_state(self.seed)
 
-    def reset(self, seed: int | None = None, when: str | None = None) -> None:
+    def reset(self, seed: int | None = None, when: str | None = None, *, clock_shift: float = 0.0) -> None:
         """Start a new replay session: ordered repeats start over, site models get fresh state;
-        ``when`` (ISO 8601 or 1-14 digits) sets the target time captures are chosen closest to."""
+        ``when`` (ISO 8601 or 1-14 digits) sets the target time captures are chosen closest to.
+        ``clock_shift`` (seconds) moves the runtime's clock of every page away from its capture time:
+        a probe (``replay check`` finds with it the words a page's scripts write from the clock), 0
+        for every replay people or agents see."""
         with self._state_lock:
             if seed is not None:
                 self.seed = seed
+            self.clock_shift = float(clock_shift)
             # a session without a time of its own goes back to the server's (no carry-over between tasks)
             self.when = parse_time(when).timestamp() if when is not None else self.default_when
             self.sequencer.reset()
@@ -429,7 +434,7 @@ class Replay:
                 span = self.archive.capture_range()
                 self._last_capture = span[1] if span else "1970-01-01T00:00:00Z"
             at = self._last_capture
-        body = inject_script(html, runtime_script(at, page_seed(self.seed, url), timers=self.timers))
+        body = inject_script(html, runtime_script(self._clock(at), page_seed(self.seed, url), timers=self.timers))
         drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only", "etag",
                 "content-md5", "digest", "content-length")
         return ReplayResponse(resp.status, [(k, v) for k, v in resp.headers if k.lower() not in drop], body,
@@ -504,7 +509,7 @@ class Replay:
                 html = None
             if html is not None:
                 seed = page_seed(self.seed, ex.url)
-                body = inject_script(html, runtime_script(ex.captured_at, seed, timers=self.timers))
+                body = inject_script(html, runtime_script(self._clock(ex.captured_at), seed, timers=self.timers))
                 drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only",
                         "etag", "content-md5", "digest")
                 out_headers = [(k, v) for k, v in out_headers if k.lower() not in drop]
@@ -514,6 +519,12 @@ class Replay:
                       range_ok=status == 200, size=len(body) + 512)
         self.cache.put(key, built)
         return built
+
+    def _clock(self, captured_at: str) -> str:
+        """Where a page's runtime clock starts: its capture time, moved by this session's ``clock_shift``."""
+        if not self.clock_shift:
+            return captured_at
+        return datetime.fromtimestamp(parse_time(captured_at).timestamp() + self.clock_shift, timezone.utc).isoformat()
 
     def _rewrite_jsonp(self, built: Built, captured_url: str, url: str) -> Built:
         """A JSONP body names the captured callback; answer with the one the page asked for."""
@@ -573,6 +584,10 @@ class Replay:
             when = parse_time(ts).timestamp()
         except ArchiveError:
             return self._plain(400, f"bad timestamp {ts}\n")
+        if len(ts) == 14 and self.when is not None and when <= self.when < when + 1:
+            # the session's own time (``replay check`` sets each page record's) falls within the
+            # second the URL names: it picks among that second's captures as the crawl saw them
+            when = self.when
         return self.answer(method, original, headers, body, when=when, ordered=False,
                            inject=False if modifier == "id" else None, skip_self_redirects=True)
 

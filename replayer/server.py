@@ -14,7 +14,8 @@ request costs a dictionary lookup and one write. Two ways in, on the same port:
   determinism runtime injected unless injection is off; ``/`` lists the archive.
 
 Control endpoints under ``/_webfreeze/`` (status, reset, state, misses) serve tools that drive a
-replay from another process.
+replay from another process; a request a web page made (fetch metadata, ``Origin``) is refused
+(403), so a replayed page, of the server's own origin in direct mode, cannot reach them.
 
 What a request gets is decided by a :class:`~webfreeze.replayer.replay.Replay` (matching, site
 models, determinism injection, JSONP renaming, pywb's direct-URL rules, the response itself); this
@@ -117,9 +118,9 @@ class ReplayServer:
         """Let ``model`` answer requests for its hosts (before the archive): :meth:`Replay.register`."""
         self.replay.register(model)
 
-    def reset(self, seed: int | None = None, when: str | None = None) -> None:
+    def reset(self, seed: int | None = None, when: str | None = None, *, clock_shift: float = 0.0) -> None:
         """Start a new replay session: :meth:`Replay.reset`."""
-        self.replay.reset(seed, when)
+        self.replay.reset(seed, when, clock_shift=clock_shift)
 
     def site_state(self) -> dict:
         """Every site model's exported state, by model name: :meth:`Replay.site_state`."""
@@ -381,6 +382,19 @@ class ReplayServer:
         return not host_header or (host in local and port == str(self.port))
 
 
+def _from_a_page(headers) -> bool:
+    """Whether a request was made by a web page (a replayed page's script, a form, a link), which the
+    control endpoints refuse: in direct mode every replayed page is of the server's own origin and
+    could otherwise read the site state or reset the session. A browser marks what a page sends
+    with headers no script can set or remove (``Sec-Fetch-Site`` other than ``none``, which is an
+    address typed by the user; ``Origin``; and, in browsers without fetch metadata, ``Referer``
+    unless the page asked for none). Tools (urllib, curl, our own callers) send none of them."""
+    site = header_value(headers, "sec-fetch-site")
+    if site and site.strip().lower() != "none":
+        return True
+    return bool(header_value(headers, "origin") or (not site and header_value(headers, "referer")))
+
+
 def _connection_cap(asked: int | None) -> int:
     """The connections served at once: ``asked`` (else :data:`MAX_CONNECTIONS`), at most the soft
     descriptor limit less :data:`FD_RESERVE`, so accepting one never fails for want of a descriptor."""
@@ -610,6 +624,8 @@ class _Connection(asyncio.Protocol):
         if DIRECT.match(target):
             return server.direct(target, method, headers, body)
         if target.startswith("/_webfreeze/"):
+            if _from_a_page(headers):
+                return server._plain(403, "webfreeze: the control endpoints answer tools, not pages\n")
             return server.control(target, method)
         if target == "/" or target.startswith("/?"):
             return server.replay.listing(target)

@@ -68,3 +68,20 @@ def test_a_bomb_is_refused_in_bounded_memory(enc):
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     grew_mb = int(r.stdout)
     assert grew_mb < 128, f"decoding a {len(bomb)}-byte {enc} bomb grew the process by {grew_mb} MB"
+
+
+def test_brotli_is_decoded_with_googles_binding_when_installed():
+    """brotlipy (pywb's) takes the name ``brotli``; Google's binding beside it is still the one used:
+    several times faster per call, and from Brotli 1.2 it bounds each call's output itself."""
+    import importlib.metadata
+
+    from webfreeze.archives.content import _brotli_decompressor
+
+    try:
+        importlib.metadata.version("Brotli")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("Google's Brotli is not installed")
+    d, google = _brotli_decompressor()
+    assert google and hasattr(d, "process")
+    body = PLAIN * 40  # many calls' worth of input
+    assert decode_content(brotli.compress(body), "br") == body

@@ -12,15 +12,21 @@ like). Compared with the capture:
   which takes a proxy's 502 for a failed request, usually reports them among the misses too.
   ``record crawl`` counts both as missing when it checks a page;
 - text similarity: ``difflib`` ratio of the visible text (whitespace-normalised words) of the
-  captured and the replayed DOM, 1.0 = identical;
+  captured and the replayed DOM, 1.0 = identical. The crawl ran the page's scripts on the real
+  clock and random numbers, the replay on the seeded runtime (replayer/determinism.py), so the
+  words a script writes from them differ by design: a page whose text differs is loaded once more
+  as a probe (another seed, the clock a day and a bit later) and the words that change with them
+  are set aside (:func:`stable_similarity`; ``volatile_words`` counts them, ``text_similarity_raw``
+  is the plain ratio). A page whose capture holds no text (a session's page record without a DOM
+  snapshot) has no similarity (None, ``pages_without_capture_text`` in the summary), not 0;
 - pixel difference: the share of pixels that differ between the two screenshots (pixels outside
   the smaller image count as different), 0.0 = identical. Both are decoded to RGB first, so a
   capture stored as lossless WebP (crawls now) or PNG (earlier crawls) compares exactly with the
   replay's PNG.
 
 Each page replays as a new replay session (ordered repeats start over, seeded runtime, captures
-chosen closest to the page record's time), so the output is a pure function of the archive and the
-seed: two checks write identical snapshots.
+chosen closest to the time the crawl loaded the page: its document's capture, :func:`_loaded_at`),
+so the output is a pure function of the archive and the seed: two checks write identical snapshots.
 The report directory gets ``report.json``, ``report.html``, ``misses.jsonl`` and ``pages/``.
 """
 
@@ -90,6 +96,34 @@ def pixel_difference(png_a: bytes | None, png_b: bytes | None) -> float | None:
     return round(1.0 - same / total, 6)
 
 
+# The probe's clock: a day, an hour, a minute and a second and a bit later, so that every field a
+# page prints from its clock (date, time of day, milliseconds) differs from the first load's.
+PROBE_CLOCK_SHIFT = 90061.001
+
+
+def stable_similarity(captured: str, replayed: str, probe: str) -> tuple[float, int]:
+    """``text_similarity`` of a capture's and a replay's text, with the words the page's scripts
+    wrote from the clock and the generator set aside: those the ``probe`` (the same page replayed
+    with another seed and a shifted clock) holds otherwise. A run of captured words that stands
+    where the replay has as many such words, and nothing else, counts as the same (the capture's
+    own clock and random values; its crawl ran on the real ones). Returns (similarity, the number
+    of captured words so counted). Any other difference, a word more, less or changed that the
+    probe reproduces, still counts against the page."""
+    cap, rep, prb = captured.split(), replayed.split(), probe.split()
+    volatile: set[int] = set()
+    for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, rep, prb, autojunk=False).get_opcodes():
+        if tag in ("replace", "delete"):
+            volatile.update(range(i1, i2))
+    if not volatile:
+        return text_similarity(captured, replayed), 0
+    same = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, cap, rep, autojunk=False).get_opcodes():
+        if tag == "replace" and i2 - i1 == j2 - j1 and all(j in volatile for j in range(j1, j2)):
+            cap[i1:i2] = rep[j1:j2]
+            same += i2 - i1
+    return text_similarity(" ".join(cap), replayed), same
+
+
 def shot_mode(page_row: dict) -> str:
     """The screenshot a page record holds: ``full``, ``viewport`` or ``none`` (as its crawl's
     ``--screenshots`` said; records made before that option hold full-page ones)."""
@@ -122,7 +156,7 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
     with Archive.open(archive_path) as arc:
         records = list(arc.pages(limit=limit))
         pages = [{"id": p.id, "url": p.url, "title": p.title, "captured_at": p.captured_at, "extra": p.extra,
-                  "screenshot": p.screenshot_digest} for p in records]
+                  "screenshot": p.screenshot_digest, "loaded_at": _loaded_at(arc, p)} for p in records]
         captured = {p.id: (p.payload(), p.screenshot()) for p in records}
         # the proxy's placeholders for exchanges whose upstream failed (recorder/addon.py's error())
         placeholders = {e.id for e in arc.exchanges(status=502) if e.extra.get("error")}
@@ -137,6 +171,19 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)  # no half-written report left behind
         raise
+
+
+def _loaded_at(arc, page) -> str:
+    """When the crawl loaded a page: the capture time of its document (the last exchange of the
+    page's URL in its session up to the page record's time), else the record's own time. The page
+    record is written after the page has settled, later than the requests its load made: those
+    are the captures chosen closest to this time, as the crawl's page saw them."""
+    for session in (page.session_id, None):
+        found = [e.captured_at for e in arc.exchanges(url=page.url, method="GET", session=session,
+                                                      until=page.captured_at)]
+        if found:
+            return max(found)
+    return page.captured_at
 
 
 def _report_dir(out: Path, archive_path: Path) -> Path:
@@ -175,35 +222,26 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
         with sync_playwright() as pw:
             browser = launch_chromium(pw, proxy=server.url if mode == "proxy" else None, bypass_internal=False)
             for n, rec in enumerate(pages, 1):
-                server.reset(seed, when=rec["captured_at"])
-                context = new_context(browser)
-                page = context.new_page()
-                inflight = track_inflight(page)
-                missed: list[str] = []
-                failed_at_capture: list[str] = []
-                page.on("requestfailed", lambda r: missed.append(r.url))
-
-                def on_response(resp, missed=missed, failed_at_capture=failed_at_capture):
-                    if resp.headers.get("x-webfreeze-miss"):
-                        missed.append(resp.url)
-                    cap = resp.headers.get("x-webfreeze-capture", "")
-                    if cap.isdigit() and int(cap) in placeholders:
-                        failed_at_capture.append(resp.url)
-                page.on("response", on_response)
-                error = None
-                dom, shot = b"", None
-                try:
-                    target = rec["url"] if mode == "proxy" else \
-                        f"{server.url}/{to_timestamp14(rec['captured_at'])}/{rec['url']}"
-                    page.goto(target, wait_until="load", timeout=30_000)
-                    wait_network_quiet(page, inflight)
-                    dom = page.content().encode("utf-8")
-                    shot_kind = shot_mode(rec)  # like with like: the kind of screenshot the capture took
-                    shot = None if shot_kind == "none" else still_screenshot(page, full_page=shot_kind == "full")
-                except PlaywrightError as exc:
-                    error = str(exc).splitlines()[0]
-                context.close()
+                server.reset(seed, when=rec["loaded_at"])
+                target = rec["url"] if mode == "proxy" else \
+                    f"{server.url}/{to_timestamp14(rec['loaded_at'])}/{rec['url']}"
+                loaded = _load(browser, target, placeholders, shot_mode(rec), PlaywrightError)
+                dom, shot, error = loaded["dom"], loaded["shot"], loaded["error"]
                 cap_dom, cap_shot = captured[rec["id"]]
+                cap_text, rep_text = visible_text(cap_dom or b""), visible_text(dom)
+                similarity = raw = text_similarity(cap_text, rep_text) if cap_text else None
+                volatile = 0
+                if raw is not None and raw < 1.0 and error is None:
+                    # a probe: the same page under another seed and another clock; words it writes
+                    # otherwise are the page's scripts' clock and random values (RUNTIME_JS's)
+                    server.reset(seed + 1, when=rec["loaded_at"], clock_shift=PROBE_CLOCK_SHIFT)
+                    report_to, server.replay.miss_report = server.replay.miss_report, None  # (the probe's own)
+                    try:
+                        probe = _load(browser, target, placeholders, "none", PlaywrightError)
+                    finally:
+                        server.replay.miss_report = report_to
+                    if probe["error"] is None:
+                        similarity, volatile = stable_similarity(cap_text, rep_text, visible_text(probe["dom"]))
                 stem = f"pages/{rec['id']:06d}"
                 (partial / f"{stem}.replay.html").write_bytes(dom)
                 if shot:
@@ -214,9 +252,9 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                 results.append({
                     "id": rec["id"], "url": rec["url"], "title": rec["title"] or "",
                     "captured_at": rec["captured_at"], "error": error,
-                    "misses": sorted(set(missed)),
-                    "failed_at_capture": sorted(set(failed_at_capture)),
-                    "text_similarity": text_similarity(visible_text(cap_dom), visible_text(dom)),
+                    "misses": loaded["misses"],
+                    "failed_at_capture": loaded["failed_at_capture"],
+                    "text_similarity": similarity, "text_similarity_raw": raw, "volatile_words": volatile,
                     "pixel_difference": pixel_difference(cap_shot, shot),
                     "dom": f"{stem}.replay.html", "screenshot": f"{stem}.replay.png" if shot else None,
                     "capture_screenshot": f"{stem}.capture.{cap_ext}" if cap_shot else None,
@@ -226,7 +264,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
             browser.close()
     finally:
         server.stop()
-    sims = [r["text_similarity"] for r in results]
+    sims = [r["text_similarity"] for r in results if r["text_similarity"] is not None]
     diffs = [r["pixel_difference"] for r in results if r["pixel_difference"] is not None]
     report = {
         "format": "webfreeze-replay-check", "version": REPORT_VERSION,
@@ -237,6 +275,8 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
             "pages_with_errors": sum(1 for r in results if r["error"]),
             "missed_requests": sum(len(r["misses"]) for r in results),
             "requests_failed_at_capture": sum(len(r["failed_at_capture"]) for r in results),
+            "pages_without_capture_text": sum(1 for r in results if r["text_similarity"] is None),
+            "volatile_words": sum(r["volatile_words"] for r in results),
             "mean_text_similarity": round(sum(sims) / len(sims), 4) if sims else None,
             "min_text_similarity": min(sims) if sims else None,
             "mean_pixel_difference": round(sum(diffs) / len(diffs), 6) if diffs else None,
@@ -253,6 +293,37 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
     return report
 
 
+def _load(browser, target: str, placeholders, shot_kind: str, playwright_error) -> dict:
+    """One page load in a fresh context: its DOM, a screenshot of ``shot_kind`` (like with like: the
+    kind of screenshot the capture took), its misses and requests failed at capture, and the error."""
+    context = new_context(browser)
+    page = context.new_page()
+    inflight = track_inflight(page)
+    missed: list[str] = []
+    failed_at_capture: list[str] = []
+    page.on("requestfailed", lambda r: missed.append(r.url))
+
+    def on_response(resp):
+        if resp.headers.get("x-webfreeze-miss"):
+            missed.append(resp.url)
+        cap = resp.headers.get("x-webfreeze-capture", "")
+        if cap.isdigit() and int(cap) in placeholders:
+            failed_at_capture.append(resp.url)
+    page.on("response", on_response)
+    error = None
+    dom, shot = b"", None
+    try:
+        page.goto(target, wait_until="load", timeout=30_000)
+        wait_network_quiet(page, inflight)
+        dom = page.content().encode("utf-8")
+        shot = None if shot_kind == "none" else still_screenshot(page, full_page=shot_kind == "full")
+    except playwright_error as exc:
+        error = str(exc).splitlines()[0]
+    context.close()
+    return {"dom": dom, "shot": shot, "error": error, "misses": sorted(set(missed)),
+            "failed_at_capture": sorted(set(failed_at_capture))}
+
+
 def render_html(report: dict) -> str:
     e = htmlmod.escape
     s = report["summary"]
@@ -266,11 +337,12 @@ def render_html(report: dict) -> str:
         title = e(r["title"])
         err = f"<p class=err>{e(r['error'])}</p>" if r["error"] else ""
         miss_list = f"<ul class=miss>{misses}</ul>" if misses else ""
+        sim = "no capture text" if r["text_similarity"] is None else f"{r['text_similarity']:.3f}"
         pixels = "" if r["pixel_difference"] is None else f"{r['pixel_difference']:.4f}"
         url = e(r["url"])
         rows.append(
             f'<tr class="{"bad" if bad else "ok"}"><td><a href="{url}">{url}</a><br><small>{title}</small>'
-            f'{err}{miss_list}</td><td>{len(r["misses"])}</td><td>{r["text_similarity"]:.3f}</td>'
+            f'{err}{miss_list}</td><td>{len(r["misses"])}</td><td>{sim}</td>'
             f'<td>{pixels}</td><td class="shots">{shots}</td></tr>')
     summary = "".join(f"<tr><th>{e(k.replace('_', ' '))}</th><td>{e(str(v))}</td></tr>" for k, v in s.items())
     return f"""<!doctype html>

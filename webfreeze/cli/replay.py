@@ -209,7 +209,9 @@ def replay_check(archive_path, report_dir, seed, limit, mode):
                        mode=mode)
     s = report["summary"]
     click.echo(f"{s['pages']} pages: {s['pages_with_misses']} with misses ({s['missed_requests']} requests), "
-               f"{s['pages_with_errors']} failed; text similarity mean {s['mean_text_similarity']}, "
+               f"{s['pages_with_errors']} failed; text similarity mean {s['mean_text_similarity']}"
+               + (f" ({s['pages_without_capture_text']} without capture text)" if s["pages_without_capture_text"] else "")
+               + ", "
                f"pixel difference mean {s['mean_pixel_difference']}; report in {report_dir}/report.html")
     if s["pages_with_misses"] or s["pages_with_errors"]:
         sys.exit(1)

@@ -1,0 +1,119 @@
+"""`replay check --mode direct` on the shipped demo archive: every page with a capture renders from
+the archive at its direct URL with no miss and the text of its capture. The words the demo's page
+script writes from the clock and Math.random (the crawl ran on the real ones, the replay on the
+seeded runtime) are found by a probe load and set aside; anything else still counts, and a page
+whose capture holds no text is reported as such, not as "similarity 0"."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from cli_runner import run_cli
+
+from webfreeze.archives import Archive
+from webfreeze.checks import replay_check
+from webfreeze.checks.replay_check import stable_similarity, text_similarity, visible_text
+from webfreeze.demo import ARCHIVE as DEMO
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+
+try:
+    chromium_path()
+except BrowserUnavailable as exc:
+    pytestmark = pytest.mark.skip(reason=str(exc))
+
+
+def _demo_pages():
+    """(ids of the demo's page records with capture text, how many records to check to cover them
+    and a few without)."""
+    with Archive.open(DEMO) as arc:
+        rows = list(arc.pages())
+        with_text = [p.id for p in rows if visible_text(p.payload() or b"")]
+    order = [p.id for p in rows]
+    return with_text, max(order.index(i) for i in with_text) + 4
+
+
+@pytest.fixture(scope="module")
+def demo_report(tmp_path_factory):
+    with_text, limit = _demo_pages()
+    out = tmp_path_factory.mktemp("direct-check") / "report"
+    r = run_cli("replay", "check", DEMO, "--mode", "direct", "--limit", str(limit), "--report", out, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    report["report_dir"] = out
+    return with_text, report
+
+
+@pytest.mark.slow
+def test_every_demo_page_replays_in_direct_mode_exactly(demo_report):
+    with_text, report = demo_report
+    assert report["mode"] == "direct"
+    pages = {p["id"]: p for p in report["pages"]}
+    assert set(with_text) <= set(pages) and len(with_text) >= 10
+    for p in pages.values():
+        assert p["error"] is None and p["misses"] == [], p
+    for i in with_text:
+        # the capture's clock and random values stand where the replay has its own: set aside, and only those
+        assert pages[i]["text_similarity"] == 1.0, pages[i]
+        assert pages[i]["text_similarity_raw"] < 1.0 and 1 <= pages[i]["volatile_words"] <= 3, pages[i]
+    no_text = [p for i, p in pages.items() if i not in with_text]
+    assert no_text and all(p["text_similarity"] is None and p["volatile_words"] == 0 for p in no_text)
+    s = report["summary"]
+    assert s["missed_requests"] == 0 and s["pages_with_errors"] == 0 and s["min_text_similarity"] == 1.0
+    assert s["pages_without_capture_text"] == len(no_text) and s["pages"] == len(pages)
+    assert "no capture text" in replay_check.render_html(report)
+
+
+@pytest.mark.slow
+def test_a_real_difference_still_counts_in_direct_mode(tmp_path):
+    """The same check with one page's capture changed (a word added to its text, besides its clock
+    and token): the probe does not set that word aside."""
+    with_text, _ = _demo_pages()
+    target = with_text[1]
+    with Archive.open(DEMO) as arc:
+        rec = next(p for p in arc.pages() if p.id == target)
+        page = {"id": rec.id, "url": rec.url, "title": rec.title, "captured_at": rec.captured_at,
+                "extra": rec.extra, "screenshot": None, "loaded_at": replay_check._loaded_at(arc, rec)}
+        dom = rec.payload()
+    assert b"</main>" in dom
+    tampered = dom.replace(b"</main>", b"<p>Tampered</p></main>", 1)  # one word more in the capture
+    out, partial = tmp_path / "out", tmp_path / "partial"
+    (partial / "pages").mkdir(parents=True)
+    report = replay_check._check(DEMO, [page], {target: (tampered, None)}, out, partial, 0, None, None,
+                                 mode="direct")
+    got = report["pages"][0]
+    assert got["volatile_words"] >= 1 and got["misses"] == [] and got["error"] is None, got
+    assert 0.9 < got["text_similarity"] < 1.0, got  # the added word, and only it
+    shutil.rmtree(out)
+
+
+def test_stable_similarity_sets_aside_only_what_the_probe_changes():
+    captured = "Rendered at 1000 token abc ; served 5 ; Hello world"
+    replayed = "Rendered at 2000 token xyz ; served 5 ; Hello world"
+    probe = "Rendered at 9000 token qqq ; served 5 ; Hello world"
+    assert text_similarity(captured, replayed) < 1.0
+    assert stable_similarity(captured, replayed, probe) == (1.0, 2)
+    # a word the probe reproduces is no clock value: a difference there counts
+    assert stable_similarity(captured.replace("served 5", "served 6"), replayed, probe)[0] < 1.0
+    assert stable_similarity(captured.replace("world", "there"), replayed, probe)[0] < 1.0
+    # a missing word next to a clock value is not absorbed by it
+    sim, n = stable_similarity("Rendered at 1000 token abc extra ; served 5 ; Hello world", replayed, probe)
+    assert sim < 1.0
+    # a probe identical to the replay sets nothing aside
+    assert stable_similarity(captured, replayed, replayed) == (text_similarity(captured, replayed), 0)
+
+
+@pytest.mark.slow
+def test_two_direct_checks_write_the_same_bytes(demo_report, tmp_path):
+    """The probe (another seed, a shifted clock) leaves the check a pure function of the archive and
+    the seed: a second check of the first pages writes the same report and snapshots."""
+    _, first = demo_report
+    n = 3
+    out = tmp_path / "again"
+    r = run_cli("replay", "check", DEMO, "--mode", "direct", "--limit", str(n), "--report", out, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr[-2000:]
+    again = json.loads((out / "report.json").read_text())
+    assert again["pages"] == first["pages"][:n]
+    assert first["report_dir"] and all(
+        (first["report_dir"] / p["dom"]).read_bytes() == (out / p["dom"]).read_bytes() for p in again["pages"])

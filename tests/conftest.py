@@ -64,6 +64,8 @@ LONGEST_FIRST = [
     "runs/test_llm_run.py",                     # 100 s with one model thread
     "replayer/test_replay_browser.py",          # 90 s
     "docs/test_agents_doc.py",                  # 95 s (loaded)
+    "replayer/test_direct_check.py",            # 100 s (loaded)
+    "docs/test_format_schemas.py",              # 60 s (loaded)
     "recorder/test_accessible_name_parity.py",  # 80 s
     "agents/test_llm_agent_context.py",         # 70 s
     "replayer/test_replay_load.py",             # 60 s

@@ -938,13 +938,14 @@ class _BrowserBackend:
 
         await self._follow_new_pages()
         config = self.env.config
+        keep_png = config.screenshots or config.set_of_marks  # (else BrowserGym's capture takes its own, faster)
         for attempt in range(SNAPSHOT_TRIES):
             try:
                 # transitions and animations at their end, as the still screenshot below shows them
                 await finish_animations(self.page)
                 marked = await self.page.evaluate(MARK_JS)
                 if config.observation == "browsergym":  # (after MARK_JS: its bids are in the snapshots)
-                    self.bgym_raw = await bgym_obs.capture_browser(self.context, self.page, screenshot=False)
+                    self.bgym_raw = await bgym_obs.capture_browser(self.context, self.page, screenshot=not keep_png)
                 break
             except PlaywrightError as exc:
                 # A navigation the settle did not see coming (a script's timer, say): wait for
@@ -954,7 +955,7 @@ class _BrowserBackend:
                 await self._settle()
         shot = None
         browsergym = config.observation == "browsergym"
-        if config.screenshots or config.set_of_marks or browsergym:
+        if config.screenshots or config.set_of_marks:
             # still, as replay check's: two resets give the same bytes (issue 43)
             shot = await still_screenshot_async(self.page)
             if browsergym:

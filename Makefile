@@ -10,7 +10,7 @@ help:
 	@echo "make setup      the .venv with webfreeze and everything the tests need (idempotent)"
 	@echo "make demo       the whole loop on the shipped demo (no local model needed)"
 	@echo "make lint       ruff check . and the type check, mypy (pyproject.toml [tool.ruff], [tool.mypy])"
-	@echo "make test       lint, then the whole suite on 2 workers (what .ci/run runs; budget 20 minutes on 2 cores)"
+	@echo "make test       ruff, then the whole suite on 2 workers with the type check beside it (what .ci/run runs)"
 	@echo "                WORKERS=0 runs it in this one process; WORKERS=4 on a bigger machine"
 	@echo "make test-fast  the inner loop: no tests marked slow (crawls, test bed, local model, Ray, pywb)"
 	@echo "                one stage: .venv/bin/python -m pytest tests/archives -q  (see docs/contributing.md)"
@@ -31,9 +31,16 @@ lint: setup
 
 # The slowest tests are listed at the end, so a test that grows slow is seen where it is run. The local
 # model's compile (a fresh machine only) runs beside the tests: those that start the model wait for it.
+# `make lint` in full: ruff first, then the type check beside the tests (its verdict, printed at the
+# end, fails `make test` as the tests do).
 test: export WEBFREEZE_LOCAL_LLM_BUILD = background
-test: lint
-	$(PYTEST) -q $(XDIST) --durations=25
+test: setup
+	.venv/bin/python -m ruff check .
+	@mkdir -p .cache; scripts/typecheck.sh > .cache/typecheck.log 2>&1 & typecheck=$$!; \
+	$(PYTEST) -q $(XDIST) --durations=25; status=$$?; \
+	if wait $$typecheck; then echo "type check (scripts/typecheck.sh): $$(tail -n 1 .cache/typecheck.log)"; \
+	else cat .cache/typecheck.log; echo "make test: the type check failed (scripts/typecheck.sh)"; status=1; fi; \
+	exit $$status
 
 # Tests marked slow are left out: whole runs on the local model, Ray clusters, studies, bundles of
 # LLM runs, and the files tests/conftest.py lists in SLOW_FILES (crawls, the test bed, pywb, load).

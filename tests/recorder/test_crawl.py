@@ -53,14 +53,16 @@ def test_depth_two_crawl_of_scholar(tmp_path, home, cli):
     try:
         # --no-check: each page's replay check would double the crawl's time; the check is tested in
         # test_crawl_check.py, and on whole crawls by test_replay_browser.py and the test bed's tests
-        result = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "2", "--max-pages", "205",
+        # 75 pages: the start page, the 67 pages it links to and the first pages of depth two
+        result = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "2", "--max-pages", "75",
                      "--no-check", timeout=600)
     finally:
         site.stop()
     assert result.returncode == 0, result.stderr
     with Archive.open(archive) as arc:
         pages = list(arc.pages())
-        assert len(pages) == 205 and len({p.url for p in pages}) == 205
+        assert len(pages) == 75 and len({p.url for p in pages}) == 75
+        assert {p.extra["depth"] for p in pages} == {0, 1, 2}
         for p in pages:
             assert p.screenshot_digest and p.dom_digest, p.url
         shot = pages[3].screenshot()  # lossless WebP, the first 1920x1080

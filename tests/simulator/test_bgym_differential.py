@@ -154,12 +154,20 @@ def both():
     try:
         cfg = {"chromium": chromium_path(shell=True), "flags": CHROMIUM_FLAGS, "url": PAGE, "cases": cases,
                "proxy": {"server": server.url, "bypass": "<-loopback>"}}
-        done = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(cfg)], capture_output=True, text=True,
-                              timeout=600, check=False)
+        # BrowserGym's episodes in their process while ours play here (each waits on its browser)
+        theirs = subprocess.Popen([sys.executable, "-c", SCRIPT, json.dumps(cfg)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            ours = _ours(cases)
+            stdout, stderr = theirs.communicate(timeout=900)
+        finally:
+            if theirs.poll() is None:
+                theirs.kill()
+                theirs.communicate()
     finally:
         server.stop()
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1]), _ours(cases)
+    assert theirs.returncode == 0, stderr[-3000:]
+    return json.loads(stdout.strip().splitlines()[-1]), ours
 
 
 @pytest.mark.parametrize("case", CASES)

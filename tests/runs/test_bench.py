@@ -379,6 +379,11 @@ def test_two_demo_runs_give_identical_results_apart_from_timings(demo_runs):
         steps = [s for p in (out / "llm" / "trajectories").glob("*.json") for s in json.loads(p.read_text())["steps"]]
         assert steps and sum(s["timing"]["cassette_hits"] for s in steps) == sum(
             s["agent_fields"]["llm"]["calls"] for s in steps) > 0
+    from webfreeze.runs.compare import run_difference
+
+    for agent in ("reference", "keyword", "llm"):  # (the first difference named, task and step)
+        assert run_difference(demo_runs[0] / agent, demo_runs[1] / agent,
+                              names=("2 workers", "1 worker")) is None, agent
     assert results[0] == results[1]
     ref, kw, llm = results[0]["reference"][0], results[0]["keyword"][0], results[0]["llm"][0]
     assert ref["summary"]["overall"]["success_rate"] == 1.0

@@ -86,14 +86,20 @@ env = BrowserEnv(task_entrypoint=OpenEndedTask, task_kwargs={"start_url": cfg["u
 out = {}
 try:
     for case in cfg["cases"]:
-        obs, _ = env.reset(seed=0)
-        tree = flatten_axtree_to_str(obs["axtree_object"])
-        def bid(m):
-            role, name = m.group(1), m.group(2)
-            found = re.search(r"^\s*\[(\w+)\] " + re.escape(role) + " " + re.escape(repr(name)), tree, re.M)
-            return found.group(1) if found else "9999"
-        action = re.sub(r"\{(\w+):([^}]*)\}", bid, case)
-        obs, *_ = env.step(action)
+        # BrowserGym's actions wait 500 ms at most (hard-coded in its action functions): on a loaded
+        # machine a click can run out of it. A case that timed out is played twice more; one that
+        # always times out (an id not on the page) reports its timeout.
+        for attempt in range(3):
+            obs, _ = env.reset(seed=0)
+            tree = flatten_axtree_to_str(obs["axtree_object"])
+            def bid(m):
+                role, name = m.group(1), m.group(2)
+                found = re.search(r"^\s*\[(\w+)\] " + re.escape(role) + " " + re.escape(repr(name)), tree, re.M)
+                return found.group(1) if found else "9999"
+            action = re.sub(r"\{(\w+):([^}]*)\}", bid, case)
+            obs, *_ = env.step(action)
+            if not obs["last_action_error"].startswith("TimeoutError") or "9999" in action:
+                break
         out[case] = {"tree": flatten_axtree_to_str(obs["axtree_object"]), "url": obs["url"],
                      "focused": obs["focused_element_bid"], "error": obs["last_action_error"]}
 finally:

@@ -174,12 +174,27 @@ def _proxy_load(port: int, url: str, queue) -> None:
     queue.put(asyncio.run(main()))
 
 
-def proxy_load(port: int, url: str) -> dict:
+def _cpu_seconds(pid: int) -> float | None:
+    """A process's CPU time so far, user and system (Linux's /proc); None where there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proxy_load(port: int, url: str, pid: int | None = None) -> dict:
+    """The proxy load on the server at ``port``; with its ``pid``, also the server's CPU time per
+    answer (``server_cpu_us``), which the load on a shared machine moves far less than requests/s."""
+    before = _cpu_seconds(pid) if pid else None
     q = multiprocessing.get_context("spawn").Queue()
     p = multiprocessing.get_context("spawn").Process(target=_proxy_load, args=(port, url, q))
     p.start()
     result = q.get(timeout=120)
     p.join(30)
+    after = _cpu_seconds(pid) if pid else None
+    if before is not None and after is not None and result["requests"]:
+        result["server_cpu_us"] = round((after - before) / result["requests"] * 1e6, 1)
     return result
 
 
@@ -484,7 +499,7 @@ def proxy_rows(ctx: Context, archive: Path, home: Path, details: dict) -> list[R
             if name != "mitmdump" and name not in answers:
                 answers[name] = proxy_answer(port, PAGE.replace("http://", "https://"))
             console.print(f"  https proxy load: {name}")
-            rounds[name].append(proxy_load(port, PAGE.replace("http://", "https://")))
+            rounds[name].append(proxy_load(port, PAGE.replace("http://", "https://"), proc.pid))
         finally:
             _stop(proc)
     details["proxy_page_bytes"] = {name: len(body) for name, body in answers.items()}
@@ -498,6 +513,7 @@ def proxy_rows(ctx: Context, archive: Path, home: Path, details: dict) -> list[R
     proxy_results = {name: max(got, key=lambda r: r["rps"]) for name, got in rounds.items()}
     details["proxy_https"] = proxy_results
     details["proxy_https_rounds"] = {name: [round(r["rps"]) for r in got] for name, got in rounds.items()}
+    details["proxy_https_server_cpu_us"] = {name: [r.get("server_cpu_us") for r in got] for name, got in rounds.items()}
     rows.append(Row(f"{NAME} proxy", "HTTPS page through proxy: requests/s", proxy_results["webfreeze"]["rps"],
                     proxy_results["mitmdump"]["rps"], "mitmdump --server-replay", "req/s", "higher", 5))
     if baseline is not None:

@@ -521,6 +521,13 @@ def proxy_rows(ctx: Context, archive: Path, home: Path, details: dict) -> list[R
                         proxy_results["webfreeze"]["rps"], proxy_results["baseline"]["rps"],
                         f"proxy mode at {BASELINE_COMMIT[:7]}", "req/s", "higher", 0.95,
                         note="same load and answer bytes, best of rounds alternating"))
+        cpu = {name: [r["server_cpu_us"] for r in rounds[name] if r.get("server_cpu_us")]
+               for name in ("webfreeze", "baseline")}
+        if all(cpu.values()):  # (Linux): the same comparison by the server's CPU, the least of each's rounds
+            rows.append(Row(f"{NAME} proxy", "HTTPS page through proxy: server CPU per answer vs before direct-mode "
+                            "rewriting", min(cpu["webfreeze"]), min(cpu["baseline"]),
+                            f"proxy mode at {BASELINE_COMMIT[:7]}", "us", "lower", 1.05,
+                            note="the same rounds; least of each"))
     else:
         console.print("  (no git history here: the proxy-mode baseline row is left out)")
     return rows

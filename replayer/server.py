@@ -548,9 +548,10 @@ class _Connection(asyncio.Protocol):
         self._body_size = 0
 
     def on_headers_complete(self) -> None:
+        # (httptools calls back from data_received's feed_data: last_active is now, one clock read a request)
         self.waiting_since = None
         self.partial = False
-        self.body_since = time.monotonic()
+        self.body_since = self.last_active
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -574,7 +575,7 @@ class _Connection(asyncio.Protocol):
         if method == "CONNECT":
             return  # handled by the upgrade path
         self.body_since = None
-        self.waiting_since = time.monotonic()  # (for the next request; partial once a byte of it comes)
+        self.waiting_since = self.last_active  # (for the next request; partial once a byte of it comes)
         keep = self.parser.should_keep_alive()
         try:
             head, body = self._dispatch(method, self._url.decode("latin-1"), self._headers, b"".join(self._body))

@@ -112,6 +112,46 @@ def test_a_header_that_never_ends_times_out_and_others_go_on(tmp_path):
         assert srv.stats.get("timeouts", 0) >= 1 and srv.stats.get("evicted", 0) >= 1
 
 
+def _read_answer(sock: socket.socket) -> tuple[int, bytes]:
+    """One answer on a kept-alive connection (status, body by its Content-Length)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        assert chunk, f"closed before an answer: {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    size = int(re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head).group(1))
+    while len(body) < size:
+        body += sock.recv(4096)
+    return int(head.split(b" ", 2)[1]), body
+
+
+def test_header_timeout_runs_per_request_and_spares_a_slow_body(tmp_path):
+    """On a kept-alive connection the header timeout starts again with the next request's first
+    byte (one that stalls is cut off with a 408), and once a request's headers are in, a body that
+    comes in slower than the header timeout is read to its end and answered."""
+    archive = _archive(tmp_path / "a.wfz")
+    with ReplayServer(archive, mode="direct", miss_report=None, header_timeout=0.5, max_connections=8) as srv:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
+            ask = f"GET /{TS}/http://site.test/ok HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+            s.sendall(ask)
+            assert _read_answer(s) == (200, b"the answer")
+            time.sleep(1.5)  # idle between requests: not a header timeout (no byte of a request yet)
+            s.sendall(ask)
+            assert _read_answer(s) == (200, b"the answer")
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")  # a second request whose headers never end
+            assert s.recv(4096).startswith(b"HTTP/1.1 408")
+        assert srv.stats.get("timeouts", 0) == 1
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
+            s.sendall(f"POST /{TS}/http://site.test/ok HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n".encode())
+            for byte in b"abcd":  # 2 s for the body: four times the header timeout
+                time.sleep(0.5)
+                s.sendall(bytes([byte]))
+            status, _ = _read_answer(s)
+            assert status != 408
+        assert srv.stats.get("timeouts", 0) == 1
+
+
 def test_a_client_that_reads_nothing_gives_its_place_up(tmp_path):
     """A client that asks for a large answer and reads none of it (the server's writes stay paused)
     is closed after the write timeout, so such clients cannot fill the server."""

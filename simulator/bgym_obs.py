@@ -73,18 +73,88 @@ KEYS = ("chat_messages", "goal_object", "open_pages_urls", "open_pages_titles", 
 # One CDP session per page, kept for the page's life (a session per observation costs two round
 # trips, and the session outlives navigations: it is attached to the tab, not to a document).
 _sessions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_frames: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # page -> its _Frames
+
+
+class _Frames:
+    """The compositor frames a page has produced, as Chromium's screencast reports them: the
+    stillness proof of the screenshot (:func:`_still_shots`). The screencast (CDP
+    ``Page.startScreencast``, frames of 16x16 pixels at most) sends a frame whenever the page's
+    compositor has drawn one with damage, anything that changes pixels: a style or layout change,
+    an animation, an animated image, a video, an image or font that came in, a screenshot's own
+    forced redraw. Each frame is acknowledged (Chromium stops sending after a few that are not)."""
+
+    def __init__(self, cdp):
+        self.cdp = cdp
+        self.count = 0
+        self.on = False  # whether the screencast is known to run (it sent a frame since it was started)
+        self.running = asyncio.Event()  # (set with ``on``)
+
+    def seen(self, event: dict) -> None:
+        self.count += 1
+        self.on = True
+        self.running.set()
+        ack = asyncio.ensure_future(self.cdp.send("Page.screencastFrameAck", {"sessionId": event.get("sessionId")}))
+        ack.add_done_callback(_ignored)
+
+    async def start(self, *, again: bool = False) -> None:
+        """Start the screencast (``again``: stop it first, it may be running)."""
+        from playwright.async_api import Error as PlaywrightError
+
+        self.on = False
+        self.running.clear()
+        try:
+            if again:
+                await self.cdp.send("Page.stopScreencast")
+            await self.cdp.send("Page.startScreencast", SCREENCAST)
+        except PlaywrightError:
+            pass  # (no proof, then: each screenshot is proved by a second one agreeing)
+
+    async def wait_running(self) -> bool:
+        """Whether the screencast runs, waiting SCREENCAST_START_MS at most for its first frame
+        (a screencast's first frame is one of the page as it is, sent when it starts)."""
+        if not self.on:
+            try:
+                await asyncio.wait_for(self.running.wait(), SCREENCAST_START_MS / 1000)
+            except asyncio.TimeoutError:
+                pass
+        return self.on
+
+    def stopped(self) -> None:
+        """The screencast sent no frame when it should have: started again at the next chance."""
+        self.on = False
+        self.running.clear()
+
+
+SCREENCAST = {"format": "jpeg", "quality": 10, "maxWidth": 16, "maxHeight": 16, "everyNthFrame": 1}
+SCREENCAST_START_MS = 300
+
+
+def _ignored(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()  # (a page closing meanwhile: nothing to acknowledge)
 
 
 async def _session(context, page):
     cdp = _sessions.get(page)
     if cdp is None:
         cdp = _sessions[page] = await context.new_cdp_session(page)
+        frames = _frames[page] = _Frames(cdp)
+        cdp.on("Page.screencastFrame", frames.seen)
+        await frames.start()
     return cdp
+
+
+async def watch_frames(context, page) -> None:
+    """Open ``page``'s kept CDP session and start its screencast now (a page about to be observed:
+    its first observation then finds the screencast running)."""
+    await _session(context, page)
 
 
 def forget_session(page) -> None:
     """Drop ``page``'s kept CDP session (one that failed: the next capture opens another)."""
     _sessions.pop(page, None)
+    _frames.pop(page, None)
 
 
 async def capture_browser(context, page, *, screenshot: bool = True) -> dict:
@@ -172,7 +242,7 @@ async def _capture(cdp, page, screenshot: bool) -> dict:
         unmarked = _evaluate(cdp, ARIA_MARK_JS, False)
         if screenshot:
             stilled, settled = _still(cdp, page, bool(others))
-            early = asyncio.ensure_future(_shot(cdp))  # (see _still_shots)
+            early = asyncio.ensure_future(_counted_shot(cdp, _frames.get(page)))  # (see _still_shots)
         done = await asyncio.gather(dom, marked, frames, main, *others, unmarked, return_exceptions=True)
         failed = next((r for r in done if isinstance(r, BaseException)), None)
         if failed is not None and screenshot:
@@ -196,7 +266,8 @@ async def _capture(cdp, page, screenshot: bool) -> dict:
                 node.setdefault("childIds", []).append(trees[fid]["nodes"][0]["nodeId"])
     raw = {"dom": dom.result(), "axtree": {"nodes": nodes}, "png": None, "rgb": None}
     if screenshot:
-        raw["png"], raw["rgb"] = await _still_shots(cdp, page, stilled, settled, early, lambda: _prepare(raw))
+        raw["png"], raw["rgb"], raw["shots"] = await _still_shots(cdp, page, stilled, settled, early,
+                                                                  lambda: _prepare(raw))
     else:
         _prepare(raw)
     return raw
@@ -274,18 +345,40 @@ async def _shot(cdp) -> bytes:
     raise PlaywrightError(f"no screenshot in {SHOT_ATTEMPTS} x {SHOT_TIMEOUT_MS} ms")
 
 
-async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[bytes, np.ndarray]:
+async def _counted_shot(cdp, frames: _Frames | None) -> tuple[bytes, int | None]:
+    """:func:`_shot`, and the page's compositor frame count when it was asked for (None when the
+    screencast is not known to run: no proof then)."""
+    if frames is None or not await frames.wait_running():
+        return await _shot(cdp), None
+    before = frames.count
+    shot = await _shot(cdp)
+    # Its own forced redraw is one frame, reported by the time the screenshot comes back: any
+    # other count, and the frames it saw are not known to be its own (the screenshot is then
+    # proved by another one agreeing).
+    if frames.count == before:
+        frames.stopped()
+    return shot, before if frames.count == before + 1 else None
+
+
+async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[bytes, np.ndarray, int]:
     """The still screenshot of the environment's (simulator/browser.py ``still_screenshot_async``:
     the page settled, CSS animations finished or stopped and the caret hidden as Playwright's
     ``animations="disabled", caret="hide"`` have it, then screenshots until two in a row agree,
-    STILL_SHOT_TRIES at most) as a PNG and as BrowserGym's RGB array. ``early`` is a screenshot
-    asked for with the snapshots, before the settle is over: when the first one after it agrees,
-    the page was still across the settle and the second is spared. ``meanwhile()`` runs while the
-    page settles, and each screenshot is decoded while the next one is taken."""
+    STILL_SHOT_TRIES at most) as a PNG and as BrowserGym's RGB array, and how many screenshots it
+    took. ``early`` is a screenshot asked for with the snapshots, before the settle is over.
+
+    A screenshot needs no second one to agree with it when the page's compositor drew no frame
+    after the screenshot's own until the settle was over and STILL_FRAME_WAIT_MS more had passed
+    (:class:`_Frames`): its pixels are then those of the page at rest, which is what two equal
+    screenshots in a row prove, and a frame in the whole interval is seen, not only a difference
+    between its ends. ``meanwhile()`` runs while the page settles, and each screenshot is decoded
+    while the next one is taken."""
     from playwright.async_api import Error as PlaywrightError
 
     from .browser import STILL_SHOT_TRIES
 
+    frames = _frames.get(page)
+    shots = 1
     try:
         meanwhile()
         for step in (stilled, settled):
@@ -293,19 +386,31 @@ async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[b
                 await step
             except PlaywrightError:
                 pass  # the document went away: the screenshot shows what is there now
-        shot = await early
+        shot, before = await early
         decoded = asyncio.ensure_future(asyncio.to_thread(png_to_rgb, shot))
         for _ in range(STILL_SHOT_TRIES):
-            again = await _shot(cdp)
+            if before is not None:
+                await asyncio.sleep(STILL_FRAME_WAIT_MS / 1000)  # (a frame drawn at the settle's end, reported late)
+                if frames.count == before + 1:
+                    break  # no frame since its own: still
+            again, before = await _counted_shot(cdp, frames)
+            shots += 1
             if again == shot:
                 break
             shot = again
             await asyncio.gather(decoded, return_exceptions=True)  # (a frame still changing: this one)
             decoded = asyncio.ensure_future(asyncio.to_thread(png_to_rgb, shot))
+        if frames is not None and not frames.on:
+            await frames.start(again=True)  # (it stopped sending: a renderer swapped by a navigation, say)
     finally:
         await asyncio.gather(early, return_exceptions=True)
         await _unstill(page, stilled, settled)
-    return shot, await decoded
+    return shot, await decoded, shots
+
+
+# How long a screenshot's page must draw no frame after the settle to count as still (a frame
+# drawn as the settle ended is reported a few milliseconds later, through the browser process).
+STILL_FRAME_WAIT_MS = 20
 
 
 # Before a screenshot (in each frame): the caret hidden and CSS animations finished (the infinite
@@ -322,9 +427,12 @@ async (main) => {
     }
   }
   const undo = [];
+  // Only a focused element shows a caret: the caret is hidden there alone (the focused element,
+  // and the one focused inside its shadow root, and so on), so that a page without one is not
+  // repainted (its screencast then sends no frame, see _Frames).
   const carets = new Map();
-  for (const root of roots) {
-    for (const el of root.querySelectorAll('input,textarea,[contenteditable]')) {
+  for (let el = document.activeElement; el; el = el.shadowRoot ? el.shadowRoot.activeElement : null) {
+    if (el.matches && el.style && el.matches('input,textarea,[contenteditable]')) {
       carets.set(el, [el.style.getPropertyValue('caret-color'), el.style.getPropertyPriority('caret-color')]);
       el.style.setProperty('caret-color', 'transparent', 'important');
     }

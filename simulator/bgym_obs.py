@@ -87,11 +87,13 @@ class _Frames:
     def __init__(self, cdp):
         self.cdp = cdp
         self.count = 0
+        self.last_at = 0.0  # when the last frame was reported (the event loop's clock)
         self.on = False  # whether the screencast is known to run (it sent a frame since it was started)
         self.running = asyncio.Event()  # (set with ``on``)
 
     def seen(self, event: dict) -> None:
         self.count += 1
+        self.last_at = asyncio.get_running_loop().time()
         self.on = True
         self.running.set()
         ack = asyncio.ensure_future(self.cdp.send("Page.screencastFrameAck", {"sessionId": event.get("sessionId")}))
@@ -120,10 +122,6 @@ class _Frames:
                 pass
         return self.on
 
-    def stopped(self) -> None:
-        """The screencast sent no frame when it should have: started again at the next chance."""
-        self.on = False
-        self.running.clear()
 
 
 SCREENCAST = {"format": "jpeg", "quality": 10, "maxWidth": 16, "maxHeight": 16, "everyNthFrame": 1}
@@ -345,19 +343,36 @@ async def _shot(cdp) -> bytes:
     raise PlaywrightError(f"no screenshot in {SHOT_ATTEMPTS} x {SHOT_TIMEOUT_MS} ms")
 
 
-async def _counted_shot(cdp, frames: _Frames | None) -> tuple[bytes, int | None]:
-    """:func:`_shot`, and the page's compositor frame count when it was asked for (None when the
+async def _counted_shot(cdp, frames: _Frames | None) -> tuple[bytes, tuple[int, float] | None]:
+    """:func:`_shot`, and what its stillness proof needs (:func:`_proved_still`): the page's
+    compositor frame count when it was asked for and the seconds it took (None when the
     screencast is not known to run: no proof then)."""
     if frames is None or not await frames.wait_running():
         return await _shot(cdp), None
-    before = frames.count
+    loop = asyncio.get_running_loop()
+    before, asked = frames.count, loop.time()
     shot = await _shot(cdp)
-    # Its own forced redraw is one frame, reported by the time the screenshot comes back: any
-    # other count, and the frames it saw are not known to be its own (the screenshot is then
-    # proved by another one agreeing).
-    if frames.count == before:
-        frames.stopped()
-    return shot, before if frames.count == before + 1 else None
+    return shot, (before, loop.time() - asked)
+
+
+async def _proved_still(frames: _Frames, counted: tuple[int, float]) -> bool:
+    """Whether the page drew one frame since the screenshot was asked for (its own forced redraw,
+    waited for OWN_FRAME_WAIT_MS at most: on a loaded machine it is reported after the
+    screenshot) and no other for as long after it as the screenshot took (STILL_FRAME_WAIT_MS
+    at least): the interval that a second screenshot agreeing with it would have proved still,
+    and more, since a change in the interval is seen, not only a difference between its ends."""
+    before, took = counted
+    loop = asyncio.get_running_loop()
+    waited = 0
+    while frames.count == before and waited < OWN_FRAME_WAIT_MS:
+        await asyncio.sleep(0.005)
+        waited += 5
+    if frames.count != before + 1:
+        return False
+    left = frames.last_at + max(STILL_FRAME_WAIT_MS / 1000, took) - loop.time()
+    if left > 0:
+        await asyncio.sleep(left)
+    return frames.count == before + 1
 
 
 async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[bytes, np.ndarray, int]:
@@ -368,10 +383,10 @@ async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[b
     took. ``early`` is a screenshot asked for with the snapshots, before the settle is over.
 
     A screenshot needs no second one to agree with it when the page's compositor drew no frame
-    after the screenshot's own until the settle was over and STILL_FRAME_WAIT_MS more had passed
-    (:class:`_Frames`): its pixels are then those of the page at rest, which is what two equal
-    screenshots in a row prove, and a frame in the whole interval is seen, not only a difference
-    between its ends. ``meanwhile()`` runs while the page settles, and each screenshot is decoded
+    after the screenshot's own until the settle was over, and for STILL_FRAME_WAIT_MS after it at
+    least (:class:`_Frames`): its pixels are then those of the page at rest, which is what two
+    equal screenshots in a row prove, and a frame in the whole interval is seen, not only a
+    difference between its ends. ``meanwhile()`` runs while the page settles, and each screenshot is decoded
     while the next one is taken."""
     from playwright.async_api import Error as PlaywrightError
 
@@ -386,21 +401,19 @@ async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[b
                 await step
             except PlaywrightError:
                 pass  # the document went away: the screenshot shows what is there now
-        shot, before = await early
+        shot, counted = await early
         decoded = asyncio.ensure_future(asyncio.to_thread(png_to_rgb, shot))
         for _ in range(STILL_SHOT_TRIES):
-            if before is not None:
-                await asyncio.sleep(STILL_FRAME_WAIT_MS / 1000)  # (a frame drawn at the settle's end, reported late)
-                if frames.count == before + 1:
-                    break  # no frame since its own: still
-            again, before = await _counted_shot(cdp, frames)
+            if counted is not None and await _proved_still(frames, counted):
+                break  # no frame since its own: still
+            again, counted = await _counted_shot(cdp, frames)
             shots += 1
             if again == shot:
                 break
             shot = again
             await asyncio.gather(decoded, return_exceptions=True)  # (a frame still changing: this one)
             decoded = asyncio.ensure_future(asyncio.to_thread(png_to_rgb, shot))
-        if frames is not None and not frames.on:
+        if frames is not None and counted is not None and frames.count == counted[0]:
             await frames.start(again=True)  # (it stopped sending: a renderer swapped by a navigation, say)
     finally:
         await asyncio.gather(early, return_exceptions=True)
@@ -408,9 +421,12 @@ async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[b
     return shot, await decoded, shots
 
 
-# How long a screenshot's page must draw no frame after the settle to count as still (a frame
-# drawn as the settle ended is reported a few milliseconds later, through the browser process).
-STILL_FRAME_WAIT_MS = 20
+# How long a page must draw no frame after a screenshot's own to count as still, at least (longer
+# when the screenshot took longer): about what the second screenshot that it spares takes on an
+# idle machine. The screenshot asked for with the snapshots has its own frame long before the
+# settle is over, so this is seldom waited for.
+STILL_FRAME_WAIT_MS = 60
+OWN_FRAME_WAIT_MS = 250
 
 
 # Before a screenshot (in each frame): the caret hidden and CSS animations finished (the infinite

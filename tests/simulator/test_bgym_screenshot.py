@@ -134,10 +134,10 @@ def test_the_capture_screenshot_has_the_pixels_of_the_still_screenshot_and_leave
 
 
 def animated_gif() -> bytes:
-    """A 200x200 GIF that alternates two colours every 40 ms, forever."""
+    """A 200x200 GIF that alternates two colours every 20 ms, forever."""
     frames = [Image.new("RGB", (200, 200), colour) for colour in ((200, 30, 30), (30, 30, 200))]
     buf = io.BytesIO()
-    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=40, loop=0)
+    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=20, loop=0)
     return buf.getvalue()
 
 
@@ -157,7 +157,13 @@ def test_one_screenshot_for_a_page_at_rest_and_more_for_one_that_animates():
 
     from playwright.async_api import async_playwright
 
-    from webfreeze.simulator.browser import STILL_SHOT_TRIES, launch_chromium, new_context, still_screenshot_async
+    from webfreeze.simulator.browser import (
+        STILL_SHOT_TRIES,
+        launch_chromium,
+        new_context,
+        still_screenshot_async,
+        wait_painted,
+    )
 
     gif = "data:image/gif;base64," + base64.b64encode(animated_gif()).decode()
     moving = f"<!DOCTYPE html><title>moving</title><h1>An animated image</h1><img src='{gif}'>"
@@ -171,7 +177,7 @@ def test_one_screenshot_for_a_page_at_rest_and_more_for_one_that_animates():
                 out = {}
                 for name, html in (("still", STILL_PAGE), ("moving", moving)):
                     await page.goto("data:text/html," + quote(html))
-                    await page.wait_for_timeout(200)
+                    await wait_painted(page)
                     raws = [await bgym_obs.capture_browser(context, page) for _ in range(3)]
                     out[name] = (raws, await still_screenshot_async(page))
                 return out

@@ -39,11 +39,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import io
 import itertools
 import json
 import re
 import struct
+import time
 import weakref
 
 import gymnasium as gym
@@ -77,55 +79,42 @@ _frames: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # page -> its 
 
 
 class _Frames:
-    """The compositor frames a page has produced, as Chromium's screencast reports them: the
-    stillness proof of the screenshot (:func:`_still_shots`). The screencast (CDP
-    ``Page.startScreencast``, frames of 16x16 pixels at most) sends a frame whenever the page's
-    compositor has drawn one with damage, anything that changes pixels: a style or layout change,
-    an animation, an animated image, a video, an image or font that came in, a screenshot's own
-    forced redraw. Each frame is acknowledged (Chromium stops sending after a few that are not)."""
+    """The compositor frames a page draws while it is observed, as Chromium's screencast reports
+    them: the stillness proof of the screenshot (:func:`_proved_still`). The screencast (CDP
+    ``Page.startScreencast``, frames of 16x16 pixels at most, started with each capture and
+    stopped after it) sends a frame whenever the page's compositor has drawn one with damage,
+    anything that changes pixels: a style or layout change, an animation, an animated image, a
+    video, an image or font that came in, a screenshot's own forced redraw (and, when it starts,
+    one of the page as it is). Each frame is acknowledged (Chromium stops sending after a few
+    that are not) and stamped with the time Chromium drew it."""
 
     def __init__(self, cdp):
         self.cdp = cdp
-        self.count = 0
-        self.last_at = 0.0  # when the last frame was reported (the event loop's clock)
-        self.on = False  # whether the screencast is known to run (it sent a frame since it was started)
-        self.running = asyncio.Event()  # (set with ``on``)
+        # (when each recent frame was drawn, as Chromium stamps it, and when it was reported: seconds since the epoch)
+        self.recent: collections.deque = collections.deque(maxlen=64)
 
     def seen(self, event: dict) -> None:
-        self.count += 1
-        self.last_at = asyncio.get_running_loop().time()
-        self.on = True
-        self.running.set()
+        arrived = time.time()
+        drawn = (event.get("metadata") or {}).get("timestamp")
+        self.recent.append((drawn if isinstance(drawn, (int, float)) else arrived, arrived))
         ack = asyncio.ensure_future(self.cdp.send("Page.screencastFrameAck", {"sessionId": event.get("sessionId")}))
         ack.add_done_callback(_ignored)
 
-    async def start(self, *, again: bool = False) -> None:
-        """Start the screencast (``again``: stop it first, it may be running)."""
-        from playwright.async_api import Error as PlaywrightError
+    def start(self) -> asyncio.Future:
+        return _quiet_send(self.cdp, "Page.startScreencast", SCREENCAST)
 
-        self.on = False
-        self.running.clear()
-        try:
-            if again:
-                await self.cdp.send("Page.stopScreencast")
-            await self.cdp.send("Page.startScreencast", SCREENCAST)
-        except PlaywrightError:
-            pass  # (no proof, then: each screenshot is proved by a second one agreeing)
-
-    async def wait_running(self) -> bool:
-        """Whether the screencast runs, waiting SCREENCAST_START_MS at most for its first frame
-        (a screencast's first frame is one of the page as it is, sent when it starts)."""
-        if not self.on:
-            try:
-                await asyncio.wait_for(self.running.wait(), SCREENCAST_START_MS / 1000)
-            except asyncio.TimeoutError:
-                pass
-        return self.on
-
+    def stop(self) -> asyncio.Future:
+        return _quiet_send(self.cdp, "Page.stopScreencast", {})
 
 
 SCREENCAST = {"format": "jpeg", "quality": 10, "maxWidth": 16, "maxHeight": 16, "everyNthFrame": 1}
-SCREENCAST_START_MS = 300
+
+
+def _quiet_send(cdp, method: str, params: dict) -> asyncio.Future:
+    """``method`` sent now, its failure ignored (the proof then fails: no frames)."""
+    future = asyncio.ensure_future(cdp.send(method, params))
+    future.add_done_callback(_ignored)
+    return future
 
 
 def _ignored(future: asyncio.Future) -> None:
@@ -139,14 +128,7 @@ async def _session(context, page):
         cdp = _sessions[page] = await context.new_cdp_session(page)
         frames = _frames[page] = _Frames(cdp)
         cdp.on("Page.screencastFrame", frames.seen)
-        await frames.start()
     return cdp
-
-
-async def watch_frames(context, page) -> None:
-    """Open ``page``'s kept CDP session and start its screencast now (a page about to be observed:
-    its first observation then finds the screencast running)."""
-    await _session(context, page)
 
 
 def forget_session(page) -> None:
@@ -221,6 +203,9 @@ async def _capture(cdp, page, screenshot: bool) -> dict:
     #   out (a label around a checkbox, say); the same marks for the same tree, taken off at once;
     # - then, for the screenshot, the page made still (STILL_JS) and let settle (PAINT_SETTLE_JS:
     #   its frames go by while the snapshots above are taken).
+    frames = _frames.get(page) if screenshot else None
+    if frames is not None:
+        frames.start()  # (its first frame, of the page as it is, is drawn with the screenshot's own: see _still_shots)
     dom = asyncio.ensure_future(cdp.send("DOMSnapshot.captureSnapshot", {
         "computedStyles": [], "includeDOMRects": True, "includePaintOrder": True}))
     marked = _evaluate(cdp, ARIA_MARK_JS, True)
@@ -240,11 +225,13 @@ async def _capture(cdp, page, screenshot: bool) -> dict:
         unmarked = _evaluate(cdp, ARIA_MARK_JS, False)
         if screenshot:
             stilled, settled = _still(cdp, page, bool(others))
-            early = asyncio.ensure_future(_counted_shot(cdp, _frames.get(page)))  # (see _still_shots)
+            early = asyncio.ensure_future(_counted_shot(cdp, frames))  # (see _still_shots)
         done = await asyncio.gather(dom, marked, frames, main, *others, unmarked, return_exceptions=True)
         failed = next((r for r in done if isinstance(r, BaseException)), None)
         if failed is not None and screenshot:
             await asyncio.gather(early, return_exceptions=True)
+            if frames is not None:
+                frames.stop()
             await _unstill(page, stilled, settled)
     if failed is not None:
         raise failed
@@ -343,36 +330,40 @@ async def _shot(cdp) -> bytes:
     raise PlaywrightError(f"no screenshot in {SHOT_ATTEMPTS} x {SHOT_TIMEOUT_MS} ms")
 
 
-async def _counted_shot(cdp, frames: _Frames | None) -> tuple[bytes, tuple[int, float] | None]:
-    """:func:`_shot`, and what its stillness proof needs (:func:`_proved_still`): the page's
-    compositor frame count when it was asked for and the seconds it took (None when the
-    screencast is not known to run: no proof then)."""
-    if frames is None or not await frames.wait_running():
+async def _counted_shot(cdp, frames: _Frames | None) -> tuple[bytes, tuple[float, float] | None]:
+    """:func:`_shot`, and what its stillness proof needs (:func:`_proved_still`): when it was
+    asked for and the seconds it took (None without a screencast: no proof then)."""
+    if frames is None:
         return await _shot(cdp), None
-    loop = asyncio.get_running_loop()
-    before, asked = frames.count, loop.time()
+    asked = time.time()
     shot = await _shot(cdp)
-    return shot, (before, loop.time() - asked)
+    return shot, (asked, time.time() - asked)
 
 
-async def _proved_still(frames: _Frames, counted: tuple[int, float]) -> bool:
+async def _proved_still(frames: _Frames, counted: tuple[float, float]) -> bool:
     """Whether the page drew one frame since the screenshot was asked for (its own forced redraw,
     waited for OWN_FRAME_WAIT_MS at most: on a loaded machine it is reported after the
     screenshot) and no other for as long after it as the screenshot took (STILL_FRAME_WAIT_MS
     at least): the interval that a second screenshot agreeing with it would have proved still,
-    and more, since a change in the interval is seen, not only a difference between its ends."""
-    before, took = counted
-    loop = asyncio.get_running_loop()
+    and more, since a change in the interval is seen, not only a difference between its ends.
+    Frames drawn before the screenshot was asked for (reported late: a loaded machine) do not
+    count."""
+    asked, took = counted
+
+    def since() -> list:
+        return [frame for frame in frames.recent if frame[0] >= asked]
+
     waited = 0
-    while frames.count == before and waited < OWN_FRAME_WAIT_MS:
+    while not since() and waited < OWN_FRAME_WAIT_MS:
         await asyncio.sleep(0.005)
         waited += 5
-    if frames.count != before + 1:
+    drawn = since()
+    if len(drawn) != 1:
         return False
-    left = frames.last_at + max(STILL_FRAME_WAIT_MS / 1000, took) - loop.time()
+    left = drawn[0][1] + max(STILL_FRAME_WAIT_MS / 1000, took) - time.time()
     if left > 0:
         await asyncio.sleep(left)
-    return frames.count == before + 1
+    return len(since()) == 1
 
 
 async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[bytes, np.ndarray, int]:
@@ -383,11 +374,12 @@ async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[b
     took. ``early`` is a screenshot asked for with the snapshots, before the settle is over.
 
     A screenshot needs no second one to agree with it when the page's compositor drew no frame
-    after the screenshot's own until the settle was over, and for STILL_FRAME_WAIT_MS after it at
-    least (:class:`_Frames`): its pixels are then those of the page at rest, which is what two
-    equal screenshots in a row prove, and a frame in the whole interval is seen, not only a
-    difference between its ends. ``meanwhile()`` runs while the page settles, and each screenshot is decoded
-    while the next one is taken."""
+    after the screenshot's own, until the settle was over and for at least as long as the
+    screenshot took (:func:`_proved_still`, :class:`_Frames`): its pixels are then those of the
+    page at rest, which is what two equal screenshots in a row were taken to prove (they agree on
+    an animated image now and then: its frames need not change between two screenshots).
+    ``meanwhile()`` runs while the page settles, and each screenshot is decoded while the next one
+    is taken."""
     from playwright.async_api import Error as PlaywrightError
 
     from .browser import STILL_SHOT_TRIES
@@ -413,9 +405,9 @@ async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[b
             shot = again
             await asyncio.gather(decoded, return_exceptions=True)  # (a frame still changing: this one)
             decoded = asyncio.ensure_future(asyncio.to_thread(png_to_rgb, shot))
-        if frames is not None and counted is not None and frames.count == counted[0]:
-            await frames.start(again=True)  # (it stopped sending: a renderer swapped by a navigation, say)
     finally:
+        if frames is not None:
+            frames.stop()
         await asyncio.gather(early, return_exceptions=True)
         await _unstill(page, stilled, settled)
     return shot, await decoded, shots
@@ -423,8 +415,8 @@ async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[b
 
 # How long a page must draw no frame after a screenshot's own to count as still, at least (longer
 # when the screenshot took longer): about what the second screenshot that it spares takes on an
-# idle machine. The screenshot asked for with the snapshots has its own frame long before the
-# settle is over, so this is seldom waited for.
+# idle machine. The screenshot asked for with the snapshots has its own frame before the settle
+# is over, so only the rest is waited for.
 STILL_FRAME_WAIT_MS = 60
 OWN_FRAME_WAIT_MS = 250
 

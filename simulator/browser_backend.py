@@ -178,8 +178,6 @@ class BrowserBackend:
         try:
             page = await context.new_page()
             await fast_animations(context, page)
-            if self.env.config.observation == "browsergym":
-                await bgym_obs.watch_frames(context, page)  # (its screenshots' stillness proof, see there)
             return context, page
         except BaseException:
             await context.close()

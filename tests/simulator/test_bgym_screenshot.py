@@ -135,9 +135,9 @@ def test_the_capture_screenshot_has_the_pixels_of_the_still_screenshot_and_leave
 
 def animated_gif() -> bytes:
     """A 200x200 GIF that alternates two colours every 20 ms, forever."""
-    frames = [Image.new("RGB", (200, 200), colour) for colour in ((200, 30, 30), (30, 30, 200))]
+    frames = [Image.new("RGB", (200, 200), colour) for colour in ((200, 30, 30), (30, 30, 200), (30, 160, 30))]
     buf = io.BytesIO()
-    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=20, loop=0)
+    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=30, loop=0)
     return buf.getvalue()
 
 
@@ -148,7 +148,8 @@ STILL_PAGE = ("<!DOCTYPE html><title>rest</title><h1>At rest</h1><input value='n
 def test_one_screenshot_for_a_page_at_rest_and_more_for_one_that_animates():
     """The screencast's frames prove a page still without a second screenshot (its pixels those of
     the environment's still screenshot); an animated image, which nothing stops, is caught: the
-    capture takes screenshots until two agree, or gives up after STILL_SHOT_TRIES more."""
+    capture takes screenshots until two agree, or gives up after STILL_SHOT_TRIES more. (Two
+    screenshots in a row alone, the rule before, agreed on this page now and then: one capture in six.)"""
     try:
         chromium_path()
     except BrowserUnavailable as exc:
@@ -186,10 +187,11 @@ def test_one_screenshot_for_a_page_at_rest_and_more_for_one_that_animates():
 
     out = asyncio.run(run())
     raws, theirs = out["still"]
-    # (one frame reported late on a loaded machine costs a second screenshot, which then agrees)
+    # (a frame reported late on a loaded machine costs a second screenshot, which then agrees)
     assert 1 in [raw["shots"] for raw in raws] and all(raw["shots"] <= 2 for raw in raws)
-    for raw in raws:
-        assert (raw["rgb"] == pillow_rgb(theirs)).all()
+    for i, raw in enumerate(raws):
+        differ = (raw["rgb"] != pillow_rgb(theirs)).any(axis=2)
+        assert not differ.any(), (i, raw["shots"], int(differ.sum()), [(a.min(), a.max()) for a in differ.nonzero()])
     raws, _ = out["moving"]
     for raw in raws:
-        assert 2 <= raw["shots"] <= 1 + STILL_SHOT_TRIES
+        assert 2 <= raw["shots"] <= 1 + STILL_SHOT_TRIES, [r["shots"] for r in raws]

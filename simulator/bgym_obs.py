@@ -39,13 +39,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import collections
 import io
 import itertools
 import json
 import re
 import struct
-import time
 import weakref
 
 import gymnasium as gym
@@ -75,66 +73,18 @@ KEYS = ("chat_messages", "goal_object", "open_pages_urls", "open_pages_titles", 
 # One CDP session per page, kept for the page's life (a session per observation costs two round
 # trips, and the session outlives navigations: it is attached to the tab, not to a document).
 _sessions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_frames: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # page -> its _Frames
-
-
-class _Frames:
-    """The compositor frames a page draws while it is observed, as Chromium's screencast reports
-    them: the stillness proof of the screenshot (:func:`_proved_still`). The screencast (CDP
-    ``Page.startScreencast``, frames of 16x16 pixels at most, started with each capture and
-    stopped after it) sends a frame whenever the page's compositor has drawn one with damage,
-    anything that changes pixels: a style or layout change, an animation, an animated image, a
-    video, an image or font that came in, a screenshot's own forced redraw (and, when it starts,
-    one of the page as it is). Each frame is acknowledged (Chromium stops sending after a few
-    that are not) and stamped with the time Chromium drew it."""
-
-    def __init__(self, cdp):
-        self.cdp = cdp
-        # (when each recent frame was drawn, as Chromium stamps it, and when it was reported: seconds since the epoch)
-        self.recent: collections.deque = collections.deque(maxlen=64)
-
-    def seen(self, event: dict) -> None:
-        arrived = time.time()
-        drawn = (event.get("metadata") or {}).get("timestamp")
-        self.recent.append((drawn if isinstance(drawn, (int, float)) else arrived, arrived))
-        ack = asyncio.ensure_future(self.cdp.send("Page.screencastFrameAck", {"sessionId": event.get("sessionId")}))
-        ack.add_done_callback(_ignored)
-
-    def start(self) -> asyncio.Future:
-        return _quiet_send(self.cdp, "Page.startScreencast", SCREENCAST)
-
-    def stop(self) -> asyncio.Future:
-        return _quiet_send(self.cdp, "Page.stopScreencast", {})
-
-
-SCREENCAST = {"format": "jpeg", "quality": 10, "maxWidth": 16, "maxHeight": 16, "everyNthFrame": 1}
-
-
-def _quiet_send(cdp, method: str, params: dict) -> asyncio.Future:
-    """``method`` sent now, its failure ignored (the proof then fails: no frames)."""
-    future = asyncio.ensure_future(cdp.send(method, params))
-    future.add_done_callback(_ignored)
-    return future
-
-
-def _ignored(future: asyncio.Future) -> None:
-    if not future.cancelled():
-        future.exception()  # (a page closing meanwhile: nothing to acknowledge)
 
 
 async def _session(context, page):
     cdp = _sessions.get(page)
     if cdp is None:
         cdp = _sessions[page] = await context.new_cdp_session(page)
-        frames = _frames[page] = _Frames(cdp)
-        cdp.on("Page.screencastFrame", frames.seen)
     return cdp
 
 
 def forget_session(page) -> None:
     """Drop ``page``'s kept CDP session (one that failed: the next capture opens another)."""
     _sessions.pop(page, None)
-    _frames.pop(page, None)
 
 
 async def capture_browser(context, page, *, screenshot: bool = True) -> dict:
@@ -203,9 +153,6 @@ async def _capture(cdp, page, screenshot: bool) -> dict:
     #   out (a label around a checkbox, say); the same marks for the same tree, taken off at once;
     # - then, for the screenshot, the page made still (STILL_JS) and let settle (PAINT_SETTLE_JS:
     #   its frames go by while the snapshots above are taken).
-    frames = _frames.get(page) if screenshot else None
-    if frames is not None:
-        frames.start()  # (its first frame, of the page as it is, is drawn with the screenshot's own: see _still_shots)
     dom = asyncio.ensure_future(cdp.send("DOMSnapshot.captureSnapshot", {
         "computedStyles": [], "includeDOMRects": True, "includePaintOrder": True}))
     marked = _evaluate(cdp, ARIA_MARK_JS, True)
@@ -225,13 +172,11 @@ async def _capture(cdp, page, screenshot: bool) -> dict:
         unmarked = _evaluate(cdp, ARIA_MARK_JS, False)
         if screenshot:
             stilled, settled = _still(cdp, page, bool(others))
-            early = asyncio.ensure_future(_counted_shot(cdp, frames))  # (see _still_shots)
+            early = asyncio.ensure_future(_shot(cdp))  # (see _still_shots)
         done = await asyncio.gather(dom, marked, frames, main, *others, unmarked, return_exceptions=True)
         failed = next((r for r in done if isinstance(r, BaseException)), None)
         if failed is not None and screenshot:
             await asyncio.gather(early, return_exceptions=True)
-            if frames is not None:
-                frames.stop()
             await _unstill(page, stilled, settled)
     if failed is not None:
         raise failed
@@ -330,62 +275,21 @@ async def _shot(cdp) -> bytes:
     raise PlaywrightError(f"no screenshot in {SHOT_ATTEMPTS} x {SHOT_TIMEOUT_MS} ms")
 
 
-async def _counted_shot(cdp, frames: _Frames | None) -> tuple[bytes, tuple[float, float] | None]:
-    """:func:`_shot`, and what its stillness proof needs (:func:`_proved_still`): when it was
-    asked for and the seconds it took (None without a screencast: no proof then)."""
-    if frames is None:
-        return await _shot(cdp), None
-    asked = time.time()
-    shot = await _shot(cdp)
-    return shot, (asked, time.time() - asked)
-
-
-async def _proved_still(frames: _Frames, counted: tuple[float, float]) -> bool:
-    """Whether the page drew one frame since the screenshot was asked for (its own forced redraw,
-    waited for OWN_FRAME_WAIT_MS at most: on a loaded machine it is reported after the
-    screenshot) and no other for as long after it as the screenshot took (STILL_FRAME_WAIT_MS
-    at least): the interval that a second screenshot agreeing with it would have proved still,
-    and more, since a change in the interval is seen, not only a difference between its ends.
-    Frames drawn before the screenshot was asked for (reported late: a loaded machine) do not
-    count."""
-    asked, took = counted
-
-    def since() -> list:
-        return [frame for frame in frames.recent if frame[0] >= asked]
-
-    waited = 0
-    while not since() and waited < OWN_FRAME_WAIT_MS:
-        await asyncio.sleep(0.005)
-        waited += 5
-    drawn = since()
-    if len(drawn) != 1:
-        return False
-    left = drawn[0][1] + max(STILL_FRAME_WAIT_MS / 1000, took) - time.time()
-    if left > 0:
-        await asyncio.sleep(left)
-    return len(since()) == 1
-
-
 async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[bytes, np.ndarray, int]:
     """The still screenshot of the environment's (simulator/browser.py ``still_screenshot_async``:
     the page settled, CSS animations finished or stopped and the caret hidden as Playwright's
     ``animations="disabled", caret="hide"`` have it, then screenshots until two in a row agree,
     STILL_SHOT_TRIES at most) as a PNG and as BrowserGym's RGB array, and how many screenshots it
-    took. ``early`` is a screenshot asked for with the snapshots, before the settle is over.
-
-    A screenshot needs no second one to agree with it when the page's compositor drew no frame
-    after the screenshot's own, until the settle was over and for at least as long as the
-    screenshot took (:func:`_proved_still`, :class:`_Frames`): its pixels are then those of the
-    page at rest, which is what two equal screenshots in a row were taken to prove (they agree on
-    an animated image now and then: its frames need not change between two screenshots).
+    took. ``early`` is a screenshot asked for with the snapshots, before the settle is over: when
+    the first one after it agrees, the page was still across the settle and a third is spared.
     ``meanwhile()`` runs while the page settles, and each screenshot is decoded while the next one
-    is taken."""
+    is taken. (Two screenshots in a row agree now and then on an animated image, whose frames need
+    not change between them: docs/benchmarks.md, bgym_obs, has a proof by Chromium's screencast
+    that catches it, measured slower.)"""
     from playwright.async_api import Error as PlaywrightError
 
     from .browser import STILL_SHOT_TRIES
 
-    frames = _frames.get(page)
-    shots = 1
     try:
         meanwhile()
         for step in (stilled, settled):
@@ -393,12 +297,11 @@ async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[b
                 await step
             except PlaywrightError:
                 pass  # the document went away: the screenshot shows what is there now
-        shot, counted = await early
+        shot = await early
         decoded = asyncio.ensure_future(asyncio.to_thread(png_to_rgb, shot))
+        shots = 1
         for _ in range(STILL_SHOT_TRIES):
-            if counted is not None and await _proved_still(frames, counted):
-                break  # no frame since its own: still
-            again, counted = await _counted_shot(cdp, frames)
+            again = await _shot(cdp)
             shots += 1
             if again == shot:
                 break
@@ -406,19 +309,9 @@ async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[b
             await asyncio.gather(decoded, return_exceptions=True)  # (a frame still changing: this one)
             decoded = asyncio.ensure_future(asyncio.to_thread(png_to_rgb, shot))
     finally:
-        if frames is not None:
-            frames.stop()
         await asyncio.gather(early, return_exceptions=True)
         await _unstill(page, stilled, settled)
     return shot, await decoded, shots
-
-
-# How long a page must draw no frame after a screenshot's own to count as still, at least (longer
-# when the screenshot took longer): about what the second screenshot that it spares takes on an
-# idle machine. The screenshot asked for with the snapshots has its own frame before the settle
-# is over, so only the rest is waited for.
-STILL_FRAME_WAIT_MS = 60
-OWN_FRAME_WAIT_MS = 250
 
 
 # Before a screenshot (in each frame): the caret hidden and CSS animations finished (the infinite
@@ -435,12 +328,9 @@ async (main) => {
     }
   }
   const undo = [];
-  // Only a focused element shows a caret: the caret is hidden there alone (the focused element,
-  // and the one focused inside its shadow root, and so on), so that a page without one is not
-  // repainted (its screencast then sends no frame, see _Frames).
   const carets = new Map();
-  for (let el = document.activeElement; el; el = el.shadowRoot ? el.shadowRoot.activeElement : null) {
-    if (el.matches && el.style && el.matches('input,textarea,[contenteditable]')) {
+  for (const root of roots) {
+    for (const el of root.querySelectorAll('input,textarea,[contenteditable]')) {
       carets.set(el, [el.style.getPropertyValue('caret-color'), el.style.getPropertyPriority('caret-color')]);
       el.style.setProperty('caret-color', 'transparent', 'important');
     }

@@ -145,11 +145,12 @@ STILL_PAGE = ("<!DOCTYPE html><title>rest</title><h1>At rest</h1><input value='n
               + "".join(f"<p>paragraph {i} of a page that does not move</p>" for i in range(30)))
 
 
-def test_one_screenshot_for_a_page_at_rest_and_more_for_one_that_animates():
-    """The screencast's frames prove a page still without a second screenshot (its pixels those of
-    the environment's still screenshot); an animated image, which nothing stops, is caught: the
-    capture takes screenshots until two agree, or gives up after STILL_SHOT_TRIES more. (Two
-    screenshots in a row alone, the rule before, agreed on this page now and then: one capture in six.)"""
+def test_a_page_at_rest_takes_two_screenshots_with_the_still_screenshots_pixels():
+    """The still screenshot's rule on a page at rest: the screenshot asked for with the snapshots
+    and the one after the settle agree (no third), with the pixels of the environment's still
+    screenshot, capture after capture. On an animated image, which nothing stops, the capture
+    takes more screenshots, or gives up after STILL_SHOT_TRIES more (now and then two agree on
+    it: see docs/benchmarks.md, bgym_obs)."""
     try:
         chromium_path()
     except BrowserUnavailable as exc:
@@ -187,11 +188,11 @@ def test_one_screenshot_for_a_page_at_rest_and_more_for_one_that_animates():
 
     out = asyncio.run(run())
     raws, theirs = out["still"]
-    # (a frame reported late on a loaded machine costs a second screenshot, which then agrees)
-    assert 1 in [raw["shots"] for raw in raws] and all(raw["shots"] <= 2 for raw in raws)
+    assert [raw["shots"] for raw in raws] == [2, 2, 2]
     for i, raw in enumerate(raws):
         differ = (raw["rgb"] != pillow_rgb(theirs)).any(axis=2)
         assert not differ.any(), (i, raw["shots"], int(differ.sum()), [(a.min(), a.max()) for a in differ.nonzero()])
     raws, _ = out["moving"]
     for raw in raws:
-        assert 2 <= raw["shots"] <= 1 + STILL_SHOT_TRIES, [r["shots"] for r in raws]
+        assert 2 <= raw["shots"] <= 1 + STILL_SHOT_TRIES
+    assert max(raw["shots"] for raw in raws) > 2  # (caught in one capture of three at least)

@@ -196,7 +196,8 @@ async def _capture(cdp, page, screenshot: bool) -> dict:
                 node.setdefault("childIds", []).append(trees[fid]["nodes"][0]["nodeId"])
     raw = {"dom": dom.result(), "axtree": {"nodes": nodes}, "png": None, "rgb": None}
     if screenshot:
-        raw["png"], raw["rgb"] = await _still_shots(cdp, page, stilled, settled, early, lambda: _prepare(raw))
+        raw["png"], raw["rgb"], raw["shots"] = await _still_shots(cdp, page, stilled, settled, early,
+                                                                  lambda: _prepare(raw))
     else:
         _prepare(raw)
     return raw
@@ -274,14 +275,17 @@ async def _shot(cdp) -> bytes:
     raise PlaywrightError(f"no screenshot in {SHOT_ATTEMPTS} x {SHOT_TIMEOUT_MS} ms")
 
 
-async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[bytes, np.ndarray]:
+async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[bytes, np.ndarray, int]:
     """The still screenshot of the environment's (simulator/browser.py ``still_screenshot_async``:
     the page settled, CSS animations finished or stopped and the caret hidden as Playwright's
     ``animations="disabled", caret="hide"`` have it, then screenshots until two in a row agree,
-    STILL_SHOT_TRIES at most) as a PNG and as BrowserGym's RGB array. ``early`` is a screenshot
-    asked for with the snapshots, before the settle is over: when the first one after it agrees,
-    the page was still across the settle and the second is spared. ``meanwhile()`` runs while the
-    page settles, and each screenshot is decoded while the next one is taken."""
+    STILL_SHOT_TRIES at most) as a PNG and as BrowserGym's RGB array, and how many screenshots it
+    took. ``early`` is a screenshot asked for with the snapshots, before the settle is over: when
+    the first one after it agrees, the page was still across the settle and a third is spared.
+    ``meanwhile()`` runs while the page settles, and each screenshot is decoded while the next one
+    is taken. (Two screenshots in a row agree now and then on an animated image, whose frames need
+    not change between them: docs/benchmarks.md, bgym_obs, has a proof by Chromium's screencast
+    that catches it, measured slower.)"""
     from playwright.async_api import Error as PlaywrightError
 
     from .browser import STILL_SHOT_TRIES
@@ -295,8 +299,10 @@ async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[b
                 pass  # the document went away: the screenshot shows what is there now
         shot = await early
         decoded = asyncio.ensure_future(asyncio.to_thread(png_to_rgb, shot))
+        shots = 1
         for _ in range(STILL_SHOT_TRIES):
             again = await _shot(cdp)
+            shots += 1
             if again == shot:
                 break
             shot = again
@@ -305,7 +311,7 @@ async def _still_shots(cdp, page, stilled, settled, early, meanwhile) -> tuple[b
     finally:
         await asyncio.gather(early, return_exceptions=True)
         await _unstill(page, stilled, settled)
-    return shot, await decoded
+    return shot, await decoded, shots
 
 
 # Before a screenshot (in each frame): the caret hidden and CSS animations finished (the infinite

@@ -131,3 +131,69 @@ def test_the_capture_screenshot_has_the_pixels_of_the_still_screenshot_and_leave
         assert not np.array_equal(raw["rgb"], pillow_rgb(plain))  # (stilling it changed what is seen)
         assert raw["titles"] == ["still"] and raw["active"] == 0
         assert raw["axtree"]["nodes"] and raw["dom"]["documents"]
+
+
+def animated_gif() -> bytes:
+    """A 200x200 GIF that alternates two colours every 20 ms, forever."""
+    frames = [Image.new("RGB", (200, 200), colour) for colour in ((200, 30, 30), (30, 30, 200), (30, 160, 30))]
+    buf = io.BytesIO()
+    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=30, loop=0)
+    return buf.getvalue()
+
+
+STILL_PAGE = ("<!DOCTYPE html><title>rest</title><h1>At rest</h1><input value='no focus'><button>Go</button>"
+              + "".join(f"<p>paragraph {i} of a page that does not move</p>" for i in range(30)))
+
+
+def test_a_page_at_rest_takes_two_screenshots_with_the_still_screenshots_pixels():
+    """The still screenshot's rule on a page at rest: the screenshot asked for with the snapshots
+    and the one after the settle agree (no third), with the pixels of the environment's still
+    screenshot, capture after capture. On an animated image, which nothing stops, the capture
+    takes more screenshots, or gives up after STILL_SHOT_TRIES more (now and then two agree on
+    it: see docs/benchmarks.md, bgym_obs), and never more than that."""
+    try:
+        chromium_path()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    import base64
+
+    from playwright.async_api import async_playwright
+
+    from webfreeze.simulator.browser import (
+        STILL_SHOT_TRIES,
+        launch_chromium,
+        new_context,
+        still_screenshot_async,
+        wait_painted,
+    )
+
+    gif = "data:image/gif;base64," + base64.b64encode(animated_gif()).decode()
+    moving = f"<!DOCTYPE html><title>moving</title><h1>An animated image</h1><img src='{gif}'>"
+
+    async def run():
+        async with async_playwright() as pw:
+            browser = await launch_chromium(pw, shell=True)
+            try:
+                context = await new_context(browser)
+                page = await context.new_page()
+                out = {}
+                for name, html in (("still", STILL_PAGE), ("moving", moving)):
+                    await page.goto("data:text/html," + quote(html))
+                    await wait_painted(page)
+                    raws = [await bgym_obs.capture_browser(context, page) for _ in range(3)]
+                    out[name] = (raws, await still_screenshot_async(page))
+                return out
+            finally:
+                await browser.close()
+
+    out = asyncio.run(run())
+    raws, theirs = out["still"]
+    assert [raw["shots"] for raw in raws] == [2, 2, 2]
+    for i, raw in enumerate(raws):
+        differ = (raw["rgb"] != pillow_rgb(theirs)).any(axis=2)
+        assert not differ.any(), (i, raw["shots"], int(differ.sum()), [(a.min(), a.max()) for a in differ.nonzero()])
+    raws, _ = out["moving"]
+    # (how many it takes there is the animation's timing against the machine's: no verdict on that,
+    # beyond the bound; two screenshots agree on it now and then)
+    for raw in raws:
+        assert 2 <= raw["shots"] <= 1 + STILL_SHOT_TRIES

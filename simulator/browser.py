@@ -174,6 +174,10 @@ class Inflight(set):
         self.changed = time.monotonic()
 
     def started(self, request) -> None:
+        # only the network counts: Chromium reports a shared worker's blob: script as a request
+        # that never finishes (the settle then waited out its whole time bound on every such page)
+        if not request.url.startswith(("http:", "https:")):
+            return
         self.add(request)
         self.changed = time.monotonic()
 
@@ -395,6 +399,27 @@ async def pump_timers(page, token: int, *, extra_ms: int = 0) -> int:
         except PlaywrightError:
             ran += frame == page.main_frame
     return ran
+
+
+# The loads (and worker turns) the page's runtime stopped waiting for since the last call, read and
+# set back to 0 (replayer/determinism.py: ``__wfStalled``, its workers' included).
+STALLED_JS = "() => { const n = window.__wfStalled || 0; if (n) window.__wfStalled = 0; return n; }"
+
+
+async def stalled_loads(page) -> int:
+    """How many loads the runtime of ``page``'s frames stopped waiting for (Playwright's async API)
+    since the last call; a frame that went away counts none."""
+    from playwright.async_api import Error as PlaywrightError
+
+    stalled = 0
+    for frame in page.frames:
+        if frame.is_detached():
+            continue
+        try:
+            stalled += int(await frame.evaluate(STALLED_JS) or 0)
+        except PlaywrightError:
+            pass
+    return stalled
 
 
 def wait_network_quiet(page, inflight: set, *, quiet_ms: float = QUIET_MS,

@@ -478,11 +478,36 @@ def _screenshot(page, full_page: bool) -> bytes:
         try:
             return take()
         except PlaywrightTimeout:
+            wake_compositor(page)
             try:
                 page.evaluate(PAINT_SETTLE_JS, PAINT_SETTLE_LIMIT_MS)  # bounded by a timer, not a frame
             except PlaywrightError:
                 pass
     return take()
+
+
+def wake_compositor(page) -> None:
+    """Make an idle compositor draw a frame (Playwright's sync API): a screencast started and
+    stopped. A screenshot waits for a frame, and a headless Chromium whose compositor has gone idle
+    (seen under load, a page at rest) produces none until something asks for frames: the
+    screenshot that then timed out comes at once after this."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        cdp = page.context.new_cdp_session(page)
+    except PlaywrightError:
+        return
+    try:
+        cdp.send("Page.startScreencast", {"format": "jpeg", "quality": 10, "maxWidth": 64, "maxHeight": 64})
+        page.wait_for_timeout(250)
+        cdp.send("Page.stopScreencast")
+    except PlaywrightError:
+        pass
+    finally:
+        try:
+            cdp.detach()
+        except PlaywrightError:
+            pass
 
 
 # Before an observation: CSS transitions and animations (and the page's Web Animations) that have an

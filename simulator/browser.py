@@ -196,8 +196,13 @@ def track_inflight(page) -> Inflight:
 
 
 NO_COMMIT_STATUSES = (204, 205)
-COMMIT_WAIT_S = 1.0  # a finished navigation request that has not committed by then never will
-EXPECT_WAIT_S = 0.5  # a navigation the page announced whose request has not shown up by then never will
+# Safety nets of wall-clock time, far above what a loaded machine takes (a navigation to another
+# host starts a renderer process: seconds beside a dozen busy processes); the cases that end
+# without a commit or a request are recognised as they happen (204, 205, an attachment, a
+# download; a same-document navigation is never announced), so these are reached only by a
+# navigation that went wrong.
+COMMIT_WAIT_S = 10.0  # a finished navigation request that has not committed by then never will
+EXPECT_WAIT_S = 5.0  # a navigation the page announced whose request has not shown up by then never will
 EXPECTED = object()  # PageActivity.pending before the navigation's request is seen
 
 
@@ -239,6 +244,7 @@ class PageActivity(Inflight):
         page.on("requestfailed", self._failed)
         page.on("framenavigated", self._committed)
         page.on("load", self._load)
+        page.on("download", self._download)
 
     def __bool__(self) -> bool:
         return len(self) > 0 or self.pending is not None
@@ -267,6 +273,10 @@ class PageActivity(Inflight):
                 response.status in NO_COMMIT_STATUSES
                 or "attachment" in response.headers.get("content-disposition", "").lower()):
             self.pending = None
+
+    @_guarded
+    def _download(self, _download) -> None:
+        self.pending = None  # a navigation that became a download commits no document
 
     @_guarded
     def _finished(self, request) -> None:

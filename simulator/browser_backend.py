@@ -81,7 +81,10 @@ CLICK_POINT_JS = r"""
   window.__wfNavigating = false;
   const started = () => { window.__wfNavigating = true; };
   if (window.navigation) {
-    window.navigation.addEventListener('navigate', (e) => { if (!e.downloadRequest) started(); }, {once: true});
+    // (a same-document navigation, a fragment or pushState, loads nothing: not one to wait for)
+    window.navigation.addEventListener('navigate', (e) => {
+      if (!e.downloadRequest && !(e.destination && e.destination.sameDocument)) started();
+    }, {once: true});
   }
   window.addEventListener('submit', (e) => {
     const form = e.target, by = e.submitter;

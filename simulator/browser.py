@@ -364,7 +364,7 @@ FIRST_PAINT_JS = """async ([limitMs, frames]) => {
   });
   return painted() ? 'painted' : why;
 }"""
-FIRST_PAINT_LIMIT_MS = 2000
+FIRST_PAINT_LIMIT_MS = 10_000  # (a safety net: the frames bound ends the wait on a page that paints nothing)
 FIRST_PAINT_FRAMES = 10
 
 

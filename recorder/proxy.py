@@ -24,6 +24,7 @@ from .addon import ArchiveRecorder
 from .errors import ProxyError, SiteUnreachable
 
 CA_NAME = "mitmproxy-ca-cert.pem"
+START_TIMEOUT_S = 120  # a safety net: the proxy thread says at once when it failed
 
 
 _CA_CHECKED: set[Path] = set()
@@ -255,9 +256,11 @@ class RecordingProxy:
         system chose, then in :attr:`port`)."""
         self._thread = threading.Thread(target=self._run_in_thread, name="recording-proxy", daemon=True)
         self._thread.start()
-        if not self._ready.wait(30):
+        # (the thread sets _ready however it ends, so this bound is only for a start that hangs: on
+        # the 2-core machine with the suite beside it, mitmproxy's start took over 30 s)
+        if not self._ready.wait(START_TIMEOUT_S):
             self.stop()
-            raise ProxyError("the recording proxy did not start within 30 s")
+            raise ProxyError(f"the recording proxy did not start within {START_TIMEOUT_S} s")
         if not self._listening:
             self._thread.join(timeout=15)
             raise self._failure or ProxyError("the recording proxy stopped as it started")
@@ -270,6 +273,8 @@ class RecordingProxy:
             pass  # start() reports the proxy's failure; a thread has no one to tell of the archive's
         except Exception as exc:  # mitmproxy failed to set up: start() reports it in one line
             self._failure = self._failure or ProxyError(f"the recording proxy failed to start: {exc}")
+        finally:
+            self._ready.set()  # (start() waits for it: a proxy that ended before it listened has failed)
 
     def stop(self) -> None:
         if self._master is not None and self._loop is not None:

@@ -27,7 +27,7 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   With timers, completions reach scripts in the order of their requests: ``fetch`` answers and XHR
   completions (one sequence, in the order they were sent), and ``Response`` body reads (in the
   order they were asked for), each held until those before it have been delivered (or have not
-  come for ``STALL_MS``); scripts a page creates run in insertion order (``async=false``). A
+  come: see ``STALL_MS``); scripts a page creates run in insertion order (``async=false``). A
   worker's timers run on the page's pump too: once the page has nothing left due, the pump asks
   each worker in creation order to run its own due timers up to the same virtual horizon (after
   its pending loads), and what a worker posts to the page waits for that turn, so it arrives at
@@ -45,15 +45,15 @@ import re
 from webfreeze.archives.timeutil import parse_time
 
 # The runtime, one function of its own configuration: ``t`` the clock's start (ms since the epoch),
-# ``s`` the generator's seed, ``x`` 1 for the pumped timers and ordered completions, ``st`` the
-# stall bound (ms); in a worker also ``v`` the virtual now, ``b`` the script's URL, ``sh`` 1 for a
+# ``s`` the generator's seed, ``x`` 1 for the pumped timers and ordered completions, ``st`` and ``nt``
+# the stall bounds (ms: STALL_MS, NETWORK_STALL_MS); in a worker also ``v`` the virtual now, ``b`` the script's URL, ``sh`` 1 for a
 # shared worker. A worker gets the function's own source (``Function.prototype.toString`` of it,
 # read before any page script runs) with its configuration. ``__wfPump`` is what the environment
 # calls; ``__wfNative`` keeps the browser's own timers for the environment's waits (a first paint,
 # say), which must not wait for the pump.
 RUNTIME_JS = r"""function R(c){
 var G=self,WK=typeof document==='undefined',SRC='('+Function.prototype.toString.call(R)+')';
-var T0=c.t,S0=c.s>>>0,S=S0,n=0,p=c.p||0,OD=Date,vt=c.v||0,wk=0,X=!!c.x,ST=c.st||5000,B=c.b||null;
+var T0=c.t,S0=c.s>>>0,S=S0,n=0,p=c.p||0,OD=Date,vt=c.v||0,wk=0,X=!!c.x,ST=c.st||5000,NT=c.nt||120000,B=c.b||null;
 function rnd(){S=(S+0x6D2B79F5)>>>0;var t=S;t=Math.imul(t^(t>>>15),t|1);t^=t+Math.imul(t^(t>>>7),t|61);return ((t^(t>>>14))>>>0)/4294967296;}
 function now(){return T0+(n++);}
 function D(){var a=arguments;if(!(this instanceof D)){return new OD(now()).toString();}
@@ -83,11 +83,12 @@ if(B){
 var N={setTimeout:G.setTimeout.bind(G),clearTimeout:G.clearTimeout.bind(G)};
 if(G.requestAnimationFrame){N.requestAnimationFrame=G.requestAnimationFrame.bind(G);}
 try{Object.defineProperty(G,'__wfNative',{value:N});}catch(e){}
+function stalled(k){G.__wfStalled=(G.__wfStalled||0)+k;}
 var chans=[],made={},WPM=G.Worker&&Worker.prototype.postMessage,PPM=G.MessagePort&&MessagePort.prototype.postMessage;
 function wseed(k){var s=(S0^Math.imul(k+1,0x9E3779B1))>>>0;s=Math.imul(s^(s>>>16),0x85EBCA6B)>>>0;
  s=Math.imul(s^(s>>>13),0xC2B2AE35)>>>0;return (s^(s>>>16))>>>0;}
 function control(t,w,shared){var ch={t:t,pm:shared?PPM:WPM,cb:null,dead:false};
- t.addEventListener('message',function(e){var d=e.data;if(d&&d.__wf==='ack'){e.stopImmediatePropagation();var f=ch.cb;ch.cb=null;if(f){f(d.n|0);}}});
+ t.addEventListener('message',function(e){var d=e.data;if(d&&d.__wf==='ack'){e.stopImmediatePropagation();if(d.s){stalled(d.s|0);}var f=ch.cb;ch.cb=null;if(f){f(d.n|0);}}});
  if(shared){try{t.start();}catch(e){}}
  else{var T=w.terminate;w.terminate=function(){ch.dead=true;var f=ch.cb;ch.cb=null;if(f){f(0);}return T.call(w);};}
  chans.push(ch);}
@@ -95,7 +96,7 @@ function wrapWorker(name,shared){var O=G[name];if(!O){return;}
  var Wr=function(u,o){if(!(this instanceof Wr)){throw new TypeError("Failed to construct '"+name+"': Please use the 'new' operator");}
   var url=abs(u);if(/^data:/i.test(url)){return new O(u,o);}
   var module=!!(o&&typeof o==='object'&&o.type==='module'),key=url+'\n'+(typeof o==='string'?o:(o&&o.name)||''),blob=shared&&made[key];
-  if(!blob){var cfg={t:T0+n,s:wseed(wk++),v:vt,x:X?1:0,st:ST,b:url,sh:shared?1:0};
+  if(!blob){var cfg={t:T0+n,s:wseed(wk++),v:vt,x:X?1:0,st:ST,nt:NT,b:url,sh:shared?1:0};
    var src=SRC+'('+JSON.stringify(cfg)+');'+(module?'await import('+JSON.stringify(url)+');':'importScripts('+JSON.stringify(url)+');');
    blob=URL.createObjectURL(new Blob([src],{type:'text/javascript'}));if(shared){made[key]=blob;}}
   var w=new O(blob,o);
@@ -127,20 +128,30 @@ function fire(t){if(t.due>vt){vt=t.due;}var outer=nest;nest=t.nest;
  finally{nest=outer;}
  if(t.every&&!t.dead){t.due=vt+t.every;t.seq=++ids;ins(t);}else{live.delete(t.id);}}
 function release(){if(pending>0){pending--;}if(pending===0){var w=waiters;waiters=[];w.forEach(function(f){f();});}}
-function hold(){pending++;var done=false;var stall=N.setTimeout(function(){if(!done){done=true;G.__wfStalled=(G.__wfStalled||0)+1;release();}},ST);
- return function(){if(!done){done=true;N.clearTimeout(stall);release();}};}
+var fin={},onnet=[],PO=G.PerformanceObserver,po=null;
+function took(es){es.forEach(function(e){fin[e.name]=(fin[e.name]||0)+1;});}
+if(PO){try{po=new PO(function(l){took(l.getEntries());});po.observe({type:'resource',buffered:true});}catch(e){po=null;}}
+function netDone(u){if(po){took(po.takeRecords());}return fin[u]||0;}
+function reqUrl(u){try{return abs(u&&typeof u==='object'&&'url' in u?u.url:u).split('#')[0];}catch(e){return null;}}
+function onNet(){for(var i=0;i<onnet.length;i++){if(netDone(onnet[i].u)<=onnet[i].k){return true;}}return false;}
+function patient(t0,f){var go=function(){if(onNet()&&OD.now()-t0<NT){N.setTimeout(go,ST);}else{f();}};N.setTimeout(go,ST);}
+function hold(u){pending++;var done=false,h=null,t0=OD.now();u=po&&u!=null?reqUrl(u):null;
+ if(u){h={u:u,k:netDone(u)};onnet.push(h);}
+ var off=function(){done=true;if(h){var i=onnet.indexOf(h);if(i>=0){onnet.splice(i,1);}}};
+ patient(t0,function(){if(!done){off();stalled(1);release();}});
+ return function(){if(!done){off();release();}};}
 function orderer(){var seq=0,next=0,got={},armed=-1;
  function drain(){while(got[next]){var f=got[next];delete got[next];next++;try{f();}catch(e){}}arm();}
  function arm(){if(armed===next){return;}for(var k in got){armed=next;var at=next;
-   N.setTimeout(function(){if(next===at){G.__wfStalled=(G.__wfStalled||0)+1;next++;drain();}},ST);return;}}
+   patient(OD.now(),function(){if(next===at){stalled(1);next++;drain();}});return;}}
  return {ticket:function(){return seq++;},arrive:function(s,f){if(s<next){f();return;}got[s]=f;drain();}};}
 var net=orderer(),bodies=orderer();
 function ordered(o,pr,r,s){return new Promise(function(ok,no){pr.then(function(v){o.arrive(s,function(){r();ok(v);});},
  function(e){o.arrive(s,function(){r();no(e);});});});}
-if(G.fetch){var F=G.fetch;G.fetch=function(){var r=hold(),s=net.ticket(),pr;try{pr=F.apply(this,arguments);}catch(e){net.arrive(s,r);throw e;}
+if(G.fetch){var F=G.fetch;G.fetch=function(u){var r=hold(u),s=net.ticket(),pr;try{pr=F.apply(this,arguments);}catch(e){net.arrive(s,r);throw e;}
  return ordered(net,pr,r,s);};}
 if(G.Response){['text','json','arrayBuffer','blob','formData'].forEach(function(m){var o=Response.prototype[m];
- if(o){Response.prototype[m]=function(){var r=hold(),s=bodies.ticket(),pr;try{pr=o.apply(this,arguments);}catch(e){bodies.arrive(s,r);throw e;}
+ if(o){Response.prototype[m]=function(){var r=hold(this.url),s=bodies.ticket(),pr;try{pr=o.apply(this,arguments);}catch(e){bodies.arrive(s,r);throw e;}
   return ordered(bodies,pr,r,s);};}});}
 if(G.XMLHttpRequest){
  var XP=XMLHttpRequest.prototype,XS=XP.send,XOP=XP.open,ET=EventTarget.prototype,XA=ET.addEventListener,XR=ET.removeEventListener,wm=new WeakMap();
@@ -156,9 +167,9 @@ if(G.XMLHttpRequest){
   if(!d||!d.set){return;}
   Object.defineProperty(XP,h,{configurable:true,enumerable:d.enumerable,get:function(){return (this.__wfH&&this.__wfH[h])||null;},
    set:function(v){if(!this.__wfH){this.__wfH={};}this.__wfH[h]=typeof v==='function'?v:null;d.set.call(this,typeof v==='function'?wrapL(v):v);}});});
- XP.open=function(m,u,a){this.__wfSync=arguments.length>2&&!a;return XOP.apply(this,arguments);};
+ XP.open=function(m,u,a){this.__wfSync=arguments.length>2&&!a;this.__wfU=u;return XOP.apply(this,arguments);};
  XP.send=function(){var x=this;if(x.__wfSync){return XS.apply(x,arguments);}
-  var r=hold(),s=net.ticket();x.__wfQ=[];x.__wfGo=false;x.__wfIn=false;x.__wfS=s;x.__wfR=r;
+  var r=hold(x.__wfU),s=net.ticket();x.__wfQ=[];x.__wfGo=false;x.__wfIn=false;x.__wfS=s;x.__wfR=r;
   if(!x.__wfL){x.__wfL=true;XA.call(x,'readystatechange',function(){if(x.readyState!==4||x.__wfIn||!x.__wfQ){return;}x.__wfIn=true;
    var s2=x.__wfS,r2=x.__wfR;net.arrive(s2,function(){x.__wfGo=true;r2();var items=x.__wfQ||[];x.__wfQ=null;
     items.forEach(function(it){try{call(it[0],it[1],it[2]);}catch(e){if(G.reportError){G.reportError(e);}}});});});}
@@ -178,7 +189,7 @@ if(chan){chan.port1.onmessage=function(){var f=nexts.shift();if(f){f();}};}
 function later(f){if(chan){nexts.push(f);chan.port2.postMessage(0);}else{N.setTimeout(f,0);}}
 function round(i,done,k){if(i>=chans.length){done(k);return;}var ch=chans[i];
  if(ch.dead){round(i+1,done,k);return;}
- var over=false,st=N.setTimeout(function(){if(!over){over=true;ch.cb=null;ch.dead=true;round(i+1,done,k);}},2*ST);
+ var over=false,st=N.setTimeout(function(){if(!over){over=true;ch.cb=null;ch.dead=true;stalled(1);round(i+1,done,k);}},NT);
  ch.cb=function(m){if(!over){over=true;N.clearTimeout(st);round(i+1,done,k+m);}};
  try{ch.pm.call(ch.t,{__wf:'ping',l:limit,c:left});}catch(e){over=true;N.clearTimeout(st);ch.dead=true;round(i+1,done,k);}}
 function pump(){return new Promise(function(done){var n=0,framed=false;
@@ -201,10 +212,11 @@ if(!WK){
  var loads=function(el){var tag=el.localName;if(el.__wfHeld||ended.has(el)){return false;}
   if(tag==='script'){return !!el.src&&runs(el);}
   if(tag==='iframe'){return !!el.src;}
-  if(tag==='link'){return !!el.href&&!el.sheet&&/(^|\s)(stylesheet|preload|modulepreload)(\s|$)/i.test(el.rel||'');}
+  if(tag==='link'){var rel=el.rel||'';if(!el.href||el.sheet){return false;}
+   return /(^|\s)(stylesheet|modulepreload)(\s|$)/i.test(rel)||(/(^|\s)preload(\s|$)/i.test(rel)&&!!el.as);}
   if(tag==='img'){return !!(el.currentSrc||el.src)&&!el.complete&&(el.loading||'').toLowerCase()!=='lazy';}
   return false;};
- var watch=function(el){if(!loads(el)){return;}el.__wfHeld=true;var r=hold();el.addEventListener('load',r);el.addEventListener('error',r);};
+ var watch=function(el){if(!loads(el)){return;}el.__wfHeld=true;var r=hold(el.localName==='link'?el.href:el.currentSrc||el.src);el.addEventListener('load',r);el.addEventListener('error',r);};
  var SEL='script[src],link[href],img,iframe[src]';
  var added=function(records){records.forEach(function(rec){rec.addedNodes.forEach(function(nd){if(nd.nodeType!==1){return;}
   watch(nd);if(nd.querySelectorAll){nd.querySelectorAll(SEL).forEach(watch);}});});};
@@ -225,7 +237,7 @@ if(!WK){
  var onPing=function(e,reply){var d=e.data;if(!(d&&d.__wf==='ping')){return;}e.stopImmediatePropagation();
   open=true;var k=out.length,o=out;out=[];sent=0;
   o.forEach(function(m){try{m[1].apply(m[0],m[2]);}catch(x){}});
-  limit=d.l;left=d.c;pump().then(function(r){open=false;reply({__wf:'ack',n:k+r+sent});});};
+  limit=d.l;left=d.c;pump().then(function(r){open=false;var st=G.__wfStalled||0;G.__wfStalled=0;reply({__wf:'ack',n:k+r+sent,s:st});});};
  if(!c.sh){var OPM=G.postMessage;
   G.postMessage=function(){if(open){sent++;return OPM.apply(G,arguments);}out.push([G,OPM,arguments]);};
   G.addEventListener('message',function(e){onPing(e,function(a){OPM.call(G,a);});});}
@@ -247,13 +259,22 @@ def page_seed(run_seed: int, url: str) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
-STALL_MS = 5000  # a load the pump waits for that has not ended by then stops counting (a safety net)
+# How long the pump waits for a load (and the completions' order for an answer) before it stops
+# waiting and counts it in ``__wfStalled`` (which the browser backend records in the step's
+# provenance). What the page waits for decides: while any load the page waits for is still on the
+# network (no Resource Timing entry of its URL has come since it began), the wait goes on, up to
+# NETWORK_STALL_MS, a safety net far above what a loaded machine takes (Dash's 3.5 MB plotly.js:
+# under 4 s beside a dozen busy processes, and 5 s was the whole bound once); a load whose request
+# has ended but whose event has not come (an element removed while it loaded) is given up after
+# STALL_MS. A worker that does not answer the pump's turn within NETWORK_STALL_MS is left out.
+STALL_MS = 5000
+NETWORK_STALL_MS = 60_000
 
 
 def runtime_config(captured_at: str, seed: int, *, timers: bool = False) -> dict:
     """The runtime's configuration for a page captured at ``captured_at`` (see RUNTIME_JS)."""
     ms = int(parse_time(captured_at).timestamp() * 1000)
-    return {"t": ms, "s": seed, "x": 1 if timers else 0, "st": STALL_MS}
+    return {"t": ms, "s": seed, "x": 1 if timers else 0, "st": STALL_MS, "nt": NETWORK_STALL_MS}
 
 
 def runtime_script(captured_at: str, seed: int, *, timers: bool = False) -> bytes:

@@ -174,6 +174,10 @@ class Inflight(set):
         self.changed = time.monotonic()
 
     def started(self, request) -> None:
+        # only the network counts: Chromium reports a shared worker's blob: script as a request
+        # that never finishes (the settle then waited out its whole time bound on every such page)
+        if not request.url.startswith(("http:", "https:")):
+            return
         self.add(request)
         self.changed = time.monotonic()
 
@@ -192,8 +196,13 @@ def track_inflight(page) -> Inflight:
 
 
 NO_COMMIT_STATUSES = (204, 205)
-COMMIT_WAIT_S = 1.0  # a finished navigation request that has not committed by then never will
-EXPECT_WAIT_S = 0.5  # a navigation the page announced whose request has not shown up by then never will
+# Safety nets of wall-clock time, far above what a loaded machine takes (a navigation to another
+# host starts a renderer process: seconds beside a dozen busy processes); the cases that end
+# without a commit or a request are recognised as they happen (204, 205, an attachment, a
+# download; a same-document navigation is never announced), so these are reached only by a
+# navigation that went wrong.
+COMMIT_WAIT_S = 10.0  # a finished navigation request that has not committed by then never will
+EXPECT_WAIT_S = 5.0  # a navigation the page announced whose request has not shown up by then never will
 EXPECTED = object()  # PageActivity.pending before the navigation's request is seen
 
 
@@ -235,6 +244,7 @@ class PageActivity(Inflight):
         page.on("requestfailed", self._failed)
         page.on("framenavigated", self._committed)
         page.on("load", self._load)
+        page.on("download", self._download)
 
     def __bool__(self) -> bool:
         return len(self) > 0 or self.pending is not None
@@ -263,6 +273,10 @@ class PageActivity(Inflight):
                 response.status in NO_COMMIT_STATUSES
                 or "attachment" in response.headers.get("content-disposition", "").lower()):
             self.pending = None
+
+    @_guarded
+    def _download(self, _download) -> None:
+        self.pending = None  # a navigation that became a download commits no document
 
     @_guarded
     def _finished(self, request) -> None:
@@ -350,7 +364,7 @@ FIRST_PAINT_JS = """async ([limitMs, frames]) => {
   });
   return painted() ? 'painted' : why;
 }"""
-FIRST_PAINT_LIMIT_MS = 2000
+FIRST_PAINT_LIMIT_MS = 10_000  # (a safety net: the frames bound ends the wait on a page that paints nothing)
 FIRST_PAINT_FRAMES = 10
 
 
@@ -395,6 +409,27 @@ async def pump_timers(page, token: int, *, extra_ms: int = 0) -> int:
         except PlaywrightError:
             ran += frame == page.main_frame
     return ran
+
+
+# The loads (and worker turns) the page's runtime stopped waiting for since the last call, read and
+# set back to 0 (replayer/determinism.py: ``__wfStalled``, its workers' included).
+STALLED_JS = "() => { const n = window.__wfStalled || 0; if (n) window.__wfStalled = 0; return n; }"
+
+
+async def stalled_loads(page) -> int:
+    """How many loads the runtime of ``page``'s frames stopped waiting for (Playwright's async API)
+    since the last call; a frame that went away counts none."""
+    from playwright.async_api import Error as PlaywrightError
+
+    stalled = 0
+    for frame in page.frames:
+        if frame.is_detached():
+            continue
+        try:
+            stalled += int(await frame.evaluate(STALLED_JS) or 0)
+        except PlaywrightError:
+            pass
+    return stalled
 
 
 def wait_network_quiet(page, inflight: set, *, quiet_ms: float = QUIET_MS,
@@ -453,11 +488,36 @@ def _screenshot(page, full_page: bool) -> bytes:
         try:
             return take()
         except PlaywrightTimeout:
+            wake_compositor(page)
             try:
                 page.evaluate(PAINT_SETTLE_JS, PAINT_SETTLE_LIMIT_MS)  # bounded by a timer, not a frame
             except PlaywrightError:
                 pass
     return take()
+
+
+def wake_compositor(page) -> None:
+    """Make an idle compositor draw a frame (Playwright's sync API): a screencast started and
+    stopped. A screenshot waits for a frame, and a headless Chromium whose compositor has gone idle
+    (seen under load, a page at rest) produces none until something asks for frames: the
+    screenshot that then timed out comes at once after this."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        cdp = page.context.new_cdp_session(page)
+    except PlaywrightError:
+        return
+    try:
+        cdp.send("Page.startScreencast", {"format": "jpeg", "quality": 10, "maxWidth": 64, "maxHeight": 64})
+        page.wait_for_timeout(250)
+        cdp.send("Page.stopScreencast")
+    except PlaywrightError:
+        pass
+    finally:
+        try:
+            cdp.detach()
+        except PlaywrightError:
+            pass
 
 
 # Before an observation: CSS transitions and animations (and the page's Web Animations) that have an

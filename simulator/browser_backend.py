@@ -19,18 +19,37 @@ from . import bgym_obs
 from .actions import Action
 from .axtree import MARK_JS, build_tree
 from .axtree import marked as read_marked
-from .browser import PageActivity, fast_animations, finish_animations, pump_timers, still_screenshot_async, wait_painted
+from .browser import (
+    PageActivity,
+    fast_animations,
+    finish_animations,
+    pump_timers,
+    stalled_loads,
+    still_screenshot_async,
+    wait_painted,
+)
 from .marks import draw_marks
-from .provenance import answer_record, kind_of_resource
+from .provenance import answer_record, kind_of_resource, settle_record
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page, Playwright
 
     from .env import WebEnv
 
-ACTION_TIMEOUT_MS = 5000
+ACTION_TIMEOUT_MS = 5000  # an action's own waits (an element to become actionable): the agent's error if not
+# A page's load (goto, back, forward, the settle's wait for the load event): what the page is
+# waiting for decides, so this is only a safety net for a page that never loads, far above what a
+# loaded machine takes (Dash's page, 9 scripts, loads in 0.5 to 1.6 s beside a dozen busy processes;
+# the 5 s of the actions' timeout cut it off in the suite: a "Loading..." first observation).
+NAVIGATION_TIMEOUT_MS = 120_000
 SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settled
-SETTLE_TIMEOUT_S = 10  # a safety net only: with pumped timers a replayed page always goes quiet
+# A settle ends when the page has nothing left to do (network quiet, painted, no timer due): a count
+# bounds it, SETTLE_ROUNDS rounds (a page that reloads itself on a timer forever), and the wall clock
+# only as a safety net, SETTLE_TIMEOUT_S, far above the slowest settle of a loaded machine (Dash's
+# first one: 9 s beside a dozen busy processes). Either limit hit is recorded in the step's
+# provenance (``settle``), so a test can tell a page that was not ready from an agent that erred.
+SETTLE_ROUNDS = 50
+SETTLE_TIMEOUT_S = 300
 SNAPSHOT_TRIES = 3
 POPUP_WAIT_MS = 1000  # a click on a link aimed at another window: how long its page may take to open
 
@@ -62,7 +81,10 @@ CLICK_POINT_JS = r"""
   window.__wfNavigating = false;
   const started = () => { window.__wfNavigating = true; };
   if (window.navigation) {
-    window.navigation.addEventListener('navigate', (e) => { if (!e.downloadRequest) started(); }, {once: true});
+    // (a same-document navigation, a fragment or pushState, loads nothing: not one to wait for)
+    window.navigation.addEventListener('navigate', (e) => {
+      if (!e.downloadRequest && !(e.destination && e.destination.sameDocument)) started();
+    }, {once: true});
   }
   window.addEventListener('submit', (e) => {
     const form = e.target, by = e.submitter;
@@ -155,15 +177,21 @@ class BrowserBackend:
         self._answers_lock = threading.Lock()  # (the loop thread appends, the caller's thread takes)
         self.bgym_raw: dict | None = None  # BrowserGym's snapshots of the last observation (observation="browsergym")
         self._watched: dict = {}  # page -> its PageActivity: every page of the episode, once
+        self._unsettled: list[str] = []  # why settles since the last take_answers stopped short
+        self._stalled = 0  # loads (and worker turns) the pages' runtime stopped waiting for since then
 
     @property
     def url(self) -> str:
         return self._url
 
     def take_answers(self) -> list[dict]:
-        """The responses (and failed requests) the pages reported since the last call."""
+        """The responses (and failed requests) the pages reported since the last call, and a
+        :func:`settle_record` when a settle since then stopped short or loads stalled."""
         with self._answers_lock:
             got, self._answers = self._answers, []
+        if self._unsettled or self._stalled:
+            got.append(settle_record(self._unsettled, self._stalled))
+            self._unsettled, self._stalled = [], 0
         return got
 
     def reset(self, url: str) -> str | None:
@@ -205,11 +233,14 @@ class BrowserBackend:
 
     async def _navigate(self, awaitable) -> str | None:
         from playwright.async_api import Error as PlaywrightError
+        from playwright.async_api import TimeoutError as PlaywrightTimeout
 
         try:
             await awaitable
             await self._settle()
         except PlaywrightError as exc:
+            if isinstance(exc, PlaywrightTimeout):
+                self._note_unsettled("load")
             return str(exc).splitlines()[0]
         return None
 
@@ -218,6 +249,7 @@ class BrowserBackend:
         watched = self._watched.get(page)
         if watched is None:
             page.set_default_timeout(ACTION_TIMEOUT_MS)
+            page.set_default_navigation_timeout(NAVIGATION_TIMEOUT_MS)
             watched = self._watched[page] = PageActivity(page)
             self._count_answers(page)
         self._activity = watched
@@ -266,30 +298,48 @@ class BrowserBackend:
         timers (:func:`pump_timers`, ``extra_ms`` more virtual time for a wait action) and, if any
         ran, settle again; again too if a document committed meanwhile and has not loaded yet. A
         settled page has also painted (see :func:`wait_painted`), so the agent's next action is not
-        dropped."""
+        dropped. A settle that stopped short (SETTLE_ROUNDS, SETTLE_TIMEOUT_S, or a load event that
+        never came) and the loads the page's runtime stopped waiting for (``__wfStalled``) are noted
+        for the step's provenance (:meth:`take_answers`)."""
+        from playwright.async_api import TimeoutError as PlaywrightTimeout
+
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         activity = self._activity
         self._settles += 1
         token = self._settles
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                await wait_painted(self.page)  # input sent before the first paint would be dropped
-                return
-            await activity.wait_commit(left)
-            try:
-                await self.page.wait_for_load_state("load", timeout=ACTION_TIMEOUT_MS)
-            except Exception:
-                return
-            activity.loaded = True
-            await activity.wait_quiet(SETTLE_MS, max(0.0, deadline - time.monotonic()))
-            if activity.pending is None and activity.loaded:
-                await wait_painted(self.page)
-                if activity.pending is None and activity.loaded:  # no navigation began meanwhile
-                    # the pump after the paint: a page that has just loaded answers late before it
-                    if self.pump and await pump_timers(self.page, token, extra_ms=extra_ms):
-                        continue  # timers ran: what they started (loads, a navigation) is waited for
+        rounds = 0
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or rounds >= SETTLE_ROUNDS:
+                    self._note_unsettled("time" if left <= 0 else "rounds")
+                    await wait_painted(self.page)  # input sent before the first paint would be dropped
                     return
+                rounds += 1
+                await activity.wait_commit(left)
+                try:
+                    await self.page.wait_for_load_state("load", timeout=NAVIGATION_TIMEOUT_MS)
+                except PlaywrightTimeout:
+                    self._note_unsettled("load")
+                    return
+                except Exception:
+                    return  # the page went away (a closed tab): nothing left to settle
+                activity.loaded = True
+                await activity.wait_quiet(SETTLE_MS, max(0.0, deadline - time.monotonic()))
+                if activity.pending is None and activity.loaded:
+                    await wait_painted(self.page)
+                    if activity.pending is None and activity.loaded:  # no navigation began meanwhile
+                        # the pump after the paint: a page that has just loaded answers late before it
+                        if self.pump and await pump_timers(self.page, token, extra_ms=extra_ms):
+                            continue  # timers ran: what they started (loads, a navigation) is waited for
+                        return
+        finally:
+            if not self.page.is_closed():
+                self._stalled += await stalled_loads(self.page)
+
+    def _note_unsettled(self, why: str) -> None:
+        if why not in self._unsettled:
+            self._unsettled.append(why)
 
     async def _click(self, sel: str, bid: str) -> bool:
         """A left click on the element: straight through the mouse at the centre of its box when

@@ -46,6 +46,28 @@ def answer_record(kind: str, method: str, url: str, level: str, status: int, *, 
     return rec
 
 
+# Why a settle stopped short (simulator/browser_backend.py): its count of rounds, its wall-clock
+# safety net, a load event that never came.
+UNSETTLED = ("rounds", "time", "load")
+
+
+def settle_record(unsettled: list[str], stalled: int) -> dict:
+    """A note among a step's records (not an answer): the settles of the step that stopped short
+    (``unsettled``: why, among UNSETTLED) and how many loads the page's runtime stopped waiting
+    for (``stalled``). Made only when either is non-empty."""
+    return {"settle": {"unsettled": sorted(set(unsettled), key=UNSETTLED.index), "stalled": int(stalled)}}
+
+
+def _settle_of(records: list[dict]) -> tuple[list[dict], dict | None]:
+    """The answers of a step's records, and its settle notes merged into one (None without any)."""
+    notes = [r["settle"] for r in records if "settle" in r]
+    answers = [r for r in records if "settle" not in r]
+    if not notes:
+        return answers, None
+    why = sorted({w for n in notes for w in n["unsettled"]}, key=UNSETTLED.index)
+    return answers, {"unsettled": why, "stalled": sum(n["stalled"] for n in notes)}
+
+
 # What a step's flagged answers and its document keep of a record (the body's description is in
 # ``answers`` only).
 _BODY = ("mime", "size")
@@ -67,7 +89,10 @@ def step_provenance(records: list[dict]) -> dict:
     status, and for a fuzzy answer its score and capture_url; null when the step loaded no
     document), ``requests`` (``{kind: {level: count}}``), ``flagged`` (every fuzzy answer and
     miss, sorted) and ``answers`` (every answer, in :func:`ordered_answers`' order, with the body's
-    media type and size: what ``eval export-har`` writes)."""
+    media type and size: what ``eval export-har`` writes); and, only when the step's settle stopped
+    short or loads stalled, ``settle`` (``unsettled``: why; ``stalled``: how many loads): the page
+    observed may not have been ready."""
+    records, settle = _settle_of(records)
     document = None
     counts: dict[str, dict[str, int]] = {}
     flagged = []
@@ -79,20 +104,25 @@ def step_provenance(records: list[dict]) -> dict:
         if rec["level"] in FLAGGED:
             flagged.append({k: v for k, v in rec.items() if k != "main" and k not in _BODY})
     flagged.sort(key=lambda r: (r["kind"], r["level"], r["method"], r["url"], r.get("capture_url") or ""))
-    return {
+    out = {
         "document": None if document is None else {k: v for k, v in document.items()
                                                    if k not in ("main", "kind") and k not in _BODY},
         "requests": {k: dict(sorted(v.items())) for k, v in sorted(counts.items())},
         "flagged": flagged,
         "answers": ordered_answers(records),
     }
+    if settle is not None:
+        out["settle"] = settle
+    return out
 
 
 def episode_provenance(start: dict | None, steps: list[dict]) -> dict:
     """The trajectory's ``replay`` field from the episode's start (the reset's page) and its steps'
     ``replay`` fields: ``start``, ``requests`` summed, ``fuzzy_documents`` and ``fuzzy_xhr`` (answers
     of those kinds at the fuzzy level), ``misses`` (of any kind), ``documents`` (main documents by
-    level) and ``compromised`` (any of the three counts above 0)."""
+    level) and ``compromised`` (any of the three counts above 0); and, only when some are not 0,
+    ``unsettled`` (the parts whose settle stopped short) and ``stalled`` (loads the pages' runtime
+    stopped waiting for)."""
     parts = ([start] if start else []) + [s for s in steps if s]
     total: dict[str, dict[str, int]] = {}
     documents: dict[str, int] = {}
@@ -107,13 +137,21 @@ def episode_provenance(start: dict | None, steps: list[dict]) -> dict:
     fuzzy_documents = total.get("document", {}).get("fuzzy", 0)
     fuzzy_xhr = total.get("xhr", {}).get("fuzzy", 0)
     misses = sum(by_level.get("miss", 0) for by_level in total.values())
-    return {
+    out = {
         "start": start,
         "requests": {k: dict(sorted(v.items())) for k, v in sorted(total.items())},
         "documents": dict(sorted(documents.items())),
         "fuzzy_documents": fuzzy_documents, "fuzzy_xhr": fuzzy_xhr, "misses": misses,
         "compromised": bool(fuzzy_documents or fuzzy_xhr or misses),
     }
+    settles = [part["settle"] for part in parts if isinstance(part.get("settle"), dict)]
+    unsettled = sum(1 for s in settles if s.get("unsettled"))
+    stalled = sum(int(s.get("stalled") or 0) for s in settles)
+    if unsettled:
+        out["unsettled"] = unsettled
+    if stalled:
+        out["stalled"] = stalled
+    return out
 
 
 def flagged_answers(trajectory: dict) -> list[dict]:

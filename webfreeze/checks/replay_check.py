@@ -22,7 +22,9 @@ like). Compared with the capture:
 - pixel difference: the share of pixels that differ between the two screenshots (pixels outside
   the smaller image count as different), 0.0 = identical. Both are decoded to RGB first, so a
   capture stored as lossless WebP (crawls now) or PNG (earlier crawls) compares exactly with the
-  replay's PNG.
+  replay's PNG. A screenshot Chromium did not draw in time (a loaded machine; the compositor is
+  woken and asked again first) is the check's failure, not the page's: ``screenshot_error`` (and
+  ``screenshots_failed`` in the summary), no pixel difference, the page's other results kept.
 
 Each page replays as a new replay session (ordered repeats start over, seeded runtime, captures
 chosen closest to the time the crawl loaded the page: its document's capture, :func:`_loaded_at`),
@@ -252,6 +254,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                 results.append({
                     "id": rec["id"], "url": rec["url"], "title": rec["title"] or "",
                     "captured_at": rec["captured_at"], "error": error,
+                    "screenshot_error": loaded["screenshot_error"],
                     "misses": loaded["misses"],
                     "failed_at_capture": loaded["failed_at_capture"],
                     "text_similarity": similarity, "text_similarity_raw": raw, "volatile_words": volatile,
@@ -273,6 +276,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
             "pages": len(results),
             "pages_with_misses": sum(1 for r in results if r["misses"]),
             "pages_with_errors": sum(1 for r in results if r["error"]),
+            "screenshots_failed": sum(1 for r in results if r["screenshot_error"]),
             "missed_requests": sum(len(r["misses"]) for r in results),
             "requests_failed_at_capture": sum(len(r["failed_at_capture"]) for r in results),
             "pages_without_capture_text": sum(1 for r in results if r["text_similarity"] is None),
@@ -310,18 +314,24 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error) 
         if cap.isdigit() and int(cap) in placeholders:
             failed_at_capture.append(resp.url)
     page.on("response", on_response)
-    error = None
+    error = shot_error = None
     dom, shot = b"", None
     try:
         page.goto(target, wait_until="load", timeout=30_000)
         wait_network_quiet(page, inflight)
         dom = page.content().encode("utf-8")
-        shot = None if shot_kind == "none" else still_screenshot(page, full_page=shot_kind == "full")
     except playwright_error as exc:
         error = str(exc).splitlines()[0]
+    if error is None and shot_kind != "none":
+        # the page replayed; a screenshot Chromium did not draw in time (a loaded machine) is the
+        # check's own failure, not the page's: reported apart, the page's comparison stands
+        try:
+            shot = still_screenshot(page, full_page=shot_kind == "full")
+        except playwright_error as exc:
+            shot_error = str(exc).splitlines()[0]
     context.close()
-    return {"dom": dom, "shot": shot, "error": error, "misses": sorted(set(missed)),
-            "failed_at_capture": sorted(set(failed_at_capture))}
+    return {"dom": dom, "shot": shot, "error": error, "screenshot_error": shot_error,
+            "misses": sorted(set(missed)), "failed_at_capture": sorted(set(failed_at_capture))}
 
 
 def render_html(report: dict) -> str:

@@ -1,0 +1,84 @@
+"""Issue 48: what a page waits for decides when a settle ends, not the machine's speed; where a
+safety net of wall-clock time is hit anyway, the trajectory says so. A page whose frame load never
+ends (the frame is removed as it starts) is waited for up to the runtime's network bound, then
+counted in the step's provenance (``replay.settle.stalled``) and the episode's (``stalled``); a
+page that reloads itself on a timer forever stops at the settle's count of rounds
+(``unsettled: ["rounds"]``); an ordinary page's trajectory carries neither."""
+
+from __future__ import annotations
+
+import pytest
+
+import webfreeze.replayer.determinism as determinism
+import webfreeze.simulator.browser_backend as browser_backend
+from webfreeze.archives import Exchange, new_archive_atomically
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+from webfreeze.simulator.env import EnvConfig, WebEnv
+
+try:
+    chromium_path()
+except BrowserUnavailable as exc:
+    pytestmark = pytest.mark.skip(reason=str(exc))
+
+SITE = "http://stalls.test"
+PAGES = {
+    # a timer (so the pump's watch sees it) adds a frame and removes it at once: its load never ends
+    "/held": "<!DOCTYPE html><title>Held</title><p id=out>waiting</p><script>"
+             "setTimeout(() => { const f = document.createElement('iframe'); f.src = '/frame';"
+             " document.body.appendChild(f); f.remove();"
+             " setTimeout(() => { document.getElementById('out').textContent = 'went on'; }, 10); }, 0);</script>",
+    "/frame": "<!DOCTYPE html><title>Frame</title><p>frame</p>",
+    # a page that reloads itself on every settle's timers, forever
+    "/again": "<!DOCTYPE html><title>Again</title><p>again</p><script>setTimeout(() => location.reload(), 50);</script>",
+    "/plain": "<!DOCTYPE html><title>Plain</title><p>plain</p><script>setTimeout(() => {}, 20);</script>",
+}
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    path = tmp_path_factory.mktemp("stalls") / "stalls.wfz"
+    with new_archive_atomically(path) as arc:
+        sid = arc.new_session("test", source="test_env_stalls")
+        for rel, body in PAGES.items():
+            arc.add_exchange(Exchange(url=SITE + rel, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
+                                      resp_headers=[("Content-Type", "text/html; charset=utf-8")],
+                                      payload=body.encode(), session_id=sid))
+    return path
+
+
+@pytest.fixture(scope="module")
+def env(archive):
+    # short bounds so the test does not wait out the real ones (60 s, 50 rounds): the rule is the same
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(determinism, "STALL_MS", 200)
+        mp.setattr(determinism, "NETWORK_STALL_MS", 1000)
+        mp.setattr(browser_backend, "SETTLE_ROUNDS", 4)
+        environment = WebEnv(EnvConfig(archive, backend="browser"))
+        try:
+            yield environment
+        finally:
+            environment.close()
+
+
+def _start(env, path: str) -> tuple[dict, dict]:
+    obs, _ = env.reset(options={"task": {"id": path.strip("/"), "start_url": SITE + path, "instruction": "look"}})
+    return obs, env.trajectory()["replay"]
+
+
+def test_a_load_that_never_ends_is_given_up_and_recorded(env):
+    obs, replay = _start(env, "/held")
+    assert replay["start"]["settle"] == {"unsettled": [], "stalled": 1}, replay["start"]
+    assert replay["stalled"] == 1 and "unsettled" not in replay, replay
+    assert "went on" in obs["axtree_text"]  # the pump went on once it stopped waiting
+
+
+def test_a_page_that_never_settles_stops_at_the_count_and_says_so(env):
+    _, replay = _start(env, "/again")
+    assert replay["start"]["settle"]["unsettled"] == ["rounds"], replay["start"]
+    assert replay["unsettled"] == 1, replay
+
+
+def test_an_ordinary_page_carries_no_settle_note(env):
+    obs, replay = _start(env, "/plain")
+    assert "settle" not in replay["start"] and "stalled" not in replay and "unsettled" not in replay, replay
+    assert "plain" in obs["axtree_text"]

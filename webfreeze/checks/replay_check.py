@@ -49,7 +49,7 @@ from webfreeze.simulator.browser import (
     new_context,
     still_screenshot,
     track_inflight,
-    wait_network_quiet,
+    wait_settled,
 )
 
 REPORT_VERSION = 1
@@ -322,7 +322,7 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error) 
     dom, shot = b"", None
     try:
         page.goto(target, wait_until="load", timeout=30_000)
-        wait_network_quiet(page, inflight)
+        wait_settled(page, inflight)
         dom = page.content().encode("utf-8")
         shot = None if shot_kind == "none" else still_screenshot(page, full_page=shot_kind == "full")
     except playwright_error as exc:
@@ -380,7 +380,7 @@ class _ReusedTab:
             else:
                 self._wipe()
             self.page.goto(target, wait_until="load", timeout=30_000)
-            wait_network_quiet(self.page, self.inflight)
+            wait_settled(self.page, self.inflight)
             dom = self.page.content().encode("utf-8")
         except playwright_error as exc:
             error = str(exc).splitlines()[0]

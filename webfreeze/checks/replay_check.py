@@ -1,9 +1,11 @@
 """`webfreeze replay check`: load every page record through the replay in Chromium and compare.
 
 For each page record of the archive (ordered by id) a fresh browser context loads the page through
-the replay server in proxy mode, waits for the network to settle as the crawl did, and takes a DOM
-snapshot and the kind of screenshot the capture holds (viewport, full page or none: like with
-like). Compared with the capture:
+the replay server (proxy mode, or ``--mode direct``: its direct URL), waits for the page to settle
+as the crawl did (network quiet, then the main thread idle), and takes a DOM snapshot and the kind
+of screenshot the capture holds (viewport, full page or none: like with like). In direct mode a
+page whose capture holds neither text nor a screenshot, which proves only its misses and its error,
+is loaded in one reused tab wiped before each page (:class:`_ReusedTab`). Compared with the capture:
 
 - misses: requests of the page the archive could not answer;
 - failed at capture: requests the archive answers only with the recording proxy's placeholder for
@@ -374,11 +376,14 @@ class _ReusedTab:
 
     def load(self, target: str, playwright_error) -> dict:
         error, dom = None, b""
-        try:
-            if self.context is None:
-                self._open()
-            else:
+        if self.context is not None:
+            try:
                 self._wipe()
+            except playwright_error:  # the page before left the tab unusable: a new one
+                self.close()
+        if self.context is None:
+            self._open()
+        try:
             self.page.goto(target, wait_until="load", timeout=30_000)
             wait_settled(self.page, self.inflight)
             dom = self.page.content().encode("utf-8")

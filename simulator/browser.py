@@ -422,15 +422,17 @@ def wait_network_quiet(page, inflight: set, *, quiet_ms: float = QUIET_MS,
 # (React's scheduler) before the chart it draws asks for its code (Dash's lazy Plotly bundle). On a
 # loaded machine such a gap outlasts QUIET_MS, and a network-quiet page was taken for settled with
 # its chart not drawn. Waited for after the network is quiet: the page's main thread idle (the
-# browser's own requestIdleCallback, which runs only once the task queue is empty), bounded.
+# browser's own requestIdleCallback, which runs only once the task queue is empty), bounded. It is
+# asked for from an animation frame: with no frame scheduled, Chromium (with RENDER_FLAGS) gave a
+# settled page no idle period, and the callback waited for its timeout (2 s a page, measured).
 IDLE_JS = """async (limitMs) => {
   const T = window.__wfNative || window;
   const ric = window.requestIdleCallback;
   const native = typeof ric === 'function' && /\\[native code\\]/.test(Function.prototype.toString.call(ric));
   await new Promise((done) => {
     T.setTimeout(done, limitMs);
-    if (native) ric.call(window, () => done(), {timeout: limitMs});
-    else T.setTimeout(done, 0);
+    const idle = () => (native ? ric.call(window, () => done(), {timeout: limitMs}) : T.setTimeout(done, 0));
+    if (T.requestAnimationFrame) T.requestAnimationFrame(idle); else idle();
   });
 }"""
 IDLE_LIMIT_MS = 2000

@@ -46,7 +46,8 @@ LOADED_LIMIT_MS = 5000
 
 def wait_loaded(page, inflight) -> None:
     """Wait until the page has loaded what it will still load (:data:`LOADED_JS`), and the network
-    has been quiet since (a font or an image asked for late starts a request of its own).
+    has been quiet since (a font or an image asked for late starts a request of its own) and its
+    scripts idle (:func:`~webfreeze.simulator.browser.wait_settled`, as ``replay check`` waits).
 
     TODO(settle rule, issue 31): the quiet period is wall-clock, as in ``replay check``; a request a
     page makes from a timer later than it is missed by both. When the determinism runtime's timer
@@ -54,13 +55,13 @@ def wait_loaded(page, inflight) -> None:
     by it, so that what a page loads late is checked the way agents will see it."""
     from playwright.sync_api import Error as PlaywrightError
 
-    from webfreeze.simulator.browser import wait_network_quiet
+    from webfreeze.simulator.browser import wait_settled
 
     try:  # (after the load event: most pages have nothing left and this returns at once)
         page.evaluate(LOADED_JS, LOADED_LIMIT_MS)
     except PlaywrightError:
         pass  # the document went away (a late navigation): what is there is captured
-    wait_network_quiet(page, inflight)
+    wait_settled(page, inflight)
 
 
 class PageChecker:

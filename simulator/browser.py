@@ -452,6 +452,44 @@ def wait_network_quiet(page, inflight: set, *, quiet_ms: float = QUIET_MS,
         page.wait_for_timeout(poll_ms)
 
 
+
+# A page's scripts can be busy with no request in flight: a framework rendering in many short tasks
+# (React's scheduler) before the chart it draws asks for its code (Dash's lazy Plotly bundle). On a
+# loaded machine such a gap outlasts QUIET_MS, and a network-quiet page was taken for settled with
+# its chart not drawn. Waited for after the network is quiet: the page's main thread idle (the
+# browser's own requestIdleCallback, which runs only once the task queue is empty), bounded. It is
+# asked for from an animation frame: with no frame scheduled, Chromium (with RENDER_FLAGS) gave a
+# settled page no idle period, and the callback waited for its timeout (2 s a page, measured).
+IDLE_JS = """async (limitMs) => {
+  const T = window.__wfNative || window;
+  const ric = window.requestIdleCallback;
+  const native = typeof ric === 'function' && /\\[native code\\]/.test(Function.prototype.toString.call(ric));
+  await new Promise((done) => {
+    T.setTimeout(done, limitMs);
+    const idle = () => (native ? ric.call(window, () => done(), {timeout: limitMs}) : T.setTimeout(done, 0));
+    if (T.requestAnimationFrame) T.requestAnimationFrame(idle); else idle();
+  });
+}"""
+IDLE_LIMIT_MS = 2000
+
+
+def wait_settled(page, inflight: Inflight, *, quiet_ms: float = QUIET_MS, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+    """Wait until the network has been quiet for ``quiet_ms`` (:func:`wait_network_quiet`) and the
+    page's main thread has been idle since (:data:`IDLE_JS`); again while the idle wait saw a
+    request start. At most ``timeout_s`` in all."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        wait_network_quiet(page, inflight, quiet_ms=quiet_ms, timeout_s=max(0.0, deadline - time.monotonic()))
+        changed = inflight.changed
+        try:
+            page.evaluate(IDLE_JS, IDLE_LIMIT_MS)
+        except PlaywrightError:
+            return  # the document went away (a late navigation): what is there now is what counts
+        if (not inflight and inflight.changed == changed) or time.monotonic() >= deadline:
+            return
+
 # Before a full-page screenshot that must come out the same on every run: web fonts loaded, every
 # loaded image decoded, then two animation frames (the second starts after the first was painted).
 # Bounded, so a page that never settles still gets its screenshot.

@@ -117,3 +117,42 @@ def test_two_direct_checks_write_the_same_bytes(demo_report, tmp_path):
     assert again["pages"] == first["pages"][:n]
     assert first["report_dir"] and all(
         (first["report_dir"] / p["dom"]).read_bytes() == (out / p["dom"]).read_bytes() for p in again["pages"])
+
+
+STATE_PAGE = b"""<!doctype html><html><head><title>state</title></head><body><p>stateful</p><script>
+const seen = [localStorage.getItem('seen') && 'storage', sessionStorage.getItem('seen') && 'session',
+              document.cookie.includes('seen=1') && 'cookie'].filter(Boolean).join('-') || 'fresh';
+localStorage.setItem('seen', '1'); sessionStorage.setItem('seen', '1');
+document.cookie = 'seen=1; max-age=3600; path=/';
+fetch('/state/' + seen).then((r) => r.text()).then((t) => { document.body.dataset.state = t; });
+</script></body></html>"""
+
+
+def test_pages_without_capture_text_share_a_tab_that_starts_each_page_afresh(tmp_path):
+    """Direct mode loads the pages whose capture holds no text in one reused tab: each starts with
+    no cookie and no storage of the page before (a page that finds either asks for a URL the archive
+    lacks: a miss), and a page's misses are its own (the page after a missing one has none)."""
+    from webfreeze.archives import Exchange, new_archive_atomically
+
+    t0 = "2024-03-01T12:00:00Z"
+    archive = tmp_path / "state.wfz"
+    html = [("Content-Type", "text/html; charset=utf-8")]
+    with new_archive_atomically(archive) as arc:
+        sid = arc.new_session("test", source="test_direct_check")
+        for url, body, headers in (("http://site.test/a", STATE_PAGE, html), ("http://site.test/b", STATE_PAGE, html),
+                                   ("http://site.test/state/fresh", b"fresh", [("Content-Type", "text/plain")])):
+            arc.add_exchange(Exchange(url=url, captured_at=t0, status=200, payload=body, resp_headers=headers,
+                                      session_id=sid))
+    urls = ["http://site.test/a", "http://site.test/b", "http://site.test/gone", "http://site.test/a"]
+    pages = [{"id": i, "url": url, "title": "", "captured_at": t0, "extra": {"screenshot": "none"}, "screenshot": None,
+              "loaded_at": t0} for i, url in enumerate(urls, 1)]
+    out, partial = tmp_path / "out", tmp_path / "partial"
+    (partial / "pages").mkdir(parents=True)
+    report = replay_check._check(archive, pages, {p["id"]: (None, None) for p in pages}, out, partial, 0, None, None,
+                                 mode="direct")
+    got = [(p["url"], p["misses"], p["error"], p["text_similarity"]) for p in report["pages"]]
+    assert [g[1] for g in got] == [[], [], [got[2][1][0]], []] and got[2][1][0].endswith("/http://site.test/gone"), got
+    assert all(g[2] is None and g[3] is None for g in got), got
+    # each page did load and ask for its state: the archive's answer is in its DOM
+    doms = [(out / p["dom"]).read_text() for p in report["pages"]]
+    assert [('data-state="fresh"' in d) for d in doms] == [True, True, False, True], doms

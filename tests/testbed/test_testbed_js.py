@@ -166,3 +166,20 @@ def test_the_recorded_sessions_become_tasks_that_validate_unedited(testbed, name
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     result = json.loads(r.stdout)
     assert result["expired"] == [] and result["incomplete"] == [] and result["tasks"] >= 1
+
+
+@pytest.mark.parametrize(("name", "mode"), [("dash", "direct"), ("dash", "proxy"), ("mkdocs", "direct"),
+                                            ("mkdocs", "proxy"), ("jspage", "direct")])
+def test_every_crawled_page_replays_exactly(testbed, name, mode, tmp_path):
+    """Issue 45: the crawl of each JavaScript application (Dash's callbacks, MkDocs Material's
+    pages and its search index, the worker page) replays every page from the archive with no miss
+    and its captured text, at its direct URL (rewritten and sealed) as through the proxy; the
+    application sees no request. (The worker page's proxy mode: the test above.)"""
+    from exact_replay import inexact_pages, replay_check
+
+    archive, app = testbed.crawl(name), testbed.app(name)
+    mark = app.mark()
+    report = replay_check(archive, tmp_path / "check", mode, testbed.home)
+    assert app.requests_since(mark) == []  # the leak canary
+    assert report["summary"]["pages"] >= (3 if name == "mkdocs" else 1), report["summary"]
+    assert inexact_pages(report) == [], report["summary"]

@@ -1,9 +1,11 @@
 """`webfreeze replay check`: load every page record through the replay in Chromium and compare.
 
 For each page record of the archive (ordered by id) a fresh browser context loads the page through
-the replay server in proxy mode, waits for the network to settle as the crawl did, and takes a DOM
-snapshot and the kind of screenshot the capture holds (viewport, full page or none: like with
-like). Compared with the capture:
+the replay server (proxy mode, or ``--mode direct``: its direct URL), waits for the page to settle
+as the crawl did (network quiet, then the main thread idle), and takes a DOM snapshot and the kind
+of screenshot the capture holds (viewport, full page or none: like with like). In direct mode a
+page whose capture holds neither text nor a screenshot, which proves only its misses and its error,
+is loaded in one reused tab wiped before each page (:class:`_ReusedTab`). Compared with the capture:
 
 - misses: requests of the page the archive could not answer;
 - failed at capture: requests the archive answers only with the recording proxy's placeholder for
@@ -51,7 +53,7 @@ from webfreeze.simulator.browser import (
     new_context,
     still_screenshot,
     track_inflight,
-    wait_network_quiet,
+    wait_settled,
 )
 
 REPORT_VERSION = 1
@@ -223,14 +225,20 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
     try:
         with sync_playwright() as pw:
             browser = launch_chromium(pw, proxy=server.url if mode == "proxy" else None, bypass_internal=False)
+            tab = _ReusedTab(browser, server.url, placeholders) if mode == "direct" else None
             for n, rec in enumerate(pages, 1):
                 server.reset(seed, when=rec["loaded_at"])
                 target = rec["url"] if mode == "proxy" else \
                     f"{server.url}/{to_timestamp14(rec['loaded_at'])}/{rec['url']}"
-                loaded = _load(browser, target, placeholders, shot_mode(rec), PlaywrightError)
-                dom, shot, error = loaded["dom"], loaded["shot"], loaded["error"]
                 cap_dom, cap_shot = captured[rec["id"]]
-                cap_text, rep_text = visible_text(cap_dom or b""), visible_text(dom)
+                cap_text = visible_text(cap_dom or b"")
+                if tab is not None and not cap_text and shot_mode(rec) == "none":
+                    # nothing to compare but misses and errors: the reused tab (no new renderer)
+                    loaded = tab.load(target, PlaywrightError)
+                else:
+                    loaded = _load(browser, target, placeholders, shot_mode(rec), PlaywrightError)
+                dom, shot, error = loaded["dom"], loaded["shot"], loaded["error"]
+                rep_text = visible_text(dom)
                 similarity = raw = text_similarity(cap_text, rep_text) if cap_text else None
                 volatile = 0
                 if raw is not None and raw < 1.0 and error is None:
@@ -264,6 +272,8 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                 })
                 if progress:
                     progress(n, rec["url"])
+            if tab is not None:
+                tab.close()
             browser.close()
     finally:
         server.stop()
@@ -318,7 +328,7 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error) 
     dom, shot = b"", None
     try:
         page.goto(target, wait_until="load", timeout=30_000)
-        wait_network_quiet(page, inflight)
+        wait_settled(page, inflight)
         dom = page.content().encode("utf-8")
     except playwright_error as exc:
         error = str(exc).splitlines()[0]
@@ -332,6 +342,76 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error) 
     context.close()
     return {"dom": dom, "shot": shot, "error": error, "screenshot_error": shot_error,
             "misses": sorted(set(missed)), "failed_at_capture": sorted(set(failed_at_capture))}
+
+
+class _ReusedTab:
+    """Direct mode's load of a page whose capture holds no text and no screenshot: only its misses
+    and its error count, and proving them needs no new context per page. One page (one renderer:
+    every direct-mode URL is on the replay server's origin) loads each in turn; before each load
+    it is taken to ``about:blank`` and the context's state is wiped, so each page starts as in a
+    new context: no cookies, no storage of the replay's origin (local, session, IndexedDB, cache
+    storage), an empty HTTP cache (a resource is asked of the replay again, as a new context
+    would). What a load reports is what :func:`_load` reports, less the screenshot."""
+
+    def __init__(self, browser, origin: str, placeholders):
+        self.browser, self.origin, self.placeholders = browser, origin, placeholders
+        self.context = None
+
+    def _open(self) -> None:
+        self.context = new_context(self.browser)
+        self.page = self.context.new_page()
+        self.cdp = self.context.new_cdp_session(self.page)
+        self.cdp.send("Network.enable")
+        self.inflight = track_inflight(self.page)
+        self.missed: list[str] = []
+        self.failed_at_capture: list[str] = []
+        self.page.on("requestfailed", lambda r: self.missed.append(r.url))
+        self.page.on("response", self._on_response)
+
+    def _on_response(self, resp) -> None:
+        if resp.headers.get("x-webfreeze-miss"):
+            self.missed.append(resp.url)
+        cap = resp.headers.get("x-webfreeze-capture", "")
+        if cap.isdigit() and int(cap) in self.placeholders:
+            self.failed_at_capture.append(resp.url)
+
+    def _wipe(self) -> None:
+        self.page.goto("about:blank")
+        self.context.clear_cookies()
+        self.cdp.send("Network.clearBrowserCache")
+        self.cdp.send("Storage.clearDataForOrigin", {"origin": self.origin, "storageTypes": "all"})
+        self.inflight.clear()
+        self.missed.clear()
+        self.failed_at_capture.clear()
+
+    def load(self, target: str, playwright_error) -> dict:
+        error, dom = None, b""
+        if self.context is not None:
+            try:
+                self._wipe()
+            except playwright_error:  # the page before left the tab unusable: a new one
+                self.close()
+        if self.context is None:
+            self._open()
+        try:
+            self.page.goto(target, wait_until="load", timeout=30_000)
+            wait_settled(self.page, self.inflight)
+            dom = self.page.content().encode("utf-8")
+        except playwright_error as exc:
+            error = str(exc).splitlines()[0]
+        result = {"dom": dom, "shot": None, "error": error, "misses": sorted(set(self.missed)),
+                  "failed_at_capture": sorted(set(self.failed_at_capture))}
+        if error is not None:  # a tab in an unknown state: the next page gets a new one
+            self.close()
+        return result
+
+    def close(self) -> None:
+        if self.context is not None:
+            try:
+                self.context.close()
+            except Exception:
+                pass
+            self.context = None
 
 
 def render_html(report: dict) -> str:

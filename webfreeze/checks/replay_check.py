@@ -399,7 +399,7 @@ class _ReusedTab:
             dom = self.page.content().encode("utf-8")
         except playwright_error as exc:
             error = str(exc).splitlines()[0]
-        result = {"dom": dom, "shot": None, "error": error, "misses": sorted(set(self.missed)),
+        result = {"dom": dom, "shot": None, "error": error, "screenshot_error": None, "misses": sorted(set(self.missed)),
                   "failed_at_capture": sorted(set(self.failed_at_capture))}
         if error is not None:  # a tab in an unknown state: the next page gets a new one
             self.close()

@@ -307,15 +307,11 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
     return report
 
 
-def _load(browser, target: str, placeholders, shot_kind: str, playwright_error) -> dict:
-    """One page load in a fresh context: its DOM, a screenshot of ``shot_kind`` (like with like: the
-    kind of screenshot the capture took), its misses and requests failed at capture, and the error."""
-    context = new_context(browser)
-    page = context.new_page()
-    inflight = track_inflight(page)
+def _watch(page, placeholders) -> tuple[list[str], list[str]]:
+    """The lists ``page``'s loads fill from now on: the URLs that missed (failed, or answered as a
+    replay miss) and those whose capture had failed at record time (``placeholders``)."""
     missed: list[str] = []
     failed_at_capture: list[str] = []
-    page.on("requestfailed", lambda r: missed.append(r.url))
 
     def on_response(resp):
         if resp.headers.get("x-webfreeze-miss"):
@@ -323,7 +319,18 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error) 
         cap = resp.headers.get("x-webfreeze-capture", "")
         if cap.isdigit() and int(cap) in placeholders:
             failed_at_capture.append(resp.url)
+    page.on("requestfailed", lambda r: missed.append(r.url))
     page.on("response", on_response)
+    return missed, failed_at_capture
+
+
+def _load(browser, target: str, placeholders, shot_kind: str, playwright_error) -> dict:
+    """One page load in a fresh context: its DOM, a screenshot of ``shot_kind`` (like with like: the
+    kind of screenshot the capture took), its misses and requests failed at capture, and the error."""
+    context = new_context(browser)
+    page = context.new_page()
+    inflight = track_inflight(page)
+    missed, failed_at_capture = _watch(page, placeholders)
     error = shot_error = None
     dom, shot = b"", None
     try:
@@ -363,17 +370,7 @@ class _ReusedTab:
         self.cdp = self.context.new_cdp_session(self.page)
         self.cdp.send("Network.enable")
         self.inflight = track_inflight(self.page)
-        self.missed: list[str] = []
-        self.failed_at_capture: list[str] = []
-        self.page.on("requestfailed", lambda r: self.missed.append(r.url))
-        self.page.on("response", self._on_response)
-
-    def _on_response(self, resp) -> None:
-        if resp.headers.get("x-webfreeze-miss"):
-            self.missed.append(resp.url)
-        cap = resp.headers.get("x-webfreeze-capture", "")
-        if cap.isdigit() and int(cap) in self.placeholders:
-            self.failed_at_capture.append(resp.url)
+        self.missed, self.failed_at_capture = _watch(self.page, self.placeholders)
 
     def _wipe(self) -> None:
         self.page.goto("about:blank")

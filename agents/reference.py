@@ -5,7 +5,7 @@ A reference trajectory (``record session``, docs/trajectories.md) logs what an a
 ``answer``, each action with its target's role, accessible name and CSS path. The agent turns each
 step the person took into one BrowserGym action on the current observation, finding the target
 again by role and name (CSS path to choose among equals; CSS path and role alone when the target
-had no name) rather than by bid. Steps that were the page's answer to an action (effects) are not
+had no name: :func:`find_target`) rather than by bid. Steps that were the page's answer to an action (effects) are not
 replayed: replaying the action brings them about again. So the agent takes exactly the reference's
 steps, and its efficiency ratio is 1.00 (eval/trajectory.py counts the same steps).
 
@@ -92,17 +92,40 @@ def find_target(elements: list[dict], target: dict) -> dict | None:
 
     With a name: same role and the same name (exact first, then the recorded name contained in the
     element's, e.g. a link whose image repeats its text); among several, the one at the recorded CSS
-    path, else the first in document order. Without a name: same role at the same CSS path.
+    path, else the first in document order. Without a name: same role at the same CSS path; else at
+    the same path but for the numbers in the id it starts from (:func:`_id_shape`: a widget
+    library's instance counter, ``#react-select-2--value`` live and ``#react-select-3--value`` in a
+    replay that mounted the widget once more); else the page's only nameless element of that role
+    and tag.
     """
     role, name, css = target.get("role"), norm(target.get("name")), target.get("css")
     same_role = [e for e in elements if e.get("role") == role]
     if not name:
-        return next((e for e in same_role if e.get("css") == css), None)
+        exact = next((e for e in same_role if e.get("css") == css), None)
+        if exact is not None or not css:
+            return exact
+        shaped = [e for e in same_role if _id_shape(e.get("css")) == _id_shape(css)]
+        if len(shaped) == 1:
+            return shaped[0]
+        nameless = [e for e in same_role if not norm(e.get("name"))
+                    and (not target.get("tag") or e.get("tag", target.get("tag")) == target.get("tag"))]
+        return nameless[0] if len(nameless) == 1 else None
     for test in (lambda e: norm(e.get("name")) == name, lambda e: name in norm(e.get("name"))):
         found = [e for e in same_role if test(e)]
         if found:
             return next((e for e in found if e.get("css") == css), found[0])
     return None
+
+
+def _id_shape(css) -> str | None:
+    """A CSS path (the recorder's: ``#id > tag:nth-of-type(i) > ...``) with every number in the id
+    it starts from replaced by ``0``."""
+    if not isinstance(css, str):
+        return None
+    head, sep, rest = css.partition(" > ")
+    if head.startswith("#"):
+        head = re.sub(r"[0-9]+", "0", head)
+    return head + sep + rest
 
 
 class ReferenceAgent(Agent):

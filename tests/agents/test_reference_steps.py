@@ -142,3 +142,27 @@ def test_tasks_add_leaves_the_suite_as_it_was_when_the_task_line_cannot_be_writt
     with pytest.raises(TaskError, match="No space left on device"):  # a replaced reference comes back too
         authoring.add_task(suite, ref2, "append()", instruction="Why?", task_id="first", replace=True)
     assert {p: p.read_bytes() for p in suite.rglob("*") if p.is_file()} == before
+
+
+def test_a_nameless_target_is_found_past_a_widget_s_instance_counter():
+    """A nameless target is found at its CSS path; when a widget library numbered its id otherwise
+    (react-select's instance counter: the replay mounted the dropdown once more than the live page),
+    at the same path but for the id's numbers, or as the page's only nameless element of its role."""
+    from webfreeze.agents.reference import find_target
+
+    live = {"role": "combobox", "name": "", "tag": "input",
+            "css": "#react-select-2--value > div:nth-of-type(2) > input:nth-of-type(1)"}
+
+    def box(css: str, name: str = "", bid: str = "a1") -> dict:
+        return {"bid": bid, "role": "combobox", "name": name, "tag": "input", "css": css}
+
+    same = box(live["css"])
+    assert find_target([same], live) is same
+    renumbered = box("#react-select-3--value > div:nth-of-type(2) > input:nth-of-type(1)")
+    other = box("#react-select-4--value > div:nth-of-type(1) > input:nth-of-type(1)", bid="b2")
+    assert find_target([other, renumbered], live) is renumbered  # the same path but for the counter
+    moved = box("#react-select-3--value > div:nth-of-type(1) > input:nth-of-type(1)")
+    assert find_target([moved], live) is moved  # the only nameless combobox on the page
+    assert find_target([moved, other], live) is None  # two candidates, neither at the path: not guessed
+    assert find_target([box(moved["css"], name="City")], live) is None  # a named combobox is another one
+    assert find_target([{**moved, "role": "textbox"}], live) is None  # and so is another role

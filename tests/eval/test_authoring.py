@@ -112,11 +112,11 @@ def run(page):
     page.wait_for_url("**/page/stack")
     page.get_by_role("link", name="Jump to details").click()
     page.wait_for_function("window.scrollY > 1000")
-    page.wait_for_timeout(300)  # a scroll is logged once it has rested
+    page.wait_for_timeout(1000)  # a scroll is logged once it has rested 150 ms (page time: generous under load)
     at = page.evaluate("window.scrollY")
     page.mouse.wheel(0, -400)  # the person's own scroll, up a little
     page.wait_for_function("(at) => window.scrollY < at", arg=at)
-    page.wait_for_timeout(300)
+    page.wait_for_timeout(1000)
     record_answer(page, "append()", evidence=[%r])
 ''' % STACK_SENTENCE
 

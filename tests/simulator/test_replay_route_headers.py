@@ -74,7 +74,7 @@ def _load(browser, archive, url):
         page = context.new_page()
         page.on("response", lambda r: seen.__setitem__(r.url, r.headers_array()))
         with route.serving(WHEN):
-            page.goto(url, wait_until="load", timeout=15_000)
+            page.goto(url, wait_until="load", timeout=120_000)  # (a safety net: generous under load)
             facts = page.evaluate("""() => { const img = document.getElementById('logo');
                 return {width: img ? img.naturalWidth : -1, complete: img ? img.complete : false,
                         cookie: document.cookie}; }""")

@@ -192,7 +192,9 @@ print(next(d for d in deps if d.startswith("llama-cpp-python")).replace("[server
       elif [ "${WEBFREEZE_LOCAL_LLM_BUILD:-}" = background ]; then
         echo "bootstrap: compiling llama.cpp for the local model in the background (.venv/local-llm-build.log)" >&2
         rm -f .venv/local-llm-build.failed
-        setsid nohup nice -n 10 bash -c "$ll_build || touch .venv/local-llm-build.failed" \
+        # (its own session, so its own scheduler autogroup on Linux, where nice counts only within a
+        # group: the group itself is made nice too, or the compile would take a whole core from the tests)
+        setsid nohup nice -n 10 bash -c "(echo 10 > /proc/self/autogroup) 2>/dev/null; $ll_build || touch .venv/local-llm-build.failed" \
           > .venv/local-llm-build.log 2>&1 < /dev/null &
         echo $! > "$ll_pid"
       else

@@ -5,8 +5,8 @@ A reference trajectory (``record session``, docs/trajectories.md) logs what an a
 ``answer``, each action with its target's role, accessible name and CSS path. The agent turns each
 step the person took into one BrowserGym action on the current observation, finding the target
 again by role and name (CSS path to choose among equals; CSS path and role alone when the target
-had no name: :func:`find_target`) rather than by bid. Steps that were the page's answer to an action (effects) are not
-replayed: replaying the action brings them about again. So the agent takes exactly the reference's
+had no name: :func:`find_target`) rather than by bid. Steps that were the page's answer to an
+action (effects) are not replayed: replaying the action brings them about again. So the agent takes exactly the reference's
 steps, and its efficiency ratio is 1.00 (eval/trajectory.py counts the same steps).
 
 - ``navigate`` with a ``cause`` (recorders since the press step): ``goto`` (the address bar,
@@ -98,17 +98,17 @@ def find_target(elements: list[dict], target: dict) -> dict | None:
     replay that mounted the widget once more); else the page's only nameless element of that role
     and tag.
     """
-    role, name, css = target.get("role"), norm(target.get("name")), target.get("css")
+    role, name, css, tag = target.get("role"), norm(target.get("name")), target.get("css"), target.get("tag")
     same_role = [e for e in elements if e.get("role") == role]
     if not name:
         exact = next((e for e in same_role if e.get("css") == css), None)
         if exact is not None or not css:
             return exact
-        shaped = [e for e in same_role if _id_shape(e.get("css")) == _id_shape(css)]
+        shape = _id_shape(css)
+        shaped = [e for e in same_role if _id_shape(e.get("css")) == shape]
         if len(shaped) == 1:
             return shaped[0]
-        nameless = [e for e in same_role if not norm(e.get("name"))
-                    and (not target.get("tag") or e.get("tag", target.get("tag")) == target.get("tag"))]
+        nameless = [e for e in same_role if not norm(e.get("name")) and (not tag or e.get("tag") in (None, tag))]
         return nameless[0] if len(nameless) == 1 else None
     for test in (lambda e: norm(e.get("name")) == name, lambda e: name in norm(e.get("name"))):
         found = [e for e in same_role if test(e)]

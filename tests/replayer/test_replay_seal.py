@@ -114,6 +114,11 @@ def test_the_environment(watch, backend):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert _leaks(canary, dns) == ([], [])
+    # (the page was the archive's, and in the browser it ran: its requests came to the replay)
+    got = json.loads(r.stdout.splitlines()[-1])
+    assert got["page"] == ["exact"], got
+    if backend == "browser":
+        assert {f"http://127.0.0.1:{canary.port}/fetch1", f"http://127.0.0.1:{canary.port}/refresh"} <= set(got["misses"]), got
 
 
 def _status(port: int, what: str):

@@ -527,7 +527,7 @@ def proxy_rows(ctx: Context, archive: Path, home: Path, details: dict) -> list[R
         rows.append(Row(f"{NAME} proxy", "HTTPS page through proxy: requests/s vs before direct-mode rewriting",
                         proxy_results["webfreeze"]["rps"], proxy_results["baseline"]["rps"],
                         f"proxy mode at {BASELINE_COMMIT[:7]}", "req/s", "higher", 0.95,
-                        note="same load and answer bytes, best of rounds alternating"))
+                        note="same load and answer bytes, best of rounds in ABBA order"))
         cpu = {name: [r["server_cpu_us"] for r in rounds[name] if r.get("server_cpu_us")]
                for name in ("webfreeze", "baseline")}
         if all(cpu.values()):  # (Linux): the same comparison by the server's CPU, the least of each's rounds

@@ -6,8 +6,9 @@ A reference trajectory (``record session``, docs/trajectories.md) logs what an a
 step the person took into one BrowserGym action on the current observation, finding the target
 again by role and name (CSS path to choose among equals; CSS path and role alone when the target
 had no name: :func:`find_target`) rather than by bid. Steps that were the page's answer to an
-action (effects) are not replayed: replaying the action brings them about again. So the agent takes exactly the reference's
-steps, and its efficiency ratio is 1.00 (eval/trajectory.py counts the same steps).
+action (effects) are not replayed: replaying the action brings them about again. So the agent takes
+exactly the reference's steps, and its efficiency ratio is 1.00 (eval/trajectory.py counts the same
+steps).
 
 - ``navigate`` with a ``cause`` (recorders since the press step): ``goto`` (the address bar,
   ``page.goto`` in a script) becomes ``goto(url)``; any other cause (a link, a form, a script) is

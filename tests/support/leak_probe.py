@@ -228,7 +228,8 @@ def _env(archive: str, backend: str, url: str) -> dict:
             obs = env.step("noop(1000)")[0]
         # What the replay answered: the page's own document, and the page's requests it had no
         # answer for (the canary's URLs, asked of the replay: proof the page ran in it)
-        provenance = [env.recorder.replay_start or {}] + [s.get("replay") or {} for s in env.recorder.steps]
+        traj = env.trajectory(stopped=True)
+        provenance = [traj.get("replay", {}).get("start") or {}] + [s.get("replay") or {} for s in traj["steps"]]
         return {"url": obs["url"] if isinstance(obs, dict) else None,
                 "page": sorted({a["level"] for p in provenance for a in p.get("answers", ()) if a["url"] == url}),
                 "misses": sorted({f["url"] for p in provenance for f in p.get("flagged", ())

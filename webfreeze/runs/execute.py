@@ -245,11 +245,12 @@ def used_entries(out: Path, tasks=None) -> list:
 
 
 def _local_model_identity() -> dict:
-    """Which local model answered (its id and GGUF file digest): replies differ between model files
-    and llama.cpp builds, so a recorded cassette says what recorded it."""
+    """Which local model answered (its id and GGUF file digest) and which build of llama.cpp's
+    server (the xllamacpp version): replies differ between model files and llama.cpp builds, so a
+    recorded cassette says what recorded it."""
     path = local_model_path()
     return {"id": LOCAL_MODEL_ID, "file": path.name, "sha256": file_sha256(path),
-            "llama_cpp_python": package_versions().get("llama_cpp_python")}
+            "xllamacpp": package_versions().get("xllamacpp")}
 
 
 def _run_relative(path, out) -> str:

@@ -44,7 +44,7 @@ from webfreeze.simulator.site_models import check_site_models
 def package_versions() -> dict:
     """The versions of the packages a run's outcome depends on (None where one is not installed)."""
     out = {}
-    for name in ("webfreeze", "playwright", "gymnasium", "lxml", "openai", "llama_cpp_python"):
+    for name in ("webfreeze", "playwright", "gymnasium", "lxml", "openai", "xllamacpp"):
         try:
             out[name] = version(name)
         except PackageNotFoundError:

@@ -92,6 +92,11 @@ class ReplayRoute:
             if replay is None:  # a request of a page being left, between checks
                 route.abort()
                 return
+            if urlsplit(request.url).scheme not in ("http", "https"):
+                # the browser's own resources (chrome://, chrome-extension://: the full browser's PDF
+                # viewer) are not the site's and never touch the network: the browser serves them
+                route.continue_()
+                return
             body = request.post_data_buffer or b""
             headers = list(request.headers.items())
             status, resp_headers, data = replay.fetch(request.method, request.url, headers, body)

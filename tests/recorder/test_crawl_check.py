@@ -68,7 +68,8 @@ class ChainSite:
                     self.close_connection = True
                     return
                 if path in site.pages:
-                    body, ctype = site.pages[path], "text/html; charset=utf-8"
+                    body = site.pages[path]
+                    ctype = "application/pdf" if path.endswith(".pdf") else "text/html; charset=utf-8"
                 elif path.startswith("/css/l") and path[6:-4].isdigit():
                     time.sleep(DELAY_S)
                     body, ctype = stylesheet(int(path[6:-4])), "text/css"
@@ -219,6 +220,41 @@ def test_upstream_failure_is_missing_to_the_crawl_and_listed_by_replay_check(tmp
     assert report["pages"][0]["failed_at_capture"] == [gone]
     assert report["summary"]["requests_failed_at_capture"] == 1
     assert r.returncode == 1  # Chromium takes a proxy's 502 for a failed request: a miss too
+
+
+# A one-page PDF with a line of text.
+PDF = b"""%PDF-1.4
+1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj
+2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj
+3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 200 200]/Contents 4 0 R/Resources<</Font<</F1 5 0 R>>>>>>endobj
+4 0 obj<</Length 44>>stream
+BT /F1 24 Tf 20 100 Td (Hello PDF) Tj ET
+endstream endobj
+5 0 obj<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>endobj
+trailer<</Root 1 0 R>>
+%%EOF
+"""
+
+
+def test_a_pdf_page_is_complete_and_replay_check_loads_it(tmp_path, home, cli):
+    """The crawl's full browser shows a PDF in its viewer, whose own chrome:// and
+    chrome-extension:// resources are not the site's: the crawl is complete. ``replay check`` runs
+    the headless shell, which takes a PDF for a download: it loads that page in the full browser,
+    with no miss and no error."""
+    paper = b'<!doctype html><html><head><title>Paper</title></head><body><a href="/doc.pdf">the paper</a></body></html>'
+    site = ChainSite(pages={"/paper.html": paper, "/doc.pdf": PDF})
+    archive = tmp_path / "pdf.wfz"
+    try:
+        r = cli("record", "crawl", f"{site.url}/paper.html", "--archive", archive, "--depth", "1", timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 0 and "2 pages in total (complete)" in r.stdout, r.stdout + r.stderr
+    r, report = _replay_check(cli, archive, tmp_path / "report")
+    assert r.returncode == 0, r.stdout + r.stderr
+    pages = {p["url"].rsplit("/", 1)[1]: p for p in report["pages"]}
+    assert sorted(pages) == ["doc.pdf", "paper.html"]
+    assert all(p["error"] is None and p["misses"] == [] for p in pages.values()), pages
+    assert pages["paper.html"]["text_similarity"] == 1.0
 
 
 def test_crawl_cut_by_max_pages_is_not_complete(tmp_path, home, cli):

@@ -224,7 +224,11 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                           confdir=confdir).start()
     try:
         with sync_playwright() as pw:
-            browser = launch_chromium(pw, proxy=server.url if mode == "proxy" else None, bypass_internal=False)
+            proxy = server.url if mode == "proxy" else None
+            # the headless shell: the same build drawing the same pixels, at half the cost of a fresh
+            # context in the full browser (which opens a window of browser UI per context)
+            browser = launch_chromium(pw, proxy=proxy, bypass_internal=False, shell=True)
+            full = None  # the full browser, launched for a page the shell takes as a download (a PDF)
             tab = _ReusedTab(browser, server.url, placeholders) if mode == "direct" else None
             for n, rec in enumerate(pages, 1):
                 server.reset(seed, when=rec["loaded_at"])
@@ -232,11 +236,17 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     f"{server.url}/{to_timestamp14(rec['loaded_at'])}/{rec['url']}"
                 cap_dom, cap_shot = captured[rec["id"]]
                 cap_text = visible_text(cap_dom or b"")
+                used = browser
                 if tab is not None and not cap_text and shot_mode(rec) == "none":
                     # nothing to compare but misses and errors: the reused tab (no new renderer)
                     loaded = tab.load(target, PlaywrightError)
                 else:
                     loaded = _load(browser, target, placeholders, shot_mode(rec), PlaywrightError)
+                if _is_download(loaded["error"]):
+                    # the full browser shows such a page in its viewer, as the crawl's browser did
+                    full = full or launch_chromium(pw, proxy=proxy, bypass_internal=False)
+                    used = full
+                    loaded = _load(full, target, placeholders, shot_mode(rec), PlaywrightError)
                 dom, shot, error = loaded["dom"], loaded["shot"], loaded["error"]
                 rep_text = visible_text(dom)
                 similarity = raw = text_similarity(cap_text, rep_text) if cap_text else None
@@ -247,7 +257,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     server.reset(seed + 1, when=rec["loaded_at"], clock_shift=PROBE_CLOCK_SHIFT)
                     report_to, server.replay.miss_report = server.replay.miss_report, None  # (the probe's own)
                     try:
-                        probe = _load(browser, target, placeholders, "none", PlaywrightError)
+                        probe = _load(used, target, placeholders, "none", PlaywrightError)
                     finally:
                         server.replay.miss_report = report_to
                     if probe["error"] is None:
@@ -275,6 +285,8 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
             if tab is not None:
                 tab.close()
             browser.close()
+            if full is not None:
+                full.close()
     finally:
         server.stop()
     sims = [r["text_similarity"] for r in results if r["text_similarity"] is not None]
@@ -307,6 +319,11 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
     return report
 
 
+def _is_download(error: str | None) -> bool:
+    """Whether a load failed because the browser took the page as a download."""
+    return error is not None and "Download is starting" in error
+
+
 def _watch(page, placeholders) -> tuple[list[str], list[str]]:
     """The lists ``page``'s loads fill from now on: the URLs that missed (failed, or answered as a
     replay miss) and those whose capture had failed at record time (``placeholders``)."""
@@ -319,7 +336,13 @@ def _watch(page, placeholders) -> tuple[list[str], list[str]]:
         cap = resp.headers.get("x-webfreeze-capture", "")
         if cap.isdigit() and int(cap) in placeholders:
             failed_at_capture.append(resp.url)
-    page.on("requestfailed", lambda r: missed.append(r.url))
+
+    def on_failed(request):
+        # (the browser's own resources are not the site's: the full browser's PDF viewer streams the
+        # document to itself at a chrome-extension:// URL, and that request may end as failed)
+        if request.url.startswith(("http:", "https:")):
+            missed.append(request.url)
+    page.on("requestfailed", on_failed)
     page.on("response", on_response)
     return missed, failed_at_capture
 

@@ -281,8 +281,8 @@ class CassetteProxy:
             # client switches them off (see LOCAL_SAMPLING), unless the agent asked for them
             sent = {**{k: v for k, v in LOCAL_SAMPLING.items() if k not in sent}, **sent, "model": LOCAL_MODEL_ID}
             if "max_tokens" not in sent and sent.get("max_completion_tokens"):
-                # newer clients send only the new name, which llama-cpp-python's server does not read
-                # (it would generate up to its context's end)
+                # newer clients send only the new name, which not every local server reads (the
+                # earlier one, llama-cpp-python's, generated up to its context's end): both are sent
                 sent["max_tokens"] = sent["max_completion_tokens"]
         headers = {"Content-Type": "application/json"}
         if self.api_key_env:

@@ -124,7 +124,7 @@ def launch_chromium(playwright, *, proxy: str | None = None, headless: bool = Tr
     only) prefers ``chromium-headless-shell`` (see :func:`chromium_path`): the agent environment,
     which makes a context per episode, and ``replay check``, a context per page, use it; recording
     keeps the full browser (its PDF viewer, a headed mode for ``record session``), and so does
-    ``replay check`` for a page the shell takes as a download."""
+    ``replay check`` for a document that is not HTML (a PDF, JSON)."""
     from playwright.sync_api import Error as PlaywrightError
 
     path = chromium_path(shell=shell and headless)

@@ -228,7 +228,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
             # the headless shell: the same build drawing the same pixels, at half the cost of a fresh
             # context in the full browser (which opens a window of browser UI per context)
             browser = launch_chromium(pw, proxy=proxy, bypass_internal=False, shell=True)
-            full = None  # the full browser, launched for a page the shell takes as a download (a PDF)
+            full = None  # the full browser, launched for a document that is not HTML (a PDF, JSON)
             tab = _ReusedTab(browser, server.url, placeholders) if mode == "direct" else None
             for n, rec in enumerate(pages, 1):
                 server.reset(seed, when=rec["loaded_at"])
@@ -242,8 +242,9 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     loaded = tab.load(target, PlaywrightError)
                 else:
                     loaded = _load(browser, target, placeholders, shot_mode(rec), PlaywrightError)
-                if _is_download(loaded["error"]):
-                    # the full browser shows such a page in its viewer, as the crawl's browser did
+                if _is_download(loaded["error"]) or not loaded.get("html", True):
+                    # not an HTML document: the full browser shows it with a page of its own (the PDF
+                    # viewer, the JSON and text views), as the crawl's browser did; like with like
                     full = full or launch_chromium(pw, proxy=proxy, bypass_internal=False)
                     used = full
                     loaded = _load(full, target, placeholders, shot_mode(rec), PlaywrightError)
@@ -355,9 +356,11 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error) 
     inflight = track_inflight(page)
     missed, failed_at_capture = _watch(page, placeholders)
     error = shot_error = None
-    dom, shot = b"", None
+    dom, shot, html = b"", None, True
     try:
-        page.goto(target, wait_until="load", timeout=30_000)
+        response = page.goto(target, wait_until="load", timeout=30_000)
+        kind = (response.headers.get("content-type") or "").lower() if response is not None else ""
+        html = not kind or "html" in kind  # (JSON, text, images: the browser draws them with its own page)
         wait_settled(page, inflight)
         dom = page.content().encode("utf-8")
     except playwright_error as exc:
@@ -370,7 +373,7 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error) 
         except playwright_error as exc:
             shot_error = str(exc).splitlines()[0]
     context.close()
-    return {"dom": dom, "shot": shot, "error": error, "screenshot_error": shot_error,
+    return {"dom": dom, "shot": shot, "error": error, "screenshot_error": shot_error, "html": html,
             "misses": sorted(set(missed)), "failed_at_capture": sorted(set(failed_at_capture))}
 
 

@@ -2,16 +2,18 @@
 .PHONY: help setup demo lint test test-fast bench clean
 
 PYTEST = .venv/bin/python -m pytest
-# Two pytest-xdist workers, a test file (or a group of files) at a time, longest first: tests/conftest.py.
-WORKERS ?= 2
+# Three pytest-xdist workers on the 2-core machine, a test file (or a group of files) at a time,
+# longest first (tests/conftest.py): one more than the cores, since a test often waits on a browser,
+# a server or a timeout, and the third worker fills that time (docs/contributing.md, measured).
+WORKERS ?= 3
 XDIST = -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 help:
 	@echo "make setup      the .venv with webfreeze and everything the tests need (idempotent)"
 	@echo "make demo       the whole loop on the shipped demo (no local model needed)"
 	@echo "make lint       ruff check . and the type check, mypy (pyproject.toml [tool.ruff], [tool.mypy])"
-	@echo "make test       ruff, then the whole suite on 2 workers with the type check beside it (what .ci/run runs)"
-	@echo "                WORKERS=0 runs it in this one process; WORKERS=4 on a bigger machine"
+	@echo "make test       ruff, then the whole suite on 3 workers with the type check beside it (what .ci/run runs)"
+	@echo "                WORKERS=0 runs it in this one process; WORKERS=N for another count"
 	@echo "make test-fast  the inner loop: no tests marked slow (crawls, test bed, local model, Ray, pywb)"
 	@echo "                one stage: .venv/bin/python -m pytest tests/archives -q  (see docs/contributing.md)"
 	@echo "make bench      the benchmarks (docs/benchmarks.md)"

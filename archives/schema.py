@@ -3,7 +3,10 @@ that write them. Private to the archives package: every other stage reads typed 
 
 from __future__ import annotations
 
-import sqlite_utils
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 FORMAT_NAME = "webfreeze-archive"
 FORMAT_VERSION = 1

@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import sqlite_utils
 import zstandard
 
 from webfreeze.common.files import OutputError, check_new_file, with_side_files
@@ -147,7 +146,6 @@ class Archive:
     def __init__(self, path: Path, conn: sqlite3.Connection, writable: bool, lock_fd: int | None):
         self.path = path
         self.conn = conn
-        self.db = sqlite_utils.Database(conn)
         self.writable = writable
         self._lock_fd = lock_fd
         self._lock_owner = os.getpid()  # (a forked child must not give the parent's lock up)
@@ -160,6 +158,14 @@ class Archive:
         self._header_dict: zstandard.ZstdCompressionDict | None = None
         self._base_cache: dict[str, bytes] = {}  # decoded bases of delta blobs, a few at a time
         self._writeback = None  # a privately built archive's early writeback (see write_ahead)
+
+    @functools.cached_property
+    def db(self):
+        """The connection as a ``sqlite_utils.Database`` (imported here, when first asked for: only
+        creating an archive's schema needs it, and a command that only reads starts faster)."""
+        import sqlite_utils
+
+        return sqlite_utils.Database(self.conn)
 
     # ----------------------------------------------------------------- opening and closing
     @classmethod

@@ -29,12 +29,14 @@ import tempfile
 import threading
 import urllib.parse
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from webfreeze.common.canonical import canonical_json
 from webfreeze.common.files import FILE_MODE
 from webfreeze.llm.errors import CassetteError, CassetteMiss, LLMError
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 FORMAT = "webfreeze-llm-cassette"
 VERSION = 1
@@ -253,6 +255,8 @@ class Cassette:
             fresh = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
             if not fresh:
                 self._check_format(conn)
+            import sqlite_utils  # (here: only a cassette opened for writing needs it)
+
             db = sqlite_utils.Database(conn, execute_plugins=False)
             db.enable_wal()  # readers never wait for a writer, writers only for one short commit
             conn.execute("PRAGMA synchronous=NORMAL")  # with WAL: consistent after a crash, fast commits

@@ -24,6 +24,30 @@ def test_every_command_has_help(cli_here, path):
     assert doc_lines and not doc_lines[0].strip().startswith("Options:"), "command has no description"
 
 
+def test_the_command_list_imports_no_command_module():
+    """`webfreeze --help` lists every command with its one-line summary (SUMMARIES), each on one
+    line of an 80-column terminal, without importing a command's module (they load Playwright,
+    Ray, the runner: most of a second)."""
+    import subprocess
+    import sys
+
+    from webfreeze.cli import COMMANDS, SUMMARIES
+
+    assert set(SUMMARIES) == set(COMMANDS)
+    code = ("import atexit, json, sys\n"
+            "atexit.register(lambda: print(json.dumps(sorted(sys.modules)), file=sys.stderr))\n"
+            "from webfreeze.cli import main\n"
+            "main(['--help'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, COLUMNS="80"), timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed = done.stdout.split("Commands:", 1)[1].splitlines()
+    for name, summary in SUMMARIES.items():
+        assert f"  {name.ljust(10)}  {summary}" in listed, name
+    imported = set(json.loads(done.stderr.strip().splitlines()[-1]))
+    assert not {module for module, _attribute, _extra in COMMANDS.values()} & imported
+
+
 def test_version(cli_here):
     result = cli_here("--version")
     assert result.returncode == 0 and __version__ in result.stdout

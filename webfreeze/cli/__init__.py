@@ -45,8 +45,31 @@ COMMANDS = {
 }
 
 
+# What `webfreeze --help` says of each command: its listing is read from here, so that it imports
+# no command module (a second, not a tenth of one); each command's own `--help` is its docstring.
+SUMMARIES = {
+    "archive": "Create, inspect, verify, convert and maintain archives.",
+    "bench": "Run agents on task suites over an archive, and compare runs.",
+    "browsergym": "Set-up for BrowserGym and AgentLab agents on frozen tasks.",
+    "bundle": "One-file benchmark bundles: pack, verify and re-run offline.",
+    "cassette": "Inspect, verify, merge, redact and serve LLM cassettes.",
+    "context": "Filler pools for long-context runs (bench run --context).",
+    "demo": "The whole loop on the shipped demo suite and archive.",
+    "drift": "Measure how a site drifted between two archives of it.",
+    "eval": "Score runs against their tasks' ground truth; reports, HAR.",
+    "mcp": "Serve a suite's tasks to an MCP client (Playwright MCP's tools).",
+    "personas": "Synthetic users with web histories, and personalised tasks.",
+    "record": "Record live traffic into an archive: crawls, sessions, a proxy.",
+    "replay": "Replay an archive offline, and check it against its captures.",
+    "sites": "Simulated live sites, deterministic for a seed.",
+    "study": "Run a grid of agent configurations and aggregate the runs.",
+    "tasks": "Task suites: validate them and count their tasks.",
+}
+
+
 class LazyGroup(click.Group):
-    """The main group: its commands are :data:`COMMANDS`, imported on first use."""
+    """The main group: its commands are :data:`COMMANDS`, imported on first use; its listing is
+    :data:`SUMMARIES`."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -55,7 +78,14 @@ class LazyGroup(click.Group):
         if name not in COMMANDS:
             return None
         module, attribute, _extra = COMMANDS[name]
-        return getattr(importlib.import_module(module), attribute)
+        command = getattr(importlib.import_module(module), attribute)
+        command.short_help = SUMMARIES[name]
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, SUMMARIES[name]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

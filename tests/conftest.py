@@ -37,11 +37,12 @@ TESTS = Path(__file__).resolve().parent
 
 
 # `make test` runs the suite on three pytest-xdist workers (`-n 3 --dist loadfile
-# --no-loadscope-reorder`; the Makefile's WORKERS). A unit of work is a file, or a group of files that share a session
-# fixture (GROUPS: the test bed's applications and their crawls, built once per worker); units are
-# handed out in collection order. The longest units are collected first (LONGEST_FIRST, seconds
-# summed from `--durations=0` on the 2-core machine) so that the workers finish together instead
-# of one running the last long file alone; other files keep their order after them.
+# --no-loadscope-reorder`; the Makefile's WORKERS). A unit of work is a file, or a group of files
+# that share a session fixture (GROUPS: the test bed's applications and their crawls, built once per
+# worker); units are handed out in collection order. The longest units are collected first
+# (LONGEST_FIRST, seconds summed from `--durations=0` on the 2-core machine) so that the workers
+# finish together instead of one running the last long file alone; other files keep their order
+# after them.
 GROUPS = {name: "testbed" for name in (
     "testbed/test_testbed.py", "testbed/test_testbed_authoring.py", "runs/test_live.py", "replayer/test_drift.py",
     "testbed/test_testbed_mcp.py")}

@@ -1,12 +1,15 @@
 """The CLI as a user runs it: help everywhere, version, and the inspection and maintenance commands.
 
-These run the entry point in this process (``cli_here``); the one test that needs a second process
-(a reader beside a writer holding the archive's lock) runs the CLI in a subprocess."""
+These run the entry point in this process (``cli_here``); the tests that need a second process (a
+reader beside a writer holding the archive's lock, the modules a fresh `webfreeze --help` loads)
+run the CLI in a subprocess."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 from cli_runner import command_paths
@@ -28,9 +31,6 @@ def test_the_command_list_imports_no_command_module():
     """`webfreeze --help` lists every command with its one-line summary (SUMMARIES), each on one
     line of an 80-column terminal, without importing a command's module (they load Playwright,
     Ray, the runner: most of a second)."""
-    import subprocess
-    import sys
-
     from webfreeze.cli import COMMANDS, SUMMARIES
 
     assert set(SUMMARIES) == set(COMMANDS)

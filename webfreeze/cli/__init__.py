@@ -78,9 +78,7 @@ class LazyGroup(click.Group):
         if name not in COMMANDS:
             return None
         module, attribute, _extra = COMMANDS[name]
-        command = getattr(importlib.import_module(module), attribute)
-        command.short_help = SUMMARIES[name]
-        return command
+        return getattr(importlib.import_module(module), attribute)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, SUMMARIES[name]) for name in self.list_commands(ctx)]

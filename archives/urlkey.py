@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 from urllib.parse import urlsplit
 
+import surt as _surt
+
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
@@ -14,8 +16,6 @@ def surt_key(url: str) -> str:
     """SURT key of ``url`` (lower-cased host reversed, sorted query), as pywb and CDXJ use it. An
     IPv6 literal host keeps its brackets (``[::1]:8080)/x``): the surt package drops them, which
     would leave the port indistinguishable from the address."""
-    import surt as _surt  # (here: it imports tldextract and requests, a tenth of a second a process)
-
     try:
         key = _surt.surt(url)
     except Exception:  # surt rejects some non-HTTP URIs (urn:, dns:); keep them addressable

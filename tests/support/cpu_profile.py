@@ -9,7 +9,8 @@ own, which every process it starts then joins (Chromium, servers, the CLI, the l
 writes one JSON line per test to ``$WEBFREEZE_CPU_PROFILE`` (default ``.cache/cpu-profile``),
 ``<worker>.jsonl``: ``{"id", "cpu", "wall"}`` in seconds. A module or session fixture counts
 towards the test that built it, so totals per file are the useful figure:
-``.venv/bin/python tests/support/cpu_profile.py [FOLDER]`` prints them, heaviest first.
+``.venv/bin/python tests/support/cpu_profile.py [FOLDER]`` prints them, heaviest first. Lines are
+appended: give each run an empty folder, or its figures add to the last run's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from pathlib import Path
 import pytest
 
 CGROUP = Path("/sys/fs/cgroup/cpuacct/webfreeze-tests")
+
+
+def _folder() -> Path:
+    return Path(os.environ.get("WEBFREEZE_CPU_PROFILE", ".cache/cpu-profile"))
 
 
 def _worker() -> str:
@@ -55,7 +60,7 @@ def pytest_configure(config):
     except OSError as exc:
         raise pytest.UsageError(f"cpu_profile needs a writable cgroup v1 cpuacct controller ({CGROUP.parent}): "
                                 f"{exc.strerror or exc}") from None
-    out = Path(os.environ.get("WEBFREEZE_CPU_PROFILE", ".cache/cpu-profile"))
+    out = _folder()
     out.mkdir(parents=True, exist_ok=True)
     config.pluginmanager.register(_Profile(group, out / f"{_worker()}.jsonl"), "cpu_profile_recorder")
 
@@ -74,8 +79,7 @@ def per_file(folder: Path) -> list[tuple[str, float, float, int]]:
 
 
 if __name__ == "__main__":
-    rows = per_file(Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("WEBFREEZE_CPU_PROFILE",
-                                                                              ".cache/cpu-profile")))
+    rows = per_file(Path(sys.argv[1]) if len(sys.argv) > 1 else _folder())
     total = sum(r[1] for r in rows) or 1.0
     print(f"{total / 60:.1f} CPU-minutes in {len(rows)} files")
     for name, cpu, wall, tests in rows:

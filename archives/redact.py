@@ -270,6 +270,28 @@ class Redactor:
             for v in value:
                 self._collect_json(v, at)
 
+    def collect_supplied(self, headers, content_type: str, body: bytes, where: str = "") -> None:
+        """What a person supplied in a request, whatever host it went to: the credential of its
+        ``Authorization`` and ``Proxy-Authorization`` headers, and the values of the body's fields
+        (urlencoded, multipart or JSON) whose name says password, passwd, pwd, PIN or secret."""
+        self.collect_headers([(k, v) for k, v in headers or [] if k.lower() in ("authorization", "proxy-authorization")],
+                             where)
+        if not body:
+            return
+        at = f" in {where}" if where else ""
+        ct = (content_type or "").lower()
+        if "multipart/form-data" in ct:
+            fields = [(name, value) for name, value, _ in _multipart_fields(body)]
+        else:
+            text = body.decode("utf-8", "replace")
+            try:
+                fields = list(_json_pairs(json.loads(text)))
+            except ValueError:
+                fields = list(self._pairs(text.strip())) if "=" in text else []
+        for name, value in fields:
+            if _PASSWORD_TARGET.search(str(name)) and isinstance(value, (str, int, float)) and value != "":
+                self.add(value, "password", f"the value of field {name}{at}")
+
     def collect_trajectory(self, trajectory: dict, where: str = "") -> None:
         """Values typed into password fields in a reference trajectory: a ``type`` step whose target
         is an ``input type=password`` (when the recorder notes the type) or whose name or CSS path
@@ -509,6 +531,17 @@ def _input_field(tag: bytes) -> tuple[str | None, str | None, bytes | None]:
         return None, None, None
 
 
+def _json_pairs(value):
+    """(key, value) of every key of a JSON value, nested ones too."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield k, v
+            yield from _json_pairs(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _json_pairs(v)
+
+
 def _multipart_fields(body: bytes):
     """(name, value, (start, end)) of each field of a multipart/form-data body that is not a file:
     the value runs from the blank line after the part's headers to the next ``\r\n--``."""
@@ -600,13 +633,18 @@ def _header(headers, name: str) -> str:
 def collect_archive(arc: Archive, r: Redactor, *, skip=None) -> None:
     """Every secret the archive's exchanges show: credential headers, secret query parameters (of
     the URL and of ``Location`` headers), secret form fields and JSON keys of request bodies and of
-    JSON and form responses. ``skip(url)`` passes over exchanges (a refusal's reserved hosts)."""
+    JSON and form responses. ``skip(url)``: of those exchanges (a refusal's reserved hosts), only
+    what a person supplied is collected (:meth:`Redactor.collect_supplied`), not what the site
+    issued (its cookies, tokens, form values)."""
     for row in arc.exchange_rows():
         ex = ExchangeRecord(arc, row)
-        if skip is not None and skip(ex.url):
-            continue
         req = ex.request
         req_at, resp_at = f"the request of {ex.method} {ex.url}", f"the response of {ex.method} {ex.url}"
+        if skip is not None and skip(ex.url):
+            if req.captured or req.body_digest:
+                r.collect_supplied(req.headers if req.captured else [], req.header("content-type") or "",
+                                   req.body() if req.body_digest else b"", req_at)
+            continue
         r.collect_url(ex.url, req_at)
         if req.captured:
             r.collect_headers(req.headers, req_at)
@@ -622,10 +660,7 @@ def collect_archive(arc: Archive, r: Redactor, *, skip=None) -> None:
         value = arc.get_document(doc.name)
         if not _is_trajectory(doc.name, value):
             continue
-        steps = [st for st in value["steps"] if isinstance(st, dict)]
-        start = value.get("start_url") or (steps[0].get("url") if steps else "") or ""
-        if skip is None or not skip(str(start)):
-            r.collect_trajectory(value, f"document {doc.name}")
+        r.collect_trajectory(value, f"document {doc.name}")  # (typed by a person: whatever the host)
 
 
 def _is_trajectory(name: str, value) -> bool:

@@ -105,3 +105,48 @@ def test_a_recorded_sessions_typed_password_in_the_archive_is_refused_and_replac
     with Archive.open(red) as arc:
         (step,) = arc.get_document(f"trajectories/{sid}.json")["steps"]
     assert step["value"].startswith("wfredacted-")
+
+
+# On a reserved test name the refusal passes over what the site issued (its cookies, its tokens),
+# never what a person supplied: `record crawl --resolve radicale.test=127.0.0.1:PORT` with
+# `--http-credentials` points a test name at a real server with a real password.
+SUPPLIED = {
+    "basic credential": (_ex("http://cal.test/", req_headers=[("Authorization", "Basic YWxpY2U6d29uZGVy")]),
+                         ("authorization", "the Basic credential of the Authorization header in the request of "
+                                           "GET http://cal.test/")),
+    "proxy credential": (_ex("http://cal.test/p", req_headers=[("Proxy-Authorization", "Basic cHJveHk6cHc=")]),
+                         ("authorization", "the Basic credential of the Proxy-Authorization header")),
+    "posted password": (_ex("http://cal.test/login", method="POST", req_body=b"user=alice&password=kq9",
+                            req_headers=[("Content-Type", "application/x-www-form-urlencoded")]),
+                        ("password", "the value of field password in the request of POST http://cal.test/login")),
+    "json password": (_ex("http://cal.test/api", method="POST", req_body=b'{"login": {"passwd": "kq9"}}',
+                          req_headers=JSON_CT), ("password", "the value of field passwd")),
+    "typed password": (None, ("password", "a value typed into a password field in document trajectories/")),
+}
+
+
+@pytest.mark.parametrize("place", sorted(SUPPLIED))
+def test_on_a_test_name_what_a_person_supplied_is_still_refused(place, tmp_path):
+    ex, (kind, named) = SUPPLIED[place]
+    src = tmp_path / "a.wfz"
+    with Archive.create(src) as arc:
+        sid = arc.new_session("session")
+        for e in [ex or _ex("http://cal.test/login"),
+                  _ex("http://cal.test/s", resp_headers=HTML + [("Set-Cookie", f"sid={SECRET}; Path=/")]),
+                  _ex(f"http://cal.test/q?token={SHORT}")]:  # (site-issued: not refused on a test name)
+            e.session_id = sid
+            arc.add_exchange(e)
+        if ex is None:
+            arc.put_document(f"trajectories/{sid}.json", {"start_url": "http://cal.test/login", "steps": [
+                {"action": "type", "target": {"name": "Password", "type": "password"}, "value": "kq9",
+                 "url": "http://cal.test/login"}]})
+    (found,) = archive_findings(src)
+    assert found[0] == kind and found[1].startswith(named), found
+    out = tmp_path / "x.wacz"
+    r = invoke("archive", "export", src, "--format", "wacz", "-o", out)
+    assert r.returncode == 1 and "refused" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not out.exists()
+    red = tmp_path / "red.wfz"
+    assert invoke("archive", "redact", src, "-o", red).returncode == 0
+    assert archive_findings(red) == []
+    assert invoke("archive", "export", red, "--format", "wacz", "-o", out).returncode == 0

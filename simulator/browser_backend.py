@@ -51,7 +51,11 @@ SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settl
 SETTLE_ROUNDS = 50
 SETTLE_TIMEOUT_S = 300
 SNAPSHOT_TRIES = 3
-POPUP_WAIT_MS = 1000  # a click on a link aimed at another window: how long its page may take to open
+# A click that opens another window (a link aimed at one, a middle or Ctrl/Meta/Shift click on a
+# link): how long its page may take to open. It ends as soon as the page opens, so only a window
+# that never opens (a blocked one) waits it all; generous, as a loaded machine may be slow.
+POPUP_WAIT_MS = 5000
+NEW_WINDOW_MODIFIERS = ("Control", "Meta", "Shift", "ControlOrMeta")
 
 # Where a click on a bid lands: the element scrolled into view if it is not wholly inside the
 # viewport, then the centre of its box, and whether a pointer there would hit the element (or one
@@ -363,6 +367,24 @@ class BrowserBackend:
         await self._announced(NAVIGATING_JS, mark)
         return True
 
+    async def _click_with(self, sel: str, button: str, modifiers) -> None:
+        """Playwright's click with ``button`` and ``modifiers``; when that opens the link under it in
+        another window (a middle click, Ctrl, Meta or Shift), wait for that window's page, as
+        :meth:`_click` does for a link aimed at another window."""
+        from playwright.async_api import Error as PlaywrightError
+
+        locator = self.page.locator(sel)
+        opens = button == "middle" or bool(set(modifiers or ()) & set(NEW_WINDOW_MODIFIERS))
+        if opens:
+            opens = await locator.evaluate("e => !!(e.closest && e.closest('a[href], area[href]'))")
+        pages = len(self.context.pages)
+        await locator.click(button=button, modifiers=modifiers)
+        if opens and len(self.context.pages) == pages:
+            try:
+                await self.context.wait_for_event("page", timeout=POPUP_WAIT_MS)
+            except PlaywrightError:
+                pass  # a link the page handles itself (preventDefault), or a blocked window
+
     async def _announced(self, question: str, mark=None) -> bool:
         """Ask the page whether a navigation was announced (NAVIGATING_JS right after a mouse
         click, LATE_NAVIGATION_JS after its settle); if so, expect it unless its request or a
@@ -442,7 +464,7 @@ class BrowserBackend:
         try:
             if a.kind == "click":
                 if more:  # another button, or modifiers: Playwright's click, as BrowserGym's
-                    await page.locator(sel).click(button=more.get("button", "left"), modifiers=more.get("modifiers"))
+                    await self._click_with(sel, more.get("button", "left"), more.get("modifiers"))
                 else:
                     by_mouse = await self._click(sel, a.bid)
             elif a.kind == "dblclick":

@@ -264,6 +264,24 @@ def record_answer(page, text: str, locator=None, evidence: list[str] | None = No
         page.evaluate("(a) => window.__webfreezeAnswer(a[0], null, a[1])", [text, evidence])
 
 
+DRAIN_LIMIT_S = 15.0  # a request still open by then (a stream, a long poll) is left as the browser closes it
+
+
+def _drain(context, inflight, quiet_ms: float) -> None:
+    """Once the script is done: wait until no request of the session's pages is in flight and none
+    has started or ended for ``quiet_ms`` (an answer the site gives late, a failed login that a
+    server delays on purpose, is recorded as the site gave it, not as the proxy's 502 for a
+    connection the closing browser cut), :data:`DRAIN_LIMIT_S` at most."""
+    deadline = time.monotonic() + DRAIN_LIMIT_S
+    while time.monotonic() < deadline:
+        if not inflight and time.monotonic() - inflight.changed >= quiet_ms / 1000:
+            return
+        live = next((p for p in context.pages if not p.is_closed()), None)
+        if live is None:
+            return
+        live.wait_for_timeout(25)
+
+
 def record_session(archive_path, start: str, trajectory_path, *, headed: bool = False,
                    script: str | None = None, driver=None,
                    resolve: dict[str, tuple[str, int]] | None = None, quiet_ms: int = 300,
@@ -275,7 +293,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
     trajectory."""
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import launch_chromium, require_display
+    from webfreeze.simulator.browser import Inflight, launch_chromium, require_display
 
     from .crawl import check_url, open_context
 
@@ -305,6 +323,10 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
             with sync_playwright() as pw:
                 browser = launch_chromium(pw, proxy=proxy.url, headless=not headed)
                 context = open_context(browser, start, credentials)
+                inflight = Inflight()  # (every page's requests: the session ends when they have)
+                for event, handler in (("request", inflight.started), ("requestfinished", inflight.ended),
+                                       ("requestfailed", inflight.ended)):
+                    context.on(event, handler)
                 context.expose_binding("__webfreezeLog", log.from_page)
                 context.add_init_script(LISTENER_JS)
                 page = context.new_page()
@@ -316,7 +338,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
                     except (Exception, SystemExit) as exc:  # (a script calling sys.exit() too)
                         raise SessionScriptError(f"the session script failed: {_one_line(exc)} (what it loaded until then "
                                            f"stays in {archive_path}; no trajectory written)") from None
-                    page.wait_for_timeout(quiet_ms)  # let the last events arrive
+                    _drain(context, inflight, quiet_ms)  # the last answers and events arrive
                 else:
                     page.wait_for_event("close", timeout=0)
                 browser.close()

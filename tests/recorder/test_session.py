@@ -102,3 +102,52 @@ def test_a_failing_script_is_one_line_and_writes_no_trajectory(tmp_path, monkeyp
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "the session script failed" in lines[0] and message in lines[0], result.stderr
     assert not out.exists()
+
+
+SLOW_PAGE = b"""<!doctype html><title>slow</title><button id=go onclick="fetch('/slow',
+{method: 'PROPFIND'}).then(r => document.title = 'got ' + r.status)">Log in</button>"""
+
+
+def test_a_late_answer_is_recorded_as_the_site_gave_it(tmp_path, monkeypatch, cli):
+    """The script returns at once after a click whose request the server answers 1.5 s later (as a
+    server delays a failed login on purpose): the session waits for it, so the archive holds the
+    site's 401, not the proxy's 502 for a connection the closing browser cut."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self._send(200, SLOW_PAGE, "text/html")
+
+        def do_PROPFIND(self):  # noqa: N802 (the method's name)
+            time.sleep(1.5)
+            self._send(401, b"wrong password", "text/plain")
+
+        def _send(self, status, body, ctype):
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    script = tmp_path / "late.py"
+    script.write_text("def run(page):\n    page.wait_for_function(\"performance.getEntriesByName('first-paint')"
+                      ".length > 0\")\n    page.click('#go')\n")
+    archive = tmp_path / "late.wfz"
+    try:
+        result = cli("record", "session", "http://late.test/", "--resolve",
+                     f"late.test=127.0.0.1:{server.server_address[1]}", "--archive", archive,
+                     "--trajectory", tmp_path / "t.json", "--script", script, timeout=300)
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stderr
+    with Archive.open(archive) as arc:
+        (answer,) = arc.exchanges(method="PROPFIND")
+        assert (answer.url, answer.response.status, answer.body()) == ("http://late.test/slow", 401, b"wrong password")

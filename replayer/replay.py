@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
-from urllib.parse import parse_qsl, quote, urljoin, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urljoin, urlsplit
 
 from webfreeze.archives import Archive, ArchiveError
 from webfreeze.archives.content import DecodeError, content_encoding
@@ -45,6 +45,29 @@ CACHE_BYTES = 256 * 1024 * 1024
 ON_MISS = ("404", "502", "abort")
 MISS_STATUS = {"404": 404, "502": 502}  # (abort: no status, the connection is dropped)
 DIRECT = re.compile(r"^/(\d{1,14})(?:([a-z]{2})_)?/(.+)$", re.DOTALL)
+_PLAIN_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+_LOOSE_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)(?::|%3a)(?:/|%2f)+", re.IGNORECASE)
+
+
+def direct_original(original: str) -> str:
+    """The URL a direct-mode path names after its ``/<ts>[xx_]/``, read as pywb reads it: a URL
+    without a scheme is ``http://``; a scheme whose colon or slashes a client percent-encoded
+    (pip quotes the colon of the links it follows: ``http%3A//host/...``; a URL encoded whole:
+    ``http%3A%2F%2Fhost%2Fpath``) or whose second slash was lost (``http:/host``) is read back as
+    ``scheme://``, with its host decoded; the rest of the URL is kept as written (its own escapes
+    are the path's), unless the URL was encoded whole (no ``/`` left in it)."""
+    if _PLAIN_SCHEME.match(original):
+        return original
+    m = _LOOSE_SCHEME.match(original)
+    if m is None:
+        return "http://" + original
+    rest = original[m.end():]
+    if "/" not in rest and re.search("%2f", rest, re.IGNORECASE):
+        rest = unquote(rest)
+    else:
+        host, sep, tail = rest.partition("/")
+        rest = unquote(host) + sep + tail
+    return f"{m.group(1).lower()}://{rest}"
 HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
     "trailer", "transfer-encoding", "upgrade", "content-length", "alt-svc",
@@ -578,8 +601,7 @@ class Replay:
     def direct(self, target: str, method: str, headers, body):
         m = DIRECT.match(target)
         ts, modifier, original = m.group(1), m.group(2), m.group(3)
-        if not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", original):
-            original = "http://" + original
+        original = direct_original(original)
         try:
             when = parse_time(ts).timestamp()
         except ArchiveError:

@@ -43,7 +43,16 @@ from webfreeze.common.http import header_value, split_host_port
 
 from .decoding import DecodeError, decode_bounded
 from .hooks import SiteModel
-from .replay import BROWSER_INTERNAL_HOSTS, CACHE_BYTES, DIRECT, Replay, ReplayError, load_rules_file, simple_response
+from .replay import (
+    BROWSER_INTERNAL_HOSTS,
+    CACHE_BYTES,
+    DIRECT,
+    Replay,
+    ReplayError,
+    direct_original,
+    load_rules_file,
+    simple_response,
+)
 from .rewrite import UrlRewriter, rewrite_css_bytes, rewrite_html, rewrite_refresh, seal_headers, shim_script
 from .upstream import Upstream
 
@@ -66,7 +75,6 @@ SEAL = seal_headers()
 _DROP_REWRITTEN = frozenset({b"content-length", b"content-encoding", b"content-security-policy",
                              b"content-security-policy-report-only", b"etag", b"content-md5", b"digest"})
 _DROP_DIRECT = frozenset({b"link", b"x-dns-prefetch-control"})  # Link: preload/preconnect to live origins
-_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 # (on a lower-cased head) what a direct answer may have to change: headers, or a body to rewrite
 _NEEDS_WORK_ID = re.compile(rb"\r\n(?:location|refresh|link|x-dns-prefetch-control):")
 _NEEDS_WORK = re.compile(rb"\r\n(?:location|refresh|link|x-dns-prefetch-control):|\r\ncontent-type:[ \t]*"
@@ -292,8 +300,7 @@ class ReplayServer:
         if header_value(headers, "service-worker"):
             return self._plain(403, "webfreeze: service workers are refused in a replay\n")
         ts, modifier, original = DIRECT.match(target).groups()
-        if not _SCHEME.match(original):
-            original = "http://" + original
+        original = direct_original(original)
         head, data = self.replay.direct(target, method, headers, body)
         if data is None:
             return head, data
@@ -370,8 +377,7 @@ class ReplayServer:
         if not m:
             return None
         ts, modifier, original = m.groups()
-        if not _SCHEME.match(original):
-            original = "http://" + original
+        original = direct_original(original)
         page = urlsplit(original)
         where = f"/{ts}{modifier + '_' if modifier else ''}/{page.scheme}://{page.netloc}{target}"
         return simple_response(307, "text/plain; charset=utf-8", b"", f"Location: {where}\r\n".encode("latin-1", "replace"))

@@ -78,6 +78,33 @@ def test_id_is_byte_identical_to_pywb_for_every_url_of_iana(iana, home_dir):
     assert not problems, f"{len(problems)} of {len(caps)} differ:\n" + "\n".join(problems[:20])
 
 
+def _spellings(url: str) -> list[str]:
+    """The same URL as clients write it in a direct path: pip quotes the colon of the links it
+    follows, some clients encode the URL whole, a path normalizer folds the double slash."""
+    from urllib.parse import quote
+
+    scheme, rest = url.split("://", 1)
+    return [f"{scheme}%3A//{rest}", quote(url, safe=""), f"{scheme}:/{rest}"]
+
+
+def test_an_encoded_scheme_is_read_as_pywb_reads_it(iana, home_dir):
+    archive, pywb = iana
+    caps = [(url, ts) for url, ts, _mime, status in captures(archive) if status == 200 and "?" not in url][:6]
+    assert caps
+    problems = []
+    with ReplayServer(archive, mode="direct", confdir=home_dir) as srv:
+        for url, ts in caps:
+            plain = fetch(f"{srv.url}/{ts}id_/{url}")
+            assert plain[0] == 200, url
+            for spelled in _spellings(url):
+                p_status, _, p_body = fetch(f"{pywb}/iana/{ts}id_/{spelled}")
+                o_status, _, o_body = fetch(f"{srv.url}/{ts}id_/{spelled}")
+                if (o_status, o_body) != (p_status, p_body) or o_body != plain[2]:
+                    problems.append(f"{spelled} @{ts}: pywb {p_status}/{len(p_body)} bytes, ours {o_status}/"
+                                    f"{len(o_body)} bytes, plain {len(plain[2])} bytes")
+    assert not problems, "\n".join(problems)
+
+
 def test_the_timestamp_form_serves_pages_injected(iana, home_dir):
     archive, _ = iana
     pages = [(url, ts) for url, ts, mime, status in captures(archive) if mime.startswith("text/html") and status == 200]

@@ -139,6 +139,17 @@ def rows_of(arc: Archive):
     return list(arc.exchanges())
 
 
+def wait_recorded(proxy, count: int, timeout: float = 60) -> None:
+    """Wait until the proxy's recorder has stored (or failed to store) ``count`` exchanges."""
+    rec = proxy.recorder
+    deadline = time.monotonic() + timeout
+    while rec.recorded + rec.errors < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the proxy stored {rec.recorded} of {count} exchanges "
+                                 f"({rec.errors} failed) within {timeout:.0f} s")
+        time.sleep(0.05)
+
+
 def test_records_a_browsing_session_on_scholar(proxy):
     site = serve("scholar")
     try:
@@ -229,6 +240,9 @@ def test_https_with_its_own_certificate_and_a_streamed_large_body(proxy, tmp_pat
     finally:
         server.shutdown()
         server.server_close()
+    # A body over the stream threshold reaches the client before mitmproxy calls the response hook
+    # that stores it, so the /big row can lag the bytes (on a loaded machine, by seconds).
+    wait_recorded(proxy, 2)
     arc = proxy.archive
     rows = {r.url: r for r in rows_of(arc)}
     assert rows[url + "/secret"].payload() == b"secret page over TLS"

@@ -17,6 +17,8 @@ except BrowserUnavailable as exc:
 
 SCRIPT = '''
 def run(page):
+    # Chromium drops input that reaches a page before its first paint
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
     page.get_by_label("Search products").fill("running shoe")
     page.get_by_role("button", name="Search").click()
     page.wait_for_load_state("load")

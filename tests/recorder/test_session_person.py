@@ -75,6 +75,8 @@ TICKET_SCRIPT = '''
 from webfreeze.recorder.session import record_answer
 
 def run(page):
+    # Chromium drops input that reaches a page before its first paint
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
     page.get_by_label("Summary").fill("Lamp flickers")
     page.get_by_role("button", name="Create ticket").click()
     page.wait_for_url("**/ticket/1**")

@@ -196,8 +196,15 @@ def interrupt_run(suite: Path, out: Path, sig: int, after: int, *extra: str) -> 
     cmd = [sys.executable, "-m", "webfreeze", "bench", "run", str(suite), "--agent", "reference", "--backend",
            "browser", "--out", str(out), "--no-report", *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(list((out / "trajectories").glob("*.json"))) < after:
+    deadline = time.monotonic() + 600  # (the browser's start and first episodes, on a loaded machine)
+    while (written := len(list((out / "trajectories").glob("*.json")))) < after:
+        ended = proc.poll()
+        if ended is not None or time.monotonic() > deadline:
+            proc.kill()
+            _, err = proc.communicate(timeout=60)
+            why = f"it ended with status {ended}" if ended is not None else "in 600 s"
+            raise AssertionError(f"bench run wrote {written} of the {after} trajectories the signal waits for "
+                                 f"({why}): {err[-2000:]}")
         time.sleep(0.05)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)

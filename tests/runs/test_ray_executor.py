@@ -208,7 +208,10 @@ def two_node_cluster(tmp_path):
         pytest.skip("a two-node Ray cluster test needs iproute2's `ss` to watch its sockets")
     with _namespace_pair() as (head_ns, node_ns):
         # the cluster's token (Ray 2.5x+ clusters require one) for both nodes and the run's driver
-        env = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+        # (and, for the ray_agents:Gathered agent, the folder where each worker's first episode
+        # waits for the other's: the nodes' workers inherit their raylet's environment)
+        env = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32),
+                   WF_GATHER_DIR=str(tmp_path / "gathered"), WF_GATHER_COUNT="2")
         address = f"{HEAD_IP}:{RAY_PORT}"
         common = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--block", "--disable-usage-stats"]
         procs, logs = [], []
@@ -258,8 +261,15 @@ def two_node_cluster(tmp_path):
                 shutil.rmtree(t, ignore_errors=True)
 
 
-def test_a_run_on_a_two_node_cluster_equals_the_local_run(local_text, two_node_cluster, tmp_path):
+def test_a_run_on_a_two_node_cluster_equals_the_local_run(two_node_cluster, tmp_path):
+    """Both nodes play episodes and the run equals a local one. The agent is the reference agent whose
+    workers' first episodes wait for each other (ray_agents:Gathered), so a node whose worker starts
+    late still gets an episode: the executor hands them out as workers ask, and a worker that started
+    early could otherwise finish the suite's quick text episodes alone."""
     cluster = two_node_cluster
+    agent = ("--agent", "ray_agents:Gathered", "--backend", "text")
+    local = tmp_path / "local"
+    _bench(local, *agent, "--workers", "2")  # (no WF_GATHER_DIR here: the plain reference agent)
     head_ns, node_ns = cluster["namespaces"]
     # the namespaces reach each other and nothing else
     for ns in cluster["namespaces"]:
@@ -269,7 +279,7 @@ def test_a_run_on_a_two_node_cluster_equals_the_local_run(local_text, two_node_c
     out = tmp_path / "cluster"
     with _watch_sockets(cluster["namespaces"]) as seen:
         # the driver in the head's namespace, as a user's driver on the head machine
-        _bench(out, "--agent", "reference", "--backend", "text", "--workers", "2", "--executor", "ray",
+        _bench(out, *agent, "--workers", "2", "--executor", "ray",
                "--ray-address", cluster["address"], env=cluster["env"], prefix=_in(head_ns))
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["complete"]
@@ -280,7 +290,7 @@ def test_a_run_on_a_two_node_cluster_equals_the_local_run(local_text, two_node_c
     assert set(by_node) == set(cluster["node_ids"]), (by_node, cluster["node_ids"])
     assert all(n > 0 for n in by_node.values())
     assert sum(by_node.values()) == len(list((out / "trajectories").glob("*.json")))
-    assert _comparable(out) == _comparable(local_text)
+    assert _comparable(out) == _comparable(local)
     # every socket the cluster and the driver had was on loopback or the pair's addresses, and the
     # nodes did talk across the pair
     allowed = {"127.0.0.1", "::1", HEAD_IP, NODE_IP, "*", "0.0.0.0", "::"}

@@ -83,6 +83,7 @@ env = BrowserEnv(task_entrypoint=OpenEndedTask, task_kwargs={"start_url": cfg["u
                  pre_observation_delay=0.0, viewport={"width": 1920, "height": 1080}, locale="en-US",
                  timezone_id="UTC", pw_chromium_kwargs={"proxy": cfg["proxy"]}, action_mapping=actions.to_python_code,
                  pw_context_kwargs={"ignore_https_errors": True, "service_workers": "block"})
+settle(env)
 out = {}
 try:
     for case in cfg["cases"]:

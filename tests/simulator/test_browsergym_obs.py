@@ -187,6 +187,7 @@ env = BrowserEnv(task_entrypoint=OpenEndedTask, task_kwargs={"start_url": cfg["u
                  pre_observation_delay=0.0, viewport={"width": 1920, "height": 1080}, locale="en-US",
                  timezone_id="UTC", pw_chromium_kwargs={"proxy": cfg["proxy"]},
                  pw_context_kwargs={"ignore_https_errors": True, "service_workers": "block"})
+settle(env)
 try:
     obs, _ = env.reset(seed=0)
     print(json.dumps(flatten_axtree_to_str(obs["axtree_object"])))

@@ -1,7 +1,8 @@
 """The start of a script that runs BrowserGym's own ``BrowserEnv`` in a process of its own (tests
 compare our environment with it). It reads ``cfg`` (JSON in ``sys.argv[1]``: ``chromium``, ``flags``)
 and wraps Playwright's launcher so that every browser BrowserGym starts is Debian's Chromium with our
-flags: its Chat window launches a second browser without the executable path BrowserEnv passes."""
+flags: its Chat window launches a second browser without the executable path BrowserEnv passes.
+``settle(env)`` makes BrowserEnv wait, before each observation, until its pages' network is idle."""
 
 PREAMBLE = r"""
 import json, sys
@@ -24,4 +25,25 @@ def patched():
     return pw
 
 env_mod._get_global_playwright = chat_mod._get_global_playwright = patched
+
+
+def settle(env):
+    # BrowserEnv observes once the DOM has loaded (its _wait_dom_loaded, called by reset and step
+    # just before the observation); ours waits until the page's requests are done. A request that
+    # answers late on a loaded machine (the demo pages' /api/stats) would make the two differ, so
+    # BrowserEnv's wait is made to wait for an idle network too.
+    import playwright.sync_api
+
+    dom_loaded = env._wait_dom_loaded
+
+    def idle():
+        dom_loaded()
+        for page in env.context.pages:
+            try:
+                page.wait_for_load_state("networkidle", timeout=60_000)
+            except playwright.sync_api.Error:
+                if not page.is_closed():
+                    raise
+    env._wait_dom_loaded = idle
+    return env
 """

@@ -156,3 +156,34 @@ def test_pages_without_capture_text_share_a_tab_that_starts_each_page_afresh(tmp
     # each page did load and ask for its state: the archive's answer is in its DOM
     doms = [(out / p["dom"]).read_text() for p in report["pages"]]
     assert [('data-state="fresh"' in d) for d in doms] == [True, True, False, True], doms
+
+
+ORIGIN_PAGE = b"""<!doctype html><title>where</title><p id=o>?</p>
+<script>document.getElementById('o').textContent = 'served from ' + location.origin + '/alice/';</script>"""
+
+
+def test_a_page_that_prints_its_address_checks_the_same_twice(tmp_path):
+    """In direct mode a page's address is the replay's (Radicale builds its collection URLs from
+    ``location``): two checks on the same ``--port`` write the same bytes, the address included."""
+    from pywb_tools import free_port
+
+    from webfreeze.archives import Exchange
+
+    archive = tmp_path / "where.wfz"
+    with Archive.create(archive) as arc:
+        sid = arc.new_session("crawl")
+        arc.add_exchange(Exchange(url="http://cal.test/", captured_at="2024-05-01T10:00:00Z", status=200,
+                                  resp_headers=[("Content-Type", "text/html; charset=utf-8")], payload=ORIGIN_PAGE,
+                                  session_id=sid))
+        arc.add_page(session_id=sid, url="http://cal.test/", captured_at="2024-05-01T10:00:01Z", title="where",
+                     dom=ORIGIN_PAGE, extra={"screenshot": "none"})
+    port = free_port()
+    written = []
+    for n in (1, 2):
+        out = tmp_path / f"check-{n}"
+        r = run_cli("replay", "check", archive, "--mode", "direct", "--port", str(port), "--report", out, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        (snapshot,) = (out / "pages").glob("*.replay.html")
+        written.append((snapshot.read_bytes(), json.loads((out / "report.json").read_text())["pages"]))
+    assert f"served from http://127.0.0.1:{port}/alice/".encode() in written[0][0]
+    assert written[0] == written[1]

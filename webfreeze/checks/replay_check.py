@@ -47,6 +47,7 @@ from pathlib import Path
 import lxml.html
 
 from webfreeze.archives import Archive, ArchiveError
+from webfreeze.replayer.replay import ReplayError
 from webfreeze.replayer.server import ReplayServer
 from webfreeze.simulator.browser import (
     launch_chromium,
@@ -149,10 +150,11 @@ def image_ext(data: bytes | None) -> str:
 
 
 def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, seed: int = 0,
-          limit: int | None = None, progress=None, confdir=None, mode: str = "proxy") -> dict:
+          limit: int | None = None, progress=None, confdir=None, mode: str = "proxy", port: int = 0) -> dict:
     """Run the check and write the report; returns the report dict. ``mode`` ``direct`` loads each
     page at its direct URL (``/<timestamp>/<url>``, rewritten and sealed) in a Chromium with no
-    proxy and no special flags, as a person opening the archive would."""
+    proxy and no special flags, as a person opening the archive would; its replay listens on
+    ``port`` (0: the first free one of :data:`DIRECT_PORTS`, else any)."""
     archive_path = Path(archive_path)
     if not archive_path.exists():
         raise ArchiveError(f"{archive_path}: no such archive")
@@ -171,7 +173,7 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
         shutil.rmtree(partial)
     (partial / "pages").mkdir(parents=True)
     try:
-        return _check(archive_path, pages, captured, out, partial, seed, confdir, progress, placeholders, mode)
+        return _check(archive_path, pages, captured, out, partial, seed, confdir, progress, placeholders, mode, port)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)  # no half-written report left behind
         raise
@@ -212,16 +214,33 @@ def _holds_report(path: Path) -> bool:
         return False
 
 
+# Direct mode: the replay's address is every page's own (``location``), which a page may print or
+# build URLs from; the check listens on the first of these ports that is free, so that two checks of
+# an archive, one after the other, show a page the same address (``--port`` picks one).
+DIRECT_PORTS = range(47400, 47416)
+
+
+def _start_server(archive_path: Path, mode: str, port: int, **settings) -> ReplayServer:
+    if mode == "proxy" or port:
+        return ReplayServer(archive_path, mode=mode, port=port, **settings).start()
+    for candidate in DIRECT_PORTS:
+        try:
+            return ReplayServer(archive_path, mode=mode, port=candidate, **settings).start()
+        except ReplayError as exc:
+            if "already in use" not in str(exc):
+                raise
+    return ReplayServer(archive_path, mode=mode, port=0, **settings).start()  # (all taken: any free one)
+
+
 def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: Path, seed: int, confdir,
-           progress, placeholders: set[int] = frozenset(), mode: str = "proxy") -> dict:
+           progress, placeholders: set[int] = frozenset(), mode: str = "proxy", port: int = 0) -> dict:
     from playwright.sync_api import Error as PlaywrightError  # (late: Playwright, the replay extra)
     from playwright.sync_api import sync_playwright
 
     from webfreeze.archives.timeutil import to_timestamp14
 
     results = []
-    server = ReplayServer(archive_path, mode=mode, seed=seed, miss_report=partial / "misses.jsonl",
-                          confdir=confdir).start()
+    server = _start_server(archive_path, mode, port, seed=seed, miss_report=partial / "misses.jsonl", confdir=confdir)
     try:
         with sync_playwright() as pw:
             proxy = server.url if mode == "proxy" else None

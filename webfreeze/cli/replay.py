@@ -193,7 +193,10 @@ def _stop_group(proc) -> None:
 @click.option("--mode", type=click.Choice(["proxy", "direct"]), default="proxy", show_default=True,
               help="proxy: Chromium with the replay as its proxy; direct: each page at its direct URL "
                    "(/<timestamp>/<url>, rewritten and sealed) in a Chromium with no proxy.")
-def replay_check(archive_path, report_dir, seed, limit, mode):
+@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535),
+              help="direct mode: the port the replay listens on, part of every page's address "
+                   "(0: the first free one from 47400, so that two checks show pages the same address).")
+def replay_check(archive_path, report_dir, seed, limit, mode, port):
     """Load every page record through the replay in Chromium and compare it with its capture.
 
     Reports requests the archive misses, DOM text similarity and screenshot pixel difference per
@@ -206,7 +209,7 @@ def replay_check(archive_path, report_dir, seed, limit, mode):
     progress, advance = progress_bar(min(total, limit or total), "replaying pages", unit="pages")
     with progress:
         report = check(archive_path, report_dir, seed=seed, limit=limit, progress=lambda n, url: advance(1),
-                       mode=mode)
+                       mode=mode, port=port)
     s = report["summary"]
     click.echo(f"{s['pages']} pages: {s['pages_with_misses']} with misses ({s['missed_requests']} requests), "
                f"{s['pages_with_errors']} failed; text similarity mean {s['mean_text_similarity']}"

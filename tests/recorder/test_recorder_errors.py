@@ -45,6 +45,10 @@ def test_recorder_errors_at_the_cli_are_one_line(tmp_path, home, cli, monkeypatc
     # SeedFailed: a start page that does not answer
     assert_one_line_error(cli("record", "crawl", f"http://127.0.0.1:{dead_port()}/", "--archive", tmp_path / "a.wfz"),
                           contains="unreachable")
+    # ... and a --resolve that names another host than the start URL's says so
+    assert_one_line_error(cli("record", "crawl", "http://typo.test/", "--resolve", f"other.test=127.0.0.1:{dead_port()}",
+                              "--archive", tmp_path / "r.wfz"),
+                          contains="; --resolve names other.test, not typo.test")
     # ProxyError: a port another socket holds
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

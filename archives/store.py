@@ -154,6 +154,9 @@ class Archive:
         self._in_tx = False
         self._write_lock = threading.RLock()
         self._known_blobs: set[str] = set()
+        # blobs this object stored for a document and nothing else has stored since: when the
+        # document is replaced, its old blob goes (a crawl rewrites its state after every page)
+        self._document_only: set[str] = set()
         self._header_codec: tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor] | None = None
         self._header_dict: zstandard.ZstdCompressionDict | None = None
         self._base_cache: dict[str, bytes] = {}  # decoded bases of delta blobs, a few at a time
@@ -363,6 +366,7 @@ class Archive:
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 self._known_blobs.clear()
+                self._document_only.clear()
                 raise
             else:
                 self.conn.execute("COMMIT")
@@ -380,6 +384,7 @@ class Archive:
                 self.conn.execute(f"ROLLBACK TO {name}")
                 self.conn.execute(f"RELEASE {name}")
                 self._known_blobs.clear()
+                self._document_only.clear()
                 raise
             self.conn.execute(f"RELEASE {name}")
 
@@ -430,6 +435,7 @@ class Archive:
         """Store ``data`` once (deduplicated by SHA-256) and return its hex digest."""
         self.require_write()
         digest = blobs.digest_of(data)
+        self._document_only.discard(digest)
         if digest in self._known_blobs:
             return digest
         if self.conn.execute("SELECT 1 FROM blobs WHERE digest=?", (digest,)).fetchone() is None:
@@ -442,6 +448,7 @@ class Archive:
         """Store a blob whose digest and encoding (``blobs.encode``) were computed by the caller,
         e.g. on worker threads during an import; a blob already present is left as it is."""
         self.require_write()
+        self._document_only.discard(digest)
         if digest not in self._known_blobs:
             with self.transaction():
                 self.conn.execute(INSERT_BLOB, (digest, size, len(stored), codec, stored))
@@ -450,10 +457,12 @@ class Archive:
 
     def knows_blob(self, digest: str) -> bool:
         """Whether blob ``digest`` is known to be stored (a cache: False does not mean absent)."""
+        self._document_only.discard(digest)  # (asked by a writer about to refer to it)
         return digest in self._known_blobs
 
     def remember_blob(self, digest: str) -> None:
         """Note that blob ``digest`` is stored (it was written in this archive's transaction)."""
+        self._document_only.discard(digest)
         if len(self._known_blobs) > 200_000:
             self._known_blobs.clear()
         self._known_blobs.add(digest)
@@ -824,6 +833,8 @@ class Archive:
             raise ArchiveError(f"bad document name {name!r}")
         data = json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")
         with self.transaction():
+            old = self.conn.execute("SELECT digest FROM documents WHERE name=?", (name,)).fetchone()
+            new_blob = not self.has_blob(blobs.digest_of(data))
             digest = self.put_blob(data)
             self.conn.execute(
                 "INSERT INTO documents(name, digest, size, updated_at) VALUES (?,?,?,?) "
@@ -831,6 +842,14 @@ class Archive:
                 "updated_at=excluded.updated_at",
                 (name, digest, len(data), now()),
             )
+            if old is not None and old[0] != digest and old[0] in self._document_only:
+                # (stored by this object for a document, and by nothing since: no other document,
+                # exchange or page can name it, so it goes as `archive gc` would remove it)
+                self._document_only.discard(old[0])
+                self._known_blobs.discard(old[0])
+                self.conn.execute("DELETE FROM blobs WHERE digest=?", (old[0],))
+            if new_blob:
+                self._document_only.add(digest)
         return digest
 
     def get_document(self, name: str):

@@ -67,6 +67,7 @@ SECRET_PARTS = ("password", "passwd", "secret", "api_key", "apikey", "access_tok
 URL_HEADERS = ("location", "content-location", "refresh")
 PLACEHOLDER_PREFIX = "wfredacted-"
 MIN_LITERAL = 6
+_SUPPLIED_FIELD = re.compile(r"pass|pwd|^pw$|secret", re.I)
 _PASSWORD_TARGET = re.compile(r"pass(word|wd|phrase)?|pwd|\bpin\b|secret", re.I)
 
 
@@ -273,7 +274,8 @@ class Redactor:
     def collect_supplied(self, headers, content_type: str, body: bytes, where: str = "") -> None:
         """What a person supplied in a request, whatever host it went to: the credential of its
         ``Authorization`` and ``Proxy-Authorization`` headers, and the values of the body's fields
-        (urlencoded, multipart or JSON) whose name says password, passwd, pwd, PIN or secret."""
+        (urlencoded, multipart or JSON) that redaction replaces (:func:`is_secret_name`) and whose
+        name says pass, pwd, pw or secret."""
         self.collect_headers([(k, v) for k, v in headers or [] if k.lower() in ("authorization", "proxy-authorization")],
                              where)
         if not body:
@@ -289,7 +291,9 @@ class Redactor:
             except ValueError:
                 fields = list(self._pairs(text.strip())) if "=" in text else []
         for name, value in fields:
-            if _PASSWORD_TARGET.search(str(name)) and isinstance(value, (str, int, float)) and value != "":
+            # (a field redaction replaces, `is_secret_name`, that names a password or a secret)
+            if is_secret_name(str(name), self.params) and _SUPPLIED_FIELD.search(str(name)) \
+                    and isinstance(value, (str, int, float)) and not isinstance(value, bool) and value != "":
                 self.add(value, "password", f"the value of field {name}{at}")
 
     def collect_trajectory(self, trajectory: dict, where: str = "") -> None:

@@ -10,9 +10,7 @@ framed again as a single chunk, so the HTTP headers stay true to the original re
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 import os
 import tempfile
 import uuid
@@ -48,13 +46,10 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
     """Write every exchange of ``archive`` to the binary file ``fh`` as gzipped WARC 1.1."""
     writer = WARCWriter(fh, gzip=True, warc_version="WARC/1.1")
     meta = archive.meta()
-    # Exports are byte-reproducible: record ids and the warcinfo date derive from the archive, its
-    # records' ids from what they hold (so `archive pack`, which changes how headers are stored and
-    # nothing they say, exports the same; a redacted copy, whose records say other things, does not).
+    # Exports are byte-reproducible: record ids and the warcinfo date derive from the archive (its
+    # creation time, which `archive pack` keeps: a packed copy, whose headers are stored another way
+    # and say the same, exports the same; a redacted copy is a new archive, with new ids).
     namespace = uuid.uuid5(uuid.NAMESPACE_URL, f"webfreeze:{meta.get('created_at')}")
-
-    def held(digest, headers) -> str:
-        return hashlib.sha256(json.dumps([digest, headers], ensure_ascii=False).encode("utf-8")).hexdigest()[:32]
 
     def record_id(*parts) -> str:
         return f"<urn:uuid:{uuid.uuid5(namespace, '/'.join(map(str, parts)))}>"
@@ -76,8 +71,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
         payload = archive.get_blob(row["payload"], verify=True)
         extra = extra_of(row)
         date = to_warc_date(row["captured_at"])
-        warc_headers = {"WARC-Date": date, "WARC-Record-ID": record_id(
-            row["id"], "response", held(row["payload"], archive.row_headers(row, "resp_headers")))}
+        warc_headers = {"WARC-Date": date, "WARC-Record-ID": record_id(row["id"], "response")}
         if extra.get("ip"):
             warc_headers["WARC-IP-Address"] = extra["ip"]
         if row["kind"] == "resource":
@@ -114,8 +108,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
                                         is_http_request=True)
             req = writer.create_warc_record(
                 row["url"], "request", payload=io.BytesIO(req_body), length=len(req_body), http_headers=req_http,
-                warc_headers_dict={"WARC-Date": date, "WARC-Record-ID": record_id(
-                    row["id"], "request", held(row["req_body"], archive.row_headers(row, "req_headers"))),
+                warc_headers_dict={"WARC-Date": date, "WARC-Record-ID": record_id(row["id"], "request"),
                                    "WARC-Concurrent-To": resp.rec_headers.get_header("WARC-Record-ID")},
             )
             writer.write_record(req)

@@ -168,7 +168,7 @@ class RecordingProxy:
         table = {k.lower() for k in self.resolve}
         if host in table or f"{host}:{port}" in table:
             return ""
-        return f"; --resolve names {', '.join(sorted(table))}, not {host}"
+        return f"; --resolve names {', '.join(sorted(table))}, not {host}{f':{parts.port}' if parts.port else ''}"
 
     def fetch(self, method: str, url: str, headers=(), body: bytes | None = None, *,
               timeout: float = 15) -> tuple[int, str]:

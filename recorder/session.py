@@ -268,18 +268,24 @@ DRAIN_LIMIT_S = 15.0  # a request still open by then (a stream, a long poll) is 
 
 
 def _drain(context, inflight, quiet_ms: float) -> None:
-    """Once the script is done: wait until no request of the session's pages is in flight and none
-    has started or ended for ``quiet_ms`` (an answer the site gives late, a failed login that a
-    server delays on purpose, is recorded as the site gave it, not as the proxy's 502 for a
-    connection the closing browser cut), :data:`DRAIN_LIMIT_S` at most."""
-    deadline = time.monotonic() + DRAIN_LIMIT_S
+    """Once the script is done: wait ``quiet_ms`` at least, and until no request of the session's
+    pages is in flight and none has started or ended for ``quiet_ms`` (an answer the site gives
+    late, a failed login that a server delays on purpose, is recorded as the site gave it, not as
+    the proxy's 502 for a connection the closing browser cut), :data:`DRAIN_LIMIT_S` at most."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    start = time.monotonic()  # (quiet_ms at least: what the page does once the script returns)
+    deadline = start + DRAIN_LIMIT_S
     while time.monotonic() < deadline:
-        if not inflight and time.monotonic() - inflight.changed >= quiet_ms / 1000:
+        if not inflight and time.monotonic() - max(inflight.changed, start) >= quiet_ms / 1000:
             return
         live = next((p for p in context.pages if not p.is_closed()), None)
         if live is None:
             return
-        live.wait_for_timeout(25)
+        try:
+            live.wait_for_timeout(25)
+        except PlaywrightError:
+            pass  # that page closed meanwhile (a popup that closed itself): the next one waits
 
 
 def record_session(archive_path, start: str, trajectory_path, *, headed: bool = False,

@@ -51,23 +51,22 @@ _LOOSE_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)(?::|%3a)(?:/|%2f)+", re.
 
 def direct_original(original: str) -> str:
     """The URL a direct-mode path names after its ``/<ts>[xx_]/``, read as pywb reads it: a URL
-    without a scheme is ``http://``; a scheme whose colon or slashes a client percent-encoded
-    (pip quotes the colon of the links it follows: ``http%3A//host/...``; a URL encoded whole:
-    ``http%3A%2F%2Fhost%2Fpath``) or whose second slash was lost (``http:/host``) is read back as
-    ``scheme://``, with its host decoded; the rest of the URL is kept as written (its own escapes
-    are the path's), unless the URL was encoded whole (no ``/`` left in it)."""
+    without a scheme is ``http://`` (leading slashes dropped: ``//host/path``); a scheme whose colon
+    or slashes a client percent-encoded (pip quotes the colon of the links it follows:
+    ``http%3A//host/...``; a URL encoded whole: ``http%3A%2F%2Fhost%2Fpath``) or whose second slash
+    was lost (``http:/host``) is read back as ``scheme://``. Up to the first ``/``, ``?`` or ``#``
+    left in it, the URL is decoded; the rest is kept as written (its escapes are its own)."""
     if _PLAIN_SCHEME.match(original):
         return original
     m = _LOOSE_SCHEME.match(original)
     if m is None:
-        return "http://" + original
+        return "http://" + original.lstrip("/")
     rest = original[m.end():]
-    if "/" not in rest and re.search("%2f", rest, re.IGNORECASE):
-        rest = unquote(rest)
-    else:
-        host, sep, tail = rest.partition("/")
-        rest = unquote(host) + sep + tail
-    return f"{m.group(1).lower()}://{rest}"
+    cut = re.search(r"[/?#]", rest)
+    head, tail = (rest[:cut.start()], rest[cut.start():]) if cut else (rest, "")
+    return f"{m.group(1).lower()}://{unquote(head)}{tail}"
+
+
 HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te",
     "trailer", "transfer-encoding", "upgrade", "content-length", "alt-svc",

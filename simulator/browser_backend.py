@@ -77,8 +77,11 @@ CLICK_POINT_JS = r"""
   const link = el.closest('a[href], area[href]');
   const submits = (el.localName === 'button' || el.localName === 'input') && (el.type === 'submit' || el.type === 'image');
   const form = link || !submits ? null : el.form;
-  const aim = ((link ? link.target : form ? (el.formTarget || form.target) : '') || '').toLowerCase();
-  const popup = aim !== '' && !['_self', '_top', '_parent'].includes(aim);
+  const named = (link ? link.target : form ? (el.formTarget || form.target) : '') || '';
+  const aim = named.toLowerCase();
+  // (a name an existing frame has is that frame: no new page, nothing to wait for)
+  const framed = () => { try { return !!(window.frames[named] || window.top.frames[named]); } catch (e) { return false; } };
+  const popup = aim !== '' && !['_self', '_top', '_parent'].includes(aim) && (aim === '_blank' || !framed());
   // Note whether the click starts a navigation of this page: the Navigation API's event (not for
   // a download), or an unprevented submission of a form that targets this page (its navigation
   // is queued for a later task). Read right after the click and again after the settle.

@@ -122,7 +122,23 @@ SUPPLIED = {
     "json password": (_ex("http://cal.test/api", method="POST", req_body=b'{"login": {"passwd": "kq9"}}',
                           req_headers=JSON_CT), ("password", "the value of field passwd")),
     "typed password": (None, ("password", "a value typed into a password field in document trajectories/")),
+    "client secret": (_ex("http://cal.test/token", method="POST", req_body=b"client_secret=kq9&grant=1",
+                          req_headers=[("Content-Type", "application/x-www-form-urlencoded")]),
+                      ("password", "the value of field client_secret")),
 }
+
+
+def test_on_a_test_name_a_field_redaction_keeps_is_not_refused(tmp_path):
+    """Only fields redaction replaces are refused (else "redact it first" would lead nowhere):
+    passengers=2, a PIN or a passphrase posted to a test name pass."""
+    src = tmp_path / "a.wfz"
+    with Archive.create(src) as arc:
+        sid = arc.new_session("session")
+        e = _ex("http://cal.test/book", method="POST", req_body=b"passengers=2&pin=4821&passphrase=open+sesame",
+                req_headers=[("Content-Type", "application/x-www-form-urlencoded")])
+        e.session_id = sid
+        arc.add_exchange(e)
+    assert archive_findings(src) == []
 
 
 @pytest.mark.parametrize("place", sorted(SUPPLIED))

@@ -187,3 +187,24 @@ def test_a_page_that_prints_its_address_checks_the_same_twice(tmp_path):
         written.append((snapshot.read_bytes(), json.loads((out / "report.json").read_text())["pages"]))
     assert f"served from http://127.0.0.1:{port}/alice/".encode() in written[0][0]
     assert written[0] == written[1]
+
+
+def test_a_direct_check_takes_the_first_free_port_of_its_range(tmp_path, monkeypatch):
+    """Without --port: the first port of DIRECT_PORTS that is free (one held here is passed over)."""
+    import socket
+
+    from pywb_tools import free_port
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen(1)
+    taken, free = held.getsockname()[1], free_port()
+    monkeypatch.setattr(replay_check, "DIRECT_PORTS", [taken, free])
+    try:
+        server = replay_check._start_server(DEMO, "direct", 0, seed=0, miss_report=None, confdir=tmp_path)
+    finally:
+        held.close()
+    try:
+        assert server.port == free
+    finally:
+        server.stop()

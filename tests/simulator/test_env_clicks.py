@@ -137,3 +137,25 @@ def test_input_waits_for_the_first_paint():
     landed, reasons = asyncio.run(run())
     assert landed == [1] * 20
     assert reasons == ["frames", "painted"]
+
+
+def test_a_link_aimed_at_an_existing_frame_is_no_popup():
+    """A click waits for the new page of a link aimed at another window, not for one aimed at a
+    frame of the page (it opens no page: the wait would run to its bound on every click)."""
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.simulator.browser import launch_chromium
+    from webfreeze.simulator.browser_backend import CLICK_POINT_JS
+
+    html = """<!DOCTYPE html><iframe name="content" srcdoc="<p>frame</p>"></iframe>
+    <p><a data-wf-bid="1" href="about:blank#x" target="content">into the frame</a></p>
+    <p><a data-wf-bid="2" href="about:blank#y" target="elsewhere">a new named window</a></p>
+    <p><a data-wf-bid="3" href="about:blank#z" target="_blank">a new tab</a></p>"""
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw, shell=True)
+        try:
+            page = browser.new_page()
+            page.set_content(html)
+            assert [page.evaluate(CLICK_POINT_JS, bid)["popup"] for bid in "123"] == [False, True, True]
+        finally:
+            browser.close()

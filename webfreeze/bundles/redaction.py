@@ -52,7 +52,8 @@ def _reserved(url: str) -> bool:
 def archive_findings(archive, *, params=(), headers=()) -> list[tuple[str, str]]:
     """(kind, what and where) of every secret ``archive redact`` would replace in ``archive``
     (the same collection: credential headers, secret parameters, form fields and JSON keys of
-    requests and responses, ``Location`` URLs), exchanges of reserved test hosts aside."""
+    requests and responses, ``Location`` URLs); of the exchanges of reserved test hosts, only what
+    a person supplied (:meth:`~webfreeze.archives.redact.Redactor.collect_supplied`)."""
     r = Redactor(params=params, headers=headers)
     with Archive.open(archive) as arc:
         collect_archive(arc, r, skip=_reserved)

@@ -217,7 +217,7 @@ def _holds_report(path: Path) -> bool:
 # Direct mode: the replay's address is every page's own (``location``), which a page may print or
 # build URLs from; the check listens on the first of these ports that is free, so that two checks of
 # an archive, one after the other, show a page the same address (``--port`` picks one).
-DIRECT_PORTS = range(47400, 47416)
+DIRECT_PORTS = range(28400, 28416)  # (below Linux's ports for outgoing connections, 32768 up)
 
 
 def _start_server(archive_path: Path, mode: str, port: int, **settings) -> ReplayServer:

@@ -194,8 +194,9 @@ def _stop_group(proc) -> None:
               help="proxy: Chromium with the replay as its proxy; direct: each page at its direct URL "
                    "(/<timestamp>/<url>, rewritten and sealed) in a Chromium with no proxy.")
 @click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535),
-              help="direct mode: the port the replay listens on, part of every page's address "
-                   "(0: the first free one from 47400, so that two checks show pages the same address).")
+              help="The port the replay listens on (0: in direct mode, where it is part of every page's "
+                   "address, the first free one from 28400, so that two checks show pages the same "
+                   "address; in proxy mode, any free one).")
 def replay_check(archive_path, report_dir, seed, limit, mode, port):
     """Load every page record through the replay in Chromium and compare it with its capture.
 

@@ -206,6 +206,7 @@ class WebEnv(gym.Env):
                     {"parsed": None, "end_reason": None})
         t0 = time.perf_counter()
         before_tree, before_url = self.tree, self.backend.url
+        before_png = self._png  # (the page the action is taken on, as its url, title and digest are)
         obs_digest = _digest(before_tree.axtree_text) if before_tree else None
         parsed, error = try_parse(action, self.config.action_dialect)
         if self._bgym is not None:
@@ -252,7 +253,7 @@ class WebEnv(gym.Env):
         elif truncated:
             end_reason = "step_limit"
         env_ms = round((time.perf_counter() - t0) * 1000, 3)
-        shot = self._png
+        shot = before_png
         self.recorder.add_step(url=before_url, title=before_tree.title if before_tree else "", obs_digest=obs_digest,
                                action=action, parsed=parsed, target=target, url_after=self.backend.url,
                                agent=agent, error=error, env_ms=env_ms, screenshot=shot, dom=dom,

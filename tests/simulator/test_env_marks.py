@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 
 import pytest
 from PIL import Image
@@ -83,7 +84,32 @@ def page_archive(tmp_path_factory):
         arc.add_exchange(Exchange(url=PAGE_URL, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
                                   resp_headers=[("Content-Type", "text/html; charset=utf-8")], payload=PAGE,
                                   session_id=sid))
+        arc.add_exchange(Exchange(url=PAGE_URL + "more", captured_at="2026-01-01T00:00:00Z", status=200,
+                                  reason="OK", resp_headers=[("Content-Type", "text/html; charset=utf-8")],
+                                  payload=b"<!DOCTYPE html><title>More</title><h1>More, on a page of its own</h1>",
+                                  session_id=sid))
     return archive
+
+
+def test_each_steps_screenshot_is_the_page_it_acted_on(page_archive):
+    """A step's screenshot goes with its url, title and observation digest: the page the action was
+    taken on (the start page for step 0), not the page the action led to."""
+    try:
+        chromium_path()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    env = WebEnv(EnvConfig(page_archive, screenshots=True))
+    try:
+        start, _ = env.reset(options={"task": {"id": "marks", "start_url": PAGE_URL, "instruction": "look"}})
+        (bid,) = re.findall(r"\[(\w+)\] link 'More'", start["axtree_text"])
+        after, *_ = env.step(f"click('{bid}')")
+        assert after["title"] == "More" and after["screenshot"] != start["screenshot"]
+        env.step("send_msg_to_user('seen')")
+        steps = env.recorder.steps
+        assert [s["url"] for s in steps] == [PAGE_URL, PAGE_URL + "more"]
+        assert env.recorder.shots == {0: start["screenshot"], 1: after["screenshot"]}
+    finally:
+        env.close()
 
 
 def test_set_of_marks_screenshot_in_the_browser(page_archive, monkeypatch, tmp_path):

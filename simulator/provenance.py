@@ -120,7 +120,8 @@ def episode_provenance(start: dict | None, steps: list[dict]) -> dict:
     """The trajectory's ``replay`` field from the episode's start (the reset's page) and its steps'
     ``replay`` fields: ``start``, ``requests`` summed, ``fuzzy_documents`` and ``fuzzy_xhr`` (answers
     of those kinds at the fuzzy level), ``misses`` (of any kind), ``documents`` (main documents by
-    level) and ``compromised`` (any of the three counts above 0); and, only when some are not 0,
+    level) and ``compromised`` (any of the three counts above 0, or a start page that did not load:
+    ``start["error"]``, the line the agent was shown); and, only when some are not 0,
     ``unsettled`` (the parts whose settle stopped short) and ``stalled`` (loads the pages' runtime
     stopped waiting for)."""
     parts = ([start] if start else []) + [s for s in steps if s]
@@ -142,7 +143,7 @@ def episode_provenance(start: dict | None, steps: list[dict]) -> dict:
         "requests": {k: dict(sorted(v.items())) for k, v in sorted(total.items())},
         "documents": dict(sorted(documents.items())),
         "fuzzy_documents": fuzzy_documents, "fuzzy_xhr": fuzzy_xhr, "misses": misses,
-        "compromised": bool(fuzzy_documents or fuzzy_xhr or misses),
+        "compromised": bool(fuzzy_documents or fuzzy_xhr or misses or (start or {}).get("error")),
     }
     settles = [part["settle"] for part in parts if isinstance(part.get("settle"), dict)]
     unsettled = sum(1 for s in settles if s.get("unsettled"))

@@ -167,3 +167,26 @@ def test_text_backend_has_no_screenshot(page_archive):
     finally:
         env.close()
     assert obs["screenshot"] is None and obs["title"] == "Marks"
+
+
+@pytest.mark.parametrize("backend", ["text", "browser"])
+def test_a_start_page_that_does_not_load_is_in_the_trajectory(page_archive, backend):
+    """A task whose start URL is no URL (a scheme left out): the agent is told at reset, and so is
+    the trajectory: its start holds the error and the episode is compromised, in either backend."""
+    if backend == "browser":
+        try:
+            chromium_path()
+        except BrowserUnavailable as exc:
+            pytest.skip(str(exc))
+    env = WebEnv(EnvConfig(page_archive, backend=backend))
+    try:
+        obs, _ = env.reset(options={"task": {"id": "nowhere", "start_url": "marks.test", "instruction": "look"}})
+        env.step("send_msg_to_user('nothing')")
+        replay = env.trajectory()["replay"]
+    finally:
+        env.close()
+    assert replay["compromised"] is True, replay
+    if obs["last_action_error"]:
+        assert replay["start"]["error"] == obs["last_action_error"].splitlines()[0]
+    else:  # (the text backend asks the replay for it: a miss)
+        assert replay["misses"] > 0

@@ -277,6 +277,8 @@ def validate_task(obj: Any, *, file="", line: int | None = None, roots: list[Pat
     start_url = obj.get("start_url")
     _require(start_url is None or isinstance(start_url, str), "task field 'start_url' must be a string or null",
              file, line)
+    _require(start_url is None or re.match(r"^https?://[^/?#\s]+", start_url) is not None,
+             f"task field 'start_url': {start_url!r} is not an http:// or https:// URL", file, line)
     snap = obj.get("snapshot_time")
     if snap is not None:
         _require(isinstance(snap, str), "task field 'snapshot_time' must be an ISO 8601 string or null", file, line)

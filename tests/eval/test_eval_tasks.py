@@ -164,6 +164,13 @@ def test_a_task_id_must_be_a_file_name(tmp_path, tid):
     assert err.line == 2 and "cannot be a file name" in str(err)
 
 
+@pytest.mark.parametrize("url", ["pypi.test", "pypi.test/simple/", "/relative", "ftp://x.test/", "http://", ""])
+def test_a_start_url_must_be_an_http_url(tmp_path, url):
+    """A scheme left out is no URL: refused by the check, not found by an agent at its first step."""
+    err = error_of(make_suite(tmp_path / "s", tasks=[GOOD[0], dict(GOOD[2], start_url=url)]))
+    assert err.line == 2 and "is not an http:// or https:// URL" in str(err)
+
+
 def test_cli_bench_run_refuses_a_suite_whose_task_id_climbs_out(tmp_path, cli):
     root = make_suite(tmp_path / "s", tasks=[GOOD[0], dict(GOOD[2], id="../../escaped")])
     r = cli("tasks", "check", root)

@@ -37,6 +37,7 @@ from webfreeze.agents import AgentError
 from webfreeze.agents.base import HANDLE_FIELDS, VISIBLE_FIELDS
 from webfreeze.archives import Archive, ArchiveError
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.eval.tasks import load_suite
 from webfreeze.runs.execute import close_run_folder, open_run_folder
 from webfreeze.runs.prepare import prepare
 from webfreeze.runs.spec import RunError, RunSpec, build_run
@@ -448,17 +449,23 @@ def run_server(suite: str, **settings) -> None:
         session.close()
 
 
-def prepare_session(suite: str, *, task: str | None, out: str | None, archive: str | None, backend: str,
+def prepare_session(suite: str, *, task: str | None, out: str | None, archive: str | None, backend: str | None,
                     seed: int, max_steps: int, screenshots: bool) -> Session:
     """Check everything (the suite, its archive, the run folder) and open the run folder; a
     :class:`RunError` (one line) before anything is written when something is wrong. An archive
-    in place of the suite is served for exploration (:class:`ExploreSession`), with nothing written."""
+    in place of the suite is served for exploration (:class:`ExploreSession`), with nothing written.
+    ``backend`` None: the suite manifest's, as ``bench run`` has it (an archive alone: browser)."""
     path = Path(suite)
     if path.is_file() and path.suffix not in (".json", ".jsonl"):
-        return _explore_session(path, task=task, out=out, archive=archive, backend=backend, seed=seed,
+        return _explore_session(path, task=task, out=out, archive=archive, backend=backend or "browser", seed=seed,
                                 max_steps=max_steps, screenshots=screenshots)
-    prep = prepare(*build_run(suite, AGENT_SPEC, out or DEFAULT_OUT, archive=archive, backend=backend, seed=seed,
-                              max_steps=max_steps, screenshots=screenshots, tasks=[task] if task else []))
+    if backend is None:  # (the suite manifest's, else browser: `bench run`'s rule)
+        try:
+            backend = getattr(load_suite(suite), "backend", None)
+        except WebfreezeError:
+            backend = None  # (prepare says what is wrong with the suite, in its own words)
+    prep = prepare(*build_run(suite, AGENT_SPEC, out or DEFAULT_OUT, archive=archive, backend=backend or "browser",
+                              seed=seed, max_steps=max_steps, screenshots=screenshots, tasks=[task] if task else []))
     return Session(prep, single=task if task and len(prep.suite.tasks) == 1 else None)
 
 

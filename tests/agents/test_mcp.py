@@ -304,3 +304,26 @@ def test_without_the_mcp_sdk_the_command_says_which_extra_before_writing_anythin
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert "pip install 'webfreeze[mcp]'" in proc.stderr and "internal error" not in proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("manifest_backend, given, expected", [("text", None, "text"), ("text", "browser", "browser"),
+                                                               (None, None, "browser")])
+def test_the_backend_is_the_suite_manifests_unless_given(tmp_path, manifest_backend, given, expected):
+    """As `bench run`: a suite whose manifest says text is served in text, unless --backend says."""
+    import json
+    import shutil
+
+    from webfreeze.demo import ARCHIVE, SUITE
+    from webfreeze.mcp_server import prepare_session
+
+    suite = tmp_path / "suite"
+    shutil.copytree(SUITE, suite)
+    manifest = json.loads((suite / "manifest.json").read_text())
+    manifest["archive"] = str(ARCHIVE)
+    manifest.pop("backend", None)
+    if manifest_backend:
+        manifest["backend"] = manifest_backend
+    (suite / "manifest.json").write_text(json.dumps(manifest))
+    session = prepare_session(str(suite), task=None, out=str(tmp_path / "run"), archive=None, backend=given,
+                              seed=0, max_steps=5, screenshots=False)
+    assert session.config.backend == expected

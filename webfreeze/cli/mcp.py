@@ -18,8 +18,9 @@ DEFAULT_OUT = "mcp-run"  # (webfreeze.mcp_server.DEFAULT_OUT)
 @click.option("--out", "out", type=click.Path(file_okay=False), default=None,
               help=f"The run folder the episodes are written to [default: ./{DEFAULT_OUT}].")
 @click.option("--archive", type=click.Path(dir_okay=False), help="The archive [default: the one the suite names].")
-@click.option("--backend", type=click.Choice(BACKENDS), default="browser", show_default=True,
-              help="browser (Chromium through the replay) or text (pages from the archive, no browser).")
+@click.option("--backend", type=click.Choice(BACKENDS), default=None,
+              help="browser (Chromium through the replay) or text (pages from the archive, no browser) "
+                   "[default: the suite manifest's backend, else browser].")
 @click.option("--seed", type=int, default=0, show_default=True, help="The replay's seed.")
 @click.option("--max-steps", type=int, default=30, show_default=True, help="Steps per episode.")
 @click.option("--screenshots", is_flag=True, help="Keep a screenshot of every step in the run folder.")

@@ -8,6 +8,8 @@ old one, never a part), and a reference written for a line that then could not b
 
 Adding a task whose id the suite already has is refused unless ``replace``: the re-recorded
 session's reference then replaces the old one (its exchanges are in the archive's newer session).
+What the author did not give (category, answer check kind, instruction when the session has none,
+fields ``tasks add`` never writes) keeps the old line's value, and every field that changed is named.
 """
 
 from __future__ import annotations
@@ -139,27 +141,74 @@ def reference_changes(old: dict, new: dict) -> list[str]:
     return out
 
 
+def _old_match(old) -> str | None:
+    """The kind of answer check (one of :data:`MATCHES`) of a task's line, or None when its check is
+    not one ``tasks add`` writes (a list of checks, ``one_of``, ``numeric``, none)."""
+    check = old.ground_truth.get("answer")
+    if isinstance(check, dict) and len(check) == 1 and next(iter(check)) in MATCHES:
+        return next(iter(check))
+    return None
+
+
+def _describe_check(check) -> str:
+    """An answer check in short: ``exact 'Order #1001'``, ``must_include ['1001']``."""
+    if isinstance(check, dict) and len(check) == 1:
+        kind, value = next(iter(check.items()))
+        return f"{kind} {_short(value)}"
+    return "none" if check is None else _short(check)
+
+
+def _short(value) -> str:
+    """A field's value in a change line: its repr, a structure cut to 80 characters."""
+    text = repr(value)
+    return text if isinstance(value, str) or len(text) <= 80 else text[:77] + "..."
+
+
+# the order in which a replaced task's changed fields are listed (any other field after them)
+_FIELD_ORDER = ("id", "category", "instruction", "start_url", "snapshot_time")
+
+
+def field_changes(old: dict, new: dict) -> list[str]:
+    """Every field of a task line that differs between ``old`` and ``new`` (the line's JSON
+    objects), one short line each: ``category 'info' -> 'general'``, ``answer check exact 'X' ->
+    normalised 'X'``; a field of ``ground_truth`` other than the answer check is named
+    ``ground_truth.KIND``."""
+    out = []
+    keys = [k for k in _FIELD_ORDER if k in old or k in new]
+    keys += sorted((set(old) | set(new)) - set(_FIELD_ORDER) - {"ground_truth"})
+    for k in keys:
+        if old.get(k) != new.get(k):
+            out.append(f"{k} {_short(old.get(k))} -> {_short(new.get(k))}")
+    gt_old = old.get("ground_truth") if isinstance(old.get("ground_truth"), dict) else {}
+    gt_new = new.get("ground_truth") if isinstance(new.get("ground_truth"), dict) else {}
+    if gt_old.get("answer") != gt_new.get("answer"):
+        out.append(f"answer check {_describe_check(gt_old.get('answer'))} -> {_describe_check(gt_new.get('answer'))}")
+    for k in sorted((set(gt_old) | set(gt_new)) - {"answer"}):
+        if gt_old.get(k) != gt_new.get(k):
+            out.append(f"ground_truth.{k} {_short(gt_old.get(k))} -> {_short(gt_new.get(k))}")
+    return out
+
+
 def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str, *, category: str | None = None,
-             instruction: str | None = None, task_id: str | None = None, match: str = "exact",
+             instruction: str | None = None, task_id: str | None = None, match: str | None = None,
              archive: str | os.PathLike | None = None, replace: bool = False) -> dict:
     """Add (or with ``replace``, replace) one task in the suite directory ``suite``; returns the
-    task object written, with ``replaced`` (whether a task of that id was there). Raises :class:`TaskError` (one
-    line) and writes nothing on bad input."""
+    task object written, with ``replaced`` (whether a task of that id was there) and, for a replaced
+    task, ``changes`` (short lines: :func:`reference_changes`, then :func:`field_changes`). Raises
+    :class:`TaskError` (one line) and writes nothing on bad input.
+
+    An option left None takes, for a new task, its default: ``match`` exact, ``category`` the
+    manifest's only category else ``general``, ``instruction`` the session's. For a replaced task
+    it keeps the old line's value instead (the instruction: the session's, else the old line's), as
+    do the fields of the old line that ``tasks add`` does not write."""
     root = Path(suite)
     ref_path = Path(reference)
     trajectory = _read_reference(ref_path)
-    if match not in MATCHES:
+    if match is not None and match not in MATCHES:
         raise TaskError(f"unknown answer check {match!r} ({', '.join(MATCHES)})")
     if not isinstance(answer, str) or not answer.strip():
         raise TaskError("the answer must not be empty")
     tid = task_id or ref_path.stem
-    instruction = instruction or trajectory.get("instruction")
-    if not isinstance(instruction, str) or not instruction.strip():
-        raise TaskError("the task needs an instruction: give --instruction TEXT")
-    check = {"must_include": [answer]} if match == "must_include" else {match: answer}
-    said = recorded_answer(trajectory)
-    if said is not None and not evaluate_answer(check, said)["success"]:
-        raise TaskError(f"the session answered {said!r}, which the {match} check of {answer!r} would fail", ref_path)
 
     manifest_path = root / "manifest.json"
     if root.exists() and not root.is_dir():
@@ -185,19 +234,46 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
         lines = tasks_path.read_text(encoding="utf-8").splitlines() if tasks_path.exists() else []
         existing = loaded.tasks
         categories = manifest.get("categories")
-    category = category or (categories[0] if categories and len(categories) == 1 else None) or DEFAULT_CATEGORY
-    if categories is not None and category not in categories:
-        raise TaskError(f"category {category!r} is not among the manifest's categories ({', '.join(categories)}); "
-                        "give --category", manifest_path)
-    ref_name = f"references/{tid}.json"
-    obj = {"id": tid, "category": category, "instruction": instruction.strip(), "start_url": trajectory["start_url"],
-           "snapshot_time": session_time(trajectory), "ground_truth": {"answer": check, "reference_trajectory": ref_name}}
-    validate_task({**obj, "ground_truth": {"answer": check, "reference_trajectory": trajectory}},
-                  file=tasks_path, line=None)
     old = next((t for t in existing if t.id == tid), None)
     if old is not None and not replace:
         raise TaskError(f"the suite already has a task {tid!r} ({old.source}); give --replace to record it anew "
                         "or --id for another task")
+
+    # what the command line did not give: the replaced task's value, else the default for a new task
+    if instruction is None or not instruction.strip():
+        instruction = trajectory.get("instruction")
+    if isinstance(instruction, str) and instruction.strip():
+        instruction = instruction.strip()
+    elif old is not None:
+        instruction = old.instruction
+    else:
+        raise TaskError("the task needs an instruction: give --instruction TEXT")
+    if match is None and old is not None:
+        match = _old_match(old)
+        if match is None:
+            raise TaskError(f"task {tid!r} has an answer check tasks add does not write "
+                            f"({_describe_check(old.ground_truth.get('answer'))}); give --match "
+                            f"({', '.join(MATCHES)})")
+    match = match or "exact"
+    if category is None:
+        category = old.category if old is not None else None
+    category = category or (categories[0] if categories and len(categories) == 1 else None) or DEFAULT_CATEGORY
+    check = {"must_include": [answer]} if match == "must_include" else {match: answer}
+    said = recorded_answer(trajectory)
+    if said is not None and not evaluate_answer(check, said)["success"]:
+        raise TaskError(f"the session answered {said!r}, which the {match} check of {answer!r} would fail", ref_path)
+    if categories is not None and category not in categories:
+        raise TaskError(f"category {category!r} is not among the manifest's categories ({', '.join(categories)}); "
+                        "give --category", manifest_path)
+
+    ref_name = f"references/{tid}.json"
+    obj = {"id": tid, "category": category, "instruction": instruction, "start_url": trajectory["start_url"],
+           "snapshot_time": session_time(trajectory), "ground_truth": {"answer": check, "reference_trajectory": ref_name}}
+    if old is not None:  # the old line's fields that tasks add does not write stay as they were
+        kept_gt = {k: v for k, v in old.ground_truth.items() if k not in obj["ground_truth"]}
+        obj = {**old.raw, **obj, "ground_truth": {**kept_gt, **obj["ground_truth"]}}
+    validate_task({**obj, "ground_truth": {**obj["ground_truth"], "reference_trajectory": trajectory}},
+                  file=tasks_path, line=None)
     line = canonical_line(obj)
     if old is not None:
         at = int(old.source.rsplit(":", 1)[1]) - 1 if re.search(r":\d+$", old.source) else None
@@ -233,6 +309,7 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
             tasks_path.unlink(missing_ok=True)
         raise TaskError(str(exc)) from None
     obj = dict(obj, replaced=old is not None)  # (not part of the line written)
-    if old is not None and old.reference is not None:
-        obj["changes"] = reference_changes(old.reference, trajectory)
+    if old is not None:
+        obj["changes"] = ((reference_changes(old.reference, trajectory) if old.reference is not None else [])
+                          + field_changes(old.raw, {k: v for k, v in obj.items() if k != "replaced"}))
     return obj

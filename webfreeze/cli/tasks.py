@@ -60,16 +60,21 @@ def tasks_check(suite, as_json):
 @click.option("--reference", "reference", required=True, type=click.Path(dir_okay=False),
               help="The session's trajectory (record session --trajectory); copied into SUITE/references/.")
 @click.option("--answer", "answer", required=True, help="The task's answer.")
-@click.option("--match", type=click.Choice(["exact", "normalised", "must_include"]), default="exact",
-              show_default=True, help="How an agent's answer is checked against --answer.")
+@click.option("--match", type=click.Choice(["exact", "normalised", "must_include"]), default=None,
+              help="How an agent's answer is checked against --answer [default: exact; with --replace, "
+                   "the replaced task's].")
 @click.option("--category", default=None,
-              help="The task's category [default: the manifest's only category, else 'general'].")
-@click.option("--instruction", default=None, help="What the agent is asked [default: the trajectory's instruction].")
+              help="The task's category [default: the manifest's only category, else 'general'; with --replace, "
+                   "the replaced task's].")
+@click.option("--instruction", default=None,
+              help="What the agent is asked [default: the trajectory's instruction; with --replace, else the "
+                   "replaced task's].")
 @click.option("--id", "task_id", default=None, help="The task's id [default: the reference file's name].")
 @click.option("--archive", type=click.Path(dir_okay=False),
               help="A new suite only: the archive its manifest names (the one the session recorded into).")
 @click.option("--replace", is_flag=True,
-              help="Replace the task of the same id (a session recorded again) and its reference.")
+              help="Replace the task of the same id (a session recorded again) and its reference; options not "
+                   "given keep the old task's values, and every field that changed is printed.")
 def tasks_add(suite, reference, answer, match, category, instruction, task_id, archive, replace):
     """Add a task to SUITE from a recorded session: the task line (its start URL from the session,
     the answer check, the reference trajectory copied into SUITE/references/). A SUITE that does not

@@ -370,7 +370,7 @@ class BrowserBackend:
         await self._announced(NAVIGATING_JS, mark)
         return True
 
-    async def _click_with(self, sel: str, button: str, modifiers) -> None:
+    async def _click_with(self, sel: str, button, modifiers) -> None:
         """Playwright's click with ``button`` and ``modifiers``; when that opens the link under it in
         another window (a middle click, Ctrl, Meta or Shift), wait for that window's page, as
         :meth:`_click` does for a link aimed at another window."""

@@ -89,6 +89,8 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None, *,
     manifest = _read_json(run / "manifest.json", "run manifest")
     if not isinstance(manifest, dict):
         raise ReportError(f"{run / 'manifest.json'}: the run manifest must be a JSON object")
+    if manifest.get("format") == "webfreeze-suite":  # (a suite folder also holds manifest.json and tasks.jsonl)
+        raise ReportError(f"{run}: a task suite, not a run directory (run it first: webfreeze bench run {run} ...)")
     suite_info = manifest.get("suite") if isinstance(manifest.get("suite"), dict) else {}
     roots = [run]
     circumstances = manifest.get("circumstances") if isinstance(manifest.get("circumstances"), dict) else {}

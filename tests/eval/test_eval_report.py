@@ -189,6 +189,20 @@ def test_bad_trajectory_and_missing_manifest(tmp_path, cli_here):
     assert_one_line_failure(cli_here("eval", "report", tmp_path / "nowhere"), tmp_path, "not a run directory")
 
 
+def test_a_suite_folder_is_not_a_run(tmp_path, cli_here):
+    """A suite folder holds a manifest.json and a tasks.jsonl too: scoring it would write a report
+    of missing tasks into the user's suite."""
+    import shutil
+
+    from webfreeze.demo import SUITE
+
+    suite = tmp_path / "suite"
+    shutil.copytree(SUITE, suite)
+    before = sorted(p.name for p in suite.rglob("*"))
+    assert_one_line_failure(cli_here("eval", "report", suite), suite, "a task suite, not a run directory")
+    assert sorted(p.name for p in suite.rglob("*")) == before
+
+
 def test_missing_trajectory_is_reported_not_fatal(tmp_path):
     run = write_run(tmp_path / "run", TASKS, make_trajectories(None)[:2])
     report, _ = build_report(run)

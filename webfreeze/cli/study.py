@@ -60,7 +60,8 @@ class _Progress:
         if self.tasks is not None:
             self.bars.advance(self.tasks)
         if not self.live:
-            click.echo(f"  {summary['task_id']}: {summary['end']} after {summary['steps']} steps", err=True)
+            steps = f"{summary['steps']} step" + ("" if summary["steps"] == 1 else "s")
+            click.echo(f"  {summary['task_id']}: {summary['end']} after {steps}", err=True)
 
     def cell_finished(self, cell, manifest):
         self.bars.advance(self.cells)

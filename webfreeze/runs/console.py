@@ -51,7 +51,8 @@ def run_suite(suite, archive, agent, out, *, quiet=False, **settings) -> dict:
         ends[summary["end"]] = ends.get(summary["end"], 0) + 1
         progress.update(bar, advance=1, ends=" ".join(f"{k} {v}" for k, v in sorted(ends.items())))
         if not progress.console.is_terminal and not quiet:
-            click.echo(f"  {summary['task_id']}: {summary['end']} after {summary['steps']} steps", err=True)
+            steps = f"{summary['steps']} step" + ("" if summary["steps"] == 1 else "s")
+            click.echo(f"  {summary['task_id']}: {summary['end']} after {steps}", err=True)
 
     with progress:
         manifest = execute(prep, progress=advance)

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import zipfile
+import zlib
+from contextlib import contextmanager
 from pathlib import Path
 
-from webfreeze.agents import AgentError, agent_class
+from webfreeze.agents import AgentError, agent_class, check_agent
 from webfreeze.agents import agent_settings as agent_setting_names
 from webfreeze.bundles.pack import (
+    MAX_MANIFEST_BYTES,
     BundleError,
     check_context_members,
     check_digests,
@@ -28,6 +33,7 @@ from webfreeze.eval.report import write_report
 from webfreeze.llm.errors import LLMError
 from webfreeze.runs.compare import run_difference
 from webfreeze.runs.execute import execute
+from webfreeze.runs.executors import EXECUTORS
 from webfreeze.runs.prepare import prepare
 from webfreeze.runs.spec import RunError, build_run
 
@@ -76,16 +82,21 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
                run_names: list | None = None, run_fn=None, echo=None) -> dict:
     """Re-run the bundle's runs into ``out`` (or, with ``agent``, run that agent on its benchmark).
 
-    Nothing is written before the bundle passed its checks (structure, every member's digest, the
-    signature with ``key``). ``run_names`` selects runs by name (default: all). A run that cannot be
-    re-run here (its plug-in agent is not installed, a setting this webfreeze does not know) does not
-    stop the others: it is reported with ``error`` (one line: why) and ``identical`` None.
+    Everything that refuses the command is decided before anything is written: the bundle's checks
+    (structure, every member's digest, the signature with ``key``), a run name it lacks, no run to
+    re-run, an ``agent`` that is not here or a setting it does not take. ``run_names`` selects runs
+    by name (default: all). A run that cannot be re-run here (its plug-in agent is not installed,
+    its actions came from outside webfreeze: :func:`played_outside`) does not stop the others: it
+    is reported with ``error`` (one line: why) and ``identical`` None; when no selected run can be
+    re-run, nothing is written. A failure while writing (Ctrl-C too) removes what was written, so
+    ``out`` is left whole or as it was found.
     ``run_fn(config_kwargs) -> manifest`` runs one run (default: the runner, quietly). Returns
     {"runs": [{name, dir, identical, difference, error}], ...}."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BundleError(f"{out}: exists and is not empty; give a new --out")
     say = echo or (lambda _msg: None)
+    run_fn = run_fn or run_quietly
     with open_bundle(path) as bundle:
         check_digests(bundle)
         signature = check_signature(bundle, key)
@@ -93,57 +104,153 @@ def run_bundle(path, out, *, key: str | None = None, agent: str | None = None, a
         archive_name = contents.get("archive")
         if archive_name not in bundle.resources:
             raise BundleError(f"{path}: holds no archive")
+        result = {"bundle": str(path), "out": str(out), "signature": signature, "runs": []}
+        chosen, why_not, manifests = [], {}, {}
         if agent is None:  # long-context runs: their pools and A1 trajectories are the ones they used
             check_context_members(bundle)
-            known = [r.get("name") for r in contents.get("runs") or []]
+            runs = contents.get("runs") or []
+            known = [r.get("name") for r in runs]
             unknown = [n for n in (run_names or []) if n not in known]
             if unknown:
                 raise BundleError(f"{path}: holds no run {unknown[0]!r} "
                                   f"(its runs: {', '.join(map(str, known)) or 'none'})")
-        out.mkdir(parents=True, exist_ok=True)
-        extract(bundle, out, "archive/")
-        extract(bundle, out, "suite/")
-        extract(bundle, out, "personas/")
-        extract(bundle, out, "context/")
-        extract(bundle, out / "bundled", "runs/", strip="runs/")
-    archive = out / archive_name
-    suite = out / "suite"
-    runs = contents.get("runs") or []
-    run_fn = run_fn or run_quietly
-    result = {"bundle": str(path), "out": str(out), "signature": signature, "runs": []}
-    if agent is not None:
-        settings = dict(agent_config or {})
-        run_dir = out / "runs" / _safe_name(agent)
-        say(f"running {agent} on the bundled suite -> {run_dir}")
-        run_fn(dict(suite=str(suite), archive=str(archive), agent=agent, out=str(run_dir), workers=workers,
-                    backend=backend or "browser", agent_config=settings, tasks=list(tasks or []), limit=limit))
-        write_report(run_dir)
-        result["runs"].append({"name": _safe_name(agent), "dir": str(run_dir), "identical": None, "difference": None})
-        return result
-    if not runs:
-        raise BundleError(f"{path}: holds no runs to re-run (give --agent to run one on its benchmark)")
-    for entry in runs:
-        name = entry["name"]
-        if run_names and name not in run_names:
-            continue
-        try:
-            result["runs"].append(_rerun_one(path, out, entry, suite, archive, workers, run_fn, say))
-        except (BundleError, RunError, AgentError, LLMError) as exc:
-            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            say(f"{name}: cannot be re-run here: {why}")
-            result["runs"].append({"name": name, "dir": None, "identical": None, "difference": None, "error": why})
+            if not runs:
+                raise BundleError(f"{path}: holds no runs to re-run (give --agent to run one on its benchmark)")
+            chosen = [r for r in runs if not run_names or r.get("name") in run_names]
+            for entry in chosen:  # what cannot be re-run here is known from the bundled manifests alone
+                manifest = _bundled_manifest(bundle, entry)
+                why = "its manifest.json is missing or not readable" if manifest is None else _not_here(manifest, entry)
+                if why:
+                    why_not[entry["name"]] = why
+                    say(f"{entry['name']}: could not be re-run: {why}")
+                else:
+                    manifests[entry["name"]] = manifest
+            if not manifests:  # nothing to re-run: each run's line says why, and nothing is written
+                result["runs"] = [_not_rerun(e["name"], why_not[e["name"]]) for e in chosen]
+                return result
+        else:  # an unknown agent or a bad setting: one line, before the folder exists (as bench run)
+            try:
+                check_agent(agent, dict(agent_config or {}))
+            except TypeError as exc:
+                raise AgentError(f"agent {agent!r}: bad --agent-config ({exc})") from None
+        archive, suite = out / archive_name, out / "suite"
+        with _whole_or_nothing(out):
+            extract(bundle, out, "archive/")
+            extract(bundle, out, "suite/")
+            extract(bundle, out, "personas/")
+            extract(bundle, out, "context/")
+            extract(bundle, out / "bundled", "runs/", strip="runs/")
+            if agent is not None:
+                settings = dict(agent_config or {})
+                run_dir = out / "runs" / _safe_name(agent)
+                say(f"running {agent} on the bundled suite -> {run_dir}")
+                run_fn(dict(suite=str(suite), archive=str(archive), agent=agent, out=str(run_dir), workers=workers,
+                            backend=backend or "browser", agent_config=settings, tasks=list(tasks or []),
+                            limit=limit))
+                write_report(run_dir)
+                result["runs"].append({"name": _safe_name(agent), "dir": str(run_dir), "identical": None,
+                                       "difference": None})
+                return result
+            for entry in chosen:
+                name = entry["name"]
+                if name in why_not:
+                    result["runs"].append(_not_rerun(name, why_not[name]))
+                    continue
+                try:
+                    result["runs"].append(_rerun_one(out, entry, manifests[name], suite, archive, workers, run_fn,
+                                                     say))
+                except (BundleError, RunError, AgentError, LLMError) as exc:
+                    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    say(f"{name}: could not be re-run: {why}")
+                    result["runs"].append(_not_rerun(name, why))
     return result
 
 
-def _rerun_one(path, out: Path, entry: dict, suite: Path, archive: Path, workers: int, run_fn, say) -> dict:
+def _not_rerun(name: str, why: str) -> dict:
+    return {"name": name, "dir": None, "identical": None, "difference": None, "error": why}
+
+
+@contextmanager
+def _whole_or_nothing(out: Path):
+    """Write into ``out`` (made here, or found empty); when what follows fails (an error, Ctrl-C)
+    what was written is removed again, folders made for it included, so no half-written output is
+    left behind to block the next try with the same ``--out``."""
+    top = out  # the outermost folder this makes
+    while not top.parent.exists() and top.parent != top:
+        top = top.parent
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        if made:
+            shutil.rmtree(top, ignore_errors=True)
+        else:
+            for child in list(out.iterdir()):
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+        raise
+
+
+def _bundled_manifest(bundle, entry: dict) -> dict | None:
+    """A bundled run's manifest, read in memory (its digest was checked with every member's); None
+    when it is missing, too large for a manifest or not a JSON object."""
+    member = f"{entry.get('path') or ''}manifest.json"
+    info = bundle.infos.get(member)
+    if info is None or member not in bundle.resources or info.file_size > MAX_MANIFEST_BYTES:
+        return None
+    try:
+        with bundle.zf.open(info) as f:
+            manifest = json.loads(f.read(MAX_MANIFEST_BYTES + 1))
+    except (OSError, ValueError, zipfile.BadZipFile, zlib.error, EOFError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def played_outside(manifest: dict) -> str | None:
+    """Why a run cannot be played again when its actions came from outside webfreeze, or None.
+
+    The runner (``bench run`` on one of its executors, :data:`~webfreeze.runs.executors.EXECUTORS`)
+    asked the agent its manifest names for every action, so a re-run can ask it again. A run folder
+    written by another driver only names who acted: ``webfreeze mcp`` (``circumstances.executor``
+    ``"mcp"``; the agent's ``config.driver``, ``"external MCP client"``) or a Gymnasium harness's
+    own loop through ``webfreeze.browsergym`` (``circumstances.recorded_by``). Told by the
+    manifest, not by the agent's name: the agent it names cannot act (``MCPClient``) or is only a
+    label."""
+    circumstances = manifest.get("circumstances") if isinstance(manifest.get("circumstances"), dict) else {}
+    agent = manifest.get("agent") if isinstance(manifest.get("agent"), dict) else {}
+    config = agent.get("config") if isinstance(agent.get("config"), dict) else {}
+    executor, recorded_by = circumstances.get("executor"), circumstances.get("recorded_by")
+    if executor is not None and executor not in EXECUTORS:
+        driver = config.get("driver") if isinstance(config.get("driver"), str) else "a driver outside the runner"
+        where = f"{driver}, executor {executor!r}"
+    elif recorded_by:
+        where = f"a harness's own loop, recorded by {recorded_by!r}"
+    else:
+        return None
+    return (f"its actions came from outside webfreeze ({where}), so they cannot be played again "
+            "(--agent runs an agent on its benchmark)")
+
+
+def _not_here(manifest: dict, entry: dict) -> str | None:
+    """Why a bundled run cannot be re-run here (one line), or None."""
+    why = played_outside(manifest)
+    if why:
+        return why
+    try:
+        _check_agent_here(manifest, entry)
+    except AgentError as exc:
+        return str(exc).splitlines()[0]
+    return None
+
+
+def _rerun_one(out: Path, entry: dict, manifest: dict, suite: Path, archive: Path, workers: int, run_fn,
+               say) -> dict:
     """Re-run one bundled run and compare it; raises (one line) when it cannot be re-run here."""
     name = entry["name"]
     bundled = out / "bundled" / name
-    try:
-        manifest = json.loads((bundled / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise BundleError(f"{path}: run {name} has no readable manifest") from None
-    _check_agent_here(manifest, entry)
     cassette = bundled / "llm-cassette.sqlite"
     run_dir = out / "runs" / name
     config = rerun_settings(manifest, suite, archive, run_dir, cassette if cassette.is_file() else None, workers)

@@ -91,13 +91,17 @@ def page_archive(tmp_path_factory):
     return archive
 
 
-def test_each_steps_screenshot_is_the_page_it_acted_on(page_archive):
-    """A step's screenshot goes with its url, title and observation digest: the page the action was
-    taken on (the start page for step 0), not the page the action led to."""
+def _need_chromium() -> None:
     try:
         chromium_path()
     except BrowserUnavailable as exc:
         pytest.skip(str(exc))
+
+
+def test_each_steps_screenshot_is_the_page_it_acted_on(page_archive):
+    """A step's screenshot goes with its url, title and observation digest: the page the action was
+    taken on (the start page for step 0), not the page the action led to."""
+    _need_chromium()
     env = WebEnv(EnvConfig(page_archive, screenshots=True))
     try:
         start, _ = env.reset(options={"task": {"id": "marks", "start_url": PAGE_URL, "instruction": "look"}})
@@ -113,10 +117,7 @@ def test_each_steps_screenshot_is_the_page_it_acted_on(page_archive):
 
 
 def test_set_of_marks_screenshot_in_the_browser(page_archive, monkeypatch, tmp_path):
-    try:
-        chromium_path()
-    except BrowserUnavailable as exc:
-        pytest.skip(str(exc))
+    _need_chromium()
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
     task = {"id": "marks", "start_url": PAGE_URL, "instruction": "look"}
     shots = {}
@@ -174,10 +175,7 @@ def test_a_start_page_that_does_not_load_is_in_the_trajectory(page_archive, back
     """A task whose start URL is no URL (a scheme left out): the agent is told at reset, and so is
     the trajectory: its start holds the error and the episode is compromised, in either backend."""
     if backend == "browser":
-        try:
-            chromium_path()
-        except BrowserUnavailable as exc:
-            pytest.skip(str(exc))
+        _need_chromium()
     env = WebEnv(EnvConfig(page_archive, backend=backend))
     try:
         obs, _ = env.reset(options={"task": {"id": "nowhere", "start_url": "marks.test", "instruction": "look"}})

@@ -834,7 +834,7 @@ def check_digests(bundle: Bundle, progress=None) -> int:
     return total
 
 
-def _member_json(bundle: Bundle, name: str, what: str):
+def member_json(bundle: Bundle, name: str, what: str):
     """A small JSON member, read and parsed in memory (its digest checked as it is read)."""
     if name not in bundle.resources:
         raise BundleError(f"{bundle.path}: refused: {what} ({name}) is not in the bundle")
@@ -859,7 +859,7 @@ def check_context_members(bundle: Bundle) -> None:
         name = run.get("name")
         if f"{run['path']}manifest.json" not in bundle.resources:
             continue  # (bundle run refuses a run without its manifest on its own)
-        manifest = _member_json(bundle, f"{run['path']}manifest.json", f"the manifest of run {name}")
+        manifest = member_json(bundle, f"{run['path']}manifest.json", f"the manifest of run {name}")
         ctx = manifest.get("context") if isinstance(manifest, dict) else None
         if not isinstance(ctx, dict) or not ctx:
             continue
@@ -882,7 +882,7 @@ def check_context_members(bundle: Bundle) -> None:
                 raise BundleError(f"{bundle.path}: refused: run {name} took subtask A1 from another run, which is "
                                   f"not in the bundle")
             tasks = a1.get("tasks") if isinstance(a1.get("tasks"), list) else []
-            found = [_member_json(bundle, f"{prefix}trajectories/{t}.json", f"the trajectory of subtask A1 {t!r}")
+            found = [member_json(bundle, f"{prefix}trajectories/{t}.json", f"the trajectory of subtask A1 {t!r}")
                      for t in tasks]
             if trajectories_digest(found) != a1.get("digest"):
                 raise BundleError(f"{bundle.path}: refused: run {name}: the A1 trajectories under {prefix} are not "

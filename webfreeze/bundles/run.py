@@ -13,20 +13,18 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import zipfile
-import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
 from webfreeze.agents import AgentError, agent_class, check_agent
 from webfreeze.agents import agent_settings as agent_setting_names
 from webfreeze.bundles.pack import (
-    MAX_MANIFEST_BYTES,
     BundleError,
     check_context_members,
     check_digests,
     check_signature,
     extract,
+    member_json,
     open_bundle,
 )
 from webfreeze.eval.report import write_report
@@ -195,16 +193,11 @@ def _whole_or_nothing(out: Path):
 
 
 def _bundled_manifest(bundle, entry: dict) -> dict | None:
-    """A bundled run's manifest, read in memory (its digest was checked with every member's); None
-    when it is missing, too large for a manifest or not a JSON object."""
-    member = f"{entry.get('path') or ''}manifest.json"
-    info = bundle.infos.get(member)
-    if info is None or member not in bundle.resources or info.file_size > MAX_MANIFEST_BYTES:
-        return None
+    """A bundled run's manifest, read in memory (its digest checked as it is read); None when it is
+    missing, too large for a manifest, damaged or not a JSON object."""
     try:
-        with bundle.zf.open(info) as f:
-            manifest = json.loads(f.read(MAX_MANIFEST_BYTES + 1))
-    except (OSError, ValueError, zipfile.BadZipFile, zlib.error, EOFError):
+        manifest = member_json(bundle, f"{entry.get('path') or ''}manifest.json", f"the manifest of run {entry.get('name')}")
+    except BundleError:
         return None
     return manifest if isinstance(manifest, dict) else None
 

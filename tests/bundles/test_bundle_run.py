@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from cli_runner import run_cli
 
+from webfreeze.archives import archive_digest
 from webfreeze.demo import SUITE
 
 TASK = "shop-001"
@@ -45,6 +46,11 @@ def test_a_suite_alone_is_refused_with_nothing_written_and_the_retry_with_agent_
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "runs" / "keyword" / "report.json").read_text())
     assert report["suite"]["tasks"] == 2 and report["run"]["agent"]["name"] == "keyword"
+    # the suite travels with a packed copy of its archive, and its manifest names that copy
+    assert "not the archive the suite was made for" not in proc.stderr, proc.stderr
+    bundled = json.loads((out / "suite" / "manifest.json").read_text())
+    assert bundled["archive_digest"] == archive_digest(out / "archive" / "demo.wfz")
+    assert bundled["archive_digest"] != json.loads((SUITE / "manifest.json").read_text())["archive_digest"]
 
 
 def test_a_failure_while_running_removes_what_was_written(suite_bundle, tmp_path):

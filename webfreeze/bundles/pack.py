@@ -139,6 +139,20 @@ def _check_suite_digest(suite_dir: Path, want: str | None) -> None:
         raise BundleError(f"{suite_dir}: is not the suite the runs ran (digest {got}, they ran {want})")
 
 
+def _with_packed_digest(suite_dir: Path, packed: Path, staging: Path) -> Path:
+    """A suite packed alone travels with a packed copy of its archive (other bytes, the same
+    exchanges): its manifest, staged, names that copy's digest, so the bundle's suite and archive
+    agree. A manifest that names no digest is taken as it is."""
+    manifest = suite_dir / "manifest.json"
+    data = json.loads(manifest.read_text(encoding="utf-8"))  # (load_suite has read it)
+    if not isinstance(data, dict) or "archive_digest" not in data:
+        return manifest
+    data["archive_digest"] = archive_digest(packed)
+    staged = staging / "suite-manifest.json"
+    staged.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return staged
+
+
 def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str | None = None,
               with_agent_source: bool = False, progress=None) -> PackPlan:
     """What a bundle of ``sources`` (run folders, or one suite folder) holds; the files it needs
@@ -201,8 +215,11 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
     name = archive_path.name if archive_path.suffix == ".wfz" else f"{archive_path.stem}.wfz"
     plan.add(f"archive/{name}", archive_path)
     plan.contents["archive"] = f"archive/{name}"
-    for f in run_files(suite_dir):
-        plan.add("suite/" + f.relative_to(suite_dir).as_posix(), f)
+    suite_files = {"suite/" + f.relative_to(suite_dir).as_posix(): f for f in run_files(suite_dir)}
+    if not runs and "suite/manifest.json" in suite_files:
+        suite_files["suite/manifest.json"] = _with_packed_digest(suite_dir, archive_path, staging)
+    for member, f in suite_files.items():
+        plan.add(member, f)
     plan.contents["suite"] = "suite/"
     plan.contents["runs"] = []
     personas = set()

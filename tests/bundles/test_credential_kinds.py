@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import zipfile
+from pathlib import Path
 
 import pytest
 from cli_runner import run_cli
@@ -80,6 +82,14 @@ def test_every_kind_was_recorded_and_the_refusal_names_each(recorded, tmp_path):
     assert proc.returncode == 1 and "refused" in proc.stderr and not out.exists(), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert any(named in proc.stderr for named in NAMED.values()), proc.stderr
+    # a suite packed alone: its archive is packed into a copy on the way, and the refusal names
+    # the user's file, not the copy
+    bundle = tmp_path / "vault.wfb"
+    proc = run_cli("bundle", "pack", suite, "-o", bundle)
+    assert proc.returncode == 1 and "refused" in proc.stderr and not bundle.exists(), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    named = re.search(r"\(archive (.+?)\); redact it first", proc.stderr)
+    assert named and Path(named.group(1)).resolve() == archive.resolve(), proc.stderr
 
 
 def test_archive_redact_leaves_no_value_in_any_output(recorded, tmp_path):

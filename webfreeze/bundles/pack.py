@@ -98,6 +98,7 @@ class _Entry:
 class PackPlan:
     entries: list = field(default_factory=list)
     contents: dict = field(default_factory=dict)
+    shown: dict = field(default_factory=dict)  # a file made on the way -> the user's file it copies
 
     def add(self, path: str, source: Path) -> None:
         self.entries.append(_Entry(path, Path(source)))
@@ -211,6 +212,7 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
         # a suite alone: the archive is packed for sharing (with runs it stays as they cite it)
         packed = staging / archive_path.name
         pack_archive(archive_path, packed, progress=progress)
+        plan.shown[packed] = archive_path
         archive_path = packed
     name = archive_path.name if archive_path.suffix == ".wfz" else f"{archive_path.stem}.wfz"
     plan.add(f"archive/{name}", archive_path)
@@ -372,7 +374,8 @@ def _refuse_secrets(plan: PackPlan) -> None:
     trajectories = [e.source for e in plan.entries if e.path.endswith(".json") and (
         "/trajectories/" in e.path or "/references/" in e.path or e.path.startswith("suite/references/"))]
     try:
-        check_shareable(archives=[archive] if archive else [], trajectories=trajectories, what="the bundle")
+        check_shareable(archives=[archive] if archive else [], trajectories=trajectories, what="the bundle",
+                        shown=plan.shown)
     except SecretsFound as exc:
         raise BundleError(str(exc)) from None
 

@@ -60,11 +60,12 @@ def archive_findings(archive, *, params=(), headers=()) -> list[tuple[str, str]]
     return r.findings()
 
 
-def archive_credentials(archive) -> str | None:
+def archive_credentials(archive, shown=None) -> str | None:
     """The first secret archive ``archive`` holds that ``archive redact`` would replace, as ``what,
-    where``; or None."""
+    where``; or None. ``shown``: the name the message gives the archive (a copy of the user's file
+    is named as that file)."""
     found = archive_findings(archive)
-    return f"{found[0][1]} (archive {archive})" if found else None
+    return f"{found[0][1]} (archive {shown or archive})" if found else None
 
 
 def trajectory_findings(paths) -> list[tuple[str, str]]:
@@ -87,11 +88,12 @@ def trajectory_credentials(paths) -> str | None:
     return found[0][1] if found else None
 
 
-def check_shareable(*, archives=(), trajectories=(), what: str = "this") -> None:
+def check_shareable(*, archives=(), trajectories=(), what: str = "this", shown=None) -> None:
     """Refuse (one line naming the first finding) when an archive or a trajectory to be shared holds
-    a secret that redaction would replace; the caller skips this with ``--allow-secrets``."""
+    a secret that redaction would replace; the caller skips this with ``--allow-secrets``.
+    ``shown``: {archive path: the name to give it}, for copies made on the way."""
     for a in archives:
-        found = archive_credentials(a)
+        found = archive_credentials(a, (shown or {}).get(a))
         if found:
             raise SecretsFound(f"refused: {what} would share {found}; redact it first (webfreeze archive redact, "
                                f"bundle pack --redact) or give --allow-secrets")

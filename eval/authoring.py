@@ -193,9 +193,10 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
              instruction: str | None = None, task_id: str | None = None, match: str | None = None,
              archive: str | os.PathLike | None = None, replace: bool = False) -> dict:
     """Add (or with ``replace``, replace) one task in the suite directory ``suite``; returns the
-    task object written, with ``replaced`` (whether a task of that id was there) and, for a replaced
-    task, ``changes`` (short lines: :func:`reference_changes`, then :func:`field_changes`). Raises
-    :class:`TaskError` (one line) and writes nothing on bad input.
+    task object written, with ``replaced`` (whether a task of that id was there), ``names_archive``
+    (whether the suite's manifest names its archive) and, for a replaced task, ``changes`` (short
+    lines: :func:`reference_changes`, then :func:`field_changes`). Raises :class:`TaskError` (one
+    line) and writes nothing on bad input.
 
     An option left None takes, for a new task, its default: ``match`` exact, ``category`` the
     manifest's only category else ``general``, ``instruction`` the session's. For a replaced task
@@ -308,8 +309,8 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
         if new_suite and tasks_path in written:
             tasks_path.unlink(missing_ok=True)
         raise TaskError(str(exc)) from None
-    obj = dict(obj, replaced=old is not None)  # (not part of the line written)
+    obj = dict(obj, replaced=old is not None, names_archive="archive" in manifest)  # (not part of the line written)
     if old is not None:
         obj["changes"] = ((reference_changes(old.reference, trajectory) if old.reference is not None else [])
-                          + field_changes(old.raw, {k: v for k, v in obj.items() if k != "replaced"}))
+                          + field_changes(old.raw, {k: v for k, v in obj.items() if k not in ("replaced", "names_archive")}))
     return obj

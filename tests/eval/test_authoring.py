@@ -285,6 +285,24 @@ def test_tasks_add_errors_are_one_line_and_write_nothing(authored, cli_here):
     assert r.returncode == 1 and not fresh.exists()
 
 
+def test_a_suite_made_without_archive_is_told_how_to_validate(authored, cli_here):
+    """The command ``tasks add`` suggests runs as written: a suite made without ``--archive`` has a
+    manifest that names none, so the suggestion says to give one."""
+    tmp = authored["tmp"]
+    bare, named = tmp / "bare-suite", tmp / "named-suite"
+    args = ["--reference", tmp / "search-stack.json", "--answer", "append()", "--instruction", "Push an item."]
+    r = cli_here("tasks", "add", bare, *args)
+    assert r.returncode == 0 and "archive" not in json.loads((bare / "manifest.json").read_text()), r.stderr
+    hint = r.stderr.split("check it with: ", 1)[1]
+    assert hint.startswith(f"webfreeze tasks validate {bare} --archive ARCHIVE ("), r.stderr
+    r = cli_here("tasks", "validate", bare, "--backend", "text")
+    assert r.returncode == 1 and "give --archive" in r.stderr, r.stderr  # (what the hint heads off)
+    r = cli_here("tasks", "validate", bare, "--archive", tmp / "site.wfz", "--backend", "text")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = cli_here("tasks", "add", named, *args, "--archive", tmp / "site.wfz")
+    assert r.returncode == 0 and r.stderr.split("check it with: ", 1)[1].strip() == f"webfreeze tasks validate {named}"
+
+
 def test_the_manifest_backend_and_why_a_task_expired(authored, cli):
     """A task whose link the page's script removes: the browser cannot follow it, the text backend
     can. Validate says which step failed, and that the text backend passes; with the manifest's

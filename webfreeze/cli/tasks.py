@@ -83,8 +83,12 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
                    match=match, archive=archive, replace=replace)
     for change in obj.get("changes", []):
         click.echo(f"{obj['id']}: {change}")
+    check = f"webfreeze tasks validate {suite}"
+    if not obj["names_archive"]:  # (a suite made without --archive: every run is told where the archive is)
+        check += (" --archive ARCHIVE (its manifest names no archive: add \"archive\" to it, or give --archive "
+                  "to tasks add when it makes a suite)")
     click.echo(f"{'replaced' if obj['replaced'] else 'added'} task {obj['id']} ({obj['category']}) in {suite}; "
-               f"check it with: webfreeze tasks validate {suite}", err=True)
+               f"check it with: {check}", err=True)
 
 
 @tasks_group.command("validate")

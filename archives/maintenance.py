@@ -38,7 +38,7 @@ def _info(arc: Archive) -> dict:
         "SELECT count(*), coalesce(sum(payload_size),0) + coalesce(sum(req_body_size),0), "
         "min(captured_at), max(captured_at) FROM exchanges"
     ).fetchone()
-    n_blobs, stored = q("SELECT count(*), coalesce(sum(stored_size),0) FROM blobs").fetchone()
+    n_blobs, raw, stored = q("SELECT count(*), coalesce(sum(size),0), coalesce(sum(stored_size),0) FROM blobs").fetchone()
     # dedup counts only what exchanges refer to (not page records, documents or the header dictionary)
     (unique,) = q("SELECT coalesce(sum(size),0) FROM blobs WHERE digest IN "
                   "(SELECT payload FROM exchanges UNION SELECT req_body FROM exchanges)").fetchone()
@@ -66,11 +66,11 @@ def _info(arc: Archive) -> dict:
         "blobs": n_blobs,
         "payload_bytes": logical,
         "unique_bytes": unique,
+        "blob_bytes": raw,  # every blob (payloads, page screenshots and DOMs, documents), before compression
         "stored_blob_bytes": stored,
         "file_bytes": file_bytes,
         "dedup_ratio": round(logical / unique, 3) if unique else None,
-        "compression_ratio": round(q("SELECT coalesce(sum(size),0) FROM blobs").fetchone()[0] / stored, 3)
-        if stored else None,
+        "compression_ratio": round(raw / stored, 3) if stored else None,
         "time_range": [first, last] if first else None,
         "hosts": dict(hosts.most_common()),
         "statuses": dict(sorted(statuses.items())),

@@ -86,7 +86,14 @@ def test_info_json_and_text(cli_here, two_archives):
     text = cli_here("archive", "info", a).stdout
     assert "exchanges  5" in text and "crawl one" in text
     # five identical-size pages, each distinct: no dedup; the same body twice would be 2x
-    assert json.loads(cli_here("archive", "info", a, "--json").stdout)["dedup_ratio"] == 1.0
+    data = json.loads(cli_here("archive", "info", a, "--json").stdout)
+    assert data["dedup_ratio"] == 1.0
+    # the compression ratio is over every blob, and the text says so beside that total (not beside
+    # the payloads' bytes, which a page's screenshot or DOM would make it exceed)
+    assert data["compression_ratio"] == round(data["blob_bytes"] / data["stored_blob_bytes"], 3)
+    assert data["blob_bytes"] >= data["unique_bytes"]
+    line = next(x for x in text.splitlines() if "compression" in x)
+    assert line.split()[:2] == ["blob", "bytes"] and f"compression {data['compression_ratio']}x" in line
 
 
 def test_ls_filters(cli_here, two_archives):

@@ -141,7 +141,9 @@ def archive_info(archive_path, as_json):
         ("blobs", data["blobs"]),
         ("payload bytes", f"{human_bytes(data['payload_bytes'])} ({data['payload_bytes']})"),
         ("unique bytes", f"{human_bytes(data['unique_bytes'])}  dedup {data['dedup_ratio'] or '-'}x"),
-        ("stored bytes", f"{human_bytes(data['stored_blob_bytes'])}  compression {data['compression_ratio'] or '-'}x"),
+        # (all blobs, the pages' screenshots and DOMs too: more than the payloads above)
+        ("blob bytes", f"{human_bytes(data['blob_bytes'])}, stored {human_bytes(data['stored_blob_bytes'])}  "
+                       f"compression {data['compression_ratio'] or '-'}x (payloads, screenshots, DOMs, documents)"),
         ("file size", human_bytes(data["file_bytes"])),
         ("captured", f"{rng[0]} .. {rng[1]}"),
         ("hosts", ", ".join(f"{h or '(none)'} ({n})" for h, n in list(data["hosts"].items())[:10])

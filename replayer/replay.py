@@ -81,6 +81,10 @@ class ReplayError(WebfreezeError):
     themselves."""
 
 
+class PortInUse(ReplayError):
+    """The replay server's port is taken (a caller that can take another port catches this)."""
+
+
 # Chromium's own background traffic (component and model updates) that its launch flags do not stop
 # entirely. In replay it is sent through this server so that it fails here instead of reaching for
 # the network; it is not a page's request, so it is counted (stats "browser_own") but kept out of

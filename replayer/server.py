@@ -25,6 +25,7 @@ module only speaks HTTP on sockets and hands each request to it.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import re
@@ -47,6 +48,7 @@ from .replay import (
     BROWSER_INTERNAL_HOSTS,
     CACHE_BYTES,
     DIRECT,
+    PortInUse,
     Replay,
     ReplayError,
     direct_original,
@@ -57,7 +59,7 @@ from .rewrite import UrlRewriter, rewrite_css_bytes, rewrite_html, rewrite_refre
 from .upstream import Upstream
 
 # (BROWSER_INTERNAL_HOSTS: the browser launch reads it here, to send Chromium's own traffic to the proxy)
-__all__ = ["BROWSER_INTERNAL_HOSTS", "ReplayServer", "ReplayError", "load_rules_file"]
+__all__ = ["BROWSER_INTERNAL_HOSTS", "PortInUse", "ReplayServer", "ReplayError", "load_rules_file"]
 
 log = logging.getLogger("webfreeze.replay")
 
@@ -189,8 +191,9 @@ class ReplayServer:
                 self._server = await self._loop.create_server(lambda: _Connection(self), self.host, self.port,
                                                               reuse_address=True, backlog=1024)
             except OSError as exc:
-                reason = "port already in use" if exc.errno == 98 else exc.strerror
-                raise ReplayError(f"cannot listen on {self.host}:{self.port}: {reason}") from None
+                if exc.errno == errno.EADDRINUSE:
+                    raise PortInUse(f"cannot listen on {self.host}:{self.port}: port already in use") from None
+                raise ReplayError(f"cannot listen on {self.host}:{self.port}: {exc.strerror}") from None
         except BaseException:
             self._close_resources()
             raise

@@ -47,7 +47,7 @@ from pathlib import Path
 import lxml.html
 
 from webfreeze.archives import Archive, ArchiveError
-from webfreeze.replayer.replay import ReplayError
+from webfreeze.replayer.replay import PortInUse
 from webfreeze.replayer.server import ReplayServer
 from webfreeze.simulator.browser import (
     launch_chromium,
@@ -226,9 +226,8 @@ def _start_server(archive_path: Path, mode: str, port: int, **settings) -> Repla
     for candidate in DIRECT_PORTS:
         try:
             return ReplayServer(archive_path, mode=mode, port=candidate, **settings).start()
-        except ReplayError as exc:
-            if "already in use" not in str(exc):
-                raise
+        except PortInUse:
+            continue
     return ReplayServer(archive_path, mode=mode, port=0, **settings).start()  # (all taken: any free one)
 
 

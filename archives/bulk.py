@@ -51,7 +51,7 @@ class BulkWriter:
         """:meth:`Archive.put_blob`, buffered."""
         digest = blobs.digest_of(data)
         arc = self.arc
-        if arc.knows_blob(digest):
+        if arc.claim_blob(digest):
             return digest
         if arc.conn.execute("SELECT 1 FROM blobs WHERE digest=?", (digest,)).fetchone() is None:
             codec, stored = blobs.encode(data)
@@ -61,7 +61,7 @@ class BulkWriter:
 
     def put_encoded_blob(self, digest: str, size: int, codec: str, stored: bytes) -> str:
         """:meth:`Archive.put_encoded_blob`, buffered."""
-        if not self.arc.knows_blob(digest):
+        if not self.arc.claim_blob(digest):
             self.blobs.append((digest, size, len(stored), codec, stored))
             self.blob_bytes += len(stored)
             if len(self.sizes) > 200_000:

@@ -457,7 +457,12 @@ class Archive:
 
     def knows_blob(self, digest: str) -> bool:
         """Whether blob ``digest`` is known to be stored (a cache: False does not mean absent)."""
-        self._document_only.discard(digest)  # (asked by a writer about to refer to it)
+        return digest in self._known_blobs
+
+    def claim_blob(self, digest: str) -> bool:
+        """:meth:`knows_blob`, asked by a writer about to refer to the blob: a document's blob that
+        something else now refers to is no longer freed when the document is replaced."""
+        self._document_only.discard(digest)
         return digest in self._known_blobs
 
     def remember_blob(self, digest: str) -> None:

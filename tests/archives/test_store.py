@@ -159,6 +159,17 @@ def test_a_replaced_document_leaves_no_blob_behind_unless_something_names_it(arc
     arc.put_document("a", {"other": 1})
     (ex,) = arc.exchanges(prefix="http://a.test/doc.json")
     assert ex.body() == body
+    # the same through the bulk writer (imports): a payload it stores is a document's blob already
+    from webfreeze.archives.bulk import BulkWriter
+
+    arc.put_document("d", {"bulk": 1})
+    bulk_body = json.dumps({"bulk": 1}, sort_keys=True).encode()
+    writer = BulkWriter(arc)
+    writer.add_exchange(_ex(sid, "http://a.test/bulk.json", payload=bulk_body))
+    writer.flush()
+    arc.put_document("d", {"bulk": 2})
+    (ex,) = arc.exchanges(prefix="http://a.test/bulk.json")
+    assert ex.body() == bulk_body
     arc.put_document("b", {"twin": True})
     arc.put_document("c", {"twin": True})  # the same bytes under another name
     arc.put_document("b", {"twin": False})

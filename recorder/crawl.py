@@ -80,6 +80,17 @@ def page_failure(status) -> str | None:
     return f"HTTP {status}" if status >= 400 else None
 
 
+def redirect_failure(url: str, ended: str, failure: str, proxy: RecordingProxy) -> str:
+    """``failure`` of a visit to ``url``, said of where its redirects led when that is elsewhere
+    (``ended``): the URL that failed, and a hint when ``--resolve`` does not name its host."""
+    if ended == url:
+        return failure
+    if failure.startswith("HTTP "):
+        return f"it redirected to {ended}, which answered {failure}"
+    return f"it redirected to {ended}, which {'' if failure.startswith('did not') else 'failed: '}{failure}" \
+           f"{proxy.resolve_hint(ended)}"
+
+
 def load_failures(failed: list) -> list:
     """The failed pages that did not load at all (a network error, a timeout, no response), as
     opposed to those the site answered with an error status, which the archive holds as the site
@@ -389,12 +400,14 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                             continue
                         status = f"error: {got}"
                     failure = page_failure(status)
-                    if status == 502 and url in proxy.recorder.upstream_failures:  # the proxy's 502, not the site's
-                        failure = f"did not load: {proxy.recorder.upstream_failures[url]}"
-                    if failure is not None:
-                        failure = hsts_upgrade(url, landed or page.url, proxy) or failure
+                    ended = landed or url  # (where redirects led: what failed)
+                    if status == 502 and ended in proxy.recorder.upstream_failures:  # the proxy's 502, not the site's
+                        failure = f"did not load: {proxy.recorder.upstream_failures[ended]}"
+                    upgraded = hsts_upgrade(url, landed or page.url, proxy) if failure is not None else None
+                    failure = upgraded or failure
                     if failure is not None and level == 0 and state["done"] == 0:
-                        raise SeedFailed(f"{url}: the start page failed ({failure})")
+                        raise SeedFailed(f"{url}: the start page failed "
+                                         f"({upgraded or redirect_failure(url, ended, failure, proxy)})")
                     missing: list[str] = []
                     if check and failure is None:
                         missing, repaired = _self_check(checker, proxy, url, auth=auth)

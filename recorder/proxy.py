@@ -150,14 +150,14 @@ class RecordingProxy:
             status, reason = self.fetch("GET", url, [("User-Agent", "webfreeze-probe")], timeout=timeout)
         except (OSError, http.client.HTTPException) as exc:
             why = self.recorder.last_failure or str(exc) or type(exc).__name__
-            raise SiteUnreachable(f"{url}: unreachable ({_plain_reason(why)}){self._resolve_hint(url)}") from None
+            raise SiteUnreachable(f"{url}: unreachable ({_plain_reason(why)}){self.resolve_hint(url)}") from None
         if status >= 400:
             why = self.recorder.last_failure  # the proxy's own 502 for a connection that failed
             if why:
-                raise SiteUnreachable(f"{url}: unreachable ({_plain_reason(why)}){self._resolve_hint(url)}")
+                raise SiteUnreachable(f"{url}: unreachable ({_plain_reason(why)}){self.resolve_hint(url)}")
             raise SiteUnreachable(f"{url}: the site answered {status} {reason}".rstrip())
 
-    def _resolve_hint(self, url: str) -> str:
+    def resolve_hint(self, url: str) -> str:
         """When ``--resolve`` was given but names neither the URL's host nor its host:port: a word
         saying so (a typo in the host name sends the crawl to the real network)."""
         parts = urlsplit(url)

@@ -45,9 +45,10 @@ class ChainSite:
     """The test site. ``cut_once``: paths whose first answer is cut off mid-body (the connection
     closes early); ``cut_always``: paths never answered whole."""
 
-    def __init__(self, cut_once=(), cut_always=(), pages=None, drop_once=(), drop=()):
+    def __init__(self, cut_once=(), cut_always=(), pages=None, drop_once=(), drop=(), redirects=None):
         self.cut_once, self.cut_always, self.drop_once = set(cut_once), set(cut_always), set(drop_once)
         self.drop = set(drop)
+        self.redirects = dict(redirects or {})  # path -> where a 302 sends it
         self.pages = {**PAGES, **(pages or {})}
         self.hits: dict[str, int] = {}
         self.lock = threading.Lock()
@@ -63,6 +64,12 @@ class ChainSite:
                 path = self.path.split("?")[0]
                 with site.lock:
                     n = site.hits[path] = site.hits.get(path, 0) + 1
+                if path in site.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", site.redirects[path])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if path in site.drop or (path in site.drop_once and n == 1):  # no answer at all
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
@@ -327,6 +334,28 @@ def test_hsts_preloaded_name_over_plain_http_is_one_line(tmp_path, home, cli):
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
     assert "docs.python.org is HSTS-preloaded" in r.stderr and "serve it over TLS" in r.stderr, r.stderr
     assert not archive.exists()
+
+
+@pytest.mark.parametrize("where", ["elsewhere", "missing"])
+def test_a_start_page_that_redirects_to_a_failure_names_where_it_led(tmp_path, home, cli, where):
+    """The start page redirects: to a name nothing resolves (the proxy's 502), or to a page of the
+    site that answers 404. The one line names the URL that failed, and for the name, that
+    --resolve does not name it."""
+    target = "http://elsewhere.test/login" if where == "elsewhere" else "/gone.html"
+    site = ChainSite(redirects={"/": target})
+    archive = tmp_path / "redirect.wfz"
+    try:
+        r = cli("record", "crawl", "http://app.test/", "--archive", archive, "--depth", "0",
+                "--resolve", f"app.test=127.0.0.1:{site.port}", timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stdout + r.stderr
+    if where == "elsewhere":
+        assert "the start page failed (it redirected to http://elsewhere.test/login, which did not load: " in r.stderr
+        assert r.stderr.rstrip().endswith("; --resolve names app.test, not elsewhere.test)"), r.stderr
+    else:
+        assert "the start page failed (it redirected to http://app.test/gone.html, which answered HTTP 404)" \
+            in r.stderr, r.stderr
 
 
 def test_webp_and_png_page_records_compare_exactly(tmp_path):

@@ -263,8 +263,9 @@ _ARIA_NAMING = frozenset({"aria-label", "aria-labelledby"})
 _HIDING_ATTRS = frozenset({HIDDEN_ATTR, "hidden", "aria-hidden", "style"})
 _HIDDEN_BY_TAG = frozenset({"input", "dialog"})
 _FOCUS_CANDIDATES = f"//*[@{FOCUSED_ATTR} or @autofocus]"
-# Never rendered, whatever their attributes say.
-_HIDDEN_TAGS = SKIPPED_TAGS | {"datalist", "area", "map", "param", "source", "track"}
+# Never rendered, whatever their attributes say (a browser's own style sheet hides noframes and
+# noembed: it shows frames and embeds; Roundup's help pages carry a noframes text).
+_HIDDEN_TAGS = SKIPPED_TAGS | {"datalist", "area", "map", "param", "source", "track", "noframes", "noembed"}
 
 
 # Elements whose children are not content (a select's options are; Builder._children_into).

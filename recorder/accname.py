@@ -41,7 +41,7 @@ ROLE_NAME_JS = r"""
     'h6', 'header', 'hgroup', 'hr', 'li', 'main', 'nav', 'ol', 'p', 'pre', 'section', 'summary', 'table',
     'tbody', 'td', 'tfoot', 'th', 'thead', 'tr', 'ul', 'caption', 'legend', 'option']);
   const SKIPPED_TAGS = new Set(['head', 'script', 'style', 'template', 'noscript']);
-  const HIDDEN_TAGS = new Set([...SKIPPED_TAGS, 'datalist', 'area', 'map', 'param', 'source', 'track']);
+  const HIDDEN_TAGS = new Set([...SKIPPED_TAGS, 'datalist', 'area', 'map', 'param', 'source', 'track', 'noframes', 'noembed']);
   const LANDMARK_SCOPES = new Set(['article', 'aside', 'main', 'nav', 'section']);
   const LABELLED_TAGS = new Set(['input', 'select', 'textarea', 'meter', 'progress', 'output']);
   const BUTTON_INPUTS = new Set(['submit', 'reset', 'button']);

@@ -174,7 +174,11 @@ def _parse(text: str):
 
 
 def _html5_fixups(doc) -> None:
-    """Bring libxml2's tree closer to the HTML5 tree a browser builds (implied ``tbody``)."""
+    """Bring libxml2's tree closer to the HTML5 tree a browser builds (table parts outside a table
+    dropped, implied ``tbody``)."""
+    for part in list(doc.iter(*_TABLE_PARTS)):
+        if not any(_tag(a) in ("table", "template") for a in part.iterancestors()):
+            _unwrap(part)
     for table in doc.iter("table"):
         run = []
         for child in list(table):
@@ -186,6 +190,37 @@ def _html5_fixups(doc) -> None:
                 run = []
         if run:
             _wrap(table, run)
+
+
+# An HTML5 parser ignores these start and end tags outside a table ("in body": Roundup's pages put
+# their content in a stray <td>); libxml2 makes elements of them, which moves every CSS path below.
+_TABLE_PARTS = ("caption", "col", "colgroup", "tbody", "thead", "tfoot", "tr", "td", "th")
+
+
+def _unwrap(el) -> None:
+    """Replace ``el`` by its content (text, children, then its tail) in its parent."""
+    parent = el.getparent()
+    if parent is None:
+        return
+    at = parent.index(el)
+    _add_text(parent, at, el.text)
+    for child in list(el):
+        parent.insert(at, child)
+        at += 1
+    tail = el.tail
+    parent.remove(el)  # (lxml drops the tail with the element)
+    _add_text(parent, at, tail)
+
+
+def _add_text(parent, at: int, text: str | None) -> None:
+    """Append ``text`` where the child at index ``at`` of ``parent`` would start."""
+    if not text:
+        return
+    if at == 0:
+        parent.text = (parent.text or "") + text
+    else:
+        prev = parent[at - 1]
+        prev.tail = (prev.tail or "") + text
 
 
 def _wrap(parent, rows) -> None:
@@ -228,8 +263,9 @@ _ARIA_NAMING = frozenset({"aria-label", "aria-labelledby"})
 _HIDING_ATTRS = frozenset({HIDDEN_ATTR, "hidden", "aria-hidden", "style"})
 _HIDDEN_BY_TAG = frozenset({"input", "dialog"})
 _FOCUS_CANDIDATES = f"//*[@{FOCUSED_ATTR} or @autofocus]"
-# Never rendered, whatever their attributes say.
-_HIDDEN_TAGS = SKIPPED_TAGS | {"datalist", "area", "map", "param", "source", "track"}
+# Never rendered, whatever their attributes say (a browser's own style sheet hides noframes and
+# noembed: it shows frames and embeds; Roundup's help pages carry a noframes text).
+_HIDDEN_TAGS = SKIPPED_TAGS | {"datalist", "area", "map", "param", "source", "track", "noframes", "noembed"}
 
 
 # Elements whose children are not content (a select's options are; Builder._children_into).

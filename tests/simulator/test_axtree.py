@@ -127,6 +127,8 @@ HIDDEN_CASES = [
     '<dialog>SECRET</dialog>',
     '<script>document.write("SECRET")</script>',
     '<noscript>SECRET</noscript>',
+    '<noframes><p>SECRET</p></noframes>',
+    '<noembed>SECRET</noembed>',
     '<template><p>SECRET</p></template>',
     '<style>.SECRET{}</style>',
     '<div data-wf-hidden>SECRET</div>',
@@ -410,6 +412,26 @@ l2</textarea>
 <button name="b2" value="two" aria-label="B2">Two</button>
 </form><input form="f" name="outside" value="o" aria-label="Outside"></body></html>"""
 
+# Table parts outside any table, as Roundup's templates write them (<main><td class="content">): the
+# browser's HTML5 parser drops those tags and keeps their content; libxml2 made elements of them.
+STRAY_PAGE = """<!DOCTYPE html><html><head><title>Stray</title></head><body>
+<main>Lead <td class="content"><div><form action="/echo"><table class="form">
+<tr><th>Priority</th><td><select name="priority"><option>bug</option><option>wish</option></select></td></tr>
+</table><input type="submit" value="Go"></form></div> trail</td> after
+<tr><th>Loose</th><td><a href="/x">loose link</a></td></tr><caption>cap</caption><col>
+</main><template><td>kept in the template</td></template></body></html>"""
+
+# Roundup's help pages: a frameset, then a noframes text that a browser (which shows frames) never
+# renders; and noframes/noembed in a body, hidden by the browser's own style sheet as well.
+NOFRAMES_PAGES = {
+    "/frameset": """<!DOCTYPE html><html><head><title>Help</title></head>
+<frameset rows="123,*"><frame src="/echo" name="search"><frame src="/echo" name="list"></frameset>
+<noframes><body><p>Your browser is not capable of using frames.</p></body></noframes></html>""",
+    "/noframes": """<!DOCTYPE html><html><head><title>Body</title></head><body><p>Before</p>
+<noframes><p>Your browser is not capable of using frames.</p></noframes><noembed>No plug-in.</noembed>
+<p>After</p></body></html>""",
+}
+
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     pages: dict = {}
@@ -448,7 +470,7 @@ class _QuietServer(http.server.ThreadingHTTPServer):
 @pytest.fixture(scope="module")
 def server():
     srv = _QuietServer(("127.0.0.1", 0), _Handler)
-    _Handler.pages = {"/page": PAGE}
+    _Handler.pages = {"/page": PAGE, "/stray": STRAY_PAGE, **NOFRAMES_PAGES}
     for method in ("get", "post"):
         for enc in ("application/x-www-form-urlencoded", "multipart/form-data"):
             _Handler.pages[f"/form-{method}-{enc.split('/')[1]}"] = FORM_PAGE.format(method=method, enctype=enc)
@@ -518,6 +540,43 @@ def test_chromium_tree_matches_raw_html(server, browser):
                               focused=q["bid"])
         assert after.axtree_text == expected.axtree_text
         assert "value='new words', focused" in after.axtree_text
+    finally:
+        context.close()
+
+
+def test_table_parts_outside_a_table_are_dropped_as_chromium_drops_them(server, browser):
+    """Roundup's pages open their content with a stray <td>: the text backend's paths (which the
+    reference agent finds a nameless select by) must be the browser's."""
+    from webfreeze.simulator.browser import new_context
+    context = new_context(browser)
+    page = context.new_page()
+    try:
+        page.goto(server + "/stray")
+        live, _ = rendered_tree(page)
+        raw = build_tree(STRAY_PAGE, server + "/stray")
+        assert raw.axtree_text == live.axtree_text
+        assert [(e["role"], e["name"], e["css"], e["xpath"]) for e in raw.descriptions] == \
+            [(e["role"], e["name"], e["css"], e["xpath"]) for e in live.descriptions]
+        (select,) = [e for e in raw.descriptions if e["role"] == "combobox"]
+        assert select["css"].startswith("body:nth-of-type(1) > main:nth-of-type(1) > div:nth-of-type(1) > form")
+        assert "Lead" in raw.axtree_text and "loose link" in raw.axtree_text and "after" in raw.axtree_text
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("path", sorted(NOFRAMES_PAGES))
+def test_noframes_and_noembed_are_hidden_as_chromium_hides_them(server, browser, path):
+    from webfreeze.simulator.browser import new_context
+    context = new_context(browser)
+    page = context.new_page()
+    try:
+        page.goto(server + path)
+        live, _ = rendered_tree(page)
+        raw = build_tree(NOFRAMES_PAGES[path], server + path)
+        assert raw.axtree_text == live.axtree_text
+        assert [(e["role"], e["name"], e["css"]) for e in raw.descriptions] == \
+            [(e["role"], e["name"], e["css"]) for e in live.descriptions]
+        assert "capable" not in raw.axtree_text and "plug-in" not in raw.axtree_text
     finally:
         context.close()
 

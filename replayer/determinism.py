@@ -5,10 +5,13 @@ It makes a page's scripts, and the workers they start, see the same world on eve
 - ``Date``: ``new Date()`` and ``Date.now()`` start at the capture time of the document and advance
   by exactly 1 ms per reading, so the values a page writes are the same on every run and busy-wait
   loops still end. Dates built from arguments are untouched. ``performance.timeOrigin`` is the
-  capture time too.
+  capture time too. With the pumped timers (below) neither clock stands behind the timers' virtual
+  clock: a callback due at virtual time T reads at least T since the page began, so code that
+  checks on the clock that its wait has passed (lodash's ``debounce``) goes on as in a browser.
 - ``Math.random``: a seeded generator (mulberry32); the seed comes from the run seed and the URL.
 - ``crypto.getRandomValues`` and ``crypto.randomUUID``: filled from the same generator.
-- ``performance.now``: starts at 0 and advances 1 ms per reading.
+- ``performance.now``: starts at 0 and advances 1 ms per reading (and, with the pumped timers, keeps
+  up with their virtual clock as ``Date`` does).
 - ``navigator.serviceWorker.register``: refused (a rejected promise), so no worker can bypass replay.
 - Workers (``Worker`` and ``SharedWorker``; a ``data:`` URL excepted): the constructor starts the
   worker from a blob that runs this same runtime first, then the worker's own script (``importScripts``,
@@ -53,9 +56,9 @@ from webfreeze.archives.timeutil import parse_time
 # say), which must not wait for the pump.
 RUNTIME_JS = r"""function R(c){
 var G=self,WK=typeof document==='undefined',SRC='('+Function.prototype.toString.call(R)+')';
-var T0=c.t,S0=c.s>>>0,S=S0,n=0,p=c.p||0,OD=Date,vt=c.v||0,wk=0,X=!!c.x,ST=c.st||5000,NT=c.nt||120000,B=c.b||null;
+var T0=c.t,S0=c.s>>>0,S=S0,n=0,p=c.p||0,OD=Date,vt=c.v||0,V0=vt,wk=0,X=!!c.x,ST=c.st||5000,NT=c.nt||120000,B=c.b||null;
 function rnd(){S=(S+0x6D2B79F5)>>>0;var t=S;t=Math.imul(t^(t>>>15),t|1);t^=t+Math.imul(t^(t>>>7),t|61);return ((t^(t>>>14))>>>0)/4294967296;}
-function now(){return T0+(n++);}
+function now(){if(vt-V0>n){n=vt-V0;}return T0+(n++);}
 function D(){var a=arguments;if(!(this instanceof D)){return new OD(now()).toString();}
  if(a.length===0){return new OD(now());}
  return new (Function.prototype.bind.apply(OD,[null].concat(Array.prototype.slice.call(a))))();}
@@ -70,7 +73,7 @@ if(G.crypto&&G.Crypto){
   h[6]=(h[6]&15)|64;h[8]=(h[8]&63)|128;var s=h.map(function(x){return (x+256).toString(16).slice(1);}).join('');
   return s.slice(0,8)+'-'+s.slice(8,12)+'-'+s.slice(12,16)+'-'+s.slice(16,20)+'-'+s.slice(20);},configurable:true,writable:true});}catch(e){}
 }
-if(G.Performance){try{Object.defineProperty(Performance.prototype,'now',{value:function(){return p++;},configurable:true,writable:true});}catch(e){}
+if(G.Performance){try{Object.defineProperty(Performance.prototype,'now',{value:function(){if(vt-V0>p){p=vt-V0;}return p++;},configurable:true,writable:true});}catch(e){}
  try{Object.defineProperty(Performance.prototype,'timeOrigin',{get:function(){return T0;},configurable:true});}catch(e){}}
 if(G.ServiceWorkerContainer){try{Object.defineProperty(ServiceWorkerContainer.prototype,'register',{value:function(){return Promise.reject(new DOMException('service workers are disabled in replay','SecurityError'));},configurable:true,writable:true});}catch(e){}}
 function abs(u){try{return new URL(String(u),B||G.location.href).href;}catch(e){return u;}}

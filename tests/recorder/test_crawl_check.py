@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 import socket
 import threading
 import time
@@ -315,6 +316,31 @@ def test_recheck_repairs_an_archive_that_misses_a_stylesheet(tmp_path, home, cli
     r, report = _replay_check(cli, archive, tmp_path / "after")
     assert r.returncode == 0, r.stdout + r.stderr
     assert report["summary"]["missed_requests"] == 0
+    with Archive.open(archive) as arc:
+        (state,) = [d.body() for d in arc.documents(prefix="crawls/")]
+        assert state["incomplete"] == []
+
+
+def test_the_suggested_recheck_runs_as_printed(tmp_path, home, cli):
+    """A crawl under a name of its own (``--resolve``, ``--depth 0``) that ends incomplete suggests
+    a ``--recheck`` with the crawl's own options: run as printed once the site answers whole, it
+    repairs the archive and the crawl's state (without ``--resolve`` it could not reach the site;
+    without ``--depth 0`` it would update another crawl's state)."""
+    site = ChainSite(cut_always={"/css/l3.css"})
+    archive = tmp_path / "named archive.wfz"
+    try:
+        r = cli("record", "crawl", "http://chain.test/", "--archive", archive, "--depth", "0",
+                "--resolve", f"chain.test=127.0.0.1:{site.port}", timeout=300)
+        assert r.returncode == 3, r.stdout + r.stderr
+        assert r.stderr.count("\n") == 1 and "repair with: webfreeze " in r.stderr, r.stderr
+        printed = shlex.split(r.stderr.split("repair with: ", 1)[1])
+        assert printed[:3] == ["webfreeze", "record", "crawl"], printed
+        site.cut_always.clear()  # the site answers whole now
+        r = cli(*printed[1:], timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 pages rechecked" in r.stdout and "0 still incomplete" in r.stdout, r.stdout
     with Archive.open(archive) as arc:
         (state,) = [d.body() for d in arc.documents(prefix="crawls/")]
         assert state["incomplete"] == []

@@ -162,3 +162,44 @@ def test_people_browsing_keep_the_browsers_own_timers():
     midnight = 1767225600000  # 2026-01-01T00:00:00Z: both clocks are the runtime's
     assert states[0][:3] == ["undefined", True, True] and midnight <= states[0][3] < midnight + 1000
     assert states[1][:3] == ["function", False, False] and midnight <= states[1][3] < midnight + 1000
+
+
+# lodash's debounce (Verdaccio's package search, many autocomplete boxes): the timer's callback
+# checks on Date.now() that the wait has passed, and sets a timer for the rest when it has not.
+DEBOUNCE_PAGE = """<!DOCTYPE html><html><head><title>Debounce</title></head><body>
+<label>Search <input id="q"></label><p id="out">no search</p><p id="stamp"></p>
+<script>
+function debounce(fn, wait) {
+  let timer, last;
+  function expired() {
+    const since = Date.now() - last;
+    if (since >= wait) { timer = undefined; fn(); } else { timer = setTimeout(expired, wait - since); }
+  }
+  return function () { last = Date.now(); if (timer === undefined) timer = setTimeout(expired, wait); };
+}
+const search = debounce(() => { document.getElementById('out').textContent = 'searched ' + q.value; }, 300);
+q.addEventListener('input', search);
+const t0 = Date.now();
+setTimeout(() => { document.getElementById('stamp').textContent = 'waited ' + (Date.now() - t0 >= 500); }, 500);
+</script></body></html>"""
+
+
+def test_the_clock_keeps_up_with_virtual_timers(tmp_path):
+    """A timer that runs at virtual time T reads a Date.now() at least T after its page began, so a
+    debounce that checks the clock fires within the settle, as it does in a browser."""
+    path = tmp_path / "debounce.wfz"
+    with new_archive_atomically(path) as arc:
+        sid = arc.new_session("test", source="test_env_timers")
+        arc.add_exchange(Exchange(url=SITE + "/debounce", captured_at="2026-01-01T00:00:00Z", status=200,
+                                  reason="OK", resp_headers=[("Content-Type", "text/html; charset=utf-8")],
+                                  payload=DEBOUNCE_PAGE.encode(), session_id=sid))
+    env = WebEnv(EnvConfig(archive=path, backend="browser"))
+    try:
+        obs, _ = env.reset(options={"task": {"id": "debounce", "start_url": SITE + "/debounce",
+                                             "instruction": "search"}})
+        assert "waited true" in obs["axtree_text"], obs["axtree_text"]
+        bid = next(e["bid"] for e in env.tree.descriptions if e["role"] == "textbox")
+        obs, *_ = env.step(f"fill('{bid}', 'tiny', True)")
+        assert "searched tiny" in obs["axtree_text"], obs["axtree_text"]
+    finally:
+        env.close()

@@ -175,9 +175,14 @@ def http_credentials_option(fn):
     """``--http-credentials USER:ENVVAR`` (record crawl, record session, bench run --live): read by
     :func:`http_credentials`."""
     return click.option("--http-credentials", "http_credentials", metavar="USER:ENVVAR", default=None,
-                        callback=lambda ctx, param, value: http_credentials(value),
+                        callback=_http_credentials_callback,
                         help="Answer the site's HTTP authentication (basic or digest) as USER, with the password "
                              "held by the environment variable ENVVAR (never on the command line).")(fn)
+
+
+def _http_credentials_callback(ctx, param, value):
+    ctx.meta["http_credentials"] = value  # as given (USER:ENVVAR), for a command line to suggest again
+    return http_credentials(value)
 
 
 def http_credentials(value: str | None) -> tuple[str, str] | None:

@@ -5,6 +5,7 @@ The recorder's modules are imported inside the commands: they need the ``record`
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 import click
@@ -154,13 +155,29 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
     for page_url, missing in result.incomplete:
         click.echo(f"  incomplete: {page_url} (missing: {', '.join(missing)})")
     if result.incomplete:
-        click.echo(f"{len(result.incomplete)} pages replay with requests missing; repair with: webfreeze record crawl "
-                   f"{url} --archive {archive_path} --recheck", err=True)
+        click.echo(f"{len(result.incomplete)} pages replay with requests missing; repair with: "
+                   f"{_recheck_command(url, archive_path, depth, scope, resolve)}", err=True)
     elif load_failures(result.failed):
         click.echo(f"{len(load_failures(result.failed))} pages did not load (listed above as failed)", err=True)
     incomplete = bool(result.incomplete) if recheck else not result.captured_all
     if incomplete and not allow_incomplete:
         sys.exit(EXIT_INCOMPLETE)
+
+
+def _recheck_command(url, archive_path, depth, scope, resolve) -> str:
+    """The ``--recheck`` command line for this crawl: its own ``--depth`` and ``--scope`` (they name
+    its state document), ``--resolve`` and ``--http-credentials``, so it runs as printed."""
+    args = ["webfreeze", "record", "crawl", url, "--archive", str(archive_path)]
+    if depth != 2:
+        args += ["--depth", str(depth)]
+    if scope != "host":
+        args += ["--scope", scope]
+    for entry in resolve:
+        args += ["--resolve", entry]
+    credentials = click.get_current_context().meta.get("http_credentials")
+    if credentials:
+        args += ["--http-credentials", credentials]
+    return shlex.join([*args, "--recheck"])
 
 
 @record_group.command("session")

@@ -189,6 +189,44 @@ def test_a_page_that_prints_its_address_checks_the_same_twice(tmp_path):
     assert written[0] == written[1]
 
 
+ROUTER_PAGE = b"""<!doctype html><html><head><title>Packages</title></head><body><main id="app"></main>
+<script>
+document.getElementById('app').textContent = location.pathname === '/'
+  ? 'Packages: left-pad, tiny-router, color-names, and three more published this week'
+  : "Sorry, we couldn't find it";
+</script></body></html>"""
+ROUTER_CAPTURE = ROUTER_PAGE.replace(b'<main id="app"></main>', b'<main id="app">Packages: left-pad, tiny-router, '
+                                     b'color-names, and three more published this week</main>')
+
+
+def test_a_page_that_routes_on_its_address_is_said_to_differ_in_direct_mode(tmp_path):
+    """A client-side router (Verdaccio's) reads ``location.pathname``: at its direct URL it shows its
+    not-found view, with no miss. The check says so in a warning line naming the page and proxy
+    mode; in proxy mode the page is itself and nothing is said. The exit status counts misses."""
+    from webfreeze.archives import Exchange
+
+    archive = tmp_path / "spa.wfz"
+    with Archive.create(archive) as arc:
+        sid = arc.new_session("crawl")
+        arc.add_exchange(Exchange(url="http://spa.test/", captured_at="2024-05-01T10:00:00Z", status=200,
+                                  resp_headers=[("Content-Type", "text/html; charset=utf-8")], payload=ROUTER_PAGE,
+                                  session_id=sid))
+        arc.add_page(session_id=sid, url="http://spa.test/", captured_at="2024-05-01T10:00:01Z", title="Packages",
+                     dom=ROUTER_CAPTURE, extra={"screenshot": "none"})
+    for mode in ("direct", "proxy"):
+        out = tmp_path / f"check-{mode}"
+        r = run_cli("replay", "check", archive, "--mode", mode, "--report", out, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        (page,) = json.loads((out / "report.json").read_text())["pages"]
+        warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+        if mode == "direct":
+            assert page["misses"] == [] and page["text_similarity"] < 0.5, page
+            assert len(warnings) == 1 and "1 page replays with other text than the capture" in warnings[0]
+            assert "http://spa.test/" in warnings[0] and "check it in proxy mode" in warnings[0], warnings
+        else:
+            assert page["text_similarity"] == 1.0 and warnings == [], (page, r.stderr)
+
+
 def test_a_direct_check_takes_the_first_free_port_of_its_range(tmp_path, monkeypatch):
     """Without --port: the first port of DIRECT_PORTS that is free (one held here is passed over)."""
     import socket

@@ -217,8 +217,23 @@ def replay_check(archive_path, report_dir, seed, limit, mode, port):
                + (f" ({s['pages_without_capture_text']} without capture text)" if s["pages_without_capture_text"] else "")
                + ", "
                f"pixel difference mean {s['mean_pixel_difference']}; report in {report_dir}/report.html")
+    unlike = sorted((p["text_similarity"], p["url"]) for p in report["pages"]
+                    if p.get("text_similarity") is not None and p["text_similarity"] < UNLIKE_TEXT)
+    if unlike:  # (no miss, and yet another page: said, though the exit status counts misses and failures)
+        lowest, where = unlike[0]
+        n = len(unlike)
+        click.echo(f"warning: {n} {'page replays' if n == 1 else 'pages replay'} with other text than the capture "
+                   f"(text similarity "
+                   f"below {UNLIKE_TEXT}; lowest {lowest:.3f}: {where})"
+                   + ("; in direct mode a page that reads its own address (a client-side router) shows "
+                      "something else: check it in proxy mode" if mode == "direct" else ""), err=True)
     if s["pages_with_misses"] or s["pages_with_errors"]:
         sys.exit(1)
+
+
+# Below this text similarity to its capture a replayed page is said to show something else (a warning;
+# the exit status counts misses and failed loads). Volatile words are set aside before (stable_similarity).
+UNLIKE_TEXT = 0.9
 
 
 @replay_group.command("coverage")

@@ -48,6 +48,8 @@ ACTIONS = ("click", "type", "select", "press")
 # One line of the observation tree: ``[bid] role 'name' ...`` or ``StaticText 'text'`` (names are
 # Python string literals, in either quote).
 _TREE_LINE = re.compile(r"""^\t*(?:\[[^\]]*\]\s+)?\S+\s+('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+# A form field's value after its name: `` value='...'`` (the field's text a person reads).
+_TREE_VALUE = re.compile(r"""\s+value=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 
 
 def fold_text(text: str | None) -> str:
@@ -58,7 +60,7 @@ def fold_text(text: str | None) -> str:
 
 def visible_text(axtree_text: str | None) -> str:
     """What a person reads on the page, from the observation tree: every node's name and every
-    text, in document order (the tree keeps hidden elements out). A node's text that its named
+    text, and a form field's value, in document order (the tree keeps hidden elements out). A node's text that its named
     ancestor's name already holds is left out: Chromium names a link, a ``code`` element or a
     heading after its content, and reading both would say ``lease_seconds lease_seconds``, so an
     evidence sentence spanning that node would not be found."""
@@ -81,6 +83,12 @@ def visible_text(axtree_text: str | None) -> str:
         parts.append(text)
         if folded and not line.lstrip("\t").startswith("StaticText"):
             named.append((depth, folded))
+        shown = _TREE_VALUE.match(line, m.end())
+        if shown:  # a field's value: read too (record_answer's evidence check reads it the same)
+            try:
+                parts.append(str(ast.literal_eval(shown.group(1))))
+            except (ValueError, SyntaxError):
+                pass
     return " ".join(parts)
 
 

@@ -239,7 +239,18 @@ def fold_text(text: str | None) -> str:
     return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text or "")).casefold()
 
 
-VISIBLE_TEXT_JS = "() => document.body ? document.body.innerText : ''"
+# What a person reads on the page: its rendered text, and the values shown in its visible form
+# fields (an edit form's title input, a text area; a password never, nor a hidden input), which the
+# observation tree gives as ``value='...'`` and the reference agent reads there too.
+VISIBLE_TEXT_JS = """() => {
+  if (!document.body) return '';
+  const unshown = new Set(['hidden', 'password', 'checkbox', 'radio', 'file', 'image', 'range', 'color']);
+  const values = Array.from(document.querySelectorAll('input, textarea'))
+    .filter((el) => !(el.tagName === 'INPUT' && unshown.has((el.type || '').toLowerCase())))
+    .filter((el) => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden')
+    .map((el) => el.value).filter((v) => v);
+  return [document.body.innerText, ...values].join('\\n');
+}"""
 
 
 def record_answer(page, text: str, locator=None, evidence: list[str] | None = None) -> None:
@@ -247,8 +258,9 @@ def record_answer(page, text: str, locator=None, evidence: list[str] | None = No
     ``locator`` points at (a Playwright locator) when given. ``evidence`` lists strings the page must
     show for the answer to hold (default: the answer itself when a locator is given).
 
-    Each evidence string is checked now against the page's visible text (whitespace and case
-    folded, :func:`fold_text`): one the page does not show raises :class:`SessionScriptError`
+    Each evidence string is checked now against the page's visible text and the values of its
+    visible form fields (whitespace and case folded, :func:`fold_text`): one the page does not show
+    raises :class:`SessionScriptError`
     naming it, so a task never rests on evidence that replay cannot find."""
     if evidence is not None and (not isinstance(evidence, (list, tuple))
                                  or not all(isinstance(e, str) and e.strip() for e in evidence)):

@@ -257,3 +257,45 @@ def test_the_text_backend_submits_a_form_as_the_browser_did(recorded, cli):
     assert [(a["method"], a["url"], a["level"]) for a in answers if a["method"] == "POST"] == [
         ("POST", site + "/ticket", "exact")]
     assert answers[0]["url"] == site + "/ticket" and not any("#" in a["url"] for a in answers), answers
+
+
+EDIT_FORM = """<!doctype html><html><head><title>Issue 3</title></head><body>
+<h1>Issue 3</h1>
+<label>Title <input name="title" value="Search ignores accented characters"></label>
+<label>Notes <textarea name="notes">Seen on the Münster page</textarea></label>
+<label>Password <input type="password" name="pw" value="hunter2-secret"></label>
+<input type="hidden" name="token" value="csrf-1234">
+<input name="gone" value="not shown here" style="display:none">
+<script>window.__webfreezeAnswer = (text, el, evidence) => { window.answered = [text, evidence]; };</script>
+</body></html>"""
+
+
+def test_evidence_is_read_in_the_values_of_visible_form_fields():
+    """A logged-in tracker shows an issue's title in an edit form's input: a person reads it there,
+    so record_answer finds evidence in visible fields' values (a text area's too), and the
+    reference agent reads the same values in the observation tree (``value='...'``). A password,
+    a hidden input and a field not displayed show nothing."""
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.agents.reference import fold_text, visible_text
+    from webfreeze.recorder.errors import SessionScriptError
+    from webfreeze.recorder.session import record_answer
+    from webfreeze.simulator.axtree import build_tree
+    from webfreeze.simulator.browser import launch_chromium
+
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page()
+            page.set_content(EDIT_FORM)
+            record_answer(page, "3", evidence=["Search ignores accented characters", "Seen on the Münster page"])
+            assert page.evaluate("window.answered")[0] == "3"
+            for unshown in ("hunter2-secret", "csrf-1234", "not shown here"):
+                with pytest.raises(SessionScriptError, match="does not show the evidence"):
+                    record_answer(page, "3", evidence=[unshown])
+        finally:
+            browser.close()
+    tree = build_tree(EDIT_FORM, "http://tracker.test/issue3").axtree_text
+    seen = fold_text(visible_text(tree))
+    assert fold_text("Search ignores accented characters") in seen and fold_text("Seen on the Münster page") in seen
+    assert fold_text("csrf-1234") not in seen and fold_text("not shown here") not in seen

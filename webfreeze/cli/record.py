@@ -75,7 +75,8 @@ def record_proxy(archive_path, host, port, resolve):
 @click.option("--archive", "archive_path", required=True, type=click.Path(dir_okay=False),
               help="Archive to record into; created if it does not exist.")
 @click.option("--depth", default=2, show_default=True, type=click.IntRange(0, 50), help="Link depth from URL.")
-@click.option("--max-pages", default=100, show_default=True, type=click.IntRange(1), help="Stop after this many pages.")
+@click.option("--max-pages", default=100, show_default=True, type=click.IntRange(1),
+              help="Stop after visiting this many URLs (pages, failed pages and downloads all count).")
 @click.option("--scope", default="host", show_default=True,
               help="Which links to follow: host (same host), prefix (URLs starting with URL up to its last '/') "
                    "or a regular expression.")

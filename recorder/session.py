@@ -427,6 +427,24 @@ def _watch_navigation_causes(context, page, log: TrajectoryLog) -> None:
     cdp.on("Page.navigatedWithinDocument", within_document)
 
 
+ONE_LINE_MAX = 400  # characters of an error's first lines kept on the one line
+
+
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    """``Type: message`` on one line. A first line that ends in a colon goes on with the lines after
+    it, up to a blank line or Playwright's ``Call log:`` (a strict mode violation lists the
+    elements a locator matched there: what the script's author needs to choose one)."""
+    lines = str(exc).strip().splitlines()
+    if not lines:
+        return type(exc).__name__
+    text = lines[0].rstrip()
+    if text.endswith(":"):
+        more = []
+        for line in lines[1:]:
+            if not line.strip() or line.strip() == "Call log:":
+                break
+            more.append(line.strip())
+        text = " ".join([text, "; ".join(more)]) if more else text
+        if len(text) > ONE_LINE_MAX:
+            text = text[:ONE_LINE_MAX - 3].rstrip() + "..."
+    return f"{type(exc).__name__}: {text}"

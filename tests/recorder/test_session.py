@@ -88,7 +88,9 @@ def test_session_needs_a_driver(tmp_path, cli):
 
 @pytest.mark.parametrize("body, message", [("raise ValueError('boom')", "ValueError: boom"),
                                            ("import sys; sys.exit(3)", "SystemExit: 3"),
-                                           ("page.click('#nothing-here', timeout=500)", "TimeoutError")])
+                                           ("page.click('#nothing-here', timeout=500)", "TimeoutError"),
+                                           # a locator that matches several: the elements are on the line
+                                           ("page.locator('a').click(timeout=2000)", "elements: 1) <a ")])
 def test_a_failing_script_is_one_line_and_writes_no_trajectory(tmp_path, monkeypatch, cli, body, message):
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
     script = tmp_path / "failing.py"

@@ -168,14 +168,16 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
 def _recheck_command(url, archive_path, depth, scope, resolve) -> str:
     """The ``--recheck`` command line for this crawl: its own ``--depth`` and ``--scope`` (they name
     its state document), ``--resolve`` and ``--http-credentials``, so it runs as printed."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
     args = ["webfreeze", "record", "crawl", url, "--archive", str(archive_path)]
-    if depth != 2:
-        args += ["--depth", str(depth)]
-    if scope != "host":
-        args += ["--scope", scope]
+    for name, value in (("depth", depth), ("scope", scope)):  # (as given; a default stays one)
+        if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT:
+            args += [f"--{name}", str(value)]
     for entry in resolve:
         args += ["--resolve", entry]
-    credentials = click.get_current_context().meta.get("http_credentials")
+    credentials = ctx.meta.get("http_credentials")
     if credentials:
         args += ["--http-credentials", credentials]
     return shlex.join([*args, "--recheck"])

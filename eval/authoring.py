@@ -118,9 +118,12 @@ def capture_misses(trajectory: dict) -> list[dict]:
 
 
 def describe_miss(miss: dict) -> str:
-    """One capture miss in words: ``reference step 3: POST http://site/newticket (document) was not captured``."""
+    """One capture miss in words: ``reference step 3: POST http://site/newticket (document) was not captured``;
+    a WebSocket's: ``the start page: GET ws://site/socket (xhr) is a WebSocket, which no replay serves``."""
     where = "the start page" if miss.get("step") is None else f"reference step {miss['step']}"
-    return f"{where}: {miss['method']} {miss['url']} ({miss['kind']}) was not captured"
+    socket = str(miss.get("url") or "").startswith(("ws:", "wss:"))  # (refused by the replay, captured or not)
+    return (f"{where}: {miss['method']} {miss['url']} ({miss['kind']}) "
+            f"{'is a WebSocket, which no replay serves' if socket else 'was not captured'}")
 
 
 def reference_changes(old: dict, new: dict) -> list[str]:

@@ -275,7 +275,8 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     before = first = None
     for attempt in range(CHECK_TRIES):
         missing, error = checker.check(url, when or now())
-        refetch = [m for m in missing if m.method.upper() in SAFE_METHODS]  # a form is never sent twice
+        # a form is never sent twice; a WebSocket (ws://) is not fetched: no replay would serve it
+        refetch = [m for m in missing if m.method.upper() in SAFE_METHODS and m.url.startswith(("http:", "https:"))]
         now_missing = {(m.method, m.url) for m in missing}
         first = now_missing if first is None else first
         if not refetch or attempt == CHECK_TRIES - 1 or now_missing == before:

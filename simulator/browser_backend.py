@@ -264,7 +264,8 @@ class BrowserBackend:
 
     def _count_answers(self, page) -> None:
         """Record how the replay answered each request of ``page`` (its X-Webfreeze headers): the
-        steps' provenance. A request that failed (no answer) counts as a miss."""
+        steps' provenance. A request that failed (no answer) counts as a miss, and so does a WebSocket
+        (an ``xhr`` of method GET at its ws:// URL)."""
 
         def main(request) -> bool:
             try:
@@ -296,8 +297,15 @@ class BrowserBackend:
                 with self._answers_lock:
                     self._answers.append(rec)
 
+        def on_websocket(ws) -> None:
+            # the replay refuses every WebSocket (it serves no WebSocket conversation), and the
+            # browser reports it as no request: a miss, or the page would lack what it sends unsaid
+            with self._answers_lock:
+                self._answers.append(answer_record("xhr", "GET", ws.url, "miss", 0))
+
         page.on("response", on_response)
         page.on("requestfailed", on_failed)
+        page.on("websocket", on_websocket)
 
     async def _settle(self, extra_ms: int = 0) -> None:
         """Wait for a navigation the action started to commit, for the load event, then until

@@ -7,7 +7,10 @@ may import only the simulator's browser side, and the simulator may import the r
 table of docs/architecture.md). What the replay answers with a miss, or with the recording proxy's placeholder
 for an exchange whose upstream failed (the site never answered), is kept as :class:`Missing`; so
 is a request whose answer Chromium would not take, which is then aborted: a page never waits for
-an answer that will not come. Chromium drops without a word an answer whose headers are not valid
+an answer that will not come. A WebSocket the page opens is missing too (:data:`WEBSOCKET_MISSING`):
+the replay serves no WebSocket conversation, and ``context.route`` does not see one, so it is
+routed apart and closed at once; left alone it would go past the replay, to the browser's proxy
+and the live site, and a check would see the page whole. Chromium drops without a word an answer whose headers are not valid
 HTTP (a name that is not a token, a value holding CR, LF or NUL: ``route.fulfill`` returns, and
 the request never ends), so those are found before (:func:`refused_header`); ``route.fulfill``
 raising is caught the same way.
@@ -47,6 +50,11 @@ class Missing:
         return self.url if self.why == "miss" else f"{self.url} ({self.why})"
 
 
+# Why a WebSocket is missing: the archive keeps its messages (websocket/<session>/<flow>.json) but
+# no replay answers them (docs/replay-and-environment.md, "WebSockets").
+WEBSOCKET_MISSING = "a WebSocket: replay does not serve its conversation"
+
+
 class ReplayRoute:
     """Routes a browser context's requests to a replay of ``archive_path``: :meth:`attach` a context
     once, then load pages inside :meth:`serving`, which opens the archive anew (its match index then
@@ -60,8 +68,20 @@ class ReplayRoute:
         self._failed_ids: dict[int, str | None] = {}
 
     def attach(self, context) -> None:
-        """Answer every request of ``context`` from the archive (outside :meth:`serving`: aborted)."""
+        """Answer every request of ``context`` from the archive (outside :meth:`serving`: aborted);
+        close every WebSocket it opens, missing (never connected past the replay)."""
         context.route("**/*", self._answer)
+        context.route_web_socket("**/*", self._refuse_socket)
+
+    def _refuse_socket(self, ws) -> None:
+        from playwright.sync_api import Error as PlaywrightError  # (late: the replay extra)
+
+        if self._replay is not None:  # (between checks: closed, as a request is aborted)
+            self.missing.setdefault(("GET", ws.url), Missing("GET", ws.url, (), b"", WEBSOCKET_MISSING))
+        try:
+            ws.close()
+        except PlaywrightError:
+            pass  # the page went away meanwhile
 
     @contextlib.contextmanager
     def serving(self, when: str):

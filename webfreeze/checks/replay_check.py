@@ -7,7 +7,8 @@ of screenshot the capture holds (viewport, full page or none: like with like). I
 page whose capture holds neither text nor a screenshot, which proves only its misses and its error,
 is loaded in one reused tab wiped before each page (:class:`_ReusedTab`). Compared with the capture:
 
-- misses: requests of the page the archive could not answer;
+- misses: requests of the page the archive could not answer, and the WebSockets it opened (the
+  replay serves no WebSocket conversation);
 - failed at capture: requests the archive answers only with the recording proxy's placeholder for
   an exchange whose upstream failed (a connection cut, a TLS failure: the site never answered).
   Listed apart (``failed_at_capture``): the replay answers them as the capture went, and Chromium,
@@ -363,6 +364,9 @@ def _watch(page, placeholders) -> tuple[list[str], list[str]]:
             missed.append(request.url)
     page.on("requestfailed", on_failed)
     page.on("response", on_response)
+    # a WebSocket the page opens: the replay refuses it (it serves no WebSocket conversation), and
+    # the browser reports it as no request, so the page would replay without what it sends, unsaid
+    page.on("websocket", lambda ws: missed.append(ws.url))
     return missed, failed_at_capture
 
 

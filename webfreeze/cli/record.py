@@ -111,6 +111,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
     """
     from webfreeze.recorder.crawl import check_url, crawl, exclude_matcher, load_failures, scope_matcher
     from webfreeze.recorder.crawl import recheck as run_recheck
+    from webfreeze.simulator.replay_route import WEBSOCKET_MISSING
 
     usage_checked(check_url, url)
     usage_checked(scope_matcher, url, scope)  # a bad regex fails before anything starts
@@ -155,7 +156,12 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
         click.echo(f"redacted {archive_path}: {s['secrets']} secrets replaced by placeholders")
     for page_url, missing in result.incomplete:
         click.echo(f"  incomplete: {page_url} (missing: {', '.join(missing)})")
-    if result.incomplete:
+    sockets_only = [u for u, missing in result.incomplete if all(WEBSOCKET_MISSING in m for m in missing)]
+    if result.incomplete and len(sockets_only) == len(result.incomplete):
+        # nothing a live fetch could repair: the replay serves no WebSocket conversation
+        click.echo(f"{len(sockets_only)} pages open a WebSocket, which no replay serves (--recheck cannot "
+                   "repair that; docs/replay-and-environment.md, \"WebSockets\")", err=True)
+    elif result.incomplete:
         click.echo(f"{len(result.incomplete)} pages replay with requests missing; repair with: "
                    f"{_recheck_command(url, archive_path, depth, scope, resolve)}", err=True)
     elif load_failures(result.failed):

@@ -216,6 +216,12 @@ class ReferenceAgent(Agent):
                     continue
                 delta = (0, dy) if abs(dy) >= abs(dx) else (dx, 0)
                 return {"action": f"scroll({delta[0]}, {delta[1]})", "thought": f"reference step {n}: scroll"}
+            if kind == "drag":  # where the person pressed and released, in the same viewport
+                value = step.get("value") if isinstance(step.get("value"), dict) else {}
+                (x1, y1), (x2, y2) = value.get("from") or (0, 0), value.get("to") or (0, 0)
+                self.last_kind = "click"  # (a navigation right after it is its effect, as after a click)
+                return {"action": f"mouse_drag_and_drop({x1}, {y1}, {x2}, {y2})",
+                        "thought": f"reference step {n}: drag from ({x1}, {y1}) to ({x2}, {y2})"}
             if kind in ACTIONS:
                 target = step.get("target") or {}
                 el = find_target(obs.get("elements") or [], target)

@@ -215,13 +215,14 @@ def session_actions(reference: dict) -> list[Action]:
     not the page's answers to them (the reference agent replays exactly these).
 
     ``submit`` events are dropped (the click or key press that caused them is logged too); a
-    ``press`` (Enter in a field) is a ``press``. A ``navigate`` that comes first is the start page;
-    one with a ``cause`` is a ``goto`` when the cause is ``goto`` (the browser started it: the address
-    bar, ``page.goto``) and the effect of an action otherwise. Without a ``cause`` (older recordings)
-    it is dropped when it follows another navigation (a redirect chain) or a click, type, select or
-    submit (the navigation that action caused), and is a ``goto`` otherwise. A scroll's direction
-    comes from the change of the recorded scroll position (reset to 0,0 when a new document loads); a scroll
-    marked ``by: "page"`` (an anchor jump, a click's scroll into view) only moves that position.
+    ``press`` (Enter in a field) is a ``press``; a ``drag`` is a ``drag`` of the element pressed. A
+    ``navigate`` that comes first is the start page; one with a ``cause`` is a ``goto`` when the
+    cause is ``goto`` (the browser started it: the address bar, ``page.goto``) and the effect of an
+    action otherwise. Without a ``cause`` (older recordings) it is dropped when it follows another
+    navigation (a redirect chain) or a click, type, select or submit (the navigation that action
+    caused), and is a ``goto`` otherwise. A scroll's direction comes from the change of the recorded
+    scroll position (reset to 0,0 when a new document loads); a scroll marked ``by: "page"`` (an
+    anchor jump, a click's scroll into view) only moves that position.
     """
     out: list[Action] = []
     prev_kind = None
@@ -257,6 +258,8 @@ def session_actions(reference: dict) -> list[Action]:
             out.append(Action("select", element_identity(step.get("target")), texts))
         elif kind == "click":
             out.append(Action("click", element_identity(step.get("target"))))
+        elif kind == "drag":  # (where the press began: the element dragged)
+            out.append(Action("drag", element_identity(step.get("target"))))
         # submit and unknown actions: nothing
         if kind != "scroll":
             prev_kind = kind

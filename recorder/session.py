@@ -95,7 +95,27 @@ LISTENER_JS = r"""
   // person made one (the label's), so the forwarded one is not logged (replaying both would toggle a
   // checkbox twice). Clicks a page's own script dispatches (isTrusted false) are not the person's.
   let forwardedTo = null;
+  // A press that moves more than 5 px before its release is a drag (a slider's handle, a card moved
+  // between lists), logged as one from where the press began to where it ended; the click the
+  // browser then makes of it, on the two ends' common ancestor, is not the person's. A press in a
+  // form field is left to the field's own events (selecting text in it, a native range input).
+  let pressed = null;
+  let dragged = false;
+  window.addEventListener('pointerdown', (e) => {
+    const field = e.target.closest && e.target.closest('input, select, textarea, [contenteditable]');
+    pressed = e.isTrusted && e.button === 0 && !field ? {x: e.clientX, y: e.clientY, el: e.target} : null;
+  }, true);
+  window.addEventListener('pointerup', (e) => {
+    const p = pressed;
+    pressed = null;
+    if (!p || !e.isTrusted || Math.hypot(e.clientX - p.x, e.clientY - p.y) <= 5) return;
+    dragged = true;
+    setTimeout(() => { dragged = false; }, 0);  // (the click comes in this same task, if at all)
+    // the element pressed (a handle with no role of its own: not the panel holding it)
+    send('drag', p.el, {from: [Math.round(p.x), Math.round(p.y)], to: [Math.round(e.clientX), Math.round(e.clientY)]});
+  }, true);
   document.addEventListener('click', (e) => {
+    if (dragged && e.isTrusted) { dragged = false; return; }
     if (forwardedTo !== null && e.target === forwardedTo) { forwardedTo = null; return; }
     forwardedTo = null;
     if (!e.isTrusted) return;

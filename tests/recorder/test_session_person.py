@@ -138,6 +138,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, json.dumps(names).encode(), "application/json")
         elif u.path == "/ticket":
             self._send(200, TICKET.encode())
+        elif u.path == "/slider":
+            self._send(200, SLIDER.encode())
         elif u.path == "/ticket/1":
             self._send(200, f"<!doctype html><title>Ticket</title><p>Ticket 1: {q['summary'][0]}</p>".encode())
         else:
@@ -149,6 +151,81 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._send(303, b"", location="/ticket/1?summary=" + form["summary"][0].replace(" ", "+"))
         else:
             self._send(400, b"bad form", "text/plain")
+
+
+# A range slider made of a track and a handle (as ionRangeSlider's, in a Shiny app): the person
+# drags the handle; the browser then clicks the track and the handle's common ancestor, a click the
+# person never made.
+SLIDER = """<!doctype html><html><head><title>Price</title><style>
+#track { position: relative; width: 400px; height: 20px; margin: 40px; background: #ddd; }
+#handle { position: absolute; left: 0; top: 0; width: 20px; height: 20px; background: #36c; }
+</style></head><body><div id="panel" role="tabpanel"><h1>Price</h1>
+<div id="track"><span id="handle"></span></div><p id="out">Price: 0</p></div>
+<script>
+  const track = document.getElementById('track'), handle = document.getElementById('handle');
+  let dragging = false;
+  handle.addEventListener('pointerdown', () => { dragging = true; });
+  document.addEventListener('pointermove', (e) => {
+    if (!dragging) return;
+    const x = Math.max(0, Math.min(400, e.clientX - track.getBoundingClientRect().left));
+    handle.style.left = (x - 10) + 'px';
+    document.getElementById('out').textContent = 'Price: ' + Math.round(x / 4);
+  });
+  document.addEventListener('pointerup', () => { dragging = false; });
+</script></body></html>"""
+
+SLIDER_SCRIPT = '''
+from webfreeze.recorder.session import record_answer
+
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    box = page.locator("#handle").bounding_box()
+    track = page.locator("#track").bounding_box()
+    page.mouse.move(box["x"] + 10, box["y"] + 10)
+    page.mouse.down()
+    page.mouse.move(track["x"] + 240, box["y"] + 14, steps=6)
+    page.mouse.up()
+    page.wait_for_selector("text=Price: 60")
+    record_answer(page, "60", evidence=["Price: 60"])
+'''
+
+
+def test_a_drag_is_one_drag_step_not_a_click_and_the_reference_replays_it(tmp_path, cli):
+    """A person drags a slider's handle: the session logs one ``drag`` (from the press to the
+    release, in the viewport), never the click the browser makes of it on the panel; the reference
+    agent replays it as BrowserGym's ``mouse_drag_and_drop`` and reaches the same value, and the
+    text backend, which has no pointer, says so in the validation, never a silent pass."""
+    import os
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    site = f"http://127.0.0.1:{server.server_port}"
+    os.environ.setdefault("WEBFREEZE_HOME", str(tmp_path / "home"))
+    (tmp_path / "slider.py").write_text(SLIDER_SCRIPT)
+    try:
+        r = cli("record", "session", site + "/slider", "--archive", tmp_path / "slider.wfz", "--trajectory",
+                tmp_path / "slider.json", "--script", tmp_path / "slider.py", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert r.returncode == 0, r.stderr
+    steps = json.loads((tmp_path / "slider.json").read_text())["steps"]
+    assert [s["action"] for s in steps] == ["navigate", "drag", "answer"], steps
+    drag = steps[1]
+    assert drag["target"]["css"] == "#handle" and drag["value"]["to"][0] - drag["value"]["from"][0] > 200, drag
+    suite = tmp_path / "suite"
+    r = cli("tasks", "add", suite, "--reference", tmp_path / "slider.json", "--answer", "60", "--id", "slider",
+            "--instruction", "Set the price to 60.", "--archive", tmp_path / "slider.wfz")
+    assert r.returncode == 0, r.stderr
+    r = cli("tasks", "validate", suite, "--backend", "browser", "--json", "--out", tmp_path / "v", timeout=600)
+    assert r.returncode == 0 and json.loads(r.stdout)["expired"] == [], r.stdout + r.stderr
+    actions = [s["action"] for s in json.loads((tmp_path / "v" / "trajectories" / "slider.json").read_text())["steps"]]
+    (x1, y1), (x2, y2) = drag["value"]["from"], drag["value"]["to"]
+    assert actions == [f"mouse_drag_and_drop({x1}, {y1}, {x2}, {y2})", "send_msg_to_user('60')"], actions
+    r = cli("tasks", "validate", suite, "--backend", "text", "--json", "--out", tmp_path / "vt", timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    steps = json.loads((tmp_path / "vt" / "trajectories" / "slider.json").read_text())["steps"]
+    assert "mouse_drag_and_drop" in steps[0]["action"] and steps[0]["error"], steps[0]
 
 
 @pytest.fixture(scope="module")

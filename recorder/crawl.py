@@ -27,6 +27,7 @@ from urllib.parse import urldefrag, urlsplit
 
 from webfreeze.archives import ArchiveError
 from webfreeze.archives.timeutil import now
+from webfreeze.common.http import page_url
 
 from .errors import CrawlError, RecordError, SeedFailed, SiteUnreachable
 from .page_check import CHECK_TRIES, SAFE_METHODS, PageChecker
@@ -163,14 +164,6 @@ def open_context(browser, start: str, credentials: tuple[str, str] | None):
 
     context.route(f"{auth['origin']}/**", send)
     return context
-
-
-def page_url(url: str) -> str:
-    """The page a link leads to: the URL without its fragment (an anchor in the same document),
-    unless the fragment is a route of a single-page application (``#/guide``, ``#!/guide``: the
-    hash routers of Docsify, Vue, Angular), which shows another page of the same document."""
-    base, fragment = urldefrag(url)
-    return url if fragment.startswith(("/", "!")) else base
 
 
 def check_url(url: str) -> None:

@@ -1,10 +1,10 @@
-"""HTTP odds every stage needs: a URL's ``host[:port]`` key, splitting a ``host:port`` text, and
-finding a header in a list of ``(name, value)`` pairs."""
+"""HTTP odds every stage needs: a URL's ``host[:port]`` key, splitting a ``host:port`` text,
+finding a header in a list of ``(name, value)`` pairs, and the page a URL shows (a hash route)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from urllib.parse import SplitResult
+from urllib.parse import SplitResult, urldefrag
 
 # the port a scheme implies; a URL that names it is the same place as one that does not
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -46,3 +46,11 @@ def header_value(headers: Iterable[tuple[str, str]], name: str, default: str | N
 
 
 __all__ = ["DEFAULT_PORTS", "header_value", "host_port", "split_host_port"]
+
+
+def page_url(url: str) -> str:
+    """The page a URL shows: the URL without its fragment (an anchor in the same document), unless
+    the fragment is a route of a single-page application (``#/guide``, ``#!/guide``: the hash
+    routers of Docsify, Vue, Angular), which shows another page of the same document."""
+    base, fragment = urldefrag(url)
+    return url if fragment.startswith(("/", "!")) else base

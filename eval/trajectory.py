@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from webfreeze.common.http import host_port
+from webfreeze.common.http import host_port, page_url
 
 from .errors import ReportError
 from .text import collapse_ws, normalise
@@ -78,7 +78,8 @@ def validate_trajectory(obj: Any, where: str) -> dict:
 def normalise_url(url: str | None) -> str:
     """Scheme and host lower-cased, default port dropped, empty path -> ``/``, a trailing ``/``
     dropped from longer paths, percent-escapes in the path decoded, query pairs sorted, fragment
-    dropped."""
+    dropped unless it is a hash route (``#/faq``: another page of a single-page application,
+    :func:`~webfreeze.common.http.page_url`)."""
     if not url:
         return ""
     try:
@@ -90,7 +91,8 @@ def normalise_url(url: str | None) -> str:
     if len(path) > 1 and path.endswith("/"):
         path = path.rstrip("/") or "/"
     query = urlencode(sorted(parse_qsl(parts.query, keep_blank_values=True)))
-    return urlunsplit((parts.scheme.lower(), host_port(parts), path, query, ""))
+    route = parts.fragment if "#" in page_url(url.strip()) else ""
+    return urlunsplit((parts.scheme.lower(), host_port(parts), path, query, route))
 
 
 def step_urls(step: dict) -> list[str]:

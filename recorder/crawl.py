@@ -27,6 +27,7 @@ from urllib.parse import urldefrag, urlsplit
 
 from webfreeze.archives import ArchiveError
 from webfreeze.archives.timeutil import now
+from webfreeze.common.http import page_url
 
 from .errors import CrawlError, RecordError, SeedFailed, SiteUnreachable
 from .page_check import CHECK_TRIES, SAFE_METHODS, PageChecker
@@ -243,6 +244,8 @@ def _capture(page, url: str, screenshots: str):
 
     inflight = track_inflight(page)
     try:
+        if urlsplit(url).fragment and urldefrag(page.url)[0] == urldefrag(url)[0]:
+            page.goto("about:blank")  # (a route of the document shown: load it anew, as a person's visit would)
         response = page.goto(url, wait_until="load", timeout=30_000)
         status = response.status if response else None
         landed = response.url if response else page.url
@@ -329,7 +332,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
 
     if screenshots not in SCREENSHOTS:
         raise CrawlError(f"--screenshots {screenshots!r}: expected one of {', '.join(SCREENSHOTS)}")
-    start = urldefrag(start)[0]
+    start = page_url(start)
     check_url(start)
     in_scope = scope_matcher(start, scope)
     excluded = exclude_matcher(exclude)
@@ -423,7 +426,9 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                 if page_failure(status2) is None:
                                     status, title, dom, shot, links = status2, title2, dom2, shot2, links2
                                     missing, _ = _self_check(checker, proxy, url, auth=auth)
-                    new = sorted({urldefrag(link)[0] for link in links} - seen) if level < depth and not failure else []
+                    if page_url(page.url) != url and urldefrag(page.url)[0] == urldefrag(url)[0]:
+                        seen.add(page_url(page.url))  # (a script moved to a route of it: `/` shows `/#/`)
+                    new = sorted({page_url(link) for link in links} - seen) if level < depth and not failure else []
                     new = [u for u in new if in_scope(u) and not excluded(u)]
                     seen.update(new)
                     state["queue"] = state["queue"][1:] + [[u, level + 1] for u in new]
@@ -471,7 +476,7 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
     from webfreeze.archives import Archive
     from webfreeze.simulator.browser import launch_chromium
 
-    start = urldefrag(start)[0]
+    start = page_url(start)
     check_url(start)
     if not os.path.exists(archive_path):
         raise CrawlError(f"{archive_path}: no such archive to recheck")

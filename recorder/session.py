@@ -237,14 +237,15 @@ class TrajectoryLog:
         with self._lock:
             self._requested = reason or "page"
 
-    def navigated(self, url: str, typed: str | None = None) -> None:
+    def navigated(self, url: str, typed: str | None = None, *, by_browser: bool = False) -> None:
         """The main frame committed a new document. Without a request from the page before it, the
         browser started it (address bar, ``page.goto``, back/forward): an action of its own, logged
         with the URL asked for (``typed``) when the server redirected it, and ``landed`` where it
         ended (``/login`` answered with a redirect to ``/`` is still ``/login``: replaying it asks
-        the same)."""
+        the same). ``by_browser``: the browser said it started it (a same-document one: a typed
+        ``#/route``), whatever the page asked for before."""
         with self._lock:
-            cause, self._requested = self._requested or "goto", None
+            cause, self._requested = "goto" if by_browser else self._requested or "goto", None
         step = {"action": "navigate", "target": None, "value": None, "url": url, "cause": cause,
                 "time": round(time.time(), 3)}
         if cause == "goto" and typed and typed != url.split("#", 1)[0]:
@@ -409,7 +410,10 @@ def _watch_navigation_causes(context, page, log: TrajectoryLog) -> None:
     session (so that each request comes before its commit): every navigation the page asks for (a
     link, a form, a script) is announced by ``Page.frameRequestedNavigation`` before it commits;
     one the browser starts (the address bar, ``page.goto``, back and forward) comes unannounced;
-    a same-document one (a fragment, ``history.pushState``) is the page's doing. The URL a
+    a same-document one (a fragment, ``history.pushState``) is the page's doing, unless the browser
+    announced it as its own (``Page.frameStartedNavigating``, which a page's link or script never
+    fires: a ``#/route`` typed into the address bar or given to ``page.goto``, back and forward
+    within the document). The URL a
     navigation first asked for, before any redirect, is its document request's first URL
     (``Network.requestWillBeSent`` without ``redirectResponse``; the request's id is the
     navigation's loader id)."""
@@ -436,15 +440,27 @@ def _watch_navigation_causes(context, page, log: TrajectoryLog) -> None:
             url = frame.get("url", "") + frame.get("urlFragment", "")
             log.navigated(url, first_urls.pop(frame.get("loaderId"), None))
 
+    started: set[str] = set()  # the URLs of same-document navigations the browser started
+
+    def browser_started(event: dict) -> None:
+        if event.get("frameId") == main and event.get("navigationType") in ("sameDocument", "historySameDocument"):
+            started.add(event.get("url", ""))
+
     def within_document(event: dict) -> None:
         if event.get("frameId") == main:
+            url = event.get("url", "")
+            if url in started:
+                started.discard(url)
+                log.navigated(url, by_browser=True)
+                return
             log.requested("sameDocument")
-            log.navigated(event.get("url", ""))
+            log.navigated(url)
 
     cdp.on("Page.frameRequestedNavigation", requested)
     cdp.on("Network.requestWillBeSent", request)
     cdp.on("Page.frameNavigated", committed)
     cdp.on("Page.navigatedWithinDocument", within_document)
+    cdp.on("Page.frameStartedNavigating", browser_started)
 
 
 ONE_LINE_MAX = 400  # characters of an error's first lines kept on the one line

@@ -182,7 +182,9 @@ class WebEnv(gym.Env):
         obs = self._observe()
         start = step_provenance(self.backend.take_answers())
         if self.last_error:  # the start page did not load (the agent sees why: so does the trajectory)
-            start["error"] = str(self.last_error).splitlines()[0]
+            # (or it loaded as the site gave it and the text backend cannot show it: not a replay failure)
+            shown = "note" if self.last_error == getattr(self.backend, "unshown", None) else "error"
+            start[shown] = str(self.last_error).splitlines()[0]
         env_info = {
             "backend": self.config.backend, "seed": episode_seed, "max_steps": self.config.max_steps,
             "viewport": [1920, 1080], "action_dialect": self.config.action_dialect,

@@ -8,6 +8,7 @@ It meets :class:`webfreeze.simulator.backends.Backend`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from http.cookies import SimpleCookie
 from typing import TYPE_CHECKING
@@ -27,6 +28,15 @@ if TYPE_CHECKING:
     from .env import WebEnv
 
 MAX_REDIRECTS = 10
+SCRIPT = re.compile(rb"<script[\s>]", re.IGNORECASE)
+
+
+def _shows_something(node) -> bool:
+    """Whether an observation's node holds anything to read or use: text, a name, an element
+    other than a bare container."""
+    return any(child.strip() if isinstance(child, str) else
+               child.name or child.role not in ("generic", "none") or _shows_something(child)
+               for child in node.children)
 
 
 class TextBackend:
@@ -43,6 +53,9 @@ class TextBackend:
         self.state: dict = {}
         self.cookies: dict[str, dict[str, str]] = {}
         self._doms: dict | None = None  # the sessions' DOM snapshots by URL (_session_doms)
+        self._tree: tuple | None = None  # (url, html, tree) built by a load, for the observation after it
+        # The line a load that succeeded returned about a page drawn by its scripts (not a replay failure)
+        self.unshown: str | None = None
 
     def take_answers(self) -> list[dict]:
         """The answers since the last call, as provenance records: every request of the text
@@ -92,6 +105,7 @@ class TextBackend:
         # A URL's #fragment is never sent (the request, its provenance, `replay coverage`); the page
         # keeps it, and keeps it across a redirect whose Location has none, as a browser does.
         asked, _, fragment = url.partition("#")
+        self.unshown = None
         before = len(self.replay.answers)
         status, final, data = self._request(method, asked, body, ctype)
         if status == 0:
@@ -107,9 +121,28 @@ class TextBackend:
         self.url, self.html, self.state = final, data, {}
         if miss is not None:
             return f"not captured: the archive has no {miss.method} {miss.url} (a replay miss)"
-        return None if status < 400 else f"HTTP {status} for {final}"
+        if status >= 400:
+            return f"HTTP {status} for {final}"
+        self.unshown = self._drawn_by_scripts()
+        return self.unshown
+
+    def _drawn_by_scripts(self) -> str | None:
+        """Why the page just loaded cannot be shown, when it shows nothing without its scripts (a
+        single-page application's shell: Docsify's empty ``<div id="app">``, drawn in the browser):
+        the text backend runs none, and an empty page is not what the site showed."""
+        if not SCRIPT.search(self.html):
+            return None
+        tree = self.observe()[0]
+        self._tree = (self.url, self.html, tree)  # (observed next, unchanged: built once)
+        if _shows_something(tree.root):
+            return None
+        return (f"{self.url} shows nothing without its scripts, and the text backend runs none: "
+                "the browser backend shows this page")
 
     def observe(self):
+        cached, self._tree = self._tree, None
+        if cached is not None and cached[0] == self.url and cached[1] is self.html and not self.state:
+            return cached[2], None
         return build_tree(self.html, self.url or "about:blank", state=self.state), None
 
     def act(self, a: Action, target: dict | None) -> str | None:
@@ -154,14 +187,14 @@ class TextBackend:
                 self.forward.append((self.url, self.html))
                 self.url, self.html = self.history.pop()
                 self.state = {}
-                return None
+                return self._drawn_by_scripts()
             if a.kind == "go_forward":
                 if not self.forward:
                     return "no next page"
                 self.history.append((self.url, self.html))
                 self.url, self.html = self.forward.pop()
                 self.state = {}
-                return None
+                return self._drawn_by_scripts()
             return None  # scroll, hover, focus, noop, a key on no element: nothing changes without a viewport
         except AXTreeError as exc:
             return str(exc)

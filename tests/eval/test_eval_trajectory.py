@@ -97,6 +97,21 @@ def test_goto_compares_normalised_urls():
     assert evaluate_partial(ref, got)["overlap"] == 1.0
 
 
+def test_goto_a_hash_route_is_another_page():
+    """A hash-routed application's pages (Docsify's ``#/faq``) are one document to HTTP: a goto to
+    another route is not the reference's goto; an anchor (``#top``) still is the page it is in."""
+    assert normalise_url("http://Docs.test/#/faq") == "http://docs.test/#/faq"
+    assert normalise_url("http://docs.test/#!/faq") == "http://docs.test/#!/faq"
+    ref = trajectory("r", [step("goto('http://docs.test/#/faq')", "goto", goto="http://docs.test/#/faq")])
+    other = trajectory("a", [step("goto('http://docs.test/#/diet')", "goto", goto="http://docs.test/#/diet")])
+    same = trajectory("b", [step("goto('http://DOCS.test/#/faq')", "goto", goto="http://DOCS.test/#/faq")])
+    assert evaluate_partial(ref, other)["overlap"] == 0.0
+    assert evaluate_partial(ref, same)["overlap"] == 1.0
+    session = {"steps": [{"action": "navigate", "url": "http://docs.test/", "cause": "goto"},
+                         {"action": "navigate", "url": "http://docs.test/#/faq", "cause": "goto"}]}
+    assert [(a.kind, a.target) for a in session_actions(session)] == [("goto", "http://docs.test/#/faq")]
+
+
 # ------------------------------------------------------------------------------ behaviour
 def seq(*pairs) -> dict:
     return trajectory("t", [step(a, "click", obs=o) for a, o in pairs], end="step_limit")

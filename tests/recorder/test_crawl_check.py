@@ -438,3 +438,45 @@ def test_old_png_page_record_still_checks_clean(tmp_path, home, cli):
     r, report = _replay_check(cli, old, tmp_path / "report")
     assert r.returncode == 0, r.stdout + r.stderr
     assert report["pages"][0]["pixel_difference"] == 0.0
+
+
+# A single-page application with a hash router, as Docsify's: one document, whose script shows the
+# page its fragment names (``#/species``), fetched as a part; ``/`` moves itself to ``#/``.
+SPA = b"""<!doctype html><html><head><title>Handbook</title></head><body>
+<nav><a href="#/">Home</a> <a href="#/species">Species</a> <a href="#/diet">Diet</a> <a href="#top">top</a></nav>
+<div id="app"></div>
+<script>
+if (!location.hash) history.replaceState(null, '', '#/');
+function show() {
+  var route = location.hash.slice(2) || 'home';
+  fetch('/part/' + route + '.html').then(function (r) { return r.text(); }).then(function (t) {
+    document.getElementById('app').innerHTML = t; document.title = route;
+  });
+}
+window.addEventListener('hashchange', show);
+show();
+</script></body></html>"""
+SPA_PARTS = {"/part/home.html": b"<h1>Welcome</h1>", "/part/species.html": b"<h1>Species</h1><p>Sea otter: 148 cm</p>",
+             "/part/diet.html": b"<h1>Diet</h1><p>15 percent of body weight</p>"}
+
+
+def test_hash_routes_of_a_single_page_application_are_pages(tmp_path, home, cli):
+    """``#/species`` is another page of a hash-routed application (one URL to HTTP): the crawl visits
+    each route, records the part it fetches and a page record of it, and replays it whole. An anchor
+    (``#top``) stays the page it is in, and ``#/``, where the script moved ``/``, is not visited twice."""
+    site = ChainSite(pages={"/spa.html": SPA, **SPA_PARTS})
+    archive = tmp_path / "spa.wfz"
+    try:
+        r = cli("record", "crawl", f"{site.url}/spa.html", "--archive", archive, "--depth", "1", timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 0 and "3 pages in total (complete)" in r.stdout, r.stdout + r.stderr
+    with Archive.open(archive) as arc:
+        pages = {p.url.removeprefix(site.url): (p.title, p.dom()) for p in arc.pages()}
+        assert {ex.url.removeprefix(site.url) for ex in arc.exchanges(prefix=f"{site.url}/part/")} == set(SPA_PARTS)
+    assert sorted(pages) == ["/spa.html", "/spa.html#/diet", "/spa.html#/species"]
+    assert pages["/spa.html#/species"][0] == "species" and b"Sea otter: 148 cm" in pages["/spa.html#/species"][1]
+    assert b"15 percent" in pages["/spa.html#/diet"][1]
+    r, report = _replay_check(cli, archive, tmp_path / "report")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert report["summary"]["missed_requests"] == 0 and report["summary"]["min_text_similarity"] == 1.0

@@ -155,3 +155,60 @@ def test_a_late_answer_is_recorded_as_the_site_gave_it(tmp_path, monkeypatch, cl
     with Archive.open(archive) as arc:
         (answer,) = arc.exchanges(method="PROPFIND")
         assert (answer.url, answer.response.status, answer.body()) == ("http://late.test/slow", 401, b"wrong password")
+
+
+ROUTES_PAGE = b"""<!doctype html><html><head><title>Routes</title></head><body>
+<nav><a href="#/species">Species</a></nav><div id="app"></div>
+<script>
+function show() { document.getElementById('app').textContent = 'Page ' + (location.hash.slice(2) || 'home'); }
+window.addEventListener('hashchange', show); show();
+</script></body></html>"""
+
+ROUTES_SCRIPT = '''
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.goto(page.url + "#/faq")                  # typed: a route of the same document
+    page.get_by_text("Page faq").wait_for()
+    page.get_by_role("link", name="Species").click()  # the page's link: its effect is no step
+    page.get_by_text("Page species").wait_for()
+    page.go_back()                                 # the browser's back, within the document
+    page.get_by_text("Page faq").wait_for()
+'''
+
+
+def test_a_typed_hash_route_is_the_persons_goto(tmp_path, monkeypatch, cli):
+    """A hash-routed page (Docsify's ``#/faq``): a route typed into the address bar (``page.goto``)
+    or reached with the browser's back button is a same-document navigation the browser started,
+    logged as ``goto`` and replayed; the route a link of the page leads to is its effect."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = ROUTES_PAGE if self.path == "/" else b"not found"
+            self.send_response(200 if self.path == "/" else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    script = tmp_path / "routes.py"
+    script.write_text(ROUTES_SCRIPT)
+    out = tmp_path / "routes.json"
+    try:
+        result = cli("record", "session", "http://routes.test/", "--archive", tmp_path / "routes.wfz",
+                     "--trajectory", out, "--script", script,
+                     "--resolve", f"routes.test=127.0.0.1:{server.server_address[1]}", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    navs = [(s["cause"], s["url"]) for s in json.loads(out.read_text())["steps"] if s["action"] == "navigate"]
+    assert navs == [("goto", "http://routes.test/"), ("goto", "http://routes.test/#/faq"),
+                    ("sameDocument", "http://routes.test/#/species"), ("goto", "http://routes.test/#/faq")], navs

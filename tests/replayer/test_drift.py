@@ -331,3 +331,31 @@ def test_archives_without_page_records_compare_their_html_documents(tmp_path):
                     "http://site.test/old": ("removed", None), "http://site.test/new": ("added", None)}
     rates = next(p for p in report["pages"] if p["url"].endswith("/rates"))
     assert 0.5 < rates["text_similarity"] < 1.0 and rates["text_changed"] is True
+
+
+def test_the_hash_routes_of_a_single_page_application_are_pages_of_their_own(tmp_path):
+    """A Docsify site's pages are routes of one document (``/#/census``), each a page record of a
+    crawl: the one whose table changed is changed, the others same; an anchor (``#top``) is still
+    the page it is in."""
+    from webfreeze.archives import new_archive_atomically
+
+    html = "<html><head><title>{0}</title></head><body><h1>{0}</h1><p>{1}</p></body></html>"
+    pages = {"http://docs.test/": ("Home", "Welcome."), "http://docs.test/#/census": ("Census", "2023: 251 otters."),
+             "http://docs.test/#/diet": ("Diet", "Crayfish and eels.")}
+    archives = []
+    for name, changed in (("old", {}), ("new", {"http://docs.test/#/census": ("Census", "2023: 263 otters.")})):
+        path = tmp_path / f"{name}.wfz"
+        with new_archive_atomically(path) as arc:
+            sid = arc.new_session("crawl", source="test", tool="test")
+            for url, (title, text) in {**pages, **changed}.items():
+                arc.add_page(session_id=sid, url=url, captured_at="2024-03-01T12:00:00Z", title=title,
+                             screenshot=None, dom=html.format(title, text).encode(), extra={})
+            if name == "new":  # a later capture of the home page, under an anchor
+                arc.add_page(session_id=sid, url="http://docs.test/#top", captured_at="2024-03-01T12:00:01Z",
+                             title="Home", screenshot=None, dom=html.format("Home", "Welcome.").encode(), extra={})
+        archives.append(path)
+    r = run_cli("drift", *archives, "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {p["url"]: p["status"] for p in json.loads(r.stdout)["pages"]}
+    assert rows == {"http://docs.test/": "same", "http://docs.test/#/census": "changed",
+                    "http://docs.test/#/diet": "same"}, rows

@@ -56,7 +56,6 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import urldefrag
 
 import lxml.etree
 import lxml.html
@@ -68,6 +67,7 @@ from webfreeze.archives import Archive, ArchiveError, archive_digest
 from webfreeze.checks.replay_check import image_ext, pixel_difference, text_similarity, visible_text
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import json_text
+from webfreeze.common.http import page_url
 from webfreeze.eval.authoring import capture_misses, describe_miss, recorded_answer, reference_reached
 from webfreeze.eval.report import build_report
 from webfreeze.eval.tasks import load_suite
@@ -88,7 +88,8 @@ class DriftError(WebfreezeError):
 
 # ------------------------------------------------------------------------------------------ pages
 class Snapshot(Mapping):
-    """The pages of an open archive by URL (fragment dropped), read lazily: ``snapshot[url]`` is
+    """The pages of an open archive by URL (an anchor's fragment dropped, a hash route's kept:
+    :func:`~webfreeze.common.http.page_url`), read lazily: ``snapshot[url]`` is
     ``{"dom", "shot", "title"}`` (``shot``: image bytes or None), its bytes read from the archive
     when asked for, so a crawl of thousands of pages is never held in memory at once. The pages are
     the page records; an archive without any offers its HTML documents (GET, 200, ``text/html``),
@@ -97,11 +98,11 @@ class Snapshot(Mapping):
     def __init__(self, arc: Archive):
         self.records: dict[str, object] = {}
         for p in sorted(arc.pages(), key=lambda p: (p.captured_at, p.id)):
-            self.records[urldefrag(p.url)[0]] = p
+            self.records[page_url(p.url)] = p
         self.source = "page" if self.records else "response"
         if not self.records:
             for ex in arc.exchanges(method="GET", status=200, mime="text/html", kind="response", order="time"):
-                self.records[urldefrag(ex.url)[0]] = ex
+                self.records[page_url(ex.url)] = ex
         self._text: dict[str, str] = {}
 
     def __getitem__(self, url: str) -> dict:
@@ -187,10 +188,10 @@ def validate_references(suite, archive: Path, *, backend: str, workers: int = 1,
             traj = trajectories.get(tid) or {}
             end = traj.get("end") if isinstance(traj.get("end"), dict) else {}
             reason = end.get("detail") if end.get("reason") == "infeasible" else None
-            visited = {urldefrag(u)[0] for st in traj.get("steps") or [] if isinstance(st, dict)
+            visited = {page_url(u) for st in traj.get("steps") or [] if isinstance(st, dict)
                        for u in (st.get("url"), st.get("url_after")) if isinstance(u, str) and u}
             if traj.get("final_url"):
-                visited.add(urldefrag(traj["final_url"])[0])
+                visited.add(page_url(traj["final_url"]))
             result[tid] = {"reached": reference_reached(r), "end": r.get("end_reason") or r["outcome"],
                            "answer": r.get("answer"), "reason": reason or None, "misses": capture_misses(traj),
                            "visited": sorted(visited)}

@@ -1,0 +1,80 @@
+"""The text backend runs no scripts: a page its scripts draw (a single-page application's shell,
+as Docsify's ``<div id="app">``) is not shown as an empty page without a word. The agent is told,
+the trajectory keeps the line, and the episode is not called replay-compromised for it (the replay
+answered as the site did); the browser backend, on the same archive, shows the page."""
+
+from __future__ import annotations
+
+import pytest
+
+from webfreeze.archives import Exchange, new_archive_atomically
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+from webfreeze.simulator.env import EnvConfig, WebEnv
+
+T0 = "2024-03-01T12:00:00Z"
+HOST = "http://docs.test"
+HTML = [("Content-Type", "text/html; charset=utf-8")]
+SHELL = b"""<!doctype html><html><head><title>Handbook</title></head><body><div id="app"></div>
+<script>fetch('/part/species.html').then(function (r) { return r.text(); })
+  .then(function (t) { document.getElementById('app').innerHTML = t; });</script></body></html>"""
+SERVED = b"""<!doctype html><html><head><title>Served</title><script src="/app.js"></script></head>
+<body><h1>Served</h1><p>Sea otters eat crabs.</p><a href="/">the handbook</a></body></html>"""
+EMPTY = b"<!doctype html><html><head><title>Empty</title></head><body><div></div></body></html>"
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    path = tmp_path_factory.mktemp("scripts") / "docs.wfz"
+    with new_archive_atomically(path) as arc:
+        sid = arc.new_session("test", source="test_text_backend_scripts")
+        for url, headers, body in [
+            (HOST + "/", HTML, SHELL), (HOST + "/served.html", HTML, SERVED), (HOST + "/empty.html", HTML, EMPTY),
+            (HOST + "/part/species.html", HTML, b"<h1>Species</h1><p>Sea otter: 148 cm</p>"),
+            (HOST + "/app.js", [("Content-Type", "text/javascript")], b"void 0;"),
+        ]:
+            arc.add_exchange(Exchange(session_id=sid, url=url, status=200, resp_headers=headers, payload=body,
+                                      captured_at=T0))
+    return path
+
+
+def _task(url: str) -> dict:
+    return {"id": "t", "start_url": url, "instruction": "How long is a sea otter?", "snapshot_time": T0}
+
+
+UNSHOWN = "http://docs.test/ shows nothing without its scripts, and the text backend runs none: " \
+          "the browser backend shows this page"
+
+
+def test_text_backend_says_a_page_drawn_by_scripts_is_not_shown(archive):
+    env = WebEnv(EnvConfig(archive, backend="text"))
+    try:
+        obs, _ = env.reset(options={"task": _task(HOST + "/")})
+        assert obs["last_action_error"] == UNSHOWN
+        assert "148" not in obs["axtree_text"]
+        obs, *_ = env.step(f"goto('{HOST}/served.html')")  # scripts, and a page without them: said nothing
+        assert obs["last_action_error"] == "" and "Sea otters eat crabs." in obs["axtree_text"]
+        obs, *_ = env.step(f"goto('{HOST}/empty.html')")  # empty, with no script to draw it: what the site gave
+        assert obs["last_action_error"] == ""
+        obs, *_ = env.step("go_back()")
+        obs, *_ = env.step(f"click('{next(e['bid'] for e in obs['elements'] if e['role'] == 'link')}')")
+        assert obs["last_action_error"] == UNSHOWN
+        trajectory = env.trajectory(stopped=True)
+    finally:
+        env.close()
+    replay = trajectory["replay"]
+    assert replay["start"]["note"] == UNSHOWN and "error" not in replay["start"]
+    assert replay["compromised"] is False
+    assert trajectory["steps"][-1]["error"] == UNSHOWN
+
+
+def test_browser_backend_shows_the_page_its_scripts_draw(archive):
+    try:
+        chromium_path()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    env = WebEnv(EnvConfig(archive, backend="browser"))
+    try:
+        obs, _ = env.reset(options={"task": _task(HOST + "/")})
+    finally:
+        env.close()
+    assert obs["last_action_error"] == "" and "Sea otter: 148 cm" in obs["axtree_text"]

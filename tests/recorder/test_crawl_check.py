@@ -330,11 +330,13 @@ def test_the_suggested_recheck_runs_as_printed(tmp_path, home, cli):
     archive = tmp_path / "named archive.wfz"
     try:
         r = cli("record", "crawl", "http://chain.test/", "--archive", archive, "--depth", "0",
-                "--resolve", f"chain.test=127.0.0.1:{site.port}", timeout=300)
+                "--resolve", f"chain.test=127.0.0.1:{site.port}", "--redact", "--param", "ticket", timeout=300)
         assert r.returncode == 3, r.stdout + r.stderr
         assert r.stderr.count("\n") == 1 and "repair with: webfreeze " in r.stderr, r.stderr
         printed = shlex.split(r.stderr.split("repair with: ", 1)[1])
         assert printed[:3] == ["webfreeze", "record", "crawl"], printed
+        # what the repair fetches is redacted as the crawl was
+        assert "--redact" in printed and printed[printed.index("--param") + 1] == "ticket", printed
         site.cut_always.clear()  # the site answers whole now
         r = cli(*printed[1:], timeout=300)
     finally:

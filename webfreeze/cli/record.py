@@ -163,7 +163,8 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
                    "repair that; docs/replay-and-environment.md, \"WebSockets\")", err=True)
     elif result.incomplete:
         click.echo(f"{len(result.incomplete)} pages replay with requests missing; repair with: "
-                   f"{_recheck_command(url, archive_path, depth, scope, resolve)}", err=True)
+                   + _recheck_command(url, archive_path, depth, scope, resolve,
+                                      (redact_params, redact_headers, secret_env) if redact else None), err=True)
     elif load_failures(result.failed):
         click.echo(f"{len(load_failures(result.failed))} pages did not load (listed above as failed)", err=True)
     incomplete = bool(result.incomplete) if recheck else not result.captured_all
@@ -171,9 +172,11 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
         sys.exit(EXIT_INCOMPLETE)
 
 
-def _recheck_command(url, archive_path, depth, scope, resolve) -> str:
+def _recheck_command(url, archive_path, depth, scope, resolve, redaction=None) -> str:
     """The ``--recheck`` command line for this crawl: its own ``--depth`` and ``--scope`` (they name
-    its state document), ``--resolve`` and ``--http-credentials``, so it runs as printed."""
+    its state document), ``--resolve``, ``--http-credentials`` and ``--redact`` with what it takes
+    (``redaction``: the values of ``--param``, ``--header`` and ``--secret-env``; what the repair
+    fetches is then redacted as the crawl was), so it runs as printed."""
     from click.core import ParameterSource
 
     ctx = click.get_current_context()
@@ -186,6 +189,11 @@ def _recheck_command(url, archive_path, depth, scope, resolve) -> str:
     credentials = ctx.meta.get("http_credentials")
     if credentials:
         args += ["--http-credentials", credentials]
+    if redaction is not None:  # (--param, --header, --secret-env values)
+        args.append("--redact")
+        for option, values in zip(("--param", "--header", "--secret-env"), redaction):
+            for value in values:
+                args += [option, value]
     return shlex.join([*args, "--recheck"])
 
 

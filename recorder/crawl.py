@@ -81,10 +81,19 @@ def page_failure(status) -> str | None:
     return f"HTTP {status}" if status >= 400 else None
 
 
+def _same_page(a: str, b: str) -> bool:
+    """Whether two URLs name one page as a browser asks for it (``http://a.test`` is
+    ``http://a.test/``; the fragment is not sent)."""
+    def key(u: str) -> tuple:
+        parts = urlsplit(u)
+        return parts.scheme.lower(), parts.netloc.lower(), parts.path or "/", parts.query
+    return key(a) == key(b)
+
+
 def redirect_failure(url: str, ended: str, failure: str, proxy: RecordingProxy) -> str:
     """``failure`` of a visit to ``url``, said of where its redirects led when that is elsewhere
     (``ended``): the URL that failed, and a hint when ``--resolve`` does not name its host."""
-    if ended == url:
+    if _same_page(ended, url):
         return failure
     if failure.startswith("HTTP "):
         return f"it redirected to {ended}, which answered {failure}"

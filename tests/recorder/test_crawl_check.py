@@ -386,6 +386,21 @@ def test_a_start_page_that_redirects_to_a_failure_names_where_it_led(tmp_path, h
             in r.stderr, r.stderr
 
 
+def test_a_start_url_without_its_slash_is_no_redirect():
+    """``http://app.test`` lands on ``http://app.test/``, the same page: a failure there is said as
+    it is, never as a redirect."""
+    from webfreeze.recorder.crawl import redirect_failure
+
+    class NoHint:  # (the proxy is asked for a --resolve hint only when the failure is elsewhere)
+        def resolve_hint(self, url):
+            return "; hint"
+
+    assert redirect_failure("http://app.test", "http://app.test/", "HTTP 403", NoHint()) == "HTTP 403"
+    assert redirect_failure("http://app.test/a", "http://app.test/a#top", "HTTP 403", NoHint()) == "HTTP 403"
+    assert redirect_failure("http://app.test/", "http://b.test/", "did not load: x", NoHint()) == \
+        "it redirected to http://b.test/, which did not load: x; hint"
+
+
 def test_webp_and_png_page_records_compare_exactly(tmp_path):
     """Pixel comparison decodes both sides: the same pixels as PNG and as lossless WebP differ by
     0, and one changed pixel is counted exactly."""

@@ -217,8 +217,9 @@ def replay_check(archive_path, report_dir, seed, limit, mode, port):
                + (f" ({s['pages_without_capture_text']} without capture text)" if s["pages_without_capture_text"] else "")
                + ", "
                f"pixel difference mean {s['mean_pixel_difference']}; report in {report_dir}/report.html")
-    unlike = sorted((p["text_similarity"], p["url"]) for p in report["pages"]
-                    if p.get("text_similarity") is not None and p["text_similarity"] < UNLIKE_TEXT)
+    unlike = sorted((p["text_similarity"], p["url"]) for p in report["pages"]  # (a miss or a failure: said above)
+                    if p.get("text_similarity") is not None and p["text_similarity"] < UNLIKE_TEXT
+                    and not p.get("misses") and not p.get("error"))
     if unlike:  # (no miss, and yet another page: said, though the exit status counts misses and failures)
         lowest, where = unlike[0]
         n = len(unlike)

@@ -218,7 +218,12 @@ class ReferenceAgent(Agent):
                 return {"action": f"scroll({delta[0]}, {delta[1]})", "thought": f"reference step {n}: scroll"}
             if kind == "drag":  # where the person pressed and released, in the same viewport
                 value = step.get("value") if isinstance(step.get("value"), dict) else {}
-                (x1, y1), (x2, y2) = value.get("from") or (0, 0), value.get("to") or (0, 0)
+                points = [value.get("from"), value.get("to")]
+                if not all(isinstance(pt, list) and len(pt) == 2 and all(isinstance(c, (int, float)) for c in pt)
+                           for pt in points):
+                    reason = f"reference step {n}: a drag without its two points"
+                    return {"action": f"report_infeasible({quote(reason)})", "thought": reason}
+                (x1, y1), (x2, y2) = points
                 self.last_kind = "click"  # (a navigation right after it is its effect, as after a click)
                 return {"action": f"mouse_drag_and_drop({x1}, {y1}, {x2}, {y2})",
                         "thought": f"reference step {n}: drag from ({x1}, {y1}) to ({x2}, {y2})"}

@@ -34,7 +34,7 @@ END_REASONS = ("answer", "infeasible", "step_limit", "error", "stopped")
 NON_ACTIONS = frozenset({"noop", "wait", "answer", "infeasible"})
 _AGENT_KIND = {"click": "click", "fill": "type", "type": "type", "select": "select", "goto": "goto",
                "scroll": "scroll", "go_back": "go_back", "go_forward": "go_forward", "press": "press",
-               "hover": "hover"}
+               "hover": "hover", "mouse_drag_and_drop": "drag", "drag_and_drop": "drag"}
 
 
 def validate_trajectory(obj: Any, where: str) -> dict:
@@ -178,7 +178,7 @@ def agent_action(step: dict) -> Action | None:
         return Action("goto", normalise_url(parsed.get("url")))
     if kind == "scroll":
         return Action("scroll", str(parsed.get("direction") or "down"))
-    if kind in ("go_back", "go_forward"):
+    if kind in ("go_back", "go_forward", "drag"):  # (a drag by points or elements: compared by kind)
         return Action(kind, "")
     if kind == "press":
         return Action("press", str(parsed.get("key") or parsed.get("text") or parsed.get("value") or "").casefold(),)
@@ -217,14 +217,14 @@ def session_actions(reference: dict) -> list[Action]:
     not the page's answers to them (the reference agent replays exactly these).
 
     ``submit`` events are dropped (the click or key press that caused them is logged too); a
-    ``press`` (Enter in a field) is a ``press``; a ``drag`` is a ``drag`` of the element pressed. A
-    ``navigate`` that comes first is the start page; one with a ``cause`` is a ``goto`` when the
-    cause is ``goto`` (the browser started it: the address bar, ``page.goto``) and the effect of an
-    action otherwise. Without a ``cause`` (older recordings) it is dropped when it follows another
-    navigation (a redirect chain) or a click, type, select or submit (the navigation that action
-    caused), and is a ``goto`` otherwise. A scroll's direction comes from the change of the recorded
-    scroll position (reset to 0,0 when a new document loads); a scroll marked ``by: "page"`` (an
-    anchor jump, a click's scroll into view) only moves that position.
+    ``press`` (Enter in a field) is a ``press``; a ``drag`` is a ``drag`` (of no target: agents drag
+    by points). A ``navigate`` that comes first is the start page; one with a ``cause`` is a
+    ``goto`` when the cause is ``goto`` (the browser started it: the address bar, ``page.goto``) and
+    the effect of an action otherwise. Without a ``cause`` (older recordings) it is dropped when it
+    follows another navigation (a redirect chain) or a click, type, select or submit (the navigation
+    that action caused), and is a ``goto`` otherwise. A scroll's direction comes from the change of
+    the recorded scroll position (reset to 0,0 when a new document loads); a scroll marked ``by:
+    "page"`` (an anchor jump, a click's scroll into view) only moves that position.
     """
     out: list[Action] = []
     prev_kind = None
@@ -260,8 +260,8 @@ def session_actions(reference: dict) -> list[Action]:
             out.append(Action("select", element_identity(step.get("target")), texts))
         elif kind == "click":
             out.append(Action("click", element_identity(step.get("target"))))
-        elif kind == "drag":  # (where the press began: the element dragged)
-            out.append(Action("drag", element_identity(step.get("target"))))
+        elif kind == "drag":  # (compared by kind: an agent drags by points or by elements)
+            out.append(Action("drag", ""))
         # submit and unknown actions: nothing
         if kind != "scroll":
             prev_kind = kind

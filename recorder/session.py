@@ -96,26 +96,42 @@ LISTENER_JS = r"""
   // checkbox twice). Clicks a page's own script dispatches (isTrusted false) are not the person's.
   let forwardedTo = null;
   // A press that moves more than 5 px before its release is a drag (a slider's handle, a card moved
-  // between lists), logged as one from where the press began to where it ended; the click the
-  // browser then makes of it, on the two ends' common ancestor, is not the person's. A press in a
-  // form field is left to the field's own events (selecting text in it, a native range input).
+  // between lists), logged as one from where the press began to where it ended (viewport pixels:
+  // the top document only; in a frame a press stays a click, as before), and the click the browser
+  // then makes of it, on the two ends' common ancestor, is not the person's. Not a drag: a press in
+  // a form field (its own events say what happened), a press and release on one control a person
+  // clicks (a button, a link: the hand moved a little), a press that selected text (nothing changed).
+  const clickable = 'a[href], button, summary, label, [onclick], [role=button], [role=link], [role=checkbox], ' +
+    '[role=radio], [role=tab], [role=menuitem], [role=option], [role=switch], [role=treeitem]';
   let pressed = null;
-  let dragged = false;
+  let pendingDrag = null;
+  const logDrag = (d) => {
+    if (String(window.getSelection ? window.getSelection() : '')) return;
+    send('drag', d.el, {from: d.from, to: d.to});
+  };
   window.addEventListener('pointerdown', (e) => {
     const field = e.target.closest && e.target.closest('input, select, textarea, [contenteditable]');
-    pressed = e.isTrusted && e.button === 0 && !field ? {x: e.clientX, y: e.clientY, el: e.target} : null;
+    pressed = e.isTrusted && e.button === 0 && !field && window.top === window
+      ? {x: e.clientX, y: e.clientY, el: e.target} : null;
   }, true);
   window.addEventListener('pointerup', (e) => {
     const p = pressed;
     pressed = null;
     if (!p || !e.isTrusted || Math.hypot(e.clientX - p.x, e.clientY - p.y) <= 5) return;
-    dragged = true;
-    setTimeout(() => { dragged = false; }, 0);  // (the click comes in this same task, if at all)
     // the element pressed (a handle with no role of its own: not the panel holding it)
-    send('drag', p.el, {from: [Math.round(p.x), Math.round(p.y)], to: [Math.round(e.clientX), Math.round(e.clientY)]});
+    const d = {el: p.el, from: [Math.round(p.x), Math.round(p.y)], to: [Math.round(e.clientX), Math.round(e.clientY)]};
+    pendingDrag = d;
+    // (the click, if the browser makes one, comes in this same task: decided there, else here)
+    setTimeout(() => { if (pendingDrag === d) { pendingDrag = null; logDrag(d); } }, 0);
   }, true);
   document.addEventListener('click', (e) => {
-    if (dragged && e.isTrusted) { dragged = false; return; }
+    if (pendingDrag !== null && e.isTrusted) {
+      const d = pendingDrag;
+      pendingDrag = null;
+      const control = d.el.closest && d.el.closest(clickable);
+      if (!(control && e.target.closest && e.target.closest(clickable) === control)) { logDrag(d); return; }
+      // pressed and released on one control: its click, logged below
+    }
     if (forwardedTo !== null && e.target === forwardedTo) { forwardedTo = null; return; }
     forwardedTo = null;
     if (!e.isTrusted) return;

@@ -207,3 +207,20 @@ def test_consistency_and_average_steps():
     assert trajectory_consistency([a, b]) == 1.0
     assert trajectory_consistency([]) is None
     assert average_steps([a, b, c]) == pytest.approx((2 + 2 + 3) / 3)
+
+
+def test_a_recorded_drag_and_the_agent_s_drag_are_one_action():
+    """A recorded ``drag`` step (from and to points) and an agent's ``mouse_drag_and_drop`` (or
+    ``drag_and_drop`` of elements) are both a ``drag``, compared by kind: the reference agent's
+    replay of a slider earns its overlap."""
+    reference = {"version": 1, "kind": "reference_trajectory", "start_url": f"{SHOP}/", "steps": [
+        {"step": 0, "action": "navigate", "target": None, "value": None, "url": f"{SHOP}/"},
+        {"step": 1, "action": "drag", "target": {"role": "generic", "name": "", "css": "#handle", "tag": "span",
+                                                  "text": ""},
+         "value": {"from": [58, 108], "to": [288, 112]}, "url": f"{SHOP}/"}]}
+    assert [str(a) for a in session_actions(reference)] == ["drag()"]
+    for action, kind in (("mouse_drag_and_drop(58, 108, 288, 112)", "mouse_drag_and_drop"),
+                         ("drag_and_drop('4', '9')", "drag_and_drop")):
+        played = trajectory("t", [step(action, kind, url=f"{SHOP}/"), answer_step("60", url=f"{SHOP}/")], answer="60")
+        r = evaluate_partial(reference, played)
+        assert (r["lcs"], r["overlap"]) == (1, 1.0), (action, r)

@@ -160,7 +160,10 @@ SLIDER = """<!doctype html><html><head><title>Price</title><style>
 #track { position: relative; width: 400px; height: 20px; margin: 40px; background: #ddd; }
 #handle { position: absolute; left: 0; top: 0; width: 20px; height: 20px; background: #36c; }
 </style></head><body><div id="panel" role="tabpanel"><h1>Price</h1>
-<div id="track"><span id="handle"></span></div><p id="out">Price: 0</p></div>
+<div id="track"><span id="handle"></span></div><p id="out">Price: 0</p>
+<p id="note">Prices are shown without the tax of the region you ship to.</p>
+<button id="apply" style="width: 200px; height: 40px" onclick="document.getElementById('done').textContent =
+ 'Applied'">Apply</button><p id="done"></p></div>
 <script>
   const track = document.getElementById('track'), handle = document.getElementById('handle');
   let dragging = false;
@@ -186,7 +189,18 @@ def run(page):
     page.mouse.move(track["x"] + 240, box["y"] + 14, steps=6)
     page.mouse.up()
     page.wait_for_selector("text=Price: 60")
-    record_answer(page, "60", evidence=["Price: 60"])
+    note = page.locator("#note").bounding_box()  # selecting text: nothing changes, nothing is logged
+    page.mouse.move(note["x"] + 2, note["y"] + 5)
+    page.mouse.down()
+    page.mouse.move(note["x"] + 150, note["y"] + 5, steps=4)
+    page.mouse.up()
+    button = page.locator("#apply").bounding_box()  # a click whose hand moved 9 px: a click
+    page.mouse.move(button["x"] + 50, button["y"] + 20)
+    page.mouse.down()
+    page.mouse.move(button["x"] + 59, button["y"] + 20, steps=3)
+    page.mouse.up()
+    page.wait_for_selector("text=Applied")
+    record_answer(page, "60", evidence=["Price: 60", "Applied"])
 '''
 
 
@@ -210,7 +224,8 @@ def test_a_drag_is_one_drag_step_not_a_click_and_the_reference_replays_it(tmp_pa
         server.server_close()
     assert r.returncode == 0, r.stderr
     steps = json.loads((tmp_path / "slider.json").read_text())["steps"]
-    assert [s["action"] for s in steps] == ["navigate", "drag", "answer"], steps
+    assert [s["action"] for s in steps] == ["navigate", "drag", "click", "answer"], steps
+    assert steps[2]["target"]["name"] == "Apply", steps[2]
     drag = steps[1]
     assert drag["target"]["css"] == "#handle" and drag["value"]["to"][0] - drag["value"]["from"][0] > 200, drag
     suite = tmp_path / "suite"
@@ -221,7 +236,8 @@ def test_a_drag_is_one_drag_step_not_a_click_and_the_reference_replays_it(tmp_pa
     assert r.returncode == 0 and json.loads(r.stdout)["expired"] == [], r.stdout + r.stderr
     actions = [s["action"] for s in json.loads((tmp_path / "v" / "trajectories" / "slider.json").read_text())["steps"]]
     (x1, y1), (x2, y2) = drag["value"]["from"], drag["value"]["to"]
-    assert actions == [f"mouse_drag_and_drop({x1}, {y1}, {x2}, {y2})", "send_msg_to_user('60')"], actions
+    assert actions[0] == f"mouse_drag_and_drop({x1}, {y1}, {x2}, {y2})", actions
+    assert actions[1].startswith("click(") and actions[2:] == ["send_msg_to_user('60')"], actions
     r = cli("tasks", "validate", suite, "--backend", "text", "--json", "--out", tmp_path / "vt", timeout=600)
     assert r.returncode == 1, r.stdout + r.stderr
     steps = json.loads((tmp_path / "vt" / "trajectories" / "slider.json").read_text())["steps"]

@@ -263,6 +263,10 @@ _ARIA_NAMING = frozenset({"aria-label", "aria-labelledby"})
 _HIDING_ATTRS = frozenset({HIDDEN_ATTR, "hidden", "aria-hidden", "style"})
 _HIDDEN_BY_TAG = frozenset({"input", "dialog"})
 _FOCUS_CANDIDATES = f"//*[@{FOCUSED_ATTR} or @autofocus]"
+# A password field's value in the tree: one bullet a character, as Chromium's accessibility tree
+# (and so BrowserGym's observation) shows it; the password itself is never in an observation.
+PASSWORD_MASK = "\u2022"
+
 # Never rendered, whatever their attributes say (a browser's own style sheet hides noframes and
 # noembed: it shows frames and embeds; Roundup's help pages carry a noframes text).
 _HIDDEN_TAGS = SKIPPED_TAGS | {"datalist", "area", "map", "param", "source", "track", "noframes", "noembed"}
@@ -838,6 +842,8 @@ class _Builder:
         if tag == "input" and _input_type(a.get("type")) not in ("checkbox", "radio", "submit", "reset", "button",
                                                           "image", "file", "hidden"):
             value = self.value_of(el) or None
+            if value and _input_type(a.get("type")) == "password":
+                value = PASSWORD_MASK * len(value)  # (as Chromium's tree gives it: never the password)
         elif tag == "textarea":
             value = self.value_of(el) or None
         elif tag == "select" and role == "combobox":

@@ -392,3 +392,4 @@ def test_evidence_is_read_in_the_values_of_visible_form_fields():
     seen = fold_text(visible_text(tree))
     assert fold_text("Search ignores accented characters") in seen and fold_text("Seen on the Münster page") in seen
     assert fold_text("csrf-1234") not in seen and fold_text("not shown here") not in seen
+    assert fold_text("hunter2-secret") not in seen  # (a password is bullets in the tree, as in Chromium's)

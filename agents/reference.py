@@ -49,6 +49,7 @@ ACTIONS = ("click", "type", "select", "press")
 # Python string literals, in either quote).
 _TREE_LINE = re.compile(r"""^\t*(?:\[[^\]]*\]\s+)?\S+\s+('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 # A form field's value after its name: `` value='...'`` (the field's text a person reads).
+_TREE_BID = re.compile(r"^\t*\[([^\]]*)\]")
 _TREE_VALUE = re.compile(r"""\s+value=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 
 
@@ -58,12 +59,13 @@ def fold_text(text: str | None) -> str:
     return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text or "")).casefold()
 
 
-def visible_text(axtree_text: str | None) -> str:
+def visible_text(axtree_text: str | None, typed: frozenset | set = frozenset()) -> str:
     """What a person reads on the page, from the observation tree: every node's name and every
-    text, and a form field's value, in document order (the tree keeps hidden elements out). A node's text that its named
-    ancestor's name already holds is left out: Chromium names a link, a ``code`` element or a
-    heading after its content, and reading both would say ``lease_seconds lease_seconds``, so an
-    evidence sentence spanning that node would not be found."""
+    text, and a form field's value (not of the fields whose bids are in ``typed``: what the agent
+    typed there is no evidence of the site's), in document order (the tree keeps hidden elements
+    out). A node's text that its named ancestor's name already holds is left out: Chromium names
+    a link, a ``code`` element or a heading after its content, and reading both would say
+    ``lease_seconds lease_seconds``, so an evidence sentence spanning that node would not be found."""
     parts = []
     named: list[tuple[int, str]] = []  # (depth, folded name) of the named ancestors of this line
     for line in (axtree_text or "").splitlines():
@@ -84,7 +86,8 @@ def visible_text(axtree_text: str | None) -> str:
         if folded and not line.lstrip("\t").startswith("StaticText"):
             named.append((depth, folded))
         shown = _TREE_VALUE.match(line, m.end())
-        if shown:  # a field's value: read too (record_answer's evidence check reads it the same)
+        bid = _TREE_BID.match(line)
+        if shown and not (bid and bid.group(1) in typed):  # (record_answer's evidence check reads it the same)
             try:
                 parts.append(str(ast.literal_eval(shown.group(1))))
             except (ValueError, SyntaxError):
@@ -148,6 +151,7 @@ class ReferenceAgent(Agent):
         self.steps: list[dict] = []
         self.pos = 0
         self.seen: list[str] = []
+        self.typed: dict[str, str] = {}  # bid -> the page's URL: the fields this agent typed into
         self.last_typed: str | None = None
         self.last_kind: str | None = None
         self.scroll_at = (0, 0)
@@ -165,6 +169,7 @@ class ReferenceAgent(Agent):
         self.steps = list(reference["steps"])
         self.pos = 0
         self.seen = []
+        self.typed = {}
         self.last_typed = None
         self.last_kind = None
         self.scroll_at = (0, 0)
@@ -188,7 +193,8 @@ class ReferenceAgent(Agent):
         return not (_same_url(obs.get("url"), step.get("url")) or self._caused_by_action())
 
     def act(self, obs: dict) -> dict:
-        self.seen.append(fold_text(visible_text(obs.get("axtree_text"))))
+        typed = {bid for bid, url in self.typed.items() if url == obs.get("url")}  # (bids are a page's own)
+        self.seen.append(fold_text(visible_text(obs.get("axtree_text"), typed)))
         while self.pos < len(self.steps):
             step = self.steps[self.pos]
             self.pos += 1
@@ -244,6 +250,7 @@ class ReferenceAgent(Agent):
                     return {"action": f"press({quote(bid)}, {quote(key)})", "thought": thought}
                 if kind == "type":
                     self.last_typed = bid
+                    self.typed[bid] = obs.get("url")
                     keys = ", True" if step.get("keys") is True and step.get("value") else ""
                     return {"action": f"fill({quote(bid)}, {quote(step.get('value') or '')}{keys})", "thought": thought}
                 value = step.get("value") or {}

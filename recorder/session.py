@@ -181,6 +181,7 @@ LISTENER_JS = r"""
     if (el.tagName === 'SELECT' || ['checkbox', 'radio'].includes(el.type) || !byPerson(e)) return;
     const keys = keyed.has(el);
     keyed.delete(el);
+    el.__wfTyped = true;  // (what the person typed is no evidence of the site's: VISIBLE_TEXT_JS)
     send('type', el, el.value, keys ? {keys: true} : undefined);
   }, true);
   document.addEventListener('change', (e) => {
@@ -277,13 +278,14 @@ def fold_text(text: str | None) -> str:
 
 
 # What a person reads on the page: its rendered text, and the values shown in its visible form
-# fields (an edit form's title input, a text area; a password never, nor a hidden input), which the
-# observation tree gives as ``value='...'`` and the reference agent reads there too.
+# fields (an edit form's title input, a text area; a password never, nor a hidden input, nor a field
+# the person typed into: that is theirs, not the site's), which the observation tree gives as
+# ``value='...'`` and the reference agent reads there too (but in the fields it typed into).
 VISIBLE_TEXT_JS = """() => {
   if (!document.body) return '';
   const unshown = new Set(['hidden', 'password', 'checkbox', 'radio', 'file', 'image', 'range', 'color']);
   const values = Array.from(document.querySelectorAll('input, textarea'))
-    .filter((el) => !(el.tagName === 'INPUT' && unshown.has((el.type || '').toLowerCase())))
+    .filter((el) => !(el.tagName === 'INPUT' && unshown.has((el.type || '').toLowerCase())) && !el.__wfTyped)
     .filter((el) => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden')
     .map((el) => el.value).filter((v) => v);
   return [document.body.innerText, ...values].join('\\n');

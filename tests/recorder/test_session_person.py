@@ -372,7 +372,7 @@ def test_evidence_is_read_in_the_values_of_visible_form_fields():
 
     from webfreeze.agents.reference import fold_text, visible_text
     from webfreeze.recorder.errors import SessionScriptError
-    from webfreeze.recorder.session import record_answer
+    from webfreeze.recorder.session import LISTENER_JS, record_answer
     from webfreeze.simulator.axtree import build_tree
     from webfreeze.simulator.browser import launch_chromium
 
@@ -386,6 +386,18 @@ def test_evidence_is_read_in_the_values_of_visible_form_fields():
             for unshown in ("hunter2-secret", "csrf-1234", "not shown here"):
                 with pytest.raises(SessionScriptError, match="does not show the evidence"):
                     record_answer(page, "3", evidence=[unshown])
+            # what the person typed into a field is theirs, not the site's: no evidence (with the
+            # session's listener, which marks the fields typed into)
+            page = browser.new_page()
+            page.expose_function("__webfreezeLog", lambda step: None)
+            page.add_init_script(LISTENER_JS)
+            page.route("http://tracker.test/**", lambda route: route.fulfill(
+                body=EDIT_FORM, content_type="text/html; charset=utf-8"))
+            page.goto("http://tracker.test/issue3")
+            page.get_by_label("Title").fill("Typed by the person")
+            with pytest.raises(SessionScriptError, match="does not show the evidence"):
+                record_answer(page, "3", evidence=["Typed by the person"])
+            record_answer(page, "3", evidence=["Seen on the Münster page"])  # (an untouched field still counts)
         finally:
             browser.close()
     tree = build_tree(EDIT_FORM, "http://tracker.test/issue3").axtree_text
@@ -393,3 +405,6 @@ def test_evidence_is_read_in_the_values_of_visible_form_fields():
     assert fold_text("Search ignores accented characters") in seen and fold_text("Seen on the Münster page") in seen
     assert fold_text("csrf-1234") not in seen and fold_text("not shown here") not in seen
     assert fold_text("hunter2-secret") not in seen  # (a password is bullets in the tree, as in Chromium's)
+    # the reference agent leaves out the fields it typed into (their bids, on that page)
+    title = next(line for line in tree.splitlines() if "textbox 'Title'" in line).strip().split("]")[0][1:]
+    assert fold_text("Search ignores accented characters") not in fold_text(visible_text(tree, {title}))

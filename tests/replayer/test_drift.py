@@ -246,6 +246,26 @@ def test_evidence_beside_something_new_is_ambiguous_a_clock_is_not():
     assert evidence_moved(["v2"], [url], old, {}) == []
 
 
+def test_evidence_in_a_field_s_value_is_read_as_on_the_page():
+    """Evidence may stand in a text input's value (an issue's title in an edit form), as
+    record_answer and the reference agent read it: drift sees it change there, and never in a
+    password or a hidden input."""
+    from webfreeze.checks.drift import evidence_blocks, evidence_moved, field_values
+
+    def page(title: str) -> dict:
+        return {"dom": (f'<html><body><h1>Issue 3</h1><label>Title <input name="title" value="{title}"></label>'
+                        '<input type="hidden" name="t" value="tok"><input type="password" value="pw"></body></html>'
+                        ).encode()}
+
+    url = "http://tracker.test/issue3"
+    old, new = {url: page("Search ignores accents")}, {url: page("Search ignores accents (wontfix)")}
+    assert field_values(old[url]["dom"]) == ["Search ignores accents"]
+    assert evidence_blocks(old[url]["dom"], "search ignores accents") == ["Search ignores accents"]
+    assert evidence_blocks(old[url]["dom"], "tok") == [] and evidence_blocks(old[url]["dom"], "pw") == []
+    [moved] = evidence_moved(["Search ignores accents"], [url], old, new)
+    assert moved["old"] == ["Search ignores accents"] and moved["new"] == ["Search ignores accents (wontfix)"]
+
+
 # ------------------------------------------------------------------- same agent, two snapshots
 def test_a_study_over_two_snapshots_separates_drift_from_repeats(scholar, tmp_path):
     """`snapshots = [OLD, NEW]` in a study file: each configuration runs on both archives (cells

@@ -126,8 +126,27 @@ class Snapshot(Mapping):
         if url not in self.records:
             return ""
         if url not in self._text:
-            self._text[url] = fold_text(visible_text(self[url]["dom"]))
+            dom = self[url]["dom"]
+            self._text[url] = fold_text(" ".join([visible_text(dom), *field_values(dom)]))
         return self._text[url]
+
+
+# Input types whose value a person does not read as text on the page (record_answer's rule).
+UNSHOWN_INPUTS = frozenset({"hidden", "password", "checkbox", "radio", "file", "image", "range", "color"})
+
+
+def field_values(dom: bytes) -> list[str]:
+    """The values a page's text inputs show (their ``value`` attributes), which evidence may stand
+    on as on the page's text (``record_answer`` and the reference agent read them too); a text
+    area's text is in the page's text already."""
+    if not dom or not dom.strip():
+        return []
+    try:
+        root = lxml.html.document_fromstring(dom)
+    except (lxml.etree.ParserError, ValueError):
+        return []
+    return [el.get("value") for el in root.iter("input")
+            if el.get("value") and (el.get("type") or "text").lower() not in UNSHOWN_INPUTS]
 
 
 def compare_pages(old: Mapping[str, dict], new: Mapping[str, dict], progress=None) -> list[dict]:
@@ -245,14 +264,19 @@ def evidence_blocks(dom: bytes, evidence: str) -> list[str]:
         return []
     for el in root.iter("script", "style", "noscript", "template"):
         el.text = ""
-    holding = [el for el in root.iter() if isinstance(el.tag, str) and want in fold_text(el.text_content())]
+    def text(el) -> str:  # (a text input shows its value)
+        if el.tag == "input" and (el.get("type") or "text").lower() not in UNSHOWN_INPUTS:
+            return el.get("value") or ""
+        return el.text_content()
+
+    holding = [el for el in root.iter() if isinstance(el.tag, str) and want in fold_text(text(el))]
     inner = set(holding)
     for el in holding:  # keep only those with no holding descendant
         parent = el.getparent()
         while parent is not None:
             inner.discard(parent)
             parent = parent.getparent()
-    return [" ".join(el.text_content().split()) for el in holding if el in inner]
+    return [" ".join(text(el).split()) for el in holding if el in inner]
 
 
 # Ten digits or more in a row: a clock reading (epoch seconds or milliseconds, a cache buster), which

@@ -39,7 +39,8 @@ from __future__ import annotations
 import ast
 import re
 import unicodedata
-from urllib.parse import urldefrag
+
+from webfreeze.common.http import page_url
 
 from .base import Agent, AgentError, TaskView, norm, quote
 
@@ -96,7 +97,7 @@ def visible_text(axtree_text: str | None, typed: frozenset | set = frozenset()) 
 
 
 def _same_url(a: str, b: str) -> bool:
-    return urldefrag(a or "")[0].rstrip("/") == urldefrag(b or "")[0].rstrip("/")
+    return page_url(a or "").rstrip("/") == page_url(b or "").rstrip("/")  # (a hash route is a page)
 
 
 def find_target(elements: list[dict], target: dict) -> dict | None:

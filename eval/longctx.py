@@ -23,13 +23,15 @@ back to where subtask A1 happened. Per dependent task (``depends_on``) we record
 
 from __future__ import annotations
 
-from urllib.parse import urldefrag, urlsplit
+from urllib.parse import urlsplit
+
+from webfreeze.common.http import page_url
 
 
 def _norm(url) -> str | None:
     if not isinstance(url, str) or not url:
         return None
-    return urldefrag(url)[0].rstrip("/")
+    return page_url(url).rstrip("/")  # (a hash route, #/faq, is a page of its own)
 
 
 def _host(url) -> str | None:

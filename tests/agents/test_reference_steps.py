@@ -166,3 +166,15 @@ def test_a_nameless_target_is_found_past_a_widget_s_instance_counter():
     assert find_target([moved, other], live) is None  # two candidates, neither at the path: not guessed
     assert find_target([box(moved["css"], name="City")], live) is None  # a named combobox is another one
     assert find_target([{**moved, "role": "textbox"}], live) is None  # and so is another role
+
+
+def test_a_hash_route_is_a_page_of_its_own_where_urls_are_compared():
+    """The reference agent's URL comparison and the long-context evaluation's (whether a page was
+    reached) keep a hash route (``#/faq``: Docsify, Vue) and drop an anchor (``#top``)."""
+    from webfreeze.agents.reference import _same_url
+    from webfreeze.eval.longctx import _norm
+
+    assert not _same_url("http://docs.test/#/faq", "http://docs.test/#/diet")
+    assert _same_url("http://docs.test/guide#top", "http://docs.test/guide/")
+    assert _norm("http://docs.test/#/faq") != _norm("http://docs.test/#/diet")
+    assert _norm("http://docs.test/guide#top") == _norm("http://docs.test/guide") == "http://docs.test/guide"

@@ -53,4 +53,7 @@ def page_url(url: str) -> str:
     the fragment is a route of a single-page application (``#/guide``, ``#!/guide``: the hash
     routers of Docsify, Vue, Angular), which shows another page of the same document."""
     base, fragment = urldefrag(url)
-    return url if fragment.startswith(("/", "!")) else base
+    route = fragment[1:] if fragment.startswith("!") else fragment
+    # (``#/``, ``#!`` and ``#!/`` name the application's first route: the page itself; ``href="#!"``
+    # is also the placeholder link of many templates)
+    return url if route.startswith("/") and route.strip("/") else base

@@ -276,3 +276,15 @@ def test_no_temporary_files_left_by_a_failed_json_write(tmp_path):
     with pytest.raises(TypeError):
         write_json(tmp_path / "bad.json", bad)
     assert os.listdir(tmp_path) == []
+
+
+def test_page_url_keeps_a_hash_route_and_drops_an_anchor():
+    """``#/guide`` and ``#!/guide`` are pages of a hash-routed application; ``#top`` is a place in
+    the page, and ``#/``, ``#!`` and ``#!/`` (the first route; the placeholder link ``href="#!"`` of
+    many templates) are the page itself."""
+    from webfreeze.common.http import page_url
+
+    for kept in ("http://d.test/#/guide", "http://d.test/x#!/guide", "http://d.test/#/guide?id=intro"):
+        assert page_url(kept) == kept
+    for url in ("http://d.test/x#top", "http://d.test/x#/", "http://d.test/x#!", "http://d.test/x#!/", "http://d.test/x#"):
+        assert page_url(url) == "http://d.test/x", url

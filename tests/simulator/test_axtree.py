@@ -661,32 +661,24 @@ def test_links_with_few_attributes(html, role, url):
     assert ("url='http://site.test/y'" in tree.axtree_text) == url
 
 
-def test_a_password_is_bullets_in_the_tree_as_in_chromium_s():
+def test_a_password_is_bullets_in_the_tree_as_in_chromium_s(browser):
     """A password field's value is one bullet a character, as Chromium's accessibility tree (and
     so BrowserGym's observation) gives it: the password itself is in no observation, no
     trajectory's target and no prompt."""
+    from webfreeze.simulator.browser import new_context
+
     html = '<label>Password <input type="password" value="hunter2"></label><label>Name <input value="Ann"></label>'
     tree = build_tree(html, "http://x.test/")
     assert "textbox 'Password' value='\u2022\u2022\u2022\u2022\u2022\u2022\u2022'" in tree.axtree_text
     assert "hunter2" not in tree.axtree_text and "textbox 'Name' value='Ann'" in tree.axtree_text
     assert "hunter2" not in repr(tree.descriptions)
-    from playwright.sync_api import sync_playwright
-
-    from webfreeze.simulator.browser import BrowserUnavailable, chromium_path, launch_chromium
-
+    context = new_context(browser)
     try:
-        chromium_path()
-    except BrowserUnavailable:
-        return  # (the tree's half holds without a browser)
-
-    with sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        try:
-            page = browser.new_page()
-            page.set_content(html)
-            nodes = page.context.new_cdp_session(page).send("Accessibility.getFullAXTree")["nodes"]
-        finally:
-            browser.close()
+        page = context.new_page()
+        page.set_content(html)
+        nodes = context.new_cdp_session(page).send("Accessibility.getFullAXTree")["nodes"]
+    finally:
+        context.close()
     chromium = {n["name"]["value"]: n.get("value", {}).get("value") for n in nodes
                 if n.get("role", {}).get("value") == "textbox"}
     assert chromium == {"Password": "\u2022" * 7, "Name": "Ann"}, chromium

@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import ast
 import re
-import unicodedata
 
 from webfreeze.common.http import page_url
+from webfreeze.common.text import fold_text
 
 from .base import Agent, AgentError, TaskView, norm, quote
 
@@ -52,12 +52,6 @@ _TREE_LINE = re.compile(r"""^\t*(?:\[[^\]]*\]\s+)?\S+\s+('(?:[^'\\]|\\.)*'|"(?:[
 # A form field's value after its name: `` value='...'`` (the field's text a person reads).
 _TREE_BID = re.compile(r"^\t*\[([^\]]*)\]")
 _TREE_VALUE = re.compile(r"""\s+value=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
-
-
-def fold_text(text: str | None) -> str:
-    """Text as evidence is compared: NFKC, case-folded, every whitespace run removed (the page may
-    split a sentence into nodes, or break its lines, anywhere). recorder/session.py folds alike."""
-    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text or "")).casefold()
 
 
 def visible_text(axtree_text: str | None, typed: frozenset | set = frozenset()) -> str:

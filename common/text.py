@@ -3,6 +3,7 @@ shows) and the evaluators (matching answers) share, so that both read a text the
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 
@@ -18,4 +19,17 @@ def collapse_ws(text: str) -> str:
     return " ".join(text.split())
 
 
-__all__ = ["collapse_ws", "fold"]
+def fold_text(text: str | None) -> str:
+    """Text as evidence is compared (a task's evidence against what a page shows): NFKC, case-folded,
+    every whitespace run removed. The page's text and the evidence may break lines, or split into
+    nodes, at different places (``use <code>append()</code>.``). The recorder (``record_answer``),
+    the reference agent and drift fold alike, through this one function."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text or "")).casefold()
+
+
+# Input types whose value a person does not read as text on the page, so no evidence stands on it:
+# the recorder's visible-text script (``record_answer``), drift's reading of a captured DOM, one list.
+UNSHOWN_INPUT_TYPES = ("hidden", "password", "checkbox", "radio", "file", "image", "range", "color")
+
+
+__all__ = ["UNSHOWN_INPUT_TYPES", "collapse_ws", "fold", "fold_text"]

@@ -25,16 +25,15 @@ backend reads to submit a form as a browser would (without the fields a script d
 from __future__ import annotations
 
 import json
-import re
 import runpy
 import threading
 import time
-import unicodedata
 from datetime import datetime, timezone
 from pathlib import Path
 
 from webfreeze.archives.timeutil import normalize_time
 from webfreeze.common.files import check_output_file, write_output
+from webfreeze.common.text import UNSHOWN_INPUT_TYPES, fold_text
 
 from .accname import ROLE_NAME_JS
 from .errors import SessionScriptError
@@ -270,26 +269,19 @@ class TrajectoryLog:
         self.add(step)
 
 
-def fold_text(text: str | None) -> str:
-    """Text as evidence is compared: NFKC, case-folded, every whitespace run removed. The page's
-    text and the evidence may break lines, or split into nodes, at different places
-    (``use <code>append()</code>.``); the agents' check (agents/reference.py) folds the same way."""
-    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text or "")).casefold()
-
-
 # What a person reads on the page: its rendered text, and the values shown in its visible form
 # fields (an edit form's title input, a text area; a password never, nor a hidden input, nor a field
 # the person typed into: that is theirs, not the site's), which the observation tree gives as
 # ``value='...'`` and the reference agent reads there too (but in the fields it typed into).
 VISIBLE_TEXT_JS = """() => {
   if (!document.body) return '';
-  const unshown = new Set(['hidden', 'password', 'checkbox', 'radio', 'file', 'image', 'range', 'color']);
+  const unshown = new Set(%s);
   const values = Array.from(document.querySelectorAll('input, textarea'))
     .filter((el) => !(el.tagName === 'INPUT' && unshown.has((el.type || '').toLowerCase())) && !el.__wfTyped)
     .filter((el) => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden')
     .map((el) => el.value).filter((v) => v);
   return [document.body.innerText, ...values].join('\\n');
-}"""
+}""" % json.dumps(list(UNSHOWN_INPUT_TYPES))
 
 
 def record_answer(page, text: str, locator=None, evidence: list[str] | None = None) -> None:

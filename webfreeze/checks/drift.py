@@ -62,12 +62,12 @@ import lxml.html
 from rich.console import Console
 from rich.table import Table
 
-from webfreeze.agents.reference import fold_text
 from webfreeze.archives import Archive, ArchiveError, archive_digest
 from webfreeze.checks.replay_check import image_ext, pixel_difference, text_similarity, visible_text
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import json_text
 from webfreeze.common.http import page_url
+from webfreeze.common.text import UNSHOWN_INPUT_TYPES, fold_text
 from webfreeze.eval.authoring import capture_misses, describe_miss, recorded_answer, reference_reached
 from webfreeze.eval.report import build_report
 from webfreeze.eval.tasks import load_suite
@@ -131,8 +131,7 @@ class Snapshot(Mapping):
         return self._text[url]
 
 
-# Input types whose value a person does not read as text on the page (record_answer's rule).
-UNSHOWN_INPUTS = frozenset({"hidden", "password", "checkbox", "radio", "file", "image", "range", "color"})
+UNSHOWN_INPUTS = frozenset(UNSHOWN_INPUT_TYPES)  # (record_answer's rule, one list: common/text.py)
 
 
 def field_values(dom: bytes) -> list[str]:

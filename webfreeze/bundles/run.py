@@ -29,7 +29,7 @@ from webfreeze.bundles.pack import (
 )
 from webfreeze.eval.report import write_report
 from webfreeze.llm.errors import LLMError
-from webfreeze.runs.compare import run_difference
+from webfreeze.runs.compare import run_difference, version_differences
 from webfreeze.runs.execute import execute
 from webfreeze.runs.executors import EXECUTORS
 from webfreeze.runs.prepare import prepare
@@ -68,7 +68,18 @@ def compare_run(bundled: Path, rerun: Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         redacted = False
     stale = (lambda name: _stale_steps(bundled / "trajectories" / name)) if redacted else None
-    return run_difference(bundled, rerun, stale=stale, names=("the bundle", "the re-run"))
+    difference = run_difference(bundled, rerun, stale=stale, names=("the bundle", "the re-run"))
+    if difference is None:
+        return None
+    try:  # (a re-run by other versions may part where they differ: said beside the difference)
+        versions = version_differences(*(json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+                                         for run in (bundled, rerun)))
+    except (OSError, ValueError, AttributeError):
+        versions = []
+    if versions:
+        difference += "; versions differ: " + ", ".join(
+            f"{v['name']} {v['a'] or '(none)'} in the bundle, {v['b'] or '(none)'} here" for v in versions)
+    return difference
 
 
 def _safe_name(name: str) -> str:

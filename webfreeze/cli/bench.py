@@ -234,6 +234,9 @@ def _print_comparison(result: dict, show_all: bool) -> None:
     s = result["counts"]
     click.echo(f"{s['same']} tasks identical, {s['different']} different, {s['only_a']} only in A, "
                f"{s['only_b']} only in B", err=True)
+    if result.get("versions"):  # (runs made by other versions may part where those differ)
+        click.echo("versions differ: " + ", ".join(f"{v['name']} {v['a'] or '(none)'} (A) vs {v['b'] or '(none)'} (B)"
+                                                   for v in result["versions"]), err=True)
     for side in ("a", "b"):
         r = (result.get("replay") or {}).get(side)
         if r:

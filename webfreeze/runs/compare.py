@@ -25,7 +25,7 @@ STEP_FIELDS = ("action", "url", "error", "url_after")
 END_FIELDS = ("answer", "end", "final_state")
 
 
-def _load_run(run_dir) -> tuple[dict, dict[str, dict]]:
+def _load_run(run_dir) -> tuple[dict, dict[str, dict], dict]:
     run = Path(run_dir)
     if not (run / "manifest.json").is_file():
         raise ReportError(f"{run}: not a run directory (no manifest.json)")
@@ -51,7 +51,23 @@ def _load_run(run_dir) -> tuple[dict, dict[str, dict]]:
         except ValueError:
             raise ReportError(f"{p}: not valid JSON") from None
         trajectories[p.stem] = without_timings(validate_trajectory(data, str(p)))
-    return report, trajectories
+    return report, trajectories, manifest
+
+
+# What the versions of two runs may differ in without a word: the interpreter's patch level aside,
+# a difference in any other (webfreeze, Playwright, the browser's build, the replay's page runtime)
+# can part two runs' trajectories, so it is named beside their differences.
+QUIET_VERSIONS = frozenset({"python"})
+
+
+def version_differences(manifest_a: dict, manifest_b: dict) -> list[dict]:
+    """The versions (manifest ``versions``) that differ between two runs, in name order:
+    ``{"name", "a", "b"}``, a side that does not record one None (a run made before it was
+    recorded, or a text-backend run, which has no browser)."""
+    va = manifest_a.get("versions") if isinstance(manifest_a.get("versions"), dict) else {}
+    vb = manifest_b.get("versions") if isinstance(manifest_b.get("versions"), dict) else {}
+    return [{"name": k, "a": va.get(k), "b": vb.get(k)} for k in sorted(set(va) | set(vb))
+            if k not in QUIET_VERSIONS and va.get(k) != vb.get(k)]
 
 
 def first_difference(a: dict, b: dict) -> dict | None:
@@ -88,8 +104,8 @@ def _replay_side(report: dict, trajectories: dict[str, dict]) -> dict | None:
 
 
 def compare_runs(run_a, run_b) -> dict:
-    rep_a, traj_a = _load_run(run_a)
-    rep_b, traj_b = _load_run(run_b)
+    rep_a, traj_a, man_a = _load_run(run_a)
+    rep_b, traj_b, man_b = _load_run(run_b)
     tasks_a, tasks_b = rep_a.get("tasks", {}), rep_b.get("tasks", {})
     rows = []
     counts = {"same": 0, "different": 0, "only_a": 0, "only_b": 0}
@@ -137,7 +153,7 @@ def compare_runs(run_a, run_b) -> dict:
             "b": {"path": str(run_b), "agent": (rep_b.get("run") or {}).get("agent")},
             "identical": counts["different"] == counts["only_a"] == counts["only_b"] == 0,
             "counts": counts, "tasks": rows, "categories": categories,
-            "replay": {"a": replay_a, "b": replay_b}}
+            "replay": {"a": replay_a, "b": replay_b}, "versions": version_differences(man_a, man_b)}
 
 
 # ------------------------------------------------------------------ two runs equal apart from timings

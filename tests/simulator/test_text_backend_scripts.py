@@ -5,6 +5,8 @@ answered as the site did); the browser backend, on the same archive, shows the p
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from webfreeze.archives import Exchange, new_archive_atomically
@@ -78,3 +80,23 @@ def test_browser_backend_shows_the_page_its_scripts_draw(archive):
     finally:
         env.close()
     assert obs["last_action_error"] == "" and "Sea otter: 148 cm" in obs["axtree_text"]
+
+
+def test_a_text_run_says_how_many_episodes_started_on_a_page_it_could_not_show(archive, tmp_path, cli):
+    # the episode is the agent's (the replay answered as the site did), but a run whose score rests on
+    # pages its backend never showed says so once, for the run, with the way out
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "manifest.json").write_text(json.dumps({"format": "webfreeze-suite", "version": 1, "name": "docs",
+                                                     "archive": str(archive)}))
+    lines = [{"id": tid, "category": "info", "instruction": "How long is a sea otter?", "start_url": url,
+              "snapshot_time": T0, "ground_truth": {"answer": {"must_include": ["148"]}}}
+             for tid, url in (("shell", HOST + "/"), ("served", HOST + "/served.html"))]
+    (suite / "tasks.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "run"
+    r = cli("bench", "run", suite, "--agent", "keyword", "--backend", "text", "--out", out, "--max-steps", "3")
+    assert r.returncode == 0, r.stderr
+    line = ("1 of 2 episode(s) started on a page that shows nothing without its scripts, which this backend "
+            "does not run (e.g. shell: http://docs.test/): run them with --backend browser")
+    assert f"warning: {line}" in r.stderr
+    assert json.loads((out / "report.json").read_text())["warnings"] == [line]

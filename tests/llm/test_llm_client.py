@@ -63,11 +63,11 @@ class Provider:
                     action = provider.script.pop(0) if provider.script else "ok"
                     provider.inflight += 1
                     provider.max_inflight = max(provider.max_inflight, provider.inflight)
+                self.counted = True
                 try:
                     provider._act(self, action, body)
                 finally:
-                    with provider.lock:
-                        provider.inflight -= 1
+                    provider._answered(self)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -75,8 +75,18 @@ class Provider:
         self.thread.start()
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
+    def _answered(self, handler) -> None:
+        """A request stops being in flight before the first byte of its answer is written: the
+        client may read the answer and send its next request before this handler's thread runs
+        again, and that request must not be counted beside this one."""
+        if getattr(handler, "counted", False):
+            handler.counted = False
+            with self.lock:
+                self.inflight -= 1
+
     def _send(self, handler, status: int, payload, headers: dict | None = None) -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self._answered(handler)
         try:
             handler.send_response(status)
             handler.send_header("Content-Type", "application/json")

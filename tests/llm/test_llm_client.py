@@ -143,9 +143,11 @@ def provider():
 
 
 def fast(provider_or_url, **kw) -> LLMConfig:
-    """A config with tiny backoffs (the retry tests wait milliseconds, not seconds)."""
+    """A config with tiny backoffs (the retry tests wait milliseconds, not seconds), and a timeout
+    an ordinary answer meets however loaded the machine is: one that ran out would be retried and
+    change the counts the tests check (the timeout tests set their own)."""
     url = provider_or_url if isinstance(provider_or_url, str) else provider_or_url.base_url
-    settings = dict(model="fake-model", base_url=url, backoff_s=0.001, max_backoff_s=0.01, timeout_s=5.0)
+    settings = dict(model="fake-model", base_url=url, backoff_s=0.001, max_backoff_s=0.01, timeout_s=60.0)
     settings.update(kw)
     return LLMConfig(**settings)
 

@@ -112,7 +112,11 @@ def run(page):
     page.wait_for_url("**/page/stack")
     page.get_by_role("link", name="Jump to details").click()
     page.wait_for_function("window.scrollY > 1000")
-    page.wait_for_timeout(1000)  # a scroll is logged once it has rested 150 ms (page time: generous under load)
+    # A scroll is logged once it has rested 150 ms, on a timer of the page's: a timer set after it
+    # (a frame later, so its scroll event has been dispatched) runs after it however slow the
+    # machine is, where a wait of the driver's own clock could end first and the wheel's scroll
+    # below be merged with this one.
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 1000)))")
     at = page.evaluate("window.scrollY")
     page.mouse.wheel(0, -400)  # the person's own scroll, up a little
     page.wait_for_function("(at) => window.scrollY < at", arg=at)

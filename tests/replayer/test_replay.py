@@ -410,10 +410,11 @@ def test_cli_serve_direct_until_sigterm(site_archive, tmp_path):
                              "direct", "--port", str(port), "--miss-report", str(tmp_path / "m.jsonl")],
                             stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # (the server's start, slow on a loaded machine)
         while True:
             try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                # (a safety net: the server listens before it has answered anything, on a loaded machine)
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                 conn.request("GET", "/2024id_/" + quote("http://site.test/exact?a=1", safe=":/?="))
                 assert conn.getresponse().read() == b"exact-body"
                 break

@@ -104,7 +104,7 @@ class LoginSite:
 def _drive(page):
     from webfreeze.recorder.session import record_answer
 
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(60_000)
     page.get_by_label("Username").fill(USER)
     page.wait_for_timeout(50)
     page.get_by_label("Password").fill(PASSWORD)
@@ -239,7 +239,7 @@ from webfreeze.recorder.session import record_answer
 
 
 def run(page):
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(60_000)
     page.get_by_label("Username").fill({USER!r})
     page.wait_for_timeout(50)
     page.get_by_label("Password").fill({PASSWORD!r})

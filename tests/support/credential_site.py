@@ -194,7 +194,7 @@ JS = """async (c) => {{
 
 
 def run(page):
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(60_000)
     page.get_by_label("Username").fill({USER!r})
     page.wait_for_timeout(50)
     page.get_by_label("Password").fill({s["password_form"]!r})

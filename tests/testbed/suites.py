@@ -29,7 +29,7 @@ class TaskSpec:
     def script_file(self) -> str:
         body = textwrap.indent(textwrap.dedent(self.script).strip(), "    ")
         return ("from webfreeze.recorder.session import record_answer\n\n\n"
-                "def run(page):\n    page.set_default_timeout(15_000)\n" + body + "\n")
+                "def run(page):\n    page.set_default_timeout(60_000)\n" + body + "\n")
 
 
 def _datasette_tasks(work: Path) -> list[TaskSpec]:

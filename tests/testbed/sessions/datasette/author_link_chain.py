@@ -11,7 +11,7 @@ INSTRUCTION = ("How many books of the library table are by the author of its fir
 
 
 def run(page):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(60_000)
     page.locator("td.col-author_id a").first.click()  # the foreign key, labelled by the author's name
     page.wait_for_url("**/testbed/authors/*")
     books = page.get_by_role("link", name=re.compile(r"^\d+ rows?$"))

@@ -14,7 +14,7 @@ FIRST_PAINT = "performance.getEntriesByName('first-paint').length > 0"
 
 
 def run(page):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(60_000)
     page.wait_for_function(FIRST_PAINT)
     page.locator("select[name=_filter_column]").first.select_option("genre")
     value = page.locator("input[name=_filter_value]").first

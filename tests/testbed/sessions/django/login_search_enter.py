@@ -12,7 +12,7 @@ FIRST_PAINT = "performance.getEntriesByName('first-paint').length > 0"
 
 
 def run(page):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(60_000)
     page.wait_for_url("**/admin/login/**")  # /admin/ redirects a visitor to the login form
     page.wait_for_function(FIRST_PAINT)
     page.get_by_label("Username").fill("librarian")

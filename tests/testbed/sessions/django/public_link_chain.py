@@ -8,7 +8,7 @@ INSTRUCTION = ("In the library catalogue, open 'Keeping the Light', go back to t
 
 
 def run(page):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(60_000)
     page.get_by_role("link", name="Keeping the Light").click()
     page.wait_for_url("**/books/*/")
     page.get_by_role("link", name="Back to the catalogue").click()

@@ -8,7 +8,7 @@ INSTRUCTION = ("In the Tidepool documentation, what was the default lease_second
 
 
 def run(page):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(60_000)
     page.get_by_role("link", name="Configuration", exact=True).first.click()
     page.wait_for_url("**/configuration.html")
     page.get_by_role("link", name="Changelog", exact=True).first.click()

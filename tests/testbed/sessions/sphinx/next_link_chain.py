@@ -8,7 +8,7 @@ INSTRUCTION = ("In the Tidepool documentation, at most how many waiting jobs doe
 
 
 def run(page):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(60_000)
     page.get_by_role("link", name="Installation", exact=True).first.click()
     page.wait_for_url("**/install.html")
     page.get_by_role("link", name="next", exact=True).first.click()  # the header's "next" link

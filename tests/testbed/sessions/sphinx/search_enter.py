@@ -10,7 +10,7 @@ FIRST_PAINT = "performance.getEntriesByName('first-paint').length > 0"
 
 
 def run(page):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(60_000)
     page.wait_for_function(FIRST_PAINT)
     box = page.get_by_role("textbox", name="Quick search")
     box.fill("requeue")

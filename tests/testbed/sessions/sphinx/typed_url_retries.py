@@ -10,7 +10,7 @@ INSTRUCTION = ("In the Tidepool documentation, how many times is a job that rais
 
 
 def run(page):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(60_000)
     page.goto(urljoin(page.url, "quickstart.html"))  # typed into the address bar
     page.get_by_role("link", name="Retry policy", exact=True).first.click()
     page.wait_for_url("**/retries.html**")

@@ -14,7 +14,7 @@ FIRST_PAINT = "performance.getEntriesByName('first-paint').length > 0"
 
 
 def run(page):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(60_000)
     page.goto(urljoin(page.url, "/query"))  # typed into the address bar
     page.wait_for_function(FIRST_PAINT)
     page.get_by_text("closed", exact=True).click()  # the status filter's label

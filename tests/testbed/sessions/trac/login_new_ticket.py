@@ -13,7 +13,7 @@ FIRST_PAINT = "performance.getEntriesByName('first-paint').length > 0"
 
 
 def run(page):
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(60_000)
     page.wait_for_function(FIRST_PAINT)
     page.get_by_role("link", name="Login").click()
     page.wait_for_url("**/")

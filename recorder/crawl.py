@@ -247,11 +247,13 @@ def _download(downloads: list) -> tuple[str, int] | str:
 def _capture(page, url: str, screenshots: str):
     """Visit ``url`` and capture it once it has loaded what it will still load: (status, title,
     DOM, screenshot, links, final URL)."""
-    from webfreeze.simulator.browser import still_screenshot, track_inflight
+    from webfreeze.simulator.browser import still_screenshot, track_inflight, track_websocket_handshakes
 
     from .page_check import wait_loaded
 
     inflight = track_inflight(page)
+    # (a WebSocket's handshake too: what its server sends at once is part of the page captured)
+    stop_sockets = track_websocket_handshakes(page, inflight)
     try:
         if urlsplit(url).fragment and urldefrag(page.url)[0] == urldefrag(url)[0]:
             page.goto("about:blank")  # (a route of the document shown: load it anew, as a person's visit would)
@@ -265,6 +267,7 @@ def _capture(page, url: str, screenshots: str):
         links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
         return status, title, dom, shot, links, landed
     finally:
+        stop_sockets()
         for event, handler in (("request", inflight.started), ("requestfinished", inflight.ended),
                                ("requestfailed", inflight.ended)):
             page.remove_listener(event, handler)

@@ -196,6 +196,58 @@ def track_inflight(page) -> Inflight:
     return inflight
 
 
+def track_websocket_handshakes(page, inflight: Inflight):
+    """Count each WebSocket handshake of ``page`` (Playwright's sync API) in ``inflight``, from the
+    socket's creation until the server's answer to it (or its close, or an error): the messages a
+    server sends with its answer then come inside the quiet period that follows, as a request's
+    body does, however long the handshake took (through a recording proxy on a loaded machine,
+    longer than the quiet period). Playwright reports neither a WebSocket as a request nor the end
+    of its handshake; Chromium's DevTools events do. Returns a function that stops the tracking
+    (a handshake still open then is no longer waited for)."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Network.enable")
+    except PlaywrightError:
+        return lambda: None
+    keys: set = set()
+
+    def opened(event) -> None:
+        try:
+            key = ("websocket", event["requestId"])
+            keys.add(key)
+            inflight.add(key)
+            inflight.changed = time.monotonic()
+        except Exception:
+            pass  # (never raise from an event handler: the settle's time bound covers a miss)
+
+    def answered(event) -> None:
+        try:
+            key = ("websocket", event["requestId"])
+            if key in keys:
+                keys.discard(key)
+                inflight.ended(key)
+        except Exception:
+            pass
+
+    cdp.on("Network.webSocketCreated", opened)
+    for name in ("Network.webSocketHandshakeResponseReceived", "Network.webSocketClosed",
+                 "Network.webSocketFrameError"):
+        cdp.on(name, answered)
+
+    def stop() -> None:
+        try:
+            cdp.detach()
+        except PlaywrightError:
+            pass  # the page is gone, and the session with it
+        for key in list(keys):
+            inflight.discard(key)
+        keys.clear()
+
+    return stop
+
+
 NO_COMMIT_STATUSES = (204, 205)
 # Safety nets of wall-clock time, far above what a loaded machine takes (a navigation to another
 # host starts a renderer process: seconds beside a dozen busy processes); the cases that end

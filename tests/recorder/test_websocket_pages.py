@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -31,6 +32,7 @@ const ws = new WebSocket("ws://" + location.host + "/ws");
 ws.onmessage = (e) => { document.getElementById("out").textContent = e.data; };
 </script></body></html>"""
 MESSAGE = b"Answer from the socket"
+HANDSHAKE_DELAY_S = 1.0
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
@@ -52,6 +54,9 @@ class SocketSite:
             def do_GET(self):
                 if self.path == "/ws" and self.headers.get("Upgrade", "").lower() == "websocket":
                     site.sockets += 1
+                    # a handshake slower than the crawl's quiet period (as through the recording
+                    # proxy on a loaded machine): the capture still waits for what the socket sends
+                    time.sleep(HANDSHAKE_DELAY_S)
                     key = self.headers["Sec-WebSocket-Key"] + GUID
                     self.send_response(101)
                     self.send_header("Upgrade", "websocket")

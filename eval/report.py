@@ -45,17 +45,29 @@ _TIME_KEYS = {"timing", "timings", "time", "duration", "started", "finished", "e
 _TIME_SUFFIXES = ("_at", "_ms", "_s", "_seconds", "_time")
 
 
-def _unshown_starts(trajectories: dict[str, dict]) -> list[tuple[str, str]]:
-    """(task id, note) of the episodes whose start page the backend could not show: it shows
-    nothing without its scripts and the text backend runs none (the trajectory's
-    ``replay.start.note``)."""
-    out = []
-    for tid, traj in sorted(trajectories.items()):
-        replay = traj.get("replay") if isinstance(traj.get("replay"), dict) else {}
+def unshown_start_warning(run_dir) -> str | None:
+    """One line for a run whose episodes started on a page its backend could not show (it shows
+    nothing without its scripts and the text backend runs none: the trajectory's
+    ``replay.start.note``): how many, an example, the way out; None when none did. Printed by
+    ``bench run`` and ``eval report`` beside the report's warnings, not kept in ``report.json``
+    (which runs packed before it was said re-run to byte for byte)."""
+    paths = sorted((Path(run_dir) / "trajectories").glob("*.json"))
+    unshown = []
+    for path in paths:
+        try:
+            traj = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        replay = traj.get("replay") if isinstance(traj, dict) and isinstance(traj.get("replay"), dict) else {}
         start = replay.get("start") if isinstance(replay.get("start"), dict) else {}
         if isinstance(start.get("note"), str) and start["note"]:
-            out.append((tid, start["note"]))
-    return out
+            unshown.append((path.stem, start["note"]))
+    if not unshown:
+        return None
+    first, note = unshown[0]
+    return (f"{len(unshown)} of {len(paths)} episode(s) started on a page that shows nothing without its scripts, "
+            f"which this backend does not run (e.g. {first}: {note.split(' shows nothing', 1)[0]}): run them "
+            "with --backend browser")
 
 
 def _is_time_key(key: str) -> bool:
@@ -147,13 +159,6 @@ def build_report(run_dir: str | os.PathLike, judge: Judge | None = None, *,
     extra = sorted(p.name for p in traj_dir.glob("*.json") if p.name not in known) if traj_dir.is_dir() else []
     if extra:
         warnings.append(f"{len(extra)} trajectory file(s) for tasks not in tasks.jsonl: {', '.join(extra[:5])}")
-    unshown = _unshown_starts(trajectories)
-    if unshown:  # (counted as the agent's, but the page was never shown to it: said for the run)
-        first, note = unshown[0]
-        warnings.append(f"{len(unshown)} of {len(trajectories)} episode(s) started on a page that shows nothing "
-                        f"without its scripts, which this backend does not run (e.g. {first}: "
-                        f"{note.split(' shows nothing', 1)[0]}): run them with --backend browser")
-
     report = {
         "format": REPORT_FORMAT, "version": REPORT_VERSION,
         "run": {k: v for k, v in sorted(manifest.items()) if not _is_time_key(k)},

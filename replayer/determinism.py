@@ -251,11 +251,6 @@ if(!WK){
 }
 }"""
 
-# The runtime's identity, as run manifests record it (``versions.page_runtime``, browser runs on a
-# replay): a page's scripts see what this text makes them see, so two runs whose runtimes differ may
-# part on a page whose timing or randomness matters, and ``bench compare`` says so.
-RUNTIME_DIGEST = hashlib.sha256(RUNTIME_JS.encode("ascii")).hexdigest()[:16]
-
 _HEAD = re.compile(rb"<head(\s[^>]*)?>", re.IGNORECASE)
 _HTML = re.compile(rb"<html(\s[^>]*)?>", re.IGNORECASE)
 _DOCTYPE = re.compile(rb"^\s*(<!doctype[^>]*>)", re.IGNORECASE)

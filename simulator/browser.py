@@ -200,16 +200,23 @@ def track_websocket_handshakes(page, inflight: Inflight):
     """Count each WebSocket handshake of ``page`` (Playwright's sync API) in ``inflight``, from the
     socket's creation until the server's answer to it (or its close, or an error): the messages a
     server sends with its answer then come inside the quiet period that follows, as a request's
-    body does, however long the handshake took (through a recording proxy on a loaded machine,
-    longer than the quiet period). Playwright reports neither a WebSocket as a request nor the end
+    body does, however long the handshake took within the settle's time bound (through a
+    recording proxy on a loaded machine, longer than the quiet period; a server that never
+    answers holds the capture for the whole bound). Playwright reports neither a WebSocket as a request nor the end
     of its handshake; Chromium's DevTools events do. Returns a function that stops the tracking
     (a handshake still open then is no longer waited for)."""
     from playwright.sync_api import Error as PlaywrightError
 
+    cdp = None
     try:
         cdp = page.context.new_cdp_session(page)
         cdp.send("Network.enable")
     except PlaywrightError:
+        if cdp is not None:  # (a session made but not enabled: not left attached)
+            try:
+                cdp.detach()
+            except PlaywrightError:
+                pass
         return lambda: None
     keys: set = set()
 
@@ -444,6 +451,23 @@ async def wait_painted(page, limit_ms: int = FIRST_PAINT_LIMIT_MS) -> bool:
 PUMP_JS = "([token, horizon, cap]) => window.__wfPump ? window.__wfPump(token, horizon, cap) : 0"
 TIMER_HORIZON_MS = 1000
 TIMER_CAP = 1000
+
+
+def page_runtime_digest() -> str:
+    """What a replayed page's scripts are made to see, as one digest (run manifests'
+    ``versions.page_runtime``, browser runs): the runtime's text (replayer/determinism.py), the
+    stall bounds it is configured with, how a page's seed is derived, and the pump's bounds. Two
+    runs whose digests differ may part on a page whose timers or randomness matter."""
+    import hashlib
+    import json
+
+    from webfreeze.replayer import determinism
+
+    parts = {"runtime": hashlib.sha256(determinism.RUNTIME_JS.encode("ascii")).hexdigest(),
+             "stall_ms": determinism.STALL_MS, "network_stall_ms": determinism.NETWORK_STALL_MS,
+             "seed": determinism.page_seed(0, "http://seed.invalid/"),  # (the derivation, by one value)
+             "timer_horizon_ms": TIMER_HORIZON_MS, "timer_cap": TIMER_CAP}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("ascii")).hexdigest()[:16]
 
 
 async def pump_timers(page, token: int, *, extra_ms: int = 0) -> int:

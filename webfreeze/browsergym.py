@@ -55,6 +55,7 @@ from webfreeze.llm.cassette_proxy import CassetteProxy
 from webfreeze.runs.execute import copy_references, tasks_lines, used_entries
 from webfreeze.runs.prepare import resolve_archive
 from webfreeze.runs.spec import RUN_FORMAT, RUN_VERSION
+from webfreeze.simulator.browser import page_runtime_digest
 from webfreeze.simulator.site_models import SimulatedSiteModel, check_site_models
 from webfreeze.simulator.trajectory import write_trajectory
 
@@ -417,8 +418,10 @@ def _locked(out: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _versions() -> dict:
+def _versions(backend: str | None = None) -> dict:
     found = {"python": sys.version.split()[0]}
+    if backend == "browser":  # (the runtime injected into replayed pages, as bench run records it)
+        found["page_runtime"] = page_runtime_digest()
     for dist in ("webfreeze", "gymnasium", "browsergym-core", "agentlab"):
         try:
             found[dist] = version(dist)
@@ -456,7 +459,7 @@ def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv
             "agent_settings": {},
             "selection": {"tasks": [], "limit": None, "selected": len(ids), "ids": ids,
                           "digest": suite_digest([t.raw for t in chosen])},
-            "versions": _versions(), "complete": True, "tasks_done": len(ids),
+            "versions": _versions(env.config.backend), "complete": True, "tasks_done": len(ids),
             "circumstances": {"recorded_by": "webfreeze.browsergym",
                               "suite_path": os.path.relpath(Path(suite.root).resolve(), out.resolve()),
                               "archive_path": os.path.relpath(Path(env.config.archive).resolve(), out.resolve())},

@@ -1,10 +1,10 @@
 """A browser run records the replay's page runtime among its versions, and where two runs (or a
 bundled run and its re-run) differ, the versions they differ in are named beside the difference: a
-page whose timing or randomness matters can part two runs made by different runtimes or browsers."""
+page whose timing or randomness matters can part two runs made by different runtimes or browsers.
+A run made before a version was recorded still re-runs as identical."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 
@@ -12,8 +12,9 @@ import pytest
 
 from webfreeze.bundles.run import compare_run
 from webfreeze.demo import SUITE
-from webfreeze.replayer.determinism import RUNTIME_DIGEST, RUNTIME_JS
-from webfreeze.runs.compare import compare_runs
+from webfreeze.runs.compare import compare_runs, version_differences
+from webfreeze.simulator import browser
+from webfreeze.simulator.browser import page_runtime_digest
 
 TASK = "scholar-site-info-001"
 
@@ -32,46 +33,86 @@ def runs(tmp_path_factory):
     return out
 
 
-def _manifest(run):
-    return json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+def _json(path):
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def test_a_browser_run_records_the_page_runtime_and_a_text_run_does_not(runs):
-    assert RUNTIME_DIGEST == hashlib.sha256(RUNTIME_JS.encode()).hexdigest()[:16]
-    assert _manifest(runs["browser"])["versions"]["page_runtime"] == RUNTIME_DIGEST
-    assert "page_runtime" not in _manifest(runs["text"])["versions"]
+    digest = _json(runs["browser"] / "manifest.json")["versions"]["page_runtime"]
+    assert digest == page_runtime_digest() and len(digest) == 16
+    assert _json(runs["browser"] / "report.json")["run"]["versions"]["page_runtime"] == digest
+    assert "page_runtime" not in _json(runs["text"] / "manifest.json")["versions"]
+
+
+def test_the_digest_follows_what_pages_are_made_to_see(monkeypatch):
+    before = page_runtime_digest()
+    monkeypatch.setattr(browser, "TIMER_CAP", browser.TIMER_CAP + 1)  # the pump's bound, not the script's text
+    assert page_runtime_digest() != before
+    monkeypatch.undo()
+    from webfreeze.replayer import determinism
+
+    monkeypatch.setattr(determinism, "STALL_MS", determinism.STALL_MS + 1)
+    assert page_runtime_digest() != before
 
 
 def _other_runtime_copy(run, dest):
     """A copy of ``run`` as another page runtime would have made it: its manifest names another
     runtime and its trajectory's answer differs."""
     shutil.copytree(run, dest)
-    manifest = _manifest(dest)
+    manifest = _json(dest / "manifest.json")
     manifest["versions"]["page_runtime"] = "0" * 16
     (dest / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     path = dest / "trajectories" / f"{TASK}.json"
-    traj = json.loads(path.read_text(encoding="utf-8"))
+    traj = _json(path)
     traj["answer"] = "something else"
     path.write_text(json.dumps(traj), encoding="utf-8")
     return dest
 
 
 def test_bench_compare_names_the_versions_two_runs_differ_in(runs, tmp_path, cli):
+    digest = page_runtime_digest()
     same = tmp_path / "same"
     shutil.copytree(runs["browser"], same)
     assert compare_runs(runs["browser"], same)["versions"] == []
     other = _other_runtime_copy(runs["browser"], tmp_path / "other")
     result = compare_runs(runs["browser"], other)
-    assert result["versions"] == [{"name": "page_runtime", "a": RUNTIME_DIGEST, "b": "0" * 16}]
+    assert result["versions"] == [{"name": "page_runtime", "a": digest, "b": "0" * 16}]
     r = cli("bench", "compare", runs["browser"], other)
     assert r.returncode == 1
-    assert f"versions differ: page_runtime {RUNTIME_DIGEST} (A) vs {'0' * 16} (B)" in r.stderr
+    assert f"versions differ: page_runtime {digest} (A), {'0' * 16} (B)" in r.stderr
+    # a run that did not record it (made before it was): said so, not as a value
+    r = cli("bench", "compare", runs["text"], other)
+    assert f"page_runtime not recorded (A), {'0' * 16} (B)" in r.stderr
+
+
+def test_python_is_compared_to_its_minor_release():
+    def m(v):
+        return {"versions": {"python": v}}
+    assert version_differences(m("3.11.7"), m("3.11.9")) == []
+    assert version_differences(m("3.11.7"), m("3.12.1")) == [{"name": "python", "a": "3.11.7", "b": "3.12.1"}]
 
 
 def test_a_bundled_run_that_differs_names_the_versions_too(runs, tmp_path):
     other = _other_runtime_copy(runs["browser"], tmp_path / "rerun")
     line = compare_run(runs["browser"], other)
     assert line.startswith(f"trajectory {TASK}.json differs")
-    assert line.endswith(f"; versions differ: page_runtime {RUNTIME_DIGEST} in the bundle, {'0' * 16} here")
-    # equal runs say nothing of versions
+    assert line.endswith(f"; versions differ: page_runtime {page_runtime_digest()} in the bundle, "
+                         f"{'0' * 16} here")
     assert compare_run(runs["browser"], runs["browser"]) is None
+
+
+def test_a_run_made_before_the_runtime_was_recorded_still_reruns_as_identical(runs, tmp_path):
+    old = tmp_path / "old"  # the same run as an older webfreeze wrote it: no page_runtime anywhere
+    shutil.copytree(runs["browser"], old)
+    for name, versions in (("manifest.json", lambda d: d["versions"]), ("report.json", lambda d: d["run"]["versions"])):
+        data = _json(old / name)
+        del versions(data)["page_runtime"]
+        (old / name).write_text(json.dumps(data), encoding="utf-8")
+    assert compare_run(old, runs["browser"]) is None
+    # but a version the bundled run recorded and the re-run gives otherwise is a difference
+    changed = tmp_path / "changed"
+    shutil.copytree(runs["browser"], changed)
+    data = _json(changed / "report.json")
+    data["run"]["versions"]["page_runtime"] = "0" * 16
+    (changed / "report.json").write_text(json.dumps(data), encoding="utf-8")
+    assert compare_run(changed, runs["browser"]).startswith("report.json differs at run.versions.page_runtime")

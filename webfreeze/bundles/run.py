@@ -29,7 +29,7 @@ from webfreeze.bundles.pack import (
 )
 from webfreeze.eval.report import write_report
 from webfreeze.llm.errors import LLMError
-from webfreeze.runs.compare import run_difference, version_differences
+from webfreeze.runs.compare import describe_versions, run_difference, version_differences
 from webfreeze.runs.execute import execute
 from webfreeze.runs.executors import EXECUTORS
 from webfreeze.runs.prepare import prepare
@@ -77,8 +77,7 @@ def compare_run(bundled: Path, rerun: Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         versions = []
     if versions:
-        difference += "; versions differ: " + ", ".join(
-            f"{v['name']} {v['a'] or '(none)'} in the bundle, {v['b'] or '(none)'} here" for v in versions)
+        difference += "; versions differ: " + describe_versions(versions, "in the bundle", "here")
     return difference
 
 

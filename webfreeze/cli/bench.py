@@ -20,7 +20,7 @@ from webfreeze.cli.options import (
     task_options,
 )
 from webfreeze.common.resolve import ResolveError, parse_resolve
-from webfreeze.runs.compare import compare_runs
+from webfreeze.runs.compare import compare_runs, describe_versions
 from webfreeze.runs.console import console, print_report, run_suite, suite_backend
 from webfreeze.runs.context import ContextError, check_context
 from webfreeze.simulator.backends import BACKENDS
@@ -235,8 +235,7 @@ def _print_comparison(result: dict, show_all: bool) -> None:
     click.echo(f"{s['same']} tasks identical, {s['different']} different, {s['only_a']} only in A, "
                f"{s['only_b']} only in B", err=True)
     if result.get("versions"):  # (runs made by other versions may part where those differ)
-        click.echo("versions differ: " + ", ".join(f"{v['name']} {v['a'] or '(none)'} (A) vs {v['b'] or '(none)'} (B)"
-                                                   for v in result["versions"]), err=True)
+        click.echo("versions differ: " + describe_versions(result["versions"], "(A)", "(B)"), err=True)
     for side in ("a", "b"):
         r = (result.get("replay") or {}).get(side)
         if r:

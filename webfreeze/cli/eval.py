@@ -11,7 +11,13 @@ import click
 
 from webfreeze.eval.llm_judge import open_llm_judge
 from webfreeze.eval.replay_provenance import summary_line
-from webfreeze.eval.report import personalisation_markdown, report_json, summary_table, write_report
+from webfreeze.eval.report import (
+    personalisation_markdown,
+    report_json,
+    summary_table,
+    unshown_start_warning,
+    write_report,
+)
 
 
 @click.group("eval")
@@ -81,7 +87,7 @@ def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_ca
         click.echo(f"strict replay: {strict['success']} success, {strict['failure']} failure ({rate}), "
                    f"{len(strict['replay_compromised'])} replay-compromised"
                    + (f", {len(strict['unknown'])} without provenance" if strict["unknown"] else ""))
-    for w in report["warnings"]:
+    for w in report["warnings"] + [w for w in [unshown_start_warning(run_dir)] if w]:
         click.echo(f"warning: {w}", err=True)
     click.echo(f"wrote {run_dir}/report.json and {run_dir}/report.html", err=True)
 

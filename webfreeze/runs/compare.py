@@ -54,20 +54,33 @@ def _load_run(run_dir) -> tuple[dict, dict[str, dict], dict]:
     return report, trajectories, manifest
 
 
-# What the versions of two runs may differ in without a word: the interpreter's patch level aside,
-# a difference in any other (webfreeze, Playwright, the browser's build, the replay's page runtime)
-# can part two runs' trajectories, so it is named beside their differences.
-QUIET_VERSIONS = frozenset({"python"})
+def _version(versions: dict, name: str):
+    """A recorded version as compared: Python's to its minor release (a patch release does not
+    change what a run does), every other as recorded."""
+    v = versions.get(name)
+    if name == "python" and isinstance(v, str):
+        return ".".join(v.split(".")[:2])
+    return v
 
 
 def version_differences(manifest_a: dict, manifest_b: dict) -> list[dict]:
     """The versions (manifest ``versions``) that differ between two runs, in name order:
-    ``{"name", "a", "b"}``, a side that does not record one None (a run made before it was
-    recorded, or a text-backend run, which has no browser)."""
+    ``{"name", "a", "b"}``, as recorded; a side that did not record one has None there (a run made
+    before it was recorded, or a text-backend run, which has no browser). Python is compared to
+    its minor release. A difference in any (webfreeze, Playwright, the browser's build, the page
+    runtime injected into replayed pages) can part two runs' trajectories."""
     va = manifest_a.get("versions") if isinstance(manifest_a.get("versions"), dict) else {}
     vb = manifest_b.get("versions") if isinstance(manifest_b.get("versions"), dict) else {}
     return [{"name": k, "a": va.get(k), "b": vb.get(k)} for k in sorted(set(va) | set(vb))
-            if k not in QUIET_VERSIONS and va.get(k) != vb.get(k)]
+            if _version(va, k) != _version(vb, k)]
+
+
+def describe_versions(differences: list[dict], a: str, b: str) -> str:
+    """``differences`` (:func:`version_differences`) as a phrase: ``page_runtime X A, Y B``, a
+    version one side did not record said so."""
+    def one(v) -> str:
+        return v if v is not None else "not recorded"
+    return ", ".join(f"{d['name']} {one(d['a'])} {a}, {one(d['b'])} {b}" for d in differences)
 
 
 def first_difference(a: dict, b: dict) -> dict | None:
@@ -173,6 +186,15 @@ def comparable_trajectory(traj: dict, stale: set | None = None) -> str:
     return dumps(traj)
 
 
+def _recorded_alike(ra: dict, rb: dict) -> None:
+    """Leave out of ``rb``'s ``run.versions`` the versions ``ra``'s run did not record (a run made
+    by an older webfreeze, before that version was recorded: a re-run's record of it is no
+    difference in what either run did)."""
+    va, vb = ((r.get("run") or {}).get("versions") if isinstance(r.get("run"), dict) else None for r in (ra, rb))
+    if isinstance(va, dict) and isinstance(vb, dict):
+        rb["run"]["versions"] = {k: v for k, v in vb.items() if k in va}
+
+
 def _read_json(path: Path):
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -200,6 +222,7 @@ def run_difference(a, b, *, stale: Callable[[str], set] | None = None,
     if not (b / "report.json").is_file():
         return f"report.json is only in {names[0]}"
     ra, rb = (comparable_report(_read_json(run / "report.json")) for run in (a, b))
+    _recorded_alike(ra, rb)
     if report_json(ra) != report_json(rb):
         return f"report.json differs at {json_difference(rb, ra) or '(the same)'}"
     return None

@@ -22,7 +22,6 @@ from webfreeze.eval.tasks import TaskError, load_suite, suite_digest
 from webfreeze.llm import Cassette
 from webfreeze.llm.errors import LLMError
 from webfreeze.personas.history import HistoryError, history_digest, load_history
-from webfreeze.replayer.determinism import RUNTIME_DIGEST
 from webfreeze.replayer.matching import Rules
 from webfreeze.runs import live
 from webfreeze.runs.context import TOLERANCE, ContextError, a1_trajectory, read_pool, trajectories_digest
@@ -38,7 +37,7 @@ from webfreeze.runs.spec import (
     check_options,
 )
 from webfreeze.simulator.backends import check_backend
-from webfreeze.simulator.browser import browser_build
+from webfreeze.simulator.browser import browser_build, page_runtime_digest
 from webfreeze.simulator.site_models import check_site_models
 
 
@@ -136,8 +135,8 @@ def prepare(spec: RunSpec, options: RunOptions) -> Prepared:
     manifest = _manifest(spec, suite, digest, described, personas, context)
     if live.is_live(options):  # live runs: the archive is pinned when the run ends
         live.mark_manifest(manifest, options)
-    elif spec.backend == "browser":  # (the replay's runtime decides what a page's scripts see)
-        manifest["versions"]["page_runtime"] = RUNTIME_DIGEST
+    if spec.backend == "browser":  # (the injected runtime decides what a page's scripts see, live too)
+        manifest["versions"]["page_runtime"] = page_runtime_digest()
     out = Path(options.out)
     _check_out(out, manifest)
     done, todo = [], []

@@ -319,16 +319,23 @@ DRAIN_LIMIT_S = 15.0  # a request still open by then (a stream, a long poll) is 
 
 
 def _drain(context, inflight, quiet_ms: float) -> None:
-    """Once the script is done: wait ``quiet_ms`` at least, and until no request of the session's
-    pages is in flight and none has started or ended for ``quiet_ms`` (an answer the site gives
-    late, a failed login that a server delays on purpose, is recorded as the site gave it, not as
-    the proxy's 502 for a connection the closing browser cut), :data:`DRAIN_LIMIT_S` at most."""
+    """Once the script is done: wait until no request of the session's pages is in flight and none
+    has started or ended for ``quiet_ms`` (an answer the site gives late, a failed login that a
+    server delays on purpose, is recorded as the site gave it, not as the proxy's 502 for a
+    connection the closing browser cut), and ``quiet_ms`` past the replay's timer horizon at least
+    (:data:`~webfreeze.simulator.browser.TIMER_HORIZON_MS`: the settle after a step runs the timers
+    due that long after it, so a save a page defers by a timer, TiddlyWiki's syncer one second after
+    a click, is recorded for the replay to answer); :data:`DRAIN_LIMIT_S` at most."""
     from playwright.sync_api import Error as PlaywrightError
 
-    start = time.monotonic()  # (quiet_ms at least: what the page does once the script returns)
+    from webfreeze.simulator.browser import TIMER_HORIZON_MS
+
+    start = time.monotonic()  # (what the page does once the script returns)
     deadline = start + DRAIN_LIMIT_S
+    least = (TIMER_HORIZON_MS + quiet_ms) / 1000
     while time.monotonic() < deadline:
-        if not inflight and time.monotonic() - max(inflight.changed, start) >= quiet_ms / 1000:
+        now = time.monotonic()
+        if not inflight and now - start >= least and now - max(inflight.changed, start) >= quiet_ms / 1000:
             return
         live = next((p for p in context.pages if not p.is_closed()), None)
         if live is None:

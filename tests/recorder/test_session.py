@@ -157,6 +157,55 @@ def test_a_late_answer_is_recorded_as_the_site_gave_it(tmp_path, monkeypatch, cl
         assert (answer.url, answer.response.status, answer.body()) == ("http://late.test/slow", 401, b"wrong password")
 
 
+SAVE_PAGE = b"""<!doctype html><title>notes</title><button id=go onclick="setTimeout(() => fetch('/save',
+{method: 'PUT', body: 'story=Bananas'}), 700)">Open Bananas</button>"""
+
+
+def test_a_save_the_page_defers_is_recorded(tmp_path, monkeypatch, cli):
+    """TiddlyWiki saves what a click changed a second later (its syncer's timer), not at once: the
+    script returns right after the click, and the session keeps the page open as long as the
+    replay's settle runs the page's timers after a step (TIMER_HORIZON_MS of virtual time), so the
+    PUT that a replay of the click will send is in the archive, not an XHR miss in every replay."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self._send(200, SAVE_PAGE, "text/html")
+
+        def do_PUT(self):  # noqa: N802 (the method's name)
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self._send(204, b"", "text/plain")
+
+        def _send(self, status, body, ctype):
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    script = tmp_path / "save.py"
+    script.write_text("def run(page):\n    page.wait_for_function(\"performance.getEntriesByName('first-paint')"
+                      ".length > 0\")\n    page.click('#go')\n")
+    archive = tmp_path / "save.wfz"
+    try:
+        result = cli("record", "session", "http://notes.test/", "--resolve",
+                     f"notes.test=127.0.0.1:{server.server_address[1]}", "--archive", archive,
+                     "--trajectory", tmp_path / "t.json", "--script", script, timeout=300)
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stderr
+    with Archive.open(archive) as arc:
+        saves = [(ex.url, ex.request.payload(), ex.response.status) for ex in arc.exchanges(method="PUT")]
+    assert saves == [("http://notes.test/save", b"story=Bananas", 204)]
+
+
 ROUTES_PAGE = b"""<!doctype html><html><head><title>Routes</title></head><body>
 <nav><a href="#/species">Species</a></nav><div id="app"></div>
 <script>

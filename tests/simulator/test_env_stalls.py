@@ -31,6 +31,7 @@ PAGES = {
     # a page that reloads itself on every settle's timers, forever
     "/again": "<!DOCTYPE html><title>Again</title><p>again</p><script>setTimeout(() => location.reload(), 50);</script>",
     "/plain": "<!DOCTYPE html><title>Plain</title><p>plain</p><script>setTimeout(() => {}, 20);</script>",
+    "/still": "<!DOCTYPE html><title>Still</title><p>still</p>",  # no timer: one round of settle
 }
 
 
@@ -82,3 +83,18 @@ def test_an_ordinary_page_carries_no_settle_note(env):
     obs, replay = _start(env, "/plain")
     assert "settle" not in replay["start"] and "stalled" not in replay and "unsettled" not in replay, replay
     assert "plain" in obs["axtree_text"]
+
+
+def test_a_settle_cut_by_its_time_bound_while_the_network_is_busy_says_so(env, monkeypatch):
+    """The settle's wall-clock safety net, reached while it waited for the network to go quiet,
+    was not noted: the step took the whole bound (300 s) and its provenance said it had settled.
+    A network that never goes quiet cannot be made for real here (the replay answers at once, and
+    an answer whose body the page never reads no longer counts, next test), so the page's activity
+    is made to report a request in flight for ever, and the bound is made short."""
+    from webfreeze.simulator.browser import PageActivity
+
+    monkeypatch.setattr(browser_backend, "SETTLE_TIMEOUT_S", 2)
+    monkeypatch.setattr(PageActivity, "__bool__", lambda self: True)
+    _, replay = _start(env, "/still")
+    assert replay["start"]["settle"]["unsettled"] == ["time"], replay["start"]
+    assert replay["unsettled"] == 1, replay

@@ -117,13 +117,23 @@ def capture_misses(trajectory: dict) -> list[dict]:
     return out
 
 
+# What a miss's ``captured`` (set where the archive was looked at) says of the request.
+CAPTURED_OTHERWISE = {
+    "body": "was captured only with another request body (fields that may differ: replay_rules' ignorable_params)",
+    "query": "was captured only with other query parameters",
+}
+
+
 def describe_miss(miss: dict) -> str:
     """One capture miss in words: ``reference step 3: POST http://site/newticket (document) was not captured``;
-    a WebSocket's: ``the start page: GET ws://site/socket (xhr) is a WebSocket, which no replay serves``."""
+    a WebSocket's: ``the start page: GET ws://site/socket (xhr) is a WebSocket, which no replay serves``;
+    one whose ``captured`` says the archive holds the request otherwise (``body``: the same method
+    and URL, ``query``: the same path), that it was captured only with another body or query."""
     where = "the start page" if miss.get("step") is None else f"reference step {miss['step']}"
     socket = str(miss.get("url") or "").startswith(("ws:", "wss:"))  # (refused by the replay, captured or not)
-    return (f"{where}: {miss['method']} {miss['url']} ({miss['kind']}) "
-            f"{'is a WebSocket, which no replay serves' if socket else 'was not captured'}")
+    said = ("is a WebSocket, which no replay serves" if socket
+            else CAPTURED_OTHERWISE.get(miss.get("captured"), "was not captured"))
+    return f"{where}: {miss['method']} {miss['url']} ({miss['kind']}) {said}"
 
 
 def reference_changes(old: dict, new: dict) -> list[str]:

@@ -56,6 +56,9 @@ class CrawlResult:
     incomplete: list = field(default_factory=list)  # [url, [missing...]] of recorded pages that miss requests
     queued: int = 0  # URLs still queued (a crawl stopped by max_pages)
     downloads: list = field(default_factory=list)  # [url, file name, bytes] of URLs answered with a download
+    # links (and a start URL) of this run whose fragment names no element of their page and is no
+    # hash route (TiddlyWiki's permalinks, #Apples): not followed, the page itself being recorded
+    unanchored: list = field(default_factory=list)
 
     @property
     def captured_all(self) -> bool:
@@ -244,9 +247,27 @@ def _download(downloads: list) -> tuple[str, int] | str:
     return name, size
 
 
+# The links of a page to itself whose fragment names no element of it (an anchor names one): a
+# client-side router's routes, as TiddlyWiki's permalinks (#Apples) are.
+UNANCHORED_JS = """els => els.filter((e) => {
+  if (e.hash.length < 2 || e.href.split('#')[0] !== location.href.split('#')[0]) return false;
+  let id = e.hash.slice(1);
+  try { id = decodeURIComponent(id); } catch (err) { /* kept as written */ }
+  return !document.getElementById(id) && !document.getElementsByName(id).length;
+}).map((e) => e.href)"""
+
+
+def not_a_route(url: str) -> bool:
+    """Whether ``url``'s fragment is one :func:`page_url` drops and no route syntax (``#!``, ``#/``:
+    a template's placeholder link, the application's first route) either: a fragment a crawl says
+    it did not follow."""
+    fragment = urldefrag(url)[1]
+    return bool(fragment) and page_url(url) != url and not fragment.startswith(("!", "/"))
+
+
 def _capture(page, url: str, screenshots: str):
     """Visit ``url`` and capture it once it has loaded what it will still load: (status, title,
-    DOM, screenshot, links, final URL)."""
+    DOM, screenshot, links, final URL, the links :data:`UNANCHORED_JS` finds)."""
     from webfreeze.simulator.browser import still_screenshot, track_inflight, track_websocket_handshakes
 
     from .page_check import wait_loaded
@@ -265,7 +286,8 @@ def _capture(page, url: str, screenshots: str):
         dom = page.content().encode("utf-8")
         shot = None if screenshots == "none" else still_screenshot(page, full_page=screenshots == "full")
         links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
-        return status, title, dom, shot, links, landed
+        unanchored = [u for u in page.eval_on_selector_all("a[href]", UNANCHORED_JS) if not_a_route(u)]
+        return status, title, dom, shot, links, landed, unanchored
     finally:
         stop_sockets()
         for event, handler in (("request", inflight.started), ("requestfinished", inflight.ended),
@@ -344,6 +366,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
 
     if screenshots not in SCREENSHOTS:
         raise CrawlError(f"--screenshots {screenshots!r}: expected one of {', '.join(SCREENSHOTS)}")
+    unanchored = {start} if not_a_route(start) else set()  # (the start URL's own fragment, dropped)
     start = page_url(start)
     check_url(start)
     in_scope = scope_matcher(start, scope)
@@ -391,11 +414,11 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                         downloads.clear()
                         clean = False  # (until this capture has succeeded)
                         try:
-                            status, title, dom, shot, links, landed = _capture(page, url, screenshots)
+                            status, title, dom, shot, links, landed, fragments = _capture(page, url, screenshots)
                             clean = True
                             break
                         except PlaywrightError as exc:
-                            title, dom, shot, links = "", None, None, []
+                            title, dom, shot, links, fragments = "", None, None, [], []
                             status = f"error: {str(exc).splitlines()[0]}"
                             if not downloads and "Download is starting" in status:  # (its event may come later)
                                 try:
@@ -431,16 +454,19 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                             # The capture showed the page without what was fetched since (a stylesheet
                             # cut off): capture it again, now that the site answered, and check that.
                             try:
-                                status2, title2, dom2, shot2, links2, _ = _capture(page, url, screenshots)
+                                status2, title2, dom2, shot2, links2, _, fragments2 = _capture(page, url, screenshots)
                             except PlaywrightError:
                                 clean = False  # the first capture stands, with what its check found; a new tab next
                             else:
                                 if page_failure(status2) is None:
                                     status, title, dom, shot, links = status2, title2, dom2, shot2, links2
+                                    fragments = fragments2
                                     missing, _ = _self_check(checker, proxy, url, auth=auth)
                     if page_url(page.url) != url and urldefrag(page.url)[0] == urldefrag(url)[0]:
                         seen.add(page_url(page.url))  # (a script moved to a route of it: `/` shows `/#/`)
                     new = sorted({page_url(link) for link in links} - seen) if level < depth and not failure else []
+                    if level < depth and not failure:  # (links the crawl would have followed, were they pages)
+                        unanchored.update(u for u in fragments if in_scope(page_url(u)) and not excluded(u))
                     new = [u for u in new if in_scope(u) and not excluded(u)]
                     seen.update(new)
                     state["queue"] = state["queue"][1:] + [[u, level + 1] for u in new]
@@ -470,7 +496,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                            resumed=resumed,
                            complete=not state["queue"] and not state["incomplete"] and not load_failures(state["failed"]),
                            failed=state["failed"], incomplete=state["incomplete"], queued=len(state["queue"]),
-                           downloads=state["downloads"])
+                           downloads=state["downloads"], unanchored=sorted(unanchored))
 
 
 def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",

@@ -69,141 +69,157 @@ LISTENER_JS = r"""
             text: clean(el.innerText || el.textContent).slice(0, 120)};
   };
   const actionable = 'a, button, input, select, textarea, label, summary, [role], [onclick]';
-  const post = (action, el, value, extra) => window.__webfreezeLog(Object.assign(
-    {action, target: el ? describe(el) : null, value: value === undefined ? null : value, url: location.href,
-     time: Date.now()}, extra || {}));
-  // A scroll is logged once it has rested for 150 ms, or at once when anything else is logged or
-  // the page is left before that (a click right after a scroll, a link followed): never lost, and
-  // always before what came after it.
-  let scrollTimer = null;
-  const flushScroll = () => {
-    if (scrollTimer === null) return;
-    clearTimeout(scrollTimer);
-    scrollTimer = null;
-    post('scroll', null, {x: window.scrollX, y: window.scrollY, by: userScroll ? 'user' : 'page'});
-    userScroll = false;
+  // The listeners, installed again (the old ones removed) after the page's document.open(), which
+  // erases a document's and its window's listeners: an editor whose iframe its parent's script
+  // writes (TiddlyWiki's) would type unseen.
+  let listening = null;
+  const install = () => {
+    if (listening !== null) listening.abort();
+    listening = new AbortController();
+    const signal = listening.signal;
+    const post = (action, el, value, extra) => window.__webfreezeLog(Object.assign(
+      {action, target: el ? describe(el) : null, value: value === undefined ? null : value, url: location.href,
+       time: Date.now()}, extra || {}));
+    // A scroll is logged once it has rested for 150 ms, or at once when anything else is logged or
+    // the page is left before that (a click right after a scroll, a link followed): never lost, and
+    // always before what came after it.
+    let scrollTimer = null;
+    const flushScroll = () => {
+      if (scrollTimer === null) return;
+      clearTimeout(scrollTimer);
+      scrollTimer = null;
+      post('scroll', null, {x: window.scrollX, y: window.scrollY, by: userScroll ? 'user' : 'page'});
+      userScroll = false;
+    };
+    // Whether the scroll being waited on came from the person (wheel, keys, touch, scrollbar) rather
+    // than from the page (an anchor jump, a script, an element scrolled into view for a click).
+    let userScroll = false;
+    const send = (action, el, value, extra) => { flushScroll(); userScroll = false; post(action, el, value, extra); };
+    const textField = (el) => el && el.tagName === 'INPUT' &&
+      !['submit', 'button', 'checkbox', 'radio', 'reset', 'image', 'file', 'range', 'color'].includes(el.type);
+    const editable = (el) => textField(el) || (el && (el.tagName === 'TEXTAREA' || el.isContentEditable));
+    // A click on a <label> is forwarded by the browser to its control as a second click event: the
+    // person made one (the label's), so the forwarded one is not logged (replaying both would toggle a
+    // checkbox twice). Clicks a page's own script dispatches (isTrusted false) are not the person's.
+    let forwardedTo = null;
+    // A press that moves more than 5 px before its release is a drag (a slider's handle, a card moved
+    // between lists), logged as one from where the press began to where it ended (viewport pixels:
+    // the top document only; in a frame a press stays a click, as before), and the click the browser
+    // then makes of it, on the two ends' common ancestor, is not the person's. Not a drag: a press in
+    // a form field (its own events say what happened), a press and release on one control a person
+    // clicks (a button, a link: the hand moved a little), a press that selected text (nothing changed).
+    const clickable = 'a[href], button, summary, label, [onclick], [role=button], [role=link], [role=checkbox], ' +
+      '[role=radio], [role=tab], [role=menuitem], [role=option], [role=switch], [role=treeitem]';
+    let pressed = null;
+    let pendingDrag = null;
+    const logDrag = (d) => {
+      if (String(window.getSelection ? window.getSelection() : '')) return;
+      send('drag', d.el, {from: d.from, to: d.to});
+    };
+    window.addEventListener('pointerdown', (e) => {
+      const field = e.target.closest && e.target.closest('input, select, textarea, [contenteditable]');
+      pressed = e.isTrusted && e.button === 0 && !field && window.top === window
+        ? {x: e.clientX, y: e.clientY, el: e.target} : null;
+    }, {capture: true, signal});
+    window.addEventListener('pointerup', (e) => {
+      const p = pressed;
+      pressed = null;
+      if (!p || !e.isTrusted || Math.hypot(e.clientX - p.x, e.clientY - p.y) <= 5) return;
+      // the element pressed (a handle with no role of its own: not the panel holding it)
+      const d = {el: p.el, from: [Math.round(p.x), Math.round(p.y)], to: [Math.round(e.clientX), Math.round(e.clientY)]};
+      pendingDrag = d;
+      // (the click, if the browser makes one, comes in this same task: decided there, else here)
+      setTimeout(() => { if (pendingDrag === d) { pendingDrag = null; logDrag(d); } }, 0);
+    }, {capture: true, signal});
+    document.addEventListener('click', (e) => {
+      if (pendingDrag !== null && e.isTrusted) {
+        const d = pendingDrag;
+        pendingDrag = null;
+        const control = d.el.closest && d.el.closest(clickable);
+        if (!(control && e.target.closest && e.target.closest(clickable) === control)) { logDrag(d); return; }
+        // pressed and released on one control: its click, logged below
+      }
+      if (forwardedTo !== null && e.target === forwardedTo) { forwardedTo = null; return; }
+      forwardedTo = null;
+      if (!e.isTrusted) return;
+      const el = e.target.closest(actionable) || e.target;
+      if (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) && !['submit', 'button', 'checkbox', 'radio'].includes(el.type)) return;
+      // Enter in a field clicks the form's default button for it (implicit submission): no pointer
+      // (detail 0) and the focus still in the field. The Enter is logged, this click is not.
+      const focus = document.activeElement;
+      if (e.detail === 0 && focus !== el && textField(focus) && el.form && focus.form === el.form) return;
+      const label = e.target.closest('label');
+      const control = label && label.control;
+      if (control && control !== e.target && !control.contains(e.target)) {
+        forwardedTo = control;  // (dispatched at once, in this task; forgotten after it)
+        setTimeout(() => { if (forwardedTo === control) forwardedTo = null; }, 0);
+      }
+      send('click', el);
+    }, {capture: true, signal});
+    // Keys typed into a text field: its next input event is typing key by key (page.keyboard.type,
+    // a person at the keyboard), which a page may listen to (a search box answering keyup), rather
+    // than text put in at once (page.fill, a paste).
+    const keyed = new WeakSet();
+    document.addEventListener('keydown', (e) => {
+      if (!e.isTrusted) return;
+      if (e.key === 'Enter' && !e.isComposing && !e.repeat && textField(e.target)) {
+        send('press', e.target, 'Enter');
+        return;
+      }
+      if (editable(e.target) && (e.key.length === 1 || e.key === 'Backspace' || e.key === 'Delete')) keyed.add(e.target);
+      const scrollKeys = ['PageDown', 'PageUp', 'Home', 'End', 'ArrowDown', 'ArrowUp', 'ArrowLeft', 'ArrowRight', ' '];
+      const t = e.target;
+      if (scrollKeys.includes(e.key) && !(t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName))) userScroll = true;
+    }, {capture: true, signal});
+    const byUser = () => { userScroll = true; };
+    window.addEventListener('wheel', byUser, {capture: true, passive: true, signal});
+    window.addEventListener('touchmove', byUser, {capture: true, passive: true, signal});
+    // a press on the page's own scrollbar lands on the root element, outside its client area
+    window.addEventListener('pointerdown', (e) => {
+      const root = document.documentElement;
+      if (e.target === root && (e.clientX >= root.clientWidth || e.clientY >= root.clientHeight)) userScroll = true;
+    }, {capture: true, signal});
+    // A value a page's script sets and announces (isTrusted false) in a field the person is not in is
+    // the page's doing. (Playwright's select_option and its fill of a date field announce theirs from
+    // script too, in the focused field or a select: those are the person's.)
+    const byPerson = (e) => e.isTrusted || e.target === document.activeElement || e.target.tagName === 'SELECT';
+    document.addEventListener('input', (e) => {
+      const el = e.target;
+      if (el.tagName === 'SELECT' || ['checkbox', 'radio'].includes(el.type) || !byPerson(e)) return;
+      const keys = keyed.has(el);
+      keyed.delete(el);
+      el.__wfTyped = true;  // (what the person typed is no evidence of the site's: VISIBLE_TEXT_JS)
+      send('type', el, el.value, keys ? {keys: true} : undefined);
+    }, {capture: true, signal});
+    document.addEventListener('change', (e) => {
+      const el = e.target;
+      if (el.tagName !== 'SELECT' || !byPerson(e)) return;
+      send('select', el, {value: el.value, label: clean((el.selectedOptions[0] || {}).textContent)});
+    }, {capture: true, signal});
+    document.addEventListener('submit', (e) => send('submit', e.target), {capture: true, signal});
+    // A scripted annotator states the task's answer, optionally pointing at the element that shows it.
+    window.__webfreezeAnswer = (value, el, evidence) => send('answer', el,
+      {text: value, evidence: evidence || (el ? [value] : [])});
+    window.addEventListener('scroll', () => {
+      clearTimeout(scrollTimer);
+      scrollTimer = setTimeout(flushScroll, 150);
+    }, {capture: true, signal});
+    window.addEventListener('pagehide', flushScroll, {capture: true, signal});
+    // The document as its scripts left it once loaded (fields they disabled, controls they added):
+    // kept as the page's DOM snapshot, which the text backend reads to submit forms as a browser does.
+    if (window.top === window) {
+      window.addEventListener('load', () => setTimeout(() => window.__webfreezeLog({
+        action: 'snapshot', url: location.href, title: document.title, time: Date.now(),
+        html: '<!DOCTYPE html>' + document.documentElement.outerHTML}), 0), {signal});
+    }
   };
-  // Whether the scroll being waited on came from the person (wheel, keys, touch, scrollbar) rather
-  // than from the page (an anchor jump, a script, an element scrolled into view for a click).
-  let userScroll = false;
-  const send = (action, el, value, extra) => { flushScroll(); userScroll = false; post(action, el, value, extra); };
-  const textField = (el) => el && el.tagName === 'INPUT' &&
-    !['submit', 'button', 'checkbox', 'radio', 'reset', 'image', 'file', 'range', 'color'].includes(el.type);
-  const editable = (el) => textField(el) || (el && (el.tagName === 'TEXTAREA' || el.isContentEditable));
-  // A click on a <label> is forwarded by the browser to its control as a second click event: the
-  // person made one (the label's), so the forwarded one is not logged (replaying both would toggle a
-  // checkbox twice). Clicks a page's own script dispatches (isTrusted false) are not the person's.
-  let forwardedTo = null;
-  // A press that moves more than 5 px before its release is a drag (a slider's handle, a card moved
-  // between lists), logged as one from where the press began to where it ended (viewport pixels:
-  // the top document only; in a frame a press stays a click, as before), and the click the browser
-  // then makes of it, on the two ends' common ancestor, is not the person's. Not a drag: a press in
-  // a form field (its own events say what happened), a press and release on one control a person
-  // clicks (a button, a link: the hand moved a little), a press that selected text (nothing changed).
-  const clickable = 'a[href], button, summary, label, [onclick], [role=button], [role=link], [role=checkbox], ' +
-    '[role=radio], [role=tab], [role=menuitem], [role=option], [role=switch], [role=treeitem]';
-  let pressed = null;
-  let pendingDrag = null;
-  const logDrag = (d) => {
-    if (String(window.getSelection ? window.getSelection() : '')) return;
-    send('drag', d.el, {from: d.from, to: d.to});
+  install();
+  const open = Document.prototype.open;
+  Document.prototype.open = function (...args) {
+    const result = open.apply(this, args);
+    if (this === document && args.length < 3) install();  // (with three arguments it is window.open)
+    return result;
   };
-  window.addEventListener('pointerdown', (e) => {
-    const field = e.target.closest && e.target.closest('input, select, textarea, [contenteditable]');
-    pressed = e.isTrusted && e.button === 0 && !field && window.top === window
-      ? {x: e.clientX, y: e.clientY, el: e.target} : null;
-  }, true);
-  window.addEventListener('pointerup', (e) => {
-    const p = pressed;
-    pressed = null;
-    if (!p || !e.isTrusted || Math.hypot(e.clientX - p.x, e.clientY - p.y) <= 5) return;
-    // the element pressed (a handle with no role of its own: not the panel holding it)
-    const d = {el: p.el, from: [Math.round(p.x), Math.round(p.y)], to: [Math.round(e.clientX), Math.round(e.clientY)]};
-    pendingDrag = d;
-    // (the click, if the browser makes one, comes in this same task: decided there, else here)
-    setTimeout(() => { if (pendingDrag === d) { pendingDrag = null; logDrag(d); } }, 0);
-  }, true);
-  document.addEventListener('click', (e) => {
-    if (pendingDrag !== null && e.isTrusted) {
-      const d = pendingDrag;
-      pendingDrag = null;
-      const control = d.el.closest && d.el.closest(clickable);
-      if (!(control && e.target.closest && e.target.closest(clickable) === control)) { logDrag(d); return; }
-      // pressed and released on one control: its click, logged below
-    }
-    if (forwardedTo !== null && e.target === forwardedTo) { forwardedTo = null; return; }
-    forwardedTo = null;
-    if (!e.isTrusted) return;
-    const el = e.target.closest(actionable) || e.target;
-    if (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) && !['submit', 'button', 'checkbox', 'radio'].includes(el.type)) return;
-    // Enter in a field clicks the form's default button for it (implicit submission): no pointer
-    // (detail 0) and the focus still in the field. The Enter is logged, this click is not.
-    const focus = document.activeElement;
-    if (e.detail === 0 && focus !== el && textField(focus) && el.form && focus.form === el.form) return;
-    const label = e.target.closest('label');
-    const control = label && label.control;
-    if (control && control !== e.target && !control.contains(e.target)) {
-      forwardedTo = control;  // (dispatched at once, in this task; forgotten after it)
-      setTimeout(() => { if (forwardedTo === control) forwardedTo = null; }, 0);
-    }
-    send('click', el);
-  }, true);
-  // Keys typed into a text field: its next input event is typing key by key (page.keyboard.type,
-  // a person at the keyboard), which a page may listen to (a search box answering keyup), rather
-  // than text put in at once (page.fill, a paste).
-  const keyed = new WeakSet();
-  document.addEventListener('keydown', (e) => {
-    if (!e.isTrusted) return;
-    if (e.key === 'Enter' && !e.isComposing && !e.repeat && textField(e.target)) {
-      send('press', e.target, 'Enter');
-      return;
-    }
-    if (editable(e.target) && (e.key.length === 1 || e.key === 'Backspace' || e.key === 'Delete')) keyed.add(e.target);
-    const scrollKeys = ['PageDown', 'PageUp', 'Home', 'End', 'ArrowDown', 'ArrowUp', 'ArrowLeft', 'ArrowRight', ' '];
-    const t = e.target;
-    if (scrollKeys.includes(e.key) && !(t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName))) userScroll = true;
-  }, true);
-  const byUser = () => { userScroll = true; };
-  window.addEventListener('wheel', byUser, {capture: true, passive: true});
-  window.addEventListener('touchmove', byUser, {capture: true, passive: true});
-  // a press on the page's own scrollbar lands on the root element, outside its client area
-  window.addEventListener('pointerdown', (e) => {
-    const root = document.documentElement;
-    if (e.target === root && (e.clientX >= root.clientWidth || e.clientY >= root.clientHeight)) userScroll = true;
-  }, true);
-  // A value a page's script sets and announces (isTrusted false) in a field the person is not in is
-  // the page's doing. (Playwright's select_option and its fill of a date field announce theirs from
-  // script too, in the focused field or a select: those are the person's.)
-  const byPerson = (e) => e.isTrusted || e.target === document.activeElement || e.target.tagName === 'SELECT';
-  document.addEventListener('input', (e) => {
-    const el = e.target;
-    if (el.tagName === 'SELECT' || ['checkbox', 'radio'].includes(el.type) || !byPerson(e)) return;
-    const keys = keyed.has(el);
-    keyed.delete(el);
-    el.__wfTyped = true;  // (what the person typed is no evidence of the site's: VISIBLE_TEXT_JS)
-    send('type', el, el.value, keys ? {keys: true} : undefined);
-  }, true);
-  document.addEventListener('change', (e) => {
-    const el = e.target;
-    if (el.tagName !== 'SELECT' || !byPerson(e)) return;
-    send('select', el, {value: el.value, label: clean((el.selectedOptions[0] || {}).textContent)});
-  }, true);
-  document.addEventListener('submit', (e) => send('submit', e.target), true);
-  // A scripted annotator states the task's answer, optionally pointing at the element that shows it.
-  window.__webfreezeAnswer = (value, el, evidence) => send('answer', el,
-    {text: value, evidence: evidence || (el ? [value] : [])});
-  window.addEventListener('scroll', () => {
-    clearTimeout(scrollTimer);
-    scrollTimer = setTimeout(flushScroll, 150);
-  }, true);
-  window.addEventListener('pagehide', flushScroll, true);
-  // The document as its scripts left it once loaded (fields they disabled, controls they added):
-  // kept as the page's DOM snapshot, which the text backend reads to submit forms as a browser does.
-  if (window.top === window) {
-    window.addEventListener('load', () => setTimeout(() => window.__webfreezeLog({
-      action: 'snapshot', url: location.href, title: document.title, time: Date.now(),
-      html: '<!DOCTYPE html>' + document.documentElement.outerHTML}), 0));
-  }
 })();
 """.replace("__ROLE_NAME_JS__", ROLE_NAME_JS.strip())
 
@@ -311,16 +327,23 @@ DRAIN_LIMIT_S = 15.0  # a request still open by then (a stream, a long poll) is 
 
 
 def _drain(context, inflight, quiet_ms: float) -> None:
-    """Once the script is done: wait ``quiet_ms`` at least, and until no request of the session's
-    pages is in flight and none has started or ended for ``quiet_ms`` (an answer the site gives
-    late, a failed login that a server delays on purpose, is recorded as the site gave it, not as
-    the proxy's 502 for a connection the closing browser cut), :data:`DRAIN_LIMIT_S` at most."""
+    """Once the script is done: wait until no request of the session's pages is in flight and none
+    has started or ended for ``quiet_ms`` (an answer the site gives late, a failed login that a
+    server delays on purpose, is recorded as the site gave it, not as the proxy's 502 for a
+    connection the closing browser cut), and ``quiet_ms`` past the replay's timer horizon at least
+    (:data:`~webfreeze.simulator.browser.TIMER_HORIZON_MS`: the settle after a step runs the timers
+    due that long after it, so a save a page defers by a timer, TiddlyWiki's syncer one second after
+    a click, is recorded for the replay to answer); :data:`DRAIN_LIMIT_S` at most."""
     from playwright.sync_api import Error as PlaywrightError
 
-    start = time.monotonic()  # (quiet_ms at least: what the page does once the script returns)
+    from webfreeze.simulator.browser import TIMER_HORIZON_MS
+
+    start = time.monotonic()  # (what the page does once the script returns)
     deadline = start + DRAIN_LIMIT_S
+    least = (TIMER_HORIZON_MS + quiet_ms) / 1000
     while time.monotonic() < deadline:
-        if not inflight and time.monotonic() - max(inflight.changed, start) >= quiet_ms / 1000:
+        now = time.monotonic()
+        if not inflight and now - start >= least and now - max(inflight.changed, start) >= quiet_ms / 1000:
             return
         live = next((p for p in context.pages if not p.is_closed()), None)
         if live is None:

@@ -329,6 +329,12 @@ class PageActivity(Inflight):
 
     @_guarded
     def _response(self, response) -> None:
+        if response.request.resource_type == "fetch":
+            # A fetch is the network's until its answer comes; its body is the page's to read (the
+            # replay runtime holds the pump for a body read). Chromium never finishes a fetch
+            # answered with Cache-Control: no-store (the replay's miss answer, many APIs) whose
+            # body the page leaves unread (TiddlyWiki's saves): it held the settle to its bound.
+            self.ended(response.request)
         if response.request is self.pending and (
                 response.status in NO_COMMIT_STATUSES
                 or "attachment" in response.headers.get("content-disposition", "").lower()):

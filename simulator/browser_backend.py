@@ -341,6 +341,8 @@ class BrowserBackend:
                     return  # the page went away (a closed tab): nothing left to settle
                 activity.loaded = True
                 await activity.wait_quiet(SETTLE_MS, max(0.0, deadline - time.monotonic()))
+                if activity and time.monotonic() >= deadline:
+                    self._note_unsettled("time")  # the network never went quiet: cut by the safety net
                 if activity.pending is None and activity.loaded:
                     await wait_painted(self.page)
                     if activity.pending is None and activity.loaded:  # no navigation began meanwhile

@@ -497,3 +497,45 @@ def test_hash_routes_of_a_single_page_application_are_pages(tmp_path, home, cli)
     r, report = _replay_check(cli, archive, tmp_path / "report")
     assert r.returncode == 0, r.stdout + r.stderr
     assert report["summary"]["missed_requests"] == 0 and report["summary"]["min_text_similarity"] == 1.0
+
+
+# TiddlyWiki's shape: one document whose script shows the tiddler its fragment names (``#Apples``,
+# ``#Granny%20Smith``: permalinks, no element has that id), and an anchor that does name one.
+WIKI = b"""<!doctype html><html><head><title>Garden Wiki</title></head><body id="top">
+<nav></nav><div id="story"></div>
+<script>
+var tiddlers = {"Fruit": "A list of fruit", "Apples": "Apples grow on trees", "Granny Smith": "Found in 1868"};
+document.querySelector('nav').innerHTML = Object.keys(tiddlers).map(function (t) {
+  return '<a href="#' + encodeURIComponent(t) + '">' + t + '</a>'; }).join(' ') + ' <a href="#top">top</a>';
+function show() {
+  var t = decodeURIComponent(location.hash.slice(1)) || 'Fruit';
+  document.getElementById('story').textContent = t + ': ' + (tiddlers[t] || 'missing');
+}
+window.addEventListener('hashchange', show);
+show();
+</script></body></html>"""
+
+
+def test_fragment_links_that_name_no_element_are_said_not_followed(tmp_path, home, cli):
+    """A crawl follows a fragment link only when it is a hash route (``#/guide``); TiddlyWiki's
+    permalinks (``#Apples``) name no element of the page either, so the crawl recorded its one
+    document and said "(complete)" without a word about them, and a start URL's ``#Bananas`` was
+    dropped silently. The crawl now names them in a note: routes of a client-side router it does
+    not follow, which a recorded session can reach. An anchor whose element exists (``#top``) is
+    not named."""
+    site = ChainSite(pages={"/wiki.html": WIKI})
+    archive = tmp_path / "wiki.wfz"
+    try:
+        r = cli("record", "crawl", f"{site.url}/wiki.html", "--archive", archive, "--depth", "1", timeout=300)
+        start = cli("record", "crawl", f"{site.url}/wiki.html#Apples", "--archive", tmp_path / "start.wfz",
+                    "--depth", "0", timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 0 and "1 pages in total (complete)" in r.stdout, r.stdout + r.stderr
+    notes = [line for line in r.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1, r.stderr
+    assert (f"3 links name a fragment that is no element of their page ({site.url}/wiki.html#Apples, "
+            f"{site.url}/wiki.html#Fruit, {site.url}/wiki.html#Granny%20Smith)") in notes[0], notes
+    assert "#top" not in notes[0]
+    assert start.returncode == 0, start.stdout + start.stderr
+    assert f"1 links name a fragment that is no element of their page ({site.url}/wiki.html#Apples)" in start.stderr

@@ -157,6 +157,112 @@ def test_a_late_answer_is_recorded_as_the_site_gave_it(tmp_path, monkeypatch, cl
         assert (answer.url, answer.response.status, answer.body()) == ("http://late.test/slow", 401, b"wrong password")
 
 
+SAVE_PAGE = b"""<!doctype html><title>notes</title><button id=go onclick="setTimeout(() => fetch('/save',
+{method: 'PUT', body: 'story=Bananas'}), 700)">Open Bananas</button>"""
+
+
+def test_a_save_the_page_defers_is_recorded(tmp_path, monkeypatch, cli):
+    """TiddlyWiki saves what a click changed a second later (its syncer's timer), not at once: the
+    script returns right after the click, and the session keeps the page open as long as the
+    replay's settle runs the page's timers after a step (TIMER_HORIZON_MS of virtual time), so the
+    PUT that a replay of the click will send is in the archive, not an XHR miss in every replay."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self._send(200, SAVE_PAGE, "text/html")
+
+        def do_PUT(self):  # noqa: N802 (the method's name)
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self._send(204, b"", "text/plain")
+
+        def _send(self, status, body, ctype):
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    script = tmp_path / "save.py"
+    script.write_text("def run(page):\n    page.wait_for_function(\"performance.getEntriesByName('first-paint')"
+                      ".length > 0\")\n    page.click('#go')\n")
+    archive = tmp_path / "save.wfz"
+    try:
+        result = cli("record", "session", "http://notes.test/", "--resolve",
+                     f"notes.test=127.0.0.1:{server.server_address[1]}", "--archive", archive,
+                     "--trajectory", tmp_path / "t.json", "--script", script, timeout=300)
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stderr
+    with Archive.open(archive) as arc:
+        saves = [(ex.url, ex.request.payload(), ex.response.status) for ex in arc.exchanges(method="PUT")]
+    assert saves == [("http://notes.test/save", b"story=Bananas", 204)]
+
+
+WRITTEN_FRAME_PAGE = b"""<!doctype html><title>editor</title><div id=box></div>
+<button id=done onclick="document.getElementById('out').textContent =
+  'saved: ' + frames[0].document.querySelector('textarea').value">Done</button><p id=out></p>
+<script>
+const frame = document.createElement('iframe');
+document.getElementById('box').appendChild(frame);
+const doc = frame.contentWindow.document;
+doc.open(); doc.write('<!DOCTYPE html><html><body></body></html>'); doc.close();
+const area = doc.createElement('textarea'); area.setAttribute('aria-label', 'Tiddler text');
+doc.body.appendChild(area);
+</script>"""
+
+
+def test_typing_into_a_frame_a_script_wrote_is_logged(tmp_path, monkeypatch, cli):
+    """TiddlyWiki's editor is a textarea in an iframe its script fills with document.open() and
+    write(): open() erases the frame's event listeners, the recorder's among them, so the typing
+    was never logged and the session's trajectory saved a tiddler unchanged. The listener is put
+    back after open(), and the typing is a step."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(WRITTEN_FRAME_PAGE)))
+            self.end_headers()
+            self.wfile.write(WRITTEN_FRAME_PAGE)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    script = tmp_path / "edit.py"
+    script.write_text("""
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.frame_locator("iframe").first.get_by_label("Tiddler text").click()
+    page.keyboard.type("Purple")
+    page.get_by_role("button", name="Done").click()
+    page.get_by_text("saved: Purple").wait_for()
+""")
+    out = tmp_path / "t.json"
+    try:
+        result = cli("record", "session", "http://editor.test/", "--resolve",
+                     f"editor.test=127.0.0.1:{server.server_address[1]}", "--archive", tmp_path / "e.wfz",
+                     "--trajectory", out, "--script", script, timeout=300)
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stderr
+    steps = [(s["action"], (s["target"] or {}).get("role"), (s["target"] or {}).get("name"), s["value"], s.get("keys"))
+             for s in json.loads(out.read_text())["steps"] if s["action"] != "navigate"]
+    assert steps == [("type", "textbox", "Tiddler text", "Purple", True), ("click", "button", "Done", None, None)]
+
+
 ROUTES_PAGE = b"""<!doctype html><html><head><title>Routes</title></head><body>
 <nav><a href="#/species">Species</a></nav><div id="app"></div>
 <script>

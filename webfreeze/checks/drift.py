@@ -211,11 +211,46 @@ def validate_references(suite, archive: Path, *, backend: str, workers: int = 1,
             if traj.get("final_url"):
                 visited.add(page_url(traj["final_url"]))
             result[tid] = {"reached": reference_reached(r), "end": r.get("end_reason") or r["outcome"],
-                           "answer": r.get("answer"), "reason": reason or None, "misses": capture_misses(traj),
+                           "answer": r.get("answer"), "reason": reason or None,
+                           "misses": note_captured(archive, capture_misses(traj)),
                            "visited": sorted(visited)}
         return result
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def note_captured(archive, misses: list[dict]) -> list[dict]:
+    """``misses`` (:func:`~webfreeze.eval.authoring.capture_misses`), each with ``captured`` when
+    ``archive`` holds the request otherwise, so the line that names it does not send the author
+    to record what was recorded: ``body`` (the same method and URL: honest matching turned down its
+    body, a timestamp a save carries) or ``query`` (the same method, host and path). Unchanged when
+    the archive cannot be read."""
+    from urllib.parse import urlsplit
+
+    from webfreeze.archives import Archive
+
+    def path_of(url: str) -> tuple:
+        u = urlsplit(url)
+        return (u.netloc.lower(), u.path or "/")
+
+    try:
+        arc = Archive.open(archive)
+    except Exception:
+        return misses
+    out = []
+    with arc:
+        for m in misses:
+            m = dict(m)
+            url, method = str(m.get("url") or ""), str(m.get("method") or "GET")
+            if url.startswith(("http:", "https:")):
+                if next(arc.exchanges(url=url, method=method, limit=1), None) is not None:
+                    m["captured"] = "body"
+                else:
+                    base = url.split("?", 1)[0].split("#", 1)[0]
+                    if any(path_of(ex.url) == path_of(base) for ex in arc.exchanges(prefix=base, method=method, limit=200)):
+                        m["captured"] = "query"
+            out.append(m)
+    return out
 
 
 def _verdict(old: dict, new: dict, moved: list[dict]) -> tuple[str, str]:

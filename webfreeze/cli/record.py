@@ -151,6 +151,11 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
             click.echo(f"  failed: {failed_url} ({why})")
         for download_url, name, size in result.downloads:
             click.echo(f"  download: {download_url} ({name}, {size} bytes)")
+        if result.unanchored:
+            shown = ", ".join(result.unanchored[:3]) + (", ..." if len(result.unanchored) > 3 else "")
+            click.echo(f"note: {len(result.unanchored)} links name a fragment that is no element of their page "
+                       f"({shown}): a client-side router's routes? A crawl follows only hash routes (#/path) "
+                       "and records the page itself; reach others with 'record session'", err=True)
     if redact:
         s = redact_recording(archive_path, params=redact_params, headers=redact_headers, secret_env=secret_env)
         click.echo(f"redacted {archive_path}: {s['secrets']} secrets replaced by placeholders")

@@ -173,6 +173,10 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
             misses = capture_misses(traj)
             if _reachable(r) and not misses:
                 continue
+            if misses:
+                from webfreeze.checks.drift import note_captured  # (late: the archive, looked at only here)
+
+                misses = note_captured(_run_archive(out), misses)
             detail = next((res.get("detail") for res in r["results"].values()
                            if isinstance(res, dict) and not res.get("success") and res.get("detail")), None)
             end = traj.get("end") if isinstance(traj.get("end"), dict) else {}
@@ -189,6 +193,15 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     return report, expired, incomplete
+
+
+def _run_archive(out) -> str | None:
+    """The archive a run (folder ``out``) played on, from its manifest; None when it says none."""
+    try:
+        manifest = json.loads((Path(out) / "manifest.json").read_text(encoding="utf-8"))
+        return manifest["circumstances"]["archive_path"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _why_expired(e: dict) -> str:

@@ -1,0 +1,84 @@
+"""`tasks validate` names a request the archive holds with another body as such, not as "not captured".
+
+TiddlyWiki saves a tiddler with a PUT whose JSON carries the time of the change (``modified``):
+the session records it, the replay of the same click sends the replay clock's time, and honest
+matching turns the recorded PUT down. The archive holds that PUT; saying it "was not captured"
+sends the author to record it again, which cannot help. The line says that it was captured only
+with another request body, and where the fields that may differ are listed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+
+try:
+    chromium_path()
+except BrowserUnavailable as exc:
+    pytestmark = pytest.mark.skip(reason=str(exc))
+
+PAGE = b"""<!doctype html><title>wiki</title><p>Carrots are orange.</p>
+<button onclick="fetch('/recipes/default/tiddlers/Carrots', {method: 'PUT',
+  headers: {'Content-Type': 'application/json'},
+  body: JSON.stringify({title: 'Carrots', text: 'Carrots are purple.', modified: new Date().toISOString(),
+                        nonce: String(Math.random())})})
+  .then(r => { document.querySelector('p').textContent = 'Saved ' + r.status; })">Save</button>"""
+
+SCRIPT = '''
+from webfreeze.recorder.session import record_answer
+
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.get_by_role("button", name="Save").click()
+    page.get_by_text("Saved 204").wait_for()
+    record_answer(page, "204", evidence=["Saved 204"])
+'''
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self._send(200, PAGE)
+
+    def do_PUT(self):  # noqa: N802 (the method's name)
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self._send(204, b"")
+
+    def _send(self, status, body):
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_put_captured_with_another_body_is_named_so(tmp_path, monkeypatch, cli):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    script = tmp_path / "save.py"
+    script.write_text(SCRIPT)
+    archive, ref, suite = tmp_path / "wiki.wfz", tmp_path / "save.json", tmp_path / "suite"
+    try:
+        rec = cli("record", "session", "http://wiki.test/", "--resolve", f"wiki.test=127.0.0.1:{server.server_address[1]}",
+                  "--archive", archive, "--trajectory", ref, "--script", script, timeout=300)
+    finally:
+        server.shutdown()
+    assert rec.returncode == 0, rec.stderr
+    added = cli("tasks", "add", suite, "--reference", ref, "--archive", archive, "--id", "save", "--answer", "204",
+                "--instruction", "Save the Carrots tiddler.")
+    assert added.returncode == 0, added.stderr
+    result = cli("tasks", "validate", suite, "--backend", "browser", "--json", timeout=300)
+    assert result.returncode == 1, result.stderr
+    (entry,) = json.loads(result.stdout)["incomplete"]
+    assert entry["reason"] == ("reference step 1: PUT http://wiki.test/recipes/default/tiddlers/Carrots (xhr) was "
+                               "captured only with another request body (fields that may differ: replay_rules' "
+                               "ignorable_params)"), entry
+    assert entry["misses"][0]["captured"] == "body"

@@ -47,6 +47,10 @@ DOM_SNAPSHOTS = "dom-snapshots/"
 DOM_SNAPSHOTS_VERSION = 1
 
 # Reports user actions to the recorder. Runs before any page script; keeps to the DOM standard.
+# Its listeners are on `window`, capture phase: registered before any of the page's, they hear an
+# action first, before a page's own listener there (a router's: VitePress takes every link click on
+# `window` and pushes the new URL from a microtask that runs as soon as its listener returns) has
+# changed the URL the step is logged at.
 LISTENER_JS = r"""
 (() => {
   if (window.__webfreezeInstalled) return;
@@ -124,7 +128,7 @@ LISTENER_JS = r"""
     // (the click, if the browser makes one, comes in this same task: decided there, else here)
     setTimeout(() => { if (pendingDrag === d) { pendingDrag = null; logDrag(d); } }, 0);
   }, true);
-  document.addEventListener('click', (e) => {
+  window.addEventListener('click', (e) => {
     if (pendingDrag !== null && e.isTrusted) {
       const d = pendingDrag;
       pendingDrag = null;
@@ -153,7 +157,7 @@ LISTENER_JS = r"""
   // a person at the keyboard), which a page may listen to (a search box answering keyup), rather
   // than text put in at once (page.fill, a paste).
   const keyed = new WeakSet();
-  document.addEventListener('keydown', (e) => {
+  window.addEventListener('keydown', (e) => {
     if (!e.isTrusted) return;
     if (e.key === 'Enter' && !e.isComposing && !e.repeat && textField(e.target)) {
       send('press', e.target, 'Enter');
@@ -176,7 +180,7 @@ LISTENER_JS = r"""
   // the page's doing. (Playwright's select_option and its fill of a date field announce theirs from
   // script too, in the focused field or a select: those are the person's.)
   const byPerson = (e) => e.isTrusted || e.target === document.activeElement || e.target.tagName === 'SELECT';
-  document.addEventListener('input', (e) => {
+  window.addEventListener('input', (e) => {
     const el = e.target;
     if (el.tagName === 'SELECT' || ['checkbox', 'radio'].includes(el.type) || !byPerson(e)) return;
     const keys = keyed.has(el);
@@ -184,12 +188,12 @@ LISTENER_JS = r"""
     el.__wfTyped = true;  // (what the person typed is no evidence of the site's: VISIBLE_TEXT_JS)
     send('type', el, el.value, keys ? {keys: true} : undefined);
   }, true);
-  document.addEventListener('change', (e) => {
+  window.addEventListener('change', (e) => {
     const el = e.target;
     if (el.tagName !== 'SELECT' || !byPerson(e)) return;
     send('select', el, {value: el.value, label: clean((el.selectedOptions[0] || {}).textContent)});
   }, true);
-  document.addEventListener('submit', (e) => send('submit', e.target), true);
+  window.addEventListener('submit', (e) => send('submit', e.target), true);
   // A scripted annotator states the task's answer, optionally pointing at the element that shows it.
   window.__webfreezeAnswer = (value, el, evidence) => send('answer', el,
     {text: value, evidence: evidence || (el ? [value] : [])});

@@ -212,3 +212,66 @@ def test_a_typed_hash_route_is_the_persons_goto(tmp_path, monkeypatch, cli):
     navs = [(s["cause"], s["url"]) for s in json.loads(out.read_text())["steps"] if s["action"] == "navigate"]
     assert navs == [("goto", "http://routes.test/"), ("goto", "http://routes.test/#/faq"),
                     ("sameDocument", "http://routes.test/#/species"), ("goto", "http://routes.test/#/faq")], navs
+
+
+# A single-page application's router the way VitePress's is: a click listener on `window`, capture
+# phase, that takes every link click, prevents it and pushes the new URL from an async function (so
+# the pushState runs in the microtask checkpoint right after that listener, before any listener on
+# `document` runs).
+SPA_PAGE = b"""<!doctype html><html><head><title>Docs</title><script>
+const show = () => { document.querySelector('h1').textContent = location.pathname === '/' ? 'Home' : 'Queues'; };
+const go = async (href) => { await null; history.pushState({}, '', href); show(); };
+window.addEventListener('click', (e) => {
+  const a = e.target.closest('a');
+  if (!a) return;
+  e.preventDefault();
+  go(a.href);
+}, {capture: true});
+window.addEventListener('DOMContentLoaded', show);
+</script></head><body><h1>Home</h1><nav><a href="/guide/queues.html">Queues</a></nav></body></html>"""
+
+SPA_SCRIPT = '''
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.get_by_role("link", name="Queues").click()
+    page.wait_for_url("**/guide/queues.html")
+    page.get_by_role("heading", name="Queues").wait_for()
+'''
+
+
+def test_a_click_a_router_turns_into_pushstate_is_logged_where_it_was_made(tmp_path, monkeypatch, cli):
+    """VitePress: the click is the person's, on the page where it was made, and comes before the
+    same-document navigation it caused (the router's listener on `window` ran first and pushed the
+    new URL before a listener on `document` heard the click)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = SPA_PAGE if self.path in ("/", "/guide/queues.html") else b"not found"
+            self.send_response(200 if body is SPA_PAGE else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    script = tmp_path / "spa.py"
+    script.write_text(SPA_SCRIPT)
+    out = tmp_path / "spa.json"
+    try:
+        result = cli("record", "session", "http://spa.test/", "--archive", tmp_path / "spa.wfz",
+                     "--trajectory", out, "--script", script,
+                     "--resolve", f"spa.test=127.0.0.1:{server.server_address[1]}", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    steps = [(s["action"], s.get("cause"), s["url"]) for s in json.loads(out.read_text())["steps"]]
+    assert steps == [("navigate", "goto", "http://spa.test/"), ("click", None, "http://spa.test/"),
+                     ("navigate", "sameDocument", "http://spa.test/guide/queues.html")], steps

@@ -157,6 +157,8 @@ LISTENER_JS = r"""
   // a person at the keyboard), which a page may listen to (a search box answering keyup), rather
   // than text put in at once (page.fill, a paste).
   const keyed = new WeakSet();
+  const notPresses = ['Enter', 'Tab', 'Shift', 'Control', 'Alt', 'Meta', 'AltGraph', 'CapsLock', 'NumLock', 'ScrollLock',
+    'Fn', 'FnLock', 'Hyper', 'Super', 'Symbol', 'SymbolLock', 'OS', 'Dead', 'Unidentified', 'Process', 'Compose'];
   window.addEventListener('keydown', (e) => {
     if (!e.isTrusted) return;
     if (e.key === 'Enter' && !e.isComposing && !e.repeat && textField(e.target)) {
@@ -166,7 +168,16 @@ LISTENER_JS = r"""
     if (editable(e.target) && (e.key.length === 1 || e.key === 'Backspace' || e.key === 'Delete')) keyed.add(e.target);
     const scrollKeys = ['PageDown', 'PageUp', 'Home', 'End', 'ArrowDown', 'ArrowUp', 'ArrowLeft', 'ArrowRight', ' '];
     const t = e.target;
-    if (scrollKeys.includes(e.key) && !(t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName))) userScroll = true;
+    const inField = t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName);
+    if (scrollKeys.includes(e.key) && !inField) userScroll = true;
+    // A key pressed outside any field is a step of its own, to the page (VitePress opens its search
+    // box on '/' and Ctrl+K): a press with no target, its modifiers first as Playwright names
+    // keys. Not: keys that scroll (a scroll step), Enter (a focused link or button makes it a
+    // click, logged as one), Tab, a modifier alone.
+    if (!inField && !e.isComposing && !e.repeat && !scrollKeys.includes(e.key) && !notPresses.includes(e.key)) {
+      const mods = [e.ctrlKey && 'Control', e.altKey && 'Alt', e.metaKey && 'Meta', e.shiftKey && e.key.length > 1 && 'Shift'];
+      send('press', null, mods.filter(Boolean).concat([e.key]).join('+'));
+    }
   }, true);
   const byUser = () => { userScroll = true; };
   window.addEventListener('wheel', byUser, {capture: true, passive: true});

@@ -20,6 +20,8 @@ steps).
   so a search box that answers key events answers the replay too.
 - ``press`` (Enter in a field) becomes ``press(bid, key)`` on that field: the page submits the
   form, or runs its own handler, as it did for the person, whatever it did to the form's buttons.
+  A ``press`` with no target (a key pressed outside any field: VitePress's '/' opens its search
+  box) becomes ``keyboard_press(key)``, to the page.
 - ``submit`` after a click or a press is skipped (that action submitted); otherwise (older
   recordings) it presses Enter in the last field typed into.
 - ``scroll`` with ``by: "user"`` becomes ``scroll(dx, dy)`` by the change of the recorded position
@@ -228,6 +230,10 @@ class ReferenceAgent(Agent):
                 self.last_kind = "click"  # (a navigation right after it is its effect, as after a click)
                 return {"action": f"mouse_drag_and_drop({x1}, {y1}, {x2}, {y2})",
                         "thought": f"reference step {n}: drag from ({x1}, {y1}) to ({x2}, {y2})"}
+            if kind == "press" and not step.get("target"):  # a key to the page, outside any field
+                key = step.get("value") if isinstance(step.get("value"), str) and step.get("value") else "Enter"
+                self.last_kind = kind
+                return {"action": f"keyboard_press({quote(key)})", "thought": f"reference step {n}: press {key}"}
             if kind in ACTIONS:
                 target = step.get("target") or {}
                 el = find_target(obs.get("elements") or [], target)

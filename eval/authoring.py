@@ -91,20 +91,31 @@ _REFERENCE_STEP = re.compile(r"^reference step (\d+)\b")
 CAPTURE_KINDS = ("document", "xhr")
 
 
-def capture_misses(trajectory: dict) -> list[dict]:
+def capture_misses(trajectory: dict, *, reached: bool = True) -> list[dict]:
     """The documents and XHR the replay could not answer (``level`` miss in a step's ``replay``)
     while a reference trajectory was replayed, in order: ``step`` (the reference step the agent was
     replaying, from its thought; the episode's step when it gave none; None for the start page),
-    ``kind``, ``method`` and ``url``. Any of them means the archive lacks part of what the session
-    captured: an incomplete capture, whatever the answer check then says (the evidence may also
-    stand on a page that did load)."""
+    ``kind``, ``method`` and ``url``, each request once. Any of them means the archive lacks part of
+    what the session captured: an incomplete capture, whatever the answer check then says (the
+    evidence may also stand on a page that did load).
+
+    A reference that did not reach its ground truth (``reached`` false) counts misses of every kind:
+    a script chunk its click imports (VitePress's search box) is as much the capture's gap as an
+    XHR, and the task cannot be said to have changed on the site while anything it asked for was
+    not captured. A reached one keeps to documents and XHR (a missed image did not stop it)."""
     out = []
+    kinds = CAPTURE_KINDS if reached else ("document", "xhr", "subresource")
+    seen = set()
 
     def add(step, replay) -> None:
         flagged = replay.get("flagged") if isinstance(replay, dict) else None
         for f in flagged if isinstance(flagged, list) else []:
-            if isinstance(f, dict) and f.get("level") == "miss" and f.get("kind") in CAPTURE_KINDS:
-                out.append({"step": step, "kind": f["kind"], "method": f.get("method") or "GET", "url": f.get("url")})
+            if isinstance(f, dict) and f.get("level") == "miss" and f.get("kind") in kinds:
+                miss = {"step": step, "kind": f["kind"], "method": f.get("method") or "GET", "url": f.get("url")}
+                key = tuple(miss.values())
+                if key not in seen:  # (the browser reports a refused answer as a second miss of it)
+                    seen.add(key)
+                    out.append(miss)
 
     replay = trajectory.get("replay") if isinstance(trajectory.get("replay"), dict) else {}
     add(None, replay.get("start"))

@@ -59,12 +59,30 @@ class CrawlResult:
     # links (and a start URL) of this run whose fragment names no element of their page and is no
     # hash route (TiddlyWiki's permalinks, #Apples): not followed, the page itself being recorded
     unanchored: list = field(default_factory=list)
+    # [url, [[kind, resource url, status], ...]] of recorded pages whose own scripts or style sheets the
+    # site answered with an error (a deployment whose server does not serve its new hashed files yet):
+    # recorded as given, and the replay answers the same, so the capture is whole; said all the same
+    broken: list = field(default_factory=list)
 
     @property
     def captured_all(self) -> bool:
         """Whether every page visited replays whole and none failed to load: what the crawl set out
         to capture is in the archive (a crawl stopped by ``max_pages`` may still say so)."""
         return not self.incomplete and not load_failures(self.failed)
+
+
+# The resources that are a page's own code: without them it shows a shell (no router, no styles).
+CODE_TYPES = ("script", "stylesheet")
+
+
+def _note_broken(broken: dict, response) -> None:
+    """Note a script or style sheet of the page the site answered with an error status (4xx/5xx)."""
+    try:
+        kind = response.request.resource_type
+        if kind in CODE_TYPES and response.status >= 400 and response.url.startswith(("http:", "https:")):
+            broken[(kind, response.url)] = response.status
+    except Exception:  # (a response of a frame already gone)
+        pass
 
 
 def scope_prefix(start: str) -> str:
@@ -383,6 +401,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
         state.setdefault("failed", [])
         state.setdefault("incomplete", [])
         state.setdefault("downloads", [])
+        state.setdefault("broken", [])
         seen = set(state["seen"])
         proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve, paused=True).start()
         visited = 0
@@ -402,6 +421,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                 checker = PageChecker(browser, archive_path)
                 page, clean = None, False
                 downloads: list = []  # what the current tab started downloading
+                broken: dict = {}  # (kind, url) -> status: the page's scripts and style sheets answered with an error
                 while state["queue"] and state["done"] < max_pages:
                     url, level = state["queue"][0]
                     landed = None
@@ -411,7 +431,9 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                 page.close()
                             page = context.new_page()
                             page.on("download", lambda d: downloads.append(d))  # (Playwright wraps a function)
+                            page.on("response", lambda r: _note_broken(broken, r))
                         downloads.clear()
+                        broken.clear()
                         clean = False  # (until this capture has succeeded)
                         try:
                             status, title, dom, shot, links, landed, fragments = _capture(page, url, screenshots)
@@ -478,6 +500,14 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                         if missing:
                             extra["missing"] = missing
                             state["incomplete"].append([url, missing])
+                    # (not the proxy's own 502 for an upstream that failed, nor what the check found
+                    # missing: misses, said as such)
+                    code_errors = [[kind, res, code] for (kind, res), code in sorted(broken.items())
+                                   if res not in proxy.recorder.upstream_failures
+                                   and not any(m == res or m.startswith(res + " ") for m in missing)]
+                    if code_errors and failure is None:
+                        extra["broken"] = code_errors
+                        state["broken"].append([url, code_errors])
                     with arc.transaction():  # the page and the frontier land together
                         if failure is None:
                             arc.add_page(session_id=proxy.session_id, url=url, captured_at=now(), title=title,
@@ -496,7 +526,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                            resumed=resumed,
                            complete=not state["queue"] and not state["incomplete"] and not load_failures(state["failed"]),
                            failed=state["failed"], incomplete=state["incomplete"], queued=len(state["queue"]),
-                           downloads=state["downloads"], unanchored=sorted(unanchored))
+                           downloads=state["downloads"], unanchored=sorted(unanchored), broken=state["broken"])
 
 
 def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",

@@ -46,6 +46,10 @@ DOM_SNAPSHOTS = "dom-snapshots/"
 DOM_SNAPSHOTS_VERSION = 1
 
 # Reports user actions to the recorder. Runs before any page script; keeps to the DOM standard.
+# Its listeners are on `window`, capture phase: registered before any of the page's, they hear an
+# action first, before a page's own listener there (a router's: VitePress takes every link click on
+# `window` and pushes the new URL from a microtask that runs as soon as its listener returns) has
+# changed the URL the step is logged at.
 LISTENER_JS = r"""
 (() => {
   if (window.__webfreezeInstalled) return;
@@ -131,7 +135,7 @@ LISTENER_JS = r"""
       // (the click, if the browser makes one, comes in this same task: decided there, else here)
       setTimeout(() => { if (pendingDrag === d) { pendingDrag = null; logDrag(d); } }, 0);
     }, {capture: true, signal});
-    document.addEventListener('click', (e) => {
+    window.addEventListener('click', (e) => {
       if (pendingDrag !== null && e.isTrusted) {
         const d = pendingDrag;
         pendingDrag = null;
@@ -160,7 +164,10 @@ LISTENER_JS = r"""
     // a person at the keyboard), which a page may listen to (a search box answering keyup), rather
     // than text put in at once (page.fill, a paste).
     const keyed = new WeakSet();
-    document.addEventListener('keydown', (e) => {
+    const notPresses = ['Enter', 'Tab', 'Shift', 'Control', 'Alt', 'Meta', 'AltGraph', 'CapsLock', 'NumLock',
+      'ScrollLock', 'Fn', 'FnLock', 'Hyper', 'Super', 'Symbol', 'SymbolLock', 'OS', 'Dead', 'Unidentified', 'Process',
+      'Compose'];
+    window.addEventListener('keydown', (e) => {
       if (!e.isTrusted) return;
       if (e.key === 'Enter' && !e.isComposing && !e.repeat && textField(e.target)) {
         send('press', e.target, 'Enter');
@@ -169,7 +176,16 @@ LISTENER_JS = r"""
       if (editable(e.target) && (e.key.length === 1 || e.key === 'Backspace' || e.key === 'Delete')) keyed.add(e.target);
       const scrollKeys = ['PageDown', 'PageUp', 'Home', 'End', 'ArrowDown', 'ArrowUp', 'ArrowLeft', 'ArrowRight', ' '];
       const t = e.target;
-      if (scrollKeys.includes(e.key) && !(t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName))) userScroll = true;
+      const inField = t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName);
+      if (scrollKeys.includes(e.key) && !inField) userScroll = true;
+      // A key pressed outside any field is a step of its own, to the page (VitePress opens its search
+      // box on '/' and Ctrl+K): a press with no target, its modifiers first as Playwright names
+      // keys. Not: keys that scroll (a scroll step), Enter (a focused link or button makes it a
+      // click, logged as one), Tab, a modifier alone.
+      if (!inField && !e.isComposing && !e.repeat && !scrollKeys.includes(e.key) && !notPresses.includes(e.key)) {
+        const mods = [e.ctrlKey && 'Control', e.altKey && 'Alt', e.metaKey && 'Meta', e.shiftKey && e.key.length > 1 && 'Shift'];
+        send('press', null, mods.filter(Boolean).concat([e.key]).join('+'));
+      }
     }, {capture: true, signal});
     const byUser = () => { userScroll = true; };
     window.addEventListener('wheel', byUser, {capture: true, passive: true, signal});
@@ -183,7 +199,7 @@ LISTENER_JS = r"""
     // the page's doing. (Playwright's select_option and its fill of a date field announce theirs from
     // script too, in the focused field or a select: those are the person's.)
     const byPerson = (e) => e.isTrusted || e.target === document.activeElement || e.target.tagName === 'SELECT';
-    document.addEventListener('input', (e) => {
+    window.addEventListener('input', (e) => {
       const el = e.target;
       if (el.tagName === 'SELECT' || ['checkbox', 'radio'].includes(el.type) || !byPerson(e)) return;
       const keys = keyed.has(el);
@@ -191,12 +207,12 @@ LISTENER_JS = r"""
       el.__wfTyped = true;  // (what the person typed is no evidence of the site's: VISIBLE_TEXT_JS)
       send('type', el, el.value, keys ? {keys: true} : undefined);
     }, {capture: true, signal});
-    document.addEventListener('change', (e) => {
+    window.addEventListener('change', (e) => {
       const el = e.target;
       if (el.tagName !== 'SELECT' || !byPerson(e)) return;
       send('select', el, {value: el.value, label: clean((el.selectedOptions[0] || {}).textContent)});
     }, {capture: true, signal});
-    document.addEventListener('submit', (e) => send('submit', e.target), {capture: true, signal});
+    window.addEventListener('submit', (e) => send('submit', e.target), {capture: true, signal});
     // A scripted annotator states the task's answer, optionally pointing at the element that shows it.
     window.__webfreezeAnswer = (value, el, evidence) => send('answer', el,
       {text: value, evidence: evidence || (el ? [value] : [])});

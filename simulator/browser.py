@@ -22,12 +22,40 @@ from webfreeze.common.errors import WebfreezeError
 # pages asked for. Defined by the replay server, which keeps it out of its miss reports.
 from webfreeze.replayer.server import BROWSER_INTERNAL_HOSTS
 
-# Rendering that comes out the same, pixel for pixel, on every run (the crawl's and replay check's
-# screenshots are compared byte for byte): no font hinting, no subpixel glyph positions or LCD
-# text, one colour profile, Skia without CPU-specific fast paths, whole tiles re-rastered, image
-# decodes not deferred, and each frame drawn only after every compositor stage has finished.
+_HINTSTYLES = {"0": "none", "1": "slight", "2": "medium", "3": "full"}
+
+
+def font_render_hinting() -> str:
+    """The hinting the full browser gives web fonts (``@font-face``): fontconfig's default
+    (``fc-match``'s ``hinting`` and ``hintstyle``), which it takes whatever ``--font-render-hinting``
+    says; the headless shell takes the flag instead. Both are told this, so a crawl's screenshot
+    (the full browser) and its replay in ``replay check`` (the shell) draw web fonts alike; system
+    fonts go through fontconfig in both. ``slight`` (fontconfig's own default) when it cannot be
+    asked."""
+    import subprocess
+
+    fc_match = shutil.which("fc-match")
+    if fc_match:
+        try:
+            out = subprocess.run([fc_match, "-f", "%{hinting}:%{hintstyle}"], capture_output=True, text=True,
+                                 timeout=10, check=False).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        hinting, _, style = out.partition(":")
+        if hinting == "False":
+            return "none"
+        if style in _HINTSTYLES:
+            return _HINTSTYLES[style]
+    return "slight"
+
+
+# Rendering that comes out the same, pixel for pixel, on every run and in both binaries (the crawl's
+# and replay check's screenshots are compared byte for byte): web fonts hinted as fontconfig says
+# (font_render_hinting), no subpixel glyph positions or LCD text, one colour profile, Skia without
+# CPU-specific fast paths, whole tiles re-rastered, image decodes not deferred, and each frame drawn
+# only after every compositor stage has finished.
 RENDER_FLAGS = [
-    "--font-render-hinting=none", "--disable-font-subpixel-positioning", "--disable-lcd-text",
+    f"--font-render-hinting={font_render_hinting()}", "--disable-font-subpixel-positioning", "--disable-lcd-text",
     "--force-color-profile=srgb", "--disable-skia-runtime-opts", "--disable-partial-raster",
     "--disable-checker-imaging", "--run-all-compositor-stages-before-draw", "--disable-threaded-animation",
     "--disable-threaded-scrolling", "--disable-image-animation-resync", "--disable-new-content-rendering-timeout",

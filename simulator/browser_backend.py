@@ -265,7 +265,11 @@ class BrowserBackend:
     def _count_answers(self, page) -> None:
         """Record how the replay answered each request of ``page`` (its X-Webfreeze headers): the
         steps' provenance. A request that failed (no answer) counts as a miss, and so does a WebSocket
-        (an ``xhr`` of method GET at its ws:// URL)."""
+        (an ``xhr`` of method GET at its ws:// URL). One that failed after its answer came (Chromium
+        refuses a module script answered 404, a recorded one too) was counted with that answer."""
+        import weakref
+
+        answered = weakref.WeakSet()  # the requests whose response came
 
         def main(request) -> bool:
             try:
@@ -277,6 +281,7 @@ class BrowserBackend:
             request = response.request
             if not request.url.startswith(("http:", "https:")):
                 return
+            answered.add(request)
             h = response.headers
             level = h.get("x-webfreeze-match") or "miss"
             score = h.get("x-webfreeze-score")
@@ -291,7 +296,7 @@ class BrowserBackend:
                 self._answers.append(rec)
 
         def on_failed(request) -> None:
-            if request.url.startswith(("http:", "https:")):
+            if request.url.startswith(("http:", "https:")) and request not in answered:
                 rec = answer_record(kind_of_resource(request.resource_type), request.method, request.url, "miss", 0,
                                     main=main(request))
                 with self._answers_lock:

@@ -178,3 +178,21 @@ def test_a_hash_route_is_a_page_of_its_own_where_urls_are_compared():
     assert _same_url("http://docs.test/guide#top", "http://docs.test/guide/")
     assert _norm("http://docs.test/#/faq") != _norm("http://docs.test/#/diet")
     assert _norm("http://docs.test/guide#top") == _norm("http://docs.test/guide") == "http://docs.test/guide"
+
+
+def test_a_key_pressed_on_the_page_is_replayed_as_a_keyboard_press():
+    """A key pressed outside any field (VitePress opens its search box on '/', Ctrl+K too) is a
+    press step with no target: replayed to the page as `keyboard_press`, counted as a press."""
+    steps = [nav("/", "goto"),
+             {"action": "press", "target": None, "value": "/"},
+             {"action": "type", "target": FIELD, "value": "stack", "keys": True},
+             {"action": "press", "target": FIELD, "value": "Enter"},
+             nav("/page/stack", "sameDocument"),
+             {"action": "answer", "target": None, "value": {"text": "append()", "evidence": [SENTENCE]}}]
+    for i, s in enumerate(steps):
+        s["step"] = i
+    reference = {"version": 1, "kind": "reference_trajectory", "start_url": SITE + "/", "steps": steps}
+    actions = replay(reference)
+    assert actions == ["keyboard_press('/')", "fill('1', 'stack', True)", "press('1', 'Enter')",
+                       "send_msg_to_user('append()')"], actions
+    assert reference_step_count(reference) == len(actions)

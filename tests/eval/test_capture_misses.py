@@ -1,6 +1,6 @@
 """Which requests of a replayed reference make its capture incomplete (``tasks validate`` and
 ``drift``): documents and XHR the archive could not answer, named by the reference step the agent
-was replaying; fuzzy answers and subresources do not count."""
+was replaying; fuzzy answers do not count, nor subresources of a reference that was reached."""
 
 from __future__ import annotations
 
@@ -24,3 +24,15 @@ def test_capture_misses_name_the_reference_step():
                       {"step": 1, "kind": "xhr", "method": "GET", "url": "http://site.test/api?q=p"}]
     assert describe_miss(misses[0]) == "reference step 2: POST http://site.test/note (document) was not captured"
     assert capture_misses({"steps": [{"replay": replay(fuzzy, image)}]}) == []
+
+
+def test_a_reference_that_was_not_reached_counts_every_kind_once():
+    """A reference that did not reach its ground truth: a missed script chunk (VitePress's search box,
+    imported on a click) is a capture miss too, named once though the browser reports it twice (the
+    replay's 404, then the browser's refusal of it as a module script)."""
+    chunk = {"kind": "subresource", "level": "miss", "method": "GET", "url": "http://docs.test/assets/box.js"}
+    traj = {"steps": [{"step": 0, "agent_fields": {"thought": "reference step 1: click button 'Search'"},
+                       "replay": {"flagged": [dict(chunk, status=404), dict(chunk, status=0)]}}]}
+    assert capture_misses(traj) == []  # reached: a subresource does not count
+    assert capture_misses(traj, reached=False) == [
+        {"step": 1, "kind": "subresource", "method": "GET", "url": "http://docs.test/assets/box.js"}]

@@ -318,3 +318,145 @@ def test_a_typed_hash_route_is_the_persons_goto(tmp_path, monkeypatch, cli):
     navs = [(s["cause"], s["url"]) for s in json.loads(out.read_text())["steps"] if s["action"] == "navigate"]
     assert navs == [("goto", "http://routes.test/"), ("goto", "http://routes.test/#/faq"),
                     ("sameDocument", "http://routes.test/#/species"), ("goto", "http://routes.test/#/faq")], navs
+
+
+# A single-page application's router the way VitePress's is: a click listener on `window`, capture
+# phase, that takes every link click, prevents it and pushes the new URL from an async function (so
+# the pushState runs in the microtask checkpoint right after that listener, before any listener on
+# `document` runs).
+SPA_PAGE = b"""<!doctype html><html><head><title>Docs</title><script>
+const show = () => { document.querySelector('h1').textContent = location.pathname === '/' ? 'Home' : 'Queues'; };
+const go = async (href) => { await null; history.pushState({}, '', href); show(); };
+window.addEventListener('click', (e) => {
+  const a = e.target.closest('a');
+  if (!a) return;
+  e.preventDefault();
+  go(a.href);
+}, {capture: true});
+window.addEventListener('DOMContentLoaded', show);
+</script></head><body><h1>Home</h1><nav><a href="/guide/queues.html">Queues</a></nav></body></html>"""
+
+SPA_SCRIPT = '''
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.get_by_role("link", name="Queues").click()
+    page.wait_for_url("**/guide/queues.html")
+    page.get_by_role("heading", name="Queues").wait_for()
+'''
+
+
+def test_a_click_a_router_turns_into_pushstate_is_logged_where_it_was_made(tmp_path, monkeypatch, cli):
+    """VitePress: the click is the person's, on the page where it was made, and comes before the
+    same-document navigation it caused (the router's listener on `window` ran first and pushed the
+    new URL before a listener on `document` heard the click)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = SPA_PAGE if self.path in ("/", "/guide/queues.html") else b"not found"
+            self.send_response(200 if body is SPA_PAGE else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    script = tmp_path / "spa.py"
+    script.write_text(SPA_SCRIPT)
+    out = tmp_path / "spa.json"
+    try:
+        result = cli("record", "session", "http://spa.test/", "--archive", tmp_path / "spa.wfz",
+                     "--trajectory", out, "--script", script,
+                     "--resolve", f"spa.test=127.0.0.1:{server.server_address[1]}", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    steps = [(s["action"], s.get("cause"), s["url"]) for s in json.loads(out.read_text())["steps"]]
+    assert steps == [("navigate", "goto", "http://spa.test/"), ("click", None, "http://spa.test/"),
+                     ("navigate", "sameDocument", "http://spa.test/guide/queues.html")], steps
+
+
+# A page that opens its search box on a keyboard shortcut, as VitePress does ('/', Ctrl+K): a
+# listener on `window` for keys pressed outside any field.
+SHORTCUT_PAGE = b"""<!doctype html><html><head><title>Docs</title><script>
+window.addEventListener('keydown', (e) => {
+  const t = e.target;
+  if (t.tagName === 'INPUT' || document.getElementById('q')) return;
+  if (e.key === '/' || (e.ctrlKey && e.key === 'k')) {
+    e.preventDefault();
+    const box = document.createElement('input');
+    box.id = 'q'; box.type = 'search'; box.setAttribute('aria-label', 'Search docs');
+    const hit = document.createElement('p');
+    box.addEventListener('input', () => { hit.textContent = box.value === 'graveyard' ? 'Dead letters go to graveyard.' : ''; });
+    document.body.append(box, hit);
+    box.focus();
+  }
+});
+</script></head><body><h1>Docs</h1><p>Press / to search.</p></body></html>"""
+
+SHORTCUT_SCRIPT = '''
+from webfreeze.recorder.session import record_answer
+
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.keyboard.press("Shift")  # a modifier alone is no step
+    page.keyboard.press("/")
+    box = page.get_by_role("searchbox", name="Search docs")
+    box.press_sequentially("graveyard")
+    hit = page.get_by_text("Dead letters go to graveyard.")
+    hit.wait_for()
+    record_answer(page, "graveyard", locator=hit)
+'''
+
+
+def test_a_keyboard_shortcut_is_a_press_step_the_reference_replays(tmp_path, monkeypatch, cli):
+    """A key pressed outside any field is the person's step (a `press` with no target), and the
+    session replays on its own archive: before, the '/' was not logged, and the task expired at
+    once ("no searchbox 'Search docs' on this page")."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = SHORTCUT_PAGE if self.path == "/" else b"not found"
+            self.send_response(200 if self.path == "/" else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    script = tmp_path / "shortcut.py"
+    script.write_text(SHORTCUT_SCRIPT)
+    out = tmp_path / "shortcut.json"
+    try:
+        result = cli("record", "session", "http://keys.test/", "--archive", tmp_path / "keys.wfz",
+                     "--trajectory", out, "--script", script,
+                     "--resolve", f"keys.test=127.0.0.1:{server.server_address[1]}", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    steps = [(s["action"], s["target"] and s["target"]["name"], s["value"] if s["action"] != "answer" else None)
+             for s in json.loads(out.read_text())["steps"]]
+    assert steps == [("navigate", None, None), ("press", None, "/"), ("type", "Search docs", "graveyard"),
+                     ("answer", "", None)], steps
+    suite = tmp_path / "suite"
+    result = cli("tasks", "add", suite, "--reference", out, "--archive", tmp_path / "keys.wfz",
+                 "--answer", "graveyard", "--id", "shortcut", "--instruction", "Search the docs for the dead letters.")
+    assert result.returncode == 0, result.stderr
+    result = cli("tasks", "validate", suite, "--backend", "browser", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 of 1 tasks reachable on the archive, 0 expired (browser backend)" in result.stderr

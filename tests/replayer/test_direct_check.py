@@ -227,6 +227,36 @@ def test_a_page_that_routes_on_its_address_is_said_to_differ_in_direct_mode(tmp_
             assert page["text_similarity"] == 1.0 and warnings == [], (page, r.stderr)
 
 
+VITEPRESS_LIKE = ROUTER_PAGE.replace(b': "Sorry, we couldn\'t find it";',
+                                     b': "Sorry, we couldn\'t find it";\nif (location.pathname !== \'/\') fetch(\'/hashmap.json\');')
+
+
+def test_a_router_whose_not_found_view_misses_a_request_is_said_to_differ_too(tmp_path):
+    """VitePress: at its direct URL the router shows its not-found view, which fetches
+    ``/hashmap.json`` (never asked for live, so not captured). The page has a miss (exit status 1)
+    and other text: the warning names it and proxy mode all the same (it was left out of the
+    warning, and a check of 8 pages said only "8 with misses" and a low mean similarity)."""
+    from webfreeze.archives import Exchange
+
+    assert b"hashmap.json" in VITEPRESS_LIKE
+    archive = tmp_path / "vp.wfz"
+    with Archive.create(archive) as arc:
+        sid = arc.new_session("crawl")
+        arc.add_exchange(Exchange(url="http://vp.test/", captured_at="2024-05-01T10:00:00Z", status=200,
+                                  resp_headers=[("Content-Type", "text/html; charset=utf-8")], payload=VITEPRESS_LIKE,
+                                  session_id=sid))
+        arc.add_page(session_id=sid, url="http://vp.test/", captured_at="2024-05-01T10:00:01Z", title="Packages",
+                     dom=ROUTER_CAPTURE, extra={"screenshot": "none"})
+    out = tmp_path / "check"
+    r = run_cli("replay", "check", archive, "--mode", "direct", "--report", out, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    (page,) = json.loads((out / "report.json").read_text())["pages"]
+    assert [m.rsplit("/", 1)[1] for m in page["misses"]] == ["hashmap.json"] and page["text_similarity"] < 0.5, page
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "1 page replays with other text than the capture" in warnings[0], r.stderr
+    assert "http://vp.test/" in warnings[0] and "check it in proxy mode" in warnings[0], warnings
+
+
 def test_a_direct_check_takes_the_first_free_port_of_its_range(tmp_path, monkeypatch):
     """Without --port: the first port of DIRECT_PORTS that is free (one held here is passed over)."""
     import socket

@@ -192,3 +192,64 @@ def test_a_screenshot_that_times_out_is_asked_for_again():
             browser.close()
     assert shot[:8] == b"\x89PNG\r\n\x1a\n"
     assert outcomes == ["timeout", "shot"]
+
+
+def _a_font_file() -> str | None:
+    import glob
+
+    for pattern in ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/*/*.ttf",
+                    "/usr/share/fonts/**/*.ttf"):
+        found = sorted(glob.glob(pattern, recursive=True))
+        if found:
+            return found[0]
+    return None
+
+
+@pytest.mark.skipif(not SHELL, reason="chromium-headless-shell is not installed")
+def test_a_web_font_renders_the_same_in_both_binaries(monkeypatch, tmp_path):
+    """A crawl captures its screenshots in the full browser and `replay check` replays them in the
+    headless shell. The full browser hints a web font (an `@font-face` one: VitePress's Inter) as
+    fontconfig says, ignoring `--font-render-hinting`, which the shell obeys; with `none` given, every
+    glyph edge of such a page differed (replay check: pixel difference 0.004 on every page of an
+    untouched VitePress site). System fonts go through fontconfig in both and always agreed."""
+    import functools
+    import http.server
+    import io
+    import threading
+
+    from PIL import Image, ImageChops
+    from playwright.sync_api import sync_playwright
+
+    font = _a_font_file()
+    if not font:
+        pytest.skip("no TrueType font installed")
+    shutil.copy(font, tmp_path / "f.ttf")
+    (tmp_path / "index.html").write_text(
+        "<!doctype html><html><head><style>@font-face{font-family:W;src:url(f.ttf)}"
+        "body{font:16px W;margin:8px}</style></head><body><p>A queue holds jobs in order. Each queue has"
+        " a name and a priority.</p><h1>Visibility timeout</h1></body></html>")
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.delenv("WEBFREEZE_CHROMIUM", raising=False)
+    shots = {}
+    try:
+        with sync_playwright() as pw:
+            for shell in (False, True):
+                browser = launch_chromium(pw, shell=shell)
+                try:
+                    page = new_context(browser, viewport={"width": 600, "height": 120}).new_page()
+                    page.goto(f"http://127.0.0.1:{server.server_port}/index.html")
+                    assert page.evaluate("document.fonts.ready.then(() => document.fonts.check('16px W'))")
+                    shots[shell] = Image.open(io.BytesIO(page.screenshot())).convert("RGB")
+                finally:
+                    browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    diff = ImageChops.difference(shots[False], shots[True])
+    assert min(low for low, _ in shots[False].getextrema()) < 128  # the text was drawn
+    assert diff.getbbox() is None, f"the two binaries drew the web font differently within {diff.getbbox()}"

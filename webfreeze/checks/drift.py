@@ -210,9 +210,10 @@ def validate_references(suite, archive: Path, *, backend: str, workers: int = 1,
                        for u in (st.get("url"), st.get("url_after")) if isinstance(u, str) and u}
             if traj.get("final_url"):
                 visited.add(page_url(traj["final_url"]))
-            result[tid] = {"reached": reference_reached(r), "end": r.get("end_reason") or r["outcome"],
-                           "answer": r.get("answer"), "reason": reason or None,
-                           "misses": note_captured(archive, capture_misses(traj)),
+            reached = reference_reached(r)
+            result[tid] = {"reached": reached, "end": r.get("end_reason") or r["outcome"], "answer": r.get("answer"),
+                           "reason": reason or None,
+                           "misses": note_captured(archive, capture_misses(traj, reached=reached)),
                            "visited": sorted(visited)}
         return result
     finally:

@@ -156,6 +156,14 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
             click.echo(f"note: {len(result.unanchored)} links name a fragment that is no element of their page "
                        f"({shown}): a client-side router's routes? A crawl follows only hash routes (#/path) "
                        "and records the page itself; reach others with 'record session'", err=True)
+        for page_url, resources in result.broken:
+            click.echo(f"  broken: {page_url} ("
+                       + "; ".join(f"{kind} {res} answered {code}" for kind, res, code in resources) + ")")
+        if result.broken:
+            n = len(result.broken)
+            click.echo(f"warning: {n} {'page was' if n == 1 else 'pages were'} served without "
+                       f"{'its' if n == 1 else 'their'} own scripts or style sheets (the site answered them with an "
+                       "error; recorded as given, listed as broken: is the site's deployment whole?)", err=True)
     if redact:
         s = redact_recording(archive_path, params=redact_params, headers=redact_headers, secret_env=secret_env)
         click.echo(f"redacted {archive_path}: {s['secrets']} secrets replaced by placeholders")

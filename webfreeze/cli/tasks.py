@@ -170,7 +170,7 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
             except (OSError, ValueError):
                 traj = {}
             traj = traj if isinstance(traj, dict) else {}
-            misses = capture_misses(traj)
+            misses = capture_misses(traj, reached=_reachable(r))
             if _reachable(r) and not misses:
                 continue
             if misses:

@@ -1,0 +1,50 @@
+"""Replay provenance in the browser backend counts each request once, as the replay answered it.
+
+Chromium refuses a module script answered 404 (by the site, recorded so, or by the replay's miss)
+and reports the request failed after its response. That failure was counted as a second answer, a
+miss: a request the replay missed was two misses, and a 404 the replay served exactly as the site
+gave it (a VitePress build whose server had not seen the new chunks yet) made the episode
+replay-compromised."""
+
+from __future__ import annotations
+
+import pytest
+
+from webfreeze.archives import Exchange, new_archive_atomically
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+from webfreeze.simulator.env import EnvConfig, WebEnv
+
+try:
+    chromium_path()
+except BrowserUnavailable as exc:
+    pytestmark = pytest.mark.skip(reason=str(exc))
+
+T0 = "2024-03-01T12:00:00Z"
+HOST = "http://docs.test"
+PAGE = b"""<!doctype html><html><head><title>Docs</title>
+<script type="module" src="/assets/app.old.js"></script>
+<script type="module">import('/assets/chunks/box.js').catch(() => {});</script>
+</head><body><h1>Docs</h1><p>The default lease_seconds is 300.</p></body></html>"""
+
+
+def test_a_refused_answer_is_not_a_second_miss(tmp_path):
+    with new_archive_atomically(tmp_path / "a.wfz") as arc:
+        sid = arc.new_session("test", source="test_provenance_refused")
+        arc.add_exchange(Exchange(session_id=sid, url=HOST + "/", status=200, payload=PAGE, captured_at=T0,
+                                  resp_headers=[("Content-Type", "text/html; charset=utf-8")]))
+        # the site's own 404 for a script it no longer had (recorded as it was given)
+        arc.add_exchange(Exchange(session_id=sid, url=HOST + "/assets/app.old.js", status=404, captured_at=T0,
+                                  resp_headers=[("Content-Type", "text/plain")], payload=b"Not Found"))
+    env = WebEnv(EnvConfig(tmp_path / "a.wfz", backend="browser"))
+    try:
+        env.reset(options={"task": {"id": "t", "start_url": HOST + "/", "instruction": "read"}})
+        env.step("send_msg_to_user('300')")
+        traj = env.trajectory()
+    finally:
+        env.close()
+    start = traj["replay"]["start"]
+    scripts = sorted((a["url"].rsplit("/", 1)[1], a["level"], a["status"]) for a in start["answers"]
+                     if "/assets/" in a["url"])
+    assert scripts == [("app.old.js", "exact", 404), ("box.js", "miss", 404)], scripts
+    assert traj["replay"]["misses"] == 1, traj["replay"]
+    assert traj["replay"]["requests"]["subresource"] == {"exact": 1, "miss": 1}, traj["replay"]

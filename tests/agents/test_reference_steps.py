@@ -178,3 +178,23 @@ def test_a_hash_route_is_a_page_of_its_own_where_urls_are_compared():
     assert _same_url("http://docs.test/guide#top", "http://docs.test/guide/")
     assert _norm("http://docs.test/#/faq") != _norm("http://docs.test/#/diet")
     assert _norm("http://docs.test/guide#top") == _norm("http://docs.test/guide") == "http://docs.test/guide"
+
+
+def test_a_field_named_as_its_section_still_shows_its_value():
+    """Wagtail's page editor puts each field in a region named after it (``region 'Intro'`` holding
+    ``textbox 'Intro' value='...'``, the tree Chromium gives its edit form): the field's name is left
+    out as its section's name repeated, but its value is what a person reads there, and an answer
+    whose evidence is that value was called unseen (``tasks validate``: the pages did not show it)."""
+    tree = "\n".join([
+        "RootWebArea 'Editing Article page: Weather station', focused",
+        "\t[775] region 'Intro'",
+        "\t\t[783] heading 'Intro'",
+        "\t\t\tStaticText 'Intro'",
+        "\t\t[796] textbox 'Intro' value='Wind, rain and pressure.'",
+        "\t[800] region 'Body'",
+        "\t\t[801] textbox 'Body' value='typed by the agent'",
+    ])
+    text = fold_text(visible_text(tree))
+    assert fold_text("Wind, rain and pressure.") in text
+    assert text.count(fold_text("Intro")) == 1  # (the repeated name still once)
+    assert fold_text("typed by the agent") not in fold_text(visible_text(tree, typed={"801"}))

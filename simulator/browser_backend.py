@@ -264,7 +264,8 @@ class BrowserBackend:
 
     def _count_answers(self, page) -> None:
         """Record how the replay answered each request of ``page`` (its X-Webfreeze headers): the
-        steps' provenance. A request that failed (no answer) counts as a miss, and so does a WebSocket
+        steps' provenance (not Chromium's own answers: an HSTS upgrade's 307). A request that failed
+        (no answer) counts as a miss, and so does a WebSocket
         (an ``xhr`` of method GET at its ws:// URL)."""
 
         def main(request) -> bool:
@@ -278,6 +279,8 @@ class BrowserBackend:
             if not request.url.startswith(("http:", "https:")):
                 return
             h = response.headers
+            if "x-webfreeze-match" not in h and "non-authoritative-reason" in h:
+                return  # Chromium's own answer (an HSTS upgrade's 307): the replay never saw the request
             level = h.get("x-webfreeze-match") or "miss"
             score = h.get("x-webfreeze-score")
             size = h.get("content-length")

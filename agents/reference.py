@@ -77,12 +77,12 @@ def visible_text(axtree_text: str | None, typed: frozenset | set = frozenset()) 
         while named and named[-1][0] >= depth:
             named.pop()
         folded = fold_text(text)
-        if folded and any(folded in name for _, name in named):
-            continue  # its ancestor's name already said it
-        parts.append(text)
-        if folded and not line.lstrip("\t").startswith("StaticText"):
-            named.append((depth, folded))
-        shown = _TREE_VALUE.match(line, m.end())
+        repeated = bool(folded) and any(folded in name for _, name in named)  # its ancestor's name said it
+        if not repeated:
+            parts.append(text)
+            if folded and not line.lstrip("\t").startswith("StaticText"):
+                named.append((depth, folded))
+        shown = _TREE_VALUE.match(line, m.end())  # (a field's value, even under a name said before)
         bid = _TREE_BID.match(line)
         if shown and not (bid and bid.group(1) in typed):  # (record_answer's evidence check reads it the same)
             try:

@@ -23,6 +23,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urldefrag, urlsplit
 
 from webfreeze.archives import ArchiveError
@@ -313,8 +314,52 @@ def _capture(page, url: str, screenshots: str):
             page.remove_listener(event, handler)
 
 
+def load_login_script(script):
+    """The ``run(page)`` of a crawl's ``--login-script`` file; :class:`CrawlError` in one line when
+    the file is missing, does not load or defines no ``run``."""
+    import runpy
+
+    if not Path(script).is_file():
+        raise CrawlError(f"--login-script {script}: no such script (or not a file)")
+    try:
+        run = runpy.run_path(str(script)).get("run")
+    except (Exception, SystemExit) as exc:  # the script's own error, in one line
+        raise CrawlError(f"--login-script {script}: cannot load it: {_one_line(exc)}") from None
+    if not callable(run):
+        raise CrawlError(f"--login-script {script}: defines no run(page) function")
+    return run
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _log_in(context, start: str, run, script) -> None:
+    """Run the login script on the start URL in the crawl's context (its own tab, closed after)."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    page = context.new_page()
+    try:
+        page.goto(start, wait_until="load")
+        run(page)
+    except (Exception, SystemExit) as exc:  # (PlaywrightError, an assertion, sys.exit in the script)
+        raise SeedFailed(f"--login-script {script} failed: {_one_line(exc)}") from None
+    finally:
+        try:
+            page.close()
+        except PlaywrightError:
+            pass
+
+
+def _cookie_header(context, url: str) -> str | None:
+    """The ``Cookie`` value the crawl's browser would send to ``url`` (its login's session)."""
+    jar = context.cookies([url])
+    return "; ".join(f"{c['name']}={c['value']}" for c in jar) or None
+
+
 def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = None,
-                auth: tuple[str, str] | None = None) -> tuple[list[str], bool]:
+                auth: tuple[str, str] | None = None, cookies=None) -> tuple[list[str], bool]:
     """Check ``url`` against the archive (:class:`.page_check.PageChecker`), fetch live through the
     proxy what it missed and check again, until a check misses nothing or misses just what the one
     before missed (the fetches repaired nothing), :data:`CHECK_TRIES` checks at most; returns what is still
@@ -322,7 +367,8 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     recorded earlier: its capture time; None: now, the time its page record is about to get).
     Also returns whether a fetch repaired something (the page as captured may then look different).
     ``auth``: (origin, Authorization value) the live fetches to that origin carry, as the crawl's own
-    requests do (:func:`open_context`)."""
+    requests do (:func:`open_context`). ``cookies(url)``: the ``Cookie`` value those fetches carry
+    (a crawl after a login script: the logged-in browser's), in place of the checker's own."""
     import http.client
 
     missing: list = []
@@ -341,6 +387,9 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
             headers = list(m.headers)
             if auth and m.url.startswith(auth[0] + "/"):
                 headers = [h for h in headers if h[0].lower() != "authorization"] + [("Authorization", auth[1])]
+            jar = cookies(m.url) if cookies is not None else None
+            if jar:
+                headers = [h for h in headers if h[0].lower() != "cookie"] + [("Cookie", jar)]
             try:
                 proxy.fetch(m.method, m.url, headers, m.body or None, timeout=30)
             except (OSError, http.client.HTTPException):
@@ -355,7 +404,8 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
 def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, scope: str = "host",
           progress: Callable[[int, str], None] | None = None,
           resolve: dict[str, tuple[str, int]] | None = None, screenshots: str = "viewport",
-          check: bool = True, exclude=(), credentials: tuple[str, str] | None = None) -> CrawlResult:
+          check: bool = True, exclude=(), credentials: tuple[str, str] | None = None,
+          login_script=None) -> CrawlResult:
     """Crawl from ``start`` into the archive (created if missing); resumes an interrupted crawl.
 
     The start URL is first fetched through the recording proxy, unrecorded (its resolver, its
@@ -376,6 +426,10 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     download is recorded as an exchange and listed in :attr:`CrawlResult.downloads`, no page record.
     Links matching an ``exclude`` pattern (:func:`exclude_matcher`) are not followed.
     ``credentials``: (user, password) for HTTP authentication (:func:`open_context`).
+    ``login_script``: a Python file defining ``run(page)`` that signs in through the site's own form
+    (a password, a CSRF token): run first, on the start URL, in the crawl's browser context, its
+    exchanges recorded; the pages are then visited with the cookies it got, and what a check fetches
+    again for a page carries them too (:func:`load_login_script`).
     """
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
@@ -390,6 +444,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     in_scope = scope_matcher(start, scope)
     excluded = exclude_matcher(exclude)
     state_name = crawl_state_name(start, scope, depth)
+    login = load_login_script(login_script) if login_script else None
     with recording_into(archive_path) as arc:
         try:
             state = arc.get_document(state_name)
@@ -418,6 +473,10 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                 context = open_context(browser, start, credentials)
                 auth = (credentials_for(start, credentials)["origin"], basic_authorization(credentials)) \
                     if credentials else None
+                cookies = None
+                if login is not None:
+                    _log_in(context, start, login, login_script)
+                    cookies = lambda u: _cookie_header(context, u)  # noqa: E731 (the check's live fetches)
                 checker = PageChecker(browser, archive_path)
                 page, clean = None, False
                 downloads: list = []  # what the current tab started downloading
@@ -471,7 +530,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                          f"({upgraded or redirect_failure(url, ended, failure, proxy)})")
                     missing: list[str] = []
                     if check and failure is None:
-                        missing, repaired = _self_check(checker, proxy, url, auth=auth)
+                        missing, repaired = _self_check(checker, proxy, url, auth=auth, cookies=cookies)
                         if repaired:
                             # The capture showed the page without what was fetched since (a stylesheet
                             # cut off): capture it again, now that the site answered, and check that.
@@ -483,7 +542,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                 if page_failure(status2) is None:
                                     status, title, dom, shot, links = status2, title2, dom2, shot2, links2
                                     fragments = fragments2
-                                    missing, _ = _self_check(checker, proxy, url, auth=auth)
+                                    missing, _ = _self_check(checker, proxy, url, auth=auth, cookies=cookies)
                     if page_url(page.url) != url and urldefrag(page.url)[0] == urldefrag(url)[0]:
                         seen.add(page_url(page.url))  # (a script moved to a route of it: `/` shows `/#/`)
                     new = sorted({page_url(link) for link in links} - seen) if level < depth and not failure else []

@@ -215,6 +215,10 @@ class RecordingProxy:
             opts = options.Options(listen_host=self.host, listen_port=self.port, confdir=str(self.confdir),
                                    ssl_insecure=True)  # record sites with self-signed certificates too
             master = DumpMaster(opts, with_termlog=False, with_dumper=False)
+            # The upstream connection is made once the client's request inside its tunnel is read
+            # (not on CONNECT): an HTTPS site that cannot be reached is then a failed exchange under
+            # the request's URL, recorded as the proxy's 502, rather than a tunnel refused unseen.
+            opts.update(connection_strategy="lazy")
             # A server that cannot listen is reported by _Started as one line (mitmproxy's own check
             # prints to stderr and calls sys.exit).
             errorcheck = master.addons.get("errorcheck")

@@ -205,7 +205,10 @@ LISTENER_JS = r"""
       const keys = keyed.has(el);
       keyed.delete(el);
       el.__wfTyped = true;  // (what the person typed is no evidence of the site's: VISIBLE_TEXT_JS)
-      send('type', el, el.value, keys ? {keys: true} : undefined);
+      // A rich text editor (contenteditable: Draftail, ProseMirror) has no value: its text is what
+      // the person left there, its blocks one a line.
+      const text = el.isContentEditable && typeof el.value !== 'string' ? el.innerText.replace(/\n+$/, '') : el.value;
+      send('type', el, text, keys ? {keys: true} : undefined);
     }, {capture: true, signal});
     window.addEventListener('change', (e) => {
       const el = e.target;

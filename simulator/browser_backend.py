@@ -264,9 +264,10 @@ class BrowserBackend:
 
     def _count_answers(self, page) -> None:
         """Record how the replay answered each request of ``page`` (its X-Webfreeze headers): the
-        steps' provenance. A request that failed (no answer) counts as a miss, and so does a WebSocket
-        (an ``xhr`` of method GET at its ws:// URL). One that failed after its answer came (Chromium
-        refuses a module script answered 404, a recorded one too) was counted with that answer."""
+        steps' provenance (not Chromium's own answers: an HSTS upgrade's 307). A request that failed
+        (no answer) counts as a miss, and so does a WebSocket (an ``xhr`` of method GET at its ws://
+        URL). One that failed after its answer came (Chromium refuses a module script answered 404, a
+        recorded one too) was counted with that answer."""
         import weakref
 
         answered = weakref.WeakSet()  # the requests whose response came
@@ -283,6 +284,8 @@ class BrowserBackend:
                 return
             answered.add(request)
             h = response.headers
+            if "x-webfreeze-match" not in h and "non-authoritative-reason" in h:
+                return  # Chromium's own answer (an HSTS upgrade's 307): the replay never saw the request
             level = h.get("x-webfreeze-match") or "miss"
             score = h.get("x-webfreeze-score")
             size = h.get("content-length")

@@ -196,3 +196,23 @@ def test_a_key_pressed_on_the_page_is_replayed_as_a_keyboard_press():
     assert actions == ["keyboard_press('/')", "fill('1', 'stack', True)", "press('1', 'Enter')",
                        "send_msg_to_user('append()')"], actions
     assert reference_step_count(reference) == len(actions)
+
+
+def test_a_field_named_as_its_section_still_shows_its_value():
+    """Wagtail's page editor puts each field in a region named after it (``region 'Intro'`` holding
+    ``textbox 'Intro' value='...'``, the tree Chromium gives its edit form): the field's name is left
+    out as its section's name repeated, but its value is what a person reads there, and an answer
+    whose evidence is that value was called unseen (``tasks validate``: the pages did not show it)."""
+    tree = "\n".join([
+        "RootWebArea 'Editing Article page: Weather station', focused",
+        "\t[775] region 'Intro'",
+        "\t\t[783] heading 'Intro'",
+        "\t\t\tStaticText 'Intro'",
+        "\t\t[796] textbox 'Intro' value='Wind, rain and pressure.'",
+        "\t[800] region 'Body'",
+        "\t\t[801] textbox 'Body' value='typed by the agent'",
+    ])
+    text = fold_text(visible_text(tree))
+    assert fold_text("Wind, rain and pressure.") in text
+    assert text.count(fold_text("Intro")) == 1  # (the repeated name still once)
+    assert fold_text("typed by the agent") not in fold_text(visible_text(tree, typed={"801"}))

@@ -210,3 +210,28 @@ def test_secret_parameters_of_a_fragment():
     assert r.headers(location) == [("Location", f"https://app.lab/cb#access_token={r.placeholder('ab')}"
                                                 "&token_type=bearer")]
     assert r.url("https://app.lab/doc?x=1#section-2") == "https://app.lab/doc?x=1#section-2"
+
+
+def test_a_placeholder_is_not_redacted_again():
+    """An archive redacted once (``record session --redact``) and then again (a second session
+    recorded into it with ``--redact``, found with Wagtail's admin login): the first session's
+    placeholders stay as they are, so its reference trajectory, which types the first placeholder,
+    still matches its login POST and its cookies. A new key would hash the placeholder itself."""
+    first = Redactor()
+    first.add("s3cret-pass!", "password")
+    first.add("a" * 32, "header")
+    body = first.body("application/x-www-form-urlencoded", b"username=ed&password=s3cret-pass%21")
+    cookie = first.headers([("Cookie", f"sessionid={'a' * 32}")])
+    assert PLACEHOLDER_PREFIX.encode() in body and PLACEHOLDER_PREFIX in cookie[0][1]
+
+    again = Redactor()
+    again.collect_body("application/x-www-form-urlencoded", body)
+    again.collect_headers(cookie)
+    assert again.secrets() == []
+    assert again.body("application/x-www-form-urlencoded", body) == body
+    assert again.headers(cookie) == cookie
+    assert again.url(f"http://x.lab/cb?access_token={first.placeholder('a' * 32)}") == \
+        f"http://x.lab/cb?access_token={first.placeholder('a' * 32)}"
+    set_cookie = [("Set-Cookie", f"sessionid={first.placeholder('a' * 32)}; Path=/"),
+                  ("Authorization", f"Bearer {first.placeholder('a' * 32)}")]
+    assert again.headers(set_cookie) == set_cookie

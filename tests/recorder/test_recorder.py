@@ -325,6 +325,30 @@ def test_304s_errors_and_upstream_failures_are_kept(proxy):
     assert failed.status == 502 and "error" in failed.extra
 
 
+def test_an_https_upstream_failure_is_kept_under_its_url(proxy):
+    """A page's request to an HTTPS site that cannot be reached (Wagtail's admin asks
+    https://releases.wagtail.org/latest.txt, offline here) is kept as the 502 the client got,
+    under its own URL, as a plain-HTTP one is: a replay then answers it as the recording did, and
+    `tasks validate` does not call the task an incomplete capture for a request the site never
+    answered. (The proxy used to try the upstream on CONNECT, before the request inside the
+    tunnel existed, so nothing named it.)"""
+    from webfreeze.recorder.proxy import ensure_ca
+
+    dead = free_port()  # nothing listens there
+    op = opener(proxy.url, cafile=ensure_ca(proxy.confdir))
+    url = f"https://127.0.0.1:{dead}/latest.txt"
+    try:
+        status = fetch(op, url)[0]
+    except urllib.error.URLError:
+        status = None  # the tunnel itself refused: the client never sent its request
+    if status == 502:
+        wait_recorded(proxy, 1, timeout=10)
+    rows = {r.url: r for r in rows_of(proxy.archive)}
+    assert status == 502
+    assert url in rows, sorted(rows)
+    assert rows[url].status == 502 and "error" in rows[url].extra
+
+
 @pytest.mark.parametrize("sig, port", [(signal.SIGINT, "free"), (signal.SIGTERM, "0")])
 def test_a_signal_flushes_and_closes(tmp_path, home, sig, port):
     """Ctrl-C or SIGTERM: the session is ended, the archive checkpointed (with --port 0 the system

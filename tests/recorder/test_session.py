@@ -460,3 +460,62 @@ def test_a_keyboard_shortcut_is_a_press_step_the_reference_replays(tmp_path, mon
     result = cli("tasks", "validate", suite, "--backend", "browser", timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 of 1 tasks reachable on the archive, 0 expired (browser backend)" in result.stderr
+
+
+EDITOR_PAGE = b"""<!doctype html><html><head><title>Edit</title></head><body>
+<form method="post" action="/save"><div class="editor"><div class="rich" contenteditable="true" role="textbox"
+aria-multiline="true"><div data-block="a">The lab opens at ten.</div></div></div>
+<input type="hidden" name="body"><button type="submit">Publish</button></form>
+<script>
+const ed = document.querySelector('.rich');
+ed.addEventListener('input', () => { document.querySelector('input[name=body]').value = ed.innerText; });
+</script></body></html>"""
+
+EDITOR_SCRIPT = '''
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.locator(".rich").click()
+    page.keyboard.press("Control+End")
+    page.keyboard.press("Enter")
+    page.keyboard.type("Tours at 11.")
+'''
+
+
+def test_typing_into_a_rich_text_editor_logs_its_text(tmp_path, monkeypatch, cli):
+    """A rich text editor is a ``contenteditable`` element, not a field (Wagtail's Draftail, any
+    Draft.js or ProseMirror editor): what the person typed into it is logged as the editor's text,
+    as a field's value is; it was logged as ``null``, which the reference agent replayed as
+    ``fill(bid, '')``, emptying the editor before the page was published."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = EDITOR_PAGE if self.path == "/" else b"not found"
+            self.send_response(200 if self.path == "/" else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    script = tmp_path / "edit.py"
+    script.write_text(EDITOR_SCRIPT)
+    out = tmp_path / "edit.json"
+    try:
+        result = cli("record", "session", "http://editor.test/", "--archive", tmp_path / "edit.wfz",
+                     "--trajectory", out, "--script", script,
+                     "--resolve", f"editor.test=127.0.0.1:{server.server_address[1]}", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    typed = [s for s in json.loads(out.read_text())["steps"] if s["action"] == "type"]
+    assert len(typed) == 1, typed
+    assert typed[0]["target"]["role"] == "textbox" and typed[0]["keys"] is True
+    assert typed[0]["value"] == "The lab opens at ten.\nTours at 11.", typed[0]

@@ -92,11 +92,15 @@ def record_proxy(archive_path, host, port, resolve):
               help="Do not follow links whose URL matches this regular expression (e.g. '/logout', "
                    "'[?&]format=', 'action=edit'); repeatable.")
 @http_credentials_option
+@click.option("--login-script", "login_script", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="A Python file defining run(page) that signs in through the site's form (a password read "
+                   "from the environment, never written in it): run first on URL, then every page is "
+                   "visited with its cookies.")
 @click.option("--allow-incomplete", is_flag=True,
               help="Exit 0 even when pages miss requests or did not load (otherwise exit status 3).")
 @redact_options
 def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshots, check, recheck, exclude,
-                 http_credentials, allow_incomplete, redact, redact_params, redact_headers, secret_env):
+                 http_credentials, login_script, allow_incomplete, redact, redact_params, redact_headers, secret_env):
     """Crawl URL breadth-first in real Chromium through the recording proxy (1920x1080).
 
     Each page gets a screenshot and a DOM snapshot; every request is recorded. Each page is then
@@ -118,6 +122,8 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
     usage_checked(exclude_matcher, exclude)
     _check_redact_options(redact, redact_params, redact_headers, secret_env)
     table = usage_checked(parse_resolve, resolve)
+    if recheck and login_script:
+        raise click.UsageError("--login-script signs in before pages are visited; --recheck visits none")
     if recheck:
         with Archive.open(archive_path) as arc:
             total = arc.counts()["pages"]
@@ -132,7 +138,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
         with progress:
             result = crawl(archive_path, url, depth=depth, max_pages=max_pages, scope=scope,
                            progress=lambda done, _url: advance(1), resolve=table, screenshots=screenshots, check=check,
-                           exclude=exclude, credentials=http_credentials)
+                           exclude=exclude, credentials=http_credentials, login_script=login_script)
         if result.incomplete:
             state = f"incomplete: {len(result.incomplete)} pages miss requests"
         elif load_failures(result.failed):

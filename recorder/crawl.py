@@ -335,19 +335,25 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _log_in(context, start: str, run, script) -> None:
-    """Run the login script on the start URL in the crawl's context (its own tab, closed after)."""
+def _log_in(browser, context, start: str, run, script, credentials=None) -> None:
+    """Run the login script on the start URL in a browser context of its own, then give the crawl's
+    ``context`` the cookies it got. Called while the recording proxy is paused: the login's
+    exchanges (the form's POST with the password; the start URL's logged-out redirect to the login
+    page) are not recorded, and the crawl's context, whose cache the login did not fill, fetches
+    through the recording proxy every resource its pages use."""
     from playwright.sync_api import Error as PlaywrightError
 
-    page = context.new_page()
+    login = open_context(browser, start, credentials)
     try:
+        page = login.new_page()
         page.goto(start, wait_until="load")
         run(page)
+        context.add_cookies(login.cookies())
     except (Exception, SystemExit) as exc:  # (PlaywrightError, an assertion, sys.exit in the script)
         raise SeedFailed(f"--login-script {script} failed: {_one_line(exc)}") from None
     finally:
         try:
-            page.close()
+            login.close()
         except PlaywrightError:
             pass
 
@@ -466,17 +472,18 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                     proxy.probe(start)
                 except SiteUnreachable as exc:
                     raise SeedFailed(str(exc)) from None
-            proxy.begin_session()
-            before = proxy.recorder.recorded
             with sync_playwright() as pw:
                 browser = launch_chromium(pw, proxy=proxy.url)
                 context = open_context(browser, start, credentials)
                 auth = (credentials_for(start, credentials)["origin"], basic_authorization(credentials)) \
                     if credentials else None
                 cookies = None
-                if login is not None:
-                    _log_in(context, start, login, login_script)
+                if login is not None:  # (before the recording starts: the login is not part of the site)
+                    _log_in(browser, context, start, login, login_script, credentials)
                     cookies = lambda u: _cookie_header(context, u)  # noqa: E731 (the check's live fetches)
+                    state["login_script"] = True  # (--recheck cannot sign in: it refuses this crawl)
+                proxy.begin_session()
+                before = proxy.recorder.recorded
                 checker = PageChecker(browser, archive_path)
                 page, clean = None, False
                 downloads: list = []  # what the current tab started downloading
@@ -612,6 +619,14 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
     if not pages:
         raise CrawlError(f"{archive_path}: no page records to recheck")
     state_name = crawl_state_name(start, scope, depth)
+    with Archive.open(archive_path) as arc:
+        try:
+            signed_in = bool((arc.get_document(state_name) or {}).get("login_script"))
+        except ArchiveError:
+            signed_in = False
+    if signed_in:
+        raise CrawlError(f"{archive_path}: its crawl of {start} signed in with --login-script, and --recheck "
+                         "cannot (its live fetches would record the login page): crawl again with --login-script")
     incomplete = []
     auth = (credentials_for(start, credentials)["origin"], basic_authorization(credentials)) if credentials else None
     with recording_into(archive_path) as arc:

@@ -180,6 +180,9 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
         # nothing a live fetch could repair: the replay serves no WebSocket conversation
         click.echo(f"{len(sockets_only)} pages open a WebSocket, which no replay serves (--recheck cannot "
                    "repair that; docs/replay-and-environment.md, \"WebSockets\")", err=True)
+    elif result.incomplete and login_script:  # (--recheck cannot sign in)
+        click.echo(f"{len(result.incomplete)} pages replay with requests missing; --recheck cannot sign in: "
+                   "record them again with --login-script (into a new archive)", err=True)
     elif result.incomplete:
         click.echo(f"{len(result.incomplete)} pages replay with requests missing; repair with: "
                    + _recheck_command(url, archive_path, depth, scope, resolve,

@@ -175,7 +175,8 @@ LISTENER_JS = r"""
       }
       if (editable(e.target) && (e.key.length === 1 || e.key === 'Backspace' || e.key === 'Delete')) keyed.add(e.target);
       const scrollKeys = ['PageDown', 'PageUp', 'Home', 'End', 'ArrowDown', 'ArrowUp', 'ArrowLeft', 'ArrowRight', ' '];
-      const t = e.target;
+      // (the element itself: in a shadow root, e.target here is its host, a custom element)
+      const t = (e.composedPath && e.composedPath()[0]) || e.target;
       const inField = t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName);
       if (scrollKeys.includes(e.key) && !inField) userScroll = true;
       // A key pressed outside any field is a step of its own, to the page (VitePress opens its search
@@ -239,6 +240,16 @@ LISTENER_JS = r"""
     if (this === document && args.length < 3) install();  // (with three arguments it is window.open)
     return result;
   };
+  // write() into a document whose parser has finished opens it anew, as open() does, without calling it
+  for (const name of ['write', 'writeln']) {
+    const original = Document.prototype[name];
+    Document.prototype[name] = function (...args) {
+      const opens = this === document && this.readyState !== 'loading';
+      const result = original.apply(this, args);
+      if (opens) install();
+      return result;
+    };
+  }
 })();
 """.replace("__ROLE_NAME_JS__", ROLE_NAME_JS.strip())
 

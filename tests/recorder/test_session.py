@@ -219,11 +219,14 @@ doc.body.appendChild(area);
 </script>"""
 
 
-def test_typing_into_a_frame_a_script_wrote_is_logged(tmp_path, monkeypatch, cli):
+@pytest.mark.parametrize("opened", [True, False], ids=["open-then-write", "write-alone"])
+def test_typing_into_a_frame_a_script_wrote_is_logged(tmp_path, monkeypatch, cli, opened):
     """TiddlyWiki's editor is a textarea in an iframe its script fills with document.open() and
     write(): open() erases the frame's event listeners, the recorder's among them, so the typing
     was never logged and the session's trajectory saved a tiddler unchanged. The listener is put
-    back after open(), and the typing is a step."""
+    back after open(), and the typing is a step; so after a write() alone, which opens a document
+    whose parser has finished as open() does."""
+    page = WRITTEN_FRAME_PAGE if opened else WRITTEN_FRAME_PAGE.replace(b"doc.open(); ", b"")
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -231,9 +234,9 @@ def test_typing_into_a_frame_a_script_wrote_is_logged(tmp_path, monkeypatch, cli
         def do_GET(self):
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(WRITTEN_FRAME_PAGE)))
+            self.send_header("Content-Length", str(len(page)))
             self.end_headers()
-            self.wfile.write(WRITTEN_FRAME_PAGE)
+            self.wfile.write(page)
 
         def log_message(self, *args):
             pass
@@ -519,3 +522,55 @@ def test_typing_into_a_rich_text_editor_logs_its_text(tmp_path, monkeypatch, cli
     assert len(typed) == 1, typed
     assert typed[0]["target"]["role"] == "textbox" and typed[0]["keys"] is True
     assert typed[0]["value"] == "The lab opens at ten.\nTours at 11.", typed[0]
+
+
+# A field inside a custom element's shadow root (Shoelace's <sl-input>, any web component): at the
+# window, a key's target is the host, not the field.
+SHADOW_PAGE = b"""<!doctype html><html><head><title>Form</title></head><body><x-field></x-field>
+<script>
+customElements.define('x-field', class extends HTMLElement {
+  connectedCallback() {
+    const root = this.attachShadow({mode: 'open'});
+    root.innerHTML = '<label>Name <input aria-label="Name"></label>';
+  }
+});
+</script></body></html>"""
+
+
+def test_keys_typed_into_a_field_in_a_shadow_root_are_no_press_steps(tmp_path, monkeypatch, cli):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = SHADOW_PAGE if self.path == "/" else b"not found"
+            self.send_response(200 if self.path == "/" else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    script = tmp_path / "shadow.py"
+    script.write_text('''
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.get_by_label("Name").click()
+    page.keyboard.type("ab")
+''')
+    out = tmp_path / "shadow.json"
+    try:
+        result = cli("record", "session", "http://shadow.test/", "--archive", tmp_path / "shadow.wfz",
+                     "--trajectory", out, "--script", script,
+                     "--resolve", f"shadow.test=127.0.0.1:{server.server_address[1]}", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    steps = [s["action"] for s in json.loads(out.read_text())["steps"]]
+    assert "press" not in steps, steps

@@ -266,11 +266,11 @@ class BrowserBackend:
         """Record how the replay answered each request of ``page`` (its X-Webfreeze headers): the
         steps' provenance (not Chromium's own answers: an HSTS upgrade's 307). A request that failed
         (no answer) counts as a miss, and so does a WebSocket (an ``xhr`` of method GET at its ws://
-        URL). One that failed after its answer came (Chromium refuses a module script answered 404, a
-        recorded one too) was counted with that answer."""
+        URL). One that failed after its answer came because the browser refused the answer (a module
+        script answered 404, a recorded one too) was counted with that answer (``refused``)."""
         import weakref
 
-        answered = weakref.WeakSet()  # the requests whose response came
+        answered = weakref.WeakKeyDictionary()  # the requests whose response came -> its status
 
         def main(request) -> bool:
             try:
@@ -282,7 +282,7 @@ class BrowserBackend:
             request = response.request
             if not request.url.startswith(("http:", "https:")):
                 return
-            answered.add(request)
+            answered[request] = response.status
             h = response.headers
             if "x-webfreeze-match" not in h and "non-authoritative-reason" in h:
                 return  # Chromium's own answer (an HSTS upgrade's 307): the replay never saw the request
@@ -298,8 +298,19 @@ class BrowserBackend:
             with self._answers_lock:
                 self._answers.append(rec)
 
+        def refused(request) -> bool:
+            """A request that failed after its answer came because the browser refused that answer,
+            as it refuses the site's own (a module script answered 404; a cross-origin body its
+            policy blocks): counted with the answer. Any other failure after an answer (a body
+            that does not decode, or ends short) is the replay's, and a miss."""
+            status = answered.get(request)
+            if status is None:
+                return False
+            why = str(request.failure or "")
+            return status >= 400 or "ERR_BLOCKED_BY" in why
+
         def on_failed(request) -> None:
-            if request.url.startswith(("http:", "https:")) and request not in answered:
+            if request.url.startswith(("http:", "https:")) and not refused(request):
                 rec = answer_record(kind_of_resource(request.resource_type), request.method, request.url, "miss", 0,
                                     main=main(request))
                 with self._answers_lock:

@@ -48,3 +48,28 @@ def test_a_refused_answer_is_not_a_second_miss(tmp_path):
     assert scripts == [("app.old.js", "exact", 404), ("box.js", "miss", 404)], scripts
     assert traj["replay"]["misses"] == 1, traj["replay"]
     assert traj["replay"]["requests"]["subresource"] == {"exact": 1, "miss": 1}, traj["replay"]
+
+
+def test_an_answer_that_fails_for_the_replays_own_fault_is_a_miss(tmp_path):
+    # a stored body that does not decode as its Content-Encoding says: the browser fails the request
+    # after its (200) answer came; not a refusal the site's own answer would get too, so a miss
+    page = (b"<!doctype html><html><head><title>Docs</title></head><body><h1>Docs</h1><p id=out></p><script>"
+            b"fetch('/data.json').then(r => r.text()).then(t => { out.textContent = t; }, () => {});"
+            b"</script></body></html>")
+    with new_archive_atomically(tmp_path / "a.wfz") as arc:
+        sid = arc.new_session("test", source="test_provenance_refused")
+        arc.add_exchange(Exchange(session_id=sid, url=HOST + "/", status=200, payload=page, captured_at=T0,
+                                  resp_headers=[("Content-Type", "text/html; charset=utf-8")]))
+        arc.add_exchange(Exchange(session_id=sid, url=HOST + "/data.json", status=200, captured_at=T0,
+                                  resp_headers=[("Content-Type", "application/json"), ("Content-Encoding", "gzip")],
+                                  payload=b"not gzip at all"))
+    env = WebEnv(EnvConfig(tmp_path / "a.wfz", backend="browser"))
+    try:
+        env.reset(options={"task": {"id": "t", "start_url": HOST + "/", "instruction": "read"}})
+        env.step("send_msg_to_user('x')")
+        traj = env.trajectory()
+    finally:
+        env.close()
+    data = [(a["level"], a["status"]) for a in traj["replay"]["start"]["answers"] if a["url"].endswith("/data.json")]
+    assert ("miss", 0) in data, data
+    assert traj["replay"]["misses"] >= 1 and traj["replay"]["compromised"] is True, traj["replay"]

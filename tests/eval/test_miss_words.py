@@ -82,3 +82,18 @@ def test_a_put_captured_with_another_body_is_named_so(tmp_path, monkeypatch, cli
                                "captured only with another request body (fields that may differ: replay_rules' "
                                "ignorable_params)"), entry
     assert entry["misses"][0]["captured"] == "body"
+
+
+def test_a_get_whose_url_is_captured_is_not_said_to_differ_in_its_body(tmp_path):
+    # a GET has no body: missed although its URL is in the archive, it missed for another cause
+    from webfreeze.archives import Exchange, new_archive_atomically
+    from webfreeze.checks.drift import note_captured
+
+    url = "http://wiki.test/recipes/Carrots.tid"
+    with new_archive_atomically(tmp_path / "a.wfz") as arc:
+        sid = arc.new_session("test", source="test_miss_words")
+        for method in ("GET", "PUT"):
+            arc.add_exchange(Exchange(session_id=sid, url=url, method=method, status=200, payload=b"ok",
+                                      captured_at="2024-03-01T12:00:00Z", resp_headers=[("Content-Type", "text/plain")]))
+    notes = note_captured(tmp_path / "a.wfz", [{"step": 1, "kind": "xhr", "method": m, "url": url} for m in ("GET", "PUT")])
+    assert [n.get("captured") for n in notes] == [None, "body"], notes

@@ -245,7 +245,8 @@ def note_captured(archive, misses: list[dict]) -> list[dict]:
             url, method = str(m.get("url") or ""), str(m.get("method") or "GET")
             if url.startswith(("http:", "https:")):
                 if next(arc.exchanges(url=url, method=method, limit=1), None) is not None:
-                    m["captured"] = "body"
+                    if method.upper() not in ("GET", "HEAD"):  # (a GET has no body: missed for another cause)
+                        m["captured"] = "body"
                 else:
                     base = url.split("?", 1)[0].split("#", 1)[0]
                     if any(path_of(ex.url) == path_of(base) for ex in arc.exchanges(prefix=base, method=method, limit=200)):

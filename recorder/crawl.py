@@ -541,15 +541,22 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                         if repaired:
                             # The capture showed the page without what was fetched since (a stylesheet
                             # cut off): capture it again, now that the site answered, and check that.
+                            first_broken = dict(broken)
+                            broken.clear()  # (what the new capture's code answered, not the first's)
                             try:
                                 status2, title2, dom2, shot2, links2, _, fragments2 = _capture(page, url, screenshots)
                             except PlaywrightError:
                                 clean = False  # the first capture stands, with what its check found; a new tab next
+                                broken.clear()
+                                broken.update(first_broken)
                             else:
                                 if page_failure(status2) is None:
                                     status, title, dom, shot, links = status2, title2, dom2, shot2, links2
                                     fragments = fragments2
                                     missing, _ = _self_check(checker, proxy, url, auth=auth, cookies=cookies)
+                                else:  # (the first capture stands, and what its code answered)
+                                    broken.clear()
+                                    broken.update(first_broken)
                     if page_url(page.url) != url and urldefrag(page.url)[0] == urldefrag(url)[0]:
                         seen.add(page_url(page.url))  # (a script moved to a route of it: `/` shows `/#/`)
                     new = sorted({page_url(link) for link in links} - seen) if level < depth and not failure else []

@@ -71,3 +71,62 @@ def test_a_page_whose_own_script_the_site_answered_404_is_listed(tmp_path, monke
     assert extras["http://docs.test/"]["broken"] == [["script", "http://docs.test/assets/app.new.js", 404]]
     assert "broken" not in extras["http://docs.test/guide.html"]
     assert state[0]["broken"] == [["http://docs.test/", [["script", "http://docs.test/assets/app.new.js", 404]]]]
+
+
+class FlakySite:
+    """A page whose script the site answers 503 the first time and whose style sheet is cut off
+    mid-body the first time: the page's check misses the style sheet, fetches it live, and the page
+    is captured again, when the script answers 200."""
+
+    def __init__(self):
+        self.served: dict[str, int] = {}
+        owner = self
+
+        class Flaky(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                n = owner.served[self.path] = owner.served.get(self.path, 0) + 1
+                if self.path == "/":
+                    body, kind, code = (b'<!doctype html><html><head><title>Docs</title>'
+                                        b'<link rel="stylesheet" href="/site.css"><script src="/app.js"></script>'
+                                        b'</head><body><h1>Docs</h1></body></html>'), "text/html", 200
+                elif self.path == "/app.js":
+                    body, kind, code = b"void 0;", "text/javascript", 503 if n == 1 else 200
+                elif self.path == "/site.css":
+                    css = b"h1 { color: rgb(0, 90, 40); }" * 40
+                    if n == 1:  # cut off: the connection closes early
+                        self.send_response(200)
+                        self.send_header("Content-Type", "text/css")
+                        self.send_header("Content-Length", str(len(css)))
+                        self.end_headers()
+                        self.wfile.write(css[:40])
+                        self.wfile.flush()
+                        self.close_connection = True
+                        return
+                    body, kind, code = css, "text/css", 200
+                else:
+                    body, kind, code = b"Not Found", "text/plain", 404
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_a_page_captured_again_is_listed_by_what_its_new_capture_got(tmp_path, monkeypatch, cli):
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    site = FlakySite()
+    try:
+        r = cli("record", "crawl", "http://flaky.test/", "--archive", tmp_path / "a.wfz", "--depth", "0",
+                "--resolve", f"flaky.test=127.0.0.1:{site.server.server_address[1]}", timeout=300)
+    finally:
+        site.server.shutdown()
+        site.server.server_close()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert site.served.get("/app.js", 0) >= 2 and site.served.get("/site.css", 0) >= 2, site.served  # captured again
+    assert "broken:" not in r.stdout and "own scripts or style sheets" not in r.stderr, r.stdout + r.stderr

@@ -49,13 +49,17 @@ def font_render_hinting() -> str:
     return "slight"
 
 
+# This machine's web-font hinting (fontconfig's), asked once: run manifests record it beside the
+# browser's build (``versions.font_hinting``), since screenshots differ where it does.
+FONT_HINTING = font_render_hinting()
+
 # Rendering that comes out the same, pixel for pixel, on every run and in both binaries (the crawl's
 # and replay check's screenshots are compared byte for byte): web fonts hinted as fontconfig says
 # (font_render_hinting), no subpixel glyph positions or LCD text, one colour profile, Skia without
 # CPU-specific fast paths, whole tiles re-rastered, image decodes not deferred, and each frame drawn
 # only after every compositor stage has finished.
 RENDER_FLAGS = [
-    f"--font-render-hinting={font_render_hinting()}", "--disable-font-subpixel-positioning", "--disable-lcd-text",
+    f"--font-render-hinting={FONT_HINTING}", "--disable-font-subpixel-positioning", "--disable-lcd-text",
     "--force-color-profile=srgb", "--disable-skia-runtime-opts", "--disable-partial-raster",
     "--disable-checker-imaging", "--run-all-compositor-stages-before-draw", "--disable-threaded-animation",
     "--disable-threaded-scrolling", "--disable-image-animation-resync", "--disable-new-content-rendering-timeout",

@@ -42,6 +42,9 @@ def test_a_browser_run_records_the_page_runtime_and_a_text_run_does_not(runs):
     assert digest == page_runtime_digest() and len(digest) == 16
     assert _json(runs["browser"] / "report.json")["run"]["versions"]["page_runtime"] == digest
     assert "page_runtime" not in _json(runs["text"] / "manifest.json")["versions"]
+    # and the web-font hinting the browser drew with (this machine's fontconfig's)
+    assert _json(runs["browser"] / "manifest.json")["versions"]["font_hinting"] == browser.FONT_HINTING
+    assert browser.FONT_HINTING in ("none", "slight", "medium", "full")
 
 
 def test_the_digest_follows_what_pages_are_made_to_see(monkeypatch):

@@ -37,7 +37,7 @@ from webfreeze.runs.spec import (
     check_options,
 )
 from webfreeze.simulator.backends import check_backend
-from webfreeze.simulator.browser import browser_build, page_runtime_digest
+from webfreeze.simulator.browser import FONT_HINTING, browser_build, page_runtime_digest
 from webfreeze.simulator.site_models import check_site_models
 
 
@@ -210,6 +210,7 @@ def _manifest(spec: RunSpec, suite, digest: str, described: dict, personas: dict
         manifest["agent_code"] = code
     if spec.backend == "browser":
         manifest["versions"]["browser"] = browser_build(shell=True)
+        manifest["versions"]["font_hinting"] = FONT_HINTING  # (screenshots differ where it does)
     return manifest
 
 

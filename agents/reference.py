@@ -58,14 +58,20 @@ _TREE_VALUE = re.compile(r"""\s+value=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 
 def visible_text(axtree_text: str | None, typed: frozenset | set = frozenset()) -> str:
     """What a person reads on the page, from the observation tree: every node's name and every
-    text, and a form field's value (not of the fields whose bids are in ``typed``: what the agent
-    typed there is no evidence of the site's), in document order (the tree keeps hidden elements
-    out). A node's text that its named ancestor's name already holds is left out: Chromium names
-    a link, a ``code`` element or a heading after its content, and reading both would say
-    ``lease_seconds lease_seconds``, so an evidence sentence spanning that node would not be found."""
+    text, and a form field's value (not of the fields whose bids are in ``typed``, nor the text
+    inside them, a rich text editor's: what the agent typed there is no evidence of the site's), in
+    document order (the tree keeps hidden elements out). A node's text that its named ancestor's
+    name already holds is left out: Chromium names a link, a ``code`` element or a heading after its
+    content, and reading both would say ``lease_seconds lease_seconds``, so an evidence sentence
+    spanning that node would not be found."""
     parts = []
     named: list[tuple[int, str]] = []  # (depth, folded name) of the named ancestors of this line
+    below: int | None = None  # the depth of a typed field whose content is being skipped
     for line in (axtree_text or "").splitlines():
+        if below is not None:  # (a rich text editor's text the agent typed: its lines below it)
+            if len(line) - len(line.lstrip("\t")) > below:
+                continue
+            below = None
         m = _TREE_LINE.match(line)
         if not m:
             continue
@@ -84,6 +90,8 @@ def visible_text(axtree_text: str | None, typed: frozenset | set = frozenset()) 
                 named.append((depth, folded))
         shown = _TREE_VALUE.match(line, m.end())  # (a field's value, even under a name said before)
         bid = _TREE_BID.match(line)
+        if bid and bid.group(1) in typed:
+            below = depth  # (nor its text, a contenteditable's: what was typed there is the agent's)
         if shown and not (bid and bid.group(1) in typed):  # (record_answer's evidence check reads it the same)
             try:
                 parts.append(str(ast.literal_eval(shown.group(1))))

@@ -320,13 +320,16 @@ class TrajectoryLog:
 # the person typed into: that is theirs, not the site's), which the observation tree gives as
 # ``value='...'`` and the reference agent reads there too (but in the fields it typed into).
 VISIBLE_TEXT_JS = """() => {
-  if (!document.body) return '';
+  if (!document.body) return {shown: '', typed: []};
   const unshown = new Set(%s);
   const values = Array.from(document.querySelectorAll('input, textarea'))
     .filter((el) => !(el.tagName === 'INPUT' && unshown.has((el.type || '').toLowerCase())) && !el.__wfTyped)
     .filter((el) => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden')
     .map((el) => el.value).filter((v) => v);
-  return [document.body.innerText, ...values].join('\\n');
+  // a rich text editor the person typed into shows their text, not the site's: given apart
+  const typed = Array.from(document.querySelectorAll('[contenteditable]'))
+    .filter((el) => el.__wfTyped).map((el) => el.innerText);
+  return {shown: [document.body.innerText, ...values].join('\\n'), typed};
 }""" % json.dumps(list(UNSHOWN_INPUT_TYPES))
 
 
@@ -343,7 +346,10 @@ def record_answer(page, text: str, locator=None, evidence: list[str] | None = No
                                  or not all(isinstance(e, str) and e.strip() for e in evidence)):
         raise SessionScriptError("record_answer: evidence must be a list of non-empty strings")
     wanted = list(evidence) if evidence is not None else ([text] if locator is not None else [])
-    shown = fold_text(page.evaluate(VISIBLE_TEXT_JS))
+    seen = page.evaluate(VISIBLE_TEXT_JS)
+    shown = fold_text(seen["shown"])
+    for typed in filter(None, seen["typed"]):  # (an editor's text the person typed: cut out of the page's)
+        shown = shown.replace(fold_text(typed), "\n", 1)
     missing = [e for e in wanted if fold_text(e) not in shown]
     if missing:
         raise SessionScriptError(f"record_answer: the page ({page.url}) does not show the evidence {missing[0]!r}")

@@ -216,3 +216,19 @@ def test_a_field_named_as_its_section_still_shows_its_value():
     assert fold_text("Wind, rain and pressure.") in text
     assert text.count(fold_text("Intro")) == 1  # (the repeated name still once)
     assert fold_text("typed by the agent") not in fold_text(visible_text(tree, typed={"801"}))
+
+
+def test_the_text_typed_into_a_rich_text_editor_is_no_evidence():
+    # a contenteditable editor (Draftail) shows what was typed as text inside it, not as a value
+    tree = "\n".join([
+        "RootWebArea 'Editing', focused",
+        "\t[10] heading 'Body'",
+        "\t[11] textbox 'Body' focused, multiline",
+        "\t\t[12] paragraph ''",
+        "\t\t\tStaticText 'typed by the agent'",
+        "\t[13] paragraph ''",
+        "\t\tStaticText 'Saved at noon.'",
+    ])
+    assert fold_text("typed by the agent") in fold_text(visible_text(tree))
+    text = fold_text(visible_text(tree, typed={"11"}))
+    assert fold_text("typed by the agent") not in text and fold_text("Saved at noon.") in text

@@ -574,3 +574,39 @@ def run(page):
     assert result.returncode == 0, result.stderr
     steps = [s["action"] for s in json.loads(out.read_text())["steps"]]
     assert "press" not in steps, steps
+
+
+def test_text_typed_into_a_rich_text_editor_is_no_evidence(tmp_path, monkeypatch, cli):
+    # the person's own words in an editor are not the site's: record_answer refuses them as evidence
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = EDITOR_PAGE if self.path == "/" else b"not found"
+            self.send_response(200 if self.path == "/" else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    script = tmp_path / "edit.py"
+    script.write_text(EDITOR_SCRIPT + '''
+    from webfreeze.recorder.session import record_answer
+    record_answer(page, "11", evidence=["Tours at 11."])
+''')
+    try:
+        result = cli("record", "session", "http://editor.test/", "--archive", tmp_path / "edit.wfz",
+                     "--trajectory", tmp_path / "edit.json", "--script", script,
+                     "--resolve", f"editor.test=127.0.0.1:{server.server_address[1]}", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode != 0
+    assert "does not show the evidence 'Tours at 11.'" in result.stderr, result.stderr

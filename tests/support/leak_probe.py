@@ -19,6 +19,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 LEAK_HOST = "cdn.webfreeze-canary.net"  # the page's public host name: its lookups are watched
 PAGE_HOST = "www.webfreeze-canary.net"
@@ -226,6 +227,12 @@ def _env(archive: str, backend: str, url: str) -> dict:
         obs = None
         for _ in range(3):
             obs = env.step("noop(1000)")[0]
+        # the meta refresh (2 s) runs on the browser's own clock, not the pumped timers: wait for it
+        # (up to 60 s, a step at a time) however fast the steps came
+        deadline = time.monotonic() + 60
+        while backend == "browser" and not obs["url"].endswith("/refresh") and time.monotonic() < deadline:
+            time.sleep(0.2)
+            obs = env.step("noop(100)")[0]
         # What the replay answered: the page's own document, and the page's requests it had no
         # answer for (the canary's URLs, asked of the replay: proof the page ran in it)
         traj = env.trajectory(stopped=True)

@@ -465,6 +465,29 @@ def test_a_keyboard_shortcut_is_a_press_step_the_reference_replays(tmp_path, mon
     assert "1 of 1 tasks reachable on the archive, 0 expired (browser backend)" in result.stderr
 
 
+def _one_page_site(page: bytes):
+    """A loopback site answering ``/`` with the HTML ``page`` (404 elsewhere), serving in a thread:
+    the caller shuts it down."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = page if self.path == "/" else b"not found"
+            self.send_response(200 if self.path == "/" else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 EDITOR_PAGE = b"""<!doctype html><html><head><title>Edit</title></head><body>
 <form method="post" action="/save"><div class="editor"><div class="rich" contenteditable="true" role="textbox"
 aria-multiline="true"><div data-block="a">The lab opens at ten.</div></div></div>
@@ -489,24 +512,8 @@ def test_typing_into_a_rich_text_editor_logs_its_text(tmp_path, monkeypatch, cli
     Draft.js or ProseMirror editor): what the person typed into it is logged as the editor's text,
     as a field's value is; it was logged as ``null``, which the reference agent replayed as
     ``fill(bid, '')``, emptying the editor before the page was published."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            body = EDITOR_PAGE if self.path == "/" else b"not found"
-            self.send_response(200 if self.path == "/" else 404)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = _one_page_site(EDITOR_PAGE)
     script = tmp_path / "edit.py"
     script.write_text(EDITOR_SCRIPT)
     out = tmp_path / "edit.json"
@@ -538,24 +545,8 @@ customElements.define('x-field', class extends HTMLElement {
 
 
 def test_keys_typed_into_a_field_in_a_shadow_root_are_no_press_steps(tmp_path, monkeypatch, cli):
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            body = SHADOW_PAGE if self.path == "/" else b"not found"
-            self.send_response(200 if self.path == "/" else 404)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = _one_page_site(SHADOW_PAGE)
     script = tmp_path / "shadow.py"
     script.write_text('''
 def run(page):
@@ -578,24 +569,8 @@ def run(page):
 
 def test_text_typed_into_a_rich_text_editor_is_no_evidence(tmp_path, monkeypatch, cli):
     # the person's own words in an editor are not the site's: record_answer refuses them as evidence
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            body = EDITOR_PAGE if self.path == "/" else b"not found"
-            self.send_response(200 if self.path == "/" else 404)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = _one_page_site(EDITOR_PAGE)
     script = tmp_path / "edit.py"
     script.write_text(EDITOR_SCRIPT + '''
     from webfreeze.recorder.session import record_answer

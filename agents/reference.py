@@ -107,13 +107,15 @@ def _same_url(a: str, b: str) -> bool:
 def find_target(elements: list[dict], target: dict) -> dict | None:
     """The observation element matching a recorded target, or None.
 
-    With a name: same role and the same name (exact first, then the recorded name contained in the
-    element's, e.g. a link whose image repeats its text); among several, the one at the recorded CSS
-    path, else the first in document order. Without a name: same role at the same CSS path; else at
-    the same path but for the numbers in the id it starts from (:func:`_id_shape`: a widget
-    library's instance counter, ``#react-select-2--value`` live and ``#react-select-3--value`` in a
-    replay that mounted the widget once more); else the page's only nameless element of that role
-    and tag.
+    With a name: same role and the same name; among several, the one at the recorded CSS path, else
+    the first in document order. Else the element at the recorded CSS path (or the same path but for
+    the numbers of its id) whose name holds the recorded one (a link whose image repeats its text, a
+    label with a part only CSS hides); a name holding it elsewhere on the page is another element (a
+    target recorded without a path: the first whose name holds it). Without a name: same role at the
+    same CSS path; else at the same path but for the numbers in the id it starts from
+    (:func:`_id_shape`: a widget library's instance counter, ``#react-select-2--value`` live and
+    ``#react-select-3--value`` in a replay that mounted the widget once more); else the page's only
+    nameless element of that role and tag.
     """
     role, name, css, tag = target.get("role"), norm(target.get("name")), target.get("css"), target.get("tag")
     same_role = [e for e in elements if e.get("role") == role]
@@ -127,11 +129,14 @@ def find_target(elements: list[dict], target: dict) -> dict | None:
             return shaped[0]
         nameless = [e for e in same_role if not norm(e.get("name")) and (not tag or e.get("tag") in (None, tag))]
         return nameless[0] if len(nameless) == 1 else None
-    for test in (lambda e: norm(e.get("name")) == name, lambda e: name in norm(e.get("name"))):
-        found = [e for e in same_role if test(e)]
-        if found:
-            return next((e for e in found if e.get("css") == css), found[0])
-    return None
+    found = [e for e in same_role if norm(e.get("name")) == name]
+    if found:
+        return next((e for e in found if e.get("css") == css), found[0])
+    # a name that holds the recorded one only where the element is where it was recorded: elsewhere
+    # it is another element ("Search term" is not the script-drawn "Search" box the page lacks)
+    shape = _id_shape(css)
+    return next((e for e in same_role if name in norm(e.get("name"))
+                 and (not css or e.get("css") == css or _id_shape(e.get("css")) == shape)), None)
 
 
 def _id_shape(css) -> str | None:

@@ -168,6 +168,29 @@ def test_a_nameless_target_is_found_past_a_widget_s_instance_counter():
     assert find_target([{**moved, "role": "textbox"}], live) is None  # and so is another role
 
 
+def test_a_name_holding_the_recorded_one_is_the_target_only_where_it_was_recorded():
+    """A recorded name found inside a longer one is the target at the recorded path (a link whose
+    image repeats its text); elsewhere on the page it is another element: a script-drawn "Search"
+    box the text backend does not show is not the dashboard's "Search term" field."""
+    from webfreeze.agents.reference import find_target
+
+    search = {"role": "textbox", "name": "Search", "tag": "input", "css": "#search-form > input:nth-of-type(1)"}
+    term = {"bid": "7", "role": "textbox", "name": "Search term", "tag": "input",
+            "css": "#dashboard > form:nth-of-type(2) > input:nth-of-type(1)"}
+    assert find_target([term], search) is None  # an expired target, not another field typed into
+    at_path = {**term, "bid": "8", "css": search["css"], "name": "Search (required)"}
+    assert find_target([term, at_path], search) is at_path  # the same field, a part of its label hidden by CSS
+    widget = {**search, "css": "#field-2 > input:nth-of-type(1)"}
+    counted = {**at_path, "css": "#field-3 > input:nth-of-type(1)"}  # a widget's instance counter
+    assert find_target([term, counted], widget) is counted
+    link = {"role": "link", "name": "Docs", "tag": "a", "css": "#nav > a:nth-of-type(2)"}
+    doubled = {"bid": "3", "role": "link", "name": "Docs Docs", "tag": "a", "css": "#nav > a:nth-of-type(2)"}
+    assert find_target([doubled], link) is doubled
+    assert find_target([doubled], {**link, "css": None}) is doubled  # recorded without a path: as before
+    exact = {**doubled, "bid": "4", "name": "Docs", "css": "#footer > a:nth-of-type(1)"}
+    assert find_target([doubled, exact], link) is exact  # the same name anywhere comes before a name holding it
+
+
 def test_a_hash_route_is_a_page_of_its_own_where_urls_are_compared():
     """The reference agent's URL comparison and the long-context evaluation's (whether a page was
     reached) keep a hash route (``#/faq``: Docsify, Vue) and drop an anchor (``#top``)."""

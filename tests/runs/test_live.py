@@ -40,7 +40,7 @@ def home(tmp_path, monkeypatch):
 def scholar():
     app = Logged(SITES["scholar"](0))
     server = SiteServer(app).start()
-    server.log = app.log
+    server.log, server.logged = app.log, app
     yield server
     server.stop()
 
@@ -166,8 +166,36 @@ def test_a_site_failure_is_an_infrastructure_error_retried_on_resume(tmp_path, h
     assert manifest(run)["circumstances"]["live"]["site_failures"] == 0
 
 
+class GoneImage:
+    """The site as a later build of it: every page but the home page asks for an image it no longer
+    has (``/static/gone.png``: 404), as a page of an old build names a hashed file a new one lacks."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path == "/static/gone.png":
+            start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "4")])
+            return [b"gone"]
+        got: dict = {}
+
+        def keep(status, headers, exc_info=None):
+            got.update(status=status, headers=headers)
+
+        environ = {k: v for k, v in environ.items() if k != "HTTP_ACCEPT_ENCODING"}  # (a body to edit, not gzip)
+        body = b"".join(self.app(environ, keep))
+        headers = got["headers"]
+        if path != "/" and any(k.lower() == "content-type" and v.startswith("text/html") for k, v in headers):
+            body = body.replace(b"</body>", b'<img src="/static/gone.png" alt=""></body>', 1)
+            headers = [(k, str(len(body)) if k.lower() == "content-length" else v) for k, v in headers]
+        start_response(got["status"], headers)
+        return [body]
+
+
 @pytest.mark.parametrize("backend", ["text", "browser"])
 def test_patching_misses_fetches_them_live_into_a_copy(tmp_path, home, scholar, canary, backend):
+    scholar.logged.app = GoneImage(scholar.logged.app)
     crawl = tmp_path / "crawl.wfz"
     got = wf("record", "crawl", "http://scholar.test/", "--archive", crawl, "--depth", "0", "--screenshots", "none",
              "--resolve", f"scholar.test=127.0.0.1:{scholar.port}")
@@ -180,8 +208,8 @@ def test_patching_misses_fetches_them_live_into_a_copy(tmp_path, home, scholar, 
 
     patched = tmp_path / "patched"
     seen = len(scholar.log)
-    bench(patched, "--backend", backend, "--archive", crawl, "--patch-from-live",
-          "--resolve", f"scholar.test=127.0.0.1:{scholar.port}", canary=canary)
+    got = bench(patched, "--backend", backend, "--archive", crawl, "--patch-from-live",
+                "--resolve", f"scholar.test=127.0.0.1:{scholar.port}", canary=canary)
     assert len(scholar.log) > seen and canary.seen == []
     assert archive_digest(crawl) == before  # the input archive is never written
     m = manifest(patched)
@@ -193,6 +221,17 @@ def test_patching_misses_fetches_them_live_into_a_copy(tmp_path, home, scholar, 
     assert all(t["end"]["reason"] == "answer" and t["replay"]["misses"] == 0 for t in runs.values())
     live_answers = sum(by.get("live", 0) for t in runs.values() for by in t["replay"]["requests"].values())
     assert live_answers == said["live_fetches"]  # labelled live in the provenance, and counted
+    # the live site's errors are said: the browser asked for the image the site no longer has
+    warned = [line for line in got.stderr.splitlines() if "fetched live to patch" in line]
+    if backend == "browser":
+        gone = "404 GET http://scholar.test/static/gone.png"
+        assert said["live_errors"] >= 1 and said["live_error_example"] == gone, said
+        assert len(warned) == 1 and warned[0].startswith(f"warning: {said['live_errors']} answer(s)"), got.stderr
+        assert gone in warned[0] and "patched.wfz" in warned[0]
+        report = wf("eval", "report", patched)
+        assert report.returncode == 0 and warned[0] in report.stderr.splitlines(), report.stderr
+    else:  # (the text backend fetches no image)
+        assert "live_errors" not in said and not warned, got.stderr
 
     again = tmp_path / "again"
     seen = len(scholar.log)

@@ -18,6 +18,7 @@ from webfreeze.eval.report import (
     unshown_start_warning,
     write_report,
 )
+from webfreeze.runs.live import live_error_warning
 
 
 @click.group("eval")
@@ -87,7 +88,7 @@ def eval_report(run_dir, as_json, judge_kind, judge_llm, judge_key_env, judge_ca
         click.echo(f"strict replay: {strict['success']} success, {strict['failure']} failure ({rate}), "
                    f"{len(strict['replay_compromised'])} replay-compromised"
                    + (f", {len(strict['unknown'])} without provenance" if strict["unknown"] else ""))
-    for w in report["warnings"] + [w for w in [unshown_start_warning(run_dir)] if w]:
+    for w in report["warnings"] + [w for w in (unshown_start_warning(run_dir), live_error_warning(run_dir)) if w]:
         click.echo(f"warning: {w}", err=True)
     click.echo(f"wrote {run_dir}/report.json and {run_dir}/report.html", err=True)
 

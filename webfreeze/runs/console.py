@@ -15,6 +15,7 @@ from webfreeze.eval.replay_provenance import summary_line
 from webfreeze.eval.report import personalisation_markdown, summary_table, unshown_start_warning, write_report
 from webfreeze.eval.tasks import load_suite
 from webfreeze.runs.execute import execute
+from webfreeze.runs.live import live_error_warning
 from webfreeze.runs.prepare import prepare
 from webfreeze.runs.spec import build_run
 
@@ -74,7 +75,7 @@ def print_report(run_dir) -> dict:
     console().print(summary_table(report))
     if report.get("personalisation"):
         click.echo(personalisation_markdown(report["personalisation"]))
-    for w in report["warnings"] + [w for w in [unshown_start_warning(run_dir)] if w]:
+    for w in report["warnings"] + [w for w in (unshown_start_warning(run_dir), live_error_warning(run_dir)) if w]:
         click.echo(f"warning: {w}", err=True)
     if report.get("replay"):
         more = f" (which: webfreeze replay coverage {run_dir})" if report["replay"]["compromised"] else ""

@@ -12,8 +12,9 @@ functions at marked places (prepare, execute, the worker, play_episode):
   5xx documents) into the episode's infrastructure error (``cause: site``, retried on resume);
 - :func:`seal` pins the recorded (or patched) archive's digest in the manifest and in every
   trajectory, and says in ``circumstances.live`` how the run went live (mode, archive, digest,
-  live fetches, site failures): a circumstance, so that the live run's report is byte for byte
-  its offline re-run's (timings aside).
+  live fetches, site failures; when patching, the live answers that were errors): a
+  circumstance, so that the live run's report is byte for byte its offline re-run's (timings
+  aside).
 
 A live run records into ``--record-into`` (default ``RUN_DIR/live.wfz``), one capture session per
 episode; the strict offline re-run of the same suite, agent and cassette on that archive gives the
@@ -174,6 +175,36 @@ def live_fetches(trajectory: dict, mode: str) -> int:
     return sum(by_level.get("live", 0) for by_level in requests.values())
 
 
+def live_errors(trajectory: dict) -> list[str]:
+    """The answers of an episode fetched live (when patching) that were errors, status >= 400:
+    ``"404 GET URL"`` each, in the order the episode got them (its start, then its steps)."""
+    replay = trajectory.get("replay") if isinstance(trajectory.get("replay"), dict) else {}
+    start = replay.get("start") if isinstance(replay.get("start"), dict) else {}
+    lists = [start.get("answers")] + [(s.get("replay") or {}).get("answers") for s in trajectory.get("steps") or []
+                                      if isinstance(s, dict)]
+    return [f"{a.get('status')} {a.get('method')} {a.get('url')}" for answers in lists if isinstance(answers, list)
+            for a in answers if isinstance(a, dict) and a.get("level") == "live"
+            and isinstance(a.get("status"), int) and a["status"] >= 400]
+
+
+def live_error_warning(run_dir) -> str | None:
+    """One line for a run (its folder) that patched misses with the live site's errors (a page or a
+    script the site no longer has, as a later build names its files otherwise): how many, the
+    first, and what it means; None when none were (or the run did not patch). Printed by
+    ``bench run`` and ``eval report``."""
+    try:
+        manifest = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    live = ((manifest.get("circumstances") or {}).get("live") or {}) if isinstance(manifest, dict) else {}
+    count = live.get("live_errors") if isinstance(live, dict) else None
+    if not isinstance(count, int) or count <= 0:
+        return None
+    return (f"{count} answer(s) fetched live to patch the archive's misses were errors (e.g. "
+            f"{live.get('live_error_example')}): the live site no longer has what the archive lacks, and "
+            f"{live.get('archive')} now holds those errors as the site's answers")
+
+
 def run_live(prep, run):
     """Execute a prepared live run: ``run()`` (the runner's own execution, returning the manifest)
     inside :func:`live_session`, the workers replaying the recorded or patched archive through the
@@ -204,13 +235,15 @@ def seal(manifest: dict, out: Path, options, task_ids: list[str], suite_archive:
     ``env.archive_digest`` (each episode saw the archive still growing) and, for a recording run, in
     the manifest's ``archive`` (with ``archive_matches_suite`` against ``suite_archive``), so that
     the run's files are those of a run on that archive; and say in ``circumstances.live`` how the
-    run went live: its mode, the archive, its digest, the live fetches and the site failures."""
+    run went live: its mode, the archive, its digest, the live fetches and the site failures (and,
+    when patching, how many live answers were errors, with the first: :func:`live_error_warning`)."""
     target = record_path(options)
     if not target.is_file():
         return
     digest = archive_digest(target)
     mode = "record" if options.live else "patch"
     fetches = failures = 0
+    errors: list[str] = []
     for tid in task_ids:
         path = Path(out) / "trajectories" / f"{tid}.json"
         if not path.is_file():
@@ -220,6 +253,8 @@ def seal(manifest: dict, out: Path, options, task_ids: list[str], suite_archive:
         except (OSError, ValueError):
             continue
         fetches += live_fetches(trajectory, mode)
+        if mode == "patch":
+            errors += live_errors(trajectory)
         failures += (trajectory.get("end") or {}).get("cause") == SITE_CAUSE
         env = trajectory.get("env")
         if isinstance(env, dict) and env.get("archive_digest") != digest:
@@ -231,6 +266,8 @@ def seal(manifest: dict, out: Path, options, task_ids: list[str], suite_archive:
     circumstances = manifest.setdefault("circumstances", {})
     circumstances["live"] = {"mode": mode, "archive": _relative(target, out), "digest": digest,
                              "live_fetches": fetches, "site_failures": failures}
+    if errors:  # (patching: the live answers that were errors, see live_error_warning)
+        circumstances["live"].update(live_errors=len(errors), live_error_example=errors[0])
 
 
 def _relative(path: Path, out: Path) -> str:

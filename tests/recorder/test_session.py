@@ -116,30 +116,13 @@ def test_a_late_answer_is_recorded_as_the_site_gave_it(tmp_path, monkeypatch, cl
     """The script returns at once after a click whose request the server answers 1.5 s later (as a
     server delays a failed login on purpose): the session waits for it, so the archive holds the
     site's 401, not the proxy's 502 for a connection the closing browser cut."""
-    import threading
     import time
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self._send(200, SLOW_PAGE, "text/html")
+    def refuse_late(handler):
+        time.sleep(1.5)
+        return 401, b"wrong password", "text/plain"
 
-        def do_PROPFIND(self):  # noqa: N802 (the method's name)
-            time.sleep(1.5)
-            self._send(401, b"wrong password", "text/plain")
-
-        def _send(self, status, body, ctype):
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = _one_page_site(SLOW_PAGE, answers={"PROPFIND": refuse_late})
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
     script = tmp_path / "late.py"
     script.write_text("def run(page):\n    page.wait_for_function(\"performance.getEntriesByName('first-paint')"
@@ -166,29 +149,11 @@ def test_a_save_the_page_defers_is_recorded(tmp_path, monkeypatch, cli):
     script returns right after the click, and the session keeps the page open as long as the
     replay's settle runs the page's timers after a step (TIMER_HORIZON_MS of virtual time), so the
     PUT that a replay of the click will send is in the archive, not an XHR miss in every replay."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    def save(handler):
+        handler.rfile.read(int(handler.headers["Content-Length"]))
+        return 204, b"", "text/plain"
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self._send(200, SAVE_PAGE, "text/html")
-
-        def do_PUT(self):  # noqa: N802 (the method's name)
-            self.rfile.read(int(self.headers["Content-Length"]))
-            self._send(204, b"", "text/plain")
-
-        def _send(self, status, body, ctype):
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = _one_page_site(SAVE_PAGE, answers={"PUT": save})
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
     script = tmp_path / "save.py"
     script.write_text("def run(page):\n    page.wait_for_function(\"performance.getEntriesByName('first-paint')"
@@ -227,22 +192,7 @@ def test_typing_into_a_frame_a_script_wrote_is_logged(tmp_path, monkeypatch, cli
     back after open(), and the typing is a step; so after a write() alone, which opens a document
     whose parser has finished as open() does."""
     page = WRITTEN_FRAME_PAGE if opened else WRITTEN_FRAME_PAGE.replace(b"doc.open(); ", b"")
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(page)))
-            self.end_headers()
-            self.wfile.write(page)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = _one_page_site(page)
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
     script = tmp_path / "edit.py"
     script.write_text("""
@@ -289,24 +239,8 @@ def test_a_typed_hash_route_is_the_persons_goto(tmp_path, monkeypatch, cli):
     """A hash-routed page (Docsify's ``#/faq``): a route typed into the address bar (``page.goto``)
     or reached with the browser's back button is a same-document navigation the browser started,
     logged as ``goto`` and replayed; the route a link of the page leads to is its effect."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            body = ROUTES_PAGE if self.path == "/" else b"not found"
-            self.send_response(200 if self.path == "/" else 404)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = _one_page_site(ROUTES_PAGE)
     script = tmp_path / "routes.py"
     script.write_text(ROUTES_SCRIPT)
     out = tmp_path / "routes.json"
@@ -352,24 +286,8 @@ def test_a_click_a_router_turns_into_pushstate_is_logged_where_it_was_made(tmp_p
     """VitePress: the click is the person's, on the page where it was made, and comes before the
     same-document navigation it caused (the router's listener on `window` ran first and pushed the
     new URL before a listener on `document` heard the click)."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            body = SPA_PAGE if self.path in ("/", "/guide/queues.html") else b"not found"
-            self.send_response(200 if body is SPA_PAGE else 404)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = _one_page_site(SPA_PAGE, paths=("/", "/guide/queues.html"))
     script = tmp_path / "spa.py"
     script.write_text(SPA_SCRIPT)
     out = tmp_path / "spa.json"
@@ -423,24 +341,8 @@ def test_a_keyboard_shortcut_is_a_press_step_the_reference_replays(tmp_path, mon
     """A key pressed outside any field is the person's step (a `press` with no target), and the
     session replays on its own archive: before, the '/' was not logged, and the task expired at
     once ("no searchbox 'Search docs' on this page")."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            body = SHORTCUT_PAGE if self.path == "/" else b"not found"
-            self.send_response(200 if self.path == "/" else 404)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = _one_page_site(SHORTCUT_PAGE)
     script = tmp_path / "shortcut.py"
     script.write_text(SHORTCUT_SCRIPT)
     out = tmp_path / "shortcut.json"
@@ -465,9 +367,10 @@ def test_a_keyboard_shortcut_is_a_press_step_the_reference_replays(tmp_path, mon
     assert "1 of 1 tasks reachable on the archive, 0 expired (browser backend)" in result.stderr
 
 
-def _one_page_site(page: bytes):
-    """A loopback site answering ``/`` with the HTML ``page`` (404 elsewhere), serving in a thread:
-    the caller shuts it down."""
+def _one_page_site(page: bytes, *, paths=("/",), answers: dict | None = None):
+    """A loopback site answering a GET of each of ``paths`` with the HTML ``page`` (404 elsewhere)
+    and each method of ``answers`` with its function's ``(status, body, content type)`` (it is given
+    the request handler), serving in a thread: the caller shuts it down."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -476,13 +379,21 @@ def _one_page_site(page: bytes):
             pass
 
         def do_GET(self):
-            body = page if self.path == "/" else b"not found"
-            self.send_response(200 if self.path == "/" else 404)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
+            found = self.path in paths
+            self._send(200 if found else 404, page if found else b"not found", "text/html; charset=utf-8")
+
+        def _other(self):
+            self._send(*answers[self.command](self))
+
+        def _send(self, status, body, ctype):
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
 
+    for method in answers or {}:
+        setattr(Handler, f"do_{method}", Handler._other)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

@@ -585,3 +585,46 @@ def test_text_typed_into_a_rich_text_editor_is_no_evidence(tmp_path, monkeypatch
         server.server_close()
     assert result.returncode != 0
     assert "does not show the evidence 'Tours at 11.'" in result.stderr, result.stderr
+
+
+# A form with a field named "id" (I Hate Money's login form, any form of a project id or a record id):
+# the form's `id` property is that field (the DOM's named access to a form's controls), not the form's id
+# attribute. The recorder's CSS path read the property and logged every target in the form as
+# `#\[object\ HTMLInputElement\] > ...`, a path no observation has: two nameless buttons in it could not
+# be told apart by the reference agent.
+CLOBBERED_FORM_PAGE = b"""<!doctype html><html><head><title>Login</title></head><body>
+<form method="get" action="/go"><input name="id" aria-label="Project"><input name="name" aria-label="Name">
+<button type="button" onclick="document.title='first'"><svg width="10" height="10"></svg></button>
+<button type="button" onclick="document.title='second'"><svg width="10" height="10"></svg></button>
+</form></body></html>"""
+
+
+def test_a_target_in_a_form_with_a_field_named_id_has_its_css_path(tmp_path, monkeypatch, cli):
+    from webfreeze.simulator.axtree import build_tree
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    server = _one_page_site(CLOBBERED_FORM_PAGE)
+    script = tmp_path / "click.py"
+    script.write_text('''
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.locator("button").nth(1).click()
+    page.wait_for_function("document.title === 'second'")
+''')
+    out = tmp_path / "click.json"
+    try:
+        result = cli("record", "session", "http://form.test/", "--archive", tmp_path / "form.wfz",
+                     "--trajectory", out, "--script", script,
+                     "--resolve", f"form.test=127.0.0.1:{server.server_address[1]}", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    clicks = [s for s in json.loads(out.read_text())["steps"] if s["action"] == "click"]
+    assert len(clicks) == 1, clicks
+    css = clicks[0]["target"]["css"]
+    # the observation's path of the second button, the one the person clicked
+    tree = build_tree(CLOBBERED_FORM_PAGE, "http://form.test/")
+    buttons = [e for e in tree.summaries() if e["role"] == "button"]
+    assert len(buttons) == 2 and buttons[0]["css"] != buttons[1]["css"], buttons
+    assert css == buttons[1]["css"], (css, buttons)

@@ -52,6 +52,14 @@ def fail(message: str, code: int = EXIT_ERROR) -> None:
     sys.exit(code)
 
 
+def not_found(summary: dict, archive) -> None:
+    """A note on stderr for each ``--secret-env`` variable whose value a redaction found nowhere
+    (a mistyped name, a password the recording never sent): nothing was replaced for it."""
+    for name in summary.get("given_not_found") or []:
+        click.echo(f"note: --secret-env {name}: its value occurs nowhere in {archive} (nor in what was redacted "
+                   "with it): nothing was replaced for it", err=True)
+
+
 def usage_checked(check, *args):
     """``check(*args)``, with the error it raises for a bad option value (an ArchiveError for a
     time, a RecordError for a URL, a scope or a --resolve entry: any WebfreezeError) turned into a

@@ -57,7 +57,8 @@ def not_found(summary: dict, archive) -> None:
     (a mistyped name, a password the recording never sent): nothing was replaced for it."""
     for name in summary.get("given_not_found") or []:
         click.echo(f"note: --secret-env {name}: its value occurs nowhere in {archive} (nor in what was redacted "
-                   "with it): nothing was replaced for it", err=True)
+                   "with it), as text or URL-, JSON- or HTML-escaped: nothing was replaced for it (a credential "
+                   "that holds it encoded, a Basic Authorization header, is replaced as a credential)", err=True)
 
 
 def usage_checked(check, *args):

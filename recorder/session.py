@@ -76,8 +76,12 @@ LISTENER_JS = r"""
   };
   const describe = (el) => {
     const namer = makeNamer();
-    return {role: namer.role(el), name: namer.name(el), css: cssPath(el), tag: el.tagName.toLowerCase(),
-            text: clean(el.innerText || el.textContent).slice(0, 120)};
+    const d = {role: namer.role(el), name: namer.name(el), css: cssPath(el), tag: el.tagName.toLowerCase(),
+               text: clean(el.innerText || el.textContent).slice(0, 120)};
+    // A password field says so: redaction knows what is typed there whatever the field is called
+    // (I Hate Money's "Private code").
+    if (el.tagName === 'INPUT' && el.type === 'password') d.type = 'password';
+    return d;
   };
   const actionable = 'a, button, input, select, textarea, label, summary, [role], [onclick]';
   // The listeners, installed again (the old ones removed) after the page's document.open(), which

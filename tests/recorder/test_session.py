@@ -628,3 +628,42 @@ def run(page):
     buttons = [e for e in tree.summaries() if e["role"] == "button"]
     assert len(buttons) == 2 and buttons[0]["css"] != buttons[1]["css"], buttons
     assert css == buttons[1]["css"], (css, buttons)
+
+
+# A login form whose password field nothing names a password: I Hate Money labels it "Private code";
+# here its id and name say "code" too. Only its type says what it holds.
+CODE_LOGIN_PAGE = b"""<!doctype html><html><head><title>Log in</title></head><body>
+<form method="get" action="/"><label for="project">Project identifier</label><input id="project" name="project">
+<label for="code">Private code</label><input id="code" name="code" type="password">
+<button type="button">Log in</button></form></body></html>"""
+
+
+def test_a_value_typed_into_a_password_field_is_redacted_whatever_its_name(tmp_path, monkeypatch, cli):
+    """The recorder did not note a field's type, so `--redact` knew a typed password only by a name or
+    CSS path that says password / pwd / PIN / secret: a "Private code" field (`#code`) kept its value
+    in the trajectory and the archive's documents of a bundle shared as redacted."""
+    from secret_search import everything, holds
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    server = _one_page_site(CODE_LOGIN_PAGE)
+    script = tmp_path / "login.py"
+    script.write_text('''
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.get_by_label("Project identifier").fill("skitrip")
+    page.get_by_label("Private code").fill("k7-ski-trip-code")
+''')
+    out = tmp_path / "login.json"
+    try:
+        result = cli("record", "session", "http://login.test/", "--archive", tmp_path / "login.wfz",
+                     "--trajectory", out, "--script", script, "--redact",
+                     "--resolve", f"login.test=127.0.0.1:{server.server_address[1]}", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    typed = [s for s in json.loads(out.read_text())["steps"] if s["action"] == "type"]
+    assert [s["target"]["name"] for s in typed] == ["Project identifier", "Private code"], typed
+    assert typed[0]["value"] == "skitrip"  # (not a password: kept)
+    assert "k7-ski-trip-code" not in out.read_text(), typed[1]
+    assert not holds(everything(tmp_path / "login.wfz"), "k7-ski-trip-code")

@@ -121,6 +121,8 @@ class Redactor:
         self._kind: dict[str, str] = {}     # secret -> the kind it was found as
         self._where: dict[str, str] = {}    # secret -> what and where it was first found (never the value)
         self.kinds: dict[str, int] = {}     # kind of secret -> how many distinct
+        self._given: dict[str, str] = {}    # --secret-env value -> the variable's name
+        self._hit: set[str] = set()         # the placeholders written so far
         self._text_re = None
         self._bytes_re = None
 
@@ -163,11 +165,33 @@ class Redactor:
     def add_given(self, value: str, name: str) -> None:
         """A secret the user knows (``--secret-env NAME``): replaced wherever it occurs."""
         self.add(value, "given", f"the value of ${name} (--secret-env)")
+        if self._kind.get(value) == "given":
+            self._given.setdefault(value, name)
+
+    def given_not_found(self) -> list[str]:
+        """The names of the ``--secret-env`` variables whose value nothing rewritten so far held."""
+        return [name for value, name in self._given.items() if self._secrets[value] not in self._hit]
+
+    def replaced(self) -> tuple[int, dict[str, int]]:
+        """How many distinct secrets, and how many of each kind, a redaction replaces: those found in
+        what it read, and the ``--secret-env`` values only where something rewritten so far held them
+        (a value the user named is looked for, not found)."""
+        missing = len(self.given_not_found())
+        kinds = dict(self.kinds)
+        if missing:
+            kinds["given"] -= missing
+            if not kinds["given"]:
+                del kinds["given"]
+        return self.count - missing, dict(sorted(kinds.items()))
+
+    def _put(self, placeholder: str) -> str:
+        self._hit.add(placeholder)
+        return placeholder
 
     def _sub(self, secret: str) -> str:
         if _PLACEHOLDER.fullmatch(secret):
             return secret  # redacted before (a second session recorded into the archive): kept as it is
-        return self._secrets.get(secret) or self.placeholder(secret)
+        return self._put(self._secrets.get(secret) or self.placeholder(secret))
 
     def _variants(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -320,7 +344,7 @@ class Redactor:
             self._compile()
         if not s or not self._text_re:
             return s
-        return self._text_re.sub(lambda m: self._map[m.group(0)], s)
+        return self._text_re.sub(lambda m: self._put(self._map[m.group(0)]), s)
 
     def data(self, b: bytes) -> bytes:
         """``text`` for bytes."""
@@ -328,7 +352,7 @@ class Redactor:
             self._compile()
         if not b or not self._bytes_re:
             return b
-        return self._bytes_re.sub(lambda m: self._bmap[m.group(0)], b)
+        return self._bytes_re.sub(lambda m: self._put(self._map[m.group(0).decode("utf-8")]).encode("ascii"), b)
 
     def _query(self, query: str) -> str:
         out = []
@@ -411,7 +435,7 @@ class Redactor:
         out, last = [], 0
         for name, value, (start, end) in _multipart_fields(body):
             if is_secret_name(name, self.params) and value in self._secrets:
-                out += [body[last:start], self._secrets[value].encode("ascii")]
+                out += [body[last:start], self._put(self._secrets[value]).encode("ascii")]
                 last = end
         return b"".join(out) + body[last:] if out else body
 
@@ -428,7 +452,7 @@ class Redactor:
                 except ValueError:
                     return m.group(0)
                 if is_secret_name(name, self.params) and value in self._secrets:
-                    return m.group(0)[:m.start(3) - m.start(0)] + self._secrets[value].encode("ascii") + b'"'
+                    return m.group(0)[:m.start(3) - m.start(0)] + self._put(self._secrets[value]).encode("ascii") + b'"'
                 return m.group(0)
             def number_sub(m):
                 try:
@@ -437,7 +461,7 @@ class Redactor:
                     return m.group(0)
                 value = m.group(3).decode("ascii")
                 if is_secret_name(name, self.params) and value in self._secrets:
-                    return m.group(0)[:m.start(3) - m.start(0)] + b'"' + self._secrets[value].encode("ascii") + b'"'
+                    return m.group(0)[:m.start(3) - m.start(0)] + b'"' + self._put(self._secrets[value]).encode("ascii") + b'"'
                 return m.group(0)
             return _JSON_NUMBER.sub(number_sub, _JSON_PAIR.sub(json_sub, body))
         if "x-www-form-urlencoded" in ct:
@@ -451,7 +475,7 @@ class Redactor:
                 if name is None or not _secret_field(name, attr, self.params) or value not in self._secrets:
                     return m.group(0)
                 start, end = _input_spans(m.group(0))[attr]
-                return m.group(0)[:start] + html.escape(self._secrets[value]).encode() + m.group(0)[end:]
+                return m.group(0)[:start] + html.escape(self._put(self._secrets[value])).encode() + m.group(0)[end:]
             return _INPUT.sub(input_sub, body)
         return body
 
@@ -720,9 +744,10 @@ def redact_archive(src, out, r: Redactor, *, progress=None) -> dict:
                 for alias, digest in arc.conn.execute("SELECT alias, digest FROM digest_aliases"):
                     if new.has_blob(digest):
                         new.add_alias(alias, digest)
-                new.write_meta("redaction", {"redacted_at": now(), "rules": r.rules(), "secrets": r.count,
-                                            "by_kind": dict(sorted(r.kinds.items())), "source_tool": meta.get("tool")})
-    return dict(counts, secrets=r.count, by_kind=dict(sorted(r.kinds.items())))
+                count, kinds = r.replaced()
+                new.write_meta("redaction", {"redacted_at": now(), "rules": r.rules(), "secrets": count,
+                                            "by_kind": kinds, "source_tool": meta.get("tool")})
+    return dict(counts, secrets=count, by_kind=kinds, given_not_found=r.given_not_found())
 
 
 # ==================================================================================== suites

@@ -215,7 +215,7 @@ def field_changes(old: dict, new: dict) -> list[str]:
 
 def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str, *, category: str | None = None,
              instruction: str | None = None, task_id: str | None = None, match: str | None = None,
-             archive: str | os.PathLike | None = None, replace: bool = False) -> dict:
+             archive: str | os.PathLike | None = None, replace: bool = False, has_session=None) -> dict:
     """Add (or with ``replace``, replace) one task in the suite directory ``suite``; returns the
     task object written, with ``replaced`` (whether a task of that id was there), ``names_archive``
     (whether the suite's manifest names its archive) and, for a replaced task, ``changes`` (short
@@ -225,7 +225,11 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
     An option left None takes, for a new task, its default: ``match`` exact, ``category`` the
     manifest's only category else ``general``, ``instruction`` the session's. For a replaced task
     it keeps the old line's value instead (the instruction: the session's, else the old line's), as
-    do the fields of the old line that ``tasks add`` does not write."""
+    do the fields of the old line that ``tasks add`` does not write.
+
+    ``has_session(archive_path, session_id)``, if given, says whether an archive holds a session: a
+    reference whose session is not in the suite's archive (recorded into another one) is refused,
+    since its task would replay on captures of other sessions and read as expired."""
     root = Path(suite)
     ref_path = Path(reference)
     trajectory = _read_reference(ref_path)
@@ -259,6 +263,13 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
         lines = tasks_path.read_text(encoding="utf-8").splitlines() if tasks_path.exists() else []
         existing = loaded.tasks
         categories = manifest.get("categories")
+    named = manifest.get("archive")
+    sid = trajectory.get("archive_session")
+    if has_session is not None and isinstance(named, str) and isinstance(sid, str) and sid:
+        path = Path(named) if Path(named).is_absolute() else root / named
+        if path.is_file() and not has_session(path, sid):
+            raise TaskError(f"its session {sid} is not in the suite's archive {os.path.normpath(path)}: record the "
+                            f"session into that archive (record session --archive {os.path.normpath(path)})", ref_path)
     old = next((t for t in existing if t.id == tid), None)
     if old is not None and not replace:
         raise TaskError(f"the suite already has a task {tid!r} ({old.source}); give --replace to record it anew "

@@ -57,20 +57,31 @@ LISTENER_JS = r"""
   const clean = (s) => (s || '').replace(/\s+/g, ' ').trim().slice(0, 200);
   // The observation tree's role and name (recorder/accname.py), computed afresh for each action.
   const makeNamer = __ROLE_NAME_JS__;
+  // A form's properties are its controls' names first (`form.id` is its <input name="id">: I Hate
+  // Money's login form), so the path reads the DOM's own getters, taken before any page script runs.
+  const getter = (proto, key) => Object.getOwnPropertyDescriptor(proto, key).get;
+  const idOf = getter(Element.prototype, 'id'), tagOf = getter(Element.prototype, 'tagName');
+  const parentOf = getter(Node.prototype, 'parentElement');
+  const previousOf = getter(Element.prototype, 'previousElementSibling');
   const cssPath = (el) => {
     const parts = [];
-    for (let n = el; n && n.nodeType === 1 && n !== document.documentElement; n = n.parentElement) {
-      if (n.id) { parts.unshift('#' + CSS.escape(n.id)); break; }
+    for (let n = el; n && n.nodeType === 1 && n !== document.documentElement; n = parentOf.call(n)) {
+      const id = idOf.call(n), tag = tagOf.call(n);
+      if (id) { parts.unshift('#' + CSS.escape(id)); break; }
       let i = 1;
-      for (let s = n.previousElementSibling; s; s = s.previousElementSibling) if (s.tagName === n.tagName) i++;
-      parts.unshift(n.tagName.toLowerCase() + ':nth-of-type(' + i + ')');
+      for (let s = previousOf.call(n); s; s = previousOf.call(s)) if (tagOf.call(s) === tag) i++;
+      parts.unshift(tag.toLowerCase() + ':nth-of-type(' + i + ')');
     }
     return parts.join(' > ');
   };
   const describe = (el) => {
     const namer = makeNamer();
-    return {role: namer.role(el), name: namer.name(el), css: cssPath(el), tag: el.tagName.toLowerCase(),
-            text: clean(el.innerText || el.textContent).slice(0, 120)};
+    const d = {role: namer.role(el), name: namer.name(el), css: cssPath(el), tag: el.tagName.toLowerCase(),
+               text: clean(el.innerText || el.textContent).slice(0, 120)};
+    // A password field says so: redaction knows what is typed there whatever the field is called
+    // (I Hate Money's "Private code").
+    if (el.tagName === 'INPUT' && el.type === 'password') d.type = 'password';
+    return d;
   };
   const actionable = 'a, button, input, select, textarea, label, summary, [role], [onclick]';
   // The listeners, installed again (the old ones removed) after the page's document.open(), which

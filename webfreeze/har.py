@@ -16,6 +16,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from webfreeze.archives.content import DecodeError, content_encoding, decode_content
+from webfreeze.archives.timeutil import normalize_time
+from webfreeze.archives.urlkey import surt_key
 from webfreeze.eval.errors import ReportError
 from webfreeze.eval.har import export_har
 from webfreeze.replayer.matching import AGENT_RULES
@@ -60,20 +62,29 @@ class ArchiveContent:
             replay.register(SimulatedSiteModel(kind, host))
         replay.reset(int(env.get("seed") or 0), when=env.get("snapshot_time"))
         arc = replay.archive
+        used: set[int] = set()  # the captures of requests with a body taken by this episode's entries
 
         def content(answer: dict) -> dict | None:
             method, url = str(answer.get("method") or "GET"), str(answer.get("url") or "")
             if answer.get("level") == "miss" or not url.startswith(("http:", "https:")):
                 return None
-            captured = next(iter(arc.lookup_exact(method, url)), None) if method not in ("GET", "HEAD") else None
+            captured = None
+            if method not in ("GET", "HEAD"):
+                captured = _sent(arc, method, url, answer.get("status"), env.get("snapshot_time"), used)
+                if captured is not None:
+                    used.add(captured.id)
             req_body = captured.request.payload() if captured is not None else b""
             headers = [("Host", urlsplit(url).netloc)]
+            if captured is not None and captured.request.captured:
+                headers += [(k, v) for k, v in captured.request.headers if k.lower() == "content-type"]
             head, body = replay.answer(method, url, headers, req_body)
             if body is None:
                 return None
             lines = head.decode("latin-1").split("\r\n")
             status_line = lines[0].split(" ", 2)
             got = [tuple(line.split(": ", 1)) for line in lines[1:] if ": " in line]
+            if any(k.lower() == "x-webfreeze-miss" for k, _ in got):
+                return None  # (the episode's answer was not a miss: its request is not found again; left unknown)
             capture = next((v for k, v in got if k.lower() == "x-webfreeze-capture"), None)
             ex = arc.exchange(int(capture)) if capture and capture.isdigit() else None
             response_headers = [(k, v) for k, v in got if not k.lower().startswith(_OURS)]
@@ -104,6 +115,24 @@ class ArchiveContent:
         for replay in getattr(self, "_open", []):
             replay.close()
         self._open = []
+
+
+def _sent(arc, method: str, url: str, status, when, used: set[int]):
+    """The capture of a request with a body (a form's POST) that an episode's answer stands for: the
+    trajectory keeps its method, URL and status, not the body the agent sent. Among the captures of
+    that method and URL (with the answer's status when some have it), the first not taken yet at or
+    after the task's time (its own session's), else the first not taken yet, else the first."""
+    found = [ex for ex in arc.lookup_surt(surt_key(url)) if ex.method == method.upper() and ex.url == url]
+    if isinstance(status, int) and any(ex.status == status for ex in found):
+        found = [ex for ex in found if ex.status == status]
+    if not found:
+        return None
+    t = normalize_time(when) if when else ""
+    fresh = [ex for ex in found if ex.id not in used]
+    for pool in ([ex for ex in fresh if ex.captured_at >= t], fresh, found):
+        if pool:
+            return pool[0]
+    return None
 
 
 def _har_time(stored: str) -> str:

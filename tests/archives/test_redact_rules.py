@@ -235,3 +235,47 @@ def test_a_placeholder_is_not_redacted_again():
     set_cookie = [("Set-Cookie", f"sessionid={first.placeholder('a' * 32)}; Path=/"),
                   ("Authorization", f"Bearer {first.placeholder('a' * 32)}")]
     assert again.headers(set_cookie) == set_cookie
+
+
+def _login_crawl(path, page: bytes) -> None:
+    """An archive shaped like a crawl made with --login-script (I Hate Money's): the login itself is
+    not recorded, so the pages carry the session cookie and a form's CSRF token, never the password."""
+    from webfreeze.archives import Archive, Exchange
+
+    with Archive.create(path) as arc:
+        sid = arc.new_session("crawl")
+        arc.add_exchange(Exchange(url="http://ihm.test/skitrip/", captured_at="2024-05-01T10:00:00Z", status=200,
+                                  req_headers=[("Cookie", "session=eyJwcm9qZWN0IjoxfQ.Zx1-9aBc")],
+                                  resp_headers=[("Content-Type", "text/html; charset=utf-8")],
+                                  payload=page, session_id=sid))
+
+
+def test_a_secret_env_value_found_nowhere_is_not_counted_as_replaced(tmp_path, monkeypatch):
+    """`--secret-env VAR` names a value to look for; the summary counted it as a secret replaced
+    whether or not anything held it (`1 given` for a password a login crawl never records), so a
+    mistyped variable or a wrong password looked like a redaction done. Only a value found counts;
+    one found nowhere is named in a note."""
+    from cli_runner import invoke
+
+    page = (b'<html><body><form method="post" action="/skitrip/add">'
+            b'<input id="csrf_token" name="csrf_token" type="hidden" value="IjAxNWM5.axHMKQ.wzjbnTPX">'
+            b'<p>Chalet rent</p></form></body></html>')
+    src = tmp_path / "crawl.wfz"
+    _login_crawl(src, page)
+    monkeypatch.setenv("IHM_PASSWORD", "s3cret-ski")
+    r = invoke("archive", "redact", src, "-o", tmp_path / "out.wfz", "--secret-env", "IHM_PASSWORD")
+    assert r.returncode == 0, r.stderr
+    assert "2 secrets replaced (1 cookie, 1 param)" in r.stdout, r.stdout
+    assert "note: --secret-env IHM_PASSWORD: its value occurs nowhere in" in r.stderr, r.stderr
+    from webfreeze.archives import Archive
+
+    with Archive.open(tmp_path / "out.wfz") as arc:
+        assert arc.meta()["redaction"]["by_kind"] == {"cookie": 1, "param": 1}
+
+    # the same value in a page is found, replaced and counted; no note
+    held = tmp_path / "held.wfz"
+    _login_crawl(held, page.replace(b"Chalet rent", b"Private code: s3cret-ski"))
+    r = invoke("archive", "redact", held, "-o", tmp_path / "held-out.wfz", "--secret-env", "IHM_PASSWORD")
+    assert r.returncode == 0, r.stderr
+    assert "3 secrets replaced (1 cookie, 1 given, 1 param)" in r.stdout, r.stdout
+    assert "note:" not in r.stderr, r.stderr

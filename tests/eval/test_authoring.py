@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import shutil
 import threading
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -410,3 +411,32 @@ def test_a_task_recorded_again_replaces_its_reference_and_says_what_changed(auth
     assert json.loads((suite / "references" / "edit-title.json").read_text()) == again
     r = cli("tasks", "validate", suite, "--backend", "text", "--json", timeout=600)
     assert r.returncode == 0 and json.loads(r.stdout)["expired"] == [], r.stdout + r.stderr
+
+
+def test_a_session_recorded_into_another_archive_is_refused(authored, site, cli, cli_here):
+    """Recording a task again into a new archive rather than the suite's (I Hate Money's statistics
+    session, recorded again into a second snapshot and added with --replace): the suite's archive
+    does not hold the session, so its task replays on other sessions' captures and `tasks validate`
+    called it expired (`no textbox 'Private code' on this page`: another session's logged-in page).
+    `tasks add` refuses it, naming the archive, and writes nothing."""
+    tmp = authored["tmp"]
+    suite = tmp / "suite-again"  # (a copy: the module's suite stays as the other tests know it)
+    shutil.copytree(authored["suite"], suite)
+    script = tmp / "search-again.py"
+    script.write_text(SEARCH_SCRIPT)
+    out = tmp / "search-again.json"
+    r = cli("record", "session", site + "/", "--archive", tmp / "other.wfz", "--trajectory", out,
+            "--script", script, timeout=300)
+    assert r.returncode == 0, r.stderr
+    before = {p: p.read_bytes() for p in suite.rglob("*") if p.is_file()}
+    r = cli_here("tasks", "add", suite, "--reference", out, "--id", "search-stack", "--answer", "append()", "--replace")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    session = json.loads(out.read_text())["archive_session"]
+    assert f"its session {session} is not in the suite's archive" in r.stderr and "site.wfz" in r.stderr, r.stderr
+    assert {p: p.read_bytes() for p in suite.rglob("*") if p.is_file()} == before
+    # recorded into the suite's archive, the same session is taken
+    r = cli("record", "session", site + "/", "--archive", tmp / "site.wfz", "--trajectory", out,
+            "--script", script, timeout=300)
+    assert r.returncode == 0, r.stderr
+    r = cli_here("tasks", "add", suite, "--reference", out, "--id", "search-stack", "--answer", "append()", "--replace")
+    assert r.returncode == 0, r.stderr

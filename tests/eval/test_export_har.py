@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import urllib.parse
 from pathlib import Path
 
 import jsonschema
@@ -14,6 +15,7 @@ from cli_runner import run_cli
 
 from webfreeze.demo import ARCHIVE, SUITE
 from webfreeze.eval.har import har_text, trajectory_har
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 from webfreeze.simulator.env import EnvConfig, WebEnv
 from webfreeze.simulator.provenance import LEVELS
 from webfreeze.simulator.trajectory import write_trajectory
@@ -194,3 +196,110 @@ def test_redirects_fuzzy_answers_and_the_frozen_clock():
     assert [p["id"] for p in har["log"]["pages"]] == ["step-0"]  # the start caused nothing: no page
     assert har["log"]["creator"] == {"name": "webfreeze", "version": "9.9"}
     assert har_text(har) == har_text(trajectory_har(trajectory, creator_version="9.9"))
+
+
+class _LoginSite:
+    """A loopback site shaped like I Hate Money's project login: a form posting a project id and a
+    private code (and a CSRF token) to /authenticate, answered with a redirect to the project's page."""
+
+    PASSWORD = "s3cret-ski"
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import parse_qs
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, code, body=b"", headers=()):
+                self.send_response(code)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                if self.path == "/":
+                    self._send(200, b'<!doctype html><html><head><title>Log in</title></head><body>'
+                                    b'<form method="post" action="/authenticate">'
+                                    b'<input type="hidden" name="csrf_token" value="IjAxNWM5.axHMKQ">'
+                                    b'<label for="id">Project identifier</label><input id="id" name="id">'
+                                    b'<label for="pw">Private code</label><input id="pw" name="password" type="password">'
+                                    b'<button type="submit">Log in</button></form></body></html>')
+                elif self.path == "/skitrip/":
+                    self._send(200, b"<!doctype html><html><head><title>Ski trip</title></head>"
+                                    b"<body><p>Bob owes 286.90</p></body></html>")
+                else:
+                    self._send(404, b"not found")
+
+            def do_POST(self):
+                form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
+                ok = form.get("password") == [_LoginSite.PASSWORD]
+                self._send(302, b"<p>Redirecting...</p>", [("Location", "/skitrip/" if ok else "/")])
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_form_post_is_exported_with_its_body_and_the_answer_it_got(tmp_path, monkeypatch):
+    """A step that posted a form (a login): its entry carries the request the archive holds (headers,
+    the form as postData) and the answer the replay gave (the 302 to the project). It was looked up as
+    a POST without a body, found nothing, and asked the replay so: the entry said 302 and carried the
+    miss page's text (`webfreeze: not in archive: POST ...`) and no postData."""
+    try:
+        chromium_path()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("IHM_PASSWORD", _LoginSite.PASSWORD)
+    script = tmp_path / "login.py"
+    script.write_text('''import os
+
+from webfreeze.recorder.session import record_answer
+
+
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.get_by_label("Project identifier").fill("skitrip")
+    page.get_by_label("Private code").fill(os.environ["IHM_PASSWORD"])
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/skitrip/")
+    record_answer(page, "286.90", locator=page.locator("p"))
+''')
+    site = _LoginSite()
+    try:
+        proc = run_cli("record", "session", "http://ihm.test/", "--archive", tmp_path / "ihm.wfz",
+                       "--trajectory", tmp_path / "login.json", "--script", script,
+                       "--resolve", f"ihm.test=127.0.0.1:{site.port}", timeout=300)
+    finally:
+        site.close()
+    assert proc.returncode == 0, proc.stderr
+    suite = tmp_path / "suite"
+    proc = run_cli("tasks", "add", suite, "--reference", tmp_path / "login.json", "--archive", tmp_path / "ihm.wfz",
+                   "--id", "login", "--answer", "286.90", "--instruction", "How much does Bob owe?")
+    assert proc.returncode == 0, proc.stderr
+    run = tmp_path / "run"
+    proc = run_cli("bench", "run", suite, "--agent", "reference", "--backend", "text", "--out", run)
+    assert proc.returncode == 0, proc.stderr
+    proc = export(run)
+    assert proc.returncode == 0, proc.stderr
+    entries = json.loads((run / "har" / "login.har").read_text())["log"]["entries"]
+    posts = [e for e in entries if e["request"]["method"] == "POST"]
+    assert len(posts) == 1, [(e["request"]["method"], e["request"]["url"]) for e in entries]
+    post = posts[0]
+    assert post["_webfreeze"]["level"] == "exact"
+    assert post["response"]["status"] == 302 and post["response"]["redirectURL"].endswith("/skitrip/")
+    assert post["response"]["content"]["text"] == "<p>Redirecting...</p>", post["response"]["content"]
+    form = dict(urllib.parse.parse_qsl(post["request"]["postData"]["text"]))
+    assert form["id"] == "skitrip" and form["password"] == _LoginSite.PASSWORD, post["request"]
+    assert post["request"]["postData"]["mimeType"] == "application/x-www-form-urlencoded"
+    assert any(h["name"].lower() == "content-type" for h in post["request"]["headers"]), post["request"]["headers"]

@@ -496,3 +496,85 @@ def test_text_typed_into_a_rich_text_editor_is_no_evidence(tmp_path, monkeypatch
         server.server_close()
     assert result.returncode != 0
     assert "does not show the evidence 'Tours at 11.'" in result.stderr, result.stderr
+
+
+# A form with a field named "id" (I Hate Money's login form, any form of a project id or a record id):
+# the form's `id` property is that field (the DOM's named access to a form's controls), not the form's id
+# attribute. The recorder's CSS path read the property and logged every target in the form as
+# `#\[object\ HTMLInputElement\] > ...`, a path no observation has: two nameless buttons in it could not
+# be told apart by the reference agent.
+CLOBBERED_FORM_PAGE = b"""<!doctype html><html><head><title>Login</title></head><body>
+<form method="get" action="/go"><input name="id" aria-label="Project"><input name="name" aria-label="Name">
+<button type="button" onclick="document.title='first'"><svg width="10" height="10"></svg></button>
+<button type="button" onclick="document.title='second'"><svg width="10" height="10"></svg></button>
+</form></body></html>"""
+
+
+def test_a_target_in_a_form_with_a_field_named_id_has_its_css_path(tmp_path, monkeypatch, cli):
+    from webfreeze.simulator.axtree import build_tree
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    server = _one_page_site(CLOBBERED_FORM_PAGE)
+    script = tmp_path / "click.py"
+    script.write_text('''
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.locator("button").nth(1).click()
+    page.wait_for_function("document.title === 'second'")
+''')
+    out = tmp_path / "click.json"
+    try:
+        result = cli("record", "session", "http://form.test/", "--archive", tmp_path / "form.wfz",
+                     "--trajectory", out, "--script", script,
+                     "--resolve", f"form.test=127.0.0.1:{server.server_address[1]}", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    clicks = [s for s in json.loads(out.read_text())["steps"] if s["action"] == "click"]
+    assert len(clicks) == 1, clicks
+    css = clicks[0]["target"]["css"]
+    # the observation's path of the second button, the one the person clicked
+    tree = build_tree(CLOBBERED_FORM_PAGE, "http://form.test/")
+    buttons = [e for e in tree.summaries() if e["role"] == "button"]
+    assert len(buttons) == 2 and buttons[0]["css"] != buttons[1]["css"], buttons
+    assert css == buttons[1]["css"], (css, buttons)
+
+
+# A login form whose password field nothing names a password: I Hate Money labels it "Private code";
+# here its id and name say "code" too. Only its type says what it holds.
+CODE_LOGIN_PAGE = b"""<!doctype html><html><head><title>Log in</title></head><body>
+<form method="get" action="/"><label for="project">Project identifier</label><input id="project" name="project">
+<label for="code">Private code</label><input id="code" name="code" type="password">
+<button type="button">Log in</button></form></body></html>"""
+
+
+def test_a_value_typed_into_a_password_field_is_redacted_whatever_its_name(tmp_path, monkeypatch, cli):
+    """The recorder did not note a field's type, so `--redact` knew a typed password only by a name or
+    CSS path that says password / pwd / PIN / secret: a "Private code" field (`#code`) kept its value
+    in the trajectory and the archive's documents of a bundle shared as redacted."""
+    from secret_search import everything, holds
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    server = _one_page_site(CODE_LOGIN_PAGE)
+    script = tmp_path / "login.py"
+    script.write_text('''
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.get_by_label("Project identifier").fill("skitrip")
+    page.get_by_label("Private code").fill("k7-ski-trip-code")
+''')
+    out = tmp_path / "login.json"
+    try:
+        result = cli("record", "session", "http://login.test/", "--archive", tmp_path / "login.wfz",
+                     "--trajectory", out, "--script", script, "--redact",
+                     "--resolve", f"login.test=127.0.0.1:{server.server_address[1]}", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 0, result.stderr
+    typed = [s for s in json.loads(out.read_text())["steps"] if s["action"] == "type"]
+    assert [s["target"]["name"] for s in typed] == ["Project identifier", "Private code"], typed
+    assert typed[0]["value"] == "skitrip"  # (not a password: kept)
+    assert "k7-ski-trip-code" not in out.read_text(), typed[1]
+    assert not holds(everything(tmp_path / "login.wfz"), "k7-ski-trip-code")

@@ -182,6 +182,7 @@ def redact(archive, out, *, suite=None, suite_out=None, params=(), headers=(), c
         for p in written:
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
         raise
+    summary["given_not_found"] = r.given_not_found()  # (nor in the suite or the cassettes)
     summary["redactor"] = r
     return summary
 
@@ -255,4 +256,5 @@ def redact_recording(archive, trajectories=(), *, params=(), headers=(), secret_
         tmp = p.with_name(f".{p.name}.partial")
         tmp.write_text(json.dumps(value, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         tmp.replace(p)
+    summary["given_not_found"] = r.given_not_found()
     return summary

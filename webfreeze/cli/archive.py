@@ -17,6 +17,7 @@ from webfreeze.archives.verify import require_intact, verify
 from webfreeze.archives.warc_export import export
 from webfreeze.bundles.redaction import SecretsFound, check_shareable, redact
 from webfreeze.cli.options import EXIT_ERROR, EXIT_USAGE, SQLITE_MAX_INT, Timestamp, fail, human_bytes, progress_bar
+from webfreeze.cli.options import not_found as secret_env_not_found
 from webfreeze.common.files import check_output_file, write_output
 from webfreeze.replayer.matching import Rules
 
@@ -384,6 +385,7 @@ def archive_redact(archive_path, output, suite, suite_out, params, headers, secr
     kinds = ", ".join(f"{n} {k}" for k, n in s["by_kind"].items()) or "none found"
     click.echo(f"wrote {output}: {s['exchanges']} exchanges ({s['changed']} changed), {s['secrets']} secrets "
                f"replaced ({kinds})")
+    secret_env_not_found(s, archive_path)
     if suite_out:
         click.echo(f"wrote {suite_out}: {s['suite_files']} files (its manifest names {output})")
     for c in s["cassettes"]:

@@ -52,6 +52,15 @@ def fail(message: str, code: int = EXIT_ERROR) -> None:
     sys.exit(code)
 
 
+def not_found(summary: dict, archive) -> None:
+    """A note on stderr for each ``--secret-env`` variable whose value a redaction found nowhere
+    (a mistyped name, a password the recording never sent): nothing was replaced for it."""
+    for name in summary.get("given_not_found") or []:
+        click.echo(f"note: --secret-env {name}: its value occurs nowhere in {archive} (nor in what was redacted "
+                   "with it), as text or URL-, JSON- or HTML-escaped: nothing was replaced for it (a credential "
+                   "that holds it encoded, a Basic Authorization header, is replaced as a credential)", err=True)
+
+
 def usage_checked(check, *args):
     """``check(*args)``, with the error it raises for a bad option value (an ArchiveError for a
     time, a RecordError for a URL, a scope or a --resolve entry: any WebfreezeError) turned into a

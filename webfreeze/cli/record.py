@@ -12,7 +12,7 @@ import click
 
 from webfreeze.archives import Archive
 from webfreeze.bundles.redaction import redact_recording
-from webfreeze.cli.options import EXIT_INCOMPLETE, http_credentials_option, progress_bar, usage_checked
+from webfreeze.cli.options import EXIT_INCOMPLETE, http_credentials_option, not_found, progress_bar, usage_checked
 from webfreeze.common.resolve import parse_resolve
 
 
@@ -173,6 +173,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
     if redact:
         s = redact_recording(archive_path, params=redact_params, headers=redact_headers, secret_env=secret_env)
         click.echo(f"redacted {archive_path}: {s['secrets']} secrets replaced by placeholders")
+        not_found(s, archive_path)
     for page_url, missing in result.incomplete:
         click.echo(f"  incomplete: {page_url} (missing: {', '.join(missing)})")
     sockets_only = [u for u, missing in result.incomplete if all(WEBSOCKET_MISSING in m for m in missing)]
@@ -260,6 +261,7 @@ def record_session(url, archive_path, trajectory, headed, script, resolve, instr
         s = redact_recording(archive_path, [trajectory], params=redact_params, headers=redact_headers,
                              secret_env=secret_env)
         click.echo(f"redacted {archive_path} and {trajectory}: {s['secrets']} secrets replaced by placeholders")
+        not_found(s, archive_path)
 
 
 @record_group.command("ca")

@@ -80,7 +80,7 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
     the answer check, the reference trajectory copied into SUITE/references/). A SUITE that does not
     exist is made, with a manifest. Nothing is written when anything is wrong."""
     obj = add_task(suite, reference, answer, category=category, instruction=instruction, task_id=task_id,
-                   match=match, archive=archive, replace=replace)
+                   match=match, archive=archive, replace=replace, has_session=_has_session)
     for change in obj.get("changes", []):
         click.echo(f"{obj['id']}: {change}")
     check = f"webfreeze tasks validate {suite}"
@@ -89,6 +89,13 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
                   "to tasks add when it makes a suite)")
     click.echo(f"{'replaced' if obj['replaced'] else 'added'} task {obj['id']} ({obj['category']}) in {suite}; "
                f"check it with: {check}", err=True)
+
+
+def _has_session(path, session_id: str) -> bool:
+    from webfreeze.archives import Archive
+
+    with Archive.open(path) as arc:
+        return arc.session(session_id) is not None
 
 
 @tasks_group.command("validate")

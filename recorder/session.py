@@ -116,6 +116,25 @@ LISTENER_JS = r"""
       '[role=radio], [role=tab], [role=menuitem], [role=option], [role=switch], [role=treeitem]';
     let pressed = null;
     let pendingDrag = null;
+    // The control a press landed on, described at once: a script-drawn dropdown (Gradio's) takes
+    // its choice on mousedown and removes the option, so the browser clicks the common ancestor of
+    // the press and of what lay under the release, a panel or a field the person never aimed at.
+    let pressedControl = null;
+    window.addEventListener('pointerdown', (e) => {
+      const control = e.isTrusted && e.button === 0 && e.target.closest && e.target.closest(clickable);
+      pressedControl = control ? {el: control, target: describe(control)} : null;
+    }, {capture: true, signal});
+    const logPressed = (press) => {
+      flushScroll();
+      userScroll = false;
+      window.__webfreezeLog({action: 'click', target: press.target, value: null, url: location.href, time: Date.now()});
+    };
+    // (with the whole list removed there is no common ancestor, and the browser makes no click)
+    window.addEventListener('pointerup', (e) => {
+      const press = pressedControl;
+      if (press === null || !e.isTrusted || press.el.isConnected) return;
+      setTimeout(() => { if (pressedControl === press) { pressedControl = null; logPressed(press); } }, 0);
+    }, {capture: true, signal});
     const logDrag = (d) => {
       if (String(window.getSelection ? window.getSelection() : '')) return;
       send('drag', d.el, {from: d.from, to: d.to});
@@ -146,8 +165,16 @@ LISTENER_JS = r"""
       if (forwardedTo !== null && e.target === forwardedTo) { forwardedTo = null; return; }
       forwardedTo = null;
       if (!e.isTrusted) return;
+      const press = pressedControl;
+      pressedControl = null;
+      if (press !== null && !press.el.contains(e.target) && (!press.el.isConnected || e.target.contains(press.el))) {
+        logPressed(press);
+        return;
+      }
       const el = e.target.closest(actionable) || e.target;
-      if (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) && !['submit', 'button', 'checkbox', 'radio'].includes(el.type)) return;
+      // (a combobox's click is a step: it opens the list the next click chooses from)
+      if (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) && !['submit', 'button', 'checkbox', 'radio'].includes(el.type) &&
+          !(el.tagName === 'INPUT' && el.getAttribute('role') === 'combobox')) return;
       // Enter in a field clicks the form's default button for it (implicit submission): no pointer
       // (detail 0) and the focus still in the field. The Enter is logged, this click is not.
       const focus = document.activeElement;

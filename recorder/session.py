@@ -420,12 +420,14 @@ def _drain(context, inflight, quiet_ms: float) -> None:
 def record_session(archive_path, start: str, trajectory_path, *, headed: bool = False,
                    script: str | None = None, driver=None,
                    resolve: dict[str, tuple[str, int]] | None = None, quiet_ms: int = 300,
-                   instruction: str | None = None, credentials: tuple[str, str] | None = None) -> dict:
+                   instruction: str | None = None, credentials: tuple[str, str] | None = None,
+                   warn=None) -> dict:
     """Open ``start`` in Chromium through the recording proxy; a ``script`` (a Python file defining
     ``run(page)``) or a ``driver`` callable drives it, else a person does until the window is
     closed. ``instruction`` (the task the session performs) is kept in the trajectory.
-    ``credentials``: (user, password) for the site's HTTP authentication (as a crawl's). Returns the
-    trajectory."""
+    ``credentials``: (user, password) for the site's HTTP authentication (as a crawl's). ``warn``
+    (a callable taking a line) hears of the answers still coming when the session ended (a stream
+    the page kept open: Gradio's heartbeat), which are not recorded. Returns the trajectory."""
     from playwright.sync_api import sync_playwright
 
     from webfreeze.simulator.browser import Inflight, launch_chromium, require_display
@@ -479,6 +481,11 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
                 browser.close()
         finally:
             proxy.stop()
+        if proxy.recorder.unfinished and warn is not None:
+            n = len(proxy.recorder.unfinished)
+            warn(f"{n} answer{'s were' if n > 1 else ' was'} still coming when the session ended, and "
+                 f"{'are' if n > 1 else 'is'} not in the archive (a stream the page kept open; a replay misses "
+                 f"it): {', '.join(proxy.recorder.unfinished[:5])}{' ...' if n > 5 else ''}")
         trajectory = {
             "version": TRAJECTORY_VERSION,
             "kind": "reference_trajectory",

@@ -73,3 +73,45 @@ def test_a_fetch_of_a_never_ending_stream_ends_at_its_deadline(tmp_path, monkeyp
         arc.close()
     assert len(outcome) == 1 and isinstance(outcome[0], TimeoutError), outcome
     assert "still streaming" in str(outcome[0]), outcome
+
+
+PAGE = b"""<!doctype html><html><head><title>App</title></head><body><h1>App</h1><p id=out>Ready</p><script>
+fetch('/gradio_api/heartbeat/ab12', {headers: {Accept: 'text/event-stream'}})
+  .then((r) => r.body.getReader().read()).then(() => { out.textContent = 'Listening'; });
+</script></body></html>"""
+
+
+class App(Heartbeat):
+    def do_GET(self):
+        if self.path != "/":
+            return super().do_GET()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(PAGE)))
+        self.end_headers()
+        self.wfile.write(PAGE)
+
+
+def test_a_session_says_which_answers_were_still_coming_when_it_ended(tmp_path, monkeypatch, cli):
+    from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+
+    try:
+        chromium_path()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), App)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    site = f"http://127.0.0.1:{server.server_port}/"
+    (tmp_path / "s.py").write_text("def run(page):\n    page.get_by_text('Listening').wait_for()\n")
+    try:
+        r = cli("record", "session", site, "--archive", tmp_path / "a.wfz", "--trajectory", tmp_path / "t.json",
+                "--script", tmp_path / "s.py", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert r.returncode == 0, r.stderr
+    warning = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and "still coming when the session ended" in warning[0], r.stderr
+    assert f"GET {site}gradio_api/heartbeat/ab12" in warning[0], warning

@@ -253,7 +253,7 @@ def record_session(url, archive_path, trajectory, headed, script, resolve, instr
         raise click.BadParameter("the instruction must not be empty", param_hint="--instruction")
     result = run_session(archive_path, url, trajectory, headed=headed, script=script,
                          resolve=usage_checked(parse_resolve, resolve), instruction=instruction,
-                         credentials=http_credentials)
+                         credentials=http_credentials, warn=lambda line: click.echo(f"warning: {line}", err=True))
     click.echo(f"{len(result['steps'])} steps written to {trajectory}; exchanges recorded into {archive_path} "
                f"(session {result['archive_session']})")
     if redact:

@@ -129,11 +129,17 @@ LISTENER_JS = r"""
       userScroll = false;
       window.__webfreezeLog({action: 'click', target: press.target, value: null, url: location.href, time: Date.now()});
     };
-    // (with the whole list removed there is no common ancestor, and the browser makes no click)
+    // The press is forgotten once its gesture is over (the click, if the browser makes one, comes in
+    // the release's task): never taken for a later click (Enter on a focused button). With the whole
+    // list removed there is no common ancestor, and the browser makes no click: logged here.
     window.addEventListener('pointerup', (e) => {
       const press = pressedControl;
-      if (press === null || !e.isTrusted || press.el.isConnected) return;
-      setTimeout(() => { if (pressedControl === press) { pressedControl = null; logPressed(press); } }, 0);
+      if (press === null || !e.isTrusted) return;
+      setTimeout(() => {
+        if (pressedControl !== press) return;
+        pressedControl = null;
+        if (!press.el.isConnected) logPressed(press);
+      }, 0);
     }, {capture: true, signal});
     const logDrag = (d) => {
       if (String(window.getSelection ? window.getSelection() : '')) return;

@@ -103,6 +103,10 @@ def recording_into(path: str | os.PathLike) -> Iterator[Archive]:
     arc.close()
 
 
+# How a live fetch that gave up on a stream that never ends starts its reason (a crawl's missing list).
+STREAM_MISSING = "still streaming after"
+
+
 class RecordingProxy:
     """A mitmproxy instance recording into ``archive``; run it in the foreground or a thread."""
 
@@ -204,7 +208,7 @@ class RecordingProxy:
             end = time.monotonic() + deadline
             while resp.read1(1 << 16):
                 if time.monotonic() > end:
-                    raise TimeoutError(f"still streaming after {deadline:g} s: an answer that never ends "
+                    raise TimeoutError(f"{STREAM_MISSING} {deadline:g} s: an answer that never ends "
                                        "is never recorded")
             return resp.status, resp.reason
         finally:

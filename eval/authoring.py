@@ -131,7 +131,8 @@ def capture_misses(trajectory: dict, *, reached: bool = True) -> list[dict]:
 # What a miss's ``captured`` (set where the archive was looked at) says of the request.
 CAPTURED_OTHERWISE = {
     "body": "was captured only with another request body (fields that may differ: replay_rules' ignorable_params)",
-    "query": "was captured only with other query parameters",
+    "query": "was captured only with other query parameters (parameters that may differ: replay_rules' "
+             "ignorable_params)",
 }
 
 

@@ -64,6 +64,9 @@ class ArchiveRecorder:
         self.last_failure: str | None = None
         # URL -> why, of the requests the site never answered (the client got the proxy's own 502)
         self.upstream_failures: dict[str, str] = {}
+        # "METHOD URL" of the answers still coming when their connection closed (a stream a page kept
+        # open until it was closed: Gradio's heartbeat): never complete, so not recorded
+        self.unfinished: list[str] = []
 
     @property
     def paused(self) -> bool:
@@ -113,7 +116,11 @@ class ArchiveRecorder:
     def error(self, flow: http.HTTPFlow) -> None:
         """An exchange that failed upstream (refused, reset, TLS failure) is kept too: the client
         got a 502 from the proxy, and a replay must answer the same way."""
-        if flow.response is not None or flow.request is None:
+        if flow.request is None:
+            return
+        if flow.response is not None:  # the answer had begun: it was cut, or never ended
+            if not self.paused:
+                self.unfinished.append(f"{flow.request.method} {client_url(flow)}")
             return
         self.upstream_failures[client_url(flow)] = str(flow.error) if flow.error else "upstream failure"
         if self.paused:

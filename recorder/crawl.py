@@ -364,6 +364,11 @@ def _cookie_header(context, url: str) -> str | None:
     return "; ".join(f"{c['name']}={c['value']}" for c in jar) or None
 
 
+# How long a live fetch of what a check missed may take, its whole answer: a stream that never ends
+# (server-sent events a page keeps open: Gradio's heartbeat) is given up then, and stays missing.
+LIVE_FETCH_DEADLINE_S = 60
+
+
 def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = None,
                 auth: tuple[str, str] | None = None, cookies=None) -> tuple[list[str], bool]:
     """Check ``url`` against the archive (:class:`.page_check.PageChecker`), fetch live through the
@@ -380,6 +385,7 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     missing: list = []
     error = None
     before = first = None
+    streaming: dict[str, str] = {}  # URL -> why its live fetch gave up (a stream that never ends)
     for attempt in range(CHECK_TRIES):
         missing, error = checker.check(url, when or now())
         # a form is never sent twice; a WebSocket (ws://) is not fetched: no replay would serve it
@@ -397,10 +403,13 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
             if jar:
                 headers = [h for h in headers if h[0].lower() != "cookie"] + [("Cookie", jar)]
             try:
-                proxy.fetch(m.method, m.url, headers, m.body or None, timeout=30)
+                proxy.fetch(m.method, m.url, headers, m.body or None, timeout=30, deadline=LIVE_FETCH_DEADLINE_S)
+            except TimeoutError as exc:
+                streaming[m.url] = str(exc)
             except (OSError, http.client.HTTPException):
                 pass  # still missing at the next check, and said so then
-    out = [m.describe() for m in missing]
+    out = [f"{m.url} ({streaming[m.url]})" if m.why == "miss" and m.url in streaming else m.describe()
+           for m in missing]
     if error:  # the replayed page itself would not load: not a page that replays whole
         out.append(f"{url} (replay failed: {error})")
     repaired = bool(first - {(m.method, m.url) for m in missing})

@@ -103,6 +103,10 @@ def recording_into(path: str | os.PathLike) -> Iterator[Archive]:
     arc.close()
 
 
+# How a live fetch that gave up on a stream that never ends starts its reason (a crawl's missing list).
+STREAM_MISSING = "still streaming after"
+
+
 class RecordingProxy:
     """A mitmproxy instance recording into ``archive``; run it in the foreground or a thread."""
 
@@ -171,13 +175,16 @@ class RecordingProxy:
         return f"; --resolve names {', '.join(sorted(table))}, not {host}{f':{parts.port}' if parts.port else ''}"
 
     def fetch(self, method: str, url: str, headers=(), body: bytes | None = None, *,
-              timeout: float = 15) -> tuple[int, str]:
+              timeout: float = 15, deadline: float = 120) -> tuple[int, str]:
         """Send one request through this proxy, as a browser would (HTTPS in a CONNECT tunnel,
         trusting the proxy's CA), and return (status, reason); recorded like any other exchange
         once the session has begun. A crawl fetches what its replayed page missed this way, so the
         answer lands in the archive exactly as the browser's would. Network errors raise OSError
-        or :class:`http.client.HTTPException`."""
+        or :class:`http.client.HTTPException`. ``timeout`` bounds each read, ``deadline`` (seconds)
+        the whole answer: a stream that never ends (server-sent events a page keeps open, Gradio's
+        heartbeat) raises :class:`TimeoutError` then, and is not recorded."""
         import ssl
+        import time
 
         parts = urlsplit(url)
         path = urlunsplit(("", "", parts.path or "/", parts.query, ""))
@@ -198,7 +205,11 @@ class RecordingProxy:
                 conn.putheader("Content-Length", str(len(body)))
             conn.endheaders(body or None)
             resp = conn.getresponse()
-            resp.read()
+            end = time.monotonic() + deadline
+            while resp.read1(1 << 16):
+                if time.monotonic() > end:
+                    raise TimeoutError(f"{STREAM_MISSING} {deadline:g} s: an answer that never ends "
+                                       "is never recorded")
             return resp.status, resp.reason
         finally:
             conn.close()

@@ -127,6 +127,31 @@ LISTENER_JS = r"""
       '[role=radio], [role=tab], [role=menuitem], [role=option], [role=switch], [role=treeitem]';
     let pressed = null;
     let pendingDrag = null;
+    // The control a press landed on, described at once: a script-drawn dropdown (Gradio's) takes
+    // its choice on mousedown and removes the option, so the browser clicks the common ancestor of
+    // the press and of what lay under the release, a panel or a field the person never aimed at.
+    let pressedControl = null;
+    window.addEventListener('pointerdown', (e) => {
+      const control = e.isTrusted && e.button === 0 && e.target.closest && e.target.closest(clickable);
+      pressedControl = control ? {el: control, target: describe(control)} : null;
+    }, {capture: true, signal});
+    const logPressed = (press) => {
+      flushScroll();
+      userScroll = false;
+      window.__webfreezeLog({action: 'click', target: press.target, value: null, url: location.href, time: Date.now()});
+    };
+    // The press is forgotten once its gesture is over (the click, if the browser makes one, comes in
+    // the release's task): never taken for a later click (Enter on a focused button). With the whole
+    // list removed there is no common ancestor, and the browser makes no click: logged here.
+    window.addEventListener('pointerup', (e) => {
+      const press = pressedControl;
+      if (press === null || !e.isTrusted) return;
+      setTimeout(() => {
+        if (pressedControl !== press) return;
+        pressedControl = null;
+        if (!press.el.isConnected) logPressed(press);
+      }, 0);
+    }, {capture: true, signal});
     const logDrag = (d) => {
       if (String(window.getSelection ? window.getSelection() : '')) return;
       send('drag', d.el, {from: d.from, to: d.to});
@@ -157,8 +182,16 @@ LISTENER_JS = r"""
       if (forwardedTo !== null && e.target === forwardedTo) { forwardedTo = null; return; }
       forwardedTo = null;
       if (!e.isTrusted) return;
+      const press = pressedControl;
+      pressedControl = null;
+      if (press !== null && !press.el.contains(e.target) && (!press.el.isConnected || e.target.contains(press.el))) {
+        logPressed(press);
+        return;
+      }
       const el = e.target.closest(actionable) || e.target;
-      if (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) && !['submit', 'button', 'checkbox', 'radio'].includes(el.type)) return;
+      // (a combobox's click is a step: it opens the list the next click chooses from)
+      if (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) && !['submit', 'button', 'checkbox', 'radio'].includes(el.type) &&
+          !(el.tagName === 'INPUT' && el.getAttribute('role') === 'combobox')) return;
       // Enter in a field clicks the form's default button for it (implicit submission): no pointer
       // (detail 0) and the focus still in the field. The Enter is logged, this click is not.
       const focus = document.activeElement;
@@ -404,12 +437,14 @@ def _drain(context, inflight, quiet_ms: float) -> None:
 def record_session(archive_path, start: str, trajectory_path, *, headed: bool = False,
                    script: str | None = None, driver=None,
                    resolve: dict[str, tuple[str, int]] | None = None, quiet_ms: int = 300,
-                   instruction: str | None = None, credentials: tuple[str, str] | None = None) -> dict:
+                   instruction: str | None = None, credentials: tuple[str, str] | None = None,
+                   warn=None) -> dict:
     """Open ``start`` in Chromium through the recording proxy; a ``script`` (a Python file defining
     ``run(page)``) or a ``driver`` callable drives it, else a person does until the window is
     closed. ``instruction`` (the task the session performs) is kept in the trajectory.
-    ``credentials``: (user, password) for the site's HTTP authentication (as a crawl's). Returns the
-    trajectory."""
+    ``credentials``: (user, password) for the site's HTTP authentication (as a crawl's). ``warn``
+    (a callable taking a line) hears of the answers still coming when the session ended (a stream
+    the page kept open: Gradio's heartbeat), which are not recorded. Returns the trajectory."""
     from playwright.sync_api import sync_playwright
 
     from webfreeze.simulator.browser import Inflight, launch_chromium, require_display
@@ -463,6 +498,11 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
                 browser.close()
         finally:
             proxy.stop()
+        if proxy.recorder.unfinished and warn is not None:
+            n = len(proxy.recorder.unfinished)
+            warn(f"{n} answer{'s were' if n > 1 else ' was'} still coming when the session ended, and "
+                 f"{'are' if n > 1 else 'is'} not in the archive (a stream the page kept open; a replay misses "
+                 f"it): {', '.join(proxy.recorder.unfinished[:5])}{' ...' if n > 5 else ''}")
         trajectory = {
             "version": TRAJECTORY_VERSION,
             "kind": "reference_trajectory",

@@ -257,8 +257,11 @@ def json_similarity(a, b) -> float:
     return value_similarity(str(a) if not isinstance(a, str) else a, str(b) if not isinstance(b, str) else b)
 
 
-def fields_similarity(qa: list[tuple[str, str]], qb: list[tuple[str, str]], underscore_weight: float) -> float:
-    """Weighted similarity of two parameter lists (repeated names compared in order)."""
+def fields_similarity(qa: list[tuple[str, str]], qb: list[tuple[str, str]], underscore_weight: float,
+                      ignorable: tuple[str, ...] = ()) -> float:
+    """Weighted similarity of two parameter lists (repeated names compared in order). A name in
+    ``ignorable`` (``Rules.ignorable_params``: its values may differ) counts as equal where both
+    lists have it: a random session id or a form's nonce says nothing of which capture is meant."""
     da: dict[str, list[str]] = {}
     db: dict[str, list[str]] = {}
     for k, v in qa:
@@ -274,7 +277,8 @@ def fields_similarity(qa: list[tuple[str, str]], qb: list[tuple[str, str]], unde
         va, vb = da.get(name, []), db.get(name, [])
         n = max(len(va), len(vb))
         total += w * n
-        score += w * sum(value_similarity(x, y) for x, y in zip(va, vb))
+        score += w * (min(len(va), len(vb)) if name in ignorable
+                      else sum(value_similarity(x, y) for x, y in zip(va, vb)))
     return score / total if total else 1.0
 
 
@@ -388,10 +392,10 @@ class Matcher:
                 if cq is None:
                     cq = [(k, v) for k, v in split_url(cap.url)[3] if rules.keep_param(k, v)]
                     self._query[cap.id] = cq
-                s = fields_similarity(q, cq, rules.underscore_weight)
+                s = fields_similarity(q, cq, rules.underscore_weight, rules.ignorable_params)
                 cbf = body_fields(cap.body_key) if body_key != cap.body_key else bf
                 if body_key != cap.body_key:
-                    s = (s + (fields_similarity(bf, cbf, rules.underscore_weight)
+                    s = (s + (fields_similarity(bf, cbf, rules.underscore_weight, rules.ignorable_params)
                               if bf is not None and cbf is not None else 0.0)) / 2
                 if strict and not cap.static and (
                         self._meaningful(cq) != mq

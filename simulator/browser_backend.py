@@ -301,13 +301,15 @@ class BrowserBackend:
         def refused(request) -> bool:
             """A request that failed after its answer came because the browser refused that answer,
             as it refuses the site's own (a module script answered 404; a cross-origin body its
-            policy blocks): counted with the answer. Any other failure after an answer (a body
-            that does not decode, or ends short) is the replay's, and a miss."""
+            policy blocks), or because the page cancelled it while its body came (``ERR_ABORTED``:
+            Gradio aborts a prediction's event stream once its message has come): counted with the
+            answer. Any other failure after an answer (a body that does not decode, or ends short)
+            is the replay's, and a miss."""
             status = answered.get(request)
             if status is None:
                 return False
             why = str(request.failure or "")
-            return status >= 400 or "ERR_BLOCKED_BY" in why
+            return status >= 400 or "ERR_BLOCKED_BY" in why or "ERR_ABORTED" in why
 
         def on_failed(request) -> None:
             if request.url.startswith(("http:", "https:")) and not refused(request):

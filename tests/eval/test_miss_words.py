@@ -97,3 +97,15 @@ def test_a_get_whose_url_is_captured_is_not_said_to_differ_in_its_body(tmp_path)
                                       captured_at="2024-03-01T12:00:00Z", resp_headers=[("Content-Type", "text/plain")]))
     notes = note_captured(tmp_path / "a.wfz", [{"step": 1, "kind": "xhr", "method": m, "url": url} for m in ("GET", "PUT")])
     assert [n.get("captured") for n in notes] == [None, "body"], notes
+
+
+def test_a_request_captured_with_other_query_parameters_points_at_the_rule():
+    # Gradio's GET /gradio_api/queue/data?session_hash=<random>: the replayed page draws another
+    # hash; the line says where the parameters that may differ are listed, as it does for a body
+    from webfreeze.eval.authoring import describe_miss
+
+    miss = {"step": 5, "kind": "xhr", "method": "GET", "captured": "query",
+            "url": "http://gradio.test/gradio_api/queue/data?session_hash=gkjublrq9ll"}
+    assert describe_miss(miss) == ("reference step 5: GET http://gradio.test/gradio_api/queue/data?session_hash="
+                                   "gkjublrq9ll (xhr) was captured only with other query parameters (parameters "
+                                   "that may differ: replay_rules' ignorable_params)")

@@ -73,3 +73,41 @@ def test_an_answer_that_fails_for_the_replays_own_fault_is_a_miss(tmp_path):
     data = [(a["level"], a["status"]) for a in traj["replay"]["start"]["answers"] if a["url"].endswith("/data.json")]
     assert ("miss", 0) in data, data
     assert traj["replay"]["misses"] >= 1 and traj["replay"]["compromised"] is True, traj["replay"]
+
+
+def test_a_stream_the_page_stops_reading_is_answered_not_missed(tmp_path):
+    # Gradio reads a prediction's server-sent events with fetch's body reader and aborts the fetch
+    # once its message has come: Chromium then reports the request failed (net::ERR_ABORTED) after
+    # the replay's 200. The replay answered it; the page cancelled it. Counted as a miss it made
+    # the task an "incomplete capture", on some runs and not others (whether the abort came before
+    # the body's end reached the browser). Here events keep coming after the one the page wants,
+    # as a server's heartbeats do, so the page always cancels before the end.
+    page = (b"<!doctype html><html><head><title>Queue</title></head><body><h1>Queue</h1><p id=out></p><script>"
+            b"const ctrl = new AbortController();"
+            b"fetch('/queue/data?session_hash=ab12', {signal: ctrl.signal, headers: {Accept: 'text/event-stream'}})"
+            b".then(async (r) => { const reader = r.body.getReader(); const dec = new TextDecoder(); let text = '';"
+            b"  for (;;) { const {value, done} = await reader.read(); if (done) break;"
+            b"    text += dec.decode(value, {stream: true});"
+            b"    const m = text.match(/data: (\\{.*process_completed.*\\})\\n\\n/);"
+            b"    if (m) { out.textContent = JSON.parse(m[1]).output; ctrl.abort(); break; } }"
+            b"}).catch(() => {});"
+            b"</script></body></html>")
+    events = b'data: {"msg":"process_completed","output":"Mars orbits at 1.52 AU."}\n\n' + b": heartbeat\n\n" * 400_000
+    with new_archive_atomically(tmp_path / "a.wfz") as arc:
+        sid = arc.new_session("test", source="test_provenance_refused")
+        arc.add_exchange(Exchange(session_id=sid, url=HOST + "/", status=200, payload=page, captured_at=T0,
+                                  resp_headers=[("Content-Type", "text/html; charset=utf-8")]))
+        arc.add_exchange(Exchange(session_id=sid, url=HOST + "/queue/data?session_hash=ab12", status=200,
+                                  captured_at=T0, payload=events,
+                                  resp_headers=[("Content-Type", "text/event-stream; charset=utf-8")]))
+    env = WebEnv(EnvConfig(tmp_path / "a.wfz", backend="browser"))
+    try:
+        obs, _ = env.reset(options={"task": {"id": "t", "start_url": HOST + "/", "instruction": "read"}})
+        env.step("send_msg_to_user('1.52 AU')")
+        traj = env.trajectory()
+    finally:
+        env.close()
+    assert "Mars orbits at 1.52 AU." in obs["axtree_text"], obs["axtree_text"]
+    data = [(a["level"], a["status"]) for a in traj["replay"]["start"]["answers"] if "/queue/data" in a["url"]]
+    assert data == [("exact", 200)], data
+    assert traj["replay"]["misses"] == 0 and traj["replay"]["compromised"] is False, traj["replay"]

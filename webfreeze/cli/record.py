@@ -115,6 +115,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
     """
     from webfreeze.recorder.crawl import check_url, crawl, exclude_matcher, load_failures, scope_matcher
     from webfreeze.recorder.crawl import recheck as run_recheck
+    from webfreeze.recorder.proxy import STREAM_MISSING
     from webfreeze.simulator.replay_route import WEBSOCKET_MISSING
 
     usage_checked(check_url, url)
@@ -177,10 +178,16 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
     for page_url, missing in result.incomplete:
         click.echo(f"  incomplete: {page_url} (missing: {', '.join(missing)})")
     sockets_only = [u for u, missing in result.incomplete if all(WEBSOCKET_MISSING in m for m in missing)]
+    streams_only = [u for u, missing in result.incomplete
+                    if all(WEBSOCKET_MISSING in m or STREAM_MISSING in m for m in missing)]
     if result.incomplete and len(sockets_only) == len(result.incomplete):
         # nothing a live fetch could repair: the replay serves no WebSocket conversation
         click.echo(f"{len(sockets_only)} pages open a WebSocket, which no replay serves (--recheck cannot "
                    "repair that; docs/replay-and-environment.md, \"WebSockets\")", err=True)
+    elif result.incomplete and len(streams_only) == len(result.incomplete):
+        # nor a stream that never ends: it is never complete, so never recorded
+        click.echo(f"{len(streams_only)} pages keep a stream that never ends open (or a WebSocket), which is "
+                   "never recorded (--recheck cannot repair that; docs/recording.md)", err=True)
     elif result.incomplete and login_script:  # (--recheck cannot sign in)
         click.echo(f"{len(result.incomplete)} pages replay with requests missing; --recheck cannot sign in: "
                    "record them again with --login-script (into a new archive)", err=True)
@@ -254,7 +261,7 @@ def record_session(url, archive_path, trajectory, headed, script, resolve, instr
         raise click.BadParameter("the instruction must not be empty", param_hint="--instruction")
     result = run_session(archive_path, url, trajectory, headed=headed, script=script,
                          resolve=usage_checked(parse_resolve, resolve), instruction=instruction,
-                         credentials=http_credentials)
+                         credentials=http_credentials, warn=lambda line: click.echo(f"warning: {line}", err=True))
     click.echo(f"{len(result['steps'])} steps written to {trajectory}; exchanges recorded into {archive_path} "
                f"(session {result['archive_session']})")
     if redact:

@@ -373,12 +373,21 @@ class Replay:
                                         round(score, 4) if score else None))
             return self._miss(method, url, headers, bkey, score)
         target = when if when is not None else self.when
-        caps = answerable(caps, headers)
+        full = answerable(caps, headers)
+        # A recorded 304 passed over for a full answer (no validator asked) stands for a page the
+        # recording browser loaded from its cache at the 304's time: when it is the capture nearest
+        # the session's time, the page's runtime clock starts then, not when the body was fetched
+        # (a hash-routed application's shell, revalidated by every page of a crawl).
+        loaded = None
+        if len(full) < len(caps) and target is not None:
+            near = closest(caps, target)
+            loaded = near.captured_at if near.status == 304 else None
+        caps = full
         if self.preferred_session is not None:  # a live run's archive: the task's own episode first
             caps = [c for c in caps if c.session_id == self.preferred_session] or caps
         cap = self.sequencer.pick(key, caps, target) if ordered else closest(caps, target)
         cap_id, cap_url = cap.id, cap.url
-        built = self._build(cap_id, inject)
+        built = self._build(cap_id, inject, loaded)
         if skip_self_redirects and 300 <= built.status < 400 and _redirects_to_itself(built, cap_url):
             other = self._other_than_self_redirect(method, url, bkey, target, inject)
             if other is not None:
@@ -515,8 +524,10 @@ class Replay:
                 return (r.id, r.url), built
         return None
 
-    def _build(self, exchange_id: int, inject: bool) -> Built:
-        key = (exchange_id, inject)
+    def _build(self, exchange_id: int, inject: bool, loaded_at: str | None = None) -> Built:
+        """The answer of capture ``exchange_id``; an HTML page's runtime clock starts at its capture
+        time, or at ``loaded_at`` (when the recording browser loaded it: a revalidation's time)."""
+        key = (exchange_id, inject, loaded_at)
         built = self.cache.get(key)
         if built is not None:
             return built
@@ -535,7 +546,8 @@ class Replay:
                 html = None
             if html is not None:
                 seed = page_seed(self.seed, ex.url)
-                body = inject_script(html, runtime_script(self._clock(ex.captured_at), seed, timers=self.timers))
+                body = inject_script(html, runtime_script(self._clock(loaded_at or ex.captured_at), seed,
+                                                          timers=self.timers))
                 drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only",
                         "etag", "content-md5", "digest")
                 out_headers = [(k, v) for k, v in out_headers if k.lower() not in drop]

@@ -84,8 +84,16 @@ MARK_JS = r"""
   const inert = document.implementation.createHTMLDocument('');
   const copy = inert.importNode(root, true);
   const byBid = new Map();
-  copy.querySelectorAll('[' + BID + ']').forEach((el) => byBid.set(el.getAttribute(BID), el));
-  if (root.hasAttribute(BID)) byBid.set(root.getAttribute(BID), copy);
+  // The bid goes after the page's own attributes: one a script set after an earlier observation
+  // stamped the element (ag-grid styles its cells a frame late) would otherwise come after it, and
+  // the same page would serialise in two ways, as a race between the page and the observation went.
+  const stampLast = (c) => {
+    const v = c.getAttribute(BID);
+    if (c.attributes[c.attributes.length - 1].name !== BID) { c.removeAttribute(BID); c.setAttribute(BID, v); }
+    byBid.set(v, c);
+  };
+  copy.querySelectorAll('[' + BID + ']').forEach(stampLast);
+  if (copy.hasAttribute(BID)) stampLast(copy);
   for (const el of hidden) {
     const c = byBid.get(el.getAttribute(BID));
     if (c && !(el.parentElement && hidden.has(el.parentElement))) c.setAttribute(HIDDEN, '');

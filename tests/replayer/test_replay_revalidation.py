@@ -59,3 +59,45 @@ def test_a_login_posted_with_another_pages_token_replays_for_agents(tmp_path):
         status, _, _ = replay.fetch("POST", SITE + "/login/", form,
                                     b"csrfmiddlewaretoken=crawltoken&username=bob&password=pw")
         assert status == 404
+
+
+def _spa_archive(path):
+    """A hash-routed application as a crawl records it (MLflow's UI): the shell document loaded once
+    (200), then revalidated by each later page's load (304), the pages told apart only by their
+    fragments, each page's script printing "created N seconds ago" from the clock."""
+    shell = b"<!DOCTYPE html><html><head><title>MLflow</title></head><body><div id=root></div></body></html>"
+    with new_archive_atomically(path) as arc:
+        sid = arc.new_session("test", source="test_replay_revalidation")
+        arc.add_exchange(Exchange(url=SITE + "/", captured_at="2026-12-03T20:08:14Z", session_id=sid, status=200,
+                                  reason="OK", payload=shell,
+                                  resp_headers=[("Content-Type", "text/html"), ("ETag", '"v1"')]))
+        for at in ("2026-12-03T20:08:41Z", "2026-12-03T20:09:15Z"):
+            arc.add_exchange(Exchange(url=SITE + "/", captured_at=at, session_id=sid, status=304,
+                                      reason="Not Modified", req_headers=[("If-None-Match", '"v1"')],
+                                      resp_headers=[("ETag", '"v1"')], payload=b""))
+    return path
+
+
+def _clock_ms(body: bytes) -> int:
+    import re
+    return int(re.search(rb'\(\{"t":(\d+),"s":', body).group(1))
+
+
+def test_a_document_answered_for_a_revalidation_keeps_the_revalidations_clock(tmp_path):
+    """The page a crawl loaded at 20:08:41 got a 304 and showed the body of 20:08:14 from the
+    browser's cache; its scripts read 20:08:41 from the clock. A replay of that page answers the
+    200 (the request has no validator) and starts the page's clock when the page was loaded, not
+    when the body was first fetched: "56 seconds ago" stays 56, not 28."""
+    from webfreeze.archives.timeutil import parse_time
+
+    ms = lambda at: int(parse_time(at).timestamp() * 1000)  # noqa: E731
+    with Replay(_spa_archive(tmp_path / "spa.wfz")) as replay:
+        for at in ("2026-12-03T20:08:14Z", "2026-12-03T20:08:41Z", "2026-12-03T20:09:15Z"):
+            replay.reset(0, when=at)
+            status, _, body = replay.fetch("GET", SITE + "/")
+            assert status == 200 and b'id=root' in body
+            assert _clock_ms(body) == ms(at), at
+        # a request with the validator is answered by the recorded 304, which has no page to run
+        replay.reset(0, when="2026-12-03T20:08:41Z")
+        status, _, body = replay.fetch("GET", SITE + "/", [("If-None-Match", '"v1"')])
+        assert status == 304 and body == b""

@@ -44,6 +44,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from urllib.parse import urldefrag
 
 import lxml.html
 
@@ -184,9 +185,11 @@ def _loaded_at(arc, page) -> str:
     """When the crawl loaded a page: the capture time of its document (the last exchange of the
     page's URL in its session up to the page record's time), else the record's own time. The page
     record is written after the page has settled, later than the requests its load made: those
-    are the captures chosen closest to this time, as the crawl's page saw them."""
+    are the captures chosen closest to this time, as the crawl's page saw them. A hash route's page
+    (``/#/experiments/1``) was loaded as its document (``/``): the fragment is not requested."""
+    url = urldefrag(page.url).url
     for session in (page.session_id, None):
-        found = [e.captured_at for e in arc.exchanges(url=page.url, method="GET", session=session,
+        found = [e.captured_at for e in arc.exchanges(url=url, method="GET", session=session,
                                                       until=page.captured_at)]
         if found:
             return max(found)

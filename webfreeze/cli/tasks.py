@@ -190,6 +190,11 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
             reason = end.get("detail") if end.get("reason") == "infeasible" else None
             entry = {"task_id": tid, "end": r.get("end_reason") or r["outcome"], "answer": r.get("answer"),
                      "detail": detail, "reason": reason, "passes_with": None}
+            # a start page this backend could not show (a single-page application's shell in the text
+            # backend): the reason the reference found nothing there, said with it
+            start = (traj.get("replay") or {}).get("start") if isinstance(traj.get("replay"), dict) else None
+            if isinstance(start, dict) and isinstance(start.get("note"), str) and start["note"]:
+                entry["start_note"] = start["note"]
             if misses:
                 entry.update(misses=misses, reached=_reachable(r), reason=describe_miss(misses[0])
                              + (f" (and {len(misses) - 1} more)" if len(misses) > 1 else ""))
@@ -219,6 +224,8 @@ def _why_expired(e: dict) -> str:
     else:
         answered = "no answer" if e["answer"] is None else f"answer {e['answer']!r}"
         why = f"ended by {e['end']}; {answered}"
+    if e.get("start_note"):
+        why += f"; the start page {e['start_note'].split(': the browser backend', 1)[0]}"
     if e.get("passes_with"):
         why += f"; passes with the {e['passes_with']} backend"
     return why

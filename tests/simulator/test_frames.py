@@ -1,0 +1,171 @@
+"""Frames: the environment shows the documents of a page's frames under their frame elements, with
+BrowserGym's bids (a frame element's bid, letters, is the prefix of the bids in its document), and
+its actions reach into them; the text backend shows the frames whose documents the replay has."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from webfreeze.archives import Exchange, new_archive_atomically
+from webfreeze.simulator.axtree import build_tree, frame_letter, frame_path
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+from webfreeze.simulator.env import EnvConfig, WebEnv
+
+SITE = "http://frames.test"
+OTHER = "http://embed.test"
+HOME = """<!DOCTYPE html><html><head><title>Home</title>
+<style>body { margin: 0; } iframe { display: block; width: 600px; height: 300px; border: 2px solid #000; }</style>
+</head><body>
+<h1>Frames</h1>
+<iframe id="same" src="/form.html" title="Same"></iframe>
+<p>between <a href="/b">to b</a></p>
+<iframe id="cross" src="http://embed.test/embed.html"></iframe>
+<iframe id="written"></iframe>
+<iframe id="sandboxed" sandbox="" srcdoc="<p>sandboxed text</p>"></iframe>
+<script>
+const d = document.getElementById('written').contentDocument;
+d.open(); d.write('<!DOCTYPE html><title>Editor</title><textarea id=ed>draft</textarea>'); d.close();
+</script>
+</body></html>"""
+FORM = """<!DOCTYPE html><html><head><title>Form</title></head><body>
+<form action="/sent" method="get"><label>Name <input name="name" id="name"></label>
+<button type="submit">Send</button></form>
+<iframe src="/inner.html" style="width: 300px; height: 100px"></iframe>
+</body></html>"""
+PAGES = {
+    SITE + "/": HOME,
+    SITE + "/form.html": FORM,
+    SITE + "/inner.html": "<!DOCTYPE html><title>Inner</title><p>deep <a href='/b'>inner link</a></p>",
+    SITE + "/sent?name=Ada": "<!DOCTYPE html><title>Sent</title><p>thanks Ada</p>",
+    SITE + "/b": "<!DOCTYPE html><title>B</title><h1>B</h1>",
+    OTHER + "/embed.html": ("<!DOCTYPE html><title>Embed</title><body>"
+                            "<button onclick=\"this.textContent='pressed'\">Press</button></body>"),
+}
+TASK = {"id": "frames", "start_url": SITE + "/", "instruction": "use the frames"}
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    path = tmp_path_factory.mktemp("frames") / "frames.wfz"
+    with new_archive_atomically(path) as arc:
+        sid = arc.new_session("test", source="test_frames")
+        for url, html in PAGES.items():
+            arc.add_exchange(Exchange(url=url, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
+                                      resp_headers=[("Content-Type", "text/html; charset=utf-8")],
+                                      payload=html.encode(), session_id=sid))
+    return path
+
+
+def _browser():
+    try:
+        chromium_path()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def _bid(obs_or_tree, role: str, name: str) -> str:
+    text = obs_or_tree if isinstance(obs_or_tree, str) else obs_or_tree["axtree_text"]
+    m = re.search(r"^\s*\[(\w+)\] " + re.escape(role) + " " + re.escape(repr(name)), text, re.M)
+    assert m, (role, name, text)
+    return m.group(1)
+
+
+def _episode(env, backend: str) -> tuple[list, str]:
+    """Reset, then act in the frames; every observation's text and elements, and the trajectory."""
+    seen = []
+    obs, _ = env.reset(options={"task": TASK})
+    seen.append((obs["axtree_text"], obs["elements"]))
+    steps = [f"fill('{_bid(obs, 'textbox', 'Name')}', 'Ada')", f"click('{_bid(obs, 'button', 'Send')}')"]
+    if backend == "browser":
+        steps += [f"click('{_bid(obs, 'button', 'Press')}')", f"fill('{_bid(obs, 'textbox', '')}', 'edited')"]
+    for step in steps:
+        obs, *_ = env.step(step)
+        assert obs["last_action_error"] == "", (step, obs["last_action_error"])
+        seen.append((obs["axtree_text"], obs["elements"]))
+    return seen, obs
+
+
+def test_frame_ids_are_browsergyms():
+    """Frame elements are lettered as BrowserGym's IFrameIdGenerator letters them, and a bid's frame
+    path is read as its get_elem_by_bid reads it."""
+    assert [frame_letter(n) for n in (0, 25, 26, 27, 51, 52, 26 + 26 * 26)] == ["a", "z", "aA", "aB", "aZ", "bA", "aAA"]
+    assert frame_path("12") == [] and frame_path("a") == ["a"] and frame_path("a12") == ["a"]
+    assert frame_path("aa3") == ["a", "aa"] and frame_path("bA7") == ["bA"] and frame_path("bAc2") == ["bA", "bAc"]
+
+
+def test_a_page_without_frames_keeps_its_numbers_and_frames_get_letters():
+    plain = build_tree("<h1>T</h1><p>x <a href='/y'>y</a></p>", "http://s.test/")
+    assert re.findall(r"\[(\w+)\]", plain.axtree_text) == ["3", "4", "5"]
+    framed = build_tree("<h1>T</h1><iframe src='/f'></iframe><p>x <a href='/y'>y</a></p>", "http://s.test/",
+                        frames={"a": {"html": "<title>F</title><a href='z'>in</a>", "url": "http://s.test/d/f"}})
+    assert re.findall(r"\[(\w+)\]", framed.axtree_text) == ["3", "a", "a3", "4", "5"]
+    assert framed["a3"]["href"] == "http://s.test/d/z"  # (a frame's links resolve against its document)
+    assert "RootWebArea 'F', url='http://s.test/d/f'" in framed.axtree_text
+
+
+def test_the_browser_shows_every_frame_and_acts_in_them(archive, tmp_path, monkeypatch):
+    _browser()
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    env = WebEnv(EnvConfig(archive, backend="browser"))
+    try:
+        seen, last = _episode(env, "browser")
+        again, _ = _episode(env, "browser")
+    finally:
+        env.close()
+    text, elements = seen[0]
+    # same-origin, nested, cross-origin and script-written frames, under their frame elements
+    assert "\t[a] Iframe 'Same'\n\t\tRootWebArea 'Form', url='http://frames.test/form.html'\n" in text
+    assert re.search(r"^\t\t\t\[aa\] Iframe ''\n\t\t\t\tRootWebArea 'Inner'", text, re.M)
+    assert _bid(text, "link", "inner link") == "aa4"
+    assert _bid(text, "button", "Press").startswith("b") and "url='http://embed.test/embed.html'" in text
+    assert _bid(text, "textbox", "").startswith("c") and "value='draft'" in text
+    assert "sandboxed text" not in text  # (its scripts blocked: left out, as BrowserGym does)
+    # the page's own elements keep their numbers; boxes in page coordinates
+    assert _bid(text, "link", "to b") == "5"
+    box = {e["bid"]: e for e in elements}
+    frame, field = box["a"], box[_bid(text, "textbox", "Name")]
+    assert field["visible"] and frame["bbox"][0] < field["bbox"][0] < frame["bbox"][0] + frame["bbox"][2]
+    assert frame["bbox"][1] < field["bbox"][1] < frame["bbox"][1] + frame["bbox"][3]
+    # the fill and the submission happened in the frame; the cross-origin button was pressed; the
+    # script-written editor was typed into
+    assert "thanks Ada" in seen[2][0] and "RootWebArea 'Sent'" in seen[2][0] and last["url"] == SITE + "/"
+    assert "button 'pressed'" in seen[3][0]
+    assert "value='edited'" in seen[4][0]
+    assert again == seen  # two episodes, the same observations
+
+
+def test_the_text_backend_shows_the_frames_the_replay_has(archive):
+    env = WebEnv(EnvConfig(archive, backend="text"))
+    try:
+        seen, last = _episode(env, "text")
+        again, _ = _episode(env, "text")
+    finally:
+        env.close()
+    text = seen[0][0]
+    assert "\t[a] Iframe 'Same'\n\t\tRootWebArea 'Form', url='http://frames.test/form.html'\n" in text
+    assert _bid(text, "link", "inner link") == "aa4" and _bid(text, "button", "Press") == "b3"
+    # what a script wrote is not there, and the frame says so
+    assert re.search(r"^\t\[c\] Iframe ''\n\t\tStaticText \"frame not shown: its document is written by the page's "
+                     r"scripts", text, re.M)
+    assert "sandboxed text" not in text
+    assert "thanks Ada" in seen[2][0] and last["url"] == SITE + "/"  # the form submitted in its frame
+    assert again == seen
+
+
+def test_both_backends_give_a_static_frame_the_same_bids(archive, tmp_path, monkeypatch):
+    _browser()
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    bids = {}
+    for backend in ("text", "browser"):
+        env = WebEnv(EnvConfig(archive, backend=backend))
+        try:
+            obs, _ = env.reset(options={"task": TASK})
+        finally:
+            env.close()
+        bids[backend] = re.findall(r"^(\t*)\[(\w+)\] (\w+ '[^']*')", obs["axtree_text"], re.M)
+    # all but what the script wrote into frame c, which only the browser runs
+    written = re.compile(r"c\d+")
+    assert [b for b in bids["browser"] if not written.fullmatch(b[1])] == bids["text"]
+    assert any(written.fullmatch(b[1]) for b in bids["browser"]) and ("\t", "b", "Iframe ''") in bids["text"]

@@ -169,3 +169,86 @@ def test_both_backends_give_a_static_frame_the_same_bids(archive, tmp_path, monk
     written = re.compile(r"c\d+")
     assert [b for b in bids["browser"] if not written.fullmatch(b[1])] == bids["text"]
     assert any(written.fullmatch(b[1]) for b in bids["browser"]) and ("\t", "b", "Iframe ''") in bids["text"]
+
+
+BGYM_SCRIPT = r"""
+import re
+from browsergym.core.action.highlevel import HighLevelActionSet
+
+actions = HighLevelActionSet(subsets=["bid"], multiaction=False)
+env = BrowserEnv(task_entrypoint=OpenEndedTask, task_kwargs={"start_url": cfg["url"], "goal": "look"},
+                 pre_observation_delay=0.0, viewport={"width": 1920, "height": 1080}, locale="en-US",
+                 timezone_id="UTC", pw_chromium_kwargs={"proxy": cfg["proxy"]}, action_mapping=actions.to_python_code,
+                 pw_context_kwargs={"ignore_https_errors": True, "service_workers": "block"})
+settle(env)
+out = []
+try:
+    obs, _ = env.reset(seed=0)
+    out.append({"tree": flatten_axtree_to_str(obs["axtree_object"]), "error": ""})
+    for case in cfg["cases"]:
+        tree = out[-1]["tree"]
+        def bid(m):
+            found = re.search(r"^\s*\[(\w+)\] " + re.escape(m.group(1)) + " " + re.escape(repr(m.group(2))), tree, re.M)
+            return found.group(1) if found else "9999"
+        obs, *_ = env.step(re.sub(r"\{(\w+):([^}]*)\}", bid, case))
+        out.append({"tree": flatten_axtree_to_str(obs["axtree_object"]), "error": obs["last_action_error"]})
+finally:
+    env.close()
+print(json.dumps(out))
+"""
+BGYM_CASES = ["fill('{textbox:Name}', 'Ada')", "click('{button:Send}')", "click('{button:Press}')"]
+
+
+def _numbers_out(tree: str) -> str:
+    """The tree with each element's number (each side numbers a document's elements its own way) out
+    of its bid, the frame letters kept: ``[a12]`` is ``[a#]``, ``[7]`` is ``[#]``, ``[aa]`` stays."""
+    return re.sub(r"\[([a-z][a-zA-Z]*)?\d+\]", r"[\1#]", tree)
+
+
+@pytest.mark.slow
+def test_browsergym_observation_of_frames_is_browsergyms(archive, tmp_path, monkeypatch):
+    """BrowserGym's own BrowserEnv and our observation="browsergym" on the page with frames, and after
+    actions in them: the same flattened accessibility tree (frame elements' bids and the prefixes of
+    the bids inside them alike), element numbers aside."""
+    _browser()
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("browsergym.core.env", reason="browsergym-core is not installed")
+    from browserenv_preamble import PREAMBLE
+    from browsergym.utils.obs import flatten_axtree_to_str
+
+    from webfreeze.replayer.server import ReplayServer
+    from webfreeze.simulator.browser import CHROMIUM_FLAGS
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    server = ReplayServer(archive, mode="proxy", inject=True, timers=False, seed=0).start()
+    try:
+        cfg = {"chromium": chromium_path(shell=True), "flags": CHROMIUM_FLAGS, "url": SITE + "/",
+               "cases": BGYM_CASES, "proxy": {"server": server.url, "bypass": "<-loopback>"}}
+        done = subprocess.run([sys.executable, "-c", PREAMBLE + BGYM_SCRIPT, json.dumps(cfg)], capture_output=True,
+                              text=True, timeout=600)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    env = WebEnv(EnvConfig(archive, backend="browser", observation="browsergym"))
+    ours = []
+    try:
+        obs, _ = env.reset(options={"task": TASK})
+        ours.append({"tree": flatten_axtree_to_str(obs["axtree_object"]), "error": ""})
+        # every element in a frame has its bid in the DOM snapshot and its extra properties
+        extra = obs["extra_element_properties"]
+        assert extra["aa4"]["bbox"] is not None and extra["aa4"]["visibility"] > 0 and extra["aa4"]["clickable"]
+        for case in BGYM_CASES:
+            tree = ours[-1]["tree"]
+            action = re.sub(r"\{(\w+):([^}]*)\}", lambda m: _bid(tree, m.group(1), m.group(2)), case)
+            obs, *_ = env.step(action)
+            ours.append({"tree": flatten_axtree_to_str(obs["axtree_object"]), "error": obs["last_action_error"]})
+    finally:
+        env.close()
+    assert "\t[a] Iframe 'Same'" in ours[0]["tree"] and "[aa#] link 'inner link'" in _numbers_out(ours[0]["tree"])
+    for mine, bgym in zip(ours, theirs, strict=True):
+        assert bool(mine["error"]) == bool(bgym["error"]), (mine["error"], bgym["error"])
+        assert _numbers_out(mine["tree"]) == _numbers_out(bgym["tree"])

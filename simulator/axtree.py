@@ -100,7 +100,8 @@ MARK_JS = r"""
     geometry[bid] = [round(r.x), round(r.y), round(r.width), round(r.height), visible ? 1 : 0];
     if (framed) {  // where its document's viewport sits: the content box
       const s = getComputedStyle(el);
-      const left = el.clientLeft + (parseFloat(s.paddingLeft) || 0), top = el.clientTop + (parseFloat(s.paddingTop) || 0);
+      const left = el.clientLeft + (parseFloat(s.paddingLeft) || 0);
+      const top = el.clientTop + (parseFloat(s.paddingTop) || 0);
       frames[bid] = [round(r.x + left), round(r.y + top), visible ? 1 : 0];
     }
   });
@@ -931,7 +932,7 @@ class _Builder:
         tag, a = _given(el, tag, a)
         props = []
         value = None
-        if self.focused is el:
+        if self.focused is el and not (tag in FRAME_TAGS and self.grafted and len(el)):  # (else its document's)
             props.append(("focused", True))
         if tag not in _PROP_TAGS and (not a or a.keys().isdisjoint(_PROP_ATTRS)):
             return value, props  # nothing below applies (the usual div, span, li, p, td, ...)
@@ -1099,7 +1100,7 @@ class _Builder:
             name = ""  # nothing that could name it
         else:
             name = self.name(el, role, tag, a)
-        focused = self.focused is el
+        focused = self.focused is el and not (tag in FRAME_TAGS and self.grafted and len(el))
         if tag not in _PROP_TAGS and (not a or a.keys().isdisjoint(_PROP_ATTRS)):
             node = _Node(role, name, self.bid_of.get(el), None, [("focused", True)] if focused else [])
         elif tag == "a" and "href" in a and (len(a) == 1 or a.keys() & _PROP_ATTRS == _HREF_ONLY):
@@ -1154,7 +1155,9 @@ class _Builder:
         head_title = sub.find("head/title")
         title = _collapse(_text_content(head_title)) if head_title is not None else ""
         url = sub.get(FRAME_ATTR)
-        root = _Node("RootWebArea", title, props=[("url", url)])
+        # (focus in the frame on no element of its own: its document has it, as in Chromium's tree)
+        focused = [("focused", True)] if self.focused is el else []
+        root = _Node("RootWebArea", title, props=[*focused, ("url", url)])
         node.children.append(root)
         body = sub.find("body")
         top = body if body is not None else sub
@@ -1342,6 +1345,12 @@ class Tree:
     def focused_bid(self) -> str:
         """The focused element's bid ("" when nothing has focus), as BrowserGym reports it."""
         el = self._b.focused
+        if el is not None and el.tag in FRAME_TAGS and self._b.grafted:
+            # focus in the frame on no element of its own: its body, as BrowserGym reads the focus
+            sub = next((c for c in el if isinstance(c.tag, str) and c.get(FRAME_ATTR) is not None), None)
+            body = sub.find("body") if sub is not None else None
+            if body is not None:
+                el = body
         return (self._b.bid_of.get(el) or "") if el is not None else ""
 
     @functools.cached_property

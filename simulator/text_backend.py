@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 MAX_REDIRECTS = 10
 SCRIPT = re.compile(rb"<script[\s>]", re.IGNORECASE)
+FRAME = re.compile(rb"<i?frame[\s>/]", re.IGNORECASE)
 MAX_FRAME_DEPTH = 8
 # What a frame shows when its document is not one the text backend can show.
 SCRIPTED_FRAME = "frame not shown: its document is written by the page's scripts, which the text backend does not run"
@@ -144,12 +145,13 @@ class TextBackend:
         unless the page has scripts: then they are what fills it, and the frame says so."""
         before = len(self.replay.answers)
         self.frames = {}
-        if b"frame" in self.html.lower():
-            self._frames_of(self.html, self.url or "about:blank", "", 0)
+        self._frames_of(self.html, self.url or "about:blank", "", 0)
         self._frame_answers.extend(self.replay.answers[before:])
         del self.replay.answers[before:]
 
     def _frames_of(self, html: bytes, url: str, prefix: str, depth: int) -> None:
+        if not FRAME.search(html):
+            return
         scripted = bool(SCRIPT.search(html))
         for f in frame_sources(html, url, prefix):
             bid = f["bid"]
@@ -181,6 +183,8 @@ class TextBackend:
         frames) replaced, the page kept (no history entry: the text backend keeps the top page's)."""
         self.frame_nav = {k: v for k, v in self.frame_nav.items() if frame not in frame_path(k)}
         self.frame_nav[frame] = (method, url, body, ctype)
+        # what was entered in the frame's old document is gone with it (its bids are the new one's)
+        self.state = {k: v for k, v in self.state.items() if frame not in frame_path(str(k))}
         self._load_frames()
         note = (self.frames.get(frame) or {}).get("note")
         return note

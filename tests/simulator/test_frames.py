@@ -42,6 +42,7 @@ PAGES = {
     SITE + "/inner.html": "<!DOCTYPE html><title>Inner</title><p>deep <a href='/b'>inner link</a></p>",
     SITE + "/sent?name=Ada&size=large&gift=on": "<!DOCTYPE html><title>Sent</title><p>thanks Ada</p>",
     SITE + "/b": "<!DOCTYPE html><title>B</title><h1>B</h1>",
+    SITE + "/gone": "<!DOCTYPE html><title>Gone</title><body><iframe src='/nothing.html'></iframe></body>",
     OTHER + "/embed.html": ("<!DOCTYPE html><title>Embed</title><body>"
                             "<button onclick=\"this.textContent='pressed'\">Press</button></body>"),
 }
@@ -280,3 +281,19 @@ def test_browsergym_observation_of_frames_is_browsergyms(archive, tmp_path, monk
         assert _numbers_out(mine["tree"]) == _numbers_out(bgym["tree"])
         # the focus in the same frame (a frame's body after its link was followed: numbers differ)
         assert frame_path(mine["focused"] or "1") == frame_path(bgym["focused"] or "1"), (mine, bgym)
+
+
+def test_the_text_backend_says_which_frame_the_replay_lacks(archive):
+    env = WebEnv(EnvConfig(archive, backend="text"))
+    try:
+        obs, _ = env.reset(options={"task": {**TASK, "start_url": SITE + "/gone"}})
+        trajectory = env.trajectory(stopped=True)
+    finally:
+        env.close()
+    assert obs["axtree_text"].endswith(
+        "\t[a] Iframe ''\n\t\tStaticText 'frame not shown: the archive has no GET http://frames.test/nothing.html'")
+    assert obs["last_action_error"] == ""  # (the page itself loaded)
+    # the frame's miss is in the episode's provenance, a document that is not the main one
+    answers = trajectory["replay"]["start"]["answers"]
+    assert [(a["url"], a["level"], a["main"]) for a in answers] == [
+        (SITE + "/gone", "exact", True), (SITE + "/nothing.html", "miss", False)]

@@ -1165,7 +1165,8 @@ class _Builder:
         base = sub.find("head/base[@href]")
         self.base_url = urljoin(url, base.get("href").strip()) if base is not None else url
         try:
-            self._children_into(top, _tag(top), False, root.children, _tag(top), "/html/" + _tag(top))
+            # (paths within the frame's document, as a recorder listening in the frame writes them)
+            self._children_into(top, _tag(top), False, root.children, css_path(top), "/html/" + _tag(top))
         finally:
             self.base_url = saved
 

@@ -36,12 +36,27 @@ FORM = """<!DOCTYPE html><html><head><title>Form</title></head><body>
 <button type="submit">Send</button></form>
 <iframe src="/inner.html" style="width: 300px; height: 100px"></iframe>
 </body></html>"""
+# TiddlyWiki's way (tests/recorder/test_session.py WRITTEN_FRAME_PAGE): the editor is a textarea in
+# an iframe the page's script writes with document.open()/write(). (With its own <html> and <head>:
+# without them the replay's runtime goes into the first "<html>" of the page, in the script's string.)
+EDITOR = """<!doctype html><html><head><title>editor</title></head><body><div id=box></div>
+<button id=done onclick="document.getElementById('out').textContent =
+  'saved: ' + frames[0].document.querySelector('textarea').value">Done</button><p id=out></p>
+<script>
+const frame = document.createElement('iframe');
+document.getElementById('box').appendChild(frame);
+const doc = frame.contentWindow.document;
+doc.open(); doc.write('<!DOCTYPE html><html><body></body></html>'); doc.close();
+const area = doc.createElement('textarea'); area.setAttribute('aria-label', 'Tiddler text');
+doc.body.appendChild(area);
+</script></body></html>"""
 PAGES = {
     SITE + "/": HOME,
     SITE + "/form.html": FORM,
     SITE + "/inner.html": "<!DOCTYPE html><title>Inner</title><p>deep <a href='/b'>inner link</a></p>",
     SITE + "/sent?name=Ada&size=large&gift=on": "<!DOCTYPE html><title>Sent</title><p>thanks Ada</p>",
     SITE + "/b": "<!DOCTYPE html><title>B</title><h1>B</h1>",
+    SITE + "/editor": EDITOR,
     SITE + "/gone": "<!DOCTYPE html><title>Gone</title><body><iframe src='/nothing.html'></iframe></body>",
     OTHER + "/embed.html": ("<!DOCTYPE html><title>Embed</title><body>"
                             "<button onclick=\"this.textContent='pressed'\">Press</button></body>"),
@@ -297,3 +312,39 @@ def test_the_text_backend_says_which_frame_the_replay_lacks(archive):
     answers = trajectory["replay"]["start"]["answers"]
     assert [(a["url"], a["level"], a["main"]) for a in answers] == [
         (SITE + "/gone", "exact", True), (SITE + "/nothing.html", "miss", False)]
+
+
+def test_a_session_recorded_in_a_frame_replays(archive, tmp_path, monkeypatch):
+    """The reference agent replays a person's session that typed into the editor a script wrote into
+    an iframe (what the recorder logs since it listens in such frames): the target is found in the
+    frame, the typing reaches it, and the answer's evidence is shown. Before frames were entered the
+    target was not in the observation and the task expired (report_infeasible)."""
+    _browser()
+    from webfreeze.agents.base import TaskView
+    from webfreeze.agents.reference import ReferenceAgent
+
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    area = {"role": "textbox", "name": "Tiddler text", "css": "body:nth-of-type(1) > textarea:nth-of-type(1)",
+            "tag": "textarea", "text": ""}
+    done = {"role": "button", "name": "Done", "css": "#done", "tag": "button", "text": "Done"}
+    steps = [{"action": "navigate", "target": None, "value": None, "url": SITE + "/editor", "cause": "goto"},
+             {"action": "type", "target": area, "value": "Purple", "keys": True},
+             {"action": "click", "target": done, "value": None},
+             {"action": "answer", "target": None, "value": {"text": "Purple", "evidence": ["saved: Purple"]}}]
+    for i, step in enumerate(steps):
+        step["step"] = i
+    reference = {"version": 1, "kind": "reference_trajectory", "start_url": SITE + "/editor", "steps": steps}
+    agent = ReferenceAgent()
+    agent.reset(TaskView(id="editor", instruction="save Purple", reference=reference))
+    env = WebEnv(EnvConfig(archive, backend="browser"))
+    actions = []
+    try:
+        obs, _ = env.reset(options={"task": {**TASK, "start_url": SITE + "/editor"}})
+        while not actions or not actions[-1].startswith(("send_msg_to_user", "report_infeasible")):
+            actions.append(agent.act(obs)["action"])
+            obs, *_ = env.step(actions[-1])
+            assert obs["last_action_error"] == "", (actions, obs["last_action_error"])
+            assert len(actions) < 10
+    finally:
+        env.close()
+    assert actions == ["fill('a3', 'Purple', True)", "click('4')", "send_msg_to_user('Purple')"]

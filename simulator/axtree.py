@@ -38,6 +38,11 @@ from webfreeze.common.errors import WebfreezeError
 BID_ATTR = "data-wf-bid"
 HIDDEN_ATTR = "data-wf-hidden"
 FOCUSED_ATTR = "data-wf-focused"
+# A frame's document, grafted under its frame element (build_tree's ``frames``), carries its URL in
+# FRAME_ATTR on its root; a frame the observation cannot show says why in FRAME_NOTE_ATTR.
+FRAME_ATTR = "data-wf-frame-url"
+FRAME_NOTE_ATTR = "data-wf-frame-note"
+FRAME_TAGS = frozenset({"iframe", "frame"})
 
 # Subtrees that get no bids and never appear in the tree (MARK_JS skips the same ones).
 SKIPPED_TAGS = frozenset({"head", "script", "style", "template", "noscript"})
@@ -47,7 +52,8 @@ IGNORED_PROPERTIES = ("editable", "readonly", "level", "settable", "multiline", 
 IGNORED_ROLES = ("LineBreak",)
 
 MARK_JS = r"""
-() => {
+(prefix) => {
+  prefix = prefix || '';
   const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 'data-wf-focused';
   const SKIP = new Set(['head', 'script', 'style', 'template', 'noscript']);
   const root = document.documentElement;
@@ -63,12 +69,25 @@ MARK_JS = r"""
   const round = (v) => Math.round(v * 100) / 100;
   const geometry = {};
   const hidden = new Set();
-  elements.forEach((el, i) => {
-    const bid = String(i + 1);
+  // BrowserGym's convention for frames: a frame element's bid is letters (a, b, ..., z, aA, bA, ...),
+  // the prefix of the bids inside its document; other elements are numbered 1, 2, 3, ...
+  const frames = {};
+  let count = 0, letters = 0;
+  const ABC = 'abcdefghijklmnopqrstuvwxyz';
+  const letter = (n) => {  // BrowserGym's IFrameIdGenerator: a..z, aA..aZ, bA..zZ, aAA, ...
+    let len = 1, span = 26;
+    while (n >= span) { n -= span; len++; span *= 26; }
+    const d = [];
+    for (let k = 0; k < len; k++) { d.unshift(n % 26); n = Math.floor(n / 26); }
+    return d.map((x, k) => k === 0 ? ABC[x] : ABC[x].toUpperCase()).join('');
+  };
+  elements.forEach((el) => {
+    const tag = el.localName.toLowerCase();
+    const framed = tag === 'iframe' || tag === 'frame';
+    const bid = prefix + (framed ? letter(letters++) : String(++count));
     el.setAttribute(BID, bid);
     const parentHidden = el.parentElement && hidden.has(el.parentElement);
     let rendered = !parentHidden;
-    const tag = el.localName.toLowerCase();
     if (rendered && tag !== 'option' && tag !== 'optgroup' && el !== root && tag !== 'body') {
       const style = getComputedStyle(el);
       if (style.display === 'none') rendered = false;
@@ -79,6 +98,12 @@ MARK_JS = r"""
     const r = el.getBoundingClientRect();
     const visible = rendered && r.width > 0 && r.height > 0 && r.right > 0 && r.bottom > 0 && r.left < vw && r.top < vh;
     geometry[bid] = [round(r.x), round(r.y), round(r.width), round(r.height), visible ? 1 : 0];
+    if (framed) {  // where its document's viewport sits: the content box
+      const s = getComputedStyle(el);
+      const left = el.clientLeft + (parseFloat(s.paddingLeft) || 0);
+      const top = el.clientTop + (parseFloat(s.paddingTop) || 0);
+      frames[bid] = [round(r.x + left), round(r.y + top), visible ? 1 : 0];
+    }
   });
   // Serialise a copy in an inert document (its images never load) carrying the live state.
   const inert = document.implementation.createHTMLDocument('');
@@ -125,11 +150,100 @@ MARK_JS = r"""
   // the page has replaced JSON or added toJSON methods (Prototype.js, old MooTools): then the
   // object itself, which Playwright serialises without them.
   const out = {html: doctype + copy.outerHTML, geometry};
+  if (letters) out.frames = frames;
+  if (prefix) { out.url = document.URL; out.width = vw; out.height = vh; }
   const native = typeof JSON.stringify === 'function' && /\[native code\]/.test(Function.prototype.toString.call(JSON.stringify)) &&
       [Array, Object, String, Number].every((c) => c.prototype.toJSON === undefined);
   return native ? JSON.stringify(out) : out;
 }
 """
+
+
+def frame_letter(n: int) -> str:
+    """The ``n``-th (from 0) frame id of a document, as MARK_JS and BrowserGym's IFrameIdGenerator
+    give them: a, b, ..., z, aA, aB, ..., zZ, aAA, ..."""
+    length, span = 1, 26
+    while n >= span:
+        n -= span
+        length += 1
+        span *= 26
+    digits = []
+    for _ in range(length):
+        digits.insert(0, n % 26)
+        n //= 26
+    abc = "abcdefghijklmnopqrstuvwxyz"
+    return "".join(abc[d] if k == 0 else abc[d].upper() for k, d in enumerate(digits))
+
+
+def frame_path(bid: str) -> list[str]:
+    """The bids of the frame elements leading to ``bid``, outermost first (BrowserGym's
+    ``get_elem_by_bid``): each frame level starts with a lowercase letter, its uppercase ones
+    continue it; ``[]`` for an element of the page's own document."""
+    path, i = [], 0
+    while bid[i:] and not bid[i:].isdigit():
+        i += 1
+        while bid[i:] and bid[i].isalpha() and bid[i].isupper():
+            i += 1
+        path.append(bid[:i])
+    return path
+
+
+def _frame_elements(root, prefix: str) -> list:
+    """``[(bid, element)]`` of the frame elements of the document ``root`` (none grafted into it
+    yet), outside the skipped subtrees: its stamp, else the letter its order gives it."""
+    out = []
+    skipped: set = set()
+    for el in root.iter(*SKIPPED_TAGS):
+        skipped.update(el.iter())
+    for el in root.iter("iframe", "frame"):
+        if el not in skipped:
+            out.append((el.get(BID_ATTR) or prefix + frame_letter(len(out)), el))
+    return out
+
+
+def frame_sources(html: str | bytes, base_url: str, prefix: str = "", encoding: str | None = None) -> list[dict]:
+    """The frame elements of a page (or of a frame's document, ``prefix`` its frame's bid), in
+    document order: ``{bid, src, srcdoc, sandboxed}`` (``src`` absolute, None when absent or empty;
+    ``sandboxed`` when a ``sandbox`` attribute blocks its scripts, as BrowserGym leaves such frames
+    out)."""
+    doc = _parse(_decode(html, encoding))
+    base = doc.find(".//head/base[@href]")
+    if base is not None:
+        try:
+            base_url = _join(base_url, base.get("href").strip())
+        except ValueError:
+            pass
+    out = []
+    for bid, el in _frame_elements(doc, prefix):
+        src = (el.get("src") or "").strip()
+        try:
+            src = _join(base_url, src) if src else None
+        except ValueError:
+            src = None
+        sandbox = el.get("sandbox")
+        out.append({"bid": bid, "src": src, "srcdoc": el.get("srcdoc") if el.tag == "iframe" else None,
+                    "sandboxed": sandbox is not None and "allow-scripts" not in sandbox.split()})
+    return out
+
+
+def _graft(root, prefix: str, frames: dict, depth: int = 0) -> None:
+    """Put each frame's document (``frames[bid]["html"]``) under its frame element, its URL in
+    FRAME_ATTR on its root, or the frame's note (``frames[bid]["note"]``) on the frame element."""
+    for bid, el in _frame_elements(root, prefix):
+        f = frames.get(bid)
+        if not f:
+            continue
+        if f.get("html") is None or depth > 8:
+            if f.get("note"):
+                el.set(FRAME_NOTE_ATTR, f["note"])
+            continue
+        sub = _parse(_decode(f["html"], f.get("encoding")))
+        sub.set(FRAME_ATTR, f.get("url") or "about:blank")
+        el.text = None
+        for child in list(el):
+            el.remove(child)
+        el.append(sub)
+        _graft(sub, bid, frames, depth + 1)
 
 
 def marked(result) -> dict:
@@ -388,6 +502,7 @@ class _Builder:
         self.geometry = {str(k): v for k, v in (geometry or {}).items()}
         self.by_bid: dict = {}
         self.bid_of: dict = {}
+        self.grafted = False  # frames' documents grafted under their frame elements (build_tree's frames)
         self._assign_bids()
         self.hidden_cache: dict = {}
         self.state = {str(k): v for k, v in (state or {}).items()}
@@ -430,10 +545,48 @@ class _Builder:
                 if bid is not None:
                     self.by_bid.setdefault(bid, el)
                     self.bid_of[el] = bid
+        elif next(doc.iter("iframe", "frame"), None) is not None:
+            self._assign_framed(order)
         else:
             bids = [str(i) for i in range(1, len(order) + 1)]
             self.by_bid = dict(zip(bids, order))
             self.bid_of = dict(zip(order, bids))
+
+    def _assign_framed(self, order: list) -> None:
+        """MARK_JS's bids for a document with frames: each frame element gets letters (the prefix of
+        the bids in its grafted document), other elements 1, 2, 3, ... in their own document."""
+        context: dict = {}  # element -> the bid prefix of its document
+        counts: dict = {}  # prefix -> [elements numbered, frames lettered]
+        for el in order:
+            parent = el.getparent()
+            if parent is None or parent not in context:
+                prefix = ""
+            elif el.get(FRAME_ATTR) is not None:
+                prefix = self.bid_of[parent]
+                self.grafted = True
+            else:
+                prefix = context[parent]
+            context[el] = prefix
+            n = counts.setdefault(prefix, [0, 0])
+            if el.tag in FRAME_TAGS:
+                bid = prefix + frame_letter(n[1])
+                n[1] += 1
+            else:
+                n[0] += 1
+                bid = prefix + str(n[0])
+            self.by_bid[bid] = el
+            self.bid_of[el] = bid
+
+    def base_for(self, el) -> str:
+        """The URL ``el``'s links resolve against: its frame's document's, else the page's."""
+        if not self.grafted:
+            return self.base_url
+        for a in el.iterancestors():
+            url = a.get(FRAME_ATTR)
+            if url is not None:
+                base = a.find("head/base[@href]")
+                return urljoin(url, base.get("href").strip()) if base is not None else url
+        return self.base_url
 
     def _focused(self, focused: str | None):
         if focused is not None:
@@ -441,7 +594,8 @@ class _Builder:
         if not self._focus_marks:
             return None  # nothing marked as focused, nothing to focus on load
         candidates = self.doc.xpath(_FOCUS_CANDIDATES)
-        for el in candidates:
+        # (the last one: focus in a frame marks the frame element too, and its document follows it)
+        for el in reversed(candidates):
             if el.get(FOCUSED_ATTR) is not None:
                 return el
         if self.stamped:
@@ -786,7 +940,7 @@ class _Builder:
         tag, a = _given(el, tag, a)
         props = []
         value = None
-        if self.focused is el:
+        if self.focused is el and not (tag in FRAME_TAGS and self.grafted and len(el)):  # (else its document's)
             props.append(("focused", True))
         if tag not in _PROP_TAGS and (not a or a.keys().isdisjoint(_PROP_ATTRS)):
             return value, props  # nothing below applies (the usual div, span, li, p, td, ...)
@@ -954,7 +1108,7 @@ class _Builder:
             name = ""  # nothing that could name it
         else:
             name = self.name(el, role, tag, a)
-        focused = self.focused is el
+        focused = self.focused is el and not (tag in FRAME_TAGS and self.grafted and len(el))
         if tag not in _PROP_TAGS and (not a or a.keys().isdisjoint(_PROP_ATTRS)):
             node = _Node(role, name, self.bid_of.get(el), None, [("focused", True)] if focused else [])
         elif tag == "a" and "href" in a and (len(a) == 1 or a.keys() & _PROP_ATTRS == _HREF_ONLY):
@@ -987,12 +1141,42 @@ class _Builder:
                        "visible": bool(g[4]) if g is not None and len(g) > 4 else True, "clickable": clickable}
         self.records.append((el, node, tag, a, css, xp, summary))
         nodes.append(node)
-        if not leaf:
+        if tag in FRAME_TAGS:
+            self._frame_into(el, node)
+        elif not leaf:
             self._children_into(el, tag, preformatted or tag in _PREFORMATTED, node.children, css, xp)
         elif tag not in _NO_CONTENT:
             text = el.text
             if text and text.strip():
                 node.children.append(text.strip() if preformatted or tag in _PREFORMATTED else _collapse(text))
+
+
+    def _frame_into(self, el, node: _Node) -> None:
+        """The frame element's document (grafted by build_tree's ``frames``) as its node's child, a
+        ``RootWebArea`` as in Chromium's tree; or the line that says why it is not shown."""
+        note = el.get(FRAME_NOTE_ATTR)
+        if note:
+            node.children.append(note)
+        sub = next((c for c in el if isinstance(c.tag, str) and c.get(FRAME_ATTR) is not None), None)
+        if sub is None:
+            return
+        head_title = sub.find("head/title")
+        title = _collapse(_text_content(head_title)) if head_title is not None else ""
+        url = sub.get(FRAME_ATTR)
+        # (focus in the frame on no element of its own: its document has it, as in Chromium's tree)
+        focused = [("focused", True)] if self.focused is el else []
+        root = _Node("RootWebArea", title, props=[*focused, ("url", url)])
+        node.children.append(root)
+        body = sub.find("body")
+        top = body if body is not None else sub
+        saved = self.base_url
+        base = sub.find("head/base[@href]")
+        self.base_url = urljoin(url, base.get("href").strip()) if base is not None else url
+        try:
+            # (paths within the frame's document, as a recorder listening in the frame writes them)
+            self._children_into(top, _tag(top), False, root.children, css_path(top), "/html/" + _tag(top))
+        finally:
+            self.base_url = saved
 
 
 def _number(raw):
@@ -1170,6 +1354,12 @@ class Tree:
     def focused_bid(self) -> str:
         """The focused element's bid ("" when nothing has focus), as BrowserGym reports it."""
         el = self._b.focused
+        if el is not None and el.tag in FRAME_TAGS and self._b.grafted:
+            # focus in the frame on no element of its own: its body, as BrowserGym reads the focus
+            sub = next((c for c in el if isinstance(c.tag, str) and c.get(FRAME_ATTR) is not None), None)
+            body = sub.find("body") if sub is not None else None
+            if body is not None:
+                el = body
         return (self._b.bid_of.get(el) or "") if el is not None else ""
 
     @functools.cached_property
@@ -1243,7 +1433,8 @@ class Tree:
         visible = bool(g[4]) if g is not None and len(g) > 4 else True
         href = a.get("href") if tag == "a" or tag == "area" else None
         if href is not None:
-            href = b.absolute(href)
+            base = b.base_for(el)
+            href = b.absolute(href) if base is b.base_url else _join(base, href.strip())
         value = node.value
         toggle = tag == "input" and _input_type(a.get("type")) in ("checkbox", "radio")
         if toggle:
@@ -1373,6 +1564,12 @@ class Tree:
                 href = node.get("href").strip()
                 if href.lower().startswith(("javascript:", "mailto:", "tel:", "data:")):
                     return None
+                base = self._b.base_for(el)
+                if base is not self._b.base_url:
+                    try:
+                        return _join(base, href)
+                    except ValueError:
+                        return href
                 return self._b.absolute(href)
         return None
 
@@ -1394,19 +1591,25 @@ def _clickable(el, role: str, tag: str | None = None, a: dict | None = None) -> 
 
 
 def build_tree(html: str | bytes, base_url: str, geometry: dict | None = None, *, state: dict | None = None,
-               focused: str | None = None, encoding: str | None = None) -> Tree:
+               focused: str | None = None, encoding: str | None = None, frames: dict | None = None) -> Tree:
     """The observation tree of a page.
 
     ``html`` is the page's HTML (bytes are decoded with ``encoding``, else the BOM or ``<meta charset>``,
     else UTF-8); ``base_url`` the page's URL (links resolve against it, or against ``<base href>``).
     ``geometry`` is MARK_JS's ``{bid: [x, y, w, h, visible]}``. ``state`` maps bids to entered values
     (text, an option's value or label, True/False for checkboxes and radios) for the text backend;
-    ``focused`` is the focused element's bid. The same arguments always give the same tree.
+    ``focused`` is the focused element's bid. ``frames`` maps a frame element's bid to its document,
+    ``{"html", "url"}`` (shown under the frame element, its bids prefixed with the frame's), or to
+    ``{"note"}``, a line that says why it is not shown. The same arguments always give the same tree.
     """
     text = _decode(html, encoding)
     doc = _parse(text)
     low = text.lower()
+    if frames:
+        _graft(doc, "", frames)
     builder = _Builder(doc, base_url, geometry, state, focused,
                        focus_marks="autofocus" in low or FOCUSED_ATTR in low)
+    if frames:
+        builder.grafted = True
     root, title = builder.build()
     return Tree(builder, root, title)

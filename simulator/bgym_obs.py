@@ -156,6 +156,10 @@ async def _capture(cdp, page, screenshot: bool) -> dict:
     dom = asyncio.ensure_future(cdp.send("DOMSnapshot.captureSnapshot", {
         "computedStyles": [], "includeDOMRects": True, "includePaintOrder": True}))
     marked = _evaluate(cdp, ARIA_MARK_JS, True)
+    subframes = len(page.main_frame.child_frames) > 0
+    if subframes:  # the marks in the other frames too (by Playwright), once the DOM snapshot is in
+        await asyncio.gather(dom, return_exceptions=True)
+        await _in_frames(page, ARIA_MARK_JS, True, main=False)
     frames = asyncio.ensure_future(cdp.send("Page.getFrameTree"))
     main = asyncio.ensure_future(cdp.send("Accessibility.getFullAXTree"))  # (the main frame's)
     ids: list = []
@@ -174,6 +178,8 @@ async def _capture(cdp, page, screenshot: bool) -> dict:
             stilled, settled = _still(cdp, page, bool(others))
             early = asyncio.ensure_future(_shot(cdp))  # (see _still_shots)
         done = await asyncio.gather(dom, marked, frames, main, *others, unmarked, return_exceptions=True)
+        if subframes:
+            await _in_frames(page, ARIA_MARK_JS, False, main=False)
         failed = next((r for r in done if isinstance(r, BaseException)), None)
         if failed is not None and screenshot:
             await asyncio.gather(early, return_exceptions=True)
@@ -542,7 +548,7 @@ def _som(summary: dict | None, box) -> bool:
 
 
 def _extra_from_snapshot(dom: dict, tree: Tree) -> dict:
-    """``{bid: {visibility, bbox, clickable, set_of_marks}}`` of the main document's elements."""
+    """``{bid: {visibility, bbox, clickable, set_of_marks}}`` of the elements of the page and its frames."""
     if not dom.get("documents"):
         return {}
     strings = dom["strings"]
@@ -570,6 +576,21 @@ def _extra_from_snapshot(dom: dict, tree: Tree) -> dict:
                 extra[bid] = {"visibility": _ratio(box) if box is not None else 0.0, "bbox": box,
                               "clickable": i in clickable, "set_of_marks": _som(summaries.get(bid), box)}
                 break
+    # The frames' documents: their boxes are the observation's (page coordinates, from MARK_JS in
+    # each frame), where their elements are rendered (a laid-out node in the frame's snapshot).
+    for document in dom["documents"][1:]:
+        nodes = document["nodes"]
+        laid = set((document.get("layout") or {}).get("nodeIndex", []))
+        clickable = set(nodes.get("isClickable", {}).get("index", []))
+        for i, attrs in enumerate(nodes["attributes"]):
+            for k in range(0, len(attrs), 2):
+                if attrs[k] == bid_name:
+                    bid = strings[attrs[k + 1]]
+                    summary = summaries.get(bid)
+                    box = list(summary["bbox"]) if summary and summary["bbox"] and i in laid else None
+                    extra[bid] = {"visibility": _ratio(box) if box is not None and summary["visible"] else 0.0,
+                                  "bbox": box, "clickable": i in clickable, "set_of_marks": _som(summary, box)}
+                    break
     return extra
 
 

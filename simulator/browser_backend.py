@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from . import bgym_obs
 from .actions import Action
-from .axtree import MARK_JS, build_tree
+from .axtree import BID_ATTR, MARK_JS, build_tree, frame_path
 from .axtree import marked as read_marked
 from .browser import (
     PageActivity,
@@ -401,13 +401,27 @@ class BrowserBackend:
         await self._announced(NAVIGATING_JS, mark)
         return True
 
-    async def _click_with(self, sel: str, button, modifiers) -> None:
+    async def _scope(self, bid: str):
+        """The page, or the frame whose document holds ``bid`` (its frame elements' bids lead there,
+        as BrowserGym's ``get_elem_by_bid`` reads them)."""
+        from playwright.async_api import Error as PlaywrightError
+
+        frame = self.page
+        for step in frame_path(bid):
+            element = await frame.query_selector(f'[{BID_ATTR}="{step}"]')
+            inner = await element.content_frame() if element is not None else None
+            if inner is None:
+                raise PlaywrightError(f"no frame with bid {step} on the page")
+            frame = inner
+        return frame
+
+    async def _click_with(self, sel: str, button, modifiers, scope=None) -> None:
         """Playwright's click with ``button`` and ``modifiers``; when that opens the link under it in
         another window (a middle click, Ctrl, Meta or Shift), wait for that window's page, as
         :meth:`_click` does for a link aimed at another window."""
         from playwright.async_api import Error as PlaywrightError
 
-        locator = self.page.locator(sel)
+        locator = (scope or self.page).locator(sel)
         opens = button == "middle" or bool(set(modifiers or ()) & set(NEW_WINDOW_MODIFIERS))
         if opens:
             opens = await locator.evaluate("e => !!(e.closest && e.closest('a[href], area[href]'))")
@@ -436,7 +450,7 @@ class BrowserBackend:
 
     def observe(self):
         marked, shot, self._url, self._open_pages = self._loop.run(self._snapshot())
-        tree = build_tree(marked["html"], self._url, marked["geometry"])
+        tree = build_tree(marked["html"], self._url, marked["geometry"], frames=marked.get("documents"))
         if shot is not None and self.env.config.set_of_marks:
             shot = draw_marks(shot, tree.summaries())
         return tree, shot
@@ -451,7 +465,9 @@ class BrowserBackend:
             try:
                 # transitions and animations at their end, as the still screenshot below shows them
                 await finish_animations(self.page)
-                marked = await self.page.evaluate(MARK_JS)
+                marked = read_marked(await self.page.evaluate(MARK_JS))
+                if self.page.main_frame.child_frames:
+                    await self._mark_frames(marked)
                 if config.observation == "browsergym":  # (after MARK_JS: its bids are in the snapshots)
                     self.bgym_raw = await bgym_obs.capture_browser(self.context, self.page,
                                                                    screenshot=not keep_png)
@@ -468,7 +484,58 @@ class BrowserBackend:
             shot = await still_screenshot_async(self.page)
             if config.observation == "browsergym":
                 self.bgym_raw["png"] = shot
-        return read_marked(marked), shot, self.page.url, [p.url for p in self.context.pages]
+        return marked, shot, self.page.url, [p.url for p in self.context.pages]
+
+    async def _mark_frames(self, marked: dict) -> None:
+        """MARK_JS in every frame of the page, as BrowserGym marks them (``mark_frames_recursive``):
+        each frame element's bid the prefix of its document's; detached frames and frames whose
+        scripts a sandbox blocks are left out. Their documents go to ``marked["documents"]`` (bid ->
+        ``{html, url}``, for build_tree's ``frames``), their geometry, in page coordinates, into
+        ``marked["geometry"]``: a box is visible when it is in its frame's viewport and in every
+        frame's around it."""
+        size = self.page.viewport_size or {"width": 1920, "height": 1080}
+        documents: dict = {}
+        await self._frames_of(self.page.main_frame, marked, (0, 0, size["width"], size["height"]), documents,
+                              marked["geometry"])
+        if documents:
+            marked["documents"] = documents
+
+    async def _frames_of(self, frame, marked: dict, clip, documents: dict, geometry: dict, depth: int = 0) -> None:
+        from playwright.async_api import Error as PlaywrightError
+
+        boxes = marked.get("frames") or {}
+        for child in frame.child_frames:
+            if child.is_detached() or depth > 8:
+                continue
+            try:
+                element = await child.frame_element()
+                if await element.content_frame() != child:
+                    continue  # (a PDF viewer in an <embed>, say)
+                sandbox = await element.get_attribute("sandbox")
+                if sandbox is not None and "allow-scripts" not in sandbox.split():
+                    continue
+                bid = await element.get_attribute(BID_ATTR)
+                if not bid or bid not in boxes:
+                    continue
+                got = read_marked(await child.evaluate(MARK_JS, bid))
+            except PlaywrightError:
+                continue  # a frame that went away meanwhile
+            x0, y0, shown = boxes[bid]
+            inner = None
+            if shown and clip is not None:
+                inner = (max(clip[0], x0), max(clip[1], y0), min(clip[2], x0 + got.get("width", 0)),
+                         min(clip[3], y0 + got.get("height", 0)))
+                if inner[0] >= inner[2] or inner[1] >= inner[3]:
+                    inner = None
+            for key, g in got["geometry"].items():
+                x, y = round(g[0] + x0, 2), round(g[1] + y0, 2)
+                visible = bool(g[4]) and inner is not None and x < inner[2] and y < inner[3] and \
+                    x + g[2] > inner[0] and y + g[3] > inner[1]
+                geometry[key] = [x, y, g[2], g[3], 1 if visible else 0]
+            for key, f in (got.get("frames") or {}).items():
+                f[0], f[1] = round(f[0] + x0, 2), round(f[1] + y0, 2)
+            documents[bid] = {"html": got["html"], "url": got.get("url") or child.url}
+            await self._frames_of(child, got, inner, documents, geometry, depth + 1)
 
     async def _follow_new_pages(self) -> None:
         """A page opened since the last look (a link to another window) becomes the active one, as
@@ -496,16 +563,20 @@ class BrowserBackend:
             seen = len(self._answers)  # (the main documents this action loads are checked below)
         by_mouse = False
         try:
+            # the page, or the frame whose document holds the element (a bid with a frame's prefix)
+            scope = await self._scope(a.bid) if a.bid else page
             if a.kind == "click":
                 if more:  # another button, or modifiers: Playwright's click, as BrowserGym's
-                    await self._click_with(sel, more.get("button", "left"), more.get("modifiers"))
+                    await self._click_with(sel, more.get("button", "left"), more.get("modifiers"), scope)
+                elif scope is not page:  # in a frame: Playwright's click (the frame's own coordinates)
+                    await scope.click(sel)
                 else:
                     by_mouse = await self._click(sel, a.bid)
             elif a.kind == "dblclick":
-                await page.locator(sel).dblclick(button=more.get("button", "left"), modifiers=more.get("modifiers"))
+                await scope.locator(sel).dblclick(button=more.get("button", "left"), modifiers=more.get("modifiers"))
             elif a.kind == "fill":
                 if more.get("autocomplete"):  # BrowserGym's: all but the last character filled, that one typed
-                    text, box = a.text or "", page.locator(sel)
+                    text, box = a.text or "", scope.locator(sel)
                     # BrowserGym clears first; an empty field is left alone: clearing it would fire an
                     # input event for "" that no person's typing made (a search box would ask for q=)
                     if await box.evaluate("e => ('value' in e ? e.value : e.textContent) || ''"):
@@ -515,27 +586,27 @@ class BrowserBackend:
                     if text:
                         await box.press_sequentially(text[-1])
                 else:
-                    await page.fill(sel, a.text or "")
+                    await scope.fill(sel, a.text or "")
                 if a.key == "Enter":
-                    await page.press(sel, "Enter")
+                    await scope.press(sel, "Enter")
             elif a.kind == "select":
                 many = more.get("options")
-                await page.locator(sel).select_option(list(many) if many else a.value)  # (a value or a label)
+                await scope.locator(sel).select_option(list(many) if many else a.value)  # (a value or a label)
             elif a.kind == "hover":
-                await page.hover(sel)
+                await scope.hover(sel)
             elif a.kind == "focus":
-                await page.locator(sel).focus()
+                await scope.locator(sel).focus()
             elif a.kind == "clear":
-                await page.locator(sel).clear()
+                await scope.locator(sel).clear()
             elif a.kind == "press":
                 if sel:
-                    await page.press(sel, a.key or "Enter")
+                    await scope.press(sel, a.key or "Enter")
                 else:
                     await page.keyboard.press(a.key or "Enter")
             elif a.kind == "drag_and_drop":
-                await page.locator(sel).hover()
+                await scope.locator(sel).hover()
                 await page.mouse.down()
-                await page.locator(f'[data-wf-bid="{more["to_bid"]}"]').hover()
+                await (await self._scope(more["to_bid"])).locator(f'[data-wf-bid="{more["to_bid"]}"]').hover()
                 await page.mouse.up()
             elif a.kind in ("upload_file", "mouse_upload_file"):
                 missing = [f for f in more["files"] if not Path(f).is_file()]
@@ -543,7 +614,7 @@ class BrowserBackend:
                     return f"{a.kind}(): no such file {missing[0]!r}"
                 async with page.expect_file_chooser() as chooser:
                     if sel:
-                        await page.locator(sel).click()
+                        await scope.locator(sel).click()
                     else:
                         await page.mouse.click(more["x"], more["y"])
                 await (await chooser.value).set_files(list(more["files"]))
@@ -553,7 +624,7 @@ class BrowserBackend:
                 dy = (a.amount or 500) * (-1 if a.direction == "up" else 1) if a.direction in ("up", "down") else 0
                 dx = (a.amount or 500) * (-1 if a.direction == "left" else 1) if a.direction in ("left", "right") else 0
                 if sel:
-                    await page.locator(sel).evaluate("(el, d) => el.scrollBy(d[0], d[1])", [dx, dy])
+                    await scope.locator(sel).evaluate("(el, d) => el.scrollBy(d[0], d[1])", [dx, dy])
                 else:
                     await page.mouse.wheel(dx, dy)
             elif a.kind == "scroll_at":

@@ -19,7 +19,7 @@ import copy
 import hashlib
 from urllib.parse import urlsplit, urlunsplit
 
-from .axtree import FORM_CONTROLS, AXTreeError, Tree, _Builder, _decode, _parse, _tag
+from .axtree import FORM_CONTROLS, AXTreeError, Tree, _Builder, _decode, _join, _parse, _tag
 
 # Input types whose presence (more than one of them) stops Enter from submitting a form without a button.
 _BLOCKS_IMPLICIT_SUBMISSION = frozenset({"text", "search", "email", "url", "tel", "password", "date",
@@ -145,7 +145,11 @@ def form_submission(tree: Tree, bid, filled_values: dict | None = None, *,
         return form.get(name)
 
     action = attr("action", "formaction")
-    action_url = b.absolute(action) if action and action.strip() else tree.url
+    base = b.base_for(form)  # (a form in a frame's document: that document's URL)
+    if base is b.base_url:
+        action_url = b.absolute(action) if action and action.strip() else tree.url
+    else:
+        action_url = _join(base, action.strip()) if action and action.strip() else base
     method = (attr("method", "formmethod") or "get").strip().lower()
     method = "post" if method == "post" else "get"
     enctype = (attr("enctype", "formenctype") or "").strip().lower()

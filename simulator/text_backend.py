@@ -20,7 +20,7 @@ from webfreeze.common.http import header_value
 from webfreeze.replayer.hooks import host_key
 
 from .actions import Action
-from .axtree import AXTreeError, Tree, build_tree
+from .axtree import AXTreeError, Tree, build_tree, frame_path, frame_sources
 from .forms import DOM_SNAPSHOTS, form_submission, is_submitter, label_control
 from .provenance import answer_record
 
@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 MAX_REDIRECTS = 10
 SCRIPT = re.compile(rb"<script[\s>]", re.IGNORECASE)
+FRAME = re.compile(rb"<i?frame[\s>/]", re.IGNORECASE)
+MAX_FRAME_DEPTH = 8
+# What a frame shows when its document is not one the text backend can show.
+SCRIPTED_FRAME = "frame not shown: its document is written by the page's scripts, which the text backend does not run"
 
 
 def _shows_something(node) -> bool:
@@ -56,13 +60,18 @@ class TextBackend:
         self._tree: tuple | None = None  # (url, html, tree) built by a load, for the observation after it
         # The line a load that succeeded returned about a page drawn by its scripts (not a replay failure)
         self.unshown: str | None = None
+        self.frames: dict = {}  # frame bid -> {html, url} or {note}: the documents shown in the page's frames
+        self.frame_nav: dict = {}  # frame bid -> (method, url, body, ctype): where a frame was navigated
+        self._frame_answers: list = []  # the replay's answers for frames' documents (not main loads)
 
     def take_answers(self) -> list[dict]:
         """The answers since the last call, as provenance records: every request of the text
         backend is a hop of a main-document load."""
         got, self.replay.answers = self.replay.answers, []
-        return [answer_record("document", a.method, a.url, a.level, a.status, main=True, score=a.score,
-                              capture_url=a.capture_url, mime=a.mime, size=a.size) for a in got]
+        framed, self._frame_answers = self._frame_answers, []
+        return [answer_record("document", a.method, a.url, a.level, a.status, main=main, score=a.score,
+                              capture_url=a.capture_url, mime=a.mime, size=a.size)
+                for main, answers in ((True, got), (False, framed)) for a in answers]
 
     def reset(self, url: str) -> str | None:
         self.history, self.forward, self.cookies = [], [], {}
@@ -119,12 +128,66 @@ class TextBackend:
             self.history.append((self.url, self.html))
             self.forward = []
         self.url, self.html, self.state = final, data, {}
+        self.frame_nav = {}
+        self._load_frames()
         if miss is not None:
             return f"not captured: the archive has no {miss.method} {miss.url} (a replay miss)"
         if status >= 400:
             return f"HTTP {status} for {final}"
         self.unshown = self._drawn_by_scripts()
         return self.unshown
+
+    def _load_frames(self) -> None:
+        """The documents of the page's frames (and theirs) from the replay: a ``srcdoc``, or the
+        ``src`` (or where the agent navigated the frame); a frame whose document is not there says
+        why. Frames a sandbox keeps from running scripts are left out, as the browser backend
+        leaves them; a frame with no document to load (none, ``about:blank``) is left empty,
+        unless the page has scripts: then they are what fills it, and the frame says so."""
+        before = len(self.replay.answers)
+        self.frames = {}
+        self._frames_of(self.html, self.url or "about:blank", "", 0)
+        self._frame_answers.extend(self.replay.answers[before:])
+        del self.replay.answers[before:]
+
+    def _frames_of(self, html: bytes, url: str, prefix: str, depth: int) -> None:
+        if not FRAME.search(html):
+            return
+        scripted = bool(SCRIPT.search(html))
+        for f in frame_sources(html, url, prefix):
+            bid = f["bid"]
+            if f["sandboxed"] or depth >= MAX_FRAME_DEPTH:
+                continue
+            nav = self.frame_nav.get(bid)
+            if nav is None and f["srcdoc"] is not None:
+                doc, where = f["srcdoc"].encode("utf-8", "surrogatepass"), "about:srcdoc"
+            elif nav is not None or (f["src"] and f["src"].startswith(("http:", "https:"))):
+                method, asked, body, ctype = nav or ("GET", f["src"], b"", None)
+                before = len(self.replay.answers)
+                status, where, doc = self._request(method, asked.partition("#")[0], body, ctype)
+                miss = next((a for a in self.replay.answers[before:] if a.level == "miss"), None)
+                if miss is not None or status == 0:
+                    self.frames[bid] = {"note": f"frame not shown: the archive has no {method} {asked}"}
+                    continue
+                if status >= 400:
+                    self.frames[bid] = {"note": f"frame not shown: HTTP {status} for {where}"}
+                    continue
+            else:
+                if scripted:
+                    self.frames[bid] = {"note": SCRIPTED_FRAME}
+                continue
+            self.frames[bid] = {"html": doc, "url": where}
+            self._frames_of(doc, where, bid, depth + 1)
+
+    def _navigate_frame(self, frame: str, method: str, url: str, body: bytes = b"", ctype: str | None = None):
+        """A link followed or a form submitted in the frame ``frame``: its document (and its own
+        frames) replaced, the page kept (no history entry: the text backend keeps the top page's)."""
+        self.frame_nav = {k: v for k, v in self.frame_nav.items() if frame not in frame_path(k)}
+        self.frame_nav[frame] = (method, url, body, ctype)
+        # what was entered in the frame's old document is gone with it (its bids are the new one's)
+        self.state = {k: v for k, v in self.state.items() if frame not in frame_path(str(k))}
+        self._load_frames()
+        note = (self.frames.get(frame) or {}).get("note")
+        return note
 
     def _drawn_by_scripts(self) -> str | None:
         """Why the page just loaded cannot be shown, when it shows nothing without its scripts (a
@@ -143,7 +206,7 @@ class TextBackend:
         cached, self._tree = self._tree, None
         if cached is not None and cached[0] == self.url and cached[1] is self.html and not self.state:
             return cached[2], None
-        return build_tree(self.html, self.url or "about:blank", state=self.state), None
+        return build_tree(self.html, self.url or "about:blank", state=self.state, frames=self.frames), None
 
     def act(self, a: Action, target: dict | None) -> str | None:
         tree = self.env.tree
@@ -159,6 +222,9 @@ class TextBackend:
                     return None
                 link = tree.link_target(a.bid)
                 if link:
+                    frame = self._target_frame(tree, a.bid, "a")
+                    if frame:
+                        return self._navigate_frame(frame, "GET", link)
                     return self._load("GET", link)
                 if is_submitter(tree, a.bid):
                     return self._submit(tree, a.bid)
@@ -186,14 +252,16 @@ class TextBackend:
                     return "no previous page"
                 self.forward.append((self.url, self.html))
                 self.url, self.html = self.history.pop()
-                self.state = {}
+                self.state, self.frame_nav = {}, {}
+                self._load_frames()
                 return self._drawn_by_scripts()
             if a.kind == "go_forward":
                 if not self.forward:
                     return "no next page"
                 self.history.append((self.url, self.html))
                 self.url, self.html = self.forward.pop()
-                self.state = {}
+                self.state, self.frame_nav = {}, {}
+                self._load_frames()
                 return self._drawn_by_scripts()
             return None  # scroll, hover, focus, noop, a key on no element: nothing changes without a viewport
         except AXTreeError as exc:
@@ -201,7 +269,28 @@ class TextBackend:
 
     def _submit(self, tree: Tree, bid: str) -> str | None:
         method, url, body, ctype = form_submission(tree, bid, self.state, loaded_html=self._loaded_dom())
+        frame = self._target_frame(tree, bid, "form")
+        if frame:
+            return self._navigate_frame(frame, method.upper(), url, body, ctype)
         return self._load(method.upper(), url, body, ctype)
+
+    @staticmethod
+    def _target_frame(tree: Tree, bid: str, kind: str) -> str | None:
+        """The frame a link (``kind`` "a") or a form ("form") in a frame's document navigates: its
+        own frame, unless its ``target`` names the top page (``_top``, ``_blank``: the text backend
+        has one page; ``_parent``: the enclosing frame's). None for the page itself."""
+        path = frame_path(bid)
+        if not path:
+            return None
+        el = tree.builder.by_bid.get(str(bid))
+        holder = next((x for x in ([el, *el.iterancestors()] if el is not None else [])
+                       if x.tag in (("a", "area") if kind == "a" else ("form",))), None)
+        target = ((holder.get("target") if holder is not None else None) or "").strip().lower()
+        if target in ("_top", "_blank"):
+            return None
+        if target == "_parent":
+            return path[-2] if len(path) > 1 else None
+        return path[-1]
 
     def _loaded_dom(self) -> bytes | str | None:
         """The page's DOM once its scripts had run, when the archive has one for this URL (a

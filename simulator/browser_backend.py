@@ -13,7 +13,7 @@ import concurrent.futures
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import bgym_obs
 from .actions import Action
@@ -406,7 +406,7 @@ class BrowserBackend:
         as BrowserGym's ``get_elem_by_bid`` reads them)."""
         from playwright.async_api import Error as PlaywrightError
 
-        frame = self.page
+        frame: Any = self.page  # (a Page, then the Frame of each frame element on the way)
         for step in frame_path(bid):
             element = await frame.query_selector(f'[{BID_ATTR}="{step}"]')
             inner = await element.content_frame() if element is not None else None

@@ -251,9 +251,13 @@ if(!WK){
 }
 }"""
 
-_HEAD = re.compile(rb"<head(\s[^>]*)?>", re.IGNORECASE)
-_HTML = re.compile(rb"<html(\s[^>]*)?>", re.IGNORECASE)
-_DOCTYPE = re.compile(rb"^\s*(<!doctype[^>]*>)", re.IGNORECASE)
+# What may come before a document's first element without starting its body: a byte order mark,
+# white space, comments, a doctype, processing instructions (XHTML); then the start tags of <html>
+# and <head> (attribute values quoted with '>' inside them included).
+_LEADING = re.compile(rb"\xef\xbb\xbf|\s+|<!--.*?-->|<!doctype[^>]*>|<\?[^>]*>", re.IGNORECASE | re.DOTALL)
+_ATTRS = rb"""(?:[\s/](?:[^>"']|"[^"]*"|'[^']*')*)?>"""
+_HTML = re.compile(rb"<html" + _ATTRS, re.IGNORECASE)
+_HEAD = re.compile(rb"<head" + _ATTRS, re.IGNORECASE)
 
 
 def page_seed(run_seed: int, url: str) -> int:
@@ -290,9 +294,22 @@ def runtime_script(captured_at: str, seed: int, *, timers: bool = False) -> byte
 
 
 def inject(html: bytes, script: bytes) -> bytes:
-    """Insert ``script`` first inside ``<head>`` (else after ``<html>``, else after the doctype)."""
-    for pattern in (_HEAD, _HTML, _DOCTYPE):
-        m = pattern.search(html, 0, 65536)
+    """Insert ``script`` before anything of the page can run: first inside ``<head>`` when its
+    start tag opens the document (after a byte order mark, a doctype, comments and ``<html>``),
+    else where the document's first other content begins. Tags are found by walking the document's
+    start, as a parser meets them, not by searching: a ``<head>`` written in a comment or in a
+    script's string is not the head."""
+    at = pos = 0
+    while pos < len(html):
+        m = _LEADING.match(html, pos)
+        if m:
+            pos = at = m.end()
+            continue
+        m = _HEAD.match(html, pos)
         if m:
             return html[: m.end()] + script + html[m.end():]
-    return script + html
+        m = _HTML.match(html, pos)
+        if not m:
+            break  # the document's content begins: the runtime goes first
+        pos = at = m.end()
+    return html[:at] + script + html[at:]

@@ -1,0 +1,68 @@
+"""Where the determinism runtime (and direct mode's shim) goes into a page: before anything of the
+page can run, found by walking the document's start as a parser meets it. A ``<head>`` or
+``<html>`` written inside a comment or a script's string is not the document's own: the runtime
+put there broke the page's script (a string cut in two) or never ran (inside a comment)."""
+
+from __future__ import annotations
+
+import pytest
+
+from webfreeze.archives import Exchange, new_archive_atomically
+from webfreeze.replayer.determinism import inject
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+from webfreeze.simulator.env import EnvConfig, WebEnv
+
+S = b"<script>RUNTIME</script>"
+
+
+@pytest.mark.parametrize(("page", "expected"), [
+    (b"<!doctype html><html><head><title>t</title>", b"<!doctype html><html><head>" + S + b"<title>t</title>"),
+    (b"<!DOCTYPE html>\n<html lang='en'>\n  <head data-x=\"a>b\">\n<meta charset=utf-8>",
+     b"<!DOCTYPE html>\n<html lang='en'>\n  <head data-x=\"a>b\">" + S + b"\n<meta charset=utf-8>"),
+    # no <head> tag: the runtime goes where the content begins, not into the script's string
+    (b"<!doctype html><html><body><script>var s = '<head>' + '<html>';</script>",
+     b"<!doctype html><html>" + S + b"<body><script>var s = '<head>' + '<html>';</script>"),
+    # a commented-out head is not the head
+    (b"<!doctype html><!-- <head> old --><html><title>t</title><head></head>",
+     b"<!doctype html><!-- <head> old --><html>" + S + b"<title>t</title><head></head>"),
+    # a page script before <html>: the runtime still comes first
+    (b"<script>window.a = Math.random();</script><html><head></head>",
+     S + b"<script>window.a = Math.random();</script><html><head></head>"),
+    (b"\xef\xbb\xbf<!doctype html><p>text <head> here", b"\xef\xbb\xbf<!doctype html>" + S + b"<p>text <head> here"),
+    (b"<header>nav</header>", S + b"<header>nav</header>"),
+    (b"<?xml version='1.0'?>\n<html xmlns='http://www.w3.org/1999/xhtml'><head/>",
+     b"<?xml version='1.0'?>\n<html xmlns='http://www.w3.org/1999/xhtml'><head/>" + S),
+    (b"<!-- never closed <head>", S + b"<!-- never closed <head>"),
+    (b"", S),
+])
+def test_the_runtime_goes_before_the_pages_first_content(page, expected):
+    assert inject(page, S) == expected
+
+
+SITE = "http://inject.test"
+# No <head> tag (HTML allows leaving it out), and a script whose strings hold the tag names.
+PAGE = b"""<!doctype html><html><title>Tags</title><body><p id="out">script did not run</p><script>
+const tags = ['<head>', '<html lang="x">'];
+document.getElementById('out').textContent = 'tags ' + tags.length + ' random ' + Math.random();
+</script></body></html>"""
+
+
+def test_a_page_writing_tag_names_in_a_script_replays_with_its_script_and_seeded(tmp_path):
+    try:
+        chromium_path()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    path = tmp_path / "inject.wfz"
+    with new_archive_atomically(path) as arc:
+        sid = arc.new_session("test", source="test_inject")
+        arc.add_exchange(Exchange(url=SITE + "/", captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
+                                  resp_headers=[("Content-Type", "text/html; charset=utf-8")], payload=PAGE,
+                                  session_id=sid))
+    seen = []
+    for _ in range(2):
+        with WebEnv(EnvConfig(path, backend="browser")) as env:
+            obs, _ = env.reset(options={"task": {"id": "tags", "start_url": SITE + "/", "instruction": "read"}})
+        line = next(x for x in obs["axtree_text"].splitlines() if "tags 2 random" in x or "did not run" in x)
+        seen.append(line)
+    assert "tags 2 random 0." in seen[0], seen  # the script ran whole
+    assert seen[0] == seen[1]  # and Math.random came from the seeded runtime

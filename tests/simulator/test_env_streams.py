@@ -14,10 +14,11 @@ from webfreeze.archives import Exchange, new_archive_atomically
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 from webfreeze.simulator.env import EnvConfig, WebEnv
 
+pytestmark = [pytest.mark.slow]  # (twelve resets of pages reading megabytes: half a minute on 2 cores)
 try:
     chromium_path()
 except BrowserUnavailable as exc:
-    pytestmark = pytest.mark.skip(reason=str(exc))
+    pytestmark.append(pytest.mark.skip(reason=str(exc)))
 
 SITE = "http://streams.test"
 BODY = b"".join(b"line %07d of the streamed answer\n" % i for i in range(120_000))  # 4.2 MB

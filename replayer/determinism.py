@@ -8,6 +8,9 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   capture time too. With the pumped timers (below) neither clock stands behind the timers' virtual
   clock: a callback due at virtual time T reads at least T since the page began, so code that
   checks on the clock that its wait has passed (lodash's ``debounce``) goes on as in a browser.
+  Without them (the browser's own timers: ``replay serve``, ``replay check``, the crawl's check),
+  a ``setTimeout`` or ``setInterval`` callback reads both clocks at least at the time it was due
+  (the clock when it was set plus its delay), for the same reason.
 - ``Math.random``: a seeded generator (mulberry32); the seed comes from the run seed and the URL.
 - ``crypto.getRandomValues`` and ``crypto.randomUUID``: filled from the same generator.
 - ``performance.now``: starts at 0 and advances 1 ms per reading (and, with the pumped timers, keeps
@@ -86,6 +89,14 @@ if(B){
 var N={setTimeout:G.setTimeout.bind(G),clearTimeout:G.clearTimeout.bind(G)};
 if(G.requestAnimationFrame){N.requestAnimationFrame=G.requestAnimationFrame.bind(G);}
 try{Object.defineProperty(G,'__wfNative',{value:N});}catch(e){}
+if(!X){var cur=function(){return Math.max(n,p,vt-V0);},due=function(at){if(V0+at>vt){vt=V0+at;}};
+ G.setTimeout=function(fn,d){if(typeof fn!=='function'){return N.setTimeout.apply(G,arguments);}
+  var a=Array.prototype.slice.call(arguments,2),at=cur()+Math.max(Number(d)||0,0);
+  return N.setTimeout(function(){due(at);fn.apply(G,a);},d);};
+ var SI=G.setInterval.bind(G);
+ G.setInterval=function(fn,d){if(typeof fn!=='function'){return SI.apply(G,arguments);}
+  var a=Array.prototype.slice.call(arguments,2),e=Math.max(Number(d)||0,0),at=cur();
+  return SI(function(){at+=e;due(at);fn.apply(G,a);},d);};}
 function stalled(k){G.__wfStalled=(G.__wfStalled||0)+k;}
 var chans=[],made={},WPM=G.Worker&&Worker.prototype.postMessage,PPM=G.MessagePort&&MessagePort.prototype.postMessage;
 function wseed(k){var s=(S0^Math.imul(k+1,0x9E3779B1))>>>0;s=Math.imul(s^(s>>>16),0x85EBCA6B)>>>0;

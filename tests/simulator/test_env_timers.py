@@ -140,7 +140,8 @@ def test_timers_an_action_starts_run_in_its_settle_and_waits_are_virtual(archive
 
 def test_people_browsing_keep_the_browsers_own_timers():
     """Without ``timers`` (``replay serve``, ``replay check``) the clock and randomness are the
-    runtime's, the timers, fetch and workers' messages the browser's own."""
+    runtime's, the timers, fetch and workers' messages the browser's own: a timer runs by the wall
+    clock with no pump, and its callback reads the clock at least its delay after it was set."""
     from playwright.sync_api import sync_playwright
 
     from webfreeze.simulator.browser import launch_chromium
@@ -149,6 +150,9 @@ def test_people_browsing_keep_the_browsers_own_timers():
     pumped = runtime_script("2026-01-01T00:00:00Z", 1, timers=True).decode()
     probe = """() => [typeof window.__wfPump, /\\[native code\\]/.test(String(setTimeout)),
                       /\\[native code\\]/.test(String(fetch)), Date.now()]"""
+    waits = """async () => { const t0 = Date.now(); const p0 = performance.now();
+                               await new Promise((done) => setTimeout(done, 40));
+                               return [Date.now() - t0, performance.now() - p0]; }"""
     with sync_playwright() as pw:
         browser = launch_chromium(pw, shell=True)
         try:
@@ -157,10 +161,13 @@ def test_people_browsing_keep_the_browsers_own_timers():
             for script in (plain, pumped):
                 page.set_content(f"<html><head>{script}</head><body></body></html>")
                 states.append(page.evaluate(probe))
+                if script is plain:
+                    waited = page.evaluate(waits)
         finally:
             browser.close()
     midnight = 1767225600000  # 2026-01-01T00:00:00Z: both clocks are the runtime's
-    assert states[0][:3] == ["undefined", True, True] and midnight <= states[0][3] < midnight + 1000
+    assert states[0][:3] == ["undefined", False, True] and midnight <= states[0][3] < midnight + 1000
+    assert waited[0] >= 40 and waited[1] >= 40, waited  # (1 ms per reading alone: 1 or 2)
     assert states[1][:3] == ["function", False, False] and midnight <= states[1][3] < midnight + 1000
 
 

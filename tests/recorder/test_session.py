@@ -15,6 +15,32 @@ try:
 except BrowserUnavailable as exc:
     pytestmark = pytest.mark.skip(reason=str(exc))
 
+FIRST_PAINT = "page.wait_for_function(\"performance.getEntriesByName('first-paint').length > 0\")"
+
+
+@pytest.fixture
+def record_scripted(tmp_path, monkeypatch, cli):
+    """``record_scripted(page, script, *options, host=, paths=, answers=)``: ``record session`` of
+    ``script`` (the text of a session script) on a loopback site serving ``page``
+    (:func:`_one_page_site`) under the name ``host``; returns (the command's result, the archive,
+    the trajectory), named after the host in ``tmp_path``."""
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+
+    def record(page: bytes, script: str, *options, host: str = "site.test", paths=("/",), answers=None):
+        name = host.split(".")[0]
+        script_path, archive, out = (tmp_path / f"{name}{ext}" for ext in (".py", ".wfz", ".json"))
+        script_path.write_text(script)
+        server = _one_page_site(page, paths=paths, answers=answers)
+        try:
+            result = cli("record", "session", f"http://{host}/", "--resolve", f"{host}=127.0.0.1:{server.server_address[1]}",
+                         "--archive", archive, "--trajectory", out, "--script", script_path, *options, timeout=300)
+        finally:
+            server.shutdown()
+            server.server_close()
+        return result, archive, out
+
+    return record
+
 SCRIPT = '''
 def run(page):
     # Chromium drops input that reaches a page before its first paint
@@ -108,11 +134,12 @@ def test_a_failing_script_is_one_line_and_writes_no_trajectory(tmp_path, monkeyp
     assert not out.exists()
 
 
+CLICK_GO = f"def run(page):\n    {FIRST_PAINT}\n    page.click('#go')\n"
 SLOW_PAGE = b"""<!doctype html><title>slow</title><button id=go onclick="fetch('/slow',
 {method: 'PROPFIND'}).then(r => document.title = 'got ' + r.status)">Log in</button>"""
 
 
-def test_a_late_answer_is_recorded_as_the_site_gave_it(tmp_path, monkeypatch, cli):
+def test_a_late_answer_is_recorded_as_the_site_gave_it(record_scripted):
     """The script returns at once after a click whose request the server answers 1.5 s later (as a
     server delays a failed login on purpose): the session waits for it, so the archive holds the
     site's 401, not the proxy's 502 for a connection the closing browser cut."""
@@ -122,18 +149,7 @@ def test_a_late_answer_is_recorded_as_the_site_gave_it(tmp_path, monkeypatch, cl
         time.sleep(1.5)
         return 401, b"wrong password", "text/plain"
 
-    server = _one_page_site(SLOW_PAGE, answers={"PROPFIND": refuse_late})
-    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    script = tmp_path / "late.py"
-    script.write_text("def run(page):\n    page.wait_for_function(\"performance.getEntriesByName('first-paint')"
-                      ".length > 0\")\n    page.click('#go')\n")
-    archive = tmp_path / "late.wfz"
-    try:
-        result = cli("record", "session", "http://late.test/", "--resolve",
-                     f"late.test=127.0.0.1:{server.server_address[1]}", "--archive", archive,
-                     "--trajectory", tmp_path / "t.json", "--script", script, timeout=300)
-    finally:
-        server.shutdown()
+    result, archive, _ = record_scripted(SLOW_PAGE, CLICK_GO, host="late.test", answers={"PROPFIND": refuse_late})
     assert result.returncode == 0, result.stderr
     with Archive.open(archive) as arc:
         (answer,) = arc.exchanges(method="PROPFIND")
@@ -144,7 +160,7 @@ SAVE_PAGE = b"""<!doctype html><title>notes</title><button id=go onclick="setTim
 {method: 'PUT', body: 'story=Bananas'}), 700)">Open Bananas</button>"""
 
 
-def test_a_save_the_page_defers_is_recorded(tmp_path, monkeypatch, cli):
+def test_a_save_the_page_defers_is_recorded(record_scripted):
     """TiddlyWiki saves what a click changed a second later (its syncer's timer), not at once: the
     script returns right after the click, and the session keeps the page open as long as the
     replay's settle runs the page's timers after a step (TIMER_HORIZON_MS of virtual time), so the
@@ -153,18 +169,7 @@ def test_a_save_the_page_defers_is_recorded(tmp_path, monkeypatch, cli):
         handler.rfile.read(int(handler.headers["Content-Length"]))
         return 204, b"", "text/plain"
 
-    server = _one_page_site(SAVE_PAGE, answers={"PUT": save})
-    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    script = tmp_path / "save.py"
-    script.write_text("def run(page):\n    page.wait_for_function(\"performance.getEntriesByName('first-paint')"
-                      ".length > 0\")\n    page.click('#go')\n")
-    archive = tmp_path / "save.wfz"
-    try:
-        result = cli("record", "session", "http://notes.test/", "--resolve",
-                     f"notes.test=127.0.0.1:{server.server_address[1]}", "--archive", archive,
-                     "--trajectory", tmp_path / "t.json", "--script", script, timeout=300)
-    finally:
-        server.shutdown()
+    result, archive, _ = record_scripted(SAVE_PAGE, CLICK_GO, host="notes.test", answers={"PUT": save})
     assert result.returncode == 0, result.stderr
     with Archive.open(archive) as arc:
         saves = [(ex.url, ex.request.payload(), ex.response.status) for ex in arc.exchanges(method="PUT")]
@@ -185,31 +190,21 @@ doc.body.appendChild(area);
 
 
 @pytest.mark.parametrize("opened", [True, False], ids=["open-then-write", "write-alone"])
-def test_typing_into_a_frame_a_script_wrote_is_logged(tmp_path, monkeypatch, cli, opened):
+def test_typing_into_a_frame_a_script_wrote_is_logged(record_scripted, opened):
     """TiddlyWiki's editor is a textarea in an iframe its script fills with document.open() and
     write(): open() erases the frame's event listeners, the recorder's among them, so the typing
     was never logged and the session's trajectory saved a tiddler unchanged. The listener is put
     back after open(), and the typing is a step; so after a write() alone, which opens a document
     whose parser has finished as open() does."""
     page = WRITTEN_FRAME_PAGE if opened else WRITTEN_FRAME_PAGE.replace(b"doc.open(); ", b"")
-    server = _one_page_site(page)
-    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    script = tmp_path / "edit.py"
-    script.write_text("""
+    result, _, out = record_scripted(page, f"""
 def run(page):
-    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    {FIRST_PAINT}
     page.frame_locator("iframe").first.get_by_label("Tiddler text").click()
     page.keyboard.type("Purple")
     page.get_by_role("button", name="Done").click()
     page.get_by_text("saved: Purple").wait_for()
-""")
-    out = tmp_path / "t.json"
-    try:
-        result = cli("record", "session", "http://editor.test/", "--resolve",
-                     f"editor.test=127.0.0.1:{server.server_address[1]}", "--archive", tmp_path / "e.wfz",
-                     "--trajectory", out, "--script", script, timeout=300)
-    finally:
-        server.shutdown()
+""", host="editor.test")
     assert result.returncode == 0, result.stderr
     steps = [(s["action"], (s["target"] or {}).get("role"), (s["target"] or {}).get("name"), s["value"], s.get("keys"))
              for s in json.loads(out.read_text())["steps"] if s["action"] != "navigate"]
@@ -235,22 +230,11 @@ def run(page):
 '''
 
 
-def test_a_typed_hash_route_is_the_persons_goto(tmp_path, monkeypatch, cli):
+def test_a_typed_hash_route_is_the_persons_goto(record_scripted):
     """A hash-routed page (Docsify's ``#/faq``): a route typed into the address bar (``page.goto``)
     or reached with the browser's back button is a same-document navigation the browser started,
     logged as ``goto`` and replayed; the route a link of the page leads to is its effect."""
-    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = _one_page_site(ROUTES_PAGE)
-    script = tmp_path / "routes.py"
-    script.write_text(ROUTES_SCRIPT)
-    out = tmp_path / "routes.json"
-    try:
-        result = cli("record", "session", "http://routes.test/", "--archive", tmp_path / "routes.wfz",
-                     "--trajectory", out, "--script", script,
-                     "--resolve", f"routes.test=127.0.0.1:{server.server_address[1]}", timeout=300)
-    finally:
-        server.shutdown()
-        server.server_close()
+    result, _, out = record_scripted(ROUTES_PAGE, ROUTES_SCRIPT, host="routes.test")
     assert result.returncode == 0, result.stderr
     navs = [(s["cause"], s["url"]) for s in json.loads(out.read_text())["steps"] if s["action"] == "navigate"]
     assert navs == [("goto", "http://routes.test/"), ("goto", "http://routes.test/#/faq"),
@@ -282,22 +266,11 @@ def run(page):
 '''
 
 
-def test_a_click_a_router_turns_into_pushstate_is_logged_where_it_was_made(tmp_path, monkeypatch, cli):
+def test_a_click_a_router_turns_into_pushstate_is_logged_where_it_was_made(record_scripted):
     """VitePress: the click is the person's, on the page where it was made, and comes before the
     same-document navigation it caused (the router's listener on `window` ran first and pushed the
     new URL before a listener on `document` heard the click)."""
-    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = _one_page_site(SPA_PAGE, paths=("/", "/guide/queues.html"))
-    script = tmp_path / "spa.py"
-    script.write_text(SPA_SCRIPT)
-    out = tmp_path / "spa.json"
-    try:
-        result = cli("record", "session", "http://spa.test/", "--archive", tmp_path / "spa.wfz",
-                     "--trajectory", out, "--script", script,
-                     "--resolve", f"spa.test=127.0.0.1:{server.server_address[1]}", timeout=300)
-    finally:
-        server.shutdown()
-        server.server_close()
+    result, _, out = record_scripted(SPA_PAGE, SPA_SCRIPT, host="spa.test", paths=("/", "/guide/queues.html"))
     assert result.returncode == 0, result.stderr
     steps = [(s["action"], s.get("cause"), s["url"]) for s in json.loads(out.read_text())["steps"]]
     assert steps == [("navigate", "goto", "http://spa.test/"), ("click", None, "http://spa.test/"),
@@ -337,29 +310,18 @@ def run(page):
 '''
 
 
-def test_a_keyboard_shortcut_is_a_press_step_the_reference_replays(tmp_path, monkeypatch, cli):
+def test_a_keyboard_shortcut_is_a_press_step_the_reference_replays(tmp_path, cli, record_scripted):
     """A key pressed outside any field is the person's step (a `press` with no target), and the
     session replays on its own archive: before, the '/' was not logged, and the task expired at
     once ("no searchbox 'Search docs' on this page")."""
-    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = _one_page_site(SHORTCUT_PAGE)
-    script = tmp_path / "shortcut.py"
-    script.write_text(SHORTCUT_SCRIPT)
-    out = tmp_path / "shortcut.json"
-    try:
-        result = cli("record", "session", "http://keys.test/", "--archive", tmp_path / "keys.wfz",
-                     "--trajectory", out, "--script", script,
-                     "--resolve", f"keys.test=127.0.0.1:{server.server_address[1]}", timeout=300)
-    finally:
-        server.shutdown()
-        server.server_close()
+    result, archive, out = record_scripted(SHORTCUT_PAGE, SHORTCUT_SCRIPT, host="keys.test")
     assert result.returncode == 0, result.stderr
     steps = [(s["action"], s["target"] and s["target"]["name"], s["value"] if s["action"] != "answer" else None)
              for s in json.loads(out.read_text())["steps"]]
     assert steps == [("navigate", None, None), ("press", None, "/"), ("type", "Search docs", "graveyard"),
                      ("answer", "", None)], steps
     suite = tmp_path / "suite"
-    result = cli("tasks", "add", suite, "--reference", out, "--archive", tmp_path / "keys.wfz",
+    result = cli("tasks", "add", suite, "--reference", out, "--archive", archive,
                  "--answer", "graveyard", "--id", "shortcut", "--instruction", "Search the docs for the dead letters.")
     assert result.returncode == 0, result.stderr
     result = cli("tasks", "validate", suite, "--backend", "browser", timeout=300)
@@ -418,23 +380,12 @@ def run(page):
 '''
 
 
-def test_typing_into_a_rich_text_editor_logs_its_text(tmp_path, monkeypatch, cli):
+def test_typing_into_a_rich_text_editor_logs_its_text(record_scripted):
     """A rich text editor is a ``contenteditable`` element, not a field (Wagtail's Draftail, any
     Draft.js or ProseMirror editor): what the person typed into it is logged as the editor's text,
     as a field's value is; it was logged as ``null``, which the reference agent replayed as
     ``fill(bid, '')``, emptying the editor before the page was published."""
-    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = _one_page_site(EDITOR_PAGE)
-    script = tmp_path / "edit.py"
-    script.write_text(EDITOR_SCRIPT)
-    out = tmp_path / "edit.json"
-    try:
-        result = cli("record", "session", "http://editor.test/", "--archive", tmp_path / "edit.wfz",
-                     "--trajectory", out, "--script", script,
-                     "--resolve", f"editor.test=127.0.0.1:{server.server_address[1]}", timeout=300)
-    finally:
-        server.shutdown()
-        server.server_close()
+    result, _, out = record_scripted(EDITOR_PAGE, EDITOR_SCRIPT, host="editor.test")
     assert result.returncode == 0, result.stderr
     typed = [s for s in json.loads(out.read_text())["steps"] if s["action"] == "type"]
     assert len(typed) == 1, typed
@@ -455,45 +406,24 @@ customElements.define('x-field', class extends HTMLElement {
 </script></body></html>"""
 
 
-def test_keys_typed_into_a_field_in_a_shadow_root_are_no_press_steps(tmp_path, monkeypatch, cli):
-    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = _one_page_site(SHADOW_PAGE)
-    script = tmp_path / "shadow.py"
-    script.write_text('''
+def test_keys_typed_into_a_field_in_a_shadow_root_are_no_press_steps(record_scripted):
+    result, _, out = record_scripted(SHADOW_PAGE, f"""
 def run(page):
-    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    {FIRST_PAINT}
     page.get_by_label("Name").click()
     page.keyboard.type("ab")
-''')
-    out = tmp_path / "shadow.json"
-    try:
-        result = cli("record", "session", "http://shadow.test/", "--archive", tmp_path / "shadow.wfz",
-                     "--trajectory", out, "--script", script,
-                     "--resolve", f"shadow.test=127.0.0.1:{server.server_address[1]}", timeout=300)
-    finally:
-        server.shutdown()
-        server.server_close()
+""", host="shadow.test")
     assert result.returncode == 0, result.stderr
     steps = [s["action"] for s in json.loads(out.read_text())["steps"]]
     assert "press" not in steps, steps
 
 
-def test_text_typed_into_a_rich_text_editor_is_no_evidence(tmp_path, monkeypatch, cli):
+def test_text_typed_into_a_rich_text_editor_is_no_evidence(record_scripted):
     # the person's own words in an editor are not the site's: record_answer refuses them as evidence
-    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = _one_page_site(EDITOR_PAGE)
-    script = tmp_path / "edit.py"
-    script.write_text(EDITOR_SCRIPT + '''
+    result, _, _ = record_scripted(EDITOR_PAGE, EDITOR_SCRIPT + '''
     from webfreeze.recorder.session import record_answer
     record_answer(page, "11", evidence=["Tours at 11."])
-''')
-    try:
-        result = cli("record", "session", "http://editor.test/", "--archive", tmp_path / "edit.wfz",
-                     "--trajectory", tmp_path / "edit.json", "--script", script,
-                     "--resolve", f"editor.test=127.0.0.1:{server.server_address[1]}", timeout=300)
-    finally:
-        server.shutdown()
-        server.server_close()
+''', host="editor.test")
     assert result.returncode != 0
     assert "does not show the evidence 'Tours at 11.'" in result.stderr, result.stderr
 
@@ -510,26 +440,15 @@ CLOBBERED_FORM_PAGE = b"""<!doctype html><html><head><title>Login</title></head>
 </form></body></html>"""
 
 
-def test_a_target_in_a_form_with_a_field_named_id_has_its_css_path(tmp_path, monkeypatch, cli):
+def test_a_target_in_a_form_with_a_field_named_id_has_its_css_path(record_scripted):
     from webfreeze.simulator.axtree import build_tree
 
-    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = _one_page_site(CLOBBERED_FORM_PAGE)
-    script = tmp_path / "click.py"
-    script.write_text('''
+    result, _, out = record_scripted(CLOBBERED_FORM_PAGE, f"""
 def run(page):
-    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    {FIRST_PAINT}
     page.locator("button").nth(1).click()
     page.wait_for_function("document.title === 'second'")
-''')
-    out = tmp_path / "click.json"
-    try:
-        result = cli("record", "session", "http://form.test/", "--archive", tmp_path / "form.wfz",
-                     "--trajectory", out, "--script", script,
-                     "--resolve", f"form.test=127.0.0.1:{server.server_address[1]}", timeout=300)
-    finally:
-        server.shutdown()
-        server.server_close()
+""", host="form.test")
     assert result.returncode == 0, result.stderr
     clicks = [s for s in json.loads(out.read_text())["steps"] if s["action"] == "click"]
     assert len(clicks) == 1, clicks
@@ -549,32 +468,21 @@ CODE_LOGIN_PAGE = b"""<!doctype html><html><head><title>Log in</title></head><bo
 <button type="button">Log in</button></form></body></html>"""
 
 
-def test_a_value_typed_into_a_password_field_is_redacted_whatever_its_name(tmp_path, monkeypatch, cli):
+def test_a_value_typed_into_a_password_field_is_redacted_whatever_its_name(record_scripted):
     """The recorder did not note a field's type, so `--redact` knew a typed password only by a name or
     CSS path that says password / pwd / PIN / secret: a "Private code" field (`#code`) kept its value
     in the trajectory and the archive's documents of a bundle shared as redacted."""
     from secret_search import everything, holds
 
-    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = _one_page_site(CODE_LOGIN_PAGE)
-    script = tmp_path / "login.py"
-    script.write_text('''
+    result, archive, out = record_scripted(CODE_LOGIN_PAGE, f"""
 def run(page):
-    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    {FIRST_PAINT}
     page.get_by_label("Project identifier").fill("skitrip")
     page.get_by_label("Private code").fill("k7-ski-trip-code")
-''')
-    out = tmp_path / "login.json"
-    try:
-        result = cli("record", "session", "http://login.test/", "--archive", tmp_path / "login.wfz",
-                     "--trajectory", out, "--script", script, "--redact",
-                     "--resolve", f"login.test=127.0.0.1:{server.server_address[1]}", timeout=300)
-    finally:
-        server.shutdown()
-        server.server_close()
+""", "--redact", host="login.test")
     assert result.returncode == 0, result.stderr
     typed = [s for s in json.loads(out.read_text())["steps"] if s["action"] == "type"]
     assert [s["target"]["name"] for s in typed] == ["Project identifier", "Private code"], typed
     assert typed[0]["value"] == "skitrip"  # (not a password: kept)
     assert "k7-ski-trip-code" not in out.read_text(), typed[1]
-    assert not holds(everything(tmp_path / "login.wfz"), "k7-ski-trip-code")
+    assert not holds(everything(archive), "k7-ski-trip-code")

@@ -93,6 +93,19 @@ class PortInUse(ReplayError):
 BROWSER_INTERNAL_HOSTS = ["update.googleapis.com", "clients2.google.com", "clients2.googleusercontent.com",
                           "optimizationguide-pa.googleapis.com", "content-autofill.googleapis.com",
                           "safebrowsingohttpgateway.googleapis.com", "edgedl.me.gvt1.com", "redirector.gvt1.com"]
+# ... and the browser's own requests to hosts a site may also use, by the start of their path: a
+# desktop Chromium's check of who is signed in (a person opening `replay serve` in their own
+# browser: every page load asked for it, and the miss report listed it beside the site's misses).
+BROWSER_INTERNAL_PATHS = [("accounts.google.com", "/ListAccounts")]
+
+
+def is_browser_own(url: str) -> bool:
+    """Whether ``url`` is the browser's own background traffic, not a page's request
+    (:data:`BROWSER_INTERNAL_HOSTS`, :data:`BROWSER_INTERNAL_PATHS`)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return host in BROWSER_INTERNAL_HOSTS or any(
+        host == h and parts.path.startswith(prefix) for h, prefix in BROWSER_INTERNAL_PATHS)
 
 
 # Characters left as they are when a capture's URL is written into a response header.
@@ -476,7 +489,7 @@ class Replay:
                               resp.reason)
 
     def _miss(self, method, url, headers, bkey, score):
-        if (urlsplit(url).hostname or "") in BROWSER_INTERNAL_HOSTS:  # the browser's own, not a page's
+        if is_browser_own(url):  # the browser's own, not a page's
             with self._state_lock:
                 self.stats["browser_own"] = self.stats.get("browser_own", 0) + 1
         else:
@@ -659,7 +672,7 @@ class Replay:
 
 def _may_go_live(url: str) -> bool:
     """Whether a request may be sent upstream: never the browser's own background traffic."""
-    return (urlsplit(url).hostname or "") not in BROWSER_INTERNAL_HOSTS
+    return not is_browser_own(url)
 
 
 def _redirects_to_itself(built: Built, url: str) -> bool:

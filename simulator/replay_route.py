@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from webfreeze.archives.content import DecodeError, decode_content
 from webfreeze.common.http import header_value
 from webfreeze.replayer import Replay
-from webfreeze.replayer.replay import BROWSER_INTERNAL_HOSTS
+from webfreeze.replayer.replay import is_browser_own
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ class ReplayRoute:
             body = request.post_data_buffer or b""
             headers = list(request.headers.items())
             status, resp_headers, data = replay.fetch(request.method, request.url, headers, body)
-            internal = (urlsplit(request.url).hostname or "") in BROWSER_INTERNAL_HOSTS
+            internal = is_browser_own(request.url)
             why = "miss" if status == 0 or header_value(resp_headers, "x-webfreeze-miss") else \
                 self._upstream_failure(resp_headers)
             if why and not internal:

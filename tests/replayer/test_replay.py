@@ -178,13 +178,20 @@ def test_miss_is_a_marked_404_and_a_report_line(server, tmp_path):
 
 def test_the_browsers_own_update_traffic_is_refused_but_not_reported_as_a_miss(server, tmp_path):
     """Chromium's component-update requests (sent through the replay proxy so that they fail there)
-    carry random query strings: reported, they would make two replay checks' miss reports differ."""
+    carry random query strings: reported, they would make two replay checks' miss reports differ.
+    A desktop Chromium's sign-in check is its own as well, the rest of its host is not."""
     resp, _ = proxied(server, "GET", "http://update.googleapis.com/service/update2/json?cup2key=13:98765")
     assert resp.status == 404 and resp.getheader("X-Webfreeze-Miss") == "1"
     assert server.misses == [] and server.stats["misses"] == 0 and server.stats["browser_own"] == 1
     assert not (tmp_path / "misses.jsonl").exists() or (tmp_path / "misses.jsonl").read_text() == ""
     proxied(server, "GET", "http://elsewhere.test/nothing")  # a page's miss is still reported
     assert [m["url"] for m in server.misses] == ["http://elsewhere.test/nothing"]
+    # a desktop Chromium's sign-in check (a person's own browser on `replay serve`) is the browser's
+    # too; the same host's other paths may be a site's (a recorded Google login) and are reported
+    proxied(server, "POST", "http://accounts.google.com/ListAccounts?gpsia=1&source=ChromiumBrowser&json=standard")
+    proxied(server, "GET", "http://accounts.google.com/signin")
+    assert server.stats["browser_own"] == 2
+    assert [m["url"] for m in server.misses] == ["http://elsewhere.test/nothing", "http://accounts.google.com/signin"]
 
 
 @pytest.mark.parametrize("on_miss", ["502", "abort"])

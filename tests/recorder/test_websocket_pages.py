@@ -31,7 +31,7 @@ except BrowserUnavailable as exc:
     pytestmark = pytest.mark.skip(reason=str(exc))
 
 INDEX = b"""<!doctype html><html><head><title>Socket page</title></head><body><h1>Socket page</h1>
-<p id="out">Waiting for the server</p><p><a href="/chat">chat</a> <a href="/two">two</a></p><script>
+<p id="out">Waiting for the server</p><p><a href="/chat">chat</a> <a href="/two">two</a> <a href="/rally">rally</a></p><script>
 const ws = new WebSocket("ws://" + location.host + "/ws");
 ws.onmessage = (e) => { document.getElementById("out").textContent = e.data; };
 </script></body></html>"""
@@ -54,7 +54,18 @@ a.onmessage = (e) => {
   b.onmessage = (f) => { document.getElementById("b").textContent = "B got " + f.data; };
 };
 </script></body></html>"""
-PAGES = {"/": INDEX, "/chat": CHAT, "/two": TWO}
+# a rally: the server sends 0, the page sends back each number it gets below ROUNDS, the server
+# answers with the next: ROUNDS round trips, each waited for by the settle before it observes
+RALLY = b"""<!doctype html><html><head><title>Rally</title></head><body><h1>Rally</h1>
+<p id="out">no ball yet</p><script>
+const ws = new WebSocket("ws://" + location.host + "/ws-rally");
+ws.onmessage = (e) => {
+  document.getElementById("out").textContent = "rally at " + e.data;
+  if (Number(e.data) < 10) ws.send(e.data);
+};
+</script></body></html>"""
+ROUNDS = 10
+PAGES = {"/": INDEX, "/chat": CHAT, "/two": TWO, "/rally": RALLY}
 MESSAGE = b"Answer from the socket"
 HANDSHAKE_DELAY_S = 1.0
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -89,9 +100,10 @@ def text_frame(text: bytes) -> bytes:
 
 
 class SocketSite:
-    """``/``, ``/chat``, ``/two``: the pages; ``/ws`` sends :data:`MESSAGE` (after a slow handshake);
-    ``/ws-chat`` answers each text message with ``answer to <it>``; ``/ws-count`` sends
-    ``connection <n>`` (its n-th connection). ``sockets`` counts the WebSockets opened (what reached
+    """``/``, ``/chat``, ``/two``, ``/rally``: the pages; ``/ws`` sends :data:`MESSAGE` (after a slow
+    handshake); ``/ws-chat`` answers each text message with ``answer to <it>``; ``/ws-count`` sends
+    ``connection <n>`` (its n-th connection); ``/ws-rally`` sends 0 and answers a number with the next.
+    ``sockets`` counts the WebSockets opened (what reached
     the live site) by path, ``pages`` the pages' loads by path."""
 
     def __init__(self):
@@ -123,6 +135,8 @@ class SocketSite:
                         self.wfile.write(text_frame(MESSAGE))
                     elif path == "/ws-count":
                         self.wfile.write(text_frame(f"connection {n}".encode()))
+                    elif path == "/ws-rally":
+                        self.wfile.write(text_frame(b"0"))
                     self.wfile.flush()
                     try:
                         self.connection.settimeout(30)
@@ -132,6 +146,9 @@ class SocketSite:
                                 break
                             if opcode == 1 and path == "/ws-chat":
                                 self.wfile.write(text_frame(b"answer to " + data))
+                                self.wfile.flush()
+                            elif opcode == 1 and path == "/ws-rally":
+                                self.wfile.write(text_frame(str(int(data) + 1).encode()))
                                 self.wfile.flush()
                     except OSError:
                         pass
@@ -180,6 +197,7 @@ def test_the_crawl_records_the_conversations_and_its_check_replays_them(crawled)
     assert sockets.get("/ws") == pages["/"] - 1 >= 1, (sockets, pages)
     assert sockets.get("/ws-chat") == pages["/chat"] >= 1, (sockets, pages)
     assert sockets.get("/ws-count") == 2 * pages["/two"] >= 2, (sockets, pages)
+    assert sockets.get("/ws-rally") == pages["/rally"] >= 1, (sockets, pages)
     assert r.returncode == 0, r.stdout + r.stderr  # complete: the check replayed every socket
     assert "(complete)" in r.stdout and "incomplete" not in r.stdout, r.stdout
     with Archive.open(archive) as arc:
@@ -206,6 +224,7 @@ def test_replay_check_serves_the_sockets(crawled, tmp_path, mode):
         assert pages[page]["text_similarity"] == 1.0, pages[page]  # the page drawn whole, as captured
     dom = (tmp_path / "report" / pages[f"{url}/two"]["dom"]).read_text()
     assert "A got connection 1" in dom and "B got connection 2" in dom
+    assert f"rally at {ROUNDS}" in (tmp_path / "report" / pages[f"{url}/rally"]["dom"]).read_text()
 
 
 def _episode(env, url: str):
@@ -229,7 +248,7 @@ def episodes(crawled, tmp_path_factory):
         for run in (1, 2):
             env = WebEnv(EnvConfig(archive, backend="browser"))
             try:
-                for page in (f"{url}/", f"{url}/chat", f"{url}/two", f"{url}/chat?utm_source=mail"):
+                for page in (f"{url}/", f"{url}/chat", f"{url}/two", f"{url}/rally", f"{url}/chat?utm_source=mail"):
                     out[(run, page)] = _episode(env, page)
             finally:
                 env.close()
@@ -284,7 +303,7 @@ def test_two_runs_observe_the_socket_pages_alike(episodes):
     # (the settle waits for the replay's deliveries on a socket, counted by the page's runtime, as
     # for a load: the observation holds every answer, however slow the machine)
     for page, shown in ((f"{url}/", "Answer from the socket"), (f"{url}/chat", "answer to hello"),
-                        (f"{url}/two", "B got connection 2")):
+                        (f"{url}/two", "B got connection 2"), (f"{url}/rally", f"rally at {ROUNDS}")):
         (obs1, t1), (obs2, t2) = out[(1, page)], out[(2, page)]
         assert shown in obs1["axtree_text"], obs1["axtree_text"]
         assert obs1["axtree_text"].encode() == obs2["axtree_text"].encode(), page

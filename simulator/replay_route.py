@@ -119,9 +119,16 @@ class SocketRoutes:
         absolute URL of another origin: that address stands for the origin of the page's document."""
         from webfreeze.replayer.websocket import direct_socket_url
 
+        own = urlsplit(url).netloc
         original = direct_socket_url(url)
-        own, said = urlsplit(url), urlsplit(original)
-        if original != url and said.netloc == own.netloc and self._doc is not None:
+        # a URL the page built from its own address (its path holds the replay's prefix already:
+        # Shiny's), which the shim prefixed once more: unwrapped again
+        for _ in range(3):
+            if urlsplit(original).netloc != own or (again := direct_socket_url(original)) == original:
+                break
+            original = again
+        said = urlsplit(original)
+        if original != url and said.netloc == own and self._doc is not None:
             page = urlsplit(self._doc[2])
             scheme = "wss" if page.scheme == "https" else "ws"
             return said._replace(scheme=scheme, netloc=page.netloc).geturl()

@@ -65,7 +65,11 @@ ws.onmessage = (e) => {
 };
 </script></body></html>"""
 ROUNDS = 10
-PAGES = {"/": INDEX, "/chat": CHAT, "/two": TWO, "/rally": RALLY}
+# a socket the site refuses (no upgrade: 404): nothing recorded, so a miss in every replay
+REFUSED = b"""<!doctype html><html><head><title>Refused</title></head><body><h1>Refused</h1><script>
+const ws = new WebSocket("ws://" + location.host + "/ws-none");
+</script></body></html>"""
+PAGES = {"/": INDEX, "/chat": CHAT, "/two": TWO, "/rally": RALLY, "/refused": REFUSED}
 MESSAGE = b"Answer from the socket"
 HANDSHAKE_DELAY_S = 1.0
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -119,7 +123,7 @@ class SocketSite:
 
             def do_GET(self):
                 path = self.path.split("?")[0]
-                if path.startswith("/ws") and self.headers.get("Upgrade", "").lower() == "websocket":
+                if path.startswith("/ws") and path != "/ws-none" and self.headers.get("Upgrade", "").lower() == "websocket":
                     n = site.sockets[path] = site.sockets.get(path, 0) + 1
                     if path == "/ws":
                         # a handshake slower than the crawl's quiet period (as through the recording
@@ -209,6 +213,22 @@ def test_the_crawl_records_the_conversations_and_its_check_replays_them(crawled)
     assert [(m["from_client"], m["content"]) for m in chat[0]["messages"]] == \
         [(True, "hello"), (False, "answer to hello")]
     assert all(isinstance(d["opened"], float) for d in docs)
+
+
+def test_a_socket_without_a_recording_is_missing_and_the_page_incomplete(tmp_path):
+    site = SocketSite()
+    archive = tmp_path / "refused.wfz"
+    try:
+        r = run_cli("record", "crawl", f"{site.url}/refused", "--archive", archive, "--depth", "0",
+                    env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")), timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 3, r.stdout + r.stderr  # incomplete
+    socket_url = site.url.replace("http:", "ws:") + "/ws-none"
+    assert f"incomplete: {site.url}/refused (missing: {socket_url} (a WebSocket the archive holds no recording of))" \
+        in r.stdout, r.stdout
+    # one line, and no --recheck offered: a live fetch cannot repair a WebSocket
+    assert r.stderr.count("\n") == 1 and "WebSocket" in r.stderr and "--recheck cannot" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("mode", ["proxy", "direct"])

@@ -140,14 +140,19 @@ class ArchiveRecorder:
             log.error("could not record failed %s %s: %s", req.method, req.url, exc)
 
     # ------------------------------------------------------------------ WebSocket
-    # The document is written when the connection opens, again with each message (before the
-    # message goes on: what a page was sent is in the archive once the page has it, so a crawl's
-    # check of the page, while the socket is still open, replays it) and at its end (how it closed).
+    # The document is written when the connection opens, again with each of its first
+    # SOCKET_REWRITES messages (before the message goes on: what a page was sent is in the archive
+    # once the page has it, so a crawl's check of the page, while the socket is still open, replays
+    # it) and at its end (all of them, and how it closed). The bound keeps a socket that streams
+    # for long (a live dashboard) from rewriting an ever longer document with every message.
+    SOCKET_REWRITES = 1000
+
     def websocket_start(self, flow: http.HTTPFlow) -> None:
         self._put_socket(flow)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
-        self._put_socket(flow)
+        if flow.websocket is not None and len(flow.websocket.messages) <= self.SOCKET_REWRITES:
+            self._put_socket(flow)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         self._put_socket(flow)

@@ -36,6 +36,13 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   its pending loads), and what a worker posts to the page waits for that turn, so it arrives at
   the same point of the page's work on every run.
 
+- WebSockets, when the replay serves them in the browser (``sockets=True``: the in-process replays,
+  simulator/replay_route.py): each socket a page makes counts a delivery pending from its creation,
+  and from each message the page sends, until the replay's marker (:data:`SOCKET_MARK`, taken off
+  the socket before the page's listeners see it) says the batch of recorded messages has been
+  delivered, or the socket closes. ``__wfSockets`` counts them (the settles of ``replay check`` and
+  the crawl's check wait for 0); with the pumped timers the pump waits for them as for a load.
+
 The script is small, has no dependencies, and is switchable off (``inject=False``).
 """
 

@@ -328,3 +328,38 @@ def test_two_runs_observe_the_socket_pages_alike(episodes):
         assert shown in obs1["axtree_text"], obs1["axtree_text"]
         assert obs1["axtree_text"].encode() == obs2["axtree_text"].encode(), page
         assert json.dumps(t1["replay"], sort_keys=True) == json.dumps(t2["replay"], sort_keys=True)
+
+
+def test_replay_serve_serves_the_sockets_in_direct_mode(crawled):
+    """``replay serve``'s own server (direct mode: the page at ``/<timestamp>/<url>``, its socket
+    rewritten by the shim to the server's own origin) answers the handshake and plays the
+    recorded conversation; a page that says something else is a miss in its report."""
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.replayer.server import ReplayServer
+    from webfreeze.simulator.browser import launch_chromium
+
+    _, archive, url, _ = crawled
+    with Archive.open(archive) as arc:
+        at = {p.url: p.captured_at for p in arc.pages()}
+    server = ReplayServer(archive, mode="direct", port=0).start()
+    try:
+        with sync_playwright() as pw:
+            browser = launch_chromium(pw, shell=True)
+            page = browser.new_page()
+            for path, shown in (("/two", "B got connection 2"), ("/rally", f"rally at {ROUNDS}"),
+                                ("/chat", "answer to hello")):
+                ts = "".join(ch for ch in at[f"{url}{path}"] if ch.isdigit())[:14]
+                page.goto(f"{server.url}/{ts}/{url}{path}")
+                page.wait_for_function("(t) => document.body.innerText.includes(t)", arg=shown, timeout=20_000)
+            assert server.misses == []
+            page.goto(f"{server.url}/{ts}/{url}/chat?utm_source=mail")  # says "hello?utm_source=mail"
+            for _ in range(200):
+                if server.misses:
+                    break
+                page.wait_for_timeout(50)
+            assert [m["url"] for m in server.misses] == [url.replace("http:", "ws:") + "/ws-chat"]
+            assert "answer to" not in page.inner_text("body")
+            browser.close()
+    finally:
+        server.stop()

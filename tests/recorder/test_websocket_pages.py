@@ -31,7 +31,8 @@ except BrowserUnavailable as exc:
     pytestmark = pytest.mark.skip(reason=str(exc))
 
 INDEX = b"""<!doctype html><html><head><title>Socket page</title></head><body><h1>Socket page</h1>
-<p id="out">Waiting for the server</p><p><a href="/chat">chat</a> <a href="/two">two</a> <a href="/rally">rally</a></p><script>
+<p id="out">Waiting for the server</p>
+<p><a href="/chat">chat</a> <a href="/two">two</a> <a href="/rally">rally</a> <a href="/bye">bye</a></p><script>
 const ws = new WebSocket("ws://" + location.host + "/ws");
 ws.onmessage = (e) => { document.getElementById("out").textContent = e.data; };
 </script></body></html>"""
@@ -69,7 +70,14 @@ ROUNDS = 10
 REFUSED = b"""<!doctype html><html><head><title>Refused</title></head><body><h1>Refused</h1><script>
 const ws = new WebSocket("ws://" + location.host + "/ws-none");
 </script></body></html>"""
-PAGES = {"/": INDEX, "/chat": CHAT, "/two": TWO, "/rally": RALLY, "/refused": REFUSED}
+# a server that says goodbye and closes: the replay closes after the last message, with its code
+BYE = b"""<!doctype html><html><head><title>Bye</title></head><body><h1>Bye</h1><p id="out">open</p><script>
+const ws = new WebSocket("ws://" + location.host + "/ws-bye");
+let got = "";
+ws.onmessage = (e) => { got = e.data; };
+ws.onclose = (e) => { document.getElementById("out").textContent = got + ", closed " + e.code; };
+</script></body></html>"""
+PAGES = {"/": INDEX, "/chat": CHAT, "/two": TWO, "/rally": RALLY, "/refused": REFUSED, "/bye": BYE}
 MESSAGE = b"Answer from the socket"
 HANDSHAKE_DELAY_S = 1.0
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -106,7 +114,8 @@ def text_frame(text: bytes) -> bytes:
 class SocketSite:
     """``/``, ``/chat``, ``/two``, ``/rally``: the pages; ``/ws`` sends :data:`MESSAGE` (after a slow
     handshake); ``/ws-chat`` answers each text message with ``answer to <it>``; ``/ws-count`` sends
-    ``connection <n>`` (its n-th connection); ``/ws-rally`` sends 0 and answers a number with the next.
+    ``connection <n>`` (its n-th connection); ``/ws-rally`` sends 0 and answers a number with the next;
+    ``/ws-bye`` sends ``bye`` and closes (code 4000).
     ``sockets`` counts the WebSockets opened (what reached
     the live site) by path, ``pages`` the pages' loads by path."""
 
@@ -141,6 +150,8 @@ class SocketSite:
                         self.wfile.write(text_frame(f"connection {n}".encode()))
                     elif path == "/ws-rally":
                         self.wfile.write(text_frame(b"0"))
+                    elif path == "/ws-bye":
+                        self.wfile.write(text_frame(b"bye") + bytes([0x88, 2]) + (4000).to_bytes(2, "big"))
                     self.wfile.flush()
                     try:
                         self.connection.settimeout(30)
@@ -202,6 +213,7 @@ def test_the_crawl_records_the_conversations_and_its_check_replays_them(crawled)
     assert sockets.get("/ws-chat") == pages["/chat"] >= 1, (sockets, pages)
     assert sockets.get("/ws-count") == 2 * pages["/two"] >= 2, (sockets, pages)
     assert sockets.get("/ws-rally") == pages["/rally"] >= 1, (sockets, pages)
+    assert sockets.get("/ws-bye") == pages["/bye"] >= 1, (sockets, pages)
     assert r.returncode == 0, r.stdout + r.stderr  # complete: the check replayed every socket
     assert "(complete)" in r.stdout and "incomplete" not in r.stdout, r.stdout
     with Archive.open(archive) as arc:
@@ -240,11 +252,12 @@ def test_replay_check_serves_the_sockets(crawled, tmp_path, mode):
     pages = {p["url"]: p for p in report["pages"]}
     assert report["summary"]["pages_with_misses"] == 0, [(p["url"], p["misses"]) for p in report["pages"]]
     assert r.returncode == 0, r.stdout + r.stderr
-    for page in (f"{url}/", f"{url}/chat", f"{url}/two"):
+    for page in (f"{url}/", f"{url}/chat", f"{url}/two", f"{url}/bye"):
         assert pages[page]["text_similarity"] == 1.0, pages[page]  # the page drawn whole, as captured
     dom = (tmp_path / "report" / pages[f"{url}/two"]["dom"]).read_text()
     assert "A got connection 1" in dom and "B got connection 2" in dom
     assert f"rally at {ROUNDS}" in (tmp_path / "report" / pages[f"{url}/rally"]["dom"]).read_text()
+    assert "bye, closed 4000" in (tmp_path / "report" / pages[f"{url}/bye"]["dom"]).read_text()
 
 
 def _episode(env, url: str):
@@ -268,7 +281,8 @@ def episodes(crawled, tmp_path_factory):
         for run in (1, 2):
             env = WebEnv(EnvConfig(archive, backend="browser"))
             try:
-                for page in (f"{url}/", f"{url}/chat", f"{url}/two", f"{url}/rally", f"{url}/chat?utm_source=mail"):
+                for page in (f"{url}/", f"{url}/chat", f"{url}/two", f"{url}/rally", f"{url}/bye",
+                             f"{url}/chat?utm_source=mail"):
                     out[(run, page)] = _episode(env, page)
             finally:
                 env.close()
@@ -323,7 +337,8 @@ def test_two_runs_observe_the_socket_pages_alike(episodes):
     # (the settle waits for the replay's deliveries on a socket, counted by the page's runtime, as
     # for a load: the observation holds every answer, however slow the machine)
     for page, shown in ((f"{url}/", "Answer from the socket"), (f"{url}/chat", "answer to hello"),
-                        (f"{url}/two", "B got connection 2"), (f"{url}/rally", f"rally at {ROUNDS}")):
+                        (f"{url}/two", "B got connection 2"), (f"{url}/rally", f"rally at {ROUNDS}"),
+                        (f"{url}/bye", "bye, closed 4000")):
         (obs1, t1), (obs2, t2) = out[(1, page)], out[(2, page)]
         assert shown in obs1["axtree_text"], obs1["axtree_text"]
         assert obs1["axtree_text"].encode() == obs2["axtree_text"].encode(), page

@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 from .matching import Matcher, Rules, closest
+from .replay import DIRECT, direct_original
 
 SOCKET_PREFIX = "websocket/"
 # What a parted conversation's reason quotes of the page's message (characters).
@@ -234,8 +235,6 @@ class Conversation:
 def direct_socket_url(url: str) -> str:
     """A direct-mode socket URL (``ws://replay/<ts>/ws://site/...``, as the replay server's shim
     rewrites a page's) as the URL it stands for; any other URL as it is."""
-    from .replay import DIRECT, direct_original
-
     parts = urlsplit(url)
     m = DIRECT.match(parts.path + ("?" + parts.query if parts.query else ""))
     return direct_original(m.group(3)) if m else url

@@ -87,7 +87,6 @@ class SocketRoutes:
         self.on_open = on_open or (lambda url, level: None)
         self.on_miss = on_miss or (lambda url, why: None)
         self.when: float | None = None
-        self.enabled = True
         self._doc: tuple[str, float, str] | None = None  # the page's document: session, time, URL
         self._opened: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -140,10 +139,7 @@ class SocketRoutes:
         from webfreeze.replayer.websocket import Conversation
 
         on_open, on_miss = on_open or self.on_open, on_miss or self.on_miss
-
         url = ws.url
-        if not self.enabled:  # (between checks: closed, as a request is aborted)
-            return _close(ws, 1000)
         with self._lock:
             key = self._direct(url) if self.direct else url
             k = self._opened.get(key, 0)

@@ -138,12 +138,14 @@ CAPTURED_OTHERWISE = {
 
 def describe_miss(miss: dict) -> str:
     """One capture miss in words: ``reference step 3: POST http://site/newticket (document) was not captured``;
-    a WebSocket's: ``the start page: GET ws://site/socket (xhr) is a WebSocket, which no replay serves``;
+    a WebSocket's: ``the start page: GET ws://site/socket (xhr) is a WebSocket the replay could not
+    serve (no recording of it, or the page's messages parted from the recording)``;
     one whose ``captured`` says the archive holds the request otherwise (``body``: the same method
     and URL, ``query``: the same path), that it was captured only with another body or query."""
     where = "the start page" if miss.get("step") is None else f"reference step {miss['step']}"
-    socket = str(miss.get("url") or "").startswith(("ws:", "wss:"))  # (refused by the replay, captured or not)
-    said = ("is a WebSocket, which no replay serves" if socket
+    socket = str(miss.get("url") or "").startswith(("ws:", "wss:"))  # (not served by the replay, recorded or not)
+    said = ("is a WebSocket the replay could not serve (no recording of it, or the page's messages parted "
+            "from the recording)" if socket
             else CAPTURED_OTHERWISE.get(miss.get("captured"), "was not captured"))
     return f"{where}: {miss['method']} {miss['url']} ({miss['kind']}) {said}"
 

@@ -140,11 +140,37 @@ class ArchiveRecorder:
             log.error("could not record failed %s %s: %s", req.method, req.url, exc)
 
     # ------------------------------------------------------------------ WebSocket
+    # The document is written when the connection opens, again with each of its first
+    # SOCKET_REWRITES messages (before the message goes on: what a page was sent is in the archive
+    # once the page has it, so a crawl's check of the page, while the socket is still open, replays
+    # it) and at its end (all of them, and how it closed). The bound keeps a socket that streams
+    # for long (a live dashboard) from rewriting an ever longer document with every message.
+    SOCKET_REWRITES = 1000
+
+    def websocket_start(self, flow: http.HTTPFlow) -> None:
+        self._put_socket(flow)
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        if flow.websocket is not None and len(flow.websocket.messages) <= self.SOCKET_REWRITES:
+            self._put_socket(flow)
+
     def websocket_end(self, flow: http.HTTPFlow) -> None:
+        self._put_socket(flow)
+
+    def _put_socket(self, flow: http.HTTPFlow) -> None:
         if flow.websocket is None or self.paused:
             return
+        ws = flow.websocket
         messages = [{"from_client": m.from_client, "type": "text" if m.is_text else "binary",
                      "content": m.text if m.is_text else m.content.hex(), "time": m.timestamp}
-                    for m in flow.websocket.messages]
-        self.archive.put_document(f"websocket/{self.session_id}/{flow.id}.json",
-                                  {"version": 1, "url": client_url(flow), "messages": messages})
+                    for m in ws.messages]
+        # (``opened`` orders a page's connections to one URL; how it closed, whether the replay closes
+        # after the last message: replayer/websocket.py)
+        try:
+            self.archive.put_document(f"websocket/{self.session_id}/{flow.id}.json",
+                                      {"version": 1, "url": client_url(flow), "messages": messages,
+                                       "opened": flow.request.timestamp_start, "closed_by_client": ws.closed_by_client,
+                                       "close_code": ws.close_code})
+        except Exception as exc:  # never take the proxy down
+            self.errors += 1
+            log.error("could not record the WebSocket %s: %s", client_url(flow), exc)

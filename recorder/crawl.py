@@ -388,7 +388,8 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     streaming: dict[str, str] = {}  # URL -> why its live fetch gave up (a stream that never ends)
     for attempt in range(CHECK_TRIES):
         missing, error = checker.check(url, when or now())
-        # a form is never sent twice; a WebSocket (ws://) is not fetched: no replay would serve it
+        # a form is never sent twice; a WebSocket (ws://) is not fetched: a live fetch cannot record
+        # its conversation (the capture's own load does)
         refetch = [m for m in missing if m.method.upper() in SAFE_METHODS and m.url.startswith(("http:", "https:"))]
         now_missing = {(m.method, m.url) for m in missing}
         first = now_missing if first is None else first

@@ -39,6 +39,13 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   its pending loads), and what a worker posts to the page waits for that turn, so it arrives at
   the same point of the page's work on every run.
 
+- WebSockets, when the replay serves them in the browser (``sockets=True``: the in-process replays,
+  simulator/replay_route.py): each socket a page makes counts a delivery pending from its creation,
+  and from each message the page sends, until the replay's marker (:data:`SOCKET_MARK`, taken off
+  the socket before the page's listeners see it) says the batch of recorded messages has been
+  delivered, or the socket closes. ``__wfSockets`` counts them (the settles of ``replay check`` and
+  the crawl's check wait for 0); with the pumped timers the pump waits for them as for a load.
+
 The script is small, has no dependencies, and is switchable off (``inject=False``).
 """
 
@@ -120,8 +127,9 @@ function wrapWorker(name,shared){var O=G[name];if(!O){return;}
  try{Object.defineProperty(O.prototype,'constructor',{value:Wr,configurable:true,writable:true});}catch(e){}
  G[name]=Wr;}
 wrapWorker('Worker',false);wrapWorker('SharedWorker',true);
+var wsHold=null;
 if(X){
-var MC=G.MessageChannel;
+var MC=G.MessageChannel;wsHold=hold;
 var q=[],ids=0,live=new Map(),nest=0,pending=0,waiters=[],token=null,limit=0,left=0,watching=false;
 function ins(t){var lo=0,hi=q.length;while(lo<hi){var m=(lo+hi)>>1,o=q[m];
  if(o.due<t.due||(o.due===t.due&&o.seq<t.seq)){lo=m+1;}else{hi=m;}}q.splice(lo,0,t);}
@@ -260,6 +268,19 @@ if(!WK){
   port.addEventListener('message',function(ev){onPing(ev,function(a){P.call(port,a);});});port.start();});}
 }
 }
+if(!WK&&c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w;G.__wfSockets=0;
+ var WSW=function(u,pr){if(!(this instanceof WSW)){throw new TypeError("Failed to construct 'WebSocket': Please use the 'new' operator");}
+  var ws=arguments.length>1?new WS0(u,pr):new WS0(u),waits=[];
+  var wait=function(){G.__wfSockets++;waits.push(wsHold?wsHold(null):null);};
+  var done=function(){if(waits.length){G.__wfSockets--;var r=waits.shift();if(r){r();}}};
+  wait();
+  ws.addEventListener('message',function(e){if(e.data===MK){e.stopImmediatePropagation();done();}},true);
+  ws.addEventListener('close',function(){while(waits.length){done();}},true);
+  var SD=ws.send;Object.defineProperty(ws,'send',{value:function(){var r=SD.apply(ws,arguments);wait();return r;},configurable:true,writable:true});
+  return ws;};
+ WSW.prototype=WS0.prototype;try{Object.setPrototypeOf(WSW,WS0);}catch(e){}
+ try{Object.defineProperty(WS0.prototype,'constructor',{value:WSW,configurable:true,writable:true});}catch(e){}
+ G.WebSocket=WSW;}
 }"""
 
 # What may come before a document's first element without starting its body: a byte order mark,
@@ -289,17 +310,30 @@ STALL_MS = 5000
 NETWORK_STALL_MS = 60_000
 
 
-def runtime_config(captured_at: str, seed: int, *, timers: bool = False) -> dict:
+# The message an in-process replay sends on a page's WebSocket after each batch of the recorded
+# conversation it delivers (simulator/replay_route.py): the runtime (with ``sockets``) takes it off
+# the socket before any of the page's listeners and counts the batch delivered. From a socket's
+# creation, and from each message the page sends, until that batch (or the socket's close), the
+# page has a delivery pending: ``__wfSockets`` counts them (the settles of ``replay check`` and the
+# crawl's check wait for 0) and, with the pumped timers, the pump waits for them as for a load.
+SOCKET_MARK = "\u0000webfreeze:socket-delivered"
+
+
+def runtime_config(captured_at: str, seed: int, *, timers: bool = False, sockets: bool = False) -> dict:
     """The runtime's configuration for a page captured at ``captured_at`` (see RUNTIME_JS)."""
     ms = int(parse_time(captured_at).timestamp() * 1000)
-    return {"t": ms, "s": seed, "x": 1 if timers else 0, "st": STALL_MS, "nt": NETWORK_STALL_MS}
+    config = {"t": ms, "s": seed, "x": 1 if timers else 0, "st": STALL_MS, "nt": NETWORK_STALL_MS}
+    if sockets:
+        config["w"] = SOCKET_MARK
+    return config
 
 
-def runtime_script(captured_at: str, seed: int, *, timers: bool = False) -> bytes:
+def runtime_script(captured_at: str, seed: int, *, timers: bool = False, sockets: bool = False) -> bytes:
     """The runtime for a page captured at ``captured_at``, its generator seeded with ``seed``; with
     ``timers``, the page's timers (and its workers') wait for the environment's pump and its
-    network completions are delivered in request order."""
-    config = json.dumps(runtime_config(captured_at, seed, timers=timers), separators=(",", ":"))
+    network completions are delivered in request order; with ``sockets``, the page's WebSockets
+    count their pending deliveries (:data:`SOCKET_MARK`)."""
+    config = json.dumps(runtime_config(captured_at, seed, timers=timers, sockets=sockets), separators=(",", ":"))
     return (b"<script>(function(){(" + RUNTIME_JS.encode("ascii") + b")(" + config.encode("ascii")
             + b");})();</script>")
 

@@ -223,6 +223,9 @@ class Replay:
         # The injected runtime also takes over the page's timers (the agent environment pumps them;
         # determinism.py): never for people browsing, whose pages must run on their own.
         self.timers = timers
+        # The in-process replays that serve WebSockets (simulator/replay_route.py) set this: the
+        # runtime then counts a page's pending socket deliveries (determinism.SOCKET_MARK).
+        self.sockets = False
         self.upstream = upstream
         self.preferred_session: str | None = None  # (a live run's archive: see prefer_episode)
         self._episodes: dict = {}
@@ -482,7 +485,8 @@ class Replay:
                 span = self.archive.capture_range()
                 self._last_capture = span[1] if span else "1970-01-01T00:00:00Z"
             at = self._last_capture
-        body = inject_script(html, runtime_script(self._clock(at), page_seed(self.seed, url), timers=self.timers))
+        body = inject_script(html, runtime_script(self._clock(at), page_seed(self.seed, url), timers=self.timers,
+                                                        sockets=self.sockets))
         drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only", "etag",
                 "content-md5", "digest", "content-length")
         return ReplayResponse(resp.status, [(k, v) for k, v in resp.headers if k.lower() not in drop], body,
@@ -560,7 +564,7 @@ class Replay:
             if html is not None:
                 seed = page_seed(self.seed, ex.url)
                 body = inject_script(html, runtime_script(self._clock(loaded_at or ex.captured_at), seed,
-                                                          timers=self.timers))
+                                                          timers=self.timers, sockets=self.sockets))
                 drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only",
                         "etag", "content-md5", "digest")
                 out_headers = [(k, v) for k, v in out_headers if k.lower() not in drop]

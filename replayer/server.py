@@ -13,6 +13,10 @@ request costs a dictionary lookup and one write. Two ways in, on the same port:
   with any other two-letter modifier such as ``mp_``) is the replayed form, HTML with the
   determinism runtime injected unless injection is off; ``/`` lists the archive.
 
+A WebSocket handshake (direct mode, an origin-form request, or inside a TLS tunnel) is answered from
+the archive's recording of the socket by the rule of :mod:`.websocket` (frames both ways on the
+connection); one with no recording is a miss, answered 404.
+
 Control endpoints under ``/_webfreeze/`` (status, reset, state, misses) serve tools that drive a
 replay from another process; a request a web page made (fetch metadata, ``Origin``) is refused
 (403), so a replayed page, of the server's own origin in direct mode, cannot reach them.
@@ -40,10 +44,12 @@ from urllib.parse import parse_qsl, urlsplit
 import httptools
 
 from webfreeze.archives import ArchiveError
+from webfreeze.archives.timeutil import parse_time
 from webfreeze.common.http import header_value, split_host_port
 
 from .decoding import DecodeError, decode_bounded
 from .hooks import SiteModel
+from .matching import request_kind
 from .replay import (
     BROWSER_INTERNAL_HOSTS,
     CACHE_BYTES,
@@ -105,6 +111,10 @@ class ReplayServer:
                              rules=rules, when=when, cache_bytes=cache_bytes, rule_defaults=rule_defaults,
                              timers=timers, upstream=upstream)  # (upstream: live runs, replayer/upstream.py)
         self.archive_path = self.replay.archive_path
+        # WebSockets: the recordings (read on the first upgrade), the page's document, sockets per URL
+        self._socket_index = None
+        self._socket_doc: tuple[str, float, str] | None = None  # session, time, URL
+        self._sockets_opened: dict[str, int] = {}
         self.mode = mode
         self.host = host
         self.port = port
@@ -131,6 +141,35 @@ class ReplayServer:
     def reset(self, seed: int | None = None, when: str | None = None, *, clock_shift: float = 0.0) -> None:
         """Start a new replay session: :meth:`Replay.reset`."""
         self.replay.reset(seed, when, clock_shift=clock_shift)
+        self._socket_doc, self._sockets_opened = None, {}
+
+    # ------------------------------------------------------------------ WebSockets (replayer/websocket.py)
+    def _note_document(self, headers, head: bytes | None) -> None:
+        """A document was answered (``head``: its answer): the WebSockets its page opens
+        prefer its capture session, and their count per URL starts again."""
+        if request_kind(headers, "") != "document":
+            return
+        m = re.search(rb"(?im)^x-webfreeze-capture: *(\d+)", head or b"")
+        found = None
+        if m:
+            try:
+                ex = self.replay.archive.exchange(int(m.group(1)))
+                found = (ex.session_id, parse_time(ex.captured_at).timestamp(), ex.url)
+            except Exception:
+                found = None
+        self._socket_doc, self._sockets_opened = found, {}
+
+    def _socket_pick(self, url: str):
+        """The recording that answers a WebSocket to ``url`` (:meth:`SocketIndex.pick`)."""
+        from .websocket import SocketIndex
+
+        if self._socket_index is None:
+            self._socket_index = SocketIndex.from_archive(self.replay.archive, self.replay.rules)
+        k = self._sockets_opened.get(url, 0)
+        self._sockets_opened[url] = k + 1
+        doc = self._socket_doc
+        return self._socket_index.pick(url, k, session=doc[0] if doc else None, after=doc[1] if doc else None,
+                                       when=self.replay.when)
 
     def site_state(self) -> dict:
         """Every site model's exported state, by model name: :meth:`Replay.site_state`."""
@@ -458,6 +497,7 @@ class _Connection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._body_size = 0
         self._upgrading = False
+        self._socket: _SocketSession | None = None  # once upgraded to a replayed WebSocket
         self._paused = False
         # Waiting for a request's headers since (monotonic; None while one is being read or answered);
         # partial: some of them have come. The sweeper closes one that takes too long (expire).
@@ -484,7 +524,7 @@ class _Connection(asyncio.Protocol):
         """Close this connection when it has overstayed: headers not in within the header timeout,
         a body not in within :data:`BODY_TIMEOUT`, no request within :data:`IDLE_TIMEOUT`, or an
         answer left unread for the write timeout (a client that reads nothing holds its place)."""
-        if self.closed:
+        if self.closed or self._socket is not None:  # (a WebSocket stays open as long as its page)
             return
         if self.busy():
             if self.paused_since is not None and now - self.paused_since > self.server.write_timeout:
@@ -528,6 +568,9 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self._socket is not None and not self.closed:
+            self._socket.feed(data)
+            return
         if self._upgrading or self.closed:
             return
         self.last_active = time.monotonic()
@@ -581,7 +624,7 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         method = self.parser.get_method().decode("latin-1")
-        if method == "CONNECT":
+        if method == "CONNECT" or header_value(self._headers, "upgrade", "").lower() == "websocket":
             return  # handled by the upgrade path
         self.body_since = None
         self.waiting_since = self.last_active  # (for the next request; partial once a byte of it comes)
@@ -603,6 +646,7 @@ class _Connection(asyncio.Protocol):
             return
         if self.closed or self.transport is None or self.transport.is_closing():
             return
+        self.server._note_document(self._headers, head)
         if keep:
             self.transport.write(head + b"\r\n" + body if len(body) < 65536 else head + b"\r\n")
             if len(body) >= 65536:
@@ -654,8 +698,11 @@ class _Connection(asyncio.Protocol):
 
     def _on_upgrade(self) -> None:
         method = self.parser.get_method().decode("latin-1")
+        if method == "GET" and header_value(self._headers, "upgrade", "").lower() == "websocket":
+            self._open_socket()
+            return
         if method != "CONNECT":
-            self._bad_request("protocol upgrades (WebSocket) are not replayed")
+            self._bad_request("protocol upgrades other than WebSocket are not replayed")
             return
         target = self._url.decode("latin-1")
         if self.server.tls is None:
@@ -687,6 +734,133 @@ class _Connection(asyncio.Protocol):
             return
         self.server._conns.discard(self)
         inner.connection_made(transport)
+
+
+    def _socket_url(self, target: str) -> str:
+        """The URL a WebSocket handshake asks for, as the recorder kept it (ws:, wss:)."""
+        server = self.server
+        if self.tunnel_host is not None:
+            return f"wss://{self.tunnel_host}{target}"
+        if target[:8].lower().startswith(("http://", "https://", "ws://", "wss://")):
+            return "ws" + target[4:] if target[:4].lower() == "http" else target
+        host = header_value(self._headers, "host", "")
+        if server.own_address(host) or server.mode == "direct":
+            url = target
+            for _ in range(3):  # (a page that built its URL from its own address: prefixed twice)
+                m = DIRECT.match(urlsplit(url).path + ("?" + urlsplit(url).query if urlsplit(url).query else "")) \
+                    if url.startswith("/") or urlsplit(url).netloc == host else None
+                if m is None:
+                    break
+                url = direct_original(m.group(3))
+            doc = server._socket_doc
+            if urlsplit(url).netloc == host and doc is not None:  # built from the replay's own address
+                page = urlsplit(doc[2])
+                url = urlsplit(url)._replace(scheme="wss" if page.scheme == "https" else "ws", netloc=page.netloc).geturl()
+            return url
+        return f"ws://{host}{target}"
+
+    def _open_socket(self) -> None:
+        """A WebSocket handshake: answered from the archive's recording of the socket (the rule of
+        :mod:`.websocket`), or a miss (404)."""
+        import base64
+        import hashlib
+
+        from .websocket import Conversation
+
+        key = header_value(self._headers, "sec-websocket-key", "")
+        url = self._socket_url(self._url.decode("latin-1"))
+        server = self.server
+        server.replay.stats["requests"] += 1
+        pick = server._socket_pick(url) if key else None
+        if pick is None or pick.recording is None:
+            server.replay._log_miss("GET", url, self._headers, "", None)
+            head, body = simple_response(404, "text/plain; charset=utf-8",
+                                         f"webfreeze: {pick.why if pick else 'not a WebSocket handshake'}: {url}\n"
+                                         .encode("utf-8", "replace"), b"X-Webfreeze-Miss: 1\r\n")
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.write(head + b"Connection: close\r\n\r\n" + body)
+                self.transport.close()
+            self.closed = True
+            return
+        server.replay.stats["hits"] += 1
+        accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+        self.transport.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                             b"Sec-WebSocket-Accept: " + accept + b"\r\nX-Webfreeze-Match: " + pick.level.encode()
+                             + b"\r\n\r\n")
+        self._socket = _SocketSession(self, url, Conversation(pick.recording))
+        self._socket.play(self._socket.conversation.open())
+
+
+class _SocketSession:
+    """A replayed WebSocket on a connection of the replay server: RFC 6455 frames both ways (the
+    client's masked, fragments joined; pings answered), the conversation's turns sent as frames."""
+
+    def __init__(self, conn: _Connection, url: str, conversation):
+        self.conn, self.url, self.conversation = conn, url, conversation
+        self._buf = b""
+        self._parts: list[bytes] = []
+        self._opcode = 0
+
+    def _write(self, opcode: int, payload: bytes) -> None:
+        t = self.conn.transport
+        if t is None or t.is_closing():
+            return
+        n = len(payload)
+        head = bytes([0x80 | opcode]) + (bytes([n]) if n < 126 else
+                                         bytes([126]) + n.to_bytes(2, "big") if n < 65536 else
+                                         bytes([127]) + n.to_bytes(8, "big"))
+        t.write(head + payload)
+
+    def play(self, turn) -> None:
+        for m in turn.send:
+            self._write(0x1, m.encode("utf-8")) if isinstance(m, str) else self._write(0x2, m)
+        if turn.parted is not None:
+            self.conn.server.replay._log_miss("GET", self.url, [], "", None)
+        if turn.close:
+            code = self.conversation.recording.close_code or 1000
+            self._write(0x8, code.to_bytes(2, "big"))
+            self.conn.close()
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+        while True:
+            b = self._buf
+            if len(b) < 2:
+                return
+            n, at = b[1] & 0x7F, 2
+            if n == 126:
+                if len(b) < 4:
+                    return
+                n, at = int.from_bytes(b[2:4], "big"), 4
+            elif n == 127:
+                if len(b) < 10:
+                    return
+                n, at = int.from_bytes(b[2:10], "big"), 10
+            masked = b[1] & 0x80
+            if len(b) < at + (4 if masked else 0) + n:
+                return
+            mask = b[at:at + 4] if masked else b"\0\0\0\0"
+            at += 4 if masked else 0
+            payload = bytes(x ^ mask[i % 4] for i, x in enumerate(b[at:at + n]))
+            self._buf = b[at + n:]
+            fin, opcode = b[0] & 0x80, b[0] & 0x0F
+            if opcode == 0x8:  # a close: answered, and the connection ends
+                self._write(0x8, payload[:2])
+                self.conn.close()
+                return
+            if opcode == 0x9:
+                self._write(0xA, payload)
+                continue
+            if opcode == 0xA:
+                continue
+            if opcode in (0x1, 0x2):
+                self._opcode, self._parts = opcode, [payload]
+            else:
+                self._parts.append(payload)
+            if fin:
+                whole = b"".join(self._parts)
+                message = whole.decode("utf-8", "replace") if self._opcode == 0x1 else whole
+                self.play(self.conversation.receive(message))
 
 
 class _TooLarge(Exception):

@@ -588,10 +588,29 @@ IDLE_JS = """async (limitMs) => {
 IDLE_LIMIT_MS = 2000
 
 
+# The WebSocket deliveries a frame's replay runtime still waits for (replayer/determinism.py,
+# SOCKET_MARK: from a socket's creation, and each message the page sends, until the replay's batch).
+SOCKETS_JS = "() => window.__wfSockets || 0"
+
+
+def pending_sockets(page) -> int:
+    """How many WebSocket deliveries the frames of ``page`` (Playwright's sync API) wait for."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    n = 0
+    for frame in page.frames:
+        try:
+            n += int(frame.evaluate(SOCKETS_JS) or 0)
+        except PlaywrightError:
+            pass  # a frame that went away waits for nothing
+    return n
+
+
 def wait_settled(page, inflight: Inflight, *, quiet_ms: float = QUIET_MS, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
     """Wait until the network has been quiet for ``quiet_ms`` (:func:`wait_network_quiet`) and the
     page's main thread has been idle since (:data:`IDLE_JS`); again while the idle wait saw a
-    request start. At most ``timeout_s`` in all."""
+    request start, or while a WebSocket delivery of the replay is pending (:func:`pending_sockets`).
+    At most ``timeout_s`` in all."""
     from playwright.sync_api import Error as PlaywrightError
 
     deadline = time.monotonic() + timeout_s
@@ -602,7 +621,12 @@ def wait_settled(page, inflight: Inflight, *, quiet_ms: float = QUIET_MS, timeou
             page.evaluate(IDLE_JS, IDLE_LIMIT_MS)
         except PlaywrightError:
             return  # the document went away (a late navigation): what is there now is what counts
-        if (not inflight and inflight.changed == changed) or time.monotonic() >= deadline:
+        if time.monotonic() >= deadline:
+            return
+        if pending_sockets(page):  # (its handlers may start requests: the network is waited for again)
+            page.wait_for_timeout(5)
+            continue
+        if not inflight and inflight.changed == changed:
             return
 
 # Before a full-page screenshot that must come out the same on every run: web fonts loaded, every

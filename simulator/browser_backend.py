@@ -156,9 +156,15 @@ class BrowserBackend:
         from playwright.async_api import async_playwright
 
         from .browser import launch_chromium
+        from .replay_route import SocketRoutes
 
         self.env = env
         self.server = env.server.start()
+        # WebSockets: served in the browser from the archive's recorded conversations (never past
+        # the replay); the runtime counts their deliveries, which the timer pump waits for
+        self.server.replay.sockets = True
+        self._sockets = SocketRoutes(self.server.archive_path, self.server.replay.rules,
+                                     on_open=self._socket_opened, on_miss=self._socket_missed)
         self._loop = _Loop()
         self._pw: Playwright | None = None
         try:
@@ -169,6 +175,7 @@ class BrowserBackend:
             if self._pw is not None:
                 self._loop.run(self._pw.stop())
             self._loop.stop()
+            self._sockets.close()
             self.server.stop()
             raise
         self.context: BrowserContext | None = None
@@ -204,6 +211,16 @@ class BrowserBackend:
     def reset(self, url: str) -> str | None:
         return self._loop.run(self._reset(url))
 
+    def _socket_opened(self, url: str, level: str) -> None:
+        """A WebSocket served from its recording: one answer (status 101), at its match's level."""
+        with self._answers_lock:
+            self._answers.append(answer_record("xhr", "GET", url, level, 101))
+
+    def _socket_missed(self, url: str, why: str) -> None:
+        """A WebSocket with no recording, or whose conversation parted from it: a miss."""
+        with self._answers_lock:
+            self._answers.append(answer_record("xhr", "GET", url, "miss", 0))
+
     async def _fresh(self):
         from .browser import new_context
 
@@ -235,6 +252,8 @@ class BrowserBackend:
         if old is not None:
             await old.close()
         self._watched = {}
+        self._sockets.reset(self.server.replay.when)
+        await self.context.route_web_socket("**/*", self._sockets.handle)
         self.page = self._watch(page)
         return await self._navigate(self.page.goto(url, wait_until="load"))
 
@@ -265,7 +284,7 @@ class BrowserBackend:
     def _count_answers(self, page) -> None:
         """Record how the replay answered each request of ``page`` (its X-Webfreeze headers): the
         steps' provenance (not Chromium's own answers: an HSTS upgrade's 307). A request that failed
-        (no answer) counts as a miss, and so does a WebSocket (an ``xhr`` of method GET at its ws://
+        (no answer) counts as a miss, and so does a WebSocket the replay could not serve (an ``xhr`` of method GET at its ws://
         URL). One that failed after its answer came because the browser refused the answer (a module
         script answered 404, a recorded one too) was counted with that answer (``refused``)."""
         import weakref
@@ -284,6 +303,8 @@ class BrowserBackend:
                 return
             answered[request] = response.status
             h = response.headers
+            if main(request):  # (the capture session the page's WebSockets are answered from first)
+                self._sockets.document(h.get("x-webfreeze-capture"))
             if "x-webfreeze-match" not in h and "non-authoritative-reason" in h:
                 return  # Chromium's own answer (an HSTS upgrade's 307): the replay never saw the request
             level = h.get("x-webfreeze-match") or "miss"
@@ -319,8 +340,9 @@ class BrowserBackend:
                     self._answers.append(rec)
 
         def on_websocket(ws) -> None:
-            # the replay refuses every WebSocket (it serves no WebSocket conversation), and the
-            # browser reports it as no request: a miss, or the page would lack what it sends unsaid
+            # a WebSocket that reached the replay server (the context's route serves the page's own
+            # from their recordings; a worker's is not routed): refused there, and the browser
+            # reports it as no request: a miss, or the page would lack what it sends unsaid
             with self._answers_lock:
                 self._answers.append(answer_record("xhr", "GET", ws.url, "miss", 0))
 
@@ -719,6 +741,7 @@ class BrowserBackend:
         finally:
             self._loop.stop()
             self._loop = None
+            self._sockets.close()
             self.server.stop()
 
     async def _close(self) -> None:

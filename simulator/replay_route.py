@@ -7,10 +7,11 @@ may import only the simulator's browser side, and the simulator may import the r
 table of docs/architecture.md). What the replay answers with a miss, or with the recording proxy's placeholder
 for an exchange whose upstream failed (the site never answered), is kept as :class:`Missing`; so
 is a request whose answer Chromium would not take, which is then aborted: a page never waits for
-an answer that will not come. A WebSocket the page opens is missing too (:data:`WEBSOCKET_MISSING`):
-the replay serves no WebSocket conversation, and ``context.route`` does not see one, so it is
-routed apart and closed at once; left alone it would go past the replay, to the browser's proxy
-and the live site, and a check would see the page whole. Chromium drops without a word an answer whose headers are not valid
+an answer that will not come. A WebSocket the page opens is answered from the archive's recording of
+it (:class:`SocketRoutes`, the rule in :mod:`webfreeze.replayer.websocket`), routed apart
+(``context.route`` does not see one) and never connected past the replay: one the archive holds no
+recording of, or whose conversation parts from the recording, is missing (its reason starts with
+:data:`WEBSOCKET_MISSING`). Chromium drops without a word an answer whose headers are not valid
 HTTP (a name that is not a token, a value holding CR, LF or NUL: ``route.fulfill`` returns, and
 the request never ends), so those are found before (:func:`refused_header`); ``route.fulfill``
 raising is caught the same way.
@@ -24,11 +25,14 @@ with ``", "`` as HTTP joins a field's lines, or kept once when they are equal (n
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
+import threading
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from webfreeze.archives.content import DecodeError, decode_content
+from webfreeze.archives.timeutil import parse_time
 from webfreeze.common.http import header_value
 from webfreeze.replayer import Replay
 from webfreeze.replayer.replay import is_browser_own
@@ -50,9 +54,141 @@ class Missing:
         return self.url if self.why == "miss" else f"{self.url} ({self.why})"
 
 
-# Why a WebSocket is missing: the archive keeps its messages (websocket/<session>/<flow>.json) but
-# no replay answers them (docs/replay-and-environment.md, "WebSockets").
-WEBSOCKET_MISSING = "a WebSocket: replay does not serve its conversation"
+# How the reason of every missing WebSocket begins (docs/replay-and-environment.md, "WebSockets"):
+# one the archive holds no recording of, one opened more often than recorded, one whose conversation
+# parted from the recording (the page sent what the recording did not).
+WEBSOCKET_MISSING = "a WebSocket"
+WEBSOCKET_PARTED = "a WebSocket whose conversation parted from the recording"
+
+
+class SocketRoutes:
+    """Serves the WebSockets of browser contexts (``context.route_web_socket(\"**/*\", routes.handle)``,
+    Playwright's sync or async API) from the conversations an archive recorded
+    (:mod:`webfreeze.replayer.websocket`): the socket never leaves the browser. Tell it each main
+    document the page loads (:meth:`document`, the capture the replay answered with): its capture
+    session is preferred, and the count of the sockets a page opens to a URL starts again. What it
+    serves is reported to ``on_open(url, level)``; a miss to ``on_miss(url, why)``. After each batch
+    it sends :data:`~webfreeze.replayer.determinism.SOCKET_MARK` (``marks``, for pages whose replay
+    runtime counts socket deliveries: ``Replay.sockets``), so a settle sees the batch delivered."""
+
+    def __init__(self, archive_path, rules=None, *, direct: bool = False, marks: bool = True,
+                 on_open=None, on_miss=None):
+        from webfreeze.archives import Archive
+        from webfreeze.replayer.websocket import SocketIndex
+
+        self._archive = Archive.open(archive_path)
+        try:
+            self.index = SocketIndex.from_archive(self._archive, rules)
+        except BaseException:
+            self._archive.close()
+            raise
+        self.direct = direct
+        self.marks = marks
+        self.on_open = on_open or (lambda url, level: None)
+        self.on_miss = on_miss or (lambda url, why: None)
+        self.when: float | None = None
+        self._doc: tuple[str, float, str] | None = None  # the page's document: session, time, URL
+        self._opened: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def reset(self, when: float | None = None) -> None:
+        """A new replay session (``when``: its target time, as the HTTP replay's)."""
+        with self._lock:
+            self.when, self._doc, self._opened = when, None, {}
+
+    def document(self, capture_id) -> None:
+        """The page loaded a main document answered by capture ``capture_id`` (None: not a capture)."""
+        found = None
+        if capture_id is not None and str(capture_id).isdigit():
+            try:
+                with self._lock:
+                    ex = self._archive.exchange(int(capture_id))
+                found = (ex.session_id, parse_time(ex.captured_at).timestamp(), ex.url)
+            except Exception:
+                found = None
+        with self._lock:
+            self._doc, self._opened = found, {}
+
+    def close(self) -> None:
+        self._archive.close()
+
+    def _direct(self, url: str) -> str:
+        """A direct-mode socket URL as the URL it stands for. The replay server's shim passes a
+        ``ws://`` URL the page built from ``location`` (the replay server's own address) as an
+        absolute URL of another origin: that address stands for the origin of the page's document."""
+        from webfreeze.replayer.websocket import direct_socket_url
+
+        own = urlsplit(url).netloc
+        original = direct_socket_url(url)
+        # a URL the page built from its own address (its path holds the replay's prefix already:
+        # Shiny's), which the shim prefixed once more: unwrapped again
+        for _ in range(3):
+            if urlsplit(original).netloc != own or (again := direct_socket_url(original)) == original:
+                break
+            original = again
+        said = urlsplit(original)
+        if original != url and said.netloc == own and self._doc is not None:
+            page = urlsplit(self._doc[2])
+            scheme = "wss" if page.scheme == "https" else "ws"
+            return said._replace(scheme=scheme, netloc=page.netloc).geturl()
+        return original
+
+    def handle(self, ws, *, on_open=None, on_miss=None):
+        """The route's handler: the recorded conversation, or a miss and the socket closed
+        (``on_open``, ``on_miss``: this socket's reports, in place of the object's own)."""
+        from webfreeze.replayer.websocket import Conversation
+
+        on_open, on_miss = on_open or self.on_open, on_miss or self.on_miss
+        url = ws.url
+        with self._lock:
+            key = self._direct(url) if self.direct else url
+            k = self._opened.get(key, 0)
+            self._opened[key] = k + 1
+            doc, when = self._doc, self.when
+        pick = self.index.pick(key, k, session=doc[0] if doc else None, after=doc[1] if doc else None, when=when)
+        if pick.recording is None:
+            on_miss(url, pick.why)
+            return _close(ws, 1000)
+        conversation = Conversation(pick.recording)
+        on_open(url, pick.level)
+
+        def on_message(data):
+            turn = conversation.receive(data)
+            if turn.parted is not None:
+                on_miss(url, f"{WEBSOCKET_PARTED}: {turn.parted}")
+            return self._play(ws, turn, conversation)
+
+        ws.on_message(on_message)
+        return self._play(ws, conversation.open(), conversation)
+
+    def _play(self, ws, turn, conversation):
+        from playwright.sync_api import Error as PlaywrightError
+
+        from webfreeze.replayer.determinism import SOCKET_MARK
+
+        try:
+            for message in turn.send:
+                ws.send(message)
+            if self.marks:
+                ws.send(SOCKET_MARK)
+        except PlaywrightError:
+            return None  # the page went away meanwhile
+        if turn.close:
+            code = conversation.recording.close_code
+            return _close(ws, code if code == 1000 or (code is not None and 3000 <= code <= 4999) else 1000)
+        return None
+
+
+def _close(ws, code: int):
+    """Close the page's side of ``ws`` (the sync API closes at once; the async API's coroutine is
+    returned, for Playwright to await as a handler's result)."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        result = ws.close(code=code)
+    except PlaywrightError:
+        return None  # the page went away meanwhile
+    return result if inspect.isawaitable(result) else None
 
 
 class ReplayRoute:
@@ -64,24 +200,27 @@ class ReplayRoute:
         self.archive_path = archive_path
         self.seed = seed
         self._replay = None
+        self._sockets: SocketRoutes | None = None
         self.missing: dict[tuple[str, str], Missing] = {}
         self._failed_ids: dict[int, str | None] = {}
 
     def attach(self, context) -> None:
-        """Answer every request of ``context`` from the archive (outside :meth:`serving`: aborted);
-        close every WebSocket it opens, missing (never connected past the replay)."""
+        """Answer every request of ``context`` from the archive (outside :meth:`serving`: aborted),
+        and every WebSocket it opens from the archive's recording of it (never connected past the
+        replay; outside :meth:`serving`: closed)."""
         context.route("**/*", self._answer)
-        context.route_web_socket("**/*", self._refuse_socket)
+        context.route_web_socket("**/*", self._socket)
 
-    def _refuse_socket(self, ws) -> None:
-        from playwright.sync_api import Error as PlaywrightError  # (late: the replay extra)
+    def _socket(self, ws) -> None:
+        sockets = self._sockets
+        if sockets is None:  # (between checks: closed, as a request is aborted)
+            _close(ws, 1000)
+            return
+        sockets.handle(ws)
 
-        if self._replay is not None:  # (between checks: closed, as a request is aborted)
-            self.missing.setdefault(("GET", ws.url), Missing("GET", ws.url, (), b"", WEBSOCKET_MISSING))
-        try:
-            ws.close()
-        except PlaywrightError:
-            pass  # the page went away meanwhile
+    def _socket_missing(self, url: str, why: str) -> None:
+        if self._replay is not None:
+            self.missing.setdefault(("GET", url), Missing("GET", url, (), b"", why))
 
     @contextlib.contextmanager
     def serving(self, when: str):
@@ -89,11 +228,15 @@ class ReplayRoute:
         self.missing, self._failed_ids = {}, {}
         with Replay(self.archive_path, seed=self.seed) as replay:
             replay.reset(self.seed, when=when)
-            self._replay = replay
+            replay.sockets = True  # (the runtime counts socket deliveries: SocketRoutes marks them)
+            sockets = SocketRoutes(self.archive_path, replay.rules, on_miss=self._socket_missing)
+            sockets.reset(replay.when)
+            self._replay, self._sockets = replay, sockets
             try:
                 yield self
             finally:
-                self._replay = None
+                self._replay, self._sockets = None, None
+                sockets.close()
 
     def _upstream_failure(self, headers) -> str | None:
         cap = header_value(headers, "x-webfreeze-capture")
@@ -120,6 +263,8 @@ class ReplayRoute:
             body = request.post_data_buffer or b""
             headers = list(request.headers.items())
             status, resp_headers, data = replay.fetch(request.method, request.url, headers, body)
+            if self._sockets is not None and _main_navigation(request):
+                self._sockets.document(header_value(resp_headers, "x-webfreeze-capture"))
             internal = is_browser_own(request.url)
             why = "miss" if status == 0 or header_value(resp_headers, "x-webfreeze-miss") else \
                 self._upstream_failure(resp_headers)
@@ -154,6 +299,14 @@ class ReplayRoute:
                 route.abort()  # (not left waiting: the page goes on without it)
         except PlaywrightError:
             pass  # the page went away meanwhile
+
+
+def _main_navigation(request) -> bool:
+    """Whether ``request`` loads a page's main document (Playwright's sync API)."""
+    try:
+        return request.is_navigation_request() and request.frame.parent_frame is None
+    except Exception:  # a frame already detached, a service worker's request
+        return False
 
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")

@@ -189,7 +189,8 @@ def test_direct_mode_in_a_plain_chromium(watch):
                 f"http://localhost:{c}/import.css", f"http://[::1]:{c}/font.woff", f"http://{LEAK_HOST}/late",
                 f"http://127.0.0.1:{c}/late", f"http://127.0.0.1:{c}/refresh"):
         assert url in missed, (url, sorted(missed))
-    # (a WebSocket is refused by the replay, an upgrade it does not serve; the service worker by the shim)
+    # (a WebSocket the archive holds no recording of is a miss of the replay, its handshake answered
+    # 404; the service worker is refused by the shim)
 
 
 def test_replay_browse_of_no_archive_is_one_line(cli_here, tmp_path):

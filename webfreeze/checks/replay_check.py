@@ -7,8 +7,9 @@ of screenshot the capture holds (viewport, full page or none: like with like). I
 page whose capture holds neither text nor a screenshot, which proves only its misses and its error,
 is loaded in one reused tab wiped before each page (:class:`_ReusedTab`). Compared with the capture:
 
-- misses: requests of the page the archive could not answer, and the WebSockets it opened (the
-  replay serves no WebSocket conversation);
+- misses: requests of the page the archive could not answer, and the WebSockets it opened that the
+  replay could not serve (no recording of one, or a conversation that parted from the recording:
+  :class:`~webfreeze.simulator.replay_route.SocketRoutes` serves the others in the browser);
 - failed at capture: requests the archive answers only with the recording proxy's placeholder for
   an exchange whose upstream failed (a connection cut, a TLS failure: the site never answered).
   Listed apart (``failed_at_capture``): the replay answers them as the capture went, and Chromium,
@@ -241,19 +242,24 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
     from playwright.sync_api import sync_playwright
 
     from webfreeze.archives.timeutil import to_timestamp14
+    from webfreeze.simulator.replay_route import SocketRoutes
 
     results = []
     server = _start_server(archive_path, mode, port, seed=seed, miss_report=partial / "misses.jsonl", confdir=confdir)
+    sockets = None
     try:
+        server.replay.sockets = True  # (the runtime counts socket deliveries: SocketRoutes marks them)
+        sockets = SocketRoutes(archive_path, server.replay.rules, direct=mode == "direct")
         with sync_playwright() as pw:
             proxy = server.url if mode == "proxy" else None
             # the headless shell: the same build drawing the same pixels, at half the cost of a fresh
             # context in the full browser (which opens a window of browser UI per context)
             browser = launch_chromium(pw, proxy=proxy, bypass_internal=False, shell=True)
             full = None  # the full browser, launched for a document that is not HTML (a PDF, JSON)
-            tab = _ReusedTab(browser, server.url, placeholders) if mode == "direct" else None
+            tab = _ReusedTab(browser, server.url, placeholders, sockets) if mode == "direct" else None
             for n, rec in enumerate(pages, 1):
                 server.reset(seed, when=rec["loaded_at"])
+                sockets.reset(server.replay.when)
                 target = rec["url"] if mode == "proxy" else \
                     f"{server.url}/{to_timestamp14(rec['loaded_at'])}/{rec['url']}"
                 cap_dom, cap_shot = captured[rec["id"]]
@@ -263,13 +269,13 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     # nothing to compare but misses and errors: the reused tab (no new renderer)
                     loaded = tab.load(target, PlaywrightError)
                 else:
-                    loaded = _load(browser, target, placeholders, shot_mode(rec), PlaywrightError)
+                    loaded = _load(browser, target, placeholders, shot_mode(rec), PlaywrightError, sockets)
                 if _is_download(loaded["error"]) or not loaded.get("html", True):
                     # not an HTML document: the full browser shows it with a page of its own (the PDF
                     # viewer, the JSON and text views), as the crawl's browser did; like with like
                     full = full or launch_chromium(pw, proxy=proxy, bypass_internal=False)
                     used = full
-                    loaded = _load(full, target, placeholders, shot_mode(rec), PlaywrightError)
+                    loaded = _load(full, target, placeholders, shot_mode(rec), PlaywrightError, sockets)
                 dom, shot, error = loaded["dom"], loaded["shot"], loaded["error"]
                 rep_text = visible_text(dom)
                 similarity = raw = text_similarity(cap_text, rep_text) if cap_text else None
@@ -278,9 +284,10 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     # a probe: the same page under another seed and another clock; words it writes
                     # otherwise are the page's scripts' clock and random values (RUNTIME_JS's)
                     server.reset(seed + 1, when=rec["loaded_at"], clock_shift=PROBE_CLOCK_SHIFT)
+                    sockets.reset(server.replay.when)
                     report_to, server.replay.miss_report = server.replay.miss_report, None  # (the probe's own)
                     try:
-                        probe = _load(used, target, placeholders, "none", PlaywrightError)
+                        probe = _load(used, target, placeholders, "none", PlaywrightError, sockets)
                     finally:
                         server.replay.miss_report = report_to
                     if probe["error"] is None:
@@ -311,6 +318,8 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
             if full is not None:
                 full.close()
     finally:
+        if sockets is not None:
+            sockets.close()
         server.stop()
     sims = [r["text_similarity"] for r in results if r["text_similarity"] is not None]
     diffs = [r["pixel_difference"] for r in results if r["pixel_difference"] is not None]
@@ -347,13 +356,16 @@ def _is_download(error: str | None) -> bool:
     return error is not None and "Download is starting" in error
 
 
-def _watch(page, placeholders) -> tuple[list[str], list[str]]:
-    """The lists ``page``'s loads fill from now on: the URLs that missed (failed, or answered as a
-    replay miss) and those whose capture had failed at record time (``placeholders``)."""
+def _watch(page, placeholders, sockets) -> tuple[list[str], list[str]]:
+    """The lists ``page``'s loads fill from now on: the URLs that missed (failed, answered as a
+    replay miss, or a WebSocket ``sockets`` could not serve) and those whose capture had failed at
+    record time (``placeholders``). The page's WebSockets are served by ``sockets``."""
     missed: list[str] = []
     failed_at_capture: list[str] = []
 
     def on_response(resp):
+        if sockets is not None and _main_document(resp.request, page):
+            sockets.document(resp.headers.get("x-webfreeze-capture"))
         if resp.headers.get("x-webfreeze-miss"):
             missed.append(resp.url)
         cap = resp.headers.get("x-webfreeze-capture", "")
@@ -367,19 +379,29 @@ def _watch(page, placeholders) -> tuple[list[str], list[str]]:
             missed.append(request.url)
     page.on("requestfailed", on_failed)
     page.on("response", on_response)
-    # a WebSocket the page opens: the replay refuses it (it serves no WebSocket conversation), and
-    # the browser reports it as no request, so the page would replay without what it sends, unsaid
+    # a WebSocket the page opens: served in the browser from the archive's recording of it (a miss
+    # where there is none, or the conversation parts); one that still reaches the replay server (not
+    # routed: a worker's) is refused there, and the browser reports it as no request: a miss too
+    if sockets is not None:
+        page.route_web_socket("**/*", lambda ws: sockets.handle(ws, on_miss=lambda url, why: missed.append(url)))
     page.on("websocket", lambda ws: missed.append(ws.url))
     return missed, failed_at_capture
 
 
-def _load(browser, target: str, placeholders, shot_kind: str, playwright_error) -> dict:
+def _main_document(request, page) -> bool:
+    try:
+        return request.is_navigation_request() and request.frame == page.main_frame
+    except Exception:  # a frame already detached
+        return False
+
+
+def _load(browser, target: str, placeholders, shot_kind: str, playwright_error, sockets=None) -> dict:
     """One page load in a fresh context: its DOM, a screenshot of ``shot_kind`` (like with like: the
     kind of screenshot the capture took), its misses and requests failed at capture, and the error."""
     context = new_context(browser)
     page = context.new_page()
     inflight = track_inflight(page)
-    missed, failed_at_capture = _watch(page, placeholders)
+    missed, failed_at_capture = _watch(page, placeholders, sockets)
     error = shot_error = None
     dom, shot, html = b"", None, True
     try:
@@ -411,8 +433,8 @@ class _ReusedTab:
     storage), an empty HTTP cache (a resource is asked of the replay again, as a new context
     would). What a load reports is what :func:`_load` reports, less the screenshot."""
 
-    def __init__(self, browser, origin: str, placeholders):
-        self.browser, self.origin, self.placeholders = browser, origin, placeholders
+    def __init__(self, browser, origin: str, placeholders, sockets=None):
+        self.browser, self.origin, self.placeholders, self.sockets = browser, origin, placeholders, sockets
         self.context = None
 
     def _open(self) -> None:
@@ -421,7 +443,7 @@ class _ReusedTab:
         self.cdp = self.context.new_cdp_session(self.page)
         self.cdp.send("Network.enable")
         self.inflight = track_inflight(self.page)
-        self.missed, self.failed_at_capture = _watch(self.page, self.placeholders)
+        self.missed, self.failed_at_capture = _watch(self.page, self.placeholders, self.sockets)
 
     def _wipe(self) -> None:
         self.page.goto("about:blank")

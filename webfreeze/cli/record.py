@@ -181,9 +181,10 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
     streams_only = [u for u, missing in result.incomplete
                     if all(WEBSOCKET_MISSING in m or STREAM_MISSING in m for m in missing)]
     if result.incomplete and len(sockets_only) == len(result.incomplete):
-        # nothing a live fetch could repair: the replay serves no WebSocket conversation
-        click.echo(f"{len(sockets_only)} pages open a WebSocket, which no replay serves (--recheck cannot "
-                   "repair that; docs/replay-and-environment.md, \"WebSockets\")", err=True)
+        # nothing a live fetch could repair: a WebSocket with no recording, or whose conversation parted
+        click.echo(f"{len(sockets_only)} pages open a WebSocket the replay cannot serve (not recorded, or the "
+                   "page's messages part from the recording; --recheck cannot repair that; "
+                   "docs/replay-and-environment.md, \"WebSockets\")", err=True)
     elif result.incomplete and len(streams_only) == len(result.incomplete):
         # nor a stream that never ends: it is never complete, so never recorded
         click.echo(f"{len(streams_only)} pages keep a stream that never ends open (or a WebSocket), which is "

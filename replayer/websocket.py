@@ -1,0 +1,240 @@
+"""WebSocket replay: which recorded connection answers a page's socket, and the conversation rule.
+
+The recorder keeps each WebSocket's messages as a document ``websocket/<session>/<flow>.json``
+(recorder/addon.py: ``url``, ``messages`` with ``from_client``, ``type``, ``content``, ``time``; since
+WebSocket replay also ``opened``, the handshake's time, and ``closed_by_client``/``close_code``).
+This module is pure (no browser): the in-process replays (simulator/replay_route.py) hand it the
+page's socket and send what it says.
+
+**Which recording** (:meth:`SocketIndex.pick`): the socket's URL is matched as the replay matches an
+HTTP GET (:class:`~.matching.Matcher` over the recorded connections, with the replay's rules, the
+request read as an XHR: exact, canonical, then fuzzy, which the agent's honest rules allow only with
+the same meaningful parameters; ``ws``/``wss`` read as ``http``/``https``). Among the equally good
+connections, those of the capture session the page's document came from are preferred, else those
+of the session of the connection nearest the replay's time (the HTTP replay's "as at ``when``");
+within that session, the connections opened at or after the page's document was captured (all of
+the session's if none), in order of opening; the k-th socket the page opens to that URL gets the
+k-th of them. No recording (or fewer than k): a miss.
+
+**The conversation rule** (:class:`Conversation`; deterministic, not timed): at open, the server
+messages recorded before the first client message are sent; each message the page sends is compared
+with the next recorded client message: equal (the same type, the exact text or bytes), the server
+messages recorded after it up to the next client message are sent; different, the conversation has
+parted: a miss, and nothing more is sent on that socket. A page that sends after the recording's
+client messages ran out parts too. Server messages the recording got after a pause (pushes) are
+sent in order, without the pause: the replay keeps the order, not the timing. A recording that
+ended with the server closing is closed after its last message.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from urllib.parse import urlsplit
+
+from .matching import Matcher, Rules, closest
+from .replay import DIRECT, direct_original
+
+SOCKET_PREFIX = "websocket/"
+# What a parted conversation's reason quotes of the page's message (characters).
+QUOTE_CHARS = 80
+
+
+@dataclass(frozen=True)
+class Message:
+    """One recorded message: ``data`` is text (str) or bytes."""
+
+    from_client: bool
+    data: str | bytes
+
+
+@dataclass
+class Recording:
+    """One recorded WebSocket connection (a ``websocket/`` document)."""
+
+    name: str
+    session_id: str
+    url: str
+    opened: float  # seconds since the epoch: the handshake's time (old documents: the first message's)
+    messages: list[Message]
+    server_closed: bool = False
+    close_code: int | None = None
+
+
+def _message(m: dict) -> Message:
+    content = m.get("content", "")
+    if m.get("type") == "binary":
+        try:
+            return Message(bool(m.get("from_client")), bytes.fromhex(content))
+        except (TypeError, ValueError):
+            return Message(bool(m.get("from_client")), b"")
+    return Message(bool(m.get("from_client")), str(content))
+
+
+def read_recording(name: str, doc) -> Recording | None:
+    """The recording a ``websocket/<session>/<flow>.json`` document holds (None: not one)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("url"), str) or not isinstance(doc.get("messages"), list):
+        return None
+    parts = name.split("/")
+    session = parts[1] if len(parts) >= 3 else ""
+    raw = [m for m in doc["messages"] if isinstance(m, dict)]
+    opened = doc.get("opened")
+    if not isinstance(opened, (int, float)):
+        times = [m.get("time") for m in raw if isinstance(m.get("time"), (int, float))]
+        opened = min(times) if times else 0.0
+    closed_by_client = doc.get("closed_by_client")
+    return Recording(name, session, doc["url"], float(opened), [_message(m) for m in raw],
+                     server_closed=closed_by_client is False,
+                     close_code=doc.get("close_code") if isinstance(doc.get("close_code"), int) else None)
+
+
+def http_form(url: str) -> str:
+    """A socket URL as the matcher reads it: ``ws``/``wss`` as ``http``/``https`` (the recorder
+    keeps the handshake's URL, which may say either)."""
+    if url[:4].lower() == "wss:":
+        return "https:" + url[4:]
+    if url[:3].lower() == "ws:":
+        return "http:" + url[3:]
+    return url
+
+
+@dataclass
+class _Row:  # what Matcher reads of an index entry
+    id: int
+    method: str
+    url: str
+    body_key: str
+    captured_at: str
+    session_id: str
+    mime: str
+    status: int = 101
+
+
+@dataclass
+class Pick:
+    """The recording that answers a socket (``recording`` None: a miss, ``why`` says so)."""
+
+    recording: Recording | None
+    level: str = "miss"
+    why: str = ""
+
+
+class SocketIndex:
+    """The recorded WebSocket connections of an archive, matched with ``rules``. Thread-safe: the
+    browser backend asks from its loop thread while the replay server answers from its own."""
+
+    def __init__(self, recordings: list[Recording], rules: Rules | None = None):
+        self.recordings = recordings
+        rows = [_Row(i, "GET", http_form(r.url), "",
+                     datetime.fromtimestamp(r.opened, timezone.utc).isoformat(), r.session_id, "")
+                for i, r in enumerate(recordings)]
+        self.matcher = Matcher(rows, rules or Rules())
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_archive(cls, archive, rules: Rules | None = None) -> "SocketIndex":
+        recs = []
+        for d in archive.documents(prefix=SOCKET_PREFIX):
+            try:
+                rec = read_recording(d.name, d.body())
+            except Exception:  # a damaged document is no recording (the socket is then a miss)
+                rec = None
+            if rec is not None:
+                recs.append(rec)
+        return cls(recs, rules)
+
+    def __len__(self) -> int:
+        return len(self.recordings)
+
+    def pick(self, url: str, k: int, *, session: str | None = None, after: float | None = None,
+             when: float | None = None) -> Pick:
+        """The recording for the ``k``-th (from 0) socket a page opens to ``url``: ``session`` and
+        ``after`` are the capture session and time of the page's document (None: unknown), ``when``
+        the replay's target time (see the module docstring)."""
+        with self._lock:
+            level, _key, caps, _score = self.matcher.candidates("GET", http_form(url), "", "xhr")
+        if not caps:
+            return Pick(None, why="a WebSocket the archive holds no recording of")
+        same = [c for c in caps if session is not None and c.session_id == session]
+        if not same:
+            first = closest(caps, when)
+            same = [c for c in caps if c.session_id == first.session_id]
+        later = [c for c in same if after is None or c.time >= after - 1e-3]
+        ordered = sorted(later or same, key=lambda c: (c.time, c.id))
+        if k >= len(ordered):
+            return Pick(None, why=f"a WebSocket opened {k + 1} times, recorded {len(ordered)} times")
+        return Pick(self.recordings[ordered[k].id], level)
+
+
+def describe(data: str | bytes) -> str:
+    """The first QUOTE_CHARS characters of a message (bytes as hex), for a miss's reason."""
+    text = data if isinstance(data, str) else "0x" + data.hex()
+    return text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "..."
+
+
+@dataclass
+class Turn:
+    """What the replay does after an event of the conversation: send ``send`` (in order), then close
+    when ``close``; ``parted`` is the miss's reason when the conversation parted here."""
+
+    send: list[str | bytes] = field(default_factory=list)
+    close: bool = False
+    parted: str | None = None
+
+
+class Conversation:
+    """One socket's replay of a :class:`Recording` (the rule: the module docstring)."""
+
+    def __init__(self, recording: Recording):
+        self.recording = recording
+        self._messages = recording.messages
+        self._at = 0  # the index of the next recorded message not yet used
+        self.parted: str | None = None
+        self.served = 0  # server messages sent
+        self.matched = 0  # page messages that matched the recording
+
+    def _server_run(self) -> list[str | bytes]:
+        out = []
+        while self._at < len(self._messages) and not self._messages[self._at].from_client:
+            out.append(self._messages[self._at].data)
+            self._at += 1
+        self.served += len(out)
+        return out
+
+    def _ends(self) -> bool:
+        return self._at >= len(self._messages) and self.recording.server_closed
+
+    def open(self) -> Turn:
+        """The server's messages recorded before the page's first."""
+        send = self._server_run()
+        return Turn(send, close=self._ends())
+
+    def receive(self, data: str | bytes) -> Turn:
+        """The page sent ``data``: the recorded answer, or the parting (once; nothing after it)."""
+        if self.parted is not None:
+            return Turn()
+        if self._at >= len(self._messages):
+            self.parted = f"the page sent {describe(data)!r} after the recorded conversation ended"
+            return Turn(parted=self.parted)
+        expected = self._messages[self._at].data
+        if type(expected) is not type(data) or expected != data:
+            self.parted = f"the page sent {describe(data)!r}, the recording {describe(expected)!r}"
+            return Turn(parted=self.parted)
+        self._at += 1
+        self.matched += 1
+        send = self._server_run()
+        return Turn(send, close=self._ends())
+
+    @property
+    def whole(self) -> bool:
+        """Whether every recorded message has been used and nothing parted."""
+        return self.parted is None and self._at >= len(self._messages)
+
+
+def direct_socket_url(url: str) -> str:
+    """A direct-mode socket URL (``ws://replay/<ts>/ws://site/...``, as the replay server's shim
+    rewrites a page's) as the URL it stands for; any other URL as it is."""
+    parts = urlsplit(url)
+    m = DIRECT.match(parts.path + ("?" + parts.query if parts.query else ""))
+    return direct_original(m.group(3)) if m else url

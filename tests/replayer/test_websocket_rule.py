@@ -1,0 +1,100 @@
+"""The WebSocket replay's rule (replayer/websocket.py), on recordings as the recorder writes them:
+which recording answers a socket, and the conversation (open, answers, parting, the close). The
+browser's side of it is tested with real Chromium in tests/recorder/test_websocket_pages.py."""
+
+from __future__ import annotations
+
+from webfreeze.archives import Archive
+from webfreeze.replayer.matching import AGENT_RULES, Rules
+from webfreeze.replayer.websocket import Conversation, SocketIndex, direct_socket_url, read_recording
+
+
+def doc(url, messages, *, opened, closed_by_client=None, close_code=None):
+    """A document as recorder/addon.py writes it; ``messages``: (from_client, text or bytes)."""
+    return {"version": 1, "url": url, "opened": opened, "closed_by_client": closed_by_client, "close_code": close_code,
+            "messages": [{"from_client": c, "type": "text" if isinstance(m, str) else "binary",
+                          "content": m if isinstance(m, str) else m.hex(), "time": opened + i}
+                         for i, (c, m) in enumerate(messages)]}
+
+
+def rec(name, *args, **kw):
+    return read_recording(name, doc(*args, **kw))
+
+
+def test_the_conversation_answers_each_equal_message_and_closes_as_recorded():
+    r = rec("websocket/s1/a.json", "http://app.test/ws",
+            [(False, "welcome"), (True, "init"), (False, "state 1"), (False, "push"), (True, b"\x01\x02"),
+             (False, "bye")], opened=100.0, closed_by_client=False, close_code=1000)
+    c = Conversation(r)
+    turn = c.open()
+    assert turn.send == ["welcome"] and not turn.close
+    turn = c.receive("init")
+    assert turn.send == ["state 1", "push"] and turn.parted is None  # a push comes with its batch
+    turn = c.receive(b"\x01\x02")
+    assert turn.send == ["bye"] and turn.close  # the server closed the recording: closed at its end
+    assert c.whole and c.served == 4 and c.matched == 2
+
+
+def test_a_different_message_parts_the_conversation_once_and_nothing_more_is_sent():
+    r = rec("websocket/s1/a.json", "http://app.test/ws", [(True, "hello"), (False, "answer")], opened=1.0)
+    c = Conversation(r)
+    assert c.open().send == []
+    turn = c.receive("hello?x=" + "y" * 100)
+    assert turn.send == [] and turn.parted.startswith("the page sent 'hello?x=yyy")
+    assert "..." in turn.parted and turn.parted.endswith("the recording 'hello'")
+    assert len(turn.parted) < 220  # (the page's message quoted up to 80 characters)
+    assert c.receive("hello") == type(turn)()  # parted: no answer, no second miss
+    assert not c.whole
+    # the same text as bytes is another message
+    assert Conversation(r).receive(b"hello").parted is not None
+
+
+def test_a_page_that_sends_after_the_recording_ran_out_parts():
+    r = rec("websocket/s1/a.json", "http://app.test/ws", [(False, "hi")], opened=1.0)
+    c = Conversation(r)
+    assert c.open().send == ["hi"]  # (left open: the recording was not closed by the server)
+    assert "after the recorded conversation ended" in c.receive("more").parted
+
+
+def test_the_k_th_socket_gets_the_k_th_connection_of_the_page_s_session():
+    recs = [rec("websocket/s1/b.json", "http://app.test/ws?room=1", [(False, "s1 second")], opened=20.0),
+            rec("websocket/s1/a.json", "http://app.test/ws?room=1", [(False, "s1 first")], opened=10.0),
+            rec("websocket/s2/c.json", "ws://app.test/ws?room=1", [(False, "s2 first")], opened=500.0)]
+    index = SocketIndex(recs, Rules.from_dict(AGENT_RULES))
+    first = lambda k, **kw: index.pick("ws://app.test/ws?room=1", k, **kw).recording  # noqa: E731
+    # the page's document came from s1: its connections in order of opening
+    assert first(0, session="s1").messages[0].data == "s1 first"
+    assert first(1, session="s1").messages[0].data == "s1 second"
+    assert first(2, session="s1") is None
+    assert "opened 3 times, recorded 2 times" in index.pick("ws://app.test/ws?room=1", 2, session="s1").why
+    # opened after the document's capture: the second load of the page gets the second connection
+    assert first(0, session="s1", after=15.0).messages[0].data == "s1 second"
+    # no session known: the session of the connection nearest the replay's time
+    assert first(0, when=490.0).messages[0].data == "s2 first"
+    assert first(0, when=0.0).messages[0].data == "s1 first"
+    # wss reads as https, matched canonically (scheme ignored); a tracker parameter is dropped
+    assert index.pick("wss://APP.test/ws?room=1&utm_source=x", 0, session="s2").level == "canonical"
+    # honest matching: another meaningful parameter is no recording of it
+    miss = index.pick("ws://app.test/ws?room=2", 0, session="s1")
+    assert miss.recording is None and miss.why == "a WebSocket the archive holds no recording of"
+
+
+def test_the_index_reads_the_archive_s_documents(tmp_path):
+    path = tmp_path / "a.wfz"
+    with Archive.create(path) as arc:
+        arc.put_document("websocket/s1/x.json", doc("http://app.test/ws", [(False, "hi")], opened=5.0))
+        # a document of before WebSocket replay: no opened (the first message's time), no close
+        old = doc("http://app.test/old", [(True, "q"), (False, "a")], opened=7.0)
+        del old["opened"], old["closed_by_client"], old["close_code"]
+        arc.put_document("websocket/s1/y.json", old)
+        arc.put_document("websocket/s1/z.json", {"not": "a recording"})
+    with Archive.open(path) as arc:
+        index = SocketIndex.from_archive(arc)
+    assert len(index) == 2
+    got = index.pick("ws://app.test/old", 0).recording
+    assert got.opened == 7.0 and not got.server_closed and got.session_id == "s1"
+
+
+def test_a_direct_mode_socket_url_stands_for_its_original():
+    assert direct_socket_url("ws://127.0.0.1:28400/20260101000000/http://app.test/ws?a=1") == "http://app.test/ws?a=1"
+    assert direct_socket_url("ws://app.test/ws") == "ws://app.test/ws"

@@ -32,7 +32,7 @@ from webfreeze.common.http import page_url
 
 from .errors import CrawlError, RecordError, SeedFailed, SiteUnreachable
 from .page_check import CHECK_TRIES, SAFE_METHODS, PageChecker
-from .proxy import RecordingProxy, recording_into
+from .proxy import STREAM_MISSING, RecordingProxy, recording_into
 
 STATE_VERSION = 1
 SCREENSHOTS = ("none", "viewport", "full")
@@ -406,7 +406,8 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
             try:
                 proxy.fetch(m.method, m.url, headers, m.body or None, timeout=30, deadline=LIVE_FETCH_DEADLINE_S)
             except TimeoutError as exc:
-                streaming[m.url] = str(exc)
+                if STREAM_MISSING in str(exc):  # (the deadline; a read that timed out is an OSError as any)
+                    streaming[m.url] = str(exc)
             except (OSError, http.client.HTTPException):
                 pass  # still missing at the next check, and said so then
     out = [f"{m.url} ({streaming[m.url]})" if m.why == "miss" and m.url in streaming else m.describe()

@@ -96,14 +96,14 @@ if(B){
 var N={setTimeout:G.setTimeout.bind(G),clearTimeout:G.clearTimeout.bind(G)};
 if(G.requestAnimationFrame){N.requestAnimationFrame=G.requestAnimationFrame.bind(G);}
 try{Object.defineProperty(G,'__wfNative',{value:N});}catch(e){}
-if(!X){var cur=function(){return Math.max(n,p,vt-V0);},due=function(at){if(V0+at>vt){vt=V0+at;}};
+if(!X){var due=function(d,e){if(d>n){n=d;}if(e>p){p=e;}},ms=function(d){d=Number(d)|0;return d<0?0:d;};
  G.setTimeout=function(fn,d){if(typeof fn!=='function'){return N.setTimeout.apply(G,arguments);}
-  var a=Array.prototype.slice.call(arguments,2),at=cur()+Math.max(Number(d)||0,0);
-  return N.setTimeout(function(){due(at);fn.apply(G,a);},d);};
+  var a=Array.prototype.slice.call(arguments,2),w=ms(d),at=Math.max(n,vt-V0)+w,ap=Math.max(p,vt-V0)+w;
+  return N.setTimeout(function(){due(at,ap);fn.apply(G,a);},d);};
  var SI=G.setInterval.bind(G);
  G.setInterval=function(fn,d){if(typeof fn!=='function'){return SI.apply(G,arguments);}
-  var a=Array.prototype.slice.call(arguments,2),e=Math.max(Number(d)||0,0),at=cur();
-  return SI(function(){at+=e;due(at);fn.apply(G,a);},d);};}
+  var a=Array.prototype.slice.call(arguments,2),e=ms(d),at=Math.max(n,vt-V0),ap=Math.max(p,vt-V0);
+  return SI(function(){at+=e;ap+=e;due(at,ap);fn.apply(G,a);},d);};}
 function stalled(k){G.__wfStalled=(G.__wfStalled||0)+k;}
 var chans=[],made={},WPM=G.Worker&&Worker.prototype.postMessage,PPM=G.MessagePort&&MessagePort.prototype.postMessage;
 function wseed(k){var s=(S0^Math.imul(k+1,0x9E3779B1))>>>0;s=Math.imul(s^(s>>>16),0x85EBCA6B)>>>0;
@@ -135,7 +135,7 @@ function ins(t){var lo=0,hi=q.length;while(lo<hi){var m=(lo+hi)>>1,o=q[m];
  if(o.due<t.due||(o.due===t.due&&o.seq<t.seq)){lo=m+1;}else{hi=m;}}q.splice(lo,0,t);}
 function add(kind,fn,due,args,every){var id=++ids;var t={id:id,kind:kind,fn:fn,args:args,due:due,seq:id,every:every,nest:nest+1};
  live.set(id,t);ins(t);return id;}
-function delay(d){d=Number(d)||0;if(d<0){d=0;}if(nest>=5&&d<4){d=4;}return d;}
+function delay(d){d=Number(d)|0;if(d<0){d=0;}if(nest>=5&&d<4){d=4;}return d;}
 G.setTimeout=function(fn,d){var a=Array.prototype.slice.call(arguments,2);return add('t',fn,vt+delay(d),a,0);};
 G.setInterval=function(fn,d){var a=Array.prototype.slice.call(arguments,2),e=Math.max(delay(d),1);return add('t',fn,vt+e,a,e);};
 function clear(kind){return function(id){var t=live.get(id);if(t&&t.kind===kind){live.delete(id);t.dead=true;}};}
@@ -286,7 +286,7 @@ if(!WK&&c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w;G.__wfSockets=0;
 # What may come before a document's first element without starting its body: a byte order mark,
 # white space, comments, a doctype, processing instructions (XHTML); then the start tags of <html>
 # and <head> (attribute values quoted with '>' inside them included).
-_LEADING = re.compile(rb"\xef\xbb\xbf|\s+|<!--.*?-->|<!doctype[^>]*>|<\?[^>]*>", re.IGNORECASE | re.DOTALL)
+_LEADING = re.compile(rb"\xef\xbb\xbf|\s+|<!--(?:-?>|.*?--!?>)|<!doctype[^>]*>|<\?[^>]*>", re.IGNORECASE | re.DOTALL)
 _ATTRS = rb"""(?:[\s/](?:[^>"']|"[^"]*"|'[^']*')*)?>"""
 _HTML = re.compile(rb"<html" + _ATTRS, re.IGNORECASE)
 _HEAD = re.compile(rb"<head" + _ATTRS, re.IGNORECASE)

@@ -93,10 +93,11 @@ class PortInUse(ReplayError):
 BROWSER_INTERNAL_HOSTS = ["update.googleapis.com", "clients2.google.com", "clients2.googleusercontent.com",
                           "optimizationguide-pa.googleapis.com", "content-autofill.googleapis.com",
                           "safebrowsingohttpgateway.googleapis.com", "edgedl.me.gvt1.com", "redirector.gvt1.com"]
-# ... and the browser's own requests to hosts a site may also use, by the start of their path: a
-# desktop Chromium's check of who is signed in (a person opening `replay serve` in their own
+# ... and the browser's own requests to hosts a site may also use, by the start of their path and a
+# query parameter that names the browser (Google's own pages ask the same path with another
+# `source`): a desktop Chromium's check of who is signed in (a person opening `replay serve` in their own
 # browser: every page load asked for it, and the miss report listed it beside the site's misses).
-BROWSER_INTERNAL_PATHS = [("accounts.google.com", "/ListAccounts")]
+BROWSER_INTERNAL_PATHS = [("accounts.google.com", "/ListAccounts", "source=ChromiumBrowser")]
 
 
 def is_browser_own(url: str) -> bool:
@@ -105,7 +106,8 @@ def is_browser_own(url: str) -> bool:
     parts = urlsplit(url)
     host = parts.hostname or ""
     return host in BROWSER_INTERNAL_HOSTS or any(
-        host == h and parts.path.startswith(prefix) for h, prefix in BROWSER_INTERNAL_PATHS)
+        host == h and parts.path.startswith(prefix) and asked in parts.query.split("&")
+        for h, prefix, asked in BROWSER_INTERNAL_PATHS)
 
 
 # Characters left as they are when a capture's URL is written into a response header.

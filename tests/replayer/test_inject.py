@@ -33,6 +33,10 @@ S = b"<script>RUNTIME</script>"
     (b"<?xml version='1.0'?>\n<html xmlns='http://www.w3.org/1999/xhtml'><head/>",
      b"<?xml version='1.0'?>\n<html xmlns='http://www.w3.org/1999/xhtml'><head/>" + S),
     (b"<!-- never closed <head>", S + b"<!-- never closed <head>"),
+    # the parser's short comments end at once: the runtime still goes before the page's script
+    (b"<!--><html><head><script>a()</script><!-- x -->", b"<!--><html><head>" + S + b"<script>a()</script><!-- x -->"),
+    (b"<!---><html><head>", b"<!---><html><head>" + S),
+    (b"<!-- a --!><head>", b"<!-- a --!><head>" + S),
     (b"", S),
 ])
 def test_the_runtime_goes_before_the_pages_first_content(page, expected):

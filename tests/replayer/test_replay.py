@@ -190,8 +190,10 @@ def test_the_browsers_own_update_traffic_is_refused_but_not_reported_as_a_miss(s
     # too; the same host's other paths may be a site's (a recorded Google login) and are reported
     proxied(server, "POST", "http://accounts.google.com/ListAccounts?gpsia=1&source=ChromiumBrowser&json=standard")
     proxied(server, "GET", "http://accounts.google.com/signin")
+    proxied(server, "GET", "http://accounts.google.com/ListAccounts?source=ogb")  # (a Google page's own)
     assert server.stats["browser_own"] == 2
-    assert [m["url"] for m in server.misses] == ["http://elsewhere.test/nothing", "http://accounts.google.com/signin"]
+    assert [m["url"] for m in server.misses] == ["http://elsewhere.test/nothing", "http://accounts.google.com/signin",
+                                                 "http://accounts.google.com/ListAccounts?source=ogb"]
 
 
 @pytest.mark.parametrize("on_miss", ["502", "abort"])

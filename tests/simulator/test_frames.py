@@ -37,8 +37,7 @@ FORM = """<!DOCTYPE html><html><head><title>Form</title></head><body>
 <iframe src="/inner.html" style="width: 300px; height: 100px"></iframe>
 </body></html>"""
 # TiddlyWiki's way (tests/recorder/test_session.py WRITTEN_FRAME_PAGE): the editor is a textarea in
-# an iframe the page's script writes with document.open()/write(). (With its own <html> and <head>:
-# without them the replay's runtime goes into the first "<html>" of the page, in the script's string.)
+# an iframe the page's script writes with document.open()/write().
 EDITOR = """<!doctype html><html><head><title>editor</title></head><body><div id=box></div>
 <button id=done onclick="document.getElementById('out').textContent =
   'saved: ' + frames[0].document.querySelector('textarea').value">Done</button><p id=out></p>

@@ -283,6 +283,28 @@ if(!WK&&c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w;G.__wfSockets=0;
  G.WebSocket=WSW;}
 }"""
 
+# What a frame's document the replay does not serve (an ``about:srcdoc`` frame, an ``about:blank``
+# one its parent's script writes) is made to see: no runtime is injected there, so it takes its
+# parent's, where the parent has one: its Date, timers (in the parent's pumped queue), generators,
+# performance clock, fetch (held by the parent's pump) and WebSocket (served from its recording). Run first in every document of the agent
+# environment's browser contexts (Playwright's ``add_init_script``); elsewhere it does nothing.
+FRAME_RUNTIME_JS = r"""(() => {
+  if (window === window.top || location.protocol !== 'about:') return;
+  let P;
+  try { P = window.parent; if (!P.__wfNative) return; } catch (e) { return; }
+  const own = (k, v) => { try { Object.defineProperty(window, k, {value: v, configurable: true, writable: true}); } catch (e) {} };
+  ['Date', 'setTimeout', 'setInterval', 'clearTimeout', 'clearInterval', 'requestAnimationFrame', 'cancelAnimationFrame',
+   'requestIdleCallback', 'cancelIdleCallback', 'WebSocket', '__wfNative'].forEach((k) => { if (k in P) own(k, P[k]); });
+  if (P.fetch) own('fetch', function () { return P.fetch.apply(P, arguments); });
+  Math.random = P.Math.random;
+  try { Object.defineProperty(Performance.prototype, 'now', {value: () => P.performance.now(), configurable: true, writable: true}); } catch (e) {}
+  try { Object.defineProperty(Performance.prototype, 'timeOrigin', {get: () => P.performance.timeOrigin, configurable: true}); } catch (e) {}
+  if (window.Crypto && P.crypto) {
+    try { Object.defineProperty(Crypto.prototype, 'getRandomValues', {value: (a) => P.crypto.getRandomValues(a), configurable: true, writable: true}); } catch (e) {}
+    try { Object.defineProperty(Crypto.prototype, 'randomUUID', {value: () => P.crypto.randomUUID(), configurable: true, writable: true}); } catch (e) {}
+  }
+})();"""
+
 # What may come before a document's first element without starting its body: a byte order mark,
 # white space, comments, a doctype, processing instructions (XHTML); then the start tags of <html>
 # and <head> (attribute values quoted with '>' inside them included).

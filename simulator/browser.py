@@ -493,15 +493,17 @@ TIMER_CAP = 1000
 
 def page_runtime_digest() -> str:
     """What a replayed page's scripts are made to see, as one digest (run manifests'
-    ``versions.page_runtime``, browser runs): the runtime's text (replayer/determinism.py), the
-    stall bounds it is configured with, how a page's seed is derived, and the pump's bounds. Two
-    runs whose digests differ may part on a page whose timers or randomness matter."""
+    ``versions.page_runtime``, browser runs): the runtime's text (replayer/determinism.py; its
+    frames' part too), the stall bounds it is configured with, how a page's seed is derived, and
+    the pump's bounds. Two runs whose digests differ may part on a page whose timers or randomness
+    matter."""
     import hashlib
     import json
 
     from webfreeze.replayer import determinism
 
     parts = {"runtime": hashlib.sha256(determinism.RUNTIME_JS.encode("ascii")).hexdigest(),
+             "frame_runtime": hashlib.sha256(determinism.FRAME_RUNTIME_JS.encode("ascii")).hexdigest(),
              "stall_ms": determinism.STALL_MS, "network_stall_ms": determinism.NETWORK_STALL_MS,
              "seed": determinism.page_seed(0, "http://seed.invalid/"),  # (the derivation, by one value)
              "timer_horizon_ms": TIMER_HORIZON_MS, "timer_cap": TIMER_CAP}

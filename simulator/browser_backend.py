@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from webfreeze.replayer.determinism import FRAME_RUNTIME_JS
+
 from . import bgym_obs
 from .actions import Action
 from .axtree import BID_ATTR, MARK_JS, build_tree, frame_path
@@ -228,6 +230,7 @@ class BrowserBackend:
         credentials = (self.env.config.upstream or {}).get("http_credentials")
         context = await new_context(self.browser, **({"http_credentials": credentials} if credentials else {}))
         try:
+            await context.add_init_script(FRAME_RUNTIME_JS)  # (frames the replay does not serve take their parent's)
             page = await context.new_page()
             await fast_animations(context, page)
             return context, page

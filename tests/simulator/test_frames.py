@@ -4,6 +4,7 @@ its actions reach into them; the text backend shows the frames whose documents t
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -60,6 +61,16 @@ PAGES = {
     OTHER + "/embed.html": ("<!DOCTYPE html><title>Embed</title><body>"
                             "<button onclick=\"this.textContent='pressed'\">Press</button></body>"),
 }
+# Frames the replay does not serve: a srcdoc and an about:blank frame the page's script writes, each
+# with a script that reads the clock and the generator and sets a timer.
+UNSERVED_SCRIPT = ("<p id=r></p><p id=t>waiting</p><script>document.getElementById('r').textContent = "
+                   "'rand ' + Math.random() + ' at ' + new Date().toISOString(); setTimeout(() => "
+                   "{ document.getElementById('t').textContent = 'later at ' + Date.now(); }, 300);</script>")
+PAGES[SITE + "/unserved"] = (
+    "<!DOCTYPE html><title>Unserved</title><body><iframe srcdoc=\"" + UNSERVED_SCRIPT + "\"></iframe><div id=box></div>"
+    "<script>const f = document.createElement('iframe'); document.getElementById('box').appendChild(f);"
+    "f.contentWindow.document.open(); f.contentWindow.document.write(" + json.dumps(UNSERVED_SCRIPT).replace("</", "<\\/")
+    + "); f.contentWindow.document.close();</script></body>")
 TASK = {"id": "frames", "start_url": SITE + "/", "instruction": "use the frames"}
 
 
@@ -347,3 +358,21 @@ def test_a_session_recorded_in_a_frame_replays(archive, tmp_path, monkeypatch):
     finally:
         env.close()
     assert actions == ["fill('a3', 'Purple', True)", "click('4')", "send_msg_to_user('Purple')"]
+
+
+def test_frames_the_replay_does_not_serve_run_on_the_pages_runtime(archive):
+    """A srcdoc frame's scripts and those of a frame its page writes ran on the real clock, an
+    unseeded generator and real timers (no runtime is injected into a document the replay does not
+    serve): two resets showed two numbers and today's date. They take their page's runtime now:
+    the capture's clock, the page's generator, and the page's pumped timers."""
+    _browser()
+    with WebEnv(EnvConfig(archive=archive, backend="browser")) as env:
+        texts = []
+        for _ in range(2):
+            obs, _ = env.reset(options={"task": {**TASK, "start_url": SITE + "/unserved"}})
+            texts.append([line.strip() for line in obs["axtree_text"].splitlines() if "rand" in line or "later" in line
+                          or "waiting" in line])
+    assert texts[0] == texts[1], texts
+    assert len(texts[0]) == 4 and all("2026-01-01T00:00:00" in t for t in texts[0] if "rand" in t), texts
+    assert sum("later at 17672256003" in t for t in texts[0]) == 2, texts  # (the pump ran the 300 ms timers)
+

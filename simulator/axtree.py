@@ -203,7 +203,7 @@ def _frame_elements(root, prefix: str) -> list:
 
 def frame_sources(html: str | bytes, base_url: str, prefix: str = "", encoding: str | None = None) -> list[dict]:
     """The frame elements of a page (or of a frame's document, ``prefix`` its frame's bid), in
-    document order: ``{bid, src, srcdoc, sandboxed}`` (``src`` absolute, None when absent or empty;
+    document order: ``{bid, src, srcdoc, sandboxed, name}`` (``src`` absolute, None when absent or empty;
     ``sandboxed`` when a ``sandbox`` attribute blocks its scripts, as BrowserGym leaves such frames
     out)."""
     doc = _parse(_decode(html, encoding))
@@ -222,7 +222,8 @@ def frame_sources(html: str | bytes, base_url: str, prefix: str = "", encoding: 
             src = None
         sandbox = el.get("sandbox")
         out.append({"bid": bid, "src": src, "srcdoc": el.get("srcdoc") if el.tag == "iframe" else None,
-                    "sandboxed": sandbox is not None and "allow-scripts" not in sandbox.split()})
+                    "sandboxed": sandbox is not None and "allow-scripts" not in sandbox.split(),
+                    "name": (el.get("name") or "").strip() or None})
     return out
 
 
@@ -475,6 +476,24 @@ def _join(base: str, href: str) -> str:
     return urljoin(base, href)
 
 
+def join_or_keep(base: str, href: str) -> str:
+    """``href`` (stripped) resolved against ``base``; as written when it cannot be (``http://[x``)."""
+    href = href.strip()
+    try:
+        return _join(base, href)
+    except ValueError:
+        return href
+
+
+def frame_base(url: str, root, parent_base: str) -> str:
+    """The URL a frame's document (``root``, loaded from ``url``) resolves links against: its
+    ``<base href>`` against its URL; a document with no URL of its own (``about:srcdoc``, an
+    ``about:blank`` its page wrote) starts from its parent's, HTML's fallback base URL."""
+    start = parent_base if url.startswith("about:") else url
+    base = root.find("head/base[@href]")
+    return join_or_keep(start, base.get("href")) if base is not None else start
+
+
 class _Node:
     """One element's accessibility node; ``children`` holds nodes and, for text (``StaticText``), strs."""
     __slots__ = ("role", "name", "bid", "value", "props", "children")
@@ -581,12 +600,13 @@ class _Builder:
         """The URL ``el``'s links resolve against: its frame's document's, else the page's."""
         if not self.grafted:
             return self.base_url
-        for a in el.iterancestors():
-            url = a.get(FRAME_ATTR)
-            if url is not None:
-                base = a.find("head/base[@href]")
-                return urljoin(url, base.get("href").strip()) if base is not None else url
-        return self.base_url
+        roots = [a for a in el.iterancestors() if a.get(FRAME_ATTR) is not None]
+        if not roots:
+            return self.base_url
+        base = self.base_url
+        for root in reversed(roots):  # (outermost first: an about: document's base is its parent's)
+            base = frame_base(root.get(FRAME_ATTR), root, base)
+        return base
 
     def _focused(self, focused: str | None):
         if focused is not None:
@@ -1170,8 +1190,7 @@ class _Builder:
         body = sub.find("body")
         top = body if body is not None else sub
         saved = self.base_url
-        base = sub.find("head/base[@href]")
-        self.base_url = urljoin(url, base.get("href").strip()) if base is not None else url
+        self.base_url = frame_base(url, sub, saved)
         try:
             # (paths within the frame's document, as a recorder listening in the frame writes them)
             self._children_into(top, _tag(top), False, root.children, css_path(top), "/html/" + _tag(top))
@@ -1434,7 +1453,7 @@ class Tree:
         href = a.get("href") if tag == "a" or tag == "area" else None
         if href is not None:
             base = b.base_for(el)
-            href = b.absolute(href) if base is b.base_url else _join(base, href.strip())
+            href = b.absolute(href) if base is b.base_url else join_or_keep(base, href)
         value = node.value
         toggle = tag == "input" and _input_type(a.get("type")) in ("checkbox", "radio")
         if toggle:

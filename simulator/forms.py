@@ -19,7 +19,7 @@ import copy
 import hashlib
 from urllib.parse import urlsplit, urlunsplit
 
-from .axtree import FORM_CONTROLS, AXTreeError, Tree, _Builder, _decode, _join, _parse, _tag
+from .axtree import FORM_CONTROLS, AXTreeError, Tree, _Builder, _decode, _parse, _tag, join_or_keep
 
 # Input types whose presence (more than one of them) stops Enter from submitting a form without a button.
 _BLOCKS_IMPLICIT_SUBMISSION = frozenset({"text", "search", "email", "url", "tel", "password", "date",
@@ -149,7 +149,7 @@ def form_submission(tree: Tree, bid, filled_values: dict | None = None, *,
     if base is b.base_url:
         action_url = b.absolute(action) if action and action.strip() else tree.url
     else:
-        action_url = _join(base, action.strip()) if action and action.strip() else base
+        action_url = join_or_keep(base, action) if action and action.strip() else base
     method = (attr("method", "formmethod") or "get").strip().lower()
     method = "post" if method == "post" else "get"
     enctype = (attr("enctype", "formenctype") or "").strip().lower()

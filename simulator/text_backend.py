@@ -20,7 +20,7 @@ from webfreeze.common.http import header_value
 from webfreeze.replayer.hooks import host_key
 
 from .actions import Action
-from .axtree import AXTreeError, Tree, build_tree, frame_path, frame_sources
+from .axtree import FRAME_ATTR, AXTreeError, Tree, build_tree, frame_path, frame_sources
 from .forms import DOM_SNAPSHOTS, form_submission, is_submitter, label_control
 from .provenance import answer_record
 
@@ -61,6 +61,7 @@ class TextBackend:
         # The line a load that succeeded returned about a page drawn by its scripts (not a replay failure)
         self.unshown: str | None = None
         self.frames: dict = {}  # frame bid -> {html, url} or {note}: the documents shown in the page's frames
+        self.frame_names: dict = {}  # a frame element's name -> its bid (the first of the name), for targets
         self.frame_nav: dict = {}  # frame bid -> (method, url, body, ctype): where a frame was navigated
         self._frame_answers: list = []  # the replay's answers for frames' documents (not main loads)
 
@@ -79,6 +80,12 @@ class TextBackend:
         return self._load("GET", url)
 
     def _request(self, method: str, url: str, body: bytes = b"", ctype: str | None = None):
+        try:
+            return self._requested(method, url, body, ctype)
+        except ValueError:  # a URL no parser reads (http://[x): loaded by nothing, as in a browser
+            return 0, url, b""
+
+    def _requested(self, method: str, url: str, body: bytes, ctype: str | None):
         for _ in range(MAX_REDIRECTS):
             headers = [("Host", urlsplit(url).netloc), ("Accept", "text/html,*/*"), ("Accept-Encoding", "gzip, br")]
             jar = self.cookies.get(host_key(url))
@@ -137,19 +144,24 @@ class TextBackend:
         self.unshown = self._drawn_by_scripts()
         return self.unshown
 
-    def _load_frames(self) -> None:
+    def _load_frames(self, keep: dict | None = None) -> None:
         """The documents of the page's frames (and theirs) from the replay: a ``srcdoc``, or the
         ``src`` (or where the agent navigated the frame); a frame whose document is not there says
         why. Frames a sandbox keeps from running scripts are left out, as the browser backend
         leaves them; a frame with no document to load (none, ``about:blank``) is left empty,
-        unless the page has scripts: then they are what fills it, and the frame says so."""
+        unless the page has scripts: then they are what fills it, and the frame says so. A frame
+        of its own page or of an enclosing frame's document is left empty too (Chromium loads
+        none). ``keep``:
+        frames already loaded that stay as they are (those outside a frame the agent navigated),
+        not asked of the replay again."""
         before = len(self.replay.answers)
-        self.frames = {}
-        self._frames_of(self.html, self.url or "about:blank", "", 0)
+        self.frames, self.frame_names = {}, {}
+        page = (self.url or "about:blank").partition("#")[0]
+        self._frames_of(self.html, self.url or "about:blank", "", 0, (page,), keep or {})
         self._frame_answers.extend(self.replay.answers[before:])
         del self.replay.answers[before:]
 
-    def _frames_of(self, html: bytes, url: str, prefix: str, depth: int) -> None:
+    def _frames_of(self, html: bytes, url: str, prefix: str, depth: int, ancestors: tuple, keep: dict) -> None:
         if not FRAME.search(html):
             return
         scripted = bool(SCRIPT.search(html))
@@ -157,16 +169,28 @@ class TextBackend:
             bid = f["bid"]
             if f["sandboxed"] or depth >= MAX_FRAME_DEPTH:
                 continue
+            if f["name"]:
+                self.frame_names.setdefault(f["name"], bid)
             nav = self.frame_nav.get(bid)
+            if bid in keep:
+                self.frames[bid] = kept = keep[bid]
+                if kept.get("html") is not None:
+                    inner = kept["url"] if not kept["url"].startswith("about:") else url
+                    self._frames_of(kept["html"], inner, bid, depth + 1, (*ancestors, kept["url"].partition("#")[0]),
+                                    keep)
+                continue
             if nav is None and f["srcdoc"] is not None:
                 doc, where = f["srcdoc"].encode("utf-8", "surrogatepass"), "about:srcdoc"
+            elif nav is None and f["src"] and f["src"].partition("#")[0] in ancestors:
+                continue  # a frame of its own page or of an enclosing frame's: Chromium leaves it empty
             elif nav is not None or (f["src"] and f["src"].startswith(("http:", "https:"))):
                 method, asked, body, ctype = nav or ("GET", f["src"], b"", None)
                 before = len(self.replay.answers)
                 status, where, doc = self._request(method, asked.partition("#")[0], body, ctype)
                 miss = next((a for a in self.replay.answers[before:] if a.level == "miss"), None)
                 if miss is not None or status == 0:
-                    self.frames[bid] = {"note": f"frame not shown: the archive has no {method} {asked}"}
+                    why = f"the archive has no {method} {asked}" if miss is not None else f"could not load {asked}"
+                    self.frames[bid] = {"note": f"frame not shown: {why}"}
                     continue
                 if status >= 400:
                     self.frames[bid] = {"note": f"frame not shown: HTTP {status} for {where}"}
@@ -176,7 +200,9 @@ class TextBackend:
                     self.frames[bid] = {"note": SCRIPTED_FRAME}
                 continue
             self.frames[bid] = {"html": doc, "url": where}
-            self._frames_of(doc, where, bid, depth + 1)
+            # (a srcdoc document's links and frames resolve against its parent's URL)
+            inner = where if not where.startswith("about:") else url
+            self._frames_of(doc, inner, bid, depth + 1, (*ancestors, where.partition("#")[0]), keep)
 
     def _navigate_frame(self, frame: str, method: str, url: str, body: bytes = b"", ctype: str | None = None):
         """A link followed or a form submitted in the frame ``frame``: its document (and its own
@@ -185,7 +211,8 @@ class TextBackend:
         self.frame_nav[frame] = (method, url, body, ctype)
         # what was entered in the frame's old document is gone with it (its bids are the new one's)
         self.state = {k: v for k, v in self.state.items() if frame not in frame_path(str(k))}
-        self._load_frames()
+        # the other frames stay as they are: loaded again, a frame would post its form again
+        self._load_frames(keep={k: v for k, v in self.frames.items() if frame not in frame_path(k)})
         note = (self.frames.get(frame) or {}).get("note")
         return note
 
@@ -274,23 +301,32 @@ class TextBackend:
             return self._navigate_frame(frame, method.upper(), url, body, ctype)
         return self._load(method.upper(), url, body, ctype)
 
-    @staticmethod
-    def _target_frame(tree: Tree, bid: str, kind: str) -> str | None:
-        """The frame a link (``kind`` "a") or a form ("form") in a frame's document navigates: its
-        own frame, unless its ``target`` names the top page (``_top``, ``_blank``: the text backend
-        has one page; ``_parent``: the enclosing frame's). None for the page itself."""
+    def _target_frame(self, tree: Tree, bid: str, kind: str) -> str | None:
+        """The frame a link (``kind`` "a") or a form ("form") navigates, None for the page itself:
+        its own frame's (the page for the page's own), unless a target says otherwise (the link's
+        or form's ``target``, a submit button's ``formtarget``, else its document's ``<base
+        target>``): ``_top`` and ``_blank`` the page (the text backend has one), ``_parent`` the
+        enclosing frame's, a frame's name that frame (the first of the name in document order),
+        an unknown name a new window: the page here."""
         path = frame_path(bid)
-        if not path:
-            return None
         el = tree.builder.by_bid.get(str(bid))
-        holder = next((x for x in ([el, *el.iterancestors()] if el is not None else [])
-                       if x.tag in (("a", "area") if kind == "a" else ("form",))), None)
-        target = ((holder.get("target") if holder is not None else None) or "").strip().lower()
-        if target in ("_top", "_blank"):
+        chain = [el, *el.iterancestors()] if el is not None else []
+        holder = next((x for x in chain if x.tag in (("a", "area") if kind == "a" else ("form",))), None)
+        target = el.get("formtarget") if kind == "form" and el is not None else None
+        if target is None and holder is not None:
+            target = holder.get("target")
+        if target is None:
+            root = next((x for x in chain if x.get(FRAME_ATTR) is not None), tree.builder.doc)
+            base = root.find(".//head/base[@target]")
+            target = base.get("target") if base is not None else None
+        target = (target or "").strip()
+        if target.lower() in ("", "_self"):
+            return path[-1] if path else None
+        if target.lower() in ("_top", "_blank"):
             return None
-        if target == "_parent":
+        if target.lower() == "_parent":
             return path[-2] if len(path) > 1 else None
-        return path[-1]
+        return self.frame_names.get(target)
 
     def _loaded_dom(self) -> bytes | str | None:
         """The page's DOM once its scripts had run, when the archive has one for this URL (a

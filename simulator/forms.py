@@ -261,8 +261,10 @@ def _is_submit_button(el, b: _Builder) -> bool:
 
 
 def _form_controls(b: _Builder, form) -> list:
-    """Listed form controls whose owner is ``form``, in tree order."""
-    return [el for el in b.doc.iter("button", "input", "select", "textarea") if b.form_owner(el) is form]
+    """Listed form controls whose owner is ``form``, in tree order (not those of a ``template``'s
+    content, which is no part of the document)."""
+    return [el for el in b.doc.iter("button", "input", "select", "textarea") if b.form_owner(el) is form
+            and next(el.iterancestors("template"), None) is None]
 
 
 def _normalise_newlines(s: str) -> str:

@@ -61,6 +61,8 @@ CASES = {
                         "the field 'Q' needs at least 3 characters (2 given)"),
     "minlength-default": ('<input name="q" aria-label="Q" minlength="3" value="ab">', None, True, None),
     "minlength-empty": ('<input name="q" aria-label="Q" minlength="3">', None, True, None),
+    "required-in-template": ('<input name="q" aria-label="Q"><template><input name="t" required></template>', None,
+                             True, None),
     "novalidate": ('<input name="q" aria-label="Q" required>', None, True, None),
     "formnovalidate": ('<input name="q" aria-label="Q" required>', None, True, None),
 }
@@ -100,6 +102,11 @@ def test_form_submission_checks_the_constraints(name):
         assert verdict is None
     else:
         assert verdict == f"the form was not sent: {message}"
+
+
+def test_a_template_s_controls_are_neither_checked_nor_sent():
+    tree = build_tree(_page("required-in-template"), BASE)
+    assert form_submission(tree, _bids(tree)["Go"])[2] == b"q=&go=Go"
 
 
 def test_a_form_not_valid_is_an_axtree_error_and_enter_checks_it_too():

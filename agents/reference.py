@@ -269,6 +269,10 @@ class ReferenceAgent(Agent):
                     return {"action": f"fill({quote(bid)}, {quote(step.get('value') or '')}{keys})", "thought": thought}
                 value = step.get("value") or {}
                 choice = value.get("value") if isinstance(value, dict) else value
+                many = value.get("values") if isinstance(value, dict) else None
+                if isinstance(many, list) and len(many) > 1:  # options chosen together in a <select multiple>
+                    chosen = ", ".join(quote(str(v)) for v in many)
+                    return {"action": f"select_option({quote(bid)}, [{chosen}])", "thought": thought}
                 return {"action": f"select_option({quote(bid)}, {quote(choice or '')})", "thought": thought}
             if kind == "answer":
                 value = step.get("value") or {}

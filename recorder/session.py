@@ -258,7 +258,13 @@ LISTENER_JS = r"""
     window.addEventListener('change', (e) => {
       const el = e.target;
       if (el.tagName !== 'SELECT' || !byPerson(e)) return;
-      send('select', el, {value: el.value, label: clean((el.selectedOptions[0] || {}).textContent)});
+      const chosen = Array.from(el.selectedOptions);
+      const value = {value: el.value, label: clean((chosen[0] || {}).textContent)};
+      if (el.multiple) {  // every option chosen (FlaskBB's search: Post and Topic), not the first alone
+        value.values = chosen.map((o) => o.value);
+        value.labels = chosen.map((o) => clean(o.textContent));
+      }
+      send('select', el, value);
     }, {capture: true, signal});
     window.addEventListener('submit', (e) => send('submit', e.target), {capture: true, signal});
     // A scripted annotator states the task's answer, optionally pointing at the element that shows it.

@@ -21,6 +21,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .axtree import FORM_CONTROLS, AXTreeError, Tree, _Builder, _decode, _parse, _tag, join_or_keep
 
+
+class FormNotValid(AXTreeError):
+    """A submission the browser refuses: a control fails HTML's constraint validation (a required
+    field left empty, a text shorter than its ``minlength``). Chromium shows its message by the
+    control and sends nothing; the message says which control and what Chromium says."""
+
+
 # Input types whose presence (more than one of them) stops Enter from submitting a form without a button.
 _BLOCKS_IMPLICIT_SUBMISSION = frozenset({"text", "search", "email", "url", "tel", "password", "date",
                                          "datetime-local", "month", "time", "week", "number"})
@@ -137,6 +144,10 @@ def form_submission(tree: Tree, bid, filled_values: dict | None = None, *,
                         _BLOCKS_IMPLICIT_SUBMISSION]
             if len(blocking) > 1:
                 raise AXTreeError("this form has no submit button and several fields, so Enter does not submit it")
+    if form.get("novalidate") is None and (submitter is None or submitter.get("formnovalidate") is None):
+        invalid = _first_invalid(b, form, filled_values or {})
+        if invalid is not None:
+            raise FormNotValid(f"the form was not sent: {invalid}")
     entries = _entry_list(b, form, submitter)
 
     def attr(name: str, form_name: str) -> str | None:
@@ -166,6 +177,82 @@ def form_submission(tree: Tree, bid, filled_values: dict | None = None, *,
     return "POST", action_url, _urlencode(entries).encode("ascii"), "application/x-www-form-urlencoded"
 
 
+# Input types that ``readonly`` bars from constraint validation (HTML: where the attribute applies).
+_READONLY_APPLIES = frozenset({"text", "search", "url", "tel", "email", "password", "date", "month", "week", "time",
+                               "datetime-local", "number"})
+# Input types whose value ``required`` and ``minlength`` apply to.
+_TEXT_VALUE_TYPES = _READONLY_APPLIES - {"date", "month", "week", "time", "datetime-local", "number"}
+
+
+def _label(b: _Builder, el) -> str:
+    """What the agent's observation calls the control (its accessible name), else its name."""
+    return b.name(el, b.role(el)) or el.get("name") or el.get("id") or _tag(el)
+
+
+def _first_invalid(b: _Builder, form, filled: dict) -> str | None:
+    """Why HTML's interactive constraint validation stops the submission of ``form`` (the first
+    control, in tree order, that fails it: what Chromium reports), or None when it passes.
+
+    Checked as Chromium checks them: ``required`` on text fields, text areas, file inputs,
+    checkboxes, radio groups and selects (a multiple select with nothing chosen, a single one
+    showing its placeholder option: an empty-valued first option); ``minlength`` on a text field
+    or text area whose value the agent typed (a default value is never too short). Controls
+    barred from validation (disabled, ``readonly`` fields, hidden inputs, buttons, controls in a
+    ``datalist``) are skipped. Not checked: ``pattern``, ``type`` mismatches (email, url) and
+    number ranges."""
+    typed = {str(k) for k in filled}
+    for el in _form_controls(b, form):
+        tag = _tag(el)
+        if tag == "button" or b.disabled(el) or next(el.iterancestors("datalist"), None) is not None:
+            continue
+        t = b.input_type(el) if tag == "input" else ""
+        if tag == "input" and t in ("hidden", "submit", "image", "reset", "button"):
+            continue
+        if el.get("readonly") is not None and (tag == "textarea" or t in _READONLY_APPLIES):
+            continue
+        required = el.get("required") is not None
+        name = _label(b, el)
+        if tag == "select":
+            if not required:
+                continue
+            chosen = [o for o in b.selected_options(el) if not b.disabled(o)]
+            multiple = el.get("multiple") is not None
+            size = (el.get("size") or "").strip()
+            options = b.options(el)
+            placeholder = (not multiple and (not size.isdigit() or int(size) <= 1) and options
+                           and options[0].get("value") == "" and options[0].getparent() is el)
+            if not chosen or (placeholder and chosen[0] is options[0]):
+                return f"the list '{name}' is required (Please select an item in the list.)"
+            continue
+        if tag == "input" and t == "checkbox":
+            if required and not b.checked(el):
+                return f"the checkbox '{name}' is required (Please check this box if you want to proceed.)"
+            continue
+        if tag == "input" and t == "radio":
+            group = b.radio_group(el)
+            if el is group[0] and any(r.get("required") is not None for r in group) \
+                    and not any(b.checked(r) for r in group):
+                names = ", ".join(dict.fromkeys(_label(b, r) for r in group if not b.disabled(r)))
+                return f"the options '{names}' are required (Please select one of these options.)"
+            continue
+        if tag == "input" and t == "file":
+            if required:
+                return f"the field '{name}' is required (Please select a file.)"
+            continue
+        if tag != "textarea" and t not in _TEXT_VALUE_TYPES and t not in _READONLY_APPLIES:
+            continue  # colour, range: always have a value
+        value = b.value_of(el)
+        if required and value == "":
+            return f"the field '{name}' is required (Please fill out this field.)"
+        minlength = (el.get("minlength") or "").strip()
+        bid = b.bid_of.get(el)
+        if value and minlength.isdigit() and bid in typed and (tag == "textarea" or t in _TEXT_VALUE_TYPES):
+            n = len(value.encode("utf-16-le")) // 2
+            if n < int(minlength):
+                return f"the field '{name}' needs at least {int(minlength)} characters ({n} given)"
+    return None
+
+
 def _is_submit_button(el, b: _Builder) -> bool:
     tag = _tag(el)
     if tag == "button":
@@ -174,8 +261,10 @@ def _is_submit_button(el, b: _Builder) -> bool:
 
 
 def _form_controls(b: _Builder, form) -> list:
-    """Listed form controls whose owner is ``form``, in tree order."""
-    return [el for el in b.doc.iter("button", "input", "select", "textarea") if b.form_owner(el) is form]
+    """Listed form controls whose owner is ``form``, in tree order (not those of a ``template``'s
+    content, which is no part of the document)."""
+    return [el for el in b.doc.iter("button", "input", "select", "textarea") if b.form_owner(el) is form
+            and next(el.iterancestors("template"), None) is None]
 
 
 def _normalise_newlines(s: str) -> str:

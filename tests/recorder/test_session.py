@@ -486,3 +486,51 @@ def run(page):
     assert typed[0]["value"] == "skitrip"  # (not a password: kept)
     assert "k7-ski-trip-code" not in out.read_text(), typed[1]
     assert not holds(everything(archive), "k7-ski-trip-code")
+
+
+SEARCH_FORM = b"""<!doctype html><html><head><title>Search</title></head><body>
+<form method="post" action="/search"><label for="types">Content</label>
+<select id="types" name="search_types" multiple required><option value="post">Post</option>
+<option value="topic">Topic</option><option value="forum">Forum</option></select>
+<label for="q">Criteria</label><input id="q" name="search_query" required>
+<input type="submit" value="Search"></form></body></html>"""
+
+MULTIPLE_SCRIPT = '''
+from webfreeze.recorder.session import record_answer
+
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.get_by_label("Content").select_option(["post", "topic"])
+    page.get_by_label("Criteria").fill("grounds")
+    page.get_by_role("button", name="Search").click()
+    hit = page.get_by_text("2 posts and 1 topic")
+    hit.wait_for()
+    record_answer(page, "2 posts and 1 topic", locator=hit)
+'''
+
+
+@pytest.mark.parametrize("backend", ["text", "browser"])
+def test_options_chosen_together_in_a_multiple_select_are_one_step_that_replays(tmp_path, cli, record_scripted,
+                                                                                   backend):
+    """FlaskBB's search asks which kinds of content to search in a <select multiple>: a person who
+    chose Post and Topic was logged as having chosen Post alone, so the reference posted another
+    form and the task read as an incomplete capture. The step keeps every option chosen
+    (``values``, ``labels``) and the reference agent chooses them all."""
+    def found(handler):
+        body = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+        ok = body == b"search_types=post&search_types=topic&search_query=grounds"
+        return (200, b"<!doctype html><title>Results</title><p>2 posts and 1 topic</p>" if ok else b"wrong form",
+                "text/html; charset=utf-8")
+
+    result, archive, out = record_scripted(SEARCH_FORM, MULTIPLE_SCRIPT, host="forum.test", answers={"POST": found})
+    assert result.returncode == 0, result.stderr
+    (select,) = [s for s in json.loads(out.read_text())["steps"] if s["action"] == "select"]
+    assert select["value"] == {"value": "post", "label": "Post", "values": ["post", "topic"],
+                               "labels": ["Post", "Topic"]}
+    suite = tmp_path / "suite"
+    result = cli("tasks", "add", suite, "--reference", out, "--archive", archive, "--answer", "2 posts and 1 topic",
+                 "--id", "both", "--instruction", "Search posts and topics for grounds.")
+    assert result.returncode == 0, result.stderr
+    result = cli("tasks", "validate", suite, "--backend", backend, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"1 of 1 tasks reachable on the archive, 0 expired ({backend} backend)" in result.stderr

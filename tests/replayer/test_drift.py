@@ -379,3 +379,51 @@ def test_the_hash_routes_of_a_single_page_application_are_pages_of_their_own(tmp
     rows = {p["url"]: p["status"] for p in json.loads(r.stdout)["pages"]}
     assert rows == {"http://docs.test/": "same", "http://docs.test/#/census": "changed",
                     "http://docs.test/#/diet": "same"}, rows
+
+
+def test_a_changed_page_never_reads_as_identical_in_the_tables(tmp_path):
+    """FlaskBB's topic pages drift by a word or a few pixels between two crawls (a view counter):
+    'changed' with a text similarity of 1.000 and a pixel difference of 0.0000, as rounding wrote
+    them, read as a contradiction, and a word changed in a long page rounded to a similarity of 1.0
+    and the page was 'same'. A measure that is not the identical value is never stored or printed
+    as it: 0.9999, '>0.999', '<0.0001'."""
+    words = " ".join(f"post{i}" for i in range(40000))
+    html = "<html><head><title>Topic</title></head><body><p>{}</p><p>Views: {}</p></body></html>"
+    archives = []
+    for name, views in (("old", 41), ("new", 42)):
+        warc = _warc(tmp_path / f"{name}.warc.gz", {"http://forum.test/topic/1": html.format(words, views)})
+        r = run_cli("archive", "import", warc, "--to", tmp_path / f"{name}.wfz")
+        assert r.returncode == 0, r.stderr
+        archives.append(tmp_path / f"{name}.wfz")
+    r = run_cli("drift", *archives, "--json")
+    (page,) = json.loads(r.stdout)["pages"]
+    # (difflib's ratio is 0.99998: rounded to 4 places it was 1.0, and the page was called 'same')
+    assert page["status"] == "changed" and page["text_similarity"] == 0.9999 and page["text_changed"] is True
+    r = run_cli("drift", *archives, "--report", tmp_path / "report")
+    assert r.returncode == 0, r.stderr
+    row = next(line for line in r.stdout.splitlines() if "forum.test/topic/1" in line)
+    assert "changed" in row and ">0.999" in row and "1.000" not in row
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "| http://forum.test/topic/1 | changed | 0.9999 | - |" in md
+    assert "<td>0.9999</td>" in (tmp_path / "report" / "report.html").read_text()
+
+    from webfreeze.checks.drift import _num
+    from webfreeze.checks.replay_check import text_similarity
+    assert text_similarity("a b", "a b") == 1.0 and text_similarity("", "") == 1.0
+    assert text_similarity("a b", "a c") == 0.5
+    import io
+
+    from PIL import Image
+
+    from webfreeze.checks.replay_check import pixel_difference
+    shots = []
+    for dot in (False, True):  # a 3000x1000 screenshot with one pixel changed: 3.3e-7 of it
+        img = Image.new("RGB", (3000, 1000), "white")
+        if dot:
+            img.putpixel((10, 10), (0, 0, 0))
+        buf = io.BytesIO()
+        img.save(buf, "PNG")
+        shots.append(buf.getvalue())
+    assert pixel_difference(shots[0], shots[1]) == 0.000001 and pixel_difference(shots[0], shots[0]) == 0.0
+    assert _num(2.9e-05, ".4f", 0.0) == "<0.0001" and _num(0.0, ".4f", 0.0) == "0.0000"
+    assert _num(1.0, ".3f", 1.0) == "1.000" and _num(0.5, ".3f", 1.0) == "0.500" and _num(None, ".3f", 1.0) == "-"

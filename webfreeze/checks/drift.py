@@ -509,8 +509,16 @@ def write_report(report: dict, out: Path, archives, snaps_old: Mapping[str, dict
         raise
 
 
-def _num(v, fmt: str) -> str:
-    return "-" if v is None else format(v, fmt)
+def _num(v, fmt: str, identical: float | None = None) -> str:
+    """``v`` formatted, ``-`` for None; a value other than ``identical`` (1.0 for a similarity, 0.0
+    for a difference) that would be written as it reads as a bound instead: '>0.999', '<0.0001'."""
+    if v is None:
+        return "-"
+    text = format(v, fmt)
+    if identical is not None and v != identical and text == format(identical, fmt):
+        step = 10.0 ** -int(fmt.strip(".f"))
+        return f">{identical - step:{fmt}}" if v < identical else f"<{identical + step:{fmt}}"
+    return text
 
 
 def _md(text) -> str:
@@ -526,15 +534,15 @@ def render_markdown(report: dict) -> str:
              f"- NEW: `{n['archive']}` ({n['digest']}), {n['pages']} pages",
              (f"- pages: {s['same']} same, {s['changed']} changed ({s['text_changed']} in their text), "
               f"{s['added']} added, {s['removed']} removed"),
-             (f"- text similarity: mean {_num(s['mean_text_similarity'], '.4f')}, "
-              f"min {_num(s['min_text_similarity'], '.4f')}; pixel difference: mean "
-              f"{_num(s['mean_pixel_difference'], '.6f')}, max {_num(s['max_pixel_difference'], '.6f')}"), ""]
+             (f"- text similarity: mean {_num(s['mean_text_similarity'], '.4f', 1.0)}, "
+              f"min {_num(s['min_text_similarity'], '.4f', 1.0)}; pixel difference: mean "
+              f"{_num(s['mean_pixel_difference'], '.6f', 0.0)}, max {_num(s['max_pixel_difference'], '.6f', 0.0)}"), ""]
     moved = [r for r in report["pages"] if r["status"] != "same"]
     lines += ["## Pages", ""]
     if moved:
         lines += ["| page | status | text similarity | pixel difference |", "|---|---|---|---|"]
-        lines += [f"| {_md(r['url'])} | {r['status']} | {_num(r['text_similarity'], '.4f')} | "
-                  f"{_num(r['pixel_difference'], '.6f')} |" for r in moved]
+        lines += [f"| {_md(r['url'])} | {r['status']} | {_num(r['text_similarity'], '.4f', 1.0)} | "
+                  f"{_num(r['pixel_difference'], '.6f', 0.0)} |" for r in moved]
     else:
         lines.append("No page changed, was added or removed.")
     if "suite" in report:
@@ -559,8 +567,8 @@ def render_html(report: dict, shots: dict | None = None) -> str:
         figs = "".join(f'<figure><img loading="lazy" src="{e(src)}" alt="{side}"><figcaption>{side}</figcaption>'
                        f"</figure>" for side, src in sorted((shots.get(r["url"]) or {}).items(), reverse=True))
         rows.append(f'<tr class="{e(r["status"])}"><td>{e(r["url"])}<br><small>{e(r["title"])}</small></td>'
-                    f'<td>{e(r["status"])}</td><td>{_num(r["text_similarity"], ".4f")}</td>'
-                    f'<td>{_num(r["pixel_difference"], ".6f")}</td><td class="shots">{figs}</td></tr>')
+                    f'<td>{e(r["status"])}</td><td>{_num(r["text_similarity"], ".4f", 1.0)}</td>'
+                    f'<td>{_num(r["pixel_difference"], ".6f", 0.0)}</td><td class="shots">{figs}</td></tr>')
     tasks = ""
     if "suite" in report:
         su = report["suite"]
@@ -606,7 +614,7 @@ def print_tables(report: dict) -> None:
         for col in ("page", "status", "text sim.", "pixel diff."):
             t.add_column(col, overflow="fold")
         for r in moved:
-            t.add_row(r["url"], r["status"], _num(r["text_similarity"], ".3f"), _num(r["pixel_difference"], ".4f"))
+            t.add_row(r["url"], r["status"], _num(r["text_similarity"], ".3f", 1.0), _num(r["pixel_difference"], ".4f", 0.0))
         console.print(t)
     if "tasks" in report:
         t = Table(title="tasks", title_justify="left")

@@ -79,11 +79,12 @@ def visible_text(dom: bytes | str) -> str:
 
 
 def text_similarity(a: str, b: str) -> float:
-    """``difflib`` ratio of two texts' whitespace-separated words (1.0 = identical), 4 places."""
+    """``difflib`` ratio of two texts' whitespace-separated words (1.0 = identical), 4 places; texts
+    whose words differ are never rounded up to 1.0 (a word changed in a long page: 0.9999)."""
     wa, wb = a.split(), b.split()
-    if not wa and not wb:
+    if wa == wb:
         return 1.0
-    return round(difflib.SequenceMatcher(None, wa, wb, autojunk=False).ratio(), 4)
+    return min(round(difflib.SequenceMatcher(None, wa, wb, autojunk=False).ratio(), 4), 0.9999)
 
 
 def pixel_difference(png_a: bytes | None, png_b: bytes | None) -> float | None:
@@ -101,7 +102,9 @@ def pixel_difference(png_a: bytes | None, png_b: bytes | None) -> float | None:
         return 0.0
     diff = ImageChops.difference(a.crop((0, 0, w, h)), b.crop((0, 0, w, h))).convert("L")
     same = diff.histogram()[0]
-    return round(1.0 - same / total, 6)
+    if same == total:
+        return 0.0
+    return max(round(1.0 - same / total, 6), 0.000001)  # a pixel that differs is never rounded away
 
 
 # The probe's clock: a day, an hour, a minute and a second and a bit later, so that every field a

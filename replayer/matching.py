@@ -22,7 +22,9 @@ agent environment's default, :data:`AGENT_RULES`): a document navigation or an X
 :func:`request_kind` tells from the request's headers) is answered at the fuzzy level only by a
 capture whose *meaningful* query parameters and form fields are equal to the request's, the same
 names with the same values; the ignorable ones may differ: cache busters and trackers (dropped by
-the canonical form already), names starting with ``_`` and those ``Rules.ignorable_params`` lists.
+the canonical form already), query parameters starting with ``_`` and the names
+``Rules.ignorable_params`` lists (a form field starting with ``_``, such as Roundup's
+``__login_password``, is meaningful unless listed there).
 Anything else is a miss, so an agent is never shown another search's results. Static
 subresources (by the request's URL or the capture's type) stay fuzzy. ``replay serve`` keeps the
 fuzzy defaults, which suit a person browsing an archive.
@@ -377,12 +379,16 @@ class Matcher:
                 return self._fuzzy(method, url, body_key, pool, kind is not None and kind in self.strict_kinds)
         return "", (), [], 0.0
 
-    def _meaningful(self, pairs: list[tuple[str, str]] | None) -> list[tuple[str, str]] | None:
-        """The parameters whose values must be equal under honest matching (sorted)."""
+    def _meaningful(self, pairs: list[tuple[str, str]] | None, body: bool = False) -> list[tuple[str, str]] | None:
+        """The parameters whose values must be equal under honest matching (sorted). A query
+        parameter starting with ``_`` is a cache buster's (``_=1712...``, ``_ts``, ``_dc``) and may
+        differ; a form field is what the person typed or chose, whatever its name (Roundup's
+        ``__login_name`` and ``__login_password``), so only ``ignorable_params`` may differ there."""
         if pairs is None:
             return None
         ignorable = self._ignorable
-        return sorted((k, v) for k, v in pairs if not k.startswith("_") and k.lower() not in ignorable)
+        return sorted((k, v) for k, v in pairs
+                      if (body or not k.startswith("_")) and k.lower() not in ignorable)
 
     def _fuzzy(self, method: str, url: str, body_key: str, pool: list[Capture], strict: bool = False):
         rules = self.rules
@@ -393,7 +399,7 @@ class Matcher:
         best_score = -1.0
         refused = 0.0  # the best score of a capture honest matching turned down (for the miss report)
         if strict and not is_static(url):
-            mq, mbf = self._meaningful(q), self._meaningful(bf)
+            mq, mbf = self._meaningful(q), self._meaningful(bf, body=True)
         else:
             strict = False
         for cap in pool:
@@ -411,7 +417,7 @@ class Matcher:
                               if bf is not None and cbf is not None else 0.0)) / 2
                 if strict and not cap.static and (
                         self._meaningful(cq) != mq
-                        or (body_key != cap.body_key and (mbf is None or self._meaningful(cbf) != mbf))):
+                        or (body_key != cap.body_key and (mbf is None or self._meaningful(cbf, body=True) != mbf))):
                     refused = max(refused, s)
                     continue
             if s > best_score + 1e-12:

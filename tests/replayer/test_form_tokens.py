@@ -5,11 +5,16 @@ Roundup (2.x, the classic template) signs in through a form in its side bar that
 ``@csrf`` that differs on every render of the page. An archive holds the start page several
 times (a crawl, then each recorded session), each with its own nonce; a task's replay may show
 the crawl's form and post its nonce, which only the session's capture answers.
+
+The login's own fields start with ``_``, which honest matching took for a cache buster's: an agent
+that typed another user or a wrong password was answered with the recorded ``Welcome alice!``.
 """
 
 from __future__ import annotations
 
 from urllib.parse import urlencode
+
+import pytest
 
 from webfreeze.archives import Exchange, new_archive_atomically
 from webfreeze.replayer.matching import AGENT_RULES
@@ -63,3 +68,19 @@ def test_roundups_csrf_nonce_may_differ(tmp_path):
         # the session's own form is the exact capture
         status, headers, _ = replay.fetch("POST", START, FORM, login("alice", "alicepw", "SESSIONNONCE2"))
         assert status == 302 and dict(headers)["X-Webfreeze-Match"] == "exact"
+
+
+@pytest.mark.parametrize("token_field", ["@csrf", "_csrf", "_token", "__RequestVerificationToken", "__FORM_TOKEN"])
+def test_a_wrong_login_is_a_miss_not_the_recorded_welcome(tmp_path, token_field):
+    archive = build(tmp_path / "roundup.wfz", token_field)
+    with Replay(archive, rule_defaults=AGENT_RULES) as replay:
+        for user, password in (("alice", "WRONG"), ("mallory", "alicepw"), ("mallory", "WRONG")):
+            status, headers, _ = replay.fetch("POST", START, FORM, login(user, password, "CRAWLNONCE1", token_field))
+            assert status == 404 and dict(headers)["X-Webfreeze-Miss"] == "1", (user, password, status, headers)
+        # the framework's nonce may still differ
+        status, headers, _ = replay.fetch("POST", START, FORM, login("alice", "alicepw", "CRAWLNONCE1", token_field))
+        assert status == 302 and dict(headers)["X-Webfreeze-Match"] == "fuzzy", (status, headers)
+    # a person browsing the archive (replay serve's fuzzy defaults) is still shown the closest answer
+    with Replay(archive) as replay:
+        status, _, _ = replay.fetch("POST", START, FORM, login("alice", "WRONG", "CRAWLNONCE1", token_field))
+        assert status == 302

@@ -243,6 +243,12 @@ class ReferenceAgent(Agent):
                 self.last_kind = "click"  # (a navigation right after it is its effect, as after a click)
                 return {"action": f"mouse_drag_and_drop({x1}, {y1}, {x2}, {y2})",
                         "thought": f"reference step {n}: drag from ({x1}, {y1}) to ({x2}, {y2})"}
+            if kind == "upload":  # the recording keeps the files' names, not their bytes
+                value = step.get("value") if isinstance(step.get("value"), dict) else {}
+                names = ", ".join(str(f.get("name")) for f in value.get("files") or [] if isinstance(f, dict))
+                reason = (f"reference step {n}: a file upload ({names or 'no file'}): the reference agent "
+                          "cannot replay uploads (the recording keeps the files' names, not their bytes)")
+                return {"action": f"report_infeasible({quote(reason)})", "thought": reason}
             if kind == "press" and not step.get("target"):  # a key to the page, outside any field
                 key = step.get("value") if isinstance(step.get("value"), str) and step.get("value") else "Enter"
                 self.last_kind = kind

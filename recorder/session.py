@@ -246,7 +246,7 @@ LISTENER_JS = r"""
     const byPerson = (e) => e.isTrusted || e.target === document.activeElement || e.target.tagName === 'SELECT';
     window.addEventListener('input', (e) => {
       const el = e.target;
-      if (el.tagName === 'SELECT' || ['checkbox', 'radio'].includes(el.type) || !byPerson(e)) return;
+      if (el.tagName === 'SELECT' || ['checkbox', 'radio', 'file'].includes(el.type) || !byPerson(e)) return;
       const keys = keyed.has(el);
       keyed.delete(el);
       el.__wfTyped = true;  // (what the person typed is no evidence of the site's: VISIBLE_TEXT_JS)
@@ -257,6 +257,13 @@ LISTENER_JS = r"""
     }, {capture: true, signal});
     window.addEventListener('change', (e) => {
       const el = e.target;
+      // A file chosen (a person's file chooser, Playwright's set_input_files) is an upload: its
+      // files' names, sizes and types, not the value the browser shows (C:\\fakepath\\NAME).
+      if (el.tagName === 'INPUT' && el.type === 'file') {
+        if (!byPerson(e)) return;
+        send('upload', el, {files: Array.from(el.files || [], (f) => ({name: f.name, size: f.size, type: f.type}))});
+        return;
+      }
       if (el.tagName !== 'SELECT' || !byPerson(e)) return;
       const chosen = Array.from(el.selectedOptions);
       const value = {value: el.value, label: clean((chosen[0] || {}).textContent)};

@@ -22,7 +22,9 @@ agent environment's default, :data:`AGENT_RULES`): a document navigation or an X
 :func:`request_kind` tells from the request's headers) is answered at the fuzzy level only by a
 capture whose *meaningful* query parameters and form fields are equal to the request's, the same
 names with the same values; the ignorable ones may differ: cache busters and trackers (dropped by
-the canonical form already), names starting with ``_`` and those ``Rules.ignorable_params`` lists.
+the canonical form already), query parameters starting with ``_`` and the names
+``Rules.ignorable_params`` lists (a form field starting with ``_``, such as Roundup's
+``__login_password``, is meaningful unless listed there).
 Anything else is a miss, so an agent is never shown another search's results. Static
 subresources (by the request's URL or the capture's type) stay fuzzy. ``replay serve`` keeps the
 fuzzy defaults, which suit a person browsing an archive.
@@ -87,10 +89,18 @@ class Rules:
     fuzzy_xhr: bool = True
     # Parameter and form-field names that may differ when fuzzy_documents/fuzzy_xhr are off (besides
     # the cache busters and trackers the canonical form drops, and names starting with "_"). The
-    # default: the anti-forgery tokens of common frameworks (Django, Flask-WTF, Rails, Drupal), a
-    # fresh nonce on every form the site serves, which a replayed form can never repeat.
+    # default: the anti-forgery tokens of common frameworks (Django, Flask-WTF, Rails, Drupal,
+    # Roundup's ``@csrf``, Express's and Spring's ``_csrf``, Laravel's ``_token``, ASP.NET's
+    # ``__RequestVerificationToken``, Trac's ``__FORM_TOKEN``, WordPress's ``_wpnonce``), a fresh
+    # nonce on every form the site serves, which a replayed form can never repeat. Names compare
+    # without regard to case.
     ignorable_params: tuple[str, ...] = ("csrfmiddlewaretoken", "csrf_token", "csrftoken", "authenticity_token",
-                                         "form_token", "form_build_id")
+                                         "form_token", "form_build_id", "@csrf", "_csrf", "_token",
+                                         "__requestverificationtoken", "__form_token", "_wpnonce")
+
+    def ignorable(self) -> frozenset[str]:
+        """``ignorable_params``, lower-cased: the set names are looked up in (lower-cased)."""
+        return frozenset(n.lower() for n in self.ignorable_params)
 
     @classmethod
     def from_dict(cls, data: dict | None) -> "Rules":
@@ -258,10 +268,13 @@ def json_similarity(a, b) -> float:
 
 
 def fields_similarity(qa: list[tuple[str, str]], qb: list[tuple[str, str]], underscore_weight: float,
-                      ignorable: tuple[str, ...] = ()) -> float:
+                      ignorable: tuple[str, ...] | frozenset[str] = ()) -> float:
     """Weighted similarity of two parameter lists (repeated names compared in order). A name in
-    ``ignorable`` (``Rules.ignorable_params``: its values may differ) counts as equal where both
-    lists have it: a random session id or a form's nonce says nothing of which capture is meant."""
+    ``ignorable`` (``Rules.ignorable_params``: its values may differ; compared lower-cased) counts
+    as equal where both lists have it: a random session id or a form's nonce says nothing of which
+    capture is meant."""
+    if not isinstance(ignorable, frozenset):
+        ignorable = frozenset(n.lower() for n in ignorable)
     da: dict[str, list[str]] = {}
     db: dict[str, list[str]] = {}
     for k, v in qa:
@@ -277,7 +290,7 @@ def fields_similarity(qa: list[tuple[str, str]], qb: list[tuple[str, str]], unde
         va, vb = da.get(name, []), db.get(name, [])
         n = max(len(va), len(vb))
         total += w * n
-        score += w * (min(len(va), len(vb)) if name in ignorable
+        score += w * (min(len(va), len(vb)) if name.lower() in ignorable
                       else sum(value_similarity(x, y) for x, y in zip(va, vb)))
     return score / total if total else 1.0
 
@@ -315,6 +328,7 @@ class Matcher:
         self.canonical: dict[tuple, list[Capture]] = {}
         self.by_path: dict[tuple, list[Capture]] = {}
         self._query: dict[int, list[tuple[str, str]]] = {}
+        self._ignorable = self.rules.ignorable()
         self.count = 0
         for r in rows:
             t = normalize_time(r.captured_at)
@@ -365,12 +379,16 @@ class Matcher:
                 return self._fuzzy(method, url, body_key, pool, kind is not None and kind in self.strict_kinds)
         return "", (), [], 0.0
 
-    def _meaningful(self, pairs: list[tuple[str, str]] | None) -> list[tuple[str, str]] | None:
-        """The parameters whose values must be equal under honest matching (sorted)."""
+    def _meaningful(self, pairs: list[tuple[str, str]] | None, body: bool = False) -> list[tuple[str, str]] | None:
+        """The parameters whose values must be equal under honest matching (sorted). A query
+        parameter starting with ``_`` is a cache buster's (``_=1712...``, ``_ts``, ``_dc``) and may
+        differ; a form field is what the person typed or chose, whatever its name (Roundup's
+        ``__login_name`` and ``__login_password``), so only ``ignorable_params`` may differ there."""
         if pairs is None:
             return None
-        ignorable = self.rules.ignorable_params
-        return sorted((k, v) for k, v in pairs if not k.startswith("_") and k not in ignorable)
+        ignorable = self._ignorable
+        return sorted((k, v) for k, v in pairs
+                      if (body or not k.startswith("_")) and k.lower() not in ignorable)
 
     def _fuzzy(self, method: str, url: str, body_key: str, pool: list[Capture], strict: bool = False):
         rules = self.rules
@@ -381,7 +399,7 @@ class Matcher:
         best_score = -1.0
         refused = 0.0  # the best score of a capture honest matching turned down (for the miss report)
         if strict and not is_static(url):
-            mq, mbf = self._meaningful(q), self._meaningful(bf)
+            mq, mbf = self._meaningful(q), self._meaningful(bf, body=True)
         else:
             strict = False
         for cap in pool:
@@ -392,14 +410,14 @@ class Matcher:
                 if cq is None:
                     cq = [(k, v) for k, v in split_url(cap.url)[3] if rules.keep_param(k, v)]
                     self._query[cap.id] = cq
-                s = fields_similarity(q, cq, rules.underscore_weight, rules.ignorable_params)
+                s = fields_similarity(q, cq, rules.underscore_weight, self._ignorable)
                 cbf = body_fields(cap.body_key) if body_key != cap.body_key else bf
                 if body_key != cap.body_key:
-                    s = (s + (fields_similarity(bf, cbf, rules.underscore_weight, rules.ignorable_params)
+                    s = (s + (fields_similarity(bf, cbf, rules.underscore_weight, self._ignorable)
                               if bf is not None and cbf is not None else 0.0)) / 2
                 if strict and not cap.static and (
                         self._meaningful(cq) != mq
-                        or (body_key != cap.body_key and (mbf is None or self._meaningful(cbf) != mbf))):
+                        or (body_key != cap.body_key and (mbf is None or self._meaningful(cbf, body=True) != mbf))):
                     refused = max(refused, s)
                     continue
             if s > best_score + 1e-12:

@@ -503,8 +503,10 @@ class Replay:
         if self.on_miss == "abort":
             return None, None
         body = f"webfreeze: not in archive: {method.upper()} {url}\n".encode("utf-8", "replace")
+        # the best score honest matching turned down, as the text backend's provenance has it
+        scored = f"X-Webfreeze-Score: {score:.4f}\r\n".encode() if score else b""
         head, body = simple_response(404 if self.on_miss == "404" else 502, "text/plain; charset=utf-8", body,
-                             b"X-Webfreeze-Miss: 1\r\nCache-Control: no-store\r\n")
+                             b"X-Webfreeze-Miss: 1\r\nCache-Control: no-store\r\n" + scored)
         return head, (b"" if method.upper() == "HEAD" else body)
 
     def _log_miss(self, method, url, headers, bkey, score) -> None:

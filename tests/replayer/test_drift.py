@@ -246,6 +246,29 @@ def test_evidence_beside_something_new_is_ambiguous_a_clock_is_not():
     assert evidence_moved(["v2"], [url], old, {}) == []
 
 
+def test_evidence_gone_from_a_page_of_the_path_says_so():
+    """Roundup's shape: the task opens issue 7 and reads its title there; on OLD the tracker's start
+    page listed it too, on NEW the issue was resolved and the list of open issues no longer shows
+    it. Still reached (its own page shows the title), but the start page's line is gone: the why
+    says the page no longer shows it, not that it "now reads ''"."""
+    from webfreeze.checks.drift import _verdict, evidence_moved
+
+    def page(rows: str) -> dict:
+        return {"dom": f"<html><body><h1>List of issues</h1><table>{rows}</table></body></html>".encode()}
+
+    url = "http://roundup.test:8917/tracker/"
+    old = {url: page("<tr><td>7</td><td>Priority sort is reversed</td><td>need-eg</td></tr>"
+                     "<tr><td>3</td><td>Export to CSV drops unicode titles</td></tr>")}
+    new = {url: page("<tr><td>3</td><td>Export to CSV drops unicode titles</td></tr>")}
+    moved = evidence_moved(["Priority sort is reversed"], [url], old, new)
+    assert moved == [{"url": url, "evidence": "Priority sort is reversed",
+                      "old": ["Priority sort is reversed"], "new": []}]
+    reached = {"reached": True, "misses": [], "end": "answer", "answer": "resolved", "reason": None}
+    verdict, why = _verdict(reached, reached, moved)
+    assert verdict == "ambiguous"
+    assert why == (f"still reached, but {url} no longer shows 'Priority sort is reversed' "
+                   "(it read 'Priority sort is reversed')"), why
+
 def test_evidence_in_a_field_s_value_is_read_as_on_the_page():
     """Evidence may stand in a text input's value (an issue's title in an edit form), as
     record_answer and the reference agent read it: drift sees it change there, and never in a

@@ -84,8 +84,37 @@ def test_bench_compare_names_the_versions_two_runs_differ_in(runs, tmp_path, cli
     assert r.returncode == 1
     assert f"versions differ: page_runtime {digest} (A), {'0' * 16} (B)" in r.stderr
     # a run that did not record it (made before it was): said so, not as a value
-    r = cli("bench", "compare", runs["text"], other)
+    old = tmp_path / "old"
+    shutil.copytree(runs["browser"], old)
+    manifest = _json(old / "manifest.json")
+    del manifest["versions"]["page_runtime"]
+    (old / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    r = cli("bench", "compare", old, other)
     assert f"page_runtime not recorded (A), {'0' * 16} (B)" in r.stderr
+
+
+def test_bench_compare_names_the_settings_two_runs_differ_in(runs, tmp_path, cli):
+    """A text run against a browser run (the same suite, agent and archive) parts at step 0: the
+    line under the table says the backends differ, and a text run has no browser (it did not
+    fail to record one)."""
+    result = compare_runs(runs["text"], runs["browser"])
+    assert result["settings"] == [{"name": "backend", "a": "text", "b": "browser"}]
+    r = cli("bench", "compare", runs["text"], runs["browser"])
+    assert r.returncode == 1
+    assert "settings differ: backend text (A), browser (B)" in r.stderr, r.stderr
+    assert "browser none (text backend) (A)" in r.stderr and "not recorded" not in r.stderr, r.stderr
+    # another archive (a later snapshot), another seed: named too
+    other = tmp_path / "other"
+    shutil.copytree(runs["browser"], other)
+    manifest = _json(other / "manifest.json")
+    manifest["archive"]["digest"] = "sha256:" + "ab" * 32
+    manifest["env"]["seed"] = 7
+    (other / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert [d["name"] for d in compare_runs(runs["browser"], other)["settings"]] == ["archive", "seed"]
+    r = cli("bench", "compare", runs["browser"], other)
+    assert "settings differ: archive " in r.stderr and "sha256:abababababab (B), seed 0 (A), 7 (B)" in r.stderr, \
+        r.stderr
+    assert compare_runs(runs["browser"], runs["browser"])["settings"] == []
 
 
 def test_python_is_compared_to_its_minor_release():

@@ -268,6 +268,9 @@ def _verdict(old: dict, new: dict, moved: list[dict]) -> tuple[str, str]:
         return "expired", f"changed on the site: {_why(new)}"
     if moved:
         m = moved[0]
+        if not m["new"]:  # (the page is still on the path, without the fact: a line of a list gone)
+            return "ambiguous", (f"still reached, but {m['url']} no longer shows {m['evidence']!r} "
+                                 f"(it read {_clip(m['old'])!r})")
         return "ambiguous", (f"still reached, but around {m['evidence']!r} {m['url']} now reads "
                              f"{_clip(m['new'])!r} (was {_clip(m['old'])!r})")
     return "valid", "reached on both"

@@ -20,7 +20,7 @@ from webfreeze.cli.options import (
     task_options,
 )
 from webfreeze.common.resolve import ResolveError, parse_resolve
-from webfreeze.runs.compare import compare_runs, describe_versions
+from webfreeze.runs.compare import compare_runs, describe_settings, describe_versions
 from webfreeze.runs.console import console, print_report, run_suite, suite_backend
 from webfreeze.runs.context import ContextError, check_context
 from webfreeze.simulator.backends import BACKENDS
@@ -234,8 +234,11 @@ def _print_comparison(result: dict, show_all: bool) -> None:
     s = result["counts"]
     click.echo(f"{s['same']} tasks identical, {s['different']} different, {s['only_a']} only in A, "
                f"{s['only_b']} only in B", err=True)
+    if result.get("settings"):  # (another backend, archive, seed... parts runs whatever the agents did)
+        click.echo("settings differ: " + describe_settings(result["settings"], "(A)", "(B)"), err=True)
     if result.get("versions"):  # (runs made by other versions may part where those differ)
-        click.echo("versions differ: " + describe_versions(result["versions"], "(A)", "(B)"), err=True)
+        click.echo("versions differ: " + describe_versions(result["versions"], "(A)", "(B)",
+                                                           tuple(result.get("backends") or (None, None))), err=True)
     for side in ("a", "b"):
         r = (result.get("replay") or {}).get(side)
         if r:

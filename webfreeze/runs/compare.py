@@ -75,11 +75,52 @@ def version_differences(manifest_a: dict, manifest_b: dict) -> list[dict]:
             if _version(va, k) != _version(vb, k)]
 
 
-def describe_versions(differences: list[dict], a: str, b: str) -> str:
+# The versions only the browser backend has: a text run has none of them (it did not fail to record them).
+BROWSER_VERSIONS = frozenset({"browser", "font_hinting", "page_runtime"})
+
+
+def describe_versions(differences: list[dict], a: str, b: str, backends: tuple = (None, None)) -> str:
     """``differences`` (:func:`version_differences`) as a phrase: ``page_runtime X A, Y B``, a
-    version one side did not record said so."""
+    version one side did not record said so; ``backends`` (each run's ``env.backend``, when known):
+    a browser's version on a text run's side is said ``none (text backend)``."""
+    def one(d: dict, side: str, backend) -> str:
+        if d[side] is not None:
+            return d[side]
+        return "none (text backend)" if backend == "text" and d["name"] in BROWSER_VERSIONS else "not recorded"
+    return ", ".join(f"{d['name']} {one(d, 'a', backends[0])} {a}, {one(d, 'b', backends[1])} {b}"
+                     for d in differences)
+
+
+# What a run was run with, besides its agent and its tasks (manifest keys): another backend, archive
+# (a later snapshot), suite, seed or step budget parts two runs' trajectories whatever the agent did.
+SETTINGS = (("archive", ("archive", "digest")), ("backend", ("env", "backend")), ("max_steps", ("env", "max_steps")),
+            ("screenshots", ("env", "screenshots")), ("seed", ("env", "seed")),
+            ("site_models", ("env", "site_models")), ("suite", ("suite", "digest")))
+
+
+def _setting(manifest: dict, path: tuple):
+    v = manifest
+    for k in path:
+        v = v.get(k) if isinstance(v, dict) else None
+    return v
+
+
+def setting_differences(manifest_a: dict, manifest_b: dict) -> list[dict]:
+    """The run settings (:data:`SETTINGS`) that differ between two runs' manifests, in name order:
+    ``{"name", "a", "b"}`` as recorded (None where a manifest has none)."""
+    return [{"name": name, "a": _setting(manifest_a, path), "b": _setting(manifest_b, path)}
+            for name, path in SETTINGS if _setting(manifest_a, path) != _setting(manifest_b, path)]
+
+
+def describe_settings(differences: list[dict], a: str, b: str) -> str:
+    """``differences`` (:func:`setting_differences`) as a phrase: ``backend text A, browser B``;
+    digests shortened to 12 hex digits."""
     def one(v) -> str:
-        return v if v is not None else "not recorded"
+        if v is None:
+            return "not recorded"
+        if isinstance(v, str) and v.startswith("sha256:"):
+            return v[:19]
+        return v if isinstance(v, str) else json.dumps(v, sort_keys=True)
     return ", ".join(f"{d['name']} {one(d['a'])} {a}, {one(d['b'])} {b}" for d in differences)
 
 
@@ -166,7 +207,9 @@ def compare_runs(run_a, run_b) -> dict:
             "b": {"path": str(run_b), "agent": (rep_b.get("run") or {}).get("agent")},
             "identical": counts["different"] == counts["only_a"] == counts["only_b"] == 0,
             "counts": counts, "tasks": rows, "categories": categories,
-            "replay": {"a": replay_a, "b": replay_b}, "versions": version_differences(man_a, man_b)}
+            "replay": {"a": replay_a, "b": replay_b}, "versions": version_differences(man_a, man_b),
+            "settings": setting_differences(man_a, man_b),
+            "backends": [_setting(man_a, ("env", "backend")), _setting(man_b, ("env", "backend"))]}
 
 
 # ------------------------------------------------------------------ two runs equal apart from timings

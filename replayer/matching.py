@@ -151,6 +151,22 @@ class Rules:
 
 # What the agent environment and ``tasks validate`` lay under the archive's and the suite's rules.
 AGENT_RULES = {"fuzzy_documents": False, "fuzzy_xhr": False}
+# How a request is matched to a capture, as a number bumped whenever that changes in a way the
+# default rules do not show (2: form fields starting with "_" count in honest matching). Part of
+# :func:`matching_digest`, which run manifests record (``versions.replay_matching``).
+MATCHING_VERSION = 2
+
+
+def matching_digest() -> str:
+    """What decides how a replay answers a request, as one digest: :data:`MATCHING_VERSION`, the
+    default :class:`Rules` and :data:`AGENT_RULES`. Two runs whose digests differ may be answered
+    differently on the same archive (``bench compare`` says so)."""
+    import dataclasses
+    import hashlib
+    import json
+
+    parts = {"version": MATCHING_VERSION, "rules": dataclasses.asdict(Rules()), "agent_rules": AGENT_RULES}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=list).encode("ascii")).hexdigest()[:16]
 _DOCUMENT_DESTS = frozenset({"document", "iframe", "frame", "embed", "object"})
 
 

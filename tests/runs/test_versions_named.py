@@ -47,6 +47,21 @@ def test_a_browser_run_records_the_page_runtime_and_a_text_run_does_not(runs):
     assert browser.FONT_HINTING in ("none", "slight", "medium", "full")
 
 
+def test_every_run_records_how_requests_are_matched(runs, monkeypatch):
+    """A change in how a request is matched (the default ignorable fields, which form fields may
+    differ) can answer a re-run differently on the same archive: every run names it."""
+    from webfreeze.replayer import matching
+
+    for backend in ("browser", "text"):
+        assert _json(runs[backend] / "manifest.json")["versions"]["replay_matching"] == matching.matching_digest()
+    before = matching.matching_digest()
+    monkeypatch.setattr(matching, "MATCHING_VERSION", matching.MATCHING_VERSION + 1)
+    assert matching.matching_digest() != before
+    monkeypatch.undo()
+    monkeypatch.setattr(matching, "AGENT_RULES", {**matching.AGENT_RULES, "fuzzy_xhr": True})
+    assert matching.matching_digest() != before
+
+
 def test_the_digest_follows_what_pages_are_made_to_see(monkeypatch):
     before = page_runtime_digest()
     monkeypatch.setattr(browser, "TIMER_CAP", browser.TIMER_CAP + 1)  # the pump's bound, not the script's text

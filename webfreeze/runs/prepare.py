@@ -22,7 +22,7 @@ from webfreeze.eval.tasks import TaskError, load_suite, suite_digest
 from webfreeze.llm import Cassette
 from webfreeze.llm.errors import LLMError
 from webfreeze.personas.history import HistoryError, history_digest, load_history
-from webfreeze.replayer.matching import Rules
+from webfreeze.replayer.matching import Rules, matching_digest
 from webfreeze.runs import live
 from webfreeze.runs.context import TOLERANCE, ContextError, a1_trajectory, read_pool, trajectories_digest
 from webfreeze.runs.executors import check_executor
@@ -199,7 +199,7 @@ def _manifest(spec: RunSpec, suite, digest: str, described: dict, personas: dict
                 "screenshots": spec.screenshots, "site_models": spec.site_models,
                 # (only when the suite sets some: manifests of other runs keep their bytes)
                 **({"replay_rules": spec.replay_rules} if spec.replay_rules else {})},
-        "versions": package_versions(),
+        "versions": {**package_versions(), "replay_matching": matching_digest()},
     }
     if personas is not None:
         manifest["personas"] = personas

@@ -616,22 +616,24 @@ def wait_settled(page, inflight: Inflight, *, quiet_ms: float = QUIET_MS, timeou
 # is still captured.
 LIVE_TIMERS_JS = """(() => {
   if (window.__wfLiveTimers) return;
+  // (the browser's own clock: a replayed page's performance.now is the determinism runtime's)
   const native = window.setTimeout, clear = window.clearTimeout, due = new Map();
-  Object.defineProperty(window, '__wfLiveTimers', {value: {native, due}});
+  const now = performance.now.bind(performance);
+  Object.defineProperty(window, '__wfLiveTimers', {value: {native, due, now}});
   window.setTimeout = function (fn, delay, ...args) {
-    if (typeof fn !== 'function') return native.call(this, fn, delay, ...args);
-    const id = native.call(this, function () { due.delete(id); return fn.apply(this, args); }, delay);
-    due.set(id, performance.now() + Math.max(0, Number(delay) || 0));
+    if (typeof fn !== 'function') return native.call(window, fn, delay, ...args);
+    const id = native.call(window, function () { due.delete(id); return fn.apply(this, args); }, delay);
+    due.set(id, now() + Math.max(0, Number(delay) || 0));
     return id;
   };
-  window.clearTimeout = function (id) { due.delete(id); return clear.call(this, id); };
+  window.clearTimeout = function (id) { due.delete(id); return clear.call(window, id); };
 })();"""
 # Runs the page's timers due before the horizon (fixed at the first call on a document: a timer
 # that sets another keeps within it); returns how many waits it took (0: nothing was due).
 TIMERS_DUE_JS = """async ([horizonMs, limitMs]) => {
   const t = window.__wfLiveTimers;
   if (!t) return 0;
-  const now = () => performance.now();
+  const now = t.now;
   if (t.until === undefined) t.until = now() + horizonMs;
   const end = now() + limitMs;
   let waits = 0;

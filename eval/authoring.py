@@ -131,6 +131,10 @@ def capture_misses(trajectory: dict, *, reached: bool = True) -> list[dict]:
 # What a miss's ``captured`` (set where the archive was looked at) says of the request.
 CAPTURED_OTHERWISE = {
     "body": "was captured only with another request body (fields that may differ: replay_rules' ignorable_params)",
+    "redacted": "was captured only with another request body, holding redaction placeholders (each redaction "
+                "draws its own key: an archive redacted apart from the one the reference was redacted with holds "
+                "other placeholders for the same secrets; compare archives before redaction, or record the task "
+                "again on this one)",
     "query": "was captured only with other query parameters (parameters that may differ: replay_rules' "
              "ignorable_params)",
 }

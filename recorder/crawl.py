@@ -451,7 +451,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import launch_chromium
+    from webfreeze.simulator.browser import launch_chromium, track_live_timers
 
     if screenshots not in SCREENSHOTS:
         raise CrawlError(f"--screenshots {screenshots!r}: expected one of {', '.join(SCREENSHOTS)}")
@@ -486,6 +486,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
             with sync_playwright() as pw:
                 browser = launch_chromium(pw, proxy=proxy.url)
                 context = open_context(browser, start, credentials)
+                track_live_timers(context)  # (a capture waits for the timers due soon: wait_loaded)
                 auth = (credentials_for(start, credentials)["origin"], basic_authorization(credentials)) \
                     if credentials else None
                 cookies = None

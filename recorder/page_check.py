@@ -44,24 +44,27 @@ LOADED_JS = """async (limitMs) => {
 LOADED_LIMIT_MS = 5000
 
 
+
 def wait_loaded(page, inflight) -> None:
     """Wait until the page has loaded what it will still load (:data:`LOADED_JS`), and the network
     has been quiet since (a font or an image asked for late starts a request of its own) and its
     scripts idle (:func:`~webfreeze.simulator.browser.wait_settled`, as ``replay check`` waits).
 
-    TODO(settle rule, issue 31): the quiet period is wall-clock, as in ``replay check``; a request a
-    page makes from a timer later than it is missed by both. When the determinism runtime's timer
-    pump lands (replayer/determinism.py, simulator/browser.py), the check's replay should settle
-    by it, so that what a page loads late is checked the way agents will see it."""
+    Then the page's one-shot timers due within the replay's timer horizon
+    (:func:`~webfreeze.simulator.browser.wait_timers_due`; the context must have had
+    :func:`~webfreeze.simulator.browser.track_live_timers`) are waited for, and the network again:
+    content a timer shows, or a request a timer makes, after the network went quiet is captured
+    and checked. The quiet period itself is wall-clock, as in ``replay check``."""
     from playwright.sync_api import Error as PlaywrightError
 
-    from webfreeze.simulator.browser import wait_settled
+    from webfreeze.simulator.browser import wait_settled, wait_timers_due
 
     try:  # (after the load event: most pages have nothing left and this returns at once)
         page.evaluate(LOADED_JS, LOADED_LIMIT_MS)
     except PlaywrightError:
         pass  # the document went away (a late navigation): what is there is captured
     wait_settled(page, inflight)
+    wait_timers_due(page, inflight)
 
 
 class PageChecker:
@@ -82,11 +85,12 @@ class PageChecker:
         in request order without repeats; the load's error or None)."""
         from playwright.sync_api import Error as PlaywrightError
 
-        from webfreeze.simulator.browser import new_context, track_inflight
+        from webfreeze.simulator.browser import new_context, track_inflight, track_live_timers
 
         with self._route.serving(when):
             if self._context is None:
                 self._context = new_context(self.browser)
+                track_live_timers(self._context)
                 self._route.attach(self._context)
                 self._page = self._context.new_page()
                 self._inflight = track_inflight(self._page)

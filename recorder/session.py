@@ -98,12 +98,19 @@ LISTENER_JS = r"""
     // A scroll is logged once it has rested for 150 ms, or at once when anything else is logged or
     // the page is left before that (a click right after a scroll, a link followed): never lost, and
     // always before what came after it.
+    // A scroll the page made that left the window where it was (a script scrolling one of its own
+    // elements: Verdaccio's lists; the event reaches the window's capture listener) is no step.
     let scrollTimer = null;
+    let scrolledTo = [window.scrollX, window.scrollY];
     const flushScroll = () => {
       if (scrollTimer === null) return;
       clearTimeout(scrollTimer);
       scrollTimer = null;
-      post('scroll', null, {x: window.scrollX, y: window.scrollY, by: userScroll ? 'user' : 'page'});
+      const at = [window.scrollX, window.scrollY];
+      if (userScroll || at[0] !== scrolledTo[0] || at[1] !== scrolledTo[1]) {
+        post('scroll', null, {x: at[0], y: at[1], by: userScroll ? 'user' : 'page'});
+      }
+      scrolledTo = at;
       userScroll = false;
     };
     // Whether the scroll being waited on came from the person (wheel, keys, touch, scrollbar) rather

@@ -631,6 +631,74 @@ def wait_settled(page, inflight: Inflight, *, quiet_ms: float = QUIET_MS, timeou
         if not inflight and inflight.changed == changed:
             return
 
+# A page's scripts may still change it after the network has gone quiet, on a timer: React's
+# Suspense shows a resolved boundary up to 300 ms later (Verdaccio 6's package pages: the crawl's
+# DOM snapshot had the header and footer alone), a lazy panel asks for its data after a delay. So
+# every page of a context given track_live_timers (a crawl's, its check's, replay check's) counts its pending one-shot
+# timers (an init script: setTimeout and clearTimeout wrapped), and before a page is captured or
+# checked (wait_timers_due) the timers due within TIMER_HORIZON_MS of its network quiet are waited for, as the agent
+# environment's settle runs them on virtual time (docs/replay-and-environment.md), then the
+# network again. Intervals, and timers due later, are not waited for: a page that polls forever
+# is still captured.
+LIVE_TIMERS_JS = """(() => {
+  if (window.__wfLiveTimers) return;
+  // (the browser's own clock: a replayed page's performance.now is the determinism runtime's)
+  const native = window.setTimeout, clear = window.clearTimeout, due = new Map();
+  const now = performance.now.bind(performance);
+  Object.defineProperty(window, '__wfLiveTimers', {value: {native, due, now}});
+  window.setTimeout = function (fn, delay, ...args) {
+    if (typeof fn !== 'function') return native.call(window, fn, delay, ...args);
+    const id = native.call(window, function () { due.delete(id); return fn.apply(this, args); }, delay);
+    due.set(id, now() + Math.max(0, Number(delay) || 0));
+    return id;
+  };
+  window.clearTimeout = function (id) { due.delete(id); return clear.call(window, id); };
+})();"""
+# Runs the page's timers due before the horizon (fixed at the first call on a document: a timer
+# that sets another keeps within it); returns how many waits it took (0: nothing was due).
+TIMERS_DUE_JS = """async ([horizonMs, limitMs]) => {
+  const t = window.__wfLiveTimers;
+  if (!t) return 0;
+  const now = t.now;
+  if (t.until === undefined) t.until = now() + horizonMs;
+  const end = now() + limitMs;
+  let waits = 0;
+  for (;;) {
+    let last = -1;
+    for (const d of t.due.values()) if (d <= t.until && d > last) last = d;
+    if (last < 0 || now() >= end) return waits;
+    await new Promise((done) => t.native.call(window, done, Math.min(last, end) - now() + 1));
+    waits++;
+  }
+}"""
+TIMERS_DUE_LIMIT_MS = 5000
+
+def track_live_timers(context) -> None:
+    """Make every page of ``context`` count its pending one-shot timers (:data:`LIVE_TIMERS_JS`),
+    for :func:`wait_timers_due`."""
+    context.add_init_script(LIVE_TIMERS_JS)
+
+
+def wait_timers_due(page, inflight: Inflight) -> None:
+    """After :func:`wait_settled`: wait for the page's one-shot timers due within
+    :data:`TIMER_HORIZON_MS` of the first call on its document, then for the network they used, in
+    :data:`TIMER_ROUNDS` rounds at most. Nothing to wait for on a page whose context has no
+    :func:`track_live_timers`, or whose document went away."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    for _ in range(TIMER_ROUNDS):
+        try:
+            if not page.evaluate(TIMERS_DUE_JS, [TIMER_HORIZON_MS, TIMERS_DUE_LIMIT_MS]):
+                return
+        except PlaywrightError:
+            return  # the document went away: what is there now is what counts
+        wait_settled(page, inflight)
+
+
+# Rounds of (timers due, network quiet) at most: a timer's request may answer with more timers
+# (within the same horizon); bounded, so a page that keeps doing so is still captured.
+TIMER_ROUNDS = 4
+
 # Before a full-page screenshot that must come out the same on every run: web fonts loaded, every
 # loaded image decoded, then two animation frames (the second starts after the first was painted).
 # Bounded, so a page that never settles still gets its screenshot.

@@ -109,3 +109,29 @@ def test_a_request_captured_with_other_query_parameters_points_at_the_rule():
     assert describe_miss(miss) == ("reference step 5: GET http://gradio.test/gradio_api/queue/data?session_hash="
                                    "gkjublrq9ll (xhr) was captured only with other query parameters (parameters "
                                    "that may differ: replay_rules' ignorable_params)")
+
+
+def test_a_post_captured_with_other_redaction_placeholders_is_named_so(tmp_path):
+    # Verdaccio's login POST, recorded and redacted once per snapshot (record session --redact): the
+    # same password has another placeholder in each, so the reference of the first never matches the
+    # second's POST; drift called the task an incomplete capture without saying why
+    from webfreeze.archives import Exchange, new_archive_atomically
+    from webfreeze.checks.drift import note_captured
+    from webfreeze.eval.authoring import describe_miss
+
+    url, form = "http://npm.test/-/verdaccio/sec/login", "http://npm.test/-/verdaccio/sec/form"
+    with new_archive_atomically(tmp_path / "a.wfz") as arc:
+        sid = arc.new_session("test", source="test_miss_words")
+        for where, body in ((url, b'{"username":"walker","password":"wfredacted-34631aefe71de6ec"}'),
+                            (form, b'{"username":"walker","password":"walkpass123"}')):
+            arc.add_exchange(Exchange(session_id=sid, url=where, method="POST", status=200, payload=b"{}",
+                                      captured_at="2024-03-01T12:00:00Z", req_body=body,
+                                      req_headers=[("Content-Type", "application/json")],
+                                      resp_headers=[("Content-Type", "application/json")]))
+    notes = note_captured(tmp_path / "a.wfz", [{"step": 5, "kind": "xhr", "method": "POST", "url": u} for u in (url, form)])
+    assert [n.get("captured") for n in notes] == ["redacted", "body"], notes
+    assert describe_miss(notes[0]) == (
+        "reference step 5: POST http://npm.test/-/verdaccio/sec/login (xhr) was captured only with another "
+        "request body, holding redaction placeholders (each redaction draws its own key: an archive redacted "
+        "apart from the one the reference was redacted with holds other placeholders for the same secrets; "
+        "compare archives before redaction, or record the task again on this one)")

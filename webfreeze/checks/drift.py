@@ -224,8 +224,9 @@ def note_captured(archive, misses: list[dict]) -> list[dict]:
     """``misses`` (:func:`~webfreeze.eval.authoring.capture_misses`), each with ``captured`` when
     ``archive`` holds the request otherwise, so the line that names it does not send the author
     to record what was recorded: ``body`` (the same method and URL: honest matching turned down its
-    body, a timestamp a save carries) or ``query`` (the same method, host and path). Unchanged when
-    the archive cannot be read."""
+    body, a timestamp a save carries), ``redacted`` (such a body holding redaction placeholders: an
+    archive redacted apart from the one the reference was, whose placeholders differ) or ``query``
+    (the same method, host and path). Unchanged when the archive cannot be read."""
     from urllib.parse import urlsplit
 
     from webfreeze.archives import Archive
@@ -244,15 +245,29 @@ def note_captured(archive, misses: list[dict]) -> list[dict]:
             m = dict(m)
             url, method = str(m.get("url") or ""), str(m.get("method") or "GET")
             if url.startswith(("http:", "https:")):
-                if next(arc.exchanges(url=url, method=method, limit=1), None) is not None:
+                held = list(arc.exchanges(url=url, method=method, limit=20))
+                if held:
                     if method.upper() not in ("GET", "HEAD"):  # (a GET has no body: missed for another cause)
-                        m["captured"] = "body"
+                        # a body holding redaction placeholders: most likely the reference's own were
+                        # drawn by another redaction (each draws its key), not a change of the site
+                        m["captured"] = "redacted" if any(_placeholders(ex) for ex in held) else "body"
                 else:
                     base = url.split("?", 1)[0].split("#", 1)[0]
                     if any(path_of(ex.url) == path_of(base) for ex in arc.exchanges(prefix=base, method=method, limit=200)):
                         m["captured"] = "query"
             out.append(m)
     return out
+
+
+def _placeholders(exchange) -> bool:
+    """Whether ``exchange``'s request body holds a redaction placeholder (``wfredacted-...``)."""
+    from webfreeze.archives.redact import PLACEHOLDER_PREFIX
+
+    try:
+        body = exchange.request.body() or b""
+    except Exception:  # (a body that does not decode: no placeholder can be told in it)
+        return False
+    return PLACEHOLDER_PREFIX.encode() in body
 
 
 def _verdict(old: dict, new: dict, moved: list[dict]) -> tuple[str, str]:

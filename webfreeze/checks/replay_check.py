@@ -57,7 +57,9 @@ from webfreeze.simulator.browser import (
     new_context,
     still_screenshot,
     track_inflight,
+    track_live_timers,
     wait_settled,
+    wait_timers_due,
 )
 
 REPORT_VERSION = 1
@@ -402,6 +404,7 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error, 
     """One page load in a fresh context: its DOM, a screenshot of ``shot_kind`` (like with like: the
     kind of screenshot the capture took), its misses and requests failed at capture, and the error."""
     context = new_context(browser)
+    track_live_timers(context)  # (what a timer shows soon after the network is quiet, as the crawl waits)
     page = context.new_page()
     inflight = track_inflight(page)
     missed, failed_at_capture = _watch(page, placeholders, sockets)
@@ -412,6 +415,7 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error, 
         kind = (response.headers.get("content-type") or "").lower() if response is not None else ""
         html = not kind or "html" in kind  # (JSON, text, images: the browser draws them with its own page)
         wait_settled(page, inflight)
+        wait_timers_due(page, inflight)
         dom = page.content().encode("utf-8")
     except playwright_error as exc:
         error = str(exc).splitlines()[0]
@@ -442,6 +446,7 @@ class _ReusedTab:
 
     def _open(self) -> None:
         self.context = new_context(self.browser)
+        track_live_timers(self.context)
         self.page = self.context.new_page()
         self.cdp = self.context.new_cdp_session(self.page)
         self.cdp.send("Network.enable")
@@ -469,6 +474,7 @@ class _ReusedTab:
         try:
             self.page.goto(target, wait_until="load", timeout=30_000)
             wait_settled(self.page, self.inflight)
+            wait_timers_due(self.page, self.inflight)
             dom = self.page.content().encode("utf-8")
         except playwright_error as exc:
             error = str(exc).splitlines()[0]

@@ -5,8 +5,10 @@ The recorder's modules are imported inside the commands: they need the ``record`
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
+from urllib.parse import urlsplit
 
 import click
 
@@ -189,6 +191,12 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
         # nor a stream that never ends: it is never complete, so never recorded
         click.echo(f"{len(streams_only)} pages keep a stream that never ends open (or a WebSocket), which is "
                    "never recorded (--recheck cannot repair that; docs/recording.md)", err=True)
+    elif result.incomplete and all(_unresolved(m) for _, missing in result.incomplete for m in missing):
+        # the proxy could not resolve their names: a --recheck from this machine fetches them in vain
+        names = sorted({urlsplit(_unresolved(m)).hostname or "" for _, missing in result.incomplete for m in missing})
+        click.echo(f"{len(result.incomplete)} pages miss only requests to names that do not resolve from this "
+                   f"machine ({', '.join(names)}): the recording could not reach them, and a --recheck here cannot "
+                   "either (record where they resolve, or take the pages without them)", err=True)
     elif result.incomplete and login_script:  # (--recheck cannot sign in)
         click.echo(f"{len(result.incomplete)} pages replay with requests missing; --recheck cannot sign in: "
                    "record them again with --login-script (into a new archive)", err=True)
@@ -201,6 +209,20 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
     incomplete = bool(result.incomplete) if recheck else not result.captured_all
     if incomplete and not allow_incomplete:
         sys.exit(EXIT_INCOMPLETE)
+
+
+# How a name that does not resolve reads in the upstream failure the proxy recorded (the resolver's
+# messages on Linux, glibc and musl, and macOS).
+UNRESOLVED = re.compile(r"\((?:\[Errno -?\d+\] )?(?:Name or service not known|Temporary failure in name resolution|"
+                        r"No address associated with hostname|nodename nor servname provided, or not known|"
+                        r"Name does not resolve)\)$")
+
+
+def _unresolved(missing: str) -> str | None:
+    """The URL of a crawl's ``missing`` entry (``URL (why)``) whose name did not resolve, else None."""
+    if not UNRESOLVED.search(missing):
+        return None
+    return missing.split(" (", 1)[0]
 
 
 def _recheck_command(url, archive_path, depth, scope, resolve, redaction=None) -> str:

@@ -212,8 +212,13 @@ def replay_check(archive_path, report_dir, seed, limit, mode, port):
         report = check(archive_path, report_dir, seed=seed, limit=limit, progress=lambda n, url: advance(1),
                        mode=mode, port=port)
     s = report["summary"]
+    n_failed = s.get("requests_failed_at_capture") or 0
+    # (a request its site never answered the recording: it replays as recorded, so it is no miss, but
+    # the page replays without what that request would have shown; the crawl called it incomplete)
+    at_capture = (f"{n_failed} {'request' if n_failed == 1 else 'requests'} failed at capture (its site never "
+                  "answered the recording: listed per page in the report), ") if n_failed else ""
     click.echo(f"{s['pages']} pages: {s['pages_with_misses']} with misses ({s['missed_requests']} requests), "
-               f"{s['pages_with_errors']} failed; text similarity mean {s['mean_text_similarity']}"
+               f"{at_capture}{s['pages_with_errors']} failed; text similarity mean {s['mean_text_similarity']}"
                + (f" ({s['pages_without_capture_text']} without capture text)" if s["pages_without_capture_text"] else "")
                + ", "
                f"pixel difference mean {s['mean_pixel_difference']}; report in {report_dir}/report.html")

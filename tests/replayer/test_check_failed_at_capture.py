@@ -1,0 +1,64 @@
+"""``replay check``'s closing line says how many requests failed at capture: an avatar on a host
+the recording machine could not reach (Verdaccio 6's Gravatar images, recorded as the proxy's 502)
+replays as it was recorded, so no page misses anything and the exit status is 0, while the crawl
+called every such page incomplete; the line said "0 with misses" and nothing else."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+
+try:
+    chromium_path()
+except BrowserUnavailable as exc:
+    pytestmark = pytest.mark.skip(reason=str(exc))
+
+
+@pytest.fixture
+def site():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]  # nothing listens there once the socket is closed
+    page = (f'<!doctype html><html><head><title>Registry</title></head><body><h1>tiny-color</h1>'
+            f'<img alt="W" width="40" height="40" src="http://127.0.0.1:{dead}/avatar/82a2"></body></html>').encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1], f"http://127.0.0.1:{dead}/avatar/82a2"
+    server.shutdown()
+    server.server_close()
+
+
+def test_requests_failed_at_capture_are_said_in_the_closing_line(tmp_path, monkeypatch, cli, site):
+    port, avatar = site
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    archive = tmp_path / "reg.wfz"
+    r = cli("record", "crawl", "http://reg.test/", "--resolve", f"reg.test=127.0.0.1:{port}",
+            "--archive", archive, "--depth", "0", timeout=300)
+    assert r.returncode == 3 and f"(missing: {avatar} (" in r.stdout, r.stdout + r.stderr
+    r = cli("replay", "check", archive, "--report", tmp_path / "report", timeout=300)
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["summary"]["requests_failed_at_capture"] == 1 and report["summary"]["missed_requests"] == 0
+    assert r.returncode == 0, r.stdout + r.stderr  # (the image replays as recorded: no miss)
+    assert "1 pages: 0 with misses (0 requests), 1 request failed at capture (its site never answered the " \
+           "recording: listed per page in the report), 0 failed;" in r.stdout, r.stdout

@@ -6,10 +6,9 @@ its screenshot, taken a moment later, showed the package)."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from static_site import static_site
 
 from webfreeze.archives import Archive
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
@@ -43,26 +42,8 @@ ANSWERS = {
 
 @pytest.fixture
 def site():
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            body, ctype = ANSWERS.get(self.path, (b"not found", "text/plain"))
-            self.send_response(200 if self.path in ANSWERS else 404)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with static_site(ANSWERS) as port:
+        yield port
 
 
 def test_content_a_timer_shows_after_the_network_is_quiet_is_captured(tmp_path, monkeypatch, cli, site):

@@ -4,10 +4,8 @@ machine (Verdaccio 6's Gravatar avatars, recorded offline) says so, instead of o
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
+from static_site import static_site
 
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
@@ -23,25 +21,8 @@ PAGE = (f'<!doctype html><html><head><title>Registry</title></head><body><h1>tin
 
 @pytest.fixture
 def site():
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(PAGE)))
-            self.end_headers()
-            self.wfile.write(PAGE)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with static_site({"*": PAGE}) as port:
+        yield port
 
 
 def test_misses_on_a_name_that_does_not_resolve_are_said_so(tmp_path, monkeypatch, cli, site):

@@ -6,10 +6,9 @@ that the person made is still logged."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from static_site import static_site
 
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
@@ -18,10 +17,11 @@ try:
 except BrowserUnavailable as exc:
     pytestmark = pytest.mark.skip(reason=str(exc))
 
-# a list the page scrolls to its chosen item once loaded (an autocomplete, a log view)
+# a list the page scrolls to its chosen item once loaded (an autocomplete, a log view); the link is
+# in view after the person's scroll (a click on a link out of view scrolls the window to it first)
 PAGE = b"""<!doctype html><html><head><title>Registry</title></head><body>
 <div id="list" style="height: 60px; overflow: auto"><p>a</p><p>b</p><p>c</p><p>d</p><p>e</p><p>f</p></div>
-<a href="/two">two</a><div style="height: 3000px"></div>
+<div style="height: 700px"></div><a href="/two">two</a><div style="height: 3000px"></div>
 <script>addEventListener('load', () => { document.getElementById('list').scrollTop = 40; });</script>
 </body></html>"""
 
@@ -40,25 +40,8 @@ def run(page):
 
 @pytest.fixture
 def site():
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(PAGE)))
-            self.end_headers()
-            self.wfile.write(PAGE)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with static_site({"*": PAGE}) as port:
+        yield port
 
 
 def test_an_element_the_page_scrolls_is_no_step(tmp_path, monkeypatch, cli, site):
@@ -71,5 +54,5 @@ def test_an_element_the_page_scrolls_is_no_step(tmp_path, monkeypatch, cli, site
     assert r.returncode == 0, r.stderr
     steps = json.loads(out.read_text())["steps"]
     scrolls = [s["value"] for s in steps if s["action"] == "scroll"]
-    assert len(scrolls) == 1 and scrolls[0]["by"] == "user" and scrolls[0]["y"] > 0, scrolls
+    assert len(scrolls) == 1 and scrolls[0]["by"] == "user" and scrolls[0]["y"] > 0, [(s["action"], s["url"], s["value"]) for s in steps]
     assert [s["action"] for s in steps] == ["navigate", "scroll", "click", "navigate"], steps

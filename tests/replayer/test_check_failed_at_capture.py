@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from static_site import static_site
 
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
@@ -27,26 +26,8 @@ def site():
         dead = s.getsockname()[1]  # nothing listens there once the socket is closed
     page = (f'<!doctype html><html><head><title>Registry</title></head><body><h1>tiny-color</h1>'
             f'<img alt="W" width="40" height="40" src="http://127.0.0.1:{dead}/avatar/82a2"></body></html>').encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(page)))
-            self.end_headers()
-            self.wfile.write(page)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1], f"http://127.0.0.1:{dead}/avatar/82a2"
-    server.shutdown()
-    server.server_close()
+    with static_site({"*": page}) as port:
+        yield port, f"http://127.0.0.1:{dead}/avatar/82a2"
 
 
 def test_requests_failed_at_capture_are_said_in_the_closing_line(tmp_path, monkeypatch, cli, site):

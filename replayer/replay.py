@@ -391,6 +391,9 @@ class Replay:
                                         round(score, 4) if score else None))
             return self._miss(method, url, headers, bkey, score)
         target = when if when is not None else self.when
+        # a live run's archive: the task's own episode first (its answers, and its loads' times)
+        pref = self.preferred_session
+        own = [c for c in caps if c.session_id == pref] if pref is not None else []
         full = answerable(caps, headers)
         # A recorded 304 passed over for a full answer (no validator asked) stands for a page the
         # recording browser loaded from its cache at the 304's time: when it is the capture nearest
@@ -398,11 +401,9 @@ class Replay:
         # (a hash-routed application's shell, revalidated by every page of a crawl).
         loaded = None
         if len(full) < len(caps) and target is not None:
-            near = closest(caps, target)
+            near = closest(own or caps, target)
             loaded = near.captured_at if near.status == 304 else None
-        caps = full
-        if self.preferred_session is not None:  # a live run's archive: the task's own episode first
-            caps = [c for c in caps if c.session_id == self.preferred_session] or caps
+        caps = [c for c in full if c.session_id == pref] or full if own else full
         cap = self.sequencer.pick(key, caps, target) if ordered else closest(caps, target)
         cap_id, cap_url = cap.id, cap.url
         built = self._build(cap_id, inject, loaded)

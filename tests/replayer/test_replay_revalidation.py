@@ -101,3 +101,45 @@ def test_a_document_answered_for_a_revalidation_keeps_the_revalidations_clock(tm
         replay.reset(0, when="2026-12-03T20:08:41Z")
         status, _, body = replay.fetch("GET", SITE + "/", [("If-None-Match", '"v1"')])
         assert status == 304 and body == b""
+
+
+def test_a_live_runs_page_clock_comes_from_the_episode_it_is_served_from(tmp_path):
+    """A live run's archive holds each task's episode as a session of its own, and the replay
+    serves the task's page from its episode's captures; the page's clock was taken from the
+    capture nearest the replay's time among all sessions: another episode's revalidation (a 304)
+    started the page's clock at that episode's load, not at the one whose body it was given."""
+    from webfreeze.archives.timeutil import parse_time
+    from webfreeze.replayer.upstream import EPISODES_DOCUMENT
+
+    path = tmp_path / "live.wfz"
+    page = b"<!doctype html><html><head><title>p</title></head><body>p</body></html>"
+    with new_archive_atomically(path) as arc:
+        sessions = {}
+        for name, (full, revalidated) in {"a": ("00:00", "00:10"), "b": ("00:20", "00:30")}.items():
+            sid = sessions[name] = arc.new_session("live", source=f"episode {name}")
+            arc.add_exchange(Exchange(url=SITE + "/page", captured_at=f"2026-01-01T{full}:00Z", session_id=sid,
+                                      status=200, reason="OK", resp_headers=[("Content-Type", "text/html"),
+                                                                              ("ETag", '"p"')], payload=page))
+            arc.add_exchange(Exchange(url=SITE + "/page", captured_at=f"2026-01-01T{revalidated}:00Z",
+                                      session_id=sid, status=304, reason="Not Modified",
+                                      req_headers=[("If-None-Match", '"p"')], resp_headers=[("ETag", '"p"')],
+                                      payload=b""))
+        # an episode that loaded the page from its browser's cache alone: a 304, its body elsewhere
+        sid = sessions["c"] = arc.new_session("live", source="episode c")
+        arc.add_exchange(Exchange(url=SITE + "/page", captured_at="2026-01-01T00:40:00Z", session_id=sid,
+                                  status=304, reason="Not Modified", req_headers=[("If-None-Match", '"p"')],
+                                  resp_headers=[("ETag", '"p"')], payload=b""))
+        arc.put_document(EPISODES_DOCUMENT, {"episodes": {"t1": [sessions["b"]], "t2": [sessions["c"]]}})
+    def clock(at: str) -> bytes:
+        return f'"t":{int(parse_time(at).timestamp() * 1000)},'.encode()
+
+    with Replay(path) as replay:
+        replay.reset(0, when="2026-01-01T00:11:00Z")  # nearest of all: episode a's revalidation
+        replay.prefer_episode("t1")
+        status, _, body = replay.fetch("GET", SITE + "/page")
+        assert status == 200 and clock("2026-01-01T00:20:00Z") in body, body[:400]
+        replay.reset(0, when="2026-01-01T00:11:00Z")
+        replay.prefer_episode("t2")  # the page as episode c saw it: a body, its clock at c's load
+        status, _, body = replay.fetch("GET", SITE + "/page")
+        assert status == 200 and b"<body>p</body>" in body
+        assert clock("2026-01-01T00:40:00Z") in body, body[:400]

@@ -100,6 +100,7 @@ def test_a_session_says_which_answers_were_still_coming_when_it_ended(tmp_path, 
     except BrowserUnavailable as exc:
         pytest.skip(str(exc))
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("WEBFREEZE_STREAM_DEADLINE_S", "5")
     server = ThreadingHTTPServer(("127.0.0.1", 0), App)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -117,9 +118,8 @@ def test_a_session_says_which_answers_were_still_coming_when_it_ended(tmp_path, 
     assert f"GET {site}gradio_api/heartbeat/ab12" in warning[0], warning
 
 
-@pytest.mark.slow
 def test_a_crawl_of_a_page_with_a_never_ending_stream_ends_incomplete_and_says_why(tmp_path, monkeypatch, cli):
-    # (slow: the live fetch gives the stream its whole 60 s before the crawl gives up on it)
+    # (the live fetch gives the stream 5 s, not its default 60 s, before the crawl gives up on it)
     from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
     try:
@@ -127,6 +127,7 @@ def test_a_crawl_of_a_page_with_a_never_ending_stream_ends_incomplete_and_says_w
     except BrowserUnavailable as exc:
         pytest.skip(str(exc))
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("WEBFREEZE_STREAM_DEADLINE_S", "5")
     server = ThreadingHTTPServer(("127.0.0.1", 0), App)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -138,6 +139,6 @@ def test_a_crawl_of_a_page_with_a_never_ending_stream_ends_incomplete_and_says_w
         server.server_close()
     assert r.returncode == 3, r.stdout + r.stderr
     assert ("incomplete: http://app.test/ (missing: http://app.test/gradio_api/heartbeat/ab12 (still streaming "
-            "after 60 s: an answer that never ends is never recorded))") in r.stdout, r.stdout
+            "after 5 s: an answer that never ends is never recorded))") in r.stdout, r.stdout
     # nothing a --recheck could repair: not suggested
     assert "repair with" not in r.stderr and "a stream that never ends" in r.stderr, r.stderr

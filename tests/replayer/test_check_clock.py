@@ -8,10 +8,9 @@ search boxes use) otherwise found 2 ms gone after each 60 ms timer and set anoth
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from static_site import static_site
 
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
@@ -41,35 +40,12 @@ const tick = setInterval(() => { every++; if (every === 3) { clearInterval(tick)
 DATA = json.dumps({"series": "requests per day"}).encode()
 
 
-def serve():
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            body, ctype = {"/": (PAGE, "text/html"), "/data.json": (DATA, "application/json")}.get(
-                self.path, (b"", "text/plain"))
-            self.send_response(200 if body else 404)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
 def test_replay_check_sees_what_a_debounced_script_draws(tmp_path, monkeypatch, cli):
     monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = serve()
     archive = tmp_path / "chart.wfz"
-    try:
-        r = cli("record", "crawl", "http://chart.test/", "--resolve", f"chart.test=127.0.0.1:{server.server_address[1]}",
+    with static_site({"/": PAGE, "/data.json": (DATA, "application/json")}) as port:
+        r = cli("record", "crawl", "http://chart.test/", "--resolve", f"chart.test=127.0.0.1:{port}",
                 "--archive", archive, "--depth", "0", "--no-check", timeout=300)
-    finally:
-        server.shutdown()
     assert r.returncode == 0, r.stdout + r.stderr
     report_dir = tmp_path / "report"
     r = cli("replay", "check", archive, "--report", report_dir, timeout=300)

@@ -35,6 +35,27 @@ MAX_FRAME_DEPTH = 8
 SCRIPTED_FRAME = "frame not shown: its document is written by the page's scripts, which the text backend does not run"
 
 
+def _data_document(url: str) -> bytes | None:
+    """The HTML document a ``data:`` URL holds (RFC 2397: percent-encoded or base64), None when it
+    holds another type or cannot be read."""
+    import base64
+    from urllib.parse import unquote_to_bytes
+
+    head, sep, data = url[5:].partition(",")
+    if not sep:
+        return None
+    params = [p.strip().lower() for p in head.split(";")]
+    if params[0] not in ("text/html", "application/xhtml+xml"):
+        return None
+    raw = unquote_to_bytes(data.partition("#")[0])
+    if "base64" in params[1:]:
+        try:
+            return base64.b64decode(raw, validate=False)
+        except ValueError:
+            return None
+    return raw
+
+
 def _shows_something(node) -> bool:
     """Whether an observation's node holds anything to read or use: text, a name, an element
     other than a bare container."""
@@ -183,6 +204,11 @@ class TextBackend:
                 doc, where = f["srcdoc"].encode("utf-8", "surrogatepass"), "about:srcdoc"
             elif nav is None and f["src"] and f["src"].partition("#")[0] in ancestors:
                 continue  # a frame of its own page or of an enclosing frame's: Chromium leaves it empty
+            elif nav is None and f["src"] and f["src"][:5].lower() == "data:":
+                doc, where = _data_document(f["src"]), f["src"]  # (in the page itself: no request)
+                if doc is None:
+                    self.frames[bid] = {"note": "frame not shown: a data: URL that is not an HTML document"}
+                    continue
             elif nav is not None or (f["src"] and f["src"].startswith(("http:", "https:"))):
                 method, asked, body, ctype = nav or ("GET", f["src"], b"", None)
                 before = len(self.replay.answers)

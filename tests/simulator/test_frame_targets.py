@@ -28,6 +28,9 @@ PAGES = [
     ("GET", S + "/doc1", "<!DOCTYPE html><title>Doc1</title><p>doc one</p>"),
     ("GET", S + "/doc2", "<!DOCTYPE html><title>Doc2</title><p>doc two</p>"),
     ("GET", S + "/b", "<!DOCTYPE html><title>B</title><p>bee</p>"),
+    ("GET", S + "/data", "<!DOCTYPE html><title>Data</title><body><iframe src='data:text/html,<p>from%20data</p>'>"
+                         "</iframe><iframe src='data:text/html;base64,PHA+YmFzZTY0IGRhdGE8L3A+'></iframe>"
+                         "<iframe src='data:image/png;base64,iVBORw0KGgo='></iframe><script>var x = 1;</script></body>"),
     ("GET", S + "/self", "<!DOCTYPE html><title>Self</title><body><p>framed</p><iframe src='#a'></iframe>"
                          "<iframe src='/self'></iframe></body>"),
 ]
@@ -98,3 +101,20 @@ def test_a_srcdoc_frames_links_resolve_against_its_page_in_the_browser(archive):
     with WebEnv(EnvConfig(archive=archive, backend="browser")) as env:
         obs, _ = env.reset(options={"task": {"id": "t", "start_url": S + "/", "instruction": "use the frames"}})
         assert "link 'srcdoc link', url='http://targets.test/b'" in obs["axtree_text"], obs["axtree_text"]
+
+
+@pytest.mark.parametrize("backend", ["text", "browser"])
+def test_a_data_url_frame_shows_its_document(archive, backend):
+    """A frame whose ``src`` is a ``data:`` URL holds its document in the page itself: the text
+    backend said it was written by the page's scripts; it shows it, as the browser does."""
+    if backend == "browser":
+        try:
+            chromium_path()
+        except BrowserUnavailable as exc:
+            pytest.skip(str(exc))
+    with WebEnv(EnvConfig(archive=archive, backend=backend)) as env:
+        obs, _ = env.reset(options={"task": {"id": "t", "start_url": S + "/data", "instruction": "read"}})
+    text = obs["axtree_text"]
+    assert "StaticText 'from data'" in text and "StaticText 'base64 data'" in text, text
+    assert "written by the page's scripts" not in text, text
+

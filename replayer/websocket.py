@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
+from webfreeze.archives.records import IndexEntry
+
 from .matching import Matcher, Rules, closest
 from .replay import DIRECT, direct_original
 
@@ -100,18 +102,6 @@ def http_form(url: str) -> str:
 
 
 @dataclass
-class _Row:  # what Matcher reads of an index entry
-    id: int
-    method: str
-    url: str
-    body_key: str
-    captured_at: str
-    session_id: str
-    mime: str
-    status: int = 101
-
-
-@dataclass
 class Pick:
     """The recording that answers a socket (``recording`` None: a miss, ``why`` says so)."""
 
@@ -126,8 +116,8 @@ class SocketIndex:
 
     def __init__(self, recordings: list[Recording], rules: Rules | None = None):
         self.recordings = recordings
-        rows = [_Row(i, "GET", http_form(r.url), "",
-                     datetime.fromtimestamp(r.opened, timezone.utc).isoformat(), r.session_id, "")
+        rows = [IndexEntry(i, "GET", http_form(r.url), "",
+                           datetime.fromtimestamp(r.opened, timezone.utc).isoformat(), r.session_id, "", 101)
                 for i, r in enumerate(recordings)]
         self.matcher = Matcher(rows, rules or Rules())
         self._lock = threading.Lock()

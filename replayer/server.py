@@ -792,75 +792,54 @@ class _Connection(asyncio.Protocol):
 
 
 class _SocketSession:
-    """A replayed WebSocket on a connection of the replay server: RFC 6455 frames both ways (the
-    client's masked, fragments joined; pings answered), the conversation's turns sent as frames."""
+    """A replayed WebSocket on a connection of the replay server: RFC 6455 frames both ways
+    (wsproto's frame protocol: the client's masked frames, fragments joined, pings answered), the
+    conversation's turns sent as frames."""
 
     def __init__(self, conn: _Connection, url: str, conversation):
-        self.conn, self.url, self.conversation = conn, url, conversation
-        self._buf = b""
-        self._parts: list[bytes] = []
-        self._opcode = 0
+        from wsproto.frame_protocol import FrameProtocol  # (late: mitmproxy's, the replay extra)
 
-    def _write(self, opcode: int, payload: bytes) -> None:
+        self.conn, self.url, self.conversation = conn, url, conversation
+        self._frames = FrameProtocol(client=False, extensions=[])
+        self._parts: list = []
+
+    def _write(self, data: bytes) -> None:
         t = self.conn.transport
-        if t is None or t.is_closing():
-            return
-        n = len(payload)
-        head = bytes([0x80 | opcode]) + (bytes([n]) if n < 126 else
-                                         bytes([126]) + n.to_bytes(2, "big") if n < 65536 else
-                                         bytes([127]) + n.to_bytes(8, "big"))
-        t.write(head + payload)
+        if t is not None and not t.is_closing():
+            t.write(bytes(data))
 
     def play(self, turn) -> None:
         for m in turn.send:
-            self._write(0x1, m.encode("utf-8")) if isinstance(m, str) else self._write(0x2, m)
+            self._write(self._frames.send_data(m, fin=True))
         if turn.parted is not None:
             self.conn.server.replay._log_miss("GET", self.url, [], "", None)
         if turn.close:
-            code = self.conversation.recording.close_code or 1000
-            self._write(0x8, code.to_bytes(2, "big"))
+            self._write(self._frames.close(self.conversation.recording.close_code or 1000))
             self.conn.close()
 
     def feed(self, data: bytes) -> None:
-        self._buf += data
-        while True:
-            b = self._buf
-            if len(b) < 2:
-                return
-            n, at = b[1] & 0x7F, 2
-            if n == 126:
-                if len(b) < 4:
+        from wsproto.frame_protocol import Opcode, ParseFailed
+
+        self._frames.receive_bytes(data)
+        try:
+            for frame in self._frames.received_frames():
+                if frame.opcode is Opcode.CLOSE:  # answered, and the connection ends
+                    code = frame.payload[0] if isinstance(frame.payload, tuple) else None
+                    self._write(self._frames.close(code))
+                    self.conn.close()
                     return
-                n, at = int.from_bytes(b[2:4], "big"), 4
-            elif n == 127:
-                if len(b) < 10:
-                    return
-                n, at = int.from_bytes(b[2:10], "big"), 10
-            masked = b[1] & 0x80
-            if len(b) < at + (4 if masked else 0) + n:
-                return
-            mask = b[at:at + 4] if masked else b"\0\0\0\0"
-            at += 4 if masked else 0
-            payload = bytes(x ^ mask[i % 4] for i, x in enumerate(b[at:at + n]))
-            self._buf = b[at + n:]
-            fin, opcode = b[0] & 0x80, b[0] & 0x0F
-            if opcode == 0x8:  # a close: answered, and the connection ends
-                self._write(0x8, payload[:2])
-                self.conn.close()
-                return
-            if opcode == 0x9:
-                self._write(0xA, payload)
-                continue
-            if opcode == 0xA:
-                continue
-            if opcode in (0x1, 0x2):
-                self._opcode, self._parts = opcode, [payload]
-            else:
-                self._parts.append(payload)
-            if fin:
-                whole = b"".join(self._parts)
-                message = whole.decode("utf-8", "replace") if self._opcode == 0x1 else whole
-                self.play(self.conversation.receive(message))
+                if frame.opcode is Opcode.PING:
+                    self._write(self._frames.pong(frame.payload))
+                    continue
+                if frame.opcode is Opcode.PONG:
+                    continue
+                self._parts.append(frame.payload)
+                if frame.message_finished:
+                    parts, self._parts = self._parts, []
+                    message = "".join(parts) if frame.opcode is Opcode.TEXT else b"".join(parts)
+                    self.play(self.conversation.receive(message))
+        except ParseFailed:
+            self.conn.close()  # not a WebSocket frame: the connection ends
 
 
 class _TooLarge(Exception):

@@ -427,7 +427,7 @@ def test_a_changed_page_never_reads_as_identical_in_the_tables(tmp_path):
     row = next(line for line in r.stdout.splitlines() if "forum.test/topic/1" in line)
     assert "changed" in row and ">0.999" in row and "1.000" not in row
     md = (tmp_path / "report" / "report.md").read_text()
-    assert "| http://forum.test/topic/1 | changed | 0.9999 | - |" in md
+    assert "| http://forum.test/topic/1 | changed (numbers only) | 0.9999 | - |" in md  # (Views: 41 -> 42)
     assert "<td>0.9999</td>" in (tmp_path / "report" / "report.html").read_text()
 
     from webfreeze.checks.drift import _num
@@ -450,3 +450,38 @@ def test_a_changed_page_never_reads_as_identical_in_the_tables(tmp_path):
     assert pixel_difference(shots[0], shots[1]) == 0.000001 and pixel_difference(shots[0], shots[0]) == 0.0
     assert _num(2.9e-05, ".4f", 0.0) == "<0.0001" and _num(0.0, ".4f", 0.0) == "0.0000"
     assert _num(1.0, ".3f", 1.0) == "1.000" and _num(0.5, ".3f", 1.0) == "0.500" and _num(None, ".3f", 1.0) == "-"
+
+
+def test_a_page_whose_numbers_alone_moved_says_so(tmp_path):
+    """A forum's or a tracker's pages say "Published 20 minutes ago" and show view counters: between
+    two crawls every page changed, and the report could not tell those from pages whose words
+    changed. They are still 'changed' (they did), with ``numbers_only`` and a table that says so;
+    a word that changed beside a number is a change of words."""
+    from webfreeze.checks.drift import numbers_only
+
+    assert numbers_only("Published 20 minutes ago, 1,204 views", "Published 37 minutes ago, 1,311 views")
+    assert numbers_only("on 2026-12-03 at 09:14", "on 2026-12-04 at 10:02")
+    assert not numbers_only("Published 1 minute ago", "Published 2 minutes ago")  # (a word moved with it)
+    assert not numbers_only("3 open issues", "3 closed issues")
+    assert not numbers_only("3 issues", "3 issues here")
+    html = "<html><head><title>T</title></head><body><p>{}</p><p>Published {} minutes ago</p></body></html>"
+    archives = []
+    pages = {"old": {"http://forum.test/a": html.format("Ready", 20), "http://forum.test/b": html.format("Open", 5)},
+             "new": {"http://forum.test/a": html.format("Ready", 37), "http://forum.test/b": html.format("Closed", 5)}}
+    for name, docs in pages.items():
+        warc = _warc(tmp_path / f"{name}.warc.gz", docs)
+        r = run_cli("archive", "import", warc, "--to", tmp_path / f"{name}.wfz")
+        assert r.returncode == 0, r.stderr
+        archives.append(tmp_path / f"{name}.wfz")
+    r = run_cli("drift", *archives, "--json")
+    report = json.loads(r.stdout)
+    rows = {p["url"]: p for p in report["pages"]}
+    assert rows["http://forum.test/a"]["status"] == "changed" and rows["http://forum.test/a"]["numbers_only"] is True
+    assert rows["http://forum.test/b"]["status"] == "changed" and rows["http://forum.test/b"]["numbers_only"] is False
+    assert report["summary"]["changed"] == 2 and report["summary"]["numbers_only"] == 1
+    r = run_cli("drift", *archives, "--report", tmp_path / "report")
+    assert r.returncode == 0, r.stderr
+    assert "2 changed (1 only in numbers)" in r.stdout
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "| http://forum.test/a | changed (numbers only) |" in md and "| http://forum.test/b | changed |" in md
+    assert "2 changed (2 in their text, 1 of them only in numbers)" in md

@@ -9,7 +9,9 @@ compared page by page, with ``replay check``'s measures:
 - a page in both is compared by the text similarity of its visible text (``difflib`` ratio of the
   whitespace-normalised words, 1.0 = identical) and the pixel difference of its screenshots (the
   share of differing pixels, 0.0 = identical; None when either has none): ``same`` when both say
-  identical, else ``changed`` (``text_changed`` says whether its words did, or only its look);
+  identical, else ``changed`` (``text_changed`` says whether its words did, or only its look;
+  ``numbers_only`` whether the words that changed differ only in their digits: "20 minutes ago"
+  -> "37 minutes ago", a counter, a date);
 - pages only in NEW are ``added``, pages only in OLD ``removed``.
 
 Pages are compared as captured, not replayed: drift is about what the site showed, and the
@@ -156,20 +158,35 @@ def compare_pages(old: Mapping[str, dict], new: Mapping[str, dict], progress=Non
     for n, url in enumerate(sorted(set(old) | set(new)), 1):
         a, b = old.get(url), new.get(url)
         row = {"url": url, "title": (b or a)["title"], "text_similarity": None, "pixel_difference": None,
-               "text_changed": None}
+               "text_changed": None, "numbers_only": None}
         if a is None:
             row["status"] = "added"
         elif b is None:
             row["status"] = "removed"
         else:
-            sim = text_similarity(visible_text(a["dom"]), visible_text(b["dom"]))
+            text_a, text_b = visible_text(a["dom"]), visible_text(b["dom"])
+            sim = text_similarity(text_a, text_b)
             pixels = pixel_difference(a["shot"], b["shot"])
-            row.update(text_similarity=sim, pixel_difference=pixels, text_changed=sim < 1.0)
+            row.update(text_similarity=sim, pixel_difference=pixels, text_changed=sim < 1.0,
+                       numbers_only=numbers_only(text_a, text_b) if sim < 1.0 else None)
             row["status"] = "changed" if sim < 1.0 or (pixels or 0.0) > 0.0 else "same"
         rows.append(row)
         if progress:
             progress(n)
     return rows
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def numbers_only(a: str, b: str) -> bool:
+    """Whether two texts that differ have the same words once every run of digits is read as one
+    and the same number: only numbers moved (a relative time, a view counter, a date), not what
+    the page says around them. Word by word, as :func:`text_similarity` splits them; ours (a
+    sign, a unit or a plural that changes with the number, "1 minute" -> "2 minutes", is a word
+    that changed)."""
+    wa, wb = a.split(), b.split()
+    return len(wa) == len(wb) and all(x == y or _DIGITS.sub("0", x) == _DIGITS.sub("0", y) for x, y in zip(wa, wb))
 
 
 # ------------------------------------------------------------------------------------------ tasks
@@ -438,6 +455,7 @@ def drift(old: str | os.PathLike, new: str | os.PathLike, *, suite=None, backend
                     "pages_from": snap_new.source},
             "summary": {"pages": len(rows), **counts,
                         "text_changed": sum(1 for r in both if r["text_changed"]),
+                        "numbers_only": sum(1 for r in both if r["numbers_only"]),
                         "mean_text_similarity": round(sum(sims) / len(sims), 4) if sims else None,
                         "min_text_similarity": min(sims) if sims else None,
                         "mean_pixel_difference": round(sum(diffs) / len(diffs), 6) if diffs else None,
@@ -539,6 +557,16 @@ def _num(v, fmt: str, identical: float | None = None) -> str:
     return text
 
 
+def _status(row: dict) -> str:
+    """A page's status as the tables print it: a change of numbers alone said so."""
+    return "changed (numbers only)" if row.get("numbers_only") else row["status"]
+
+
+def _numbers(summary: dict) -> str:
+    n = summary.get("numbers_only") or 0
+    return f", {n} of them only in numbers" if n else ""
+
+
 def _md(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -550,7 +578,8 @@ def render_markdown(report: dict) -> str:
     lines = [f"# Drift: {o['archive']} -> {n['archive']}", "",
              f"- OLD: `{o['archive']}` ({o['digest']}), {o['pages']} pages",
              f"- NEW: `{n['archive']}` ({n['digest']}), {n['pages']} pages",
-             (f"- pages: {s['same']} same, {s['changed']} changed ({s['text_changed']} in their text), "
+             (f"- pages: {s['same']} same, {s['changed']} changed ({s['text_changed']} in their text"
+              f"{_numbers(s)}), "
               f"{s['added']} added, {s['removed']} removed"),
              (f"- text similarity: mean {_num(s['mean_text_similarity'], '.4f', 1.0)}, "
               f"min {_num(s['min_text_similarity'], '.4f', 1.0)}; pixel difference: mean "
@@ -559,7 +588,7 @@ def render_markdown(report: dict) -> str:
     lines += ["## Pages", ""]
     if moved:
         lines += ["| page | status | text similarity | pixel difference |", "|---|---|---|---|"]
-        lines += [f"| {_md(r['url'])} | {r['status']} | {_num(r['text_similarity'], '.4f', 1.0)} | "
+        lines += [f"| {_md(r['url'])} | {_status(r)} | {_num(r['text_similarity'], '.4f', 1.0)} | "
                   f"{_num(r['pixel_difference'], '.6f', 0.0)} |" for r in moved]
     else:
         lines.append("No page changed, was added or removed.")
@@ -585,7 +614,7 @@ def render_html(report: dict, shots: dict | None = None) -> str:
         figs = "".join(f'<figure><img loading="lazy" src="{e(src)}" alt="{side}"><figcaption>{side}</figcaption>'
                        f"</figure>" for side, src in sorted((shots.get(r["url"]) or {}).items(), reverse=True))
         rows.append(f'<tr class="{e(r["status"])}"><td>{e(r["url"])}<br><small>{e(r["title"])}</small></td>'
-                    f'<td>{e(r["status"])}</td><td>{_num(r["text_similarity"], ".4f", 1.0)}</td>'
+                    f'<td>{e(_status(r))}</td><td>{_num(r["text_similarity"], ".4f", 1.0)}</td>'
                     f'<td>{_num(r["pixel_difference"], ".6f", 0.0)}</td><td class="shots">{figs}</td></tr>')
     tasks = ""
     if "suite" in report:
@@ -632,7 +661,7 @@ def print_tables(report: dict) -> None:
         for col in ("page", "status", "text sim.", "pixel diff."):
             t.add_column(col, overflow="fold")
         for r in moved:
-            t.add_row(r["url"], r["status"], _num(r["text_similarity"], ".3f", 1.0), _num(r["pixel_difference"], ".4f", 0.0))
+            t.add_row(r["url"], _status(r), _num(r["text_similarity"], ".3f", 1.0), _num(r["pixel_difference"], ".4f", 0.0))
         console.print(t)
     if "tasks" in report:
         t = Table(title="tasks", title_justify="left")
@@ -646,8 +675,9 @@ def print_tables(report: dict) -> None:
 def summary_line(report: dict) -> str:
     """The report in one line: pages same, changed, added and removed; tasks by verdict."""
     s = report["summary"]
-    line = (f"{s['pages']} pages: {s['same']} same, {s['changed']} changed, {s['added']} added, "
-            f"{s['removed']} removed")
+    n = s.get("numbers_only") or 0
+    line = (f"{s['pages']} pages: {s['same']} same, {s['changed']} changed"
+            f"{f' ({n} only in numbers)' if n else ''}, {s['added']} added, {s['removed']} removed")
     if "suite" in report:
         su = report["suite"]
         line += (f"; {su['tasks']} tasks: {su['valid']} valid, {su['ambiguous']} ambiguous, "

@@ -84,6 +84,26 @@ def ordered_answers(records: list[dict]) -> list[dict]:
     return [dict(r) for r in hops + rest]
 
 
+def distinct_subresources(records: list[dict]) -> list[dict]:
+    """``records`` with each subresource answer (an image, a stylesheet, a font, a script) kept
+    once when the step has it more than once alike. Whether Chromium asks again for a subresource
+    it already fetched in the step depends on its memory cache and the timing of the page's
+    rendering (an image that failed, then a second element with the same ``src``: asked again, or
+    joined to the first request while it was still under way), not on the page or the replay, so
+    counting every request made runs of the same episode differ. Ours: documents and XHRs, which
+    the page's scripts ask for and see, stay counted as requested."""
+    seen: set = set()
+    out = []
+    for r in records:
+        if r["kind"] == "subresource" and not r["main"]:
+            key = tuple(sorted(r.items()))
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(r)
+    return out
+
+
 def step_provenance(records: list[dict]) -> dict:
     """A step's ``replay`` field: ``document`` (the main document's worst hop: level, method, url,
     status, and for a fuzzy answer its score and capture_url; null when the step loaded no
@@ -91,8 +111,10 @@ def step_provenance(records: list[dict]) -> dict:
     miss, sorted) and ``answers`` (every answer, in :func:`ordered_answers`' order, with the body's
     media type and size: what ``eval export-har`` writes); and, only when the step's settle stopped
     short or loads stalled, ``settle`` (``unsettled``: why; ``stalled``: how many loads): the page
-    observed may not have been ready."""
+    observed may not have been ready. A subresource answered alike more than once in the step
+    (the same URL, level, status and body) counts once: see :func:`distinct_subresources`."""
     records, settle = _settle_of(records)
+    records = distinct_subresources(records)
     document = None
     counts: dict[str, dict[str, int]] = {}
     flagged = []

@@ -111,3 +111,37 @@ def test_a_stream_the_page_stops_reading_is_answered_not_missed(tmp_path):
     data = [(a["level"], a["status"]) for a in traj["replay"]["start"]["answers"] if "/queue/data" in a["url"]]
     assert data == [("exact", 200)], data
     assert traj["replay"]["misses"] == 0 and traj["replay"]["compromised"] is False, traj["replay"]
+
+
+def test_a_subresource_asked_for_again_alike_counts_once(tmp_path):
+    # Verdaccio: an avatar that failed at capture (a 502, recorded so) shown by two elements; whether
+    # Chromium asks for it once or twice depends on whether the first request is still under way
+    # when the second element comes (its memory cache joins them), so one run counted 2 subresource
+    # answers where another counted 3, and `bundle run` called the runs different. Here the second
+    # element comes after the first failed: always asked again. Counted once; the page's XHRs, which
+    # its scripts ask for, stay counted as asked.
+    page = (b"<!doctype html><html><head><title>Pkg</title></head><body><h1>leftpad</h1>"
+            b"<img src='/avatar/1' onerror=\"if (!window.again) { window.again = 1; const i = new Image();"
+            b" i.src = '/avatar/1'; i.onerror = () => document.querySelector('h1').append(' (asked again)');"
+            b" document.body.append(i); }\"><script>"
+            b"fetch('/data.json').then(() => fetch('/data.json'));</script></body></html>")
+    with new_archive_atomically(tmp_path / "a.wfz") as arc:
+        sid = arc.new_session("test", source="test_provenance_refused")
+        arc.add_exchange(Exchange(session_id=sid, url=HOST + "/", status=200, payload=page, captured_at=T0,
+                                  resp_headers=[("Content-Type", "text/html; charset=utf-8")]))
+        arc.add_exchange(Exchange(session_id=sid, url=HOST + "/avatar/1", status=502, captured_at=T0,
+                                  resp_headers=[("Content-Type", "text/plain")], payload=b""))
+        arc.add_exchange(Exchange(session_id=sid, url=HOST + "/data.json", status=200, captured_at=T0,
+                                  resp_headers=[("Content-Type", "application/json")], payload=b"{}"))
+    env = WebEnv(EnvConfig(tmp_path / "a.wfz", backend="browser"))
+    try:
+        obs, _ = env.reset(options={"task": {"id": "t", "start_url": HOST + "/", "instruction": "read"}})
+        assert "leftpad (asked again)" in obs["axtree_text"]  # (the second element's request failed too)
+        env.step("send_msg_to_user('leftpad')")
+        traj = env.trajectory()
+    finally:
+        env.close()
+    start = traj["replay"]["start"]
+    assert [(a["url"], a["status"]) for a in start["answers"] if "/avatar/" in a["url"]] == [(HOST + "/avatar/1", 502)]
+    assert start["requests"]["subresource"] == {"exact": 1}, start["requests"]
+    assert start["requests"]["xhr"] == {"exact": 2}, start["requests"]

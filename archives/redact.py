@@ -123,6 +123,8 @@ class Redactor:
         self.kinds: dict[str, int] = {}     # kind of secret -> how many distinct
         self._given: dict[str, str] = {}    # --secret-env value -> the variable's name
         self._hit: set[str] = set()         # the placeholders written so far
+        self._instructions: list[str] = []  # the suite's task instructions (collect_instruction)
+        self._told: dict[str, str] = {}     # an instruction as text() leaves it -> with its short passwords replaced
         self._text_re = None
         self._bytes_re = None
 
@@ -209,10 +211,47 @@ class Redactor:
         self._bmap = {k.encode("utf-8"): v.encode("ascii") for k, v in variants.items()}
         if not variants:
             self._text_re = self._bytes_re = False
-            return
-        alts = sorted(variants, key=len, reverse=True)  # the longest first: no half-replaced secret
-        self._text_re = re.compile("|".join(re.escape(a) for a in alts))
-        self._bytes_re = re.compile(b"|".join(re.escape(a.encode("utf-8")) for a in alts))
+        else:
+            alts = sorted(variants, key=len, reverse=True)  # the longest first: no half-replaced secret
+            self._text_re = re.compile("|".join(re.escape(a) for a in alts))
+            self._bytes_re = re.compile(b"|".join(re.escape(a.encode("utf-8")) for a in alts))
+        self._told = self._instructions_told()
+
+    def collect_instruction(self, instruction) -> None:
+        """A task's instruction (a suite's ``tasks.jsonl``): the author may have written in it the
+        password the task logs in with, which :meth:`text` leaves where it is shorter than
+        :data:`MIN_LITERAL` (see :meth:`_instructions_told`)."""
+        if isinstance(instruction, str) and instruction and instruction not in self._instructions:
+            self._instructions.append(instruction)
+            self._text_re = self._bytes_re = None
+
+    def _instructions_told(self) -> dict[str, str]:
+        """Each collected instruction, as :meth:`text` leaves it, -> the same with every typed
+        password too short to be replaced everywhere replaced where it stands as a word of its own.
+        An instruction that tells the agent which password to type must tell it the placeholder
+        the redacted login holds (else the task cannot be done on the redacted archive, and the
+        password is shared); the same short word on the pages is left, as there it is most likely
+        the word itself. Applied wherever the whole instruction occurs (task lines, trajectories,
+        the prompts of cassettes), raw or JSON-escaped, so a run's prompts keep matching."""
+        short = sorted((s for s, kind in self._kind.items() if kind == "password" and not _literal(s, kind)),
+                       key=len, reverse=True)
+        if not short or not self._instructions:
+            return {}
+        words = re.compile("|".join(rf"(?<!\w){re.escape(s)}(?!\w)" for s in short))
+        told: dict[str, str] = {}
+        for instruction in self._instructions:
+            base = self._text_re.sub(lambda m: self._map[m.group(0)], instruction) if self._text_re else instruction
+            said = words.sub(lambda m: self._secrets[m.group(0)], base)
+            if said != base:
+                for a, b in ((base, said), (json.dumps(base)[1:-1], json.dumps(said)[1:-1]),
+                             (json.dumps(base, ensure_ascii=False)[1:-1], json.dumps(said, ensure_ascii=False)[1:-1])):
+                    told.setdefault(a, b)
+        return told
+
+    def _tell(self, s: str) -> str:
+        for a, b in self._told.items():
+            s = s.replace(a, b)
+        return s
 
     # ------------------------------------------------------------------------------ collecting
     def collect_headers(self, headers, where: str = "") -> None:
@@ -342,17 +381,23 @@ class Redactor:
         """``s`` with every (long enough) secret replaced, in its raw and encoded forms."""
         if self._text_re is None:
             self._compile()
-        if not s or not self._text_re:
+        if not s:
             return s
-        return self._text_re.sub(lambda m: self._put(self._map[m.group(0)]), s)
+        if self._text_re:
+            s = self._text_re.sub(lambda m: self._put(self._map[m.group(0)]), s)
+        return self._tell(s) if self._told else s
 
     def data(self, b: bytes) -> bytes:
         """``text`` for bytes."""
         if self._bytes_re is None:
             self._compile()
-        if not b or not self._bytes_re:
+        if not b:
             return b
-        return self._bytes_re.sub(lambda m: self._put(self._map[m.group(0).decode("utf-8")]).encode("ascii"), b)
+        if self._bytes_re:
+            b = self._bytes_re.sub(lambda m: self._put(self._map[m.group(0).decode("utf-8")]).encode("ascii"), b)
+        if self._told and any(a.encode("utf-8") in b for a in self._told):
+            b = self._tell(b.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+        return b
 
     def _query(self, query: str) -> str:
         out = []
@@ -757,7 +802,17 @@ def _reference_files(suite_dir: Path) -> list[Path]:
 
 
 def collect_suite(suite_dir, r: Redactor) -> None:
-    """The values typed into password fields in a suite's reference trajectories."""
+    """The values typed into password fields in a suite's reference trajectories, and its tasks'
+    instructions (:meth:`Redactor.collect_instruction`)."""
+    tasks = Path(suite_dir) / "tasks.jsonl"
+    if tasks.is_file():
+        for line in tasks.read_text(encoding="utf-8").splitlines():
+            try:
+                task = json.loads(line) if line.strip() else None
+            except ValueError:
+                continue  # (the suite's loader says what is wrong with a line; redaction reads what it can)
+            if isinstance(task, dict):
+                r.collect_instruction(task.get("instruction"))
     for p in _reference_files(Path(suite_dir)):
         try:
             r.collect_trajectory(json.loads(p.read_text(encoding="utf-8")))

@@ -279,3 +279,42 @@ def test_a_secret_env_value_found_nowhere_is_not_counted_as_replaced(tmp_path, m
     assert r.returncode == 0, r.stderr
     assert "3 secrets replaced (1 cookie, 1 given, 1 param)" in r.stdout, r.stdout
     assert "note:" not in r.stderr, r.stderr
+
+
+def test_a_short_password_written_in_an_instruction_is_replaced_there(tmp_path):
+    """A typed password under 6 characters is replaced only in its field, not wherever the word
+    occurs; an instruction that says it ("log in with password pw1") kept it, so the bundle shared
+    the password, and an agent that typed it met a login POST holding the placeholder: the task
+    could not be done on the redacted archive. The instruction now says the placeholder, wherever
+    the whole instruction occurs (the task line, a run's prompts), and the word on a page stays."""
+    from webfreeze.archives.redact import collect_suite, redact_suite
+    from webfreeze.llm.cassette import canonical_request
+
+    instruction = "Log in as alice with password pw1 (not pw12) and say how many items the vault holds."
+    suite = tmp_path / "suite"
+    (suite / "references").mkdir(parents=True)
+    steps = [{"action": "type", "value": "alice", "target": {"name": "user", "type": "text"}},
+             {"action": "type", "value": "pw1", "target": {"name": "pass", "type": "password"}}]
+    (suite / "references" / "vault.json").write_text(json.dumps({"steps": steps}))
+    task = {"id": "vault", "instruction": instruction, "start_url": "http://vault.test/login",
+            "ground_truth": {"answer": {"exact": "3"}, "reference_trajectory": "references/vault.json"}}
+    (suite / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    (suite / "manifest.json").write_text(json.dumps({"format": "webfreeze-suite", "version": 1, "name": "v"}))
+    r = Redactor()
+    collect_suite(suite, r)
+    redact_suite(suite, tmp_path / "out", r)
+    ph = r.placeholder("pw1")
+    said = json.loads((tmp_path / "out" / "tasks.jsonl").read_text())["instruction"]
+    assert said == instruction.replace(" pw1 ", f" {ph} ")  # (the word alone: "pw12" is another word)
+    typed = json.loads((tmp_path / "out" / "references" / "vault.json").read_text())["steps"][1]["value"]
+    assert typed == ph  # (what the agent is told to type is what the reference types)
+    assert b"pw1 " not in (tmp_path / "out" / "tasks.jsonl").read_bytes()
+
+    def prompt(goal: str) -> str:  # an LLM agent's request: the goal, then the page, which shows "pw1"
+        return canonical_request({"model": "m", "messages": [
+            {"role": "system", "content": f"Goal: {goal}"}, {"role": "user", "content": "Page: hint pw1\n"}]})
+
+    # the cassette's prompt, redacted, is the prompt the agent makes from the redacted instruction
+    assert r.text(prompt(instruction)) == prompt(said)
+    assert r.data(prompt(instruction).encode()) == prompt(said).encode()
+    assert r.text("Page: hint pw1") == "Page: hint pw1"  # (the word elsewhere stays)

@@ -154,6 +154,15 @@ def describe_miss(miss: dict) -> str:
     return f"{where}: {miss['method']} {miss['url']} ({miss['kind']}) {said}"
 
 
+def _request_check(text: str) -> dict:
+    """``"POST http://site/path"`` as a ``requests`` check; a one-line error otherwise."""
+    method, _, url = str(text).strip().partition(" ")
+    url = url.strip()
+    if not method.isalpha() or not url.startswith(("http://", "https://")) or " " in url:
+        raise TaskError(f"--require-request {text!r}: give it as 'METHOD URL' (POST http://site/path)")
+    return {"method": method.upper(), "url": url}
+
+
 def reference_changes(old: dict, new: dict) -> list[str]:
     """What a re-recorded reference changes, in short lines: the archive session, the first step
     (as the reference agent takes them) where the two part and the step counts, the answer."""
@@ -222,7 +231,8 @@ def field_changes(old: dict, new: dict) -> list[str]:
 
 def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str, *, category: str | None = None,
              instruction: str | None = None, task_id: str | None = None, match: str | None = None,
-             archive: str | os.PathLike | None = None, replace: bool = False, has_session=None) -> dict:
+             archive: str | os.PathLike | None = None, replace: bool = False, has_session=None,
+             requests: list[str] | None = None, session_sent=None) -> dict:
     """Add (or with ``replace``, replace) one task in the suite directory ``suite``; returns the
     task object written, with ``replaced`` (whether a task of that id was there), ``names_archive``
     (whether the suite's manifest names its archive) and, for a replaced task, ``changes`` (short
@@ -236,7 +246,12 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
 
     ``has_session(archive_path, session_id)``, if given, says whether an archive holds a session: a
     reference whose session is not in the suite's archive (recorded into another one) is refused,
-    since its task would replay on captures of other sessions and read as expired."""
+    since its task would replay on captures of other sessions and read as expired.
+
+    ``requests`` (``"POST URL"`` each) become the task's ``requests`` checks (eval/request_checks.py:
+    the agent must send them, answered as recorded); ``session_sent(archive_path, session_id)``, if
+    given, lists the session's requests other than GET and HEAD (``"METHOD URL"``), and a request
+    the session did not send is refused, naming those it did."""
     root = Path(suite)
     ref_path = Path(reference)
     trajectory = _read_reference(ref_path)
@@ -272,8 +287,17 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
         categories = manifest.get("categories")
     named = manifest.get("archive")
     sid = trajectory.get("archive_session")
+    wanted = [_request_check(r) for r in requests or []]
+    if wanted and session_sent is not None and isinstance(named, str) and isinstance(sid, str) and sid:
+        path = Path(named) if Path(named).is_absolute() else Path(os.path.normpath(root / named))
+        if path.is_file():
+            sent = session_sent(path, sid)
+            for w in wanted:
+                if f"{w['method']} {w['url']}" not in sent:
+                    listed = ", ".join(sent[:6]) + (", ..." if len(sent) > 6 else "") if sent else "none but GET and HEAD"
+                    raise TaskError(f"its session sent no {w['method']} {w['url']} (it sent: {listed})", ref_path)
     if has_session is not None and isinstance(named, str) and isinstance(sid, str) and sid:
-        path = Path(named) if Path(named).is_absolute() else root / named
+        path = Path(named) if Path(named).is_absolute() else Path(os.path.normpath(root / named))
         if path.is_file() and not has_session(path, sid):
             raise TaskError(f"its session {sid} is not in the suite's archive {os.path.normpath(path)}: record the "
                             f"session into that archive (record session --archive {os.path.normpath(path)})", ref_path)
@@ -315,6 +339,8 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
     if old is not None:  # the old line's fields that tasks add does not write stay as they were
         kept_gt = {k: v for k, v in old.ground_truth.items() if k not in obj["ground_truth"]}
         obj = {**old.raw, **obj, "ground_truth": {**kept_gt, **obj["ground_truth"]}}
+    if wanted:
+        obj["ground_truth"]["requests"] = wanted
     validate_task({**obj, "ground_truth": {**obj["ground_truth"], "reference_trajectory": trajectory}},
                   file=tasks_path, line=None)
     line = canonical_line(obj)

@@ -2,8 +2,8 @@
 
 ``score_task`` rules (also in docs/suites-and-runs.md):
 
-- The *success kinds* are answer, key_nodes, rubric, ranking and final_state; the task succeeds
-  when every success kind present succeeds.
+- The *success kinds* are answer, key_nodes, rubric, ranking, final_state and requests; the task
+  succeeds when every success kind present succeeds.
 - ``reference_trajectory`` gives partial credit (``partial``: overlap > 0.7) and the reference
   step count; it decides success only when it is the task's only kind.
 - A rubric's intent satisfaction never looks at the preferences: it is decided by
@@ -25,8 +25,8 @@
   not a false end); else ``partial`` when the reference overlap is above 0.7 (WebArxiv's
   "partially correct"); else ``fail``. A task with no trajectory: ``missing``.
 - ``score``: the mean over the success kinds present of their scores (answer: share of checks;
-  key_nodes: completion rate; rubric: mean of its 0-10 scores / 10; ranking: Hit@1; final_state:
-  share of checks), or the reference overlap when it is the only kind.
+  key_nodes: completion rate; rubric: mean of its 0-10 scores / 10; ranking: Hit@1; final_state
+  and requests: share of checks), or the reference overlap when it is the only kind.
 """
 
 from __future__ import annotations
@@ -41,10 +41,11 @@ from .judge import Judge, judge_name
 from .keynodes import evaluate_key_nodes
 from .partial import evaluate_partial
 from .ranking import evaluate_ranking
+from .request_checks import evaluate_requests
 from .rubric import evaluate_rubric, rubric_parts
 from .tasks import Task, ranking_truth
 
-SUCCESS_KINDS = ("answer", "key_nodes", "ranking", "final_state", "rubric")
+SUCCESS_KINDS = ("answer", "key_nodes", "ranking", "final_state", "requests", "rubric")
 
 
 def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None,
@@ -75,6 +76,8 @@ def score_task(task: Task, trajectory: dict | None, judge: Judge | None = None,
         results["ranking"] = evaluate_ranking(ranking[0], ranking[1], answer)
     if "final_state" in gt:
         results["final_state"] = evaluate_final_state(gt["final_state"], trajectory)
+    if "requests" in gt:
+        results["requests"] = evaluate_requests(gt["requests"], trajectory)
     if "rubric" in gt:
         checks = intent_checks(gt)
         intent = evaluate_final_state(checks, trajectory) if checks else None

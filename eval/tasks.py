@@ -32,7 +32,7 @@ KEY_NODE_FUNCTIONS = ("url_included_match", "url_exactly_match", "url_semantic_m
 FINAL_STATE_TESTS = ("contains", "count", "equals")
 # "candidates" and "target" together are the ranking kind.
 GROUND_TRUTH_KINDS = ("answer", "reference_trajectory", "key_nodes", "rubric", "candidates", "target",
-                      "ranking", "final_state")
+                      "ranking", "final_state", "requests")
 TASK_FIELDS = ("id", "category", "instruction", "start_url", "snapshot_time", "ground_truth",
                "reference_length")
 
@@ -63,7 +63,7 @@ class Task:
     @property
     def kinds(self) -> list[str]:
         """Ground-truth kinds present, in a fixed order (``ranking`` stands for candidates+target)."""
-        order = ("answer", "reference_trajectory", "key_nodes", "rubric", "ranking", "final_state")
+        order = ("answer", "reference_trajectory", "key_nodes", "rubric", "ranking", "final_state", "requests")
         present = set(self.ground_truth)
         if "candidates" in present:
             present.add("ranking")
@@ -241,6 +241,21 @@ def _validate_final_state(checks: Any, file, line, name: str = "ground_truth.fin
             raise TaskError(f"{where}: unknown field {unknown[0]!r}", file, line)
 
 
+def _validate_requests(checks: Any, file, line) -> None:
+    name = "ground_truth.requests"
+    _require(isinstance(checks, list) and checks, f"{name} must be a non-empty list", file, line)
+    for i, c in enumerate(checks):
+        where = f"{name}[{i}]"
+        _require(isinstance(c, dict), f"{where} must be an object", file, line)
+        _require(isinstance(c.get("method"), str) and c["method"].isalpha(),
+                 f"{where}.method must be an HTTP method (POST, PUT, ...)", file, line)
+        _require(isinstance(c.get("url"), str) and c["url"].startswith(("http://", "https://")),
+                 f"{where}.url must be an http(s) URL", file, line)
+        unknown = sorted(set(c) - {"method", "url"})
+        if unknown:
+            raise TaskError(f"{where}: unknown field {unknown[0]!r}", file, line)
+
+
 def _load_reference(ref: Any, roots: list[Path], file, line) -> dict:
     if isinstance(ref, dict):
         trajectory = ref
@@ -294,7 +309,7 @@ def validate_task(obj: Any, *, file="", line: int | None = None, roots: list[Pat
     unknown = sorted(set(gt) - set(GROUND_TRUTH_KINDS))
     if unknown:
         raise TaskError(f"unknown ground-truth kind {unknown[0]!r} (known: answer, reference_trajectory, "
-                        "key_nodes, rubric, ranking (or candidates+target), final_state)", file, line)
+                        "key_nodes, rubric, ranking (or candidates+target), final_state, requests)", file, line)
     reference = None
     if "answer" in gt:
         _validate_answer(gt["answer"], file, line)
@@ -306,6 +321,8 @@ def validate_task(obj: Any, *, file="", line: int | None = None, roots: list[Pat
         _validate_ranking(gt, file, line)
     if "final_state" in gt:
         _validate_final_state(gt["final_state"], file, line)
+    if "requests" in gt:
+        _validate_requests(gt["requests"], file, line)
     if "reference_trajectory" in gt:
         reference = _load_reference(gt["reference_trajectory"], roots or [], file, line)
     if "depends_on" in obj:  # (the named task's existence is checked over the whole suite)

@@ -440,3 +440,50 @@ def test_a_session_recorded_into_another_archive_is_refused(authored, site, cli,
     assert r.returncode == 0, r.stderr
     r = cli_here("tasks", "add", suite, "--reference", out, "--id", "search-stack", "--answer", "append()", "--replace")
     assert r.returncode == 0, r.stderr
+
+
+def test_a_required_request_tells_doing_from_saying(authored, site, cli, cli_here):
+    """A task whose point is an action (rename a page, post a reply) scored its answer alone: an agent
+    that only said "New title" passed. ``--require-request`` adds a ``requests`` check: the agent must
+    send that request and the replay answer it as recorded (a POST's body matching the session's)."""
+    from webfreeze.eval.score import score_task
+    from webfreeze.eval.tasks import load_suite
+
+    tmp = authored["tmp"]
+    suite = tmp / "suite-requests"
+    ref = tmp / "edit-title.json"
+    base = ["tasks", "add", suite, "--reference", ref, "--answer", "New title", "--archive", tmp / "site.wfz",
+            "--instruction", "Log in as ada and rename the page to 'New title'."]
+    # a request the session did not send is refused, naming those it did; a malformed one too
+    r = cli_here(*base, "--require-request", f"POST {site}/nope")
+    assert r.returncode == 1 and f"sent no POST {site}/nope (it sent: POST {site}/edit, POST {site}/login)" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not suite.exists()
+    r = cli_here(*base, "--require-request", f"{site}/edit")
+    assert r.returncode == 1 and "give it as 'METHOD URL'" in r.stderr and not suite.exists()
+    r = cli_here(*base, "--require-request", f"post {site}/edit")
+    assert r.returncode == 0, r.stderr
+    (task,) = load_suite(str(suite)).tasks
+    assert task.ground_truth["requests"] == [{"method": "POST", "url": f"{site}/edit"}]
+    assert task.kinds == ["answer", "reference_trajectory", "requests"]
+
+    out = tmp / "run-requests"
+    r = cli("bench", "run", suite, "--agent", "reference", "--backend", "text", "--out", out, timeout=600)
+    assert r.returncode == 0, r.stderr
+    report = json.loads((out / "report.json").read_text())["tasks"]["edit-title"]
+    assert report["success"] and report["results"]["requests"]["checks"][0]["detail"].startswith("sent and answered")
+    # the same trajectory without the POST (an agent that only answered): the answer holds, the task fails
+    trajectory = json.loads((out / "trajectories" / "edit-title.json").read_text())
+    for step in trajectory["steps"]:
+        if step.get("replay"):
+            step["replay"]["answers"] = [a for a in step["replay"]["answers"] if a["method"] != "POST" or "/edit" not in a["url"]]
+    said = score_task(task, trajectory)
+    assert said["results"]["answer"]["success"] and not said["success"] and said["score"] == 0.5
+    assert said["results"]["requests"]["checks"] == [{"method": "POST", "url": f"{site}/edit", "passed": False,
+                                                      "detail": "never sent"}]
+    # sent, but with another body (the replay's honest matching missed it): not held either
+    for step in json.loads((out / "trajectories" / "edit-title.json").read_text())["steps"]:
+        for a in (step.get("replay") or {}).get("answers") or []:
+            if a["method"] == "POST" and a["url"].endswith("/edit"):
+                missed = {**trajectory, "steps": [{"replay": {"answers": [{**a, "level": "miss", "status": 0}]}}]}
+                detail = score_task(task, missed)["results"]["requests"]["checks"][0]["detail"]
+                assert detail == "sent, but not answered as recorded (miss)"

@@ -75,12 +75,16 @@ def tasks_check(suite, as_json):
 @click.option("--replace", is_flag=True,
               help="Replace the task of the same id (a session recorded again) and its reference; options not "
                    "given keep the old task's values, and every field that changed is printed.")
-def tasks_add(suite, reference, answer, match, category, instruction, task_id, archive, replace):
+@click.option("--require-request", "requests", multiple=True, metavar="'METHOD URL'",
+              help="A request the agent must send, answered as recorded (a 'requests' check: the reply posted, "
+                   "not only said); the session must have sent it. Repeatable.")
+def tasks_add(suite, reference, answer, match, category, instruction, task_id, archive, replace, requests):
     """Add a task to SUITE from a recorded session: the task line (its start URL from the session,
     the answer check, the reference trajectory copied into SUITE/references/). A SUITE that does not
     exist is made, with a manifest. Nothing is written when anything is wrong."""
     obj = add_task(suite, reference, answer, category=category, instruction=instruction, task_id=task_id,
-                   match=match, archive=archive, replace=replace, has_session=_has_session)
+                   match=match, archive=archive, replace=replace, has_session=_has_session,
+                   requests=list(requests), session_sent=_session_sent)
     for change in obj.get("changes", []):
         click.echo(f"{obj['id']}: {change}")
     check = f"webfreeze tasks validate {suite}"
@@ -89,6 +93,15 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
                   "to tasks add when it makes a suite)")
     click.echo(f"{'replaced' if obj['replaced'] else 'added'} task {obj['id']} ({obj['category']}) in {suite}; "
                f"check it with: {check}", err=True)
+
+
+def _session_sent(path, session_id: str) -> list[str]:
+    """The requests other than GET and HEAD a session of the archive at ``path`` sent, as 'METHOD URL'."""
+    from webfreeze.archives import Archive
+
+    with Archive.open(path) as arc:
+        return sorted({f"{ex.method} {ex.url}" for ex in arc.exchanges(session=session_id)
+                       if ex.method not in ("GET", "HEAD")})
 
 
 def _has_session(path, session_id: str) -> bool:

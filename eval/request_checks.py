@@ -1,0 +1,58 @@
+"""The ``requests`` ground truth: requests the agent must have sent, each answered as recorded.
+
+A task whose point is an action on a recorded application (post a reply, file an issue, save a
+page) cannot be told apart, by its answer alone, from an agent that only said it had done it. Its
+``requests`` checks (docs/suites-and-runs.md) name what the action sends: ``{"method": "POST",
+"url": "http://forum.test/topic/3/reply"}``. A check holds when the episode's replay provenance
+(the start's and every step's ``replay.answers``, docs/trajectories.md) holds an answer to that
+method and URL (fragment dropped, as pages are compared) at a level that answers as recorded:
+``exact``, ``canonical``, ``model`` (a site model) or ``live`` (a live run). Honest matching
+answers a POST only when its body matches a recorded one (fields the replay rules call ignorable
+aside), so a held check means the agent sent what the recorded person sent; a ``fuzzy`` answer or a
+miss does not hold (the detail says it was sent but not answered as recorded). Ours: Persona2Web,
+WebArena and WebCanvas have no such check; the nearest are WebArena's URL checks.
+"""
+
+from __future__ import annotations
+
+from webfreeze.common.http import page_url
+
+# The levels at which a request counts as answered as recorded (simulator/provenance.py LEVELS).
+ANSWERED = ("exact", "canonical", "model", "live")
+
+
+def episode_answers(trajectory: dict) -> list[dict] | None:
+    """Every answer of an episode's replay provenance (the start's, then each step's), or None when
+    the trajectory records none (written before provenance, or by an environment without a replay)."""
+    replay = trajectory.get("replay")
+    if not isinstance(replay, dict):
+        return None
+    parts = [replay.get("start")] + [s.get("replay") for s in trajectory.get("steps") or [] if isinstance(s, dict)]
+    return [a for p in parts if isinstance(p, dict) for a in p.get("answers") or [] if isinstance(a, dict)]
+
+
+def evaluate_requests(checks: list[dict], trajectory: dict) -> dict:
+    """``success`` (every check held), ``score`` (the share that held) and ``checks``: each with
+    ``method``, ``url``, ``passed`` and ``detail``."""
+    answers = episode_answers(trajectory)
+    out = []
+    for c in checks:
+        method, url = str(c["method"]).upper(), page_url(str(c["url"]))
+        if answers is None:
+            out.append({"method": method, "url": url, "passed": False,
+                        "detail": "the trajectory records no replay provenance"})
+            continue
+        sent = [a for a in answers if str(a.get("method", "")).upper() == method and page_url(str(a.get("url", ""))) == url]
+        held = [a for a in sent if a.get("level") in ANSWERED]
+        if held:
+            detail = f"sent and answered ({held[0]['level']}, status {held[0].get('status')})"
+        elif sent:
+            detail = f"sent, but not answered as recorded ({sent[0].get('level')})"
+        else:
+            detail = "never sent"
+        out.append({"method": method, "url": url, "passed": bool(held), "detail": detail})
+    passed = sum(1 for c in out if c["passed"])
+    return {"success": passed == len(out), "score": passed / len(out) if out else 0.0, "checks": out}
+
+
+__all__ = ["ANSWERED", "episode_answers", "evaluate_requests"]

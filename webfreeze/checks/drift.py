@@ -70,9 +70,9 @@ from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import json_text
 from webfreeze.common.http import page_url
 from webfreeze.common.text import UNSHOWN_INPUT_TYPES, fold_text
-from webfreeze.eval.authoring import capture_misses, describe_miss, recorded_answer, reference_reached
+from webfreeze.eval.authoring import capture_misses, describe_miss, recorded_answer, reference_reached, session_time
 from webfreeze.eval.report import build_report
-from webfreeze.eval.tasks import load_suite
+from webfreeze.eval.tasks import SUITE_FORMAT, SUITE_VERSION, load_suite
 from webfreeze.runs.execute import execute
 from webfreeze.runs.prepare import prepare
 from webfreeze.runs.spec import build_run
@@ -214,6 +214,7 @@ def validate_references(suite, archive: Path, *, backend: str, workers: int = 1,
     tmp = Path(tempfile.mkdtemp(prefix="webfreeze-drift-"))
     try:
         out = tmp / "run"
+        suite = retimed_suite(suite, archive, tmp / "suite")
         prep = prepare(*build_run(suite, "reference", out, archive=archive, workers=workers, backend=backend,
                                   tasks=list(tasks), limit=limit))
         execute(prep, progress=progress)
@@ -235,6 +236,68 @@ def validate_references(suite, archive: Path, *, backend: str, workers: int = 1,
         return result
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def recorded_again(archive, reference: dict) -> dict | None:
+    """The session of ``archive`` that recorded ``reference``'s task again, when the archive does not
+    hold the reference's own session (the newer snapshot of ``drift``): among the sessions whose
+    reference trajectory the archive keeps (``trajectories/<session>.json``, ``record session``) with
+    the same start page, one with the same steps (as the reference agent takes them), else one with
+    the same instruction; the latest of them. None when the archive holds the reference's session,
+    or no session matches."""
+    from webfreeze.eval.authoring import session_actions
+
+    sid = reference.get("archive_session")
+    start = page_url(str(reference.get("start_url") or ""))
+    with Archive.open(archive) as arc:
+        if isinstance(sid, str) and arc.session(sid) is not None:
+            return None
+        found = []
+        for doc in arc.documents(prefix="trajectories/"):
+            try:
+                other = doc.body()
+            except (ValueError, ArchiveError):
+                continue
+            if isinstance(other, dict) and page_url(str(other.get("start_url") or "")) == start:
+                found.append(other)
+    steps = [str(a) for a in session_actions(reference)]
+    said = reference.get("instruction")
+    for same in (lambda o: [str(a) for a in session_actions(o)] == steps,
+                 lambda o: bool(said) and o.get("instruction") == said):
+        matched = [o for o in found if same(o) and session_time(o)]
+        if matched:
+            return max(matched, key=lambda o: (session_time(o), str(o.get("archive_session"))))
+    return None
+
+
+def retimed_suite(suite, archive, work: Path):
+    """``suite``, or, when some of its tasks were recorded again into ``archive`` in sessions of
+    their own (:func:`recorded_again`), a copy in ``work`` whose lines for those tasks take that
+    session's start as their ``snapshot_time``. A task is replayed among the captures nearest its
+    ``snapshot_time``: on a newer snapshot, the older session's time put it among the snapshot's
+    earliest captures (its crawl's, logged out) rather than its own session's (FlaskBB: a login
+    task read the crawl's pages and expired)."""
+    loaded = load_suite(str(suite))
+    times = {}
+    for t in loaded.tasks:
+        again = recorded_again(archive, t.reference) if isinstance(t.reference, dict) else None
+        if again is not None and session_time(again) != t.snapshot_time:
+            times[t.id] = session_time(again)
+    if not times:
+        return suite
+    # (a copy of the lines alone, each reference inline: the suite's folder may hold anything)
+    work.mkdir(parents=True)
+    lines = []
+    for t in loaded.tasks:
+        obj = dict(t.raw, ground_truth={**t.raw["ground_truth"], "reference_trajectory": t.reference})
+        if t.id in times:
+            obj["snapshot_time"] = times[t.id]
+        lines.append(json.dumps(obj, ensure_ascii=False, sort_keys=True))
+    (work / "tasks.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    manifest = {k: v for k, v in (loaded.manifest or {}).items() if k not in ("archive", "archive_digest", "tasks")}
+    manifest.update({"format": SUITE_FORMAT, "version": SUITE_VERSION, "name": loaded.name, "tasks": "tasks.jsonl"})
+    (work / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return work
 
 
 def note_captured(archive, misses: list[dict]) -> list[dict]:

@@ -54,6 +54,7 @@ from webfreeze.archives.timeutil import parse_time
 from webfreeze.common.http import header_value, split_host_port
 
 from .decoding import DecodeError, decode_bounded
+from .determinism import SOCKET_MARK
 from .hooks import SiteModel
 from .matching import request_kind
 from .replay import (
@@ -128,6 +129,9 @@ class ReplayServer:
         self._socket_index = None
         self._socket_doc: tuple[str, float, str] | None = None  # session, time, URL
         self._sockets_opened: dict[str, int] = {}
+        # Told of every WebSocket handshake the server answers, as (URL, level, why): the level of
+        # its match, or "miss" (why: the reason); the browser backend's provenance (a worker's socket)
+        self.on_socket = None
         self.mode = mode
         self.host = host
         self.port = port
@@ -174,9 +178,14 @@ class ReplayServer:
 
     def _socket_report(self, url: str, level: str, why: str = "") -> None:
         """A WebSocket served (``level``: its match's) or missed (``"miss"``, ``why``): a miss is
-        counted and reported."""
+        counted and reported; either way :attr:`on_socket` is told."""
         if level == "miss":
             self.replay._log_miss("GET", url, [], "", None, why=why)
+        if self.on_socket is not None:
+            try:
+                self.on_socket(url, level, why)
+            except Exception:
+                log.exception("the WebSocket listener failed")
 
     def _tunnel_miss(self, target: str, why: str) -> None:
         """A ``CONNECT`` tunnel that ended without a request the server could read: a miss of the
@@ -926,6 +935,8 @@ class _SocketSession:
     def play(self, turn) -> None:
         for m in turn.send:
             self._write(self._frames.send_data(m, fin=True))
+        if self.conn.server.replay.sockets:  # (the runtime counts deliveries: a worker's socket, in process)
+            self._write(self._frames.send_data(SOCKET_MARK, fin=True))
         if turn.parted is not None:
             self.conn.server._socket_report(self.url, "miss",
                                             f"a WebSocket whose conversation parted from the recording: {turn.parted}")

@@ -25,14 +25,24 @@ SITE = "http://worker-sockets.test"
 ROUNDS = 6
 HANDSHAKE_DELAY_S = 1.0
 PAGE = """<!DOCTYPE html><html><head><title>Worker socket</title></head><body><p id="out">no ball yet</p><script>
-const w = new Worker('/w.js' + location.search);
-w.onmessage = (e) => { document.getElementById('out').textContent = e.data; };
+const show = (e) => { document.getElementById('out').textContent = e.data; };
+if (location.pathname === '/shared') {
+  const w = new SharedWorker('/s.js' + location.search);
+  w.port.onmessage = show;
+} else {
+  const w = new Worker('/w.js' + location.search);
+  w.onmessage = show;
+}
 </script></body></html>"""
 # the worker plays a rally with the server: it sends back each number below ROUNDS, the server
-# answers with the next; every message is shown on the page
-WORKER = """const ws = new WebSocket('ws://worker-sockets.test/feed' + location.search);
-ws.onmessage = (e) => { postMessage('worker rally at ' + e.data); if (Number(e.data) < %d) ws.send(e.data); };
-ws.onerror = () => postMessage('worker socket failed');""" % ROUNDS
+# answers with the next; every message is shown on the page (``say``: a dedicated worker's
+# postMessage, a shared worker's ports')
+RALLY = """const ws = new WebSocket('ws://worker-sockets.test/feed' + location.search);
+ws.onmessage = (e) => { say('worker rally at ' + e.data); if (Number(e.data) < %d) ws.send(e.data); };
+ws.onerror = () => say('worker socket failed');""" % ROUNDS
+WORKER = "const say = (t) => postMessage(t);\n" + RALLY
+SHARED = ("const ports = [];\nonconnect = (e) => { ports.push(e.ports[0]); };\n"
+          "const say = (t) => ports.forEach((p) => p.postMessage(t));\n" + RALLY)
 OPENED = 1767225600.5  # (2026-01-01T00:00:00.5Z: after the page's capture)
 
 
@@ -52,7 +62,10 @@ def archive(tmp_path_factory):
     with new_archive_atomically(path) as arc:
         sid = arc.new_session("test", source="test_env_worker_sockets")
         for rel, ctype, body in (("/", "text/html; charset=utf-8", PAGE), ("/?room=2", "text/html; charset=utf-8", PAGE),
-                                 ("/w.js", "text/javascript", WORKER), ("/w.js?room=2", "text/javascript", WORKER)):
+                                 ("/shared", "text/html; charset=utf-8", PAGE),
+                                 ("/shared?room=2", "text/html; charset=utf-8", PAGE),
+                                 ("/w.js", "text/javascript", WORKER), ("/w.js?room=2", "text/javascript", WORKER),
+                                 ("/s.js", "text/javascript", SHARED), ("/s.js?room=2", "text/javascript", SHARED)):
             arc.add_exchange(Exchange(url=SITE + rel, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
                                       resp_headers=[("Content-Type", ctype)], payload=body.encode(), session_id=sid))
         # (the handshake's own exchange, a 101, is beside it in a real recording; the replay reads the document)
@@ -65,7 +78,8 @@ def _sockets(trajectory) -> list[tuple]:
     return [(a["kind"], a["method"], a["level"], a["status"], a["url"]) for a in answers if a["url"].startswith("ws:")]
 
 
-def test_a_worker_s_socket_is_answered_from_its_recording_and_settled(archive):
+@pytest.mark.parametrize("page", ["/", "/shared"], ids=["dedicated", "shared"])
+def test_a_worker_s_socket_is_answered_from_its_recording_and_settled(archive, page):
     env = WebEnv(EnvConfig(archive=archive, backend="browser"))
     told = env.server.on_socket
 
@@ -79,9 +93,9 @@ def test_a_worker_s_socket_is_answered_from_its_recording_and_settled(archive):
     try:
         runs = []
         for _ in range(2):
-            obs, _ = env.reset(options={"task": {"id": "ws", "start_url": SITE + "/", "instruction": "read it"}})
+            obs, _ = env.reset(options={"task": {"id": "ws", "start_url": SITE + page, "instruction": "read it"}})
             runs.append((obs["axtree_text"], env.trajectory()))
-        obs, _ = env.reset(options={"task": {"id": "ws2", "start_url": SITE + "/?room=2", "instruction": "read it"}})
+        obs, _ = env.reset(options={"task": {"id": "ws2", "start_url": SITE + page + "?room=2", "instruction": "read it"}})
         missed = (obs["axtree_text"], env.trajectory(), list(env.server.misses))
     finally:
         env.close()

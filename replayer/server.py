@@ -843,7 +843,9 @@ class _Connection(asyncio.Protocol):
                                              ssl_handshake_timeout=15)
         except (OSError, ConnectionError, asyncio.TimeoutError, ValueError) as exc:
             log.debug("TLS handshake with client failed: %s", exc)
-            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            why = str(exc).splitlines()[0] if str(exc).strip() else \
+                "the client closed the connection" if isinstance(exc, ConnectionError) else \
+                "it took too long" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
             if any(alert in why for alert in CERTIFICATE_REFUSED):
                 stats = self.server.replay.stats
                 stats["tls_refused"] = stats.get("tls_refused", 0) + 1

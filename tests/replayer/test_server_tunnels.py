@@ -102,6 +102,7 @@ def test_a_tunnel_without_a_readable_request_is_a_miss_with_its_reason(server):
     assert all(method == "CONNECT" and "\n" not in why for method, why in misses.values())
     assert misses[f"{SITE}:81"][1] == "the tunnel carried no request the server could read (malformed HTTP request)"
     assert misses[f"{SITE}:443"][1].startswith("the tunnel's TLS handshake failed: ")
+    assert "Error" not in misses[f"{SITE}:443"][1]  # (a sentence, not an exception's class)
     assert misses[f"{SITE}:82"][1] == "the tunnel ended before it carried a request"
     assert misses[f"{SITE}:83"][1] == "the tunnel sent nothing for 1 s"
     assert misses[f"{SITE}:84"][1] == "the tunnel ended in the middle of a request"

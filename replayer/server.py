@@ -132,6 +132,9 @@ class ReplayServer:
         # Told of every WebSocket handshake the server answers, as (URL, level, why): the level of
         # its match, or "miss" (why: the reason); the browser backend's provenance (a worker's socket)
         self.on_socket = None
+        # (URL) -> the Pick that answers a WebSocket, in place of the server's own count: the
+        # browser backend's SocketRoutes.pick, so a page's sockets and its workers' count together
+        self.socket_picker = None
         self.mode = mode
         self.host = host
         self.port = port
@@ -197,6 +200,8 @@ class ReplayServer:
         """The recording that answers a WebSocket to ``url`` (:meth:`SocketIndex.pick`)."""
         from .websocket import SocketIndex
 
+        if self.socket_picker is not None:
+            return self.socket_picker(url)
         if self._socket_index is None:
             self._socket_index = SocketIndex.from_archive(self.replay.archive, self.replay.rules)
         k = self._sockets_opened.get(url, 0)

@@ -170,6 +170,7 @@ class BrowserBackend:
         # a worker's WebSocket (Playwright routes none) reaches the replay server, which answers it
         # by the same rule (and marks its batches for the worker's runtime): told here alike
         self.server.on_socket = self._server_socket
+        self.server.socket_picker = self._sockets.pick  # (one count of the sockets to a URL: page and workers)
         self._loop = _Loop()
         self._pw: Playwright | None = None
         try:

@@ -44,6 +44,16 @@ WORKER = "const say = (t) => postMessage(t);\n" + RALLY
 SHARED = ("const ports = [];\nonconnect = (e) => { ports.push(e.ports[0]); };\n"
           "const say = (t) => ports.forEach((p) => p.postMessage(t));\n" + RALLY)
 OPENED = 1767225600.5  # (2026-01-01T00:00:00.5Z: after the page's capture)
+# a page and its worker open a socket each to one URL: the page's first (recorded so), the worker's second
+BOTH = """<!DOCTYPE html><html><head><title>Both</title></head><body><p id="page">page waits</p><p id="worker">worker waits</p>
+<script>
+const ws = new WebSocket('ws://worker-sockets.test/news');
+ws.onmessage = (e) => { document.getElementById('page').textContent = 'page got ' + e.data; };
+const w = new Worker('/both.js');
+w.onmessage = (e) => { document.getElementById('worker').textContent = 'worker got ' + e.data; };
+</script></body></html>"""
+BOTH_WORKER = """const ws = new WebSocket('ws://worker-sockets.test/news');
+ws.onmessage = (e) => postMessage(e.data);"""
 
 
 def _recording(url: str) -> dict:
@@ -65,11 +75,17 @@ def archive(tmp_path_factory):
                                  ("/shared", "text/html; charset=utf-8", PAGE),
                                  ("/shared?room=2", "text/html; charset=utf-8", PAGE),
                                  ("/w.js", "text/javascript", WORKER), ("/w.js?room=2", "text/javascript", WORKER),
-                                 ("/s.js", "text/javascript", SHARED), ("/s.js?room=2", "text/javascript", SHARED)):
+                                 ("/s.js", "text/javascript", SHARED), ("/s.js?room=2", "text/javascript", SHARED),
+                                 ("/both", "text/html; charset=utf-8", BOTH), ("/both.js", "text/javascript", BOTH_WORKER)):
             arc.add_exchange(Exchange(url=SITE + rel, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
                                       resp_headers=[("Content-Type", ctype)], payload=body.encode(), session_id=sid))
         # (the handshake's own exchange, a 101, is beside it in a real recording; the replay reads the document)
         arc.put_document(f"websocket/{sid}/feed.json", _recording("ws://worker-sockets.test/feed"))
+        for n, said in enumerate(("the first connection", "the second connection")):
+            arc.put_document(f"websocket/{sid}/news{n}.json", {
+                "version": 1, "url": "ws://worker-sockets.test/news", "opened": OPENED + n, "closed_by_client": None,
+                "close_code": None, "messages": [{"from_client": False, "type": "text", "content": said,
+                                                  "time": OPENED + n + 0.1}]})
     return path
 
 
@@ -112,3 +128,18 @@ def test_a_worker_s_socket_is_answered_from_its_recording_and_settled(archive, p
     assert trajectory["replay"]["compromised"] is True
     assert [(m["url"], m["why"]) for m in server_misses] == \
         [("ws://worker-sockets.test/feed?room=2", "a WebSocket the archive holds no recording of")]
+
+
+def test_a_page_and_its_worker_count_their_sockets_to_a_url_together(archive):
+    """The k-th socket to a URL gets the k-th recording, whoever opens it: the page's is served in
+    the browser, the worker's by the replay server, from one count."""
+    env = WebEnv(EnvConfig(archive=archive, backend="browser"))
+    try:
+        obs, _ = env.reset(options={"task": {"id": "both", "start_url": SITE + "/both", "instruction": "read it"}})
+        trajectory = env.trajectory()
+    finally:
+        env.close()
+    text = obs["axtree_text"]
+    assert "page got the first connection" in text and "worker got the second connection" in text, text
+    assert [s[:4] for s in _sockets(trajectory)] == [("xhr", "GET", "exact", 101)] * 2
+    assert trajectory["replay"]["compromised"] is False

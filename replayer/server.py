@@ -80,6 +80,10 @@ MAX_BODY = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
 IDLE_TIMEOUT = 120.0  # a kept-alive connection with no request
 HEADER_TIMEOUT = 10.0  # from a request's first byte to the end of its headers (and a tunnel's first byte)
+BODY_TIMEOUT = 60.0  # from the end of a request's headers to the end of its body
+WRITE_TIMEOUT = 60.0  # an answer the client has read none of (its buffers full) for this long: closed
+MAX_CONNECTIONS = 4096  # at most; never more than the descriptor limit allows (less FD_RESERVE)
+FD_RESERVE = 64  # descriptors kept for the archive, the miss report, the listening socket, the loop
 TLS_HANDSHAKE = 0x16  # the first byte of a TLS record carrying a handshake (a ClientHello)
 # TLS alerts by which a client turns down the replay's certificate. Chromium told by Playwright to
 # ignore certificate errors (every webfreeze browser) sends one on its first handshake with each
@@ -87,10 +91,6 @@ TLS_HANDSHAKE = 0x16  # the first byte of a TLS record carrying a handshake (a C
 # that works). So a refusal is counted (``tls_refused``), not a miss: the client's own request
 # fails there if it never comes back, which the client sees.
 CERTIFICATE_REFUSED = ("ALERT_CERTIFICATE_UNKNOWN", "ALERT_BAD_CERTIFICATE", "ALERT_UNKNOWN_CA")
-BODY_TIMEOUT = 60.0  # from the end of a request's headers to the end of its body
-WRITE_TIMEOUT = 60.0  # an answer the client has read none of (its buffers full) for this long: closed
-MAX_CONNECTIONS = 4096  # at most; never more than the descriptor limit allows (less FD_RESERVE)
-FD_RESERVE = 64  # descriptors kept for the archive, the miss report, the listening socket, the loop
 REWRITE_CACHE_BYTES = 64 * 1024 * 1024
 SEAL = seal_headers()
 # Headers a rewritten (or any direct-mode) answer does not pass on as archived.
@@ -179,11 +179,11 @@ class ReplayServer:
                 found = None
         self._socket_doc, self._sockets_opened = found, {}
 
-    def _socket_report(self, url: str, level: str, why: str = "") -> None:
-        """A WebSocket served (``level``: its match's) or missed (``"miss"``, ``why``): a miss is
-        counted and reported; either way :attr:`on_socket` is told."""
+    def _socket_report(self, url: str, level: str, why: str = "", headers=()) -> None:
+        """A WebSocket served (``level``: its match's) or missed (``"miss"``, ``why``; ``headers``:
+        its handshake's): a miss is counted and reported; either way :attr:`on_socket` is told."""
         if level == "miss":
-            self.replay._log_miss("GET", url, [], "", None, why=why)
+            self.replay._log_miss("GET", url, headers, "", None, why=why)
         if self.on_socket is not None:
             try:
                 self.on_socket(url, level, why)
@@ -903,7 +903,7 @@ class _Connection(asyncio.Protocol):
         server.replay.stats["requests"] += 1
         pick = server._socket_pick(url) if key else None
         if pick is None or pick.recording is None:
-            server._socket_report(url, "miss", pick.why if pick else "not a WebSocket handshake")
+            server._socket_report(url, "miss", pick.why if pick else "not a WebSocket handshake", self._headers)
             head, body = simple_response(404, "text/plain; charset=utf-8",
                                          f"webfreeze: {pick.why if pick else 'not a WebSocket handshake'}: {url}\n"
                                          .encode("utf-8", "replace"), b"X-Webfreeze-Miss: 1\r\n")

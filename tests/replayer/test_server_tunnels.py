@@ -107,3 +107,26 @@ def test_a_tunnel_without_a_readable_request_is_a_miss_with_its_reason(server):
     assert misses[f"{SITE}:83"][1] == "the tunnel sent nothing for 1 s"
     assert misses[f"{SITE}:84"][1] == "the tunnel ended in the middle of a request"
     assert server.stats["misses"] == 5
+
+
+def test_chromium_turning_the_certificate_down_first_is_no_miss(server):
+    """Chromium told to ignore certificate errors (every browser webfreeze starts) turns the
+    replay's certificate down on its first handshake with a host, then tunnels again and takes it
+    (measured): the refusal is counted apart, the page is whole, and the server has no miss."""
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.simulator.browser import BrowserUnavailable, chromium_path, launch_chromium, new_context
+
+    try:
+        chromium_path()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw, proxy=server.url, shell=True)
+        try:
+            page = new_context(browser).new_page()
+            page.goto(f"https://{SITE}/secure.txt")
+            assert page.inner_text("body") == "secure"
+        finally:
+            browser.close()
+    assert server.misses == [] and server.stats["tls_refused"] == 1, (server.misses, server.stats)

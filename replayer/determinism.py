@@ -117,7 +117,7 @@ function wrapWorker(name,shared){var O=G[name];if(!O){return;}
  var Wr=function(u,o){if(!(this instanceof Wr)){throw new TypeError("Failed to construct '"+name+"': Please use the 'new' operator");}
   var url=abs(u);if(/^data:/i.test(url)){return new O(u,o);}
   var module=!!(o&&typeof o==='object'&&o.type==='module'),key=url+'\n'+(typeof o==='string'?o:(o&&o.name)||''),blob=shared&&made[key];
-  if(!blob){var cfg={t:T0+n,s:wseed(wk++),v:vt,x:X?1:0,st:ST,nt:NT,b:url,sh:shared?1:0};
+  if(!blob){var cfg={t:T0+n,s:wseed(wk++),v:vt,x:X?1:0,st:ST,nt:NT,b:url,sh:shared?1:0,w:c.w};
    var src=SRC+'('+JSON.stringify(cfg)+');'+(module?'await import('+JSON.stringify(url)+');':'importScripts('+JSON.stringify(url)+');');
    blob=URL.createObjectURL(new Blob([src],{type:'text/javascript'}));if(shared){made[key]=blob;}}
   var w=new O(blob,o);
@@ -268,7 +268,7 @@ if(!WK){
   port.addEventListener('message',function(ev){onPing(ev,function(a){P.call(port,a);});});port.start();});}
 }
 }
-if(!WK&&c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w;G.__wfSockets=0;
+if(c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w;G.__wfSockets=0;
  var WSW=function(u,pr){if(!(this instanceof WSW)){throw new TypeError("Failed to construct 'WebSocket': Please use the 'new' operator");}
   var ws=arguments.length>1?new WS0(u,pr):new WS0(u),waits=[];
   var wait=function(){G.__wfSockets++;waits.push(wsHold?wsHold(null):null);};

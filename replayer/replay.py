@@ -510,11 +510,13 @@ class Replay:
                              b"X-Webfreeze-Miss: 1\r\nCache-Control: no-store\r\n" + scored)
         return head, (b"" if method.upper() == "HEAD" else body)
 
-    def _log_miss(self, method, url, headers, bkey, score) -> None:
+    def _log_miss(self, method, url, headers, bkey, score, why: str | None = None) -> None:
         self.stats["misses"] += 1
         referer = header_value(headers, "referer")
         entry = {"method": method.upper(), "url": url, "body_key": bkey, "referer": referer,
                  "best_fuzzy_score": round(score, 4) if score else None, "on_miss": self.on_miss}
+        if why:  # (the replay server's WebSockets and tunnels: one line on what was not answered)
+            entry["why"] = why
         with self._state_lock:
             self.misses.append(entry)
             if self.miss_report is not None:

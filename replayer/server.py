@@ -4,18 +4,22 @@ One asyncio event loop (uvloop when installed) parses HTTP/1.1 with httptools an
 request synchronously from an in-memory match index and a cache of ready-made responses, so a
 request costs a dictionary lookup and one write. Two ways in, on the same port:
 
-- proxy: absolute-form requests (``GET http://host/...``) and ``CONNECT host:443`` tunnels whose
-  TLS is terminated with a per-host certificate from the webfreeze CA; origin-form requests whose
-  Host is another site are served as that site (transparent use).
+- proxy: absolute-form requests (``GET http://host/...``) and ``CONNECT host:port`` tunnels. What
+  the client sends first in a tunnel decides: a TLS handshake (its first byte 0x16) is terminated
+  with a per-host certificate from the webfreeze CA and the requests inside are ``https://host``'s;
+  anything else is read as plain HTTP, ``http://host``'s (Chromium tunnels every ``ws://`` socket
+  so). A tunnel that ends without a request the server could read (garbage, a failed handshake,
+  nothing sent) is a miss, with its reason. Origin-form requests whose Host is another site are
+  served as that site (transparent use).
 - direct: pywb's URL scheme without a collection name. ``/<1-14 digit timestamp>id_/<original URL>``
   is *identity*: the archived response closest in time, its payload byte for byte as stored (as
   pywb's ``id_`` returns it); ``/<timestamp>/<original URL>`` (pywb's default replay URL; also
   with any other two-letter modifier such as ``mp_``) is the replayed form, HTML with the
   determinism runtime injected unless injection is off; ``/`` lists the archive.
 
-A WebSocket handshake (direct mode, an origin-form request, or inside a TLS tunnel) is answered from
-the archive's recording of the socket by the rule of :mod:`.websocket` (frames both ways on the
-connection); one with no recording is a miss, answered 404.
+A WebSocket handshake (direct mode, an origin-form request, or inside a tunnel, plain or TLS) is
+answered from the archive's recording of the socket by the rule of :mod:`.websocket` (frames both
+ways on the connection); one with no recording is a miss, answered 404.
 
 Control endpoints under ``/_webfreeze/`` (status, reset, state, misses) serve tools that drive a
 replay from another process; a request a web page made (fetch metadata, ``Origin``) is refused
@@ -32,9 +36,11 @@ import asyncio
 import errno
 import json
 import logging
+import os
 import re
 import resource
 import signal
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -48,6 +54,7 @@ from webfreeze.archives.timeutil import parse_time
 from webfreeze.common.http import header_value, split_host_port
 
 from .decoding import DecodeError, decode_bounded
+from .determinism import SOCKET_MARK
 from .hooks import SiteModel
 from .matching import request_kind
 from .replay import (
@@ -72,11 +79,18 @@ log = logging.getLogger("webfreeze.replay")
 MAX_BODY = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
 IDLE_TIMEOUT = 120.0  # a kept-alive connection with no request
-HEADER_TIMEOUT = 10.0  # from a request's first byte to the end of its headers
+HEADER_TIMEOUT = 10.0  # from a request's first byte to the end of its headers (and a tunnel's first byte)
 BODY_TIMEOUT = 60.0  # from the end of a request's headers to the end of its body
 WRITE_TIMEOUT = 60.0  # an answer the client has read none of (its buffers full) for this long: closed
 MAX_CONNECTIONS = 4096  # at most; never more than the descriptor limit allows (less FD_RESERVE)
 FD_RESERVE = 64  # descriptors kept for the archive, the miss report, the listening socket, the loop
+TLS_HANDSHAKE = 0x16  # the first byte of a TLS record carrying a handshake (a ClientHello)
+# TLS alerts by which a client turns down the replay's certificate. Chromium told by Playwright to
+# ignore certificate errors (every webfreeze browser) sends one on its first handshake with each
+# host, then asks again and takes the certificate (measured: one refused tunnel a host, then one
+# that works). So a refusal is counted (``tls_refused``), not a miss: the client's own request
+# fails there if it never comes back, which the client sees.
+CERTIFICATE_REFUSED = ("ALERT_CERTIFICATE_UNKNOWN", "ALERT_BAD_CERTIFICATE", "ALERT_UNKNOWN_CA")
 REWRITE_CACHE_BYTES = 64 * 1024 * 1024
 SEAL = seal_headers()
 # Headers a rewritten (or any direct-mode) answer does not pass on as archived.
@@ -115,6 +129,12 @@ class ReplayServer:
         self._socket_index = None
         self._socket_doc: tuple[str, float, str] | None = None  # session, time, URL
         self._sockets_opened: dict[str, int] = {}
+        # Told of every WebSocket handshake the server answers, as (URL, level, why): the level of
+        # its match, or "miss" (why: the reason); the browser backend's provenance (a worker's socket)
+        self.on_socket = None
+        # (URL) -> the Pick that answers a WebSocket, in place of the server's own count: the
+        # browser backend's SocketRoutes.pick, so a page's sockets and its workers' count together
+        self.socket_picker = None
         self.mode = mode
         self.host = host
         self.port = port
@@ -159,10 +179,29 @@ class ReplayServer:
                 found = None
         self._socket_doc, self._sockets_opened = found, {}
 
+    def _socket_report(self, url: str, level: str, why: str = "", headers=()) -> None:
+        """A WebSocket served (``level``: its match's) or missed (``"miss"``, ``why``; ``headers``:
+        its handshake's): a miss is counted and reported; either way :attr:`on_socket` is told."""
+        if level == "miss":
+            self.replay._log_miss("GET", url, headers, "", None, why=why)
+        if self.on_socket is not None:
+            try:
+                self.on_socket(url, level, why)
+            except Exception:
+                log.exception("the WebSocket listener failed")
+
+    def _tunnel_miss(self, target: str, why: str) -> None:
+        """A ``CONNECT`` tunnel that ended without a request the server could read: a miss of the
+        tunnel's target (``host:port``), with why."""
+        self.replay.stats["requests"] += 1
+        self.replay._log_miss("CONNECT", target, [], "", None, why=why)
+
     def _socket_pick(self, url: str):
         """The recording that answers a WebSocket to ``url`` (:meth:`SocketIndex.pick`)."""
         from .websocket import SocketIndex
 
+        if self.socket_picker is not None:
+            return self.socket_picker(url)
         if self._socket_index is None:
             self._socket_index = SocketIndex.from_archive(self.replay.archive, self.replay.rules)
         k = self._sockets_opened.get(url, 0)
@@ -482,11 +521,18 @@ def _tls_contexts(confdir):
 
 
 class _Connection(asyncio.Protocol):
-    """One client connection (plain, or the inside of a CONNECT tunnel when ``tunnel_host`` is set)."""
+    """One client connection (plain, or the inside of a CONNECT tunnel when ``tunnel_host`` is set:
+    TLS when ``tls``, else plain HTTP; ``tunnel_target``: the ``CONNECT`` request's ``host:port``)."""
 
-    def __init__(self, server: ReplayServer, tunnel_host: str | None = None):
+    def __init__(self, server: ReplayServer, tunnel_host: str | None = None, *, tls: bool = True,
+                 tunnel_target: str = ""):
         self.server = server
         self.tunnel_host = tunnel_host
+        self.tunnel_tls = tls
+        self.tunnel_target = tunnel_target
+        self._read = 0  # requests read whole on this connection (a tunnel with none is a miss)
+        self._tunnel_counted = False
+        self._peeking = None  # while a tunnel waits for its first byte: what ends the wait
         self.transport = None
         self.parser = httptools.HttpRequestParser(self)
         self.last_active = time.monotonic()
@@ -546,6 +592,16 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.server._conns.discard(self)
+        if self._peeking is not None:
+            self._peeking(None)
+        if self.partial and self._socket is None:
+            self._tunnel_unread("the tunnel ended in the middle of a request")
+
+    def _tunnel_unread(self, why: str) -> None:
+        """Inside a tunnel that has carried no request the server could read: a miss (once)."""
+        if self.tunnel_host is not None and self._read == 0 and not self._tunnel_counted:
+            self._tunnel_counted = True
+            self.server._tunnel_miss(self.tunnel_target, why)
 
     def pause_writing(self) -> None:
         if not self._paused and self.transport is not None:
@@ -563,6 +619,8 @@ class _Connection(asyncio.Protocol):
         return self._paused
 
     def close(self) -> None:
+        if self._peeking is not None:
+            self._peeking(None)
         if self.transport is not None and not self.closed:
             self.closed = True
             self.transport.close()
@@ -601,6 +659,7 @@ class _Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         # (httptools calls back from data_received's feed_data: last_active is now, one clock read a request)
+        self._read += 1
         self.waiting_since = None
         self.partial = False
         self.body_since = self.last_active
@@ -662,7 +721,8 @@ class _Connection(asyncio.Protocol):
         if self.tunnel_host is not None:
             if not target.startswith("/"):
                 return server._plain(400, "expected an origin-form request inside the tunnel\n")
-            return server.replay.answer(method, f"https://{self.tunnel_host}{target}", headers, body)
+            scheme = "https" if self.tunnel_tls else "http"
+            return server.replay.answer(method, f"{scheme}://{self.tunnel_host}{target}", headers, body)
         if target.startswith(("http://", "https://")) or target[:8].lower().startswith(("http://", "https://")):
             return server.replay.answer(method, target, headers, body)
         if not target.startswith("/"):
@@ -690,6 +750,7 @@ class _Connection(asyncio.Protocol):
 
     def _bad_request(self, why: str, status: int = 400) -> None:
         self.server.stats["bad_requests"] += 1
+        self._tunnel_unread(f"the tunnel carried no request the server could read ({why})")
         if self.transport is not None and not self.transport.is_closing():
             head, body = self.server._plain(status, f"webfreeze: {why}\n")
             self.transport.write(head + b"Connection: close\r\n\r\n" + body)
@@ -712,35 +773,104 @@ class _Connection(asyncio.Protocol):
         if not host or not port.isdigit():
             self._bad_request("bad CONNECT target")
             return
-        tunnel_host = host if port == "443" else f"{host}:{port}"
         self._upgrading = True
+        self.transport.pause_reading()  # (the tunnel's first byte is looked at where it lies: _peek)
         self.transport.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        asyncio.get_running_loop().create_task(self._start_tls(host, tunnel_host))
+        self._peek(host, port, target)
 
-    async def _start_tls(self, host: str, tunnel_host: str) -> None:
+    def _peek(self, host: str, port: str, target: str) -> None:
+        """Wait for the tunnel's first byte without taking it off the socket (``MSG_PEEK`` on a
+        duplicate of its descriptor): a TLS handshake is then terminated (:meth:`_start_tls`), any
+        other byte starts plain HTTP (:meth:`_start_plain`); an end, or nothing within the header
+        timeout, is a miss."""
         loop = asyncio.get_running_loop()
-        inner = _Connection(self.server, tunnel_host)
+        authority = f"[{host}]" if ":" in host else host
+        try:
+            raw = self.transport.get_extra_info("socket")
+            dup = socket.socket(raw.family, raw.type, fileno=os.dup(raw.fileno()))
+            dup.setblocking(False)
+        except (OSError, AttributeError, ValueError) as exc:  # (no socket: not a TCP transport)
+            self.server._tunnel_miss(target, f"the tunnel could not be read: {exc}")
+            self.close()
+            return
+
+        def finish(first: bytes | None) -> None:
+            self._peeking = None
+            loop.remove_reader(dup.fileno())
+            timer.cancel()
+            dup.close()
+            if first is None:  # (the connection closed meanwhile, by the server)
+                return
+            if not first:
+                self.server._tunnel_miss(target, "the tunnel ended before it carried a request")
+                self.close()
+            elif first[0] == TLS_HANDSHAKE:
+                loop.create_task(self._start_tls(host, authority if port == "443" else f"{authority}:{port}", target))
+            else:
+                self._start_plain(authority if port == "80" else f"{authority}:{port}", target)
+
+        def readable() -> None:
+            try:
+                first = dup.recv(1, socket.MSG_PEEK)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                first = b""
+            finish(first)
+
+        def quiet() -> None:
+            if self._peeking is not None:
+                finish(None)
+                self.server._tunnel_miss(target, f"the tunnel sent nothing for {self.server.header_timeout:g} s")
+                self.close()
+
+        self._peeking = finish
+        loop.add_reader(dup.fileno(), readable)
+        timer = loop.call_later(self.server.header_timeout, quiet)
+
+    def _hand_over(self, inner: "_Connection", transport) -> None:
+        """The tunnel's inside now speaks to ``inner``."""
+        self.server._conns.discard(self)
+        inner.connection_made(transport)
+
+    def _start_plain(self, tunnel_host: str, target: str) -> None:
+        inner = _Connection(self.server, tunnel_host, tls=False, tunnel_target=target)
+        self.transport.set_protocol(inner)
+        self._hand_over(inner, self.transport)
+        self.transport.resume_reading()
+
+    async def _start_tls(self, host: str, tunnel_host: str, target: str) -> None:
+        loop = asyncio.get_running_loop()
+        inner = _Connection(self.server, tunnel_host, tunnel_target=target)
         try:
             ctx = self.server.tls.context_for(host)
             transport = await loop.start_tls(self.transport, inner, ctx, server_side=True,
                                              ssl_handshake_timeout=15)
         except (OSError, ConnectionError, asyncio.TimeoutError, ValueError) as exc:
             log.debug("TLS handshake with client failed: %s", exc)
+            why = str(exc).splitlines()[0] if str(exc).strip() else \
+                "the client closed the connection" if isinstance(exc, ConnectionError) else \
+                "it took too long" if isinstance(exc, asyncio.TimeoutError) else type(exc).__name__
+            if any(alert in why for alert in CERTIFICATE_REFUSED):
+                stats = self.server.replay.stats
+                stats["tls_refused"] = stats.get("tls_refused", 0) + 1
+            else:
+                self.server._tunnel_miss(target, f"the tunnel's TLS handshake failed: {why}")
             self.close()
             return
         except Exception:
             log.exception("TLS set-up failed")
+            self.server._tunnel_miss(target, "the tunnel's TLS could not be set up")
             self.close()
             return
-        self.server._conns.discard(self)
-        inner.connection_made(transport)
+        self._hand_over(inner, transport)
 
 
     def _socket_url(self, target: str) -> str:
         """The URL a WebSocket handshake asks for, as the recorder kept it (ws:, wss:)."""
         server = self.server
         if self.tunnel_host is not None:
-            return f"wss://{self.tunnel_host}{target}"
+            return f"{'wss' if self.tunnel_tls else 'ws'}://{self.tunnel_host}{target}"
         if target[:8].lower().startswith(("http://", "https://", "ws://", "wss://")):
             return "ws" + target[4:] if target[:4].lower() == "http" else target
         host = header_value(self._headers, "host", "")
@@ -773,7 +903,7 @@ class _Connection(asyncio.Protocol):
         server.replay.stats["requests"] += 1
         pick = server._socket_pick(url) if key else None
         if pick is None or pick.recording is None:
-            server.replay._log_miss("GET", url, self._headers, "", None)
+            server._socket_report(url, "miss", pick.why if pick else "not a WebSocket handshake", self._headers)
             head, body = simple_response(404, "text/plain; charset=utf-8",
                                          f"webfreeze: {pick.why if pick else 'not a WebSocket handshake'}: {url}\n"
                                          .encode("utf-8", "replace"), b"X-Webfreeze-Miss: 1\r\n")
@@ -783,6 +913,7 @@ class _Connection(asyncio.Protocol):
             self.closed = True
             return
         server.replay.stats["hits"] += 1
+        server._socket_report(url, pick.level)
         accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
         self.transport.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                              b"Sec-WebSocket-Accept: " + accept + b"\r\nX-Webfreeze-Match: " + pick.level.encode()
@@ -811,8 +942,11 @@ class _SocketSession:
     def play(self, turn) -> None:
         for m in turn.send:
             self._write(self._frames.send_data(m, fin=True))
+        if self.conn.server.replay.sockets:  # (the runtime counts deliveries: a worker's socket, in process)
+            self._write(self._frames.send_data(SOCKET_MARK, fin=True))
         if turn.parted is not None:
-            self.conn.server.replay._log_miss("GET", self.url, [], "", None)
+            self.conn.server._socket_report(self.url, "miss",
+                                            f"a WebSocket whose conversation parted from the recording: {turn.parted}")
         if turn.close:
             self._write(self._frames.close(self.conversation.recording.close_code or 1000))
             self.conn.close()

@@ -167,6 +167,10 @@ class BrowserBackend:
         self.server.replay.sockets = True
         self._sockets = SocketRoutes(self.server.archive_path, self.server.replay.rules,
                                      on_open=self._socket_opened, on_miss=self._socket_missed)
+        # a worker's WebSocket (Playwright routes none) reaches the replay server, which answers it
+        # by the same rule (and marks its batches for the worker's runtime): told here alike
+        self.server.on_socket = self._server_socket
+        self.server.socket_picker = self._sockets.pick  # (one count of the sockets to a URL: page and workers)
         self._loop = _Loop()
         self._pw: Playwright | None = None
         try:
@@ -222,6 +226,13 @@ class BrowserBackend:
         """A WebSocket with no recording, or whose conversation parted from it: a miss."""
         with self._answers_lock:
             self._answers.append(answer_record("xhr", "GET", url, "miss", 0))
+
+    def _server_socket(self, url: str, level: str, why: str) -> None:
+        """A WebSocket the replay server answered (a worker's): as one served in the browser."""
+        if level == "miss":
+            self._socket_missed(url, why)
+        else:
+            self._socket_opened(url, level)
 
     async def _fresh(self):
         from .browser import new_context
@@ -288,7 +299,8 @@ class BrowserBackend:
         """Record how the replay answered each request of ``page`` (its X-Webfreeze headers): the
         steps' provenance (not Chromium's own answers: an HSTS upgrade's 307). A request that failed
         (no answer) counts as a miss, and so does a WebSocket the replay could not serve (an ``xhr`` of method GET at its ws://
-        URL). One that failed after its answer came because the browser refused the answer (a module
+        URL; a worker's, which reaches the replay server, is told by it: :meth:`_server_socket`).
+        One that failed after its answer came because the browser refused the answer (a module
         script answered 404, a recorded one too) was counted with that answer (``refused``)."""
         import weakref
 
@@ -342,16 +354,8 @@ class BrowserBackend:
                 with self._answers_lock:
                     self._answers.append(rec)
 
-        def on_websocket(ws) -> None:
-            # a WebSocket that reached the replay server (the context's route serves the page's own
-            # from their recordings; a worker's is not routed): refused there, and the browser
-            # reports it as no request: a miss, or the page would lack what it sends unsaid
-            with self._answers_lock:
-                self._answers.append(answer_record("xhr", "GET", ws.url, "miss", 0))
-
         page.on("response", on_response)
         page.on("requestfailed", on_failed)
-        page.on("websocket", on_websocket)
 
     async def _settle(self, extra_ms: int = 0) -> None:
         """Wait for a navigation the action started to commit, for the load event, then until

@@ -133,6 +133,18 @@ class SocketRoutes:
             return said._replace(scheme=scheme, netloc=page.netloc).geturl()
         return original
 
+    def pick(self, url: str):
+        """The recording (:class:`~webfreeze.replayer.websocket.Pick`) that answers the next socket
+        opened to ``url``: the k-th socket to a URL since the page's document gets the k-th
+        recording. The browser backend's replay server asks here too, for a worker's socket
+        (Playwright routes none), so a page and its workers count their sockets together."""
+        with self._lock:
+            key = self._direct(url) if self.direct else url
+            k = self._opened.get(key, 0)
+            self._opened[key] = k + 1
+            doc, when = self._doc, self.when
+        return self.index.pick(key, k, session=doc[0] if doc else None, after=doc[1] if doc else None, when=when)
+
     def handle(self, ws, *, on_open=None, on_miss=None):
         """The route's handler: the recorded conversation, or a miss and the socket closed
         (``on_open``, ``on_miss``: this socket's reports, in place of the object's own)."""
@@ -140,12 +152,7 @@ class SocketRoutes:
 
         on_open, on_miss = on_open or self.on_open, on_miss or self.on_miss
         url = ws.url
-        with self._lock:
-            key = self._direct(url) if self.direct else url
-            k = self._opened.get(key, 0)
-            self._opened[key] = k + 1
-            doc, when = self._doc, self.when
-        pick = self.index.pick(key, k, session=doc[0] if doc else None, after=doc[1] if doc else None, when=when)
+        pick = self.pick(url)
         if pick.recording is None:
             on_miss(url, pick.why)
             return _close(ws, 1000)

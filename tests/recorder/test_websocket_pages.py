@@ -378,3 +378,42 @@ def test_replay_serve_serves_the_sockets_in_direct_mode(crawled):
             browser.close()
     finally:
         server.stop()
+
+
+def test_replay_serve_serves_the_sockets_through_its_proxy(crawled):
+    """``replay serve`` in proxy mode, as a person's Chromium uses it: Chromium tunnels every
+    ``ws://`` socket with ``CONNECT host:port`` and speaks plain HTTP inside (measured; never an
+    absolute-form request), which the server reads as ``http://host:port``'s and answers by the same
+    rule; a page that says something else is a miss in its report, with why."""
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.replayer.server import ReplayServer
+    from webfreeze.simulator.browser import launch_chromium
+
+    _, archive, url, _ = crawled
+    server = ReplayServer(archive, mode="proxy", port=0).start()
+    tunnels = []
+    try:
+        with sync_playwright() as pw:
+            browser = launch_chromium(pw, proxy=server.url, shell=True)
+            page = browser.new_page()
+            for path, shown in (("/", "Answer from the socket"), ("/two", "B got connection 2"),
+                                ("/rally", f"rally at {ROUNDS}"), ("/bye", "bye, closed 4000"),
+                                ("/chat", "answer to hello")):
+                page.goto(f"{url}{path}")
+                page.wait_for_function("(t) => document.body.innerText.includes(t)", arg=shown, timeout=20_000)
+            assert server.misses == [] and server.stats["hits"] >= 11, (server.misses, server.stats)
+            page.goto(f"{url}/chat?utm_source=mail")  # says "hello?utm_source=mail"
+            for _ in range(200):
+                if server.misses:
+                    break
+                page.wait_for_timeout(50)
+            tunnels = [m for m in server.misses if m["method"] == "CONNECT"]
+            assert [(m["url"], m["why"]) for m in server.misses] == \
+                [(url.replace("http:", "ws:") + "/ws-chat", "a WebSocket whose conversation parted from the "
+                  "recording: the page sent 'hello?utm_source=mail', the recording 'hello'")]
+            assert "answer to" not in page.inner_text("body")
+            browser.close()
+    finally:
+        server.stop()
+    assert tunnels == []

@@ -86,6 +86,9 @@ class SocketRoutes:
         self.marks = marks
         self.on_open = on_open or (lambda url, level: None)
         self.on_miss = on_miss or (lambda url, why: None)
+        # where the owner collects the URLs of sockets missed elsewhere (a worker's, answered by the
+        # replay server): ``replay check`` points it at the list of the page it is loading
+        self.missed_to: list[str] | None = None
         self.when: float | None = None
         self._doc: tuple[str, float, str] | None = None  # the page's document: session, time, URL
         self._opened: dict[str, int] = {}

@@ -255,6 +255,12 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
     try:
         server.replay.sockets = True  # (the runtime counts socket deliveries: SocketRoutes marks them)
         sockets = SocketRoutes(archive_path, server.replay.rules, direct=mode == "direct")
+        if mode == "proxy":
+            # a worker's socket (Playwright routes none) comes to the server through its proxy: the
+            # server answers it from the recording, counted with the page's own sockets to its URL,
+            # and says when it missed, into the list of the page being loaded (_watch)
+            server.socket_picker = sockets.pick
+            server.on_socket = lambda url, level, why: _server_socket(sockets, url, level)
         with sync_playwright() as pw:
             proxy = server.url if mode == "proxy" else None
             # the headless shell: the same build drawing the same pixels, at half the cost of a fresh
@@ -361,6 +367,14 @@ def _is_download(error: str | None) -> bool:
     return error is not None and "Download is starting" in error
 
 
+def _server_socket(sockets, url: str, level: str) -> None:
+    """The replay server answered (or missed) a WebSocket it got through its proxy (a worker's): a
+    miss goes into the list of the page being loaded (``sockets.missed_to``, set by :func:`_watch`)."""
+    missed = sockets.missed_to
+    if level == "miss" and missed is not None:
+        missed.append(url)
+
+
 def _watch(page, placeholders, sockets) -> tuple[list[str], list[str]]:
     """The lists ``page``'s loads fill from now on: the URLs that missed (failed, answered as a
     replay miss, or a WebSocket ``sockets`` could not serve) and those whose capture had failed at
@@ -385,11 +399,15 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str]]:
     page.on("requestfailed", on_failed)
     page.on("response", on_response)
     # a WebSocket the page opens: served in the browser from the archive's recording of it (a miss
-    # where there is none, or the conversation parts); one that still reaches the replay server (not
-    # routed: a worker's) is refused there, and the browser reports it as no request: a miss too
+    # where there is none, or the conversation parts). One Playwright does not route (a worker's;
+    # Chromium fires the page's "websocket" event for those alone): in proxy mode it reaches the
+    # replay server, which answers it by the same rule and says when it missed (_server_socket);
+    # in direct mode nothing answers it, a miss
     if sockets is not None:
         page.route_web_socket("**/*", lambda ws: sockets.handle(ws, on_miss=lambda url, why: missed.append(url)))
-    page.on("websocket", lambda ws: missed.append(ws.url))
+        sockets.missed_to = missed
+    if sockets is None or sockets.direct:
+        page.on("websocket", lambda ws: missed.append(ws.url))
     return missed, failed_at_capture
 
 

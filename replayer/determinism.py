@@ -18,7 +18,9 @@ It makes a page's scripts, and the workers they start, see the same world on eve
 - ``navigator.serviceWorker.register``: refused (a rejected promise), so no worker can bypass replay.
 - Workers (``Worker`` and ``SharedWorker``; a ``data:`` URL excepted): the constructor starts the
   worker from a blob that runs this same runtime first, then the worker's own script (``importScripts``,
-  or ``import()`` for a module worker), with relative URLs, ``fetch``, XHR and ``location`` resolved
+  or ``import()`` for a module worker; a classic script ``importScripts`` refuses for its type, which
+  Chromium runs as a worker all the same, a ``text/html`` or ``text/plain`` answer, is read with a
+  synchronous XHR and run by indirect ``eval``), with relative URLs, ``fetch``, XHR and ``location`` resolved
   against the script's own URL. Each worker's generator has a seed of its own, derived from the
   page's seed and the worker's creation order (the n-th worker a page starts); its clock starts
   where the page's stood when it was made.
@@ -65,6 +67,7 @@ from webfreeze.archives.timeutil import parse_time
 # calls; ``__wfNative`` keeps the browser's own timers for the environment's waits (a first paint,
 # say), which must not wait for the pump.
 RUNTIME_JS = r"""function R(c){
+if(self.__wfRuntime){return;}try{Object.defineProperty(self,'__wfRuntime',{value:1});}catch(e){}
 var G=self,WK=typeof document==='undefined',SRC='('+Function.prototype.toString.call(R)+')';
 var T0=c.t,S0=c.s>>>0,S=S0,n=0,p=c.p||0,OD=Date,vt=c.v||0,V0=vt,wk=0,X=!!c.x,ST=c.st||5000,NT=c.nt||120000,B=c.b||null;
 function rnd(){S=(S+0x6D2B79F5)>>>0;var t=S;t=Math.imul(t^(t>>>15),t|1);t^=t+Math.imul(t^(t>>>7),t|61);return ((t^(t>>>14))>>>0)/4294967296;}
@@ -118,7 +121,9 @@ function wrapWorker(name,shared){var O=G[name];if(!O){return;}
   var url=abs(u);if(/^data:/i.test(url)){return new O(u,o);}
   var module=!!(o&&typeof o==='object'&&o.type==='module'),key=url+'\n'+(typeof o==='string'?o:(o&&o.name)||''),blob=shared&&made[key];
   if(!blob){var cfg={t:T0+n,s:wseed(wk++),v:vt,x:X?1:0,st:ST,nt:NT,b:url,sh:shared?1:0,w:c.w};
-   var src=SRC+'('+JSON.stringify(cfg)+');'+(module?'await import('+JSON.stringify(url)+');':'importScripts('+JSON.stringify(url)+');');
+   var U=JSON.stringify(url),src=SRC+'('+JSON.stringify(cfg)+');'+(module?'await import('+U+');':
+    'try{importScripts('+U+');}catch(e){var x=new XMLHttpRequest();x.open("GET",'+U+',false);x.send();'+
+    'if(x.status<200||x.status>299){throw e;}(0,eval)(x.responseText);}');
    blob=URL.createObjectURL(new Blob([src],{type:'text/javascript'}));if(shared){made[key]=blob;}}
   var w=new O(blob,o);
   if(X){control(shared?w.port:w,w,shared);}

@@ -114,6 +114,17 @@ def is_browser_own(url: str) -> bool:
 URL_SAFE = ":/?&=%#;+,@!$~*()[]'"
 
 
+def _asks_for_document(headers, url: str) -> bool:
+    """Whether a request may be for a document, which gets the runtime: a browser's navigation or
+    frame (``Sec-Fetch-Dest``, else an ``Accept`` naming ``text/html``), or a client that says
+    neither (a tool: no ``Accept`` at all). A page's fetch, XHR or script asks with another
+    ``Accept`` (``*/*``), or its ``Sec-Fetch-Dest`` names no document."""
+    if any(k.lower() == "sec-fetch-dest" for k, _ in headers):
+        return request_kind(headers, url) == "document"
+    accept = [v for k, v in headers if k.lower() == "accept"]
+    return not accept or "text/html" in accept[0].lower()
+
+
 @dataclass(slots=True)
 class Answered:
     """How one request was answered (``Replay.answers``): level ``exact``, ``canonical``,
@@ -363,6 +374,10 @@ class Replay:
         ``skip_self_redirects`` passes over captures that redirect to their own URL (pywb's rule)."""
         self.stats["requests"] += 1
         inject = self.inject if inject is None else inject and self.inject
+        if inject and not _asks_for_document(headers, url):
+            # an HTML answer to a fetch, an XHR or a script (an htmx fragment, a worker's script served
+            # as text/html): the page's runtime is there already, and the bytes are what it asked for
+            inject = False
         hk = host_key(url)
         model = self.models.get(hk)
         answers = self.answers

@@ -41,6 +41,36 @@ def _recording(url: str) -> dict:
             "messages": messages}
 
 
+PLAIN = """<!DOCTYPE html><html><head><title>Plain worker</title></head><body><p id="out">no word yet</p><script>
+const w = new Worker('/plain.js');
+w.onmessage = (e) => { document.getElementById('out').textContent = e.data; };
+</script></body></html>"""
+
+
+@pytest.mark.parametrize("ctype", ["text/plain", "text/html; charset=utf-8"])
+def test_a_worker_script_served_as_text_runs_in_the_replay_as_it_did_live(tmp_path, ctype):
+    """A classic worker's script answered ``text/plain`` (or ``text/html``: a server that knows no
+    ``.js``) runs as a worker in Chromium; the replay's runtime starts workers from a blob that loads
+    their script with ``importScripts``, which refuses such a type: the worker never ran, the page
+    stayed as before its message, and nothing was counted. It now reads it with a synchronous XHR
+    when ``importScripts`` refuses it. (Answered ``text/html``, the replay also put its runtime into
+    the script, as into a page: the worker failed on its first ``<``; only documents get it now.)"""
+    archive = tmp_path / "plain.wfz"
+    with new_archive_atomically(archive) as arc:
+        sid = arc.new_session("test", source="test_check_worker_sockets")
+        for rel, ctype, body in (("/plain", "text/html; charset=utf-8", PLAIN),
+                                 ("/plain.js", ctype, "postMessage('the worker ran: ' + (6 * 7));")):
+            arc.add_exchange(Exchange(url=SITE + rel, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
+                                      resp_headers=[("Content-Type", ctype)], payload=body.encode(), session_id=sid))
+        arc.add_page(session_id=sid, url=SITE + "/plain", captured_at="2026-01-01T00:00:01Z", title="Plain worker",
+                     dom=PLAIN.replace("no word yet", "the worker ran: 42").encode(), extra={"complete": True})
+    r = run_cli("replay", "check", archive, "--report", tmp_path / "report",
+                env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")), timeout=300)
+    (page,) = json.loads((tmp_path / "report" / "report.json").read_text())["pages"]
+    assert page["text_similarity"] == 1.0 and page["misses"] == [], page
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def test_replay_check_takes_the_server_s_word_on_a_worker_s_socket(tmp_path):
     archive = tmp_path / "worker.wfz"
     with new_archive_atomically(archive) as arc:

@@ -160,9 +160,9 @@ def test_people_browsing_keep_the_browsers_own_timers():
     with sync_playwright() as pw:
         browser = launch_chromium(pw, shell=True)
         try:
-            page = browser.new_page()
             states = []
             for script in (plain, pumped):
+                page = browser.new_page()  # (a window of its own: a runtime leaves a global that has one)
                 page.set_content(f"<html><head>{script}</head><body></body></html>")
                 states.append(page.evaluate(probe))
                 if script is plain:

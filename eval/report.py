@@ -200,6 +200,16 @@ def _write_atomically(path: Path, text: str) -> None:
         raise ReportError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
+def scored_strictly(run_dir: str | os.PathLike) -> bool:
+    """Whether the run's report.json was written with ``strict_replay`` (``eval report
+    --strict-replay``), so that a re-score of the run (a bundle's re-run) is scored the same way."""
+    try:
+        report = json.loads((Path(run_dir) / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(report, dict) and "strict_replay" in report
+
+
 def write_report(run_dir: str | os.PathLike, judge: Judge | None = None, *, strict_replay: bool = False) -> dict:
     """Build the report and write ``report.json`` and ``report.html`` into the run directory
     (both rendered before either is written; each written to a temporary file and renamed)."""

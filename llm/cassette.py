@@ -116,26 +116,30 @@ def _path_name(path: str, key) -> str:
     return f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else str(key))
 
 
-def first_difference(ours, stored, path: str = "") -> str | None:
+def first_difference(ours, stored, path: str = "", *, names: tuple[str, str] | None = None) -> str | None:
     """Where two JSON values first differ, as a readable path (``messages[1].content at char 812``),
-    walking objects in sorted key order and lists in order; None when they are equal."""
+    walking objects in sorted key order and lists in order; None when they are equal. ``names``
+    words the two sides, ``stored``'s then ``ours``'s (two runs' reports: ``("the bundle", "the
+    re-run")``); without them, a cassette's stored request and ours."""
     if isinstance(ours, dict) and isinstance(stored, dict):
         for k in sorted(set(ours) | set(stored)):
             where = _path_name(path, k)
             if k not in stored:
-                return f"{where} (not in the stored request)"
+                return (f"{where} (only in {names[1]})" if names else f"{where} (not in the stored request)")
             if k not in ours:
-                return f"{where} (only in the stored request)"
-            found = first_difference(ours[k], stored[k], where)
+                return f"{where} (only in {names[0] if names else 'the stored request'})"
+            found = first_difference(ours[k], stored[k], where, names=names)
             if found:
                 return found
         return None
     if isinstance(ours, list) and isinstance(stored, list):
         for i, (a, b) in enumerate(zip(ours, stored)):
-            found = first_difference(a, b, _path_name(path, i))
+            found = first_difference(a, b, _path_name(path, i), names=names)
             if found:
                 return found
         if len(ours) != len(stored):
+            if names:
+                return f"{path or 'the whole'} has {len(stored)} items in {names[0]}, {len(ours)} in {names[1]}"
             return f"{path or 'request'} has {len(ours)} items, the stored one {len(stored)}"
         return None
     if isinstance(ours, str) and isinstance(stored, str):
@@ -145,6 +149,8 @@ def first_difference(ours, stored, path: str = "") -> str | None:
     a, b = _dumps(ours), _dumps(stored)  # 0 and 0.0 differ in a key, so they differ here too
     if a == b:
         return None
+    if names:
+        return f"{path or 'the whole'} ({b[:40]} in {names[0]}, {a[:40]} in {names[1]})"
     return f"{path or 'request'} ({a[:40]} vs stored {b[:40]})"
 
 

@@ -166,3 +166,43 @@ def test_only_runs_driven_from_outside_are_told_apart_by_their_manifest():
     assert played_outside({"agent": {"name": "keyword"}}) is None  # (an older manifest without circumstances)
     assert "a driver outside the runner, executor 'elsewhere'" in played_outside(
         {"agent": {"name": "x:Y", "config": {}}, "circumstances": {"executor": "elsewhere"}})
+
+
+# ------------------------------------------------------------------ a report scored with --strict-replay
+def test_a_run_scored_with_strict_replay_re_runs_identically(tmp_path):
+    """``eval report --strict-replay`` adds ``strict_replay`` to report.json; the re-run is scored
+    the way the bundled report was, so the bundle re-runs identically (it used to differ at
+    ``strict_replay``, worded as a cassette's "only in the stored request")."""
+    run = tmp_path / "kw"
+    proc = run_cli("bench", "run", SUITE, "--agent", "keyword", "--backend", "text", "--limit", "2", "--out", run)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = run_cli("eval", "report", run, "--strict-replay")
+    assert proc.returncode == 0, proc.stderr
+    assert "strict_replay" in json.loads((run / "report.json").read_text())
+    path = tmp_path / "strict.wfb"
+    proc = run_cli("bundle", "pack", run, "-o", path)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "re"
+    proc = run_cli("bundle", "run", path, "--out", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "kw: identical to the bundled run" in proc.stdout, proc.stdout
+    assert "strict_replay" in json.loads((out / "runs" / "kw" / "report.json").read_text())
+
+
+def test_a_report_difference_names_the_bundle_not_a_stored_request(tmp_path):
+    """The line naming a report's first difference speaks of the two runs, not of an LLM request."""
+    from webfreeze.runs.compare import run_difference
+
+    for name, report in (("a", {"x": 1, "extra": 2}), ("b", {"x": 1})):
+        (tmp_path / name / "trajectories").mkdir(parents=True)
+        (tmp_path / name / "report.json").write_text(json.dumps(report))
+    line = run_difference(tmp_path / "a", tmp_path / "b", names=("the bundle", "the re-run"))
+    assert line == "report.json differs at extra (only in the bundle)", line
+    line = run_difference(tmp_path / "b", tmp_path / "a", names=("the bundle", "the re-run"))
+    assert line == "report.json differs at extra (only in the re-run)", line
+    (tmp_path / "b" / "report.json").write_text(json.dumps({"x": 2}))
+    line = run_difference(tmp_path / "b", tmp_path / "a", names=("the bundle", "the re-run"))
+    assert line == "report.json differs at extra (only in the re-run)", line
+    (tmp_path / "a" / "report.json").write_text(json.dumps({"x": 1}))
+    line = run_difference(tmp_path / "b", tmp_path / "a", names=("the bundle", "the re-run"))
+    assert line == "report.json differs at x (2 in the bundle, 1 in the re-run)", line

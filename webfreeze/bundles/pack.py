@@ -501,7 +501,7 @@ def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun
     itself typed (a password's placeholder) is not refused: its digest is the re-run's too. Finally
     the run must equal its re-run as ``bundle run`` compares them, or nothing is packed."""
     from webfreeze.bundles.run import compare_run, rerun_settings, run_quietly
-    from webfreeze.eval.report import write_report
+    from webfreeze.eval.report import scored_strictly, write_report
 
     manifest = read_run_manifest(dest)
     cassette = dest / CASSETTE_NAME
@@ -568,8 +568,9 @@ def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun
                           f"under redaction) in {'; '.join(visible)}; give --allow-visible-secrets to pack it "
                           f"anyway (those steps then record what the redacted archive shows)")
     if (run / "report.json").is_file():
-        write_report(dest)
-        write_report(rerun)
+        strict = scored_strictly(run)  # (scored as the run's own report was)
+        write_report(dest, strict_replay=strict)
+        write_report(rerun, strict_replay=strict)
     difference = compare_run(dest, rerun)
     if difference is not None:
         raise BundleError(f"refused: run {run.name}: redacted, it does not re-run identically on the redacted "

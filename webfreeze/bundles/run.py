@@ -27,7 +27,7 @@ from webfreeze.bundles.pack import (
     member_json,
     open_bundle,
 )
-from webfreeze.eval.report import write_report
+from webfreeze.eval.report import scored_strictly, write_report
 from webfreeze.llm.errors import LLMError
 from webfreeze.runs.compare import describe_versions, run_difference, version_differences
 from webfreeze.runs.execute import execute
@@ -267,7 +267,7 @@ def _rerun_one(out: Path, entry: dict, manifest: dict, suite: Path, archive: Pat
     say(f"re-running {name} ({config['agent']}, {config['backend']} backend"
         f"{', LLM calls from its cassette' if cassette.is_file() else ''}) -> {run_dir}")
     run_fn(config)
-    write_report(run_dir)
+    write_report(run_dir, strict_replay=scored_strictly(bundled))  # (scored as the bundled report was)
     difference = compare_run(bundled, run_dir)
     return {"name": name, "dir": str(run_dir), "identical": difference is None, "difference": difference,
             "error": None}

@@ -259,7 +259,7 @@ def run_difference(a, b, *, stale: Callable[[str], set] | None = None,
         skip = stale(name) if stale else None
         ta, tb = (comparable_trajectory(_read_json(run / "trajectories" / name), skip) for run in (a, b))
         if ta != tb:
-            return f"trajectory {name} differs at {json_difference(json.loads(tb), json.loads(ta)) or '(the same)'}"
+            return f"trajectory {name} differs at {json_difference(json.loads(tb), json.loads(ta), names=names) or '(the same)'}"
     if not (a / "report.json").is_file():
         return None
     if not (b / "report.json").is_file():
@@ -267,5 +267,5 @@ def run_difference(a, b, *, stale: Callable[[str], set] | None = None,
     ra, rb = (comparable_report(_read_json(run / "report.json")) for run in (a, b))
     _recorded_alike(ra, rb)
     if report_json(ra) != report_json(rb):
-        return f"report.json differs at {json_difference(rb, ra) or '(the same)'}"
+        return f"report.json differs at {json_difference(rb, ra, names=names) or '(the same)'}"
     return None

@@ -165,12 +165,14 @@ class ArchiveRecorder:
                      "content": m.text if m.is_text else m.content.hex(), "time": m.timestamp}
                     for m in ws.messages]
         # (``opened`` orders a page's connections to one URL; how it closed, whether the replay closes
-        # after the last message: replayer/websocket.py)
+        # after the last message: replayer/websocket.py; ``protocol``, the subprotocol the server chose
+        # ("" none), is what a replay's handshake answers)
+        protocol = flow.response.headers.get("sec-websocket-protocol", "") if flow.response is not None else ""
         try:
             self.archive.put_document(f"websocket/{self.session_id}/{flow.id}.json",
                                       {"version": 1, "url": client_url(flow), "messages": messages,
                                        "opened": flow.request.timestamp_start, "closed_by_client": ws.closed_by_client,
-                                       "close_code": ws.close_code})
+                                       "close_code": ws.close_code, "protocol": protocol})
         except Exception as exc:  # never take the proxy down
             self.errors += 1
             log.error("could not record the WebSocket %s: %s", client_url(flow), exc)

@@ -915,9 +915,11 @@ class _Connection(asyncio.Protocol):
         server.replay.stats["hits"] += 1
         server._socket_report(url, pick.level)
         accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+        protocol = pick.recording.answer_protocol(header_value(self._headers, "sec-websocket-protocol", ""))
+        chosen = f"Sec-WebSocket-Protocol: {protocol}\r\n".encode("latin-1", "replace") if protocol else b""
         self.transport.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                             b"Sec-WebSocket-Accept: " + accept + b"\r\nX-Webfreeze-Match: " + pick.level.encode()
-                             + b"\r\n\r\n")
+                             b"Sec-WebSocket-Accept: " + accept + b"\r\n" + chosen + b"X-Webfreeze-Match: "
+                             + pick.level.encode() + b"\r\n\r\n")
         self._socket = _SocketSession(self, url, Conversation(pick.recording))
         self._socket.play(self._socket.conversation.open())
 

@@ -62,6 +62,18 @@ class Recording:
     messages: list[Message]
     server_closed: bool = False
     close_code: int | None = None
+    protocol: str | None = None  # the subprotocol the server chose ("": none; None: not recorded)
+
+    def answer_protocol(self, offered: str) -> str:
+        """The subprotocol a replayed handshake answers to a page that offers ``offered`` (its
+        ``Sec-WebSocket-Protocol``, comma-separated): the recorded one when the page offers it, else
+        (a recording that did not keep it, or a page offering others now) the page's first; "" when
+        the page offers none (a browser fails a socket whose answer names one it did not offer,
+        and one that asked for subprotocols and got none)."""
+        asked = [p.strip() for p in offered.split(",") if p.strip()]
+        if not asked:
+            return ""
+        return self.protocol if self.protocol in asked else asked[0]
 
 
 def _message(m: dict) -> Message:
@@ -88,7 +100,8 @@ def read_recording(name: str, doc) -> Recording | None:
     closed_by_client = doc.get("closed_by_client")
     return Recording(name, session, doc["url"], float(opened), [_message(m) for m in raw],
                      server_closed=closed_by_client is False,
-                     close_code=doc.get("close_code") if isinstance(doc.get("close_code"), int) else None)
+                     close_code=doc.get("close_code") if isinstance(doc.get("close_code"), int) else None,
+                     protocol=doc.get("protocol") if isinstance(doc.get("protocol"), str) else None)
 
 
 def http_form(url: str) -> str:

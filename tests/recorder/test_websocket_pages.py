@@ -77,7 +77,16 @@ let got = "";
 ws.onmessage = (e) => { got = e.data; };
 ws.onclose = (e) => { document.getElementById("out").textContent = got + ", closed " + e.code; };
 </script></body></html>"""
-PAGES = {"/": INDEX, "/chat": CHAT, "/two": TWO, "/rally": RALLY, "/refused": REFUSED, "/bye": BYE}
+# a socket that asks for subprotocols (as Streamlit's: "streamlit" and a token); the server picks the
+# first, and a browser fails a handshake whose answer picks none. Not linked from "/": crawled apart
+PROTO = b"""<!doctype html><html><head><title>Protocol</title></head><body><h1>Protocol</h1>
+<p id="out">no answer</p><script>
+const ws = new WebSocket("ws://" + location.host + "/ws-chat", ["chat", "token-1"]);
+ws.onopen = () => ws.send("hello over " + ws.protocol);
+ws.onmessage = (e) => { document.getElementById("out").textContent = e.data; };
+</script></body></html>"""
+PAGES = {"/": INDEX, "/chat": CHAT, "/two": TWO, "/rally": RALLY, "/refused": REFUSED, "/bye": BYE,
+         "/proto": PROTO}
 MESSAGE = b"Answer from the socket"
 HANDSHAKE_DELAY_S = 1.0
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -143,6 +152,8 @@ class SocketSite:
                     self.send_header("Upgrade", "websocket")
                     self.send_header("Connection", "Upgrade")
                     self.send_header("Sec-WebSocket-Accept", base64.b64encode(hashlib.sha1(key.encode()).digest()).decode())
+                    if self.headers.get("Sec-WebSocket-Protocol"):  # (the first the page offers)
+                        self.send_header("Sec-WebSocket-Protocol", self.headers["Sec-WebSocket-Protocol"].split(",")[0])
                     self.end_headers()
                     if path == "/ws":
                         self.wfile.write(text_frame(MESSAGE))
@@ -417,3 +428,38 @@ def test_replay_serve_serves_the_sockets_through_its_proxy(crawled):
     finally:
         server.stop()
     assert tunnels == []
+
+
+@pytest.mark.parametrize("mode", ["direct", "proxy"])
+def test_replay_serve_answers_the_recorded_subprotocol(tmp_path, mode):
+    """A page whose socket asks for subprotocols (Streamlit's ``["streamlit", token]``) gets the one
+    the recording's server chose in ``replay serve``'s handshake (both modes): without it the
+    browser fails the socket, and the page stayed empty."""
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.replayer.server import ReplayServer
+    from webfreeze.simulator.browser import launch_chromium
+
+    site = SocketSite()
+    archive = tmp_path / "proto.wfz"
+    env = dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home"))
+    try:
+        r = run_cli("record", "crawl", f"{site.url}/proto", "--archive", archive, "--depth", "0", env=env, timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 0, r.stderr
+    shown = "answer to hello over chat"
+    with Archive.open(archive) as arc:
+        at = "".join(ch for ch in next(iter(arc.pages())).captured_at if ch.isdigit())[:14]
+    server = ReplayServer(archive, mode=mode, port=0).start()
+    try:
+        with sync_playwright() as pw:
+            browser = launch_chromium(pw, proxy=server.url if mode == "proxy" else None, bypass_internal=False,
+                                      shell=True)
+            page = browser.new_page()
+            page.goto(f"{site.url}/proto" if mode == "proxy" else f"{server.url}/{at}/{site.url}/proto")
+            page.wait_for_function("(t) => document.body.innerText.includes(t)", arg=shown, timeout=20_000)
+            assert server.misses == []
+            browser.close()
+    finally:
+        server.stop()

@@ -98,3 +98,20 @@ def test_the_index_reads_the_archive_s_documents(tmp_path):
 def test_a_direct_mode_socket_url_stands_for_its_original():
     assert direct_socket_url("ws://127.0.0.1:28400/20260101000000/http://app.test/ws?a=1") == "http://app.test/ws?a=1"
     assert direct_socket_url("ws://app.test/ws") == "ws://app.test/ws"
+
+
+def test_the_handshake_answers_the_recorded_subprotocol_when_the_page_offers_it():
+    def with_protocol(protocol):
+        d = doc("ws://app.test/_stcore/stream", [], opened=1.0)
+        if protocol is not None:
+            d["protocol"] = protocol
+        return read_recording("websocket/s1/a.json", d)
+
+    chose = with_protocol("streamlit")
+    assert chose.answer_protocol("streamlit, 2|8c11e35b|2858623e") == "streamlit"
+    assert chose.answer_protocol("token, streamlit") == "streamlit"  # the recorded one, wherever offered
+    assert chose.answer_protocol("other") == "other"  # not offered now: the page's first
+    assert chose.answer_protocol("") == ""  # the page asks for none: none is named
+    unknown = with_protocol(None)  # recorded before the recorder kept it: the page's first
+    assert unknown.protocol is None and unknown.answer_protocol("streamlit, token") == "streamlit"
+    assert with_protocol("").answer_protocol("") == ""

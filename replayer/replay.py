@@ -526,6 +526,8 @@ class Replay:
         return head, (b"" if method.upper() == "HEAD" else body)
 
     def _log_miss(self, method, url, headers, bkey, score, why: str | None = None) -> None:
+        """Count a miss and list it (``misses``, the miss report); ``why``: a WebSocket's reason (no
+        recording of it, or what the page said when its conversation parted)."""
         self.stats["misses"] += 1
         referer = header_value(headers, "referer")
         entry = {"method": method.upper(), "url": url, "body_key": bkey, "referer": referer,

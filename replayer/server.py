@@ -947,8 +947,9 @@ class _SocketSession:
         if self.conn.server.replay.sockets:  # (the runtime counts deliveries: a worker's socket, in process)
             self._write(self._frames.send_data(SOCKET_MARK, fin=True))
         if turn.parted is not None:
-            self.conn.server._socket_report(self.url, "miss",
-                                            f"a WebSocket whose conversation parted from the recording: {turn.parted}")
+            from .websocket import WEBSOCKET_PARTED
+
+            self.conn.server._socket_report(self.url, "miss", f"{WEBSOCKET_PARTED}: {turn.parted}")
         if turn.close:
             self._write(self._frames.close(self.conversation.recording.close_code or 1000))
             self.conn.close()

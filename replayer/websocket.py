@@ -39,6 +39,8 @@ from .matching import Matcher, Rules, closest
 from .replay import DIRECT, direct_original
 
 SOCKET_PREFIX = "websocket/"
+# How the reason of a socket whose conversation parted begins (the rest: :attr:`Turn.parted`'s quote)
+WEBSOCKET_PARTED = "a WebSocket whose conversation parted from the recording"
 # What a parted conversation's reason quotes of the page's message (characters).
 QUOTE_CHARS = 80
 

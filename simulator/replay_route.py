@@ -36,6 +36,7 @@ from webfreeze.archives.timeutil import parse_time
 from webfreeze.common.http import header_value
 from webfreeze.replayer import Replay
 from webfreeze.replayer.replay import is_browser_own
+from webfreeze.replayer.websocket import WEBSOCKET_PARTED  # (replay serve's miss report words it alike)
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,8 @@ class Missing:
 
 # How the reason of every missing WebSocket begins (docs/replay-and-environment.md, "WebSockets"):
 # one the archive holds no recording of, one opened more often than recorded, one whose conversation
-# parted from the recording (the page sent what the recording did not).
+# parted from the recording (the page sent what the recording did not: WEBSOCKET_PARTED).
 WEBSOCKET_MISSING = "a WebSocket"
-WEBSOCKET_PARTED = "a WebSocket whose conversation parted from the recording"
 
 
 class SocketRoutes:

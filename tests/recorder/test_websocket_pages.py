@@ -252,6 +252,13 @@ def test_a_socket_without_a_recording_is_missing_and_the_page_incomplete(tmp_pat
         in r.stdout, r.stdout
     # one line, and no --recheck offered: a live fetch cannot repair a WebSocket
     assert r.stderr.count("\n") == 1 and "WebSocket" in r.stderr and "--recheck cannot" in r.stderr, r.stderr
+    # replay check lists the socket among the page's misses, and its misses.jsonl says why
+    r = run_cli("replay", "check", archive, "--report", tmp_path / "check",
+                env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")), timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rows = [json.loads(line) for line in (tmp_path / "check" / "misses.jsonl").read_text().splitlines()]
+    assert [(m["url"], m.get("why")) for m in rows] == \
+        [(socket_url, "a WebSocket the archive holds no recording of")], rows
 
 
 @pytest.mark.parametrize("mode", ["proxy", "direct"])
@@ -424,6 +431,9 @@ def test_replay_serve_serves_the_sockets_through_its_proxy(crawled):
                 [(url.replace("http:", "ws:") + "/ws-chat", "a WebSocket whose conversation parted from the "
                   "recording: the page sent 'hello?utm_source=mail', the recording 'hello'")]
             assert "answer to" not in page.inner_text("body")
+            # the miss says why (the miss report's "why"): what the page said, what the recording did
+            assert server.misses[0]["why"] == ("a WebSocket whose conversation parted from the recording: the page "
+                                               "sent 'hello?utm_source=mail', the recording 'hello'"), server.misses
             browser.close()
     finally:
         server.stop()

@@ -254,11 +254,14 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
     sockets = None
     try:
         server.replay.sockets = True  # (the runtime counts socket deliveries: SocketRoutes marks them)
-        sockets = SocketRoutes(archive_path, server.replay.rules, direct=mode == "direct")
+        # (a socket's miss goes into the check's misses.jsonl too, with its reason)
+        sockets = SocketRoutes(archive_path, server.replay.rules, direct=mode == "direct",
+                               on_miss=lambda url, why: server.replay._log_miss("GET", url, [], "", None, why=why))
         if mode == "proxy":
             # a worker's socket (Playwright routes none) comes to the server through its proxy: the
             # server answers it from the recording, counted with the page's own sockets to its URL,
-            # and says when it missed, into the list of the page being loaded (_watch)
+            # and says when it missed (its own miss report has it), into the list of the page being
+            # loaded (_watch)
             server.socket_picker = sockets.pick
             server.on_socket = lambda url, level, why: _server_socket(sockets, url, level)
         with sync_playwright() as pw:
@@ -404,7 +407,8 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str]]:
     # replay server, which answers it by the same rule and says when it missed (_server_socket);
     # in direct mode nothing answers it, a miss
     if sockets is not None:
-        page.route_web_socket("**/*", lambda ws: sockets.handle(ws, on_miss=lambda url, why: missed.append(url)))
+        page.route_web_socket("**/*", lambda ws: sockets.handle(
+            ws, on_miss=lambda url, why: (missed.append(url), sockets.on_miss(url, why))))
         sockets.missed_to = missed
     if sockets is None or sockets.direct:
         page.on("websocket", lambda ws: missed.append(ws.url))

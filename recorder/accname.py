@@ -96,6 +96,10 @@ ROLE_NAME_JS = r"""
     const styleHidden = (el) => {
       const style = getComputedStyle(el);
       if (style.display === 'none') return true;
+      // a canvas's fallback content has no box, yet is shown (the observation script's rule)
+      if (el.parentElement && el.parentElement.closest('canvas')) {
+        return style.visibility === 'hidden' || style.visibility === 'collapse';
+      }
       return style.display !== 'contents' && typeof el.checkVisibility === 'function' &&
         !el.checkVisibility({visibilityProperty: true});
     };

@@ -69,6 +69,7 @@ MARK_JS = r"""
   const round = (v) => Math.round(v * 100) / 100;
   const geometry = {};
   const hidden = new Set();
+  const fallback = new Set();  // the elements inside a <canvas>
   // BrowserGym's convention for frames: a frame element's bid is letters (a, b, ..., z, aA, bA, ...),
   // the prefix of the bids inside its document; other elements are numbered 1, 2, 3, ...
   const frames = {};
@@ -88,9 +89,14 @@ MARK_JS = r"""
     el.setAttribute(BID, bid);
     const parentHidden = el.parentElement && hidden.has(el.parentElement);
     let rendered = !parentHidden;
+    // a canvas's fallback content (glide-data-grid's table of the cells it draws: Streamlit's
+    // st.dataframe) has no box, yet Chromium's accessibility tree shows it: only its own styles hide it
+    const inCanvas = el.parentElement && (el.parentElement.localName === 'canvas' || fallback.has(el.parentElement));
+    if (inCanvas) fallback.add(el);
     if (rendered && tag !== 'option' && tag !== 'optgroup' && el !== root && tag !== 'body') {
       const style = getComputedStyle(el);
       if (style.display === 'none') rendered = false;
+      else if (inCanvas) rendered = style.visibility !== 'hidden' && style.visibility !== 'collapse';
       else if (style.display !== 'contents' && typeof el.checkVisibility === 'function' &&
                !el.checkVisibility({visibilityProperty: true})) rendered = false;
     }

@@ -218,6 +218,12 @@ EDGE_CASES = [
     ('<div id="t" role="tab button" title="Tip">Tab one</div>', ("tab", "Tab one")),
     ('<table role="presentation"><tr><td id="t">cell</td></tr></table>', ("cell", "cell")),
     ('<ul role="none"><li id="t" role="menuitem"><a href="#">Open</a></li></ul>', ("menuitem", "Open")),
+    # a canvas's fallback content (glide-data-grid's cells: Streamlit's st.dataframe) is shown, with
+    # its name, though it has no box; a row named by its cells, one display:none cell left out
+    ('<canvas width="200" height="50"><table role="grid"><tr id="t" role="row"><td role="gridcell">Jupiter</td>'
+     '<td role="gridcell">95</td><td style="display:none">x</td></tr></table></canvas>', ("row", "Jupiter 95")),
+    ('<div id="t" role="button"><canvas width="20" height="20"><span>Cell</span></canvas> Open</div>',
+     ("button", "Cell Open")),
 ]
 
 

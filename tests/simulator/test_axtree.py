@@ -433,6 +433,14 @@ NOFRAMES_PAGES = {
 }
 
 
+# a canvas's fallback content: glide-data-grid (Streamlit's st.dataframe) draws its cells on the
+# canvas and keeps a table of them inside it, which Chromium's accessibility tree shows
+CANVAS_PAGE = """<!DOCTYPE html><html><head><title>Grid</title></head><body><p>Before</p>
+<canvas width="300" height="100"><table role="grid"><tr role="row"><td role="gridcell">Mercury</td>
+<td role="gridcell">95</td></tr></table><p style="display:none">GONE</p><p style="visibility:hidden">AWAY</p>
+</canvas><p>After</p></body></html>"""
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     pages: dict = {}
     seen: list = []
@@ -470,7 +478,7 @@ class _QuietServer(http.server.ThreadingHTTPServer):
 @pytest.fixture(scope="module")
 def server():
     srv = _QuietServer(("127.0.0.1", 0), _Handler)
-    _Handler.pages = {"/page": PAGE, "/stray": STRAY_PAGE, **NOFRAMES_PAGES}
+    _Handler.pages = {"/page": PAGE, "/stray": STRAY_PAGE, "/canvas": CANVAS_PAGE, **NOFRAMES_PAGES}
     for method in ("get", "post"):
         for enc in ("application/x-www-form-urlencoded", "multipart/form-data"):
             _Handler.pages[f"/form-{method}-{enc.split('/')[1]}"] = FORM_PAGE.format(method=method, enctype=enc)
@@ -560,6 +568,28 @@ def test_table_parts_outside_a_table_are_dropped_as_chromium_drops_them(server, 
         (select,) = [e for e in raw.descriptions if e["role"] == "combobox"]
         assert select["css"].startswith("body:nth-of-type(1) > main:nth-of-type(1) > div:nth-of-type(1) > form")
         assert "Lead" in raw.axtree_text and "loose link" in raw.axtree_text and "after" in raw.axtree_text
+    finally:
+        context.close()
+
+
+def test_a_canvas_s_fallback_content_is_shown_as_chromium_s_tree_shows_it(server, browser):
+    """Streamlit's dataframe: the cells are drawn on a canvas, and the table inside it (no box of its
+    own) is in Chromium's accessibility tree, so in the observation too (it used to be marked hidden:
+    the agent saw no row of the table a person sees); its own display:none / visibility:hidden hide
+    it still."""
+    from webfreeze.simulator.browser import new_context
+    context = new_context(browser)
+    page = context.new_page()
+    try:
+        page.goto(server + "/canvas")
+        live, _ = rendered_tree(page)
+        cdp = context.new_cdp_session(page)
+        chromium = [(n.get("role", {}).get("value"), n.get("name", {}).get("value"))
+                    for n in cdp.send("Accessibility.getFullAXTree")["nodes"] if not n.get("ignored")]
+        assert ("gridcell", "Mercury") in chromium and not any("GONE" in str(n) or "AWAY" in str(n) for n in chromium)
+        assert "gridcell 'Mercury'" in live.axtree_text and "gridcell '95'" in live.axtree_text, live.axtree_text
+        assert "GONE" not in live.axtree_text and "AWAY" not in live.axtree_text
+        assert "After" in live.axtree_text
     finally:
         context.close()
 

@@ -173,9 +173,15 @@ class SocketIndex:
 
 
 def describe(data: str | bytes) -> str:
-    """The first QUOTE_CHARS characters of a message (bytes as hex), for a miss's reason."""
-    text = data if isinstance(data, str) else "0x" + data.hex()
-    return text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "..."
+    """A message quoted for a miss's reason: a text's first QUOTE_CHARS characters (``'...'``), a
+    binary one's as Python writes bytes (``b'Z-\\x12...'``: the text in a protobuf frame, a URL,
+    stays readable), cut to about as long; a cut one ends ``...'``."""
+    if isinstance(data, str):
+        return repr(data if len(data) <= QUOTE_CHARS else data[:QUOTE_CHARS] + "...")
+    shown = repr(data[:QUOTE_CHARS])
+    if len(shown) > QUOTE_CHARS + 3:
+        return shown[:QUOTE_CHARS + 2] + "...'"
+    return shown[:-1] + "...'" if len(data) > QUOTE_CHARS else shown
 
 
 @dataclass
@@ -220,11 +226,11 @@ class Conversation:
         if self.parted is not None:
             return Turn()
         if self._at >= len(self._messages):
-            self.parted = f"the page sent {describe(data)!r} after the recorded conversation ended"
+            self.parted = f"the page sent {describe(data)} after the recorded conversation ended"
             return Turn(parted=self.parted)
         expected = self._messages[self._at].data
         if type(expected) is not type(data) or expected != data:
-            self.parted = f"the page sent {describe(data)!r}, the recording {describe(expected)!r}"
+            self.parted = f"the page sent {describe(data)}, the recording {describe(expected)}"
             return Turn(parted=self.parted)
         self._at += 1
         self.matched += 1

@@ -115,3 +115,18 @@ def test_the_handshake_answers_the_recorded_subprotocol_when_the_page_offers_it(
     unknown = with_protocol(None)  # recorded before the recorder kept it: the page's first
     assert unknown.protocol is None and unknown.answer_protocol("streamlit, token") == "streamlit"
     assert with_protocol("").answer_protocol("") == ""
+
+
+def test_a_binary_message_is_quoted_readably_in_the_reason():
+    """A binary conversation (Streamlit's protobuf frames) parts with its bytes quoted as bytes, the
+    text in them readable (a page reporting its own address where the recording has the site's):
+    not as hex, where the URL was a run of digits."""
+    recorded = b'Z-\x12\x00B)\n\x03UTC\x1a\x05en-US"\x10http://stl.test/('
+    sent = b'ZS\x12\x00BO\n\x03UTC\x1a\x05en-US"6http://127.0.0.1:28400/20261204024816/http://stl.test/(' + b"\x00" * 50
+    r = rec("websocket/s1/a.json", "http://app.test/ws", [(True, recorded), (False, b"ok")], opened=1.0)
+    turn = Conversation(r).receive(sent)
+    assert "http://stl.test/" in turn.parted and "http://127.0.0.1:28400/" in turn.parted, turn.parted
+    assert turn.parted.startswith("the page sent b'ZS\\x12\\x00BO\\n\\x03UTC"), turn.parted
+    assert turn.parted.endswith("the recording b'Z-\\x12\\x00B)\\n\\x03UTC\\x1a\\x05en-US\"\\x10http://stl.test/('"), \
+        turn.parted
+    assert "...'" in turn.parted and len(turn.parted) < 240  # (the page's message cut, as a text's is)

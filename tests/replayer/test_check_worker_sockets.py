@@ -11,6 +11,7 @@ import os
 
 import pytest
 from cli_runner import run_cli
+from ws_recording import rally_recording
 
 from webfreeze.archives import Exchange, new_archive_atomically
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
@@ -32,13 +33,6 @@ ws.onerror = () => postMessage('worker socket failed');""" % ROUNDS
 OPENED = 1767225600.5
 
 
-def _recording(url: str) -> dict:
-    messages = [{"from_client": False, "type": "text", "content": "0", "time": OPENED}]
-    for n in range(ROUNDS):
-        messages += [{"from_client": True, "type": "text", "content": str(n), "time": OPENED + n + 0.1},
-                     {"from_client": False, "type": "text", "content": str(n + 1), "time": OPENED + n + 0.2}]
-    return {"version": 1, "url": url, "opened": OPENED, "closed_by_client": None, "close_code": None,
-            "messages": messages}
 
 
 PLAIN = """<!DOCTYPE html><html><head><title>Plain worker</title></head><body><p id="out">no word yet</p><script>
@@ -79,7 +73,7 @@ def test_replay_check_takes_the_server_s_word_on_a_worker_s_socket(tmp_path):
                                  ("/w.js", "text/javascript", WORKER), ("/w.js?room=2", "text/javascript", WORKER)):
             arc.add_exchange(Exchange(url=SITE + rel, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
                                       resp_headers=[("Content-Type", ctype)], payload=body.encode(), session_id=sid))
-        arc.put_document(f"websocket/{sid}/feed.json", _recording("ws://worker-check.test/feed"))
+        arc.put_document(f"websocket/{sid}/feed.json", rally_recording("ws://worker-check.test/feed", ROUNDS, OPENED))
         # the pages as the crawl saw them: the rally played to its end (room 2's socket was not recorded)
         for rel, shown in (("/", f"worker rally at {ROUNDS}"), ("/?room=2", "worker socket failed")):
             dom = PAGE.replace("no ball yet", shown).encode()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from ws_recording import rally_recording
 
 from webfreeze.archives import Exchange, new_archive_atomically
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
@@ -56,14 +57,6 @@ BOTH_WORKER = """const ws = new WebSocket('ws://worker-sockets.test/news');
 ws.onmessage = (e) => postMessage(e.data);"""
 
 
-def _recording(url: str) -> dict:
-    """A ``websocket/`` document as recorder/addon.py writes it: the rally, the client never closing."""
-    messages = [{"from_client": False, "type": "text", "content": "0", "time": OPENED}]
-    for n in range(ROUNDS):
-        messages += [{"from_client": True, "type": "text", "content": str(n), "time": OPENED + n + 0.1},
-                     {"from_client": False, "type": "text", "content": str(n + 1), "time": OPENED + n + 0.2}]
-    return {"version": 1, "url": url, "opened": OPENED, "closed_by_client": None, "close_code": None,
-            "messages": messages}
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +73,7 @@ def archive(tmp_path_factory):
             arc.add_exchange(Exchange(url=SITE + rel, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
                                       resp_headers=[("Content-Type", ctype)], payload=body.encode(), session_id=sid))
         # (the handshake's own exchange, a 101, is beside it in a real recording; the replay reads the document)
-        arc.put_document(f"websocket/{sid}/feed.json", _recording("ws://worker-sockets.test/feed"))
+        arc.put_document(f"websocket/{sid}/feed.json", rally_recording("ws://worker-sockets.test/feed", ROUNDS, OPENED))
         for n, said in enumerate(("the first connection", "the second connection")):
             arc.put_document(f"websocket/{sid}/news{n}.json", {
                 "version": 1, "url": "ws://worker-sockets.test/news", "opened": OPENED + n, "closed_by_client": None,

@@ -534,3 +534,23 @@ def test_options_chosen_together_in_a_multiple_select_are_one_step_that_replays(
     result = cli("tasks", "validate", suite, "--backend", backend, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"1 of 1 tasks reachable on the archive, 0 expired ({backend} backend)" in result.stderr
+
+
+# MoinMoin 2's edit page: the visible OK button (outside the form) clicks the form's hidden submit
+HIDDEN_SUBMIT_PAGE = b"""<!doctype html><title>Modify</title>
+<button onclick="document.getElementById('save').click()">OK</button>
+<form method="post" action="/save"><textarea name="text">body</textarea>
+<input type="submit" id="save" value="OK" style="display: none"></form>"""
+
+
+def test_a_script_that_times_out_on_a_click_names_its_line_the_locator_and_why(record_scripted):
+    """A click that times out is one line naming the script's line, the locator and Playwright's
+    last reason (here: the element is not visible), not only Playwright's first line ("Timeout
+    30000ms exceeded."), which says nothing of which of the script's clicks failed."""
+    script = f"def run(page):\n    {FIRST_PAINT}\n\n    page.locator('#save').click(timeout=1500)\n"
+    result, archive, out = record_scripted(HIDDEN_SUBMIT_PAGE, script, host="moin.test")
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "the session script failed at moin.py:4: TimeoutError: Locator.click: Timeout 1500ms exceeded" in line, line
+    assert 'waiting for locator("#save")' in line and "element is not visible" in line, line
+    assert not out.exists()

@@ -514,7 +514,8 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
                         place = script_place(exc, script) if script else ""
                         raise SessionScriptError(f"the session script failed{' at ' + place if place else ''}: "
                                                  f"{one_line_error(exc)} (what it loaded until then "
-                                                 f"stays in {archive_path}; no trajectory written)") from None
+                                                 f"stays in {archive_path}; no trajectory written)",
+                                                 recorded=list(log.steps)) from None
                     _drain(context, inflight, quiet_ms)  # the last answers and events arrive
                 else:
                     page.wait_for_event("close", timeout=0)

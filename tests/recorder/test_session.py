@@ -554,3 +554,30 @@ def test_a_script_that_times_out_on_a_click_names_its_line_the_locator_and_why(r
     assert "the session script failed at moin.py:4: TimeoutError: Locator.click: Timeout 1500ms exceeded" in line, line
     assert 'waiting for locator("#save")' in line and "element is not visible" in line, line
     assert not out.exists()
+
+
+CODE_FORM_PAGE = CODE_LOGIN_PAGE.replace(b'<button type="button">', b'<button type="submit">')
+
+
+def test_a_failing_script_still_redacts_what_it_recorded(record_scripted):
+    """`--redact` ran only after a session that succeeded: a script that signed in and then failed
+    (a MoinMoin edit whose click timed out) left the password it typed, in the form's request, and
+    the session's cookies in the archive, which the error said it kept, though --redact was given."""
+    from secret_search import everything, holds
+
+    result, archive, out = record_scripted(CODE_FORM_PAGE, f"""
+def run(page):
+    {FIRST_PAINT}
+    page.get_by_label("Project identifier").fill("skitrip")
+    page.get_by_label("Private code").fill("k7-ski-trip-code")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**code=**")
+    raise RuntimeError("not the page I expected")
+""", "--redact", host="login.test")
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "RuntimeError: not the page I expected" in line and "redacted" in line, line
+    assert not out.exists()
+    chunks = everything(archive)
+    assert holds(chunks, "skitrip")  # the request was recorded: only the secret in it is gone
+    assert not holds(chunks, "k7-ski-trip-code")

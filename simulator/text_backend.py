@@ -82,6 +82,17 @@ def _escape(part: str, escaped: frozenset) -> str:
     return "".join(out)
 
 
+def _location_ascii(location: str) -> str:
+    """A ``Location`` header as a browser reads it: the bytes the server sent (the recorder keeps a
+    header's bytes as latin-1 code points) taken as UTF-8, the non-ASCII ones percent-encoded as
+    they are (``/Ã\x8ele``, the raw bytes of ``/Île``, is ``/%C3%8Ele``)."""
+    try:
+        raw = location.encode("latin-1")
+    except UnicodeEncodeError:  # (a header stored as text beyond latin-1: its UTF-8)
+        raw = location.encode("utf-8", "surrogatepass")
+    return "".join(chr(b) if b < 0x80 else f"%{b:02X}" for b in raw)
+
+
 def browser_url(url: str) -> str:
     """An http(s) URL as a browser serialises it before asking for it: its path, query and fragment
     with non-ASCII characters, spaces and the characters Chromium escapes there percent-encoded in
@@ -164,7 +175,7 @@ class TextBackend:
             if status in (301, 302, 303, 307, 308) and location:
                 from urllib.parse import urljoin
 
-                url = urljoin(url, location)
+                url = browser_url(urljoin(url, _location_ascii(location)))
                 if status in (301, 302, 303):
                     method, body, ctype = "GET", b"", None
                 continue

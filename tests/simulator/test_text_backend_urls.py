@@ -3,7 +3,8 @@ percent-encodes: MoinMoin 2 writes its item links as ``href="/Île Vierge"``; Ch
 ``/%C3%8Ele%20Vierge`` (that is what a crawl or a session records), the text backend went to
 ``/Île%20Vierge``, so its observation's URL and trajectory differed from the browser's on the same
 page and the replay answered it only at the ``canonical`` level. Both backends now go to the URL
-the browser serialises, links and typed URLs alike."""
+the browser serialises, links, typed URLs and
+redirects alike (a Location sent as raw UTF-8 bytes was a replay miss in the text backend)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ AT = "2026-12-04T03:22:30Z"
 HTML = [("Content-Type", "text/html; charset=utf-8")]
 LIGHTS = """<!DOCTYPE html><html><head><title>Foreign Lights</title></head><body><ul>
 <li><a href="/Île Vierge">Île Vierge</a></li><li><a href="/Q&amp;A%20+%20Notes">Q&amp;A + Notes</a></li>
-<li><a href="/phare?nom=Île Vierge's">Phare</a></li></ul></body></html>"""
+<li><a href="/phare?nom=Île Vierge's">Phare</a></li><li><a href="/old-name">Old name</a></li></ul></body></html>"""
 # (as Chromium sends them: the paths and queries percent-encoded in UTF-8, what was encoded kept)
 PAGES = {"/%C3%8Ele%20Vierge": "The tallest stone lighthouse in Europe.", "/Q&A%20+%20Notes": "Why stripes?",
          "/phare?nom=%C3%8Ele%20Vierge%27s": "Phare de l'Île Vierge."}
@@ -38,6 +39,11 @@ def archive(tmp_path_factory):
         for p, text in PAGES.items():
             arc.add_exchange(Exchange(url=SITE + p, captured_at=AT, status=200, session_id=sid, resp_headers=HTML,
                                       payload=_page(text)))
+        # a redirect whose Location the server sent as raw UTF-8 bytes (the recorder keeps a header's
+        # bytes as latin-1 code points): the browser reads them as UTF-8 and percent-encodes them
+        raw = "/Île Vierge".encode().decode("latin-1")
+        arc.add_exchange(Exchange(url=f"{SITE}/old-name", captured_at=AT, status=302, session_id=sid,
+                                  resp_headers=[("Location", raw)], payload=b""))
     return path
 
 
@@ -54,6 +60,7 @@ except BrowserUnavailable:
     ("Île Vierge", "/%C3%8Ele%20Vierge", "The tallest stone lighthouse"),
     ("Q&A + Notes", "/Q&A%20+%20Notes", "Why stripes?"),
     ("Phare", "/phare?nom=%C3%8Ele%20Vierge%27s", "Phare de l'Île Vierge."),
+    ("Old name", "/%C3%8Ele%20Vierge", "The tallest stone lighthouse"),
 ])
 def test_a_link_goes_where_the_browser_goes(archive, backend, name, landed, text):
     env = WebEnv(EnvConfig(archive=archive, backend=backend))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import write_output
+from webfreeze.common.http import page_url
 
 from .answer import evaluate_answer
 from .errors import TaskError
@@ -126,6 +127,46 @@ def capture_misses(trajectory: dict, *, reached: bool = True) -> list[dict]:
         m = _REFERENCE_STEP.match(str(fields.get("thought") or s.get("thought") or ""))
         add(int(m.group(1)) if m else s.get("step", i), s.get("replay"))
     return out
+
+
+_REFERENCE_ACTION = re.compile(r"^reference step (\d+): ((?:click|press) .*)$")
+# A navigation the session's action brought about (a link, a form, a script), not one of the person's own.
+_NOT_EFFECTS = ("goto", "sameDocument")
+
+
+def stalled_action(trajectory: dict, reference: dict) -> dict | None:
+    """The first click or key press of a reference agent's episode that left the agent on the page
+    where it acted, though in the session it led to another page (the next navigation the reference
+    logged after it, past the form submission and scrolls it caused): MoinMoin's OK button, outside
+    the edit form, submits it by a script, which the text backend does not run. ``{"step": the
+    reference step, "action": "click button 'OK'", "recorded": the page it led to in the session,
+    "stayed": the page the replay stayed on}``, or None. Read from the agent's thoughts (``reference
+    step N: click button 'OK'``) and the steps' URLs."""
+    steps = [s for s in (reference or {}).get("steps") or [] if isinstance(s, dict)]
+    by_number = {s.get("step", i): i for i, s in enumerate(steps)}
+    for s in trajectory.get("steps") or []:
+        if not isinstance(s, dict):
+            continue
+        fields = s.get("agent_fields") if isinstance(s.get("agent_fields"), dict) else {}
+        m = _REFERENCE_ACTION.match(str(fields.get("thought") or s.get("thought") or ""))
+        if not m or int(m.group(1)) not in by_number:
+            continue
+        went = None
+        for later in steps[by_number[int(m.group(1))] + 1:]:
+            if later.get("action") in ("submit", "scroll"):
+                continue
+            if later.get("action") == "navigate" and later.get("cause") not in _NOT_EFFECTS:
+                went = later.get("url")
+            break
+        here, after = s.get("url"), s.get("url_after")
+        if (isinstance(went, str) and isinstance(here, str) and isinstance(after, str)
+                and _same_page(here, after) and not _same_page(went, here)):
+            return {"step": int(m.group(1)), "action": m.group(2), "recorded": went, "stayed": after}
+    return None
+
+
+def _same_page(a: str, b: str) -> bool:
+    return page_url(a).rstrip("/") == page_url(b).rstrip("/")
 
 
 # What a miss's ``captured`` (set where the archive was looked at) says of the request.

@@ -33,6 +33,7 @@ from webfreeze.common.http import page_url
 from .errors import CrawlError, RecordError, SeedFailed, SiteUnreachable
 from .page_check import CHECK_TRIES, SAFE_METHODS, PageChecker
 from .proxy import STREAM_MISSING, RecordingProxy, recording_into
+from .session import one_line_error, script_place
 
 STATE_VERSION = 1
 SCREENSHOTS = ("none", "viewport", "full")
@@ -324,15 +325,10 @@ def load_login_script(script):
     try:
         run = runpy.run_path(str(script)).get("run")
     except (Exception, SystemExit) as exc:  # the script's own error, in one line
-        raise CrawlError(f"--login-script {script}: cannot load it: {_one_line(exc)}") from None
+        raise CrawlError(f"--login-script {script}: cannot load it: {one_line_error(exc)}") from None
     if not callable(run):
         raise CrawlError(f"--login-script {script}: defines no run(page) function")
     return run
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _log_in(browser, context, start: str, run, script, credentials=None) -> None:
@@ -350,7 +346,8 @@ def _log_in(browser, context, start: str, run, script, credentials=None) -> None
         run(page)
         context.add_cookies(login.cookies())
     except (Exception, SystemExit) as exc:  # (PlaywrightError, an assertion, sys.exit in the script)
-        raise SeedFailed(f"--login-script {script} failed: {_one_line(exc)}") from None
+        place = script_place(exc, script)
+        raise SeedFailed(f"--login-script {script} failed{' at ' + place if place else ''}: {one_line_error(exc)}") from None
     finally:
         try:
             login.close()

@@ -48,4 +48,10 @@ class SeedFailed(CrawlError):
 
 class SessionScriptError(RecordError):
     """A session's script is missing, cannot be loaded, defines no ``run(page)``, or failed while
-    driving the page; also a session given neither a script nor ``--headed``."""
+    driving the page; also a session given neither a script nor ``--headed``. ``recorded``: the
+    steps logged before a script failed while driving the page (its exchanges stay in the archive,
+    ``--redact`` still redacts them, passwords typed among these steps included), else None."""
+
+    def __init__(self, message: str, recorded: list | None = None):
+        super().__init__(message)
+        self.recorded = recorded

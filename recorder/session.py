@@ -25,6 +25,7 @@ backend reads to submit a form as a browser would (without the fields a script d
 from __future__ import annotations
 
 import json
+import re
 import runpy
 import threading
 import time
@@ -480,7 +481,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
         try:
             run = runpy.run_path(script).get("run")
         except (Exception, SystemExit) as exc:  # the script's own error, in one line
-            raise SessionScriptError(f"{script}: cannot load it: {_one_line(exc)}") from None
+            raise SessionScriptError(f"{script}: cannot load it: {one_line_error(exc)}") from None
         if not callable(run):
             raise SessionScriptError(f"{script}: defines no run(page) function")
     elif run is None and not headed:
@@ -510,8 +511,11 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
                     try:
                         run(page)
                     except (Exception, SystemExit) as exc:  # (a script calling sys.exit() too)
-                        raise SessionScriptError(f"the session script failed: {_one_line(exc)} (what it loaded until then "
-                                           f"stays in {archive_path}; no trajectory written)") from None
+                        place = script_place(exc, script) if script else ""
+                        raise SessionScriptError(f"the session script failed{' at ' + place if place else ''}: "
+                                                 f"{one_line_error(exc)} (what it loaded until then "
+                                                 f"stays in {archive_path}; no trajectory written)",
+                                                 recorded=list(log.steps)) from None
                     _drain(context, inflight, quiet_ms)  # the last answers and events arrive
                 else:
                     page.wait_for_event("close", timeout=0)
@@ -606,10 +610,12 @@ def _watch_navigation_causes(context, page, log: TrajectoryLog) -> None:
 ONE_LINE_MAX = 400  # characters of an error's first lines kept on the one line
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line_error(exc: BaseException) -> str:
     """``Type: message`` on one line. A first line that ends in a colon goes on with the lines after
     it, up to a blank line or Playwright's ``Call log:`` (a strict mode violation lists the
-    elements a locator matched there: what the script's author needs to choose one)."""
+    elements a locator matched there: what the script's author needs to choose one). An action
+    that timed out says only ``Timeout 30000ms exceeded.`` on its first line: what it waited for
+    and the last reason its call log gives (``element is not visible``) follow in parentheses."""
     lines = str(exc).strip().splitlines()
     if not lines:
         return type(exc).__name__
@@ -621,6 +627,44 @@ def _one_line(exc: BaseException) -> str:
                 break
             more.append(line.strip())
         text = " ".join([text, "; ".join(more)]) if more else text
-        if len(text) > ONE_LINE_MAX:
-            text = text[:ONE_LINE_MAX - 3].rstrip() + "..."
+    else:
+        log = next((i for i, line in enumerate(lines) if line.strip() == "Call log:" or _LOGS_RULE.match(line.strip())),
+                   None)
+        waited = _call_log_summary(lines[log + 1:]) if log is not None else ""
+        if waited:
+            text = f"{text.rstrip('.')} ({waited})"
+    if len(text) > ONE_LINE_MAX:
+        text = text[:ONE_LINE_MAX - 3].rstrip() + "..."
     return f"{type(exc).__name__}: {text}"
+
+
+_LOGS_RULE = re.compile(r"^=+ logs =+$")  # Playwright's other call log (a page's waits: wait_for_url)
+
+
+def _call_log_summary(log: list[str]) -> str:
+    """From a Playwright call log, what the action waited for (its first ``waiting for ...``
+    entry) and the last entry that says why it could not go on (``element is not visible``,
+    ``... intercepts pointer events``): ``waiting for locator("#save"): element is not visible``."""
+    entries = [line.strip().removeprefix("- ").strip() for line in log if line.strip().strip("=")]
+    entries = [e.split(" × ", 1)[1] if " × " in e and e.split(" × ", 1)[0].isdigit() else e for e in entries]
+    waited = next((e for e in entries if e.startswith("waiting for ")), "")
+    why = next((e for e in reversed(entries)
+                if e.startswith("element ") or "intercepts pointer events" in e or e.startswith("locator resolved to")), "")
+    return f"{waited}: {why}" if waited and why else waited or why
+
+
+def script_place(exc: BaseException, script) -> str:
+    """``NAME:LINE`` of the deepest frame of ``exc``'s traceback in the file ``script`` (the session
+    or login script that raised it, or called what did), or "" when none is."""
+    target = Path(script).resolve()
+    place = ""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        try:
+            if Path(code.co_filename).resolve() == target:
+                place = f"{target.name}:{tb.tb_lineno}"
+        except (OSError, ValueError):
+            pass
+        tb = tb.tb_next
+    return place

@@ -185,7 +185,9 @@ def test_a_login_script_that_fails_is_one_line_and_records_no_page(tmp_path, cli
     result = _crawl(cli, tmp_path, cms, "--login-script", script, password="wrong")
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"--login-script {script} failed: TimeoutError" in lines[0], result.stderr
+    # the script's line, and what it waited for (Playwright's first line says only "Timeout 5000ms exceeded.")
+    assert len(lines) == 1 and f"--login-script {script} failed at login.py:11: TimeoutError" in lines[0], result.stderr
+    assert 'waiting for navigation to "**/admin/pages/"' in lines[0], result.stderr
     assert not (tmp_path / "cms.wfz").exists()  # a new archive whose start failed is not kept
 
 

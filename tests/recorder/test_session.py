@@ -534,3 +534,50 @@ def test_options_chosen_together_in_a_multiple_select_are_one_step_that_replays(
     result = cli("tasks", "validate", suite, "--backend", backend, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"1 of 1 tasks reachable on the archive, 0 expired ({backend} backend)" in result.stderr
+
+
+# MoinMoin 2's edit page: the visible OK button (outside the form) clicks the form's hidden submit
+HIDDEN_SUBMIT_PAGE = b"""<!doctype html><title>Modify</title>
+<button onclick="document.getElementById('save').click()">OK</button>
+<form method="post" action="/save"><textarea name="text">body</textarea>
+<input type="submit" id="save" value="OK" style="display: none"></form>"""
+
+
+def test_a_script_that_times_out_on_a_click_names_its_line_the_locator_and_why(record_scripted):
+    """A click that times out is one line naming the script's line, the locator and Playwright's
+    last reason (here: the element is not visible), not only Playwright's first line ("Timeout
+    30000ms exceeded."), which says nothing of which of the script's clicks failed."""
+    script = f"def run(page):\n    {FIRST_PAINT}\n\n    page.locator('#save').click(timeout=1500)\n"
+    result, archive, out = record_scripted(HIDDEN_SUBMIT_PAGE, script, host="moin.test")
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "the session script failed at moin.py:4: TimeoutError: Locator.click: Timeout 1500ms exceeded" in line, line
+    assert 'waiting for locator("#save")' in line and "element is not visible" in line, line
+    assert not out.exists()
+
+
+CODE_FORM_PAGE = CODE_LOGIN_PAGE.replace(b'<button type="button">', b'<button type="submit">')
+
+
+def test_a_failing_script_still_redacts_what_it_recorded(record_scripted):
+    """`--redact` ran only after a session that succeeded: a script that signed in and then failed
+    (a MoinMoin edit whose click timed out) left the password it typed, in the form's request, and
+    the session's cookies in the archive, which the error said it kept, though --redact was given."""
+    from secret_search import everything, holds
+
+    result, archive, out = record_scripted(CODE_FORM_PAGE, f"""
+def run(page):
+    {FIRST_PAINT}
+    page.get_by_label("Project identifier").fill("skitrip")
+    page.get_by_label("Private code").fill("k7-ski-trip-code")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**code=**")
+    raise RuntimeError("not the page I expected")
+""", "--redact", host="login.test")
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "RuntimeError: not the page I expected" in line and "redacted" in line, line
+    assert not out.exists()
+    chunks = everything(archive)
+    assert holds(chunks, "skitrip")  # the request was recorded: only the secret in it is gone
+    assert not holds(chunks, "k7-ski-trip-code")

@@ -5,9 +5,12 @@ The recorder's modules are imported inside the commands: they need the ``record`
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
+import tempfile
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import click
@@ -273,6 +276,7 @@ def record_session(url, archive_path, trajectory, headed, script, resolve, instr
     target's role, accessible name, CSS path and text, plus URL and time.
     """
     from webfreeze.recorder.crawl import check_url
+    from webfreeze.recorder.errors import SessionScriptError
     from webfreeze.recorder.session import record_session as run_session
 
     usage_checked(check_url, url)
@@ -282,9 +286,22 @@ def record_session(url, archive_path, trajectory, headed, script, resolve, instr
                                click.get_current_context())
     if instruction is not None and not instruction.strip():
         raise click.BadParameter("the instruction must not be empty", param_hint="--instruction")
-    result = run_session(archive_path, url, trajectory, headed=headed, script=script,
-                         resolve=usage_checked(parse_resolve, resolve), instruction=instruction,
-                         credentials=http_credentials, warn=lambda line: click.echo(f"warning: {line}", err=True))
+    try:
+        result = run_session(archive_path, url, trajectory, headed=headed, script=script,
+                             resolve=usage_checked(parse_resolve, resolve), instruction=instruction,
+                             credentials=http_credentials, warn=lambda line: click.echo(f"warning: {line}", err=True))
+    except SessionScriptError as exc:
+        if not redact or exc.recorded is None or not Path(archive_path).exists():
+            raise
+        # what the failed script recorded stays in the archive: redacted too, as --redact asked
+        # (the steps it logged name the passwords it typed, whatever their fields are called)
+        with tempfile.TemporaryDirectory(prefix="wf-redact-") as tmp:
+            steps = Path(tmp) / "steps.json"
+            steps.write_text(json.dumps({"kind": "reference_trajectory", "steps": exc.recorded}), encoding="utf-8")
+            s = redact_recording(archive_path, [steps], params=redact_params, headers=redact_headers,
+                                 secret_env=secret_env)
+        raise SessionScriptError(f"{exc}; redacted {archive_path}: {s['secrets']} secrets replaced by "
+                                 "placeholders") from None
     click.echo(f"{len(result['steps'])} steps written to {trajectory}; exchanges recorded into {archive_path} "
                f"(session {result['archive_session']})")
     if redact:

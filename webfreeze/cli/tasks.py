@@ -16,7 +16,7 @@ import click
 
 from webfreeze.cli.options import task_options
 from webfreeze.common.errors import WebfreezeError
-from webfreeze.eval.authoring import add_task, capture_misses, describe_miss
+from webfreeze.eval.authoring import add_task, capture_misses, describe_miss, stalled_action
 from webfreeze.eval.report import write_report
 from webfreeze.eval.score import SUCCESS_KINDS
 from webfreeze.eval.tasks import load_suite
@@ -213,11 +213,32 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
                              + (f" (and {len(misses) - 1} more)" if len(misses) > 1 else ""))
                 incomplete.append(entry)
             else:
+                # a click that led nowhere in this backend (a script's button in the text backend)
+                stalled = stalled_action(traj, _run_reference(out, tid))
+                if stalled:
+                    entry["stalled"] = stalled
                 expired.append(entry)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     return report, expired, incomplete
+
+
+def _run_reference(out, task_id: str) -> dict:
+    """The reference trajectory of task ``task_id`` in run folder ``out`` (its ``tasks.jsonl`` line
+    names it, relative to the folder, or holds it), or {} when there is none to read."""
+    try:
+        lines = (Path(out) / "tasks.jsonl").read_text(encoding="utf-8").splitlines()
+        for line in lines:
+            task = json.loads(line) if line.strip() else {}
+            if isinstance(task, dict) and task.get("id") == task_id:
+                ref = (task.get("ground_truth") or {}).get("reference_trajectory")
+                if isinstance(ref, str):
+                    ref = json.loads((Path(out) / ref).read_text(encoding="utf-8"))
+                return ref if isinstance(ref, dict) else {}
+    except (OSError, ValueError, AttributeError):
+        pass
+    return {}
 
 
 def _run_archive(out) -> str | None:
@@ -237,6 +258,10 @@ def _why_expired(e: dict) -> str:
     else:
         answered = "no answer" if e["answer"] is None else f"answer {e['answer']!r}"
         why = f"ended by {e['end']}; {answered}"
+    stalled = e.get("stalled")
+    if isinstance(stalled, dict):
+        why += (f"; reference step {stalled['step']} ({stalled['action']}) went on to {stalled['recorded']} in the "
+                f"session; replayed, it stayed on {stalled['stayed']}")
     if e.get("start_note"):
         why += f"; the start page {e['start_note'].split(': the browser backend', 1)[0]}"
     if e.get("passes_with"):

@@ -4,7 +4,8 @@ Levels, tried in order (the first level with a candidate wins):
 
 1. ``exact``: method, URL and canonical request-body key (``archives.bodykey``) are equal.
 2. ``canonical``: equal after canonicalisation: scheme ignored (http and https are one site, as
-   in SURT keys), host lower-cased, default port and fragment dropped, query parameters sorted, and cache busters and trackers removed (see
+   in SURT keys), host lower-cased, default port and fragment dropped, the path's escapes read
+   (a ``+`` in a path stays a plus), query parameters sorted, and cache busters and trackers removed (see
    :class:`Rules`; by default numeric ``_``, ``cb``, ``uncache``, ``utm_*``, ``fbclid``, ``gclid``,
    JSONP callback names, and parameters whose name contains ``bust`` or ``ts`` holding a 13-15
    digit epoch).
@@ -48,7 +49,7 @@ import re
 import threading
 from bisect import bisect_left
 from dataclasses import dataclass, fields
-from urllib.parse import parse_qsl, quote, unquote_plus, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from webfreeze.archives.bodykey import body_key as compute_body_key
 from webfreeze.archives.timeutil import normalize_time, parse_time
@@ -152,9 +153,10 @@ class Rules:
 # What the agent environment and ``tasks validate`` lay under the archive's and the suite's rules.
 AGENT_RULES = {"fuzzy_documents": False, "fuzzy_xhr": False}
 # How a request is matched to a capture, as a number bumped whenever that changes in a way the
-# default rules do not show (2: form fields starting with "_" count in honest matching). Part of
+# default rules do not show (2: form fields starting with "_" count in honest matching; 3: a "+" in
+# a URL's path is a plus in the canonical form, no longer a space). Part of
 # :func:`matching_digest`, which run manifests record (``versions.replay_matching``).
-MATCHING_VERSION = 2
+MATCHING_VERSION = 3
 
 
 def matching_digest() -> str:
@@ -210,7 +212,7 @@ def canonical_url(url: str, rules: Rules) -> str:
     """
     _, netloc, path, query = split_url(url)
     kept = sorted((k, v) for k, v in query if rules.keep_param(k, v))
-    path = quote(unquote_plus(path), safe="/:@!$&'()*+,;=~%-._")
+    path = quote(unquote(path), safe="/:@!$&'()*+,;=~%-._")  # (a "+" in a path is a plus, not a space)
     return f"{netloc}{path}?{urlencode(kept)}" if kept else f"{netloc}{path}"
 
 

@@ -108,6 +108,11 @@ def test_canonical_form_drops_cache_busters_and_trackers():
     assert canonical_url("https://site.test:443/p?b=1&a=2#frag", r) == canonical_url("http://SITE.test/p?a=2&b=1", r)
     # a short number under a *ts* name is data, not an epoch
     assert "ts=42" in canonical_url("http://a.test/?ts=42", r)
+    # a "+" in a path is a plus (MoinMoin's item "Q&A + Notes" is not "Q&A   Notes"); escapes of
+    # the same character are one
+    assert canonical_url("http://wiki.test/Q&A%20+%20Notes", r) != canonical_url("http://wiki.test/Q&A%20%20%20Notes", r)
+    assert canonical_url("http://wiki.test/a%2Bb", r) == canonical_url("http://wiki.test/a+b", r)
+    assert canonical_url("http://wiki.test/a%20b", r) == canonical_url("http://wiki.test/a b", r)
 
 
 def test_exact_canonical_and_fuzzy_levels(server):

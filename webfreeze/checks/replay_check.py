@@ -375,20 +375,18 @@ class _Placeholders(frozenset):
 
     def answer_only(self, request) -> bool:
         """Whether every capture the replay could answer ``request`` with (a Playwright request;
-        its direct-mode URL read as the URL it stands for) is a placeholder."""
+        its direct-mode URL read as the URL it stands for) is a placeholder
+        (:meth:`~webfreeze.replayer.Replay.failed_upstream`)."""
         if not self:
             return False
-        from webfreeze.replayer.matching import request_body_key
         from webfreeze.replayer.websocket import direct_socket_url
 
         try:
             url = direct_socket_url(request.url) if self.direct else request.url
-            headers = list(request.headers.items())
-            key = request_body_key(headers, request.post_data_buffer or b"")
-            _, _, caps, _ = self.replay.matcher.candidates(request.method, url, key)
+            return self.replay.failed_upstream(request.method, url, list(request.headers.items()),
+                                               request.post_data_buffer) is not None
         except Exception:  # (a request the index cannot read: not said to be a placeholder)
             return False
-        return bool(caps) and all(c.id in self for c in caps)
 
 
 def _watch(page, placeholders, sockets) -> tuple[list[str], list[str]]:

@@ -63,9 +63,13 @@ from webfreeze.archives.timeutil import parse_time
 # shared worker. A worker gets the function's own source (``Function.prototype.toString`` of it,
 # read before any page script runs) with its configuration. ``__wfPump`` is what the environment
 # calls; ``__wfNative`` keeps the browser's own timers for the environment's waits (a first paint,
-# say), which must not wait for the pump.
+# say), which must not wait for the pump. It also marks a realm the runtime is installed in: the
+# replay injects the runtime into every HTML answer, an XHR's too, and a page that runs the scripts
+# of an HTML fragment it fetched (jQuery's append: Node-RED's node configurations) runs it again,
+# which then does nothing (its timers would otherwise wait in a queue nobody pumps).
 RUNTIME_JS = r"""function R(c){
 var G=self,WK=typeof document==='undefined',SRC='('+Function.prototype.toString.call(R)+')';
+if(G.__wfNative){return;}
 var T0=c.t,S0=c.s>>>0,S=S0,n=0,p=c.p||0,OD=Date,vt=c.v||0,V0=vt,wk=0,X=!!c.x,ST=c.st||5000,NT=c.nt||120000,B=c.b||null;
 function rnd(){S=(S+0x6D2B79F5)>>>0;var t=S;t=Math.imul(t^(t>>>15),t|1);t^=t+Math.imul(t^(t>>>7),t|61);return ((t^(t>>>14))>>>0)/4294967296;}
 function now(){if(vt-V0>n){n=vt-V0;}return T0+(n++);}

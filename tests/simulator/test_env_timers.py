@@ -160,9 +160,11 @@ def test_people_browsing_keep_the_browsers_own_timers():
     with sync_playwright() as pw:
         browser = launch_chromium(pw, shell=True)
         try:
-            page = browser.new_page()
             states = []
             for script in (plain, pumped):
+                # (a page each: set_content writes into the same window, whose runtime, once
+                # installed, stays as it was: tests/replayer/test_runtime_once.py)
+                page = browser.new_page()
                 page.set_content(f"<html><head>{script}</head><body></body></html>")
                 states.append(page.evaluate(probe))
                 if script is plain:

@@ -398,7 +398,8 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
                 auth: tuple[str, str] | None = None, cookies=None, later_now: bool = False) -> tuple[list[str], bool]:
     """Check ``url`` against the archive (:class:`.page_check.PageChecker`), fetch live through the
     proxy what it missed and check again, until a check misses nothing or misses just what the one
-    before missed (the fetches repaired nothing), :data:`CHECK_TRIES` checks at most; returns what is still
+    before missed, or the fetches recorded no answer (each failed again: the fetches repaired
+    nothing), :data:`CHECK_TRIES` checks at most; returns what is still
     missing (empty: the page replays whole). ``when``: the time the replay is as of, the page's
     load (:func:`loaded_at`; None: now); ``later_now``: the checks after a live fetch replay as at
     now instead, so that what the fetches recorded is the closest capture (a placeholder of a
@@ -424,8 +425,7 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
         if not refetch or attempt == CHECK_TRIES - 1 or now_missing == before:
             break  # nothing to fetch, no tries left, or the last fetches repaired nothing
         before = now_missing
-        if later_now:
-            at = None
+        answered = False  # (whether a fetch recorded an answer of the site, not another failure)
         for m in refetch:
             headers = list(m.headers)
             if auth and m.url.startswith(auth[0] + "/"):
@@ -434,12 +434,22 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
             if jar:
                 headers = [h for h in headers if h[0].lower() != "cookie"] + [("Cookie", jar)]
             try:
+                failures = proxy.recorder.failures
                 proxy.fetch(m.method, m.url, headers, m.body or None, timeout=30, deadline=live_fetch_deadline())
+                # (the proxy's own 502 for an upstream that failed again is no answer; the recorder
+                # has counted it by the time the 502 reaches us: mitmproxy runs the error hook first)
+                answered = answered or proxy.recorder.failures == failures
             except TimeoutError as exc:
                 if STREAM_MISSING in str(exc):  # (the deadline; a read that timed out is an OSError as any)
                     streaming[m.url] = str(exc)
             except (OSError, http.client.HTTPException):
                 pass  # still missing at the next check, and said so then
+        if not answered:
+            # Nothing new to replay: a check now would see what this one saw, but on another clock
+            # (a cache buster, ``_=<Date.now()>``, names another URL, fetched and failing again).
+            break
+        if later_now:
+            at = None
     out = [f"{m.url} ({streaming[m.url]})" if m.why == "miss" and m.url in streaming else m.describe()
            for m in missing]
     if error:  # the replayed page itself would not load: not a page that replays whole

@@ -41,8 +41,14 @@ get('application/json', function (list) {
 </script></body></html>"""
 
 
+# and a catalogue on a host this machine cannot reach, asked with its own cache buster (a failed
+# fetch records another placeholder, and repairs nothing)
+CATALOGUE = b"""<script>fetch('http://catalogue.invalid/catalogue.json?_=' + Date.now()).catch(function () {});</script>"""
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    page = PAGE
 
     def log_message(self, *args):
         pass
@@ -50,7 +56,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         path = self.path.split("?")[0]
         if path == "/":
-            status, body, kind = 200, PAGE, "text/html; charset=utf-8"
+            status, body, kind = 200, self.page, "text/html; charset=utf-8"
         elif path == "/nodes":  # the answer depends on Accept, as Node-RED's does (its HTML: text here,
             # since the replay puts its runtime in front of an HTML answer, which this page would read)
             html = "text/html" in (self.headers.get("Accept") or "")
@@ -66,9 +72,9 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-@pytest.fixture
-def editor():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+@pytest.fixture(params=[PAGE, PAGE.replace(b"</body>", CATALOGUE + b"</body>")], ids=["editor", "with-catalogue"])
+def editor(request):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Site", (Handler,), {"page": request.param}))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -83,14 +89,20 @@ def test_the_crawl_checks_a_page_as_at_its_own_load(tmp_path, monkeypatch, cli, 
     archive = tmp_path / "editor.wfz"
     r = cli("record", "crawl", "http://editor.test/", "--resolve", f"editor.test=127.0.0.1:{editor}",
             "--archive", archive, "--depth", "0", timeout=300)
-    assert r.returncode == 0 and "(complete)" in r.stdout, r.stdout + r.stderr
     with Archive.open(archive) as arc:
         chunks = sorted(e.url.rsplit("/", 1)[1] for e in arc.exchanges() if "/chunks/" in e.url)
         documents = list(arc.exchanges(url="http://editor.test/"))
+        catalogue = [e for e in arc.exchanges() if "catalogue.invalid" in e.url]
     assert chunks == ["list-configs.js"], chunks  # nothing the live page never asked for
     assert len(documents) == 1  # captured once: the check repaired nothing
+    if not catalogue:
+        assert r.returncode == 0 and "(complete)" in r.stdout, r.stdout + r.stderr
+    else:  # incomplete for the catalogue alone: fetched again once, and no check after that fetch
+        assert r.returncode == 3 and "(missing: http://catalogue.invalid/catalogue.json?_=" in r.stdout, r.stdout
+        assert "editor.test/nodes" not in r.stdout and "/chunks/" not in r.stdout, r.stdout
+        assert len(catalogue) == 2 and all(e.status == 502 for e in catalogue), [e.url for e in catalogue]
     r = cli("record", "crawl", "http://editor.test/", "--resolve", f"editor.test=127.0.0.1:{editor}",
             "--archive", archive, "--depth", "0", "--recheck", timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == (3 if catalogue else 0), r.stdout + r.stderr
     with Archive.open(archive) as arc:
         assert not [e.url for e in arc.exchanges() if "/chunks/" in e.url and "list-configs" not in e.url]

@@ -161,7 +161,8 @@ class ReferenceAgent(Agent):
         self.steps: list[dict] = []
         self.pos = 0
         self.seen: list[str] = []
-        self.typed: dict[str, str] = {}  # bid -> the page's URL: the fields this agent typed into
+        # bid -> (the page's URL, the field's role and tag): the fields this agent typed into
+        self.typed: dict[str, tuple] = {}
         self.last_typed: str | None = None
         self.last_kind: str | None = None
         self.scroll_at = (0, 0)
@@ -184,6 +185,15 @@ class ReferenceAgent(Agent):
         self.last_kind = None
         self.scroll_at = (0, 0)
 
+    def _typed_here(self, obs: dict) -> set[str]:
+        """The bids of ``obs`` that are fields this agent typed into. Bids are a document's own: a
+        form that posts to its own URL answers with a new document there, whose bids start again, so
+        a bid counts only while the element carrying it is still that field (same role and tag)."""
+        now = {str(e.get("bid")): e for e in obs.get("elements") or [] if isinstance(e, dict)}
+        return {bid for bid, (url, role, tag) in self.typed.items()
+                if url == obs.get("url") and bid in now
+                and (now[bid].get("role"), now[bid].get("tag")) == (role, tag)}
+
     def _caused_by_action(self) -> bool:
         """Whether the navigate step just read follows a click or a form submission (recordings
         without a navigation ``cause``)."""
@@ -203,7 +213,7 @@ class ReferenceAgent(Agent):
         return not (_same_url(obs.get("url"), step.get("url")) or self._caused_by_action())
 
     def act(self, obs: dict) -> dict:
-        typed = {bid for bid, url in self.typed.items() if url == obs.get("url")}  # (bids are a page's own)
+        typed = self._typed_here(obs)
         self.seen.append(fold_text(visible_text(obs.get("axtree_text"), typed)))
         while self.pos < len(self.steps):
             step = self.steps[self.pos]
@@ -270,7 +280,7 @@ class ReferenceAgent(Agent):
                     return {"action": f"press({quote(bid)}, {quote(key)})", "thought": thought}
                 if kind == "type":
                     self.last_typed = bid
-                    self.typed[bid] = obs.get("url")
+                    self.typed[bid] = (obs.get("url"), el.get("role"), el.get("tag"))
                     keys = ", True" if step.get("keys") is True and step.get("value") else ""
                     return {"action": f"fill({quote(bid)}, {quote(step.get('value') or '')}{keys})", "thought": thought}
                 value = step.get("value") or {}

@@ -64,6 +64,7 @@ class ArchiveRecorder:
         self.last_failure: str | None = None
         # URL -> why, of the requests the site never answered (the client got the proxy's own 502)
         self.upstream_failures: dict[str, str] = {}
+        self.failures = 0  # how many times the proxy answered with its own 502 (a count of the above)
         # "METHOD URL" of the answers still coming when their connection closed (a stream a page kept
         # open until it was closed: Gradio's heartbeat): never complete, so not recorded
         self.unfinished: list[str] = []
@@ -123,6 +124,7 @@ class ArchiveRecorder:
                 self.unfinished.append(f"{flow.request.method} {client_url(flow)}")
             return
         self.upstream_failures[client_url(flow)] = str(flow.error) if flow.error else "upstream failure"
+        self.failures += 1
         if self.paused:
             self.last_failure = str(flow.error) if flow.error else "upstream failure"
             return

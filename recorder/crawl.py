@@ -376,14 +376,32 @@ def live_fetch_deadline() -> float:
     return value if value > 0 else LIVE_FETCH_DEADLINE_S
 
 
+def loaded_at(arc, url: str, session_id: str | None, until: str | None = None) -> str | None:
+    """When a page was last loaded: the capture time of its document (the latest ``GET`` of its
+    URL, fragment dropped, in ``session_id``, up to ``until``; in any session when that one has
+    none), or None. Its check replays it as at this time, as ``replay check`` does: the page's
+    own requests come after it, so repeats of a request (Node-RED's ``GET /nodes``, first as JSON,
+    then as HTML) are answered in the order the page made them, from the first; replayed as at a
+    later time, each would get the last."""
+    url = urldefrag(url).url
+    for session in (session_id, None):
+        found = [e.captured_at for e in arc.exchanges(url=url, method="GET", session=session, until=until)]
+        if found:
+            return max(found)
+    return None
+
+
 def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = None,
-                auth: tuple[str, str] | None = None, cookies=None) -> tuple[list[str], bool]:
+                auth: tuple[str, str] | None = None, cookies=None, later_now: bool = False) -> tuple[list[str], bool]:
     """Check ``url`` against the archive (:class:`.page_check.PageChecker`), fetch live through the
     proxy what it missed and check again, until a check misses nothing or misses just what the one
-    before missed (the fetches repaired nothing), :data:`CHECK_TRIES` checks at most; returns what is still
-    missing (empty: the page replays whole). ``when``: the time the replay is as of (a page
-    recorded earlier: its capture time; None: now, the time its page record is about to get).
-    Also returns whether a fetch repaired something (the page as captured may then look different).
+    before missed, or the fetches recorded no answer (each failed again: the fetches repaired
+    nothing), :data:`CHECK_TRIES` checks at most; returns what is still
+    missing (empty: the page replays whole). ``when``: the time the replay is as of, the page's
+    load (:func:`loaded_at`; None: now); ``later_now``: the checks after a live fetch replay as at
+    now instead, so that what the fetches recorded is the closest capture (a placeholder of a
+    dropped connection, repaired). Also returns whether a fetch repaired something (the page as
+    captured may then look different).
     ``auth``: (origin, Authorization value) the live fetches to that origin carry, as the crawl's own
     requests do (:func:`open_context`). ``cookies(url)``: the ``Cookie`` value those fetches carry
     (a crawl after a login script: the logged-in browser's), in place of the checker's own."""
@@ -393,8 +411,9 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     error = None
     before = first = None
     streaming: dict[str, str] = {}  # URL -> why its live fetch gave up (a stream that never ends)
+    at = when
     for attempt in range(CHECK_TRIES):
-        missing, error = checker.check(url, when or now())
+        missing, error = checker.check(url, at or now())
         # a form is never sent twice; a WebSocket (ws://) is not fetched: a live fetch cannot record
         # its conversation (the capture's own load does)
         refetch = [m for m in missing if m.method.upper() in SAFE_METHODS and m.url.startswith(("http:", "https:"))]
@@ -403,6 +422,7 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
         if not refetch or attempt == CHECK_TRIES - 1 or now_missing == before:
             break  # nothing to fetch, no tries left, or the last fetches repaired nothing
         before = now_missing
+        answered = False  # (whether a fetch recorded an answer of the site, not another failure)
         for m in refetch:
             headers = list(m.headers)
             if auth and m.url.startswith(auth[0] + "/"):
@@ -411,12 +431,22 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
             if jar:
                 headers = [h for h in headers if h[0].lower() != "cookie"] + [("Cookie", jar)]
             try:
+                failures = proxy.recorder.failures
                 proxy.fetch(m.method, m.url, headers, m.body or None, timeout=30, deadline=live_fetch_deadline())
+                # (the proxy's own 502 for an upstream that failed again is no answer; the recorder
+                # has counted it by the time the 502 reaches us: mitmproxy runs the error hook first)
+                answered = answered or proxy.recorder.failures == failures
             except TimeoutError as exc:
                 if STREAM_MISSING in str(exc):  # (the deadline; a read that timed out is an OSError as any)
                     streaming[m.url] = str(exc)
             except (OSError, http.client.HTTPException):
                 pass  # still missing at the next check, and said so then
+        if not answered:
+            # Nothing new to replay: a check now would see what this one saw, but on another clock
+            # (a cache buster, ``_=<Date.now()>``, names another URL, fetched and failing again).
+            break
+        if later_now:
+            at = None
     out = [f"{m.url} ({streaming[m.url]})" if m.why == "miss" and m.url in streaming else m.describe()
            for m in missing]
     if error:  # the replayed page itself would not load: not a page that replays whole
@@ -556,7 +586,8 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                          f"({upgraded or redirect_failure(url, ended, failure, proxy)})")
                     missing: list[str] = []
                     if check and failure is None:
-                        missing, repaired = _self_check(checker, proxy, url, auth=auth, cookies=cookies)
+                        missing, repaired = _self_check(checker, proxy, url, loaded_at(arc, url, proxy.session_id),
+                                                        auth=auth, cookies=cookies, later_now=True)
                         if repaired:
                             # The capture showed the page without what was fetched since (a stylesheet
                             # cut off): capture it again, now that the site answered, and check that.
@@ -572,7 +603,9 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                 if page_failure(status2) is None:
                                     status, title, dom, shot, links = status2, title2, dom2, shot2, links2
                                     fragments = fragments2
-                                    missing, _ = _self_check(checker, proxy, url, auth=auth, cookies=cookies)
+                                    missing, _ = _self_check(checker, proxy, url,
+                                                             loaded_at(arc, url, proxy.session_id),
+                                                             auth=auth, cookies=cookies, later_now=True)
                                 else:  # (the first capture stands, and what its code answered)
                                     broken.clear()
                                     broken.update(first_broken)
@@ -626,7 +659,7 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
             resolve: dict[str, tuple[str, int]] | None = None,
             credentials: tuple[str, str] | None = None) -> CrawlResult:
     """Check every page record of an existing archive again (:func:`crawl`'s check: replayed from
-    the archive alone, as at the record's capture time), fetch live through the recording proxy
+    the archive alone, as at its page's load: :func:`loaded_at`), fetch live through the recording proxy
     what a page misses, and check it again. The crawl of (``start``, ``scope``, ``depth``), when the
     archive holds its state, gets its ``incomplete`` list replaced by what is still missing. No page
     is visited live, no page record added: only the missing exchanges are recorded. ``credentials``:
@@ -641,7 +674,8 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
     if not os.path.exists(archive_path):
         raise CrawlError(f"{archive_path}: no such archive to recheck")
     with Archive.open(archive_path) as arc:
-        pages = [(p.url, p.captured_at) for p in arc.pages()]
+        pages = [(p.url, loaded_at(arc, p.url, p.session_id, until=p.captured_at) or p.captured_at)
+                 for p in arc.pages()]
     if not pages:
         raise CrawlError(f"{archive_path}: no page records to recheck")
     state_name = crawl_state_name(start, scope, depth)

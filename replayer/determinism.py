@@ -65,7 +65,12 @@ from webfreeze.archives.timeutil import parse_time
 # shared worker. A worker gets the function's own source (``Function.prototype.toString`` of it,
 # read before any page script runs) with its configuration. ``__wfPump`` is what the environment
 # calls; ``__wfNative`` keeps the browser's own timers for the environment's waits (a first paint,
-# say), which must not wait for the pump.
+# say), which must not wait for the pump. ``__wfRuntime`` marks a realm the runtime is installed
+# in: a page that runs the scripts of an HTML fragment it fetched with ``Accept: text/html`` (jQuery:
+# Node-RED's node configurations), which reads as a document's request and gets the runtime, runs
+# it again, and it then does nothing (else its timers would wait in a queue nobody pumps, and the
+# clock would start over). (Not ``__wfNative``: FRAME_RUNTIME_JS copies that into an iframe's
+# initial about:blank, whose window a same-origin document then reuses, with its own runtime.)
 RUNTIME_JS = r"""function R(c){
 if(self.__wfRuntime){return;}try{Object.defineProperty(self,'__wfRuntime',{value:1});}catch(e){}
 var G=self,WK=typeof document==='undefined',SRC='('+Function.prototype.toString.call(R)+')';

@@ -118,9 +118,11 @@ def _asks_for_document(headers, url: str) -> bool:
     """Whether a request may be for a document, which gets the runtime: a browser's navigation or
     frame (``Sec-Fetch-Dest``, else an ``Accept`` naming ``text/html``), or a client that says
     neither (a tool: no ``Accept`` at all). A page's fetch, XHR or script asks with another
-    ``Accept`` (``*/*``), or its ``Sec-Fetch-Dest`` names no document."""
+    ``Accept`` (``*/*``), or its ``Sec-Fetch-Dest`` names no document, or says ``X-Requested-With``."""
     if any(k.lower() == "sec-fetch-dest" for k, _ in headers):
         return request_kind(headers, url) == "document"
+    if any(k.lower() == "x-requested-with" for k, _ in headers):
+        return False  # (jQuery's XHR, which asks for text/html when it loads a fragment)
     accept = [v for k, v in headers if k.lower() == "accept"]
     return not accept or "text/html" in accept[0].lower()
 
@@ -242,6 +244,7 @@ class Replay:
         self.upstream = upstream
         self.preferred_session: str | None = None  # (a live run's archive: see prefer_episode)
         self._episodes: dict = {}
+        self._failed_ids: dict[int, bool] = {}  # capture id -> a failed upstream's placeholder
         self.seed = seed
         self.rule_overrides = rules or {}
         self.rule_defaults = rule_defaults or {}
@@ -355,6 +358,24 @@ class Replay:
 
 
     # ------------------------------------------------------------------ answering
+    def failed_upstream(self, method: str, url: str, headers=(), body: bytes | None = b"") -> str | None:
+        """The match level, when every capture this replay could answer the request with is the
+        recording proxy's placeholder for an upstream that failed (a ``502`` whose site never
+        answered the recording: recorder/addon.py's ``error``); else None. For a browser that refused
+        such a placeholder and reports no answer at all (a cross-origin XHR: the 502 carries no CORS
+        header), so that it is counted as the answer the capture had, not as a miss."""
+        headers = list(headers or ())
+        kind = (lambda: request_kind(headers, url)) if self._strict else None
+        level, _, caps, _ = self.matcher.candidates(method, url, request_body_key(headers, body or b""), kind)
+        if not caps or any(c.status != 502 for c in caps):
+            return None
+        with self._state_lock:
+            known = self._failed_ids
+            for c in caps:
+                if c.id not in known:
+                    known[c.id] = bool(self.archive.exchange(c.id).extra.get("error"))
+            return level if all(known[c.id] for c in caps) else None
+
     def fetch(self, method: str, url: str, headers: list[tuple[str, str]] | None = None,
               body: bytes = b"") -> tuple[int, list[tuple[str, str]], bytes]:
         """(status, headers, body) of one replayed request, as :meth:`answer` gives it to a server

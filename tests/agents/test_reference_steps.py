@@ -255,3 +255,41 @@ def test_the_text_typed_into_a_rich_text_editor_is_no_evidence():
     assert fold_text("typed by the agent") in fold_text(visible_text(tree))
     text = fold_text(visible_text(tree, typed={"11"}))
     assert fold_text("typed by the agent") not in text and fold_text("Saved at noon.") in text
+
+
+def test_a_page_posted_to_its_own_url_is_read_whole_though_it_reuses_the_typed_fields_bids():
+    """A form that POSTs to its own URL (Node-RED's `http in` pair: GET and POST /order) answers
+    with a new document at the same URL; its bids start again, so the paragraph holding the order
+    number can carry the bid of the field typed into before. That paragraph is evidence, not the
+    agent's own typing."""
+    name = target("textbox", "Your name", "#name")
+    place = target("button", "Place order", "form button")
+    steps = [
+        nav("/order", "goto"),
+        {"action": "type", "target": name, "value": "Ada Lovelace"},
+        {"action": "click", "target": place, "value": None},
+        {"action": "submit", "target": target("form", "", "form"), "value": None},
+        nav("/order", "formSubmissionPost"),
+        {"action": "answer", "target": None, "value": {"text": "R-502", "evidence": ["R-502"]}},
+    ]
+    for i, s in enumerate(steps):
+        s["step"] = i
+    reference = {"version": 1, "kind": "reference_trajectory", "start_url": SITE + "/order", "steps": steps}
+    form = {"url": SITE + "/order",
+            "elements": [{"bid": "10", **name}, {"bid": "11", **place}],
+            "axtree_text": "RootWebArea 'Order form', focused\n\t[10] textbox 'Your name'\n\t[11] button 'Place order'"}
+    received = {"url": SITE + "/order",
+                "elements": [{"bid": "5", **target("link", "Order form", "nav > a")}],
+                "axtree_text": ("RootWebArea 'Order received', focused\n\t[10] paragraph ''\n"
+                                "\t\tStaticText 'Your order number is'\n\t\t[11] strong ''\n\t\t\tStaticText 'R-502'")}
+    agent = ReferenceAgent()
+    agent.reset(TaskView(id="t", instruction="", reference=reference))
+    assert agent.act(form)["action"] == "fill('10', 'Ada Lovelace')"
+    assert agent.act(form)["action"] == "click('11')"
+    assert agent.act(received)["action"] == "send_msg_to_user('R-502')"
+    # the field itself, still shown with what the agent typed, is no evidence
+    agent.reset(TaskView(id="t", instruction="", reference=reference))
+    agent.act(form)
+    agent.act(form)
+    typed_back = dict(form, axtree_text="RootWebArea 'Order form', focused\n\t[10] textbox 'Your name' value='R-502'")
+    assert agent.act(typed_back)["action"].startswith("report_infeasible(")

@@ -43,3 +43,34 @@ def test_requests_failed_at_capture_are_said_in_the_closing_line(tmp_path, monke
     assert r.returncode == 0, r.stdout + r.stderr  # (the image replays as recorded: no miss)
     assert "1 pages: 0 with misses (0 requests), 1 request failed at capture (its site never answered the " \
            "recording: listed per page in the report), 0 failed;" in r.stdout, r.stdout
+
+
+@pytest.fixture
+def catalogue_site():
+    # Node-RED's editor asks a catalogue on another host with jQuery's cache-busting `_=` (a
+    # cross-origin XHR); on a machine that cannot reach it the recording holds the proxy's 502,
+    # which carries no CORS header, so the browser refuses it again on replay: no response at all
+    page = (b'<!doctype html><html><head><title>Editor</title></head><body><h1>Flows</h1><script>'
+            b'fetch("http://catalogue.invalid/catalogue.json?_=" + Date.now()).catch(function () {'
+            b' document.body.insertAdjacentHTML("beforeend", "<p>no catalogue</p>"); });'
+            b'</script></body></html>')
+    with static_site({"*": page}) as port:
+        yield port
+
+
+def test_a_cross_origin_request_failed_at_capture_is_said_so_though_the_browser_refuses_it(
+        tmp_path, monkeypatch, cli, catalogue_site):
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    archive = tmp_path / "editor.wfz"
+    r = cli("record", "crawl", "http://editor.test/", "--resolve", f"editor.test=127.0.0.1:{catalogue_site}",
+            "--archive", archive, "--depth", "0", timeout=300)
+    assert r.returncode == 3 and "(missing: http://catalogue.invalid/catalogue.json?_=" in r.stdout, r.stdout + r.stderr
+    r = cli("replay", "check", archive, "--report", tmp_path / "report", timeout=300)
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    (page,) = report["pages"]
+    # the browser takes no answer (a miss, as the rule has it), and the report says why: the site
+    # never answered the recording, which no repair of the archive can change
+    assert [u.split("?")[0] for u in page["misses"]] == ["http://catalogue.invalid/catalogue.json"], page
+    assert page["failed_at_capture"] == page["misses"], page
+    assert report["summary"]["requests_failed_at_capture"] == 1, report["summary"]
+    assert r.returncode == 1 and "1 request failed at capture" in r.stdout, r.stdout + r.stderr

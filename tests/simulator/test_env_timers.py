@@ -162,7 +162,9 @@ def test_people_browsing_keep_the_browsers_own_timers():
         try:
             states = []
             for script in (plain, pumped):
-                page = browser.new_page()  # (a window of its own: a runtime leaves a global that has one)
+                # (a page each: set_content writes into the same window, whose runtime, once
+                # installed, stays as it was: tests/replayer/test_runtime_once.py)
+                page = browser.new_page()
                 page.set_content(f"<html><head>{script}</head><body></body></html>")
                 states.append(page.evaluate(probe))
                 if script is plain:

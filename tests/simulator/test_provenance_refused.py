@@ -145,3 +145,31 @@ def test_a_subresource_asked_for_again_alike_counts_once(tmp_path):
     assert [(a["url"], a["status"]) for a in start["answers"] if "/avatar/" in a["url"]] == [(HOST + "/avatar/1", 502)]
     assert start["requests"]["subresource"] == {"exact": 1}, start["requests"]
     assert start["requests"]["xhr"] == {"exact": 2}, start["requests"]
+
+
+def test_a_placeholder_the_browser_refuses_is_answered_not_missed(tmp_path):
+    # Node-RED's editor asks catalogue.nodered.org with jQuery's cache-busting `_=` (a cross-origin
+    # XHR). Recorded offline, the archive holds the recording proxy's 502 for it (the site never
+    # answered); that 502 has no CORS header, so the browser refuses it on replay as it did live and
+    # reports no response at all. It was counted a miss (status 0): the episode replay-compromised,
+    # and `tasks validate` called the task an incomplete capture, though nothing can be recorded.
+    page = (b"<!doctype html><html><head><title>Editor</title></head><body><h1>Flows</h1><script>"
+            b"fetch('https://catalogue.test/catalogue.json?_=' + Date.now()).catch(() => {});"
+            b"</script></body></html>")
+    with new_archive_atomically(tmp_path / "a.wfz") as arc:
+        sid = arc.new_session("test", source="test_provenance_refused")
+        arc.add_exchange(Exchange(session_id=sid, url=HOST + "/", status=200, payload=page, captured_at=T0,
+                                  resp_headers=[("Content-Type", "text/html; charset=utf-8")]))
+        arc.add_exchange(Exchange(session_id=sid, url="https://catalogue.test/catalogue.json?_=1709294400123",
+                                  status=502, reason="Bad Gateway", resp_headers=[], payload=b"", captured_at=T0,
+                                  extra={"error": "[Errno -2] Name or service not known"}))
+    env = WebEnv(EnvConfig(tmp_path / "a.wfz", backend="browser"))
+    try:
+        env.reset(options={"task": {"id": "t", "start_url": HOST + "/", "instruction": "read"}})
+        env.step("send_msg_to_user('x')")
+        traj = env.trajectory()
+    finally:
+        env.close()
+    got = [(a["level"], a["status"]) for a in traj["replay"]["start"]["answers"] if "catalogue" in a["url"]]
+    assert got == [("canonical", 502)], traj["replay"]["start"]["answers"]
+    assert traj["replay"]["misses"] == 0 and traj["replay"]["compromised"] is False, traj["replay"]

@@ -4,7 +4,8 @@ Reads the replay provenance of every trajectory of the given runs (docs/trajecto
 provenance") and groups the requests that missed or were answered fuzzily by host and path
 pattern: the path with its numeric segments as ``*``, and the names of its query parameters
 (values left out: two searches are one pattern). Each group has its level (``miss`` or ``fuzzy``),
-kind (document, xhr, subresource), count, the tasks that made it and a few example URLs (and, for
+kind (document, xhr, subresource), method (a form's POST to its own page's URL is not the page's
+GET), count, the tasks that made it and a few example URLs (and, for
 fuzzy answers, the captures served instead).
 """
 
@@ -68,9 +69,11 @@ def coverage(run_dirs: list[str | Path]) -> dict:
             tid = str(traj.get("task_id"))
             for f in flagged_answers(traj):
                 host, pattern = url_pattern(f["url"])
-                key = (host, pattern, f["level"], f["kind"])
+                method = str(f.get("method") or "GET").upper()
+                key = (host, pattern, f["level"], f["kind"], method)
                 g = groups.setdefault(key, {"host": host, "pattern": pattern, "level": f["level"], "kind": f["kind"],
-                                            "count": 0, "tasks": set(), "examples": set(), "served": set()})
+                                            "method": method, "count": 0, "tasks": set(), "examples": set(),
+                                            "served": set()})
                 g["count"] += 1
                 g["tasks"].add(tid)
                 g["examples"].add(f["url"])
@@ -78,7 +81,7 @@ def coverage(run_dirs: list[str | Path]) -> dict:
                     g["served"].add(f["capture_url"])
         runs.append({"run": str(run), "episodes": episodes, "with_provenance": with_provenance})
     out = []
-    for g in sorted(groups.values(), key=lambda g: (-g["count"], g["host"], g["pattern"], g["level"], g["kind"])):
+    for g in sorted(groups.values(), key=lambda g: (-g["count"], g["host"], g["pattern"], g["level"], g["kind"], g["method"])):
         g = dict(g, tasks=sorted(g["tasks"]), examples=sorted(g["examples"])[:EXAMPLES],
                  served=sorted(g["served"])[:EXAMPLES])
         if g["level"] != "fuzzy":
@@ -99,7 +102,7 @@ def render_text(result: dict) -> str:
     if not result["groups"]:
         lines.append("no misses and no fuzzy answers")
     for g in result["groups"]:
-        lines.append(f"{g['count']:>5}  {g['level']:<5} {g['kind']:<11} {g['host']}{g['pattern']}")
+        lines.append(f"{g['count']:>5}  {g['level']:<5} {g['kind']:<11} {g['method']:<4} {g['host']}{g['pattern']}")
         lines.append(f"       tasks: {', '.join(g['tasks'])}")
         lines.append(f"       e.g. {g['examples'][0]}")
         if g.get("served"):

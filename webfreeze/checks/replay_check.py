@@ -13,7 +13,9 @@ is loaded in one reused tab wiped before each page (:class:`_ReusedTab`). Compar
 - failed at capture: requests the archive answers only with the recording proxy's placeholder for
   an exchange whose upstream failed (a connection cut, a TLS failure: the site never answered).
   Listed apart (``failed_at_capture``): the replay answers them as the capture went, and Chromium,
-  which takes a proxy's 502 for a failed request, usually reports them among the misses too.
+  which takes a proxy's 502 for a failed request, usually reports them among the misses too (one it
+  refuses outright, a cross-origin XHR's 502 without a CORS header, fires no response: found by
+  asking the replay's index, :class:`_Placeholders`).
   ``record crawl`` counts both as missing when it checks a page;
 - text similarity: ``difflib`` ratio of the visible text (whitespace-normalised words) of the
   captured and the replayed DOM, 1.0 = identical. The crawl ran the page's scripts on the real
@@ -251,6 +253,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
 
     results = []
     server = _start_server(archive_path, mode, port, seed=seed, miss_report=partial / "misses.jsonl", confdir=confdir)
+    placeholders = _Placeholders(placeholders, server.replay, direct=mode == "direct")
     sockets = None
     try:
         server.replay.sockets = True  # (the runtime counts socket deliveries: SocketRoutes marks them)
@@ -378,6 +381,31 @@ def _server_socket(sockets, url: str, level: str) -> None:
         missed.append(url)
 
 
+class _Placeholders(frozenset):
+    """The ids of the recording proxy's placeholders (exchanges whose upstream failed), and
+    :meth:`answer_only`: whether the replay's index answers a request with nothing else."""
+
+    def __new__(cls, ids, replay, direct: bool = False):
+        self = super().__new__(cls, ids)
+        self.replay, self.direct = replay, direct
+        return self
+
+    def answer_only(self, request) -> bool:
+        """Whether every capture the replay could answer ``request`` with (a Playwright request;
+        its direct-mode URL read as the URL it stands for) is a placeholder
+        (:meth:`~webfreeze.replayer.Replay.failed_upstream`)."""
+        if not self:
+            return False
+        from webfreeze.replayer.websocket import direct_socket_url
+
+        try:
+            url = direct_socket_url(request.url) if self.direct else request.url
+            return self.replay.failed_upstream(request.method, url, list(request.headers.items()),
+                                               request.post_data_buffer) is not None
+        except Exception:  # (a request the index cannot read: not said to be a placeholder)
+            return False
+
+
 def _watch(page, placeholders, sockets) -> tuple[list[str], list[str]]:
     """The lists ``page``'s loads fill from now on: the URLs that missed (failed, answered as a
     replay miss, or a WebSocket ``sockets`` could not serve) and those whose capture had failed at
@@ -399,6 +427,11 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str]]:
         # document to itself at a chrome-extension:// URL, and that request may end as failed)
         if request.url.startswith(("http:", "https:")):
             missed.append(request.url)
+            # a placeholder the browser took for no answer at all (a cross-origin XHR: the proxy's
+            # 502 carries no CORS header) fires no response: asked of the replay's index instead
+            only = getattr(placeholders, "answer_only", None)
+            if only is not None and only(request):
+                failed_at_capture.append(request.url)
     page.on("requestfailed", on_failed)
     page.on("response", on_response)
     # a WebSocket the page opens: served in the browser from the archive's recording of it (a miss

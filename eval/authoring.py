@@ -292,7 +292,8 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
     ``requests`` (``"POST URL"`` each) become the task's ``requests`` checks (eval/request_checks.py:
     the agent must send them, answered as recorded); ``session_sent(archive_path, session_id)``, if
     given, lists the session's requests other than GET and HEAD (``"METHOD URL"``), and a request
-    the session did not send is refused, naming those it did."""
+    the session did not send is refused, naming those it did; without ``requests``, the returned
+    ``unrequired`` lists them (the caller may say that no check requires them)."""
     root = Path(suite)
     ref_path = Path(reference)
     trajectory = _read_reference(ref_path)
@@ -329,7 +330,8 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
     named = manifest.get("archive")
     sid = trajectory.get("archive_session")
     wanted = [_request_check(r) for r in requests or []]
-    if wanted and session_sent is not None and isinstance(named, str) and isinstance(sid, str) and sid:
+    sent: list[str] = []
+    if session_sent is not None and isinstance(named, str) and isinstance(sid, str) and sid:
         path = Path(named) if Path(named).is_absolute() else Path(os.path.normpath(root / named))
         if path.is_file():
             sent = session_sent(path, sid)
@@ -418,8 +420,10 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
         if new_suite and tasks_path in written:
             tasks_path.unlink(missing_ok=True)
         raise TaskError(str(exc)) from None
-    obj = dict(obj, replaced=old is not None, names_archive="archive" in manifest)  # (not part of the line written)
+    obj = dict(obj, replaced=old is not None, names_archive="archive" in manifest,  # (not part of the line written)
+               unrequired=[] if wanted else sent)
     if old is not None:
         obj["changes"] = ((reference_changes(old.reference, trajectory) if old.reference is not None else [])
-                          + field_changes(old.raw, {k: v for k, v in obj.items() if k not in ("replaced", "names_archive")}))
+                          + field_changes(old.raw, {k: v for k, v in obj.items()
+                                                    if k not in ("replaced", "names_archive", "unrequired")}))
     return obj

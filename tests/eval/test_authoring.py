@@ -259,6 +259,14 @@ def test_the_suite_validates_and_the_oracle_scores_exactly_one(authored, backend
     assert any(a.startswith("goto(") and a.endswith("/edit')") for a in edit), edit
 
 
+def test_tasks_add_says_when_a_session_s_action_is_not_required(authored, cli_here):
+    tmp = authored["tmp"]
+    r = cli_here("tasks", "add", tmp / "suite-note", "--reference", tmp / "edit-title.json", "--answer", "New title",
+                 "--archive", tmp / "site.wfz", "--instruction", "Rename the page to 'New title'.")
+    assert r.returncode == 0, r.stderr
+    assert "note: its session sent POST " in r.stderr and "and 1 more" in r.stderr and "--require-request" in r.stderr
+
+
 def test_tasks_add_writes_the_line_and_copies_the_reference(authored):
     suite = authored["suite"]
     manifest = json.loads((suite / "manifest.json").read_text())
@@ -462,6 +470,7 @@ def test_a_required_request_tells_doing_from_saying(authored, site, cli, cli_her
     assert r.returncode == 1 and "give it as 'METHOD URL'" in r.stderr and not suite.exists()
     r = cli_here(*base, "--require-request", f"post {site}/edit")
     assert r.returncode == 0, r.stderr
+    assert "note:" not in r.stderr  # (the action is required)
     (task,) = load_suite(str(suite)).tasks
     assert task.ground_truth["requests"] == [{"method": "POST", "url": f"{site}/edit"}]
     assert task.kinds == ["answer", "reference_trajectory", "requests"]

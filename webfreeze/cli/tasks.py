@@ -87,6 +87,12 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
                    requests=list(requests), session_sent=_session_sent)
     for change in obj.get("changes", []):
         click.echo(f"{obj['id']}: {change}")
+    if obj.get("unrequired"):  # (an action's task scored on its answer alone: say how to require the action)
+        first = obj["unrequired"][0]
+        more = f" and {len(obj['unrequired']) - 1} more" if len(obj["unrequired"]) > 1 else ""
+        click.echo(f"note: its session sent {first}{more}; if the task's point is that action, require it "
+                   f"(tasks add ... --replace --require-request '{first}'): the answer alone does not show it was "
+                   "done", err=True)
     check = f"webfreeze tasks validate {suite}"
     if not obj["names_archive"]:  # (a suite made without --archive: every run is told where the archive is)
         check += (" --archive ARCHIVE (its manifest names no archive: add \"archive\" to it, or give --archive "

@@ -34,7 +34,7 @@ def task_provenance(trajectory: dict | None) -> dict | None:
 def run_provenance(results: list[dict], trajectories: dict[str, dict]) -> dict | None:
     """The run's ``replay`` section: how many episodes touched a fuzzy main document, a fuzzy XHR
     answer or a miss, and which (None when no trajectory records provenance)."""
-    episodes = 0
+    episodes = live = 0
     touched = dict.fromkeys(COUNTS, 0)
     compromised = []
     unknown = []
@@ -47,14 +47,19 @@ def run_provenance(results: list[dict], trajectories: dict[str, dict]) -> dict |
             unknown.append(r["task_id"])
             continue
         episodes += 1
+        requests = traj["replay"].get("requests") if isinstance(traj["replay"].get("requests"), dict) else {}
+        live += any(isinstance(by, dict) and by.get("live") for by in requests.values())
         for k in COUNTS:
             touched[k] += prov[k] > 0
         if prov["compromised"]:
             compromised.append({"task_id": r["task_id"], "outcome": r["outcome"], **{k: prov[k] for k in COUNTS}})
     if not episodes:
         return None
-    return {"episodes": episodes, "compromised": len(compromised), **touched,
-            "episodes_compromised": compromised, "unknown": unknown}
+    out = {"episodes": episodes, "compromised": len(compromised), **touched,
+           "episodes_compromised": compromised, "unknown": unknown}
+    if live:  # (--patch-from-live: answers the site gave now, beside the archive's; not compromised, but said)
+        out["live"] = live
+    return out
 
 
 def strict_replay(results: list[dict], run: dict | None) -> dict:
@@ -79,8 +84,11 @@ def summary_line(run: dict | None) -> str | None:
     """One line for a terminal: how many episodes were replay-compromised, and by what."""
     if not run:
         return None
-    return (f"replay: {run['compromised']} of {run['episodes']} episodes replay-compromised "
+    line = (f"replay: {run['compromised']} of {run['episodes']} episodes replay-compromised "
             f"({run['fuzzy_documents']} fuzzy main document, {run['fuzzy_xhr']} fuzzy XHR, {run['misses']} miss)")
+    if run.get("live"):
+        line += f"; {run['live']} with answers fetched live from the site today (--patch-from-live)"
+    return line
 
 
 def provenance_html(run: dict | None, strict: dict | None) -> list[str]:
@@ -91,6 +99,8 @@ def provenance_html(run: dict | None, strict: dict | None) -> list[str]:
            f"{run['episodes']} episodes with provenance: {run['compromised']} replay-compromised "
            f"({run['fuzzy_documents']} touched a fuzzy main document, {run['fuzzy_xhr']} a fuzzy XHR answer, "
            f"{run['misses']} a miss)."]
+    if run.get("live"):
+        out.append(f" {run['live']} with answers fetched live from the site at run time (--patch-from-live).")
     if run.get("unknown"):
         out.append(f" {len(run['unknown'])} without provenance (older trajectories).")
     out.append("</p>")

@@ -221,6 +221,10 @@ def test_patching_misses_fetches_them_live_into_a_copy(tmp_path, home, scholar, 
     assert all(t["end"]["reason"] == "answer" and t["replay"]["misses"] == 0 for t in runs.values())
     live_answers = sum(by.get("live", 0) for t in runs.values() for by in t["replay"]["requests"].values())
     assert live_answers == said["live_fetches"]  # labelled live in the provenance, and counted
+    # and said where a person reads the run: the episodes that took answers from today's site
+    touched = sum(any(by.get("live") for by in t["replay"]["requests"].values()) for t in runs.values())
+    assert touched and json.loads((patched / "report.json").read_text())["replay"]["live"] == touched
+    assert f"; {touched} with answers fetched live from the site today (--patch-from-live)" in got.stderr, got.stderr
     # the live site's errors are said: the browser asked for the image the site no longer has
     warned = [line for line in got.stderr.splitlines() if "fetched live to patch" in line]
     if backend == "browser":

@@ -19,8 +19,9 @@ It makes a page's scripts, and the workers they start, see the same world on eve
 - Workers (``Worker`` and ``SharedWorker``; a ``data:`` URL excepted): the constructor starts the
   worker from a blob that runs this same runtime first, then the worker's own script (``importScripts``,
   or ``import()`` for a module worker; a classic script ``importScripts`` refuses for its type, which
-  Chromium runs as a worker all the same, a ``text/html`` or ``text/plain`` answer, is read with a
-  synchronous XHR and run by indirect ``eval``), with relative URLs, ``fetch``, XHR and ``location`` resolved
+  Chromium runs as a worker all the same, a ``text/plain`` answer, is read with a synchronous XHR
+  and run by indirect ``eval``: only when the error is that script's own ``NetworkError``, so a
+  script that throws is never run twice), with relative URLs, ``fetch``, XHR and ``location`` resolved
   against the script's own URL. Each worker's generator has a seed of its own, derived from the
   page's seed and the worker's creation order (the n-th worker a page starts); its clock starts
   where the page's stood when it was made.
@@ -127,7 +128,8 @@ function wrapWorker(name,shared){var O=G[name];if(!O){return;}
   var module=!!(o&&typeof o==='object'&&o.type==='module'),key=url+'\n'+(typeof o==='string'?o:(o&&o.name)||''),blob=shared&&made[key];
   if(!blob){var cfg={t:T0+n,s:wseed(wk++),v:vt,x:X?1:0,st:ST,nt:NT,b:url,sh:shared?1:0,w:c.w};
    var U=JSON.stringify(url),src=SRC+'('+JSON.stringify(cfg)+');'+(module?'await import('+U+');':
-    'try{importScripts('+U+');}catch(e){var x=new XMLHttpRequest();x.open("GET",'+U+',false);x.send();'+
+    'try{importScripts('+U+');}catch(e){if(!e||e.name!=="NetworkError"||String(e.message).indexOf('+U+')<0){throw e;}'+
+    'var x=new XMLHttpRequest();x.open("GET",'+U+',false);x.send();'+
     'if(x.status<200||x.status>299){throw e;}(0,eval)(x.responseText);}');
    blob=URL.createObjectURL(new Blob([src],{type:'text/javascript'}));if(shared){made[key]=blob;}}
   var w=new O(blob,o);

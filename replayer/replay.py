@@ -114,6 +114,21 @@ def is_browser_own(url: str) -> bool:
 URL_SAFE = ":/?&=%#;+,@!$~*()[]'"
 
 
+# The request headers that decide whether an HTML answer gets the runtime (_asks_for_document).
+_INJECT_VARY = ("Accept", "Sec-Fetch-Dest", "X-Requested-With")
+
+
+def _vary(headers: list[tuple[str, str]], names) -> list[tuple[str, str]]:
+    """``headers`` whose ``Vary`` also names ``names`` (one header, the capture's names first)."""
+    had = [v for k, v in headers if k.lower() == "vary"]
+    listed = [n.strip() for v in had for n in v.split(",") if n.strip()]
+    if "*" in listed:
+        return headers
+    low = {n.lower() for n in listed}
+    value = ", ".join(listed + [n for n in names if n.lower() not in low])
+    return [(k, v) for k, v in headers if k.lower() != "vary"] + [("Vary", value)]
+
+
 def _asks_for_document(headers, url: str) -> bool:
     """Whether a request may be for a document, which gets the runtime: a browser's navigation or
     frame (``Sec-Fetch-Dest``, else an ``Accept`` naming ``text/html``), or a client that says
@@ -600,8 +615,12 @@ class Replay:
         status = resp.status
         mime = resp.mime
         out_headers = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
-        if inject and mime.startswith(HTML_MIMES) and status >= 200 and status not in (204, 304) \
-                and ex.method != "HEAD":  # error pages run scripts too
+        page = mime.startswith(HTML_MIMES) and status >= 200 and status not in (204, 304) and ex.method != "HEAD"
+        if page and self.inject:
+            # the runtime goes into a document's answer, not a fetch's (_asks_for_document): the
+            # browser's cache must not give one for the other (a page fetched, then navigated to)
+            out_headers = _vary(out_headers, _INJECT_VARY)
+        if inject and page:  # (error pages run scripts too)
             try:
                 html = decode_bounded(body, content_encoding(headers))
             except DecodeError:

@@ -1,5 +1,6 @@
-"""The determinism runtime installs itself once per page. The replay injects it into every HTML
-answer, an XHR's too; Node-RED's editor fetches its node and plugin configurations as HTML
+"""The determinism runtime installs itself once per page. The replay injected it into every HTML
+answer, an XHR's too (now a document's only, and an XHR asking for ``text/html`` reads as one);
+Node-RED's editor fetches its node and plugin configurations as HTML
 (``GET /nodes``, ``Accept: text/html``) and appends them with jQuery, which runs their scripts,
 the injected runtime first. Run a second time in the page, it wrapped the page's timers again,
 in a queue the environment never pumps, then threw (``Cannot redefine property: __wfPump``): the
@@ -65,3 +66,28 @@ def test_an_html_fragment_an_xhr_fetched_does_not_install_the_runtime_again(tmp_
     assert "Palette ready: 0." in first and "Loading Palette" not in first, first
     assert "inject" in first
     assert _episode(tmp_path / "a.wfz") == first  # (the page's generator not seeded again by the fragment)
+
+
+def test_a_worker_script_that_throws_runs_once(tmp_path):
+    """The runtime starts a classic worker's script with ``importScripts`` and, where that refuses
+    the script for its type, reads it with a synchronous XHR; a script that threw an error of its
+    own was run a second time that way (its messages sent twice; reviewer). Only the script's own
+    load failure falls back now."""
+    page = (b"<!doctype html><html><head><title>W</title></head><body><p id=o>none</p><script>"
+            b"var got = []; var w = new Worker('/w.js');"
+            b"w.onmessage = (e) => { got.push(e.data); document.getElementById('o').textContent = got.join(','); };"
+            b"w.onerror = () => { got.push('error'); document.getElementById('o').textContent = got.join(','); };"
+            b"</script></body></html>")
+    with new_archive_atomically(tmp_path / "w.wfz") as arc:
+        sid = arc.new_session("test", source="test_runtime_once")
+        for rel, ctype, body in (("/", "text/html", page),
+                                 ("/w.js", "text/javascript", b"postMessage('started'); undefinedFunction();")):
+            arc.add_exchange(Exchange(session_id=sid, url=HOST + rel, status=200, payload=body, captured_at=T0,
+                                      resp_headers=[("Content-Type", ctype)]))
+    env = WebEnv(EnvConfig(tmp_path / "w.wfz", backend="browser"))
+    try:
+        obs, _ = env.reset(options={"task": {"id": "t", "start_url": HOST + "/", "instruction": "read"}})
+    finally:
+        env.close()
+    # (the error event comes at once; the worker's message waits for the pump's turn)
+    assert "StaticText 'error,started'" in obs["axtree_text"], obs["axtree_text"]

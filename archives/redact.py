@@ -125,6 +125,9 @@ class Redactor:
         self._hit: set[str] = set()         # the placeholders written so far
         self._instructions: list[str] = []  # the suite's task instructions (collect_instruction)
         self._told: dict[str, str] = {}     # an instruction as text() leaves it -> with its short passwords replaced
+        self._short: list[bytes] = []        # the short passwords _told replaces (a cheap test before it)
+        self._short_text: list[str] = []
+        self._typed_other: set[str] = set()  # values typed into fields that are no password fields
         self._text_re = None
         self._bytes_re = None
 
@@ -227,28 +230,53 @@ class Redactor:
 
     def _instructions_told(self) -> dict[str, str]:
         """Each collected instruction, as :meth:`text` leaves it, -> the same with every typed
-        password too short to be replaced everywhere replaced where it stands as a word of its own.
-        An instruction that tells the agent which password to type must tell it the placeholder
-        the redacted login holds (else the task cannot be done on the redacted archive, and the
-        password is shared); the same short word on the pages is left, as there it is most likely
-        the word itself. Applied wherever the whole instruction occurs (task lines, trajectories,
-        the prompts of cassettes), raw or JSON-escaped, so a run's prompts keep matching."""
-        short = sorted((s for s, kind in self._kind.items() if kind == "password" and not _literal(s, kind)),
+        password too short to be replaced everywhere replaced, as a word of its own, throughout an
+        instruction that gives it as the password: quoted (``'pw1'``, ``"pw1"``, backticks), or
+        within 40 characters after a word that names it (password, passcode, pass, pwd, pw, PIN,
+        secret). An instruction that tells the agent which password to type must tell it the
+        placeholder the redacted login holds (else the task cannot be done on the redacted
+        archive, and the password is shared); an instruction that never gives it keeps the word
+        ("the test site"), as the pages do, and a password that is also a value typed into another
+        field (a user name: admin / admin) is left, since the agent must still type that as it is. Applied wherever the whole
+        instruction occurs (task lines, trajectories, the prompts of cassettes), raw or
+        JSON-escaped, so a run's prompts keep matching; the longest instructions first."""
+        short = sorted((s for s, kind in self._kind.items()
+                        if kind == "password" and not _literal(s, kind) and s not in self._typed_other),
                        key=len, reverse=True)
+        self._short, self._short_text = [x.encode("utf-8") for x in short], short
         if not short or not self._instructions:
             return {}
-        words = re.compile("|".join(rf"(?<!\w){re.escape(s)}(?!\w)" for s in short))
         told: dict[str, str] = {}
         for instruction in self._instructions:
             base = self._text_re.sub(lambda m: self._map[m.group(0)], instruction) if self._text_re else instruction
-            said = words.sub(lambda m: self._secrets[m.group(0)], base)
+            said = base
+            for secret in short:  # (the longest first)
+                word = re.escape(secret)
+                if re.search(rf"['\"`\u2018\u201c]{word}['\"`\u2019\u201d]|\b(?:pass(?:word|code|phrase|wd)?|pwd|pw"
+                             rf"|pin|secret)\b[^\n.]{{0,40}}?(?<!\w){word}(?!\w)", said, re.IGNORECASE):
+                    said = re.sub(rf"(?<!\w){word}(?!\w)", self._secrets[secret], said)
             if said != base:
                 for a, b in ((base, said), (json.dumps(base)[1:-1], json.dumps(said)[1:-1]),
                              (json.dumps(base, ensure_ascii=False)[1:-1], json.dumps(said, ensure_ascii=False)[1:-1])):
                     told.setdefault(a, b)
-        return told
+        return dict(sorted(told.items(), key=lambda kv: len(kv[0]), reverse=True))
+
+    def cassette_text(self, s: str) -> str:
+        """:meth:`text` for an LLM cassette's requests and answers: also every short typed password
+        (see :meth:`_instructions_told`) where it stands quoted as a value of its own (an answer's
+        ``fill('12', 'pw1')``, a tool call's ``{"text": "pw1"}``, raw or JSON-escaped, and the
+        same in the action history of later prompts): a re-run from the cassette then types the
+        placeholder the redacted login holds, as the redacted trajectory does."""
+        s = self.text(s)
+        if not s or not self._short_text or not any(x in s for x in self._short_text):
+            return s
+        for secret in self._short_text:
+            s = re.sub(rf"(?<=['\"`]){re.escape(secret)}(?=\\*['\"`])", self._secrets[secret], s)
+        return s
 
     def _tell(self, s: str) -> str:
+        if not any(x in s for x in self._short_text):
+            return s
         for a, b in self._told.items():
             s = s.replace(a, b)
         return s
@@ -365,7 +393,9 @@ class Redactor:
     def collect_trajectory(self, trajectory: dict, where: str = "") -> None:
         """Values typed into password fields in a reference trajectory: a ``type`` step whose target
         is an ``input type=password`` (when the recorder notes the type) or whose name or CSS path
-        says password / passwd / pwd / PIN / secret."""
+        says password / passwd / pwd / PIN / secret. Its ``instruction`` (``record session
+        --instruction``) is collected too (:meth:`collect_instruction`)."""
+        self.collect_instruction((trajectory or {}).get("instruction") if isinstance(trajectory, dict) else None)
         for step in (trajectory or {}).get("steps") or []:
             value = typed_value(step)
             if value is None:
@@ -375,6 +405,9 @@ class Redactor:
             said = " ".join(str(target.get(k) or "") for k in ("name", "css", "id"))
             if typed == "password" or _PASSWORD_TARGET.search(said):
                 self.add(value, "password", f"a value typed into a password field{f' in {where}' if where else ''}")
+            elif isinstance(value, str):
+                self._typed_other.add(value)
+                self._text_re = self._bytes_re = None
 
     # ------------------------------------------------------------------------------ rewriting
     def text(self, s: str) -> str:
@@ -395,7 +428,7 @@ class Redactor:
             return b
         if self._bytes_re:
             b = self._bytes_re.sub(lambda m: self._put(self._map[m.group(0).decode("utf-8")]).encode("ascii"), b)
-        if self._told and any(a.encode("utf-8") in b for a in self._told):
+        if self._told and any(x in b for x in self._short) and any(a.encode("utf-8") in b for a in self._told):
             b = self._tell(b.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
         return b
 

@@ -318,3 +318,43 @@ def test_a_short_password_written_in_an_instruction_is_replaced_there(tmp_path):
     assert r.text(prompt(instruction)) == prompt(said)
     assert r.data(prompt(instruction).encode()) == prompt(said).encode()
     assert r.text("Page: hint pw1") == "Page: hint pw1"  # (the word elsewhere stays)
+
+
+def test_a_short_password_is_replaced_where_the_instruction_gives_it_and_only_there():
+    """(Review of the rule above.) The word is replaced throughout an instruction that gives it as
+    the password (quoted, or after a word naming it), not in one that does not ("the test site"),
+    not where it is also a value typed into another field (admin / admin: the agent must type the
+    user name); a longer instruction holding a shorter one is replaced whole (longest first)."""
+    r = Redactor()
+    r.collect_trajectory({"instruction": "Sign in with password pw1",
+                          "steps": [{"action": "type", "value": "admin", "target": {"name": "user", "type": "text"}},
+                                    {"action": "type", "value": "admin", "target": {"name": "pass", "type": "password"}},
+                                    {"action": "type", "value": "test", "target": {"name": "pin", "type": "password"}},
+                                    {"action": "type", "value": "pw1", "target": {"name": "pw", "type": "password"}}]})
+    short = "Sign in with password pw1"
+    longer = short + " then change it from pw1 to pw2"
+    for text in ("Log in as admin with password admin.", "Use the PIN 'test' on the test site.", longer,
+                 "Open the test site."):
+        r.collect_instruction(text)
+    ph_test, ph_pw1 = r.placeholder("test"), r.placeholder("pw1")
+    assert r.text("Log in as admin with password admin.") == "Log in as admin with password admin."
+    assert r.text("Use the PIN 'test' on the test site.") == f"Use the PIN '{ph_test}' on the {ph_test} site."
+    assert r.text("Open the test site.") == "Open the test site."
+    assert r.text(f"Goal: {longer}") == f"Goal: Sign in with password {ph_pw1} then change it from {ph_pw1} to pw2"
+    assert r.text(short) == f"Sign in with password {ph_pw1}"  # (the session's own instruction)
+    assert r.data(longer.encode()) == f"Sign in with password {ph_pw1} then change it from {ph_pw1} to pw2".encode()
+    assert r.data(b"\xff\xfe binary pw1") == b"\xff\xfe binary pw1"
+
+
+def test_a_short_password_in_a_cassette_is_replaced_where_it_is_a_value():
+    """An LLM agent's answer that typed the short password (``{"text": "pw1"}``, ``fill('12', 'pw1')``)
+    and the action history of later prompts are replaced with the placeholder, so a re-run from the
+    redacted cassette types what the redacted login holds; the word in a page's text stays."""
+    r = Redactor()
+    r.collect_trajectory({"steps": [{"action": "type", "value": "pw1", "target": {"name": "pass", "type": "password"}}]})
+    ph = r.placeholder("pw1")
+    assert r.cassette_text(json.dumps({"arguments": json.dumps({"text": "pw1"})})) == \
+        json.dumps({"arguments": json.dumps({"text": ph})})
+    assert r.cassette_text("fill('12', 'pw1')") == f"fill('12', '{ph}')"
+    assert r.cassette_text("Page: the hint is pw1 for tests") == "Page: the hint is pw1 for tests"
+    assert r.text("fill('12', 'pw1')") == "fill('12', 'pw1')"  # (archives and pages: the field's value only)

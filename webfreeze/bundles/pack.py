@@ -445,7 +445,7 @@ def redacted_sources(sources: list, suite, archive, staging: Path, *, params=(),
             if cassette is None:
                 raise BundleError(f"{run}: its LLM cassette {where} is not there any more")
             dest.mkdir(parents=True)
-            keys = redact_file(cassette, dest / "llm-cassette.sqlite", r.text)["keys"]
+            keys = redact_file(cassette, dest / "llm-cassette.sqlite", r.cassette_text)["keys"]
         files = [run / f for f in RUN_FILES if (run / f).is_file()]
         files += [f for d in RUN_DIRS if d != "dom" and (run / d).is_dir() for f in run_files(run / d)]
         replace = dict(replace)

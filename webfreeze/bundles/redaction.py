@@ -174,7 +174,7 @@ def redact(archive, out, *, suite=None, suite_out=None, params=(), headers=(), c
             written.append(Path(suite_out))
         summary["cassettes"] = []
         for src, dest in cassettes:
-            stats = redact_file(src, dest, r.text)
+            stats = redact_file(src, dest, r.cassette_text)
             written.append(Path(dest))
             summary["cassettes"].append({"src": str(src), "out": str(dest), "calls": stats["calls"],
                                          "changed": stats["changed"]})
@@ -192,7 +192,7 @@ def redact_cassette(cassette, out, *, archive, suite=None, params=(), headers=()
     cassette. Its placeholders match an archive redaction only when made in the same command
     (``archive redact --cassette``, ``bundle pack --redact``): the key is never kept."""
     r = make_redactor(archive, suite=suite, params=params, headers=headers, secret_env=secret_env)
-    stats = redact_file(cassette, out, r.text)
+    stats = redact_file(cassette, out, r.cassette_text)
     return {"calls": stats["calls"], "changed": stats["changed"], "secrets": r.count}
 
 

@@ -289,12 +289,17 @@ def retimed_suite(suite, archive, work: Path):
     work.mkdir(parents=True)
     lines = []
     for t in loaded.tasks:
-        obj = dict(t.raw, ground_truth={**t.raw["ground_truth"], "reference_trajectory": t.reference})
+        obj = dict(t.raw)
+        if t.reference is not None:  # (a task with no reference keeps its ground truth as it is)
+            obj["ground_truth"] = {**t.raw["ground_truth"], "reference_trajectory": t.reference}
         if t.id in times:
             obj["snapshot_time"] = times[t.id]
         lines.append(json.dumps(obj, ensure_ascii=False, sort_keys=True))
     (work / "tasks.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     manifest = {k: v for k, v in (loaded.manifest or {}).items() if k not in ("archive", "archive_digest", "tasks")}
+    personas = manifest.get("personas")
+    if isinstance(personas, dict) and isinstance(personas.get("path"), str):  # (a folder beside the suite's)
+        manifest["personas"] = {**personas, "path": str((Path(loaded.root) / personas["path"]).resolve())}
     manifest.update({"format": SUITE_FORMAT, "version": SUITE_VERSION, "name": loaded.name, "tasks": "tasks.jsonl"})
     (work / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return work

@@ -329,6 +329,11 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
         categories = manifest.get("categories")
     named = manifest.get("archive")
     sid = trajectory.get("archive_session")
+    if has_session is not None and isinstance(named, str) and isinstance(sid, str) and sid:
+        path = Path(named) if Path(named).is_absolute() else Path(os.path.normpath(root / named))
+        if path.is_file() and not has_session(path, sid):
+            raise TaskError(f"its session {sid} is not in the suite's archive {os.path.normpath(path)}: record the "
+                            f"session into that archive (record session --archive {os.path.normpath(path)})", ref_path)
     wanted = [_request_check(r) for r in requests or []]
     sent: list[str] = []
     if session_sent is not None and isinstance(named, str) and isinstance(sid, str) and sid:
@@ -339,11 +344,6 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
                 if f"{w['method']} {w['url']}" not in sent:
                     listed = ", ".join(sent[:6]) + (", ..." if len(sent) > 6 else "") if sent else "none but GET and HEAD"
                     raise TaskError(f"its session sent no {w['method']} {w['url']} (it sent: {listed})", ref_path)
-    if has_session is not None and isinstance(named, str) and isinstance(sid, str) and sid:
-        path = Path(named) if Path(named).is_absolute() else Path(os.path.normpath(root / named))
-        if path.is_file() and not has_session(path, sid):
-            raise TaskError(f"its session {sid} is not in the suite's archive {os.path.normpath(path)}: record the "
-                            f"session into that archive (record session --archive {os.path.normpath(path)})", ref_path)
     old = next((t for t in existing if t.id == tid), None)
     if old is not None and not replace:
         raise TaskError(f"the suite already has a task {tid!r} ({old.source}); give --replace to record it anew "

@@ -88,10 +88,10 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
     for change in obj.get("changes", []):
         click.echo(f"{obj['id']}: {change}")
     if obj.get("unrequired"):  # (an action's task scored on its answer alone: say how to require the action)
-        first = obj["unrequired"][0]
-        more = f" and {len(obj['unrequired']) - 1} more" if len(obj["unrequired"]) > 1 else ""
-        click.echo(f"note: its session sent {first}{more}; if the task's point is that action, require it "
-                   f"(tasks add ... --replace --require-request '{first}'): the answer alone does not show it was "
+        last = obj["unrequired"][-1]  # (the last one sent: a login or a beacon comes before the action)
+        more = f" (and {len(obj['unrequired']) - 1} before it)" if len(obj["unrequired"]) > 1 else ""
+        click.echo(f"note: its session sent {last}{more}; if the task's point is that action, require it "
+                   f"(tasks add ... --replace --require-request '{last}'): the answer alone does not show it was "
                    "done", err=True)
     check = f"webfreeze tasks validate {suite}"
     if not obj["names_archive"]:  # (a suite made without --archive: every run is told where the archive is)
@@ -102,12 +102,14 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
 
 
 def _session_sent(path, session_id: str) -> list[str]:
-    """The requests other than GET and HEAD a session of the archive at ``path`` sent, as 'METHOD URL'."""
+    """The requests other than GET and HEAD a session of the archive at ``path`` sent, as 'METHOD URL',
+    in the order it first sent them."""
     from webfreeze.archives import Archive
 
-    with Archive.open(path) as arc:
-        return sorted({f"{ex.method} {ex.url}" for ex in arc.exchanges(session=session_id)
-                       if ex.method not in ("GET", "HEAD")})
+    with Archive.open(path) as arc:  # (in the order sent: an action comes after the login before it)
+        sent = [f"{ex.method} {ex.url}" for ex in arc.exchanges(session=session_id, order="time")
+                if ex.method not in ("GET", "HEAD")]
+    return list(dict.fromkeys(sent))
 
 
 def _has_session(path, session_id: str) -> bool:

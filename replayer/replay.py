@@ -616,9 +616,10 @@ class Replay:
         mime = resp.mime
         out_headers = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
         page = mime.startswith(HTML_MIMES) and status >= 200 and status not in (204, 304) and ex.method != "HEAD"
-        if page and self.inject:
+        if page and self.inject and not inject:
             # the runtime goes into a document's answer, not a fetch's (_asks_for_document): the
-            # browser's cache must not give one for the other (a page fetched, then navigated to)
+            # browser's cache must not give this one to a navigation (a page fetched, then
+            # navigated to); a document's answer keeps its captured headers
             out_headers = _vary(out_headers, _INJECT_VARY)
         if inject and page:  # (error pages run scripts too)
             try:

@@ -44,7 +44,9 @@ import socket
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import httptools
@@ -131,10 +133,10 @@ class ReplayServer:
         self._sockets_opened: dict[str, int] = {}
         # Told of every WebSocket handshake the server answers, as (URL, level, why): the level of
         # its match, or "miss" (why: the reason); the browser backend's provenance (a worker's socket)
-        self.on_socket = None
+        self.on_socket: Callable[[str, str, str], None] | None = None
         # (URL) -> the Pick that answers a WebSocket, in place of the server's own count: the
         # browser backend's SocketRoutes.pick, so a page's sockets and its workers' count together
-        self.socket_picker = None
+        self.socket_picker: Callable[[str], Any] | None = None
         self.mode = mode
         self.host = host
         self.port = port

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import lru_cache
 
 from webfreeze.common.http import page_url
 from webfreeze.common.text import fold_text
@@ -54,6 +55,11 @@ _TREE_LINE = re.compile(r"""^\t*(?:\[[^\]]*\]\s+)?\S+\s+('(?:[^'\\]|\\.)*'|"(?:[
 # A form field's value after its name: `` value='...'`` (the field's text a person reads).
 _TREE_BID = re.compile(r"^\t*\[([^\]]*)\]")
 _TREE_VALUE = re.compile(r"""\s+value=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+
+
+# A quoted string of the tree's text as Python reads it. Cached: an episode reads the same lines
+# again at every step, and parsing each again was the reference agent's largest cost.
+_literal = lru_cache(maxsize=1 << 15)(ast.literal_eval)
 
 
 def visible_text(axtree_text: str | None, typed: frozenset | set = frozenset()) -> str:
@@ -76,7 +82,7 @@ def visible_text(axtree_text: str | None, typed: frozenset | set = frozenset()) 
         if not m:
             continue
         try:
-            text = str(ast.literal_eval(m.group(1)))
+            text = str(_literal(m.group(1)))
         except (ValueError, SyntaxError):
             continue
         depth = len(line) - len(line.lstrip("\t"))
@@ -94,7 +100,7 @@ def visible_text(axtree_text: str | None, typed: frozenset | set = frozenset()) 
             below = depth  # (nor its text, a contenteditable's: what was typed there is the agent's)
         if shown and not (bid and bid.group(1) in typed):  # (record_answer's evidence check reads it the same)
             try:
-                parts.append(str(ast.literal_eval(shown.group(1))))
+                parts.append(str(_literal(shown.group(1))))
             except (ValueError, SyntaxError):
                 pass
     return " ".join(parts)

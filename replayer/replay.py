@@ -326,7 +326,7 @@ class Replay:
         with self._state_lock:
             for h in model.hosts:
                 self.models[h.lower()] = model
-            self.model_state[model.name] = model.initial_state(self.seed)
+            self.model_state.pop(model.name, None)  # (fresh, on first use)
 
     def reset(self, seed: int | None = None, when: str | None = None, *, clock_shift: float = 0.0) -> None:
         """Start a new replay session: ordered repeats start over, site models get fresh state;
@@ -342,8 +342,9 @@ class Replay:
             self.when = parse_time(when).timestamp() if when is not None else self.default_when
             self.sequencer.reset()
             self.cache.clear()  # injected pages depend on the seed
-            for model in {id(m): m for m in self.models.values()}.values():
-                self.model_state[model.name] = model.initial_state(self.seed)
+            # Fresh site models, each built when first asked (a model's initial state depends only on
+            # the seed; most episodes touch one site model of many, or none).
+            self.model_state.clear()
             self.misses = []
 
     def _live_episodes(self) -> dict:
@@ -363,12 +364,19 @@ class Replay:
         sessions = self._episodes.get(str(task_id)) if task_id is not None else None
         self.preferred_session = sessions[-1] if sessions else None
 
+    def _state_of(self, model: SiteModel) -> dict:
+        """``model``'s state in this session, made from the seed when first asked for (the lock held)."""
+        state = self.model_state.get(model.name)
+        if state is None:
+            state = self.model_state[model.name] = model.initial_state(self.seed)
+        return state
+
     def site_state(self) -> dict:
         """Every site model's exported state, by model name (JSON-serialisable)."""
         with self._state_lock:
             seen = {}
             for model in self.models.values():
-                seen[model.name] = model.export_state(self.model_state[model.name])
+                seen[model.name] = model.export_state(self._state_of(model))
             return json.loads(json.dumps(seen, sort_keys=True))
 
 
@@ -513,7 +521,7 @@ class Replay:
     def _ask_model(self, model: SiteModel, method, url, headers, body) -> ReplayResponse | None:
         req = ReplayRequest(method.upper(), url, list(headers), body or b"")
         with self._state_lock:
-            state = self.model_state.setdefault(model.name, model.initial_state(self.seed))
+            state = self._state_of(model)
             try:
                 return model.handle(req, state)
             except Exception as exc:  # a model bug answers 500 and is logged; the server stays up

@@ -131,6 +131,24 @@ def build_venues(seed: int = 0, per_kind: int | None = None, profile: BookingPro
 NAV = """<nav><a href="/">Home</a> <a href="/reservations">My reservations</a></nav>"""
 
 
+@lru_cache(maxsize=None)
+def _url_map() -> Map:
+    """The site's routes, built once and shared: a built Map is only read, and building one
+    (werkzeug compiles every rule) cost more than the rest of a fresh site, which a replay
+    makes for each episode."""
+    return Map([
+        Rule("/", endpoint="home"),
+        Rule("/search", endpoint="search"),
+        Rule("/venue/<vid>", endpoint="venue"),
+        Rule("/reserve", endpoint="reserve", methods=["POST"]),
+        Rule("/reservation/<int:number>", endpoint="reservation"),
+        Rule("/reservations", endpoint="reservations"),
+        Rule("/api/availability/<vid>", endpoint="availability"),
+        Rule("/api/stats", endpoint="stats"),
+        Rule("/static/<name>", endpoint="static"),
+    ], strict_slashes=False)
+
+
 class BookingSite(SimulatedSite):
     """The WSGI application; reservations are per-session server state."""
 
@@ -150,17 +168,7 @@ class BookingSite(SimulatedSite):
         self._lock = threading.Lock()
         self.booked: dict[tuple[str, str], int] = {}  # (venue, slot) -> reservation number
         self.reservations: dict[int, dict] = {}
-        self.url_map = Map([
-            Rule("/", endpoint="home"),
-            Rule("/search", endpoint="search"),
-            Rule("/venue/<vid>", endpoint="venue"),
-            Rule("/reserve", endpoint="reserve", methods=["POST"]),
-            Rule("/reservation/<int:number>", endpoint="reservation"),
-            Rule("/reservations", endpoint="reservations"),
-            Rule("/api/availability/<vid>", endpoint="availability"),
-            Rule("/api/stats", endpoint="stats"),
-            Rule("/static/<name>", endpoint="static"),
-        ], strict_slashes=False)
+        self.url_map = _url_map()
 
     def free_slots(self, v: Venue) -> list[str]:
         with self._lock:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from datetime import date, timedelta
+from functools import lru_cache
 from urllib.parse import urlencode
 
 from werkzeug.exceptions import NotFound
@@ -71,6 +72,31 @@ STATIC_PAGES = {
 }
 
 
+@lru_cache(maxsize=None)
+def _url_map() -> Map:
+    """The site's routes, built once and shared: a built Map is only read, and building one
+    (werkzeug compiles every rule) cost more than the rest of a fresh site, which a replay
+    makes for each episode."""
+    return Map([
+        Rule("/", endpoint="home"),
+        Rule("/list/<name>", endpoint="list_redirect"),
+        Rule("/list/<name>/<kind>", endpoint="listing"),
+        Rule("/abs/<path:ident>", endpoint="abstract"),
+        Rule("/html/<path:ident>", endpoint="fulltext"),
+        Rule("/search", endpoint="search"),
+        Rule("/search/advanced", endpoint="advanced"),
+        Rule("/prefs", endpoint="prefs", methods=["POST"]),
+        Rule("/api/stats", endpoint="stats"),
+        Rule("/static/<name>", endpoint="static"),
+        Rule("/about", endpoint="static_page", defaults={"page": "about"}),
+        Rule("/about/editorial-committee", endpoint="static_page",
+             defaults={"page": "about/editorial-committee"}),
+        Rule("/help", endpoint="static_page", defaults={"page": "help"}),
+        Rule("/help/license", endpoint="static_page", defaults={"page": "help/license"}),
+        Rule("/help/submit", endpoint="static_page", defaults={"page": "help/submit"}),
+    ], strict_slashes=False)
+
+
 class ScholarSite(SimulatedSite):
     """The WSGI application; deterministic for a seed (dynamic bits are the page's own scripts)."""
 
@@ -81,24 +107,7 @@ class ScholarSite(SimulatedSite):
         super().__init__()
         self.corpus = build_corpus(seed)
         self.by_id = self.corpus.by_id
-        self.url_map = Map([
-            Rule("/", endpoint="home"),
-            Rule("/list/<name>", endpoint="list_redirect"),
-            Rule("/list/<name>/<kind>", endpoint="listing"),
-            Rule("/abs/<path:ident>", endpoint="abstract"),
-            Rule("/html/<path:ident>", endpoint="fulltext"),
-            Rule("/search", endpoint="search"),
-            Rule("/search/advanced", endpoint="advanced"),
-            Rule("/prefs", endpoint="prefs", methods=["POST"]),
-            Rule("/api/stats", endpoint="stats"),
-            Rule("/static/<name>", endpoint="static"),
-            Rule("/about", endpoint="static_page", defaults={"page": "about"}),
-            Rule("/about/editorial-committee", endpoint="static_page",
-                 defaults={"page": "about/editorial-committee"}),
-            Rule("/help", endpoint="static_page", defaults={"page": "help"}),
-            Rule("/help/license", endpoint="static_page", defaults={"page": "help/license"}),
-            Rule("/help/submit", endpoint="static_page", defaults={"page": "help/submit"}),
-        ], strict_slashes=False)
+        self.url_map = _url_map()
 
     # ------------------------------------------------------------------ plumbing
     def html(self, request: Request, title: str, body: str, *, status: int = 200) -> Response:

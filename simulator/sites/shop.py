@@ -133,6 +133,29 @@ NAV = """<nav><a href="/">Home</a> <a href="/cart">Cart</a>
 aria-label="Search products" placeholder="Search products"><button type="submit">Search</button></form></nav>"""
 
 
+@lru_cache(maxsize=None)
+def _url_map() -> Map:
+    """The site's routes, built once and shared: a built Map is only read, and building one
+    (werkzeug compiles every rule) cost more than the rest of a fresh site, which a replay
+    makes for each episode."""
+    return Map([
+        Rule("/", endpoint="home"),
+        Rule("/c/<category>", endpoint="category"),
+        Rule("/search", endpoint="search"),
+        Rule("/p/<sku>", endpoint="product"),
+        Rule("/p/<sku>/image.png", endpoint="image"),
+        Rule("/cart", endpoint="cart", methods=["GET"]),
+        Rule("/cart/add", endpoint="cart_add", methods=["POST"]),
+        Rule("/cart/remove", endpoint="cart_remove", methods=["POST"]),
+        Rule("/checkout", endpoint="checkout", methods=["GET", "POST"]),
+        Rule("/order/<int:number>", endpoint="order"),
+        Rule("/api/cart", endpoint="api_cart"),
+        Rule("/api/stats", endpoint="api_cart"),
+        Rule("/static/<name>", endpoint="static"),
+        Rule("/shop", endpoint="legacy"),
+    ], strict_slashes=False)
+
+
 class ShopSite(SimulatedSite):
     """The WSGI application. Carts are per-session server state (a stateful site, as real shops are)."""
 
@@ -150,22 +173,7 @@ class ShopSite(SimulatedSite):
         self._lock = threading.Lock()
         self.carts: dict[str, dict[tuple[str, str], int]] = {}
         self.orders: dict[int, dict] = {}
-        self.url_map = Map([
-            Rule("/", endpoint="home"),
-            Rule("/c/<category>", endpoint="category"),
-            Rule("/search", endpoint="search"),
-            Rule("/p/<sku>", endpoint="product"),
-            Rule("/p/<sku>/image.png", endpoint="image"),
-            Rule("/cart", endpoint="cart", methods=["GET"]),
-            Rule("/cart/add", endpoint="cart_add", methods=["POST"]),
-            Rule("/cart/remove", endpoint="cart_remove", methods=["POST"]),
-            Rule("/checkout", endpoint="checkout", methods=["GET", "POST"]),
-            Rule("/order/<int:number>", endpoint="order"),
-            Rule("/api/cart", endpoint="api_cart"),
-            Rule("/api/stats", endpoint="api_cart"),
-            Rule("/static/<name>", endpoint="static"),
-            Rule("/shop", endpoint="legacy"),
-        ], strict_slashes=False)
+        self.url_map = _url_map()
 
     # ------------------------------------------------------------------ catalogue
     def on_home(self, request: Request) -> Response:

@@ -6,6 +6,8 @@ masked start here. Links are absolute (``http://shop.test/``), as bookmarks are.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
@@ -25,6 +27,18 @@ BLURBS = {
 }
 
 
+@lru_cache(maxsize=None)
+def _url_map() -> Map:
+    """The site's routes, built once and shared: a built Map is only read, and building one
+    (werkzeug compiles every rule) cost more than the rest of a fresh site, which a replay
+    makes for each episode."""
+    return Map([
+        Rule("/", endpoint="home"),
+        Rule("/api/stats", endpoint="stats"),
+        Rule("/static/<name>", endpoint="static"),
+    ], strict_slashes=False)
+
+
 class StartSite(SimulatedSite):
     """A bookmarks page (no state)."""
 
@@ -33,11 +47,7 @@ class StartSite(SimulatedSite):
 
     def __init__(self, seed: int = 0):
         super().__init__()
-        self.url_map = Map([
-            Rule("/", endpoint="home"),
-            Rule("/api/stats", endpoint="stats"),
-            Rule("/static/<name>", endpoint="static"),
-        ], strict_slashes=False)
+        self.url_map = _url_map()
 
     def on_home(self, request: Request) -> Response:
         sections = []

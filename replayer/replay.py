@@ -521,9 +521,8 @@ class Replay:
     def _ask_model(self, model: SiteModel, method, url, headers, body) -> ReplayResponse | None:
         req = ReplayRequest(method.upper(), url, list(headers), body or b"")
         with self._state_lock:
-            state = self._state_of(model)
-            try:
-                return model.handle(req, state)
+            try:  # (its state made here when first asked for: a model's failure to make it is its bug too)
+                return model.handle(req, self._state_of(model))
             except Exception as exc:  # a model bug answers 500 and is logged; the server stays up
                 log.exception("site model %s failed on %s %s", model.name, method, url)
                 self.stats["errors"] += 1

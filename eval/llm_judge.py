@@ -90,6 +90,27 @@ def _config(llm: str, key_env: str | None):
     return LLMConfig(model=model, base_url=base_url, api_key_env=key_env or "OPENAI_API_KEY", max_tokens=4)
 
 
+# The name an LLM judge gives itself in reports (open_llm_judge): its model's identity.
+_JUDGE_NAME = re.compile(r"^llm judge \((?P<model>.+), temperature 0\)$")
+# Where a judge replayed strictly from its cassette would send a call it does not hold: never, a
+# call not in the cassette is an error first. (The cassette keys a request by its model, not by its
+# endpoint, so a remote judge's endpoint need not be known to replay it.)
+_NOWHERE = "http://127.0.0.1:9/v1"
+
+
+def llm_judge_setting(judge_name: str | None) -> str | None:
+    """The ``--judge-llm`` setting that replays a report's LLM judge from its cassette, read from
+    the judge's name in the report (``judge``): ``local`` for the embedded model, else
+    ``MODEL@<an endpoint never called>``; None when the report was not scored by an LLM judge."""
+    from webfreeze.llm.local import LOCAL_MODEL_ID
+
+    m = _JUDGE_NAME.match(judge_name or "")
+    if m is None:
+        return None
+    model = m.group("model")
+    return "local" if model == LOCAL_MODEL_ID else f"{model}@{_NOWHERE}"
+
+
 @contextlib.contextmanager
 def open_llm_judge(run_dir: str | os.PathLike, *, llm: str = "local", key_env: str | None = None,
                    cassette: str | os.PathLike | None = None, mode: str = "auto") -> Iterator[LLMJudge]:

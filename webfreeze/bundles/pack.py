@@ -49,6 +49,7 @@ from webfreeze.archives.warc_export import export
 from webfreeze.bundles.redaction import SecretsFound, check_shareable, make_redactor, redact_doms, redact_text_file
 from webfreeze.common.digests import file_digest
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.eval.llm_judge import JUDGE_CASSETTE, llm_judge_setting
 from webfreeze.eval.tasks import TaskError, load_suite
 from webfreeze.llm.cassette import redact_file, verify_file, write_subset
 from webfreeze.llm.errors import LLMError
@@ -122,6 +123,16 @@ def manifest_where(manifest: dict, key: str) -> str | None:
     c = manifest.get("circumstances") if isinstance(manifest.get("circumstances"), dict) else {}
     part = manifest.get(key) if isinstance(manifest.get(key), dict) else {}
     return c.get(f"{key}_path") or part.get("path")
+
+
+def report_judge(run: Path) -> str | None:
+    """The judge a run folder's ``report.json`` names (None without a readable report)."""
+    try:
+        report = json.loads((run / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    judge = report.get("judge") if isinstance(report, dict) else None
+    return judge if isinstance(judge, str) else None
 
 
 def run_files(root: Path) -> list[Path]:
@@ -238,6 +249,12 @@ def plan_pack(sources: list, archive: str | None, staging: Path, *, suite: str |
         for fname in RUN_FILES:
             if (run / fname).is_file():
                 plan.add(f"runs/{name}/{fname}", run / fname)
+        if llm_judge_setting(report_judge(run)) is not None:  # (bundle run scores it again by the same judge)
+            if not (run / JUDGE_CASSETTE).is_file():
+                raise BundleError(f"{run}: its report was scored by the LLM judge, and the judge's cassette "
+                                  f"({JUDGE_CASSETTE}) is not in the run folder: score it there again "
+                                  f"(eval report --judge llm), or with the rules judge")
+            plan.add(f"runs/{name}/{JUDGE_CASSETTE}", run / JUDGE_CASSETTE)
         for d in RUN_DIRS:
             if (run / d).is_dir():
                 for f in run_files(run / d):
@@ -503,6 +520,10 @@ def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun
     from webfreeze.bundles.run import compare_run, rerun_settings, run_quietly
     from webfreeze.eval.report import scored_strictly, write_report
 
+    if llm_judge_setting(report_judge(run)) is not None:
+        raise BundleError(f"refused: run {run.name}: its report was scored by the LLM judge, which cannot score "
+                          f"the redacted run again (its cassette holds what it was shown, secrets included); "
+                          f"score the run with the rules judge (eval report {run}) to pack it redacted")
     manifest = read_run_manifest(dest)
     cassette = dest / CASSETTE_NAME
     config = rerun_settings(manifest, suite, archive, rerun, cassette if cassette.is_file() else None)

@@ -26,7 +26,10 @@ from webfreeze.bundles.pack import (
     extract,
     member_json,
     open_bundle,
+    report_judge,
 )
+from webfreeze.eval.errors import ReportError
+from webfreeze.eval.llm_judge import JUDGE_CASSETTE, llm_judge_setting, open_llm_judge
 from webfreeze.eval.report import scored_strictly, write_report
 from webfreeze.llm.errors import LLMError
 from webfreeze.runs.compare import describe_versions, run_difference, version_differences
@@ -267,10 +270,31 @@ def _rerun_one(out: Path, entry: dict, manifest: dict, suite: Path, archive: Pat
     say(f"re-running {name} ({config['agent']}, {config['backend']} backend"
         f"{', LLM calls from its cassette' if cassette.is_file() else ''}) -> {run_dir}")
     run_fn(config)
-    write_report(run_dir, strict_replay=scored_strictly(bundled))  # (scored as the bundled report was)
+    score_as_bundled(bundled, run_dir)
     difference = compare_run(bundled, run_dir)
     return {"name": name, "dir": str(run_dir), "identical": difference is None, "difference": difference,
             "error": None}
+
+
+def score_as_bundled(bundled: Path, run_dir: Path) -> None:
+    """Write ``run_dir``'s report as the bundled run's was scored: in strict replay if it was, and by
+    its judge; an LLM judge answers from the bundled judge cassette in strict replay (a call it does
+    not hold is an error, never a new verdict)."""
+    strict = scored_strictly(bundled)
+    judge_name = report_judge(bundled)
+    setting = llm_judge_setting(judge_name)
+    if setting is None:
+        write_report(run_dir, strict_replay=strict)
+        return
+    cassette = bundled / JUDGE_CASSETTE
+    if not cassette.is_file():
+        raise BundleError(f"its report was scored by {judge_name}, and the bundle holds no judge cassette for "
+                          f"it ({JUDGE_CASSETTE}): it cannot be scored again here")
+    try:
+        with open_llm_judge(run_dir, llm=setting, cassette=cassette, mode="replay") as judge:
+            write_report(run_dir, judge, strict_replay=strict)
+    except ReportError as exc:
+        raise BundleError(f"scoring it again: {exc}") from None
 
 
 def rerun_settings(manifest: dict, suite: Path, archive: Path, run_dir: Path, cassette: Path | None,

@@ -611,6 +611,12 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                     broken.update(first_broken)
                     if page_url(page.url) != url and urldefrag(page.url)[0] == urldefrag(url)[0]:
                         seen.add(page_url(page.url))  # (a script moved to a route of it: `/` shows `/#/`)
+                    target = page_url(landed) if landed and failure is None else url
+                    if target != url and in_scope(target) and not excluded(target):
+                        # Redirected: this capture is the landing page's (recorded under the URL asked
+                        # for, its final_url the landing page), so a link to it is not visited again.
+                        seen.add(target)
+                        state["queue"] = [state["queue"][0], *(q for q in state["queue"][1:] if q[0] != target)]
                     new = sorted({page_url(link) for link in links} - seen) if level < depth and not failure else []
                     if level < depth and not failure:  # (links the crawl would have followed, were they pages)
                         unanchored.update(u for u in fragments if in_scope(page_url(u)) and not excluded(u))

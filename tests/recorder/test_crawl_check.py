@@ -539,3 +539,26 @@ def test_fragment_links_that_name_no_element_are_said_not_followed(tmp_path, hom
     assert "#top" not in notes[0]
     assert start.returncode == 0, start.stdout + start.stderr
     assert f"1 links name a fragment that is no element of their page ({site.url}/wiki.html#Apples)" in start.stderr
+
+
+def test_a_redirect_landing_page_also_linked_is_visited_once(tmp_path, home, cli):
+    """``/old`` redirects to ``/two.html``, and the home page links to both: the visit to ``/old``
+    captured ``/two.html`` (recorded under ``/old``, its ``final_url`` the landing page), so the
+    crawl does not load ``/two.html`` again."""
+    pages = {"/": PAGES["/"].replace(b'<a href="/two.html">two</a>', b'<a href="/old">old</a> <a href="/two.html">two</a>')}
+    site = ChainSite(pages=pages, redirects={"/old": "/two.html"})
+    archive = tmp_path / "landing.wfz"
+    try:
+        r = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "1", timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 0 and "(complete)" in r.stdout, r.stdout + r.stderr
+    # (a page's document is fetched as often as the home page's: once for its one capture)
+    assert site.hits["/old"] == 1 and site.hits["/two.html"] == site.hits["/"], (site.hits, r.stdout)
+    assert r.stdout.startswith("2 pages and"), r.stdout
+    from webfreeze.archives import Archive
+
+    with Archive.open(archive) as arc:
+        pages = {p.url: p for p in arc.pages()}
+    assert sorted(pages) == [f"{site.url}/", f"{site.url}/old"]
+    assert pages[f"{site.url}/old"].extra["final_url"] == f"{site.url}/two.html"

@@ -225,7 +225,7 @@ class BrowserBackend:
     def _socket_missed(self, url: str, why: str) -> None:
         """A WebSocket with no recording, or whose conversation parted from it: a miss."""
         with self._answers_lock:
-            self._answers.append(answer_record("xhr", "GET", url, "miss", 0))
+            self._answers.append(answer_record("xhr", "GET", url, "miss", 0, why=why))
 
     def _server_socket(self, url: str, level: str, why: str) -> None:
         """A WebSocket the replay server answered (a worker's): as one served in the browser."""

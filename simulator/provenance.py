@@ -30,9 +30,10 @@ def kind_of_resource(resource_type: str) -> str:
 
 def answer_record(kind: str, method: str, url: str, level: str, status: int, *, main: bool = False,
                   score: float | None = None, capture_url: str | None = None, mime: str | None = None,
-                  size: int | None = None) -> dict:
+                  size: int | None = None, why: str | None = None) -> dict:
     """One answered request: ``main`` when it is a hop of the main frame's navigation; ``mime`` and
-    ``size`` (bytes) describe the body served, when known."""
+    ``size`` (bytes) describe the body served, when known; ``why``: a WebSocket miss's reason
+    (no recording of it, opened more often than recorded, or where its conversation parted)."""
     rec = {"kind": kind, "method": method, "url": url, "level": level if level in _RANK else "miss",
            "status": status, "main": main}
     if score is not None:
@@ -43,6 +44,8 @@ def answer_record(kind: str, method: str, url: str, level: str, status: int, *, 
         rec["mime"] = mime
     if size is not None:
         rec["size"] = int(size)
+    if why:
+        rec["why"] = why
     return rec
 
 

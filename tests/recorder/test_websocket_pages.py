@@ -346,6 +346,9 @@ def test_a_page_that_says_something_else_parts_and_is_a_miss(episodes):
     flagged = trajectory["replay"]["start"]["flagged"]
     assert [(f["kind"], f["method"], f["level"]) for f in flagged if f["url"].startswith("ws:")] == \
         [("xhr", "GET", "miss")], flagged
+    # and why: what the page said that the recording never heard
+    [why] = [f["why"] for f in flagged if f["url"].startswith("ws:")]
+    assert why.startswith("a WebSocket whose conversation parted from the recording: ") and "utm_source" in why, why
     assert trajectory["replay"]["misses"] == 1 and trajectory["replay"]["compromised"] is True
 
 

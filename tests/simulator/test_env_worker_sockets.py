@@ -119,6 +119,9 @@ def test_a_worker_s_socket_is_answered_from_its_recording_and_settled(archive, p
     assert "worker socket failed" in text, text
     assert _sockets(trajectory) == [("xhr", "GET", "miss", 0, "ws://worker-sockets.test/feed?room=2")]
     assert trajectory["replay"]["compromised"] is True
+    # why, in the trajectory as in the server's list
+    assert [f.get("why") for f in trajectory["replay"]["start"]["flagged"] if f["url"].startswith("ws:")] == \
+        ["a WebSocket the archive holds no recording of"]
     assert [(m["url"], m["why"]) for m in server_misses] == \
         [("ws://worker-sockets.test/feed?room=2", "a WebSocket the archive holds no recording of")]
 

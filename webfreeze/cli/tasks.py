@@ -87,6 +87,9 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
                    requests=list(requests), session_sent=_session_sent)
     for change in obj.get("changes", []):
         click.echo(f"{obj['id']}: {change}")
+    if obj.get("answer_added"):
+        click.echo(f"note: the session logged no answer; its reference in {suite}/references/ ends with the answer "
+                   f"{answer!r} (give the evidence with record_answer in a session script)", err=True)
     if obj.get("unrequired"):  # (an action's task scored on its answer alone: say how to require the action)
         last = obj["unrequired"][-1]  # (the last one sent: a login or a beacon comes before the action)
         more = f" (and {len(obj['unrequired']) - 1} before it)" if len(obj["unrequired"]) > 1 else ""

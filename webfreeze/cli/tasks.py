@@ -106,12 +106,16 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
 
 def _session_sent(path, session_id: str) -> list[str]:
     """The requests other than GET and HEAD a session of the archive at ``path`` sent, as 'METHOD URL',
-    in the order it first sent them."""
+    in the order it first sent them; a CORS preflight (the browser's ``OPTIONS`` before a cross-origin
+    POST or DELETE, not an action of the page's) is left out."""
     from webfreeze.archives import Archive
+
+    def preflight(ex) -> bool:
+        return ex.method == "OPTIONS" and ex.request.header("Access-Control-Request-Method") is not None
 
     with Archive.open(path) as arc:  # (in the order sent: an action comes after the login before it)
         sent = [f"{ex.method} {ex.url}" for ex in arc.exchanges(session=session_id, order="time")
-                if ex.method not in ("GET", "HEAD")]
+                if ex.method not in ("GET", "HEAD") and not preflight(ex)]
     return list(dict.fromkeys(sent))
 
 

@@ -372,6 +372,15 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
     said = recorded_answer(trajectory)
     if said is not None and not evaluate_answer(check, said)["success"]:
         raise TaskError(f"the session answered {said!r}, which the {match} check of {answer!r} would fail", ref_path)
+    if said is None:  # (a session recorded by hand, or a script that never called record_answer): the copied
+        # reference ends with the author's answer, as record_answer would have logged it; without it the reference
+        # agent ends the replay with 'done' and the task can never validate
+        steps = list(trajectory.get("steps") or [])
+        at = next((s["url"] for s in reversed(steps) if isinstance(s, dict) and isinstance(s.get("url"), str)),
+                  trajectory.get("start_url"))
+        trajectory = {**trajectory, "steps": steps + [{"action": "answer", "target": None,
+                                                       "value": {"text": answer, "evidence": []},
+                                                       "url": at, "step": len(steps)}]}
     if categories is not None and category not in categories:
         raise TaskError(f"category {category!r} is not among the manifest's categories ({', '.join(categories)}); "
                         "give --category", manifest_path)
@@ -421,9 +430,10 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
             tasks_path.unlink(missing_ok=True)
         raise TaskError(str(exc)) from None
     obj = dict(obj, replaced=old is not None, names_archive="archive" in manifest,  # (not part of the line written)
-               unrequired=[] if wanted else sent)
+               unrequired=[] if wanted else sent, answer_added=said is None)
     if old is not None:
         obj["changes"] = ((reference_changes(old.reference, trajectory) if old.reference is not None else [])
                           + field_changes(old.raw, {k: v for k, v in obj.items()
-                                                    if k not in ("replaced", "names_archive", "unrequired")}))
+                                                    if k not in ("replaced", "names_archive", "unrequired",
+                                                                 "answer_added")}))
     return obj

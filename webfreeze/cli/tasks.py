@@ -87,6 +87,9 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
                    requests=list(requests), session_sent=_session_sent)
     for change in obj.get("changes", []):
         click.echo(f"{obj['id']}: {change}")
+    if obj.get("answer_added"):
+        click.echo(f"note: the session logged no answer; its reference in {suite}/references/ ends with the answer "
+                   f"{answer!r} (give the evidence with record_answer in a session script)", err=True)
     if obj.get("unrequired"):  # (an action's task scored on its answer alone: say how to require the action)
         last = obj["unrequired"][-1]  # (the last one sent: a login or a beacon comes before the action)
         more = f" (and {len(obj['unrequired']) - 1} before it)" if len(obj["unrequired"]) > 1 else ""
@@ -103,12 +106,16 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
 
 def _session_sent(path, session_id: str) -> list[str]:
     """The requests other than GET and HEAD a session of the archive at ``path`` sent, as 'METHOD URL',
-    in the order it first sent them."""
+    in the order it first sent them; a CORS preflight (the browser's ``OPTIONS`` before a cross-origin
+    POST or DELETE, not an action of the page's) is left out."""
     from webfreeze.archives import Archive
+
+    def preflight(ex) -> bool:
+        return ex.method == "OPTIONS" and ex.request.header("Access-Control-Request-Method") is not None
 
     with Archive.open(path) as arc:  # (in the order sent: an action comes after the login before it)
         sent = [f"{ex.method} {ex.url}" for ex in arc.exchanges(session=session_id, order="time")
-                if ex.method not in ("GET", "HEAD")]
+                if ex.method not in ("GET", "HEAD") and not preflight(ex)]
     return list(dict.fromkeys(sent))
 
 

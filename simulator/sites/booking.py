@@ -24,11 +24,11 @@ from functools import lru_cache
 from urllib.parse import urlencode
 
 from werkzeug.exceptions import NotFound
-from werkzeug.routing import Map, Rule
+from werkzeug.routing import Rule
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
-from .common import SimulatedSite, esc, json_response
+from .common import SimulatedSite, esc, json_response, route_map
 from .places import neighbourhoods, state_of
 
 SITE = "TableTime Bookings"
@@ -131,22 +131,18 @@ def build_venues(seed: int = 0, per_kind: int | None = None, profile: BookingPro
 NAV = """<nav><a href="/">Home</a> <a href="/reservations">My reservations</a></nav>"""
 
 
-@lru_cache(maxsize=None)
-def _url_map() -> Map:
-    """The site's routes, built once and shared: a built Map is only read, and building one
-    (werkzeug compiles every rule) cost more than the rest of a fresh site, which a replay
-    makes for each episode."""
-    return Map([
-        Rule("/", endpoint="home"),
-        Rule("/search", endpoint="search"),
-        Rule("/venue/<vid>", endpoint="venue"),
-        Rule("/reserve", endpoint="reserve", methods=["POST"]),
-        Rule("/reservation/<int:number>", endpoint="reservation"),
-        Rule("/reservations", endpoint="reservations"),
-        Rule("/api/availability/<vid>", endpoint="availability"),
-        Rule("/api/stats", endpoint="stats"),
-        Rule("/static/<name>", endpoint="static"),
-    ], strict_slashes=False)
+# The routes, built once for every instance (common.route_map).
+_url_map = route_map(lambda: [
+    Rule("/", endpoint="home"),
+    Rule("/search", endpoint="search"),
+    Rule("/venue/<vid>", endpoint="venue"),
+    Rule("/reserve", endpoint="reserve", methods=["POST"]),
+    Rule("/reservation/<int:number>", endpoint="reservation"),
+    Rule("/reservations", endpoint="reservations"),
+    Rule("/api/availability/<vid>", endpoint="availability"),
+    Rule("/api/stats", endpoint="stats"),
+    Rule("/static/<name>", endpoint="static"),
+])
 
 
 class BookingSite(SimulatedSite):

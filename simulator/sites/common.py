@@ -19,8 +19,10 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
+from functools import lru_cache
 
 from werkzeug.exceptions import HTTPException, NotFound
+from werkzeug.routing import Map, Rule
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
@@ -141,6 +143,13 @@ def static_response(request: Request, name: str, site_color: tuple[int, int, int
     if name == "logo@2x.png":
         return respond(request, png(240, 80, site_color), "image/png", cache=year_cache)
     return None
+
+
+def route_map(rules: Callable[[], list[Rule]]) -> Callable[[], Map]:
+    """A site's routes (``rules()``, not slash-strict), built once on first use and shared by every
+    instance: a built Map is only read, and building one (werkzeug compiles each rule) cost more
+    than the rest of a fresh site, which a replay makes for each episode."""
+    return lru_cache(maxsize=None)(lambda: Map(rules(), strict_slashes=False))
 
 
 class SimulatedSite:

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import re
 from datetime import date, timedelta
-from functools import lru_cache
 from urllib.parse import urlencode
 
 from werkzeug.exceptions import NotFound
-from werkzeug.routing import Map, Rule
+from werkzeug.routing import Rule
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
-from .common import SimulatedSite, esc, json_response, png, respond
+from .common import SimulatedSite, esc, json_response, png, respond, route_map
 from .scholar_data import ARCHIVES, SNAPSHOT, Paper, announce_date, build_corpus
 
 SITE = "Scholar Preprints"
@@ -72,29 +71,25 @@ STATIC_PAGES = {
 }
 
 
-@lru_cache(maxsize=None)
-def _url_map() -> Map:
-    """The site's routes, built once and shared: a built Map is only read, and building one
-    (werkzeug compiles every rule) cost more than the rest of a fresh site, which a replay
-    makes for each episode."""
-    return Map([
-        Rule("/", endpoint="home"),
-        Rule("/list/<name>", endpoint="list_redirect"),
-        Rule("/list/<name>/<kind>", endpoint="listing"),
-        Rule("/abs/<path:ident>", endpoint="abstract"),
-        Rule("/html/<path:ident>", endpoint="fulltext"),
-        Rule("/search", endpoint="search"),
-        Rule("/search/advanced", endpoint="advanced"),
-        Rule("/prefs", endpoint="prefs", methods=["POST"]),
-        Rule("/api/stats", endpoint="stats"),
-        Rule("/static/<name>", endpoint="static"),
-        Rule("/about", endpoint="static_page", defaults={"page": "about"}),
-        Rule("/about/editorial-committee", endpoint="static_page",
-             defaults={"page": "about/editorial-committee"}),
-        Rule("/help", endpoint="static_page", defaults={"page": "help"}),
-        Rule("/help/license", endpoint="static_page", defaults={"page": "help/license"}),
-        Rule("/help/submit", endpoint="static_page", defaults={"page": "help/submit"}),
-    ], strict_slashes=False)
+# The routes, built once for every instance (common.route_map).
+_url_map = route_map(lambda: [
+    Rule("/", endpoint="home"),
+    Rule("/list/<name>", endpoint="list_redirect"),
+    Rule("/list/<name>/<kind>", endpoint="listing"),
+    Rule("/abs/<path:ident>", endpoint="abstract"),
+    Rule("/html/<path:ident>", endpoint="fulltext"),
+    Rule("/search", endpoint="search"),
+    Rule("/search/advanced", endpoint="advanced"),
+    Rule("/prefs", endpoint="prefs", methods=["POST"]),
+    Rule("/api/stats", endpoint="stats"),
+    Rule("/static/<name>", endpoint="static"),
+    Rule("/about", endpoint="static_page", defaults={"page": "about"}),
+    Rule("/about/editorial-committee", endpoint="static_page",
+         defaults={"page": "about/editorial-committee"}),
+    Rule("/help", endpoint="static_page", defaults={"page": "help"}),
+    Rule("/help/license", endpoint="static_page", defaults={"page": "help/license"}),
+    Rule("/help/submit", endpoint="static_page", defaults={"page": "help/submit"}),
+])
 
 
 class ScholarSite(SimulatedSite):

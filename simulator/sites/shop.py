@@ -23,11 +23,11 @@ from functools import lru_cache
 from urllib.parse import urlencode
 
 from werkzeug.exceptions import NotFound
-from werkzeug.routing import Map, Rule
+from werkzeug.routing import Rule
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
-from .common import SimulatedSite, esc, json_response, png, respond
+from .common import SimulatedSite, esc, json_response, png, respond, route_map
 
 SITE = "Northwind Market"
 COLOR = (20, 110, 180)
@@ -133,27 +133,23 @@ NAV = """<nav><a href="/">Home</a> <a href="/cart">Cart</a>
 aria-label="Search products" placeholder="Search products"><button type="submit">Search</button></form></nav>"""
 
 
-@lru_cache(maxsize=None)
-def _url_map() -> Map:
-    """The site's routes, built once and shared: a built Map is only read, and building one
-    (werkzeug compiles every rule) cost more than the rest of a fresh site, which a replay
-    makes for each episode."""
-    return Map([
-        Rule("/", endpoint="home"),
-        Rule("/c/<category>", endpoint="category"),
-        Rule("/search", endpoint="search"),
-        Rule("/p/<sku>", endpoint="product"),
-        Rule("/p/<sku>/image.png", endpoint="image"),
-        Rule("/cart", endpoint="cart", methods=["GET"]),
-        Rule("/cart/add", endpoint="cart_add", methods=["POST"]),
-        Rule("/cart/remove", endpoint="cart_remove", methods=["POST"]),
-        Rule("/checkout", endpoint="checkout", methods=["GET", "POST"]),
-        Rule("/order/<int:number>", endpoint="order"),
-        Rule("/api/cart", endpoint="api_cart"),
-        Rule("/api/stats", endpoint="api_cart"),
-        Rule("/static/<name>", endpoint="static"),
-        Rule("/shop", endpoint="legacy"),
-    ], strict_slashes=False)
+# The routes, built once for every instance (common.route_map).
+_url_map = route_map(lambda: [
+    Rule("/", endpoint="home"),
+    Rule("/c/<category>", endpoint="category"),
+    Rule("/search", endpoint="search"),
+    Rule("/p/<sku>", endpoint="product"),
+    Rule("/p/<sku>/image.png", endpoint="image"),
+    Rule("/cart", endpoint="cart", methods=["GET"]),
+    Rule("/cart/add", endpoint="cart_add", methods=["POST"]),
+    Rule("/cart/remove", endpoint="cart_remove", methods=["POST"]),
+    Rule("/checkout", endpoint="checkout", methods=["GET", "POST"]),
+    Rule("/order/<int:number>", endpoint="order"),
+    Rule("/api/cart", endpoint="api_cart"),
+    Rule("/api/stats", endpoint="api_cart"),
+    Rule("/static/<name>", endpoint="static"),
+    Rule("/shop", endpoint="legacy"),
+])
 
 
 class ShopSite(SimulatedSite):

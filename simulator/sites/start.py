@@ -6,13 +6,11 @@ masked start here. Links are absolute (``http://shop.test/``), as bookmarks are.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from werkzeug.routing import Map, Rule
+from werkzeug.routing import Rule
 from werkzeug.wrappers import Request, Response
 
 from .catalogue import DOMAINS, HOSTS, site_name
-from .common import SimulatedSite, esc, json_response
+from .common import SimulatedSite, esc, json_response, route_map
 
 TITLE = "Start page"
 LABELS = {"shopping": "Shopping", "restaurant": "Restaurants", "hotel": "Hotels", "clinic": "Doctors and clinics"}
@@ -27,16 +25,12 @@ BLURBS = {
 }
 
 
-@lru_cache(maxsize=None)
-def _url_map() -> Map:
-    """The site's routes, built once and shared: a built Map is only read, and building one
-    (werkzeug compiles every rule) cost more than the rest of a fresh site, which a replay
-    makes for each episode."""
-    return Map([
-        Rule("/", endpoint="home"),
-        Rule("/api/stats", endpoint="stats"),
-        Rule("/static/<name>", endpoint="static"),
-    ], strict_slashes=False)
+# The routes, built once for every instance (common.route_map).
+_url_map = route_map(lambda: [
+    Rule("/", endpoint="home"),
+    Rule("/api/stats", endpoint="stats"),
+    Rule("/static/<name>", endpoint="static"),
+])
 
 
 class StartSite(SimulatedSite):

@@ -62,3 +62,23 @@ def test_the_judge_setting_is_read_from_its_name():
     assert llm_judge_setting("llm judge (gpt-x, temperature 0)").startswith("gpt-x@http://127.0.0.1")
     assert llm_judge_setting("token-overlap (rule-based stand-in, no language model)") is None
     assert llm_judge_setting(None) is None
+
+
+def test_a_judge_call_the_bundled_cassette_lacks_is_one_line_error(tmp_path):
+    """``bundle run`` replays the judge strictly: a call the cassette does not hold is a one-line
+    error, never a new verdict nor a call out (the remote judge's endpoint is one never called)."""
+    import pytest
+
+    from webfreeze.eval.errors import ReportError
+    from webfreeze.eval.llm_judge import open_llm_judge
+
+    cassette = tmp_path / JUDGE_CASSETTE
+    with Cassette(cassette, "record"):
+        pass
+    for name in (f"llm judge ({LOCAL_MODEL_ID}, temperature 0)", "llm judge (gpt-x, temperature 0)"):
+        with open_llm_judge(tmp_path, llm=llm_judge_setting(name), cassette=cassette, mode="replay") as judge:
+            assert judge.name == name  # (the re-run's report names the same judge)
+            with pytest.raises(ReportError) as caught:
+                judge.judge("Which colour?", "red", "red")
+        message = str(caught.value)
+        assert message.startswith("LLM judge: ") and "no stored LLM call" in message and "\n" not in message, message

@@ -7,6 +7,7 @@ import json
 import zipfile
 from pathlib import Path
 
+import pytest
 from cli_runner import assert_one_line_error, invoke
 
 from webfreeze.demo import SUITE
@@ -67,8 +68,6 @@ def test_the_judge_setting_is_read_from_its_name():
 def test_a_judge_call_the_bundled_cassette_lacks_is_one_line_error(tmp_path):
     """``bundle run`` replays the judge strictly: a call the cassette does not hold is a one-line
     error, never a new verdict nor a call out (the remote judge's endpoint is one never called)."""
-    import pytest
-
     from webfreeze.eval.errors import ReportError
     from webfreeze.eval.llm_judge import open_llm_judge
 

@@ -116,6 +116,8 @@ def capture_misses(trajectory: dict, *, reached: bool = True) -> list[dict]:
                 key = tuple(miss.values())
                 if key not in seen:  # (the browser reports a refused answer as a second miss of it)
                     seen.add(key)
+                    if f.get("why"):  # (a WebSocket's: why the replay could not serve it)
+                        miss["why"] = str(f["why"])
                     out.append(miss)
 
     replay = trajectory.get("replay") if isinstance(trajectory.get("replay"), dict) else {}
@@ -184,12 +186,14 @@ CAPTURED_OTHERWISE = {
 def describe_miss(miss: dict) -> str:
     """One capture miss in words: ``reference step 3: POST http://site/newticket (document) was not captured``;
     a WebSocket's: ``the start page: GET ws://site/socket (xhr) is a WebSocket the replay could not
-    serve (no recording of it, or the page's messages parted from the recording)``;
+    serve (no recording of it, or the page's messages parted from the recording)``, or the miss's
+    ``why`` in the parentheses when the replay said it (``a WebSocket whose conversation parted ...``);
     one whose ``captured`` says the archive holds the request otherwise (``body``: the same method
     and URL, ``query``: the same path), that it was captured only with another body or query."""
     where = "the start page" if miss.get("step") is None else f"reference step {miss['step']}"
     socket = str(miss.get("url") or "").startswith(("ws:", "wss:"))  # (not served by the replay, recorded or not)
-    said = ("is a WebSocket the replay could not serve (no recording of it, or the page's messages parted "
+    said = (f"is a WebSocket the replay could not serve ({miss['why']})" if socket and miss.get("why")
+            else "is a WebSocket the replay could not serve (no recording of it, or the page's messages parted "
             "from the recording)" if socket
             else CAPTURED_OTHERWISE.get(miss.get("captured"), "was not captured"))
     return f"{where}: {miss['method']} {miss['url']} ({miss['kind']}) {said}"

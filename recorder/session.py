@@ -387,14 +387,22 @@ class TrajectoryLog:
 VISIBLE_TEXT_JS = """() => {
   if (!document.body) return {shown: '', typed: []};
   const unshown = new Set(%s);
-  const values = Array.from(document.querySelectorAll('input, textarea'))
+  // open shadow roots (a web component's widgets: Bokeh's, Shoelace's) are shown as the document is
+  const roots = [document];
+  for (let i = 0; i < roots.length; i++) {
+    for (const el of roots[i].querySelectorAll('*')) if (el.shadowRoot) roots.push(el.shadowRoot);
+  }
+  const all = (sel) => roots.flatMap((r) => Array.from(r.querySelectorAll(sel)));
+  const shadowText = roots.slice(1).flatMap((r) => Array.from(r.children)
+    .filter((el) => el.getClientRects().length > 0).map((el) => el.innerText || ''));
+  const values = all('input, textarea')
     .filter((el) => !(el.tagName === 'INPUT' && unshown.has((el.type || '').toLowerCase())) && !el.__wfTyped)
     .filter((el) => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden')
     .map((el) => el.value).filter((v) => v);
   // a rich text editor the person typed into shows their text, not the site's: given apart
-  const typed = Array.from(document.querySelectorAll('[contenteditable]'))
+  const typed = all('[contenteditable]')
     .filter((el) => el.__wfTyped).map((el) => el.innerText);
-  return {shown: [document.body.innerText, ...values].join('\\n'), typed};
+  return {shown: [document.body.innerText, ...shadowText, ...values].join('\\n'), typed};
 }""" % json.dumps(list(UNSHOWN_INPUT_TYPES))
 
 

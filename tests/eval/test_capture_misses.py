@@ -36,3 +36,18 @@ def test_a_reference_that_was_not_reached_counts_every_kind_once():
     assert capture_misses(traj) == []  # reached: a subresource does not count
     assert capture_misses(traj, reached=False) == [
         {"step": 1, "kind": "subresource", "method": "GET", "url": "http://docs.test/assets/box.js"}]
+
+
+def test_a_websocket_miss_says_why_the_replay_could_not_serve_it():
+    """Bokeh's first socket message carries a random msgid, so its conversation parts from the
+    recording: tasks validate named the socket but only guessed the reason ("no recording of it,
+    or ..."), though the replay had said which; it now quotes the replay's reason."""
+    why = ("a WebSocket whose conversation parted from the recording: the page sent '{\"msgid\":\"A1\"}', "
+           "the recording '{\"msgid\":\"B2\"}'")
+    sock = {"kind": "xhr", "level": "miss", "method": "GET", "url": "ws://bokeh.test/app/ws", "status": 0, "why": why}
+    misses = capture_misses({"replay": {"start": {"flagged": [sock, {**sock, "why": None}]}}})
+    assert misses == [{"step": None, "kind": "xhr", "method": "GET", "url": "ws://bokeh.test/app/ws", "why": why}]
+    assert describe_miss(misses[0]) == (
+        f"the start page: GET ws://bokeh.test/app/ws (xhr) is a WebSocket the replay could not serve ({why})")
+    bare = {k: v for k, v in misses[0].items() if k != "why"}
+    assert describe_miss(bare).endswith("(no recording of it, or the page's messages parted from the recording)")

@@ -408,3 +408,36 @@ def test_evidence_is_read_in_the_values_of_visible_form_fields():
     # the reference agent leaves out the fields it typed into (their bids, on that page)
     title = next(line for line in tree.splitlines() if "textbox 'Title'" in line).strip().split("]")[0][1:]
     assert fold_text("Search ignores accented characters") not in fold_text(visible_text(tree, {title}))
+
+
+SHADOW_PAGE = """<!doctype html><html><body><p>Outside</p><div id="host"></div>
+<script>
+const root = document.getElementById('host').attachShadow({mode: 'open'});
+root.innerHTML = '<style>.x { color: red }</style><div>y at x=1: 0.5403</div>'
+  + '<div style="display:none">hidden in shadow</div><input value="field in shadow">';
+window.__webfreezeAnswer = (text, el, evidence) => { window.answered = [text, evidence]; };
+</script></body></html>"""
+
+
+def test_evidence_is_read_in_open_shadow_roots():
+    """Bokeh draws its widgets (a Div's text, a table's cells) in open shadow roots, which
+    ``document.body.innerText`` leaves out: a person sees them, so record_answer finds evidence
+    there, but not in a shadow root's style sheet or in an element it does not display."""
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.recorder.errors import SessionScriptError
+    from webfreeze.recorder.session import record_answer
+    from webfreeze.simulator.browser import launch_chromium
+
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            page = browser.new_page()
+            page.set_content(SHADOW_PAGE)
+            record_answer(page, "0.5403", evidence=["y at x=1: 0.5403", "Outside", "field in shadow"])
+            assert page.evaluate("window.answered")[0] == "0.5403"
+            for unshown in ("hidden in shadow", "color: red"):
+                with pytest.raises(SessionScriptError, match="does not show the evidence"):
+                    record_answer(page, "0.5403", evidence=[unshown])
+        finally:
+            browser.close()

@@ -2,6 +2,13 @@
 .PHONY: help setup demo lint test test-fast bench clean
 
 PYTEST = .venv/bin/python -m pytest
+# Python's default, whatever the shell says: each module compiled once, into __pycache__. With
+# PYTHONDONTWRITEBYTECODE set (as many container images have it) every process compiled our
+# sources again, half a second of CPU per command and ~1,000 commands in `make test`
+# (docs/contributing.md). Node (Playwright's driver, started by every browser command) keeps its
+# compiled code too.
+unexport PYTHONDONTWRITEBYTECODE
+export NODE_COMPILE_CACHE ?= $(CURDIR)/.cache/node-compile
 # Three pytest-xdist workers on the 2-core machine, a test file (or a group of files) at a time,
 # longest first (tests/conftest.py): one more than the cores, since a test often waits on a browser,
 # a server or a timeout, and the third worker fills that time (docs/contributing.md, measured).

@@ -4,9 +4,36 @@ spelled from their parts (IPv6 literals keep their brackets)."""
 from __future__ import annotations
 
 import functools
+import importlib
+import sys
+import types
 from urllib.parse import urlsplit
 
-import surt as _surt
+
+class _Deferred(types.ModuleType):
+    """A module imported on first use: stands in for ``tldextract`` while ``surt`` is imported.
+    surt's ``handyurl`` imports tldextract at its top, and tldextract imports ``requests``: about
+    0.15 s of every command's start, for public-suffix questions (``getPublicSuffix``) that the
+    SURT form never asks."""
+
+    def __getattr__(self, name: str):
+        return getattr(importlib.import_module(self.__name__), name)
+
+
+def _import_surt():
+    if "tldextract" in sys.modules:
+        import surt
+        return surt
+    stand_in = sys.modules["tldextract"] = _Deferred("tldextract")
+    try:
+        import surt
+    finally:  # (whoever imports tldextract later gets the real one)
+        if sys.modules.get("tldextract") is stand_in:
+            del sys.modules["tldextract"]
+    return surt
+
+
+_surt = _import_surt()
 
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 

@@ -47,7 +47,11 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   and from each message the page sends, until the replay's marker (:data:`SOCKET_MARK`, taken off
   the socket before the page's listeners see it) says the batch of recorded messages has been
   delivered, or the socket closes. ``__wfSockets`` counts them (the settles of ``replay check`` and
-  the crawl's check wait for 0); with the pumped timers the pump waits for them as for a load.
+  the crawl's check wait for 0); with the pumped timers the pump waits for them as for a load. A
+  dedicated worker's sockets count in the page (or worker) that started it too: the worker posts
+  each change of its count, and the starter's runtime takes that message off before any listener
+  of the page's sees it (a socket the replay server answers, which Playwright routes for no
+  worker, was otherwise waited for by nobody: a rally still going was taken for settled).
 
 The script is small, has no dependencies, and is switchable off (``inject=False``).
 """
@@ -75,6 +79,8 @@ from webfreeze.archives.timeutil import parse_time
 RUNTIME_JS = r"""function R(c){
 if(self.__wfRuntime){return;}try{Object.defineProperty(self,'__wfRuntime',{value:1});}catch(e){}
 var G=self,WK=typeof document==='undefined',SRC='('+Function.prototype.toString.call(R)+')';
+var WPOST=WK&&!c.sh&&typeof G.postMessage==='function'?G.postMessage:null;
+function sockets(d){G.__wfSockets=(G.__wfSockets||0)+d;if(WPOST){try{WPOST.call(G,{__wf:'sk',d:d});}catch(e){}}}
 var T0=c.t,S0=c.s>>>0,S=S0,n=0,p=c.p||0,OD=Date,vt=c.v||0,V0=vt,wk=0,X=!!c.x,ST=c.st||5000,NT=c.nt||120000,B=c.b||null;
 function rnd(){S=(S+0x6D2B79F5)>>>0;var t=S;t=Math.imul(t^(t>>>15),t|1);t^=t+Math.imul(t^(t>>>7),t|61);return ((t^(t>>>14))>>>0)/4294967296;}
 function now(){if(vt-V0>n){n=vt-V0;}return T0+(n++);}
@@ -134,6 +140,9 @@ function wrapWorker(name,shared){var O=G[name];if(!O){return;}
    blob=URL.createObjectURL(new Blob([src],{type:'text/javascript'}));if(shared){made[key]=blob;}}
   var w=new O(blob,o);
   if(X){control(shared?w.port:w,w,shared);}
+  if(c.w&&!shared){var owes=0,TM=w.terminate;
+   w.addEventListener('message',function(e){var d=e.data;if(d&&d.__wf==='sk'){e.stopImmediatePropagation();owes+=d.d|0;sockets(d.d|0);}});
+   w.terminate=function(){if(owes){sockets(-owes);owes=0;}return TM.call(w);};}
   return w;};
  Wr.prototype=O.prototype;
  try{Object.defineProperty(O.prototype,'constructor',{value:Wr,configurable:true,writable:true});}catch(e){}
@@ -283,8 +292,8 @@ if(!WK){
 if(c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w;G.__wfSockets=0;
  var WSW=function(u,pr){if(!(this instanceof WSW)){throw new TypeError("Failed to construct 'WebSocket': Please use the 'new' operator");}
   var ws=arguments.length>1?new WS0(u,pr):new WS0(u),waits=[];
-  var wait=function(){G.__wfSockets++;waits.push(wsHold?wsHold(null):null);};
-  var done=function(){if(waits.length){G.__wfSockets--;var r=waits.shift();if(r){r();}}};
+  var wait=function(){sockets(1);waits.push(wsHold?wsHold(null):null);};
+  var done=function(){if(waits.length){sockets(-1);var r=waits.shift();if(r){r();}}};
   wait();
   ws.addEventListener('message',function(e){if(e.data===MK){e.stopImmediatePropagation();done();}},true);
   ws.addEventListener('close',function(){while(waits.length){done();}},true);

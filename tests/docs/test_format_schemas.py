@@ -173,6 +173,13 @@ BROKEN = [
     ("reference-trajectory", {"version": 1, "kind": "reference_trajectory", "start_url": "http://a/", "steps": {}}),
     ("trajectory", {"format": "webfreeze-trajectory", "version": 1, "task_id": "t", "steps": [],
                     "end": {"reason": "bored"}}),
+    # replay provenance: a level no rule gives; an episode's sums without its start
+    ("trajectory", {"format": "webfreeze-trajectory", "version": 1, "task_id": "t", "end": {"reason": "answer"},
+                    "steps": [{"action": "noop()", "replay": {"document": None, "requests": {"xhr": {"approximate": 1}},
+                                                              "flagged": [], "answers": []}}]}),
+    ("trajectory", {"format": "webfreeze-trajectory", "version": 1, "task_id": "t", "steps": [],
+                    "end": {"reason": "answer"}, "replay": {"requests": {}, "documents": {}, "fuzzy_documents": 0,
+                                                            "fuzzy_xhr": 0, "misses": 0, "compromised": False}}),
     ("run-manifest", {"format": "webfreeze-run", "version": 1}),
     ("report", {"format": "webfreeze-report", "version": 1}),
     ("study", {"agents": [{"name": "keyword", "colour": "red"}]}),

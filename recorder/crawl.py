@@ -303,7 +303,9 @@ def _capture(page, url: str, screenshots: str):
         landed = response.url if response else page.url
         wait_loaded(page, inflight)
         title = page.title()
-        dom = page.content().encode("utf-8")
+        # (open shadow roots in, as declarative ones: what a web component draws in its own root is
+        # text the page shows; a page without one gets content()'s very bytes)
+        dom = page.content(include_shadow=True).encode("utf-8")
         shot = None if screenshots == "none" else still_screenshot(page, full_page=screenshots == "full")
         links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
         unanchored = [u for u in page.eval_on_selector_all("a[href]", UNANCHORED_JS) if not_a_route(u)]

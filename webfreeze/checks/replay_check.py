@@ -68,7 +68,9 @@ REPORT_VERSION = 1
 
 
 def visible_text(dom: bytes | str) -> str:
-    """Whitespace-normalised text of an HTML document, scripts and styles left out."""
+    """Whitespace-normalised text of an HTML document, scripts, styles and templates left out; an
+    open shadow root's content (a ``<template shadowrootmode>``, as the crawl and the check take a
+    page's DOM) is text the page shows, and stays, where its host is."""
     if isinstance(dom, str):
         dom = dom.encode("utf-8")
     if not dom.strip():
@@ -77,8 +79,12 @@ def visible_text(dom: bytes | str) -> str:
         root = lxml.html.document_fromstring(dom)
     except Exception:
         return ""
-    for el in root.iter("script", "style", "noscript", "template"):
+    for el in list(root.iter("script", "style", "noscript", "template")):
+        if el.tag == "template" and el.get("shadowrootmode"):
+            continue
         el.text = ""
+        for child in list(el):  # (an inert template's elements too: lxml keeps them as children)
+            el.remove(child)
     return " ".join(root.text_content().split())
 
 
@@ -471,7 +477,7 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error, 
         html = not kind or "html" in kind  # (JSON, text, images: the browser draws them with its own page)
         wait_settled(page, inflight)
         wait_timers_due(page, inflight)
-        dom = page.content().encode("utf-8")
+        dom = page.content(include_shadow=True).encode("utf-8")  # (shadow roots in, as the crawl takes it)
     except playwright_error as exc:
         error = str(exc).splitlines()[0]
     if error is None and shot_kind != "none":
@@ -530,7 +536,7 @@ class _ReusedTab:
             self.page.goto(target, wait_until="load", timeout=30_000)
             wait_settled(self.page, self.inflight)
             wait_timers_due(self.page, self.inflight)
-            dom = self.page.content().encode("utf-8")
+            dom = self.page.content(include_shadow=True).encode("utf-8")
         except playwright_error as exc:
             error = str(exc).splitlines()[0]
         result = {"dom": dom, "shot": None, "error": error, "screenshot_error": None, "misses": sorted(set(self.missed)),

@@ -1,0 +1,119 @@
+"""Text a web component draws in its own (open) shadow root is text the page shows. The crawl's DOM
+snapshot and ``replay check``'s were Playwright's ``page.content()``, which leaves shadow roots
+out, so the check compared two texts blind to it: a replay whose component showed something else
+than the capture (or nothing) passed at similarity 1.0. Both now take the page's HTML with its open
+shadow roots as declarative ones (``<template shadowrootmode="open">``), nested ones too, and the
+check's visible text counts them (and no longer counts an inert ``<template>``'s elements)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from cli_runner import run_cli
+
+from webfreeze.archives import Archive, Exchange, new_archive_atomically
+from webfreeze.checks.replay_check import visible_text
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+
+try:
+    chromium_path()
+except BrowserUnavailable as exc:
+    pytestmark = pytest.mark.skip(reason=str(exc))
+
+# A price tag whose shadow root shows the price it fetched, and inside it a note with a shadow root
+# of its own; an inert template beside them (never shown).
+PAGE = b"""<!doctype html><html lang="en"><head><title>Shop</title></head><body><h1>Teapot</h1>
+<price-tag></price-tag><template id="unused"><p>never shown</p></template><script>
+customElements.define('price-note', class extends HTMLElement {
+  connectedCallback() { this.attachShadow({mode: 'open'}).innerHTML = '<small>incl. VAT</small>'; }
+});
+customElements.define('price-tag', class extends HTMLElement {
+  connectedCallback() {
+    const root = this.attachShadow({mode: 'open'});
+    root.innerHTML = '<style>b { color: green }</style><b>loading</b>';
+    fetch('/price.json').then((r) => r.json()).then((p) => {
+      root.innerHTML = '<b>price ' + p.amount + ' EUR</b> <price-note></price-note>';
+    });
+  }
+});
+</script></body></html>"""
+PRICE = b'{"amount": 42}'
+
+
+class Shop(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        status, body, kind = {"/": (200, PAGE, "text/html; charset=utf-8"),
+                              "/price.json": (200, PRICE, "application/json")}.get(self.path, (404, b"no", "text/plain"))
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def shop():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Shop)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_crawl_keeps_shadow_roots_and_the_check_compares_their_text(tmp_path, shop, cli):
+    env = dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home"))
+    archive = tmp_path / "shop.wfz"
+    r = cli("record", "crawl", "http://shop.test/", "--resolve", f"shop.test=127.0.0.1:{shop}",
+            "--archive", archive, "--depth", "0", "--screenshots", "none", timeout=300, env=env)
+    assert r.returncode == 0 and "(complete)" in r.stdout, r.stdout + r.stderr
+    with Archive.open(archive) as arc:
+        (page,) = arc.pages()
+        dom = page.dom().decode("utf-8")
+    assert dom.count('<template shadowrootmode="open">') == 2, dom  # the tag's root and, inside it, the note's
+    assert visible_text(dom).endswith("Teapot price 42 EUR incl. VAT"), visible_text(dom)
+    r = run_cli("replay", "check", archive, "--report", tmp_path / "report",
+                env=env, timeout=300)
+    (checked,) = json.loads((tmp_path / "report" / "report.json").read_text())["pages"]
+    assert checked["text_similarity"] == 1.0 and checked["misses"] == [], checked
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_replay_whose_component_shows_something_else_is_not_a_perfect_match(tmp_path):
+    """The capture's tag showed 42 EUR; the archive's price answers 40. Blind to shadow roots, the
+    check found the two pages' texts identical."""
+    site = "http://shop.test"
+    archive = tmp_path / "shop.wfz"
+    captured = PAGE.decode().replace(
+        "<price-tag></price-tag>", '<price-tag><template shadowrootmode="open"><b>price 42 EUR</b> <price-note>'
+        '<template shadowrootmode="open"><small>incl. VAT</small></template></price-note></template></price-tag>')
+    with new_archive_atomically(archive) as arc:
+        sid = arc.new_session("test", source="test_check_shadow_dom")
+        for rel, ctype, body in (("/", "text/html; charset=utf-8", PAGE), ("/price.json", "application/json",
+                                                                          b'{"amount": 40}')):
+            arc.add_exchange(Exchange(url=site + rel, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
+                                      resp_headers=[("Content-Type", ctype)], payload=body, session_id=sid))
+        arc.add_page(session_id=sid, url=site + "/", captured_at="2026-01-01T00:00:01Z", title="Shop",
+                     dom=captured.encode(), extra={"complete": True})
+    run_cli("replay", "check", archive, "--report", tmp_path / "report",
+            env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")), timeout=300)
+    (checked,) = json.loads((tmp_path / "report" / "report.json").read_text())["pages"]
+    assert checked["misses"] == [], checked  # answered, from the archive
+    assert 0.5 < checked["text_similarity"] < 1.0, checked  # but not what the capture showed
+
+
+def test_an_inert_template_is_not_text_and_a_shadow_root_is():
+    html = ('<html><body><p>one</p> <x-a><template shadowrootmode="open"><style>p{}</style><b>two</b></template>'
+            '</x-a> <template><i>never</i> shown</template> three</body></html>')
+    assert visible_text(html) == "one two three"

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from cli_runner import run_cli
+from static_site import static_site
 
 from webfreeze.archives import Archive, Exchange, new_archive_atomically
 from webfreeze.checks.replay_check import visible_text
@@ -44,32 +43,10 @@ customElements.define('price-tag', class extends HTMLElement {
 PRICE = b'{"amount": 42}'
 
 
-class Shop(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):
-        status, body, kind = {"/": (200, PAGE, "text/html; charset=utf-8"),
-                              "/price.json": (200, PRICE, "application/json")}.get(self.path, (404, b"no", "text/plain"))
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
 @pytest.fixture
 def shop():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Shop)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    with static_site({"/": PAGE, "/price.json": (PRICE, "application/json")}) as port:
+        yield port
 
 
 def test_the_crawl_keeps_shadow_roots_and_the_check_compares_their_text(tmp_path, shop, cli):

@@ -627,7 +627,10 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                     state["queue"] = state["queue"][1:] + [[u, level + 1] for u in new]
                     state["seen"] = sorted(seen)
                     state["done"] += 1
-                    extra = {"final_url": page.url, "status": status, "depth": level, "screenshot": screenshots}
+                    # ("shadow_roots": its DOM snapshot holds the page's open shadow roots, so replay
+                    # check takes the replayed page's alike; an older record's does not)
+                    extra = {"final_url": page.url, "status": status, "depth": level, "screenshot": screenshots,
+                             "shadow_roots": True}
                     if check and failure is None:
                         extra["complete"] = not missing
                         if missing:

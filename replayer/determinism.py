@@ -47,11 +47,15 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   and from each message the page sends, until the replay's marker (:data:`SOCKET_MARK`, taken off
   the socket before the page's listeners see it) says the batch of recorded messages has been
   delivered, or the socket closes. ``__wfSockets`` counts them (the settles of ``replay check`` and
-  the crawl's check wait for 0); with the pumped timers the pump waits for them as for a load. A
-  dedicated worker's sockets count in the page (or worker) that started it too: the worker posts
-  each change of its count, and the starter's runtime takes that message off before any listener
-  of the page's sees it (a socket the replay server answers, which Playwright routes for no
-  worker, was otherwise waited for by nobody: a rally still going was taken for settled).
+  the crawl's check wait for 0); with the pumped timers the pump waits for them as for a load.
+  With ``worker_sockets`` too (a replay server answers workers' sockets, with marks: its proxy, in
+  ``replay check``; the agent environment's pump waits for a worker's own), a dedicated worker's pending deliveries count in
+  the page (or worker) that started it: the worker posts each change of its count (and gives it
+  all back when it closes itself; a terminated worker's share is given back by its starter), and
+  the starter's runtime takes that message off before the page's listeners see it. Playwright
+  routes no worker's socket, so nobody else waits for one: a rally still going was taken for
+  settled. Not where nothing marks a worker's socket (the crawl's check: it would be waited for
+  until the settle's time bound).
 
 The script is small, has no dependencies, and is switchable off (``inject=False``).
 """
@@ -79,8 +83,9 @@ from webfreeze.archives.timeutil import parse_time
 RUNTIME_JS = r"""function R(c){
 if(self.__wfRuntime){return;}try{Object.defineProperty(self,'__wfRuntime',{value:1});}catch(e){}
 var G=self,WK=typeof document==='undefined',SRC='('+Function.prototype.toString.call(R)+')';
-var WPOST=WK&&!c.sh&&typeof G.postMessage==='function'?G.postMessage:null;
+var WPOST=WK&&!c.sh&&c.wk&&typeof G.postMessage==='function'?G.postMessage:null;
 function sockets(d){G.__wfSockets=(G.__wfSockets||0)+d;if(WPOST){try{WPOST.call(G,{__wf:'sk',d:d});}catch(e){}}}
+if(WPOST&&typeof G.close==='function'){var CL=G.close;G.close=function(){var k=G.__wfSockets|0;if(k>0){sockets(-k);}return CL.apply(G,arguments);};}
 var T0=c.t,S0=c.s>>>0,S=S0,n=0,p=c.p||0,OD=Date,vt=c.v||0,V0=vt,wk=0,X=!!c.x,ST=c.st||5000,NT=c.nt||120000,B=c.b||null;
 function rnd(){S=(S+0x6D2B79F5)>>>0;var t=S;t=Math.imul(t^(t>>>15),t|1);t^=t+Math.imul(t^(t>>>7),t|61);return ((t^(t>>>14))>>>0)/4294967296;}
 function now(){if(vt-V0>n){n=vt-V0;}return T0+(n++);}
@@ -132,7 +137,7 @@ function wrapWorker(name,shared){var O=G[name];if(!O){return;}
  var Wr=function(u,o){if(!(this instanceof Wr)){throw new TypeError("Failed to construct '"+name+"': Please use the 'new' operator");}
   var url=abs(u);if(/^data:/i.test(url)){return new O(u,o);}
   var module=!!(o&&typeof o==='object'&&o.type==='module'),key=url+'\n'+(typeof o==='string'?o:(o&&o.name)||''),blob=shared&&made[key];
-  if(!blob){var cfg={t:T0+n,s:wseed(wk++),v:vt,x:X?1:0,st:ST,nt:NT,b:url,sh:shared?1:0,w:c.w};
+  if(!blob){var cfg={t:T0+n,s:wseed(wk++),v:vt,x:X?1:0,st:ST,nt:NT,b:url,sh:shared?1:0,w:c.w,wk:c.wk};
    var U=JSON.stringify(url),src=SRC+'('+JSON.stringify(cfg)+');'+(module?'await import('+U+');':
     'try{importScripts('+U+');}catch(e){if(!e||e.name!=="NetworkError"||String(e.message).indexOf('+U+')<0){throw e;}'+
     'var x=new XMLHttpRequest();x.open("GET",'+U+',false);x.send();'+
@@ -140,7 +145,7 @@ function wrapWorker(name,shared){var O=G[name];if(!O){return;}
    blob=URL.createObjectURL(new Blob([src],{type:'text/javascript'}));if(shared){made[key]=blob;}}
   var w=new O(blob,o);
   if(X){control(shared?w.port:w,w,shared);}
-  if(c.w&&!shared){var owes=0,TM=w.terminate;
+  if(c.w&&c.wk&&!shared){var owes=0,TM=w.terminate;
    w.addEventListener('message',function(e){var d=e.data;if(d&&d.__wf==='sk'){e.stopImmediatePropagation();owes+=d.d|0;sockets(d.d|0);}});
    w.terminate=function(){if(owes){sockets(-owes);owes=0;}return TM.call(w);};}
   return w;};
@@ -362,21 +367,27 @@ NETWORK_STALL_MS = 60_000
 SOCKET_MARK = "\u0000webfreeze:socket-delivered"
 
 
-def runtime_config(captured_at: str, seed: int, *, timers: bool = False, sockets: bool = False) -> dict:
+def runtime_config(captured_at: str, seed: int, *, timers: bool = False, sockets: bool = False,
+                   worker_sockets: bool = False) -> dict:
     """The runtime's configuration for a page captured at ``captured_at`` (see RUNTIME_JS)."""
     ms = int(parse_time(captured_at).timestamp() * 1000)
     config = {"t": ms, "s": seed, "x": 1 if timers else 0, "st": STALL_MS, "nt": NETWORK_STALL_MS}
     if sockets:
         config["w"] = SOCKET_MARK
+        if worker_sockets:
+            config["wk"] = 1
     return config
 
 
-def runtime_script(captured_at: str, seed: int, *, timers: bool = False, sockets: bool = False) -> bytes:
+def runtime_script(captured_at: str, seed: int, *, timers: bool = False, sockets: bool = False,
+                   worker_sockets: bool = False) -> bytes:
     """The runtime for a page captured at ``captured_at``, its generator seeded with ``seed``; with
     ``timers``, the page's timers (and its workers') wait for the environment's pump and its
     network completions are delivered in request order; with ``sockets``, the page's WebSockets
-    count their pending deliveries (:data:`SOCKET_MARK`)."""
-    config = json.dumps(runtime_config(captured_at, seed, timers=timers, sockets=sockets), separators=(",", ":"))
+    count their pending deliveries (:data:`SOCKET_MARK`), and with ``worker_sockets`` too, its
+    dedicated workers' (theirs counted in the page's)."""
+    config = json.dumps(runtime_config(captured_at, seed, timers=timers, sockets=sockets,
+                                       worker_sockets=worker_sockets), separators=(",", ":"))
     return (b"<script>(function(){(" + RUNTIME_JS.encode("ascii") + b")(" + config.encode("ascii")
             + b");})();</script>")
 

@@ -256,6 +256,9 @@ class Replay:
         # The in-process replays that serve WebSockets (simulator/replay_route.py) set this: the
         # runtime then counts a page's pending socket deliveries (determinism.SOCKET_MARK).
         self.sockets = False
+        # ...and, where a replay server answers workers' sockets too, with marks (its proxy, in
+        # replay check), this: a worker's pending deliveries count in its page's (determinism.py).
+        self.worker_sockets = False
         self.upstream = upstream
         self.preferred_session: str | None = None  # (a live run's archive: see prefer_episode)
         self._episodes: dict = {}
@@ -547,7 +550,7 @@ class Replay:
                 self._last_capture = span[1] if span else "1970-01-01T00:00:00Z"
             at = self._last_capture
         body = inject_script(html, runtime_script(self._clock(at), page_seed(self.seed, url), timers=self.timers,
-                                                        sockets=self.sockets))
+                                                        sockets=self.sockets, worker_sockets=self.worker_sockets))
         drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only", "etag",
                 "content-md5", "digest", "content-length")
         return ReplayResponse(resp.status, [(k, v) for k, v in resp.headers if k.lower() not in drop], body,
@@ -636,7 +639,8 @@ class Replay:
             if html is not None:
                 seed = page_seed(self.seed, ex.url)
                 body = inject_script(html, runtime_script(self._clock(loaded_at or ex.captured_at), seed,
-                                                          timers=self.timers, sockets=self.sockets))
+                                                          timers=self.timers, sockets=self.sockets,
+                                                          worker_sockets=self.worker_sockets))
                 drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only",
                         "etag", "content-md5", "digest")
                 out_headers = [(k, v) for k, v in out_headers if k.lower() not in drop]

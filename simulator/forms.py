@@ -77,10 +77,14 @@ DOM_SNAPSHOTS = "dom-snapshots/"
 
 def _control_keys(doc) -> dict:
     """The form controls of a document by a key that survives scripts (``(tag, name, id, n)``: the
-    n-th control of that tag, name and id in document order)."""
+    n-th control of that tag, name and id in document order). Controls inside an open shadow root
+    (a crawl's DOM snapshot holds each as a ``<template shadowrootmode>``) are left out: the page's
+    own HTML, which the key must match, has none of them."""
     seen: dict = {}
     keys = {}
     for el in doc.iter(*_DISABLEABLE_CONTROLS):
+        if any(_tag(a) == "template" and a.get("shadowrootmode") is not None for a in el.iterancestors()):
+            continue
         base = (_tag(el), el.get("name") or "", el.get("id") or "")
         n = seen[base] = seen.get(base, -1) + 1
         keys[base + (n,)] = el

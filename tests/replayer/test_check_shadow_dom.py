@@ -59,6 +59,7 @@ def test_the_crawl_keeps_shadow_roots_and_the_check_compares_their_text(tmp_path
         (page,) = arc.pages()
         dom = page.dom().decode("utf-8")
     assert dom.count('<template shadowrootmode="open">') == 2, dom  # the tag's root and, inside it, the note's
+    assert page.extra["shadow_roots"] is True
     assert visible_text(dom).endswith("Teapot price 42 EUR incl. VAT"), visible_text(dom)
     r = run_cli("replay", "check", archive, "--report", tmp_path / "report",
                 env=env, timeout=300)
@@ -67,14 +68,20 @@ def test_the_crawl_keeps_shadow_roots_and_the_check_compares_their_text(tmp_path
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_a_replay_whose_component_shows_something_else_is_not_a_perfect_match(tmp_path):
-    """The capture's tag showed 42 EUR; the archive's price answers 40. Blind to shadow roots, the
-    check found the two pages' texts identical."""
+# the capture's shadow roots as the crawl's snapshot holds them: the tag showed 42 EUR
+CAPTURED = PAGE.decode().replace(
+    "<price-tag></price-tag>", '<price-tag><template shadowrootmode="open"><b>price 42 EUR</b> <price-note>'
+    '<template shadowrootmode="open"><small>incl. VAT</small></template></price-note></template></price-tag>')
+
+
+@pytest.mark.parametrize("record", ["with-shadow-roots", "older-record"])
+def test_a_replay_whose_component_shows_something_else_is_not_a_perfect_match(tmp_path, record):
+    """The archive's price answers 40, so the replayed tag shows 40 EUR. Blind to shadow roots, the
+    check found the two pages' texts identical. A page record from before snapshots held shadow
+    roots (no ``shadow_roots`` in its ``extra``) is compared as it was taken: without them."""
     site = "http://shop.test"
     archive = tmp_path / "shop.wfz"
-    captured = PAGE.decode().replace(
-        "<price-tag></price-tag>", '<price-tag><template shadowrootmode="open"><b>price 42 EUR</b> <price-note>'
-        '<template shadowrootmode="open"><small>incl. VAT</small></template></price-note></template></price-tag>')
+    new = record == "with-shadow-roots"
     with new_archive_atomically(archive) as arc:
         sid = arc.new_session("test", source="test_check_shadow_dom")
         for rel, ctype, body in (("/", "text/html; charset=utf-8", PAGE), ("/price.json", "application/json",
@@ -82,12 +89,30 @@ def test_a_replay_whose_component_shows_something_else_is_not_a_perfect_match(tm
             arc.add_exchange(Exchange(url=site + rel, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
                                       resp_headers=[("Content-Type", ctype)], payload=body, session_id=sid))
         arc.add_page(session_id=sid, url=site + "/", captured_at="2026-01-01T00:00:01Z", title="Shop",
-                     dom=captured.encode(), extra={"complete": True})
+                     dom=(CAPTURED if new else PAGE.decode()).encode(),
+                     extra={"complete": True, **({"shadow_roots": True} if new else {})})
     run_cli("replay", "check", archive, "--report", tmp_path / "report",
             env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")), timeout=300)
     (checked,) = json.loads((tmp_path / "report" / "report.json").read_text())["pages"]
     assert checked["misses"] == [], checked  # answered, from the archive
-    assert 0.5 < checked["text_similarity"] < 1.0, checked  # but not what the capture showed
+    if new:
+        assert 0.5 < checked["text_similarity"] < 1.0, checked  # but not what the capture showed
+        assert "price 40 EUR" in (tmp_path / "report" / checked["dom"]).read_text()
+    else:
+        assert checked["text_similarity"] == 1.0, checked
+        assert "shadowrootmode" not in (tmp_path / "report" / checked["dom"]).read_text()
+
+
+def test_drift_compares_an_older_snapshot_without_the_newer_one_s_shadow_roots():
+    from webfreeze.checks.drift import compare_pages
+
+    plain = {"dom": PAGE, "shot": None, "title": "Shop", "shadow": False}
+    shadowed = {"dom": CAPTURED.encode(), "shot": None, "title": "Shop", "shadow": True}
+    (row,) = compare_pages({"u": plain}, {"u": shadowed})
+    assert (row["status"], row["text_similarity"]) == ("same", 1.0), row
+    (row,) = compare_pages({"u": {**plain, "dom": CAPTURED.replace("42", "40").encode(), "shadow": True}},
+                           {"u": shadowed})
+    assert row["status"] == "changed" and row["text_similarity"] < 1.0, row
 
 
 def test_an_inert_template_is_not_text_and_a_shadow_root_is():

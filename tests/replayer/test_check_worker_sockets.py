@@ -89,3 +89,51 @@ def test_replay_check_takes_the_server_s_word_on_a_worker_s_socket(tmp_path):
     assert pages[f"{SITE}/"]["text_similarity"] == 1.0, pages[f"{SITE}/"]  # the whole rally, settled
     assert pages[f"{SITE}/?room=2"]["misses"] == ["ws://worker-check.test/feed?room=2"], pages[f"{SITE}/?room=2"]
     assert r.returncode != 0 and report["summary"]["pages_with_misses"] == 1, r.stdout + r.stderr
+
+
+# A worker that closes itself after the socket's first message: no message or close event reaches
+# it after that, so the deliveries it still waited for were never given back to its page.
+CLOSING = """const ws = new WebSocket('ws://worker-check.test/feed');
+ws.onmessage = (e) => { postMessage('worker heard ' + e.data); close(); };"""
+
+
+@pytest.mark.parametrize("workers_counted", [True, False], ids=["worker-sockets", "page-sockets-only"])
+def test_a_page_counts_its_workers_deliveries_only_where_a_server_marks_them(tmp_path, workers_counted):
+    """The runtime's count of a page's pending socket deliveries takes its dedicated workers' in
+    only with ``Replay.worker_sockets`` (a replay server answers workers' sockets and marks their
+    batches: ``replay check``'s proxy); elsewhere (the crawl's check, whose workers' sockets nothing
+    marks) a worker's socket would hold the page's settle to its time bound. A worker that closes
+    itself gives its share back."""
+    from playwright.sync_api import sync_playwright
+
+    from webfreeze.replayer.server import ReplayServer
+    from webfreeze.simulator.browser import launch_chromium, new_context
+
+    archive = tmp_path / "workers.wfz"
+    with new_archive_atomically(archive) as arc:
+        sid = arc.new_session("test", source="test_check_worker_sockets")
+        for rel, ctype, body in (("/", "text/html; charset=utf-8", PAGE), ("/w.js", "text/javascript", WORKER),
+                                 ("/closing", "text/html; charset=utf-8", PAGE.replace("'/w.js'", "'/closing.js'")),
+                                 ("/closing.js", "text/javascript", CLOSING)):
+            arc.add_exchange(Exchange(url=SITE + rel, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
+                                      resp_headers=[("Content-Type", ctype)], payload=body.encode(), session_id=sid))
+        arc.put_document(f"websocket/{sid}/feed.json", rally_recording("ws://worker-check.test/feed", ROUNDS, OPENED))
+    count = "() => window.__wfSockets"
+    with ReplayServer(archive, mode="proxy", port=0, miss_report=None, confdir=tmp_path / "ca") as server, \
+            sync_playwright() as pw:
+        server.replay.sockets, server.replay.worker_sockets = True, workers_counted
+        browser = launch_chromium(pw, proxy=server.url, bypass_internal=False, shell=True)
+        page = new_context(browser).new_page()
+        server.reset(0, when="2026-01-01T00:00:01Z")
+        page.goto(SITE + "/")
+        page.wait_for_function("() => document.body.innerText.includes('worker rally at 2')", timeout=60_000)
+        seen = page.evaluate(count)  # mid-rally: the worker waits for its next ball
+        page.wait_for_function("() => document.body.innerText.includes('worker rally at %d')" % ROUNDS,
+                               timeout=60_000)
+        page.wait_for_function("() => window.__wfSockets === 0", timeout=60_000)  # the last batch came
+        assert (seen >= 1) if workers_counted else (seen == 0), seen
+        server.reset(0, when="2026-01-01T00:00:01Z")
+        page.goto(SITE + "/closing")
+        page.wait_for_function("() => document.body.innerText.includes('worker heard 0')", timeout=60_000)
+        page.wait_for_function("() => window.__wfSockets === 0", timeout=60_000)  # (stuck at 1 before)
+        browser.close()

@@ -712,3 +712,19 @@ def test_a_password_is_bullets_in_the_tree_as_in_chromium_s(browser):
     chromium = {n["name"]["value"]: n.get("value", {}).get("value") for n in nodes
                 if n.get("role", {}).get("value") == "textbox"}
     assert chromium == {"Password": "\u2022" * 7, "Name": "Ann"}, chromium
+
+
+def test_a_snapshot_s_shadow_root_controls_do_not_shift_the_page_s_own():
+    """A crawl's DOM snapshot holds a web component's open shadow root as a ``<template
+    shadowrootmode>``; its controls are not in the page's own HTML, so they must not count when
+    the snapshot's disabled state is matched to the page's controls (by their order among controls
+    of one tag, name and id): the field a script disabled at load stays left out, no other."""
+    page = """<!doctype html><html><body><form action="/send"><x-stars></x-stars>
+<input aria-label="A" name="v" value="a"><input aria-label="B" name="v" value="b">
+<input type="submit" aria-label="Go" value="Go"></form></body></html>"""
+    loaded = page.replace("<x-stars></x-stars>", '<x-stars><template shadowrootmode="open"><input name="v" value="*">'
+                          "</template></x-stars>").replace('value="a"', 'value="a" disabled')
+    tree = tree_of(page)
+    bid = {e["name"]: e["bid"] for e in tree.descriptions if e["name"]}
+    _, url, _, _ = form_submission(tree, bid["Go"], loaded_html=loaded)
+    assert parse_qsl(urlsplit(url).query) == [("v", "b")]

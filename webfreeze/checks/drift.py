@@ -109,8 +109,9 @@ class Snapshot(Mapping):
 
     def __getitem__(self, url: str) -> dict:
         rec = self.records[url]
-        if self.source == "page":
-            return {"dom": rec.dom() or b"", "shot": rec.screenshot(), "title": rec.title}
+        if self.source == "page":  # ("shadow": whether its DOM holds the open shadow roots: replay_check.shadow_roots)
+            return {"dom": rec.dom() or b"", "shot": rec.screenshot(), "title": rec.title,
+                    "shadow": rec.extra.get("shadow_roots") is True}
         try:
             dom = rec.body()  # the content coding (gzip, br, ...) removed
         except ArchiveError:  # a coding that does not decode: the stored bytes, as they are
@@ -164,7 +165,9 @@ def compare_pages(old: Mapping[str, dict], new: Mapping[str, dict], progress=Non
         elif b is None:
             row["status"] = "removed"
         else:
-            text_a, text_b = visible_text(a["dom"]), visible_text(b["dom"])
+            # (an archive crawled before snapshots held shadow roots: both compared without them)
+            shadow = a.get("shadow", True) and b.get("shadow", True)
+            text_a, text_b = visible_text(a["dom"], shadow=shadow), visible_text(b["dom"], shadow=shadow)
             sim = text_similarity(text_a, text_b)
             pixels = pixel_difference(a["shot"], b["shot"])
             row.update(text_similarity=sim, pixel_difference=pixels, text_changed=sim < 1.0,

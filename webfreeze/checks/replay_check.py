@@ -67,10 +67,11 @@ from webfreeze.simulator.browser import (
 REPORT_VERSION = 1
 
 
-def visible_text(dom: bytes | str) -> str:
+def visible_text(dom: bytes | str, *, shadow: bool = True) -> str:
     """Whitespace-normalised text of an HTML document, scripts, styles and templates left out; an
     open shadow root's content (a ``<template shadowrootmode>``, as the crawl and the check take a
-    page's DOM) is text the page shows, and stays, where its host is."""
+    page's DOM) is text the page shows, and stays, where its host is (not with ``shadow=False``:
+    to compare with a snapshot taken without them)."""
     if isinstance(dom, str):
         dom = dom.encode("utf-8")
     if not dom.strip():
@@ -80,7 +81,7 @@ def visible_text(dom: bytes | str) -> str:
     except Exception:
         return ""
     for el in list(root.iter("script", "style", "noscript", "template")):
-        if el.tag == "template" and el.get("shadowrootmode"):
+        if shadow and el.tag == "template" and el.get("shadowrootmode"):
             continue
         el.text = ""
         for child in list(el):  # (an inert template's elements too: lxml keeps them as children)
@@ -145,19 +146,30 @@ def stable_similarity(captured: str, replayed: str, probe: str) -> tuple[float, 
     return text_similarity(" ".join(cap), replayed), same
 
 
-def shot_mode(page_row: dict) -> str:
-    """The screenshot a page record holds: ``full``, ``viewport`` or ``none`` (as its crawl's
-    ``--screenshots`` said; records made before that option hold full-page ones)."""
+def _extra(page_row: dict) -> dict:
     extra = page_row.get("extra")
     if not isinstance(extra, dict):  # the index's JSON text
         try:
             extra = json.loads(extra or "{}")
         except (TypeError, ValueError):
             extra = {}
-    mode = extra.get("screenshot") if isinstance(extra, dict) else None
+    return extra if isinstance(extra, dict) else {}
+
+
+def shot_mode(page_row: dict) -> str:
+    """The screenshot a page record holds: ``full``, ``viewport`` or ``none`` (as its crawl's
+    ``--screenshots`` said; records made before that option hold full-page ones)."""
+    mode = _extra(page_row).get("screenshot")
     if mode in ("full", "viewport", "none"):
         return mode
     return "full" if page_row.get("screenshot") else "none"
+
+
+def shadow_roots(page_row: dict) -> bool:
+    """Whether a page record's DOM snapshot holds the page's open shadow roots (a crawl's since
+    they do, ``extra["shadow_roots"]``): the replayed page's is then taken alike; an older
+    record's without them, so that like is compared with like."""
+    return _extra(page_row).get("shadow_roots") is True
 
 
 def image_ext(data: bytes | None) -> str:
@@ -273,6 +285,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
             # loaded (_watch)
             server.socket_picker = sockets.pick
             server.on_socket = lambda url, level, why: _server_socket(sockets, url, level)
+            server.replay.worker_sockets = True  # (its batches marked: the page's settle waits for them)
         with sync_playwright() as pw:
             proxy = server.url if mode == "proxy" else None
             # the headless shell: the same build drawing the same pixels, at half the cost of a fresh
@@ -292,13 +305,15 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     # nothing to compare but misses and errors: the reused tab (no new renderer)
                     loaded = tab.load(target, PlaywrightError)
                 else:
-                    loaded = _load(browser, target, placeholders, shot_mode(rec), PlaywrightError, sockets)
+                    loaded = _load(browser, target, placeholders, shot_mode(rec), PlaywrightError, sockets,
+                                   shadow=shadow_roots(rec))
                 if _is_download(loaded["error"]) or not loaded.get("html", True):
                     # not an HTML document: the full browser shows it with a page of its own (the PDF
                     # viewer, the JSON and text views), as the crawl's browser did; like with like
                     full = full or launch_chromium(pw, proxy=proxy, bypass_internal=False)
                     used = full
-                    loaded = _load(full, target, placeholders, shot_mode(rec), PlaywrightError, sockets)
+                    loaded = _load(full, target, placeholders, shot_mode(rec), PlaywrightError, sockets,
+                                   shadow=shadow_roots(rec))
                 dom, shot, error = loaded["dom"], loaded["shot"], loaded["error"]
                 rep_text = visible_text(dom)
                 similarity = raw = text_similarity(cap_text, rep_text) if cap_text else None
@@ -310,7 +325,8 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     sockets.reset(server.replay.when)
                     report_to, server.replay.miss_report = server.replay.miss_report, None  # (the probe's own)
                     try:
-                        probe = _load(used, target, placeholders, "none", PlaywrightError, sockets)
+                        probe = _load(used, target, placeholders, "none", PlaywrightError, sockets,
+                                      shadow=shadow_roots(rec))
                     finally:
                         server.replay.miss_report = report_to
                     if probe["error"] is None:
@@ -461,9 +477,11 @@ def _main_document(request, page) -> bool:
         return False
 
 
-def _load(browser, target: str, placeholders, shot_kind: str, playwright_error, sockets=None) -> dict:
-    """One page load in a fresh context: its DOM, a screenshot of ``shot_kind`` (like with like: the
-    kind of screenshot the capture took), its misses and requests failed at capture, and the error."""
+def _load(browser, target: str, placeholders, shot_kind: str, playwright_error, sockets=None, *,
+          shadow: bool = True) -> dict:
+    """One page load in a fresh context: its DOM (with its open shadow roots when ``shadow``, as
+    the capture's: :func:`shadow_roots`), a screenshot of ``shot_kind`` (like with like: the kind of
+    screenshot the capture took), its misses and requests failed at capture, and the error."""
     context = new_context(browser)
     track_live_timers(context)  # (what a timer shows soon after the network is quiet, as the crawl waits)
     page = context.new_page()
@@ -477,7 +495,7 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error, 
         html = not kind or "html" in kind  # (JSON, text, images: the browser draws them with its own page)
         wait_settled(page, inflight)
         wait_timers_due(page, inflight)
-        dom = page.content(include_shadow=True).encode("utf-8")  # (shadow roots in, as the crawl takes it)
+        dom = page.content(include_shadow=shadow).encode("utf-8")
     except playwright_error as exc:
         error = str(exc).splitlines()[0]
     if error is None and shot_kind != "none":

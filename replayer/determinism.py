@@ -129,7 +129,7 @@ var chans=[],made={},WPM=G.Worker&&Worker.prototype.postMessage,PPM=G.MessagePor
 function wseed(k){var s=(S0^Math.imul(k+1,0x9E3779B1))>>>0;s=Math.imul(s^(s>>>16),0x85EBCA6B)>>>0;
  s=Math.imul(s^(s>>>13),0xC2B2AE35)>>>0;return (s^(s>>>16))>>>0;}
 function control(t,w,shared){var ch={t:t,pm:shared?PPM:WPM,cb:null,dead:false};
- t.addEventListener('message',function(e){var d=e.data;if(d&&d.__wf==='ack'){e.stopImmediatePropagation();if(d.s){stalled(d.s|0);}var f=ch.cb;ch.cb=null;if(f){f(d.n|0);}}});
+ t.addEventListener('message',function(e){var d=e.data;if(d&&d.__wf==='ack'){e.stopImmediatePropagation();if(d.s){stalled(d.s|0);}var f=ch.cb;ch.cb=null;if(f){f(d.n|0);}}},true);
  if(shared){try{t.start();}catch(e){}}
  else{var T=w.terminate;w.terminate=function(){ch.dead=true;var f=ch.cb;ch.cb=null;if(f){f(0);}return T.call(w);};}
  chans.push(ch);}
@@ -146,7 +146,7 @@ function wrapWorker(name,shared){var O=G[name];if(!O){return;}
   var w=new O(blob,o);
   if(X){control(shared?w.port:w,w,shared);}
   if(c.w&&c.wk&&!shared){var owes=0,TM=w.terminate;
-   w.addEventListener('message',function(e){var d=e.data;if(d&&d.__wf==='sk'){e.stopImmediatePropagation();owes+=d.d|0;sockets(d.d|0);}});
+   w.addEventListener('message',function(e){var d=e.data;if(d&&d.__wf==='sk'){e.stopImmediatePropagation();owes+=d.d|0;sockets(d.d|0);}},true);
    w.terminate=function(){if(owes){sockets(-owes);owes=0;}return TM.call(w);};}
   return w;};
  Wr.prototype=O.prototype;

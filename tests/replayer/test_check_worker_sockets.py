@@ -93,6 +93,10 @@ def test_replay_check_takes_the_server_s_word_on_a_worker_s_socket(tmp_path):
 
 # A worker that closes itself after the socket's first message: no message or close event reaches
 # it after that, so the deliveries it still waited for were never given back to its page.
+# The rally's page, with a listener of its own that captures (at the worker, capturing listeners run
+# before the others): it hears the worker's messages and none of the runtime's.
+LISTENING = PAGE.replace("w.onmessage", "window.heard = [];\nw.addEventListener('message', (e) => "
+                         "window.heard.push(e.data), {capture: true});\nw.onmessage")
 CLOSING = """const ws = new WebSocket('ws://worker-check.test/feed');
 ws.onmessage = (e) => { postMessage('worker heard ' + e.data); close(); };"""
 
@@ -112,7 +116,7 @@ def test_a_page_counts_its_workers_deliveries_only_where_a_server_marks_them(tmp
     archive = tmp_path / "workers.wfz"
     with new_archive_atomically(archive) as arc:
         sid = arc.new_session("test", source="test_check_worker_sockets")
-        for rel, ctype, body in (("/", "text/html; charset=utf-8", PAGE), ("/w.js", "text/javascript", WORKER),
+        for rel, ctype, body in (("/", "text/html; charset=utf-8", LISTENING), ("/w.js", "text/javascript", WORKER),
                                  ("/closing", "text/html; charset=utf-8", PAGE.replace("'/w.js'", "'/closing.js'")),
                                  ("/closing.js", "text/javascript", CLOSING)):
             arc.add_exchange(Exchange(url=SITE + rel, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
@@ -132,6 +136,7 @@ def test_a_page_counts_its_workers_deliveries_only_where_a_server_marks_them(tmp
                                timeout=60_000)
         page.wait_for_function("() => window.__wfSockets === 0", timeout=60_000)  # the last batch came
         assert (seen >= 1) if workers_counted else (seen == 0), seen
+        assert page.evaluate("window.heard") == [f"worker rally at {n}" for n in range(ROUNDS + 1)]
         server.reset(0, when="2026-01-01T00:00:01Z")
         page.goto(SITE + "/closing")
         page.wait_for_function("() => document.body.innerText.includes('worker heard 0')", timeout=60_000)

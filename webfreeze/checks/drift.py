@@ -65,7 +65,7 @@ from rich.console import Console
 from rich.table import Table
 
 from webfreeze.archives import Archive, ArchiveError, archive_digest
-from webfreeze.checks.replay_check import image_ext, pixel_difference, text_similarity, visible_text
+from webfreeze.checks.replay_check import image_ext, pixel_difference, shadow_roots, text_similarity, visible_text
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import json_text
 from webfreeze.common.http import page_url
@@ -109,9 +109,9 @@ class Snapshot(Mapping):
 
     def __getitem__(self, url: str) -> dict:
         rec = self.records[url]
-        if self.source == "page":  # ("shadow": whether its DOM holds the open shadow roots: replay_check.shadow_roots)
+        if self.source == "page":  # ("shadow": whether its DOM holds the page's open shadow roots)
             return {"dom": rec.dom() or b"", "shot": rec.screenshot(), "title": rec.title,
-                    "shadow": rec.extra.get("shadow_roots") is True}
+                    "shadow": shadow_roots({"extra": rec.extra})}
         try:
             dom = rec.body()  # the content coding (gzip, br, ...) removed
         except ArchiveError:  # a coding that does not decode: the stored bytes, as they are

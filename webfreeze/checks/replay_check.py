@@ -299,6 +299,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                 target = rec["url"] if mode == "proxy" else \
                     f"{server.url}/{to_timestamp14(rec['loaded_at'])}/{rec['url']}"
                 cap_dom, cap_shot = captured[rec["id"]]
+                shadow = shadow_roots(rec)  # (the replayed DOM taken as the capture's was)
                 cap_text = visible_text(cap_dom or b"")
                 used = browser
                 if tab is not None and not cap_text and shot_mode(rec) == "none":
@@ -306,14 +307,14 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     loaded = tab.load(target, PlaywrightError)
                 else:
                     loaded = _load(browser, target, placeholders, shot_mode(rec), PlaywrightError, sockets,
-                                   shadow=shadow_roots(rec))
+                                   shadow=shadow)
                 if _is_download(loaded["error"]) or not loaded.get("html", True):
                     # not an HTML document: the full browser shows it with a page of its own (the PDF
                     # viewer, the JSON and text views), as the crawl's browser did; like with like
                     full = full or launch_chromium(pw, proxy=proxy, bypass_internal=False)
                     used = full
                     loaded = _load(full, target, placeholders, shot_mode(rec), PlaywrightError, sockets,
-                                   shadow=shadow_roots(rec))
+                                   shadow=shadow)
                 dom, shot, error = loaded["dom"], loaded["shot"], loaded["error"]
                 rep_text = visible_text(dom)
                 similarity = raw = text_similarity(cap_text, rep_text) if cap_text else None
@@ -326,7 +327,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     report_to, server.replay.miss_report = server.replay.miss_report, None  # (the probe's own)
                     try:
                         probe = _load(used, target, placeholders, "none", PlaywrightError, sockets,
-                                      shadow=shadow_roots(rec))
+                                      shadow=shadow)
                     finally:
                         server.replay.miss_report = report_to
                     if probe["error"] is None:

@@ -62,9 +62,38 @@ MARK_JS = r"""
     acceptNode: (n) => SKIP.has(n.localName.toLowerCase()) ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT,
   });
   const elements = [];
+  let shadowed = false;
   for (let n = walker.currentNode; n; n = walker.nextNode()) {
-    if (n === root || !SKIP.has(n.localName.toLowerCase())) elements.push(n);
+    if (n === root || !SKIP.has(n.localName.toLowerCase())) {
+      elements.push(n);
+      if (n.shadowRoot) shadowed = true;
+    }
   }
+  // A page with open shadow roots (web components) is read as it is drawn, its flat tree: a host's
+  // shadow root in place of its children, a slot's assigned nodes in place of its own (its
+  // fallback when none are), so what a component shows gets bids and text; children no slot takes
+  // are not drawn and get none. A closed shadow root cannot be read. A page without one: the DOM.
+  const flatChildren = (n) => {
+    if (n.shadowRoot) return n.shadowRoot.childNodes;
+    if (n.localName === 'slot' && n.getRootNode() instanceof ShadowRoot) {
+      const assigned = n.assignedNodes();
+      return assigned.length ? assigned : n.childNodes;
+    }
+    return n.childNodes;
+  };
+  const parents = new Map();
+  if (shadowed) {
+    elements.length = 0;
+    const stack = [[root, null]];
+    while (stack.length) {
+      const [el, parent] = stack.pop();
+      elements.push(el);
+      parents.set(el, parent);
+      const kids = Array.from(flatChildren(el)).filter((c) => c.nodeType === 1 && !SKIP.has(c.localName.toLowerCase()));
+      for (let i = kids.length - 1; i >= 0; i--) stack.push([kids[i], el]);
+    }
+  }
+  const parentOf = shadowed ? (el) => parents.get(el) : (el) => el.parentElement;
   const vw = window.innerWidth, vh = window.innerHeight;
   const round = (v) => Math.round(v * 100) / 100;
   const geometry = {};
@@ -87,11 +116,12 @@ MARK_JS = r"""
     const framed = tag === 'iframe' || tag === 'frame';
     const bid = prefix + (framed ? letter(letters++) : String(++count));
     el.setAttribute(BID, bid);
-    const parentHidden = el.parentElement && hidden.has(el.parentElement);
+    const parent = parentOf(el);
+    const parentHidden = parent && hidden.has(parent);
     let rendered = !parentHidden;
     // a canvas's fallback content (glide-data-grid's table of the cells it draws: Streamlit's
     // st.dataframe) has no box, yet Chromium's accessibility tree shows it: only its own styles hide it
-    const inCanvas = el.parentElement && (el.parentElement.localName === 'canvas' || fallback.has(el.parentElement));
+    const inCanvas = parent && (parent.localName === 'canvas' || fallback.has(parent));
     if (inCanvas) fallback.add(el);
     if (rendered && tag !== 'option' && tag !== 'optgroup' && el !== root && tag !== 'body') {
       const style = getComputedStyle(el);
@@ -113,7 +143,18 @@ MARK_JS = r"""
   });
   // Serialise a copy in an inert document (its images never load) carrying the live state.
   const inert = document.implementation.createHTMLDocument('');
-  const copy = inert.importNode(root, true);
+  const copy = inert.importNode(root, !shadowed);
+  if (shadowed) {  // (the flat tree; head, scripts, styles and templates as they are)
+    const stack = [[root, copy]];
+    while (stack.length) {
+      const [el, into] = stack.pop();
+      for (const c of flatChildren(el)) {
+        const deep = c.nodeType !== 1 || SKIP.has(c.localName.toLowerCase());
+        const made = into.appendChild(inert.importNode(c, deep));
+        if (!deep) stack.push([c, made]);
+      }
+    }
+  }
   const byBid = new Map();
   // The bid goes after the page's own attributes: one a script set after an earlier observation
   // stamped the element (ag-grid styles its cells a frame late) would otherwise come after it, and
@@ -127,7 +168,8 @@ MARK_JS = r"""
   if (copy.hasAttribute(BID)) stampLast(copy);
   for (const el of hidden) {
     const c = byBid.get(el.getAttribute(BID));
-    if (c && !(el.parentElement && hidden.has(el.parentElement))) c.setAttribute(HIDDEN, '');
+    const parent = parentOf(el);
+    if (c && !(parent && hidden.has(parent))) c.setAttribute(HIDDEN, '');
   }
   for (const el of elements) {
     const tag = el.localName.toLowerCase();
@@ -146,7 +188,8 @@ MARK_JS = r"""
       if (el.selected) c.setAttribute('selected', ''); else c.removeAttribute('selected');
     }
   }
-  const active = document.activeElement;
+  let active = document.activeElement;
+  while (active && active.shadowRoot && active.shadowRoot.activeElement) active = active.shadowRoot.activeElement;
   if (active && active !== document.body && active !== root && active.hasAttribute(BID)) {
     const c = byBid.get(active.getAttribute(BID));
     if (c) c.setAttribute(FOCUSED, '');

@@ -383,7 +383,11 @@ ARIA_MARK_JS = r"""
   const ATTRS = ['aria-roledescription', 'aria-description'];
   if (on) {
     const saved = [];
-    for (const el of document.querySelectorAll('[data-wf-bid]')) {
+    const roots = [document];  // (open shadow roots too: the observation gives their elements bids)
+    for (let i = 0; i < roots.length; i++) {
+      for (const el of roots[i].querySelectorAll('*')) if (el.shadowRoot) roots.push(el.shadowRoot);
+    }
+    for (const el of roots.flatMap((r) => Array.from(r.querySelectorAll('[data-wf-bid]')))) {
       const bid = el.getAttribute('data-wf-bid');
       for (const a of ATTRS) {
         const old = el.getAttribute(a);

@@ -64,7 +64,17 @@ NEW_WINDOW_MODIFIERS = ("Control", "Meta", "Shift", "ControlOrMeta")
 # of its descendants). ``null`` when there is no such element or it is disabled.
 CLICK_POINT_JS = r"""
 (bid) => {
-  const el = document.querySelector('[data-wf-bid="' + bid + '"]');
+  // (an element in an open shadow root too: the observation gives those bids)
+  const q = '[data-wf-bid="' + bid + '"]';
+  let el = document.querySelector(q);
+  for (let roots = [document], i = 0; !el && i < roots.length; i++) {
+    for (const host of roots[i].querySelectorAll('*')) {
+      if (!host.shadowRoot) continue;
+      el = host.shadowRoot.querySelector(q);
+      if (el) break;
+      roots.push(host.shadowRoot);
+    }
+  }
   if (!el || el.matches(':disabled') || el.getAttribute('aria-disabled') === 'true') return null;
   let r = el.getBoundingClientRect();
   if (r.width <= 0 || r.height <= 0) return null;
@@ -73,8 +83,12 @@ CLICK_POINT_JS = r"""
     r = el.getBoundingClientRect();
   }
   const x = r.left + r.width / 2, y = r.top + r.height / 2;
-  const hit = document.elementFromPoint(x, y);
-  if (!hit || !(hit === el || el.contains(hit))) return {x, y, hit: false};
+  // what a pointer there hits, inside shadow roots too; the element or a node drawn inside it
+  let hit = document.elementFromPoint(x, y);
+  for (let inner; hit && hit.shadowRoot && (inner = hit.shadowRoot.elementFromPoint(x, y)) && inner !== hit;) hit = inner;
+  let under = false;
+  for (let n = hit; n && !under; n = n.assignedSlot || n.parentNode || n.host) under = n === el;
+  if (!under) return {x, y, hit: false};
   // A link or a form aimed at another window opens a page: the caller waits for it.
   const link = el.closest('a[href], area[href]');
   const submits = (el.localName === 'button' || el.localName === 'input') && (el.type === 'submit' || el.type === 'image');

@@ -62,18 +62,51 @@ LISTENER_JS = r"""
   // Money's login form), so the path reads the DOM's own getters, taken before any page script runs.
   const getter = (proto, key) => Object.getOwnPropertyDescriptor(proto, key).get;
   const idOf = getter(Element.prototype, 'id'), tagOf = getter(Element.prototype, 'tagName');
-  const parentOf = getter(Node.prototype, 'parentElement');
+  const parentOf = getter(Node.prototype, 'parentElement'), parentNodeOf = getter(Node.prototype, 'parentNode');
   const previousOf = getter(Element.prototype, 'previousElementSibling');
+  const shadowOf = getter(Element.prototype, 'shadowRoot'), slotOf = getter(Element.prototype, 'assignedSlot');
+  const hostOf = getter(ShadowRoot.prototype, 'host');
+  // In a page with open shadow roots (web components) the observation reads the flat tree, as it is
+  // drawn (simulator/axtree.py MARK_JS): a host's shadow root in place of its children, a slot's
+  // assigned elements in place of its own. A path steps up that tree, so that it names the element
+  // the observation describes: through the slot an element is drawn in, from a shadow root to its host.
+  const shadowSlot = (n) => tagOf.call(n) === 'SLOT' && n.getRootNode() instanceof ShadowRoot;
+  const flatParent = (n) => {
+    const slot = slotOf.call(n);
+    if (slot) return slot;
+    const up = parentNodeOf.call(n);
+    return up instanceof ShadowRoot ? hostOf.call(up) : parentOf.call(n);
+  };
+  const flatChildren = (n) => {  // (elements) of a shadow host or of a slot in a shadow root
+    const root = shadowOf.call(n);
+    if (root) return Array.from(root.children);
+    const assigned = n.assignedElements();
+    return assigned.length || n.assignedNodes().length ? assigned : Array.from(n.children);
+  };
   const cssPath = (el) => {
     const parts = [];
-    for (let n = el; n && n.nodeType === 1 && n !== document.documentElement; n = parentOf.call(n)) {
+    for (let n = el; n && n.nodeType === 1 && n !== document.documentElement;) {
       const id = idOf.call(n), tag = tagOf.call(n);
       if (id) { parts.unshift('#' + CSS.escape(id)); break; }
+      const up = flatParent(n);
       let i = 1;
-      for (let s = previousOf.call(n); s; s = previousOf.call(s)) if (tagOf.call(s) === tag) i++;
+      if (up && (shadowOf.call(up) || shadowSlot(up))) {
+        for (const s of flatChildren(up)) { if (s === n) break; if (tagOf.call(s) === tag) i++; }
+      } else {
+        for (let s = previousOf.call(n); s; s = previousOf.call(s)) if (tagOf.call(s) === tag) i++;
+      }
       parts.unshift(tag.toLowerCase() + ':nth-of-type(' + i + ')');
+      n = up;
     }
     return parts.join(' > ');
+  };
+  // An event's own target: in a shadow root, what it was dispatched to, not the host it reaches the
+  // window as (an element of a closed root stays its host); the focused element likewise.
+  const targetOf = (e) => (e.composedPath && e.composedPath()[0]) || e.target;
+  const focused = () => {
+    let f = document.activeElement;
+    while (f && shadowOf.call(f) && shadowOf.call(f).activeElement) f = shadowOf.call(f).activeElement;
+    return f;
   };
   const describe = (el) => {
     const namer = makeNamer();
@@ -89,6 +122,9 @@ LISTENER_JS = r"""
   // erases a document's and its window's listeners: an editor whose iframe its parent's script
   // writes (TiddlyWiki's) would type unseen.
   let listening = null;
+  let listenIn = () => {};
+  const heard = new WeakSet();  // (an event heard in a shadow root and again at the window: once)
+  const listened = new WeakSet();  // (the shadow roots listened in)
   const install = () => {
     if (listening !== null) listening.abort();
     listening = new AbortController();
@@ -140,7 +176,8 @@ LISTENER_JS = r"""
     // the press and of what lay under the release, a panel or a field the person never aimed at.
     let pressedControl = null;
     window.addEventListener('pointerdown', (e) => {
-      const control = e.isTrusted && e.button === 0 && e.target.closest && e.target.closest(clickable);
+      const t = targetOf(e);
+      const control = e.isTrusted && e.button === 0 && t.closest && t.closest(clickable);
       pressedControl = control ? {el: control, target: describe(control)} : null;
     }, {capture: true, signal});
     const logPressed = (press) => {
@@ -165,9 +202,10 @@ LISTENER_JS = r"""
       send('drag', d.el, {from: d.from, to: d.to});
     };
     window.addEventListener('pointerdown', (e) => {
-      const field = e.target.closest && e.target.closest('input, select, textarea, [contenteditable]');
+      const t = targetOf(e);
+      const field = t.closest && t.closest('input, select, textarea, [contenteditable]');
       pressed = e.isTrusted && e.button === 0 && !field && window.top === window
-        ? {x: e.clientX, y: e.clientY, el: e.target} : null;
+        ? {x: e.clientX, y: e.clientY, el: t} : null;
     }, {capture: true, signal});
     window.addEventListener('pointerup', (e) => {
       const p = pressed;
@@ -180,33 +218,34 @@ LISTENER_JS = r"""
       setTimeout(() => { if (pendingDrag === d) { pendingDrag = null; logDrag(d); } }, 0);
     }, {capture: true, signal});
     window.addEventListener('click', (e) => {
+      const t = targetOf(e);
       if (pendingDrag !== null && e.isTrusted) {
         const d = pendingDrag;
         pendingDrag = null;
         const control = d.el.closest && d.el.closest(clickable);
-        if (!(control && e.target.closest && e.target.closest(clickable) === control)) { logDrag(d); return; }
+        if (!(control && t.closest && t.closest(clickable) === control)) { logDrag(d); return; }
         // pressed and released on one control: its click, logged below
       }
-      if (forwardedTo !== null && e.target === forwardedTo) { forwardedTo = null; return; }
+      if (forwardedTo !== null && t === forwardedTo) { forwardedTo = null; return; }
       forwardedTo = null;
       if (!e.isTrusted) return;
       const press = pressedControl;
       pressedControl = null;
-      if (press !== null && !press.el.contains(e.target) && (!press.el.isConnected || e.target.contains(press.el))) {
+      if (press !== null && !press.el.contains(t) && (!press.el.isConnected || t.contains(press.el))) {
         logPressed(press);
         return;
       }
-      const el = e.target.closest(actionable) || e.target;
+      const el = t.closest(actionable) || t;
       // (a combobox's click is a step: it opens the list the next click chooses from)
       if (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) && !['submit', 'button', 'checkbox', 'radio'].includes(el.type) &&
           !(el.tagName === 'INPUT' && el.getAttribute('role') === 'combobox')) return;
       // Enter in a field clicks the form's default button for it (implicit submission): no pointer
       // (detail 0) and the focus still in the field. The Enter is logged, this click is not.
-      const focus = document.activeElement;
+      const focus = focused();
       if (e.detail === 0 && focus !== el && textField(focus) && el.form && focus.form === el.form) return;
-      const label = e.target.closest('label');
+      const label = t.closest('label');
       const control = label && label.control;
-      if (control && control !== e.target && !control.contains(e.target)) {
+      if (control && control !== t && !control.contains(t)) {
         forwardedTo = control;  // (dispatched at once, in this task; forgotten after it)
         setTimeout(() => { if (forwardedTo === control) forwardedTo = null; }, 0);
       }
@@ -221,14 +260,14 @@ LISTENER_JS = r"""
       'Compose'];
     window.addEventListener('keydown', (e) => {
       if (!e.isTrusted) return;
-      if (e.key === 'Enter' && !e.isComposing && !e.repeat && textField(e.target)) {
-        send('press', e.target, 'Enter');
+      // (the element itself: in a shadow root, e.target here is its host, a custom element)
+      const t = targetOf(e);
+      if (e.key === 'Enter' && !e.isComposing && !e.repeat && textField(t)) {
+        send('press', t, 'Enter');
         return;
       }
-      if (editable(e.target) && (e.key.length === 1 || e.key === 'Backspace' || e.key === 'Delete')) keyed.add(e.target);
+      if (editable(t) && (e.key.length === 1 || e.key === 'Backspace' || e.key === 'Delete')) keyed.add(t);
       const scrollKeys = ['PageDown', 'PageUp', 'Home', 'End', 'ArrowDown', 'ArrowUp', 'ArrowLeft', 'ArrowRight', ' '];
-      // (the element itself: in a shadow root, e.target here is its host, a custom element)
-      const t = (e.composedPath && e.composedPath()[0]) || e.target;
       const inField = t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName);
       if (scrollKeys.includes(e.key) && !inField) userScroll = true;
       // A key pressed outside any field is a step of its own, to the page (VitePress opens its search
@@ -251,9 +290,9 @@ LISTENER_JS = r"""
     // A value a page's script sets and announces (isTrusted false) in a field the person is not in is
     // the page's doing. (Playwright's select_option and its fill of a date field announce theirs from
     // script too, in the focused field or a select: those are the person's.)
-    const byPerson = (e) => e.isTrusted || e.target === document.activeElement || e.target.tagName === 'SELECT';
+    const byPerson = (e) => e.isTrusted || targetOf(e) === focused() || targetOf(e).tagName === 'SELECT';
     window.addEventListener('input', (e) => {
-      const el = e.target;
+      const el = targetOf(e);
       if (el.tagName === 'SELECT' || ['checkbox', 'radio', 'file'].includes(el.type) || !byPerson(e)) return;
       const keys = keyed.has(el);
       keyed.delete(el);
@@ -263,8 +302,11 @@ LISTENER_JS = r"""
       const text = el.isContentEditable && typeof el.value !== 'string' ? el.innerText.replace(/\n+$/, '') : el.value;
       send('type', el, text, keys ? {keys: true} : undefined);
     }, {capture: true, signal});
-    window.addEventListener('change', (e) => {
-      const el = e.target;
+    // (change and submit stay in the shadow root they happen in: heard there too, listenIn)
+    const onChange = (e) => {
+      if (heard.has(e)) return;
+      heard.add(e);
+      const el = targetOf(e);
       // A file chosen (a person's file chooser, Playwright's set_input_files) is an upload: its
       // files' names, sizes and types, not the value the browser shows (C:\\fakepath\\NAME).
       if (el.tagName === 'INPUT' && el.type === 'file') {
@@ -280,8 +322,29 @@ LISTENER_JS = r"""
         value.labels = chosen.map((o) => clean(o.textContent));
       }
       send('select', el, value);
-    }, {capture: true, signal});
-    window.addEventListener('submit', (e) => send('submit', e.target), {capture: true, signal});
+    };
+    const onSubmit = (e) => {
+      if (heard.has(e)) return;
+      heard.add(e);
+      send('submit', targetOf(e));
+    };
+    window.addEventListener('change', onChange, {capture: true, signal});
+    window.addEventListener('submit', onSubmit, {capture: true, signal});
+    listenIn = (root) => {
+      listened.add(root);
+      root.addEventListener('change', onChange, {capture: true, signal});
+      root.addEventListener('submit', onSubmit, {capture: true, signal});
+    };
+    // shadow roots no script attached: those the parser made (declarative ones), once it is done
+    document.addEventListener('DOMContentLoaded', () => {
+      const roots = [document];
+      for (let i = 0; i < roots.length; i++) {
+        for (const el of roots[i].querySelectorAll('*')) {
+          const root = shadowOf.call(el);
+          if (root && !listened.has(root)) { roots.push(root); listenIn(root); }
+        }
+      }
+    }, {signal});
     // A scripted annotator states the task's answer, optionally pointing at the element that shows it.
     window.__webfreezeAnswer = (value, el, evidence) => send('answer', el,
       {text: value, evidence: evidence || (el ? [value] : [])});
@@ -299,6 +362,13 @@ LISTENER_JS = r"""
     }
   };
   install();
+  // Every shadow root a script attaches (closed ones too) is listened in as it is made.
+  const attach = Element.prototype.attachShadow;
+  Element.prototype.attachShadow = function (...args) {
+    const root = attach.apply(this, args);
+    listenIn(root);
+    return root;
+  };
   const open = Document.prototype.open;
   Document.prototype.open = function (...args) {
     const result = open.apply(this, args);

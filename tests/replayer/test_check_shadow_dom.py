@@ -119,3 +119,25 @@ def test_an_inert_template_is_not_text_and_a_shadow_root_is():
     html = ('<html><body><p>one</p> <x-a><template shadowrootmode="open"><style>p{}</style><b>two</b></template>'
             '</x-a> <template><i>never</i> shown</template> three</body></html>')
     assert visible_text(html) == "one two three"
+
+
+def test_visible_text_sets_blocks_apart_so_one_changed_cell_is_one_changed_word():
+    """A table a script builds without whitespace between its cells (Bokeh's DataTable, in a shadow
+    root) read as one long word: one changed cell and twelve changed cells gave the same similarity.
+    Block elements (and ``br``) are set apart, as in the observation's text; inline ones join."""
+    from webfreeze.checks.replay_check import text_similarity
+
+    def grid(cells):
+        rows = "".join("<div class=row>" + "".join(f"<div>{c}</div>" for c in row) + "</div>" for row in cells)
+        return f"<html><body><p>Stock</p><template shadowrootmode=open>{rows}</template></body></html>"
+
+    cells = [["Anvil", "red", "3"], ["Bracket", "green", "14"], ["Cobalt", "blue", "15"], ["Dynamo", "amber", "9"]]
+    assert visible_text(grid(cells)) == "Stock Anvil red 3 Bracket green 14 Cobalt blue 15 Dynamo amber 9"
+    one = [row[:] for row in cells]
+    one[2][0] = "Cerulean"
+    every = [[c + "x" for c in row] for row in cells]
+    assert text_similarity(visible_text(grid(cells)), visible_text(grid(one))) > \
+        text_similarity(visible_text(grid(cells)), visible_text(grid(every)))
+    # inline elements join their neighbours; comments are no text and cut no word; a cell is a block
+    assert visible_text("<p>a<b>Bo</b>ld<!-- note -->er</p><table><tr><td>1</td><td>2</td></tr></table>x<br>y") == \
+        "aBolder 1 2 x y"

@@ -376,6 +376,36 @@ def test_archives_without_page_records_compare_their_html_documents(tmp_path):
     assert 0.5 < rates["text_similarity"] < 1.0 and rates["text_changed"] is True
 
 
+def test_a_crawl_against_a_session_s_archive_compares_like_with_like(tmp_path):
+    """A recorded session's archive has no page records; a crawl's page record is the page as its
+    scripts drew it. Compared with the session's HTML document as served, every page a script draws
+    read as changed (a Bokeh walkthrough: 0.118 on an unchanged site). When one side has no page
+    records, both sides offer their HTML documents."""
+    from webfreeze.archives import Exchange, new_archive_atomically
+    from webfreeze.checks.drift import drift
+
+    served = b"<!doctype html><title>Stock</title><h1>Stock</h1><div id=t></div><script>draw()</script>"
+    drawn = b"<!doctype html><title>Stock</title><h1>Stock</h1><div id=t><div>Cobalt</div><div>15</div></div>"
+    paths = {}
+    for name in ("session", "crawl"):
+        paths[name] = tmp_path / f"{name}.wfz"
+        with new_archive_atomically(paths[name]) as arc:
+            sid = arc.new_session(name, source="test")
+            arc.add_exchange(Exchange(url="http://shop.test/", captured_at="2026-01-01T00:00:00Z", status=200,
+                                      reason="OK", resp_headers=[("Content-Type", "text/html")], payload=served,
+                                      session_id=sid))
+            if name == "crawl":
+                arc.add_page(session_id=sid, url="http://shop.test/", captured_at="2026-01-01T00:00:00Z",
+                             title="Stock", dom=drawn, extra={"shadow_roots": True})
+    for old, new in (("session", "crawl"), ("crawl", "session")):
+        report = drift(paths[old], paths[new])
+        assert report["old"]["pages_from"] == report["new"]["pages_from"] == "response"
+        assert [(p["status"], p["text_similarity"]) for p in report["pages"]] == [("same", 1.0)], report["pages"]
+    # two crawls still compare their page records
+    report = drift(paths["crawl"], paths["crawl"])
+    assert report["old"]["pages_from"] == report["new"]["pages_from"] == "page"
+
+
 def test_the_hash_routes_of_a_single_page_application_are_pages_of_their_own(tmp_path):
     """A Docsify site's pages are routes of one document (``/#/census``), each a page record of a
     crawl: the one whose table changed is changed, the others same; an anchor (``#top``) is still

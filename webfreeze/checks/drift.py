@@ -95,11 +95,12 @@ class Snapshot(Mapping):
     ``{"dom", "shot", "title"}`` (``shot``: image bytes or None), its bytes read from the archive
     when asked for, so a crawl of thousands of pages is never held in memory at once. The pages are
     the page records; an archive without any offers its HTML documents (GET, 200, ``text/html``),
-    without screenshots (``source`` says which). The latest capture of a URL stands for it."""
+    without screenshots (``source`` says which), and so does any archive with ``responses``. The
+    latest capture of a URL stands for it."""
 
-    def __init__(self, arc: Archive):
+    def __init__(self, arc: Archive, *, responses: bool = False):
         self.records: dict[str, object] = {}
-        for p in sorted(arc.pages(), key=lambda p: (p.captured_at, p.id)):
+        for p in [] if responses else sorted(arc.pages(), key=lambda p: (p.captured_at, p.id)):
             self.records[page_url(p.url)] = p
         self.source = "page" if self.records else "response"
         if not self.records:
@@ -509,6 +510,11 @@ def drift(old: str | os.PathLike, new: str | os.PathLike, *, suite=None, backend
                                                 tasks=[glob.escape(i) for i in ids], progress=step)
     with Archive.open(old) as arc_old, Archive.open(new) as arc_new:
         snap_old, snap_new = Snapshot(arc_old), Snapshot(arc_new)
+        # Like with like: a page record is the page as its scripts drew it, an HTML document the page
+        # as served; when one side has no page records (a recorded session's archive), both sides
+        # offer their HTML documents, else every page a script draws would count as changed.
+        if snap_old.source != snap_new.source:
+            snap_old, snap_new = Snapshot(arc_old, responses=True), Snapshot(arc_new, responses=True)
         if not snap_old and not snap_new:
             raise DriftError(f"{old.name} and {new.name} hold no pages to compare (no page records, "
                              "no HTML documents)")

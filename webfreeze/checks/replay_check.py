@@ -49,11 +49,13 @@ import shutil
 from pathlib import Path
 from urllib.parse import urldefrag
 
+import lxml.etree
 import lxml.html
 
 from webfreeze.archives import Archive, ArchiveError
 from webfreeze.replayer.replay import PortInUse
 from webfreeze.replayer.server import ReplayServer
+from webfreeze.simulator.axtree import BLOCK_TAGS
 from webfreeze.simulator.browser import (
     launch_chromium,
     new_context,
@@ -86,7 +88,23 @@ def visible_text(dom: bytes | str, *, shadow: bool = True) -> str:
         el.text = ""
         for child in list(el):  # (an inert template's elements too: lxml keeps them as children)
             el.remove(child)
-    return " ".join(root.text_content().split())
+    # Block elements (and br) set apart, as the observation tree's text has them: a table a script
+    # built without whitespace between its cells reads as its cells' words, not as one long word.
+    lxml.etree.strip_elements(root, lxml.etree.Comment, lxml.etree.ProcessingInstruction, with_tail=False)
+    parts = []
+    for event, el in lxml.etree.iterwalk(root, events=("start", "end")):
+        tag = el.tag.lower() if isinstance(el.tag, str) else None
+        if event == "start":
+            if tag in BLOCK_TAGS:
+                parts.append(" ")
+            if tag is not None and el.text:
+                parts.append(el.text)
+        else:
+            if tag in BLOCK_TAGS:
+                parts.append(" ")
+            if el.tail and el is not root:
+                parts.append(el.tail)
+    return " ".join("".join(parts).split())
 
 
 def text_similarity(a: str, b: str) -> float:

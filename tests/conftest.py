@@ -31,7 +31,7 @@ SLOW_FILES = {
     "archives/test_interop.py", "docs/test_readme_tour.py",
     "recorder/test_crawl_real_servers.py", "bundles/test_credential_kinds.py", "testbed/test_trac_sessions.py",
     "testbed/test_testbed_js.py", "replayer/test_replay_seal.py", "simulator/test_bgym_differential.py",
-    "testbed/test_testbed_mcp.py", "recorder/test_websocket_pages.py",
+    "testbed/test_testbed_mcp.py", "recorder/test_websocket_pages.py", "testbed/test_testbed_bokeh.py",
 }
 TESTS = Path(__file__).resolve().parent
 

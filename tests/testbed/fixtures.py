@@ -24,7 +24,7 @@ CRAWLS = {"datasette": (1, 12, r"^http://data\.testbed\.test/testbed/books(\.jso
           "sphinx": (1, 12, "host"), "django": (1, 12, "host"),
           # the JavaScript test bed's page of our own (tests/testbed/js_page/): the page and what it loads;
           # the Dash application's page, the MkDocs site's pages
-          "jspage": (0, 1, "host"), "dash": (0, 1, "host"), "mkdocs": (1, 6, "host")}
+          "jspage": (0, 1, "host"), "dash": (0, 1, "host"), "mkdocs": (1, 6, "host"), "bokeh": (1, 3, "host")}
 # Suites whose reference sessions are recorded into a copy of the application's crawl.
 SUITES_ON_CRAWL = {"datasette", "sphinx"}
 

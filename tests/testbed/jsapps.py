@@ -1,6 +1,7 @@
 """The JavaScript part of the test bed: a Plotly Dash application, an MkDocs Material site with its
-search (a web worker), and a page of our own (``js_page/``) using a worker, timers, animation
-frames, random numbers, clocks, fetches and a CSS transition ([testbed.md](../../docs/testbed.md)).
+search (a web worker), a static site Bokeh draws as web components (in shadow roots), and a page of
+our own (``js_page/``) using a worker, timers, animation frames, random numbers, clocks, fetches
+and a CSS transition ([testbed.md](../../docs/testbed.md)).
 
 Registered in ``apps.py``'s ``HOSTS``, ``START_PATHS`` and ``STARTERS``; each runs as a child
 process on loopback like the others, its requests logged one line each.
@@ -16,8 +17,9 @@ from pathlib import Path
 
 from .apps import HERE, App, _launch, free_port, venv_python
 
-JS_HOSTS = {"dash": "dash.testbed.test", "mkdocs": "mkdocs.testbed.test", "jspage": "js.testbed.test"}
-JS_START_PATHS = {"dash": "", "mkdocs": "", "jspage": "index.html"}
+JS_HOSTS = {"dash": "dash.testbed.test", "mkdocs": "mkdocs.testbed.test", "jspage": "js.testbed.test",
+            "bokeh": "bokeh.testbed.test"}
+JS_START_PATHS = {"dash": "", "mkdocs": "", "jspage": "index.html", "bokeh": "index.html"}
 
 
 def start_dash(work: Path) -> App:
@@ -59,4 +61,16 @@ def start_jspage(work: Path) -> App:
     return _static("jspage", work, HERE / "js_page")
 
 
-JS_STARTERS = {"dash": start_dash, "mkdocs": start_mkdocs, "jspage": start_jspage}
+def start_bokeh(work: Path) -> App:
+    """A static site Bokeh draws (``bokeh_site.py``: its widgets, table and tabs are web components,
+    in open shadow roots), built with the test bed's Bokeh and served by Python's http.server."""
+    work.mkdir(parents=True, exist_ok=True)
+    site = work / "site"
+    r = subprocess.run([str(venv_python()), str(HERE / "bokeh_site.py"), str(site)], capture_output=True, text=True,
+                       timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError(f"building the Bokeh site failed: {r.stderr[-2000:]}")
+    return _static("bokeh", work, site)
+
+
+JS_STARTERS = {"dash": start_dash, "mkdocs": start_mkdocs, "jspage": start_jspage, "bokeh": start_bokeh}

@@ -138,10 +138,33 @@ def _jspage_tasks(work: Path) -> list[TaskSpec]:
         """)]
 
 
+def _bokeh_tasks(work: Path) -> list[TaskSpec]:
+    # Bokeh draws its widgets, table and tabs in open shadow roots: the choice in the region select,
+    # the click on a tab and the answers' elements are all inside one
+    return [
+        TaskSpec("bokeh-blue-item", "Choose the South region on the stock page. Which item is blue? Answer with "
+                 "its name.", "index.html", "Cobalt kettle", """
+            page.get_by_role("link", name="Stock").click()
+            page.get_by_role("combobox").select_option("South")
+            cell = page.get_by_text("Cobalt kettle", exact=True)
+            cell.wait_for()
+            record_answer(page, "Cobalt kettle", cell)
+        """),
+        TaskSpec("bokeh-caravan-town", "Which town does the caravan route reach? Answer with its name.",
+                 "index.html", "Timbuktu", """
+            page.get_by_role("link", name="Routes").click()
+            page.get_by_text("Caravans", exact=True).click()
+            route = page.get_by_text("Caravan route: Timbuktu on Tuesdays")
+            route.wait_for()
+            record_answer(page, "Timbuktu", route, evidence=["Timbuktu on Tuesdays"])
+        """),
+    ]
+
+
 TASKS = {"datasette": _datasette_tasks, "sphinx": _sphinx_tasks, "django": _django_tasks,
-         "dash": _dash_tasks, "mkdocs": _mkdocs_tasks, "jspage": _jspage_tasks}
+         "dash": _dash_tasks, "mkdocs": _mkdocs_tasks, "jspage": _jspage_tasks, "bokeh": _bokeh_tasks}
 # Suites of JavaScript applications: their tasks need scripts, so they run in the browser backend.
-BROWSER_SUITES = {"dash", "mkdocs", "jspage"}
+BROWSER_SUITES = {"dash", "mkdocs", "jspage", "bokeh"}
 
 
 def build_suite(name: str, app, out: Path, webfreeze, home: Path, *, base_archive: Path | None = None,

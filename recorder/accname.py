@@ -81,7 +81,10 @@ ROLE_NAME_JS = r"""
       return attr(el, 'value');
     };
     const valueOf = (el) => tagOf(el) === 'textarea' ? el.value.replace(/^\n/, '') : (valueAttr(el) || '');
-    const byId = (id) => {
+    // (an id in a shadow root names an element of that root: the tree's scoped table)
+    const byId = (from, id) => {
+      const root = from.getRootNode();
+      if (root instanceof ShadowRoot) return root.querySelector('[id="' + CSS.escape(id) + '"]');
       if (ids === null) {
         ids = new Map();
         for (const e of document.querySelectorAll('[id]')) {
@@ -222,16 +225,27 @@ ROLE_NAME_JS = r"""
       if (tag === 'br') parts.push(' ');
       if (tag === 'textarea') parts.push(el.value);
       else {
-        for (const c of el.childNodes) {
+        for (const c of drawnNodes(el)) {
           if (c.nodeType === Node.ELEMENT_NODE) collect(c, parts, exclude, includeHidden, false);
           else if (c.nodeType === Node.TEXT_NODE || c.nodeType === Node.CDATA_SECTION_NODE) parts.push(c.data);
         }
       }
       if (block && !root) parts.push(' ');
     };
+    // The nodes drawn inside an element, as the observation reads a page with open shadow roots
+    // (its flat tree): a host's shadow root's, a shadow root's slot's assigned ones (else its own).
+    const drawnNodes = (el) => {
+      if (el.shadowRoot) return el.shadowRoot.childNodes;
+      if (tagOf(el) === 'slot' && el.getRootNode() instanceof ShadowRoot) {
+        const assigned = el.assignedNodes();
+        return assigned.length ? assigned : el.childNodes;
+      }
+      return el.childNodes;
+    };
     const contentText = (el, exclude = null, includeHidden = false) => {
       const tag = tagOf(el);
-      if ((el.firstElementChild === null || tag === 'textarea') && tag !== 'br') return collapse(ownText(el));
+      const flat = el.shadowRoot || (tag === 'slot' && el.getRootNode() instanceof ShadowRoot);
+      if ((el.firstElementChild === null || tag === 'textarea') && tag !== 'br' && !flat) return collapse(ownText(el));
       const parts = [];
       collect(el, parts, exclude, includeHidden, true);
       return collapse(parts.join(''));
@@ -248,7 +262,7 @@ ROLE_NAME_JS = r"""
     const ariaName = (el) => {
       const refs = attr(el, 'aria-labelledby');
       if (refs) {
-        const parts = words(refs).map(byId).filter((t) => t).map((t) => textAlternative(t, null, true));
+        const parts = words(refs).map((ref) => byId(el, ref)).filter((t) => t).map((t) => textAlternative(t, null, true));
         const name = collapse(parts.filter((p) => p).join(' '));
         if (name) return name;
       }
@@ -259,7 +273,8 @@ ROLE_NAME_JS = r"""
       const found = [];
       const id = attr(el, 'id');
       if (id) {
-        for (const l of document.querySelectorAll('label[for]')) if (attr(l, 'for') === id && !hidden(l)) found.push(l);
+        const root = el.getRootNode() instanceof ShadowRoot ? el.getRootNode() : document;
+        for (const l of root.querySelectorAll('label[for]')) if (attr(l, 'for') === id && !hidden(l)) found.push(l);
       }
       let wrap = null;
       for (let n = el.parentElement; n; n = n.parentElement) if (tagOf(n) === 'label') { wrap = n; break; }

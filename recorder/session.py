@@ -87,7 +87,8 @@ LISTENER_JS = r"""
     const parts = [];
     for (let n = el; n && n.nodeType === 1 && n !== document.documentElement;) {
       const id = idOf.call(n), tag = tagOf.call(n);
-      if (id) { parts.unshift('#' + CSS.escape(id)); break; }
+      // (a shadow root's ids are unique in that root alone: the path goes on up to the document's)
+      if (id && !(n.getRootNode() instanceof ShadowRoot)) { parts.unshift('#' + CSS.escape(id)); break; }
       const up = flatParent(n);
       let i = 1;
       if (up && (shadowOf.call(up) || shadowSlot(up))) {
@@ -103,6 +104,18 @@ LISTENER_JS = r"""
   // An event's own target: in a shadow root, what it was dispatched to, not the host it reaches the
   // window as (an element of a closed root stays its host); the focused element likewise.
   const targetOf = (e) => (e.composedPath && e.composedPath()[0]) || e.target;
+  // The nearest element on the event's path that matches: closest() across shadow boundaries (a
+  // component drawn inside a <label> or a <button> is that label's or button's).
+  const closestOn = (e, selector) => (e.composedPath ? e.composedPath() : [e.target]).find(
+    (n) => n instanceof Element && n.matches(selector)) || null;
+  // An element of a closed shadow root is its host, as the observation, which cannot read closed
+  // roots, sees it (a listener in the closed root itself hears the element).
+  const openAs = (el) => {
+    for (let root = el.getRootNode(); root instanceof ShadowRoot && root.mode === 'closed'; root = el.getRootNode()) {
+      el = hostOf.call(root);
+    }
+    return el;
+  };
   const focused = () => {
     let f = document.activeElement;
     while (f && shadowOf.call(f) && shadowOf.call(f).activeElement) f = shadowOf.call(f).activeElement;
@@ -177,7 +190,7 @@ LISTENER_JS = r"""
     let pressedControl = null;
     window.addEventListener('pointerdown', (e) => {
       const t = targetOf(e);
-      const control = e.isTrusted && e.button === 0 && t.closest && t.closest(clickable);
+      const control = e.isTrusted && e.button === 0 && closestOn(e, clickable);
       pressedControl = control ? {el: control, target: describe(control)} : null;
     }, {capture: true, signal});
     const logPressed = (press) => {
@@ -203,16 +216,17 @@ LISTENER_JS = r"""
     };
     window.addEventListener('pointerdown', (e) => {
       const t = targetOf(e);
-      const field = t.closest && t.closest('input, select, textarea, [contenteditable]');
+      const field = closestOn(e, 'input, select, textarea, [contenteditable]');
       pressed = e.isTrusted && e.button === 0 && !field && window.top === window
-        ? {x: e.clientX, y: e.clientY, el: t} : null;
+        ? {x: e.clientX, y: e.clientY, el: t, control: closestOn(e, clickable)} : null;
     }, {capture: true, signal});
     window.addEventListener('pointerup', (e) => {
       const p = pressed;
       pressed = null;
       if (!p || !e.isTrusted || Math.hypot(e.clientX - p.x, e.clientY - p.y) <= 5) return;
       // the element pressed (a handle with no role of its own: not the panel holding it)
-      const d = {el: p.el, from: [Math.round(p.x), Math.round(p.y)], to: [Math.round(e.clientX), Math.round(e.clientY)]};
+      const d = {el: p.el, control: p.control, from: [Math.round(p.x), Math.round(p.y)],
+                 to: [Math.round(e.clientX), Math.round(e.clientY)]};
       pendingDrag = d;
       // (the click, if the browser makes one, comes in this same task: decided there, else here)
       setTimeout(() => { if (pendingDrag === d) { pendingDrag = null; logDrag(d); } }, 0);
@@ -222,8 +236,7 @@ LISTENER_JS = r"""
       if (pendingDrag !== null && e.isTrusted) {
         const d = pendingDrag;
         pendingDrag = null;
-        const control = d.el.closest && d.el.closest(clickable);
-        if (!(control && t.closest && t.closest(clickable) === control)) { logDrag(d); return; }
+        if (!(d.control && closestOn(e, clickable) === d.control)) { logDrag(d); return; }
         // pressed and released on one control: its click, logged below
       }
       if (forwardedTo !== null && t === forwardedTo) { forwardedTo = null; return; }
@@ -231,11 +244,11 @@ LISTENER_JS = r"""
       if (!e.isTrusted) return;
       const press = pressedControl;
       pressedControl = null;
-      if (press !== null && !press.el.contains(t) && (!press.el.isConnected || t.contains(press.el))) {
+      if (press !== null && !e.composedPath().includes(press.el) && (!press.el.isConnected || t.contains(press.el))) {
         logPressed(press);
         return;
       }
-      const el = t.closest(actionable) || t;
+      const el = closestOn(e, actionable) || t;
       // (a combobox's click is a step: it opens the list the next click chooses from)
       if (['INPUT', 'SELECT', 'TEXTAREA'].includes(el.tagName) && !['submit', 'button', 'checkbox', 'radio'].includes(el.type) &&
           !(el.tagName === 'INPUT' && el.getAttribute('role') === 'combobox')) return;
@@ -243,7 +256,7 @@ LISTENER_JS = r"""
       // (detail 0) and the focus still in the field. The Enter is logged, this click is not.
       const focus = focused();
       if (e.detail === 0 && focus !== el && textField(focus) && el.form && focus.form === el.form) return;
-      const label = t.closest('label');
+      const label = closestOn(e, 'label');
       const control = label && label.control;
       if (control && control !== t && !control.contains(t)) {
         forwardedTo = control;  // (dispatched at once, in this task; forgotten after it)
@@ -306,7 +319,7 @@ LISTENER_JS = r"""
     const onChange = (e) => {
       if (heard.has(e)) return;
       heard.add(e);
-      const el = targetOf(e);
+      const el = openAs(targetOf(e));
       // A file chosen (a person's file chooser, Playwright's set_input_files) is an upload: its
       // files' names, sizes and types, not the value the browser shows (C:\\fakepath\\NAME).
       if (el.tagName === 'INPUT' && el.type === 'file') {
@@ -326,7 +339,7 @@ LISTENER_JS = r"""
     const onSubmit = (e) => {
       if (heard.has(e)) return;
       heard.add(e);
-      send('submit', targetOf(e));
+      send('submit', openAs(targetOf(e)));
     };
     window.addEventListener('change', onChange, {capture: true, signal});
     window.addEventListener('submit', onSubmit, {capture: true, signal});

@@ -38,6 +38,10 @@ from webfreeze.common.errors import WebfreezeError
 BID_ATTR = "data-wf-bid"
 HIDDEN_ATTR = "data-wf-hidden"
 FOCUSED_ATTR = "data-wf-focused"
+# On a page read as its flat tree (open shadow roots): the shadow root an element belongs to, 1, 2,
+# ... (none: the document). Ids are unique only within one root: a shadow root's ids and its
+# labels' ``for`` are looked up there, and a CSS path does not stop at them.
+SCOPE_ATTR = "data-wf-scope"
 # A frame's document, grafted under its frame element (build_tree's ``frames``), carries its URL in
 # FRAME_ATTR on its root; a frame the observation cannot show says why in FRAME_NOTE_ATTR.
 FRAME_ATTR = "data-wf-frame-url"
@@ -54,7 +58,7 @@ IGNORED_ROLES = ("LineBreak",)
 MARK_JS = r"""
 (prefix) => {
   prefix = prefix || '';
-  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 'data-wf-focused';
+  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 'data-wf-focused', SCOPE = 'data-wf-scope';
   const SKIP = new Set(['head', 'script', 'style', 'template', 'noscript']);
   const root = document.documentElement;
   if (!root) return {html: '', geometry: {}};
@@ -94,6 +98,15 @@ MARK_JS = r"""
     }
   }
   const parentOf = shadowed ? (el) => parents.get(el) : (el) => el.parentElement;
+  if (shadowed) {  // a bid an element kept from an observation before, and is not drawn now, goes
+    const drawn = new Set(elements);
+    for (let roots = [document], i = 0; i < roots.length; i++) {
+      for (const el of roots[i].querySelectorAll('*')) {
+        if (el.shadowRoot) roots.push(el.shadowRoot);
+        if (!drawn.has(el) && el.hasAttribute(BID)) el.removeAttribute(BID);
+      }
+    }
+  }
   const vw = window.innerWidth, vh = window.innerHeight;
   const round = (v) => Math.round(v * 100) / 100;
   const geometry = {};
@@ -145,12 +158,20 @@ MARK_JS = r"""
   const inert = document.implementation.createHTMLDocument('');
   const copy = inert.importNode(root, !shadowed);
   if (shadowed) {  // (the flat tree; head, scripts, styles and templates as they are)
+    // An element of a shadow root says which (SCOPE: its ids and label-fors are that root's own)
+    const scopes = new Map();
     const stack = [[root, copy]];
     while (stack.length) {
       const [el, into] = stack.pop();
       for (const c of flatChildren(el)) {
         const deep = c.nodeType !== 1 || SKIP.has(c.localName.toLowerCase());
         const made = into.appendChild(inert.importNode(c, deep));
+        if (c.nodeType !== 1) continue;
+        const home = c.getRootNode();
+        if (home instanceof ShadowRoot) {
+          if (!scopes.has(home)) scopes.set(home, String(scopes.size + 1));
+          made.setAttribute(SCOPE, scopes.get(home));
+        }
         if (!deep) stack.push([c, made]);
       }
     }
@@ -579,21 +600,34 @@ class _Builder:
 
     @functools.cached_property
     def ids(self) -> dict:
-        """``{id: element}``, the first element with each id (made when first needed: most pages
-        never ask)."""
+        """``{id: element}``, the first element with each id in the document (made when first
+        needed: most pages never ask); a shadow root's are in :attr:`scoped_ids`."""
         ids: dict = {}
-        for el in self.doc.xpath("//*[@id]"):
+        for el in self.doc.xpath(f"//*[@id and not(@{SCOPE_ATTR})]"):
             ids.setdefault(el.get("id"), el)
         return ids
 
     @functools.cached_property
+    def scoped_ids(self) -> dict:
+        """``{(shadow root, id): element}``: the ids of the elements of shadow roots (SCOPE_ATTR)."""
+        ids: dict = {}
+        for el in self.doc.xpath(f"//*[@id and @{SCOPE_ATTR}]"):
+            ids.setdefault((el.get(SCOPE_ATTR), el.get("id")), el)
+        return ids
+
+    def by_id(self, el, ref: str):
+        """The element ``ref`` names from ``el``'s own tree (the document's, or its shadow root's)."""
+        scope = el.get(SCOPE_ATTR)
+        return self.ids.get(ref) if scope is None else self.scoped_ids.get((scope, ref))
+
+    @functools.cached_property
     def labels_for(self) -> dict:
-        """``{id: [label elements whose for= names it]}``."""
+        """``{(shadow root or None, id): [label elements whose for= names it]}``."""
         labels: dict = {}
         for label in self.doc.xpath("//label[@for]"):
             target = label.get("for")
             if target:
-                labels.setdefault(target, []).append(label)
+                labels.setdefault((label.get(SCOPE_ATTR), target), []).append(label)
         return labels
 
     # ---------------------------------------------------------------- bids
@@ -818,7 +852,7 @@ class _Builder:
     def form_owner(self, el):
         ref = el.get("form")
         if ref is not None:
-            target = self.ids.get(ref)
+            target = self.by_id(el, ref)
             return target if target is not None and _tag(target) == "form" else None
         return next(el.iterancestors("form"), None)
 
@@ -869,7 +903,8 @@ class _Builder:
         ids = a.get("aria-labelledby")
         if ids:
             ids = ids.split()
-            parts = [self.text_alternative(self.ids[i], labelledby=True) for i in ids if i in self.ids]
+            named = (self.by_id(el, i) for i in ids)
+            parts = [self.text_alternative(t, labelledby=True) for t in named if t is not None]
             name = _collapse(" ".join(p for p in parts if p))
             if name:
                 return name
@@ -937,7 +972,7 @@ class _Builder:
         found = []
         i = el.get("id")
         if i is not None:
-            found.extend(lab for lab in self.labels_for.get(i, []) if not self.hidden(lab))
+            found.extend(lab for lab in self.labels_for.get((el.get(SCOPE_ATTR), i), []) if not self.hidden(lab))
         wrap = next(el.iterancestors("label"), None)
         if wrap is not None and wrap.get("for") is None and wrap not in found:
             found.append(wrap)
@@ -1188,7 +1223,7 @@ class _Builder:
             value, props = self.props(el, role, tag, a)
             node = _Node(role, name, self.bid_of.get(el), value, props)
         ident = a.get("id")
-        if ident:
+        if ident and SCOPE_ATTR not in a:  # (a shadow root's id is unique in that root alone)
             css = "#" + css_escape(ident)
         else:
             css = f"{parent_css} > {tag}:nth-of-type({n})" if parent_css else f"{tag}:nth-of-type({n})"
@@ -1292,12 +1327,13 @@ def css_escape(ident: str) -> str:
 
 
 def css_path(el) -> str:
-    """The recorder's CSS path (recorder/session.py): ``tag:nth-of-type(i)`` steps up to an id or ``html``."""
+    """The recorder's CSS path (recorder/session.py): ``tag:nth-of-type(i)`` steps up to an id (the
+    document's, not a shadow root's: SCOPE_ATTR) or ``html``."""
     parts = []
     node = el
     while node is not None and isinstance(node.tag, str) and _tag(node) != "html":
         ident = node.get("id")
-        if ident:
+        if ident and node.get(SCOPE_ATTR) is None:
             parts.insert(0, "#" + css_escape(ident))
             break
         i = 1

@@ -86,8 +86,15 @@ CLICK_POINT_JS = r"""
   // what a pointer there hits, inside shadow roots too; the element or a node drawn inside it
   let hit = document.elementFromPoint(x, y);
   for (let inner; hit && hit.shadowRoot && (inner = hit.shadowRoot.elementFromPoint(x, y)) && inner !== hit;) hit = inner;
-  let under = false;
-  for (let n = hit; n && !under; n = n.assignedSlot || n.parentNode || n.host) under = n === el;
+  // (up the flat tree by the DOM's own getters: a page's <form name="host"> is document.host)
+  const getter = (proto, key) => Object.getOwnPropertyDescriptor(proto, key).get;
+  const slotOf = getter(Element.prototype, 'assignedSlot'), parentOf = getter(Node.prototype, 'parentNode');
+  const hostOf = getter(ShadowRoot.prototype, 'host');
+  let under = !!hit && (hit === el || el.contains(hit));
+  for (let n = hit; n && n !== document && !under;) {
+    n = (n instanceof Element && slotOf.call(n)) || (n instanceof ShadowRoot ? hostOf.call(n) : parentOf.call(n));
+    under = n === el;
+  }
   if (!under) return {x, y, hit: false};
   // A link or a form aimed at another window opens a page: the caller waits for it.
   const link = el.closest('a[href], area[href]');

@@ -52,7 +52,7 @@ def label_control(tree: Tree, bid) -> str | None:
     b = tree.builder
     target = el.get("for")
     if target is not None:
-        control = b.ids.get(target)
+        control = b.by_id(el, target)
     else:
         control = next((c for c in el.iterdescendants(*_LABELABLE)
                         if not (_tag(c) == "input" and b.input_type(c) == "hidden")), None)

@@ -23,21 +23,25 @@ try:
 except BrowserUnavailable as exc:
     pytestmark = pytest.mark.skip(reason=str(exc))
 
-# A shop's order form drawn by a web component; its light child (the slotted heading) is drawn in
-# the component's slot. Choosing a colour, typing a quantity and pressing Order shows the order.
+# A shop's order forms drawn by a web component, twice on the page (the same ids in both shadow
+# roots: an id is unique in its own root alone); its light children are drawn in the component's
+# slots (the heading; the order button's label, in place of the slot's fallback "Order"). Choosing
+# a colour, typing a quantity and pressing the button shows the order.
 HOME = b"""<!doctype html><html><head><title>Order</title></head><body>
-<order-form><h2 slot="title">Teapots</h2></order-form>
+<order-form><h2 slot="title">Teapots</h2><span slot="go">Place order</span></order-form>
+<order-form><h2 slot="title">Kettles</h2><span slot="go">Place order</span></order-form>
 <script>
 customElements.define('order-form', class extends HTMLElement {
   connectedCallback() {
     const root = this.attachShadow({mode: 'open'});
     root.innerHTML = '<div class="card"><slot name="title"></slot><div><label for="c">Colour</label>' +
       '<select id="c"><option>Red</option><option>Cobalt</option></select></div>' +
-      '<div><input aria-label="Quantity" value="1"></div><div><span class="order">Order</span></div>' +
+      '<div><input aria-label="Quantity" value="1"></div><div><button class="order"><slot name="go">Order</slot>' +
+      '</button></div>' +
       '<div><p id="out">Nothing ordered</p></div></div>';
     root.querySelector('.order').addEventListener('click', () => {
       root.getElementById('out').textContent = 'Ordered ' + root.querySelector('input').value + ' ' +
-        root.getElementById('c').value + ' teapots';
+        root.getElementById('c').value + ' ' + this.querySelector('h2').textContent.toLowerCase();
     });
   }
 });
@@ -48,12 +52,13 @@ from webfreeze.recorder.session import record_answer
 
 def run(page):
     page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
-    page.get_by_role("combobox").select_option("Cobalt")
-    page.get_by_label("Quantity").fill("3")
-    page.get_by_text("Order", exact=True).click()
-    shown = page.get_by_text("Ordered 3 Cobalt teapots")
+    kettles = page.locator("order-form").nth(1)
+    kettles.get_by_role("combobox").select_option("Cobalt")
+    kettles.get_by_label("Quantity").fill("3")
+    kettles.get_by_text("Place order").click()
+    shown = page.get_by_text("Ordered 3 Cobalt kettles")
     shown.wait_for()
-    record_answer(page, "3 Cobalt", locator=shown, evidence=["Ordered 3 Cobalt teapots"])
+    record_answer(page, "3 Cobalt", locator=shown, evidence=["Ordered 3 Cobalt kettles"])
 '''
 
 
@@ -88,15 +93,18 @@ def test_steps_in_a_shadow_root_name_the_element_and_replay(tmp_path, cli):
     select, typed, click, answer = steps[1:]
     assert select["target"]["tag"] == "select" and select["value"]["label"] == "Cobalt", select
     assert typed["target"]["tag"] == "input" and typed["value"] == "3", typed
-    assert click["target"]["tag"] == "span" and click["target"]["text"] == "Order", click
-    # paths from the document's root down the flat tree: the host, then what its shadow root holds
-    host = "body:nth-of-type(1) > order-form:nth-of-type(1)"
-    assert click["target"]["css"] == host + " > div:nth-of-type(1) > div:nth-of-type(3) > span:nth-of-type(1)"
-    assert answer["target"]["css"] == "#out", answer
-    assert select["target"]["css"] == "#c", select
+    # the button the slotted text is drawn in, named by what it draws (not its slot's fallback)
+    assert click["target"]["tag"] == "button" and click["target"]["name"] == "Place order", click
+    # paths from the document's root down the flat tree: the host, then what its shadow root holds,
+    # past the shadow root's own ids (both roots have a #c and an #out)
+    host = "body:nth-of-type(1) > order-form:nth-of-type(2) > div:nth-of-type(1)"
+    assert click["target"]["css"] == host + " > div:nth-of-type(3) > button:nth-of-type(1)", click
+    assert answer["target"]["css"] == host + " > div:nth-of-type(4) > p:nth-of-type(1)", answer
+    assert select["target"]["css"] == host + " > div:nth-of-type(1) > select:nth-of-type(1)", select
+    assert select["target"]["name"] == "Colour", select  # (its label, in its own shadow root)
     suite = tmp_path / "suite"
     r = cli("tasks", "add", suite, "--reference", tmp_path / "order.json", "--answer", "3 Cobalt", "--id", "order",
-            "--instruction", "Order three Cobalt teapots.", "--archive", tmp_path / "order.wfz", env=env)
+            "--instruction", "Order three Cobalt kettles.", "--archive", tmp_path / "order.wfz", env=env)
     assert r.returncode == 0, r.stderr
     r = cli("tasks", "validate", suite, "--backend", "browser", "--json", "--out", tmp_path / "v", timeout=600,
             env=env)

@@ -50,6 +50,26 @@ customElements.define('closed-box', class extends HTMLElement {
 });
 </script></body></html>"""
 TASK = {"id": "parts", "start_url": URL, "instruction": "buy three"}
+# The same component twice: the same ids in both shadow roots (an id is unique in its own root
+# alone), each select labelled by its own root's label. Pressing Swap takes the first box's light
+# child out of its slot: it is no longer drawn, and the bid it had is gone with it.
+# A button under a banner, on a page whose form is named "host": document.host is that form, so a
+# hit test climbing to the document by a page's properties would go round for ever.
+COVERED = b"""<!DOCTYPE html><html><head><title>Covered</title></head><body><form name="host"></form>
+<button id="b" style="position: absolute; left: 10px; top: 10px">Hidden button</button>
+<div style="position: fixed; inset: 0; background: white">A banner over everything</div></body></html>"""
+TWINS = b"""<!DOCTYPE html><html><head><title>Twins</title></head><body>
+<pick-box data-label="Colour"><b>First box</b></pick-box><pick-box data-label="Size"><b>Second box</b></pick-box>
+<script>
+customElements.define('pick-box', class extends HTMLElement {
+  connectedCallback() {
+    const root = this.attachShadow({mode: 'open'});
+    root.innerHTML = '<slot></slot><label for="q">' + this.dataset.label + '</label>' +
+      '<select id="q"><option>one</option><option>two</option></select><button id="swap">Swap</button>';
+    root.getElementById('swap').addEventListener('click', () => { this.firstElementChild.slot = 'nowhere'; });
+  }
+});
+</script></body></html>"""
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +77,8 @@ def archive(tmp_path_factory):
     path = tmp_path_factory.mktemp("shadow") / "parts.wfz"
     with new_archive_atomically(path) as arc:
         sid = arc.new_session("test", source="test_env_shadow_dom")
-        for url, body in ((URL, PAGE), (URL + "more", b"<!DOCTYPE html><title>More</title><h1>More</h1>")):
+        for url, body in ((URL, PAGE), (URL + "more", b"<!DOCTYPE html><title>More</title><h1>More</h1>"),
+                          (URL + "twins", TWINS), (URL + "covered", COVERED)):
             arc.add_exchange(Exchange(url=url, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
                                       resp_headers=[("Content-Type", "text/html; charset=utf-8")], payload=body,
                                       session_id=sid))
@@ -118,5 +139,44 @@ def test_browsergym_s_accessibility_tree_carries_the_shadow_root_s_bids(archive)
         assert sorted(bool(n.get("browsergym_id")) for n in paragraphs) == [False, True], paragraphs
         obs, *_ = env.step(f"click('{buy}')")
         assert obs["last_action_error"] == "" and "Bought 1" in obs["axtree_text"]
+    finally:
+        env.close()
+
+
+def test_a_shadow_root_s_ids_are_its_own_and_a_bid_not_drawn_is_gone(archive):
+    env = WebEnv(EnvConfig(archive))
+    try:
+        obs, _ = env.reset(options={"task": {**TASK, "start_url": URL + "twins"}})
+        text = obs["axtree_text"]
+        colour, size = _bid(text, "combobox 'Colour'"), _bid(text, "combobox 'Size'")
+        selects = {e["bid"]: e for e in obs["elements"] if e["role"] == "combobox"}
+        assert set(selects) == {colour, size} and selects[colour]["css"] != selects[size]["css"], selects
+        assert "#q" not in selects[size]["css"] and selects[size]["css"].startswith(
+            "body:nth-of-type(1) > pick-box:nth-of-type(2) > "), selects[size]
+        obs, *_ = env.step(f"select_option('{size}', 'two')")
+        assert obs["last_action_error"] == "" and f"[{size}] combobox 'Size' value='two'" in obs["axtree_text"]
+        assert f"[{colour}] combobox 'Colour' value='one'" in obs["axtree_text"]
+        obs, *_ = env.step(f"select_option('{colour}', 'two')")
+        swap = [e["bid"] for e in obs["elements"] if e["role"] == "button"][0]
+        obs, *_ = env.step(f"click('{swap}')")
+        assert obs["last_action_error"] == "" and "First box" not in obs["axtree_text"], obs["axtree_text"]
+        # every bid names one element: the light child that left its slot kept none, though the
+        # bid it had is now its box's label's (a click there would find two elements, or the one
+        # that is not drawn); a click on the label chooses its select
+        label = re.search(r"\[(\w+)\] LabelText ''\n\t+StaticText 'Colour'", obs["axtree_text"]).group(1)
+        obs, *_ = env.step(f"click('{label}')")
+        assert obs["last_action_error"] == "", obs["last_action_error"]
+        assert re.search(r"combobox 'Colour' value='two'.*focused", obs["axtree_text"]), obs["axtree_text"]
+    finally:
+        env.close()
+
+
+def test_a_click_on_a_covered_element_ends_on_a_page_that_names_a_form_host(archive):
+    env = WebEnv(EnvConfig(archive))
+    try:
+        obs, _ = env.reset(options={"task": {**TASK, "start_url": URL + "covered"}})
+        button = _bid(obs["axtree_text"], "button 'Hidden button'")
+        obs, *_ = env.step(f"click('{button}')")
+        assert obs["url"] == URL + "covered" and "A banner over everything" in obs["axtree_text"]
     finally:
         env.close()

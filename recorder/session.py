@@ -189,7 +189,6 @@ LISTENER_JS = r"""
     // the press and of what lay under the release, a panel or a field the person never aimed at.
     let pressedControl = null;
     window.addEventListener('pointerdown', (e) => {
-      const t = targetOf(e);
       const control = e.isTrusted && e.button === 0 && closestOn(e, clickable);
       pressedControl = control ? {el: control, target: describe(control)} : null;
     }, {capture: true, signal});

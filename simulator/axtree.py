@@ -55,10 +55,21 @@ SKIPPED_TAGS = frozenset({"head", "script", "style", "template", "noscript"})
 IGNORED_PROPERTIES = ("editable", "readonly", "level", "settable", "multiline", "invalid", "focusable")
 IGNORED_ROLES = ("LineBreak",)
 
+# The document and every open shadow root in it, nested ones too (a statement for page scripts).
+OPEN_ROOTS_JS = r"""
+  const openRoots = () => {
+    const roots = [document];
+    for (let i = 0; i < roots.length; i++) {
+      for (const el of roots[i].querySelectorAll('*')) if (el.shadowRoot) roots.push(el.shadowRoot);
+    }
+    return roots;
+  };
+"""
+
 MARK_JS = r"""
 (prefix) => {
   prefix = prefix || '';
-  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 'data-wf-focused', SCOPE = 'data-wf-scope';
+__OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 'data-wf-focused', SCOPE = 'data-wf-scope';
   const SKIP = new Set(['head', 'script', 'style', 'template', 'noscript']);
   const root = document.documentElement;
   if (!root) return {html: '', geometry: {}};
@@ -100,12 +111,7 @@ MARK_JS = r"""
   const parentOf = shadowed ? (el) => parents.get(el) : (el) => el.parentElement;
   if (shadowed) {  // a bid an element kept from an observation before, and is not drawn now, goes
     const drawn = new Set(elements);
-    for (let roots = [document], i = 0; i < roots.length; i++) {
-      for (const el of roots[i].querySelectorAll('*')) {
-        if (el.shadowRoot) roots.push(el.shadowRoot);
-        if (!drawn.has(el) && el.hasAttribute(BID)) el.removeAttribute(BID);
-      }
-    }
+    for (const r of openRoots()) for (const el of r.querySelectorAll('[' + BID + ']')) if (!drawn.has(el)) el.removeAttribute(BID);
   }
   const vw = window.innerWidth, vh = window.innerHeight;
   const round = (v) => Math.round(v * 100) / 100;
@@ -227,6 +233,7 @@ MARK_JS = r"""
   return native ? JSON.stringify(out) : out;
 }
 """
+MARK_JS = MARK_JS.replace("__OPEN_ROOTS__", OPEN_ROOTS_JS)
 
 
 def frame_letter(n: int) -> str:
@@ -600,25 +607,16 @@ class _Builder:
 
     @functools.cached_property
     def ids(self) -> dict:
-        """``{id: element}``, the first element with each id in the document (made when first
-        needed: most pages never ask); a shadow root's are in :attr:`scoped_ids`."""
+        """``{(shadow root or None, id): element}``, the first element with each id in its own tree,
+        the document's or a shadow root's (SCOPE_ATTR); made when first needed: most pages never ask."""
         ids: dict = {}
-        for el in self.doc.xpath(f"//*[@id and not(@{SCOPE_ATTR})]"):
-            ids.setdefault(el.get("id"), el)
-        return ids
-
-    @functools.cached_property
-    def scoped_ids(self) -> dict:
-        """``{(shadow root, id): element}``: the ids of the elements of shadow roots (SCOPE_ATTR)."""
-        ids: dict = {}
-        for el in self.doc.xpath(f"//*[@id and @{SCOPE_ATTR}]"):
+        for el in self.doc.xpath("//*[@id]"):
             ids.setdefault((el.get(SCOPE_ATTR), el.get("id")), el)
         return ids
 
     def by_id(self, el, ref: str):
         """The element ``ref`` names from ``el``'s own tree (the document's, or its shadow root's)."""
-        scope = el.get(SCOPE_ATTR)
-        return self.ids.get(ref) if scope is None else self.scoped_ids.get((scope, ref))
+        return self.ids.get((el.get(SCOPE_ATTR), ref))
 
     @functools.cached_property
     def labels_for(self) -> dict:

@@ -53,7 +53,7 @@ from lxml import etree
 
 from webfreeze.archives.timeutil import parse_time
 
-from .axtree import BID_ATTR, Tree
+from .axtree import BID_ATTR, OPEN_ROOTS_JS, Tree
 
 OBSERVATIONS = ("default", "browsergym")
 BGYM_BID = "bid"  # BrowserGym's element id attribute (browsergym.core.constants.BROWSERGYM_ID_ATTRIBUTE)
@@ -381,13 +381,10 @@ UNSTILL_JS = r"""
 ARIA_MARK_JS = r"""
 (on) => {
   const ATTRS = ['aria-roledescription', 'aria-description'];
-  if (on) {
+__OPEN_ROOTS__  if (on) {
     const saved = [];
-    const roots = [document];  // (open shadow roots too: the observation gives their elements bids)
-    for (let i = 0; i < roots.length; i++) {
-      for (const el of roots[i].querySelectorAll('*')) if (el.shadowRoot) roots.push(el.shadowRoot);
-    }
-    for (const el of roots.flatMap((r) => Array.from(r.querySelectorAll('[data-wf-bid]')))) {
+    // (open shadow roots too: the observation gives their elements bids)
+    for (const el of openRoots().flatMap((r) => Array.from(r.querySelectorAll('[data-wf-bid]')))) {
       const bid = el.getAttribute('data-wf-bid');
       for (const a of ATTRS) {
         const old = el.getAttribute(a);
@@ -405,7 +402,7 @@ ARIA_MARK_JS = r"""
   delete window.__wfBgymMarks;
   return saved.length;
 }
-"""
+""".replace("__OPEN_ROOTS__", OPEN_ROOTS_JS)
 _ARIA_MARK = re.compile(r"browsergym_id_([A-Za-z0-9]+)\s?(.*)", re.DOTALL)
 
 

@@ -19,7 +19,7 @@ from webfreeze.replayer.determinism import FRAME_RUNTIME_JS
 
 from . import bgym_obs
 from .actions import Action
-from .axtree import BID_ATTR, MARK_JS, build_tree, frame_path
+from .axtree import BID_ATTR, MARK_JS, OPEN_ROOTS_JS, build_tree, frame_path
 from .axtree import marked as read_marked
 from .browser import (
     PageActivity,
@@ -67,13 +67,9 @@ CLICK_POINT_JS = r"""
   // (an element in an open shadow root too: the observation gives those bids)
   const q = '[data-wf-bid="' + bid + '"]';
   let el = document.querySelector(q);
-  for (let roots = [document], i = 0; !el && i < roots.length; i++) {
-    for (const host of roots[i].querySelectorAll('*')) {
-      if (!host.shadowRoot) continue;
-      el = host.shadowRoot.querySelector(q);
-      if (el) break;
-      roots.push(host.shadowRoot);
-    }
+  if (!el) {
+__OPEN_ROOTS__
+    el = openRoots().map((r) => r.querySelector(q)).find((found) => found) || null;
   }
   if (!el || el.matches(':disabled') || el.getAttribute('aria-disabled') === 'true') return null;
   let r = el.getBoundingClientRect();
@@ -124,7 +120,7 @@ CLICK_POINT_JS = r"""
   }, {once: true});
   return {x, y, hit: true, popup};
 }
-"""
+""".replace("__OPEN_ROOTS__", OPEN_ROOTS_JS)
 # Right after the click: has a navigation been announced (or is this already another document)?
 NAVIGATING_JS = "() => { const n = window.__wfNavigating; window.__wfNavigating = 'seen'; return n !== false; }"
 # After the settle: was one announced since (a navigation a script queued, say)?

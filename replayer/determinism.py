@@ -36,7 +36,8 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   With timers, completions reach scripts in the order of their requests: ``fetch`` answers and XHR
   completions (one sequence, in the order they were sent), and ``Response`` body reads (in the
   order they were asked for), each held until those before it have been delivered (or have not
-  come: see ``STALL_MS``); scripts a page creates run in insertion order (``async=false``). A
+  come: see ``STALL_MS``); a body read as a stream (``response.body``) comes in chunks of 64 KiB
+  whatever the network's cuts, and the pump waits from its first read until a read finds its end; scripts a page creates run in insertion order (``async=false``). A
   worker's timers run on the page's pump too: once the page has nothing left due, the pump asks
   each worker in creation order to run its own due timers up to the same virtual horizon (after
   its pending loads), and what a worker posts to the page waits for that turn, so it arrives at
@@ -198,6 +199,22 @@ function ordered(o,pr,r,s){return new Promise(function(ok,no){pr.then(function(v
  function(e){o.arrive(s,function(){r();no(e);});});});}
 if(G.fetch){var F=G.fetch;G.fetch=function(u){var r=hold(u),s=net.ticket(),pr;try{pr=F.apply(this,arguments);}catch(e){net.arrive(s,r);throw e;}
  return ordered(net,pr,r,s);};}
+var BD=G.Response&&G.ReadableStream&&Object.getOwnPropertyDescriptor(Response.prototype,'body'),views=new WeakMap();
+function rechunk(res){var rd=null,buf=[],have=0,end=false,rel=null;
+ function off(){if(rel){var f=rel;rel=null;f();}}
+ function take(){var out=new Uint8Array(Math.min(have,CH)),k=0;
+  while(k<out.length){var b=buf[0],m=Math.min(b.length,out.length-k);out.set(b.subarray(0,m),k);k+=m;
+   if(m===b.length){buf.shift();}else{buf[0]=b.subarray(m);}}have-=out.length;return out;}
+ return new G.ReadableStream({type:'bytes',
+  pull:function(ctl){if(!rd){rd=BD.get.call(res).getReader();rel=hold(null);}
+   var more=function(){if(have>=CH||(end&&have>0)){ctl.enqueue(take());return;}
+    if(end){ctl.close();if(ctl.byobRequest){ctl.byobRequest.respond(0);}off();return;}
+    return rd.read().then(function(x){if(x.done){end=true;}else if(x.value&&x.value.length){buf.push(new Uint8Array(x.value));have+=x.value.length;}return more();});};
+   return Promise.resolve().then(more).catch(function(e){off();throw e;});},
+  cancel:function(why){off();return rd?rd.cancel(why):BD.get.call(res).cancel(why);}});}
+if(BD&&BD.get){var CH=65536;
+ Object.defineProperty(Response.prototype,'body',{configurable:true,enumerable:BD.enumerable,get:function(){
+  var own=BD.get.call(this);if(!own){return own;}var v=views.get(this);if(!v){v=rechunk(this);views.set(this,v);}return v;}});}
 if(G.Response){['text','json','arrayBuffer','blob','formData'].forEach(function(m){var o=Response.prototype[m];
  if(o){Response.prototype[m]=function(){var r=hold(this.url),s=bodies.ticket(),pr;try{pr=o.apply(this,arguments);}catch(e){bodies.arrive(s,r);throw e;}
   return ordered(bodies,pr,r,s);};}});}

@@ -236,6 +236,14 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
 MARK_JS = MARK_JS.replace("__OPEN_ROOTS__", OPEN_ROOTS_JS)
 
 
+def form_ancestor(el):
+    """The nearest ``form`` around ``el`` in its own tree: on a page read as its flat tree, a form of
+    the document does not hold the fields of a shadow root inside it, nor a shadow root's form the
+    document's fields slotted into it (SCOPE_ATTR says which tree an element is in)."""
+    scope = el.get(SCOPE_ATTR)
+    return next((f for f in el.iterancestors("form") if f.get(SCOPE_ATTR) == scope), None)
+
+
 def frame_letter(n: int) -> str:
     """The ``n``-th (from 0) frame id of a document, as MARK_JS and BrowserGym's IFrameIdGenerator
     give them: a, b, ..., z, aA, aB, ..., zZ, aAA, ..."""
@@ -283,7 +291,7 @@ def frame_sources(html: str | bytes, base_url: str, prefix: str = "", encoding: 
     document order: ``{bid, src, srcdoc, sandboxed, name}`` (``src`` absolute, None when absent or empty;
     ``sandboxed`` when a ``sandbox`` attribute blocks its scripts, as BrowserGym leaves such frames
     out)."""
-    doc = _parse(_decode(html, encoding))
+    doc = _parse(_decode(html, encoding), declarative_shadow=True)
     base = doc.find(".//head/base[@href]")
     if base is not None:
         try:
@@ -304,9 +312,10 @@ def frame_sources(html: str | bytes, base_url: str, prefix: str = "", encoding: 
     return out
 
 
-def _graft(root, prefix: str, frames: dict, depth: int = 0) -> None:
+def _graft(root, prefix: str, frames: dict, depth: int = 0, *, declarative_shadow: bool = False) -> None:
     """Put each frame's document (``frames[bid]["html"]``) under its frame element, its URL in
-    FRAME_ATTR on its root, or the frame's note (``frames[bid]["note"]``) on the frame element."""
+    FRAME_ATTR on its root, or the frame's note (``frames[bid]["note"]``) on the frame element
+    (``declarative_shadow``: as :func:`_parse` has it)."""
     for bid, el in _frame_elements(root, prefix):
         f = frames.get(bid)
         if not f:
@@ -315,13 +324,13 @@ def _graft(root, prefix: str, frames: dict, depth: int = 0) -> None:
             if f.get("note"):
                 el.set(FRAME_NOTE_ATTR, f["note"])
             continue
-        sub = _parse(_decode(f["html"], f.get("encoding")))
+        sub = _parse(_decode(f["html"], f.get("encoding")), declarative_shadow=declarative_shadow)
         sub.set(FRAME_ATTR, f.get("url") or "about:blank")
         el.text = None
         for child in list(el):
             el.remove(child)
         el.append(sub)
-        _graft(sub, bid, frames, depth + 1)
+        _graft(sub, bid, frames, depth + 1, declarative_shadow=declarative_shadow)
 
 
 def marked(result) -> dict:
@@ -355,7 +364,9 @@ def _decode(html: str | bytes, encoding: str | None) -> str:
         return html.decode("utf-8", "replace")
 
 
-def _parse(text: str):
+def _parse(text: str, *, declarative_shadow: bool = False):
+    """The page's tree; with ``declarative_shadow`` (a page as served, not MARK_JS's copy of a live
+    one) its declarative shadow roots read as the browser draws them (:func:`_flatten_declarative_shadow`)."""
     # lxml refuses str input with an XML encoding declaration, so parse UTF-8 bytes.
     data = text.encode("utf-8", "surrogatepass")
     # Plain lxml.etree elements: lxml.html's element classes cost a Python lookup per element.
@@ -370,7 +381,143 @@ def _parse(text: str):
     if doc is None:
         doc = etree.fromstring(b"<html><body></body></html>", parser)
     _html5_fixups(doc)
+    if declarative_shadow:
+        _flatten_declarative_shadow(doc)
     return doc
+
+
+# Elements the HTML parser attaches a declarative shadow root to (the spec's valid shadow hosts:
+# these and any custom element, a name with a hyphen).
+_SHADOW_HOSTS = frozenset({"article", "aside", "blockquote", "body", "div", "footer", "h1", "h2", "h3", "h4", "h5",
+                           "h6", "header", "main", "nav", "p", "section", "span"})
+
+
+def _shadow_template(el):
+    """The ``<template shadowrootmode="open|closed">`` child the parser makes ``el``'s shadow root
+    (the first one: a host takes one root), or None."""
+    tag = _tag(el)
+    if tag not in _SHADOW_HOSTS and "-" not in tag:
+        return None
+    for child in el:
+        if _tag(child) == "template" and (child.get("shadowrootmode") or "").strip().lower() in ("open", "closed"):
+            return child
+    return None
+
+
+def _flatten_declarative_shadow(doc) -> None:
+    """Read a page's declarative shadow roots (``<template shadowrootmode="open">``, what server
+    rendering of web components sends) as the browser backend reads live ones (MARK_JS): the flat
+    tree, in place. A host's shadow root stands in for its children, a ``<slot>`` of a shadow root
+    for the host's children it is assigned (by ``slot`` name, text to the default slot, as
+    ``assignedNodes()`` has them) or for its own when none are; children no slot takes are not
+    drawn. Each shadow root's elements carry SCOPE_ATTR (their ids are that root's own). A closed
+    root cannot be read in the browser: its host keeps its own children, those it puts in no slot
+    not drawn, and nothing of the root itself shows, as in the browser backend."""
+    hosts = (t.getparent() for t in doc.iter("template") if t.get("shadowrootmode") is not None)
+    if not any(host is not None and _shadow_template(host) is not None for host in hosts):
+        return
+    def items(el) -> list:  # an element's child nodes: text (str) and elements
+        out = [el.text] if el.text else []
+        for c in el:
+            out.append(c)
+            if c.tail:
+                out.append(c.tail)
+        return out
+
+    def slots_of(template) -> list:  # the shadow tree's slots, in tree order (not nested templates')
+        found = []
+
+        def walk(el):
+            for c in el:
+                tag = _tag(c)
+                if tag == "slot":
+                    found.append(c)
+                if tag != "template":
+                    walk(c)
+        walk(template)
+        return found
+
+    def assign(host, template) -> dict:  # slot element -> the host's children assigned to it
+        slots = slots_of(template)
+        first: dict = {}
+        for slot in slots:
+            first.setdefault((slot.get("name") or ""), slot)
+        given: dict = {}
+        for node in items(host):
+            if node is template or (not isinstance(node, str) and _tag(node) == "template"
+                                    and node.get("shadowrootmode") is not None):
+                continue
+            name = "" if isinstance(node, str) else (node.get("slot") or "")
+            slot = first.get(name)
+            if slot is not None:
+                given.setdefault(slot, []).append(node)
+        return given
+
+    def flat_items(el, ctx) -> list:
+        """``[(node, ctx)]``: what is drawn under ``el``, each with the context it belongs to
+        (``(scope, assigned, outer)``: its shadow root's key, that root's slot assignment, and the
+        context its host's children belong to; None for the document's own)."""
+        template = _shadow_template(el)
+        if template is not None:
+            given = assign(el, template)
+            if template.get("shadowrootmode").strip().lower() == "closed":
+                drawn = [n for nodes in given.values() for n in nodes if not isinstance(n, str)]
+                light = [n for n in items(el) if n is not template]
+                unslotted.extend(n for n in light if not isinstance(n, str) and not any(n is d for d in drawn))
+                return [(n, ctx) for n in light]
+            inner = (roots.setdefault(template, str(len(roots) + 1)), given, ctx)
+            return [(n, inner) for n in items(template)]
+        if ctx is not None and _tag(el) == "slot":
+            given = ctx[1].get(el)
+            if given:
+                return [(n, ctx[2]) for n in given]
+        return [(n, ctx) for n in items(el)]
+
+    # (lxml's element objects themselves, kept: an id() of one that was let go is given to another)
+    roots: dict = {}  # a shadow root's template -> its key
+    unslotted: list = []  # a closed root's host's children it puts in no slot
+
+    def copy(el, ctx, into=None):
+        made = etree.Element(el.tag, dict(el.attrib)) if into is None else etree.SubElement(into, el.tag, dict(el.attrib))
+        if ctx is not None:
+            made.set(SCOPE_ATTR, ctx[0])
+        if any(el is u for u in unslotted):
+            made.set(HIDDEN_ATTR, "")
+        if _tag(el) in SKIPPED_TAGS:  # (as they are)
+            made.text = el.text
+            for c in el:
+                made.append(copy_module.deepcopy(c))
+            return made
+        last = None
+        for node, node_ctx in flat_items(el, ctx):
+            if isinstance(node, str):
+                if last is None:
+                    made.text = (made.text or "") + node
+                else:
+                    last.tail = (last.tail or "") + node
+            else:
+                last = copy(node, node_ctx, made)
+                last.tail = None
+        return made
+
+    root = doc
+    flat = copy(root, None)
+    # the shadow roots numbered 1, 2, ... in the order MARK_JS numbers live ones
+    numbers: dict = {}
+    stack = [flat]
+    while stack:
+        el = stack.pop()
+        for c in el:
+            key = c.get(SCOPE_ATTR)
+            if key is not None:
+                c.set(SCOPE_ATTR, numbers.setdefault(key, str(len(numbers) + 1)))
+            if _tag(c) not in SKIPPED_TAGS:
+                stack.append(c)
+    root.text = flat.text
+    for c in list(root):
+        root.remove(c)
+    for c in list(flat):
+        root.append(c)
 
 
 def _html5_fixups(doc) -> None:
@@ -852,7 +999,7 @@ class _Builder:
         if ref is not None:
             target = self.by_id(el, ref)
             return target if target is not None and _tag(target) == "form" else None
-        return next(el.iterancestors("form"), None)
+        return form_ancestor(el)
 
     # ---------------------------------------------------------------- roles and names
     def role(self, el, tag: str | None = None, a: dict | None = None) -> str:
@@ -1705,10 +1852,10 @@ def build_tree(html: str | bytes, base_url: str, geometry: dict | None = None, *
     ``{"note"}``, a line that says why it is not shown. The same arguments always give the same tree.
     """
     text = _decode(html, encoding)
-    doc = _parse(text)
+    doc = _parse(text, declarative_shadow=geometry is None)
     low = text.lower()
     if frames:
-        _graft(doc, "", frames)
+        _graft(doc, "", frames, declarative_shadow=geometry is None)
     builder = _Builder(doc, base_url, geometry, state, focused,
                        focus_marks="autofocus" in low or FOCUSED_ATTR in low)
     if frames:

@@ -19,7 +19,18 @@ import copy
 import hashlib
 from urllib.parse import urlsplit, urlunsplit
 
-from .axtree import FORM_CONTROLS, AXTreeError, Tree, _Builder, _decode, _parse, _tag, join_or_keep
+from .axtree import (
+    FORM_CONTROLS,
+    SCOPE_ATTR,
+    AXTreeError,
+    Tree,
+    _Builder,
+    _decode,
+    _parse,
+    _tag,
+    form_ancestor,
+    join_or_keep,
+)
 
 
 class FormNotValid(AXTreeError):
@@ -37,7 +48,7 @@ def form_of(tree: Tree, bid):
     """The form the element ``bid`` belongs to (a control's form owner, else its nearest ``form``
     ancestor), or ``None``."""
     el = tree.element(bid)
-    return tree.builder.form_owner(el) if _tag(el) in FORM_CONTROLS else next(el.iterancestors("form"), None)
+    return tree.builder.form_owner(el) if _tag(el) in FORM_CONTROLS else form_ancestor(el)
 
 
 _LABELABLE = ("button", "input", "meter", "output", "progress", "select", "textarea")
@@ -78,12 +89,14 @@ DOM_SNAPSHOTS = "dom-snapshots/"
 def _control_keys(doc) -> dict:
     """The form controls of a document by a key that survives scripts (``(tag, name, id, n)``: the
     n-th control of that tag, name and id in document order). Controls inside an open shadow root
-    (a crawl's DOM snapshot holds each as a ``<template shadowrootmode>``) are left out: the page's
-    own HTML, which the key must match, has none of them."""
+    (a crawl's DOM snapshot holds each as a ``<template shadowrootmode>``; the text backend's tree of
+    a page served with declarative shadow roots marks each with SCOPE_ATTR) are left out: they
+    belong to no form of the document, and the page's own HTML may have none of them."""
     seen: dict = {}
     keys = {}
     for el in doc.iter(*_DISABLEABLE_CONTROLS):
-        if any(_tag(a) == "template" and a.get("shadowrootmode") is not None for a in el.iterancestors()):
+        if el.get(SCOPE_ATTR) is not None or any(
+                _tag(a) == "template" and a.get("shadowrootmode") is not None for a in el.iterancestors()):
             continue
         base = (_tag(el), el.get("name") or "", el.get("id") or "")
         n = seen[base] = seen.get(base, -1) + 1
@@ -133,7 +146,7 @@ def form_submission(tree: Tree, bid, filled_values: dict | None = None, *,
     el = b.by_bid.get(str(bid))
     if el is None or b.hidden(el):
         raise AXTreeError(tree.missing(bid))
-    form = b.form_owner(el) if _tag(el) in FORM_CONTROLS else next(el.iterancestors("form"), None)
+    form = b.form_owner(el) if _tag(el) in FORM_CONTROLS else form_ancestor(el)
     if form is None:
         raise AXTreeError(f"element {bid} is not in a form")
     if b.disabled(el):

@@ -728,3 +728,19 @@ def test_a_snapshot_s_shadow_root_controls_do_not_shift_the_page_s_own():
     bid = {e["name"]: e["bid"] for e in tree.descriptions if e["name"]}
     _, url, _, _ = form_submission(tree, bid["Go"], loaded_html=loaded)
     assert parse_qsl(urlsplit(url).query) == [("v", "b")]
+
+
+def test_declarative_shadow_roots_follow_the_parsers_rules():
+    """A page as served, read by the text backend: a ``<template shadowrootmode>`` is a shadow root
+    only on an element that may host one (a custom element, ``div``, ``span``, ...; not ``a``), and
+    only the host's first; the default slot takes the host's text, whitespace too, so its fallback
+    is not drawn then (as ``assignedNodes()`` has it); the browser's rules, whose tree the browser
+    backend reads (tests/simulator/test_env_shadow_dom.py compares the two)."""
+    tree = tree_of("""<x-a><template shadowrootmode="open"><p>root one</p><slot>fallback one</slot></template>
+<template shadowrootmode="open"><p>second template</p></template></x-a>
+<a href="/x"><template shadowrootmode="open"><p>not a host</p></template>link text</a>
+<x-b><template shadowrootmode="open"><slot>fallback two</slot></template></x-b>""")
+    text = tree.text()
+    assert "root one" in text and "link text" in text and "fallback two" in text, text
+    for hidden in ("fallback one", "second template", "not a host"):
+        assert hidden not in text, (hidden, text)

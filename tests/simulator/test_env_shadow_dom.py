@@ -71,6 +71,23 @@ customElements.define('pick-box', class extends HTMLElement {
 });
 </script></body></html>"""
 
+# Web components rendered on the server: declarative shadow roots in the HTML as served, no script.
+# The text backend reads them from the HTML as the browser draws them (the same tree, the same bids);
+# of a closed root, only the host's children it puts in a slot are read, in both (the browser's
+# cannot be read). A field of a shadow root inside a form of the document is not that form's.
+DECLARATIVE = b"""<!DOCTYPE html><html><head><title>Served parts</title></head><body><h1>Served parts</h1>
+<part-card><template shadowrootmode="open"><h2><slot name="title">Fallback title</slot></h2>
+<label for="q">Amount</label><input id="q" value="2"><slot>Fallback body</slot>
+<inner-note><template shadowrootmode="open"><small>Nested <slot></slot></small></template>note</inner-note>
+<a href="/more">Shadow link</a></template><span slot="title">Slotted title</span> Light text <b>bold</b></part-card>
+<part-card><template shadowrootmode="open"><h2><slot name="title">Second fallback</slot></h2>
+<label for="q">Count</label><input id="q"></template><em>Not drawn</em></part-card>
+<div><template shadowrootmode="closed"><p>Closed <slot name="s"></slot></p></template>
+<p>Not slotted</p><b slot="s">Slotted in a closed root</b></div>
+<template><p>Inert template</p></template>
+<form action="/find"><input aria-label="Query" name="q" value="light"><x-extra><template shadowrootmode="open">
+<input aria-label="Inner" name="inner" value="shadow"></template></x-extra><button>Find</button></form></body></html>"""
+
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory):
@@ -78,7 +95,7 @@ def archive(tmp_path_factory):
     with new_archive_atomically(path) as arc:
         sid = arc.new_session("test", source="test_env_shadow_dom")
         for url, body in ((URL, PAGE), (URL + "more", b"<!DOCTYPE html><title>More</title><h1>More</h1>"),
-                          (URL + "twins", TWINS), (URL + "covered", COVERED)):
+                          (URL + "twins", TWINS), (URL + "covered", COVERED), (URL + "served", DECLARATIVE)):
             arc.add_exchange(Exchange(url=url, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
                                       resp_headers=[("Content-Type", "text/html; charset=utf-8")], payload=body,
                                       session_id=sid))
@@ -180,3 +197,26 @@ def test_a_click_on_a_covered_element_ends_on_a_page_that_names_a_form_host(arch
         assert obs["url"] == URL + "covered" and "A banner over everything" in obs["axtree_text"]
     finally:
         env.close()
+
+
+def test_declarative_shadow_roots_read_alike_in_the_text_and_browser_backends(archive):
+    task = {"id": "served", "start_url": URL + "served", "instruction": "follow the shadow link"}
+    seen = {}
+    for backend in ("text", "browser"):
+        with WebEnv(EnvConfig(archive, backend=backend)) as env:
+            obs, _ = env.reset(options={"task": task})
+            text = obs["axtree_text"]
+            link = _bid(text, "link 'Shadow link'")
+            after, *_ = env.step(f"click('{link}')")
+            env.reset(options={"task": task})
+            find = _bid(text, "button 'Find'")
+            sent, *_ = env.step(f"click('{find}')")
+            seen[backend] = (text, after["url"], sent["url"])
+    text, url, sent = seen["text"]
+    for shown in ("heading 'Slotted title'", "textbox 'Amount' value='2'", "StaticText 'Light text'",
+                  "StaticText 'Nested'", "heading 'Second fallback'", "textbox 'Count'", "StaticText 'Slotted in a closed root'"):
+        assert shown in text, (shown, text)
+    for hidden in ("Fallback title", "Fallback body", "Not drawn", "Closed", "Not slotted", "Inert template"):
+        assert hidden not in text, (hidden, text)
+    assert url == URL + "more" and sent == URL + "find?q=light"
+    assert seen["text"] == seen["browser"]

@@ -300,7 +300,7 @@ ROLE_NAME_JS = r"""
           const text = collapse(found.map((l) => textAlternative(l, el, false)).join(' '));
           if (text) return text;
         }
-        if (tag === 'button') return contentText(el);
+        if (tag === 'button') { const text = contentText(el); if (text) return text; }  // (else its title)
         if (tag === 'input' || tag === 'textarea') {
           const placeholder = collapse(attr(el, 'placeholder') || attr(el, 'aria-placeholder'));
           if (placeholder) return placeholder;

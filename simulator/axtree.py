@@ -182,6 +182,16 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
       }
     }
   }
+  // The head as the tree reads it: its title, base and meta elements alone. Whatever else a script
+  // put there (TensorBoard's Polymer styles leave text and <dom-module>s in it) is never drawn, and
+  // our parser, which ends a head at such a node as it does in a page as served, would move it and
+  // everything after it into the body, its text shown.
+  for (const h of copy.children) {
+    if (h.localName !== 'head') continue;
+    for (const n of Array.from(h.childNodes)) {
+      if (!(n.nodeType === 1 && ['title', 'base', 'meta'].includes(n.localName))) n.remove();
+    }
+  }
   const byBid = new Map();
   // The bid goes after the page's own attributes: one a script set after an earlier observation
   // stamped the element (ag-grid styles its cells a frame late) would otherwise come after it, and
@@ -1079,8 +1089,10 @@ class _Builder:
                 text = _collapse(" ".join(self.text_alternative(lab, exclude=el) for lab in labels))
                 if text:
                     return text
-            if tag == "button":
-                return self.content_text(el)
+            if tag == "button":  # (its content, else its title: an icon button's tooltip, as Chromium names it)
+                text = self.content_text(el)
+                if text:
+                    return text
             if tag in ("input", "textarea"):
                 ph = _collapse(a.get("placeholder") or a.get("aria-placeholder") or "")
                 if ph:

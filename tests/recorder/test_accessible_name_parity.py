@@ -206,6 +206,10 @@ EDGE_CASES = [
     ('<a id="t" href="#"><strong>Bold</strong><em>Em</em> and <span>span</span></a>', ("link", "BoldEm and span")),
     ('<a id="t" href="#"><div>One</div><div>Two</div></a>', ("link", "One Two")),
     ('<button id="t">Line<br>Two</button>', ("button", "Line Two")),
+    # an icon button: no text inside, named by its title as Chromium names it (TensorBoard's reload)
+    ('<button id="t" title="Reload"><span></span><i aria-hidden="true"><svg><path d="M0 0"/></svg></i></button>',
+     ("button", "Reload")),
+    ('<button id="t" title="Tip">Text</button>', ("button", "Text")),
     ('<h2 id="t">Results <a href="#">(edit)</a></h2>', ("heading", "Results (edit)")),
     ('<a id="t" href="#"><svg><title>Home icon</title></svg></a>', ("link", "")),
     # roles and names from parts: legend, caption, figcaption, regions, landmarks, explicit roles

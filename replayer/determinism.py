@@ -36,8 +36,9 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   With timers, completions reach scripts in the order of their requests: ``fetch`` answers and XHR
   completions (one sequence, in the order they were sent), and ``Response`` body reads (in the
   order they were asked for), each held until those before it have been delivered (or have not
-  come: see ``STALL_MS``); a body read as a stream (``response.body``) comes in chunks of 64 KiB
-  whatever the network's cuts, and the pump waits from its first read until a read finds its end; scripts a page creates run in insertion order (``async=false``). A
+  come: see ``STALL_MS``); a fetched body read as a stream (``response.body``) is read whole at
+  the page's first read (the pump waits for it) and handed out in chunks of 64 KiB whatever the
+  network's cuts, each read answered at once; a ``Blob``'s reads are waited for too; scripts a page creates run in insertion order (``async=false``). A
   worker's timers run on the page's pump too: once the page has nothing left due, the pump asks
   each worker in creation order to run its own due timers up to the same virtual horizon (after
   its pending loads), and what a worker posts to the page waits for that turn, so it arrives at
@@ -198,25 +199,43 @@ var net=orderer(),bodies=orderer();
 function ordered(o,pr,r,s){return new Promise(function(ok,no){pr.then(function(v){o.arrive(s,function(){r();ok(v);});},
  function(e){o.arrive(s,function(){r();no(e);});});});}
 if(G.fetch){var F=G.fetch;G.fetch=function(u){var r=hold(u),s=net.ticket(),pr;try{pr=F.apply(this,arguments);}catch(e){net.arrive(s,r);throw e;}
- return ordered(net,pr,r,s);};}
-var BD=G.Response&&G.ReadableStream&&Object.getOwnPropertyDescriptor(Response.prototype,'body'),views=new WeakMap();
-function rechunk(res){var rd=null,buf=[],have=0,end=false,rel=null;
+ return ordered(net,pr.then(function(v){if(v&&typeof v==='object'){fetched.add(v);}return v;}),r,s);};}
+var BD=G.Response&&G.ReadableStream&&Object.getOwnPropertyDescriptor(Response.prototype,'body'),fetched=new WeakSet(),views=new WeakMap(),CH=65536;
+function rechunk(own){var rd=null,buf=[],have=0,end=false,err=null,shut=false,rel=null,wake=null,ctl0=null,out,RSP=G.ReadableStream.prototype;
  function off(){if(rel){var f=rel;rel=null;f();}}
- function take(){var out=new Uint8Array(Math.min(have,CH)),k=0;
-  while(k<out.length){var b=buf[0],m=Math.min(b.length,out.length-k);out.set(b.subarray(0,m),k);k+=m;
-   if(m===b.length){buf.shift();}else{buf[0]=b.subarray(m);}}have-=out.length;return out;}
- return new G.ReadableStream({type:'bytes',
-  pull:function(ctl){if(!rd){rd=BD.get.call(res).getReader();rel=hold(null);}
-   var more=function(){if(have>=CH||(end&&have>0)){ctl.enqueue(take());return;}
-    if(end){ctl.close();if(ctl.byobRequest){ctl.byobRequest.respond(0);}off();return;}
-    return rd.read().then(function(x){if(x.done){end=true;}else if(x.value&&x.value.length){buf.push(new Uint8Array(x.value));have+=x.value.length;}return more();});};
-   return Promise.resolve().then(more).catch(function(e){off();throw e;});},
-  cancel:function(why){off();return rd?rd.cancel(why):BD.get.call(res).cancel(why);}});}
-if(BD&&BD.get){var CH=65536;
+ function woke(){if(wake){var w=wake;wake=null;w();}}
+ function shutIfDone(){if(end&&have===0&&!shut&&ctl0){shut=true;ctl0.close();if(ctl0.byobRequest){ctl0.byobRequest.respond(0);}}}
+ function fill(){rd.read().then(function(x){if(shut&&!end){return;}
+   if(x.done){end=true;off();if(!wake){shutIfDone();}}else{if(x.value&&x.value.byteLength){buf.push(new Uint8Array(x.value));have+=x.value.byteLength;}fill();}woke();},
+  function(e){err=e;off();if(ctl0&&!shut){shut=true;try{ctl0.error(e);}catch(x){}}woke();});}
+ function start(){if(rd){return;}if(own.locked){throw new TypeError("Failed to execute 'getReader' on 'ReadableStream': ReadableStreamDefaultReader constructor can only accept readable streams that are not yet locked to a reader");}
+  rd=own.getReader();rel=hold(null);fill();}
+ function take(){var o=new Uint8Array(Math.min(have,CH)),k=0;
+  while(k<o.length){var b=buf[0],m=Math.min(b.length,o.length-k);o.set(b.subarray(0,m),k);k+=m;
+   if(m===b.length){buf.shift();}else{buf[0]=b.subarray(m);}}have-=o.length;return o;}
+ out=new G.ReadableStream({type:'bytes',start:function(c){ctl0=c;},
+  pull:function(ctl){start();return new Promise(function(ok){(function more(){
+    if(shut){return ok();}
+    if(have>=CH||(end&&have>0)){ctl.enqueue(take());shutIfDone();return ok();}
+    if(end){shutIfDone();return ok();}
+    wake=more;})();});},
+  cancel:function(why){shut=true;end=true;buf=[];have=0;off();return rd?rd.cancel(why):own.cancel(why);}});
+ var keys=['getReader','tee','pipeTo','pipeThrough','values'];if(G.Symbol&&Symbol.asyncIterator){keys.push(Symbol.asyncIterator);}
+ keys.forEach(function(k){var f=RSP[k];if(typeof f!=='function'){return;}
+  Object.defineProperty(out,k,{configurable:true,writable:true,value:function(){if(!rd&&own.locked){start();}var v=f.apply(out,arguments);start();return v;}});});
+ var LK=Object.getOwnPropertyDescriptor(RSP,'locked');
+ if(LK&&LK.get){Object.defineProperty(out,'locked',{configurable:true,get:function(){return (!rd&&own.locked)||LK.get.call(out);}});}
+ return out;}
+if(BD&&BD.get){
  Object.defineProperty(Response.prototype,'body',{configurable:true,enumerable:BD.enumerable,get:function(){
-  var own=BD.get.call(this);if(!own){return own;}var v=views.get(this);if(!v){v=rechunk(this);views.set(this,v);}return v;}});}
+  var own=BD.get.call(this);if(!own||!fetched.has(this)){return own;}var v=views.get(own);if(!v){v=rechunk(own);views.set(own,v);}return v;}});
+ var RCL=Response.prototype.clone;
+ if(RCL){Response.prototype.clone=function(){var c=RCL.apply(this,arguments);if(fetched.has(this)){fetched.add(c);}return c;};}}
+if(G.Blob){['arrayBuffer','text','bytes'].forEach(function(m){var o=Blob.prototype[m];
+ if(o){Blob.prototype[m]=function(){var r=hold(null),pr;try{pr=o.apply(this,arguments);}catch(e){r();throw e;}
+  return pr.then(function(v){r();return v;},function(e){r();throw e;});};}});}
 if(G.Response){['text','json','arrayBuffer','blob','formData'].forEach(function(m){var o=Response.prototype[m];
- if(o){Response.prototype[m]=function(){var r=hold(this.url),s=bodies.ticket(),pr;try{pr=o.apply(this,arguments);}catch(e){bodies.arrive(s,r);throw e;}
+ if(o){Response.prototype[m]=function(){if(!fetched.has(this)){return o.apply(this,arguments);}var r=hold(this.url),s=bodies.ticket(),pr;try{pr=o.apply(this,arguments);}catch(e){bodies.arrive(s,r);throw e;}
   return ordered(bodies,pr,r,s);};}});}
 if(G.XMLHttpRequest){
  var XP=XMLHttpRequest.prototype,XS=XP.send,XOP=XP.open,ET=EventTarget.prototype,XA=ET.addEventListener,XR=ET.removeEventListener,wm=new WeakMap();

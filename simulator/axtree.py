@@ -391,8 +391,10 @@ def _parse(text: str, *, declarative_shadow: bool = False):
     if doc is None:
         doc = etree.fromstring(b"<html><body></body></html>", parser)
     _html5_fixups(doc)
-    if declarative_shadow:
-        _flatten_declarative_shadow(doc)
+    if declarative_shadow and _flatten_declarative_shadow(doc):
+        # parsed again from its HTML, as the browser backend's flat copy is (MARK_JS's outerHTML):
+        # our parser nests a shadow root's blocks inside a host's <p> or <h3> as it would there
+        return _parse(etree.tostring(doc, method="html", encoding="unicode"))
     return doc
 
 
@@ -400,21 +402,24 @@ def _parse(text: str, *, declarative_shadow: bool = False):
 # these and any custom element, a name with a hyphen).
 _SHADOW_HOSTS = frozenset({"article", "aside", "blockquote", "body", "div", "footer", "h1", "h2", "h3", "h4", "h5",
                            "h6", "header", "main", "nav", "p", "section", "span"})
+# (names with a hyphen that are no custom element's: they host nothing)
+_RESERVED_CUSTOM_NAMES = frozenset({"annotation-xml", "color-profile", "font-face", "font-face-src", "font-face-uri",
+                                    "font-face-format", "font-face-name", "missing-glyph"})
 
 
 def _shadow_template(el):
     """The ``<template shadowrootmode="open|closed">`` child the parser makes ``el``'s shadow root
     (the first one: a host takes one root), or None."""
     tag = _tag(el)
-    if tag not in _SHADOW_HOSTS and "-" not in tag:
+    if tag not in _SHADOW_HOSTS and ("-" not in tag or tag in _RESERVED_CUSTOM_NAMES):
         return None
     for child in el:
-        if _tag(child) == "template" and (child.get("shadowrootmode") or "").strip().lower() in ("open", "closed"):
+        if _tag(child) == "template" and (child.get("shadowrootmode") or "").lower() in ("open", "closed"):
             return child
     return None
 
 
-def _flatten_declarative_shadow(doc) -> None:
+def _flatten_declarative_shadow(doc) -> bool:
     """Read a page's declarative shadow roots (``<template shadowrootmode="open">``, what server
     rendering of web components sends) as the browser backend reads live ones (MARK_JS): the flat
     tree, in place. A host's shadow root stands in for its children, a ``<slot>`` of a shadow root
@@ -422,10 +427,12 @@ def _flatten_declarative_shadow(doc) -> None:
     ``assignedNodes()`` has them) or for its own when none are; children no slot takes are not
     drawn. Each shadow root's elements carry SCOPE_ATTR (their ids are that root's own). A closed
     root cannot be read in the browser: its host keeps its own children, those it puts in no slot
-    not drawn, and nothing of the root itself shows, as in the browser backend."""
+    not drawn, and nothing of the root itself shows, as in the browser backend. True when the page
+    had a declarative shadow root."""
     hosts = (t.getparent() for t in doc.iter("template") if t.get("shadowrootmode") is not None)
     if not any(host is not None and _shadow_template(host) is not None for host in hosts):
-        return
+        return False
+
     def items(el) -> list:  # an element's child nodes: text (str) and elements
         out = [el.text] if el.text else []
         for c in el:
@@ -470,7 +477,7 @@ def _flatten_declarative_shadow(doc) -> None:
         template = _shadow_template(el)
         if template is not None:
             given = assign(el, template)
-            if template.get("shadowrootmode").strip().lower() == "closed":
+            if template.get("shadowrootmode").lower() == "closed":
                 drawn = [n for nodes in given.values() for n in nodes if not isinstance(n, str)]
                 light = [n for n in items(el) if n is not template]
                 unslotted.extend(n for n in light if not isinstance(n, str) and not any(n is d for d in drawn))
@@ -528,6 +535,7 @@ def _flatten_declarative_shadow(doc) -> None:
         root.remove(c)
     for c in list(flat):
         root.append(c)
+    return True
 
 
 def _html5_fixups(doc) -> None:
@@ -997,8 +1005,9 @@ class _Builder:
             if tag == "option":
                 parent = el.getparent()
                 return parent is not None and _tag(parent) == "optgroup" and parent.get("disabled") is not None
+            scope = el.get(SCOPE_ATTR)
             for anc in el.iterancestors("fieldset"):
-                if anc.get("disabled") is not None:
+                if anc.get("disabled") is not None and anc.get(SCOPE_ATTR) == scope:  # (in its own tree only)
                     legend = next((c for c in _children(anc) if _tag(c) == "legend"), None)
                     if legend is None or not any(a is legend for a in el.iterancestors()):
                         return True

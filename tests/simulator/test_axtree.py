@@ -733,14 +733,22 @@ def test_a_snapshot_s_shadow_root_controls_do_not_shift_the_page_s_own():
 def test_declarative_shadow_roots_follow_the_parsers_rules():
     """A page as served, read by the text backend: a ``<template shadowrootmode>`` is a shadow root
     only on an element that may host one (a custom element, ``div``, ``span``, ...; not ``a``), and
-    only the host's first; the default slot takes the host's text, whitespace too, so its fallback
+    only the host's first, its mode matched in any case but not trimmed; the default slot takes the
+    host's text, whitespace too, so its fallback
     is not drawn then (as ``assignedNodes()`` has it); the browser's rules, whose tree the browser
     backend reads (tests/simulator/test_env_shadow_dom.py compares the two)."""
     tree = tree_of("""<x-a><template shadowrootmode="open"><p>root one</p><slot>fallback one</slot></template>
 <template shadowrootmode="open"><p>second template</p></template></x-a>
 <a href="/x"><template shadowrootmode="open"><p>not a host</p></template>link text</a>
-<x-b><template shadowrootmode="open"><slot>fallback two</slot></template></x-b>""")
+<x-b><template shadowrootmode="open"><slot>fallback two</slot></template></x-b>
+<x-c><template shadowrootmode=" open"><p>mode not trimmed</p></template></x-c>
+<x-d><template shadowrootmode="OPEN"><p>mode in capitals</p></template></x-d>
+<font-face><template shadowrootmode="open"><p>reserved name</p></template></font-face>
+<fieldset disabled><x-e><template shadowrootmode="open"><input aria-label="Free" name="f"></template></x-e></fieldset>""")
     text = tree.text()
     assert "root one" in text and "link text" in text and "fallback two" in text, text
-    for hidden in ("fallback one", "second template", "not a host"):
+    assert "mode in capitals" in text, text
+    free = next(line for line in text.splitlines() if "textbox 'Free'" in line)
+    assert "disabled" not in free, free  # (a fieldset of the document does not disable a shadow root's field)
+    for hidden in ("fallback one", "second template", "not a host", "mode not trimmed", "reserved name"):
         assert hidden not in text, (hidden, text)

@@ -219,7 +219,8 @@ function rechunk(own){var rd=null,buf=[],have=0,end=false,err=null,shut=false,re
     if(have>=CH||(end&&have>0)){ctl.enqueue(take());shutIfDone();return ok();}
     if(end){shutIfDone();return ok();}
     wake=more;})();});},
-  cancel:function(why){shut=true;end=true;buf=[];have=0;off();return rd?rd.cancel(why):own.cancel(why);}});
+  cancel:function(why){shut=true;end=true;buf=[];have=0;off();var r=hold(null);
+   return Promise.resolve(rd?rd.cancel(why):own.cancel(why)).then(function(){r();},function(e){r();throw e;});}});
  var keys=['getReader','tee','pipeTo','pipeThrough','values'];if(G.Symbol&&Symbol.asyncIterator){keys.push(Symbol.asyncIterator);}
  keys.forEach(function(k){var f=RSP[k];if(typeof f!=='function'){return;}
   Object.defineProperty(out,k,{configurable:true,writable:true,value:function(){if(!rd&&own.locked){start();}var v=f.apply(out,arguments);start();return v;}});});
@@ -235,7 +236,7 @@ if(G.Blob){['arrayBuffer','text','bytes'].forEach(function(m){var o=Blob.prototy
  if(o){Blob.prototype[m]=function(){var r=hold(null),pr;try{pr=o.apply(this,arguments);}catch(e){r();throw e;}
   return pr.then(function(v){r();return v;},function(e){r();throw e;});};}});}
 if(G.Response){['text','json','arrayBuffer','blob','formData'].forEach(function(m){var o=Response.prototype[m];
- if(o){Response.prototype[m]=function(){if(!fetched.has(this)){return o.apply(this,arguments);}var r=hold(this.url),s=bodies.ticket(),pr;try{pr=o.apply(this,arguments);}catch(e){bodies.arrive(s,r);throw e;}
+ if(o){Response.prototype[m]=function(){var r=hold(fetched.has(this)?this.url:null),s=bodies.ticket(),pr;try{pr=o.apply(this,arguments);}catch(e){bodies.arrive(s,r);throw e;}
   return ordered(bodies,pr,r,s);};}});}
 if(G.XMLHttpRequest){
  var XP=XMLHttpRequest.prototype,XS=XP.send,XOP=XP.open,ET=EventTarget.prototype,XA=ET.addEventListener,XR=ET.removeEventListener,wm=new WeakMap();

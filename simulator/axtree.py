@@ -246,12 +246,23 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
 MARK_JS = MARK_JS.replace("__OPEN_ROOTS__", OPEN_ROOTS_JS)
 
 
-def form_ancestor(el):
-    """The nearest ``form`` around ``el`` in its own tree: on a page read as its flat tree, a form of
-    the document does not hold the fields of a shadow root inside it, nor a shadow root's form the
-    document's fields slotted into it (SCOPE_ATTR says which tree an element is in)."""
+def tree_ancestors(el, tag: str):
+    """``el``'s ancestors of ``tag``, nearest first, in its own tree: on a page read as its flat
+    tree, its shadow root's or the document's (SCOPE_ATTR says which), and never past the root of
+    a frame's document grafted into its parent's tree (FRAME_ATTR)."""
     scope = el.get(SCOPE_ATTR)
-    return next((f for f in el.iterancestors("form") if f.get(SCOPE_ATTR) == scope), None)
+    for anc in el.iterancestors():
+        if _tag(anc) == tag and anc.get(SCOPE_ATTR) == scope:
+            yield anc
+        if anc.get(FRAME_ATTR) is not None:
+            return
+
+
+def form_ancestor(el):
+    """The nearest ``form`` around ``el`` in its own tree (:func:`tree_ancestors`): a form of the
+    document does not hold the fields of a shadow root inside it, nor a shadow root's form the
+    document's fields slotted into it, nor a form around a frame the fields of its document."""
+    return next(tree_ancestors(el, "form"), None)
 
 
 def frame_letter(n: int) -> str:
@@ -1005,9 +1016,8 @@ class _Builder:
             if tag == "option":
                 parent = el.getparent()
                 return parent is not None and _tag(parent) == "optgroup" and parent.get("disabled") is not None
-            scope = el.get(SCOPE_ATTR)
-            for anc in el.iterancestors("fieldset"):
-                if anc.get("disabled") is not None and anc.get(SCOPE_ATTR) == scope:  # (in its own tree only)
+            for anc in tree_ancestors(el, "fieldset"):
+                if anc.get("disabled") is not None:
                     legend = next((c for c in _children(anc) if _tag(c) == "legend"), None)
                     if legend is None or not any(a is legend for a in el.iterancestors()):
                         return True

@@ -752,3 +752,15 @@ def test_declarative_shadow_roots_follow_the_parsers_rules():
     assert "disabled" not in free, free  # (a fieldset of the document does not disable a shadow root's field)
     for hidden in ("fallback one", "second template", "not a host", "mode not trimmed", "reserved name"):
         assert hidden not in text, (hidden, text)
+
+
+def test_a_frames_fields_are_not_its_parents_form():
+    """A button in a frame's document has no form there: the form around the frame element is its
+    parent's (the browser submits nothing). The walk to a form stops at the frame's document."""
+    from webfreeze.simulator.forms import form_of
+
+    tree = build_tree('<html><body><form action="/outer"><input name="q" value="1"><iframe src="/f"></iframe>'
+                      "</form></body></html>", "http://x.test/",
+                      frames={"a": {"html": "<html><body><button>Go</button></body></html>", "url": "http://x.test/f"}})
+    go = next(e["bid"] for e in tree.summaries() if e["name"] == "Go")
+    assert go.startswith("a") and form_of(tree, go) is None

@@ -201,13 +201,13 @@ function ordered(o,pr,r,s){return new Promise(function(ok,no){pr.then(function(v
 if(G.fetch){var F=G.fetch;G.fetch=function(u){var r=hold(u),s=net.ticket(),pr;try{pr=F.apply(this,arguments);}catch(e){net.arrive(s,r);throw e;}
  return ordered(net,pr.then(function(v){if(v&&typeof v==='object'){fetched.add(v);}return v;}),r,s);};}
 var BD=G.Response&&G.ReadableStream&&Object.getOwnPropertyDescriptor(Response.prototype,'body'),fetched=new WeakSet(),views=new WeakMap(),CH=65536;
-function rechunk(own){var rd=null,buf=[],have=0,end=false,err=null,shut=false,rel=null,wake=null,ctl0=null,out,RSP=G.ReadableStream.prototype;
+function rechunk(own){var rd=null,buf=[],have=0,end=false,shut=false,rel=null,wake=null,ctl0=null,out,RSP=G.ReadableStream.prototype;
  function off(){if(rel){var f=rel;rel=null;f();}}
  function woke(){if(wake){var w=wake;wake=null;w();}}
  function shutIfDone(){if(end&&have===0&&!shut&&ctl0){shut=true;ctl0.close();if(ctl0.byobRequest){ctl0.byobRequest.respond(0);}}}
  function fill(){rd.read().then(function(x){if(shut&&!end){return;}
    if(x.done){end=true;off();if(!wake){shutIfDone();}}else{if(x.value&&x.value.byteLength){buf.push(new Uint8Array(x.value));have+=x.value.byteLength;}fill();}woke();},
-  function(e){err=e;off();if(ctl0&&!shut){shut=true;try{ctl0.error(e);}catch(x){}}woke();});}
+  function(e){off();if(ctl0&&!shut){shut=true;try{ctl0.error(e);}catch(x){}}woke();});}
  function start(){if(rd){return;}if(own.locked){throw new TypeError("Failed to execute 'getReader' on 'ReadableStream': ReadableStreamDefaultReader constructor can only accept readable streams that are not yet locked to a reader");}
   rd=own.getReader();rel=hold(null);fill();}
  function take(){var o=new Uint8Array(Math.min(have,CH)),k=0;

@@ -387,7 +387,7 @@ def _decode(html: str | bytes, encoding: str | None) -> str:
 
 def _parse(text: str, *, declarative_shadow: bool = False):
     """The page's tree; with ``declarative_shadow`` (a page as served, not MARK_JS's copy of a live
-    one) its declarative shadow roots read as the browser draws them (:func:`_flatten_declarative_shadow`)."""
+    one) its declarative shadow roots read as the browser draws them (:func:`_flat_declarative_shadow`)."""
     # lxml refuses str input with an XML encoding declaration, so parse UTF-8 bytes.
     data = text.encode("utf-8", "surrogatepass")
     # Plain lxml.etree elements: lxml.html's element classes cost a Python lookup per element.
@@ -402,10 +402,11 @@ def _parse(text: str, *, declarative_shadow: bool = False):
     if doc is None:
         doc = etree.fromstring(b"<html><body></body></html>", parser)
     _html5_fixups(doc)
-    if declarative_shadow and _flatten_declarative_shadow(doc):
+    flat = _flat_declarative_shadow(doc) if declarative_shadow else None
+    if flat is not None:
         # parsed again from its HTML, as the browser backend's flat copy is (MARK_JS's outerHTML):
         # our parser nests a shadow root's blocks inside a host's <p> or <h3> as it would there
-        return _parse(etree.tostring(doc, method="html", encoding="unicode"))
+        return _parse(etree.tostring(flat, method="html", encoding="unicode"))
     return doc
 
 
@@ -430,19 +431,19 @@ def _shadow_template(el):
     return None
 
 
-def _flatten_declarative_shadow(doc) -> bool:
+def _flat_declarative_shadow(doc):
     """Read a page's declarative shadow roots (``<template shadowrootmode="open">``, what server
-    rendering of web components sends) as the browser backend reads live ones (MARK_JS): the flat
-    tree, in place. A host's shadow root stands in for its children, a ``<slot>`` of a shadow root
+    rendering of web components sends) as the browser backend reads live ones (MARK_JS): a copy of
+    the page as its flat tree. A host's shadow root stands in for its children, a ``<slot>`` of a shadow root
     for the host's children it is assigned (by ``slot`` name, text to the default slot, as
     ``assignedNodes()`` has them) or for its own when none are; children no slot takes are not
     drawn. Each shadow root's elements carry SCOPE_ATTR (their ids are that root's own). A closed
     root cannot be read in the browser: its host keeps its own children, those it puts in no slot
-    not drawn, and nothing of the root itself shows, as in the browser backend. True when the page
-    had a declarative shadow root."""
+    not drawn, and nothing of the root itself shows, as in the browser backend. None when the page
+    has no declarative shadow root."""
     hosts = (t.getparent() for t in doc.iter("template") if t.get("shadowrootmode") is not None)
     if not any(host is not None and _shadow_template(host) is not None for host in hosts):
-        return False
+        return None
 
     def items(el) -> list:  # an element's child nodes: text (str) and elements
         out = [el.text] if el.text else []
@@ -489,9 +490,9 @@ def _flatten_declarative_shadow(doc) -> bool:
         if template is not None:
             given = assign(el, template)
             if template.get("shadowrootmode").lower() == "closed":
-                drawn = [n for nodes in given.values() for n in nodes if not isinstance(n, str)]
+                drawn = {n for nodes in given.values() for n in nodes if not isinstance(n, str)}
                 light = [n for n in items(el) if n is not template]
-                unslotted.extend(n for n in light if not isinstance(n, str) and not any(n is d for d in drawn))
+                unslotted.update(n for n in light if not isinstance(n, str) and n not in drawn)
                 return [(n, ctx) for n in light]
             inner = (roots.setdefault(template, str(len(roots) + 1)), given, ctx)
             return [(n, inner) for n in items(template)]
@@ -503,13 +504,13 @@ def _flatten_declarative_shadow(doc) -> bool:
 
     # (lxml's element objects themselves, kept: an id() of one that was let go is given to another)
     roots: dict = {}  # a shadow root's template -> its key
-    unslotted: list = []  # a closed root's host's children it puts in no slot
+    unslotted: set = set()  # a closed root's host's children it puts in no slot
 
     def copy(el, ctx, into=None):
         made = etree.Element(el.tag, dict(el.attrib)) if into is None else etree.SubElement(into, el.tag, dict(el.attrib))
         if ctx is not None:
             made.set(SCOPE_ATTR, ctx[0])
-        if any(el is u for u in unslotted):
+        if el in unslotted:
             made.set(HIDDEN_ATTR, "")
         if _tag(el) in SKIPPED_TAGS:  # (as they are)
             made.text = el.text
@@ -528,8 +529,7 @@ def _flatten_declarative_shadow(doc) -> bool:
                 last.tail = None
         return made
 
-    root = doc
-    flat = copy(root, None)
+    flat = copy(doc, None)
     # the shadow roots numbered 1, 2, ... in the order MARK_JS numbers live ones
     numbers: dict = {}
     stack = [flat]
@@ -541,12 +541,7 @@ def _flatten_declarative_shadow(doc) -> bool:
                 c.set(SCOPE_ATTR, numbers.setdefault(key, str(len(numbers) + 1)))
             if _tag(c) not in SKIPPED_TAGS:
                 stack.append(c)
-    root.text = flat.text
-    for c in list(root):
-        root.remove(c)
-    for c in list(flat):
-        root.append(c)
-    return True
+    return flat
 
 
 def _html5_fixups(doc) -> None:

@@ -1,5 +1,9 @@
 """``record crawl``: real Chromium through the recording proxy, breadth-first, resumable.
 
+The crawl runs Chromium's headless shell (what Playwright runs for headless Chromium; a fresh tab
+costs a third of the full browser's); a PDF, which the shell takes for a download, is captured and
+checked in the full browser (:class:`FullBrowser`, started the first time one is met), in its viewer.
+
 Every page visited gets a page record (screenshot, DOM snapshot, title) and every request the
 browser makes is recorded by the proxy. Before its record is written, each page is checked: loaded
 again from the archive alone (:mod:`.page_check`), what that misses fetched live and checked again;
@@ -75,6 +79,16 @@ class CrawlResult:
 
 # The resources that are a page's own code: without them it shows a shell (no router, no styles).
 CODE_TYPES = ("script", "stylesheet")
+
+
+def _note_navigation(answers: dict, response) -> None:
+    """Note the headers of an answer to a navigation of the tab's own (its URL -> headers)."""
+    try:
+        request = response.request
+        if request.is_navigation_request() and request.frame.parent_frame is None:
+            answers[response.url] = response.headers
+    except Exception:  # (a response of a frame already gone)
+        pass
 
 
 def _note_broken(broken: dict, response) -> None:
@@ -196,6 +210,62 @@ def open_context(browser, start: str, credentials: tuple[str, str] | None):
 
     context.route(f"{auth['origin']}/**", send)
     return context
+
+
+# Why a page answered 401 with a challenge (WWW-Authenticate) failed: the crawl had no credentials
+# for it, or not the right ones. Not a page the site answered with an error: what a person would see
+# after signing in was not captured (the full browser fails such a load, the shell shows the 401).
+AUTH_REFUSED = "authentication refused (HTTP 401 with a challenge: give --http-credentials, or the right ones)"
+
+# A document the headless shell (the crawl's browser) takes for a download and the full browser
+# shows in a page of its own: a PDF, in its viewer (the shell has no PDF viewer).
+SHOWN_BY_FULL_BROWSER = ("application/pdf", "application/x-pdf")
+
+
+def shown_by_full_browser(headers: dict | None) -> bool:
+    """Whether a navigation's answer (its response headers, names in lower case) is a document the
+    full browser shows and the headless shell downloads: a PDF sent inline, not as an attachment."""
+    if not headers:
+        return False
+    kind = (headers.get("content-type") or "").split(";")[0].strip().lower()
+    inline = not (headers.get("content-disposition") or "").strip().lower().startswith("attachment")
+    return kind in SHOWN_BY_FULL_BROWSER and inline
+
+
+class FullBrowser:
+    """The full Chromium beside a crawl's headless shell, started the first time a page needs it
+    (:func:`shown_by_full_browser`): through the same recording proxy, its context logged in as
+    the shell's (the same credentials; the shell's cookies copied in before each visit)."""
+
+    def __init__(self, pw, proxy_url: str, start: str, credentials: tuple[str, str] | None, shell_context=None):
+        self._pw, self._proxy_url, self._start, self._credentials = pw, proxy_url, start, credentials
+        self._shell_context = shell_context
+        self._browser = self._context = None
+
+    def browser(self):
+        from webfreeze.simulator.browser import launch_chromium
+
+        if self._browser is None:
+            self._browser = launch_chromium(self._pw, proxy=self._proxy_url)
+        return self._browser
+
+    def new_page(self):
+        """A new tab of the full browser's context, with the shell's cookies as they are now."""
+        from webfreeze.simulator.browser import track_live_timers
+
+        if self._context is None:
+            self._context = open_context(self.browser(), self._start, self._credentials)
+            track_live_timers(self._context)
+        if self._shell_context is not None:
+            cookies = self._shell_context.cookies()
+            if cookies:
+                self._context.add_cookies(cookies)
+        return self._context.new_page()
+
+    def close(self) -> None:
+        if self._browser is not None:
+            self._browser.close()
+        self._browser = self._context = None
 
 
 def check_url(url: str) -> None:
@@ -490,7 +560,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import launch_chromium, track_live_timers
+    from webfreeze.simulator.browser import chromium_path, launch_chromium, track_live_timers
 
     if screenshots not in SCREENSHOTS:
         raise CrawlError(f"--screenshots {screenshots!r}: expected one of {', '.join(SCREENSHOTS)}")
@@ -523,8 +593,12 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                 except SiteUnreachable as exc:
                     raise SeedFailed(str(exc)) from None
             with sync_playwright() as pw:
-                browser = launch_chromium(pw, proxy=proxy.url)
+                # the headless shell (a fresh tab costs a third of the full browser's); a PDF in the
+                # full browser's viewer (FullBrowser), as before, and checked there (PageChecker)
+                browser = launch_chromium(pw, proxy=proxy.url, shell=True)
+                shell_name = os.path.basename(chromium_path(shell=True))
                 context = open_context(browser, start, credentials)
+                full = FullBrowser(pw, proxy.url, start, credentials, context)
                 track_live_timers(context)  # (a capture waits for the timers due soon: wait_loaded)
                 auth = (credentials_for(start, credentials)["origin"], basic_authorization(credentials)) \
                     if credentials else None
@@ -535,10 +609,11 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                     state["login_script"] = True  # (--recheck cannot sign in: it refuses this crawl)
                 proxy.begin_session()
                 before = proxy.recorder.recorded
-                checker = PageChecker(browser, archive_path)
+                checker = PageChecker(browser, archive_path, full=full.browser)
                 page, clean = None, False
                 downloads: list = []  # what the current tab started downloading
                 broken: dict = {}  # (kind, url) -> status: the page's scripts and style sheets answered with an error
+                answers: dict = {}  # URL -> the headers of the current tab's navigation answered from it
                 while state["queue"] and state["done"] < max_pages:
                     url, level = state["queue"][0]
                     landed = None
@@ -549,8 +624,10 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                             page = context.new_page()
                             page.on("download", lambda d: downloads.append(d))  # (Playwright wraps a function)
                             page.on("response", lambda r: _note_broken(broken, r))
+                            page.on("response", lambda r: _note_navigation(answers, r))
                         downloads.clear()
                         broken.clear()
+                        answers.clear()
                         clean = False  # (until this capture has succeeded)
                         try:
                             status, title, dom, shot, links, landed, fragments = _capture(page, url, screenshots)
@@ -566,6 +643,17 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                     pass
                             if downloads or "Timeout" not in status:
                                 break  # (a timeout, on a loaded machine, is tried again in a new tab)
+                    shown, used = page, shell_name  # (the tab that captured the page, and its browser)
+                    if downloads and not clean and shown_by_full_browser(answers.get(downloads[0].url)):
+                        # a PDF: the full browser shows it in its viewer; captured there (fetched again)
+                        _download(downloads)  # (the shell's file, removed)
+                        downloads.clear()
+                        shown, used = full.new_page(), os.path.basename(chromium_path())
+                        try:
+                            status, title, dom, shot, links, landed, fragments = _capture(shown, url, screenshots)
+                        except PlaywrightError as exc:
+                            title, dom, shot, links, fragments = "", None, None, [], []
+                            status = f"error: {str(exc).splitlines()[0]}"
                     if downloads and not clean:  # not a page: the proxy recorded the file, listed as a download
                         got = _download(downloads)
                         if isinstance(got, tuple):
@@ -577,11 +665,13 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                 progress(state["done"], url)
                             continue
                         status = f"error: {got}"
+                    if status == 401 and "www-authenticate" in (answers.get(landed or url) or {}):
+                        status = f"error: {AUTH_REFUSED}"  # (the page behind it was not captured)
                     failure = page_failure(status)
                     ended = landed or url  # (where redirects led: what failed)
                     if status == 502 and ended in proxy.recorder.upstream_failures:  # the proxy's 502, not the site's
                         failure = f"did not load: {proxy.recorder.upstream_failures[ended]}"
-                    upgraded = hsts_upgrade(url, landed or page.url, proxy) if failure is not None else None
+                    upgraded = hsts_upgrade(url, landed or shown.url, proxy) if failure is not None else None
                     failure = upgraded or failure
                     if failure is not None and level == 0 and state["done"] == 0:
                         raise SeedFailed(f"{url}: the start page failed "
@@ -596,7 +686,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                             first_broken = dict(broken)
                             broken.clear()  # (what the new capture's code answered, not the first's)
                             try:
-                                status2, title2, dom2, shot2, links2, _, fragments2 = _capture(page, url, screenshots)
+                                status2, title2, dom2, shot2, links2, _, fragments2 = _capture(shown, url, screenshots)
                             except PlaywrightError:
                                 clean = False  # the first capture stands, with what its check found; a new tab next
                                 broken.clear()
@@ -611,8 +701,8 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                 else:  # (the first capture stands, and what its code answered)
                                     broken.clear()
                                     broken.update(first_broken)
-                    if page_url(page.url) != url and urldefrag(page.url)[0] == urldefrag(url)[0]:
-                        seen.add(page_url(page.url))  # (a script moved to a route of it: `/` shows `/#/`)
+                    if page_url(shown.url) != url and urldefrag(shown.url)[0] == urldefrag(url)[0]:
+                        seen.add(page_url(shown.url))  # (a script moved to a route of it: `/` shows `/#/`)
                     target = page_url(landed) if landed and failure is None else url
                     if target != url and in_scope(target) and not excluded(target):
                         # Redirected: this capture is the landing page's (recorded under the URL asked
@@ -629,8 +719,10 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                     state["done"] += 1
                     # ("shadow_roots": its DOM snapshot holds the page's open shadow roots, so replay
                     # check takes the replayed page's alike; an older record's does not)
-                    extra = {"final_url": page.url, "status": status, "depth": level, "screenshot": screenshots,
-                             "shadow_roots": True}
+                    # ("browser": the Chromium that captured it, so that replay check takes what a
+                    # browser draws with a page of its own, a JSON document's, in the same one)
+                    extra = {"final_url": shown.url, "status": status, "depth": level, "screenshot": screenshots,
+                             "shadow_roots": True, "browser": used}
                     if check and failure is None:
                         extra["complete"] = not missing
                         if missing:
@@ -652,8 +744,11 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                             state["failed"].append([url, failure])
                         arc.put_document(state_name, state)
                     visited += failure is None
+                    if shown is not page:
+                        shown.close()
                     if progress:
                         progress(state["done"], url)
+                full.close()
                 browser.close()
         finally:
             proxy.stop()
@@ -705,14 +800,16 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
         before = proxy.recorder.recorded
         try:
             with sync_playwright() as pw:
-                browser = launch_chromium(pw, proxy=proxy.url)
-                checker = PageChecker(browser, archive_path)
+                browser = launch_chromium(pw, proxy=proxy.url, shell=True)
+                full = FullBrowser(pw, proxy.url, start, credentials)
+                checker = PageChecker(browser, archive_path, full=full.browser)
                 for n, (url, captured_at) in enumerate(pages, 1):
                     missing, _ = _self_check(checker, proxy, url, captured_at, auth=auth)
                     if missing:
                         incomplete.append([url, missing])
                     if progress:
                         progress(n, url)
+                full.close()
                 browser.close()
         finally:
             proxy.stop()

@@ -45,6 +45,11 @@ LOADED_LIMIT_MS = 5000
 
 
 
+def is_download(error: str) -> bool:
+    """Whether a navigation's error says the browser took the document for a download."""
+    return "Download is starting" in error
+
+
 def wait_loaded(page, inflight) -> None:
     """Wait until the page has loaded what it will still load (:data:`LOADED_JS`), and the network
     has been quiet since (a font or an image asked for late starts a request of its own) and its
@@ -73,12 +78,18 @@ class PageChecker:
     more than the check's own load); the HTTP cache plays no part, since Chromium sends every
     request of a routed context to the route. :meth:`close` at the end."""
 
-    def __init__(self, browser, archive_path, *, seed: int = 0):
+    def __init__(self, browser, archive_path, *, seed: int = 0, full=None):
         self.browser = browser
         self.archive_path = archive_path
         self.seed = seed
         self._context = self._page = self._inflight = None
         self._route = ReplayRoute(archive_path, seed=seed)
+        # ``full``: a function giving the full browser, for a page ``browser`` (the headless shell)
+        # takes for a download (a PDF, which the full browser shows in its viewer, as the crawl's
+        # capture did); checked there from then on
+        self._full = full
+        self._full_checker: PageChecker | None = None
+        self._in_full: set[str] = set()
 
     def check(self, url: str, when: str) -> tuple[list[Missing], str | None]:
         """Load ``url`` from the archive alone (replayed as at ``when``) and return (what it missed,
@@ -87,6 +98,8 @@ class PageChecker:
 
         from webfreeze.simulator.browser import new_context, track_inflight, track_live_timers
 
+        if url in self._in_full:
+            return self._in_full_browser(url, when)
         with self._route.serving(when):
             if self._context is None:
                 self._context = new_context(self.browser)
@@ -105,7 +118,15 @@ class PageChecker:
                 error = str(exc).splitlines()[0]
                 missing = list(self._route.missing.values()) + self._stalled()
                 self.close()  # a tab in an unknown state is not reused
+        if error is not None and self._full is not None and is_download(error):
+            self._in_full.add(url)
+            return self._in_full_browser(url, when)
         return missing, error
+
+    def _in_full_browser(self, url: str, when: str) -> tuple[list[Missing], str | None]:
+        if self._full_checker is None:
+            self._full_checker = PageChecker(self._full(), self.archive_path, seed=self.seed)
+        return self._full_checker.check(url, when)
 
     def _stalled(self) -> list[Missing]:
         """The requests still in flight when a load failed (what it waited for): missing, so that
@@ -128,3 +149,5 @@ class PageChecker:
             except PlaywrightError:
                 pass
         self._context = self._page = self._inflight = None
+        if self._full_checker is not None:
+            self._full_checker.close()

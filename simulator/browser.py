@@ -154,9 +154,9 @@ def launch_chromium(playwright, *, proxy: str | None = None, headless: bool = Tr
     goes through it. ``bypass_internal=False`` sends the browser's own update traffic through the
     proxy too (replay: it then fails there instead of trying the network). ``shell`` (headless
     only) prefers ``chromium-headless-shell`` (see :func:`chromium_path`): the agent environment,
-    which makes a context per episode, and ``replay check``, a context per page, use it; recording
-    keeps the full browser (its PDF viewer, a headed mode for ``record session``), and so does
-    ``replay check`` for a document that is not HTML (a PDF, JSON)."""
+    ``replay check``, ``record crawl`` and a scripted ``record session`` use it; the full browser
+    shows a PDF (the crawl's, and ``replay check``'s for a document the full browser captured) and
+    runs a ``--headed`` session."""
     from playwright.sync_api import Error as PlaywrightError
 
     path = chromium_path(shell=shell and headless)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shlex
 import socket
 import threading
@@ -77,7 +78,8 @@ class ChainSite:
                     return
                 if path in site.pages:
                     body = site.pages[path]
-                    ctype = "application/pdf" if path.endswith(".pdf") else "text/html; charset=utf-8"
+                    ctype = {"pdf": "application/pdf", "json": "application/json"}.get(
+                        path.rsplit(".", 1)[-1], "text/html; charset=utf-8")
                 elif path.startswith("/css/l") and path[6:-4].isdigit():
                     time.sleep(DELAY_S)
                     body, ctype = stylesheet(int(path[6:-4])), "text/css"
@@ -245,24 +247,31 @@ trailer<</Root 1 0 R>>
 
 
 def test_a_pdf_page_is_complete_and_replay_check_loads_it(tmp_path, home, cli):
-    """The crawl's full browser shows a PDF in its viewer, whose own chrome:// and
-    chrome-extension:// resources are not the site's: the crawl is complete. ``replay check`` runs
-    the headless shell, which takes a PDF for a download: it loads that page in the full browser,
-    with no miss and no error."""
-    paper = b'<!doctype html><html><head><title>Paper</title></head><body><a href="/doc.pdf">the paper</a></body></html>'
-    site = ChainSite(pages={"/paper.html": paper, "/doc.pdf": PDF})
+    """The crawl runs the headless shell, which takes a PDF for a download: the full browser shows
+    it in its viewer (whose own chrome:// and chrome-extension:// resources are not the site's),
+    and the crawl is complete. ``replay check`` loads that page in the full browser too, with no
+    miss and no error. Each page record names the Chromium that captured it; a JSON document the
+    shell captured is replayed in the shell (like with like), with the same pixels."""
+    paper = (b'<!doctype html><html><head><title>Paper</title></head><body><a href="/doc.pdf">the paper</a>'
+             b' <a href="/data.json">its data</a></body></html>')
+    site = ChainSite(pages={"/paper.html": paper, "/doc.pdf": PDF, "/data.json": b'{"table": [1, 2, 3]}'})
     archive = tmp_path / "pdf.wfz"
     try:
         r = cli("record", "crawl", f"{site.url}/paper.html", "--archive", archive, "--depth", "1", timeout=300)
     finally:
         site.stop()
-    assert r.returncode == 0 and "2 pages in total (complete)" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "3 pages in total (complete)" in r.stdout, r.stdout + r.stderr
+    with Archive.open(archive) as arc:
+        used = {p.url.rsplit("/", 1)[1]: p.extra["browser"] for p in arc.pages()}
+    shell = os.path.basename(chromium_path(shell=True))
+    assert used == {"paper.html": shell, "data.json": shell, "doc.pdf": os.path.basename(chromium_path())}, used
     r, report = _replay_check(cli, archive, tmp_path / "report")
     assert r.returncode == 0, r.stdout + r.stderr
     pages = {p["url"].rsplit("/", 1)[1]: p for p in report["pages"]}
-    assert sorted(pages) == ["doc.pdf", "paper.html"]
+    assert sorted(pages) == ["data.json", "doc.pdf", "paper.html"]
     assert all(p["error"] is None and p["misses"] == [] for p in pages.values()), pages
     assert pages["paper.html"]["text_similarity"] == 1.0
+    assert pages["data.json"]["pixel_difference"] == 0.0, pages["data.json"]
 
 
 def test_crawl_cut_by_max_pages_is_not_complete(tmp_path, home, cli):

@@ -190,6 +190,13 @@ def shadow_roots(page_row: dict) -> bool:
     return _extra(page_row).get("shadow_roots") is True
 
 
+def in_shell(page_row: dict) -> bool:
+    """Whether a page record was captured in Chromium's headless shell (a crawl says which
+    Chromium captured each page, ``extra["browser"]``, since it crawls in the shell; an older
+    record's was the full browser)."""
+    return "headless-shell" in str(_extra(page_row).get("browser") or "")
+
+
 def image_ext(data: bytes | None) -> str:
     """``webp`` or ``png``, from an image's first bytes."""
     return "webp" if data and data[:4] == b"RIFF" and data[8:12] == b"WEBP" else "png"
@@ -326,9 +333,10 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                 else:
                     loaded = _load(browser, target, placeholders, shot_mode(rec), PlaywrightError, sockets,
                                    shadow=shadow)
-                if _is_download(loaded["error"]) or not loaded.get("html", True):
+                if _is_download(loaded["error"]) or (not loaded.get("html", True) and not in_shell(rec)):
                     # not an HTML document: the full browser shows it with a page of its own (the PDF
                     # viewer, the JSON and text views), as the crawl's browser did; like with like
+                    # (a crawl in the headless shell took it there, but for a PDF: in_shell)
                     full = full or launch_chromium(pw, proxy=proxy, bypass_internal=False)
                     used = full
                     loaded = _load(full, target, placeholders, shot_mode(rec), PlaywrightError, sockets,

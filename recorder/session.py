@@ -586,7 +586,9 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
             proxy.probe(start)  # through the proxy: its resolver and its certificate policy
             proxy.begin_session()
             with sync_playwright() as pw:
-                browser = launch_chromium(pw, proxy=proxy.url, headless=not headed)
+                # a script's session in the headless shell (what Playwright runs for headless
+                # Chromium, which the script was written against); a person's in the full browser
+                browser = launch_chromium(pw, proxy=proxy.url, headless=not headed, shell=True)
                 context = open_context(browser, start, credentials)
                 inflight = Inflight()  # (every page's requests: the session ends when they have)
                 for event, handler in (("request", inflight.started), ("requestfinished", inflight.ended),

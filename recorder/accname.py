@@ -12,11 +12,17 @@ same answers on every element of every page of the demo archive and on hand-made
 
 from __future__ import annotations
 
+import json
+
+from webfreeze.common.aria import ARIA_ROLE_NAMES, ARIA_ROLES
+
 # An expression whose value is a factory: ``(ROLE_NAME_JS)()`` gives ``{role(el), name(el), tables}``
 # with fresh caches (an element's CSS hiding, the page's ids), so make one per question asked of a
 # page that may have changed since. ``tables`` are the role and naming tables, for the parity test.
 ROLE_NAME_JS = r"""
 (() => {
+  const ARIA_ROLES = new Set(__ARIA_ROLES__);  // (common/aria.py's, and its renames)
+  const ARIA_ROLE_NAMES = __ARIA_ROLE_NAMES__;
   const INPUT_ROLES = {button: 'button', submit: 'button', reset: 'button', image: 'button', file: 'button',
     checkbox: 'checkbox', radio: 'radio', range: 'slider', number: 'spinbutton', search: 'searchbox',
     email: 'textbox', tel: 'textbox', text: 'textbox', url: 'textbox', password: 'textbox', date: 'textbox',
@@ -146,10 +152,8 @@ ROLE_NAME_JS = r"""
     // ---- roles
     const role = (el) => {
       const tag = tagOf(el);
-      const explicit = words(attr(el, 'role') || '');
-      if (explicit.length) {
-        return (explicit[0] === 'presentation' || explicit[0] === 'none') ? 'none' : explicit[0];
-      }
+      const explicit = words((attr(el, 'role') || '').toLowerCase()).find((w) => ARIA_ROLES.has(w));
+      if (explicit) return explicit === 'presentation' ? 'none' : (ARIA_ROLE_NAMES[explicit] || explicit);
       if (tag === 'a' || tag === 'area') return has(el, 'href') ? 'link' : 'generic';
       if (tag === 'input') {
         const t = inputType(el);
@@ -330,4 +334,4 @@ ROLE_NAME_JS = r"""
     return {role, name, tables};
   };
 })()
-"""
+""".replace("__ARIA_ROLES__", json.dumps(sorted(ARIA_ROLES))).replace("__ARIA_ROLE_NAMES__", json.dumps(ARIA_ROLE_NAMES))

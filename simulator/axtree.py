@@ -33,6 +33,7 @@ from urllib.parse import urljoin
 
 from lxml import etree
 
+from webfreeze.common.aria import explicit_role
 from webfreeze.common.errors import WebfreezeError
 
 BID_ATTR = "data-wf-bid"
@@ -1028,14 +1029,9 @@ class _Builder:
     # ---------------------------------------------------------------- roles and names
     def role(self, el, tag: str | None = None, a: dict | None = None) -> str:
         tag, a = _given(el, tag, a)
-        explicit = a.get("role")
+        explicit = explicit_role(a.get("role"))
         if explicit:
-            explicit = explicit.split()
-            if explicit:
-                r = explicit[0]
-                if r in ("presentation", "none"):
-                    return "none"
-                return r
+            return explicit
         if tag in _PLAIN_ROLES:
             return _PLAIN_ROLES[tag]
         if tag == "a" or tag == "area":
@@ -1298,8 +1294,9 @@ class _Builder:
     # ---------------------------------------------------------------- the tree
     def build(self):
         head_title = self.doc.find(".//head/title")
-        if head_title is None:
-            head_title = self.doc.find(".//title")
+        if head_title is None:  # (the document's first title element: an SVG's own title is none)
+            head_title = next((t for t in self.doc.iter("title")
+                               if not any(_tag(a) == "svg" for a in t.iterancestors())), None)
         title = _collapse(_text_content(head_title)) if head_title is not None else ""
         root_props = [] if self.focused is not None else [("focused", True)]
         root_props.append(("url", self.page_url))

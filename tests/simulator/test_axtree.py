@@ -5,6 +5,7 @@ from __future__ import annotations
 import email.parser
 import email.policy
 import http.server
+import re
 import threading
 from urllib.parse import parse_qsl, urlsplit
 
@@ -764,3 +765,41 @@ def test_a_frames_fields_are_not_its_parents_form():
                       frames={"a": {"html": "<html><body><button>Go</button></body></html>", "url": "http://x.test/f"}})
     go = next(e["bid"] for e in tree.summaries() if e["name"] == "Go")
     assert go.startswith("a") and form_of(tree, go) is None
+
+
+ROLE_WORDS = ["img", "IMG", "Button", "foo button", "foo  img", "widget", "landmark", "directory", "doc-toc",
+              "graphics-symbol", "foo", "text", "image", "switch", "   tab   "]
+ROLES_PAGE = ("<!doctype html><html><body><h1>Role words</h1>"
+              + "".join(f'<div role="{w}" aria-label="R{i}">w{i}</div>' for i, w in enumerate(ROLE_WORDS))
+              + '<p>Chart: <svg width="40" height="20"><title>Sparkline</title><path d="M0 0L40 20"/></svg></p>'
+              + "</body></html>")
+
+
+def test_role_attributes_give_the_roles_chromium_gives(browser):
+    """The first word of a role attribute that is an ARIA role (in any case) is the role, under
+    Chromium's name (``img`` is ``image``, ``directory`` a ``list``); an abstract role or an unknown
+    word is skipped. Both backends and the recorder's namer agree with Chromium's own tree; and an
+    SVG's ``<title>`` names the image, not the document (which has no title here)."""
+    from webfreeze.recorder.accname import ROLE_NAME_JS
+    from webfreeze.simulator.browser import new_context
+
+    context = new_context(browser)
+    page = context.new_page()
+    try:
+        page.set_content(ROLES_PAGE)
+        nodes = context.new_cdp_session(page).send("Accessibility.getFullAXTree")["nodes"]
+        chromium = {n["name"]["value"]: n["role"]["value"] for n in nodes
+                    if re.fullmatch(r"R[0-9]+", str((n.get("name") or {}).get("value") or ""))}
+        namer = page.evaluate("""(js) => { const f = eval(js)(); const out = {};
+            for (const el of document.querySelectorAll('[aria-label]')) out[el.getAttribute('aria-label')] = f.role(el);
+            return out; }""", ROLE_NAME_JS)
+        live, _ = rendered_tree(page)
+    finally:
+        context.close()
+    assert chromium["R0"] == "image" and chromium["R3"] == "button" and chromium["R5"] == "generic", chromium
+    for tree in (live, build_tree(ROLES_PAGE, "http://roles.test/")):
+        shown = {e["name"]: e["role"] for e in tree.descriptions}
+        ours = {name: shown.get(name, "generic") for name in chromium}  # (a generic is not shown)
+        assert len(chromium) == len(ROLE_WORDS) and ours == chromium, tree.axtree_text
+        assert tree.axtree_text.startswith("RootWebArea '',") and "image 'Sparkline'" in tree.axtree_text
+    assert {name: namer[name] for name in chromium} == chromium

@@ -1,0 +1,34 @@
+"""The roles an HTML ``role`` attribute may give, as Chromium reads the attribute: the accessibility
+tree (``simulator/axtree.py``) and the recorder's namer (``recorder/accname.py``) take them from here."""
+
+from __future__ import annotations
+
+# The roles a role attribute may give (WAI-ARIA 1.2, DPUB-ARIA 1.1, Graphics ARIA), as Chromium 156
+# takes them (measured with its accessibility tree): the first word of the attribute that is one of
+# these, in any case, is the role; an abstract role (widget, landmark, ...) or an unknown word is
+# skipped, and with none the element keeps its own role. ARIA_ROLE_NAMES: the two Chromium's tree
+# names otherwise (so BrowserGym's flattened tree prints them so).
+ARIA_ROLES = frozenset("""
+alert alertdialog application article banner blockquote button caption cell checkbox code columnheader
+combobox comment complementary contentinfo definition deletion dialog directory document emphasis feed
+figure form generic grid gridcell group heading image img insertion link list listbox listitem log main
+mark marquee math menu menubar menuitem menuitemcheckbox menuitemradio meter navigation none note option
+paragraph presentation progressbar radio radiogroup region row rowgroup rowheader scrollbar search
+searchbox sectionfooter sectionheader separator slider spinbutton status strong subscript suggestion
+superscript switch tab table tablist tabpanel term textbox time timer toolbar tooltip tree treegrid treeitem
+doc-abstract doc-acknowledgments doc-afterword doc-appendix doc-backlink doc-biblioentry doc-bibliography
+doc-biblioref doc-chapter doc-colophon doc-conclusion doc-cover doc-credit doc-credits doc-dedication
+doc-endnote doc-endnotes doc-epigraph doc-epilogue doc-errata doc-example doc-footnote doc-foreword
+doc-glossary doc-glossref doc-index doc-introduction doc-noteref doc-notice doc-pagebreak doc-pagefooter
+doc-pageheader doc-pagelist doc-part doc-preface doc-prologue doc-pullquote doc-qna doc-subtitle doc-tip
+doc-toc graphics-document graphics-object graphics-symbol""".split())
+ARIA_ROLE_NAMES = {"img": "image", "directory": "list"}
+
+
+def explicit_role(value: str | None) -> str | None:
+    """The role a role attribute gives (see :data:`ARIA_ROLES`; ``none`` for ``presentation``), or
+    None when it names none."""
+    for word in (value or "").lower().split():
+        if word in ARIA_ROLES:
+            return "none" if word == "presentation" else ARIA_ROLE_NAMES.get(word, word)
+    return None

@@ -32,3 +32,14 @@ def explicit_role(value: str | None) -> str | None:
         if word in ARIA_ROLES:
             return "none" if word == "presentation" else ARIA_ROLE_NAMES.get(word, word)
     return None
+
+
+# A role of none (or presentation) is not taken where the element has one of these (any value,
+# empty too) or can take focus: it keeps its own role then (WAI-ARIA 1.2, "Presentational Roles
+# Conflict Resolution"). The global attributes as Chromium 156 counts them (measured): ARIA 1.2's,
+# less those it deprecated as global (aria-disabled, -errormessage, -haspopup, -invalid, -hidden,
+# -dropeffect, -grabbed), plus ARIA 1.3's aria-description and braille labels.
+PRESENTATION_CONFLICTS = frozenset("""
+aria-atomic aria-braillelabel aria-brailleroledescription aria-busy aria-controls aria-current
+aria-describedby aria-description aria-details aria-flowto aria-keyshortcuts aria-label aria-labelledby
+aria-live aria-owns aria-relevant aria-roledescription""".split())

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from webfreeze.common.aria import ARIA_ROLE_NAMES, ARIA_ROLES
+from webfreeze.common.aria import ARIA_ROLE_NAMES, ARIA_ROLES, PRESENTATION_CONFLICTS
 
 # An expression whose value is a factory: ``(ROLE_NAME_JS)()`` gives ``{role(el), name(el), tables}``
 # with fresh caches (an element's CSS hiding, the page's ids), so make one per question asked of a
@@ -23,6 +23,7 @@ ROLE_NAME_JS = r"""
 (() => {
   const ARIA_ROLES = new Set(__ARIA_ROLES__);  // (common/aria.py's, and its renames)
   const ARIA_ROLE_NAMES = __ARIA_ROLE_NAMES__;
+  const PRESENTATION_CONFLICTS = __PRESENTATION_CONFLICTS__;
   const INPUT_ROLES = {button: 'button', submit: 'button', reset: 'button', image: 'button', file: 'button',
     checkbox: 'checkbox', radio: 'radio', range: 'slider', number: 'spinbutton', search: 'searchbox',
     email: 'textbox', tel: 'textbox', text: 'textbox', url: 'textbox', password: 'textbox', date: 'textbox',
@@ -150,10 +151,26 @@ ROLE_NAME_JS = r"""
     };
 
     // ---- roles
+    // (axtree.py's focusable: a link, a control not disabled, a details' summary, a valid tabindex, contenteditable)
+    const focusable = (el, tag) => {
+      if ((tag === 'a' || tag === 'area') && has(el, 'href')) return true;
+      if (['button', 'select', 'textarea'].includes(tag) || (tag === 'input' && inputType(el) !== 'hidden')) {
+        return !el.matches(':disabled');
+      }
+      if (tag === 'summary') {
+        const parent = el.parentElement;
+        if (parent && tagOf(parent) === 'details' && [...parent.children].find((c) => tagOf(c) === 'summary') === el) return true;
+      }
+      if (/^[\t\n\f\r ]*[-+]?[0-9]/.test(attr(el, 'tabindex') || '')) return true;
+      const editable = attr(el, 'contenteditable');
+      return editable !== null && ['', 'true', 'plaintext-only'].includes(editable.trim().toLowerCase());
+    };
     const role = (el) => {
       const tag = tagOf(el);
-      const explicit = words((attr(el, 'role') || '').toLowerCase()).find((w) => ARIA_ROLES.has(w));
-      if (explicit) return explicit === 'presentation' ? 'none' : (ARIA_ROLE_NAMES[explicit] || explicit);
+      let explicit = words((attr(el, 'role') || '').toLowerCase()).find((w) => ARIA_ROLES.has(w));
+      if (explicit === 'presentation') explicit = 'none';
+      if (explicit === 'none' && (PRESENTATION_CONFLICTS.some((n) => has(el, n)) || focusable(el, tag))) explicit = null;
+      if (explicit) return ARIA_ROLE_NAMES[explicit] || explicit;
       if (tag === 'a' || tag === 'area') return has(el, 'href') ? 'link' : 'generic';
       if (tag === 'input') {
         const t = inputType(el);
@@ -334,4 +351,5 @@ ROLE_NAME_JS = r"""
     return {role, name, tables};
   };
 })()
-""".replace("__ARIA_ROLES__", json.dumps(sorted(ARIA_ROLES))).replace("__ARIA_ROLE_NAMES__", json.dumps(ARIA_ROLE_NAMES))
+""".replace("__ARIA_ROLES__", json.dumps(sorted(ARIA_ROLES))).replace("__ARIA_ROLE_NAMES__", json.dumps(ARIA_ROLE_NAMES)).replace(
+    "__PRESENTATION_CONFLICTS__", json.dumps(sorted(PRESENTATION_CONFLICTS)))

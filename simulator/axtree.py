@@ -33,7 +33,7 @@ from urllib.parse import urljoin
 
 from lxml import etree
 
-from webfreeze.common.aria import explicit_role
+from webfreeze.common.aria import PRESENTATION_CONFLICTS, explicit_role
 from webfreeze.common.errors import WebfreezeError
 
 BID_ATTR = "data-wf-bid"
@@ -614,6 +614,8 @@ def _children(el):
     return [c for c in el if isinstance(c.tag, str)]
 
 
+# A tabindex that parses as an integer (HTML's rules: leading whitespace, a sign, digits; what follows ignored)
+_TABINDEX = re.compile(r"[\t\n\f\r ]*[-+]?[0-9]")
 _DISABLEABLE = frozenset({"button", "input", "select", "textarea", "optgroup", "option", "fieldset"})
 # What Builder.props reads besides focus: the tags it looks at and the attributes (a role, as
 # from role=, is an attribute too); an element with neither has no other property.
@@ -1001,11 +1003,34 @@ class _Builder:
         first = next((o for o in opts if not self.disabled(o)), None)
         return [first] if first is not None else []
 
+    def focusable(self, el, tag: str | None = None, a: dict | None = None) -> bool:
+        """Whether the element can take focus, as its markup says (a link, a control not disabled,
+        a details' summary, a valid tabindex, contenteditable)."""
+        tag, a = _given(el, tag, a)
+        if tag in ("a", "area") and "href" in a:
+            return True
+        if tag in ("button", "select", "textarea") or (tag == "input" and _input_type(a.get("type")) != "hidden"):
+            return not self.natively_disabled(el, tag, a)
+        if tag == "summary":
+            parent = el.getparent()
+            if parent is not None and _tag(parent) == "details" and \
+                    next((c for c in _children(parent) if _tag(c) == "summary"), None) is el:
+                return True
+        if _TABINDEX.match(a.get("tabindex") or ""):
+            return True
+        editable = a.get("contenteditable")
+        return editable is not None and editable.strip().lower() in ("", "true", "plaintext-only")
+
     def disabled(self, el, tag: str | None = None, a: dict | None = None) -> bool:
         tag, a = _given(el, tag, a)
         v = a.get("aria-disabled")
         if v is not None and v.strip().lower() == "true":
             return True
+        return self.natively_disabled(el, tag, a)
+
+    def natively_disabled(self, el, tag: str | None = None, a: dict | None = None) -> bool:
+        """Disabled by its markup (``disabled``, a disabled optgroup or fieldset), aria-disabled aside."""
+        tag, a = _given(el, tag, a)
         if tag in _DISABLEABLE:
             if "disabled" in a:
                 return True
@@ -1030,7 +1055,8 @@ class _Builder:
     def role(self, el, tag: str | None = None, a: dict | None = None) -> str:
         tag, a = _given(el, tag, a)
         explicit = explicit_role(a.get("role"))
-        if explicit:
+        if explicit and not (explicit == "none" and (not PRESENTATION_CONFLICTS.isdisjoint(a)
+                                                     or self.focusable(el, tag, a))):
             return explicit
         if tag in _PLAIN_ROLES:
             return _PLAIN_ROLES[tag]

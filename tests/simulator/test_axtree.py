@@ -803,3 +803,55 @@ def test_role_attributes_give_the_roles_chromium_gives(browser):
         assert len(chromium) == len(ROLE_WORDS) and ours == chromium, tree.axtree_text
         assert tree.axtree_text.startswith("RootWebArea '',") and "image 'Sparkline'" in tree.axtree_text
     assert {name: namer[name] for name in chromium} == chromium
+
+
+PRESENTATION_CASES = [
+    '<a href="/x" role="presentation">a link</a>', '<a role="none">no link</a>', '<button role="none">go</button>',
+    '<button disabled role="none">off</button>', '<fieldset disabled><button role="none">off</button></fieldset>',
+    '<h2 role="presentation">plain</h2>', '<h2 role="none" aria-describedby="d">described</h2>',
+    '<h2 role="none" aria-current="page">current</h2>', '<h2 role="none" aria-label="">labelled</h2>',
+    '<h2 role="none" aria-hidden="false">shown</h2>', '<h2 role="none" aria-disabled="true">disabled</h2>',
+    '<h2 role="none" aria-haspopup="true">popup</h2>', '<h2 role="none" aria-invalid="true">invalid</h2>',
+    '<div role="none" tabindex="-1">focusable</div>', '<span role="none" tabindex="x">not focusable</span>',
+    '<h2 role="none" contenteditable>editable</h2>', '<div role="none" onclick="1">clicked</div>',
+    '<details><summary role="none">more</summary>text</details>', '<summary role="none">loose</summary>',
+    '<input role="none" value="kept">', '<input type="hidden" role="none" value="hidden">',
+]
+
+
+def test_a_presentational_role_yields_where_chromium_makes_it_yield(browser):
+    """A role of none or presentation is not taken by an element that can take focus or has a global
+    ARIA attribute (WAI-ARIA 1.2's conflict resolution, with Chromium's list of global attributes):
+    a link with role="presentation" stays a link the agent can click. Each element's role, in both
+    backends and the recorder's namer, is what Chromium's own tree gives it (its node ignored: none)."""
+    from webfreeze.recorder.accname import ROLE_NAME_JS
+    from webfreeze.simulator.browser import new_context
+
+    html = ("<!doctype html><html><head><title>P</title></head><body>"
+            + "".join(f'<div id="c{i}">{c}</div>' for i, c in enumerate(PRESENTATION_CASES))
+            + '<span id="d">about</span></body></html>')
+    context = new_context(browser)
+    page = context.new_page()
+    try:
+        page.set_content(html)
+        cdp = context.new_cdp_session(page)
+        root = cdp.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+        chromium = {}
+        for i in range(len(PRESENTATION_CASES)):
+            node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": f"#c{i} > *:not(legend)"})["nodeId"]
+            if PRESENTATION_CASES[i].startswith(("<fieldset", "<details")):
+                node = cdp.send("DOM.querySelector", {"nodeId": node, "selector": "[role]"})["nodeId"]
+            ax = cdp.send("Accessibility.getPartialAXTree", {"nodeId": node, "fetchRelatives": False})["nodes"][0]
+            chromium[i] = "none" if ax.get("ignored") else ax["role"]["value"]
+        namer = page.evaluate("""(js) => { const f = eval(js)();
+            return [...document.querySelectorAll('[id^=c] [role]')].map((el) => f.role(el)); }""", ROLE_NAME_JS)
+        live, _ = rendered_tree(page)
+    finally:
+        context.close()
+    assert chromium[0] == "link" and chromium[5] == "none" and chromium[19] == "textbox", chromium
+    expected = [r for _, r in sorted(chromium.items())]
+    for tree in (live, build_tree(html, "http://roles.test/")):
+        b = tree.builder
+        ours = [b.role(el) for el in b.doc.iter() if isinstance(el.tag, str) and el.get("role") is not None]
+        assert ours == expected, list(zip(PRESENTATION_CASES, ours, expected))
+    assert namer == expected, list(zip(PRESENTATION_CASES, namer, expected))

@@ -239,7 +239,13 @@ ROLE_NAME_JS = r"""
           parts.push(' ' + selectedOptions(el).map((o) => collapse(o.textContent)).join(' ') + ' ');
           return;
         }
-        if (tag === 'svg') return;
+        if (tag === 'svg') {  // (axtree.py's: its name, labelledby or its <title>, else the text it draws)
+          const title = [...el.children].find((c) => tagOf(c) === 'title');
+          const name = ariaName(el) || (title ? collapse(title.textContent) : '');
+          if (name) parts.push(' ' + name + ' ');
+          else svgCollect(el, parts, exclude, includeHidden);
+          return;
+        }
       }
       const block = BLOCK_TAGS.has(tag);
       if (block && !root) parts.push(' ');
@@ -252,6 +258,15 @@ ROLE_NAME_JS = r"""
         }
       }
       if (block && !root) parts.push(' ');
+    };
+    const SVG_UNDRAWN = new Set(['title', 'desc', 'metadata', 'script', 'style']);
+    const svgCollect = (el, parts, exclude, includeHidden) => {
+      for (const c of el.children) {
+        const ctag = tagOf(c);
+        if (c === exclude || SVG_UNDRAWN.has(ctag) || (!includeHidden && hiddenSelf(c))) continue;
+        if (ctag === 'text' || ctag === 'foreignobject') collect(c, parts, exclude, includeHidden, false);
+        else svgCollect(c, parts, exclude, includeHidden);
+      }
     };
     // The nodes drawn inside an element, as the observation reads a page with open shadow roots
     // (its flat tree): a host's shadow root's, a shadow root's slot's assigned ones (else its own).

@@ -616,6 +616,8 @@ def _children(el):
 
 # A tabindex that parses as an integer (HTML's rules: leading whitespace, a sign, digits; what follows ignored)
 _TABINDEX = re.compile(r"[\t\n\f\r ]*[-+]?[0-9]")
+# Inside an SVG: what draws no text (a name from content leaves them out)
+_SVG_UNDRAWN = frozenset({"title", "desc", "metadata", "script", "style"})
 _DISABLEABLE = frozenset({"button", "input", "select", "textarea", "optgroup", "option", "fieldset"})
 # What Builder.props reads besides focus: the tags it looks at and the attributes (a role, as
 # from role=, is an attribute too); an element with neither has no other property.
@@ -1214,7 +1216,13 @@ class _Builder:
             if tag == "select":
                 parts.append(" " + " ".join(_collapse(_text_content(o)) for o in self.selected_options(el)) + " ")
                 return
-            if tag == "svg":
+            if tag == "svg":  # its name (labelledby, its <title>), else the text it draws
+                title = next((c for c in _children(el) if _tag(c) == "title"), None)
+                name = self.aria_name(el) or (_collapse(_text_content(title)) if title is not None else "")
+                if name:
+                    parts.append(" " + name + " ")
+                else:
+                    self._svg_collect(el, parts, exclude, include_hidden)
                 return
         block = tag in BLOCK_TAGS
         if block and not root:
@@ -1230,6 +1238,21 @@ class _Builder:
                 parts.append(child.tail)
         if block and not root:
             parts.append(" ")
+
+    def _svg_collect(self, el, parts, exclude, include_hidden) -> None:
+        """The text an SVG element draws, for a name from content: its ``<text>`` elements' (their
+        spans too) and what a ``<foreignObject>`` holds; not a ``<title>``'s or a ``<desc>``'s, and
+        not the text between its elements, which SVG does not draw."""
+        for child in el:
+            if not isinstance(child.tag, str) or child is exclude:
+                continue
+            ctag = _tag(child)
+            if ctag in _SVG_UNDRAWN or (not include_hidden and self.hidden_self(child)):
+                continue
+            if ctag in ("text", "foreignobject"):
+                self._collect(child, parts, exclude, include_hidden)
+            else:  # (a group, a link, a shape: what they hold)
+                self._svg_collect(child, parts, exclude, include_hidden)
 
     # ---------------------------------------------------------------- properties
     def props(self, el, role: str, tag: str | None = None, a: dict | None = None) -> tuple[str | None, list]:

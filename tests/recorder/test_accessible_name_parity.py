@@ -211,7 +211,9 @@ EDGE_CASES = [
      ("button", "Reload")),
     ('<button id="t" title="Tip">Text</button>', ("button", "Text")),
     ('<h2 id="t">Results <a href="#">(edit)</a></h2>', ("heading", "Results (edit)")),
-    ('<a id="t" href="#"><svg><title>Home icon</title></svg></a>', ("link", "")),
+    # an icon link: named by its SVG's title, as Chromium names it (tests/simulator/test_axtree.py)
+    ('<a id="t" href="#"><svg><title>Home icon</title></svg></a>', ("link", "Home icon")),
+    ('<a id="t" href="#"><svg><desc>Words</desc><text>Next</text></svg></a>', ("link", "Next")),
     # roles and names from parts: legend, caption, figcaption, regions, landmarks, explicit roles
     ('<fieldset id="t"><legend>Shipping <b>address</b></legend><input></fieldset>', ("group", "Shipping address")),
     ('<table id="t"><caption>Prices</caption><tr><td>A</td><td>1</td></tr></table>', ("table", "Prices")),

@@ -855,3 +855,44 @@ def test_a_presentational_role_yields_where_chromium_makes_it_yield(browser):
         ours = [b.role(el) for el in b.doc.iter() if isinstance(el.tag, str) and el.get("role") is not None]
         assert ours == expected, list(zip(PRESENTATION_CASES, ours, expected))
     assert namer == expected, list(zip(PRESENTATION_CASES, namer, expected))
+
+
+SVG_NAME_CASES = [
+    '<a href="/a"><svg width="10" height="10"><title>Close</title><path d="M0 0L9 9"/></svg></a>',
+    '<button><svg width="10" height="10" aria-label="Menu"><path d="M0 0L9 9"/></svg></button>',
+    '<a href="/b"><svg width="10" height="10"><path d="M0 0L9 9"/></svg> Home</a>',
+    '<a href="/c"><svg width="30" height="10"><g><text x="0" y="9">Go <tspan>on</tspan></text></g></svg></a>',
+    '<button><svg width="10" height="10" role="img" aria-labelledby="l1"><path d="M0 0L9 9"/></svg></button>',
+    '<a href="/d"><svg width="30" height="10"><desc>Long words</desc><text x="0" y="9">Next</text></svg></a>',
+    '<a href="/e"><svg width="30" height="10"><text x="0" y="9" style="display:none">Gone</text></svg>Kept</a>',
+]
+
+
+def test_a_link_or_button_is_named_by_the_svg_it_holds_as_chromium_names_it(browser):
+    """An icon link's name from its content takes an SVG's name (aria-labelledby, its ``<title>``) or
+    else the text it draws (``<text>``, not ``<desc>`` nor hidden text), as Chromium's tree does
+    (``link 'Close'``, where the link was nameless to the agent); both backends and the recorder's
+    namer agree with Chromium."""
+    from webfreeze.recorder.accname import ROLE_NAME_JS
+    from webfreeze.simulator.browser import new_context
+
+    html = ("<!doctype html><html><head><title>S</title></head><body>" + "".join(SVG_NAME_CASES)
+            + '<span id="l1" hidden>Search</span></body></html>')
+    context = new_context(browser)
+    page = context.new_page()
+    try:
+        page.set_content(html)
+        nodes = context.new_cdp_session(page).send("Accessibility.getFullAXTree")["nodes"]
+        chromium = [(n["role"]["value"], n["name"]["value"].strip()) for n in nodes
+                    if not n.get("ignored") and n["role"]["value"] in ("link", "button")]
+        namer = page.evaluate("""(js) => { const f = eval(js)();
+            return [...document.querySelectorAll('body > a, body > button')].map((el) => [f.role(el), f.name(el)]); }""",
+                              ROLE_NAME_JS)
+        live, _ = rendered_tree(page)
+    finally:
+        context.close()
+    assert chromium[0] == ("link", "Close") and chromium[3] == ("link", "Go on"), chromium
+    for tree in (live, build_tree(html, "http://svg.test/")):
+        ours = [(e["role"], e["name"]) for e in tree.descriptions if e["role"] in ("link", "button")]
+        assert ours == chromium, tree.axtree_text
+    assert [tuple(x) for x in namer] == chromium

@@ -163,7 +163,7 @@ ROLE_NAME_JS = r"""
       }
       if (/^[\t\n\f\r ]*[-+]?[0-9]/.test(attr(el, 'tabindex') || '')) return true;
       const editable = attr(el, 'contenteditable');
-      return editable !== null && ['', 'true', 'plaintext-only'].includes(editable.trim().toLowerCase());
+      return editable !== null && ['', 'true', 'plaintext-only'].includes(editable.toLowerCase());
     };
     const role = (el) => {
       const tag = tagOf(el);

@@ -217,6 +217,16 @@ def open_context(browser, start: str, credentials: tuple[str, str] | None):
 # after signing in was not captured (the full browser fails such a load, the shell shows the 401).
 AUTH_REFUSED = "authentication refused (HTTP 401 with a challenge: give --http-credentials, or the right ones)"
 
+
+def auth_refused(status, headers: dict | None) -> bool:
+    """Whether a visit's answer is a refused authentication: a 401 with a challenge the browser
+    answers with credentials (Basic, Digest), or the full browser's own error for it."""
+    if isinstance(status, str):
+        return "ERR_INVALID_AUTH_CREDENTIALS" in status
+    challenge = (headers or {}).get("www-authenticate") or ""
+    return status == 401 and re.search(r"(^|[\s,])(basic|digest)\b", challenge, re.IGNORECASE) is not None
+
+
 # A document the headless shell (the crawl's browser) takes for a download and the full browser
 # shows in a page of its own: a PDF, in its viewer (the shell has no PDF viewer).
 SHOWN_BY_FULL_BROWSER = ("application/pdf", "application/x-pdf")
@@ -238,9 +248,17 @@ class FullBrowser:
     the shell's (the same credentials; the shell's cookies copied in before each visit)."""
 
     def __init__(self, pw, proxy_url: str, start: str, credentials: tuple[str, str] | None, shell_context=None):
+        from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+
         self._pw, self._proxy_url, self._start, self._credentials = pw, proxy_url, start, credentials
         self._shell_context = shell_context
         self._browser = self._context = None
+        try:  # (the executable, and whether it is another than the shell: else a PDF stays a download)
+            path = chromium_path()
+            self.distinct = path != chromium_path(shell=True)
+        except BrowserUnavailable:
+            path, self.distinct = "", False
+        self.name = os.path.basename(path)
 
     def browser(self):
         from webfreeze.simulator.browser import launch_chromium
@@ -644,12 +662,13 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                             if downloads or "Timeout" not in status:
                                 break  # (a timeout, on a loaded machine, is tried again in a new tab)
                     shown, used = page, shell_name  # (the tab that captured the page, and its browser)
-                    if downloads and not clean and shown_by_full_browser(answers.get(downloads[0].url)):
+                    if downloads and not clean and full.distinct and shown_by_full_browser(answers.get(downloads[0].url)):
                         # a PDF: the full browser shows it in its viewer; captured there (fetched again)
                         _download(downloads)  # (the shell's file, removed)
                         downloads.clear()
-                        shown, used = full.new_page(), os.path.basename(chromium_path())
                         try:
+                            shown = full.new_page()
+                            used = full.name
                             status, title, dom, shot, links, landed, fragments = _capture(shown, url, screenshots)
                         except PlaywrightError as exc:
                             title, dom, shot, links, fragments = "", None, None, [], []
@@ -665,8 +684,9 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                 progress(state["done"], url)
                             continue
                         status = f"error: {got}"
-                    if status == 401 and "www-authenticate" in (answers.get(landed or url) or {}):
+                    if auth_refused(status, answers.get(landed or url)):
                         status = f"error: {AUTH_REFUSED}"  # (the page behind it was not captured)
+                        clean = False  # (a new tab next, as after any page that failed)
                     failure = page_failure(status)
                     ended = landed or url  # (where redirects led: what failed)
                     if status == 502 and ended in proxy.recorder.upstream_failures:  # the proxy's 502, not the site's

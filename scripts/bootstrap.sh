@@ -54,8 +54,8 @@ if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv
 fi
 
-# Optional: the agent environment prefers Chromium's headless shell (the same build without the
-# browser's UI: a fresh context costs half as much) and uses chromium without it. Tried where apt
+# Optional: the agent environment, replay check and recording prefer Chromium's headless shell (the
+# same build without the browser's UI: a fresh context costs half as much) and use chromium without it. Tried where apt
 # knows the package (once more after an apt-get update); a failed try is not repeated (remove .venv/.no-headless-shell to try again)
 # and never stops the set-up.
 if [ -z "${WEBFREEZE_CHROMIUM:-}" ] && ! command -v chromium-headless-shell >/dev/null 2>&1 \
@@ -65,7 +65,7 @@ if [ -z "${WEBFREEZE_CHROMIUM:-}" ] && ! command -v chromium-headless-shell >/de
   if ! { DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium-headless-shell >"$log" 2>&1 ||
          { $sudo_cmd apt-get update -qq >"$log" 2>&1 &&
            DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq chromium-headless-shell >"$log" 2>&1; }; }; then
-    echo "bootstrap: could not install chromium-headless-shell ($(tail -n 1 "$log")); the agent environment uses chromium" >&2
+    echo "bootstrap: could not install chromium-headless-shell ($(tail -n 1 "$log")); the agent environment and recording use chromium" >&2
     touch .venv/.no-headless-shell
   fi
   rm -f "$log"

@@ -1021,7 +1021,7 @@ class _Builder:
         if _TABINDEX.match(a.get("tabindex") or ""):
             return True
         editable = a.get("contenteditable")
-        return editable is not None and editable.strip().lower() in ("", "true", "plaintext-only")
+        return editable is not None and editable.lower() in ("", "true", "plaintext-only")  # (not trimmed)
 
     def disabled(self, el, tag: str | None = None, a: dict | None = None) -> bool:
         tag, a = _given(el, tag, a)

@@ -28,10 +28,10 @@ _HINTSTYLES = {"0": "none", "1": "slight", "2": "medium", "3": "full"}
 def font_render_hinting() -> str:
     """The hinting the full browser gives web fonts (``@font-face``): fontconfig's default
     (``fc-match``'s ``hinting`` and ``hintstyle``), which it takes whatever ``--font-render-hinting``
-    says; the headless shell takes the flag instead. Both are told this, so a crawl's screenshot
-    (the full browser) and its replay in ``replay check`` (the shell) draw web fonts alike; system
-    fonts go through fontconfig in both. ``slight`` (fontconfig's own default) when it cannot be
-    asked."""
+    says; the headless shell takes the flag instead. Both are told this, so a screenshot of either
+    (an archive crawled in the full browser, before crawls ran the shell, replayed in ``replay
+    check``'s shell) draws web fonts alike; system fonts go through fontconfig in both. ``slight``
+    (fontconfig's own default) when it cannot be asked."""
     import subprocess
 
     fc_match = shutil.which("fc-match")

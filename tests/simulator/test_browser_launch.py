@@ -1,6 +1,6 @@
-"""Which Chromium runs where: the agent environment prefers Debian's headless shell (no browser UI:
-a fresh context opens no omnibox WebUI renderers), recording keeps the full browser, and
-$WEBFREEZE_CHROMIUM overrides both."""
+"""Which Chromium runs where: the agent environment, replay check and recording prefer Debian's
+headless shell (no browser UI: a fresh context opens no omnibox WebUI renderers), a PDF and a
+--headed session the full browser, and $WEBFREEZE_CHROMIUM overrides both."""
 
 from __future__ import annotations
 
@@ -207,8 +207,8 @@ def _a_font_file() -> str | None:
 
 @pytest.mark.skipif(not SHELL, reason="chromium-headless-shell is not installed")
 def test_a_web_font_renders_the_same_in_both_binaries(monkeypatch, tmp_path):
-    """A crawl captures its screenshots in the full browser and `replay check` replays them in the
-    headless shell. The full browser hints a web font (an `@font-face` one: VitePress's Inter) as
+    """An archive crawled in the full browser (as crawls were until 2026-12-05) is replayed by
+    `replay check` in the headless shell. The full browser hints a web font (an `@font-face` one: VitePress's Inter) as
     fontconfig says, ignoring `--font-render-hinting`, which the shell obeys; with `none` given, every
     glyph edge of such a page differed (replay check: pixel difference 0.004 on every page of an
     untouched VitePress site). System fonts go through fontconfig in both and always agreed."""

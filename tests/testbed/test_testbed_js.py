@@ -94,7 +94,7 @@ def test_the_page_and_its_worker_draw_on_their_own_seeded_streams(testbed):
         other, _ = env.reset(seed=7, options={"task": _task(suite)})
     finally:
         env.close()
-    names = {e["name"].split()[0]: e["name"].split() for e in obs["elements"] if e["role"] == "img" and e["name"]}
+    names = {e["name"].split()[0]: e["name"].split() for e in obs["elements"] if e["role"] == "image" and e["name"]}
     page, worker = names["page"], names["start"]
     # Date.now and performance.timeOrigin: the capture time, 1 ms more per reading; the worker's
     # clock goes on from where the page's stood when it made the worker

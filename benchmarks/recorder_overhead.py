@@ -77,7 +77,7 @@ def _pages(site_url: str) -> list[str]:
 def _load_times(pw, urls: list[str], proxy: str | None) -> list[float]:
     from webfreeze.simulator.browser import launch_chromium, new_context, track_inflight, wait_network_quiet
 
-    browser = launch_chromium(pw, proxy=proxy)
+    browser = launch_chromium(pw, proxy=proxy, shell=True)  # (what record crawl runs)
     try:
         page = new_context(browser).new_page()
         inflight = track_inflight(page)

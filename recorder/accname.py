@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from webfreeze.common.aria import ARIA_ROLE_NAMES, ARIA_ROLES, PRESENTATION_CONFLICTS
+from webfreeze.common.aria import ARIA_ROLE_NAMES, ARIA_ROLES, PRESENTATION_CONFLICTS, REQUIRED_CONTEXT
 
 # An expression whose value is a factory: ``(ROLE_NAME_JS)()`` gives ``{role(el), name(el), tables}``
 # with fresh caches (an element's CSS hiding, the page's ids), so make one per question asked of a
@@ -24,6 +24,7 @@ ROLE_NAME_JS = r"""
   const ARIA_ROLES = new Set(__ARIA_ROLES__);  // (common/aria.py's, and its renames)
   const ARIA_ROLE_NAMES = __ARIA_ROLE_NAMES__;
   const PRESENTATION_CONFLICTS = __PRESENTATION_CONFLICTS__;
+  const REQUIRED_CONTEXT = __REQUIRED_CONTEXT__;
   const INPUT_ROLES = {button: 'button', submit: 'button', reset: 'button', image: 'button', file: 'button',
     checkbox: 'checkbox', radio: 'radio', range: 'slider', number: 'spinbutton', search: 'searchbox',
     email: 'textbox', tel: 'textbox', text: 'textbox', url: 'textbox', password: 'textbox', date: 'textbox',
@@ -165,12 +166,23 @@ ROLE_NAME_JS = r"""
       const editable = attr(el, 'contenteditable');
       return editable !== null && ['', 'true', 'plaintext-only'].includes(editable.toLowerCase());
     };
+    // (axtree.py's _in_context, up the flat tree: a slot's, a shadow root's host)
+    const flatParent = (n) => n.assignedSlot || n.parentElement || (n.parentNode && n.parentNode.host) || null;
+    const inContext = (el, roles) => {
+      for (let n = flatParent(el); n; n = flatParent(n)) {
+        const r = role(n);
+        if (r !== 'generic' && r !== 'none') return roles.includes(r);
+      }
+      return false;
+    };
     const role = (el) => {
       const tag = tagOf(el);
       let explicit = words((attr(el, 'role') || '').toLowerCase()).find((w) => ARIA_ROLES.has(w));
       if (explicit === 'presentation') explicit = 'none';
       if (explicit === 'none' && (PRESENTATION_CONFLICTS.some((n) => has(el, n)) || focusable(el, tag))) explicit = null;
-      if (explicit) return ARIA_ROLE_NAMES[explicit] || explicit;
+      if (explicit) explicit = ARIA_ROLE_NAMES[explicit] || explicit;
+      if (explicit && REQUIRED_CONTEXT[explicit] && !inContext(el, REQUIRED_CONTEXT[explicit])) explicit = null;
+      if (explicit) return explicit;
       if (tag === 'a' || tag === 'area') return has(el, 'href') ? 'link' : 'generic';
       if (tag === 'input') {
         const t = inputType(el);
@@ -367,4 +379,5 @@ ROLE_NAME_JS = r"""
   };
 })()
 """.replace("__ARIA_ROLES__", json.dumps(sorted(ARIA_ROLES))).replace("__ARIA_ROLE_NAMES__", json.dumps(ARIA_ROLE_NAMES)).replace(
-    "__PRESENTATION_CONFLICTS__", json.dumps(sorted(PRESENTATION_CONFLICTS)))
+    "__PRESENTATION_CONFLICTS__", json.dumps(sorted(PRESENTATION_CONFLICTS))).replace(
+    "__REQUIRED_CONTEXT__", json.dumps(REQUIRED_CONTEXT))

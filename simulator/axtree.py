@@ -33,7 +33,7 @@ from urllib.parse import urljoin
 
 from lxml import etree
 
-from webfreeze.common.aria import PRESENTATION_CONFLICTS, explicit_role
+from webfreeze.common.aria import PRESENTATION_CONFLICTS, REQUIRED_CONTEXT, explicit_role
 from webfreeze.common.errors import WebfreezeError
 
 BID_ATTR = "data-wf-bid"
@@ -1005,6 +1005,17 @@ class _Builder:
         first = next((o for o in opts if not self.disabled(o)), None)
         return [first] if first is not None else []
 
+    def _in_context(self, el, roles: tuple) -> bool:
+        """Whether the nearest ancestor that is neither generic nor none has one of ``roles`` (the
+        container a listitem, an option or a treeitem needs: common/aria.py's REQUIRED_CONTEXT)."""
+        for anc in el.iterancestors():
+            if anc.get(FRAME_ATTR) is not None:  # (a frame's document: its context ends there)
+                return False
+            r = self.role(anc)
+            if r not in ("generic", "none"):
+                return r in roles
+        return False
+
     def focusable(self, el, tag: str | None = None, a: dict | None = None) -> bool:
         """Whether the element can take focus, as its markup says (a link, a control not disabled,
         a details' summary, a valid tabindex, contenteditable)."""
@@ -1058,7 +1069,8 @@ class _Builder:
         tag, a = _given(el, tag, a)
         explicit = explicit_role(a.get("role"))
         if explicit and not (explicit == "none" and (not PRESENTATION_CONFLICTS.isdisjoint(a)
-                                                     or self.focusable(el, tag, a))):
+                                                     or self.focusable(el, tag, a))) and \
+                (explicit not in REQUIRED_CONTEXT or self._in_context(el, REQUIRED_CONTEXT[explicit])):
             return explicit
         if tag in _PLAIN_ROLES:
             return _PLAIN_ROLES[tag]

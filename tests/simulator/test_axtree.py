@@ -905,3 +905,54 @@ def test_a_link_or_button_is_named_by_the_svg_it_holds_as_chromium_names_it(brow
         ours = [(e["role"], e["name"]) for e in tree.descriptions if e["role"] in ("link", "button")]
         assert ours == chromium, tree.axtree_text
     assert [tuple(x) for x in namer] == chromium
+
+
+CONTEXT_CASES = [
+    '<div class="t" role="listitem">alone</div>', '<div role="list"><div class="t" role="listitem">in a list</div></div>',
+    '<div role="list"><div><div class="t" role="listitem">through a div</div></div></div>',
+    '<div role="list"><section><div class="t" role="listitem">through a section</div></section></div>',
+    '<div role="list"><span role="none"><div class="t" role="listitem">through none</div></span></div>',
+    '<div role="group"><div class="t" role="listitem">in a group</div></div>',
+    '<ul><div class="t" role="listitem">in a ul</div></ul>', '<ol><li><div class="t" role="listitem">in an li</div></li></ol>',
+    '<div role="directory"><div class="t" role="listitem">in a directory</div></div>',
+    '<div class="t" role="option">loose option</div>', '<div role="listbox"><div class="t" role="option">in a listbox</div></div>',
+    '<div role="combobox"><div class="t" role="option">in a combobox</div></div>',
+    '<div role="group"><div class="t" role="option">option in a group</div></div>',
+    '<div class="t" role="treeitem">loose treeitem</div>', '<div role="tree"><div class="t" role="treeitem">in a tree</div></div>',
+    '<div role="listbox"><div class="t" role="treeitem">treeitem in a listbox</div></div>',
+    '<a class="t" href="#" role="listitem">a link</a>', '<div><li class="t">a loose li</li></div>',
+    '<div class="t" role="menuitem">loose menuitem</div>',
+]
+
+
+def test_a_listitem_option_or_treeitem_needs_its_container_as_in_chromium(browser):
+    """Chromium takes role=listitem, option and treeitem only inside their container (the nearest
+    ancestor neither generic nor none: a list, a listbox, a tree, or a group); elsewhere the element
+    keeps its own role. Both backends and the recorder's namer agree with Chromium's tree."""
+    from webfreeze.recorder.accname import ROLE_NAME_JS
+    from webfreeze.simulator.browser import new_context
+
+    html = ("<!doctype html><html><head><title>C</title></head><body>"
+            + "".join(f'<div id="c{i}">{c}</div>' for i, c in enumerate(CONTEXT_CASES)) + "</body></html>")
+    context = new_context(browser)
+    page = context.new_page()
+    try:
+        page.set_content(html)
+        cdp = context.new_cdp_session(page)
+        root = cdp.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+        chromium = []
+        for i in range(len(CONTEXT_CASES)):
+            node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": f"#c{i} .t"})["nodeId"]
+            ax = cdp.send("Accessibility.getPartialAXTree", {"nodeId": node, "fetchRelatives": False})["nodes"][0]
+            chromium.append("none" if ax.get("ignored") else ax["role"]["value"])
+        namer = page.evaluate("""(js) => { const f = eval(js)();
+            return [...document.querySelectorAll('.t')].map((el) => f.role(el)); }""", ROLE_NAME_JS)
+        live, _ = rendered_tree(page)
+    finally:
+        context.close()
+    assert chromium[0] == "generic" and chromium[1] == "listitem" and chromium[3] == "generic", chromium
+    for tree in (live, build_tree(html, "http://context.test/")):
+        b = tree.builder
+        ours = [b.role(el) for el in b.doc.iter() if isinstance(el.tag, str) and el.get("class") == "t"]
+        assert ours == chromium, list(zip(CONTEXT_CASES, ours, chromium))
+    assert namer == chromium, list(zip(CONTEXT_CASES, namer, chromium))

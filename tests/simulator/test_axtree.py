@@ -805,6 +805,20 @@ def test_role_attributes_give_the_roles_chromium_gives(browser):
     assert {name: namer[name] for name in chromium} == chromium
 
 
+def chromium_roles(context, page, selectors: list[str]) -> list[str]:
+    """The role Chromium's own accessibility tree gives the first element of each selector (``none``
+    where it leaves the element out of the tree)."""
+    cdp = context.new_cdp_session(page)
+    root = cdp.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+    roles = []
+    for selector in selectors:
+        node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+        assert node, selector
+        ax = cdp.send("Accessibility.getPartialAXTree", {"nodeId": node, "fetchRelatives": False})["nodes"][0]
+        roles.append("none" if ax.get("ignored") else ax["role"]["value"])
+    return roles
+
+
 PRESENTATION_CASES = [
     '<a href="/x" role="presentation">a link</a>', '<a role="none">no link</a>', '<button role="none">go</button>',
     '<button disabled role="none">off</button>', '<fieldset disabled><button role="none">off</button></fieldset>',
@@ -840,23 +854,16 @@ def test_a_presentational_role_yields_where_chromium_makes_it_yield(browser):
     page = context.new_page()
     try:
         page.set_content(html)
-        cdp = context.new_cdp_session(page)
-        root = cdp.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
-        chromium = {}
-        for i in range(len(PRESENTATION_CASES)):
-            node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": f"#c{i} > *"})["nodeId"]
-            if PRESENTATION_CASES[i].startswith(("<fieldset", "<details")):
-                node = cdp.send("DOM.querySelector", {"nodeId": node, "selector": "[role]"})["nodeId"]
-                assert node, PRESENTATION_CASES[i]
-            ax = cdp.send("Accessibility.getPartialAXTree", {"nodeId": node, "fetchRelatives": False})["nodes"][0]
-            chromium[i] = "none" if ax.get("ignored") else ax["role"]["value"]
+        chromium = chromium_roles(context, page, [
+            f"#c{i} [role]" if case.startswith(("<fieldset", "<details")) else f"#c{i} > *"
+            for i, case in enumerate(PRESENTATION_CASES)])
         namer = page.evaluate("""(js) => { const f = eval(js)();
             return [...document.querySelectorAll('[id^=c] [role]')].map((el) => f.role(el)); }""", ROLE_NAME_JS)
         live, _ = rendered_tree(page)
     finally:
         context.close()
     assert chromium[0] == "link" and chromium[5] == "none" and chromium[19] == "textbox", chromium
-    expected = [r for _, r in sorted(chromium.items())]
+    expected = chromium
     for tree in (live, build_tree(html, "http://roles.test/")):
         b = tree.builder
         ours = [b.role(el) for el in b.doc.iter() if isinstance(el.tag, str) and el.get("role") is not None]
@@ -938,13 +945,7 @@ def test_a_listitem_option_or_treeitem_needs_its_container_as_in_chromium(browse
     page = context.new_page()
     try:
         page.set_content(html)
-        cdp = context.new_cdp_session(page)
-        root = cdp.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
-        chromium = []
-        for i in range(len(CONTEXT_CASES)):
-            node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": f"#c{i} .t"})["nodeId"]
-            ax = cdp.send("Accessibility.getPartialAXTree", {"nodeId": node, "fetchRelatives": False})["nodes"][0]
-            chromium.append("none" if ax.get("ignored") else ax["role"]["value"])
+        chromium = chromium_roles(context, page, [f"#c{i} .t" for i in range(len(CONTEXT_CASES))])
         namer = page.evaluate("""(js) => { const f = eval(js)();
             return [...document.querySelectorAll('.t')].map((el) => f.role(el)); }""", ROLE_NAME_JS)
         live, _ = rendered_tree(page)

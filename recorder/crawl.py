@@ -578,7 +578,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    from webfreeze.simulator.browser import chromium_path, launch_chromium, track_live_timers
+    from webfreeze.simulator.browser import chromium_path, is_download, launch_chromium, track_live_timers
 
     if screenshots not in SCREENSHOTS:
         raise CrawlError(f"--screenshots {screenshots!r}: expected one of {', '.join(SCREENSHOTS)}")
@@ -654,7 +654,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                         except PlaywrightError as exc:
                             title, dom, shot, links, fragments = "", None, None, [], []
                             status = f"error: {str(exc).splitlines()[0]}"
-                            if not downloads and "Download is starting" in status:  # (its event may come later)
+                            if not downloads and is_download(status):  # (its event may come later)
                                 try:
                                     downloads.append(page.wait_for_event("download", timeout=30_000))
                                 except PlaywrightError:

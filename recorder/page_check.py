@@ -45,11 +45,6 @@ LOADED_LIMIT_MS = 5000
 
 
 
-def is_download(error: str) -> bool:
-    """Whether a navigation's error says the browser took the document for a download."""
-    return "Download is starting" in error
-
-
 def wait_loaded(page, inflight) -> None:
     """Wait until the page has loaded what it will still load (:data:`LOADED_JS`), and the network
     has been quiet since (a font or an image asked for late starts a request of its own) and its
@@ -96,7 +91,7 @@ class PageChecker:
         in request order without repeats; the load's error or None)."""
         from playwright.sync_api import Error as PlaywrightError
 
-        from webfreeze.simulator.browser import new_context, track_inflight, track_live_timers
+        from webfreeze.simulator.browser import is_download, new_context, track_inflight, track_live_timers
 
         if url in self._in_full:
             return self._in_full_browser(url, when)

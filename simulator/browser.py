@@ -116,6 +116,12 @@ def launch_failure(exc: Exception, path: str) -> str:
     return f"Chromium ({path}) did not start: {first}"
 
 
+def is_download(error: str | None) -> bool:
+    """Whether a navigation's error says the browser took the document for a download (the headless
+    shell takes a PDF so)."""
+    return error is not None and "Download is starting" in error
+
+
 def chromium_path(*, shell: bool = False) -> str:
     """The Chromium executable: $WEBFREEZE_CHROMIUM, else (with ``shell``) Debian's
     ``chromium-headless-shell`` when it is installed, else ``chromium`` on PATH.

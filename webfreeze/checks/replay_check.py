@@ -57,6 +57,7 @@ from webfreeze.replayer.replay import PortInUse
 from webfreeze.replayer.server import ReplayServer
 from webfreeze.simulator.axtree import BLOCK_TAGS
 from webfreeze.simulator.browser import (
+    is_download,
     launch_chromium,
     new_context,
     still_screenshot,
@@ -333,7 +334,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                 else:
                     loaded = _load(browser, target, placeholders, shot_mode(rec), PlaywrightError, sockets,
                                    shadow=shadow)
-                if _is_download(loaded["error"]) or (not loaded.get("html", True) and not in_shell(rec)):
+                if is_download(loaded["error"]) or (not loaded.get("html", True) and not in_shell(rec)):
                     # not an HTML document: the full browser shows it with a page of its own (the PDF
                     # viewer, the JSON and text views), as the crawl's browser did; like with like
                     # (a crawl in the headless shell took it there, but for a PDF: in_shell)
@@ -415,11 +416,6 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
         shutil.rmtree(out)
     partial.rename(out)
     return report
-
-
-def _is_download(error: str | None) -> bool:
-    """Whether a load failed because the browser took the page as a download."""
-    return error is not None and "Download is starting" in error
 
 
 def _server_socket(sockets, url: str, level: str) -> None:

@@ -175,15 +175,25 @@ ROLE_NAME_JS = r"""
       }
       return false;
     };
+    const firstRole = (el) => {  // (common/aria.py's explicit_role)
+      const word = words((attr(el, 'role') || '').toLowerCase()).find((w) => ARIA_ROLES.has(w));
+      return word === 'presentation' ? 'none' : word ? (ARIA_ROLE_NAMES[word] || word) : null;
+    };
     const role = (el) => {
       const tag = tagOf(el);
-      let explicit = words((attr(el, 'role') || '').toLowerCase()).find((w) => ARIA_ROLES.has(w));
-      if (explicit === 'presentation') explicit = 'none';
+      if (inSvg(el)) return svgRole(el) || 'generic';
+      if (tag === 'svg' && el instanceof SVGElement) {  // (axtree.py's _svg_root)
+        const r = htmlRole(el, tag);
+        return (r === 'image' && firstRole(el) !== 'image') ? (svgShows(el, false) ? 'SvgRoot' : 'image') : r;
+      }
+      return htmlRole(el, tag);
+    };
+    const htmlRole = (el, tag) => {
+      let explicit = firstRole(el);
       if (explicit === 'none' && (PRESENTATION_CONFLICTS.some((n) => has(el, n)) || focusable(el, tag))) explicit = null;
-      if (explicit) explicit = ARIA_ROLE_NAMES[explicit] || explicit;
       if (explicit && REQUIRED_CONTEXT[explicit] && !inContext(el, REQUIRED_CONTEXT[explicit])) explicit = null;
       if (explicit) return explicit;
-      if (tag === 'a' || tag === 'area') return has(el, 'href') ? 'link' : 'generic';
+      if (tag === 'a' || tag === 'area') return (has(el, 'href') || (tag === 'a' && has(el, 'xlink:href'))) ? 'link' : 'generic';
       if (tag === 'input') {
         const t = inputType(el);
         if (['text', 'search', 'email', 'tel', 'url'].includes(t) && attr(el, 'list')) return 'combobox';
@@ -204,6 +214,73 @@ ROLE_NAME_JS = r"""
         return tag === 'header' ? 'banner' : 'contentinfo';
       }
       return Object.prototype.hasOwnProperty.call(TAG_ROLES, tag) ? TAG_ROLES[tag] : 'generic';
+    };
+
+    // ---- inside an SVG (axtree.py's _svg_into, svg_role, svg_name)
+    const SVG_SHAPES = new Set(['rect', 'circle', 'ellipse', 'line', 'polyline', 'polygon', 'path', 'image']);
+    const SVG_INCLUDING = ['aria-label', 'aria-labelledby', 'onclick', 'onmousedown', 'onmouseup'];
+    const SVG_TEXT = new Set(['text', 'tspan', 'textpath']);
+    // an element of an SVG below its outermost <svg> (not the HTML of a foreignObject)
+    const inSvg = (el) => el instanceof SVGElement && !(tagOf(el) === 'svg' && !(el.parentElement instanceof SVGElement));
+    const svgRole = (el) => {  // null: a shape that shows nothing (no node)
+      const tag = tagOf(el);
+      if (has(el, 'role')) {
+        const r = htmlRole(el, tag);
+        if (r === firstRole(el)) return r;
+      }
+      if (tag === 'a') return (has(el, 'href') || has(el, 'xlink:href')) ? 'link' : 'generic';
+      if (SVG_SHAPES.has(tag) || tag === 'g') {
+        const included = SVG_INCLUDING.some((n) => has(el, n)) || /^[\t\n\f\r ]*[-+]?[0-9]/.test(attr(el, 'tabindex') || '') ||
+          [...el.children].some((c) => tagOf(c) === 'title' || tagOf(c) === 'desc');
+        if (!included) return tag === 'g' ? 'generic' : null;
+        return tag === 'g' ? 'group' : tag === 'image' ? 'image' : 'graphics-symbol';
+      }
+      return 'generic';
+    };
+    const svgSkipped = (el) => SVG_UNDRAWN.has(tagOf(el)) || hiddenSelf(el);
+    // whether what an SVG element holds shows in the tree (text drawn, a node neither generic nor none)
+    const svgShows = (el, inText) => {
+      for (const c of el.childNodes) {
+        if (c.nodeType === Node.TEXT_NODE || c.nodeType === Node.CDATA_SECTION_NODE) {
+          if (inText && strip(c.data)) return true;
+          continue;
+        }
+        if (c.nodeType !== Node.ELEMENT_NODE || svgSkipped(c)) continue;
+        const r = svgRole(c);
+        if (r === null) continue;
+        if (r !== 'generic' && r !== 'none') return true;
+        const ctag = tagOf(c);
+        if (ctag === 'foreignobject' ? htmlShows(c) : svgShows(c, inText || SVG_TEXT.has(ctag))) return true;
+      }
+      return false;
+    };
+    const htmlShows = (el) => {
+      for (const c of drawnNodes(el)) {
+        if (c.nodeType === Node.TEXT_NODE || c.nodeType === Node.CDATA_SECTION_NODE) {
+          if (strip(c.data)) return true;
+          continue;
+        }
+        if (c.nodeType !== Node.ELEMENT_NODE || hiddenSelf(c)) continue;
+        const r = role(c);
+        if ((r !== 'generic' && r !== 'none') || htmlShows(c)) return true;
+      }
+      return false;
+    };
+    const inSvgText = (el) => {
+      for (let n = el.parentElement; n && inSvg(n); n = n.parentElement) if (SVG_TEXT.has(tagOf(n))) return true;
+      return false;
+    };
+    const svgName = (el, r) => {
+      let name = ariaName(el);
+      if (!name && NAME_FROM_CONTENT.has(r)) {
+        if (inSvgText(el)) name = contentText(el);
+        else { const parts = []; svgCollect(el, parts, null, false); name = collapse(parts.join('')); }
+      }
+      if (!name) {
+        const title = firstChild(el, 'title');
+        name = title ? collapse(title.textContent) : '';
+      }
+      return name;
     };
 
     // ---- text: what an element's content says (hidden parts left out unless asked for)
@@ -373,7 +450,8 @@ ROLE_NAME_JS = r"""
     };
     const name = (el) => {
       const r = role(el);
-      return (r === 'none' || r === 'generic') ? '' : nameOf(el, r);
+      if (r === 'none' || r === 'generic') return '';
+      return inSvg(el) ? svgName(el, r) : nameOf(el, r);
     };
     return {role, name, tables};
   };

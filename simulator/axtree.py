@@ -618,6 +618,11 @@ def _children(el):
 _TABINDEX = re.compile(r"[\t\n\f\r ]*[-+]?[0-9]")
 # Inside an SVG: what draws no text (a name from content leaves them out)
 _SVG_UNDRAWN = frozenset({"title", "desc", "metadata", "script", "style"})
+# Shapes, which get a node only when something makes them accessible (Builder.svg_role): a child
+# <title> or <desc>, one of these attributes or a tabindex; <text> and its parts, which draw text.
+_SVG_SHAPES = frozenset({"rect", "circle", "ellipse", "line", "polyline", "polygon", "path", "image"})
+_SVG_INCLUDING = frozenset({"aria-label", "aria-labelledby", "onclick", "onmousedown", "onmouseup"})
+_SVG_TEXT = frozenset({"text", "tspan", "textpath"})
 _DISABLEABLE = frozenset({"button", "input", "select", "textarea", "optgroup", "option", "fieldset"})
 # What Builder.props reads besides focus: the tags it looks at and the attributes (a role, as
 # from role=, is an attribute too); an element with neither has no other property.
@@ -626,7 +631,7 @@ _PROP_TAGS = frozenset({"input", "select", "textarea", "button", "optgroup", "op
 _PROP_ATTRS = frozenset({"role", "aria-disabled", "disabled", "list", "aria-haspopup", "aria-level", "multiple",
                          "aria-orientation", "readonly", "required", "aria-required", "aria-valuemin",
                          "aria-valuemax", "min", "max", "type", "aria-checked", "aria-expanded", "aria-pressed",
-                         "aria-selected", "href"})
+                         "aria-selected", "href", "xlink:href"})
 _HREF_ONLY = frozenset({"href"})
 _CLICKABLE_TAGS = frozenset({"button", "select", "textarea", "summary", "label", "option"})
 # Builder.name: the tags named by more than aria-label(ledby), content and title, and those attributes.
@@ -1020,7 +1025,7 @@ class _Builder:
         """Whether the element can take focus, as its markup says (a link, a control not disabled,
         a details' summary, a valid tabindex, contenteditable)."""
         tag, a = _given(el, tag, a)
-        if tag in ("a", "area") and "href" in a:
+        if tag in ("a", "area") and ("href" in a or (tag == "a" and "xlink:href" in a)):
             return True
         if tag in ("button", "select", "textarea") or (tag == "input" and _input_type(a.get("type")) != "hidden"):
             return not self.natively_disabled(el, tag, a)
@@ -1075,7 +1080,7 @@ class _Builder:
         if tag in _PLAIN_ROLES:
             return _PLAIN_ROLES[tag]
         if tag == "a" or tag == "area":
-            return "link" if "href" in a else "generic"
+            return "link" if "href" in a or (tag == "a" and "xlink:href" in a) else "generic"
         if tag == "input":
             t = _input_type(a.get("type"))
             if t in ("text", "search", "email", "tel", "url") and a.get("list"):
@@ -1330,8 +1335,9 @@ class _Builder:
             props.append(("selected", selected))
         elif a.get("aria-selected") is not None:
             props.append(("selected", a.get("aria-selected").strip().lower() == "true"))
-        if role == "link" and a.get("href") is not None:
-            props.append(("url", self.absolute(a.get("href"))))
+        href = a.get("href", a.get("xlink:href"))  # (an SVG link's may be an xlink:href)
+        if role == "link" and href is not None:
+            props.append(("url", self.absolute(href)))
         # the node value
         if tag == "input" and _input_type(a.get("type")) not in ("checkbox", "radio", "submit", "reset", "button",
                                                           "image", "file", "hidden"):
@@ -1451,6 +1457,24 @@ class _Builder:
         else:
             value, props = self.props(el, role, tag, a)
             node = _Node(role, name, self.bid_of.get(el), value, props)
+        css, xp, summary = self._place(el, node, tag, a, parent_css, parent_xp, n, same_tag)
+        nodes.append(node)
+        if tag in FRAME_TAGS:
+            self._frame_into(el, node)
+        elif tag == "svg":
+            self._svg_root(el, node, a, css, xp, summary)
+        elif not leaf:
+            self._children_into(el, tag, preformatted or tag in _PREFORMATTED, node.children, css, xp)
+        elif tag not in _NO_CONTENT:
+            text = el.text
+            if text and text.strip():
+                node.children.append(text.strip() if preformatted or tag in _PREFORMATTED else _collapse(text))
+
+
+    def _place(self, el, node: _Node, tag: str, a: dict, parent_css: str, parent_xp: str, n: int,
+               same_tag: int) -> tuple[str, str, dict | None]:
+        """Record ``el``'s node: (its css path, its xpath, the observation's element entry or None
+        when it has no bid)."""
         ident = a.get("id")
         if ident and SCOPE_ATTR not in a:  # (a shadow root's id is unique in that root alone)
             css = "#" + css_escape(ident)
@@ -1462,6 +1486,7 @@ class _Builder:
             summary = None
         else:
             # the observation's element entry (Tree.summaries), made while everything is at hand
+            role = node.role
             if role in CLICKABLE_ROLES or tag in _CLICKABLE_TAGS:
                 clickable = True
             elif a:
@@ -1469,20 +1494,109 @@ class _Builder:
             else:
                 clickable = tag == "input"  # (_clickable with no attributes)
             g = self.geometry.get(bid) if self.geometry else None
-            summary = {"bid": bid, "role": role, "name": name, "tag": tag, "css": css,
+            summary = {"bid": bid, "role": role, "name": node.name, "tag": tag, "css": css,
                        "bbox": [g[0], g[1], g[2], g[3]] if g is not None else None,
                        "visible": bool(g[4]) if g is not None and len(g) > 4 else True, "clickable": clickable}
         self.records.append((el, node, tag, a, css, xp, summary))
-        nodes.append(node)
-        if tag in FRAME_TAGS:
-            self._frame_into(el, node)
-        elif not leaf:
-            self._children_into(el, tag, preformatted or tag in _PREFORMATTED, node.children, css, xp)
-        elif tag not in _NO_CONTENT:
+        return css, xp, summary
+
+    # ---------------------------------------------------------------- SVG
+    def _svg_root(self, el, node: _Node, a: dict, css: str, xp: str, summary: dict | None) -> None:
+        """An ``<svg>`` of the page and what it holds, by SVG's rules (:meth:`_svg_into`). With no
+        role attribute it is, as in Chromium's tree, an ``SvgRoot`` when it shows something (text it
+        draws, a link, a titled or focusable shape or group, a foreignObject's content) and else an
+        ``image`` with nothing inside (an icon); ``role="img"`` keeps what it shows below it."""
+        mark = len(self.records)
+        self._svg_into(el, node.children, css, xp, False)
+        if node.role == "image" and explicit_role(a.get("role")) != "image":
+            if _shows(node.children):
+                node.role = "SvgRoot"
+                if summary is not None:
+                    summary["role"] = "SvgRoot"
+            else:
+                node.children.clear()
+                del self.records[mark:]
+
+    def _svg_into(self, el, nodes: list, css: str, xp: str, in_text: bool) -> None:
+        """Append the nodes of an SVG element's children to ``nodes``: text only where SVG draws it
+        (``in_text``: inside a ``<text>``), each text node one ``StaticText``."""
+        children = list(el)
+        totals: dict = {}
+        for child in children:
+            t = child.tag
+            if type(t) is str:
+                totals[t] = totals.get(t, 0) + 1
+        seen: dict = {}
+        if in_text:
             text = el.text
             if text and text.strip():
-                node.children.append(text.strip() if preformatted or tag in _PREFORMATTED else _collapse(text))
+                nodes.append(_collapse(text))
+        for child in children:
+            ctag = child.tag
+            if type(ctag) is str:
+                n = seen[ctag] = seen.get(ctag, 0) + 1
+                self._svg_element(child, ctag, nodes, css, xp, n, totals[ctag], in_text)
+            if in_text:
+                text = child.tail
+                if text and text.strip():
+                    nodes.append(_collapse(text))
 
+    def _svg_element(self, el, tag: str, nodes: list, parent_css: str, parent_xp: str, n: int, same_tag: int,
+                     in_text: bool) -> None:
+        """The node of an element inside an SVG (none for what SVG does not draw, for a hidden
+        element, and for a shape that shows nothing)."""
+        a = dict(el.items())
+        if tag in _SVG_UNDRAWN or (a and _svg_hidden(a)):
+            return
+        role = self.svg_role(el, tag, a)
+        if role is None:
+            return
+        name = "" if role in ("generic", "none") else self.svg_name(el, role, a, in_text)
+        value, props = self.props(el, role, tag, a)
+        node = _Node(role, name, self.bid_of.get(el), value, props)
+        css, xp, _ = self._place(el, node, tag, a, parent_css, parent_xp, n, same_tag)
+        nodes.append(node)
+        if tag == "foreignobject":  # (HTML inside)
+            self._children_into(el, tag, False, node.children, css, xp)
+        else:
+            self._svg_into(el, node.children, css, xp, in_text or tag in _SVG_TEXT)
+
+    def svg_role(self, el, tag: str | None = None, a: dict | None = None) -> str | None:
+        """The role of an element inside an SVG, as Chromium gives it: its role attribute's (see
+        :meth:`role`); a link for an ``<a>`` with an href; a ``graphics-symbol`` for a shape (an
+        ``image`` for ``<image>``) and a ``group`` for a ``<g>`` when it has a ``<title>`` or
+        ``<desc>``, an aria-label(ledby), a tabindex or a click handler attribute, else a shape
+        gets no node (None) and a group is generic; every other element is generic."""
+        tag, a = _given(el, tag, a)
+        if a and "role" in a:
+            role = self.role(el, tag, a)
+            if role == explicit_role(a["role"]):
+                return role
+        if tag == "a":
+            return "link" if "href" in a or "xlink:href" in a else "generic"
+        if tag in _SVG_SHAPES or tag == "g":
+            if not ((a and (not _SVG_INCLUDING.isdisjoint(a) or _TABINDEX.match(a.get("tabindex") or "")))
+                    or any(_tag(c) in ("title", "desc") for c in el)):
+                return None if tag != "g" else "generic"
+            return "group" if tag == "g" else "image" if tag == "image" else "graphics-symbol"
+        return "generic"
+
+    def svg_name(self, el, role: str, a: dict, in_text: bool = False) -> str:
+        """An SVG element's name: aria-labelledby or aria-label, else (for a link, a button, ...:
+        NAME_FROM_CONTENT) the text it draws (all of its text inside a ``<text>``: ``in_text``),
+        else its ``<title>``."""
+        name = self.aria_name(el, a)
+        if not name and role in NAME_FROM_CONTENT:
+            if in_text:
+                name = self.content_text(el)
+            else:
+                parts: list = []
+                self._svg_collect(el, parts, None, False)
+                name = _collapse("".join(parts))
+        if not name:
+            title = next((c for c in el if _tag(c) == "title"), None)
+            name = _collapse(_text_content(title)) if title is not None else ""
+        return name
 
     def _frame_into(self, el, node: _Node) -> None:
         """The frame element's document (grafted by build_tree's ``frames``) as its node's child, a
@@ -1632,6 +1746,32 @@ def _node_line(node: _Node, attrs: list) -> str:
     if attrs:
         line += ", " + ", ".join(attrs)
     return line
+
+
+def _svg_hidden(a: dict) -> bool:
+    """An SVG element hidden by its own attributes: the observation script's mark, aria-hidden, a
+    style or a presentation attribute (``display``, ``visibility``) that hides it."""
+    if HIDDEN_ATTR in a:
+        return True
+    v = a.get("aria-hidden")
+    if v is not None and v.strip().lower() == "true":
+        return True
+    if (a.get("display") or "").strip().lower() == "none" or \
+            (a.get("visibility") or "").strip().lower() in ("hidden", "collapse"):
+        return True
+    v = a.get("style")
+    if v:
+        style = v.lower().replace(" ", "")
+        return "display:none" in style or "visibility:hidden" in style or "visibility:collapse" in style
+    return False
+
+
+def _shows(children: list) -> bool:
+    """Whether these nodes show anything in the tree: text, or a node neither generic nor none."""
+    for child in children:
+        if type(child) is str or child.role not in ("generic", "none") or _shows(child.children):
+            return True
+    return False
 
 
 def _render_plain(node: _Node, depth: int, lines: list, ignored: frozenset) -> None:

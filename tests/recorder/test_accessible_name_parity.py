@@ -214,6 +214,16 @@ EDGE_CASES = [
     # an icon link: named by its SVG's title, as Chromium names it (tests/simulator/test_axtree.py)
     ('<a id="t" href="#"><svg><title>Home icon</title></svg></a>', ("link", "Home icon")),
     ('<a id="t" href="#"><svg><desc>Words</desc><text>Next</text></svg></a>', ("link", "Next")),
+    # an SVG's own content: what it draws is in the tree (an SvgRoot), else it is an image
+    ('<svg id="t" aria-label="Chart"><g><text>Jan</text><text>Feb</text></g></svg>', ("SvgRoot", "Chart")),
+    ('<svg id="t"><title>Logo</title><g><path d="M0 0"/></g></svg>', ("image", "Logo")),
+    ('<svg><g id="t"><title>Series A</title><rect width="5" height="5"/></g></svg>', ("group", "Series A")),
+    ('<svg><a id="t" xlink:href="/n"><desc>d</desc><text>Next <tspan>page</tspan></text></a></svg>',
+     ("link", "Next page")),
+    ('<svg><text>Go <a id="t" href="/g">there</a></text></svg>', ("link", "there")),
+    ('<svg><circle id="t" r="4" tabindex="0"><title>Point 3</title></circle></svg>', ("graphics-symbol", "Point 3")),
+    ('<svg><foreignObject width="50" height="20"><button id="t">In HTML</button></foreignObject></svg>',
+     ("button", "In HTML")),
     # roles and names from parts: legend, caption, figcaption, regions, landmarks, explicit roles
     ('<fieldset id="t"><legend>Shipping <b>address</b></legend><input></fieldset>', ("group", "Shipping address")),
     ('<table id="t"><caption>Prices</caption><tr><td>A</td><td>1</td></tr></table>', ("table", "Prices")),

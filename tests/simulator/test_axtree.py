@@ -957,3 +957,75 @@ def test_a_listitem_option_or_treeitem_needs_its_container_as_in_chromium(browse
         ours = [b.role(el) for el in b.doc.iter() if isinstance(el.tag, str) and el.get("class") == "t"]
         assert ours == chromium, list(zip(CONTEXT_CASES, ours, chromium))
     assert namer == chromium, list(zip(CONTEXT_CASES, namer, chromium))
+
+
+# SVG content as Chromium's tree shows it (measured on Chromium 156): what an <svg> draws is in the
+# tree, and an <svg> that draws nothing accessible is an image with nothing inside.
+SVG_TREE_CASES = [
+    '<svg width="90" height="40"><rect width="10" height="10"/></svg>',  # an icon: image
+    '<svg width="90" height="40"><title>Sales</title><path d="M0 0L9 9"/></svg>',  # named by its title
+    '<svg width="90" height="40"><title>Rain</title><g class="xtick"><text x="0" y="20">Jan</text></g>'
+    '<g class="xtick"><text x="30" y="20">Feb <tspan>mid</tspan> end</text></g></svg>',  # axis ticks
+    '<svg width="90" height="40" aria-label="Legend"><g><title>Series A</title><rect width="5" height="5"/></g>'
+    '<g><desc>d</desc><rect width="5" height="5"/></g><g aria-label=""><text y="9">in g</text></g></svg>',
+    '<svg width="90" height="40"><a href="/x"><text x="0" y="20">linked</text></a>'
+    '<a xlink:href="/xl"><title>T</title><rect width="9" height="9"/></a><a><text y="9">no href</text></a></svg>',
+    '<svg width="90" height="40"><text y="9">x<a href="/q">in text</a>y</text></svg>',
+    '<svg width="90" height="40"><rect width="9" height="9"><title>Bar A</title></rect>'
+    '<rect width="9" height="9" aria-label="Bar B"/><circle r="3" tabindex="0"/><rect width="9" height="9" onclick="1"/>'
+    '<rect width="9" height="9" role="button" aria-label="Go"/><rect width="9" height="9" role="none" aria-label="X"/>'
+    '<image href="x.png" width="9" height="9"><title>Pic</title></image><image href="y.png" width="9" height="9"/></svg>',
+    '<svg width="90" height="40"><foreignObject width="90" height="30"><div>FO text <button>Btn</button></div>'
+    '</foreignObject></svg>',
+    '<svg width="90" height="40"><foreignObject width="90" height="30"><div></div></foreignObject></svg>',
+    '<svg width="90" height="40" role="img" aria-label="Pic"><text x="0" y="20">inside img</text></svg>',
+    '<svg width="90" height="40" role="presentation"><text x="0" y="20">pres</text></svg>',
+    '<svg width="90" height="40"><text y="20">   </text><desc>d</desc>loose text</svg>',
+    '<svg width="90" height="40"><text y="9" display="none">a</text><text y="9" visibility="hidden">b</text>'
+    '<text y="9" aria-hidden="true">c</text><text y="9" style="display:none">d</text></svg>',
+    '<svg width="90" height="40"><g role="list"><g role="listitem"><text y="9">one</text></g></g>'
+    '<svg><text y="20">nested</text></svg><clipPath id="c"><text y="9">clip</text></clipPath></svg>',
+    '<p>Before <svg width="40" height="10"><text y="9">mid</text></svg> after</p>',
+    '<button><svg width="10" height="10"><text y="9">X</text></svg></button>',
+]
+
+
+def test_an_svg_shows_what_chromium_s_tree_shows(browser):
+    """A chart's axis labels, legend and title are in Chromium's tree, so in BrowserGym's observation:
+    an ``<svg>`` that draws text, a link, a titled, labelled or focusable shape or group, or a
+    foreignObject's content is an ``SvgRoot`` holding them (each text node of a ``<text>`` one
+    StaticText), and one that draws nothing of the kind an ``image`` with nothing inside. Both
+    backends' trees are BrowserGym's flattening of Chromium's own, but for the ids; the recorder's
+    namer names every element shown as the tree does."""
+    obs_utils = pytest.importorskip("browsergym.utils.obs", reason="browsergym-core is not installed")
+    from webfreeze.recorder.accname import ROLE_NAME_JS
+    from webfreeze.simulator.browser import new_context
+
+    html = ("<!doctype html><html><head><title>S</title></head><body>"
+            + "".join(f"<div>{c}</div>" for c in SVG_TREE_CASES) + "</body></html>")
+    url = "http://svg.test/page"
+    context = new_context(browser)
+    page = context.new_page()
+    try:
+        page.route(url, lambda route, _request: route.fulfill(body=html, content_type="text/html"))
+        page.goto(url)
+        nodes = context.new_cdp_session(page).send("Accessibility.getFullAXTree")
+        chromium = obs_utils.flatten_axtree_to_str(nodes)
+        live, _ = rendered_tree(page)
+        namer = page.evaluate("""(js) => { const f = eval(js)(); const out = {};
+            for (const el of document.querySelectorAll('[data-wf-bid]')) out[el.getAttribute('data-wf-bid')] = [f.role(el), f.name(el)];
+            return out; }""", ROLE_NAME_JS)
+    finally:
+        context.close()
+
+    def unnumbered(text: str) -> str:
+        return "\n".join(re.sub(r"^(\s*)\[[^\]]*\] ", r"\1", line) for line in text.splitlines()
+                         if "InlineTextBox" not in line)
+
+    theirs = unnumbered(chromium)
+    assert "SvgRoot 'Rain'" in theirs and "graphics-symbol 'Bar A'" in theirs and "group 'Series A'" in theirs, theirs
+    for tree in (live, build_tree(html, url)):
+        assert unnumbered(tree.axtree_text) == theirs
+    shown = [(e["role"], e["name"]) for e in live.summaries()]
+    assert [tuple(namer[e["bid"]]) for e in live.summaries()] == shown
+    assert ("SvgRoot", "Rain") in shown and ("link", "in text") in shown and ("image", "") in shown

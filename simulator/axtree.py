@@ -28,7 +28,9 @@ from __future__ import annotations
 import copy as copy_module
 import functools
 import json
+import math
 import re
+import struct
 from urllib.parse import urljoin
 
 from lxml import etree
@@ -627,11 +629,12 @@ _DISABLEABLE = frozenset({"button", "input", "select", "textarea", "optgroup", "
 # What Builder.props reads besides focus: the tags it looks at and the attributes (a role, as
 # from role=, is an attribute too); an element with neither has no other property.
 _PROP_TAGS = frozenset({"input", "select", "textarea", "button", "optgroup", "option", "fieldset", "summary", "hr",
-                        "h1", "h2", "h3", "h4", "h5", "h6"})
+                        "h1", "h2", "h3", "h4", "h5", "h6", "dialog", "progress", "meter"})
 _PROP_ATTRS = frozenset({"role", "aria-disabled", "disabled", "list", "aria-haspopup", "aria-level", "multiple",
                          "aria-orientation", "readonly", "required", "aria-required", "aria-valuemin",
                          "aria-valuemax", "min", "max", "type", "aria-checked", "aria-expanded", "aria-pressed",
-                         "aria-selected", "href", "xlink:href"})
+                         "aria-selected", "href", "xlink:href", "aria-live", "aria-modal",
+                         "aria-autocomplete", "aria-busy"})
 _HREF_ONLY = frozenset({"href"})
 _CLICKABLE_TAGS = frozenset({"button", "select", "textarea", "summary", "label", "option"})
 # Builder.name: the tags named by more than aria-label(ledby), content and title, and those attributes.
@@ -1283,23 +1286,34 @@ class _Builder:
             return value, props  # nothing below applies (the usual div, span, li, p, td, ...)
         if self.disabled(el, tag, a):
             props.append(("disabled", True))
-        if role == "combobox" and tag == "input" and a.get("list"):
+        if (a.get("aria-busy") or "").strip().lower() == "true":
+            props.append(("busy", 1))  # (so Chromium's tree gives it)
+        autocomplete = (a.get("aria-autocomplete") or "").strip().lower()
+        if autocomplete in ("inline", "list", "both"):
+            props.append(("autocomplete", autocomplete))
+        elif role == "combobox" and tag == "input" and a.get("list"):
             props.append(("autocomplete", "list"))
         popup = (a.get("aria-haspopup") or "").strip().lower()
         if tag == "select" and role == "combobox":
             props.append(("hasPopup", "menu"))
         elif popup and popup != "false":
             props.append(("hasPopup", "menu" if popup == "true" else popup))
+        elif role == "combobox":  # (a combobox's popup is a listbox unless it says otherwise)
+            props.append(("hasPopup", "listbox"))
         if role == "heading":
             level = a.get("aria-level") if a.get("role") else None
             if tag in ("h1", "h2", "h3", "h4", "h5", "h6") and not level:
                 level = tag[1]
             if level and level.strip().isdigit():
                 props.append(("level", int(level)))
-        if role == "listbox" and a.get("multiple") is not None:
-            props.append(("multiselectable", True))
-        if role == "separator":
-            props.append(("orientation", (a.get("aria-orientation") or "horizontal").lower()))
+        if role in _MULTISELECTABLE_ROLES:
+            multiple = a.get("multiple") is not None if tag == "select" else \
+                (a.get("aria-multiselectable") or "").strip().lower() == "true"
+            props.append(("multiselectable", multiple))
+        orientation = _ORIENTATIONS.get(role)
+        if orientation is not None:
+            given = (a.get("aria-orientation") or "").strip().lower()
+            props.append(("orientation", given if given in ("horizontal", "vertical") else orientation))
         if role in ("textbox", "searchbox") and tag == "textarea":
             props.append(("multiline", True))
         if a.get("readonly") is not None and tag in ("input", "textarea"):
@@ -1307,7 +1321,13 @@ class _Builder:
         if (a.get("required") is not None and tag in ("input", "select", "textarea")) or \
                 (a.get("aria-required") or "").lower() == "true":
             props.append(("required", True))
-        if role in ("slider", "spinbutton", "progressbar", "meter"):
+        aria_range = role in _RANGE_ROLES and tag not in ("input", "progress", "meter") and \
+            (role != "separator" or self.focusable(el, tag, a))
+        if aria_range:  # an ARIA widget's values, with Chromium's defaults
+            value = _aria_range(role, a, props)
+        elif tag in ("progress", "meter") or (tag == "input" and role == "slider"):
+            value = self._native_range(el, tag, a, props)
+        elif role in ("slider", "spinbutton", "progressbar", "meter"):
             for attr, pname in (("min", "valuemin"), ("max", "valuemax")):
                 raw = a.get("aria-" + pname) or a.get(attr)
                 num = _number(raw)
@@ -1315,8 +1335,13 @@ class _Builder:
                     props.append((pname, num))
         if tag == "input" and _input_type(a.get("type")) in ("checkbox", "radio"):
             props.append(("checked", "true" if self.checked(el) else "false"))
-        elif a.get("aria-checked") is not None and role in ("checkbox", "radio", "switch", "menuitemcheckbox",
-                                                            "menuitemradio", "treeitem", "option"):
+        elif role in ("checkbox", "radio", "switch", "menuitemcheckbox", "menuitemradio"):
+            # (Chromium's reading of aria-checked: absent, empty, false or undefined is false; mixed
+            # only where the role allows it; any other word true)
+            v = (a.get("aria-checked") or "").strip().lower()
+            props.append(("checked", "false" if v in ("", "false", "undefined") else "true" if v != "mixed" else
+                          "mixed" if role in ("checkbox", "menuitemcheckbox") else "false"))
+        elif a.get("aria-checked") is not None and role in ("treeitem", "option"):
             v = a.get("aria-checked").strip().lower()
             props.append(("checked", v if v in ("true", "false", "mixed") else "false"))
         if tag == "select" and role == "combobox":
@@ -1335,21 +1360,90 @@ class _Builder:
             props.append(("selected", selected))
         elif a.get("aria-selected") is not None:
             props.append(("selected", a.get("aria-selected").strip().lower() == "true"))
+        elif role in ("treeitem", "option") and self._selection_follows_focus(el):
+            props.append(("selected", False))
+        if role in ("dialog", "alertdialog"):
+            props.append(("modal", (a.get("aria-modal") or "").strip().lower() == "true"))
+        live = (a.get("aria-live") or "").strip().lower()
+        live = live if live in ("polite", "assertive") else _LIVE_ROLES.get(role) if "aria-live" not in a else None
+        if live:  # a live region (its role's, or aria-live's)
+            props.append(("live", live))
+            atomic = a.get("aria-atomic")
+            if atomic.strip().lower() == "true" if atomic is not None else role in ("alert", "status"):
+                props.append(("atomic", True))
+            props.append(("relevant", _collapse(a.get("aria-relevant") or "") or "additions text"))
         href = a.get("href", a.get("xlink:href"))  # (an SVG link's may be an xlink:href)
         if role == "link" and href is not None:
             props.append(("url", self.absolute(href)))
         # the node value
-        if tag == "input" and _input_type(a.get("type")) not in ("checkbox", "radio", "submit", "reset", "button",
-                                                          "image", "file", "hidden"):
+        if tag == "input" and role == "slider":
+            pass  # (its value: _native_range)
+        elif tag == "input" and _input_type(a.get("type")) not in ("checkbox", "radio", "submit", "reset", "button",
+                                                            "image", "file", "hidden"):
             value = self.value_of(el) or None
             if value and _input_type(a.get("type")) == "password":
                 value = PASSWORD_MASK * len(value)  # (as Chromium's tree gives it: never the password)
         elif tag == "textarea":
             value = self.value_of(el) or None
+        elif role in ("textbox", "searchbox") and tag != "input":  # (an ARIA textbox: its text)
+            value = self.content_text(el) or None
         elif tag == "select" and role == "combobox":
             chosen = self.selected_options(el)
             value = _collapse(_text_content(chosen[0])) if chosen else None
         return value, props
+
+    def _selection_follows_focus(self, el) -> bool:
+        """Whether an option or treeitem with no aria-selected is unselected in Chromium's tree (it
+        says nothing otherwise): in a single-selection listbox or tree (the nearest such ancestor)
+        where no item says aria-selected, the selected one is the focused one."""
+        for anc in el.iterancestors():
+            if anc.get(FRAME_ATTR) is not None:
+                return False
+            if self.role(anc) in ("listbox", "tree", "treegrid"):
+                return (anc.get("aria-multiselectable") or "").strip().lower() != "true" and \
+                    not anc.xpath(".//*[@aria-selected]")
+        return False
+
+    def _native_range(self, el, tag: str, a: dict, props: list):
+        """A range input's, ``<progress>``'s or ``<meter>``'s value (the node's), with valuemin,
+        valuemax and valuetext appended to ``props``, as HTML's rules make them and Chromium's tree
+        gives them: a range input's value held between its minimum and maximum (0 and 100 unless
+        said, a maximum below the minimum taken as the minimum) and on its step (the middle when it
+        has none), its valuetext that number; a progress bar's between 0 and its maximum (1 unless a
+        positive one is said), none when it has no value (indeterminate); a meter's between its
+        minimum and maximum (0 and 1 unless said)."""
+        if tag == "progress":
+            high = _number(a.get("max"))
+            high = high if high is not None and high > 0 else 1
+            now = _number(a.get("value"))
+            now = None if now is None else min(max(now, 0), high)
+            props.extend((("valuemin", 0), ("valuemax", _float32(high)), ("valuetext", "")))
+            return None if now is None else _float32(now)
+        low, high = _number(a.get("min")), _number(a.get("max"))
+        if tag == "meter":
+            low = 0 if low is None else low
+            high = max(low, 1 if high is None else high)
+            now = _number(a.get("value"))
+            now = min(max(0 if now is None else now, low), high)
+            props.extend((("valuemin", _float32(low)), ("valuemax", _float32(high)), ("valuetext", "")))
+            return _float32(now)
+        low = 0 if low is None else low
+        high = max(low, 100 if high is None else high)
+        raw = self.value_of(el)
+        now = _number(raw) if raw else None
+        step_raw = (a.get("step") or "").strip().lower()
+        step = None if step_raw == "any" else _number(step_raw)
+        step = 1 if step is None or step <= 0 else step
+        if now is None:
+            now = low + (high - low) / 2
+        now = min(max(now, low), high)
+        if step_raw != "any":  # (to the nearest step from the minimum, the higher one on a tie)
+            now = low + math.floor((now - low) / step + 0.5) * step
+            if now > high:
+                now -= step
+        now = _float32(now)
+        props.extend((("valuemin", _float32(low)), ("valuemax", _float32(high)), ("valuetext", str(now))))
+        return now
 
     def absolute(self, href: str) -> str:
         href = href.strip()
@@ -1399,8 +1493,10 @@ class _Builder:
                         n = seen[ctag] = seen.get(ctag, 0) + 1
                         self._element(child, ctag, el, tag, preformatted, nodes, css, xp, n, totals[ctag])
             return
+        # (a closed details shows its first summary alone: its text is not drawn either)
+        drawn = tag != "details" or el.get("open") is not None
         text = el.text
-        if text and text.strip():
+        if drawn and text and text.strip():
             nodes.append(text.strip() if preformatted else _collapse(text))
         for child in children:
             ctag = child.tag
@@ -1408,7 +1504,7 @@ class _Builder:
                 n = seen[ctag] = seen.get(ctag, 0) + 1
                 self._element(child, ctag, el, tag, preformatted, nodes, css, xp, n, totals[ctag])
             text = child.tail
-            if text and text.strip():
+            if drawn and text and text.strip():
                 nodes.append(text.strip() if preformatted else _collapse(text))
 
     def _element(self, el, tag: str, parent, parent_tag: str, preformatted: bool, nodes: list,
@@ -1625,6 +1721,45 @@ class _Builder:
             self.base_url = saved
 
 
+# Chromium's defaults for properties it gives whatever the markup says (Builder.props)
+_MULTISELECTABLE_ROLES = frozenset({"tablist", "listbox", "tree", "grid", "treegrid"})
+_ORIENTATIONS = {"tablist": "horizontal", "listbox": "vertical", "tree": "vertical", "menubar": "horizontal",
+                 "menu": "vertical", "toolbar": "horizontal", "separator": "horizontal", "slider": "horizontal",
+                 "scrollbar": "vertical"}
+_RANGE_ROLES = frozenset({"slider", "scrollbar", "spinbutton", "progressbar", "meter", "separator"})
+_LIVE_ROLES = {"alert": "assertive", "status": "polite", "log": "polite"}
+
+
+def _float32(x: float):
+    """``x`` as Chromium's tree gives a range value: a single-precision float (0.3 is
+    0.30000001192092896), an int when whole."""
+    f = struct.unpack("f", struct.pack("f", x))[0]
+    return int(f) if f.is_integer() else f
+
+
+def _aria_range(role: str, a: dict, props: list):
+    """An ARIA range widget's value (the node's), and its valuemin, valuemax and valuetext appended
+    to ``props``, with Chromium's defaults: a minimum of 0, a maximum of 100 (0 for a spinbutton);
+    no aria-valuenow gives a slider, scrollbar or separator the middle, a spinbutton or meter 0 and a
+    progressbar none; one that is not a number gives 0; a slider's, scrollbar's or separator's is
+    held between the two. valuetext is empty (Chromium does not give aria-valuetext there)."""
+    low = _number(a.get("aria-valuemin"))
+    high = _number(a.get("aria-valuemax"))
+    low = 0 if low is None else low
+    high = (0 if role == "spinbutton" else 100) if high is None else high
+    raw = a.get("aria-valuenow")
+    now = _number(raw)
+    if raw is None:
+        now = (low + high) / 2 if role in ("slider", "scrollbar", "separator") else \
+            None if role == "progressbar" else 0
+    elif now is None:
+        now = 0
+    if now is not None and role in ("slider", "scrollbar", "separator"):
+        now = min(max(now, low), high)
+    props.extend((("valuemin", _float32(low)), ("valuemax", _float32(high)), ("valuetext", "")))
+    return None if now is None else _float32(now)
+
+
 def _number(raw):
     if raw is None:
         return None
@@ -1738,7 +1873,7 @@ def _prop_attrs(props: list, ignored) -> list:
 
 def _node_line(node: _Node, attrs: list) -> str:
     """``[bid] role 'name' value='v', attr, attr`` (no indent)."""
-    line = f"{node.role} {node.name.strip()!r}"
+    line = node.role if node.role == "generic" and not node.name else f"{node.role} {node.name.strip()!r}"
     if node.bid is not None:
         line = f"[{node.bid}] {line}"
     if node.value is not None:

@@ -63,7 +63,8 @@ CHAT_ROLES = ("user", "user_image", "assistant", "info", "infeasible")  # Browse
 SOM_MIN_AREA = 20  # BrowserGym's smallest box for a set-of-marks label (frame_mark_elements.js)
 # CDP property value types, as Chromium reports them, for the text backend's nodes.
 _PROP_TYPES = {"checked": "tristate", "pressed": "tristate", "hasPopup": "token", "orientation": "token",
-               "autocomplete": "token", "invalid": "token", "url": "string"}
+               "autocomplete": "token", "invalid": "token", "url": "string", "live": "token",
+               "relevant": "tokenList"}
 KEYS = ("chat_messages", "goal_object", "open_pages_urls", "open_pages_titles", "active_page_index",
         "axtree_object", "dom_object", "extra_element_properties", "focused_element_bid", "last_action",
         "last_action_error", "elapsed_time", "screenshot")
@@ -772,7 +773,7 @@ def _ax_from_tree(tree: Tree, backend_of: dict) -> dict:
         if node.role != "none":
             entry["name"] = {"type": "computedString", "value": node.name}
         if node.value is not None:
-            entry["value"] = {"type": "string", "value": node.value}
+            entry["value"] = {"type": "string" if isinstance(node.value, str) else "number", "value": node.value}
         entry["properties"] = [_prop(k, v) for k, v in node.props]
         entry["childIds"] = []
         if up is not None:

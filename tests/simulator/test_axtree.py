@@ -48,7 +48,8 @@ ROLE_NAME_CASES = [
     ('<input aria-label="Query" value="cats">', "textbox 'Query' value='cats'"),
     ('<input type="search" aria-label="Find">', "searchbox 'Find'"),
     ('<input type="number" aria-label="Qty" min="1" max="9" value="2">', "spinbutton 'Qty' value='2', valuemin=1, valuemax=9"),
-    ('<input type="range" aria-label="Vol">', "slider 'Vol'"),
+    ('<input type="range" aria-label="Vol">',
+     "slider 'Vol' value=50, orientation='horizontal', valuemin=0, valuemax=100, valuetext='50'"),
     ('<input aria-label="R" required>', "textbox 'R', required"),
     ('<input aria-label="D" disabled>', "textbox 'D', disabled=True"),
     ('<textarea aria-label="Msg">\nline one</textarea>', "textbox 'Msg' value='line one'"),
@@ -63,10 +64,10 @@ ROLE_NAME_CASES = [
     ('<select aria-label="Sort"><option>New</option><option>Old</option></select>', "option 'New', selected=True"),
     ('<select aria-label="Sort"><option disabled>-</option><option>Old</option></select>',
      "combobox 'Sort' value='Old', hasPopup='menu', expanded=False"),
-    ('<select aria-label="M" multiple><option selected>a</option></select>', "listbox 'M', multiselectable=True"),
+    ('<select aria-label="M" multiple><option selected>a</option></select>', "listbox 'M', multiselectable=True, orientation='vertical'"),
     ('<select aria-label="G"><optgroup label="Grp"><option>x</option></optgroup></select>', "group ''"),
     ('<input list="dl" aria-label="City"><datalist id="dl"><option>Paris</option></datalist>',
-     "combobox 'City', autocomplete='list'"),
+     "combobox 'City', autocomplete='list', hasPopup='listbox'"),
     ("<h1>Title</h1>", "heading 'Title'"),
     ("<h3>Sub <small>title</small></h3>", "heading 'Sub title'"),
     ('<div role="heading" aria-level="2">Fake</div>', "heading 'Fake'"),
@@ -990,25 +991,27 @@ SVG_TREE_CASES = [
 ]
 
 
-def test_an_svg_shows_what_chromium_s_tree_shows(browser):
-    """A chart's axis labels, legend and title are in Chromium's tree, so in BrowserGym's observation:
-    an ``<svg>`` that draws text, a link, a titled, labelled or focusable shape or group, or a
-    foreignObject's content is an ``SvgRoot`` holding them (each text node of a ``<text>`` one
-    StaticText), and one that draws nothing of the kind an ``image`` with nothing inside. Both
-    backends' trees are BrowserGym's flattening of Chromium's own, but for the ids; the recorder's
-    namer names every element shown as the tree does."""
+def unnumbered(text: str) -> str:
+    """A flattened tree without its ids and Chromium's InlineTextBox lines."""
+    return "\n".join(re.sub(r"^(\s*)\[[^\]]*\] ", r"\1", line) for line in text.splitlines()
+                     if "InlineTextBox" not in line)
+
+
+def against_chromium(browser, cases: list[str]) -> tuple[str, object, dict]:
+    """One page holding ``cases`` (each in a div), served at an http URL: BrowserGym's flattening
+    of Chromium's own tree of it (unnumbered), our browser backend's tree, and the recorder's
+    namer's (role, name) by bid."""
     obs_utils = pytest.importorskip("browsergym.utils.obs", reason="browsergym-core is not installed")
     from webfreeze.recorder.accname import ROLE_NAME_JS
     from webfreeze.simulator.browser import new_context
 
     html = ("<!doctype html><html><head><title>S</title></head><body>"
-            + "".join(f"<div>{c}</div>" for c in SVG_TREE_CASES) + "</body></html>")
-    url = "http://svg.test/page"
+            + "".join(f"<div>{c}</div>" for c in cases) + "</body></html>")
     context = new_context(browser)
     page = context.new_page()
     try:
-        page.route(url, lambda route, _request: route.fulfill(body=html, content_type="text/html"))
-        page.goto(url)
+        page.route(CHROMIUM_URL, lambda route, _request: route.fulfill(body=html, content_type="text/html"))
+        page.goto(CHROMIUM_URL)
         nodes = context.new_cdp_session(page).send("Accessibility.getFullAXTree")
         chromium = obs_utils.flatten_axtree_to_str(nodes)
         live, _ = rendered_tree(page)
@@ -1017,15 +1020,74 @@ def test_an_svg_shows_what_chromium_s_tree_shows(browser):
             return out; }""", ROLE_NAME_JS)
     finally:
         context.close()
+    assert unnumbered(live.axtree_text) == unnumbered(build_tree(html, CHROMIUM_URL).axtree_text)  # (both backends)
+    return unnumbered(chromium), live, namer
 
-    def unnumbered(text: str) -> str:
-        return "\n".join(re.sub(r"^(\s*)\[[^\]]*\] ", r"\1", line) for line in text.splitlines()
-                         if "InlineTextBox" not in line)
 
-    theirs = unnumbered(chromium)
+CHROMIUM_URL = "http://chromium.test/page"
+
+
+def test_an_svg_shows_what_chromium_s_tree_shows(browser):
+    """A chart's axis labels, legend and title are in Chromium's tree, so in BrowserGym's observation:
+    an ``<svg>`` that draws text, a link, a titled, labelled or focusable shape or group, or a
+    foreignObject's content is an ``SvgRoot`` holding them (each text node of a ``<text>`` one
+    StaticText), and one that draws nothing of the kind an ``image`` with nothing inside. Both
+    backends' trees are BrowserGym's flattening of Chromium's own, but for the ids; the recorder's
+    namer names every element shown as the tree does."""
+    theirs, live, namer = against_chromium(browser, SVG_TREE_CASES)
     assert "SvgRoot 'Rain'" in theirs and "graphics-symbol 'Bar A'" in theirs and "group 'Series A'" in theirs, theirs
-    for tree in (live, build_tree(html, url)):
-        assert unnumbered(tree.axtree_text) == theirs
+    assert unnumbered(live.axtree_text) == theirs
     shown = [(e["role"], e["name"]) for e in live.summaries()]
     assert [tuple(namer[e["bid"]]) for e in live.summaries()] == shown
     assert ("SvgRoot", "Rain") in shown and ("link", "in text") in shown and ("image", "") in shown
+
+
+# Widgets and regions whose state Chromium's tree gives whatever the markup says (measured on
+# Chromium 156): checked and selected states, a range widget's value, bounds and valuetext, a
+# container's orientation and multiselectable, a dialog's modal, a live region's politeness.
+WIDGET_CASES = [
+    '<div role="tablist"><div role="tab">t1</div><div role="tab" aria-selected="true">t2</div></div>',
+    '<div role="tablist" aria-orientation="vertical" aria-multiselectable="true"><div role="tab">t</div></div>',
+    '<div role="listbox" aria-orientation="horizontal"><div role="option">o1</div>'
+    '<div role="option" aria-selected="true">o2</div></div>',
+    '<div role="tree"><div role="treeitem">ti</div><div role="group"><div role="treeitem" aria-selected="true">'
+    'tj</div></div></div>',
+    '<div role="grid" aria-multiselectable="true"><div role="row" aria-selected="true"><div role="gridcell">g</div>'
+    '</div></div><div role="treegrid"><div role="row"><div role="gridcell">h</div></div></div>',
+    '<div role="menubar"><div role="menuitem">m</div></div><div role="menu"><div role="menuitemcheckbox">mc</div>'
+    '<div role="menuitemradio" aria-checked="true">mr</div></div><div role="toolbar"><button>a</button></div>',
+    '<div role="radiogroup"><div role="radio">r1</div><div role="radio" aria-checked="mixed">r2</div></div>',
+    '<div role="checkbox">c1</div><div role="checkbox" aria-checked="mixed">c2</div>'
+    '<div role="checkbox" aria-checked="foo">c3</div><div role="switch" aria-checked="true">sw</div>',
+    '<div role="slider">s0</div><div role="slider" aria-valuenow="3" aria-valuemin="1" aria-valuemax="5">s1</div>'
+    '<div role="slider" aria-valuemin="10" aria-valuemax="20">s2</div><div role="slider" aria-valuenow="150">s3</div>'
+    '<div role="slider" aria-valuenow="x">s4</div><div role="slider" aria-valuenow="2" aria-valuetext="Two">s5</div>',
+    '<div role="scrollbar">sb</div><div role="scrollbar" aria-orientation="horizontal">sh</div>'
+    '<div role="separator">sep</div><div role="separator" tabindex="0" aria-valuenow="20">fsep</div><hr>',
+    '<div role="spinbutton">sp</div><div role="spinbutton" aria-valuenow="4">sp4</div><div role="progressbar">pb</div>'
+    '<div role="progressbar" aria-valuenow="0.3">pb3</div><div role="meter">m0</div><div role="meter" aria-valuenow="30">m3</div>',
+    '<input type="range" aria-label="r1"><input type="range" min="2" max="8" value="3"><input type="range" min="0" '
+    'max="10" step="3"><input type="range" value="200"><input type="range" min="10" max="0">',
+    '<progress></progress><progress value="0.3"></progress><progress value="3" max="10"></progress>'
+    '<progress max="0" value="0"></progress><meter value="0.6"></meter><meter min="5" max="1" value="3"></meter>',
+    '<select size="3" aria-label="L"><option>a</option><option>b</option></select>'
+    '<select multiple aria-label="M"><option selected>a</option></select>',
+    '<div role="combobox">cb</div><div role="combobox" aria-haspopup="dialog">cd</div>'
+    '<input list="dl" aria-label="City"><datalist id="dl"><option>Paris</option></datalist>'
+    '<input aria-autocomplete="list" aria-label="Auto">',
+    '<div role="textbox">typed</div><div role="searchbox">sought</div>',
+    '<dialog open>dd</dialog><div role="dialog" aria-modal="true">md</div><div role="alertdialog">ad</div>',
+    '<div role="alert"><p>in alert</p></div><div role="status">st</div><div role="log">lg</div>'
+    '<div aria-live="polite"><p>inner</p></div><div aria-live="assertive" aria-atomic="true" aria-relevant="all">x</div>'
+    '<div aria-live="off">off</div><div aria-busy="true">busy</div><div role="timer">tm</div>',
+    '<details><summary>closed</summary>body text</details><details open><summary>open</summary>shown</details>',
+]
+
+
+def test_widget_states_are_given_as_chromium_gives_them(browser):
+    """A slider's value, a tab list's orientation, an unchecked ARIA checkbox, a live region: what
+    Chromium's tree gives for widgets whatever their markup says (defaults included) is in both
+    backends' trees, as BrowserGym's flattening of Chromium's tree shows it, ids apart."""
+    theirs, live, _ = against_chromium(browser, WIDGET_CASES)
+    assert "slider '' value=50, orientation='horizontal', valuemin=0, valuemax=100, valuetext=''" in theirs, theirs
+    assert unnumbered(live.axtree_text) == theirs

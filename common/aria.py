@@ -49,3 +49,18 @@ aria-live aria-owns aria-relevant aria-roledescription""".split())
 # the nearest ancestor that is neither generic nor none must have one of these roles, else the
 # element keeps its own role (a div: generic). Other roles (menuitem, tab, row, cell) go unchecked.
 REQUIRED_CONTEXT = {"listitem": ("list", "group"), "option": ("listbox", "group"), "treeitem": ("tree", "group")}
+
+# The tags BrowserGym's BrowserEnv marks (frame_mark_elements.js, tags_to_mark="standard_html", its
+# default): an aria-roledescription and an aria-description on each, which Chromium counts as global
+# ARIA attributes. So in BrowserGym's tree no such element is left out as uninteresting, and none
+# takes role="none" or "presentation" (an <img alt=""> is an image); an SVG's parts other than its
+# links and a custom element are not marked and follow Chromium's own rules. The tree follows it.
+BGYM_MARKED_TAGS = frozenset("""
+a abbr acronym address applet area article aside audio b base basefont bdi bdo big blockquote body br button
+canvas caption center cite code col colgroup data datalist dd del details dfn dialog dir div dl dt em embed
+fieldset figcaption figure font footer form frame frameset h1 h2 h3 h4 h5 h6 head header hgroup hr html i
+iframe img input ins kbd label legend li link main map mark menu meta meter nav noframes noscript object
+ol optgroup option output p param picture pre progress q rp rt ruby s samp script search section select
+small source span strike strong style sub summary sup svg table tbody td template textarea tfoot th thead
+time title tr track tt u ul var video wbr
+""".split())

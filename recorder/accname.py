@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import json
 
-from webfreeze.common.aria import ARIA_ROLE_NAMES, ARIA_ROLES, PRESENTATION_CONFLICTS, REQUIRED_CONTEXT
+from webfreeze.common.aria import (
+                                   ARIA_ROLE_NAMES,
+                                   ARIA_ROLES,
+                                   BGYM_MARKED_TAGS,
+                                   PRESENTATION_CONFLICTS,
+                                   REQUIRED_CONTEXT,
+)
 
 # An expression whose value is a factory: ``(ROLE_NAME_JS)()`` gives ``{role(el), name(el), tables}``
 # with fresh caches (an element's CSS hiding, the page's ids), so make one per question asked of a
@@ -25,13 +31,14 @@ ROLE_NAME_JS = r"""
   const ARIA_ROLE_NAMES = __ARIA_ROLE_NAMES__;
   const PRESENTATION_CONFLICTS = __PRESENTATION_CONFLICTS__;
   const REQUIRED_CONTEXT = __REQUIRED_CONTEXT__;
+  const BGYM_MARKED_TAGS = new Set(__BGYM_MARKED_TAGS__);  // (axtree.py's: the tags BrowserGym marks)
   const INPUT_ROLES = {button: 'button', submit: 'button', reset: 'button', image: 'button', file: 'button',
     checkbox: 'checkbox', radio: 'radio', range: 'slider', number: 'spinbutton', search: 'searchbox',
-    email: 'textbox', tel: 'textbox', text: 'textbox', url: 'textbox', password: 'textbox', date: 'textbox',
+    email: 'textbox', tel: 'textbox', text: 'textbox', url: 'textbox', password: 'textbox', date: 'Date',
     'datetime-local': 'textbox', month: 'textbox', time: 'textbox', week: 'textbox', color: 'textbox'};
   const TAG_ROLES = {
     button: 'button', textarea: 'textbox', nav: 'navigation', main: 'main', aside: 'complementary',
-    article: 'article', form: 'form', ul: 'list', ol: 'list', menu: 'list', li: 'listitem', dl: 'list',
+    article: 'article', form: 'form', ul: 'list', ol: 'list', menu: 'list', li: 'listitem', dl: 'DescriptionList',
     dt: 'term', dd: 'definition', table: 'table', thead: 'rowgroup', tbody: 'rowgroup', tfoot: 'rowgroup',
     tr: 'row', td: 'cell', caption: 'caption', p: 'paragraph', h1: 'heading', h2: 'heading', h3: 'heading',
     h4: 'heading', h5: 'heading', h6: 'heading', hr: 'separator', br: 'LineBreak', label: 'LabelText',
@@ -39,11 +46,11 @@ ROLE_NAME_JS = r"""
     dialog: 'dialog', figure: 'figure', blockquote: 'blockquote', strong: 'strong', em: 'emphasis',
     code: 'code', sub: 'subscript', sup: 'superscript', mark: 'mark', time: 'time', del: 'deletion',
     s: 'deletion', ins: 'insertion', progress: 'progressbar', meter: 'meter', output: 'status', math: 'math',
-    iframe: 'Iframe', svg: 'image', search: 'search', address: 'group', hgroup: 'group'};
+    iframe: 'Iframe', svg: 'image', search: 'search', address: 'group', hgroup: 'group',
+    abbr: 'Abbr', legend: 'Legend'};
   const NAME_FROM_CONTENT = new Set(['button', 'link', 'heading', 'cell', 'columnheader', 'rowheader',
     'gridcell', 'option', 'tab', 'menuitem', 'menuitemcheckbox', 'menuitemradio', 'checkbox', 'radio',
-    'switch', 'treeitem', 'tooltip', 'row', 'DisclosureTriangle', 'caption', 'term', 'sectionhead',
-    'comment', 'code']);
+    'switch', 'treeitem', 'tooltip', 'row', 'DisclosureTriangle', 'term', 'sectionhead', 'comment']);
   const BLOCK_TAGS = new Set(['address', 'article', 'aside', 'blockquote', 'br', 'dd', 'details', 'dialog',
     'div', 'dl', 'dt', 'fieldset', 'figcaption', 'figure', 'footer', 'form', 'h1', 'h2', 'h3', 'h4', 'h5',
     'h6', 'header', 'hgroup', 'hr', 'li', 'main', 'nav', 'ol', 'p', 'pre', 'section', 'summary', 'table',
@@ -171,7 +178,7 @@ ROLE_NAME_JS = r"""
     const inContext = (el, roles) => {
       for (let n = flatParent(el); n; n = flatParent(n)) {
         const r = role(n);
-        if (r !== 'generic' && r !== 'none') return roles.includes(r);
+        if ((r !== 'generic' && r !== 'none') || tagOf(n) === 'section') return roles.includes(r);
       }
       return false;
     };
@@ -184,31 +191,40 @@ ROLE_NAME_JS = r"""
       if (inSvg(el)) return svgRole(el) || 'generic';
       if (tag === 'svg' && el instanceof SVGElement) {  // (axtree.py's _svg_root)
         const r = htmlRole(el, tag);
-        return (r === 'image' && firstRole(el) !== 'image') ? (svgShows(el, false) ? 'SvgRoot' : 'image') : r;
+        const shows = svgShows(el, false) || [...el.querySelectorAll('foreignObject')].some((f) => f.children.length);
+        return (r === 'image' && firstRole(el) !== 'image') ? (shows ? 'SvgRoot' : 'image') : r;
       }
       return htmlRole(el, tag);
     };
     const htmlRole = (el, tag) => {
       let explicit = firstRole(el);
-      if (explicit === 'none' && (PRESENTATION_CONFLICTS.some((n) => has(el, n)) || focusable(el, tag))) explicit = null;
+      if (explicit === 'none' && (BGYM_MARKED_TAGS.has(tag) || PRESENTATION_CONFLICTS.some((n) => has(el, n)) ||
+                                  focusable(el, tag))) explicit = null;
       if (explicit && REQUIRED_CONTEXT[explicit] && !inContext(el, REQUIRED_CONTEXT[explicit])) explicit = null;
       if (explicit) return explicit;
       if (tag === 'a' || tag === 'area') return (has(el, 'href') || (tag === 'a' && has(el, 'xlink:href'))) ? 'link' : 'generic';
       if (tag === 'input') {
         const t = inputType(el);
         if (['text', 'search', 'email', 'tel', 'url'].includes(t) && attr(el, 'list')) return 'combobox';
-        return INPUT_ROLES[t] || 'textbox';
+        return t === 'hidden' ? 'none' : (INPUT_ROLES[t] || 'textbox');
       }
       if (tag === 'select') {
         const size = strip(attr(el, 'size') || '');
         return (has(el, 'multiple') || (/^[0-9]+$/.test(size) && parseInt(size, 10) > 1)) ? 'listbox' : 'combobox';
       }
-      if (tag === 'img') return (attr(el, 'alt') === '' && !attr(el, 'title')) ? 'none' : 'image';
-      if (tag === 'th') {
-        const scope = (attr(el, 'scope') || '').toLowerCase();
-        return (scope === 'row' || scope === 'rowgroup') ? 'rowheader' : 'columnheader';
+      if (tag === 'img') return 'image';  // (axtree.py's: BrowserGym's marks keep alt="" from making it none)
+      if (tag === 'th') {  // (axtree.py's: by its scope, else a row header beside data cells)
+        const scope = strip(attr(el, 'scope') || '').toLowerCase();
+        if (scope === 'row' || scope === 'rowgroup') return 'rowheader';
+        if (scope === 'col' || scope === 'colgroup') return 'columnheader';
+        const row = el.parentElement;
+        return row && [...row.children].some((c) => tagOf(c) === 'td') ? 'rowheader' : 'columnheader';
       }
-      if (tag === 'section') return ariaName(el) ? 'region' : 'Section';
+      if (tag === 'section') return ariaName(el) ? 'region' : 'generic';
+      if (tag === 'summary') {  // (axtree.py's: a details' summary)
+        const parent = el.parentElement;
+        return parent && tagOf(parent) === 'details' ? 'DisclosureTriangle' : 'generic';
+      }
       if (tag === 'header' || tag === 'footer') {
         for (let n = el.parentElement; n; n = n.parentElement) if (LANDMARK_SCOPES.has(tagOf(n))) return 'generic';
         return tag === 'header' ? 'banner' : 'contentinfo';
@@ -228,7 +244,8 @@ ROLE_NAME_JS = r"""
         const r = htmlRole(el, tag);
         if (r === firstRole(el)) return r;
       }
-      if (tag === 'a') return (has(el, 'href') || has(el, 'xlink:href')) ? 'link' : 'generic';
+      if (tag === 'a') return (has(el, 'href') || has(el, 'xlink:href')) ? 'link' : 'group';
+      if (tag === 'svg') return 'group';
       if (SVG_SHAPES.has(tag) || tag === 'g') {
         const included = SVG_INCLUDING.some((n) => has(el, n)) || /^[\t\n\f\r ]*[-+]?[0-9]/.test(attr(el, 'tabindex') || '') ||
           [...el.children].some((c) => tagOf(c) === 'title' || tagOf(c) === 'desc');
@@ -437,16 +454,26 @@ ROLE_NAME_JS = r"""
         if (alt !== null && collapse(alt)) return collapse(alt);
         return title();
       }
+      if (tag === 'optgroup') return collapse(attr(el, 'label'));
       const part = {svg: 'title', fieldset: 'legend', table: 'caption', figure: 'figcaption'}[tag];
       if (part) {
         const child = firstChild(el, part);
         if (child) return tag === 'svg' ? collapse(child.textContent) : contentText(child);
       }
-      if (NAME_FROM_CONTENT.has(role)) {
+      if (NAME_FROM_CONTENT.has(role) && (role !== 'row' || inGrid(el))) {
         const text = contentText(el);
         if (text) return text;
       }
       return title();
+    };
+    // (axtree.py's in_grid: a row is named by its cells only in a grid)
+    const inGrid = (el) => {
+      for (let n = flatParent(el); n; n = flatParent(n)) {
+        const r = role(n);
+        if (r === 'grid' || r === 'treegrid') return true;
+        if (r === 'table') return false;
+      }
+      return false;
     };
     const name = (el) => {
       const r = role(el);
@@ -458,4 +485,4 @@ ROLE_NAME_JS = r"""
 })()
 """.replace("__ARIA_ROLES__", json.dumps(sorted(ARIA_ROLES))).replace("__ARIA_ROLE_NAMES__", json.dumps(ARIA_ROLE_NAMES)).replace(
     "__PRESENTATION_CONFLICTS__", json.dumps(sorted(PRESENTATION_CONFLICTS))).replace(
-    "__REQUIRED_CONTEXT__", json.dumps(REQUIRED_CONTEXT))
+    "__REQUIRED_CONTEXT__", json.dumps(REQUIRED_CONTEXT)).replace("__BGYM_MARKED_TAGS__", json.dumps(sorted(BGYM_MARKED_TAGS)))

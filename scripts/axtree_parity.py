@@ -1,9 +1,10 @@
 """How far the default observation's tree is from Chromium's own, on an archive's pages.
 
 For a sample of the archive's HTML pages (up to ``--per-host`` of each host, spread over its
-pages), replayed in the headless shell through the replay server: BrowserGym's flattening of
-Chromium's accessibility tree (``Accessibility.getFullAXTree``) against our browser backend's
-``axtree_text`` (``simulator/axtree.py``), ids and Chromium's InlineTextBox lines left out. Prints
+pages), replayed in the headless shell through the replay server: BrowserGym's observation of the
+page (Chromium's accessibility tree, ``Accessibility.getFullAXTree``, read with BrowserGym's marks
+on the page's elements, as ``BrowserEnv`` reads it, flattened by BrowserGym) against our browser
+backend's ``axtree_text`` (``simulator/axtree.py``), ids and Chromium's InlineTextBox lines left out. Prints
 each page's count of differing lines, then the differing lines by kind (names and values masked),
 most frequent first; ``--show URL`` prints one page's diff whole.
 
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from webfreeze.archives import Archive
     from webfreeze.replayer.server import ReplayServer
     from webfreeze.simulator.axtree import MARK_JS, build_tree, marked
+    from webfreeze.simulator.bgym_obs import ARIA_MARK_JS, _unmark
     from webfreeze.simulator.browser import launch_chromium, new_context
 
     if args.show:
@@ -65,9 +67,14 @@ def main(argv: list[str] | None = None) -> int:
             page = context.new_page()
             for url in picked:
                 page.goto(url)
-                chromium = unnumbered(flatten_axtree_to_str(
-                    context.new_cdp_session(page).send("Accessibility.getFullAXTree")))
+                page.wait_for_load_state("networkidle")  # (what a page's scripts load after it)
                 m = marked(page.evaluate(MARK_JS))
+                page.evaluate(ARIA_MARK_JS, True)
+                tree = context.new_cdp_session(page).send("Accessibility.getFullAXTree")
+                page.evaluate(ARIA_MARK_JS, False)
+                for node in tree["nodes"]:
+                    _unmark(node)
+                chromium = unnumbered(flatten_axtree_to_str(tree))
                 ours = unnumbered(build_tree(m["html"], page.url, m["geometry"]).axtree_text)
                 diff = list(difflib.unified_diff(ours, chromium, "ours", "chromium", lineterm="", n=0 if not args.show else 2))
                 changed = [d for d in diff if d[:1] in "+-" and d[:3] not in ("+++", "---")]

@@ -35,11 +35,18 @@ from urllib.parse import urljoin
 
 from lxml import etree
 
-from webfreeze.common.aria import PRESENTATION_CONFLICTS, REQUIRED_CONTEXT, explicit_role
+from webfreeze.common.aria import BGYM_MARKED_TAGS, PRESENTATION_CONFLICTS, REQUIRED_CONTEXT, explicit_role
 from webfreeze.common.errors import WebfreezeError
 
 BID_ATTR = "data-wf-bid"
 HIDDEN_ATTR = "data-wf-hidden"
+# A list item's marker type as the page's style draws it (MARK_JS; CSS's list-style-type, none for
+# no marker); without it (a page as served) the HTML defaults (Builder.list_marker)
+MARKER_ATTR = "data-wf-marker"
+# An element displayed otherwise than its tag is by default (MARK_JS): an inline element shown as a
+# block, a block shown inline, a flex or grid box; what the page's style sheets say, which a page as
+# served (the text backend) cannot tell
+DISPLAY_ATTR = "data-wf-display"
 FOCUSED_ATTR = "data-wf-focused"
 # On a page read as its flat tree (open shadow roots): the shadow root an element belongs to, 1, 2,
 # ... (none: the document). Ids are unique only within one root: a shadow root's ids and its
@@ -68,6 +75,12 @@ OPEN_ROOTS_JS = r"""
     return roots;
   };
 """
+
+# Drawn inline by default (not form controls, which Chromium's tree keeps no space beside)
+_INLINE_FLOW = frozenset({"a", "abbr", "b", "bdi", "bdo", "big", "cite", "code", "data", "del", "dfn", "em", "font",
+                          "i", "img", "ins", "kbd", "label", "mark", "nobr", "q", "s", "samp", "small", "span",
+                          "strike", "strong", "sub", "sup", "svg", "time", "tt", "u", "var", "canvas", "picture",
+                          "iframe", "object", "embed", "video", "audio", "math", "output", "ruby"})
 
 MARK_JS = r"""
 (prefix) => {
@@ -120,6 +133,9 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
   const round = (v) => Math.round(v * 100) / 100;
   const geometry = {};
   const hidden = new Set();
+  const markers = new Map();
+  const displays = new Map();
+  const INLINE = new Set(__INLINE_FLOW__);
   const fallback = new Set();  // the elements inside a <canvas>
   // BrowserGym's convention for frames: a frame element's bid is letters (a, b, ..., z, aA, bA, ...),
   // the prefix of the bids inside its document; other elements are numbered 1, 2, 3, ...
@@ -151,6 +167,14 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
       else if (inCanvas) rendered = style.visibility !== 'hidden' && style.visibility !== 'collapse';
       else if (style.display !== 'contents' && typeof el.checkVisibility === 'function' &&
                !el.checkVisibility({visibilityProperty: true})) rendered = false;
+      // a display other than its tag's (Builder._inline: whether a space beside it is drawn)
+      const shown = style.display;
+      if (rendered && tag !== 'br' && tag !== 'wbr' && (INLINE.has(tag) ? !shown.startsWith('inline') :
+                       (shown.startsWith('inline') || shown === 'flex' || shown === 'grid'))) displays.set(el, shown);
+      // a list item's marker as its style draws it (the tree's ListMarker): the type, none for none
+      if (rendered && (tag === 'li' || (style.display === 'list-item' && tag !== 'summary'))) {
+        markers.set(el, style.display === 'list-item' ? style.listStyleType : 'none');
+      }
     }
     if (!rendered) hidden.add(el);
     const r = el.getBoundingClientRect();
@@ -211,6 +235,14 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
     const parent = parentOf(el);
     if (c && !(parent && hidden.has(parent))) c.setAttribute(HIDDEN, '');
   }
+  for (const [el, type] of markers) {
+    const c = byBid.get(el.getAttribute(BID));
+    if (c) c.setAttribute('data-wf-marker', type);
+  }
+  for (const [el, shown] of displays) {
+    const c = byBid.get(el.getAttribute(BID));
+    if (c) c.setAttribute('data-wf-display', shown);
+  }
   for (const el of elements) {
     const tag = el.localName.toLowerCase();
     const c = byBid.get(el.getAttribute(BID));
@@ -246,7 +278,7 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
   return native ? JSON.stringify(out) : out;
 }
 """
-MARK_JS = MARK_JS.replace("__OPEN_ROOTS__", OPEN_ROOTS_JS)
+MARK_JS = MARK_JS.replace("__OPEN_ROOTS__", OPEN_ROOTS_JS).replace("__INLINE_FLOW__", json.dumps(sorted(_INLINE_FLOW)))
 
 
 def tree_ancestors(el, tag: str):
@@ -369,6 +401,7 @@ class AXTreeError(WebfreezeError, ValueError):
 # ------------------------------------------------------------------------------------------ parsing
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.I)
 _HTML_WS = re.compile(r"[ \t\n\f\r]+")
+_HTML_SPACE = " \t\n\f\r"
 
 
 def _decode(html: str | bytes, encoding: str | None) -> str:
@@ -629,17 +662,17 @@ _DISABLEABLE = frozenset({"button", "input", "select", "textarea", "optgroup", "
 # What Builder.props reads besides focus: the tags it looks at and the attributes (a role, as
 # from role=, is an attribute too); an element with neither has no other property.
 _PROP_TAGS = frozenset({"input", "select", "textarea", "button", "optgroup", "option", "fieldset", "summary", "hr",
-                        "h1", "h2", "h3", "h4", "h5", "h6", "dialog", "progress", "meter"})
+                        "h1", "h2", "h3", "h4", "h5", "h6", "dialog", "progress", "meter", "img"})
 _PROP_ATTRS = frozenset({"role", "aria-disabled", "disabled", "list", "aria-haspopup", "aria-level", "multiple",
                          "aria-orientation", "readonly", "required", "aria-required", "aria-valuemin",
                          "aria-valuemax", "min", "max", "type", "aria-checked", "aria-expanded", "aria-pressed",
                          "aria-selected", "href", "xlink:href", "aria-live", "aria-modal",
-                         "aria-autocomplete", "aria-busy"})
+                         "aria-autocomplete", "aria-busy", "accesskey"})
 _HREF_ONLY = frozenset({"href"})
 _CLICKABLE_TAGS = frozenset({"button", "select", "textarea", "summary", "label", "option"})
 # Builder.name: the tags named by more than aria-label(ledby), content and title, and those attributes.
 _NAMED_BY_TAG = frozenset({"input", "select", "textarea", "meter", "progress", "output", "button", "img", "area",
-                           "svg", "fieldset", "table", "figure"})
+                           "svg", "fieldset", "table", "figure", "optgroup"})
 _NAMING_ATTRS = frozenset({"aria-label", "aria-labelledby", "title"})
 _ARIA_NAMING = frozenset({"aria-label", "aria-labelledby"})
 # What can hide an element besides its tag (Builder._hidden_self): these attributes, an input's
@@ -658,8 +691,15 @@ _HIDDEN_TAGS = SKIPPED_TAGS | {"datalist", "area", "map", "param", "source", "tr
 
 # Elements whose children are not content (a select's options are; Builder._children_into).
 # Tags whose role Builder.role works out from more than the tag.
-_ROLE_NEEDS_MORE = frozenset({"a", "area", "input", "select", "img", "th", "section", "header", "footer"})
+_ROLE_NEEDS_MORE = frozenset({"a", "area", "input", "select", "img", "th", "section", "header", "footer", "summary"})
 _NO_CONTENT = frozenset({"select", "svg", "textarea", "input", "iframe", "img"})
+_TEXT_VALUE_TAGS = frozenset({"input", "textarea"})
+# An inline element whose role is generic and that BrowserGym does not mark (a custom element):
+# Chromium leaves it out of its tree unless an attribute makes it notable (these, an ARIA attribute,
+# an event handler, a style that displays it otherwise)
+_DATE = re.compile(r"(\d{4,})-(\d\d)-(\d\d)")
+_FORM_CONTROLS = frozenset({"input", "button", "select", "textarea", "meter", "progress"})
+_INCLUDING_ATTRS = frozenset({"id", "title", "tabindex", "role", "contenteditable", "accesskey", "draggable"})
 _PREFORMATTED = frozenset({"pre", "textarea", "listing", "plaintext"})
 
 
@@ -687,12 +727,12 @@ def _given(el, tag: str | None, a: dict | None) -> tuple[str, dict]:
 INPUT_ROLES = {"button": "button", "submit": "button", "reset": "button", "image": "button", "file": "button",
                "checkbox": "checkbox", "radio": "radio", "range": "slider", "number": "spinbutton",
                "search": "searchbox", "email": "textbox", "tel": "textbox", "text": "textbox", "url": "textbox",
-               "password": "textbox", "date": "textbox", "datetime-local": "textbox", "month": "textbox",
+               "password": "textbox", "date": "Date", "datetime-local": "textbox", "month": "textbox",
                "time": "textbox", "week": "textbox", "color": "textbox"}
 TAG_ROLES = {
     "button": "button", "textarea": "textbox", "nav": "navigation", "main": "main", "aside": "complementary",
     "article": "article", "form": "form", "ul": "list", "ol": "list", "menu": "list", "li": "listitem",
-    "dl": "list", "dt": "term", "dd": "definition", "table": "table", "thead": "rowgroup", "tbody": "rowgroup",
+    "dl": "DescriptionList", "dt": "term", "dd": "definition", "table": "table", "thead": "rowgroup", "tbody": "rowgroup",
     "tfoot": "rowgroup", "tr": "row", "td": "cell", "caption": "caption", "p": "paragraph",
     "h1": "heading", "h2": "heading", "h3": "heading", "h4": "heading", "h5": "heading", "h6": "heading",
     "hr": "separator", "br": "LineBreak", "label": "LabelText", "option": "option", "optgroup": "group",
@@ -700,13 +740,14 @@ TAG_ROLES = {
     "figure": "figure", "blockquote": "blockquote", "strong": "strong", "em": "emphasis", "code": "code",
     "sub": "subscript", "sup": "superscript", "mark": "mark", "time": "time", "del": "deletion", "s": "deletion",
     "ins": "insertion", "progress": "progressbar", "meter": "meter", "output": "status", "math": "math",
-    "iframe": "Iframe", "svg": "image", "search": "search", "address": "group", "hgroup": "group",
+    "iframe": "Iframe", "svg": "image", "search": "search", "address": "group", "hgroup": "group", "abbr": "Abbr",
+    "legend": "Legend",
 }
 # Roles whose name comes from their content (accname 2F), as Chromium applies it.
 NAME_FROM_CONTENT = frozenset({
     "button", "link", "heading", "cell", "columnheader", "rowheader", "gridcell", "option", "tab", "menuitem",
     "menuitemcheckbox", "menuitemradio", "checkbox", "radio", "switch", "treeitem", "tooltip", "row",
-    "DisclosureTriangle", "caption", "term", "sectionhead", "comment", "code",
+    "DisclosureTriangle", "term", "sectionhead", "comment",
 })
 LANDMARK_SCOPES = frozenset({"article", "aside", "main", "nav", "section"})
 CLICKABLE_ROLES = frozenset({"button", "link", "checkbox", "radio", "tab", "menuitem", "menuitemcheckbox",
@@ -721,8 +762,93 @@ BLOCK_TAGS = frozenset({"address", "article", "aside", "blockquote", "br", "dd",
 
 # Tags whose implicit role depends on nothing else (Builder.role handles the others).
 _PLAIN_ROLES = {k: v for k, v in TAG_ROLES.items()
-                if k not in ("a", "area", "input", "select", "img", "th", "section", "header", "footer")}
+                if k not in ("a", "area", "input", "select", "img", "th", "section", "header", "footer", "summary")}
 
+
+
+_LIST_GLYPHS = {"disc": "\u2022", "circle": "\u25e6", "square": "\u25a0", "disclosure-open": "\u25be",
+                "disclosure-closed": "\u25b8"}
+_OL_TYPES = {"1": "decimal", "a": "lower-alpha", "A": "upper-alpha", "i": "lower-roman", "I": "upper-roman"}
+
+
+def _alpha(n: int, upper: bool = False) -> str:
+    if n < 1:
+        return str(n)
+    out = ""
+    while n:
+        n, r = divmod(n - 1, 26)
+        out = chr((65 if upper else 97) + r) + out
+    return out
+
+
+def _roman(n: int, upper: bool = False) -> str:
+    if not 0 < n < 4000:
+        return str(n)
+    out = ""
+    for value, letters in ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"), (50, "l"),
+                           (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")):
+        while n >= value:
+            out += letters
+            n -= value
+    return out.upper() if upper else out
+
+
+_LIST_COUNTERS = {"decimal": str, "lower-alpha": _alpha, "lower-latin": _alpha,
+                  "upper-alpha": lambda n: _alpha(n, True), "upper-latin": lambda n: _alpha(n, True),
+                  "lower-roman": _roman, "upper-roman": lambda n: _roman(n, True),
+                  "decimal-leading-zero": lambda n: f"{n:02d}" if n >= 0 else str(n)}
+_LIST_STYLES = frozenset(_LIST_GLYPHS) | frozenset(_LIST_COUNTERS)
+
+
+def _notable(a: dict) -> bool:
+    """An ARIA attribute or an event handler (Chromium keeps an inline element that has one), or a
+    style that makes it other than inline."""
+    for k in a:
+        if k.startswith("aria-") or k.startswith("on"):
+            return True
+    style = a.get("style")
+    return bool(style) and "display:" in style.lower().replace(" ", "") and \
+        not re.search(r"display\s*:\s*inline\s*(;|$|!)", style.lower())
+
+
+def _control_edge(el, last: bool) -> bool:
+    """Whether an element's last (else first) drawn piece is a form control (Chromium's tree keeps
+    no space beside one): the element itself, or down its last (first) children while no text
+    comes after (before) them."""
+    while True:
+        tag = el.tag
+        if tag in _FORM_CONTROLS:
+            return True
+        kids = [c for c in el if type(c.tag) is str]
+        if not kids:
+            return False
+        if last:
+            child = kids[-1]
+            if child.tail and child.tail.strip():
+                return False
+        else:
+            if el.text and el.text.strip():
+                return False
+            child = kids[0]
+        el = child
+
+
+def _in_flow(el) -> bool:
+    """Whether an element lays its children out as text does (not a flex or grid box, by its
+    style as MARK_JS read it, else its style attribute)."""
+    shown = el.get(DISPLAY_ATTR)
+    if shown is not None:
+        return "flex" not in shown and "grid" not in shown
+    style = el.get("style")
+    return not (style and re.search(r"display\s*:\s*(inline-)?(flex|grid)", style.lower()))
+
+
+def _blank_text(text: str) -> str | None:
+    """A text node that Python's strip() empties: what Chromium's tree shows of it, a StaticText
+    whose text is its no-break (non-HTML) spaces (flattened as ``StaticText ''``), or None when it
+    is HTML whitespace alone (no node)."""
+    kept = text.strip(_HTML_SPACE)
+    return _HTML_WS.sub(" ", kept) if kept else None
 
 
 def _collapse(text: str) -> str:
@@ -757,12 +883,16 @@ def frame_base(url: str, root, parent_base: str) -> str:
 
 class _Node:
     """One element's accessibility node; ``children`` holds nodes and, for text (``StaticText``), strs."""
-    __slots__ = ("role", "name", "bid", "value", "props", "children")
+    __slots__ = ("role", "name", "bid", "value", "props", "children", "cname")
 
     def __init__(self, role: str, name: str, bid: str | None = None, value: str | None = None,
                  props: list | None = None):
         self.role = role
         self.name = name
+        # the name its text is compared with (a text that repeats it is not shown, as BrowserGym
+        # flattens Chromium's tree); None: an element Chromium leaves out of its tree (an inline
+        # generic such as a plain span, or a presentational one), whose text is its parent's
+        self.cname = name
         self.bid = bid
         self.value = value
         self.props = [] if props is None else props  # [(name, value)] in Chromium's order
@@ -781,6 +911,7 @@ class _Builder:
         self.base_url = urljoin(base_url, base.get("href").strip()) if base is not None else base_url
         self.geometry = {str(k): v for k, v in (geometry or {}).items()}
         self.by_bid: dict = {}
+        self._ordinals: dict = {}  # a list element -> {item: its number} (Builder._ordinal)
         self.bid_of: dict = {}
         self.grafted = False  # frames' documents grafted under their frame elements (build_tree's frames)
         self._assign_bids()
@@ -1020,7 +1151,7 @@ class _Builder:
             if anc.get(FRAME_ATTR) is not None:  # (a frame's document: its context ends there)
                 return False
             r = self.role(anc)
-            if r not in ("generic", "none"):
+            if r not in ("generic", "none") or _tag(anc) == "section":  # (a section is no generic to Chromium)
                 return r in roles
         return False
 
@@ -1076,7 +1207,8 @@ class _Builder:
     def role(self, el, tag: str | None = None, a: dict | None = None) -> str:
         tag, a = _given(el, tag, a)
         explicit = explicit_role(a.get("role"))
-        if explicit and not (explicit == "none" and (not PRESENTATION_CONFLICTS.isdisjoint(a)
+        # (none does not take on an element BrowserGym marks: its marks are global ARIA attributes)
+        if explicit and not (explicit == "none" and (tag in BGYM_MARKED_TAGS or not PRESENTATION_CONFLICTS.isdisjoint(a)
                                                      or self.focusable(el, tag, a))) and \
                 (explicit not in REQUIRED_CONTEXT or self._in_context(el, REQUIRED_CONTEXT[explicit])):
             return explicit
@@ -1088,19 +1220,27 @@ class _Builder:
             t = _input_type(a.get("type"))
             if t in ("text", "search", "email", "tel", "url") and a.get("list"):
                 return "combobox"
-            return INPUT_ROLES.get(t, "textbox")
+            return "none" if t == "hidden" else INPUT_ROLES.get(t, "textbox")  # (a hidden input: no node)
         if tag == "select":
             size = (a.get("size") or "").strip()
             if "multiple" in a or (size.isdigit() and int(size) > 1):
                 return "listbox"
             return "combobox"
-        if tag == "img":
-            return "none" if a.get("alt") == "" and not a.get("title") else "image"
+        if tag == "img":  # (alt="" would make it presentational, but BrowserGym marks it: an image)
+            return "image"
         if tag == "th":
-            scope = (a.get("scope") or "").lower()
-            return "rowheader" if scope in ("row", "rowgroup") else "columnheader"
+            scope = (a.get("scope") or "").strip().lower()
+            if scope in ("row", "rowgroup"):
+                return "rowheader"
+            if scope in ("col", "colgroup"):
+                return "columnheader"
+            row = el.getparent()  # (Chromium: a header cell beside data cells heads its row)
+            return "rowheader" if row is not None and any(_tag(c) == "td" for c in row) else "columnheader"
         if tag == "section":
-            return "region" if self.aria_name(el, a) else "Section"
+            return "region" if self.aria_name(el, a) else "generic"
+        if tag == "summary":  # (a details' summary; one outside a details is a plain element)
+            parent = el.getparent()
+            return "DisclosureTriangle" if parent is not None and _tag(parent) == "details" else "generic"
         if tag in ("header", "footer"):
             scoped = any(_tag(a) in LANDMARK_SCOPES for a in el.iterancestors())
             if scoped:
@@ -1165,6 +1305,8 @@ class _Builder:
             title = next((c for c in _children(el) if _tag(c) == "title"), None)
             if title is not None:
                 return _collapse(_text_content(title))
+        if tag == "optgroup":
+            return _collapse(a.get("label") or "")
         if tag == "fieldset":
             legend = next((c for c in _children(el) if _tag(c) == "legend"), None)
             if legend is not None:
@@ -1177,11 +1319,24 @@ class _Builder:
             cap = next((c for c in _children(el) if _tag(c) == "figcaption"), None)
             if cap is not None:
                 return self.content_text(cap)
-        if role in NAME_FROM_CONTENT:
+        if role in NAME_FROM_CONTENT and (role != "row" or self.in_grid(el)):
             text = self.content_text(el)
             if text:
                 return text
         return _collapse(a.get("title") or "")
+
+    def in_grid(self, el) -> bool:
+        """Whether a row is a grid's (or a treegrid's): only there does Chromium name a row by its
+        cells; a table's rows have no name."""
+        for anc in el.iterancestors():
+            if anc.get(FRAME_ATTR) is not None:
+                return False
+            r = self.role(anc)
+            if r in ("grid", "treegrid"):
+                return True
+            if r == "table":
+                return False
+        return False
 
     def labels(self, el) -> list:
         found = []
@@ -1325,8 +1480,8 @@ class _Builder:
             (role != "separator" or self.focusable(el, tag, a))
         if aria_range:  # an ARIA widget's values, with Chromium's defaults
             value = _aria_range(role, a, props)
-        elif tag in ("progress", "meter") or (tag == "input" and role == "slider"):
-            value = self._native_range(el, tag, a, props)
+        elif tag in ("progress", "meter") or (tag == "input" and role in ("slider", "spinbutton")):
+            value = self._native_range(el, tag, a, props, role)
         elif role in ("slider", "spinbutton", "progressbar", "meter"):
             for attr, pname in (("min", "valuemin"), ("max", "valuemax")):
                 raw = a.get("aria-" + pname) or a.get(attr)
@@ -1375,12 +1530,21 @@ class _Builder:
         href = a.get("href", a.get("xlink:href"))  # (an SVG link's may be an xlink:href)
         if role == "link" and href is not None:
             props.append(("url", self.absolute(href)))
+        elif tag == "img" and role == "image":  # (its src, else its srcset's first candidate)
+            src = (a.get("src") or "").strip() or (a.get("srcset") or "").strip().split(" ")[0].rstrip(",")
+            if src:
+                props.append(("url", self.absolute(src)))
+        key = a.get("accesskey")
+        if key and key.strip():
+            props.append(("keyshortcuts", "Alt+" + key.strip()))
         # the node value
-        if tag == "input" and role == "slider":
+        if tag == "input" and role in ("slider", "spinbutton"):
             pass  # (its value: _native_range)
         elif tag == "input" and _input_type(a.get("type")) not in ("checkbox", "radio", "submit", "reset", "button",
                                                             "image", "file", "hidden"):
             value = self.value_of(el) or None
+            if value and role == "Date" and not _DATE.fullmatch(value):
+                value = None  # (a date input holds a valid date or nothing)
             if value and _input_type(a.get("type")) == "password":
                 value = PASSWORD_MASK * len(value)  # (as Chromium's tree gives it: never the password)
         elif tag == "textarea":
@@ -1404,7 +1568,26 @@ class _Builder:
                     not anc.xpath(".//*[@aria-selected]")
         return False
 
-    def _native_range(self, el, tag: str, a: dict, props: list):
+    def _date_fields(self, el, node: _Node) -> list:
+        """A date input's parts as Chromium's tree shows them (its own fields, in the en-US order
+        our browser contexts use): month, day and year spin buttons, each with its number or its
+        placeholder, the separators, and the picker's button unless the input is disabled."""
+        m = _DATE.fullmatch(node.value or "")
+        disabled = [("disabled", True)] if self.disabled(el) else []
+        out: list = []
+        for i, (label, high, blank) in enumerate((("Month", 12, "mm"), ("Day", 31, "dd"), ("Year", 275760, "yyyy"))):
+            if i:
+                out.append("/")
+            text = m.group((2, 3, 1)[i]) if m else blank
+            field = _Node("spinbutton", f"{label} {label}", None, int(text) if m else 0,
+                          [*disabled, ("valuemin", 1), ("valuemax", high), ("valuetext", "")])
+            field.children.append(text)
+            out.append(field)
+        if not disabled:
+            out.append(_Node("button", "Show date picker Show date picker", None, None, [("hasPopup", "menu")]))
+        return out
+
+    def _native_range(self, el, tag: str, a: dict, props: list, role: str = ""):
         """A range input's, ``<progress>``'s or ``<meter>``'s value (the node's), with valuemin,
         valuemax and valuetext appended to ``props``, as HTML's rules make them and Chromium's tree
         gives them: a range input's value held between its minimum and maximum (0 and 100 unless
@@ -1420,6 +1603,12 @@ class _Builder:
             props.extend((("valuemin", 0), ("valuemax", _float32(high)), ("valuetext", "")))
             return None if now is None else _float32(now)
         low, high = _number(a.get("min")), _number(a.get("max"))
+        if role == "spinbutton":  # (a number input: bounds 0 unless said, its value as typed)
+            raw = self.value_of(el).strip()
+            now = _number(raw) if raw else None
+            props.extend((("valuemin", _float32(0 if low is None else low)), ("valuemax", _float32(0 if high is None else high)),
+                          ("valuetext", raw if now is not None else "")))
+            return None if now is None else _float32(now)
         if tag == "meter":
             low = 0 if low is None else low
             high = max(low, 1 if high is None else high)
@@ -1446,11 +1635,18 @@ class _Builder:
         return now
 
     def absolute(self, href: str) -> str:
+        """``href`` resolved against the page (its frame's document): an empty fragment or query
+        kept, as Chromium's tree keeps it (``page#``), which urljoin drops."""
         href = href.strip()
         try:
-            return _join(self.base_url, href)
+            url = _join(self.base_url, href)
         except ValueError:
             return href
+        if href.endswith("#") and not url.endswith("#"):
+            url += "#"
+        elif href.endswith("?") and "#" not in href and not url.endswith("?"):
+            url += "?"
+        return url
 
     # ---------------------------------------------------------------- the tree
     def build(self):
@@ -1487,6 +1683,10 @@ class _Builder:
         seen: dict = {}
         if tag in _NO_CONTENT:
             if tag == "select":
+                if self.role(el) == "combobox":  # (its options in a popup, as in Chromium's tree)
+                    popup = _Node("MenuListPopup", "")
+                    nodes.append(popup)
+                    nodes = popup.children
                 for child in children:
                     ctag = child.tag
                     if type(ctag) is str:
@@ -1496,16 +1696,30 @@ class _Builder:
         # (a closed details shows its first summary alone: its text is not drawn either)
         drawn = tag != "details" or el.get("open") is not None
         text = el.text
-        if drawn and text and text.strip():
-            nodes.append(text.strip() if preformatted else _collapse(text))
-        for child in children:
+        if drawn and text:
+            if text.strip():
+                nodes.append(text.strip() if preformatted else _collapse(text))
+            elif (blank := _blank_text(text)) is not None:
+                nodes.append(blank)
+        flowing = drawn and not preformatted and _in_flow(el)
+        last = len(children) - 1
+        for i, child in enumerate(children):
             ctag = child.tag
             if type(ctag) is str:
                 n = seen[ctag] = seen.get(ctag, 0) + 1
                 self._element(child, ctag, el, tag, preformatted, nodes, css, xp, n, totals[ctag])
             text = child.tail
-            if drawn and text and text.strip():
-                nodes.append(text.strip() if preformatted else _collapse(text))
+            if drawn and text:
+                if text.strip():
+                    nodes.append(text.strip() if preformatted else _collapse(text))
+                elif (blank := _blank_text(text)) is not None:
+                    nodes.append(blank)
+                elif flowing and i < last and self._inline(child, el, tag) and self._inline(children[i + 1], el, tag) \
+                        and not "".join(child.itertext())[-1:].isspace() and not _control_edge(child, True) \
+                        and not _control_edge(children[i + 1], False):
+                    # a space between two inline elements (not after one that ends in a space, which
+                    # takes it): drawn, so in Chromium's tree
+                    nodes.append(" ")
 
     def _element(self, el, tag: str, parent, parent_tag: str, preformatted: bool, nodes: list,
                  parent_css: str, parent_xp: str, n: int, same_tag: int) -> None:
@@ -1531,7 +1745,9 @@ class _Builder:
         elif role in NAME_FROM_CONTENT:
             # Builder.name for these: aria-label(ledby), else the content, else the title
             name = self.aria_name(el, a) if a and not a.keys().isdisjoint(_ARIA_NAMING) else ""
-            if not name:
+            if not name and role == "row" and not self.in_grid(el):
+                name = _collapse(a.get("title") or "")
+            elif not name:
                 if leaf and tag != "br":
                     text = el.text
                     name = _collapse(text) if text else ""
@@ -1553,6 +1769,17 @@ class _Builder:
         else:
             value, props = self.props(el, role, tag, a)
             node = _Node(role, name, self.bid_of.get(el), value, props)
+        if tag == "li" or (a and MARKER_ATTR in a):
+            marker = self.list_marker(el, tag, a)
+            if marker:
+                node.children.append(_Node("ListMarker", marker))
+        if role == "none":
+            node.cname = None
+        elif role == "generic":
+            if tag not in BGYM_MARKED_TAGS and (not a or (a.keys().isdisjoint(_INCLUDING_ATTRS) and not _notable(a))):
+                node.cname = None  # (an element BrowserGym does not mark, shown inline: a custom element)
+            elif a and not a.keys().isdisjoint(_ARIA_NAMING):
+                node.cname = self.aria_name(el, a)  # (Chromium names it, though it shows no name)
         css, xp, summary = self._place(el, node, tag, a, parent_css, parent_xp, n, same_tag)
         nodes.append(node)
         if tag in FRAME_TAGS:
@@ -1563,9 +1790,96 @@ class _Builder:
             self._children_into(el, tag, preformatted or tag in _PREFORMATTED, node.children, css, xp)
         elif tag not in _NO_CONTENT:
             text = el.text
-            if text and text.strip():
-                node.children.append(text.strip() if preformatted or tag in _PREFORMATTED else _collapse(text))
+            if text:
+                if text.strip():
+                    node.children.append(text.strip() if preformatted or tag in _PREFORMATTED else _collapse(text))
+                elif (blank := _blank_text(text)) is not None:
+                    node.children.append(blank)
+        if role == "Date" and tag == "input":
+            node.children.extend(self._date_fields(el, node))
+        elif node.value is not None and tag in _TEXT_VALUE_TAGS and role != "slider":
+            # a text field's value, again as the text inside it (Chromium's tree: a StaticText)
+            node.children.append(self.value_of(el) if role == "spinbutton" else node.value)
 
+
+    def list_marker(self, el, tag: str, a: dict) -> str | None:
+        """The text of a list item's marker as Chromium's tree shows it (``•``, ``◦``, ``▪``,
+        ``3.``, ``c.``, ``iv.``), or None: the type MARK_JS read from the page's style, else HTML's
+        defaults (a ``ul``'s disc, circle inside one list, square deeper; an ``ol``'s numbers by
+        its ``type``) unless a style attribute says ``none`` or another display."""
+        kind = a.get(MARKER_ATTR) if a else None
+        parent = el.getparent()
+        ptag = _tag(parent) if parent is not None else ""
+        if kind is None:
+            for holder in (a, dict(parent.items()) if parent is not None else {}):
+                style = (holder.get("style") or "").lower()
+                if holder is a and re.search(r"display\s*:", style) and not re.search(r"display\s*:\s*list-item", style):
+                    return None
+                found = re.search(r"list-style(?:-type)?\s*:\s*([^;!]+)", style)
+                if found:
+                    words = found.group(1).split()
+                    kind = next((w for w in words if w in _LIST_STYLES or w == "none"), None)
+                    if kind:
+                        break
+            if kind is None:
+                if ptag == "ol":
+                    kind = _OL_TYPES.get((a.get("type") or parent.get("type") or "1").strip(), "decimal")
+                elif ptag in ("ul", "menu", "dir"):
+                    depth = sum(1 for anc in parent.iterancestors() if _tag(anc) in ("ul", "ol", "menu", "dir"))
+                    kind = "disc" if depth == 0 else "circle" if depth == 1 else "square"
+                else:
+                    kind = "disc"
+        kind = kind.strip()
+        if kind == "none" or not kind:
+            return None
+        if kind[:1] in ("'", '"'):  # (a string: itself)
+            return kind[1:-1].strip() or None
+        glyph = _LIST_GLYPHS.get(kind)
+        if glyph is not None:
+            return glyph
+        counter = _LIST_COUNTERS.get(kind)
+        if counter is None or parent is None:
+            return None
+        return counter(self._ordinal(el, parent)) + "."
+
+    def _ordinal(self, el, parent) -> int:
+        """A list item's number: its list's ``start`` (the count of items for ``reversed``), a step
+        for each item before it, an item's ``value`` taken as it is."""
+        numbers = self._ordinals.get(parent)
+        if numbers is None:
+            items = [c for c in parent if _tag(c) == "li" and not self.hidden_self(c)]
+            ascending = parent.get("reversed") is None or _tag(parent) != "ol"
+            start = _number(parent.get("start")) if _tag(parent) == "ol" else None
+            n = (int(start) if start is not None else 1) if ascending else \
+                (int(start) if start is not None else len(items))
+            numbers = {}
+            for item in items:
+                value = _number(item.get("value"))
+                if value is not None:
+                    n = int(value)
+                numbers[item] = n
+                n += 1 if ascending else -1
+            self._ordinals[parent] = numbers
+        return numbers.get(el, 1)
+
+    def _inline(self, el, parent, parent_tag: str) -> bool:
+        """Whether an element is drawn inline beside its text (a link, a span, an image; not a
+        block, a line break, a form control, nor anything hidden), as its tag and style say."""
+        tag = el.tag
+        if type(tag) is not str or tag == "br" or tag == "wbr":
+            return False
+        a = dict(el.items())
+        shown = a.get(DISPLAY_ATTR)
+        if shown is not None:  # (the page's style, as MARK_JS read it)
+            return shown.startswith("inline") and tag not in _FORM_CONTROLS and \
+                not self._hidden_self(el, tag, a, parent, parent_tag)
+        if tag not in _INLINE_FLOW:
+            return False
+        if a and self._hidden_self(el, tag, a, parent, parent_tag):
+            return False
+        style = a.get("style") if a else None
+        return not (style and "display:" in style.lower().replace(" ", "") and
+                    not re.search(r"display\s*:\s*inline\s*(;|$|!)", style.lower()))
 
     def _place(self, el, node: _Node, tag: str, a: dict, parent_css: str, parent_xp: str, n: int,
                same_tag: int) -> tuple[str, str, dict | None]:
@@ -1605,7 +1919,8 @@ class _Builder:
         mark = len(self.records)
         self._svg_into(el, node.children, css, xp, False)
         if node.role == "image" and explicit_role(a.get("role")) != "image":
-            if _shows(node.children):
+            # (what a foreignObject holds is HTML, which BrowserGym marks: never left out)
+            if _shows(node.children) or any(len(fo) for fo in el.iter("foreignobject")):
                 node.role = "SvgRoot"
                 if summary is not None:
                     summary["role"] = "SvgRoot"
@@ -1668,8 +1983,10 @@ class _Builder:
             role = self.role(el, tag, a)
             if role == explicit_role(a["role"]):
                 return role
-        if tag == "a":
-            return "link" if "href" in a or "xlink:href" in a else "generic"
+        if tag == "a":  # (BrowserGym marks an <a> and an <svg>: never left out, a group without a link)
+            return "link" if "href" in a or "xlink:href" in a else "group"
+        if tag == "svg":
+            return "group"
         if tag in _SVG_SHAPES or tag == "g":
             if not ((a and (not _SVG_INCLUDING.isdisjoint(a) or _TABINDEX.match(a.get("tabindex") or "")))
                     or any(_tag(c) in ("title", "desc") for c in el)):
@@ -1873,7 +2190,8 @@ def _prop_attrs(props: list, ignored) -> list:
 
 def _node_line(node: _Node, attrs: list) -> str:
     """``[bid] role 'name' value='v', attr, attr`` (no indent)."""
-    line = node.role if node.role == "generic" and not node.name else f"{node.role} {node.name.strip()!r}"
+    name = node.cname if node.role == "generic" and node.cname else node.name  # (a generic's aria-label)
+    line = node.role if node.role == "generic" and not name else f"{node.role} {name.strip()!r}"
     if node.bid is not None:
         line = f"[{node.bid}] {line}"
     if node.value is not None:
@@ -1909,11 +2227,12 @@ def _shows(children: list) -> bool:
     return False
 
 
-def _render_plain(node: _Node, depth: int, lines: list, ignored: frozenset) -> None:
-    """``Tree.text()`` with no box, clickable or visible marks (the observation's ``axtree_text``)."""
+def _render_plain(node: _Node, depth: int, lines: list, ignored: frozenset, inherited: str = "") -> None:
+    """``Tree.text()`` with no box, clickable or visible marks (the observation's ``axtree_text``);
+    ``inherited``: the name the text of a node Chromium leaves out is compared with."""
     role = node.role
     attrs = _prop_attrs(node.props, ignored) if node.props else None
-    name = node.name
+    name = node.cname if node.cname is not None else inherited
     if not (role == "none" or role in IGNORED_ROLES or (role == "generic" and not attrs)):
         lines.append("\t" * depth + _node_line(node, attrs))
         depth += 1
@@ -1925,7 +2244,7 @@ def _render_plain(node: _Node, depth: int, lines: list, ignored: frozenset) -> N
                     indent = "\t" * depth
                 lines.append(f"{indent}StaticText {child.strip()!r}")
         else:
-            _render_plain(child, depth, lines, ignored)
+            _render_plain(child, depth, lines, ignored, name)
 
 
 class Tree:
@@ -2001,7 +2320,7 @@ class Tree:
             return "\n".join(lines)
         geometry = self._b.geometry
 
-        def visit(node: _Node, depth: int, parent_name: str) -> None:
+        def visit(node, depth: int, parent_name: str) -> None:
             if type(node) is str:
                 if not (remove_redundant_static_text and node in parent_name):
                     lines.append("\t" * depth + f"StaticText {node.strip()!r}")
@@ -2028,7 +2347,7 @@ class Tree:
             if not skip:
                 lines.append("\t" * depth + _node_line(node, attrs))
             for child in node.children:
-                visit(child, depth if skip else depth + 1, node.name)
+                visit(child, depth if skip else depth + 1, node.cname if node.cname is not None else parent_name)
 
         visit(self._root, 0, "")
         return "\n".join(lines)

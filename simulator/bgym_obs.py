@@ -52,6 +52,7 @@ from isal import isal_zlib
 from lxml import etree
 
 from webfreeze.archives.timeutil import parse_time
+from webfreeze.common.aria import BGYM_MARKED_TAGS
 
 from .axtree import BID_ATTR, OPEN_ROOTS_JS, Tree
 
@@ -377,15 +378,18 @@ UNSTILL_JS = r"""
 
 
 # Put (true) or take off (false) BrowserGym's marks: "browsergym_id_<bid> " before the
-# aria-roledescription and aria-description of every element with one of our bids, as BrowserGym's
-# frame_mark_elements.js does; taking them off restores what the page had.
+# aria-roledescription and aria-description of every element of a standard HTML tag with one of our
+# bids, as BrowserGym's frame_mark_elements.js does by default (an SVG's shapes and groups and a
+# custom element are not marked); taking them off restores what the page had.
 ARIA_MARK_JS = r"""
 (on) => {
   const ATTRS = ['aria-roledescription', 'aria-description'];
+  const MARKED = new Set(__MARKED_TAGS__);  // (BrowserEnv's tags_to_mark="standard_html")
 __OPEN_ROOTS__  if (on) {
     const saved = [];
     // (open shadow roots too: the observation gives their elements bids)
     for (const el of openRoots().flatMap((r) => Array.from(r.querySelectorAll('[data-wf-bid]')))) {
+      if (!MARKED.has(el.tagName.toLowerCase())) continue;
       const bid = el.getAttribute('data-wf-bid');
       for (const a of ATTRS) {
         const old = el.getAttribute(a);
@@ -403,7 +407,7 @@ __OPEN_ROOTS__  if (on) {
   delete window.__wfBgymMarks;
   return saved.length;
 }
-""".replace("__OPEN_ROOTS__", OPEN_ROOTS_JS)
+""".replace("__OPEN_ROOTS__", OPEN_ROOTS_JS).replace("__MARKED_TAGS__", json.dumps(sorted(BGYM_MARKED_TAGS)))
 _ARIA_MARK = re.compile(r"browsergym_id_([A-Za-z0-9]+)\s?(.*)", re.DOTALL)
 
 
@@ -761,8 +765,8 @@ def _prop(name: str, value) -> dict:
 
 def _ax_from_tree(tree: Tree, backend_of: dict) -> dict:
     """Our tree as CDP accessibility nodes (root first, then depth first): text as ``StaticText``
-    nodes, role ``none`` as an ignored node without a name (BrowserGym's flattening skips it, as
-    ``axtree_text`` does)."""
+    nodes; an element Chromium leaves out of its tree (an inline generic, a presentational one:
+    ``cname`` None) left out, its children given to its parent, as ``axtree_text`` reads them."""
     nodes: list = []
     counter = itertools.count(1)
 
@@ -770,8 +774,9 @@ def _ax_from_tree(tree: Tree, backend_of: dict) -> dict:
         nid = str(next(counter))
         entry = {"nodeId": nid, "ignored": node.role == "none",
                  "role": {"type": "role", "value": node.role}}
-        if node.role != "none":
-            entry["name"] = {"type": "computedString", "value": node.name}
+        if node.role != "none":  # (a generic's is the aria-label its text is compared with)
+            entry["name"] = {"type": "computedString",
+                             "value": node.cname if node.role == "generic" and node.cname else node.name}
         if node.value is not None:
             entry["value"] = {"type": "string" if isinstance(node.value, str) else "number", "value": node.value}
         entry["properties"] = [_prop(k, v) for k, v in node.props]
@@ -783,16 +788,22 @@ def _ax_from_tree(tree: Tree, backend_of: dict) -> dict:
             if node.bid in backend_of:
                 entry["backendDOMNodeId"] = backend_of[node.bid]
         nodes.append(entry)
+        add_children(node, entry, nid)
+        return nid
+
+    def add_children(node, entry: dict, nid: str) -> None:
         for child in node.children:
             if type(child) is str:
                 cid = str(next(counter))
                 nodes.append({"nodeId": cid, "ignored": False, "role": {"type": "internalRole", "value": "StaticText"},
                               "name": {"type": "computedString", "value": child}, "properties": [],
                               "childIds": [], "parentId": nid})
+            elif child.cname is None:  # left out of Chromium's tree: its children are its parent's
+                add_children(child, entry, nid)
+                continue
             else:
                 cid = add(child, nid)
             entry["childIds"].append(cid)
-        return nid
 
     add(tree.root, None)
     return {"nodes": nodes}

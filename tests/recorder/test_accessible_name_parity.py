@@ -152,7 +152,7 @@ EDGE_CASES = [
     ('<a id="t" href="/"><img src="logo.png" alt="ACME logo"> Shop</a>', ("link", "ACME logo Shop")),
     ('<a id="t" href="/" title="Go home"><img src="x.png" alt=""></a>', ("link", "Go home")),
     ('<img id="t" src="x.png" alt="" title="Tip">', ("image", "Tip")),
-    ('<p><img id="t" src="x.png" alt=""></p>', ("none", "")),
+    ('<p><img id="t" src="x.png" alt=""></p>', ("image", "")),  # (BrowserGym's marks: never none)
     ('<button id="t" type="button"><img src="x.png" alt="">Delete</button>', ("button", "Delete")),
     # hidden text: the hidden attribute, inline and stylesheet display:none, aria-hidden,
     # visibility:hidden over a visible child, scripts and styles
@@ -227,7 +227,8 @@ EDGE_CASES = [
     # roles and names from parts: legend, caption, figcaption, regions, landmarks, explicit roles
     ('<fieldset id="t"><legend>Shipping <b>address</b></legend><input></fieldset>', ("group", "Shipping address")),
     ('<table id="t"><caption>Prices</caption><tr><td>A</td><td>1</td></tr></table>', ("table", "Prices")),
-    ('<table><tr id="t"><th>Item</th><td>1 <b>kg</b></td></tr></table>', ("row", "Item 1 kg")),
+    ('<table><tr id="t"><th>Item</th><td>1 <b>kg</b></td></tr></table>', ("row", "")),  # (a table's rows: no name)
+    ('<div role="grid"><div id="t" role="row"><div role="gridcell">1 <b>kg</b></div></div></div>', ("row", "1 kg")),
     ('<figure id="t"><img src="f.png" alt="Chart"><figcaption>Figure 1</figcaption></figure>', ("figure", "Figure 1")),
     ('<section id="t" aria-label="News"><p>x</p></section>', ("region", "News")),
     ('<article><header id="t">Top</header></article><header>Banner</header>', ("generic", "")),

@@ -47,7 +47,7 @@ ROLE_NAME_CASES = [
     ('<input title="Tooltip">', "textbox 'Tooltip'"),
     ('<input aria-label="Query" value="cats">', "textbox 'Query' value='cats'"),
     ('<input type="search" aria-label="Find">', "searchbox 'Find'"),
-    ('<input type="number" aria-label="Qty" min="1" max="9" value="2">', "spinbutton 'Qty' value='2', valuemin=1, valuemax=9"),
+    ('<input type="number" aria-label="Qty" min="1" max="9" value="2">', "spinbutton 'Qty' value=2, valuemin=1, valuemax=9, valuetext='2'"),
     ('<input type="range" aria-label="Vol">',
      "slider 'Vol' value=50, orientation='horizontal', valuemin=0, valuemax=100, valuetext='50'"),
     ('<input aria-label="R" required>', "textbox 'R', required"),
@@ -65,14 +65,16 @@ ROLE_NAME_CASES = [
     ('<select aria-label="Sort"><option disabled>-</option><option>Old</option></select>',
      "combobox 'Sort' value='Old', hasPopup='menu', expanded=False"),
     ('<select aria-label="M" multiple><option selected>a</option></select>', "listbox 'M', multiselectable=True, orientation='vertical'"),
-    ('<select aria-label="G"><optgroup label="Grp"><option>x</option></optgroup></select>', "group ''"),
+    ('<select aria-label="G"><optgroup label="Grp"><option>x</option></optgroup></select>', "group 'Grp'"),
+    ('<select aria-label="G"><option>x</option></select>', "MenuListPopup ''"),
     ('<input list="dl" aria-label="City"><datalist id="dl"><option>Paris</option></datalist>',
      "combobox 'City', autocomplete='list', hasPopup='listbox'"),
     ("<h1>Title</h1>", "heading 'Title'"),
     ("<h3>Sub <small>title</small></h3>", "heading 'Sub title'"),
     ('<div role="heading" aria-level="2">Fake</div>', "heading 'Fake'"),
-    ('<img src="x.png" alt="A cat">', "image 'A cat'"),
-    ('<img src="x.png" title="T only">', "image 'T only'"),
+    ('<img src="x.png" alt="A cat">', "image 'A cat', url='http://site.test/dir/x.png'"),
+    ('<img src="x.png" title="T only">', "image 'T only', url='http://site.test/dir/x.png'"),
+    ('<img src="x.png" alt="">', "image '', url='http://site.test/dir/x.png'"),
     ("<nav>n</nav>", "navigation ''"),
     ('<nav aria-label="Pages">n</nav>', "navigation 'Pages'"),
     ("<main>m</main>", "main ''"),
@@ -80,7 +82,7 @@ ROLE_NAME_CASES = [
     ("<header>h</header>", "banner ''"),
     ("<footer>f</footer>", "contentinfo ''"),
     ("<article><header>h</header></article>", "article ''"),
-    ("<section>s</section>", "Section ''"),
+    ("<section>s</section>", "StaticText 's'"),
     ('<section aria-label="Results">s</section>', "region 'Results'"),
     ("<form>f</form>", "form ''"),
     ("<ul><li>One</li></ul>", "list ''"),
@@ -89,7 +91,12 @@ ROLE_NAME_CASES = [
     ("<dl><dt>Term</dt><dd>Def</dd></dl>", "term 'Term'"),
     ("<table><tr><th>H</th></tr><tr><td>C</td></tr></table>", "columnheader 'H'"),
     ("<table><tr><th scope=row>H</th><td>C</td></tr></table>", "rowheader 'H'"),
-    ("<table><tr><td>C1</td><td>C2</td></tr></table>", "row 'C1 C2'"),
+    ("<table><tr><th>H</th><th>I</th></tr><tr><td>C1</td><td>C2</td></tr></table>", "row ''"),
+    ("<table><tr><th>H</th><td>C</td></tr></table>", "rowheader 'H'"),
+    ("<ul><li>One</li></ul>", "ListMarker '\u2022'"),
+    ("<ol start=3><li>One</li></ol>", "ListMarker '3.'"),
+    ('<input aria-label="Q" value="cats">', "StaticText 'cats'"),
+    ("<dl><dt>Term</dt><dd>Def</dd></dl>", "DescriptionList ''"),
     ("<table><caption>Cap</caption><tr><td>C</td></tr></table>", "table 'Cap'"),
     ("<table><thead><tr><th>H</th></tr></thead></table>", "rowgroup ''"),
     ("<p>Para</p>", "paragraph ''"),
@@ -806,9 +813,20 @@ def test_role_attributes_give_the_roles_chromium_gives(browser):
     assert {name: namer[name] for name in chromium} == chromium
 
 
+def bgym_marked(page):
+    """Put BrowserGym's marks on the page (after the observation's bids), as BrowserEnv reads
+    Chromium's tree with them; returns a function that takes them off."""
+    from webfreeze.simulator.bgym_obs import ARIA_MARK_JS
+
+    page.evaluate(MARK_JS)
+    page.evaluate(ARIA_MARK_JS, True)
+    return lambda: page.evaluate(ARIA_MARK_JS, False)
+
+
 def chromium_roles(context, page, selectors: list[str]) -> list[str]:
     """The role Chromium's own accessibility tree gives the first element of each selector (``none``
-    where it leaves the element out of the tree)."""
+    where it leaves the element out of the tree), read as BrowserGym reads it: with its marks."""
+    unmark = bgym_marked(page)
     cdp = context.new_cdp_session(page)
     root = cdp.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
     roles = []
@@ -817,6 +835,7 @@ def chromium_roles(context, page, selectors: list[str]) -> list[str]:
         assert node, selector
         ax = cdp.send("Accessibility.getPartialAXTree", {"nodeId": node, "fetchRelatives": False})["nodes"][0]
         roles.append("none" if ax.get("ignored") else ax["role"]["value"])
+    unmark()
     return roles
 
 
@@ -834,17 +853,22 @@ PRESENTATION_CASES = [
     '<fieldset disabled><legend><button role="none">in legend</button></legend></fieldset>',
     '<fieldset disabled><legend>a</legend><legend><button role="none">second legend</button></legend></fieldset>',
     '<span role="none" tabindex=" +1">signed</span>', '<button role="NONE">upper</button>',
-    '<details><summary>first</summary><summary role="none">second</summary></details>',
+    '<details open><summary>first</summary><summary role="none">second</summary></details>',
     '<h2 role="none" contenteditable=" true">spaced</h2>', '<h2 role="none" contenteditable="false">not editable</h2>',
     '<h2 role="none button">fallback</h2>', '<a href="/y" role="presentation" tabindex="-1">still a link</a>',
+    '<x-item role="none">custom</x-item>', '<x-item role="none" tabindex="0">focusable custom</x-item>',
+    '<x-item role="presentation" aria-label="L">labelled custom</x-item>',
 ]
 
 
 def test_a_presentational_role_yields_where_chromium_makes_it_yield(browser):
     """A role of none or presentation is not taken by an element that can take focus or has a global
     ARIA attribute (WAI-ARIA 1.2's conflict resolution, with Chromium's list of global attributes):
-    a link with role="presentation" stays a link the agent can click. Each element's role, in both
-    backends and the recorder's namer, is what Chromium's own tree gives it (its node ignored: none)."""
+    a link with role="presentation" stays a link the agent can click. BrowserGym's marks are global
+    ARIA attributes on every element of a standard HTML tag, so in its observation only an element
+    it does not mark (a custom element) takes the role. Each element's role, in both backends and
+    the recorder's namer, is what Chromium's tree read with BrowserGym's marks gives it (its node
+    ignored: none)."""
     from webfreeze.recorder.accname import ROLE_NAME_JS
     from webfreeze.simulator.browser import new_context
 
@@ -863,7 +887,8 @@ def test_a_presentational_role_yields_where_chromium_makes_it_yield(browser):
         live, _ = rendered_tree(page)
     finally:
         context.close()
-    assert chromium[0] == "link" and chromium[5] == "none" and chromium[19] == "textbox", chromium
+    assert chromium[0] == "link" and chromium[5] == "heading" and chromium[19] == "textbox", chromium
+    assert chromium[-3:] == ["none", "generic", "generic"], chromium
     expected = chromium
     for tree in (live, build_tree(html, "http://roles.test/")):
         b = tree.builder
@@ -998,11 +1023,13 @@ def unnumbered(text: str) -> str:
 
 
 def against_chromium(browser, cases: list[str]) -> tuple[str, object, dict]:
-    """One page holding ``cases`` (each in a div), served at an http URL: BrowserGym's flattening
-    of Chromium's own tree of it (unnumbered), our browser backend's tree, and the recorder's
-    namer's (role, name) by bid."""
+    """One page holding ``cases`` (each in a div), served at an http URL: BrowserGym's observation
+    of it (Chromium's own tree read with BrowserGym's marks, as BrowserEnv reads it, flattened by
+    BrowserGym; unnumbered), our browser backend's tree, and the recorder's namer's (role, name) by
+    bid."""
     obs_utils = pytest.importorskip("browsergym.utils.obs", reason="browsergym-core is not installed")
     from webfreeze.recorder.accname import ROLE_NAME_JS
+    from webfreeze.simulator.bgym_obs import _unmark
     from webfreeze.simulator.browser import new_context
 
     html = ("<!doctype html><html><head><title>S</title></head><body>"
@@ -1012,7 +1039,11 @@ def against_chromium(browser, cases: list[str]) -> tuple[str, object, dict]:
     try:
         page.route(CHROMIUM_URL, lambda route, _request: route.fulfill(body=html, content_type="text/html"))
         page.goto(CHROMIUM_URL)
+        unmark = bgym_marked(page)
         nodes = context.new_cdp_session(page).send("Accessibility.getFullAXTree")
+        unmark()
+        for node in nodes["nodes"]:
+            _unmark(node)
         chromium = obs_utils.flatten_axtree_to_str(nodes)
         live, _ = rendered_tree(page)
         namer = page.evaluate("""(js) => { const f = eval(js)(); const out = {};
@@ -1032,8 +1063,8 @@ def test_an_svg_shows_what_chromium_s_tree_shows(browser):
     an ``<svg>`` that draws text, a link, a titled, labelled or focusable shape or group, or a
     foreignObject's content is an ``SvgRoot`` holding them (each text node of a ``<text>`` one
     StaticText), and one that draws nothing of the kind an ``image`` with nothing inside. Both
-    backends' trees are BrowserGym's flattening of Chromium's own, but for the ids; the recorder's
-    namer names every element shown as the tree does."""
+    backends' trees are BrowserGym's observation (Chromium's tree read with its marks, flattened),
+    but for the ids; the recorder's namer names every element shown as the tree does."""
     theirs, live, namer = against_chromium(browser, SVG_TREE_CASES)
     assert "SvgRoot 'Rain'" in theirs and "graphics-symbol 'Bar A'" in theirs and "group 'Series A'" in theirs, theirs
     assert unnumbered(live.axtree_text) == theirs
@@ -1087,7 +1118,34 @@ WIDGET_CASES = [
 def test_widget_states_are_given_as_chromium_gives_them(browser):
     """A slider's value, a tab list's orientation, an unchecked ARIA checkbox, a live region: what
     Chromium's tree gives for widgets whatever their markup says (defaults included) is in both
-    backends' trees, as BrowserGym's flattening of Chromium's tree shows it, ids apart."""
+    backends' trees, as BrowserGym's observation shows it, ids apart."""
     theirs, live, _ = against_chromium(browser, WIDGET_CASES)
     assert "slider '' value=50, orientation='horizontal', valuemin=0, valuemax=100, valuetext=''" in theirs, theirs
     assert unnumbered(live.axtree_text) == theirs
+
+
+def test_browsergym_marks_only_standard_html_tags(browser):
+    """BrowserEnv marks the elements of standard HTML tags (its default tags_to_mark), not an SVG's
+    shapes nor a custom element, and the marks change Chromium's tree (a marked rect would be a
+    graphics-symbol): the browser backend's BrowserGym observation marks the same ones, and takes
+    the marks off after."""
+    from webfreeze.simulator.bgym_obs import ARIA_MARK_JS
+    from webfreeze.simulator.browser import new_context
+
+    context = new_context(browser)
+    page = context.new_page()
+    try:
+        page.set_content('<span id="s" aria-description="own">a</span><svg id="v"><rect id="r" width="4" height="4"/>'
+                         '<a id="l" href="/x"><text>t</text></a></svg><x-item id="x">c</x-item>')
+        page.evaluate(MARK_JS)
+        page.evaluate(ARIA_MARK_JS, True)
+        marks = page.evaluate("[...'svrlx'].map((i) => document.getElementById(i).getAttribute('aria-roledescription'))")
+        described = page.evaluate("document.getElementById('s').getAttribute('aria-description')")
+        page.evaluate(ARIA_MARK_JS, False)
+        after = page.evaluate("[...'svrlx'].map((i) => document.getElementById(i).getAttribute('aria-roledescription'))")
+        restored = page.evaluate("document.getElementById('s').getAttribute('aria-description')")
+    finally:
+        context.close()
+    assert [m is not None and m.startswith("browsergym_id_") for m in marks] == [True, True, False, True, False], marks
+    assert described.startswith("browsergym_id_") and described.endswith(" own")
+    assert after == [None] * 5 and restored == "own"

@@ -134,13 +134,18 @@ def aria_snapshot(axtree_text: str) -> str:
         has_children = i + 1 < len(rows) and rows[i + 1][0] > depth
         if line.startswith("StaticText "):
             text, _ = _literal(line[len("StaticText "):])
-            out.append(f"{indent}- text: {_quoted(str(text))}")
+            if str(text):  # (a drawn space alone: nothing to read)
+                out.append(f"{indent}- text: {_quoted(str(text))}")
             continue
         ref = None
         if line.startswith("["):
             ref, _, line = line[1:].partition("] ")
-        role, _, rest = line.partition(" ")
-        name, rest = _literal(rest) if rest else ("", "")
+        role, sep, rest = line.partition(" ")
+        if role.endswith(","):  # (a generic shown for its properties: no name)
+            role, rest = role[:-1], ", " + rest
+            name = ""
+        else:
+            name, rest = _literal(rest) if sep else ("", "")
         value = None
         if rest.startswith(" value="):
             value, rest = _literal(rest[len(" value="):])

@@ -220,7 +220,8 @@ def test_with_one_task_the_first_action_starts_it(tmp_path):
 def test_the_snapshot_is_yaml_with_refs_that_actions_take():
     text = ("RootWebArea 'Shop', focused, url='http://shop.test/'\n\t[3] banner ''\n\t\t[4] link 'Home, \"best\"', "
             "url='http://shop.test/'\n\t\t\t[5] image 'Logo'\n\t[10] searchbox 'Search' value='shoes', required\n"
-            "\t[12] heading 'Deals', level=2\n\tStaticText 'it\\'s 10: off'\n\t[13] checkbox 'Gift', checked='true'")
+            "\t[12] heading 'Deals', level=2\n\tStaticText 'it\\'s 10: off'\n\t[13] checkbox 'Gift', checked='true'\n"
+            "\tStaticText ''\n\t[14] generic, live='polite', relevant='additions text'\n\t\tStaticText 'Saved'")
     snap = aria_snapshot(text)
     assert snap.splitlines() == [
         '- banner [ref=3]:',
@@ -231,6 +232,8 @@ def test_the_snapshot_is_yaml_with_refs_that_actions_take():
         '- heading "Deals" [level=2] [ref=12]',
         '- text: "it\'s 10: off"',
         '- checkbox "Gift" [checked=true] [ref=13]',
+        '- generic [live=polite] [relevant=additions text] [ref=14]:',
+        '  - text: "Saved"',
     ]
     parsed = yaml.safe_load(snap)
     assert parsed[1] == {'searchbox "Search" [required] [ref=10]': "shoes"}

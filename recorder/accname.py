@@ -48,7 +48,7 @@ ROLE_NAME_JS = r"""
     s: 'deletion', ins: 'insertion', progress: 'progressbar', meter: 'meter', output: 'status', math: 'math',
     iframe: 'Iframe', svg: 'image', search: 'search', address: 'group', hgroup: 'group',
     abbr: 'Abbr', legend: 'Legend'};
-  const NAME_FROM_CONTENT = new Set(['button', 'link', 'heading', 'cell', 'columnheader', 'rowheader',
+  const NAME_FROM_CONTENT = new Set(['button', 'link', 'heading', 'cell', 'columnheader', 'rowheader', 'LayoutTableCell',
     'gridcell', 'option', 'tab', 'menuitem', 'menuitemcheckbox', 'menuitemradio', 'checkbox', 'radio',
     'switch', 'treeitem', 'tooltip', 'row', 'DisclosureTriangle', 'term', 'sectionhead', 'comment']);
   const BLOCK_TAGS = new Set(['address', 'article', 'aside', 'blockquote', 'br', 'dd', 'details', 'dialog',
@@ -213,6 +213,11 @@ ROLE_NAME_JS = r"""
         return (has(el, 'multiple') || (/^[0-9]+$/.test(size) && parseInt(size, 10) > 1)) ? 'listbox' : 'combobox';
       }
       if (tag === 'img') return 'image';  // (axtree.py's: BrowserGym's marks keep alt="" from making it none)
+      if (TABLE_PARTS.has(tag)) {  // (axtree.py's: a layout table's parts)
+        const table = tag === 'table' ? el : el.closest('table');
+        if (table && !dataTable(table)) return LAYOUT_ROLES[tag];
+        if (tag !== 'th') return TAG_ROLES[tag];
+      }
       if (tag === 'th') {  // (axtree.py's: by its scope, else a row header beside data cells)
         const scope = strip(attr(el, 'scope') || '').toLowerCase();
         if (scope === 'row' || scope === 'rowgroup') return 'rowheader';
@@ -230,6 +235,37 @@ ROLE_NAME_JS = r"""
         return tag === 'header' ? 'banner' : 'contentinfo';
       }
       return Object.prototype.hasOwnProperty.call(TAG_ROLES, tag) ? TAG_ROLES[tag] : 'generic';
+    };
+
+    // ---- tables (axtree.py's data_table: Chromium's heuristic, as far as markup and style tell)
+    const TABLE_PARTS = new Set(['table', 'tr', 'td', 'th', 'tbody', 'thead', 'tfoot']);
+    const LAYOUT_ROLES = {table: 'LayoutTable', tr: 'LayoutTableRow', td: 'LayoutTableCell', th: 'LayoutTableCell',
+      tbody: 'generic', thead: 'generic', tfoot: 'generic'};
+    const dataTables = new Map();
+    const dataTable = (t) => {
+      if (dataTables.has(t)) return dataTables.get(t);
+      const border = strip(attr(t, 'border') || '');
+      let result = strip(attr(t, 'role') || '') !== '' || has(t, 'contenteditable') ||
+        strip(attr(t, 'summary') || '') !== '' || strip(attr(t, 'rules') || '') !== '' || (border !== '' && border !== '0') ||
+        [...t.children].some((c) => ['caption', 'thead', 'tfoot', 'colgroup', 'col'].includes(tagOf(c)));
+      if (!result) {
+        const rows = [...t.querySelectorAll('tr')].filter((r) => r.closest('table') === t);
+        const cells = rows.flatMap((r) => [...r.children].filter((c) => tagOf(c) === 'td' || tagOf(c) === 'th'));
+        const tableBg = getComputedStyle(t).backgroundColor;
+        let bordered = 0, shaded = 0, styled = 0;
+        for (const cell of cells) {
+          const s = getComputedStyle(cell);
+          if (['Top', 'Right', 'Bottom', 'Left'].some((e) => parseFloat(s['border' + e + 'Width']) > 0 &&
+                                                          s['border' + e + 'Style'] !== 'none')) bordered++;
+          if (s.backgroundColor !== tableBg && s.backgroundColor !== 'rgba(0, 0, 0, 0)') shaded++;
+          if (/border|background/.test((attr(cell, 'style') || '').toLowerCase())) styled++;
+        }
+        result = bordered * 2 >= cells.length && cells.length > 0 || shaded * 4 >= cells.length && cells.length > 0 ||
+          (cells.length > 1 && (rows.length >= 20 || styled * 2 >= cells.length ||
+            cells.some((c) => tagOf(c) === 'th' || ['headers', 'abbr', 'axis', 'scope'].some((n) => has(c, n)))));
+      }
+      dataTables.set(t, !!result);
+      return !!result;
     };
 
     // ---- inside an SVG (axtree.py's _svg_into, svg_role, svg_name)
@@ -459,6 +495,7 @@ ROLE_NAME_JS = r"""
       if (part) {
         const child = firstChild(el, part);
         if (child) return tag === 'svg' ? collapse(child.textContent) : contentText(child);
+        if (tag === 'table' && collapse(attr(el, 'summary'))) return collapse(attr(el, 'summary'));
       }
       if (NAME_FROM_CONTENT.has(role) && (role !== 'row' || inGrid(el))) {
         const text = contentText(el);

@@ -31,7 +31,7 @@ import json
 import math
 import re
 import struct
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
 
@@ -47,6 +47,8 @@ MARKER_ATTR = "data-wf-marker"
 # block, a block shown inline, a flex or grid box; what the page's style sheets say, which a page as
 # served (the text backend) cannot tell
 DISPLAY_ATTR = "data-wf-display"
+# A table whose cells the page's style draws as a grid (MARK_JS): a data table (Builder.data_table)
+TABLE_ATTR = "data-wf-table"
 FOCUSED_ATTR = "data-wf-focused"
 # On a page read as its flat tree (open shadow roots): the shadow root an element belongs to, 1, 2,
 # ... (none: the document). Ids are unique only within one root: a shadow root's ids and its
@@ -242,6 +244,24 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
   for (const [el, shown] of displays) {
     const c = byBid.get(el.getAttribute(BID));
     if (c) c.setAttribute('data-wf-display', shown);
+  }
+  // A table whose cells are drawn as a grid's (bordered, shaded): a data table to Chromium however
+  // plain its markup (Builder.data_table)
+  for (const t of document.querySelectorAll('table')) {
+    const cells = [...t.querySelectorAll('td, th')].filter((c) => c.closest('table') === t);
+    if (!cells.length) continue;
+    const tableBg = getComputedStyle(t).backgroundColor;
+    let bordered = 0, shaded = 0;
+    for (const cell of cells) {
+      const s = getComputedStyle(cell);
+      if (['Top', 'Right', 'Bottom', 'Left'].some((e) => parseFloat(s['border' + e + 'Width']) > 0 &&
+                                                      s['border' + e + 'Style'] !== 'none')) bordered++;
+      if (s.backgroundColor !== tableBg && s.backgroundColor !== 'rgba(0, 0, 0, 0)') shaded++;
+    }
+    if (bordered * 2 >= cells.length || shaded * 4 >= cells.length) {
+      const c = byBid.get(t.getAttribute(BID));
+      if (c) c.setAttribute('data-wf-table', 'styled');
+    }
   }
   for (const el of elements) {
     const tag = el.localName.toLowerCase();
@@ -673,7 +693,7 @@ _CLICKABLE_TAGS = frozenset({"button", "select", "textarea", "summary", "label",
 # Builder.name: the tags named by more than aria-label(ledby), content and title, and those attributes.
 _NAMED_BY_TAG = frozenset({"input", "select", "textarea", "meter", "progress", "output", "button", "img", "area",
                            "svg", "fieldset", "table", "figure", "optgroup"})
-_NAMING_ATTRS = frozenset({"aria-label", "aria-labelledby", "title"})
+_NAMING_ATTRS = frozenset({"aria-label", "aria-labelledby", "title", "summary"})
 _ARIA_NAMING = frozenset({"aria-label", "aria-labelledby"})
 # What can hide an element besides its tag (Builder._hidden_self): these attributes, an input's
 # type, a closed dialog, a closed details parent.
@@ -691,7 +711,13 @@ _HIDDEN_TAGS = SKIPPED_TAGS | {"datalist", "area", "map", "param", "source", "tr
 
 # Elements whose children are not content (a select's options are; Builder._children_into).
 # Tags whose role Builder.role works out from more than the tag.
-_ROLE_NEEDS_MORE = frozenset({"a", "area", "input", "select", "img", "th", "section", "header", "footer", "summary"})
+_ROLE_NEEDS_MORE = frozenset({"a", "area", "input", "select", "img", "th", "section", "header", "footer", "summary",
+                              "table", "tr", "td", "tbody", "thead", "tfoot"})
+# A layout table's parts (Builder.data_table: what Chromium calls them)
+_TABLE_PARTS_ROLES = frozenset({"table", "tr", "td", "th", "tbody", "thead", "tfoot"})
+_LAYOUT_ROLES = {"table": "LayoutTable", "tr": "LayoutTableRow", "td": "LayoutTableCell", "th": "LayoutTableCell",
+                 "tbody": "generic", "thead": "generic", "tfoot": "generic"}
+_CELL_HEADERS = frozenset({"headers", "abbr", "axis", "scope"})
 _NO_CONTENT = frozenset({"select", "svg", "textarea", "input", "iframe", "img"})
 _TEXT_VALUE_TAGS = frozenset({"input", "textarea"})
 # An inline element whose role is generic and that BrowserGym does not mark (a custom element):
@@ -746,6 +772,7 @@ TAG_ROLES = {
 # Roles whose name comes from their content (accname 2F), as Chromium applies it.
 NAME_FROM_CONTENT = frozenset({
     "button", "link", "heading", "cell", "columnheader", "rowheader", "gridcell", "option", "tab", "menuitem",
+    "LayoutTableCell",
     "menuitemcheckbox", "menuitemradio", "checkbox", "radio", "switch", "treeitem", "tooltip", "row",
     "DisclosureTriangle", "term", "sectionhead", "comment",
 })
@@ -762,7 +789,7 @@ BLOCK_TAGS = frozenset({"address", "article", "aside", "blockquote", "br", "dd",
 
 # Tags whose implicit role depends on nothing else (Builder.role handles the others).
 _PLAIN_ROLES = {k: v for k, v in TAG_ROLES.items()
-                if k not in ("a", "area", "input", "select", "img", "th", "section", "header", "footer", "summary")}
+                if k not in _ROLE_NEEDS_MORE}
 
 
 
@@ -809,6 +836,11 @@ def _notable(a: dict) -> bool:
     style = a.get("style")
     return bool(style) and "display:" in style.lower().replace(" ", "") and \
         not re.search(r"display\s*:\s*inline\s*(;|$|!)", style.lower())
+
+
+def _maybe_inline(el) -> bool:
+    """A quick first look for Builder._inline: an inline tag, or a display MARK_JS noted."""
+    return el.tag in _INLINE_FLOW or el.get(DISPLAY_ATTR) is not None
 
 
 def _control_edge(el, last: bool) -> bool:
@@ -909,9 +941,12 @@ class _Builder:
         self.page_url = base_url
         base = doc.find(".//head/base[@href]")
         self.base_url = urljoin(base_url, base.get("href").strip()) if base is not None else base_url
+        parts = urlsplit(self.base_url)
+        self._origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
         self.geometry = {str(k): v for k, v in (geometry or {}).items()}
         self.by_bid: dict = {}
         self._ordinals: dict = {}  # a list element -> {item: its number} (Builder._ordinal)
+        self._data_tables: dict = {}  # a table element -> whether it holds data (Builder.data_table)
         self.bid_of: dict = {}
         self.grafted = False  # frames' documents grafted under their frame elements (build_tree's frames)
         self._assign_bids()
@@ -1228,6 +1263,12 @@ class _Builder:
             return "combobox"
         if tag == "img":  # (alt="" would make it presentational, but BrowserGym marks it: an image)
             return "image"
+        if tag in _TABLE_PARTS_ROLES:
+            table = el if tag == "table" else next(el.iterancestors("table"), None)
+            if table is not None and not self.data_table(table):
+                return _LAYOUT_ROLES[tag]
+            if tag != "th":
+                return TAG_ROLES[tag]
         if tag == "th":
             scope = (a.get("scope") or "").strip().lower()
             if scope in ("row", "rowgroup"):
@@ -1315,6 +1356,8 @@ class _Builder:
             caption = next((c for c in _children(el) if _tag(c) == "caption"), None)
             if caption is not None:
                 return self.content_text(caption)
+            if (a.get("summary") or "").strip():  # (Chromium names a table by its summary too)
+                return _collapse(a["summary"])
         if tag == "figure":
             cap = next((c for c in _children(el) if _tag(c) == "figcaption"), None)
             if cap is not None:
@@ -1324,6 +1367,33 @@ class _Builder:
             if text:
                 return text
         return _collapse(a.get("title") or "")
+
+    def data_table(self, table) -> bool:
+        """Whether Chromium takes a table for data (a ``table``, its ``row``s and ``cell``s) rather
+        than layout (``LayoutTable``, ``LayoutTableRow``, ``LayoutTableCell``), by its heuristic as
+        far as the markup tells: a role attribute (any), an editable table, a summary, rules or border, a
+        caption, a header or footer section, columns; more than one cell and a header cell or a cell
+        with headers, abbr, axis or scope; 20 rows or more; or cells its style draws as a grid (read
+        by MARK_JS, or a border or background in the cells' style attributes)."""
+        known = self._data_tables.get(table)
+        if known is not None:
+            return known
+        a = dict(table.items())
+        if (a.get("role") or "").strip() or \
+                a.get(TABLE_ATTR) is not None or "contenteditable" in a or (a.get("summary") or "").strip() or \
+                (a.get("rules") or "").strip() or (a.get("border") or "").strip() not in ("", "0"):
+            result = True
+        elif any(_tag(c) in ("caption", "thead", "tfoot", "colgroup", "col") for c in table):
+            result = True
+        else:
+            rows = [r for r in table.iter("tr") if next(r.iterancestors("table"), None) is table]
+            cells = [c for r in rows for c in r if _tag(c) in ("td", "th")]
+            styled = sum(1 for c in cells if re.search(r"border|background", (c.get("style") or "").lower()))
+            result = len(cells) > 1 and (
+                len(rows) >= 20 or styled * 2 >= len(cells) or
+                any(_tag(c) == "th" or not _CELL_HEADERS.isdisjoint(c.keys()) for c in cells))
+        self._data_tables[table] = bool(result)
+        return bool(result)
 
     def in_grid(self, el) -> bool:
         """Whether a row is a grid's (or a treegrid's): only there does Chromium name a row by its
@@ -1638,10 +1708,13 @@ class _Builder:
         """``href`` resolved against the page (its frame's document): an empty fragment or query
         kept, as Chromium's tree keeps it (``page#``), which urljoin drops."""
         href = href.strip()
-        try:
-            url = _join(self.base_url, href)
-        except ValueError:
-            return href
+        if href[:1] == "/" and href[1:2] != "/" and "/." not in href and "\\" not in href and self._origin:
+            url = self._origin + href  # (a path from the root: urljoin's answer, without its cost)
+        else:
+            try:
+                url = _join(self.base_url, href)
+            except ValueError:
+                return href
         if href.endswith("#") and not url.endswith("#"):
             url += "#"
         elif href.endswith("?") and "#" not in href and not url.endswith("?"):
@@ -1701,7 +1774,7 @@ class _Builder:
                 nodes.append(text.strip() if preformatted else _collapse(text))
             elif (blank := _blank_text(text)) is not None:
                 nodes.append(blank)
-        flowing = drawn and not preformatted and _in_flow(el)
+        flowing = drawn and not preformatted
         last = len(children) - 1
         for i, child in enumerate(children):
             ctag = child.tag
@@ -1714,7 +1787,8 @@ class _Builder:
                     nodes.append(text.strip() if preformatted else _collapse(text))
                 elif (blank := _blank_text(text)) is not None:
                     nodes.append(blank)
-                elif flowing and i < last and self._inline(child, el, tag) and self._inline(children[i + 1], el, tag) \
+                elif flowing and i < last and _maybe_inline(child) and _maybe_inline(children[i + 1]) \
+                        and _in_flow(el) and self._inline(child, el, tag) and self._inline(children[i + 1], el, tag) \
                         and not "".join(child.itertext())[-1:].isspace() and not _control_edge(child, True) \
                         and not _control_edge(children[i + 1], False):
                     # a space between two inline elements (not after one that ends in a space, which
@@ -1810,7 +1884,7 @@ class _Builder:
         kind = a.get(MARKER_ATTR) if a else None
         parent = el.getparent()
         ptag = _tag(parent) if parent is not None else ""
-        if kind is None:
+        if kind is None and (a or (parent is not None and parent.get("style") is not None)):
             for holder in (a, dict(parent.items()) if parent is not None else {}):
                 style = (holder.get("style") or "").lower()
                 if holder is a and re.search(r"display\s*:", style) and not re.search(r"display\s*:\s*list-item", style):
@@ -1821,14 +1895,14 @@ class _Builder:
                     kind = next((w for w in words if w in _LIST_STYLES or w == "none"), None)
                     if kind:
                         break
-            if kind is None:
-                if ptag == "ol":
-                    kind = _OL_TYPES.get((a.get("type") or parent.get("type") or "1").strip(), "decimal")
-                elif ptag in ("ul", "menu", "dir"):
-                    depth = sum(1 for anc in parent.iterancestors() if _tag(anc) in ("ul", "ol", "menu", "dir"))
-                    kind = "disc" if depth == 0 else "circle" if depth == 1 else "square"
-                else:
-                    kind = "disc"
+        if kind is None:
+            if ptag == "ol":
+                kind = _OL_TYPES.get(((a or {}).get("type") or parent.get("type") or "1").strip(), "decimal")
+            elif ptag in ("ul", "menu", "dir"):
+                depth = sum(1 for anc in parent.iterancestors() if _tag(anc) in ("ul", "ol", "menu", "dir"))
+                kind = "disc" if depth == 0 else "circle" if depth == 1 else "square"
+            else:
+                kind = "disc"
         kind = kind.strip()
         if kind == "none" or not kind:
             return None

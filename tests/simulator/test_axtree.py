@@ -1149,3 +1149,38 @@ def test_browsergym_marks_only_standard_html_tags(browser):
     assert [m is not None and m.startswith("browsergym_id_") for m in marks] == [True, True, False, True, False], marks
     assert described.startswith("browsergym_id_") and described.endswith(" own")
     assert after == [None] * 5 and restored == "own"
+
+
+# Text, lists, tables and fields as BrowserGym's observation shows them (Chromium 156, its marks)
+PAGE_CASES = [
+    '<p><a href="/1">x</a> <a href="/2">y</a> <img src="/i.png" alt=""> <span>s</span></p>',  # drawn spaces
+    '<p><span>v </span> <span>w</span></p><p><br> <span>after a break</span></p><p>&nbsp;</p>',
+    '<p><label><input type="radio" name="r"> One</label>\n<label><input type="radio" name="r"> Two</label></p>',
+    '<a href="/a"><span>Home</span> <span>page</span></a><h2><b>Bold</b> <x-tag>custom</x-tag></h2>',
+    '<span aria-label="4.4 out of 5">4.4</span>',  # a generic's aria-label
+    '<ul><li>a<ul><li>b<ul><li>c</li></ul></li></ul></li></ul><ol start="5" type="a"><li>x</li><li value="10">y</li></ol>'
+    '<ol reversed><li>r1</li><li>r2</li></ol><ul style="list-style:none"><li>n</li></ul>',
+    '<table><tr><td>layout</td><td>cells</td></tr></table><table><tr><th>H</th><td>C</td></tr></table>'
+    '<table summary="S"><tr><td>a</td><td>b</td></tr></table><table><tr><th>alone</th></tr></table>',
+    '<table><thead><tr><th>A</th><th>B</th></tr></thead><tbody><tr><td>1</td><td>2</td></tr></tbody></table>',
+    '<input aria-label="Q" value="cats"><input type="number" min="1" max="9" value="5" aria-label="N">'
+    '<input type="date" aria-label="From"><input type="date" value="2024-03-05" aria-label="On">',
+    '<select aria-label="S"><optgroup label="G"><option>o</option></optgroup></select>'
+    '<fieldset><legend>Legend</legend><dl><dt>T</dt><dd>D</dd></dl></fieldset>',
+    '<section>plain section</section><img src="/logo.png" alt=""><a href="/p#">frag</a><a href="/k" accesskey="k">key</a>'
+    '<abbr title="x">ab</abbr><code>c</code>',
+    '<x-item role="none">custom none</x-item><x-item role="none" tabindex="0">focusable custom</x-item>',
+]
+
+
+def test_text_lists_tables_and_fields_as_browsergym_shows_them(browser):
+    """What BrowserGym's observation shows around the elements: the spaces a page draws between
+    inline elements, list markers, layout tables, a text field's value as text, a date input's
+    fields, an image's url, the roles BrowserGym's marks keep (an <img alt=""> is an image). Both
+    backends' trees are that observation, ids apart; the recorder's namer agrees with the tree."""
+    theirs, live, namer = against_chromium(browser, PAGE_CASES)
+    for line in ("ListMarker '\u25e6'", "LayoutTableCell 'layout'", "StaticText ''", "Date 'From'", "table 'S'",
+                 "image '', url='http://chromium.test/logo.png'", "spinbutton 'Month Month' value=3"):
+        assert line in theirs, (line, theirs)
+    assert unnumbered(live.axtree_text) == theirs
+    assert [tuple(namer[e["bid"]]) for e in live.summaries()] == [(e["role"], e["name"]) for e in live.summaries()]

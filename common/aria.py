@@ -64,3 +64,9 @@ ol optgroup option output p param picture pre progress q rp rt ruby s samp scrip
 small source span strike strong style sub summary sup svg table tbody td template textarea tfoot th thead
 time title tr track tt u ul var video wbr
 """.split())
+
+# A table cell's style attribute that draws it as a grid's (a border or a background that is one):
+# half the cells so drawn make a table a data table to Chromium (simulator/axtree.py data_table; a
+# regular expression both Python and JavaScript read)
+GRID_STYLE = (r"border(?:-(?:top|right|bottom|left))?(?:-width)?\s*:\s*(?!0\b|none|hidden)[^;]|"
+              r"background(?:-color)?\s*:\s*(?!none|transparent)[^;]")

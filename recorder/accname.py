@@ -18,6 +18,7 @@ from webfreeze.common.aria import (
                                    ARIA_ROLE_NAMES,
                                    ARIA_ROLES,
                                    BGYM_MARKED_TAGS,
+                                   GRID_STYLE,
                                    PRESENTATION_CONFLICTS,
                                    REQUIRED_CONTEXT,
 )
@@ -136,7 +137,7 @@ ROLE_NAME_JS = r"""
     };
     const hiddenSelf = (el) => {
       const tag = tagOf(el);
-      if (HIDDEN_TAGS.has(tag) || has(el, 'hidden')) return true;
+      if (HIDDEN_TAGS.has(tag) || (has(el, 'hidden') && !inSvg(el))) return true;  // (SVG has no hidden attribute)
       const parent = el.parentElement;
       if (cssHidden(el) && !(parent && cssHidden(parent))) return true;  // where the mark goes
       const ariaHidden = attr(el, 'aria-hidden');
@@ -202,7 +203,7 @@ ROLE_NAME_JS = r"""
                                   focusable(el, tag))) explicit = null;
       if (explicit && REQUIRED_CONTEXT[explicit] && !inContext(el, REQUIRED_CONTEXT[explicit])) explicit = null;
       if (explicit) return explicit;
-      if (tag === 'a' || tag === 'area') return (has(el, 'href') || (tag === 'a' && has(el, 'xlink:href'))) ? 'link' : 'generic';
+      if (tag === 'a' || tag === 'area') return has(el, 'href') ? 'link' : 'generic';
       if (tag === 'input') {
         const t = inputType(el);
         if (['text', 'search', 'email', 'tel', 'url'].includes(t) && attr(el, 'list')) return 'combobox';
@@ -222,8 +223,8 @@ ROLE_NAME_JS = r"""
         const scope = strip(attr(el, 'scope') || '').toLowerCase();
         if (scope === 'row' || scope === 'rowgroup') return 'rowheader';
         if (scope === 'col' || scope === 'colgroup') return 'columnheader';
-        const row = el.parentElement;
-        return row && [...row.children].some((c) => tagOf(c) === 'td') ? 'rowheader' : 'columnheader';
+        const filled = (c) => c && tagOf(c) === 'td' && (c.firstElementChild || strip(c.textContent));
+        return (filled(el.previousElementSibling) || filled(el.nextElementSibling)) ? 'rowheader' : 'columnheader';
       }
       if (tag === 'section') return ariaName(el) ? 'region' : 'generic';
       if (tag === 'summary') {  // (axtree.py's: a details' summary)
@@ -242,11 +243,12 @@ ROLE_NAME_JS = r"""
     const LAYOUT_ROLES = {table: 'LayoutTable', tr: 'LayoutTableRow', td: 'LayoutTableCell', th: 'LayoutTableCell',
       tbody: 'generic', thead: 'generic', tfoot: 'generic'};
     const dataTables = new Map();
+    const GRID_STYLE = new RegExp(__GRID_STYLE__);  // (axtree.py's _GRID_STYLE)
     const dataTable = (t) => {
       if (dataTables.has(t)) return dataTables.get(t);
       const border = strip(attr(t, 'border') || '');
       let result = strip(attr(t, 'role') || '') !== '' || has(t, 'contenteditable') ||
-        strip(attr(t, 'summary') || '') !== '' || strip(attr(t, 'rules') || '') !== '' || (border !== '' && border !== '0') ||
+        strip(attr(t, 'summary') || '') !== '' ||
         [...t.children].some((c) => ['caption', 'thead', 'tfoot', 'colgroup', 'col'].includes(tagOf(c)));
       if (!result) {
         const rows = [...t.querySelectorAll('tr')].filter((r) => r.closest('table') === t);
@@ -258,10 +260,11 @@ ROLE_NAME_JS = r"""
           if (['Top', 'Right', 'Bottom', 'Left'].some((e) => parseFloat(s['border' + e + 'Width']) > 0 &&
                                                           s['border' + e + 'Style'] !== 'none')) bordered++;
           if (s.backgroundColor !== tableBg && s.backgroundColor !== 'rgba(0, 0, 0, 0)') shaded++;
-          if (/border|background/.test((attr(cell, 'style') || '').toLowerCase())) styled++;
+          if (GRID_STYLE.test((attr(cell, 'style') || '').toLowerCase())) styled++;
         }
         result = bordered * 2 >= cells.length && cells.length > 0 || shaded * 4 >= cells.length && cells.length > 0 ||
-          (cells.length > 1 && (rows.length >= 20 || styled * 2 >= cells.length ||
+          (cells.length > 1 && (strip(attr(t, 'rules') || '') !== '' || (border !== '' && border !== '0') ||
+            rows.length >= 20 || styled * 2 >= cells.length ||
             cells.some((c) => tagOf(c) === 'th' || ['headers', 'abbr', 'axis', 'scope'].some((n) => has(c, n)))));
       }
       dataTables.set(t, !!result);
@@ -522,4 +525,5 @@ ROLE_NAME_JS = r"""
 })()
 """.replace("__ARIA_ROLES__", json.dumps(sorted(ARIA_ROLES))).replace("__ARIA_ROLE_NAMES__", json.dumps(ARIA_ROLE_NAMES)).replace(
     "__PRESENTATION_CONFLICTS__", json.dumps(sorted(PRESENTATION_CONFLICTS))).replace(
-    "__REQUIRED_CONTEXT__", json.dumps(REQUIRED_CONTEXT)).replace("__BGYM_MARKED_TAGS__", json.dumps(sorted(BGYM_MARKED_TAGS)))
+    "__REQUIRED_CONTEXT__", json.dumps(REQUIRED_CONTEXT)).replace("__BGYM_MARKED_TAGS__", json.dumps(sorted(BGYM_MARKED_TAGS))).replace(
+    "__GRID_STYLE__", json.dumps(GRID_STYLE))

@@ -35,7 +35,7 @@ from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
 
-from webfreeze.common.aria import BGYM_MARKED_TAGS, PRESENTATION_CONFLICTS, REQUIRED_CONTEXT, explicit_role
+from webfreeze.common.aria import BGYM_MARKED_TAGS, GRID_STYLE, PRESENTATION_CONFLICTS, REQUIRED_CONTEXT, explicit_role
 from webfreeze.common.errors import WebfreezeError
 
 BID_ATTR = "data-wf-bid"
@@ -838,9 +838,35 @@ def _notable(a: dict) -> bool:
         not re.search(r"display\s*:\s*inline\s*(;|$|!)", style.lower())
 
 
+_GRID_STYLE = re.compile(GRID_STYLE)
+
+
+def _undrawn(el) -> bool:
+    """Not drawn at all, as its own attributes say (hidden, display:none; MARK_JS's mark), which is
+    what a list's numbering skips (aria-hidden or visibility:hidden items still count)."""
+    if el.get("hidden") is not None or el.get(HIDDEN_ATTR) is not None:
+        return True
+    return "display:none" in (el.get("style") or "").lower().replace(" ", "")
+
+
+def _valid_date(value: str) -> bool:
+    """A date input's value as HTML keeps one: yyyy-mm-dd, a real day (year 1 to 275760)."""
+    m = _DATE.fullmatch(value)
+    if not m:
+        return False
+    year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    if not 1 <= year <= 275760 or not 1 <= month <= 12:
+        return False
+    days = (31, 29 if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0) else 28, 31, 30, 31, 30, 31, 31, 30, 31,
+            30, 31)[month - 1]
+    return 1 <= day <= days
+
+
 def _maybe_inline(el) -> bool:
-    """A quick first look for Builder._inline: an inline tag, or a display MARK_JS noted."""
-    return el.tag in _INLINE_FLOW or el.get(DISPLAY_ATTR) is not None
+    """A quick first look for Builder._inline: an inline tag (a custom element is inline too), or a
+    display MARK_JS noted."""
+    tag = el.tag
+    return tag in _INLINE_FLOW or el.get(DISPLAY_ATTR) is not None or (type(tag) is str and tag not in BGYM_MARKED_TAGS)
 
 
 def _control_edge(el, last: bool) -> bool:
@@ -941,8 +967,7 @@ class _Builder:
         self.page_url = base_url
         base = doc.find(".//head/base[@href]")
         self.base_url = urljoin(base_url, base.get("href").strip()) if base is not None else base_url
-        parts = urlsplit(self.base_url)
-        self._origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
+        self._origin, self._origin_of = "", None  # (Builder.absolute's shortcut: the base's origin)
         self.geometry = {str(k): v for k, v in (geometry or {}).items()}
         self.by_bid: dict = {}
         self._ordinals: dict = {}  # a list element -> {item: its number} (Builder._ordinal)
@@ -1250,7 +1275,7 @@ class _Builder:
         if tag in _PLAIN_ROLES:
             return _PLAIN_ROLES[tag]
         if tag == "a" or tag == "area":
-            return "link" if "href" in a or (tag == "a" and "xlink:href" in a) else "generic"
+            return "link" if "href" in a else "generic"
         if tag == "input":
             t = _input_type(a.get("type"))
             if t in ("text", "search", "email", "tel", "url") and a.get("list"):
@@ -1275,8 +1300,9 @@ class _Builder:
                 return "rowheader"
             if scope in ("col", "colgroup"):
                 return "columnheader"
-            row = el.getparent()  # (Chromium: a header cell beside data cells heads its row)
-            return "rowheader" if row is not None and any(_tag(c) == "td" for c in row) else "columnheader"
+            # (Chromium: a header cell beside a data cell with something in it heads its row)
+            return "rowheader" if any(c is not None and _tag(c) == "td" and (len(c) or (c.text or "").strip())
+                                      for c in (el.getprevious(), el.getnext())) else "columnheader"
         if tag == "section":
             return "region" if self.aria_name(el, a) else "generic"
         if tag == "summary":  # (a details' summary; one outside a details is a plain element)
@@ -1380,16 +1406,16 @@ class _Builder:
             return known
         a = dict(table.items())
         if (a.get("role") or "").strip() or \
-                a.get(TABLE_ATTR) is not None or "contenteditable" in a or (a.get("summary") or "").strip() or \
-                (a.get("rules") or "").strip() or (a.get("border") or "").strip() not in ("", "0"):
+                a.get(TABLE_ATTR) is not None or "contenteditable" in a or (a.get("summary") or "").strip():
             result = True
         elif any(_tag(c) in ("caption", "thead", "tfoot", "colgroup", "col") for c in table):
             result = True
         else:
             rows = [r for r in table.iter("tr") if next(r.iterancestors("table"), None) is table]
             cells = [c for r in rows for c in r if _tag(c) in ("td", "th")]
-            styled = sum(1 for c in cells if re.search(r"border|background", (c.get("style") or "").lower()))
+            styled = sum(1 for c in cells if _GRID_STYLE.search((c.get("style") or "").lower()))
             result = len(cells) > 1 and (
+                (a.get("rules") or "").strip() != "" or (a.get("border") or "").strip() not in ("", "0") or
                 len(rows) >= 20 or styled * 2 >= len(cells) or
                 any(_tag(c) == "th" or not _CELL_HEADERS.isdisjoint(c.keys()) for c in cells))
         self._data_tables[table] = bool(result)
@@ -1492,7 +1518,7 @@ class _Builder:
             if not isinstance(child.tag, str) or child is exclude:
                 continue
             ctag = _tag(child)
-            if ctag in _SVG_UNDRAWN or (not include_hidden and self.hidden_self(child)):
+            if ctag in _SVG_UNDRAWN or (not include_hidden and _svg_hidden(dict(child.items()))):
                 continue
             if ctag in ("text", "foreignobject"):
                 self._collect(child, parts, exclude, include_hidden)
@@ -1586,7 +1612,7 @@ class _Builder:
         elif a.get("aria-selected") is not None:
             props.append(("selected", a.get("aria-selected").strip().lower() == "true"))
         elif role in ("treeitem", "option") and self._selection_follows_focus(el):
-            props.append(("selected", False))
+            props.append(("selected", self.focused is el))  # (the focused one is the selected one)
         if role in ("dialog", "alertdialog"):
             props.append(("modal", (a.get("aria-modal") or "").strip().lower() == "true"))
         live = (a.get("aria-live") or "").strip().lower()
@@ -1613,7 +1639,7 @@ class _Builder:
         elif tag == "input" and _input_type(a.get("type")) not in ("checkbox", "radio", "submit", "reset", "button",
                                                             "image", "file", "hidden"):
             value = self.value_of(el) or None
-            if value and role == "Date" and not _DATE.fullmatch(value):
+            if value and role == "Date" and not _valid_date(value):
                 value = None  # (a date input holds a valid date or nothing)
             if value and _input_type(a.get("type")) == "password":
                 value = PASSWORD_MASK * len(value)  # (as Chromium's tree gives it: never the password)
@@ -1642,7 +1668,7 @@ class _Builder:
         """A date input's parts as Chromium's tree shows them (its own fields, in the en-US order
         our browser contexts use): month, day and year spin buttons, each with its number or its
         placeholder, the separators, and the picker's button unless the input is disabled."""
-        m = _DATE.fullmatch(node.value or "")
+        m = _DATE.fullmatch(node.value or "") if _valid_date(node.value or "") else None
         disabled = [("disabled", True)] if self.disabled(el) else []
         out: list = []
         for i, (label, high, blank) in enumerate((("Month", 12, "mm"), ("Day", 31, "dd"), ("Year", 275760, "yyyy"))):
@@ -1696,7 +1722,7 @@ class _Builder:
         if now is None:
             now = low + (high - low) / 2
         now = min(max(now, low), high)
-        if step_raw != "any":  # (to the nearest step from the minimum, the higher one on a tie)
+        if step_raw != "any" and step >= 1e-9:  # (to the nearest step from the minimum, the higher one on a tie)
             now = low + math.floor((now - low) / step + 0.5) * step
             if now > high:
                 now -= step
@@ -1708,6 +1734,10 @@ class _Builder:
         """``href`` resolved against the page (its frame's document): an empty fragment or query
         kept, as Chromium's tree keeps it (``page#``), which urljoin drops."""
         href = href.strip()
+        if self._origin_of != self.base_url:  # (a frame's document has its own base)
+            parts = urlsplit(self.base_url)
+            self._origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
+            self._origin_of = self.base_url
         if href[:1] == "/" and href[1:2] != "/" and "/." not in href and "\\" not in href and self._origin:
             url = self._origin + href  # (a path from the root: urljoin's answer, without its cost)
         else:
@@ -1843,6 +1873,8 @@ class _Builder:
         else:
             value, props = self.props(el, role, tag, a)
             node = _Node(role, name, self.bid_of.get(el), value, props)
+        if tag == "details" and not any(_tag(c) == "summary" for c in el):
+            node.children.append(_Node("DisclosureTriangle", "Details"))  # (the summary a browser gives it)
         if tag == "li" or (a and MARKER_ATTR in a):
             marker = self.list_marker(el, tag, a)
             if marker:
@@ -1850,7 +1882,8 @@ class _Builder:
         if role == "none":
             node.cname = None
         elif role == "generic":
-            if tag not in BGYM_MARKED_TAGS and (not a or (a.keys().isdisjoint(_INCLUDING_ATTRS) and not _notable(a))):
+            if tag not in BGYM_MARKED_TAGS and (not a or (a.keys().isdisjoint(_INCLUDING_ATTRS) and not _notable(a) and
+                                                          (a.get(DISPLAY_ATTR) or "inline").startswith("inline"))):
                 node.cname = None  # (an element BrowserGym does not mark, shown inline: a custom element)
             elif a and not a.keys().isdisjoint(_ARIA_NAMING):
                 node.cname = self.aria_name(el, a)  # (Chromium names it, though it shows no name)
@@ -1862,7 +1895,7 @@ class _Builder:
             self._svg_root(el, node, a, css, xp, summary)
         elif not leaf:
             self._children_into(el, tag, preformatted or tag in _PREFORMATTED, node.children, css, xp)
-        elif tag not in _NO_CONTENT:
+        elif tag not in _NO_CONTENT and (tag != "details" or "open" in a):
             text = el.text
             if text:
                 if text.strip():
@@ -1921,7 +1954,7 @@ class _Builder:
         for each item before it, an item's ``value`` taken as it is."""
         numbers = self._ordinals.get(parent)
         if numbers is None:
-            items = [c for c in parent if _tag(c) == "li" and not self.hidden_self(c)]
+            items = [c for c in parent if _tag(c) == "li" and not _undrawn(c)]
             ascending = parent.get("reversed") is None or _tag(parent) != "ol"
             start = _number(parent.get("start")) if _tag(parent) == "ol" else None
             n = (int(start) if start is not None else 1) if ascending else \
@@ -1947,7 +1980,7 @@ class _Builder:
         if shown is not None:  # (the page's style, as MARK_JS read it)
             return shown.startswith("inline") and tag not in _FORM_CONTROLS and \
                 not self._hidden_self(el, tag, a, parent, parent_tag)
-        if tag not in _INLINE_FLOW:
+        if tag not in _INLINE_FLOW and tag in BGYM_MARKED_TAGS:  # (a custom element is inline)
             return False
         if a and self._hidden_self(el, tag, a, parent, parent_tag):
             return False
@@ -2152,11 +2185,14 @@ def _aria_range(role: str, a: dict, props: list):
 
 
 def _number(raw):
-    if raw is None:
+    """A number as HTML's attributes give one (a finite float; not Python's ``1_0``), or None."""
+    if raw is None or "_" in raw:
         return None
     try:
         f = float(raw)
     except ValueError:
+        return None
+    if not math.isfinite(f):
         return None
     return int(f) if f.is_integer() else f
 

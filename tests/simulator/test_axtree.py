@@ -198,7 +198,8 @@ def test_deterministic_and_encoding_independent():
 
 def test_garbage_and_empty_input_give_a_tree():
     for junk in ["", "   ", "<<<>>>", b"\x00\xff\xfe garbage", "<?xml version='1.0' encoding='utf-8'?><html><body>x</body></html>",
-                 "<p>unclosed <b>tags <i>everywhere"]:
+                 "<p>unclosed <b>tags <i>everywhere", "<ol start=nan><li>a</ol><ol start=inf><li value=1_0>b</ol>",
+                 "<input type=range min=nan value=nan step=1e-320><input type=number value=inf>"]:
         tree = build_tree(junk, BASE)
         assert tree.axtree_text.startswith("RootWebArea ")
 
@@ -1170,6 +1171,9 @@ PAGE_CASES = [
     '<section>plain section</section><img src="/logo.png" alt=""><a href="/p#">frag</a><a href="/k" accesskey="k">key</a>'
     '<abbr title="x">ab</abbr><code>c</code>',
     '<x-item role="none">custom none</x-item><x-item role="none" tabindex="0">focusable custom</x-item>',
+    '<table><tr><td></td><th>Q1</th><th>Q2</th></tr><tr><td>x</td><td>1</td><td>2</td></tr></table>',  # corner cell
+    '<details>closed text</details><input type="date" value="2024-13-45" aria-label="Bad">'
+    '<ol><li aria-hidden="true">a</li><li>b</li></ol><p><span>A</span> <x-el>custom inline</x-el></p>',
 ]
 
 

@@ -88,9 +88,9 @@ out = {}
 try:
     for case in cfg["cases"]:
         # BrowserGym's actions wait 500 ms at most (hard-coded in its action functions): on a loaded
-        # machine a click can run out of it. A case that timed out is played twice more; one that
-        # always times out (an id not on the page) reports its timeout.
-        for attempt in range(3):
+        # machine a click can run out of it. A case that timed out is played up to four times more;
+        # one that always times out (an id not on the page) reports its timeout.
+        for attempt in range(5):
             obs, _ = env.reset(seed=0)
             tree = flatten_axtree_to_str(obs["axtree_object"])
             def bid(m):

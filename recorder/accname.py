@@ -48,7 +48,10 @@ ROLE_NAME_JS = r"""
     code: 'code', sub: 'subscript', sup: 'superscript', mark: 'mark', time: 'time', del: 'deletion',
     s: 'deletion', ins: 'insertion', progress: 'progressbar', meter: 'meter', output: 'status', math: 'math',
     iframe: 'Iframe', svg: 'image', search: 'search', address: 'group', hgroup: 'group',
-    abbr: 'Abbr', legend: 'Legend'};
+    abbr: 'Abbr', legend: 'Legend', dfn: 'term', figcaption: 'Figcaption'};
+  // (axtree.py's _NO_TITLE_NAME: roles a title names only when the element takes focus)
+  const NO_TITLE_NAME = new Set(['paragraph', 'code', 'insertion', 'deletion', 'emphasis', 'strong', 'mark', 'time',
+    'subscript', 'superscript', 'caption']);
   const NAME_FROM_CONTENT = new Set(['button', 'link', 'heading', 'cell', 'columnheader', 'rowheader', 'LayoutTableCell',
     'gridcell', 'option', 'tab', 'menuitem', 'menuitemcheckbox', 'menuitemradio', 'checkbox', 'radio',
     'switch', 'treeitem', 'tooltip', 'row', 'DisclosureTriangle', 'term', 'sectionhead', 'comment']);
@@ -195,7 +198,33 @@ ROLE_NAME_JS = r"""
         const shows = svgShows(el, false) || [...el.querySelectorAll('foreignObject')].some((f) => f.children.length);
         return (r === 'image' && firstRole(el) !== 'image') ? (shows ? 'SvgRoot' : 'image') : r;
       }
-      return htmlRole(el, tag);
+      const r = htmlRole(el, tag);
+      return r === 'generic' ? cssTableRole(el, tag) : r;
+    };
+    // (axtree.py's css_table_role: an element with no role of its own drawn as a table's part)
+    const TABLE_TAGS = new Set(['table', 'tr', 'td', 'th']);
+    const cssTableRole = (el, tag) => {
+      if (TABLE_TAGS.has(tag)) return 'generic';
+      const shown = getComputedStyle(el).display;
+      if (shown === 'table' || shown === 'inline-table') return 'LayoutTable';
+      const parent = el.parentElement;
+      if (!parent || has(parent, 'role') || TABLE_TAGS.has(tagOf(parent))) return 'generic';
+      const above = getComputedStyle(parent).display;
+      if (shown === 'table-row' && (above === 'table' || above === 'inline-table')) return 'LayoutTableRow';
+      if (shown === 'table-cell' && above === 'table-row' && cssTableRole(parent, tagOf(parent)) === 'LayoutTableRow') {
+        return 'LayoutTableCell';
+      }
+      return 'generic';
+    };
+    // (axtree.py's text_transform: the case an element's own text is drawn in)
+    const CAPITAL = /(^|[^\p{L}\p{N}_'\u2019])(\p{L})/gu;
+    const transformed = (text, el) => {
+      if (!text) return text;
+      const how = getComputedStyle(el).textTransform;
+      if (how === 'uppercase') return text.toUpperCase();
+      if (how === 'lowercase') return text.toLowerCase();
+      if (how === 'capitalize') return text.replace(CAPITAL, (m, before, letter) => before + letter.toUpperCase());
+      return text;
     };
     const htmlRole = (el, tag) => {
       let explicit = firstRole(el);
@@ -226,7 +255,7 @@ ROLE_NAME_JS = r"""
         const filled = (c) => c && tagOf(c) === 'td' && (c.firstElementChild || strip(c.textContent));
         return (filled(el.previousElementSibling) || filled(el.nextElementSibling)) ? 'rowheader' : 'columnheader';
       }
-      if (tag === 'section') return ariaName(el) ? 'region' : 'generic';
+      if (tag === 'section') return ariaName(el) || collapse(attr(el, 'title')) ? 'region' : 'generic';
       if (tag === 'summary') {  // (axtree.py's: a details' summary)
         const parent = el.parentElement;
         return parent && tagOf(parent) === 'details' ? 'DisclosureTriangle' : 'generic';
@@ -363,7 +392,7 @@ ROLE_NAME_JS = r"""
       for (const c of el.childNodes) {
         if (c.nodeType === Node.TEXT_NODE || c.nodeType === Node.CDATA_SECTION_NODE) text += c.data;
       }
-      return text;
+      return transformed(text, el);
     };
     const collect = (el, parts, exclude, includeHidden, root) => {
       const tag = tagOf(el);
@@ -399,7 +428,7 @@ ROLE_NAME_JS = r"""
       else {
         for (const c of drawnNodes(el)) {
           if (c.nodeType === Node.ELEMENT_NODE) collect(c, parts, exclude, includeHidden, false);
-          else if (c.nodeType === Node.TEXT_NODE || c.nodeType === Node.CDATA_SECTION_NODE) parts.push(c.data);
+          else if (c.nodeType === Node.TEXT_NODE || c.nodeType === Node.CDATA_SECTION_NODE) parts.push(transformed(c.data, el));
         }
       }
       if (block && !root) parts.push(' ');
@@ -494,7 +523,7 @@ ROLE_NAME_JS = r"""
         return title();
       }
       if (tag === 'optgroup') return collapse(attr(el, 'label'));
-      const part = {svg: 'title', fieldset: 'legend', table: 'caption', figure: 'figcaption'}[tag];
+      const part = {svg: 'title', fieldset: 'legend', table: 'caption'}[tag];
       if (part) {
         const child = firstChild(el, part);
         if (child) return tag === 'svg' ? collapse(child.textContent) : contentText(child);
@@ -504,6 +533,7 @@ ROLE_NAME_JS = r"""
         const text = contentText(el);
         if (text) return text;
       }
+      if (NO_TITLE_NAME.has(role) && !focusable(el, tag)) return '';
       return title();
     };
     // (axtree.py's in_grid: a row is named by its cells only in a grid)

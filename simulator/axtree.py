@@ -49,6 +49,9 @@ MARKER_ATTR = "data-wf-marker"
 DISPLAY_ATTR = "data-wf-display"
 # A table whose cells the page's style draws as a grid (MARK_JS): a data table (Builder.data_table)
 TABLE_ATTR = "data-wf-table"
+# The case an element's text is drawn in (CSS text-transform, MARK_JS), where it differs from its
+# parent's: ``uppercase``, ``lowercase``, ``capitalize``, ``none`` (Builder.text_transform)
+TRANSFORM_ATTR = "data-wf-transform"
 FOCUSED_ATTR = "data-wf-focused"
 # On a page read as its flat tree (open shadow roots): the shadow root an element belongs to, 1, 2,
 # ... (none: the document). Ids are unique only within one root: a shadow root's ids and its
@@ -137,6 +140,8 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
   const hidden = new Set();
   const markers = new Map();
   const displays = new Map();
+  const transforms = new Map(), ownTransform = new Map();  // an element's text-transform; where it changes
+  const TABLE_TAGS = new Set(['table', 'tr', 'td', 'th']);
   const INLINE = new Set(__INLINE_FLOW__);
   const fallback = new Set();  // the elements inside a <canvas>
   // BrowserGym's convention for frames: a frame element's bid is letters (a, b, ..., z, aA, bA, ...),
@@ -163,16 +168,28 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
     // st.dataframe) has no box, yet Chromium's accessibility tree shows it: only its own styles hide it
     const inCanvas = parent && (parent.localName === 'canvas' || fallback.has(parent));
     if (inCanvas) fallback.add(el);
+    if (rendered && (el === root || tag === 'body')) {
+      const tt = getComputedStyle(el).textTransform;
+      transforms.set(el, tt);
+      if (tt !== ((parent && transforms.get(parent)) || 'none')) ownTransform.set(el, tt);
+    }
     if (rendered && tag !== 'option' && tag !== 'optgroup' && el !== root && tag !== 'body') {
       const style = getComputedStyle(el);
+      // (the case its text is drawn in, where it differs from its parent's: Builder.text_transform)
+      const tt = style.textTransform;
+      transforms.set(el, tt);
+      if (tt !== ((parent && transforms.get(parent)) || 'none')) ownTransform.set(el, tt);
       if (style.display === 'none') rendered = false;
       else if (inCanvas) rendered = style.visibility !== 'hidden' && style.visibility !== 'collapse';
       else if (style.display !== 'contents' && typeof el.checkVisibility === 'function' &&
                !el.checkVisibility({visibilityProperty: true})) rendered = false;
-      // a display other than its tag's (Builder._inline: whether a space beside it is drawn)
+      // a display other than its tag's (Builder._inline: whether a space beside it is drawn; a
+      // table's parts drawn by other elements: Builder.css_table_role)
       const shown = style.display;
-      if (rendered && tag !== 'br' && tag !== 'wbr' && (INLINE.has(tag) ? !shown.startsWith('inline') :
-                       (shown.startsWith('inline') || shown === 'flex' || shown === 'grid'))) displays.set(el, shown);
+      if (rendered && tag !== 'br' && tag !== 'wbr' && (INLINE.has(tag) ? shown !== 'inline' :
+                       (shown.startsWith('inline') || shown === 'flex' || shown === 'grid' ||
+                        (!TABLE_TAGS.has(tag) && (shown === 'table' || shown === 'table-row' || shown === 'table-cell')))))
+        displays.set(el, shown);
       // a list item's marker as its style draws it (the tree's ListMarker): the type, none for none
       if (rendered && (tag === 'li' || (style.display === 'list-item' && tag !== 'summary'))) {
         markers.set(el, style.display === 'list-item' ? style.listStyleType : 'none');
@@ -244,6 +261,10 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
   for (const [el, shown] of displays) {
     const c = byBid.get(el.getAttribute(BID));
     if (c) c.setAttribute('data-wf-display', shown);
+  }
+  for (const [el, tt] of ownTransform) {
+    const c = byBid.get(el.getAttribute(BID));
+    if (c) c.setAttribute('data-wf-transform', tt);
   }
   // A table whose cells are drawn as a grid's (bordered, shaded): a data table to Chromium however
   // plain its markup (Builder.data_table)
@@ -422,6 +443,7 @@ class AXTreeError(WebfreezeError, ValueError):
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.I)
 _HTML_WS = re.compile(r"[ \t\n\f\r]+")
 _HTML_SPACE = " \t\n\f\r"
+_COLLAPSIBLE = frozenset(_HTML_SPACE)  # (not a no-break space)
 
 
 def _decode(html: str | bytes, encoding: str | None) -> str:
@@ -692,7 +714,7 @@ _HREF_ONLY = frozenset({"href"})
 _CLICKABLE_TAGS = frozenset({"button", "select", "textarea", "summary", "label", "option"})
 # Builder.name: the tags named by more than aria-label(ledby), content and title, and those attributes.
 _NAMED_BY_TAG = frozenset({"input", "select", "textarea", "meter", "progress", "output", "button", "img", "area",
-                           "svg", "fieldset", "table", "figure", "optgroup"})
+                           "svg", "fieldset", "table", "optgroup"})
 _NAMING_ATTRS = frozenset({"aria-label", "aria-labelledby", "title", "summary"})
 _ARIA_NAMING = frozenset({"aria-label", "aria-labelledby"})
 # What can hide an element besides its tag (Builder._hidden_self): these attributes, an input's
@@ -767,8 +789,12 @@ TAG_ROLES = {
     "sub": "subscript", "sup": "superscript", "mark": "mark", "time": "time", "del": "deletion", "s": "deletion",
     "ins": "insertion", "progress": "progressbar", "meter": "meter", "output": "status", "math": "math",
     "iframe": "Iframe", "svg": "image", "search": "search", "address": "group", "hgroup": "group", "abbr": "Abbr",
-    "legend": "Legend",
+    "legend": "Legend", "dfn": "term", "figcaption": "Figcaption",
 }
+# Roles a title attribute does not name unless the element takes focus (ARIA's roles that prohibit
+# a name; Chromium still takes aria-label and aria-labelledby)
+_NO_TITLE_NAME = frozenset({"paragraph", "code", "insertion", "deletion", "emphasis", "strong", "mark", "time",
+                            "subscript", "superscript", "caption"})
 # Roles whose name comes from their content (accname 2F), as Chromium applies it.
 NAME_FROM_CONTENT = frozenset({
     "button", "link", "heading", "cell", "columnheader", "rowheader", "gridcell", "option", "tab", "menuitem",
@@ -891,6 +917,22 @@ def _control_edge(el, last: bool) -> bool:
         el = child
 
 
+# Drawn as something though they hold no text
+_REPLACED = frozenset({"img", "svg", "input", "button", "select", "textarea", "iframe", "canvas", "video", "audio",
+                       "object", "embed", "meter", "progress", "math"})
+
+
+def _draws(el) -> bool:
+    """Whether an inline element draws something: text (no-break spaces count) or a replaced
+    element (an image, a control). Chromium's tree keeps no space beside one that draws nothing."""
+    if el.tag in _REPLACED:
+        return True
+    for text in el.itertext():
+        if text.strip(_HTML_SPACE):
+            return True
+    return any(d.tag in _REPLACED for d in el.iterdescendants())
+
+
 def _in_flow(el) -> bool:
     """Whether an element lays its children out as text does (not a flex or grid box, by its
     style as MARK_JS read it, else its style attribute)."""
@@ -909,10 +951,30 @@ def _blank_text(text: str) -> str | None:
     return _HTML_WS.sub(" ", kept) if kept else None
 
 
+_TRANSFORMS = frozenset({"uppercase", "lowercase", "capitalize"})
+# A word's first letter, for text-transform: capitalize (after a hyphen too, not after an apostrophe)
+_WORD_START = re.compile(r"(?:^|(?<=[^\w'\u2019]))([^\W\d_])")
+
+
+def _transformed(text: str, how: str | None) -> str:
+    """``text`` in the case CSS's text-transform ``how`` draws it (Builder.text_transform)."""
+    if how is None:
+        return text
+    if how == "uppercase":
+        return text.upper()
+    if how == "lowercase":
+        return text.lower()
+    return _WORD_START.sub(lambda m: m.group(1).upper(), text)
+
+
 def _collapse(text: str) -> str:
     if "\n" in text or "  " in text or "\t" in text or "\r" in text or "\f" in text:
         text = _HTML_WS.sub(" ", text)
     return text.strip()
+
+
+# An http(s) URL with no path (``https://host?q``): where its "/" goes
+_NO_PATH = re.compile(r"https?://[^/?#]*(?=[?#]|$)", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=16384)
@@ -959,11 +1021,12 @@ class _Node:
 
 class _Builder:
     def __init__(self, doc, base_url: str, geometry: dict | None, state: dict | None, focused: str | None,
-                 focus_marks: bool = True):
+                 focus_marks: bool = True, transforms: bool = False):
         """``focus_marks=False``: the source has no ``autofocus`` or FOCUSED_ATTR attribute (no
         need to look for one)."""
         self.doc = doc
         self._focus_marks = focus_marks
+        self._transforms: dict | None = {} if transforms else None  # element -> its text-transform (or None)
         self.page_url = base_url
         base = doc.find(".//head/base[@href]")
         self.base_url = urljoin(base_url, base.get("href").strip()) if base is not None else base_url
@@ -1303,8 +1366,8 @@ class _Builder:
             # (Chromium: a header cell beside a data cell with something in it heads its row)
             return "rowheader" if any(c is not None and _tag(c) == "td" and (len(c) or (c.text or "").strip())
                                       for c in (el.getprevious(), el.getnext())) else "columnheader"
-        if tag == "section":
-            return "region" if self.aria_name(el, a) else "generic"
+        if tag == "section":  # (named, a title too: a region)
+            return "region" if self.aria_name(el, a) or _collapse(a.get("title") or "") else "generic"
         if tag == "summary":  # (a details' summary; one outside a details is a plain element)
             parent = el.getparent()
             return "DisclosureTriangle" if parent is not None and _tag(parent) == "details" else "generic"
@@ -1384,14 +1447,12 @@ class _Builder:
                 return self.content_text(caption)
             if (a.get("summary") or "").strip():  # (Chromium names a table by its summary too)
                 return _collapse(a["summary"])
-        if tag == "figure":
-            cap = next((c for c in _children(el) if _tag(c) == "figcaption"), None)
-            if cap is not None:
-                return self.content_text(cap)
         if role in NAME_FROM_CONTENT and (role != "row" or self.in_grid(el)):
             text = self.content_text(el)
             if text:
                 return text
+        if role in _NO_TITLE_NAME and not self.focusable(el, tag, a):
+            return ""
         return _collapse(a.get("title") or "")
 
     def data_table(self, table) -> bool:
@@ -1455,7 +1516,9 @@ class _Builder:
     def content_text(self, el, *, exclude=None, include_hidden: bool = False) -> str:
         if not len(el) and el.tag != "br":
             text = el.text  # no children: just its text
-            return _collapse(text) if text else ""
+            if not text:
+                return ""
+            return _collapse(text) if self._transforms is None else _transformed(_collapse(text), self.text_transform(el))
         parts: list = []
         self._collect(el, parts, exclude, include_hidden, root=True)
         return _collapse("".join(parts))
@@ -1500,13 +1563,14 @@ class _Builder:
             parts.append(" ")
         if tag == "br":
             parts.append(" ")
+        how = self.text_transform(el) if self._transforms is not None else None
         if el.text:
-            parts.append(el.text)
+            parts.append(_transformed(el.text, how))
         for child in el:
             if isinstance(child.tag, str):
                 self._collect(child, parts, exclude, include_hidden)
             if child.tail:
-                parts.append(child.tail)
+                parts.append(_transformed(child.tail, how))
         if block and not root:
             parts.append(" ")
 
@@ -1745,6 +1809,8 @@ class _Builder:
                 url = _join(self.base_url, href)
             except ValueError:
                 return href
+        if url[:4] == "http" and (m := _NO_PATH.match(url)):  # (no path: Chromium writes it "/")
+            url = url[:m.end()] + "/" + url[m.end():]
         if href.endswith("#") and not url.endswith("#"):
             url += "#"
         elif href.endswith("?") and "#" not in href and not url.endswith("?"):
@@ -1775,7 +1841,8 @@ class _Builder:
             if tag not in _NO_CONTENT:
                 text = el.text
                 if text and text.strip():
-                    nodes.append(text.strip() if preformatted else _collapse(text))
+                    nodes.append(_transformed(text.strip() if preformatted else _collapse(text),
+                                              self.text_transform(el) if self._transforms is not None else None))
             return
         children = list(el)  # held, so lxml makes each child's Python object once
         totals: dict = {}
@@ -1798,12 +1865,13 @@ class _Builder:
             return
         # (a closed details shows its first summary alone: its text is not drawn either)
         drawn = tag != "details" or el.get("open") is not None
+        how = self.text_transform(el) if self._transforms is not None else None
         text = el.text
         if drawn and text:
             if text.strip():
-                nodes.append(text.strip() if preformatted else _collapse(text))
-            elif (blank := _blank_text(text)) is not None:
-                nodes.append(blank)
+                nodes.append(_transformed(text.strip() if preformatted else _collapse(text), how))
+            elif (blank := _blank_text(text)) is not None or preformatted:
+                nodes.append(blank or " ")  # (white space in preformatted text is drawn)
         flowing = drawn and not preformatted
         last = len(children) - 1
         for i, child in enumerate(children):
@@ -1814,15 +1882,15 @@ class _Builder:
             text = child.tail
             if drawn and text:
                 if text.strip():
-                    nodes.append(text.strip() if preformatted else _collapse(text))
-                elif (blank := _blank_text(text)) is not None:
-                    nodes.append(blank)
+                    nodes.append(_transformed(text.strip() if preformatted else _collapse(text), how))
+                elif (blank := _blank_text(text)) is not None or preformatted:
+                    nodes.append(blank or " ")
                 elif flowing and i < last and _maybe_inline(child) and _maybe_inline(children[i + 1]) \
                         and _in_flow(el) and self._inline(child, el, tag) and self._inline(children[i + 1], el, tag) \
-                        and not "".join(child.itertext())[-1:].isspace() and not _control_edge(child, True) \
-                        and not _control_edge(children[i + 1], False):
-                    # a space between two inline elements (not after one that ends in a space, which
-                    # takes it): drawn, so in Chromium's tree
+                        and "".join(child.itertext())[-1:] not in _COLLAPSIBLE and not _control_edge(child, True) \
+                        and not _control_edge(children[i + 1], False) and _draws(child) and _draws(children[i + 1]):
+                    # a space between two inline elements that draw something (not after one that
+                    # ends in a space, which takes it): drawn, so in Chromium's tree
                     nodes.append(" ")
 
     def _element(self, el, tag: str, parent, parent_tag: str, preformatted: bool, nodes: list,
@@ -1841,6 +1909,8 @@ class _Builder:
             role = self.role(el, tag, a)
         else:
             role = _PLAIN_ROLES.get(tag, "generic")
+        if role == "generic" and a and "table" in a.get(DISPLAY_ATTR, ""):  # (a table's part by its style)
+            role = self.css_table_role(el, a[DISPLAY_ATTR])
         leaf = not len(el)
         if role == "none" or role == "generic":
             name = ""
@@ -1855,6 +1925,8 @@ class _Builder:
                 if leaf and tag != "br":
                     text = el.text
                     name = _collapse(text) if text else ""
+                    if name and self._transforms is not None:
+                        name = _transformed(name, self.text_transform(el))
                 else:
                     name = self.content_text(el)
                 if not name and "title" in a:
@@ -1898,16 +1970,52 @@ class _Builder:
         elif tag not in _NO_CONTENT and (tag != "details" or "open" in a):
             text = el.text
             if text:
+                pre = preformatted or tag in _PREFORMATTED
                 if text.strip():
-                    node.children.append(text.strip() if preformatted or tag in _PREFORMATTED else _collapse(text))
-                elif (blank := _blank_text(text)) is not None:
-                    node.children.append(blank)
+                    node.children.append(_transformed(text.strip() if pre else _collapse(text),
+                                                      self.text_transform(el) if self._transforms is not None else None))
+                elif (blank := _blank_text(text)) is not None or pre:
+                    node.children.append(blank or " ")
         if role == "Date" and tag == "input":
             node.children.extend(self._date_fields(el, node))
         elif node.value is not None and tag in _TEXT_VALUE_TAGS and role != "slider":
             # a text field's value, again as the text inside it (Chromium's tree: a StaticText)
-            node.children.append(self.value_of(el) if role == "spinbutton" else node.value)
+            node.children.append(_transformed(self.value_of(el) if role == "spinbutton" else node.value,
+                                              self.text_transform(el) if self._transforms is not None else None))
 
+
+    def text_transform(self, el) -> str | None:
+        """The case ``el``'s own text is drawn in (``uppercase``, ``lowercase``, ``capitalize``),
+        inherited from the nearest element MARK_JS stamped (TRANSFORM_ATTR); None for as written."""
+        cache = self._transforms
+        if cache is None:
+            return None
+        if el in cache:
+            return cache[el]
+        given = el.get(TRANSFORM_ATTR) if type(el.tag) is str else None
+        if given is not None:
+            found = given if given in _TRANSFORMS else None
+        else:
+            parent = el.getparent()
+            found = self.text_transform(parent) if parent is not None else None
+        cache[el] = found
+        return found
+
+    def css_table_role(self, el, shown: str) -> str:
+        """The role of an element with no role of its own that the page's style draws as a table's
+        part (MARK_JS's DISPLAY_ATTR): a table (``LayoutTable``), a row of one, a cell of such a
+        row, as Chromium's tree shows them; else generic."""
+        if shown == "table" or shown == "inline-table":
+            return "LayoutTable"
+        parent = el.getparent()
+        if parent is None or parent.get("role") is not None:
+            return "generic"
+        above = parent.get(DISPLAY_ATTR)
+        if shown == "table-row" and above in ("table", "inline-table"):
+            return "LayoutTableRow"
+        if shown == "table-cell" and above == "table-row" and self.css_table_role(parent, above) == "LayoutTableRow":
+            return "LayoutTableCell"
+        return "generic"
 
     def list_marker(self, el, tag: str, a: dict) -> str | None:
         """The text of a list item's marker as Chromium's tree shows it (``•``, ``◦``, ``▪``,
@@ -1977,8 +2085,8 @@ class _Builder:
             return False
         a = dict(el.items())
         shown = a.get(DISPLAY_ATTR)
-        if shown is not None:  # (the page's style, as MARK_JS read it)
-            return shown.startswith("inline") and tag not in _FORM_CONTROLS and \
+        if shown is not None:  # (the page's style, as MARK_JS read it: an inline-block is not)
+            return shown == "inline" and tag not in _FORM_CONTROLS and \
                 not self._hidden_self(el, tag, a, parent, parent_tag)
         if tag not in _INLINE_FLOW and tag in BGYM_MARKED_TAGS:  # (a custom element is inline)
             return False
@@ -2645,7 +2753,9 @@ def build_tree(html: str | bytes, base_url: str, geometry: dict | None = None, *
     if frames:
         _graft(doc, "", frames, declarative_shadow=geometry is None)
     builder = _Builder(doc, base_url, geometry, state, focused,
-                       focus_marks="autofocus" in low or FOCUSED_ATTR in low)
+                       focus_marks="autofocus" in low or FOCUSED_ATTR in low,
+                       transforms=TRANSFORM_ATTR in low or any(TRANSFORM_ATTR in str(f.get("html", ""))
+                                                               for f in (frames or {}).values()))
     if frames:
         builder.grafted = True
     root, title = builder.build()

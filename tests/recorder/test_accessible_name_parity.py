@@ -229,7 +229,14 @@ EDGE_CASES = [
     ('<table id="t"><caption>Prices</caption><tr><td>A</td><td>1</td></tr></table>', ("table", "Prices")),
     ('<table><tr id="t"><th>Item</th><td>1 <b>kg</b></td></tr></table>', ("row", "")),  # (a table's rows: no name)
     ('<div role="grid"><div id="t" role="row"><div role="gridcell">1 <b>kg</b></div></div></div>', ("row", "1 kg")),
-    ('<figure id="t"><img src="f.png" alt="Chart"><figcaption>Figure 1</figcaption></figure>', ("figure", "Figure 1")),
+    # (Chromium's tree, read with BrowserGym's marks, names a figure by aria-label or title alone; its
+    # figcaption is a node of its own, Figcaption)
+    ('<figure id="t"><img src="f.png" alt="Chart"><figcaption>Figure 1</figcaption></figure>', ("figure", "")),
+    ('<figure><figcaption id="t" title="c">Figure 2</figcaption></figure>', ("Figcaption", "c")),
+    ('<p><dfn id="t" title="x">tide</dfn> pools</p>', ("term", "tide")),
+    ('<section id="t" title="Tides"><p>x</p></section>', ("region", "Tides")),
+    ('<p id="t" title="Note">body</p>', ("paragraph", "")),
+    ('<p id="t" title="Note" tabindex="0">body</p>', ("paragraph", "Note")),
     ('<section id="t" aria-label="News"><p>x</p></section>', ("region", "News")),
     ('<article><header id="t">Top</header></article><header>Banner</header>', ("generic", "")),
     ('<div id="t" role="tab button" title="Tip">Tab one</div>', ("tab", "Tab one")),

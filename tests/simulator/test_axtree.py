@@ -104,7 +104,7 @@ ROLE_NAME_CASES = [
     ("<hr>", "separator '', orientation='horizontal'"),
     ("<strong>S</strong>", "strong ''"),
     ("<fieldset><legend>Who</legend><input aria-label='x'></fieldset>", "group 'Who'"),
-    ("<figure><img src=a alt=''><figcaption>Fig 1</figcaption></figure>", "figure 'Fig 1'"),
+    ("<figure><img src=a alt=''><figcaption>Fig 1</figcaption></figure>", "figure ''"),
     ("<details><summary>More</summary>hidden body</details>", "DisclosureTriangle 'More', expanded=False"),
     ("<details open><summary>More</summary>shown body</details>", "StaticText 'shown body'"),
     ('<div role="button" tabindex="0">Fake btn</div>', "button 'Fake btn'"),
@@ -1023,11 +1023,12 @@ def unnumbered(text: str) -> str:
                      if "InlineTextBox" not in line)
 
 
-def against_chromium(browser, cases: list[str]) -> tuple[str, object, dict]:
+def against_chromium(browser, cases: list[str], *, both: bool = True) -> tuple[str, object, dict]:
     """One page holding ``cases`` (each in a div), served at an http URL: BrowserGym's observation
     of it (Chromium's own tree read with BrowserGym's marks, as BrowserEnv reads it, flattened by
     BrowserGym; unnumbered), our browser backend's tree, and the recorder's namer's (role, name) by
-    bid."""
+    bid. ``both``: the text backend's tree of the page as served is the browser backend's (not for
+    what only the page's style sheet says, which the text backend does not run)."""
     obs_utils = pytest.importorskip("browsergym.utils.obs", reason="browsergym-core is not installed")
     from webfreeze.recorder.accname import ROLE_NAME_JS
     from webfreeze.simulator.bgym_obs import _unmark
@@ -1052,7 +1053,8 @@ def against_chromium(browser, cases: list[str]) -> tuple[str, object, dict]:
             return out; }""", ROLE_NAME_JS)
     finally:
         context.close()
-    assert unnumbered(live.axtree_text) == unnumbered(build_tree(html, CHROMIUM_URL).axtree_text)  # (both backends)
+    if both:
+        assert unnumbered(live.axtree_text) == unnumbered(build_tree(html, CHROMIUM_URL).axtree_text)  # (both backends)
     return unnumbered(chromium), live, namer
 
 
@@ -1174,7 +1176,53 @@ PAGE_CASES = [
     '<table><tr><td></td><th>Q1</th><th>Q2</th></tr><tr><td>x</td><td>1</td><td>2</td></tr></table>',  # corner cell
     '<details>closed text</details><input type="date" value="2024-13-45" aria-label="Bad">'
     '<ol><li aria-hidden="true">a</li><li>b</li></ol><p><span>A</span> <x-el>custom inline</x-el></p>',
+    # spaces beside inline elements that draw nothing are not drawn; a no-break space is text
+    '<p><a href="/a">A</a> <span></span></p><p><a href="/b">B</a> <span></span> <a href="/c">C</a></p>'
+    '<p><img alt="x" src="/i.png"> <span></span> <img alt="" src="/j.png"> b</p><p>t <span>&nbsp;</span> <a href="/q">q</a></p>',
+    '<pre><span>a</span><span>,</span> <span>b</span>\n</pre><pre><span> </span><span>x</span></pre>',  # (kept in pre)
+    '<p><a href="https://pypi.test">P</a> <a href="http://x.test?q=/1">Q</a></p>',  # (a URL with no path: "/")
+    # a title does not name the roles that prohibit a name (unless focusable); a titled section
+    # is a region; a figcaption is a node of its own and does not name its figure; dfn is a term
+    '<p title="pt">para</p><strong title="st">s</strong> <code title="ct">c</code> <em title="et">e</em> '
+    '<mark title="mt">m</mark> <time title="tt">t</time> <sub title="sb">2</sub> <p title="pf" tabindex="0">fp</p>',
+    '<table><caption title="ct">cap</caption><tr><td>1</td><td>2</td></tr></table><section title="se">x</section>'
+    '<figure><img alt="i" src="/x.png"><figcaption>cap text</figcaption></figure><figure title="ft"><p>b</p></figure>'
+    '<p><dfn>term1</dfn> is <dfn title="tt">x</dfn></p>',
 ]
+
+# What the page's style sheet draws (Chromium 156, its marks): text in another case, a table's
+# parts drawn by other elements, inline blocks (no space is drawn beside one). The browser backend
+# reads them (MARK_JS); the text backend, which runs no style sheet, cannot.
+STYLE_CASES = [
+    '<style>.u{text-transform:uppercase}</style><ul><li><a class="u" href="/w">Wiki page</a></li></ul>'
+    '<p class="u">para <b>bold</b></p><button class="u">save it</button><input class="u" value="typed" aria-label="f">'
+    '<label class="u" for="z">lab</label><input id="z">',
+    '<style>.c{text-transform:capitalize}.l{text-transform:lowercase}.n{text-transform:none}</style>'
+    '<p class="c">hello world-wide o\'neil <span class="n">as written</span></p><p class="l">LOUD Text</p>',
+    '<div style="display:table" title="T"><div style="display:table-row"><div style="display:table-cell">c1</div>'
+    '<div style="display:table-cell">c2</div></div></div><span style="display:inline-table">it</span>'
+    '<ul style="display:table"><li>x</li></ul><div style="display:table"><span style="display:table-cell">lone</span></div>',
+    '<style>.ib{display:inline-block}</style><ul style="list-style:none"><li class="ib">a</li> <li class="ib">b</li></ul>'
+    '<p><span class="ib">a</span> <b>x</b> <span>y</span> <u>z</u></p>',
+]
+
+
+def test_what_the_page_s_style_draws_as_browsergym_shows_it(browser):
+    """The browser backend's tree follows what the page's style sheet changes in Chromium's tree,
+    as MARK_JS reads it: CSS text-transform (a link's name and its text in capitals), a table's
+    parts drawn by divs (LayoutTable, LayoutTableRow, LayoutTableCell), no space drawn beside an
+    inline block; the recorder's namer agrees. The text backend keeps the markup's reading."""
+    theirs, live, namer = against_chromium(browser, STYLE_CASES, both=False)
+    for line in ("link 'WIKI PAGE', url='http://chromium.test/w'", "button 'SAVE IT'", "textbox 'LAB'",
+                 "StaticText \"Hello World-Wide O'neil\"", "StaticText 'as written'", "StaticText 'loud text'",
+                 "LayoutTable 'T'", "LayoutTableRow ''", "LayoutTableCell 'c1'", "StaticText 'lone'"):
+        assert line in theirs, (line, theirs)
+    assert unnumbered(live.axtree_text) == theirs
+    assert [tuple(namer[e["bid"]]) for e in live.summaries()] == [(e["role"], e["name"]) for e in live.summaries()]
+    served = unnumbered(build_tree("<!doctype html><html><head><title>S</title></head><body>"
+                                   + "".join(f"<div>{c}</div>" for c in STYLE_CASES) + "</body></html>",
+                                   CHROMIUM_URL).axtree_text)
+    assert "link 'Wiki page'" in served and "LayoutTable 'T'" not in served
 
 
 def test_text_lists_tables_and_fields_as_browsergym_shows_them(browser):
@@ -1184,6 +1232,7 @@ def test_text_lists_tables_and_fields_as_browsergym_shows_them(browser):
     backends' trees are that observation, ids apart; the recorder's namer agrees with the tree."""
     theirs, live, namer = against_chromium(browser, PAGE_CASES)
     for line in ("ListMarker '\u25e6'", "LayoutTableCell 'layout'", "StaticText ''", "Date 'From'", "table 'S'",
+                 "paragraph 'pf'", "region 'se'", "Figcaption ''", "term 'term1'", "link 'P', url='https://pypi.test/'",
                  "image '', url='http://chromium.test/logo.png'", "spinbutton 'Month Month' value=3"):
         assert line in theirs, (line, theirs)
     assert unnumbered(live.axtree_text) == theirs

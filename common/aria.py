@@ -70,3 +70,38 @@ time title tr track tt u ul var video wbr
 # regular expression both Python and JavaScript read)
 GRID_STYLE = (r"border(?:-(?:top|right|bottom|left))?(?:-width)?\s*:\s*(?!0\b|none|hidden)[^;]|"
               r"background(?:-color)?\s*:\s*(?!none|transparent)[^;]")
+
+# The text a ``::before`` or ``::after`` of an element draws, as Chromium's tree shows it (a
+# JavaScript statement the observation script and the recorder's namer share): its computed content's
+# strings (attr() comes resolved) and quotation marks (CSS ``quotes``, or English marks by how many
+# ``<q>`` hold the element), its alt text instead where it has one (after a "/", set apart by a
+# space); '' when it draws nothing; null where it holds what the tree does not follow (a counter, an
+# image).
+PSEUDO_TEXT_JS = r"""
+  const pseudoText = (el, which) => {
+    const s = getComputedStyle(el, which);
+    const content = s.content;
+    if (!content || content === 'none' || content === 'normal' || s.display === 'none') return '';
+    const items = content.match(/"(?:[^"\\]|\\.)*"|[^\s"]+/g) || [];
+    const slash = items.indexOf('/');
+    let marks = null;
+    if (s.quotes === 'none') marks = [];
+    else if (s.quotes && s.quotes !== 'auto') {
+      marks = (s.quotes.match(/"(?:[^"\\]|\\.)*"/g) || []).map((q) => q.slice(1, -1).replace(/\\(.)/g, '$1'));
+    }
+    let depth = 0;
+    for (let n = el.parentElement; n; n = n.parentElement) if (n.localName === 'q') depth++;
+    const mark = (close) => {
+      if (marks === null) return depth ? (close ? '\u2019' : '\u2018') : (close ? '\u201d' : '\u201c');
+      const pair = Math.min(depth, marks.length / 2 - 1) * 2;
+      return pair >= 0 && marks.length >= 2 ? marks[pair + (close ? 1 : 0)] : '';
+    };
+    let text = '';
+    for (const item of slash >= 0 ? items.slice(slash + 1) : items) {
+      if (item[0] === '"') text += item.slice(1, -1).replace(/\\(.)/g, '$1');
+      else if (item === 'open-quote' || item === 'close-quote') text += mark(item === 'close-quote');
+      else if (item !== 'no-open-quote' && item !== 'no-close-quote') return null;
+    }
+    return slash >= 0 && text ? (which === '::before' ? text + ' ' : ' ' + text) : text;
+  };
+"""

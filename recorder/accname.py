@@ -20,6 +20,7 @@ from webfreeze.common.aria import (
                                    BGYM_MARKED_TAGS,
                                    GRID_STYLE,
                                    PRESENTATION_CONFLICTS,
+                                   PSEUDO_TEXT_JS,
                                    REQUIRED_CONTEXT,
 )
 
@@ -215,6 +216,13 @@ ROLE_NAME_JS = r"""
         return 'LayoutTableCell';
       }
       return 'generic';
+    };
+    // (axtree.py's MARK_JS: what an element's ::before and ::after draw, BEFORE_ATTR and AFTER_ATTR)
+__PSEUDO_TEXT__    const NO_PSEUDO = new Set(['img', 'input', 'select', 'textarea', 'iframe', 'frame', 'video', 'audio', 'canvas',
+      'object', 'embed', 'br', 'wbr', 'option', 'optgroup', 'svg', 'math', 'meter', 'progress', 'html', 'body']);
+    const drawnBy = (el, which) => {
+      if (NO_PSEUDO.has(tagOf(el)) || inSvg(el)) return '';
+      return transformed(pseudoText(el, which) || '', el);
     };
     // (axtree.py's text_transform: the case an element's own text is drawn in)
     const CAPITAL = /(^|[^\p{L}\p{N}_'\u2019])(\p{L})/gu;
@@ -426,10 +434,12 @@ ROLE_NAME_JS = r"""
       if (tag === 'br') parts.push(' ');
       if (tag === 'textarea') parts.push(el.value);
       else {
+        parts.push(drawnBy(el, '::before'));
         for (const c of drawnNodes(el)) {
           if (c.nodeType === Node.ELEMENT_NODE) collect(c, parts, exclude, includeHidden, false);
           else if (c.nodeType === Node.TEXT_NODE || c.nodeType === Node.CDATA_SECTION_NODE) parts.push(transformed(c.data, el));
         }
+        parts.push(drawnBy(el, '::after'));
       }
       if (block && !root) parts.push(' ');
     };
@@ -455,7 +465,9 @@ ROLE_NAME_JS = r"""
     const contentText = (el, exclude = null, includeHidden = false) => {
       const tag = tagOf(el);
       const flat = el.shadowRoot || (tag === 'slot' && el.getRootNode() instanceof ShadowRoot);
-      if ((el.firstElementChild === null || tag === 'textarea') && tag !== 'br' && !flat) return collapse(ownText(el));
+      if ((el.firstElementChild === null || tag === 'textarea') && tag !== 'br' && !flat) {
+        return collapse(drawnBy(el, '::before') + ownText(el) + drawnBy(el, '::after'));
+      }
       const parts = [];
       collect(el, parts, exclude, includeHidden, true);
       return collapse(parts.join(''));
@@ -556,4 +568,5 @@ ROLE_NAME_JS = r"""
 """.replace("__ARIA_ROLES__", json.dumps(sorted(ARIA_ROLES))).replace("__ARIA_ROLE_NAMES__", json.dumps(ARIA_ROLE_NAMES)).replace(
     "__PRESENTATION_CONFLICTS__", json.dumps(sorted(PRESENTATION_CONFLICTS))).replace(
     "__REQUIRED_CONTEXT__", json.dumps(REQUIRED_CONTEXT)).replace("__BGYM_MARKED_TAGS__", json.dumps(sorted(BGYM_MARKED_TAGS))).replace(
+    "__PSEUDO_TEXT__", PSEUDO_TEXT_JS).replace(
     "__GRID_STYLE__", json.dumps(GRID_STYLE))

@@ -35,7 +35,14 @@ from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
 
-from webfreeze.common.aria import BGYM_MARKED_TAGS, GRID_STYLE, PRESENTATION_CONFLICTS, REQUIRED_CONTEXT, explicit_role
+from webfreeze.common.aria import (
+                                   BGYM_MARKED_TAGS,
+                                   GRID_STYLE,
+                                   PRESENTATION_CONFLICTS,
+                                   PSEUDO_TEXT_JS,
+                                   REQUIRED_CONTEXT,
+                                   explicit_role,
+)
 from webfreeze.common.errors import WebfreezeError
 
 BID_ATTR = "data-wf-bid"
@@ -52,6 +59,10 @@ TABLE_ATTR = "data-wf-table"
 # The case an element's text is drawn in (CSS text-transform, MARK_JS), where it differs from its
 # parent's: ``uppercase``, ``lowercase``, ``capitalize``, ``none`` (Builder.text_transform)
 TRANSFORM_ATTR = "data-wf-transform"
+# The text an element's ::before and ::after draw (MARK_JS; PSEUDO_TEXT_JS): a StaticText of its own
+# at the start and the end of the element's content, in its name from content too
+BEFORE_ATTR = "data-wf-before"
+AFTER_ATTR = "data-wf-after"
 FOCUSED_ATTR = "data-wf-focused"
 # On a page read as its flat tree (open shadow roots): the shadow root an element belongs to, 1, 2,
 # ... (none: the document). Ids are unique only within one root: a shadow root's ids and its
@@ -142,6 +153,33 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
   const displays = new Map();
   const transforms = new Map(), ownTransform = new Map();  // an element's text-transform; where it changes
   const TABLE_TAGS = new Set(['table', 'tr', 'td', 'th']);
+__PSEUDO_TEXT__  // The elements a ::before or ::after rule of the page's style sheets may apply to (and every q,
+  // which the browser's own sheet quotes); null when a sheet cannot be read (another origin's):
+  // then every element is asked
+  const pseudoHosts = (() => {
+    const found = new Set(document.querySelectorAll('q'));
+    const bases = [];
+    const walk = (rules) => {
+      for (const r of rules) {
+        if (r.selectorText && /::?(before|after)\b/i.test(r.selectorText)) {
+          for (const part of r.selectorText.split(',')) {
+            if (/::?(before|after)\b/i.test(part)) bases.push(part.replace(/::?(before|after)\b.*$/i, '').trim() || '*');
+          }
+        }
+        if (r.cssRules) walk(r.cssRules);
+      }
+    };
+    try {
+      for (const r of openRoots()) for (const sheet of [...r.styleSheets, ...(r.adoptedStyleSheets || [])]) walk(sheet.cssRules);
+      if (bases.length) for (const r of openRoots()) for (const e of r.querySelectorAll(bases.join(','))) found.add(e);
+    } catch (e) {
+      return null;
+    }
+    return found;
+  })();
+  const befores = new Map(), afters = new Map();
+  const NO_PSEUDO = new Set(['img', 'input', 'select', 'textarea', 'iframe', 'frame', 'video', 'audio', 'canvas',
+                             'object', 'embed', 'br', 'wbr', 'option', 'optgroup', 'svg', 'math', 'meter', 'progress']);
   const INLINE = new Set(__INLINE_FLOW__);
   const fallback = new Set();  // the elements inside a <canvas>
   // BrowserGym's convention for frames: a frame element's bid is letters (a, b, ..., z, aA, bA, ...),
@@ -175,6 +213,12 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
     }
     if (rendered && tag !== 'option' && tag !== 'optgroup' && el !== root && tag !== 'body') {
       const style = getComputedStyle(el);
+      // what its ::before and ::after draw (Builder: BEFORE_ATTR, AFTER_ATTR)
+      if (rendered && !NO_PSEUDO.has(tag) && (pseudoHosts === null || pseudoHosts.has(el))) {
+        const before = pseudoText(el, '::before'), after = pseudoText(el, '::after');
+        if (before) befores.set(el, before);
+        if (after) afters.set(el, after);
+      }
       // (the case its text is drawn in, where it differs from its parent's: Builder.text_transform)
       const tt = style.textTransform;
       transforms.set(el, tt);
@@ -266,6 +310,12 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
     const c = byBid.get(el.getAttribute(BID));
     if (c) c.setAttribute('data-wf-transform', tt);
   }
+  for (const [attr, texts] of [['data-wf-before', befores], ['data-wf-after', afters]]) {
+    for (const [el, text] of texts) {
+      const c = byBid.get(el.getAttribute(BID));
+      if (c) c.setAttribute(attr, text);
+    }
+  }
   // A table whose cells are drawn as a grid's (bordered, shaded): a data table to Chromium however
   // plain its markup (Builder.data_table)
   for (const t of document.querySelectorAll('table')) {
@@ -319,7 +369,8 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
   return native ? JSON.stringify(out) : out;
 }
 """
-MARK_JS = MARK_JS.replace("__OPEN_ROOTS__", OPEN_ROOTS_JS).replace("__INLINE_FLOW__", json.dumps(sorted(_INLINE_FLOW)))
+MARK_JS = MARK_JS.replace("__OPEN_ROOTS__", OPEN_ROOTS_JS).replace("__PSEUDO_TEXT__", PSEUDO_TEXT_JS).replace(
+    "__INLINE_FLOW__", json.dumps(sorted(_INLINE_FLOW)))
 
 
 def tree_ancestors(el, tag: str):
@@ -922,15 +973,21 @@ _REPLACED = frozenset({"img", "svg", "input", "button", "select", "textarea", "i
                        "object", "embed", "meter", "progress", "math"})
 
 
+def _has_pseudo(el) -> bool:
+    """Whether MARK_JS found text that ``el``'s ::before or ::after draws."""
+    return el.get(BEFORE_ATTR) is not None or el.get(AFTER_ATTR) is not None
+
+
 def _draws(el) -> bool:
-    """Whether an inline element draws something: text (no-break spaces count) or a replaced
-    element (an image, a control). Chromium's tree keeps no space beside one that draws nothing."""
-    if el.tag in _REPLACED:
+    """Whether an inline element draws something: text (no-break spaces count, and what a
+    ::before or ::after draws) or a replaced element (an image, a control). Chromium's tree keeps
+    no space beside one that draws nothing."""
+    if el.tag in _REPLACED or _has_pseudo(el):
         return True
     for text in el.itertext():
         if text.strip(_HTML_SPACE):
             return True
-    return any(d.tag in _REPLACED for d in el.iterdescendants())
+    return any(d.tag in _REPLACED or _has_pseudo(d) for d in el.iterdescendants())
 
 
 def _in_flow(el) -> bool:
@@ -1021,12 +1078,13 @@ class _Node:
 
 class _Builder:
     def __init__(self, doc, base_url: str, geometry: dict | None, state: dict | None, focused: str | None,
-                 focus_marks: bool = True, transforms: bool = False):
+                 focus_marks: bool = True, transforms: bool = False, pseudo: bool = False):
         """``focus_marks=False``: the source has no ``autofocus`` or FOCUSED_ATTR attribute (no
         need to look for one)."""
         self.doc = doc
         self._focus_marks = focus_marks
         self._transforms: dict | None = {} if transforms else None  # element -> its text-transform (or None)
+        self._pseudo = pseudo  # (some element carries BEFORE_ATTR or AFTER_ATTR)
         self.page_url = base_url
         base = doc.find(".//head/base[@href]")
         self.base_url = urljoin(base_url, base.get("href").strip()) if base is not None else base_url
@@ -1514,7 +1572,7 @@ class _Builder:
         return self.content_text(el, exclude=exclude, include_hidden=labelledby)
 
     def content_text(self, el, *, exclude=None, include_hidden: bool = False) -> str:
-        if not len(el) and el.tag != "br":
+        if not len(el) and el.tag != "br" and not (self._pseudo and _has_pseudo(el)):
             text = el.text  # no children: just its text
             if not text:
                 return ""
@@ -1564,6 +1622,11 @@ class _Builder:
         if tag == "br":
             parts.append(" ")
         how = self.text_transform(el) if self._transforms is not None else None
+        before = after = None
+        if self._pseudo:
+            before, after = el.get(BEFORE_ATTR), el.get(AFTER_ATTR)
+            if before:
+                parts.append(_transformed(before, how))
         if el.text:
             parts.append(_transformed(el.text, how))
         for child in el:
@@ -1571,6 +1634,8 @@ class _Builder:
                 self._collect(child, parts, exclude, include_hidden)
             if child.tail:
                 parts.append(_transformed(child.tail, how))
+        if after:
+            parts.append(_transformed(after, how))
         if block and not root:
             parts.append(" ")
 
@@ -1922,7 +1987,7 @@ class _Builder:
             if not name and role == "row" and not self.in_grid(el):
                 name = _collapse(a.get("title") or "")
             elif not name:
-                if leaf and tag != "br":
+                if leaf and tag != "br" and not (self._pseudo and _has_pseudo(el)):
                     text = el.text
                     name = _collapse(text) if text else ""
                     if name and self._transforms is not None:
@@ -1951,6 +2016,7 @@ class _Builder:
             marker = self.list_marker(el, tag, a)
             if marker:
                 node.children.append(_Node("ListMarker", marker))
+        start = len(node.children)  # (where the content goes: after a marker)
         if role == "none":
             node.cname = None
         elif role == "generic":
@@ -1976,6 +2042,8 @@ class _Builder:
                                                       self.text_transform(el) if self._transforms is not None else None))
                 elif (blank := _blank_text(text)) is not None or pre:
                     node.children.append(blank or " ")
+        if self._pseudo and (BEFORE_ATTR in a or AFTER_ATTR in a):
+            self._pseudo_into(el, node, a, start)
         if role == "Date" and tag == "input":
             node.children.extend(self._date_fields(el, node))
         elif node.value is not None and tag in _TEXT_VALUE_TAGS and role != "slider":
@@ -1983,6 +2051,22 @@ class _Builder:
             node.children.append(_transformed(self.value_of(el) if role == "spinbutton" else node.value,
                                               self.text_transform(el) if self._transforms is not None else None))
 
+
+    def _pseudo_into(self, el, node: _Node, a: dict, start: int) -> None:
+        """What ``el``'s ::before and ::after draw (MARK_JS's BEFORE_ATTR, AFTER_ATTR), at the
+        start and the end of its content: a StaticText inside an unnamed generic node, as Chromium's
+        tree has it (so not left out for repeating the element's name)."""
+        how = self.text_transform(el) if self._transforms is not None else None
+        for attr, at in ((BEFORE_ATTR, start), (AFTER_ATTR, None)):
+            text = _collapse(a.get(attr) or "")
+            if not text:
+                continue
+            drawn = _Node("generic", "")
+            drawn.children.append(_transformed(text, how))
+            if at is None:
+                node.children.append(drawn)
+            else:
+                node.children.insert(at, drawn)
 
     def text_transform(self, el) -> str | None:
         """The case ``el``'s own text is drawn in (``uppercase``, ``lowercase``, ``capitalize``),
@@ -2755,7 +2839,10 @@ def build_tree(html: str | bytes, base_url: str, geometry: dict | None = None, *
     builder = _Builder(doc, base_url, geometry, state, focused,
                        focus_marks="autofocus" in low or FOCUSED_ATTR in low,
                        transforms=TRANSFORM_ATTR in low or any(TRANSFORM_ATTR in str(f.get("html", ""))
-                                                               for f in (frames or {}).values()))
+                                                               for f in (frames or {}).values()),
+                       pseudo=BEFORE_ATTR in low or AFTER_ATTR in low or any(
+                           BEFORE_ATTR in str(f.get("html", "")) or AFTER_ATTR in str(f.get("html", ""))
+                           for f in (frames or {}).values()))
     if frames:
         builder.grafted = True
     root, title = builder.build()

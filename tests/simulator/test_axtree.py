@@ -1034,7 +1034,7 @@ def against_chromium(browser, cases: list[str], *, both: bool = True) -> tuple[s
     from webfreeze.simulator.bgym_obs import _unmark
     from webfreeze.simulator.browser import new_context
 
-    html = ("<!doctype html><html><head><title>S</title></head><body>"
+    html = ("<!doctype html><html><head><meta charset=utf-8><title>S</title></head><body>"
             + "".join(f"<div>{c}</div>" for c in cases) + "</body></html>")
     context = new_context(browser)
     page = context.new_page()
@@ -1204,6 +1204,14 @@ STYLE_CASES = [
     '<ul style="display:table"><li>x</li></ul><div style="display:table"><span style="display:table-cell">lone</span></div>',
     '<style>.ib{display:inline-block}</style><ul style="list-style:none"><li class="ib">a</li> <li class="ib">b</li></ul>'
     '<p><span class="ib">a</span> <b>x</b> <span>y</span> <u>z</u></p>',
+    # what ::before and ::after draw: a StaticText of its own, in names from content too
+    '<style>.a::after{content:"\u25be"}.b::before{content:"\u2192 "}.n::after{content:"(req)"}.h::before{content:"*";'
+    'display:none}.e::after{content:""}.o::before{content:"\u00bb"}.t::before{content:attr(title) ": "}'
+    '.k::before{content:"\\201C"}.k::after{content:"\\201D"}.x::after{content:" more"}</style>'
+    '<div class="a"><select aria-label="s"><option>x</option></select></div><p><a class="b" href="/x">Wiki</a> and</p>'
+    '<label class="n" for="t">Name</label><input id="t"><p class="h">no star</p><p class="e">empty</p>'
+    '<span class="o"></span> <span>x</span><p class="t" title="Note">body</p><blockquote class="k">quoted</blockquote>'
+    '<q>plain <q>inner</q></q><button><span class="x">A</span></button><h2 class="b">Head</h2>',
 ]
 
 
@@ -1211,11 +1219,14 @@ def test_what_the_page_s_style_draws_as_browsergym_shows_it(browser):
     """The browser backend's tree follows what the page's style sheet changes in Chromium's tree,
     as MARK_JS reads it: CSS text-transform (a link's name and its text in capitals), a table's
     parts drawn by divs (LayoutTable, LayoutTableRow, LayoutTableCell), no space drawn beside an
-    inline block; the recorder's namer agrees. The text backend keeps the markup's reading."""
+    inline block, the text a ::before or ::after draws (strings, attr(), quotation marks: a q's
+    own); the recorder's namer agrees. The text backend keeps the markup's reading."""
     theirs, live, namer = against_chromium(browser, STYLE_CASES, both=False)
     for line in ("link 'WIKI PAGE', url='http://chromium.test/w'", "button 'SAVE IT'", "textbox 'LAB'",
                  "StaticText \"Hello World-Wide O'neil\"", "StaticText 'as written'", "StaticText 'loud text'",
-                 "LayoutTable 'T'", "LayoutTableRow ''", "LayoutTableCell 'c1'", "StaticText 'lone'"):
+                 "LayoutTable 'T'", "LayoutTableRow ''", "LayoutTableCell 'c1'", "StaticText 'lone'",
+                 "link '\u2192 Wiki', url='http://chromium.test/x'", "textbox 'Name(req)'", "StaticText 'Note:'",
+                 "StaticText '\u201c'", "StaticText '\u2018'", "button 'A more'", "heading '\u2192 Head'"):
         assert line in theirs, (line, theirs)
     assert unnumbered(live.axtree_text) == theirs
     assert [tuple(namer[e["bid"]]) for e in live.summaries()] == [(e["role"], e["name"]) for e in live.summaries()]

@@ -177,7 +177,7 @@ __PSEUDO_TEXT__  // The elements a ::before or ::after rule of the page's style 
     }
     return found;
   })();
-  const befores = new Map(), afters = new Map();
+  const befores = new Map(), afters = new Map(), drawers = [];
   const NO_PSEUDO = new Set(['img', 'input', 'select', 'textarea', 'iframe', 'frame', 'video', 'audio', 'canvas',
                              'object', 'embed', 'br', 'wbr', 'option', 'optgroup', 'svg', 'math', 'meter', 'progress']);
   const INLINE = new Set(__INLINE_FLOW__);
@@ -213,12 +213,10 @@ __PSEUDO_TEXT__  // The elements a ::before or ::after rule of the page's style 
     }
     if (rendered && tag !== 'option' && tag !== 'optgroup' && el !== root && tag !== 'body') {
       const style = getComputedStyle(el);
-      // what its ::before and ::after draw (Builder: BEFORE_ATTR, AFTER_ATTR)
-      if (rendered && !NO_PSEUDO.has(tag) && (pseudoHosts === null || pseudoHosts.has(el))) {
-        const before = pseudoText(el, '::before'), after = pseudoText(el, '::after');
-        if (before) befores.set(el, before);
-        if (after) afters.set(el, after);
-      }
+      // what its ::before and ::after draw (Builder: BEFORE_ATTR, AFTER_ATTR), asked once every
+      // element has its bid (a pseudo-element's style asked between two attribute changes is
+      // worked out anew each time)
+      if (rendered && !NO_PSEUDO.has(tag) && (pseudoHosts === null || pseudoHosts.has(el))) drawers.push(el);
       // (the case its text is drawn in, where it differs from its parent's: Builder.text_transform)
       const tt = style.textTransform;
       transforms.set(el, tt);
@@ -250,6 +248,11 @@ __PSEUDO_TEXT__  // The elements a ::before or ::after rule of the page's style 
       frames[bid] = [round(r.x + left), round(r.y + top), visible ? 1 : 0];
     }
   });
+  for (const el of drawers) {
+    const before = pseudoText(el, '::before'), after = pseudoText(el, '::after');
+    if (before) befores.set(el, before);
+    if (after) afters.set(el, after);
+  }
   // Serialise a copy in an inert document (its images never load) carrying the live state.
   const inert = document.implementation.createHTMLDocument('');
   const copy = inert.importNode(root, !shadowed);

@@ -98,6 +98,13 @@ _INLINE_FLOW = frozenset({"a", "abbr", "b", "bdi", "bdo", "big", "cite", "code",
                           "strike", "strong", "sub", "sup", "svg", "time", "tt", "u", "var", "canvas", "picture",
                           "iframe", "object", "embed", "video", "audio", "math", "output", "ruby"})
 
+# A start tag of these ends an open <p> (HTML's parsing rules): MARK_JS writes a paragraph that
+# holds one as a wf-p, which _parse makes a p again
+_P_CLOSERS = frozenset({"address", "article", "aside", "blockquote", "center", "details", "dialog", "dir", "div", "dl",
+                        "dd", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5",
+                        "h6", "header", "hgroup", "hr", "li", "listing", "main", "menu", "nav", "ol", "p", "plaintext",
+                        "pre", "search", "section", "summary", "table", "ul", "xmp"})
+
 MARK_JS = r"""
 (prefix) => {
   prefix = prefix || '';
@@ -153,6 +160,7 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
   const displays = new Map();
   const transforms = new Map(), ownTransform = new Map();  // an element's text-transform; where it changes
   const TABLE_TAGS = new Set(['table', 'tr', 'td', 'th']);
+  const P_CLOSERS = __P_CLOSERS__;
 __PSEUDO_TEXT__  // The elements a ::before or ::after rule of the page's style sheets may apply to (and every q,
   // which the browser's own sheet quotes); null when a sheet cannot be read (another origin's):
   // then every element is asked
@@ -285,6 +293,16 @@ __PSEUDO_TEXT__  // The elements a ::before or ::after rule of the page's style 
       if (!(n.nodeType === 1 && ['title', 'base', 'meta'].includes(n.localName))) n.remove();
     }
   }
+  // A paragraph a script filled with blocks (CodeMirror's editor in a <p>): written as HTML, a
+  // parser would end the paragraph at the first block and move the rest out of it. Written as a
+  // wf-p (Builder's parser makes it a p again), it keeps them.
+  for (const para of Array.from(copy.querySelectorAll('p'))) {
+    if (!para.querySelector(P_CLOSERS)) continue;
+    const kept = inert.createElement('wf-p');
+    for (const a of Array.from(para.attributes)) kept.setAttribute(a.name, a.value);
+    while (para.firstChild) kept.appendChild(para.firstChild);
+    para.replaceWith(kept);
+  }
   const byBid = new Map();
   // The bid goes after the page's own attributes: one a script set after an earlier observation
   // stamped the element (ag-grid styles its cells a frame late) would otherwise come after it, and
@@ -373,7 +391,7 @@ __PSEUDO_TEXT__  // The elements a ::before or ::after rule of the page's style 
 }
 """
 MARK_JS = MARK_JS.replace("__OPEN_ROOTS__", OPEN_ROOTS_JS).replace("__PSEUDO_TEXT__", PSEUDO_TEXT_JS).replace(
-    "__INLINE_FLOW__", json.dumps(sorted(_INLINE_FLOW)))
+    "__INLINE_FLOW__", json.dumps(sorted(_INLINE_FLOW))).replace("__P_CLOSERS__", json.dumps(",".join(sorted(_P_CLOSERS))))
 
 
 def tree_ancestors(el, tag: str):
@@ -533,6 +551,9 @@ def _parse(text: str, *, declarative_shadow: bool = False):
         doc = None
     if doc is None:
         doc = etree.fromstring(b"<html><body></body></html>", parser)
+    if b"<wf-p" in data:  # (MARK_JS's name for a paragraph that holds blocks)
+        for kept in doc.iter("wf-p"):
+            kept.tag = "p"
     _html5_fixups(doc)
     flat = _flat_declarative_shadow(doc) if declarative_shadow else None
     if flat is not None:

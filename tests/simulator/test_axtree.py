@@ -1215,6 +1215,19 @@ STYLE_CASES = [
 ]
 
 
+def test_a_paragraph_a_script_filled_with_blocks_keeps_them(browser):
+    """A script may put blocks in a <p> (CodeMirror's editor in Datasette's SQL form), which HTML's
+    parser would move out of it: the browser backend's tree keeps them in the paragraph, as
+    Chromium's tree does."""
+    case = ('<p id="pp">before</p><script>const p = document.getElementById("pp"); const d = document.createElement("div");'
+            ' d.innerHTML = "<span>in div</span><textarea aria-label=ed>code</textarea><p>inner</p>"; p.appendChild(d);'
+            ' p.appendChild(document.createTextNode(" after"));</script><p>next</p>')
+    theirs, live, namer = against_chromium(browser, [case], both=False)
+    assert "\tparagraph ''\n\t\tStaticText 'before'\n\t\tStaticText 'in div'\n\t\ttextbox 'ed'" in theirs, theirs
+    assert unnumbered(live.axtree_text) == theirs
+    assert [tuple(namer[e["bid"]]) for e in live.summaries()] == [(e["role"], e["name"]) for e in live.summaries()]
+
+
 def test_what_the_page_s_style_draws_as_browsergym_shows_it(browser):
     """The browser backend's tree follows what the page's style sheet changes in Chromium's tree,
     as MARK_JS reads it: CSS text-transform (a link's name and its text in capitals), a table's

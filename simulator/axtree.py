@@ -814,6 +814,9 @@ _ROLE_NEEDS_MORE = frozenset({"a", "area", "input", "select", "img", "th", "sect
 _TABLE_PARTS_ROLES = frozenset({"table", "tr", "td", "th", "tbody", "thead", "tfoot"})
 _LAYOUT_ROLES = {"table": "LayoutTable", "tr": "LayoutTableRow", "td": "LayoutTableCell", "th": "LayoutTableCell",
                  "tbody": "generic", "thead": "generic", "tfoot": "generic"}
+# The roles aria-selected gives a selected state (Chromium's tree), and those it does only in a grid
+_SELECTABLE = frozenset({"option", "tab", "treeitem", "gridcell"})
+_SELECTABLE_IN_GRID = frozenset({"row", "cell", "columnheader", "rowheader"})
 _CELL_HEADERS = frozenset({"headers", "abbr", "axis", "scope"})
 _NO_CONTENT = frozenset({"select", "svg", "textarea", "input", "iframe", "img"})
 _TEXT_VALUE_TAGS = frozenset({"input", "textarea"})
@@ -1762,7 +1765,9 @@ class _Builder:
             select = next(el.iterancestors("select"), None)
             selected = select is not None and any(o is el for o in self.selected_options(select))
             props.append(("selected", selected))
-        elif a.get("aria-selected") is not None:
+        elif a.get("aria-selected") is not None and (role in _SELECTABLE or (role in _SELECTABLE_IN_GRID and
+                                                                         self.in_grid(el))):
+            # (a state only the roles that take it show, as Chromium's tree has it)
             props.append(("selected", a.get("aria-selected").strip().lower() == "true"))
         elif role in ("treeitem", "option") and self._selection_follows_focus(el):
             props.append(("selected", self.focused is el))  # (the focused one is the selected one)

@@ -1188,6 +1188,11 @@ PAGE_CASES = [
     '<table><caption title="ct">cap</caption><tr><td>1</td><td>2</td></tr></table><section title="se">x</section>'
     '<figure><img alt="i" src="/x.png"><figcaption>cap text</figcaption></figure><figure title="ft"><p>b</p></figure>'
     '<p><dfn>term1</dfn> is <dfn title="tt">x</dfn></p>',
+    # aria-selected is a state of the roles that take it (a row's, a header's in a grid only)
+    '<span role="option" aria-selected="true">Lisbon</span> <div aria-selected="true">plain</div> '
+    '<div role="button" aria-selected="true">btn</div> <div role="tab" aria-selected="true">tab</div> '
+    '<div role="row" aria-selected="true"><span role="cell">c</span></div><div role="grid"><div role="row" '
+    'aria-selected="true"><div role="columnheader" aria-selected="false">h</div><div role="gridcell">g</div></div></div>',
 ]
 
 # What the page's style sheet draws (Chromium 156, its marks): text in another case, a table's
@@ -1257,6 +1262,7 @@ def test_text_lists_tables_and_fields_as_browsergym_shows_them(browser):
     theirs, live, namer = against_chromium(browser, PAGE_CASES)
     for line in ("ListMarker '\u25e6'", "LayoutTableCell 'layout'", "StaticText ''", "Date 'From'", "table 'S'",
                  "paragraph 'pf'", "region 'se'", "Figcaption ''", "term 'term1'", "link 'P', url='https://pypi.test/'",
+                 "StaticText 'Lisbon'", "button 'btn'\n", "row 'h g', selected=True", "columnheader 'h', selected=False",
                  "image '', url='http://chromium.test/logo.png'", "spinbutton 'Month Month' value=3"):
         assert line in theirs, (line, theirs)
     assert unnumbered(live.axtree_text) == theirs

@@ -1229,6 +1229,21 @@ class _Builder:
                 return el
         return None
 
+    def focus_document(self):
+        """The root of the frame's document (grafted, FRAME_ATTR) that holds the focused element;
+        None when it is the page's own (or nothing is focused)."""
+        el = self.focused
+        if el is None or not self.grafted:
+            return None
+        if _tag(el) in FRAME_TAGS:  # (a frame focused on no element of its document)
+            sub = next((c for c in el if isinstance(c.tag, str) and c.get(FRAME_ATTR) is not None), None)
+            if sub is not None:
+                return sub
+        for anc in el.iterancestors():
+            if anc.get(FRAME_ATTR) is not None:
+                return anc
+        return None
+
     # ---------------------------------------------------------------- hiding
     def hidden_self(self, el) -> bool:
         parent = el.getparent()
@@ -1884,9 +1899,9 @@ class _Builder:
             now = low + math.floor((now - low) / step + 0.5) * step
             if now > high:
                 now -= step
-        now = _float32(now)
-        props.extend((("valuemin", _float32(low)), ("valuemax", _float32(high)), ("valuetext", str(now))))
-        return now
+        props.extend((("valuemin", _float32(low)), ("valuemax", _float32(high)), ("valuetext", _js_number(now))))
+        aria = _number(a.get("aria-valuenow"))  # (Chromium takes an aria-valuenow for the value, not the text)
+        return _float32(now if aria is None else aria)
 
     def absolute(self, href: str) -> str:
         """``href`` resolved against the page (its frame's document): an empty fragment or query
@@ -1918,7 +1933,10 @@ class _Builder:
             head_title = next((t for t in self.doc.iter("title")
                                if not any(_tag(a) == "svg" for a in t.iterancestors())), None)
         title = _collapse(_text_content(head_title)) if head_title is not None else ""
-        root_props = [] if self.focused is not None else [("focused", True)]
+        # (the page has focus: the document that holds the focus is focused in Chromium's tree,
+        # whether or not an element of it is too; the page's unless the focus is in a frame's.
+        # Measured on Chromium 156's headless shell, BrowserGym's browser, with its own extraction)
+        root_props = [] if self.focus_document() is not None else [("focused", True)]
         root_props.append(("url", self.page_url))
         root = _Node("RootWebArea", title, props=root_props)
         body = self.doc.find("body")
@@ -2351,8 +2369,8 @@ class _Builder:
         head_title = sub.find("head/title")
         title = _collapse(_text_content(head_title)) if head_title is not None else ""
         url = sub.get(FRAME_ATTR)
-        # (focus in the frame on no element of its own: its document has it, as in Chromium's tree)
-        focused = [("focused", True)] if self.focused is el else []
+        # (focus in the frame, on an element of its own or none: its document has it, as in Chromium's tree)
+        focused = [("focused", True)] if self.focused is el or self.focus_document() is sub else []
         root = _Node("RootWebArea", title, props=[*focused, ("url", url)])
         node.children.append(root)
         body = sub.find("body")
@@ -2386,8 +2404,8 @@ def _aria_range(role: str, a: dict, props: list):
     """An ARIA range widget's value (the node's), and its valuemin, valuemax and valuetext appended
     to ``props``, with Chromium's defaults: a minimum of 0, a maximum of 100 (0 for a spinbutton);
     no aria-valuenow gives a slider, scrollbar or separator the middle, a spinbutton or meter 0 and a
-    progressbar none; one that is not a number gives 0; a slider's, scrollbar's or separator's is
-    held between the two. valuetext is empty (Chromium does not give aria-valuetext there)."""
+    progressbar none; one that is not a number gives 0; a slider's, scrollbar's, separator's or
+    progressbar's is held between the two. valuetext is empty (Chromium does not give aria-valuetext there)."""
     low = _number(a.get("aria-valuemin"))
     high = _number(a.get("aria-valuemax"))
     low = 0 if low is None else low
@@ -2399,10 +2417,17 @@ def _aria_range(role: str, a: dict, props: list):
             None if role == "progressbar" else 0
     elif now is None:
         now = 0
-    if now is not None and role in ("slider", "scrollbar", "separator"):
+    if now is not None and role in ("slider", "scrollbar", "separator", "progressbar"):
         now = min(max(now, low), high)
     props.extend((("valuemin", _float32(low)), ("valuemax", _float32(high)), ("valuetext", "")))
     return None if now is None else _float32(now)
+
+
+def _js_number(x: float) -> str:
+    """``x`` as JavaScript writes a number (``3``, ``0.3``): a range input's valuetext."""
+    if x == int(x) and abs(x) < 1e21:
+        return str(int(x))
+    return repr(float(f"{x:.15g}"))  # (HTML steps in decimal: 3 steps of 0.1 are 0.3)
 
 
 def _number(raw):

@@ -254,11 +254,11 @@ def test_state_and_focus():
     assert "textbox 'Q' value='old'" in t0.axtree_text and "RootWebArea 'T', focused" in t0.axtree_text
     assert f"[{bid['Q']}] textbox 'Q', focused value='new text'" not in t1.axtree_text
     assert f"[{bid['Q']}] textbox 'Q' value='new text', focused" in t1.axtree_text
-    assert "RootWebArea 'T', url=" in t1.axtree_text
+    assert "RootWebArea 'T', focused, url=" in t1.axtree_text  # (the page has focus: Chromium's tree says so)
     assert "combobox 'S' value='Two'" in t1.axtree_text
     assert "radio 'A', checked='false'" in t1.axtree_text and "radio 'B', checked='true'" in t1.axtree_text
     assert "checkbox 'C', checked='false'" in t1.axtree_text
-    assert tree_of('<input aria-label="F" autofocus>').axtree_text.count("focused") == 1
+    assert tree_of('<input aria-label="F" autofocus>').axtree_text.count("focused") == 2  # (the page's and the field's)
     assert "textbox 'F', focused" in tree_of('<input aria-label="F" autofocus>').axtree_text
 
 
@@ -1115,6 +1115,11 @@ WIDGET_CASES = [
     '<div aria-live="polite"><p>inner</p></div><div aria-live="assertive" aria-atomic="true" aria-relevant="all">x</div>'
     '<div aria-live="off">off</div><div aria-busy="true">busy</div><div role="timer">tm</div>',
     '<details><summary>closed</summary>body text</details><details open><summary>open</summary>shown</details>',
+    # a range input's valuetext as HTML's decimal steps write it, an aria-valuenow its value; an ARIA
+    # progress bar held between its bounds; the page's document focused beside an autofocused field
+    '<input type="range" min="0" max="1" step="0.1" value="0.3" aria-label="r"><input type="range" aria-valuenow="7" '
+    'value="3" aria-label="r2"><div role="progressbar" aria-valuenow="150" aria-valuemax="100" aria-label="p"></div>'
+    '<div role="progressbar" aria-valuenow="-5" aria-label="p2"></div><input aria-label="af" autofocus>',
 ]
 
 
@@ -1124,6 +1129,10 @@ def test_widget_states_are_given_as_chromium_gives_them(browser):
     backends' trees, as BrowserGym's observation shows it, ids apart."""
     theirs, live, _ = against_chromium(browser, WIDGET_CASES)
     assert "slider '' value=50, orientation='horizontal', valuemin=0, valuemax=100, valuetext=''" in theirs, theirs
+    for line in ("slider 'r' value=0.30000001192092896, orientation='horizontal', valuemin=0, valuemax=1, valuetext='0.3'",
+                 "slider 'r2' value=7,", "progressbar 'p' value=100,", "progressbar 'p2' value=0,",
+                 "RootWebArea 'S', focused,", "textbox 'af', focused"):
+        assert line in theirs, (line, theirs)
     assert unnumbered(live.axtree_text) == theirs
 
 

@@ -1965,10 +1965,6 @@ class _Builder:
         seen: dict = {}
         if tag in _NO_CONTENT:
             if tag == "select":
-                if self.role(el) == "combobox":  # (its options in a popup, as in Chromium's tree)
-                    popup = _Node("MenuListPopup", "")
-                    nodes.append(popup)
-                    nodes = popup.children
                 for child in children:
                     ctag = child.tag
                     if type(ctag) is str:
@@ -2079,7 +2075,12 @@ class _Builder:
         elif tag == "svg":
             self._svg_root(el, node, a, css, xp, summary)
         elif not leaf:
-            self._children_into(el, tag, preformatted or tag in _PREFORMATTED, node.children, css, xp)
+            into = node.children
+            if tag == "select" and role == "combobox":  # (its options in a popup, as in Chromium's tree)
+                popup = _Node("MenuListPopup", "")
+                into.append(popup)
+                into = popup.children
+            self._children_into(el, tag, preformatted or tag in _PREFORMATTED, into, css, xp)
         elif tag not in _NO_CONTENT and (tag != "details" or "open" in a):
             text = el.text
             if text:

@@ -194,6 +194,26 @@ def _header_block(headers) -> bytes:
     return "".join(f"{k}: {v}\r\n" for k, v in headers).encode("latin-1", "replace")
 
 
+def _miss_cors(method: str, headers) -> bytes | None:
+    """The CORS headers of a miss answered to a request that names its origin (a page's script
+    asking another origin): the page reads the miss (a 404) as it would the live site's answer,
+    rather than a network error that says nothing; None when the request names none. A preflight
+    is granted what it asks for (the request that follows is a miss all the same)."""
+    origin = header_value(headers, "origin")
+    if not origin:
+        return None
+    lines = [f"Access-Control-Allow-Origin: {origin}", "Access-Control-Allow-Credentials: true", "Vary: Origin",
+             "Access-Control-Expose-Headers: X-Webfreeze-Miss, X-Webfreeze-Score"]
+    if method.upper() == "OPTIONS":
+        asked = header_value(headers, "access-control-request-method")
+        if asked:
+            lines.append(f"Access-Control-Allow-Methods: {asked}")
+        wanted = header_value(headers, "access-control-request-headers")
+        if wanted:
+            lines.append(f"Access-Control-Allow-Headers: {wanted}")
+    return "".join(f"{line}\r\n" for line in lines if "\r" not in line and "\n" not in line).encode("latin-1", "replace")
+
+
 def simple_response(status: int, content_type: str, body: bytes, extra: bytes = b"") -> tuple[bytes, bytes]:
     """(head, body) of a response made here rather than taken from the archive (a miss, an error,
     the listing; the server's own answers to bad requests)."""
@@ -567,8 +587,14 @@ class Replay:
         body = f"webfreeze: not in archive: {method.upper()} {url}\n".encode("utf-8", "replace")
         # the best score honest matching turned down, as the text backend's provenance has it
         scored = f"X-Webfreeze-Score: {score:.4f}\r\n".encode() if score else b""
+        cors = _miss_cors(method, headers)
+        if cors is not None and method.upper() == "OPTIONS" and header_value(headers, "access-control-request-method"):
+            # another origin's preflight: let the request itself come, to be answered as a miss too
+            head, _ = simple_response(204, "text/plain; charset=utf-8", b"",
+                                      b"X-Webfreeze-Miss: 1\r\nCache-Control: no-store\r\n" + cors)
+            return head, b""
         head, body = simple_response(404 if self.on_miss == "404" else 502, "text/plain; charset=utf-8", body,
-                             b"X-Webfreeze-Miss: 1\r\nCache-Control: no-store\r\n" + scored)
+                             b"X-Webfreeze-Miss: 1\r\nCache-Control: no-store\r\n" + scored + (cors or b""))
         return head, (b"" if method.upper() == "HEAD" else body)
 
     def _log_miss(self, method, url, headers, bkey, score, why: str | None = None) -> None:

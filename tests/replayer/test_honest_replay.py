@@ -353,3 +353,42 @@ def test_bad_suite_replay_rules_are_one_line(wiki, tmp_path):
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "replay_rules" in proc.stderr and "true or false" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+CROSS = b"""<!doctype html><html><head><title>Cross</title></head><body><p id="simple">waiting</p>
+<p id="preflighted">waiting</p><script>
+const show = (id, p) => p.then((r) => r.text().then((t) => { document.getElementById(id).textContent =
+  'status ' + r.status + ' ' + t.slice(0, 30); })).catch((e) => { document.getElementById(id).textContent = 'error ' + e.name; });
+show('simple', fetch('http://api.test/missing', {credentials: 'include'}));
+show('preflighted', fetch('http://api.test/other', {method: 'PUT', headers: {'X-Custom': '1'}}));
+</script></body></html>"""
+
+
+def test_a_missed_request_to_another_origin_reads_as_a_miss_in_the_page(tmp_path, monkeypatch):
+    """A page's script asking another origin for something the archive lacks gets the miss (a
+    404 it can read, with CORS headers for its origin; its preflight granted) rather than a
+    network error; both requests are counted as misses."""
+    from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+
+    try:
+        chromium_path()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    path = tmp_path / "cross.wfz"
+    with new_archive_atomically(path) as arc:
+        sid = arc.new_session("test", source="test_honest_replay")
+        arc.add_exchange(Exchange(session_id=sid, url="http://site.test/", status=200, resp_headers=HTML, payload=CROSS,
+                                  captured_at=T0))
+    env = WebEnv(EnvConfig(path, backend="browser"))
+    try:
+        obs, _ = env.reset(options={"task": {"id": "cross", "start_url": "http://site.test/", "instruction": "look"}})
+        text = obs["axtree_text"]
+        trajectory = env.trajectory()
+    finally:
+        env.close()
+    assert "StaticText 'status 404 webfreeze: not in archive: GET'" in text, text
+    assert "StaticText 'status 404 webfreeze: not in archive: PUT'" in text, text
+    flagged = [(f["method"], f["url"], f["level"], f["status"]) for f in trajectory["replay"]["start"]["flagged"]]
+    assert flagged == [("GET", "http://api.test/missing", "miss", 404), ("PUT", "http://api.test/other", "miss", 404)]
+    assert trajectory["replay"]["misses"] == 2 and trajectory["replay"]["compromised"] is True

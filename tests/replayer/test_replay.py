@@ -181,6 +181,23 @@ def test_miss_is_a_marked_404_and_a_report_line(server, tmp_path):
                       "referer": "http://site.test/", "best_fuzzy_score": None, "on_miss": "404"}]
 
 
+def test_a_miss_asked_from_another_origin_carries_cors_headers(server):
+    """A page's script on another origin reads a miss as the 404 it is (not a network error): the
+    miss names the origin as allowed; a preflight is granted what it asks, and counted as a miss."""
+    resp, body = proxied(server, "GET", "http://api.test/missing", headers={"Origin": "http://site.test"})
+    assert resp.status == 404 and resp.getheader("X-Webfreeze-Miss") == "1" and body.startswith(b"webfreeze: not in")
+    assert resp.getheader("Access-Control-Allow-Origin") == "http://site.test"
+    assert resp.getheader("Access-Control-Allow-Credentials") == "true"
+    resp, body = proxied(server, "OPTIONS", "http://api.test/other", headers={
+        "Origin": "http://site.test", "Access-Control-Request-Method": "PUT", "Access-Control-Request-Headers": "x-custom"})
+    assert (resp.status, body) == (204, b"") and resp.getheader("X-Webfreeze-Miss") == "1"
+    assert (resp.getheader("Access-Control-Allow-Methods"), resp.getheader("Access-Control-Allow-Headers")) == \
+        ("PUT", "x-custom")
+    assert [m["url"] for m in server.misses][-2:] == ["http://api.test/missing", "http://api.test/other"]
+    resp, _ = proxied(server, "GET", "http://api.test/plain")  # (no origin named: no CORS headers)
+    assert resp.status == 404 and resp.getheader("Access-Control-Allow-Origin") is None
+
+
 def test_the_browsers_own_update_traffic_is_refused_but_not_reported_as_a_miss(server, tmp_path):
     """Chromium's component-update requests (sent through the replay proxy so that they fail there)
     carry random query strings: reported, they would make two replay checks' miss reports differ.

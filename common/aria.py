@@ -82,12 +82,15 @@ PSEUDO_TEXT_JS = r"""
     const s = getComputedStyle(el, which);
     const content = s.content;
     if (!content || content === 'none' || content === 'normal' || s.display === 'none') return '';
-    const items = content.match(/"(?:[^"\\]|\\.)*"|[^\s"]+/g) || [];
+    // (CSS escapes as the computed value writes them: "\a " for a line break, "\"" for a quote)
+    const unescape = (q) => q.slice(1, -1).replace(/\\([0-9a-fA-F]{1,6})[ \t\n]?|\\([\s\S])/g,
+      (m, hex, ch) => hex ? String.fromCodePoint(Math.min(parseInt(hex, 16), 0x10FFFF) || 0xFFFD) : ch);
+    const items = content.match(/"(?:[^"\\]|\\[\s\S])*"|[^\s"]+/g) || [];
     const slash = items.indexOf('/');
     let marks = null;
     if (s.quotes === 'none') marks = [];
     else if (s.quotes && s.quotes !== 'auto') {
-      marks = (s.quotes.match(/"(?:[^"\\]|\\.)*"/g) || []).map((q) => q.slice(1, -1).replace(/\\(.)/g, '$1'));
+      marks = (s.quotes.match(/"(?:[^"\\]|\\[\s\S])*"/g) || []).map(unescape);
     }
     let depth = 0;
     for (let n = el.parentElement; n; n = n.parentElement) if (n.localName === 'q') depth++;
@@ -98,7 +101,7 @@ PSEUDO_TEXT_JS = r"""
     };
     let text = '';
     for (const item of slash >= 0 ? items.slice(slash + 1) : items) {
-      if (item[0] === '"') text += item.slice(1, -1).replace(/\\(.)/g, '$1');
+      if (item[0] === '"') text += unescape(item);
       else if (item === 'open-quote' || item === 'close-quote') text += mark(item === 'close-quote');
       else if (item !== 'no-open-quote' && item !== 'no-close-quote') return null;
     }

@@ -220,15 +220,19 @@ ROLE_NAME_JS = r"""
     // (axtree.py's MARK_JS: what an element's ::before and ::after draw, BEFORE_ATTR and AFTER_ATTR)
 __PSEUDO_TEXT__    const NO_PSEUDO = new Set(['img', 'input', 'select', 'textarea', 'iframe', 'frame', 'video', 'audio', 'canvas',
       'object', 'embed', 'br', 'wbr', 'option', 'optgroup', 'svg', 'math', 'meter', 'progress', 'html', 'body']);
-    const drawnBy = (el, which) => {
-      if (NO_PSEUDO.has(tagOf(el)) || inSvg(el)) return '';
+    const drawnBy = (el, which) => {  // (MARK_JS asks rendered elements only)
+      if (NO_PSEUDO.has(tagOf(el)) || inSvg(el) || cssHidden(el)) return '';
       return transformed(pseudoText(el, which) || '', el);
     };
     // (axtree.py's text_transform: the case an element's own text is drawn in)
     const CAPITAL = /(^|[^\p{L}\p{N}_'\u2019])(\p{L})/gu;
     const transformed = (text, el) => {
       if (!text) return text;
-      const how = getComputedStyle(el).textTransform;
+      // (MARK_JS reads the case of rendered elements: a hidden one's text takes its nearest
+      // rendered ancestor's, as the tree inherits it)
+      let styled = el;
+      while (styled.parentElement && cssHidden(styled)) styled = styled.parentElement;
+      const how = getComputedStyle(styled).textTransform;
       if (how === 'uppercase') return text.toUpperCase();
       if (how === 'lowercase') return text.toLowerCase();
       if (how === 'capitalize') return text.replace(CAPITAL, (m, before, letter) => before + letter.toUpperCase());

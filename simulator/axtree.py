@@ -26,6 +26,7 @@ the text backend cannot see stylesheet-hidden content.
 from __future__ import annotations
 
 import copy as copy_module
+import decimal
 import functools
 import json
 import math
@@ -36,12 +37,12 @@ from urllib.parse import urljoin, urlsplit
 from lxml import etree
 
 from webfreeze.common.aria import (
-                                   BGYM_MARKED_TAGS,
-                                   GRID_STYLE,
-                                   PRESENTATION_CONFLICTS,
-                                   PSEUDO_TEXT_JS,
-                                   REQUIRED_CONTEXT,
-                                   explicit_role,
+    BGYM_MARKED_TAGS,
+    GRID_STYLE,
+    PRESENTATION_CONFLICTS,
+    PSEUDO_TEXT_JS,
+    REQUIRED_CONTEXT,
+    explicit_role,
 )
 from webfreeze.common.errors import WebfreezeError
 
@@ -161,30 +162,66 @@ __OPEN_ROOTS__  const BID = 'data-wf-bid', HIDDEN = 'data-wf-hidden', FOCUSED = 
   const transforms = new Map(), ownTransform = new Map();  // an element's text-transform; where it changes
   const TABLE_TAGS = new Set(['table', 'tr', 'td', 'th']);
   const P_CLOSERS = __P_CLOSERS__;
-__PSEUDO_TEXT__  // The elements a ::before or ::after rule of the page's style sheets may apply to (and every q,
-  // which the browser's own sheet quotes); null when a sheet cannot be read (another origin's):
-  // then every element is asked
+__PSEUDO_TEXT__  // The elements a ::before or ::after rule of the page's style sheets that sets content may apply
+  // to (every q too, which the browser's own sheet quotes): {found, classes} (a rule on one class
+  // alone, an icon font's thousand, is looked up by the element's classes), or null when a sheet
+  // cannot be read (another origin's) or a selector not looked up: then every element is asked
   const pseudoHosts = (() => {
-    const found = new Set(document.querySelectorAll('q'));
-    const bases = [];
-    const walk = (rules) => {
+    const found = new Set(), classes = new Set(), bases = new Set();
+    const PSEUDO = /::?(before|after)\b/i;
+    const roots = openRoots();
+    const topLevel = (sel) => {  // (the selector list's items: commas inside :is() and [..] are not)
+      const parts = [];
+      let depth = 0, start = 0;
+      for (let i = 0; i < sel.length; i++) {
+        const ch = sel[i];
+        if (ch === '(' || ch === '[') depth++;
+        else if (ch === ')' || ch === ']') depth--;
+        else if (ch === ',' && depth === 0) { parts.push(sel.slice(start, i)); start = i + 1; }
+      }
+      parts.push(sel.slice(start));
+      return parts;
+    };
+    let unread = false;
+    const walk = (rules, outer, root) => {
       for (const r of rules) {
-        if (r.selectorText && /::?(before|after)\b/i.test(r.selectorText)) {
-          for (const part of r.selectorText.split(',')) {
-            if (/::?(before|after)\b/i.test(part)) bases.push(part.replace(/::?(before|after)\b.*$/i, '').trim() || '*');
+        if (r.styleSheet) {  // (an @import)
+          try { walk(r.styleSheet.cssRules, outer, root); } catch (e) { unread = true; }
+          continue;
+        }
+        const sel = r.selectorText;
+        if (sel && PSEUDO.test(sel)) {
+          const content = r.style ? r.style.getPropertyValue('content') : '';
+          if (content && content !== 'none' && content !== 'normal') {
+            for (const part of topLevel(sel)) {
+              if (!PSEUDO.test(part)) continue;
+              let base = part.replace(/::?(before|after)\b.*$/i, '').trim();
+              if (base.includes('&')) base = outer ? base.replace(/&/g, ':is(' + outer + ')') : '';
+              if (/^:host\b/.test(base) && root instanceof ShadowRoot) found.add(root.host);
+              else if (/^\.[\w-]+$/.test(base)) classes.add(base.slice(1));
+              else bases.add(base || '*');
+            }
           }
         }
-        if (r.cssRules) walk(r.cssRules);
+        if (r.cssRules) walk(r.cssRules, sel || outer, root);
       }
     };
-    try {
-      for (const r of openRoots()) for (const sheet of [...r.styleSheets, ...(r.adoptedStyleSheets || [])]) walk(sheet.cssRules);
-      if (bases.length) for (const r of openRoots()) for (const e of r.querySelectorAll(bases.join(','))) found.add(e);
-    } catch (e) {
-      return null;
+    for (const root of roots) {
+      for (const q of root.querySelectorAll('q')) found.add(q);
+      for (const sheet of [...root.styleSheets, ...(root.adoptedStyleSheets || [])]) {
+        try { walk(sheet.cssRules, null, root); } catch (e) { unread = true; }
+      }
     }
-    return found;
+    if (unread || bases.has('*')) return null;
+    for (const base of bases) {
+      for (const root of roots) {
+        try { for (const e of root.querySelectorAll(base)) found.add(e); } catch (e) { return null; }
+      }
+    }
+    return {found, classes};
   })();
+  const asksPseudo = (el) => pseudoHosts === null || pseudoHosts.found.has(el) ||
+    (pseudoHosts.classes.size > 0 && Array.prototype.some.call(el.classList, (c) => pseudoHosts.classes.has(c)));
   const befores = new Map(), afters = new Map(), drawers = [];
   const NO_PSEUDO = new Set(['img', 'input', 'select', 'textarea', 'iframe', 'frame', 'video', 'audio', 'canvas',
                              'object', 'embed', 'br', 'wbr', 'option', 'optgroup', 'svg', 'math', 'meter', 'progress']);
@@ -224,7 +261,7 @@ __PSEUDO_TEXT__  // The elements a ::before or ::after rule of the page's style 
       // what its ::before and ::after draw (Builder: BEFORE_ATTR, AFTER_ATTR), asked once every
       // element has its bid (a pseudo-element's style asked between two attribute changes is
       // worked out anew each time)
-      if (rendered && !NO_PSEUDO.has(tag) && (pseudoHosts === null || pseudoHosts.has(el))) drawers.push(el);
+      if (rendered && !NO_PSEUDO.has(tag) && asksPseudo(el)) drawers.push(el);
       // (the case its text is drawn in, where it differs from its parent's: Builder.text_transform)
       const tt = style.textTransform;
       transforms.set(el, tt);
@@ -1005,16 +1042,9 @@ def _has_pseudo(el) -> bool:
     return el.get(BEFORE_ATTR) is not None or el.get(AFTER_ATTR) is not None
 
 
-def _draws(el) -> bool:
-    """Whether an inline element draws something: text (no-break spaces count, and what a
-    ::before or ::after draws) or a replaced element (an image, a control). Chromium's tree keeps
-    no space beside one that draws nothing."""
-    if el.tag in _REPLACED or _has_pseudo(el):
-        return True
-    for text in el.itertext():
-        if text.strip(_HTML_SPACE):
-            return True
-    return any(d.tag in _REPLACED or _has_pseudo(d) for d in el.iterdescendants())
+def _draws_pseudo(el) -> bool:
+    """Whether ``el``'s ::before or ::after draws more than white space (a clearfix's " " does not)."""
+    return any((el.get(attr) or "").strip(_HTML_SPACE) for attr in (BEFORE_ATTR, AFTER_ATTR))
 
 
 def _in_flow(el) -> bool:
@@ -1996,7 +2026,8 @@ class _Builder:
                 elif flowing and i < last and _maybe_inline(child) and _maybe_inline(children[i + 1]) \
                         and _in_flow(el) and self._inline(child, el, tag) and self._inline(children[i + 1], el, tag) \
                         and "".join(child.itertext())[-1:] not in _COLLAPSIBLE and not _control_edge(child, True) \
-                        and not _control_edge(children[i + 1], False) and _draws(child) and _draws(children[i + 1]):
+                        and not _control_edge(children[i + 1], False) and self._draws(child) \
+                        and self._draws(children[i + 1]):
                     # a space between two inline elements that draw something (not after one that
                     # ends in a space, which takes it): drawn, so in Chromium's tree
                     nodes.append(" ")
@@ -2100,6 +2131,23 @@ class _Builder:
                                               self.text_transform(el) if self._transforms is not None else None))
 
 
+    def _draws(self, el) -> bool:
+        """Whether an inline element draws something: text (no-break spaces count, and what a
+        ::before or ::after draws) or a replaced element (an image, a control), not in a part that
+        is hidden or never drawn (a script). Chromium's tree keeps no space beside one that draws
+        nothing."""
+        tag = el.tag
+        if type(tag) is not str or tag in SKIPPED_TAGS or self.hidden_self(el):
+            return False
+        if tag in _REPLACED or (self._pseudo and _draws_pseudo(el)):
+            return True
+        if el.text and el.text.strip(_HTML_SPACE):
+            return True
+        for child in el:
+            if self._draws(child) or (child.tail and child.tail.strip(_HTML_SPACE)):
+                return True
+        return False
+
     def _pseudo_into(self, el, node: _Node, a: dict, start: int) -> None:
         """What ``el``'s ::before and ::after draw (MARK_JS's BEFORE_ATTR, AFTER_ATTR), at the
         start and the end of its content: a StaticText inside an unnamed generic node, as Chromium's
@@ -2127,6 +2175,8 @@ class _Builder:
         given = el.get(TRANSFORM_ATTR) if type(el.tag) is str else None
         if given is not None:
             found = given if given in _TRANSFORMS else None
+        elif el.get(FRAME_ATTR) is not None:  # (a frame's document: its own style, not its frame's page's)
+            found = None
         else:
             parent = el.getparent()
             found = self.text_transform(parent) if parent is not None else None
@@ -2425,10 +2475,20 @@ def _aria_range(role: str, a: dict, props: list):
 
 
 def _js_number(x: float) -> str:
-    """``x`` as JavaScript writes a number (``3``, ``0.3``): a range input's valuetext."""
+    """``x`` as JavaScript writes a number (``3``, ``0.3``, ``0.00003``, ``1.5e-7``, ``1e+21``): a
+    range input's valuetext. To 15 significant digits: HTML steps in decimal (3 steps of 0.1 are 0.3)."""
+    if not math.isfinite(x):
+        return "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity")
     if x == int(x) and abs(x) < 1e21:
         return str(int(x))
-    return repr(float(f"{x:.15g}"))  # (HTML steps in decimal: 3 steps of 0.1 are 0.3)
+    text = repr(float(f"{x:.15g}"))
+    if "e" not in text:
+        return text
+    mantissa, _, exp = text.partition("e")
+    power = int(exp)
+    if -7 < power < 21:  # (written out in full, as JavaScript does down to 1e-6)
+        return format(decimal.Decimal(text), "f")
+    return f"{mantissa}e{'+' if power > 0 else '-'}{abs(power)}"
 
 
 def _number(raw):

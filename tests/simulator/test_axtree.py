@@ -1226,7 +1226,34 @@ STYLE_CASES = [
     '<label class="n" for="t">Name</label><input id="t"><p class="h">no star</p><p class="e">empty</p>'
     '<span class="o"></span> <span>x</span><p class="t" title="Note">body</p><blockquote class="k">quoted</blockquote>'
     '<q>plain <q>inner</q></q><button><span class="x">A</span></button><h2 class="b">Head</h2>',
+    # how the page writes its rules: one class alone (an icon font's), a list with commas inside
+    # :is(), nesting, a reset that sets no content, escapes, an import; and a hidden ::after
+    '<style>*, ::before, ::after {box-sizing: border-box} .ic:before{content:"\\2605"} :is(.p1, .p2)::after{content:"!"}'
+    '.nest{&::before{content:"[n]"}} .esc::before{content:"a\\A b"} .hid::after{content:"*"}</style>'
+    '<p><i class="ic"></i> starred</p><p class="p2">bang</p><p class="nest">nested</p><p class="esc">esc</p>'
+    '<div hidden id="hl"><span class="hid">hidden label</span></div><input aria-labelledby="hl">',
 ]
+
+
+def test_the_stamps_mark_js_leaves_are_read_without_a_browser():
+    """MARK_JS's stamps on its copy of a live page, read as they are: a case that a frame's document
+    does not inherit from its page, a ::before's text (shown and naming its link), no space beside
+    an element that draws nothing (a script's text, a ::after of white space alone), a wf-p
+    paragraph's blocks kept in it."""
+    page = ('<html><head><title>T</title></head><body data-wf-bid="1" data-wf-transform="uppercase">'
+            '<p data-wf-bid="2">hello <a href="/x" data-wf-bid="3" data-wf-before="\u2192 ">link</a></p>'
+            '<p data-wf-bid="4"><a href="/a" data-wf-bid="5">A</a> <span data-wf-bid="6"><script>x=1</script></span> '
+            '<a href="/b" data-wf-bid="7">B</a> <span data-wf-bid="8" data-wf-after=" "></span> <b data-wf-bid="9">C</b></p>'
+            '<wf-p data-wf-bid="10">before<div data-wf-bid="11">in div</div> after</wf-p>'
+            '<iframe data-wf-bid="a" src="/f" title="F"></iframe></body></html>')
+    geometry = {str(i): [0, 0, 10, 10, 1] for i in range(1, 12)} | {"a": [0, 0, 100, 100, 1]}
+    frames = {"a": {"html": "<html><body><p data-wf-bid='a1'>inner text</p></body></html>", "url": "http://s.test/f"}}
+    text = unnumbered(build_tree(page, "http://s.test/", geometry, frames=frames).axtree_text)
+    assert "\tparagraph ''\n\t\tStaticText 'HELLO'\n\t\tlink '\u2192 LINK', url='http://s.test/x'\n" \
+           "\t\t\tStaticText '\u2192'\n" in text, text
+    assert "link 'A', url='http://s.test/a'\n\t\tlink 'B', url='http://s.test/b'\n\t\tStaticText 'C'" in text, text
+    assert "\tparagraph ''\n\t\tStaticText 'BEFORE'\n\t\tStaticText 'IN DIV'\n\t\tStaticText 'AFTER'" in text, text
+    assert "StaticText 'inner text'" in text, text  # (the frame's own case)
 
 
 def test_a_paragraph_a_script_filled_with_blocks_keeps_them(browser):
@@ -1253,7 +1280,8 @@ def test_what_the_page_s_style_draws_as_browsergym_shows_it(browser):
                  "StaticText \"Hello World-Wide O'neil\"", "StaticText 'as written'", "StaticText 'loud text'",
                  "LayoutTable 'T'", "LayoutTableRow ''", "LayoutTableCell 'c1'", "StaticText 'lone'",
                  "link '\u2192 Wiki', url='http://chromium.test/x'", "textbox 'Name(req)'", "StaticText 'Note:'",
-                 "StaticText '\u201c'", "StaticText '\u2018'", "button 'A more'", "heading '\u2192 Head'"):
+                 "StaticText '\u201c'", "StaticText '\u2018'", "button 'A more'", "heading '\u2192 Head'",
+                 "StaticText '\u2605'", "StaticText '!'", "StaticText '[n]'", "textbox 'hidden label'"):
         assert line in theirs, (line, theirs)
     assert unnumbered(live.axtree_text) == theirs
     assert [tuple(namer[e["bid"]]) for e in live.summaries()] == [(e["role"], e["name"]) for e in live.summaries()]

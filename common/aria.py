@@ -71,6 +71,11 @@ time title tr track tt u ul var video wbr
 GRID_STYLE = (r"border(?:-(?:top|right|bottom|left))?(?:-width)?\s*:\s*(?!0\b|none|hidden)[^;]|"
               r"background(?:-color)?\s*:\s*(?!none|transparent)[^;]")
 
+# Elements whose ::before and ::after the tree does not read (replaced elements, controls, an SVG or
+# MathML root, a select's options): the observation script and the recorder's namer skip the same
+NO_PSEUDO_TAGS = frozenset({"img", "input", "select", "textarea", "iframe", "frame", "video", "audio", "canvas",
+                            "object", "embed", "br", "wbr", "option", "optgroup", "svg", "math", "meter", "progress"})
+
 # The text a ``::before`` or ``::after`` of an element draws, as Chromium's tree shows it (a
 # JavaScript statement the observation script and the recorder's namer share): its computed content's
 # strings (attr() comes resolved) and quotation marks (CSS ``quotes``, or English marks by how many

@@ -19,6 +19,7 @@ from webfreeze.common.aria import (
                                    ARIA_ROLES,
                                    BGYM_MARKED_TAGS,
                                    GRID_STYLE,
+                                   NO_PSEUDO_TAGS,
                                    PRESENTATION_CONFLICTS,
                                    PSEUDO_TEXT_JS,
                                    REQUIRED_CONTEXT,
@@ -218,8 +219,7 @@ ROLE_NAME_JS = r"""
       return 'generic';
     };
     // (axtree.py's MARK_JS: what an element's ::before and ::after draw, BEFORE_ATTR and AFTER_ATTR)
-__PSEUDO_TEXT__    const NO_PSEUDO = new Set(['img', 'input', 'select', 'textarea', 'iframe', 'frame', 'video', 'audio', 'canvas',
-      'object', 'embed', 'br', 'wbr', 'option', 'optgroup', 'svg', 'math', 'meter', 'progress', 'html', 'body']);
+__PSEUDO_TEXT__    const NO_PSEUDO = new Set([...__NO_PSEUDO__, 'html', 'body']);  // (MARK_JS asks neither)
     const drawnBy = (el, which) => {  // (MARK_JS asks rendered elements only)
       if (NO_PSEUDO.has(tagOf(el)) || inSvg(el) || cssHidden(el)) return '';
       return transformed(pseudoText(el, which) || '', el);
@@ -572,5 +572,5 @@ __PSEUDO_TEXT__    const NO_PSEUDO = new Set(['img', 'input', 'select', 'textare
 """.replace("__ARIA_ROLES__", json.dumps(sorted(ARIA_ROLES))).replace("__ARIA_ROLE_NAMES__", json.dumps(ARIA_ROLE_NAMES)).replace(
     "__PRESENTATION_CONFLICTS__", json.dumps(sorted(PRESENTATION_CONFLICTS))).replace(
     "__REQUIRED_CONTEXT__", json.dumps(REQUIRED_CONTEXT)).replace("__BGYM_MARKED_TAGS__", json.dumps(sorted(BGYM_MARKED_TAGS))).replace(
-    "__PSEUDO_TEXT__", PSEUDO_TEXT_JS).replace(
+    "__PSEUDO_TEXT__", PSEUDO_TEXT_JS).replace("__NO_PSEUDO__", json.dumps(sorted(NO_PSEUDO_TAGS))).replace(
     "__GRID_STYLE__", json.dumps(GRID_STYLE))

@@ -39,6 +39,7 @@ from lxml import etree
 from webfreeze.common.aria import (
     BGYM_MARKED_TAGS,
     GRID_STYLE,
+    NO_PSEUDO_TAGS,
     PRESENTATION_CONFLICTS,
     PSEUDO_TEXT_JS,
     REQUIRED_CONTEXT,
@@ -223,8 +224,7 @@ __PSEUDO_TEXT__  // The elements a ::before or ::after rule of the page's style 
   const asksPseudo = (el) => pseudoHosts === null || pseudoHosts.found.has(el) ||
     (pseudoHosts.classes.size > 0 && Array.prototype.some.call(el.classList, (c) => pseudoHosts.classes.has(c)));
   const befores = new Map(), afters = new Map(), drawers = [];
-  const NO_PSEUDO = new Set(['img', 'input', 'select', 'textarea', 'iframe', 'frame', 'video', 'audio', 'canvas',
-                             'object', 'embed', 'br', 'wbr', 'option', 'optgroup', 'svg', 'math', 'meter', 'progress']);
+  const NO_PSEUDO = new Set(__NO_PSEUDO__);
   const INLINE = new Set(__INLINE_FLOW__);
   const fallback = new Set();  // the elements inside a <canvas>
   // BrowserGym's convention for frames: a frame element's bid is letters (a, b, ..., z, aA, bA, ...),
@@ -428,7 +428,8 @@ __PSEUDO_TEXT__  // The elements a ::before or ::after rule of the page's style 
 }
 """
 MARK_JS = MARK_JS.replace("__OPEN_ROOTS__", OPEN_ROOTS_JS).replace("__PSEUDO_TEXT__", PSEUDO_TEXT_JS).replace(
-    "__INLINE_FLOW__", json.dumps(sorted(_INLINE_FLOW))).replace("__P_CLOSERS__", json.dumps(",".join(sorted(_P_CLOSERS))))
+    "__INLINE_FLOW__", json.dumps(sorted(_INLINE_FLOW))).replace("__P_CLOSERS__", json.dumps(",".join(sorted(_P_CLOSERS)))).replace(
+    "__NO_PSEUDO__", json.dumps(sorted(NO_PSEUDO_TAGS)))
 
 
 def tree_ancestors(el, tag: str):
@@ -1648,7 +1649,7 @@ class _Builder:
             text = el.text  # no children: just its text
             if not text:
                 return ""
-            return _collapse(text) if self._transforms is None else _transformed(_collapse(text), self.text_transform(el))
+            return _transformed(_collapse(text), self.text_transform(el))
         parts: list = []
         self._collect(el, parts, exclude, include_hidden, root=True)
         return _collapse("".join(parts))
@@ -1693,7 +1694,7 @@ class _Builder:
             parts.append(" ")
         if tag == "br":
             parts.append(" ")
-        how = self.text_transform(el) if self._transforms is not None else None
+        how = self.text_transform(el)
         before = after = None
         if self._pseudo:
             before, after = el.get(BEFORE_ATTR), el.get(AFTER_ATTR)
@@ -1984,7 +1985,7 @@ class _Builder:
                 text = el.text
                 if text and text.strip():
                     nodes.append(_transformed(text.strip() if preformatted else _collapse(text),
-                                              self.text_transform(el) if self._transforms is not None else None))
+                                              self.text_transform(el)))
             return
         children = list(el)  # held, so lxml makes each child's Python object once
         totals: dict = {}
@@ -2003,7 +2004,7 @@ class _Builder:
             return
         # (a closed details shows its first summary alone: its text is not drawn either)
         drawn = tag != "details" or el.get("open") is not None
-        how = self.text_transform(el) if self._transforms is not None else None
+        how = self.text_transform(el)
         text = el.text
         if drawn and text:
             if text.strip():
@@ -2064,7 +2065,7 @@ class _Builder:
                 if leaf and tag != "br" and not (self._pseudo and _has_pseudo(el)):
                     text = el.text
                     name = _collapse(text) if text else ""
-                    if name and self._transforms is not None:
+                    if name:
                         name = _transformed(name, self.text_transform(el))
                 else:
                     name = self.content_text(el)
@@ -2118,7 +2119,7 @@ class _Builder:
                 pre = preformatted or tag in _PREFORMATTED
                 if text.strip():
                     node.children.append(_transformed(text.strip() if pre else _collapse(text),
-                                                      self.text_transform(el) if self._transforms is not None else None))
+                                                      self.text_transform(el)))
                 elif (blank := _blank_text(text)) is not None or pre:
                     node.children.append(blank or " ")
         if self._pseudo and (BEFORE_ATTR in a or AFTER_ATTR in a):
@@ -2128,7 +2129,7 @@ class _Builder:
         elif node.value is not None and tag in _TEXT_VALUE_TAGS and role != "slider":
             # a text field's value, again as the text inside it (Chromium's tree: a StaticText)
             node.children.append(_transformed(self.value_of(el) if role == "spinbutton" else node.value,
-                                              self.text_transform(el) if self._transforms is not None else None))
+                                              self.text_transform(el)))
 
 
     def _draws(self, el) -> bool:
@@ -2152,7 +2153,7 @@ class _Builder:
         """What ``el``'s ::before and ::after draw (MARK_JS's BEFORE_ATTR, AFTER_ATTR), at the
         start and the end of its content: a StaticText inside an unnamed generic node, as Chromium's
         tree has it (so not left out for repeating the element's name)."""
-        how = self.text_transform(el) if self._transforms is not None else None
+        how = self.text_transform(el)
         for attr, at in ((BEFORE_ATTR, start), (AFTER_ATTR, None)):
             text = _collapse(a.get(attr) or "")
             if not text:
@@ -2934,6 +2935,12 @@ def _clickable(el, role: str, tag: str | None = None, a: dict | None = None) -> 
     return tab.lstrip("-").isdigit() and int(tab) >= 0
 
 
+def _stamped(low: str, frames: dict | None, *attrs: str) -> bool:
+    """Whether MARK_JS stamped one of ``attrs`` on the page (``low``: its HTML) or a frame's document."""
+    texts = [low, *(str(f.get("html", "")) for f in (frames or {}).values())]
+    return any(attr in text for text in texts for attr in attrs)
+
+
 def build_tree(html: str | bytes, base_url: str, geometry: dict | None = None, *, state: dict | None = None,
                focused: str | None = None, encoding: str | None = None, frames: dict | None = None) -> Tree:
     """The observation tree of a page.
@@ -2953,11 +2960,8 @@ def build_tree(html: str | bytes, base_url: str, geometry: dict | None = None, *
         _graft(doc, "", frames, declarative_shadow=geometry is None)
     builder = _Builder(doc, base_url, geometry, state, focused,
                        focus_marks="autofocus" in low or FOCUSED_ATTR in low,
-                       transforms=TRANSFORM_ATTR in low or any(TRANSFORM_ATTR in str(f.get("html", ""))
-                                                               for f in (frames or {}).values()),
-                       pseudo=BEFORE_ATTR in low or AFTER_ATTR in low or any(
-                           BEFORE_ATTR in str(f.get("html", "")) or AFTER_ATTR in str(f.get("html", ""))
-                           for f in (frames or {}).values()))
+                       transforms=_stamped(low, frames, TRANSFORM_ATTR),
+                       pseudo=_stamped(low, frames, BEFORE_ATTR, AFTER_ATTR))
     if frames:
         builder.grafted = True
     root, title = builder.build()

@@ -516,6 +516,17 @@ _INFRASTRUCTURE_ERRORS = re.compile(
     r"NewConnectionError|RemoteDisconnected|ProxyError|SSLError|gaierror|ProviderError|LLMError)\b")
 
 
+# AgentLab's own RetryError (agentlab.llm.chat_api): its chat models raise it when every try of an
+# API call failed, with the last failure's text ("Error code: 502 - {...}" for an HTTP answer, none
+# for a connection that failed). HTTP answers that say the request itself was wrong (400: a prompt
+# too long, 404: an unknown model, 422: a call the cassette has no answer for in strict replay) are
+# the agent's; the rest (no answer, 401/403, 408, 409, 429, 5xx: our cassette proxy's upstream_error
+# is a 502) are infrastructure.
+_API_RETRIES = re.compile(r"\bRetryError\b")
+_HTTP_CODE = re.compile(r"Error code: (\d{3})\b")
+_PROVIDER_CODES = {401, 403, 408, 409, 429}
+
+
 def error_cause(err_msg: str, stack_trace: str | None = None) -> str:
     """``provider`` (infrastructure: an LLM provider, the network, a download the agent's LLM stack
     needed, such as tiktoken's) or ``agent`` (the agent's own error: a parse error, a bug), from
@@ -524,6 +535,10 @@ def error_cause(err_msg: str, stack_trace: str | None = None) -> str:
     name = lines[1].strip().rstrip(":") if len(lines) > 1 and lines[0].startswith("Exception uncaught") else ""
     if _INFRASTRUCTURE_ERRORS.search(name):
         return PROVIDER_CAUSE
+    if _API_RETRIES.search(name):
+        code = _HTTP_CODE.search(err_msg)
+        status = int(code.group(1)) if code else None
+        return PROVIDER_CAUSE if status is None or status >= 500 or status in _PROVIDER_CODES else AGENT_CAUSE
     # the errors the exception was raised from or during (a download failing under tiktoken, say):
     # each section of a stack trace ends with its unindented "ErrorName: message" line
     for line in (stack_trace or "").splitlines():

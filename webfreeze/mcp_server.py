@@ -25,6 +25,7 @@ descriptor 1 at standard error, so nothing else (a library's print, Chromium) ca
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import json
 import os
@@ -352,8 +353,15 @@ class ExploreSession(Session):
         self.description = f"archive {archive.name} (exploration, nothing recorded)"
 
     def list_tasks(self) -> list[dict]:
-        return [{"id": EXPLORE, "category": EXPLORE, "instruction": "", "start_url": None,
+        return [{"id": EXPLORE, "category": EXPLORE, "instruction": "", "start_url": self.first_page,
                  "status": self.status(EXPLORE)}]
+
+    @functools.cached_property
+    def first_page(self) -> str | None:
+        """Where an exploration starts: the archive's first recorded page (as the environment's reset
+        without a task has it)."""
+        with Archive.open(self.archive) as arc:
+            return next((page.url for page in arc.pages(limit=1)), None)
 
     def status(self, task_id: str) -> str:
         return "playing" if task_id == self.task_id else "todo"

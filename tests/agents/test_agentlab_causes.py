@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 from cli_runner import run_cli
 
 import webfreeze as wf
+from webfreeze.browsergym import error_cause
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTLAB = Path(os.environ.get("WEBFREEZE_AGENTLAB") or ROOT / ".venv" / "agentlab")
@@ -29,13 +31,15 @@ pytestmark = pytest.mark.skipif(
     not (AGENTLAB / "browsergym" / "experiments").is_dir(),
     reason=f"browsergym-experiments is not installed in {AGENTLAB} (scripts/bootstrap.sh installs it)")
 
-# argv: RUN_DIR EXP_ROOT then TASK:HOW:NAME:TEMPERATURE:OVERWRITE... (HOW: agent, to raise; answer)
+# argv: RUN_DIR EXP_ROOT then TASK:HOW:NAME:TEMPERATURE:OVERWRITE... (HOW: agent, to raise; answer;
+# provider, to ask AgentLab's own chat model through our cassette proxy, whose upstream is
+# $WF_UPSTREAM: nothing listens there)
 DRIVER = r"""
-import json, sys
+import contextlib, json, os, sys
 from dataclasses import dataclass
 import bgym
 from browsergym.experiments.loop import AbstractAgentArgs, ExpArgs
-from webfreeze.browsergym import agentlab_benchmark
+from webfreeze.browsergym import agentlab_benchmark, llm_cassette
 
 
 HOW = {"now": "answer"}  # what the agent does in the episode being played (not one of its arguments)
@@ -49,6 +53,9 @@ class Scripted(bgym.Agent):
     def get_action(self, obs):
         if self.how == "agent":
             raise ValueError("could not parse the model's answer: no <action> tag")
+        if self.how == "provider":  # (one try, no wait: AgentLab's defaults wait a minute between tries)
+            from agentlab.llm.chat_api import OpenAIChatModel
+            OpenAIChatModel("gpt-4o-mini", max_retry=1, min_retry_wait_time=0)([{"role": "user", "content": "hi"}])
         return "send_msg_to_user('320')", {}  # (the loop then counts tokens: tiktoken loads its encoding)
 
 
@@ -61,16 +68,19 @@ class ScriptedArgs(AbstractAgentArgs):
 
 
 run_dir, exp_root, *plays = sys.argv[1:]
-for play in plays:
-    task, how, name, temperature, overwrite = play.split(":")
-    bench = agentlab_benchmark("demo", tasks=[task], backend="text", record_to=run_dir, agent=name,
-                               **({"overwrite": True} if overwrite == "1" else {}))
-    HOW["now"] = how
-    exp = ExpArgs(agent_args=ScriptedArgs(agent_name=name, temperature=float(temperature)),
-                  env_args=bench.env_args_list[0], enable_debug=False)
-    exp.prepare(exp_root)
-    exp.run()
-    print(json.dumps({"task": task, "err_msg": exp.err_msg}), flush=True)
+upstream = os.environ.get("WF_UPSTREAM")
+block = llm_cassette(record_to=run_dir, upstream=upstream, mode="auto") if upstream else contextlib.nullcontext()
+with block:
+    for play in plays:
+        task, how, name, temperature, overwrite = play.split(":")
+        bench = agentlab_benchmark("demo", tasks=[task], backend="text", record_to=run_dir, agent=name,
+                                   **({"overwrite": True} if overwrite == "1" else {}))
+        HOW["now"] = how
+        exp = ExpArgs(agent_args=ScriptedArgs(agent_name=name, temperature=float(temperature)),
+                      env_args=bench.env_args_list[0], enable_debug=False)
+        exp.prepare(exp_root)
+        exp.run()
+        print(json.dumps({"task": task, "err_msg": exp.err_msg}), flush=True)
 """
 
 
@@ -84,13 +94,14 @@ def _tiktoken_cache(tmp: Path) -> Path:
     return cache
 
 
-def run_plays(tmp_path, run_dir, *plays: str, offline_tokenizer: bool = True) -> list[dict]:
+def run_plays(tmp_path, run_dir, *plays: str, offline_tokenizer: bool = True, upstream: str | None = None) -> list[dict]:
     """The plays in one process; without ``offline_tokenizer``, tiktoken's download of its encoding
-    fails (nothing here reaches the internet): an infrastructure failure, for real."""
+    fails (nothing here reaches the internet): an infrastructure failure, for real. With
+    ``upstream``, inside an ``llm_cassette`` block recording into ``run_dir`` from that endpoint."""
     cache = _tiktoken_cache(tmp_path) if offline_tokenizer else tmp_path / "empty-cache"
     cache.mkdir(exist_ok=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(AGENTLAB), os.environ.get("PYTHONPATH", "")]),
-               TIKTOKEN_CACHE_DIR=str(cache))
+               TIKTOKEN_CACHE_DIR=str(cache), **({"WF_UPSTREAM": upstream} if upstream else {}))
     done = subprocess.run([sys.executable, "-c", DRIVER, str(run_dir), str(tmp_path / "agentlab"), *plays],
                           capture_output=True, text=True, timeout=300, env=env, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -158,3 +169,36 @@ def test_what_agentlab_is_handed_is_what_each_backend_does():
     assert set(got["browser"]["actions"]) == every
     assert set(got["text"]["actions"]) == every - TEXT_REFUSED
     assert not got["browser"]["multiaction"] and not got["text"]["multiaction"]  # one action a step
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_an_unreachable_provider_behind_the_cassette_is_infrastructure(tmp_path):
+    """AgentLab's own chat model, through our cassette proxy, whose upstream does not answer: the proxy
+    says 502 upstream_error, AgentLab raises its RetryError, and the episode is infrastructure's."""
+    run = tmp_path / "run"
+    [result] = run_plays(tmp_path, run, "scholar-site-info-001:provider:lab:0.0:0",
+                         upstream=f"http://127.0.0.1:{_closed_port()}/v1")
+    end = json.loads((run / "trajectories" / "scholar-site-info-001.json").read_text())["end"]
+    assert "RetryError" in result["err_msg"] and "upstream_error" in end["err_msg"], result
+    assert end["reason"] == "error" and end["cause"] == "provider"
+    overall = wf.score_run(run)["summary"]["overall"]
+    assert (overall["other_errors"], overall["infrastructure_errors"]) == (0, 1)
+
+
+@pytest.mark.parametrize("last, cause", [
+    ("Error code: 502 - {'error': {'code': 'upstream_error'}}", "provider"),
+    ("Error code: 429 - {'error': {'code': 'rate_limit_exceeded'}}", "provider"),
+    ("Connection error.", "provider"),
+    ("Error code: 400 - {'error': {'code': 'context_length_exceeded'}}", "agent"),
+    ("Error code: 422 - {'error': {'code': 'cassette_miss'}}", "agent"),
+])
+def test_agentlab_api_retries_are_told_apart_by_their_last_answer(last, cause):
+    err_msg = ("Exception uncaught by agent or environment in task t.\nRetryError:\n"
+               f"Failed to get a response from the API after 4 retries\nLast error: {last}")
+    assert error_cause(err_msg) == cause

@@ -268,7 +268,10 @@ def test_an_archive_alone_is_served_for_exploration_and_nothing_is_written(tmp_p
     params.cwd = str(tmp_path)
     seen = play(params, {}, extra=after)
     assert [t["id"] for t in seen["tasks"]] == ["explore"]
-    assert "- Page URL: http://" in seen["snap"] and "[ref=" in seen["snap"]
+    with webfreeze.open_archive(ARCHIVE) as arc:  # (listed where the exploration starts)
+        first = next(page.url for page in arc.pages(limit=1))
+    assert seen["tasks"][0]["start_url"] == first
+    assert f"- Page URL: {first}\n" in seen["snap"] and "[ref=" in seen["snap"]
     assert seen["other"].isError and "one task, 'explore'" in seen["other"].content[0].text
     # a page the archive lacks: the replay's miss (never the network), an error result with the page after it
     assert seen["go"].isError and seen["go"].content[0].text.startswith("### Error\nError: not captured: the archive has no GET")

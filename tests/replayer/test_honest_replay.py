@@ -338,6 +338,11 @@ def test_bench_compare_shows_replay_compromised_episodes(search_run, tmp_path):
     assert [r["task_id"] for r in result["tasks"] if r.get("replay_compromised")] == ["unrecorded"]
     proc = invoke("bench", "compare", search_run, search_run)
     assert proc.returncode == 0 and "1 of 2 episodes replay-compromised" in proc.stderr
+    # nothing differs: said in a line, not drawn as a table of no rows; --all lists every task
+    assert "(B): no task differs (--all lists every task)" in " ".join(proc.stdout.split()), proc.stdout
+    assert "┃ task" not in proc.stdout
+    every = invoke("bench", "compare", search_run, search_run, "--all")
+    assert "┃ task" in every.stdout and "unrecorded" in every.stdout and "no task differs" not in every.stdout
 
 
 def test_bad_suite_replay_rules_are_one_line(wiki, tmp_path):

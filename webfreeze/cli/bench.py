@@ -222,7 +222,10 @@ def _print_comparison(result: dict, show_all: bool) -> None:
         where = "-" if row["same"] else (f"step {d['step']}: {d['field']}" if d else "only in one run")
         t.add_row(row["task_id"], row["a_outcome"] or "-", row["b_outcome"] or "-", where,
                   str(d.get("a", "")), str(d.get("b", "")))
-    screen.print(t)
+    if t.row_count:
+        screen.print(t)
+    else:  # (no task to list: the title alone, not an empty table)
+        screen.print(f"{t.title}: no task differs (--all lists every task)", highlight=False)
     c = Table(title="success rate by category", title_justify="left")
     for col in ("category", "A", "B", "change"):
         c.add_column(col, justify="left" if col == "category" else "right")

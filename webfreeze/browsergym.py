@@ -236,6 +236,8 @@ def agentlab_benchmark(key: str = DEMO_KEY, *, tasks=None, max_steps: int = 30, 
         if missing:
             raise RegistrationError(f"not registered: {', '.join(missing)}")
         ids = [i for i in ids if i in wanted]
+    if settings.get("record_to") and not settings.get("overwrite"):
+        _refuse_played(Path(settings["record_to"]), [i.removeprefix(f"{PREFIX}{key}.") for i in ids])
     task_kwargs = {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}
     # (the backend given here, else the one the suite was registered with)
     registered = gym.spec(f"{NAMESPACE}/{ids[0]}").kwargs if ids else {}
@@ -500,6 +502,23 @@ def check_run_folder(out: Path, identity: dict, task_id: str, *, overwrite: bool
         raise RegistrationError(f"{out} already holds an episode of {task_id}; record_to another folder, "
                                 "or pass overwrite=True to replace it")
     return old
+
+
+def _refuse_played(out: Path, task_ids: list[str]) -> None:
+    """Refuse a benchmark whose run folder ``out`` holds episodes of some of its tasks already, before
+    a harness plays anything (each episode's reset refuses it too, but inside AgentLab's loop that
+    is a logged error per task and a script that ends as if it had played)."""
+    try:
+        old = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+        played = set((old.get("selection") or {}).get("ids") or [])
+    except (OSError, ValueError, AttributeError):
+        return  # (no run yet; an unreadable manifest is refused by each episode, saying why)
+    again = [t for t in task_ids if t in played]
+    if again:
+        named = ", ".join(again[:5]) + (f" and {len(again) - 5} more" if len(again) > 5 else "")
+        raise RegistrationError(f"{out} already holds an episode of {named}; record_to another folder, leave "
+                                f"{'it' if len(again) == 1 else 'them'} out (tasks=[...]), or pass overwrite=True "
+                                "to play again")
 
 
 def _one_line(text: str, limit: int = 500) -> str:

@@ -39,7 +39,7 @@ import contextlib, json, os, sys
 from dataclasses import dataclass
 import bgym
 from browsergym.experiments.loop import AbstractAgentArgs, ExpArgs
-from webfreeze.browsergym import agentlab_benchmark, llm_cassette
+from webfreeze.browsergym import RegistrationError, agentlab_benchmark, llm_cassette
 
 
 HOW = {"now": "answer"}  # what the agent does in the episode being played (not one of its arguments)
@@ -73,8 +73,12 @@ block = llm_cassette(record_to=run_dir, upstream=upstream, mode="auto") if upstr
 with block:
     for play in plays:
         task, how, name, temperature, overwrite = play.split(":")
-        bench = agentlab_benchmark("demo", tasks=[task], backend="text", record_to=run_dir, agent=name,
-                                   **({"overwrite": True} if overwrite == "1" else {}))
+        try:
+            bench = agentlab_benchmark("demo", tasks=[task], backend="text", record_to=run_dir, agent=name,
+                                       **({"overwrite": True} if overwrite == "1" else {}))
+        except RegistrationError as exc:  # (refused before AgentLab plays anything)
+            print(json.dumps({"task": task, "refused": str(exc)}), flush=True)
+            continue
         HOW["now"] = how
         exp = ExpArgs(agent_args=ScriptedArgs(agent_name=name, temperature=float(temperature)),
                       env_args=bench.env_args_list[0], enable_debug=False)
@@ -137,7 +141,10 @@ def test_crashes_are_recorded_with_their_cause_and_configurations_do_not_mix(tmp
                       "scholar-site-info-001:answer:lab:0.0:1")
     assert "holds a different run (its agent differ)" in later[0]["err_msg"]
     assert not (run / "trajectories" / "scholar-site-info-004.json").exists()
-    assert "already holds an episode of scholar-site-info-003" in later[1]["err_msg"]
+    # (a task played already: refused when the benchmark is made, before AgentLab's loop, which would
+    # log the error and go on as if it had played)
+    assert "already holds an episode of scholar-site-info-003; record_to another folder" in later[1]["refused"]
+    assert "err_msg" not in later[1]
     assert later[2]["err_msg"] is None
     assert json.loads((run / "trajectories" / "scholar-site-info-001.json").read_text())["end"]["reason"] == "answer"
     assert (run / "trajectories" / "scholar-site-info-003.json").read_bytes() == before

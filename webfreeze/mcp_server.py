@@ -422,11 +422,13 @@ def protocol_server(server):
     from mcp.server.lowlevel import Server
 
     from webfreeze import __version__
+    from webfreeze.mcp_tools import tool_caller
 
     low = Server(server.name, version=__version__, instructions=server.instructions)
     low.list_tools()(server.list_tools)
-    # (FastMCP converts and checks a call's arguments itself, so the low-level check is off, as in FastMCP)
-    low.call_tool(validate_input=False)(server.call_tool)
+    # (FastMCP converts and checks a call's arguments itself, so the low-level check is off, as in FastMCP;
+    # tool_caller answers a call it refuses in Playwright MCP's form)
+    low.call_tool(validate_input=False)(tool_caller(server))
     return low
 
 

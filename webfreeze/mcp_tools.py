@@ -66,6 +66,32 @@ def _error(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], isError=True)
 
 
+# Arguments Playwright MCP's schemas list as required that its server fills in when a call leaves
+# them out (zod defaults): a call without them is answered as Playwright MCP answers it.
+PLAYWRIGHT_DEFAULTS = {"browser_take_screenshot": {"scale": "css"}}
+
+
+def tool_caller(server: FastMCP):
+    """``server``'s public ``call_tool`` as the protocol's handler, with Playwright MCP's defaults
+    (PLAYWRIGHT_DEFAULTS) and a call the SDK cannot make (arguments of the wrong shape, an unknown
+    tool) answered as our tools answer theirs: an error result, ``### Error``, then ``Error: `` and one
+    line naming the tool and each bad argument, instead of the SDK's text with its links."""
+    from mcp.server.fastmcp.exceptions import ToolError
+    from pydantic import ValidationError
+
+    async def call_tool(name: str, arguments: dict | None):
+        arguments = {**PLAYWRIGHT_DEFAULTS.get(name, {}), **(arguments or {})}
+        try:
+            return await server.call_tool(name, arguments)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                said = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in cause.errors())
+                return _error(f"### Error\nError: {name}: {' '.join(said.split())}")
+            return _error(f"### Error\nError: {' '.join(str(exc).split())}")
+    return call_tool
+
+
 def _bounded(what: str, text: str, limit: int) -> str:
     if len(text) > limit:
         raise MCPError(f"{what} is {len(text)} characters long; at most {limit} are taken")

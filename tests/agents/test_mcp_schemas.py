@@ -113,3 +113,28 @@ def test_inputs_and_answers_are_bounded():
         said = anyio.run(call, name, args)
         assert isinstance(said, str) and said.startswith("### Error\nError: ") and words in said, (name, said)
         assert "\n" not in said.split("\n", 1)[1]
+
+
+def test_calls_are_taken_and_refused_as_playwright_mcp_takes_them():
+    """A screenshot without ``scale`` (required in Playwright MCP's schema, filled in by its server) is
+    taken; arguments of the wrong shape and an unknown tool are error results in our one-line form."""
+    from webfreeze.mcp_tools import tool_caller
+
+    class Session:
+        def screenshot(self):
+            return b"\x89PNG\r\n\x1a\n"
+
+    call = tool_caller(build_server(Session()))
+    shot = anyio.run(call, "browser_take_screenshot", {})
+    assert [c.type for c in shot] == ["image"]
+    for name, args, said in (
+            ("browser_take_screenshot", {"scale": "huge"},
+             "browser_take_screenshot: scale: Input should be 'css' or 'device'"),
+            ("browser_click", {}, "browser_click: target: Field required"),
+            ("browser_wait_for", {"time": "soon"}, "browser_wait_for: time: Input should be a valid number"),
+            ("browser_fly", {}, "Unknown tool: browser_fly")):
+        result = anyio.run(call, name, args)
+        assert result.isError, (name, result)
+        text = result.content[0].text
+        assert text.startswith("### Error\nError: ") and said in text and "pydantic" not in text, text
+        assert "\n" not in text.split("\n", 1)[1]

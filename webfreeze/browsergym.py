@@ -237,7 +237,7 @@ def agentlab_benchmark(key: str = DEMO_KEY, *, tasks=None, max_steps: int = 30, 
             raise RegistrationError(f"not registered: {', '.join(missing)}")
         ids = [i for i in ids if i in wanted]
     if settings.get("record_to") and not settings.get("overwrite"):
-        _refuse_played(Path(settings["record_to"]), [i.removeprefix(f"{PREFIX}{key}.") for i in ids])
+        _refuse_played(Path(settings["record_to"]), _registered[key], [i.removeprefix(f"{PREFIX}{key}.") for i in ids])
     task_kwargs = {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}
     # (the backend given here, else the one the suite was registered with)
     registered = gym.spec(f"{NAMESPACE}/{ids[0]}").kwargs if ids else {}
@@ -504,21 +504,29 @@ def check_run_folder(out: Path, identity: dict, task_id: str, *, overwrite: bool
     return old
 
 
-def _refuse_played(out: Path, task_ids: list[str]) -> None:
+def _refuse_played(out: Path, suite_path: str, task_ids: list[str]) -> None:
     """Refuse a benchmark whose run folder ``out`` holds episodes of some of its tasks already, before
     a harness plays anything (each episode's reset refuses it too, but inside AgentLab's loop that
-    is a logged error per task and a script that ends as if it had played)."""
+    is a logged error per task and a script that ends as if it had played). Only a folder these
+    environments recorded, of the same suite, is read so: any other run there is refused by each
+    reset, saying what differs."""
     try:
         old = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-        played = set((old.get("selection") or {}).get("ids") or [])
-    except (OSError, ValueError, AttributeError):
-        return  # (no run yet; an unreadable manifest is refused by each episode, saying why)
-    again = [t for t in task_ids if t in played]
+        if (old.get("circumstances") or {}).get("recorded_by") != "webfreeze.browsergym":
+            return
+        played = (old.get("selection") or {}).get("ids") or []
+        suite = load_suite(suite_path)
+        if old.get("suite") != {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks)}:
+            return
+        again = [t for t in task_ids if t in played]
+    except (OSError, ValueError, AttributeError, TypeError, TaskError):
+        return  # (no run yet; an unreadable one is refused by each episode, saying why)
     if again:
         named = ", ".join(again[:5]) + (f" and {len(again) - 5} more" if len(again) > 5 else "")
-        raise RegistrationError(f"{out} already holds an episode of {named}; record_to another folder, leave "
-                                f"{'it' if len(again) == 1 else 'them'} out (tasks=[...]), or pass overwrite=True "
-                                "to play again")
+        left = len(task_ids) - len(again)
+        raise RegistrationError(f"{out} already holds an episode of {named} ({len(again)} of {len(task_ids)} asked "
+                                f"for, {left} left to play); record_to another folder, leave the "
+                                "played ones out (tasks=[...]), or pass overwrite=True to play them again")
 
 
 def _one_line(text: str, limit: int = 500) -> str:
@@ -535,15 +543,29 @@ _INFRASTRUCTURE_ERRORS = re.compile(
     r"NewConnectionError|RemoteDisconnected|ProxyError|SSLError|gaierror|ProviderError|LLMError)\b")
 
 
-# AgentLab's own RetryError (agentlab.llm.chat_api): its chat models raise it when every try of an
-# API call failed, with the last failure's text ("Error code: 502 - {...}" for an HTTP answer, none
-# for a connection that failed). HTTP answers that say the request itself was wrong (400: a prompt
-# too long, 404: an unknown model, 422: a call the cassette has no answer for in strict replay) are
-# the agent's; the rest (no answer, 401/403, 408, 409, 429, 5xx: our cassette proxy's upstream_error
-# is a 502) are infrastructure.
-_API_RETRIES = re.compile(r"\bRetryError\b")
+# AgentLab's own RetryError (agentlab.llm.chat_api: "Failed to get a response from the API after N
+# retries\nLast error: ..."): its chat models raise it when every try of an API call failed. Who
+# failed is read off the last error: an HTTP answer that says the request itself was wrong (400: a
+# prompt too long; 404: an unknown model; 413; 422: a call the cassette has no answer for in strict
+# replay; litellm's names for those) is the agent's; no answer at all, 401, 402, 403, 408, 409, 429
+# and 5xx are infrastructure. Our cassette proxy answers a provider's refusal it does not retry as
+# a 502 upstream_error naming the provider's status ("failed (not retried): HTTP 400"), read so.
+_API_RETRIES = re.compile(r"Failed to get a response from the API after \d+ retr")
+_LAST_ERROR = re.compile(r"^Last error: (.*)$", re.MULTILINE)
 _HTTP_CODE = re.compile(r"Error code: (\d{3})\b")
-_PROVIDER_CODES = {401, 403, 408, 409, 429}
+_UPSTREAM_CODE = re.compile(r"failed \(not retried\): HTTP (\d{3})\b")
+_REQUEST_ERRORS = re.compile(r"\b(?:BadRequestError|ContextWindowExceededError|NotFoundError|UnprocessableEntityError|"
+                             r"ContentPolicyViolationError)\b")
+_AGENT_CODES = {400, 404, 413, 422}
+
+
+def _api_retries_cause(err_msg: str) -> str:
+    last = _LAST_ERROR.search(err_msg)
+    line = last.group(1) if last else ""
+    if _REQUEST_ERRORS.search(line):
+        return AGENT_CAUSE
+    code = _UPSTREAM_CODE.search(line) or _HTTP_CODE.search(line)
+    return AGENT_CAUSE if code and int(code.group(1)) in _AGENT_CODES else PROVIDER_CAUSE
 
 
 def error_cause(err_msg: str, stack_trace: str | None = None) -> str:
@@ -554,10 +576,8 @@ def error_cause(err_msg: str, stack_trace: str | None = None) -> str:
     name = lines[1].strip().rstrip(":") if len(lines) > 1 and lines[0].startswith("Exception uncaught") else ""
     if _INFRASTRUCTURE_ERRORS.search(name):
         return PROVIDER_CAUSE
-    if _API_RETRIES.search(name):
-        code = _HTTP_CODE.search(err_msg)
-        status = int(code.group(1)) if code else None
-        return PROVIDER_CAUSE if status is None or status >= 500 or status in _PROVIDER_CODES else AGENT_CAUSE
+    if name.endswith("RetryError") and _API_RETRIES.search(err_msg):
+        return _api_retries_cause(err_msg)
     # the errors the exception was raised from or during (a download failing under tiktoken, say):
     # each section of a stack trace ends with its unindented "ErrorName: message" line
     for line in (stack_trace or "").splitlines():

@@ -85,11 +85,21 @@ def tool_caller(server: FastMCP):
             return await server.call_tool(name, arguments)
         except ToolError as exc:
             cause = exc.__cause__
-            if isinstance(cause, ValidationError):
-                said = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in cause.errors())
-                return _error(f"### Error\nError: {name}: {' '.join(said.split())}")
-            return _error(f"### Error\nError: {' '.join(str(exc).split())}")
+            if isinstance(cause, ValidationError) and cause.title == f"{name}Arguments":  # (FastMCP's model of them)
+                errors = cause.errors()
+                said = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in errors[:5])
+                more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
+                return _error(f"### Error\nError: {name}: {_one_line(said)}{more}")
+            said = _one_line(str(exc)) or f"Error executing tool {name}"
+            if said.endswith(":") and cause is not None:  # (an exception that says nothing: its name)
+                said += f" {type(cause).__name__}"
+            return _error(f"### Error\nError: {said}")
     return call_tool
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _bounded(what: str, text: str, limit: int) -> str:

@@ -149,3 +149,28 @@ def test_importable_without_browsergym_or_agentlab():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "80"
+
+
+def test_a_benchmark_refuses_tasks_its_folder_holds_only_for_its_own_run(tmp_path):
+    """``agentlab_benchmark(record_to=...)``'s check before anything is played: a folder these
+    environments recorded of the same suite names the tasks played and how many are left; a folder
+    another command wrote (whose selection lists tasks chosen, not played) or of another suite is
+    left to each reset's check, which says what differs."""
+    def folder(name, recorded_by="webfreeze.browsergym", suite=None):
+        out = tmp_path / name
+        out.mkdir()
+        manifest = {"suite": suite or {"name": DEMO.name, "digest": DEMO.digest, "tasks": len(DEMO.tasks)},
+                    "selection": {"ids": ["shop-001", "booking-001"]}, "circumstances": {"recorded_by": recorded_by}}
+        (out / "manifest.json").write_text(json.dumps(manifest))
+        return out
+
+    asked = ["shop-001", "booking-001", "booking-002"]
+    with pytest.raises(wb.RegistrationError) as refused:
+        wb._refuse_played(folder("ours"), str(SUITE), asked)
+    said = str(refused.value)
+    assert "already holds an episode of shop-001, booking-001 (2 of 3 asked for, 1 left to play)" in said
+    assert "\n" not in said
+    wb._refuse_played(folder("ours-again"), str(SUITE), ["booking-002"])  # (nothing played of these)
+    wb._refuse_played(folder("bench-run", recorded_by="webfreeze.bench"), str(SUITE), asked)
+    wb._refuse_played(folder("other-suite", suite={"name": "x", "digest": "0" * 64, "tasks": 2}), str(SUITE), asked)
+    wb._refuse_played(tmp_path / "new", str(SUITE), asked)

@@ -132,7 +132,10 @@ def test_calls_are_taken_and_refused_as_playwright_mcp_takes_them():
              "browser_take_screenshot: scale: Input should be 'css' or 'device'"),
             ("browser_click", {}, "browser_click: target: Field required"),
             ("browser_wait_for", {"time": "soon"}, "browser_wait_for: time: Input should be a valid number"),
-            ("browser_fly", {}, "Unknown tool: browser_fly")):
+            ("browser_fly", {}, "Unknown tool: browser_fly"),
+            ("browser_fill_form", {"fields": [{}] * 4}, "fields.0.target: Field required; fields.0.name: Field "
+                                                         "required; fields.0.type: Field required; fields.0.value: "
+                                                         "Field required; fields.1.target: Field required; and 11 more")):
         result = anyio.run(call, name, args)
         assert result.isError, (name, result)
         text = result.content[0].text

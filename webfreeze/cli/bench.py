@@ -225,7 +225,8 @@ def _print_comparison(result: dict, show_all: bool) -> None:
     if t.row_count:
         screen.print(t)
     else:  # (no task to list: the title alone, not an empty table)
-        screen.print(f"{t.title}: no task differs (--all lists every task)", highlight=False)
+        screen.print(f"{t.title}: " + ("no tasks" if show_all else "no task differs (--all lists every task)"),
+                     highlight=False, markup=False)
     c = Table(title="success rate by category", title_justify="left")
     for col in ("category", "A", "B", "change"):
         c.add_column(col, justify="left" if col == "category" else "right")

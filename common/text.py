@@ -7,6 +7,13 @@ import re
 import unicodedata
 
 
+def one_line(text: object, limit: int = 400) -> str:
+    """``text`` as one line: runs of whitespace (newlines included) collapsed, cut at ``limit``
+    characters (a provider's error body can be a whole HTML page)."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def fold(text: str) -> str:
     """``text`` NFKC-normalised (full-width forms, ligatures and the like to their plain forms),
     then case-folded."""

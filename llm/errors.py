@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.text import one_line
 
-
-def one_line(text: object, limit: int = 400) -> str:
-    """``text`` as one line: runs of whitespace (newlines included) collapsed, cut at ``limit``
-    characters (a provider's error body can be a whole HTML page)."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
+__all__ = ["one_line"]  # (the layer's modules take it from here)
 
 
 class LLMError(WebfreezeError, RuntimeError):

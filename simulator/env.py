@@ -341,13 +341,7 @@ class WebEnv(gym.Env):
 
     @functools.cached_property
     def _first_page(self) -> str | None:
-        from webfreeze.archives import Archive
-
-        arc = Archive.open(self.config.archive)
-        try:
-            return next((page.url for page in arc.pages(limit=1)), None)
-        finally:
-            arc.close()
+        return first_page(self.config.archive)
 
     def _default_task(self) -> dict:
         """An exploration episode at the archive's first recorded page (no instruction, nothing to score)."""
@@ -417,6 +411,14 @@ class WebEnv(gym.Env):
             obs.update(self._bgym.keys(tree=tree, url=obs["url"], urls=obs["open_pages"], titles=titles,
                                        active=active, error=obs["last_action_error"], page=page))
         return obs
+
+
+def first_page(archive) -> str | None:
+    """Where an episode without a task starts (exploration): the archive's first recorded page."""
+    from webfreeze.archives import Archive
+
+    with Archive.open(archive) as arc:
+        return next((page.url for page in arc.pages(limit=1)), None)
 
 
 def render_history(history: dict) -> str:

@@ -46,6 +46,7 @@ import gymnasium as gym
 
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.common.files import write_json
+from webfreeze.common.text import one_line
 from webfreeze.demo import SUITE as DEMO_SUITE
 from webfreeze.env import EnvConfig, WebEnv
 from webfreeze.eval.errors import TaskError
@@ -398,7 +399,7 @@ class FrozenTaskEnv(gym.Env):
         if not isinstance(err_msg, str) or not err_msg.strip():
             return None
         cause = error_cause(err_msg, summary.get("stack_trace"))
-        return {"reason": "error", "detail": _one_line(err_msg), "cause": cause, "err_msg": err_msg}
+        return {"reason": "error", "detail": one_line(err_msg, 500), "cause": cause, "err_msg": err_msg}
 
     def close(self) -> None:
         try:
@@ -450,7 +451,7 @@ def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv
         old = check_run_folder(out, identity, task_id, overwrite=overwrite)
         shots = {**env.recorder.shots, **env.recorder.doms} if env.recorder else {}
         write_trajectory(trajectory, out, shots)
-        done = set((old.get("selection") or {}).get("ids") or []) | {task_id}
+        done = set(_played(old)) | {task_id}
         chosen = [t for t in suite.tasks if t.id in done]  # (in the suite's order)
         (out / "tasks.jsonl").write_text(tasks_lines(chosen), encoding="utf-8")
         copy_references(chosen, suite.root, out)
@@ -478,8 +479,17 @@ def record_episode(out: Path, suite, task_id: str, trajectory: dict, env: WebEnv
 def run_identity(suite, env: WebEnv, agent: dict, settings: dict) -> dict:
     """What makes a run folder's episodes one run: the suite, the archive, the agent (its name and
     configuration: an AgentLab agent's arguments and version) and the environment's settings."""
-    return {"suite": {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks)},
-            "archive": {"digest": env.archive_digest}, "agent": agent, "env": settings}
+    return {"suite": _suite_identity(suite), "archive": {"digest": env.archive_digest}, "agent": agent,
+            "env": settings}
+
+
+def _suite_identity(suite) -> dict:
+    return {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks)}
+
+
+def _played(manifest: dict) -> list[str]:
+    """The tasks a run folder these environments write holds episodes of (its selection's ids)."""
+    return (manifest.get("selection") or {}).get("ids") or []
 
 
 def check_run_folder(out: Path, identity: dict, task_id: str, *, overwrite: bool = False) -> dict:
@@ -498,7 +508,7 @@ def check_run_folder(out: Path, identity: dict, task_id: str, *, overwrite: bool
     if differs:
         raise RegistrationError(f"{out} holds a different run (its {', '.join(differs)} differ); "
                                 "record_to a new folder")
-    if not overwrite and task_id in ((old.get("selection") or {}).get("ids") or []):
+    if not overwrite and task_id in _played(old):
         raise RegistrationError(f"{out} already holds an episode of {task_id}; record_to another folder, "
                                 "or pass overwrite=True to replace it")
     return old
@@ -514,10 +524,9 @@ def _refuse_played(out: Path, suite_path: str, task_ids: list[str]) -> None:
         old = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
         if (old.get("circumstances") or {}).get("recorded_by") != "webfreeze.browsergym":
             return
-        played = (old.get("selection") or {}).get("ids") or []
-        suite = load_suite(suite_path)
-        if old.get("suite") != {"name": suite.name, "digest": suite.digest, "tasks": len(suite.tasks)}:
+        if old.get("suite") != _suite_identity(load_suite(suite_path)):
             return
+        played = _played(old)
         again = [t for t in task_ids if t in played]
     except (OSError, ValueError, AttributeError, TypeError, TaskError):
         return  # (no run yet; an unreadable one is refused by each episode, saying why)
@@ -527,11 +536,6 @@ def _refuse_played(out: Path, suite_path: str, task_ids: list[str]) -> None:
         raise RegistrationError(f"{out} already holds an episode of {named} ({len(again)} of {len(task_ids)} asked "
                                 f"for, {left} left to play); record_to another folder, leave the "
                                 "played ones out (tasks=[...]), or pass overwrite=True to play them again")
-
-
-def _one_line(text: str, limit: int = 500) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 # What an exception that stopped an agent says of who failed: names of the errors of an LLM provider,

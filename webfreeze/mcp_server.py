@@ -44,7 +44,7 @@ from webfreeze.runs.prepare import prepare
 from webfreeze.runs.spec import RunError, RunSpec, build_run
 from webfreeze.simulator.actions import Action, format_action
 from webfreeze.simulator.backends import check_backend
-from webfreeze.simulator.env import EnvConfig, WebEnv
+from webfreeze.simulator.env import EnvConfig, WebEnv, first_page
 from webfreeze.simulator.site_models import SimulatedSiteModel
 from webfreeze.simulator.trajectory import write_trajectory
 
@@ -358,10 +358,8 @@ class ExploreSession(Session):
 
     @functools.cached_property
     def first_page(self) -> str | None:
-        """Where an exploration starts: the archive's first recorded page (as the environment's reset
-        without a task has it)."""
-        with Archive.open(self.archive) as arc:
-            return next((page.url for page in arc.pages(limit=1)), None)
+        """Where an exploration starts (as the environment's reset without a task has it)."""
+        return first_page(self.archive)
 
     def status(self, task_id: str) -> str:
         return "playing" if task_id == self.task_id else "todo"

@@ -19,6 +19,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.text import one_line
 from webfreeze.mcp_server import INSTRUCTIONS, SERVER_NAME, MCPError, Session
 from webfreeze.simulator.actions import Action
 
@@ -89,17 +90,12 @@ def tool_caller(server: FastMCP):
                 errors = cause.errors()
                 said = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in errors[:5])
                 more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
-                return _error(f"### Error\nError: {name}: {_one_line(said)}{more}")
-            said = _one_line(str(exc)) or f"Error executing tool {name}"
+                return _error(f"### Error\nError: {name}: {one_line(said, 500)}{more}")
+            said = one_line(exc, 500) or f"Error executing tool {name}"
             if said.endswith(":") and cause is not None:  # (an exception that says nothing: its name)
                 said += f" {type(cause).__name__}"
             return _error(f"### Error\nError: {said}")
     return call_tool
-
-
-def _one_line(text: str, limit: int = 500) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _bounded(what: str, text: str, limit: int) -> str:

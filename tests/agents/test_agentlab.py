@@ -257,8 +257,9 @@ def test_agentlab_against_the_local_model_once_through_the_cassette(tmp_path):
     and a strict replay of the cassette gives the same trajectory."""
     _tiktoken_cache(tmp_path)
     task = TASKS[:1]
+    # one step: each of GenericAgent's prompts (up to 1,800 tokens) takes the model half a minute on 2 cores
     recorded, results, proxy = _run_through_cassette(tmp_path, "local", "record", "-", "local", task,
-                                                     max_steps=2, small=True, timeout=1800)
+                                                     max_steps=1, small=True, timeout=1800)
     assert [r["task"] for r in results] == task
     stats = proxy["stats"]
     assert stats["upstream_calls"] >= 1 and stats["upstream_errors"] == 0 and stats["refused"] == 0, proxy
@@ -273,7 +274,7 @@ def test_agentlab_against_the_local_model_once_through_the_cassette(tmp_path):
     manifest = json.loads((recorded / "manifest.json").read_text())
     assert manifest["llm"]["calls"] == len(rows) and manifest["circumstances"]["cassette_mode"] == "record"
     replayed, _, proxy = _run_through_cassette(tmp_path, "local-replay", "replay", recorded / "llm-cassette.sqlite",
-                                               "-", task, max_steps=2, small=True)
+                                               "-", task, max_steps=1, small=True)
     assert proxy["stats"]["upstream_calls"] == 0 and proxy["misses"] == []
     name = f"{task[0]}.json"
     a, b = (json.loads((d / "trajectories" / name).read_text()) for d in (recorded, replayed))

@@ -444,8 +444,9 @@ def test_the_agent_with_the_real_local_model():
         pytest.skip("the local model is not installed (make setup)")
     tree = "\n".join(["RootWebArea 'arXiv.org e-Print archive'", "\t[3] searchbox 'Search term or terms'",
                       "\t[5] button 'Search'", "\t[7] link 'Advanced Search'", "\t[11] link 'Help'"]
-                     + [f"\t[{20 + i}] link 'Paper {i}: on topic {i}'" for i in range(60)])
-    agent = LLMAgent(memory="dynamic", m=1, max_tokens=60)  # model "local": it starts its own server
+                     + [f"\t[{20 + i}] link 'Paper {i}: on topic {i}'" for i in range(15)])
+    # (a short page and reply: the tiny model reads about 100 tokens a second on one core)
+    agent = LLMAgent(memory="dynamic", m=1, max_tokens=30)  # model "local": it starts its own server
     try:
         agent.reset(TASK)
         outs = [agent.act(obs(s, axtree=tree)) for s in range(2)]

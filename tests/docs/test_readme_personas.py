@@ -70,6 +70,9 @@ def test_the_personas_example_runs_from_the_repository_root(repo_like):
     assert json.loads((repo_like / suite / "manifest.json").read_text())["format"] == "webfreeze-suite"
     if importlib.util.find_spec("xllamacpp") is None:
         pytest.skip("the local model (xllamacpp) is not installed: the LLM run was not played")
-    result = _run(run + ["--limit", "1", "--max-steps", "1"], repo_like)  # (the last --limit counts)
+    # one task, one step, a short observation and reply (the last --limit counts): the tiny model reads
+    # about 100 tokens a second on one core
+    result = _run(run + ["--limit", "1", "--max-steps", "1", "--agent-config", "obs_tokens=200",
+                         "--agent-config", "max_tokens=24"], repo_like)
     assert result.returncode == 0, f"{shlex.join(run)}: {result.stderr[-2000:]}"
     assert (repo_like / _option(run, "--out") / "report.json").is_file()

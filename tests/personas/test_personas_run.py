@@ -77,7 +77,7 @@ def test_on_demand_with_the_local_model_replays_to_identical_results(benchmark):
     live, again = benchmark["tmp"] / "live", benchmark["tmp"] / "replay"
     # one step per task, a short observation and reply: the tiny model is slow on 2 cores
     proc = _run(benchmark, live, "--agent", "llm", "--agent-config", "scheme=on-demand", "--agent-config",
-                "obs_tokens=600", "--agent-config", "max_tokens=48", "--llm", "local", "--max-steps", "1")
+                "obs_tokens=200", "--agent-config", "max_tokens=24", "--llm", "local", "--max-steps", "1")
     assert proc.returncode == 0, proc.stderr
     report = json.loads((live / "report.json").read_text(encoding="utf-8"))
     table = report["personalisation"]
@@ -90,7 +90,7 @@ def test_on_demand_with_the_local_model_replays_to_identical_results(benchmark):
     manifest = json.loads((live / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["personas"]["retrieval"]["k"] == 20 and manifest["agent"]["config"]["scheme"] == "on-demand"
     proc = _run(benchmark, again, "--agent", "llm", "--agent-config", "scheme=on-demand", "--agent-config",
-                "obs_tokens=600", "--agent-config", "max_tokens=48", "--llm", "local", "--max-steps", "1",
+                "obs_tokens=200", "--agent-config", "max_tokens=24", "--llm", "local", "--max-steps", "1",
                 "--cassette", live / "llm-cassette.sqlite", "--cassette-mode", "replay")
     assert proc.returncode == 0, proc.stderr
     assert run_difference(live, again) is None

@@ -30,10 +30,11 @@ def _comparable_trajectories(run: Path) -> dict:
 
 
 def _run(cli, out: Path, backend: str, *more):
-    # a short observation and a short reply: reading the prompt and writing 200 tokens (the tiny model
-    # often writes until the limit) are its time on 2 cores; what is proven does not depend on either
-    args = ["bench", "run", SUITE, "--agent", "llm", "--agent-config", "obs_tokens=600", "--agent-config",
-            "max_tokens=48", "--backend", backend,
+    # a short observation and a short reply: reading the prompt (about 100 tokens a second on one
+    # core) and writing (the tiny model often writes until the limit) are its time on 2 cores; what is
+    # proven depends on neither
+    args = ["bench", "run", SUITE, "--agent", "llm", "--agent-config", "obs_tokens=200", "--agent-config",
+            "max_tokens=24", "--backend", backend,
             "--max-steps", STEPS, "--out", out]
     for t in TASKS:
         args += ["--tasks", t]

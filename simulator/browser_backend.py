@@ -1,7 +1,8 @@
 """The ``browser`` backend of :class:`~webfreeze.simulator.env.WebEnv`: Debian's Chromium through the
 replay server (proxy mode, in this process), one browser per environment and a fresh context per
 episode, 1920x1080, scale 1, en-US, UTC, service workers blocked, the page clock frozen at the
-capture time by the replay runtime. Playwright's async API runs on a private loop thread.
+capture time by the replay runtime. Playwright's async API runs on a loop thread of its own, which
+the process's browser backends share with its one Playwright driver (``_Driver``).
 
 It meets :class:`webfreeze.simulator.backends.Backend`.
 """
@@ -9,7 +10,9 @@ It meets :class:`webfreeze.simulator.backends.Backend`.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
+import os
 import threading
 import time
 from pathlib import Path
@@ -130,10 +133,10 @@ LATE_NAVIGATION_JS = ("() => { const n = window.__wfNavigating === true; if (n) 
 
 
 class _Loop:
-    """A private asyncio loop on its own thread. The browser backend drives Playwright's async API
-    there, so that work for the next episode (a fresh context and page: Chromium starting a
-    renderer, ~80 ms in the headless shell) goes on between the environment's calls instead of
-    inside ``reset``."""
+    """An asyncio loop on a thread of its own (the process's browser backends share one: ``_Driver``).
+    The browser backend drives Playwright's async API there, so that work for the next episode (a
+    fresh context and page: Chromium starting a renderer, ~80 ms in the headless shell) goes on
+    between the environment's calls instead of inside ``reset``."""
 
     def __init__(self):
         self.loop = asyncio.new_event_loop()
@@ -159,6 +162,62 @@ class _Loop:
             self.loop.close()
 
 
+class _Driver:
+    """The process's one Playwright driver (a Node process) and the loop thread it runs on, shared
+    by its browser backends: each backend still launches a browser of its own (its replay server is
+    that browser's proxy), but starting the driver costs about half a CPU-second, which an
+    environment made per episode (BrowserGym's ``gym.make``, AgentLab) or per test paid every time.
+    Started on first use, stopped when the process exits; when a browser does not start on a driver
+    that served before (its process killed, say), a new driver is tried once. A forked child makes
+    its own."""
+
+    _lock = threading.Lock()
+    _current: _Driver | None = None
+
+    def __init__(self):
+        from playwright.async_api import async_playwright
+
+        self.pid = os.getpid()
+        self.loop = _Loop()
+        try:
+            self.playwright: Playwright = self.loop.run(async_playwright().start())
+        except BaseException:
+            self.loop.stop()
+            raise
+
+    @classmethod
+    def get(cls, *, fresh: bool = False) -> tuple[_Driver, bool]:
+        """The process's driver and whether it served an earlier backend (``fresh``: a new one)."""
+        with cls._lock:
+            current = cls._current
+            if current is not None and current.pid != os.getpid():
+                current = None  # (a forked child's copy of its parent's: not ours to use or stop)
+            elif current is not None and fresh:
+                current.stop()
+                current = None
+            if current is not None:
+                return current, True
+            if cls._current is None:
+                atexit.register(cls._stop_current)
+            cls._current = current = cls()
+            return current, False
+
+    @classmethod
+    def _stop_current(cls) -> None:
+        with cls._lock:
+            current, cls._current = cls._current, None
+        if current is not None and current.pid == os.getpid():
+            current.stop()
+
+    def stop(self) -> None:
+        try:
+            self.loop.run(asyncio.wait_for(self.playwright.stop(), 30))
+        except BaseException:  # noqa: BLE001 (a driver already gone: nothing left to stop)
+            pass
+        finally:
+            self.loop.stop()
+
+
 def _quietly(task: asyncio.Future) -> None:
     """Retrieve a background task's exception (it has nobody to report to)."""
     if not task.cancelled():
@@ -172,8 +231,6 @@ class BrowserBackend:
     the first ``reset`` makes its own."""
 
     def __init__(self, env: WebEnv):
-        from playwright.async_api import async_playwright
-
         from .browser import launch_chromium
         from .replay_route import SocketRoutes
 
@@ -188,19 +245,25 @@ class BrowserBackend:
         # by the same rule (and marks its batches for the worker's runtime): told here alike
         self.server.on_socket = self._server_socket
         self.server.socket_picker = self._sockets.pick  # (one count of the sockets to a URL: page and workers)
-        self._loop = _Loop()
-        self._pw: Playwright | None = None
+        def launch(driver: _Driver):
+            return driver.loop.run(launch_chromium(driver.playwright, proxy=self.server.url, bypass_internal=False,
+                                                   shell=True))
+
         try:
-            self._pw = self._loop.run(async_playwright().start())
-            self.browser = self._loop.run(launch_chromium(self._pw, proxy=self.server.url, bypass_internal=False,
-                                                          shell=True))
+            driver, reused = _Driver.get()
+            try:
+                self.browser = launch(driver)
+            except Exception:
+                if not reused:
+                    raise
+                # (the driver's process may have gone since it last served, killed say: a new one, once)
+                driver, _ = _Driver.get(fresh=True)
+                self.browser = launch(driver)
         except BaseException:
-            if self._pw is not None:
-                self._loop.run(self._pw.stop())
-            self._loop.stop()
             self._sockets.close()
             self.server.stop()
             raise
+        self._loop: _Loop | None = driver.loop
         self.context: BrowserContext | None = None
         self.page: Page | None = None
         self._settles = 0  # settles so far: each one's token for the timer pump
@@ -774,8 +837,7 @@ class BrowserBackend:
         try:
             self._loop.run(self._close())
         finally:
-            self._loop.stop()
-            self._loop = None
+            self._loop = None  # (the loop and the driver are the process's: _Driver)
             self._sockets.close()
             self.server.stop()
 
@@ -789,6 +851,5 @@ class BrowserBackend:
                     pass
             if self.context is not None:
                 await self.context.close()
-            await self.browser.close()
         finally:
-            await self._pw.stop()
+            await self.browser.close()

@@ -141,9 +141,9 @@ import agentlab_driver
 from webfreeze.browsergym import llm_cassette
 
 mode, cassette, upstream, small, *rest = sys.argv[1:]
-if small == "1":  # a prompt and a reply that fit the tiny local model's context, set as AgentLab lets one
-    agentlab_driver.AGENT_3_5.flags.max_prompt_tokens = 1800
-    agentlab_driver.AGENT_3_5.chat_model_args.max_new_tokens = 64
+if small == "1":  # a short prompt and reply for the tiny local model (~100 prompt tokens a second), set as AgentLab lets one
+    agentlab_driver.AGENT_3_5.flags.max_prompt_tokens = 1100
+    agentlab_driver.AGENT_3_5.chat_model_args.max_new_tokens = 32
     agentlab_driver.AGENT_3_5.agent_name = "GenericAgent-local"
 with llm_cassette(None if cassette == "-" else cassette, mode, record_to=rest[0], upstream=None if upstream in ("-", "local") else upstream,
                   local=upstream == "local") as proxy:
@@ -257,7 +257,8 @@ def test_agentlab_against_the_local_model_once_through_the_cassette(tmp_path):
     and a strict replay of the cassette gives the same trajectory."""
     _tiktoken_cache(tmp_path)
     task = TASKS[:1]
-    # one step: each of GenericAgent's prompts (up to 1,800 tokens) takes the model half a minute on 2 cores
+    # one step, GenericAgent's prompt cut to 1,100 tokens (AgentLab's own shrinking): the model reads
+    # about 100 tokens a second on one core
     recorded, results, proxy = _run_through_cassette(tmp_path, "local", "record", "-", "local", task,
                                                      max_steps=1, small=True, timeout=1800)
     assert [r["task"] for r in results] == task

@@ -155,7 +155,13 @@ class _Loop:
                 concurrent.futures.wait([future], timeout=5)
             raise
 
+    @property
+    def stopped(self) -> bool:
+        return self.loop.is_closed() or not self.thread.is_alive()
+
     def stop(self) -> None:
+        if self.loop.is_closed():
+            return
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=30)
         if not self.thread.is_alive():
@@ -163,21 +169,24 @@ class _Loop:
 
 
 class _Driver:
-    """The process's one Playwright driver (a Node process) and the loop thread it runs on, shared
-    by its browser backends: each backend still launches a browser of its own (its replay server is
-    that browser's proxy), but starting the driver costs about half a CPU-second, which an
-    environment made per episode (BrowserGym's ``gym.make``, AgentLab) or per test paid every time.
-    Started on first use, stopped when the process exits; when a browser does not start on a driver
-    that served before (its process killed, say), a new driver is tried once. A forked child makes
+    """A Playwright driver (a Node process) and the loop thread it runs on, shared by the process's
+    browser backends: each backend still launches a browser of its own (its replay server is that
+    browser's proxy), but starting the driver costs about half a CPU-second, which an environment
+    made per episode (BrowserGym's ``gym.make``, AgentLab) or per test paid every time.
+
+    Started on first use and stopped when the process exits normally (after the environments still
+    open there are closed). A browser that does not start on a driver that served before (its
+    process killed, say) is tried once more on a new driver, which later backends then use; the
+    old one is left to the backends that hold it, never stopped under them. A forked child starts
     its own."""
 
     _lock = threading.Lock()
     _current: _Driver | None = None
+    _made: list[_Driver] = []  # every driver this process started: all stopped at exit
 
     def __init__(self):
         from playwright.async_api import async_playwright
 
-        self.pid = os.getpid()
         self.loop = _Loop()
         try:
             self.playwright: Playwright = self.loop.run(async_playwright().start())
@@ -187,35 +196,43 @@ class _Driver:
 
     @classmethod
     def get(cls, *, fresh: bool = False) -> tuple[_Driver, bool]:
-        """The process's driver and whether it served an earlier backend (``fresh``: a new one)."""
+        """The process's driver and whether it served an earlier backend; ``fresh``: a new one."""
         with cls._lock:
-            current = cls._current
-            if current is not None and current.pid != os.getpid():
-                current = None  # (a forked child's copy of its parent's: not ours to use or stop)
-            elif current is not None and fresh:
-                current.stop()
-                current = None
-            if current is not None:
-                return current, True
-            if cls._current is None:
-                atexit.register(cls._stop_current)
-            cls._current = current = cls()
-            return current, False
+            if cls._current is not None and not fresh and not cls._current.loop.stopped:
+                return cls._current, True
+            driver = cls()
+            cls._current = driver
+            cls._made.append(driver)
+            return driver, False
 
     @classmethod
-    def _stop_current(cls) -> None:
+    def stop_all(cls) -> None:
         with cls._lock:
-            current, cls._current = cls._current, None
-        if current is not None and current.pid == os.getpid():
-            current.stop()
+            made, cls._made, cls._current = cls._made, [], None
+        for driver in made:
+            driver.stop()
+
+    @classmethod
+    def _forget_after_fork(cls) -> None:
+        cls._lock = threading.Lock()  # (a thread of the parent's may have held it)
+        cls._current, cls._made = None, []
 
     def stop(self) -> None:
+        if self.loop.stopped:
+            return
         try:
             self.loop.run(asyncio.wait_for(self.playwright.stop(), 30))
-        except BaseException:  # noqa: BLE001 (a driver already gone: nothing left to stop)
+        except Exception:  # noqa: BLE001 (a driver already gone: nothing left to stop)
             pass
         finally:
             self.loop.stop()
+
+
+# At exit: registered when this module is imported, so that a handler registered later (a worker's
+# environment closing itself, runs/worker.py) runs first and finds the driver still there.
+atexit.register(_Driver.stop_all)
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=_Driver._forget_after_fork)
 
 
 def _quietly(task: asyncio.Future) -> None:
@@ -225,7 +242,7 @@ def _quietly(task: asyncio.Future) -> None:
 
 
 class BrowserBackend:
-    """Chromium through the in-process replay server, driven from a private loop thread.
+    """Chromium through the in-process replay server, driven from the process's loop thread (``_Driver``).
 
     Each episode gets a fresh context and page made while the previous episode ran (a *spare*);
     the first ``reset`` makes its own."""
@@ -256,7 +273,8 @@ class BrowserBackend:
             except Exception:
                 if not reused:
                     raise
-                # (the driver's process may have gone since it last served, killed say: a new one, once)
+                # (the driver's process may have gone since it last served, killed say: a new one,
+                # once; the old one is left as it is to any backend still on it)
                 driver, _ = _Driver.get(fresh=True)
                 self.browser = launch(driver)
         except BaseException:
@@ -835,7 +853,8 @@ class BrowserBackend:
         if self._loop is None:
             return
         try:
-            self._loop.run(self._close())
+            if not self._loop.stopped:  # (else the driver was stopped at exit, and its browsers with it)
+                self._loop.run(self._close())
         finally:
             self._loop = None  # (the loop and the driver are the process's: _Driver)
             self._sockets.close()

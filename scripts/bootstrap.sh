@@ -71,8 +71,8 @@ if [ -z "${WEBFREEZE_CHROMIUM:-}" ] && ! command -v chromium-headless-shell >/de
   rm -f "$log"
 fi
 
-# --no-compile: pip compiles every module it installs (~36,000 files with the test extras, a minute and
-# a half of CPU on 2 cores), most of which nothing imports (torch's, transformers', ray's...). Python
+# --no-compile: pip compiles every module it installs (~36,000 files with the test extras, about 70
+# CPU-seconds of the set-up), most of which nothing imports (torch's, transformers', ray's...). Python
 # compiles a module when it is first imported instead, once (into __pycache__, as long as
 # PYTHONDONTWRITEBYTECODE is unset); what webfreeze's commands import is compiled at the end, below.
 pip_q=(.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile)

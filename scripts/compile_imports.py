@@ -2,7 +2,7 @@
 ``__pycache__`` (set-up's last step: scripts/bootstrap.sh installs with pip's ``--no-compile``).
 
 A module whose extra is not installed is skipped. Run with PYTHONDONTWRITEBYTECODE unset (the
-bootstrap does), or nothing is written. Prints one line: how many modules are now compiled.
+bootstrap does), or nothing is written. Prints one line: how many modules were imported.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ def main() -> int:
                 importlib.import_module(info.name)
             except Exception:  # noqa: BLE001 (an optional extra's module: compiled when it is installed)
                 skipped += 1
-    print(f"compile_imports: {len(sys.modules)} modules imported, and so compiled ({skipped} of webfreeze's need extras not installed)")
+    print(f"compile_imports: {len(sys.modules)} modules imported, and so compiled "
+          f"({skipped} of webfreeze's need extras not installed)")
     return 0
 
 

@@ -45,6 +45,9 @@ WEBP_MAX = 16383  # the WebP format's largest width or height
 # Visits of a URL whose capture timed out (a load or a screenshot past 30 s: a loaded machine), each
 # in a new tab, before it counts as a page that did not load.
 CAPTURE_TRIES = 2
+# Captures of a page again after its check's live fetches repaired what its load lost (a script
+# whose kept-alive connection the server closed as the proxy reused it, the proxy's 502 recorded).
+RECAPTURES = 2
 # Lossless WebP effort: Pillow's ``method`` (0-6) and, in lossless mode, ``quality`` (0-100) trade
 # encode time for bytes; measured in benchmarks/crawl_size.py (docs/recording.md has the numbers).
 WEBP_METHOD = 4
@@ -482,7 +485,8 @@ def loaded_at(arc, url: str, session_id: str | None, until: str | None = None) -
 
 
 def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = None,
-                auth: tuple[str, str] | None = None, cookies=None, later_now: bool = False) -> tuple[list[str], bool]:
+                auth: tuple[str, str] | None = None, cookies=None,
+                later_now: bool = False) -> tuple[list[str], bool, list[str]]:
     """Check ``url`` against the archive (:class:`.page_check.PageChecker`), fetch live through the
     proxy what it missed and check again, until a check misses nothing or misses just what the one
     before missed, or the fetches recorded no answer (each failed again: the fetches repaired
@@ -491,7 +495,8 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     load (:func:`loaded_at`; None: now); ``later_now``: the checks after a live fetch replay as at
     now instead, so that what the fetches recorded is the closest capture (a placeholder of a
     dropped connection, repaired). Also returns whether a fetch repaired something (the page as
-    captured may then look different).
+    captured may then look different), and what the first check missed: what a replay as at
+    ``when`` misses, which is what ``replay check`` reports for the page as captured.
     ``auth``: (origin, Authorization value) the live fetches to that origin carry, as the crawl's own
     requests do (:func:`open_context`). ``cookies(url)``: the ``Cookie`` value those fetches carry
     (a crawl after a login script: the logged-in browser's), in place of the checker's own."""
@@ -504,6 +509,8 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     at = when
     for attempt in range(CHECK_TRIES):
         missing, error = checker.check(url, at or now())
+        if attempt == 0:  # (what a replay as at ``when`` misses: the page as it was captured)
+            at_load = [m.describe() for m in missing] + ([f"{url} (replay failed: {error})"] if error else [])
         # a form is never sent twice; a WebSocket (ws://) is not fetched: a live fetch cannot record
         # its conversation (the capture's own load does)
         refetch = [m for m in missing if m.method.upper() in SAFE_METHODS and m.url.startswith(("http:", "https:"))]
@@ -542,7 +549,7 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     if error:  # the replayed page itself would not load: not a page that replays whole
         out.append(f"{url} (replay failed: {error})")
     repaired = bool(first - {(m.method, m.url) for m in missing})
-    return out, repaired
+    return out, repaired, at_load
 
 
 def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, scope: str = "host",
@@ -562,7 +569,10 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     A page is captured once it has loaded what it will still load (stylesheets with their chained
     imports, fonts, images in view), then, with ``check``, checked: loaded again from the archive
     alone; what that replay misses is fetched live through the proxy and the page checked again
-    while that repairs something (:data:`CHECK_TRIES` checks at most). A page still missing something is recorded, marked
+    while that repairs something (:data:`CHECK_TRIES` checks at most). A page a live fetch repaired is
+    captured again, and checked again (:data:`RECAPTURES` times at most); a page whose capture
+    still misses, replayed as at its load, what it loaded (a script cut off again, each time) is
+    incomplete as ``replay check`` would find it. A page still missing something is recorded, marked
     ``"complete": false`` with the ``missing`` URLs in its record's ``extra``, listed in the state
     document (``incomplete``) and in :attr:`CrawlResult.incomplete`; the crawl is then not complete.
 
@@ -698,29 +708,37 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                          f"({upgraded or redirect_failure(url, ended, failure, proxy)})")
                     missing: list[str] = []
                     if check and failure is None:
-                        missing, repaired = _self_check(checker, proxy, url, loaded_at(arc, url, proxy.session_id),
-                                                        auth=auth, cookies=cookies, later_now=True)
-                        if repaired:
+                        missing, repaired, at_load = _self_check(checker, proxy, url,
+                                                                 loaded_at(arc, url, proxy.session_id),
+                                                                 auth=auth, cookies=cookies, later_now=True)
+                        recaptures = 0
+                        while repaired and recaptures < RECAPTURES:
                             # The capture showed the page without what was fetched since (a stylesheet
                             # cut off): capture it again, now that the site answered, and check that.
+                            recaptures += 1
                             first_broken = dict(broken)
                             broken.clear()  # (what the new capture's code answered, not the first's)
                             try:
                                 status2, title2, dom2, shot2, links2, _, fragments2 = _capture(shown, url, screenshots)
                             except PlaywrightError:
-                                clean = False  # the first capture stands, with what its check found; a new tab next
+                                clean = False  # the capture before stands, with what its check found; a new tab next
                                 broken.clear()
                                 broken.update(first_broken)
-                            else:
-                                if page_failure(status2) is None:
-                                    status, title, dom, shot, links = status2, title2, dom2, shot2, links2
-                                    fragments = fragments2
-                                    missing, _ = _self_check(checker, proxy, url,
-                                                             loaded_at(arc, url, proxy.session_id),
-                                                             auth=auth, cookies=cookies, later_now=True)
-                                else:  # (the first capture stands, and what its code answered)
-                                    broken.clear()
-                                    broken.update(first_broken)
+                                break
+                            if page_failure(status2) is not None:  # (the capture before stands, and what its code answered)
+                                broken.clear()
+                                broken.update(first_broken)
+                                break
+                            status, title, dom, shot, links = status2, title2, dom2, shot2, links2
+                            fragments = fragments2
+                            missing, repaired, at_load = _self_check(checker, proxy, url,
+                                                                     loaded_at(arc, url, proxy.session_id),
+                                                                     auth=auth, cookies=cookies, later_now=True)
+                        if repaired:
+                            # The capture kept still shows what its load missed (the new one dropped it
+                            # again, or none could be made): `replay check`, which replays the page as at
+                            # its load, would miss it too, so the page is incomplete by the same measure.
+                            missing = at_load
                     if page_url(shown.url) != url and urldefrag(shown.url)[0] == urldefrag(url)[0]:
                         seen.add(page_url(shown.url))  # (a script moved to a route of it: `/` shows `/#/`)
                     target = page_url(landed) if landed and failure is None else url
@@ -824,7 +842,7 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
                 full = FullBrowser(pw, proxy.url, start, credentials)
                 checker = PageChecker(browser, archive_path, full=full.browser)
                 for n, (url, captured_at) in enumerate(pages, 1):
-                    missing, _ = _self_check(checker, proxy, url, captured_at, auth=auth)
+                    missing, _, _ = _self_check(checker, proxy, url, captured_at, auth=auth)
                     if missing:
                         incomplete.append([url, missing])
                     if progress:

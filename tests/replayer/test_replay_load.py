@@ -1,5 +1,11 @@
 """Load on the replay server: 200 concurrent keep-alive connections for 60 s from `wrk` (Debian's),
-on loopback, with zero socket errors and zero non-2xx answers, while other clients misbehave."""
+on loopback, with zero socket errors and zero non-2xx answers, while other clients misbehave.
+
+Each connection waits ``PACE_MS`` between an answer and its next request: about 2,000 requests a
+second in all, every connection busy the whole minute. Unpaced, wrk and the server took both cores
+for the minute (31,600 requests a second alone, 62 CPU-seconds inside the suite) and slowed every
+other test running then; how many requests a second the server can answer is `make bench`'s
+question (benchmarks/, against pywb), not this test's."""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from webfreeze.replayer.server import ReplayServer
 
 pytestmark = pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk not installed (make test installs it)")
 
+PACE_MS = 100
 PAGE = b"<!doctype html><html><head><title>load</title></head><body>" + b"<p>row</p>" * 400 + b"</body></html>"
 
 
@@ -29,7 +36,8 @@ def test_200_connections_for_60_seconds_without_errors(tmp_path):
     # each wrk connection alternates between the page (with injection) and the font
     script.write_text('local n = 0\nrequest = function()\n  n = n + 1\n'
                       '  if n % 2 == 0 then return wrk.format("GET", "/2024id_/http://load.test/font.woff2") end\n'
-                      '  return wrk.format("GET", "/2024id_/http://load.test/")\nend\n')
+                      '  return wrk.format("GET", "/2024id_/http://load.test/")\nend\n'
+                      f'delay = function()\n  return {PACE_MS}\nend\n')
     with ReplayServer(archive, mode="direct") as srv:
         stop = threading.Event()
         rude = {"n": 0}
@@ -62,7 +70,7 @@ def test_200_connections_for_60_seconds_without_errors(tmp_path):
         assert "Socket errors" not in report, report
         assert "Non-2xx" not in report, report
         done = int(re.search(r"(\d+) requests in", report).group(1))
-        assert done > 1000, report
+        assert done > 200 * 60, report  # every connection asked more than once a second on average
         assert srv.stats["errors"] == 0
         assert srv.stats["bad_requests"] >= rude["n"] // 2 - 1 > 10
         # still healthy afterwards

@@ -485,8 +485,7 @@ def loaded_at(arc, url: str, session_id: str | None, until: str | None = None) -
 
 
 def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = None,
-                auth: tuple[str, str] | None = None, cookies=None,
-                later_now: bool = False) -> tuple[list[str], bool, list[str]]:
+                auth: tuple[str, str] | None = None, cookies=None, later_now: bool = False) -> tuple[list[str], bool]:
     """Check ``url`` against the archive (:class:`.page_check.PageChecker`), fetch live through the
     proxy what it missed and check again, until a check misses nothing or misses just what the one
     before missed, or the fetches recorded no answer (each failed again: the fetches repaired
@@ -495,8 +494,7 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     load (:func:`loaded_at`; None: now); ``later_now``: the checks after a live fetch replay as at
     now instead, so that what the fetches recorded is the closest capture (a placeholder of a
     dropped connection, repaired). Also returns whether a fetch repaired something (the page as
-    captured may then look different), and what the first check missed: what a replay as at
-    ``when`` misses, which is what ``replay check`` reports for the page as captured.
+    captured may then look different).
     ``auth``: (origin, Authorization value) the live fetches to that origin carry, as the crawl's own
     requests do (:func:`open_context`). ``cookies(url)``: the ``Cookie`` value those fetches carry
     (a crawl after a login script: the logged-in browser's), in place of the checker's own."""
@@ -509,8 +507,6 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     at = when
     for attempt in range(CHECK_TRIES):
         missing, error = checker.check(url, at or now())
-        if attempt == 0:  # (what a replay as at ``when`` misses: the page as it was captured)
-            at_load = [m.describe() for m in missing] + ([f"{url} (replay failed: {error})"] if error else [])
         # a form is never sent twice; a WebSocket (ws://) is not fetched: a live fetch cannot record
         # its conversation (the capture's own load does)
         refetch = [m for m in missing if m.method.upper() in SAFE_METHODS and m.url.startswith(("http:", "https:"))]
@@ -549,7 +545,7 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     if error:  # the replayed page itself would not load: not a page that replays whole
         out.append(f"{url} (replay failed: {error})")
     repaired = bool(first - {(m.method, m.url) for m in missing})
-    return out, repaired, at_load
+    return out, repaired
 
 
 def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, scope: str = "host",
@@ -570,9 +566,8 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
     imports, fonts, images in view), then, with ``check``, checked: loaded again from the archive
     alone; what that replay misses is fetched live through the proxy and the page checked again
     while that repairs something (:data:`CHECK_TRIES` checks at most). A page a live fetch repaired is
-    captured again, and checked again (:data:`RECAPTURES` times at most); a page whose capture
-    still misses, replayed as at its load, what it loaded (a script cut off again, each time) is
-    incomplete as ``replay check`` would find it. A page still missing something is recorded, marked
+    captured again, and checked again, while a fetch still repairs it (:data:`RECAPTURES` times at
+    most). A page still missing something is recorded, marked
     ``"complete": false`` with the ``missing`` URLs in its record's ``extra``, listed in the state
     document (``incomplete``) and in :attr:`CrawlResult.incomplete`; the crawl is then not complete.
 
@@ -708,9 +703,8 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                          f"({upgraded or redirect_failure(url, ended, failure, proxy)})")
                     missing: list[str] = []
                     if check and failure is None:
-                        missing, repaired, at_load = _self_check(checker, proxy, url,
-                                                                 loaded_at(arc, url, proxy.session_id),
-                                                                 auth=auth, cookies=cookies, later_now=True)
+                        missing, repaired = _self_check(checker, proxy, url, loaded_at(arc, url, proxy.session_id),
+                                                        auth=auth, cookies=cookies, later_now=True)
                         recaptures = 0
                         while repaired and recaptures < RECAPTURES:
                             # The capture showed the page without what was fetched since (a stylesheet
@@ -731,14 +725,9 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                                 break
                             status, title, dom, shot, links = status2, title2, dom2, shot2, links2
                             fragments = fragments2
-                            missing, repaired, at_load = _self_check(checker, proxy, url,
-                                                                     loaded_at(arc, url, proxy.session_id),
-                                                                     auth=auth, cookies=cookies, later_now=True)
-                        if repaired:
-                            # The capture kept still shows what its load missed (the new one dropped it
-                            # again, or none could be made): `replay check`, which replays the page as at
-                            # its load, would miss it too, so the page is incomplete by the same measure.
-                            missing = at_load
+                            missing, repaired = _self_check(checker, proxy, url,
+                                                            loaded_at(arc, url, proxy.session_id),
+                                                            auth=auth, cookies=cookies, later_now=True)
                     if page_url(shown.url) != url and urldefrag(shown.url)[0] == urldefrag(url)[0]:
                         seen.add(page_url(shown.url))  # (a script moved to a route of it: `/` shows `/#/`)
                     target = page_url(landed) if landed and failure is None else url
@@ -842,7 +831,7 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
                 full = FullBrowser(pw, proxy.url, start, credentials)
                 checker = PageChecker(browser, archive_path, full=full.browser)
                 for n, (url, captured_at) in enumerate(pages, 1):
-                    missing, _, _ = _self_check(checker, proxy, url, captured_at, auth=auth)
+                    missing, _ = _self_check(checker, proxy, url, captured_at, auth=auth)
                     if missing:
                         incomplete.append([url, missing])
                     if progress:

@@ -173,15 +173,21 @@ def test_dropped_connection_placeholder_is_repaired_within_the_crawl(tmp_path, h
     stylesheets, pixel for pixel."""
     site = ChainSite(drop_once={"/css/l2.css"})
     archive = tmp_path / "dropped.wfz"
+    _crawl_is_complete_and_replays_whole(cli, site, archive, tmp_path / "report")
+    statuses = _css_statuses(archive)
+    assert 502 in statuses["l2.css"] and 200 in statuses["l2.css"]
+    assert 200 in statuses["l3.css"] and 200 in statuses["l4.css"]
+
+
+def _crawl_is_complete_and_replays_whole(cli, site, archive, report_dir) -> None:
+    """Crawl the site's start page alone (the site stopped after): complete, and `replay check` finds
+    no miss, no request that failed at capture and the captured pixels."""
     try:
         r = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "0", timeout=300)
     finally:
         site.stop()
     assert r.returncode == 0 and "(complete)" in r.stdout, r.stdout + r.stderr
-    statuses = _css_statuses(archive)
-    assert 502 in statuses["l2.css"] and 200 in statuses["l2.css"]
-    assert 200 in statuses["l3.css"] and 200 in statuses["l4.css"]
-    r, report = _replay_check(cli, archive, tmp_path / "report")
+    r, report = _replay_check(cli, archive, report_dir)
     assert r.returncode == 0, r.stdout + r.stderr
     assert report["summary"]["missed_requests"] == 0 and report["summary"]["requests_failed_at_capture"] == 0
     assert report["pages"][0]["pixel_difference"] == 0.0
@@ -195,16 +201,7 @@ def test_a_page_captured_again_that_drops_the_stylesheet_again_is_captured_once_
     only, the crawl called the page complete, and `replay check`, replaying as at that capture's
     load, got the placeholder 502: a Datasette script, in a run of the test bed.)"""
     site = ChainSite(drop_on={"/css/l2.css": {1, 3}})
-    archive = tmp_path / "dropped-twice.wfz"
-    try:
-        r = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "0", timeout=300)
-    finally:
-        site.stop()
-    assert r.returncode == 0 and "(complete)" in r.stdout, r.stdout + r.stderr
-    r, report = _replay_check(cli, archive, tmp_path / "report")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert report["summary"]["missed_requests"] == 0 and report["summary"]["requests_failed_at_capture"] == 0
-    assert report["pages"][0]["pixel_difference"] == 0.0
+    _crawl_is_complete_and_replays_whole(cli, site, tmp_path / "dropped-twice.wfz", tmp_path / "report")
     assert site.hits["/css/l2.css"] == 5  # dropped, fetched, dropped, fetched, loaded by the third capture
 
 

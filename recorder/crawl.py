@@ -715,11 +715,10 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                             try:
                                 status2, title2, dom2, shot2, links2, _, fragments2 = _capture(shown, url, screenshots)
                             except PlaywrightError:
-                                clean = False  # the capture before stands, with what its check found; a new tab next
-                                broken.clear()
-                                broken.update(first_broken)
-                                break
-                            if page_failure(status2) is not None:  # (the capture before stands, and what its code answered)
+                                clean = False  # (a new tab next)
+                                status2 = None  # (no response: a failure, below)
+                            if page_failure(status2) is not None:
+                                # the capture before stands, with what its check found and its code answered
                                 broken.clear()
                                 broken.update(first_broken)
                                 break

@@ -46,10 +46,13 @@ def twenty_ids() -> list[str]:
     return ids[:20]
 
 
-def trajectories(run: Path) -> dict[str, str]:
-    """Each trajectory file as JSON text without timing fields."""
-    return {p.stem: json.dumps(without_timings(json.loads(p.read_text())), sort_keys=True)
-            for p in sorted((run / "trajectories").glob("*.json"))}
+def trajectories(run: Path, without: tuple[str, ...] = ()) -> dict[str, str]:
+    """Each trajectory file as JSON text without timing fields (nor the top-level keys ``without``)."""
+    def text(path: Path) -> str:
+        traj = without_timings(json.loads(path.read_text()))
+        return json.dumps({k: v for k, v in traj.items() if k not in without}, sort_keys=True)
+
+    return {p.stem: text(p) for p in sorted((run / "trajectories").glob("*.json"))}
 
 
 # ---------------------------------------------------------------------------------------- the suite
@@ -243,12 +246,8 @@ def test_run_manifest_and_resume_after_an_interrupt(tmp_path, demo_runs):
     # a clean run gives the same trajectories as the interrupted-then-resumed one: the demo's reference
     # run (browser, 2 workers, uninterrupted) played these twenty tasks among its eighty; each
     # trajectory names its suite, which alone differs
-    def played(run: Path) -> dict[str, dict]:
-        return {p.stem: {k: v for k, v in without_timings(json.loads(p.read_text())).items() if k != "suite"}
-                for p in sorted((run / "trajectories").glob("*.json"))}
-
-    clean = played(demo_runs[0] / "reference")
-    resumed_run = played(out)
+    clean = trajectories(demo_runs[0] / "reference", without=("suite",))
+    resumed_run = trajectories(out, without=("suite",))
     assert sorted(resumed_run) == sorted(twenty_ids())
     assert resumed_run == {tid: clean[tid] for tid in resumed_run}
     report = json.loads((out / "report.json").read_text())

@@ -9,6 +9,7 @@ bodies are streamed to the client and teed into a spooled temporary file on the 
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 from datetime import datetime, timezone
 
@@ -51,6 +52,18 @@ class _Tee:
         return self.file.read()
 
 
+# mitmproxy's words (11.x, proxy/layers/http) for a request its client stopped waiting for before
+# any answer came: the connection closed (HTTP/1: said only of the client's side) or the stream
+# cancelled (HTTP/2: the words name either side, so only CANCEL, the code a browser resets with,
+# counts; a site that cancels instead is then left out, a miss, rather than kept as a 502).
+_CLIENT_GAVE_UP = re.compile(r"Client disconnected\.|stream reset by client \(CANCEL\)")
+
+
+def client_gave_up(message: str) -> bool:
+    """Whether mitmproxy's error ``message`` says the client gave up on the request (not the site)."""
+    return bool(_CLIENT_GAVE_UP.fullmatch(message or ""))
+
+
 class ArchiveRecorder:
     """Records HTTP(S) exchanges, and WebSocket messages as a JSON document per connection."""
 
@@ -68,6 +81,9 @@ class ArchiveRecorder:
         # "METHOD URL" of the answers still coming when their connection closed (a stream a page kept
         # open until it was closed: Gradio's heartbeat): never complete, so not recorded
         self.unfinished: list[str] = []
+        # "METHOD URL" of the requests the client itself gave up on before any answer (a page's
+        # script that drops an image it asked for): the site was never heard, so nothing is recorded
+        self.abandoned: list[str] = []
 
     @property
     def paused(self) -> bool:
@@ -122,6 +138,12 @@ class ArchiveRecorder:
         if flow.response is not None:  # the answer had begun: it was cut, or never ended
             if not self.paused:
                 self.unfinished.append(f"{flow.request.method} {client_url(flow)}")
+            return
+        if flow.error is not None and client_gave_up(flow.error.msg):
+            # Not the site's failure: a 502 kept for it would be replayed to a page that waits for
+            # the answer, where the recording had none to give (a URL left out is a miss, said so).
+            if not self.paused:
+                self.abandoned.append(f"{flow.request.method} {client_url(flow)}")
             return
         self.upstream_failures[client_url(flow)] = str(flow.error) if flow.error else "upstream failure"
         self.failures += 1

@@ -34,7 +34,7 @@ from .browser import (
     wait_painted,
 )
 from .marks import draw_marks
-from .provenance import answer_record, kind_of_resource, settle_record
+from .provenance import answer_record, kind_of_resource, refused_after_answer, settle_record
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page, Playwright
@@ -440,17 +440,9 @@ class BrowserBackend:
                 return None
 
         def refused(request) -> bool:
-            """A request that failed after its answer came because the browser refused that answer,
-            as it refuses the site's own (a module script answered 404; a cross-origin body its
-            policy blocks), or because the page cancelled it while its body came (``ERR_ABORTED``:
-            Gradio aborts a prediction's event stream once its message has come): counted with the
-            answer. Any other failure after an answer (a body that does not decode, or ends short)
-            is the replay's, and a miss."""
-            status = answered.get(request)
-            if status is None:
-                return False
-            why = str(request.failure or "")
-            return status >= 400 or "ERR_BLOCKED_BY" in why or "ERR_ABORTED" in why
+            """A request that failed after its answer came, counted with the answer
+            (:func:`~webfreeze.simulator.provenance.refused_after_answer`)."""
+            return refused_after_answer(answered.get(request), str(request.failure or ""))
 
         def on_failed(request) -> None:
             if request.url.startswith(("http:", "https:")) and not refused(request):

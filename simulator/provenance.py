@@ -28,6 +28,19 @@ def kind_of_resource(resource_type: str) -> str:
     return "xhr" if resource_type in _XHR_TYPES else "subresource"
 
 
+def refused_after_answer(status: int | None, failure: str) -> bool:
+    """Whether a request that failed after its answer came (``status``; None: none came) counts
+    with that answer rather than as a miss: the browser refused the answer as it refuses the
+    site's own (a module script answered 404; a cross-origin body its policy blocks), or the page
+    cancelled the request while its body came (``ERR_ABORTED``: Gradio aborts a prediction's event
+    stream once its message has come; a script aborts a fetch whose body it never reads). Any other
+    failure after an answer (a body that does not decode, or ends short) is the replay's: a miss."""
+    if status is None:
+        return False
+    why = failure or ""
+    return status >= 400 or "ERR_BLOCKED_BY" in why or "ERR_ABORTED" in why
+
+
 def answer_record(kind: str, method: str, url: str, level: str, status: int, *, main: bool = False,
                   score: float | None = None, capture_url: str | None = None, mime: str | None = None,
                   size: int | None = None, why: str | None = None) -> dict:

@@ -349,6 +349,57 @@ def test_an_https_upstream_failure_is_kept_under_its_url(proxy):
     assert rows[url].status == 502 and "error" in rows[url].extra
 
 
+class _Held(http.server.BaseHTTPRequestHandler):
+    """``/held`` answers only once ``release`` is set (``asked`` says the request arrived); any other
+    path at once."""
+    asked = threading.Event()
+    release = threading.Event()
+
+    def do_GET(self):
+        if self.path == "/held":
+            type(self).asked.set()
+            type(self).release.wait(20)
+        body = b"here " + self.path.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_request_its_client_gave_up_on_is_not_kept_as_a_failure(proxy):
+    """A client that closes its connection before the answer (a page's script dropping an image it
+    asked for) is not the site failing: nothing is kept for it, not a 502 that a replay would then
+    give a page that waits for the answer, and it is not counted among upstream failures."""
+    _Held.asked.clear()
+    _Held.release.clear()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Held)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        host, port = proxy.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as client:
+            client.sendall(f"GET {base}/held HTTP/1.1\r\nHost: {base[7:]}\r\n\r\n".encode())
+            assert _Held.asked.wait(20), "the request never reached the site"
+        # (closed unanswered)
+        deadline = time.monotonic() + 20
+        while not proxy.recorder.abandoned and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _Held.release.set()
+        assert fetch(opener(proxy.url), base + "/after") == (200, b"here /after")
+        wait_recorded(proxy, 1)
+    finally:
+        _Held.release.set()
+        server.shutdown()
+        server.server_close()
+    assert proxy.recorder.abandoned == [f"GET {base}/held"]
+    assert [r.url for r in rows_of(proxy.archive)] == [base + "/after"]
+    assert proxy.recorder.failures == 0 and proxy.recorder.upstream_failures == {}
+
+
 @pytest.mark.parametrize("sig, port", [(signal.SIGINT, "free"), (signal.SIGTERM, "0")])
 def test_a_signal_flushes_and_closes(tmp_path, home, sig, port):
     """Ctrl-C or SIGTERM: the session is ended, the archive checkpointed (with --port 0 the system

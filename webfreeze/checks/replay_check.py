@@ -46,6 +46,7 @@ import io
 import json
 import os
 import shutil
+import weakref
 from pathlib import Path
 from urllib.parse import urldefrag
 
@@ -66,6 +67,7 @@ from webfreeze.simulator.browser import (
     wait_settled,
     wait_timers_due,
 )
+from webfreeze.simulator.provenance import refused_after_answer
 
 REPORT_VERSION = 1
 
@@ -457,8 +459,10 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str]]:
     record time (``placeholders``). The page's WebSockets are served by ``sockets``."""
     missed: list[str] = []
     failed_at_capture: list[str] = []
+    answered = weakref.WeakKeyDictionary()  # the requests whose response came -> its status
 
     def on_response(resp):
+        answered[resp.request] = resp.status
         if sockets is not None and _main_document(resp.request, page):
             sockets.document(resp.headers.get("x-webfreeze-capture"))
         if resp.headers.get("x-webfreeze-miss"):
@@ -470,7 +474,12 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str]]:
     def on_failed(request):
         # (the browser's own resources are not the site's: the full browser's PDF viewer streams the
         # document to itself at a chrome-extension:// URL, and that request may end as failed)
-        if request.url.startswith(("http:", "https:")):
+        # (nor one the page cancelled while the body of a good answer came, ERR_ABORTED: a fetch
+        # whose body a script never reads, aborted; the archive answered it, as the agent
+        # environment counts it. The proxy's 502 placeholder, which Chromium fails, stays a miss.)
+        status = answered.get(request)
+        cancelled = status is not None and status < 400 and refused_after_answer(status, str(request.failure or ""))
+        if request.url.startswith(("http:", "https:")) and not cancelled:
             missed.append(request.url)
             # a placeholder the browser took for no answer at all (a cross-origin XHR: the proxy's
             # 502 carries no CORS header) fires no response: asked of the replay's index instead

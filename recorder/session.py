@@ -15,6 +15,11 @@ the browser itself. What the person did is logged, not what the page did in answ
   fragment, ``history.pushState``): the effect of an action already logged.
 - A scroll's value says ``by``: ``user`` after wheel, scroll keys, touch or the scrollbar; ``page``
   for the rest (an anchor jump, a script, an element scrolled into view for a click).
+- A scroll key (an arrow, Home, End, Page Up or Down, Space) that the page takes for itself, its
+  script preventing what the key would do (a slider's or a tab list's own keys, a range input a
+  script moves), is a ``press`` step on the focused element (to the page when none is focused),
+  except in a text field or an editor; one the page leaves alone scrolls (or moves a range input:
+  its ``input`` is logged), as above.
 
 The trajectory is plain JSON, written atomically and also stored in the archive as
 ``trajectories/<session>.json``. The DOM of each document the session loaded, as its scripts left it
@@ -282,6 +287,24 @@ LISTENER_JS = r"""
       const scrollKeys = ['PageDown', 'PageUp', 'Home', 'End', 'ArrowDown', 'ArrowUp', 'ArrowLeft', 'ArrowRight', ' '];
       const inField = t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName);
       if (scrollKeys.includes(e.key) && !inField) userScroll = true;
+      // A scroll key the page takes for itself (a slider's arrows, Streamlit's range input among
+      // them, a tab list's Home: its script prevents what the key would do) is a press: on the
+      // focused element, or to the page when none is. Known once the event has been through the
+      // page's handlers (its defaultPrevented, read after them); the element is described as it was
+      // when the key went down. Not in a text field or an editor, whose typing says what happened
+      // (a rich text editor prevents its keys and puts the text in itself).
+      if (scrollKeys.includes(e.key) && !editable(t) && !e.isComposing) {
+        const mods = [e.ctrlKey && 'Control', e.altKey && 'Alt', e.metaKey && 'Meta', e.shiftKey && 'Shift'];
+        const page = t === document.body || t === document.documentElement || !(t instanceof Element);
+        const step = {action: 'press', target: page ? null : describe(t), url: location.href, time: Date.now(),
+                      value: mods.filter(Boolean).concat([e.key === ' ' ? 'Space' : e.key]).join('+')};
+        setTimeout(() => {
+          if (!e.defaultPrevented) return;
+          flushScroll();
+          userScroll = false;
+          window.__webfreezeLog(step);
+        }, 0);
+      }
       // A key pressed outside any field is a step of its own, to the page (VitePress opens its search
       // box on '/' and Ctrl+K): a press with no target, its modifiers first as Playwright names
       // keys. Not: keys that scroll (a scroll step), Enter (a focused link or button makes it a

@@ -1,0 +1,104 @@
+"""`record session` logs the keys a focused widget takes for itself as ``press`` steps: a slider
+moved by its arrow keys (Streamlit's, BaseWeb's ``role="slider"``), whose script prevents the
+scroll the keys would make. An arrow key the page leaves alone scrolls the page, as before, and is
+no press. The session becomes a task that ``tasks validate`` reaches in the browser backend: the
+reference agent presses the same keys on the slider, and the page shows the answer.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import threading
+
+import pytest
+
+from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
+
+try:
+    chromium_path()
+except BrowserUnavailable as exc:
+    pytestmark = pytest.mark.skip(reason=str(exc))
+
+PAGE = """<!doctype html><html><head><title>Fruit stand</title><style>
+#track { width: 300px; height: 8px; background: #ccc; position: relative; margin: 20px 0; }
+#thumb { width: 16px; height: 16px; background: #36c; position: absolute; top: -4px; left: 0; }
+#tall { height: 3000px; }
+</style></head><body><h1>Fruit stand</h1>
+<p id="label">Quantity</p>
+<div id="track"><div id="thumb" role="slider" tabindex="0" aria-labelledby="label" aria-valuemin="1"
+  aria-valuemax="10" aria-valuenow="1"></div></div>
+<p id="out">Total: 1 x 3.20 = 3.20</p><div id="tall"></div>
+<script>
+  const thumb = document.getElementById('thumb');
+  const show = (n) => {
+    thumb.setAttribute('aria-valuenow', String(n));
+    thumb.style.left = (n - 1) * 30 + 'px';
+    document.getElementById('out').textContent = `Total: ${n} x 3.20 = ${(n * 3.2).toFixed(2)}`;
+  };
+  thumb.addEventListener('keydown', (e) => {
+    const n = Number(thumb.getAttribute('aria-valuenow'));
+    const next = {ArrowRight: n + 1, ArrowUp: n + 1, ArrowLeft: n - 1, ArrowDown: n - 1, Home: 1, End: 10}[e.key];
+    if (next === undefined) return;
+    e.preventDefault();  // (the slider's key, not the page's scroll)
+    e.stopPropagation();
+    show(Math.min(10, Math.max(1, next)));
+  });
+</script></body></html>"""
+
+SCRIPT = '''
+from webfreeze.recorder.session import record_answer
+
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.keyboard.press("ArrowDown")  # (the page's: nothing focused, it scrolls)
+    page.wait_for_function("window.scrollY > 0")
+    page.evaluate("window.scrollTo(0, 0)")
+    page.get_by_role("slider", name="Quantity").focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    page.get_by_text("Total: 4 x 3.20 = 12.80").wait_for()
+    record_answer(page, "12.80", evidence=["Total: 4 x 3.20 = 12.80"])
+'''
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = PAGE.encode() if self.path == "/" else b"not found"
+        self.send_response(200 if self.path == "/" else 404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_sliders_arrow_keys_are_presses_on_it_and_replay(tmp_path, cli):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    site = f"http://127.0.0.1:{server.server_port}/"
+    os.environ.setdefault("WEBFREEZE_HOME", str(tmp_path / "home"))
+    (tmp_path / "price.py").write_text(SCRIPT)
+    try:
+        r = cli("record", "session", site, "--archive", tmp_path / "fruit.wfz", "--trajectory",
+                tmp_path / "price.json", "--script", tmp_path / "price.py", timeout=300)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert r.returncode == 0, r.stderr
+    steps = json.loads((tmp_path / "price.json").read_text())["steps"]
+    presses = [(s["target"] and (s["target"]["role"], s["target"]["name"]), s["value"])
+               for s in steps if s["action"] == "press"]
+    assert presses == [(("slider", "Quantity"), "ArrowRight")] * 3, steps
+    assert any(s["action"] == "scroll" for s in steps), steps  # the page's own ArrowDown: a scroll
+    suite = tmp_path / "suite"
+    r = cli("tasks", "add", suite, "--reference", tmp_path / "price.json", "--answer", "12.80", "--id", "price",
+            "--instruction", "What do four pieces of fruit cost?", "--archive", tmp_path / "fruit.wfz")
+    assert r.returncode == 0, r.stderr
+    r = cli("tasks", "validate", suite, "--backend", "browser", "--json", "--out", tmp_path / "v", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert report["expired"] == [] and report["incomplete"] == [], report

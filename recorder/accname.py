@@ -476,11 +476,16 @@ __PSEUDO_TEXT__    const NO_PSEUDO = new Set([...__NO_PSEUDO__, 'html', 'body'])
       collect(el, parts, exclude, includeHidden, true);
       return collapse(parts.join(''));
     };
-    const textAlternative = (el, exclude, labelledby) => {
-      if (!labelledby) {
-        const label = collapse(attr(el, 'aria-label'));
-        if (label) return label;
+    const textAlternative = (el, exclude, labelledby, naming) => {
+      // (axtree.py's: a labelledby target gives what it would inside a name from content; the
+      // element named by itself, its aria-label, else its text)
+      if (labelledby && el !== naming && !SKIPPED_TAGS.has(tagOf(el))) {
+        const parts = [];
+        collect(el, parts, exclude, true, false);
+        return collapse(parts.join(''));
       }
+      const label = collapse(attr(el, 'aria-label'));
+      if (label) return label;
       return contentText(el, exclude, labelledby);
     };
 
@@ -488,7 +493,7 @@ __PSEUDO_TEXT__    const NO_PSEUDO = new Set([...__NO_PSEUDO__, 'html', 'body'])
     const ariaName = (el) => {
       const refs = attr(el, 'aria-labelledby');
       if (refs) {
-        const parts = words(refs).map((ref) => byId(el, ref)).filter((t) => t).map((t) => textAlternative(t, null, true));
+        const parts = words(refs).map((ref) => byId(el, ref)).filter((t) => t).map((t) => textAlternative(t, null, true, el));
         const name = collapse(parts.filter((p) => p).join(' '));
         if (name) return name;
       }

@@ -1518,7 +1518,7 @@ class _Builder:
         if ids:
             ids = ids.split()
             named = (self.by_id(el, i) for i in ids)
-            parts = [self.text_alternative(t, labelledby=True) for t in named if t is not None]
+            parts = [self.text_alternative(t, labelledby=True, naming=el) for t in named if t is not None]
             name = _collapse(" ".join(p for p in parts if p))
             if name:
                 return name
@@ -1636,12 +1636,21 @@ class _Builder:
             found.append(wrap)
         return found
 
-    def text_alternative(self, el, *, exclude=None, labelledby: bool = False) -> str:
-        """The text an element contributes when it names another (label, labelledby target)."""
-        if not labelledby:
-            label = _collapse(el.get("aria-label") or "")
-            if label:
-                return label
+    def text_alternative(self, el, *, exclude=None, labelledby: bool = False, naming=None) -> str:
+        """The text an element contributes when it names another (label, labelledby target).
+
+        An aria-labelledby target (``naming``: the element being named) gives what it would give
+        inside a name from content, as Chromium takes it: its aria-label, a control's value (a
+        field's, a select's chosen options), an image's alt, else its text, hidden parts included.
+        The element named by itself (react-aria's slider lists its own id first) gives its
+        aria-label, else its text: a control's own value is no part of its name."""
+        if labelledby and el is not naming and _tag(el) not in SKIPPED_TAGS:
+            parts: list = []
+            self._collect(el, parts, exclude, True)
+            return _collapse("".join(parts))
+        label = _collapse(el.get("aria-label") or "")
+        if label:
+            return label
         return self.content_text(el, exclude=exclude, include_hidden=labelledby)
 
     def content_text(self, el, *, exclude=None, include_hidden: bool = False) -> str:

@@ -137,9 +137,10 @@ EDGE_CASES = [
      ("button", "Alpha Beta")),
     ('<span id="h" hidden>Secret <i style="display:none">deep</i></span><input id="t" aria-labelledby="nope h">',
      ("textbox", "Secret deep")),
+    # (a labelledby target's aria-label counts, its own too when the element lists itself: Chromium's names)
     ('<a id="t" href="#" aria-labelledby="t more" aria-label="Own">Link text</a><span id="more">More</span>',
-     ("link", "Link text More")),
-    ('<span id="l" aria-label="Ignored">Read</span><a id="t" href="#" aria-labelledby="l">x</a>', ("link", "Read")),
+     ("link", "Own More")),
+    ('<span id="l" aria-label="Taken">Read</span><a id="t" href="#" aria-labelledby="l">x</a>', ("link", "Taken")),
     ('<div id="lb"><img src="l.png" alt="Logo"> Corp</div><a id="t" href="#" aria-labelledby="lb">x</a>',
      ("link", "Logo Corp")),
     ('<span id="e"> </span><button id="t" aria-labelledby="e" aria-label="Fallback">x</button>',

@@ -941,6 +941,62 @@ def test_a_link_or_button_is_named_by_the_svg_it_holds_as_chromium_names_it(brow
     assert [tuple(x) for x in namer] == chromium
 
 
+# aria-labelledby targets (and the element named by itself): each case's first element is the one named.
+LABELLEDBY_CASES = [
+    # react-aria's slider (Streamlit's): its own id first, then a group with an aria-label
+    '<input type="range" id="s1" aria-label="Quantity" aria-labelledby="s1 g1" min="1" max="20" value="5">'
+    '<div id="g1" role="group" aria-label="Quantity"><p>5</p><p>1</p><p>20</p></div>',
+    '<button aria-labelledby="x2">b</button><span id="x2" aria-label="Label">Content</span>',
+    '<button aria-labelledby="x3">b</button><div id="x3" aria-label="  ">Content</div>',
+    '<button aria-labelledby="x4">b</button><input id="x4" value="typed">',
+    '<input type="range" id="s5" aria-labelledby="s5 l5" min="0" max="9" value="3"><span id="l5">Level</span>',
+    '<input type="text" id="s6" aria-label="Own" aria-labelledby="s6 l6" value="v"><span id="l6">Field</span>',
+    '<button aria-labelledby="x7">b</button><div id="x7" aria-label="Outer">In <span aria-label="inner">x</span></div>',
+    '<a href="#" aria-labelledby="x8">b</a><img id="x8" alt="Alt text" aria-label="Aria img" src="data:,">',
+    '<button aria-labelledby="x9">b</button><div id="x9" title="Tip">Content9</div>',
+    '<button aria-labelledby="x10">b</button><select id="x10"><option>One</option><option selected>Two</option></select>',
+    '<button id="x11" aria-labelledby="x11 l11">Own text</button><span id="l11" hidden>and hidden</span>',
+]
+
+
+def test_an_aria_labelledby_target_gives_its_name_as_chromium_takes_it(browser):
+    """A target of aria-labelledby gives what it would inside a name from content (its aria-label, a
+    field's value, a select's choice, an image's aria-label), and the element named by itself its
+    aria-label, else its text: Streamlit's slider is ``slider 'Quantity Quantity'`` in Chromium's
+    tree (it was 'Quantity 5 1 20' here: the group's text, not its aria-label). Both backends and the
+    recorder's namer agree with Chromium."""
+    from webfreeze.recorder.accname import ROLE_NAME_JS
+    from webfreeze.simulator.browser import new_context
+
+    html = ("<!doctype html><html><head><title>L</title></head><body>"
+            + "".join(f'<div class="case">{c}</div>' for c in LABELLEDBY_CASES) + "</body></html>")
+    context = new_context(browser)
+    page = context.new_page()
+    try:
+        page.set_content(html)
+        cdp = context.new_cdp_session(page)
+        chromium = []
+        for i in range(len(LABELLEDBY_CASES)):
+            handle = cdp.send("Runtime.evaluate", {"expression": f"document.querySelectorAll('.case')[{i}].firstElementChild"})
+            node = cdp.send("DOM.describeNode", {"objectId": handle["result"]["objectId"]})["node"]
+            (ax, *_) = cdp.send("Accessibility.getPartialAXTree", {"backendNodeId": node["backendNodeId"],
+                                                                    "fetchRelatives": False})["nodes"]
+            chromium.append((ax["role"]["value"], ax["name"]["value"]))
+        namer = page.evaluate("""(js) => { const f = eval(js)();
+            return [...document.querySelectorAll('.case > :first-child')].map((el) => [f.role(el), f.name(el)]); }""",
+                              ROLE_NAME_JS)
+        live, _ = rendered_tree(page)
+    finally:
+        context.close()
+    assert chromium[0] == ("slider", "Quantity Quantity") and chromium[3] == ("button", "typed"), chromium
+    for tree in (live, build_tree(html, "http://labelledby.test/")):
+        # (every named slider, button, link and textbox of the page is a case's first element)
+        ours = [(e["role"], e["name"]) for e in tree.descriptions
+                if e["role"] in ("slider", "button", "link", "textbox") and e["name"]]
+        assert ours == [c for c in chromium if c[1]], tree.axtree_text
+    assert [tuple(x) for x in namer] == chromium
+
+
 CONTEXT_CASES = [
     '<div class="t" role="listitem">alone</div>', '<div role="list"><div class="t" role="listitem">in a list</div></div>',
     '<div role="list"><div><div class="t" role="listitem">through a div</div></div></div>',
@@ -1232,6 +1288,9 @@ STYLE_CASES = [
     '.nest{&::before{content:"[n]"}} .esc::before{content:"a\\A b"} .hid::after{content:"*"}</style>'
     '<p><i class="ic"></i> starred</p><p class="p2">bang</p><p class="nest">nested</p><p class="esc">esc</p>'
     '<div hidden id="hl"><span class="hid">hidden label</span></div><input aria-labelledby="hl">',
+    # a hidden ::after that only holds room for a bold label (Streamlit's page links): not drawn text
+    '<style>.sl::after{content:attr(label);visibility:hidden;display:block;height:0;overflow:hidden}</style>'
+    '<a href="/about"><span class="sl" label="About"><p>About</p></span></a>',
 ]
 
 
@@ -1281,7 +1340,8 @@ def test_what_the_page_s_style_draws_as_browsergym_shows_it(browser):
                  "LayoutTable 'T'", "LayoutTableRow ''", "LayoutTableCell 'c1'", "StaticText 'lone'",
                  "link '\u2192 Wiki', url='http://chromium.test/x'", "textbox 'Name(req)'", "StaticText 'Note:'",
                  "StaticText '\u201c'", "StaticText '\u2018'", "button 'A more'", "heading '\u2192 Head'",
-                 "StaticText '\u2605'", "StaticText '!'", "StaticText '[n]'", "textbox 'hidden label'"):
+                 "StaticText '\u2605'", "StaticText '!'", "StaticText '[n]'", "textbox 'hidden label'",
+                 "link 'About', url='http://chromium.test/about'"):
         assert line in theirs, (line, theirs)
     assert unnumbered(live.axtree_text) == theirs
     assert [tuple(namer[e["bid"]]) for e in live.summaries()] == [(e["role"], e["name"]) for e in live.summaries()]

@@ -87,6 +87,8 @@ PSEUDO_TEXT_JS = r"""
     const s = getComputedStyle(el, which);
     const content = s.content;
     if (!content || content === 'none' || content === 'normal' || s.display === 'none') return '';
+    // (nor one that draws nothing: a hidden ::after that holds room for a bold label, Streamlit's)
+    if (s.visibility === 'hidden' || s.visibility === 'collapse') return '';
     // (CSS escapes as the computed value writes them: "\a " for a line break, "\"" for a quote)
     const unescape = (q) => q.slice(1, -1).replace(/\\([0-9a-fA-F]{1,6})[ \t\n]?|\\([\s\S])/g,
       (m, hex, ch) => hex ? String.fromCodePoint(Math.min(parseInt(hex, 16), 0x10FFFF) || 0xFFFD) : ch);

@@ -110,7 +110,32 @@ def _same_url(a: str, b: str) -> bool:
     return page_url(a or "").rstrip("/") == page_url(b or "").rstrip("/")  # (a hash route is a page)
 
 
-def find_target(elements: list[dict], target: dict) -> dict | None:
+def texts_below(axtree_text: str | None) -> dict[str, str]:
+    """bid -> the text drawn below that element in the observation tree (its ``StaticText`` lines,
+    joined by spaces, folded as :func:`~webfreeze.common.text.fold_text` folds)."""
+    out: dict[str, list[str]] = {}
+    open_: list[tuple[int, str]] = []  # (depth, bid) of the elements whose subtree this line is in
+    for line in (axtree_text or "").splitlines():
+        depth = len(line) - len(line.lstrip("\t"))
+        while open_ and open_[-1][0] >= depth:
+            open_.pop()
+        bid = _TREE_BID.match(line)
+        if bid:
+            open_.append((depth, bid.group(1)))
+            out.setdefault(bid.group(1), [])
+            continue
+        m = _TREE_LINE.match(line)
+        if m and line.lstrip("\t").startswith("StaticText"):
+            try:
+                text = str(_literal(m.group(1)))
+            except (ValueError, SyntaxError):
+                continue
+            for _, above in open_:
+                out[above].append(text)
+    return {b: fold_text(" ".join(parts)) for b, parts in out.items()}
+
+
+def find_target(elements: list[dict], target: dict, axtree_text: str | None = None) -> dict | None:
     """The observation element matching a recorded target, or None.
 
     With a name: same role and the same name; among several, the one at the recorded CSS path, else
@@ -121,7 +146,9 @@ def find_target(elements: list[dict], target: dict) -> dict | None:
     same CSS path; else at the same path but for the numbers in the id it starts from
     (:func:`_id_shape`: a widget library's instance counter, ``#react-select-2--value`` live and
     ``#react-select-3--value`` in a replay that mounted the widget once more); else the page's only
-    nameless element of that role and tag.
+    nameless element of that role and tag; else, among several (Streamlit's radio options, each a
+    nameless ``label`` in a group whose generated id differs in the replay), the one whose text in
+    the tree (``axtree_text``: the observation's) is the recorded ``text``, when only one is.
     """
     role, name, css, tag = target.get("role"), norm(target.get("name")), target.get("css"), target.get("tag")
     same_role = [e for e in elements if e.get("role") == role]
@@ -134,7 +161,14 @@ def find_target(elements: list[dict], target: dict) -> dict | None:
         if len(shaped) == 1:
             return shaped[0]
         nameless = [e for e in same_role if not norm(e.get("name")) and (not tag or e.get("tag") in (None, tag))]
-        return nameless[0] if len(nameless) == 1 else None
+        if len(nameless) == 1:
+            return nameless[0]
+        wanted = fold_text(str(target.get("text") or ""))
+        if not wanted or len(nameless) < 2 or axtree_text is None:
+            return None
+        below = texts_below(axtree_text)
+        by_text = [e for e in nameless if below.get(str(e.get("bid"))) == wanted]
+        return by_text[0] if len(by_text) == 1 else None
     found = [e for e in same_role if norm(e.get("name")) == name]
     if found:
         return next((e for e in found if e.get("css") == css), found[0])
@@ -271,7 +305,7 @@ class ReferenceAgent(Agent):
                 return {"action": f"keyboard_press({quote(key)})", "thought": f"reference step {n}: press {key}"}
             if kind in ACTIONS:
                 target = step.get("target") or {}
-                el = find_target(obs.get("elements") or [], target)
+                el = find_target(obs.get("elements") or [], target, obs.get("axtree_text"))
                 if el is None:
                     what = f"{target.get('role')} {target.get('name')!r}"
                     return {"action": f"report_infeasible({quote(f'reference step {n}: no {what} on this page')})",

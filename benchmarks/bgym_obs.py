@@ -8,7 +8,10 @@ an untimed ``go_back()``). The browser backend's BrowserGym observation adds CDP
 the accessibility trees of every frame and a viewport screenshot (decoded to an RGB array), as
 BrowserGym takes them; the text backend's builds the same shapes from its tree (and a blank
 viewport array). Rows: step and reset p50 with BrowserGym keys over the default observation (the
-opt-in's price), and, when ``browsergym-core`` imports here (or ``$WEBFREEZE_BROWSERGYM_PYTHON``
+opt-in's price); the same over the default observation with a screenshot
+(``EnvConfig(screenshots=True)``: the environment's still screenshot, as the BrowserGym observation
+takes one), like for like, what BrowserGym's DOM snapshot and accessibility trees cost on top of a
+step that shows the agent the page's pixels too (no goal); and, when ``browsergym-core`` imports here (or ``$WEBFREEZE_BROWSERGYM_PYTHON``
 names a Python that has it), our browser step with BrowserGym keys against BrowserGym's
 ``BrowserEnv`` step (env_latency's driver: ``pre_observation_delay=0``, Debian's Chromium).
 """
@@ -105,10 +108,12 @@ def run(ctx: Context) -> list[Row]:
     kinds = [("text", "default"), ("text", "browsergym")]
     try:
         chromium_path()
-        kinds += [("browser", "default"), ("browser", "browsergym")]
+        kinds += [("browser", "default"), ("browser", "browsergym"), ("browser", "screenshots")]
     except BrowserUnavailable as exc:
         console.print(f"  browser backend skipped: {exc}")
-    envs = {k: WebEnv(EnvConfig(archive, backend=k[0], observation=k[1])) for k in kinds}
+    # ("screenshots": the default observation with the environment's still screenshot)
+    envs = {k: WebEnv(EnvConfig(archive, backend=k[0], observation="default" if k[1] == "screenshots" else k[1],
+                                screenshots=k[1] == "screenshots")) for k in kinds}
     times = {k: {"reset": [], "step": []} for k in kinds}
     bgym = None
     try:
@@ -154,6 +159,12 @@ def run(ctx: Context) -> list[Row]:
                             stats[f"{backend}/default"][what]["p50"], f"{backend}, default observation", "ms", "lower",
                             GOAL if backend == "browser" else None,
                             note="the price of observation='browsergym' (opt-in)"))
+    if ("browser", "screenshots") in envs:
+        for what in ("step", "reset"):
+            rows.append(Row(BENCH, f"browser {what} p50 with BrowserGym keys vs a plain {what} with a screenshot",
+                            stats["browser/browsergym"][what]["p50"], stats["browser/screenshots"][what]["p50"],
+                            "browser, default observation + screenshots=True", "ms", "lower", None,
+                            note="like for like: both take a still screenshot of the page"))
     if bgym:
         for what in ("step", "reset"):
             rows.append(Row(BENCH, f"browser {what} p50 with BrowserGym keys vs BrowserEnv",

@@ -5,12 +5,8 @@ the reference agent by the text it showed: the session's task is reachable in th
 
 from __future__ import annotations
 
-import http.server
-import json
-import os
-import threading
-
 import pytest
+from session_task import record_session, validate_as_task
 
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
@@ -52,40 +48,8 @@ def run(page):
 '''
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = PAGE.encode() if self.path == "/" else b"not found"
-        self.send_response(200 if self.path == "/" else 404)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_a_click_on_one_of_several_nameless_labels_replays(tmp_path, cli):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    site = f"http://127.0.0.1:{server.server_port}/"
-    os.environ.setdefault("WEBFREEZE_HOME", str(tmp_path / "home"))
-    (tmp_path / "contact.py").write_text(SCRIPT)
-    try:
-        r = cli("record", "session", site, "--archive", tmp_path / "contact.wfz", "--trajectory",
-                tmp_path / "contact.json", "--script", tmp_path / "contact.py", timeout=300)
-    finally:
-        server.shutdown()
-        server.server_close()
-    assert r.returncode == 0, r.stderr
-    steps = json.loads((tmp_path / "contact.json").read_text())["steps"]
+    steps = record_session(cli, tmp_path, PAGE, SCRIPT, "contact")
     (click,) = [s for s in steps if s["action"] == "click"]
     assert (click["target"]["role"], click["target"]["name"], click["target"]["text"]) == ("LabelText", "", "Phone")
-    suite = tmp_path / "suite"
-    r = cli("tasks", "add", suite, "--reference", tmp_path / "contact.json", "--answer", "phone", "--id", "contact",
-            "--instruction", "Choose to be contacted by phone.", "--archive", tmp_path / "contact.wfz")
-    assert r.returncode == 0, r.stderr
-    r = cli("tasks", "validate", suite, "--backend", "browser", "--json", "--out", tmp_path / "v", timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    report = json.loads(r.stdout)
-    assert report["expired"] == [] and report["incomplete"] == [], report
+    validate_as_task(cli, tmp_path, "contact", "phone", "Choose to be contacted by phone.")

@@ -14,12 +14,8 @@ agent opens the list, picks the option, and the page shows the answer.
 
 from __future__ import annotations
 
-import http.server
-import json
-import os
-import threading
-
 import pytest
+from session_task import record_session, validate_as_task
 
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
@@ -79,40 +75,8 @@ def run(page):
 '''
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = PAGE.encode() if self.path == "/" else b"not found"
-        self.send_response(200 if self.path == "/" else 404)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_a_dropdown_choice_is_the_combobox_and_the_option_clicked_and_replays(tmp_path, cli):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    site = f"http://127.0.0.1:{server.server_port}/"
-    os.environ.setdefault("WEBFREEZE_HOME", str(tmp_path / "home"))
-    (tmp_path / "planet.py").write_text(SCRIPT)
-    try:
-        r = cli("record", "session", site, "--archive", tmp_path / "planets.wfz", "--trajectory",
-                tmp_path / "planet.json", "--script", tmp_path / "planet.py", timeout=300)
-    finally:
-        server.shutdown()
-        server.server_close()
-    assert r.returncode == 0, r.stderr
-    steps = [s for s in json.loads((tmp_path / "planet.json").read_text())["steps"] if s["action"] != "scroll"]
+    steps = [s for s in record_session(cli, tmp_path, PAGE, SCRIPT, "planet") if s["action"] != "scroll"]
     clicks = [(s["target"]["role"], s["target"]["name"]) for s in steps if s["action"] == "click"]
     assert clicks == [("combobox", "Planet"), ("option", "Mars"), ("button", "Greet")], steps
-    suite = tmp_path / "suite"
-    r = cli("tasks", "add", suite, "--reference", tmp_path / "planet.json", "--answer", "1.52", "--id", "planet",
-            "--instruction", "How far from the sun does Mars orbit?", "--archive", tmp_path / "planets.wfz")
-    assert r.returncode == 0, r.stderr
-    r = cli("tasks", "validate", suite, "--backend", "browser", "--json", "--out", tmp_path / "v", timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    report = json.loads(r.stdout)
-    assert report["expired"] == [] and report["incomplete"] == [], report
+    validate_as_task(cli, tmp_path, "planet", "1.52", "How far from the sun does Mars orbit?")

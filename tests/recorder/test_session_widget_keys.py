@@ -7,12 +7,8 @@ reference agent presses the same keys on the slider, and the page shows the answ
 
 from __future__ import annotations
 
-import http.server
-import json
-import os
-import threading
-
 import pytest
+from session_task import record_session, validate_as_task
 
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
@@ -63,42 +59,10 @@ def run(page):
 '''
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = PAGE.encode() if self.path == "/" else b"not found"
-        self.send_response(200 if self.path == "/" else 404)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_a_sliders_arrow_keys_are_presses_on_it_and_replay(tmp_path, cli):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    site = f"http://127.0.0.1:{server.server_port}/"
-    os.environ.setdefault("WEBFREEZE_HOME", str(tmp_path / "home"))
-    (tmp_path / "price.py").write_text(SCRIPT)
-    try:
-        r = cli("record", "session", site, "--archive", tmp_path / "fruit.wfz", "--trajectory",
-                tmp_path / "price.json", "--script", tmp_path / "price.py", timeout=300)
-    finally:
-        server.shutdown()
-        server.server_close()
-    assert r.returncode == 0, r.stderr
-    steps = json.loads((tmp_path / "price.json").read_text())["steps"]
+    steps = record_session(cli, tmp_path, PAGE, SCRIPT, "price")
     presses = [(s["target"] and (s["target"]["role"], s["target"]["name"]), s["value"])
                for s in steps if s["action"] == "press"]
     assert presses == [(("slider", "Quantity"), "ArrowRight")] * 3, steps
     assert any(s["action"] == "scroll" for s in steps), steps  # the page's own ArrowDown: a scroll
-    suite = tmp_path / "suite"
-    r = cli("tasks", "add", suite, "--reference", tmp_path / "price.json", "--answer", "12.80", "--id", "price",
-            "--instruction", "What do four pieces of fruit cost?", "--archive", tmp_path / "fruit.wfz")
-    assert r.returncode == 0, r.stderr
-    r = cli("tasks", "validate", suite, "--backend", "browser", "--json", "--out", tmp_path / "v", timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    report = json.loads(r.stdout)
-    assert report["expired"] == [] and report["incomplete"] == [], report
+    validate_as_task(cli, tmp_path, "price", "12.80", "What do four pieces of fruit cost?")

@@ -136,6 +136,17 @@ class SocketRoutes:
             return said._replace(scheme=scheme, netloc=page.netloc).geturl()
         return original
 
+    def _shown(self, url: str) -> str:
+        """The URL a socket is reported under: in direct mode the one it stands for (not the
+        replay's address a page's own ``location`` put in it, nor the prefix the shim put on it
+        once more), a ``ws``/``wss`` URL."""
+        if not self.direct:
+            return url
+        original = urlsplit(self._direct(url))
+        if original.scheme in ("http", "https"):
+            original = original._replace(scheme="ws" if original.scheme == "http" else "wss")
+        return original.geturl()
+
     def pick(self, url: str):
         """The recording (:class:`~webfreeze.replayer.websocket.Pick`) that answers the next socket
         opened to ``url``: the k-th socket to a URL since the page's document gets the k-th
@@ -154,8 +165,8 @@ class SocketRoutes:
         from webfreeze.replayer.websocket import Conversation
 
         on_open, on_miss = on_open or self.on_open, on_miss or self.on_miss
-        url = ws.url
-        pick = self.pick(url)
+        pick = self.pick(ws.url)
+        url = self._shown(ws.url)
         if pick.recording is None:
             on_miss(url, pick.why)
             return _close(ws, 1000)

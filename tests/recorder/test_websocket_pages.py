@@ -259,6 +259,13 @@ def test_a_socket_without_a_recording_is_missing_and_the_page_incomplete(tmp_pat
     rows = [json.loads(line) for line in (tmp_path / "check" / "misses.jsonl").read_text().splitlines()]
     assert [(m["url"], m.get("why")) for m in rows] == \
         [(socket_url, "a WebSocket the archive holds no recording of")], rows
+    # in direct mode too, under the URL it stands for (not the replay's address the page's own
+    # location put in it, prefixed by the shim once more)
+    r = run_cli("replay", "check", archive, "--report", tmp_path / "direct", "--mode", "direct",
+                env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")), timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = json.loads((tmp_path / "direct" / "report.json").read_text())
+    assert report["pages"][0]["misses"] == [socket_url], report["pages"][0]
 
 
 @pytest.mark.parametrize("mode", ["proxy", "direct"])

@@ -164,7 +164,7 @@ def find_target(elements: list[dict], target: dict, axtree_text: str | None = No
         if len(nameless) == 1:
             return nameless[0]
         wanted = fold_text(str(target.get("text") or ""))
-        if not wanted or len(nameless) < 2 or axtree_text is None:
+        if not wanted or axtree_text is None:
             return None
         below = texts_below(axtree_text)
         by_text = [e for e in nameless if below.get(str(e.get("bid"))) == wanted]

@@ -275,6 +275,12 @@ LISTENER_JS = r"""
     const notPresses = ['Enter', 'Tab', 'Shift', 'Control', 'Alt', 'Meta', 'AltGraph', 'CapsLock', 'NumLock',
       'ScrollLock', 'Fn', 'FnLock', 'Hyper', 'Super', 'Symbol', 'SymbolLock', 'OS', 'Dead', 'Unidentified', 'Process',
       'Compose'];
+    // A key as Playwright names it, its modifiers first (Shift only with a named key: 'A' says it)
+    const keyName = (e) => {
+      const key = e.key === ' ' ? 'Space' : e.key;
+      const mods = [e.ctrlKey && 'Control', e.altKey && 'Alt', e.metaKey && 'Meta', e.shiftKey && key.length > 1 && 'Shift'];
+      return mods.filter(Boolean).concat([key]).join('+');
+    };
     window.addEventListener('keydown', (e) => {
       if (!e.isTrusted) return;
       // (the element itself: in a shadow root, e.target here is its host, a custom element)
@@ -294,10 +300,9 @@ LISTENER_JS = r"""
       // when the key went down. Not in a text field or an editor, whose typing says what happened
       // (a rich text editor prevents its keys and puts the text in itself).
       if (scrollKeys.includes(e.key) && !editable(t) && !e.isComposing) {
-        const mods = [e.ctrlKey && 'Control', e.altKey && 'Alt', e.metaKey && 'Meta', e.shiftKey && 'Shift'];
         const page = t === document.body || t === document.documentElement || !(t instanceof Element);
         const step = {action: 'press', target: page ? null : describe(t), url: location.href, time: Date.now(),
-                      value: mods.filter(Boolean).concat([e.key === ' ' ? 'Space' : e.key]).join('+')};
+                      value: keyName(e)};
         setTimeout(() => {
           if (!e.defaultPrevented) return;
           flushScroll();
@@ -310,8 +315,7 @@ LISTENER_JS = r"""
       // keys. Not: keys that scroll (a scroll step), Enter (a focused link or button makes it a
       // click, logged as one), Tab, a modifier alone.
       if (!inField && !e.isComposing && !e.repeat && !scrollKeys.includes(e.key) && !notPresses.includes(e.key)) {
-        const mods = [e.ctrlKey && 'Control', e.altKey && 'Alt', e.metaKey && 'Meta', e.shiftKey && e.key.length > 1 && 'Shift'];
-        send('press', null, mods.filter(Boolean).concat([e.key]).join('+'));
+        send('press', null, keyName(e));
       }
     }, {capture: true, signal});
     const byUser = () => { userScroll = true; };

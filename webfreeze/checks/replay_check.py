@@ -474,9 +474,10 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str]]:
     def on_failed(request):
         # (the browser's own resources are not the site's: the full browser's PDF viewer streams the
         # document to itself at a chrome-extension:// URL, and that request may end as failed)
-        # (nor one the page cancelled while the body of a good answer came, ERR_ABORTED: a fetch
-        # whose body a script never reads, aborted; the archive answered it, as the agent
-        # environment counts it. The proxy's 502 placeholder, which Chromium fails, stays a miss.)
+        # (nor one that failed after a good answer came, the page cancelling it while its body came,
+        # ERR_ABORTED: a fetch whose body a script never reads, aborted; or the browser refusing it,
+        # ERR_BLOCKED_BY: the archive answered it, as the agent environment counts it. The proxy's
+        # 502 placeholder, which Chromium fails, stays a miss.)
         status = answered.get(request)
         cancelled = status is not None and status < 400 and refused_after_answer(status, str(request.failure or ""))
         if request.url.startswith(("http:", "https:")) and not cancelled:

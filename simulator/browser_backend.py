@@ -13,6 +13,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -233,6 +234,26 @@ class _Driver:
 atexit.register(_Driver.stop_all)
 if hasattr(os, "register_at_fork"):  # (POSIX)
     os.register_at_fork(after_in_child=_Driver._forget_after_fork)
+
+
+# Why Playwright's last try of an action failed, as its call log says (the element another one
+# covers, say): added to a timeout's line, which says only that the time ran out.
+_WHY_NOT = re.compile(r"^\s*- (.+ intercepts pointer events|element is (?:not \w+|outside of the viewport))\s*$")
+WHY_NOT_CHARS = 200
+
+
+def action_error(exc: BaseException) -> str:
+    """A failed action's error in one line: Playwright's first line, and when that is a timeout,
+    the reason its call log gives last (``<div class="veil">...</div> intercepts pointer
+    events``, ``element is not visible``), as the agent would need it."""
+    lines = str(exc).splitlines() or [type(exc).__name__]
+    first = lines[0]
+    if "Timeout" in first and "Call log:" in lines:
+        why = next((m.group(1) for line in reversed(lines) if (m := _WHY_NOT.match(line))), None)
+        if why:
+            why = why if len(why) <= WHY_NOT_CHARS else why[:WHY_NOT_CHARS - 3] + "..."
+            first = f"{first.rstrip('.')}: {why}"
+    return first
 
 
 def _quietly(task: asyncio.Future) -> None:
@@ -793,7 +814,7 @@ class BrowserBackend:
             if a.kind == "click" and by_mouse and await self._announced(LATE_NAVIGATION_JS):
                 await self._settle()
         except PlaywrightError as exc:
-            return str(exc).splitlines()[0]
+            return action_error(exc)
         with self._answers_lock:
             loaded = [r for r in self._answers[seen:] if r["main"] and r["status"]]
         miss = next((r for r in loaded if r["level"] == "miss"), None)

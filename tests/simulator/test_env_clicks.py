@@ -3,6 +3,8 @@ the page starts it, and observations must survive pages that replace ``JSON``.""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from webfreeze.archives import Exchange, new_archive_atomically
@@ -39,6 +41,9 @@ PAGES = {
 Array.prototype.toJSON = function () { return 'array'; };
 JSON.stringify = function () { return 'replaced'; };
 </script><h1>E</h1><a href="/b">back to b</a>""",
+    # a button a fixed layer covers: the click never lands on it
+    "/veil": """<!DOCTYPE html><title>Veiled</title><button type="button" onclick="document.title = 'clicked'">covered</button>
+<div class="veil" style="position: fixed; inset: 0; background: rgba(0, 0, 0, 0.2)">please wait</div>""",
 }
 
 
@@ -159,3 +164,21 @@ def test_a_link_aimed_at_an_existing_frame_is_no_popup():
             assert [page.evaluate(CLICK_POINT_JS, bid)["popup"] for bid in "123"] == [False, True, True]
         finally:
             browser.close()
+
+
+def test_a_click_on_a_covered_element_says_what_covers_it(archive, tmp_path, monkeypatch):
+    """Playwright's timeout says only that the time ran out; the agent is told why its last try
+    failed, from Playwright's call log: the element that takes the pointer in its place (with its
+    bid, which the agent can act on)."""
+    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
+    env = WebEnv(EnvConfig(archive, backend="browser"))
+    try:
+        env.reset(options={"task": {"id": "veil", "start_url": SITE + "/veil", "instruction": ""}})
+        bid = next(e["bid"] for e in env.tree.descriptions if e["role"] == "button" and e["name"] == "covered")
+        obs, *_ = env.step(f"click('{bid}')")
+    finally:
+        env.close()
+    error = obs["last_action_error"]
+    assert error.startswith("Page.click: Timeout") or error.startswith("Locator.click: Timeout"), error
+    assert re.search(r'<div class="veil" data-wf-bid="\w+">please wait</div> intercepts pointer events$', error), error
+    assert "\n" not in error and "Veiled" in obs["axtree_text"]

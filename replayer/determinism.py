@@ -50,6 +50,9 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   the socket before the page's listeners see it) says the batch of recorded messages has been
   delivered, or the socket closes. ``__wfSockets`` counts them (the settles of ``replay check`` and
   the crawl's check wait for 0); with the pumped timers the pump waits for them as for a load.
+  ``__wfSocketsOpening`` counts the sockets neither open nor closed yet (the agent environment lets
+  them be answered before a worker's socket, which the replay server answers: the k-th socket to a
+  URL gets the k-th recording, in the order they were made).
   With ``worker_sockets`` too (a replay server answers workers' sockets, with marks: its proxy, in
   ``replay check``; the agent environment's pump waits for a worker's own), a dedicated worker's pending deliveries count in
   the page (or worker) that started it: the worker posts each change of its count (and gives it
@@ -331,9 +334,12 @@ if(!WK){
   port.addEventListener('message',function(ev){onPing(ev,function(a){P.call(port,a);});});port.start();});}
 }
 }
-if(c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w;G.__wfSockets=0;
+if(c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w,opening=0;G.__wfSockets=0;
+ Object.defineProperty(G,'__wfSocketsOpening',{get:function(){return opening;},configurable:true});
  var WSW=function(u,pr){if(!(this instanceof WSW)){throw new TypeError("Failed to construct 'WebSocket': Please use the 'new' operator");}
-  var ws=arguments.length>1?new WS0(u,pr):new WS0(u),waits=[];
+  var ws=arguments.length>1?new WS0(u,pr):new WS0(u),waits=[],was=false;
+  var answered=function(){if(!was){was=true;opening--;}};opening++;
+  ws.addEventListener('open',answered,true);ws.addEventListener('close',answered,true);
   var wait=function(){sockets(1);waits.push(wsHold?wsHold(null):null);};
   var done=function(){if(waits.length){sockets(-1);var r=waits.shift();if(r){r();}}};
   wait();

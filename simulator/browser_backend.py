@@ -48,6 +48,7 @@ ACTION_TIMEOUT_MS = 5000  # an action's own waits (an element to become actionab
 # loaded machine takes (Dash's page, 9 scripts, loads in 0.5 to 1.6 s beside a dozen busy processes;
 # the 5 s of the actions' timeout cut it off in the suite: a "Loading..." first observation).
 NAVIGATION_TIMEOUT_MS = 120_000
+WORKER_SOCKET_WAIT_S = 1.0  # a worker's socket waits this long at most for the page's own to be answered
 SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settled
 # A settle ends when the page has nothing left to do (network quiet, painted, no timer due): a count
 # bounds it, SETTLE_ROUNDS rounds (a page that reloads itself on a timer forever), and the wall clock
@@ -282,7 +283,7 @@ class BrowserBackend:
         # a worker's WebSocket (Playwright routes none) reaches the replay server, which answers it
         # by the same rule (and marks its batches for the worker's runtime): told here alike
         self.server.on_socket = self._server_socket
-        self.server.socket_picker = self._sockets.pick  # (one count of the sockets to a URL: page and workers)
+        self.server.socket_picker = self._worker_socket_pick  # (one count of the sockets to a URL: page and workers)
         def launch(driver: _Driver):
             return driver.loop.run(launch_chromium(driver.playwright, proxy=self.server.url, bypass_internal=False,
                                                    shell=True))
@@ -345,6 +346,37 @@ class BrowserBackend:
         """A WebSocket with no recording, or whose conversation parted from it: a miss."""
         with self._answers_lock:
             self._answers.append(answer_record("xhr", "GET", url, "miss", 0, why=why))
+
+    def _worker_socket_pick(self, url: str):
+        """The recording for a worker's socket (the replay server asks, from its own thread), once
+        the page's own sockets made before it have had theirs. The k-th socket to a URL gets the
+        k-th recording, counted over the page and its workers together; a page's socket reaches the
+        count through Playwright's route (a callback on the loop thread), a worker's through the
+        proxy, and on a loaded machine the worker's could come first though the page made its own
+        before it started the worker. So the page's sockets still waiting for their route
+        (``__wfSocketsOpening``, the runtime's count of those neither open nor closed) are let
+        through first, for WORKER_SOCKET_WAIT_S at most."""
+        page, driver = getattr(self, "page", None), self._loop
+
+        async def page_sockets_answered():
+            from playwright.async_api import Error as PlaywrightError
+
+            while True:
+                try:
+                    if not await page.evaluate("() => window.__wfSocketsOpening || 0"):
+                        return
+                except PlaywrightError:
+                    return  # the page went away, or is between documents
+                await asyncio.sleep(0.005)
+
+        if page is not None and driver is not None and not driver.stopped and threading.current_thread() is not driver.thread:
+            waited = asyncio.run_coroutine_threadsafe(asyncio.wait_for(page_sockets_answered(), WORKER_SOCKET_WAIT_S),
+                                                      driver.loop)
+            try:
+                waited.result(WORKER_SOCKET_WAIT_S + 1)
+            except (asyncio.TimeoutError, concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+                waited.cancel()
+        return self._sockets.pick(url)
 
     def _server_socket(self, url: str, level: str, why: str) -> None:
         """A WebSocket the replay server answered (a worker's): as one served in the browser."""

@@ -25,6 +25,7 @@ except BrowserUnavailable as exc:
 SITE = "http://worker-sockets.test"
 ROUNDS = 6
 HANDSHAKE_DELAY_S = 1.0
+ROUTE_DELAY_S = 0.5
 PAGE = """<!DOCTYPE html><html><head><title>Worker socket</title></head><body><p id="out">no ball yet</p><script>
 const show = (e) => { document.getElementById('out').textContent = e.data; };
 if (location.pathname === '/shared') {
@@ -126,9 +127,23 @@ def test_a_worker_s_socket_is_answered_from_its_recording_and_settled(archive, p
         [("ws://worker-sockets.test/feed?room=2", "a WebSocket the archive holds no recording of")]
 
 
-def test_a_page_and_its_worker_count_their_sockets_to_a_url_together(archive):
+@pytest.mark.parametrize("late", [False, True], ids=["as-it-comes", "page-route-late"])
+def test_a_page_and_its_worker_count_their_sockets_to_a_url_together(archive, late, monkeypatch):
     """The k-th socket to a URL gets the k-th recording, whoever opens it: the page's is served in
-    the browser, the worker's by the replay server, from one count."""
+    the browser, the worker's by the replay server, from one count, in the order they were made.
+    ``late``: Playwright's route hands the page's socket over only after the worker's has reached
+    the replay server (a loaded machine's order of arrival: the loop thread busy); the page made
+    its own first, so it still gets the first recording."""
+    from webfreeze.simulator.replay_route import SocketRoutes
+
+    if late:
+        handle = SocketRoutes.handle
+
+        def slow_handle(self, ws, **kw):
+            time.sleep(ROUTE_DELAY_S)  # (on the loop thread: nothing else of Playwright's goes on meanwhile)
+            return handle(self, ws, **kw)
+
+        monkeypatch.setattr(SocketRoutes, "handle", slow_handle)
     env = WebEnv(EnvConfig(archive=archive, backend="browser"))
     try:
         obs, _ = env.reset(options={"task": {"id": "both", "start_url": SITE + "/both", "instruction": "read it"}})

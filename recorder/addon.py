@@ -4,6 +4,16 @@ Each exchange is committed in its own transaction the moment its response is com
 recorder killed at any moment leaves an archive holding every exchange it had finished. Bodies
 are kept as they travelled (content coding such as gzip kept, transfer coding removed); large
 bodies are streamed to the client and teed into a spooled temporary file on the way.
+
+With ``seed_pages`` (the crawl, ``record session``, ``record proxy``; not a live run, whose pages
+get a replay's whole runtime), an HTML document's answer reaches the browser with the replay's
+generator in front of its scripts (:func:`~webfreeze.replayer.determinism.random_script`, seeded
+as a replay with seed 0 seeds that page): the page draws, live, the numbers its replay will draw,
+so what it makes up from them and sends (Bokeh's message ids over its WebSocket) is what the replay's
+page sends. The archive keeps the answer as the site sent it; the browser's copy has the script,
+no content coding, and no ``Content-Security-Policy`` (as a replay's answer). A document answer
+that would otherwise stream through (chunked, no length) is buffered for it, up to the streaming
+threshold.
 """
 
 from __future__ import annotations
@@ -67,9 +77,11 @@ def client_gave_up(message: str) -> bool:
 class ArchiveRecorder:
     """Records HTTP(S) exchanges, and WebSocket messages as a JSON document per connection."""
 
-    def __init__(self, archive: Archive, session_id: str | None):
+    def __init__(self, archive: Archive, session_id: str | None, *, seed_pages: bool = False):
         self.archive = archive
         self.session_id = session_id
+        self.seed_pages = seed_pages
+        self.seeded = 0  # how many documents reached the browser with the replay's generator
         self.recorded = 0
         self.errors = 0
         # While paused (no session yet: a crawl's reachability probe), exchanges pass through
@@ -93,7 +105,7 @@ class ArchiveRecorder:
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         length = flow.response.headers.get("content-length", "")
         chunked = "chunked" in flow.response.headers.get("transfer-encoding", "").lower()
-        if (length.isdigit() and int(length) > STREAM_THRESHOLD) or (chunked and not length):
+        if (length.isdigit() and int(length) > STREAM_THRESHOLD) or (chunked and not length and not self._seeds(flow)):
             tee = _Tee()
             flow.response.stream = tee
             flow.metadata["webfreeze_tee"] = tee
@@ -129,6 +141,40 @@ class ArchiveRecorder:
         except Exception as exc:  # never take the proxy down; the miss is logged and counted
             self.errors += 1
             log.error("could not record %s %s: %s", req.method, req.url, exc)
+        if tee is None and self._seeds(flow):
+            self._seed(flow, ex.url)
+
+    def _seeds(self, flow: http.HTTPFlow) -> bool:
+        """Whether ``flow``'s answer is a document that gets the replay's generator (``seed_pages``):
+        HTML, to a request for a document, with a body a page runs (as the replay's rule)."""
+        from webfreeze.replayer.replay import HTML_MIMES, asks_for_document
+
+        if not self.seed_pages or self.paused:
+            return False
+        req, resp = flow.request, flow.response
+        if resp is None or req.method == "HEAD" or resp.status_code < 200 or resp.status_code in (204, 304):
+            return False
+        if not resp.headers.get("content-type", "").lower().lstrip().startswith(HTML_MIMES):
+            return False
+        return asks_for_document(_headers(req.headers.fields), client_url(flow))
+
+    def _seed(self, flow: http.HTTPFlow, url: str) -> None:
+        """Put the replay's generator, seeded for ``url``, in front of the page's scripts in the
+        browser's copy of the answer (the recorded one is untouched)."""
+        from webfreeze.replayer.determinism import inject, page_seed, random_script
+
+        resp = flow.response
+        try:
+            html = resp.get_content(strict=True)
+        except ValueError:
+            return  # a content coding mitmproxy cannot undo: the page goes as it came
+        if html is None:
+            return
+        resp.headers.pop("content-encoding", None)
+        for name in ("content-security-policy", "content-security-policy-report-only", "content-md5", "digest"):
+            resp.headers.pop(name, None)
+        resp.content = inject(html, random_script(page_seed(0, url)))
+        self.seeded += 1
 
     def error(self, flow: http.HTTPFlow) -> None:
         """An exchange that failed upstream (refused, reset, TLS failure) is kept too: the client

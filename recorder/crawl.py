@@ -607,7 +607,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
         state.setdefault("downloads", [])
         state.setdefault("broken", [])
         seen = set(state["seen"])
-        proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve, paused=True).start()
+        proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve, paused=True, seed_pages=True).start()
         visited = 0
         try:
             if not resumed:
@@ -822,7 +822,7 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
     incomplete = []
     auth = (credentials_for(start, credentials)["origin"], basic_authorization(credentials)) if credentials else None
     with recording_into(archive_path) as arc:
-        proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve).start()
+        proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve, seed_pages=True).start()
         before = proxy.recorder.recorded
         try:
             with sync_playwright() as pw:

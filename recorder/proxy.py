@@ -51,8 +51,12 @@ def free_port() -> int:
 
 def check_port(host: str, port: int) -> int:
     """Fail in one line when the port is taken (mitmproxy would only log it); returns the port, a
-    free one chosen by the system for port 0."""
+    free one chosen by the system for port 0. A port whose last connections wait out TIME_WAIT (a
+    proxy just stopped after serving a client) is free: mitmproxy's listener reuses the address, and
+    so does this check (on POSIX, where that still refuses a port something listens on)."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        if os.name == "posix":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as exc:
@@ -112,7 +116,8 @@ class RecordingProxy:
 
     def __init__(self, archive: Archive, *, host: str = "127.0.0.1", port: int = 8080,
                  confdir: Path | None = None, session_kind: str = "proxy",
-                 resolve: dict[str, tuple[str, int]] | None = None, paused: bool = False):
+                 resolve: dict[str, tuple[str, int]] | None = None, paused: bool = False,
+                 seed_pages: bool = False):
         check_port(host, port)  # a taken port fails here, before a session is made
         self.resolve = dict(resolve or {})
         self.archive = archive
@@ -121,7 +126,8 @@ class RecordingProxy:
         ensure_ca(self.confdir)
         self.session_kind = session_kind
         self.session_id: str | None = None
-        self.recorder = ArchiveRecorder(archive, None)
+        # seed_pages: the documents reach the browser with the replay's generator (recorder/addon.py)
+        self.recorder = ArchiveRecorder(archive, None, seed_pages=seed_pages)
         if not paused:
             self.begin_session()
         self._master = None

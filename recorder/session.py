@@ -608,7 +608,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
         require_display("run it on a desktop or under xvfb-run, or drive the session with --script FILE")
     log = TrajectoryLog()
     with recording_into(archive_path) as arc:
-        proxy = RecordingProxy(arc, port=0, session_kind="session", resolve=resolve, paused=True).start()
+        proxy = RecordingProxy(arc, port=0, session_kind="session", resolve=resolve, paused=True, seed_pages=True).start()
         try:
             proxy.probe(start)  # through the proxy: its resolver and its certificate policy
             proxy.begin_session()

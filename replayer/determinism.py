@@ -86,7 +86,7 @@ from webfreeze.archives.timeutil import parse_time
 # clock would start over). (Not ``__wfNative``: FRAME_RUNTIME_JS copies that into an iframe's
 # initial about:blank, whose window a same-origin document then reuses, with its own runtime.)
 RUNTIME_JS = r"""function R(c){
-if(self.__wfRuntime){return;}try{Object.defineProperty(self,'__wfRuntime',{value:1});}catch(e){}
+if(self.__wfRuntime){return;}if(!c.ro){try{Object.defineProperty(self,'__wfRuntime',{value:1});}catch(e){}}
 var G=self,WK=typeof document==='undefined',SRC='('+Function.prototype.toString.call(R)+')';
 var WPOST=WK&&!c.sh&&c.wk&&typeof G.postMessage==='function'?G.postMessage:null;
 function sockets(d){G.__wfSockets=(G.__wfSockets||0)+d;if(WPOST){try{WPOST.call(G,{__wf:'sk',d:d});}catch(e){}}}
@@ -99,7 +99,7 @@ function D(){var a=arguments;if(!(this instanceof D)){return new OD(now()).toStr
  return new (Function.prototype.bind.apply(OD,[null].concat(Array.prototype.slice.call(a))))();}
 D.prototype=OD.prototype;D.now=now;D.parse=OD.parse;D.UTC=OD.UTC;
 Object.defineProperty(D.prototype,'constructor',{value:D,writable:true,configurable:true});
-G.Date=D;
+if(!c.ro){G.Date=D;}
 Math.random=rnd;
 if(G.crypto&&G.Crypto){
  var gv=function(a){var b=new Uint8Array(a.buffer,a.byteOffset,a.byteLength);for(var i=0;i<b.length;i++){b[i]=Math.floor(rnd()*256);}return a;};
@@ -108,6 +108,7 @@ if(G.crypto&&G.Crypto){
   h[6]=(h[6]&15)|64;h[8]=(h[8]&63)|128;var s=h.map(function(x){return (x+256).toString(16).slice(1);}).join('');
   return s.slice(0,8)+'-'+s.slice(8,12)+'-'+s.slice(12,16)+'-'+s.slice(16,20)+'-'+s.slice(20);},configurable:true,writable:true});}catch(e){}
 }
+if(c.ro){try{var me=document.currentScript;if(me){me.remove();}}catch(e){}return;}
 if(G.Performance){try{Object.defineProperty(Performance.prototype,'now',{value:function(){if(vt-V0>p){p=vt-V0;}return p++;},configurable:true,writable:true});}catch(e){}
  try{Object.defineProperty(Performance.prototype,'timeOrigin',{get:function(){return T0;},configurable:true});}catch(e){}}
 if(G.ServiceWorkerContainer){try{Object.defineProperty(ServiceWorkerContainer.prototype,'register',{value:function(){return Promise.reject(new DOMException('service workers are disabled in replay','SecurityError'));},configurable:true,writable:true});}catch(e){}}
@@ -334,10 +335,11 @@ if(!WK){
   port.addEventListener('message',function(ev){onPing(ev,function(a){P.call(port,a);});});port.start();});}
 }
 }
-if(c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w,opening=0;G.__wfSockets=0;
+if(c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w,opening=0,made=0;G.__wfSockets=0;
  Object.defineProperty(G,'__wfSocketsOpening',{get:function(){return opening;},configurable:true});
  var WSW=function(u,pr){if(!(this instanceof WSW)){throw new TypeError("Failed to construct 'WebSocket': Please use the 'new' operator");}
-  var ws=arguments.length>1?new WS0(u,pr):new WS0(u),waits=[],was=false;
+  var s0=S,ws;S=(S0^Math.imul(0x9E3779B9,++made))>>>0;try{ws=arguments.length>1?new WS0(u,pr):new WS0(u);}finally{S=s0;}
+  var waits=[],was=false;
   var answered=function(){if(!was){was=true;opening--;}};opening++;
   ws.addEventListener('open',answered,true);ws.addEventListener('close',answered,true);
   var wait=function(){sockets(1);waits.push(wsHold?wsHold(null):null);};
@@ -431,6 +433,19 @@ def runtime_script(captured_at: str, seed: int, *, timers: bool = False, sockets
     dedicated workers' (theirs counted in the page's)."""
     config = json.dumps(runtime_config(captured_at, seed, timers=timers, sockets=sockets,
                                        worker_sockets=worker_sockets), separators=(",", ":"))
+    return (b"<script>(function(){(" + RUNTIME_JS.encode("ascii") + b")(" + config.encode("ascii")
+            + b");})();</script>")
+
+
+def random_script(seed: int) -> bytes:
+    """The runtime's generator alone (``Math.random``, ``crypto.getRandomValues``, ``crypto.randomUUID``),
+    seeded with ``seed``, for a page a recording browser loads (recorder/addon.py): the page draws
+    the numbers a replay's page draws, so an id it makes up and sends (a message id over a
+    WebSocket, a cache-busting parameter) is the one the replay's page will send. Nothing else of
+    the page's world is touched (its clock and timers are the live ones), the page's seed is left
+    for a replay's runtime to take again (``__wfRuntime`` is not set), and the script takes itself
+    out of the document once run."""
+    config = json.dumps({"t": 0, "s": seed, "ro": 1}, separators=(",", ":"))
     return (b"<script>(function(){(" + RUNTIME_JS.encode("ascii") + b")(" + config.encode("ascii")
             + b");})();</script>")
 

@@ -114,7 +114,7 @@ def is_browser_own(url: str) -> bool:
 URL_SAFE = ":/?&=%#;+,@!$~*()[]'"
 
 
-# The request headers that decide whether an HTML answer gets the runtime (_asks_for_document).
+# The request headers that decide whether an HTML answer gets the runtime (asks_for_document).
 _INJECT_VARY = ("Accept", "Sec-Fetch-Dest", "X-Requested-With")
 
 
@@ -129,7 +129,7 @@ def _vary(headers: list[tuple[str, str]], names) -> list[tuple[str, str]]:
     return [(k, v) for k, v in headers if k.lower() != "vary"] + [("Vary", value)]
 
 
-def _asks_for_document(headers, url: str) -> bool:
+def asks_for_document(headers, url: str) -> bool:
     """Whether a request may be for a document, which gets the runtime: a browser's navigation or
     frame (``Sec-Fetch-Dest``, else an ``Accept`` naming ``text/html``), or a client that says
     neither (a tool: no ``Accept`` at all). A page's fetch, XHR or script asks with another
@@ -441,7 +441,7 @@ class Replay:
         ``skip_self_redirects`` passes over captures that redirect to their own URL (pywb's rule)."""
         self.stats["requests"] += 1
         inject = self.inject if inject is None else inject and self.inject
-        if inject and not _asks_for_document(headers, url):
+        if inject and not asks_for_document(headers, url):
             # an HTML answer to a fetch, an XHR or a script (an htmx fragment, a worker's script served
             # as text/html): the page's runtime is there already, and the bytes are what it asked for
             inject = False
@@ -653,7 +653,7 @@ class Replay:
         out_headers = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP]
         page = mime.startswith(HTML_MIMES) and status >= 200 and status not in (204, 304) and ex.method != "HEAD"
         if page and self.inject and not inject:
-            # the runtime goes into a document's answer, not a fetch's (_asks_for_document): the
+            # the runtime goes into a document's answer, not a fetch's (asks_for_document): the
             # browser's cache must not give this one to a navigation (a page fetched, then
             # navigated to); a document's answer keeps its captured headers
             out_headers = _vary(out_headers, _INJECT_VARY)

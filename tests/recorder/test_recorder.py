@@ -89,6 +89,28 @@ def test_port_zero_is_read_back_from_mitmproxy(proxy):
     assert source == "proxy 127.0.0.1"
 
 
+def test_a_proxy_starts_again_on_the_port_it_just_served(tmp_path, home):
+    """`record proxy` stopped (Ctrl-C) after serving a client leaves its port's last connections in
+    TIME_WAIT for a minute; the port is free all the same (mitmproxy's listener reuses it), so the
+    proxy started again on it at once records, where the port check refused it ("port already in
+    use") until the minute was over."""
+    site = serve("scholar")
+    port = free_port()
+    try:
+        for n in range(2):
+            proc = recorder_process(tmp_path / f"rec{n}.wfz", port, home, stdout=subprocess.DEVNULL)
+            try:
+                assert fetch(opener(f"http://127.0.0.1:{port}"), f"{site.url}/")[0] == 200
+            finally:
+                proc.send_signal(signal.SIGINT)
+                _, err = proc.communicate(timeout=30)
+            assert proc.returncode == 0, err
+        with Archive.open(tmp_path / "rec1.wfz") as arc:
+            assert arc.conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 1
+    finally:
+        site.stop()
+
+
 def test_a_port_taken_after_the_check_fails_start_in_one_line(tmp_path, home):
     """Free when the proxy is made, taken before mitmproxy binds it (the race any port chosen in
     advance has): start() raises the reason, the thread is gone and the session is ended."""

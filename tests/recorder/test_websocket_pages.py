@@ -85,8 +85,20 @@ const ws = new WebSocket("ws://" + location.host + "/ws-chat", ["chat", "token-1
 ws.onopen = () => ws.send("hello over " + ws.protocol);
 ws.onmessage = (e) => { document.getElementById("out").textContent = e.data; };
 </script></body></html>"""
+# a page that names its message with ids it makes up (Bokeh's msgid: uuid4 from Math.random), after
+# opening its socket, and shows the answer only when it names them back: its replay sends the ids
+# the recording holds only if it draws, live and replayed, the same numbers
+IDS = b"""<!doctype html><html><head><title>Ids</title></head><body><h1>Ids</h1>
+<p id="out">no answer</p><script>
+const ws = new WebSocket("ws://" + location.host + "/ws-chat");
+const id = Math.random().toString(36).slice(2) + "-" + crypto.randomUUID();
+ws.onopen = () => ws.send("pull " + id);
+ws.onmessage = (e) => {
+  document.getElementById("out").textContent = e.data === "answer to pull " + id ? "answered " + id : "not mine";
+};
+</script></body></html>"""
 PAGES = {"/": INDEX, "/chat": CHAT, "/two": TWO, "/rally": RALLY, "/refused": REFUSED, "/bye": BYE,
-         "/proto": PROTO}
+         "/proto": PROTO, "/ids": IDS}
 MESSAGE = b"Answer from the socket"
 HANDSHAKE_DELAY_S = 1.0
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -483,3 +495,38 @@ def test_replay_serve_answers_the_recorded_subprotocol(tmp_path, mode):
             browser.close()
     finally:
         server.stop()
+
+
+def test_a_page_sending_ids_it_made_up_replays_as_recorded(tmp_path):
+    """The recording browser's page draws the numbers its replay's page will (the replay's generator,
+    seeded alike, goes in front of the live page's scripts), so the ids it sends over its socket are
+    the recording's in every replay: the crawl's check finds the page complete, and the agent
+    environment's page gets its answer, twice alike. The archive keeps the page as the site sent it."""
+    from webfreeze.simulator.env import EnvConfig, WebEnv
+
+    site = SocketSite()
+    archive = tmp_path / "ids.wfz"
+    env = dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home"))
+    try:
+        r = run_cli("record", "crawl", f"{site.url}/ids", "--archive", archive, "--depth", "0", env=env, timeout=300)
+    finally:
+        site.stop()
+    assert r.returncode == 0 and "(complete)" in r.stdout, r.stdout + r.stderr
+    with Archive.open(archive) as arc:
+        page = next(ex for ex in arc.exchanges() if ex.url == f"{site.url}/ids")
+        assert page.response.payload() == IDS  # as the site sent it: the generator went to the browser only
+        record = next(iter(arc.pages()))
+        assert b"function R(c)" not in record.dom()  # (the script took itself out of the capture's DOM)
+        said = [m["content"] for d in arc.documents(prefix="websocket/") for m in d.body()["messages"]]
+    assert said[0].startswith("pull ") and said[1] == "answer to " + said[0], said
+    shown = []
+    for _ in range(2):
+        web = WebEnv(EnvConfig(archive, backend="browser"))
+        try:
+            obs, _ = web.reset(options={"task": {"id": "ids", "start_url": f"{site.url}/ids", "instruction": "read"}})
+            shown.append((obs["axtree_text"], web.trajectory()["replay"]["compromised"]))
+        finally:
+            web.close()
+    assert shown[0] == shown[1]
+    text, compromised = shown[0]
+    assert "answered " + said[0][len("pull "):] in text and compromised is False, text

@@ -69,7 +69,7 @@ def record_proxy(archive_path, host, port, resolve):
     table = usage_checked(parse_resolve, resolve)
     check_port(host, port)  # before the archive is made
     with recording_into(archive_path) as arc:
-        proxy = RecordingProxy(arc, host=host, port=port, resolve=table)
+        proxy = RecordingProxy(arc, host=host, port=port, resolve=table, seed_pages=True)
         proxy.run(on_ready=lambda p: click.echo(
             f"recording into {archive_path} through proxy {p.url} (session {p.session_id}); Ctrl-C to stop", err=True))
         click.echo(f"recorded {proxy.recorder.recorded} exchanges", err=True)

@@ -360,12 +360,22 @@ def _download(downloads: list) -> tuple[str, int] | str:
 
 # The links of a page to itself whose fragment names no element of it (an anchor names one): a
 # client-side router's routes, as TiddlyWiki's permalinks (#Apples) are.
-UNANCHORED_JS = """els => els.filter((e) => {
-  if (e.hash.length < 2 || e.href.split('#')[0] !== location.href.split('#')[0]) return false;
-  let id = e.hash.slice(1);
-  try { id = decodeURIComponent(id); } catch (err) { /* kept as written */ }
-  return !document.getElementById(id) && !document.getElementsByName(id).length;
-}).map((e) => e.href)"""
+UNANCHORED_JS = """els => {
+__OPEN_ROOTS__  const roots = openRoots();
+  return els.filter((e) => {
+    if (e.hash.length < 2 || e.href.split('#')[0] !== location.href.split('#')[0]) return false;
+    let id = e.hash.slice(1);
+    try { id = decodeURIComponent(id); } catch (err) { /* kept as written */ }
+    // (an element of an open shadow root counts: a web component's own anchor)
+    return !roots.some((r) => r.getElementById(id) || r.querySelector('[name="' + CSS.escape(id) + '"]'));
+  }).map((e) => e.href);
+}"""  # (__OPEN_ROOTS__: the tree's walker of open shadow roots, put in by _unanchored_js)
+
+
+def _unanchored_js() -> str:
+    from webfreeze.simulator.axtree import OPEN_ROOTS_JS
+
+    return UNANCHORED_JS.replace("__OPEN_ROOTS__", OPEN_ROOTS_JS)
 
 
 def not_a_route(url: str) -> bool:
@@ -399,7 +409,7 @@ def _capture(page, url: str, screenshots: str):
         dom = page.content(include_shadow=True).encode("utf-8")
         shot = None if screenshots == "none" else still_screenshot(page, full_page=screenshots == "full")
         links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
-        unanchored = [u for u in page.eval_on_selector_all("a[href]", UNANCHORED_JS) if not_a_route(u)]
+        unanchored = [u for u in page.eval_on_selector_all("a[href]", _unanchored_js()) if not_a_route(u)]
         return status, title, dom, shot, links, landed, unanchored
     finally:
         stop_sockets()

@@ -571,6 +571,9 @@ function show() {
 }
 window.addEventListener('hashchange', show);
 show();
+</script><section id="host"></section><script>
+// a web component's own anchor, in its open shadow root (Panel's header links: #fruit-shop)
+document.getElementById('host').attachShadow({mode: 'open'}).innerHTML = '<h2 id="pests">Pests</h2><a href="#pests">pests</a>';
 </script></body></html>"""
 
 
@@ -580,7 +583,7 @@ def test_fragment_links_that_name_no_element_are_said_not_followed(tmp_path, hom
     document and said "(complete)" without a word about them, and a start URL's ``#Bananas`` was
     dropped silently. The crawl now names them in a note: routes of a client-side router it does
     not follow, which a recorded session can reach. An anchor whose element exists (``#top``) is
-    not named."""
+    not named, nor one whose element is in an open shadow root (``#pests``)."""
     site = ChainSite(pages={"/wiki.html": WIKI})
     archive = tmp_path / "wiki.wfz"
     try:
@@ -594,7 +597,7 @@ def test_fragment_links_that_name_no_element_are_said_not_followed(tmp_path, hom
     assert len(notes) == 1, r.stderr
     assert (f"3 links name a fragment that is no element of their page ({site.url}/wiki.html#Apples, "
             f"{site.url}/wiki.html#Fruit, {site.url}/wiki.html#Granny%20Smith)") in notes[0], notes
-    assert "#top" not in notes[0]
+    assert "#top" not in notes[0] and "#pests" not in notes[0]
     assert start.returncode == 0, start.stdout + start.stderr
     assert f"1 links name a fragment that is no element of their page ({site.url}/wiki.html#Apples)" in start.stderr
 

@@ -530,3 +530,19 @@ def test_a_page_sending_ids_it_made_up_replays_as_recorded(tmp_path):
     assert shown[0] == shown[1]
     text, compromised = shown[0]
     assert "answered " + said[0][len("pull "):] in text and compromised is False, text
+
+
+@pytest.mark.parametrize("fmt", ["warc", "wacz"])
+def test_an_export_says_it_leaves_the_conversations_out(crawled, tmp_path, fmt):
+    """WARC has no record for a WebSocket's messages: the export keeps each handshake's 101 and says,
+    on stderr, how many conversations it left out (it wrote them nowhere, silently, before)."""
+    _, archive, _, _ = crawled
+    with Archive.open(archive) as arc:
+        held = sum(1 for _ in arc.documents(prefix="websocket/"))
+    assert held >= 5
+    r = run_cli("archive", "export", archive, "--format", fmt, "-o", tmp_path / f"out.{fmt}",
+                env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"note: {held} WebSocket conversation(s) left out (a WARC holds no WebSocket messages, only their "
+        "handshakes): their pages will not replay from it; 'archive pack' keeps them")

@@ -95,10 +95,15 @@ def archive_export(archive_path, fmt, output, force, allow_secrets):
 
     with Archive.open(archive_path) as arc:
         total = arc.counts()["exchanges"]
+        sockets = sum(1 for _ in arc.documents(prefix="websocket/"))
     progress, advance = progress_bar(total, f"exporting {fmt}", unit="exchanges")
     with progress:
         n = export(archive_path, output, fmt, progress=advance, overwrite=force, verified=True)
     click.echo(f"wrote {n} exchanges to {output} ({human_bytes(os.path.getsize(output))})")
+    if sockets:
+        # (WARC has no record type for a WebSocket's messages: only the handshake's 101 goes)
+        click.echo(f"note: {sockets} WebSocket conversation(s) left out (a WARC holds no WebSocket messages, only "
+                   "their handshakes): their pages will not replay from it; 'archive pack' keeps them", err=True)
 
 
 @archive_group.command("verify")

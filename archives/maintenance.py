@@ -9,6 +9,7 @@ command of the CLI is one call. To read an archive you have open, use its typed 
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -76,6 +77,7 @@ def _info(arc: Archive) -> dict:
         "statuses": dict(sorted(statuses.items())),
         "mime_types": dict(mimes.most_common()),
         "failed_pages": _failed_pages(arc),
+        "incomplete_pages": _incomplete_pages(arc),
     }
 
 
@@ -112,6 +114,21 @@ def storage(archive: str | os.PathLike) -> dict:
         except sqlite3.Error:
             pass
         return out
+
+
+def _incomplete_pages(arc: Archive) -> list[dict]:
+    """Pages recorded whose crawl check still missed requests (``extra.complete`` false): their URL
+    and what they missed."""
+    out = []
+    for url, raw in arc.conn.execute("SELECT url, extra FROM pages WHERE extra LIKE '%\"complete\": false%' "
+                                     "OR extra LIKE '%\"complete\":false%' ORDER BY id"):
+        try:
+            extra = json.loads(raw) if raw else {}
+        except ValueError:
+            continue
+        if isinstance(extra, dict) and extra.get("complete") is False:
+            out.append({"url": url, "missing": [str(m) for m in extra.get("missing") or []]})
+    return out
 
 
 def _failed_pages(arc: Archive) -> list[dict]:

@@ -264,6 +264,14 @@ def test_a_socket_without_a_recording_is_missing_and_the_page_incomplete(tmp_pat
         in r.stdout, r.stdout
     # one line, and no --recheck offered: a live fetch cannot repair a WebSocket
     assert r.stderr.count("\n") == 1 and "WebSocket" in r.stderr and "--recheck cannot" in r.stderr, r.stderr
+    # archive info says so too, long after the crawl's own words are gone
+    info = run_cli("archive", "info", archive, env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")))
+    assert info.returncode == 0, info.stderr
+    assert "incomplete  1 pages (their crawl's check missed requests: their replays will miss them too)" in info.stdout
+    why = f"{socket_url} (a WebSocket the archive holds no recording of)"
+    assert f"{site.url}/refused (missing: {why})" in info.stdout, info.stdout
+    info = run_cli("archive", "info", archive, "--json", env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")))
+    assert json.loads(info.stdout)["incomplete_pages"] == [{"url": f"{site.url}/refused", "missing": [why]}]
     # replay check lists the socket among the page's misses, and its misses.jsonl says why
     r = run_cli("replay", "check", archive, "--report", tmp_path / "check",
                 env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")), timeout=300)

@@ -161,6 +161,15 @@ def archive_info(archive_path, as_json):
         lines += [("", f"{f['url']} ({f['why']})") for f in data["failed_pages"][:20]]
         if len(data["failed_pages"]) > 20:
             lines.append(("", f"and {len(data['failed_pages']) - 20} more (--json lists all)"))
+    if data.get("incomplete_pages"):
+        lines.append(("incomplete", f"{len(data['incomplete_pages'])} pages (their crawl's check missed requests: "
+                                    "their replays will miss them too)"))
+        for page in data["incomplete_pages"][:20]:
+            missing = page["missing"]
+            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+            lines.append(("", f"{page['url']} (missing: {missing[0] if missing else '?'}{more})"))
+        if len(data["incomplete_pages"]) > 20:
+            lines.append(("", f"and {len(data['incomplete_pages']) - 20} more (--json lists all)"))
     for key in ("creator", "description", "license"):
         if data.get(key):
             lines.append((key, data[key]))

@@ -760,16 +760,21 @@ class Replay:
         items = []
         for r in rows[:per]:
             ts = to_timestamp14(r.captured_at)
-            link = f"/{ts}id_/{quote(r.url, safe=':/?&=%#;+,@!$~*()[]')}"
+            quoted = quote(r.url, safe=':/?&=%#;+,@!$~*()[]')
+            link = f"/{ts}id_/{quoted}"
+            # a page (an HTML answer a GET had) replayed too: what a person browsing wants to open
+            replayed = (f'<a href="{escape(f"/{ts}/{quoted}")}">replay</a>'
+                        if r.method == "GET" and 200 <= r.status < 300 and (r.mime or "").startswith(HTML_MIMES) else "")
             items.append(f"<tr><td>{escape(r.method)}</td><td>{r.status}</td><td>{escape(r.mime)}</td>"
-                         f"<td>{escape(r.captured_at)}</td><td><a href=\"{escape(link)}\">{escape(r.url)}</a></td></tr>")
+                         f"<td>{escape(r.captured_at)}</td><td>{replayed}</td>"
+                         f"<td><a href=\"{escape(link)}\">{escape(r.url)}</a></td></tr>")
         nav = f'<p><a href="/?page={page + 1}">next page</a></p>' if more else ""
         html = (f"<!doctype html><html><head><meta charset=utf-8><title>webfreeze replay: "
                 f"{escape(self.archive_path.name)}</title></head><body><h1>{escape(self.archive_path.name)}</h1>"
                 f"<p>{self.matcher.count} exchanges; archived bytes at <code>/&lt;timestamp&gt;id_/&lt;url&gt;</code>, "
                 f"replayed pages at <code>/&lt;timestamp&gt;/&lt;url&gt;</code>."
                 f" Page {page}.</p><table><tr><th>method</th><th>status</th><th>type</th><th>captured</th>"
-                f"<th>url</th></tr>{''.join(items)}</table>{nav}</body></html>").encode("utf-8")
+                f"<th>page</th><th>url (archived bytes)</th></tr>{''.join(items)}</table>{nav}</body></html>").encode("utf-8")
         return simple_response(200, "text/html; charset=utf-8", html)
 
     def _plain(self, status: int, text: str):

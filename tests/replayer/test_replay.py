@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import re
 import socket
 import ssl
 import time
@@ -261,6 +262,10 @@ def test_direct_mode_listing_head_range_and_redirect(site_archive, home):
         resp = conn.getresponse()
         listing = resp.read().decode()
         assert resp.status == 200 and "/20240301120001id_/http://site.test/counter" in listing
+        # an HTML page is linked replayed too (the runtime in it), not only as its archived bytes
+        page = re.search(r'<a href="(/\d{14})/https://site.test/page">replay</a>', listing)
+        assert page and f'href="{page.group(1)}id_/https://site.test/page"' in listing, listing
+        assert '<a href="/20240301120001/http://site.test/counter">' not in listing  # (not HTML)
         conn.request("HEAD", "/2024id_/http://site.test/big.bin")
         resp = conn.getresponse()
         assert resp.read() == b"" and resp.getheader("Content-Length") == "10240"

@@ -173,7 +173,8 @@ class ArchiveRecorder:
         resp.headers.pop("content-encoding", None)
         for name in ("content-security-policy", "content-security-policy-report-only", "content-md5", "digest"):
             resp.headers.pop(name, None)
-        resp.content = inject(html, random_script(page_seed(0, url)))
+        xml = resp.headers.get("content-type", "").lower().lstrip().startswith("application/xhtml+xml")
+        resp.content = inject(html, random_script(page_seed(0, url)), xml=xml)
         self.seeded += 1
 
     def error(self, flow: http.HTTPFlow) -> None:

@@ -450,12 +450,16 @@ def random_script(seed: int) -> bytes:
             + b");})();</script>")
 
 
-def inject(html: bytes, script: bytes) -> bytes:
+def inject(html: bytes, script: bytes, *, xml: bool = False) -> bytes:
     """Insert ``script`` before anything of the page can run: first inside ``<head>`` when its
     start tag opens the document (after a byte order mark, a doctype, comments and ``<html>``),
     else where the document's first other content begins. Tags are found by walking the document's
     start, as a parser meets them, not by searching: a ``<head>`` written in a comment or in a
-    script's string is not the head."""
+    script's string is not the head. ``xml``: the document is parsed as XML (XHTML served as
+    ``application/xhtml+xml``), where the script's ``&&`` and ``<`` would end the page in a parse
+    error: its code goes inside a CDATA section (behind ``//``, so that it reads as JavaScript too)."""
+    if xml and script.startswith(b"<script>") and script.endswith(b"</script>"):
+        script = b"<script>//<![CDATA[\n" + script[8:-9] + b"\n//]]></script>"
     at = pos = 0
     while pos < len(html):
         m = _LEADING.match(html, pos)

@@ -570,7 +570,8 @@ class Replay:
                 self._last_capture = span[1] if span else "1970-01-01T00:00:00Z"
             at = self._last_capture
         body = inject_script(html, runtime_script(self._clock(at), page_seed(self.seed, url), timers=self.timers,
-                                                        sockets=self.sockets, worker_sockets=self.worker_sockets))
+                                                        sockets=self.sockets, worker_sockets=self.worker_sockets),
+                             xml=ctype.startswith("application/xhtml+xml"))
         drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only", "etag",
                 "content-md5", "digest", "content-length")
         return ReplayResponse(resp.status, [(k, v) for k, v in resp.headers if k.lower() not in drop], body,
@@ -666,7 +667,8 @@ class Replay:
                 seed = page_seed(self.seed, ex.url)
                 body = inject_script(html, runtime_script(self._clock(loaded_at or ex.captured_at), seed,
                                                           timers=self.timers, sockets=self.sockets,
-                                                          worker_sockets=self.worker_sockets))
+                                                          worker_sockets=self.worker_sockets),
+                                     xml=mime.startswith("application/xhtml+xml"))
                 drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only",
                         "etag", "content-md5", "digest")
                 out_headers = [(k, v) for k, v in out_headers if k.lower() not in drop]

@@ -70,3 +70,44 @@ def test_a_page_writing_tag_names_in_a_script_replays_with_its_script_and_seeded
         seen.append(line)
     assert "tags 2 random 0." in seen[0], seen  # the script ran whole
     assert seen[0] == seen[1]  # and Math.random came from the seeded runtime
+
+
+# XHTML served as XML: a parse error ends the page at the first '&&' or '<' of a script written bare
+XHTML = b"""<?xml version="1.0" encoding="UTF-8"?>
+<html xmlns="http://www.w3.org/1999/xhtml"><head><title>Strict</title></head><body><p id="out">script did not run</p>
+<script>//<![CDATA[
+document.getElementById('out').textContent = 'xml ok ' + (1 < 2 && 'random ' + Math.random());
+//]]></script></body></html>"""
+
+
+def test_an_xhtml_page_gets_the_runtime_in_a_cdata_section_and_still_parses(tmp_path):
+    """The runtime's code holds ``&&`` and ``<``: written bare into a page the browser parses as XML
+    (``application/xhtml+xml``), the page ended in "This page contains the following errors"; the
+    replay put it there, and so would the recording browser's generator (recorder/addon.py)."""
+    from lxml import etree
+
+    from webfreeze.replayer.determinism import random_script
+
+    for script in (random_script(7), b"<script>if (a && b < c) {}</script>"):
+        doc = etree.fromstring(inject(XHTML, script, xml=True))
+        first = doc.find("{http://www.w3.org/1999/xhtml}head/{http://www.w3.org/1999/xhtml}script")
+        assert first.text.startswith("//") and script[8:-9].decode() in first.text
+    with pytest.raises(etree.XMLSyntaxError):  # (what the page was given before)
+        etree.fromstring(inject(XHTML, random_script(7)))
+    try:
+        chromium_path()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    path = tmp_path / "xhtml.wfz"
+    with new_archive_atomically(path) as arc:
+        sid = arc.new_session("test", source="test_inject")
+        arc.add_exchange(Exchange(url=SITE + "/strict", captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
+                                  resp_headers=[("Content-Type", "application/xhtml+xml")], payload=XHTML,
+                                  session_id=sid))
+    seen = []
+    for _ in range(2):
+        with WebEnv(EnvConfig(path, backend="browser")) as env:
+            obs, _ = env.reset(options={"task": {"id": "xml", "start_url": SITE + "/strict", "instruction": "read"}})
+        seen.append(obs["axtree_text"])
+    assert "xml ok random 0." in seen[0] and "errors" not in seen[0], seen[0]
+    assert seen[0] == seen[1]  # seeded

@@ -51,26 +51,31 @@ document.getElementById('out').textContent = 'tags ' + tags.length + ' random ' 
 </script></body></html>"""
 
 
-def test_a_page_writing_tag_names_in_a_script_replays_with_its_script_and_seeded(tmp_path):
+def _replayed_twice(tmp_path, path: str, ctype: str, payload: bytes) -> list[str]:
+    """The environment's first observation (``axtree_text``) of ``SITE + path``, answered with
+    ``payload`` typed ``ctype``, in two episodes."""
     try:
         chromium_path()
     except BrowserUnavailable as exc:
         pytest.skip(str(exc))
-    path = tmp_path / "inject.wfz"
-    with new_archive_atomically(path) as arc:
+    archive = tmp_path / "inject.wfz"
+    with new_archive_atomically(archive) as arc:
         sid = arc.new_session("test", source="test_inject")
-        arc.add_exchange(Exchange(url=SITE + "/", captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
-                                  resp_headers=[("Content-Type", "text/html; charset=utf-8")], payload=PAGE,
-                                  session_id=sid))
+        arc.add_exchange(Exchange(url=SITE + path, captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
+                                  resp_headers=[("Content-Type", ctype)], payload=payload, session_id=sid))
     seen = []
     for _ in range(2):
-        with WebEnv(EnvConfig(path, backend="browser")) as env:
-            obs, _ = env.reset(options={"task": {"id": "tags", "start_url": SITE + "/", "instruction": "read"}})
-        line = next(x for x in obs["axtree_text"].splitlines() if "tags 2 random" in x or "did not run" in x)
-        seen.append(line)
+        with WebEnv(EnvConfig(archive, backend="browser")) as env:
+            obs, _ = env.reset(options={"task": {"id": "t", "start_url": SITE + path, "instruction": "read"}})
+        seen.append(obs["axtree_text"])
+    return seen
+
+
+def test_a_page_writing_tag_names_in_a_script_replays_with_its_script_and_seeded(tmp_path):
+    seen = [next(x for x in text.splitlines() if "tags 2 random" in x or "did not run" in x)
+            for text in _replayed_twice(tmp_path, "/", "text/html; charset=utf-8", PAGE)]
     assert "tags 2 random 0." in seen[0], seen  # the script ran whole
     assert seen[0] == seen[1]  # and Math.random came from the seeded runtime
-
 
 # XHTML served as XML: a parse error ends the page at the first '&&' or '<' of a script written bare
 XHTML = b"""<?xml version="1.0" encoding="UTF-8"?>
@@ -94,20 +99,6 @@ def test_an_xhtml_page_gets_the_runtime_in_a_cdata_section_and_still_parses(tmp_
         assert first.text.startswith("//") and script[8:-9].decode() in first.text
     with pytest.raises(etree.XMLSyntaxError):  # (what the page was given before)
         etree.fromstring(inject(XHTML, random_script(7)))
-    try:
-        chromium_path()
-    except BrowserUnavailable as exc:
-        pytest.skip(str(exc))
-    path = tmp_path / "xhtml.wfz"
-    with new_archive_atomically(path) as arc:
-        sid = arc.new_session("test", source="test_inject")
-        arc.add_exchange(Exchange(url=SITE + "/strict", captured_at="2026-01-01T00:00:00Z", status=200, reason="OK",
-                                  resp_headers=[("Content-Type", "application/xhtml+xml")], payload=XHTML,
-                                  session_id=sid))
-    seen = []
-    for _ in range(2):
-        with WebEnv(EnvConfig(path, backend="browser")) as env:
-            obs, _ = env.reset(options={"task": {"id": "xml", "start_url": SITE + "/strict", "instruction": "read"}})
-        seen.append(obs["axtree_text"])
+    seen = _replayed_twice(tmp_path, "/strict", "application/xhtml+xml", XHTML)
     assert "xml ok random 0." in seen[0] and "errors" not in seen[0], seen[0]
     assert seen[0] == seen[1]  # seeded

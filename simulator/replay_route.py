@@ -89,6 +89,7 @@ class SocketRoutes:
         # where the owner collects the URLs of sockets missed elsewhere (a worker's, answered by the
         # replay server): ``replay check`` points it at the list of the page it is loading
         self.missed_to: list[str] | None = None
+        self.fuzzy_to: list[str] | None = None  # (and those it answered only fuzzily)
         self.when: float | None = None
         self._doc: tuple[str, float, str] | None = None  # the page's document: session, time, URL
         self._opened: dict[str, int] = {}

@@ -374,6 +374,8 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     "screenshot_error": loaded["screenshot_error"],
                     "misses": loaded["misses"],
                     "failed_at_capture": loaded["failed_at_capture"],
+                    # (not misses here: the agent environment's honest matching misses them)
+                    "fuzzy": [u for u in loaded["fuzzy"] if u not in loaded["misses"]],
                     "text_similarity": similarity, "text_similarity_raw": raw, "volatile_words": volatile,
                     "pixel_difference": pixel_difference(cap_shot, shot),
                     "dom": f"{stem}.replay.html", "screenshot": f"{stem}.replay.png" if shot else None,
@@ -401,6 +403,8 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
             "pages_with_errors": sum(1 for r in results if r["error"]),
             "screenshots_failed": sum(1 for r in results if r["screenshot_error"]),
             "missed_requests": sum(len(r["misses"]) for r in results),
+            "pages_answered_fuzzily": sum(1 for r in results if r["fuzzy"]),
+            "fuzzy_requests": sum(len(r["fuzzy"]) for r in results),
             "requests_failed_at_capture": sum(len(r["failed_at_capture"]) for r in results),
             "pages_without_capture_text": sum(1 for r in results if r["text_similarity"] is None),
             "volatile_words": sum(r["volatile_words"] for r in results),
@@ -422,10 +426,13 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
 
 def _server_socket(sockets, url: str, level: str) -> None:
     """The replay server answered (or missed) a WebSocket it got through its proxy (a worker's): a
-    miss goes into the list of the page being loaded (``sockets.missed_to``, set by :func:`_watch`)."""
-    missed = sockets.missed_to
+    miss goes into the list of the page being loaded (``sockets.missed_to``, set by :func:`_watch`),
+    a fuzzy answer into its fuzzy list (``sockets.fuzzy_to``)."""
+    missed, fuzzy = sockets.missed_to, getattr(sockets, "fuzzy_to", None)
     if level == "miss" and missed is not None:
         missed.append(url)
+    elif level == "fuzzy" and fuzzy is not None:
+        fuzzy.append(url)
 
 
 class _Placeholders(frozenset):
@@ -453,12 +460,21 @@ class _Placeholders(frozenset):
             return False
 
 
-def _watch(page, placeholders, sockets) -> tuple[list[str], list[str]]:
+# The requests the agent environment's honest matching answers fuzzily only with the same meaningful
+# parameters (documents, XHR and fetch, event streams; Playwright's resource types), and WebSockets:
+# a fuzzy answer to one of them here is a miss there (replayer/matching.py, AGENT_RULES).
+HONEST_KINDS = frozenset({"document", "xhr", "fetch", "eventsource"})
+
+
+def _watch(page, placeholders, sockets) -> tuple[list[str], list[str], list[str]]:
     """The lists ``page``'s loads fill from now on: the URLs that missed (failed, answered as a
-    replay miss, or a WebSocket ``sockets`` could not serve) and those whose capture had failed at
-    record time (``placeholders``). The page's WebSockets are served by ``sockets``."""
+    replay miss, or a WebSocket ``sockets`` could not serve), those whose capture had failed at
+    record time (``placeholders``), and the documents, XHR and WebSockets answered only fuzzily
+    (:data:`HONEST_KINDS`: the agent environment misses them). The page's WebSockets are served by
+    ``sockets``."""
     missed: list[str] = []
     failed_at_capture: list[str] = []
+    fuzzy: list[str] = []
     answered = weakref.WeakKeyDictionary()  # the requests whose response came -> its status
 
     def on_response(resp):
@@ -467,6 +483,8 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str]]:
             sockets.document(resp.headers.get("x-webfreeze-capture"))
         if resp.headers.get("x-webfreeze-miss"):
             missed.append(resp.url)
+        elif resp.headers.get("x-webfreeze-match") == "fuzzy" and resp.request.resource_type in HONEST_KINDS:
+            fuzzy.append(resp.url)
         cap = resp.headers.get("x-webfreeze-capture", "")
         if cap.isdigit() and int(cap) in placeholders:
             failed_at_capture.append(resp.url)
@@ -496,11 +514,12 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str]]:
     # in direct mode nothing answers it, a miss
     if sockets is not None:
         page.route_web_socket("**/*", lambda ws: sockets.handle(
-            ws, on_miss=lambda url, why: (missed.append(url), sockets.on_miss(url, why))))
-        sockets.missed_to = missed
+            ws, on_miss=lambda url, why: (missed.append(url), sockets.on_miss(url, why)),
+            on_open=lambda url, level: fuzzy.append(url) if level == "fuzzy" else None))
+        sockets.missed_to, sockets.fuzzy_to = missed, fuzzy
     if sockets is None or sockets.direct:
         page.on("websocket", lambda ws: missed.append(ws.url))
-    return missed, failed_at_capture
+    return missed, failed_at_capture, fuzzy
 
 
 def _main_document(request, page) -> bool:
@@ -519,7 +538,7 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error, 
     track_live_timers(context)  # (what a timer shows soon after the network is quiet, as the crawl waits)
     page = context.new_page()
     inflight = track_inflight(page)
-    missed, failed_at_capture = _watch(page, placeholders, sockets)
+    missed, failed_at_capture, fuzzy = _watch(page, placeholders, sockets)
     error = shot_error = None
     dom, shot, html = b"", None, True
     try:
@@ -540,7 +559,8 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error, 
             shot_error = str(exc).splitlines()[0]
     context.close()
     return {"dom": dom, "shot": shot, "error": error, "screenshot_error": shot_error, "html": html,
-            "misses": sorted(set(missed)), "failed_at_capture": sorted(set(failed_at_capture))}
+            "misses": sorted(set(missed)), "failed_at_capture": sorted(set(failed_at_capture)),
+            "fuzzy": sorted(set(fuzzy))}
 
 
 class _ReusedTab:
@@ -563,7 +583,7 @@ class _ReusedTab:
         self.cdp = self.context.new_cdp_session(self.page)
         self.cdp.send("Network.enable")
         self.inflight = track_inflight(self.page)
-        self.missed, self.failed_at_capture = _watch(self.page, self.placeholders, self.sockets)
+        self.missed, self.failed_at_capture, self.fuzzy = _watch(self.page, self.placeholders, self.sockets)
 
     def _wipe(self) -> None:
         self.page.goto("about:blank")
@@ -573,6 +593,7 @@ class _ReusedTab:
         self.inflight.clear()
         self.missed.clear()
         self.failed_at_capture.clear()
+        self.fuzzy.clear()
 
     def load(self, target: str, playwright_error) -> dict:
         error, dom = None, b""
@@ -591,7 +612,7 @@ class _ReusedTab:
         except playwright_error as exc:
             error = str(exc).splitlines()[0]
         result = {"dom": dom, "shot": None, "error": error, "screenshot_error": None, "misses": sorted(set(self.missed)),
-                  "failed_at_capture": sorted(set(self.failed_at_capture))}
+                  "failed_at_capture": sorted(set(self.failed_at_capture)), "fuzzy": sorted(set(self.fuzzy))}
         if error is not None:  # a tab in an unknown state: the next page gets a new one
             self.close()
         return result
@@ -618,6 +639,10 @@ def render_html(report: dict) -> str:
         title = e(r["title"])
         err = f"<p class=err>{e(r['error'])}</p>" if r["error"] else ""
         miss_list = f"<ul class=miss>{misses}</ul>" if misses else ""
+        fuzzy = r.get("fuzzy") or []
+        if fuzzy:  # (no miss here; the agent environment misses them)
+            miss_list += ("<p>answered only fuzzily (the agent environment misses them):</p><ul class=fuzzy>"
+                          + "".join(f"<li>{e(u)}</li>" for u in fuzzy) + "</ul>")
         sim = "no capture text" if r["text_similarity"] is None else f"{r['text_similarity']:.3f}"
         pixels = "" if r["pixel_difference"] is None else f"{r['pixel_difference']:.4f}"
         url = e(r["url"])

@@ -235,6 +235,13 @@ def replay_check(archive_path, report_dir, seed, limit, mode, port):
                    f"below {UNLIKE_TEXT}; lowest {lowest:.3f}: {where})"
                    + ("; in direct mode a page that reads its own address (a client-side router) shows "
                       "something else: check it in proxy mode" if mode == "direct" else ""), err=True)
+    if s.get("fuzzy_requests"):
+        # (no miss here, where a person browsing gets the nearest capture; an agent does not)
+        first = next(p for p in report["pages"] if p.get("fuzzy"))
+        n = s["pages_answered_fuzzily"]
+        click.echo(f"note: {n} {'page' if n == 1 else 'pages'} got {s['fuzzy_requests']} documents, XHR or WebSockets "
+                   f"answered only fuzzily (another capture's, its parameters unlike the page's request): the agent "
+                   f"environment's honest matching misses them (first: {first['url']}: {first['fuzzy'][0]})", err=True)
     if s["pages_with_misses"] or s["pages_with_errors"]:
         sys.exit(1)
 

@@ -345,7 +345,8 @@ class FrozenTaskEnv(gym.Env):
         return obs, reward, terminated, truncated, info
 
     def trajectory(self) -> dict:
-        """The current episode's trajectory, as recorded so far."""
+        """The current episode's trajectory. An episode still open is finished by it (as if its
+        steps had run out): read it once the episode has ended, or as its end."""
         return self.env.trajectory()
 
     def _flush(self, *, stopped: bool = False) -> dict | None:

@@ -115,3 +115,16 @@ PSEUDO_TEXT_JS = r"""
     return slash >= 0 && text ? (which === '::before' ? text + ' ' : ' ' + text) : text;
   };
 """
+
+
+# The document and every open shadow root in it, nested ones too (a statement for page scripts:
+# the tree's, BrowserGym's marks, the crawl's anchors).
+OPEN_ROOTS_JS = r"""
+  const openRoots = () => {
+    const roots = [document];
+    for (let i = 0; i < roots.length; i++) {
+      for (const el of roots[i].querySelectorAll('*')) if (el.shadowRoot) roots.push(el.shadowRoot);
+    }
+    return roots;
+  };
+"""

@@ -147,7 +147,7 @@ class ArchiveRecorder:
     def _seeds(self, flow: http.HTTPFlow) -> bool:
         """Whether ``flow``'s answer is a document that gets the replay's generator (``seed_pages``):
         HTML, to a request for a document, with a body a page runs (as the replay's rule)."""
-        from webfreeze.replayer.replay import HTML_MIMES, asks_for_document
+        from webfreeze.replayer.matching import HTML_MIMES, asks_for_document
 
         if not self.seed_pages or self.paused:
             return False

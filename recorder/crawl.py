@@ -32,6 +32,7 @@ from urllib.parse import urldefrag, urlsplit
 
 from webfreeze.archives import ArchiveError
 from webfreeze.archives.timeutil import now
+from webfreeze.common.aria import OPEN_ROOTS_JS
 from webfreeze.common.http import page_url
 
 from .errors import CrawlError, RecordError, SeedFailed, SiteUnreachable
@@ -369,13 +370,7 @@ __OPEN_ROOTS__  const roots = openRoots();
     // (an element of an open shadow root counts: a web component's own anchor)
     return !roots.some((r) => r.getElementById(id) || r.querySelector('[name="' + CSS.escape(id) + '"]'));
   }).map((e) => e.href);
-}"""  # (__OPEN_ROOTS__: the tree's walker of open shadow roots, put in by _unanchored_js)
-
-
-def _unanchored_js() -> str:
-    from webfreeze.simulator.axtree import OPEN_ROOTS_JS
-
-    return UNANCHORED_JS.replace("__OPEN_ROOTS__", OPEN_ROOTS_JS)
+}""".replace("__OPEN_ROOTS__", OPEN_ROOTS_JS)
 
 
 def not_a_route(url: str) -> bool:
@@ -409,7 +404,7 @@ def _capture(page, url: str, screenshots: str):
         dom = page.content(include_shadow=True).encode("utf-8")
         shot = None if screenshots == "none" else still_screenshot(page, full_page=screenshots == "full")
         links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
-        unanchored = [u for u in page.eval_on_selector_all("a[href]", _unanchored_js()) if not_a_route(u)]
+        unanchored = [u for u in page.eval_on_selector_all("a[href]", UNANCHORED_JS) if not_a_route(u)]
         return status, title, dom, shot, links, landed, unanchored
     finally:
         stop_sockets()

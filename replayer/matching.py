@@ -195,6 +195,23 @@ def request_kind(headers, url: str) -> str:
     return "document" if "text/html" in accept else "xhr"
 
 
+# The media types of a document a browser parses as a page (HTML, or XHTML as XML).
+HTML_MIMES = ("text/html", "application/xhtml+xml")
+
+
+def asks_for_document(headers, url: str) -> bool:
+    """Whether a request may be for a document, which gets the runtime: a browser's navigation or
+    frame (``Sec-Fetch-Dest``, else an ``Accept`` naming ``text/html``), or a client that says
+    neither (a tool: no ``Accept`` at all). A page's fetch, XHR or script asks with another
+    ``Accept`` (``*/*``), or its ``Sec-Fetch-Dest`` names no document, or says ``X-Requested-With``."""
+    if any(k.lower() == "sec-fetch-dest" for k, _ in headers):
+        return request_kind(headers, url) == "document"
+    if any(k.lower() == "x-requested-with" for k, _ in headers):
+        return False  # (jQuery's XHR, which asks for text/html when it loads a fragment)
+    accept = [v for k, v in headers if k.lower() == "accept"]
+    return not accept or "text/html" in accept[0].lower()
+
+
 def split_url(url: str) -> tuple[str, str, str, list[tuple[str, str]]]:
     """(scheme, host[:port], path, query pairs) with scheme/host lower-cased and default port dropped.
     A URL that cannot be split (an unclosed IPv6 bracket) is all path: it matches only itself."""

@@ -36,7 +36,17 @@ from .decoding import decode_bounded
 from .determinism import inject as inject_script
 from .determinism import page_seed, runtime_script
 from .hooks import ReplayRequest, ReplayResponse, SiteModel, host_key
-from .matching import Matcher, Rules, Sequencer, answerable, closest, request_body_key, request_kind
+from .matching import (
+    HTML_MIMES,
+    Matcher,
+    Rules,
+    Sequencer,
+    answerable,
+    asks_for_document,
+    closest,
+    request_body_key,
+    request_kind,
+)
 from .upstream import EPISODES_DOCUMENT, Upstream
 
 log = logging.getLogger("webfreeze.replay")
@@ -72,7 +82,6 @@ HOP_BY_HOP = frozenset({
     "trailer", "transfer-encoding", "upgrade", "content-length", "alt-svc",
 })
 NO_BODY_STATUS = frozenset({204, 304}) | set(range(100, 200))
-HTML_MIMES = ("text/html", "application/xhtml+xml")
 
 
 class ReplayError(WebfreezeError):
@@ -127,19 +136,6 @@ def _vary(headers: list[tuple[str, str]], names) -> list[tuple[str, str]]:
     low = {n.lower() for n in listed}
     value = ", ".join(listed + [n for n in names if n.lower() not in low])
     return [(k, v) for k, v in headers if k.lower() != "vary"] + [("Vary", value)]
-
-
-def asks_for_document(headers, url: str) -> bool:
-    """Whether a request may be for a document, which gets the runtime: a browser's navigation or
-    frame (``Sec-Fetch-Dest``, else an ``Accept`` naming ``text/html``), or a client that says
-    neither (a tool: no ``Accept`` at all). A page's fetch, XHR or script asks with another
-    ``Accept`` (``*/*``), or its ``Sec-Fetch-Dest`` names no document, or says ``X-Requested-With``."""
-    if any(k.lower() == "sec-fetch-dest" for k, _ in headers):
-        return request_kind(headers, url) == "document"
-    if any(k.lower() == "x-requested-with" for k, _ in headers):
-        return False  # (jQuery's XHR, which asks for text/html when it loads a fragment)
-    accept = [v for k, v in headers if k.lower() == "accept"]
-    return not accept or "text/html" in accept[0].lower()
 
 
 @dataclass(slots=True)

@@ -40,6 +40,7 @@ from webfreeze.common.aria import (
     BGYM_MARKED_TAGS,
     GRID_STYLE,
     NO_PSEUDO_TAGS,
+    OPEN_ROOTS_JS,
     PRESENTATION_CONFLICTS,
     PSEUDO_TEXT_JS,
     REQUIRED_CONTEXT,
@@ -82,17 +83,6 @@ SKIPPED_TAGS = frozenset({"head", "script", "style", "template", "noscript"})
 # BrowserGym's defaults (browsergym.utils.obs): properties left out of the text, and roles skipped.
 IGNORED_PROPERTIES = ("editable", "readonly", "level", "settable", "multiline", "invalid", "focusable")
 IGNORED_ROLES = ("LineBreak",)
-
-# The document and every open shadow root in it, nested ones too (a statement for page scripts).
-OPEN_ROOTS_JS = r"""
-  const openRoots = () => {
-    const roots = [document];
-    for (let i = 0; i < roots.length; i++) {
-      for (const el of roots[i].querySelectorAll('*')) if (el.shadowRoot) roots.push(el.shadowRoot);
-    }
-    return roots;
-  };
-"""
 
 # Drawn inline by default (not form controls, which Chromium's tree keeps no space beside)
 _INLINE_FLOW = frozenset({"a", "abbr", "b", "bdi", "bdo", "big", "cite", "code", "data", "del", "dfn", "em", "font",

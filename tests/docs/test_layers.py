@@ -184,11 +184,16 @@ def test_the_check_sees_a_forbidden_import(tmp_path, monkeypatch):
     fake.write_text("def f():\n    from webfreeze.agents import make_agent\n", encoding="utf-8")
     monkeypatch.setitem(MODULES, "webfreeze.eval.bad", ("eval", fake))
     relative = tmp_path / "worse.py"
-    relative.write_text("from ..replayer import Replay\n", encoding="utf-8")
+    relative.write_text("from ..agents import make_agent\n", encoding="utf-8")
     monkeypatch.setitem(MODULES, "webfreeze.recorder.worse", ("recorder", relative))
+    partly = tmp_path / "partly.py"  # (a stage granted in part: only the modules named)
+    partly.write_text("from webfreeze.replayer.replay import Replay\n", encoding="utf-8")
+    monkeypatch.setitem(MODULES, "webfreeze.recorder.partly", ("recorder", partly))
     found = _violations()
     assert any("eval imports webfreeze.agents" in v for v in found), found
-    assert any("recorder imports webfreeze.replayer" in v for v in found), found
+    assert any("recorder imports webfreeze.agents" in v for v in found), found
+    assert any("recorder may import replayer only for determinism, matching, not webfreeze.replayer.replay" in v
+               for v in found), found
 
 
 def test_a_stale_exception_is_reported():

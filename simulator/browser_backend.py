@@ -548,7 +548,13 @@ class BrowserBackend:
                 if activity and time.monotonic() >= deadline:
                     self._note_unsettled("time")  # the network never went quiet: cut by the safety net
                 if activity.pending is None and activity.loaded:
+                    quiet_since = activity.changed
                     await wait_painted(self.page)
+                    if activity.changed != quiet_since and time.monotonic() < deadline:
+                        # the network moved while the page painted: a script chain between two
+                        # requests (Gradio's modules import() the next ones) is not done; the pump
+                        # would run its timers to the horizon before the chunk that sets one came
+                        continue
                     if activity.pending is None and activity.loaded:  # no navigation began meanwhile
                         # the pump after the paint: a page that has just loaded answers late before it
                         if self.pump and await pump_timers(self.page, token, extra_ms=extra_ms):

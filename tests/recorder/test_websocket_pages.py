@@ -212,6 +212,19 @@ class SocketSite:
         self.server.server_close()
 
 
+def crawl_one(tmp_path, path: str):
+    """``path`` of a fresh :class:`SocketSite` crawled alone (depth 0) into ``tmp_path``: (the
+    crawl's result, the archive, the site's URL)."""
+    site = SocketSite()
+    archive = tmp_path / (path.strip("/") + ".wfz")
+    try:
+        r = run_cli("record", "crawl", f"{site.url}{path}", "--archive", archive, "--depth", "0",
+                    env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")), timeout=300)
+    finally:
+        site.stop()
+    return r, archive, site.url
+
+
 @pytest.fixture(scope="module")
 def crawled(tmp_path_factory):
     """The site crawled once: (the crawl's result, the archive, the site's URL, the WebSockets and the
@@ -251,16 +264,10 @@ def test_the_crawl_records_the_conversations_and_its_check_replays_them(crawled)
 
 
 def test_a_socket_without_a_recording_is_missing_and_the_page_incomplete(tmp_path):
-    site = SocketSite()
-    archive = tmp_path / "refused.wfz"
-    try:
-        r = run_cli("record", "crawl", f"{site.url}/refused", "--archive", archive, "--depth", "0",
-                    env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")), timeout=300)
-    finally:
-        site.stop()
+    r, archive, url = crawl_one(tmp_path, "/refused")
     assert r.returncode == 3, r.stdout + r.stderr  # incomplete
-    socket_url = site.url.replace("http:", "ws:") + "/ws-none"
-    assert f"incomplete: {site.url}/refused (missing: {socket_url} (a WebSocket the archive holds no recording of))" \
+    socket_url = url.replace("http:", "ws:") + "/ws-none"
+    assert f"incomplete: {url}/refused (missing: {socket_url} (a WebSocket the archive holds no recording of))" \
         in r.stdout, r.stdout
     # one line, and no --recheck offered: a live fetch cannot repair a WebSocket
     assert r.stderr.count("\n") == 1 and "WebSocket" in r.stderr and "--recheck cannot" in r.stderr, r.stderr
@@ -269,9 +276,9 @@ def test_a_socket_without_a_recording_is_missing_and_the_page_incomplete(tmp_pat
     assert info.returncode == 0, info.stderr
     assert "incomplete  1 pages (their crawl's check missed requests: their replays will miss them too)" in info.stdout
     why = f"{socket_url} (a WebSocket the archive holds no recording of)"
-    assert f"{site.url}/refused (missing: {why})" in info.stdout, info.stdout
+    assert f"{url}/refused (missing: {why})" in info.stdout, info.stdout
     info = run_cli("archive", "info", archive, "--json", env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")))
-    assert json.loads(info.stdout)["incomplete_pages"] == [{"url": f"{site.url}/refused", "missing": [why]}]
+    assert json.loads(info.stdout)["incomplete_pages"] == [{"url": f"{url}/refused", "missing": [why]}]
     # replay check lists the socket among the page's misses, and its misses.jsonl says why
     r = run_cli("replay", "check", archive, "--report", tmp_path / "check",
                 env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")), timeout=300)
@@ -480,13 +487,7 @@ def test_replay_serve_answers_the_recorded_subprotocol(tmp_path, mode):
     from webfreeze.replayer.server import ReplayServer
     from webfreeze.simulator.browser import launch_chromium
 
-    site = SocketSite()
-    archive = tmp_path / "proto.wfz"
-    env = dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home"))
-    try:
-        r = run_cli("record", "crawl", f"{site.url}/proto", "--archive", archive, "--depth", "0", env=env, timeout=300)
-    finally:
-        site.stop()
+    r, archive, url = crawl_one(tmp_path, "/proto")
     assert r.returncode == 0, r.stderr
     shown = "answer to hello over chat"
     with Archive.open(archive) as arc:
@@ -497,7 +498,7 @@ def test_replay_serve_answers_the_recorded_subprotocol(tmp_path, mode):
             browser = launch_chromium(pw, proxy=server.url if mode == "proxy" else None, bypass_internal=False,
                                       shell=True)
             page = browser.new_page()
-            page.goto(f"{site.url}/proto" if mode == "proxy" else f"{server.url}/{at}/{site.url}/proto")
+            page.goto(f"{url}/proto" if mode == "proxy" else f"{server.url}/{at}/{url}/proto")
             page.wait_for_function("(t) => document.body.innerText.includes(t)", arg=shown, timeout=20_000)
             assert server.misses == []
             browser.close()
@@ -512,16 +513,10 @@ def test_a_page_sending_ids_it_made_up_replays_as_recorded(tmp_path):
     environment's page gets its answer, twice alike. The archive keeps the page as the site sent it."""
     from webfreeze.simulator.env import EnvConfig, WebEnv
 
-    site = SocketSite()
-    archive = tmp_path / "ids.wfz"
-    env = dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home"))
-    try:
-        r = run_cli("record", "crawl", f"{site.url}/ids", "--archive", archive, "--depth", "0", env=env, timeout=300)
-    finally:
-        site.stop()
+    r, archive, url = crawl_one(tmp_path, "/ids")
     assert r.returncode == 0 and "(complete)" in r.stdout, r.stdout + r.stderr
     with Archive.open(archive) as arc:
-        page = next(ex for ex in arc.exchanges() if ex.url == f"{site.url}/ids")
+        page = next(ex for ex in arc.exchanges() if ex.url == f"{url}/ids")
         assert page.response.payload() == IDS  # as the site sent it: the generator went to the browser only
         record = next(iter(arc.pages()))
         assert b"function R(c)" not in record.dom()  # (the script took itself out of the capture's DOM)
@@ -531,7 +526,7 @@ def test_a_page_sending_ids_it_made_up_replays_as_recorded(tmp_path):
     for _ in range(2):
         web = WebEnv(EnvConfig(archive, backend="browser"))
         try:
-            obs, _ = web.reset(options={"task": {"id": "ids", "start_url": f"{site.url}/ids", "instruction": "read"}})
+            obs, _ = web.reset(options={"task": {"id": "ids", "start_url": f"{url}/ids", "instruction": "read"}})
             shown.append((obs["axtree_text"], web.trajectory()["replay"]["compromised"]))
         finally:
             web.close()

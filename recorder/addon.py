@@ -81,7 +81,6 @@ class ArchiveRecorder:
         self.archive = archive
         self.session_id = session_id
         self.seed_pages = seed_pages
-        self.seeded = 0  # how many documents reached the browser with the replay's generator
         self.recorded = 0
         self.errors = 0
         # While paused (no session yet: a crawl's reachability probe), exchanges pass through
@@ -105,7 +104,9 @@ class ArchiveRecorder:
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         length = flow.response.headers.get("content-length", "")
         chunked = "chunked" in flow.response.headers.get("transfer-encoding", "").lower()
-        if (length.isdigit() and int(length) > STREAM_THRESHOLD) or (chunked and not length and not self._seeds(flow)):
+        # (asked once: the answer's body is then kept whole for the generator, response() adds it)
+        seeds = flow.metadata["webfreeze_seeds"] = self._seeds(flow)
+        if (length.isdigit() and int(length) > STREAM_THRESHOLD) or (chunked and not length and not seeds):
             tee = _Tee()
             flow.response.stream = tee
             flow.metadata["webfreeze_tee"] = tee
@@ -141,7 +142,7 @@ class ArchiveRecorder:
         except Exception as exc:  # never take the proxy down; the miss is logged and counted
             self.errors += 1
             log.error("could not record %s %s: %s", req.method, req.url, exc)
-        if tee is None and self._seeds(flow):
+        if tee is None and flow.metadata.get("webfreeze_seeds"):
             self._seed(flow, ex.url)
 
     def _seeds(self, flow: http.HTTPFlow) -> bool:
@@ -161,7 +162,7 @@ class ArchiveRecorder:
     def _seed(self, flow: http.HTTPFlow, url: str) -> None:
         """Put the replay's generator, seeded for ``url``, in front of the page's scripts in the
         browser's copy of the answer (the recorded one is untouched)."""
-        from webfreeze.replayer.determinism import inject, page_seed, random_script
+        from webfreeze.replayer.determinism import inject, page_seed, parsed_as_xml, random_script
 
         resp = flow.response
         try:
@@ -173,9 +174,7 @@ class ArchiveRecorder:
         resp.headers.pop("content-encoding", None)
         for name in ("content-security-policy", "content-security-policy-report-only", "content-md5", "digest"):
             resp.headers.pop(name, None)
-        xml = resp.headers.get("content-type", "").lower().lstrip().startswith("application/xhtml+xml")
-        resp.content = inject(html, random_script(page_seed(0, url)), xml=xml)
-        self.seeded += 1
+        resp.content = inject(html, random_script(page_seed(0, url)), xml=parsed_as_xml(resp.headers.get("content-type", "")))
 
     def error(self, flow: http.HTTPFlow) -> None:
         """An exchange that failed upstream (refused, reset, TLS failure) is kept too: the client

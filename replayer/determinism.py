@@ -450,6 +450,11 @@ def random_script(seed: int) -> bytes:
             + b");})();</script>")
 
 
+def parsed_as_xml(content_type: str) -> bool:
+    """Whether a document of ``content_type`` is parsed as XML (XHTML served as such): :func:`inject`'s ``xml``."""
+    return content_type.lower().lstrip().startswith("application/xhtml+xml")
+
+
 def inject(html: bytes, script: bytes, *, xml: bool = False) -> bytes:
     """Insert ``script`` before anything of the page can run: first inside ``<head>`` when its
     start tag opens the document (after a byte order mark, a doctype, comments and ``<html>``),

@@ -34,7 +34,7 @@ from webfreeze.common.http import header_value
 
 from .decoding import decode_bounded
 from .determinism import inject as inject_script
-from .determinism import page_seed, runtime_script
+from .determinism import page_seed, parsed_as_xml, runtime_script
 from .hooks import ReplayRequest, ReplayResponse, SiteModel, host_key
 from .matching import (
     HTML_MIMES,
@@ -567,7 +567,7 @@ class Replay:
             at = self._last_capture
         body = inject_script(html, runtime_script(self._clock(at), page_seed(self.seed, url), timers=self.timers,
                                                         sockets=self.sockets, worker_sockets=self.worker_sockets),
-                             xml=ctype.startswith("application/xhtml+xml"))
+                             xml=parsed_as_xml(ctype))
         drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only", "etag",
                 "content-md5", "digest", "content-length")
         return ReplayResponse(resp.status, [(k, v) for k, v in resp.headers if k.lower() not in drop], body,
@@ -664,7 +664,7 @@ class Replay:
                 body = inject_script(html, runtime_script(self._clock(loaded_at or ex.captured_at), seed,
                                                           timers=self.timers, sockets=self.sockets,
                                                           worker_sockets=self.worker_sockets),
-                                     xml=mime.startswith("application/xhtml+xml"))
+                                     xml=parsed_as_xml(mime))
                 drop = ("content-encoding", "content-security-policy", "content-security-policy-report-only",
                         "etag", "content-md5", "digest")
                 out_headers = [(k, v) for k, v in out_headers if k.lower() not in drop]

@@ -428,7 +428,7 @@ def _server_socket(sockets, url: str, level: str) -> None:
     """The replay server answered (or missed) a WebSocket it got through its proxy (a worker's): a
     miss goes into the list of the page being loaded (``sockets.missed_to``, set by :func:`_watch`),
     a fuzzy answer into its fuzzy list (``sockets.fuzzy_to``)."""
-    missed, fuzzy = sockets.missed_to, getattr(sockets, "fuzzy_to", None)
+    missed, fuzzy = sockets.missed_to, sockets.fuzzy_to
     if level == "miss" and missed is not None:
         missed.append(url)
     elif level == "fuzzy" and fuzzy is not None:

@@ -20,6 +20,7 @@ from webfreeze.cli.options import EXIT_ERROR, EXIT_USAGE, SQLITE_MAX_INT, Timest
 from webfreeze.cli.options import not_found as secret_env_not_found
 from webfreeze.common.files import check_output_file, write_output
 from webfreeze.replayer.matching import Rules
+from webfreeze.replayer.websocket import SOCKET_PREFIX
 
 
 @click.group("archive")
@@ -95,7 +96,7 @@ def archive_export(archive_path, fmt, output, force, allow_secrets):
 
     with Archive.open(archive_path) as arc:
         total = arc.counts()["exchanges"]
-        sockets = sum(1 for _ in arc.documents(prefix="websocket/"))
+        sockets = sum(1 for _ in arc.documents(prefix=SOCKET_PREFIX))
     progress, advance = progress_bar(total, f"exporting {fmt}", unit="exchanges")
     with progress:
         n = export(archive_path, output, fmt, progress=advance, overwrite=force, verified=True)

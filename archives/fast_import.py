@@ -37,7 +37,7 @@ from .schema import EXCHANGE_COLUMNS
 from .store import Archive, Exchange, header_compressor, headers_json
 from .timeutil import normalize_time
 from .urlkey import surt_key
-from .warc_import import BOMB_MIN_BYTES, ImportStats, WarcImporter, decode_transfer, status_line_of
+from .warc_import import BOMB_MIN_BYTES, ImportStats, WarcImporter, decode_transfer, open_stream, status_line_of
 
 try:  # an optional accelerator: without it every import takes the warcio path
     from fastwarc.warc import ArchiveIterator as _FastIterator
@@ -590,6 +590,8 @@ class FastWarcImporter(WarcImporter):
             extra["ip"] = ip
         if r.dechunked:
             extra["dechunked"] = True
+        if open_stream(d.get("warc-truncated"), r.http_headers.headers):
+            extra["open_stream"] = True
         writer = self.writer
         digest = writer.put_encoded_blob(*r.blob)
         ex = Exchange(url=d["warc-target-uri"], captured_at=d["warc-date"], status=status, reason=reason,

@@ -27,6 +27,7 @@ from .store import Archive, extra_of
 from .timeutil import normalize_time, to_warc_date
 from .verify import require_intact
 from .wacz import page_entry, write_wacz
+from .warc_import import OPEN_STREAM_TRUNCATED
 
 
 def _chunked(body: bytes) -> bytes:
@@ -74,6 +75,8 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
         warc_headers = {"WARC-Date": date, "WARC-Record-ID": record_id(row["id"], "response")}
         if extra.get("ip"):
             warc_headers["WARC-IP-Address"] = extra["ip"]
+        if extra.get("open_stream"):  # (events still coming when recorded: what had come, WARC 1.1 5.13)
+            warc_headers["WARC-Truncated"] = OPEN_STREAM_TRUNCATED
         if row["kind"] == "resource":
             # the last Content-Type wins, as it did when this was a loop over all of them
             ctype = header_value(reversed(archive.row_headers(row, "resp_headers")), "content-type",

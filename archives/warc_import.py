@@ -27,6 +27,17 @@ from .store import Archive, Exchange, extra_of
 from .timeutil import normalize_time
 from .urlkey import surt_key
 
+# The WARC-Truncated value (WARC 1.1, 5.13) of a response recorded while its server-sent events still
+# came (``extra.open_stream``: a page kept the stream open); an import takes it back for such a stream.
+OPEN_STREAM_TRUNCATED = "disconnect"
+
+
+def open_stream(truncated: str | None, headers) -> bool:
+    """Whether a response record with ``WARC-Truncated: truncated`` and HTTP ``headers`` is an event
+    stream recorded as it stood (``extra.open_stream``)."""
+    return ((truncated or "").strip().lower() == OPEN_STREAM_TRUNCATED
+            and (header_value(headers, "content-type") or "").lower().lstrip().startswith("text/event-stream"))
+
 CHUNK = 1 << 20
 # A record that expands past BOMB_MIN_BYTES at more than BOMB_RATIO times the compressed bytes
 # read so far is treated as a decompression bomb.
@@ -298,6 +309,8 @@ class WarcImporter:
         payload, dechunked = self._payload(record, counter, headers)
         if dechunked:
             extra["dechunked"] = True
+        if open_stream(record.rec_headers.get_header("WARC-Truncated"), headers):
+            extra["open_stream"] = True
         self._store(record, url, when, extra, status, reason, protocol, headers, payload, "response")
 
     def _store(self, record, url, when, extra, status, reason, protocol, headers, payload, kind) -> int:

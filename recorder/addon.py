@@ -14,6 +14,11 @@ page sends. The archive keeps the answer as the site sent it; the browser's copy
 no content coding, and no ``Content-Security-Policy`` (as a replay's answer). A document answer
 that would otherwise stream through (chunked, no length) is buffered for it, up to the streaming
 threshold.
+
+A stream of server-sent events (``text/event-stream``) always streams through, and one a page keeps
+open for as long as it is shown (Gradio's heartbeat) is recorded as what had come when the page let
+it go, or when a crawl checks the page (:meth:`ArchiveRecorder.flush_open`), with
+``extra.open_stream``: a replay answers those events, and the answer ends there.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
+import threading
 from datetime import datetime, timezone
 
 from mitmproxy import http
@@ -32,6 +38,7 @@ log = logging.getLogger("webfreeze.recorder")
 
 # Bodies larger than this are streamed through the proxy instead of buffered by mitmproxy.
 STREAM_THRESHOLD = 4 << 20
+EVENT_STREAM = "text/event-stream"
 
 
 def _headers(fields) -> list[tuple[str, str]]:
@@ -52,14 +59,18 @@ class _Tee:
 
     def __init__(self):
         self.file = tempfile.SpooledTemporaryFile(max_size=16 << 20)
+        self._lock = threading.Lock()  # (an open stream is read while it still grows)
 
     def __call__(self, chunk: bytes) -> bytes:
-        self.file.write(chunk)
+        with self._lock:
+            self.file.write(chunk)
         return chunk
 
     def read(self) -> bytes:
-        self.file.seek(0)
-        return self.file.read()
+        with self._lock:
+            self.file.seek(0)
+            data = self.file.read()  # (and the file is left at its end for the next write)
+        return data
 
 
 # mitmproxy's words (11.x, proxy/layers/http) for a request its client stopped waiting for before
@@ -72,6 +83,10 @@ _CLIENT_GAVE_UP = re.compile(r"Client disconnected\.|stream reset by client \(CA
 def client_gave_up(message: str) -> bool:
     """Whether mitmproxy's error ``message`` says the client gave up on the request (not the site)."""
     return bool(_CLIENT_GAVE_UP.fullmatch(message or ""))
+
+
+def _is_event_stream(resp) -> bool:
+    return resp.headers.get("content-type", "").lower().lstrip().startswith(EVENT_STREAM)
 
 
 class ArchiveRecorder:
@@ -95,6 +110,8 @@ class ArchiveRecorder:
         # "METHOD URL" of the requests the client itself gave up on before any answer (a page's
         # script that drops an image it asked for): the site was never heard, so nothing is recorded
         self.abandoned: list[str] = []
+        # flow id -> flow, of the event streams still coming (recorded as they stand by flush_open)
+        self._open: dict[str, http.HTTPFlow] = {}
 
     @property
     def paused(self) -> bool:
@@ -106,21 +123,32 @@ class ArchiveRecorder:
         chunked = "chunked" in flow.response.headers.get("transfer-encoding", "").lower()
         # (asked once: the answer's body is then kept whole for the generator, response() adds it)
         seeds = flow.metadata["webfreeze_seeds"] = self._seeds(flow)
-        if (length.isdigit() and int(length) > STREAM_THRESHOLD) or (chunked and not length and not seeds):
+        events = _is_event_stream(flow.response)
+        if (length.isdigit() and int(length) > STREAM_THRESHOLD) or (chunked and not length and not seeds) or events:
             tee = _Tee()
             flow.response.stream = tee
             flow.metadata["webfreeze_tee"] = tee
+            if events:  # (each event reaches the page as it comes, over HTTP/2 too)
+                self._open[flow.id] = flow
 
     def response(self, flow: http.HTTPFlow) -> None:
+        self._open.pop(flow.id, None)
         tee = flow.metadata.pop("webfreeze_tee", None)
-        if self.paused:
-            return
+        if self.paused or flow.metadata.get("webfreeze_flushed"):
+            return  # (an event stream already recorded as it stood: its answer in the archive ends there)
+        self._record(flow, tee)
+
+    def _record(self, flow: http.HTTPFlow, tee: _Tee | None, *, open_stream: bool = False) -> None:
+        """Write ``flow``'s exchange, its body what ``tee`` kept (else mitmproxy's); ``open_stream``:
+        the answer was still coming (recorded as it stood)."""
         payload = tee.read() if tee is not None else (flow.response.raw_content or b"")
         req, resp = flow.request, flow.response
         peer = flow.server_conn.peername[0] if flow.server_conn and flow.server_conn.peername else None
-        extra = {"ip": peer} if peer else {}
+        extra: dict = {"ip": peer} if peer else {}
         if tee is not None and "chunked" in resp.headers.get("transfer-encoding", "").lower():
             extra["dechunked"] = True
+        if open_stream:
+            extra["open_stream"] = True
         ex = Exchange(
             url=client_url(flow),
             captured_at=datetime.fromtimestamp(req.timestamp_start, timezone.utc),
@@ -142,8 +170,32 @@ class ArchiveRecorder:
         except Exception as exc:  # never take the proxy down; the miss is logged and counted
             self.errors += 1
             log.error("could not record %s %s: %s", req.method, req.url, exc)
-        if tee is None and flow.metadata.get("webfreeze_seeds"):
+        if tee is None and not open_stream and flow.metadata.get("webfreeze_seeds"):
             self._seed(flow, ex.url)
+
+    def flush_open(self) -> int:
+        """Record each event stream still coming as it stands now (its events so far, marked
+        ``open_stream``), once: a crawl does this before it checks a page that keeps one open, so
+        that the check's replay finds it. Run it on the proxy's loop
+        (:meth:`~webfreeze.recorder.proxy.RecordingProxy.flush_open_streams`). Returns how many."""
+        flows = list(self._open.values())
+        self._open.clear()
+        if self.paused:
+            return 0
+        for flow in flows:
+            self._close_open(flow)
+        return len(flows)
+
+    def _close_open(self, flow: http.HTTPFlow) -> None:
+        tee = flow.metadata.get("webfreeze_tee")
+        if tee is None or flow.metadata.get("webfreeze_flushed"):
+            return
+        flow.metadata["webfreeze_flushed"] = True
+        self._record(flow, tee, open_stream=True)
+
+    def done(self) -> None:
+        """mitmproxy's shutdown: the event streams still coming are recorded as they stand."""
+        self.flush_open()
 
     def _seeds(self, flow: http.HTTPFlow) -> bool:
         """Whether ``flow``'s answer is a document that gets the replay's generator (``seed_pages``):
@@ -182,8 +234,15 @@ class ArchiveRecorder:
         if flow.request is None:
             return
         if flow.response is not None:  # the answer had begun: it was cut, or never ended
-            if not self.paused:
-                self.unfinished.append(f"{flow.request.method} {client_url(flow)}")
+            self._open.pop(flow.id, None)
+            if self.paused or flow.metadata.get("webfreeze_flushed"):
+                return
+            if flow.metadata.get("webfreeze_tee") is not None and _is_event_stream(flow.response) \
+                    and flow.error is not None and client_gave_up(flow.error.msg):
+                # An event stream the page let go (closed, or went elsewhere): the events it had.
+                self._close_open(flow)
+                return
+            self.unfinished.append(f"{flow.request.method} {client_url(flow)}")
             return
         if flow.error is not None and client_gave_up(flow.error.msg):
             # Not the site's failure: a 502 kept for it would be replayed to a page that waits for

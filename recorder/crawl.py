@@ -460,7 +460,8 @@ def _cookie_header(context, url: str) -> str | None:
 
 
 # How long a live fetch of what a check missed may take, its whole answer: a stream that never ends
-# (server-sent events a page keeps open: Gradio's heartbeat) is given up then, and stays missing.
+# (a log streamed as lines) is given up then, and stays missing. (Server-sent events a page keeps
+# open, Gradio's heartbeat, are recorded as they stand instead: recorder/addon.py.)
 # $WEBFREEZE_STREAM_DEADLINE_S sets another (seconds; a site whose answers take longer, a test).
 LIVE_FETCH_DEADLINE_S = 60
 
@@ -510,6 +511,9 @@ def _self_check(checker, proxy: RecordingProxy, url: str, when: str | None = Non
     before = first = None
     streaming: dict[str, str] = {}  # URL -> why its live fetch gave up (a stream that never ends)
     at = when
+    # (an event stream the page keeps open, Gradio's heartbeat, is recorded as it stands, so that
+    # the check's replay finds it: it would never end, so neither would its live fetch)
+    proxy.flush_open_streams()
     for attempt in range(CHECK_TRIES):
         missing, error = checker.check(url, at or now())
         # a form is never sent twice; a WebSocket (ws://) is not fetched: a live fetch cannot record

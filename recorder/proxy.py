@@ -20,7 +20,7 @@ from webfreeze.archives.urlkey import url_of
 from webfreeze.common.ca import default_confdir, load_ca  # one CA for recording and replay
 from webfreeze.common.resolve import parse_resolve  # noqa: F401  (the --resolve table; its home is common)
 
-from .addon import ArchiveRecorder
+from .addon import EVENT_STREAM, ArchiveRecorder
 from .errors import ProxyError, SiteUnreachable
 
 CA_NAME = "mitmproxy-ca-cert.pem"
@@ -109,6 +109,8 @@ def recording_into(path: str | os.PathLike) -> Iterator[Archive]:
 
 # How a live fetch that gave up on a stream that never ends starts its reason (a crawl's missing list).
 STREAM_MISSING = "still streaming after"
+# How long a live fetch listens to server-sent events before it records them as they stand.
+EVENTS_LISTEN_S = 5.0
 
 
 class RecordingProxy:
@@ -187,8 +189,10 @@ class RecordingProxy:
         once the session has begun. A crawl fetches what its replayed page missed this way, so the
         answer lands in the archive exactly as the browser's would. Network errors raise OSError
         or :class:`http.client.HTTPException`. ``timeout`` bounds each read, ``deadline`` (seconds)
-        the whole answer: a stream that never ends (server-sent events a page keeps open, Gradio's
-        heartbeat) raises :class:`TimeoutError` then, and is not recorded."""
+        the whole answer: a stream that never ends raises :class:`TimeoutError` then, and is not
+        recorded. Server-sent events (a page keeps them open: Gradio's heartbeat) are listened to
+        for :data:`EVENTS_LISTEN_S` at most (``deadline`` if shorter) and recorded as they stand
+        (:meth:`flush_open_streams`)."""
         import ssl
         import time
 
@@ -211,6 +215,9 @@ class RecordingProxy:
                 conn.putheader("Content-Length", str(len(body)))
             conn.endheaders(body or None)
             resp = conn.getresponse()
+            if (resp.getheader("content-type") or "").lower().lstrip().startswith(EVENT_STREAM):
+                self._listen(conn, resp, min(deadline, EVENTS_LISTEN_S))
+                return resp.status, resp.reason
             end = time.monotonic() + deadline
             while resp.read1(1 << 16):
                 if time.monotonic() > end:
@@ -219,6 +226,35 @@ class RecordingProxy:
             return resp.status, resp.reason
         finally:
             conn.close()
+
+    def _listen(self, conn, resp, seconds: float) -> None:
+        """Read server-sent events for ``seconds`` at most (or to their end), then have what came
+        recorded as it stands, before the connection closes."""
+        import time
+
+        end = time.monotonic() + seconds
+        try:
+            while (left := end - time.monotonic()) > 0:
+                if conn.sock is not None:
+                    conn.sock.settimeout(left)
+                if not resp.read1(1 << 16):
+                    return  # (it ended: recorded as any answer)
+        except (TimeoutError, socket.timeout):
+            pass
+        self.flush_open_streams()
+
+    def flush_open_streams(self, timeout: float = 15) -> int:
+        """Record the event streams still coming through this proxy as they stand (on its loop:
+        :meth:`ArchiveRecorder.flush_open`); how many. A proxy not running has none."""
+        if self._loop is None or not self._listening or self._loop.is_closed():
+            return 0
+
+        async def flush() -> int:
+            return self.recorder.flush_open()
+        try:
+            return asyncio.run_coroutine_threadsafe(flush(), self._loop).result(timeout)
+        except RuntimeError:  # (the loop stopped meanwhile)
+            return 0
 
     def tls_failed(self, host: str) -> str | None:
         """Why the proxy's TLS handshake with ``host`` failed (its last failure), or None."""

@@ -34,7 +34,12 @@ Repeated identical requests are answered in recorded order: the n-th time the sa
 (same level and key) is asked in one replay session it gets the n-th capture of that key, then the
 last one repeats (:class:`Sequencer`). With a target time, the sequence starts at the capture
 closest to it and continues in recorded order within that capture's session, so a crawl repeated a
-month later does not interleave with the first.
+month later does not interleave with the first. Where the captures of a repeated request followed
+different state-changing requests (a ``POST``, ``PUT``, ``PATCH`` or ``DELETE``: its *antecedent*,
+the last one asked before it in its capture session, :meth:`Matcher.antecedent`), the request is
+answered from the captures that followed the state-changing request the replay answered last, when
+there are any, in recorded order: a queue's ``GET .../queue/data`` after each ``POST
+.../queue/join`` answers the join the page made, whatever the order of the actions.
 
 Request bodies compare as fields: form-encoded and multipart bodies (boundary ignored) by their
 fields, JSON by flattened leaves, anything else by SHA-256; that is what ``body_key`` encodes.
@@ -169,6 +174,8 @@ def matching_digest() -> str:
 
     parts = {"version": MATCHING_VERSION, "rules": dataclasses.asdict(Rules()), "agent_rules": AGENT_RULES}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=list).encode("ascii")).hexdigest()[:16]
+# Requests that change nothing on the site (RFC 9110, 9.2.1): the others are state-changing.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _DOCUMENT_DESTS = frozenset({"document", "iframe", "frame", "embed", "object"})
 
 
@@ -365,6 +372,8 @@ class Matcher:
         self._query: dict[int, list[tuple[str, str]]] = {}
         self._ignorable = self.rules.ignorable()
         self.count = 0
+        # capture session -> (captured_at, id) of its state-changing requests, in order (antecedent)
+        self._changes: dict[str, list[tuple[str, int]]] = {}
         for r in rows:
             t = normalize_time(r.captured_at)
             mime = (r.mime or "").lower()
@@ -374,10 +383,24 @@ class Matcher:
             self.exact.setdefault((cap.method, cap.url, cap.body_key), []).append(cap)
             self.canonical.setdefault((cap.method, canonical_url(cap.url, self.rules), cap.body_key), []).append(cap)
             self.by_path.setdefault((cap.method, path_key(cap.url)), []).append(cap)
+            if cap.method not in SAFE_METHODS:
+                self._changes.setdefault(cap.session_id, []).append((cap.captured_at, cap.id))
             self.count += 1
         for table in (self.exact, self.canonical, self.by_path):
             for caps in table.values():
                 caps.sort(key=lambda c: (c.captured_at, c.id))
+        for marks in self._changes.values():
+            marks.sort()
+
+    def antecedent(self, cap: Capture) -> int | None:
+        """The id of the state-changing request (not GET, HEAD or OPTIONS) asked last before ``cap``
+        in its capture session (by the time each was asked, then the order recorded); None when
+        none was."""
+        marks = self._changes.get(cap.session_id)
+        if not marks:
+            return None
+        i = bisect_left(marks, (cap.captured_at, cap.id))
+        return marks[i - 1][1] if i else None
 
     @classmethod
     def from_archive(cls, archive, rules: Rules | None = None) -> "Matcher":
@@ -491,23 +514,40 @@ class Sequencer:
 
     def __init__(self):
         self._seen: dict[tuple, int] = {}
+        self._served: dict[tuple, set[int]] = {}  # key -> the captures answered with (by after)
         self._lock = threading.Lock()
 
     def reset(self) -> None:
         with self._lock:
             self._seen.clear()
+            self._served.clear()
 
-    def pick(self, key: tuple, caps: list[Capture], when: float | None) -> Capture:
+    def pick(self, key: tuple, caps: list[Capture], when: float | None, after=None) -> Capture:
+        """The capture answering the next ``key`` request. ``after``: (the id of the capture that
+        answered this session's last state-changing request, or -1 for one no capture answered,
+        or None before any; the function giving a capture's antecedent id): when only some of
+        ``caps`` followed that capture, the first of those not answered with yet (else the last
+        of them), in place of the n-th."""
         if len(caps) > 1 and when is not None:
             # The sequence starts at the capture closest to the target time and goes on in recorded
             # order within its capture session.
             first = closest(caps, when)
             caps = [c for c in caps if c.session_id == first.session_id
                     and (c.captured_at, c.id) >= (first.captured_at, first.id)]
+        followed = []
+        if after is not None and len(caps) > 1:
+            last, antecedent = after
+            followed = [c for c in caps if antecedent(c) == last]
         with self._lock:
             n = self._seen.get(key, 0)
             self._seen[key] = n + 1
-        return caps[min(n, len(caps) - 1)]
+            served = self._served.setdefault(key, set())
+            if followed and len(followed) < len(caps):
+                cap = next((c for c in followed if c.id not in served), followed[-1])
+            else:
+                cap = caps[min(n, len(caps) - 1)]
+            served.add(cap.id)
+        return cap
 
 
 def request_body_key(headers: list[tuple[str, str]], body: bytes | None) -> str:

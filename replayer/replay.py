@@ -38,6 +38,7 @@ from .determinism import page_seed, parsed_as_xml, runtime_script
 from .hooks import ReplayRequest, ReplayResponse, SiteModel, host_key
 from .matching import (
     HTML_MIMES,
+    SAFE_METHODS,
     Matcher,
     Rules,
     Sequencer,
@@ -290,6 +291,9 @@ class Replay:
         self.clock_shift = 0.0  # (seconds; reset() sets it for one session: a probe, see there)
         self.cache = ResponseCache(cache_bytes)
         self.sequencer = Sequencer()
+        # the capture that answered this session's last state-changing request (-1: none answered
+        # it; None: none asked yet): repeated requests are answered from what followed it
+        self._last_change: int | None = None
         self.models: dict[str, SiteModel] = {}
         self._last_capture: str | None = None
         self.model_state: dict[str, dict] = {}
@@ -360,6 +364,7 @@ class Replay:
             # a session without a time of its own goes back to the server's (no carry-over between tasks)
             self.when = parse_time(when).timestamp() if when is not None else self.default_when
             self.sequencer.reset()
+            self._last_change = None
             self.cache.clear()  # injected pages depend on the seed
             # Fresh site models, each built when first asked (a model's initial state depends only on
             # the seed; most episodes touch one site model of many, or none).
@@ -444,9 +449,12 @@ class Replay:
         hk = host_key(url)
         model = self.models.get(hk)
         answers = self.answers
+        changes = method.upper() not in SAFE_METHODS
         if model is not None:
             resp = self._ask_model(model, method, url, headers, body)
             if resp is not None:
+                if changes:
+                    self._last_change = -1
                 self.stats["model"] += 1
                 if answers is not None:
                     answers.append(Answered(method.upper(), url, "model", resp.status,
@@ -464,6 +472,8 @@ class Replay:
         if not caps and self.upstream is not None and _may_go_live(url):  # patching misses (mode "miss")
             return self._answer_live(method, url, headers, body, inject, "live")
         if not caps:
+            if changes:
+                self._last_change = -1
             if answers is not None:
                 answers.append(Answered(method.upper(), url, "miss", MISS_STATUS.get(self.on_miss, 0),
                                         round(score, 4) if score else None))
@@ -482,7 +492,10 @@ class Replay:
             near = closest(own or caps, target)
             loaded = near.captured_at if near.status == 304 else None
         caps = [c for c in full if c.session_id == pref] or full if own else full
-        cap = self.sequencer.pick(key, caps, target) if ordered else closest(caps, target)
+        cap = (self.sequencer.pick(key, caps, target, (self._last_change, self.matcher.antecedent)) if ordered
+               else closest(caps, target))
+        if changes:
+            self._last_change = cap.id
         cap_id, cap_url = cap.id, cap.url
         built = self._build(cap_id, inject, loaded)
         if skip_self_redirects and 300 <= built.status < 400 and _redirects_to_itself(built, cap_url):

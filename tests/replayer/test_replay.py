@@ -149,6 +149,44 @@ def test_repeated_requests_are_answered_in_recorded_order_then_the_last_repeats(
     assert proxied(server, "GET", "http://site.test/counter")[1] == b"first"
 
 
+def test_a_repeated_request_is_answered_from_what_followed_the_last_change(tmp_path, home):
+    """A queue as Gradio's: each action ``POST /queue/join``s (its body names the action), then
+    ``GET /queue/data`` brings that action's result. Recorded A, then B; replayed B first, each
+    data request gets the result of the join the page made, not the first recorded; a repeated
+    request with no join between (the poll before any action) keeps recorded order."""
+    json_ctype = [("Content-Type", "application/json")]
+
+    def at(second):
+        return f"2024-03-01T12:00:{second:02d}Z"
+    path = build_archive(tmp_path / "queue.wfz", [
+        text("http://app.test/queue/data", "idle-1", at(0)),
+        text("http://app.test/queue/data", "idle-2", at(1)),
+        {**text("http://app.test/queue/join", '{"event_id": "a"}', at(2), resp_headers=json_ctype),
+         "method": "POST", "req_body": b'{"fn": "A"}', "req_headers": json_ctype},
+        text("http://app.test/queue/data", "done A", at(3)),
+        {**text("http://app.test/queue/join", '{"event_id": "b"}', at(4), resp_headers=json_ctype),
+         "method": "POST", "req_body": b'{"fn": "B"}', "req_headers": json_ctype},
+        text("http://app.test/queue/data", "done B", at(5)),
+        text("http://app.test/queue/data", "done B again", at(6)),
+    ])
+    with ReplayServer(path, mode="proxy", confdir=home) as srv:
+        def join(fn):
+            return proxied(srv, "POST", "http://app.test/queue/join", body=b'{"fn": "%s"}' % fn,
+                           headers={"Content-Type": "application/json"})[1]
+
+        def data():
+            resp, body = proxied(srv, "GET", "http://app.test/queue/data")
+            return body.decode(), resp.getheader("X-Webfreeze-Match")
+        got = [data(), data()]
+        assert join(b"B") == b'{"event_id": "b"}'
+        got += [data(), data(), data()]
+        assert join(b"A") == b'{"event_id": "a"}'
+        got += [data(), data()]
+    assert got == [("idle-1", "exact"), ("idle-2", "exact"),
+                   ("done B", "exact"), ("done B again", "exact"), ("done B again", "exact"),
+                   ("done A", "exact"), ("done A", "exact")]
+
+
 def test_target_time_picks_the_closest_capture(site_archive, home):
     with ReplayServer(site_archive, mode="proxy", confdir=home, when="2024-05-20T00:00:00Z") as srv:
         assert proxied(srv, "GET", "http://site.test/timed")[1] == b"june"

@@ -408,8 +408,7 @@ def _capture(page, url: str, screenshots: str):
         return status, title, dom, shot, links, landed, unanchored
     finally:
         stop_sockets()
-        for event, handler in (("request", inflight.started), ("requestfinished", inflight.ended),
-                               ("requestfailed", inflight.ended)):
+        for event, handler in inflight.handlers():
             page.remove_listener(event, handler)
 
 

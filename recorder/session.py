@@ -581,8 +581,9 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
     ``run(page)``) or a ``driver`` callable drives it, else a person does until the window is
     closed. ``instruction`` (the task the session performs) is kept in the trajectory.
     ``credentials``: (user, password) for the site's HTTP authentication (as a crawl's). ``warn``
-    (a callable taking a line) hears of the answers still coming when the session ended (a stream
-    the page kept open: Gradio's heartbeat), which are not recorded. Returns the trajectory."""
+    (a callable taking a line) hears of the answers still coming when the session ended, which are
+    not recorded (server-sent events the page kept open, Gradio's heartbeat, are recorded as they
+    stood: recorder/addon.py). Returns the trajectory."""
     from playwright.sync_api import sync_playwright
 
     from webfreeze.simulator.browser import Inflight, launch_chromium, require_display
@@ -618,8 +619,7 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
                 browser = launch_chromium(pw, proxy=proxy.url, headless=not headed, shell=True)
                 context = open_context(browser, start, credentials)
                 inflight = Inflight()  # (every page's requests: the session ends when they have)
-                for event, handler in (("request", inflight.started), ("requestfinished", inflight.ended),
-                                       ("requestfailed", inflight.ended)):
+                for event, handler in inflight.handlers():
                     context.on(event, handler)
                 context.expose_binding("__webfreezeLog", log.from_page)
                 context.add_init_script(LISTENER_JS)

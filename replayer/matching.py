@@ -41,6 +41,10 @@ answered from the captures that followed the state-changing request the replay a
 there are any, in recorded order: a queue's ``GET .../queue/data`` after each ``POST
 .../queue/join`` answers the join the page made, whatever the order of the actions.
 
+A state-changing request asked again once its captures are used up, whose captures' answers differ
+(the site's answer depended on what came before: Gradio's ``queue/join`` names each event anew), is
+answered with the last one, as ``fuzzy``: the site would have answered something else.
+
 Request bodies compare as fields: form-encoded and multipart bodies (boundary ignored) by their
 fields, JSON by flattened leaves, anything else by SHA-256; that is what ``body_key`` encodes.
 """
@@ -522,12 +526,13 @@ class Sequencer:
             self._seen.clear()
             self._served.clear()
 
-    def pick(self, key: tuple, caps: list[Capture], when: float | None, after=None) -> Capture:
-        """The capture answering the next ``key`` request. ``after``: (the id of the capture that
-        answered this session's last state-changing request, or -1 for one no capture answered,
-        or None before any; the function giving a capture's antecedent id): when only some of
-        ``caps`` followed that capture, the first of those not answered with yet (else the last
-        of them), in place of the n-th."""
+    def pick(self, key: tuple, caps: list[Capture], when: float | None, after=None) -> tuple[Capture, bool]:
+        """The capture answering the next ``key`` request, and whether it answered this request
+        before in this session (a repeat past what was recorded). ``after``: (the id of the capture
+        that answered this session's last state-changing request, or -1 for one no capture
+        answered, or None before any; the function giving a capture's antecedent id): when only
+        some of ``caps`` followed that capture, the first of those not answered with yet (else the
+        last of them), in place of the n-th."""
         if len(caps) > 1 and when is not None:
             # The sequence starts at the capture closest to the target time and goes on in recorded
             # order within its capture session.
@@ -546,8 +551,9 @@ class Sequencer:
                 cap = next((c for c in followed if c.id not in served), followed[-1])
             else:
                 cap = caps[min(n, len(caps) - 1)]
+            again = cap.id in served
             served.add(cap.id)
-        return cap
+        return cap, again
 
 
 def request_body_key(headers: list[tuple[str, str]], body: bytes | None) -> str:

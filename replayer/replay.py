@@ -492,8 +492,14 @@ class Replay:
             near = closest(own or caps, target)
             loaded = near.captured_at if near.status == 304 else None
         caps = [c for c in full if c.session_id == pref] or full if own else full
-        cap = (self.sequencer.pick(key, caps, target, (self._last_change, self.matcher.antecedent)) if ordered
-               else closest(caps, target))
+        if ordered:
+            cap, again = self.sequencer.pick(key, caps, target, (self._last_change, self.matcher.antecedent))
+            if again and changes and self._answers_differ(caps):
+                # asked more often than recorded, and the site answered it differently each time:
+                # the last answer stands in for one the recording never saw
+                level, score = "fuzzy", 1.0
+        else:
+            cap = closest(caps, target)
         if changes:
             self._last_change = cap.id
         cap_id, cap_url = cap.id, cap.url
@@ -518,6 +524,12 @@ class Replay:
         if level == "canonical" or level == "fuzzy":
             built = self._rewrite_jsonp(built, cap_url, url)
         return self._serialise(built, method, headers, extra)
+
+    def _answers_differ(self, caps: list) -> bool:
+        """Whether the recorded answers of ``caps`` (their status or payload) are not all alike."""
+        with self._state_lock:
+            seen = {(row["status"], row["payload"]) for row in (self.archive.exchange_row(c.id) for c in caps) if row}
+        return len(seen) > 1
 
     def _answer_live(self, method: str, url: str, headers, body: bytes, inject: bool, level: str):
         """Send the request to the upstream recording proxy, then answer with the exchange it

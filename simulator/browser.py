@@ -224,13 +224,25 @@ class Inflight(set):
         self.discard(request)
         self.changed = time.monotonic()
 
+    def responded(self, response) -> None:
+        # Server-sent events come for as long as the page is shown (Gradio's heartbeat): the
+        # request is no longer waited for once its answer has begun (it changed nothing: events
+        # that come at once are waited for as a body is, by the quiet period after)
+        if response.request in self and response.headers.get("content-type", "").lower().lstrip().startswith(
+                "text/event-stream"):
+            self.discard(response.request)
+
+    def handlers(self) -> list:
+        """(Playwright event, handler) pairs that keep this set current, for ``on`` and ``remove_listener``."""
+        return [("request", self.started), ("response", self.responded), ("requestfinished", self.ended),
+                ("requestfailed", self.ended)]
+
 
 def track_inflight(page) -> Inflight:
     """The set of the page's requests in flight, kept current by Playwright's request events."""
     inflight = Inflight()
-    page.on("request", inflight.started)
-    page.on("requestfinished", inflight.ended)
-    page.on("requestfailed", inflight.ended)
+    for event, handler in inflight.handlers():
+        page.on(event, handler)
     return inflight
 
 

@@ -41,3 +41,8 @@ def test_an_open_stream_leaves_truncated_and_comes_back_open(tmp_path, cli_here,
         got = {e.url: (e.extra.get("open_stream", False), e.response.payload()) for e in arc.exchanges()}
     assert got == {"http://app.test/gradio_api/heartbeat/ab12": (True, EVENTS),
                    "http://app.test/done": (False, EVENTS + b"data: BYE\n\n")}
+    # and `archive show` says which answer it is
+    shown = {url: cli_here("archive", "show", back, url).stdout.splitlines()[1]
+             for url in ("http://app.test/gradio_api/heartbeat/ab12", "http://app.test/done")}
+    assert shown["http://app.test/gradio_api/heartbeat/ab12"].startswith("# an event stream still open"), shown
+    assert not shown["http://app.test/done"].startswith("#"), shown

@@ -187,6 +187,35 @@ def test_a_repeated_request_is_answered_from_what_followed_the_last_change(tmp_p
                    ("done A", "exact"), ("done A", "exact")]
 
 
+def test_a_state_changing_request_asked_more_often_than_recorded_is_fuzzy_when_its_answers_differ(tmp_path, home):
+    """``POST /increment`` was recorded twice, answered 1 then 2: a third is answered with the
+    last, but as fuzzy (the site would have said 3). ``POST /ping``, recorded twice with the same
+    answer, stays exact; so does a ``GET`` asked more often than recorded (the last one repeats)."""
+    form = [("Content-Type", "application/x-www-form-urlencoded")]
+    path = build_archive(tmp_path / "counter.wfz", [
+        {**text("http://app.test/increment", "1", "2024-03-01T12:00:00Z"), "method": "POST", "req_body": b"by=1",
+         "req_headers": form},
+        {**text("http://app.test/increment", "2", "2024-03-01T12:00:01Z"), "method": "POST", "req_body": b"by=1",
+         "req_headers": form},
+        {**text("http://app.test/ping", "pong", "2024-03-01T12:00:02Z"), "method": "POST", "req_body": b"x=1",
+         "req_headers": form},
+        {**text("http://app.test/ping", "pong", "2024-03-01T12:00:03Z"), "method": "POST", "req_body": b"x=1",
+         "req_headers": form},
+        text("http://app.test/count", "one", "2024-03-01T12:00:04Z"),
+        text("http://app.test/count", "two", "2024-03-01T12:00:05Z"),
+    ])
+    with ReplayServer(path, mode="proxy", confdir=home) as srv:
+        def ask(method, url, body=None):
+            resp, data = proxied(srv, method, url, body=body, headers=dict(form) if body else None)
+            return data.decode(), resp.getheader("X-Webfreeze-Match")
+        got = [ask("POST", "http://app.test/increment", b"by=1") for _ in range(3)]
+        got += [ask("POST", "http://app.test/ping", b"x=1") for _ in range(3)]
+        got += [ask("GET", "http://app.test/count") for _ in range(3)]
+    assert got == [("1", "exact"), ("2", "exact"), ("2", "fuzzy"),
+                   ("pong", "exact"), ("pong", "exact"), ("pong", "exact"),
+                   ("one", "exact"), ("two", "exact"), ("two", "exact")]
+
+
 def test_target_time_picks_the_closest_capture(site_archive, home):
     with ReplayServer(site_archive, mode="proxy", confdir=home, when="2024-05-20T00:00:00Z") as srv:
         assert proxied(srv, "GET", "http://site.test/timed")[1] == b"june"

@@ -244,6 +244,8 @@ def archive_show(archive_path, url, exchange_id, when, method, raw, headers_only
         body = resp.payload()
         req_body = req.payload()
         click.echo(f"# exchange {ex.id}, captured {ex.captured_at}, payload sha256:{resp.payload_digest}")
+        if ex.extra.get("open_stream"):
+            click.echo("# an event stream still open when recorded: the body is what had come (a replay ends it there)")
         if req.captured:
             click.echo(f"{ex.method} {ex.url}")
             for k, v in req.headers:

@@ -122,8 +122,9 @@ class App(Heartbeat):
         self.wfile.write(page)
 
 
-def test_a_session_records_the_events_and_says_which_other_answers_were_still_coming(tmp_path, monkeypatch, cli):
-    from webfreeze.archives import Archive
+def record_session(tmp_path, monkeypatch, cli, path: str):
+    """``record session`` of the app's page at ``path``, its script waiting for the first event:
+    (the CLI's result, the site's URL)."""
     from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
     try:
@@ -138,11 +139,18 @@ def test_a_session_records_the_events_and_says_which_other_answers_were_still_co
     site = f"http://127.0.0.1:{server.server_port}/"
     (tmp_path / "s.py").write_text("def run(page):\n    page.get_by_text('Listening').wait_for()\n")
     try:
-        r = cli("record", "session", site + "with-log", "--archive", tmp_path / "a.wfz", "--trajectory",
+        r = cli("record", "session", site + path, "--archive", tmp_path / "a.wfz", "--trajectory",
                 tmp_path / "t.json", "--script", tmp_path / "s.py", timeout=300)
     finally:
         server.shutdown()
         server.server_close()
+    return r, site
+
+
+def test_a_session_records_the_events_and_says_which_other_answers_were_still_coming(tmp_path, monkeypatch, cli):
+    from webfreeze.archives import Archive
+
+    r, site = record_session(tmp_path, monkeypatch, cli, "with-log")
     assert r.returncode == 0, r.stderr
     warning = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
     assert len(warning) == 1 and "still coming when the session ended" in warning[0], r.stderr
@@ -158,24 +166,8 @@ def test_a_session_records_the_events_and_says_which_other_answers_were_still_co
 
 def test_a_session_does_not_wait_on_the_events_a_page_keeps_open(tmp_path, monkeypatch, cli):
     from webfreeze.archives import Archive
-    from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
-    try:
-        chromium_path()
-    except BrowserUnavailable as exc:
-        pytest.skip(str(exc))
-    monkeypatch.setenv("WEBFREEZE_HOME", str(tmp_path / "home"))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), App)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    site = f"http://127.0.0.1:{server.server_port}/"
-    (tmp_path / "s.py").write_text("def run(page):\n    page.get_by_text('Listening').wait_for()\n")
-    try:
-        r = cli("record", "session", site, "--archive", tmp_path / "a.wfz", "--trajectory", tmp_path / "t.json",
-                "--script", tmp_path / "s.py", timeout=300)
-    finally:
-        server.shutdown()
-        server.server_close()
+    r, _ = record_session(tmp_path, monkeypatch, cli, "")
     assert r.returncode == 0 and "warning:" not in r.stderr, r.stderr
     with Archive.open(tmp_path / "a.wfz") as arc:
         [body] = [e.response.payload() for e in arc.exchanges() if "/heartbeat/" in e.url]

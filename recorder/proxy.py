@@ -285,6 +285,7 @@ class RecordingProxy:
             master.addons.add(_TlsWatch(self))
             self._master = master
             self._loop = asyncio.get_running_loop()
+            self._loop.set_exception_handler(_quiet_cancellation)
             if threading.current_thread() is threading.main_thread():
                 # Ctrl-C and SIGTERM end the run cleanly: the session is closed, the archive checkpointed.
                 for sig in (signal.SIGINT, signal.SIGTERM):
@@ -355,6 +356,16 @@ class RecordingProxy:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+
+def _quiet_cancellation(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """The proxy loop's handler of errors nobody awaited: a connection still open when the proxy
+    stops (Ctrl-C with a browser connected) has its task cancelled, and Python 3.11's asyncio
+    streams then report that cancellation as an error in a callback (a traceback per connection,
+    none of them a failure). Anything else goes to asyncio's own handler."""
+    if isinstance(context.get("exception"), asyncio.CancelledError):
+        return
+    loop.default_exception_handler(context)
 
 
 def _plain_reason(why: str) -> str:

@@ -449,6 +449,41 @@ def test_a_signal_flushes_and_closes(tmp_path, home, sig, port):
             site.url + p for p in ("/", "/about", "/help"))
 
 
+def test_ctrl_c_with_a_stream_still_open_records_it_and_prints_no_traceback(tmp_path, home):
+    """A client still reading server-sent events when the proxy is stopped: mitmproxy cancels its
+    connection, which Python's asyncio reported as an error, a traceback per connection. Now the
+    proxy stops with its one line, and the events that had come are recorded (open_stream)."""
+    from http.server import ThreadingHTTPServer
+
+    from test_fetch_stream import Heartbeat
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Heartbeat)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/events/1"
+    archive = tmp_path / "open.wfz"
+    proc = recorder_process(archive, 0, home, stdout=subprocess.PIPE)
+    try:
+        conn = socket.create_connection(("127.0.0.1", proc.port), timeout=10)
+        conn.sendall(f"GET {url} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n".encode())
+        got = b""
+        while got.count(b"event: heartbeat") < 2:  # (the stream is flowing through the proxy)
+            got += conn.recv(65536)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        conn.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode == 0 and "Traceback" not in err and "recorded 1 exchanges" in err, err
+    with Archive.open(archive) as arc:
+        [ex] = list(arc.exchanges())
+        assert ex.url == url and ex.extra.get("open_stream") is True, ex.extra
+        assert ex.response.payload().startswith(b"event: heartbeat\ndata: {}\n\n")
+
+
 def _ws_echo_server():
     """A WebSocket echo server on loopback, built on wsproto (the library mitmproxy uses)."""
     import wsproto

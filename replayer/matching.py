@@ -43,7 +43,9 @@ there are any, in recorded order: a queue's ``GET .../queue/data`` after each ``
 
 A state-changing request asked again once its captures are used up, whose captures' answers differ
 (the site's answer depended on what came before: Gradio's ``queue/join`` names each event anew), is
-answered with the last one, as ``fuzzy``: the site would have answered something else.
+answered with the last one, as ``fuzzy``: the site would have answered something else. Once a
+state-changing request was answered fuzzily or not at all, so is any request past its captures whose answers
+differ (``Replay.answer``).
 
 Request bodies compare as fields: form-encoded and multipart bodies (boundary ignored) by their
 fields, JSON by flattened leaves, anything else by SHA-256; that is what ``body_key`` encodes.

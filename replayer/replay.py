@@ -155,6 +155,7 @@ class Answered:
     # bytes as served (None for a miss, whose body is our own note).
     mime: str | None = None
     size: int | None = None
+    open_stream: bool = False  # an event stream still open when recorded: ended after its events
 
 
 def _block_value(block: bytes, name: bytes) -> str | None:
@@ -164,6 +165,11 @@ def _block_value(block: bytes, name: bytes) -> str | None:
         if sep and key.strip().lower() == name:
             return value.strip().decode("latin-1")
     return None
+
+
+# The header that marks an answer from an event stream still open when recorded (its events, then
+# the end the replay gives it): provenance notes it (simulator/provenance.py OPEN_STREAM_WHY).
+OPEN_STREAM_HEADER = "X-Webfreeze-Open-Stream"
 
 
 @dataclass
@@ -176,6 +182,7 @@ class Built:
     body: bytes
     range_ok: bool
     size: int  # bytes counted against the cache
+    open_stream: bool = False  # events a page kept open, recorded as they stood (recorder/addon.py)
 
 
 def _status_line(status: int, reason: str) -> bytes:
@@ -294,6 +301,9 @@ class Replay:
         # the capture that answered this session's last state-changing request (-1: none answered
         # it; None: none asked yet): repeated requests are answered from what followed it
         self._last_change: int | None = None
+        # whether a state-changing request of this session was answered fuzzily or not at all:
+        # the site's state has left the recording's
+        self._diverged = False
         self.models: dict[str, SiteModel] = {}
         self._last_capture: str | None = None
         self.model_state: dict[str, dict] = {}
@@ -365,6 +375,7 @@ class Replay:
             self.when = parse_time(when).timestamp() if when is not None else self.default_when
             self.sequencer.reset()
             self._last_change = None
+            self._diverged = False
             self.cache.clear()  # injected pages depend on the seed
             # Fresh site models, each built when first asked (a model's initial state depends only on
             # the seed; most episodes touch one site model of many, or none).
@@ -474,6 +485,7 @@ class Replay:
         if not caps:
             if changes:
                 self._last_change = -1
+                self._diverged = True
             if answers is not None:
                 answers.append(Answered(method.upper(), url, "miss", MISS_STATUS.get(self.on_miss, 0),
                                         round(score, 4) if score else None))
@@ -494,14 +506,16 @@ class Replay:
         caps = [c for c in full if c.session_id == pref] or full if own else full
         if ordered:
             cap, again = self.sequencer.pick(key, caps, target, (self._last_change, self.matcher.antecedent))
-            if again and changes and self._answers_differ(caps):
+            if again and (changes or self._diverged) and self._answers_differ(caps):
                 # asked more often than recorded, and the site answered it differently each time:
-                # the last answer stands in for one the recording never saw
+                # the last answer stands in for one the recording never saw (a state-changing
+                # request, or any once the site's state has left the recording's)
                 level, score = "fuzzy", 1.0
         else:
             cap = closest(caps, target)
         if changes:
             self._last_change = cap.id
+            self._diverged = self._diverged or level == "fuzzy"
         cap_id, cap_url = cap.id, cap.url
         built = self._build(cap_id, inject, loaded)
         if skip_self_redirects and 300 <= built.status < 400 and _redirects_to_itself(built, cap_url):
@@ -516,11 +530,14 @@ class Replay:
                      f"\r\nX-Webfreeze-Capture-Url: {quote(cap_url, safe=URL_SAFE)}\r\n").encode("latin-1", "replace")
         else:
             extra = f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {cap_id}\r\n".encode()
+        if built.open_stream:
+            extra += f"{OPEN_STREAM_HEADER}: 1\r\n".encode()
         if answers is not None:
             answers.append(Answered(method.upper(), url, level, built.status,
                                     round(score, 4) if level == "fuzzy" else None,
                                     cap_url if level == "fuzzy" else None,
-                                    _block_value(built.header_block, b"content-type"), len(built.body)))
+                                    _block_value(built.header_block, b"content-type"), len(built.body),
+                                    built.open_stream))
         if level == "canonical" or level == "fuzzy":
             built = self._rewrite_jsonp(built, cap_url, url)
         return self._serialise(built, method, headers, extra)
@@ -696,7 +713,7 @@ class Replay:
         if status == 200:  # the serialiser says Accept-Ranges itself: the capture's (nginx sends it) is not repeated
             out_headers = [(k, v) for k, v in out_headers if k.lower() != "accept-ranges"]
         built = Built(status, resp.reason, _header_block(out_headers), body,
-                      range_ok=status == 200, size=len(body) + 512)
+                      range_ok=status == 200, size=len(body) + 512, open_stream=bool(ex.extra.get("open_stream")))
         self.cache.put(key, built)
         return built
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from webfreeze.replayer.determinism import FRAME_RUNTIME_JS
+from webfreeze.replayer.replay import OPEN_STREAM_HEADER
 
 from . import bgym_obs
 from .actions import Action
@@ -35,7 +36,7 @@ from .browser import (
     wait_painted,
 )
 from .marks import draw_marks
-from .provenance import answer_record, kind_of_resource, refused_after_answer, settle_record
+from .provenance import OPEN_STREAM_WHY, answer_record, kind_of_resource, refused_after_answer, settle_record
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page, Playwright
@@ -481,7 +482,8 @@ class BrowserBackend:
                 main=main(request), score=float(score) if score else None,
                 capture_url=h.get("x-webfreeze-capture-url"),  # (as the header has it: ASCII URLs unchanged)
                 mime=h.get("content-type") if level != "miss" else None,
-                size=int(size) if size and size.isdigit() and level != "miss" else None)
+                size=int(size) if size and size.isdigit() and level != "miss" else None,
+                why=OPEN_STREAM_WHY if h.get(OPEN_STREAM_HEADER.lower()) else None)
             with self._answers_lock:
                 self._answers.append(rec)
 

@@ -41,11 +41,17 @@ def refused_after_answer(status: int | None, failure: str) -> bool:
     return status >= 400 or "ERR_BLOCKED_BY" in why or "ERR_ABORTED" in why
 
 
+# An answer's ``why`` when it came from an event stream still open when recorded (Gradio's heartbeat):
+# its bytes are the site's, and the replay ended it where the site kept it open. Not flagged.
+OPEN_STREAM_WHY = "an event stream still open when recorded: its events, then ended by the replay"
+
+
 def answer_record(kind: str, method: str, url: str, level: str, status: int, *, main: bool = False,
                   score: float | None = None, capture_url: str | None = None, mime: str | None = None,
                   size: int | None = None, why: str | None = None) -> dict:
     """One answered request: ``main`` when it is a hop of the main frame's navigation; ``mime`` and
-    ``size`` (bytes) describe the body served, when known; ``why``: a WebSocket miss's reason
+    ``size`` (bytes) describe the body served, when known; ``why``: a WebSocket miss's reason, or
+    :data:`OPEN_STREAM_WHY`
     (no recording of it, opened more often than recorded, or where its conversation parted)."""
     rec = {"kind": kind, "method": method, "url": url, "level": level if level in _RANK else "miss",
            "status": status, "main": main}

@@ -22,7 +22,7 @@ from webfreeze.replayer.hooks import host_key
 from .actions import Action
 from .axtree import FRAME_ATTR, AXTreeError, Tree, build_tree, frame_path, frame_sources
 from .forms import DOM_SNAPSHOTS, form_submission, is_submitter, label_control
-from .provenance import answer_record
+from .provenance import OPEN_STREAM_WHY, answer_record
 
 if TYPE_CHECKING:
     from .env import WebEnv
@@ -140,7 +140,8 @@ class TextBackend:
         got, self.replay.answers = self.replay.answers, []
         framed, self._frame_answers = self._frame_answers, []
         return [answer_record("document", a.method, a.url, a.level, a.status, main=main, score=a.score,
-                              capture_url=a.capture_url, mime=a.mime, size=a.size)
+                              capture_url=a.capture_url, mime=a.mime, size=a.size,
+                              why=OPEN_STREAM_WHY if a.open_stream else None)
                 for main, answers in ((True, got), (False, framed)) for a in answers]
 
     def reset(self, url: str) -> str | None:

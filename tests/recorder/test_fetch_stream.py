@@ -183,6 +183,7 @@ def test_a_crawl_records_the_events_a_page_keeps_open_and_its_replay_answers_the
     from webfreeze.archives import Archive
     from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
     from webfreeze.simulator.env import EnvConfig, WebEnv
+    from webfreeze.simulator.provenance import OPEN_STREAM_WHY
 
     try:
         chromium_path()
@@ -211,9 +212,13 @@ def test_a_crawl_records_the_events_a_page_keeps_open_and_its_replay_answers_the
         web = WebEnv(EnvConfig(archive, backend="browser"))
         try:
             obs, _ = web.reset(options={"task": {"id": "hb", "start_url": "http://app.test/", "instruction": "read"}})
-            shown.append((obs["axtree_text"], web.trajectory()["replay"]["compromised"]))
+            trajectory = web.trajectory()
+            stream = [a for a in trajectory["replay"]["start"]["answers"] if "/heartbeat/" in a["url"]]
+            shown.append((obs["axtree_text"], trajectory["replay"]["compromised"], stream))
         finally:
             web.close()
     assert shown[0] == shown[1]
-    text, compromised = shown[0]
+    text, compromised, stream = shown[0]
     assert "Listening: event: heartbeat" in text and compromised is False, text
+    # (exact, and the trajectory says the replay ended a stream the site kept open)
+    assert [(a["level"], a.get("why")) for a in stream] == [("exact", OPEN_STREAM_WHY)], stream

@@ -190,7 +190,8 @@ def test_a_repeated_request_is_answered_from_what_followed_the_last_change(tmp_p
 def test_a_state_changing_request_asked_more_often_than_recorded_is_fuzzy_when_its_answers_differ(tmp_path, home):
     """``POST /increment`` was recorded twice, answered 1 then 2: a third is answered with the
     last, but as fuzzy (the site would have said 3). ``POST /ping``, recorded twice with the same
-    answer, stays exact; so does a ``GET`` asked more often than recorded (the last one repeats)."""
+    answer, stays exact; so does a ``GET`` asked more often than recorded (the last one repeats),
+    until the site's state has left the recording's (that third increment): then it is fuzzy too."""
     form = [("Content-Type", "application/x-www-form-urlencoded")]
     path = build_archive(tmp_path / "counter.wfz", [
         {**text("http://app.test/increment", "1", "2024-03-01T12:00:00Z"), "method": "POST", "req_body": b"by=1",
@@ -208,12 +209,16 @@ def test_a_state_changing_request_asked_more_often_than_recorded_is_fuzzy_when_i
         def ask(method, url, body=None):
             resp, data = proxied(srv, method, url, body=body, headers=dict(form) if body else None)
             return data.decode(), resp.getheader("X-Webfreeze-Match")
-        got = [ask("POST", "http://app.test/increment", b"by=1") for _ in range(3)]
+        got = [ask("GET", "http://app.test/count") for _ in range(3)]
         got += [ask("POST", "http://app.test/ping", b"x=1") for _ in range(3)]
-        got += [ask("GET", "http://app.test/count") for _ in range(3)]
-    assert got == [("1", "exact"), ("2", "exact"), ("2", "fuzzy"),
+        got += [ask("POST", "http://app.test/increment", b"by=1") for _ in range(3)]
+        got += [ask("GET", "http://app.test/count")]
+        srv.reset()  # (a new episode starts where the recording did)
+        got += [ask("GET", "http://app.test/count")]
+    assert got == [("one", "exact"), ("two", "exact"), ("two", "exact"),
                    ("pong", "exact"), ("pong", "exact"), ("pong", "exact"),
-                   ("one", "exact"), ("two", "exact"), ("two", "exact")]
+                   ("1", "exact"), ("2", "exact"), ("2", "fuzzy"),
+                   ("two", "fuzzy"), ("one", "exact")]
 
 
 def test_target_time_picks_the_closest_capture(site_archive, home):

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
 import time
 
 from . import Context, Row, console, percentile
@@ -173,7 +174,6 @@ print(json.dumps(out))
 
 def _browsergym(python: str, proxy_url: str, start: str, targets: list[str]) -> dict:
     import json
-    import subprocess
 
     from webfreeze.simulator.browser import CHROMIUM_FLAGS, chromium_path
 
@@ -182,8 +182,13 @@ def _browsergym(python: str, proxy_url: str, start: str, targets: list[str]) -> 
     done = subprocess.run([python, "-c", BROWSERGYM_SCRIPT, json.dumps(cfg)], capture_output=True, text=True,
                           timeout=180)
     if done.returncode != 0:
-        raise RuntimeError(f"BrowserGym anchor failed: {done.stderr.strip().splitlines()[-1:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+        said = done.stderr.strip().splitlines()
+        raise RuntimeError(f"BrowserGym anchor failed in {python} (exit {done.returncode}): "
+                           f"{said[-1] if said else 'it said nothing'}")
+    lines = done.stdout.strip().splitlines()
+    if not lines:
+        raise RuntimeError(f"BrowserGym anchor printed no result ({python})")
+    result = json.loads(lines[-1])
     # BrowserGym retries an observation after 0.5 s when the page's context went away under it.
     result["extraction_retries"] = done.stderr.count("Retrying (")
     if result["errors"]:
@@ -283,10 +288,17 @@ def run(ctx: Context) -> list[Row]:
             if bgym_python:
                 console.print(f"  BrowserGym-core anchor: {BROWSERGYM_ROUNDS} episodes in {bgym_python} ...")
                 server.reset(0)
-                bgym = _browsergym(bgym_python, server.url, start, targets)
-                times["browsergym"] = {"reset": bgym["reset"], "step": bgym["step"]}
-                ctx.details.setdefault(NAME, {}).update(browsergym_version=bgym["version"],
-                                                        browsergym_extraction_retries=bgym["extraction_retries"])
+                try:
+                    bgym = _browsergym(bgym_python, server.url, start, targets)
+                except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+                    # the anchor's failure (a Python that cannot run BrowserGym) is reported, as
+                    # bgym_obs does; the rows against our own anchors stand
+                    console.print(f"  BrowserGym anchor skipped: {str(exc).splitlines()[0][:200]}")
+                    ctx.details.setdefault(NAME, {})["browsergym_error"] = str(exc).splitlines()[0][:500]
+                else:
+                    times["browsergym"] = {"reset": bgym["reset"], "step": bgym["step"]}
+                    ctx.details.setdefault(NAME, {}).update(browsergym_version=bgym["version"],
+                                                            browsergym_extraction_retries=bgym["extraction_retries"])
         finally:
             browser_env.close()
             native_env.close()

@@ -171,7 +171,25 @@ LISTENER_JS = r"""
     // Whether the scroll being waited on came from the person (wheel, keys, touch, scrollbar) rather
     // than from the page (an anchor jump, a script, an element scrolled into view for a click).
     let userScroll = false;
-    const send = (action, el, value, extra) => { flushScroll(); userScroll = false; post(action, el, value, extra); };
+    // A scroll key the page took for itself (below) is known once its event has been through the
+    // page's handlers: a timer logs it, or anything else logged before the timer ran does first (a
+    // script's answer right after the key: a DevTools command may run before a page's timer).
+    const pendingPresses = [];
+    const flushPresses = () => {
+      while (pendingPresses.length && pendingPresses[0][0].eventPhase === Event.NONE) {
+        const [e, step] = pendingPresses.shift();
+        if (!e.defaultPrevented) continue;
+        flushScroll();
+        userScroll = false;
+        window.__webfreezeLog(step);
+      }
+    };
+    const send = (action, el, value, extra) => {
+      flushPresses();
+      flushScroll();
+      userScroll = false;
+      post(action, el, value, extra);
+    };
     const textField = (el) => el && el.tagName === 'INPUT' &&
       !['submit', 'button', 'checkbox', 'radio', 'reset', 'image', 'file', 'range', 'color'].includes(el.type);
     const editable = (el) => textField(el) || (el && (el.tagName === 'TEXTAREA' || el.isContentEditable));
@@ -303,12 +321,8 @@ LISTENER_JS = r"""
         const page = t === document.body || t === document.documentElement || !(t instanceof Element);
         const step = {action: 'press', target: page ? null : describe(t), url: location.href, time: Date.now(),
                       value: keyName(e)};
-        setTimeout(() => {
-          if (!e.defaultPrevented) return;
-          flushScroll();
-          userScroll = false;
-          window.__webfreezeLog(step);
-        }, 0);
+        pendingPresses.push([e, step]);
+        setTimeout(flushPresses, 0);
       }
       // A key pressed outside any field is a step of its own, to the page (VitePress opens its search
       // box on '/' and Ctrl+K): a press with no target, its modifiers first as Playwright names

@@ -19,7 +19,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.bufferedreaders import ChunkedDataReader
 from warcio.exceptions import ArchiveLoadFailed
 
-from webfreeze.common.http import header_value
+from webfreeze.common.http import header_value, is_event_stream
 
 from . import gzip_members
 from .errors import ArchiveError, BadInput
@@ -36,7 +36,7 @@ def open_stream(truncated: str | None, headers) -> bool:
     """Whether a response record with ``WARC-Truncated: truncated`` and HTTP ``headers`` is an event
     stream recorded as it stood (``extra.open_stream``)."""
     return ((truncated or "").strip().lower() == OPEN_STREAM_TRUNCATED
-            and (header_value(headers, "content-type") or "").lower().lstrip().startswith("text/event-stream"))
+            and is_event_stream(header_value(headers, "content-type")))
 
 CHUNK = 1 << 20
 # A record that expands past BOMB_MIN_BYTES at more than BOMB_RATIO times the compressed bytes

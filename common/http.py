@@ -57,3 +57,11 @@ def page_url(url: str) -> str:
     # (``#/``, ``#!`` and ``#!/`` name the application's first route: the page itself; ``href="#!"``
     # is also the placeholder link of many templates)
     return url if route.startswith("/") and route.strip("/") else base
+
+
+EVENT_STREAM = "text/event-stream"
+
+
+def is_event_stream(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` value names server-sent events."""
+    return (content_type or "").lower().lstrip().startswith(EVENT_STREAM)

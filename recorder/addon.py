@@ -33,12 +33,12 @@ from mitmproxy import http
 
 from webfreeze.archives import Archive, Exchange
 from webfreeze.archives.urlkey import url_of
+from webfreeze.common.http import is_event_stream
 
 log = logging.getLogger("webfreeze.recorder")
 
 # Bodies larger than this are streamed through the proxy instead of buffered by mitmproxy.
 STREAM_THRESHOLD = 4 << 20
-EVENT_STREAM = "text/event-stream"
 
 
 def _headers(fields) -> list[tuple[str, str]]:
@@ -86,7 +86,7 @@ def client_gave_up(message: str) -> bool:
 
 
 def _is_event_stream(resp) -> bool:
-    return resp.headers.get("content-type", "").lower().lstrip().startswith(EVENT_STREAM)
+    return is_event_stream(resp.headers.get("content-type"))
 
 
 class ArchiveRecorder:

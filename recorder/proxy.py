@@ -18,9 +18,10 @@ from webfreeze.archives import Archive, ArchiveError, new_archive_atomically
 from webfreeze.archives.store import archive_files
 from webfreeze.archives.urlkey import url_of
 from webfreeze.common.ca import default_confdir, load_ca  # one CA for recording and replay
+from webfreeze.common.http import is_event_stream
 from webfreeze.common.resolve import parse_resolve  # noqa: F401  (the --resolve table; its home is common)
 
-from .addon import EVENT_STREAM, ArchiveRecorder
+from .addon import ArchiveRecorder
 from .errors import ProxyError, SiteUnreachable
 
 CA_NAME = "mitmproxy-ca-cert.pem"
@@ -215,7 +216,7 @@ class RecordingProxy:
                 conn.putheader("Content-Length", str(len(body)))
             conn.endheaders(body or None)
             resp = conn.getresponse()
-            if (resp.getheader("content-type") or "").lower().lstrip().startswith(EVENT_STREAM):
+            if is_event_stream(resp.getheader("content-type")):
                 self._listen(conn, resp, min(deadline, EVENTS_LISTEN_S))
                 return resp.status, resp.reason
             end = time.monotonic() + deadline

@@ -16,6 +16,7 @@ import sys
 import time
 
 from webfreeze.common.errors import WebfreezeError
+from webfreeze.common.http import is_event_stream
 
 # Chromium's own background traffic (component and model updates) that the launch flags do not stop
 # entirely; recording sends it around the proxy (it fails offline) so recordings hold only what
@@ -228,8 +229,7 @@ class Inflight(set):
         # Server-sent events come for as long as the page is shown (Gradio's heartbeat): the
         # request is no longer waited for once its answer has begun (it changed nothing: events
         # that come at once are waited for as a body is, by the quiet period after)
-        if response.request in self and response.headers.get("content-type", "").lower().lstrip().startswith(
-                "text/event-stream"):
+        if response.request in self and is_event_stream(response.headers.get("content-type")):
             self.discard(response.request)
 
     def handlers(self) -> list:

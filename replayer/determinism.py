@@ -61,6 +61,16 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   routes no worker's socket, so nobody else waits for one: a rally still going was taken for
   settled. Not where nothing marks a worker's socket (the crawl's check: it would be waited for
   until the settle's time bound).
+- ``EventSource``: the runtime's own, over the page's ``fetch`` (with the pumped timers, then, its
+  answers arrive in request order and the pump waits for them), reading a stream as Chromium's own
+  does (tests/replayer/test_event_source.py holds it to Chromium's on the same bytes). Once a
+  stream ends it connects again after the stream's ``retry`` (3 s unless the stream says, as in
+  Chromium) on the page's timers: with the pumped timers, on the virtual clock, so whether a page
+  has reconnected depends on its virtual time, not on how long an agent thought. A stream the
+  recording left open (the replay marks its answer ``X-Webfreeze-Open-Stream``) stays open once
+  its events are read, as the site kept it: no error, no reconnection. (Chromium's own
+  reconnected after 3 s of real time to the answer the replay had ended, and showed its events
+  again.)
 
 The script is small, has no dependencies, and is switchable off (``inject=False``).
 """
@@ -335,6 +345,53 @@ if(!WK){
   port.addEventListener('message',function(ev){onPing(ev,function(a){P.call(port,a);});});port.start();});}
 }
 }
+if(G.EventSource&&G.EventTarget&&G.fetch&&G.TextDecoder&&G.MessageEvent){var ESM=new WeakMap(),OSH='x-webfreeze-open-stream';
+ var ESW=class EventSource extends EventTarget{
+  constructor(u,o){super();var url;try{url=new URL(String(u),B||G.location.href).href;}
+   catch(e){throw new DOMException("Failed to construct 'EventSource': The URL '"+u+"' is invalid.",'SyntaxError');}
+   var st={url:url,cred:!!(o&&o.withCredentials),rs:0,retry:3000,last:'',ctl:null,timer:null,h:{}};ESM.set(this,st);esGo(this,st);}
+  get url(){return ESM.get(this).url;}
+  get withCredentials(){return ESM.get(this).cred;}
+  get readyState(){return ESM.get(this).rs;}
+  close(){var st=ESM.get(this);st.rs=2;var k=st.ctl;st.ctl=null;if(k&&k.abort){try{k.abort();}catch(e){}}
+   if(st.timer!==null){G.clearTimeout(st.timer);st.timer=null;}}};
+ ['open','message','error'].forEach(function(k){Object.defineProperty(ESW.prototype,'on'+k,{configurable:true,enumerable:true,
+  get:function(){return ESM.get(this).h[k]||null;},
+  set:function(f){var st=ESM.get(this),had=k in st.h;st.h[k]=typeof f==='function'?f:null;
+   if(!had){this.addEventListener(k,function(e){var g=st.h[k];if(g){g.call(this,e);}});}}});});
+ [['CONNECTING',0],['OPEN',1],['CLOSED',2]].forEach(function(kv){Object.defineProperty(ESW,kv[0],{value:kv[1],enumerable:true});
+  Object.defineProperty(ESW.prototype,kv[0],{value:kv[1],enumerable:true});});
+ var esAgain=function(es,st){if(st.rs===2){return;}st.rs=0;st.ctl=null;es.dispatchEvent(new Event('error'));
+  if(st.rs===0&&st.timer===null){st.timer=G.setTimeout(function(){st.timer=null;if(st.rs===0&&!st.ctl){esGo(es,st);}},st.retry);}};
+ var esFail=function(es,st){if(st.rs===2){return;}st.rs=2;st.ctl=null;es.dispatchEvent(new Event('error'));};
+ var esGo=function(es,st){var ctl=G.AbortController?new AbortController():{},hd={Accept:'text/event-stream'},same=false;st.ctl=ctl;
+  try{same=new URL(st.url).origin===new URL(B||G.location.href).origin;}catch(e){}
+  if(same){hd['Cache-Control']='no-cache';if(st.last){hd['Last-Event-ID']=st.last;}}
+  var mine=function(){return st.ctl===ctl&&st.rs!==2;};
+  Promise.resolve().then(function(){return G.fetch(st.url,{headers:hd,credentials:st.cred?'include':'same-origin',mode:'cors',cache:'no-store',signal:ctl.signal});}).then(function(r){
+   if(!mine()){try{if(r.body){r.body.cancel();}}catch(e){}return;}
+   var ct=(r.headers.get('content-type')||'').split(';')[0].trim().toLowerCase();
+   if(r.status!==200||ct!=='text/event-stream'||!r.body){esFail(es,st);return;}
+   var kept=!!r.headers.get(OSH),origin='',rd=r.body.getReader(),dec=new TextDecoder('utf-8'),buf='',ev={t:'',d:'',id:st.last};
+   try{origin=new URL(r.url||st.url).origin;}catch(e){}
+   st.rs=1;es.dispatchEvent(new Event('open'));
+   var line=function(l){if(l===''){st.last=ev.id;var d=ev.d,t=ev.t||'message';ev.t='';ev.d='';if(d===''){return;}
+     if(d.charAt(d.length-1)==='\n'){d=d.slice(0,-1);}
+     if(mine()){es.dispatchEvent(new MessageEvent(t,{data:d,origin:origin,lastEventId:st.last}));}return;}
+    if(l.charAt(0)===':'){return;}
+    var i=l.indexOf(':'),f=i<0?l:l.slice(0,i),v=i<0?'':l.slice(i+1);if(v.charAt(0)===' '){v=v.slice(1);}
+    if(f==='event'){ev.t=v;}else if(f==='data'){ev.d+=v+'\n';}else if(f==='id'){if(v.indexOf('\0')<0){ev.id=v;}}
+    else if(f==='retry'&&/^[0-9]+$/.test(v)){st.retry=parseInt(v,10);}};
+   var feed=function(s,last){buf+=s;var re=/\r\n|\r|\n/g,m,at=0;
+    while(mine()&&(m=re.exec(buf))){if(m[0]==='\r'&&m.index===buf.length-1&&!last){break;}line(buf.slice(at,m.index));at=re.lastIndex;}
+    buf=buf.slice(at);};
+   var more=function(){rd.read().then(function(x){if(!mine()){try{rd.cancel();}catch(e){}return;}
+     if(x.done){feed(dec.decode(),true);if(mine()&&!kept){esAgain(es,st);}return;}
+     feed(dec.decode(x.value,{stream:true}),false);more();},
+    function(){if(mine()){esAgain(es,st);}});};
+   more();},
+  function(){if(mine()){esAgain(es,st);}});};
+ G.EventSource=ESW;}
 if(c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w,opening=0,made=0;G.__wfSockets=0;
  Object.defineProperty(G,'__wfSocketsOpening',{get:function(){return opening;},configurable:true});
  var WSW=function(u,pr){if(!(this instanceof WSW)){throw new TypeError("Failed to construct 'WebSocket': Please use the 'new' operator");}
@@ -357,7 +414,7 @@ if(c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w,opening=0,made=0;G.__wfSockets=0
 # What a frame's document the replay does not serve (an ``about:srcdoc`` frame, an ``about:blank``
 # one its parent's script writes) is made to see: no runtime is injected there, so it takes its
 # parent's, where the parent has one: its Date, timers (in the parent's pumped queue), generators,
-# performance clock, fetch (held by the parent's pump) and WebSocket (served from its recording). Run first in every document of the agent
+# performance clock, fetch (held by the parent's pump), WebSocket (served from its recording) and EventSource. Run first in every document of the agent
 # environment's browser contexts (Playwright's ``add_init_script``); elsewhere it does nothing.
 FRAME_RUNTIME_JS = r"""(() => {
   if (window === window.top || location.protocol !== 'about:') return;
@@ -365,7 +422,7 @@ FRAME_RUNTIME_JS = r"""(() => {
   try { P = window.parent; if (!P.__wfNative) return; } catch (e) { return; }
   const own = (k, v) => { try { Object.defineProperty(window, k, {value: v, configurable: true, writable: true}); } catch (e) {} };
   ['Date', 'setTimeout', 'setInterval', 'clearTimeout', 'clearInterval', 'requestAnimationFrame', 'cancelAnimationFrame',
-   'requestIdleCallback', 'cancelIdleCallback', 'WebSocket', '__wfNative'].forEach((k) => { if (k in P) own(k, P[k]); });
+   'requestIdleCallback', 'cancelIdleCallback', 'WebSocket', 'EventSource', '__wfNative'].forEach((k) => { if (k in P) own(k, P[k]); });
   if (P.fetch) own('fetch', function () { return P.fetch.apply(P, arguments); });
   Math.random = P.Math.random;
   try { Object.defineProperty(Performance.prototype, 'now', {value: () => P.performance.now(), configurable: true, writable: true}); } catch (e) {}

@@ -168,7 +168,9 @@ def _block_value(block: bytes, name: bytes) -> str | None:
 
 
 # The header that marks an answer from an event stream still open when recorded (its events, then
-# the end the replay gives it): provenance notes it (simulator/provenance.py OPEN_STREAM_WHY).
+# the end the replay gives it): provenance notes it (simulator/provenance.py OPEN_STREAM_WHY), and
+# the replay runtime's EventSource keeps such a stream open at its end, as the site did
+# (replayer/determinism.py). A cross-origin answer exposes it to that script (CORS hides the rest).
 OPEN_STREAM_HEADER = "X-Webfreeze-Open-Stream"
 
 
@@ -532,6 +534,8 @@ class Replay:
             extra = f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {cap_id}\r\n".encode()
         if built.open_stream:
             extra += f"{OPEN_STREAM_HEADER}: 1\r\n".encode()
+            if _block_value(built.header_block, b"access-control-allow-origin") is not None:
+                extra += f"Access-Control-Expose-Headers: {OPEN_STREAM_HEADER}\r\n".encode()
         if answers is not None:
             answers.append(Answered(method.upper(), url, level, built.status,
                                     round(score, 4) if level == "fuzzy" else None,

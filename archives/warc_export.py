@@ -30,10 +30,13 @@ from .wacz import page_entry, write_wacz
 from .warc_import import OPEN_STREAM_TRUNCATED
 
 
-def _chunked(body: bytes) -> bytes:
+def _chunked(body: bytes, *, ended: bool = True) -> bytes:
+    """``body`` in HTTP's chunked coding; not ``ended`` (an event stream still coming when recorded),
+    without the last chunk: the record holds what had come when the connection went."""
+    last = b"0\r\n\r\n" if ended else b""
     if not body:
-        return b"0\r\n\r\n"
-    return b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+        return last
+    return b"%x\r\n" % len(body) + body + b"\r\n" + last
 
 
 def _request_target(url: str) -> str:
@@ -98,7 +101,7 @@ def write_warc(archive: Archive, fh, *, progress: Callable[[int], None] | None =
             resp = writer.create_revisit_record(row["url"], first[0], first[1], first[2], http_headers=http,
                                                 warc_headers_dict=warc_headers)
         else:
-            body = _chunked(payload) if extra.get("dechunked") else payload
+            body = _chunked(payload, ended=not extra.get("open_stream")) if extra.get("dechunked") else payload
             resp = writer.create_warc_record(row["url"], "response", payload=io.BytesIO(body), length=len(body),
                                              http_headers=http, warc_headers_dict=warc_headers)
         writer.write_record(resp)

@@ -29,9 +29,12 @@ def test_an_open_stream_leaves_truncated_and_comes_back_open(tmp_path, cli_here,
     r = cli_here("archive", "export", src, "--format", "warc", "--output", warc)
     assert r.returncode == 0, r.stderr
     with open(warc, "rb") as f:
-        truncated = {rec.rec_headers.get_header("WARC-Target-URI"): rec.rec_headers.get_header("WARC-Truncated")
+        truncated = {rec.rec_headers.get_header("WARC-Target-URI"): (rec.rec_headers.get_header("WARC-Truncated"),
+                                                                     rec.raw_stream.read())
                      for rec in ArchiveIterator(f) if rec.rec_type == "response"}
-    assert truncated == {"http://app.test/gradio_api/heartbeat/ab12": "disconnect", "http://app.test/done": None}
+    # (the open stream's chunks end where they stood: no last chunk, the connection went)
+    assert truncated == {"http://app.test/gradio_api/heartbeat/ab12": ("disconnect", b"d\r\n" + EVENTS + b"\r\n"),
+                         "http://app.test/done": (None, b"18\r\n" + EVENTS + b"data: BYE\n\n\r\n0\r\n\r\n")}
     if not fast:
         monkeypatch.setenv("WEBFREEZE_NO_FASTWARC", "1")
     back = tmp_path / "back.wfz"

@@ -46,6 +46,10 @@ DIRECTIONS = ("up", "down", "left", "right")
 GOOGLE_URL = "https://www.google.com/"
 # Pixels a BrowserGym ``scroll`` prints when an action carries no amount (a WebVoyager or WebArena scroll).
 DEFAULT_SCROLL_PX = 500
+# The most page time one wait (``noop(ms)``) gives the page's timers in the browser backend (virtual
+# time: a settle runs at most TIMER_CAP callbacks however long it is); a longer wait counts as this.
+# Playwright MCP's browser_wait_for goes up to 30 s.
+MAX_WAIT_MS = 60_000
 
 
 class ActionError(WebfreezeError, ValueError):

@@ -54,6 +54,7 @@ from lxml import etree
 from webfreeze.archives.timeutil import parse_time
 from webfreeze.common.aria import BGYM_MARKED_TAGS
 
+from .actions import MAX_WAIT_MS
 from .axtree import BID_ATTR, OPEN_ROOTS_JS, Tree
 
 OBSERVATIONS = ("default", "browsergym")
@@ -843,7 +844,7 @@ class BrowserGymView:
         if parsed is None:
             return
         if parsed.kind == "noop":
-            self.waited_ms += min(parsed.amount or 0, 5000)  # (the cap the environment's wait has)
+            self.waited_ms += min(parsed.amount or 0, MAX_WAIT_MS)  # (the cap the environment's wait has)
         elif parsed.kind in ("answer", "infeasible"):
             self.chat.append({"role": "assistant" if parsed.kind == "answer" else "infeasible",
                               "timestamp": self.t0 + self.elapsed_s, "message": parsed.text or ""})

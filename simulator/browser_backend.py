@@ -23,7 +23,7 @@ from webfreeze.replayer.determinism import FRAME_RUNTIME_JS
 from webfreeze.replayer.replay import OPEN_STREAM_HEADER
 
 from . import bgym_obs
-from .actions import Action
+from .actions import MAX_WAIT_MS, Action
 from .axtree import BID_ATTR, MARK_JS, OPEN_ROOTS_JS, build_tree, frame_path
 from .axtree import marked as read_marked
 from .browser import (
@@ -850,7 +850,7 @@ class BrowserBackend:
                     return "no previous page" if a.kind == "go_back" else "no next page"
                 await (page.go_back if a.kind == "go_back" else page.go_forward)(wait_until="load")
             # a wait is virtual time for the page's timers (the settle's pump), not a real sleep
-            await self._settle(extra_ms=min(a.amount or 0, 5000) if a.kind == "noop" else 0)
+            await self._settle(extra_ms=min(a.amount or 0, MAX_WAIT_MS) if a.kind == "noop" else 0)
             if a.kind == "click" and by_mouse and await self._announced(LATE_NAVIGATION_JS):
                 await self._settle()
         except PlaywrightError as exc:

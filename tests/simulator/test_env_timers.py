@@ -134,6 +134,8 @@ def test_timers_an_action_starts_run_in_its_settle_and_waits_are_virtual(archive
         assert _number(obs, "tick") == 17  # a wait of 4000 ms is 4000 ms more of the page's time: 7000 ms
         # an endless animation loop runs a bounded number of frames per settle (one per 16 virtual ms)
         assert _number(obs, "frames") == 7000 // 16 + 1
+        obs, *_ = env.step("noop(8000)")
+        assert _number(obs, "tick") == 40  # a long wait is whole too (up to MAX_WAIT_MS): 16000 ms
     finally:
         env.close()
 

@@ -8,7 +8,8 @@ the browser itself. What the person did is logged, not what the page did in answ
 
 - Enter in a field is a ``press`` step on that field. The click a browser fires on the form's
   default button for that Enter (implicit submission) is not logged: the page may have hidden that
-  button, and the person never touched it.
+  button, and the person never touched it. Tab (and Shift+Tab) in a field is a ``press`` step on it
+  too: leaving a field is what some pages answer (a change or blur handler).
 - A ``navigate`` step says its ``cause``: ``goto`` when the browser itself started it (the address
   bar, ``page.goto`` in a script, back and forward), else the page's reason as Chromium gives it
   (``anchorClick``, ``formSubmissionGet``, ``scriptInitiated``...) or ``sameDocument`` (a
@@ -305,6 +306,13 @@ LISTENER_JS = r"""
       const t = targetOf(e);
       if (e.key === 'Enter' && !e.isComposing && !e.repeat && textField(t)) {
         send('press', t, 'Enter');
+        return;
+      }
+      // Tab (or Shift+Tab) in a field leaves it: a press on that field, since a page may act when
+      // a field is left (a change or blur handler: form validation, Mesop's on_blur) with nothing
+      // clicked after it.
+      if (e.key === 'Tab' && !e.isComposing && !e.repeat && (t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName))) {
+        send('press', t, keyName(e));
         return;
       }
       if (editable(t) && (e.key.length === 1 || e.key === 'Backspace' || e.key === 'Delete')) keyed.add(t);

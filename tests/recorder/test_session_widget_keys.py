@@ -66,3 +66,36 @@ def test_a_sliders_arrow_keys_are_presses_on_it_and_replay(tmp_path, cli):
     assert presses == [(("slider", "Quantity"), "ArrowRight")] * 3, steps
     assert any(s["action"] == "scroll" for s in steps), steps  # the page's own ArrowDown: a scroll
     validate_as_task(cli, tmp_path, "price", "12.80", "What do four pieces of fruit cost?")
+
+
+# A field whose page acts when the person leaves it (a blur or change handler: form validation,
+# Mesop's on_blur), left with Tab, and nothing clicked after: the Tab is what made the page answer.
+BLUR_PAGE = """<!doctype html><html><head><title>Greeter</title></head><body><h1>Greeter</h1>
+<label>Your name <input id="name"></label> <button type="button">Clear</button>
+<p id="out">Nobody yet</p>
+<script>
+  const name = document.getElementById('name');
+  name.addEventListener('change', () => { document.getElementById('out').textContent = 'Hello, ' + name.value + '!'; });
+</script></body></html>"""
+
+BLUR_SCRIPT = '''
+from webfreeze.recorder.session import record_answer
+
+def run(page):
+    box = page.get_by_role("textbox", name="Your name")
+    box.fill("Ada")
+    box.press("Tab")
+    page.get_by_text("Hello, Ada!").wait_for()
+    box.focus()
+    box.press("Shift+Tab")  # (back out of it again: nothing changed, the page says nothing)
+    record_answer(page, "Hello, Ada!", evidence=["Hello, Ada!"])
+'''
+
+
+def test_a_tab_out_of_a_field_is_a_press_on_it_and_replays(tmp_path, cli):
+    steps = record_session(cli, tmp_path, BLUR_PAGE, BLUR_SCRIPT, "greet")
+    logged = [(s["action"], s["target"] and (s["target"]["role"], s["target"]["name"]), s.get("value"))
+              for s in steps if s["action"] in ("type", "press", "click")]
+    assert logged == [("type", ("textbox", "Your name"), "Ada"), ("press", ("textbox", "Your name"), "Tab"),
+                      ("press", ("textbox", "Your name"), "Shift+Tab")], steps
+    validate_as_task(cli, tmp_path, "greet", "Hello, Ada!", "What does the page say to Ada?")

@@ -198,7 +198,7 @@ class RecordingProxy:
         import time
 
         parts = urlsplit(url)
-        path = urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        path = urlunsplit(("", "", parts.path or "/", parts.query, ""))  # (no fragment: it is the browser's)
         sent = [(k, v) for k, v in headers if k.lower() not in _NOT_FORWARDED and not k.startswith(":")]
         if parts.scheme == "https":
             ctx = ssl.create_default_context(cafile=str(ensure_ca(self.confdir)))  # the proxy's CA
@@ -207,7 +207,7 @@ class RecordingProxy:
             target = path
         else:
             conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-            target = url
+            target = urlunsplit((parts.scheme, parts.netloc, parts.path or "/", parts.query, ""))
         try:
             conn.putrequest(method, target, skip_accept_encoding=True)
             for k, v in sent:

@@ -42,7 +42,9 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   worker's timers run on the page's pump too: once the page has nothing left due, the pump asks
   each worker in creation order to run its own due timers up to the same virtual horizon (after
   its pending loads), and what a worker posts to the page waits for that turn, so it arrives at
-  the same point of the page's work on every run.
+  the same point of the page's work on every run. ``ResizeObserver`` and ``IntersectionObserver``
+  callbacks run in the pump too, resize observers first, each kind in the order its observers
+  were made (Chromium delivers intersection observers in a hash set's order, which varies).
 
 - WebSockets, when the replay serves them in the browser (``sockets=True``: the in-process replays,
   simulator/replay_route.py): each socket a page makes counts a delivery pending from its creation,
@@ -276,10 +278,10 @@ if(G.XMLHttpRequest){
 var notes=[],observers=0;
 if(!WK){['ResizeObserver','IntersectionObserver'].forEach(function(name){var O=G[name];if(!O){return;}
  var Wr=function(cb,opts){if(!(this instanceof Wr)){throw new TypeError("Failed to construct '"+name+"': Please use the 'new' operator");}
-  var o=new O(function(entries){notes.push([cb,entries,o]);},opts);observers++;return o;};
+  var k=(name==='ResizeObserver'?0:1e9)+observers++,o=new O(function(entries){notes.push([cb,entries,o,k]);},opts);return o;};
  Wr.prototype=O.prototype;try{Object.defineProperty(O.prototype,'constructor',{value:Wr,configurable:true,writable:true});}catch(e){}
  G[name]=Wr;});}
-function noted(){var ns=notes;notes=[];ns.forEach(function(x){try{x[0].call(x[2],x[1],x[2]);}catch(e){if(G.reportError){G.reportError(e);}}});return ns.length;}
+function noted(){var ns=notes;notes=[];ns.sort(function(a,b){return a[3]-b[3];});ns.forEach(function(x){try{x[0].call(x[2],x[1],x[2]);}catch(e){if(G.reportError){G.reportError(e);}}});return ns.length;}
 var chan=MC?new MC():null,nexts=[];
 if(MC&&PPM){G.MessageChannel=function MessageChannel(){var c2=new MC();[c2.port1,c2.port2].forEach(function(port){
   port.postMessage=function(){var a=arguments;live.get(add('t',function(){PPM.apply(port,a);},vt,[],0)).nest=nest;};});return c2;};

@@ -207,7 +207,7 @@ class RecordingProxy:
             target = path
         else:
             conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-            target = urlunsplit((parts.scheme, parts.netloc, parts.path or "/", parts.query, ""))
+            target = urlunsplit((parts.scheme, parts.netloc, "", "", "")) + path  # (absolute form, to a proxy)
         try:
             conn.putrequest(method, target, skip_accept_encoding=True)
             for k, v in sent:

@@ -308,16 +308,16 @@ LISTENER_JS = r"""
         send('press', t, 'Enter');
         return;
       }
+      const inField = t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName);
       // Tab (or Shift+Tab) in a field leaves it: a press on that field, since a page may act when
       // a field is left (a change or blur handler: form validation, Mesop's on_blur) with nothing
       // clicked after it.
-      if (e.key === 'Tab' && !e.isComposing && !e.repeat && (t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName))) {
+      if (e.key === 'Tab' && !e.isComposing && !e.repeat && inField) {
         send('press', t, keyName(e));
         return;
       }
       if (editable(t) && (e.key.length === 1 || e.key === 'Backspace' || e.key === 'Delete')) keyed.add(t);
       const scrollKeys = ['PageDown', 'PageUp', 'Home', 'End', 'ArrowDown', 'ArrowUp', 'ArrowLeft', 'ArrowRight', ' '];
-      const inField = t.isContentEditable || ['INPUT', 'SELECT', 'TEXTAREA'].includes(t.tagName);
       if (scrollKeys.includes(e.key) && !inField) userScroll = true;
       // A scroll key the page takes for itself (a slider's arrows, Streamlit's range input among
       // them, a tab list's Home: its script prevents what the key would do) is a press: on the

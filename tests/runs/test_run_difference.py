@@ -72,3 +72,30 @@ def test_stale_steps_skip_only_their_observation_digest(tmp_path):
     a, b = _run(tmp_path / "a", {"t1": TRAJ}), _run(tmp_path / "b", {"t1": other})
     assert run_difference(a, b, stale=lambda name: {0}) is None
     assert run_difference(a, b, stale=lambda name: {1}).startswith("trajectory t1.json differs at steps[0].obs_digest")
+
+
+def test_different_dom_snapshots_say_where_they_part(tmp_path):
+    """A snapshot's name is its digest: the line shows where the two snapshots' HTML parts."""
+    import zstandard
+
+    from webfreeze.simulator.trajectory import DOM_ZSTD_LEVEL, dom_path
+
+    def with_dom(folder: Path, html: bytes) -> Path:
+        traj = copy.deepcopy(TRAJ)
+        traj["steps"][0]["dom"] = dom_path(html)
+        run = _run(folder, {"t1": traj})
+        (run / "dom").mkdir()
+        (run / dom_path(html)).write_bytes(zstandard.ZstdCompressor(level=DOM_ZSTD_LEVEL).compress(html))
+        return run
+
+    page = '<html><body><span aria-label="worker {}">Worker messages: 4</span></body></html>'
+    a = with_dom(tmp_path / "a", page.format("timer 0.25 1796586018250").encode())
+    b = with_dom(tmp_path / "b", page.format("timer 0.25 1796586018251").encode())
+    line = run_difference(a, b, names=("the bundle", "the re-run"))
+    at = page.index("{") + len("timer 0.25 179658601825")
+    assert line.startswith("trajectory t1.json differs at steps[0].dom at char 4; the DOM snapshots part at "
+                           f"char {at}: "), line
+    assert '8250\\">Worker messages: 4' in line and "in the bundle" in line
+    assert '8251\\">Worker messages: 4' in line and line.endswith("in the re-run")
+    (b / dom_path(page.format("timer 0.25 1796586018251").encode())).unlink()  # a run kept without its DOMs
+    assert run_difference(a, b) == "trajectory t1.json differs at steps[0].dom at char 4"

@@ -11,10 +11,12 @@ which (``replay``; eval/replay_provenance.py), so a difference that rests on the
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 from webfreeze.eval.errors import ReportError
+from webfreeze.eval.keynodes import run_dom_loader
 from webfreeze.eval.replay_provenance import run_provenance
 from webfreeze.eval.report import build_report, report_json
 from webfreeze.eval.trajectory import validate_trajectory
@@ -242,6 +244,35 @@ def _read_json(path: Path):
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+_STEP_DOM = re.compile(r"steps\[(\d+)\]\.dom at char \d+\Z")
+DOM_CONTEXT = 60  # characters shown on each side of where two DOM snapshots part
+
+
+def _dom_difference(a: Path, b: Path, ta: str, tb: str, where: str, names: tuple[str, str]) -> str:
+    """Where a step's two DOM snapshots part, as a clause for :func:`run_difference`'s line
+    (``; the DOM snapshots part at char N: ...`` with up to DOM_CONTEXT characters of each from
+    a little before that point), when ``where`` is a step's ``dom`` and both runs hold their file;
+    else ''. A snapshot's name is a digest, which says only that the two differ."""
+    m = _STEP_DOM.match(where)
+    if not m:
+        return ""
+    i = int(m.group(1))
+    try:
+        pa, pb = (json.loads(t)["steps"][i]["dom"] for t in (ta, tb))
+        da, db = run_dom_loader(a)(pa), run_dom_loader(b)(pb)
+    except (ValueError, KeyError, IndexError, TypeError, OSError):
+        return ""
+    if da is None or db is None:
+        return ""
+    sa, sb = da.decode("utf-8", "replace"), db.decode("utf-8", "replace")
+    at = next((k for k, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
+    start = max(0, at - DOM_CONTEXT // 3)
+
+    def part(s: str) -> str:
+        return json.dumps(s[start:start + DOM_CONTEXT], ensure_ascii=False)
+    return f"; the DOM snapshots part at char {at}: {part(sa)} in {names[0]}, {part(sb)} in {names[1]}"
+
+
 def run_difference(a, b, *, stale: Callable[[str], set] | None = None,
                    names: tuple[str, str] = ("the first run", "the second run")) -> str | None:
     """The first difference between run folders ``a`` (the reference) and ``b``, as one line, or
@@ -259,7 +290,8 @@ def run_difference(a, b, *, stale: Callable[[str], set] | None = None,
         skip = stale(name) if stale else None
         ta, tb = (comparable_trajectory(_read_json(run / "trajectories" / name), skip) for run in (a, b))
         if ta != tb:
-            return f"trajectory {name} differs at {json_difference(json.loads(tb), json.loads(ta), names=names) or '(the same)'}"
+            where = json_difference(json.loads(tb), json.loads(ta), names=names) or "(the same)"
+            return f"trajectory {name} differs at {where}{_dom_difference(a, b, ta, tb, where, names)}"
     if not (a / "report.json").is_file():
         return None
     if not (b / "report.json").is_file():

@@ -12,11 +12,12 @@ is loaded in one reused tab wiped before each page (:class:`_ReusedTab`). Compar
   :class:`~webfreeze.simulator.replay_route.SocketRoutes` serves the others in the browser);
 - failed at capture: requests the archive answers only with the recording proxy's placeholder for
   an exchange whose upstream failed (a connection cut, a TLS failure: the site never answered).
-  Listed apart (``failed_at_capture``): the replay answers them as the capture went, and Chromium,
-  which takes a proxy's 502 for a failed request, usually reports them among the misses too (one it
-  refuses outright, a cross-origin XHR's 502 without a CORS header, fires no response: found by
-  asking the replay's index, :class:`_Placeholders`).
-  ``record crawl`` counts both as missing when it checks a page;
+  Listed apart (``failed_at_capture``), never among the misses: the replay answers them as the
+  capture went (the archive holds no other answer to give), though Chromium takes a proxy's 502
+  for a failed request (one it refuses outright, a cross-origin XHR's 502 without a CORS header or
+  a tunnel's, fires no response: found by asking the replay's index, :class:`_Placeholders`), as
+  the agent environment and ``replay serve`` count them. ``record crawl`` counts them as missing
+  when it checks a page (there the site was asked, and did not answer);
 - text similarity: ``difflib`` ratio of the visible text (whitespace-normalised words) of the
   captured and the replayed DOM, 1.0 = identical. The crawl ran the page's scripts on the real
   clock and random numbers, the replay on the seeded runtime (replayer/determinism.py), so the
@@ -476,6 +477,7 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str], list[str]
     failed_at_capture: list[str] = []
     fuzzy: list[str] = []
     answered = weakref.WeakKeyDictionary()  # the requests whose response came -> its status
+    placeholder_answers = weakref.WeakSet()  # those answered with a placeholder (failed at capture)
 
     def on_response(resp):
         answered[resp.request] = resp.status
@@ -488,23 +490,29 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str], list[str]
         cap = resp.headers.get("x-webfreeze-capture", "")
         if cap.isdigit() and int(cap) in placeholders:
             failed_at_capture.append(resp.url)
+            placeholder_answers.add(resp.request)
 
     def on_failed(request):
         # (the browser's own resources are not the site's: the full browser's PDF viewer streams the
         # document to itself at a chrome-extension:// URL, and that request may end as failed)
         # (nor one that failed after a good answer came, the page cancelling it while its body came,
         # ERR_ABORTED: a fetch whose body a script never reads, aborted; or the browser refusing it,
-        # ERR_BLOCKED_BY: the archive answered it, as the agent environment counts it. The proxy's
-        # 502 placeholder, which Chromium fails, stays a miss.)
+        # ERR_BLOCKED_BY: the archive answered it, as the agent environment counts it)
+        # (nor one answered with the recording proxy's placeholder: its site never answered the
+        # recording, and the replay answers it as the capture went, a failure Chromium reports as
+        # one; the browser may take that placeholder for no answer at all, firing no response: a
+        # cross-origin XHR, the proxy's 502 carrying no CORS header, or a CONNECT's: asked of the
+        # replay's index then)
         status = answered.get(request)
         cancelled = status is not None and status < 400 and refused_after_answer(status, str(request.failure or ""))
-        if request.url.startswith(("http:", "https:")) and not cancelled:
-            missed.append(request.url)
-            # a placeholder the browser took for no answer at all (a cross-origin XHR: the proxy's
-            # 502 carries no CORS header) fires no response: asked of the replay's index instead
-            only = getattr(placeholders, "answer_only", None)
-            if only is not None and only(request):
+        if not request.url.startswith(("http:", "https:")) or cancelled:
+            return
+        only = getattr(placeholders, "answer_only", None)
+        if request in placeholder_answers or (only is not None and only(request)):
+            if request not in placeholder_answers:
                 failed_at_capture.append(request.url)
+        else:
+            missed.append(request.url)
     page.on("requestfailed", on_failed)
     page.on("response", on_response)
     # a WebSocket the page opens: served in the browser from the archive's recording of it (a miss

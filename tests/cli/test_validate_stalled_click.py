@@ -3,7 +3,9 @@ the form and submits it by a script (it clicks the form's hidden submit button).
 runs no scripts, so the replayed click leaves the agent on the edit page, and the validation said
 only ``reference step 4: the pages did not show 'Lens cleaning: every Wednesday.'``: the step that
 went wrong, the click, was not named. The line (and the JSON) now say where the recorded click led
-and where the replayed one stayed."""
+and where the replayed one stayed. A task whose evidence also stood on the page the click stayed on
+(Django Oscar's mini-basket on a product page, its "View basket" a script's button) validated with
+nothing said: it now validates with a warning naming the click."""
 
 from __future__ import annotations
 
@@ -22,12 +24,12 @@ SAVED = b"""<!doctype html><html><head><title>Maintenance</title></head><body>
 HTML = [("Content-Type", "text/html; charset=utf-8")]
 
 
-def _suite(tmp_path):
+def _suite(tmp_path, edit=EDIT):
     archive = tmp_path / "moin.wfz"
     with new_archive_atomically(archive) as arc:
         sid = arc.new_session("test", source="test_validate_stalled_click")
         arc.add_exchange(Exchange(session_id=sid, url=f"{HOST}/+modify/Maintenance", status=200, captured_at=T0,
-                                  payload=EDIT, resp_headers=HTML))
+                                  payload=edit, resp_headers=HTML))
         arc.add_exchange(Exchange(session_id=sid, url=f"{HOST}/+modify/Maintenance", method="POST", status=302,
                                   captured_at=T0, payload=b"", req_body=b"text=Lamp+checks.",
                                   req_headers=[("Content-Type", "application/x-www-form-urlencoded")],
@@ -69,3 +71,20 @@ def test_an_expired_text_task_names_the_click_that_led_nowhere(tmp_path, cli):
     assert "reference step 4: the pages did not show 'Lens cleaning: every Wednesday.'" in line, line
     assert (f"reference step 1 (click button 'OK') went on to {HOST}/Maintenance in the session; replayed, "
             f"it stayed on {HOST}/+modify/Maintenance") in line, line
+
+
+def test_a_reached_task_whose_click_led_nowhere_is_warned_of(tmp_path, cli):
+    preview = EDIT.replace(b"<form", b"<p>Preview: Lens cleaning: every Wednesday.</p><form")
+    suite = _suite(tmp_path, preview)
+    r = cli("tasks", "validate", suite, "--backend", "text", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["expired"] == [] and result["incomplete"] == [], result
+    assert result["stalled"] == [{"task_id": "edit", "stalled": {
+        "step": 1, "action": "click button 'OK'", "recorded": f"{HOST}/Maintenance",
+        "stayed": f"{HOST}/+modify/Maintenance"}}], result
+    r = cli("tasks", "validate", suite, "--backend", "text")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (f"warning: edit reached its answer, but reference step 1 (click button 'OK') went on to "
+            f"{HOST}/Maintenance in the session; replayed, it stayed on {HOST}/+modify/Maintenance") in r.stderr, r.stderr
+    assert "1 of 1 tasks reachable" in r.stderr, r.stderr

@@ -152,7 +152,8 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
     if no_ref:
         raise RunError(f"{len(no_ref)} task(s) have no reference trajectory to replay, e.g. {no_ref[0]}")
     backend = backend or loaded.backend or DEFAULT_BACKEND
-    report, expired, incomplete = _validate_run(suite, archive, backend, workers, out, as_json, task_globs, limit)
+    report, expired, incomplete, stalled = _validate_run(suite, archive, backend, workers, out, as_json, task_globs,
+                                                         limit)
     if expired or incomplete:
         # would the other backend reach them? (a page whose scripts matter, or a page whose scripts
         # break the replay): said per task, for the author to choose the suite's backend
@@ -160,7 +161,7 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
         other = next(b for b in BACKENDS if b != backend)
         problems = expired + incomplete
         try:
-            _, still, still_incomplete = _validate_run(suite, archive, other, workers, None, True,
+            _, still, still_incomplete, _ = _validate_run(suite, archive, other, workers, None, True,
                                                        [glob.escape(e["task_id"]) for e in problems], None)
         except WebfreezeError:  # the other backend cannot run here (no Chromium): nothing to say
             still, still_incomplete = problems, []
@@ -168,10 +169,15 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
         for e in problems:
             e["passes_with"] = other if e["task_id"] not in failing else None
     result = {"suite": report["suite"], "tasks": len(report["tasks"]), "expired": expired, "incomplete": incomplete,
-              "backend": backend}
+              "backend": backend, "stalled": stalled}
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
     else:
+        for e in stalled:  # (reachable: no failure, but the reference did not go where the session went)
+            st = e["stalled"]
+            click.echo(f"warning: {e['task_id']} reached its answer, but reference step {st['step']} ({st['action']}) "
+                       f"went on to {st['recorded']} in the session; replayed, it stayed on {st['stayed']} "
+                       "(the evidence was on that page too)", err=True)
         for e in incomplete:
             click.echo(f"incomplete capture: {e['task_id']} ({_why_expired(e)})")
         for e in expired:
@@ -185,11 +191,13 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
 
 
 def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
-                  limit) -> tuple[dict, list[dict], list[dict]]:
+                  limit) -> tuple[dict, list[dict], list[dict], list[dict]]:
     """Run the reference agent on the selected tasks; (the report, the expired tasks: id, how the
     episode ended, the answer, the failed check's detail and the reason the reference gave up; the
     tasks whose replay missed a document or XHR: the same, and ``misses``,
-    :func:`~webfreeze.eval.authoring.capture_misses`, with ``reason`` naming the first)."""
+    :func:`~webfreeze.eval.authoring.capture_misses`, with ``reason`` naming the first; the tasks
+    reached though a click of theirs led nowhere: id and ``stalled``,
+    :func:`~webfreeze.eval.authoring.stalled_action`)."""
     tmp = None
     if out is None:
         tmp = tempfile.mkdtemp(prefix="webfreeze-validate-")
@@ -198,7 +206,7 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
         run_suite(suite, archive, "reference", out, workers=workers, backend=backend, quiet=quiet,
                   tasks=task_globs, limit=limit)
         report = write_report(out)
-        expired, incomplete = [], []
+        expired, incomplete, stalled_reached = [], [], []
         for tid, r in sorted(report["tasks"].items()):
             try:
                 traj = json.loads((Path(out) / "trajectories" / f"{tid}.json").read_text(encoding="utf-8"))
@@ -207,6 +215,11 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
             traj = traj if isinstance(traj, dict) else {}
             misses = capture_misses(traj, reached=_reachable(r))
             if _reachable(r) and not misses:
+                # reached, though a click led nowhere here: the answer stood on a page it stayed on
+                # (Django Oscar's mini-basket, where "View basket" is a script's button)
+                stalled = stalled_action(traj, _run_reference(out, tid))
+                if stalled:
+                    stalled_reached.append({"task_id": tid, "stalled": stalled})
                 continue
             if misses:
                 from webfreeze.checks.drift import note_captured  # (late: the archive, looked at only here)
@@ -236,7 +249,7 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-    return report, expired, incomplete
+    return report, expired, incomplete, stalled_reached
 
 
 def _run_reference(out, task_id: str) -> dict:

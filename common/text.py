@@ -14,6 +14,12 @@ def one_line(text: object, limit: int = 400) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` and ``word``, plural unless ``n`` is 1: ``1 page``, ``3 pages`` (``plural`` when
+    adding an s will not do)."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
 def fold(text: str) -> str:
     """``text`` NFKC-normalised (full-width forms, ligatures and the like to their plain forms),
     then case-folded."""

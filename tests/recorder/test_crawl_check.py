@@ -350,7 +350,7 @@ def test_a_page_that_did_not_load_leaves_the_crawl_incomplete(tmp_path, home, cl
         site.stop()
     assert r.returncode == 3, r.stdout + r.stderr
     assert f"failed: {site.url}/two.html" in r.stdout
-    assert "(complete)" not in r.stdout and "incomplete: 1 pages did not load" in r.stdout, r.stdout
+    assert "(complete)" not in r.stdout and "incomplete: 1 page did not load" in r.stdout, r.stdout
 
 
 def test_recheck_repairs_an_archive_that_misses_a_stylesheet(tmp_path, home, cli):
@@ -368,7 +368,7 @@ def test_recheck_repairs_an_archive_that_misses_a_stylesheet(tmp_path, home, cli
         pages_before = sum(site.hits.get(p, 0) for p in PAGES)
         r = cli("record", "crawl", f"{site.url}/", "--archive", archive, "--depth", "0", "--recheck", timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
-        assert "1 pages rechecked" in r.stdout and "0 still incomplete" in r.stdout
+        assert "1 page rechecked" in r.stdout and "0 still incomplete" in r.stdout
         assert sum(site.hits.get(p, 0) for p in PAGES) == pages_before  # no page visited live
     finally:
         site.stop()
@@ -401,7 +401,7 @@ def test_the_suggested_recheck_runs_as_printed(tmp_path, home, cli):
     finally:
         site.stop()
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "1 pages rechecked" in r.stdout and "0 still incomplete" in r.stdout, r.stdout
+    assert "1 page rechecked" in r.stdout and "0 still incomplete" in r.stdout, r.stdout
     with Archive.open(archive) as arc:
         (state,) = [d.body() for d in arc.documents(prefix="crawls/")]
         assert state["incomplete"] == []
@@ -593,7 +593,7 @@ def test_fragment_links_that_name_no_element_are_said_not_followed(tmp_path, hom
                     "--depth", "0", timeout=300)
     finally:
         site.stop()
-    assert r.returncode == 0 and "1 pages in total (complete)" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "1 page in total (complete)" in r.stdout, r.stdout + r.stderr
     notes = [line for line in r.stderr.splitlines() if line.startswith("note:")]
     assert len(notes) == 1, r.stderr
     assert (f"3 links name a fragment that is no element of their page ({site.url}/wiki.html#Apples, "

@@ -477,7 +477,7 @@ def test_ctrl_c_with_a_stream_still_open_records_it_and_prints_no_traceback(tmp_
             proc.kill()
         server.shutdown()
         server.server_close()
-    assert proc.returncode == 0 and "Traceback" not in err and "recorded 1 exchanges" in err, err
+    assert proc.returncode == 0 and "Traceback" not in err and "recorded 1 exchange" in err, err
     with Archive.open(archive) as arc:
         [ex] = list(arc.exchanges())
         assert ex.url == url and ex.extra.get("open_stream") is True, ex.extra

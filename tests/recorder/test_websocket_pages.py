@@ -274,7 +274,7 @@ def test_a_socket_without_a_recording_is_missing_and_the_page_incomplete(tmp_pat
     # archive info says so too, long after the crawl's own words are gone
     info = run_cli("archive", "info", archive, env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")))
     assert info.returncode == 0, info.stderr
-    assert "incomplete  1 pages (their crawl's check missed requests: their replays will miss them too)" in info.stdout
+    assert "incomplete  1 page (their crawl's check missed requests: their replays will miss them too)" in info.stdout
     why = f"{socket_url} (a WebSocket the archive holds no recording of)"
     assert f"{url}/refused (missing: {why})" in info.stdout, info.stdout
     info = run_cli("archive", "info", archive, "--json", env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")))

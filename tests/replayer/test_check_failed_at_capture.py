@@ -44,7 +44,7 @@ def test_requests_failed_at_capture_are_said_in_the_closing_line(tmp_path, monke
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["summary"]["requests_failed_at_capture"] == 1 and report["summary"]["missed_requests"] == 0
     assert r.returncode == 0, r.stdout + r.stderr  # (the image replays as recorded: no miss)
-    assert "1 pages: 0 with misses (0 requests), 1 request failed at capture (its site never answered the " \
+    assert "1 page: 0 with misses (0 requests), 1 request failed at capture (its site never answered the " \
            "recording: listed per page in the report), 0 failed;" in r.stdout, r.stdout
 
 
@@ -80,4 +80,4 @@ def test_a_cross_origin_request_failed_at_capture_is_said_so_though_the_browser_
     assert page["misses"] == [] and page["text_similarity"] == 1.0, page  # ("no catalogue" both times)
     assert report["summary"]["requests_failed_at_capture"] == 2, report["summary"]
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "1 pages: 0 with misses (0 requests), 2 requests failed at capture" in r.stdout, r.stdout
+    assert "1 page: 0 with misses (0 requests), 2 requests failed at capture" in r.stdout, r.stdout

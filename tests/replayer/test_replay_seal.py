@@ -98,7 +98,7 @@ def test_replay_check_in_both_modes(watch, cli):
         _clean(canary, dns)
         r = cli("replay", "check", archive, "--mode", mode, "--report", tmp / f"check-{mode}", prefix=prefix,
                 timeout=300)
-        assert "1 pages:" in r.stdout, r.stdout + r.stderr  # (it misses the canary's URLs: exit 1)
+        assert "1 page:" in r.stdout, r.stdout + r.stderr  # (it misses the canary's URLs: exit 1)
         report = json.loads((tmp / f"check-{mode}" / "report.json").read_text())
         assert report["pages"][0]["error"] is None
         # (the page ran: its requests came to the replay, in the form each mode asks)

@@ -19,6 +19,7 @@ from webfreeze.bundles.redaction import SecretsFound, check_shareable, redact
 from webfreeze.cli.options import EXIT_ERROR, EXIT_USAGE, SQLITE_MAX_INT, Timestamp, fail, human_bytes, progress_bar
 from webfreeze.cli.options import not_found as secret_env_not_found
 from webfreeze.common.files import check_output_file, write_output
+from webfreeze.common.text import counted
 from webfreeze.replayer.matching import Rules
 from webfreeze.replayer.websocket import SOCKET_PREFIX
 
@@ -163,7 +164,7 @@ def archive_info(archive_path, as_json):
         if len(data["failed_pages"]) > 20:
             lines.append(("", f"and {len(data['failed_pages']) - 20} more (--json lists all)"))
     if data.get("incomplete_pages"):
-        lines.append(("incomplete", f"{len(data['incomplete_pages'])} pages (their crawl's check missed requests: "
+        lines.append(("incomplete", f"{counted(len(data['incomplete_pages']), 'page')} (their crawl's check missed requests: "
                                     "their replays will miss them too)"))
         for page in data["incomplete_pages"][:20]:
             missing = page["missing"]

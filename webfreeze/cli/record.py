@@ -19,6 +19,7 @@ from webfreeze.archives import Archive
 from webfreeze.bundles.redaction import redact_recording
 from webfreeze.cli.options import EXIT_INCOMPLETE, http_credentials_option, not_found, progress_bar, usage_checked
 from webfreeze.common.resolve import parse_resolve
+from webfreeze.common.text import counted
 
 
 def redact_options(f):
@@ -72,7 +73,7 @@ def record_proxy(archive_path, host, port, resolve):
         proxy = RecordingProxy(arc, host=host, port=port, resolve=table, seed_pages=True)
         proxy.run(on_ready=lambda p: click.echo(
             f"recording into {archive_path} through proxy {p.url} (session {p.session_id}); Ctrl-C to stop", err=True))
-        click.echo(f"recorded {proxy.recorder.recorded} exchanges", err=True)
+        click.echo(f"recorded {counted(proxy.recorder.recorded, 'exchange')}", err=True)
 
 
 @record_group.command("crawl")
@@ -137,7 +138,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
         with progress:
             result = run_recheck(archive_path, url, depth=depth, scope=scope, resolve=table,
                                  progress=lambda done, _url: advance(1), credentials=http_credentials)
-        click.echo(f"{result.pages} pages rechecked; {result.exchanges_this_run} exchanges recorded this run; "
+        click.echo(f"{counted(result.pages, 'page')} rechecked; {result.exchanges_this_run} exchanges recorded this run; "
                    f"{len(result.incomplete)} still incomplete")
     else:
         progress, advance = progress_bar(max_pages, "crawling", unit="pages")
@@ -146,9 +147,9 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
                            progress=lambda done, _url: advance(1), resolve=table, screenshots=screenshots, check=check,
                            exclude=exclude, credentials=http_credentials, login_script=login_script)
         if result.incomplete:
-            state = f"incomplete: {len(result.incomplete)} pages miss requests"
+            state = f"incomplete: {_pages(len(result.incomplete), 'misses', 'miss')} requests"
         elif load_failures(result.failed):
-            state = (f"incomplete: {len(load_failures(result.failed))} pages did not load; crawl again into this "
+            state = (f"incomplete: {counted(len(load_failures(result.failed)), 'page')} did not load; crawl again into this "
                      "archive to retry them, or leave them out with --exclude")
         elif result.queued:
             state = f"stopped at --max-pages with {result.queued} URLs queued; run again with a higher --max-pages to go on"
@@ -156,8 +157,8 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
             state = "complete" if check else "complete, unchecked"
         failed = f", {len(result.failed)} failed" if result.failed else ""
         downloads = f", {len(result.downloads)} downloads" if result.downloads else ""
-        click.echo(f"{'resumed, ' if result.resumed else ''}{result.pages_this_run} pages and "
-                   f"{result.exchanges_this_run} exchanges recorded this run; {result.pages} pages in total"
+        click.echo(f"{'resumed, ' if result.resumed else ''}{counted(result.pages_this_run, 'page')} and "
+                   f"{counted(result.exchanges_this_run, 'exchange')} recorded this run; {counted(result.pages, 'page')} in total"
                    f"{downloads}{failed} ({state})")
         for failed_url, why in result.failed:
             click.echo(f"  failed: {failed_url} ({why})")
@@ -187,28 +188,28 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
                     if all(WEBSOCKET_MISSING in m or STREAM_MISSING in m for m in missing)]
     if result.incomplete and len(sockets_only) == len(result.incomplete):
         # nothing a live fetch could repair: a WebSocket with no recording, or whose conversation parted
-        click.echo(f"{len(sockets_only)} pages open a WebSocket the replay cannot serve (not recorded, or the "
+        click.echo(f"{_pages(len(sockets_only), 'opens', 'open')} a WebSocket the replay cannot serve (not recorded, or the "
                    "page's messages part from the recording; --recheck cannot repair that; "
                    "docs/replay-and-environment.md, \"WebSockets\")", err=True)
     elif result.incomplete and len(streams_only) == len(result.incomplete):
         # nor a stream that never ends: it is never complete, so never recorded
-        click.echo(f"{len(streams_only)} pages keep a stream that never ends open (or a WebSocket), which is "
+        click.echo(f"{_pages(len(streams_only), 'keeps', 'keep')} a stream that never ends open (or a WebSocket), which is "
                    "never recorded (--recheck cannot repair that; docs/recording.md)", err=True)
     elif result.incomplete and all(_unresolved(m) for _, missing in result.incomplete for m in missing):
         # the proxy could not resolve their names: a --recheck from this machine fetches them in vain
         names = sorted({urlsplit(_unresolved(m)).hostname or "" for _, missing in result.incomplete for m in missing})
-        click.echo(f"{len(result.incomplete)} pages miss only requests to names that do not resolve from this "
+        click.echo(f"{_pages(len(result.incomplete), 'misses', 'miss')} only requests to names that do not resolve from this "
                    f"machine ({', '.join(names)}): the recording could not reach them, and a --recheck here cannot "
                    "either (record where they resolve, or take the pages without them)", err=True)
     elif result.incomplete and login_script:  # (--recheck cannot sign in)
-        click.echo(f"{len(result.incomplete)} pages replay with requests missing; --recheck cannot sign in: "
+        click.echo(f"{_pages(len(result.incomplete), 'replays', 'replay')} with requests missing; --recheck cannot sign in: "
                    "record them again with --login-script (into a new archive)", err=True)
     elif result.incomplete:
-        click.echo(f"{len(result.incomplete)} pages replay with requests missing; repair with: "
+        click.echo(f"{_pages(len(result.incomplete), 'replays', 'replay')} with requests missing; repair with: "
                    + _recheck_command(url, archive_path, depth, scope, resolve,
                                       (redact_params, redact_headers, secret_env) if redact else None), err=True)
     elif load_failures(result.failed):
-        click.echo(f"{len(load_failures(result.failed))} pages did not load (listed above as failed)", err=True)
+        click.echo(f"{counted(len(load_failures(result.failed)), 'page')} did not load (listed above as failed)", err=True)
     incomplete = bool(result.incomplete) if recheck else not result.captured_all
     if incomplete and not allow_incomplete:
         sys.exit(EXIT_INCOMPLETE)
@@ -219,6 +220,11 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
 UNRESOLVED = re.compile(r"\((?:\[Errno -?\d+\] )?(?:Name or service not known|Temporary failure in name resolution|"
                         r"No address associated with hostname|nodename nor servname provided, or not known|"
                         r"Name does not resolve)\)$")
+
+
+def _pages(n: int, one: str, many: str) -> str:
+    """``n`` pages and the verb that goes with them: ``1 page misses``, ``2 pages miss``."""
+    return f"{counted(n, 'page')} {one if n == 1 else many}"
 
 
 def _unresolved(missing: str) -> str | None:

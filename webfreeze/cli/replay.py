@@ -13,6 +13,7 @@ from webfreeze.archives import Archive
 from webfreeze.checks.coverage import coverage, render_text
 from webfreeze.cli.options import Timestamp, progress_bar
 from webfreeze.common.files import check_output_file
+from webfreeze.common.text import counted
 from webfreeze.replayer.server import ReplayServer, load_rules_file
 
 
@@ -217,7 +218,8 @@ def replay_check(archive_path, report_dir, seed, limit, mode, port):
     # the page replays without what that request would have shown; the crawl called it incomplete)
     at_capture = (f"{n_failed} {'request' if n_failed == 1 else 'requests'} failed at capture (its site never "
                   "answered the recording: listed per page in the report), ") if n_failed else ""
-    click.echo(f"{s['pages']} pages: {s['pages_with_misses']} with misses ({s['missed_requests']} requests), "
+    click.echo(f"{counted(s['pages'], 'page')}: {s['pages_with_misses']} with misses "
+               f"({counted(s['missed_requests'], 'request')}), "
                f"{at_capture}{s['pages_with_errors']} failed; text similarity mean {s['mean_text_similarity']}"
                + (f" ({s['pages_without_capture_text']} without capture text)" if s["pages_without_capture_text"] else "")
                + ", "

@@ -135,6 +135,22 @@ LATE_NAVIGATION_JS = ("() => { const n = window.__wfNavigating === true; if (n) 
 
 
 
+# What Playwright sets on a future of its own when its driver (the Node process) goes away
+# unasked: killed, or out of memory. A backend that used that driver gets its own error then.
+DRIVER_LOST = "Connection closed while reading from the driver"
+
+
+def _quiet_driver_loss(loop, context: dict) -> None:
+    """The loop's exception handler: asyncio's default, except for a lost driver's note that
+    nobody read (``Future exception was never retrieved ... Connection closed while reading from
+    the driver``, printed at exit after a driver was killed, though every call on it had already
+    failed in its own words)."""
+    exc = context.get("exception")
+    if isinstance(exc, Exception) and str(exc) == DRIVER_LOST and "never retrieved" in str(context.get("message")):
+        return
+    loop.default_exception_handler(context)
+
+
 class _Loop:
     """An asyncio loop on a thread of its own (the process's browser backends share one: ``_Driver``).
     The browser backend drives Playwright's async API there, so that work for the next episode (a
@@ -143,6 +159,7 @@ class _Loop:
 
     def __init__(self):
         self.loop = asyncio.new_event_loop()
+        self.loop.set_exception_handler(_quiet_driver_loss)
         self.thread = threading.Thread(target=self.loop.run_forever, name="webfreeze-env-browser", daemon=True)
         self.thread.start()
 

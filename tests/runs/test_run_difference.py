@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from webfreeze.common.files import json_text
-from webfreeze.runs.compare import run_difference
+from webfreeze.runs.compare import compare_runs, run_difference
 
 TRAJ = {"format": "webfreeze-trajectory", "version": 1, "task_id": "t1", "timing": {"total_ms": 12.5},
         "steps": [{"step": 0, "action": "click [3]", "url": "http://shop.test/", "obs_digest": "sha256:aa",
@@ -83,6 +83,7 @@ def test_different_dom_snapshots_say_where_they_part(tmp_path):
     def with_dom(folder: Path, html: bytes) -> Path:
         traj = copy.deepcopy(TRAJ)
         traj["steps"][0]["dom"] = dom_path(html)
+        traj["end"] = {"reason": "answer"}
         run = _run(folder, {"t1": traj})
         (run / "dom").mkdir()
         (run / dom_path(html)).write_bytes(zstandard.ZstdCompressor(level=DOM_ZSTD_LEVEL).compress(html))
@@ -97,5 +98,12 @@ def test_different_dom_snapshots_say_where_they_part(tmp_path):
                            f"char {at}: "), line
     assert '8250\\">Worker messages: 4' in line and "in the bundle" in line
     assert '8251\\">Worker messages: 4' in line and line.endswith("in the re-run")
+    for run in (a, b):  # bench compare's row says the same
+        (run / "manifest.json").write_text(json_text({"format": "webfreeze-run"}), encoding="utf-8")
+    (row,) = compare_runs(a, b)["tasks"]
+    assert row["first_difference"] == {"step": 0, "field": f"dom (at char {at})",
+                                       "a": page.format("timer 0.25 1796586018250")[at - 20:at + 40],
+                                       "b": page.format("timer 0.25 1796586018251")[at - 20:at + 40]}, row
     (b / dom_path(page.format("timer 0.25 1796586018251").encode())).unlink()  # a run kept without its DOMs
     assert run_difference(a, b) == "trajectory t1.json differs at steps[0].dom at char 4"
+    assert compare_runs(a, b)["tasks"][0]["first_difference"]["field"] == "dom"

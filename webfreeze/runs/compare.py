@@ -186,6 +186,10 @@ def compare_runs(run_a, run_b) -> dict:
             # the agent and suite blocks name the run, not the episode: compare the episode
             diff = first_difference({k: v for k, v in a.items() if k not in ("agent", "suite")},
                                     {k: v for k, v in b.items() if k not in ("agent", "suite")})
+            if diff and diff["field"] == "dom":  # (two digests: where the snapshots themselves part)
+                parted = dom_parting(run_a, run_b, diff["a"], diff["b"])
+                if parted:
+                    diff.update(field=f"dom (at char {parted[0]})", a=parted[1], b=parted[2])
             row.update(same=diff is None, first_difference=diff)
             counts["same" if diff is None else "different"] += 1
         rows.append(row)
@@ -245,32 +249,43 @@ def _read_json(path: Path):
 
 
 _STEP_DOM = re.compile(r"steps\[(\d+)\]\.dom at char \d+\Z")
-DOM_CONTEXT = 60  # characters shown on each side of where two DOM snapshots part
+DOM_CONTEXT = 60  # characters shown of each side of where two DOM snapshots part
+
+
+def dom_parting(run_a, run_b, path_a, path_b) -> tuple[int, str, str] | None:
+    """Where two DOM snapshots (``path_a`` of run folder ``run_a``, ``path_b`` of ``run_b``) part:
+    the character offset and up to DOM_CONTEXT characters of each from a little before it; None
+    when either is not there to read. A snapshot's name is a digest, which says only that two
+    differ."""
+    try:
+        da, db = run_dom_loader(run_a)(path_a), run_dom_loader(run_b)(path_b)
+    except (ValueError, TypeError, OSError):
+        return None
+    if da is None or db is None:
+        return None
+    sa, sb = da.decode("utf-8", "replace"), db.decode("utf-8", "replace")
+    at = next((k for k, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
+    start = max(0, at - DOM_CONTEXT // 3)
+    return at, sa[start:start + DOM_CONTEXT], sb[start:start + DOM_CONTEXT]
 
 
 def _dom_difference(a: Path, b: Path, ta: str, tb: str, where: str, names: tuple[str, str]) -> str:
-    """Where a step's two DOM snapshots part, as a clause for :func:`run_difference`'s line
-    (``; the DOM snapshots part at char N: ...`` with up to DOM_CONTEXT characters of each from
-    a little before that point), when ``where`` is a step's ``dom`` and both runs hold their file;
-    else ''. A snapshot's name is a digest, which says only that the two differ."""
+    """:func:`dom_parting` as a clause for :func:`run_difference`'s line (``; the DOM snapshots
+    part at char N: ...``), when ``where`` is a step's ``dom``; else ''."""
     m = _STEP_DOM.match(where)
     if not m:
         return ""
     i = int(m.group(1))
     try:
         pa, pb = (json.loads(t)["steps"][i]["dom"] for t in (ta, tb))
-        da, db = run_dom_loader(a)(pa), run_dom_loader(b)(pb)
-    except (ValueError, KeyError, IndexError, TypeError, OSError):
+    except (ValueError, KeyError, IndexError, TypeError):
         return ""
-    if da is None or db is None:
+    parted = dom_parting(a, b, pa, pb)
+    if parted is None:
         return ""
-    sa, sb = da.decode("utf-8", "replace"), db.decode("utf-8", "replace")
-    at = next((k for k, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
-    start = max(0, at - DOM_CONTEXT // 3)
-
-    def part(s: str) -> str:
-        return json.dumps(s[start:start + DOM_CONTEXT], ensure_ascii=False)
-    return f"; the DOM snapshots part at char {at}: {part(sa)} in {names[0]}, {part(sb)} in {names[1]}"
+    at, sa, sb = parted
+    return (f"; the DOM snapshots part at char {at}: {json.dumps(sa, ensure_ascii=False)} in {names[0]}, "
+            f"{json.dumps(sb, ensure_ascii=False)} in {names[1]}")
 
 
 def run_difference(a, b, *, stale: Callable[[str], set] | None = None,

@@ -274,7 +274,24 @@ def field_changes(old: dict, new: dict) -> list[str]:
     return out
 
 
-def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str, *, category: str | None = None,
+def dialogs_answered_otherwise(trajectory: dict) -> list[dict]:
+    """The JavaScript dialogs a session answered otherwise than the agent environment does (it
+    accepts a ``confirm``, and a ``prompt`` with the text the prompt offers): ``{"step", "type",
+    "message", "answer"}`` for each, in step order. A task whose session cancelled a confirm (or
+    typed into a prompt) is not replayed as it was done."""
+    out = []
+    for i, step in enumerate(trajectory.get("steps") or []):
+        for d in (step.get("dialogs") or []) if isinstance(step, dict) else []:
+            if not isinstance(d, dict):
+                continue
+            if (d.get("type") == "confirm" and d.get("answer") is not True) or (
+                    d.get("type") == "prompt" and d.get("answer") != d.get("offered")):
+                out.append({"step": step.get("step", i), "type": d.get("type"), "message": d.get("message"),
+                            "answer": d.get("answer")})
+    return out
+
+
+def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str | None, *, category: str | None = None,
              instruction: str | None = None, task_id: str | None = None, match: str | None = None,
              archive: str | os.PathLike | None = None, replace: bool = False, has_session=None,
              requests: list[str] | None = None, session_sent=None) -> dict:
@@ -284,7 +301,8 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
     lines: :func:`reference_changes`, then :func:`field_changes`). Raises :class:`TaskError` (one
     line) and writes nothing on bad input.
 
-    An option left None takes, for a new task, its default: ``match`` exact, ``category`` the
+    ``answer`` None keeps a replaced task's answer (a new task needs one). An option left None
+    takes, for a new task, its default: ``match`` exact, ``category`` the
     manifest's only category else ``general``, ``instruction`` the session's. For a replaced task
     it keeps the old line's value instead (the instruction: the session's, else the old line's), as
     do the fields of the old line that ``tasks add`` does not write.
@@ -303,7 +321,9 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
     trajectory = _read_reference(ref_path)
     if match is not None and match not in MATCHES:
         raise TaskError(f"unknown answer check {match!r} ({', '.join(MATCHES)})")
-    if not isinstance(answer, str) or not answer.strip():
+    if answer is None and not replace:
+        raise TaskError("the task needs an answer: give --answer TEXT")
+    if answer is not None and (not isinstance(answer, str) or not answer.strip()):
         raise TaskError("the answer must not be empty")
     tid = task_id or ref_path.stem
 
@@ -369,6 +389,15 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
                             f"({_describe_check(old.ground_truth.get('answer'))}); give --match "
                             f"({', '.join(MATCHES)})")
     match = match or "exact"
+    if answer is None:  # (--replace without --answer: the replaced task's answer)
+        kept = (old.ground_truth.get("answer") or {}).get(match) if old is not None else None
+        if isinstance(kept, list) and len(kept) == 1:
+            kept = kept[0]
+        if not isinstance(kept, str):
+            raise TaskError(f"task {tid!r} is not in the suite, so there is no answer to keep: give --answer TEXT"
+                            if old is None else f"task {tid!r}'s answer check is not one --answer can keep; "
+                            "give --answer TEXT")
+        answer = kept
     if category is None:
         category = old.category if old is not None else None
     category = category or (categories[0] if categories and len(categories) == 1 else None) or DEFAULT_CATEGORY
@@ -434,10 +463,11 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
             tasks_path.unlink(missing_ok=True)
         raise TaskError(str(exc)) from None
     obj = dict(obj, replaced=old is not None, names_archive="archive" in manifest,  # (not part of the line written)
-               unrequired=[] if wanted else sent, answer_added=said is None)
+               unrequired=[] if wanted else sent, answer_added=said is None,
+               dialogs_otherwise=dialogs_answered_otherwise(trajectory))
     if old is not None:
         obj["changes"] = ((reference_changes(old.reference, trajectory) if old.reference is not None else [])
                           + field_changes(old.raw, {k: v for k, v in obj.items()
                                                     if k not in ("replaced", "names_archive", "unrequired",
-                                                                 "answer_added")}))
+                                                                 "answer_added", "dialogs_otherwise")}))
     return obj

@@ -423,6 +423,20 @@ LISTENER_JS = r"""
     }
   };
   install();
+  // A JavaScript dialog (alert, confirm, prompt) and how it was answered, whoever answered it (the
+  // person, or a script's dialog handler): logged with the step that opened it.
+  for (const kind of ['alert', 'confirm', 'prompt']) {
+    const native = window[kind];
+    if (typeof native !== 'function') continue;
+    window[kind] = function (...args) {
+      const answer = native.apply(this, args);
+      window.__webfreezeLog({action: 'dialog', target: null, url: location.href, time: Date.now(),
+                             value: {type: kind, message: String(args.length ? args[0] : ''),
+                                     answer: kind === 'alert' ? true : answer,
+                                     offered: kind === 'prompt' ? String(args.length > 1 ? args[1] : '') : null}});
+      return answer;
+    };
+  }
   // Every shadow root a script attaches (closed ones too) is listened in as it is made.
   const attach = Element.prototype.attachShadow;
   Element.prototype.attachShadow = function (...args) {
@@ -483,11 +497,31 @@ class TrajectoryLog:
                     self.snapshots.append({"url": str(event.get("url") or ""), "title": str(event.get("title") or ""),
                                            "time": event.get("time", 0) / 1000.0, "html": event["html"]})
             return
+        if event.get("action") == "dialog":
+            self.dialog(event.get("value"))
+            return
         step = {"action": event["action"], "target": event.get("target"), "value": event.get("value"),
                 "url": event.get("url"), "time": round(event.get("time", 0) / 1000.0, 3)}
         if event["action"] == "type" and event.get("keys") is True:
             step["keys"] = True
         self.add(step)
+
+    def dialog(self, value) -> None:
+        """A JavaScript dialog the page opened and its answer (``{"type", "message", "answer"}``:
+        True for OK, False for Cancel, a prompt's text or None; a prompt's also ``offered``, the
+        text it offered): kept on the last step logged, the
+        one that opened it (the click whose handler asked ``confirm``), as ``dialogs``. The agent
+        environment answers every dialog as accepted (``tasks add`` says when the session did not)."""
+        if not isinstance(value, dict) or value.get("type") not in ("alert", "confirm", "prompt"):
+            return
+        answer = value.get("answer")
+        entry = {"type": value["type"], "message": str(value.get("message") or "")[:DIALOG_MESSAGE_MAX],
+                 "answer": answer if isinstance(answer, (bool, str)) or answer is None else None}
+        if value["type"] == "prompt":  # (the text a prompt offers: what the agent environment answers)
+            entry["offered"] = str(value.get("offered") or "")
+        with self._lock:
+            if self.steps:
+                self.steps[-1].setdefault("dialogs", []).append(entry)
 
     def requested(self, reason: str) -> None:
         """The page asked for a navigation of the main frame (Chromium's
@@ -563,6 +597,7 @@ def record_answer(page, text: str, locator=None, evidence: list[str] | None = No
         page.evaluate("(a) => window.__webfreezeAnswer(a[0], null, a[1])", [text, evidence])
 
 
+DIALOG_MESSAGE_MAX = 2000  # characters of a dialog's message kept on its step
 DRAIN_LIMIT_S = 15.0  # a request still open by then (a stream, a long poll) is left as the browser closes it
 
 

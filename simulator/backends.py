@@ -41,6 +41,12 @@ class Backend(Protocol):
         """How the replay answered each request since the last call (provenance records)."""
         ...
 
+    def take_dialogs(self) -> list[dict]:
+        """The JavaScript dialogs (``alert``, ``confirm``, ``prompt``, ``beforeunload``) pages opened
+        since the last call, as answered: ``{"type", "message", "answer"}`` (none in the text
+        backend, which runs no scripts)."""
+        ...
+
     def reset(self, url: str) -> str | None:
         """Start an episode at ``url``: None, or one line saying why its page did not load."""
         ...

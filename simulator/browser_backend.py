@@ -335,12 +335,41 @@ class BrowserBackend:
         self._answers_lock = threading.Lock()  # (the loop thread appends, the caller's thread takes)
         self.bgym_raw: dict | None = None  # BrowserGym's snapshots of the last observation (observation="browsergym")
         self._watched: dict = {}  # page -> its PageActivity: every page of the episode, once
+        self._dialogs: list[dict] = []  # the JavaScript dialogs answered since take_dialogs
         self._unsettled: list[str] = []  # why settles since the last take_answers stopped short
         self._stalled = 0  # loads (and worker turns) the pages' runtime stopped waiting for since then
 
     @property
     def url(self) -> str:
         return self._url
+
+    def take_dialogs(self) -> list[dict]:
+        """The JavaScript dialogs the episode's pages opened since the last call, as answered
+        (:meth:`_on_dialog`)."""
+        with self._answers_lock:
+            got, self._dialogs = self._dialogs, []
+        return got
+
+    async def _on_dialog(self, dialog) -> None:
+        """Answer a JavaScript dialog as a person going on with the task would: ``alert`` and
+        ``beforeunload`` dismissed by their one button (OK; Leave), ``confirm`` accepted (OK),
+        ``prompt`` accepted with the text it offers. Without it Playwright dismissed every one, so a
+        ``confirm`` returned false, and a delete or a bulk action behind one (Flask-Admin asks for
+        every one) never reached its server; the text backend, which runs no scripts, went on as
+        if accepted. Recorded on the step (``dialogs``)."""
+        from playwright.async_api import Error as PlaywrightError
+
+        kind = dialog.type
+        answer: bool | str = dialog.default_value if kind == "prompt" else True
+        with self._answers_lock:
+            self._dialogs.append({"type": kind, "message": dialog.message, "answer": answer})
+        try:
+            if kind == "prompt":
+                await dialog.accept(dialog.default_value)
+            else:
+                await dialog.accept()
+        except PlaywrightError:
+            pass  # the page (or its frame) went away meanwhile: nothing is waiting for the answer
 
     def take_answers(self) -> list[dict]:
         """The responses (and failed requests) the pages reported since the last call, and a
@@ -410,6 +439,7 @@ class BrowserBackend:
         credentials = (self.env.config.upstream or {}).get("http_credentials")
         context = await new_context(self.browser, **({"http_credentials": credentials} if credentials else {}))
         try:
+            context.on("dialog", self._on_dialog)  # (every page of the episode, popups too)
             await context.add_init_script(FRAME_RUNTIME_JS)  # (frames the replay does not serve take their parent's)
             page = await context.new_page()
             await fast_animations(context, page)

@@ -178,6 +178,7 @@ class WebEnv(gym.Env):
             self.upstream.begin_episode(episode_tag(task.get("id")))
         t0 = time.perf_counter()
         self.backend.take_answers()  # (what the last episode left behind is not this one's)
+        self.backend.take_dialogs()  # (nor its dialogs; the start page's go with the first step)
         self.last_error = self.backend.reset(task["start_url"])
         obs = self._observe()
         start = step_provenance(self.backend.take_answers())
@@ -261,7 +262,8 @@ class WebEnv(gym.Env):
         self.recorder.add_step(url=before_url, title=before_tree.title if before_tree else "", obs_digest=obs_digest,
                                action=action, parsed=parsed, target=target, url_after=self.backend.url,
                                agent=agent, error=error, env_ms=env_ms, screenshot=shot, dom=dom,
-                               replay=step_provenance(self.backend.take_answers()))
+                               replay=step_provenance(self.backend.take_answers()),
+                               dialogs=self.backend.take_dialogs())
         if end_reason:
             self.recorder.finish(end_reason, answer=answer if end_reason == "answer" else None,
                                  detail=answer if end_reason == "infeasible" else None,

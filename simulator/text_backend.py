@@ -134,6 +134,10 @@ class TextBackend:
         self.frame_nav: dict = {}  # frame bid -> (method, url, body, ctype): where a frame was navigated
         self._frame_answers: list = []  # the replay's answers for frames' documents (not main loads)
 
+    def take_dialogs(self) -> list[dict]:
+        """None ever: a dialog is a script's, and this backend runs none."""
+        return []
+
     def take_answers(self) -> list[dict]:
         """The answers since the last call, as provenance records: every request of the text
         backend is a hop of a main-document load."""

@@ -85,12 +85,15 @@ class TrajectoryRecorder:
 
     def add_step(self, *, url, title, obs_digest, action, parsed, target, url_after, agent, error, env_ms,
                  screenshot=None, history: dict | None = None,
-                 dom: bytes | Callable[[], bytes] | None = None, replay: dict | None = None) -> None:
+                 dom: bytes | Callable[[], bytes] | None = None, replay: dict | None = None,
+                 dialogs: list[dict] | None = None) -> None:
         """One step. ``history`` (a search of the user's history: query, results, k, threshold) makes
         it a step of kind ``history``; browser steps carry no ``kind``. ``dom`` is the page's DOM
         snapshot when the action had a target element (stored once per content, named by the
         step's ``dom``), or a function that makes it when the trajectory is taken. ``replay``: how
-        the replay answered what the step caused (``provenance.step_provenance``)."""
+        the replay answered what the step caused (``provenance.step_provenance``). ``dialogs``:
+        the JavaScript dialogs the step's page opened, as answered (``type``, ``message``,
+        ``answer``), kept only when there were some."""
         n = len(self.steps)
         agent = dict(agent or {})
         agent_ms = agent.pop("agent_ms", None)
@@ -121,6 +124,8 @@ class TrajectoryRecorder:
             self.steps[-1]["dom"] = rel
         if replay is not None:
             self.steps[-1]["replay"] = replay
+        if dialogs:
+            self.steps[-1]["dialogs"] = dialogs
         if history is not None:
             self.steps[-1]["kind"] = "history"
             self.steps[-1]["history"] = history

@@ -59,7 +59,8 @@ def tasks_check(suite, as_json):
 @click.argument("suite", metavar="SUITE", type=click.Path(file_okay=False))
 @click.option("--reference", "reference", required=True, type=click.Path(dir_okay=False),
               help="The session's trajectory (record session --trajectory); copied into SUITE/references/.")
-@click.option("--answer", "answer", required=True, help="The task's answer.")
+@click.option("--answer", "answer", default=None,
+              help="The task's answer (required, but with --replace, which keeps the replaced task's).")
 @click.option("--match", type=click.Choice(["exact", "normalised", "must_include"]), default=None,
               help="How an agent's answer is checked against --answer [default: exact; with --replace, "
                    "the replaced task's].")
@@ -90,6 +91,12 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
     if obj.get("answer_added"):
         click.echo(f"note: the session logged no answer; its reference in {suite}/references/ ends with the answer "
                    f"{answer!r} (give the evidence with record_answer in a session script)", err=True)
+    for d in obj.get("dialogs_otherwise", []):  # (the agent environment answers every dialog as accepted)
+        said = (f"cancelled the {d['type']} {d['message']!r}" if d["answer"] in (False, None)
+                else f"answered the {d['type']} {d['message']!r} with {d['answer']!r}")
+        click.echo(f"note: its session {said} (reference step {d['step']}); the agent "
+                   "environment accepts every confirm, and a prompt with the text it offers, so the task is not "
+                   "replayed as it was done", err=True)
     if obj.get("unrequired"):  # (an action's task scored on its answer alone: say how to require the action)
         last = obj["unrequired"][-1]  # (the last one sent: a login or a beacon comes before the action)
         more = f" (and {len(obj['unrequired']) - 1} before it)" if len(obj["unrequired"]) > 1 else ""

@@ -91,6 +91,8 @@ class Rules:
     jsonp_params: tuple[str, ...] = ("callback", "jsonp", "jsoncallback")
     # Names containing one of these, holding a 13-15 digit epoch (or 10 digits, seconds), are dropped.
     epoch_name_parts: tuple[str, ...] = ("bust", "ts")
+    # A parameter without a value whose name is a 13-15 (or 10) digit epoch is dropped.
+    drop_epoch_keys: bool = True
     fuzzy_threshold: float = 0.5
     underscore_weight: float = 0.1
     ignore_static_query: bool = True
@@ -154,20 +156,26 @@ class Rules:
             return False
         if low in self.jsonp_params and _JSONP_NAME.match(value):
             return False
-        if any(part in low for part in self.epoch_name_parts) and _DIGITS.match(value) and (
-            13 <= len(value) <= 15 or len(value) == 10
-        ):
+        if any(part in low for part in self.epoch_name_parts) and _DIGITS.match(value) and _epoch_length(value):
             return False
+        if self.drop_epoch_keys and value == "" and _DIGITS.match(name) and _epoch_length(name):
+            return False  # (a bare epoch as the query: JupyterLab's `/api/me?1796588621569`)
         return True
+
+
+def _epoch_length(digits: str) -> bool:
+    """Whether a run of digits is as long as an epoch: 13-15 (milliseconds) or 10 (seconds)."""
+    return 13 <= len(digits) <= 15 or len(digits) == 10
 
 
 # What the agent environment and ``tasks validate`` lay under the archive's and the suite's rules.
 AGENT_RULES = {"fuzzy_documents": False, "fuzzy_xhr": False}
 # How a request is matched to a capture, as a number bumped whenever that changes in a way the
 # default rules do not show (2: form fields starting with "_" count in honest matching; 3: a "+" in
-# a URL's path is a plus in the canonical form, no longer a space). Part of
+# a URL's path is a plus in the canonical form, no longer a space; 4: a valueless epoch parameter,
+# `?1796588621569`, is dropped). Part of
 # :func:`matching_digest`, which run manifests record (``versions.replay_matching``).
-MATCHING_VERSION = 3
+MATCHING_VERSION = 4
 
 
 def matching_digest() -> str:

@@ -291,6 +291,7 @@ LISTENER_JS = r"""
     // a person at the keyboard), which a page may listen to (a search box answering keyup), rather
     // than text put in at once (page.fill, a paste).
     const keyed = new WeakSet();
+    const enterClicks = 'a[href], area[href], button, summary, input';  // (the browser clicks these on Enter)
     const notPresses = ['Enter', 'Tab', 'Shift', 'Control', 'Alt', 'Meta', 'AltGraph', 'CapsLock', 'NumLock',
       'ScrollLock', 'Fn', 'FnLock', 'Hyper', 'Super', 'Symbol', 'SymbolLock', 'OS', 'Dead', 'Unidentified', 'Process',
       'Compose'];
@@ -316,6 +317,14 @@ LISTENER_JS = r"""
         send('press', t, keyName(e));
         return;
       }
+      // Enter on a focused element the browser does not click for it (a list item a script opens on
+      // Enter: JupyterLab's file browser; a custom role=button whose script acts on the key): a
+      // press on it. On a link, a button, a summary or an input the browser's own click is logged.
+      const page = t === document.body || t === document.documentElement || !(t instanceof Element);
+      if (e.key === 'Enter' && !e.isComposing && !e.repeat && !inField && !page && !t.matches(enterClicks)) {
+        send('press', t, keyName(e));
+        return;
+      }
       if (editable(t) && (e.key.length === 1 || e.key === 'Backspace' || e.key === 'Delete')) keyed.add(t);
       const scrollKeys = ['PageDown', 'PageUp', 'Home', 'End', 'ArrowDown', 'ArrowUp', 'ArrowLeft', 'ArrowRight', ' '];
       if (scrollKeys.includes(e.key) && !inField) userScroll = true;
@@ -326,7 +335,6 @@ LISTENER_JS = r"""
       // when the key went down. Not in a text field or an editor, whose typing says what happened
       // (a rich text editor prevents its keys and puts the text in itself).
       if (scrollKeys.includes(e.key) && !editable(t) && !e.isComposing) {
-        const page = t === document.body || t === document.documentElement || !(t instanceof Element);
         const step = {action: 'press', target: page ? null : describe(t), url: location.href, time: Date.now(),
                       value: keyName(e)};
         pendingPresses.push([e, step]);
@@ -335,7 +343,7 @@ LISTENER_JS = r"""
       // A key pressed outside any field is a step of its own, to the page (VitePress opens its search
       // box on '/' and Ctrl+K): a press with no target, its modifiers first as Playwright names
       // keys. Not: keys that scroll (a scroll step), Enter (a focused link or button makes it a
-      // click, logged as one), Tab, a modifier alone.
+      // click, logged as one; another focused element's is a press on it, above), Tab, a modifier alone.
       if (!inField && !e.isComposing && !e.repeat && !scrollKeys.includes(e.key) && !notPresses.includes(e.key)) {
         send('press', null, keyName(e));
       }

@@ -136,7 +136,15 @@ LISTENER_JS = r"""
     if (el.tagName === 'INPUT' && el.type === 'password') d.type = 'password';
     return d;
   };
-  const actionable = 'a, button, input, select, textarea, label, summary, [role], [onclick]';
+  // What a click names: the nearest of these around the element under the pointer. A landmark or a
+  // structural role is no such thing (JupyterLab's files, list items with no role, sit in a
+  // role="region" panel: a click on one was a click on the panel): the element under the pointer is.
+  const structural = ['region', 'main', 'navigation', 'complementary', 'banner', 'contentinfo', 'form', 'search',
+    'document', 'application', 'group', 'list', 'presentation', 'none', 'generic', 'log', 'status', 'tabpanel',
+    'article', 'feed', 'figure', 'dialog', 'alertdialog', 'table', 'rowgroup', 'grid', 'tree', 'treegrid',
+    'tablist', 'menu', 'menubar', 'toolbar', 'listbox', 'radiogroup'];
+  const actionable = 'a, button, input, select, textarea, label, summary, [onclick], [role]' +
+    structural.map((r) => `:not([role=${r}])`).join('');
   // The listeners, installed again (the old ones removed) after the page's document.open(), which
   // erases a document's and its window's listeners: an editor whose iframe its parent's script
   // writes (TiddlyWiki's) would type unseen.

@@ -207,11 +207,13 @@ def image_ext(data: bytes | None) -> str:
 
 
 def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, seed: int = 0,
-          limit: int | None = None, progress=None, confdir=None, mode: str = "proxy", port: int = 0) -> dict:
+          limit: int | None = None, progress=None, confdir=None, mode: str = "proxy", port: int = 0,
+          rules: dict | None = None) -> dict:
     """Run the check and write the report; returns the report dict. ``mode`` ``direct`` loads each
     page at its direct URL (``/<timestamp>/<url>``, rewritten and sealed) in a Chromium with no
     proxy and no special flags, as a person opening the archive would; its replay listens on
-    ``port`` (0: the first free one of :data:`DIRECT_PORTS`, else any)."""
+    ``port`` (0: the first free one of :data:`DIRECT_PORTS`, else any). ``rules``: matching-rule
+    overrides over the archive's (``replay serve --rules``), recorded in the report."""
     archive_path = Path(archive_path)
     if not archive_path.exists():
         raise ArchiveError(f"{archive_path}: no such archive")
@@ -230,7 +232,8 @@ def check(archive_path: str | os.PathLike, report_dir: str | os.PathLike, *, see
         shutil.rmtree(partial)
     (partial / "pages").mkdir(parents=True)
     try:
-        return _check(archive_path, pages, captured, out, partial, seed, confdir, progress, placeholders, mode, port)
+        return _check(archive_path, pages, captured, out, partial, seed, confdir, progress, placeholders, mode, port,
+                      rules)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)  # no half-written report left behind
         raise
@@ -291,7 +294,8 @@ def _start_server(archive_path: Path, mode: str, port: int, **settings) -> Repla
 
 
 def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: Path, seed: int, confdir,
-           progress, placeholders: set[int] = frozenset(), mode: str = "proxy", port: int = 0) -> dict:
+           progress, placeholders: set[int] = frozenset(), mode: str = "proxy", port: int = 0,
+           rules: dict | None = None) -> dict:
     from playwright.sync_api import Error as PlaywrightError  # (late: Playwright, the replay extra)
     from playwright.sync_api import sync_playwright
 
@@ -299,7 +303,8 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
     from webfreeze.simulator.replay_route import SocketRoutes
 
     results = []
-    server = _start_server(archive_path, mode, port, seed=seed, miss_report=partial / "misses.jsonl", confdir=confdir)
+    server = _start_server(archive_path, mode, port, seed=seed, miss_report=partial / "misses.jsonl", confdir=confdir,
+                           rules=rules)
     placeholders = _Placeholders(placeholders, server.replay, direct=mode == "direct")
     sockets = None
     try:
@@ -397,7 +402,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
     diffs = [r["pixel_difference"] for r in results if r["pixel_difference"] is not None]
     report = {
         "format": "webfreeze-replay-check", "version": REPORT_VERSION,
-        "archive": archive_path.name, "seed": seed, "mode": mode,
+        "archive": archive_path.name, "seed": seed, "mode": mode, **({"rules": rules} if rules else {}),
         "summary": {
             "pages": len(results),
             "pages_with_misses": sum(1 for r in results if r["misses"]),

@@ -198,7 +198,10 @@ def _stop_group(proc) -> None:
               help="The port the replay listens on (0: in direct mode, where it is part of every page's "
                    "address, the first free one from 28400, so that two checks show pages the same "
                    "address; in proxy mode, any free one).")
-def replay_check(archive_path, report_dir, seed, limit, mode, port):
+@click.option("--rules", "rules_file", type=click.Path(dir_okay=False),
+              help="JSON file of matching-rule overrides over the archive's, as replay serve takes (recorded "
+                   "in the report).")
+def replay_check(archive_path, report_dir, seed, limit, mode, port, rules_file):
     """Load every page record through the replay in Chromium and compare it with its capture.
 
     Reports requests the archive misses, DOM text similarity and screenshot pixel difference per
@@ -206,12 +209,14 @@ def replay_check(archive_path, report_dir, seed, limit, mode, port):
     """
     from webfreeze.checks.replay_check import check  # (late: Pillow and Playwright, the replay extra)
 
+    rules = load_rules_file(rules_file) if rules_file else None
+
     with Archive.open(archive_path) as arc:
         total = arc.counts()["pages"]
     progress, advance = progress_bar(min(total, limit or total), "replaying pages", unit="pages")
     with progress:
         report = check(archive_path, report_dir, seed=seed, limit=limit, progress=lambda n, url: advance(1),
-                       mode=mode, port=port)
+                       mode=mode, port=port, rules=rules)
     s = report["summary"]
     n_failed = s.get("requests_failed_at_capture") or 0
     # (a request its site never answered the recording: it replays as recorded, so it is no miss, but

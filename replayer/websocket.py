@@ -43,6 +43,8 @@ SOCKET_PREFIX = "websocket/"
 WEBSOCKET_PARTED = "a WebSocket whose conversation parted from the recording"
 # What a parted conversation's reason quotes of the page's message (characters).
 QUOTE_CHARS = 80
+# Where the two part further in than half a quote, quoted from this many characters before it.
+QUOTE_CONTEXT = 20
 
 
 @dataclass(frozen=True)
@@ -172,16 +174,30 @@ class SocketIndex:
         return Pick(self.recordings[ordered[k].id], level)
 
 
-def describe(data: str | bytes) -> str:
+def describe(data: str | bytes, start: int = 0) -> str:
     """A message quoted for a miss's reason: a text's first QUOTE_CHARS characters (``'...'``), a
     binary one's as Python writes bytes (``b'Z-\\x12...'``: the text in a protobuf frame, a URL,
-    stays readable), cut to about as long; a cut one ends ``...'``."""
+    stays readable), cut to about as long; a cut one ends ``...'``. ``start``: quoted from there."""
+    data = data[start:]
     if isinstance(data, str):
         return repr(data if len(data) <= QUOTE_CHARS else data[:QUOTE_CHARS] + "...")
     shown = repr(data[:QUOTE_CHARS])
     if len(shown) > QUOTE_CHARS + 3:
         return shown[:QUOTE_CHARS + 2] + "...'"
     return shown[:-1] + "...'" if len(data) > QUOTE_CHARS else shown
+
+
+def _parting(sent: str | bytes, expected: str | bytes) -> str:
+    """Where the page's message and the recorded one part, as the miss's reason: both quoted from
+    the start, or, where they agree further than half a quote (a Jupyter kernel message whose
+    header's ``date`` differs, past its first 80 bytes), from a little before the first difference
+    on, saying where."""
+    at = 0
+    if type(sent) is type(expected):
+        at = next((i for i, (a, b) in enumerate(zip(sent, expected)) if a != b), min(len(sent), len(expected)))
+    start = at - QUOTE_CONTEXT if at >= QUOTE_CHARS // 2 else 0
+    where = f" (from {'character' if isinstance(sent, str) else 'byte'} {start} on)" if start else ""
+    return f"the page sent {describe(sent, start)}, the recording {describe(expected, start)}{where}"
 
 
 @dataclass
@@ -230,7 +246,7 @@ class Conversation:
             return Turn(parted=self.parted)
         expected = self._messages[self._at].data
         if type(expected) is not type(data) or expected != data:
-            self.parted = f"the page sent {describe(data)}, the recording {describe(expected)}"
+            self.parted = _parting(data, expected)
             return Turn(parted=self.parted)
         self._at += 1
         self.matched += 1

@@ -49,6 +49,19 @@ def test_a_different_message_parts_the_conversation_once_and_nothing_more_is_sen
     assert Conversation(r).receive(b"hello").parted is not None
 
 
+def test_a_parting_past_the_first_characters_is_quoted_where_it_is():
+    """A Jupyter kernel message differs in its header's date, past the first 80 bytes the reason
+    quoted: both quotes were the same. They are quoted from a little before the difference."""
+    head = b"\x06\x00\x00\x00" + b'{"msg_id": "9f2c", "username": "", "session": "77ab", "msg_type": "kernel_info_request", '
+    r = rec("websocket/s1/k.json", "http://lab.test/ws", [(True, head + b'"date": "2026-12-06T20:01:00.120Z"}')],
+            opened=1.0)
+    parted = Conversation(r).receive(head + b'"date": "2024-03-01T12:00:00.000Z"}').parted
+    at = len(head) + len(b'"date": "202')  # (2026 and 2024 part at their last digit)
+    assert parted.endswith(f"(from byte {at - 20} on)"), parted
+    assert "'2024-03-01T12:00:00.000Z" not in parted and '"date": "2024-03-01T12:00:00.000Z"}' in parted, parted
+    assert '"date": "2026-12-06T20:01:00.120Z"}' in parted.split("the recording", 1)[1], parted
+
+
 def test_a_page_that_sends_after_the_recording_ran_out_parts():
     r = rec("websocket/s1/a.json", "http://app.test/ws", [(False, "hi")], opened=1.0)
     c = Conversation(r)

@@ -108,6 +108,10 @@ class Rules:
     # ``__RequestVerificationToken``, Trac's ``__FORM_TOKEN``, WordPress's ``_wpnonce``), a fresh
     # nonce on every form the site serves, which a replayed form can never repeat. Names compare
     # without regard to case.
+    # Regular expressions whose matches in a WebSocket message the page sends, and in the recorded
+    # one it is compared with, are set aside in that comparison (replayer/websocket.py): the parts
+    # an application writes from the clock (a Jupyter kernel message's header "date"). None by default.
+    socket_volatile: tuple[str, ...] = ()
     ignorable_params: tuple[str, ...] = ("csrfmiddlewaretoken", "csrf_token", "csrftoken", "authenticity_token",
                                          "form_token", "form_build_id", "@csrf", "_csrf", "_token",
                                          "__requestverificationtoken", "__form_token", "_wpnonce")
@@ -131,6 +135,13 @@ class Rules:
                 if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
                     raise ValueError(f"replay rule {k} must be a list of strings, not {json.dumps(v)}")
                 v = tuple(v)
+                if k == "socket_volatile":
+                    for pattern in v:
+                        try:
+                            re.compile(pattern)
+                        except re.error as exc:
+                            raise ValueError(f"replay rule socket_volatile: {json.dumps(pattern)} is not a regular "
+                                             f"expression ({exc})") from None
             elif isinstance(default, bool):
                 if v not in (True, False):  # (0 and 1 count)
                     raise ValueError(f"replay rule {k} must be true or false, not {json.dumps(v)}")

@@ -922,7 +922,7 @@ class _Connection(asyncio.Protocol):
         self.transport.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                              b"Sec-WebSocket-Accept: " + accept + b"\r\n" + chosen + b"X-Webfreeze-Match: "
                              + pick.level.encode() + b"\r\n\r\n")
-        self._socket = _SocketSession(self, url, Conversation(pick.recording))
+        self._socket = _SocketSession(self, url, Conversation(pick.recording, server.replay.rules.socket_volatile))
         self._socket.play(self._socket.conversation.open())
 
 

@@ -82,6 +82,7 @@ class SocketRoutes:
         except BaseException:
             self._archive.close()
             raise
+        self.volatile = rules.socket_volatile if rules is not None else ()  # (Rules.socket_volatile)
         self.direct = direct
         self.marks = marks
         self.on_open = on_open or (lambda url, level: None)
@@ -171,7 +172,7 @@ class SocketRoutes:
         if pick.recording is None:
             on_miss(url, pick.why)
             return _close(ws, 1000)
-        conversation = Conversation(pick.recording)
+        conversation = Conversation(pick.recording, self.volatile)
         on_open(url, pick.level)
 
         def on_message(data):

@@ -143,3 +143,25 @@ def test_a_binary_message_is_quoted_readably_in_the_reason():
     assert turn.parted.endswith("the recording b'Z-\\x12\\x00B)\\n\\x03UTC\\x1a\\x05en-US\"\\x10http://stl.test/('"), \
         turn.parted
     assert "...'" in turn.parted and len(turn.parted) < 240  # (the page's message cut, as a text's is)
+
+
+def test_volatile_parts_set_aside_by_the_rule_match():
+    """``socket_volatile``: what the patterns match in the page's message and in the recorded one
+    is set aside in the comparison (a kernel message's date, the live clock when it was recorded);
+    the rest must still be equal, and a bad pattern is refused in one line."""
+    import pytest
+
+    from webfreeze.replayer.matching import Rules
+
+    head = b'{"msg_type": "kernel_info_request", "date": "'
+    r = rec("websocket/s1/k.json", "http://lab.test/ws", [(True, head + b'2026-12-06T20:01:00.120Z"}'), (False, "ok")],
+            opened=1.0)
+    rules = Rules.from_dict({"socket_volatile": [r'"date": "[^"]*"']})
+    c = Conversation(r, rules.socket_volatile)
+    turn = c.receive(head + b'2024-03-01T12:00:00.000Z"}')
+    assert turn.parted is None and turn.send == ["ok"] and c.volatile_matched == 1 and c.whole
+    other = Conversation(r, rules.socket_volatile).receive(b'{"msg_type": "execute_request", "date": "x"}')
+    assert other.parted is not None  # (only the volatile part may differ)
+    assert Conversation(r).receive(head + b'2024-03-01T12:00:00.000Z"}').parted is not None  # (no rule: parted)
+    with pytest.raises(ValueError, match="socket_volatile.*not a regular expression"):
+        Rules.from_dict({"socket_volatile": ["date: ("]})

@@ -266,11 +266,15 @@ class Conversation:
         live clock at recording, the frozen one in replay)."""
         if not self._volatile:
             return False
-        text = isinstance(a, str)
-        for as_text, as_bytes in self._volatile:
-            pattern, hole = (as_text, "\x00") if text else (as_bytes, b"\x00")
-            a, b = pattern.sub(hole, a), pattern.sub(hole, b)
-        return a == b
+        if isinstance(a, str) and isinstance(b, str):
+            for as_text, _ in self._volatile:
+                a, b = as_text.sub("\x00", a), as_text.sub("\x00", b)
+            return a == b
+        if isinstance(a, bytes) and isinstance(b, bytes):
+            for _, as_bytes in self._volatile:
+                a, b = as_bytes.sub(b"\x00", a), as_bytes.sub(b"\x00", b)
+            return a == b
+        return False
 
     @property
     def whole(self) -> bool:

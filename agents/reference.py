@@ -33,7 +33,12 @@ steps).
   it was recorded; otherwise ``report_infeasible(...)`` names what is missing. That is how
   ``tasks validate`` catches an expired task: the archive no longer shows the facts the ground
   truth rests on.
-- A target that cannot be found ends the episode with ``report_infeasible(...)`` naming it.
+- A target that cannot be found ends the episode with ``report_infeasible(...)`` naming it, and so
+  does missing evidence; but first, once per step, the agent waits as long as the person took
+  before that step (its recorded ``time`` less the previous step's, at least WAIT_MIN_MS, at most
+  the environment's MAX_WAIT_MS) with ``noop(ms)`` and tries the step again: a page that shows
+  its content after a timer longer than a settle's second of virtual time (JupyterLab's file
+  browser) showed it to the person, who waited for it. A page that already shows it never waits.
 """
 
 from __future__ import annotations
@@ -44,10 +49,14 @@ from functools import lru_cache
 
 from webfreeze.common.http import page_url
 from webfreeze.common.text import fold_text
+from webfreeze.simulator.actions import MAX_WAIT_MS
 
 from .base import Agent, AgentError, TaskView, norm, quote
 
 ACTIONS = ("click", "type", "select", "press")
+# The shortest wait for a step whose target or evidence is not there yet (ms): a person's recorded
+# pause may be a few milliseconds (a script), and the page's timers still need their due time.
+WAIT_MIN_MS = 1000
 
 # One line of the observation tree: ``[bid] role 'name' ...`` or ``StaticText 'text'`` (names are
 # Python string literals, in either quote).
@@ -206,6 +215,7 @@ class ReferenceAgent(Agent):
         self.last_typed: str | None = None
         self.last_kind: str | None = None
         self.scroll_at = (0, 0)
+        self.waited_at: int | None = None  # the step (position) already waited for once
 
     def config(self) -> dict:
         return {"finds_targets_by": ["role", "name", "css"], "checks_answer_evidence": True}
@@ -224,6 +234,22 @@ class ReferenceAgent(Agent):
         self.last_typed = None
         self.last_kind = None
         self.scroll_at = (0, 0)
+        self.waited_at = None
+
+    def _wait_once(self, n) -> dict | None:
+        """For the step just read, whose target or evidence is not there: once, a ``noop`` as long
+        as the person took before it (module docstring), the step to be read again after it; None
+        when it was waited for already or the recording has no times."""
+        i = self.pos - 1
+        if self.waited_at == i or i < 1:
+            return None
+        t, before = self.steps[i].get("time"), self.steps[i - 1].get("time")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (t, before)):
+            return None
+        ms = int(min(MAX_WAIT_MS, max(WAIT_MIN_MS, round((t - before) * 1000))))
+        self.waited_at = i
+        self.pos = i
+        return {"action": f"noop({ms})", "thought": f"reference step {n}: not shown yet; wait {ms} ms, as the person did"}
 
     def _typed_here(self, obs: dict) -> set[str]:
         """The bids of ``obs`` that are fields this agent typed into. Bids are a document's own: a
@@ -307,6 +333,9 @@ class ReferenceAgent(Agent):
                 target = step.get("target") or {}
                 el = find_target(obs.get("elements") or [], target, obs.get("axtree_text"))
                 if el is None:
+                    wait = self._wait_once(n)
+                    if wait is not None:
+                        return wait
                     what = f"{target.get('role')} {target.get('name')!r}"
                     return {"action": f"report_infeasible({quote(f'reference step {n}: no {what} on this page')})",
                             "thought": f"reference step {n}: target {what} not found on {obs.get('url')}"}
@@ -336,6 +365,9 @@ class ReferenceAgent(Agent):
                 evidence = value.get("evidence", []) if isinstance(value, dict) else []
                 missing = [e for e in evidence if not any(fold_text(e) in page for page in self.seen)]
                 if missing:
+                    wait = self._wait_once(n)
+                    if wait is not None:
+                        return wait
                     reason = f"reference step {n}: the pages did not show {missing[0]!r}"
                     return {"action": f"report_infeasible({quote(reason)})", "thought": reason}
                 return {"action": f"send_msg_to_user({quote(text)})",

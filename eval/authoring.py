@@ -389,8 +389,9 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
                             f"({_describe_check(old.ground_truth.get('answer'))}); give --match "
                             f"({', '.join(MATCHES)})")
     match = match or "exact"
-    if answer is None:  # (--replace without --answer: the replaced task's answer)
-        kept = (old.ground_truth.get("answer") or {}).get(match) if old is not None else None
+    if answer is None:  # (--replace without --answer: the replaced task's answer, whatever its check's kind)
+        kind = _old_match(old) if old is not None else None
+        kept = (old.ground_truth.get("answer") or {}).get(kind) if old is not None and kind else None
         if isinstance(kept, list) and len(kept) == 1:
             kept = kept[0]
         if not isinstance(kept, str):

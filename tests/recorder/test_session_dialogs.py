@@ -64,5 +64,9 @@ def test_a_cancelled_confirm_and_a_typed_prompt_are_named_by_tasks_add(cli, tmp_
             "--category", "orders")
     assert r.returncode == 0, r.stderr
     assert '"answer":{"exact":"No order."}' in (tmp_path / "suite" / "tasks.jsonl").read_text()
+    r = cli("tasks", "add", tmp_path / "suite", "--reference", tmp_path / "no.json", "--id", "no", "--replace",
+            "--match", "normalised")  # (another kind of check, the same answer)
+    assert r.returncode == 0, r.stderr
+    assert '"answer":{"normalised":"No order."}' in (tmp_path / "suite" / "tasks.jsonl").read_text()
     r = cli("tasks", "add", tmp_path / "suite", "--reference", tmp_path / "no.json", "--id", "other")
     assert r.returncode != 0 and r.stderr.strip().endswith("the task needs an answer: give --answer TEXT"), r.stderr

@@ -74,21 +74,36 @@ def test_stale_steps_skip_only_their_observation_digest(tmp_path):
     assert run_difference(a, b, stale=lambda name: {1}).startswith("trajectory t1.json differs at steps[0].obs_digest")
 
 
-def test_different_dom_snapshots_say_where_they_part(tmp_path):
-    """A snapshot's name is its digest: the line shows where the two snapshots' HTML parts."""
+def _with_dom(folder: Path, html: bytes) -> Path:
+    """A run whose one trajectory's first step names a DOM snapshot of ``html``, stored."""
     import zstandard
 
     from webfreeze.simulator.trajectory import DOM_ZSTD_LEVEL, dom_path
 
-    def with_dom(folder: Path, html: bytes) -> Path:
-        traj = copy.deepcopy(TRAJ)
-        traj["steps"][0]["dom"] = dom_path(html)
-        traj["end"] = {"reason": "answer"}
-        run = _run(folder, {"t1": traj})
-        (run / "dom").mkdir()
-        (run / dom_path(html)).write_bytes(zstandard.ZstdCompressor(level=DOM_ZSTD_LEVEL).compress(html))
-        return run
+    traj = copy.deepcopy(TRAJ)
+    traj["steps"][0]["dom"] = dom_path(html)
+    traj["end"] = {"reason": "answer"}
+    run = _run(folder, {"t1": traj})
+    (run / "dom").mkdir()
+    (run / dom_path(html)).write_bytes(zstandard.ZstdCompressor(level=DOM_ZSTD_LEVEL).compress(html))
+    (run / "manifest.json").write_text(json_text({"format": "webfreeze-run"}), encoding="utf-8")
+    return run
 
+
+def test_bench_compare_shows_html_as_it_is(tmp_path, cli):
+    """The snapshots' HTML is shown as text: a script's ``/[/]/`` was read as markup (a crash)."""
+    page = '<html><body><script>s.split(/[/]/); n = {}</script></body></html>'
+    a, b = _with_dom(tmp_path / "a", page.format(1).encode()), _with_dom(tmp_path / "b", page.format(2).encode())
+    r = cli("bench", "compare", a, b)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
+    assert "dom (at char" in r.stdout and "/[/]/" in r.stdout, r.stdout
+
+
+def test_different_dom_snapshots_say_where_they_part(tmp_path):
+    """A snapshot's name is its digest: the line shows where the two snapshots' HTML parts."""
+    from webfreeze.simulator.trajectory import dom_path
+
+    with_dom = _with_dom
     page = '<html><body><span aria-label="worker {}">Worker messages: 4</span></body></html>'
     a = with_dom(tmp_path / "a", page.format("timer 0.25 1796586018250").encode())
     b = with_dom(tmp_path / "b", page.format("timer 0.25 1796586018251").encode())
@@ -98,12 +113,14 @@ def test_different_dom_snapshots_say_where_they_part(tmp_path):
                            f"char {at}: "), line
     assert '8250\\">Worker messages: 4' in line and "in the bundle" in line
     assert '8251\\">Worker messages: 4' in line and line.endswith("in the re-run")
-    for run in (a, b):  # bench compare's row says the same
-        (run / "manifest.json").write_text(json_text({"format": "webfreeze-run"}), encoding="utf-8")
     (row,) = compare_runs(a, b)["tasks"]
-    assert row["first_difference"] == {"step": 0, "field": f"dom (at char {at})",
-                                       "a": page.format("timer 0.25 1796586018250")[at - 20:at + 40],
-                                       "b": page.format("timer 0.25 1796586018251")[at - 20:at + 40]}, row
+    assert row["first_difference"]["field"] == "dom" and row["first_difference"]["parted"] == {
+        "at": at, "a": page.format("timer 0.25 1796586018250")[at - 20:at + 40],
+        "b": page.format("timer 0.25 1796586018251")[at - 20:at + 40]}, row
+    assert row["first_difference"]["a"].startswith("dom/"), row  # (the snapshots' paths, as before)
     (b / dom_path(page.format("timer 0.25 1796586018251").encode())).unlink()  # a run kept without its DOMs
     assert run_difference(a, b) == "trajectory t1.json differs at steps[0].dom at char 4"
-    assert compare_runs(a, b)["tasks"][0]["first_difference"]["field"] == "dom"
+    assert "parted" not in compare_runs(a, b)["tasks"][0]["first_difference"]
+    # a damaged snapshot is said by its digest alone, not a crash
+    (b / dom_path(page.format("timer 0.25 1796586018251").encode())).write_bytes(b"\x28\xb5\x2f\xfd broken")
+    assert run_difference(a, b) == "trajectory t1.json differs at steps[0].dom at char 4"

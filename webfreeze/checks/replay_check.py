@@ -495,7 +495,12 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str], list[str]
         cap = resp.headers.get("x-webfreeze-capture", "")
         if cap.isdigit() and int(cap) in placeholders:
             failed_at_capture.append(resp.url)
-            placeholder_answers.add(resp.request)
+            # no miss only when the archive holds nothing but placeholders for it (as the agent
+            # environment counts it): a crawl's check that fetched it again kept a good answer too,
+            # which a replay as at another time should give
+            only = getattr(placeholders, "answer_only", None)
+            if only is None or only(resp.request):
+                placeholder_answers.add(resp.request)
 
     def on_failed(request):
         # (the browser's own resources are not the site's: the full browser's PDF viewer streams the
@@ -513,9 +518,10 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str], list[str]
         if not request.url.startswith(("http:", "https:")) or cancelled:
             return
         only = getattr(placeholders, "answer_only", None)
-        if request in placeholder_answers or (only is not None and only(request)):
-            if request not in placeholder_answers:
-                failed_at_capture.append(request.url)
+        if request in placeholder_answers:
+            return
+        if answered.get(request) is None and only is not None and only(request):
+            failed_at_capture.append(request.url)
         else:
             missed.append(request.url)
     page.on("requestfailed", on_failed)

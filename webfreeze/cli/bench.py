@@ -203,6 +203,7 @@ def bench_compare(run_a, run_b, as_json, show_all):
 
 def _print_comparison(result: dict, show_all: bool) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     screen = console()
     def who(side: dict) -> str:
@@ -220,8 +221,12 @@ def _print_comparison(result: dict, show_all: bool) -> None:
             continue
         d = row.get("first_difference") or {}
         where = "-" if row["same"] else (f"step {d['step']}: {d['field']}" if d else "only in one run")
-        t.add_row(row["task_id"], row["a_outcome"] or "-", row["b_outcome"] or "-", where,
-                  str(d.get("a", "")), str(d.get("b", "")))
+        a, b = str(d.get("a", "")), str(d.get("b", ""))
+        if isinstance(d.get("parted"), dict):  # (two DOM snapshots: where their HTML parts, not their digests)
+            where += f" (at char {d['parted']['at']})"
+            a, b = d["parted"]["a"], d["parted"]["b"]
+        # (plain text: a page's HTML holds what rich would read as markup, "[/]" among it)
+        t.add_row(Text(row["task_id"]), row["a_outcome"] or "-", row["b_outcome"] or "-", Text(where), Text(a), Text(b))
     if t.row_count:
         screen.print(t)
     else:  # (no task to list: the title alone, not an empty table)

@@ -89,8 +89,10 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
     for change in obj.get("changes", []):
         click.echo(f"{obj['id']}: {change}")
     if obj.get("answer_added"):
+        kept = next(iter((obj.get("ground_truth") or {}).get("answer", {}).values()), answer)  # (--replace keeps it)
+        kept = kept[0] if isinstance(kept, list) and len(kept) == 1 else kept
         click.echo(f"note: the session logged no answer; its reference in {suite}/references/ ends with the answer "
-                   f"{answer!r} (give the evidence with record_answer in a session script)", err=True)
+                   f"{kept!r} (give the evidence with record_answer in a session script)", err=True)
     for d in obj.get("dialogs_otherwise", []):  # (the agent environment answers every dialog as accepted)
         said = (f"cancelled the {d['type']} {d['message']!r}" if d["answer"] in (False, None)
                 else f"answered the {d['type']} {d['message']!r} with {d['answer']!r}")

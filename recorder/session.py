@@ -144,7 +144,7 @@ LISTENER_JS = r"""
     'article', 'feed', 'figure', 'dialog', 'alertdialog', 'table', 'rowgroup', 'grid', 'tree', 'treegrid',
     'tablist', 'menu', 'menubar', 'toolbar', 'listbox', 'radiogroup'];
   const actionable = 'a, button, input, select, textarea, label, summary, [onclick], [role]' +
-    structural.map((r) => `:not([role=${r}])`).join('');
+    structural.map((r) => `:not([role~=${r} i])`).join('');
   // The listeners, installed again (the old ones removed) after the page's document.open(), which
   // erases a document's and its window's listeners: an editor whose iframe its parent's script
   // writes (TiddlyWiki's) would type unseen.
@@ -329,7 +329,10 @@ LISTENER_JS = r"""
       // Enter: JupyterLab's file browser; a custom role=button whose script acts on the key): a
       // press on it. On a link, a button, a summary or an input the browser's own click is logged.
       const page = t === document.body || t === document.documentElement || !(t instanceof Element);
-      if (e.key === 'Enter' && !e.isComposing && !e.repeat && !inField && !page && !t.matches(enterClicks)) {
+      // (a custom element with no open shadow root may hold a button in a closed one, which the
+      // browser clicks on Enter, logged as that click: no press for it)
+      const opaque = t instanceof Element && t.tagName.includes('-') && !shadowOf.call(t);
+      if (e.key === 'Enter' && !e.isComposing && !e.repeat && !inField && !page && !opaque && !t.matches(enterClicks)) {
         send('press', t, keyName(e));
         return;
       }
@@ -447,9 +450,9 @@ LISTENER_JS = r"""
     window[kind] = function (...args) {
       const answer = native.apply(this, args);
       window.__webfreezeLog({action: 'dialog', target: null, url: location.href, time: Date.now(),
-                             value: {type: kind, message: String(args.length ? args[0] : ''),
+                             value: {type: kind, message: args[0] === undefined ? '' : String(args[0]),
                                      answer: kind === 'alert' ? true : answer,
-                                     offered: kind === 'prompt' ? String(args.length > 1 ? args[1] : '') : null}});
+                                     offered: kind === 'prompt' ? (args[1] === undefined ? '' : String(args[1])) : null}});
       return answer;
     };
   }
@@ -645,6 +648,22 @@ def _drain(context, inflight, quiet_ms: float) -> None:
             pass  # that page closed meanwhile (a popup that closed itself): the next one waits
 
 
+def _accept_dialog(dialog) -> None:
+    """A person's session: Playwright shows no dialog to the person, and without a handler it
+    cancels every one, so a delete behind a ``confirm`` could not be recorded. Each is accepted for
+    the person as the agent environment answers it (a ``prompt`` with the text it offers), and is
+    logged so on its step."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        if dialog.type == "prompt":
+            dialog.accept(dialog.default_value)
+        else:
+            dialog.accept()
+    except PlaywrightError:
+        pass  # the page went away meanwhile
+
+
 def record_session(archive_path, start: str, trajectory_path, *, headed: bool = False,
                    script: str | None = None, driver=None,
                    resolve: dict[str, tuple[str, int]] | None = None, quiet_ms: int = 300,
@@ -696,6 +715,8 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
                     context.on(event, handler)
                 context.expose_binding("__webfreezeLog", log.from_page)
                 context.add_init_script(LISTENER_JS)
+                if run is None:  # (a script answers its dialogs itself, by its own handler)
+                    context.on("dialog", _accept_dialog)
                 page = context.new_page()
                 _watch_navigation_causes(context, page, log)
                 page.goto(start, wait_until="load")

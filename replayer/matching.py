@@ -91,7 +91,8 @@ class Rules:
     jsonp_params: tuple[str, ...] = ("callback", "jsonp", "jsoncallback")
     # Names containing one of these, holding a 13-15 digit epoch (or 10 digits, seconds), are dropped.
     epoch_name_parts: tuple[str, ...] = ("bust", "ts")
-    # A parameter without a value whose name is a 13-15 (or 10) digit epoch is dropped.
+    # A parameter without a value whose name is a 13-15 (or 10) digit epoch (of 2001-2033: starting
+    # with 1; not an ISBN-10 such as `?0306406152`) is dropped.
     drop_epoch_keys: bool = True
     fuzzy_threshold: float = 0.5
     underscore_weight: float = 0.1
@@ -169,8 +170,8 @@ class Rules:
             return False
         if any(part in low for part in self.epoch_name_parts) and _DIGITS.match(value) and _epoch_length(value):
             return False
-        if self.drop_epoch_keys and value == "" and _DIGITS.match(name) and _epoch_length(name):
-            return False  # (a bare epoch as the query: JupyterLab's `/api/me?1796588621569`)
+        if self.drop_epoch_keys and value == "" and _DIGITS.match(name) and _epoch_length(name) and name[0] == "1":
+            return False  # (a bare epoch as the query: JupyterLab's `/api/me?1796588621569`; 2001 to 2033)
         return True
 
 

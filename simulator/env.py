@@ -314,7 +314,8 @@ class WebEnv(gym.Env):
         self.recorder.add_step(url=before_url, title=before_tree.title if before_tree else "", obs_digest=obs_digest,
                                action=action, parsed=parsed, target=None, url_after=self.backend.url,
                                agent=agent, error=None, env_ms=env_ms, history=history,
-                               replay=step_provenance(self.backend.take_answers()))
+                               replay=step_provenance(self.backend.take_answers()),
+                               dialogs=self.backend.take_dialogs())
         self.last_timing = {"step_ms": env_ms}
         truncated = not self.done and self.steps >= self.config.max_steps
         return obs, 0.0, False, truncated, {"parsed": parsed.to_dict(), "end_reason": None}

@@ -45,3 +45,36 @@ def test_enter_on_a_focused_list_item_is_a_press_and_the_task_validates(cli, tmp
     assert acts == [("click", "Count", None), ("click", "rainfall.ipynb", None),
                     ("press", "rainfall.ipynb", "Enter")], steps
     validate_as_task(cli, tmp_path, "files", "130 mm", "What is the total rainfall?")
+
+
+SHADOW = """<!doctype html><html><head><title>Cart</title></head><body><h1>Cart</h1>
+<add-button></add-button><p id="n">In the cart: 0</p>
+<script>
+  customElements.define('add-button', class extends HTMLElement {
+    constructor() {
+      super();
+      const root = this.attachShadow({mode: 'closed'});
+      root.innerHTML = '<button>Add to cart</button>';
+      root.querySelector('button').addEventListener('click', () => {
+        const n = document.getElementById('n');
+        n.textContent = 'In the cart: ' + (Number(n.textContent.split(': ')[1]) + 1);
+      });
+    }
+  });
+</script></body></html>"""
+SHADOW_SCRIPT = '''
+def run(page):
+    page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.keyboard.press("Tab")  # (into the closed root: no locator reaches its button)
+    page.keyboard.press("Enter")
+    page.get_by_text("In the cart: 1").wait_for()
+'''
+
+
+def test_enter_on_a_button_in_a_closed_shadow_root_is_its_click_once(cli, tmp_path):
+    """The window hears the key on the custom element (its root is closed); the browser's click on
+    the button inside is logged on it too. One step, the click, not a press and a click (replayed,
+    the item would go into the cart twice)."""
+    steps = record_session(cli, tmp_path, SHADOW, SHADOW_SCRIPT, "cart")
+    acts = [(s["action"], (s.get("target") or {}).get("tag")) for s in steps if s["action"] in ("click", "press")]
+    assert acts == [("click", "add-button")], steps

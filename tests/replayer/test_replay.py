@@ -119,6 +119,7 @@ def test_canonical_form_drops_cache_busters_and_trackers():
     assert canonical_url("http://lab.test/api/me?1796588621569", r) == "lab.test/api/me"
     assert canonical_url("http://lab.test/api/me?x=1&1796588621", r) == "lab.test/api/me?x=1"
     assert canonical_url("http://a.test/?123", r) == "a.test/?123="  # (a short number: data)
+    assert canonical_url("http://books.test/isbn?0306406152", r) == "books.test/isbn?0306406152="  # (no epoch)
     assert canonical_url("http://a.test/?1796588621569=7", r) == "a.test/?1796588621569=7"  # (it has a value)
     assert canonical_url("http://lab.test/api/me?1796588621569", Rules(drop_epoch_keys=False)) != "lab.test/api/me"
 

@@ -216,7 +216,16 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
                   tasks=task_globs, limit=limit)
         report = write_report(out)
         expired, incomplete, stalled_reached = [], [], []
+        lines_by_id: dict[str, list[str]] = {}  # (each task's line, found once)
+        try:
+            for line in (Path(out) / "tasks.jsonl").read_text(encoding="utf-8").splitlines():
+                task = json.loads(line) if line.strip() else None
+                if isinstance(task, dict) and isinstance(task.get("id"), str):
+                    lines_by_id.setdefault(task["id"], [line])
+        except (OSError, ValueError):
+            lines_by_id = {}
         for tid, r in sorted(report["tasks"].items()):
+            lines = lines_by_id.get(tid, [])
             try:
                 traj = json.loads((Path(out) / "trajectories" / f"{tid}.json").read_text(encoding="utf-8"))
             except (OSError, ValueError):
@@ -226,7 +235,7 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
             if _reachable(r) and not misses:
                 # reached, though a click led nowhere here: the answer stood on a page it stayed on
                 # (Django Oscar's mini-basket, where "View basket" is a script's button)
-                stalled = stalled_action(traj, _run_reference(out, tid))
+                stalled = stalled_action(traj, _run_reference(out, tid, lines))
                 if stalled:
                     stalled_reached.append({"task_id": tid, "stalled": stalled})
                 continue
@@ -251,7 +260,7 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
                 incomplete.append(entry)
             else:
                 # a click that led nowhere in this backend (a script's button in the text backend)
-                stalled = stalled_action(traj, _run_reference(out, tid))
+                stalled = stalled_action(traj, _run_reference(out, tid, lines))
                 if stalled:
                     entry["stalled"] = stalled
                 expired.append(entry)
@@ -261,11 +270,13 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
     return report, expired, incomplete, stalled_reached
 
 
-def _run_reference(out, task_id: str) -> dict:
+def _run_reference(out, task_id: str, lines: list[str] | None = None) -> dict:
     """The reference trajectory of task ``task_id`` in run folder ``out`` (its ``tasks.jsonl`` line
-    names it, relative to the folder, or holds it), or {} when there is none to read."""
+    names it, relative to the folder, or holds it), or {} when there is none to read. ``lines``:
+    that file's lines, read once by a caller asking for many tasks."""
     try:
-        lines = (Path(out) / "tasks.jsonl").read_text(encoding="utf-8").splitlines()
+        if lines is None:
+            lines = (Path(out) / "tasks.jsonl").read_text(encoding="utf-8").splitlines()
         for line in lines:
             task = json.loads(line) if line.strip() else {}
             if isinstance(task, dict) and task.get("id") == task_id:

@@ -15,6 +15,7 @@ steps).
   the effect of the action before it. The first navigate is the start page. A navigate without a
   ``cause`` (older recordings) is skipped when it is the start page, when the page is already
   there, or when it follows a click or a form submission; else it becomes ``goto(url)``.
+- ``click`` becomes ``click(bid)``, ``dblclick`` (a double-click) ``dblclick(bid)``.
 - ``type`` becomes ``fill(bid, text)``; typed key by key (``keys: true``: ``page.keyboard.type``,
   a person at the keyboard) it is ``fill(bid, text, True)``, whose last character arrives as a key,
   so a search box that answers key events answers the replay too.
@@ -53,7 +54,7 @@ from webfreeze.simulator.actions import MAX_WAIT_MS
 
 from .base import Agent, AgentError, TaskView, norm, quote
 
-ACTIONS = ("click", "type", "select", "press")
+ACTIONS = ("click", "dblclick", "type", "select", "press")
 # The shortest wait for a step whose target or evidence is not there yet (ms): a person's recorded
 # pause may be a few milliseconds (a script), and the page's timers still need their due time.
 WAIT_MIN_MS = 1000
@@ -342,8 +343,8 @@ class ReferenceAgent(Agent):
                 bid = el["bid"]
                 self.last_kind = kind
                 thought = f"reference step {n}: {kind} {target.get('role')} {target.get('name')!r}"
-                if kind == "click":
-                    return {"action": f"click({quote(bid)})", "thought": thought}
+                if kind in ("click", "dblclick"):
+                    return {"action": f"{kind}({quote(bid)})", "thought": thought}
                 if kind == "press":
                     key = step.get("value") if isinstance(step.get("value"), str) and step.get("value") else "Enter"
                     return {"action": f"press({quote(bid)}, {quote(key)})", "thought": thought}

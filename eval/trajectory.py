@@ -34,7 +34,7 @@ END_REASONS = ("answer", "infeasible", "step_limit", "error", "stopped")
 NON_ACTIONS = frozenset({"noop", "wait", "answer", "infeasible"})
 _AGENT_KIND = {"click": "click", "fill": "type", "type": "type", "select": "select", "goto": "goto",
                "scroll": "scroll", "go_back": "go_back", "go_forward": "go_forward", "press": "press",
-               "hover": "hover", "mouse_drag_and_drop": "drag", "drag_and_drop": "drag"}
+               "hover": "hover", "mouse_drag_and_drop": "drag", "drag_and_drop": "drag", "dblclick": "dblclick"}
 
 
 def validate_trajectory(obj: Any, where: str) -> dict:
@@ -258,8 +258,8 @@ def session_actions(reference: dict) -> list[Action]:
             else:
                 texts = _texts(value)
             out.append(Action("select", element_identity(step.get("target")), texts))
-        elif kind == "click":
-            out.append(Action("click", element_identity(step.get("target"))))
+        elif kind in ("click", "dblclick"):
+            out.append(Action(kind, element_identity(step.get("target"))))
         elif kind == "drag":  # (compared by kind: an agent drags by points or by elements)
             out.append(Action("drag", ""))
         # submit and unknown actions: nothing

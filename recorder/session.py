@@ -295,6 +295,12 @@ LISTENER_JS = r"""
       }
       send('click', el);
     }, {capture: true, signal});
+    // A double-click: the browser's dblclick after its two clicks, which are logged first; the
+    // log makes the three one dblclick step (ActionLog.add).
+    window.addEventListener('dblclick', (e) => {
+      if (!e.isTrusted || e.button !== 0) return;
+      send('dblclick', closestOn(e, actionable) || targetOf(e));
+    }, {capture: true, signal});
     // Keys typed into a text field: its next input event is typing key by key (page.keyboard.type,
     // a person at the keyboard), which a page may listen to (a search box answering keyup), rather
     // than text put in at once (page.fill, a paste).
@@ -506,6 +512,14 @@ class TrajectoryLog:
                 return
             if step["action"] == "navigate" and last and last["action"] == "navigate" and last["url"] == step["url"]:
                 return
+            if step["action"] == "dblclick":  # (its two clicks, logged before it, are the one step)
+                css = (step.get("target") or {}).get("css")
+                for _ in range(2):
+                    if (self.steps and self.steps[-1]["action"] == "click"
+                            and (self.steps[-1].get("target") or {}).get("css") == css):
+                        step.setdefault("dialogs", []).extend(self.steps.pop().get("dialogs") or [])
+                if step.get("dialogs") == []:
+                    del step["dialogs"]
             step["step"] = len(self.steps)
             self.steps.append(step)
 

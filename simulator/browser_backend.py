@@ -384,10 +384,12 @@ class BrowserBackend:
     def reset(self, url: str) -> str | None:
         return self._loop.run(self._reset(url))
 
-    def _socket_opened(self, url: str, level: str) -> None:
-        """A WebSocket served from its recording: one answer (status 101), at its match's level."""
+    def _socket_opened(self, url: str, level: str, why: str | None = None) -> None:
+        """A WebSocket served from its recording: one answer (status 101), at its match's level;
+        once more, ``canonical`` with ``why``, when a page's message on it matched only with its
+        ``socket_volatile`` parts set aside (WEBSOCKET_SET_ASIDE)."""
         with self._answers_lock:
-            self._answers.append(answer_record("xhr", "GET", url, level, 101))
+            self._answers.append(answer_record("xhr", "GET", url, level, 101, why=why))
 
     def _socket_missed(self, url: str, why: str) -> None:
         """A WebSocket with no recording, or whose conversation parted from it: a miss."""
@@ -430,7 +432,7 @@ class BrowserBackend:
         if level == "miss":
             self._socket_missed(url, why)
         else:
-            self._socket_opened(url, level)
+            self._socket_opened(url, level, why or None)
 
     async def _fresh(self):
         from .browser import new_context

@@ -36,7 +36,10 @@ from webfreeze.archives.timeutil import parse_time
 from webfreeze.common.http import header_value
 from webfreeze.replayer import Replay
 from webfreeze.replayer.replay import is_browser_own
-from webfreeze.replayer.websocket import WEBSOCKET_PARTED  # (replay serve's miss report words it alike)
+from webfreeze.replayer.websocket import (  # (replay serve's miss report words it alike)
+    WEBSOCKET_PARTED,
+    WEBSOCKET_SET_ASIDE,
+)
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,9 @@ class SocketRoutes:
     (:mod:`webfreeze.replayer.websocket`): the socket never leaves the browser. Tell it each main
     document the page loads (:meth:`document`, the capture the replay answered with): its capture
     session is preferred, and the count of the sockets a page opens to a URL starts again. What it
-    serves is reported to ``on_open(url, level)``; a miss to ``on_miss(url, why)``. After each batch
+    serves is reported to ``on_open(url, level, why=None)``; a miss to ``on_miss(url, why)``; a
+    socket whose page's message matched only with its ``socket_volatile`` parts set aside to
+    ``on_open(url, "canonical", WEBSOCKET_SET_ASIDE)`` once more. After each batch
     it sends :data:`~webfreeze.replayer.determinism.SOCKET_MARK` (``marks``, for pages whose replay
     runtime counts socket deliveries: ``Replay.sockets``), so a settle sees the batch delivered."""
 
@@ -85,7 +90,7 @@ class SocketRoutes:
         self.volatile = rules.socket_volatile if rules is not None else ()  # (Rules.socket_volatile)
         self.direct = direct
         self.marks = marks
-        self.on_open = on_open or (lambda url, level: None)
+        self.on_open = on_open or (lambda url, level, why=None: None)
         self.on_miss = on_miss or (lambda url, why: None)
         # where the owner collects the URLs of sockets missed elsewhere (a worker's, answered by the
         # replay server): ``replay check`` points it at the list of the page it is loading
@@ -179,6 +184,8 @@ class SocketRoutes:
             turn = conversation.receive(data)
             if turn.parted is not None:
                 on_miss(url, f"{WEBSOCKET_PARTED}: {turn.parted}")
+            if turn.set_aside:
+                on_open(url, "canonical", WEBSOCKET_SET_ASIDE)
             return self._play(ws, turn, conversation)
 
         ws.on_message(on_message)

@@ -160,6 +160,12 @@ def test_volatile_parts_set_aside_by_the_rule_match():
     c = Conversation(r, rules.socket_volatile)
     turn = c.receive(head + b'2024-03-01T12:00:00.000Z"}')
     assert turn.parted is None and turn.send == ["ok"] and c.volatile_matched == 1 and c.whole
+    assert turn.set_aside  # (reported: the first message matched so, and only the first)
+    twice = rec("websocket/s1/k2.json", "http://lab.test/ws", [(True, head + b'1"}'), (True, head + b'2"}'),
+                                                                (False, "ok")], opened=1.0)
+    c2 = Conversation(twice, rules.socket_volatile)
+    assert [c2.receive(head + b'3"}').set_aside for _ in range(2)] == [True, False] and c2.whole
+    assert not Conversation(twice, rules.socket_volatile).receive(head + b'1"}').set_aside  # (equal: nothing set aside)
     other = Conversation(r, rules.socket_volatile).receive(b'{"msg_type": "execute_request", "date": "x"}')
     assert other.parted is not None  # (only the volatile part may differ)
     assert Conversation(r).receive(head + b'2024-03-01T12:00:00.000Z"}').parted is not None  # (no rule: parted)

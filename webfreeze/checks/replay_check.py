@@ -534,7 +534,7 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str], list[str]
     if sockets is not None:
         page.route_web_socket("**/*", lambda ws: sockets.handle(
             ws, on_miss=lambda url, why: (missed.append(url), sockets.on_miss(url, why)),
-            on_open=lambda url, level: fuzzy.append(url) if level == "fuzzy" else None))
+            on_open=lambda url, level, why=None: fuzzy.append(url) if level == "fuzzy" else None))
         sockets.missed_to, sockets.fuzzy_to = missed, fuzzy
     if sockets is None or sockets.direct:
         page.on("websocket", lambda ws: missed.append(ws.url))

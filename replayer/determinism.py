@@ -38,7 +38,10 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   order they were asked for), each held until those before it have been delivered (or have not
   come: see ``STALL_MS``); a fetched body read as a stream (``response.body``) is read whole at
   the page's first read (the pump waits for it) and handed out in chunks of 64 KiB whatever the
-  network's cuts, each read answered at once; a ``Blob``'s reads are waited for too; scripts a page creates run in insertion order (``async=false``). A
+  network's cuts, each read answered at once; a ``Blob``'s reads are waited for too; scripts a page creates run in insertion order (``async=false``),
+  and the ``load``/``error`` events of the scripts, stylesheets, images and frames it adds come in
+  insertion order (one that comes early is stopped at the document and dispatched again in its
+  turn). A
   worker's timers run on the page's pump too: once the page has nothing left due, the pump asks
   each worker in creation order to run its own due timers up to the same virtual horizon (after
   its pending loads), and what a worker posts to the page waits for that turn, so it arrives at
@@ -210,7 +213,8 @@ function orderer(){var seq=0,next=0,got={},armed=-1;
  function drain(){while(got[next]){var f=got[next];delete got[next];next++;try{f();}catch(e){}}arm();}
  function arm(){if(armed===next){return;}for(var k in got){armed=next;var at=next;
    patient(OD.now(),function(){if(next===at){stalled(1);next++;drain();}});return;}}
- return {ticket:function(){return seq++;},arrive:function(s,f){if(s<next){f();return;}got[s]=f;drain();}};}
+ return {ticket:function(){return seq++;},ready:function(s){return s===next;},
+  arrive:function(s,f){if(s<next){f();return;}got[s]=f;drain();}};}
 var net=orderer(),bodies=orderer();
 function ordered(o,pr,r,s){return new Promise(function(ok,no){pr.then(function(v){o.arrive(s,function(){r();ok(v);});},
  function(e){o.arrive(s,function(){r();no(e);});});});}
@@ -309,6 +313,12 @@ function pump(){return new Promise(function(done){var n=0,framed=false;
 if(!WK){
  var ended=new WeakSet(),endOf=function(e){ended.add(e.target);};
  document.addEventListener('load',endOf,true);document.addEventListener('error',endOf,true);
+ var els=orderer(),tix=new WeakMap(),redo=new WeakSet(),give=function(el){var s=tix.get(el);if(s!=null){tix.delete(el);els.arrive(s,function(){});}};
+ var turn=function(e){var el=e.target,s=el&&tix.get(el);if(redo.has(e)||s==null){return;}tix.delete(el);
+  if(els.ready(s)){N.setTimeout(function(){els.arrive(s,function(){});},0);return;}
+  e.stopImmediatePropagation();var type=e.type;
+  els.arrive(s,function(){var x=new Event(type);redo.add(x);el.dispatchEvent(x);});};
+ document.addEventListener('load',turn,true);document.addEventListener('error',turn,true);
  var runs=function(el){var t=(el.type||'').toLowerCase();return !el.noModule&&(!t||t==='module'||/(java|ecma)script/.test(t));};
  var loads=function(el){var tag=el.localName;if(el.__wfHeld||ended.has(el)){return false;}
   if(tag==='script'){return !!el.src&&runs(el);}
@@ -317,17 +327,22 @@ if(!WK){
    return /(^|\s)(stylesheet|modulepreload)(\s|$)/i.test(rel)||(/(^|\s)preload(\s|$)/i.test(rel)&&!!el.as);}
   if(tag==='img'){return !!(el.currentSrc||el.src)&&!el.complete&&(el.loading||'').toLowerCase()!=='lazy';}
   return false;};
- var watch=function(el){if(!loads(el)){return;}el.__wfHeld=true;var r=hold(el.localName==='link'?el.href:el.currentSrc||el.src);el.addEventListener('load',r);el.addEventListener('error',r);};
+ var watch=function(el){if(!loads(el)){return;}el.__wfHeld=true;var r=hold(el.localName==='link'?el.href:el.currentSrc||el.src);el.addEventListener('load',r);el.addEventListener('error',r);
+  tix.set(el,els.ticket());var own=function(e){if(!redo.has(e)){give(el);}};el.addEventListener('load',own);el.addEventListener('error',own);};
  var SEL='script[src],link[href],img,iframe[src]';
- var added=function(records){records.forEach(function(rec){rec.addedNodes.forEach(function(nd){if(nd.nodeType!==1){return;}
-  watch(nd);if(nd.querySelectorAll){nd.querySelectorAll(SEL).forEach(watch);}});});};
- var startWatching=function(){if(watching){return;}watching=true;new MutationObserver(added).observe(document,{childList:true,subtree:true});
+ var added=function(records){records.forEach(function(rec){rec.addedNodes.forEach(function(nd){if(nd.nodeType!==1||!(watching||mine.has(nd))){return;}
+  watch(nd);if(nd.querySelectorAll){nd.querySelectorAll(SEL).forEach(watch);}});
+  rec.removedNodes.forEach(function(nd){if(nd.nodeType!==1||nd.isConnected){return;}
+   [nd].concat(nd.querySelectorAll?Array.prototype.slice.call(nd.querySelectorAll('link,iframe')):[]).forEach(function(el){
+    if(el.localName==='link'||el.localName==='iframe'){give(el);}});});});};
+ new MutationObserver(added).observe(document,{childList:true,subtree:true});
+ var startWatching=function(){if(watching){return;}watching=true;
   document.querySelectorAll('script[src],iframe[src]').forEach(watch);
   var d=Object.getOwnPropertyDescriptor(HTMLImageElement.prototype,'src');
   if(d&&d.set){Object.defineProperty(HTMLImageElement.prototype,'src',{configurable:true,enumerable:d.enumerable,get:d.get,
    set:function(v){d.set.call(this,v);if(!this.isConnected){watch(this);}}});}};
- var CE=Document.prototype.createElement;
- Document.prototype.createElement=function(){var el=CE.apply(this,arguments);if(el.localName==='script'){el.async=false;}return el;};
+ var CE=Document.prototype.createElement,mine=new WeakSet();
+ Document.prototype.createElement=function(){var el=CE.apply(this,arguments);if(el.localName==='script'){el.async=false;}mine.add(el);return el;};
  Object.defineProperty(G,'__wfPump',{value:function(tok,horizon,cap){startWatching();
   if(tok!==token){token=tok;limit=vt+horizon;left=cap;}
   while(q.length&&q[0].dead){q.shift();}

@@ -642,6 +642,19 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                 before = proxy.recorder.recorded
                 checker = PageChecker(browser, archive_path, full=full.browser)
                 page, clean = None, False
+
+                def fresh_tab(old):
+                    # Every capture in a new tab (the context's cookies and cache stay): what a page
+                    # keeps per tab (sessionStorage: NiceGUI's tab id, which its socket's URL
+                    # carries) is never carried into the next capture, which holds what a fresh
+                    # visit gets, as an agent's episode starts with one.
+                    tab = context.new_page()
+                    tab.on("download", lambda d: downloads.append(d))  # (Playwright wraps a function)
+                    tab.on("response", lambda r: _note_broken(broken, r))
+                    tab.on("response", lambda r: _note_navigation(answers, r))
+                    if old is not None:
+                        old.close()
+                    return tab
                 downloads: list = []  # what the current tab started downloading
                 broken: dict = {}  # (kind, url) -> status: the page's scripts and style sheets answered with an error
                 answers: dict = {}  # URL -> the headers of the current tab's navigation answered from it
@@ -649,13 +662,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                     url, level = state["queue"][0]
                     landed = None
                     for _attempt in range(CAPTURE_TRIES):
-                        if page is None or not clean:  # after a failure or a download: a new tab
-                            if page is not None:
-                                page.close()
-                            page = context.new_page()
-                            page.on("download", lambda d: downloads.append(d))  # (Playwright wraps a function)
-                            page.on("response", lambda r: _note_broken(broken, r))
-                            page.on("response", lambda r: _note_navigation(answers, r))
+                        page = fresh_tab(page)
                         downloads.clear()
                         broken.clear()
                         answers.clear()
@@ -699,7 +706,6 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                         status = f"error: {got}"
                     if auth_refused(status, answers.get(landed or url)):
                         status = f"error: {AUTH_REFUSED}"  # (the page behind it was not captured)
-                        clean = False  # (a new tab next, as after any page that failed)
                     failure = page_failure(status)
                     ended = landed or url  # (where redirects led: what failed)
                     if status == 502 and ended in proxy.recorder.upstream_failures:  # the proxy's 502, not the site's
@@ -720,10 +726,11 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                             recaptures += 1
                             first_broken = dict(broken)
                             broken.clear()  # (what the new capture's code answered, not the first's)
+                            if shown is page:
+                                shown = page = fresh_tab(page)
                             try:
                                 status2, title2, dom2, shot2, links2, _, fragments2 = _capture(shown, url, screenshots)
                             except PlaywrightError:
-                                clean = False  # (a new tab next)
                                 status2 = None  # (no response: a failure, below)
                             if page_failure(status2) is not None:
                                 # the capture before stands, with what its check found and its code answered

@@ -67,11 +67,32 @@ def wait_loaded(page, inflight) -> None:
     wait_timers_due(page, inflight)
 
 
+# In every document of the crawl's check: a beacon (``navigator.sendBeacon``, or a ``fetch`` with
+# ``keepalive``, which outlives its page) is sent by the browser past Playwright's routes, so through
+# the crawl's recording proxy to the live site; here none is sent (a beacon answers true, as if
+# queued; a keepalive fetch goes as a plain one, which the routes answer from the archive).
+NO_BEACONS_JS = """(() => {
+  try { Object.defineProperty(Navigator.prototype, 'sendBeacon', {configurable: true, writable: true,
+    value: function sendBeacon() { return true; }}); } catch (e) {}
+  const F = globalThis.fetch;
+  if (typeof F === 'function') {
+    globalThis.fetch = function fetch(input, init) {
+      if (init && typeof init === 'object' && init.keepalive) { init = Object.assign({}, init, {keepalive: false}); }
+      return F.call(this, input, init);
+    };
+  }
+})();"""
+
+
 class PageChecker:
     """Checks pages of one archive in one browser: :meth:`check` loads a page from the archive
-    alone and says what it missed. One context and tab serve every check (a context per page costs
-    more than the check's own load); the HTTP cache plays no part, since Chromium sends every
-    request of a routed context to the route. :meth:`close` at the end."""
+    alone and says what it missed. One context serves every check (a context per page costs more
+    than the check's own load), each check in a new tab of it, as the crawl captures each page in
+    one: nothing a page keeps per tab (sessionStorage) reaches the next. The HTTP cache plays no
+    part, since Chromium sends every request of a routed context to the route. A beacon (sent as a
+    page is left: Wagtail's editor releases its editing session so) would pass the routes by, to the
+    live site through the crawl's recording proxy: a checked page sends none (:data:`NO_BEACONS_JS`).
+    :meth:`close` at the end."""
 
     def __init__(self, browser, archive_path, *, seed: int = 0, full=None):
         self.browser = browser
@@ -98,13 +119,15 @@ class PageChecker:
         with self._route.serving(when):
             if self._context is None:
                 self._context = new_context(self.browser)
+                self._context.add_init_script(NO_BEACONS_JS)
                 track_live_timers(self._context)
                 self._route.attach(self._context)
-                self._page = self._context.new_page()
-                self._inflight = track_inflight(self._page)
-            self._inflight.clear()
             error = None
             try:
+                if self._page is not None:
+                    self._page.close()
+                self._page = self._context.new_page()
+                self._inflight = track_inflight(self._page)
                 self._page.goto(url, wait_until="load", timeout=30_000)
                 wait_loaded(self._page, self._inflight)
                 missing = list(self._route.missing.values())  # (what the page asked for, not what leaving it cut off)

@@ -443,6 +443,9 @@ class BrowserBackend:
         try:
             context.on("dialog", self._on_dialog)  # (every page of the episode, popups too)
             await context.add_init_script(FRAME_RUNTIME_JS)  # (frames the replay does not serve take their parent's)
+            # (routed before the page is made: a route set on a page already made changes how
+            # Chromium draws its own pages, the JSON view's, from what a plain visit shows)
+            await context.route_web_socket("**/*", self._sockets.handle)
             page = await context.new_page()
             await fast_animations(context, page)
             return context, page
@@ -468,7 +471,6 @@ class BrowserBackend:
             await old.close()
         self._watched = {}
         self._sockets.reset(self.server.replay.when)
-        await self.context.route_web_socket("**/*", self._sockets.handle)
         self.page = self._watch(page)
         return await self._navigate(self.page.goto(url, wait_until="load"))
 

@@ -472,15 +472,28 @@ class _Placeholders(frozenset):
 HONEST_KINDS = frozenset({"document", "xhr", "fetch", "eventsource"})
 
 
-def _watch(page, placeholders, sockets) -> tuple[list[str], list[str], list[str]]:
-    """The lists ``page``'s loads fill from now on: the URLs that missed (failed, answered as a
-    replay miss, or a WebSocket ``sockets`` could not serve), those whose capture had failed at
-    record time (``placeholders``), and the documents, XHR and WebSockets answered only fuzzily
-    (:data:`HONEST_KINDS`: the agent environment misses them). The page's WebSockets are served by
-    ``sockets``."""
+def _watch(context, placeholders, sockets) -> tuple:
+    """A new page of ``context`` and the lists its loads fill from now on: the URLs that missed
+    (failed, answered as a replay miss, or a WebSocket ``sockets`` could not serve), those whose
+    capture had failed at record time (``placeholders``), and the documents, XHR and WebSockets
+    answered only fuzzily (:data:`HONEST_KINDS`: the agent environment misses them). The page's
+    WebSockets are served by ``sockets``, routed on the context before the page is made: a route
+    set on a page already made changes how Chromium draws its own pages (the JSON view's
+    checkbox), which the crawl's capture, with no route, did not show."""
     missed: list[str] = []
     failed_at_capture: list[str] = []
     fuzzy: list[str] = []
+    # a WebSocket the page opens: served in the browser from the archive's recording of it (a miss
+    # where there is none, or the conversation parts). One Playwright does not route (a worker's;
+    # Chromium fires the page's "websocket" event for those alone): in proxy mode it reaches the
+    # replay server, which answers it by the same rule and says when it missed (_server_socket);
+    # in direct mode nothing answers it, a miss
+    if sockets is not None:
+        context.route_web_socket("**/*", lambda ws: sockets.handle(
+            ws, on_miss=lambda url, why: (missed.append(url), sockets.on_miss(url, why)),
+            on_open=lambda url, level, why=None: fuzzy.append(url) if level == "fuzzy" else None))
+        sockets.missed_to, sockets.fuzzy_to = missed, fuzzy
+    page = context.new_page()
     answered = weakref.WeakKeyDictionary()  # the requests whose response came -> its status
     placeholder_answers = weakref.WeakSet()  # those answered with a placeholder (failed at capture)
 
@@ -526,19 +539,9 @@ def _watch(page, placeholders, sockets) -> tuple[list[str], list[str], list[str]
             missed.append(request.url)
     page.on("requestfailed", on_failed)
     page.on("response", on_response)
-    # a WebSocket the page opens: served in the browser from the archive's recording of it (a miss
-    # where there is none, or the conversation parts). One Playwright does not route (a worker's;
-    # Chromium fires the page's "websocket" event for those alone): in proxy mode it reaches the
-    # replay server, which answers it by the same rule and says when it missed (_server_socket);
-    # in direct mode nothing answers it, a miss
-    if sockets is not None:
-        page.route_web_socket("**/*", lambda ws: sockets.handle(
-            ws, on_miss=lambda url, why: (missed.append(url), sockets.on_miss(url, why)),
-            on_open=lambda url, level, why=None: fuzzy.append(url) if level == "fuzzy" else None))
-        sockets.missed_to, sockets.fuzzy_to = missed, fuzzy
     if sockets is None or sockets.direct:
         page.on("websocket", lambda ws: missed.append(ws.url))
-    return missed, failed_at_capture, fuzzy
+    return page, missed, failed_at_capture, fuzzy
 
 
 def _main_document(request, page) -> bool:
@@ -555,9 +558,8 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error, 
     screenshot the capture took), its misses and requests failed at capture, and the error."""
     context = new_context(browser)
     track_live_timers(context)  # (what a timer shows soon after the network is quiet, as the crawl waits)
-    page = context.new_page()
+    page, missed, failed_at_capture, fuzzy = _watch(context, placeholders, sockets)
     inflight = track_inflight(page)
-    missed, failed_at_capture, fuzzy = _watch(page, placeholders, sockets)
     error = shot_error = None
     dom, shot, html = b"", None, True
     try:
@@ -598,11 +600,10 @@ class _ReusedTab:
     def _open(self) -> None:
         self.context = new_context(self.browser)
         track_live_timers(self.context)
-        self.page = self.context.new_page()
+        self.page, self.missed, self.failed_at_capture, self.fuzzy = _watch(self.context, self.placeholders, self.sockets)
         self.cdp = self.context.new_cdp_session(self.page)
         self.cdp.send("Network.enable")
         self.inflight = track_inflight(self.page)
-        self.missed, self.failed_at_capture, self.fuzzy = _watch(self.page, self.placeholders, self.sockets)
 
     def _wipe(self) -> None:
         self.page.goto("about:blank")

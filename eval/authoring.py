@@ -178,6 +178,9 @@ CAPTURED_OTHERWISE = {
                 "draws its own key: an archive redacted apart from the one the reference was redacted with holds "
                 "other placeholders for the same secrets; compare archives before redaction, or record the task "
                 "again on this one)",
+    "kind": "was captured only as another kind of request (a form's submission, say), never as this one: the "
+            "replayed page sent what the recorded page did not (a timer that ran out in the replay, whose clock "
+            "runs up to 1 s a step, before the person acted; wait as long in the session: docs/authoring.md)",
     "query": "was captured only with other query parameters (parameters that may differ: replay_rules' "
              "ignorable_params)",
 }
@@ -200,11 +203,19 @@ def describe_miss(miss: dict) -> str:
 
 
 def _request_check(text: str) -> dict:
-    """``"POST http://site/path"`` as a ``requests`` check; a one-line error otherwise."""
+    """``"POST http://site/path"`` as a ``requests`` check; a one-line error otherwise, also for a
+    GET or HEAD (reading a page is no action: the session's requests other than those are what
+    ``tasks add`` lists) and for a WebSocket (its handshake comes with the page, not with an action)."""
     method, _, url = str(text).strip().partition(" ")
     url = url.strip()
+    if method.isalpha() and url.startswith(("ws://", "wss://")) and " " not in url:
+        raise TaskError(f"--require-request {text!r}: a WebSocket opens with its page, not with an action; a "
+                        "requests check names a request an action sends (POST, PUT, PATCH, DELETE)")
     if not method.isalpha() or not url.startswith(("http://", "https://")) or " " in url:
         raise TaskError(f"--require-request {text!r}: give it as 'METHOD URL' (POST http://site/path)")
+    if method.upper() in ("GET", "HEAD"):
+        raise TaskError(f"--require-request {text!r}: a {method.upper()} only reads, and an agent sends it by "
+                        "looking; a requests check names a request an action sends (POST, PUT, PATCH, DELETE)")
     return {"method": method.upper(), "url": url}
 
 
@@ -366,7 +377,7 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
             sent = session_sent(path, sid)
             for w in wanted:
                 if f"{w['method']} {w['url']}" not in sent:
-                    listed = ", ".join(sent[:6]) + (", ..." if len(sent) > 6 else "") if sent else "none but GET and HEAD"
+                    listed = ", ".join(sent[:6]) + (", ..." if len(sent) > 6 else "") if sent else "only GET and HEAD"
                     raise TaskError(f"its session sent no {w['method']} {w['url']} (it sent: {listed})", ref_path)
     old = next((t for t in existing if t.id == tid), None)
     if old is not None and not replace:

@@ -470,6 +470,11 @@ def test_a_required_request_tells_doing_from_saying(authored, site, cli, cli_her
     assert len(r.stderr.strip().splitlines()) == 1 and not suite.exists()
     r = cli_here(*base, "--require-request", f"{site}/edit")
     assert r.returncode == 1 and "give it as 'METHOD URL'" in r.stderr and not suite.exists()
+    # a GET only reads (an agent sends one by looking); a WebSocket opens with its page: refused, saying so
+    r = cli_here(*base, "--require-request", f"GET {site}/edit")
+    assert r.returncode == 1 and "a GET only reads" in r.stderr and not suite.exists(), r.stderr
+    r = cli_here(*base, "--require-request", "GET ws://wiki.test/socket")
+    assert r.returncode == 1 and "a WebSocket opens with its page" in r.stderr and not suite.exists(), r.stderr
     r = cli_here(*base, "--require-request", f"post {site}/edit")
     assert r.returncode == 0, r.stderr
     assert "note:" not in r.stderr  # (the action is required)

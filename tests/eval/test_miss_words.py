@@ -135,3 +135,26 @@ def test_a_post_captured_with_other_redaction_placeholders_is_named_so(tmp_path)
         "request body, holding redaction placeholders (each redaction draws its own key: an archive redacted "
         "apart from the one the reference was redacted with holds other placeholders for the same secrets; "
         "compare archives before redaction, or record the task again on this one)")
+
+
+def test_a_post_captured_only_as_another_kind_is_named_so(tmp_path):
+    # Wagtail's editor: the replay's clock ran past the 2 s after which it autosaves (an XHR POST to
+    # the edit page) before the session's first keystroke, which came sooner live; the archive holds
+    # that URL's POST only as the form's submission (a document, its CSRF token redacted). The line
+    # said "redaction placeholders", which had nothing to do with it.
+    from webfreeze.archives import Exchange, new_archive_atomically
+    from webfreeze.checks.drift import note_captured
+    from webfreeze.eval.authoring import describe_miss
+
+    url = "http://cms.test/admin/pages/3/edit/"
+    with new_archive_atomically(tmp_path / "a.wfz") as arc:
+        sid = arc.new_session("test", source="test_miss_words")
+        arc.add_exchange(Exchange(session_id=sid, url=url, method="POST", status=302, payload=b"",
+                                  captured_at="2024-03-01T12:00:00Z", req_body=b"csrfmiddlewaretoken=wfredacted-1a2b3c4d5e6f7a8b",
+                                  req_headers=[("Content-Type", "application/x-www-form-urlencoded"),
+                                               ("Sec-Fetch-Dest", "document")], resp_headers=[]))
+    misses = [{"step": 10, "kind": kind, "method": "POST", "url": url} for kind in ("xhr", "document")]
+    notes = note_captured(tmp_path / "a.wfz", misses)
+    assert [n.get("captured") for n in notes] == ["kind", "redacted"], notes
+    assert describe_miss(notes[0]).startswith(f"reference step 10: POST {url} (xhr) was captured only as another "
+                                              "kind of request (a form's submission, say), never as this one")

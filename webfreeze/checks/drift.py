@@ -314,8 +314,11 @@ def note_captured(archive, misses: list[dict]) -> list[dict]:
     ``archive`` holds the request otherwise, so the line that names it does not send the author
     to record what was recorded: ``body`` (the same method and URL: honest matching turned down its
     body, a timestamp a save carries), ``redacted`` (such a body holding redaction placeholders: an
-    archive redacted apart from the one the reference was, whose placeholders differ) or ``query``
-    (the same method, host and path). Unchanged when the archive cannot be read."""
+    archive redacted apart from the one the reference was, whose placeholders differ), ``kind``
+    (the same method and URL, but only as another kind of request: a form's submission where the
+    replayed page's script sent it, which the recorded page never did; a timer that ran out in the
+    replay but not in the session, Wagtail's autosave) or ``query`` (the same method, host and
+    path). Unchanged when the archive cannot be read."""
     from urllib.parse import urlsplit
 
     from webfreeze.archives import Archive
@@ -336,16 +339,26 @@ def note_captured(archive, misses: list[dict]) -> list[dict]:
             if url.startswith(("http:", "https:")):
                 held = list(arc.exchanges(url=url, method=method, limit=20))
                 if held:
-                    if method.upper() not in ("GET", "HEAD"):  # (a GET has no body: missed for another cause)
+                    alike = [ex for ex in held if _fetched_as(ex) in (None, m.get("kind"))]
+                    if method.upper() not in ("GET", "HEAD") and not alike:
+                        m["captured"] = "kind"
+                    elif method.upper() not in ("GET", "HEAD"):  # (a GET has no body: missed for another cause)
                         # a body holding redaction placeholders: most likely the reference's own were
                         # drawn by another redaction (each draws its key), not a change of the site
-                        m["captured"] = "redacted" if any(_placeholders(ex) for ex in held) else "body"
+                        m["captured"] = "redacted" if any(_placeholders(ex) for ex in alike) else "body"
                 else:
                     base = url.split("?", 1)[0].split("#", 1)[0]
                     if any(path_of(ex.url) == path_of(base) for ex in arc.exchanges(prefix=base, method=method, limit=200)):
                         m["captured"] = "query"
             out.append(m)
     return out
+
+
+def _fetched_as(exchange) -> str | None:
+    """The kind of request (``document``, ``xhr``) an exchange's ``Sec-Fetch-Dest`` says the browser
+    sent, None where it says nothing (a recording without the header, or another destination)."""
+    dest = (exchange.request.header("Sec-Fetch-Dest") or "").lower()
+    return {"document": "document", "iframe": "document", "frame": "document", "empty": "xhr"}.get(dest)
 
 
 def _placeholders(exchange) -> bool:

@@ -28,3 +28,17 @@ def test_coverage_keeps_a_post_that_missed_apart_from_the_page_s_get(tmp_path):
     text = render_text(result)
     assert "miss  document    POST shop.test/order\n" in text
     assert "miss  document    GET  shop.test/order?x=*\n" in text
+
+
+def test_coverage_says_why_a_socket_missed(tmp_path):
+    """A WebSocket's miss carries why (no recording of it, or where its conversation parted): the
+    listing keeps it, since recording more does not mend a conversation that parted."""
+    parted = {"kind": "xhr", "level": "miss", "method": "GET", "status": 0, "url": "ws://app.test/socket?tab=1",
+              "why": "a WebSocket whose conversation parted from the recording: the page sent 'ack'"}
+    result = coverage([_run(tmp_path, [parted])])
+    (group,) = result["groups"]
+    assert group["why"] == [parted["why"]]
+    assert f"       why: {parted['why']}" in render_text(result).splitlines()
+    plain = dict(parted, url="http://app.test/x")
+    del plain["why"]
+    assert "why" not in coverage([_run(tmp_path / "b", [plain])])["groups"][0]

@@ -6,7 +6,8 @@ pattern: the path with its numeric segments as ``*``, and the names of its query
 (values left out: two searches are one pattern). Each group has its level (``miss`` or ``fuzzy``),
 kind (document, xhr, subresource), method (a form's POST to its own page's URL is not the page's
 GET), count, the tasks that made it and a few example URLs (and, for
-fuzzy answers, the captures served instead).
+fuzzy answers, the captures served instead; where the provenance says why, a WebSocket's miss
+among them, the reasons: one that parted from its recording is not mended by recording more).
 """
 
 from __future__ import annotations
@@ -73,19 +74,23 @@ def coverage(run_dirs: list[str | Path]) -> dict:
                 key = (host, pattern, f["level"], f["kind"], method)
                 g = groups.setdefault(key, {"host": host, "pattern": pattern, "level": f["level"], "kind": f["kind"],
                                             "method": method, "count": 0, "tasks": set(), "examples": set(),
-                                            "served": set()})
+                                            "served": set(), "why": set()})
                 g["count"] += 1
                 g["tasks"].add(tid)
                 g["examples"].add(f["url"])
                 if f.get("capture_url"):
                     g["served"].add(f["capture_url"])
+                if f.get("why"):
+                    g["why"].add(str(f["why"]))
         runs.append({"run": str(run), "episodes": episodes, "with_provenance": with_provenance})
     out = []
     for g in sorted(groups.values(), key=lambda g: (-g["count"], g["host"], g["pattern"], g["level"], g["kind"], g["method"])):
         g = dict(g, tasks=sorted(g["tasks"]), examples=sorted(g["examples"])[:EXAMPLES],
-                 served=sorted(g["served"])[:EXAMPLES])
+                 served=sorted(g["served"])[:EXAMPLES], why=sorted(g["why"])[:EXAMPLES])
         if g["level"] != "fuzzy":
             del g["served"]
+        if not g["why"]:
+            del g["why"]
         out.append(g)
     return {"runs": runs, "groups": out,
             "misses": sum(g["count"] for g in out if g["level"] == "miss"),
@@ -107,5 +112,7 @@ def render_text(result: dict) -> str:
         lines.append(f"       e.g. {g['examples'][0]}")
         if g.get("served"):
             lines.append(f"       served instead: {g['served'][0]}")
+        for why in g.get("why", []):
+            lines.append(f"       why: {why}")
     lines.append(f"{result['misses']} misses and {result['fuzzy']} fuzzy answers in {len(result['groups'])} groups")
     return "\n".join(lines)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from webfreeze.common.http import header_value
 
-from .bodykey import body_key
+from .bodykey import body_key, legacy_body_keys
 from .errors import ArchiveError
 from .store import Archive
 from .urlkey import surt_key
@@ -146,8 +146,8 @@ def _verify(arc: Archive, progress: Callable[[int], None] | None) -> VerifyRepor
             report.problems.append(Problem(where, "a stored header list is corrupt"))
             continue
         if row["req_body"] and row["req_body"] in known and row["req_body"] not in bad_blobs:
-            expect = body_key(header_value(req_headers, "content-type"), arc.get_blob(row["req_body"]))
-            if expect != row["body_key"]:
+            kind, blob = header_value(req_headers, "content-type"), arc.get_blob(row["req_body"])
+            if body_key(kind, blob) != row["body_key"] and row["body_key"] not in legacy_body_keys(kind, blob):
                 report.problems.append(Problem(where, "request body key does not match the body"))
         if row["payload"] in known and row["payload"] not in bad_blobs:
             size = arc.conn.execute("SELECT size FROM blobs WHERE digest=?", (row["payload"],)).fetchone()[0]

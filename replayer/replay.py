@@ -547,9 +547,13 @@ class Replay:
         return self._serialise(built, method, headers, extra)
 
     def _answers_differ(self, caps: list) -> bool:
-        """Whether the recorded answers of ``caps`` (their status or payload) are not all alike."""
+        """Whether the recorded answers of ``caps`` (their status or payload) are not all alike. A
+        ``304 Not Modified`` differs from none: it says the browser's copy was current, which a
+        conditional request (a page's stylesheet asked again) is answered with beside the full
+        answer it revalidated."""
         with self._state_lock:
-            seen = {(row["status"], row["payload"]) for row in (self.archive.exchange_row(c.id) for c in caps) if row}
+            seen = {(row["status"], row["payload"]) for row in (self.archive.exchange_row(c.id) for c in caps)
+                    if row and row["status"] != 304}
         return len(seen) > 1
 
     def _answer_live(self, method: str, url: str, headers, body: bytes, inject: bool, level: str):

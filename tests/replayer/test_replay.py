@@ -229,6 +229,32 @@ def test_a_state_changing_request_asked_more_often_than_recorded_is_fuzzy_when_i
                    ("two", "fuzzy"), ("one", "exact")]
 
 
+def test_a_revalidated_resource_asked_again_after_divergence_stays_exact(tmp_path, home):
+    """A stylesheet recorded in full and then as ``304 Not Modified`` (the recording browser
+    revalidating its copy): asked with a validator more often than recorded, once the episode has
+    left the recording (a state-changing request asked again, its answers differing), the last
+    answer stands and stays exact, since a 304 differs from no full answer. Wagtail's admin: every
+    stylesheet and script of an episode was called fuzzy after one autosave the session never sent."""
+    form = [("Content-Type", "application/x-www-form-urlencoded")]
+    path = build_archive(tmp_path / "revalidated.wfz", [
+        {**text("http://app.test/save", "saved 1", "2024-03-01T12:00:00Z"), "method": "POST", "req_body": b"a=1",
+         "req_headers": form},
+        {**text("http://app.test/save", "saved 2", "2024-03-01T12:00:01Z"), "method": "POST", "req_body": b"a=1",
+         "req_headers": form},
+        text("http://app.test/core.css", "body{}", "2024-03-01T12:00:02Z"),
+        {**text("http://app.test/core.css", "", "2024-03-01T12:00:03Z"), "status": 304},
+    ])
+    with ReplayServer(path, mode="proxy", confdir=home) as srv:
+        def ask(method, url, body=None, headers=None):
+            resp, data = proxied(srv, method, url, body=body, headers=headers)
+            return resp.status, resp.getheader("X-Webfreeze-Match")
+        got = [ask("POST", "http://app.test/save", b"a=1", dict(form)) for _ in range(3)]
+        got += [ask("GET", "http://app.test/core.css", headers={"If-Modified-Since": "Fri, 01 Mar 2024 12:00:02 GMT"})
+                for _ in range(3)]
+    assert got[:3] == [(200, "exact"), (200, "exact"), (200, "fuzzy")]  # (the episode has left the recording)
+    assert [level for _, level in got[3:]] == ["exact"] * 3, got
+
+
 def test_target_time_picks_the_closest_capture(site_archive, home):
     with ReplayServer(site_archive, mode="proxy", confdir=home, when="2024-05-20T00:00:00Z") as srv:
         assert proxied(srv, "GET", "http://site.test/timed")[1] == b"june"

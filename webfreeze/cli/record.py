@@ -76,6 +76,24 @@ def record_proxy(archive_path, host, port, resolve):
         click.echo(f"recorded {counted(proxy.recorder.recorded, 'exchange')}", err=True)
 
 
+def _crawl_state(result, check: bool) -> str:
+    """How a crawl ended, in its summary's parentheses: incomplete (pages that miss requests or did
+    not load), stopped at --max-pages (said also beside an incomplete state: the queue left is as
+    much the user's to know), complete."""
+    from webfreeze.recorder.crawl import load_failures
+
+    cut = (f"stopped at --max-pages with {result.queued} URLs queued; run again with a higher --max-pages to go on"
+           if result.queued else "")
+    if result.incomplete:
+        state = f"incomplete: {_pages(len(result.incomplete), 'misses', 'miss')} requests"
+    elif load_failures(result.failed):
+        state = (f"incomplete: {counted(len(load_failures(result.failed)), 'page')} did not load; crawl again into this "
+                 "archive to retry them, or leave them out with --exclude")
+    else:
+        return cut or ("complete" if check else "complete, unchecked")
+    return f"{state}; {cut}" if cut else state
+
+
 @record_group.command("crawl")
 @click.argument("url")
 @click.option("--archive", "archive_path", required=True, type=click.Path(dir_okay=False),
@@ -146,15 +164,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
             result = crawl(archive_path, url, depth=depth, max_pages=max_pages, scope=scope,
                            progress=lambda done, _url: advance(1), resolve=table, screenshots=screenshots, check=check,
                            exclude=exclude, credentials=http_credentials, login_script=login_script)
-        if result.incomplete:
-            state = f"incomplete: {_pages(len(result.incomplete), 'misses', 'miss')} requests"
-        elif load_failures(result.failed):
-            state = (f"incomplete: {counted(len(load_failures(result.failed)), 'page')} did not load; crawl again into this "
-                     "archive to retry them, or leave them out with --exclude")
-        elif result.queued:
-            state = f"stopped at --max-pages with {result.queued} URLs queued; run again with a higher --max-pages to go on"
-        else:
-            state = "complete" if check else "complete, unchecked"
+        state = _crawl_state(result, check)
         failed = f", {len(result.failed)} failed" if result.failed else ""
         downloads = f", {len(result.downloads)} downloads" if result.downloads else ""
         click.echo(f"{'resumed, ' if result.resumed else ''}{counted(result.pages_this_run, 'page')} and "

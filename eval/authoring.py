@@ -186,6 +186,14 @@ CAPTURED_OTHERWISE = {
 }
 
 
+# (replayer/websocket.py WEBSOCKET_PARTED: its words, not imported: eval needs no replay extra)
+WEBSOCKET_PARTED_WORDS = "a WebSocket whose conversation parted from the recording"
+# What a parted conversation says to the task's author: recording again as it was does not mend it.
+PARTED_HINT = ("; recording it again as it was will not mend it: a session whose actions came sooner than the "
+               "replay's steps settle (up to 1 s of the page's time each) had its messages grouped or ordered "
+               "otherwise live; record it pausing a second after each action (docs/authoring.md)")
+
+
 def describe_miss(miss: dict) -> str:
     """One capture miss in words: ``reference step 3: POST http://site/newticket (document) was not captured``;
     a WebSocket's: ``the start page: GET ws://site/socket (xhr) is a WebSocket the replay could not
@@ -199,6 +207,8 @@ def describe_miss(miss: dict) -> str:
             else "is a WebSocket the replay could not serve (no recording of it, or the page's messages parted "
             "from the recording)" if socket
             else CAPTURED_OTHERWISE.get(miss.get("captured"), "was not captured"))
+    if socket and str(miss.get("why") or "").startswith(WEBSOCKET_PARTED_WORDS):
+        said += PARTED_HINT
     return f"{where}: {miss['method']} {miss['url']} ({miss['kind']}) {said}"
 
 

@@ -47,7 +47,15 @@ def test_a_websocket_miss_says_why_the_replay_could_not_serve_it():
     sock = {"kind": "xhr", "level": "miss", "method": "GET", "url": "ws://bokeh.test/app/ws", "status": 0, "why": why}
     misses = capture_misses({"replay": {"start": {"flagged": [sock, {**sock, "why": None}]}}})
     assert misses == [{"step": None, "kind": "xhr", "method": "GET", "url": "ws://bokeh.test/app/ws", "why": why}]
+    # a conversation that parted: recording it again as it was does not mend it (Shiny groups the
+    # messages of quick actions live; the replay's steps send their own), and the line says so
+    from webfreeze.eval.authoring import PARTED_HINT
+
     assert describe_miss(misses[0]) == (
-        f"the start page: GET ws://bokeh.test/app/ws (xhr) is a WebSocket the replay could not serve ({why})")
+        f"the start page: GET ws://bokeh.test/app/ws (xhr) is a WebSocket the replay could not serve ({why})"
+        + PARTED_HINT)
+    assert "recording it again as it was will not mend it" in PARTED_HINT and "pausing a second" in PARTED_HINT
     bare = {k: v for k, v in misses[0].items() if k != "why"}
     assert describe_miss(bare).endswith("(no recording of it, or the page's messages parted from the recording)")
+    unrecorded = dict(misses[0], why="a WebSocket the archive holds no recording of")
+    assert describe_miss(unrecorded).endswith("(a WebSocket the archive holds no recording of)")

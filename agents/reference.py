@@ -145,6 +145,17 @@ def texts_below(axtree_text: str | None) -> dict[str, str]:
     return {b: fold_text(" ".join(parts)) for b, parts in out.items()}
 
 
+def _click_point(at, bbox) -> tuple[float, float] | None:
+    """The viewport point a recorded click's ``at`` (fractions of its element's width and height:
+    where it landed, away from the middle) names in the element's box now (``[x, y, width,
+    height]``); None without either (a click in the middle, or a backend with no layout)."""
+    if not (isinstance(at, list) and len(at) == 2 and isinstance(bbox, (list, tuple)) and len(bbox) == 4):
+        return None
+    if not all(isinstance(v, (int, float)) for v in (*at, *bbox)) or bbox[2] <= 0 or bbox[3] <= 0:
+        return None
+    return round(bbox[0] + at[0] * bbox[2], 1), round(bbox[1] + at[1] * bbox[3], 1)
+
+
 def find_target(elements: list[dict], target: dict, axtree_text: str | None = None) -> dict | None:
     """The observation element matching a recorded target, or None.
 
@@ -343,6 +354,9 @@ class ReferenceAgent(Agent):
                 bid = el["bid"]
                 self.last_kind = kind
                 thought = f"reference step {n}: {kind} {target.get('role')} {target.get('name')!r}"
+                point = _click_point(step.get("at"), el.get("bbox")) if kind == "click" else None
+                if point is not None:  # where in the element the person clicked (a slider's track)
+                    return {"action": f"mouse_click({point[0]}, {point[1]})", "thought": f"{thought} at {point}"}
                 if kind in ("click", "dblclick"):
                     return {"action": f"{kind}({quote(bid)})", "thought": thought}
                 if kind == "press":

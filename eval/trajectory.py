@@ -34,7 +34,8 @@ END_REASONS = ("answer", "infeasible", "step_limit", "error", "stopped")
 NON_ACTIONS = frozenset({"noop", "wait", "answer", "infeasible"})
 _AGENT_KIND = {"click": "click", "fill": "type", "type": "type", "select": "select", "goto": "goto",
                "scroll": "scroll", "go_back": "go_back", "go_forward": "go_forward", "press": "press",
-               "hover": "hover", "mouse_drag_and_drop": "drag", "drag_and_drop": "drag", "dblclick": "dblclick"}
+               "hover": "hover", "mouse_drag_and_drop": "drag", "drag_and_drop": "drag", "dblclick": "dblclick",
+               "mouse_click": "click_at"}
 
 
 def validate_trajectory(obj: Any, where: str) -> dict:
@@ -180,6 +181,8 @@ def agent_action(step: dict) -> Action | None:
         return Action("scroll", str(parsed.get("direction") or "down"))
     if kind in ("go_back", "go_forward", "drag"):  # (a drag by points or elements: compared by kind)
         return Action(kind, "")
+    if kind == "click_at":  # (a click at a point: compared by kind, as a recorded click with ``at`` is)
+        return Action("click", "")
     if kind == "press":
         return Action("press", str(parsed.get("key") or parsed.get("text") or parsed.get("value") or "").casefold(),)
     target = element_identity(step.get("target"))
@@ -258,6 +261,8 @@ def session_actions(reference: dict) -> list[Action]:
             else:
                 texts = _texts(value)
             out.append(Action("select", element_identity(step.get("target")), texts))
+        elif kind == "click" and step.get("at") is not None:  # (where it landed is what it did: by kind)
+            out.append(Action("click", ""))
         elif kind in ("click", "dblclick"):
             out.append(Action(kind, element_identity(step.get("target"))))
         elif kind == "drag":  # (compared by kind: an agent drags by points or by elements)

@@ -241,6 +241,19 @@ LISTENER_JS = r"""
         if (!press.el.isConnected) logPressed(press);
       }, 0);
     }, {capture: true, signal});
+    // Where a pointer's click landed in an element that is no control, when away from its middle
+    // (a slider's track, a chart: where it lands is what it does), as fractions of the element's
+    // width and height: {at: [fx, fy]}; the reference agent clicks there, not in the middle.
+    const clickAt = (e, el) => {
+      if (e.detail === 0 || window.top !== window || (el.matches && el.matches(clickable + ', input, select, textarea, option'))) {
+        return null;
+      }
+      const r = el.getBoundingClientRect();
+      if (r.width < 4 || r.height < 4) return null;
+      const fx = (e.clientX - r.left) / r.width, fy = (e.clientY - r.top) / r.height;
+      if (fx < 0 || fx > 1 || fy < 0 || fy > 1 || (Math.abs(fx - 0.5) <= 0.15 && Math.abs(fy - 0.5) <= 0.15)) return null;
+      return {at: [Math.round(fx * 1000) / 1000, Math.round(fy * 1000) / 1000]};
+    };
     const logDrag = (d) => {
       if (String(window.getSelection ? window.getSelection() : '')) return;
       send('drag', d.el, {from: d.from, to: d.to});
@@ -293,7 +306,7 @@ LISTENER_JS = r"""
         forwardedTo = control;  // (dispatched at once, in this task; forgotten after it)
         setTimeout(() => { if (forwardedTo === control) forwardedTo = null; }, 0);
       }
-      send('click', el);
+      send('click', el, null, clickAt(e, el));
     }, {capture: true, signal});
     // A double-click: the browser's dblclick after its two clicks, which are logged first; the
     // log makes the three one dblclick step (ActionLog.add).
@@ -537,6 +550,10 @@ class TrajectoryLog:
                 "url": event.get("url"), "time": round(event.get("time", 0) / 1000.0, 3)}
         if event["action"] == "type" and event.get("keys") is True:
             step["keys"] = True
+        at = event.get("at")
+        if event["action"] == "click" and isinstance(at, list) and len(at) == 2 and \
+                all(isinstance(v, (int, float)) and 0 <= v <= 1 for v in at):
+            step["at"] = [float(v) for v in at]  # (where in the element the click landed: clickAt)
         self.add(step)
 
     def dialog(self, value) -> None:

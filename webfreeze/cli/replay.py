@@ -240,8 +240,9 @@ def replay_check(archive_path, report_dir, seed, limit, mode, port, rules_file):
         click.echo(f"warning: {n} {'page replays' if n == 1 else 'pages replay'} with other text than the capture "
                    f"(text similarity "
                    f"below {UNLIKE_TEXT}; lowest {lowest:.3f}: {where})"
-                   + ("; in direct mode a page that reads its own address (a client-side router) shows "
-                      "something else: check it in proxy mode" if mode == "direct" else ""), err=True)
+                   + ("; in direct mode a page that reads its own address (a client-side router, or a "
+                      "WebSocket whose URL it builds from it: the report's misses say) shows something else: check "
+                      "it in proxy mode" if mode == "direct" else ""), err=True)
     if s.get("fuzzy_requests"):
         # (no miss here, where a person browsing gets the nearest capture; an agent does not)
         first = next(p for p in report["pages"] if p.get("fuzzy"))

@@ -314,16 +314,16 @@ if(!WK){
  var ended=new WeakSet(),endOf=function(e){ended.add(e.target);};
  document.addEventListener('load',endOf,true);document.addEventListener('error',endOf,true);
  var els=orderer(),tix=new WeakMap(),redo=new WeakSet(),give=function(el){var s=tix.get(el);if(s!=null){tix.delete(el);els.arrive(s,function(){});}};
- var turn=function(e){var el=e.target,s=el&&tix.get(el);if(redo.has(e)||s==null){return;}tix.delete(el);
-  if(els.ready(s)){N.setTimeout(function(){els.arrive(s,function(){});},0);return;}
-  e.stopImmediatePropagation();var type=e.type;
+ var turn=function(e){var el=e.target,s=el&&tix.get(el);if(redo.has(e)||s==null){return;}
+  if(els.ready(s)){N.setTimeout(function(){give(el);},0);return;}
+  tix.delete(el);e.stopImmediatePropagation();var type=e.type;
   els.arrive(s,function(){var x=new Event(type);redo.add(x);el.dispatchEvent(x);});};
- document.addEventListener('load',turn,true);document.addEventListener('error',turn,true);
+ document.addEventListener('load',turn,true);G.addEventListener('error',turn,true);
  var runs=function(el){var t=(el.type||'').toLowerCase();return !el.noModule&&(!t||t==='module'||/(java|ecma)script/.test(t));};
  var loads=function(el){var tag=el.localName;if(el.__wfHeld||ended.has(el)){return false;}
-  if(tag==='script'){return !!el.src&&runs(el);}
-  if(tag==='iframe'){return !!el.src;}
-  if(tag==='link'){var rel=el.rel||'';if(!el.href||el.sheet){return false;}
+  if(tag==='script'){return !!el.src&&runs(el)&&mine.has(el);}
+  if(tag==='iframe'){return !!el.src&&(el.loading||'').toLowerCase()!=='lazy';}
+  if(tag==='link'){var rel=el.rel||'';if(!el.href||el.sheet||el.disabled){return false;}
    return /(^|\s)(stylesheet|modulepreload)(\s|$)/i.test(rel)||(/(^|\s)preload(\s|$)/i.test(rel)&&!!el.as);}
   if(tag==='img'){return !!(el.currentSrc||el.src)&&!el.complete&&(el.loading||'').toLowerCase()!=='lazy';}
   return false;};
@@ -331,13 +331,13 @@ if(!WK){
   tix.set(el,els.ticket());var own=function(e){if(!redo.has(e)){give(el);}};el.addEventListener('load',own);el.addEventListener('error',own);};
  var SEL='script[src],link[href],img,iframe[src]';
  var added=function(records){records.forEach(function(rec){rec.addedNodes.forEach(function(nd){if(nd.nodeType!==1||!(watching||mine.has(nd))){return;}
-  watch(nd);if(nd.querySelectorAll){nd.querySelectorAll(SEL).forEach(watch);}});
+  watch(nd);if(nd.querySelectorAll){nd.querySelectorAll(SEL).forEach(function(el){watch(el);});}});
   rec.removedNodes.forEach(function(nd){if(nd.nodeType!==1||nd.isConnected){return;}
    [nd].concat(nd.querySelectorAll?Array.prototype.slice.call(nd.querySelectorAll('link,iframe')):[]).forEach(function(el){
     if(el.localName==='link'||el.localName==='iframe'){give(el);}});});});};
  new MutationObserver(added).observe(document,{childList:true,subtree:true});
  var startWatching=function(){if(watching){return;}watching=true;
-  document.querySelectorAll('script[src],iframe[src]').forEach(watch);
+  document.querySelectorAll('iframe[src]').forEach(function(el){watch(el);});
   var d=Object.getOwnPropertyDescriptor(HTMLImageElement.prototype,'src');
   if(d&&d.set){Object.defineProperty(HTMLImageElement.prototype,'src',{configurable:true,enumerable:d.enumerable,get:d.get,
    set:function(v){d.set.call(this,v);if(!this.isConnected){watch(this);}}});}};

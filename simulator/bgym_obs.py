@@ -56,6 +56,7 @@ from webfreeze.common.aria import BGYM_MARKED_TAGS
 
 from .actions import MAX_WAIT_MS
 from .axtree import BID_ATTR, OPEN_ROOTS_JS, Tree
+from .browser import has_document
 
 OBSERVATIONS = ("default", "browsergym")
 BGYM_BID = "bid"  # BrowserGym's element id attribute (browsergym.core.constants.BROWSERGYM_ID_ATTRIBUTE)
@@ -242,7 +243,7 @@ async def _in_frames(page, code: str, arg, *, main: bool) -> None:
             await frame.evaluate(code, arg)
         except PlaywrightError:
             pass
-    await asyncio.gather(*(one(f) for f in page.frames if main or f is not page.main_frame))
+    await asyncio.gather(*(one(f) for f in page.frames if (main or f is not page.main_frame) and has_document(f)))
 
 
 async def _unstill(page, stilled, settled) -> None:

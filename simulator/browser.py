@@ -528,6 +528,14 @@ def page_runtime_digest() -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("ascii")).hexdigest()[:16]
 
 
+def has_document(frame) -> bool:
+    """Whether ``frame`` (Playwright's frame, either API) holds a document to run code in: not
+    detached, and some document committed there. A lazy frame out of view (``loading=lazy``) never
+    starts loading, its URL stays empty, and Playwright's ``evaluate`` there waits for ever for a
+    context that never comes."""
+    return not frame.is_detached() and frame.url != ""
+
+
 async def pump_timers(page, token: int, *, extra_ms: int = 0) -> int:
     """Run the due timers of every frame of ``page`` (Playwright's async API), main frame first;
     how many callbacks ran. ``token`` names the settle: a new token starts a new virtual horizon
@@ -537,7 +545,7 @@ async def pump_timers(page, token: int, *, extra_ms: int = 0) -> int:
 
     ran = 0
     for frame in page.frames:
-        if frame.is_detached():
+        if not has_document(frame):
             continue
         try:
             ran += int(await frame.evaluate(PUMP_JS, [token, TIMER_HORIZON_MS + extra_ms, TIMER_CAP]) or 0)
@@ -558,7 +566,7 @@ async def stalled_loads(page) -> int:
 
     stalled = 0
     for frame in page.frames:
-        if frame.is_detached():
+        if not has_document(frame):
             continue
         try:
             stalled += int(await frame.evaluate(STALLED_JS) or 0)
@@ -619,6 +627,8 @@ def pending_sockets(page) -> int:
 
     n = 0
     for frame in page.frames:
+        if not has_document(frame):
+            continue
         try:
             n += int(frame.evaluate(SOCKETS_JS) or 0)
         except PlaywrightError:

@@ -30,6 +30,7 @@ from .browser import (
     PageActivity,
     fast_animations,
     finish_animations,
+    has_document,
     pump_timers,
     stalled_loads,
     still_screenshot_async,
@@ -747,8 +748,8 @@ class BrowserBackend:
 
         boxes = marked.get("frames") or {}
         for child in frame.child_frames:
-            if child.is_detached() or depth > 8:
-                continue
+            if not has_document(child) or depth > 8:
+                continue  # (a lazy frame out of view holds no document yet)
             try:
                 element = await child.frame_element()
                 if await element.content_frame() != child:

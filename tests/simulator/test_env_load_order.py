@@ -3,7 +3,10 @@ order the page added them, in the agent environment, whatever order the network 
 (as ``fetch`` answers already do). A bundler loads a lazy chunk's stylesheet with a ``link`` and
 resolves the chunk's promise from its ``load`` event: two chunks asked for together resolved in
 the order their stylesheets happened to finish, and code that read the clock after each
-(JupyterLab's API calls, each with ``?<Date.now()>``) swapped values between episodes."""
+(JupyterLab's API calls, each with ``?<Date.now()>``) swapped values between episodes. A page's own
+error listener on the window (an error tracker's) sees each error once, in its turn. What never
+loads (a script from ``innerHTML``, which never runs; a lazy frame out of view; a disabled
+stylesheet) holds nothing up: no load is counted as stalled."""
 
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ HOST = "http://chunks.test"
 # The first of each pair is big (slow to come), the second small: the network finishes the second first.
 BIG = b"/*" + b"x" * 6_000_000 + b"*/"
 PAGE = b"""<!doctype html><html><head><title>Chunks</title></head><body><h1>Chunks</h1><p id=order>none yet</p><script>
-const seen = [];
+const seen = [], errors = [];
+addEventListener('error', (e) => { if (e.target !== window) errors.push(e.target.localName); }, true);
 const note = (name) => () => { seen.push(name + '@' + (Date.now() % 100000)); order.textContent = 'loaded ' + seen.join(' '); };
 const add = (tag, attrs, name) => {
   const el = document.createElement(tag);
@@ -37,7 +41,14 @@ add('img', {src: '/big.svg'}, 'img-big');
 add('img', {src: '/small.svg'}, 'img-small');
 add('link', {rel: 'stylesheet', href: '/gone.css'}, 'css-gone');
 add('iframe', {src: '/frame'}, 'frame');
-</script></body></html>"""
+const box = document.createElement('div');
+box.innerHTML = '<script src="/never.js"><\\/script>';
+document.body.append(box);
+add('link', {rel: 'stylesheet', href: '/off.css', disabled: true}, 'css-off');
+add('iframe', {src: '/lazy', loading: 'lazy', style: 'margin-top: 20000px'}, 'lazy-frame');
+add('img', {src: '/small.svg?last'}, 'img-last');
+setTimeout(() => { document.getElementById('errs').textContent = 'errors ' + errors.join(' '); }, 0);
+</script><p id=errs>no errors yet</p></body></html>"""
 SVG = b'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>'
 BIG_SVG = SVG.replace(b"<rect", b"<!--" + b"y" * 6_000_000 + b"--><rect")
 
@@ -50,7 +61,8 @@ def _archive(path):
                                          ("/big.svg", "image/svg+xml", BIG_SVG, 200),
                                          ("/small.svg", "image/svg+xml", SVG, 200),
                                          ("/gone.css", "text/plain", b"gone", 404),
-                                         ("/frame", "text/html", b"<!doctype html><p>frame</p>", 200)):
+                                         ("/frame", "text/html", b"<!doctype html><p>frame</p>", 200),
+                                         ("/small.svg?last", "image/svg+xml", SVG, 200)):
             arc.add_exchange(Exchange(session_id=sid, url=HOST + rel, status=status, payload=body,
                                       captured_at="2024-03-01T12:00:00Z", resp_headers=[("Content-Type", ctype)]))
 
@@ -59,14 +71,18 @@ def test_load_events_come_in_the_order_the_page_added_the_elements(tmp_path):
     path = tmp_path / "chunks.wfz"
     _archive(path)
     env = WebEnv(EnvConfig(path, backend="browser"))
-    orders = []
+    orders, errors, stalls = [], [], []
     try:
         for _ in range(3):
             obs, _ = env.reset(options={"task": {"id": "t", "start_url": HOST + "/", "instruction": "read"}})
-            orders.append(next(line.split("StaticText ", 1)[1] for line in obs["axtree_text"].splitlines()
-                               if "StaticText 'loaded" in line))
+            lines = obs["axtree_text"].splitlines()
+            orders.append(next(line.split("StaticText ", 1)[1] for line in lines if "StaticText 'loaded" in line))
+            errors.append(next(line.split("StaticText ", 1)[1] for line in lines if "StaticText 'errors" in line))
+            stalls.append(env.trajectory()["replay"].get("stalled", 0))
     finally:
         env.close()
     names = [[item.split("@")[0] for item in order.strip("'").split()[1:]] for order in orders]
-    assert names[0] == ["css-big", "css-small", "img-big", "img-small", "css-gone!", "frame"], orders
+    assert names[0] == ["css-big", "css-small", "img-big", "img-small", "css-gone!", "frame", "img-last"], orders
     assert orders[0] == orders[1] == orders[2], orders  # (the clock read after each, the same every time)
+    assert errors == ["'errors link'"] * 3, errors  # (the 404 stylesheet's error, once)
+    assert stalls == [0, 0, 0], stalls

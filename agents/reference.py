@@ -228,6 +228,7 @@ class ReferenceAgent(Agent):
         self.last_kind: str | None = None
         self.scroll_at = (0, 0)
         self.waited_at: int | None = None  # the step (position) already waited for once
+        self.shown_at: int | None = None  # the click-at step whose element was brought into view
 
     def config(self) -> dict:
         return {"finds_targets_by": ["role", "name", "css"], "checks_answer_evidence": True}
@@ -247,6 +248,7 @@ class ReferenceAgent(Agent):
         self.last_kind = None
         self.scroll_at = (0, 0)
         self.waited_at = None
+        self.shown_at = None
 
     def _wait_once(self, n) -> dict | None:
         """For the step just read, whose target or evidence is not there: once, a ``noop`` as long
@@ -355,7 +357,12 @@ class ReferenceAgent(Agent):
                 self.last_kind = kind
                 thought = f"reference step {n}: {kind} {target.get('role')} {target.get('name')!r}"
                 point = _click_point(step.get("at"), el.get("bbox")) if kind == "click" else None
-                if point is not None:  # where in the element the person clicked (a slider's track)
+                if point is not None and not el.get("visible", True) and self.shown_at != self.pos - 1:
+                    # the element is out of view, where a point of it cannot be clicked: hovered first
+                    # (which scrolls it into view), the step read again after it
+                    self.shown_at = self.pos = self.pos - 1
+                    return {"action": f"hover({quote(bid)})", "thought": f"{thought}: bring it into view first"}
+                if point is not None and el.get("visible", True):  # where in the element the person clicked
                     return {"action": f"mouse_click({point[0]}, {point[1]})", "thought": f"{thought} at {point}"}
                 if kind in ("click", "dblclick"):
                     return {"action": f"{kind}({quote(bid)})", "thought": thought}

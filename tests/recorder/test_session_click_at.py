@@ -2,7 +2,9 @@
 slider moves its handle to the point clicked) keeps where: ``at``, the fractions of the element's
 width and height, when the click landed away from its middle on an element that is no control. The
 reference agent clicks that point of the element as it is laid out now (``mouse_click(x, y)``),
-where it clicked the middle, and the slider took another value (11 for the person's 16)."""
+where it clicked the middle, and the slider took another value (11 for the person's 16). A track
+below the fold is hovered first (which scrolls it into view): a point of an element out of view
+cannot be clicked."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ SCRIPT = '''
 from webfreeze.recorder.session import record_answer
 def run(page):
     page.wait_for_function("performance.getEntriesByName('first-paint').length > 0")
+    page.locator("#track").scroll_into_view_if_needed()
     box = page.locator("#track").bounding_box()
     page.mouse.click(box["x"] + box["width"] * 0.75, box["y"] + box["height"] / 2)
     page.get_by_text("Value: 15").wait_for()
@@ -45,8 +48,10 @@ def run(page):
 '''
 
 
-def test_a_click_on_a_track_keeps_where_it_landed_and_replays_there(cli, tmp_path):
-    steps = record_session(cli, tmp_path, PAGE, SCRIPT, "price")
+@pytest.mark.parametrize("below", [0, 2000], ids=["in-view", "below-the-fold"])
+def test_a_click_on_a_track_keeps_where_it_landed_and_replays_there(cli, tmp_path, below):
+    page = PAGE.replace("margin: 40px;", f"margin: {40 + below}px 40px 40px;")
+    steps = record_session(cli, tmp_path, page, SCRIPT, "price")
     track, ok = [s for s in steps if s["action"] == "click"]
     assert track["at"][0] == pytest.approx(0.75, abs=0.01) and track["at"][1] == pytest.approx(0.5, abs=0.1), track
     assert "at" not in ok  # (a button: where it landed does not matter)

@@ -191,7 +191,8 @@ WEBSOCKET_PARTED_WORDS = "a WebSocket whose conversation parted from the recordi
 # What a parted conversation says to the task's author: recording again as it was does not mend it.
 PARTED_HINT = ("; recording it again as it was will not mend it: a session whose actions came sooner than the "
                "replay's steps settle (up to 1 s of the page's time each) had its messages grouped or ordered "
-               "otherwise live; record it pausing a second after each action (docs/authoring.md)")
+               "otherwise live, so record it pausing a second after each action; a message that differs in a "
+               "clock or a random id is set aside by the replay rule socket_volatile (docs/authoring.md)")
 
 
 def describe_miss(miss: dict) -> str:
@@ -207,8 +208,8 @@ def describe_miss(miss: dict) -> str:
             else "is a WebSocket the replay could not serve (no recording of it, or the page's messages parted "
             "from the recording)" if socket
             else CAPTURED_OTHERWISE.get(miss.get("captured"), "was not captured"))
-    if socket and str(miss.get("why") or "").startswith(WEBSOCKET_PARTED_WORDS):
-        said += PARTED_HINT
+    if socket and miss.get("step") is not None and str(miss.get("why") or "").startswith(WEBSOCKET_PARTED_WORDS):
+        said += PARTED_HINT  # (after an action; on the start page no action came too soon)
     return f"{where}: {miss['method']} {miss['url']} ({miss['kind']}) {said}"
 
 

@@ -725,9 +725,9 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                             # cut off): capture it again, now that the site answered, and check that.
                             recaptures += 1
                             first_broken = dict(broken)
-                            broken.clear()  # (what the new capture's code answered, not the first's)
                             if shown is page:
                                 shown = page = fresh_tab(page)
+                            broken.clear()  # (what the new capture's code answered, not the first's)
                             try:
                                 status2, title2, dom2, shot2, links2, _, fragments2 = _capture(shown, url, screenshots)
                             except PlaywrightError:

@@ -78,6 +78,9 @@ NO_BEACONS_JS = """(() => {
   if (typeof F === 'function') {
     globalThis.fetch = function fetch(input, init) {
       if (init && typeof init === 'object' && init.keepalive) { init = Object.assign({}, init, {keepalive: false}); }
+      if (typeof Request === 'function' && input instanceof Request && input.keepalive) {
+        input = new Request(input, {keepalive: false});
+      }
       return F.call(this, input, init);
     };
   }

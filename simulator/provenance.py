@@ -50,9 +50,10 @@ def answer_record(kind: str, method: str, url: str, level: str, status: int, *, 
                   score: float | None = None, capture_url: str | None = None, mime: str | None = None,
                   size: int | None = None, why: str | None = None) -> dict:
     """One answered request: ``main`` when it is a hop of the main frame's navigation; ``mime`` and
-    ``size`` (bytes) describe the body served, when known; ``why``: a WebSocket miss's reason, or
-    :data:`OPEN_STREAM_WHY`
-    (no recording of it, opened more often than recorded, or where its conversation parted)."""
+    ``size`` (bytes) describe the body served, when known; ``why``: a WebSocket miss's reason (no
+    recording of it, opened more often than recorded, or where its conversation parted), the
+    socket's second, ``canonical`` record's ``WEBSOCKET_SET_ASIDE`` (a message matched only with its
+    ``socket_volatile`` parts set aside), or :data:`OPEN_STREAM_WHY`."""
     rec = {"kind": kind, "method": method, "url": url, "level": level if level in _RANK else "miss",
            "status": status, "main": main}
     if score is not None:

@@ -49,12 +49,17 @@ def test_a_websocket_miss_says_why_the_replay_could_not_serve_it():
     assert misses == [{"step": None, "kind": "xhr", "method": "GET", "url": "ws://bokeh.test/app/ws", "why": why}]
     # a conversation that parted: recording it again as it was does not mend it (Shiny groups the
     # messages of quick actions live; the replay's steps send their own), and the line says so
-    from webfreeze.eval.authoring import PARTED_HINT
+    from webfreeze.eval.authoring import PARTED_HINT, WEBSOCKET_PARTED_WORDS
+    from webfreeze.replayer.websocket import WEBSOCKET_PARTED
 
+    assert WEBSOCKET_PARTED_WORDS == WEBSOCKET_PARTED  # (the hint keys on the replay's own words)
+    # on the start page no action came too soon: the reason alone, no advice about pausing
     assert describe_miss(misses[0]) == (
-        f"the start page: GET ws://bokeh.test/app/ws (xhr) is a WebSocket the replay could not serve ({why})"
-        + PARTED_HINT)
+        f"the start page: GET ws://bokeh.test/app/ws (xhr) is a WebSocket the replay could not serve ({why})")
+    after = describe_miss(dict(misses[0], step=2))
+    assert after.endswith(f"could not serve ({why})" + PARTED_HINT) and after.startswith("reference step 2")
     assert "recording it again as it was will not mend it" in PARTED_HINT and "pausing a second" in PARTED_HINT
+    assert "socket_volatile" in PARTED_HINT
     bare = {k: v for k, v in misses[0].items() if k != "why"}
     assert describe_miss(bare).endswith("(no recording of it, or the page's messages parted from the recording)")
     unrecorded = dict(misses[0], why="a WebSocket the archive holds no recording of")

@@ -158,3 +158,23 @@ def test_a_post_captured_only_as_another_kind_is_named_so(tmp_path):
     assert [n.get("captured") for n in notes] == ["kind", "redacted"], notes
     assert describe_miss(notes[0]).startswith(f"reference step 10: POST {url} (xhr) was captured only as another "
                                               "kind of request (a form's submission, say), never as this one")
+
+
+def test_a_beacon_captured_with_another_body_is_not_called_another_kind(tmp_path):
+    # A beacon (navigator.sendBeacon) is sent with Sec-Fetch-Dest "empty", as an XHR is, but the
+    # replay counts it among the subresources: a miss of it whose archive holds the same POST with
+    # another body was called "captured only as another kind of request". Only a document against
+    # no document is another kind.
+    from webfreeze.archives import Exchange, new_archive_atomically
+    from webfreeze.checks.drift import note_captured
+
+    url = "http://stats.test/beacon"
+    with new_archive_atomically(tmp_path / "a.wfz") as arc:
+        sid = arc.new_session("test", source="test_miss_words")
+        arc.add_exchange(Exchange(session_id=sid, url=url, method="POST", status=204, payload=b"",
+                                  captured_at="2024-03-01T12:00:00Z", req_body=b'{"seen": 1}',
+                                  req_headers=[("Content-Type", "text/plain"), ("Sec-Fetch-Dest", "empty")],
+                                  resp_headers=[]))
+    misses = [{"step": 2, "kind": kind, "method": "POST", "url": url} for kind in ("subresource", "xhr", "document")]
+    notes = note_captured(tmp_path / "a.wfz", misses)
+    assert [n.get("captured") for n in notes] == ["body", "body", "kind"], notes

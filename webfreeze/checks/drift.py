@@ -339,7 +339,7 @@ def note_captured(archive, misses: list[dict]) -> list[dict]:
             if url.startswith(("http:", "https:")):
                 held = list(arc.exchanges(url=url, method=method, limit=20))
                 if held:
-                    alike = [ex for ex in held if _fetched_as(ex) in (None, m.get("kind"))]
+                    alike = [ex for ex in held if _fetched_as(ex) in (None, m.get("kind") == "document")]
                     if method.upper() not in ("GET", "HEAD") and not alike:
                         m["captured"] = "kind"
                     elif method.upper() not in ("GET", "HEAD"):  # (a GET has no body: missed for another cause)
@@ -354,11 +354,12 @@ def note_captured(archive, misses: list[dict]) -> list[dict]:
     return out
 
 
-def _fetched_as(exchange) -> str | None:
-    """The kind of request (``document``, ``xhr``) an exchange's ``Sec-Fetch-Dest`` says the browser
-    sent, None where it says nothing (a recording without the header, or another destination)."""
+def _fetched_as(exchange) -> bool | None:
+    """Whether an exchange's ``Sec-Fetch-Dest`` says the browser sent it as a document (a
+    navigation, a frame's) or as no document (``empty``: a script's XHR or fetch, a beacon); None
+    where it says nothing (a recording without the header, or another destination)."""
     dest = (exchange.request.header("Sec-Fetch-Dest") or "").lower()
-    return {"document": "document", "iframe": "document", "frame": "document", "empty": "xhr"}.get(dest)
+    return {"document": True, "iframe": True, "frame": True, "empty": False}.get(dest)
 
 
 def _placeholders(exchange) -> bool:

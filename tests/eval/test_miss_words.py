@@ -111,23 +111,29 @@ def test_a_request_captured_with_other_query_parameters_points_at_the_rule():
                                    "that may differ: replay_rules' ignorable_params)")
 
 
+def _posts(path, *posts) -> None:
+    """An archive at ``path`` holding one POST exchange per ``(url, status, body, req_headers)``."""
+    from webfreeze.archives import Exchange, new_archive_atomically
+
+    with new_archive_atomically(path) as arc:
+        sid = arc.new_session("test", source="test_miss_words")
+        for url, status, body, headers in posts:
+            arc.add_exchange(Exchange(session_id=sid, url=url, method="POST", status=status, payload=b"{}",
+                                      captured_at="2024-03-01T12:00:00Z", req_body=body, req_headers=headers,
+                                      resp_headers=[("Content-Type", "application/json")]))
+
+
 def test_a_post_captured_with_other_redaction_placeholders_is_named_so(tmp_path):
     # Verdaccio's login POST, recorded and redacted once per snapshot (record session --redact): the
     # same password has another placeholder in each, so the reference of the first never matches the
     # second's POST; drift called the task an incomplete capture without saying why
-    from webfreeze.archives import Exchange, new_archive_atomically
     from webfreeze.checks.drift import note_captured
     from webfreeze.eval.authoring import describe_miss
 
     url, form = "http://npm.test/-/verdaccio/sec/login", "http://npm.test/-/verdaccio/sec/form"
-    with new_archive_atomically(tmp_path / "a.wfz") as arc:
-        sid = arc.new_session("test", source="test_miss_words")
-        for where, body in ((url, b'{"username":"walker","password":"wfredacted-34631aefe71de6ec"}'),
-                            (form, b'{"username":"walker","password":"walkpass123"}')):
-            arc.add_exchange(Exchange(session_id=sid, url=where, method="POST", status=200, payload=b"{}",
-                                      captured_at="2024-03-01T12:00:00Z", req_body=body,
-                                      req_headers=[("Content-Type", "application/json")],
-                                      resp_headers=[("Content-Type", "application/json")]))
+    json_type = [("Content-Type", "application/json")]
+    _posts(tmp_path / "a.wfz", (url, 200, b'{"username":"walker","password":"wfredacted-34631aefe71de6ec"}', json_type),
+           (form, 200, b'{"username":"walker","password":"walkpass123"}', json_type))
     notes = note_captured(tmp_path / "a.wfz", [{"step": 5, "kind": "xhr", "method": "POST", "url": u} for u in (url, form)])
     assert [n.get("captured") for n in notes] == ["redacted", "body"], notes
     assert describe_miss(notes[0]) == (
@@ -142,17 +148,12 @@ def test_a_post_captured_only_as_another_kind_is_named_so(tmp_path):
     # the edit page) before the session's first keystroke, which came sooner live; the archive holds
     # that URL's POST only as the form's submission (a document, its CSRF token redacted). The line
     # said "redaction placeholders", which had nothing to do with it.
-    from webfreeze.archives import Exchange, new_archive_atomically
     from webfreeze.checks.drift import note_captured
     from webfreeze.eval.authoring import describe_miss
 
     url = "http://cms.test/admin/pages/3/edit/"
-    with new_archive_atomically(tmp_path / "a.wfz") as arc:
-        sid = arc.new_session("test", source="test_miss_words")
-        arc.add_exchange(Exchange(session_id=sid, url=url, method="POST", status=302, payload=b"",
-                                  captured_at="2024-03-01T12:00:00Z", req_body=b"csrfmiddlewaretoken=wfredacted-1a2b3c4d5e6f7a8b",
-                                  req_headers=[("Content-Type", "application/x-www-form-urlencoded"),
-                                               ("Sec-Fetch-Dest", "document")], resp_headers=[]))
+    _posts(tmp_path / "a.wfz", (url, 302, b"csrfmiddlewaretoken=wfredacted-1a2b3c4d5e6f7a8b",
+                                [("Content-Type", "application/x-www-form-urlencoded"), ("Sec-Fetch-Dest", "document")]))
     misses = [{"step": 10, "kind": kind, "method": "POST", "url": url} for kind in ("xhr", "document")]
     notes = note_captured(tmp_path / "a.wfz", misses)
     assert [n.get("captured") for n in notes] == ["kind", "redacted"], notes
@@ -165,16 +166,10 @@ def test_a_beacon_captured_with_another_body_is_not_called_another_kind(tmp_path
     # replay counts it among the subresources: a miss of it whose archive holds the same POST with
     # another body was called "captured only as another kind of request". Only a document against
     # no document is another kind.
-    from webfreeze.archives import Exchange, new_archive_atomically
     from webfreeze.checks.drift import note_captured
 
     url = "http://stats.test/beacon"
-    with new_archive_atomically(tmp_path / "a.wfz") as arc:
-        sid = arc.new_session("test", source="test_miss_words")
-        arc.add_exchange(Exchange(session_id=sid, url=url, method="POST", status=204, payload=b"",
-                                  captured_at="2024-03-01T12:00:00Z", req_body=b'{"seen": 1}',
-                                  req_headers=[("Content-Type", "text/plain"), ("Sec-Fetch-Dest", "empty")],
-                                  resp_headers=[]))
+    _posts(tmp_path / "a.wfz", (url, 204, b'{"seen": 1}', [("Content-Type", "text/plain"), ("Sec-Fetch-Dest", "empty")]))
     misses = [{"step": 2, "kind": kind, "method": "POST", "url": url} for kind in ("subresource", "xhr", "document")]
     notes = note_captured(tmp_path / "a.wfz", misses)
     assert [n.get("captured") for n in notes] == ["body", "body", "kind"], notes

@@ -915,6 +915,8 @@ class _Connection(asyncio.Protocol):
             self.closed = True
             return
         server.replay.stats["hits"] += 1
+        if pick.level == "fuzzy":  # (another capture's conversation: counted as the HTTP answers are)
+            server.replay.stats["fuzzy"] = server.replay.stats.get("fuzzy", 0) + 1
         server._socket_report(url, pick.level)
         accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
         protocol = pick.recording.answer_protocol(header_value(self._headers, "sec-websocket-protocol", ""))

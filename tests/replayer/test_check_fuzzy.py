@@ -33,7 +33,8 @@ ws.onmessage = (e) => { document.getElementById('ws').textContent = e.data; };
 CAPTURED_TEXT = "Stamped item 7 in stock news of the day"
 
 
-def test_a_fuzzy_document_xhr_or_socket_is_named_by_the_check_and_missed_by_the_environment(tmp_path):
+def _archive(tmp_path):
+    """The page, its XHR and its socket, each recorded with a stamp the replayed page does not send."""
     archive = tmp_path / "fuzzy.wfz"
     with new_archive_atomically(archive) as arc:
         sid = arc.new_session("test", source="test_check_fuzzy")
@@ -47,6 +48,11 @@ def test_a_fuzzy_document_xhr_or_socket_is_named_by_the_check_and_missed_by_the_
             "messages": [{"from_client": False, "type": "text", "content": "news of the day", "time": 1767225600.6}]})
         arc.add_page(session_id=sid, url=SITE + "/", captured_at="2026-01-01T00:00:01Z", title="Stamped",
                      dom=f"<html><body><p>{CAPTURED_TEXT}</p></body></html>".encode())
+    return archive
+
+
+def test_a_fuzzy_document_xhr_or_socket_is_named_by_the_check_and_missed_by_the_environment(tmp_path):
+    archive = _archive(tmp_path)
     env = dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home"))
     r = run_cli("replay", "check", archive, "--report", tmp_path / "report", env=env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr  # no miss for a person browsing
@@ -69,3 +75,49 @@ def test_a_fuzzy_document_xhr_or_socket_is_named_by_the_check_and_missed_by_the_
     missed = sorted(a["url"] for a in trajectory["replay"]["start"]["answers"] if a["level"] == "miss")
     assert missed == fuzzy and trajectory["replay"]["compromised"] is True, trajectory["replay"]
     assert "item 7" not in obs["axtree_text"]
+
+
+def test_replay_serve_counts_its_fuzzy_answers_sockets_too(tmp_path):
+    """`replay serve` gives a person the nearest capture (an XHR's, a WebSocket's) and says how
+    many answers were such when it stops; a socket answered so was counted as a plain hit."""
+    import http.client
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    archive = _archive(tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "webfreeze", "replay", "serve", str(archive), "--mode", "direct",
+                             "--port", str(port), "--miss-report", str(tmp_path / "m.jsonl")],
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")))
+    try:
+        deadline = time.monotonic() + 120  # (the server's start, slow on a loaded machine)
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                conn.request("GET", "/2026id_/" + SITE + "/api?item=7&stamp=replayed")
+                answer = conn.getresponse()
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert (answer.read(), answer.getheader("X-Webfreeze-Match")) == (b"item 7 in stock", "fuzzy")
+        conn.close()
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as ws:
+            ws.sendall(b"GET /2026id_/ws://fuzzy-check.test/feed?doc=replayed HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                       b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += ws.recv(4096)
+        assert head.startswith(b"HTTP/1.1 101") and b"X-Webfreeze-Match: fuzzy" in head, head
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert ("served 2 requests: 2 from the archive (2 of them another capture's, the nearest: fuzzy), "
+            "0 by site models, 0 misses") in err, err

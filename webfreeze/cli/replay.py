@@ -65,10 +65,17 @@ def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject
                        f"(replayed), listing at {srv.url}/", err=True)
 
     server.serve_forever(on_ready=ready)
-    s = server.stats
-    click.echo(f"served {s['requests']} requests: {s['hits']} from the archive, {s['model']} by site models, "
-               f"{s['misses']} misses" + (f" (listed in {server.miss_report})" if s["misses"] and server.miss_report
-                                          else ""), err=True)
+    click.echo(served_line(server.stats, server.miss_report), err=True)
+
+
+def served_line(s: dict, miss_report) -> str:
+    """What a replay server answered, in one line: the archive's answers (those another capture gave,
+    the nearest to a request no capture matched, said apart), site models' and misses."""
+    fuzzy = s.get("fuzzy", 0)
+    return (f"served {s['requests']} requests: {s['hits']} from the archive"
+            + (f" ({fuzzy} of them another capture's, the nearest: fuzzy)" if fuzzy else "")
+            + f", {s['model']} by site models, {s['misses']} misses"
+            + (f" (listed in {miss_report})" if s["misses"] and miss_report else ""))
 
 
 def browse_flags(mode: str, replay_url: str, profile: str) -> list[str]:
@@ -159,8 +166,7 @@ def replay_browse(archive_path, mode, url, port, seed, headless):
             _stop_group(proc)
         server.stop()
         shutil.rmtree(profile, ignore_errors=True)
-    s = server.stats
-    click.echo(f"served {s['requests']} requests: {s['hits']} from the archive, {s['misses']} misses", err=True)
+    click.echo(served_line(server.stats, None), err=True)
 
 
 def _stop_group(proc) -> None:

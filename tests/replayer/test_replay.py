@@ -570,7 +570,7 @@ def test_cli_serve_direct_until_sigterm(site_archive, tmp_path):
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
-    assert "served 2 requests: 1 from the archive, 0 by site models, 1 misses" in err
+    assert "served 2 requests: 1 from the archive, 0 by site models, 1 miss" in err
     assert json.loads((tmp_path / "m.jsonl").read_text())["url"] == "http://nowhere.test/"
 
 

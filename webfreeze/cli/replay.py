@@ -72,9 +72,9 @@ def served_line(s: dict, miss_report) -> str:
     """What a replay server answered, in one line: the archive's answers (those another capture gave,
     the nearest to a request no capture matched, said apart), site models' and misses."""
     fuzzy = s.get("fuzzy", 0)
-    return (f"served {s['requests']} requests: {s['hits']} from the archive"
+    return (f"served {counted(s['requests'], 'request')}: {s['hits']} from the archive"
             + (f" ({fuzzy} of them another capture's, the nearest: fuzzy)" if fuzzy else "")
-            + f", {s['model']} by site models, {s['misses']} misses"
+            + f", {s['model']} by site models, {counted(s['misses'], 'miss', 'misses')}"
             + (f" (listed in {miss_report})" if s["misses"] and miss_report else ""))
 
 

@@ -33,6 +33,7 @@ def archive_digest(path) -> str:
 
 # maintenance, imported on first use: name -> module
 _MAINTENANCE = {"info": "maintenance", "storage": "maintenance", "diff": "maintenance", "merge": "maintenance", "gc": "maintenance",
+                "sessions": "maintenance",
                 "pack": "maintenance", "export": "warc_export", "import_files": "importer"}
 
 

@@ -184,7 +184,7 @@ def diff(a: str | os.PathLike, b: str | os.PathLike) -> list[DiffEntry]:
 
 
 # ------------------------------------------------------------------------------------ merge
-def merge(sources: list[str | os.PathLike], dest: str | os.PathLike) -> dict:
+def merge(sources: list[str | os.PathLike], dest: str | os.PathLike, *, skip_sessions=()) -> dict:
     """Merge archives into ``dest`` (created if missing, with the first source's metadata), in one
     transaction.
 
@@ -193,27 +193,78 @@ def merge(sources: list[str | os.PathLike], dest: str | os.PathLike) -> dict:
     exists in both with different contents is an error rather than a silent overwrite. Every blob
     the destination does not have yet is decoded and its digest checked before it is copied: a
     damaged one stops the merge, which then changes nothing.
+
+    ``skip_sessions`` (ids, as :func:`sessions` lists them) are left out with their exchanges,
+    pages and the documents named after them (their WebSocket conversations, a recorded session's
+    trajectory and DOM snapshots); leaving out a crawl's session leaves out the crawl resume states
+    of its archive too (a crawl's state spans its sessions: the next crawl starts afresh). Then
+    the blobs nothing refers to are removed and the file compacted (:func:`gc`). A live run's
+    episode session cannot be left out (the run's index of episodes names it).
     """
     for s in sources:
         if not Path(s).exists():
             raise ArchiveError(f"{s}: no such archive")
         if Path(dest).exists() and Path(s).resolve() == Path(dest).resolve():
             raise ArchiveError(f"{s}: cannot merge an archive into itself")
+    skip = set(skip_sessions)
     opened = [Archive.open(s) for s in sources]
     try:
+        _check_skipped(opened, skip)
         if Path(dest).exists():
             with Archive.open(dest, write=True) as arc:
-                return _merge_attached(arc, opened)
-        first = opened[0].meta()
-        seed = {k: first.get(k) or "" for k in ("creator", "description", "license")}
-        with new_archive_atomically(dest, replay_rules=first.get("replay_rules") or {}, **seed) as arc:
-            return _merge_attached(arc, opened)
+                stats = _merge_attached(arc, opened, skip)
+        else:
+            first = opened[0].meta()
+            seed = {k: first.get(k) or "" for k in ("creator", "description", "license")}
+            with new_archive_atomically(dest, replay_rules=first.get("replay_rules") or {}, **seed) as arc:
+                stats = _merge_attached(arc, opened, skip)
     finally:
         for src in opened:
             src.close()
+    if skip:
+        stats["blobs_removed"] = gc(dest)["blobs_removed"]
+    return stats
 
 
-def _merge_attached(arc: Archive, sources: list[Archive]) -> dict:
+def _check_skipped(sources: list[Archive], skip: set) -> None:
+    """Every session to leave out is in a source, and none is a live run's episode."""
+    found = {}
+    for src in sources:
+        for sid in skip:
+            row = src.session(sid)
+            if row is not None:
+                found[sid] = row["kind"]
+    missing = sorted(skip - set(found))
+    if missing:
+        raise ArchiveError(f"no session {missing[0]} in {', '.join(str(s.path) for s in sources)} "
+                           "('webfreeze archive sessions ARCHIVE' lists them)")
+    live = sorted(sid for sid, kind in found.items() if kind == "live")
+    if live:
+        raise ArchiveError(f"session {live[0]} is a live run's episode: the run's index of episodes names it, so it "
+                           "cannot be left out")
+
+
+def _session_documents(name: str, skip: set) -> bool:
+    """Whether the document ``name`` belongs to one of the sessions ``skip``."""
+    parts = name.split("/")
+    return len(parts) > 1 and (parts[1] in skip or parts[1].removesuffix(".json") in skip) and \
+        parts[0] in ("websocket", "trajectories", "dom-snapshots")
+
+
+def sessions(archive: str | os.PathLike) -> list[dict]:
+    """The archive's capture sessions, oldest first: id, kind, source, tool, started_at, ended_at,
+    and how many exchanges and pages each holds."""
+    with Archive.open(archive) as arc, arc.snapshot():
+        q = arc.conn.execute
+        counts = {sid: n for sid, n in q("SELECT session_id, count(*) FROM exchanges GROUP BY session_id")}
+        pages = {sid: n for sid, n in q("SELECT session_id, count(*) FROM pages GROUP BY session_id")}
+        return [{"id": r["id"], "kind": r["kind"], "source": r["source"], "tool": r["tool"],
+                 "started_at": r["started_at"], "ended_at": r["ended_at"],
+                 "exchanges": counts.get(r["id"], 0), "pages": pages.get(r["id"], 0)}
+                for r in q("SELECT * FROM sessions ORDER BY started_at, id")]
+
+
+def _merge_attached(arc: Archive, sources: list[Archive], skip: set = frozenset()) -> dict:
     # SQLite cannot ATTACH inside a transaction: attach every source first, then copy in one.
     aliases = []
     try:
@@ -221,7 +272,7 @@ def _merge_attached(arc: Archive, sources: list[Archive]) -> dict:
             arc.conn.execute(f"ATTACH DATABASE ? AS src{i}", (sqlite_uri(src.path, mode="ro"),))
             aliases.append((f"src{i}", src))
         with arc.transaction():
-            return _merge_into(arc, aliases)
+            return _merge_into(arc, aliases, skip)
     finally:
         for alias, _ in aliases:
             arc.conn.execute(f"DETACH DATABASE {alias}")
@@ -231,13 +282,19 @@ _COPY_COLUMNS = ("session_id, captured_at, method, url, surt, body_key, status, 
                  "req_headers, req_body, req_body_size, resp_headers, payload, payload_size, extra")
 
 
-def _merge_into(arc: Archive, aliases: list[tuple[str, Archive]]) -> dict:
+def _merge_into(arc: Archive, aliases: list[tuple[str, Archive]], skip: set = frozenset()) -> dict:
     stats = Counter()
     q = arc.conn.execute
     for alias, src in aliases:
         new_sessions = [r[0] for r in q(
             f"SELECT id FROM {alias}.sessions WHERE id NOT IN (SELECT id FROM main.sessions)")]
-        stats["sessions_skipped"] += q(f"SELECT count(*) FROM {alias}.sessions").fetchone()[0] - len(new_sessions)
+        left_out = [sid for sid in new_sessions if sid in skip]
+        new_sessions = [sid for sid in new_sessions if sid not in skip]
+        crawl_left_out = any(src.session(sid)["kind"] == "crawl" for sid in left_out)
+        if left_out:
+            stats["sessions_left_out"] += len(left_out)
+        stats["sessions_skipped"] += q(f"SELECT count(*) FROM {alias}.sessions").fetchone()[0] - len(new_sessions) \
+            - len(left_out)
         q("CREATE TEMP TABLE IF NOT EXISTS merge_sessions(id TEXT PRIMARY KEY)")
         q("DELETE FROM temp.merge_sessions")
         arc.conn.executemany("INSERT INTO temp.merge_sessions VALUES (?)", [(s,) for s in new_sessions])
@@ -281,6 +338,9 @@ def _merge_into(arc: Archive, aliases: list[tuple[str, Archive]]) -> dict:
         stats["pages_added"] += cur.rowcount
         q(f"INSERT OR IGNORE INTO main.digest_aliases SELECT * FROM {alias}.digest_aliases")
         for name, digest, size, updated in q(f"SELECT name, digest, size, updated_at FROM {alias}.documents").fetchall():
+            if _session_documents(name, set(left_out)) or (crawl_left_out and name.startswith("crawls/")):
+                stats["documents_left_out"] += 1
+                continue
             mine = q("SELECT digest FROM main.documents WHERE name=?", (name,)).fetchone()
             if mine is None:
                 q("INSERT INTO main.documents VALUES (?,?,?,?)", (name, digest, size, updated))

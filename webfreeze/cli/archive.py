@@ -11,7 +11,7 @@ import click
 from webfreeze.archives import Archive
 from webfreeze.archives.content import decode_for_display
 from webfreeze.archives.importer import import_files
-from webfreeze.archives.maintenance import diff, gc, info, merge, pack
+from webfreeze.archives.maintenance import diff, gc, info, merge, pack, sessions
 from webfreeze.archives.urlkey import surt_key
 from webfreeze.archives.verify import require_intact, verify
 from webfreeze.archives.warc_export import export
@@ -306,10 +306,31 @@ def archive_diff(a, b, as_json, exit_code):
 @click.argument("sources", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--into", "dest", required=True, type=click.Path(dir_okay=False),
               help="Destination archive; created if it does not exist.")
-def archive_merge(sources, dest):
-    """Merge archives into one, deduplicating blobs; sessions already present are skipped."""
-    stats = merge(list(sources), dest)
+@click.option("--skip-session", "skip", multiple=True, metavar="ID",
+              help="Leave this capture session out, with its exchanges, pages and documents (repeatable; "
+                   "'archive sessions' lists them): a recording that went wrong.")
+def archive_merge(sources, dest, skip):
+    """Merge archives into one, deduplicating blobs; sessions already present are skipped.
+
+    With --skip-session, the copy leaves those sessions out, and the blobs nothing refers to
+    any more are removed: 'archive merge shop.wfz --into shop-fixed.wfz --skip-session ID' drops a
+    session that went wrong."""
+    stats = merge(list(sources), dest, skip_sessions=skip)
     click.echo(f"merged into {dest}: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(stats.items())))
+
+
+@archive_group.command("sessions")
+@click.argument("archive_path", metavar="ARCHIVE", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def archive_sessions(archive_path, as_json):
+    """List the capture sessions: id, kind, start time, exchanges, pages, source."""
+    rows = sessions(archive_path)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        click.echo(f"{r['id']}  {r['kind']:<8} {r['started_at'][:19]}  {r['exchanges']:>6} exchanges  "
+                   f"{r['pages']:>4} pages  {r['source']}")
 
 
 @archive_group.command("gc")

@@ -264,7 +264,7 @@ def sessions(archive: str | os.PathLike) -> list[dict]:
                 for r in q("SELECT * FROM sessions ORDER BY started_at, id")]
 
 
-def _merge_attached(arc: Archive, sources: list[Archive], skip: set = frozenset()) -> dict:
+def _merge_attached(arc: Archive, sources: list[Archive], skip: frozenset | set = frozenset()) -> dict:
     # SQLite cannot ATTACH inside a transaction: attach every source first, then copy in one.
     aliases = []
     try:
@@ -282,7 +282,7 @@ _COPY_COLUMNS = ("session_id, captured_at, method, url, surt, body_key, status, 
                  "req_headers, req_body, req_body_size, resp_headers, payload, payload_size, extra")
 
 
-def _merge_into(arc: Archive, aliases: list[tuple[str, Archive]], skip: set = frozenset()) -> dict:
+def _merge_into(arc: Archive, aliases: list[tuple[str, Archive]], skip: frozenset | set = frozenset()) -> dict:
     stats = Counter()
     q = arc.conn.execute
     for alias, src in aliases:

@@ -55,7 +55,7 @@ def test_a_session_that_went_wrong_is_left_out_of_a_copy(cli_here, tmp_path):
     fixed = tmp_path / "fixed.wfz"
     r = cli_here("archive", "merge", source, "--into", fixed, "--skip-session", ids["bad"])
     assert r.returncode == 0, r.stderr
-    assert "1 sessions left out" in r.stdout and "3 documents left out" in r.stdout, r.stdout
+    assert "1 session left out" in r.stdout and "3 documents left out" in r.stdout, r.stdout
     sessions, urls, pages, docs, digests = _contents(fixed)
     assert sessions == {ids["crawl"], ids["good"], ids["live"]}
     assert urls == pages == ["http://site.test/crawl", "http://site.test/good", "http://site.test/live"]

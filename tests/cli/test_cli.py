@@ -151,8 +151,8 @@ def test_gc_removes_only_unreferenced(cli_here, two_archives):
     with Archive.open(b, write=True) as arc:
         arc.conn.execute("DELETE FROM exchanges WHERE url='http://site.example/new'")
     dry = cli_here("archive", "gc", b, "--dry-run")
-    assert "would remove 1 blobs" in dry.stdout
-    assert "removed 1 blobs" in cli_here("archive", "gc", b).stdout
+    assert "would remove 1 blob " in dry.stdout
+    assert "removed 1 blob " in cli_here("archive", "gc", b).stdout
     assert "removed 0 blobs" in cli_here("archive", "gc", b).stdout
     assert cli_here("archive", "verify", b).returncode == 0
     assert len(cli_here("archive", "ls", b).stdout.splitlines()) == 5

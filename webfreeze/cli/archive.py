@@ -316,7 +316,11 @@ def archive_merge(sources, dest, skip):
     any more are removed: 'archive merge shop.wfz --into shop-fixed.wfz --skip-session ID' drops a
     session that went wrong."""
     stats = merge(list(sources), dest, skip_sessions=skip)
-    click.echo(f"merged into {dest}: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(stats.items())))
+    said = []
+    for key, n in sorted(stats.items()):
+        what, _, done = key.partition("_")  # ("sessions", "left_out"): "1 session left out"
+        said.append(f"{counted(n, what.removesuffix('s'), what)} {done.replace('_', ' ')}")
+    click.echo(f"merged into {dest}: " + ", ".join(said))
 
 
 @archive_group.command("sessions")
@@ -329,8 +333,8 @@ def archive_sessions(archive_path, as_json):
         click.echo(json.dumps(rows, indent=2))
         return
     for r in rows:
-        click.echo(f"{r['id']}  {r['kind']:<8} {r['started_at'][:19]}  {r['exchanges']:>6} exchanges  "
-                   f"{r['pages']:>4} pages  {r['source']}")
+        click.echo(f"{r['id']}  {r['kind']:<8} {r['started_at'][:19]}  {counted(r['exchanges'], 'exchange'):>15}  "
+                   f"{counted(r['pages'], 'page'):>10}  {r['source']}")
 
 
 @archive_group.command("gc")
@@ -341,7 +345,7 @@ def archive_gc(archive_path, dry_run):
     """Remove blobs nothing refers to and compact the file."""
     stats = gc(archive_path, dry_run=dry_run)  # a dry run only reads: no lock, no write
     verb = "would remove" if dry_run else "removed"
-    click.echo(f"{verb} {stats['blobs_removed']} blobs ({human_bytes(stats['blob_bytes_freed'])}); file "
+    click.echo(f"{verb} {counted(stats['blobs_removed'], 'blob')} ({human_bytes(stats['blob_bytes_freed'])}); file "
                f"{human_bytes(stats['file_bytes_before'])} -> {'about ' if dry_run else ''}"
                f"{human_bytes(stats['file_bytes_after'])}")
 

@@ -554,22 +554,34 @@ class Sequencer:
         that answered this session's last state-changing request, or -1 for one no capture
         answered, or None before any; the function giving a capture's antecedent id): when only
         some of ``caps`` followed that capture, the first of those not answered with yet (else the
-        last of them), in place of the n-th."""
+        last of them), in place of the n-th. When none of the captures from the target time on
+        followed it but others did (another capture session's: Gradio's queue stream after the
+        join of a session recorded earlier), those others answer: what followed the request the
+        page made, not another session's stream."""
+        everywhere = []
+        if after is not None and len(caps) > 1:
+            last, antecedent = after
+            everywhere = [c for c in caps if antecedent(c) == last]
         if len(caps) > 1 and when is not None:
             # The sequence starts at the capture closest to the target time and goes on in recorded
             # order within its capture session.
             first = closest(caps, when)
             caps = [c for c in caps if c.session_id == first.session_id
                     and (c.captured_at, c.id) >= (first.captured_at, first.id)]
-        followed = []
-        if after is not None and len(caps) > 1:
-            last, antecedent = after
-            followed = [c for c in caps if antecedent(c) == last]
+        ids = {c.id for c in everywhere}
+        followed = [c for c in caps if c.id in ids]
+        # (only after a request the page made that a capture answered: before any, every session's
+        # first captures "followed" nothing, and the target time decides)
+        elsewhere = bool(everywhere) and not followed and after is not None and after[0] not in (None, -1)
+        if elsewhere:
+            followed = everywhere
+        elif len(followed) == len(caps):
+            followed = []  # (all of them followed it: the order decides)
         with self._lock:
             n = self._seen.get(key, 0)
             self._seen[key] = n + 1
             served = self._served.setdefault(key, set())
-            if followed and len(followed) < len(caps):
+            if followed:
                 cap = next((c for c in followed if c.id not in served), followed[-1])
             else:
                 cap = caps[min(n, len(caps) - 1)]

@@ -24,14 +24,18 @@ T0 = "2024-03-01T12:00:00Z"
 
 
 def build_archive(path, exchanges, **meta):
-    """An archive holding ``exchanges`` (dicts of Exchange fields), one capture session."""
+    """An archive holding ``exchanges`` (dicts of Exchange fields), one capture session (or one per
+    name an exchange gives as ``session``)."""
     with new_archive_atomically(path, **meta) as arc:
-        sid = arc.new_session("test", source="test_replay")
+        sessions: dict = {}
         for ex in exchanges:
             ex = dict(ex)
+            name = ex.pop("session", "")
+            if name not in sessions:
+                sessions[name] = arc.new_session("test", source=f"test_replay {name}".strip())
             ex.setdefault("captured_at", T0)
             ex.setdefault("resp_headers", [("Content-Type", "text/plain")])
-            arc.add_exchange(Exchange(session_id=sid, **ex))
+            arc.add_exchange(Exchange(session_id=sessions[name], **ex))
     return path
 
 
@@ -193,6 +197,34 @@ def test_a_repeated_request_is_answered_from_what_followed_the_last_change(tmp_p
     assert got == [("idle-1", "exact"), ("idle-2", "exact"),
                    ("done B", "exact"), ("done B again", "exact"), ("done B again", "exact"),
                    ("done A", "exact"), ("done A", "exact")]
+
+
+def test_what_followed_the_page_s_join_answers_even_from_another_session(tmp_path, home):
+    """Two actions of a Gradio app recorded as two capture sessions, the queue's stream at the same
+    URL in both (its session hash comes from the seeded page). Replayed at the second session's
+    time, the first session's action gets the stream that followed its own join, not the second
+    session's (which the time alone picks, and served as exact: the wrong answer, unflagged)."""
+    json_ctype = [("Content-Type", "application/json")]
+
+    def join(fn, second, session):
+        return {**text("http://app.test/queue/join?", '{"event_id": "%s"}' % fn.lower(),
+                       f"2024-03-01T12:{second:02d}:00Z", resp_headers=json_ctype),
+                "method": "POST", "req_body": b'{"fn": "%s"}' % fn.encode(), "req_headers": json_ctype,
+                "session": session}
+    path = build_archive(tmp_path / "two.wfz", [
+        join("Greet", 0, "greet"),
+        {**text("http://app.test/queue/data?session_hash=s1", "greeted", "2024-03-01T12:00:01Z"), "session": "greet"},
+        join("Square", 10, "calc"),
+        {**text("http://app.test/queue/data?session_hash=s1", "squared", "2024-03-01T12:10:01Z"), "session": "calc"},
+    ])
+    got = []
+    for fn in (b"Greet", b"Square"):
+        with ReplayServer(path, mode="proxy", confdir=home, when="2024-03-01T12:10:00Z") as srv:
+            proxied(srv, "POST", "http://app.test/queue/join?", body=b'{"fn": "%s"}' % fn,
+                    headers={"Content-Type": "application/json"})
+            resp, body = proxied(srv, "GET", "http://app.test/queue/data?session_hash=s1")
+            got.append((body.decode(), resp.getheader("X-Webfreeze-Match")))
+    assert got == [("greeted", "exact"), ("squared", "exact")]
 
 
 def test_a_state_changing_request_asked_more_often_than_recorded_is_fuzzy_when_its_answers_differ(tmp_path, home):

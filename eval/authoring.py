@@ -324,7 +324,8 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
     lines: :func:`reference_changes`, then :func:`field_changes`). Raises :class:`TaskError` (one
     line) and writes nothing on bad input.
 
-    ``answer`` None keeps a replaced task's answer (a new task needs one). An option left None
+    ``answer`` None keeps a replaced task's answer; a new task's is then the one its session logged
+    (``record_answer``), and a session that logged none is refused. An option left None
     takes, for a new task, its default: ``match`` exact, ``category`` the
     manifest's only category else ``general``, ``instruction`` the session's. For a replaced task
     it keeps the old line's value instead (the instruction: the session's, else the old line's), as
@@ -344,8 +345,10 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
     trajectory = _read_reference(ref_path)
     if match is not None and match not in MATCHES:
         raise TaskError(f"unknown answer check {match!r} ({', '.join(MATCHES)})")
-    if answer is None and not replace:
-        raise TaskError("the task needs an answer: give --answer TEXT")
+    if answer is None and not replace:  # (a new task: the answer the session logged, if it logged one)
+        answer = recorded_answer(trajectory)
+        if answer is None:
+            raise TaskError("the session logged no answer (record_answer in its script): give --answer TEXT")
     if answer is not None and (not isinstance(answer, str) or not answer.strip()):
         raise TaskError("the answer must not be empty")
     tid = task_id or ref_path.stem

@@ -283,9 +283,14 @@ def test_tasks_add_writes_the_line_and_copies_the_reference(authored):
 def test_tasks_add_errors_are_one_line_and_write_nothing(authored, cli_here):
     suite, tmp = authored["suite"], authored["tmp"]
     before = {p: p.read_bytes() for p in suite.rglob("*") if p.is_file()}
+    unanswered = json.loads((tmp / "search-stack.json").read_text())
+    unanswered["steps"] = [s for s in unanswered["steps"] if s.get("action") != "answer"]
+    (tmp / "unanswered.json").write_text(json.dumps(unanswered))
     cases = [
         (["--reference", tmp / "search-stack.json", "--answer", "append()", "--instruction", "x"],
          "already has a task 'search-stack'"),
+        (["--reference", tmp / "unanswered.json", "--instruction", "x"],
+         "the session logged no answer (record_answer in its script): give --answer TEXT"),
         (["--reference", tmp / "search-stack.json", "--answer", "pop()", "--instruction", "x", "--id", "other"],
          "the session answered 'append()'"),
         (["--reference", tmp / "nope.json", "--answer", "x", "--instruction", "x"], "no such reference trajectory"),
@@ -298,6 +303,19 @@ def test_tasks_add_errors_are_one_line_and_write_nothing(authored, cli_here):
     fresh = tmp / "fresh-suite"
     r = cli_here("tasks", "add", fresh, "--reference", tmp / "nope.json", "--answer", "x", "--instruction", "x")
     assert r.returncode == 1 and not fresh.exists()
+
+
+def test_a_new_task_without_answer_takes_the_one_its_session_logged(authored, cli_here):
+    """The session's script stated its answer with ``record_answer``: ``tasks add`` needs no
+    ``--answer`` for it (the check is exact, on what the person logged)."""
+    tmp = authored["tmp"]
+    suite = tmp / "logged-suite"
+    r = cli_here("tasks", "add", suite, "--reference", tmp / "search-stack.json", "--instruction", "Push an item.",
+                 "--archive", tmp / "site.wfz")
+    assert r.returncode == 0, r.stderr
+    (line,) = (suite / "tasks.jsonl").read_text().splitlines()
+    assert json.loads(line)["ground_truth"]["answer"] == {"exact": "append()"}
+    assert "note: the session logged no answer" not in r.stderr
 
 
 def test_a_suite_made_without_archive_is_told_how_to_validate(authored, cli_here):

@@ -68,5 +68,9 @@ def test_a_cancelled_confirm_and_a_typed_prompt_are_named_by_tasks_add(cli, tmp_
             "--match", "normalised")  # (another kind of check, the same answer)
     assert r.returncode == 0, r.stderr
     assert '"answer":{"normalised":"No order."}' in (tmp_path / "suite" / "tasks.jsonl").read_text()
-    r = cli("tasks", "add", tmp_path / "suite", "--reference", tmp_path / "no.json", "--id", "other")
-    assert r.returncode != 0 and r.stderr.strip().endswith("the task needs an answer: give --answer TEXT"), r.stderr
+    # a new task without --answer: the one its session logged
+    r = cli("tasks", "add", tmp_path / "suite", "--reference", tmp_path / "no.json", "--id", "other",
+            "--instruction", "Do not order.")
+    assert r.returncode == 0, r.stderr
+    assert '"id":"other"' in (tmp_path / "suite" / "tasks.jsonl").read_text().splitlines()[-1]
+    assert '"answer":{"exact":"No order."}' in (tmp_path / "suite" / "tasks.jsonl").read_text().splitlines()[-1]

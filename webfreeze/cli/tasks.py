@@ -60,7 +60,8 @@ def tasks_check(suite, as_json):
 @click.option("--reference", "reference", required=True, type=click.Path(dir_okay=False),
               help="The session's trajectory (record session --trajectory); copied into SUITE/references/.")
 @click.option("--answer", "answer", default=None,
-              help="The task's answer (required, but with --replace, which keeps the replaced task's).")
+              help="The task's answer [default: the one the session logged with record_answer; with --replace, "
+                   "the replaced task's].")
 @click.option("--match", type=click.Choice(["exact", "normalised", "must_include"]), default=None,
               help="How an agent's answer is checked against --answer [default: exact; with --replace, "
                    "the replaced task's].")

@@ -45,6 +45,9 @@ WEBSOCKET_PARTED = "a WebSocket whose conversation parted from the recording"
 # Why a served socket is reported once more, at the level ``canonical``: a page's message matched
 # the recorded one only with the parts the replay rule ``socket_volatile`` names set aside.
 WEBSOCKET_SET_ASIDE = "a message of the page matched the recording only with its socket_volatile parts set aside"
+# Why a socket is a miss when no recording matches its URL (what follows it names recordings to the
+# same place with other query parameters, if any).
+NO_RECORDING = "a WebSocket the archive holds no recording of"
 # What a parted conversation's reason quotes of the page's message (characters).
 QUOTE_CHARS = 80
 # Where the two part further in than half a quote, quoted from this many characters before it.
@@ -158,6 +161,22 @@ class SocketIndex:
     def __len__(self) -> int:
         return len(self.recordings)
 
+    def _recorded_otherwise(self, url: str) -> str:
+        """What a miss adds when the archive holds sockets to the same host and path with other query
+        parameters (an id drawn from the clock or at random on each visit: marimo's ``session_id``)."""
+        def place(u: str) -> tuple:
+            parts = urlsplit(http_form(u))
+            return parts.netloc.lower(), parts.path or "/"
+        here = place(url)
+        def ws(u: str) -> str:  # (the same socket, recorded as ws: or http:)
+            return re.sub(r"^http", "ws", http_form(u))
+        others = sorted({ws(r.url) for r in self.recordings if place(r.url) == here})
+        if not others:
+            return ""
+        more = f" and {len(others) - 1} more" if len(others) > 1 else ""
+        return (f" at these query parameters (recorded with others: {others[0]}{more}; parameters that may differ, "
+                "an id drawn from the clock or at random, go in replay_rules' ignorable_params)")
+
     def pick(self, url: str, k: int, *, session: str | None = None, after: float | None = None,
              when: float | None = None) -> Pick:
         """The recording for the ``k``-th (from 0) socket a page opens to ``url``: ``session`` and
@@ -166,7 +185,7 @@ class SocketIndex:
         with self._lock:
             level, _key, caps, _score = self.matcher.candidates("GET", http_form(url), "", "xhr")
         if not caps:
-            return Pick(None, why="a WebSocket the archive holds no recording of")
+            return Pick(None, why=NO_RECORDING + self._recorded_otherwise(url))
         same = [c for c in caps if session is not None and c.session_id == session]
         if not same:
             first = closest(caps, when)

@@ -89,7 +89,11 @@ def test_the_k_th_socket_gets_the_k_th_connection_of_the_page_s_session():
     assert index.pick("wss://APP.test/ws?room=1&utm_source=x", 0, session="s2").level == "canonical"
     # honest matching: another meaningful parameter is no recording of it
     miss = index.pick("ws://app.test/ws?room=2", 0, session="s1")
-    assert miss.recording is None and miss.why == "a WebSocket the archive holds no recording of"
+    assert miss.recording is None and miss.why == (
+        "a WebSocket the archive holds no recording of at these query parameters (recorded with others: "
+        "ws://app.test/ws?room=1; parameters that may differ, an id drawn from the clock or at random, go in "
+        "replay_rules' ignorable_params)")
+    assert index.pick("ws://app.test/other", 0).why == "a WebSocket the archive holds no recording of"
 
 
 def test_the_index_reads_the_archive_s_documents(tmp_path):

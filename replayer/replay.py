@@ -306,6 +306,9 @@ class Replay:
         # whether a state-changing request of this session was answered fuzzily or not at all:
         # the site's state has left the recording's
         self._diverged = False
+        # the captures this session's state-changing requests were answered with (a socket's
+        # messages that followed another action of its session were sent ahead: websocket.py)
+        self.changes_answered: set[int] = set()
         self.models: dict[str, SiteModel] = {}
         self._last_capture: str | None = None
         self.model_state: dict[str, dict] = {}
@@ -377,6 +380,7 @@ class Replay:
             self.when = parse_time(when).timestamp() if when is not None else self.default_when
             self.sequencer.reset()
             self._last_change = None
+            self.changes_answered = set()
             self._diverged = False
             self.cache.clear()  # injected pages depend on the seed
             # Fresh site models, each built when first asked (a model's initial state depends only on
@@ -517,6 +521,7 @@ class Replay:
             cap = closest(caps, target)
         if changes:
             self._last_change = cap.id
+            self.changes_answered.add(cap.id)
             self._diverged = self._diverged or level == "fuzzy"
         cap_id, cap_url = cap.id, cap.url
         built = self._build(cap_id, inject, loaded)

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 from webfreeze.archives.records import IndexEntry
+from webfreeze.archives.timeutil import parse_time
 
 from .matching import Matcher, Rules, closest
 from .replay import DIRECT, direct_original
@@ -48,6 +49,9 @@ WEBSOCKET_SET_ASIDE = "a message of the page matched the recording only with its
 # Why a socket is a miss when no recording matches its URL (what follows it names recordings to the
 # same place with other query parameters, if any).
 NO_RECORDING = "a WebSocket the archive holds no recording of"
+# Why a served socket is reported once more, at the level ``fuzzy``: the page was sent what the server
+# sent after an action the page did not take (Conversation.ahead).
+WEBSOCKET_AHEAD = "a WebSocket that sent what the server sent after an action the page has not taken"
 # What a parted conversation's reason quotes of the page's message (characters).
 QUOTE_CHARS = 80
 # Where the two part further in than half a quote, quoted from this many characters before it.
@@ -56,10 +60,12 @@ QUOTE_CONTEXT = 20
 
 @dataclass(frozen=True)
 class Message:
-    """One recorded message: ``data`` is text (str) or bytes."""
+    """One recorded message: ``data`` is text (str) or bytes; ``time`` when it was recorded (seconds
+    since the epoch; None in documents that did not keep it)."""
 
     from_client: bool
     data: str | bytes
+    time: float | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -74,6 +80,9 @@ class Recording:
     server_closed: bool = False
     close_code: int | None = None
     protocol: str | None = None  # the subprotocol the server chose ("": none; None: not recorded)
+    # the state-changing HTTP requests (not GET, HEAD or OPTIONS) of the connection's capture session
+    # asked while it was open: (time, capture id), in order (SocketIndex.from_archive)
+    actions: tuple[tuple[float, int], ...] = ()
 
     def answer_protocol(self, offered: str) -> str:
         """The subprotocol a replayed handshake answers to a page that offers ``offered`` (its
@@ -89,12 +98,13 @@ class Recording:
 
 def _message(m: dict) -> Message:
     content = m.get("content", "")
+    when = float(m["time"]) if isinstance(m.get("time"), (int, float)) else None
     if m.get("type") == "binary":
         try:
-            return Message(bool(m.get("from_client")), bytes.fromhex(content))
+            return Message(bool(m.get("from_client")), bytes.fromhex(content), when)
         except (TypeError, ValueError):
-            return Message(bool(m.get("from_client")), b"")
-    return Message(bool(m.get("from_client")), str(content))
+            return Message(bool(m.get("from_client")), b"", when)
+    return Message(bool(m.get("from_client")), str(content), when)
 
 
 def read_recording(name: str, doc) -> Recording | None:
@@ -156,6 +166,15 @@ class SocketIndex:
                 rec = None
             if rec is not None:
                 recs.append(rec)
+        if recs:  # (each session's actions: what its sockets' messages may have answered)
+            changes: dict[str, list[tuple[float, int]]] = {}
+            for e in archive.index_entries():
+                if e.method.upper() not in ("GET", "HEAD", "OPTIONS"):
+                    changes.setdefault(e.session_id, []).append((parse_time(e.captured_at).timestamp(), e.id))
+            for i, rec in enumerate(recs):
+                mine = sorted(a for a in changes.get(rec.session_id, ()) if a[0] > rec.opened)
+                if mine:
+                    recs[i] = replace(rec, actions=tuple(mine))
         return cls(recs, rules)
 
     def __len__(self) -> int:
@@ -301,6 +320,18 @@ class Conversation:
                 a, b = as_bytes.sub(b"\x00", a), as_bytes.sub(b"\x00", b)
             return a == b
         return False
+
+    def ahead(self, answered) -> bool:
+        """Whether the page has been sent a server message recorded after an action of the session
+        (a state-changing HTTP request asked while the socket was open) that this replay has not
+        answered with that capture (``answered``: the capture ids it answered state-changing
+        requests with): a result of something the page did not do. (marimo acts by HTTP and
+        answers on its socket, where the page sends nothing for the conversation to wait for.)"""
+        sent = [m.time for m in self._messages[:self._at] if not m.from_client and m.time is not None]
+        if not sent or not self.recording.actions:
+            return False
+        last = max(sent)
+        return any(t < last and cid not in answered for t, cid in self.recording.actions)
 
     @property
     def whole(self) -> bool:

@@ -375,6 +375,10 @@ class BrowserBackend:
     def take_answers(self) -> list[dict]:
         """The responses (and failed requests) the pages reported since the last call, and a
         :func:`settle_record` when a settle since then stopped short or loads stalled."""
+        from webfreeze.replayer.websocket import WEBSOCKET_AHEAD
+
+        for url in self._sockets.ahead(self.server.replay.changes_answered):
+            self._socket_opened(url, "fuzzy", WEBSOCKET_AHEAD)
         with self._answers_lock:
             got, self._answers = self._answers, []
         if self._unsettled or self._stalled:

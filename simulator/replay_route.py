@@ -100,11 +100,26 @@ class SocketRoutes:
         self._doc: tuple[str, float, str] | None = None  # the page's document: session, time, URL
         self._opened: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._conversations: list[list] = []  # [url, Conversation, said ahead] of this replay session
 
     def reset(self, when: float | None = None) -> None:
         """A new replay session (``when``: its target time, as the HTTP replay's)."""
         with self._lock:
             self.when, self._doc, self._opened = when, None, {}
+            self._conversations = []
+
+    def ahead(self, answered) -> list[str]:
+        """The URLs of this session's sockets that have now sent the page what the server sent after
+        an action the page did not take (``answered``: the capture ids the HTTP replay answered
+        state-changing requests with; :meth:`~webfreeze.replayer.websocket.Conversation.ahead`),
+        each said once."""
+        with self._lock:
+            out = []
+            for entry in self._conversations:
+                if not entry[2] and entry[1].ahead(answered):
+                    entry[2] = True
+                    out.append(entry[0])
+            return out
 
     def document(self, capture_id) -> None:
         """The page loaded a main document answered by capture ``capture_id`` (None: not a capture)."""
@@ -178,6 +193,8 @@ class SocketRoutes:
             on_miss(url, pick.why)
             return _close(ws, 1000)
         conversation = Conversation(pick.recording, self.volatile)
+        with self._lock:
+            self._conversations.append([url, conversation, False])
         on_open(url, pick.level)
 
         def on_message(data):

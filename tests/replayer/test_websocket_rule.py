@@ -175,3 +175,41 @@ def test_volatile_parts_set_aside_by_the_rule_match():
     assert Conversation(r).receive(head + b'2024-03-01T12:00:00.000Z"}').parted is not None  # (no rule: parted)
     with pytest.raises(ValueError, match="socket_volatile.*not a regular expression"):
         Rules.from_dict({"socket_volatile": ["date: ("]})
+
+
+def test_a_socket_that_sent_the_results_of_an_action_not_taken_is_ahead(tmp_path):
+    """marimo acts by HTTP (a widget's POST) and answers on its socket, where the page sends nothing:
+    at open, the conversation sends the whole session's pushes, the result of the person's later
+    POST among them. The socket is then *ahead* of the page until the replay answers that POST
+    with its capture; pushes recorded before any action (or after one made before the socket
+    opened) are not."""
+    from datetime import datetime, timezone
+
+    from webfreeze.archives import Exchange
+
+    def at(t):
+        return datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
+    path = tmp_path / "m.wfz"
+    with Archive.create(path) as arc:
+        sid = arc.new_session("session", source="test")
+        ids = {}
+        for name, t in (("login", 1000.0), ("set-value", 1020.0)):
+            ids[name] = arc.add_exchange(Exchange(url=f"http://app.test/api/{name}", method="POST", req_body=b"x=1",
+                                                  req_headers=[("Content-Type", "application/x-www-form-urlencoded")],
+                                                  captured_at=at(t), status=200, reason="OK", payload=b"ok", resp_headers=[],
+                                                  session_id=sid))
+        pushes = doc("ws://app.test/ws", [(False, "rendered"), (False, "hello, stranger")], opened=1005.0)
+        arc.put_document(f"websocket/{sid}/a.json", pushes)  # (messages at 1005 and 1006)
+        later = doc("ws://app.test/ws", [(False, "rendered"), (False, "hello, Ada")], opened=1010.0)
+        later["messages"][1]["time"] = 1021.0  # (the result of the POST at 1020)
+        arc.put_document(f"websocket/{sid}/b.json", later)
+    with Archive.open(path) as arc:
+        index = SocketIndex.from_archive(arc)
+    early, late = sorted(index.recordings, key=lambda r: r.opened)
+    assert [cid for _, cid in late.actions] == [ids["set-value"]]  # (the login came before it opened)
+    c = Conversation(early)
+    assert c.open().send == ["rendered", "hello, stranger"] and not c.ahead(set())
+    c = Conversation(late)
+    assert c.open().send == ["rendered", "hello, Ada"]
+    assert c.ahead(set()) and c.ahead({ids["login"]})
+    assert not c.ahead({ids["set-value"]})  # (the page made that POST: the push is its answer)

@@ -64,8 +64,9 @@ def test_a_fuzzy_document_xhr_or_socket_is_named_by_the_check_and_missed_by_the_
     assert page["text_similarity"] == 1.0  # (the nearest captures gave the page its captured text)
     assert "answered only fuzzily" in (tmp_path / "report" / "report.html").read_text()
     assert (f"note: 1 page got 2 documents, XHR or WebSockets answered only fuzzily (another capture's, its "
-            f"parameters unlike the page's request): the agent environment's honest matching misses them (first: "
-            f"{SITE}/: {fuzzy[0]})") in r.stderr, r.stderr
+            f"parameters unlike the page's request): the agent environment's honest matching misses them, or "
+            f"answers them fuzzily where the archive's rules say a parameter may differ (ignorable_params), and its "
+            f"episodes are replay-compromised either way (first: {SITE}/: {fuzzy[0]})") in r.stderr, r.stderr
     # the agent environment: the same two URLs, misses, and the episode compromised
     from webfreeze.simulator.env import EnvConfig, WebEnv
 

@@ -255,7 +255,9 @@ def replay_check(archive_path, report_dir, seed, limit, mode, port, rules_file):
         n = s["pages_answered_fuzzily"]
         click.echo(f"note: {n} {'page' if n == 1 else 'pages'} got {s['fuzzy_requests']} documents, XHR or WebSockets "
                    f"answered only fuzzily (another capture's, its parameters unlike the page's request): the agent "
-                   f"environment's honest matching misses them (first: {first['url']}: {first['fuzzy'][0]})", err=True)
+                   f"environment's honest matching misses them, or answers them fuzzily where the archive's rules "
+                   f"say a parameter may differ (ignorable_params), and its episodes are replay-compromised either "
+                   f"way (first: {first['url']}: {first['fuzzy'][0]})", err=True)
     if s["pages_with_misses"] or s["pages_with_errors"]:
         sys.exit(1)
 

@@ -17,6 +17,7 @@ import click
 from webfreeze.cli.options import task_options
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.eval.authoring import add_task, capture_misses, describe_miss, stalled_action
+from webfreeze.eval.replay_provenance import summary_line
 from webfreeze.eval.report import write_report
 from webfreeze.eval.score import SUCCESS_KINDS
 from webfreeze.eval.tasks import load_suite
@@ -178,8 +179,12 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
         failing = {e["task_id"] for e in still + still_incomplete}
         for e in problems:
             e["passes_with"] = other if e["task_id"] not in failing else None
+    # reached, but on answers the site did not give (fuzzy, missed, a socket ahead of the page): each
+    # run of the task is replay-compromised too
+    provenance = report.get("replay") or {}
+    compromised = [e["task_id"] for e in provenance.get("episodes_compromised") or []]
     result = {"suite": report["suite"], "tasks": len(report["tasks"]), "expired": expired, "incomplete": incomplete,
-              "backend": backend, "stalled": stalled}
+              "backend": backend, "stalled": stalled, "compromised": compromised}
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
     else:
@@ -188,6 +193,10 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
             click.echo(f"warning: {e['task_id']} reached its answer, but reference step {st['step']} ({st['action']}) "
                        f"went on to {st['recorded']} in the session; replayed, it stayed on {st['stayed']} "
                        "(the evidence was on that page too)", err=True)
+        if compromised:
+            shown = ", ".join(compromised[:5]) + (f" and {len(compromised) - 5} more" if len(compromised) > 5 else "")
+            click.echo(f"warning: {summary_line(provenance)}: {shown}; every run of {'it' if len(compromised) == 1 else 'them'} "
+                       "will be too (the trajectory's replay section says which answers)", err=True)
         for e in incomplete:
             click.echo(f"incomplete capture: {e['task_id']} ({_why_expired(e)})")
         for e in expired:

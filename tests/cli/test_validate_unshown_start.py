@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from session_task import write_suite
+
 from webfreeze.archives import Exchange, new_archive_atomically
 
 T0 = "2026-12-03T20:11:57Z"
@@ -24,8 +26,6 @@ def _suite(tmp_path):
         sid = arc.new_session("test", source="test_validate_unshown_start")
         arc.add_exchange(Exchange(session_id=sid, url=HOST + "/", status=200, captured_at=T0, payload=SHELL,
                                   resp_headers=[("Content-Type", "text/html; charset=utf-8")]))
-    suite = tmp_path / "suite"
-    (suite / "references").mkdir(parents=True)
     reference = {"version": 1, "kind": "reference_trajectory", "start_url": HOST + "/",
                  "viewport": {"width": 1920, "height": 1080}, "recorded_by": "script", "steps": [
                      {"action": "navigate", "cause": "goto", "url": HOST + "/", "step": 0, "time": 1.0},
@@ -34,13 +34,9 @@ def _suite(tmp_path):
                       "value": None, "url": HOST + "/", "step": 1, "time": 2.0},
                      {"action": "answer", "target": None, "value": {"text": "0.9839"}, "url": HOST + "/#/experiments/2",
                       "step": 2, "time": 3.0}]}
-    (suite / "references" / "acc.json").write_text(json.dumps(reference))
-    (suite / "manifest.json").write_text(json.dumps({"format": "webfreeze-suite", "version": 1, "name": "runs",
-                                                     "tasks": "tasks.jsonl", "archive": str(archive)}))
     task = {"id": "acc", "category": "lookup", "instruction": "What is the run's accuracy?",
-            "start_url": HOST + "/", "snapshot_time": T0,
-            "ground_truth": {"answer": {"exact": "0.9839"}, "reference_trajectory": "references/acc.json"}}
-    (suite / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+            "start_url": HOST + "/", "snapshot_time": T0, "ground_truth": {"answer": {"exact": "0.9839"}}}
+    suite = write_suite(tmp_path / "suite", archive, "runs", [(task, reference)])
     return suite
 
 

@@ -95,8 +95,8 @@ def test_tasks_validate_warns_that_such_a_task_replays_compromised(archive, tmp_
     so, with a warning that its runs are replay-compromised, naming it (and in its JSON)."""
     import json
 
-    suite = tmp_path / "suite"
-    (suite / "references").mkdir(parents=True)
+    from session_task import write_suite
+
     reference = {"version": 1, "kind": "reference_trajectory", "start_url": SITE + "/",
                  "viewport": {"width": 1920, "height": 1080}, "recorded_by": "script", "steps": [
                      {"action": "navigate", "cause": "goto", "url": SITE + "/", "step": 0, "time": 1.0},
@@ -105,13 +105,9 @@ def test_tasks_validate_warns_that_such_a_task_replays_compromised(archive, tmp_
                       "value": None, "url": SITE + "/", "step": 1, "time": 2.0},
                      {"action": "answer", "target": None, "value": {"text": "Hello, Ada!"}, "url": SITE + "/",
                       "step": 2, "time": 3.0}]}
-    (suite / "references" / "greet.json").write_text(json.dumps(reference))
-    (suite / "manifest.json").write_text(json.dumps({"format": "webfreeze-suite", "version": 1, "name": "pushes",
-                                                     "tasks": "tasks.jsonl", "archive": str(archive)}))
     task = {"id": "greet", "category": "forms", "instruction": "Greet Ada. What does the page say?",
-            "start_url": SITE + "/", "snapshot_time": _iso(T0),
-            "ground_truth": {"answer": {"exact": "Hello, Ada!"}, "reference_trajectory": "references/greet.json"}}
-    (suite / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+            "start_url": SITE + "/", "snapshot_time": _iso(T0), "ground_truth": {"answer": {"exact": "Hello, Ada!"}}}
+    suite = write_suite(tmp_path / "suite", archive, "pushes", [(task, reference)])
     r = cli("tasks", "validate", suite, "--backend", "browser", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert ("warning: replay: 1 of 1 episodes replay-compromised (0 fuzzy main document, 1 fuzzy XHR, 0 miss): "

@@ -7,6 +7,7 @@ import http.server
 import json
 import os
 import threading
+from pathlib import Path
 
 
 def serve_page(html: str) -> http.server.ThreadingHTTPServer:
@@ -57,3 +58,19 @@ def validate_as_task(cli, tmp_path, name: str, answer: str, instruction: str) ->
     report = json.loads(r.stdout)
     assert report["expired"] == [] and report["incomplete"] == [], report
     return report
+
+
+def write_suite(suite, archive, name: str, tasks: list[tuple[dict, dict]]) -> Path:
+    """A suite folder written by hand: its manifest (naming ``archive``), ``tasks.jsonl`` and each
+    task's reference trajectory in ``references/<id>.json`` (``tasks``: (task line, reference))."""
+    suite = Path(suite)
+    (suite / "references").mkdir(parents=True)
+    lines = []
+    for task, reference in tasks:
+        (suite / "references" / f"{task['id']}.json").write_text(json.dumps(reference))
+        lines.append(json.dumps({**task, "ground_truth": {**task["ground_truth"],
+                                                          "reference_trajectory": f"references/{task['id']}.json"}}))
+    (suite / "manifest.json").write_text(json.dumps({"format": "webfreeze-suite", "version": 1, "name": name,
+                                                     "tasks": "tasks.jsonl", "archive": str(archive)}))
+    (suite / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    return suite

@@ -555,12 +555,16 @@ class Sequencer:
         answered, or None before any; the function giving a capture's antecedent id): when only
         some of ``caps`` followed that capture, the first of those not answered with yet (else the
         last of them), in place of the n-th. When none of the captures from the target time on
-        followed it but others did (another capture session's: Gradio's queue stream after the
-        join of a session recorded earlier), those others answer: what followed the request the
-        page made, not another session's stream."""
+        followed it, each of them followed a state-changing request this session has not made
+        (``after``'s third item, when given: the captures it answered them with), and others
+        followed the page's (another capture session's, or earlier in the same one: Gradio's queue
+        stream after the join the page made, recorded in another session), those others answer:
+        what followed the request the page made, not the result of one it did not make."""
         everywhere = []
+        made = None
         if after is not None and len(caps) > 1:
-            last, antecedent = after
+            last, antecedent = after[0], after[1]
+            made = after[2] if len(after) > 2 else None
             everywhere = [c for c in caps if antecedent(c) == last]
         if len(caps) > 1 and when is not None:
             # The sequence starts at the capture closest to the target time and goes on in recorded
@@ -572,7 +576,8 @@ class Sequencer:
         followed = [c for c in caps if c.id in ids]
         # (only after a request the page made that a capture answered: before any, every session's
         # first captures "followed" nothing, and the target time decides)
-        elsewhere = bool(everywhere) and not followed and after is not None and after[0] not in (None, -1)
+        elsewhere = bool(everywhere) and not followed and after is not None and after[0] not in (None, -1) \
+            and made is not None and all(_followed_unmade(c, after[1], made) for c in caps)
         if elsewhere:
             followed = everywhere
         elif len(followed) == len(caps):
@@ -588,6 +593,12 @@ class Sequencer:
             again = cap.id in served
             served.add(cap.id)
         return cap, again
+
+
+def _followed_unmade(cap: Capture, antecedent, made) -> bool:
+    """Whether ``cap`` followed a state-changing request (its capture) that is not among ``made``."""
+    before = antecedent(cap)
+    return before is not None and before not in made
 
 
 def request_body_key(headers: list[tuple[str, str]], body: bytes | None) -> str:

@@ -511,7 +511,8 @@ class Replay:
             loaded = near.captured_at if near.status == 304 else None
         caps = [c for c in full if c.session_id == pref] or full if own else full
         if ordered:
-            cap, again = self.sequencer.pick(key, caps, target, (self._last_change, self.matcher.antecedent))
+            cap, again = self.sequencer.pick(key, caps, target, (self._last_change, self.matcher.antecedent,
+                                                                 self.changes_answered))
             if again and (changes or self._diverged) and self._answers_differ(caps):
                 # asked more often than recorded, and the site answered it differently each time:
                 # the last answer stands in for one the recording never saw (a state-changing

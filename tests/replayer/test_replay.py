@@ -225,6 +225,18 @@ def test_what_followed_the_page_s_join_answers_even_from_another_session(tmp_pat
             resp, body = proxied(srv, "GET", "http://app.test/queue/data?session_hash=s1")
             got.append((body.decode(), resp.getheader("X-Webfreeze-Match")))
     assert got == [("greeted", "exact"), ("squared", "exact")]
+    # a request the target time's session answered before any action of its own stays that
+    # session's, whatever the page posted (a beacon recorded only in the other session)
+    path = build_archive(tmp_path / "beacon.wfz", [
+        {**text("http://app.test/api/log", "logged", "2024-03-01T12:00:00Z"), "method": "POST", "req_body": b"e=1",
+         "req_headers": [("Content-Type", "application/x-www-form-urlencoded")], "session": "a"},
+        {**text("http://app.test/api/items", "march items", "2024-03-01T12:00:01Z"), "session": "a"},
+        {**text("http://app.test/api/items", "april items", "2024-04-01T12:00:01Z"), "session": "b"},
+    ])
+    with ReplayServer(path, mode="proxy", confdir=home, when="2024-04-01T12:00:00Z") as srv:
+        proxied(srv, "POST", "http://app.test/api/log", body=b"e=1",
+                headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert proxied(srv, "GET", "http://app.test/api/items")[1] == b"april items"
 
 
 def test_a_state_changing_request_asked_more_often_than_recorded_is_fuzzy_when_its_answers_differ(tmp_path, home):

@@ -212,6 +212,10 @@ def merge(sources: list[str | os.PathLike], dest: str | os.PathLike, *, skip_ses
         _check_skipped(opened, skip)
         if Path(dest).exists():
             with Archive.open(dest, write=True) as arc:
+                held = sorted(sid for sid in skip if arc.session(sid) is not None)
+                if held:
+                    raise ArchiveError(f"{dest} already holds session {held[0]}: merging cannot take it out; "
+                                       "merge into a new archive")
                 stats = _merge_attached(arc, opened, skip)
         else:
             first = opened[0].meta()

@@ -55,7 +55,8 @@ def recorded_answer(trajectory: dict) -> str | None:
     if not answers:
         return None
     value = answers[-1].get("value")
-    return value.get("text") if isinstance(value, dict) else str(value)
+    text = value.get("text") if isinstance(value, dict) else value
+    return str(text) if text is not None and str(text).strip() else None
 
 
 def session_time(trajectory: dict) -> str | None:
@@ -416,15 +417,17 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
                             f"({_describe_check(old.ground_truth.get('answer'))}); give --match "
                             f"({', '.join(MATCHES)})")
     match = match or "exact"
-    if answer is None:  # (--replace without --answer: the replaced task's answer, whatever its check's kind)
-        kind = _old_match(old) if old is not None else None
-        kept = (old.ground_truth.get("answer") or {}).get(kind) if old is not None and kind else None
+    if answer is None and old is None:  # (--replace of a task not there yet: as a new task's)
+        answer = recorded_answer(trajectory)
+        if answer is None:
+            raise TaskError("the session logged no answer (record_answer in its script): give --answer TEXT")
+    if answer is None and old is not None:  # (--replace without --answer: the replaced task's answer)
+        kind = _old_match(old)
+        kept = (old.ground_truth.get("answer") or {}).get(kind) if kind else None
         if isinstance(kept, list) and len(kept) == 1:
             kept = kept[0]
         if not isinstance(kept, str):
-            raise TaskError(f"task {tid!r} is not in the suite, so there is no answer to keep: give --answer TEXT"
-                            if old is None else f"task {tid!r}'s answer check is not one --answer can keep; "
-                            "give --answer TEXT")
+            raise TaskError(f"task {tid!r}'s answer check is not one --answer can keep; give --answer TEXT")
         answer = kept
     if category is None:
         category = old.category if old is not None else None

@@ -309,6 +309,8 @@ class Replay:
         # the captures this session's state-changing requests were answered with (a socket's
         # messages that followed another action of its session were sent ahead: websocket.py)
         self.changes_answered: set[int] = set()
+        # and those captures' requests (method, URL, body key: replayer/websocket.py action_key)
+        self.actions_answered: set[tuple[str, str, str]] = set()
         self.models: dict[str, SiteModel] = {}
         self._last_capture: str | None = None
         self.model_state: dict[str, dict] = {}
@@ -381,6 +383,7 @@ class Replay:
             self.sequencer.reset()
             self._last_change = None
             self.changes_answered = set()
+            self.actions_answered = set()
             self._diverged = False
             self.cache.clear()  # injected pages depend on the seed
             # Fresh site models, each built when first asked (a model's initial state depends only on
@@ -523,6 +526,7 @@ class Replay:
         if changes:
             self._last_change = cap.id
             self.changes_answered.add(cap.id)
+            self.actions_answered.add((cap.method.upper(), cap.url, cap.body_key or ""))
             self._diverged = self._diverged or level == "fuzzy"
         cap_id, cap_url = cap.id, cap.url
         built = self._build(cap_id, inject, loaded)

@@ -80,9 +80,10 @@ class Recording:
     server_closed: bool = False
     close_code: int | None = None
     protocol: str | None = None  # the subprotocol the server chose ("": none; None: not recorded)
-    # the state-changing HTTP requests (not GET, HEAD or OPTIONS) of the connection's capture session
-    # asked while it was open: (time, capture id), in order (SocketIndex.from_archive)
-    actions: tuple[tuple[float, int], ...] = ()
+    # the state-changing HTTP requests (not GET, HEAD or OPTIONS) to the socket's host of the
+    # connection's capture session asked while it was open: (time, (method, URL, body key)), in order
+    # (SocketIndex.from_archive)
+    actions: tuple[tuple[float, tuple[str, str, str]], ...] = ()
 
     def answer_protocol(self, offered: str) -> str:
         """The subprotocol a replayed handshake answers to a page that offers ``offered`` (its
@@ -123,6 +124,15 @@ def read_recording(name: str, doc) -> Recording | None:
                      server_closed=closed_by_client is False,
                      close_code=doc.get("close_code") if isinstance(doc.get("close_code"), int) else None,
                      protocol=doc.get("protocol") if isinstance(doc.get("protocol"), str) else None)
+
+
+def action_key(method: str, url: str, body_key: str) -> tuple[str, str, str]:
+    """A recorded request as a socket's actions name it: its method, URL and body key."""
+    return method.upper(), url, body_key or ""
+
+
+def _host(url: str) -> str:
+    return urlsplit(url).netloc.lower()
 
 
 def http_form(url: str) -> str:
@@ -167,12 +177,13 @@ class SocketIndex:
             if rec is not None:
                 recs.append(rec)
         if recs:  # (each session's actions: what its sockets' messages may have answered)
-            changes: dict[str, list[tuple[float, int]]] = {}
+            changes: dict[tuple[str, str], list] = {}
             for e in archive.index_entries():
                 if e.method.upper() not in ("GET", "HEAD", "OPTIONS"):
-                    changes.setdefault(e.session_id, []).append((parse_time(e.captured_at).timestamp(), e.id))
+                    changes.setdefault((e.session_id, _host(e.url)), []).append(
+                        (parse_time(e.captured_at).timestamp(), action_key(e.method, e.url, e.body_key)))
             for i, rec in enumerate(recs):
-                mine = sorted(a for a in changes.get(rec.session_id, ()) if a[0] > rec.opened)
+                mine = sorted(a for a in changes.get((rec.session_id, _host(http_form(rec.url))), ()) if a[0] > rec.opened)
                 if mine:
                     recs[i] = replace(rec, actions=tuple(mine))
         return cls(recs, rules)
@@ -323,15 +334,23 @@ class Conversation:
 
     def ahead(self, answered) -> bool:
         """Whether the page has been sent a server message recorded after an action of the session
-        (a state-changing HTTP request asked while the socket was open) that this replay has not
-        answered with that capture (``answered``: the capture ids it answered state-changing
-        requests with): a result of something the page did not do. (marimo acts by HTTP and
-        answers on its socket, where the page sends nothing for the conversation to wait for.)"""
-        sent = [m.time for m in self._messages[:self._at] if not m.from_client and m.time is not None]
-        if not sent or not self.recording.actions:
+        (a state-changing HTTP request to the socket's host, asked while the socket was open) that
+        this replay has not answered as recorded (``answered``: the :func:`action_key` of each
+        capture it answered a state-changing request with): a result of something the page did
+        not do. A message equal to one sent before it (a heartbeat) tells nothing. (marimo acts by
+        HTTP and answers on its socket, where the page sends nothing for the conversation to wait
+        for.)"""
+        if not self.recording.actions:
             return False
-        last = max(sent)
-        return any(t < last and cid not in answered for t, cid in self.recording.actions)
+        seen: set = set()
+        last = None
+        for m in self._messages[:self._at]:
+            if m.from_client:
+                continue
+            if m.data not in seen and m.time is not None:
+                last = m.time if last is None else max(last, m.time)
+            seen.add(m.data)
+        return last is not None and any(t < last and key not in answered for t, key in self.recording.actions)
 
     @property
     def whole(self) -> bool:

@@ -377,7 +377,7 @@ class BrowserBackend:
         :func:`settle_record` when a settle since then stopped short or loads stalled."""
         from webfreeze.replayer.websocket import WEBSOCKET_AHEAD
 
-        for url in self._sockets.ahead(self.server.replay.changes_answered):
+        for url in self._sockets.ahead(self.server.replay.actions_answered):
             self._socket_opened(url, "fuzzy", WEBSOCKET_AHEAD)
         with self._answers_lock:
             got, self._answers = self._answers, []

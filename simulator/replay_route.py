@@ -110,8 +110,8 @@ class SocketRoutes:
 
     def ahead(self, answered) -> list[str]:
         """The URLs of this session's sockets that have now sent the page what the server sent after
-        an action the page did not take (``answered``: the capture ids the HTTP replay answered
-        state-changing requests with; :meth:`~webfreeze.replayer.websocket.Conversation.ahead`),
+        an action the page did not take (``answered``: the requests of the captures the HTTP replay
+        answered state-changing requests with, ``Replay.actions_answered``; :meth:`~webfreeze.replayer.websocket.Conversation.ahead`),
         each said once."""
         with self._lock:
             out = []

@@ -82,3 +82,9 @@ def test_an_unknown_or_live_session_is_refused_and_nothing_is_written(cli_here, 
     assert_one_line_error(cli_here("archive", "merge", source, "--into", out, "--skip-session", ids["live"]),
                           contains="live run's episode")
     assert not out.exists()
+    # a session the destination already holds cannot be taken out by merging into it
+    assert cli_here("archive", "merge", source, "--into", out).returncode == 0
+    before = out.read_bytes()
+    assert_one_line_error(cli_here("archive", "merge", source, "--into", out, "--skip-session", ids["bad"]),
+                          contains=f"already holds session {ids['bad']}")
+    assert out.read_bytes() == before

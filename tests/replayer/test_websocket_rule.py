@@ -180,36 +180,42 @@ def test_volatile_parts_set_aside_by_the_rule_match():
 def test_a_socket_that_sent_the_results_of_an_action_not_taken_is_ahead(tmp_path):
     """marimo acts by HTTP (a widget's POST) and answers on its socket, where the page sends nothing:
     at open, the conversation sends the whole session's pushes, the result of the person's later
-    POST among them. The socket is then *ahead* of the page until the replay answers that POST
-    with its capture; pushes recorded before any action (or after one made before the socket
-    opened) are not."""
+    POST among them. The socket is then *ahead* of the page until the replay answers that request
+    as recorded; pushes recorded before any action (or after one made before the socket opened,
+    or to another host: a beacon), and a heartbeat equal to a message sent before, are not."""
     from datetime import datetime, timezone
 
     from webfreeze.archives import Exchange
+    from webfreeze.replayer.websocket import action_key
 
     def at(t):
         return datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
+    form = [("Content-Type", "application/x-www-form-urlencoded")]
     path = tmp_path / "m.wfz"
     with Archive.create(path) as arc:
         sid = arc.new_session("session", source="test")
-        ids = {}
-        for name, t in (("login", 1000.0), ("set-value", 1020.0)):
-            ids[name] = arc.add_exchange(Exchange(url=f"http://app.test/api/{name}", method="POST", req_body=b"x=1",
-                                                  req_headers=[("Content-Type", "application/x-www-form-urlencoded")],
-                                                  captured_at=at(t), status=200, reason="OK", payload=b"ok", resp_headers=[],
-                                                  session_id=sid))
+        for url, t in (("http://app.test/api/login", 1000.0), ("http://beacons.test/collect", 1008.0),
+                       ("http://app.test/api/set-value", 1020.0)):
+            arc.add_exchange(Exchange(url=url, method="POST", req_body=b"x=1", req_headers=form, captured_at=at(t),
+                                      status=200, reason="OK", payload=b"ok", resp_headers=[], session_id=sid))
         pushes = doc("ws://app.test/ws", [(False, "rendered"), (False, "hello, stranger")], opened=1005.0)
         arc.put_document(f"websocket/{sid}/a.json", pushes)  # (messages at 1005 and 1006)
-        later = doc("ws://app.test/ws", [(False, "rendered"), (False, "hello, Ada")], opened=1010.0)
+        beat = doc("ws://app.test/ws", [(False, "rendered"), (False, "ping"), (False, "ping")], opened=1010.0)
+        beat["messages"][2]["time"] = 1021.0  # (a heartbeat after the POST at 1020: tells nothing)
+        arc.put_document(f"websocket/{sid}/b.json", beat)
+        later = doc("ws://app.test/ws", [(False, "rendered"), (False, "hello, Ada")], opened=1011.0)
         later["messages"][1]["time"] = 1021.0  # (the result of the POST at 1020)
-        arc.put_document(f"websocket/{sid}/b.json", later)
+        arc.put_document(f"websocket/{sid}/c.json", later)
     with Archive.open(path) as arc:
         index = SocketIndex.from_archive(arc)
-    early, late = sorted(index.recordings, key=lambda r: r.opened)
-    assert [cid for _, cid in late.actions] == [ids["set-value"]]  # (the login came before it opened)
+        (key,) = [action_key(e.method, e.url, e.body_key) for e in arc.index_entries() if e.url.endswith("set-value")]
+    early, beating, late = sorted(index.recordings, key=lambda r: r.opened)
+    assert [k for _, k in late.actions] == [key]  # (the login came before it opened; the beacon went elsewhere)
     c = Conversation(early)
     assert c.open().send == ["rendered", "hello, stranger"] and not c.ahead(set())
+    c = Conversation(beating)
+    assert c.open().send == ["rendered", "ping", "ping"] and not c.ahead(set())
     c = Conversation(late)
     assert c.open().send == ["rendered", "hello, Ada"]
-    assert c.ahead(set()) and c.ahead({ids["login"]})
-    assert not c.ahead({ids["set-value"]})  # (the page made that POST: the push is its answer)
+    assert c.ahead(set())
+    assert not c.ahead({key})  # (the page made that POST: the push is its answer)

@@ -346,10 +346,6 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
     trajectory = _read_reference(ref_path)
     if match is not None and match not in MATCHES:
         raise TaskError(f"unknown answer check {match!r} ({', '.join(MATCHES)})")
-    if answer is None and not replace:  # (a new task: the answer the session logged, if it logged one)
-        answer = recorded_answer(trajectory)
-        if answer is None:
-            raise TaskError("the session logged no answer (record_answer in its script): give --answer TEXT")
     if answer is not None and (not isinstance(answer, str) or not answer.strip()):
         raise TaskError("the answer must not be empty")
     tid = task_id or ref_path.stem
@@ -417,7 +413,7 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
                             f"({_describe_check(old.ground_truth.get('answer'))}); give --match "
                             f"({', '.join(MATCHES)})")
     match = match or "exact"
-    if answer is None and old is None:  # (--replace of a task not there yet: as a new task's)
+    if answer is None and old is None:  # (a new task: the answer its session logged, if it logged one)
         answer = recorded_answer(trajectory)
         if answer is None:
             raise TaskError("the session logged no answer (record_answer in its script): give --answer TEXT")

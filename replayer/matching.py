@@ -576,8 +576,8 @@ class Sequencer:
         followed = [c for c in caps if c.id in ids]
         # (only after a request the page made that a capture answered: before any, every session's
         # first captures "followed" nothing, and the target time decides)
-        elsewhere = bool(everywhere) and not followed and after is not None and after[0] not in (None, -1) \
-            and made is not None and all(_followed_unmade(c, after[1], made) for c in caps)
+        elsewhere = bool(everywhere) and not followed and after[0] not in (None, -1) and made is not None \
+            and all(_followed_unmade(c, after[1], made) for c in caps)
         if elsewhere:
             followed = everywhere
         elif len(followed) == len(caps):

@@ -306,11 +306,10 @@ class Replay:
         # whether a state-changing request of this session was answered fuzzily or not at all:
         # the site's state has left the recording's
         self._diverged = False
-        # the captures this session's state-changing requests were answered with (a socket's
-        # messages that followed another action of its session were sent ahead: websocket.py)
-        self.changes_answered: set[int] = set()
-        # and those captures' requests (method, URL, body key: replayer/websocket.py action_key)
-        self.actions_answered: set[tuple[str, str, str]] = set()
+        # the captures this session's state-changing requests were answered with, by id, and their
+        # requests (method, URL, body key: replayer/websocket.py action_key): what the sequencer
+        # and a socket's messages that followed another action of its session are checked against
+        self.changes_answered: dict[int, tuple[str, str, str]] = {}
         self.models: dict[str, SiteModel] = {}
         self._last_capture: str | None = None
         self.model_state: dict[str, dict] = {}
@@ -368,6 +367,12 @@ class Replay:
                 self.models[h.lower()] = model
             self.model_state.pop(model.name, None)  # (fresh, on first use)
 
+    @property
+    def actions_answered(self) -> set[tuple[str, str, str]]:
+        """The requests (method, URL, body key) of the captures this session's state-changing
+        requests were answered with."""
+        return set(self.changes_answered.values())
+
     def reset(self, seed: int | None = None, when: str | None = None, *, clock_shift: float = 0.0) -> None:
         """Start a new replay session: ordered repeats start over, site models get fresh state;
         ``when`` (ISO 8601 or 1-14 digits) sets the target time captures are chosen closest to.
@@ -382,8 +387,7 @@ class Replay:
             self.when = parse_time(when).timestamp() if when is not None else self.default_when
             self.sequencer.reset()
             self._last_change = None
-            self.changes_answered = set()
-            self.actions_answered = set()
+            self.changes_answered = {}
             self._diverged = False
             self.cache.clear()  # injected pages depend on the seed
             # Fresh site models, each built when first asked (a model's initial state depends only on
@@ -525,8 +529,7 @@ class Replay:
             cap = closest(caps, target)
         if changes:
             self._last_change = cap.id
-            self.changes_answered.add(cap.id)
-            self.actions_answered.add((cap.method.upper(), cap.url, cap.body_key or ""))
+            self.changes_answered[cap.id] = (cap.method.upper(), cap.url, cap.body_key or "")
             self._diverged = self._diverged or level == "fuzzy"
         cap_id, cap_url = cap.id, cap.url
         built = self._build(cap_id, inject, loaded)

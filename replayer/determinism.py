@@ -55,6 +55,8 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   the socket before the page's listeners see it) says the batch of recorded messages has been
   delivered, or the socket closes. ``__wfSockets`` counts them (the settles of ``replay check`` and
   the crawl's check wait for 0); with the pumped timers the pump waits for them as for a load.
+  ``__wfMarks`` counts the markers taken off (the agent environment waits for it to grow after it
+  lets through pushes that waited for an action: replayer/websocket.py, ``Conversation.release``).
   ``__wfSocketsOpening`` counts the sockets neither open nor closed yet (the agent environment lets
   them be answered before a worker's socket, which the replay server answers: the k-th socket to a
   URL gets the k-th recording, in the order they were made).
@@ -419,7 +421,7 @@ if(c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w,opening=0,made=0;G.__wfSockets=0
   var wait=function(){sockets(1);waits.push(wsHold?wsHold(null):null);};
   var done=function(){if(waits.length){sockets(-1);var r=waits.shift();if(r){r();}}};
   wait();
-  ws.addEventListener('message',function(e){if(e.data===MK){e.stopImmediatePropagation();done();}},true);
+  ws.addEventListener('message',function(e){if(e.data===MK){e.stopImmediatePropagation();G.__wfMarks=(G.__wfMarks|0)+1;done();}},true);
   ws.addEventListener('close',function(){while(waits.length){done();}},true);
   var SD=ws.send;Object.defineProperty(ws,'send',{value:function(){var r=SD.apply(ws,arguments);wait();return r;},configurable:true,writable:true});
   return ws;};

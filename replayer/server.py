@@ -192,6 +192,20 @@ class ReplayServer:
             except Exception:
                 log.exception("the WebSocket listener failed")
 
+    def _release_sockets(self) -> None:
+        """Send each open WebSocket the pushes that waited for an action the replay has now answered
+        (:meth:`~.websocket.Conversation.release`), right after that action's answer is written."""
+        answered = None
+        for conn in list(self._conns):
+            session = conn._socket
+            if session is None or conn.closed:
+                continue
+            if answered is None:
+                answered = self.replay.actions_answered
+            turn = session.conversation.release(answered)
+            if turn.send:
+                session.play(turn)
+
     def _tunnel_miss(self, target: str, why: str) -> None:
         """A ``CONNECT`` tunnel that ended without a request the server could read: a miss of the
         tunnel's target (``host:port``), with why."""
@@ -717,6 +731,8 @@ class _Connection(asyncio.Protocol):
             self.transport.write(body)
             self.transport.close()
             self.closed = True
+        if method.upper() not in ("GET", "HEAD", "OPTIONS"):  # (an action: pushes may have waited for it)
+            self.server._release_sockets()
 
     def _dispatch(self, method: str, target: str, headers, body: bytes):
         server = self.server
@@ -925,7 +941,7 @@ class _Connection(asyncio.Protocol):
                              b"Sec-WebSocket-Accept: " + accept + b"\r\n" + chosen + b"X-Webfreeze-Match: "
                              + pick.level.encode() + b"\r\n\r\n")
         self._socket = _SocketSession(self, url, Conversation(pick.recording, server.replay.rules.socket_volatile))
-        self._socket.play(self._socket.conversation.open())
+        self._socket.play(self._socket.conversation.open(server.replay.actions_answered))
 
 
 class _SocketSession:
@@ -982,7 +998,7 @@ class _SocketSession:
                 if frame.message_finished:
                     parts, self._parts = self._parts, []
                     message = "".join(parts) if frame.opcode is Opcode.TEXT else b"".join(parts)
-                    self.play(self.conversation.receive(message))
+                    self.play(self.conversation.receive(message, self.conn.server.replay.actions_answered))
         except ParseFailed:
             self.conn.close()  # not a WebSocket frame: the connection ends
 

@@ -24,6 +24,18 @@ parted: a miss, and nothing more is sent on that socket. A page that sends after
 client messages ran out parts too. Server messages the recording got after a pause (pushes) are
 sent in order, without the pause: the replay keeps the order, not the timing. A recording that
 ended with the server closing is closed after its last message.
+
+**Pushes that follow an action wait for it** (:meth:`Conversation.release`): a site may act by HTTP
+and answer on its socket, where the page sends nothing (marimo: a widget's change is a POST, the
+kernel's output comes on the socket). A server message recorded after a state-changing request of
+the socket's capture session to the socket's host (not GET, HEAD or OPTIONS; asked while the
+socket was open: :attr:`Recording.actions`) is sent only once the replay has answered that request
+with a capture of the same method, URL and body key (``Replay.actions_answered``); the messages
+after it wait with it, so the order holds. The agent environment lets waiting messages through at
+the end of a step's settle (simulator/browser_backend.py), then settles again; the replay server
+right after it has answered a state-changing request. A page that sends a message while some
+wait gets them first, then the answer, and the actions recorded before its message hold nothing
+after it (the page went on without them: :meth:`Conversation.ahead` says so).
 """
 
 from __future__ import annotations
@@ -280,10 +292,22 @@ class Conversation:
         self.parted: str | None = None
         self.served = 0  # server messages sent
         self.matched = 0  # page messages that matched the recording
+        self._spoke: float | None = None  # when the recording has the page's last matched message
 
-    def _server_run(self) -> list[str | bytes]:
+    def _waits(self, m: Message, answered) -> bool:
+        """Whether server message ``m`` waits: it was recorded after an action of the session the
+        replay has not answered as recorded (``answered``: the :func:`action_key` of each capture it
+        answered a state-changing request with; None: nothing waits), and after the page's last
+        message matched (the page went on past the actions before that: :meth:`ahead` says so)."""
+        if answered is None or m.time is None:
+            return False
+        since = self._spoke if self._spoke is not None else float("-inf")
+        return any(since < t < m.time and key not in answered for t, key in self.recording.actions)
+
+    def _server_run(self, answered=None) -> list[str | bytes]:
         out = []
-        while self._at < len(self._messages) and not self._messages[self._at].from_client:
+        while (self._at < len(self._messages) and not self._messages[self._at].from_client
+               and not self._waits(self._messages[self._at], answered)):
             out.append(self._messages[self._at].data)
             self._at += 1
         self.served += len(out)
@@ -292,28 +316,55 @@ class Conversation:
     def _ends(self) -> bool:
         return self._at >= len(self._messages) and self.recording.server_closed
 
-    def open(self) -> Turn:
-        """The server's messages recorded before the page's first."""
-        send = self._server_run()
+    @property
+    def held(self) -> bool:
+        """Whether server messages wait for an action the page has not taken (:meth:`release`)."""
+        return self.parted is None and self._at < len(self._messages) and not self._messages[self._at].from_client
+
+    def open(self, answered=None) -> Turn:
+        """The server's messages recorded before the page's first, up to the first that waits for
+        an action not yet answered (``answered``: see :meth:`release`)."""
+        send = self._server_run(answered)
         return Turn(send, close=self._ends())
 
-    def receive(self, data: str | bytes) -> Turn:
-        """The page sent ``data``: the recorded answer, or the parting (once; nothing after it)."""
+    def releasable(self, answered) -> bool:
+        """Whether :meth:`release` would send something now."""
+        return self.held and not self._waits(self._messages[self._at], answered)
+
+    def release(self, answered) -> Turn:
+        """The waiting server messages that the actions answered now let through (``answered``: the
+        :func:`action_key` of each capture the replay answered a state-changing request with,
+        ``Replay.actions_answered``), up to the next that still waits or the page's next message."""
+        if not self.held:
+            return Turn()
+        send = self._server_run(answered)
+        return Turn(send, close=self._ends()) if send else Turn()
+
+    def receive(self, data: str | bytes, answered=None) -> Turn:
+        """The page sent ``data``: the recorded answer, or the parting (once; nothing after it).
+        Server messages still waiting before the recorded message it matches are sent first, in
+        their order (the page went on without the action they followed: :meth:`ahead` says so)."""
         if self.parted is not None:
             return Turn()
-        if self._at >= len(self._messages):
+        at = self._at
+        while at < len(self._messages) and not self._messages[at].from_client:
+            at += 1  # (past the server messages that wait)
+        if at >= len(self._messages):
             self.parted = f"the page sent {describe(data)} after the recorded conversation ended"
             return Turn(parted=self.parted)
-        expected = self._messages[self._at].data
+        expected = self._messages[at].data
         if type(expected) is not type(data) or (expected != data and not self._alike(data, expected)):
             self.parted = _parting(data, expected)
             return Turn(parted=self.parted)
         set_aside = expected != data and self.volatile_matched == 0
         if expected != data:
             self.volatile_matched += 1
-        self._at += 1
+        waited = [m.data for m in self._messages[self._at:at]]
+        self.served += len(waited)
+        self._spoke = self._messages[at].time if self._messages[at].time is not None else self._spoke
+        self._at = at + 1
         self.matched += 1
-        send = self._server_run()
+        send = waited + self._server_run(answered)
         return Turn(send, close=self._ends(), set_aside=set_aside)
 
     def _alike(self, a: str | bytes, b: str | bytes) -> bool:

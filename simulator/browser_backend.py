@@ -298,7 +298,8 @@ class BrowserBackend:
         # the replay); the runtime counts their deliveries, which the timer pump waits for
         self.server.replay.sockets = True
         self._sockets = SocketRoutes(self.server.archive_path, self.server.replay.rules,
-                                     on_open=self._socket_opened, on_miss=self._socket_missed)
+                                     on_open=self._socket_opened, on_miss=self._socket_missed,
+                                     answered=lambda: self.server.replay.actions_answered)
         # a worker's WebSocket (Playwright routes none) reaches the replay server, which answers it
         # by the same rule (and marks its batches for the worker's runtime): told here alike
         self.server.on_socket = self._server_socket
@@ -617,10 +618,39 @@ class BrowserBackend:
                         # the pump after the paint: a page that has just loaded answers late before it
                         if self.pump and await pump_timers(self.page, token, extra_ms=extra_ms):
                             continue  # timers ran: what they started (loads, a navigation) is waited for
+                        if self._sockets.releasable():
+                            # pushes that waited for an action the page has now taken: sent at this
+                            # point of the step on every run, then what they start is settled
+                            await self._release_sockets(deadline)
+                            continue
                         return
         finally:
             if not self.page.is_closed():
                 self._stalled += await stalled_loads(self.page)
+
+    async def _release_sockets(self, deadline: float) -> None:
+        """Send the pushes that waited for an action the page has now taken (SocketRoutes.release)
+        and wait until the page's runtime has taken off each batch's mark (``__wfMarks``, summed
+        over the frames of the episode's pages), so they are delivered before the settle goes on."""
+        from playwright.async_api import Error as PlaywrightError
+
+        async def marks() -> int:
+            n = 0
+            for frame in (f for page in self.context.pages for f in page.frames):
+                if has_document(frame):
+                    try:
+                        n += int(await frame.evaluate("() => window.__wfMarks || 0") or 0)
+                    except PlaywrightError:
+                        pass  # a frame that went away
+            return n
+
+        before = await marks()
+        sent = self._sockets.release()
+        while sent and await marks() < before + sent:
+            if time.monotonic() >= deadline:
+                self._note_unsettled("time")
+                return
+            await asyncio.sleep(0.002)
 
     def _note_unsettled(self, why: str) -> None:
         if why not in self._unsettled:

@@ -24,6 +24,7 @@ with ``", "`` as HTTP joins a field's lines, or kept once when they are equal (n
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import re
@@ -77,7 +78,7 @@ class SocketRoutes:
     runtime counts socket deliveries: ``Replay.sockets``), so a settle sees the batch delivered."""
 
     def __init__(self, archive_path, rules=None, *, direct: bool = False, marks: bool = True,
-                 on_open=None, on_miss=None):
+                 on_open=None, on_miss=None, answered=None):
         from webfreeze.archives import Archive
         from webfreeze.replayer.websocket import SocketIndex
 
@@ -92,6 +93,10 @@ class SocketRoutes:
         self.marks = marks
         self.on_open = on_open or (lambda url, level, why=None: None)
         self.on_miss = on_miss or (lambda url, why: None)
+        # () -> the requests the HTTP replay has answered state-changing requests with
+        # (``Replay.actions_answered``): a push recorded after one not among them waits for it
+        # (Conversation.release; None: nothing waits)
+        self.answered = answered or (lambda: None)
         # where the owner collects the URLs of sockets missed elsewhere (a worker's, answered by the
         # replay server): ``replay check`` points it at the list of the page it is loading
         self.missed_to: list[str] | None = None
@@ -100,7 +105,7 @@ class SocketRoutes:
         self._doc: tuple[str, float, str] | None = None  # the page's document: session, time, URL
         self._opened: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._conversations: list[list] = []  # [url, Conversation, said ahead] of this replay session
+        self._conversations: list[list] = []  # [url, Conversation, said ahead, route] of this replay session
 
     def reset(self, when: float | None = None) -> None:
         """A new replay session (``when``: its target time, as the HTTP replay's)."""
@@ -194,11 +199,11 @@ class SocketRoutes:
             return _close(ws, 1000)
         conversation = Conversation(pick.recording, self.volatile)
         with self._lock:
-            self._conversations.append([url, conversation, False])
+            self._conversations.append([url, conversation, False, ws])
         on_open(url, pick.level)
 
         def on_message(data):
-            turn = conversation.receive(data)
+            turn = conversation.receive(data, self.answered())
             if turn.parted is not None:
                 on_miss(url, f"{WEBSOCKET_PARTED}: {turn.parted}")
             if turn.set_aside:
@@ -206,7 +211,35 @@ class SocketRoutes:
             return self._play(ws, turn, conversation)
 
         ws.on_message(on_message)
-        return self._play(ws, conversation.open(), conversation)
+        return self._play(ws, conversation.open(self.answered()), conversation)
+
+    def releasable(self) -> bool:
+        """Whether a socket of this replay session has pushes that :meth:`release` would send now."""
+        answered = self.answered()
+        if answered is None:
+            return False
+        with self._lock:
+            return any(entry[1].releasable(answered) for entry in self._conversations)
+
+    def release(self) -> int:
+        """Send each socket of this replay session the pushes that waited for an action the HTTP
+        replay has now answered (:meth:`~webfreeze.replayer.websocket.Conversation.release`), each
+        batch followed by its mark; the number of sockets sent to. Call it on the thread the
+        routes' handlers run on (Playwright's)."""
+        answered = self.answered()
+        if answered is None:
+            return 0
+        with self._lock:
+            waiting = [(entry[1], entry[3]) for entry in self._conversations if entry[1].held]
+        sent = 0
+        for conversation, ws in waiting:
+            turn = conversation.release(answered)
+            if turn.send:
+                closing = self._play(ws, turn, conversation)
+                if inspect.isawaitable(closing):  # (the async API's close: on the routes' loop)
+                    asyncio.ensure_future(closing)
+                sent += 1
+        return sent
 
     def _play(self, ws, turn, conversation):
         from playwright.sync_api import Error as PlaywrightError
@@ -276,7 +309,8 @@ class ReplayRoute:
         with Replay(self.archive_path, seed=self.seed) as replay:
             replay.reset(self.seed, when=when)
             replay.sockets = True  # (the runtime counts socket deliveries: SocketRoutes marks them)
-            sockets = SocketRoutes(self.archive_path, replay.rules, on_miss=self._socket_missing)
+            sockets = SocketRoutes(self.archive_path, replay.rules, on_miss=self._socket_missing,
+                                   answered=lambda: replay.actions_answered)
             sockets.reset(replay.when)
             self._replay, self._sockets = replay, sockets
             try:

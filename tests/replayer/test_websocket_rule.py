@@ -219,3 +219,49 @@ def test_a_socket_that_sent_the_results_of_an_action_not_taken_is_ahead(tmp_path
     assert c.open().send == ["rendered", "hello, Ada"]
     assert c.ahead(set())
     assert not c.ahead({key})  # (the page made that POST: the push is its answer)
+
+
+def test_pushes_recorded_after_an_action_wait_until_the_replay_answers_it(tmp_path):
+    """marimo's pushes that followed a widget's POST wait for that POST: at open, what came before
+    it; once the replay has answered it as recorded (``answered``), the rest, up to the next push
+    that follows another action not yet made. A page that speaks while pushes wait gets them first
+    (the order holds; the socket is then ahead), and the actions before its message hold nothing
+    after it. Without ``answered`` (None) nothing waits, as before."""
+    from datetime import datetime, timezone
+
+    from webfreeze.archives import Exchange
+    from webfreeze.replayer.websocket import action_key
+
+    def at(t):
+        return datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
+    form = [("Content-Type", "application/x-www-form-urlencoded")]
+    path = tmp_path / "m.wfz"
+    with Archive.create(path) as arc:
+        sid = arc.new_session("session", source="test")
+        for body, t in ((b"x=1", 1002.0), (b"x=2", 1004.0)):
+            arc.add_exchange(Exchange(url="http://app.test/api/set", method="POST", req_body=body, req_headers=form,
+                                      captured_at=at(t), status=200, reason="OK", payload=b"ok", resp_headers=[],
+                                      session_id=sid))
+        # messages at 1000.5, 1001.5, 1002.5 and 1003.5 (after x=1), 1004.5 (after x=2); the page
+        # speaks at 1005.5
+        arc.put_document(f"websocket/{sid}/a.json", doc("ws://app.test/ws", [
+            (False, "rendered"), (False, "ready"), (False, "x is 1"), (False, "still 1"), (False, "x is 2"),
+            (True, "bye"), (False, "bye back")], opened=1000.5, closed_by_client=False, close_code=1000))
+    with Archive.open(path) as arc:
+        (r,) = SocketIndex.from_archive(arc).recordings
+        x1, x2 = [action_key(e.method, e.url, e.body_key) for e in sorted(arc.index_entries(), key=lambda e: e.captured_at)]
+    c = Conversation(r)
+    assert c.open(set()).send == ["rendered", "ready"] and c.held and not c.ahead(set())
+    assert c.release(set()).send == [] and not c.releasable(set())  # (nothing answered yet)
+    assert c.releasable({x1}) and c.release({x1}).send == ["x is 1", "still 1"] and c.held
+    turn = c.release({x1, x2})
+    assert turn.send == ["x is 2"] and not turn.close and not c.held and not c.ahead({x1, x2})
+    assert c.receive("bye", {x1, x2}).send == ["bye back"] and c.whole
+    # the page speaks while pushes wait: they come first, then the answer; the socket is ahead
+    c = Conversation(r)
+    c.open(set())
+    turn = c.receive("bye", set())
+    assert turn.send == ["x is 1", "still 1", "x is 2", "bye back"] and turn.close and c.whole
+    assert c.ahead(set()) and not c.ahead({x1, x2})
+    # nothing known of the replay's answers: nothing waits
+    assert Conversation(r).open().send == ["rendered", "ready", "x is 1", "still 1", "x is 2"]

@@ -311,7 +311,8 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
         server.replay.sockets = True  # (the runtime counts socket deliveries: SocketRoutes marks them)
         # (a socket's miss goes into the check's misses.jsonl too, with its reason)
         sockets = SocketRoutes(archive_path, server.replay.rules, direct=mode == "direct",
-                               on_miss=lambda url, why: server.replay._log_miss("GET", url, [], "", None, why=why))
+                               on_miss=lambda url, why: server.replay._log_miss("GET", url, [], "", None, why=why),
+                               answered=lambda: server.replay.actions_answered)
         if mode == "proxy":
             # a worker's socket (Playwright routes none) comes to the server through its proxy: the
             # server answers it from the recording, counted with the page's own sockets to its URL,

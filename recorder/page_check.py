@@ -45,7 +45,7 @@ LOADED_LIMIT_MS = 5000
 
 
 
-def wait_loaded(page, inflight) -> None:
+def wait_loaded(page, inflight, sockets=None) -> None:
     """Wait until the page has loaded what it will still load (:data:`LOADED_JS`), and the network
     has been quiet since (a font or an image asked for late starts a request of its own) and its
     scripts idle (:func:`~webfreeze.simulator.browser.wait_settled`, as ``replay check`` waits).
@@ -54,7 +54,8 @@ def wait_loaded(page, inflight) -> None:
     (:func:`~webfreeze.simulator.browser.wait_timers_due`; the context must have had
     :func:`~webfreeze.simulator.browser.track_live_timers`) are waited for, and the network again:
     content a timer shows, or a request a timer makes, after the network went quiet is captured
-    and checked. The quiet period itself is wall-clock, as in ``replay check``."""
+    and checked. The quiet period itself is wall-clock, as in ``replay check``. ``sockets``: the
+    replay's SocketRoutes, whose pushes that waited for an action the page made are let through."""
     from playwright.sync_api import Error as PlaywrightError
 
     from webfreeze.simulator.browser import wait_settled, wait_timers_due
@@ -63,8 +64,8 @@ def wait_loaded(page, inflight) -> None:
         page.evaluate(LOADED_JS, LOADED_LIMIT_MS)
     except PlaywrightError:
         pass  # the document went away (a late navigation): what is there is captured
-    wait_settled(page, inflight)
-    wait_timers_due(page, inflight)
+    wait_settled(page, inflight, sockets=sockets)
+    wait_timers_due(page, inflight, sockets)
 
 
 # In every document of the crawl's check: a beacon (``navigator.sendBeacon``, or a ``fetch`` with
@@ -132,7 +133,7 @@ class PageChecker:
                 self._page = self._context.new_page()
                 self._inflight = track_inflight(self._page)
                 self._page.goto(url, wait_until="load", timeout=30_000)
-                wait_loaded(self._page, self._inflight)
+                wait_loaded(self._page, self._inflight, self._route.sockets)
                 missing = list(self._route.missing.values())  # (what the page asked for, not what leaving it cut off)
                 self._page.goto("about:blank")  # nothing of this page runs on into the next check
             except PlaywrightError as exc:

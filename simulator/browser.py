@@ -636,11 +636,40 @@ def pending_sockets(page) -> int:
     return n
 
 
-def wait_settled(page, inflight: Inflight, *, quiet_ms: float = QUIET_MS, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+# The socket markers a frame's replay runtime has taken off (replayer/determinism.py ``__wfMarks``).
+MARKS_JS = "() => window.__wfMarks || 0"
+
+
+def _marks(page) -> int:
+    from playwright.sync_api import Error as PlaywrightError
+
+    n = 0
+    for frame in (f for p in page.context.pages for f in p.frames):
+        if has_document(frame):
+            try:
+                n += int(frame.evaluate(MARKS_JS) or 0)
+            except PlaywrightError:
+                pass  # a frame that went away
+    return n
+
+
+def release_sockets(page, sockets, deadline: float) -> None:
+    """Send the pushes that waited for an action the replay has now answered
+    (simulator/replay_route.py ``SocketRoutes.release``) and wait until the page's runtime has
+    taken off each batch's marker (before ``deadline``, a ``time.monotonic()``)."""
+    before = _marks(page)
+    sent = sockets.release()
+    while sent and _marks(page) < before + sent and time.monotonic() < deadline:
+        page.wait_for_timeout(2)
+
+
+def wait_settled(page, inflight: Inflight, *, quiet_ms: float = QUIET_MS, timeout_s: float = SETTLE_TIMEOUT_S,
+                 sockets=None) -> None:
     """Wait until the network has been quiet for ``quiet_ms`` (:func:`wait_network_quiet`) and the
     page's main thread has been idle since (:data:`IDLE_JS`); again while the idle wait saw a
-    request start, or while a WebSocket delivery of the replay is pending (:func:`pending_sockets`).
-    At most ``timeout_s`` in all."""
+    request start, or while a WebSocket delivery of the replay is pending (:func:`pending_sockets`),
+    or when ``sockets`` (the replay's SocketRoutes) has pushes the page's actions now let through
+    (:func:`release_sockets`). At most ``timeout_s`` in all."""
     from playwright.sync_api import Error as PlaywrightError
 
     deadline = time.monotonic() + timeout_s
@@ -657,6 +686,9 @@ def wait_settled(page, inflight: Inflight, *, quiet_ms: float = QUIET_MS, timeou
             page.wait_for_timeout(5)
             continue
         if not inflight and inflight.changed == changed:
+            if sockets is not None and sockets.releasable():
+                release_sockets(page, sockets, deadline)
+                continue
             return
 
 # A page's scripts may still change it after the network has gone quiet, on a timer: React's
@@ -707,7 +739,7 @@ def track_live_timers(context) -> None:
     context.add_init_script(LIVE_TIMERS_JS)
 
 
-def wait_timers_due(page, inflight: Inflight) -> None:
+def wait_timers_due(page, inflight: Inflight, sockets=None) -> None:
     """After :func:`wait_settled`: wait for the page's one-shot timers due within
     :data:`TIMER_HORIZON_MS` of the first call on its document, then for the network they used, in
     :data:`TIMER_ROUNDS` rounds at most. Nothing to wait for on a page whose context has no
@@ -720,7 +752,7 @@ def wait_timers_due(page, inflight: Inflight) -> None:
                 return
         except PlaywrightError:
             return  # the document went away: what is there now is what counts
-        wait_settled(page, inflight)
+        wait_settled(page, inflight, sockets=sockets)
 
 
 # Rounds of (timers due, network quiet) at most: a timer's request may answer with more timers

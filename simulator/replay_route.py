@@ -284,6 +284,11 @@ class ReplayRoute:
         self.missing: dict[tuple[str, str], Missing] = {}
         self._failed_ids: dict[int, str | None] = {}
 
+    @property
+    def sockets(self) -> SocketRoutes | None:
+        """The WebSockets served while :meth:`serving` (None outside it)."""
+        return self._sockets
+
     def attach(self, context) -> None:
         """Answer every request of ``context`` from the archive (outside :meth:`serving`: aborted),
         and every WebSocket it opens from the archive's recording of it (never connected past the

@@ -567,8 +567,8 @@ def _load(browser, target: str, placeholders, shot_kind: str, playwright_error, 
         response = page.goto(target, wait_until="load", timeout=30_000)
         kind = (response.headers.get("content-type") or "").lower() if response is not None else ""
         html = not kind or "html" in kind  # (JSON, text, images: the browser draws them with its own page)
-        wait_settled(page, inflight)
-        wait_timers_due(page, inflight)
+        wait_settled(page, inflight, sockets=sockets)
+        wait_timers_due(page, inflight, sockets)
         dom = page.content(include_shadow=shadow).encode("utf-8")
     except playwright_error as exc:
         error = str(exc).splitlines()[0]
@@ -627,8 +627,8 @@ class _ReusedTab:
             self._open()
         try:
             self.page.goto(target, wait_until="load", timeout=30_000)
-            wait_settled(self.page, self.inflight)
-            wait_timers_due(self.page, self.inflight)
+            wait_settled(self.page, self.inflight, sockets=self.sockets)
+            wait_timers_due(self.page, self.inflight, self.sockets)
             dom = self.page.content(include_shadow=True).encode("utf-8")
         except playwright_error as exc:
             error = str(exc).splitlines()[0]

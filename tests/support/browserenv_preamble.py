@@ -2,6 +2,8 @@
 compare our environment with it). It reads ``cfg`` (JSON in ``sys.argv[1]``: ``chromium``, ``flags``)
 and wraps Playwright's launcher so that every browser BrowserGym starts is Debian's Chromium with our
 flags: its Chat window launches a second browser without the executable path BrowserEnv passes.
+BrowserEnv launches both anew on every reset; a launch with the arguments of an earlier one gets
+that browser again (each reset still makes its fresh contexts and pages).
 ``settle(env)`` makes BrowserEnv wait, before each observation, until its pages' network is idle."""
 
 PREAMBLE = r"""
@@ -19,8 +21,21 @@ def patched():
     pw = get()
     if not getattr(pw.chromium, "_wf", False):
         launch = pw.chromium.launch
-        pw.chromium.launch = lambda **kw: launch(**{**kw, "executable_path": cfg["chromium"],
-                                                   "args": [*(kw.get("args") or []), *cfg["flags"]]})
+        shared = {}
+
+        def launch_once(**kw):
+            # BrowserEnv.reset closes its browser and its Chat's and launches two new ones: each
+            # launch with the same arguments gets the one browser (a new context every reset, as
+            # before: BrowserEnv closes its contexts itself), its close left to the process's end
+            key = json.dumps(kw, sort_keys=True, default=str)
+            browser = shared.get(key)
+            if browser is None or not browser.is_connected():
+                browser = launch(**{**kw, "executable_path": cfg["chromium"],
+                                    "args": [*(kw.get("args") or []), *cfg["flags"]]})
+                browser.close = lambda **_: None
+                shared[key] = browser
+            return browser
+        pw.chromium.launch = launch_once
         pw.chromium._wf = True
     return pw
 

@@ -195,6 +195,12 @@ PARTED_HINT = ("; recording it again as it was will not mend it: a session whose
                "replay's steps settle (up to 1 s of the page's time each) had its messages grouped or ordered "
                "otherwise live, so record it pausing a second after each action; a message that differs in a "
                "clock or a random id is set aside by the replay rule socket_volatile (docs/authoring.md)")
+# What it says instead when the archive holds no session of the task (``session`` "absent" on the
+# miss: webfreeze/checks/drift.py note_captured): the socket was answered from another session's
+# conversation (a crawl's, another task's), which the page's first action parts from.
+ABSENT_SESSION_HINT = ("; this archive holds no session of this task (its reference was recorded in session {sid}, "
+                       "not in this archive), so the socket was answered from another session's conversation: "
+                       "record the task's session into this archive (record session ... --archive)")
 
 
 def describe_miss(miss: dict) -> str:
@@ -211,7 +217,10 @@ def describe_miss(miss: dict) -> str:
             "from the recording)" if socket
             else CAPTURED_OTHERWISE.get(miss.get("captured"), "was not captured"))
     if socket and miss.get("step") is not None and str(miss.get("why") or "").startswith(WEBSOCKET_PARTED_WORDS):
-        said += PARTED_HINT  # (after an action; on the start page no action came too soon)
+        if miss.get("session") == "absent":
+            said += ABSENT_SESSION_HINT.format(sid=miss.get("reference_session") or "?")
+        else:
+            said += PARTED_HINT  # (after an action; on the start page no action came too soon)
     return f"{where}: {miss['method']} {miss['url']} ({miss['kind']}) {said}"
 
 

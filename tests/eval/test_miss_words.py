@@ -173,3 +173,31 @@ def test_a_beacon_captured_with_another_body_is_not_called_another_kind(tmp_path
     misses = [{"step": 2, "kind": kind, "method": "POST", "url": url} for kind in ("subresource", "xhr", "document")]
     notes = note_captured(tmp_path / "a.wfz", misses)
     assert [n.get("captured") for n in notes] == ["body", "body", "kind"], notes
+
+
+def test_a_parted_socket_in_an_archive_without_the_task_s_session_says_to_record_it_there(tmp_path):
+    # Streamlit on a newer snapshot (drift, `tasks validate --archive NEW`) whose sessions were not
+    # all recorded again: the task's socket was answered from another session's conversation, which
+    # the page's first action parted from, and the line said recording again "will not mend it".
+    # Recording the task's session into NEW mended it: the line now says so. An archive that holds
+    # the reference's session keeps the pausing advice.
+    from webfreeze.archives import Exchange, new_archive_atomically
+    from webfreeze.checks.drift import note_captured
+    from webfreeze.eval.authoring import PARTED_HINT, WEBSOCKET_PARTED_WORDS, describe_miss
+
+    with new_archive_atomically(tmp_path / "a.wfz") as arc:
+        sid = arc.new_session("session", source="test_miss_words")
+        arc.add_exchange(Exchange(session_id=sid, url="http://st.test/", status=200, payload=b"<p>app</p>",
+                                  captured_at="2024-03-01T12:00:00Z", resp_headers=[("Content-Type", "text/html")]))
+    why = f"{WEBSOCKET_PARTED_WORDS}: the page sent b'Z...' after the recorded conversation ended"
+    miss = {"step": 1, "kind": "xhr", "method": "GET", "url": "ws://st.test/_stcore/stream", "why": why}
+    elsewhere = {"archive_session": "a344e1ae5d1b45e3", "start_url": "http://st.test/", "steps": []}
+    (note,) = note_captured(tmp_path / "a.wfz", [miss], elsewhere)
+    assert (note["session"], note["reference_session"]) == ("absent", "a344e1ae5d1b45e3")
+    said = describe_miss(note)
+    assert said.endswith("this archive holds no session of this task (its reference was recorded in session "
+                         "a344e1ae5d1b45e3, not in this archive), so the socket was answered from another session's "
+                         "conversation: record the task's session into this archive (record session ... --archive)")
+    assert "will not mend it" not in said
+    (kept,) = note_captured(tmp_path / "a.wfz", [miss], {**elsewhere, "archive_session": sid})
+    assert "session" not in kept and describe_miss(kept).endswith(PARTED_HINT)

@@ -223,6 +223,7 @@ def validate_references(suite, archive: Path, *, backend: str, workers: int = 1,
                                   tasks=list(tasks), limit=limit))
         execute(prep, progress=progress)
         report, trajectories = build_report(out)
+        references = {t.id: t.reference for t in load_suite(str(suite)).tasks}
         result = {}
         for tid, r in sorted(report["tasks"].items()):
             traj = trajectories.get(tid) or {}
@@ -235,7 +236,8 @@ def validate_references(suite, archive: Path, *, backend: str, workers: int = 1,
             reached = reference_reached(r)
             result[tid] = {"reached": reached, "end": r.get("end_reason") or r["outcome"], "answer": r.get("answer"),
                            "reason": reason or None,
-                           "misses": note_captured(archive, capture_misses(traj, reached=reached)),
+                           "misses": note_captured(archive, capture_misses(traj, reached=reached),
+                                                   references.get(tid)),
                            "visited": sorted(visited)}
         return result
     finally:
@@ -309,7 +311,7 @@ def retimed_suite(suite, archive, work: Path):
     return work
 
 
-def note_captured(archive, misses: list[dict]) -> list[dict]:
+def note_captured(archive, misses: list[dict], reference: dict | None = None) -> list[dict]:
     """``misses`` (:func:`~webfreeze.eval.authoring.capture_misses`), each with ``captured`` when
     ``archive`` holds the request otherwise, so the line that names it does not send the author
     to record what was recorded: ``body`` (the same method and URL: honest matching turned down its
@@ -318,10 +320,15 @@ def note_captured(archive, misses: list[dict]) -> list[dict]:
     (the same method and URL, but only as another kind of request: a form's submission where the
     replayed page's script sent it, which the recorded page never did; a timer that ran out in the
     replay but not in the session, Wagtail's autosave) or ``query`` (the same method, host and
-    path). Unchanged when the archive cannot be read."""
+    path). A WebSocket whose conversation parted gets ``session`` "absent" (and
+    ``reference_session``) when ``archive`` holds neither the session ``reference`` (the task's
+    reference trajectory) was recorded in nor one that recorded it again (:func:`recorded_again`):
+    its socket was answered from another session's conversation, and recording the task into the
+    archive mends it. Unchanged when the archive cannot be read."""
     from urllib.parse import urlsplit
 
     from webfreeze.archives import Archive
+    from webfreeze.eval.authoring import WEBSOCKET_PARTED_WORDS
 
     def path_of(url: str) -> tuple:
         u = urlsplit(url)
@@ -351,6 +358,13 @@ def note_captured(archive, misses: list[dict]) -> list[dict]:
                     if any(path_of(ex.url) == path_of(base) for ex in arc.exchanges(prefix=base, method=method, limit=200)):
                         m["captured"] = "query"
             out.append(m)
+        sid = reference.get("archive_session") if isinstance(reference, dict) else None
+        parted = [m for m in out if str(m.get("url") or "").startswith(("ws:", "wss:"))
+                  and str(m.get("why") or "").startswith(WEBSOCKET_PARTED_WORDS)]
+        absent = bool(parted) and isinstance(sid, str) and arc.session(sid) is None
+    if absent and recorded_again(archive, reference) is None:
+        for m in parted:
+            m.update(session="absent", reference_session=sid)
     return out
 
 

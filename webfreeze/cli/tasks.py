@@ -252,7 +252,7 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
             if misses:
                 from webfreeze.checks.drift import note_captured  # (late: the archive, looked at only here)
 
-                misses = note_captured(_run_archive(out), misses)
+                misses = note_captured(_run_archive(out), misses, _run_reference(out, tid, lines))
             detail = next((res.get("detail") for res in r["results"].values()
                            if isinstance(res, dict) and not res.get("success") and res.get("detail")), None)
             end = traj.get("end") if isinstance(traj.get("end"), dict) else {}

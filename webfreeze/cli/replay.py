@@ -96,9 +96,10 @@ def browse_flags(mode: str, replay_url: str, profile: str) -> list[str]:
     return flags
 
 
-def _start_url(archive_path: str, mode: str, replay_url: str, url: str | None) -> str:
+def _start_url(archive_path: str, mode: str, replay_url: str, url: str | None, at: str | None = None) -> str:
     """What the browser opens: ``url`` (else the archive's first page record, else its first HTML
-    page), as a direct URL in direct mode; the listing when the archive has no page."""
+    page), as a direct URL in direct mode (at ``at``, else at that page's capture time); the
+    listing when the archive has no page."""
     from webfreeze.archives.timeutil import to_timestamp14
 
     with Archive.open(archive_path) as arc:
@@ -115,6 +116,7 @@ def _start_url(archive_path: str, mode: str, replay_url: str, url: str | None) -
         return replay_url + "/"
     if mode == "proxy":
         return url
+    when = at or when
     ts = to_timestamp14(when) if when else "2"
     return f"{replay_url}/{ts}/{url}"
 
@@ -127,8 +129,11 @@ def _start_url(archive_path: str, mode: str, replay_url: str, url: str | None) -
 @click.option("--url", help="Original URL to open (default: the archive's first page).")
 @click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of Math.random and crypto in pages.")
+@click.option("--at", "when", type=Timestamp(),
+              help="Target time (ISO 8601 or 1-14 digits): prefer the captures closest to it (a recorded "
+                   "session's start, from 'archive sessions', to browse what that session saw).")
 @click.option("--headless", is_flag=True, help="Run the browser without a window (for scripts and tests).")
-def replay_browse(archive_path, mode, url, port, seed, headless):
+def replay_browse(archive_path, mode, url, port, seed, when, headless):
     """Serve ARCHIVE and open it in a new Chromium (Debian's, a throwaway profile) set up so that
     nothing reaches the network; until the browser is closed, Ctrl-C or SIGTERM."""
     import shutil
@@ -142,11 +147,12 @@ def replay_browse(archive_path, mode, url, port, seed, headless):
     path = chromium_path()
     if not headless:
         require_display("add --headless, or run it on a desktop")
-    server = ReplayServer(archive_path, mode=mode, host="127.0.0.1", port=port, miss_report=None, seed=seed).start()
+    server = ReplayServer(archive_path, mode=mode, host="127.0.0.1", port=port, miss_report=None, seed=seed,
+                          when=when).start()
     profile = tempfile.mkdtemp(prefix="webfreeze-browse-")
     proc = None
     try:
-        start = _start_url(archive_path, mode, server.url, url)
+        start = _start_url(archive_path, mode, server.url, url, when)
         cmd = [path, *browse_flags(mode, server.url, profile), *(["--headless=new"] if headless else []), start]
         click.echo(f"replaying {archive_path} ({server.matcher.count} exchanges) in {mode} mode at {server.url}",
                    err=True)

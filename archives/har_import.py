@@ -7,7 +7,9 @@ response (status, reason, HTTP version, headers, body from ``content.text``, bas
 ``content.encoding`` says so). A response without a body by nature (a redirect, 204, 304, or an
 empty one: ``content.size`` 0) is kept with an empty body. An entry without content (a body the
 browser did not keep, a request that got no answer) is not invented: it is listed in the import's
-session (``har.without_content``: method, URL, status, why) and counted as skipped.
+session (``har.without_content``: method, URL, status, why) and counted as skipped. A WebSocket
+entry with ``_webSocketMessages`` (Chromium DevTools writes them; so does ``eval export-har``)
+becomes the recorder's ``websocket/`` document of its conversation, which the replay serves.
 
 A HAR holds bodies as the page received them, content coding undone: the stored response drops
 ``Content-Encoding`` and ``Content-Length`` (``extra.har_decoded``), so that the replay serves
@@ -96,6 +98,41 @@ def _request_body(request: dict, har_dir: Path, what: str) -> bytes | None:
     return body
 
 
+def _socket(arc: Archive, session_id: str, entry: dict, url: str, name: str, what: str) -> None:
+    """A WebSocket entry's ``_webSocketMessages`` (Chromium DevTools': ``type`` send or receive,
+    ``time`` in seconds since the epoch, ``opcode`` 1 text or 2 binary with ``data`` in base64) as
+    the recorder's ``websocket/`` document, which the replay serves (replayer/websocket.py). Control
+    frames (other opcodes) are left out; how the socket ended is not in a HAR (left open)."""
+    from .timeutil import parse_time
+
+    try:
+        opened = parse_time(_text(entry.get("startedDateTime"), f"{what}.startedDateTime")).timestamp()
+    except ValueError as exc:
+        raise BadInput(f"{what}: {exc}") from None
+    messages = []
+    for j, m in enumerate(entry["_webSocketMessages"]):
+        if not isinstance(m, dict) or m.get("type") not in ("send", "receive"):
+            raise BadInput(f"{what}._webSocketMessages[{j}]: not a message (type send or receive)")
+        opcode, data = m.get("opcode", 1), _text(m.get("data", ""), f"{what}._webSocketMessages[{j}].data")
+        if opcode not in (1, 2):
+            continue
+        if opcode == 2:
+            try:
+                content = base64.b64decode(data, validate=True).hex()
+            except (binascii.Error, ValueError):
+                raise BadInput(f"{what}._webSocketMessages[{j}].data is not valid base64") from None
+        else:
+            content = data
+        when = m.get("time")
+        messages.append({"from_client": m["type"] == "send", "type": "binary" if opcode == 2 else "text",
+                         "content": content, "time": float(when) if isinstance(when, (int, float)) else opened})
+    response = entry.get("response") if isinstance(entry.get("response"), dict) else {}
+    protocol = next((v for k, v in _headers(response.get("headers"), f"{what}.response.headers")
+                     if k.lower() == "sec-websocket-protocol"), None)
+    arc.put_document(name, {"version": 1, "url": url, "opened": opened, "protocol": protocol,
+                            "closed_by_client": None, "close_code": None, "messages": messages})
+
+
 def read_har(path: Path) -> dict:
     """The parsed HAR at ``path`` (its ``log``), checked for the fields the import reads."""
     try:
@@ -129,7 +166,12 @@ def import_har(arc: Archive, path: Path, session_id: str) -> tuple[ImportStats, 
         request, response = entry["request"], entry["response"]
         url = _text(request.get("url"), f"{what}.request.url")
         method = _text(request.get("method", "GET"), f"{what}.request.method").upper() or "GET"
-        if urlsplit(url).scheme not in ("http", "https"):
+        scheme = urlsplit(url).scheme
+        if scheme in ("ws", "wss") and isinstance(entry.get("_webSocketMessages"), list):
+            _socket(arc, session_id, entry, url, f"websocket/{session_id}/har-{i}.json", what)
+            stats.websockets += 1
+            continue
+        if scheme not in ("http", "https"):
             stats.skip("har: not http(s)")
             continue
         when = _text(entry.get("startedDateTime"), f"{what}.startedDateTime")

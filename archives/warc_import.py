@@ -88,6 +88,7 @@ class ImportStats:
     revisits: int = 0
     resources: int = 0
     warnings: int = 0
+    websockets: int = 0  # WebSocket conversations stored (a HAR's _webSocketMessages)
     skipped: dict = field(default_factory=dict)
     unresolved_revisits: list = field(default_factory=list)
 

@@ -72,7 +72,14 @@ def _content_of(body: bytes, mime: str | None) -> dict:
 
 def _with_content(entry: dict, got: dict) -> None:
     """Fill ``entry`` with what the archive holds of its exchange (``got``: request and response
-    headers and bodies as the replay served them, the capture time)."""
+    headers and bodies as the replay served them, the capture time; for a WebSocket, its recorded
+    conversation in Chromium DevTools' ``_webSocketMessages``)."""
+    if "websocket_messages" in got:
+        entry["_resourceType"] = "websocket"
+        entry["_webSocketMessages"] = got["websocket_messages"]
+        if got.get("captured_at"):
+            entry["startedDateTime"] = got["captured_at"]
+        return
     request, response = entry["request"], entry["response"]
     request["headers"] = [{"name": k, "value": v} for k, v in got.get("request_headers") or []]
     body = got.get("request_body")

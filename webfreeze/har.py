@@ -1,5 +1,8 @@
 """What ``eval export-har`` adds to a run's HAR files from the archive: each answered request's
-headers, bodies and capture time, as the replay served them.
+headers, bodies and capture time, as the replay served them; each WebSocket's recorded conversation
+(the recording the replay's rule picks for it: replayer/websocket.py) in the ``_webSocketMessages``
+field Chromium DevTools writes, which ``archive import`` reads back. What the episode was sent of
+that conversation is not kept (a conversation that parted, pushes that waited): the recording is.
 
 The episode is answered again in process (:class:`~webfreeze.replayer.replay.Replay`, no browser)
 with the run's settings: its seed, the task's frozen clock, the suite's site models and replay
@@ -11,17 +14,21 @@ repeats pick the same captures.
 
 from __future__ import annotations
 
+import base64
 import json
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from webfreeze.archives.content import DecodeError, content_encoding, decode_content
-from webfreeze.archives.timeutil import normalize_time
+from webfreeze.archives.timeutil import normalize_time, parse_time
 from webfreeze.archives.urlkey import surt_key
 from webfreeze.eval.errors import ReportError
 from webfreeze.eval.har import export_har
 from webfreeze.replayer.matching import AGENT_RULES
 from webfreeze.replayer.replay import Replay, ReplayError
+from webfreeze.replayer.websocket import SocketIndex
 from webfreeze.simulator.site_models import SimulatedSiteModel
 
 _OURS = ("x-webfreeze-",)
@@ -48,6 +55,7 @@ class ArchiveContent:
     def __init__(self, archive: Path, manifest: dict):
         self.archive = archive
         self.rules = ((manifest.get("env") or {}).get("replay_rules")) or None
+        self.sockets = 0  # WebSocket entries given their recorded conversation
 
     def __call__(self, trajectory: dict):
         env = trajectory.get("env") or {}
@@ -63,9 +71,30 @@ class ArchiveContent:
         replay.reset(int(env.get("seed") or 0), when=env.get("snapshot_time"))
         arc = replay.archive
         used: set[int] = set()  # the captures of requests with a body taken by this episode's entries
+        # WebSockets: the recording that answered each (the rule's pick, replayer/websocket.py), from
+        # the page's document (its capture session and time) and the count of sockets to a URL since
+        sockets: dict[str, Any] = {"index": None, "doc": None, "opened": {}}
+
+        def socket_content(answer: dict, url: str) -> dict | None:
+            if answer.get("why"):  # (a second record of a socket served: said set aside, or ahead)
+                return None
+            if sockets["index"] is None:
+                sockets["index"] = SocketIndex.from_archive(arc, replay.rules)
+            k = sockets["opened"].get(url, 0)
+            sockets["opened"][url] = k + 1
+            doc = sockets["doc"]
+            pick = sockets["index"].pick(url, k, session=doc[0] if doc else None, after=doc[1] if doc else None,
+                                        when=replay.when)
+            if pick.recording is None:
+                return None
+            self.sockets += 1
+            return {"websocket_messages": [_devtools_message(m) for m in pick.recording.messages],
+                    "captured_at": _har_time(normalize_time(datetime.fromtimestamp(pick.recording.opened, timezone.utc)))}
 
         def content(answer: dict) -> dict | None:
             method, url = str(answer.get("method") or "GET"), str(answer.get("url") or "")
+            if answer.get("level") != "miss" and url.startswith(("ws:", "wss:")):
+                return socket_content(answer, url)
             if answer.get("level") == "miss" or not url.startswith(("http:", "https:")):
                 return None
             captured = None
@@ -87,6 +116,9 @@ class ArchiveContent:
                 return None  # (the episode's answer was not a miss: its request is not found again; left unknown)
             capture = next((v for k, v in got if k.lower() == "x-webfreeze-capture"), None)
             ex = arc.exchange(int(capture)) if capture and capture.isdigit() else None
+            if answer.get("main") and answer.get("kind") == "document" and ex is not None:
+                sockets["doc"] = (ex.session_id, parse_time(ex.captured_at).timestamp())
+                sockets["opened"] = {}
             response_headers = [(k, v) for k, v in got if not k.lower().startswith(_OURS)]
             coding = content_encoding(response_headers)
             if coding:  # a HAR's content is the body decoded (HAR 1.2); its headers say so
@@ -135,14 +167,25 @@ def _sent(arc, method: str, url: str, status, when, used: set[int]):
     return None
 
 
+def _devtools_message(m) -> dict:
+    """A recorded WebSocket message as Chromium DevTools writes one in a HAR's
+    ``_webSocketMessages``: ``type`` send (the page's) or receive, ``time`` (seconds since the
+    epoch), ``opcode`` 1 (text) or 2 (binary, ``data`` in base64)."""
+    binary = isinstance(m.data, bytes)
+    return {"type": "send" if m.from_client else "receive", "time": m.time if m.time is not None else 0,
+            "opcode": 2 if binary else 1,
+            "data": base64.b64encode(m.data).decode("ascii") if binary else m.data}
+
+
 def _har_time(stored: str) -> str:
     """An archive time (``YYYY-MM-DDTHH:MM:SS.ffffffZ``) as HAR's, to the millisecond."""
     head, _, frac = stored.rstrip("Z").partition(".")
     return f"{head}.{(frac + '000')[:3]}Z"
 
 
-def export_run_har(run_dir, out=None, *, archive=None) -> list[Path]:
-    """``eval export-har``: the run's HAR files with the archive's headers, bodies and capture times."""
+def export_run_har(run_dir, out=None, *, archive=None, stats: dict | None = None) -> list[Path]:
+    """``eval export-har``: the run's HAR files with the archive's headers, bodies and capture times,
+    and each WebSocket's recorded conversation (``stats["websockets"]``: how many were given one)."""
     run = Path(run_dir)
     try:
         manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
@@ -154,3 +197,5 @@ def export_run_har(run_dir, out=None, *, archive=None) -> list[Path]:
         return export_har(run, out, content=filler)
     finally:
         filler.close()
+        if stats is not None:
+            stats["websockets"] = filler.sockets

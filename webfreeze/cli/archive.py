@@ -66,6 +66,8 @@ def archive_import(sources, target, creator, description, license_):
             parts.append(f"{s.resources} resource records")
         if r.pages:
             parts.append(f"{r.pages} pages")
+        if s.websockets:
+            parts.append(f"{s.websockets} WebSocket conversation{'s' if s.websockets != 1 else ''}")
         click.echo(f"{r.source}: " + ", ".join(parts))
         if s.unresolved_revisits:
             click.echo(f"  warning: {len(s.unresolved_revisits)} revisit records point at captures that are not in "

@@ -107,7 +107,13 @@ def export_har_command(run_dir, out, archive):
     miss) in the entry's `_webfreeze` field."""
     from webfreeze.har import export_run_har  # (the archive and the replay: only for this command)
 
-    written = export_run_har(run_dir, out, archive=archive)
+    stats: dict = {}
+    written = export_run_har(run_dir, out, archive=archive, stats=stats)
     for path in written:
         click.echo(str(path))
     click.echo(f"wrote {len(written)} HAR file{'s' if len(written) != 1 else ''}", err=True)
+    if stats.get("websockets"):
+        n = stats["websockets"]
+        click.echo(f"note: {n} WebSocket{'s' if n != 1 else ''} written with {'their' if n != 1 else 'its'} recorded "
+                   "conversation in _webSocketMessages (Chromium DevTools' field, which 'archive import' reads); "
+                   "Playwright's route_from_har serves no WebSocket", err=True)

@@ -904,6 +904,8 @@ class _Connection(asyncio.Protocol):
             if urlsplit(url).netloc == host and doc is not None:  # built from the replay's own address
                 page = urlsplit(doc[2])
                 url = urlsplit(url)._replace(scheme="wss" if page.scheme == "https" else "ws", netloc=page.netloc).geturl()
+            if url[:8].lower().startswith(("http://", "https://")):  # (a URL the page built from its http: address)
+                url = "ws" + url[4:]
             return url
         return f"ws://{host}{target}"
 

@@ -74,3 +74,22 @@ def test_a_push_after_an_action_comes_once_the_server_has_answered_it(tmp_path):
             assert (answer.status, answer.read(), answer.getheader("X-Webfreeze-Match")) == (200, b"ok", "exact")
             conn.close()
             assert _frames(ws, buffer, 2) == ["Hello, Ada!", "done"]
+
+
+def test_a_direct_mode_socket_the_page_built_from_its_http_address_is_named_ws(tmp_path):
+    # Streamlit builds its socket's URL from its own address: in direct mode the shim's prefix holds
+    # http://streamlit.test/_stcore/stream; `replay serve`'s miss report named it so, where the
+    # check and the docs say ws://
+    path = tmp_path / "none.wfz"
+    with Archive.create(path) as arc:
+        arc.new_session("session", source="test")
+    with ReplayServer(path, mode="direct", port=0, miss_report=None, confdir=tmp_path / "ca") as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as ws:
+            ws.sendall(b"GET /2026/http://waits.test/_stcore/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                       b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += ws.recv(4096)
+        assert head.startswith(b"HTTP/1.1 404"), head
+        assert [m["url"] for m in server.misses] == ["ws://waits.test/_stcore/stream"]

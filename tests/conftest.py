@@ -11,6 +11,7 @@ import pytest
 from cli_runner import invoke, run_cli
 from local_model import local_model_installed
 
+from webfreeze.cli import node_compile_cache
 from webfreeze.llm.local import THREADS_ENV
 from webfreeze.samples import SamplesUnavailable, pywb_sample_archive
 
@@ -89,6 +90,10 @@ def pytest_runtest_setup(item):
 # busy worker.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault(THREADS_ENV, "1")
+
+# Playwright's driver (Node) starts ~450 times in a run, in this process and in the CLI's: its
+# compiled code is kept between starts, as the CLI keeps it for users (webfreeze.cli.node_compile_cache)
+node_compile_cache()
 
 
 def _unit_of_file(name: str) -> str:

@@ -235,3 +235,22 @@ def test_import_says_when_new_archive_metadata_is_not_used(cli_here, samples, tm
     assert f"warning: {target} exists, so --creator and --license are not used" in again.stderr
     meta = json.loads(cli_here("archive", "meta", target).stdout)
     assert meta["creator"] == "lab A" and meta["license"] == ""
+
+
+def test_node_keeps_its_compiled_code_unless_told_not_to(tmp_path, monkeypatch):
+    """Playwright's driver is a Node program each browser command starts: the CLI points Node's
+    compile cache into webfreeze's cache folder, unless the user chose a folder or turned it off."""
+    from webfreeze.cli import node_compile_cache
+
+    monkeypatch.setenv("WEBFREEZE_CACHE", str(tmp_path))
+    monkeypatch.delenv("NODE_COMPILE_CACHE", raising=False)
+    monkeypatch.delenv("NODE_DISABLE_COMPILE_CACHE", raising=False)
+    node_compile_cache()
+    assert os.environ["NODE_COMPILE_CACHE"] == str(tmp_path / "node-compile-cache")
+    monkeypatch.setenv("NODE_COMPILE_CACHE", "/somewhere/else")
+    node_compile_cache()
+    assert os.environ["NODE_COMPILE_CACHE"] == "/somewhere/else"
+    monkeypatch.delenv("NODE_COMPILE_CACHE")
+    monkeypatch.setenv("NODE_DISABLE_COMPILE_CACHE", "1")
+    node_compile_cache()
+    assert "NODE_COMPILE_CACHE" not in os.environ

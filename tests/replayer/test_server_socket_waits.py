@@ -9,6 +9,8 @@ import http.client
 import socket
 from datetime import datetime, timezone
 
+from ws_recording import handshake
+
 from webfreeze.archives import Archive, Exchange
 from webfreeze.replayer.server import ReplayServer
 
@@ -50,13 +52,7 @@ def test_a_push_after_an_action_comes_once_the_server_has_answered_it(tmp_path):
                          {"from_client": False, "type": "text", "time": T0 + 12, "content": "done"}]})
     with ReplayServer(path, mode="direct", port=0, miss_report=None, confdir=tmp_path / "ca") as server:
         with socket.create_connection(("127.0.0.1", server.port), timeout=30) as ws:
-            ws.sendall(b"GET /2026id_/ws://waits.test/ws HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                       b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-                       b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
-            buffer = bytearray()
-            while b"\r\n\r\n" not in buffer:
-                buffer += ws.recv(4096)
-            head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
+            head, rest = handshake(ws, "/2026id_/ws://waits.test/ws")
             assert head.startswith(b"HTTP/1.1 101"), head
             buffer = bytearray(rest)
             assert _frames(ws, buffer, 1) == ["rendered"]
@@ -85,11 +81,6 @@ def test_a_direct_mode_socket_the_page_built_from_its_http_address_is_named_ws(t
         arc.new_session("session", source="test")
     with ReplayServer(path, mode="direct", port=0, miss_report=None, confdir=tmp_path / "ca") as server:
         with socket.create_connection(("127.0.0.1", server.port), timeout=30) as ws:
-            ws.sendall(b"GET /2026/http://waits.test/_stcore/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                       b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-                       b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += ws.recv(4096)
+            head, _ = handshake(ws, "/2026/http://waits.test/_stcore/stream")
         assert head.startswith(b"HTTP/1.1 404"), head
         assert [m["url"] for m in server.misses] == ["ws://waits.test/_stcore/stream"]

@@ -290,3 +290,20 @@ def test_cassette_redact_on_its_own(recorded, tmp_path):
     assert row["key"] == text_key(row["request"])  # the key follows the redacted request
     proc = run_cli("cassette", "redact", src, "-o", out, "--archive", archive)
     assert proc.returncode == 1 and "already exists" in proc.stderr
+
+
+def test_a_redacted_run_lists_its_llm_entries_as_a_re_run_does(tmp_path):
+    """A trajectory's ``llm_entries`` are listed sorted by key, as the cassette hands an episode
+    what it used; redaction renames the keys (their requests changed), and kept the old order: a
+    re-run on the redacted cassette listed them otherwise, so `bundle pack --redact` refused every
+    run whose episodes made two LLM calls or more ("does not re-run identically")."""
+    import json
+
+    from webfreeze.archives.redact import Redactor
+    from webfreeze.bundles.redaction import redact_text_file
+
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"task_id": "t", "steps": [], "llm_entries": [["a1", 0], ["b2", 0], ["b2", 1]]}))
+    redact_text_file(Redactor(), src, tmp_path / "out" / "t.json", {}, {"a1": "f9", "b2": "c3"}, True)
+    got = json.loads((tmp_path / "out" / "t.json").read_text())["llm_entries"]
+    assert got == [["c3", 0], ["c3", 1], ["f9", 0]]

@@ -208,7 +208,9 @@ def redact_text_file(r, src: Path, dest: Path, replace: dict, keys: dict, trajec
     def value_of(v):
         v = redact_trajectory(r, v) if trajectory and isinstance(v, dict) else r.json_value(v)
         if isinstance(v, dict) and isinstance(v.get("llm_entries"), list):
-            v["llm_entries"] = [[keys.get(k, k), n] for k, n in v["llm_entries"]]
+            # (sorted as the cassette lists what an episode used: take_used; the renamed keys sort
+            # otherwise than the old ones, and a re-run on the redacted cassette lists them so)
+            v["llm_entries"] = sorted([keys.get(k, k), n] for k, n in v["llm_entries"])
         return v
 
     dest.parent.mkdir(parents=True, exist_ok=True)

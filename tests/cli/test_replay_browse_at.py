@@ -77,3 +77,23 @@ def test_browse_at_a_time_answers_with_the_captures_nearest_it(archive, mode, tm
             "/20260101100000/" + URL, "/20260101110000/" + URL], got
     else:
         assert [o for o, _ in got.values()] == [URL, URL]
+
+
+def test_a_sigterm_as_the_browser_starts_leaves_no_browser_behind(archive, tmp_path):
+    """SIGTERM right after the browser's command line is printed: it came while the browser was
+    being started, which left it running (its profile too) and the command exited 143."""
+    import os
+    from pathlib import Path
+
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-m", "webfreeze", "replay", "browse", str(archive), "--headless"],
+                                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                                env=dict(os.environ, WEBFREEZE_HOME=str(tmp_path / "home")))
+        head = "".join(proc.stderr.readline() for _ in range(3))
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1]
+        profile = re.search(r"--user-data-dir=(\S+)", head).group(1)
+        left = subprocess.run(["pgrep", "-f", f"--user-data-dir={profile}"], capture_output=True, text=True).stdout
+        subprocess.run(["pkill", "-f", f"--user-data-dir={profile}"])
+        assert (proc.returncode, left.strip()) == (0, ""), (proc.returncode, left, err)
+        assert not Path(profile).exists()

@@ -137,6 +137,7 @@ def replay_browse(archive_path, mode, url, port, seed, when, headless):
     """Serve ARCHIVE and open it in a new Chromium (Debian's, a throwaway profile) set up so that
     nothing reaches the network; until the browser is closed, Ctrl-C or SIGTERM."""
     import shutil
+    import signal
     import subprocess
     import tempfile
     import time
@@ -154,19 +155,25 @@ def replay_browse(archive_path, mode, url, port, seed, when, headless):
     try:
         start = _start_url(archive_path, mode, server.url, url, when)
         cmd = [path, *browse_flags(mode, server.url, profile), *(["--headless=new"] if headless else []), start]
-        click.echo(f"replaying {archive_path} ({server.matcher.count} exchanges) in {mode} mode at {server.url}",
-                   err=True)
-        click.echo(f"opened {start}", err=True)
-        click.echo("browser: " + " ".join(cmd[:-1]), err=True)
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+        # (a SIGTERM from here on stops the replay as one while the browser runs does; held while the
+        # browser starts: one that came between its fork and `proc` being set left it running)
         try:
+            click.echo(f"replaying {archive_path} ({server.matcher.count} exchanges) in {mode} mode at "
+                       f"{server.url}", err=True)
+            click.echo(f"opened {start}", err=True)
+            click.echo("browser: " + " ".join(cmd[:-1]), err=True)
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            try:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
             while proc.poll() is None:
                 time.sleep(0.2)
         except (KeyboardInterrupt, Terminated):
             pass
         else:
-            click.echo(f"the browser exited (status {proc.returncode})", err=True)
+            click.echo(f"the browser exited (status {proc.returncode})", err=True)  # type: ignore[union-attr]
     finally:
         if proc is not None and proc.poll() is None:
             _stop_group(proc)

@@ -497,9 +497,13 @@ def _watch(context, placeholders, sockets) -> tuple:
     page = context.new_page()
     answered = weakref.WeakKeyDictionary()  # the requests whose response came -> its status
     placeholder_answers = weakref.WeakSet()  # those answered with a placeholder (failed at capture)
+    captured = weakref.WeakSet()  # those answered with a capture the site gave (a recorded 404 too)
 
     def on_response(resp):
         answered[resp.request] = resp.status
+        cap = resp.headers.get("x-webfreeze-capture", "")
+        if cap.isdigit() and int(cap) not in placeholders and not resp.headers.get("x-webfreeze-miss"):
+            captured.add(resp.request)
         if sockets is not None and _main_document(resp.request, page):
             sockets.document(resp.headers.get("x-webfreeze-capture"))
         if resp.headers.get("x-webfreeze-miss"):
@@ -527,8 +531,11 @@ def _watch(context, placeholders, sockets) -> tuple:
         # one; the browser may take that placeholder for no answer at all, firing no response: a
         # cross-origin XHR, the proxy's 502 carrying no CORS header, or a CONNECT's: asked of the
         # replay's index then)
+        # (a script or stylesheet the site answered 404, as recorded: Chromium then fails it, as
+        # it did the site's; counted with its answer, not as a miss)
         status = answered.get(request)
-        cancelled = status is not None and status < 400 and refused_after_answer(status, str(request.failure or ""))
+        good = status is not None and (status < 400 or request in captured)
+        cancelled = good and refused_after_answer(status, str(request.failure or ""))
         if not request.url.startswith(("http:", "https:")) or cancelled:
             return
         only = getattr(placeholders, "answer_only", None)

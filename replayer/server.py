@@ -58,7 +58,7 @@ from webfreeze.common.http import header_value, split_host_port
 from .decoding import DecodeError, decode_bounded
 from .determinism import SOCKET_MARK
 from .hooks import SiteModel
-from .matching import request_kind
+from .matching import asks_for_document, request_kind
 from .replay import (
     BROWSER_INTERNAL_HOSTS,
     CACHE_BYTES,
@@ -417,7 +417,8 @@ class ReplayServer:
                 "css" if ctype.startswith(b"text/css") else None
         if kind is not None:
             capture = next((v.strip() for k, v in fields if k.strip().lower() == b"x-webfreeze-capture"), None)
-            key = (capture, ts, original, self.replay.seed) if capture else None
+            # (whether the answer got the runtime: a document's did, a fetch's of the same URL not)
+            key = (capture, ts, original, self.replay.seed, asks_for_document(headers, original)) if capture else None
             new = self._rewrites.get(key) if key else None
             if new is None:
                 new = self._rewrite(kind, data, fields, ts, original)

@@ -183,3 +183,30 @@ def test_server_rewrites_seals_and_keeps_identity(tmp_path):
         # service workers are refused
         status, headers, _ = _get(f"{srv.url}/{TS}/http://site.test/s.css", {"Service-Worker": "script"})
         assert status == 403
+
+
+def test_a_page_fetched_first_by_a_script_still_gets_the_runtime_as_a_document(tmp_path):
+    """Direct mode keeps each page's rewritten answer; the key left out whether it got the
+    determinism runtime (a document's answer does, a fetch's of the same URL does not). A `curl`
+    first (`Accept: */*`: no runtime) left a browser's later visit without it (Solara then drew
+    another kernel id on each load), and the other way round a fetch got a document's runtime."""
+    import http.client
+
+    path = tmp_path / "d.wfz"
+    with new_archive_atomically(path) as arc:
+        sid = arc.new_session("test", source="test_seal_rewrite")
+        arc.add_exchange(Exchange(url="http://order.test/", captured_at="2026-01-01T00:00:00Z", status=200,
+                                  reason="OK", resp_headers=[("Content-Type", "text/html")], session_id=sid,
+                                  payload=b"<html><body><p>page</p></body></html>"))
+
+    def has_runtime(port: int, ts: str, headers: dict) -> bool:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", f"/{ts}/http://order.test/", headers=headers)
+        body = conn.getresponse().read()
+        conn.close()
+        return b"__wfRuntime" in body
+
+    fetch, document = {"Accept": "*/*"}, {"Accept": "text/html", "Sec-Fetch-Dest": "document"}
+    with ReplayServer(path, mode="direct", port=0, miss_report=None, confdir=tmp_path / "ca") as srv:
+        assert [has_runtime(srv.port, "2031", h) for h in (fetch, document, fetch)] == [False, True, False]
+        assert [has_runtime(srv.port, "2032", h) for h in (document, fetch, document)] == [True, False, True]

@@ -789,6 +789,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                         shown.close()
                     if progress:
                         progress(state["done"], url)
+                checker.shutdown()
                 full.close()
                 browser.close()
         finally:
@@ -850,6 +851,7 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
                         incomplete.append([url, missing])
                     if progress:
                         progress(n, url)
+                checker.shutdown()
                 full.close()
                 browser.close()
         finally:

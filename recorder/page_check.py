@@ -122,7 +122,8 @@ class PageChecker:
             return self._in_full_browser(url, when)
         with self._route.serving(when):
             if self._context is None:
-                self._context = new_context(self.browser)
+                # (a redirect's next hop, which no route sees, goes to the route's own replay server)
+                self._context = new_context(self.browser, proxy={**self._route.proxy(), "bypass": "<-loopback>"})
                 self._context.add_init_script(NO_BEACONS_JS)
                 track_live_timers(self._context)
                 self._route.attach(self._context)
@@ -160,6 +161,13 @@ class PageChecker:
                 known.add((request.method, request.url))
                 out.append(Missing(request.method, request.url, (), b"", "still loading when the page timed out"))
         return out
+
+    def shutdown(self) -> None:
+        """Close the checking contexts and stop the replay server their redirects reach."""
+        self.close()
+        self._route.stop()
+        if self._full_checker is not None:
+            self._full_checker.shutdown()
 
     def close(self) -> None:
         """Close the checking context (a later :meth:`check` opens a new one)."""

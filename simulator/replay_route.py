@@ -271,18 +271,76 @@ def _close(ws, code: int):
     return result if inspect.isawaitable(result) else None
 
 
+class _Shared:
+    """The replay a :class:`ReplayRoute` serves, as its proxy (a replay server) answers with it:
+    one request at a time between the two threads."""
+
+    def __init__(self, replay, lock):
+        self._replay, self._lock = replay, lock
+
+    def __getattr__(self, name):
+        return getattr(self._replay, name)
+
+    def answer(self, *args, **kwargs):
+        with self._lock:
+            return self._replay.answer(*args, **kwargs)
+
+
 class ReplayRoute:
     """Routes a browser context's requests to a replay of ``archive_path``: :meth:`attach` a context
     once, then load pages inside :meth:`serving`, which opens the archive anew (its match index then
-    holds what was recorded a moment ago) and collects what the replay could not answer."""
+    holds what was recorded a moment ago) and collects what the replay could not answer.
+
+    Playwright routes no request a redirect makes (its docs say so: the next hop of an answer
+    ``route.fulfill`` gave with a 3xx goes to the network, through the browser's proxy: the crawl's
+    recording proxy, which fetched it live and recorded it, without the login's cookies: Calibre-Web's
+    sort links answered 308, and the crawl recorded their logged-out ``302`` to the login page).
+    So a context attached here also gets :meth:`proxy`: a replay server answering from the same
+    replay, whose misses count with the route's."""
 
     def __init__(self, archive_path, *, seed: int = 0):
         self.archive_path = archive_path
         self.seed = seed
         self._replay = None
         self._sockets: SocketRoutes | None = None
-        self.missing: dict[tuple[str, str], Missing] = {}
+        self._missing: dict[tuple[str, str], Missing] = {}
         self._failed_ids: dict[int, str | None] = {}
+        self._lock = threading.Lock()
+        self._server = None  # the proxy the next hops of redirects reach (started by proxy())
+        self._own = None  # (its own replay, between checks)
+
+    @property
+    def missing(self) -> dict[tuple[str, str], Missing]:
+        """What the replay could not answer while :meth:`serving`: the route's misses, and those of
+        the next hops of redirects its proxy answered."""
+        out = dict(self._missing)
+        replay = self._replay
+        if replay is not None and self._server is not None:
+            with self._lock:
+                seen = list(replay.misses)
+            for m in seen:
+                out.setdefault((m["method"], m["url"]), Missing(m["method"], m["url"], (), b"", "miss"))
+        return out
+
+    def proxy(self) -> dict:
+        """The ``proxy`` setting of a context :meth:`attach` serves (see the class's docstring): a
+        replay server on loopback, started on the first call, answering from :meth:`serving`'s replay."""
+        if self._server is None:
+            from webfreeze.replayer.server import ReplayServer
+
+            self._server = ReplayServer(self.archive_path, mode="proxy", host="127.0.0.1", port=0, miss_report=None,
+                                        seed=self.seed).start()
+            self._own = self._server.replay
+            if self._replay is not None:
+                self._server.replay = _Shared(self._replay, self._lock)
+        return {"server": self._server.url}
+
+    def stop(self) -> None:
+        """Stop :meth:`proxy`'s server, if started."""
+        if self._server is not None:
+            self._server.replay = self._own
+            self._server.stop()
+            self._server = None
 
     @property
     def sockets(self) -> SocketRoutes | None:
@@ -305,12 +363,12 @@ class ReplayRoute:
 
     def _socket_missing(self, url: str, why: str) -> None:
         if self._replay is not None:
-            self.missing.setdefault(("GET", url), Missing("GET", url, (), b"", why))
+            self._missing.setdefault(("GET", url), Missing("GET", url, (), b"", why))
 
     @contextlib.contextmanager
     def serving(self, when: str):
         """The replay, as at ``when``, for the pages loaded in this block; :attr:`missing` starts empty."""
-        self.missing, self._failed_ids = {}, {}
+        self._missing, self._failed_ids = {}, {}
         with Replay(self.archive_path, seed=self.seed) as replay:
             replay.reset(self.seed, when=when)
             replay.sockets = True  # (the runtime counts socket deliveries: SocketRoutes marks them)
@@ -318,9 +376,15 @@ class ReplayRoute:
                                    answered=lambda: replay.actions_answered)
             sockets.reset(replay.when)
             self._replay, self._sockets = replay, sockets
+            if self._server is not None:
+                self._server.replay = _Shared(replay, self._lock)
+                self._server._socket_index = None  # (a worker's socket: the recordings as they are now)
+                self._server.socket_picker = sockets.pick  # (counted with the page's own, as replay check does)
             try:
                 yield self
             finally:
+                if self._server is not None:
+                    self._server.replay, self._server.socket_picker = self._own, None
                 self._replay, self._sockets = None, None
                 sockets.close()
 
@@ -348,15 +412,16 @@ class ReplayRoute:
                 return
             body = request.post_data_buffer or b""
             headers = list(request.headers.items())
-            status, resp_headers, data = replay.fetch(request.method, request.url, headers, body)
+            with self._lock:
+                status, resp_headers, data = replay.fetch(request.method, request.url, headers, body)
             if self._sockets is not None and _main_navigation(request):
                 self._sockets.document(header_value(resp_headers, "x-webfreeze-capture"))
             internal = is_browser_own(request.url)
             why = "miss" if status == 0 or header_value(resp_headers, "x-webfreeze-miss") else \
                 self._upstream_failure(resp_headers)
             if why and not internal:
-                self.missing.setdefault((request.method, request.url),
-                                        Missing(request.method, request.url, tuple(headers), body, why))
+                self._missing.setdefault((request.method, request.url),
+                                         Missing(request.method, request.url, tuple(headers), body, why))
             if status == 0:
                 route.abort()
                 return
@@ -380,8 +445,8 @@ class ReplayRoute:
             if refused is not None:  # the browser would not take it: the request is missing, said why
                 if not internal:
                     why = f"the browser refused the replayed answer: {refused}"
-                    self.missing[(request.method, request.url)] = Missing(request.method, request.url,
-                                                                          tuple(headers), body, why)
+                    self._missing[(request.method, request.url)] = Missing(request.method, request.url,
+                                                                           tuple(headers), body, why)
                 route.abort()  # (not left waiting: the page goes on without it)
         except PlaywrightError:
             pass  # the page went away meanwhile

@@ -129,9 +129,16 @@ class Agent:
         """Release what ``setup`` or ``__init__`` took (a model, a connection)."""
 
 
+# Unicode's private-use areas: the glyphs of icon fonts (Bootstrap's glyphicons, Font Awesome), which
+# a stylesheet's ``::before`` puts in an element's accessible name in the browser and which a page's
+# HTML alone (the text backend) never holds: `link '\ue008 Authors'` there, `link 'Authors'` here.
+_PRIVATE_USE = re.compile("[\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd]")
+
+
 def norm(text) -> str:
-    """Text compared loosely: NFKC, case-folded, whitespace runs as one space."""
-    return collapse_ws(fold(str(text or "")))
+    """Text compared loosely: NFKC, case-folded, whitespace runs as one space, icon fonts' glyphs
+    (Unicode's private-use characters) left out."""
+    return collapse_ws(_PRIVATE_USE.sub(" ", fold(str(text or ""))))
 
 
 def quote(text: str) -> str:

@@ -293,3 +293,19 @@ def test_a_page_posted_to_its_own_url_is_read_whole_though_it_reuses_the_typed_f
     agent.act(form)
     typed_back = dict(form, axtree_text="RootWebArea 'Order form', focused\n\t[10] textbox 'Your name' value='R-502'")
     assert agent.act(typed_back)["action"].startswith("report_infeasible(")
+
+
+def test_an_icon_font_s_glyph_in_a_recorded_name_is_no_part_of_it():
+    """Calibre-Web's navigation links carry a Bootstrap glyphicon: its ``::before`` puts a
+    private-use character in the accessible name the browser computes (`link '\\ue008 Authors'`),
+    which the page's HTML alone (the text backend) never holds (`link 'Authors'`): the reference
+    found no such link there. Names are compared without those glyphs, both ways."""
+    from webfreeze.agents.reference import find_target
+
+    plain = {"bid": "12", "role": "link", "name": "Authors", "tag": "a", "css": "#nav_author > a"}
+    glyph = {**plain, "name": "\ue008 Authors"}
+    assert find_target([plain], {"role": "link", "name": "\ue008 Authors", "tag": "a", "css": "#nav_author > a"}) is plain
+    assert find_target([glyph], {"role": "link", "name": "Authors", "tag": "a", "css": "#nav_author > a"}) is glyph
+    button = {"bid": "7", "role": "button", "name": "\ue056 Add to shelf\U000f0001", "tag": "button", "css": "#add"}
+    assert find_target([button], {"role": "button", "name": "Add to shelf", "tag": "button", "css": "#add"}) is button
+    assert find_target([plain], {"role": "link", "name": "\ue008 Authors list", "tag": "a", "css": "#x"}) is None

@@ -116,12 +116,37 @@ def storage(archive: str | os.PathLike) -> dict:
         return out
 
 
+# Written by `record crawl --recheck`: when it checked every page record again, and what each page
+# still missed then ("incomplete": [[url, [missing, ...]], ...]). The page records keep what the
+# crawl saw at capture time; for the pages recorded before it, this is what holds now.
+RECHECK_DOCUMENT = "checks/recheck.json"
+
+
+def _last_recheck(arc: Archive) -> tuple[str, list] | None:
+    try:
+        doc = arc.get_document(RECHECK_DOCUMENT)
+    except Exception:  # (not there, or not JSON: no recheck to go by)
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("at"), str) or not isinstance(doc.get("incomplete"), list):
+        return None
+    return doc["at"], [e for e in doc["incomplete"] if isinstance(e, list) and len(e) == 2]
+
+
 def _incomplete_pages(arc: Archive) -> list[dict]:
     """Pages recorded whose crawl check still missed requests (``extra.complete`` false): their URL
-    and what they missed."""
+    and what they missed; for the pages recorded before the last ``--recheck``, what it found
+    (:data:`RECHECK_DOCUMENT`) instead."""
     out = []
-    for url, raw in arc.conn.execute("SELECT url, extra FROM pages WHERE extra LIKE '%\"complete\": false%' "
-                                     "OR extra LIKE '%\"complete\":false%' ORDER BY id"):
+    rechecked = _last_recheck(arc)
+    since = ""
+    if rechecked is not None:
+        since = rechecked[0]
+        out = [{"url": str(url), "missing": [str(m) for m in missing or []]} for url, missing in rechecked[1]]
+    for url, captured_at, raw in arc.conn.execute(
+            "SELECT url, captured_at, extra FROM pages WHERE extra LIKE '%\"complete\": false%' "
+            "OR extra LIKE '%\"complete\":false%' ORDER BY id"):
+        if since and captured_at <= since:
+            continue  # (the recheck's verdict holds for it)
         try:
             extra = json.loads(raw) if raw else {}
         except ValueError:

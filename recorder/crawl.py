@@ -31,6 +31,7 @@ from pathlib import Path
 from urllib.parse import urldefrag, urlsplit
 
 from webfreeze.archives import ArchiveError
+from webfreeze.archives.maintenance import RECHECK_DOCUMENT
 from webfreeze.archives.timeutil import now
 from webfreeze.common.aria import OPEN_ROOTS_JS
 from webfreeze.common.http import page_url
@@ -863,6 +864,8 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
         if state is not None:
             state["incomplete"] = incomplete
             arc.put_document(state_name, state)
+        # what every page record misses now (archive info reads it for the pages recorded before)
+        arc.put_document(RECHECK_DOCUMENT, {"version": 1, "at": now(), "pages": len(pages), "incomplete": incomplete})
         return CrawlResult(pages=len(pages), pages_this_run=0, exchanges_this_run=proxy.recorder.recorded - before,
                            resumed=True, complete=not incomplete and not (state or {}).get("queue"),
                            failed=(state or {}).get("failed", []), incomplete=incomplete,

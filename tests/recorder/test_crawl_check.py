@@ -405,6 +405,11 @@ def test_the_suggested_recheck_runs_as_printed(tmp_path, home, cli):
     with Archive.open(archive) as arc:
         (state,) = [d.body() for d in arc.documents(prefix="crawls/")]
         assert state["incomplete"] == []
+    # archive info goes by the recheck, not by the page record's flag from capture time (which it
+    # kept: "incomplete 1 page ... their replays will miss them too", after the repair)
+    info = cli("archive", "info", archive, "--json")
+    assert json.loads(info.stdout)["incomplete_pages"] == [], info.stdout
+    assert "incomplete" not in cli("archive", "info", archive).stdout
 
 
 def test_hsts_preloaded_name_over_plain_http_is_one_line(tmp_path, home, cli):

@@ -171,6 +171,9 @@ def import_har(arc: Archive, path: Path, session_id: str) -> tuple[ImportStats, 
             _socket(arc, session_id, entry, url, f"websocket/{session_id}/har-{i}.json", what)
             stats.websockets += 1
             continue
+        if scheme in ("ws", "wss"):  # (a socket's entry without its messages: eval export-har's second
+            stats.skip("har: WebSocket entry without _webSocketMessages")  # record of one, say)
+            continue
         if scheme not in ("http", "https"):
             stats.skip("har: not http(s)")
             continue

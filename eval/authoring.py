@@ -194,7 +194,8 @@ WEBSOCKET_PARTED_WORDS = "a WebSocket whose conversation parted from the recordi
 PARTED_HINT = ("; recording it again as it was will not mend it: a session whose actions came sooner than the "
                "replay's steps settle (up to 1 s of the page's time each) had its messages grouped or ordered "
                "otherwise live, so record it pausing a second after each action; a message that differs in a "
-               "clock or a random id is set aside by the replay rule socket_volatile (docs/authoring.md)")
+               "clock, a random id or a pointer's coordinates (a click event sent whole: Solara's) is set aside "
+               "by the replay rule socket_volatile (docs/authoring.md)")
 # What it says instead when the archive holds no session of the task (``session`` "absent" on the
 # miss: webfreeze/checks/drift.py note_captured): the socket was answered from another session's
 # conversation (a crawl's, another task's), which the page's first action parts from.

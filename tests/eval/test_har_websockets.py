@@ -85,6 +85,7 @@ def test_an_exported_run_keeps_its_socket_s_conversation_and_imports_it_back(tmp
     done = run_cli("archive", "import", str(tmp_path / "har" / "talk.har"), "--to", str(back))
     assert done.returncode == 0, done.stderr
     assert "1 WebSocket conversation" in done.stdout, done.stdout
+    assert "not http(s)" not in done.stderr, done.stderr
     assert _recorded(back) == _recorded(archive)
     done = run_cli("replay", "check", str(back), "--report", str(tmp_path / "check"), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -103,9 +104,11 @@ def test_a_devtools_websocket_entry_imports_as_a_conversation(tmp_path):
                  {"type": "receive", "time": 1740823201.6, "opcode": 2, "data": base64.b64encode(b"\x08\x01").decode()},
                  {"type": "receive", "time": 1740823201.7, "opcode": 9, "data": ""}]}
     path = tmp_path / "devtools.har"
-    path.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "WebInspector"}, "entries": [entry]}}))
+    bare = {k: v for k, v in entry.items() if k != "_webSocketMessages"}  # (a socket's entry without them)
+    path.write_text(json.dumps({"log": {"version": "1.2", "creator": {"name": "WebInspector"}, "entries": [entry, bare]}}))
     done = run_cli("archive", "import", str(path), "--to", str(tmp_path / "dev.wfz"))
     assert done.returncode == 0, done.stderr
+    assert "note: 1 har: WebSocket entry without _webSocketMessages record(s) not stored" in done.stderr, done.stderr
     with Archive.open(tmp_path / "dev.wfz") as arc:
         (rec,) = SocketIndex.from_archive(arc).recordings
     assert (rec.url, rec.protocol, rec.opened) == ("wss://dev.test/live", "v2", 1740823201.0)

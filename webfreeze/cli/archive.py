@@ -41,7 +41,8 @@ def archive_group() -> None:
 @click.option("--description", default="", help="Description recorded in a new archive's metadata.")
 @click.option("--license", "license_", default="", help="Licence recorded in a new archive's metadata.")
 def archive_import(sources, target, creator, description, license_):
-    """Import WARC (1.0/1.1, plain or gzip), ARC (plain or gzip) and WACZ files.
+    """Import WARC (1.0/1.1, plain or gzip), ARC (plain or gzip), WACZ and HAR 1.2 files (Playwright's
+    and Chromium DevTools': entries with content, WebSocket conversations with their messages).
 
     The import is atomic: if any source is bad, nothing lands. A file imported before is skipped.
     """

@@ -140,7 +140,7 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
     from webfreeze.recorder.crawl import check_url, crawl, exclude_matcher, load_failures, scope_matcher
     from webfreeze.recorder.crawl import recheck as run_recheck
     from webfreeze.recorder.proxy import STREAM_MISSING
-    from webfreeze.simulator.replay_route import WEBSOCKET_MISSING
+    from webfreeze.simulator.replay_route import WEBSOCKET_MISSING, WEBSOCKET_PARTED
 
     usage_checked(check_url, url)
     usage_checked(scope_matcher, url, scope)  # a bad regex fails before anything starts
@@ -198,8 +198,12 @@ def record_crawl(url, archive_path, depth, max_pages, scope, resolve, screenshot
                     if all(WEBSOCKET_MISSING in m or STREAM_MISSING in m for m in missing)]
     if result.incomplete and len(sockets_only) == len(result.incomplete):
         # nothing a live fetch could repair: a WebSocket with no recording, or whose conversation parted
+        parted = any(WEBSOCKET_PARTED in m for _, missing in result.incomplete for m in missing)
+        # (a message that differs in a clock, a random id or a pointer's coordinates: a rule sets it aside)
+        rule = ("; where what differs comes from a clock, a random id or a pointer's coordinates, the replay "
+                "rule socket_volatile sets it aside, and --recheck then checks again") if parted else ""
         click.echo(f"{_pages(len(sockets_only), 'opens', 'open')} a WebSocket the replay cannot serve (not recorded, or the "
-                   "page's messages part from the recording; --recheck cannot repair that; "
+                   f"page's messages part from the recording; --recheck cannot repair that{rule}; "
                    "docs/replay-and-environment.md, \"WebSockets\")", err=True)
     elif result.incomplete and len(streams_only) == len(result.incomplete):
         # nor a stream that never ends: it is never complete, so never recorded

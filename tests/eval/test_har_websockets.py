@@ -118,3 +118,34 @@ def test_a_devtools_websocket_entry_imports_as_a_conversation(tmp_path):
     done = run_cli("archive", "import", str(path), "--to", str(tmp_path / "bad.wfz"))
     assert done.returncode != 0 and "_webSocketMessages[0].data is not valid base64" in done.stderr, done.stderr
     assert not (tmp_path / "bad.wfz").exists()
+
+
+def test_a_har_page_s_record_is_its_document_as_received_and_the_check_says_so(tmp_path):
+    """A HAR keeps no DOM: the page record an import makes holds the document as received, the
+    shell a script-drawn page (Solara's) builds on. `replay check` warned that the page 'replays
+    with other text than the capture' (0.071); it now says why in a note, not a warning."""
+    try:
+        chromium_path()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    html = ("<!DOCTYPE html><html><head><title>Shell</title></head><body><p>Loading</p><script>"
+            "document.body.innerHTML = '<p>' + 'Widgets drawn by the page script. '.repeat(20) + '</p>';"
+            "</script></body></html>")
+    har = {"log": {"version": "1.2", "creator": {"name": "WebInspector"},
+                   "pages": [{"startedDateTime": "2025-03-01T10:00:00.000Z", "id": "page_1", "title": "Shell",
+                              "pageTimings": {}}],
+                   "entries": [{"pageref": "page_1", "startedDateTime": "2025-03-01T10:00:00.100Z", "time": 1,
+                                "_resourceType": "document",
+                                "request": {"method": "GET", "url": "http://shell.test/", "headers": []},
+                                "response": {"status": 200, "headers": [{"name": "Content-Type", "value": "text/html"}],
+                                             "content": {"size": len(html), "mimeType": "text/html", "text": html}}}]}}
+    path = tmp_path / "shell.har"
+    path.write_text(json.dumps(har))
+    done = run_cli("archive", "import", str(path), "--to", str(tmp_path / "shell.wfz"))
+    assert done.returncode == 0, done.stderr
+    done = run_cli("replay", "check", str(tmp_path / "shell.wfz"), "--report", str(tmp_path / "check"), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "other text than the capture" not in done.stderr, done.stderr
+    assert "note: 1 page imported from a HAR holds the document as received" in done.stderr, done.stderr
+    report = json.loads((tmp_path / "check" / "report.json").read_text())
+    assert report["pages"][0]["dom_as_received"] is True

@@ -384,6 +384,9 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     # (not misses here: the agent environment's honest matching misses them)
                     "fuzzy": [u for u in loaded["fuzzy"] if u not in loaded["misses"]],
                     "text_similarity": similarity, "text_similarity_raw": raw, "volatile_words": volatile,
+                    # (a page record a HAR's import made: its DOM is the document as received, which a
+                    # page's scripts then built on: not what the replayed page shows once they ran)
+                    **({"dom_as_received": True} if (rec.get("extra") or {}).get("har_page") else {}),
                     "pixel_difference": pixel_difference(cap_shot, shot),
                     "dom": f"{stem}.replay.html", "screenshot": f"{stem}.replay.png" if shot else None,
                     "capture_screenshot": f"{stem}.capture.{cap_ext}" if cap_shot else None,

@@ -252,7 +252,15 @@ def replay_check(archive_path, report_dir, seed, limit, mode, port, rules_file):
     # router's not-found view at a direct URL fetching what the live page never did, VitePress's)
     unlike = sorted((p["text_similarity"], p["url"]) for p in report["pages"]
                     if p.get("text_similarity") is not None and p["text_similarity"] < UNLIKE_TEXT
-                    and not p.get("error"))
+                    and not p.get("error") and not p.get("dom_as_received"))
+    received = sorted((p["text_similarity"], p["url"]) for p in report["pages"]
+                      if p.get("text_similarity") is not None and p["text_similarity"] < UNLIKE_TEXT
+                      and not p.get("error") and p.get("dom_as_received"))
+    if received:
+        click.echo(f"note: {counted(len(received), 'page')} imported from a HAR {'holds' if len(received) == 1 else 'hold'} "
+                   "the document as received, not the DOM the page's scripts built, and the replayed page's "
+                   f"text differs from it (lowest {received[0][0]:.3f}: {received[0][1]}): a script-drawn page "
+                   "is compared with its shell", err=True)
     if unlike:  # (said, though the exit status counts misses and failures)
         lowest, where = unlike[0]
         n = len(unlike)

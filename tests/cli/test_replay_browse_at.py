@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -63,6 +64,10 @@ def test_browse_at_a_time_answers_with_the_captures_nearest_it(archive, mode, tm
             if mode == "proxy":
                 opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": f"http://127.0.0.1:{port}"}))
                 answer = opener.open(URL, timeout=60).read()
+                try:  # (a miss: listed when the browse stops, as a person saw it missing)
+                    opener.open(URL + "missing.png", timeout=60)
+                except urllib.error.HTTPError as exc:
+                    assert exc.code == 404
             else:
                 answer = urllib.request.urlopen(opened, timeout=60).read()
             got[when] = (opened, answer)
@@ -70,6 +75,8 @@ def test_browse_at_a_time_answers_with_the_captures_nearest_it(archive, mode, tm
             proc.send_signal(signal.SIGTERM)
             err = proc.communicate(timeout=30)[1]
         assert proc.returncode == 0, err
+        if mode == "proxy":
+            assert f"  missed: GET {URL}missing.png\n" in err, err
     # (the page as captured, after the runtime the replay puts in front of an HTML page)
     assert [a.rsplit(b">", 1)[-1] for _, a in got.values()] == [b"as the crawl saw it", b"as the session saw it"]
     if mode == "direct":  # (the page it opened is at that time)
@@ -93,7 +100,7 @@ def test_a_sigterm_as_the_browser_starts_leaves_no_browser_behind(archive, tmp_p
         proc.send_signal(signal.SIGTERM)
         err = proc.communicate(timeout=60)[1]
         profile = re.search(r"--user-data-dir=(\S+)", head).group(1)
-        left = subprocess.run(["pgrep", "-f", f"--user-data-dir={profile}"], capture_output=True, text=True).stdout
-        subprocess.run(["pkill", "-f", f"--user-data-dir={profile}"])
+        left = subprocess.run(["pgrep", "-f", "--", f"--user-data-dir={profile}"], capture_output=True, text=True).stdout
+        subprocess.run(["pkill", "-f", "--", f"--user-data-dir={profile}"])
         assert (proc.returncode, left.strip()) == (0, ""), (proc.returncode, left, err)
         assert not Path(profile).exists()

@@ -68,6 +68,10 @@ def replay_serve(archive_path, mode, host, port, on_miss, miss_report, no_inject
     click.echo(served_line(server.stats, server.miss_report), err=True)
 
 
+# The misses `replay browse` lists when it stops (the rest counted).
+BROWSE_MISSES_SHOWN = 20
+
+
 def served_line(s: dict, miss_report) -> str:
     """What a replay server answered, in one line: the archive's answers (those another capture gave,
     the nearest to a request no capture matched, said apart), site models' and misses."""
@@ -136,7 +140,6 @@ def _start_url(archive_path: str, mode: str, replay_url: str, url: str | None, a
 def replay_browse(archive_path, mode, url, port, seed, when, headless):
     """Serve ARCHIVE and open it in a new Chromium (Debian's, a throwaway profile) set up so that
     nothing reaches the network; until the browser is closed, Ctrl-C or SIGTERM."""
-    import shutil
     import signal
     import subprocess
     import tempfile
@@ -155,19 +158,23 @@ def replay_browse(archive_path, mode, url, port, seed, when, headless):
     try:
         start = _start_url(archive_path, mode, server.url, url, when)
         cmd = [path, *browse_flags(mode, server.url, profile), *(["--headless=new"] if headless else []), start]
-        # (a SIGTERM from here on stops the replay as one while the browser runs does; held while the
-        # browser starts: one that came between its fork and `proc` being set left it running)
+        # (a SIGTERM from here on stops the replay as one while the browser runs does; while the browser
+        # starts it waits: raised inside Popen after the fork, it left the browser running)
         try:
             click.echo(f"replaying {archive_path} ({server.matcher.count} exchanges) in {mode} mode at "
                        f"{server.url}", err=True)
             click.echo(f"opened {start}", err=True)
             click.echo("browser: " + " ".join(cmd[:-1]), err=True)
-            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            # (a SIGTERM meanwhile is noted, not raised inside Popen after the fork, and taken after)
+            came: list[int] = []
+            was = signal.signal(signal.SIGTERM, lambda signum, frame: came.append(signum))
             try:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True)
             finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+                signal.signal(signal.SIGTERM, was)
+            if came:
+                raise Terminated()
             while proc.poll() is None:
                 time.sleep(0.2)
         except (KeyboardInterrupt, Terminated):
@@ -178,8 +185,13 @@ def replay_browse(archive_path, mode, url, port, seed, when, headless):
         if proc is not None and proc.poll() is None:
             _stop_group(proc)
         server.stop()
-        shutil.rmtree(profile, ignore_errors=True)
+        _remove_profile(profile)
     click.echo(served_line(server.stats, None), err=True)
+    misses = list(server.misses)
+    for m in misses[:BROWSE_MISSES_SHOWN]:  # (what a person saw missing, with why where the replay said)
+        click.echo(f"  missed: {m['method']} {m['url']}" + (f" ({m['why']})" if m.get("why") else ""), err=True)
+    if len(misses) > BROWSE_MISSES_SHOWN:
+        click.echo(f"  and {len(misses) - BROWSE_MISSES_SHOWN} more", err=True)
 
 
 def _stop_group(proc) -> None:
@@ -199,8 +211,35 @@ def _stop_group(proc) -> None:
         try:  # the browser is gone; any helper of its left behind goes too
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
-            pass
+            return
+        _gone(proc.pid)
         return
+
+
+def _gone(group: int, wait_s: float = 5.0) -> None:
+    """Wait (``wait_s`` at most) until no process of ``group`` is left to write into the profile."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.05)
+
+
+def _remove_profile(profile: str) -> None:
+    """Remove the browser's throwaway profile; again while a helper of the browser that was still
+    ending wrote into it meanwhile (seen on a loaded machine), for a second at most."""
+    import shutil
+    import time
+
+    for _ in range(20):
+        shutil.rmtree(profile, ignore_errors=True)
+        if not os.path.exists(profile):
+            return
+        time.sleep(0.05)
 
 
 @replay_group.command("check")

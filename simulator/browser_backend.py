@@ -52,6 +52,9 @@ ACTION_TIMEOUT_MS = 5000  # an action's own waits (an element to become actionab
 NAVIGATION_TIMEOUT_MS = 120_000
 WORKER_SOCKET_WAIT_S = 1.0  # a worker's socket waits this long at most for the page's own to be answered
 SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settled
+# How long a settle waits for the pushes it let through to be delivered (their marks taken off)
+# before it goes on and says the step's settle stopped short; a local delivery takes milliseconds.
+RELEASE_WAIT_S = 2.0
 # A settle ends when the page has nothing left to do (network quiet, painted, no timer due): a count
 # bounds it, SETTLE_ROUNDS rounds (a page that reloads itself on a timer forever), and the wall clock
 # only as a safety net, SETTLE_TIMEOUT_S, far above the slowest settle of a loaded machine (Dash's
@@ -646,8 +649,12 @@ class BrowserBackend:
 
         before = await marks()
         sent = self._sockets.release()
-        while sent and await marks() < before + sent:
-            if time.monotonic() >= deadline:
+        until = min(deadline, time.monotonic() + RELEASE_WAIT_S)
+        while sent:
+            now = await marks()
+            if now >= before + sent or now < before:  # (delivered; or a document went, its count with it)
+                return
+            if time.monotonic() >= until:
                 self._note_unsettled("time")
                 return
             await asyncio.sleep(0.002)

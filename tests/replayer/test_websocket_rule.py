@@ -177,27 +177,32 @@ def test_volatile_parts_set_aside_by_the_rule_match():
         Rules.from_dict({"socket_volatile": ["date: ("]})
 
 
+def _post(arc, sid: str, url: str, body: bytes, t: float) -> None:
+    """A form's POST of ``body`` to ``url``, captured at ``t`` (seconds since the epoch)."""
+    from datetime import datetime, timezone
+
+    from webfreeze.archives import Exchange
+
+    at = datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
+    arc.add_exchange(Exchange(url=url, method="POST", req_body=body, captured_at=at, status=200, reason="OK",
+                              req_headers=[("Content-Type", "application/x-www-form-urlencoded")], payload=b"ok",
+                              resp_headers=[], session_id=sid))
+
+
 def test_a_socket_that_sent_the_results_of_an_action_not_taken_is_ahead(tmp_path):
     """marimo acts by HTTP (a widget's POST) and answers on its socket, where the page sends nothing:
     at open, the conversation sends the whole session's pushes, the result of the person's later
     POST among them. The socket is then *ahead* of the page until the replay answers that request
     as recorded; pushes recorded before any action (or after one made before the socket opened,
     or to another host: a beacon), and a heartbeat equal to a message sent before, are not."""
-    from datetime import datetime, timezone
-
-    from webfreeze.archives import Exchange
     from webfreeze.replayer.websocket import action_key
 
-    def at(t):
-        return datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
-    form = [("Content-Type", "application/x-www-form-urlencoded")]
     path = tmp_path / "m.wfz"
     with Archive.create(path) as arc:
         sid = arc.new_session("session", source="test")
         for url, t in (("http://app.test/api/login", 1000.0), ("http://beacons.test/collect", 1008.0),
                        ("http://app.test/api/set-value", 1020.0)):
-            arc.add_exchange(Exchange(url=url, method="POST", req_body=b"x=1", req_headers=form, captured_at=at(t),
-                                      status=200, reason="OK", payload=b"ok", resp_headers=[], session_id=sid))
+            _post(arc, sid, url, b"x=1", t)
         pushes = doc("ws://app.test/ws", [(False, "rendered"), (False, "hello, stranger")], opened=1005.0)
         arc.put_document(f"websocket/{sid}/a.json", pushes)  # (messages at 1005 and 1006)
         beat = doc("ws://app.test/ws", [(False, "rendered"), (False, "ping"), (False, "ping")], opened=1010.0)
@@ -227,21 +232,13 @@ def test_pushes_recorded_after_an_action_wait_until_the_replay_answers_it(tmp_pa
     that follows another action not yet made. A page that speaks while pushes wait gets them first
     (the order holds; the socket is then ahead), and the actions before its message hold nothing
     after it. Without ``answered`` (None) nothing waits, as before."""
-    from datetime import datetime, timezone
-
-    from webfreeze.archives import Exchange
     from webfreeze.replayer.websocket import action_key
 
-    def at(t):
-        return datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
-    form = [("Content-Type", "application/x-www-form-urlencoded")]
     path = tmp_path / "m.wfz"
     with Archive.create(path) as arc:
         sid = arc.new_session("session", source="test")
         for body, t in ((b"x=1", 1002.0), (b"x=2", 1004.0)):
-            arc.add_exchange(Exchange(url="http://app.test/api/set", method="POST", req_body=body, req_headers=form,
-                                      captured_at=at(t), status=200, reason="OK", payload=b"ok", resp_headers=[],
-                                      session_id=sid))
+            _post(arc, sid, "http://app.test/api/set", body, t)
         # messages at 1000.5, 1001.5, 1002.5 and 1003.5 (after x=1), 1004.5 (after x=2); the page
         # speaks at 1005.5
         arc.put_document(f"websocket/{sid}/a.json", doc("ws://app.test/ws", [

@@ -137,8 +137,10 @@ _PRIVATE_USE = re.compile("[\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010f
 
 def norm(text) -> str:
     """Text compared loosely: NFKC, case-folded, whitespace runs as one space, icon fonts' glyphs
-    (Unicode's private-use characters) left out."""
-    return collapse_ws(_PRIVATE_USE.sub(" ", fold(str(text or ""))))
+    (Unicode's private-use characters) left out where other text remains (a name that is a glyph
+    alone, an icon button's, stays that glyph: it is all that tells it from the other buttons)."""
+    folded = fold(str(text or ""))
+    return collapse_ws(_PRIVATE_USE.sub(" ", folded)) or collapse_ws(folded)
 
 
 def quote(text: str) -> str:

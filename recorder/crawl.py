@@ -617,6 +617,7 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
         state.setdefault("broken", [])
         seen = set(state["seen"])
         proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve, paused=True, seed_pages=True).start()
+        checker: PageChecker | None = None
         visited = 0
         try:
             if not resumed:
@@ -794,6 +795,8 @@ def crawl(archive_path, start: str, *, depth: int = 2, max_pages: int = 100, sco
                 full.close()
                 browser.close()
         finally:
+            if checker is not None:
+                checker.stop_servers()  # (also when the crawl failed: no server thread left behind)
             proxy.stop()
         return CrawlResult(pages=state["done"] - len(state["failed"]) - len(state["downloads"]),
                            pages_this_run=visited, exchanges_this_run=proxy.recorder.recorded - before,
@@ -822,6 +825,7 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
     check_url(start)
     if not os.path.exists(archive_path):
         raise CrawlError(f"{archive_path}: no such archive to recheck")
+    checked_at = now()  # (the pages listed next are what the recheck checks: those recorded before it)
     with Archive.open(archive_path) as arc:
         pages = [(p.url, loaded_at(arc, p.url, p.session_id, until=p.captured_at) or p.captured_at)
                  for p in arc.pages()]
@@ -840,6 +844,7 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
     auth = (credentials_for(start, credentials)["origin"], basic_authorization(credentials)) if credentials else None
     with recording_into(archive_path) as arc:
         proxy = RecordingProxy(arc, port=0, session_kind="crawl", resolve=resolve, seed_pages=True).start()
+        checker = None
         before = proxy.recorder.recorded
         try:
             with sync_playwright() as pw:
@@ -856,6 +861,8 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
                 full.close()
                 browser.close()
         finally:
+            if checker is not None:
+                checker.stop_servers()
             proxy.stop()
         try:
             state = arc.get_document(state_name)
@@ -865,7 +872,8 @@ def recheck(archive_path, start: str, *, depth: int = 2, scope: str = "host",
             state["incomplete"] = incomplete
             arc.put_document(state_name, state)
         # what every page record misses now (archive info reads it for the pages recorded before)
-        arc.put_document(RECHECK_DOCUMENT, {"version": 1, "at": now(), "pages": len(pages), "incomplete": incomplete})
+        arc.put_document(RECHECK_DOCUMENT, {"version": 1, "at": checked_at, "pages": len(pages),
+                                            "incomplete": incomplete})
         return CrawlResult(pages=len(pages), pages_this_run=0, exchanges_this_run=proxy.recorder.recorded - before,
                            resumed=True, complete=not incomplete and not (state or {}).get("queue"),
                            failed=(state or {}).get("failed", []), incomplete=incomplete,

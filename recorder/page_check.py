@@ -163,11 +163,16 @@ class PageChecker:
         return out
 
     def shutdown(self) -> None:
-        """Close the checking contexts and stop the replay server their redirects reach."""
+        """Close the checking contexts and stop the replay servers their redirects reach."""
         self.close()
+        self.stop_servers()
+
+    def stop_servers(self) -> None:
+        """Stop the replay servers the checking contexts' redirects reach (safe to call again, and
+        after the browser has gone)."""
         self._route.stop()
         if self._full_checker is not None:
-            self._full_checker.shutdown()
+            self._full_checker.stop_servers()
 
     def close(self) -> None:
         """Close the checking context (a later :meth:`check` opens a new one)."""

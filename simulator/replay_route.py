@@ -105,13 +105,19 @@ class SocketRoutes:
         self._doc: tuple[str, float, str] | None = None  # the page's document: session, time, URL
         self._opened: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._conversations: list[list] = []  # [url, Conversation, said ahead, route] of this replay session
+        # [url, Conversation, said ahead, route, closed] of this replay session
+        self._conversations: list[list] = []
+        # the actions answered as the last release saw them: what a socket's open and a page's
+        # message go by, so that when a push goes out does not hang on which thread came first (the
+        # replay server answering a POST, Playwright's loop delivering the page's message)
+        self._answered = self.answered()
 
     def reset(self, when: float | None = None) -> None:
         """A new replay session (``when``: its target time, as the HTTP replay's)."""
         with self._lock:
             self.when, self._doc, self._opened = when, None, {}
             self._conversations = []
+            self._answered = self.answered()
 
     def ahead(self, answered) -> list[str]:
         """The URLs of this session's sockets that have now sent the page what the server sent after
@@ -198,20 +204,28 @@ class SocketRoutes:
             on_miss(url, pick.why)
             return _close(ws, 1000)
         conversation = Conversation(pick.recording, self.volatile)
+        entry = [url, conversation, False, ws, False]
         with self._lock:
-            self._conversations.append([url, conversation, False, ws])
+            self._conversations.append(entry)
+            answered = self._answered
         on_open(url, pick.level)
 
         def on_message(data):
-            turn = conversation.receive(data, self.answered())
+            with self._lock:
+                answered = self._answered
+            turn = conversation.receive(data, answered)
             if turn.parted is not None:
                 on_miss(url, f"{WEBSOCKET_PARTED}: {turn.parted}")
             if turn.set_aside:
                 on_open(url, "canonical", WEBSOCKET_SET_ASIDE)
             return self._play(ws, turn, conversation)
 
+        def on_close(code=None, reason=None):
+            entry[4] = True  # (its pushes go nowhere now: never released)
+
         ws.on_message(on_message)
-        return self._play(ws, conversation.open(self.answered()), conversation)
+        ws.on_close(on_close)
+        return self._play(ws, conversation.open(answered), conversation)
 
     def releasable(self) -> bool:
         """Whether a socket of this replay session has pushes that :meth:`release` would send now."""
@@ -219,7 +233,7 @@ class SocketRoutes:
         if answered is None:
             return False
         with self._lock:
-            return any(entry[1].releasable(answered) for entry in self._conversations)
+            return any(not entry[4] and entry[1].releasable(answered) for entry in self._conversations)
 
     def release(self) -> int:
         """Send each socket of this replay session the pushes that waited for an action the HTTP
@@ -230,7 +244,8 @@ class SocketRoutes:
         if answered is None:
             return 0
         with self._lock:
-            waiting = [(entry[1], entry[3]) for entry in self._conversations if entry[1].held]
+            self._answered = answered
+            waiting = [(entry[1], entry[3]) for entry in self._conversations if entry[1].held and not entry[4]]
         sent = 0
         for conversation, ws in waiting:
             turn = conversation.release(answered)
@@ -319,7 +334,9 @@ class ReplayRoute:
             with self._lock:
                 seen = list(replay.misses)
             for m in seen:
-                out.setdefault((m["method"], m["url"]), Missing(m["method"], m["url"], (), b"", "miss"))
+                if m["method"] == "CONNECT":  # (a tunnel that carried no request: Chromium's preconnect)
+                    continue
+                out.setdefault((m["method"], m["url"]), Missing(m["method"], m["url"], (), b"", m.get("why") or "miss"))
         return out
 
     def proxy(self) -> dict:

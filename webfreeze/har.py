@@ -95,6 +95,8 @@ class ArchiveContent:
             method, url = str(answer.get("method") or "GET"), str(answer.get("url") or "")
             if answer.get("level") != "miss" and url.startswith(("ws:", "wss:")):
                 return socket_content(answer, url)
+            if answer.get("main") and answer.get("kind") == "document":  # (a new document: as the replay,
+                sockets["doc"], sockets["opened"] = None, {}              # whatever answered it)
             if answer.get("level") == "miss" or not url.startswith(("http:", "https:")):
                 return None
             captured = None
@@ -118,7 +120,6 @@ class ArchiveContent:
             ex = arc.exchange(int(capture)) if capture and capture.isdigit() else None
             if answer.get("main") and answer.get("kind") == "document" and ex is not None:
                 sockets["doc"] = (ex.session_id, parse_time(ex.captured_at).timestamp())
-                sockets["opened"] = {}
             response_headers = [(k, v) for k, v in got if not k.lower().startswith(_OURS)]
             coding = content_encoding(response_headers)
             if coding:  # a HAR's content is the body decoded (HAR 1.2); its headers say so

@@ -309,3 +309,7 @@ def test_an_icon_font_s_glyph_in_a_recorded_name_is_no_part_of_it():
     button = {"bid": "7", "role": "button", "name": "\ue056 Add to shelf\U000f0001", "tag": "button", "css": "#add"}
     assert find_target([button], {"role": "button", "name": "Add to shelf", "tag": "button", "css": "#add"}) is button
     assert find_target([plain], {"role": "link", "name": "\ue008 Authors list", "tag": "a", "css": "#x"}) is None
+    # a name that is a glyph alone (an icon button) is still that name: not a nameless button
+    trash, edit = ({"bid": b, "role": "button", "name": n, "tag": "button", "css": f"#b{b}"}
+                   for b, n in (("1", "\uf1f8"), ("2", "\uf044")))
+    assert find_target([edit, trash], {"role": "button", "name": "\uf1f8", "tag": "button", "css": "#moved"}) is trash

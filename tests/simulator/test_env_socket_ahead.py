@@ -102,6 +102,22 @@ def test_pushes_that_answer_an_action_wait_for_the_page_to_take_it(archive):
     assert "rendered" in early and "Hello, Ada!" in early, early
 
 
+def test_a_socket_the_page_left_gets_nothing_when_its_action_comes_later(archive):
+    """The page's greeting waits on `/`'s socket; the agent goes to `/?early` (that socket closes)
+    and greets Ada there: the POST lets the old socket's push through, to a socket that is gone,
+    and the settle waited for a mark that never came (2.1 s, the step's settle said stopped short)."""
+    env = WebEnv(EnvConfig(archive=archive, backend="browser"))
+    try:
+        env.reset(options={"task": {"id": "g", "start_url": SITE + "/", "instruction": "greet Ada"}})
+        obs, *_ = env.step(f"goto('{SITE}/?early')")
+        obs, *_ = env.step(f"click('{_button(obs, 'Greet Ada')}')")
+        step = env.trajectory()["steps"][-1]
+    finally:
+        env.close()
+    assert "settle" not in step["replay"], step["replay"]
+    assert [a["level"] for a in step["replay"]["answers"] if a["method"] == "POST"] == ["exact"]
+
+
 def test_a_page_that_speaks_while_a_push_waits_gets_it_first_and_is_said_ahead(archive):
     env = WebEnv(EnvConfig(archive=archive, backend="browser"))
     try:

@@ -143,6 +143,7 @@ def replay_browse(archive_path, mode, url, port, seed, when, headless):
     import signal
     import subprocess
     import tempfile
+    import threading
     import time
 
     from webfreeze.cli.options import Terminated
@@ -167,12 +168,14 @@ def replay_browse(archive_path, mode, url, port, seed, when, headless):
             click.echo("browser: " + " ".join(cmd[:-1]), err=True)
             # (a SIGTERM meanwhile is noted, not raised inside Popen after the fork, and taken after)
             came: list[int] = []
-            was = signal.signal(signal.SIGTERM, lambda signum, frame: came.append(signum))
+            main = threading.current_thread() is threading.main_thread()  # (only it may set a handler)
+            was = signal.signal(signal.SIGTERM, lambda signum, frame: came.append(signum)) if main else None
             try:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True)
             finally:
-                signal.signal(signal.SIGTERM, was)
+                if main:
+                    signal.signal(signal.SIGTERM, was)
             if came:
                 raise Terminated()
             while proc.poll() is None:

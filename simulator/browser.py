@@ -638,6 +638,9 @@ def pending_sockets(page) -> int:
 
 # The socket markers a frame's replay runtime has taken off (replayer/determinism.py ``__wfMarks``).
 MARKS_JS = "() => window.__wfMarks || 0"
+# How long a settle waits for the pushes it let through to be delivered (their marks taken off)
+# before it goes on and says it stopped short; a local delivery takes milliseconds.
+RELEASE_WAIT_S = 2.0
 
 
 def _marks(page) -> int:
@@ -659,7 +662,7 @@ def release_sockets(page, sockets, deadline: float) -> None:
     taken off each batch's marker (before ``deadline``, a ``time.monotonic()``)."""
     before = _marks(page)
     sent = sockets.release()
-    until = min(deadline, time.monotonic() + 2.0)  # (a local delivery takes milliseconds)
+    until = min(deadline, time.monotonic() + RELEASE_WAIT_S)
     while sent and time.monotonic() < until:
         now = _marks(page)
         if now >= before + sent or now < before:  # (delivered; or a document went, its count with it)

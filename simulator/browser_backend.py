@@ -27,6 +27,8 @@ from .actions import MAX_WAIT_MS, Action
 from .axtree import BID_ATTR, MARK_JS, OPEN_ROOTS_JS, build_tree, frame_path
 from .axtree import marked as read_marked
 from .browser import (
+    MARKS_JS,
+    RELEASE_WAIT_S,
     PageActivity,
     fast_animations,
     finish_animations,
@@ -52,9 +54,6 @@ ACTION_TIMEOUT_MS = 5000  # an action's own waits (an element to become actionab
 NAVIGATION_TIMEOUT_MS = 120_000
 WORKER_SOCKET_WAIT_S = 1.0  # a worker's socket waits this long at most for the page's own to be answered
 SETTLE_MS = 30  # replay is local: 30 ms without a request in flight means settled
-# How long a settle waits for the pushes it let through to be delivered (their marks taken off)
-# before it goes on and says the step's settle stopped short; a local delivery takes milliseconds.
-RELEASE_WAIT_S = 2.0
 # A settle ends when the page has nothing left to do (network quiet, painted, no timer due): a count
 # bounds it, SETTLE_ROUNDS rounds (a page that reloads itself on a timer forever), and the wall clock
 # only as a safety net, SETTLE_TIMEOUT_S, far above the slowest settle of a loaded machine (Dash's
@@ -642,7 +641,7 @@ class BrowserBackend:
             for frame in (f for page in self.context.pages for f in page.frames):
                 if has_document(frame):
                     try:
-                        n += int(await frame.evaluate("() => window.__wfMarks || 0") or 0)
+                        n += int(await frame.evaluate(MARKS_JS) or 0)
                     except PlaywrightError:
                         pass  # a frame that went away
             return n

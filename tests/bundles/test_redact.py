@@ -303,7 +303,35 @@ def test_a_redacted_run_lists_its_llm_entries_as_a_re_run_does(tmp_path):
     from webfreeze.bundles.redaction import redact_text_file
 
     src = tmp_path / "t.json"
-    src.write_text(json.dumps({"task_id": "t", "steps": [], "llm_entries": [["a1", 0], ["b2", 0], ["b2", 1]]}))
+    steps = [{"step": 0, "agent_fields": {"llm": {"calls": 2, "keys": ["b2", "a1"]}}}, {"step": 1, "agent_fields": {}}]
+    src.write_text(json.dumps({"task_id": "t", "steps": steps, "llm_entries": [["a1", 0], ["b2", 0], ["b2", 1]]}))
     redact_text_file(Redactor(), src, tmp_path / "out" / "t.json", {}, {"a1": "f9", "b2": "c3"}, True)
-    got = json.loads((tmp_path / "out" / "t.json").read_text())["llm_entries"]
-    assert got == [["c3", 0], ["c3", 1], ["f9", 0]]
+    got = json.loads((tmp_path / "out" / "t.json").read_text())
+    assert got["llm_entries"] == [["c3", 0], ["c3", 1], ["f9", 0]]
+    # each step's own keys too, in the order of its calls (the re-run's trajectory names them so)
+    assert got["steps"][0]["agent_fields"]["llm"]["keys"] == ["c3", "f9"]
+
+
+def test_a_redacted_run_of_some_of_the_suite_s_tasks_is_packed(recorded, tmp_path):
+    """A run of some tasks (--tasks, --limit) names its selection's digest, of the tasks' lines;
+    redaction changes those lines, and `bundle pack --redact` refused such a run as not re-running
+    identically (report.json's run.selection.digest): it now swaps that digest too."""
+    import shutil
+
+    work, archive, suite, session = recorded
+    two = tmp_path / "suite"
+    shutil.copytree(suite, two)
+    line = json.loads((suite / "tasks.jsonl").read_text())
+    # (an instruction holding the password, as Calibre-Web's author wrote one: redaction changes the line)
+    line["instruction"] = f"Log in as alice with password {PASSWORD} and change the display name to Ada L."
+    (two / "tasks.jsonl").write_text(json.dumps(line) + "\n" + json.dumps({**line, "id": "edit-name-again"}) + "\n")
+    manifest = json.loads((suite / "manifest.json").read_text())
+    (two / "manifest.json").write_text(json.dumps({**manifest, "archive": str(archive)}))
+    run = tmp_path / "run"
+    proc = run_cli("bench", "run", two, "--agent", "reference", "--backend", "text", "--tasks", "edit-name",
+                   "--out", run)
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("bundle", "pack", run, "--redact", "-o", tmp_path / "red.wfb", cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("bundle", "run", tmp_path / "red.wfb", "--out", tmp_path / "re")
+    assert proc.returncode == 0 and "identical to the bundled run" in proc.stdout, proc.stdout + proc.stderr

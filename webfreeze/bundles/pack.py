@@ -50,7 +50,7 @@ from webfreeze.bundles.redaction import SecretsFound, check_shareable, make_reda
 from webfreeze.common.digests import file_digest
 from webfreeze.common.errors import WebfreezeError
 from webfreeze.eval.llm_judge import JUDGE_CASSETTE, llm_judge_setting
-from webfreeze.eval.tasks import TaskError, load_suite
+from webfreeze.eval.tasks import TaskError, load_suite, suite_digest
 from webfreeze.llm.cassette import redact_file, verify_file, write_subset
 from webfreeze.llm.errors import LLMError
 from webfreeze.runs.context import ContextError, a1_trajectory, trajectories_digest
@@ -446,14 +446,21 @@ def redacted_sources(sources: list, suite, archive, staging: Path, *, params=(),
     if not runs:
         return [str(red_suite)], str(red_suite), str(red_archive)
     try:
-        new_suite_digest = load_suite(str(red_suite)).digest
+        redacted_suite = load_suite(str(red_suite))
     except TaskError as exc:
         raise BundleError(str(exc)) from None
+    new_suite_digest = redacted_suite.digest
     out_runs = []
     for i, run in enumerate(runs):
         m = read_run_manifest(run)
         replace = {d: n for d, n in (((m.get("archive") or {}).get("digest"), new_digest),
                                      ((m.get("suite") or {}).get("digest"), new_suite_digest)) if d}
+        selection = m.get("selection") or {}
+        if selection.get("digest") and isinstance(selection.get("ids"), list):
+            # a run of some of the tasks (--tasks, --limit): its selection's digest, of the redacted lines
+            by_id = {t.id: t.raw for t in redacted_suite.tasks}
+            if all(tid in by_id for tid in selection["ids"]):
+                replace.setdefault(selection["digest"], suite_digest([by_id[tid] for tid in selection["ids"]]))
         dest = staging / "runs" / str(i) / run.name
         keys: dict = {}
         where = (m.get("circumstances") or {}).get("cassette")
@@ -466,6 +473,13 @@ def redacted_sources(sources: list, suite, archive, staging: Path, *, params=(),
         files = [run / f for f in RUN_FILES if (run / f).is_file()]
         files += [f for d in RUN_DIRS if d != "dom" and (run / d).is_dir() for f in run_files(run / d)]
         replace = dict(replace)
+        old_llm = (m.get("llm") or {}).get("entries_digest")
+        if keys and old_llm:  # the run's digest of the entries it used: of the redacted ones now
+            from webfreeze.llm import Cassette
+
+            renamed = sorted([keys.get(k, k), n] for k, n in used_entries(run))
+            with Cassette(dest / "llm-cassette.sqlite", "replay") as redacted:
+                replace[old_llm] = redacted.entries_digest(renamed)[0]
         if (run / "dom").is_dir():  # content-addressed snapshots: a redacted one gets a new name
             replace.update(redact_doms(r, run / "dom", dest / "dom"))
         for f in files:

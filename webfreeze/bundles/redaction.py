@@ -211,6 +211,11 @@ def redact_text_file(r, src: Path, dest: Path, replace: dict, keys: dict, trajec
             # (sorted as the cassette lists what an episode used: take_used; the renamed keys sort
             # otherwise than the old ones, and a re-run on the redacted cassette lists them so)
             v["llm_entries"] = sorted([keys.get(k, k), n] for k, n in v["llm_entries"])
+        for step in (v.get("steps") or []) if isinstance(v, dict) else []:
+            # (each step names the cassette keys of its own calls, in the order it made them)
+            llm = ((step or {}).get("agent_fields") or {}).get("llm") if isinstance(step, dict) else None
+            if isinstance(llm, dict) and isinstance(llm.get("keys"), list):
+                llm["keys"] = [keys.get(k, k) if isinstance(k, str) else k for k in llm["keys"]]
         return v
 
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -118,6 +118,7 @@ D.prototype=OD.prototype;D.now=now;D.parse=OD.parse;D.UTC=OD.UTC;
 Object.defineProperty(D.prototype,'constructor',{value:D,writable:true,configurable:true});
 if(!c.ro){G.Date=D;}
 Math.random=rnd;
+var GV0=G.crypto&&G.Crypto?Crypto.prototype.getRandomValues:null;
 if(G.crypto&&G.Crypto){
  var gv=function(a){var b=new Uint8Array(a.buffer,a.byteOffset,a.byteLength);for(var i=0;i<b.length;i++){b[i]=Math.floor(rnd()*256);}return a;};
  try{Object.defineProperty(Crypto.prototype,'getRandomValues',{value:gv,configurable:true,writable:true});}catch(e){}
@@ -414,7 +415,7 @@ if(G.EventSource&&G.EventTarget&&G.fetch&&G.TextDecoder&&G.MessageEvent){var ESM
 if(c.w&&G.WebSocket){var WS0=G.WebSocket,MK=c.w,opening=0,made=0;G.__wfSockets=0;
  Object.defineProperty(G,'__wfSocketsOpening',{get:function(){return opening;},configurable:true});
  var WSW=function(u,pr){if(!(this instanceof WSW)){throw new TypeError("Failed to construct 'WebSocket': Please use the 'new' operator");}
-  var s0=S,ws;S=(S0^Math.imul(0x9E3779B9,++made))>>>0;try{ws=arguments.length>1?new WS0(u,pr):new WS0(u);}finally{S=s0;}
+  var s0=S,ws;++made;S=GV0?GV0.call(G.crypto,new Uint32Array(1))[0]>>>0:(S0^Math.imul(0x9E3779B9,made))>>>0;try{ws=arguments.length>1?new WS0(u,pr):new WS0(u);}finally{S=s0;}
   var waits=[],was=false;
   var answered=function(){if(!was){was=true;opening--;}};opening++;
   ws.addEventListener('open',answered,true);ws.addEventListener('close',answered,true);

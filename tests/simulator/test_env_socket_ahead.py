@@ -118,6 +118,26 @@ def test_a_socket_the_page_left_gets_nothing_when_its_action_comes_later(archive
     assert [a["level"] for a in step["replay"]["answers"] if a["method"] == "POST"] == ["exact"]
 
 
+
+def test_a_page_loaded_again_gets_its_socket_again(archive):
+    """A page loaded again in one episode (a goto to the URL it is on, or back to one seen before)
+    opens its socket again and shows what the recording pushes. Playwright's stand-in for the
+    page's socket drew its id from the page's seeded generator: the second visit's socket got the
+    first one's id, and Playwright closed it before it opened (the list stayed empty)."""
+    env = WebEnv(EnvConfig(archive=archive, backend="browser"))
+    try:
+        obs, _ = env.reset(options={"task": {"id": "e", "start_url": SITE + "/?early", "instruction": "read"}})
+        texts = [obs["axtree_text"]]
+        for url in (SITE + "/?early", SITE + "/", SITE + "/?early"):
+            obs, *_ = env.step(f"goto('{url}')")
+            assert obs["last_action_error"] == "", obs["last_action_error"]
+            texts.append(obs["axtree_text"])
+    finally:
+        env.close()
+    for i in (0, 1, 3):
+        assert "rendered" in texts[i] and "Hello, Ada!" in texts[i], (i, texts[i])
+    assert "rendered" in texts[2] and "Hello, Ada!" not in texts[2], texts[2]
+
 def test_a_page_that_speaks_while_a_push_waits_gets_it_first_and_is_said_ahead(archive):
     env = WebEnv(EnvConfig(archive=archive, backend="browser"))
     try:

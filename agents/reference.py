@@ -306,6 +306,7 @@ class ReferenceAgent(Agent):
                 if not self._navigate(step, obs):
                     continue
                 self.last_kind = "goto"
+                self.typed = {}  # (a new document: what its fields show now is the site's, as the recorder reads it)
                 return {"action": f"goto({quote(step['url'])})", "thought": f"reference step {n}: open {step['url']}"}
             if kind == "submit":
                 if self.last_kind in ("click", "press") or self.last_typed is None:

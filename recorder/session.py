@@ -617,7 +617,9 @@ VISIBLE_TEXT_JS = """() => {
   // a rich text editor the person typed into shows their text, not the site's: given apart
   const typed = all('[contenteditable]')
     .filter((el) => el.__wfTyped).map((el) => el.innerText);
-  return {shown: [document.body.innerText, ...shadowText, ...values].join('\\n'), typed};
+  // (and the fields the person typed into: no evidence, named as such when evidence is only there)
+  const typedValues = all('input, textarea').filter((el) => el.__wfTyped).map((el) => el.value).filter((v) => v);
+  return {shown: [document.body.innerText, ...shadowText, ...values].join('\\n'), typed, typedValues};
 }""" % json.dumps(list(UNSHOWN_INPUT_TYPES))
 
 
@@ -640,7 +642,11 @@ def record_answer(page, text: str, locator=None, evidence: list[str] | None = No
         shown = shown.replace(fold_text(typed), "\n", 1)
     missing = [e for e in wanted if fold_text(e) not in shown]
     if missing:
-        raise SessionScriptError(f"record_answer: the page ({page.url}) does not show the evidence {missing[0]!r}")
+        mine = [fold_text(t) for t in [*seen["typed"], *(seen.get("typedValues") or [])]]
+        where = (" outside the fields this session typed into (what the person typed is no evidence of the site's: "
+                 "load the page again, or read it where the site shows it)"
+                 if any(fold_text(missing[0]) in t for t in mine) else "")
+        raise SessionScriptError(f"record_answer: the page ({page.url}) does not show the evidence {missing[0]!r}{where}")
     if locator is not None:
         locator.evaluate("(el, a) => window.__webfreezeAnswer(a[0], el, a[1])", [text, evidence])
     else:

@@ -295,6 +295,41 @@ def test_a_page_posted_to_its_own_url_is_read_whole_though_it_reuses_the_typed_f
     assert agent.act(typed_back)["action"].startswith("report_infeasible(")
 
 
+
+def test_a_field_shown_again_after_a_goto_is_the_site_s_evidence():
+    """The person typed 250 into a field, saved, then opened the page again to see the value kept
+    (Transmission's preferences): the reloaded page's field carries the same bid, role and tag, and
+    the value 250 comes from the site now. It is evidence, as the recorder read it then."""
+    limit = target("spinbutton", "Download limit", "#limit")
+    save = target("button", "Save", "#save")
+    steps = [
+        nav("/prefs", "goto"),
+        {"action": "type", "target": limit, "value": "250"},
+        {"action": "click", "target": save, "value": None},
+        nav("/prefs", "goto"),
+        {"action": "answer", "target": None, "value": {"text": "250", "evidence": ["250"]}},
+    ]
+    for i, s in enumerate(steps):
+        s["step"] = i
+    reference = {"version": 1, "kind": "reference_trajectory", "start_url": SITE + "/prefs", "steps": steps}
+
+    def page(value: str) -> dict:
+        shown = f" value='{value}'" if value else ""
+        return {"url": SITE + "/prefs", "elements": [{"bid": "414", **limit}, {"bid": "415", **save}],
+                "axtree_text": f"RootWebArea 'Preferences', focused\n\t[414] spinbutton 'Download limit'{shown}\n"
+                               "\t[415] button 'Save'"}
+    agent = ReferenceAgent()
+    agent.reset(TaskView(id="t", instruction="", reference=reference))
+    assert agent.act(page(""))["action"] == "fill('414', '250')"
+    assert agent.act(page("250"))["action"] == "click('415')"
+    assert agent.act(page("250"))["action"] == f"goto('{SITE}/prefs')"
+    assert agent.act(page("250"))["action"] == "send_msg_to_user('250')"
+    # without the goto, the field shows only what the agent typed: no evidence
+    agent.reset(TaskView(id="t", instruction="", reference={**reference, "steps": steps[:3] + steps[4:]}))
+    agent.act(page(""))
+    agent.act(page("250"))
+    assert agent.act(page("250"))["action"].startswith(("report_infeasible(", "noop("))
+
 def test_an_icon_font_s_glyph_in_a_recorded_name_is_no_part_of_it():
     """Calibre-Web's navigation links carry a Bootstrap glyphicon: its ``::before`` puts a
     private-use character in the accessible name the browser computes (`link '\\ue008 Authors'`),

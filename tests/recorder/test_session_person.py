@@ -395,8 +395,11 @@ def test_evidence_is_read_in_the_values_of_visible_form_fields():
                 body=EDIT_FORM, content_type="text/html; charset=utf-8"))
             page.goto("http://tracker.test/issue3")
             page.get_by_label("Title").fill("Typed by the person")
-            with pytest.raises(SessionScriptError, match="does not show the evidence"):
+            with pytest.raises(SessionScriptError, match="does not show the evidence 'Typed by the person' outside "
+                               "the fields this session typed into"):
                 record_answer(page, "3", evidence=["Typed by the person"])
+            with pytest.raises(SessionScriptError, match=r"the evidence 'nowhere at all'$"):  # (not said where it is not)
+                record_answer(page, "3", evidence=["nowhere at all"])
             record_answer(page, "3", evidence=["Seen on the Münster page"])  # (an untouched field still counts)
         finally:
             browser.close()

@@ -242,6 +242,20 @@ def _request_check(text: str) -> dict:
     return {"method": method.upper(), "url": url}
 
 
+# The steps of a session that are the person's actions on a page (not a page opened, a scroll, an answer).
+PAGE_ACTIONS = frozenset({"click", "dblclick", "type", "select", "press", "submit", "drag", "upload"})
+
+
+def first_action_time(trajectory: dict) -> float | None:
+    """When the person first acted on a page in a session (a step of :data:`PAGE_ACTIONS`), seconds
+    since the epoch; None when no such step says when."""
+    for step in trajectory.get("steps") or []:
+        if isinstance(step, dict) and step.get("action") in PAGE_ACTIONS:
+            t = step.get("time")
+            return float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
+    return None
+
+
 def reference_changes(old: dict, new: dict) -> list[str]:
     """What a re-recorded reference changes, in short lines: the archive session, the first step
     (as the reference agent takes them) where the two part and the step counts, the answer."""
@@ -328,7 +342,7 @@ def dialogs_answered_otherwise(trajectory: dict) -> list[dict]:
 def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str | None, *, category: str | None = None,
              instruction: str | None = None, task_id: str | None = None, match: str | None = None,
              archive: str | os.PathLike | None = None, replace: bool = False, has_session=None,
-             requests: list[str] | None = None, session_sent=None) -> dict:
+             requests: list[str] | None = None, session_sent=None, sent_before=None) -> dict:
     """Add (or with ``replace``, replace) one task in the suite directory ``suite``; returns the
     task object written, with ``replaced`` (whether a task of that id was there), ``names_archive``
     (whether the suite's manifest names its archive) and, for a replaced task, ``changes`` (short
@@ -350,7 +364,12 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
     the agent must send them, answered as recorded); ``session_sent(archive_path, session_id)``, if
     given, lists the session's requests other than GET and HEAD (``"METHOD URL"``), and a request
     the session did not send is refused, naming those it did; without ``requests``, the returned
-    ``unrequired`` lists them (the caller may say that no check requires them)."""
+    ``unrequired`` lists them (the caller may say that no check requires them).
+    ``sent_before(archive_path, session_id, t)``, if given, lists the session's requests other than
+    GET and HEAD sent before the time ``t`` (seconds since the epoch): those sent before the person's
+    first action (a click, a key, a choice; not a page opened) the page sent on its own (Transmission
+    polls its one RPC URL by POST), and a check on one of them, which compares method and URL, would
+    hold for an agent that did nothing: refused (and not offered in ``unrequired``)."""
     root = Path(suite)
     ref_path = Path(reference)
     trajectory = _read_reference(ref_path)
@@ -402,6 +421,15 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
                            for m, _, u in (s.partition(" ") for s in sent)):
                     listed = ", ".join(sent[:6]) + (", ..." if len(sent) > 6 else "") if sent else "only GET and HEAD"
                     raise TaskError(f"its session sent no {w['method']} {w['url']} (it sent: {listed})", ref_path)
+            first = first_action_time(trajectory)
+            own = sent_before(path, sid, first) if sent_before is not None and first is not None else []
+            for w in wanted:
+                if any(m == w["method"] and same_request_url(u, w["url"]) for m, _, u in (s.partition(" ") for s in own)):
+                    raise TaskError(f"--require-request '{w['method']} {w['url']}': its session sent that request "
+                                    "before its first action (the page sends it on its own), and a requests check "
+                                    "compares method and URL only: it would hold for an agent that did nothing",
+                                    ref_path)
+            sent = [r for r in sent if r not in own]
     old = next((t for t in existing if t.id == tid), None)
     if old is not None and not replace:
         raise TaskError(f"the suite already has a task {tid!r} ({old.source}); give --replace to record it anew "

@@ -87,7 +87,7 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
     exist is made, with a manifest. Nothing is written when anything is wrong."""
     obj = add_task(suite, reference, answer, category=category, instruction=instruction, task_id=task_id,
                    match=match, archive=archive, replace=replace, has_session=_has_session,
-                   requests=list(requests), session_sent=_session_sent)
+                   requests=list(requests), session_sent=_session_sent, sent_before=_session_sent_before)
     for change in obj.get("changes", []):
         click.echo(f"{obj['id']}: {change}")
     if obj.get("answer_added"):
@@ -127,6 +127,19 @@ def _session_sent(path, session_id: str) -> list[str]:
     with Archive.open(path) as arc:  # (in the order sent: an action comes after the login before it)
         sent = [f"{ex.method} {ex.url}" for ex in arc.exchanges(session=session_id, order="time")
                 if ex.method not in ("GET", "HEAD") and not preflight(ex)]
+    return list(dict.fromkeys(sent))
+
+
+def _session_sent_before(path, session_id: str, before: float) -> list[str]:
+    """The requests other than GET and HEAD (no CORS preflight) a session of the archive at ``path``
+    sent before the time ``before`` (seconds since the epoch), as 'METHOD URL'."""
+    from webfreeze.archives import Archive
+    from webfreeze.archives.timeutil import parse_time
+
+    with Archive.open(path) as arc:
+        sent = [f"{ex.method} {ex.url}" for ex in arc.exchanges(session=session_id, order="time")
+                if ex.method not in ("GET", "HEAD") and parse_time(ex.captured_at).timestamp() < before
+                and not (ex.method == "OPTIONS" and ex.request.header("Access-Control-Request-Method") is not None)]
     return list(dict.fromkeys(sent))
 
 

@@ -76,3 +76,34 @@ def test_a_request_the_page_sends_on_its_own_cannot_be_required(recorded):
     # unrequired: the note offers the note's POST, not the page's own polling
     task = _add(recorded, "s3", [])
     assert task["unrequired"] == [f"POST {SITE}/note"]
+
+
+def test_tasks_validate_warns_of_a_check_the_page_s_own_requests_hold(recorded, cli):
+    """A suite written before the refusal (add_task without ``sent_before``): `tasks validate` warns
+    that the check holds for an agent that does nothing, and an expired line names the check that
+    failed (it used to say only ``ended by answer; answer '...'``)."""
+    suite = recorded["tmp"] / "old-suite"
+    add_task(suite, recorded["reference"], None, archive=recorded["archive"], instruction="Start the torrent.",
+             requests=[f"POST {SITE}/rpc", f"POST {SITE}/note"], session_sent=_session_sent)
+    r = cli("tasks", "validate", suite, "--backend", "text", "--json")
+    assert json.loads(r.stdout)["own_requests"] == [{"task_id": "start", "request": f"POST {SITE}/rpc"}], r.stdout
+    r = cli("tasks", "validate", suite, "--backend", "text")
+    assert (f"warning: start's requests check POST {SITE}/rpc holds for an agent that does nothing: its session "
+            "sent that request before its first action") in r.stderr, r.stderr
+    assert "requests check POST http://rpc.test/note" not in r.stderr
+
+
+def test_an_expired_line_names_the_request_never_sent(recorded, cli):
+    """The reference reached the answer but never sent the required request: the expired line says
+    which (Transmission's speed-limit task read only ``ended by answer; answer '250'``)."""
+    reference = json.loads(recorded["reference"].read_text())
+    reference["steps"] = [s for s in reference["steps"] if s["action"] in ("navigate", "answer")]
+    path = recorded["tmp"] / "answer-only.json"
+    path.write_text(json.dumps(reference))
+    suite = recorded["tmp"] / "said-suite"
+    add_task(suite, path, None, archive=recorded["archive"], instruction="Save a note.",
+             requests=[f"POST {SITE}/note"], session_sent=_session_sent, sent_before=_session_sent_before)
+    r = cli("tasks", "validate", suite, "--backend", "text")
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == [f"expired: answer-only (ended by answer; answer 'Seeding'; requests: POST "
+                                     f"{SITE}/note never sent)"], r.stdout

@@ -196,8 +196,9 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
     # run of the task is replay-compromised too
     provenance = report.get("replay") or {}
     compromised = [e["task_id"] for e in provenance.get("episodes_compromised") or []]
+    own = report.get("own_requests") or []
     result = {"suite": report["suite"], "tasks": len(report["tasks"]), "expired": expired, "incomplete": incomplete,
-              "backend": backend, "stalled": stalled, "compromised": compromised}
+              "backend": backend, "stalled": stalled, "compromised": compromised, "own_requests": own}
     if as_json:
         click.echo(json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False))
     else:
@@ -206,6 +207,10 @@ def tasks_validate(suite, archive, backend, workers, out, as_json, task_globs, l
             click.echo(f"warning: {e['task_id']} reached its answer, but reference step {st['step']} ({st['action']}) "
                        f"went on to {st['recorded']} in the session; replayed, it stayed on {st['stayed']} "
                        "(the evidence was on that page too)", err=True)
+        for e in own:  # (a check that an agent doing nothing passes: the page's own requests answer it)
+            click.echo(f"warning: {e['task_id']}'s requests check {e['request']} holds for an agent that does nothing: "
+                       "its session sent that request before its first action (the page sends it on its own); "
+                       "take the check out of the task's line", err=True)
         if compromised:
             shown = ", ".join(compromised[:5]) + (f" and {len(compromised) - 5} more" if len(compromised) > 5 else "")
             click.echo(f"warning: {summary_line(provenance)}: {shown}; every run of {'it' if len(compromised) == 1 else 'them'} "
@@ -247,6 +252,7 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
                     lines_by_id.setdefault(task["id"], [line])
         except (OSError, ValueError):
             lines_by_id = {}
+        report["own_requests"] = _own_requests(out, report, lines_by_id)
         for tid, r in sorted(report["tasks"].items()):
             lines = lines_by_id.get(tid, [])
             try:
@@ -268,6 +274,10 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
                 misses = note_captured(_run_archive(out), misses, _run_reference(out, tid, lines))
             detail = next((res.get("detail") for res in r["results"].values()
                            if isinstance(res, dict) and not res.get("success") and res.get("detail")), None)
+            if detail is None:  # (a requests check says it per request)
+                detail = next((f"requests: {c.get('method')} {c.get('url')} {c.get('detail')}"
+                               for c in ((r["results"].get("requests") or {}).get("checks") or [])
+                               if isinstance(c, dict) and not c.get("passed")), None)
             end = traj.get("end") if isinstance(traj.get("end"), dict) else {}
             reason = end.get("detail") if end.get("reason") == "infeasible" else None
             entry = {"task_id": tid, "end": r.get("end_reason") or r["outcome"], "answer": r.get("answer"),
@@ -291,6 +301,38 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
     return report, expired, incomplete, stalled_reached
+
+
+def _own_requests(out, report: dict, lines_by_id: dict) -> list[dict]:
+    """The ``requests`` checks of the run's tasks that hold without the agent acting: the task's
+    session sent that request before the person's first action (the page sends it on its own,
+    ``tasks add`` now refuses such a check): ``{"task_id", "request"}`` each."""
+    from webfreeze.eval.authoring import first_action_time
+    from webfreeze.eval.request_checks import same_request_url
+
+    archive = _run_archive(out)
+    found: list[dict] = []
+    for tid in sorted(report["tasks"]):
+        try:
+            task = json.loads((lines_by_id.get(tid) or [""])[0])
+        except ValueError:
+            continue
+        checks = (task.get("ground_truth") or {}).get("requests") if isinstance(task, dict) else None
+        if not checks or not isinstance(checks, list) or not archive:
+            continue
+        ref = _run_reference(out, tid, lines_by_id.get(tid))
+        first, sid = first_action_time(ref), ref.get("archive_session")
+        if first is None or not isinstance(sid, str) or not sid:
+            continue
+        try:
+            own = [r.partition(" ") for r in _session_sent_before(archive, sid, first)]
+        except WebfreezeError:
+            continue
+        for c in checks:
+            if isinstance(c, dict) and any(m == str(c.get("method", "")).upper() and same_request_url(u, str(c.get("url")))
+                                           for m, _, u in own):
+                found.append({"task_id": tid, "request": f"{str(c.get('method')).upper()} {c.get('url')}"})
+    return found
 
 
 def _run_reference(out, task_id: str, lines: list[str] | None = None) -> dict:
@@ -328,7 +370,7 @@ def _why_expired(e: dict) -> str:
         why = e["reason"]
     else:
         answered = "no answer" if e["answer"] is None else f"answer {e['answer']!r}"
-        why = f"ended by {e['end']}; {answered}"
+        why = f"ended by {e['end']}; {answered}" + (f"; {e['detail']}" if e.get("detail") else "")
     stalled = e.get("stalled")
     if isinstance(stalled, dict):
         why += (f"; reference step {stalled['step']} ({stalled['action']}) went on to {stalled['recorded']} in the "

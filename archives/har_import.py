@@ -6,7 +6,8 @@ content becomes one exchange: the request (method, URL, headers, body from ``pos
 response (status, reason, HTTP version, headers, body from ``content.text``, base64 when
 ``content.encoding`` says so). A response without a body by nature (a redirect, 204, 304, or an
 empty one: ``content.size`` 0) is kept with an empty body. An entry without content (a body the
-browser did not keep, a request that got no answer) is not invented: it is listed in the import's
+browser did not keep, a request that got no answer, an ``eval export-har`` entry for a replay's
+miss: ``_webfreeze.level`` ``miss``) is not invented: it is listed in the import's
 session (``har.without_content``: method, URL, status, why) and counted as skipped. A WebSocket
 entry with ``_webSocketMessages`` (Chromium DevTools writes them; so does ``eval export-har``)
 becomes the recorder's ``websocket/`` document of its conversation, which the replay serves.
@@ -184,7 +185,10 @@ def import_har(arc: Archive, path: Path, session_id: str) -> tuple[ImportStats, 
         content = response.get("content") if isinstance(response.get("content"), dict) else {}
         body = _body(content, har_dir, f"{what}.response.content")
         why = None
-        if status <= 0:
+        ours = entry.get("_webfreeze") if isinstance(entry.get("_webfreeze"), dict) else {}
+        if ours.get("level") == "miss":  # (eval export-har's entry for a replay's miss: no answer of the site's)
+            why = "a replay's miss"
+        elif status <= 0:
             why = "no response"
         elif body is None:
             if 300 <= status < 400 or status in _NO_BODY or content.get("size") == 0:

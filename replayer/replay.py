@@ -156,6 +156,7 @@ class Answered:
     mime: str | None = None
     size: int | None = None
     open_stream: bool = False  # an event stream still open when recorded: ended after its events
+    capture: int | None = None  # the id of the exchange served (None: a miss, a site model's answer)
 
 
 def _block_value(block: bytes, name: bytes) -> str | None:
@@ -460,10 +461,12 @@ class Replay:
 
     def answer(self, method: str, url: str, headers: list[tuple[str, str]], body: bytes, *,
                when: float | None = None, ordered: bool = True, inject: bool | None = None,
-               skip_self_redirects: bool = False):
+               skip_self_redirects: bool = False, capture: int | None = None):
         """(status line + headers bytes, body bytes or None for abort) for one replayed request;
         ``inject=False`` answers with the archived bytes whatever the server's setting (``id_``);
-        ``skip_self_redirects`` passes over captures that redirect to their own URL (pywb's rule)."""
+        ``skip_self_redirects`` passes over captures that redirect to their own URL (pywb's rule);
+        ``capture``: the exchange to answer with when it is among the request's candidates (an
+        episode answered again from its trajectory, ``eval export-har``)."""
         self.stats["requests"] += 1
         inject = self.inject if inject is None else inject and self.inject
         if inject and not asks_for_document(headers, url):
@@ -517,7 +520,10 @@ class Replay:
             near = closest(own or caps, target)
             loaded = near.captured_at if near.status == 304 else None
         caps = [c for c in full if c.session_id == pref] or full if own else full
-        if ordered:
+        chosen = next((c for c in caps if c.id == capture), None) if capture is not None else None
+        if chosen is not None:
+            cap = chosen
+        elif ordered:
             cap, again = self.sequencer.pick(key, caps, target, (self._last_change, self.matcher.antecedent,
                                                                  self.changes_answered))
             if again and (changes or self._diverged) and self._answers_differ(caps):
@@ -554,7 +560,7 @@ class Replay:
                                     round(score, 4) if level == "fuzzy" else None,
                                     cap_url if level == "fuzzy" else None,
                                     _block_value(built.header_block, b"content-type"), len(built.body),
-                                    built.open_stream))
+                                    built.open_stream, cap_id))
         if level == "canonical" or level == "fuzzy":
             built = self._rewrite_jsonp(built, cap_url, url)
         return self._serialise(built, method, headers, extra)
@@ -596,7 +602,8 @@ class Replay:
         built = self._build(got.exchange_id, inject)
         if self.answers is not None:  # (described as the replay of the archive will describe it)
             self.answers.append(Answered(method.upper(), url, level, built.status,
-                                         mime=_block_value(built.header_block, b"content-type"), size=len(built.body)))
+                                         mime=_block_value(built.header_block, b"content-type"), size=len(built.body),
+                                         capture=got.exchange_id))
         return self._serialise(built, method, headers,
                                f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {got.exchange_id}\r\n".encode())
 

@@ -48,12 +48,14 @@ OPEN_STREAM_WHY = "an event stream still open when recorded: its events, then en
 
 def answer_record(kind: str, method: str, url: str, level: str, status: int, *, main: bool = False,
                   score: float | None = None, capture_url: str | None = None, mime: str | None = None,
-                  size: int | None = None, why: str | None = None) -> dict:
+                  size: int | None = None, why: str | None = None, capture: int | None = None) -> dict:
     """One answered request: ``main`` when it is a hop of the main frame's navigation; ``mime`` and
     ``size`` (bytes) describe the body served, when known; ``why``: a WebSocket miss's reason (no
     recording of it, opened more often than recorded, or where its conversation parted), the
     socket's second, ``canonical`` record's ``WEBSOCKET_SET_ASIDE`` (a message matched only with its
-    ``socket_volatile`` parts set aside), or :data:`OPEN_STREAM_WHY`."""
+    ``socket_volatile`` parts set aside), or :data:`OPEN_STREAM_WHY`; ``capture``: the id of the
+    exchange that answered, kept for a request with a body (not GET or HEAD), whose body the
+    trajectory does not hold (``eval export-har`` takes the request and its answer from it)."""
     rec = {"kind": kind, "method": method, "url": url, "level": level if level in _RANK else "miss",
            "status": status, "main": main}
     if score is not None:
@@ -66,6 +68,8 @@ def answer_record(kind: str, method: str, url: str, level: str, status: int, *, 
         rec["size"] = int(size)
     if why:
         rec["why"] = why
+    if capture is not None and rec["level"] != "miss" and method.upper() not in ("GET", "HEAD"):
+        rec["capture"] = int(capture)
     return rec
 
 
@@ -93,7 +97,7 @@ def _settle_of(records: list[dict]) -> tuple[list[dict], dict | None]:
 
 # What a step's flagged answers and its document keep of a record (the body's description is in
 # ``answers`` only).
-_BODY = ("mime", "size")
+_BODY = ("mime", "size", "capture")  # (and the exchange that answered: kept in answers only)
 
 
 def ordered_answers(records: list[dict]) -> list[dict]:
@@ -103,7 +107,8 @@ def ordered_answers(records: list[dict]) -> list[dict]:
     hops = [r for r in records if r["main"]]
     rest = sorted((r for r in records if not r["main"]),
                   key=lambda r: (r["kind"], r["method"], r["url"], r["level"], r["status"],
-                                 r.get("capture_url") or "", r.get("mime") or "", r.get("size") or 0))
+                                 r.get("capture_url") or "", r.get("mime") or "", r.get("size") or 0,
+                                 r.get("capture") or 0))
     return [dict(r) for r in hops + rest]
 
 

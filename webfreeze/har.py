@@ -101,14 +101,22 @@ class ArchiveContent:
                 return None
             captured = None
             if method not in ("GET", "HEAD"):
-                captured = _sent(arc, method, url, answer.get("status"), env.get("snapshot_time"), used)
+                # the exchange that answered (the trajectory's ``capture``), else a guess from its
+                # method, URL and status (a trajectory written before it was kept)
+                captured = _answered_by(arc, answer, method, url)
+                if captured is None:
+                    captured = _sent(arc, method, url, answer.get("status"), env.get("snapshot_time"), used)
                 if captured is not None:
                     used.add(captured.id)
             req_body = captured.request.payload() if captured is not None else b""
-            headers = [("Host", urlsplit(url).netloc)]
+            # asked as the episode's browser asked it: a document, or not (an XHR's HTML answer gets
+            # no runtime, as the episode's did not)
+            headers = [("Host", urlsplit(url).netloc),
+                       ("Sec-Fetch-Dest", "document" if answer.get("kind") == "document" else "empty")]
             if captured is not None and captured.request.captured:
                 headers += [(k, v) for k, v in captured.request.headers if k.lower() == "content-type"]
-            head, body = replay.answer(method, url, headers, req_body)
+            head, body = replay.answer(method, url, headers, req_body,
+                                       capture=captured.id if captured is not None else None)
             if body is None:
                 return None
             lines = head.decode("latin-1").split("\r\n")
@@ -148,6 +156,21 @@ class ArchiveContent:
         for replay in getattr(self, "_open", []):
             replay.close()
         self._open = []
+
+
+def _answered_by(arc, answer: dict, method: str, url: str):
+    """The exchange the trajectory says answered (``capture``), when the archive holds it with the
+    answer's method and URL (the capture served instead, for a fuzzy answer); else None (another
+    archive given with ``--archive``, one merged since: its ids are not the run's)."""
+    capture = answer.get("capture")
+    if not isinstance(capture, int) or isinstance(capture, bool):
+        return None
+    try:
+        ex = arc.exchange(capture)
+    except Exception:  # (no such exchange)
+        return None
+    wanted = answer.get("capture_url") or url
+    return ex if ex is not None and ex.method == method.upper() and ex.url == wanted else None
 
 
 def _sent(arc, method: str, url: str, status, when, used: set[int]):

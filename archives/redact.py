@@ -104,9 +104,13 @@ def typed_value(step) -> str | None:
 def is_secret_name(name: str, extra: set[str] | frozenset = frozenset()) -> bool:
     """Whether a query parameter, form field or JSON key called ``name`` holds a secret: one of
     :data:`SECRET_NAMES`, a name containing one of :data:`SECRET_PARTS` (CSRF tokens among them:
-    ``csrfmiddlewaretoken``, ``csrf_token``), or one the user named."""
+    ``csrfmiddlewaretoken``, ``csrf_token``), or one the user named. A name with white space in it
+    is words, not a field's name (a translation file's key: Syncthing's ``"GUI Authentication: Set
+    User and Password"``, whose value is the same words): only one the user named is secret."""
     n = name.strip().lower()
-    return n in extra or n in SECRET_NAMES or any(p in n for p in SECRET_PARTS)
+    if n in extra:
+        return True
+    return not any(c.isspace() for c in n) and (n in SECRET_NAMES or any(p in n for p in SECRET_PARTS))
 
 
 class Redactor:

@@ -175,7 +175,9 @@ def _same_page(a: str, b: str) -> bool:
 
 # What a miss's ``captured`` (set where the archive was looked at) says of the request.
 CAPTURED_OTHERWISE = {
-    "body": "was captured only with another request body (fields that may differ: replay_rules' ignorable_params)",
+    "body": "was captured only with another request body (a field drawn at random or from the clock may go in "
+            "replay_rules' ignorable_params; a field that says what was asked for, an RPC's method, a form's "
+            "words, means the archive lacks this request: record the task's session into it)",
     "redacted": "was captured only with another request body, holding redaction placeholders (each redaction "
                 "draws its own key: an archive redacted apart from the one the reference was redacted with holds "
                 "other placeholders for the same secrets; compare archives before redaction, or record the task "
@@ -183,8 +185,12 @@ CAPTURED_OTHERWISE = {
     "kind": "was captured only as another kind of request (a form's submission, say), never as this one: the "
             "replayed page sent what the recorded page did not (a timer that ran out in the replay, whose clock "
             "runs up to 1 s a step, before the person acted; wait as long in the session: docs/authoring.md)",
-    "query": "was captured only with other query parameters (parameters that may differ: replay_rules' "
-             "ignorable_params)",
+    "query": "was captured only with other query parameters ({differs}a parameter drawn at random or from the "
+             "clock may go in replay_rules' ignorable_params; one that says what was asked for, a search's words, "
+             "means the archive lacks this request: record the task's session into it)",
+    # (a body too long to keep field by field in the index: bodykey.MAX_INLINE_KEY)
+    "long_body": "was captured only with another request body, too long for the replay to compare field by field "
+                 "(only equal bodies match, whatever replay_rules' ignorable_params say)",
 }
 
 
@@ -217,6 +223,8 @@ def describe_miss(miss: dict) -> str:
             else "is a WebSocket the replay could not serve (no recording of it, or the page's messages parted "
             "from the recording)" if socket
             else CAPTURED_OTHERWISE.get(miss.get("captured"), "was not captured"))
+    differs = [str(d) for d in miss.get("differs") or []]
+    said = said.replace("{differs}", f"differing here: {', '.join(differs)}; " if differs else "")
     if socket and miss.get("step") is not None and str(miss.get("why") or "").startswith(WEBSOCKET_PARTED_WORDS):
         if miss.get("session") == "absent":
             said += ABSENT_SESSION_HINT.format(sid=miss.get("reference_session") or "?")

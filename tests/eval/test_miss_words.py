@@ -79,8 +79,10 @@ def test_a_put_captured_with_another_body_is_named_so(tmp_path, monkeypatch, cli
     assert result.returncode == 1, result.stderr
     (entry,) = json.loads(result.stdout)["incomplete"]
     assert entry["reason"] == ("reference step 1: PUT http://wiki.test/recipes/default/tiddlers/Carrots (xhr) was "
-                               "captured only with another request body (fields that may differ: replay_rules' "
-                               "ignorable_params)"), entry
+                               "captured only with another request body (a field drawn at random or from the clock "
+                               "may go in replay_rules' ignorable_params; a field that says what was asked for, an "
+                               "RPC's method, a form's words, means the archive lacks this request: record the task's "
+                               "session into it)"), entry
     assert entry["misses"][0]["captured"] == "body"
 
 
@@ -106,9 +108,44 @@ def test_a_request_captured_with_other_query_parameters_points_at_the_rule():
 
     miss = {"step": 5, "kind": "xhr", "method": "GET", "captured": "query",
             "url": "http://gradio.test/gradio_api/queue/data?session_hash=gkjublrq9ll"}
-    assert describe_miss(miss) == ("reference step 5: GET http://gradio.test/gradio_api/queue/data?session_hash="
-                                   "gkjublrq9ll (xhr) was captured only with other query parameters (parameters "
-                                   "that may differ: replay_rules' ignorable_params)")
+    said = ("reference step 5: GET http://gradio.test/gradio_api/queue/data?session_hash=gkjublrq9ll (xhr) was "
+            "captured only with other query parameters ({}a parameter drawn at random or from the clock may go in "
+            "replay_rules' ignorable_params; one that says what was asked for, a search's words, means the archive "
+            "lacks this request: record the task's session into it)")
+    assert describe_miss(miss) == said.format("")
+    assert describe_miss({**miss, "differs": ["session_hash"]}) == said.format("differing here: session_hash; ")
+
+
+def test_the_line_names_the_parameters_that_differ_and_a_body_too_long_to_compare(tmp_path):
+    """Roundup's search for words the archive never saw (`@search_text=vpn`, captured with other
+    words): the line names the parameter that differs (a search's words: recording it again is the
+    remedy, not the rule). Syncthing's PUT of its whole configuration (6 KB of JSON): too long for
+    the index to keep field by field, so ignorable_params cannot help, and the line says so."""
+    import json as jsonmod
+
+    from webfreeze.archives import Exchange, new_archive_atomically
+    from webfreeze.checks.drift import note_captured
+    from webfreeze.eval.authoring import describe_miss
+
+    search = "http://roundup.test/tracker/issue?@columns=title&@search_text={}&@sort=-activity"
+    with new_archive_atomically(tmp_path / "a.wfz") as arc:
+        sid = arc.new_session("test", source="test_miss_words")
+        for words in ("printer", "mail"):
+            arc.add_exchange(Exchange(session_id=sid, url=search.format(words), status=200, payload=b"ok",
+                                      captured_at="2024-03-01T12:00:00Z", resp_headers=[("Content-Type", "text/html")]))
+        arc.add_exchange(Exchange(session_id=sid, url="http://st.test/rest/config", method="PUT", status=200,
+                                  payload=b"", captured_at="2024-03-01T12:00:01Z", resp_headers=[],
+                                  req_headers=[("Content-Type", "application/json")],
+                                  req_body=jsonmod.dumps({"folders": [{"id": f"f{i}", "path": "/x" * 20}
+                                                                      for i in range(20)]}).encode()))
+    notes = note_captured(tmp_path / "a.wfz", [
+        {"step": 3, "kind": "document", "method": "GET", "url": search.format("vpn")},
+        {"step": 4, "kind": "xhr", "method": "PUT", "url": "http://st.test/rest/config"}])
+    assert [(n.get("captured"), n.get("differs")) for n in notes] == [("query", ["@search_text"]), ("long_body", None)]
+    assert "(differing here: @search_text; " in describe_miss(notes[0])
+    assert describe_miss(notes[1]).endswith("was captured only with another request body, too long for the replay "
+                                            "to compare field by field (only equal bodies match, whatever "
+                                            "replay_rules' ignorable_params say)")
 
 
 def _posts(path, *posts) -> None:

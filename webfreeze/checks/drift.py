@@ -352,11 +352,15 @@ def note_captured(archive, misses: list[dict], reference: dict | None = None) ->
                     elif method.upper() not in ("GET", "HEAD"):  # (a GET has no body: missed for another cause)
                         # a body holding redaction placeholders: most likely the reference's own were
                         # drawn by another redaction (each draws its key), not a change of the site
-                        m["captured"] = "redacted" if any(_placeholders(ex) for ex in alike) else "body"
+                        m["captured"] = ("redacted" if any(_placeholders(ex) for ex in alike)
+                                         else "long_body" if all(_long_body(ex) for ex in alike) else "body")
                 else:
                     base = url.split("?", 1)[0].split("#", 1)[0]
-                    if any(path_of(ex.url) == path_of(base) for ex in arc.exchanges(prefix=base, method=method, limit=200)):
+                    others = [ex.url for ex in arc.exchanges(prefix=base, method=method, limit=200)
+                              if path_of(ex.url) == path_of(base)]
+                    if others:
                         m["captured"] = "query"
+                        m["differs"] = _differing_params(url, others)
             out.append(m)
         sid = reference.get("archive_session") if isinstance(reference, dict) else None
         parted = [m for m in out if str(m.get("url") or "").startswith(("ws:", "wss:"))
@@ -366,6 +370,31 @@ def note_captured(archive, misses: list[dict], reference: dict | None = None) ->
         for m in parted:
             m.update(session="absent", reference_session=sid)
     return out
+
+
+def _differing_params(url: str, others: list[str]) -> list[str]:
+    """The query parameters by which ``url`` differs from the captured URL nearest it (the most
+    name-value pairs in common): names whose values differ, or that only one of them has, sorted
+    (five at most)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    def pairs(u: str) -> set:
+        return set(parse_qsl(urlsplit(u).query, keep_blank_values=True))
+    mine = pairs(url)
+    nearest = max(others, key=lambda u: (len(mine & pairs(u)), -len(pairs(u) ^ mine), u))
+    return sorted({k for k, _ in mine ^ pairs(nearest)})[:5]
+
+
+def _long_body(exchange) -> bool:
+    """Whether ``exchange``'s request body is keyed by its digest alone (longer, flattened, than
+    the index keeps: only an equal body matches it)."""
+    from webfreeze.archives.bodykey import body_key
+
+    try:
+        key = body_key(exchange.request.header("Content-Type"), exchange.request.body())
+    except Exception:
+        return False
+    return re.match(r"[a-z]+#sha256:", key) is not None
 
 
 def _fetched_as(exchange) -> bool | None:

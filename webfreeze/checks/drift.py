@@ -266,14 +266,42 @@ def recorded_again(archive, reference: dict) -> dict | None:
                 continue
             if isinstance(other, dict) and page_url(str(other.get("start_url") or "")) == start:
                 found.append(other)
-    steps = [str(a) for a in session_actions(reference)]
+    # (steps compared with redaction placeholders set aside: each redaction draws its own key, so a
+    # password typed in both sessions has another placeholder in each)
+    steps = [_unplaced(str(a)) for a in session_actions(reference)]
     said = reference.get("instruction")
-    for same in (lambda o: [str(a) for a in session_actions(o)] == steps,
-                 lambda o: bool(said) and o.get("instruction") == said):
+    for same in (lambda o: [_unplaced(str(a)) for a in session_actions(o)] == steps,
+                 lambda o: bool(said) and _unplaced(str(o.get("instruction"))) == _unplaced(str(said))):
         matched = [o for o in found if same(o) and session_time(o)]
         if matched:
             return max(matched, key=lambda o: (session_time(o), str(o.get("archive_session"))))
     return None
+
+
+_PLACED = re.compile(r"wfredacted-[0-9a-f]{16}")
+
+
+def _unplaced(text: str) -> str:
+    """``text`` with each redaction placeholder as one mark."""
+    return _PLACED.sub("wfredacted-*", text)
+
+
+def placeholders_moved(reference: dict, again: dict) -> dict[str, str]:
+    """The redaction placeholders of ``reference`` and those standing at the same places in
+    ``again`` (its task recorded again and redacted apart, :func:`recorded_again`), where the two
+    sessions took the same steps: each redaction draws its own key, so the same password is
+    ``wfredacted-4ecc...`` in one and ``wfredacted-157d...`` in the other. Empty when nothing moved."""
+    from webfreeze.eval.authoring import session_actions
+
+    mine, theirs = ([str(a) for a in session_actions(r)] for r in (reference, again))
+    if len(mine) != len(theirs) or [_unplaced(a) for a in mine] != [_unplaced(a) for a in theirs]:
+        return {}
+    moved: dict[str, str] = {}
+    for a, b in zip(mine, theirs):
+        for old, new in zip(_PLACED.findall(a), _PLACED.findall(b)):
+            if old != new and moved.setdefault(old, new) != new:
+                return {}  # (one placeholder for two: not one secret's)
+    return moved
 
 
 def retimed_suite(suite, archive, work: Path):
@@ -282,14 +310,20 @@ def retimed_suite(suite, archive, work: Path):
     session's start as their ``snapshot_time``. A task is replayed among the captures nearest its
     ``snapshot_time``: on a newer snapshot, the older session's time put it among the snapshot's
     earliest captures (its crawl's, logged out) rather than its own session's (FlaskBB: a login
-    task read the crawl's pages and expired)."""
+    task read the crawl's pages and expired). Where both sessions were redacted apart, the task's
+    placeholders become the new session's (:func:`placeholders_moved`): the reference then types
+    the password as the archive's session sent it (Roundup's login)."""
     loaded = load_suite(str(suite))
     times = {}
+    moved: dict[str, dict[str, str]] = {}
     for t in loaded.tasks:
         again = recorded_again(archive, t.reference) if isinstance(t.reference, dict) else None
         if again is not None and session_time(again) != t.snapshot_time:
             times[t.id] = session_time(again)
-    if not times:
+        if again is not None and placeholders_moved(t.reference, again):
+            # the secret the reference types, as the session recorded again (redacted apart) sent it
+            moved[t.id] = placeholders_moved(t.reference, again)
+    if not times and not moved:
         return suite
     # (a copy of the lines alone, each reference inline: the suite's folder may hold anything)
     work.mkdir(parents=True)
@@ -300,7 +334,10 @@ def retimed_suite(suite, archive, work: Path):
             obj["ground_truth"] = {**t.raw["ground_truth"], "reference_trajectory": t.reference}
         if t.id in times:
             obj["snapshot_time"] = times[t.id]
-        lines.append(json.dumps(obj, ensure_ascii=False, sort_keys=True))
+        line = json.dumps(obj, ensure_ascii=False, sort_keys=True)
+        for old, new in sorted(moved.get(t.id, {}).items()):
+            line = line.replace(old, new)
+        lines.append(line)
     (work / "tasks.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     manifest = {k: v for k, v in (loaded.manifest or {}).items() if k not in ("archive", "archive_digest", "tasks")}
     personas = manifest.get("personas")

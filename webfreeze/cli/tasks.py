@@ -239,7 +239,15 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
     if out is None:
         tmp = tempfile.mkdtemp(prefix="webfreeze-validate-")
         out = str(Path(tmp) / "run")
+    work = None
     try:
+        if archive is not None:
+            # another archive (a newer snapshot): a task recorded again into it is replayed at that
+            # session's time, with its placeholders, as drift replays it (checks/drift.py)
+            from webfreeze.checks.drift import retimed_suite
+
+            work = Path(tempfile.mkdtemp(prefix="webfreeze-validate-suite-"))
+            suite = str(retimed_suite(suite, archive, work / "suite"))
         run_suite(suite, archive, "reference", out, workers=workers, backend=backend, quiet=quiet,
                   tasks=task_globs, limit=limit)
         report = write_report(out)
@@ -300,6 +308,8 @@ def _validate_run(suite, archive, backend, workers, out, quiet, task_globs,
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
     return report, expired, incomplete, stalled_reached
 
 

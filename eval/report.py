@@ -65,9 +65,9 @@ def unshown_start_warning(run_dir) -> str | None:
     if not unshown:
         return None
     first, note = unshown[0]
-    return (f"{len(unshown)} of {len(paths)} episode(s) started on a page that shows nothing without its scripts, "
-            f"which this backend does not run (e.g. {first}: {note.split(' shows nothing', 1)[0]}): run them "
-            "with --backend browser")
+    return (f"{len(unshown)} of {len(paths)} episode(s) started on a page that shows nothing without its scripts "
+            f"(or their templates unfilled), which this backend does not run (e.g. {first}: "
+            f"{note.split(' shows ', 1)[0]}): run them with --backend browser")
 
 
 def _is_time_key(key: str) -> bool:

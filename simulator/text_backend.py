@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 
 MAX_REDIRECTS = 10
 SCRIPT = re.compile(rb"<script[\s>]", re.IGNORECASE)
+# A page whose scripts fill its templates: AngularJS's and Vue's directives in its HTML ...
+TEMPLATED = re.compile(rb"\s(?:data-)?(?:ng-(?:app|controller|if|repeat|show|bind)|v-(?:if|for|cloak|bind|model)|x-data)[\s=>]",
+                       re.IGNORECASE)
+# ... and what the text backend then shows: their expressions, unfilled (Syncthing's {{thisDeviceName()}})
+UNFILLED = re.compile(r"\{\{[^{}\n]{1,80}\}\}")
 FRAME = re.compile(rb"<i?frame[\s>/]", re.IGNORECASE)
 MAX_FRAME_DEPTH = 8
 # What a frame shows when its document is not one the text backend can show.
@@ -298,16 +303,21 @@ class TextBackend:
 
     def _drawn_by_scripts(self) -> str | None:
         """Why the page just loaded cannot be shown, when it shows nothing without its scripts (a
-        single-page application's shell: Docsify's empty ``<div id="app">``, drawn in the browser):
-        the text backend runs none, and an empty page is not what the site showed."""
+        single-page application's shell: Docsify's empty ``<div id="app">``, drawn in the browser)
+        or shows the templates they fill, unfilled (AngularJS's ``{{thisDeviceName()}}``:
+        Syncthing's): the text backend runs none, and that is not what the site showed."""
         if not SCRIPT.search(self.html):
             return None
         tree = self.observe()[0]
         self._tree = (self.url, self.html, tree)  # (observed next, unchanged: built once)
-        if _shows_something(tree.root):
-            return None
-        return (f"{self.url} shows nothing without its scripts, and the text backend runs none: "
-                "the browser backend shows this page")
+        if not _shows_something(tree.root):
+            return (f"{self.url} shows nothing without its scripts, and the text backend runs none: "
+                    "the browser backend shows this page")
+        unfilled = UNFILLED.findall(tree.axtree_text) if TEMPLATED.search(self.html) else []
+        if len(set(unfilled)) >= 2:  # (one could be a page's text about templates)
+            return (f"{self.url} shows its scripts' templates unfilled ({unfilled[0]}), and the text backend runs "
+                    "no scripts: the browser backend shows this page")
+        return None
 
     def observe(self):
         cached, self._tree = self._tree, None

@@ -22,6 +22,11 @@ SHELL = b"""<!doctype html><html><head><title>Handbook</title></head><body><div 
 SERVED = b"""<!doctype html><html><head><title>Served</title><script src="/app.js"></script></head>
 <body><h1>Served</h1><p>Sea otters eat crabs.</p><a href="/">the handbook</a></body></html>"""
 EMPTY = b"<!doctype html><html><head><title>Empty</title></head><body><div></div></body></html>"
+# AngularJS's templates, which its script fills (Syncthing's GUI); a page of text about templates is not one
+TEMPLATED = b"""<!doctype html><html ng-app="gui"><head><title>GUI</title><script src="/app.js"></script></head>
+<body><h1>{{thisDeviceName()}}</h1><p ng-if="upgrade">Upgrade To {{version}}</p></body></html>"""
+ABOUT = b"""<!doctype html><html><head><title>Jinja</title><script src="/app.js"></script></head>
+<body><p>Write {{ name }} and {{ items|length }} in a template.</p></body></html>"""
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +36,7 @@ def archive(tmp_path_factory):
         sid = arc.new_session("test", source="test_text_backend_scripts")
         for url, headers, body in [
             (HOST + "/", HTML, SHELL), (HOST + "/served.html", HTML, SERVED), (HOST + "/empty.html", HTML, EMPTY),
+            (HOST + "/gui.html", HTML, TEMPLATED), (HOST + "/jinja.html", HTML, ABOUT),
             (HOST + "/part/species.html", HTML, b"<h1>Species</h1><p>Sea otter: 148 cm</p>"),
             (HOST + "/app.js", [("Content-Type", "text/javascript")], b"void 0;"),
         ]:
@@ -69,6 +75,22 @@ def test_text_backend_says_a_page_drawn_by_scripts_is_not_shown(archive):
     assert trajectory["steps"][-1]["error"] == UNSHOWN
 
 
+def test_text_backend_says_a_page_shows_its_templates_unfilled(archive):
+    env = WebEnv(EnvConfig(archive, backend="text"))
+    try:
+        obs, _ = env.reset(options={"task": _task(HOST + "/gui.html")})
+        assert obs["last_action_error"] == ("http://docs.test/gui.html shows its scripts' templates unfilled "
+                                            "({{thisDeviceName()}}), and the text backend runs no scripts: the "
+                                            "browser backend shows this page")
+        obs, *_ = env.step(f"goto('{HOST}/jinja.html')")  # (text about templates, on a page without directives)
+        assert obs["last_action_error"] == "" and "{{ name }}" in obs["axtree_text"]
+        trajectory = env.trajectory(stopped=True)
+    finally:
+        env.close()
+    assert trajectory["replay"]["start"]["note"].startswith("http://docs.test/gui.html shows its scripts' templates")
+    assert trajectory["replay"]["compromised"] is False
+
+
 def test_browser_backend_shows_the_page_its_scripts_draw(archive):
     try:
         chromium_path()
@@ -96,8 +118,8 @@ def test_a_text_run_says_how_many_episodes_started_on_a_page_it_could_not_show(a
     out = tmp_path / "run"
     r = cli("bench", "run", suite, "--agent", "keyword", "--backend", "text", "--out", out, "--max-steps", "3")
     assert r.returncode == 0, r.stderr
-    line = ("1 of 2 episode(s) started on a page that shows nothing without its scripts, which this backend "
-            "does not run (e.g. shell: http://docs.test/): run them with --backend browser")
+    line = ("1 of 2 episode(s) started on a page that shows nothing without its scripts (or their templates "
+            "unfilled), which this backend does not run (e.g. shell: http://docs.test/): run them with --backend browser")
     assert f"warning: {line}" in r.stderr
     # said, not kept in report.json: runs packed before it re-run to the same bytes
     assert json.loads((out / "report.json").read_text())["warnings"] == []

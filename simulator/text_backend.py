@@ -126,8 +126,9 @@ class TextBackend:
         self.replay.answers = []  # how each was matched: the steps' provenance
         self.url = ""
         self.html = b""
-        self.history: list[tuple[str, bytes]] = []
-        self.forward: list[tuple[str, bytes]] = []
+        # (url, html, what was entered there when the agent left it): as a browser's history entry
+        self.history: list[tuple[str, bytes, dict]] = []
+        self.forward: list[tuple[str, bytes, dict]] = []
         self.state: dict = {}
         self.cookies: dict[str, dict[str, str]] = {}
         self._doms: dict | None = None  # the sessions' DOM snapshots by URL (_session_doms)
@@ -212,7 +213,7 @@ class TextBackend:
         # A GET of the page's own URL replaces its history entry, as a browser does (HTML's
         # navigate: same URL -> "replace"); any other load is a new entry.
         if self.url and not (method == "GET" and url == self.url):
-            self.history.append((self.url, self.html))
+            self.history.append((self.url, self.html, dict(self.state)))
             self.forward = []
         self.url, self.html, self.state = final, data, {}
         self.frame_nav = {}
@@ -319,6 +320,26 @@ class TextBackend:
                     "no scripts: the browser backend shows this page")
         return None
 
+    def _restored(self, entered: dict) -> dict:
+        """What was entered in a page's fields when the agent left it, as Chromium gives it back to
+        a page it goes back (or forward) to: a field's text, a box's tick, a choice; not a password
+        field's, nor a field's whose ``autocomplete`` (or its form's) is ``off`` (measured on
+        Chromium 156 in the browser backend). Fields of frames are not given back."""
+        if not entered:
+            return {}
+        builder = build_tree(self.html, self.url or "about:blank", frames=self.frames).builder
+        element = {bid: el for el, bid in builder.bid_of.items()}
+        kept = {}
+        for bid, value in entered.items():
+            el = element.get(str(bid))
+            if el is None or not isinstance(el.tag, str) or (el.get("type") or "").strip().lower() == "password":
+                continue
+            form = builder.form_owner(el)
+            said = el.get("autocomplete") or (form.get("autocomplete") if form is not None else None) or ""
+            if said.strip().lower() != "off":
+                kept[bid] = value
+        return kept
+
     def observe(self):
         cached, self._tree = self._tree, None
         if cached is not None and cached[0] == self.url and cached[1] is self.html and not self.state:
@@ -367,18 +388,20 @@ class TextBackend:
             if a.kind == "go_back":
                 if not self.history:
                     return "no previous page"
-                self.forward.append((self.url, self.html))
-                self.url, self.html = self.history.pop()
+                self.forward.append((self.url, self.html, dict(self.state)))
+                self.url, self.html, entered = self.history.pop()
                 self.state, self.frame_nav = {}, {}
                 self._load_frames()
+                self.state = self._restored(entered)
                 return self._drawn_by_scripts()
             if a.kind == "go_forward":
                 if not self.forward:
                     return "no next page"
-                self.history.append((self.url, self.html))
-                self.url, self.html = self.forward.pop()
+                self.history.append((self.url, self.html, dict(self.state)))
+                self.url, self.html, entered = self.forward.pop()
                 self.state, self.frame_nav = {}, {}
                 self._load_frames()
+                self.state = self._restored(entered)
                 return self._drawn_by_scripts()
             return None  # scroll, hover, focus, noop, a key on no element: nothing changes without a viewport
         except AXTreeError as exc:

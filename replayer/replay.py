@@ -531,6 +531,11 @@ class Replay:
                 # the last answer stands in for one the recording never saw (a state-changing
                 # request, or any once the site's state has left the recording's)
                 level, score = "fuzzy", 1.0
+            elif again and changes and self._made_something(caps):
+                # a submission whose answer says it made something (a redirect after the POST, a
+                # 201), sent once more: the site would have made it again, or refused a spent
+                # token (Roundup's new issue), which the recording never saw
+                level, score = "fuzzy", 1.0
         else:
             cap = closest(caps, target)
         if changes:
@@ -564,6 +569,13 @@ class Replay:
         if level == "canonical" or level == "fuzzy":
             built = self._rewrite_jsonp(built, cap_url, url)
         return self._serialise(built, method, headers, extra)
+
+    def _made_something(self, caps: list) -> bool:
+        """Whether every recorded answer of ``caps`` says the request made something: ``201
+        Created``, or a ``302``/``303`` redirect (a form's Post/Redirect/Get: a new issue, a saved
+        page, a login). A ``301`` moves a URL and a ``200`` may only read (a GraphQL query, Dash's
+        callbacks): neither says so."""
+        return bool(caps) and all(c.status in (201, 302, 303) for c in caps)
 
     def _answers_differ(self, caps: list) -> bool:
         """Whether the recorded answers of ``caps`` (their status or payload) are not all alike. A

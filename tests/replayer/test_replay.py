@@ -273,6 +273,27 @@ def test_a_state_changing_request_asked_more_often_than_recorded_is_fuzzy_when_i
                    ("two", "fuzzy"), ("one", "exact")]
 
 
+def test_a_submission_that_made_something_sent_again_is_fuzzy(tmp_path, home):
+    """Roundup's new issue: ``POST /issue`` recorded once, answered with a redirect to the issue
+    made. Sent again (an agent's second click on Submit), the site would have made another issue,
+    or refused the spent CSRF token; the recording never saw either: the second answer is fuzzy.
+    A ``POST`` answered ``200`` (it may only read) stays exact however often it is sent."""
+    form = [("Content-Type", "application/x-www-form-urlencoded")]
+    path = build_archive(tmp_path / "tracker.wfz", [
+        {**text("http://app.test/issue", "", "2024-03-01T12:00:00Z"), "method": "POST", "req_body": b"title=x",
+         "req_headers": form, "status": 303, "resp_headers": [("Location", "http://app.test/issue4")]},
+        {**text("http://app.test/search", "found", "2024-03-01T12:00:01Z"), "method": "POST", "req_body": b"q=x",
+         "req_headers": form},
+    ])
+    with ReplayServer(path, mode="proxy", confdir=home) as srv:
+        def ask(url, body):
+            resp, _ = proxied(srv, "POST", url, body=body, headers=dict(form))
+            return resp.status, resp.getheader("X-Webfreeze-Match")
+        got = [ask("http://app.test/search", b"q=x") for _ in range(2)]
+        got += [ask("http://app.test/issue", b"title=x") for _ in range(2)]
+    assert got == [(200, "exact"), (200, "exact"), (303, "exact"), (303, "fuzzy")]
+
+
 def test_a_revalidated_resource_asked_again_after_divergence_stays_exact(tmp_path, home):
     """A stylesheet recorded in full and then as ``304 Not Modified`` (the recording browser
     revalidating its copy): asked with a validator more often than recorded, once the episode has

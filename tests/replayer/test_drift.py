@@ -271,6 +271,20 @@ def test_evidence_gone_from_a_page_of_the_path_says_so():
     assert why == (f"still reached, but {url} no longer shows 'Priority sort is reversed' "
                    "(it read 'Priority sort is reversed')"), why
 
+def test_a_broken_task_says_when_new_misses_too():
+    """Syncthing: OLD's capture of the task was incomplete (broken) and NEW's too; the line named
+    OLD's gap only and the exit status was 0 though --help says 1 when NEW's capture is incomplete."""
+    from webfreeze.checks.drift import _verdict
+
+    miss = {"step": 2, "kind": "xhr", "method": "GET", "url": "http://st.test/rest/svc/random/string?length=10"}
+    old = {"reached": False, "misses": [miss], "end": "infeasible", "answer": None, "reason": None}
+    new = {"reached": False, "misses": [miss], "end": "infeasible", "answer": None, "reason": None}
+    verdict, why = _verdict(old, new, [])
+    assert verdict == "broken" and why.count("/rest/svc/random/string") == 2 and "NEW's capture incomplete too" in why
+    verdict, why = _verdict(old, {**new, "misses": []}, [])
+    assert verdict == "broken" and "NEW" not in why
+
+
 def test_evidence_in_a_field_s_value_is_read_as_on_the_page():
     """Evidence may stand in a text input's value (an issue's title in an edit form), as
     record_answer and the reference agent read it: drift sees it change there, and never in a

@@ -456,10 +456,12 @@ def _placeholders(exchange) -> bool:
 def _verdict(old: dict, new: dict, moved: list[dict]) -> tuple[str, str]:
     """A task's verdict and the one line that says why; ``moved``: where its evidence now reads
     differently (:func:`evidence_moved`)."""
+    # (NEW's capture incomplete too: said, since the pair says nothing else and NEW lacks it as well)
+    also = f"; NEW's capture incomplete too: {_misses(new['misses'])}" if new.get("misses") else ""
     if old.get("misses"):
-        return "broken", f"incomplete capture in OLD: {_misses(old['misses'])}"
+        return "broken", f"incomplete capture in OLD: {_misses(old['misses'])}{also}"
     if not old["reached"]:
-        return "broken", f"not reached on OLD either ({_why(old)})"
+        return "broken", f"not reached on OLD either ({_why(old)}){also}"
     if new.get("misses"):
         return "incomplete", f"incomplete capture in NEW: {_misses(new['misses'])}"
     if not new["reached"]:

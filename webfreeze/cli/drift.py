@@ -32,7 +32,8 @@ def drift_command(old, new, suite, report_dir, as_json, backend, workers, task_g
     both: the tasks still valid, those that expired (changed on the site) or became ambiguous,
     those NEW did not capture whole (incomplete capture), and the answers whose evidence is gone.
 
-    Exit status 1 when a task expired or NEW's capture of it is incomplete, 0 otherwise.
+    Exit status 1 when a task expired or NEW's capture of it is incomplete (a broken task's too),
+    0 otherwise.
     """
     from webfreeze.checks.drift import drift, print_tables, summary_line  # (the sim extra: where it runs)
 
@@ -57,4 +58,6 @@ def drift_command(old, new, suite, report_dir, as_json, backend, workers, task_g
         if report_dir:
             click.echo(f"report in {report_dir}/report.html", err=True)
     suite_counts = report.get("suite", {})
-    raise SystemExit(1 if suite_counts.get("expired") or suite_counts.get("incomplete") else 0)
+    new_incomplete = any(r.get("verdict") == "broken" and (r.get("new") or {}).get("misses")
+                         for r in report.get("tasks") or [])
+    raise SystemExit(1 if suite_counts.get("expired") or suite_counts.get("incomplete") or new_incomplete else 0)

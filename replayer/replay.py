@@ -157,6 +157,7 @@ class Answered:
     size: int | None = None
     open_stream: bool = False  # an event stream still open when recorded: ended after its events
     capture: int | None = None  # the id of the exchange served (None: a miss, a site model's answer)
+    why: str | None = None  # a fuzzy repeat's reason (REPEAT_WHY's text)
 
 
 def _block_value(block: bytes, name: bytes) -> str | None:
@@ -173,6 +174,16 @@ def _block_value(block: bytes, name: bytes) -> str | None:
 # the replay runtime's EventSource keeps such a stream open at its end, as the site did
 # (replayer/determinism.py). A cross-origin answer exposes it to that script (CORS hides the rest).
 OPEN_STREAM_HEADER = "X-Webfreeze-Open-Stream"
+
+# Why a repeated request was answered fuzzily (its capture matched exactly): the header the browser
+# backend's provenance reads (its value a key of REPEAT_WHY), and the answer's ``why``.
+REPEAT_HEADER = "X-Webfreeze-Repeat"
+REPEAT_WHY = {
+    "differ": "asked more often than recorded, and its recorded answers differ: the last stands in for one "
+              "the recording never saw",
+    "made": "a submission whose recorded answer says it made something, sent once more than recorded: the "
+            "recording never saw the site's answer to it",
+}
 
 
 @dataclass
@@ -520,6 +531,7 @@ class Replay:
             near = closest(own or caps, target)
             loaded = near.captured_at if near.status == 304 else None
         caps = [c for c in full if c.session_id == pref] or full if own else full
+        repeat = None  # (why a repeat is fuzzy: a key of REPEAT_WHY)
         chosen = next((c for c in caps if c.id == capture), None) if capture is not None else None
         if chosen is not None:
             cap = chosen
@@ -530,12 +542,12 @@ class Replay:
                 # asked more often than recorded, and the site answered it differently each time:
                 # the last answer stands in for one the recording never saw (a state-changing
                 # request, or any once the site's state has left the recording's)
-                level, score = "fuzzy", 1.0
+                level, score, repeat = "fuzzy", 1.0, "differ"
             elif again and changes and self._made_something(caps):
                 # a submission whose answer says it made something (a redirect after the POST, a
                 # 201), sent once more: the site would have made it again, or refused a spent
                 # token (Roundup's new issue), which the recording never saw
-                level, score = "fuzzy", 1.0
+                level, score, repeat = "fuzzy", 1.0, "made"
         else:
             cap = closest(caps, target)
         if changes:
@@ -553,7 +565,8 @@ class Replay:
             self.stats["fuzzy"] = self.stats.get("fuzzy", 0) + 1
             # what the browser backend's provenance reads: the score and the capture served instead
             extra = (f"X-Webfreeze-Match: fuzzy\r\nX-Webfreeze-Capture: {cap_id}\r\nX-Webfreeze-Score: {score:.4f}"
-                     f"\r\nX-Webfreeze-Capture-Url: {quote(cap_url, safe=URL_SAFE)}\r\n").encode("latin-1", "replace")
+                     f"\r\nX-Webfreeze-Capture-Url: {quote(cap_url, safe=URL_SAFE)}\r\n"
+                     + (f"{REPEAT_HEADER}: {repeat}\r\n" if repeat else "")).encode("latin-1", "replace")
         else:
             extra = f"X-Webfreeze-Match: {level}\r\nX-Webfreeze-Capture: {cap_id}\r\n".encode()
         if built.open_stream:
@@ -565,7 +578,7 @@ class Replay:
                                     round(score, 4) if level == "fuzzy" else None,
                                     cap_url if level == "fuzzy" else None,
                                     _block_value(built.header_block, b"content-type"), len(built.body),
-                                    built.open_stream, cap_id))
+                                    built.open_stream, cap_id, REPEAT_WHY.get(repeat or "")))
         if level == "canonical" or level == "fuzzy":
             built = self._rewrite_jsonp(built, cap_url, url)
         return self._serialise(built, method, headers, extra)

@@ -53,7 +53,8 @@ def answer_record(kind: str, method: str, url: str, level: str, status: int, *, 
     ``size`` (bytes) describe the body served, when known; ``why``: a WebSocket miss's reason (no
     recording of it, opened more often than recorded, or where its conversation parted), the
     socket's second, ``canonical`` record's ``WEBSOCKET_SET_ASIDE`` (a message matched only with its
-    ``socket_volatile`` parts set aside), or :data:`OPEN_STREAM_WHY`; ``capture``: the id of the
+    ``socket_volatile`` parts set aside), :data:`OPEN_STREAM_WHY`, or why a repeated request was
+    answered fuzzily (replayer/replay.py ``REPEAT_WHY``); ``capture``: the id of the
     exchange that answered, kept for a request with a body (not GET or HEAD), whose body the
     trajectory does not hold (``eval export-har`` takes the request and its answer from it)."""
     rec = {"kind": kind, "method": method, "url": url, "level": level if level in _RANK else "miss",

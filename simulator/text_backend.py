@@ -151,7 +151,7 @@ class TextBackend:
         framed, self._frame_answers = self._frame_answers, []
         return [answer_record("document", a.method, a.url, a.level, a.status, main=main, score=a.score,
                               capture_url=a.capture_url, mime=a.mime, size=a.size,
-                              why=OPEN_STREAM_WHY if a.open_stream else None, capture=a.capture)
+                              why=OPEN_STREAM_WHY if a.open_stream else a.why, capture=a.capture)
                 for main, answers in ((True, got), (False, framed)) for a in answers]
 
     def reset(self, url: str) -> str | None:

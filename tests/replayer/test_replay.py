@@ -288,10 +288,18 @@ def test_a_submission_that_made_something_sent_again_is_fuzzy(tmp_path, home):
     with ReplayServer(path, mode="proxy", confdir=home) as srv:
         def ask(url, body):
             resp, _ = proxied(srv, "POST", url, body=body, headers=dict(form))
-            return resp.status, resp.getheader("X-Webfreeze-Match")
+            return resp.status, resp.getheader("X-Webfreeze-Match"), resp.getheader("X-Webfreeze-Repeat")
         got = [ask("http://app.test/search", b"q=x") for _ in range(2)]
         got += [ask("http://app.test/issue", b"title=x") for _ in range(2)]
-    assert got == [(200, "exact"), (200, "exact"), (303, "exact"), (303, "fuzzy")]
+    assert got == [(200, "exact", None), (200, "exact", None), (303, "exact", None), (303, "fuzzy", "made")]
+    # the text backend's provenance says why (the browser backend's reads the header)
+    from webfreeze.replayer.replay import REPEAT_WHY, Replay
+
+    with Replay(path) as replay:
+        replay.answers = []
+        for _ in range(2):
+            replay.answer("POST", "http://app.test/issue", form, b"title=x")
+        assert [(a.level, a.why) for a in replay.answers] == [("exact", None), ("fuzzy", REPEAT_WHY["made"])]
 
 
 def test_a_revalidated_resource_asked_again_after_divergence_stays_exact(tmp_path, home):

@@ -167,6 +167,11 @@ class Redactor:
         """(kind, what and where) of each secret found, in the order found: what a refusal names."""
         return [(self._kind[s], self._where[s]) for s in self._secrets]
 
+    def where_placed(self, placeholder: str) -> str | None:
+        """What and where the secret behind ``placeholder`` was first found (never the value), or
+        None when no secret of this redaction has it."""
+        return next((self._where[s] for s, p in self._secrets.items() if p == placeholder), None)
+
     def placeholder_of(self, value: str) -> str | None:
         """The placeholder of ``value`` when it is a secret found, else None."""
         return self._secrets.get(value)

@@ -129,6 +129,8 @@ def test_bundle_pack_redact_leaves_no_value_and_re_runs_identically(recorded, tm
     proc = run_cli("bundle", "pack", run, "--redact", "--secret-env", ENV, "-o", bundle, cwd="/", env=_env(values))
     assert proc.returncode == 1 and not bundle.exists(), proc.stderr
     assert "a secret was visible to the agent" in proc.stderr and "in vault step" in proc.stderr, proc.stderr
+    # which secret: what and where it was found, never its value
+    assert "(the X-API-Key header value in the request of GET http://vault.lab/api/key" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     proc = run_cli("bundle", "pack", run, "--redact", "--secret-env", ENV, "--allow-visible-secrets", "-o", bundle,
                    cwd="/", env=_env(values))

@@ -31,6 +31,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -495,7 +496,7 @@ def redacted_sources(sources: list, suite, archive, staging: Path, *, params=(),
         (dest / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n",
                                             encoding="utf-8")
         settle_redacted_run(run, dest, red_suite, red_archive, staging / "rerun" / str(i),
-                            allow_visible_secrets=allow_visible_secrets)
+                            allow_visible_secrets=allow_visible_secrets, where_placed=r.where_placed)
         out_runs.append(str(dest))
     return out_runs, str(red_suite), str(red_archive)
 
@@ -514,12 +515,37 @@ def _prune_doms(run: Path) -> None:
             f.unlink()
 
 
+def _placed_in(rerun: Path, step: dict, archive: Path, where_placed) -> list[str]:
+    """What the secrets are whose placeholders a re-run's step showed (``where_placed``'s account
+    of each, in the order they first appear): read in the step's DOM snapshot, else in the redacted
+    archive's captures of the step's page; [] when neither can be read."""
+    from webfreeze.archives import Archive
+    from webfreeze.simulator.trajectory import read_dom
+
+    html = ""
+    try:
+        if isinstance(step.get("dom"), str) and not _bad_name(step["dom"]):
+            html = read_dom(rerun / step["dom"]).decode("utf-8", "replace")
+        elif isinstance(step.get("url"), str):
+            with Archive.open(archive) as arc:
+                html = "\n".join(ex.body().decode("utf-8", "replace")
+                                 for ex in arc.exchanges(url=step["url"].split("#", 1)[0], limit=5))
+    except Exception:  # (a snapshot or capture that does not read: nothing to name)
+        return []
+    out = []
+    for placeholder in dict.fromkeys(re.findall(re.escape(PLACEHOLDER_PREFIX) + "[0-9a-f]{16}", html)):
+        said = where_placed(placeholder)
+        if said and said not in out:
+            out.append(said)
+    return out
+
+
 def _steps_list(steps) -> str:
     return ", ".join(str(n) for n in steps[:8]) + (f" and {len(steps) - 8} more" if len(steps) > 8 else "")
 
 
 def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun: Path, *,
-                        allow_visible_secrets: bool = False) -> None:
+                        allow_visible_secrets: bool = False, where_placed=None) -> None:
     """Make a redacted run's record describe the redacted archive it is bundled with, and prove it.
 
     Its episodes are run again, offline, on the redacted suite and archive (LLM calls from the
@@ -530,7 +556,9 @@ def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun
     agent a secret: refused, naming the steps, unless ``allow_visible_secrets`` (their digests are
     then the re-run's: the observations of the redacted archive). A step that shows what the agent
     itself typed (a password's placeholder) is not refused: its digest is the re-run's too. Finally
-    the run must equal its re-run as ``bundle run`` compares them, or nothing is packed."""
+    the run must equal its re-run as ``bundle run`` compares them, or nothing is packed.
+    ``where_placed(placeholder)``: what and where a placeholder's secret was found (the redactor's),
+    for the refusal to name the secrets the re-run's pages show (never their values)."""
     from webfreeze.bundles.run import compare_run, rerun_settings, run_quietly
     from webfreeze.eval.report import scored_strictly, write_report
 
@@ -557,6 +585,7 @@ def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun
         raise BundleError(f"refused: run {run.name}: redacted, it cannot be run again on the redacted archive "
                           f"({str(exc).splitlines()[0]}); nothing was packed") from None
     visible: list[str] = []
+    named: list[str] = []  # (what the secrets shown are, from the re-run's pages: never their values)
     for path in sorted((dest / "trajectories").glob("*.json")):
         again = rerun / "trajectories" / path.name
         if not again.is_file():
@@ -591,6 +620,8 @@ def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun
                     shown.append(a.get("step"))
                     if allow_visible_secrets:  # what the agent sees on the redacted archive
                         a["obs_digest"] = b.get("obs_digest")
+                    if where_placed is not None and len(named) < 3:
+                        named.extend(w for w in _placed_in(rerun, b, archive, where_placed) if w not in named)
             typed = typed_value(a)
             if isinstance(typed, str) and typed.startswith(PLACEHOLDER_PREFIX):
                 typing_on = a.get("url")
@@ -599,8 +630,9 @@ def settle_redacted_run(run: Path, dest: Path, suite: Path, archive: Path, rerun
         path.write_text(json.dumps(mine, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     _prune_doms(dest)
     if visible and not allow_visible_secrets:
+        what = f" ({'; '.join(named[:3])})" if named else ""
         raise BundleError(f"refused: run {run.name}: a secret was visible to the agent (the observation changes "
-                          f"under redaction) in {'; '.join(visible)}; give --allow-visible-secrets to pack it "
+                          f"under redaction) in {'; '.join(visible)}{what}; give --allow-visible-secrets to pack it "
                           f"anyway (those steps then record what the redacted archive shows)")
     if (run / "report.json").is_file():
         strict = scored_strictly(run)  # (scored as the run's own report was)

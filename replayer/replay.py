@@ -175,6 +175,10 @@ def _block_value(block: bytes, name: bytes) -> str | None:
 # (replayer/determinism.py). A cross-origin answer exposes it to that script (CORS hides the rest).
 OPEN_STREAM_HEADER = "X-Webfreeze-Open-Stream"
 
+# The requests a replay session counts (``Replay.asked``: method and URL -> how often asked since the
+# last reset; what ``replay check`` reads to tell a page asking one request again and again).
+ASKED_KEYS = 10_000
+
 # Why a repeated request was answered fuzzily (its capture matched exactly): the header the browser
 # backend's provenance reads (its value a key of REPEAT_WHY), and the answer's ``why``.
 REPEAT_HEADER = "X-Webfreeze-Repeat"
@@ -312,6 +316,7 @@ class Replay:
         self.clock_shift = 0.0  # (seconds; reset() sets it for one session: a probe, see there)
         self.cache = ResponseCache(cache_bytes)
         self.sequencer = Sequencer()
+        self.asked: dict = {}  # (method, url) -> how often asked this session (ASKED_KEYS at most)
         # the capture that answered this session's last state-changing request (-1: none answered
         # it; None: none asked yet): repeated requests are answered from what followed it
         self._last_change: int | None = None
@@ -406,6 +411,7 @@ class Replay:
             # the seed; most episodes touch one site model of many, or none).
             self.model_state.clear()
             self.misses = []
+            self.asked = {}
 
     def _live_episodes(self) -> dict:
         """A live run's archive: task id -> its episodes' capture sessions (recorder/live.py writes
@@ -479,6 +485,9 @@ class Replay:
         ``capture``: the exchange to answer with when it is among the request's candidates (an
         episode answered again from its trajectory, ``eval export-har``)."""
         self.stats["requests"] += 1
+        key0 = (method.upper(), url)  # (how often each request came this session)
+        if key0 in self.asked or len(self.asked) < ASKED_KEYS:
+            self.asked[key0] = self.asked.get(key0, 0) + 1
         inject = self.inject if inject is None else inject and self.inject
         if inject and not asks_for_document(headers, url):
             # an HTML answer to a fetch, an XHR or a script (an htmx fragment, a worker's script served

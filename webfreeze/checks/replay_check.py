@@ -111,6 +111,12 @@ def visible_text(dom: bytes | str, *, shadow: bool = True) -> str:
     return " ".join("".join(parts).split())
 
 
+# A page that asked one request this often while it loaded is said to loop (a warning of replay
+# check's): the replay answers a request asked again at once, and a page that asks again at once
+# spins (a long poll; in direct mode a handshake, Transmission's 409, whose next answer never comes).
+LOOP_ASKED = 100
+
+
 def text_similarity(a: str, b: str) -> float:
     """``difflib`` ratio of two texts' whitespace-separated words (1.0 = identical), 4 places; texts
     whose words differ are never rounded up to 1.0 (a word changed in a long page: 0.9999)."""
@@ -352,6 +358,10 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     loaded = _load(full, target, placeholders, shot_mode(rec), PlaywrightError, sockets,
                                    shadow=shadow)
                 dom, shot, error = loaded["dom"], loaded["shot"], loaded["error"]
+                # one request asked again and again while the page loaded (a loop the replay feeds:
+                # a long poll answered at once, a handshake whose next answer never comes)
+                looped = max(((n, m, u) for (m, u), n in dict(server.replay.asked).items()), default=None)
+                looped = looped if looped is not None and looped[0] >= LOOP_ASKED else None
                 rep_text = visible_text(dom)
                 similarity = raw = text_similarity(cap_text, rep_text) if cap_text else None
                 volatile = 0
@@ -387,6 +397,7 @@ def _check(archive_path: Path, pages: list, captured: dict, out: Path, partial: 
                     # (a page record a HAR's import made: its DOM is the document as received, which a
                     # page's scripts then built on: not what the replayed page shows once they ran)
                     **({"dom_as_received": True} if (rec.get("extra") or {}).get("har_page") else {}),
+                    **({"asked_again": {"method": looped[1], "url": looped[2], "count": looped[0]}} if looped else {}),
                     "pixel_difference": pixel_difference(cap_shot, shot),
                     "dom": f"{stem}.replay.html", "screenshot": f"{stem}.replay.png" if shot else None,
                     "capture_screenshot": f"{stem}.capture.{cap_ext}" if cap_shot else None,

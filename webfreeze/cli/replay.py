@@ -312,6 +312,18 @@ def replay_check(archive_path, report_dir, seed, limit, mode, port, rules_file):
                    + ("; in direct mode a page that reads its own address (a client-side router, or a "
                       "WebSocket whose URL it builds from it: the report's misses say) shows something else: check "
                       "it in proxy mode" if mode == "direct" else ""), err=True)
+    looped = sorted(((p["asked_again"]["count"], p["url"], p["asked_again"]) for p in report["pages"]
+                     if p.get("asked_again")), key=lambda x: (-x[0], x[1]))
+    if looped:  # (said: the page's text may still pass, having lost what the loop never brought)
+        count, where, again = looped[0]
+        n = len(looped)
+        click.echo(f"warning: {n} {'page' if n == 1 else 'pages'} asked one request again and again while "
+                   f"{'it' if n == 1 else 'they'} loaded (most: {count} times {again['method']} {again['url']}, on "
+                   f"{where}): the replay answers a request asked more often than recorded at once, and a page "
+                   "that asks again at once spins (a long poll"
+                   + ("; in direct mode every ask gets the capture nearest the page's time, so a handshake "
+                      "whose next answer differs, a 409 and its retry, never moves on: check it in proxy mode"
+                      if mode == "direct" else "") + ")", err=True)
     if s.get("fuzzy_requests"):
         # (no miss here, where a person browsing gets the nearest capture; an agent does not)
         first = next(p for p in report["pages"] if p.get("fuzzy"))

@@ -140,6 +140,12 @@ def _time_window(where: list, params: list, since, until) -> None:
         params.append(normalize_time(until))
 
 
+# The document a recorded session writes of the requests it asked whose answer was still coming when
+# it ended (a long poll the site was holding): ``unfinished/<session>.json``, ``{"version": 1,
+# "requests": ["GET URL", ...]}`` (recorder/session.py writes it, replayer/replay.py holds them).
+UNFINISHED_PREFIX = "unfinished/"
+
+
 class Archive:
     """An open archive. Use :meth:`open` or :meth:`create`; close it (or use ``with``)."""
 

@@ -38,6 +38,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from webfreeze.archives.store import UNFINISHED_PREFIX
 from webfreeze.archives.timeutil import normalize_time
 from webfreeze.common.files import check_output_file, write_output
 from webfreeze.common.text import UNSHOWN_INPUT_TYPES, fold_text
@@ -775,8 +776,9 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
         if proxy.recorder.unfinished and warn is not None:
             n = len(proxy.recorder.unfinished)
             warn(f"{n} answer{'s were' if n > 1 else ' was'} still coming when the session ended, and "
-                 f"{'are' if n > 1 else 'is'} not in the archive (a stream the page kept open; a replay misses "
-                 f"it): {', '.join(proxy.recorder.unfinished[:5])}{' ...' if n > 5 else ''}")
+                 f"{'are' if n > 1 else 'is'} not in the archive (a stream the page kept open, or a long poll the "
+                 f"site was holding: a replay holds it too, and never answers it): "
+                 f"{', '.join(proxy.recorder.unfinished[:5])}{' ...' if n > 5 else ''}")
         trajectory = {
             "version": TRAJECTORY_VERSION,
             "kind": "reference_trajectory",
@@ -789,6 +791,9 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
         if instruction:
             trajectory["instruction"] = instruction.strip()
         arc.put_document(f"trajectories/{proxy.session_id}.json", trajectory)
+        if proxy.recorder.unfinished:  # (what the site was still holding: the replay holds it too)
+            arc.put_document(f"{UNFINISHED_PREFIX}{proxy.session_id}.json",
+                             {"version": 1, "requests": sorted(set(proxy.recorder.unfinished))})
         if log.snapshots:  # the DOM of each document as loaded (not page records: no screenshot, no check)
             arc.put_document(f"{DOM_SNAPSHOTS}{proxy.session_id}.json", {
                 "version": DOM_SNAPSHOTS_VERSION, "kind": "dom_snapshots", "session": proxy.session_id,

@@ -36,7 +36,10 @@ It makes a page's scripts, and the workers they start, see the same world on eve
   With timers, completions reach scripts in the order of their requests: ``fetch`` answers and XHR
   completions (one sequence, in the order they were sent), and ``Response`` body reads (in the
   order they were asked for), each held until those before it have been delivered (or have not
-  come: see ``STALL_MS``); a fetched body read as a stream (``response.body``) is read whole at
+  come: see ``STALL_MS``); an answer the replay marks ``X-Webfreeze-Held`` (a long poll the site
+  was holding when the recording ended: archives/store.py ``UNFINISHED_PREFIX``) is never
+  delivered (a fetch's promise stays pending, an XHR's end events never fire), and the pump does not
+  wait for it; a fetched body read as a stream (``response.body``) is read whole at
   the page's first read (the pump waits for it) and handed out in chunks of 64 KiB whatever the
   network's cuts, each read answered at once; a ``Blob``'s reads are waited for too; scripts a page creates run in insertion order (``async=false``),
   and the ``load``/``error`` events of the scripts, stylesheets, images and frames it adds come in
@@ -219,7 +222,8 @@ function orderer(){var seq=0,next=0,got={},armed=-1;
  return {ticket:function(){return seq++;},ready:function(s){return s===next;},
   arrive:function(s,f){if(s<next){f();return;}got[s]=f;drain();}};}
 var net=orderer(),bodies=orderer();
-function ordered(o,pr,r,s){return new Promise(function(ok,no){pr.then(function(v){o.arrive(s,function(){r();ok(v);});},
+function held(v){try{return !!(v&&typeof v==='object'&&v.headers&&typeof v.headers.get==='function'&&v.headers.get('x-webfreeze-held'));}catch(e){return false;}}
+function ordered(o,pr,r,s){return new Promise(function(ok,no){pr.then(function(v){o.arrive(s,function(){r();if(!held(v)){ok(v);}});},
  function(e){o.arrive(s,function(){r();no(e);});});});}
 if(G.fetch){var F=G.fetch;G.fetch=function(u){var r=hold(u),s=net.ticket(),pr;try{pr=F.apply(this,arguments);}catch(e){net.arrive(s,r);throw e;}
  return ordered(net,pr.then(function(v){if(v&&typeof v==='object'){fetched.add(v);}return v;}),r,s);};}
@@ -266,7 +270,7 @@ if(G.XMLHttpRequest){
  var END={readystatechange:1,load:1,loadend:1,error:1,abort:1,timeout:1};
  var call=function(fn,x,e){return typeof fn==='function'?fn.call(x,e):fn.handleEvent(e);};
  var wrapL=function(fn){if(!fn||(typeof fn!=='function'&&typeof fn!=='object')){return fn;}var w=wm.get(fn);
-  if(!w){w=function(e){var x=this;if(x.__wfQ&&!x.__wfGo&&END[e.type]&&(e.type!=='readystatechange'||x.readyState===4)){x.__wfQ.push([fn,x,e]);return;}
+  if(!w){w=function(e){var x=this;if((x.__wfQ&&!x.__wfGo||x.__wfHeld)&&END[e.type]&&(e.type!=='readystatechange'||x.readyState===4)){if(!x.__wfHeld){x.__wfQ.push([fn,x,e]);}return;}
    return call(fn,x,e);};wm.set(fn,w);}return w;};
  XP.addEventListener=function(t,fn,o){return XA.call(this,t,wrapL(fn),o);};
  XP.removeEventListener=function(t,fn,o){return XR.call(this,t,(fn&&wm.get(fn))||fn,o);};
@@ -277,9 +281,11 @@ if(G.XMLHttpRequest){
    set:function(v){if(!this.__wfH){this.__wfH={};}this.__wfH[h]=typeof v==='function'?v:null;d.set.call(this,typeof v==='function'?wrapL(v):v);}});});
  XP.open=function(m,u,a){this.__wfSync=arguments.length>2&&!a;this.__wfU=u;return XOP.apply(this,arguments);};
  XP.send=function(){var x=this;if(x.__wfSync){return XS.apply(x,arguments);}
-  var r=hold(x.__wfU),s=net.ticket();x.__wfQ=[];x.__wfGo=false;x.__wfIn=false;x.__wfS=s;x.__wfR=r;
+  var r=hold(x.__wfU),s=net.ticket();x.__wfQ=[];x.__wfGo=false;x.__wfIn=false;x.__wfHeld=false;x.__wfS=s;x.__wfR=r;
   if(!x.__wfL){x.__wfL=true;XA.call(x,'readystatechange',function(){if(x.readyState!==4||x.__wfIn||!x.__wfQ){return;}x.__wfIn=true;
-   var s2=x.__wfS,r2=x.__wfR;net.arrive(s2,function(){x.__wfGo=true;r2();var items=x.__wfQ||[];x.__wfQ=null;
+   var s2=x.__wfS,r2=x.__wfR,hd=false;try{hd=!!x.getResponseHeader('x-webfreeze-held');}catch(e){}
+   if(hd){x.__wfHeld=true;}
+   net.arrive(s2,function(){r2();if(hd){x.__wfQ=null;return;}x.__wfGo=true;var items=x.__wfQ||[];x.__wfQ=null;
     items.forEach(function(it){try{call(it[0],it[1],it[2]);}catch(e){if(G.reportError){G.reportError(e);}}});});});}
   try{return XS.apply(x,arguments);}catch(e){x.__wfQ=null;net.arrive(s,r);throw e;}};}
 var notes=[],observers=0;

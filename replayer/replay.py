@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, quote, unquote, urljoin, urlsplit
 
 from webfreeze.archives import Archive, ArchiveError
 from webfreeze.archives.content import DecodeError, content_encoding
+from webfreeze.archives.store import UNFINISHED_PREFIX
 from webfreeze.archives.timeutil import parse_time, to_timestamp14
 from webfreeze.archives.urlkey import surt_key
 from webfreeze.common.errors import WebfreezeError
@@ -175,6 +176,15 @@ def _block_value(block: bytes, name: bytes) -> str | None:
 # (replayer/determinism.py). A cross-origin answer exposes it to that script (CORS hides the rest).
 OPEN_STREAM_HEADER = "X-Webfreeze-Open-Stream"
 
+# The requests each recorded session asked and got no answer to before it ended (a long poll the
+# site was holding): ``unfinished/<session>.json``, ``{"version": 1, "requests": ["GET URL", ...]}``.
+# Asked again beyond its recorded answers (or never answered at all), such a request is held: the
+# answer carries HELD_HEADER, which the pumped runtime never delivers to the page (as the site held
+# it), and which the replay server, without the runtime's timers, keeps open instead of answering.
+HELD_HEADER = "X-Webfreeze-Held"
+HELD_WHY = ("held: the recording asked this again and got no answer before it ended (the site was holding it, "
+            "a long poll); never answered here either")
+
 # The requests a replay session counts (``Replay.asked``: method and URL -> how often asked since the
 # last reset; what ``replay check`` reads to tell a page asking one request again and again).
 ASKED_KEYS = 10_000
@@ -317,6 +327,7 @@ class Replay:
         self.cache = ResponseCache(cache_bytes)
         self.sequencer = Sequencer()
         self.asked: dict = {}  # (method, url) -> how often asked this session (ASKED_KEYS at most)
+        self.unfinished: frozenset = frozenset()  # (method, url) a recording asked and got no answer to
         # the capture that answered this session's last state-changing request (-1: none answered
         # it; None: none asked yet): repeated requests are answered from what followed it
         self._last_change: int | None = None
@@ -357,6 +368,7 @@ class Replay:
             self.matcher = Matcher.from_archive(self.archive, self.rules)
             self._episodes = self._live_episodes()
             self._strict = bool(self.matcher.strict_kinds)
+            self.unfinished = self._unfinished()
         except BaseException:
             self.close()
             raise
@@ -412,6 +424,21 @@ class Replay:
             self.model_state.clear()
             self.misses = []
             self.asked = {}
+
+    def _unfinished(self) -> frozenset:
+        """The requests (method, URL) a recorded session asked that got no answer before it ended
+        (``unfinished/<session>.json``, recorder/session.py): the site was holding them, a long poll."""
+        out = set()
+        for doc in self.archive.documents(prefix=UNFINISHED_PREFIX):
+            try:
+                body = doc.body()
+            except Exception:  # (a damaged document: nothing held by it)
+                continue
+            for line in (body.get("requests") or []) if isinstance(body, dict) else []:
+                method, _, url = str(line).partition(" ")
+                if method and url:
+                    out.add((method.upper(), url))
+        return frozenset(out)
 
     def _live_episodes(self) -> dict:
         """A live run's archive: task id -> its episodes' capture sessions (recorder/live.py writes
@@ -518,6 +545,8 @@ class Replay:
             level, key, caps, score = self.matcher.candidates("GET", url, bkey, kind)
         if not caps and self.upstream is not None and _may_go_live(url):  # patching misses (mode "miss")
             return self._answer_live(method, url, headers, body, inject, "live")
+        if level not in ("exact", "canonical") and (method.upper(), url) in self.unfinished:
+            return self._held(method, url, headers)  # (asked in the recording, never answered: held)
         if not caps:
             if changes:
                 self._last_change = -1
@@ -547,6 +576,10 @@ class Replay:
         elif ordered:
             cap, again = self.sequencer.pick(key, caps, target, (self._last_change, self.matcher.antecedent,
                                                                  self.changes_answered))
+            if again and (method.upper(), url) in self.unfinished:
+                # asked once more than answered, where the recording's own next ask got no answer
+                # before it ended: the site was holding it (a long poll), and holds it here
+                return self._held(method, url, headers)
             if again and (changes or self._diverged) and self._answers_differ(caps):
                 # asked more often than recorded, and the site answered it differently each time:
                 # the last answer stands in for one the recording never saw (a state-changing
@@ -676,6 +709,24 @@ class Replay:
                 "content-md5", "digest", "content-length")
         return ReplayResponse(resp.status, [(k, v) for k, v in resp.headers if k.lower() not in drop], body,
                               resp.reason)
+
+    def _held(self, method: str, url: str, headers):
+        """The answer to a request the recording got no answer to (:data:`UNFINISHED_PREFIX`): empty,
+        marked :data:`HELD_HEADER` (the pumped runtime never gives it to the page; a replay server
+        without it keeps the request open instead), ``exact`` with :data:`HELD_WHY`."""
+        self.stats["held"] = self.stats.get("held", 0) + 1
+        if self.answers is not None:
+            self.answers.append(Answered(method.upper(), url, "exact", 200, mime=None, size=0, why=HELD_WHY))
+        # (nosniff: Chromium waits for a body's first bytes to sniff an XHR's type, and reports no
+        # response to a page's settle before them; held open, none come)
+        extra = (f"X-Webfreeze-Match: exact\r\n{HELD_HEADER}: 1\r\nCache-Control: no-store\r\n"
+                 "X-Content-Type-Options: nosniff\r\n").encode()
+        origin = header_value(headers, "origin")
+        if origin and "\r" not in origin and "\n" not in origin:
+            extra += (f"Access-Control-Allow-Origin: {origin}\r\nAccess-Control-Allow-Credentials: true\r\n"
+                      f"Vary: Origin\r\nAccess-Control-Expose-Headers: {HELD_HEADER}\r\n").encode("latin-1", "replace")
+        head, data = simple_response(200, "text/plain; charset=utf-8", b"", extra)
+        return head, b"" if method.upper() == "HEAD" else data
 
     def _miss(self, method, url, headers, bkey, score):
         if is_browser_own(url):  # the browser's own, not a page's

@@ -63,6 +63,7 @@ from .replay import (
     BROWSER_INTERNAL_HOSTS,
     CACHE_BYTES,
     DIRECT,
+    HELD_HEADER,
     PortInUse,
     Replay,
     ReplayError,
@@ -72,6 +73,8 @@ from .replay import (
 )
 from .rewrite import UrlRewriter, rewrite_css_bytes, rewrite_html, rewrite_refresh, seal_headers, shim_script
 from .upstream import Upstream
+
+HELD_MARK = f"\r\n{HELD_HEADER}: 1\r\n".encode()  # (in a head: an answer held open, replay.py _held)
 
 # (BROWSER_INTERNAL_HOSTS: the browser launch reads it here, to send Chromium's own traffic to the proxy)
 __all__ = ["BROWSER_INTERNAL_HOSTS", "PortInUse", "ReplayServer", "ReplayError", "load_rules_file"]
@@ -721,6 +724,15 @@ class _Connection(asyncio.Protocol):
             self.closed = True
             return
         if self.closed or self.transport is None or self.transport.is_closing():
+            return
+        if not self.server.replay.timers and HELD_MARK in head:
+            # a request the recording got no answer to (a long poll the site was holding): without
+            # the runtime's pumped timers nothing keeps it from the page, so it is held open here
+            # as the site held it, its headers sent and its body never (a page's settle then waits
+            # for it no longer, as for an event stream's), until the client lets go
+            self.waiting_since = None
+            lines = [line for line in head.split(b"\r\n") if line and not line.lower().startswith(b"content-length:")]
+            self.transport.write(b"\r\n".join(lines) + b"\r\nTransfer-Encoding: chunked\r\n\r\n")
             return
         self.server._note_document(self._headers, head)
         if keep:

@@ -229,7 +229,9 @@ class Inflight(set):
         # Server-sent events come for as long as the page is shown (Gradio's heartbeat): the
         # request is no longer waited for once its answer has begun (it changed nothing: events
         # that come at once are waited for as a body is, by the quiet period after)
-        if response.request in self and is_event_stream(response.headers.get("content-type")):
+        if response.request in self and (is_event_stream(response.headers.get("content-type"))
+                                         or response.headers.get("x-webfreeze-held")):
+            # (and a long poll the replay holds open as the site did: replayer/replay.py _held)
             self.discard(response.request)
 
     def handlers(self) -> list:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from webfreeze.replayer.determinism import FRAME_RUNTIME_JS
-from webfreeze.replayer.replay import OPEN_STREAM_HEADER, REPEAT_HEADER, REPEAT_WHY
+from webfreeze.replayer.replay import HELD_HEADER, HELD_WHY, OPEN_STREAM_HEADER, REPEAT_HEADER, REPEAT_WHY
 
 from . import bgym_obs
 from .actions import MAX_WAIT_MS, Action
@@ -543,6 +543,7 @@ class BrowserBackend:
                 mime=h.get("content-type") if level != "miss" else None,
                 size=int(size) if size and size.isdigit() and level != "miss" else None,
                 why=(OPEN_STREAM_WHY if h.get(OPEN_STREAM_HEADER.lower())
+                     else HELD_WHY if h.get(HELD_HEADER.lower())
                      else REPEAT_WHY.get(h.get(REPEAT_HEADER.lower(), ""))),
                 capture=int(h["x-webfreeze-capture"]) if h.get("x-webfreeze-capture", "").isdigit() else None)
             with self._answers_lock:

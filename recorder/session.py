@@ -775,9 +775,9 @@ def record_session(archive_path, start: str, trajectory_path, *, headed: bool = 
             proxy.stop()
         if proxy.recorder.unfinished and warn is not None:
             n = len(proxy.recorder.unfinished)
-            warn(f"{n} answer{'s were' if n > 1 else ' was'} still coming when the session ended, and "
-                 f"{'are' if n > 1 else 'is'} not in the archive (a stream the page kept open, or a long poll the "
-                 f"site was holding: a replay holds it too, and never answers it): "
+            warn(f"{n} answer{'s were' if n > 1 else ' was'} still coming when the session ended: the "
+                 f"archive keeps {'them' if n > 1 else 'it'} as asked and never answered (a stream the page kept "
+                 f"open, or a long poll the site was holding: a replay holds it too, and never answers it): "
                  f"{', '.join(proxy.recorder.unfinished[:5])}{' ...' if n > 5 else ''}")
         trajectory = {
             "version": TRAJECTORY_VERSION,

@@ -104,13 +104,9 @@ def typed_value(step) -> str | None:
 def is_secret_name(name: str, extra: set[str] | frozenset = frozenset()) -> bool:
     """Whether a query parameter, form field or JSON key called ``name`` holds a secret: one of
     :data:`SECRET_NAMES`, a name containing one of :data:`SECRET_PARTS` (CSRF tokens among them:
-    ``csrfmiddlewaretoken``, ``csrf_token``), or one the user named. A name with white space in it
-    is words, not a field's name (a translation file's key: Syncthing's ``"GUI Authentication: Set
-    User and Password"``, whose value is the same words): only one the user named is secret."""
+    ``csrfmiddlewaretoken``, ``csrf_token``), or one the user named."""
     n = name.strip().lower()
-    if n in extra:
-        return True
-    return not any(c.isspace() for c in n) and (n in SECRET_NAMES or any(p in n for p in SECRET_PARTS))
+    return n in extra or n in SECRET_NAMES or any(p in n for p in SECRET_PARTS)
 
 
 class Redactor:
@@ -366,7 +362,10 @@ class Redactor:
     def _collect_json(self, value, at: str = "") -> None:
         if isinstance(value, dict):
             for k, v in value.items():
-                if is_secret_name(str(k), self.params) and isinstance(v, (str, int, float)) and not isinstance(v, bool):
+                if is_secret_name(str(k), self.params) and isinstance(v, (str, int, float)) and not isinstance(v, bool) \
+                        and str(v).strip() != str(k).strip():
+                    # (a value that is its own key is words, not a secret: a translation file's
+                    # "GUI Authentication: Set User and Password", Syncthing's lang-en.json)
                     self.add(v, "param", f"JSON key {k}{at}")
                 else:
                     self._collect_json(v, at)

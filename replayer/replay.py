@@ -545,7 +545,8 @@ class Replay:
             level, key, caps, score = self.matcher.candidates("GET", url, bkey, kind)
         if not caps and self.upstream is not None and _may_go_live(url):  # patching misses (mode "miss")
             return self._answer_live(method, url, headers, body, inject, "live")
-        if level not in ("exact", "canonical") and (method.upper(), url) in self.unfinished:
+        held = (method.upper(), url) in self.unfinished and not asks_for_document(headers, url)
+        if level not in ("exact", "canonical") and held:
             return self._held(method, url, headers)  # (asked in the recording, never answered: held)
         if not caps:
             if changes:
@@ -576,7 +577,7 @@ class Replay:
         elif ordered:
             cap, again = self.sequencer.pick(key, caps, target, (self._last_change, self.matcher.antecedent,
                                                                  self.changes_answered))
-            if again and (method.upper(), url) in self.unfinished:
+            if again and held:
                 # asked once more than answered, where the recording's own next ask got no answer
                 # before it ended: the site was holding it (a long poll), and holds it here
                 return self._held(method, url, headers)
@@ -711,7 +712,8 @@ class Replay:
                               resp.reason)
 
     def _held(self, method: str, url: str, headers):
-        """The answer to a request the recording got no answer to (:data:`UNFINISHED_PREFIX`): empty,
+        """The answer to a request the recording got no answer to (:data:`UNFINISHED_PREFIX`; a
+        script's, never a document: an empty page would stand for one the site never finished): empty,
         marked :data:`HELD_HEADER` (the pumped runtime never gives it to the page; a replay server
         without it keeps the request open instead), ``exact`` with :data:`HELD_WHY`."""
         self.stats["held"] = self.stats.get("held", 0) + 1

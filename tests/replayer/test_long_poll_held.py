@@ -21,6 +21,7 @@ from webfreeze.replayer.replay import HELD_HEADER, HELD_WHY, Replay
 from webfreeze.simulator.browser import BrowserUnavailable, chromium_path
 
 SITE = "http://lp.test"
+XHR = [("Sec-Fetch-Dest", "empty")]  # (a script's request: only those are held, never a document)
 PAGE = """<!DOCTYPE html><html><head><title>Events</title></head><body><p id="f">fetch: 0</p><p id="x">xhr: 0</p><script>
 let f = 0, x = 0;
 (async () => { for (;;) { const r = await fetch('/events?since=3'); await r.text();
@@ -50,12 +51,17 @@ def _archive(path, unfinished: bool = True):
 def test_the_replay_holds_what_the_recording_never_got_an_answer_to(tmp_path):
     with Replay(_archive(tmp_path / "held.wfz")) as replay:
         replay.answers = []
-        heads = [replay.answer("GET", SITE + rel, [], b"")[0].decode("latin-1")
+        heads = [replay.answer("GET", SITE + rel, XHR, b"")[0].decode("latin-1")
                  for rel in ("/events?since=3", "/events?since=3", "/events?since=9")]
         assert [f"{HELD_HEADER}: 1" in h for h in heads] == [False, True, True], heads
         assert [(a.level, a.why) for a in replay.answers] == [("exact", None), ("exact", HELD_WHY), ("exact", HELD_WHY)]
+        # a document is never held (an empty page would stand for one the site never finished): as before
+        doc = [("Sec-Fetch-Dest", "document")]
+        heads = [replay.answer("GET", SITE + "/events?since=3", doc, b"")[0].decode("latin-1") for _ in range(2)]
+        assert not any(HELD_HEADER in h for h in heads), heads
+        assert HELD_HEADER not in replay.answer("GET", SITE + "/events?since=9", doc, b"")[0].decode("latin-1")
     with Replay(_archive(tmp_path / "plain.wfz", unfinished=False)) as replay:  # (not held: as before)
-        heads = [replay.answer("GET", SITE + "/events?since=3", [], b"")[0].decode("latin-1") for _ in range(2)]
+        heads = [replay.answer("GET", SITE + "/events?since=3", XHR, b"")[0].decode("latin-1") for _ in range(2)]
         assert not any(HELD_HEADER in h for h in heads)
 
 
@@ -175,5 +181,5 @@ def test_a_session_keeps_the_poll_its_site_was_still_holding(tmp_path, monkeypat
         docs = {d.name: d.body() for d in arc.documents(prefix=UNFINISHED_PREFIX)}
     assert docs == {f"{UNFINISHED_PREFIX}{sid}.json": {"version": 1, "requests": [f"GET {SITE}/events?since=3"]}}
     with Replay(tmp_path / "lp.wfz") as replay:
-        heads = [replay.answer("GET", SITE + "/events?since=3", [], b"")[0] for _ in range(2)]
+        heads = [replay.answer("GET", SITE + "/events?since=3", XHR, b"")[0] for _ in range(2)]
     assert [HELD_HEADER.encode() in h for h in heads] == [False, True]

@@ -66,7 +66,7 @@ SECRET_PARTS = ("password", "passwd", "secret", "api_key", "apikey", "access_tok
 # Response headers whose value is a URL: its secret parameters are replaced as a request URL's are.
 URL_HEADERS = ("location", "content-location", "refresh")
 PLACEHOLDER_PREFIX = "wfredacted-"
-_PLACEHOLDER = re.compile(re.escape(PLACEHOLDER_PREFIX) + "[0-9a-f]{16}")
+PLACEHOLDER_RE = re.compile(re.escape(PLACEHOLDER_PREFIX) + "[0-9a-f]{16}")  # (one placeholder)
 MIN_LITERAL = 6
 _SUPPLIED_FIELD = re.compile(r"pass|pwd|^pw$|secret", re.I)
 _PASSWORD_TARGET = re.compile(r"pass(word|wd|phrase)?|pwd|\bpin\b|secret", re.I)
@@ -199,7 +199,7 @@ class Redactor:
         return placeholder
 
     def _sub(self, secret: str) -> str:
-        if _PLACEHOLDER.fullmatch(secret):
+        if PLACEHOLDER_RE.fullmatch(secret):
             return secret  # redacted before (a second session recorded into the archive): kept as it is
         return self._put(self._secrets.get(secret) or self.placeholder(secret))
 

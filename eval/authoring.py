@@ -25,7 +25,7 @@ from webfreeze.common.http import page_url
 
 from .answer import evaluate_answer
 from .errors import TaskError
-from .request_checks import same_request_url
+from .request_checks import among
 from .score import SUCCESS_KINDS
 from .tasks import SUITE_FORMAT, SUITE_VERSION, canonical_line, load_suite, validate_task
 from .trajectory import session_actions
@@ -425,14 +425,13 @@ def add_task(suite: str | os.PathLike, reference: str | os.PathLike, answer: str
         if path.is_file():
             sent = session_sent(path, sid)
             for w in wanted:  # (as the check reads URLs: Gradio's join?, with its empty query, is join)
-                if not any(m == w["method"] and same_request_url(u, w["url"])
-                           for m, _, u in (s.partition(" ") for s in sent)):
+                if not among(sent, w["method"], w["url"]):
                     listed = ", ".join(sent[:6]) + (", ..." if len(sent) > 6 else "") if sent else "only GET and HEAD"
                     raise TaskError(f"its session sent no {w['method']} {w['url']} (it sent: {listed})", ref_path)
             first = first_action_time(trajectory)
             own = sent_before(path, sid, first) if sent_before is not None and first is not None else []
             for w in wanted:
-                if any(m == w["method"] and same_request_url(u, w["url"]) for m, _, u in (s.partition(" ") for s in own)):
+                if among(own, w["method"], w["url"]):
                     raise TaskError(f"--require-request '{w['method']} {w['url']}': its session sent that request "
                                     "before its first action (the page sends it on its own), and a requests check "
                                     "compares method and URL only: it would hold for an agent that did nothing",

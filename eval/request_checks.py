@@ -44,6 +44,13 @@ def same_request_url(a: str, b: str) -> bool:
         return a == b
 
 
+def among(sent, method: str, url: str) -> bool:
+    """Whether the requests ``sent`` (``"METHOD URL"`` each) hold ``method url``, URLs compared as
+    a check compares them (:func:`same_request_url`)."""
+    method = str(method).upper()
+    return any(m.upper() == method and same_request_url(u, url) for m, _, u in (str(s).partition(" ") for s in sent))
+
+
 def episode_answers(trajectory: dict) -> list[dict] | None:
     """Every answer of an episode's replay provenance (the start's, then each step's), or None when
     the trajectory records none (written before provenance, or by an environment without a replay)."""

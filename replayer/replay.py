@@ -226,16 +226,17 @@ def _header_block(headers) -> bytes:
     return "".join(f"{k}: {v}\r\n" for k, v in headers).encode("latin-1", "replace")
 
 
-def _miss_cors(method: str, headers) -> bytes | None:
+def _miss_cors(method: str, headers, expose: str = "X-Webfreeze-Miss, X-Webfreeze-Score") -> bytes | None:
     """The CORS headers of a miss answered to a request that names its origin (a page's script
     asking another origin): the page reads the miss (a 404) as it would the live site's answer,
     rather than a network error that says nothing; None when the request names none. A preflight
-    is granted what it asks for (the request that follows is a miss all the same)."""
+    is granted what it asks for (the request that follows is a miss all the same). ``expose``: the
+    headers of ours the page's script may read (a held answer's mark, :meth:`Replay._held`)."""
     origin = header_value(headers, "origin")
     if not origin:
         return None
     lines = [f"Access-Control-Allow-Origin: {origin}", "Access-Control-Allow-Credentials: true", "Vary: Origin",
-             "Access-Control-Expose-Headers: X-Webfreeze-Miss, X-Webfreeze-Score"]
+             f"Access-Control-Expose-Headers: {expose}"]
     if method.upper() == "OPTIONS":
         asked = header_value(headers, "access-control-request-method")
         if asked:
@@ -723,10 +724,7 @@ class Replay:
         # response to a page's settle before them; held open, none come)
         extra = (f"X-Webfreeze-Match: exact\r\n{HELD_HEADER}: 1\r\nCache-Control: no-store\r\n"
                  "X-Content-Type-Options: nosniff\r\n").encode()
-        origin = header_value(headers, "origin")
-        if origin and "\r" not in origin and "\n" not in origin:
-            extra += (f"Access-Control-Allow-Origin: {origin}\r\nAccess-Control-Allow-Credentials: true\r\n"
-                      f"Vary: Origin\r\nAccess-Control-Expose-Headers: {HELD_HEADER}\r\n").encode("latin-1", "replace")
+        extra += _miss_cors(method, headers, expose=HELD_HEADER) or b""
         head, data = simple_response(200, "text/plain; charset=utf-8", b"", extra)
         return head, b"" if method.upper() == "HEAD" else data
 

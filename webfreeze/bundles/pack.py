@@ -31,7 +31,6 @@ import base64
 import hashlib
 import json
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -43,7 +42,7 @@ from pathlib import Path, PurePosixPath
 from webfreeze import __version__
 from webfreeze.archives import ArchiveError, archive_digest
 from webfreeze.archives.maintenance import pack as pack_archive
-from webfreeze.archives.redact import PLACEHOLDER_PREFIX, redact_archive, redact_suite, typed_value
+from webfreeze.archives.redact import PLACEHOLDER_PREFIX, PLACEHOLDER_RE, redact_archive, redact_suite, typed_value
 from webfreeze.archives.verify import require_intact
 from webfreeze.archives.verify import verify as verify_archive
 from webfreeze.archives.warc_export import export
@@ -533,7 +532,7 @@ def _placed_in(rerun: Path, step: dict, archive: Path, where_placed) -> list[str
     except Exception:  # (a snapshot or capture that does not read: nothing to name)
         return []
     out = []
-    for placeholder in dict.fromkeys(re.findall(re.escape(PLACEHOLDER_PREFIX) + "[0-9a-f]{16}", html)):
+    for placeholder in dict.fromkeys(PLACEHOLDER_RE.findall(html)):
         said = where_placed(placeholder)
         if said and said not in out:
             out.append(said)

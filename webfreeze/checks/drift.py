@@ -278,12 +278,11 @@ def recorded_again(archive, reference: dict) -> dict | None:
     return None
 
 
-_PLACED = re.compile(r"wfredacted-[0-9a-f]{16}")
-
-
 def _unplaced(text: str) -> str:
     """``text`` with each redaction placeholder as one mark."""
-    return _PLACED.sub("wfredacted-*", text)
+    from webfreeze.archives.redact import PLACEHOLDER_RE
+
+    return PLACEHOLDER_RE.sub("wfredacted-*", text)
 
 
 def placeholders_moved(reference: dict, again: dict) -> dict[str, str]:
@@ -296,9 +295,11 @@ def placeholders_moved(reference: dict, again: dict) -> dict[str, str]:
     mine, theirs = ([str(a) for a in session_actions(r)] for r in (reference, again))
     if len(mine) != len(theirs) or [_unplaced(a) for a in mine] != [_unplaced(a) for a in theirs]:
         return {}
+    from webfreeze.archives.redact import PLACEHOLDER_RE
+
     moved: dict[str, str] = {}
     for a, b in zip(mine, theirs):
-        for old, new in zip(_PLACED.findall(a), _PLACED.findall(b)):
+        for old, new in zip(PLACEHOLDER_RE.findall(a), PLACEHOLDER_RE.findall(b)):
             if old != new and moved.setdefault(old, new) != new:
                 return {}  # (one placeholder for two: not one secret's)
     return moved
@@ -320,9 +321,9 @@ def retimed_suite(suite, archive, work: Path):
         again = recorded_again(archive, t.reference) if isinstance(t.reference, dict) else None
         if again is not None and session_time(again) != t.snapshot_time:
             times[t.id] = session_time(again)
-        if again is not None and placeholders_moved(t.reference, again):
-            # the secret the reference types, as the session recorded again (redacted apart) sent it
-            moved[t.id] = placeholders_moved(t.reference, again)
+        placed = placeholders_moved(t.reference, again) if again is not None else {}
+        if placed:  # the secret the reference types, as the session recorded again (redacted apart) sent it
+            moved[t.id] = placed
     if not times and not moved:
         return suite
     # (a copy of the lines alone, each reference inline: the suite's folder may hold anything)

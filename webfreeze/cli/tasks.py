@@ -115,32 +115,27 @@ def tasks_add(suite, reference, answer, match, category, instruction, task_id, a
                f"check it with: {check}", err=True)
 
 
-def _session_sent(path, session_id: str) -> list[str]:
-    """The requests other than GET and HEAD a session of the archive at ``path`` sent, as 'METHOD URL',
-    in the order it first sent them; a CORS preflight (the browser's ``OPTIONS`` before a cross-origin
-    POST or DELETE, not an action of the page's) is left out."""
+def _session_sent(path, session_id: str, before: float | None = None) -> list[str]:
+    """The requests other than GET and HEAD a session of the archive at ``path`` sent (before the
+    time ``before``, seconds since the epoch, if given), as 'METHOD URL', in the order it first sent
+    them; a CORS preflight (the browser's ``OPTIONS`` before a cross-origin POST or DELETE, not an
+    action of the page's) is left out."""
     from webfreeze.archives import Archive
+    from webfreeze.archives.timeutil import parse_time
 
     def preflight(ex) -> bool:
         return ex.method == "OPTIONS" and ex.request.header("Access-Control-Request-Method") is not None
 
     with Archive.open(path) as arc:  # (in the order sent: an action comes after the login before it)
         sent = [f"{ex.method} {ex.url}" for ex in arc.exchanges(session=session_id, order="time")
-                if ex.method not in ("GET", "HEAD") and not preflight(ex)]
+                if ex.method not in ("GET", "HEAD") and not preflight(ex)
+                and (before is None or parse_time(ex.captured_at).timestamp() < before)]
     return list(dict.fromkeys(sent))
 
 
 def _session_sent_before(path, session_id: str, before: float) -> list[str]:
-    """The requests other than GET and HEAD (no CORS preflight) a session of the archive at ``path``
-    sent before the time ``before`` (seconds since the epoch), as 'METHOD URL'."""
-    from webfreeze.archives import Archive
-    from webfreeze.archives.timeutil import parse_time
-
-    with Archive.open(path) as arc:
-        sent = [f"{ex.method} {ex.url}" for ex in arc.exchanges(session=session_id, order="time")
-                if ex.method not in ("GET", "HEAD") and parse_time(ex.captured_at).timestamp() < before
-                and not (ex.method == "OPTIONS" and ex.request.header("Access-Control-Request-Method") is not None)]
-    return list(dict.fromkeys(sent))
+    """:func:`_session_sent` before the time ``before`` (``tasks add``'s ``sent_before``)."""
+    return _session_sent(path, session_id, before)
 
 
 def _has_session(path, session_id: str) -> bool:
@@ -318,7 +313,7 @@ def _own_requests(out, report: dict, lines_by_id: dict) -> list[dict]:
     session sent that request before the person's first action (the page sends it on its own,
     ``tasks add`` now refuses such a check): ``{"task_id", "request"}`` each."""
     from webfreeze.eval.authoring import first_action_time
-    from webfreeze.eval.request_checks import same_request_url
+    from webfreeze.eval.request_checks import among
 
     archive = _run_archive(out)
     found: list[dict] = []
@@ -335,12 +330,11 @@ def _own_requests(out, report: dict, lines_by_id: dict) -> list[dict]:
         if first is None or not isinstance(sid, str) or not sid:
             continue
         try:
-            own = [r.partition(" ") for r in _session_sent_before(archive, sid, first)]
+            own = _session_sent(archive, sid, first)
         except WebfreezeError:
             continue
         for c in checks:
-            if isinstance(c, dict) and any(m == str(c.get("method", "")).upper() and same_request_url(u, str(c.get("url")))
-                                           for m, _, u in own):
+            if isinstance(c, dict) and among(own, str(c.get("method", "")), str(c.get("url"))):
                 found.append({"task_id": tid, "request": f"{str(c.get('method')).upper()} {c.get('url')}"})
     return found
 
